@@ -1,0 +1,43 @@
+# gpuquota — convenience wrapper around CMake.
+#   make demo   install dependencies, build, run the demo
+#   make test   install dependencies, build with -Werror + ASan/UBSan, run every test
+BUILD      ?= build
+BENCH_DIR  ?= build-bench
+FUZZ_DIR   ?= build-fuzz
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+SAN_ENV     = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
+              UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+.PHONY: all deps build test demo bench fuzz format clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DGQ_WERROR=ON -DGQ_SANITIZE=ON
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	cd $(BUILD) && $(SAN_ENV) ctest --output-on-failure -j $(JOBS)
+
+demo: build
+	@$(SAN_ENV) scripts/demo.sh $(BUILD)
+
+bench: deps
+	cmake -S . -B $(BENCH_DIR) -DCMAKE_BUILD_TYPE=Release -DGQ_BENCH=ON
+	cmake --build $(BENCH_DIR) -j $(JOBS)
+	scripts/bench.sh $(BENCH_DIR)
+
+fuzz: deps
+	CC=clang cmake -S . -B $(FUZZ_DIR) -DGQ_FUZZ=ON -DGQ_SANITIZE=ON
+	cmake --build $(FUZZ_DIR) -j $(JOBS)
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD) $(BENCH_DIR) $(FUZZ_DIR)

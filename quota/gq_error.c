@@ -1,0 +1,78 @@
+#include "gq_error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const gq_code_names[GQ_CODE_COUNT_] = {
+    [GQ_OK] = "ok",
+    [GQ_ENOMEM] = "out of memory",
+    [GQ_EINVAL] = "invalid input",
+    [GQ_ERANGE] = "out of range",
+    [GQ_ENOTFOUND] = "not found",
+    [GQ_EDENIED] = "denied",
+    [GQ_EIO] = "I/O error",
+    [GQ_ECONFLICT] = "conflict",
+    [GQ_ETIMEOUT] = "timed out",
+    [GQ_EHTTP] = "unexpected HTTP status",
+    [GQ_ETLS] = "TLS error",
+    [GQ_EUNSUPPORTED] = "unsupported",
+    [GQ_EEXISTS] = "already exists",
+    [GQ_EGONE] = "gone",
+    [GQ_EUNAUTHORIZED] = "unauthorized",
+    [GQ_ELIMIT] = "too large",
+};
+
+const char *gq_strerror(gq_code code)
+{
+    if ((unsigned)code >= GQ_CODE_COUNT_ || !gq_code_names[code])
+        return "unknown error";
+    return gq_code_names[code];
+}
+
+void gq_err_clear(gq_err *err)
+{
+    if (!err)
+        return;
+    err->code = GQ_OK;
+    err->msg[0] = '\0';
+}
+
+gq_code gq_err_set(gq_err *err, gq_code code, const char *fmt, ...)
+{
+    if (!err)
+        return code;
+    err->code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        err->msg[0] = '\0';
+    return code;
+}
+
+void gq_err_prefix(gq_err *err, const char *fmt, ...)
+{
+    if (!err)
+        return;
+    char prefix[GQ_ERR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(prefix, sizeof(prefix), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    /* Build "prefix: old" piecewise; truncation keeps the prefix. */
+    char old[GQ_ERR_MSG_MAX];
+    memcpy(old, err->msg, sizeof(old));
+    size_t pl = strlen(prefix);
+    if (pl > sizeof(err->msg) - 3)
+        pl = sizeof(err->msg) - 3;
+    memcpy(err->msg, prefix, pl);
+    memcpy(err->msg + pl, ": ", 2);
+    size_t room = sizeof(err->msg) - pl - 2 - 1;
+    size_t ol = strnlen(old, room);
+    memcpy(err->msg + pl + 2, old, ol);
+    err->msg[pl + 2 + ol] = '\0';
+}

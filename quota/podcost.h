@@ -1,0 +1,100 @@
+/* What a pod costs in GPU terms — the one pure function every part of
+ * gpuquota calls (mutating webhook, validating webhook, controller, admit).
+ *
+ * Input is a Pod as Kubernetes JSON (json-c). The function reads every GPU
+ * request form of DESIGN.md §3 — including the backend output resources a
+ * rewritten pod carries, so a pod costs the same before and after mutation —
+ * and computes the charge:
+ *   effective = max(sum(app containers) + sum(sidecars),
+ *                   max_i(init_i + sum(sidecars declared before init_i)))
+ *               + pod overhead,
+ * for each of gpu-memory (bytes, each slice rounded up to whole memory units
+ * of the config) and gpus (whole exclusive GPUs); gpu-pods is 1 when any
+ * container uses a GPU. */
+#ifndef GQ_PODCOST_H
+#define GQ_PODCOST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "config.h"
+#include "gq_error.h"
+
+/* Well-known names. */
+#define GQ_RES_GPU_MEMORY "gpuquota.io/gpu-memory"
+#define GQ_RES_NVIDIA_GPU "nvidia.com/gpu"
+#define GQ_ANN_GPU_FRACTION "gpuquota.io/gpu-fraction"
+#define GQ_ANN_GPU_MEMORY "gpuquota.io/gpu-memory"
+#define GQ_ANN_GPU_MODEL "gpuquota.io/gpu-model"
+#define GQ_ANN_EXCLUSIVE "gpuquota.io/exclusive"
+#define GQ_LABEL_MANAGED "gpuquota.io/managed"
+#define GQ_LABEL_GPU_PRODUCT "nvidia.com/gpu.product"
+
+typedef enum gq_ctr_kind {
+    GQ_CTR_APP = 0,     /* spec.containers[i] */
+    GQ_CTR_INIT = 1,    /* spec.initContainers[i] */
+    GQ_CTR_SIDECAR = 2, /* spec.initContainers[i] with restartPolicy: Always */
+} gq_ctr_kind;
+
+/* How a container asked for a GPU. */
+typedef enum gq_form {
+    GQ_FORM_NONE = 0,
+    GQ_FORM_MEMORY,        /* limits gpuquota.io/gpu-memory (x nvidia.com/gpu N) */
+    GQ_FORM_FRACTION,      /* limits nvidia.com/gpu "0.5" / "500m" */
+    GQ_FORM_ANN_FRACTION,  /* pod annotation gpuquota.io/gpu-fraction */
+    GQ_FORM_ANN_MEMORY,    /* pod annotation gpuquota.io/gpu-memory */
+    GQ_FORM_HAMI_MEMORY,   /* limits nvidia.com/gpumem (MiB per GPU) */
+    GQ_FORM_HAMI_PERCENT,  /* limits nvidia.com/gpumem-percentage */
+    GQ_FORM_KAI_FRACTION,  /* pod annotation gpu-fraction */
+    GQ_FORM_KAI_MEMORY,    /* pod annotation gpu-memory (MiB) */
+    GQ_FORM_WHOLE,         /* limits nvidia.com/gpu N (integer): exclusive */
+    GQ_FORM_BACKEND,       /* already in a backend's resources (rewritten pod) */
+} gq_form;
+
+/* Short stable name of a form ("memory", "fraction", "hami-memory", ...). */
+const char *gq_form_name(gq_form f);
+
+/* One container that uses a GPU. */
+typedef struct gq_ctr_cost {
+    char name[64];          /* container name (DNS label, <= 63) */
+    gq_ctr_kind kind;
+    size_t index;           /* index in spec.containers or spec.initContainers */
+    gq_form form;
+    bool exclusive;         /* whole GPUs, not a shared slice */
+    int64_t gpus;           /* number of GPU devices */
+    int64_t memory_per_gpu; /* bytes asked per GPU (shared: the slice; exclusive: card memory, 0 if unknown) */
+    int64_t charged_per_gpu;/* bytes charged per GPU: slice rounded up to memory units */
+    char original[160];     /* the request as written, e.g. "nvidia.com/gpu=500m" */
+} gq_ctr_cost;
+
+/* The pod's charge. Caller-owned struct: gq_pod_cost_init before use,
+ * gq_pod_cost_dispose after. */
+typedef struct gq_pod_cost {
+    int64_t gpu_memory;     /* quota key gpu-memory, bytes */
+    int64_t gpus;           /* quota key gpus: whole exclusive GPUs */
+    int64_t gpu_pods;       /* quota key gpu-pods: 0 or 1 */
+    const gq_model *model;  /* borrowed from the config; NULL when none applies */
+    bool model_pinned;      /* the pod named its model (annotation or gpu.product selector) */
+    gq_ctr_cost *ctrs;      /* GPU-using containers only, in spec order (init first) */
+    size_t n_ctrs;
+} gq_pod_cost;
+
+void gq_pod_cost_init(gq_pod_cost *c);
+void gq_pod_cost_dispose(gq_pod_cost *c);
+
+/* Compute what pod costs under cfg. pod is borrowed. On success *out is
+ * filled (previous contents disposed); on error err names the container, the
+ * field, the value and the accepted forms, and *out is left empty.
+ * GQ_EINVAL for a request that is malformed or out of the accepted range,
+ * GQ_ERANGE for unit overflow, GQ_ENOTFOUND for an unknown pinned model,
+ * GQ_EUNSUPPORTED for a request the configured backend cannot serve. */
+gq_code gq_pod_cost_compute(const gq_config *cfg, json_object *pod, gq_pod_cost *out,
+                            gq_err *err) GQ_WUR;
+
+/* True when status.phase is Succeeded or Failed: such a pod costs nothing. */
+bool gq_pod_is_terminal(json_object *pod);
+
+#endif

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Install what building, testing and demonstrating gpuquota needs, from
+# Debian packages. Does nothing when everything is already present.
+set -euo pipefail
+
+pkgs=()
+need_pc() { pkg-config --exists "$1" 2>/dev/null || pkgs+=("$2"); }
+need_cmd() { command -v "$1" >/dev/null 2>&1 || pkgs+=("$2"); }
+
+need_cmd pkg-config pkg-config
+need_cmd cmake cmake
+need_cmd gcc gcc
+need_cmd make make
+need_cmd curl curl
+need_cmd openssl openssl
+need_cmd wrk wrk
+need_cmd python3 python3
+need_pc json-c libjson-c-dev
+need_pc yaml-0.1 libyaml-dev
+need_pc libcurl libcurl4-openssl-dev
+need_pc libmicrohttpd libmicrohttpd-dev
+need_pc openssl libssl-dev
+need_pc gnutls libgnutls28-dev
+need_pc cmocka libcmocka-dev
+# Any working kubectl will do; Debian ships one as kubernetes-client.
+kubectl version --client >/dev/null 2>&1 || pkgs+=(kubernetes-client)
+
+if [ ${#pkgs[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "installing: ${pkgs[*]}" >&2
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${pkgs[@]}"

@@ -27,31 +27,31 @@ const char *gq_backend_name(gq_backend b);
 gq_code gq_backend_parse(const char *name, gq_backend *out) GQ_WUR;
 
 typedef struct gq_mig_profile {
-    char *name;       /* "1g.10gb": the resource is nvidia.com/mig-<name> */
-    int slices;       /* compute slices (the <g> of <g>g.<mem>gb) */
-    int64_t memory;   /* bytes of GPU memory the profile holds */
+    char *name;     /* "1g.10gb": the resource is nvidia.com/mig-<name> */
+    int slices;     /* compute slices (the <g> of <g>g.<mem>gb) */
+    int64_t memory; /* bytes of GPU memory the profile holds */
 } gq_mig_profile;
 
 typedef struct gq_model {
-    char *name;        /* catalog name, e.g. "a100-40gb" (lower case) */
-    int64_t memory;    /* bytes of memory of one card */
-    char **products;   /* GFD nvidia.com/gpu.product values (exact strings) */
+    char *name;      /* catalog name, e.g. "a100-40gb" (lower case) */
+    int64_t memory;  /* bytes of memory of one card */
+    char **products; /* GFD nvidia.com/gpu.product values (exact strings) */
     size_t n_products;
     gq_mig_profile *mig; /* sorted by memory, then slices, ascending */
     size_t n_mig;
 } gq_model;
 
 typedef struct gq_audit_config {
-    char *path;        /* NULL/"" = audit records go to stderr */
-    int64_t max_size;  /* bytes before rotation */
-    int max_files;     /* rotated files kept */
+    char *path;       /* NULL/"" = audit records go to stderr */
+    int64_t max_size; /* bytes before rotation */
+    int max_files;    /* rotated files kept */
 } gq_audit_config;
 
 typedef struct gq_config {
     gq_backend backend;
-    int64_t memory_unit;     /* bytes; > 0 */
-    char *scheduler_name;    /* NULL = leave schedulerName alone */
-    char *default_model;     /* catalog name; NULL = none */
+    int64_t memory_unit;  /* bytes; > 0 */
+    char *scheduler_name; /* NULL = leave schedulerName alone */
+    char *default_model;  /* catalog name; NULL = none */
     gq_model *models;
     size_t n_models;
     bool require_quota;

@@ -21,22 +21,22 @@
 /* Append-only: never renumber, never reuse a value. */
 typedef enum gq_code {
     GQ_OK = 0,
-    GQ_ENOMEM = 1,     /* allocation failed */
-    GQ_EINVAL = 2,     /* malformed input (syntax, wrong type, missing field) */
-    GQ_ERANGE = 3,     /* value out of range or arithmetic overflow */
-    GQ_ENOTFOUND = 4,  /* named thing does not exist */
-    GQ_EDENIED = 5,    /* policy says no (quota, limit range, tamper) */
-    GQ_EIO = 6,        /* file or socket I/O failed */
-    GQ_ECONFLICT = 7,  /* optimistic concurrency conflict (HTTP 409) */
-    GQ_ETIMEOUT = 8,   /* deadline passed */
-    GQ_EHTTP = 9,      /* remote answered with an unexpected HTTP status */
-    GQ_ETLS = 10,      /* TLS or certificate failure */
-    GQ_EUNSUPPORTED = 11, /* valid input that this configuration cannot serve */
-    GQ_EEXISTS = 12,   /* already exists (HTTP 409 AlreadyExists) */
-    GQ_EGONE = 13,     /* resourceVersion too old (HTTP 410) */
+    GQ_ENOMEM = 1,         /* allocation failed */
+    GQ_EINVAL = 2,         /* malformed input (syntax, wrong type, missing field) */
+    GQ_ERANGE = 3,         /* value out of range or arithmetic overflow */
+    GQ_ENOTFOUND = 4,      /* named thing does not exist */
+    GQ_EDENIED = 5,        /* policy says no (quota, limit range, tamper) */
+    GQ_EIO = 6,            /* file or socket I/O failed */
+    GQ_ECONFLICT = 7,      /* optimistic concurrency conflict (HTTP 409) */
+    GQ_ETIMEOUT = 8,       /* deadline passed */
+    GQ_EHTTP = 9,          /* remote answered with an unexpected HTTP status */
+    GQ_ETLS = 10,          /* TLS or certificate failure */
+    GQ_EUNSUPPORTED = 11,  /* valid input that this configuration cannot serve */
+    GQ_EEXISTS = 12,       /* already exists (HTTP 409 AlreadyExists) */
+    GQ_EGONE = 13,         /* resourceVersion too old (HTTP 410) */
     GQ_EUNAUTHORIZED = 14, /* HTTP 401 */
-    GQ_ELIMIT = 15,    /* input larger than a hard cap */
-    GQ_CODE_COUNT_     /* keep last */
+    GQ_ELIMIT = 15,        /* input larger than a hard cap */
+    GQ_CODE_COUNT_         /* keep last */
 } gq_code;
 
 #define GQ_ERR_MSG_MAX 512

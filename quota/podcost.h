@@ -42,16 +42,16 @@ typedef enum gq_ctr_kind {
 /* How a container asked for a GPU. */
 typedef enum gq_form {
     GQ_FORM_NONE = 0,
-    GQ_FORM_MEMORY,        /* limits gpuquota.io/gpu-memory (x nvidia.com/gpu N) */
-    GQ_FORM_FRACTION,      /* limits nvidia.com/gpu "0.5" / "500m" */
-    GQ_FORM_ANN_FRACTION,  /* pod annotation gpuquota.io/gpu-fraction */
-    GQ_FORM_ANN_MEMORY,    /* pod annotation gpuquota.io/gpu-memory */
-    GQ_FORM_HAMI_MEMORY,   /* limits nvidia.com/gpumem (MiB per GPU) */
-    GQ_FORM_HAMI_PERCENT,  /* limits nvidia.com/gpumem-percentage */
-    GQ_FORM_KAI_FRACTION,  /* pod annotation gpu-fraction */
-    GQ_FORM_KAI_MEMORY,    /* pod annotation gpu-memory (MiB) */
-    GQ_FORM_WHOLE,         /* limits nvidia.com/gpu N (integer): exclusive */
-    GQ_FORM_BACKEND,       /* already in a backend's resources (rewritten pod) */
+    GQ_FORM_MEMORY,       /* limits gpuquota.io/gpu-memory (x nvidia.com/gpu N) */
+    GQ_FORM_FRACTION,     /* limits nvidia.com/gpu "0.5" / "500m" */
+    GQ_FORM_ANN_FRACTION, /* pod annotation gpuquota.io/gpu-fraction */
+    GQ_FORM_ANN_MEMORY,   /* pod annotation gpuquota.io/gpu-memory */
+    GQ_FORM_HAMI_MEMORY,  /* limits nvidia.com/gpumem (MiB per GPU) */
+    GQ_FORM_HAMI_PERCENT, /* limits nvidia.com/gpumem-percentage */
+    GQ_FORM_KAI_FRACTION, /* pod annotation gpu-fraction */
+    GQ_FORM_KAI_MEMORY,   /* pod annotation gpu-memory (MiB) */
+    GQ_FORM_WHOLE,        /* limits nvidia.com/gpu N (integer): exclusive */
+    GQ_FORM_BACKEND,      /* already in a backend's resources (rewritten pod) */
 } gq_form;
 
 /* Short stable name of a form ("memory", "fraction", "hami-memory", ...). */
@@ -59,26 +59,27 @@ const char *gq_form_name(gq_form f);
 
 /* One container that uses a GPU. */
 typedef struct gq_ctr_cost {
-    char name[64];          /* container name (DNS label, <= 63) */
+    char name[64]; /* container name (DNS label, <= 63) */
     gq_ctr_kind kind;
-    size_t index;           /* index in spec.containers or spec.initContainers */
+    size_t index; /* index in spec.containers or spec.initContainers */
     gq_form form;
-    bool exclusive;         /* whole GPUs, not a shared slice */
-    int64_t gpus;           /* number of GPU devices */
-    int64_t memory_per_gpu; /* bytes asked per GPU (shared: the slice; exclusive: card memory, 0 if unknown) */
-    int64_t charged_per_gpu;/* bytes charged per GPU: slice rounded up to memory units */
-    char original[160];     /* the request as written, e.g. "nvidia.com/gpu=500m" */
+    bool exclusive;          /* whole GPUs, not a shared slice */
+    int64_t gpus;            /* number of GPU devices */
+    int64_t memory_per_gpu;  /* bytes asked per GPU (shared: the slice; exclusive: card memory, 0 if
+                                unknown) */
+    int64_t charged_per_gpu; /* bytes charged per GPU: slice rounded up to memory units */
+    char original[160];      /* the request as written, e.g. "nvidia.com/gpu=500m" */
 } gq_ctr_cost;
 
 /* The pod's charge. Caller-owned struct: gq_pod_cost_init before use,
  * gq_pod_cost_dispose after. */
 typedef struct gq_pod_cost {
-    int64_t gpu_memory;     /* quota key gpu-memory, bytes */
-    int64_t gpus;           /* quota key gpus: whole exclusive GPUs */
-    int64_t gpu_pods;       /* quota key gpu-pods: 0 or 1 */
-    const gq_model *model;  /* borrowed from the config; NULL when none applies */
-    bool model_pinned;      /* the pod named its model (annotation or gpu.product selector) */
-    gq_ctr_cost *ctrs;      /* GPU-using containers only, in spec order (init first) */
+    int64_t gpu_memory;    /* quota key gpu-memory, bytes */
+    int64_t gpus;          /* quota key gpus: whole exclusive GPUs */
+    int64_t gpu_pods;      /* quota key gpu-pods: 0 or 1 */
+    const gq_model *model; /* borrowed from the config; NULL when none applies */
+    bool model_pinned;     /* the pod named its model (annotation or gpu.product selector) */
+    gq_ctr_cost *ctrs;     /* GPU-using containers only, in spec order (init first) */
     size_t n_ctrs;
 } gq_pod_cost;
 

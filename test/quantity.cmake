@@ -1,5 +1,5 @@
 # Quantities: unit tests, the canonical-form table, and the parser fuzz target.
-#TQ
+gq_unit_test(test_quantity test_quantity.c)
 
 add_executable(quantity_table quantity_table.c)
 target_link_libraries(quantity_table PRIVATE gq_core)

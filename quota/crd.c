@@ -1112,8 +1112,8 @@ bad:
 }
 
 void gq_time_format_rfc3339(int64_t t, char buf[GQ_RFC3339_MAX])
-{    /* Years 0000..9999 only, as RFC 3339 allows: clamp instead of printing
-     * something no parser accepts. */
+{ /* Years 0000..9999 only, as RFC 3339 allows: clamp instead of printing
+   * something no parser accepts. */
     if (t < -62167219200LL)
         t = -62167219200LL;
     if (t > 253402300799LL)

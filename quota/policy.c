@@ -139,10 +139,9 @@ static bool scopes_match(const gq_quota *q, const gq_pod_facts *pod)
         return false;
     if ((q->scopes & GQ_SCOPE_NOT_TERMINATING) && pod->terminating)
         return false;
-    /* Only PriorityClass is accepted by the parser. An empty
-     * priorityClassName counts as absent, so DoesNotExist matches pods
-     * without one (ResourceQuota's selector sees "" as a present value and
-     * never matches DoesNotExist: a trap we do not copy). */
+    /* Only PriorityClass is accepted by the parser. As in ResourceQuota, an
+     * empty priorityClassName is no value at all: DoesNotExist and NotIn
+     * match such pods, In and Exists do not. */
     const char *pc = pod->priority_class && pod->priority_class[0] ? pod->priority_class : NULL;
     for (size_t i = 0; i < q->n_scope_exprs; i++)
         if (!req_matches(&q->scope_exprs[i], pc))

@@ -84,6 +84,43 @@ static bool charges_anything(const gq_amounts *c)
     return false;
 }
 
+static const char *str_field(json_object *o, const char *key)
+{
+    json_object *v = get(o, key);
+    if (!v || !json_object_is_type(v, json_type_string))
+        return NULL;
+    return json_object_get_string(v);
+}
+
+gq_code gq_reservation_for_pod(json_object *pod, const char *ns, const char *uid,
+                               const gq_amounts *charge, int64_t expires, gq_reservation *out,
+                               gq_err *err)
+{
+    json_object *meta = get(pod, "metadata");
+    const char *key = str_field(get(meta, "annotations"), GQ_ANN_RESERVATION);
+    const char *name = str_field(meta, "name");
+    gq_reservation r = {.expires = expires, .amounts = *charge};
+    if (!key || !key[0])
+        key = uid;
+    if (!key || !key[0])
+        return gq_err_set(err, GQ_EINVAL,
+                          "reservation: no annotation " GQ_ANN_RESERVATION " and no request uid");
+    if (strlen(key) > GQ_CRD_MAX_STRING)
+        return gq_err_set(err, GQ_ELIMIT, "reservation: key longer than %d bytes",
+                          GQ_CRD_MAX_STRING);
+    if (!name || !name[0])
+        name = str_field(meta, "generateName");
+    r.key = strdup(key);
+    r.namespace_ = strdup(ns ? ns : "");
+    r.pod = strdup(name ? name : "");
+    if (!r.key || !r.namespace_ || !r.pod) {
+        gq_reservation_dispose(&r);
+        return gq_err_set(err, GQ_ENOMEM, "reservation: out of memory");
+    }
+    *out = r;
+    return GQ_OK;
+}
+
 /* --- matching ------------------------------------------------------------- */
 
 static bool in_values(const gq_sel_req *r, const char *v)

@@ -276,7 +276,7 @@ static gq_code check_one(const gq_quota *q, const gq_amounts *charge, int64_t no
     for (int k = 0; k < GQ_KEY_COUNT; k++) {
         /* Zero charges are dropped before comparing, as ResourceQuota does:
          * hard 0 blocks only pods that actually charge that key. */
-        if (!q->hard.set[k] || charge->v[k] <= 0)
+        if (!q->hard.set[k] || !charge->set[k] || charge->v[k] <= 0)
             continue;
         *limits_charge = true;
         int64_t total = used.v[k];
@@ -343,7 +343,7 @@ gq_code gq_quota_evaluate(const gq_quota *const *quotas, size_t n, const gq_pod_
         bool mask[GQ_KEY_COUNT];
         msg[0] = '\0';
         for (int k = 0; k < GQ_KEY_COUNT; k++)
-            mask[k] = charge->v[k] > 0;
+            mask[k] = charge->set[k] && charge->v[k] > 0;
         bool first = true;
         for (int k = 0; k < GQ_KEY_COUNT; k++) {
             if (!mask[k])

@@ -470,7 +470,8 @@ static gq_code parse_model(pctx *c, yaml_node_t *n, file_model *fm)
     if (!fm->name_node)
         return perr(c, n, GQ_EINVAL, "models[]: missing required key \"name\"");
     if (!fm->memory_node)
-        return perr(c, n, GQ_EINVAL, "models[] %s: missing required key \"memory\"", fm->m.name);
+        return perr(c, n, GQ_EINVAL, "models[] \"%s\": missing required key \"memory\"",
+                    fm->m.name);
     if (fm->mig_node)
         return parse_mig(c, fm);
     return GQ_OK;

@@ -341,15 +341,41 @@ static gq_code load_yaml(const char *buf, size_t len, builder *b)
     return rc;
 }
 
+/* json-c accepts NaN and Infinity even in strict mode; JSON has neither. */
+static bool has_nonfinite(json_object *v)
+{
+    switch (json_object_get_type(v)) {
+    case json_type_double:
+        return !isfinite(json_object_get_double(v));
+    case json_type_array:
+        for (size_t i = 0; i < json_object_array_length(v); i++)
+            if (has_nonfinite(json_object_array_get_idx(v, i)))
+                return true;
+        return false;
+    case json_type_object: {
+        json_object_object_foreach(v, k, m)
+        {
+            (void)k;
+            if (has_nonfinite(m))
+                return true;
+        }
+        return false;
+    }
+    default:
+        return false;
+    }
+}
+
 /* JSON fast path: the whole buffer must be one JSON object. */
 static json_object *load_json(const char *buf, size_t len)
 {
     json_tokener *tok = json_tokener_new_ex(GQ_YAML_MAX_DEPTH);
     if (!tok)
         return NULL;
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
     json_object *v = json_tokener_parse_ex(tok, buf, (int)len);
     size_t end = json_tokener_get_parse_end(tok);
-    bool ok = v && json_tokener_get_error(tok) == json_tokener_success;
+    bool ok = v && json_tokener_get_error(tok) == json_tokener_success && !has_nonfinite(v);
     json_tokener_free(tok);
     while (ok && end < len)
         if (!strchr(" \t\r\n", buf[end++]))

@@ -41,6 +41,8 @@ static const y_case cases[] = {
     /* JSON keeps numbers as written */
     {"  {\"a\": 1.50, \"b\": [1, 2e2], \"c\": \"x\"}\n", GQ_OK,
      "{\"a\":1.50,\"b\":[1,2e2],\"c\":\"x\"}"},
+    /* json-c would take NaN; YAML reads it as a plain string */
+    {"{\"a\": NaN, \"b\": [Infinity]}", GQ_OK, "{\"a\":\"NaN\",\"b\":[\"Infinity\"]}"},
     {"{\"a\": 1}\n{\"b\": 2}", GQ_EINVAL, "t.yaml:2: did not find expected <document start>"},
     /* rejected */
     {"a: &x 1\nb: *x\n", GQ_EINVAL, "t.yaml:1: anchors (&name) are not supported"},

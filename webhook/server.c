@@ -327,8 +327,9 @@ gq_code wh_server_reload_certs(wh_server *srv, gq_err *err)
     srv->key_sig = ks;
     rc = creds_load(srv->cert_file, srv->key_file, &fresh, err);
     if (rc) {
-        GQ_ERROR("certificate reload failed, keeping the previous certificate: %s",
-                 err ? err->msg : gq_strerror(rc));
+        if (srv->creds) /* at start-up the caller reports it */
+            GQ_ERROR("certificate reload failed, keeping the previous certificate: %s",
+                     err ? err->msg : gq_strerror(rc));
         goto out;
     }
     pthread_mutex_lock(&srv->creds_lock);
@@ -888,13 +889,14 @@ gq_code wh_server_start(wh_server *srv, gq_err *err)
         flags |= MHD_USE_TLS;
     struct MHD_OptionItem o[16];
     size_t n = 0;
+    /* The logger goes first so MHD never prints through its own. */
+    o[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_logger, srv};
     o[n++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, &ss};
     o[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, srv->idle_timeout_s, NULL};
     o[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, NULL};
     o[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)request_completed, srv};
     o[n++] =
         (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)notify_connection, srv};
-    o[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_logger, srv};
     if (srv->threads > 1)
         o[n++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, srv->threads, NULL};
     if (!srv->plain) {

@@ -12,3 +12,12 @@ add_test(NAME server_integration
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/server_integration.sh $<TARGET_FILE:gpuquota>
                  $<TARGET_FILE:server_harness>)
 set_tests_properties(server_integration PROPERTIES TIMEOUT 120)
+
+# Benchmark baseline (scripts/bench.sh runs it; never a ctest case).
+if(GQ_BENCH)
+  add_executable(bench_baseline_server bench/baseline_server.c)
+  target_link_libraries(bench_baseline_server PRIVATE PkgConfig::MHD PkgConfig::JSONC
+                        Threads::Threads)
+  set_target_properties(bench_baseline_server PROPERTIES RUNTIME_OUTPUT_DIRECTORY
+                        ${CMAKE_BINARY_DIR}/bench)
+endif()

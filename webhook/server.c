@@ -708,21 +708,20 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
             MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         size_t declared = parse_content_length(cl);
         const route *r = check_request(srv, method, url, req.content_type, declared, &resp);
-        if (!r || r->kind == WH_ROUTE_GET) {
-            /* Errors and GET routes are answered at once; an unread body
-             * makes MHD close the connection after the reply. */
+        if (!r) {
+            /* Errors are answered at once; an unread body makes MHD close
+             * the connection after the reply. Successful requests, GET
+             * included, are answered only after MHD's last call: a reply
+             * queued on the first call of a keep-alive request is held back
+             * by libmicrohttpd 0.9.75 for ~40 ms (measured: 150 vs 30k req/s). */
             format_addr(conn, remote, sizeof(remote));
-            req.timeout = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "timeout");
-            if (r)
-                run_handler(r, &req, &resp);
-            *con_cls = NULL;
             return reply(srv, conn, &req, &resp);
         }
         st = calloc(1, sizeof(*st));
         if (!st)
             return MHD_NO;
         st->route = r;
-        if (declared != SIZE_MAX && declared > 0) {
+        if (r->kind == WH_ROUTE_POST_JSON && declared != SIZE_MAX && declared > 0) {
             st->body = malloc(declared + 1);
             if (!st->body) {
                 free(st);
@@ -737,7 +736,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (st->too_large)
+        if (st->too_large || st->route->kind == WH_ROUTE_GET) /* GET bodies are ignored */
             return MHD_YES; /* discard the rest; answered at the end */
         if (n > srv->max_body - st->len) {
             st->too_large = true;

@@ -13,9 +13,8 @@ gq="$build/gpuquota"
 baseline="$build/bench/bench_baseline_server"
 duration=${GQ_BENCH_SECONDS:-5}
 conns=(16 64)
-export GQ_BENCH_BODY="$root/test/bench/data/admissionreview-pod.json"
-post_lua="$root/test/bench/post-review.lua"
-get_lua="$root/test/bench/get.lua"
+review="$root/test/bench/data/admissionreview-pod.json"
+lua="$root/test/bench/wrk.lua"
 
 work=$(mktemp -d /tmp/gq-bench.XXXXXX)
 server_pid=
@@ -26,7 +25,7 @@ cleanup() {
 trap cleanup EXIT
 "$gq" certs generate --service gpuquota-webhook --namespace gpuquota-system --out "$work" \
     --san 127.0.0.1 >/dev/null
-echo "body: $(wc -c <"$GQ_BENCH_BODY") bytes; $(nproc) CPUs; wrk -t2, ${duration}s per run"
+echo "body: $(wc -c <"$review") bytes; $(nproc) CPUs; wrk -t2, ${duration}s per run"
 
 # start LOG CMD...: run a server, wait for its "listening on" line; sets
 # server_pid and port.
@@ -52,9 +51,11 @@ stop() {
 hwm_kb() { awk '/^VmHWM/ {print $2}' "/proc/$server_pid/status"; }
 
 declare -A rps p50 p99 rss
-# run NAME LUA PATH: warm up, then one wrk run per connection count.
+# run NAME BODY PATH: warm up, then one wrk run per connection count. BODY
+# is the file to POST, or "" for GET.
 run() {
-    local name=$1 lua=$2 path=$3 url out
+    local name=$1 path=$3 url out
+    export GQ_BENCH_BODY=$2
     url="https://127.0.0.1:$port$path"
     wrk -t2 -c16 -d1s -s "$lua" "$url" >/dev/null
     for c in "${conns[@]}"; do
@@ -72,22 +73,22 @@ run() {
 }
 
 # (a) gpuquota webhook. SLOT: once /mutate is registered in cli/cmd_webhook.c,
-# replace the /healthz run with:  run a "$post_lua" /mutate
+# replace the /healthz run with:  run a "$review" /mutate
 # Until then (a) measures GET /healthz: the TLS/HTTP path without a body,
 # which is NOT comparable with (b) and (c).
 a_what="GET /healthz (placeholder until /mutate exists)"
 start "$work/a.log" "$gq" webhook --tls-cert "$work/tls.crt" --tls-key "$work/tls.key" \
     --listen 127.0.0.1:0
-run a "$get_lua" /healthz
+run a "" /healthz
 stop
 
 start "$work/b.log" "$baseline" --mode parse --port 0 --cert "$work/tls.crt" --key "$work/tls.key"
-run b "$post_lua" /mutate
+run b "$review" /mutate
 stop
 
 start "$work/c.log" "$baseline" --mode canned --port 0 --cert "$work/tls.crt" \
     --key "$work/tls.key"
-run c "$post_lua" /mutate
+run c "$review" /mutate
 stop
 
 printf '\n%-44s %5s %10s %9s %9s %9s\n' server conns 'req/s' 'p50 ms' 'p99 ms' 'RSS MB'

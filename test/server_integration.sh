@@ -125,6 +125,9 @@ grep -q 'certificate reload failed, keeping the previous certificate' "$work/web
     pass "broken pair logged" || fail "broken pair logged"
 cp "$work/tls.key.good" "$work/certs/tls.key.tmp" && mv "$work/certs/tls.key.tmp" "$work/certs/tls.key"
 
+kill -HUP "$wh_pid"
+sleep 0.2
+check "SIGHUP does not stop the server" 200 "$(status /healthz)"
 kill -TERM "$wh_pid"
 wait "$wh_pid"
 check "SIGTERM: gpuquota webhook exits 0" 0 $?

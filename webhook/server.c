@@ -29,6 +29,7 @@
 #define WH_MAX_PATH 64
 #define WH_MAX_CERT_FILE ((size_t)1 << 20) /* a PEM chain is a few KB */
 #define WH_MAX_CHAIN 16
+#define WH_BODY_PREALLOC ((size_t)64 * 1024)
 
 /* ---------------------------------------------------------------- responses */
 
@@ -722,12 +723,15 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
             return MHD_NO;
         st->route = r;
         if (r->kind == WH_ROUTE_POST_JSON && declared != SIZE_MAX && declared > 0) {
-            st->body = malloc(declared + 1);
+            /* Trust the declared length only up to a typical review, so a
+             * client that announces 3 MiB and sends nothing costs little. */
+            size_t cap = declared < WH_BODY_PREALLOC ? declared + 1 : WH_BODY_PREALLOC;
+            st->body = malloc(cap);
             if (!st->body) {
                 free(st);
                 return MHD_NO;
             }
-            st->cap = declared + 1;
+            st->cap = cap;
         }
         *con_cls = st;
         return MHD_YES;

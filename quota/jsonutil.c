@@ -1,0 +1,60 @@
+#include "jsonutil.h"
+
+#include <limits.h>
+
+gq_code gq_json_parse(const char *buf, size_t len, int max_depth, json_object **out, gq_err *err)
+{
+    if (!buf && len)
+        return gq_err_set(err, GQ_EINVAL, "no JSON text");
+    if (len > INT_MAX)
+        return gq_err_set(err, GQ_ELIMIT, "JSON text of %zu bytes is too large", len);
+    if (max_depth < 1 || max_depth > 10000)
+        max_depth = GQ_JSON_DEFAULT_DEPTH;
+    /* json-c counts the value inside the innermost container as a level too. */
+    json_tokener *tok = json_tokener_new_ex(max_depth + 1);
+    if (!tok)
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+    gq_code rc = GQ_OK;
+    json_object *v = json_tokener_parse_ex(tok, buf ? buf : "", (int)len);
+    enum json_tokener_error je = json_tokener_get_error(tok);
+    size_t end = json_tokener_get_parse_end(tok);
+    if (je == json_tokener_continue) {
+        end = len;
+        /* A bare top-level number is only complete at end of input: feed the
+         * terminator json-c waits for. */
+        v = json_tokener_parse_ex(tok, "", 1);
+        je = json_tokener_get_error(tok);
+        if (je == json_tokener_continue) {
+            rc = gq_err_set(err, GQ_EINVAL, "JSON text ends early (after %zu bytes)", len);
+            goto out;
+        }
+    }
+    if (je == json_tokener_error_depth) {
+        rc = gq_err_set(err, GQ_ELIMIT, "JSON nests deeper than %d levels", max_depth);
+        goto out;
+    }
+    if (je != json_tokener_success) {
+        rc = gq_err_set(err, GQ_EINVAL, "JSON syntax error at byte %zu: %s",
+                        json_tokener_get_parse_end(tok), json_tokener_error_desc(je));
+        goto out;
+    }
+    for (; end < len; end++) {
+        char c = buf[end];
+        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+            json_object_put(v);
+            rc = gq_err_set(err, GQ_EINVAL, "JSON syntax error at byte %zu: trailing data", end);
+            goto out;
+        }
+    }
+    *out = v;
+out:
+    json_tokener_free(tok);
+    return rc;
+}
+
+const char *gq_json_compact(json_object *v)
+{
+    return json_object_to_json_string_ext(v,
+                                          JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+}

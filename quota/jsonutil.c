@@ -4,8 +4,8 @@
 
 gq_code gq_json_parse(const char *buf, size_t len, int max_depth, json_object **out, gq_err *err)
 {
-    if (!buf && len)
-        return gq_err_set(err, GQ_EINVAL, "no JSON text");
+    if (!buf || len == 0)
+        return gq_err_set(err, GQ_EINVAL, "empty JSON text");
     if (len > INT_MAX)
         return gq_err_set(err, GQ_ELIMIT, "JSON text of %zu bytes is too large", len);
     if (max_depth < 1 || max_depth > 10000)
@@ -16,7 +16,7 @@ gq_code gq_json_parse(const char *buf, size_t len, int max_depth, json_object **
         return gq_err_set(err, GQ_ENOMEM, "out of memory");
     json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
     gq_code rc = GQ_OK;
-    json_object *v = json_tokener_parse_ex(tok, buf ? buf : "", (int)len);
+    json_object *v = json_tokener_parse_ex(tok, buf, (int)len);
     enum json_tokener_error je = json_tokener_get_error(tok);
     size_t end = json_tokener_get_parse_end(tok);
     if (je == json_tokener_continue) {
@@ -25,7 +25,7 @@ gq_code gq_json_parse(const char *buf, size_t len, int max_depth, json_object **
          * terminator json-c waits for. */
         v = json_tokener_parse_ex(tok, "", 1);
         je = json_tokener_get_error(tok);
-        if (je == json_tokener_continue) {
+        if (je != json_tokener_success) {
             rc = gq_err_set(err, GQ_EINVAL, "JSON text ends early (after %zu bytes)", len);
             goto out;
         }

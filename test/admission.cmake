@@ -1,3 +1,5 @@
 # JSON Patch, the AdmissionReview codec and the GPU request rewrite.
 gq_unit_test(test_jsonpatch test_jsonpatch.c)
 gq_fuzz_target(jsonpatch ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_jsonpatch.c)
+gq_unit_test(test_review test_review.c LIBS gq_webhook)
+gq_fuzz_target(review ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_review.c LIBS gq_webhook)

@@ -162,18 +162,7 @@ json_object *gq_patch_json(const gq_patch *p)
 
 gq_code gq_patch_to_text(const gq_patch *p, char **out, size_t *out_len)
 {
-    size_t n = 0;
-    const char *s = json_object_to_json_string_length(
-        p->ops, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
-    if (!s)
-        return GQ_ENOMEM;
-    char *copy = malloc(n + 1);
-    if (!copy)
-        return GQ_ENOMEM;
-    memcpy(copy, s, n + 1);
-    *out = copy;
-    *out_len = n;
-    return GQ_OK;
+    return gq_json_to_text(p->ops, out, out_len);
 }
 
 /* ---- Equality (RFC 6902 §4.6) ---- */

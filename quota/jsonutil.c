@@ -1,6 +1,8 @@
 #include "jsonutil.h"
 
 #include <limits.h>
+#include <stdlib.h>
+#include <string.h>
 
 gq_code gq_json_parse(const char *buf, size_t len, int max_depth, json_object **out, gq_err *err)
 {
@@ -57,4 +59,18 @@ const char *gq_json_compact(json_object *v)
 {
     return json_object_to_json_string_ext(v,
                                           JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+}
+
+gq_code gq_json_to_text(json_object *v, char **out, size_t *out_len)
+{
+    size_t n = 0;
+    const char *s = json_object_to_json_string_length(
+        v, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
+    char *copy = s ? malloc(n + 1) : NULL;
+    if (!copy)
+        return GQ_ENOMEM;
+    memcpy(copy, s, n + 1);
+    *out = copy;
+    *out_len = n;
+    return GQ_OK;
 }

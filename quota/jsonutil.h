@@ -27,4 +27,8 @@ gq_code gq_json_parse(const char *buf, size_t len, int max_depth, json_object **
  * changed or freed. Never NULL ("null" for a NULL v). */
 const char *gq_json_compact(json_object *v);
 
+/* Compact JSON text of v as a private copy. Caller frees *out with free();
+ * *out_len excludes the NUL. */
+gq_code gq_json_to_text(json_object *v, char **out, size_t *out_len) GQ_WUR;
+
 #endif

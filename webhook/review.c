@@ -477,17 +477,7 @@ gq_code wh_review_encode(const wh_review_response *r, char **out, size_t *out_le
             if ((rc = put(audit, r->audit_keys[i], json_object_new_string(r->audit_values[i]))))
                 goto out;
     }
-    size_t n = 0;
-    const char *s = json_object_to_json_string_length(
-        root, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
-    char *copy = s ? malloc(n + 1) : NULL;
-    if (!copy) {
-        rc = GQ_ENOMEM;
-        goto out;
-    }
-    memcpy(copy, s, n + 1);
-    *out = copy;
-    *out_len = n;
+    rc = gq_json_to_text(root, out, out_len);
 out:
     free(b64);
     json_object_put(root);

@@ -434,7 +434,8 @@ static gq_code rewrite_ctr(rw *x, const gq_ctr_cost *c, json_object *original)
     if (!changed)
         return GQ_OK;
 
-    char from[256], to[260], extra[128] = "", on[80] = "";
+    char from[256], to[260], on[80] = "", mem[GQ_QUANTITY_STR_MAX] = "";
+    char full[128] = "", brief[64] = "";
     describe(original, from, sizeof(from));
     snprintf(to, sizeof(to), "%s %s%s%s%s%s", des[0].key, des[0].val, n > 1 ? ", " : "",
              n > 1 ? des[1].key : "", n > 1 ? " " : "", n > 1 ? des[1].val : "");
@@ -442,12 +443,23 @@ static gq_code rewrite_ctr(rw *x, const gq_ctr_cost *c, json_object *original)
         snprintf(on, sizeof(on), " on %s", x->cost->model->name);
     const gq_ctr_default *d = default_for(x->opts, c);
     if (d) {
-        char mem[GQ_QUANTITY_STR_MAX];
         gq_format_bytes(d->memory_per_gpu, mem);
-        snprintf(extra, sizeof(extra), " (default %s from GPULimitRange %s)", mem,
+        snprintf(full, sizeof(full), " (default %s from GPULimitRange %s)", mem,
                  d->limit_range ? d->limit_range : "");
+        snprintf(brief, sizeof(brief), " (default %s)", mem);
     }
-    warn(x, "container %s: %s%s%s -> %s", c->name, from, extra, on, to);
+    /* Most detail that fits the warning limit: drop the GPULimitRange name,
+     * then the model, before cutting the text. */
+    const char *extra[] = {full, brief, brief};
+    const char *model[] = {on, on, ""};
+    size_t v = 0;
+    for (; v < 2; v++) {
+        int len =
+            snprintf(NULL, 0, "container %s: %s%s%s -> %s", c->name, from, extra[v], model[v], to);
+        if (len >= 0 && len <= GQ_REWRITE_WARNING_MAX)
+            break;
+    }
+    warn(x, "container %s: %s%s%s -> %s", c->name, from, extra[v], model[v], to);
     if (x->cfg->backend == GQ_BACKEND_TIMESLICING && !x->timeslicing_warned) {
         x->timeslicing_warned = true;
         warn(x, "timeslicing: GPU memory is accounted, not isolated; a container can use more "

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "base64.h"
+#include "admission_testutil.h"
 #include "config.h"
 #include "crd.h"
 #include "jsonpatch.h"
@@ -21,15 +21,7 @@
 
 static json_object *fixture(void)
 {
-    FILE *f = fopen(GQ_TEST_DATA "/admissionreview-pod-create.json", "rb");
-    assert_non_null(f);
-    char buf[16384];
-    size_t n = fread(buf, 1, sizeof(buf), f);
-    fclose(f);
-    json_object *v = NULL;
-    gq_err err;
-    assert_int_equal(gq_json_parse(buf, n, 0, &v, &err), GQ_OK);
-    return v;
+    return at_load_json("admissionreview-pod-create.json");
 }
 
 /* The fixture with a JSON Patch applied ("" = unchanged), decoded and run
@@ -106,21 +98,11 @@ static void fixture_whole_gpus(void **state)
     char *text = NULL;
     size_t len = 0;
     assert_int_equal(wh_review_encode(&r, &text, &len), GQ_OK);
-    json_object *doc = NULL, *resp = NULL, *p = NULL;
-    gq_err err;
-    assert_int_equal(gq_json_parse(text, len, 0, &doc, &err), GQ_OK);
-    assert_true(json_object_object_get_ex(doc, "response", &resp));
-    assert_string_equal(at_str(resp, "patchType", NULL, NULL), "JSONPatch");
-    assert_true(json_object_object_get_ex(resp, "patch", &p));
-    unsigned char *raw = NULL;
     size_t rlen = 0;
-    assert_int_equal(gq_base64_decode(json_object_get_string(p),
-                                      (size_t)json_object_get_string_len(p), &raw, &rlen),
-                     GQ_OK);
+    char *raw = at_response_patch(text, len, &rlen);
     assert_int_equal(rlen, r.patch_len);
     assert_memory_equal(raw, r.patch, rlen);
     free(raw);
-    json_object_put(doc);
     free(text);
     json_object_put(patched);
     wh_review_response_dispose(&r);

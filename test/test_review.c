@@ -11,35 +11,17 @@
 
 #include <cmocka.h>
 
+#include "admission_testutil.h"
 #include "base64.h"
 #include "jsonpatch.h"
 #include "jsonutil.h"
 #include "review.h"
 
-static char *read_file(const char *name, size_t *len)
-{
-    char path[512];
-    snprintf(path, sizeof(path), "%s/%s", GQ_TEST_DATA, name);
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    long n = ftell(f);
-    assert_true(n > 0);
-    rewind(f);
-    char *buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
-
 static void decode_fixture(void **state)
 {
     (void)state;
     size_t len;
-    char *body = read_file("admissionreview-pod-create.json", &len);
+    char *body = at_read_data("admissionreview-pod-create.json", &len);
     wh_review_request r;
     gq_err err;
     gq_err_clear(&err);
@@ -149,7 +131,7 @@ static void decode_malformed(void **state)
 {
     (void)state;
     size_t len;
-    char *body = read_file("admissionreview-pod-create.json", &len);
+    char *body = at_read_data("admissionreview-pod-create.json", &len);
     json_object *fixture = NULL;
     gq_err err;
     assert_int_equal(gq_json_parse(body, len, 0, &fixture, &err), GQ_OK);
@@ -250,19 +232,11 @@ static void encode_allowed_with_patch(void **state)
     assert_string_equal(text, want);
     assert_int_equal(len, strlen(want));
     /* The patch decodes back to the exact text. */
-    json_object *doc = NULL, *resp = NULL, *p = NULL;
-    gq_err err;
-    assert_int_equal(gq_json_parse(text, len, 0, &doc, &err), GQ_OK);
-    assert_true(json_object_object_get_ex(doc, "response", &resp));
-    assert_true(json_object_object_get_ex(resp, "patch", &p));
-    unsigned char *raw = NULL;
     size_t rlen = 0;
-    assert_int_equal(gq_base64_decode(json_object_get_string(p),
-                                      (size_t)json_object_get_string_len(p), &raw, &rlen),
-                     GQ_OK);
-    assert_string_equal((char *)raw, patch);
+    char *raw = at_response_patch(text, len, &rlen);
+    assert_string_equal(raw, patch);
+    assert_int_equal(rlen, strlen(patch));
     free(raw);
-    json_object_put(doc);
     free(b64);
     free(text);
     wh_review_response_dispose(&r);

@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "admission_testutil.h"
 #include "config.h"
 #include "jsonpatch.h"
 #include "jsonutil.h"
@@ -391,14 +392,7 @@ static void whole_gpus_only_recorded(void **state)
 {
     (void)state;
     /* The shared fixture's pod: 8 whole H100s, pinned by nodeSelector. */
-    FILE *f = fopen(GQ_TEST_DATA "/admissionreview-pod-create.json", "rb");
-    assert_non_null(f);
-    char buf[16384];
-    size_t n = fread(buf, 1, sizeof(buf), f);
-    fclose(f);
-    json_object *review = NULL;
-    gq_err err;
-    assert_int_equal(gq_json_parse(buf, n, 0, &review, &err), GQ_OK);
+    json_object *review = at_load_json("admissionreview-pod-create.json");
     json_object *pod = json_object_get(at(review, "request.object"));
     json_object_put(review);
     gq_config *cfg = config(GQ_BACKEND_ALIYUN, "gpu-scheduler");

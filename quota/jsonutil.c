@@ -1,8 +1,37 @@
 #include "jsonutil.h"
 
 #include <limits.h>
+#include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* json-c accepts NaN, Infinity and overflowing exponents (1e999), none of
+ * which is JSON: nothing downstream may see a value it cannot write back.
+ * Recursion depth is bounded by the parser's depth cap. */
+static bool has_nonfinite(json_object *v)
+{
+    switch (json_object_get_type(v)) {
+    case json_type_double:
+        return !isfinite(json_object_get_double(v));
+    case json_type_array:
+        for (size_t i = 0, n = json_object_array_length(v); i < n; i++)
+            if (has_nonfinite(json_object_array_get_idx(v, i)))
+                return true;
+        return false;
+    case json_type_object: {
+        json_object_object_foreach(v, k, m)
+        {
+            (void)k;
+            if (has_nonfinite(m))
+                return true;
+        }
+        return false;
+    }
+    default:
+        return false;
+    }
+}
 
 gq_code gq_json_parse(const char *buf, size_t len, int max_depth, json_object **out, gq_err *err)
 {
@@ -48,6 +77,11 @@ gq_code gq_json_parse(const char *buf, size_t len, int max_depth, json_object **
             rc = gq_err_set(err, GQ_EINVAL, "JSON syntax error at byte %zu: trailing data", end);
             goto out;
         }
+    }
+    if (has_nonfinite(v)) {
+        json_object_put(v);
+        rc = gq_err_set(err, GQ_EINVAL, "JSON numbers must be finite (no NaN or Infinity)");
+        goto out;
     }
     *out = v;
 out:

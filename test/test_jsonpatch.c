@@ -399,6 +399,14 @@ static void parse_helper(void **state)
     assert_int_equal(gq_json_parse("{} {}", 5, 0, &v, &err), GQ_EINVAL);
     assert_ptr_equal(v, (json_object *)0x1);
     assert_string_equal(gq_json_compact(NULL), "null");
+    /* json-c reads these; JSON has no such numbers. */
+    static const char *const nonfinite[] = {"NaN", "[Infinity]", "{\"a\":{\"b\":[-Infinity]}}",
+                                            "[1e999]"};
+    for (size_t i = 0; i < sizeof(nonfinite) / sizeof(nonfinite[0]); i++) {
+        assert_int_equal(gq_json_parse(nonfinite[i], strlen(nonfinite[i]), 0, &v, &err), GQ_EINVAL);
+        assert_string_equal(err.msg, "JSON numbers must be finite (no NaN or Infinity)");
+    }
+    assert_ptr_equal(v, (json_object *)0x1);
 }
 
 int main(void)

@@ -485,41 +485,91 @@ static ssize_t model_index(const gq_model *models, size_t n, const char *name)
     return -1;
 }
 
+/* One claim of a product string by a model; order puts built-ins first,
+ * then the file's products in document order. */
+typedef struct claim {
+    const char *product, *owner;
+    size_t order;
+    const yaml_node_t *node; /* NULL for a built-in */
+} claim;
+
+static int claim_cmp(const void *a, const void *b)
+{
+    const claim *x = a, *y = b;
+    int d = strcmp(x->product, y->product);
+    if (d)
+        return d;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+static bool replaced_by_file(const gq_model *m, const file_model *fms, size_t n_fm)
+{
+    for (size_t f = 0; f < n_fm; f++)
+        if (!strcasecmp(fms[f].m.name, m->name))
+            return true;
+    return false;
+}
+
+/* Every product string may belong to one model only. Sorting the claims
+ * keeps this O(n log n) for the largest file the caps allow; the clash
+ * reported is the earliest later claim in the file, naming the first owner
+ * (built-ins count as earlier than the file). */
+static gq_code check_product_claims(pctx *c, const gq_config *cfg, const file_model *fms,
+                                    size_t n_fm)
+{
+    size_t n = 0, at = 0;
+    const claim *worst = NULL, *worst_owner = NULL;
+    for (size_t k = 0; k < cfg->n_models; k++)
+        n += cfg->models[k].n_products;
+    for (size_t i = 0; i < n_fm; i++)
+        n += fms[i].m.n_products;
+    if (!n)
+        return GQ_OK;
+    claim *v = calloc(n, sizeof(*v));
+    if (!v)
+        return oom(c);
+    for (size_t k = 0; k < cfg->n_models; k++) {
+        const gq_model *m = &cfg->models[k];
+        if (replaced_by_file(m, fms, n_fm))
+            continue;
+        for (size_t p = 0; p < m->n_products; p++, at++)
+            v[at] = (claim){m->products[p], m->name, at, NULL};
+    }
+    for (size_t i = 0; i < n_fm; i++)
+        for (size_t p = 0; p < fms[i].m.n_products; p++, at++)
+            v[at] = (claim){fms[i].m.products[p], fms[i].m.name, at,
+                            seq_item(c, fms[i].products_node, p)};
+    qsort(v, at, sizeof(*v), claim_cmp);
+    for (size_t i = 1, first = 0; i < at; i++) {
+        if (strcmp(v[i].product, v[first].product) != 0) {
+            first = i;
+            continue;
+        }
+        if (!worst || v[i].order < worst->order) {
+            worst = &v[i];
+            worst_owner = &v[first];
+        }
+    }
+    gq_code rc = GQ_OK;
+    if (worst)
+        rc = perr(c, worst->node, GQ_EINVAL,
+                  "models[].products: \"%.64s\" is already claimed by model \"%s\"", worst->product,
+                  worst_owner->owner);
+    free(v);
+    return rc;
+}
+
 /* Merge file models into cfg->models: same name replaces, new names append.
- * Every product string may belong to one model only; a clash is reported at
- * the later claim (built-ins count as earlier than the file). */
+ * Validation comes first, so failure leaves cfg intact. */
 static gq_code merge_models(pctx *c, gq_config *cfg, file_model *fms, size_t n_fm)
 {
     size_t n_total = cfg->n_models;
     for (size_t i = 0; i < n_fm; i++)
         if (model_index(cfg->models, cfg->n_models, fms[i].m.name) < 0)
             n_total++;
-    /* Validate before moving anything, so failure leaves cfg intact. */
-    for (size_t i = 0; i < n_fm; i++) {
-        for (size_t j = 0; j < fms[i].m.n_products; j++) {
-            const char *prod = fms[i].m.products[j];
-            const char *owner = NULL;
-            for (size_t k = 0; k < cfg->n_models && !owner; k++) {
-                const gq_model *b = &cfg->models[k];
-                bool replaced = false;
-                for (size_t f = 0; f < n_fm && !replaced; f++)
-                    replaced = !strcasecmp(fms[f].m.name, b->name);
-                if (replaced)
-                    continue;
-                for (size_t p = 0; p < b->n_products; p++)
-                    if (!strcmp(b->products[p], prod))
-                        owner = b->name;
-            }
-            for (size_t f = 0; f < i && !owner; f++)
-                for (size_t p = 0; p < fms[f].m.n_products; p++)
-                    if (!strcmp(fms[f].m.products[p], prod))
-                        owner = fms[f].m.name;
-            if (owner)
-                return perr(c, seq_item(c, fms[i].products_node, j), GQ_EINVAL,
-                            "models[].products: \"%.64s\" is already claimed by model \"%s\"", prod,
-                            owner);
-        }
-    }
+    gq_code rc = check_product_claims(c, cfg, fms, n_fm);
+    if (rc)
+        return rc;
     if (n_total > cfg->n_models) {
         gq_model *grown = realloc(cfg->models, n_total * sizeof(*grown));
         if (!grown)

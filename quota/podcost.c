@@ -1006,8 +1006,10 @@ gq_code gq_pod_cost_compute(const gq_config *cfg, json_object *pod, gq_pod_cost 
     gq_pod_cost_init(&r);
     if (!cfg || !out)
         return gq_err_set(err, GQ_EINVAL, "no configuration or result given");
-    if (!pod || !json_object_is_type(pod, json_type_object))
-        return gq_err_set(err, GQ_EINVAL, "a pod must be a JSON object");
+    if (!pod || !json_object_is_type(pod, json_type_object)) {
+        rc = gq_err_set(err, GQ_EINVAL, "a pod must be a JSON object");
+        goto out;
+    }
     if ((rc = get_object(pod, "metadata", "metadata", &meta, err)) ||
         (rc = get_object(meta, "annotations", "metadata.annotations", &ann, err)) ||
         (rc = get_object(pod, "spec", "spec", &spec, err)))
@@ -1083,7 +1085,9 @@ gq_code gq_pod_cost_compute(const gq_config *cfg, json_object *pod, gq_pod_cost 
     }
 out:
     if (rc) {
+        /* the contract: an error leaves *out empty, never half-filled */
         gq_pod_cost_dispose(&r);
+        gq_pod_cost_dispose(out);
         return rc;
     }
     gq_pod_cost_dispose(out);

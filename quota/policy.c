@@ -84,6 +84,43 @@ static bool charges_anything(const gq_amounts *c)
     return false;
 }
 
+static const char *str_field(json_object *o, const char *key)
+{
+    json_object *v = get(o, key);
+    if (!v || !json_object_is_type(v, json_type_string))
+        return NULL;
+    return json_object_get_string(v);
+}
+
+gq_code gq_reservation_for_pod(json_object *pod, const char *ns, const char *uid,
+                               const gq_amounts *charge, int64_t expires, gq_reservation *out,
+                               gq_err *err)
+{
+    json_object *meta = get(pod, "metadata");
+    const char *key = str_field(get(meta, "annotations"), GQ_ANN_RESERVATION);
+    const char *name = str_field(meta, "name");
+    gq_reservation r = {.expires = expires, .amounts = *charge};
+    if (!key || !key[0])
+        key = uid;
+    if (!key || !key[0])
+        return gq_err_set(err, GQ_EINVAL,
+                          "reservation: no annotation " GQ_ANN_RESERVATION " and no request uid");
+    if (strlen(key) > GQ_CRD_MAX_STRING)
+        return gq_err_set(err, GQ_ELIMIT, "reservation: key longer than %d bytes",
+                          GQ_CRD_MAX_STRING);
+    if (!name || !name[0])
+        name = str_field(meta, "generateName");
+    r.key = strdup(key);
+    r.namespace_ = strdup(ns ? ns : "");
+    r.pod = strdup(name ? name : "");
+    if (!r.key || !r.namespace_ || !r.pod) {
+        gq_reservation_dispose(&r);
+        return gq_err_set(err, GQ_ENOMEM, "reservation: out of memory");
+    }
+    *out = r;
+    return GQ_OK;
+}
+
 /* --- matching ------------------------------------------------------------- */
 
 static bool in_values(const gq_sel_req *r, const char *v)
@@ -139,10 +176,9 @@ static bool scopes_match(const gq_quota *q, const gq_pod_facts *pod)
         return false;
     if ((q->scopes & GQ_SCOPE_NOT_TERMINATING) && pod->terminating)
         return false;
-    /* Only PriorityClass is accepted by the parser. An empty
-     * priorityClassName counts as absent, so DoesNotExist matches pods
-     * without one (ResourceQuota's selector sees "" as a present value and
-     * never matches DoesNotExist: a trap we do not copy). */
+    /* Only PriorityClass is accepted by the parser. As in ResourceQuota, an
+     * empty priorityClassName is no value at all: DoesNotExist and NotIn
+     * match such pods, In and Exists do not. */
     const char *pc = pod->priority_class && pod->priority_class[0] ? pod->priority_class : NULL;
     for (size_t i = 0; i < q->n_scope_exprs; i++)
         if (!req_matches(&q->scope_exprs[i], pc))
@@ -240,7 +276,7 @@ static gq_code check_one(const gq_quota *q, const gq_amounts *charge, int64_t no
     for (int k = 0; k < GQ_KEY_COUNT; k++) {
         /* Zero charges are dropped before comparing, as ResourceQuota does:
          * hard 0 blocks only pods that actually charge that key. */
-        if (!q->hard.set[k] || charge->v[k] <= 0)
+        if (!q->hard.set[k] || !charge->set[k] || charge->v[k] <= 0)
             continue;
         *limits_charge = true;
         int64_t total = used.v[k];
@@ -307,7 +343,7 @@ gq_code gq_quota_evaluate(const gq_quota *const *quotas, size_t n, const gq_pod_
         bool mask[GQ_KEY_COUNT];
         msg[0] = '\0';
         for (int k = 0; k < GQ_KEY_COUNT; k++)
-            mask[k] = charge->v[k] > 0;
+            mask[k] = charge->set[k] && charge->v[k] > 0;
         bool first = true;
         for (int k = 0; k < GQ_KEY_COUNT; k++) {
             if (!mask[k])

@@ -70,6 +70,16 @@ gq_code gq_quota_evaluate(const gq_quota *const *quotas, size_t n, const gq_pod_
                           int64_t now, const char *reservation_key, size_t *charge_idx,
                           size_t *n_charge, gq_err *err) GQ_WUR;
 
+/* Build the reservation the validating webhook records for an admitted pod:
+ * key = pod annotation gpuquota.io/reservation when present, else uid (the
+ * admission request uid); pod = metadata.name, else metadata.generateName;
+ * namespace ns; amounts charge; expiry expires (Unix seconds). Strings are
+ * copied: dispose *out with gq_reservation_dispose. GQ_EINVAL when there is
+ * neither an annotation nor a uid. */
+gq_code gq_reservation_for_pod(json_object *pod, const char *ns, const char *uid,
+                               const gq_amounts *charge, int64_t expires, gq_reservation *out,
+                               gq_err *err) GQ_WUR;
+
 /* --- usage recount (controller) ----------------------------------------- */
 
 /* One pod as the controller sees it. */

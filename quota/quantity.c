@@ -72,6 +72,11 @@ static gq_code syntax_error(gq_err *err, const char *s, size_t len, const char *
     return gq_err_set(err, GQ_EINVAL, "invalid quantity \"%s\": %s; %s", q, why, accepted_forms);
 }
 
+/* Why a value with too many significant digits is refused. */
+static const char too_precise[] =
+    "it has more significant digits than a 64-bit integer holds "
+    "(at most 9223372036854775807 times a power of ten, and no finer than 1n)";
+
 static gq_code range_error(gq_err *err, const char *s, size_t len, const char *why)
 {
     char q[200];
@@ -155,7 +160,7 @@ static bool decimal_value(const digits *d, bool neg, int64_t exp_s, gq_qformat f
         round_up = true; /* the last dropped digit is non-zero */
     }
     if (keep > 19) {
-        *why = "more than 19 significant digits";
+        *why = too_precise;
         return false;
     }
     u128 mag = 0;
@@ -164,7 +169,7 @@ static bool decimal_value(const digits *d, bool neg, int64_t exp_s, gq_qformat f
     if (round_up)
         mag++;
     if (!make_q(neg, mag, e, fmt, out)) {
-        *why = e > INT32_MAX ? "exponent too large" : "more than 19 significant digits";
+        *why = e > INT32_MAX ? "its exponent is too large" : too_precise;
         return false;
     }
     return true;
@@ -212,7 +217,7 @@ static bool binary_value(const digits *d, bool neg, unsigned shift, gq_quantity 
      * decimal SI, as no binary suffix can express it. */
     gq_qformat fmt = nanos != 0 && nanos < 1000000000u ? GQ_QFMT_DECIMAL_SI : GQ_QFMT_BINARY_SI;
     if (!make_q(neg, nanos, -9, fmt, out)) {
-        *why = "more than 19 significant digits";
+        *why = too_precise;
         return false;
     }
     return true;
@@ -284,7 +289,11 @@ gq_code gq_quantity_parse(const char *s, size_t len, gq_quantity *out, gq_err *e
     } else {
         char why[96], q[40];
         quote_input(suf, sl, q, sizeof(q));
-        snprintf(why, sizeof(why), "unknown suffix \"%s\" (suffixes are case-sensitive)", q);
+        bool letter = (suf[0] >= 'a' && suf[0] <= 'z') || (suf[0] >= 'A' && suf[0] <= 'Z');
+        snprintf(why, sizeof(why),
+                 letter ? "unknown suffix \"%s\" (suffixes are case-sensitive)"
+                        : "unexpected \"%s\" after the number",
+                 q);
         return syntax_error(err, s, len, why);
     }
 

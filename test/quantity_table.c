@@ -2,9 +2,10 @@
  * Usage: quantity_table [FILE]   (default: the project's test/data/quantity.tsv)
  * Each line is `input<TAB>canonical` or `input<TAB>ERROR`; '#' starts a
  * comment line and blank lines are skipped. An input may be empty (the line
- * starts with a TAB). Every expected canonical form must also parse back to
- * itself. Prints one line per mismatch and then `N passed, M failed`; exits
- * 1 on any failure and 2 when the file cannot be read. */
+ * starts with a TAB). Every canonical form must parse back to the same value
+ * (and the same text, for decimal forms). Prints one line per mismatch and
+ * then `N passed, M failed`; exits 1 on any failure, 2 when the file cannot
+ * be read. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,8 +50,10 @@ static int check(const char *input, const char *want, int lineno)
                input, got);
         return 0;
     }
+    /* Only decimal forms are fixed points: "62.5Ki" prints as "64000", which
+     * re-parses as decimal SI and prints as "64k", as in Kubernetes. */
     gq_quantity_format(&back, again);
-    if (strcmp(again, got) != 0) {
+    if (q.format != GQ_QFMT_BINARY_SI && strcmp(again, got) != 0) {
         printf("line %d: \"%s\": canonical \"%s\" re-formats as \"%s\"\n", lineno, input, got,
                again);
         return 0;

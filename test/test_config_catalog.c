@@ -74,6 +74,23 @@ static void catalog_entries(void **state)
     }
 }
 
+/* No product string belongs to two catalog models, and each finds its own. */
+static void catalog_products_unique(void **state)
+{
+    const gq_config *cfg = *state;
+    for (size_t i = 0; i < cfg->n_models; i++)
+        for (size_t j = 0; j < cfg->models[i].n_products; j++)
+            assert_ptr_equal(gq_config_find_model(cfg, cfg->models[i].products[j]),
+                             &cfg->models[i]);
+    for (size_t i = 0; i < cfg->n_models; i++)
+        for (size_t j = 0; j < cfg->models[i].n_products; j++)
+            for (size_t k = 0; k < cfg->n_models; k++)
+                for (size_t l = 0; l < cfg->models[k].n_products; l++)
+                    if (i != k || j != l)
+                        assert_string_not_equal(cfg->models[i].products[j],
+                                                cfg->models[k].products[l]);
+}
+
 static const struct {
     const char *query;
     const char *model; /* NULL: no match */
@@ -237,6 +254,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(defaults, setup_default, teardown_config),
         cmocka_unit_test_setup_teardown(catalog_entries, setup_default, teardown_config),
+        cmocka_unit_test_setup_teardown(catalog_products_unique, setup_default, teardown_config),
         cmocka_unit_test_setup_teardown(lookups, setup_default, teardown_config),
         cmocka_unit_test_setup_teardown(mig_profiles_a100, setup_default, teardown_config),
         cmocka_unit_test_setup_teardown(exempt, setup_default, teardown_config),

@@ -254,6 +254,9 @@ static const struct bad_case {
      "product-claimed-builtin.yaml:4: ", "\"NVIDIA-A10\" is already claimed by model \"a10\""},
     {"product-claimed-twice.yaml", GQ_EINVAL,
      "product-claimed-twice.yaml:9: ", "\"Vendor-P\" is already claimed by model \"p\""},
+    /* three clashes: the first in the file is reported, naming the first owner */
+    {"product-claimed-first-clash.yaml", GQ_EINVAL,
+     "product-claimed-first-clash.yaml:3: ", "\"Vendor-B\" is already claimed by model \"p\""},
     {"product-listed-twice.yaml", GQ_EINVAL,
      "product-listed-twice.yaml:4: ", "models[].products: \"Vendor-P\" is listed twice"},
     {"product-not-label.yaml", GQ_EINVAL,

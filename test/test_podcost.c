@@ -387,6 +387,14 @@ static void test_original_and_kinds(void **state)
     /* computing again into a filled result replaces it */
     assert_int_equal(gq_pod_cost_compute(cfg, pod, &cost, &err), GQ_OK);
     assert_int_equal(cost.n_ctrs, 4);
+    /* an error empties it */
+    json_object *bad = load_pod("fraction-1.5");
+    assert_int_equal(gq_pod_cost_compute(cfg, bad, &cost, &err), GQ_EINVAL);
+    assert_null(cost.ctrs);
+    assert_int_equal(cost.n_ctrs, 0);
+    assert_int_equal(cost.gpu_memory, 0);
+    assert_null(cost.model);
+    json_object_put(bad);
     gq_pod_cost_dispose(&cost);
     gq_pod_cost_dispose(&cost);
     gq_pod_cost_dispose(NULL);

@@ -1539,6 +1539,35 @@ static void test_status_add_reservation(void **state)
     json_object_put(st);
 }
 
+static void test_reservation_for_pod(void **state)
+{
+    (void)state;
+    gq_amounts charge;
+    gq_charge_from_cost(&(gq_pod_cost){.gpu_memory = 2 * GI, .gpu_pods = 1}, false, &charge);
+    gq_reservation r;
+    gq_err err;
+    json_object *p = J("{'metadata':{'generateName':'job-','annotations':{'gpuquota.io/"
+                       "reservation':'stamp-1'}}}");
+    assert_int_equal(gq_reservation_for_pod(p, "a", "uid-9", &charge, NOW + 60, &r, &err), GQ_OK);
+    assert_string_equal(r.key, "stamp-1");
+    assert_string_equal(r.pod, "job-");
+    assert_string_equal(r.namespace_, "a");
+    assert_int_equal(r.expires, NOW + 60);
+    assert_int_equal(r.amounts.v[GQ_KEY_GPU_MEMORY], 2 * GI);
+    gq_reservation_dispose(&r);
+    json_object_put(p);
+
+    p = J("{'metadata':{'name':'web-0','generateName':'web-'}}");
+    assert_int_equal(gq_reservation_for_pod(p, "a", "uid-9", &charge, NOW, &r, &err), GQ_OK);
+    assert_string_equal(r.key, "uid-9");
+    assert_string_equal(r.pod, "web-0");
+    gq_reservation_dispose(&r);
+    assert_int_equal(gq_reservation_for_pod(p, "a", NULL, &charge, NOW, &r, &err), GQ_EINVAL);
+    assert_string_equal(err.msg,
+                        "reservation: no annotation gpuquota.io/reservation and no request uid");
+    json_object_put(p);
+}
+
 static void test_status_drop_and_sum(void **state)
 {
     (void)state;
@@ -1760,6 +1789,7 @@ int main(void)
         cmocka_unit_test(test_lr_table),
         cmocka_unit_test(test_defaults_table),
         cmocka_unit_test(test_status_add_reservation),
+        cmocka_unit_test(test_reservation_for_pod),
         cmocka_unit_test(test_status_drop_and_sum),
         cmocka_unit_test(test_quota_in_use_overflow),
         cmocka_unit_test(test_recount),

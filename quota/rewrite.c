@@ -45,6 +45,8 @@ void gq_rewrite_dispose(gq_rewrite *r)
     if (!r)
         return;
     gq_patch_free(r->patch);
+    json_object_put(r->originals);
+    json_object_put(r->changes);
     memset(r, 0, sizeof(*r));
 }
 
@@ -135,6 +137,7 @@ typedef struct rw {
     gq_rewrite *res;
     gq_err *err;
     bool timeslicing_warned;
+    json_object *changed_ctrs; /* containers whose resources changed: {name: resources} */
 } rw;
 
 static gq_code nomem(rw *x)
@@ -433,6 +436,11 @@ static gq_code rewrite_ctr(rw *x, const gq_ctr_cost *c, json_object *original)
     }
     if (!changed)
         return GQ_OK;
+    json_object *now = resource_map(des, n);
+    if (!now || json_object_object_add(x->changed_ctrs, c->name, now)) {
+        json_object_put(now);
+        return nomem(x);
+    }
 
     char from[256], to[260], on[80] = "", mem[GQ_QUANTITY_STR_MAX] = "";
     char full[128] = "", brief[64] = "";
@@ -678,6 +686,37 @@ oom:
     return nomem(x);
 }
 
+/* The audit summary of a non-empty patch (gq_rewrite.changes). */
+static gq_code summarise(rw *x, bool pinned, bool scheduled, json_object **out)
+{
+    size_t n = gq_patch_len(x->res->patch);
+    *out = NULL;
+    if (!n)
+        return GQ_OK;
+    json_object *o = json_object_new_object();
+    if (!o)
+        return nomem(x);
+    bool bad = false;
+    if (json_object_object_length(x->changed_ctrs)) {
+        bad |= json_object_object_add(o, "containers", x->changed_ctrs) != 0;
+        if (bad)
+            json_object_put(x->changed_ctrs);
+        x->changed_ctrs = NULL;
+    }
+    if (!bad && pinned)
+        bad |= put_string(o, "gpuModel", x->cost->model->name) != GQ_OK;
+    if (!bad && scheduled)
+        bad |= put_string(o, "schedulerName", x->cfg->scheduler_name) != GQ_OK;
+    json_object *ops = bad ? NULL : json_object_new_int64((int64_t)n);
+    if (!ops || json_object_object_add(o, "operations", ops)) {
+        json_object_put(ops);
+        json_object_put(o);
+        return nomem(x);
+    }
+    *out = o;
+    return GQ_OK;
+}
+
 gq_code gq_rewrite_pod(const gq_config *cfg, json_object *pod, const gq_pod_cost *cost,
                        const gq_rewrite_opts *opts, gq_rewrite *out, gq_err *err)
 {
@@ -702,7 +741,8 @@ gq_code gq_rewrite_pod(const gq_config *cfg, json_object *pod, const gq_pod_cost
         goto done;
     originals = json_object_new_object();
     requests = json_object_new_object();
-    if (!originals || !requests) {
+    x.changed_ctrs = json_object_new_object();
+    if (!originals || !requests || !x.changed_ctrs) {
         rc = nomem(&x);
         goto out;
     }
@@ -738,18 +778,31 @@ gq_code gq_rewrite_pod(const gq_config *cfg, json_object *pod, const gq_pod_cost
         if ((rc = rewrite_ctr(&x, c, orig)))
             goto out;
     }
-    if ((rc = pin_model(&x)) || (rc = set_scheduler(&x)) || (rc = record(&x, originals, requests)))
+    size_t before_pin = gq_patch_len(res->patch);
+    if ((rc = pin_model(&x)))
         goto out;
+    bool pinned = gq_patch_len(res->patch) > before_pin;
+    size_t before_sched = gq_patch_len(res->patch);
+    if ((rc = set_scheduler(&x)))
+        goto out;
+    bool scheduled = gq_patch_len(res->patch) > before_sched;
+    if ((rc = record(&x, originals, requests)) ||
+        (rc = summarise(&x, pinned, scheduled, &res->changes)))
+        goto out;
+    res->originals = originals;
+    originals = NULL;
 done:
     gq_rewrite_dispose(out);
     *out = *res;
     free(res);
     res = NULL;
 out:
+    json_object_put(x.changed_ctrs);
     json_object_put(originals);
     json_object_put(requests);
     if (res) {
         gq_patch_free(res->patch);
+        json_object_put(res->changes);
         free(res);
     }
     return rc;

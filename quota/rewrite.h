@@ -42,6 +42,16 @@ typedef struct gq_rewrite {
     size_t n_warnings;
     size_t dropped_warnings;
     char charged[128]; /* "gpu-memory=20Gi,gpus=0,gpu-pods=1"; "" for a pod without GPUs */
+    /* For audit records (owned; freed by gq_rewrite_dispose). originals:
+     * the original GPU request of every GPU container, as the
+     * gpuquota.io/original-request annotation writes it,
+     * {"trainer":{"nvidia.com/gpu":"0.5"}}; NULL for a pod without GPUs.
+     * changes: what the patch does, {"containers":{"trainer":
+     * {"aliyun.com/gpu-mem":"20"}},"gpuModel":"a100-40gb","schedulerName":
+     * "s","operations":7} with only the parts that apply; NULL when the patch
+     * is empty. */
+    json_object *originals;
+    json_object *changes;
 } gq_rewrite;
 
 void gq_rewrite_init(gq_rewrite *r);

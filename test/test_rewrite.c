@@ -101,6 +101,7 @@ static void run(const gq_config *cfg, json_object *pod, json_object *charged,
         fail_msg("second rewrite not empty: %s", t);
     }
     assert_int_equal(again.n_warnings, 0);
+    assert_null(again.changes); /* an empty patch changes nothing to audit */
     assert_string_equal(again.charged, o->rw.charged);
     gq_rewrite_dispose(&again);
     gq_pod_cost_dispose(&after);
@@ -350,6 +351,13 @@ static void exact_patch_aliyun_fraction(void **state)
         o.rw.warnings[0],
         "container trainer: nvidia.com/gpu 0.5 on a100-40gb -> aliyun.com/gpu-mem 20");
     assert_string_equal(o.rw.charged, "gpu-memory=20Gi,gpus=0,gpu-pods=1");
+    /* The audit view of the same rewrite. */
+    assert_string_equal(gq_json_compact(o.rw.originals),
+                        "{\"trainer\":{\"nvidia.com/gpu\":\"0.5\"}}");
+    assert_string_equal(gq_json_compact(o.rw.changes),
+                        "{\"containers\":{\"trainer\":{\"aliyun.com/gpu-mem\":\"20\"}},"
+                        "\"gpuModel\":\"a100-40gb\",\"schedulerName\":\"gpu-scheduler\","
+                        "\"operations\":11}");
     outcome_dispose(&o);
 }
 
@@ -385,6 +393,8 @@ static void cpu_only_pod_no_patch(void **state)
     assert_string_equal(o.patch, "[]");
     assert_int_equal(o.rw.n_warnings, 0);
     assert_string_equal(o.rw.charged, "");
+    assert_null(o.rw.originals);
+    assert_null(o.rw.changes);
     outcome_dispose(&o);
 }
 
@@ -411,6 +421,11 @@ static void whole_gpus_only_recorded(void **state)
         "{\"op\":\"add\",\"path\":\"/metadata/annotations/gpuquota.io~1reservation\","
         "\"value\":\"b8f4c3a2-5d1e-4f6a-9c7b-2e8d0a1f3c64\"}]");
     assert_int_equal(o.rw.n_warnings, 0);
+    assert_string_equal(gq_json_compact(o.rw.originals),
+                        "{\"trainer\":{\"nvidia.com/gpu\":\"8\"}}");
+    /* Whole GPUs keep their resources: no "containers" in the summary. */
+    assert_string_equal(gq_json_compact(o.rw.changes),
+                        "{\"schedulerName\":\"gpu-scheduler\",\"operations\":5}");
     outcome_dispose(&o);
     json_object_put(pod);
     gq_config_free(cfg);
@@ -711,6 +726,10 @@ static void managed_pod_keeps_history(void **state)
     assert_int_equal(gq_patch_to_text(rw.patch, &text, &len), GQ_OK);
     assert_string_equal(text, "[{\"op\":\"add\",\"path\":\"/metadata/annotations/"
                               "gpuquota.io~1reservation\",\"value\":\"second\"}]");
+    assert_string_equal(gq_json_compact(rw.changes), "{\"operations\":1}");
+    /* The request as this admission sees it: already the backend's form. */
+    assert_string_equal(gq_json_compact(rw.originals),
+                        "{\"trainer\":{\"aliyun.com/gpu-mem\":\"20\"}}");
     free(text);
     gq_rewrite_dispose(&rw);
     gq_pod_cost_dispose(&cost);

@@ -5,11 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "cli.h"
 #include "cli_args.h"
 #include "config.h"
 #include "gq_log.h"
 #include "metrics.h"
+#include "mutate_http.h"
 #include "server.h"
 
 const char gq_cmd_webhook_summary[] = "run the admission webhook HTTPS server";
@@ -61,6 +63,49 @@ static void listen_host(const char *listen, char *buf, size_t cap)
     buf[n] = '\0';
 }
 
+/* ---- the audit log and /mutate ------------------------------------------ */
+
+static uint64_t audit_errors(const void *a)
+{
+    return wh_audit_errors(a);
+}
+
+static uint64_t audit_records(const void *a)
+{
+    return wh_audit_records(a);
+}
+
+/* Open the audit log of the config (both webhooks write to it) and export
+ * its counters in /metrics. */
+static gq_code audit_setup(const gq_config *cfg, wh_metrics *metrics, wh_audit **out, gq_err *err)
+{
+    wh_audit *a = NULL;
+    gq_code rc = wh_audit_open(&cfg->audit, &a, err);
+    if (rc)
+        return rc;
+    if ((rc = wh_metrics_add_external_counter(
+             metrics, "gpuquota_audit_write_errors_total",
+             "Audit records that could not be written (each is also logged).", audit_errors, a)) ||
+        (rc = wh_metrics_add_external_counter(metrics, "gpuquota_audit_records_total",
+                                              "Audit records written.", audit_records, a))) {
+        wh_audit_close(a);
+        return gq_err_set(err, rc, "audit metrics: %s", gq_strerror(rc));
+    }
+    *out = a;
+    return GQ_OK;
+}
+
+/* Register /mutate. limit_ranges is where the GPULimitRanges of a namespace
+ * come from: the informer cache of the validating webhook's store when the
+ * webhook runs against a cluster ({store.ctx, store.list_limit_ranges} of
+ * wh_store), none without one. */
+static gq_code mutate_setup(wh_mutate_ctx *mc, const gq_config *cfg, wh_limit_range_source lr,
+                            wh_audit *audit, wh_metrics *metrics, wh_server *srv, gq_err *err)
+{
+    *mc = (wh_mutate_ctx){.cfg = cfg, .limit_ranges = lr, .audit = audit, .metrics = metrics};
+    return wh_server_add_handler(srv, "/mutate", WH_ROUTE_POST_JSON, wh_mutate_handle, mc, err);
+}
+
 int gq_cmd_webhook(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -80,6 +125,8 @@ int gq_cmd_webhook(int argc, char **argv)
     gq_config *cfg = NULL;
     wh_metrics *metrics = NULL;
     wh_server *srv = NULL;
+    wh_audit *audit = NULL;
+    wh_mutate_ctx mutate_ctx;
     gq_err err;
     int c, exit_code = GQ_EXIT_USAGE;
     sigset_t sigs;
@@ -133,15 +180,15 @@ int gq_cmd_webhook(int argc, char **argv)
         (so.metrics = metrics, wh_server_new(&so, &srv, &err)))
         goto fail;
 
-    /* ---- admission handlers ------------------------------------------
-     * /mutate and /validate are registered here, before the server starts:
-     *   wh_server_add_handler(srv, "/mutate", WH_ROUTE_POST_JSON,
-     *                         wh_handle_mutate, &admission_ctx, &err);
-     *   wh_server_add_handler(srv, "/validate", WH_ROUTE_POST_JSON,
-     *                         wh_handle_validate, &admission_ctx, &err);
-     * with admission_ctx holding cfg, metrics and (with --kubeconfig) the
-     * kube client and caches. Readiness below waits for those caches. */
-    (void)kubeconfig;
+    /* Admission handlers, registered before the server starts. Without
+     * cluster caches (no --kubeconfig support in this command yet) /mutate
+     * sees no GPULimitRanges. */
+    if (kubeconfig)
+        GQ_WARN("--kubeconfig: GPULimitRange defaults are not read from the cluster yet");
+    wh_limit_range_source no_limit_ranges = {NULL, NULL};
+    if (audit_setup(cfg, metrics, &audit, &err) ||
+        mutate_setup(&mutate_ctx, cfg, no_limit_ranges, audit, metrics, srv, &err))
+        goto fail;
 
     /* Signals are taken synchronously by this thread: block them before the
      * server's threads exist so every thread inherits the mask. */
@@ -164,9 +211,8 @@ int gq_cmd_webhook(int argc, char **argv)
             continue;
         if (sig != SIGHUP)
             break;
-        /* SLOT: wh_audit_request_reopen(audit) once the admission handlers
-         * open the audit log. */
-        GQ_INFO("received SIGHUP");
+        wh_audit_request_reopen(audit);
+        GQ_INFO("received SIGHUP: the audit log is reopened before the next record");
     }
     GQ_INFO("received %s: draining for up to %ld s", sig == SIGTERM ? "SIGTERM" : "SIGINT",
             drain_s);
@@ -186,7 +232,8 @@ fail:
     GQ_ERROR("%s", err.msg[0] ? err.msg : "out of memory");
     exit_code = 1;
 out:
-    wh_server_free(srv);
+    wh_server_free(srv); /* handlers are gone before what they use */
+    wh_audit_close(audit);
     wh_metrics_free(metrics);
     gq_config_free(cfg);
     return exit_code;

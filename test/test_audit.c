@@ -94,8 +94,62 @@ static void format_has_every_field(void **state)
     /* Rounded down to whole microseconds. */
     assert_true(json_object_get_double(v) > 0.1229999 && json_object_get_double(v) < 0.1230001);
     assert_false(json_object_object_get_ex(o, "rewrite", &v));
+    /* ...and printed as such, not as json-c's %.17g text. */
+    assert_non_null(strstr(line, ",\"latencyMs\":0.123}"));
     json_object_put(o);
     free(line);
+}
+
+/* The fields every webhook fills from the review alike. */
+static void record_init_from_review(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *request; /* request members after uid */
+        const char *ns, *name;
+    } cases[] = {
+        {"\"namespace\":\"ml\",\"name\":\"p\",\"operation\":\"CREATE\",\"object\":{\"metadata\":{"
+         "\"name\":\"other\"}}",
+         "ml", "p"},
+        {"\"namespace\":\"ml\",\"operation\":\"CREATE\",\"object\":{\"metadata\":{\"name\":\"n\"}}",
+         "ml", "n"},
+        {"\"namespace\":\"ml\",\"operation\":\"CREATE\",\"object\":{\"metadata\":{"
+         "\"generateName\":\"job-\"}}",
+         "ml", "job-"},
+        {"\"operation\":\"DELETE\",\"oldObject\":{\"metadata\":{\"name\":\"gone\"}}", NULL, "gone"},
+        {"\"operation\":\"CONNECT\"", NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char body[512];
+        snprintf(
+            body, sizeof(body),
+            "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{"
+            "\"uid\":\"u%zu\",\"kind\":{\"kind\":\"Pod\"},\"resource\":{\"resource\":\"pods\"},"
+            "\"userInfo\":{\"username\":\"alice\"},\"dryRun\":true,%s}}",
+            i, cases[i].request);
+        wh_review_request rq;
+        gq_err err;
+        assert_int_equal(wh_review_decode(body, strlen(body), &rq, &err), GQ_OK);
+        wh_audit_record rec;
+        wh_audit_record_init(&rec, &rq, "mutate");
+        assert_true(rec.time_us > 1700000000LL * 1000000);
+        assert_string_equal(rec.uid, rq.uid);
+        assert_string_equal(rec.webhook, "mutate");
+        assert_string_equal(rec.operation, wh_operation_name(rq.operation));
+        if (cases[i].ns)
+            assert_string_equal(rec.namespace_, cases[i].ns);
+        else
+            assert_null(rec.namespace_);
+        if (cases[i].name)
+            assert_string_equal(rec.name, cases[i].name);
+        else
+            assert_null(rec.name);
+        assert_string_equal(rec.user, "alice");
+        assert_true(rec.dry_run);
+        assert_null(rec.decision);
+        assert_null(rec.request);
+        wh_review_request_dispose(&rq);
+    }
 }
 
 static void rotates_by_size_and_keeps_max_files(void **state)
@@ -207,6 +261,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(format_has_every_field),
+        cmocka_unit_test(record_init_from_review),
         cmocka_unit_test(rotates_by_size_and_keeps_max_files),
         cmocka_unit_test(reopens_after_external_rotation),
         cmocka_unit_test(write_errors_are_counted_not_silent),

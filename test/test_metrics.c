@@ -192,6 +192,54 @@ static void special_values(void **state)
     wh_metrics_free(m);
 }
 
+static uint64_t read_counter(const void *ctx)
+{
+    return *(const uint64_t *)ctx;
+}
+
+static void external_counters(void **state)
+{
+    (void)state;
+    wh_metrics *m = NULL;
+    uint64_t a = 3, b = 0;
+    assert_int_equal(wh_metrics_new("0.1.0", &m), GQ_OK);
+    assert_int_equal(wh_metrics_add_external_counter(m, "gpuquota_audit_write_errors_total",
+                                                     "Audit records not written.", read_counter,
+                                                     &a),
+                     GQ_OK);
+    assert_int_equal(wh_metrics_add_external_counter(m, "gpuquota_audit_records_total",
+                                                     "Audit records written.", read_counter, &b),
+                     GQ_OK);
+    a = 7; /* read at scrape time */
+    char *text = render(m);
+    assert_string_equal(text, REQ_HEAD HIST_HEAD EMPTY_HIST("mutate") EMPTY_HIST("validate")
+                                  ERR_HEAD USED_HEAD HARD_HEAD
+                        "# HELP gpuquota_audit_write_errors_total Audit records not written.\n"
+                        "# TYPE gpuquota_audit_write_errors_total counter\n"
+                        "gpuquota_audit_write_errors_total 7\n"
+                        "# HELP gpuquota_audit_records_total Audit records written.\n"
+                        "# TYPE gpuquota_audit_records_total counter\n"
+                        "gpuquota_audit_records_total 0\n" BUILD("0.1.0"));
+    free(text);
+    static const char *const bad[] = {
+        "",          "_total",
+        "errors",    "9lives_total",
+        "a-b_total", "gpuquota_a_name_that_is_far_too_long_for_the_header_buffers_total"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(wh_metrics_add_external_counter(m, bad[i], "h", read_counter, &a),
+                         GQ_EINVAL);
+    assert_int_equal(wh_metrics_add_external_counter(m, NULL, "h", read_counter, &a), GQ_EINVAL);
+    assert_int_equal(wh_metrics_add_external_counter(m, "ok_total", NULL, read_counter, &a),
+                     GQ_EINVAL);
+    assert_int_equal(wh_metrics_add_external_counter(m, "ok_total", "h", NULL, &a), GQ_EINVAL);
+    for (size_t i = 2; i < WH_METRICS_MAX_EXTERNAL; i++)
+        assert_int_equal(wh_metrics_add_external_counter(m, "ok_total", "h", read_counter, &a),
+                         GQ_OK);
+    assert_int_equal(wh_metrics_add_external_counter(m, "ok_total", "h", read_counter, &a),
+                     GQ_ELIMIT);
+    wh_metrics_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -200,6 +248,7 @@ int main(void)
         cmocka_unit_test(quota_gauges_sorted_and_escaped),
         cmocka_unit_test(gauge_table_is_bounded),
         cmocka_unit_test(special_values),
+        cmocka_unit_test(external_counters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

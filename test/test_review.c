@@ -426,6 +426,61 @@ static void base64_vectors(void **state)
     }
 }
 
+/* The review `gpuquota admit` wraps a pod in: exactly what kube-apiserver
+ * sends for a pod CREATE, and it decodes like one. */
+static void review_for_pod_create(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *pod, *ns, *want_ns, *want_name;
+    } cases[] = {
+        {"{\"metadata\":{\"name\":\"p\",\"namespace\":\"ml\"}}", NULL, "ml", "p"},
+        {"{\"metadata\":{\"name\":\"p\",\"namespace\":\"ml\"}}", "other", "other", "p"},
+        {"{\"metadata\":{\"generateName\":\"job-\"}}", NULL, "default", ""},
+        {"{}", "", "default", ""},
+    };
+    gq_err err;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_object *pod = NULL, *rv = NULL;
+        assert_int_equal(gq_json_parse(cases[i].pod, strlen(cases[i].pod), 8, &pod, &err), GQ_OK);
+        assert_int_equal(wh_review_for_pod_create(pod, cases[i].ns, "u-1", "me", &rv, &err), GQ_OK);
+        if (i == 0)
+            assert_string_equal(
+                gq_json_compact(rv),
+                "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{"
+                "\"uid\":\"u-1\",\"kind\":{\"group\":\"\",\"version\":\"v1\",\"kind\":\"Pod\"},"
+                "\"resource\":{\"group\":\"\",\"version\":\"v1\",\"resource\":\"pods\"},"
+                "\"requestKind\":{\"group\":\"\",\"version\":\"v1\",\"kind\":\"Pod\"},"
+                "\"requestResource\":{\"group\":\"\",\"version\":\"v1\",\"resource\":\"pods\"},"
+                "\"name\":\"p\",\"namespace\":\"ml\",\"operation\":\"CREATE\",\"userInfo\":{"
+                "\"username\":\"me\"},\"object\":{\"metadata\":{\"name\":\"p\",\"namespace\":"
+                "\"ml\"}},\"oldObject\":null,\"dryRun\":false,\"options\":{\"apiVersion\":"
+                "\"meta.k8s.io/v1\",\"kind\":\"CreateOptions\"}}}");
+        wh_review_request r;
+        assert_int_equal(wh_review_decode_json(rv, &r, &err), GQ_OK);
+        assert_string_equal(r.uid, "u-1");
+        assert_string_equal(r.namespace, cases[i].want_ns);
+        assert_string_equal(r.name, cases[i].want_name);
+        assert_string_equal(r.username, "me");
+        assert_int_equal(r.operation, WH_OP_CREATE);
+        assert_ptr_equal(r.object, pod); /* referenced, not copied */
+        wh_review_request_dispose(&r);
+        json_object_put(pod);
+    }
+    json_object *arr = json_object_new_array(), *rv = (json_object *)0x1;
+    assert_int_equal(wh_review_for_pod_create(arr, NULL, "u", "me", &rv, &err), GQ_EINVAL);
+    assert_string_equal(err.msg, "a Pod must be a JSON object");
+    json_object *obj = json_object_new_object();
+    assert_int_equal(wh_review_for_pod_create(obj, NULL, "", "me", &rv, &err), GQ_EINVAL);
+    assert_string_equal(err.msg, "request.uid must not be empty");
+    assert_ptr_equal(rv, (json_object *)0x1);
+    /* decode_json takes the tree even when it refuses it. */
+    wh_review_request r;
+    assert_int_equal(wh_review_decode_json(arr, &r, &err), GQ_EINVAL);
+    assert_string_equal(err.msg, "an AdmissionReview must be a JSON object");
+    assert_int_equal(wh_review_decode_json(obj, &r, &err), GQ_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -440,6 +495,7 @@ int main(void)
         cmocka_unit_test(audit_keys),
         cmocka_unit_test(sanitize_edges),
         cmocka_unit_test(base64_vectors),
+        cmocka_unit_test(review_for_pod_create),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

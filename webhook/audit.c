@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -218,6 +219,34 @@ static int add_borrowed(json_object *o, const char *key, json_object *val)
     return json_object_object_add(o, key, json_object_get(val));
 }
 
+static const char *meta_string(json_object *obj, const char *key)
+{
+    json_object *meta = NULL, *v = NULL;
+    if (!json_object_object_get_ex(obj, "metadata", &meta) ||
+        !json_object_object_get_ex(meta, key, &v) || !json_object_is_type(v, json_type_string))
+        return NULL;
+    return json_object_get_string(v);
+}
+
+void wh_audit_record_init(wh_audit_record *rec, const wh_review_request *req, const char *webhook)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    memset(rec, 0, sizeof(*rec));
+    rec->time_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    rec->uid = req->uid;
+    rec->webhook = webhook;
+    rec->operation = wh_operation_name(req->operation);
+    rec->namespace_ = req->namespace[0] ? req->namespace : NULL;
+    /* DELETE carries the object in oldObject. */
+    json_object *obj = req->object ? req->object : req->old_object;
+    rec->name = req->name[0] ? req->name : meta_string(obj, "name");
+    if (!rec->name)
+        rec->name = meta_string(obj, "generateName");
+    rec->user = req->username;
+    rec->dry_run = req->dry_run;
+}
+
 gq_code wh_audit_format(const wh_audit_record *rec, char **out, size_t *out_len)
 {
     char ts[40];
@@ -247,10 +276,14 @@ gq_code wh_audit_format(const wh_audit_record *rec, char **out, size_t *out_len)
     bad |= add_borrowed(o, "rewrite", rec->rewrite);
     bad |= add_borrowed(o, "charge", rec->charge);
     bad |= add_borrowed(o, "quotas", rec->quotas);
-    /* Round to microseconds so the text stays short and stable. */
-    bad |= json_object_object_add(
-        o, "latencyMs",
-        json_object_new_double((double)(int64_t)(rec->latency_ms * 1000.0) / 1000.0));
+    /* Round down to microseconds, and print exactly that: json-c's own
+     * double text (%.17g) would turn 1.164 into 1.1639999999999999. */
+    double ms = rec->latency_ms >= 0 && rec->latency_ms < 1e12 ? rec->latency_ms : 0;
+    int64_t lat_us = (int64_t)(ms * 1000.0);
+    char num[32];
+    snprintf(num, sizeof(num), "%" PRId64 ".%03d", lat_us / 1000, (int)(lat_us % 1000));
+    bad |= json_object_object_add(o, "latencyMs",
+                                  json_object_new_double_s((double)lat_us / 1000.0, num));
     if (bad) {
         json_object_put(o);
         return GQ_ENOMEM;

@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "gq_error.h"
+#include "review.h"
 
 typedef struct wh_audit wh_audit;
 
@@ -48,6 +49,13 @@ typedef struct wh_audit_record {
     json_object *quotas;  /* quotas charged or exceeded (borrowed), or NULL */
     double latency_ms;
 } wh_audit_record;
+
+/* Start a record for a decision on req (borrowed; it must outlive rec):
+ * time now, uid, webhook ("mutate"/"validate"), operation, namespace (NULL
+ * when cluster-scoped), name (request.name, else the object's metadata.name,
+ * else its generateName), user and dryRun. The caller sets the decision and
+ * the rest. */
+void wh_audit_record_init(wh_audit_record *rec, const wh_review_request *req, const char *webhook);
 
 /* Serialise rec as one JSON object (no newline). Caller frees *out. */
 gq_code wh_audit_format(const wh_audit_record *rec, char **out, size_t *out_len) GQ_WUR;

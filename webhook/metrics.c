@@ -37,6 +37,12 @@ typedef struct gauge {
     bool set[2];
 } gauge;
 
+typedef struct external {
+    const char *name, *help;
+    uint64_t (*read)(const void *ctx);
+    const void *ctx;
+} external;
+
 struct wh_metrics {
     char *version;
     atomic_uint_fast64_t requests[WH_WEBHOOK_COUNT_][N_OPS][WH_DECISION_COUNT_];
@@ -45,6 +51,8 @@ struct wh_metrics {
     pthread_mutex_t lock; /* guards gauges */
     gauge *gauges;        /* sorted by (ns, quota, resource) */
     size_t n_gauges, cap_gauges;
+    external ext[WH_METRICS_MAX_EXTERNAL]; /* guarded by lock */
+    size_t n_ext;
 };
 
 gq_code wh_metrics_new(const char *version, wh_metrics **out)
@@ -201,6 +209,37 @@ void wh_metrics_forget_quota(wh_metrics *m, const char *ns, const char *quota)
     memmove(&m->gauges[i], &m->gauges[j], (m->n_gauges - j) * sizeof(gauge));
     m->n_gauges -= j - i;
     pthread_mutex_unlock(&m->lock);
+}
+
+static bool metric_name_valid(const char *name)
+{
+    size_t n = name ? strlen(name) : 0;
+    /* Short enough for the fixed-size header buffer of sb_printf. */
+    if (n < 7 || n > 64 || strcmp(name + n - 6, "_total"))
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' ||
+                  (i > 0 && c >= '0' && c <= '9');
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+gq_code wh_metrics_add_external_counter(wh_metrics *m, const char *name, const char *help,
+                                        uint64_t (*read)(const void *ctx), const void *ctx)
+{
+    gq_code rc = GQ_OK;
+    if (!m || !read || !help || strlen(help) > 100 || !metric_name_valid(name))
+        return GQ_EINVAL;
+    pthread_mutex_lock(&m->lock);
+    if (m->n_ext == WH_METRICS_MAX_EXTERNAL)
+        rc = GQ_ELIMIT;
+    else
+        m->ext[m->n_ext++] = (external){name, help, read, ctx};
+    pthread_mutex_unlock(&m->lock);
+    return rc;
 }
 
 /* ---- rendering ---- */
@@ -405,6 +444,10 @@ gq_code wh_metrics_render(wh_metrics *m, char **out, size_t *out_len)
     pthread_mutex_lock(&m->lock);
     render_quota(m, &b, WH_QUOTA_USED);
     render_quota(m, &b, WH_QUOTA_HARD);
+    for (size_t i = 0; i < m->n_ext; i++) {
+        sb_header(&b, m->ext[i].name, "counter", m->ext[i].help);
+        sb_printf(&b, "%s %ju\n", m->ext[i].name, (uintmax_t)m->ext[i].read(m->ext[i].ctx));
+    }
     pthread_mutex_unlock(&m->lock);
     sb_header(&b, "gpuquota_build_info", "gauge", "Build information; the value is always 1.");
     sb_puts(&b, "gpuquota_build_info{version=\"");

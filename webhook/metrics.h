@@ -11,11 +11,13 @@
  *   gpuquota_quota_used{namespace,quota,resource}                   gauge
  *   gpuquota_quota_hard{namespace,quota,resource}                   gauge
  *   gpuquota_build_info{version}                                    gauge (1)
+ * plus counters kept by other components (wh_metrics_add_external_counter).
  * All functions are thread-safe. */
 #ifndef WH_METRICS_H
 #define WH_METRICS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "gq_error.h"
 
@@ -72,6 +74,18 @@ gq_code wh_metrics_set_quota(wh_metrics *m, wh_quota_field field, const char *ns
 
 /* Drop every series of one quota (it was deleted). m may be NULL. */
 void wh_metrics_forget_quota(wh_metrics *m, const char *ns, const char *quota);
+
+/* Most counters kept elsewhere that the registry renders (below). */
+#define WH_METRICS_MAX_EXTERNAL 8
+
+/* Render a counter that another component keeps (for example the audit
+ * writer's gpuquota_audit_write_errors_total) as its own family: read(ctx)
+ * is called at every scrape. name and help must have static storage; name
+ * must be a valid metric name ending in _total (at most 64 bytes; help at
+ * most 100). GQ_EINVAL for a bad name or help,
+ * GQ_ELIMIT beyond WH_METRICS_MAX_EXTERNAL. */
+gq_code wh_metrics_add_external_counter(wh_metrics *m, const char *name, const char *help,
+                                        uint64_t (*read)(const void *ctx), const void *ctx) GQ_WUR;
 
 /* Render all families in exposition format 0.0.4 into a heap buffer the
  * caller frees with free(). GQ_ENOMEM only. */

@@ -40,9 +40,78 @@ static gq_code answer(const gq_config *cfg, const gq_pod_cost *cost, const gq_re
     return rc;
 }
 
+void wh_mutate_info_init(wh_mutate_info *info)
+{
+    memset(info, 0, sizeof(*info));
+}
+
+void wh_mutate_info_dispose(wh_mutate_info *info)
+{
+    if (!info)
+        return;
+    json_object_put(info->request);
+    json_object_put(info->rewrite);
+    wh_mutate_info_init(info);
+}
+
+bool wh_mutate_applies(const gq_config *cfg, const wh_review_request *req)
+{
+    return is_pod_create(req) && req->object && !gq_config_is_exempt(cfg, req->namespace);
+}
+
+gq_code wh_limit_ranges_fetch(const wh_limit_range_source *src, const char *ns,
+                              gq_limit_range ***out, size_t *n_out, gq_err *err)
+{
+    gq_code rc = GQ_OK;
+    json_object *arr = NULL;
+    gq_limit_range **lrs = NULL;
+    size_t n = 0;
+    if (!src || !src->list)
+        goto done;
+    if ((rc = src->list(src->ctx, ns, &arr, err)))
+        return rc;
+    if (arr && !json_object_is_type(arr, json_type_array)) {
+        rc = gq_err_set(err, GQ_EINVAL, "GPULimitRanges of %s: not a list", ns);
+        goto out;
+    }
+    n = arr ? json_object_array_length(arr) : 0;
+    if (n && !(lrs = calloc(n, sizeof(*lrs)))) {
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if ((rc = gq_limit_range_parse(json_object_array_get_idx(arr, i), &lrs[i], err))) {
+            gq_err_prefix(err, "GPULimitRange %zu of namespace %s", i, ns);
+            goto out;
+        }
+    }
+done:
+    *out = lrs;
+    *n_out = n;
+    lrs = NULL;
+out:
+    wh_limit_ranges_free(lrs, n);
+    json_object_put(arr);
+    return rc;
+}
+
+void wh_limit_ranges_free(gq_limit_range **lrs, size_t n)
+{
+    for (size_t i = 0; lrs && i < n; i++)
+        gq_limit_range_free(lrs[i]);
+    free(lrs);
+}
+
 gq_code wh_mutate_review(const gq_config *cfg, const wh_review_request *req,
                          const gq_limit_range *const *lrs, size_t n_lrs, wh_review_response *resp,
                          gq_err *err)
+{
+    return wh_mutate_review_info(cfg, req, lrs, n_lrs, resp, NULL, err);
+}
+
+gq_code wh_mutate_review_info(const gq_config *cfg, const wh_review_request *req,
+                              const gq_limit_range *const *lrs, size_t n_lrs,
+                              wh_review_response *resp, wh_mutate_info *info, gq_err *err)
 {
     gq_code rc;
     wh_review_response r;
@@ -52,6 +121,8 @@ gq_code wh_mutate_review(const gq_config *cfg, const wh_review_request *req,
     size_t n_defs = 0;
     json_object *defaulted = NULL;
     gq_err why;
+    wh_mutate_info got;
+    wh_mutate_info_init(&got);
     gq_pod_cost_init(&cost0);
     gq_pod_cost_init(&cost);
     gq_rewrite_init(&rw);
@@ -83,6 +154,13 @@ gq_code wh_mutate_review(const gq_config *cfg, const wh_review_request *req,
     rc = answer(cfg, use, &rw, &r);
     if (!rc && n_defs && defs[0].limit_range)
         rc = wh_review_response_set_audit(&r, "gpu-limit-range", defs[0].limit_range);
+    if (!rc && use->gpu_pods) {
+        gq_charge_from_cost(use, gq_pod_is_terminal(pod), &got.charge);
+        got.has_charge = true;
+        got.request = rw.originals;
+        got.rewrite = rw.changes;
+        rw.originals = rw.changes = NULL;
+    }
     goto settle;
 deny:
     if (rc == GQ_ENOMEM)
@@ -96,8 +174,14 @@ settle:
     }
 done:
     *resp = r;
+    if (info) {
+        wh_mutate_info_dispose(info);
+        *info = got;
+        wh_mutate_info_init(&got);
+    }
     rc = GQ_OK;
 out:
+    wh_mutate_info_dispose(&got);
     json_object_put(defaulted);
     free(defs);
     gq_rewrite_dispose(&rw);

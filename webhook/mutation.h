@@ -4,7 +4,10 @@
 #ifndef WH_MUTATION_H
 #define WH_MUTATION_H
 
+#include <stdbool.h>
 #include <stddef.h>
+
+#include <json-c/json.h>
 
 #include "config.h"
 #include "crd.h"
@@ -23,5 +26,51 @@
 gq_code wh_mutate_review(const gq_config *cfg, const wh_review_request *req,
                          const gq_limit_range *const *lrs, size_t n_lrs, wh_review_response *resp,
                          gq_err *err) GQ_WUR;
+
+/* What a decision did, for the audit record (docs/audit.md) and for
+ * `gpuquota admit`. Caller-owned: zero it (or wh_mutate_info_init), then
+ * wh_mutate_info_dispose. */
+typedef struct wh_mutate_info {
+    json_object *request; /* original GPU requests per container, {"trainer":
+                             {"nvidia.com/gpu":"0.5"}}; NULL for no GPU (owned) */
+    json_object *rewrite; /* what the patch changes (gq_rewrite.changes); NULL for no patch */
+    gq_amounts charge;    /* the pod's charge; valid when has_charge */
+    bool has_charge;      /* a pod that uses a GPU was allowed */
+} wh_mutate_info;
+
+void wh_mutate_info_init(wh_mutate_info *info);
+void wh_mutate_info_dispose(wh_mutate_info *info);
+
+/* wh_mutate_review that also fills info (may be NULL; disposed and refilled
+ * on success, untouched on error). */
+gq_code wh_mutate_review_info(const gq_config *cfg, const wh_review_request *req,
+                              const gq_limit_range *const *lrs, size_t n_lrs,
+                              wh_review_response *resp, wh_mutate_info *info, gq_err *err) GQ_WUR;
+
+/* True when req is one the mutation may rewrite (a pod CREATE with an object
+ * outside the exempt namespaces): only then are its GPULimitRanges needed. */
+bool wh_mutate_applies(const gq_config *cfg, const wh_review_request *req);
+
+/* Where the GPULimitRanges of a namespace come from. list answers a JSON
+ * array of GPULimitRange objects that the caller owns (an empty array, or
+ * NULL, when there are none). The contract is that of wh_store's
+ * list_limit_ranges in the validating webhook, so one informer cache serves
+ * both webhooks. A source with list NULL has no limit ranges at all (the
+ * webhook runs without a cluster). Called from many threads at once. */
+typedef struct wh_limit_range_source {
+    void *ctx;
+    gq_code (*list)(void *ctx, const char *ns, json_object **out, gq_err *err);
+} wh_limit_range_source;
+
+/* The parsed GPULimitRanges of ns from src (may be NULL or have no list:
+ * none). On success *out (NULL when *n_out is 0) is the caller's, freed with
+ * wh_limit_ranges_free. An object that does not parse fails the call
+ * (GQ_EINVAL naming it): the webhook fails closed on a policy it cannot
+ * read. Errors of the source are passed on. */
+gq_code wh_limit_ranges_fetch(const wh_limit_range_source *src, const char *ns,
+                              gq_limit_range ***out, size_t *n_out, gq_err *err) GQ_WUR;
+
+/* Free what wh_limit_ranges_fetch returned; NULL is accepted. */
+void wh_limit_ranges_free(gq_limit_range **lrs, size_t n);
 
 #endif

@@ -28,6 +28,18 @@ const char *wh_operation_name(wh_operation op)
 
 /* ---- Decoding ---- */
 
+/* Add key: value (owned) to obj; GQ_ENOMEM when either failed. */
+static gq_code put(json_object *obj, const char *key, json_object *value)
+{
+    if (!value)
+        return GQ_ENOMEM;
+    if (json_object_object_add(obj, key, value)) {
+        json_object_put(value);
+        return GQ_ENOMEM;
+    }
+    return GQ_OK;
+}
+
 /* Optional string member: "" when absent or null; GQ_EINVAL for another type. */
 static gq_code get_str(json_object *obj, const char *key, const char *where, const char **out,
                        gq_err *err)
@@ -135,15 +147,22 @@ static gq_code decode_request(json_object *req, wh_review_request *r, gq_err *er
 
 gq_code wh_review_decode(const char *body, size_t len, wh_review_request *out, gq_err *err)
 {
+    json_object *root = NULL;
+    gq_code rc = gq_json_parse(body, len, WH_REVIEW_MAX_DEPTH, &root, err);
+    if (rc)
+        return rc;
+    return wh_review_decode_json(root, out, err);
+}
+
+gq_code wh_review_decode_json(json_object *root, wh_review_request *out, gq_err *err)
+{
     gq_code rc;
     wh_review_request r;
     memset(&r, 0, sizeof(r));
     const char *api = NULL, *kind = NULL;
     json_object *req = NULL;
 
-    rc = gq_json_parse(body, len, WH_REVIEW_MAX_DEPTH, &r.root, err);
-    if (rc)
-        return rc;
+    r.root = root;
     if (!json_object_is_type(r.root, json_type_object)) {
         rc = gq_err_set(err, GQ_EINVAL, "an AdmissionReview must be a JSON object");
         goto out;
@@ -178,6 +197,84 @@ gq_code wh_review_decode(const char *body, size_t len, wh_review_request *out, g
 out:
     wh_review_request_dispose(&r);
     return rc;
+}
+
+/* {"group":"","version":"v1",key:value} */
+static json_object *core_v1(const char *key, const char *value)
+{
+    json_object *o = json_object_new_object();
+    if (!o || put(o, "group", json_object_new_string("")) ||
+        put(o, "version", json_object_new_string("v1")) ||
+        put(o, key, json_object_new_string(value))) {
+        json_object_put(o);
+        return NULL;
+    }
+    return o;
+}
+
+gq_code wh_review_for_pod_create(json_object *pod, const char *ns, const char *uid,
+                                 const char *username, json_object **out, gq_err *err)
+{
+    json_object *meta = NULL, *v = NULL;
+    const char *name = "";
+    if (!json_object_is_type(pod, json_type_object))
+        return gq_err_set(err, GQ_EINVAL, "a Pod must be a JSON object");
+    if (!uid || !uid[0])
+        return gq_err_set(err, GQ_EINVAL, "request.uid must not be empty");
+    json_object_object_get_ex(pod, "metadata", &meta);
+    if ((!ns || !ns[0]) && json_object_object_get_ex(meta, "namespace", &v) &&
+        json_object_is_type(v, json_type_string))
+        ns = json_object_get_string(v);
+    if (!ns || !ns[0])
+        ns = "default";
+    if (json_object_object_get_ex(meta, "name", &v) && json_object_is_type(v, json_type_string))
+        name = json_object_get_string(v);
+
+    json_object *root = json_object_new_object(), *req = json_object_new_object();
+    json_object *user = json_object_new_object(), *opts = json_object_new_object();
+    if (!root || !req || !user || !opts)
+        goto oom;
+    /* Built inside out, so every object has one owner at each step. */
+    if (put(user, "username", json_object_new_string(username ? username : "")) ||
+        put(opts, "apiVersion", json_object_new_string("meta.k8s.io/v1")) ||
+        put(opts, "kind", json_object_new_string("CreateOptions")) ||
+        put(req, "uid", json_object_new_string(uid)) || put(req, "kind", core_v1("kind", "Pod")) ||
+        put(req, "resource", core_v1("resource", "pods")) ||
+        put(req, "requestKind", core_v1("kind", "Pod")) ||
+        put(req, "requestResource", core_v1("resource", "pods")) ||
+        put(req, "name", json_object_new_string(name)) ||
+        put(req, "namespace", json_object_new_string(ns)) ||
+        put(req, "operation", json_object_new_string("CREATE")))
+        goto oom;
+    if (put(req, "userInfo", user)) {
+        user = NULL;
+        goto oom;
+    }
+    user = NULL;
+    if (put(req, "object", json_object_get(pod)) ||
+        json_object_object_add(req, "oldObject", NULL) ||
+        put(req, "dryRun", json_object_new_boolean(0)))
+        goto oom;
+    if (put(req, "options", opts)) {
+        opts = NULL;
+        goto oom;
+    }
+    opts = NULL;
+    if (put(root, "apiVersion", json_object_new_string(WH_API_V1)) ||
+        put(root, "kind", json_object_new_string("AdmissionReview")))
+        goto oom;
+    if (put(root, "request", req)) {
+        req = NULL;
+        goto oom;
+    }
+    *out = root;
+    return GQ_OK;
+oom:
+    json_object_put(opts);
+    json_object_put(user);
+    json_object_put(req);
+    json_object_put(root);
+    return gq_err_set(err, GQ_ENOMEM, "out of memory");
 }
 
 void wh_review_request_dispose(wh_review_request *r)
@@ -398,18 +495,6 @@ gq_code wh_review_response_set_audit(wh_review_response *r, const char *key, con
 }
 
 /* ---- Encoding ---- */
-
-/* Add key: value (owned) to obj; GQ_ENOMEM when either failed. */
-static gq_code put(json_object *obj, const char *key, json_object *value)
-{
-    if (!value)
-        return GQ_ENOMEM;
-    if (json_object_object_add(obj, key, value)) {
-        json_object_put(value);
-        return GQ_ENOMEM;
-    }
-    return GQ_OK;
-}
 
 static gq_code encode_warnings(const wh_review_response *r, json_object *resp)
 {

@@ -72,6 +72,21 @@ typedef struct wh_review_request {
  * nesting deeper than WH_REVIEW_MAX_DEPTH, GQ_ENOMEM. */
 gq_code wh_review_decode(const char *body, size_t len, wh_review_request *out, gq_err *err) GQ_WUR;
 
+/* Same checks on a review already parsed: root (ownership taken in every
+ * case, also on error) becomes out->root on success. For callers that build
+ * or load the tree themselves (`gpuquota admit`). */
+gq_code wh_review_decode_json(json_object *root, wh_review_request *out, gq_err *err) GQ_WUR;
+
+/* The AdmissionReview (v1) kube-apiserver would send for creating pod
+ * (borrowed; referenced, not copied, by *out): a pod CREATE in namespace ns
+ * (NULL or "": the pod's metadata.namespace, else "default", as kubectl
+ * does), request.name from metadata.name ("" for generateName pods, as the
+ * API server sends them), the given uid and username, dryRun false and
+ * CreateOptions. Caller owns *out. GQ_EINVAL when pod is not an object or
+ * uid is empty, GQ_ENOMEM. */
+gq_code wh_review_for_pod_create(json_object *pod, const char *ns, const char *uid,
+                                 const char *username, json_object **out, gq_err *err) GQ_WUR;
+
 /* Release what decode allocated. NULL and a zeroed struct are accepted. */
 void wh_review_request_dispose(wh_review_request *r);
 

@@ -603,8 +603,9 @@ static void account(wh_server *srv, const wh_request *req, const wh_response *re
     if (resp->status < 400 || (resp->status == 503 && !resp->error[0]))
         return;
     wh_metrics_inc_http_error(srv->metrics, resp->status);
-    GQ_WARN("HTTP %d for %.16s %.64s from %s: %s", resp->status, req->method, req->path,
-            req->remote_addr ? req->remote_addr : "", resp->error[0] ? resp->error : "error");
+    GQ_LOG(resp->status >= 500 ? GQ_LOG_ERROR : GQ_LOG_WARN, resp->uid[0] ? resp->uid : NULL,
+           "HTTP %d for %.16s %.64s from %s: %s", resp->status, req->method, req->path,
+           req->remote_addr ? req->remote_addr : "", resp->error[0] ? resp->error : "error");
 }
 
 void wh_server_dispatch(wh_server *srv, const wh_request *req, wh_response *resp)

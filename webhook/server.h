@@ -47,6 +47,7 @@ typedef struct wh_response {
     wh_header headers[WH_MAX_HEADERS];
     size_t n_headers;
     char error[160]; /* for status >= 400: the sanitised reason, for the access log */
+    char uid[129];   /* admission uid the error log line carries ("" = none) */
 } wh_response;
 
 typedef void (*wh_handler_fn)(void *ctx, const wh_request *req, wh_response *resp);

@@ -1,0 +1,37 @@
+/* /mutate over HTTP: a thin adapter around the decision (mutation.h).
+ *
+ * body -> wh_review_decode -> (GPULimitRanges of the namespace) ->
+ * wh_mutate_review_info -> wh_review_encode -> 200. Per decision: one
+ * metrics observation and one audit record. No policy lives here. */
+#ifndef WH_MUTATE_HTTP_H
+#define WH_MUTATE_HTTP_H
+
+#include "audit.h"
+#include "config.h"
+#include "metrics.h"
+#include "mutation.h"
+#include "server.h"
+
+/* Everything the handler reads; caller-owned, borrowed by the server for as
+ * long as the route is registered (it must outlive wh_server_stop). */
+typedef struct wh_mutate_ctx {
+    const gq_config *cfg;
+    wh_limit_range_source limit_ranges; /* list NULL: no GPULimitRanges (no cluster) */
+    wh_audit *audit;                    /* NULL: no audit records */
+    wh_metrics *metrics;                /* NULL: nothing counted */
+} wh_mutate_ctx;
+
+/* The handler (wh_handler_fn; ctx is a wh_mutate_ctx). Answers:
+ *   200 with the AdmissionReview response (allowed, or denied with 403 in
+ *       response.status) for every request that could be decided;
+ *   400 for a body that is not an AdmissionReview (malformed JSON, nesting
+ *       beyond WH_REVIEW_MAX_DEPTH, missing request.uid, ...): no decision,
+ *       counted as webhook mutate, operation OTHER, decision error;
+ *   500 when a decided request could not be answered (limit ranges
+ *       unreadable, out of memory): counted, audited (decision "error") and
+ *       logged with the uid; the API server then applies the failure policy.
+ * The ?timeout= query parameter kube-apiserver appends is accepted and not
+ * needed: a decision takes microseconds and waits for nothing. */
+void wh_mutate_handle(void *ctx, const wh_request *req, wh_response *resp);
+
+#endif

@@ -1,8 +1,8 @@
-/* gpuquota admit: evaluate a pod (or the pod inside an AdmissionReview) from
- * a file, offline, and print what it costs. The evaluation is the pure core's
- * gq_pod_cost_compute; this file only reads input and prints results, so the
- * full mutate + validate path can replace the evaluation step later without
- * touching the printing. */
+/* gpuquota admit: run a pod (wrapped in the AdmissionReview the API server
+ * would send) or a given AdmissionReview through the mutating webhook's
+ * decision, wh_mutate_review, offline, and print the decision, the warnings,
+ * the JSON Patch, the rewritten pod and what the pod costs. This file only
+ * reads input and prints: the decision is the webhook's, byte for byte. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,20 +11,30 @@
 
 #include "cli.h"
 #include "config.h"
+#include "jsonpatch.h"
+#include "jsonutil.h"
+#include "mutation.h"
 #include "podcost.h"
 #include "quantity.h"
+#include "review.h"
 #include "yamljson.h"
 
 const char gq_cmd_admit_summary[] =
-    "evaluate a pod or AdmissionReview offline and print its GPU charge";
+    "run a pod or AdmissionReview through the mutating webhook offline";
 
 #define INPUT_MAX ((size_t)GQ_YAML_MAX_BYTES)
 #define CONFIG_MAX ((size_t)1 << 20)
+#define ADMIT_USER "gpuquota-admit"
+#define ADMIT_UID "gpuquota-admit"
 
 typedef struct admit_opts {
     const char *config; /* NULL: embedded default */
     bool json;
+    bool patch_only; /* -o patch: the JSON Patch alone */
     const char *file;
+    bool review_only;  /* print the AdmissionReview and stop */
+    const char *uid;   /* request.uid of a review made for a pod */
+    const char *patch; /* JSON Patch file applied to the pod first */
 } admit_opts;
 
 /* The outcome of evaluating one pod. */
@@ -37,10 +47,21 @@ typedef struct admit_result {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: gpuquota admit [--config FILE] [-o text|json] FILE\n"
+    fprintf(f, "usage: gpuquota admit [--config FILE] [-o text|json|patch] [--patch FILE]\n"
+               "                      [--review-only [--uid UID]] FILE\n"
                "\n"
-               "FILE holds a Pod or an AdmissionReview (YAML or JSON; - for stdin).\n"
-               "Prints each GPU-using container, the GPU model and the pod's charge.\n"
+               "FILE holds a Pod or an AdmissionReview (YAML or JSON; - for stdin). A Pod is\n"
+               "wrapped in the AdmissionReview the API server sends for creating it. The\n"
+               "review goes through the mutating webhook's decision; printed are the\n"
+               "decision, each GPU-using container, the GPU model and the pod's charge, the\n"
+               "warnings, the JSON Patch and the rewritten pod. -o json prints one object\n"
+               "{allowed, status, warnings, patch, pod, cost}; -o patch the JSON Patch alone\n"
+               "(one line, [] for none).\n"
+               "\n"
+               "--patch FILE  apply a JSON Patch (RFC 6902) to the pod first, e.g. the one a\n"
+               "              webhook returned, to see what a second invocation does\n"
+               "--review-only print the AdmissionReview (one line of JSON) and stop\n"
+               "--uid UID     request.uid of that review (default " ADMIT_UID ")\n"
                "\n"
                "exit status: 0 allowed, 1 denied (invalid GPU request), 2 bad input or usage\n");
 }
@@ -55,10 +76,18 @@ static int parse_args(int argc, char **argv, admit_opts *o)
             return -1;
         } else if (!strcmp(a, "--config") && i + 1 < argc) {
             o->config = argv[++i];
+        } else if (!strcmp(a, "--review-only")) {
+            o->review_only = true;
+        } else if (!strcmp(a, "--uid") && i + 1 < argc && argv[i + 1][0]) {
+            o->uid = argv[++i];
+        } else if (!strcmp(a, "--patch") && i + 1 < argc) {
+            o->patch = argv[++i];
         } else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && i + 1 < argc) {
             const char *v = argv[++i];
             if (!strcmp(v, "json"))
                 o->json = true;
+            else if (!strcmp(v, "patch"))
+                o->patch_only = true;
             else if (strcmp(v, "text"))
                 goto bad;
         } else if (a[0] == '-' && a[1] != '\0') {
@@ -196,19 +225,13 @@ static json_object *bytes_json(int64_t v)
     return json_object_new_string(buf);
 }
 
-static json_object *result_json(const gq_config *cfg, const admit_result *r)
+/* The cost part of -o json: null for a denied pod. */
+static json_object *cost_json(const gq_config *cfg, const admit_result *r)
 {
-    json_object *o = json_object_new_object(), *pod = json_object_new_object();
-    json_object_object_add(o, "allowed", json_object_new_boolean(r->allowed));
-    json_object_object_add(pod, "namespace", r->ns ? json_object_new_string(r->ns) : NULL);
-    json_object_object_add(pod, "name", r->name ? json_object_new_string(r->name) : NULL);
-    json_object_object_add(o, "pod", pod);
-    if (!r->allowed) {
-        json_object_object_add(o, "reason", json_object_new_string(gq_strerror(r->err.code)));
-        json_object_object_add(o, "message", json_object_new_string(r->err.msg));
-        return o;
-    }
+    if (!r->allowed)
+        return NULL;
     const gq_pod_cost *c = &r->cost;
+    json_object *o = json_object_new_object();
     json_object *ctrs = json_object_new_array(), *charge = json_object_new_object();
     json_object_object_add(o, "backend", json_object_new_string(gq_backend_name(cfg->backend)));
     json_object_object_add(o, "memoryUnit", bytes_json(cfg->memory_unit));
@@ -235,11 +258,168 @@ static json_object *result_json(const gq_config *cfg, const admit_result *r)
     return o;
 }
 
-static void print_json(const gq_config *cfg, const admit_result *r)
+/* ---- the mutate path ------------------------------------------------------ */
+
+/* doc[member] replaced by a copy of it with the JSON Patch of file applied. */
+static gq_code patch_member(json_object *doc, const char *member, const char *file, gq_err *err)
 {
-    json_object *o = result_json(cfg, r);
-    puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-                                               JSON_C_TO_STRING_NOSLASHESCAPE));
+    char *text = NULL;
+    size_t len = 0;
+    json_object *cur = NULL, *patched = NULL;
+    gq_code rc = gq_cli_read_file(file, INPUT_MAX, &text, &len, err);
+    if (rc)
+        return rc;
+    json_object_object_get_ex(doc, member, &cur);
+    if (!(rc = gq_patch_apply_text(cur, text, len, &patched, err)) &&
+        json_object_object_add(doc, member, patched))
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+    if (rc)
+        gq_err_prefix(err, "%s", file);
+    free(text);
+    return rc;
+}
+
+/* The AdmissionReview for doc (the file's object): doc itself, or the pod
+ * CREATE the API server would send for it; with --patch the pod is patched
+ * first. Caller owns *out. GQ_EINVAL for an object that is neither a Pod
+ * nor an AdmissionReview. */
+static gq_code review_of(const admit_opts *o, json_object *doc, json_object **out, gq_err *err)
+{
+    json_object *pod = NULL, *req = NULL, *holder = NULL;
+    gq_code rc;
+    const char *kind = str_member(doc, "kind");
+    if (kind && !strcmp(kind, "AdmissionReview")) {
+        if (o->patch && (!json_object_object_get_ex(doc, "request", &req) ||
+                         (rc = patch_member(req, "object", o->patch, err))))
+            return req ? rc : gq_err_set(err, GQ_EINVAL, "AdmissionReview has no request");
+        *out = json_object_get(doc);
+        return GQ_OK;
+    }
+    if ((rc = find_pod(doc, &pod, err)))
+        return rc;
+    if (o->patch) {
+        /* Patch a private holder so the caller's document stays as read. */
+        if (!(holder = json_object_new_object()) ||
+            json_object_object_add(holder, "pod", json_object_get(pod))) {
+            json_object_put(holder);
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        }
+        if ((rc = patch_member(holder, "pod", o->patch, err))) {
+            json_object_put(holder);
+            return rc;
+        }
+        json_object_object_get_ex(holder, "pod", &pod);
+    }
+    rc = wh_review_for_pod_create(pod, NULL, o->uid ? o->uid : ADMIT_UID, ADMIT_USER, out, err);
+    json_object_put(holder);
+    return rc;
+}
+
+/* What the mutating webhook answered, and the pod it makes. */
+typedef struct mutation {
+    wh_review_response resp;
+    bool have_resp;
+    wh_mutate_info info;
+    json_object *patch; /* decoded response patch; an empty array for none */
+    json_object *pod;   /* the rewritten pod (the object unchanged without a patch); NULL
+                           when denied or there is no object */
+} mutation;
+
+static void mutation_dispose(mutation *m)
+{
+    if (m->have_resp)
+        wh_review_response_dispose(&m->resp);
+    wh_mutate_info_dispose(&m->info);
+    json_object_put(m->patch);
+    json_object_put(m->pod);
+    memset(m, 0, sizeof(*m));
+}
+
+/* Run the webhook's decision on req (no GPULimitRanges offline) and apply
+ * its patch to the object, exactly as the API server would. */
+static gq_code mutate(const gq_config *cfg, const wh_review_request *req, mutation *m, gq_err *err)
+{
+    gq_code rc;
+    memset(m, 0, sizeof(*m));
+    if ((rc = wh_mutate_review_info(cfg, req, NULL, 0, &m->resp, &m->info, err)))
+        return rc;
+    m->have_resp = true;
+    const wh_review_response *r = &m->resp;
+    if (r->patch) {
+        if ((rc = gq_json_parse(r->patch, r->patch_len, GQ_JSON_DEFAULT_DEPTH, &m->patch, err)) ||
+            (rc = gq_patch_apply(req->object, m->patch, &m->pod, err)))
+            return rc;
+    } else {
+        if (!(m->patch = json_object_new_array()))
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        if (r->allowed)
+            m->pod = json_object_get(req->object);
+    }
+    return GQ_OK;
+}
+
+static const char *json_text(json_object *v, int flags)
+{
+    const char *t = json_object_to_json_string_ext(v, flags | JSON_C_TO_STRING_NOSLASHESCAPE);
+    return t ? t : "null";
+}
+
+/* Decision line of a review the webhook does not rewrite (print_text
+ * prints the pods it does). */
+static void print_review_text(const wh_review_request *req, const mutation *m)
+{
+    printf("%s %s%s%s (%s): %s\n", req->kind, req->namespace, req->namespace[0] ? "/" : "",
+           req->name[0] ? req->name : "(unnamed)", wh_operation_name(req->operation),
+           m->resp.allowed ? "allowed" : "denied");
+    if (!m->resp.allowed)
+        printf("reason: %s\n", m->resp.message ? m->resp.message : "");
+}
+
+static void print_mutation_text(const mutation *m)
+{
+    const wh_review_response *r = &m->resp;
+    for (size_t i = 0; i < r->n_warnings; i++)
+        printf("warning: %s\n", r->warnings[i]);
+    if (!r->allowed)
+        return;
+    size_t n = json_object_array_length(m->patch);
+    if (!n) {
+        printf("patch: none (admitted unchanged)\n");
+        return;
+    }
+    printf("patch: %zu operation%s\n", n, n == 1 ? "" : "s");
+    for (size_t i = 0; i < n; i++) {
+        json_object *op = json_object_array_get_idx(m->patch, i), *v = NULL;
+        const char *opname = str_member(op, "op"), *path = str_member(op, "path");
+        bool has_value = json_object_object_get_ex(op, "value", &v);
+        printf("  %s %s%s%s\n", opname ? opname : "?", path ? path : "?", has_value ? " " : "",
+               has_value ? json_text(v, JSON_C_TO_STRING_PLAIN) : "");
+    }
+    printf("rewritten pod:\n%s\n",
+           json_text(m->pod, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
+}
+
+/* -o json: {allowed, status, warnings, patch, pod, cost}. */
+static void print_mutation_json(const gq_config *cfg, const admit_result *r, bool is_pod,
+                                const mutation *m)
+{
+    const wh_review_response *rs = &m->resp;
+    json_object *o = json_object_new_object(), *status = NULL, *warnings = json_object_new_array();
+    json_object_object_add(o, "allowed", json_object_new_boolean(rs->allowed));
+    if (!rs->allowed) {
+        status = json_object_new_object();
+        json_object_object_add(status, "code", json_object_new_int(rs->code));
+        json_object_object_add(status, "reason", json_object_new_string(rs->reason));
+        json_object_object_add(status, "message", json_object_new_string(rs->message));
+    }
+    json_object_object_add(o, "status", status);
+    for (size_t i = 0; i < rs->n_warnings; i++)
+        json_object_array_add(warnings, json_object_new_string(rs->warnings[i]));
+    json_object_object_add(o, "warnings", warnings);
+    json_object_object_add(o, "patch", json_object_get(m->patch));
+    json_object_object_add(o, "pod", json_object_get(m->pod));
+    json_object_object_add(o, "cost", is_pod ? cost_json(cfg, r) : NULL);
+    puts(json_text(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
     json_object_put(o);
 }
 
@@ -247,16 +427,20 @@ int gq_cmd_admit(int argc, char **argv)
 {
     admit_opts o;
     admit_result r;
+    mutation m;
+    wh_review_request req;
+    bool have_req = false;
     gq_config *cfg = NULL;
     char *buf = NULL;
     size_t len = 0, n_docs = 0;
-    json_object **docs = NULL, *pod = NULL;
+    json_object **docs = NULL, *review = NULL;
     gq_err err;
     int status = GQ_EXIT_USAGE;
     int a = parse_args(argc, argv, &o);
     if (a)
         return a < 0 ? GQ_EXIT_OK : a;
     memset(&r, 0, sizeof(r));
+    memset(&m, 0, sizeof(m));
     gq_pod_cost_init(&r.cost);
     gq_err_clear(&err);
     const char *name = strcmp(o.file, "-") ? o.file : "<stdin>";
@@ -268,23 +452,57 @@ int gq_cmd_admit(int argc, char **argv)
         gq_err_set(&err, GQ_EINVAL, "%s: expected one object, found %zu documents", name, n_docs);
         goto fail;
     }
-    if (find_pod(docs[0], &pod, &err)) {
+    if (review_of(&o, docs[0], &review, &err)) {
         gq_err_prefix(&err, "%s", name);
         goto fail;
     }
-    if (evaluate(cfg, pod, &r)) {
+    if (o.review_only) {
+        puts(json_text(review, JSON_C_TO_STRING_PLAIN));
+        status = GQ_EXIT_OK;
+        goto out;
+    }
+    /* The webhook's own decoder: an AdmissionReview it would refuse (400)
+     * is bad input here. */
+    gq_code rc = wh_review_decode_json(review, &req, &err);
+    review = NULL;
+    if (rc) {
+        gq_err_prefix(&err, "%s", name);
+        goto fail;
+    }
+    have_req = true;
+    /* Pods the webhook rewrites get their cost explained; anything else
+     * (other kinds, operations, exempt namespaces) only the decision. */
+    bool is_pod = wh_mutate_applies(cfg, &req);
+    if (is_pod && evaluate(cfg, req.object, &r)) {
         err = r.err;
         goto fail;
     }
-    if (o.json)
-        print_json(cfg, &r);
-    else
-        print_text(cfg, &r);
+    if (mutate(cfg, &req, &m, &err))
+        goto fail;
+    /* The decision is the webhook's; the cost explains it. */
+    r.allowed = m.resp.allowed;
+    if (!r.allowed)
+        gq_err_set(&r.err, GQ_EDENIED, "%s", m.resp.message ? m.resp.message : "");
+    if (o.patch_only) {
+        puts(json_text(m.patch, JSON_C_TO_STRING_PLAIN));
+    } else if (o.json) {
+        print_mutation_json(cfg, &r, is_pod, &m);
+    } else {
+        if (is_pod)
+            print_text(cfg, &r);
+        else
+            print_review_text(&req, &m);
+        print_mutation_text(&m);
+    }
     status = r.allowed ? GQ_EXIT_OK : GQ_EXIT_DENIED;
     goto out;
 fail:
     fprintf(stderr, "gpuquota admit: %s\n", err.msg);
 out:
+    mutation_dispose(&m);
+    if (have_req)
+        wh_review_request_dispose(&req);
+    json_object_put(review);
     gq_pod_cost_dispose(&r.cost);
     gq_yaml_docs_free(docs, n_docs);
     free(buf);

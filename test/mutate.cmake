@@ -1,2 +1,11 @@
 # /mutate in service: the HTTP adapter driven without sockets.
 gq_unit_test(test_mutate_http test_mutate_http.c admission_testutil.c LIBS gq_webhook gq_kube)
+
+# Integration: the real binary over TLS, every backend and input form,
+# reinvocation, exact shapes, abuse, certificate swap under load, draining
+# and the audit log.
+add_test(NAME mutate_integration
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mutate_integration.sh $<TARGET_FILE:gpuquota>
+                 ${GQ_TEST_DATA} ${CMAKE_SOURCE_DIR}/deploy/examples/pods
+                 ${CMAKE_CURRENT_SOURCE_DIR}/bench/wrk.lua)
+set_tests_properties(mutate_integration PROPERTIES TIMEOUT 300)

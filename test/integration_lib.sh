@@ -62,6 +62,26 @@ make_certs() {
         --san 127.0.0.1 >/dev/null || { echo "certs generate failed"; exit 1; }
 }
 
+# check_slow_client PATH WHAT CMD...: a client sends the headers and part of
+# a body to PATH, then stalls; CMD (printing an HTTP status) must still get
+# 200 five times, promptly.
+check_slow_client() {
+    local path=$1 what=$2
+    shift 2
+    (printf 'POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5000\r\n\r\n{"partial":' "$path"
+     sleep 6) | openssl s_client -quiet -connect "127.0.0.1:$port" >/dev/null 2>&1 &
+    local slow_client=$!
+    pids+=("$slow_client")
+    sleep 0.5
+    local start_ns ok=0 ms
+    start_ns=$(date +%s%N)
+    for _ in 1 2 3 4 5; do [[ "$("$@")" == 200 ]] && ok=$((ok + 1)); done
+    ms=$((($(date +%s%N) - start_ns) / 1000000))
+    check "5 $what while a client stalls mid-body" 5 "$ok"
+    if [[ $ms -lt 4000 ]]; then pass "  ...promptly (${ms} ms)"; else fail "  ...took ${ms} ms"; fi
+    kill "$slow_client" 2>/dev/null
+}
+
 finish() {
     echo "$failures failure(s)"
     [[ $failures -eq 0 ]]

@@ -94,19 +94,7 @@ h_pid=$pid
 json=(-H 'Content-Type: application/json')
 check "POST JSON echoed" '{"a":1}' "$(c "${json[@]}" --data-binary '{"a":1}' /echo)"
 
-# A slow client (headers and part of a body, then silence) does not block others.
-(printf 'POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"partial":'
- sleep 6) | openssl s_client -quiet -connect "127.0.0.1:$port" >/dev/null 2>&1 &
-slow_client=$!
-pids+=("$slow_client")
-sleep 0.5
-start_ns=$(date +%s%N)
-ok=0
-for _ in 1 2 3 4 5; do [[ "$(status --max-time 2 /healthz)" == 200 ]] && ok=$((ok + 1)); done
-ms=$((($(date +%s%N) - start_ns) / 1000000))
-check "5 requests served while a client stalls mid-body" 5 "$ok"
-[[ $ms -lt 4000 ]] && pass "  ...promptly (${ms} ms)" || fail "  ...took ${ms} ms"
-kill "$slow_client" 2>/dev/null
+check_slow_client /echo "requests served" status --max-time 2 /healthz
 
 # Certificate swap with a request in flight: the request completes.
 c "${json[@]}" --data-binary 1500 -o "$work/inflight.out" -w '%{http_code}' /slow >"$work/inflight.code" &

@@ -75,14 +75,17 @@ static uint64_t audit_records(const void *a)
     return wh_audit_records(a);
 }
 
-/* Open the audit log of the config (both webhooks write to it) and export
- * its counters in /metrics. */
+/* Open the audit log of the config (both webhooks write to it), move its
+ * writing to a thread and export its counters in /metrics. */
 static gq_code audit_setup(const gq_config *cfg, wh_metrics *metrics, wh_audit **out, gq_err *err)
 {
     wh_audit *a = NULL;
     gq_code rc = wh_audit_open(&cfg->audit, &a, err);
     if (rc)
         return rc;
+    /* Request handlers only queue records; a writer thread does the I/O. */
+    if (wh_audit_start_writer(a))
+        GQ_WARN("audit log: no writer thread; request handlers write records themselves");
     if ((rc = wh_metrics_add_external_counter(
              metrics, "gpuquota_audit_write_errors_total",
              "Audit records that could not be written (each is also logged).", audit_errors, a)) ||

@@ -1,92 +1,605 @@
 #include "jsonutil.h"
 
 #include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* json-c accepts NaN, Infinity and overflowing exponents (1e999), none of
- * which is JSON: nothing downstream may see a value it cannot write back.
- * Recursion depth is bounded by the parser's depth cap. */
-static bool has_nonfinite(json_object *v)
+/* A recursive-descent parser that builds json-c objects directly. It
+ * replaces json_tokener for three reasons: strict RFC 8259 with finite
+ * numbers in one pass (json-c reads NaN, Infinity and 1e999), no UTF-8
+ * validation (see jsonutil.h), and pruning: subtrees a caller never reads are
+ * checked but never built, which is where an AdmissionReview's parse time
+ * goes (managedFields alone is most of a pod's objects). Recursion depth is
+ * bounded by max_depth. */
+
+typedef struct jpat {
+    const char *seg[GQ_JSON_SKIP_SEGMENTS];
+    size_t len[GQ_JSON_SKIP_SEGMENTS];
+    size_t n;
+} jpat;
+
+typedef struct jp {
+    const char *start, *p, *end;
+    int max_depth;
+    jpat pat[GQ_JSON_MAX_SKIPS];
+    size_t n_pat;
+    bool index_patterns; /* some segment is neither "*" nor a member name */
+    /* Per segment depth d: patterns with more than d segments, with "*" as
+     * segment d, with exactly d + 1 segments; bit n of lens_at: some
+     * pattern's segment d is n bytes long (longer ones never match). */
+    uint64_t deeper[GQ_JSON_SKIP_SEGMENTS], star[GQ_JSON_SKIP_SEGMENTS];
+    uint64_t last[GQ_JSON_SKIP_SEGMENTS], lens_at[GQ_JSON_SKIP_SEGMENTS];
+    char *buf; /* scratch for decoded keys and strings with escapes */
+    size_t cap;
+    gq_err *err;
+} jp;
+
+static gq_code jp_syntax(jp *j, const char *what)
 {
-    switch (json_object_get_type(v)) {
-    case json_type_double:
-        return !isfinite(json_object_get_double(v));
-    case json_type_array:
-        for (size_t i = 0, n = json_object_array_length(v); i < n; i++)
-            if (has_nonfinite(json_object_array_get_idx(v, i)))
-                return true;
-        return false;
-    case json_type_object: {
-        json_object_object_foreach(v, k, m)
-        {
-            (void)k;
-            if (has_nonfinite(m))
-                return true;
-        }
-        return false;
+    if (j->p >= j->end)
+        return gq_err_set(j->err, GQ_EINVAL, "JSON text ends early (after %zu bytes)",
+                          (size_t)(j->end - j->start));
+    return gq_err_set(j->err, GQ_EINVAL, "JSON syntax error at byte %zu: %s",
+                      (size_t)(j->p - j->start), what);
+}
+
+static gq_code jp_nomem(jp *j)
+{
+    return gq_err_set(j->err, GQ_ENOMEM, "out of memory");
+}
+
+static gq_code jp_nonfinite(jp *j)
+{
+    return gq_err_set(j->err, GQ_EINVAL, "JSON numbers must be finite (no NaN or Infinity)");
+}
+
+/* Bytes that end the fast scan of a string: quote, backslash, controls. */
+static const unsigned char jp_stop[256] = {
+    [0] = 1,  [1] = 1,  [2] = 1,  [3] = 1,  [4] = 1,  [5] = 1,   [6] = 1,    [7] = 1,  [8] = 1,
+    [9] = 1,  [10] = 1, [11] = 1, [12] = 1, [13] = 1, [14] = 1,  [15] = 1,   [16] = 1, [17] = 1,
+    [18] = 1, [19] = 1, [20] = 1, [21] = 1, [22] = 1, [23] = 1,  [24] = 1,   [25] = 1, [26] = 1,
+    [27] = 1, [28] = 1, [29] = 1, [30] = 1, [31] = 1, ['"'] = 1, ['\\'] = 1,
+};
+
+static void jp_ws(jp *j)
+{
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\n' || *j->p == '\r' || *j->p == '\t'))
+        j->p++;
+}
+
+static gq_code jp_reserve(jp *j, size_t n)
+{
+    if (n <= j->cap)
+        return GQ_OK;
+    size_t cap = j->cap ? j->cap : 256;
+    while (cap < n)
+        cap *= 2;
+    char *nb = realloc(j->buf, cap);
+    if (!nb)
+        return jp_nomem(j);
+    j->buf = nb;
+    j->cap = cap;
+    return GQ_OK;
+}
+
+static int hex4(const char *s)
+{
+    int v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
+        if (d < 0)
+            return -1;
+        v = v << 4 | d;
     }
+    return v;
+}
+
+static size_t put_utf8(char *o, unsigned cp)
+{
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (char)(0xc0 | cp >> 6);
+        o[1] = (char)(0x80 | (cp & 0x3f));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (char)(0xe0 | cp >> 12);
+        o[1] = (char)(0x80 | (cp >> 6 & 0x3f));
+        o[2] = (char)(0x80 | (cp & 0x3f));
+        return 3;
+    }
+    o[0] = (char)(0xf0 | cp >> 18);
+    o[1] = (char)(0x80 | (cp >> 12 & 0x3f));
+    o[2] = (char)(0x80 | (cp >> 6 & 0x3f));
+    o[3] = (char)(0x80 | (cp & 0x3f));
+    return 4;
+}
+
+/* A string at j->p (the opening quote). With decode, *s and *n get its value:
+ * borrowed from the input when it has no escapes, else decoded into j->buf
+ * (NUL-terminated there). A lone surrogate decodes to U+FFFD, as Go's
+ * decoder in kube-apiserver does. */
+static gq_code jp_string(jp *j, bool decode, const char **s, size_t *n, bool *copied)
+{
+    const char *q = ++j->p;
+    bool escaped = false;
+    for (;;) {
+        /* Eight bytes at a time while none is a quote, backslash or control
+         * character (SWAR: a byte is flagged when b < 0x20, b == '"' or
+         * b == '\\'). */
+        while (j->end - q >= 8) {
+            uint64_t w;
+            memcpy(&w, q, 8);
+            const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+            uint64_t quote = w ^ (ones * '"'), bslash = w ^ (ones * '\\');
+            /* Exact "some byte is < n" and "some byte is 0" tests: a word is
+             * never passed over wrongly (a stray flag only ends the fast
+             * loop early). */
+            uint64_t hit = ((w - ones * 0x20) & ~w & high) | ((quote - ones) & ~quote & high) |
+                           ((bslash - ones) & ~bslash & high);
+            if (hit)
+                break;
+            q += 8;
+        }
+        while (q < j->end && !jp_stop[(unsigned char)*q])
+            q++;
+        if (q >= j->end) {
+            j->p = q;
+            return jp_syntax(j, "unterminated string");
+        }
+        unsigned char c = (unsigned char)*q;
+        if (c == '"')
+            break;
+        if (c < 0x20) {
+            j->p = q;
+            return jp_syntax(j, "control character in string");
+        }
+        if (c == '\\') {
+            escaped = true;
+            if (q + 1 >= j->end) {
+                j->p = q + 1;
+                return jp_syntax(j, "unterminated string");
+            }
+            char e = q[1];
+            if (e == 'u') {
+                if (j->end - q < 6 || hex4(q + 2) < 0) {
+                    j->p = q;
+                    return jp_syntax(j, "invalid \\u escape");
+                }
+                q += 6;
+                continue;
+            }
+            if (!strchr("\"\\/bfnrt", e) || !e) {
+                j->p = q;
+                return jp_syntax(j, "invalid escape");
+            }
+            q += 2;
+            continue;
+        }
+        q++;
+    }
+    const char *body = j->p;
+    size_t raw = (size_t)(q - body);
+    j->p = q + 1;
+    if (!decode)
+        return GQ_OK;
+    *copied = escaped;
+    if (!escaped) {
+        *s = body;
+        *n = raw;
+        return GQ_OK;
+    }
+    /* Escapes never grow the text: \uXXXX (6 bytes) is at most 3 bytes of
+     * UTF-8, a surrogate pair (12 bytes) 4. */
+    if (jp_reserve(j, raw + 1))
+        return GQ_ENOMEM;
+    char *o = j->buf;
+    for (const char *r = body; r < q;) {
+        if (*r != '\\') {
+            *o++ = *r++;
+            continue;
+        }
+        char e = r[1];
+        r += 2;
+        switch (e) {
+        case 'b':
+            *o++ = '\b';
+            break;
+        case 'f':
+            *o++ = '\f';
+            break;
+        case 'n':
+            *o++ = '\n';
+            break;
+        case 'r':
+            *o++ = '\r';
+            break;
+        case 't':
+            *o++ = '\t';
+            break;
+        case 'u': {
+            unsigned cp = (unsigned)hex4(r);
+            r += 4;
+            if (cp >= 0xd800 && cp <= 0xdbff && q - r >= 6 && r[0] == '\\' && r[1] == 'u') {
+                int lo = hex4(r + 2);
+                if (lo >= 0xdc00 && lo <= 0xdfff) {
+                    cp = 0x10000 + ((cp - 0xd800) << 10) + ((unsigned)lo - 0xdc00);
+                    r += 6;
+                }
+            }
+            if (cp >= 0xd800 && cp <= 0xdfff)
+                cp = 0xfffd;
+            o += put_utf8(o, cp);
+            break;
+        }
+        default: /* " \ / */
+            *o++ = e;
+        }
+    }
+    *o = '\0';
+    *s = j->buf;
+    *n = (size_t)(o - j->buf);
+    return GQ_OK;
+}
+
+/* One or more digits at q: the end of them, or NULL (j->p at q). */
+static const char *jp_digits(jp *j, const char *q)
+{
+    if (q >= j->end || *q < '0' || *q > '9') {
+        j->p = q;
+        return NULL;
+    }
+    while (q < j->end && *q >= '0' && *q <= '9')
+        q++;
+    return q;
+}
+
+static gq_code jp_number(jp *j, json_object **out)
+{
+    const char *b = j->p, *q = b;
+    bool neg = false, integral = true;
+    if (q < j->end && *q == '-') {
+        neg = true;
+        q++;
+    }
+    if (q < j->end && *q == 'I')
+        return jp_nonfinite(j);
+    if (q >= j->end || *q < '0' || *q > '9') {
+        j->p = q;
+        return jp_syntax(j, "invalid number");
+    }
+    uint64_t u = 0;
+    bool overflow = false;
+    if (*q == '0') {
+        q++;
+    } else {
+        for (; q < j->end && *q >= '0' && *q <= '9'; q++) {
+            unsigned d = (unsigned)(*q - '0');
+            if (u > (UINT64_MAX - d) / 10)
+                overflow = true;
+            else
+                u = u * 10 + d;
+        }
+    }
+    if (q < j->end && *q == '.') {
+        integral = false;
+        if (!(q = jp_digits(j, q + 1)))
+            return jp_syntax(j, "invalid number");
+    }
+    if (q < j->end && (*q == 'e' || *q == 'E')) {
+        integral = false;
+        q++;
+        if (q < j->end && (*q == '+' || *q == '-'))
+            q++;
+        if (!(q = jp_digits(j, q)))
+            return jp_syntax(j, "invalid number");
+    }
+    j->p = q;
+    size_t n = (size_t)(q - b);
+    if (integral && !overflow && (!neg || u <= (uint64_t)INT64_MAX + 1)) {
+        if (!out)
+            return GQ_OK;
+        if (neg)
+            *out = json_object_new_int64(u == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)u);
+        else
+            *out = u <= INT64_MAX ? json_object_new_int64((int64_t)u) : json_object_new_uint64(u);
+        return *out ? GQ_OK : jp_nomem(j);
+    }
+    if (jp_reserve(j, n + 1))
+        return GQ_ENOMEM;
+    memcpy(j->buf, b, n);
+    j->buf[n] = '\0';
+    double d = strtod(j->buf, NULL);
+    if (!isfinite(d))
+        return jp_nonfinite(j);
+    if (!out)
+        return GQ_OK;
+    /* Keep the text as written, as json-c's own parser does. */
+    *out = json_object_new_double_s(d, j->buf);
+    return *out ? GQ_OK : jp_nomem(j);
+}
+
+static gq_code jp_literal(jp *j, const char *word, size_t n)
+{
+    if ((size_t)(j->end - j->p) < n) {
+        if (!memcmp(j->p, word, (size_t)(j->end - j->p))) {
+            j->p = j->end;
+            return jp_syntax(j, "");
+        }
+        return jp_syntax(j, "unexpected character");
+    }
+    if (memcmp(j->p, word, n))
+        return jp_syntax(j, "unexpected character");
+    j->p += n;
+    return GQ_OK;
+}
+
+/* Patterns among alive (matching the path so far, d segments) that go on
+ * matching through one more segment seg[0..n) (an index when idx >= 0). */
+static uint64_t jp_descend(const jp *j, uint64_t alive, size_t d, const char *seg, size_t n,
+                           bool *skip)
+{
+    if (d >= GQ_JSON_SKIP_SEGMENTS)
+        return 0;
+    alive &= j->deeper[d];
+    /* "*" matches without a look; most names match no other pattern, which
+     * the set of segment lengths at this depth tells at once. */
+    uint64_t next = alive & j->star[d], rest = alive & ~j->star[d];
+    if (rest && n < 64 && (j->lens_at[d] >> n & 1)) {
+        while (rest) {
+            size_t i = (size_t)__builtin_ctzll(rest);
+            rest &= rest - 1;
+            if (j->pat[i].len[d] == n && !memcmp(j->pat[i].seg[d], seg, n))
+                next |= (uint64_t)1 << i;
+        }
+    }
+    if (next & j->last[d])
+        *skip = true;
+    return next;
+}
+
+static gq_code jp_value(jp *j, int depth, uint64_t alive, size_t d, json_object **out);
+
+/* After a member or element: ',' (*more) or the closing bracket. */
+static gq_code jp_after_item(jp *j, char close, bool *more)
+{
+    jp_ws(j);
+    if (j->p < j->end && (*j->p == ',' || *j->p == close)) {
+        *more = *j->p++ == ',';
+        return GQ_OK;
+    }
+    return jp_syntax(j, close == '}' ? "expected ',' or '}'" : "expected ',' or ']'");
+}
+
+/* One member "name": value of an object (obj NULL: checked, not built). */
+static gq_code jp_member(jp *j, json_object *obj, int depth, uint64_t alive, size_t d)
+{
+    gq_code rc;
+    jp_ws(j);
+    if (j->p >= j->end || *j->p != '"')
+        return jp_syntax(j, "expected a member name");
+    const char *key = NULL;
+    size_t klen = 0;
+    bool copied = false, skip = false;
+    if ((rc = jp_string(j, obj != NULL, &key, &klen, &copied)))
+        return rc;
+    uint64_t next = alive ? jp_descend(j, alive, d, key, klen, &skip) : 0;
+    char small[64], *kz = NULL;
+    if (obj && !skip) {
+        /* json-c wants the key NUL-terminated; decoded keys already are. */
+        if (copied) {
+            kz = j->buf;
+        } else if (klen < sizeof(small)) {
+            memcpy(small, key, klen);
+            small[klen] = '\0';
+            kz = small;
+        } else {
+            if ((rc = jp_reserve(j, klen + 1)))
+                return rc;
+            memcpy(j->buf, key, klen);
+            j->buf[klen] = '\0';
+            kz = j->buf;
+        }
+    }
+    jp_ws(j);
+    if (j->p >= j->end || *j->p != ':')
+        return jp_syntax(j, "expected ':'");
+    j->p++;
+    json_object *v = NULL;
+    char *owned = NULL;
+    if (kz && kz == j->buf && !(kz = owned = strdup(kz)))
+        return jp_nomem(j); /* the value may reuse the scratch buffer */
+    rc = jp_value(j, depth, next, d + 1, kz ? &v : NULL);
+    if (!rc && kz && json_object_object_add(obj, kz, v)) {
+        json_object_put(v);
+        rc = jp_nomem(j);
+    }
+    free(owned);
+    return rc;
+}
+
+/* Element i of an array (arr NULL: checked, not built). */
+static gq_code jp_element(jp *j, json_object *arr, size_t i, int depth, uint64_t alive, size_t d)
+{
+    bool skip = false;
+    uint64_t next = 0;
+    if (alive) {
+        /* Only a pattern that names an index needs its text. */
+        char idx[24];
+        int n = j->index_patterns ? snprintf(idx, sizeof(idx), "%zu", i) : 0;
+        next = jp_descend(j, alive, d, idx, (size_t)n, &skip);
+    }
+    json_object *v = NULL;
+    gq_code rc = jp_value(j, depth, next, d + 1, arr && !skip ? &v : NULL);
+    if (!rc && arr && !skip && json_object_array_add(arr, v)) {
+        json_object_put(v);
+        rc = jp_nomem(j);
+    }
+    return rc;
+}
+
+/* An object or array at j->p; depth counts it. */
+static gq_code jp_container(jp *j, bool object, int depth, uint64_t alive, size_t d,
+                            json_object **out)
+{
+    gq_code rc = GQ_OK;
+    bool more = false;
+    char close = object ? '}' : ']';
+    json_object *c = NULL;
+    if (depth > j->max_depth)
+        return gq_err_set(j->err, GQ_ELIMIT, "JSON nests deeper than %d levels", j->max_depth);
+    if (!out)
+        alive = 0; /* nothing below is built anyway */
+    else if (!(c = object ? json_object_new_object() : json_object_new_array()))
+        return jp_nomem(j);
+    j->p++;
+    jp_ws(j);
+    if (j->p < j->end && *j->p == close) {
+        j->p++;
+        goto done;
+    }
+    for (size_t i = 0;; i++) {
+        rc = object ? jp_member(j, c, depth, alive, d) : jp_element(j, c, i, depth, alive, d);
+        if (rc || (rc = jp_after_item(j, close, &more)))
+            goto out;
+        if (!more)
+            break;
+    }
+done:
+    if (out)
+        *out = c;
+    return GQ_OK;
+out:
+    json_object_put(c);
+    return rc;
+}
+
+/* One value at j->p (after whitespace). With out NULL the value is checked
+ * and skipped. depth counts the containers around it. */
+static gq_code jp_value(jp *j, int depth, uint64_t alive, size_t d, json_object **out)
+{
+    jp_ws(j);
+    if (j->p >= j->end)
+        return jp_syntax(j, "");
+    switch (*j->p) {
+    case '{':
+        return jp_container(j, true, depth + 1, alive, d, out);
+    case '[':
+        return jp_container(j, false, depth + 1, alive, d, out);
+    case '"': {
+        const char *s = NULL;
+        size_t n = 0;
+        bool copied = false;
+        gq_code rc = jp_string(j, out != NULL, &s, &n, &copied);
+        if (rc || !out)
+            return rc;
+        if (n > INT_MAX)
+            return gq_err_set(j->err, GQ_ELIMIT, "JSON string too long");
+        *out = json_object_new_string_len(s, (int)n);
+        return *out ? GQ_OK : jp_nomem(j);
+    }
+    case 't':
+    case 'f':
+    case 'n': {
+        bool t = *j->p == 't', f = *j->p == 'f';
+        gq_code rc = jp_literal(j, t ? "true" : f ? "false" : "null", t ? 4 : f ? 5 : 4);
+        if (rc || !out)
+            return rc;
+        *out = t || f ? json_object_new_boolean(t) : NULL;
+        return t || f ? (*out ? GQ_OK : jp_nomem(j)) : GQ_OK;
+    }
+    case 'N':
+    case 'I':
+        return jp_nonfinite(j);
     default:
-        return false;
+        if (*j->p == '-' || (*j->p >= '0' && *j->p <= '9'))
+            return jp_number(j, out);
+        return jp_syntax(j, "unexpected character");
     }
 }
 
-gq_code gq_json_parse(const char *buf, size_t len, int max_depth, json_object **out, gq_err *err)
+gq_code gq_json_parse_pruned(const char *buf, size_t len, int max_depth, const char *const *skip,
+                             size_t n_skip, json_object **out, gq_err *err)
 {
+    gq_code rc;
+    json_object *v = NULL;
     if (!buf || len == 0)
         return gq_err_set(err, GQ_EINVAL, "empty JSON text");
     if (len > INT_MAX)
         return gq_err_set(err, GQ_ELIMIT, "JSON text of %zu bytes is too large", len);
-    if (max_depth < 1 || max_depth > 10000)
-        max_depth = GQ_JSON_DEFAULT_DEPTH;
-    /* json-c counts the value inside the innermost container as a level too. */
-    json_tokener *tok = json_tokener_new_ex(max_depth + 1);
-    if (!tok)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-    gq_code rc = GQ_OK;
-    json_object *v = json_tokener_parse_ex(tok, buf, (int)len);
-    enum json_tokener_error je = json_tokener_get_error(tok);
-    size_t end = json_tokener_get_parse_end(tok);
-    if (je == json_tokener_continue) {
-        end = len;
-        /* A bare top-level number is only complete at end of input: feed the
-         * terminator json-c waits for. */
-        v = json_tokener_parse_ex(tok, "", 1);
-        je = json_tokener_get_error(tok);
-        if (je != json_tokener_success) {
-            rc = gq_err_set(err, GQ_EINVAL, "JSON text ends early (after %zu bytes)", len);
-            goto out;
+    if (n_skip > GQ_JSON_MAX_SKIPS)
+        return gq_err_set(err, GQ_EINVAL, "more than %d skip patterns", GQ_JSON_MAX_SKIPS);
+    /* On the stack: a heap block this size would cost a malloc consolidation
+     * per parse. */
+    jp state, *j = &state;
+    j->start = j->p = buf;
+    j->end = buf + len;
+    j->max_depth = max_depth < 1 || max_depth > 10000 ? GQ_JSON_DEFAULT_DEPTH : max_depth;
+    j->buf = NULL;
+    j->cap = 0;
+    j->err = err;
+    j->n_pat = 0;
+    j->index_patterns = false;
+    memset(j->deeper, 0, sizeof(j->deeper));
+    memset(j->star, 0, sizeof(j->star));
+    memset(j->last, 0, sizeof(j->last));
+    memset(j->lens_at, 0, sizeof(j->lens_at));
+    uint64_t alive = 0;
+    for (size_t i = 0; i < n_skip; i++) {
+        jpat *p = &j->pat[j->n_pat];
+        p->n = 0;
+        for (const char *s = skip[i]; *s;) {
+            const char *slash = strchr(s, '/');
+            size_t n = slash ? (size_t)(slash - s) : strlen(s);
+            if (p->n == GQ_JSON_SKIP_SEGMENTS) {
+                rc = gq_err_set(err, GQ_EINVAL, "skip pattern %s: more than %d segments", skip[i],
+                                GQ_JSON_SKIP_SEGMENTS);
+                goto out;
+            }
+            uint64_t bit = (uint64_t)1 << j->n_pat;
+            j->deeper[p->n] |= bit;
+            if (n == 1 && s[0] == '*')
+                j->star[p->n] |= bit;
+            else if (n < 64)
+                j->lens_at[p->n] |= (uint64_t)1 << n;
+            p->seg[p->n] = s;
+            p->len[p->n++] = n;
+            j->index_patterns |= n && s[0] >= '0' && s[0] <= '9';
+            s += n + (slash != NULL);
+        }
+        if (p->n) {
+            j->last[p->n - 1] |= (uint64_t)1 << j->n_pat;
+            alive |= (uint64_t)1 << j->n_pat++;
         }
     }
-    if (je == json_tokener_error_depth) {
-        rc = gq_err_set(err, GQ_ELIMIT, "JSON nests deeper than %d levels", max_depth);
+    if ((rc = jp_value(j, 0, alive, 0, &v)))
         goto out;
-    }
-    if (je != json_tokener_success) {
-        rc = gq_err_set(err, GQ_EINVAL, "JSON syntax error at byte %zu: %s",
-                        json_tokener_get_parse_end(tok), json_tokener_error_desc(je));
-        goto out;
-    }
-    for (; end < len; end++) {
-        char c = buf[end];
-        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
-            json_object_put(v);
-            rc = gq_err_set(err, GQ_EINVAL, "JSON syntax error at byte %zu: trailing data", end);
-            goto out;
-        }
-    }
-    if (has_nonfinite(v)) {
+    jp_ws(j);
+    if (j->p < j->end) {
         json_object_put(v);
-        rc = gq_err_set(err, GQ_EINVAL, "JSON numbers must be finite (no NaN or Infinity)");
+        rc = jp_syntax(j, "unexpected character");
         goto out;
     }
     *out = v;
 out:
-    json_tokener_free(tok);
+    free(j->buf);
     return rc;
+}
+
+gq_code gq_json_parse(const char *buf, size_t len, int max_depth, json_object **out, gq_err *err)
+{
+    return gq_json_parse_pruned(buf, len, max_depth, NULL, 0, out, err);
 }
 
 const char *gq_json_compact(json_object *v)

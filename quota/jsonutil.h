@@ -26,6 +26,21 @@
 gq_code gq_json_parse(const char *buf, size_t len, int max_depth, json_object **out,
                       gq_err *err) GQ_WUR;
 
+#define GQ_JSON_MAX_SKIPS 64    /* patterns given to gq_json_parse_pruned */
+#define GQ_JSON_SKIP_SEGMENTS 8 /* segments in one pattern */
+
+/* gq_json_parse that leaves out subtrees the caller never reads. A member
+ * or array element whose path matches one of skip[0..n_skip) is checked
+ * exactly like the rest of the text (syntax, finite numbers, depth) but not
+ * built, and is absent from *out. A pattern is segments separated by '/',
+ * "*" matching any member name or array index:
+ * "request/object/spec/containers/STAR/env" (STAR being "*") leaves out the
+ * env of every container, keeping the containers and their positions.
+ * GQ_EINVAL for more than GQ_JSON_MAX_SKIPS patterns or a pattern of more
+ * than GQ_JSON_SKIP_SEGMENTS segments; otherwise as gq_json_parse. */
+gq_code gq_json_parse_pruned(const char *buf, size_t len, int max_depth, const char *const *skip,
+                             size_t n_skip, json_object **out, gq_err *err) GQ_WUR;
+
 /* Compact JSON text of v ("/" not escaped), borrowed from v: valid until v is
  * changed or freed. Never NULL ("null" for a NULL v). */
 const char *gq_json_compact(json_object *v);

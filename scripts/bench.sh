@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Webhook throughput/latency against the baselines (DESIGN.md §7), on this
 # machine, in one run, as ratios. Usage: scripts/bench.sh BUILD_DIR
-#   (a) gpuquota webhook            POST /mutate            (slot below)
+#   (a) gpuquota webhook            POST /mutate (decision, patch, audit record)
 #   (b) baseline, parse mode        POST, json-c parse, canned AdmissionReview
 #   (c) baseline, canned mode       POST, canned AdmissionReview, no parsing
 # Each runs wrk over keep-alive TLS at 16 and 64 connections; prints req/s,
-# p50, p99 and the server's peak RSS (VmHWM). Figures only, no pass/fail.
+# p50, p99, the server's CPU time per request (user + system, from
+# /proc/PID/stat: unlike req/s it does not depend on what else the machine
+# runs) and its peak RSS (VmHWM). Figures only, no pass/fail.
+# GQ_BENCH_ROUNDS=N repeats the whole comparison N times (default 1).
 set -euo pipefail
 build=${1:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,7 +16,9 @@ gq="$build/gpuquota"
 baseline="$build/bench/bench_baseline_server"
 duration=${GQ_BENCH_SECONDS:-5}
 conns=(16 64)
-review="$root/test/bench/data/admissionreview-pod.json"
+# Four realistic ~5 KB pod reviews sent in rotation: a GPU fraction, a memory
+# request, a fraction pinned to a model by annotation, whole GPUs.
+reviews=$(ls "$root"/test/bench/data/review-*.json | tr '\n' ' ')
 lua="$root/test/bench/wrk.lua"
 
 work=$(mktemp -d /tmp/gq-bench.XXXXXX)
@@ -25,7 +30,8 @@ cleanup() {
 trap cleanup EXIT
 "$gq" certs generate --service gpuquota-webhook --namespace gpuquota-system --out "$work" \
     --san 127.0.0.1 >/dev/null
-echo "body: $(wc -c <"$review") bytes; $(nproc) CPUs; wrk -t2, ${duration}s per run"
+echo "bodies: $(for r in $reviews; do printf '%s (%s B) ' "$(basename "$r" .json)" "$(wc -c <"$r")"; done)"
+echo "$(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); wrk -t2, ${duration}s per run"
 
 # start LOG CMD...: run a server, wait for its "listening on" line; sets
 # server_pid and port.
@@ -49,16 +55,21 @@ stop() {
     server_pid=
 }
 hwm_kb() { awk '/^VmHWM/ {print $2}' "/proc/$server_pid/status"; }
+# CPU time of the server so far, in clock ticks (utime + stime).
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$server_pid/stat"; }
+hz=$(getconf CLK_TCK)
 
-declare -A rps p50 p99 rss
-# run NAME BODY PATH: warm up, then one wrk run per connection count. BODY
-# is the file to POST, or "" for GET.
+declare -A rps p50 p99 rss cpu
+# run NAME BODIES PATH: warm up, then one wrk run per connection count.
+# BODIES are the files to POST in rotation, or "" for GET.
 run() {
     local name=$1 path=$3 url out
-    export GQ_BENCH_BODY=$2
+    export GQ_BENCH_BODIES=$2
     url="https://127.0.0.1:$port$path"
     wrk -t2 -c16 -d1s -s "$lua" "$url" >/dev/null
     for c in "${conns[@]}"; do
+        local t0
+        t0=$(cpu_ticks)
         out=$(wrk -t2 -c"$c" -d"${duration}s" -s "$lua" "$url")
         local line
         line=$(grep '^RESULT' <<<"$out")
@@ -68,44 +79,61 @@ run() {
         rps[$name,$c]=$(sed 's/.*rps=\([0-9.]*\).*/\1/' <<<"$line")
         p50[$name,$c]=$(sed 's/.*p50_ms=\([0-9.]*\).*/\1/' <<<"$line")
         p99[$name,$c]=$(sed 's/.*p99_ms=\([0-9.]*\).*/\1/' <<<"$line")
+        cpu[$name,$c]=$(awk -v t="$(($(cpu_ticks) - t0))" -v hz="$hz" \
+            -v n="$(sed 's/.*requests=\([0-9]*\).*/\1/' <<<"$line")" \
+            'BEGIN {printf "%.0f", n ? t * 1e6 / hz / n : 0}')
     done
     rss[$name]=$(hwm_kb)
 }
 
-# (a) gpuquota webhook. SLOT: once /mutate is registered in cli/cmd_webhook.c,
-# replace the /healthz run with:  run a "$review" /mutate
-# Until then (a) measures GET /healthz: the TLS/HTTP path without a body,
-# which is NOT comparable with (b) and (c).
-a_what="GET /healthz (placeholder until /mutate exists)"
-start "$work/a.log" "$gq" webhook --tls-cert "$work/tls.crt" --tls-key "$work/tls.key" \
-    --listen 127.0.0.1:0
-run a "" /healthz
-stop
+# (a) gpuquota webhook /mutate with the default configuration and an audit
+# file: every request is decoded, decided, patched, encoded and audited.
+a_what="POST /mutate"
+printf 'audit:\n  path: %s\n' "$work/audit.log" >"$work/config.yaml"
 
-start "$work/b.log" "$baseline" --mode parse --port 0 --cert "$work/tls.crt" --key "$work/tls.key"
-run b "$review" /mutate
-stop
+one_round() {
+    rm -f "$work/audit.log"
+    start "$work/a.log" "$gq" webhook --tls-cert "$work/tls.crt" --tls-key "$work/tls.key" \
+        --listen 127.0.0.1:0 --config "$work/config.yaml"
+    run a "$reviews" /mutate
+    stop # drains the audit queue
+    audited=$(wc -l <"$work/audit.log")
 
-start "$work/c.log" "$baseline" --mode canned --port 0 --cert "$work/tls.crt" \
-    --key "$work/tls.key"
-run c "$review" /mutate
-stop
+    start "$work/b.log" "$baseline" --mode parse --port 0 --cert "$work/tls.crt" \
+        --key "$work/tls.key"
+    run b "$reviews" /mutate
+    stop
 
-printf '\n%-44s %5s %10s %9s %9s %9s\n' server conns 'req/s' 'p50 ms' 'p99 ms' 'RSS MB'
-for s in a b c; do
-    case $s in
-    a) label="(a) gpuquota webhook: $a_what" ;;
-    b) label="(b) baseline: parse with json-c + canned" ;;
-    c) label="(c) baseline: canned, no parsing" ;;
-    esac
-    for c in "${conns[@]}"; do
-        printf '%-44.44s %5s %10s %9s %9s %9.1f\n' "$label" "$c" "${rps[$s,$c]}" "${p50[$s,$c]}" \
-            "${p99[$s,$c]}" "$(awk -v k="${rss[$s]}" 'BEGIN {print k / 1024}')"
+    start "$work/c.log" "$baseline" --mode canned --port 0 --cert "$work/tls.crt" \
+        --key "$work/tls.key"
+    run c "$reviews" /mutate
+    stop
+
+    printf '\n%-44s %5s %9s %8s %8s %9s %7s\n' server conns 'req/s' 'p50 ms' 'p99 ms' \
+        'CPU us/req' 'RSS MB'
+    for s in a b c; do
+        case $s in
+        a) label="(a) gpuquota webhook: $a_what" ;;
+        b) label="(b) baseline: parse with json-c + canned" ;;
+        c) label="(c) baseline: canned, no parsing" ;;
+        esac
+        for c in "${conns[@]}"; do
+            printf '%-44.44s %5s %9s %8s %8s %9s %7.1f\n' "$label" "$c" "${rps[$s,$c]}" \
+                "${p50[$s,$c]}" "${p99[$s,$c]}" "${cpu[$s,$c]}" \
+                "$(awk -v k="${rss[$s]}" 'BEGIN {print k / 1024}')"
+        done
     done
+    echo
+    for c in "${conns[@]}"; do
+        awk -v a="${rps[a,$c]}" -v b="${rps[b,$c]}" -v cc="${rps[c,$c]}" -v n="$c" \
+            -v ca="${cpu[a,$c]}" -v cb="${cpu[b,$c]}" -v ccc="${cpu[c,$c]}" 'BEGIN {
+            printf "c=%-3s req/s: a/b = %.2f  a/c = %.2f  b/c = %.2f | server CPU per request: b/a = %.2f  c/a = %.2f\n",
+                n, a / b, a / cc, b / cc, cb / ca, ccc / ca }'
+    done
+    echo "(a) wrote $audited audit records for $((${rps[a,16]:-0} * duration + ${rps[a,64]:-0} * duration)) measured requests (plus warm-up)"
+}
+
+for ((r = 1; r <= ${GQ_BENCH_ROUNDS:-1}; r++)); do
+    [[ ${GQ_BENCH_ROUNDS:-1} -gt 1 ]] && echo && echo "== round $r, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+    one_round
 done
-echo
-for c in "${conns[@]}"; do
-    awk -v a="${rps[a,$c]}" -v b="${rps[b,$c]}" -v cc="${rps[c,$c]}" -v n="$c" 'BEGIN {
-        printf "c=%-3s a/b = %.2f   a/c = %.2f   b/c = %.2f (cost of parsing)\n", n, a / b, a / cc, b / cc }'
-done
-echo "(a/b and a/c are meaningful only once (a) runs POST /mutate)"

@@ -9,3 +9,6 @@ add_test(NAME mutate_integration
                  ${GQ_TEST_DATA} ${CMAKE_SOURCE_DIR}/deploy/examples/pods
                  ${CMAKE_CURRENT_SOURCE_DIR}/bench/wrk.lua)
 set_tests_properties(mutate_integration PROPERTIES TIMEOUT 300)
+
+# The shared JSON parser (strict, pruning) that /mutate decodes reviews with.
+gq_unit_test(test_jsonutil test_jsonutil.c)

@@ -30,6 +30,17 @@ post() { c "${json[@]}" --data-binary @"$1" -o "$2" -w '%{http_code}' '/mutate?t
 # patch_of RESPONSE: the decoded JSON Patch of an AdmissionReview response
 # ("" when it has none).
 patch_of() { sed -n 's/.*"patch":"\([^"]*\)".*/\1/p' "$1" | base64 -d; }
+# lines_soon FILE N: the line count of FILE once it reaches N (the audit
+# writer thread appends shortly after the answer), or after 3 s.
+lines_soon() {
+    local n=0
+    for _ in $(seq 30); do
+        n=$(wc -l <"$1" 2>/dev/null || echo 0)
+        [[ $n -ge $2 ]] && break
+        sleep 0.1
+    done
+    echo "$n"
+}
 # escape TEXT: as a JSON string body.
 escape() { sed 's/\\/\\\\/g; s/"/\\"/g' <<<"$1"; }
 
@@ -94,7 +105,7 @@ for cfg_in in "$data"/mutate/{aliyun,hami,volcano,mig,timeslicing}.yaml; do
     check "$b: every allowed pod patched exactly as gpuquota admit" "$allowed" "$same"
     check "$b: every allowed pod reinvoked without a patch" "$allowed" "$reinvoked"
     pass "$b: $allowed allowed, $denied denied, $reinvoked reinvoked"
-    check "$b: one audit record per decision" "$sent" "$(wc -l <"$work/audit-$b.log")"
+    check "$b: one audit record per decision" "$sent" "$(lines_soon "$work/audit-$b.log" "$sent")"
     check "$b: metrics count every allowed decision" \
         "gpuquota_admission_requests_total{webhook=\"mutate\",operation=\"CREATE\",decision=\"allowed\"} $((allowed + reinvoked))" \
         "$(c /metrics | grep 'decision="allowed"')"
@@ -241,7 +252,7 @@ mv "$audit" "$audit.1"
 kill -HUP "$pid"
 sleep 0.2
 post "$fx" /dev/null >/dev/null
-check "SIGHUP: a fresh audit file gets the next record" 1 "$(wc -l <"$audit")"
+check "SIGHUP: a fresh audit file gets the next record" 1 "$(lines_soon "$audit" 1)"
 check_grep "audit record fields" "$audit" \
     '^\{"time":"[0-9-]{10}T[0-9:.]{15}Z","uid":"b8f4c3a2-5d1e-4f6a-9c7b-2e8d0a1f3c64","webhook":"mutate","operation":"CREATE","namespace":"ml-research","name":"llm-finetune-0-","user":"system:serviceaccount:kube-system:job-controller","dryRun":false,"decision":"allowed","request":\{"trainer":\{"nvidia.com/gpu":"8"\}\},"rewrite":\{"schedulerName":"gpushare-scheduler","operations":5\},"charge":\{"gpu-memory":"640Gi","gpu-pods":"1","gpus":"8"\},"latencyMs":[0-9]+\.[0-9]{3}\}$'
 check "audit write errors: none so far" "gpuquota_audit_write_errors_total 0" \
@@ -274,6 +285,7 @@ printf 'audit:\n  path: /dev/full\n' >"$work/full.yaml"
 start_webhook "$work/full.yaml" "$work/webhook-full.log"
 check "audit unwritable: the review is still answered" 200 "$(post "$fx" /dev/null)"
 post "$fx" /dev/null >/dev/null
+sleep 0.3 # the writer thread counts the failures
 check "audit unwritable: errors in /metrics" "gpuquota_audit_write_errors_total 2" \
     "$(c /metrics | grep '^gpuquota_audit_write_errors_total')"
 check "audit unwritable: logged once per burst" 1 \

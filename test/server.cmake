@@ -20,4 +20,9 @@ if(GQ_BENCH)
                         Threads::Threads)
   set_target_properties(bench_baseline_server PROPERTIES RUNTIME_OUTPUT_DIRECTORY
                         ${CMAKE_BINARY_DIR}/bench)
+  # The /mutate handler's per-request CPU cost, without sockets (profiling).
+  add_executable(bench_mutate_micro bench/mutate_micro.c)
+  target_link_libraries(bench_mutate_micro PRIVATE gq_webhook gq_kube gq_core)
+  set_target_properties(bench_mutate_micro PROPERTIES RUNTIME_OUTPUT_DIRECTORY
+                        ${CMAKE_BINARY_DIR}/bench)
 endif()

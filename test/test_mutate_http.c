@@ -477,6 +477,70 @@ static void info_of_the_decision(void **state)
     free(body);
 }
 
+/* The lean decode /mutate uses drops what no decision reads, keeps what
+ * they do, and leads to the same answer as the full decode. */
+static void lean_decode_same_answer(void **state)
+{
+    env *e = *state;
+    static const char *const variants[] = {"", HALF_GPU};
+    for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
+        char *body = fixture(variants[i]);
+        wh_review_request full, lean;
+        gq_err err;
+        assert_int_equal(wh_review_decode(body, strlen(body), &full, &err), GQ_OK);
+        assert_int_equal(wh_review_decode_lean(body, strlen(body), &lean, &err), GQ_OK);
+        json_object *meta = NULL, *v = NULL, *spec = NULL, *ctr = NULL, *user = NULL;
+        assert_true(json_object_object_get_ex(lean.object, "metadata", &meta));
+        assert_false(json_object_object_get_ex(meta, "managedFields", &v));
+        assert_false(json_object_object_get_ex(meta, "ownerReferences", &v));
+        assert_true(json_object_object_get_ex(meta, "labels", &v));
+        assert_true(json_object_object_get_ex(meta, "annotations", &v));
+        assert_true(json_object_object_get_ex(lean.object, "spec", &spec));
+        assert_false(json_object_object_get_ex(spec, "volumes", &v));
+        assert_false(json_object_object_get_ex(spec, "tolerations", &v));
+        assert_true(json_object_object_get_ex(spec, "nodeSelector", &v));
+        ctr = json_object_array_get_idx(json_object_object_get(spec, "containers"), 0);
+        assert_false(json_object_object_get_ex(ctr, "env", &v));
+        assert_false(json_object_object_get_ex(ctr, "volumeMounts", &v));
+        assert_false(json_object_object_get_ex(ctr, "command", &v));
+        assert_true(json_object_object_get_ex(ctr, "resources", &v));
+        assert_true(json_object_object_get_ex(ctr, "name", &v));
+        assert_true(json_object_object_get_ex(json_object_object_get(full.root, "request"),
+                                              "userInfo", &user));
+        assert_true(json_object_object_get_ex(user, "extra", &v));
+        assert_string_equal(lean.username, full.username);
+        assert_int_equal(lean.n_groups, 3);
+        wh_review_response a, b;
+        assert_int_equal(wh_mutate_review(e->cfg, &full, NULL, 0, &a, &err), GQ_OK);
+        assert_int_equal(wh_mutate_review(e->cfg, &lean, NULL, 0, &b, &err), GQ_OK);
+        char *ta = NULL, *tb = NULL;
+        size_t na, nb;
+        assert_int_equal(wh_review_encode(&a, &ta, &na), GQ_OK);
+        assert_int_equal(wh_review_encode(&b, &tb, &nb), GQ_OK);
+        assert_string_equal(ta, tb);
+        free(ta);
+        free(tb);
+        wh_review_response_dispose(&a);
+        wh_review_response_dispose(&b);
+        wh_review_request_dispose(&full);
+        wh_review_request_dispose(&lean);
+        free(body);
+    }
+    /* Refused alike, with the same message. */
+    static const char *const bad[] = {
+        "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{"
+        "\"object\":{\"metadata\":{\"managedFields\":[1e999]}}}}",
+        "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{}}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        wh_review_request r;
+        gq_err e1, e2;
+        assert_int_equal(wh_review_decode(bad[i], strlen(bad[i]), &r, &e1), GQ_EINVAL);
+        assert_int_equal(wh_review_decode_lean(bad[i], strlen(bad[i]), &r, &e2), GQ_EINVAL);
+        assert_string_equal(e1.msg, e2.msg);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -489,6 +553,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(source_errors_are_500, setup, teardown),
         cmocka_unit_test_setup_teardown(no_source_no_limit_ranges, setup, teardown),
         cmocka_unit_test_setup_teardown(info_of_the_decision, setup, teardown),
+        cmocka_unit_test_setup_teardown(lean_decode_same_answer, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

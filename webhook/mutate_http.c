@@ -72,7 +72,7 @@ void wh_mutate_handle(void *ctx, const wh_request *req, wh_response *resp)
     gq_err_clear(&err);
     wh_mutate_info_init(&info);
 
-    gq_code rc = wh_review_decode(req->body, req->body_len, &rq, &err);
+    gq_code rc = wh_review_decode_lean(req->body, req->body_len, &rq, &err);
     if (rc) {
         /* Not a review: there is no uid to answer or audit under. */
         wh_metrics_observe_admission(mc->metrics, WH_WEBHOOK_MUTATE, NULL, WH_DECISION_ERROR,

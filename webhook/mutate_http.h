@@ -1,6 +1,6 @@
 /* /mutate over HTTP: a thin adapter around the decision (mutation.h).
  *
- * body -> wh_review_decode -> (GPULimitRanges of the namespace) ->
+ * body -> wh_review_decode_lean -> (GPULimitRanges of the namespace) ->
  * wh_mutate_review_info -> wh_review_encode -> 200. Per decision: one
  * metrics observation and one audit record. No policy lives here. */
 #ifndef WH_MUTATE_HTTP_H

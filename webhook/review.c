@@ -154,6 +154,41 @@ gq_code wh_review_decode(const char *body, size_t len, wh_review_request *out, g
     return wh_review_decode_json(root, out, err);
 }
 
+/* What wh_review_decode_lean leaves out ("*" is object and oldObject, and
+ * every container). Keep in step with what podcost, rewrite and policy read:
+ * metadata name, namespace, labels, annotations; spec containers and init
+ * containers (name, resources, restartPolicy), nodeSelector, affinity,
+ * schedulerName, overhead, priorityClassName, activeDeadlineSeconds; status. */
+#define WH_UNREAD_CONTAINER(list)                                                                  \
+    "request/*/spec/" list "/*/env", "request/*/spec/" list "/*/envFrom",                          \
+        "request/*/spec/" list "/*/volumeMounts", "request/*/spec/" list "/*/volumeDevices",       \
+        "request/*/spec/" list "/*/ports", "request/*/spec/" list "/*/livenessProbe",              \
+        "request/*/spec/" list "/*/readinessProbe", "request/*/spec/" list "/*/startupProbe",      \
+        "request/*/spec/" list "/*/lifecycle", "request/*/spec/" list "/*/command",                \
+        "request/*/spec/" list "/*/args", "request/*/spec/" list "/*/securityContext"
+static const char *const wh_unread[] = {
+    "request/*/metadata/managedFields",
+    "request/*/metadata/ownerReferences",
+    "request/*/spec/volumes",
+    "request/*/spec/tolerations",
+    "request/*/spec/topologySpreadConstraints",
+    "request/*/spec/ephemeralContainers",
+    WH_UNREAD_CONTAINER("containers"),
+    WH_UNREAD_CONTAINER("initContainers"),
+    "request/userInfo/extra",
+    "request/options",
+};
+
+gq_code wh_review_decode_lean(const char *body, size_t len, wh_review_request *out, gq_err *err)
+{
+    json_object *root = NULL;
+    gq_code rc = gq_json_parse_pruned(body, len, WH_REVIEW_MAX_DEPTH, wh_unread,
+                                      sizeof(wh_unread) / sizeof(wh_unread[0]), &root, err);
+    if (rc)
+        return rc;
+    return wh_review_decode_json(root, out, err);
+}
+
 gq_code wh_review_decode_json(json_object *root, wh_review_request *out, gq_err *err)
 {
     gq_code rc;

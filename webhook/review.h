@@ -72,6 +72,20 @@ typedef struct wh_review_request {
  * nesting deeper than WH_REVIEW_MAX_DEPTH, GQ_ENOMEM. */
 gq_code wh_review_decode(const char *body, size_t len, wh_review_request *out, gq_err *err) GQ_WUR;
 
+/* wh_review_decode for the admission webhooks' hot path: the subtrees of
+ * request.object and request.oldObject that no admission decision reads
+ * (metadata.managedFields and ownerReferences; spec.volumes, tolerations,
+ * topologySpreadConstraints, ephemeralContainers; of every container and
+ * init container env, envFrom, volumeMounts, volumeDevices, ports, probes,
+ * lifecycle, command, args, securityContext) and request.userInfo.extra and
+ * request.options are checked like the rest of the body but not built: they
+ * are most of a pod's JSON objects. The decision on a lean request is the
+ * decision on the full one (the tests and the review fuzz target prove the
+ * answers identical); only what prints the object (`gpuquota admit`) needs
+ * wh_review_decode. Same errors as wh_review_decode. */
+gq_code wh_review_decode_lean(const char *body, size_t len, wh_review_request *out,
+                              gq_err *err) GQ_WUR;
+
 /* Same checks on a review already parsed: root (ownership taken in every
  * case, also on error) becomes out->root on success. For callers that build
  * or load the tree themselves (`gpuquota admit`). */

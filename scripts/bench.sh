@@ -9,6 +9,11 @@
 # /proc/PID/stat: unlike req/s it does not depend on what else the machine
 # runs) and its peak RSS (VmHWM). Figures only, no pass/fail.
 # GQ_BENCH_ROUNDS=N repeats the whole comparison N times (default 1).
+# Then, when valgrind is installed (GQ_BENCH_INSTRUCTIONS=0 skips it), each
+# server runs under callgrind for a few hundred requests: instructions per
+# request of the whole process, all threads, TLS included. That figure is
+# exact and repeatable on a machine busy with other work, where req/s and
+# even CPU time per request move by tens of percent between runs.
 set -euo pipefail
 build=${1:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -137,3 +142,47 @@ for ((r = 1; r <= ${GQ_BENCH_ROUNDS:-1}; r++)); do
     [[ ${GQ_BENCH_ROUNDS:-1} -gt 1 ]] && echo && echo "== round $r, load average $(cut -d' ' -f1-3 /proc/loadavg)"
     one_round
 done
+
+# ---- instructions per request under callgrind (deterministic) -------------
+# instr NAME PORT CMD...: the server's instructions for a run with one
+# request and for a run of wrk; the difference per extra request.
+instr() {
+    local name=$1 port=$2 n i0 i1
+    shift 2
+    for run in 1 many; do
+        valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" >/dev/null \
+            2>"$work/vg-$name-$run.log" &
+        server_pid=$!
+        for _ in $(seq 100); do
+            curl -sk -o /dev/null "https://127.0.0.1:$port/" 2>/dev/null && break
+            sleep 0.2
+        done
+        if [[ $run == 1 ]]; then
+            curl -sk -H 'Content-Type: application/json' --data-binary @"${reviews%% *}" \
+                -o /dev/null "https://127.0.0.1:$port/mutate"
+        else
+            GQ_BENCH_BODIES=$reviews wrk -t1 -c4 -d6s -s "$lua" "https://127.0.0.1:$port/mutate" \
+                >"$work/vg-$name.wrk"
+        fi
+        stop
+    done
+    n=$(sed -n 's/.*requests=\([0-9]*\).*/\1/p' "$work/vg-$name.wrk")
+    i0=$(grep -o 'refs: *[0-9,]*' "$work/vg-$name-1.log" | tr -dc 0-9)
+    i1=$(grep -o 'refs: *[0-9,]*' "$work/vg-$name-many.log" | tr -dc 0-9)
+    ins[$name]=$(((i1 - i0) / (n - 1)))
+}
+if [[ ${GQ_BENCH_INSTRUCTIONS:-1} != 0 ]] && command -v valgrind >/dev/null; then
+    declare -A ins
+    p=$((20000 + RANDOM % 20000))
+    instr a $p "$gq" webhook --tls-cert "$work/tls.crt" --tls-key "$work/tls.key" \
+        --listen 127.0.0.1:$p --config "$work/config.yaml"
+    instr b $((p + 1)) "$baseline" --mode parse --port $((p + 1)) --cert "$work/tls.crt" \
+        --key "$work/tls.key"
+    instr c $((p + 2)) "$baseline" --mode canned --port $((p + 2)) --cert "$work/tls.crt" \
+        --key "$work/tls.key"
+    echo
+    echo "instructions per request (callgrind, whole server, TLS included):"
+    echo "  (a) ${ins[a]}   (b) ${ins[b]}   (c) ${ins[c]}"
+    awk -v a="${ins[a]}" -v b="${ins[b]}" -v c="${ins[c]}" 'BEGIN {
+        printf "  CPU-bound throughput ratios: a/b = %.2f   a/c = %.2f\n", b / a, c / a }'
+fi

@@ -104,17 +104,28 @@ static const char *scalar(const yaml_node_t *n)
     return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
 }
 
-/* Value node of key in mapping m, or NULL. */
-static yaml_node_t *map_get(ydoc *y, yaml_node_t *m, const char *key)
+/* Value node (or, with want_key, the key node) of key in mapping m, or NULL. */
+static yaml_node_t *map_find(ydoc *y, yaml_node_t *m, const char *key, int want_key)
 {
     if (!m || m->type != YAML_MAPPING_NODE)
         return NULL;
     for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
-        const char *k = scalar(yaml_document_get_node(&y->doc, p->key));
-        if (k && !strcmp(k, key))
-            return yaml_document_get_node(&y->doc, p->value);
+        yaml_node_t *k = yaml_document_get_node(&y->doc, p->key);
+        if (scalar(k) && !strcmp(scalar(k), key))
+            return want_key ? k : yaml_document_get_node(&y->doc, p->value);
     }
     return NULL;
+}
+
+static yaml_node_t *map_get(ydoc *y, yaml_node_t *m, const char *key)
+{
+    return map_find(y, m, key, 0);
+}
+
+/* Errors about a value cite its key's line: block values start on the next. */
+static yaml_node_t *key_node(ydoc *y, yaml_node_t *m, const char *key)
+{
+    return map_find(y, m, key, 1);
 }
 
 static int is_null(const yaml_node_t *n)
@@ -133,7 +144,7 @@ static gq_code get_str(ydoc *y, yaml_node_t *m, const char *key, const char **ou
     if (!v || is_null(v))
         return GQ_OK;
     if (v->type != YAML_SCALAR_NODE)
-        return yerr(y, GQ_EINVAL, v, "\"%s\" must be a string", key);
+        return yerr(y, GQ_EINVAL, key_node(y, m, key), "\"%s\" must be a string", key);
     *out = scalar(v);
     return GQ_OK;
 }
@@ -153,7 +164,7 @@ static gq_code get_bool(ydoc *y, yaml_node_t *m, const char *key, int *out)
         if (!strcmp(s, "false") || !strcmp(s, "False") || !strcmp(s, "FALSE"))
             return GQ_OK;
     }
-    return yerr(y, GQ_EINVAL, v, "\"%s\" must be a boolean (true or false)", key);
+    return yerr(y, GQ_EINVAL, key_node(y, m, key), "\"%s\" must be a boolean (true or false)", key);
 }
 
 /* Find the entry named name in the sequence root[list] and return its
@@ -163,7 +174,7 @@ static gq_code find_named(ydoc *y, yaml_node_t *root, const char *list, const ch
 {
     yaml_node_t *seq = map_get(y, root, list);
     if (seq && !is_null(seq) && seq->type != YAML_SEQUENCE_NODE)
-        return yerr(y, GQ_EINVAL, seq, "\"%s\" must be a sequence", list);
+        return yerr(y, GQ_EINVAL, key_node(y, root, list), "\"%s\" must be a sequence", list);
     if (seq && seq->type == YAML_SEQUENCE_NODE) {
         for (yaml_node_item_t *it = seq->data.sequence.items.start;
              it < seq->data.sequence.items.top; it++) {
@@ -180,7 +191,7 @@ static gq_code find_named(ydoc *y, yaml_node_t *root, const char *list, const ch
             if (!v || is_null(v))
                 return yerr(y, GQ_EINVAL, e, "%s \"%s\" has no \"%s\" mapping", inner, name, inner);
             if (v->type != YAML_MAPPING_NODE)
-                return yerr(y, GQ_EINVAL, v, "\"%s\" must be a mapping", inner);
+                return yerr(y, GQ_EINVAL, key_node(y, e, inner), "\"%s\" must be a mapping", inner);
             *out = v;
             return GQ_OK;
         }
@@ -216,7 +227,7 @@ static gq_code file_or_data(ydoc *y, yaml_node_t *m, const char *fkey, const cha
     if (rc)
         return rc;
     if (f && d)
-        return yerr(y, GQ_EINVAL, map_get(y, m, dkey), "both \"%s\" and \"%s\" are set", fkey,
+        return yerr(y, GQ_EINVAL, key_node(y, m, dkey), "both \"%s\" and \"%s\" are set", fkey,
                     dkey);
     if (f)
         return resolve_path(y, map_get(y, m, fkey), f, file);
@@ -251,14 +262,14 @@ static gq_code build_config(ydoc *y, const char *want_ctx, kube_config *cfg)
         return yerr(y, GQ_EINVAL, root, "kubeconfig must be a mapping");
 
     const char *ctx_name = want_ctx;
-    const yaml_node_t *ctx_ref = map_get(y, root, "contexts");
+    const yaml_node_t *ctx_ref = key_node(y, root, "contexts");
     if (!ctx_name) {
         rc = get_str(y, root, "current-context", &ctx_name);
         if (rc)
             return rc;
         if (!ctx_name || !ctx_name[0])
             return yerr(y, GQ_EINVAL, root, "current-context is not set");
-        ctx_ref = map_get(y, root, "current-context");
+        ctx_ref = key_node(y, root, "current-context");
     }
     if (!ctx_ref)
         ctx_ref = root;
@@ -344,7 +355,7 @@ static gq_code build_config(ydoc *y, const char *want_ctx, kube_config *cfg)
         for (int i = 0; i < 2; i++) {
             yaml_node_t *pn = map_get(y, user, plugins[i]);
             if (pn && !is_null(pn))
-                return yerr(y, GQ_EUNSUPPORTED, pn,
+                return yerr(y, GQ_EUNSUPPORTED, key_node(y, user, plugins[i]),
                             "user \"%s\": \"%s\" credential plugins are not supported; use a "
                             "token, tokenFile or client certificate",
                             user_name, plugins[i]);
@@ -368,9 +379,14 @@ gq_code kube_config_parse(const char *buf, size_t len, const char *name, const c
         return gq_err_set(err, GQ_ENOMEM, "out of memory");
     yaml_parser_set_input_string(&parser, (const unsigned char *)buf, len);
     if (!yaml_parser_load(&parser, &y.doc)) {
-        rc = gq_err_set(err, parser.error == YAML_MEMORY_ERROR ? GQ_ENOMEM : GQ_EINVAL,
-                        "%s:%lu: %s", y.name, (unsigned long)parser.problem_mark.line + 1,
-                        parser.problem ? parser.problem : "YAML syntax error");
+        gq_code code = parser.error == YAML_MEMORY_ERROR ? GQ_ENOMEM : GQ_EINVAL;
+        const char *problem = parser.problem ? parser.problem : "YAML syntax error";
+        unsigned long line = (unsigned long)parser.problem_mark.line + 1;
+        if (parser.context)
+            rc = gq_err_set(err, code, "%s:%lu: %s (%s started at line %lu)", y.name, line, problem,
+                            parser.context, (unsigned long)parser.context_mark.line + 1);
+        else
+            rc = gq_err_set(err, code, "%s:%lu: %s", y.name, line, problem);
         goto out;
     }
     have_doc = 1;

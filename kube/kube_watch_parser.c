@@ -68,11 +68,14 @@ static gq_code handle_line(kube_watch_parser *p, const char *s, size_t len, gq_e
     json_tokener_reset(p->tok);
     ev = json_tokener_parse_ex(p->tok, s + i, (int)(len - i));
     enum json_tokener_error jerr = json_tokener_get_error(p->tok);
-    if (!ev || jerr != json_tokener_success ||
-        (size_t)json_tokener_get_parse_end(p->tok) != len - i) {
-        rc = gq_err_set(err, GQ_EINVAL, "watch event: malformed JSON (%s)",
-                        !ev && jerr == json_tokener_continue ? "truncated"
-                                                             : json_tokener_error_desc(jerr));
+    if (!ev || jerr != json_tokener_success) {
+        rc =
+            gq_err_set(err, GQ_EINVAL, "watch event: malformed JSON (%s)",
+                       jerr == json_tokener_continue ? "truncated" : json_tokener_error_desc(jerr));
+        goto out;
+    }
+    if ((size_t)json_tokener_get_parse_end(p->tok) != len - i) {
+        rc = gq_err_set(err, GQ_EINVAL, "watch event: trailing data after the JSON object");
         goto out;
     }
     if (!json_object_is_type(ev, json_type_object)) {

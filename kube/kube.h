@@ -333,8 +333,13 @@ gq_code kube_cache_get(kube_cache *c, const char *ns, const char *name,
 void kube_cache_foreach(kube_cache *c,
                         int (*fn)(void *ud, const char *ns, const char *name, const void *rec),
                         void *ud);
-/* Number of relists (410 or reconnect after failure) so far; for tests and metrics. */
-unsigned long kube_cache_relists(kube_cache *c);
+/* Counters for metrics and tests. */
+typedef struct kube_cache_stats {
+    unsigned long lists;   /* list attempts (each paged list counts once) */
+    unsigned long watches; /* watch requests started */
+    unsigned long relists; /* relists caused by 410 Gone */
+} kube_cache_stats;
+void kube_cache_get_stats(kube_cache *c, kube_cache_stats *out);
 
 /* ------------------------------------------------------------------------ */
 /* Lease leader election                                                     */

@@ -30,7 +30,7 @@ struct kube_cache {
     entry **buckets;
     size_t nbuckets, count;
     char rv[128];
-    unsigned long relists;
+    kube_cache_stats stats;
 
     pthread_mutex_t sync_mu;
     pthread_cond_t sync_cv;
@@ -120,6 +120,13 @@ static void set_rv(kube_cache *c, const char *rv)
     size_t n = strlen(rv);
     if (n < sizeof(c->rv))
         memcpy(c->rv, rv, n + 1);
+    pthread_rwlock_unlock(&c->lock);
+}
+
+static void count_stat(kube_cache *c, unsigned long *field)
+{
+    pthread_rwlock_wrlock(&c->lock);
+    (*field)++;
     pthread_rwlock_unlock(&c->lock);
 }
 
@@ -275,6 +282,7 @@ static gq_code do_list(kube_cache *c, gq_err *err)
                          .field_selector = c->field_selector,
                          .page_size = c->o.page_size};
     c->gen++;
+    count_stat(c, &c->stats.lists);
     gq_code rc = c->api->list(c->api->ctx, c->path, &lo, list_item, c, &rv, err);
     if (rc) {
         free(rv);
@@ -361,14 +369,13 @@ static void *cache_main(void *arg)
                               .stop = &c->stop};
         watch_state ws = {c, 0};
         int64_t started = kube_mono_ms();
+        count_stat(c, &c->stats.watches);
         gq_code rc = c->api->watch(c->api->ctx, c->path, &wo, on_event, &ws, &err);
         if (atomic_load(&c->stop))
             break;
         if (rc == GQ_EGONE) {
             GQ_INFO("kube cache %s: resourceVersion %s gone, relisting", c->path, rv);
-            pthread_rwlock_wrlock(&c->lock);
-            c->relists++;
-            pthread_rwlock_unlock(&c->lock);
+            count_stat(c, &c->stats.relists);
             need_list = 1;
             continue;
         }
@@ -506,12 +513,11 @@ void kube_cache_resource_version(kube_cache *c, char *buf, size_t cap)
     pthread_rwlock_unlock(&c->lock);
 }
 
-unsigned long kube_cache_relists(kube_cache *c)
+void kube_cache_get_stats(kube_cache *c, kube_cache_stats *out)
 {
     pthread_rwlock_rdlock(&c->lock);
-    unsigned long n = c->relists;
+    *out = c->stats;
     pthread_rwlock_unlock(&c->lock);
-    return n;
 }
 
 gq_code kube_cache_get(kube_cache *c, const char *ns, const char *name,

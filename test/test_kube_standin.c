@@ -46,6 +46,8 @@ static kube_client *client_for(const char *server, const char *token_file, const
     return c;
 }
 
+static int create_namespaces(kube_client *c);
+
 static int group_setup(void **state)
 {
     snprintf(token_path, sizeof(token_path), "/tmp/kube-standin-token-%d", (int)getpid());
@@ -54,7 +56,7 @@ static int group_setup(void **state)
     if (standin_start(&plain, standin_bin, extra, 0) != 0)
         return -1;
     cli = client_for(plain.url, token_path, NULL);
-    return 0;
+    return create_namespaces(cli);
 }
 
 static int group_teardown(void **state)
@@ -76,6 +78,7 @@ static void post_fault(const char *json)
         fail_msg("POST /standin/faults %s: %s", json, e.msg);
 }
 
+/* Clear faults (objects stay: each test uses namespaces of its own). */
 static int reset_standin(void **state)
 {
     gq_err e;
@@ -83,6 +86,23 @@ static int reset_standin(void **state)
     gq_code rc = kube_create(cli, "/standin/reset", body, NULL, NULL, &e);
     json_object_put(body);
     return rc ? -1 : 0;
+}
+
+static int create_namespaces(kube_client *c)
+{
+    static const char *const names[] = {"verbs", "faults", "tok",   "many",      "w",
+                                        "wc",    "cache",  "bench", "gpu-system"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char buf[128];
+        snprintf(buf, sizeof(buf), "{\"metadata\":{\"name\":\"%s\"}}", names[i]);
+        json_object *ns = json_tokener_parse(buf);
+        gq_err e;
+        gq_code rc = kube_create(c, "/api/v1/namespaces", ns, NULL, NULL, &e);
+        json_object_put(ns);
+        if (rc && rc != GQ_EEXISTS)
+            return -1;
+    }
+    return 0;
 }
 
 static json_object *make_pod(const char *ns, const char *name, const char *app)
@@ -353,6 +373,11 @@ static gq_code wlog_event(void *ud, kube_event_type t, json_object *obj, gq_err 
 {
     wlog *l = ud;
     pthread_mutex_lock(&l->mu);
+    if (t == KUBE_EVENT_BOOKMARK) { /* periodic: only its resourceVersion matters */
+        snprintf(l->last_rv, sizeof(l->last_rv), "%s", str_at(obj, "metadata", "resourceVersion"));
+        pthread_mutex_unlock(&l->mu);
+        return GQ_OK;
+    }
     const char *name = str_at(obj, "metadata", "name");
     const char *rv = str_at(obj, "metadata", "resourceVersion");
     int w = snprintf(l->text + l->len, sizeof(l->text) - l->len, "%s %s;", kube_event_type_name(t),
@@ -463,15 +488,26 @@ static void watch_cut_and_gone(void **state)
     assert_int_equal(w.log.n, 2);
     assert_true(w.rc == GQ_EIO || w.rc == GQ_OK);
 
-    /* watchGone: the watch is answered 410 (HTTP or in-stream ERROR). */
+    /* watchGone: the stream carries an ERROR 410 Status event, handed to
+     * the caller like any other event. */
+    post_fault("{\"cutWatchAfter\":0}");
     post_fault("{\"watchGone\":1}");
     watcher g;
     watcher_start(&g, coll, rv);
+    assert_true(wait_events(&g, 1, 5000));
+    atomic_store(&g.stop, 1);
     pthread_join(g.th, NULL);
-    if (g.rc == GQ_OK)
-        assert_string_equal(g.log.text, "ERROR Expired;");
-    else
-        assert_int_equal(g.rc, GQ_EGONE);
+    assert_int_equal(g.rc, GQ_OK);
+    assert_string_equal(g.log.text, "ERROR Expired;");
+
+    /* HTTP 410 answering the watch request itself: GQ_EGONE. */
+    post_fault("{\"fail\":{\"count\":1,\"code\":410,\"method\":\"GET\","
+               "\"pathPrefix\":\"/api/v1/namespaces/wc/pods\"}}");
+    watcher h;
+    watcher_start(&h, coll, rv);
+    pthread_join(h.th, NULL);
+    assert_int_equal(h.rc, GQ_EGONE);
+    assert_non_null(strstr(h.err.msg, "HTTP 410 Expired"));
 }
 
 /* ---- cache ---- */
@@ -515,6 +551,22 @@ static int wait_count(kube_cache *c, size_t want, long ms)
     return 0;
 }
 
+/* Wait until relists reach want and the watch after the relist has started. */
+static int wait_stats(kube_cache *c, unsigned long want, long ms)
+{
+    unsigned long watches_at = 0;
+    for (long i = 0; i < ms; i++) {
+        kube_cache_stats st;
+        kube_cache_get_stats(c, &st);
+        if (st.relists >= want && !watches_at)
+            watches_at = st.watches;
+        if (watches_at && st.watches > watches_at)
+            return 1;
+        usleep(1000);
+    }
+    return 0;
+}
+
 static void cache_sync_events_relist_reconnect(void **state)
 {
     gq_err e;
@@ -550,25 +602,43 @@ static void cache_sync_events_relist_reconnect(void **state)
     assert_int_equal(kube_cache_get(c, "cache", "k0", NULL, NULL), GQ_ENOTFOUND);
     assert_int_equal(kube_cache_get(c, "cache", "k5", NULL, NULL), GQ_OK);
 
-    /* The stream is cut: the cache reconnects from its resourceVersion
-     * and misses nothing. */
+    /* Every watch stream is cut after one event: the cache reconnects from
+     * its resourceVersion and misses nothing. */
     post_fault("{\"cutWatchAfter\":1}");
     assert_int_equal(create_pod(cli, "cache", "k6", "x", &e), GQ_OK);
     assert_int_equal(create_pod(cli, "cache", "k7", "x", &e), GQ_OK);
     assert_true(wait_count(c, 7, 5000));
     assert_int_equal(atomic_load(&cb.adds), 8);
+    kube_cache_stats st;
+    kube_cache_get_stats(c, &st);
+    assert_int_equal(st.relists, 0);
+    assert_true(st.watches >= 3);
 
-    /* 410 on the next watch: relist; a pod deleted meanwhile gets its
-     * DELETED callback from the relist's sweep. */
-    unsigned long relists = kube_cache_relists(c);
-    post_fault("{\"cutWatchAfter\":1}");
+    /* In-stream ERROR 410 on the next watch (after the cut): relist. */
     post_fault("{\"watchGone\":1}");
     assert_int_equal(create_pod(cli, "cache", "k8", "x", &e), GQ_OK);
+    assert_true(wait_stats(c, 1, 5000));
     assert_true(wait_count(c, 8, 5000));
-    for (int i = 0; i < 5000 && kube_cache_relists(c) == relists; i++)
-        usleep(1000);
-    assert_int_equal(kube_cache_relists(c), relists + 1);
-    assert_int_equal(kube_cache_count(c), 8);
+
+    /* HTTP 410 answering a watch request: relist too. Lists go to the same
+     * path, so arm the fault only once the relist is done (the next watch
+     * has started); the cut then ends that watch. */
+    post_fault("{\"fail\":{\"count\":1,\"code\":410,\"method\":\"GET\","
+               "\"pathPrefix\":\"/api/v1/namespaces/cache/pods\"}}");
+    assert_int_equal(create_pod(cli, "cache", "k9", "x", &e), GQ_OK);
+    assert_true(wait_stats(c, 2, 5000));
+    assert_true(wait_count(c, 9, 5000));
+    kube_cache_get_stats(c, &st);
+    assert_int_equal(st.relists, 2);
+    post_fault("{\"cutWatchAfter\":0}");
+    /* Updates and deletes keep flowing after all that. */
+    json_object *patch = json_tokener_parse("{\"metadata\":{\"labels\":{\"v\":\"2\"}}}");
+    int before = atomic_load(&cb.updates);
+    assert_int_equal(
+        kube_patch_merge(cli, "/api/v1/namespaces/cache/pods/k9", patch, NULL, NULL, &e), GQ_OK);
+    json_object_put(patch);
+    assert_true(wait_int(&cb.updates, before + 1, 5000));
+    assert_int_equal(kube_cache_count(c), 9);
     kube_cache_stop(c);
     kube_cache_free(c);
 }

@@ -196,6 +196,54 @@ static void verbs_round_trip(void **state)
     assert_non_null(strstr(e.msg, "HTTP 404 NotFound"));
 }
 
+/* ---- many threads charging one object (the webhook's pattern) ---- */
+
+static void *charge_thread(void *arg)
+{
+    const char *path = "/api/v1/namespaces/verbs/pods/counter";
+    for (int i = 0; i < 25; i++) {
+        for (;;) { /* read, modify, write with resourceVersion; re-read on 409 */
+            gq_err e;
+            json_object *obj = NULL;
+            if (kube_get(cli, path, NULL, &obj, &e) != GQ_OK)
+                return (void *)1;
+            json_object *st = json_object_object_get(obj, "status");
+            const char *m = st ? str_at(obj, "status", "message") : NULL;
+            long n = m ? strtol(m, NULL, 10) : 0;
+            char buf[32];
+            snprintf(buf, sizeof(buf), "%ld", n + 1);
+            json_object *nst = json_object_new_object();
+            json_object_object_add(nst, "message", json_object_new_string(buf));
+            json_object_object_add(obj, "status", nst);
+            gq_code rc = kube_update_status(cli, path, obj, NULL, NULL, &e);
+            json_object_put(obj);
+            if (rc == GQ_OK)
+                break;
+            if (rc != GQ_ECONFLICT)
+                return (void *)2;
+        }
+    }
+    return NULL;
+}
+
+static void concurrent_status_writes_lose_nothing(void **state)
+{
+    gq_err e;
+    assert_int_equal(create_pod(cli, "verbs", "counter", "x", &e), GQ_OK);
+    pthread_t th[8];
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, charge_thread, NULL), 0);
+    for (int i = 0; i < 8; i++) {
+        void *r;
+        pthread_join(th[i], &r);
+        assert_null(r);
+    }
+    json_object *obj = NULL;
+    assert_int_equal(kube_get(cli, "/api/v1/namespaces/verbs/pods/counter", NULL, &obj, &e), GQ_OK);
+    assert_string_equal(str_at(obj, "status", "message"), "200");
+    json_object_put(obj);
+}
+
 /* ---- faults: retries, conflicts ---- */
 
 static void retry_after_500_only_when_asked(void **state)
@@ -640,7 +688,7 @@ static void cache_sync_events_relist_reconnect(void **state)
     kube_cache_stats st;
     kube_cache_get_stats(c, &st);
     assert_int_equal(st.relists, 0);
-    assert_true(st.watches >= 3);
+    assert_true(st.watches >= 2); /* one per cut; the last may still be starting */
 
     /* In-stream ERROR 410 on the next watch (after the cut): relist. */
     post_fault("{\"watchGone\":1}");
@@ -839,6 +887,7 @@ int main(int argc, char **argv)
     standin_bin = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(verbs_round_trip, reset_standin),
+        cmocka_unit_test_setup(concurrent_status_writes_lose_nothing, reset_standin),
         cmocka_unit_test_setup(retry_after_500_only_when_asked, reset_standin),
         cmocka_unit_test_setup(conflict_status_injected, reset_standin),
         cmocka_unit_test_setup(latency_and_timeout, reset_standin),

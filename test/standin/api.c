@@ -717,8 +717,9 @@ static int list_visit(void *ctx, const char *ns, const char *name, json_object *
     return 0;
 }
 
-/* Continue token: base64 of {"v":"meta.k8s.io/v1","rv":N,"start":"ns/name"}. */
-static const char b64c[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+/* Continue token: unpadded base64url of {"v":"meta.k8s.io/v1","rv":N,"start":"ns/name"},
+ * like kube-apiserver's. */
+static const char b64c[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 static char *b64_encode(const char *s)
 {
@@ -730,9 +731,8 @@ static char *b64_encode(const char *s)
             v |= (unsigned char)s[i + 1] << 8;
         if (i + 2 < n)
             v |= (unsigned char)s[i + 2];
-        char o[4] = {b64c[(v >> 18) & 63], b64c[(v >> 12) & 63],
-                     i + 1 < n ? b64c[(v >> 6) & 63] : '=', i + 2 < n ? b64c[v & 63] : '='};
-        sbuf_add(&b, o, 4);
+        char o[4] = {b64c[(v >> 18) & 63], b64c[(v >> 12) & 63], b64c[(v >> 6) & 63], b64c[v & 63]};
+        sbuf_add(&b, o, i + 2 < n ? 4 : i + 1 < n ? 3 : 2);
     }
     return sbuf_take(&b);
 }
@@ -750,8 +750,9 @@ char *si_b64_decode(const char *s, size_t *out_len)
         char ch = s[i];
         if (ch == '=')
             break;
-        const char *p = (ch == '-')   ? strchr(b64c, '+')
-                        : (ch == '_') ? strchr(b64c, '/')
+        /* accept both the standard and the URL-safe alphabet */
+        const char *p = (ch == '+')   ? strchr(b64c, '-')
+                        : (ch == '/') ? strchr(b64c, '_')
                                       : strchr(b64c, ch);
         if (!p || !ch) {
             sbuf_dispose(&b);

@@ -17,6 +17,26 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# write_kubeconfig TOKEN [CA-FILE]: point kubectl at the running stand-in.
+write_kubeconfig() {
+    local ca=""
+    [ $# -ge 2 ] && ca=", certificate-authority: \"$2\""
+    cat >"$KUBECONFIG" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: standin
+  cluster: {server: "$S"$ca}
+contexts:
+- name: standin
+  context: {cluster: standin, user: tester, namespace: default}
+current-context: standin
+users:
+- name: tester
+  user: {token: $1}
+KC
+}
+
 # Start a stand-in on an ephemeral port; sets S (base URL) and KUBECONFIG.
 standin_start() {
     local scheme=http
@@ -31,21 +51,7 @@ standin_start() {
     [ -n "$PORT" ] || { echo "standin did not start"; cat "$TMP/err"; exit 1; }
     S=$scheme://127.0.0.1:$PORT
     export KUBECONFIG=$TMP/kubeconfig
-    cat >"$KUBECONFIG" <<KC
-apiVersion: v1
-kind: Config
-clusters:
-- name: standin
-  cluster:
-    server: $S
-contexts:
-- name: standin
-  context: {cluster: standin, user: tester, namespace: default}
-current-context: standin
-users:
-- name: tester
-  user: {token: test-token}
-KC
+    write_kubeconfig test-token
     export HOME=$TMP # keep kubectl's discovery cache per test
 }
 

@@ -27,20 +27,7 @@ CODE=$(curl -s -o /dev/null -w '%{http_code}' "$S/version")
 expect_eq "untrusted certificate refused by curl" 000 "$CODE"
 
 # kubectl over HTTPS with the CA and the token
-cat >"$KUBECONFIG" <<KC
-apiVersion: v1
-kind: Config
-clusters:
-- name: standin
-  cluster: {server: "$S", certificate-authority: "$TMP/cert.pem"}
-contexts:
-- name: standin
-  context: {cluster: standin, user: tester, namespace: default}
-current-context: standin
-users:
-- name: tester
-  user: {token: second-token}
-KC
+write_kubeconfig second-token "$TMP/cert.pem"
 expect_eq "kubectl over TLS" 'namespace/default namespace/kube-system' "$(timeout 30 kubectl get ns -o name 2>&1 | tr '\n' ' ' | sed 's/ $//')"
 sed -i 's/second-token/bad/' "$KUBECONFIG"
 expect_match "kubectl with bad token" 'Unauthorized|must be logged in' "$(timeout 30 kubectl get ns 2>&1)"

@@ -11,6 +11,7 @@
 /* discovery (disco.c) */
 int disco_handle(const sreq *rq, sresp *rs);
 int openapi_handle(const sreq *rq, sresp *rs);
+json_object *proto_decode(const char *buf, size_t n, gq_err *err);
 
 #define SEG_MAX 8
 
@@ -319,12 +320,18 @@ static json_object *parse_body(rctx *c)
 {
     gq_err err = {0};
     const char *ct = hdr(c, "Content-Type");
+    if (ct && !strncmp(ct, "application/vnd.kubernetes.protobuf", 35)) {
+        json_object *o = proto_decode(c->rq->body ? c->rq->body : "", c->rq->body_len, &err);
+        if (!o)
+            api_status(c->rs, 415, "UnsupportedMediaType", err.msg, NULL, NULL, NULL);
+        return o;
+    }
     if (ct && strncmp(ct, "application/json", 16) != 0 && strncmp(ct, "*/*", 3) != 0) {
-        /* Protobuf and YAML bodies are refused the way kube-apiserver refuses
-         * unknown formats; clients then resend JSON. */
+        /* YAML and other bodies are refused the way kube-apiserver refuses
+         * unknown formats. */
         api_status(c->rs, 415, "UnsupportedMediaType",
                    "the body of the request was in an unknown format - accepted media types "
-                   "include: application/json",
+                   "include: application/json, application/vnd.kubernetes.protobuf",
                    NULL, NULL, NULL);
         return NULL;
     }
@@ -579,6 +586,9 @@ static void prepare_create(rctx *c, json_object *obj)
         }
         json_object_object_add(st, "storedVersions", stored);
         json_object_object_add(obj, "status", st);
+    } else if (!strcmp(c->t.skey, "secrets")) {
+        if (!si_str(obj, "type") || !*si_str(obj, "type"))
+            set_str(obj, "type", "Opaque");
     } else if (c->t.custom && c->t.has_status) {
         json_object_object_del(obj, "status");
     }

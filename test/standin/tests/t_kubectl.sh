@@ -73,6 +73,16 @@ expect_eq "get pods -A" 'default/web-1 default/web-2 team-b/x' "$(K get pods -A 
 expect_eq "delete namespace" 'namespace "team-b" deleted' "$(K delete ns team-b)"
 expect_eq "namespace content gone" 'No resources found in team-b namespace.' "$(K get pods -n team-b)"
 
+# typed commands send protobuf bodies
+expect_eq "create ns (protobuf)" 'namespace/team-c created' "$(K create ns team-c)"
+expect_eq "namespace defaults" '{"labels":{"kubernetes.io/metadata.name":"team-c"},"spec":{"finalizers":["kubernetes"]},"phase":"Active"}' "$(K get ns team-c -o json | jq -c '{labels:.metadata.labels,spec,phase:.status.phase}')"
+expect_eq "create configmap (protobuf)" 'configmap/cm1 created' "$(K create configmap cm1 -n team-c --from-literal=a=b --from-literal=c=d)"
+expect_eq "configmap data" '{"a":"b","c":"d"}' "$(K get cm cm1 -n team-c -o json | jq -c .data)"
+expect_eq "create secret (protobuf)" 'secret/s1 created' "$(K create secret generic s1 -n team-c --from-literal=pw=hunter2)"
+expect_eq "secret data" 'aHVudGVyMg== Opaque' "$(K get secret s1 -n team-c -o jsonpath='{.data.pw} {.type}')"
+expect_eq "create ns dry run" 'namespace/dry created (server dry run)' "$(K create ns dry --dry-run=server)"
+expect_eq "dry run stored nothing" 'Error from server (NotFound): namespaces "dry" not found' "$(K get ns dry)"
+
 # kubectl get -w sees a change
 timeout 5 kubectl get pods -w --output-watch-events >"$TMP/w" 2>&1 &
 WP=$!

@@ -1045,7 +1045,8 @@ static void update_object(rctx *c, json_object *cur, json_object *next, int from
     } else if (c->t.custom && !from_patch) {
         cause_add(&cs, "FieldValueInvalid", "metadata.resourceVersion",
                   "Invalid value: 0x0: must be specified for an update");
-        invalid_reply(c, &cs, c->t.kind, c->name);
+        /* the generic store names the resource here, not the kind */
+        invalid_reply(c, &cs, c->t.resource, c->name);
         goto out;
     }
     if (c->sub && !strcmp(c->sub, "status")) {

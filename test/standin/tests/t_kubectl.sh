@@ -25,7 +25,7 @@ req PUT $GQ/team-a/status "$(printf '%s' "$BODY" | jq -c --arg rv "$RV" '.metada
 expect_eq "stale status write" '409 "Conflict"' "$CODE $(jqb .reason)"
 req GET $GQ/team-a
 req PUT $GQ/team-a "$(printf '%s' "$BODY" | jq -c 'del(.metadata.resourceVersion)')"
-expect_eq "CR update needs resourceVersion" '422 "GPUQuota.gpuquota.io \"team-a\" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"' "$CODE $(jqb .message)"
+expect_eq "CR update needs resourceVersion" '422 "gpuquotas.gpuquota.io \"team-a\" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"' "$CODE $(jqb .message)"
 req POST /apis/gpuquota.io/v1alpha1/namespaces/default/gpuquotas '{"apiVersion":"gpuquota.io/v1alpha1","kind":"Other","metadata":{"name":"k"}}'
 expect_eq "CR kind mismatch" '422 "Other.gpuquota.io \"k\" is invalid: kind: Invalid value: \"Other\": must be GPUQuota"' "$CODE $(jqb .message)"
 

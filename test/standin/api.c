@@ -86,6 +86,20 @@ void api_status(sresp *rs, int code, const char *reason, const char *msg, const 
     json_object_put(st);
 }
 
+void api_status_details(sresp *rs, int code, const char *reason, const char *msg,
+                        json_object *details)
+{
+    json_object *st = api_status_obj(code, reason, msg, NULL, NULL, NULL);
+    if (details) {
+        /* keep kube's field order: details before code */
+        json_object_object_del(st, "code");
+        json_object_object_add(st, "details", json_object_get(details));
+        json_object_object_add(st, "code", json_object_new_int(code));
+    }
+    api_set_json(rs, code, st);
+    json_object_put(st);
+}
+
 static void not_found_path(sresp *rs)
 {
     api_status(rs, 404, "NotFound", "the server could not find the requested resource", NULL, NULL,
@@ -919,6 +933,15 @@ static void persist_reply(rctx *c, json_object *obj, int code, int remove_after)
     json_object_put(p);
 }
 
+/* Admission webhooks apply to pods (the only kind gpuquota's webhook
+ * configurations select). Returns nonzero after replying with a denial. */
+static int run_webhooks(rctx *c, const char *op, json_object **obj, json_object *old, int mutating)
+{
+    if (strcmp(c->t.skey, "pods") != 0 || c->sub)
+        return 0;
+    return admit_run(c->rq, op, &c->t, c->ns, obj, old, c->dry, mutating, c->rs);
+}
+
 /* Shared tail of create and create-on-update. Takes ownership of body. */
 static void create_object(rctx *c, json_object *body)
 {
@@ -937,6 +960,16 @@ static void create_object(rctx *c, json_object *body)
     } else {
         json_object_object_del(md, "namespace");
     }
+    /* NamespaceLifecycle, then mutating webhooks, then the store's own
+     * naming, defaulting and validation, as in kube-apiserver. */
+    if (c->t.namespaced && !namespace_exists(c->ns)) {
+        ns_not_found(c, c->ns);
+        goto out;
+    }
+    if (run_webhooks(c, "CREATE", &body, NULL, 1))
+        goto out;
+    md = meta(body);
+    name = si_str(md, "name");
     if ((!name || !*name) && si_str(md, "generateName") && *si_str(md, "generateName")) {
         char sfx[6];
         si_random_suffix(sfx);
@@ -956,10 +989,6 @@ static void create_object(rctx *c, json_object *body)
     if (invalid_reply(c, &cs, c->t.kind, name))
         goto out;
     snprintf(c->name, sizeof c->name, "%s", name);
-    if (c->t.namespaced && !namespace_exists(c->ns)) {
-        ns_not_found(c, c->ns);
-        goto out;
-    }
     if (st_get(c->t.skey, c->t.namespaced ? c->ns : "", name)) {
         obj_error(c, 409, "AlreadyExists", "already exists");
         goto out;
@@ -980,13 +1009,12 @@ static void create_object(rctx *c, json_object *body)
     else
         json_object_object_del(md, "generation");
     prepare_create(c, body);
-    if (!strcmp(c->t.skey, "pods")) {
-        json_object *pod = body;
-        if (admit_run(c->rq, "CREATE", &c->t, c->ns, &pod, NULL, c->dry, c->rs)) {
-            body = pod;
-            goto out;
-        }
-        body = pod;
+    if (run_webhooks(c, "CREATE", &body, NULL, 0))
+        goto out;
+    /* the store lock was released while webhooks ran */
+    if (st_get(c->t.skey, c->t.namespaced ? c->ns : "", name)) {
+        obj_error(c, 409, "AlreadyExists", "already exists");
+        goto out;
     }
     persist_reply(c, body, 201, 0);
 out:
@@ -1081,6 +1109,9 @@ static void update_object(rctx *c, json_object *cur, json_object *next, int from
                 json_object_object_del(md, keep[i]);
         }
         json_object_object_del(md, "managedFields");
+        if (run_webhooks(c, "UPDATE", &next, cur, 1))
+            goto out;
+        md = meta(next);
         const char *name = si_str(md, "name");
         check_name(&cs, "metadata.name", name ? name : "", !strcmp(c->t.skey, "namespaces"));
         validate_type(c, next, &cs);
@@ -1091,13 +1122,13 @@ static void update_object(rctx *c, json_object *cur, json_object *next, int from
             json_object_object_add(md, "generation",
                                    json_object_new_int64((g ? json_object_get_int64(g) : 0) + 1));
         }
-        if (!strcmp(c->t.skey, "pods")) {
-            json_object *pod = next;
-            int denied = admit_run(c->rq, "UPDATE", &c->t, c->ns, &pod, cur, c->dry, c->rs);
-            next = pod;
-            md = meta(next);
-            if (denied)
-                goto out;
+        if (run_webhooks(c, "UPDATE", &next, cur, 0))
+            goto out;
+        md = meta(next);
+        /* the store lock was released while webhooks ran */
+        if (st_get(c->t.skey, c->t.namespaced ? c->ns : "", c->name) != cur) {
+            conflict(c, c->name);
+            goto out;
         }
     }
     if (orv)

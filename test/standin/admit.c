@@ -13,8 +13,6 @@
 #define HOOKS_MAX 32
 #define HOOK_RESPONSE_MAX (3u * 1024u * 1024u)
 
-char *si_b64_decode(const char *s, size_t *out_len);
-
 static const char *g_service;
 
 void admit_set_service(const char *hostport)

@@ -237,5 +237,10 @@ const char *si_str(json_object *o, const char *path); /* dotted path lookup; NUL
 json_object *si_obj(json_object *o, const char *key); /* borrowed child object, or NULL */
 json_object *si_parse_json(const char *s, size_t n, gq_err *err);
 const char *si_to_json(json_object *o);
+/* Base64: standard padded, or (url) unpadded base64url. Owned result, NULL on OOM. */
+char *si_b64_encode(const void *data, size_t n, int url);
+/* Decode either alphabet, padding optional; NUL-terminated owned result
+ * (its length in *out_len), NULL on invalid input. */
+char *si_b64_decode(const char *s, size_t *out_len);
 
 #endif

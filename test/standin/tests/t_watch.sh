@@ -47,7 +47,7 @@ expect_eq "selector transitions" '["ADDED","one"] ["DELETED","three"] ' "$(event
 # Field selector on a watch.
 req GET $CMS
 RV=$(jqr .metadata.resourceVersion)
-watch_bg "$CMS?watch=true&resourceVersion=$RV&fieldSelector=metadata.name%3Dfour&timeoutSeconds=1" "$TMP/w4"
+watch_bg "$CMS?watch=true&resourceVersion=$RV&fieldSelector=metadata.name%3Dfour&timeoutSeconds=2" "$TMP/w4"
 req PATCH $CMS/one '{"data":{"x":"1"}}' application/merge-patch+json
 req PATCH $CMS/four '{"data":{"x":"1"}}' application/merge-patch+json
 wait $WPID
@@ -101,6 +101,13 @@ sleep 0.3
 kill $CP; wait $CP 2>/dev/null
 sleep 1.5
 expect_eq "hung-up watch closed" 0 "$(curl -s "$S/standin/stats" | jq .watchesOpen)"
+
+# A continue token older than the history is 410 Expired, like a compacted etcd revision.
+req GET "$CMS?limit=1"
+C=$(jqr .metadata.continue)
+for i in 1 2 3 4 5 6; do req PATCH $CMS/one "{\"data\":{\"n\":\"$i\"}}" application/merge-patch+json; done
+req GET "$CMS?limit=1&continue=$C"
+expect_eq "expired continue" '410 "Expired"' "$CODE $(jqb .reason)"
 
 req GET "$CMS?watch=true&resourceVersion=abc"
 expect_eq "bad resourceVersion" '400 "BadRequest"' "$CODE $(jqb .reason)"

@@ -19,3 +19,5 @@ foreach(t rest watch faults kubectl auth webhooks)
     ENVIRONMENT "STANDIN_BIN=$<TARGET_FILE:kube-standin>;DATA=${CMAKE_SOURCE_DIR}/test/data/standin"
     TIMEOUT 180)
 endforeach()
+
+gq_unit_test(test_standin_units test_standin_units.c LIBS standin_core)

@@ -32,6 +32,26 @@
 #define GQ_ANN_EXCLUSIVE "gpuquota.io/exclusive"
 #define GQ_LABEL_MANAGED "gpuquota.io/managed"
 #define GQ_LABEL_GPU_PRODUCT "nvidia.com/gpu.product"
+/* Pod annotation naming the container the pod-level request forms apply to
+ * (default: the first app container). */
+#define GQ_ANN_GPU_CONTAINER "gpuquota.io/gpu-container"
+/* Pod annotation written by the mutating webhook: the original request per
+ * container, {"CONTAINER":{"gpus":N,"memory":"20Gi"}}. Read back for backends
+ * whose resources do not carry the memory (timeslicing). */
+#define GQ_ANN_REQUESTS "gpuquota.io/gpu-requests"
+/* KAI scheduler style pod annotations (fraction of one GPU; MiB). */
+#define GQ_ANN_KAI_FRACTION "gpu-fraction"
+#define GQ_ANN_KAI_MEMORY "gpu-memory"
+/* Input and backend output resources. */
+#define GQ_RES_HAMI_MEMORY "nvidia.com/gpumem"
+#define GQ_RES_HAMI_PERCENT "nvidia.com/gpumem-percentage"
+#define GQ_RES_ALIYUN_MEM "aliyun.com/gpu-mem"
+#define GQ_RES_VOLCANO_NUMBER "volcano.sh/vgpu-number"
+#define GQ_RES_VOLCANO_MEMORY "volcano.sh/vgpu-memory"
+#define GQ_RES_MIG_PREFIX "nvidia.com/mig-"
+#define GQ_RES_SHARED_GPU "nvidia.com/gpu.shared"
+/* Most containers (app + init) a pod may have before it is rejected. */
+#define GQ_POD_MAX_CONTAINERS 256
 
 typedef enum gq_ctr_kind {
     GQ_CTR_APP = 0,     /* spec.containers[i] */

@@ -3,5 +3,18 @@
 set -euo pipefail
 build=${1:-build}
 gq="$build/gpuquota"
+root=$(cd "$(dirname "$0")/.." && pwd)
 echo "== gpuquota: effective default configuration"
 "$gq" config default
+echo
+for pod in "$root"/deploy/examples/pods/*.yaml; do
+    echo "== gpuquota admit deploy/examples/pods/$(basename "$pod")"
+    status=0
+    "$gq" admit "$pod" || status=$?
+    case $status in
+    0) echo "(exit 0: allowed)" ;;
+    1) echo "(exit 1: denied)" ;;
+    *) echo "(exit $status: bad input)" ;;
+    esac
+    echo
+done

@@ -1,0 +1,491 @@
+#!/usr/bin/env python3
+"""Generate the gpuquota CRDs (deploy/crds/*.yaml) from one description.
+
+GPUQuota and GPUTenantQuota share their hard/used/reservations schemas, and
+every quantity field carries the same pattern and CEL rule; writing them once
+here keeps the three files from drifting apart. Plain YAML is emitted (no
+anchors), so kubectl, kustomize and any YAML tool read it the same way.
+
+  deploy/crds/generate.py           rewrite the files next to this script
+  deploy/crds/generate.py --check   exit 1 if a file is out of date
+"""
+import json
+import os
+import re
+import sys
+
+GROUP = "gpuquota.io"
+VERSION = "v1alpha1"
+
+# Kubernetes' resource.Quantity grammar, as the apiserver's own OpenAPI uses it.
+QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+
+
+def quantity(description, cel=True):
+    """A quantity field. maxLength bounds the CEL cost estimate; status fields
+    (written by gpuquota only) keep the pattern but skip CEL, so 65536
+    reservations cost nothing at validation time."""
+    q = {
+        "description": description,
+        "anyOf": [{"type": "integer"}, {"type": "string"}],
+        "x-kubernetes-int-or-string": True,
+        "pattern": QUANTITY_PATTERN,
+        "maxLength": 64,
+    }
+    if cel:
+        q["x-kubernetes-validations"] = [
+            {
+                "rule": "isQuantity(string(self)) && quantity(string(self)).isInteger()"
+                " && quantity(string(self)).sign() >= 0",
+                "message": "must be a valid, whole, non-negative quantity",
+            }
+        ]
+    return q
+
+
+def amounts(description, cel=True):
+    return {
+        "description": description,
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "gpu-memory": quantity("Bytes of GPU memory, e.g. 64Gi.", cel),
+            "gpu-pods": quantity("Pods using any GPU.", cel),
+            "gpus": quantity("Whole exclusive GPUs.", cel),
+        },
+    }
+
+
+def memory_only(description):
+    return {
+        "description": description,
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"gpu-memory": quantity("Bytes of GPU memory, e.g. 20Gi.")},
+    }
+
+
+HARD = amounts(
+    "Hard limits per key. A missing key is unlimited; an explicit 0 blocks every pod "
+    "that charges that key."
+)
+
+SCOPES = {
+    "description": "Terminating (spec.activeDeadlineSeconds >= 0) or NotTerminating.",
+    "type": "array",
+    "maxItems": 2,
+    "items": {"type": "string", "enum": ["Terminating", "NotTerminating"]},
+    "x-kubernetes-validations": [
+        {
+            "rule": "!(self.exists(s, s == 'Terminating') && self.exists(s, s == 'NotTerminating'))",
+            "message": "conflicting scopes Terminating and NotTerminating",
+        }
+    ],
+}
+
+VALUES_RULE = {
+    "rule": "self.operator in ['In', 'NotIn'] ? has(self.values) && size(self.values) > 0"
+    " : !has(self.values) || size(self.values) == 0",
+    "message": "values must be given for In and NotIn and omitted for Exists and DoesNotExist",
+}
+
+
+def requirement(key_name, key_schema):
+    return {
+        "type": "object",
+        "required": [key_name, "operator"],
+        "properties": {
+            key_name: key_schema,
+            "operator": {"type": "string", "enum": ["In", "NotIn", "Exists", "DoesNotExist"]},
+            "values": {
+                "type": "array",
+                "maxItems": 256,
+                "items": {"type": "string", "maxLength": 253},
+            },
+        },
+        "x-kubernetes-validations": [VALUES_RULE],
+    }
+
+
+SCOPE_SELECTOR = {
+    "description": "Matches pods by priority class, as ResourceQuota's scopeSelector.",
+    "type": "object",
+    "properties": {
+        "matchExpressions": {
+            "type": "array",
+            "maxItems": 64,
+            "items": requirement("scopeName", {"type": "string", "enum": ["PriorityClass"]}),
+        }
+    },
+}
+
+NAMESPACE_SELECTOR = {
+    "description": "metav1.LabelSelector over namespace labels; {} selects every namespace.",
+    "type": "object",
+    "properties": {
+        "matchLabels": {
+            "type": "object",
+            "maxProperties": 64,
+            "additionalProperties": {"type": "string", "maxLength": 63},
+        },
+        "matchExpressions": {
+            "type": "array",
+            "maxItems": 64,
+            "items": requirement("key", {"type": "string", "minLength": 1, "maxLength": 317}),
+        },
+    },
+}
+
+RESERVATIONS = {
+    "description": "Charges of admitted pods the controller has not counted yet; each lapses "
+    "at `expires`.",
+    "type": "array",
+    "maxItems": 65536,
+    "x-kubernetes-list-type": "map",
+    "x-kubernetes-list-map-keys": ["key"],
+    "items": {
+        "type": "object",
+        "required": ["key", "namespace", "pod", "gpu-memory", "gpus", "gpu-pods", "expires"],
+        "properties": {
+            "key": {
+                "description": "Pod annotation gpuquota.io/reservation, else the admission uid.",
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 253,
+            },
+            "namespace": {"type": "string", "maxLength": 63},
+            "pod": {
+                "description": "Name, or generateName when the name is not known yet.",
+                "type": "string",
+                "maxLength": 253,
+            },
+            "gpu-memory": quantity("Bytes of GPU memory charged.", False),
+            "gpus": quantity("Whole exclusive GPUs charged.", False),
+            "gpu-pods": quantity("Pods charged (0 or 1).", False),
+            "expires": {"type": "string", "format": "date-time"},
+        },
+    },
+}
+
+CONDITIONS = {
+    "type": "array",
+    "maxItems": 16,
+    "x-kubernetes-list-type": "map",
+    "x-kubernetes-list-map-keys": ["type"],
+    "items": {
+        "type": "object",
+        "required": ["type", "status"],
+        "properties": {
+            "type": {"type": "string", "maxLength": 316},
+            "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+            "observedGeneration": {"type": "integer", "format": "int64", "minimum": 0},
+            "lastTransitionTime": {"type": "string", "format": "date-time"},
+            "reason": {"type": "string", "maxLength": 1024},
+            "message": {"type": "string", "maxLength": 32768},
+        },
+    },
+}
+
+
+def quota_status(tenant):
+    props = {
+        "observedGeneration": {"type": "integer", "format": "int64"},
+        "hard": amounts("spec.hard as last enforced.", False),
+        "used": amounts("Usage recounted from pods.", False),
+    }
+    if tenant:
+        props["namespaces"] = {
+            "description": "Usage per namespace, sorted by namespace.",
+            "type": "array",
+            "maxItems": 4096,
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["namespace"],
+            "items": {
+                "type": "object",
+                "required": ["namespace"],
+                "properties": {
+                    "namespace": {"type": "string", "maxLength": 63},
+                    "used": amounts("Usage of this namespace.", False),
+                },
+            },
+        }
+    props["reservations"] = RESERVATIONS
+    props["conditions"] = CONDITIONS
+    return {"description": "Written by gpuquota only.", "type": "object", "properties": props}
+
+
+def quota_columns():
+    cols = []
+    for key, title in (("gpu-memory", "Mem"), ("gpus", "GPUs"), ("gpu-pods", "Pods")):
+        for side, path in (("Hard", "spec.hard"), ("Used", "status.used")):
+            cols.append(
+                {
+                    "name": "%s-%s" % (side, title),
+                    "type": "string",
+                    "jsonPath": ".%s.%s" % (path, key),
+                    "description": "%s %s" % (path, key),
+                }
+            )
+    cols.append({"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"})
+    return cols
+
+
+def root(spec, status=None, spec_rules=None):
+    if spec_rules:
+        spec["x-kubernetes-validations"] = spec_rules
+    props = {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": spec,
+    }
+    if status:
+        props["status"] = status
+    return {"type": "object", "required": ["spec"], "properties": props}
+
+
+def crd(kind, plural, short, scope, schema, columns=None, status=True):
+    version = {"name": VERSION, "served": True, "storage": True}
+    if status:
+        version["subresources"] = {"status": {}}
+    if columns:
+        version["additionalPrinterColumns"] = columns
+    version["schema"] = {"openAPIV3Schema": schema}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "%s.%s" % (plural, GROUP)},
+        "spec": {
+            "group": GROUP,
+            "scope": scope,
+            "names": {
+                "kind": kind,
+                "listKind": kind + "List",
+                "plural": plural,
+                "singular": kind.lower(),
+                "shortNames": [short],
+                "categories": ["gpuquota"],
+            },
+            "versions": [version],
+        },
+    }
+
+
+GPUQUOTA = crd(
+    "GPUQuota",
+    "gpuquotas",
+    "gq",
+    "Namespaced",
+    root(
+        {
+            "type": "object",
+            "properties": {"hard": HARD, "scopes": SCOPES, "scopeSelector": SCOPE_SELECTOR},
+        },
+        quota_status(False),
+    ),
+    quota_columns(),
+)
+
+GPUTENANTQUOTA = crd(
+    "GPUTenantQuota",
+    "gputenantquotas",
+    "gtq",
+    "Cluster",
+    root(
+        {
+            "type": "object",
+            "properties": {
+                "namespaces": {
+                    "description": "Namespaces of the tenant (either this or namespaceSelector "
+                    "matching is enough).",
+                    "type": "array",
+                    "maxItems": 4096,
+                    "items": {"type": "string", "minLength": 1, "maxLength": 63},
+                },
+                "namespaceSelector": NAMESPACE_SELECTOR,
+                "hard": HARD,
+                "scopes": SCOPES,
+                "scopeSelector": SCOPE_SELECTOR,
+            },
+        },
+        quota_status(True),
+        [
+            {
+                "rule": "has(self.namespaces) || has(self.namespaceSelector)",
+                "message": "a GPUTenantQuota needs namespaces or namespaceSelector",
+            }
+        ],
+    ),
+    quota_columns(),
+)
+
+
+def mem(side):
+    return "quantity(string(self.%s.gpu__dash__memory))" % side
+
+
+def order_rule(lo, hi):
+    has = "has(self.{0}) && has(self.{0}.gpu__dash__memory)"
+    return {
+        "rule": "!(%s && %s) || %s.compareTo(%s) <= 0"
+        % (has.format(lo), has.format(hi), mem(lo), mem(hi)),
+        "message": "%s gpu-memory must be less than or equal to %s gpu-memory" % (lo, hi),
+    }
+
+
+LIMIT_ITEM = {
+    "type": "object",
+    "required": ["type"],
+    "properties": {
+        "type": {"type": "string", "enum": ["Container", "Pod"]},
+        "min": memory_only("Least gpu-memory per Container (its total charge) or per Pod."),
+        "max": memory_only("Most gpu-memory per Container (its total charge) or per Pod."),
+        "default": memory_only(
+            "Slice size given to each GPU of a container asking for whole GPUs without an "
+            "amount (type Container only)."
+        ),
+        "maxGPUs": {
+            "description": "Most GPU devices per container, or held by the pod at once.",
+            "type": "integer",
+            "format": "int64",
+            "minimum": 0,
+        },
+        "allowedModels": {
+            "description": "GPU models pods may use; a pod without a model is denied when set.",
+            "type": "array",
+            "maxItems": 64,
+            "items": {"type": "string", "minLength": 1, "maxLength": 128},
+        },
+    },
+    "x-kubernetes-validations": [
+        {
+            "rule": "self.type == 'Container' || !has(self.default)",
+            "message": "default may only be set for type Container",
+        },
+        order_rule("min", "max"),
+        order_rule("min", "default"),
+        order_rule("default", "max"),
+        {
+            "rule": "!has(self.default) || !has(self.default.gpu__dash__memory) || "
+            + mem("default")
+            + ".sign() > 0",
+            "message": "default gpu-memory must be greater than 0",
+        },
+    ],
+}
+
+GPULIMITRANGE = crd(
+    "GPULimitRange",
+    "gpulimitranges",
+    "glr",
+    "Namespaced",
+    root(
+        {
+            "type": "object",
+            "required": ["limits"],
+            "properties": {"limits": {"type": "array", "maxItems": 64, "items": LIMIT_ITEM}},
+        }
+    ),
+    [
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ],
+    status=False,
+)
+
+HEADERS = {
+    "GPUQuota": "GPUQuota: a namespace's GPU budget.",
+    "GPUTenantQuota": "GPUTenantQuota: a GPU budget shared by a set of namespaces.",
+    "GPULimitRange": "GPULimitRange: per-container and per-pod GPU bounds and defaults.",
+}
+
+# --- a small YAML emitter (block style, stable order) -----------------------
+
+PLAIN = re.compile(r"^[A-Za-z_/][A-Za-z0-9_./ -]*$")
+RESERVED = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
+
+
+def scalar(v):
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if isinstance(v, int):
+        return str(v)
+    s = str(v)
+    if PLAIN.match(s) and s.lower() not in RESERVED and not s.endswith(" ") and ": " not in s:
+        return s
+    return json.dumps(s)
+
+
+def emit(v, indent, out):
+    pad = "  " * indent
+    if isinstance(v, dict):
+        if not v:
+            out[-1] += " {}"
+            return
+        for k, x in v.items():
+            key = scalar(k)
+            if isinstance(x, (dict, list)) and x:
+                out.append("%s%s:" % (pad, key))
+                emit(x, indent + 1, out)
+            elif isinstance(x, dict):
+                out.append("%s%s: {}" % (pad, key))
+            elif isinstance(x, list):
+                out.append("%s%s: []" % (pad, key))
+            else:
+                out.append("%s%s: %s" % (pad, key, scalar(x)))
+    elif isinstance(v, list):
+        for x in v:
+            if isinstance(x, dict) and x:
+                sub = []
+                emit(x, indent + 1, sub)
+                first = sub[0].lstrip()
+                out.append("%s- %s" % (pad, first))
+                out.extend(sub[1:])
+            elif isinstance(x, list) and x:
+                out.append("%s-" % pad)
+                emit(x, indent + 1, out)
+            else:
+                out.append("%s- %s" % (pad, scalar(x)))
+
+
+def render(obj):
+    kind = obj["spec"]["names"]["kind"]
+    lines = [
+        "# " + HEADERS[kind],
+        "# Generated by deploy/crds/generate.py from one description; edit that, not this.",
+        "# Semantics: docs/quota-semantics.md.",
+    ]
+    emit(obj, 0, lines)
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    check = "--check" in sys.argv[1:]
+    stale = []
+    for obj in (GPUQUOTA, GPUTENANTQUOTA, GPULIMITRANGE):
+        name = "%s_%s.yaml" % (GROUP, obj["spec"]["names"]["plural"])
+        path = os.path.join(here, name)
+        text = render(obj)
+        if check:
+            try:
+                with open(path) as f:
+                    if f.read() != text:
+                        stale.append(name)
+            except OSError:
+                stale.append(name)
+        else:
+            with open(path, "w") as f:
+                f.write(text)
+    if stale:
+        print("out of date (run deploy/crds/generate.py): " + ", ".join(stale), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

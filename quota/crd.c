@@ -1,0 +1,1142 @@
+/* gpuquota custom resources: bounded parsers and reservation helpers. */
+#include "crd.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const qkey_names[GQ_KEY_COUNT] = {
+    [GQ_KEY_GPU_MEMORY] = "gpu-memory",
+    [GQ_KEY_GPU_PODS] = "gpu-pods",
+    [GQ_KEY_GPUS] = "gpus",
+};
+
+#define ALL_KEYS ((1u << GQ_KEY_COUNT) - 1u)
+
+const char *gq_qkey_name(gq_qkey k)
+{
+    if ((unsigned)k >= GQ_KEY_COUNT)
+        return NULL;
+    return qkey_names[k];
+}
+
+static int qkey_lookup(const char *name)
+{
+    for (int k = 0; k < GQ_KEY_COUNT; k++)
+        if (strcmp(name, qkey_names[k]) == 0)
+            return k;
+    return -1;
+}
+
+/* Memory values we compute ourselves print in binary SI, like the charge. */
+static void amounts_clear(gq_amounts *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
+}
+
+/* --- small bounded json-c accessors ---------------------------------- */
+
+static const char *type_name(json_object *o)
+{
+    return o ? json_type_to_name(json_object_get_type(o)) : "null";
+}
+
+/* Borrowed string value of o (which must be a JSON string of at most
+ * GQ_CRD_MAX_STRING bytes and no NUL bytes). */
+static gq_code as_str(json_object *o, const char *field, const char **out, gq_err *err)
+{
+    if (!o || !json_object_is_type(o, json_type_string))
+        return gq_err_set(err, GQ_EINVAL, "%s: must be a string, got %s", field, type_name(o));
+    size_t len = (size_t)json_object_get_string_len(o);
+    const char *s = json_object_get_string(o);
+    if (len > GQ_CRD_MAX_STRING)
+        return gq_err_set(err, GQ_ELIMIT, "%s: longer than %d bytes", field, GQ_CRD_MAX_STRING);
+    if (strlen(s) != len)
+        return gq_err_set(err, GQ_EINVAL, "%s: must not contain NUL bytes", field);
+    *out = s;
+    return GQ_OK;
+}
+
+static gq_code dup_str(json_object *o, const char *field, char **out, gq_err *err)
+{
+    const char *s = NULL;
+    gq_code rc = as_str(o, field, &s, err);
+    if (rc)
+        return rc;
+    char *d = strdup(s);
+    if (!d)
+        return gq_err_set(err, GQ_ENOMEM, "%s: out of memory", field);
+    *out = d;
+    return GQ_OK;
+}
+
+static gq_code as_obj(json_object *o, const char *field, gq_err *err)
+{
+    if (!o || !json_object_is_type(o, json_type_object))
+        return gq_err_set(err, GQ_EINVAL, "%s: must be an object, got %s", field, type_name(o));
+    return GQ_OK;
+}
+
+static gq_code as_array(json_object *o, const char *field, size_t cap, size_t *n, gq_err *err)
+{
+    if (!o || !json_object_is_type(o, json_type_array))
+        return gq_err_set(err, GQ_EINVAL, "%s: must be an array, got %s", field, type_name(o));
+    size_t len = json_object_array_length(o);
+    if (len > cap)
+        return gq_err_set(err, GQ_ELIMIT, "%s: more than %zu items", field, cap);
+    *n = len;
+    return GQ_OK;
+}
+
+static json_object *get(json_object *o, const char *key)
+{
+    json_object *v = NULL;
+    if (o && json_object_is_type(o, json_type_object) && json_object_object_get_ex(o, key, &v))
+        return v;
+    return NULL;
+}
+
+static void free_strv(char **v, size_t n)
+{
+    if (!v)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* Array of strings; an empty array yields NULL, 0. */
+static gq_code dup_strv(json_object *arr, const char *field, size_t cap, char ***out, size_t *n_out,
+                        gq_err *err)
+{
+    size_t n = 0;
+    gq_code rc = as_array(arr, field, cap, &n, err);
+    if (rc)
+        return rc;
+    char **v = n ? calloc(n, sizeof(*v)) : NULL;
+    if (n && !v)
+        return gq_err_set(err, GQ_ENOMEM, "%s: out of memory", field);
+    for (size_t i = 0; i < n; i++) {
+        char f[128];
+        snprintf(f, sizeof(f), "%s[%zu]", field, i);
+        rc = dup_str(json_object_array_get_idx(arr, i), f, &v[i], err);
+        if (rc) {
+            free_strv(v, i);
+            return rc;
+        }
+    }
+    *out = v;
+    *n_out = n;
+    return GQ_OK;
+}
+
+/* --- amounts ----------------------------------------------------------- */
+
+static gq_code parse_amount(json_object *val, const char *field, int64_t *out, gq_qformat *fmt,
+                            gq_err *err)
+{
+    gq_quantity q;
+    gq_code rc;
+    if (json_object_is_type(val, json_type_int)) {
+        int64_t i = json_object_get_int64(val);
+        q = gq_quantity_from_int64(i, GQ_QFMT_DECIMAL_SI);
+    } else if (json_object_is_type(val, json_type_string)) {
+        const char *s = NULL;
+        rc = as_str(val, field, &s, err);
+        if (rc)
+            return rc;
+        rc = gq_quantity_parse(s, strlen(s), &q, err);
+        if (rc) {
+            gq_err_prefix(err, "%s", field);
+            return rc;
+        }
+    } else {
+        return gq_err_set(err, GQ_EINVAL, "%s: must be a quantity string or an integer, got %s",
+                          field, type_name(val));
+    }
+    if (gq_quantity_is_negative(&q))
+        return gq_err_set(err, GQ_EINVAL, "%s: must be greater than or equal to 0", field);
+    if (!gq_quantity_is_integer(&q))
+        return gq_err_set(err, GQ_EINVAL, "%s: must be a whole number", field);
+    int64_t v;
+    rc = gq_quantity_to_int64_ceil(&q, &v);
+    if (rc)
+        return gq_err_set(err, rc, "%s: value out of range", field);
+    *out = v;
+    *fmt = q.format;
+    return GQ_OK;
+}
+
+static gq_code amounts_parse_keys(json_object *obj, const char *field, unsigned allowed,
+                                  gq_amounts *out, gq_err *err)
+{
+    gq_code rc = as_obj(obj, field, err);
+    if (rc)
+        return rc;
+    gq_amounts a;
+    amounts_clear(&a);
+    json_object_object_foreach(obj, key, val)
+    {
+        char f[160];
+        snprintf(f, sizeof(f), "%s.%.64s", field, key);
+        int k = qkey_lookup(key);
+        if (k < 0 || !(allowed & (1u << k))) {
+            char sup[64] = "";
+            for (int j = 0; j < GQ_KEY_COUNT; j++) {
+                if (!(allowed & (1u << j)))
+                    continue;
+                if (sup[0])
+                    strncat(sup, ", ", sizeof(sup) - strlen(sup) - 1);
+                strncat(sup, qkey_names[j], sizeof(sup) - strlen(sup) - 1);
+            }
+            return gq_err_set(err, GQ_EINVAL, "%s: unsupported key; supported: %s", f, sup);
+        }
+        rc = parse_amount(val, f, &a.v[k], &a.fmt[k], err);
+        if (rc)
+            return rc;
+        a.set[k] = true;
+    }
+    *out = a;
+    return GQ_OK;
+}
+
+gq_code gq_amounts_parse(json_object *obj, const char *field, gq_amounts *out, gq_err *err)
+{
+    return amounts_parse_keys(obj, field ? field : "resources", ALL_KEYS, out, err);
+}
+
+void gq_amount_format(const gq_amounts *a, gq_qkey k, char buf[GQ_QUANTITY_STR_MAX])
+{
+    if ((unsigned)k >= GQ_KEY_COUNT) {
+        buf[0] = '\0';
+        return;
+    }
+    gq_quantity q = gq_quantity_from_int64(a->v[k], a->fmt[k]);
+    gq_quantity_format(&q, buf);
+}
+
+json_object *gq_amounts_to_json(const gq_amounts *a)
+{
+    json_object *o = json_object_new_object();
+    if (!o)
+        return NULL;
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        if (!a->set[k])
+            continue;
+        char buf[GQ_QUANTITY_STR_MAX];
+        gq_amount_format(a, (gq_qkey)k, buf);
+        json_object *s = json_object_new_string(buf);
+        if (!s || json_object_object_add(o, qkey_names[k], s)) {
+            json_object_put(s);
+            json_object_put(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+/* --- selectors ----------------------------------------------------------- */
+
+static void sel_req_dispose(gq_sel_req *r)
+{
+    free(r->key);
+    free_strv(r->values, r->n_values);
+    memset(r, 0, sizeof(*r));
+}
+
+static void sel_reqs_free(gq_sel_req *v, size_t n)
+{
+    if (!v)
+        return;
+    for (size_t i = 0; i < n; i++)
+        sel_req_dispose(&v[i]);
+    free(v);
+}
+
+static gq_code parse_op(json_object *o, const char *field, gq_sel_op *out, gq_err *err)
+{
+    static const char *const ops[] = {"In", "NotIn", "Exists", "DoesNotExist"};
+    const char *s = NULL;
+    gq_code rc = as_str(o, field, &s, err);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+        if (strcmp(s, ops[i]) == 0) {
+            *out = (gq_sel_op)i;
+            return GQ_OK;
+        }
+    }
+    return gq_err_set(err, GQ_EINVAL,
+                      "%s: unsupported operator \"%.64s\"; supported: In, NotIn, Exists, "
+                      "DoesNotExist",
+                      field, s);
+}
+
+/* One requirement: key_field is "key" (label selector) or "scopeName". */
+static gq_code parse_sel_req(json_object *o, const char *field, const char *key_field,
+                             gq_sel_req *out, gq_err *err)
+{
+    char f[192];
+    gq_sel_req r = {0};
+    gq_code rc = as_obj(o, field, err);
+    if (rc)
+        return rc;
+    snprintf(f, sizeof(f), "%s.%s", field, key_field);
+    rc = dup_str(get(o, key_field), f, &r.key, err);
+    if (rc)
+        goto out;
+    if (!r.key[0]) {
+        rc = gq_err_set(err, GQ_EINVAL, "%s: must not be empty", f);
+        goto out;
+    }
+    snprintf(f, sizeof(f), "%s.operator", field);
+    rc = parse_op(get(o, "operator"), f, &r.op, err);
+    if (rc)
+        goto out;
+    snprintf(f, sizeof(f), "%s.values", field);
+    json_object *vals = get(o, "values");
+    if (vals) {
+        rc = dup_strv(vals, f, GQ_CRD_MAX_VALUES, &r.values, &r.n_values, err);
+        if (rc)
+            goto out;
+    }
+    /* Same rule as metav1.LabelSelector and ScopedResourceSelectorRequirement. */
+    if ((r.op == GQ_OP_IN || r.op == GQ_OP_NOT_IN) && r.n_values == 0) {
+        rc = gq_err_set(err, GQ_EINVAL, "%s: must be specified when `operator` is 'In' or 'NotIn'",
+                        f);
+        goto out;
+    }
+    if ((r.op == GQ_OP_EXISTS || r.op == GQ_OP_DOES_NOT_EXIST) && r.n_values != 0) {
+        rc =
+            gq_err_set(err, GQ_EINVAL,
+                       "%s: may not be specified when `operator` is 'Exists' or 'DoesNotExist'", f);
+        goto out;
+    }
+    *out = r;
+    return GQ_OK;
+out:
+    sel_req_dispose(&r);
+    return rc;
+}
+
+static gq_code parse_sel_reqs(json_object *arr, const char *field, const char *key_field,
+                              gq_sel_req **out, size_t *n_out, gq_err *err)
+{
+    size_t n = 0;
+    gq_code rc = as_array(arr, field, GQ_CRD_MAX_EXPRESSIONS, &n, err);
+    if (rc)
+        return rc;
+    gq_sel_req *v = n ? calloc(n, sizeof(*v)) : NULL;
+    if (n && !v)
+        return gq_err_set(err, GQ_ENOMEM, "%s: out of memory", field);
+    for (size_t i = 0; i < n; i++) {
+        char f[128];
+        snprintf(f, sizeof(f), "%s[%zu]", field, i);
+        rc = parse_sel_req(json_object_array_get_idx(arr, i), f, key_field, &v[i], err);
+        if (rc) {
+            sel_reqs_free(v, i);
+            return rc;
+        }
+    }
+    *out = v;
+    *n_out = n;
+    return GQ_OK;
+}
+
+static void label_selector_dispose(gq_label_selector *s)
+{
+    free_strv(s->match_keys, s->n_match);
+    free_strv(s->match_values, s->n_match);
+    sel_reqs_free(s->exprs, s->n_exprs);
+    memset(s, 0, sizeof(*s));
+}
+
+static gq_code parse_label_selector(json_object *o, const char *field, gq_label_selector *out,
+                                    gq_err *err)
+{
+    gq_label_selector s = {.present = true};
+    char f[192];
+    gq_code rc = as_obj(o, field, err);
+    if (rc)
+        return rc;
+    json_object *ml = get(o, "matchLabels");
+    if (ml) {
+        snprintf(f, sizeof(f), "%s.matchLabels", field);
+        rc = as_obj(ml, f, err);
+        if (rc)
+            goto out;
+        size_t n = (size_t)json_object_object_length(ml);
+        if (n > GQ_CRD_MAX_EXPRESSIONS) {
+            rc = gq_err_set(err, GQ_ELIMIT, "%s: more than %d labels", f, GQ_CRD_MAX_EXPRESSIONS);
+            goto out;
+        }
+        if (n) {
+            s.match_keys = calloc(n, sizeof(char *));
+            s.match_values = calloc(n, sizeof(char *));
+            if (!s.match_keys || !s.match_values) {
+                rc = gq_err_set(err, GQ_ENOMEM, "%s: out of memory", f);
+                goto out;
+            }
+        }
+        json_object_object_foreach(ml, key, val)
+        {
+            char vf[288];
+            snprintf(vf, sizeof(vf), "%s.%.64s", f, key);
+            if (strlen(key) > GQ_CRD_MAX_STRING) {
+                rc = gq_err_set(err, GQ_ELIMIT, "%s: key too long", f);
+                goto out;
+            }
+            s.match_keys[s.n_match] = strdup(key);
+            if (!s.match_keys[s.n_match]) {
+                rc = gq_err_set(err, GQ_ENOMEM, "%s: out of memory", f);
+                goto out;
+            }
+            /* Count the key now so dispose frees it if the value fails. */
+            rc = dup_str(val, vf, &s.match_values[s.n_match], err);
+            s.n_match++;
+            if (rc)
+                goto out;
+        }
+    }
+    json_object *me = get(o, "matchExpressions");
+    if (me) {
+        snprintf(f, sizeof(f), "%s.matchExpressions", field);
+        rc = parse_sel_reqs(me, f, "key", &s.exprs, &s.n_exprs, err);
+        if (rc)
+            goto out;
+    }
+    *out = s;
+    return GQ_OK;
+out:
+    label_selector_dispose(&s);
+    return rc;
+}
+
+/* --- reservations ---------------------------------------------------------- */
+
+void gq_reservation_dispose(gq_reservation *r)
+{
+    if (!r)
+        return;
+    free(r->key);
+    free(r->namespace_);
+    free(r->pod);
+    memset(r, 0, sizeof(*r));
+}
+
+gq_code gq_reservation_parse(json_object *obj, const char *field, gq_reservation *out, gq_err *err)
+{
+    gq_reservation r = {0};
+    char f[192];
+    const char *exp;
+    if (!field)
+        field = "reservation";
+    gq_code rc = as_obj(obj, field, err);
+    if (rc)
+        return rc;
+    amounts_clear(&r.amounts);
+    snprintf(f, sizeof(f), "%s.key", field);
+    rc = dup_str(get(obj, "key"), f, &r.key, err);
+    if (rc)
+        goto out;
+    if (!r.key[0]) {
+        rc = gq_err_set(err, GQ_EINVAL, "%s: must not be empty", f);
+        goto out;
+    }
+    snprintf(f, sizeof(f), "%s.namespace", field);
+    rc = dup_str(get(obj, "namespace"), f, &r.namespace_, err);
+    if (rc)
+        goto out;
+    snprintf(f, sizeof(f), "%s.pod", field);
+    rc = dup_str(get(obj, "pod"), f, &r.pod, err);
+    if (rc)
+        goto out;
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        snprintf(f, sizeof(f), "%s.%s", field, qkey_names[k]);
+        json_object *v = get(obj, qkey_names[k]);
+        if (!v) {
+            rc = gq_err_set(err, GQ_EINVAL, "%s: required", f);
+            goto out;
+        }
+        rc = parse_amount(v, f, &r.amounts.v[k], &r.amounts.fmt[k], err);
+        if (rc)
+            goto out;
+        r.amounts.set[k] = true;
+    }
+    snprintf(f, sizeof(f), "%s.expires", field);
+    rc = as_str(get(obj, "expires"), f, &exp, err);
+    if (rc)
+        goto out;
+    rc = gq_time_parse_rfc3339(exp, &r.expires, err);
+    if (rc) {
+        gq_err_prefix(err, "%s", f);
+        goto out;
+    }
+    *out = r;
+    return GQ_OK;
+out:
+    gq_reservation_dispose(&r);
+    return rc;
+}
+
+static int add_str(json_object *o, const char *key, const char *val)
+{
+    json_object *s = json_object_new_string(val ? val : "");
+    if (!s)
+        return -1;
+    if (json_object_object_add(o, key, s)) {
+        json_object_put(s);
+        return -1;
+    }
+    return 0;
+}
+
+json_object *gq_reservation_to_json(const gq_reservation *r)
+{
+    json_object *o = json_object_new_object();
+    char buf[GQ_QUANTITY_STR_MAX];
+    char t[GQ_RFC3339_MAX];
+    if (!o)
+        return NULL;
+    if (add_str(o, "key", r->key) || add_str(o, "namespace", r->namespace_) ||
+        add_str(o, "pod", r->pod))
+        goto fail;
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        /* An unset key is a zero charge; write it so the record is complete. */
+        gq_amounts a = r->amounts;
+        if (!a.set[k]) {
+            a.v[k] = 0;
+            a.fmt[k] = GQ_QFMT_DECIMAL_SI;
+        }
+        gq_amount_format(&a, (gq_qkey)k, buf);
+        if (add_str(o, qkey_names[k], buf))
+            goto fail;
+    }
+    gq_time_format_rfc3339(r->expires, t);
+    if (add_str(o, "expires", t))
+        goto fail;
+    return o;
+fail:
+    json_object_put(o);
+    return NULL;
+}
+
+static gq_code status_reservations(json_object *status, bool create, json_object **out, gq_err *err)
+{
+    gq_code rc = as_obj(status, "status", err);
+    if (rc)
+        return rc;
+    json_object *arr = get(status, "reservations");
+    if (!arr && create) {
+        arr = json_object_new_array();
+        if (!arr)
+            return gq_err_set(err, GQ_ENOMEM, "status.reservations: out of memory");
+        if (json_object_object_add(status, "reservations", arr)) {
+            json_object_put(arr);
+            return gq_err_set(err, GQ_ENOMEM, "status.reservations: out of memory");
+        }
+    }
+    if (arr && !json_object_is_type(arr, json_type_array))
+        return gq_err_set(err, GQ_EINVAL, "status.reservations: must be an array, got %s",
+                          type_name(arr));
+    *out = arr;
+    return GQ_OK;
+}
+
+gq_code gq_status_add_reservation(json_object *status, const gq_reservation *r, bool *added,
+                                  gq_err *err)
+{
+    json_object *arr;
+    gq_code rc = status_reservations(status, true, &arr, err);
+    if (rc)
+        return rc;
+    size_t n = json_object_array_length(arr);
+    for (size_t i = 0; i < n; i++) {
+        json_object *k = get(json_object_array_get_idx(arr, i), "key");
+        if (k && json_object_is_type(k, json_type_string) &&
+            strcmp(json_object_get_string(k), r->key) == 0) {
+            if (added)
+                *added = false;
+            return GQ_OK;
+        }
+    }
+    if (n >= GQ_CRD_MAX_RESERVATIONS)
+        return gq_err_set(err, GQ_ELIMIT, "status.reservations: more than %d reservations",
+                          GQ_CRD_MAX_RESERVATIONS);
+    json_object *o = gq_reservation_to_json(r);
+    if (!o || json_object_array_add(arr, o)) {
+        json_object_put(o);
+        return gq_err_set(err, GQ_ENOMEM, "status.reservations: out of memory");
+    }
+    if (added)
+        *added = true;
+    return GQ_OK;
+}
+
+gq_code gq_status_drop_expired(json_object *status, int64_t now, size_t *dropped, gq_err *err)
+{
+    json_object *arr;
+    size_t count = 0;
+    gq_code rc = status_reservations(status, false, &arr, err);
+    if (rc)
+        return rc;
+    size_t i = 0;
+    while (arr && i < json_object_array_length(arr)) {
+        gq_reservation r;
+        bool keep = false;
+        if (gq_reservation_parse(json_object_array_get_idx(arr, i), NULL, &r, NULL) == GQ_OK) {
+            keep = r.expires > now;
+            gq_reservation_dispose(&r);
+        }
+        if (keep) {
+            i++;
+            continue;
+        }
+        if (json_object_array_del_idx(arr, i, 1))
+            return gq_err_set(err, GQ_ENOMEM, "status.reservations: cannot remove an item");
+        count++;
+    }
+    if (dropped)
+        *dropped = count;
+    return GQ_OK;
+}
+
+static gq_code amounts_add(gq_amounts *acc, const gq_amounts *x, const char *field, gq_err *err)
+{
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        if (!x->set[k])
+            continue;
+        if (__builtin_add_overflow(acc->v[k], x->v[k], &acc->v[k]))
+            return gq_err_set(err, GQ_ERANGE, "%s.%s: sum overflows", field, qkey_names[k]);
+    }
+    return GQ_OK;
+}
+
+gq_code gq_status_sum(json_object *status, int64_t now, gq_amounts *out, gq_err *err)
+{
+    gq_amounts sum, used;
+    json_object *arr;
+    amounts_clear(&sum);
+    gq_code rc = status_reservations(status, false, &arr, err);
+    if (rc)
+        return rc;
+    json_object *u = get(status, "used");
+    if (u) {
+        rc = gq_amounts_parse(u, "status.used", &used, err);
+        if (rc)
+            return rc;
+        rc = amounts_add(&sum, &used, "status.used", err);
+        if (rc)
+            return rc;
+    }
+    size_t n = arr ? json_object_array_length(arr) : 0;
+    if (n > GQ_CRD_MAX_RESERVATIONS)
+        return gq_err_set(err, GQ_ELIMIT, "status.reservations: more than %d items",
+                          GQ_CRD_MAX_RESERVATIONS);
+    for (size_t i = 0; i < n; i++) {
+        char f[64];
+        gq_reservation r;
+        snprintf(f, sizeof(f), "status.reservations[%zu]", i);
+        rc = gq_reservation_parse(json_object_array_get_idx(arr, i), f, &r, err);
+        if (rc)
+            return rc;
+        if (r.expires > now)
+            rc = amounts_add(&sum, &r.amounts, f, err);
+        gq_reservation_dispose(&r);
+        if (rc)
+            return rc;
+    }
+    for (int k = 0; k < GQ_KEY_COUNT; k++)
+        sum.set[k] = true;
+    *out = sum;
+    return GQ_OK;
+}
+
+/* --- quotas ------------------------------------------------------------- */
+
+void gq_quota_free(gq_quota *q)
+{
+    if (!q)
+        return;
+    free(q->name);
+    free(q->namespace_);
+    sel_reqs_free(q->scope_exprs, q->n_scope_exprs);
+    free_strv(q->namespaces, q->n_namespaces);
+    label_selector_dispose(&q->ns_selector);
+    for (size_t i = 0; i < q->n_reservations; i++)
+        gq_reservation_dispose(&q->reservations[i]);
+    free(q->reservations);
+    free(q);
+}
+
+/* apiVersion, kind (one of kinds), metadata.name, metadata.namespace. */
+static gq_code parse_meta(json_object *obj, const char *const *kinds, size_t n_kinds,
+                          size_t *kind_idx, char **name, char **ns, int64_t *generation,
+                          gq_err *err)
+{
+    const char *s = NULL;
+    gq_code rc = as_obj(obj, "object", err);
+    if (rc)
+        return rc;
+    rc = as_str(get(obj, "apiVersion"), "apiVersion", &s, err);
+    if (rc)
+        return rc;
+    if (strcmp(s, GQ_API_VERSION) != 0)
+        return gq_err_set(err, GQ_EINVAL, "apiVersion: must be %s, got \"%.64s\"", GQ_API_VERSION,
+                          s);
+    rc = as_str(get(obj, "kind"), "kind", &s, err);
+    if (rc)
+        return rc;
+    size_t k;
+    for (k = 0; k < n_kinds; k++)
+        if (strcmp(s, kinds[k]) == 0)
+            break;
+    if (k == n_kinds)
+        return gq_err_set(err, GQ_EINVAL, "kind: unexpected kind \"%.64s\"", s);
+    json_object *meta = get(obj, "metadata");
+    rc = as_obj(meta, "metadata", err);
+    if (rc)
+        return rc;
+    rc = dup_str(get(meta, "name"), "metadata.name", name, err);
+    if (rc)
+        return rc;
+    if (!(*name)[0]) {
+        rc = gq_err_set(err, GQ_EINVAL, "metadata.name: must not be empty");
+        goto fail;
+    }
+    json_object *nso = get(meta, "namespace");
+    *ns = NULL;
+    if (nso) {
+        rc = dup_str(nso, "metadata.namespace", ns, err);
+        if (rc)
+            goto fail;
+    }
+    *generation = 0;
+    json_object *g = get(meta, "generation");
+    if (g) {
+        if (!json_object_is_type(g, json_type_int)) {
+            rc = gq_err_set(err, GQ_EINVAL, "metadata.generation: must be an integer");
+            goto fail;
+        }
+        *generation = json_object_get_int64(g);
+    }
+    *kind_idx = k;
+    return GQ_OK;
+fail:
+    free(*name);
+    *name = NULL;
+    free(*ns);
+    *ns = NULL;
+    return rc;
+}
+
+static gq_code parse_scopes(json_object *arr, unsigned *out, gq_err *err)
+{
+    size_t n = 0;
+    unsigned bits = 0;
+    gq_code rc = as_array(arr, "spec.scopes", GQ_CRD_MAX_VALUES, &n, err);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < n; i++) {
+        char f[64];
+        const char *s = NULL;
+        snprintf(f, sizeof(f), "spec.scopes[%zu]", i);
+        rc = as_str(json_object_array_get_idx(arr, i), f, &s, err);
+        if (rc)
+            return rc;
+        if (strcmp(s, "Terminating") == 0)
+            bits |= GQ_SCOPE_TERMINATING;
+        else if (strcmp(s, "NotTerminating") == 0)
+            bits |= GQ_SCOPE_NOT_TERMINATING;
+        else
+            return gq_err_set(err, GQ_EINVAL,
+                              "%s: unsupported scope \"%.64s\"; supported: Terminating, "
+                              "NotTerminating",
+                              f, s);
+    }
+    if (bits == (GQ_SCOPE_TERMINATING | GQ_SCOPE_NOT_TERMINATING))
+        return gq_err_set(err, GQ_EINVAL,
+                          "spec.scopes: conflicting scopes Terminating and NotTerminating");
+    *out = bits;
+    return GQ_OK;
+}
+
+static gq_code parse_scope_selector(json_object *o, gq_quota *q, gq_err *err)
+{
+    gq_code rc = as_obj(o, "spec.scopeSelector", err);
+    if (rc)
+        return rc;
+    json_object *me = get(o, "matchExpressions");
+    if (!me)
+        return GQ_OK;
+    rc = parse_sel_reqs(me, "spec.scopeSelector.matchExpressions", "scopeName", &q->scope_exprs,
+                        &q->n_scope_exprs, err);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < q->n_scope_exprs; i++)
+        if (strcmp(q->scope_exprs[i].key, "PriorityClass") != 0)
+            return gq_err_set(err, GQ_EINVAL,
+                              "spec.scopeSelector.matchExpressions[%zu].scopeName: unsupported "
+                              "scope \"%.64s\"; supported: PriorityClass",
+                              i, q->scope_exprs[i].key);
+    return GQ_OK;
+}
+
+static gq_code parse_quota_status(json_object *st, gq_quota *q, gq_err *err)
+{
+    gq_code rc = as_obj(st, "status", err);
+    if (rc)
+        return rc;
+    json_object *u = get(st, "used");
+    if (u) {
+        rc = gq_amounts_parse(u, "status.used", &q->used, err);
+        if (rc)
+            return rc;
+    }
+    json_object *arr = get(st, "reservations");
+    if (!arr)
+        return GQ_OK;
+    size_t n = 0;
+    rc = as_array(arr, "status.reservations", GQ_CRD_MAX_RESERVATIONS, &n, err);
+    if (rc)
+        return rc;
+    q->reservations = n ? calloc(n, sizeof(*q->reservations)) : NULL;
+    if (n && !q->reservations)
+        return gq_err_set(err, GQ_ENOMEM, "status.reservations: out of memory");
+    for (size_t i = 0; i < n; i++) {
+        char f[64];
+        snprintf(f, sizeof(f), "status.reservations[%zu]", i);
+        rc = gq_reservation_parse(json_object_array_get_idx(arr, i), f, &q->reservations[i], err);
+        if (rc)
+            return rc;
+        q->n_reservations++;
+    }
+    return GQ_OK;
+}
+
+gq_code gq_quota_parse(json_object *obj, gq_quota **out, gq_err *err)
+{
+    static const char *const kinds[] = {GQ_KIND_GPUQUOTA, GQ_KIND_GPUTENANTQUOTA};
+    size_t kind = 0;
+    gq_quota *q = calloc(1, sizeof(*q));
+    if (!q)
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    amounts_clear(&q->hard);
+    amounts_clear(&q->used);
+    gq_code rc = parse_meta(obj, kinds, 2, &kind, &q->name, &q->namespace_, &q->generation, err);
+    if (rc)
+        goto out;
+    q->kind = kind == 0 ? GQ_QUOTA_NAMESPACED : GQ_QUOTA_TENANT;
+    if (q->kind == GQ_QUOTA_NAMESPACED && (!q->namespace_ || !q->namespace_[0])) {
+        rc = gq_err_set(err, GQ_EINVAL, "metadata.namespace: required for a GPUQuota");
+        goto out;
+    }
+    if (q->kind == GQ_QUOTA_TENANT) {
+        /* Cluster-scoped: a namespace in the object means nothing. */
+        free(q->namespace_);
+        q->namespace_ = NULL;
+    }
+    json_object *spec = get(obj, "spec");
+    rc = as_obj(spec, "spec", err);
+    if (rc)
+        goto out;
+    json_object *v;
+    if ((v = get(spec, "hard"))) {
+        rc = gq_amounts_parse(v, "spec.hard", &q->hard, err);
+        if (rc)
+            goto out;
+    }
+    if ((v = get(spec, "scopes"))) {
+        rc = parse_scopes(v, &q->scopes, err);
+        if (rc)
+            goto out;
+    }
+    if ((v = get(spec, "scopeSelector"))) {
+        rc = parse_scope_selector(v, q, err);
+        if (rc)
+            goto out;
+    }
+    json_object *nss = get(spec, "namespaces");
+    json_object *nsel = get(spec, "namespaceSelector");
+    if (q->kind == GQ_QUOTA_NAMESPACED) {
+        if (nss || nsel) {
+            rc = gq_err_set(err, GQ_EINVAL, "spec.%s: only valid in a GPUTenantQuota",
+                            nss ? "namespaces" : "namespaceSelector");
+            goto out;
+        }
+    } else {
+        if (!nss && !nsel) {
+            rc = gq_err_set(err, GQ_EINVAL,
+                            "spec: a GPUTenantQuota needs namespaces or namespaceSelector");
+            goto out;
+        }
+        if (nss) {
+            rc = dup_strv(nss, "spec.namespaces", GQ_CRD_MAX_NAMESPACES, &q->namespaces,
+                          &q->n_namespaces, err);
+            if (rc)
+                goto out;
+        }
+        if (nsel) {
+            rc = parse_label_selector(nsel, "spec.namespaceSelector", &q->ns_selector, err);
+            if (rc)
+                goto out;
+        }
+    }
+    if ((v = get(obj, "status"))) {
+        rc = parse_quota_status(v, q, err);
+        if (rc)
+            goto out;
+    }
+    *out = q;
+    q = NULL;
+out:
+    gq_quota_free(q);
+    return rc;
+}
+
+/* --- limit ranges -------------------------------------------------------- */
+
+static void limit_item_dispose(gq_limit_item *it)
+{
+    free_strv(it->allowed_models, it->n_allowed_models);
+    memset(it, 0, sizeof(*it));
+}
+
+void gq_limit_range_free(gq_limit_range *lr)
+{
+    if (!lr)
+        return;
+    free(lr->name);
+    free(lr->namespace_);
+    for (size_t i = 0; i < lr->n_items; i++)
+        limit_item_dispose(&lr->items[i]);
+    free(lr->items);
+    free(lr);
+}
+
+static gq_code parse_mem_map(json_object *it, const char *key, const char *field, bool *has,
+                             gq_amounts *out, gq_err *err)
+{
+    char f[96];
+    json_object *v = get(it, key);
+    if (!v)
+        return GQ_OK;
+    snprintf(f, sizeof(f), "%s.%s", field, key);
+    gq_code rc = amounts_parse_keys(v, f, 1u << GQ_KEY_GPU_MEMORY, out, err);
+    if (rc)
+        return rc;
+    *has = out->set[GQ_KEY_GPU_MEMORY];
+    return GQ_OK;
+}
+
+/* Kubernetes LimitRange validation wording: "min value 4Gi is greater than max value 2Gi". */
+static gq_code check_order(const gq_amounts *lo, const char *lo_name, const gq_amounts *hi,
+                           const char *hi_name, const char *field, gq_err *err)
+{
+    if (lo->v[GQ_KEY_GPU_MEMORY] <= hi->v[GQ_KEY_GPU_MEMORY])
+        return GQ_OK;
+    char a[GQ_QUANTITY_STR_MAX], b[GQ_QUANTITY_STR_MAX];
+    gq_amount_format(lo, GQ_KEY_GPU_MEMORY, a);
+    gq_amount_format(hi, GQ_KEY_GPU_MEMORY, b);
+    return gq_err_set(err, GQ_EINVAL, "%s.%s.gpu-memory: %s value %s is greater than %s value %s",
+                      field, lo_name, lo_name, a, hi_name, b);
+}
+
+static gq_code parse_limit_item(json_object *o, const char *field, gq_limit_item *out, gq_err *err)
+{
+    gq_limit_item it = {0};
+    char f[96];
+    const char *s = NULL;
+    gq_code rc = as_obj(o, field, err);
+    if (rc)
+        return rc;
+    snprintf(f, sizeof(f), "%s.type", field);
+    rc = as_str(get(o, "type"), f, &s, err);
+    if (rc)
+        return rc;
+    if (strcmp(s, "Container") == 0)
+        it.type = GQ_LIMIT_CONTAINER;
+    else if (strcmp(s, "Pod") == 0)
+        it.type = GQ_LIMIT_POD;
+    else
+        return gq_err_set(err, GQ_EINVAL,
+                          "%s: unsupported type \"%.64s\"; supported: Container, Pod", f, s);
+    if ((rc = parse_mem_map(o, "min", field, &it.has_min, &it.min, err)) ||
+        (rc = parse_mem_map(o, "max", field, &it.has_max, &it.max, err)) ||
+        (rc = parse_mem_map(o, "default", field, &it.has_default, &it.def, err)))
+        goto out;
+    if (it.has_default && it.type != GQ_LIMIT_CONTAINER) {
+        rc = gq_err_set(err, GQ_EINVAL, "%s.default: may only be set for type Container", field);
+        goto out;
+    }
+    if (it.has_min && it.has_max && (rc = check_order(&it.min, "min", &it.max, "max", field, err)))
+        goto out;
+    if (it.has_min && it.has_default &&
+        (rc = check_order(&it.min, "min", &it.def, "default", field, err)))
+        goto out;
+    if (it.has_default && it.has_max &&
+        (rc = check_order(&it.def, "default", &it.max, "max", field, err)))
+        goto out;
+    if (it.has_default && it.def.v[GQ_KEY_GPU_MEMORY] == 0) {
+        rc = gq_err_set(err, GQ_EINVAL, "%s.default.gpu-memory: must be greater than 0", field);
+        goto out;
+    }
+    json_object *mg = get(o, "maxGPUs");
+    if (mg) {
+        snprintf(f, sizeof(f), "%s.maxGPUs", field);
+        if (!json_object_is_type(mg, json_type_int)) {
+            rc = gq_err_set(err, GQ_EINVAL, "%s: must be an integer, got %s", f, type_name(mg));
+            goto out;
+        }
+        it.max_gpus = json_object_get_int64(mg);
+        if (it.max_gpus < 0) {
+            rc = gq_err_set(err, GQ_EINVAL, "%s: must be greater than or equal to 0", f);
+            goto out;
+        }
+        it.has_max_gpus = true;
+    }
+    json_object *am = get(o, "allowedModels");
+    if (am) {
+        snprintf(f, sizeof(f), "%s.allowedModels", field);
+        rc = dup_strv(am, f, GQ_CRD_MAX_MODELS, &it.allowed_models, &it.n_allowed_models, err);
+        if (rc)
+            goto out;
+    }
+    *out = it;
+    return GQ_OK;
+out:
+    limit_item_dispose(&it);
+    return rc;
+}
+
+gq_code gq_limit_range_parse(json_object *obj, gq_limit_range **out, gq_err *err)
+{
+    static const char *const kinds[] = {GQ_KIND_GPULIMITRANGE};
+    size_t kind = 0, n = 0;
+    int64_t gen;
+    gq_limit_range *lr = calloc(1, sizeof(*lr));
+    if (!lr)
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    gq_code rc = parse_meta(obj, kinds, 1, &kind, &lr->name, &lr->namespace_, &gen, err);
+    if (rc)
+        goto out;
+    json_object *spec = get(obj, "spec");
+    rc = as_obj(spec, "spec", err);
+    if (rc)
+        goto out;
+    json_object *limits = get(spec, "limits");
+    rc = as_array(limits, "spec.limits", GQ_CRD_MAX_LIMITS, &n, err);
+    if (rc)
+        goto out;
+    lr->items = n ? calloc(n, sizeof(*lr->items)) : NULL;
+    if (n && !lr->items) {
+        rc = gq_err_set(err, GQ_ENOMEM, "spec.limits: out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char f[64];
+        snprintf(f, sizeof(f), "spec.limits[%zu]", i);
+        rc = parse_limit_item(json_object_array_get_idx(limits, i), f, &lr->items[i], err);
+        if (rc)
+            goto out;
+        lr->n_items++;
+    }
+    *out = lr;
+    lr = NULL;
+out:
+    gq_limit_range_free(lr);
+    return rc;
+}
+
+/* --- RFC 3339 -------------------------------------------------------- */
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm). */
+static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static bool digits(const char *s, int n, int *out)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = v;
+    return true;
+}
+
+gq_code gq_time_parse_rfc3339(const char *s, int64_t *out, gq_err *err)
+{
+    static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int y, mo, d, h, mi, se, oh = 0, om = 0, sign = 0;
+    size_t len = strnlen(s, 64);
+    if (len < 20 || !digits(s, 4, &y) || s[4] != '-' || !digits(s + 5, 2, &mo) || s[7] != '-' ||
+        !digits(s + 8, 2, &d) || (s[10] != 'T' && s[10] != 't') || !digits(s + 11, 2, &h) ||
+        s[13] != ':' || !digits(s + 14, 2, &mi) || s[16] != ':' || !digits(s + 17, 2, &se))
+        goto bad;
+    size_t i = 19;
+    if (s[i] == '.') {
+        size_t j = ++i;
+        while (i < len && s[i] >= '0' && s[i] <= '9')
+            i++;
+        if (i == j)
+            goto bad;
+    }
+    if ((s[i] == 'Z' || s[i] == 'z') && i + 1 == len) {
+        sign = 0;
+    } else if ((s[i] == '+' || s[i] == '-') && i + 6 == len && digits(s + i + 1, 2, &oh) &&
+               s[i + 3] == ':' && digits(s + i + 4, 2, &om) && oh < 24 && om < 60) {
+        sign = s[i] == '+' ? 1 : -1;
+    } else {
+        goto bad;
+    }
+    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    if (mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] || (mo == 2 && d == 29 && !leap) ||
+        h > 23 || mi > 59 || se > 60)
+        goto bad;
+    int64_t t = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se;
+    t -= sign * (oh * 3600 + om * 60);
+    *out = t;
+    return GQ_OK;
+bad:
+    return gq_err_set(err, GQ_EINVAL, "invalid RFC 3339 time \"%.40s\"", s);
+}
+
+void gq_time_format_rfc3339(int64_t t, char buf[GQ_RFC3339_MAX])
+{ /* Years 0000..9999 only, as RFC 3339 allows: clamp instead of printing
+   * something no parser accepts. */
+    if (t < -62167219200LL)
+        t = -62167219200LL;
+    if (t > 253402300799LL)
+        t = 253402300799LL;
+
+    int64_t days = t / 86400, secs = t % 86400;
+    if (secs < 0) {
+        secs += 86400;
+        days--;
+    }
+    /* civil_from_days (H. Hinnant). */
+    int64_t z = days + 719468;
+    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    int64_t doe = z - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t y = yoe + era * 400;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    int64_t d = doy - (153 * mp + 2) / 5 + 1;
+    int64_t m = mp + (mp < 10 ? 3 : -9);
+    y += m <= 2;
+    /* The modulos are no-ops after the clamp; they tell the compiler the width. */
+    snprintf(buf, GQ_RFC3339_MAX, "%04u-%02u-%02uT%02u:%02u:%02uZ", (unsigned)y % 10000u,
+             (unsigned)m % 100u, (unsigned)d % 100u, (unsigned)(secs / 3600) % 100u,
+             (unsigned)(secs / 60 % 60) % 100u, (unsigned)(secs % 60) % 100u);
+}

@@ -1,0 +1,214 @@
+/* gpuquota custom resources (DESIGN.md §4): GPUQuota, GPUTenantQuota and
+ * GPULimitRange of gpuquota.io/v1alpha1, parsed from json-c objects into plain
+ * structs, plus the reservation records the validating webhook keeps in a
+ * quota's status.
+ *
+ * Parsers are bounded (caps below) and report errors naming the field, e.g.
+ * "spec.hard.gpu-memory: ...". Parsed structs own all their strings; free them
+ * with the matching _free function. Nothing here allocates a json-c object
+ * except the status helpers, which edit the caller's object in place. */
+#ifndef GQ_CRD_H
+#define GQ_CRD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "gq_error.h"
+#include "quantity.h"
+
+#define GQ_API_GROUP "gpuquota.io"
+#define GQ_API_VERSION "gpuquota.io/v1alpha1"
+#define GQ_KIND_GPUQUOTA "GPUQuota"
+#define GQ_KIND_GPUTENANTQUOTA "GPUTenantQuota"
+#define GQ_KIND_GPULIMITRANGE "GPULimitRange"
+
+/* Pod annotation the mutating webhook stamps with the reservation key; the
+ * validating webhook uses it (else the admission uid) as reservation key. */
+#define GQ_ANN_RESERVATION "gpuquota.io/reservation"
+
+/* Caps on untrusted lists and strings. */
+#define GQ_CRD_MAX_NAMESPACES 4096    /* GPUTenantQuota spec.namespaces */
+#define GQ_CRD_MAX_EXPRESSIONS 64     /* matchExpressions, matchLabels */
+#define GQ_CRD_MAX_VALUES 256         /* values of one expression */
+#define GQ_CRD_MAX_LIMITS 64          /* GPULimitRange spec.limits */
+#define GQ_CRD_MAX_MODELS 64          /* allowedModels */
+#define GQ_CRD_MAX_RESERVATIONS 65536 /* status.reservations */
+#define GQ_CRD_MAX_STRING 1024        /* any single string */
+
+/* Quota keys, in Kubernetes' sorted (byte) order so messages list them sorted. */
+typedef enum gq_qkey {
+    GQ_KEY_GPU_MEMORY = 0, /* "gpu-memory": bytes */
+    GQ_KEY_GPU_PODS = 1,   /* "gpu-pods": pods using any GPU */
+    GQ_KEY_GPUS = 2,       /* "gpus": whole exclusive GPUs */
+    GQ_KEY_COUNT
+} gq_qkey;
+
+/* "gpu-memory", "gpu-pods", "gpus"; NULL for an out-of-range key. */
+const char *gq_qkey_name(gq_qkey k);
+
+/* A ResourceList over the quota keys. A key not `set` is absent (in `hard`:
+ * unlimited). Values are whole numbers >= 0. fmt remembers the format a value
+ * was written in, so "limited: gpu-memory=64G" prints the way it was written. */
+typedef struct gq_amounts {
+    int64_t v[GQ_KEY_COUNT];
+    bool set[GQ_KEY_COUNT];
+    gq_qformat fmt[GQ_KEY_COUNT];
+} gq_amounts;
+
+/* Parse a ResourceList object of quota keys (values: quantity strings or JSON
+ * integers). field names the object in messages ("spec.hard"). Unknown keys,
+ * negative and fractional values fail. Writes *out only on success. */
+gq_code gq_amounts_parse(json_object *obj, const char *field, gq_amounts *out, gq_err *err) GQ_WUR;
+
+/* Canonical text of one value: bytes in binary SI for gpu-memory (unless it
+ * was written in another format), plain integers for the counts. */
+void gq_amount_format(const gq_amounts *a, gq_qkey k, char buf[GQ_QUANTITY_STR_MAX]);
+
+/* A new JSON object with the set keys as canonical quantity strings. Caller
+ * owns the result (json_object_put); NULL on allocation failure. */
+json_object *gq_amounts_to_json(const gq_amounts *a);
+
+/* Label-selector operators (metav1.LabelSelector, ResourceQuota scopeSelector). */
+typedef enum gq_sel_op {
+    GQ_OP_IN = 0,
+    GQ_OP_NOT_IN,
+    GQ_OP_EXISTS,
+    GQ_OP_DOES_NOT_EXIST,
+} gq_sel_op;
+
+typedef struct gq_sel_req {
+    char *key; /* label key; "PriorityClass" in a scopeSelector */
+    gq_sel_op op;
+    char **values;
+    size_t n_values;
+} gq_sel_req;
+
+/* metav1.LabelSelector. `present` false: no selector given (matches nothing);
+ * present with no terms: `{}` (matches everything). */
+typedef struct gq_label_selector {
+    bool present;
+    char **match_keys; /* matchLabels, parallel arrays */
+    char **match_values;
+    size_t n_match;
+    gq_sel_req *exprs;
+    size_t n_exprs;
+} gq_label_selector;
+
+/* Quota scopes, a bit set. */
+#define GQ_SCOPE_TERMINATING 1u
+#define GQ_SCOPE_NOT_TERMINATING 2u
+
+/* One admission's charge held in a quota's status until the controller has
+ * counted the pod. JSON form:
+ *   {"key": "...", "namespace": "ns", "pod": "name-or-generateName",
+ *    "gpu-memory": "16Gi", "gpus": "0", "gpu-pods": "1",
+ *    "expires": "2026-01-01T00:00:00Z"} */
+typedef struct gq_reservation {
+    char *key;
+    char *namespace_;
+    char *pod;
+    gq_amounts amounts; /* all three keys set */
+    int64_t expires;    /* Unix seconds */
+} gq_reservation;
+
+typedef enum gq_quota_kind {
+    GQ_QUOTA_NAMESPACED = 0, /* GPUQuota */
+    GQ_QUOTA_TENANT = 1,     /* GPUTenantQuota */
+} gq_quota_kind;
+
+/* A GPUQuota or GPUTenantQuota, spec and the status fields policy needs. */
+typedef struct gq_quota {
+    gq_quota_kind kind;
+    char *name;
+    char *namespace_; /* GPUQuota only; NULL for tenants */
+    int64_t generation;
+    gq_amounts hard;         /* spec.hard: what is enforced */
+    unsigned scopes;         /* GQ_SCOPE_* bits; 0 = no scope */
+    gq_sel_req *scope_exprs; /* spec.scopeSelector.matchExpressions (PriorityClass) */
+    size_t n_scope_exprs;
+    char **namespaces; /* GPUTenantQuota spec.namespaces */
+    size_t n_namespaces;
+    gq_label_selector ns_selector; /* GPUTenantQuota spec.namespaceSelector */
+    gq_amounts used;               /* status.used (absent keys: 0) */
+    gq_reservation *reservations;  /* status.reservations */
+    size_t n_reservations;
+} gq_quota;
+
+/* Parse a GPUQuota or GPUTenantQuota (chosen by `kind`; apiVersion must be
+ * gpuquota.io/v1alpha1). A GPUQuota needs metadata.namespace; a tenant needs
+ * spec.namespaces or spec.namespaceSelector. status is optional. obj is
+ * borrowed. Caller owns *out (gq_quota_free). */
+gq_code gq_quota_parse(json_object *obj, gq_quota **out, gq_err *err) GQ_WUR;
+void gq_quota_free(gq_quota *q);
+
+typedef enum gq_limit_type {
+    GQ_LIMIT_CONTAINER = 0,
+    GQ_LIMIT_POD = 1,
+} gq_limit_type;
+
+/* One spec.limits[] item. min/max/default are maps holding only gpu-memory:
+ *   {type: Container, min: {gpu-memory: 2Gi}, max: {gpu-memory: 20Gi},
+ *    default: {gpu-memory: 8Gi}, maxGPUs: 2, allowedModels: [a100-40gb]} */
+typedef struct gq_limit_item {
+    gq_limit_type type;
+    bool has_min, has_max, has_default, has_max_gpus;
+    gq_amounts min, max, def; /* only GQ_KEY_GPU_MEMORY is ever set */
+    int64_t max_gpus;
+    char **allowed_models;
+    size_t n_allowed_models;
+} gq_limit_item;
+
+typedef struct gq_limit_range {
+    char *name;
+    char *namespace_;
+    gq_limit_item *items;
+    size_t n_items;
+} gq_limit_range;
+
+/* Parse a GPULimitRange. Checks min <= default <= max, default only on
+ * type Container. obj is borrowed; caller owns *out (gq_limit_range_free). */
+gq_code gq_limit_range_parse(json_object *obj, gq_limit_range **out, gq_err *err) GQ_WUR;
+void gq_limit_range_free(gq_limit_range *lr);
+
+/* --- reservations in a status object (json-c, edited in place) ----------- */
+
+/* Parse one reservation record; field names it in messages. Caller disposes
+ * *out with gq_reservation_dispose. */
+gq_code gq_reservation_parse(json_object *obj, const char *field, gq_reservation *out,
+                             gq_err *err) GQ_WUR;
+void gq_reservation_dispose(gq_reservation *r);
+
+/* A new JSON object for r (caller owns it); NULL on allocation failure. */
+json_object *gq_reservation_to_json(const gq_reservation *r);
+
+/* Append r to status.reservations (creating the array) unless a reservation
+ * with the same key is already there: then nothing changes and *added is
+ * false. GQ_ELIMIT when the array is full. status is a quota's "status"
+ * object, owned by the caller. */
+gq_code gq_status_add_reservation(json_object *status, const gq_reservation *r, bool *added,
+                                  gq_err *err) GQ_WUR;
+
+/* Remove reservations whose expiry is at or before now. Records that cannot
+ * be parsed are removed too (status is ours; a corrupt record must not pin
+ * quota forever). *dropped (may be NULL) gets the count. */
+gq_code gq_status_drop_expired(json_object *status, int64_t now, size_t *dropped,
+                               gq_err *err) GQ_WUR;
+
+/* status.used plus every reservation still live at now (expires > now), per
+ * key. Every key of *out is set. GQ_EINVAL for a malformed status. */
+gq_code gq_status_sum(json_object *status, int64_t now, gq_amounts *out, gq_err *err) GQ_WUR;
+
+/* --- RFC 3339 times ------------------------------------------------------ */
+
+/* Parse "2026-01-02T15:04:05Z", with optional fraction (truncated) and
+ * numeric offset, into Unix seconds. */
+gq_code gq_time_parse_rfc3339(const char *s, int64_t *out, gq_err *err) GQ_WUR;
+
+/* Format Unix seconds as "2026-01-02T15:04:05Z". buf holds >= 32 bytes. */
+#define GQ_RFC3339_MAX 32
+void gq_time_format_rfc3339(int64_t t, char buf[GQ_RFC3339_MAX]);
+
+#endif

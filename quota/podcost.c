@@ -1,0 +1,1106 @@
+/* What a pod costs in GPU terms (see podcost.h and docs/pod-cost.md).
+ *
+ * The computation runs in three steps: resolve the pod's GPU model, read
+ * each container's GPU request (whatever form it is written in) into a
+ * gq_ctr_cost, then combine the containers with the Kubernetes effective
+ * request rule. Every value read from the pod is untrusted: wrong JSON types
+ * are errors naming the field, never crashes, and all arithmetic is checked. */
+#include "podcost.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quantity.h"
+
+#define MIB ((int64_t)1 << 20)
+#define NANO 1000000000LL
+/* No node has more GPUs than this; a bigger count is a typo or an attack. */
+#define MAX_GPUS_PER_CTR 1024
+#define TEXT_MAX 64
+
+const char *gq_form_name(gq_form f)
+{
+    switch (f) {
+    case GQ_FORM_NONE:
+        return "none";
+    case GQ_FORM_MEMORY:
+        return "memory";
+    case GQ_FORM_FRACTION:
+        return "fraction";
+    case GQ_FORM_ANN_FRACTION:
+        return "annotation-fraction";
+    case GQ_FORM_ANN_MEMORY:
+        return "annotation-memory";
+    case GQ_FORM_HAMI_MEMORY:
+        return "hami-memory";
+    case GQ_FORM_HAMI_PERCENT:
+        return "hami-percentage";
+    case GQ_FORM_KAI_FRACTION:
+        return "kai-fraction";
+    case GQ_FORM_KAI_MEMORY:
+        return "kai-memory";
+    case GQ_FORM_WHOLE:
+        return "whole";
+    case GQ_FORM_BACKEND:
+        return "backend";
+    }
+    return "unknown";
+}
+
+void gq_pod_cost_init(gq_pod_cost *c)
+{
+    if (c)
+        memset(c, 0, sizeof(*c));
+}
+
+void gq_pod_cost_dispose(gq_pod_cost *c)
+{
+    if (!c)
+        return;
+    free(c->ctrs);
+    memset(c, 0, sizeof(*c));
+}
+
+/* ---- checked arithmetic ------------------------------------------------ */
+
+static gq_code add_i64(int64_t a, int64_t b, int64_t *out)
+{
+    if (__builtin_add_overflow(a, b, out))
+        return GQ_ERANGE;
+    return GQ_OK;
+}
+
+/* ceil(v * num / den) for 0 <= v, 0 <= num <= den <= 1e9, without overflow:
+ * v = a*den + b, so v*num/den = a*num + b*num/den and b*num < 1e18. */
+static int64_t mul_frac_ceil(int64_t v, int64_t num, int64_t den)
+{
+    int64_t a = v / den, b = v % den;
+    int64_t r = b * num;
+    return a * num + r / den + (r % den != 0);
+}
+
+/* ceil(v / unit) * unit; GQ_ERANGE when it does not fit. */
+static gq_code round_up(int64_t v, int64_t unit, int64_t *out)
+{
+    int64_t n = v / unit + (v % unit != 0);
+    if (__builtin_mul_overflow(n, unit, out))
+        return GQ_ERANGE;
+    return GQ_OK;
+}
+
+/* ---- JSON access -------------------------------------------------------- */
+
+/* Optional member of the given type: absent or JSON null -> *out = NULL.
+ * Any other type is an error naming the field. */
+static gq_code get_typed(json_object *parent, const char *key, json_type type, const char *what,
+                         const char *field, json_object **out, gq_err *err)
+{
+    json_object *v = NULL;
+    *out = NULL;
+    if (!parent || !json_object_object_get_ex(parent, key, &v) || !v)
+        return GQ_OK;
+    if (!json_object_is_type(v, type))
+        return gq_err_set(err, GQ_EINVAL, "%s must be %s", field, what);
+    *out = v;
+    return GQ_OK;
+}
+
+static gq_code get_object(json_object *parent, const char *key, const char *field,
+                          json_object **out, gq_err *err)
+{
+    return get_typed(parent, key, json_type_object, "an object", field, out, err);
+}
+
+static gq_code get_array(json_object *parent, const char *key, const char *field, json_object **out,
+                         gq_err *err)
+{
+    return get_typed(parent, key, json_type_array, "an array", field, out, err);
+}
+
+static gq_code get_string(json_object *parent, const char *key, const char *field, const char **out,
+                          gq_err *err)
+{
+    json_object *v = NULL;
+    gq_code rc = get_typed(parent, key, json_type_string, "a string", field, &v, err);
+    *out = v ? json_object_get_string(v) : NULL;
+    return rc;
+}
+
+/* ---- values ------------------------------------------------------------- */
+
+/* One request value as read from the pod: the parsed quantity and the text
+ * as written (bounded, for messages and the `original` record). */
+typedef struct qval {
+    bool present;
+    gq_quantity q;
+    char text[TEXT_MAX];
+} qval;
+
+/* Where a value came from, for messages: `container "x": nvidia.com/gpu` or
+ * `pod annotation gpu-fraction`. */
+typedef struct origin {
+    const char *ctr; /* NULL for pod-level values */
+    const char *field;
+} origin;
+
+static gq_code fail(gq_err *err, gq_code code, const origin *o, const char *fmt, ...)
+    GQ_PRINTF(4, 5);
+
+static gq_code fail(gq_err *err, gq_code code, const origin *o, const char *fmt, ...)
+{
+    char msg[GQ_ERR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        msg[0] = '\0';
+    if (o && o->ctr)
+        return gq_err_set(err, code, "container \"%s\": %s", o->ctr, msg);
+    return gq_err_set(err, code, "%s", msg);
+}
+
+/* Copy at most TEXT_MAX-1 bytes of s, marking truncation. */
+static void copy_text(char dst[TEXT_MAX], const char *s, size_t len)
+{
+    if (len >= TEXT_MAX) {
+        memcpy(dst, s, TEXT_MAX - 4);
+        memcpy(dst + TEXT_MAX - 4, "...", 4);
+        return;
+    }
+    memcpy(dst, s, len);
+    dst[len] = '\0';
+}
+
+/* A quantity may be written as a JSON string or a JSON number (YAML
+ * `nvidia.com/gpu: 1`), exactly as resource.Quantity unmarshals both. */
+static gq_code read_quantity(json_object *v, const origin *o, qval *out, gq_err *err)
+{
+    const char *s;
+    size_t len;
+    if (json_object_is_type(v, json_type_string)) {
+        s = json_object_get_string(v);
+        len = (size_t)json_object_get_string_len(v);
+    } else if (json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)) {
+        s = json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN);
+        len = s ? strlen(s) : 0;
+    } else {
+        return fail(err, GQ_EINVAL, o,
+                    "%s must be a quantity (a string such as \"10Gi\" or a number)", o->field);
+    }
+    if (!s)
+        return fail(err, GQ_ENOMEM, o, "%s: out of memory", o->field);
+    qval r = {.present = true};
+    copy_text(r.text, s, len);
+    gq_err qerr;
+    gq_err_clear(&qerr);
+    gq_code rc = gq_quantity_parse(s, len, &r.q, &qerr);
+    if (rc == GQ_ERANGE)
+        return fail(err, GQ_ERANGE, o, "%s: %s", o->field, qerr.msg);
+    if (rc)
+        return fail(err, GQ_EINVAL, o, "%s \"%s\" is not a valid quantity: %s", o->field, r.text,
+                    qerr.msg);
+    *out = r;
+    return GQ_OK;
+}
+
+/* A resource from limits, or from requests when only there; both present and
+ * different is an error (extended resources require requests == limits). */
+static gq_code read_resource(json_object *limits, json_object *requests, const char *ctr,
+                             const char *key, qval *out, gq_err *err)
+{
+    json_object *lv = NULL, *rv = NULL;
+    qval l = {0}, r = {0};
+    origin o = {ctr, key};
+    gq_code rc;
+    if (limits && json_object_object_get_ex(limits, key, &lv) && lv) {
+        rc = read_quantity(lv, &o, &l, err);
+        if (rc)
+            return rc;
+    }
+    if (requests && json_object_object_get_ex(requests, key, &rv) && rv) {
+        rc = read_quantity(rv, &o, &r, err);
+        if (rc)
+            return rc;
+    }
+    if (l.present && r.present && gq_quantity_cmp(&l.q, &r.q) != 0)
+        return fail(err, GQ_EINVAL, &o,
+                    "%s requests \"%s\" and limits \"%s\" differ: Kubernetes requires requests to "
+                    "equal limits for extended resources (set only limits)",
+                    key, r.text, l.text);
+    *out = l.present ? l : r;
+    return GQ_OK;
+}
+
+/* A count of devices: a whole number from 1 to MAX_GPUS_PER_CTR. */
+static gq_code read_count(const qval *v, const origin *o, int64_t *out, gq_err *err)
+{
+    int64_t n = 0;
+    if (!gq_quantity_is_integer(&v->q) || gq_quantity_to_int64_ceil(&v->q, &n) != GQ_OK || n < 1 ||
+        n > MAX_GPUS_PER_CTR)
+        return fail(
+            err, GQ_EINVAL, o,
+            "%s \"%s\" is not valid: the number of GPUs must be a whole number from 1 to %d",
+            o->field, v->text, MAX_GPUS_PER_CTR);
+    *out = n;
+    return GQ_OK;
+}
+
+/* Bytes (mult 1) or MiB (mult MIB) of GPU memory: positive, fits int64. */
+static gq_code read_memory(const qval *v, const origin *o, int64_t mult, int64_t *out, gq_err *err)
+{
+    int64_t n = 0;
+    const char *example = mult == 1 ? "\"10Gi\"" : "10240 (MiB)";
+    if (gq_quantity_is_negative(&v->q) || gq_quantity_is_zero(&v->q))
+        return fail(err, GQ_EINVAL, o,
+                    "%s \"%s\" is not valid: GPU memory must be positive (for example %s)",
+                    o->field, v->text, example);
+    if (gq_quantity_to_int64_ceil(&v->q, &n) != GQ_OK || __builtin_mul_overflow(n, mult, &n))
+        return fail(err, GQ_ERANGE, o, "%s \"%s\" is too large", o->field, v->text);
+    *out = n;
+    return GQ_OK;
+}
+
+/* A fraction of one GPU in (0, 1], returned in billionths (rounded up). */
+static gq_code read_fraction(const qval *v, const origin *o, int64_t *nanos, gq_err *err)
+{
+    gq_quantity one = gq_quantity_from_int64(1, GQ_QFMT_DECIMAL_SI), scaled;
+    int64_t n = 0;
+    if (gq_quantity_is_negative(&v->q) || gq_quantity_is_zero(&v->q) ||
+        gq_quantity_cmp(&v->q, &one) > 0 || gq_quantity_scale_ceil(&v->q, NANO, 1, &scaled) ||
+        gq_quantity_to_int64_ceil(&scaled, &n) || n < 1 || n > NANO)
+        return fail(err, GQ_EINVAL, o,
+                    "%s \"%s\" is not valid: a GPU fraction must be in (0, 1] (for example \"0.5\" "
+                    "or \"500m\"); ask for whole GPUs as an integer",
+                    o->field, v->text);
+    *nanos = n;
+    return GQ_OK;
+}
+
+/* Record the request as written; long values are cut, never overflow. */
+static void set_original(gq_ctr_cost *c, const char *fmt, ...) GQ_PRINTF(2, 3);
+
+static void set_original(gq_ctr_cost *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (vsnprintf(c->original, sizeof(c->original), fmt, ap) < 0)
+        c->original[0] = '\0';
+    va_end(ap);
+}
+
+/* ---- model resolution -------------------------------------------------- */
+
+static const gq_model *model_by_product(const gq_config *cfg, const char *product)
+{
+    for (size_t i = 0; i < cfg->n_models; i++)
+        for (size_t j = 0; j < cfg->models[i].n_products; j++)
+            if (!strcmp(cfg->models[i].products[j], product))
+                return &cfg->models[i];
+    return NULL;
+}
+
+/* The one model all values of a required node affinity `In` on
+ * nvidia.com/gpu.product belong to (the webhook's own pin), else NULL.
+ * Shapes this does not recognise simply do not pin: affinity is the
+ * scheduler's business, not a GPU request. */
+static const gq_model *model_from_affinity(const gq_config *cfg, json_object *spec)
+{
+    json_object *a, *na, *req, *terms, *term, *exprs;
+    if (!json_object_object_get_ex(spec, "affinity", &a) ||
+        !json_object_object_get_ex(a, "nodeAffinity", &na) ||
+        !json_object_object_get_ex(na, "requiredDuringSchedulingIgnoredDuringExecution", &req) ||
+        !json_object_object_get_ex(req, "nodeSelectorTerms", &terms) ||
+        !json_object_is_type(terms, json_type_array) || json_object_array_length(terms) != 1)
+        return NULL;
+    term = json_object_array_get_idx(terms, 0);
+    if (!json_object_object_get_ex(term, "matchExpressions", &exprs) ||
+        !json_object_is_type(exprs, json_type_array))
+        return NULL;
+    size_t n = json_object_array_length(exprs);
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_array_get_idx(exprs, i), *k, *op, *vals;
+        if (!json_object_object_get_ex(e, "key", &k) ||
+            !json_object_object_get_ex(e, "operator", &op) ||
+            !json_object_object_get_ex(e, "values", &vals) ||
+            !json_object_is_type(k, json_type_string) ||
+            !json_object_is_type(op, json_type_string) ||
+            !json_object_is_type(vals, json_type_array) ||
+            strcmp(json_object_get_string(k), GQ_LABEL_GPU_PRODUCT) ||
+            strcmp(json_object_get_string(op), "In"))
+            continue;
+        size_t nv = json_object_array_length(vals);
+        const gq_model *m = NULL;
+        for (size_t j = 0; j < nv; j++) {
+            json_object *v = json_object_array_get_idx(vals, j);
+            if (!json_object_is_type(v, json_type_string))
+                return NULL;
+            const gq_model *mj = model_by_product(cfg, json_object_get_string(v));
+            if (!mj || (m && m != mj))
+                return NULL;
+            m = mj;
+        }
+        return m;
+    }
+    return NULL;
+}
+
+static gq_code unknown_model(const gq_config *cfg, const char *name, gq_err *err)
+{
+    char list[GQ_ERR_MSG_MAX / 2];
+    size_t off = 0;
+    list[0] = '\0';
+    for (size_t i = 0; i < cfg->n_models && off < sizeof(list); i++) {
+        int n =
+            snprintf(list + off, sizeof(list) - off, "%s%s", i ? ", " : "", cfg->models[i].name);
+        if (n < 0)
+            break;
+        off += (size_t)n;
+    }
+    return gq_err_set(err, GQ_ENOTFOUND,
+                      "pod annotation " GQ_ANN_GPU_MODEL
+                      " \"%.63s\" is not a known GPU model; known "
+                      "models: %s",
+                      name, list);
+}
+
+static gq_code resolve_model(const gq_config *cfg, json_object *ann, json_object *spec,
+                             const gq_model **model, bool *pinned, gq_err *err)
+{
+    const char *name = NULL;
+    json_object *sel = NULL;
+    gq_code rc;
+    rc = get_string(ann, GQ_ANN_GPU_MODEL, "metadata.annotations[\"" GQ_ANN_GPU_MODEL "\"]", &name,
+                    err);
+    if (rc)
+        return rc;
+    if (name) {
+        *model = gq_config_find_model(cfg, name);
+        *pinned = true;
+        return *model ? GQ_OK : unknown_model(cfg, name, err);
+    }
+    rc = get_object(spec, "nodeSelector", "spec.nodeSelector", &sel, err);
+    if (rc)
+        return rc;
+    rc = get_string(sel, GQ_LABEL_GPU_PRODUCT, "spec.nodeSelector[\"" GQ_LABEL_GPU_PRODUCT "\"]",
+                    &name, err);
+    if (rc)
+        return rc;
+    if (name && (*model = model_by_product(cfg, name))) {
+        *pinned = true;
+        return GQ_OK;
+    }
+    if ((*model = model_from_affinity(cfg, spec))) {
+        *pinned = true;
+        return GQ_OK;
+    }
+    *model = gq_config_default_model(cfg);
+    *pinned = false;
+    return GQ_OK;
+}
+
+/* ---- pod-level request annotations ------------------------------------- */
+
+typedef struct pod_req {
+    gq_form form; /* GQ_FORM_NONE when the pod has no request annotation */
+    const char *key;
+    qval v;
+    json_object *target; /* the container it applies to */
+} pod_req;
+
+static const struct {
+    const char *key;
+    gq_form form;
+} pod_req_keys[] = {
+    {GQ_ANN_GPU_FRACTION, GQ_FORM_ANN_FRACTION},
+    {GQ_ANN_GPU_MEMORY, GQ_FORM_ANN_MEMORY},
+    {GQ_ANN_KAI_FRACTION, GQ_FORM_KAI_FRACTION},
+    {GQ_ANN_KAI_MEMORY, GQ_FORM_KAI_MEMORY},
+};
+
+static gq_code find_named(json_object *arr, const char *name, json_object **out)
+{
+    size_t n = arr ? json_object_array_length(arr) : 0;
+    for (size_t i = 0; i < n; i++) {
+        json_object *c = json_object_array_get_idx(arr, i), *nm;
+        if (json_object_object_get_ex(c, "name", &nm) &&
+            json_object_is_type(nm, json_type_string) &&
+            !strcmp(json_object_get_string(nm), name)) {
+            *out = c;
+            return GQ_OK;
+        }
+    }
+    return GQ_ENOTFOUND;
+}
+
+static gq_code read_pod_req(json_object *ann, json_object *ctrs, json_object *inits, pod_req *out,
+                            gq_err *err)
+{
+    pod_req r = {.form = GQ_FORM_NONE};
+    gq_code rc;
+    for (size_t i = 0; i < sizeof(pod_req_keys) / sizeof(pod_req_keys[0]); i++) {
+        char field[96];
+        const char *s = NULL;
+        snprintf(field, sizeof(field), "metadata.annotations[\"%s\"]", pod_req_keys[i].key);
+        rc = get_string(ann, pod_req_keys[i].key, field, &s, err);
+        if (rc)
+            return rc;
+        if (!s)
+            continue;
+        if (r.form != GQ_FORM_NONE)
+            return gq_err_set(err, GQ_EINVAL,
+                              "pod annotations %s and %s both ask for a GPU; use only one", r.key,
+                              pod_req_keys[i].key);
+        r.form = pod_req_keys[i].form;
+        r.key = pod_req_keys[i].key;
+        snprintf(field, sizeof(field), "pod annotation %s", r.key);
+        origin o = {NULL, field};
+        rc = read_quantity(json_object_object_get(ann, r.key), &o, &r.v, err);
+        if (rc)
+            return rc;
+    }
+    if (r.form == GQ_FORM_NONE) {
+        *out = r;
+        return GQ_OK;
+    }
+    const char *cname = NULL;
+    rc = get_string(ann, GQ_ANN_GPU_CONTAINER, "metadata.annotations[\"" GQ_ANN_GPU_CONTAINER "\"]",
+                    &cname, err);
+    if (rc)
+        return rc;
+    if (cname) {
+        if (find_named(ctrs, cname, &r.target) && find_named(inits, cname, &r.target))
+            return gq_err_set(err, GQ_EINVAL,
+                              "pod annotation " GQ_ANN_GPU_CONTAINER " names container \"%.63s\", "
+                              "which the pod does not have",
+                              cname);
+    } else if (ctrs && json_object_array_length(ctrs) > 0) {
+        r.target = json_object_array_get_idx(ctrs, 0);
+    } else {
+        return gq_err_set(err, GQ_EINVAL,
+                          "pod annotation %s asks for a GPU but the pod has no containers", r.key);
+    }
+    *out = r;
+    return GQ_OK;
+}
+
+/* Memory per GPU the webhook recorded for container name in the
+ * gpuquota.io/gpu-requests annotation; 0 when absent or malformed. */
+static int64_t recorded_memory(json_object *ann, const char *name)
+{
+    json_object *a, *doc, *c, *m;
+    int64_t bytes = 0;
+    if (!ann || !json_object_object_get_ex(ann, GQ_ANN_REQUESTS, &a) ||
+        !json_object_is_type(a, json_type_string))
+        return 0;
+    json_tokener *tok = json_tokener_new_ex(4);
+    if (!tok)
+        return 0;
+    doc = json_tokener_parse_ex(tok, json_object_get_string(a), json_object_get_string_len(a) + 1);
+    json_tokener_free(tok);
+    gq_quantity q;
+    bool ok = json_object_object_get_ex(doc, name, &c) &&
+              json_object_object_get_ex(c, "memory", &m) &&
+              json_object_is_type(m, json_type_string) &&
+              gq_quantity_parse(json_object_get_string(m), (size_t)json_object_get_string_len(m),
+                                &q, NULL) == GQ_OK &&
+              !gq_quantity_is_negative(&q) && gq_quantity_to_int64_ceil(&q, &bytes) == GQ_OK;
+    json_object_put(doc);
+    if (!ok)
+        return 0;
+    return bytes > 0 ? bytes : 0;
+}
+
+/* ---- one container ------------------------------------------------------ */
+
+typedef struct pc_ctx {
+    const gq_config *cfg;
+    const gq_model *model;
+    json_object *ann;
+    const pod_req *preq;
+    bool managed; /* label gpuquota.io/managed: the webhook already rewrote it */
+} pc_ctx;
+
+/* The request values of one container. */
+typedef struct ctr_in {
+    qval gpu, mem, hami_mem, hami_pct, aliyun, volc_n, volc_mem, shared, mig;
+    char mig_key[TEXT_MAX]; /* "nvidia.com/mig-1g.10gb" */
+} ctr_in;
+
+/* The one nvidia.com/mig-* key of a resource list, if any. */
+static gq_code find_mig_key(json_object *list, const char *ctr, char key[TEXT_MAX], gq_err *err)
+{
+    if (!list)
+        return GQ_OK;
+    json_object_object_foreach(list, k, v)
+    {
+        (void)v;
+        if (strncmp(k, GQ_RES_MIG_PREFIX, strlen(GQ_RES_MIG_PREFIX)))
+            continue;
+        if (strlen(k) >= TEXT_MAX)
+            return gq_err_set(err, GQ_EINVAL, "container \"%s\": unknown MIG resource \"%.63s...\"",
+                              ctr, k);
+        if (key[0] && strcmp(key, k))
+            return gq_err_set(err, GQ_EINVAL,
+                              "container \"%s\": %s and %s: ask for one MIG profile per container",
+                              ctr, key, k);
+        snprintf(key, TEXT_MAX, "%s", k);
+    }
+    return GQ_OK;
+}
+
+static gq_code read_ctr_in(json_object *res, const char *ctr, const char *path, ctr_in *in,
+                           gq_err *err)
+{
+    json_object *limits = NULL, *requests = NULL;
+    char field[96];
+    gq_code rc;
+    memset(in, 0, sizeof(*in));
+    snprintf(field, sizeof(field), "%s.resources.limits", path);
+    rc = get_object(res, "limits", field, &limits, err);
+    if (rc)
+        return rc;
+    snprintf(field, sizeof(field), "%s.resources.requests", path);
+    rc = get_object(res, "requests", field, &requests, err);
+    if (rc)
+        return rc;
+    const struct {
+        const char *key;
+        qval *v;
+    } keys[] = {
+        {GQ_RES_NVIDIA_GPU, &in->gpu},          {GQ_RES_GPU_MEMORY, &in->mem},
+        {GQ_RES_HAMI_MEMORY, &in->hami_mem},    {GQ_RES_HAMI_PERCENT, &in->hami_pct},
+        {GQ_RES_ALIYUN_MEM, &in->aliyun},       {GQ_RES_VOLCANO_NUMBER, &in->volc_n},
+        {GQ_RES_VOLCANO_MEMORY, &in->volc_mem}, {GQ_RES_SHARED_GPU, &in->shared},
+    };
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        rc = read_resource(limits, requests, ctr, keys[i].key, keys[i].v, err);
+        if (rc)
+            return rc;
+    }
+    rc = find_mig_key(limits, ctr, in->mig_key, err);
+    if (!rc)
+        rc = find_mig_key(requests, ctr, in->mig_key, err);
+    if (!rc && in->mig_key[0])
+        rc = read_resource(limits, requests, ctr, in->mig_key, &in->mig, err);
+    return rc;
+}
+
+/* Smallest MIG profile of m holding bytes. */
+static const gq_mig_profile *mig_fit(const gq_model *m, int64_t bytes)
+{
+    for (size_t i = 0; m && i < m->n_mig; i++)
+        if (m->mig[i].memory >= bytes)
+            return &m->mig[i];
+    return NULL;
+}
+
+static const gq_mig_profile *mig_by_name(const gq_config *cfg, const gq_model *m, const char *name)
+{
+    for (size_t i = 0; i < cfg->n_models; i++) {
+        const gq_model *mi = m ? m : &cfg->models[i];
+        for (size_t j = 0; j < mi->n_mig; j++)
+            if (!strcmp(mi->mig[j].name, name))
+                return &mi->mig[j];
+        if (m)
+            break;
+    }
+    return NULL;
+}
+
+static gq_code need_model(const pc_ctx *x, const origin *o, const qval *v, gq_err *err)
+{
+    if (x->model)
+        return GQ_OK;
+    return fail(err, GQ_EINVAL, o,
+                "%s \"%s\" needs a GPU model to turn into memory: pin one with pod "
+                "annotation " GQ_ANN_GPU_MODEL " or set defaultModel in the configuration",
+                o->field, v->text);
+}
+
+/* Shared slice requested from a form the webhook rewrites: check it fits the
+ * card and charge what the configured backend's device plugin reserves. */
+static gq_code charge_slice(const pc_ctx *x, const origin *o, const char *text, gq_ctr_cost *c,
+                            gq_err *err)
+{
+    char have[GQ_QUANTITY_STR_MAX];
+    if (x->model && c->memory_per_gpu > x->model->memory) {
+        gq_format_bytes(x->model->memory, have);
+        return fail(err, GQ_EINVAL, o, "%s \"%s\" is more memory than one %s GPU has (%s)",
+                    o->field, text, x->model->name, have);
+    }
+    switch (x->cfg->backend) {
+    case GQ_BACKEND_ALIYUN:
+        if (c->gpus > 1)
+            return fail(
+                err, GQ_EUNSUPPORTED, o,
+                "%s: the aliyun backend cannot split a container over several GPUs; ask for "
+                "one slice or use whole GPUs",
+                o->field);
+        /* fall through */
+    case GQ_BACKEND_TIMESLICING:
+        if (round_up(c->memory_per_gpu, x->cfg->memory_unit, &c->charged_per_gpu))
+            return fail(err, GQ_ERANGE, o, "%s \"%s\" is too large", o->field, text);
+        return GQ_OK;
+    case GQ_BACKEND_HAMI:
+    case GQ_BACKEND_VOLCANO:
+        if (round_up(c->memory_per_gpu, MIB, &c->charged_per_gpu))
+            return fail(err, GQ_ERANGE, o, "%s \"%s\" is too large", o->field, text);
+        return GQ_OK;
+    case GQ_BACKEND_MIG: {
+        const gq_mig_profile *p = mig_fit(x->model, c->memory_per_gpu);
+        if (!x->model || x->model->n_mig == 0)
+            return fail(err, GQ_EINVAL, o,
+                        "%s \"%s\": the mig backend needs a GPU model with MIG profiles; pin one "
+                        "with pod annotation " GQ_ANN_GPU_MODEL,
+                        o->field, text);
+        if (!p) {
+            const gq_mig_profile *big = &x->model->mig[x->model->n_mig - 1];
+            gq_format_bytes(big->memory, have);
+            return fail(err, GQ_EINVAL, o,
+                        "%s \"%s\" does not fit any MIG profile of %s; the largest is %s (%s)",
+                        o->field, text, x->model->name, big->name, have);
+        }
+        c->charged_per_gpu = p->memory;
+        return GQ_OK;
+    }
+    }
+    return fail(err, GQ_EUNSUPPORTED, o, "unknown backend");
+}
+
+/* Backend output forms: the rewritten pod costs what its resources reserve. */
+static gq_code backend_cost(const pc_ctx *x, const ctr_in *in, const char *ctr, gq_ctr_cost *c,
+                            gq_err *err)
+{
+    gq_code rc;
+    c->form = GQ_FORM_BACKEND;
+    if (in->aliyun.present) {
+        origin o = {ctr, GQ_RES_ALIYUN_MEM};
+        int64_t units = 0;
+        if (!gq_quantity_is_integer(&in->aliyun.q) || gq_quantity_is_negative(&in->aliyun.q) ||
+            gq_quantity_is_zero(&in->aliyun.q))
+            return fail(err, GQ_EINVAL, &o,
+                        "%s \"%s\" is not valid: it counts memory units and must be a positive "
+                        "whole number",
+                        o.field, in->aliyun.text);
+        if (gq_quantity_to_int64_ceil(&in->aliyun.q, &units) ||
+            __builtin_mul_overflow(units, x->cfg->memory_unit, &c->memory_per_gpu))
+            return fail(err, GQ_ERANGE, &o, "%s \"%s\" is too large", o.field, in->aliyun.text);
+        c->gpus = 1;
+        c->charged_per_gpu = c->memory_per_gpu;
+        set_original(c, "%s=%s", o.field, in->aliyun.text);
+        return GQ_OK;
+    }
+    if (in->volc_n.present || in->volc_mem.present) {
+        origin on = {ctr, GQ_RES_VOLCANO_NUMBER}, om = {ctr, GQ_RES_VOLCANO_MEMORY};
+        c->gpus = 1;
+        if (in->volc_n.present && (rc = read_count(&in->volc_n, &on, &c->gpus, err)))
+            return rc;
+        if (in->volc_mem.present) {
+            rc = read_memory(&in->volc_mem, &om, MIB, &c->memory_per_gpu, err);
+            if (rc)
+                return rc;
+        } else {
+            if ((rc = need_model(x, &on, &in->volc_n, err)))
+                return rc;
+            c->memory_per_gpu = x->model->memory;
+        }
+        c->charged_per_gpu = c->memory_per_gpu;
+        set_original(c, "%s=%s,%s=%s", on.field, in->volc_n.present ? in->volc_n.text : "1",
+                     om.field, in->volc_mem.present ? in->volc_mem.text : "(whole GPU)");
+        return GQ_OK;
+    }
+    if (in->mig.present) {
+        origin o = {ctr, in->mig_key};
+        const char *pname = in->mig_key + strlen(GQ_RES_MIG_PREFIX);
+        const gq_mig_profile *p = mig_by_name(x->cfg, x->model, pname);
+        if ((rc = read_count(&in->mig, &o, &c->gpus, err)))
+            return rc;
+        if (!p)
+            return fail(err, GQ_EINVAL, &o, "%s \"%s\": unknown MIG profile \"%s\"%s%s", o.field,
+                        in->mig.text, pname, x->model ? " for GPU model " : "",
+                        x->model ? x->model->name : "");
+        c->memory_per_gpu = c->charged_per_gpu = p->memory;
+        set_original(c, "%s=%s", o.field, in->mig.text);
+        return GQ_OK;
+    }
+    /* nvidia.com/gpu.shared: time-sliced replicas; memory is not in the
+     * resources, so read what the webhook recorded, else a whole card. */
+    origin o = {ctr, GQ_RES_SHARED_GPU};
+    if ((rc = read_count(&in->shared, &o, &c->gpus, err)))
+        return rc;
+    c->memory_per_gpu = recorded_memory(x->ann, ctr);
+    if (!c->memory_per_gpu) {
+        if ((rc = need_model(x, &o, &in->shared, err)))
+            return rc;
+        c->memory_per_gpu = x->model->memory;
+    }
+    if (round_up(c->memory_per_gpu, x->cfg->memory_unit, &c->charged_per_gpu))
+        return fail(err, GQ_ERANGE, &o, "%s \"%s\" is too large", o.field, in->shared.text);
+    set_original(c, "%s=%s", o.field, in->shared.text);
+    return GQ_OK;
+}
+
+/* Apply the pod's request annotation to container c. */
+static gq_code annotation_cost(const pc_ctx *x, const char *ctr, gq_ctr_cost *c, gq_err *err)
+{
+    const pod_req *pr = x->preq;
+    char field[64];
+    snprintf(field, sizeof(field), "pod annotation %s", pr->key);
+    origin o = {ctr, field};
+    gq_code rc;
+    int64_t nanos = 0;
+    c->form = pr->form;
+    c->gpus = 1;
+    switch (pr->form) {
+    case GQ_FORM_ANN_FRACTION:
+    case GQ_FORM_KAI_FRACTION:
+        if ((rc = read_fraction(&pr->v, &o, &nanos, err)) || (rc = need_model(x, &o, &pr->v, err)))
+            return rc;
+        c->memory_per_gpu = mul_frac_ceil(x->model->memory, nanos, NANO);
+        break;
+    case GQ_FORM_ANN_MEMORY:
+        if ((rc = read_memory(&pr->v, &o, 1, &c->memory_per_gpu, err)))
+            return rc;
+        break;
+    default: /* GQ_FORM_KAI_MEMORY */
+        if ((rc = read_memory(&pr->v, &o, MIB, &c->memory_per_gpu, err)))
+            return rc;
+        break;
+    }
+    set_original(c, "%s=%s", pr->key, pr->v.text);
+    return charge_slice(x, &o, pr->v.text, c, err);
+}
+
+/* Resource forms the webhook rewrites (gpu-memory, fraction, HAMi, whole). */
+static gq_code resource_cost(const pc_ctx *x, const ctr_in *in, const char *ctr, gq_ctr_cost *c,
+                             gq_err *err)
+{
+    origin og = {ctr, GQ_RES_NVIDIA_GPU};
+    gq_code rc;
+    const qval *mv;
+    c->gpus = 1;
+    if (in->mem.present || in->hami_mem.present || in->hami_pct.present) {
+        if (in->gpu.present && (rc = read_count(&in->gpu, &og, &c->gpus, err)))
+            return rc;
+        if (in->mem.present) {
+            origin o = {ctr, GQ_RES_GPU_MEMORY};
+            c->form = GQ_FORM_MEMORY;
+            mv = &in->mem;
+            rc = read_memory(mv, &o, 1, &c->memory_per_gpu, err);
+        } else if (in->hami_mem.present) {
+            origin o = {ctr, GQ_RES_HAMI_MEMORY};
+            c->form = GQ_FORM_HAMI_MEMORY;
+            mv = &in->hami_mem;
+            rc = read_memory(mv, &o, MIB, &c->memory_per_gpu, err);
+        } else {
+            origin o = {ctr, GQ_RES_HAMI_PERCENT};
+            int64_t pct = 0;
+            c->form = GQ_FORM_HAMI_PERCENT;
+            mv = &in->hami_pct;
+            if (!gq_quantity_is_integer(&mv->q) || gq_quantity_to_int64_ceil(&mv->q, &pct) ||
+                pct < 1 || pct > 100)
+                return fail(err, GQ_EINVAL, &o,
+                            "%s \"%s\" is not valid: a percentage of GPU memory must be a whole "
+                            "number from 1 to 100",
+                            o.field, mv->text);
+            if ((rc = need_model(x, &o, mv, err)))
+                return rc;
+            c->memory_per_gpu = mul_frac_ceil(x->model->memory, pct, 100);
+            rc = GQ_OK;
+        }
+        if (rc)
+            return rc;
+        const char *key = c->form == GQ_FORM_MEMORY        ? GQ_RES_GPU_MEMORY
+                          : c->form == GQ_FORM_HAMI_MEMORY ? GQ_RES_HAMI_MEMORY
+                                                           : GQ_RES_HAMI_PERCENT;
+        origin o = {ctr, key};
+        if (in->gpu.present)
+            set_original(c, "%s=%s,%s=%s", key, mv->text, GQ_RES_NVIDIA_GPU, in->gpu.text);
+        else
+            set_original(c, "%s=%s", key, mv->text);
+        return charge_slice(x, &o, mv->text, c, err);
+    }
+    set_original(c, "%s=%s", GQ_RES_NVIDIA_GPU, in->gpu.text);
+    if (gq_quantity_is_integer(&in->gpu.q) && !gq_quantity_is_negative(&in->gpu.q) &&
+        !gq_quantity_is_zero(&in->gpu.q)) {
+        if ((rc = read_count(&in->gpu, &og, &c->gpus, err)))
+            return rc;
+        c->form = GQ_FORM_WHOLE;
+        c->exclusive = true;
+        c->memory_per_gpu = c->charged_per_gpu = x->model ? x->model->memory : 0;
+        return GQ_OK;
+    }
+    int64_t nanos = 0;
+    c->form = GQ_FORM_FRACTION;
+    if ((rc = read_fraction(&in->gpu, &og, &nanos, err)) ||
+        (rc = need_model(x, &og, &in->gpu, err)))
+        return rc;
+    c->memory_per_gpu = mul_frac_ceil(x->model->memory, nanos, NANO);
+    return charge_slice(x, &og, in->gpu.text, c, err);
+}
+
+/* Which request families a container uses; more than one is ambiguous. */
+static gq_code check_one_form(const ctr_in *in, const char *ctr, gq_err *err)
+{
+    const struct {
+        bool on;
+        const char *name;
+    } fams[] = {
+        {in->mem.present, GQ_RES_GPU_MEMORY},
+        {in->hami_mem.present, GQ_RES_HAMI_MEMORY},
+        {in->hami_pct.present, GQ_RES_HAMI_PERCENT},
+        {in->aliyun.present, GQ_RES_ALIYUN_MEM},
+        {in->volc_n.present || in->volc_mem.present, "volcano.sh/vgpu-*"},
+        {in->mig.present, in->mig_key},
+        {in->shared.present, GQ_RES_SHARED_GPU},
+    };
+    const char *first = NULL;
+    bool backend = false;
+    for (size_t i = 0; i < sizeof(fams) / sizeof(fams[0]); i++) {
+        if (!fams[i].on)
+            continue;
+        if (first)
+            return gq_err_set(err, GQ_EINVAL,
+                              "container \"%s\": %s and %s both ask for GPU memory; use one form",
+                              ctr, first, fams[i].name);
+        first = fams[i].name;
+        backend = i >= 3;
+    }
+    if (backend && in->gpu.present)
+        return gq_err_set(err, GQ_EINVAL,
+                          "container \"%s\": " GQ_RES_NVIDIA_GPU " cannot be combined with %s", ctr,
+                          first);
+    return GQ_OK;
+}
+
+/* Read container c (JSON object at path) into out; *uses says whether it
+ * asks for a GPU at all. */
+static gq_code ctr_cost(const pc_ctx *x, json_object *c, const char *path, gq_ctr_cost *out,
+                        bool *uses, gq_err *err)
+{
+    const char *name = NULL;
+    json_object *res = NULL;
+    ctr_in in;
+    char field[96];
+    gq_code rc;
+    *uses = false;
+    if (!json_object_is_type(c, json_type_object))
+        return gq_err_set(err, GQ_EINVAL, "%s must be an object", path);
+    snprintf(field, sizeof(field), "%s.name", path);
+    if ((rc = get_string(c, "name", field, &name, err)))
+        return rc;
+    if (!name)
+        return gq_err_set(err, GQ_EINVAL, "%s.name is required", path);
+    snprintf(out->name, sizeof(out->name), "%s", name);
+    snprintf(field, sizeof(field), "%s.resources", path);
+    if ((rc = get_object(c, "resources", field, &res, err)))
+        return rc;
+    if ((rc = read_ctr_in(res, out->name, path, &in, err)) ||
+        (rc = check_one_form(&in, out->name, err)))
+        return rc;
+    bool has_backend = in.aliyun.present || in.volc_n.present || in.volc_mem.present ||
+                       in.mig.present || in.shared.present;
+    bool has_input = in.gpu.present || in.mem.present || in.hami_mem.present || in.hami_pct.present;
+    if (x->preq->form != GQ_FORM_NONE && x->preq->target == c) {
+        /* A managed pod was rewritten already: its resources are what the
+         * device plugin reserves and the annotation is history. */
+        if ((has_input || has_backend) && !x->managed)
+            return gq_err_set(err, GQ_EINVAL,
+                              "container \"%s\": pod annotation %s conflicts with the GPU request "
+                              "in the container's resources; use one of them",
+                              out->name, x->preq->key);
+        if (!has_input && !has_backend) {
+            *uses = true;
+            return annotation_cost(x, out->name, out, err);
+        }
+    }
+    if (has_backend) {
+        *uses = true;
+        return backend_cost(x, &in, out->name, out, err);
+    }
+    if (has_input) {
+        *uses = true;
+        return resource_cost(x, &in, out->name, out, err);
+    }
+    return GQ_OK;
+}
+
+/* ---- the pod ------------------------------------------------------------ */
+
+/* Running sums of the Kubernetes effective request rule (KEP-753), for one
+ * quota key. */
+typedef struct eff {
+    int64_t app, sidecars, init_max;
+} eff;
+
+static gq_code eff_add(eff *e, gq_ctr_kind kind, int64_t v)
+{
+    int64_t t;
+    switch (kind) {
+    case GQ_CTR_APP:
+        return add_i64(e->app, v, &e->app);
+    case GQ_CTR_SIDECAR:
+        /* a sidecar runs alongside everything declared after it */
+        if (add_i64(e->sidecars, v, &e->sidecars))
+            return GQ_ERANGE;
+        if (e->sidecars > e->init_max)
+            e->init_max = e->sidecars;
+        return GQ_OK;
+    case GQ_CTR_INIT:
+        if (add_i64(v, e->sidecars, &t))
+            return GQ_ERANGE;
+        if (t > e->init_max)
+            e->init_max = t;
+        return GQ_OK;
+    }
+    return GQ_OK;
+}
+
+static gq_code eff_total(const eff *e, int64_t *out)
+{
+    int64_t t;
+    if (add_i64(e->app, e->sidecars, &t))
+        return GQ_ERANGE;
+    *out = t > e->init_max ? t : e->init_max;
+    return GQ_OK;
+}
+
+static gq_code read_overhead(json_object *spec, int64_t *out, gq_err *err)
+{
+    json_object *oh = NULL, *v = NULL;
+    qval q;
+    origin o = {NULL, "spec.overhead[\"" GQ_RES_GPU_MEMORY "\"]"};
+    gq_code rc = get_object(spec, "overhead", "spec.overhead", &oh, err);
+    *out = 0;
+    if (rc || !oh || !json_object_object_get_ex(oh, GQ_RES_GPU_MEMORY, &v) || !v)
+        return rc;
+    if ((rc = read_quantity(v, &o, &q, err)))
+        return rc;
+    if (gq_quantity_is_negative(&q.q))
+        return gq_err_set(err, GQ_EINVAL, "%s \"%s\" must not be negative", o.field, q.text);
+    if (gq_quantity_to_int64_ceil(&q.q, out))
+        return gq_err_set(err, GQ_ERANGE, "%s \"%s\" is too large", o.field, q.text);
+    return GQ_OK;
+}
+
+static bool is_managed(json_object *meta)
+{
+    json_object *labels, *v;
+    return json_object_object_get_ex(meta, "labels", &labels) &&
+           json_object_object_get_ex(labels, GQ_LABEL_MANAGED, &v) &&
+           json_object_is_type(v, json_type_string) && !strcmp(json_object_get_string(v), "true");
+}
+
+gq_code gq_pod_cost_compute(const gq_config *cfg, json_object *pod, gq_pod_cost *out, gq_err *err)
+{
+    json_object *meta = NULL, *ann = NULL, *spec = NULL, *ctrs = NULL, *inits = NULL;
+    gq_pod_cost r;
+    pod_req preq;
+    eff emem = {0}, egpu = {0};
+    int64_t overhead = 0;
+    gq_code rc;
+    gq_pod_cost_init(&r);
+    if (!cfg || !out)
+        return gq_err_set(err, GQ_EINVAL, "no configuration or result given");
+    if (!pod || !json_object_is_type(pod, json_type_object)) {
+        rc = gq_err_set(err, GQ_EINVAL, "a pod must be a JSON object");
+        goto out;
+    }
+    if ((rc = get_object(pod, "metadata", "metadata", &meta, err)) ||
+        (rc = get_object(meta, "annotations", "metadata.annotations", &ann, err)) ||
+        (rc = get_object(pod, "spec", "spec", &spec, err)))
+        goto out;
+    if (!spec) {
+        rc = gq_err_set(err, GQ_EINVAL, "spec is required");
+        goto out;
+    }
+    if ((rc = get_array(spec, "containers", "spec.containers", &ctrs, err)) ||
+        (rc = get_array(spec, "initContainers", "spec.initContainers", &inits, err)))
+        goto out;
+    size_t n_app = ctrs ? json_object_array_length(ctrs) : 0;
+    size_t n_init = inits ? json_object_array_length(inits) : 0;
+    if (n_app + n_init > GQ_POD_MAX_CONTAINERS) {
+        rc = gq_err_set(err, GQ_EINVAL, "the pod has %zu containers; at most %d are accepted",
+                        n_app + n_init, GQ_POD_MAX_CONTAINERS);
+        goto out;
+    }
+    if ((rc = resolve_model(cfg, ann, spec, &r.model, &r.model_pinned, err)) ||
+        (rc = read_pod_req(ann, ctrs, inits, &preq, err)) ||
+        (rc = read_overhead(spec, &overhead, err)))
+        goto out;
+    if (n_app + n_init) {
+        r.ctrs = calloc(n_app + n_init, sizeof(*r.ctrs));
+        if (!r.ctrs) {
+            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            goto out;
+        }
+    }
+    pc_ctx x = {cfg, r.model, ann, &preq, is_managed(meta)};
+    for (size_t i = 0; i < n_init + n_app; i++) {
+        bool init = i < n_init;
+        size_t idx = init ? i : i - n_init;
+        json_object *c = json_object_array_get_idx(init ? inits : ctrs, idx);
+        char path[64];
+        gq_ctr_cost *cc = &r.ctrs[r.n_ctrs];
+        bool uses = false;
+        snprintf(path, sizeof(path), "spec.%s[%zu]", init ? "initContainers" : "containers", idx);
+        memset(cc, 0, sizeof(*cc));
+        cc->index = idx;
+        cc->kind = GQ_CTR_APP;
+        if (init) {
+            const char *policy = NULL;
+            char field[96];
+            snprintf(field, sizeof(field), "%s.restartPolicy", path);
+            if ((rc = get_string(c, "restartPolicy", field, &policy, err)))
+                goto out;
+            cc->kind = policy && !strcmp(policy, "Always") ? GQ_CTR_SIDECAR : GQ_CTR_INIT;
+        }
+        if ((rc = ctr_cost(&x, c, path, cc, &uses, err)))
+            goto out;
+        if (!uses)
+            continue;
+        int64_t mem;
+        if (__builtin_mul_overflow(cc->gpus, cc->charged_per_gpu, &mem) ||
+            eff_add(&emem, cc->kind, mem) ||
+            eff_add(&egpu, cc->kind, cc->exclusive ? cc->gpus : 0)) {
+            rc = gq_err_set(err, GQ_ERANGE, "container \"%s\": GPU memory of the pod overflows",
+                            cc->name);
+            goto out;
+        }
+        r.n_ctrs++;
+    }
+    if (r.n_ctrs) {
+        r.gpu_pods = 1;
+        /* Overhead is charged only for pods that use a GPU: a RuntimeClass
+         * overhead must not make CPU-only pods consume GPU quota. */
+        if (eff_total(&emem, &r.gpu_memory) || add_i64(r.gpu_memory, overhead, &r.gpu_memory) ||
+            eff_total(&egpu, &r.gpus)) {
+            rc = gq_err_set(err, GQ_ERANGE, "GPU memory of the pod overflows");
+            goto out;
+        }
+    }
+out:
+    if (rc) {
+        /* the contract: an error leaves *out empty, never half-filled */
+        gq_pod_cost_dispose(&r);
+        gq_pod_cost_dispose(out);
+        return rc;
+    }
+    gq_pod_cost_dispose(out);
+    *out = r;
+    return GQ_OK;
+}
+
+bool gq_pod_is_terminal(json_object *pod)
+{
+    json_object *st, *ph;
+    if (!json_object_object_get_ex(pod, "status", &st) ||
+        !json_object_object_get_ex(st, "phase", &ph) || !json_object_is_type(ph, json_type_string))
+        return false;
+    const char *p = json_object_get_string(ph);
+    return !strcmp(p, "Succeeded") || !strcmp(p, "Failed");
+}

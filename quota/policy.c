@@ -1,0 +1,676 @@
+/* GPULimitRange and quota decisions (see docs/quota-semantics.md). */
+#include "policy.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static json_object *get(json_object *o, const char *key)
+{
+    json_object *v = NULL;
+    if (o && json_object_is_type(o, json_type_object) && json_object_object_get_ex(o, key, &v))
+        return v;
+    return NULL;
+}
+
+/* Appends to a bounded message buffer; truncation is acceptable (gq_err is
+ * bounded anyway). */
+typedef struct msgbuf {
+    char *s;
+    size_t cap, len;
+} msgbuf;
+
+static void mb_add(msgbuf *b, const char *fmt, ...) GQ_PRINTF(2, 3);
+static void mb_add(msgbuf *b, const char *fmt, ...)
+{
+    if (b->len + 1 >= b->cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    b->len += (size_t)n;
+    if (b->len >= b->cap)
+        b->len = b->cap - 1;
+}
+
+/* --- pod facts and charge ------------------------------------------------ */
+
+gq_code gq_pod_facts_from_json(json_object *pod, const char *ns, gq_pod_facts *out, gq_err *err)
+{
+    if (!pod || !json_object_is_type(pod, json_type_object))
+        return gq_err_set(err, GQ_EINVAL, "pod: must be an object");
+    gq_pod_facts f = {.namespace_ = ns};
+    json_object *spec = get(pod, "spec");
+    json_object *pc = get(spec, "priorityClassName");
+    if (pc) {
+        if (!json_object_is_type(pc, json_type_string))
+            return gq_err_set(err, GQ_EINVAL, "spec.priorityClassName: must be a string");
+        f.priority_class = json_object_get_string(pc);
+    }
+    json_object *ads = get(spec, "activeDeadlineSeconds");
+    if (ads) {
+        if (!json_object_is_type(ads, json_type_int))
+            return gq_err_set(err, GQ_EINVAL, "spec.activeDeadlineSeconds: must be an integer");
+        /* Kubernetes' Terminating scope: activeDeadlineSeconds set and >= 0. */
+        f.terminating = json_object_get_int64(ads) >= 0;
+    }
+    *out = f;
+    return GQ_OK;
+}
+
+void gq_charge_from_cost(const gq_pod_cost *cost, bool terminal, gq_amounts *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
+    for (int k = 0; k < GQ_KEY_COUNT; k++)
+        out->set[k] = true;
+    if (terminal || !cost)
+        return;
+    out->v[GQ_KEY_GPU_MEMORY] = cost->gpu_memory;
+    out->v[GQ_KEY_GPUS] = cost->gpus;
+    out->v[GQ_KEY_GPU_PODS] = cost->gpu_pods;
+}
+
+static bool charges_anything(const gq_amounts *c)
+{
+    for (int k = 0; k < GQ_KEY_COUNT; k++)
+        if (c->set[k] && c->v[k] > 0)
+            return true;
+    return false;
+}
+
+static const char *str_field(json_object *o, const char *key)
+{
+    json_object *v = get(o, key);
+    if (!v || !json_object_is_type(v, json_type_string))
+        return NULL;
+    return json_object_get_string(v);
+}
+
+gq_code gq_reservation_for_pod(json_object *pod, const char *ns, const char *uid,
+                               const gq_amounts *charge, int64_t expires, gq_reservation *out,
+                               gq_err *err)
+{
+    json_object *meta = get(pod, "metadata");
+    const char *key = str_field(get(meta, "annotations"), GQ_ANN_RESERVATION);
+    const char *name = str_field(meta, "name");
+    gq_reservation r = {.expires = expires, .amounts = *charge};
+    if (!key || !key[0])
+        key = uid;
+    if (!key || !key[0])
+        return gq_err_set(err, GQ_EINVAL,
+                          "reservation: no annotation " GQ_ANN_RESERVATION " and no request uid");
+    if (strlen(key) > GQ_CRD_MAX_STRING)
+        return gq_err_set(err, GQ_ELIMIT, "reservation: key longer than %d bytes",
+                          GQ_CRD_MAX_STRING);
+    if (!name || !name[0])
+        name = str_field(meta, "generateName");
+    r.key = strdup(key);
+    r.namespace_ = strdup(ns ? ns : "");
+    r.pod = strdup(name ? name : "");
+    if (!r.key || !r.namespace_ || !r.pod) {
+        gq_reservation_dispose(&r);
+        return gq_err_set(err, GQ_ENOMEM, "reservation: out of memory");
+    }
+    *out = r;
+    return GQ_OK;
+}
+
+/* --- matching ------------------------------------------------------------- */
+
+static bool in_values(const gq_sel_req *r, const char *v)
+{
+    for (size_t i = 0; i < r->n_values; i++)
+        if (strcmp(r->values[i], v) == 0)
+            return true;
+    return false;
+}
+
+/* One requirement against a value that is present (val != NULL) or absent. */
+static bool req_matches(const gq_sel_req *r, const char *val)
+{
+    switch (r->op) {
+    case GQ_OP_IN:
+        return val && in_values(r, val);
+    case GQ_OP_NOT_IN:
+        return !val || !in_values(r, val);
+    case GQ_OP_EXISTS:
+        return val != NULL;
+    case GQ_OP_DOES_NOT_EXIST:
+        return val == NULL;
+    }
+    return false;
+}
+
+static const char *label_value(json_object *labels, const char *key)
+{
+    json_object *v = get(labels, key);
+    if (!v || !json_object_is_type(v, json_type_string))
+        return NULL;
+    return json_object_get_string(v);
+}
+
+bool gq_label_selector_matches(const gq_label_selector *s, json_object *labels)
+{
+    if (!s || !s->present)
+        return false;
+    for (size_t i = 0; i < s->n_match; i++) {
+        const char *v = label_value(labels, s->match_keys[i]);
+        if (!v || strcmp(v, s->match_values[i]) != 0)
+            return false;
+    }
+    for (size_t i = 0; i < s->n_exprs; i++)
+        if (!req_matches(&s->exprs[i], label_value(labels, s->exprs[i].key)))
+            return false;
+    return true;
+}
+
+static bool scopes_match(const gq_quota *q, const gq_pod_facts *pod)
+{
+    if ((q->scopes & GQ_SCOPE_TERMINATING) && !pod->terminating)
+        return false;
+    if ((q->scopes & GQ_SCOPE_NOT_TERMINATING) && pod->terminating)
+        return false;
+    /* Only PriorityClass is accepted by the parser. As in ResourceQuota, an
+     * empty priorityClassName is no value at all: DoesNotExist and NotIn
+     * match such pods, In and Exists do not. */
+    const char *pc = pod->priority_class && pod->priority_class[0] ? pod->priority_class : NULL;
+    for (size_t i = 0; i < q->n_scope_exprs; i++)
+        if (!req_matches(&q->scope_exprs[i], pc))
+            return false;
+    return true;
+}
+
+bool gq_quota_matches(const gq_quota *q, const gq_pod_facts *pod, json_object *ns_labels)
+{
+    if (!q || !pod || !pod->namespace_)
+        return false;
+    if (q->kind == GQ_QUOTA_NAMESPACED) {
+        if (!q->namespace_ || strcmp(q->namespace_, pod->namespace_) != 0)
+            return false;
+    } else {
+        bool listed = false;
+        for (size_t i = 0; i < q->n_namespaces && !listed; i++)
+            listed = strcmp(q->namespaces[i], pod->namespace_) == 0;
+        if (!listed && !gq_label_selector_matches(&q->ns_selector, ns_labels))
+            return false;
+    }
+    return scopes_match(q, pod);
+}
+
+/* --- evaluation ------------------------------------------------------------ */
+
+static gq_code add_checked(int64_t *acc, int64_t v, const char *what, gq_qkey k, gq_err *err)
+{
+    if (__builtin_add_overflow(*acc, v, acc))
+        return gq_err_set(err, GQ_ERANGE, "%s: %s overflows", what, gq_qkey_name(k));
+    return GQ_OK;
+}
+
+gq_code gq_quota_in_use(const gq_quota *q, int64_t now, const char *skip_key, gq_amounts *out,
+                        gq_err *err)
+{
+    gq_amounts a;
+    memset(&a, 0, sizeof(a));
+    a.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        a.set[k] = true;
+        if (q->used.set[k])
+            a.v[k] = q->used.v[k];
+    }
+    for (size_t i = 0; i < q->n_reservations; i++) {
+        const gq_reservation *r = &q->reservations[i];
+        if (r->expires <= now || (skip_key && strcmp(r->key, skip_key) == 0))
+            continue;
+        for (int k = 0; k < GQ_KEY_COUNT; k++) {
+            if (!r->amounts.set[k])
+                continue;
+            gq_code rc = add_checked(&a.v[k], r->amounts.v[k], q->name, (gq_qkey)k, err);
+            if (rc)
+                return rc;
+        }
+    }
+    *out = a;
+    return GQ_OK;
+}
+
+/* GPUQuota before GPUTenantQuota, then by name: a stable, documented order. */
+static int check_order_cmp(const void *pa, const void *pb)
+{
+    const gq_quota *a = *(const gq_quota *const *)pa;
+    const gq_quota *b = *(const gq_quota *const *)pb;
+    if (a->kind != b->kind)
+        return a->kind < b->kind ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+/* "k=v,k=v" over the keys in mask, as Kubernetes' prettyPrint does. */
+static void print_list(msgbuf *b, const gq_amounts *a, const bool mask[GQ_KEY_COUNT])
+{
+    bool first = true;
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        if (!mask[k])
+            continue;
+        char buf[GQ_QUANTITY_STR_MAX];
+        gq_amount_format(a, (gq_qkey)k, buf);
+        mb_add(b, "%s%s=%s", first ? "" : ",", gq_qkey_name((gq_qkey)k), buf);
+        first = false;
+    }
+}
+
+static gq_code check_one(const gq_quota *q, const gq_amounts *charge, int64_t now,
+                         const char *skip_key, bool *limits_charge, gq_err *err)
+{
+    gq_amounts used;
+    bool exceeded[GQ_KEY_COUNT] = {false};
+    bool any = false;
+    gq_code rc = gq_quota_in_use(q, now, skip_key, &used, err);
+    if (rc)
+        return rc;
+    *limits_charge = false;
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        /* Zero charges are dropped before comparing, as ResourceQuota does:
+         * hard 0 blocks only pods that actually charge that key. */
+        if (!q->hard.set[k] || !charge->set[k] || charge->v[k] <= 0)
+            continue;
+        *limits_charge = true;
+        int64_t total = used.v[k];
+        if (__builtin_add_overflow(total, charge->v[k], &total) || total > q->hard.v[k]) {
+            exceeded[k] = true;
+            any = true;
+        }
+    }
+    if (!any)
+        return GQ_OK;
+    char msg[GQ_ERR_MSG_MAX];
+    msgbuf b = {msg, sizeof(msg), 0};
+    msg[0] = '\0';
+    mb_add(&b, "exceeded %squota: %s, requested: ", q->kind == GQ_QUOTA_TENANT ? "tenant " : "",
+           q->name);
+    print_list(&b, charge, exceeded);
+    mb_add(&b, ", used: ");
+    print_list(&b, &used, exceeded);
+    mb_add(&b, ", limited: ");
+    print_list(&b, &q->hard, exceeded);
+    return gq_err_set(err, GQ_EDENIED, "%s", msg);
+}
+
+gq_code gq_quota_evaluate(const gq_quota *const *quotas, size_t n, const gq_pod_facts *pod,
+                          json_object *ns_labels, const gq_amounts *charge, bool require_quota,
+                          int64_t now, const char *reservation_key, size_t *charge_idx,
+                          size_t *n_charge, gq_err *err)
+{
+    gq_code rc = GQ_OK;
+    size_t n_out = 0, n_matched = 0;
+    const gq_quota **order = NULL;
+    if (!charges_anything(charge)) {
+        /* CPU-only and terminal pods are never limited by GPU quota. */
+        *n_charge = 0;
+        return GQ_OK;
+    }
+    if (n) {
+        order = malloc(n * sizeof(*order));
+        if (!order)
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        memcpy(order, quotas, n * sizeof(*order));
+        qsort(order, n, sizeof(*order), check_order_cmp);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!gq_quota_matches(order[i], pod, ns_labels))
+            continue;
+        n_matched++;
+        bool limits;
+        rc = check_one(order[i], charge, now, reservation_key, &limits, err);
+        if (rc)
+            goto out;
+        if (!limits)
+            continue;
+        for (size_t j = 0; j < n; j++) {
+            if (quotas[j] == order[i]) {
+                charge_idx[n_out++] = j;
+                break;
+            }
+        }
+    }
+    if (require_quota && n_matched == 0) {
+        char msg[GQ_ERR_MSG_MAX];
+        msgbuf b = {msg, sizeof(msg), 0};
+        bool mask[GQ_KEY_COUNT];
+        msg[0] = '\0';
+        for (int k = 0; k < GQ_KEY_COUNT; k++)
+            mask[k] = charge->set[k] && charge->v[k] > 0;
+        bool first = true;
+        for (int k = 0; k < GQ_KEY_COUNT; k++) {
+            if (!mask[k])
+                continue;
+            mb_add(&b, "%s%s", first ? "" : ",", gq_qkey_name((gq_qkey)k));
+            first = false;
+        }
+        rc = gq_err_set(err, GQ_EDENIED, "insufficient quota to consume: %s", msg);
+        goto out;
+    }
+    *n_charge = n_out;
+out:
+    free(order);
+    return rc;
+}
+
+/* --- recount ------------------------------------------------------------------ */
+
+void gq_usage_init(gq_usage *u)
+{
+    if (!u)
+        return;
+    memset(u, 0, sizeof(*u));
+    u->used.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
+}
+
+void gq_usage_dispose(gq_usage *u)
+{
+    if (!u)
+        return;
+    for (size_t i = 0; i < u->n_ns; i++)
+        free(u->ns[i].namespace_);
+    free(u->ns);
+    gq_usage_init(u);
+}
+
+static int pod_ns_cmp(const void *pa, const void *pb)
+{
+    const gq_usage_pod *a = *(const gq_usage_pod *const *)pa;
+    const gq_usage_pod *b = *(const gq_usage_pod *const *)pb;
+    return strcmp(a->facts.namespace_, b->facts.namespace_);
+}
+
+static gq_code accumulate(gq_amounts *acc, const gq_quota *q, const gq_amounts *c, gq_err *err)
+{
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        if (!q->hard.set[k] || !c->set[k])
+            continue;
+        gq_code rc = add_checked(&acc->v[k], c->v[k], q->name, (gq_qkey)k, err);
+        if (rc)
+            return rc;
+    }
+    return GQ_OK;
+}
+
+gq_code gq_quota_recount(const gq_quota *q, const gq_usage_pod *pods, size_t n, gq_usage *out,
+                         gq_err *err)
+{
+    gq_code rc = GQ_OK;
+    gq_usage u;
+    const gq_usage_pod **m = NULL;
+    size_t nm = 0;
+    gq_usage_init(&u);
+    for (int k = 0; k < GQ_KEY_COUNT; k++)
+        u.used.set[k] = q->hard.set[k];
+    if (n) {
+        m = malloc(n * sizeof(*m));
+        if (!m)
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        const gq_usage_pod *p = &pods[i];
+        if (p->facts.terminal || !charges_anything(&p->charge))
+            continue;
+        if (!gq_quota_matches(q, &p->facts, p->ns_labels))
+            continue;
+        rc = accumulate(&u.used, q, &p->charge, err);
+        if (rc)
+            goto out;
+        m[nm++] = p;
+    }
+    if (q->kind == GQ_QUOTA_TENANT && nm) {
+        /* Sort once and aggregate runs: linear in pods after the sort, so a
+         * tenant over a thousand namespaces stays cheap. */
+        qsort(m, nm, sizeof(*m), pod_ns_cmp);
+        u.ns = calloc(nm, sizeof(*u.ns));
+        if (!u.ns) {
+            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            goto out;
+        }
+        for (size_t i = 0; i < nm; i++) {
+            if (u.n_ns == 0 || strcmp(u.ns[u.n_ns - 1].namespace_, m[i]->facts.namespace_) != 0) {
+                gq_ns_usage *nu = &u.ns[u.n_ns];
+                nu->namespace_ = strdup(m[i]->facts.namespace_);
+                if (!nu->namespace_) {
+                    rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+                    goto out;
+                }
+                u.n_ns++;
+                nu->used.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
+                for (int k = 0; k < GQ_KEY_COUNT; k++)
+                    nu->used.set[k] = q->hard.set[k];
+            }
+            rc = accumulate(&u.ns[u.n_ns - 1].used, q, &m[i]->charge, err);
+            if (rc)
+                goto out;
+        }
+    }
+    gq_usage_dispose(out);
+    *out = u;
+    gq_usage_init(&u);
+out:
+    gq_usage_dispose(&u);
+    free(m);
+    return rc;
+}
+
+json_object *gq_usage_namespaces_to_json(const gq_usage *u)
+{
+    json_object *arr = json_object_new_array();
+    if (!arr)
+        return NULL;
+    for (size_t i = 0; i < u->n_ns; i++) {
+        json_object *o = json_object_new_object();
+        json_object *ns = json_object_new_string(u->ns[i].namespace_);
+        json_object *used = gq_amounts_to_json(&u->ns[i].used);
+        if (!o || !ns || !used || json_object_object_add(o, "namespace", ns)) {
+            json_object_put(ns);
+            goto fail_item;
+        }
+        ns = NULL;
+        if (json_object_object_add(o, "used", used))
+            goto fail_item;
+        used = NULL;
+        if (json_object_array_add(arr, o))
+            goto fail_item;
+        continue;
+    fail_item:
+        json_object_put(used);
+        json_object_put(o);
+        json_object_put(arr);
+        return NULL;
+    }
+    return arr;
+}
+
+/* --- GPULimitRange -------------------------------------------------------------- */
+
+static bool pod_is_exclusive(json_object *pod)
+{
+    const char *v = label_value(get(get(pod, "metadata"), "annotations"), GQ_ANN_EXCLUSIVE);
+    return v && strcmp(v, "true") == 0;
+}
+
+gq_code gq_limit_defaults(json_object *pod, const gq_pod_cost *cost,
+                          const gq_limit_range *const *lrs, size_t n, gq_ctr_default **out,
+                          size_t *n_out, gq_err *err)
+{
+    const gq_limit_range *src = NULL;
+    const gq_limit_item *item = NULL;
+    gq_ctr_default *v = NULL;
+    size_t nv = 0;
+    if (cost->n_ctrs == 0 || pod_is_exclusive(pod))
+        goto done;
+    /* First GPULimitRange in name order with a Container default wins. */
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < lrs[i]->n_items; j++) {
+            const gq_limit_item *it = &lrs[i]->items[j];
+            if (it->type != GQ_LIMIT_CONTAINER || !it->has_default)
+                continue;
+            if (!src || strcmp(lrs[i]->name, src->name) < 0) {
+                src = lrs[i];
+                item = it;
+            }
+            break;
+        }
+    }
+    if (!src)
+        goto done;
+    for (size_t i = 0; i < cost->n_ctrs; i++) {
+        const gq_ctr_cost *c = &cost->ctrs[i];
+        if (c->form != GQ_FORM_WHOLE || c->gpus <= 0)
+            continue;
+        if (!v) {
+            v = calloc(cost->n_ctrs, sizeof(*v));
+            if (!v)
+                return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        }
+        gq_ctr_default *d = &v[nv++];
+        d->kind = c->kind;
+        d->index = c->index;
+        snprintf(d->name, sizeof(d->name), "%s", c->name);
+        d->gpus = c->gpus;
+        d->memory_per_gpu = item->def.v[GQ_KEY_GPU_MEMORY];
+        d->limit_range = src->name;
+    }
+done:
+    *out = v;
+    *n_out = nv;
+    return GQ_OK;
+}
+
+/* Violations, de-duplicated and joined as Kubernetes' error aggregate does. */
+typedef struct violations {
+    char msgs[8][200];
+    size_t n;
+    size_t dropped;
+} violations;
+
+static void viol_add(violations *v, const char *fmt, ...) GQ_PRINTF(2, 3);
+static void viol_add(violations *v, const char *fmt, ...)
+{
+    char m[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m, sizeof(m), fmt, ap);
+    va_end(ap);
+    for (size_t i = 0; i < v->n; i++)
+        if (strcmp(v->msgs[i], m) == 0)
+            return;
+    if (v->n == sizeof(v->msgs) / sizeof(v->msgs[0])) {
+        v->dropped++;
+        return;
+    }
+    memcpy(v->msgs[v->n++], m, sizeof(m));
+}
+
+static void mem_checks(violations *v, const gq_limit_item *it, const char *type, int64_t charge)
+{
+    char lim[GQ_QUANTITY_STR_MAX], obs[GQ_QUANTITY_STR_MAX];
+    gq_format_bytes(charge, obs);
+    if (it->has_min && charge < it->min.v[GQ_KEY_GPU_MEMORY]) {
+        gq_amount_format(&it->min, GQ_KEY_GPU_MEMORY, lim);
+        viol_add(v, "minimum gpu-memory usage per %s is %s, but request is %s", type, lim, obs);
+    }
+    if (it->has_max && charge > it->max.v[GQ_KEY_GPU_MEMORY]) {
+        gq_amount_format(&it->max, GQ_KEY_GPU_MEMORY, lim);
+        viol_add(v, "maximum gpu-memory usage per %s is %s, but limit is %s", type, lim, obs);
+    }
+}
+
+static void gpus_check(violations *v, const gq_limit_item *it, const char *type, int64_t gpus)
+{
+    if (it->has_max_gpus && gpus > it->max_gpus)
+        viol_add(v, "maximum gpus per %s is %lld, but limit is %lld", type, (long long)it->max_gpus,
+                 (long long)gpus);
+}
+
+/* GPU devices the pod holds at once, by the same rule Kubernetes uses for
+ * effective requests: app containers and sidecars run together; each init
+ * container runs with the sidecars declared before it. */
+static int64_t pod_devices(const gq_pod_cost *cost)
+{
+    int64_t run = 0, sidecars = 0, peak = 0;
+    for (size_t i = 0; i < cost->n_ctrs; i++) {
+        const gq_ctr_cost *c = &cost->ctrs[i];
+        if (c->kind == GQ_CTR_INIT) {
+            if (sidecars + c->gpus > peak)
+                peak = sidecars + c->gpus;
+        } else {
+            run += c->gpus;
+            if (c->kind == GQ_CTR_SIDECAR)
+                sidecars += c->gpus;
+        }
+    }
+    return run > peak ? run : peak;
+}
+
+static void model_check(violations *v, const gq_limit_item *it, const gq_pod_cost *cost,
+                        const char *ns)
+{
+    if (it->n_allowed_models == 0)
+        return;
+    const char *model = cost->model ? cost->model->name : NULL;
+    char allowed[160] = "";
+    msgbuf b = {allowed, sizeof(allowed), 0};
+    for (size_t i = 0; i < it->n_allowed_models; i++) {
+        if (model && strcasecmp(model, it->allowed_models[i]) == 0)
+            return;
+        mb_add(&b, "%s%s", i ? ", " : "", it->allowed_models[i]);
+    }
+    if (model)
+        viol_add(v, "GPU model \"%s\" is not allowed in namespace \"%s\"; allowed: %s", model, ns,
+                 allowed);
+    else
+        viol_add(v,
+                 "GPU model must be set (annotation " GQ_ANN_GPU_MODEL
+                 ") in namespace \"%s\"; allowed: %s",
+                 ns, allowed);
+}
+
+gq_code gq_limit_validate(const gq_pod_cost *cost, const char *ns, const gq_limit_range *const *lrs,
+                          size_t n, gq_err *err)
+{
+    violations v = {.n = 0};
+    if (cost->n_ctrs == 0)
+        return GQ_OK;
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < lrs[i]->n_items; j++) {
+            const gq_limit_item *it = &lrs[i]->items[j];
+            if (it->type == GQ_LIMIT_CONTAINER) {
+                for (size_t c = 0; c < cost->n_ctrs; c++) {
+                    const gq_ctr_cost *cc = &cost->ctrs[c];
+                    int64_t total;
+                    if (__builtin_mul_overflow(cc->gpus, cc->charged_per_gpu, &total))
+                        total = INT64_MAX;
+                    mem_checks(&v, it, "Container", total);
+                    gpus_check(&v, it, "Container", cc->gpus);
+                }
+            } else {
+                mem_checks(&v, it, "Pod", cost->gpu_memory);
+                gpus_check(&v, it, "Pod", pod_devices(cost));
+            }
+            model_check(&v, it, cost, ns);
+        }
+    }
+    if (v.n == 0)
+        return GQ_OK;
+    if (v.n == 1)
+        return gq_err_set(err, GQ_EDENIED, "%s", v.msgs[0]);
+    char msg[GQ_ERR_MSG_MAX];
+    msgbuf b = {msg, sizeof(msg), 0};
+    msg[0] = '\0';
+    for (size_t i = 0; i < v.n; i++)
+        mb_add(&b, "%s%s", i ? ", " : "[", v.msgs[i]);
+    if (v.dropped)
+        mb_add(&b, ", and %zu more", v.dropped);
+    mb_add(&b, "]");
+    return gq_err_set(err, GQ_EDENIED, "%s", msg);
+}

@@ -1,0 +1,148 @@
+/* GPULimitRange and quota policy (DESIGN.md §4): pure decisions over parsed
+ * custom resources (crd.h) and a pod's cost (podcost.h). The current time is
+ * always a parameter. Semantics are written down in docs/quota-semantics.md. */
+#ifndef GQ_POLICY_H
+#define GQ_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "crd.h"
+#include "gq_error.h"
+#include "podcost.h"
+
+/* What quota matching reads from a pod. Strings are borrowed. */
+typedef struct gq_pod_facts {
+    const char *namespace_;
+    const char *priority_class; /* spec.priorityClassName; NULL or "" = none */
+    bool terminating;           /* spec.activeDeadlineSeconds >= 0 */
+    bool terminal;              /* status.phase Succeeded/Failed: charges nothing */
+} gq_pod_facts;
+
+/* Fill namespace_ (ns, borrowed: the admission request's namespace, since a
+ * pod being created may not carry one), priority_class and terminating from
+ * pod (borrowed, must outlive *out). terminal is left false: the caller sets
+ * it from gq_pod_is_terminal(). GQ_EINVAL when pod is not an object or a
+ * field has the wrong type. */
+gq_code gq_pod_facts_from_json(json_object *pod, const char *ns, gq_pod_facts *out,
+                               gq_err *err) GQ_WUR;
+
+/* The pod's charge per quota key (all keys set): gpu-memory, gpus and
+ * gpu-pods of cost, or all zero for a terminal pod. */
+void gq_charge_from_cost(const gq_pod_cost *cost, bool terminal, gq_amounts *out);
+
+/* metav1.LabelSelector semantics over labels (a JSON object of strings, may
+ * be NULL). A selector that is not present matches nothing; `{}` matches
+ * everything. */
+bool gq_label_selector_matches(const gq_label_selector *s, json_object *labels);
+
+/* Whether quota q governs the pod: a GPUQuota when it is in the pod's
+ * namespace and its scopes and scopeSelector match; a GPUTenantQuota when the
+ * namespace is listed in spec.namespaces OR ns_labels match
+ * spec.namespaceSelector (scopes apply as well). */
+bool gq_quota_matches(const gq_quota *q, const gq_pod_facts *pod, json_object *ns_labels);
+
+/* status.used of q plus its reservations still live at now (expires > now),
+ * skipping the reservation whose key is skip_key (may be NULL): that is the
+ * pod being evaluated again. All keys of *out are set. GQ_ERANGE on
+ * overflow. */
+gq_code gq_quota_in_use(const gq_quota *q, int64_t now, const char *skip_key, gq_amounts *out,
+                        gq_err *err) GQ_WUR;
+
+/* Decide whether a pod with charge (gq_charge_from_cost) fits every matching
+ * quota among quotas[0..n). For every matching quota and every key in its
+ * spec.hard that the pod charges (> 0): in_use + charge <= hard.
+ * Quotas are checked GPUQuota first, then GPUTenantQuota, each in name order;
+ * the first one exceeded denies with
+ *   "exceeded quota: NAME, requested: K=V,..., used: K=V,..., limited: K=V,..."
+ * ("exceeded tenant quota: ..." for tenants; only the exceeded keys, sorted).
+ * With require_quota, a pod that charges anything and matches no quota is
+ * denied with "insufficient quota to consume: K,...".
+ * reservation_key (may be NULL) is the pod's own reservation key, never
+ * counted against itself. On GQ_OK charge_idx[0..*n_charge) (capacity n)
+ * lists, in check order, the quotas to charge: those that match and limit a
+ * key the pod charges. GQ_EDENIED with the message in err on denial. */
+gq_code gq_quota_evaluate(const gq_quota *const *quotas, size_t n, const gq_pod_facts *pod,
+                          json_object *ns_labels, const gq_amounts *charge, bool require_quota,
+                          int64_t now, const char *reservation_key, size_t *charge_idx,
+                          size_t *n_charge, gq_err *err) GQ_WUR;
+
+/* Build the reservation the validating webhook records for an admitted pod:
+ * key = pod annotation gpuquota.io/reservation when present, else uid (the
+ * admission request uid); pod = metadata.name, else metadata.generateName;
+ * namespace ns; amounts charge; expiry expires (Unix seconds). Strings are
+ * copied: dispose *out with gq_reservation_dispose. GQ_EINVAL when there is
+ * neither an annotation nor a uid. */
+gq_code gq_reservation_for_pod(json_object *pod, const char *ns, const char *uid,
+                               const gq_amounts *charge, int64_t expires, gq_reservation *out,
+                               gq_err *err) GQ_WUR;
+
+/* --- usage recount (controller) ----------------------------------------- */
+
+/* One pod as the controller sees it. */
+typedef struct gq_usage_pod {
+    gq_pod_facts facts;     /* facts.terminal pods count nothing */
+    gq_amounts charge;      /* gq_charge_from_cost */
+    json_object *ns_labels; /* labels of facts.namespace_ (tenant selectors); borrowed */
+} gq_usage_pod;
+
+typedef struct gq_ns_usage {
+    char *namespace_;
+    gq_amounts used;
+} gq_ns_usage;
+
+/* Result of a recount. Caller-owned: gq_usage_init, then gq_usage_dispose. */
+typedef struct gq_usage {
+    gq_amounts used; /* keys of spec.hard only, like ResourceQuota status.used */
+    gq_ns_usage *ns; /* tenants: namespaces with a charging pod, sorted by name */
+    size_t n_ns;
+} gq_usage;
+
+void gq_usage_init(gq_usage *u);
+void gq_usage_dispose(gq_usage *u);
+
+/* Sum the charges of the pods q matches. pods are borrowed. *out is disposed
+ * and refilled on success. GQ_ERANGE on overflow. */
+gq_code gq_quota_recount(const gq_quota *q, const gq_usage_pod *pods, size_t n, gq_usage *out,
+                         gq_err *err) GQ_WUR;
+
+/* status.namespaces[] for a tenant: [{"namespace": ns, "used": {...}}].
+ * Caller owns the array; NULL on allocation failure. */
+json_object *gq_usage_namespaces_to_json(const gq_usage *u);
+
+/* --- GPULimitRange ---------------------------------------------------------- */
+
+/* The default a container receives. */
+typedef struct gq_ctr_default {
+    gq_ctr_kind kind;
+    size_t index; /* in spec.containers or spec.initContainers */
+    char name[64];
+    int64_t gpus;            /* N of nvidia.com/gpu: N, turned into N slices */
+    int64_t memory_per_gpu;  /* bytes of each slice */
+    const char *limit_range; /* borrowed from lrs: the GPULimitRange that supplied it */
+} gq_ctr_default;
+
+/* Defaults to apply to pod (borrowed) whose cost is cost: only containers
+ * asking for whole GPUs without an amount (form GQ_FORM_WHOLE) in a pod
+ * without annotation gpuquota.io/exclusive: "true". The default comes from
+ * the first GPULimitRange in name order holding a Container item with a
+ * default. *out (caller frees with free(); NULL when *n_out is 0) lists the
+ * containers in cost order. */
+gq_code gq_limit_defaults(json_object *pod, const gq_pod_cost *cost,
+                          const gq_limit_range *const *lrs, size_t n, gq_ctr_default **out,
+                          size_t *n_out, gq_err *err) GQ_WUR;
+
+/* Validate a pod's cost against every GPULimitRange of namespace ns:
+ * Container min/max compare each GPU container's total charge
+ * (gpus x charged_per_gpu), Pod min/max the pod's gpu-memory charge; maxGPUs
+ * the GPU devices of a container / held by the pod at once; allowedModels the
+ * pod's model. GQ_EDENIED with Kubernetes LimitRange wording; several
+ * violations are reported as "[a, b]" as Kubernetes aggregates them. Pods
+ * without GPU containers always pass. */
+gq_code gq_limit_validate(const gq_pod_cost *cost, const char *ns, const gq_limit_range *const *lrs,
+                          size_t n, gq_err *err) GQ_WUR;
+
+#endif

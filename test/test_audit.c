@@ -1,0 +1,217 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "audit.h"
+
+static char *tmpdir_new(void)
+{
+    char tmpl[] = "/tmp/gq-audit-XXXXXX";
+    char *d = mkdtemp(tmpl);
+    assert_non_null(d);
+    return strdup(d);
+}
+
+static void rm_rf(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = calloc(1, 1 << 16);
+    size_t n = fread(buf, 1, (1 << 16) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static size_t count_lines(const char *s)
+{
+    size_t n = 0;
+    for (; s && *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+static wh_audit_record sample(const char *uid)
+{
+    wh_audit_record r = {
+        .time_us = 1795000000123456LL,
+        .uid = uid,
+        .webhook = "mutate",
+        .operation = "CREATE",
+        .namespace_ = "ml-research",
+        .name = "llm-finetune-0-",
+        .user = "system:serviceaccount:kube-system:job-controller",
+        .dry_run = false,
+        .decision = "denied",
+        .reason = "exceeded quota: team-a, requested: gpu-memory=16Gi",
+        .latency_ms = 0.1234567,
+    };
+    return r;
+}
+
+static void format_has_every_field(void **state)
+{
+    (void)state;
+    wh_audit_record r = sample("uid-1");
+    json_object *charge = json_object_new_object();
+    json_object_object_add(charge, "gpu-memory", json_object_new_string("16Gi"));
+    r.charge = charge;
+    char *line = NULL;
+    size_t len = 0;
+    assert_int_equal(wh_audit_format(&r, &line, &len), GQ_OK);
+    json_object_put(charge);
+    assert_int_equal(strlen(line), len);
+    assert_null(strchr(line, '\n'));
+    json_object *o = json_tokener_parse(line);
+    assert_non_null(o);
+    json_object *v;
+    assert_true(json_object_object_get_ex(o, "time", &v));
+    assert_string_equal(json_object_get_string(v), "2026-11-18T11:06:40.123456Z");
+    assert_true(json_object_object_get_ex(o, "uid", &v));
+    assert_string_equal(json_object_get_string(v), "uid-1");
+    assert_true(json_object_object_get_ex(o, "decision", &v));
+    assert_string_equal(json_object_get_string(v), "denied");
+    assert_true(json_object_object_get_ex(o, "dryRun", &v));
+    assert_false(json_object_get_boolean(v));
+    assert_true(json_object_object_get_ex(o, "charge", &v));
+    assert_true(json_object_object_get_ex(o, "latencyMs", &v));
+    /* Rounded down to whole microseconds. */
+    assert_true(json_object_get_double(v) > 0.1229999 && json_object_get_double(v) < 0.1230001);
+    assert_false(json_object_object_get_ex(o, "rewrite", &v));
+    json_object_put(o);
+    free(line);
+}
+
+static void rotates_by_size_and_keeps_max_files(void **state)
+{
+    (void)state;
+    char *dir = tmpdir_new();
+    char path[256];
+    snprintf(path, sizeof(path), "%s/audit.log", dir);
+    gq_audit_config cfg = {.path = path, .max_size = 1000, .max_files = 2};
+    wh_audit *a = NULL;
+    gq_err err;
+    assert_int_equal(wh_audit_open(&cfg, &a, &err), GQ_OK);
+    for (int i = 0; i < 40; i++) {
+        char uid[32];
+        snprintf(uid, sizeof(uid), "uid-%d", i);
+        wh_audit_record r = sample(uid);
+        assert_int_equal(wh_audit_write(a, &r), GQ_OK);
+    }
+    assert_int_equal(wh_audit_records(a), 40);
+    assert_int_equal(wh_audit_errors(a), 0);
+    wh_audit_close(a);
+
+    char p1[300], p2[300], p3[300];
+    snprintf(p1, sizeof(p1), "%s.1", path);
+    snprintf(p2, sizeof(p2), "%s.2", path);
+    snprintf(p3, sizeof(p3), "%s.3", path);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(st.st_size <= 1000);
+    assert_int_equal(stat(p1, &st), 0);
+    assert_int_equal(stat(p2, &st), 0);
+    assert_int_not_equal(stat(p3, &st), 0);
+    /* The newest record is in the live file, whole lines only. */
+    char *live = slurp(path);
+    assert_non_null(strstr(live, "\"uid\":\"uid-39\""));
+    assert_true(live[strlen(live) - 1] == '\n');
+    free(live);
+    rm_rf(dir);
+    free(dir);
+}
+
+static void reopens_after_external_rotation(void **state)
+{
+    (void)state;
+    char *dir = tmpdir_new();
+    char path[256], moved[300];
+    snprintf(path, sizeof(path), "%s/audit.log", dir);
+    snprintf(moved, sizeof(moved), "%s/audit.log.old", dir);
+    gq_audit_config cfg = {.path = path, .max_size = 0, .max_files = 0};
+    wh_audit *a = NULL;
+    assert_int_equal(wh_audit_open(&cfg, &a, NULL), GQ_OK);
+    wh_audit_record r = sample("before");
+    assert_int_equal(wh_audit_write(a, &r), GQ_OK);
+    assert_int_equal(rename(path, moved), 0);
+    wh_audit_request_reopen(a);
+    r = sample("after");
+    assert_int_equal(wh_audit_write(a, &r), GQ_OK);
+    wh_audit_close(a);
+    char *old = slurp(moved), *cur = slurp(path);
+    assert_int_equal(count_lines(old), 1);
+    assert_non_null(strstr(old, "before"));
+    assert_int_equal(count_lines(cur), 1);
+    assert_non_null(strstr(cur, "after"));
+    free(old);
+    free(cur);
+    rm_rf(dir);
+    free(dir);
+}
+
+static void write_errors_are_counted_not_silent(void **state)
+{
+    (void)state;
+    /* /dev/full accepts the open and fails every write with ENOSPC. */
+    gq_audit_config cfg = {.path = "/dev/full", .max_size = 0, .max_files = 0};
+    wh_audit *a = NULL;
+    assert_int_equal(wh_audit_open(&cfg, &a, NULL), GQ_OK);
+    wh_audit_record r = sample("lost");
+    assert_int_equal(wh_audit_write(a, &r), GQ_EIO);
+    assert_int_equal(wh_audit_write(a, &r), GQ_EIO);
+    assert_int_equal(wh_audit_errors(a), 2);
+    assert_int_equal(wh_audit_records(a), 0);
+    wh_audit_close(a);
+}
+
+static void open_failure_is_reported(void **state)
+{
+    (void)state;
+    gq_audit_config cfg = {.path = "/nonexistent-dir/x/audit.log"};
+    wh_audit *a = NULL;
+    gq_err err;
+    gq_err_clear(&err);
+    assert_int_equal(wh_audit_open(&cfg, &a, &err), GQ_EIO);
+    assert_null(a);
+    assert_non_null(strstr(err.msg, "/nonexistent-dir/x/audit.log"));
+}
+
+static void line_with_newline_is_refused(void **state)
+{
+    (void)state;
+    wh_audit *a = NULL;
+    gq_audit_config cfg = {.path = "/dev/null"};
+    assert_int_equal(wh_audit_open(&cfg, &a, NULL), GQ_OK);
+    assert_int_equal(wh_audit_write_line(a, "{}\n{}", 5), GQ_EINVAL);
+    assert_int_equal(wh_audit_write_line(a, "{}", 2), GQ_OK);
+    wh_audit_close(a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(format_has_every_field),
+        cmocka_unit_test(rotates_by_size_and_keeps_max_files),
+        cmocka_unit_test(reopens_after_external_rotation),
+        cmocka_unit_test(write_errors_are_counted_not_silent),
+        cmocka_unit_test(open_failure_is_reported),
+        cmocka_unit_test(line_with_newline_is_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

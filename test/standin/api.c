@@ -12,6 +12,7 @@
 int disco_handle(const sreq *rq, sresp *rs);
 int openapi_handle(const sreq *rq, sresp *rs);
 json_object *proto_decode(const char *buf, size_t n, gq_err *err);
+const rtype *rtype_builtins(size_t *n);
 
 #define SEG_MAX 8
 
@@ -709,10 +710,11 @@ static void remove_object(rctx *c, const char *skey, const char *ns, const char 
     if (!obj)
         return;
     if (!strcmp(skey, "namespaces")) {
-        static const char *const nskeys[] = {"pods", "events", "secrets", "configmaps",
-                                             "coordination.k8s.io/leases"};
-        for (size_t i = 0; i < sizeof nskeys / sizeof nskeys[0]; i++)
-            purge(c, nskeys[i], name);
+        size_t nb;
+        const rtype *b = rtype_builtins(&nb);
+        for (size_t i = 0; i < nb; i++)
+            if (b[i].namespaced)
+                purge(c, b[i].skey, name);
         crd_skeys ck = {0};
         st_each("apiextensions.k8s.io/customresourcedefinitions", NULL, collect_crd, &ck);
         for (size_t i = 0; i < ck.n; i++)

@@ -293,7 +293,7 @@ int main(int argc, char **argv)
     do {
         sigwait(&set, &sig);
     } while (sig == SIGPIPE);
-    g_stopping = 1;
+    atomic_store(&g_stopping, 1);
     st_lock();
     st_broadcast();
     st_unlock();

@@ -8,6 +8,7 @@
 #ifndef STANDIN_H
 #define STANDIN_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <json-c/json.h>
@@ -209,7 +210,7 @@ void watch_start(const sreq *rq, rtype *t, const char *ns, selector **lsel, sele
                  int table, sresp *rs);
 /* Socket to poll for client hang-up while waiting (-1: none). */
 void watch_set_fd(watch_state *w, int fd);
-extern volatile int g_stopping;
+extern atomic_int g_stopping; /* set once at shutdown */
 /* Produce the next bytes of the stream into buf (blocking up to ~1 s);
  * returns bytes written, 0 to poll again, -1 at end of stream. Lock NOT held. */
 long watch_read(watch_state *w, char *buf, size_t max);

@@ -84,23 +84,20 @@ for i in $(seq 40); do
     curl -s -N "$S$CMS?watch=true&resourceVersion=$RV&timeoutSeconds=2" >"$TMP/m$i" &
     PIDS+=($!)
 done
-sleep 0.5
-expect_eq "watches open" 40 "$(curl -s "$S/standin/stats" | jq .watchesOpen)"
+expect_eq "watches open" 40 "$(stat_eventually watchesOpen 40)"
 req POST $CMS "$(cm six a)"
 wait "${PIDS[@]}"
 OK=0
 for i in $(seq 40); do [ "$(events "$TMP/m$i")" == '["ADDED","six"] ' ] && OK=$((OK + 1)); done
 expect_eq "40 watchers got the event" 40 "$OK"
-sleep 0.2
-expect_eq "watches closed" 0 "$(curl -s "$S/standin/stats" | jq .watchesOpen)"
+expect_eq "watches closed" 0 "$(stat_eventually watchesOpen 0)"
 
 # A client that hangs up is noticed.
 curl -s -N "$S$CMS?watch=true" >/dev/null &
 CP=$!
-sleep 0.3
+stat_eventually watchesOpen 1 >/dev/null
 kill $CP; wait $CP 2>/dev/null
-sleep 1.5
-expect_eq "hung-up watch closed" 0 "$(curl -s "$S/standin/stats" | jq .watchesOpen)"
+expect_eq "hung-up watch closed" 0 "$(stat_eventually watchesOpen 0)"
 
 # A continue token older than the history is 410 Expired, like a compacted etcd revision.
 req GET "$CMS?limit=1"

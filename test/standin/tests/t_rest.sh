@@ -207,6 +207,38 @@ expect_eq "bad continue" '400 "BadRequest"' "$CODE $(jqb .reason)"
 req DELETE "$PODS?labelSelector=t%20in%20(a,b)"
 expect_eq "deletecollection" '200 ["s-a","s-b"]' "$CODE $(jqb '[.items[].metadata.name]')"
 
+# --- abuse: odd methods, paths and bodies never crash the server
+req PROPFIND $PODS
+expect_eq "unknown method" '405 "MethodNotAllowed"' "$CODE $(jqb .reason)"
+req GET "/api/v1/namespaces/default/pods/$(head -c 400 /dev/zero | tr '\0' a)"
+expect_eq "overlong path segment" 404 "$CODE"
+req GET /api/v1/namespaces/default/pods/a/b/c/d
+expect_eq "too many segments" 404 "$CODE"
+req GET /api/v1/namespaces/default/pods/a/logs
+expect_eq "unknown subresource" 404 "$CODE"
+req GET "/api/v1/namespaces/default/pods/%ZZ"
+expect_eq "bad percent-encoding" 404 "$CODE"
+req PUT $PODS/p9 'null'
+expect_eq "null body" 400 "$CODE"
+req PUT $PODS/p9 '[1,2]'
+expect_eq "array body" 400 "$CODE"
+req POST $PODS '{"apiVersion":"v1","kind":"Pod","metadata":"x"}'
+expect_eq "metadata not an object" 400 "$CODE"
+req POST $PODS '{"apiVersion":1,"kind":"Pod"}'
+expect_eq "apiVersion not a string" 400 "$CODE"
+req PATCH $PODS/s-c 'not json' application/merge-patch+json
+expect_eq "patch not json" 400 "$CODE"
+req PATCH $PODS/s-c '{"kind":"Secret"}' application/merge-patch+json
+expect_eq "patch changing kind" 400 "$CODE"
+req PATCH $PODS/s-c '[{"op":"remove","path":""}]' application/json-patch+json
+expect_eq "patch removing the document" 422 "$CODE"
+req GET "$PODS?limit=-5&labelSelector=$(head -c 5000 /dev/zero | tr '\0' a)"
+expect_eq "overlong selector" '400 "BadRequest"' "$CODE $(jqb .reason)"
+CODE=$(curl -s -o /dev/null -w '%{http_code}' -H "X-Big: $(head -c 60000 /dev/zero | tr '\0' a)" "$S/version")
+expect_match "oversized header refused" '^(431|413|400)$' "$CODE"
+req GET /version
+expect_eq "still serving" 200 "$CODE"
+
 # --- discovery
 req GET /api
 expect_eq "/api" '"APIVersions" ["v1"]' "$(jqb .kind) $(jqb .versions)"

@@ -198,6 +198,17 @@ LRV=$(jqb .metadata.resourceVersion)
 C=$(jqr .metadata.continue)
 req GET "$PODS?limit=2&labelSelector=t&continue=$C"
 expect_eq "page 2" "[\"s-c\",\"s-d\"] null $LRV" "$(jqb '[.items[].metadata.name]') $(jqb .metadata.continue) $(jqb .metadata.resourceVersion)"
+req POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"default-x"}}'
+req POST /api/v1/namespaces/default-x/pods "$(printf '%s' "$POD" | jq -c '.metadata.name="a" | .metadata.labels.t="x"')"
+ALL=()
+C=""
+while :; do
+    req GET "/api/v1/pods?labelSelector=t&limit=1${C:+&continue=$C}"
+    ALL+=("$(jqr '.items[]|.metadata.namespace+"/"+.metadata.name')")
+    C=$(jqr '.metadata.continue // empty')
+    [ -n "$C" ] || break
+done
+expect_eq "paging across namespaces that share a prefix" 'default/s-a default/s-b default/s-c default/s-d default-x/a' "${ALL[*]}"
 req GET "$PODS?limit=3"
 expect_eq "remainingItemCount" '2' "$(jqb .metadata.remainingItemCount)"
 req GET "$PODS?limit=2&continue=garbage"

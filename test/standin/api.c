@@ -753,14 +753,10 @@ static int list_visit(void *ctx, const char *ns, const char *name, json_object *
 {
     list_ctx *l = ctx;
     if (l->after) {
-        /* Compare (namespace, name) pairs as the store orders them; a plain
-         * string compare of "ns/name" would misorder "a/x" and "a-b/y". */
-        const char *slash = strchr(l->after, '/');
-        size_t nl = slash ? (size_t)(slash - l->after) : strlen(l->after);
-        int c = strncmp(ns, l->after, nl);
-        if (c == 0 && ns[nl] != '\0')
-            c = 1;
-        if (c < 0 || (c == 0 && strcmp(name, slash ? slash + 1 : "") <= 0))
+        /* "ns/name" compares like the store's (and etcd's) keys */
+        char k[2 * SI_NAME_MAX + 4];
+        snprintf(k, sizeof k, "%s/%s", ns, name);
+        if (strcmp(k, l->after) <= 0)
             return 0;
     }
     if (!sel_match_labels(l->ls, obj) || !sel_match_fields(l->fs, obj))

@@ -526,6 +526,9 @@ static void validate_type(rctx *c, json_object *obj, causes *cs)
         const char *name = si_str(obj, "metadata.name");
         if (!g || !*g)
             cause_add(cs, "FieldValueRequired", "spec.group", "Required value");
+        else if (!strchr(g, '.'))
+            cause_add(cs, "FieldValueInvalid", "spec.group",
+                      "Invalid value: \"%.200s\": should be a domain with at least one dot", g);
         if (!plural || !*plural)
             cause_add(cs, "FieldValueRequired", "spec.names.plural", "Required value");
         if (!kind || !*kind)

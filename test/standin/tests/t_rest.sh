@@ -219,6 +219,12 @@ expect_eq "bad continue" '400 "BadRequest"' "$CODE $(jqb .reason)"
 req DELETE "$PODS?labelSelector=t%20in%20(a,b)"
 expect_eq "deletecollection" '200 ["s-a","s-b"]' "$CODE $(jqb '[.items[].metadata.name]')"
 
+# --- CRD validation
+req POST /apis/apiextensions.k8s.io/v1/customresourcedefinitions '{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"things.pods"},"spec":{"group":"pods","scope":"Namespaced","names":{"plural":"things","kind":"Thing"},"versions":[{"name":"v1","served":true,"storage":true}]}}'
+expect_eq "CRD group needs a dot" '422 "CustomResourceDefinition.apiextensions.k8s.io \"things.pods\" is invalid: spec.group: Invalid value: \"pods\": should be a domain with at least one dot"' "$CODE $(jqb .message)"
+req POST /apis/apiextensions.k8s.io/v1/customresourcedefinitions '{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"wrong.example.com"},"spec":{"group":"example.com","scope":"Sideways","names":{"plural":"things","kind":"Thing"},"versions":[{"name":"v1","served":true,"storage":true}]}}'
+expect_eq "CRD name and scope" '422 ["spec.scope","metadata.name"]' "$CODE $(jqb '[.details.causes[].field]')"
+
 # --- abuse: odd methods, paths and bodies never crash the server
 req PROPFIND $PODS
 expect_eq "unknown method" '405 "MethodNotAllowed"' "$CODE $(jqb .reason)"

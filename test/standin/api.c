@@ -8,12 +8,6 @@
 
 #include "standin.h"
 
-/* discovery (disco.c) */
-int disco_handle(const sreq *rq, sresp *rs);
-int openapi_handle(const sreq *rq, sresp *rs);
-json_object *proto_decode(const char *buf, size_t n, gq_err *err);
-const rtype *rtype_builtins(size_t *n);
-
 #define SEG_MAX 8
 
 typedef struct rctx {
@@ -1555,7 +1549,6 @@ out:
     st_unlock();
 }
 
-void api_bootstrap(void);
 void api_bootstrap(void)
 {
     static const char *const names[] = {"default", "kube-system"};

@@ -1,5 +1,5 @@
 /* kube-standin — an in-memory stand-in for kube-apiserver used by integration
- * tests. Only the HTTP adapter (http.c) includes libmicrohttpd; everything
+ * tests. Only the HTTP adapter (main.c) includes libmicrohttpd and only admit.c libcurl; everything
  * else works on sreq/sresp so a request can be handled without a socket.
  *
  * Locking: one global store lock (st_lock/st_unlock) guards the object store,
@@ -20,7 +20,7 @@
 #define SI_SEL_MAX 4096   /* longest label/field selector accepted */
 #define SI_JSON_DEPTH 100 /* nesting limit for request bodies */
 
-/* ---- growable byte buffer (sbuf.c) ---- */
+/* ---- growable byte buffer (util.c); appends after an OOM are no-ops ---- */
 typedef struct sbuf {
     char *data;
     size_t len, cap;
@@ -58,7 +58,10 @@ typedef struct rtype {
  * *out. Custom types hold a CRD reference: release with rtype_dispose.
  * Returns 0 when found. Caller holds the store lock. */
 int rtype_lookup(const char *group, const char *version, const char *resource, rtype *out);
+/* Release a looked-up type's CRD reference (lock held); NULL is accepted. */
 void rtype_dispose(rtype *t);
+/* The built-in types (static table of *n entries). */
+const rtype *rtype_builtins(size_t *n);
 /* Store key of the CRs a CRD defines (group/plural) into buf. */
 void rtype_crd_skey(json_object *crd, char *buf, size_t n);
 /* The string a Status names for the resource: "pods" or "gpuquotas.gpuquota.io". */
@@ -75,6 +78,8 @@ typedef struct st_event {
     json_object *prev; /* MODIFIED: the state before (owned ref), else NULL */
 } st_event;
 
+/* Set up the store with room for `history` watch events; st_shutdown frees
+ * everything (after the last request). */
 void st_init(size_t history);
 void st_shutdown(void);
 void st_lock(void);
@@ -153,9 +158,19 @@ typedef struct sresp {
     int n_warnings;
 } sresp;
 
+/* Free a response's body, warnings and any watch it still owns; NULL is accepted. */
 void sresp_dispose(sresp *r);
 /* Handle one request (lock NOT held on entry). */
 void api_handle(const sreq *rq, sresp *rs);
+/* Create the namespaces every cluster starts with (default, kube-system). */
+void api_bootstrap(void);
+/* Discovery (/version, /api, /apis...) and OpenAPI documents; 1 when handled.
+ * Lock held. */
+int disco_handle(const sreq *rq, sresp *rs);
+int openapi_handle(const sreq *rq, sresp *rs);
+/* Decode a protobuf-encoded Namespace, ConfigMap or Secret (the kinds kubectl's
+ * typed commands send) into JSON (owned); NULL with err for anything else. */
+json_object *proto_decode(const char *buf, size_t n, gq_err *err);
 /* Fill rs with a Status error object. */
 void api_status(sresp *rs, int code, const char *reason, const char *msg, const char *name,
                 const char *group, const char *kind);

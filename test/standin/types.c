@@ -174,7 +174,6 @@ static const rtype builtins[] = {
      .categories = {"api-extensions"}},
 };
 
-const rtype *rtype_builtins(size_t *n);
 const rtype *rtype_builtins(size_t *n)
 {
     *n = sizeof builtins / sizeof builtins[0];

@@ -186,20 +186,22 @@ static bool scopes_match(const gq_quota *q, const gq_pod_facts *pod)
     return true;
 }
 
+bool gq_quota_covers_namespace(const gq_quota *q, const char *ns, json_object *ns_labels)
+{
+    if (!q || !ns)
+        return false;
+    if (q->kind == GQ_QUOTA_NAMESPACED)
+        return q->namespace_ && strcmp(q->namespace_, ns) == 0;
+    for (size_t i = 0; i < q->n_namespaces; i++)
+        if (strcmp(q->namespaces[i], ns) == 0)
+            return true;
+    return gq_label_selector_matches(&q->ns_selector, ns_labels);
+}
+
 bool gq_quota_matches(const gq_quota *q, const gq_pod_facts *pod, json_object *ns_labels)
 {
-    if (!q || !pod || !pod->namespace_)
+    if (!q || !pod || !gq_quota_covers_namespace(q, pod->namespace_, ns_labels))
         return false;
-    if (q->kind == GQ_QUOTA_NAMESPACED) {
-        if (!q->namespace_ || strcmp(q->namespace_, pod->namespace_) != 0)
-            return false;
-    } else {
-        bool listed = false;
-        for (size_t i = 0; i < q->n_namespaces && !listed; i++)
-            listed = strcmp(q->namespaces[i], pod->namespace_) == 0;
-        if (!listed && !gq_label_selector_matches(&q->ns_selector, ns_labels))
-            return false;
-    }
     return scopes_match(q, pod);
 }
 

@@ -23,6 +23,7 @@
 #include "config.h"
 #include "crd.h"
 #include "gq_error.h"
+#include "kube.h"
 #include "policy.h"
 
 /* ------------------------------------------------------------------------ */
@@ -102,6 +103,10 @@ size_t ctl_store_ns_pod_count(ctl_store *s, const char *ns);
 void ctl_store_foreach_namespace(ctl_store *s,
                                  int (*fn)(void *ud, const char *ns, json_object *labels),
                                  void *ud);
+
+/* Whether quota q covers namespace ns given the labels the store holds for
+ * it (gq_quota_covers_namespace under the read lock). */
+bool ctl_store_covers(ctl_store *s, const gq_quota *q, const char *ns);
 
 /* Whether a pod in ns whose reservation key is key is recorded. */
 bool ctl_store_has_key(ctl_store *s, const char *ns, const char *key);
@@ -200,5 +205,61 @@ size_t ctl_queue_len(ctl_queue *q);
 size_t ctl_queue_delayed(ctl_queue *q);
 /* Wake every waiter; later gets return GQ_ENOTFOUND. */
 void ctl_queue_shutdown(ctl_queue *q);
+
+/* ------------------------------------------------------------------------ */
+/* The running controller                                                    */
+
+typedef struct ctl_controller ctl_controller;
+
+typedef struct ctl_controller_opts {
+    const kube_api *api;                        /* borrowed; must outlive the controller */
+    const gq_config *cfg;                       /* borrowed; prices pods */
+    unsigned workers;                           /* reconcile threads; 0: 2 */
+    long resync_ms;                             /* full resync period; 0: 300000 */
+    bool leader_elect;                          /* reconcile only while holding the Lease */
+    const char *lease_namespace;                /* NULL: "gpuquota-system" */
+    const char *lease_name;                     /* NULL: "gpuquota-controller" */
+    const char *identity;                       /* NULL: "HOSTNAME_PID" */
+    long lease_ms, renew_deadline_ms, retry_ms; /* 0: 15000 / 10000 / 2000 */
+    long backoff_min_ms, backoff_max_ms;        /* requeue; 0: 100 / 30000 */
+    /* Wall clock in Unix seconds (reservation expiry, conditions); NULL:
+     * time(). */
+    int64_t (*now)(void *ud);
+    void *clock_ud;
+} ctl_controller_opts;
+
+/* A controller over o->api (options copied). Not started. */
+gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, gq_err *err) GQ_WUR;
+/* Start the caches (pods, GPUQuotas, GPUTenantQuotas, namespaces), the
+ * workers and, with leader_elect, the elector. Reconciling begins once every
+ * cache has synced (and the Lease is held). */
+gq_code ctl_controller_start(ctl_controller *c, gq_err *err) GQ_WUR;
+/* Stop workers, release the Lease (when held) and stop the caches.
+ * Idempotent. */
+void ctl_controller_stop(ctl_controller *c);
+void ctl_controller_free(ctl_controller *c);
+
+/* Every cache has done its first list. */
+bool ctl_controller_synced(ctl_controller *c);
+/* Reconciling (leader, or leader election off). */
+bool ctl_controller_is_leader(ctl_controller *c);
+/* Pods tracked (GPU pods in the store). */
+size_t ctl_controller_tracked_pods(ctl_controller *c);
+
+/* Prometheus text (format 0.0.4) of the controller's families into a heap
+ * buffer the caller frees:
+ *   gpuquota_controller_reconciles_total{result}         counter
+ *   gpuquota_controller_reconcile_duration_seconds       histogram
+ *   gpuquota_controller_status_writes_total              counter
+ *   gpuquota_controller_events_total                     counter
+ *   gpuquota_controller_pod_cost_errors_total            counter
+ *   gpuquota_controller_watches_total{resource}          counter (watch (re)starts)
+ *   gpuquota_controller_relists_total{resource}          counter (410 Gone)
+ *   gpuquota_controller_queue_depth                      gauge
+ *   gpuquota_controller_tracked_pods                     gauge
+ *   gpuquota_controller_leader                           gauge
+ *   gpuquota_quota_used{namespace,quota,resource}        gauge ("" namespace: tenant)
+ *   gpuquota_quota_hard{namespace,quota,resource}        gauge */
+gq_code ctl_controller_metrics(ctl_controller *c, char **out, size_t *len) GQ_WUR;
 
 #endif

@@ -483,6 +483,15 @@ out:
     pthread_rwlock_unlock(&s->lock);
 }
 
+bool ctl_store_covers(ctl_store *s, const gq_quota *q, const char *ns)
+{
+    pthread_rwlock_rdlock(&s->lock);
+    ctl_ns *n = ns_find(s, ns, ctl_str_hash(ns), NULL);
+    bool r = gq_quota_covers_namespace(q, ns, n ? n->labels : NULL);
+    pthread_rwlock_unlock(&s->lock);
+    return r;
+}
+
 /* Read lock held. */
 static bool has_key_locked(ctl_store *s, const char *ns, const char *key)
 {

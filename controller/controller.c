@@ -468,6 +468,7 @@ static int process(ctl_controller *c, const char *key)
         ctl_queue_forget(c->queue, key);
         return RES_INVALID;
     }
+    const char *sep = ns[0] ? "/" : "";
 
     json_object *obj = NULL, *written = NULL;
     if (kube_cache_get(cache, ns, name, copy_fn, &obj) == GQ_ENOTFOUND) {
@@ -505,35 +506,24 @@ static int process(ctl_controller *c, const char *key)
     gq_err err;
     gq_err_clear(&err);
     ctl_result_init(&res);
-    gq_code rc = ctl_store_reconcile(c->store, obj, now, &res, &err);
-    if (rc) {
-        if (rc == GQ_EINVAL) {
-            GQ_WARN("%s %s%s%s: %s", kind, ns, ns[0] ? "/" : "", name, err.msg);
-            ctl_queue_forget(c->queue, key); /* fixed by a spec change, which requeues */
-            result = RES_INVALID;
-        } else {
-            GQ_ERROR("%s %s%s%s: %s", kind, ns, ns[0] ? "/" : "", name, err.msg);
-            backoff(c, key);
-            result = RES_ERROR;
+    gq_code rc;
+    for (int attempt = 0;; attempt++) {
+        rc = ctl_store_reconcile(c->store, obj, now, &res, &err);
+        if (rc) {
+            if (rc == GQ_EINVAL) {
+                GQ_WARN("%s %s%s%s: %s", kind, ns, sep, name, err.msg);
+                ctl_queue_forget(c->queue, key); /* fixed by a spec change, which requeues */
+                result = RES_INVALID;
+            } else {
+                GQ_ERROR("%s %s%s%s: %s", kind, ns, sep, name, err.msg);
+                backoff(c, key);
+                result = RES_ERROR;
+            }
+            goto out;
         }
-        goto out;
-    }
-
-    pthread_mutex_lock(&c->mu);
-    ks = ks_get(c, key, true);
-    if (ks) {
-        ks->used = res.used;
-        ks->hard = res.hard;
-        ks->gauges = true;
-        if (!ks->name) {
-            ks->ns = strdup(ns);
-            ks->name = strdup(name);
-        }
-    }
-    pthread_mutex_unlock(&c->mu);
-
-    if (res.changed) {
-        char *sent = rv ? strdup(rv) : NULL;
+        if (!res.changed)
+            break;
+        char *sent = (rv = meta_rv(obj)) ? strdup(rv) : NULL;
         json_object_object_add(obj, "status", json_object_get(res.status));
         rc = c->o.api->update_status(c->o.api->ctx, path, obj, &written, &err);
         if (rc == GQ_OK) {
@@ -550,13 +540,24 @@ static int process(ctl_controller *c, const char *key)
             }
             pthread_mutex_unlock(&c->mu);
             if (res.became_exceeded) {
-                GQ_WARN("%s %s%s%s exceeded: %s", kind, ns, ns[0] ? "/" : "", name, res.message);
+                GQ_WARN("%s %s%s%s exceeded: %s", kind, ns, sep, name, res.message);
                 post_event(c, obj, kind, ns, name, res.message, now);
             }
         }
         free(sent);
+        if (rc == GQ_ECONFLICT && attempt == 0) {
+            /* Someone (a webhook adding a reservation) wrote first: re-read
+             * once and recompute at once rather than wait for the cache. */
+            json_object *fresh = NULL;
+            result = RES_CONFLICT;
+            if (c->o.api->get(c->o.api->ctx, path, &fresh, &err) == GQ_OK) {
+                json_object_put(obj);
+                obj = fresh;
+                continue;
+            }
+        }
         if (rc == GQ_ECONFLICT) {
-            GQ_DEBUG("%s %s%s%s: conflict, requeued", kind, ns, ns[0] ? "/" : "", name);
+            GQ_DEBUG("%s %s%s%s: conflict, requeued", kind, ns, sep, name);
             backoff(c, key);
             result = RES_CONFLICT;
             goto out;
@@ -566,13 +567,26 @@ static int process(ctl_controller *c, const char *key)
             goto out;
         }
         if (rc) {
-            GQ_WARN("%s %s%s%s: status write failed: %s", kind, ns, ns[0] ? "/" : "", name,
-                    err.msg);
+            GQ_WARN("%s %s%s%s: status write failed: %s", kind, ns, sep, name, err.msg);
             backoff(c, key);
             result = RES_ERROR;
             goto out;
         }
+        break;
     }
+
+    pthread_mutex_lock(&c->mu);
+    ks = ks_get(c, key, true);
+    if (ks) {
+        ks->used = res.used;
+        ks->hard = res.hard;
+        ks->gauges = true;
+        if (!ks->name) {
+            ks->ns = strdup(ns);
+            ks->name = strdup(name);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
     ctl_queue_forget(c->queue, key);
     if (res.next_expiry) { /* drop the reservation when it lapses */
         int64_t in = res.next_expiry - now;

@@ -704,6 +704,8 @@ typedef struct list_ctx {
     json_object *items;
     const char *after; /* continue: ns/name of the last item sent */
     size_t total_after;
+    long long limit; /* > 0: keep limit + 1 items, only count the rest */
+    size_t skipped;
 } list_ctx;
 
 static int list_visit(void *ctx, const char *ns, const char *name, json_object *obj)
@@ -717,6 +719,12 @@ static int list_visit(void *ctx, const char *ns, const char *name, json_object *
     }
     if (!sel_match_labels(l->ls, obj) || !sel_match_fields(l->fs, obj))
         return 0;
+    /* Past the page (plus one, which tells that more follow) only count:
+     * copying every remaining object made paging a big list quadratic. */
+    if (l->limit > 0 && json_object_array_length(l->items) > (size_t)l->limit) {
+        l->skipped++;
+        return 0;
+    }
     json_object *p = present(l->c, obj);
     if (p && !l->c->t.custom) {
         /* typed lists carry no TypeMeta on their items */
@@ -842,8 +850,9 @@ static void do_list(rctx *c)
             list_rv = (uint64_t)trv;
     }
     l.items = json_object_new_array();
+    l.limit = limit;
     st_each(c->t.skey, c->t.namespaced && c->has_ns ? c->ns : NULL, list_visit, &l);
-    size_t n = json_object_array_length(l.items);
+    size_t kept = json_object_array_length(l.items), n = kept + l.skipped;
     json_object *md = json_object_new_object();
     char rvs[32];
     snprintf(rvs, sizeof rvs, "%llu", (unsigned long long)list_rv);
@@ -866,7 +875,7 @@ static void do_list(rctx *c)
         if (sel_empty(l.ls) && sel_empty(l.fs))
             json_object_object_add(md, "remainingItemCount",
                                    json_object_new_int64((int64_t)(n - (size_t)limit)));
-        json_object_array_del_idx(l.items, (size_t)limit, n - (size_t)limit);
+        json_object_array_del_idx(l.items, (size_t)limit, kept - (size_t)limit);
     }
     if (wants_table(c)) {
         json_object *tab = table_build(&c->t, l.items, rvs, q(c, "includeObject"), 1);

@@ -28,6 +28,7 @@ static const double hist_bounds[N_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01
 typedef struct kstate {
     struct kstate *next;
     char *sent_rv;        /* resourceVersion our last write was based on */
+    char *written_rv;     /* resourceVersion our last write produced */
     json_object *written; /* what the API server returned for that write */
     gq_amounts used, hard;
     bool gauges;
@@ -87,12 +88,20 @@ static void sleep_ms(long ms)
 
 /* --- keys ------------------------------------------------------------------ */
 
+#define KEY_MAX 600
+
+/* The queue key of a GPUQuota ('q') or tenant ('t'); false when too long. */
+static bool make_key(char key[KEY_MAX], char kind, const char *ns, const char *name)
+{
+    int n = kind == 'q' ? snprintf(key, KEY_MAX, "q/%s/%s", ns, name)
+                        : snprintf(key, KEY_MAX, "t/%s", name);
+    return n > 0 && n < KEY_MAX;
+}
+
 static gq_code enqueue(ctl_controller *c, char kind, const char *ns, const char *name, long delay)
 {
-    char key[600];
-    int n = kind == 'q' ? snprintf(key, sizeof key, "q/%s/%s", ns, name)
-                        : snprintf(key, sizeof key, "t/%s", name);
-    if (n < 0 || (size_t)n >= sizeof key)
+    char key[KEY_MAX];
+    if (!make_key(key, kind, ns, name))
         return GQ_ELIMIT;
     return ctl_queue_add_after(c->queue, key, delay);
 }
@@ -205,8 +214,13 @@ static void quota_event(void *ud, const char *ns, const char *name, const void *
     (void)enqueue(ud, 'q', ns, name, 0);
 }
 
+static bool own_echo(ctl_controller *c, char kind, const char *ns, const char *name,
+                     const void *obj);
+
 static void quota_update(void *ud, const char *ns, const char *name, const void *o, const void *n)
 {
+    if (own_echo(ud, 'q', ns, name, n)) /* our own status write coming back */
+        return;
     (void)enqueue(ud, 'q', ns, name, 0);
 }
 
@@ -258,6 +272,8 @@ static void tenant_set(void *ud, const char *ns, const char *name, const void *r
 
 static void tenant_update(void *ud, const char *ns, const char *name, const void *o, const void *n)
 {
+    if (own_echo(ud, 't', ns, name, n))
+        return;
     tenant_set(ud, ns, name, n);
 }
 
@@ -337,6 +353,7 @@ static void ks_free(kstate *k)
 {
     if (!k)
         return;
+    free(k->written_rv);
     free(k->sent_rv);
     json_object_put(k->written);
     free(k->ns);
@@ -355,6 +372,24 @@ static void ks_drop(ctl_controller *c, const char *key)
             break;
         }
     pthread_mutex_unlock(&c->mu);
+}
+
+static const char *meta_rv(json_object *obj);
+
+/* Whether obj is exactly the version our last status write produced: the
+ * watch echoing our own write needs no reconcile. */
+static bool own_echo(ctl_controller *c, char kind, const char *ns, const char *name,
+                     const void *obj)
+{
+    char key[KEY_MAX];
+    const char *rv = meta_rv((json_object *)obj);
+    if (!rv || !make_key(key, kind, ns, name))
+        return false;
+    pthread_mutex_lock(&c->mu);
+    kstate *k = ks_get(c, key, false);
+    bool echo = k && k->written_rv && !strcmp(k->written_rv, rv);
+    pthread_mutex_unlock(&c->mu);
+    return echo;
 }
 
 /* --- reconcile ------------------------------------------------------------- */
@@ -531,6 +566,9 @@ static int process(ctl_controller *c, const char *key)
             pthread_mutex_lock(&c->mu);
             ks = ks_get(c, key, true);
             if (ks) {
+                const char *wrv = meta_rv(written);
+                free(ks->written_rv);
+                ks->written_rv = wrv ? strdup(wrv) : NULL;
                 free(ks->sent_rv);
                 json_object_put(ks->written);
                 ks->sent_rv = sent;

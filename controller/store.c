@@ -555,6 +555,11 @@ static gq_code gather_ns(gather *g, const ctl_ns *n, int64_t now)
     return GQ_OK;
 }
 
+static int ns_name_cmp(const void *a, const void *b)
+{
+    return strcmp((*(ctl_ns *const *)a)->name, (*(ctl_ns *const *)b)->name);
+}
+
 gq_code ctl_store_reconcile(ctl_store *s, json_object *quota, int64_t now, ctl_result *out,
                             gq_err *err)
 {
@@ -571,10 +576,20 @@ gq_code ctl_store_reconcile(ctl_store *s, json_object *quota, int64_t now, ctl_r
         if (n)
             rc = gather_ns(&g, n, now);
     } else {
+        /* Member namespaces in name order, so the recount needs no sort. */
+        ctl_ns **mem = NULL;
+        size_t nmem = 0;
+        if (s->n_ns && !(mem = malloc(s->n_ns * sizeof(*mem))))
+            rc = GQ_ENOMEM;
         for (size_t i = 0; i < s->nbuckets && !rc; i++)
-            for (ctl_ns *n = s->buckets[i]; n && !rc; n = n->hnext)
+            for (ctl_ns *n = s->buckets[i]; n; n = n->hnext)
                 if (n->n_pods && gq_quota_covers_namespace(q, n->name, n->labels))
-                    rc = gather_ns(&g, n, now);
+                    mem[nmem++] = n;
+        if (nmem)
+            qsort(mem, nmem, sizeof(*mem), ns_name_cmp);
+        for (size_t i = 0; i < nmem && !rc; i++)
+            rc = gather_ns(&g, mem[i], now);
+        free(mem);
     }
     if (rc)
         gq_err_set(err, rc, "out of memory");

@@ -389,6 +389,17 @@ static int pod_ns_cmp(const void *pa, const void *pb)
     return strcmp(a->facts.namespace_, b->facts.namespace_);
 }
 
+/* Whether pods are already in namespace order (equal pointers are equal
+ * namespaces without a strcmp). */
+static bool sorted_by_ns(const gq_usage_pod **m, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        if (m[i]->facts.namespace_ != m[i - 1]->facts.namespace_ &&
+            strcmp(m[i - 1]->facts.namespace_, m[i]->facts.namespace_) > 0)
+            return false;
+    return true;
+}
+
 static gq_code accumulate(gq_amounts *acc, const gq_quota *q, const gq_amounts *c, gq_err *err)
 {
     for (int k = 0; k < GQ_KEY_COUNT; k++) {
@@ -429,15 +440,18 @@ gq_code gq_quota_recount(const gq_quota *q, const gq_usage_pod *pods, size_t n, 
     }
     if (q->kind == GQ_QUOTA_TENANT && nm) {
         /* Sort once and aggregate runs: linear in pods after the sort, so a
-         * tenant over a thousand namespaces stays cheap. */
-        qsort(m, nm, sizeof(*m), pod_ns_cmp);
+         * tenant over a thousand namespaces stays cheap. Callers that pass
+         * pods grouped by sorted namespace (the controller) skip the sort. */
+        if (!sorted_by_ns(m, nm))
+            qsort(m, nm, sizeof(*m), pod_ns_cmp);
         u.ns = calloc(nm, sizeof(*u.ns));
         if (!u.ns) {
             rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
             goto out;
         }
         for (size_t i = 0; i < nm; i++) {
-            if (u.n_ns == 0 || strcmp(u.ns[u.n_ns - 1].namespace_, m[i]->facts.namespace_) != 0) {
+            if (u.n_ns == 0 || (m[i]->facts.namespace_ != m[i - 1]->facts.namespace_ &&
+                                strcmp(u.ns[u.n_ns - 1].namespace_, m[i]->facts.namespace_) != 0)) {
                 gq_ns_usage *nu = &u.ns[u.n_ns];
                 nu->namespace_ = strdup(m[i]->facts.namespace_);
                 if (!nu->namespace_) {

@@ -711,12 +711,6 @@ typedef struct list_ctx {
 static int list_visit(void *ctx, const char *ns, const char *name, json_object *obj)
 {
     list_ctx *l = ctx;
-    if (l->after) {
-        char k[2 * SI_NAME_MAX + 4];
-        snprintf(k, sizeof k, "%s/%s", ns, name);
-        if (strcmp(k, l->after) <= 0)
-            return 0;
-    }
     if (!sel_match_labels(l->ls, obj) || !sel_match_fields(l->fs, obj))
         return 0;
     /* Past the page (plus one, which tells that more follow) only count:
@@ -851,7 +845,17 @@ static void do_list(rctx *c)
     }
     l.items = json_object_new_array();
     l.limit = limit;
-    st_each(c->t.skey, c->t.namespaced && c->has_ns ? c->ns : NULL, list_visit, &l);
+    /* The continue token's start is "ns/name" (ns empty when cluster-scoped). */
+    char *after_ns = NULL, *after_name = NULL;
+    if (l.after) {
+        const char *slash = strchr(l.after, '/');
+        after_ns = slash ? strndup(l.after, (size_t)(slash - l.after)) : strdup("");
+        after_name = strdup(slash ? slash + 1 : l.after);
+    }
+    st_each_after(c->t.skey, c->t.namespaced && c->has_ns ? c->ns : NULL,
+                  after_ns && after_ns[0] ? after_ns : NULL, after_name, list_visit, &l);
+    free(after_ns);
+    free(after_name);
     size_t kept = json_object_array_length(l.items), n = kept + l.skipped;
     json_object *md = json_object_new_object();
     char rvs[32];

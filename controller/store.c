@@ -12,6 +12,16 @@
 #define NS_BUCKETS_MIN 64
 #define CTL_MAX_FIELD 1024 /* longest name, uid or key kept (API limits are lower) */
 
+/* Running pods of one namespace with the same scope facts, summed: every
+ * quota matches all of them or none, so a recount reads one entry instead of
+ * each pod. */
+typedef struct ns_group {
+    const char *pc; /* interned priority class, NULL = none */
+    bool terminating;
+    size_t pods;
+    int64_t sum[GQ_KEY_COUNT];
+} ns_group;
+
 struct ctl_ns {
     struct ctl_ns *hnext;
     uint64_t hash;
@@ -20,6 +30,13 @@ struct ctl_ns {
     json_object *labels; /* metadata.labels, owned; NULL = none */
     ctl_pod *head;       /* linked records */
     size_t n_pods;
+    /* Linked pods that are neither terminal nor being deleted are summed in
+     * groups; pods being deleted stop counting at a time of their own and are
+     * read one by one (n_deleting of them). inexact: a sum would have
+     * overflowed or a group could not be allocated: read every pod. */
+    ns_group *groups;
+    size_t n_groups, cap_groups, n_deleting;
+    bool inexact;
     char name[];
 };
 
@@ -78,6 +95,7 @@ static void ns_free(ctl_ns *n)
     if (!n)
         return;
     json_object_put(n->labels);
+    free(n->groups);
     free(n);
 }
 
@@ -340,11 +358,58 @@ out:
     return rc;
 }
 
+/* Add (sign 1) or remove (sign -1) p from its namespace's sums. Write lock
+ * held. */
+static void group_update(ctl_ns *n, const ctl_pod *p, int sign)
+{
+    if (p->terminal)
+        return;
+    if (p->delete_at) {
+        n->n_deleting += sign > 0 ? 1 : (size_t)-1;
+        return;
+    }
+    if (n->inexact)
+        return;
+    ns_group *g = NULL;
+    for (size_t i = 0; i < n->n_groups && !g; i++)
+        if (n->groups[i].pc == p->priority_class && n->groups[i].terminating == p->terminating)
+            g = &n->groups[i];
+    if (!g && sign > 0) {
+        if (n->n_groups == n->cap_groups) {
+            size_t nc = n->cap_groups ? n->cap_groups * 2 : 2;
+            ns_group *ng = realloc(n->groups, nc * sizeof(*ng));
+            if (!ng) {
+                n->inexact = true;
+                return;
+            }
+            n->groups = ng;
+            n->cap_groups = nc;
+        }
+        g = &n->groups[n->n_groups++];
+        memset(g, 0, sizeof(*g));
+        g->pc = p->priority_class;
+        g->terminating = p->terminating;
+    }
+    if (!g) { /* removing a pod no group holds: sums were inexact before */
+        n->inexact = true;
+        return;
+    }
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        int64_t d = sign > 0 ? p->charge[k] : -p->charge[k];
+        if (__builtin_add_overflow(g->sum[k], d, &g->sum[k]))
+            n->inexact = true;
+    }
+    g->pods += sign > 0 ? 1 : (size_t)-1;
+    if (g->pods == 0)
+        *g = n->groups[--n->n_groups];
+}
+
 /* Write lock held. */
 static void unlink_locked(ctl_store *s, ctl_pod *p)
 {
     if (!p || !p->linked)
         return;
+    group_update(p->ns, p, -1);
     if (p->prev)
         p->prev->next = p->next;
     else
@@ -367,6 +432,7 @@ static void link_locked(ctl_store *s, ctl_pod *p)
         p->next->prev = p;
     p->ns->head = p;
     p->linked = true;
+    group_update(p->ns, p, 1);
     p->ns->n_pods++;
     s->n_pods++;
 }
@@ -526,11 +592,12 @@ typedef struct gather {
 
 static gq_code gather_ns(gather *g, const ctl_ns *n, int64_t now)
 {
-    if (n->n_pods > SIZE_MAX / sizeof(*g->v) - g->n)
+    size_t need = n->inexact ? n->n_pods : n->n_groups + n->n_deleting;
+    if (need > SIZE_MAX / sizeof(*g->v) - g->n)
         return GQ_ENOMEM;
-    if (g->n + n->n_pods > g->cap) {
+    if (g->n + need > g->cap) {
         size_t nc = g->cap ? g->cap : 64;
-        while (nc < g->n + n->n_pods)
+        while (nc < g->n + need)
             nc *= 2;
         gq_usage_pod *nv = realloc(g->v, nc * sizeof(*nv));
         if (!nv)
@@ -538,7 +605,26 @@ static gq_code gather_ns(gather *g, const ctl_ns *n, int64_t now)
         g->v = nv;
         g->cap = nc;
     }
+    if (!n->inexact) {
+        for (size_t i = 0; i < n->n_groups; i++) {
+            gq_usage_pod *u = &g->v[g->n++];
+            memset(u, 0, sizeof(*u));
+            u->facts.namespace_ = n->name;
+            u->facts.priority_class = n->groups[i].pc;
+            u->facts.terminating = n->groups[i].terminating;
+            u->ns_labels = n->labels;
+            u->charge.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
+            for (int k = 0; k < GQ_KEY_COUNT; k++) {
+                u->charge.v[k] = n->groups[i].sum[k];
+                u->charge.set[k] = true;
+            }
+        }
+    }
+    if (!n->inexact && !n->n_deleting)
+        return GQ_OK;
     for (const ctl_pod *p = n->head; p; p = p->next) {
+        if (!n->inexact && (p->terminal || !p->delete_at))
+            continue; /* summed in a group, or counts nothing */
         gq_usage_pod *u = &g->v[g->n++];
         memset(u, 0, sizeof(*u));
         u->facts.namespace_ = n->name;

@@ -428,26 +428,27 @@ static void test_reservations(void **state)
 #define RES(k, ns, exp)                                                                            \
     "{'key':'" k "','namespace':'" ns "','pod':'p','gpu-memory':'8Gi','gpus':'0','gpu-pods':'1',"  \
     "'expires':'" exp "'}"
-    const char
-        *status =
-            "{'reservations':[" RES("k-seen", "a", "2026-11-21T15:07:00Z") "," RES(
-                "k-wait", "a",
-                "2026-11-21T15:07:00Z") "," RES("k-done", "a",
-                                                "2026-11-21T15:07:00Z") "," RES("k-old", "a",
-                                                                                "2026-11-21T15:06:"
-                                                                                "05Z") "," RES("k-"
-                                                                                               "oth"
-                                                                                               "er-"
-                                                                                               "ns",
-                                                                                               "b",
-                                                                                               "202"
-                                                                                               "6-"
-                                                                                               "11-"
-                                                                                               "21T"
-                                                                                               "15:"
-                                                                                               "06:"
-                                                                                               "30"
-                                                                                               "Z") ",{'key':'broken'}]}";
+    const char *status = "{'reservations':[" RES("k-seen", "a", "2026-11-21T15:07:00Z") "," RES(
+        "k-wait", "a",
+        "2026-11-21T15:07:00Z") "," RES("k-done", "a",
+                                        "2026-11-21T15:07:00Z") "," RES("k-old", "a",
+                                                                        "2026-11-21T15:06:"
+                                                                        "05Z") "," RES("k-"
+                                                                                       "oth"
+                                                                                       "er-"
+                                                                                       "ns",
+                                                                                       "b",
+                                                                                       "202"
+                                                                                       "6-"
+                                                                                       "11-"
+                                                                                       "21T"
+                                                                                       "15:"
+                                                                                       "06:"
+                                                                                       "30"
+                                                                                       "Z") ",{'"
+                                                                                            "key':'"
+                                                                                            "broken"
+                                                                                            "'}]}";
     json_object *q = quota_json("a", "q", "{'hard':{'gpu-memory':'64Gi'}}", status);
     ctl_result r;
     ctl_result_init(&r);
@@ -566,6 +567,49 @@ static void test_tenant_membership(void **state)
     json_object_put(all);
     json_object_put(web);
     json_object_put(t);
+    ctl_store_free(s);
+}
+
+/* Pods are summed per namespace and scope facts; sums that would overflow
+ * fall back to reading each pod, and the recount reports the overflow. */
+static void test_group_sums(void **state)
+{
+    (void)state;
+    ctl_store *s;
+    gq_err err;
+    assert_int_equal(ctl_store_new(&s), GQ_OK);
+    pod_spec a = {.ns = "a", .name = "a1", .mem = "4Ei"};
+    pod_spec b = {.ns = "a", .name = "a2", .mem = "4Ei"};
+    pod_spec c = {.ns = "b", .name = "b1", .mem = "1Gi"};
+    ctl_pod *pa = add_pod(s, &a);
+    ctl_pod *pb = add_pod(s, &b);
+    add_pod(s, &c);
+    json_object *q = quota_json("a", "q", "{'hard':{'gpu-memory':'1Ti'}}", NULL);
+    ctl_result r;
+    ctl_result_init(&r);
+    assert_int_equal(ctl_store_reconcile(s, q, NOW, &r, &err), GQ_ERANGE);
+    /* One of them gone: exact again (read pod by pod from now on). */
+    ctl_store_unlink(s, pb);
+    ctl_pod_free(s, pb);
+    reconcile(s, q, NOW, &r);
+    assert_int_equal(r.used.v[GQ_KEY_GPU_MEMORY], 4LL << 60);
+    /* Replacing a record moves its charge: Running -> Succeeded. */
+    pod_spec a_done = a;
+    a_done.phase = "Succeeded";
+    json_object *o = pod_json(&a_done);
+    ctl_pod *pd = NULL;
+    assert_int_equal(ctl_pod_from_json(s, g_cfg, o, &pd, &err), GQ_OK);
+    json_object_put(o);
+    ctl_store_replace(s, pa, pd);
+    ctl_pod_free(s, pa);
+    reconcile(s, q, NOW, &r);
+    assert_int_equal(r.used.v[GQ_KEY_GPU_MEMORY], 0);
+    json_object *qb = quota_json("b", "q", "{'hard':{'gpu-memory':'1Ti'}}", NULL);
+    reconcile(s, qb, NOW, &r);
+    assert_int_equal(r.used.v[GQ_KEY_GPU_MEMORY], GI);
+    ctl_result_dispose(&r);
+    json_object_put(qb);
+    json_object_put(q);
     ctl_store_free(s);
 }
 
@@ -764,6 +808,7 @@ int main(void)
         cmocka_unit_test(test_exceeded_transitions),
         cmocka_unit_test(test_reservations),
         cmocka_unit_test(test_tenant_membership),
+        cmocka_unit_test(test_group_sums),
         cmocka_unit_test(test_reconcile_pure),
         cmocka_unit_test(test_memory_per_record),
         cmocka_unit_test(test_queue_dedup),

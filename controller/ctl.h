@@ -111,8 +111,9 @@ bool ctl_store_covers(ctl_store *s, const gq_quota *q, const char *ns);
 /* Whether a pod in ns whose reservation key is key is recorded. */
 bool ctl_store_has_key(ctl_store *s, const char *ns, const char *key);
 
-/* Bytes the store holds for its records and indexes, counted from the sizes
- * it allocated (malloc overhead excluded). */
+/* Bytes the store holds for its records, namespace entries and interned
+ * strings, counted from the sizes it allocated (malloc overhead and the small
+ * per-namespace sums excluded). */
 size_t ctl_store_bytes(ctl_store *s);
 
 /* ------------------------------------------------------------------------ */

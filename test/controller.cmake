@@ -19,3 +19,6 @@ if(GQ_BENCH)
   set_target_properties(bench_controller PROPERTIES RUNTIME_OUTPUT_DIRECTORY
                         ${CMAKE_BINARY_DIR}/bench)
 endif()
+
+# Pods and quotas as untrusted JSON through the record builder and reconcile.
+gq_fuzz_target(ctl ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_ctl.c LIBS gq_controller)

@@ -172,10 +172,12 @@ wait_for "reservation of a pod that never appeared expires" 6 '[]' resk
 
 # Faults: watch cut, 410 on watch, 500 storms, 409 on status writes. The
 # controller must converge to the right numbers.
+fault '{"watchGone":4}'
 fault '{"cutWatchAfter":1}'
 pod ml-a f1 1Gi
 pod ml-a f2 1Gi
-fault '{"cutWatchAfter":0,"watchGone":4}'
+sleep 0.5
+fault '{"cutWatchAfter":0}'
 pod ml-a f3 1Gi
 fault '{"fail":{"count":6,"code":500,"pathPrefix":"/api/v1/pods"}}'
 fault '{"fail":{"count":3,"code":500,"method":"PUT","pathPrefix":"/apis/gpuquota.io"}}'
@@ -188,6 +190,7 @@ wait_for "converges after watch cuts, 410s, 500s and 409s" 30 "47Gi" used ml-a q
 wait_for "gpu-pods converge" 5 "6" used ml-a q gpu-pods
 curl -s -X POST "$S/standin/reset" >/dev/null
 expect_eq "watches were restarted" 1 "$(( $(curl -s "http://127.0.0.1:$M1/metrics" | awk '$1 ~ /^gpuquota_controller_watches_total/ {s+=$2} END {print s}') > 4 ))"
+expect_eq "410 Gone caused relists" 1 "$(( $(curl -s "http://127.0.0.1:$M1/metrics" | awk '$1 ~ /^gpuquota_controller_relists_total/ {s+=$2} END {print s}') > 0 ))"
 expect_eq "conflicts counted" 1 "$(( $(metric $M1 'gpuquota_controller_reconciles_total{result="conflict"}') > 0 ))"
 pod ml-a after 1Gi
 wait_for "still live after the faults" 1 "48Gi" used ml-a q gpu-memory

@@ -250,10 +250,9 @@ int main(int argc, char **argv)
             return 1;
         }
     }
+    admit_global_init();
     st_init((size_t)history);
-    /* The two namespaces every cluster starts with. */
-    extern void api_bootstrap(void);
-    api_bootstrap();
+    api_bootstrap(); /* default and kube-system, as every cluster has */
 
     sigset_t set;
     sigemptyset(&set);
@@ -292,12 +291,13 @@ int main(int argc, char **argv)
     do {
         sigwait(&set, &sig);
     } while (sig == SIGPIPE);
-    g_stopping = 1;
+    atomic_store(&g_stopping, 1);
     st_lock();
     st_broadcast();
     st_unlock();
     MHD_stop_daemon(d);
     st_shutdown();
+    admit_global_cleanup();
     free(cert_pem);
     free(key_pem);
     return 0;

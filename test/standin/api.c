@@ -744,20 +744,21 @@ typedef struct list_ctx {
     selector *ls, *fs;
     json_object *items;
     const char *after; /* continue: "ns/name" of the last item sent */
+    long long limit;   /* > 0: keep limit + 1 items, only count the rest */
+    size_t skipped;
 } list_ctx;
 
 static int list_visit(void *ctx, const char *ns, const char *name, json_object *obj)
 {
     list_ctx *l = ctx;
-    if (l->after) {
-        /* "ns/name" compares like the store's (and etcd's) keys */
-        char k[2 * SI_NAME_MAX + 4];
-        snprintf(k, sizeof k, "%s/%s", ns, name);
-        if (strcmp(k, l->after) <= 0)
-            return 0;
-    }
     if (!sel_match_labels(l->ls, obj) || !sel_match_fields(l->fs, obj))
         return 0;
+    /* Past the page (plus one, which tells that more follow) only count:
+     * copying every remaining object made paging a big list quadratic. */
+    if (l->limit > 0 && json_object_array_length(l->items) > (size_t)l->limit) {
+        l->skipped++;
+        return 0;
+    }
     json_object *p = present(l->c, obj);
     if (p && !l->c->t.custom) {
         /* typed lists carry no TypeMeta on their items */
@@ -828,8 +829,19 @@ static void do_list(rctx *c)
             list_rv = (uint64_t)trv;
     }
     l.items = json_object_new_array();
-    st_each(c->t.skey, c->t.namespaced && c->has_ns ? c->ns : NULL, list_visit, &l);
-    size_t n = json_object_array_length(l.items);
+    l.limit = limit;
+    /* The continue token's start is "ns/name" (ns empty when cluster-scoped). */
+    char *after_ns = NULL, *after_name = NULL;
+    if (l.after) {
+        const char *slash = strchr(l.after, '/');
+        after_ns = slash ? strndup(l.after, (size_t)(slash - l.after)) : strdup("");
+        after_name = strdup(slash ? slash + 1 : l.after);
+    }
+    st_each_after(c->t.skey, c->t.namespaced && c->has_ns ? c->ns : NULL,
+                  after_ns && after_ns[0] ? after_ns : NULL, after_name, list_visit, &l);
+    free(after_ns);
+    free(after_name);
+    size_t kept = json_object_array_length(l.items), n = kept + l.skipped;
     json_object *md = json_object_new_object();
     char rvs[32];
     snprintf(rvs, sizeof rvs, "%llu", (unsigned long long)list_rv);
@@ -853,7 +865,7 @@ static void do_list(rctx *c)
         if (sel_empty(l.ls) && sel_empty(l.fs))
             json_object_object_add(md, "remainingItemCount",
                                    json_object_new_int64((int64_t)(n - (size_t)limit)));
-        json_object_array_del_idx(l.items, (size_t)limit, n - (size_t)limit);
+        json_object_array_del_idx(l.items, (size_t)limit, kept - (size_t)limit);
     }
     if (wants_table(c)) {
         json_object *tab = table_build(&c->t, l.items, rvs, q(c, "includeObject"), 1);

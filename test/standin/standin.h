@@ -99,6 +99,10 @@ void st_del(const char *skey, const char *ns, const char *name, uint64_t rv);
  * Stop early when fn returns nonzero. */
 typedef int (*st_visit_fn)(void *ctx, const char *ns, const char *name, json_object *obj);
 void st_each(const char *skey, const char *ns, st_visit_fn fn, void *ctx);
+/* st_each starting after the object after_ns/after_name (in store order; it
+ * need not exist any more); after_name NULL starts at the beginning. */
+void st_each_after(const char *skey, const char *ns, const char *after_ns, const char *after_name,
+                   st_visit_fn fn, void *ctx);
 /* Event history: events with rv > since, in order; returns count copied
  * (refs are borrowed; caller holds the lock). *expired set when events after
  * `since` were already dropped. */

@@ -214,6 +214,12 @@ void st_del(const char *skey, const char *ns, const char *name, uint64_t rv)
 
 void st_each(const char *skey, const char *ns, st_visit_fn fn, void *ctx)
 {
+    st_each_after(skey, ns, NULL, NULL, fn, ctx);
+}
+
+void st_each_after(const char *skey, const char *ns, const char *after_ns, const char *after_name,
+                   st_visit_fn fn, void *ctx)
+{
     char *prefix = make_key(skey, ns, NULL);
     if (!prefix)
         return;
@@ -233,7 +239,23 @@ void st_each(const char *skey, const char *ns, st_visit_fn fn, void *ctx)
         prefix = p2;
         plen = strlen(prefix);
     }
-    for (size_t i = lower_bound(prefix); i < g_n; i++) {
+    size_t i = lower_bound(prefix);
+    if (after_name) {
+        /* Seek past the last item of the previous page: paging stays linear
+         * and follows the store's own order. */
+        char *ak = make_key(skey, after_ns, after_name);
+        if (!ak) {
+            free(prefix);
+            return;
+        }
+        size_t j = lower_bound(ak);
+        if (j < g_n && !strcmp(g_entries[j].key, ak))
+            j++;
+        free(ak);
+        if (j > i)
+            i = j;
+    }
+    for (; i < g_n; i++) {
         const char *k = g_entries[i].key;
         if (strncmp(k, prefix, plen) != 0)
             break;

@@ -186,20 +186,22 @@ static bool scopes_match(const gq_quota *q, const gq_pod_facts *pod)
     return true;
 }
 
+bool gq_quota_covers_namespace(const gq_quota *q, const char *ns, json_object *ns_labels)
+{
+    if (!q || !ns)
+        return false;
+    if (q->kind == GQ_QUOTA_NAMESPACED)
+        return q->namespace_ && strcmp(q->namespace_, ns) == 0;
+    for (size_t i = 0; i < q->n_namespaces; i++)
+        if (strcmp(q->namespaces[i], ns) == 0)
+            return true;
+    return gq_label_selector_matches(&q->ns_selector, ns_labels);
+}
+
 bool gq_quota_matches(const gq_quota *q, const gq_pod_facts *pod, json_object *ns_labels)
 {
-    if (!q || !pod || !pod->namespace_)
+    if (!q || !pod || !gq_quota_covers_namespace(q, pod->namespace_, ns_labels))
         return false;
-    if (q->kind == GQ_QUOTA_NAMESPACED) {
-        if (!q->namespace_ || strcmp(q->namespace_, pod->namespace_) != 0)
-            return false;
-    } else {
-        bool listed = false;
-        for (size_t i = 0; i < q->n_namespaces && !listed; i++)
-            listed = strcmp(q->namespaces[i], pod->namespace_) == 0;
-        if (!listed && !gq_label_selector_matches(&q->ns_selector, ns_labels))
-            return false;
-    }
     return scopes_match(q, pod);
 }
 
@@ -387,6 +389,17 @@ static int pod_ns_cmp(const void *pa, const void *pb)
     return strcmp(a->facts.namespace_, b->facts.namespace_);
 }
 
+/* Whether pods are already in namespace order (equal pointers are equal
+ * namespaces without a strcmp). */
+static bool sorted_by_ns(const gq_usage_pod **m, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        if (m[i]->facts.namespace_ != m[i - 1]->facts.namespace_ &&
+            strcmp(m[i - 1]->facts.namespace_, m[i]->facts.namespace_) > 0)
+            return false;
+    return true;
+}
+
 static gq_code accumulate(gq_amounts *acc, const gq_quota *q, const gq_amounts *c, gq_err *err)
 {
     for (int k = 0; k < GQ_KEY_COUNT; k++) {
@@ -427,15 +440,18 @@ gq_code gq_quota_recount(const gq_quota *q, const gq_usage_pod *pods, size_t n, 
     }
     if (q->kind == GQ_QUOTA_TENANT && nm) {
         /* Sort once and aggregate runs: linear in pods after the sort, so a
-         * tenant over a thousand namespaces stays cheap. */
-        qsort(m, nm, sizeof(*m), pod_ns_cmp);
+         * tenant over a thousand namespaces stays cheap. Callers that pass
+         * pods grouped by sorted namespace (the controller) skip the sort. */
+        if (!sorted_by_ns(m, nm))
+            qsort(m, nm, sizeof(*m), pod_ns_cmp);
         u.ns = calloc(nm, sizeof(*u.ns));
         if (!u.ns) {
             rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
             goto out;
         }
         for (size_t i = 0; i < nm; i++) {
-            if (u.n_ns == 0 || strcmp(u.ns[u.n_ns - 1].namespace_, m[i]->facts.namespace_) != 0) {
+            if (u.n_ns == 0 || (m[i]->facts.namespace_ != m[i - 1]->facts.namespace_ &&
+                                strcmp(u.ns[u.n_ns - 1].namespace_, m[i]->facts.namespace_) != 0)) {
                 gq_ns_usage *nu = &u.ns[u.n_ns];
                 nu->namespace_ = strdup(m[i]->facts.namespace_);
                 if (!nu->namespace_) {

@@ -39,6 +39,12 @@ void gq_charge_from_cost(const gq_pod_cost *cost, bool terminal, gq_amounts *out
  * everything. */
 bool gq_label_selector_matches(const gq_label_selector *s, json_object *labels);
 
+/* Whether quota q covers namespace ns (labels ns_labels, may be NULL),
+ * scopes aside: a GPUQuota its own namespace; a GPUTenantQuota a namespace
+ * listed in spec.namespaces OR one whose labels match spec.namespaceSelector.
+ * The controller uses it to map pod and namespace events to tenants. */
+bool gq_quota_covers_namespace(const gq_quota *q, const char *ns, json_object *ns_labels);
+
 /* Whether quota q governs the pod: a GPUQuota when it is in the pod's
  * namespace and its scopes and scopeSelector match; a GPUTenantQuota when the
  * namespace is listed in spec.namespaces OR ns_labels match

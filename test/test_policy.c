@@ -1778,10 +1778,35 @@ static void test_amount_names(void **state)
     json_object_put(o);
 }
 
+/* Namespace coverage, scopes aside (the controller's event mapping). */
+static void test_quota_covers_namespace(void **state)
+{
+    (void)state;
+    gq_quota *gq = Q("{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':"
+                     "'q','namespace':'a'},'spec':{'hard':{'gpus':1},'scopes':['Terminating']}}");
+    gq_quota *t = Q("{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUTenantQuota','metadata':{"
+                    "'name':'t'},'spec':{'namespaces':['listed'],'namespaceSelector':{"
+                    "'matchLabels':{'team':'ml'}},'hard':{'gpus':1}}}");
+    json_object *ml = J("{'team':'ml'}"), *web = J("{'team':'web'}");
+    assert_true(gq_quota_covers_namespace(gq, "a", NULL));
+    assert_false(gq_quota_covers_namespace(gq, "b", ml));
+    assert_true(gq_quota_covers_namespace(t, "listed", NULL));
+    assert_true(gq_quota_covers_namespace(t, "x", ml));
+    assert_false(gq_quota_covers_namespace(t, "x", web));
+    assert_false(gq_quota_covers_namespace(t, "x", NULL));
+    assert_false(gq_quota_covers_namespace(NULL, "x", ml));
+    assert_false(gq_quota_covers_namespace(t, NULL, ml));
+    json_object_put(ml);
+    json_object_put(web);
+    gq_quota_free(gq);
+    gq_quota_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_eval_table),
+        cmocka_unit_test(test_quota_covers_namespace),
         cmocka_unit_test(test_quota_parse_errors),
         cmocka_unit_test(test_quota_parse_limits),
         cmocka_unit_test(test_quota_parse_ok),

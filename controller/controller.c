@@ -1,0 +1,988 @@
+/* The running controller: four informer caches feed the store and the work
+ * queue; workers reconcile one quota at a time and write its status through
+ * the /status subresource with the resourceVersion they read (409: requeue
+ * with backoff). Level-triggered: every reconcile recounts from the store,
+ * so a missed event is repaired by the next one or by the periodic resync. */
+#include "ctl_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gq_log.h"
+
+#define API_GQ "/apis/gpuquota.io/v1alpha1"
+#define KS_BUCKETS 1024
+#define N_BUCKETS 12
+
+static const double hist_bounds[N_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                              0.05,   0.1,   0.25,   0.5,   1,    2.5};
+
+/* Per-quota state kept between reconciles, keyed like the queue. */
+typedef struct kstate {
+    struct kstate *next;
+    char *sent_rv;        /* resourceVersion our last write was based on */
+    char *written_rv;     /* resourceVersion our last write produced */
+    json_object *written; /* what the API server returned for that write */
+    gq_amounts used, hard;
+    bool gauges;
+    char *ns; /* "" for tenants */
+    char *name;
+    char key[];
+} kstate;
+
+typedef struct tenant_ent {
+    char *name;
+    gq_quota *q;
+} tenant_ent;
+
+enum { RES_OK, RES_CONFLICT, RES_ERROR, RES_INVALID, RES_COUNT };
+static const char *const result_names[RES_COUNT] = {"success", "conflict", "error", "invalid"};
+
+struct ctl_controller {
+    ctl_controller_opts o;
+    char *lease_ns, *lease_name, *identity;
+    ctl_store *store;
+    ctl_queue *queue;
+    kube_cache *pods, *quotas, *tenants, *nss;
+    kube_leader_elect *le;
+    pthread_t *threads;
+    unsigned n_threads;
+    pthread_t resync;
+    bool resync_started, started, stopped;
+    atomic_int stop, leading, synced;
+
+    pthread_mutex_t mu; /* tenants, kstates */
+    tenant_ent *tv;
+    size_t n_tenants, cap_tenants;
+    kstate *ks[KS_BUCKETS];
+
+    atomic_ulong results[RES_COUNT], writes, events, cost_errors;
+    atomic_ulong hist[N_BUCKETS + 1], hist_sum_us;
+};
+
+static int64_t wall_now(ctl_controller *c)
+{
+    return c->o.now ? c->o.now(c->o.clock_ud) : (int64_t)time(NULL);
+}
+
+static int64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* --- keys ------------------------------------------------------------------ */
+
+#define KEY_MAX 600
+
+/* The queue key of a GPUQuota ('q') or tenant ('t'); false when too long. */
+static bool make_key(char key[KEY_MAX], char kind, const char *ns, const char *name)
+{
+    int n = kind == 'q' ? snprintf(key, KEY_MAX, "q/%s/%s", ns, name)
+                        : snprintf(key, KEY_MAX, "t/%s", name);
+    return n > 0 && n < KEY_MAX;
+}
+
+static gq_code enqueue(ctl_controller *c, char kind, const char *ns, const char *name, long delay)
+{
+    char key[KEY_MAX];
+    if (!make_key(key, kind, ns, name))
+        return GQ_ELIMIT;
+    return ctl_queue_add_after(c->queue, key, delay);
+}
+
+typedef struct ns_match {
+    ctl_controller *c;
+    const char *ns; /* NULL: every quota */
+    long delay;
+} ns_match;
+
+static int enqueue_quota_fn(void *ud, const char *ns, const char *name, const void *rec)
+{
+    ns_match *m = ud;
+    if (!m->ns || !strcmp(ns, m->ns))
+        (void)enqueue(m->c, 'q', ns, name, m->delay);
+    return 0;
+}
+
+/* Every GPUQuota of ns and every tenant covering ns (ns NULL: all). */
+static void enqueue_ns(ctl_controller *c, const char *ns, long delay)
+{
+    ns_match m = {c, ns, delay};
+    kube_cache_foreach(c->quotas, enqueue_quota_fn, &m);
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->n_tenants; i++)
+        if (!ns || ctl_store_covers(c->store, c->tv[i].q, ns))
+            (void)enqueue(c, 't', "", c->tv[i].name, delay);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void enqueue_tenants(ctl_controller *c)
+{
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->n_tenants; i++)
+        (void)enqueue(c, 't', "", c->tv[i].name, 0);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* --- pod cache ------------------------------------------------------------- */
+
+static gq_code pod_transform(void *ud, json_object *obj, void **rec, gq_err *err)
+{
+    ctl_controller *c = ud;
+    ctl_pod *p = NULL;
+    gq_err e;
+    gq_err_clear(&e);
+    gq_code rc = ctl_pod_from_json(c->store, c->o.cfg, obj, &p, &e);
+    if (rc == GQ_ENOMEM)
+        return gq_err_set(err, rc, "%s", e.msg);
+    if (rc) {
+        /* The webhook denies such pods; one that exists anyway (created
+         * before install, or the config changed) cannot be priced. */
+        json_object *meta = ctl_json_get(obj, "metadata");
+        atomic_fetch_add(&c->cost_errors, 1);
+        GQ_WARN("pod %s/%s not counted: %s", ctl_json_str(meta, "namespace"),
+                ctl_json_str(meta, "name"), e.msg);
+        p = NULL;
+    }
+    *rec = p;
+    return GQ_OK;
+}
+
+static void pod_free(void *ud, void *rec)
+{
+    ctl_controller *c = ud;
+    ctl_pod_free(c->store, rec);
+}
+
+static void pod_changed(ctl_controller *c, const char *ns, const ctl_pod *p)
+{
+    if (!atomic_load(&c->synced))
+        return;
+    enqueue_ns(c, ns, 0);
+    /* A pod being deleted stops counting at its grace deadline; no event
+     * marks that moment, so ask for a reconcile then. */
+    if (p && p->delete_at && !p->terminal) {
+        int64_t in = p->delete_at + 1 - wall_now(c);
+        if (in > 0)
+            enqueue_ns(c, ns, (long)(in > 86400 ? 86400 : in) * 1000);
+    }
+}
+
+static void pod_add(void *ud, const char *ns, const char *name, const void *rec)
+{
+    ctl_controller *c = ud;
+    ctl_store_link(c->store, (ctl_pod *)rec);
+    pod_changed(c, ns, rec);
+}
+
+static void pod_update(void *ud, const char *ns, const char *name, const void *old_rec,
+                       const void *new_rec)
+{
+    ctl_controller *c = ud;
+    ctl_store_replace(c->store, (ctl_pod *)old_rec, (ctl_pod *)new_rec);
+    if (!ctl_pod_same(old_rec, new_rec))
+        pod_changed(c, ns, new_rec);
+}
+
+static void pod_delete(void *ud, const char *ns, const char *name, const void *rec)
+{
+    ctl_controller *c = ud;
+    ctl_store_unlink(c->store, (ctl_pod *)rec);
+    pod_changed(c, ns, NULL);
+}
+
+/* --- quota caches ---------------------------------------------------------- */
+
+static void quota_event(void *ud, const char *ns, const char *name, const void *rec)
+{
+    (void)enqueue(ud, 'q', ns, name, 0);
+}
+
+static bool own_echo(ctl_controller *c, char kind, const char *ns, const char *name,
+                     const void *obj);
+
+static void quota_update(void *ud, const char *ns, const char *name, const void *o, const void *n)
+{
+    if (own_echo(ud, 'q', ns, name, n)) /* our own status write coming back */
+        return;
+    (void)enqueue(ud, 'q', ns, name, 0);
+}
+
+static void tenant_forget(ctl_controller *c, const char *name)
+{
+    for (size_t i = 0; i < c->n_tenants; i++)
+        if (!strcmp(c->tv[i].name, name)) {
+            free(c->tv[i].name);
+            gq_quota_free(c->tv[i].q);
+            c->tv[i] = c->tv[--c->n_tenants];
+            return;
+        }
+}
+
+/* Keep the parsed spec of every tenant to map namespaces to tenants. */
+static void tenant_set(void *ud, const char *ns, const char *name, const void *rec)
+{
+    ctl_controller *c = ud;
+    gq_quota *q = NULL;
+    gq_err err;
+    char *nm = strdup(name);
+    if (!nm || ctl_quota_parse_spec((json_object *)rec, &q, &err)) {
+        if (nm)
+            GQ_WARN("GPUTenantQuota %s: %s", name, err.msg);
+        free(nm);
+        nm = NULL;
+    }
+    pthread_mutex_lock(&c->mu);
+    tenant_forget(c, name);
+    if (nm && c->n_tenants == c->cap_tenants) {
+        size_t ncap = c->cap_tenants ? c->cap_tenants * 2 : 16;
+        tenant_ent *nv = realloc(c->tv, ncap * sizeof(*nv));
+        if (nv) {
+            c->tv = nv;
+            c->cap_tenants = ncap;
+        }
+    }
+    if (nm && c->n_tenants < c->cap_tenants) {
+        c->tv[c->n_tenants].name = nm;
+        c->tv[c->n_tenants++].q = q;
+        nm = NULL;
+        q = NULL;
+    }
+    pthread_mutex_unlock(&c->mu);
+    free(nm);
+    gq_quota_free(q);
+    (void)enqueue(c, 't', "", name, 0);
+}
+
+static void tenant_update(void *ud, const char *ns, const char *name, const void *o, const void *n)
+{
+    if (own_echo(ud, 't', ns, name, n))
+        return;
+    tenant_set(ud, ns, name, n);
+}
+
+static void tenant_delete(void *ud, const char *ns, const char *name, const void *rec)
+{
+    ctl_controller *c = ud;
+    pthread_mutex_lock(&c->mu);
+    tenant_forget(c, name);
+    pthread_mutex_unlock(&c->mu);
+    (void)enqueue(c, 't', "", name, 0);
+}
+
+/* --- namespace cache: the record is a copy of metadata.labels -------------- */
+
+static gq_code ns_transform(void *ud, json_object *obj, void **rec, gq_err *err)
+{
+    json_object *labels = ctl_json_get(ctl_json_get(obj, "metadata"), "labels"), *copy = NULL;
+    if (labels && json_object_is_type(labels, json_type_object)) {
+        if (json_object_deep_copy(labels, &copy, NULL) != 0)
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    } else if (!(copy = json_object_new_object())) {
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    }
+    *rec = copy;
+    return GQ_OK;
+}
+
+static void ns_free_rec(void *ud, void *rec)
+{
+    json_object_put(rec);
+}
+
+static void ns_set(void *ud, const char *ns, const char *name, const void *rec)
+{
+    ctl_controller *c = ud;
+    bool changed = false;
+    if (ctl_store_set_namespace(c->store, name, (json_object *)rec, &changed) != GQ_OK)
+        GQ_ERROR("namespace %s: out of memory", name);
+    if (changed && atomic_load(&c->synced))
+        enqueue_tenants(c);
+}
+
+static void ns_update(void *ud, const char *ns, const char *name, const void *o, const void *n)
+{
+    ns_set(ud, ns, name, n);
+}
+
+static void ns_delete(void *ud, const char *ns, const char *name, const void *rec)
+{
+    ctl_controller *c = ud;
+    ctl_store_delete_namespace(c->store, name);
+    if (atomic_load(&c->synced))
+        enqueue_tenants(c);
+}
+
+/* --- per-quota state ------------------------------------------------------- */
+
+static kstate *ks_get(ctl_controller *c, const char *key, bool create)
+{
+    size_t b = (size_t)(ctl_str_hash(key) % KS_BUCKETS);
+    for (kstate *k = c->ks[b]; k; k = k->next)
+        if (!strcmp(k->key, key))
+            return k;
+    if (!create)
+        return NULL;
+    size_t len = strlen(key);
+    kstate *k = calloc(1, sizeof(*k) + len + 1);
+    if (!k)
+        return NULL;
+    memcpy(k->key, key, len + 1);
+    k->next = c->ks[b];
+    c->ks[b] = k;
+    return k;
+}
+
+static void ks_free(kstate *k)
+{
+    if (!k)
+        return;
+    free(k->written_rv);
+    free(k->sent_rv);
+    json_object_put(k->written);
+    free(k->ns);
+    free(k->name);
+    free(k);
+}
+
+static void ks_drop(ctl_controller *c, const char *key)
+{
+    pthread_mutex_lock(&c->mu);
+    for (kstate **pp = &c->ks[ctl_str_hash(key) % KS_BUCKETS]; *pp; pp = &(*pp)->next)
+        if (!strcmp((*pp)->key, key)) {
+            kstate *k = *pp;
+            *pp = k->next;
+            ks_free(k);
+            break;
+        }
+    pthread_mutex_unlock(&c->mu);
+}
+
+static const char *meta_rv(json_object *obj);
+
+/* Whether obj is exactly the version our last status write produced: the
+ * watch echoing our own write needs no reconcile. */
+static bool own_echo(ctl_controller *c, char kind, const char *ns, const char *name,
+                     const void *obj)
+{
+    char key[KEY_MAX];
+    const char *rv = meta_rv((json_object *)obj);
+    if (!rv || !make_key(key, kind, ns, name))
+        return false;
+    pthread_mutex_lock(&c->mu);
+    kstate *k = ks_get(c, key, false);
+    bool echo = k && k->written_rv && !strcmp(k->written_rv, rv);
+    pthread_mutex_unlock(&c->mu);
+    return echo;
+}
+
+/* --- reconcile ------------------------------------------------------------- */
+
+static void copy_fn(void *ud, const void *rec)
+{
+    json_object *copy = NULL;
+    if (json_object_deep_copy((json_object *)rec, &copy, NULL) == 0)
+        *(json_object **)ud = copy;
+}
+
+static const char *meta_rv(json_object *obj)
+{
+    return ctl_json_str(ctl_json_get(obj, "metadata"), "resourceVersion");
+}
+
+static void observe(ctl_controller *c, int result, int64_t us)
+{
+    atomic_fetch_add(&c->results[result], 1);
+    double s = (double)us / 1e6;
+    int i = 0;
+    while (i < N_BUCKETS && s > hist_bounds[i])
+        i++;
+    atomic_fetch_add(&c->hist[i], 1);
+    atomic_fetch_add(&c->hist_sum_us, (unsigned long)(us > 0 ? us : 0));
+}
+
+/* core/v1 Event on the quota (namespace "default" for cluster-scoped
+ * tenants, as Kubernetes does). Best effort: failures are logged. */
+static void post_event(ctl_controller *c, json_object *obj, const char *kind, const char *ns,
+                       const char *name, const char *message, int64_t now)
+{
+    char ts[GQ_RFC3339_MAX], evname[320], path[320];
+    const char *evns = ns[0] ? ns : "default";
+    json_object *meta = ctl_json_get(obj, "metadata");
+    gq_time_format_rfc3339(now, ts);
+    snprintf(evname, sizeof evname, "%.240s.%" PRIx64, name, (uint64_t)mono_us() * 1000);
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/events", evns);
+    json_object *ev = json_object_new_object(), *m = json_object_new_object(),
+                *io = json_object_new_object(), *src = json_object_new_object();
+    if (!ev || !m || !io || !src) {
+        json_object_put(ev);
+        json_object_put(m);
+        json_object_put(io);
+        json_object_put(src);
+        return;
+    }
+    json_object_object_add(m, "name", json_object_new_string(evname));
+    json_object_object_add(m, "namespace", json_object_new_string(evns));
+    json_object_object_add(io, "apiVersion", json_object_new_string(GQ_API_VERSION));
+    json_object_object_add(io, "kind", json_object_new_string(kind));
+    json_object_object_add(io, "name", json_object_new_string(name));
+    if (ns[0])
+        json_object_object_add(io, "namespace", json_object_new_string(ns));
+    const char *uid = ctl_json_str(meta, "uid"), *rv = meta_rv(obj);
+    if (uid)
+        json_object_object_add(io, "uid", json_object_new_string(uid));
+    if (rv)
+        json_object_object_add(io, "resourceVersion", json_object_new_string(rv));
+    json_object_object_add(src, "component", json_object_new_string("gpuquota-controller"));
+    json_object_object_add(ev, "apiVersion", json_object_new_string("v1"));
+    json_object_object_add(ev, "kind", json_object_new_string("Event"));
+    json_object_object_add(ev, "metadata", m);
+    json_object_object_add(ev, "involvedObject", io);
+    json_object_object_add(ev, "reason", json_object_new_string("Exceeded"));
+    json_object_object_add(ev, "message", json_object_new_string(message));
+    json_object_object_add(ev, "type", json_object_new_string("Warning"));
+    json_object_object_add(ev, "source", src);
+    json_object_object_add(ev, "firstTimestamp", json_object_new_string(ts));
+    json_object_object_add(ev, "lastTimestamp", json_object_new_string(ts));
+    json_object_object_add(ev, "count", json_object_new_int(1));
+    json_object_object_add(ev, "reportingComponent", json_object_new_string("gpuquota-controller"));
+    json_object_object_add(ev, "reportingInstance", json_object_new_string(c->identity));
+    gq_err err;
+    gq_err_clear(&err);
+    if (c->o.api->create(c->o.api->ctx, path, ev, NULL, &err) == GQ_OK)
+        atomic_fetch_add(&c->events, 1);
+    else
+        GQ_WARN("%s %s%s%s: cannot record event: %s", kind, ns, ns[0] ? "/" : "", name, err.msg);
+    json_object_put(ev);
+}
+
+/* The queue only fails on out-of-memory; the periodic resync recovers. */
+static void backoff(ctl_controller *c, const char *key)
+{
+    if (ctl_queue_add_rate_limited(c->queue, key, NULL))
+        GQ_ERROR("%s: cannot requeue: out of memory", key);
+}
+
+static void requeue_after(ctl_controller *c, const char *key, long ms)
+{
+    if (ctl_queue_add_after(c->queue, key, ms))
+        GQ_ERROR("%s: cannot requeue: out of memory", key);
+}
+
+/* Reconcile one key; returns how it went (RES_*). */
+static int process(ctl_controller *c, const char *key)
+{
+    char ns[300] = "", name[300] = "", path[700];
+    const char *kind;
+    kube_cache *cache;
+    if (key[0] == 'q' && sscanf(key, "q/%299[^/]/%299s", ns, name) == 2) {
+        kind = GQ_KIND_GPUQUOTA;
+        cache = c->quotas;
+        snprintf(path, sizeof path, API_GQ "/namespaces/%s/gpuquotas/%s", ns, name);
+    } else if (key[0] == 't' && sscanf(key, "t/%299s", name) == 1) {
+        kind = GQ_KIND_GPUTENANTQUOTA;
+        cache = c->tenants;
+        snprintf(path, sizeof path, API_GQ "/gputenantquotas/%s", name);
+    } else {
+        ctl_queue_forget(c->queue, key);
+        return RES_INVALID;
+    }
+    const char *sep = ns[0] ? "/" : "";
+
+    json_object *obj = NULL, *written = NULL;
+    if (kube_cache_get(cache, ns, name, copy_fn, &obj) == GQ_ENOTFOUND) {
+        ks_drop(c, key); /* deleted: forget its series */
+        ctl_queue_forget(c->queue, key);
+        return RES_OK;
+    }
+    if (!obj) {
+        backoff(c, key);
+        return RES_ERROR;
+    }
+    /* Our last write may not have reached the cache yet: when the cache still
+     * holds the version we wrote over, continue from what the write returned
+     * instead of provoking a certain 409. */
+    pthread_mutex_lock(&c->mu);
+    kstate *ks = ks_get(c, key, false);
+    const char *rv = meta_rv(obj);
+    if (ks && ks->written) {
+        if (rv && ks->sent_rv && !strcmp(rv, ks->sent_rv)) {
+            json_object *w = NULL;
+            if (json_object_deep_copy(ks->written, &w, NULL) == 0) {
+                json_object_put(obj);
+                obj = w;
+            }
+        } else {
+            json_object_put(ks->written);
+            ks->written = NULL;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+
+    int result = RES_OK;
+    int64_t now = wall_now(c);
+    ctl_result res;
+    gq_err err;
+    gq_err_clear(&err);
+    ctl_result_init(&res);
+    gq_code rc;
+    for (int attempt = 0;; attempt++) {
+        rc = ctl_store_reconcile(c->store, obj, now, &res, &err);
+        if (rc) {
+            if (rc == GQ_EINVAL) {
+                GQ_WARN("%s %s%s%s: %s", kind, ns, sep, name, err.msg);
+                ctl_queue_forget(c->queue, key); /* fixed by a spec change, which requeues */
+                result = RES_INVALID;
+            } else {
+                GQ_ERROR("%s %s%s%s: %s", kind, ns, sep, name, err.msg);
+                backoff(c, key);
+                result = RES_ERROR;
+            }
+            goto out;
+        }
+        if (!res.changed)
+            break;
+        char *sent = (rv = meta_rv(obj)) ? strdup(rv) : NULL;
+        json_object_object_add(obj, "status", json_object_get(res.status));
+        rc = c->o.api->update_status(c->o.api->ctx, path, obj, &written, &err);
+        if (rc == GQ_OK) {
+            atomic_fetch_add(&c->writes, 1);
+            pthread_mutex_lock(&c->mu);
+            ks = ks_get(c, key, true);
+            if (ks) {
+                const char *wrv = meta_rv(written);
+                free(ks->written_rv);
+                ks->written_rv = wrv ? strdup(wrv) : NULL;
+                free(ks->sent_rv);
+                json_object_put(ks->written);
+                ks->sent_rv = sent;
+                ks->written = written;
+                sent = NULL;
+                written = NULL;
+            }
+            pthread_mutex_unlock(&c->mu);
+            if (res.became_exceeded) {
+                GQ_WARN("%s %s%s%s exceeded: %s", kind, ns, sep, name, res.message);
+                post_event(c, obj, kind, ns, name, res.message, now);
+            }
+        }
+        free(sent);
+        if (rc == GQ_ECONFLICT && attempt == 0) {
+            /* Someone (a webhook adding a reservation) wrote first: re-read
+             * once and recompute at once rather than wait for the cache. */
+            json_object *fresh = NULL;
+            result = RES_CONFLICT;
+            if (c->o.api->get(c->o.api->ctx, path, &fresh, &err) == GQ_OK) {
+                json_object_put(obj);
+                obj = fresh;
+                continue;
+            }
+        }
+        if (rc == GQ_ECONFLICT) {
+            GQ_DEBUG("%s %s%s%s: conflict, requeued", kind, ns, sep, name);
+            backoff(c, key);
+            result = RES_CONFLICT;
+            goto out;
+        }
+        if (rc == GQ_ENOTFOUND) {
+            ctl_queue_forget(c->queue, key);
+            goto out;
+        }
+        if (rc) {
+            GQ_WARN("%s %s%s%s: status write failed: %s", kind, ns, sep, name, err.msg);
+            backoff(c, key);
+            result = RES_ERROR;
+            goto out;
+        }
+        break;
+    }
+
+    pthread_mutex_lock(&c->mu);
+    ks = ks_get(c, key, true);
+    if (ks) {
+        ks->used = res.used;
+        ks->hard = res.hard;
+        ks->gauges = true;
+        if (!ks->name) {
+            ks->ns = strdup(ns);
+            ks->name = strdup(name);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    ctl_queue_forget(c->queue, key);
+    if (res.next_expiry) { /* drop the reservation when it lapses */
+        int64_t in = res.next_expiry - now;
+        requeue_after(c, key, (long)(in > 86400 ? 86400 : in) * 1000 + 50);
+    }
+out:
+    ctl_result_dispose(&res);
+    json_object_put(written);
+    json_object_put(obj);
+    return result;
+}
+
+static void *worker(void *arg)
+{
+    ctl_controller *c = arg;
+    while (!atomic_load(&c->stop)) {
+        if (!atomic_load(&c->synced) || !atomic_load(&c->leading)) {
+            sleep_ms(50);
+            continue;
+        }
+        char *key = NULL;
+        gq_code rc = ctl_queue_get(c->queue, 200, &key);
+        if (rc == GQ_ETIMEOUT)
+            continue;
+        if (rc)
+            break;
+        int64_t t0 = mono_us();
+        int r = process(c, key);
+        observe(c, r, mono_us() - t0);
+        ctl_queue_done(c->queue, key);
+        free(key);
+    }
+    return NULL;
+}
+
+/* Waits for the caches, then enqueues everything once per resync period. */
+static void *resync_loop(void *arg)
+{
+    ctl_controller *c = arg;
+    kube_cache *all[] = {c->nss, c->pods, c->quotas, c->tenants};
+    for (size_t i = 0; i < 4 && !atomic_load(&c->stop);) {
+        if (kube_cache_wait_synced(all[i], 200) == GQ_OK)
+            i++;
+    }
+    if (atomic_load(&c->stop))
+        return NULL;
+    atomic_store(&c->synced, 1);
+    GQ_INFO("caches synced: %zu GPU pods tracked", ctl_store_pod_count(c->store));
+    for (;;) {
+        enqueue_ns(c, NULL, 0);
+        for (long waited = 0; waited < c->o.resync_ms; waited += 100) {
+            if (atomic_load(&c->stop))
+                return NULL;
+            sleep_ms(100);
+        }
+    }
+}
+
+static void on_started(void *ud)
+{
+    ctl_controller *c = ud;
+    GQ_INFO("leading: reconciling as %s", c->identity);
+    atomic_store(&c->leading, 1);
+    if (atomic_load(&c->synced))
+        enqueue_ns(c, NULL, 0);
+}
+
+static void on_stopped(void *ud)
+{
+    ctl_controller *c = ud;
+    if (atomic_exchange(&c->leading, 0))
+        GQ_INFO("no longer leading");
+}
+
+/* --- lifecycle -------------------------------------------------------------- */
+
+gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, gq_err *err)
+{
+    gq_code rc = GQ_ENOMEM;
+    if (!o || !o->api || !o->cfg)
+        return gq_err_set(err, GQ_EINVAL, "controller needs an API and a configuration");
+    ctl_controller *c = calloc(1, sizeof(*c));
+    if (!c)
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    c->o = *o;
+    if (!c->o.workers)
+        c->o.workers = 2;
+    if (c->o.resync_ms <= 0)
+        c->o.resync_ms = 300000;
+    pthread_mutex_init(&c->mu, NULL);
+    char host[128] = "gpuquota", id[200];
+    if (!o->identity) {
+        if (gethostname(host, sizeof host) != 0)
+            snprintf(host, sizeof host, "gpuquota");
+        host[sizeof host - 1] = '\0';
+        snprintf(id, sizeof id, "%s_%ld", host, (long)getpid());
+    }
+    c->identity = strdup(o->identity ? o->identity : id);
+    c->lease_ns = strdup(o->lease_namespace ? o->lease_namespace : "gpuquota-system");
+    c->lease_name = strdup(o->lease_name ? o->lease_name : "gpuquota-controller");
+    if (!c->identity || !c->lease_ns || !c->lease_name)
+        goto fail;
+    ctl_queue_opts qo = {.backoff_min_ms = o->backoff_min_ms, .backoff_max_ms = o->backoff_max_ms};
+    if (ctl_store_new(&c->store) || ctl_queue_new(&qo, &c->queue))
+        goto fail;
+    kube_cache_opts po = {.path = "/api/v1/pods",
+                          .transform = pod_transform,
+                          .free_record = pod_free,
+                          .on_add = pod_add,
+                          .on_update = pod_update,
+                          .on_delete = pod_delete,
+                          .ud = c};
+    kube_cache_opts qopt = {.path = API_GQ "/gpuquotas",
+                            .on_add = quota_event,
+                            .on_update = quota_update,
+                            .on_delete = quota_event,
+                            .ud = c};
+    kube_cache_opts topt = {.path = API_GQ "/gputenantquotas",
+                            .on_add = tenant_set,
+                            .on_update = tenant_update,
+                            .on_delete = tenant_delete,
+                            .ud = c};
+    kube_cache_opts nopt = {.path = "/api/v1/namespaces",
+                            .transform = ns_transform,
+                            .free_record = ns_free_rec,
+                            .on_add = ns_set,
+                            .on_update = ns_update,
+                            .on_delete = ns_delete,
+                            .ud = c};
+    rc = kube_cache_new(o->api, &po, &c->pods, err);
+    if (!rc)
+        rc = kube_cache_new(o->api, &qopt, &c->quotas, err);
+    if (!rc)
+        rc = kube_cache_new(o->api, &topt, &c->tenants, err);
+    if (!rc)
+        rc = kube_cache_new(o->api, &nopt, &c->nss, err);
+    if (rc)
+        goto fail;
+    if (o->leader_elect) {
+        kube_leader_opts lo = {.namespace_ = c->lease_ns,
+                               .name = c->lease_name,
+                               .identity = c->identity,
+                               .lease_ms = o->lease_ms,
+                               .renew_deadline_ms = o->renew_deadline_ms,
+                               .retry_ms = o->retry_ms,
+                               .on_started = on_started,
+                               .on_stopped = on_stopped,
+                               .ud = c};
+        rc = kube_leader_elect_new(o->api, &lo, &c->le, err);
+        if (rc)
+            goto fail;
+    } else {
+        atomic_store(&c->leading, 1);
+    }
+    *out = c;
+    return GQ_OK;
+fail:
+    if (rc == GQ_ENOMEM)
+        gq_err_set(err, GQ_ENOMEM, "out of memory");
+    ctl_controller_free(c);
+    return rc;
+}
+
+gq_code ctl_controller_start(ctl_controller *c, gq_err *err)
+{
+    gq_code rc;
+    if (c->started)
+        return gq_err_set(err, GQ_EINVAL, "controller already started");
+    c->started = true;
+    /* Namespaces first so tenant selectors see labels as pods arrive. */
+    kube_cache *all[] = {c->nss, c->quotas, c->tenants, c->pods};
+    for (size_t i = 0; i < 4; i++) {
+        rc = kube_cache_start(all[i], err);
+        if (rc)
+            return rc;
+    }
+    c->threads = calloc(c->o.workers, sizeof(*c->threads));
+    if (!c->threads)
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    for (; c->n_threads < c->o.workers; c->n_threads++)
+        if (pthread_create(&c->threads[c->n_threads], NULL, worker, c) != 0)
+            return gq_err_set(err, GQ_ENOMEM, "cannot start a worker thread");
+    if (pthread_create(&c->resync, NULL, resync_loop, c) != 0)
+        return gq_err_set(err, GQ_ENOMEM, "cannot start the resync thread");
+    c->resync_started = true;
+    if (c->le)
+        return kube_leader_elect_start(c->le, err);
+    return GQ_OK;
+}
+
+void ctl_controller_stop(ctl_controller *c)
+{
+    if (!c || c->stopped)
+        return;
+    c->stopped = true;
+    atomic_store(&c->stop, 1);
+    ctl_queue_shutdown(c->queue);
+    for (unsigned i = 0; i < c->n_threads; i++)
+        pthread_join(c->threads[i], NULL);
+    c->n_threads = 0;
+    if (c->resync_started)
+        pthread_join(c->resync, NULL);
+    c->resync_started = false;
+    /* Workers are gone: releasing the Lease now lets the next replica start
+     * without two writers overlapping. */
+    kube_leader_elect_stop(c->le);
+    kube_cache_stop(c->pods);
+    kube_cache_stop(c->quotas);
+    kube_cache_stop(c->tenants);
+    kube_cache_stop(c->nss);
+}
+
+void ctl_controller_free(ctl_controller *c)
+{
+    if (!c)
+        return;
+    ctl_controller_stop(c);
+    kube_leader_elect_free(c->le);
+    /* Pods first: their records hold namespace references in the store. */
+    kube_cache_free(c->pods);
+    kube_cache_free(c->quotas);
+    kube_cache_free(c->tenants);
+    kube_cache_free(c->nss);
+    ctl_queue_free(c->queue);
+    ctl_store_free(c->store);
+    for (size_t i = 0; i < c->n_tenants; i++) {
+        free(c->tv[i].name);
+        gq_quota_free(c->tv[i].q);
+    }
+    free(c->tv);
+    for (size_t i = 0; i < KS_BUCKETS; i++)
+        for (kstate *k = c->ks[i], *n; k; k = n) {
+            n = k->next;
+            ks_free(k);
+        }
+    free(c->threads);
+    free(c->identity);
+    free(c->lease_ns);
+    free(c->lease_name);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+bool ctl_controller_synced(ctl_controller *c)
+{
+    return atomic_load(&c->synced) != 0;
+}
+
+bool ctl_controller_is_leader(ctl_controller *c)
+{
+    return atomic_load(&c->leading) != 0;
+}
+
+size_t ctl_controller_tracked_pods(ctl_controller *c)
+{
+    return ctl_store_pod_count(c->store);
+}
+
+/* --- metrics ---------------------------------------------------------------- */
+
+static unsigned long ld(atomic_ulong *v)
+{
+    return atomic_load(v);
+}
+
+static void quota_series(FILE *f, const char *family, const kstate *k, const gq_amounts *a)
+{
+    for (int i = 0; i < GQ_KEY_COUNT; i++)
+        if (k->hard.set[i])
+            fprintf(f, "%s{namespace=\"%s\",quota=\"%s\",resource=\"%s\"} %" PRId64 "\n", family,
+                    k->ns, k->name, gq_qkey_name((gq_qkey)i), a->v[i]);
+}
+
+gq_code ctl_controller_metrics(ctl_controller *c, char **out, size_t *len)
+{
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f)
+        return GQ_ENOMEM;
+    fprintf(f, "# HELP gpuquota_controller_reconciles_total Quota reconciles by result.\n"
+               "# TYPE gpuquota_controller_reconciles_total counter\n");
+    for (int i = 0; i < RES_COUNT; i++)
+        fprintf(f, "gpuquota_controller_reconciles_total{result=\"%s\"} %lu\n", result_names[i],
+                ld(&c->results[i]));
+    fprintf(f, "# HELP gpuquota_controller_reconcile_duration_seconds Time to reconcile one "
+               "quota, status write included.\n"
+               "# TYPE gpuquota_controller_reconcile_duration_seconds histogram\n");
+    unsigned long cum = 0;
+    for (int i = 0; i <= N_BUCKETS; i++) {
+        cum += ld(&c->hist[i]);
+        if (i < N_BUCKETS)
+            fprintf(f, "gpuquota_controller_reconcile_duration_seconds_bucket{le=\"%g\"} %lu\n",
+                    hist_bounds[i], cum);
+        else
+            fprintf(f, "gpuquota_controller_reconcile_duration_seconds_bucket{le=\"+Inf\"} %lu\n",
+                    cum);
+    }
+    fprintf(f, "gpuquota_controller_reconcile_duration_seconds_sum %.6f\n",
+            (double)ld(&c->hist_sum_us) / 1e6);
+    fprintf(f, "gpuquota_controller_reconcile_duration_seconds_count %lu\n", cum);
+    fprintf(f,
+            "# HELP gpuquota_controller_status_writes_total Status subresource writes that "
+            "succeeded.\n# TYPE gpuquota_controller_status_writes_total counter\n"
+            "gpuquota_controller_status_writes_total %lu\n"
+            "# HELP gpuquota_controller_events_total Exceeded events recorded.\n"
+            "# TYPE gpuquota_controller_events_total counter\n"
+            "gpuquota_controller_events_total %lu\n"
+            "# HELP gpuquota_controller_pod_cost_errors_total Pods whose GPU request could not "
+            "be priced (not counted).\n# TYPE gpuquota_controller_pod_cost_errors_total counter\n"
+            "gpuquota_controller_pod_cost_errors_total %lu\n",
+            ld(&c->writes), ld(&c->events), ld(&c->cost_errors));
+    static const char *const names[] = {"pods", "gpuquotas", "gputenantquotas", "namespaces"};
+    kube_cache *caches[] = {c->pods, c->quotas, c->tenants, c->nss};
+    kube_cache_stats st[4];
+    for (int i = 0; i < 4; i++)
+        kube_cache_get_stats(caches[i], &st[i]);
+    fprintf(f, "# HELP gpuquota_controller_watches_total Watch requests started (restarts "
+               "included).\n# TYPE gpuquota_controller_watches_total counter\n");
+    for (int i = 0; i < 4; i++)
+        fprintf(f, "gpuquota_controller_watches_total{resource=\"%s\"} %lu\n", names[i],
+                st[i].watches);
+    fprintf(f, "# HELP gpuquota_controller_relists_total Relists after 410 Gone.\n"
+               "# TYPE gpuquota_controller_relists_total counter\n");
+    for (int i = 0; i < 4; i++)
+        fprintf(f, "gpuquota_controller_relists_total{resource=\"%s\"} %lu\n", names[i],
+                st[i].relists);
+    fprintf(f,
+            "# HELP gpuquota_controller_queue_depth Quotas waiting to be reconciled.\n"
+            "# TYPE gpuquota_controller_queue_depth gauge\n"
+            "gpuquota_controller_queue_depth %zu\n"
+            "# HELP gpuquota_controller_tracked_pods GPU pods held in memory.\n"
+            "# TYPE gpuquota_controller_tracked_pods gauge\n"
+            "gpuquota_controller_tracked_pods %zu\n"
+            "# HELP gpuquota_controller_leader 1 while this replica reconciles.\n"
+            "# TYPE gpuquota_controller_leader gauge\n"
+            "gpuquota_controller_leader %d\n",
+            ctl_queue_len(c->queue), ctl_store_pod_count(c->store),
+            ctl_controller_is_leader(c) ? 1 : 0);
+    fprintf(f, "# HELP gpuquota_quota_used Usage recounted from pods.\n"
+               "# TYPE gpuquota_quota_used gauge\n");
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < KS_BUCKETS; i++)
+        for (kstate *k = c->ks[i]; k; k = k->next)
+            if (k->gauges && k->name && k->ns)
+                quota_series(f, "gpuquota_quota_used", k, &k->used);
+    fprintf(f, "# HELP gpuquota_quota_hard spec.hard of the quota.\n"
+               "# TYPE gpuquota_quota_hard gauge\n");
+    for (size_t i = 0; i < KS_BUCKETS; i++)
+        for (kstate *k = c->ks[i]; k; k = k->next)
+            if (k->gauges && k->name && k->ns)
+                quota_series(f, "gpuquota_quota_hard", k, &k->hard);
+    pthread_mutex_unlock(&c->mu);
+    if (fclose(f) != 0) {
+        free(buf);
+        return GQ_ENOMEM;
+    }
+    *out = buf;
+    *len = n;
+    return GQ_OK;
+}

@@ -1,0 +1,266 @@
+/* gpuquota controller (DESIGN.md §1, §4): keeps GPUQuota and GPUTenantQuota
+ * status in sync with the pods of the cluster.
+ *
+ * Pieces, each usable alone:
+ *   ctl_pod / ctl_store  compact records of GPU pods, indexed by namespace,
+ *                        plus namespace labels (what tenant selectors read)
+ *   ctl_reconcile        the pure status computation for one quota
+ *   ctl_queue            de-duplicating work queue with per-key backoff
+ *   ctl_controller       the running controller over the kube_api seam
+ *
+ * Pod charges come from gq_pod_cost_compute only (quota/podcost.h); usage is
+ * summed by gq_quota_recount (quota/policy.h). Decisions are written down in
+ * docs/controller.md. */
+#ifndef CTL_H
+#define CTL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "config.h"
+#include "crd.h"
+#include "gq_error.h"
+#include "kube.h"
+#include "policy.h"
+
+/* ------------------------------------------------------------------------ */
+/* Compact pod records                                                       */
+
+typedef struct ctl_store ctl_store;
+typedef struct ctl_ns ctl_ns;
+
+/* One GPU pod as the controller keeps it (~100 bytes plus its strings).
+ * Pods without a GPU are never recorded. Read-only for users; the store links
+ * it into its namespace's list. */
+typedef struct ctl_pod {
+    struct ctl_pod *prev, *next;  /* namespace list (store lock) */
+    ctl_ns *ns;                   /* interned namespace, holds a reference */
+    const char *priority_class;   /* interned spec.priorityClassName; NULL = none */
+    int64_t charge[GQ_KEY_COUNT]; /* gq_charge_from_cost of the running pod */
+    int64_t delete_at;            /* deletionTimestamp + grace (Unix s); 0 = not deleting */
+    bool terminal;                /* phase Succeeded or Failed */
+    bool terminating;             /* spec.activeDeadlineSeconds set (scope Terminating) */
+    bool linked;                  /* in its namespace's list */
+    uint16_t uid_off, key_off;    /* offsets into data; key_off 0 = no reservation key */
+    char data[];                  /* "name\0uid\0key\0" */
+} ctl_pod;
+
+/* Strings of a record (borrowed from it). */
+const char *ctl_pod_name(const ctl_pod *p);
+const char *ctl_pod_uid(const ctl_pod *p);
+const char *ctl_pod_namespace(const ctl_pod *p);
+/* Annotation gpuquota.io/reservation, NULL when absent. */
+const char *ctl_pod_reservation_key(const ctl_pod *p);
+
+/* Whether p counts at now: not terminal and not deleted past its grace. */
+bool ctl_pod_counts(const ctl_pod *p, int64_t now);
+
+/* Whether a and b would count the same for every quota (charge, phase,
+ * deletion, scope facts, reservation key); NULL equals NULL only. */
+bool ctl_pod_same(const ctl_pod *a, const ctl_pod *b);
+
+/* Build the record of pod (borrowed JSON) under cfg. *out is NULL when the
+ * pod uses no GPU (or has no name/namespace): nothing to keep. A pod whose
+ * GPU request cannot be costed (gq_pod_cost_compute fails) is reported with
+ * that error and *out untouched; the caller decides (the controller logs it
+ * and keeps nothing). Caller owns *out: ctl_store_link it, or ctl_pod_free. */
+gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, ctl_pod **out,
+                          gq_err *err) GQ_WUR;
+
+/* Unlinks p if still linked, drops its namespace reference, frees it. NULL ok. */
+void ctl_pod_free(ctl_store *s, ctl_pod *p);
+
+/* ------------------------------------------------------------------------ */
+/* The store                                                                 */
+
+gq_code ctl_store_new(ctl_store **out) GQ_WUR;
+/* Frees every record still linked. NULL ok. */
+void ctl_store_free(ctl_store *s);
+
+/* Add p to its namespace's index (idempotent). Thread-safe. */
+void ctl_store_link(ctl_store *s, ctl_pod *p);
+/* Remove p from the index (idempotent); p stays valid until ctl_pod_free. */
+void ctl_store_unlink(ctl_store *s, ctl_pod *p);
+/* Replace old by new_ in the index (both may be NULL). */
+void ctl_store_replace(ctl_store *s, ctl_pod *old, ctl_pod *new_);
+
+/* Record namespace ns with its metadata.labels (deep-copied; NULL = none).
+ * *changed (may be NULL) tells whether the labels differ from before. */
+gq_code ctl_store_set_namespace(ctl_store *s, const char *ns, json_object *labels,
+                                bool *changed) GQ_WUR;
+/* The namespace object is gone (its pods may linger until their deletion). */
+void ctl_store_delete_namespace(ctl_store *s, const char *ns);
+
+/* Linked pods in total / in ns. */
+size_t ctl_store_pod_count(ctl_store *s);
+size_t ctl_store_ns_pod_count(ctl_store *s, const char *ns);
+
+/* Call fn for every known namespace (with its labels, borrowed for the call)
+ * under the read lock until fn returns non-zero. fn must not call the store. */
+void ctl_store_foreach_namespace(ctl_store *s,
+                                 int (*fn)(void *ud, const char *ns, json_object *labels),
+                                 void *ud);
+
+/* Whether quota q covers namespace ns given the labels the store holds for
+ * it (gq_quota_covers_namespace under the read lock). */
+bool ctl_store_covers(ctl_store *s, const gq_quota *q, const char *ns);
+
+/* Whether a pod in ns whose reservation key is key is recorded. */
+bool ctl_store_has_key(ctl_store *s, const char *ns, const char *key);
+
+/* Bytes the store holds for its records, namespace entries and interned
+ * strings, counted from the sizes it allocated (malloc overhead and the small
+ * per-namespace sums excluded). */
+size_t ctl_store_bytes(ctl_store *s);
+
+/* ------------------------------------------------------------------------ */
+/* Reconcile (pure)                                                          */
+
+/* Whether the pod holding reservation key in namespace ns has been seen. */
+typedef bool (*ctl_seen_fn)(void *ud, const char *ns, const char *key);
+
+#define CTL_COND_READY "Ready"
+#define CTL_COND_EXCEEDED "Exceeded"
+
+typedef struct ctl_result {
+    json_object *status;          /* desired status (owned) */
+    bool changed;                 /* differs from the current status: write it */
+    bool exceeded;                /* used > hard for some key */
+    bool became_exceeded;         /* Exceeded turned True in this reconcile: raise an Event */
+    char message[GQ_ERR_MSG_MAX]; /* the Exceeded message ("" when not exceeded) */
+    gq_amounts used, hard;        /* for metrics */
+    int64_t next_expiry;          /* earliest kept reservation expiry; 0 = none */
+    size_t kept, dropped;         /* reservations kept / dropped */
+} ctl_result;
+
+void ctl_result_init(ctl_result *r);
+void ctl_result_dispose(ctl_result *r);
+
+/* Compute the status quota (a GPUQuota or GPUTenantQuota JSON object,
+ * borrowed) should have at now, given the candidate pods[0..n) (those of its
+ * namespace, or of the tenant's member namespaces; terminal and deleted pods
+ * marked facts.terminal; pods are matched again with scopes and selectors):
+ *   hard               spec.hard, canonical
+ *   used               gq_quota_recount over pods
+ *   namespaces         (tenants) per-namespace usage, sorted
+ *   reservations       current ones whose pod has not been seen (seen) and
+ *                      that are live at now; corrupt records dropped
+ *   observedGeneration metadata.generation
+ *   conditions         Ready True; Exceeded True when used > hard for a key
+ *                      (message names the keys); lastTransitionTime kept
+ *                      unless the status of the condition changes.
+ * An invalid spec fails with GQ_EINVAL (the quota stays as it is). *out is
+ * disposed and refilled on success. */
+gq_code ctl_reconcile(json_object *quota, const gq_usage_pod *pods, size_t n, ctl_seen_fn seen,
+                      void *seen_ud, int64_t now, ctl_result *out, gq_err *err) GQ_WUR;
+
+/* ctl_reconcile over the store: gathers the candidate pods and answers seen
+ * from the store under its read lock. */
+gq_code ctl_store_reconcile(ctl_store *s, json_object *quota, int64_t now, ctl_result *out,
+                            gq_err *err) GQ_WUR;
+
+/* ------------------------------------------------------------------------ */
+/* Work queue                                                                */
+
+typedef struct ctl_queue ctl_queue;
+
+typedef struct ctl_queue_opts {
+    long backoff_min_ms; /* 0: 100 */
+    long backoff_max_ms; /* 0: 30000 */
+    /* Clock in milliseconds (monotonic); NULL: CLOCK_MONOTONIC. Tests pass a
+     * fake one. */
+    int64_t (*now_ms)(void *ud);
+    void *clock_ud;
+} ctl_queue_opts;
+
+/* New queue; opts may be NULL. */
+gq_code ctl_queue_new(const ctl_queue_opts *opts, ctl_queue **out) GQ_WUR;
+/* Frees; waiters must be gone (ctl_queue_shutdown first). NULL ok. */
+void ctl_queue_free(ctl_queue *q);
+
+/* Make key ready. A key already waiting is not added twice; a key being
+ * processed is queued again when ctl_queue_done is called for it. */
+gq_code ctl_queue_add(ctl_queue *q, const char *key) GQ_WUR;
+/* Make key ready after delay_ms (an earlier pending time wins). */
+gq_code ctl_queue_add_after(ctl_queue *q, const char *key, long delay_ms) GQ_WUR;
+/* Requeue after the key's next backoff delay (min doubling to max per
+ * failure); *delay_ms (may be NULL) gets it. */
+gq_code ctl_queue_add_rate_limited(ctl_queue *q, const char *key, long *delay_ms) GQ_WUR;
+/* Reset the key's failure count. */
+void ctl_queue_forget(ctl_queue *q, const char *key);
+/* Failures recorded for key. */
+unsigned ctl_queue_failures(ctl_queue *q, const char *key);
+
+/* Take the next ready key, waiting up to wait_ms (-1: until one is ready or
+ * shutdown). GQ_OK with *key (caller frees) that the caller must hand back
+ * with ctl_queue_done; GQ_ETIMEOUT when none became ready; GQ_ENOTFOUND after
+ * shutdown. */
+gq_code ctl_queue_get(ctl_queue *q, long wait_ms, char **key) GQ_WUR;
+void ctl_queue_done(ctl_queue *q, const char *key);
+
+/* Keys ready now / waiting for a later time. */
+size_t ctl_queue_len(ctl_queue *q);
+size_t ctl_queue_delayed(ctl_queue *q);
+/* Wake every waiter; later gets return GQ_ENOTFOUND. */
+void ctl_queue_shutdown(ctl_queue *q);
+
+/* ------------------------------------------------------------------------ */
+/* The running controller                                                    */
+
+typedef struct ctl_controller ctl_controller;
+
+typedef struct ctl_controller_opts {
+    const kube_api *api;                        /* borrowed; must outlive the controller */
+    const gq_config *cfg;                       /* borrowed; prices pods */
+    unsigned workers;                           /* reconcile threads; 0: 2 */
+    long resync_ms;                             /* full resync period; 0: 300000 */
+    bool leader_elect;                          /* reconcile only while holding the Lease */
+    const char *lease_namespace;                /* NULL: "gpuquota-system" */
+    const char *lease_name;                     /* NULL: "gpuquota-controller" */
+    const char *identity;                       /* NULL: "HOSTNAME_PID" */
+    long lease_ms, renew_deadline_ms, retry_ms; /* 0: 15000 / 10000 / 2000 */
+    long backoff_min_ms, backoff_max_ms;        /* requeue; 0: 100 / 30000 */
+    /* Wall clock in Unix seconds (reservation expiry, conditions); NULL:
+     * time(). */
+    int64_t (*now)(void *ud);
+    void *clock_ud;
+} ctl_controller_opts;
+
+/* A controller over o->api (options copied). Not started. */
+gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, gq_err *err) GQ_WUR;
+/* Start the caches (pods, GPUQuotas, GPUTenantQuotas, namespaces), the
+ * workers and, with leader_elect, the elector. Reconciling begins once every
+ * cache has synced (and the Lease is held). */
+gq_code ctl_controller_start(ctl_controller *c, gq_err *err) GQ_WUR;
+/* Stop workers, release the Lease (when held) and stop the caches.
+ * Idempotent. */
+void ctl_controller_stop(ctl_controller *c);
+void ctl_controller_free(ctl_controller *c);
+
+/* Every cache has done its first list. */
+bool ctl_controller_synced(ctl_controller *c);
+/* Reconciling (leader, or leader election off). */
+bool ctl_controller_is_leader(ctl_controller *c);
+/* Pods tracked (GPU pods in the store). */
+size_t ctl_controller_tracked_pods(ctl_controller *c);
+
+/* Prometheus text (format 0.0.4) of the controller's families into a heap
+ * buffer the caller frees:
+ *   gpuquota_controller_reconciles_total{result}         counter
+ *   gpuquota_controller_reconcile_duration_seconds       histogram
+ *   gpuquota_controller_status_writes_total              counter
+ *   gpuquota_controller_events_total                     counter
+ *   gpuquota_controller_pod_cost_errors_total            counter
+ *   gpuquota_controller_watches_total{resource}          counter (watch (re)starts)
+ *   gpuquota_controller_relists_total{resource}          counter (410 Gone)
+ *   gpuquota_controller_queue_depth                      gauge
+ *   gpuquota_controller_tracked_pods                     gauge
+ *   gpuquota_controller_leader                           gauge
+ *   gpuquota_quota_used{namespace,quota,resource}        gauge ("" namespace: tenant)
+ *   gpuquota_quota_hard{namespace,quota,resource}        gauge */
+gq_code ctl_controller_metrics(ctl_controller *c, char **out, size_t *len) GQ_WUR;
+
+#endif

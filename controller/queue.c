@@ -1,0 +1,350 @@
+/* Work queue with client-go's semantics: a key is waiting at most once; a
+ * key added while a worker processes it is queued again when the worker is
+ * done (never processed by two workers at once); failed keys come back after
+ * a per-key exponential backoff until forgotten. */
+#include "ctl_int.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define Q_BUCKETS 4096
+
+typedef struct qitem {
+    struct qitem *hnext; /* hash chain */
+    struct qitem *rnext; /* ready FIFO */
+    unsigned failures;
+    bool queued;     /* in the ready FIFO */
+    bool processing; /* handed to a worker */
+    bool dirty;      /* added while processing: queue again on done */
+    bool delayed;    /* waiting for due */
+    int64_t due;     /* ms, when delayed */
+    char key[];
+} qitem;
+
+struct ctl_queue {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    ctl_queue_opts o;
+    qitem *buckets[Q_BUCKETS];
+    qitem *head, *tail;
+    size_t n_ready, n_delayed;
+    bool shutdown;
+};
+
+static int64_t mono_ms(void *ud)
+{
+    (void)ud;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t now_ms(ctl_queue *q)
+{
+    return q->o.now_ms(q->o.clock_ud);
+}
+
+gq_code ctl_queue_new(const ctl_queue_opts *opts, ctl_queue **out)
+{
+    ctl_queue *q = calloc(1, sizeof(*q));
+    if (!q)
+        return GQ_ENOMEM;
+    if (opts)
+        q->o = *opts;
+    if (q->o.backoff_min_ms <= 0)
+        q->o.backoff_min_ms = 100;
+    if (q->o.backoff_max_ms <= 0)
+        q->o.backoff_max_ms = 30000;
+    if (q->o.backoff_max_ms < q->o.backoff_min_ms)
+        q->o.backoff_max_ms = q->o.backoff_min_ms;
+    if (!q->o.now_ms)
+        q->o.now_ms = mono_ms;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int e = pthread_cond_init(&q->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (e || pthread_mutex_init(&q->mu, NULL)) {
+        if (!e)
+            pthread_cond_destroy(&q->cv);
+        free(q);
+        return GQ_ENOMEM;
+    }
+    *out = q;
+    return GQ_OK;
+}
+
+void ctl_queue_free(ctl_queue *q)
+{
+    if (!q)
+        return;
+    for (size_t i = 0; i < Q_BUCKETS; i++)
+        for (qitem *it = q->buckets[i], *n; it; it = n) {
+            n = it->hnext;
+            free(it);
+        }
+    pthread_cond_destroy(&q->cv);
+    pthread_mutex_destroy(&q->mu);
+    free(q);
+}
+
+static size_t bucket(const char *key)
+{
+    return (size_t)(ctl_str_hash(key) % Q_BUCKETS);
+}
+
+static qitem *find(ctl_queue *q, const char *key)
+{
+    for (qitem *it = q->buckets[bucket(key)]; it; it = it->hnext)
+        if (!strcmp(it->key, key))
+            return it;
+    return NULL;
+}
+
+static qitem *find_or_new(ctl_queue *q, const char *key)
+{
+    qitem *it = find(q, key);
+    if (it)
+        return it;
+    size_t len = strlen(key);
+    it = calloc(1, sizeof(*it) + len + 1);
+    if (!it)
+        return NULL;
+    memcpy(it->key, key, len + 1);
+    size_t b = bucket(key);
+    it->hnext = q->buckets[b];
+    q->buckets[b] = it;
+    return it;
+}
+
+/* Forget items that carry no state any more. */
+static void maybe_gc(ctl_queue *q, qitem *it)
+{
+    if (it->queued || it->processing || it->delayed || it->failures)
+        return;
+    for (qitem **pp = &q->buckets[bucket(it->key)]; *pp; pp = &(*pp)->hnext)
+        if (*pp == it) {
+            *pp = it->hnext;
+            free(it);
+            return;
+        }
+}
+
+static void push_ready(ctl_queue *q, qitem *it)
+{
+    if (it->delayed) {
+        it->delayed = false;
+        q->n_delayed--;
+    }
+    if (it->processing) {
+        it->dirty = true;
+        return;
+    }
+    if (it->queued)
+        return;
+    it->queued = true;
+    it->rnext = NULL;
+    if (q->tail)
+        q->tail->rnext = it;
+    else
+        q->head = it;
+    q->tail = it;
+    q->n_ready++;
+    pthread_cond_signal(&q->cv);
+}
+
+gq_code ctl_queue_add(ctl_queue *q, const char *key)
+{
+    pthread_mutex_lock(&q->mu);
+    qitem *it = q->shutdown ? NULL : find_or_new(q, key);
+    if (it)
+        push_ready(q, it);
+    bool down = q->shutdown;
+    pthread_mutex_unlock(&q->mu);
+    return it || down ? GQ_OK : GQ_ENOMEM;
+}
+
+gq_code ctl_queue_add_after(ctl_queue *q, const char *key, long delay_ms)
+{
+    if (delay_ms <= 0)
+        return ctl_queue_add(q, key);
+    pthread_mutex_lock(&q->mu);
+    qitem *it = q->shutdown ? NULL : find_or_new(q, key);
+    bool down = q->shutdown;
+    if (it && !it->queued) {
+        int64_t due = now_ms(q) + delay_ms;
+        if (!it->delayed) {
+            it->delayed = true;
+            it->due = due;
+            q->n_delayed++;
+            pthread_cond_broadcast(&q->cv); /* a waiter may need to wake earlier */
+        } else if (due < it->due) {
+            it->due = due;
+            pthread_cond_broadcast(&q->cv);
+        }
+    }
+    pthread_mutex_unlock(&q->mu);
+    return it || down ? GQ_OK : GQ_ENOMEM;
+}
+
+gq_code ctl_queue_add_rate_limited(ctl_queue *q, const char *key, long *delay_ms)
+{
+    long d;
+    pthread_mutex_lock(&q->mu);
+    qitem *it = q->shutdown ? NULL : find_or_new(q, key);
+    if (!it) {
+        bool down = q->shutdown;
+        pthread_mutex_unlock(&q->mu);
+        return down ? GQ_OK : GQ_ENOMEM;
+    }
+    d = q->o.backoff_min_ms;
+    for (unsigned i = 0; i < it->failures && d < q->o.backoff_max_ms; i++)
+        d *= 2;
+    if (d > q->o.backoff_max_ms)
+        d = q->o.backoff_max_ms;
+    if (it->failures < 64)
+        it->failures++;
+    pthread_mutex_unlock(&q->mu);
+    if (delay_ms)
+        *delay_ms = d;
+    return ctl_queue_add_after(q, key, d);
+}
+
+void ctl_queue_forget(ctl_queue *q, const char *key)
+{
+    pthread_mutex_lock(&q->mu);
+    qitem *it = find(q, key);
+    if (it) {
+        it->failures = 0;
+        maybe_gc(q, it);
+    }
+    pthread_mutex_unlock(&q->mu);
+}
+
+unsigned ctl_queue_failures(ctl_queue *q, const char *key)
+{
+    pthread_mutex_lock(&q->mu);
+    qitem *it = find(q, key);
+    unsigned f = it ? it->failures : 0;
+    pthread_mutex_unlock(&q->mu);
+    return f;
+}
+
+/* Move due delayed items to the ready FIFO; return the earliest remaining
+ * due time, or INT64_MAX. Lock held. */
+static int64_t promote_due(ctl_queue *q)
+{
+    int64_t next = INT64_MAX;
+    if (!q->n_delayed)
+        return next;
+    int64_t now = now_ms(q);
+    for (size_t i = 0; i < Q_BUCKETS; i++)
+        for (qitem *it = q->buckets[i]; it; it = it->hnext) {
+            if (!it->delayed)
+                continue;
+            if (it->due <= now)
+                push_ready(q, it);
+            else if (it->due < next)
+                next = it->due;
+        }
+    return next;
+}
+
+gq_code ctl_queue_get(ctl_queue *q, long wait_ms, char **key)
+{
+    gq_code rc = GQ_OK;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t deadline =
+        wait_ms < 0 ? INT64_MAX : (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + wait_ms;
+    pthread_mutex_lock(&q->mu);
+    for (;;) {
+        int64_t next_due = promote_due(q);
+        if (q->shutdown) {
+            rc = GQ_ENOTFOUND;
+            break;
+        }
+        if (q->head) {
+            qitem *it = q->head;
+            char *k = strdup(it->key);
+            if (!k) {
+                rc = GQ_ENOMEM;
+                break;
+            }
+            q->head = it->rnext;
+            if (!q->head)
+                q->tail = NULL;
+            q->n_ready--;
+            it->queued = false;
+            it->processing = true;
+            *key = k;
+            break;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int64_t mono = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        if (mono >= deadline) {
+            rc = GQ_ETIMEOUT;
+            break;
+        }
+        /* Wake at the deadline or when the next delayed item is due (its due
+         * time is on the queue's clock; converted as a delay from now). */
+        int64_t wake = deadline;
+        if (next_due != INT64_MAX) {
+            int64_t in = next_due - now_ms(q);
+            if (in < 0)
+                in = 0;
+            if (mono + in < wake)
+                wake = mono + in;
+        }
+        if (wake - mono > 1000)
+            wake = mono + 1000; /* re-check now and then: clocks may differ */
+        struct timespec w = {.tv_sec = wake / 1000, .tv_nsec = (wake % 1000) * 1000000};
+        int e = pthread_cond_timedwait(&q->cv, &q->mu, &w);
+        (void)e;
+    }
+    pthread_mutex_unlock(&q->mu);
+    return rc;
+}
+
+void ctl_queue_done(ctl_queue *q, const char *key)
+{
+    pthread_mutex_lock(&q->mu);
+    qitem *it = find(q, key);
+    if (it && it->processing) {
+        it->processing = false;
+        if (it->dirty) {
+            it->dirty = false;
+            push_ready(q, it);
+        } else {
+            maybe_gc(q, it);
+        }
+    }
+    pthread_mutex_unlock(&q->mu);
+}
+
+size_t ctl_queue_len(ctl_queue *q)
+{
+    pthread_mutex_lock(&q->mu);
+    size_t n = q->n_ready;
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
+size_t ctl_queue_delayed(ctl_queue *q)
+{
+    pthread_mutex_lock(&q->mu);
+    size_t n = q->n_delayed;
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
+void ctl_queue_shutdown(ctl_queue *q)
+{
+    pthread_mutex_lock(&q->mu);
+    q->shutdown = true;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}

@@ -1,0 +1,266 @@
+/* The desired status of one quota: pure (time is a parameter, pods and the
+ * "seen" oracle are inputs). Usage is recounted by gq_quota_recount, so the
+ * controller and the webhook share one definition of what matches. */
+#include "ctl_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ctl_result_init(ctl_result *r)
+{
+    memset(r, 0, sizeof(*r));
+}
+
+void ctl_result_dispose(ctl_result *r)
+{
+    if (!r)
+        return;
+    json_object_put(r->status);
+    ctl_result_init(r);
+}
+
+gq_code ctl_quota_parse_spec(json_object *quota, gq_quota **out, gq_err *err)
+{
+    static const char *const keep[] = {"apiVersion", "kind", "metadata", "spec"};
+    if (!quota || !json_object_is_type(quota, json_type_object))
+        return gq_err_set(err, GQ_EINVAL, "quota must be an object");
+    json_object *shallow = json_object_new_object();
+    if (!shallow)
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++) {
+        json_object *v = ctl_json_get(quota, keep[i]);
+        if (v && json_object_object_add(shallow, keep[i], json_object_get(v))) {
+            json_object_put(v);
+            json_object_put(shallow);
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        }
+    }
+    gq_code rc = gq_quota_parse(shallow, out, err);
+    json_object_put(shallow);
+    return rc;
+}
+
+static int add_owned(json_object *obj, const char *key, json_object *val)
+{
+    if (!val)
+        return -1;
+    if (json_object_object_add(obj, key, val)) {
+        json_object_put(val);
+        return -1;
+    }
+    return 0;
+}
+
+/* The current condition of this type in status, or NULL. */
+static json_object *find_condition(json_object *status, const char *type)
+{
+    json_object *conds = ctl_json_get(status, "conditions");
+    if (!conds || !json_object_is_type(conds, json_type_array))
+        return NULL;
+    for (size_t i = 0; i < json_object_array_length(conds); i++) {
+        json_object *c = json_object_array_get_idx(conds, i);
+        const char *t = ctl_json_str(c, "type");
+        if (t && !strcmp(t, type))
+            return c;
+    }
+    return NULL;
+}
+
+/* metav1.Condition; lastTransitionTime moves only when status changes. */
+static json_object *condition(json_object *cur_status, const char *type, bool value,
+                              const char *reason, const char *message, int64_t generation,
+                              int64_t now)
+{
+    const char *st = value ? "True" : "False";
+    json_object *old = find_condition(cur_status, type);
+    const char *old_st = ctl_json_str(old, "status");
+    const char *old_ltt = ctl_json_str(old, "lastTransitionTime");
+    char ltt[GQ_RFC3339_MAX];
+    if (old_st && old_ltt && !strcmp(old_st, st) && strlen(old_ltt) < sizeof(ltt))
+        memcpy(ltt, old_ltt, strlen(old_ltt) + 1);
+    else
+        gq_time_format_rfc3339(now, ltt);
+    json_object *c = json_object_new_object();
+    if (!c || add_owned(c, "type", json_object_new_string(type)) ||
+        add_owned(c, "status", json_object_new_string(st)) ||
+        add_owned(c, "observedGeneration", json_object_new_int64(generation)) ||
+        add_owned(c, "lastTransitionTime", json_object_new_string(ltt)) ||
+        add_owned(c, "reason", json_object_new_string(reason)) ||
+        add_owned(c, "message", json_object_new_string(message))) {
+        json_object_put(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* Reservations to keep: live at now (gq_status_drop_expired also drops
+ * corrupt records) and whose pod has not been seen. */
+static gq_code keep_reservations(json_object *cur_status, ctl_seen_fn seen, void *ud, int64_t now,
+                                 json_object **out, ctl_result *res, gq_err *err)
+{
+    json_object *arr = ctl_json_get(cur_status, "reservations");
+    json_object *tmp = NULL, *kept = NULL;
+    size_t total = 0, expired = 0;
+    gq_code rc = GQ_OK;
+    *out = NULL;
+    if (!arr)
+        return GQ_OK;
+    if (json_object_is_type(arr, json_type_array))
+        total = json_object_array_length(arr);
+    tmp = json_object_new_object();
+    kept = json_object_new_array();
+    if (!tmp || !kept) {
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (!json_object_is_type(arr, json_type_array)) { /* corrupt: nothing to keep */
+        res->dropped = 1;
+        goto done;
+    }
+    json_object *copy = NULL;
+    if (json_object_deep_copy(arr, &copy, NULL) != 0 ||
+        json_object_object_add(tmp, "reservations", copy)) {
+        json_object_put(copy);
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        goto out;
+    }
+    rc = gq_status_drop_expired(tmp, now, &expired, err);
+    if (rc)
+        goto out;
+    copy = ctl_json_get(tmp, "reservations");
+    for (size_t i = 0; i < json_object_array_length(copy); i++) {
+        json_object *item = json_object_array_get_idx(copy, i);
+        gq_reservation r;
+        if (gq_reservation_parse(item, NULL, &r, NULL) != GQ_OK)
+            continue; /* unreachable: drop_expired removed the unparsable */
+        bool drop = seen && seen(ud, r.namespace_, r.key);
+        int64_t exp = r.expires;
+        gq_reservation_dispose(&r);
+        if (drop)
+            continue;
+        if (json_object_array_add(kept, json_object_get(item))) {
+            json_object_put(item);
+            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            goto out;
+        }
+        if (!res->next_expiry || exp < res->next_expiry)
+            res->next_expiry = exp;
+    }
+    res->kept = json_object_array_length(kept);
+    res->dropped = total - res->kept;
+done:
+    *out = kept;
+    kept = NULL;
+out:
+    json_object_put(kept);
+    json_object_put(tmp);
+    return rc;
+}
+
+/* "gpu-memory (used 72Gi, hard 64Gi), gpus (used 3, hard 2)" for the keys
+ * where used > hard; returns whether there was any. */
+static bool exceeded_message(const gq_amounts *used, const gq_amounts *hard, char *buf, size_t cap)
+{
+    size_t len = 0;
+    bool any = false;
+    buf[0] = '\0';
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        if (!hard->set[k] || used->v[k] <= hard->v[k])
+            continue;
+        char u[GQ_QUANTITY_STR_MAX], h[GQ_QUANTITY_STR_MAX];
+        gq_amount_format(used, (gq_qkey)k, u);
+        gq_amount_format(hard, (gq_qkey)k, h);
+        int w = snprintf(buf + len, cap - len, "%s%s (used %s, hard %s)",
+                         any ? ", " : "used exceeds hard for ", gq_qkey_name((gq_qkey)k), u, h);
+        if (w > 0)
+            len = (size_t)w >= cap - len ? cap - 1 : len + (size_t)w;
+        any = true;
+    }
+    return any;
+}
+
+gq_code ctl_reconcile_parsed(const gq_quota *q, json_object *quota, const gq_usage_pod *pods,
+                             size_t n, ctl_seen_fn seen, void *seen_ud, int64_t now,
+                             ctl_result *out, gq_err *err)
+{
+    gq_code rc;
+    gq_usage u;
+    ctl_result r;
+    json_object *cur = ctl_json_get(quota, "status"), *kept = NULL;
+    gq_usage_init(&u);
+    ctl_result_init(&r);
+    rc = gq_quota_recount(q, pods, n, &u, err);
+    if (rc)
+        goto out;
+    rc = keep_reservations(cur, seen, seen_ud, now, &kept, &r, err);
+    if (rc)
+        goto out;
+    r.used = u.used;
+    r.hard = q->hard;
+    r.exceeded = exceeded_message(&u.used, &q->hard, r.message, sizeof(r.message));
+    json_object *old_ex = find_condition(cur, CTL_COND_EXCEEDED);
+    const char *old_ex_st = ctl_json_str(old_ex, "status");
+    r.became_exceeded = r.exceeded && !(old_ex_st && !strcmp(old_ex_st, "True"));
+
+    json_object *conds = json_object_new_array();
+    json_object *c_ready = condition(cur, CTL_COND_READY, true, "Reconciled",
+                                     "usage recounted from pods", q->generation, now);
+    json_object *c_ex =
+        condition(cur, CTL_COND_EXCEEDED, r.exceeded, r.exceeded ? "Exceeded" : "WithinLimits",
+                  r.message, q->generation, now);
+    if (!conds || !c_ready || !c_ex || json_object_array_add(conds, c_ready)) {
+        json_object_put(c_ready);
+        json_object_put(c_ex);
+        json_object_put(conds);
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (json_object_array_add(conds, c_ex)) {
+        json_object_put(c_ex);
+        json_object_put(conds);
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        goto out;
+    }
+    json_object *res_arr = NULL;
+    if (kept && json_object_array_length(kept)) {
+        res_arr = kept;
+        kept = NULL;
+    }
+    json_object *st = r.status = json_object_new_object();
+    if (!st || add_owned(st, "hard", gq_amounts_to_json(&q->hard)) ||
+        add_owned(st, "used", gq_amounts_to_json(&u.used)) ||
+        (q->kind == GQ_QUOTA_TENANT &&
+         add_owned(st, "namespaces", gq_usage_namespaces_to_json(&u))) ||
+        (res_arr && add_owned(st, "reservations", json_object_get(res_arr))) ||
+        add_owned(st, "observedGeneration", json_object_new_int64(q->generation)) ||
+        add_owned(st, "conditions", json_object_get(conds))) {
+        json_object_put(res_arr);
+        json_object_put(conds);
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        goto out;
+    }
+    json_object_put(res_arr); /* st holds them now */
+    json_object_put(conds);
+    r.changed = !json_object_equal(st, cur);
+    ctl_result_dispose(out);
+    *out = r;
+    ctl_result_init(&r);
+out:
+    json_object_put(kept);
+    ctl_result_dispose(&r);
+    gq_usage_dispose(&u);
+    return rc;
+}
+
+gq_code ctl_reconcile(json_object *quota, const gq_usage_pod *pods, size_t n, ctl_seen_fn seen,
+                      void *seen_ud, int64_t now, ctl_result *out, gq_err *err)
+{
+    gq_quota *q = NULL;
+    gq_code rc = ctl_quota_parse_spec(quota, &q, err);
+    if (rc)
+        return rc;
+    rc = ctl_reconcile_parsed(q, quota, pods, n, seen, seen_ud, now, out, err);
+    gq_quota_free(q);
+    return rc;
+}

@@ -1,0 +1,688 @@
+/* Compact records of GPU pods, indexed by namespace. The kube cache owns the
+ * records (its transform builds them, its free_record frees them); the store
+ * only links them into per-namespace lists, so a pod costs one small
+ * allocation here plus the cache's entry. One rwlock guards the index, the
+ * namespace table and the interned strings. */
+#include "ctl_int.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NS_BUCKETS_MIN 64
+#define CTL_MAX_FIELD 1024 /* longest name, uid or key kept (API limits are lower) */
+
+/* Running pods of one namespace with the same scope facts, summed: every
+ * quota matches all of them or none, so a recount reads one entry instead of
+ * each pod. */
+typedef struct ns_group {
+    const char *pc; /* interned priority class, NULL = none */
+    bool terminating;
+    size_t pods;
+    int64_t sum[GQ_KEY_COUNT];
+} ns_group;
+
+struct ctl_ns {
+    struct ctl_ns *hnext;
+    uint64_t hash;
+    size_t refs;         /* records holding it + 1 while the Namespace object exists */
+    bool present;        /* the Namespace object exists */
+    json_object *labels; /* metadata.labels, owned; NULL = none */
+    ctl_pod *head;       /* linked records */
+    size_t n_pods;
+    /* Linked pods that are neither terminal nor being deleted are summed in
+     * groups; pods being deleted stop counting at a time of their own and are
+     * read one by one (n_deleting of them). inexact: a sum would have
+     * overflowed or a group could not be allocated: read every pod. */
+    ns_group *groups;
+    size_t n_groups, cap_groups, n_deleting;
+    bool inexact;
+    char name[];
+};
+
+struct ctl_store {
+    pthread_rwlock_t lock;
+    ctl_ns **buckets;
+    size_t nbuckets, n_ns;
+    char **pcs; /* interned priority class names, never freed before the store */
+    size_t n_pcs, cap_pcs;
+    size_t n_pods;
+    size_t bytes; /* allocated for records and indexes */
+};
+
+json_object *ctl_json_get(json_object *obj, const char *key)
+{
+    json_object *v;
+    if (!obj || !json_object_is_type(obj, json_type_object) ||
+        !json_object_object_get_ex(obj, key, &v))
+        return NULL;
+    return v;
+}
+
+const char *ctl_json_str(json_object *obj, const char *key)
+{
+    json_object *v = ctl_json_get(obj, key);
+    return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+}
+
+uint64_t ctl_str_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        h = (h ^ *p) * 1099511628211ULL;
+    return h;
+}
+
+gq_code ctl_store_new(ctl_store **out)
+{
+    ctl_store *s = calloc(1, sizeof(*s));
+    if (!s)
+        return GQ_ENOMEM;
+    s->buckets = calloc(NS_BUCKETS_MIN, sizeof(*s->buckets));
+    if (!s->buckets || pthread_rwlock_init(&s->lock, NULL) != 0) {
+        free(s->buckets);
+        free(s);
+        return GQ_ENOMEM;
+    }
+    s->nbuckets = NS_BUCKETS_MIN;
+    s->bytes = sizeof(*s) + NS_BUCKETS_MIN * sizeof(*s->buckets);
+    *out = s;
+    return GQ_OK;
+}
+
+static void ns_free(ctl_ns *n)
+{
+    if (!n)
+        return;
+    json_object_put(n->labels);
+    free(n->groups);
+    free(n);
+}
+
+void ctl_store_free(ctl_store *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->nbuckets; i++) {
+        for (ctl_ns *n = s->buckets[i], *next; n; n = next) {
+            next = n->hnext;
+            for (ctl_pod *p = n->head, *pn; p; p = pn) {
+                pn = p->next;
+                free(p);
+            }
+            ns_free(n);
+        }
+    }
+    for (size_t i = 0; i < s->n_pcs; i++)
+        free(s->pcs[i]);
+    free(s->pcs);
+    free(s->buckets);
+    pthread_rwlock_destroy(&s->lock);
+    free(s);
+}
+
+static ctl_ns *ns_find(ctl_store *s, const char *name, uint64_t h, ctl_ns ***link)
+{
+    ctl_ns **pp = &s->buckets[h & (s->nbuckets - 1)];
+    for (; *pp; pp = &(*pp)->hnext)
+        if ((*pp)->hash == h && !strcmp((*pp)->name, name))
+            break;
+    if (link)
+        *link = pp;
+    return *pp;
+}
+
+/* Double the table when full; on allocation failure keep chaining. */
+static void ns_maybe_grow(ctl_store *s)
+{
+    if (s->n_ns < s->nbuckets || s->nbuckets > SIZE_MAX / 2 / sizeof(ctl_ns *))
+        return;
+    size_t nb = s->nbuckets * 2;
+    ctl_ns **b = calloc(nb, sizeof(*b));
+    if (!b)
+        return;
+    for (size_t i = 0; i < s->nbuckets; i++) {
+        for (ctl_ns *n = s->buckets[i], *next; n; n = next) {
+            next = n->hnext;
+            n->hnext = b[n->hash & (nb - 1)];
+            b[n->hash & (nb - 1)] = n;
+        }
+    }
+    free(s->buckets);
+    s->bytes += (nb - s->nbuckets) * sizeof(*b);
+    s->buckets = b;
+    s->nbuckets = nb;
+}
+
+/* The namespace entry for name with one more reference; write lock held. */
+static ctl_ns *ns_ref(ctl_store *s, const char *name)
+{
+    ctl_ns **link;
+    uint64_t h = ctl_str_hash(name);
+    ctl_ns *n = ns_find(s, name, h, &link);
+    if (n) {
+        n->refs++;
+        return n;
+    }
+    size_t len = strlen(name);
+    n = calloc(1, sizeof(*n) + len + 1);
+    if (!n)
+        return NULL;
+    memcpy(n->name, name, len + 1);
+    n->hash = h;
+    n->refs = 1;
+    *link = n;
+    s->n_ns++;
+    s->bytes += sizeof(*n) + len + 1;
+    ns_maybe_grow(s);
+    return n;
+}
+
+/* Drop one reference; the entry goes with the last. Write lock held. */
+static void ns_unref(ctl_store *s, ctl_ns *n)
+{
+    if (!n || --n->refs > 0)
+        return;
+    ctl_ns **link;
+    if (ns_find(s, n->name, n->hash, &link) == n) {
+        *link = n->hnext;
+        s->n_ns--;
+    }
+    s->bytes -= sizeof(*n) + strlen(n->name) + 1;
+    ns_free(n);
+}
+
+/* Interned copy of a priority class name; write lock held. There are few
+ * PriorityClass objects in a cluster, so a linear table is enough. */
+static const char *pc_intern(ctl_store *s, const char *pc)
+{
+    for (size_t i = 0; i < s->n_pcs; i++)
+        if (!strcmp(s->pcs[i], pc))
+            return s->pcs[i];
+    if (s->n_pcs == s->cap_pcs) {
+        size_t nc = s->cap_pcs ? s->cap_pcs * 2 : 8;
+        char **np = realloc(s->pcs, nc * sizeof(*np));
+        if (!np)
+            return NULL;
+        s->pcs = np;
+        s->cap_pcs = nc;
+    }
+    char *c = strdup(pc);
+    if (!c)
+        return NULL;
+    s->bytes += strlen(pc) + 1;
+    s->pcs[s->n_pcs++] = c;
+    return c;
+}
+
+const char *ctl_pod_name(const ctl_pod *p)
+{
+    return p->data;
+}
+
+const char *ctl_pod_uid(const ctl_pod *p)
+{
+    return p->data + p->uid_off;
+}
+
+const char *ctl_pod_namespace(const ctl_pod *p)
+{
+    return p->ns->name;
+}
+
+const char *ctl_pod_reservation_key(const ctl_pod *p)
+{
+    return p->key_off ? p->data + p->key_off : NULL;
+}
+
+bool ctl_pod_counts(const ctl_pod *p, int64_t now)
+{
+    /* Kubernetes' quota evaluator stops counting a pod once now is after
+     * deletionTimestamp + deletionGracePeriodSeconds. */
+    return !p->terminal && !(p->delete_at && now > p->delete_at);
+}
+
+bool ctl_pod_same(const ctl_pod *a, const ctl_pod *b)
+{
+    if (!a || !b)
+        return a == b;
+    const char *ka = ctl_pod_reservation_key(a), *kb = ctl_pod_reservation_key(b);
+    return a->ns == b->ns && a->priority_class == b->priority_class &&
+           !memcmp(a->charge, b->charge, sizeof(a->charge)) && a->delete_at == b->delete_at &&
+           a->terminal == b->terminal && a->terminating == b->terminating &&
+           (ka && kb ? !strcmp(ka, kb) : ka == kb);
+}
+
+/* deletionTimestamp + deletionGracePeriodSeconds, 0 when not being deleted. */
+static gq_code deletion_deadline(json_object *meta, int64_t *out, gq_err *err)
+{
+    const char *ts = ctl_json_str(meta, "deletionTimestamp");
+    json_object *g = ctl_json_get(meta, "deletionGracePeriodSeconds");
+    int64_t t = 0, grace = 0;
+    *out = 0;
+    if (!ts)
+        return GQ_OK;
+    gq_code rc = gq_time_parse_rfc3339(ts, &t, err);
+    if (rc)
+        return rc;
+    if (g && json_object_is_type(g, json_type_int))
+        grace = json_object_get_int64(g);
+    if (grace < 0 || grace > INT32_MAX)
+        grace = 0;
+    *out = t + grace > 0 ? t + grace : 1;
+    return GQ_OK;
+}
+
+gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, ctl_pod **out,
+                          gq_err *err)
+{
+    gq_code rc;
+    gq_pod_cost cost;
+    gq_pod_facts facts;
+    gq_amounts charge;
+    ctl_pod *p = NULL;
+    int64_t delete_at = 0;
+    json_object *meta = ctl_json_get(pod, "metadata");
+    const char *name = ctl_json_str(meta, "name"), *ns = ctl_json_str(meta, "namespace");
+    const char *uid = ctl_json_str(meta, "uid");
+    const char *key = ctl_json_str(ctl_json_get(meta, "annotations"), GQ_ANN_RESERVATION);
+
+    gq_pod_cost_init(&cost);
+    if (!name || !name[0] || !ns || !ns[0]) {
+        *out = NULL;
+        rc = GQ_OK;
+        goto out;
+    }
+    rc = gq_pod_cost_compute(cfg, pod, &cost, err);
+    if (rc)
+        goto out;
+    if (cost.gpu_pods == 0) { /* no GPU: nothing to keep */
+        *out = NULL;
+        goto out;
+    }
+    rc = gq_pod_facts_from_json(pod, ns, &facts, err);
+    if (rc)
+        goto out;
+    rc = deletion_deadline(meta, &delete_at, err);
+    if (rc)
+        goto out;
+    if (!uid)
+        uid = "";
+    if (key && !key[0])
+        key = NULL;
+    size_t nl = strlen(name), ul = strlen(uid), kl = key ? strlen(key) : 0;
+    if (nl > CTL_MAX_FIELD || ul > CTL_MAX_FIELD || kl > CTL_MAX_FIELD) {
+        rc = gq_err_set(err, GQ_ELIMIT, "pod %s/%.64s: name, uid or reservation key too long", ns,
+                        name);
+        goto out;
+    }
+    size_t sz = sizeof(*p) + nl + 1 + ul + 1 + (key ? kl + 1 : 0);
+    p = calloc(1, sz);
+    if (!p) {
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        goto out;
+    }
+    memcpy(p->data, name, nl + 1);
+    p->uid_off = (uint16_t)(nl + 1);
+    memcpy(p->data + p->uid_off, uid, ul + 1);
+    if (key) {
+        p->key_off = (uint16_t)(p->uid_off + ul + 1);
+        memcpy(p->data + p->key_off, key, kl + 1);
+    }
+    gq_charge_from_cost(&cost, false, &charge);
+    for (int k = 0; k < GQ_KEY_COUNT; k++)
+        p->charge[k] = charge.v[k];
+    p->delete_at = delete_at;
+    p->terminal = gq_pod_is_terminal(pod);
+    p->terminating = facts.terminating;
+
+    pthread_rwlock_wrlock(&s->lock);
+    p->ns = ns_ref(s, ns);
+    if (p->ns && facts.priority_class && facts.priority_class[0] &&
+        !(p->priority_class = pc_intern(s, facts.priority_class))) {
+        ns_unref(s, p->ns);
+        p->ns = NULL;
+    }
+    if (p->ns)
+        s->bytes += sz;
+    pthread_rwlock_unlock(&s->lock);
+    if (!p->ns) {
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        goto out;
+    }
+    *out = p;
+    p = NULL;
+out:
+    free(p);
+    gq_pod_cost_dispose(&cost);
+    return rc;
+}
+
+/* Add (sign 1) or remove (sign -1) p from its namespace's sums. Write lock
+ * held. */
+static void group_update(ctl_ns *n, const ctl_pod *p, int sign)
+{
+    if (p->terminal)
+        return;
+    if (p->delete_at) {
+        n->n_deleting += sign > 0 ? 1 : (size_t)-1;
+        return;
+    }
+    if (n->inexact)
+        return;
+    ns_group *g = NULL;
+    for (size_t i = 0; i < n->n_groups && !g; i++)
+        if (n->groups[i].pc == p->priority_class && n->groups[i].terminating == p->terminating)
+            g = &n->groups[i];
+    if (!g && sign > 0) {
+        if (n->n_groups == n->cap_groups) {
+            size_t nc = n->cap_groups ? n->cap_groups * 2 : 2;
+            ns_group *ng = realloc(n->groups, nc * sizeof(*ng));
+            if (!ng) {
+                n->inexact = true;
+                return;
+            }
+            n->groups = ng;
+            n->cap_groups = nc;
+        }
+        g = &n->groups[n->n_groups++];
+        memset(g, 0, sizeof(*g));
+        g->pc = p->priority_class;
+        g->terminating = p->terminating;
+    }
+    if (!g) { /* removing a pod no group holds: sums were inexact before */
+        n->inexact = true;
+        return;
+    }
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        int64_t d = sign > 0 ? p->charge[k] : -p->charge[k];
+        if (__builtin_add_overflow(g->sum[k], d, &g->sum[k]))
+            n->inexact = true;
+    }
+    g->pods += sign > 0 ? 1 : (size_t)-1;
+    if (g->pods == 0)
+        *g = n->groups[--n->n_groups];
+}
+
+/* Write lock held. */
+static void unlink_locked(ctl_store *s, ctl_pod *p)
+{
+    if (!p || !p->linked)
+        return;
+    group_update(p->ns, p, -1);
+    if (p->prev)
+        p->prev->next = p->next;
+    else
+        p->ns->head = p->next;
+    if (p->next)
+        p->next->prev = p->prev;
+    p->prev = p->next = NULL;
+    p->linked = false;
+    p->ns->n_pods--;
+    s->n_pods--;
+}
+
+static void link_locked(ctl_store *s, ctl_pod *p)
+{
+    if (!p || p->linked)
+        return;
+    p->prev = NULL;
+    p->next = p->ns->head;
+    if (p->next)
+        p->next->prev = p;
+    p->ns->head = p;
+    p->linked = true;
+    group_update(p->ns, p, 1);
+    p->ns->n_pods++;
+    s->n_pods++;
+}
+
+static size_t pod_size(const ctl_pod *p)
+{
+    const char *key = ctl_pod_reservation_key(p);
+    return sizeof(*p) + strlen(ctl_pod_name(p)) + 1 + strlen(ctl_pod_uid(p)) + 1 +
+           (key ? strlen(key) + 1 : 0);
+}
+
+void ctl_pod_free(ctl_store *s, ctl_pod *p)
+{
+    if (!p)
+        return;
+    pthread_rwlock_wrlock(&s->lock);
+    unlink_locked(s, p);
+    s->bytes -= pod_size(p);
+    ns_unref(s, p->ns);
+    pthread_rwlock_unlock(&s->lock);
+    free(p);
+}
+
+void ctl_store_link(ctl_store *s, ctl_pod *p)
+{
+    ctl_store_replace(s, NULL, p);
+}
+
+void ctl_store_unlink(ctl_store *s, ctl_pod *p)
+{
+    ctl_store_replace(s, p, NULL);
+}
+
+void ctl_store_replace(ctl_store *s, ctl_pod *old, ctl_pod *new_)
+{
+    pthread_rwlock_wrlock(&s->lock);
+    unlink_locked(s, old);
+    link_locked(s, new_);
+    pthread_rwlock_unlock(&s->lock);
+}
+
+gq_code ctl_store_set_namespace(ctl_store *s, const char *ns, json_object *labels, bool *changed)
+{
+    json_object *copy = NULL;
+    if (labels && json_object_is_type(labels, json_type_object) &&
+        json_object_object_length(labels) > 0 && json_object_deep_copy(labels, &copy, NULL) != 0)
+        return GQ_ENOMEM;
+    pthread_rwlock_wrlock(&s->lock);
+    ctl_ns *n = ns_ref(s, ns);
+    if (!n) {
+        pthread_rwlock_unlock(&s->lock);
+        json_object_put(copy);
+        return GQ_ENOMEM;
+    }
+    bool diff = !json_object_equal(n->labels, copy);
+    if (n->present)
+        n->refs--; /* the object already held its reference */
+    n->present = true;
+    json_object_put(n->labels);
+    n->labels = copy;
+    pthread_rwlock_unlock(&s->lock);
+    if (changed)
+        *changed = diff;
+    return GQ_OK;
+}
+
+void ctl_store_delete_namespace(ctl_store *s, const char *ns)
+{
+    pthread_rwlock_wrlock(&s->lock);
+    ctl_ns *n = ns_find(s, ns, ctl_str_hash(ns), NULL);
+    if (n && n->present) {
+        n->present = false;
+        json_object_put(n->labels);
+        n->labels = NULL;
+        ns_unref(s, n);
+    }
+    pthread_rwlock_unlock(&s->lock);
+}
+
+size_t ctl_store_pod_count(ctl_store *s)
+{
+    pthread_rwlock_rdlock(&s->lock);
+    size_t n = s->n_pods;
+    pthread_rwlock_unlock(&s->lock);
+    return n;
+}
+
+size_t ctl_store_ns_pod_count(ctl_store *s, const char *ns)
+{
+    pthread_rwlock_rdlock(&s->lock);
+    ctl_ns *n = ns_find(s, ns, ctl_str_hash(ns), NULL);
+    size_t c = n ? n->n_pods : 0;
+    pthread_rwlock_unlock(&s->lock);
+    return c;
+}
+
+size_t ctl_store_bytes(ctl_store *s)
+{
+    pthread_rwlock_rdlock(&s->lock);
+    size_t b = s->bytes;
+    pthread_rwlock_unlock(&s->lock);
+    return b;
+}
+
+void ctl_store_foreach_namespace(ctl_store *s,
+                                 int (*fn)(void *ud, const char *ns, json_object *labels), void *ud)
+{
+    pthread_rwlock_rdlock(&s->lock);
+    for (size_t i = 0; i < s->nbuckets; i++)
+        for (ctl_ns *n = s->buckets[i]; n; n = n->hnext)
+            if (fn(ud, n->name, n->labels))
+                goto out;
+out:
+    pthread_rwlock_unlock(&s->lock);
+}
+
+bool ctl_store_covers(ctl_store *s, const gq_quota *q, const char *ns)
+{
+    pthread_rwlock_rdlock(&s->lock);
+    ctl_ns *n = ns_find(s, ns, ctl_str_hash(ns), NULL);
+    bool r = gq_quota_covers_namespace(q, ns, n ? n->labels : NULL);
+    pthread_rwlock_unlock(&s->lock);
+    return r;
+}
+
+/* Read lock held. */
+static bool has_key_locked(ctl_store *s, const char *ns, const char *key)
+{
+    ctl_ns *n = ns ? ns_find(s, ns, ctl_str_hash(ns), NULL) : NULL;
+    if (!n || !key)
+        return false;
+    for (ctl_pod *p = n->head; p; p = p->next) {
+        const char *k = ctl_pod_reservation_key(p);
+        if (k && !strcmp(k, key))
+            return true;
+    }
+    return false;
+}
+
+bool ctl_store_has_key(ctl_store *s, const char *ns, const char *key)
+{
+    pthread_rwlock_rdlock(&s->lock);
+    bool r = has_key_locked(s, ns, key);
+    pthread_rwlock_unlock(&s->lock);
+    return r;
+}
+
+static bool seen_locked(void *ud, const char *ns, const char *key)
+{
+    return has_key_locked(ud, ns, key);
+}
+
+typedef struct gather {
+    gq_usage_pod *v;
+    size_t n, cap;
+} gather;
+
+static gq_code gather_ns(gather *g, const ctl_ns *n, int64_t now)
+{
+    size_t need = n->inexact ? n->n_pods : n->n_groups + n->n_deleting;
+    if (need > SIZE_MAX / sizeof(*g->v) - g->n)
+        return GQ_ENOMEM;
+    if (g->n + need > g->cap) {
+        size_t nc = g->cap ? g->cap : 64;
+        while (nc < g->n + need)
+            nc *= 2;
+        gq_usage_pod *nv = realloc(g->v, nc * sizeof(*nv));
+        if (!nv)
+            return GQ_ENOMEM;
+        g->v = nv;
+        g->cap = nc;
+    }
+    if (!n->inexact) {
+        for (size_t i = 0; i < n->n_groups; i++) {
+            gq_usage_pod *u = &g->v[g->n++];
+            memset(u, 0, sizeof(*u));
+            u->facts.namespace_ = n->name;
+            u->facts.priority_class = n->groups[i].pc;
+            u->facts.terminating = n->groups[i].terminating;
+            u->ns_labels = n->labels;
+            u->charge.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
+            for (int k = 0; k < GQ_KEY_COUNT; k++) {
+                u->charge.v[k] = n->groups[i].sum[k];
+                u->charge.set[k] = true;
+            }
+        }
+    }
+    if (!n->inexact && !n->n_deleting)
+        return GQ_OK;
+    for (const ctl_pod *p = n->head; p; p = p->next) {
+        if (!n->inexact && (p->terminal || !p->delete_at))
+            continue; /* summed in a group, or counts nothing */
+        gq_usage_pod *u = &g->v[g->n++];
+        memset(u, 0, sizeof(*u));
+        u->facts.namespace_ = n->name;
+        u->facts.priority_class = p->priority_class;
+        u->facts.terminating = p->terminating;
+        u->facts.terminal = !ctl_pod_counts(p, now);
+        u->ns_labels = n->labels;
+        u->charge.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
+        for (int k = 0; k < GQ_KEY_COUNT; k++) {
+            u->charge.v[k] = p->charge[k];
+            u->charge.set[k] = true;
+        }
+    }
+    return GQ_OK;
+}
+
+static int ns_name_cmp(const void *a, const void *b)
+{
+    return strcmp((*(ctl_ns *const *)a)->name, (*(ctl_ns *const *)b)->name);
+}
+
+gq_code ctl_store_reconcile(ctl_store *s, json_object *quota, int64_t now, ctl_result *out,
+                            gq_err *err)
+{
+    gq_quota *q = NULL;
+    gather g = {0};
+    gq_code rc = ctl_quota_parse_spec(quota, &q, err);
+    if (rc)
+        return rc;
+    /* Everything below runs under the read lock: the pod views borrow the
+     * store's strings and labels, and the recount is pure CPU work. */
+    pthread_rwlock_rdlock(&s->lock);
+    if (q->kind == GQ_QUOTA_NAMESPACED) {
+        ctl_ns *n = ns_find(s, q->namespace_, ctl_str_hash(q->namespace_), NULL);
+        if (n)
+            rc = gather_ns(&g, n, now);
+    } else {
+        /* Member namespaces in name order, so the recount needs no sort. */
+        ctl_ns **mem = NULL;
+        size_t nmem = 0;
+        if (s->n_ns && !(mem = malloc(s->n_ns * sizeof(*mem))))
+            rc = GQ_ENOMEM;
+        for (size_t i = 0; i < s->nbuckets && !rc; i++)
+            for (ctl_ns *n = s->buckets[i]; n; n = n->hnext)
+                if (n->n_pods && gq_quota_covers_namespace(q, n->name, n->labels))
+                    mem[nmem++] = n;
+        if (nmem)
+            qsort(mem, nmem, sizeof(*mem), ns_name_cmp);
+        for (size_t i = 0; i < nmem && !rc; i++)
+            rc = gather_ns(&g, mem[i], now);
+        free(mem);
+    }
+    if (rc)
+        gq_err_set(err, rc, "out of memory");
+    else
+        rc = ctl_reconcile_parsed(q, quota, g.v, g.n, seen_locked, s, now, out, err);
+    pthread_rwlock_unlock(&s->lock);
+    free(g.v);
+    gq_quota_free(q);
+    return rc;
+}

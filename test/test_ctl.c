@@ -1,0 +1,819 @@
+/* Controller core: compact pod records, the store, the pure reconcile and the
+ * work queue. JSON in the tests is written with single quotes for
+ * readability and converted before parsing. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ctl.h"
+
+#define GI (1024LL * 1024 * 1024)
+#define NOW 1795273565LL /* 2026-11-21T15:06:05Z */
+#define NOW_S "2026-11-21T15:06:05Z"
+
+static gq_config *g_cfg;
+
+static json_object *J(const char *s)
+{
+    char *d = strdup(s);
+    assert_non_null(d);
+    for (char *p = d; *p; p++)
+        if (*p == '\'')
+            *p = '"';
+    json_object *o = json_tokener_parse(d);
+    if (!o)
+        fail_msg("bad test JSON: %s", d);
+    free(d);
+    return o;
+}
+
+typedef struct pod_spec {
+    const char *ns, *name;
+    const char *mem;     /* gpuquota.io/gpu-memory limit; NULL: CPU only */
+    int whole;           /* nvidia.com/gpu: N exclusive (when mem is NULL) */
+    const char *phase;   /* NULL: Running */
+    const char *pc;      /* priorityClassName */
+    int deadline;        /* activeDeadlineSeconds when > 0 */
+    const char *deleted; /* deletionTimestamp */
+    int grace;           /* deletionGracePeriodSeconds */
+    const char *key;     /* gpuquota.io/reservation annotation */
+} pod_spec;
+
+static json_object *pod_json(const pod_spec *p)
+{
+    char buf[2048], res[256] = "{}", meta_extra[512] = "", spec_extra[256] = "";
+    if (p->mem)
+        snprintf(res, sizeof res, "{'limits':{'gpuquota.io/gpu-memory':'%s'}}", p->mem);
+    else if (p->whole)
+        snprintf(res, sizeof res, "{'limits':{'nvidia.com/gpu':'%d'}}", p->whole);
+    size_t n = 0;
+    if (p->key)
+        n += (size_t)snprintf(meta_extra + n, sizeof meta_extra - n,
+                              ",'annotations':{'gpuquota.io/reservation':'%s'}", p->key);
+    if (p->deleted)
+        n += (size_t)snprintf(meta_extra + n, sizeof meta_extra - n,
+                              ",'deletionTimestamp':'%s','deletionGracePeriodSeconds':%d",
+                              p->deleted, p->grace);
+    n = 0;
+    if (p->pc)
+        n += (size_t)snprintf(spec_extra + n, sizeof spec_extra - n, ",'priorityClassName':'%s'",
+                              p->pc);
+    if (p->deadline)
+        n += (size_t)snprintf(spec_extra + n, sizeof spec_extra - n, ",'activeDeadlineSeconds':%d",
+                              p->deadline);
+    snprintf(buf, sizeof buf,
+             "{'apiVersion':'v1','kind':'Pod','metadata':{'name':'%s','namespace':'%s',"
+             "'uid':'uid-%s'%s},'spec':{'containers':[{'name':'c','image':'i','resources':%s}]%s},"
+             "'status':{'phase':'%s'}}",
+             p->name, p->ns, p->name, meta_extra, res, spec_extra, p->phase ? p->phase : "Running");
+    return J(buf);
+}
+
+/* Build, link and return the record (NULL for CPU-only pods). */
+static ctl_pod *add_pod(ctl_store *s, const pod_spec *p)
+{
+    json_object *o = pod_json(p);
+    ctl_pod *rec = (ctl_pod *)1;
+    gq_err err;
+    gq_err_clear(&err);
+    gq_code rc = ctl_pod_from_json(s, g_cfg, o, &rec, &err);
+    json_object_put(o);
+    if (rc)
+        fail_msg("record: %s", err.msg);
+    if (rec)
+        ctl_store_link(s, rec);
+    return rec;
+}
+
+static json_object *quota_json(const char *ns, const char *name, const char *spec,
+                               const char *status)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf,
+             "{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':'%s',"
+             "'namespace':'%s','generation':3},'spec':%s%s%s}",
+             name, ns, spec, status ? ",'status':" : "", status ? status : "");
+    return J(buf);
+}
+
+static json_object *tenant_json(const char *name, const char *spec)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf,
+             "{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUTenantQuota','metadata':{'name':"
+             "'%s','generation':1},'spec':%s}",
+             name, spec);
+    return J(buf);
+}
+
+static void reconcile(ctl_store *s, json_object *q, int64_t now, ctl_result *r)
+{
+    gq_err err;
+    gq_err_clear(&err);
+    gq_code rc = ctl_store_reconcile(s, q, now, r, &err);
+    if (rc)
+        fail_msg("reconcile: %s", err.msg);
+}
+
+static const char *status_str(ctl_result *r, const char *a, const char *b)
+{
+    json_object *x, *y;
+    if (!json_object_object_get_ex(r->status, a, &x) || !json_object_object_get_ex(x, b, &y))
+        return NULL;
+    return json_object_get_string(y);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    gq_err err;
+    return gq_config_default(&g_cfg, &err) == GQ_OK ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    gq_config_free(g_cfg);
+    return 0;
+}
+
+/* --- records ---------------------------------------------------------------- */
+
+static void test_record_fields(void **state)
+{
+    (void)state;
+    ctl_store *s;
+    assert_int_equal(ctl_store_new(&s), GQ_OK);
+    pod_spec ps = {
+        .ns = "team-a", .name = "p1", .mem = "10Gi", .key = "k-1", .pc = "high", .deadline = 60};
+    ctl_pod *p = add_pod(s, &ps);
+    assert_non_null(p);
+    assert_string_equal(ctl_pod_name(p), "p1");
+    assert_string_equal(ctl_pod_uid(p), "uid-p1");
+    assert_string_equal(ctl_pod_namespace(p), "team-a");
+    assert_string_equal(ctl_pod_reservation_key(p), "k-1");
+    assert_string_equal(p->priority_class, "high");
+    assert_true(p->terminating);
+    assert_false(p->terminal);
+    assert_int_equal(p->charge[GQ_KEY_GPU_MEMORY], 10 * GI);
+    assert_int_equal(p->charge[GQ_KEY_GPU_PODS], 1);
+    assert_int_equal(p->charge[GQ_KEY_GPUS], 0);
+    assert_int_equal(p->delete_at, 0);
+
+    /* A second pod shares the interned namespace and priority class. */
+    pod_spec ps2 = {.ns = "team-a", .name = "p2", .whole = 2, .pc = "high"};
+    ctl_pod *p2 = add_pod(s, &ps2);
+    assert_ptr_equal(p2->ns, p->ns);
+    assert_ptr_equal(p2->priority_class, p->priority_class);
+    assert_null(ctl_pod_reservation_key(p2));
+    assert_int_equal(p2->charge[GQ_KEY_GPUS], 2);
+    assert_false(ctl_pod_same(p, p2));
+    assert_true(ctl_pod_same(p, p));
+    assert_true(ctl_pod_same(NULL, NULL));
+    assert_false(ctl_pod_same(p, NULL));
+
+    /* CPU-only pods are not kept. */
+    pod_spec cpu = {.ns = "team-a", .name = "cpu"};
+    assert_null(add_pod(s, &cpu));
+    assert_int_equal(ctl_store_pod_count(s), 2);
+    assert_int_equal(ctl_store_ns_pod_count(s, "team-a"), 2);
+    assert_int_equal(ctl_store_ns_pod_count(s, "other"), 0);
+
+    ctl_store_unlink(s, p);
+    assert_int_equal(ctl_store_ns_pod_count(s, "team-a"), 1);
+    ctl_pod_free(s, p);
+    ctl_pod_free(s, p2); /* still linked: free unlinks */
+    assert_int_equal(ctl_store_pod_count(s), 0);
+    ctl_store_free(s);
+}
+
+static void test_record_deletion_and_errors(void **state)
+{
+    (void)state;
+    ctl_store *s;
+    assert_int_equal(ctl_store_new(&s), GQ_OK);
+    pod_spec ps = {.ns = "a", .name = "d", .mem = "1Gi", .deleted = NOW_S, .grace = 30};
+    ctl_pod *p = add_pod(s, &ps);
+    assert_int_equal(p->delete_at, NOW + 30);
+    assert_true(ctl_pod_counts(p, NOW + 30));
+    assert_false(ctl_pod_counts(p, NOW + 31));
+    pod_spec done = {.ns = "a", .name = "s", .mem = "1Gi", .phase = "Succeeded"};
+    ctl_pod *t = add_pod(s, &done);
+    assert_true(t->terminal);
+    assert_false(ctl_pod_counts(t, NOW));
+
+    /* A GPU request that cannot be costed is an error, nothing is kept. */
+    json_object *bad = J("{'metadata':{'name':'x','namespace':'a'},'spec':{'containers':[{'name':"
+                         "'c','resources':{'limits':{'nvidia.com/gpu':'1.5'}}}]}}");
+    ctl_pod *rec = (ctl_pod *)1;
+    gq_err err;
+    assert_int_equal(ctl_pod_from_json(s, g_cfg, bad, &rec, &err), GQ_EINVAL);
+    assert_ptr_equal(rec, (ctl_pod *)1);
+    json_object_put(bad);
+    /* A malformed deletionTimestamp too. */
+    pod_spec badts = {.ns = "a", .name = "b", .mem = "1Gi", .deleted = "yesterday"};
+    json_object *o = pod_json(&badts);
+    assert_int_equal(ctl_pod_from_json(s, g_cfg, o, &rec, &err), GQ_EINVAL);
+    json_object_put(o);
+    /* Without a name or namespace there is nothing to keep. */
+    json_object *anon = J("{'metadata':{},'spec':{'containers':[]}}");
+    assert_int_equal(ctl_pod_from_json(s, g_cfg, anon, &rec, &err), GQ_OK);
+    assert_null(rec);
+    json_object_put(anon);
+    ctl_store_free(s); /* frees linked records */
+}
+
+/* --- recount ------------------------------------------------------------------- */
+
+typedef struct scope_case {
+    const char *spec; /* quota spec */
+    int64_t mem_gi;   /* expected used gpu-memory in Gi */
+    int64_t pods;     /* expected used gpu-pods */
+} scope_case;
+
+static void test_recount_scopes(void **state)
+{
+    (void)state;
+    /* Pods: 1Gi plain, 2Gi terminating, 4Gi priority high, 8Gi priority low,
+     * 16Gi Succeeded, 32Gi Failed, 64Gi deleted past grace, 128Gi deleting
+     * within grace, and one in another namespace. */
+    static const pod_spec pods[] = {
+        {.ns = "a", .name = "plain", .mem = "1Gi"},
+        {.ns = "a", .name = "term", .mem = "2Gi", .deadline = 30},
+        {.ns = "a", .name = "high", .mem = "4Gi", .pc = "high"},
+        {.ns = "a", .name = "low", .mem = "8Gi", .pc = "low"},
+        {.ns = "a", .name = "ok", .mem = "16Gi", .phase = "Succeeded"},
+        {.ns = "a", .name = "bad", .mem = "32Gi", .phase = "Failed"},
+        {.ns = "a", .name = "gone", .mem = "64Gi", .deleted = "2026-11-21T15:00:00Z", .grace = 30},
+        {.ns = "a", .name = "going", .mem = "128Gi", .deleted = NOW_S, .grace = 30},
+        {.ns = "b", .name = "elsewhere", .mem = "256Gi"},
+        {.ns = "a", .name = "cpu"},
+    };
+    static const scope_case cases[] = {
+        {"{'hard':{'gpu-memory':'1Ti','gpu-pods':100}}", 1 + 2 + 4 + 8 + 128, 5},
+        {"{'hard':{'gpu-memory':'1Ti'},'scopes':['Terminating']}", 2, 0},
+        {"{'hard':{'gpu-memory':'1Ti'},'scopes':['NotTerminating']}", 1 + 4 + 8 + 128, 0},
+        {"{'hard':{'gpu-memory':'1Ti'},'scopeSelector':{'matchExpressions':[{'scopeName':"
+         "'PriorityClass','operator':'In','values':['high']}]}}",
+         4, 0},
+        {"{'hard':{'gpu-memory':'1Ti'},'scopeSelector':{'matchExpressions':[{'scopeName':"
+         "'PriorityClass','operator':'NotIn','values':['high']}]}}",
+         1 + 2 + 8 + 128, 0},
+        {"{'hard':{'gpu-memory':'1Ti'},'scopeSelector':{'matchExpressions':[{'scopeName':"
+         "'PriorityClass','operator':'Exists'}]}}",
+         4 + 8, 0},
+        {"{'hard':{'gpu-memory':'1Ti'},'scopeSelector':{'matchExpressions':[{'scopeName':"
+         "'PriorityClass','operator':'DoesNotExist'}]}}",
+         1 + 2 + 128, 0},
+        {"{'hard':{'gpu-memory':'1Ti'},'scopes':['NotTerminating'],'scopeSelector':{"
+         "'matchExpressions':[{'scopeName':'PriorityClass','operator':'DoesNotExist'}]}}",
+         1 + 128, 0},
+    };
+    ctl_store *s;
+    assert_int_equal(ctl_store_new(&s), GQ_OK);
+    for (size_t i = 0; i < sizeof(pods) / sizeof(pods[0]); i++)
+        add_pod(s, &pods[i]);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_object *q = quota_json("a", "q", cases[i].spec, NULL);
+        ctl_result r;
+        ctl_result_init(&r);
+        reconcile(s, q, NOW, &r);
+        if (r.used.v[GQ_KEY_GPU_MEMORY] != cases[i].mem_gi * GI)
+            fail_msg("case %zu: used %lld Gi, want %lld Gi", i,
+                     (long long)(r.used.v[GQ_KEY_GPU_MEMORY] / GI), (long long)cases[i].mem_gi);
+        assert_int_equal(r.used.v[GQ_KEY_GPU_PODS], cases[i].pods);
+        /* used carries only the keys of spec.hard */
+        assert_int_equal(r.used.set[GQ_KEY_GPU_PODS], i == 0);
+        assert_false(r.used.set[GQ_KEY_GPUS]);
+        assert_true(r.changed);
+        ctl_result_dispose(&r);
+        json_object_put(q);
+    }
+    ctl_store_free(s);
+}
+
+static void test_status_shape_and_noop(void **state)
+{
+    (void)state;
+    ctl_store *s;
+    assert_int_equal(ctl_store_new(&s), GQ_OK);
+    pod_spec ps = {.ns = "a", .name = "p", .mem = "8Gi"};
+    add_pod(s, &ps);
+    json_object *q = quota_json("a", "q", "{'hard':{'gpu-memory':'64G','gpus':2}}", NULL);
+    ctl_result r;
+    ctl_result_init(&r);
+    reconcile(s, q, NOW, &r);
+    assert_true(r.changed);
+    assert_false(r.exceeded);
+    assert_false(r.became_exceeded);
+    const char *want =
+        "{ \"hard\": { \"gpu-memory\": \"64G\", \"gpus\": \"2\" }, \"used\": { \"gpu-memory\": "
+        "\"8Gi\", \"gpus\": \"0\" }, \"observedGeneration\": 3, \"conditions\": [ { \"type\": "
+        "\"Ready\", \"status\": \"True\", \"observedGeneration\": 3, \"lastTransitionTime\": "
+        "\"2026-11-21T15:06:05Z\", \"reason\": \"Reconciled\", \"message\": \"usage recounted "
+        "from pods\" }, { \"type\": \"Exceeded\", \"status\": \"False\", \"observedGeneration\": "
+        "3, \"lastTransitionTime\": \"2026-11-21T15:06:05Z\", \"reason\": \"WithinLimits\", "
+        "\"message\": \"\" } ] }";
+    assert_string_equal(json_object_to_json_string_ext(r.status, JSON_C_TO_STRING_SPACED), want);
+
+    /* Written back, the next reconcile (later) changes nothing. */
+    json_object_object_add(q, "status", json_object_get(r.status));
+    ctl_result r2;
+    ctl_result_init(&r2);
+    reconcile(s, q, NOW + 100, &r2);
+    assert_false(r2.changed);
+    assert_string_equal(json_object_to_json_string(r2.status),
+                        json_object_to_json_string(r.status));
+    ctl_result_dispose(&r2);
+    ctl_result_dispose(&r);
+    json_object_put(q);
+
+    /* An invalid spec is an error; a corrupt status is simply rewritten. */
+    json_object *badq = quota_json("a", "q", "{'hard':{'gpu-memory':'-1'}}", NULL);
+    gq_err err;
+    assert_int_equal(ctl_store_reconcile(s, badq, NOW, &r, &err), GQ_EINVAL);
+    assert_null(r.status);
+    json_object_put(badq);
+    json_object *corrupt = quota_json("a", "q", "{'hard':{'gpus':1}}",
+                                      "{'used':'lots','reservations':7,'conditions':{}}");
+    reconcile(s, corrupt, NOW, &r);
+    assert_true(r.changed);
+    assert_string_equal(status_str(&r, "used", "gpus"), "0");
+    assert_int_equal(r.dropped, 1);
+    ctl_result_dispose(&r);
+    json_object_put(corrupt);
+    ctl_store_free(s);
+}
+
+static void test_exceeded_transitions(void **state)
+{
+    (void)state;
+    ctl_store *s;
+    assert_int_equal(ctl_store_new(&s), GQ_OK);
+    pod_spec a = {.ns = "a", .name = "p1", .mem = "40Gi"};
+    pod_spec b = {.ns = "a", .name = "p2", .mem = "32Gi", .whole = 0};
+    pod_spec c = {.ns = "a", .name = "p3", .whole = 3};
+    add_pod(s, &a);
+    add_pod(s, &b);
+    add_pod(s, &c);
+    json_object *q = quota_json("a", "q", "{'hard':{'gpu-memory':'128Gi','gpus':4}}", NULL);
+    ctl_result r;
+    ctl_result_init(&r);
+    reconcile(s, q, NOW, &r);
+    assert_false(r.exceeded);
+    json_object_object_add(q, "status", json_object_get(r.status));
+
+    /* hard lowered below used: Exceeded True naming both keys, once. */
+    json_object *spec;
+    json_object_object_get_ex(q, "spec", &spec);
+    json_object_object_add(spec, "hard", J("{'gpu-memory':'64Gi','gpus':2}"));
+    reconcile(s, q, NOW + 10, &r);
+    assert_true(r.changed);
+    assert_true(r.exceeded);
+    assert_true(r.became_exceeded);
+    assert_string_equal(r.message, "used exceeds hard for gpu-memory (used 72Gi, hard 64Gi), gpus "
+                                   "(used 3, hard 2)");
+    json_object *conds, *ex;
+    json_object_object_get_ex(r.status, "conditions", &conds);
+    ex = json_object_array_get_idx(conds, 1);
+    assert_string_equal(json_object_get_string(json_object_object_get(ex, "status")), "True");
+    assert_string_equal(json_object_get_string(json_object_object_get(ex, "reason")), "Exceeded");
+    assert_string_equal(json_object_get_string(json_object_object_get(ex, "lastTransitionTime")),
+                        "2026-11-21T15:06:15Z");
+    /* Ready did not transition: its time stays. */
+    assert_string_equal(json_object_get_string(json_object_object_get(
+                            json_object_array_get_idx(conds, 0), "lastTransitionTime")),
+                        NOW_S);
+    json_object_object_add(q, "status", json_object_get(r.status));
+
+    /* Still exceeded later: no new transition, no new Event. */
+    reconcile(s, q, NOW + 20, &r);
+    assert_false(r.changed);
+    assert_true(r.exceeded);
+    assert_false(r.became_exceeded);
+
+    /* hard raised: cleared, with a new transition time. */
+    json_object_object_add(spec, "hard", J("{'gpu-memory':'72Gi','gpus':3}"));
+    reconcile(s, q, NOW + 30, &r);
+    assert_true(r.changed);
+    assert_false(r.exceeded);
+    assert_string_equal(r.message, "");
+    json_object_object_get_ex(r.status, "conditions", &conds);
+    ex = json_object_array_get_idx(conds, 1);
+    assert_string_equal(json_object_get_string(json_object_object_get(ex, "status")), "False");
+    assert_string_equal(json_object_get_string(json_object_object_get(ex, "lastTransitionTime")),
+                        "2026-11-21T15:06:35Z");
+    ctl_result_dispose(&r);
+    json_object_put(q);
+    ctl_store_free(s);
+}
+
+/* --- reservations ------------------------------------------------------------ */
+
+static void test_reservations(void **state)
+{
+    (void)state;
+    ctl_store *s;
+    assert_int_equal(ctl_store_new(&s), GQ_OK);
+    pod_spec seen = {.ns = "a", .name = "seen", .mem = "8Gi", .key = "k-seen"};
+    pod_spec done = {.ns = "a", .name = "done", .mem = "8Gi", .key = "k-done", .phase = "Failed"};
+    add_pod(s, &seen);
+    add_pod(s, &done);
+#define RES(k, ns, exp)                                                                            \
+    "{'key':'" k "','namespace':'" ns "','pod':'p','gpu-memory':'8Gi','gpus':'0','gpu-pods':'1',"  \
+    "'expires':'" exp "'}"
+    const char *status = "{'reservations':[" RES("k-seen", "a", "2026-11-21T15:07:00Z") "," RES(
+        "k-wait", "a",
+        "2026-11-21T15:07:00Z") "," RES("k-done", "a",
+                                        "2026-11-21T15:07:00Z") "," RES("k-old", "a",
+                                                                        "2026-11-21T15:06:"
+                                                                        "05Z") "," RES("k-"
+                                                                                       "oth"
+                                                                                       "er-"
+                                                                                       "ns",
+                                                                                       "b",
+                                                                                       "202"
+                                                                                       "6-"
+                                                                                       "11-"
+                                                                                       "21T"
+                                                                                       "15:"
+                                                                                       "06:"
+                                                                                       "30"
+                                                                                       "Z") ",{'"
+                                                                                            "key':'"
+                                                                                            "broken"
+                                                                                            "'}]}";
+    json_object *q = quota_json("a", "q", "{'hard':{'gpu-memory':'64Gi'}}", status);
+    ctl_result r;
+    ctl_result_init(&r);
+    reconcile(s, q, NOW, &r);
+    /* kept: k-wait (pod not seen yet), k-other-ns (no such pod in b);
+     * dropped: k-seen and k-done (pods seen, terminal or not), k-old
+     * (expires == now has lapsed), broken (unparsable). */
+    assert_int_equal(r.kept, 2);
+    assert_int_equal(r.dropped, 4);
+    assert_int_equal(r.next_expiry, NOW + 25);
+    json_object *res;
+    assert_true(json_object_object_get_ex(r.status, "reservations", &res));
+    assert_int_equal(json_object_array_length(res), 2);
+    assert_string_equal(
+        json_object_get_string(json_object_object_get(json_object_array_get_idx(res, 0), "key")),
+        "k-wait");
+    assert_string_equal(
+        json_object_get_string(json_object_object_get(json_object_array_get_idx(res, 1), "key")),
+        "k-other-ns");
+    /* used counts only the running pod; reservations are not part of used. */
+    assert_string_equal(status_str(&r, "used", "gpu-memory"), "8Gi");
+    json_object_object_add(q, "status", json_object_get(r.status));
+
+    /* After both expire the array disappears. */
+    reconcile(s, q, NOW + 60, &r);
+    assert_true(r.changed);
+    assert_int_equal(r.kept, 0);
+    assert_int_equal(r.next_expiry, 0);
+    assert_false(json_object_object_get_ex(r.status, "reservations", NULL));
+    ctl_result_dispose(&r);
+    json_object_put(q);
+    ctl_store_free(s);
+}
+
+/* --- tenants ------------------------------------------------------------------ */
+
+static gq_code setns(ctl_store *s, const char *ns, const char *labels, bool *changed)
+{
+    json_object *l = J(labels);
+    gq_code rc = ctl_store_set_namespace(s, ns, l, changed);
+    json_object_put(l);
+    return rc;
+}
+
+static void test_tenant_membership(void **state)
+{
+    (void)state;
+    ctl_store *s;
+    gq_err err;
+    assert_int_equal(ctl_store_new(&s), GQ_OK);
+    bool changed;
+    assert_int_equal(setns(s, "ml-b", "{'team':'ml'}", &changed), GQ_OK);
+    assert_true(changed);
+    assert_int_equal(setns(s, "ml-a", "{'team':'ml'}", &changed), GQ_OK);
+    assert_int_equal(setns(s, "web", "{'team':'web'}", &changed), GQ_OK);
+    assert_int_equal(ctl_store_set_namespace(s, "listed", NULL, &changed), GQ_OK);
+    static const pod_spec pods[] = {
+        {.ns = "ml-b", .name = "b1", .mem = "4Gi"},
+        {.ns = "ml-a", .name = "a1", .mem = "2Gi"},
+        {.ns = "ml-a", .name = "a2", .mem = "1Gi"},
+        {.ns = "web", .name = "w1", .mem = "8Gi"},
+        {.ns = "listed", .name = "l1", .mem = "16Gi"},
+        {.ns = "nolabels", .name = "n1", .mem = "32Gi"},
+    };
+    for (size_t i = 0; i < sizeof(pods) / sizeof(pods[0]); i++)
+        add_pod(s, &pods[i]);
+    json_object *t =
+        tenant_json("ml", "{'namespaceSelector':{'matchLabels':{'team':'ml'}},"
+                          "'namespaces':['listed'],'hard':{'gpu-memory':'1Ti','gpu-pods':10}}");
+    ctl_result r;
+    ctl_result_init(&r);
+    reconcile(s, t, NOW, &r);
+    assert_int_equal(r.used.v[GQ_KEY_GPU_MEMORY], 23 * GI);
+    assert_int_equal(r.used.v[GQ_KEY_GPU_PODS], 4);
+    json_object *nss;
+    assert_true(json_object_object_get_ex(r.status, "namespaces", &nss));
+    assert_string_equal(json_object_to_json_string_ext(nss, JSON_C_TO_STRING_PLAIN),
+                        "[{\"namespace\":\"listed\",\"used\":{\"gpu-memory\":\"16Gi\",\"gpu-pods\":"
+                        "\"1\"}},{\"namespace\":\"ml-a\",\"used\":{\"gpu-memory\":\"3Gi\",\"gpu-"
+                        "pods\":\"2\"}},{\"namespace\":\"ml-b\",\"used\":{\"gpu-memory\":\"4Gi\","
+                        "\"gpu-pods\":\"1\"}}]");
+
+    /* Relabel web into ml and ml-b out of it: usage moves. */
+    json_object *web = tenant_json("web", "{'namespaceSelector':{'matchLabels':{'team':'web'}},"
+                                          "'hard':{'gpu-memory':'1Ti'}}");
+    assert_int_equal(setns(s, "web", "{'team':'ml'}", &changed), GQ_OK);
+    assert_true(changed);
+    assert_int_equal(setns(s, "ml-b", "{'team':'web'}", &changed), GQ_OK);
+    assert_int_equal(setns(s, "ml-b", "{'team':'web'}", &changed), GQ_OK);
+    assert_false(changed);
+    reconcile(s, t, NOW, &r);
+    assert_int_equal(r.used.v[GQ_KEY_GPU_MEMORY], (16 + 3 + 8) * GI);
+    reconcile(s, web, NOW, &r);
+    assert_int_equal(r.used.v[GQ_KEY_GPU_MEMORY], 4 * GI);
+    assert_true(json_object_object_get_ex(r.status, "namespaces", &nss));
+    assert_int_equal(json_object_array_length(nss), 1);
+
+    /* Namespace deleted: labels gone, so the selector no longer matches. */
+    ctl_store_delete_namespace(s, "ml-b");
+    reconcile(s, web, NOW, &r);
+    assert_int_equal(r.used.v[GQ_KEY_GPU_MEMORY], 0);
+    assert_true(json_object_object_get_ex(r.status, "namespaces", &nss));
+    assert_int_equal(json_object_array_length(nss), 0);
+    assert_int_equal(ctl_store_ns_pod_count(s, "ml-b"), 1);
+
+    /* An empty selector {} matches every namespace. */
+    json_object *all = tenant_json("all", "{'namespaceSelector':{},'hard':{'gpu-pods':100}}");
+    reconcile(s, all, NOW, &r);
+    assert_int_equal(r.used.v[GQ_KEY_GPU_PODS], 6);
+    ctl_result_dispose(&r);
+
+    /* A tenant without members is invalid. */
+    json_object *bad = tenant_json("bad", "{'hard':{'gpu-pods':1}}");
+    assert_int_equal(ctl_store_reconcile(s, bad, NOW, &r, &err), GQ_EINVAL);
+    json_object_put(bad);
+    json_object_put(all);
+    json_object_put(web);
+    json_object_put(t);
+    ctl_store_free(s);
+}
+
+/* Pods are summed per namespace and scope facts; sums that would overflow
+ * fall back to reading each pod, and the recount reports the overflow. */
+static void test_group_sums(void **state)
+{
+    (void)state;
+    ctl_store *s;
+    gq_err err;
+    assert_int_equal(ctl_store_new(&s), GQ_OK);
+    pod_spec a = {.ns = "a", .name = "a1", .mem = "4Ei"};
+    pod_spec b = {.ns = "a", .name = "a2", .mem = "4Ei"};
+    pod_spec c = {.ns = "b", .name = "b1", .mem = "1Gi"};
+    ctl_pod *pa = add_pod(s, &a);
+    ctl_pod *pb = add_pod(s, &b);
+    add_pod(s, &c);
+    json_object *q = quota_json("a", "q", "{'hard':{'gpu-memory':'1Ti'}}", NULL);
+    ctl_result r;
+    ctl_result_init(&r);
+    assert_int_equal(ctl_store_reconcile(s, q, NOW, &r, &err), GQ_ERANGE);
+    /* One of them gone: exact again (read pod by pod from now on). */
+    ctl_store_unlink(s, pb);
+    ctl_pod_free(s, pb);
+    reconcile(s, q, NOW, &r);
+    assert_int_equal(r.used.v[GQ_KEY_GPU_MEMORY], 4LL << 60);
+    /* Replacing a record moves its charge: Running -> Succeeded. */
+    pod_spec a_done = a;
+    a_done.phase = "Succeeded";
+    json_object *o = pod_json(&a_done);
+    ctl_pod *pd = NULL;
+    assert_int_equal(ctl_pod_from_json(s, g_cfg, o, &pd, &err), GQ_OK);
+    json_object_put(o);
+    ctl_store_replace(s, pa, pd);
+    ctl_pod_free(s, pa);
+    reconcile(s, q, NOW, &r);
+    assert_int_equal(r.used.v[GQ_KEY_GPU_MEMORY], 0);
+    json_object *qb = quota_json("b", "q", "{'hard':{'gpu-memory':'1Ti'}}", NULL);
+    reconcile(s, qb, NOW, &r);
+    assert_int_equal(r.used.v[GQ_KEY_GPU_MEMORY], GI);
+    ctl_result_dispose(&r);
+    json_object_put(qb);
+    json_object_put(q);
+    ctl_store_free(s);
+}
+
+/* The pure entry point, with caller-made pod views and a seen oracle. */
+static bool seen_none(void *ud, const char *ns, const char *key)
+{
+    (*(int *)ud)++;
+    return false;
+}
+
+static void test_reconcile_pure(void **state)
+{
+    (void)state;
+    gq_usage_pod pods[2];
+    memset(pods, 0, sizeof(pods));
+    for (int i = 0; i < 2; i++) {
+        pods[i].facts.namespace_ = "a";
+        for (int k = 0; k < GQ_KEY_COUNT; k++)
+            pods[i].charge.set[k] = true;
+        pods[i].charge.v[GQ_KEY_GPU_MEMORY] = (i + 1) * GI;
+        pods[i].charge.v[GQ_KEY_GPU_PODS] = 1;
+    }
+    pods[1].facts.terminal = true;
+    json_object *q = quota_json("a", "q", "{'hard':{'gpu-memory':'1Gi'}}",
+                                "{'reservations':[" RES("k", "a", "2026-11-21T15:07:00Z") "]}");
+    ctl_result r;
+    ctl_result_init(&r);
+    int calls = 0;
+    gq_err err;
+    assert_int_equal(ctl_reconcile(q, pods, 2, seen_none, &calls, NOW, &r, &err), GQ_OK);
+    assert_int_equal(calls, 1);
+    assert_int_equal(r.used.v[GQ_KEY_GPU_MEMORY], GI);
+    assert_false(r.exceeded); /* equality is within limits */
+    assert_int_equal(r.kept, 1);
+    ctl_result_dispose(&r);
+    assert_int_equal(ctl_reconcile(NULL, pods, 2, NULL, NULL, NOW, &r, &err), GQ_EINVAL);
+    json_object_put(q);
+}
+
+/* --- memory ------------------------------------------------------------------ */
+
+static void test_memory_per_record(void **state)
+{
+    (void)state;
+    enum { N = 20000 };
+    ctl_store *s;
+    assert_int_equal(ctl_store_new(&s), GQ_OK);
+    size_t base = ctl_store_bytes(s);
+    char ns[32], name[64], key[40];
+    for (int i = 0; i < N; i++) {
+        snprintf(ns, sizeof ns, "team-%03d", i % 200);
+        snprintf(name, sizeof name, "train-job-%06d-worker-abcde", i);
+        snprintf(key, sizeof key, "0b7a1e54-6f1c-4c8e-9d2a-%012d", i);
+        pod_spec ps = {.ns = ns, .name = name, .mem = "8Gi", .key = key, .pc = "batch"};
+        add_pod(s, &ps);
+    }
+    size_t per = (ctl_store_bytes(s) - base) / N;
+    /* Allocation sizes plus 16 bytes of malloc overhead per record. */
+    print_message("controller store: %zu bytes per pod record (+16 malloc overhead)\n", per);
+    assert_true(per + 16 <= 512);
+    ctl_store_free(s);
+}
+
+/* --- queue ------------------------------------------------------------------- */
+
+static int64_t fake_ms;
+static int64_t fake_clock(void *ud)
+{
+    (void)ud;
+    return fake_ms;
+}
+
+static char *take(ctl_queue *q)
+{
+    char *k = NULL;
+    gq_code rc = ctl_queue_get(q, 0, &k);
+    if (rc == GQ_ETIMEOUT)
+        return NULL;
+    assert_int_equal(rc, GQ_OK);
+    return k;
+}
+
+static void test_queue_dedup(void **state)
+{
+    (void)state;
+    ctl_queue *q;
+    ctl_queue_opts o = {.now_ms = fake_clock};
+    assert_int_equal(ctl_queue_new(&o, &q), GQ_OK);
+    assert_int_equal(ctl_queue_add(q, "a"), GQ_OK);
+    assert_int_equal(ctl_queue_add(q, "b"), GQ_OK);
+    assert_int_equal(ctl_queue_add(q, "a"), GQ_OK);
+    assert_int_equal(ctl_queue_len(q), 2);
+    char *k = take(q);
+    assert_string_equal(k, "a");
+    /* Added while processing: not handed out twice, queued again on done. */
+    assert_int_equal(ctl_queue_add(q, "a"), GQ_OK);
+    char *k2 = take(q);
+    assert_string_equal(k2, "b");
+    assert_null(take(q));
+    ctl_queue_done(q, "a");
+    assert_int_equal(ctl_queue_len(q), 1);
+    ctl_queue_done(q, "b");
+    free(k2);
+    free(k);
+    k = take(q);
+    assert_string_equal(k, "a");
+    ctl_queue_done(q, "a");
+    free(k);
+    assert_int_equal(ctl_queue_len(q), 0);
+
+    /* add_after: not ready before its time; an earlier time wins. */
+    fake_ms = 1000;
+    assert_int_equal(ctl_queue_add_after(q, "d", 500), GQ_OK);
+    assert_int_equal(ctl_queue_add_after(q, "d", 200), GQ_OK);
+    assert_int_equal(ctl_queue_delayed(q), 1);
+    assert_null(take(q));
+    fake_ms = 1199;
+    assert_null(take(q));
+    fake_ms = 1200;
+    k = take(q);
+    assert_string_equal(k, "d");
+    ctl_queue_done(q, "d");
+    free(k);
+    assert_int_equal(ctl_queue_delayed(q), 0);
+    /* A ready key made ready "later" stays ready now. */
+    assert_int_equal(ctl_queue_add(q, "e"), GQ_OK);
+    assert_int_equal(ctl_queue_add_after(q, "e", 10000), GQ_OK);
+    assert_int_equal(ctl_queue_delayed(q), 0);
+    k = take(q);
+    assert_string_equal(k, "e");
+    ctl_queue_done(q, "e");
+    free(k);
+
+    ctl_queue_shutdown(q);
+    assert_int_equal(ctl_queue_get(q, -1, &k), GQ_ENOTFOUND);
+    assert_int_equal(ctl_queue_add(q, "x"), GQ_OK);
+    assert_int_equal(ctl_queue_len(q), 0);
+    ctl_queue_free(q);
+}
+
+static void test_queue_backoff(void **state)
+{
+    (void)state;
+    ctl_queue *q;
+    ctl_queue_opts o = {.now_ms = fake_clock, .backoff_min_ms = 100, .backoff_max_ms = 30000};
+    assert_int_equal(ctl_queue_new(&o, &q), GQ_OK);
+    static const long want[] = {100, 200, 400, 800, 1600, 3200, 6400, 12800, 25600, 30000, 30000};
+    fake_ms = 0;
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        long d = -1;
+        assert_int_equal(ctl_queue_add_rate_limited(q, "k", &d), GQ_OK);
+        assert_int_equal(d, want[i]);
+        assert_null(take(q));
+        fake_ms += d;
+        char *k = take(q);
+        assert_non_null(k);
+        assert_string_equal(k, "k");
+        ctl_queue_done(q, "k");
+        free(k);
+    }
+    assert_int_equal(ctl_queue_failures(q, "k"), 11);
+    /* Other keys have their own count. */
+    long d;
+    assert_int_equal(ctl_queue_add_rate_limited(q, "other", &d), GQ_OK);
+    assert_int_equal(d, 100);
+    ctl_queue_forget(q, "k");
+    assert_int_equal(ctl_queue_failures(q, "k"), 0);
+    assert_int_equal(ctl_queue_add_rate_limited(q, "k", &d), GQ_OK);
+    assert_int_equal(d, 100);
+    ctl_queue_free(q);
+}
+
+/* A real wait: get blocks until the delay passes on the real clock. */
+static void test_queue_blocking(void **state)
+{
+    (void)state;
+    ctl_queue *q;
+    assert_int_equal(ctl_queue_new(NULL, &q), GQ_OK);
+    char *k = NULL;
+    assert_int_equal(ctl_queue_get(q, 20, &k), GQ_ETIMEOUT);
+    assert_int_equal(ctl_queue_add_after(q, "late", 50), GQ_OK);
+    assert_int_equal(ctl_queue_get(q, 2000, &k), GQ_OK);
+    assert_string_equal(k, "late");
+    ctl_queue_done(q, "late");
+    free(k);
+    ctl_queue_free(q);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_record_fields),
+        cmocka_unit_test(test_record_deletion_and_errors),
+        cmocka_unit_test(test_recount_scopes),
+        cmocka_unit_test(test_status_shape_and_noop),
+        cmocka_unit_test(test_exceeded_transitions),
+        cmocka_unit_test(test_reservations),
+        cmocka_unit_test(test_tenant_membership),
+        cmocka_unit_test(test_group_sums),
+        cmocka_unit_test(test_reconcile_pure),
+        cmocka_unit_test(test_memory_per_record),
+        cmocka_unit_test(test_queue_dedup),
+        cmocka_unit_test(test_queue_backoff),
+        cmocka_unit_test(test_queue_blocking),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

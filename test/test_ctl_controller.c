@@ -1,0 +1,336 @@
+/* The running controller over a fake kube_api (no sockets): initial sync,
+ * status writes, the one re-read after a 409, Events, invalid specs and the
+ * metrics text. JSON is written with single quotes and converted. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "ctl.h"
+
+#define NOW 1795273565LL
+
+static json_object *J(const char *s)
+{
+    char *d = strdup(s);
+    assert_non_null(d);
+    for (char *p = d; *p; p++)
+        if (*p == '\'')
+            *p = '"';
+    json_object *o = json_tokener_parse(d);
+    if (!o)
+        fail_msg("bad test JSON: %s", d);
+    free(d);
+    return o;
+}
+
+typedef struct fake {
+    pthread_mutex_t mu;
+    json_object *pods, *quotas, *tenants, *nss; /* arrays */
+    int conflicts;                              /* status writes to refuse with 409 */
+    int writes, gets, events;
+    json_object *last_status; /* body of the last accepted status write */
+    json_object *last_event;
+    char last_write_path[256];
+} fake;
+
+static json_object *collection(fake *f, const char *path)
+{
+    if (strstr(path, "gputenantquotas"))
+        return f->tenants;
+    if (strstr(path, "gpuquotas"))
+        return f->quotas;
+    if (strstr(path, "namespaces") && !strstr(path, "/pods"))
+        return f->nss;
+    return f->pods;
+}
+
+static gq_code f_list(void *ctx, const char *path, const kube_list_opts *o, kube_item_fn fn,
+                      void *ud, char **rv_out, gq_err *err)
+{
+    fake *f = ctx;
+    pthread_mutex_lock(&f->mu);
+    json_object *arr = collection(f, path), *copy = NULL;
+    json_object_deep_copy(arr, &copy, NULL);
+    pthread_mutex_unlock(&f->mu);
+    gq_code rc = GQ_OK;
+    for (size_t i = 0; i < json_object_array_length(copy) && !rc; i++)
+        rc = fn(ud, json_object_array_get_idx(copy, i), err);
+    json_object_put(copy);
+    if (!rc && rv_out)
+        *rv_out = strdup("1");
+    return rc;
+}
+
+static gq_code f_watch(void *ctx, const char *path, const kube_watch_opts *o, kube_event_fn fn,
+                       void *ud, gq_err *err)
+{
+    while (!atomic_load(o->stop)) {
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+    return GQ_OK;
+}
+
+/* The stored quota whose path ends in /NAME. */
+static json_object *find_quota(fake *f, const char *path)
+{
+    const char *name = strrchr(path, '/') + 1;
+    json_object *arr = strstr(path, "gputenantquotas") ? f->tenants : f->quotas;
+    for (size_t i = 0; i < json_object_array_length(arr); i++) {
+        json_object *q = json_object_array_get_idx(arr, i), *m, *n;
+        json_object_object_get_ex(q, "metadata", &m);
+        json_object_object_get_ex(m, "name", &n);
+        if (!strcmp(json_object_get_string(n), name))
+            return q;
+    }
+    return NULL;
+}
+
+static gq_code f_get(void *ctx, const char *path, json_object **out, gq_err *err)
+{
+    fake *f = ctx;
+    pthread_mutex_lock(&f->mu);
+    f->gets++;
+    json_object *q = find_quota(f, path), *copy = NULL;
+    if (q)
+        json_object_deep_copy(q, &copy, NULL);
+    pthread_mutex_unlock(&f->mu);
+    if (!copy)
+        return gq_err_set(err, GQ_ENOTFOUND, "not found");
+    *out = copy;
+    return GQ_OK;
+}
+
+static gq_code f_update_status(void *ctx, const char *path, json_object *body, json_object **out,
+                               gq_err *err)
+{
+    fake *f = ctx;
+    gq_code rc = GQ_OK;
+    pthread_mutex_lock(&f->mu);
+    if (f->conflicts > 0) {
+        f->conflicts--;
+        rc = gq_err_set(err, GQ_ECONFLICT, "the object has been modified");
+        goto out;
+    }
+    json_object *q = find_quota(f, path), *st;
+    if (!q) {
+        rc = gq_err_set(err, GQ_ENOTFOUND, "not found");
+        goto out;
+    }
+    f->writes++;
+    snprintf(f->last_write_path, sizeof f->last_write_path, "%s", path);
+    json_object_object_get_ex(body, "status", &st);
+    json_object_put(f->last_status);
+    json_object_deep_copy(st, &f->last_status, NULL);
+    json_object *copy = NULL;
+    json_object_deep_copy(st, &copy, NULL);
+    json_object_object_add(q, "status", copy);
+    if (out)
+        json_object_deep_copy(q, out, NULL);
+out:
+    pthread_mutex_unlock(&f->mu);
+    return rc;
+}
+
+static gq_code f_create(void *ctx, const char *path, json_object *body, json_object **out,
+                        gq_err *err)
+{
+    fake *f = ctx;
+    pthread_mutex_lock(&f->mu);
+    f->events++;
+    json_object_put(f->last_event);
+    json_object_deep_copy(body, &f->last_event, NULL);
+    pthread_mutex_unlock(&f->mu);
+    return GQ_OK;
+}
+
+static int64_t fixed_now(void *ud)
+{
+    return NOW;
+}
+
+static void fake_init(fake *f)
+{
+    memset(f, 0, sizeof(*f));
+    pthread_mutex_init(&f->mu, NULL);
+    f->pods = J("[{'metadata':{'name':'p1','namespace':'a','resourceVersion':'1'},'spec':{"
+                "'containers':[{'name':'c','resources':{'limits':{'gpuquota.io/gpu-memory':"
+                "'8Gi'}}}]}},{'metadata':{'name':'p2','namespace':'a','resourceVersion':'1'},"
+                "'spec':{'containers':[{'name':'c','resources':{'limits':{'gpuquota.io/"
+                "gpu-memory':'4Gi'}}}]}},{'metadata':{'name':'bad','namespace':'a',"
+                "'resourceVersion':'1'},'spec':{'containers':[{'name':'c','resources':{'limits':"
+                "{'nvidia.com/gpu':'1.5'}}}]}}]");
+    f->quotas = J("[{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':"
+                  "'q','namespace':'a','uid':'u-q','generation':1,'resourceVersion':'1'},'spec':"
+                  "{'hard':{'gpu-memory':'10Gi'}}},{'apiVersion':'gpuquota.io/v1alpha1','kind':"
+                  "'GPUQuota','metadata':{'name':'broken','namespace':'a','resourceVersion':'1'},"
+                  "'spec':{'hard':{'gpu-memory':'-1'}}}]");
+    f->tenants = J("[{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUTenantQuota','metadata':{"
+                   "'name':'t','generation':1,'resourceVersion':'1'},'spec':{'namespaceSelector':"
+                   "{'matchLabels':{'team':'ml'}},'hard':{'gpu-pods':5}}}]");
+    f->nss = J("[{'metadata':{'name':'a','labels':{'team':'ml'},'resourceVersion':'1'}}]");
+}
+
+static void fake_dispose(fake *f)
+{
+    json_object_put(f->pods);
+    json_object_put(f->quotas);
+    json_object_put(f->tenants);
+    json_object_put(f->nss);
+    json_object_put(f->last_status);
+    json_object_put(f->last_event);
+    pthread_mutex_destroy(&f->mu);
+}
+
+static kube_api fake_api(fake *f)
+{
+    kube_api a = {.ctx = f,
+                  .get = f_get,
+                  .create = f_create,
+                  .update_status = f_update_status,
+                  .list = f_list,
+                  .watch = f_watch};
+    return a;
+}
+
+/* Wait until the fake saw n writes (5 s at most). */
+static void wait_writes(fake *f, int n)
+{
+    for (int i = 0; i < 500; i++) {
+        pthread_mutex_lock(&f->mu);
+        int w = f->writes;
+        pthread_mutex_unlock(&f->mu);
+        if (w >= n)
+            return;
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    fail_msg("expected %d status writes, saw %d", n, f->writes);
+}
+
+/* Wait until the metrics text holds line (5 s at most). */
+static void wait_metric(ctl_controller *c, const char *line)
+{
+    for (int i = 0; i < 500; i++) {
+        char *text = NULL;
+        size_t len = 0;
+        assert_int_equal(ctl_controller_metrics(c, &text, &len), GQ_OK);
+        bool found = strstr(text, line) != NULL;
+        free(text);
+        if (found)
+            return;
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    fail_msg("metrics never showed %s", line);
+}
+
+static const char *jstr(json_object *o, const char *a, const char *b)
+{
+    json_object *x, *y;
+    if (!json_object_object_get_ex(o, a, &x))
+        return NULL;
+    if (!b)
+        return json_object_get_string(x);
+    return json_object_object_get_ex(x, b, &y) ? json_object_get_string(y) : NULL;
+}
+
+static void run(fake *f, ctl_controller **out, gq_config **cfg, kube_api *api)
+{
+    gq_err err;
+    assert_int_equal(gq_config_default(cfg, &err), GQ_OK);
+    *api = fake_api(f);
+    ctl_controller_opts o = {
+        .api = api, .cfg = *cfg, .workers = 1, .now = fixed_now, .identity = "test"};
+    assert_int_equal(ctl_controller_new(&o, out, &err), GQ_OK);
+    assert_int_equal(ctl_controller_start(*out, &err), GQ_OK);
+}
+
+static void test_sync_write_event(void **state)
+{
+    (void)state;
+    fake f;
+    fake_init(&f);
+    ctl_controller *c;
+    gq_config *cfg;
+    kube_api api;
+    f.conflicts = 1; /* the first write meets a 409: re-read once, write again */
+    run(&f, &c, &cfg, &api);
+    wait_writes(&f, 2); /* q and t */
+    wait_metric(c, "gpuquota_controller_reconciles_total{result=\"invalid\"} 1\n");
+    assert_true(ctl_controller_synced(c));
+    assert_true(ctl_controller_is_leader(c));
+    assert_int_equal(ctl_controller_tracked_pods(c), 2); /* "bad" cannot be priced */
+    pthread_mutex_lock(&f.mu);
+    assert_true(f.gets >= 1);
+    json_object *q = find_quota(&f, "/x/gpuquotas/q"), *st;
+    json_object_object_get_ex(q, "status", &st);
+    assert_string_equal(jstr(st, "used", "gpu-memory"), "12Gi");
+    assert_string_equal(jstr(st, "hard", "gpu-memory"), "10Gi");
+    json_object *t = find_quota(&f, "/x/gputenantquotas/t"), *tst;
+    json_object_object_get_ex(t, "status", &tst);
+    assert_string_equal(jstr(tst, "used", "gpu-pods"), "2");
+    /* Exceeded turned True: one Warning Event on the quota. */
+    assert_int_equal(f.events, 1);
+    assert_string_equal(jstr(f.last_event, "reason", NULL), "Exceeded");
+    assert_string_equal(jstr(f.last_event, "type", NULL), "Warning");
+    assert_string_equal(jstr(f.last_event, "involvedObject", "name"), "q");
+    assert_string_equal(jstr(f.last_event, "involvedObject", "uid"), "u-q");
+    assert_string_equal(jstr(f.last_event, "metadata", "namespace"), "a");
+    assert_string_equal(jstr(f.last_event, "message", NULL),
+                        "used exceeds hard for gpu-memory (used 12Gi, hard 10Gi)");
+    pthread_mutex_unlock(&f.mu);
+
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(ctl_controller_metrics(c, &text, &len), GQ_OK);
+    assert_non_null(strstr(text, "gpuquota_controller_reconciles_total{result=\"conflict\"} 1\n"));
+    assert_non_null(strstr(text, "gpuquota_controller_reconciles_total{result=\"invalid\"} 1\n"));
+    assert_non_null(strstr(text, "gpuquota_controller_status_writes_total 2\n"));
+    assert_non_null(strstr(text, "gpuquota_controller_events_total 1\n"));
+    assert_non_null(strstr(text, "gpuquota_controller_pod_cost_errors_total 1\n"));
+    assert_non_null(strstr(text, "gpuquota_controller_tracked_pods 2\n"));
+    assert_non_null(strstr(text, "gpuquota_controller_leader 1\n"));
+    assert_non_null(
+        strstr(text, "gpuquota_quota_used{namespace=\"a\",quota=\"q\",resource=\"gpu-memory\"} "
+                     "12884901888\n"));
+    assert_non_null(
+        strstr(text, "gpuquota_quota_hard{namespace=\"\",quota=\"t\",resource=\"gpu-pods\"} 5\n"));
+    assert_null(strstr(text, "quota=\"broken\""));
+    free(text);
+    ctl_controller_stop(c);
+    ctl_controller_stop(c); /* idempotent */
+    ctl_controller_free(c);
+    gq_config_free(cfg);
+    fake_dispose(&f);
+}
+
+static void test_bad_options(void **state)
+{
+    (void)state;
+    ctl_controller *c = NULL;
+    gq_err err;
+    ctl_controller_opts o = {0};
+    assert_int_equal(ctl_controller_new(&o, &c, &err), GQ_EINVAL);
+    assert_int_equal(ctl_controller_new(NULL, &c, &err), GQ_EINVAL);
+    assert_null(c);
+    ctl_controller_free(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sync_write_event),
+        cmocka_unit_test(test_bad_options),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

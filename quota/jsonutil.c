@@ -330,19 +330,17 @@ static gq_code jp_number(jp *j, json_object **out)
     return *out ? GQ_OK : jp_nomem(j);
 }
 
+/* true, false or null; a mismatch is reported where it is, in json-c's
+ * words ("boolean expected", "null expected"), which logs already show. */
 static gq_code jp_literal(jp *j, const char *word, size_t n)
 {
-    if ((size_t)(j->end - j->p) < n) {
-        if (!memcmp(j->p, word, (size_t)(j->end - j->p))) {
-            j->p = j->end;
-            return jp_syntax(j, "");
-        }
-        return jp_syntax(j, "unexpected character");
-    }
-    if (memcmp(j->p, word, n))
-        return jp_syntax(j, "unexpected character");
-    j->p += n;
-    return GQ_OK;
+    size_t k = 0;
+    while (k < n && j->p + k < j->end && j->p[k] == word[k])
+        k++;
+    j->p += k;
+    if (k == n)
+        return GQ_OK;
+    return jp_syntax(j, word[0] == 'n' ? "null expected" : "boolean expected");
 }
 
 /* Patterns among alive (matching the path so far, d segments) that go on

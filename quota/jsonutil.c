@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -618,4 +619,127 @@ gq_code gq_json_to_text(json_object *v, char **out, size_t *out_len)
     *out = copy;
     *out_len = n;
     return GQ_OK;
+}
+
+/* ---- gq_strbuf ------------------------------------------------------------ */
+
+static bool strbuf_reserve(gq_strbuf *b, size_t extra)
+{
+    if (b->oom)
+        return false;
+    if (extra > SIZE_MAX / 2 - b->len) {
+        b->oom = true;
+        return false;
+    }
+    size_t need = b->len + extra + 1;
+    if (need <= b->cap)
+        return true;
+    size_t cap = b->cap ? b->cap : 1024;
+    while (cap < need)
+        cap *= 2;
+    char *np = realloc(b->p, cap);
+    if (!np) {
+        b->oom = true;
+        return false;
+    }
+    b->p = np;
+    b->cap = cap;
+    return true;
+}
+
+void gq_strbuf_add(gq_strbuf *b, const char *s, size_t n)
+{
+    if (!strbuf_reserve(b, n))
+        return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+void gq_strbuf_puts(gq_strbuf *b, const char *s)
+{
+    gq_strbuf_add(b, s, strlen(s));
+}
+
+void gq_strbuf_printf(gq_strbuf *b, const char *fmt, ...)
+{
+    char tmp[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof(tmp)) {
+        b->oom = true;
+        return;
+    }
+    gq_strbuf_add(b, tmp, (size_t)n);
+}
+
+void gq_strbuf_json_string(gq_strbuf *b, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (!s) {
+        gq_strbuf_add(b, "null", 4);
+        return;
+    }
+    gq_strbuf_add(b, "\"", 1);
+    for (const char *run = s;; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        gq_strbuf_add(b, run, (size_t)(s - run)); /* the plain bytes so far */
+        if (!c)
+            break;
+        char esc[6] = {'\\', 0, 0, 0, 0, 0};
+        size_t n = 2;
+        switch (c) {
+        case '"':
+        case '\\':
+            esc[1] = (char)c;
+            break;
+        case '\b':
+            esc[1] = 'b';
+            break;
+        case '\f':
+            esc[1] = 'f';
+            break;
+        case '\n':
+            esc[1] = 'n';
+            break;
+        case '\r':
+            esc[1] = 'r';
+            break;
+        case '\t':
+            esc[1] = 't';
+            break;
+        default:
+            memcpy(esc + 1, "u00", 3);
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            n = 6;
+        }
+        gq_strbuf_add(b, esc, n);
+        run = s + 1;
+    }
+    gq_strbuf_add(b, "\"", 1);
+}
+
+gq_code gq_strbuf_finish(gq_strbuf *b, char **out, size_t *out_len)
+{
+    if (!b->oom && !b->p)
+        strbuf_reserve(b, 0);
+    if (b->oom) {
+        gq_strbuf_dispose(b);
+        return GQ_ENOMEM;
+    }
+    *out = b->p;
+    *out_len = b->len;
+    memset(b, 0, sizeof(*b));
+    return GQ_OK;
+}
+
+void gq_strbuf_dispose(gq_strbuf *b)
+{
+    free(b->p);
+    memset(b, 0, sizeof(*b));
 }

@@ -3,6 +3,7 @@
 #ifndef GQ_JSONUTIL_H
 #define GQ_JSONUTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <json-c/json.h>
@@ -40,6 +41,29 @@ gq_code gq_json_parse(const char *buf, size_t len, int max_depth, json_object **
  * than GQ_JSON_SKIP_SEGMENTS segments; otherwise as gq_json_parse. */
 gq_code gq_json_parse_pruned(const char *buf, size_t len, int max_depth, const char *const *skip,
                              size_t n_skip, json_object **out, gq_err *err) GQ_WUR;
+
+/* A growing text buffer for writing JSON (and other text) by hand. Zero it
+ * to start. Allocation failure is sticky: later appends do nothing and
+ * gq_strbuf_finish reports GQ_ENOMEM. The text is always NUL-terminated. */
+typedef struct gq_strbuf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} gq_strbuf;
+
+void gq_strbuf_add(gq_strbuf *b, const char *s, size_t n);
+void gq_strbuf_puts(gq_strbuf *b, const char *s);
+/* printf-style; the formatted piece must fit 256 bytes (numbers, short
+ * names), else the buffer turns out-of-memory. */
+void gq_strbuf_printf(gq_strbuf *b, const char *fmt, ...) GQ_PRINTF(2, 3);
+/* s as a JSON string with quotes (NULL: null), escaped exactly as json-c
+ * writes it with JSON_C_TO_STRING_NOSLASHESCAPE, so hand-written and json-c
+ * text agree byte for byte. */
+void gq_strbuf_json_string(gq_strbuf *b, const char *s);
+/* Hand the text over (*out, caller frees) or GQ_ENOMEM; b is reset. */
+gq_code gq_strbuf_finish(gq_strbuf *b, char **out, size_t *out_len) GQ_WUR;
+/* Free the text; b is reset. */
+void gq_strbuf_dispose(gq_strbuf *b);
 
 /* Compact JSON text of v ("/" not escaped), borrowed from v: valid until v is
  * changed or freed. Never NULL ("null" for a NULL v). */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "gq_log.h"
+#include "jsonutil.h"
 
 struct wh_audit {
     pthread_mutex_t lock; /* the file: fd, size, rotation, failing */
@@ -399,19 +400,20 @@ gq_code wh_audit_write_line(wh_audit *a, const char *line, size_t len)
     return audit_append(a, line, len);
 }
 
-static int add_str(json_object *o, const char *key, const char *val)
+/* ,"key":"value" (null for NULL) */
+static void put_str(gq_strbuf *b, const char *key, const char *val)
 {
-    json_object *v = val ? json_object_new_string(val) : NULL;
-    if (val && !v)
-        return -1;
-    return json_object_object_add(o, key, v);
+    gq_strbuf_puts(b, key);
+    gq_strbuf_json_string(b, val);
 }
 
-static int add_borrowed(json_object *o, const char *key, json_object *val)
+/* ,"key":{...} of a borrowed tree, left out for NULL. */
+static void put_json(gq_strbuf *b, const char *key, json_object *val)
 {
     if (!val)
-        return 0;
-    return json_object_object_add(o, key, json_object_get(val));
+        return;
+    gq_strbuf_puts(b, key);
+    gq_strbuf_puts(b, gq_json_compact(val));
 }
 
 static const char *meta_string(json_object *obj, const char *key)
@@ -444,7 +446,7 @@ void wh_audit_record_init(wh_audit_record *rec, const wh_review_request *req, co
 
 gq_code wh_audit_format(const wh_audit_record *rec, char **out, size_t *out_len)
 {
-    char ts[40];
+    char ts[64];
     time_t secs = (time_t)(rec->time_us / 1000000);
     long us = (long)(rec->time_us % 1000000);
     struct tm tm;
@@ -452,50 +454,30 @@ gq_code wh_audit_format(const wh_audit_record *rec, char **out, size_t *out_len)
     snprintf(ts, sizeof(ts), "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900,
              tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, us);
 
-    json_object *o = json_object_new_object();
-    if (!o)
-        return GQ_ENOMEM;
-    int bad = 0;
-    bad |= add_str(o, "time", ts);
-    bad |= add_str(o, "uid", rec->uid);
-    bad |= add_str(o, "webhook", rec->webhook);
-    bad |= add_str(o, "operation", rec->operation);
-    bad |= add_str(o, "namespace", rec->namespace_);
-    bad |= add_str(o, "name", rec->name);
-    bad |= add_str(o, "user", rec->user);
-    bad |= json_object_object_add(o, "dryRun", json_object_new_boolean(rec->dry_run));
-    bad |= add_str(o, "decision", rec->decision);
+    /* Written directly (one per decision); the embedded trees through
+     * json-c, so the bytes are json-c's throughout. */
+    gq_strbuf b = {0};
+    put_str(&b, "{\"time\":", ts);
+    put_str(&b, ",\"uid\":", rec->uid);
+    put_str(&b, ",\"webhook\":", rec->webhook);
+    put_str(&b, ",\"operation\":", rec->operation);
+    put_str(&b, ",\"namespace\":", rec->namespace_);
+    put_str(&b, ",\"name\":", rec->name);
+    put_str(&b, ",\"user\":", rec->user);
+    gq_strbuf_puts(&b, rec->dry_run ? ",\"dryRun\":true" : ",\"dryRun\":false");
+    put_str(&b, ",\"decision\":", rec->decision);
     if (rec->reason)
-        bad |= add_str(o, "reason", rec->reason);
-    bad |= add_borrowed(o, "request", rec->request);
-    bad |= add_borrowed(o, "rewrite", rec->rewrite);
-    bad |= add_borrowed(o, "charge", rec->charge);
-    bad |= add_borrowed(o, "quotas", rec->quotas);
-    /* Round down to microseconds, and print exactly that: json-c's own
-     * double text (%.17g) would turn 1.164 into 1.1639999999999999. */
+        put_str(&b, ",\"reason\":", rec->reason);
+    put_json(&b, ",\"request\":", rec->request);
+    put_json(&b, ",\"rewrite\":", rec->rewrite);
+    put_json(&b, ",\"charge\":", rec->charge);
+    put_json(&b, ",\"quotas\":", rec->quotas);
+    /* Round down to microseconds, and print exactly that (json-c's %.17g
+     * would turn 1.164 into 1.1639999999999999). */
     double ms = rec->latency_ms >= 0 && rec->latency_ms < 1e12 ? rec->latency_ms : 0;
     int64_t lat_us = (int64_t)(ms * 1000.0);
-    char num[32];
-    snprintf(num, sizeof(num), "%" PRId64 ".%03d", lat_us / 1000, (int)(lat_us % 1000));
-    bad |= json_object_object_add(o, "latencyMs",
-                                  json_object_new_double_s((double)lat_us / 1000.0, num));
-    if (bad) {
-        json_object_put(o);
-        return GQ_ENOMEM;
-    }
-    size_t len = 0;
-    const char *s = json_object_to_json_string_length(
-        o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
-    char *copy = s ? malloc(len + 1) : NULL;
-    if (!copy) {
-        json_object_put(o);
-        return GQ_ENOMEM;
-    }
-    memcpy(copy, s, len + 1);
-    json_object_put(o);
-    *out = copy;
-    *out_len = len;
-    return GQ_OK;
+    gq_strbuf_printf(&b, ",\"latencyMs\":%" PRId64 ".%03d}", lat_us / 1000, (int)(lat_us % 1000));
+    return gq_strbuf_finish(&b, out, out_len);
 }
 
 gq_code wh_audit_write(wh_audit *a, const wh_audit_record *rec)

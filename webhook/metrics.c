@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonutil.h"
+
 const double wh_metrics_buckets[WH_METRICS_N_BUCKETS] = {
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1,
 };
@@ -214,7 +216,7 @@ void wh_metrics_forget_quota(wh_metrics *m, const char *ns, const char *quota)
 static bool metric_name_valid(const char *name)
 {
     size_t n = name ? strlen(name) : 0;
-    /* Short enough for the fixed-size header buffer of sb_printf. */
+    /* Short enough for the fixed-size buffer of gq_strbuf_printf. */
     if (n < 7 || n > 64 || strcmp(name + n - 6, "_total"))
         return false;
     for (size_t i = 0; i < n; i++) {
@@ -244,94 +246,36 @@ gq_code wh_metrics_add_external_counter(wh_metrics *m, const char *name, const c
 
 /* ---- rendering ---- */
 
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} sbuf;
-
-static void sb_reserve(sbuf *b, size_t extra)
-{
-    if (b->oom)
-        return;
-    if (extra > SIZE_MAX / 2 - b->len) {
-        b->oom = true;
-        return;
-    }
-    size_t need = b->len + extra + 1;
-    if (need <= b->cap)
-        return;
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < need)
-        cap *= 2;
-    char *np = realloc(b->p, cap);
-    if (!np) {
-        b->oom = true;
-        return;
-    }
-    b->p = np;
-    b->cap = cap;
-}
-
-static void sb_add(sbuf *b, const char *s, size_t n)
-{
-    sb_reserve(b, n);
-    if (b->oom)
-        return;
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sb_puts(sbuf *b, const char *s)
-{
-    sb_add(b, s, strlen(s));
-}
-
-static void GQ_PRINTF(2, 3) sb_printf(sbuf *b, const char *fmt, ...)
-{
-    char tmp[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof(tmp)) {
-        b->oom = true; /* only fixed-size numeric text is printed this way */
-        return;
-    }
-    sb_add(b, tmp, (size_t)n);
-}
-
 /* Label values escape backslash, double quote and newline (format 0.0.4). */
-static void sb_label_value(sbuf *b, const char *s)
+static void sb_label_value(gq_strbuf *b, const char *s)
 {
     for (; *s; s++) {
         if (*s == '\\')
-            sb_add(b, "\\\\", 2);
+            gq_strbuf_add(b, "\\\\", 2);
         else if (*s == '"')
-            sb_add(b, "\\\"", 2);
+            gq_strbuf_add(b, "\\\"", 2);
         else if (*s == '\n')
-            sb_add(b, "\\n", 2);
+            gq_strbuf_add(b, "\\n", 2);
         else
-            sb_add(b, s, 1);
+            gq_strbuf_add(b, s, 1);
     }
 }
 
 /* Shortest text that reads back as the same double; integral values up to
  * 2^53 print without exponent so byte counts stay readable. */
-static void sb_double(sbuf *b, double v)
+static void sb_double(gq_strbuf *b, double v)
 {
     char tmp[40];
     if (isnan(v)) {
-        sb_puts(b, "NaN");
+        gq_strbuf_puts(b, "NaN");
         return;
     }
     if (isinf(v)) {
-        sb_puts(b, v > 0 ? "+Inf" : "-Inf");
+        gq_strbuf_puts(b, v > 0 ? "+Inf" : "-Inf");
         return;
     }
     if (v >= -9007199254740992.0 && v <= 9007199254740992.0 && v == (double)(int64_t)v) {
-        sb_printf(b, "%.0f", v);
+        gq_strbuf_printf(b, "%.0f", v);
         return;
     }
     for (int prec = 1; prec <= 17; prec++) {
@@ -339,12 +283,12 @@ static void sb_double(sbuf *b, double v)
         if (strtod(tmp, NULL) == v)
             break;
     }
-    sb_puts(b, tmp);
+    gq_strbuf_puts(b, tmp);
 }
 
-static void sb_header(sbuf *b, const char *name, const char *type, const char *help)
+static void sb_header(gq_strbuf *b, const char *name, const char *type, const char *help)
 {
-    sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    gq_strbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 static uint_fast64_t load(atomic_uint_fast64_t *a)
@@ -352,7 +296,7 @@ static uint_fast64_t load(atomic_uint_fast64_t *a)
     return atomic_load_explicit(a, memory_order_relaxed);
 }
 
-static void render_admission(wh_metrics *m, sbuf *b)
+static void render_admission(wh_metrics *m, gq_strbuf *b)
 {
     sb_header(b, "gpuquota_admission_requests_total", "counter",
               "Admission reviews answered, by webhook, operation and decision.");
@@ -362,10 +306,11 @@ static void render_admission(wh_metrics *m, sbuf *b)
                 uint_fast64_t v = load(&m->requests[h][o][d]);
                 if (!v) /* only series that happened, like client_golang vectors */
                     continue;
-                sb_printf(b,
-                          "gpuquota_admission_requests_total{webhook=\"%s\",operation=\"%s\","
-                          "decision=\"%s\"} %ju\n",
-                          webhook_names[h], op_names[o], decision_names[d], (uintmax_t)v);
+                gq_strbuf_printf(
+                    b,
+                    "gpuquota_admission_requests_total{webhook=\"%s\",operation=\"%s\","
+                    "decision=\"%s\"} %ju\n",
+                    webhook_names[h], op_names[o], decision_names[d], (uintmax_t)v);
             }
     sb_header(b, "gpuquota_admission_duration_seconds", "histogram",
               "Time to answer an admission review, from full body to response.");
@@ -378,22 +323,23 @@ static void render_admission(wh_metrics *m, sbuf *b)
             cum += load(&hg->bucket[i]);
             if (cum > count)
                 cum = count;
-            sb_printf(b, "gpuquota_admission_duration_seconds_bucket{webhook=\"%s\",le=\"",
-                      webhook_names[h]);
+            gq_strbuf_printf(b, "gpuquota_admission_duration_seconds_bucket{webhook=\"%s\",le=\"",
+                             webhook_names[h]);
             if (i < WH_METRICS_N_BUCKETS)
                 sb_double(b, wh_metrics_buckets[i]);
             else
-                sb_puts(b, "+Inf");
-            sb_printf(b, "\"} %ju\n", (uintmax_t)(i < WH_METRICS_N_BUCKETS ? cum : count));
+                gq_strbuf_puts(b, "+Inf");
+            gq_strbuf_printf(b, "\"} %ju\n", (uintmax_t)(i < WH_METRICS_N_BUCKETS ? cum : count));
         }
-        sb_printf(b, "gpuquota_admission_duration_seconds_sum{webhook=\"%s\"} ", webhook_names[h]);
+        gq_strbuf_printf(b, "gpuquota_admission_duration_seconds_sum{webhook=\"%s\"} ",
+                         webhook_names[h]);
         sb_double(b, (double)load(&hg->sum_ns) / 1e9);
-        sb_printf(b, "\ngpuquota_admission_duration_seconds_count{webhook=\"%s\"} %ju\n",
-                  webhook_names[h], (uintmax_t)count);
+        gq_strbuf_printf(b, "\ngpuquota_admission_duration_seconds_count{webhook=\"%s\"} %ju\n",
+                         webhook_names[h], (uintmax_t)count);
     }
 }
 
-static void render_http_errors(wh_metrics *m, sbuf *b)
+static void render_http_errors(wh_metrics *m, gq_strbuf *b)
 {
     sb_header(b, "gpuquota_http_errors_total", "counter",
               "HTTP error responses sent by the server, by status code.");
@@ -402,14 +348,14 @@ static void render_http_errors(wh_metrics *m, sbuf *b)
         if (!v)
             continue;
         if (i < N_CODES - 1)
-            sb_printf(b, "gpuquota_http_errors_total{code=\"%d\"} %ju\n", error_codes[i],
-                      (uintmax_t)v);
+            gq_strbuf_printf(b, "gpuquota_http_errors_total{code=\"%d\"} %ju\n", error_codes[i],
+                             (uintmax_t)v);
         else
-            sb_printf(b, "gpuquota_http_errors_total{code=\"other\"} %ju\n", (uintmax_t)v);
+            gq_strbuf_printf(b, "gpuquota_http_errors_total{code=\"other\"} %ju\n", (uintmax_t)v);
     }
 }
 
-static void render_quota(wh_metrics *m, sbuf *b, wh_quota_field f)
+static void render_quota(wh_metrics *m, gq_strbuf *b, wh_quota_field f)
 {
     static const char *const names[2] = {"gpuquota_quota_used", "gpuquota_quota_hard"};
     static const char *const helps[2] = {
@@ -421,22 +367,22 @@ static void render_quota(wh_metrics *m, sbuf *b, wh_quota_field f)
         const gauge *g = &m->gauges[i];
         if (!g->set[f])
             continue;
-        sb_puts(b, names[f]);
-        sb_puts(b, "{namespace=\"");
+        gq_strbuf_puts(b, names[f]);
+        gq_strbuf_puts(b, "{namespace=\"");
         sb_label_value(b, g->ns);
-        sb_puts(b, "\",quota=\"");
+        gq_strbuf_puts(b, "\",quota=\"");
         sb_label_value(b, g->quota);
-        sb_puts(b, "\",resource=\"");
+        gq_strbuf_puts(b, "\",resource=\"");
         sb_label_value(b, g->resource);
-        sb_puts(b, "\"} ");
+        gq_strbuf_puts(b, "\"} ");
         sb_double(b, g->value[f]);
-        sb_puts(b, "\n");
+        gq_strbuf_puts(b, "\n");
     }
 }
 
 gq_code wh_metrics_render(wh_metrics *m, char **out, size_t *out_len)
 {
-    sbuf b = {0};
+    gq_strbuf b = {0};
     if (!m)
         return GQ_EINVAL;
     render_admission(m, &b);
@@ -446,18 +392,12 @@ gq_code wh_metrics_render(wh_metrics *m, char **out, size_t *out_len)
     render_quota(m, &b, WH_QUOTA_HARD);
     for (size_t i = 0; i < m->n_ext; i++) {
         sb_header(&b, m->ext[i].name, "counter", m->ext[i].help);
-        sb_printf(&b, "%s %ju\n", m->ext[i].name, (uintmax_t)m->ext[i].read(m->ext[i].ctx));
+        gq_strbuf_printf(&b, "%s %ju\n", m->ext[i].name, (uintmax_t)m->ext[i].read(m->ext[i].ctx));
     }
     pthread_mutex_unlock(&m->lock);
     sb_header(&b, "gpuquota_build_info", "gauge", "Build information; the value is always 1.");
-    sb_puts(&b, "gpuquota_build_info{version=\"");
+    gq_strbuf_puts(&b, "gpuquota_build_info{version=\"");
     sb_label_value(&b, m->version);
-    sb_puts(&b, "\"} 1\n");
-    if (b.oom) {
-        free(b.p);
-        return GQ_ENOMEM;
-    }
-    *out = b.p;
-    *out_len = b.len;
-    return GQ_OK;
+    gq_strbuf_puts(&b, "\"} 1\n");
+    return gq_strbuf_finish(&b, out, out_len);
 }

@@ -531,14 +531,11 @@ gq_code wh_review_response_set_audit(wh_review_response *r, const char *key, con
 
 /* ---- Encoding ---- */
 
-static gq_code encode_warnings(const wh_review_response *r, json_object *resp)
+static void encode_warnings(const wh_review_response *r, gq_strbuf *b)
 {
-    gq_code rc = GQ_OK;
     if (!r->n_warnings)
-        return GQ_OK;
-    json_object *arr = json_object_new_array();
-    if ((rc = put(resp, "warnings", arr)))
-        return rc;
+        return;
+    gq_strbuf_puts(b, ",\"warnings\":[");
     for (size_t i = 0; i < r->n_warnings; i++) {
         const char *text = r->warnings[i];
         char more[WH_WARNING_MAX + 1];
@@ -547,59 +544,54 @@ static gq_code encode_warnings(const wh_review_response *r, json_object *resp)
             snprintf(more, sizeof(more), "%zu more warnings not shown", r->dropped_warnings + 1);
             text = more;
         }
-        json_object *s = json_object_new_string(text);
-        if (!s || json_object_array_add(arr, s)) {
-            json_object_put(s);
-            return GQ_ENOMEM;
-        }
+        if (i)
+            gq_strbuf_add(b, ",", 1);
+        gq_strbuf_json_string(b, text);
     }
-    return GQ_OK;
+    gq_strbuf_add(b, "]", 1);
 }
 
 gq_code wh_review_encode(const wh_review_response *r, char **out, size_t *out_len)
 {
-    gq_code rc = GQ_OK;
+    /* Written directly, not through a json-c tree: this is every /mutate
+     * answer. The bytes are the ones json-c would write (gq_strbuf). */
+    gq_strbuf b = {0};
     char *b64 = NULL;
-    json_object *root = json_object_new_object(), *resp = NULL, *status = NULL, *audit = NULL;
-    if (!root)
-        return GQ_ENOMEM;
-    if ((rc = put(root, "apiVersion",
-                  json_object_new_string(r->version == WH_REVIEW_V1BETA1 ? WH_API_V1BETA1
-                                                                         : WH_API_V1))) ||
-        (rc = put(root, "kind", json_object_new_string("AdmissionReview"))))
-        goto out;
-    resp = json_object_new_object();
-    if ((rc = put(root, "response", resp)) ||
-        (rc = put(resp, "uid", json_object_new_string(r->uid ? r->uid : ""))) ||
-        (rc = put(resp, "allowed", json_object_new_boolean(r->allowed))))
-        goto out;
+    size_t n = 0;
+    gq_strbuf_puts(&b, r->version == WH_REVIEW_V1BETA1
+                           ? "{\"apiVersion\":\"" WH_API_V1BETA1 "\",\"kind\":\"AdmissionReview\","
+                           : "{\"apiVersion\":\"" WH_API_V1 "\",\"kind\":\"AdmissionReview\",");
+    gq_strbuf_puts(&b, "\"response\":{\"uid\":");
+    gq_strbuf_json_string(&b, r->uid ? r->uid : "");
+    gq_strbuf_puts(&b, r->allowed ? ",\"allowed\":true" : ",\"allowed\":false");
     if (!r->allowed) {
-        status = json_object_new_object();
-        if ((rc = put(resp, "status", status)) ||
-            (rc = put(status, "code", json_object_new_int(r->code))) ||
-            (rc = put(status, "reason", json_object_new_string(r->reason ? r->reason : ""))) ||
-            (rc = put(status, "message", json_object_new_string(r->message ? r->message : ""))))
-            goto out;
+        gq_strbuf_printf(&b, ",\"status\":{\"code\":%d,\"reason\":", r->code);
+        gq_strbuf_json_string(&b, r->reason ? r->reason : "");
+        gq_strbuf_puts(&b, ",\"message\":");
+        gq_strbuf_json_string(&b, r->message ? r->message : "");
+        gq_strbuf_add(&b, "}", 1);
     } else if (r->patch) {
-        size_t n = 0;
-        if ((rc = gq_base64_encode(r->patch, r->patch_len, &b64, &n)) ||
-            (rc = put(resp, "patchType", json_object_new_string("JSONPatch"))) ||
-            (rc = put(resp, "patch", json_object_new_string_len(b64, (int)n))))
-            goto out;
+        if (gq_base64_encode(r->patch, r->patch_len, &b64, &n)) {
+            gq_strbuf_dispose(&b);
+            return GQ_ENOMEM;
+        }
+        gq_strbuf_puts(&b, ",\"patchType\":\"JSONPatch\",\"patch\":\"");
+        gq_strbuf_add(&b, b64, n); /* base64 needs no escaping */
+        gq_strbuf_add(&b, "\"", 1);
+        free(b64);
     }
-    if ((rc = encode_warnings(r, resp)))
-        goto out;
+    encode_warnings(r, &b);
     if (r->n_audit) {
-        audit = json_object_new_object();
-        if ((rc = put(resp, "auditAnnotations", audit)))
-            goto out;
-        for (size_t i = 0; i < r->n_audit; i++)
-            if ((rc = put(audit, r->audit_keys[i], json_object_new_string(r->audit_values[i]))))
-                goto out;
+        gq_strbuf_puts(&b, ",\"auditAnnotations\":{");
+        for (size_t i = 0; i < r->n_audit; i++) {
+            if (i)
+                gq_strbuf_add(&b, ",", 1);
+            gq_strbuf_json_string(&b, r->audit_keys[i]);
+            gq_strbuf_add(&b, ":", 1);
+            gq_strbuf_json_string(&b, r->audit_values[i]);
+        }
+        gq_strbuf_add(&b, "}", 1);
     }
-    rc = gq_json_to_text(root, out, out_len);
-out:
-    free(b64);
-    json_object_put(root);
-    return rc;
+    gq_strbuf_add(&b, "}}", 2);
+    return gq_strbuf_finish(&b, out, out_len);
 }

@@ -136,6 +136,13 @@ one_round() {
                 n, a / b, a / cc, b / cc, cb / ca, ccc / ca }'
     done
     echo "(a) wrote $audited audit records for $((${rps[a,16]:-0} * duration + ${rps[a,64]:-0} * duration)) measured requests (plus warm-up)"
+    # Time inside the server from full body to answer, as each audit record
+    # has it (wrk's latency above also holds queueing behind 16-64 requests
+    # in flight and the client's own share of the two CPUs).
+    sed -n 's/.*"latencyMs":\([0-9.]*\)}$/\1/p' "$work/audit.log" | sort -n | awk '
+        { v[NR] = $1 }
+        END { if (NR) printf "(a) decision time per request (audit latencyMs): p50 %.3f ms, p99 %.3f ms, max %.3f ms\n",
+              v[int(NR * 0.50) + 1], v[int(NR * 0.99) + 1], v[NR] }'
 }
 
 for ((r = 1; r <= ${GQ_BENCH_ROUNDS:-1}; r++)); do

@@ -12,3 +12,4 @@ set_tests_properties(mutate_integration PROPERTIES TIMEOUT 300)
 
 # The shared JSON parser (strict, pruning) that /mutate decodes reviews with.
 gq_unit_test(test_jsonutil test_jsonutil.c)
+gq_fuzz_target(json ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_json.c)

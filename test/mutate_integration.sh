@@ -51,8 +51,15 @@ start_webhook() {
 }
 
 # ------------------------------------------------- every backend, every pod
+# The example pods, the pin and affinity cases, and the request forms the
+# examples do not show (pod annotations, HAMi percentage, KAI memory, slices
+# on several GPUs, MIG input, a pod already in a backend's resources).
 pods=("$examples"/*.yaml "$data"/mutate/pin-a100-selector.yaml
       "$data"/mutate/pin-a10-annotation.yaml "$data"/mutate/affinity-merge.yaml)
+for f in ann-fraction ann-memory-container hami-percent kai-memory memory-x2-a100 mig-input \
+    backend-volcano; do
+    pods+=("$data/pods/$f.json")
+done
 for cfg_in in "$data"/mutate/{aliyun,hami,volcano,mig,timeslicing}.yaml; do
     b=$(basename "$cfg_in" .yaml)
     cfg=$work/$b.yaml
@@ -61,7 +68,8 @@ for cfg_in in "$data"/mutate/{aliyun,hami,volcano,mig,timeslicing}.yaml; do
     wh=$pid
     sent=0 allowed=0 denied=0 same=0 reinvoked=0
     for pod in "${pods[@]}"; do
-        name=$(basename "$pod" .yaml)
+        name=$(basename "$pod")
+        name=${name%.*}
         uid="$b-$name"
         "$gq" admit --review-only --uid "$uid" "$pod" >"$work/review.json"
         code=$(post "$work/review.json" "$work/resp.json")

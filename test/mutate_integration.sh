@@ -239,7 +239,8 @@ for l in 1 2 3 4; do
     loaders+=("$!")
     pids+=("$!")
 done
-GQ_BENCH_BODY=$fx wrk -t1 -c4 -d4s -s "$lua" "https://127.0.0.1:$port/mutate" >"$work/wrk.out" 2>&1 &
+GQ_BENCH_BODY=$fx wrk -t1 -c4 -d4s --timeout 10s -s "$lua" "https://127.0.0.1:$port/mutate" \
+    >"$work/wrk.out" 2>&1 &
 wrk_pid=$!
 for _ in 1 2 3 4 5; do
     sleep 0.6
@@ -269,10 +270,10 @@ check "audit write errors: none so far" "gpuquota_audit_write_errors_total 0" \
 # Draining on SIGTERM: a review whose body is still arriving is answered.
 (printf 'POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %s\r\nConnection: close\r\n\r\n' \
     "$(wc -c <"$fx")"
- head -c 100 "$fx"; sleep 1.5; tail -c +101 "$fx"; sleep 2) |
+ head -c 100 "$fx"; sleep 3; tail -c +101 "$fx"; sleep 2) |
     openssl s_client -quiet -connect "127.0.0.1:$port" >"$work/drain.out" 2>/dev/null &
 inflight=$!
-sleep 0.5
+sleep 1.5 # the TLS handshake and the headers are in; the body is not
 kill -TERM "$pid"
 sleep 0.3
 if curl -sS --max-time 2 --cacert "$work/certs/ca.crt" --resolve "$host:$port:127.0.0.1" \

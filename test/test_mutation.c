@@ -1,0 +1,266 @@
+/* The /mutate decision end to end without sockets: the shared fixture and
+ * variants of it (made with the JSON Patch applier) go through decode ->
+ * wh_mutate_review -> encode, and the answers are checked field by field. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "admission_testutil.h"
+#include "config.h"
+#include "crd.h"
+#include "jsonpatch.h"
+#include "jsonutil.h"
+#include "mutation.h"
+#include "review.h"
+
+static json_object *fixture(void)
+{
+    return at_load_json("admissionreview-pod-create.json");
+}
+
+/* The fixture with a JSON Patch applied ("" = unchanged), decoded and run
+ * through the mutation under cfg; *patched gets the object with the
+ * response's patch applied (NULL when there is none). */
+static void mutate(const gq_config *cfg, const char *variant, const gq_limit_range *const *lrs,
+                   size_t n_lrs, wh_review_response *resp, json_object **patched)
+{
+    json_object *fx = fixture(), *doc = NULL;
+    gq_err err;
+    if (variant[0]) {
+        if (gq_patch_apply_text(fx, variant, strlen(variant), &doc, &err))
+            fail_msg("variant: %s", err.msg);
+        json_object_put(fx);
+    } else {
+        doc = fx;
+    }
+    const char *body = gq_json_compact(doc);
+    wh_review_request req;
+    assert_int_equal(wh_review_decode(body, strlen(body), &req, &err), GQ_OK);
+    json_object_put(doc);
+    if (wh_mutate_review(cfg, &req, lrs, n_lrs, resp, &err))
+        fail_msg("mutate: %s", err.msg);
+    *patched = NULL;
+    if (resp->patch && gq_patch_apply_text(req.object, resp->patch, resp->patch_len, patched, &err))
+        fail_msg("the response's patch does not apply: %s", err.msg);
+    wh_review_request_dispose(&req);
+}
+
+static gq_config *config(void)
+{
+    gq_config *cfg = NULL;
+    gq_err err;
+    assert_int_equal(gq_config_default(&cfg, &err), GQ_OK);
+    return cfg;
+}
+
+static const char *audit(const wh_review_response *r, const char *key)
+{
+    for (size_t i = 0; i < r->n_audit; i++)
+        if (!strcmp(r->audit_keys[i], key))
+            return r->audit_values[i];
+    return NULL;
+}
+
+static const char *at_str(json_object *v, const char *a, const char *b, const char *c)
+{
+    json_object *x = v;
+    const char *keys[] = {a, b, c};
+    for (size_t i = 0; i < 3 && keys[i] && x; i++)
+        if (!json_object_object_get_ex(x, keys[i], &x))
+            return NULL;
+    return json_object_get_string(x);
+}
+
+static void fixture_whole_gpus(void **state)
+{
+    (void)state;
+    gq_config *cfg = config();
+    wh_review_response r;
+    json_object *patched = NULL;
+    mutate(cfg, "", NULL, 0, &r, &patched);
+    assert_true(r.allowed);
+    assert_string_equal(r.uid, "b8f4c3a2-5d1e-4f6a-9c7b-2e8d0a1f3c64");
+    assert_non_null(patched);
+    assert_int_equal(r.n_warnings, 0);
+    assert_string_equal(audit(&r, "charged"), "gpu-memory=640Gi,gpus=8,gpu-pods=1");
+    assert_string_equal(audit(&r, "backend"), "aliyun");
+    assert_string_equal(audit(&r, "gpu-model"), "h100-80gb");
+    assert_string_equal(at_str(patched, "metadata", "labels", "gpuquota.io/managed"), "true");
+    assert_string_equal(at_str(patched, "metadata", "annotations", "gpuquota.io/reservation"),
+                        "b8f4c3a2-5d1e-4f6a-9c7b-2e8d0a1f3c64");
+    /* the response as kube-apiserver receives it */
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(wh_review_encode(&r, &text, &len), GQ_OK);
+    size_t rlen = 0;
+    char *raw = at_response_patch(text, len, &rlen);
+    assert_int_equal(rlen, r.patch_len);
+    assert_memory_equal(raw, r.patch, rlen);
+    free(raw);
+    free(text);
+    json_object_put(patched);
+    wh_review_response_dispose(&r);
+    gq_config_free(cfg);
+}
+
+#define HALF_GPU                                                                                   \
+    "[{\"op\":\"replace\",\"path\":\"/request/object/spec/containers/0/resources/limits/"          \
+    "nvidia.com~1gpu\",\"value\":\"0.5\"},{\"op\":\"replace\",\"path\":\"/request/object/spec/"    \
+    "containers/0/resources/requests/nvidia.com~1gpu\",\"value\":\"0.5\"}"
+
+static void fraction_rewritten(void **state)
+{
+    (void)state;
+    gq_config *cfg = config();
+    wh_review_response r;
+    json_object *patched = NULL;
+    mutate(cfg, HALF_GPU "]", NULL, 0, &r, &patched);
+    assert_true(r.allowed);
+    assert_int_equal(r.n_warnings, 1);
+    assert_string_equal(
+        r.warnings[0],
+        "container trainer: nvidia.com/gpu 0.5 on h100-80gb -> aliyun.com/gpu-mem 40");
+    json_object *res = NULL;
+    json_object *ctr = json_object_array_get_idx(
+        json_object_object_get(json_object_object_get(patched, "spec"), "containers"), 0);
+    assert_true(json_object_object_get_ex(ctr, "resources", &res));
+    assert_string_equal(gq_json_compact(res),
+                        "{\"limits\":{\"cpu\":\"48\",\"memory\":\"512Gi\",\"aliyun.com/gpu-mem\":"
+                        "\"40\"},\"requests\":{\"cpu\":\"32\",\"memory\":\"480Gi\","
+                        "\"aliyun.com/gpu-mem\":\"40\"}}");
+    assert_string_equal(audit(&r, "charged"), "gpu-memory=40Gi,gpus=0,gpu-pods=1");
+    json_object_put(patched);
+    wh_review_response_dispose(&r);
+    gq_config_free(cfg);
+}
+
+static void invalid_request_denied(void **state)
+{
+    (void)state;
+    gq_config *cfg = config();
+    wh_review_response r;
+    json_object *patched = NULL;
+    mutate(cfg,
+           "[{\"op\":\"replace\",\"path\":\"/request/object/spec/containers/0/resources/limits/"
+           "nvidia.com~1gpu\",\"value\":\"1.5\"}]",
+           NULL, 0, &r, &patched);
+    assert_false(r.allowed);
+    assert_int_equal(r.code, 403);
+    assert_string_equal(r.reason, "Forbidden");
+    assert_non_null(strstr(r.message, "trainer"));
+    assert_non_null(strstr(r.message, "nvidia.com/gpu"));
+    assert_non_null(strstr(r.message, "1.5"));
+    assert_null(r.patch);
+    assert_null(patched);
+    assert_int_equal(r.n_audit, 0);
+    wh_review_response_dispose(&r);
+    gq_config_free(cfg);
+}
+
+static void passed_through_unchanged(void **state)
+{
+    (void)state;
+    static const char *const variants[] = {
+        "[{\"op\":\"replace\",\"path\":\"/request/operation\",\"value\":\"UPDATE\"}]",
+        "[{\"op\":\"replace\",\"path\":\"/request/namespace\",\"value\":\"kube-system\"}]",
+        "[{\"op\":\"add\",\"path\":\"/request/subResource\",\"value\":\"status\"}]",
+        "[{\"op\":\"replace\",\"path\":\"/request/resource/resource\",\"value\":\"deployments\"},"
+        "{\"op\":\"replace\",\"path\":\"/request/kind/kind\",\"value\":\"Deployment\"}]",
+        /* CPU-only pod */
+        "[{\"op\":\"remove\",\"path\":\"/request/object/spec/containers/0/resources/limits/"
+        "nvidia.com~1gpu\"},{\"op\":\"remove\",\"path\":\"/request/object/spec/containers/0/"
+        "resources/requests/nvidia.com~1gpu\"}]",
+    };
+    gq_config *cfg = config();
+    for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
+        wh_review_response r;
+        json_object *patched = NULL;
+        mutate(cfg, variants[i], NULL, 0, &r, &patched);
+        assert_true(r.allowed);
+        assert_null(r.patch);
+        assert_int_equal(r.n_warnings, 0);
+        assert_int_equal(r.n_audit, 0);
+        wh_review_response_dispose(&r);
+    }
+    gq_config_free(cfg);
+}
+
+static void missing_object_bad_request(void **state)
+{
+    (void)state;
+    gq_config *cfg = config();
+    wh_review_response r;
+    json_object *patched = NULL;
+    mutate(cfg, "[{\"op\":\"replace\",\"path\":\"/request/object\",\"value\":null}]", NULL, 0, &r,
+           &patched);
+    assert_false(r.allowed);
+    assert_int_equal(r.code, 400);
+    assert_string_equal(r.reason, "BadRequest");
+    assert_string_equal(r.message, "request.object is missing");
+    wh_review_response_dispose(&r);
+    gq_config_free(cfg);
+}
+
+static void limit_range_default_applied(void **state)
+{
+    (void)state;
+    const char *lr_text =
+        "{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPULimitRange\",\"metadata\":{"
+        "\"name\":\"gpu-limits\",\"namespace\":\"ml-research\"},\"spec\":{\"limits\":[{\"type\":"
+        "\"Container\",\"default\":{\"gpu-memory\":\"8Gi\"}}]}}";
+    json_object *lrj = NULL;
+    gq_err err;
+    assert_int_equal(gq_json_parse(lr_text, strlen(lr_text), 0, &lrj, &err), GQ_OK);
+    gq_limit_range *lr = NULL;
+    assert_int_equal(gq_limit_range_parse(lrj, &lr, &err), GQ_OK);
+    json_object_put(lrj);
+    const gq_limit_range *lrs[] = {lr};
+    gq_config *cfg = config();
+    cfg->backend = GQ_BACKEND_HAMI;
+    /* One whole GPU becomes one 8Gi slice. */
+    wh_review_response r;
+    json_object *patched = NULL;
+    mutate(cfg,
+           "[{\"op\":\"replace\",\"path\":\"/request/object/spec/containers/0/resources/limits/"
+           "nvidia.com~1gpu\",\"value\":\"1\"},{\"op\":\"replace\",\"path\":\"/request/object/spec/"
+           "containers/0/resources/requests/nvidia.com~1gpu\",\"value\":\"1\"}]",
+           lrs, 1, &r, &patched);
+    assert_true(r.allowed);
+    assert_string_equal(at_str(patched, "metadata", "annotations", "gpuquota.io/charged"),
+                        "gpu-memory=8Gi,gpus=0,gpu-pods=1");
+    /* Too long with the GPULimitRange name: that goes to the audit instead. */
+    assert_string_equal(r.warnings[0], "container trainer: nvidia.com/gpu 1 (default 8Gi) on "
+                                       "h100-80gb -> nvidia.com/gpu 1, nvidia.com/gpumem 8192");
+    assert_string_equal(audit(&r, "gpu-limit-range"), "gpu-limits");
+    json_object_put(patched);
+    wh_review_response_dispose(&r);
+    /* pod annotation gpuquota.io/exclusive keeps it whole */
+    mutate(cfg,
+           "[{\"op\":\"replace\",\"path\":\"/request/object/spec/containers/0/resources/limits/"
+           "nvidia.com~1gpu\",\"value\":\"1\"},{\"op\":\"replace\",\"path\":\"/request/object/spec/"
+           "containers/0/resources/requests/nvidia.com~1gpu\",\"value\":\"1\"},{\"op\":\"add\","
+           "\"path\":\"/request/object/metadata/annotations/gpuquota.io~1exclusive\",\"value\":"
+           "\"true\"}]",
+           lrs, 1, &r, &patched);
+    assert_string_equal(audit(&r, "charged"), "gpu-memory=80Gi,gpus=1,gpu-pods=1");
+    json_object_put(patched);
+    wh_review_response_dispose(&r);
+    gq_config_free(cfg);
+    gq_limit_range_free(lr);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(fixture_whole_gpus),         cmocka_unit_test(fraction_rewritten),
+        cmocka_unit_test(invalid_request_denied),     cmocka_unit_test(passed_through_unchanged),
+        cmocka_unit_test(missing_object_bad_request), cmocka_unit_test(limit_range_default_applied),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

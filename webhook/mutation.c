@@ -1,0 +1,107 @@
+#include "mutation.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "podcost.h"
+#include "policy.h"
+#include "rewrite.h"
+
+static bool is_pod_create(const wh_review_request *req)
+{
+    return req->operation == WH_OP_CREATE && !strcmp(req->kind_group, "") &&
+           !strcmp(req->kind, "Pod") && !strcmp(req->resource, "pods") && !req->sub_resource[0];
+}
+
+/* Fill resp from the rewrite: patch, warnings, auditAnnotations. */
+static gq_code answer(const gq_config *cfg, const gq_pod_cost *cost, const gq_rewrite *rw,
+                      wh_review_response *resp)
+{
+    gq_code rc;
+    char *text = NULL;
+    size_t len = 0;
+    if ((rc = gq_patch_to_text(rw->patch, &text, &len)))
+        return rc;
+    rc = wh_review_response_set_patch(resp, text, len);
+    free(text);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < rw->n_warnings; i++)
+        if ((rc = wh_review_response_add_warning(resp, rw->warnings[i])))
+            return rc;
+    resp->dropped_warnings += rw->dropped_warnings;
+    if (!cost->gpu_pods)
+        return GQ_OK;
+    if ((rc = wh_review_response_set_audit(resp, "charged", rw->charged)) ||
+        (rc = wh_review_response_set_audit(resp, "backend", gq_backend_name(cfg->backend))))
+        return rc;
+    if (cost->model)
+        rc = wh_review_response_set_audit(resp, "gpu-model", cost->model->name);
+    return rc;
+}
+
+gq_code wh_mutate_review(const gq_config *cfg, const wh_review_request *req,
+                         const gq_limit_range *const *lrs, size_t n_lrs, wh_review_response *resp,
+                         gq_err *err)
+{
+    gq_code rc;
+    wh_review_response r;
+    gq_pod_cost cost0, cost;
+    gq_rewrite rw;
+    gq_ctr_default *defs = NULL;
+    size_t n_defs = 0;
+    json_object *defaulted = NULL;
+    gq_err why;
+    gq_pod_cost_init(&cost0);
+    gq_pod_cost_init(&cost);
+    gq_rewrite_init(&rw);
+    gq_err_clear(&why);
+
+    if ((rc = wh_review_response_init(&r, req->version, req->uid)))
+        return gq_err_set(err, rc, "out of memory");
+    if (!is_pod_create(req) || gq_config_is_exempt(cfg, req->namespace))
+        goto done;
+    if (!req->object) {
+        rc = wh_review_response_deny(&r, 400, "BadRequest", "request.object is missing");
+        goto settle;
+    }
+    /* Defaults are decided on the pod as sent, then charged on the pod they
+     * produce, so the rewrite and the validating webhook agree. */
+    json_object *pod = req->object;
+    if ((rc = gq_pod_cost_compute(cfg, pod, &cost0, &why)) ||
+        (rc = gq_limit_defaults(pod, &cost0, lrs, n_lrs, &defs, &n_defs, &why)))
+        goto deny;
+    if (n_defs) {
+        if ((rc = gq_pod_apply_defaults(pod, defs, n_defs, &defaulted, &why)) ||
+            (rc = gq_pod_cost_compute(cfg, defaulted, &cost, &why)))
+            goto deny;
+    }
+    gq_rewrite_opts opts = {.reservation = req->uid, .defaults = defs, .n_defaults = n_defs};
+    const gq_pod_cost *use = n_defs ? &cost : &cost0;
+    if ((rc = gq_rewrite_pod(cfg, pod, use, &opts, &rw, &why)))
+        goto deny;
+    rc = answer(cfg, use, &rw, &r);
+    if (!rc && n_defs && defs[0].limit_range)
+        rc = wh_review_response_set_audit(&r, "gpu-limit-range", defs[0].limit_range);
+    goto settle;
+deny:
+    if (rc == GQ_ENOMEM)
+        goto settle;
+    rc = wh_review_response_deny(&r, 403, "Forbidden", why.msg);
+settle:
+    if (rc) {
+        gq_err_set(err, rc, "%s", rc == GQ_ENOMEM ? "out of memory" : gq_strerror(rc));
+        wh_review_response_dispose(&r);
+        goto out;
+    }
+done:
+    *resp = r;
+    rc = GQ_OK;
+out:
+    json_object_put(defaulted);
+    free(defs);
+    gq_rewrite_dispose(&rw);
+    gq_pod_cost_dispose(&cost);
+    gq_pod_cost_dispose(&cost0);
+    return rc;
+}

@@ -1,0 +1,140 @@
+/* AdmissionReview (admission.k8s.io/v1) codec: request decoding and response
+ * encoding exactly as kube-apiserver checks them. No sockets: the HTTP layer
+ * hands over a body it has already capped (3 MiB) and writes back the text
+ * wh_review_encode produces.
+ *
+ * Versions: kube-apiserver sends the first version of the webhook
+ * configuration's admissionReviewVersions that it understands, and requires
+ * the response in that same version. Our configurations list only v1, but a
+ * v1beta1 review (an older or hand-written configuration) has the same shape,
+ * so both are accepted and the response echoes the request's apiVersion. */
+#ifndef WH_REVIEW_H
+#define WH_REVIEW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <json-c/json.h>
+
+#include "gq_error.h"
+
+#define WH_REVIEW_MAX_DEPTH 64  /* JSON nesting accepted in a request body */
+#define WH_UID_MAX 128          /* bytes of request.uid */
+#define WH_WARNING_MAX 120      /* bytes of one warning */
+#define WH_WARNINGS_MAX 32      /* warnings in one response */
+#define WH_MESSAGE_MAX 1024     /* bytes of a deny message */
+#define WH_AUDIT_KEY_MAX 63     /* bytes of an auditAnnotations key */
+#define WH_AUDIT_VALUE_MAX 4096 /* bytes of an auditAnnotations value */
+#define WH_AUDIT_MAX 32         /* auditAnnotations in one response */
+
+typedef enum wh_review_version {
+    WH_REVIEW_V1 = 0,      /* admission.k8s.io/v1 */
+    WH_REVIEW_V1BETA1 = 1, /* admission.k8s.io/v1beta1 */
+} wh_review_version;
+
+typedef enum wh_operation {
+    WH_OP_CREATE = 0,
+    WH_OP_UPDATE,
+    WH_OP_DELETE,
+    WH_OP_CONNECT,
+} wh_operation;
+
+/* "CREATE", "UPDATE", ...; "" for an unknown value. */
+const char *wh_operation_name(wh_operation op);
+
+/* A decoded request. Every pointer is borrowed from root, which the struct
+ * owns: valid until wh_review_request_dispose. Absent optional strings are
+ * "" (never NULL); absent or null objects are NULL. */
+typedef struct wh_review_request {
+    json_object *root; /* the whole AdmissionReview */
+    wh_review_version version;
+    const char *uid;                                          /* non-empty */
+    const char *kind_group, *kind_version, *kind;             /* request.kind */
+    const char *resource_group, *resource_version, *resource; /* request.resource */
+    const char *sub_resource;
+    const char *namespace;
+    const char *name;
+    wh_operation operation;
+    const char *username;
+    const char **groups; /* userInfo.groups, n_groups entries (array owned here) */
+    size_t n_groups;
+    json_object *object;     /* request.object, NULL when absent or null */
+    json_object *old_object; /* request.oldObject, NULL when absent or null */
+    bool dry_run;
+} wh_review_request;
+
+/* Decode an AdmissionReview request body body[0..len). Requires apiVersion
+ * admission.k8s.io/v1 (or v1beta1), kind AdmissionReview, a request object
+ * with a non-empty string uid, kind.kind, resource.resource and a known
+ * operation; every optional field present must have its documented type.
+ * On success *out is filled (caller disposes); on error *out is untouched and
+ * err names the field: GQ_EINVAL (the HTTP layer answers 400), GQ_ELIMIT for
+ * nesting deeper than WH_REVIEW_MAX_DEPTH, GQ_ENOMEM. */
+gq_code wh_review_decode(const char *body, size_t len, wh_review_request *out, gq_err *err) GQ_WUR;
+
+/* Release what decode allocated. NULL and a zeroed struct are accepted. */
+void wh_review_request_dispose(wh_review_request *r);
+
+/* A response under construction. Caller-owned; every string in it is a
+ * private copy. Start with wh_review_response_init, end with _dispose. */
+typedef struct wh_review_response {
+    wh_review_version version;
+    char *uid;
+    bool allowed;
+    int code;      /* status.code when denied (e.g. 403) */
+    char *reason;  /* status.reason when denied ("Forbidden") */
+    char *message; /* status.message when denied, sanitised */
+    char *patch;   /* JSON Patch text (not yet base64), NULL for none */
+    size_t patch_len;
+    char *warnings[WH_WARNINGS_MAX];
+    size_t n_warnings;
+    size_t dropped_warnings; /* warnings beyond WH_WARNINGS_MAX, not sent */
+    char *audit_keys[WH_AUDIT_MAX];
+    char *audit_values[WH_AUDIT_MAX];
+    size_t n_audit;
+} wh_review_response;
+
+/* An allowed response with no patch for request uid in the given version. */
+gq_code wh_review_response_init(wh_review_response *r, wh_review_version version,
+                                const char *uid) GQ_WUR;
+void wh_review_response_dispose(wh_review_response *r);
+
+/* Turn the response into a denial: allowed false, status {code, reason,
+ * message}. message is sanitised (control characters become spaces, invalid
+ * UTF-8 becomes "?") and cut at WH_MESSAGE_MAX bytes on a character boundary.
+ * Any patch is dropped: a denied request is never mutated. */
+gq_code wh_review_response_deny(wh_review_response *r, int code, const char *reason,
+                                const char *message) GQ_WUR;
+
+/* Attach a JSON Patch (text, copied); an empty patch ("[]" or len 0) clears
+ * it, so an unchanged object carries no patchType either. */
+gq_code wh_review_response_set_patch(wh_review_response *r, const char *json, size_t len) GQ_WUR;
+
+/* Append a warning, sanitised like a deny message and cut at WH_WARNING_MAX
+ * bytes. Empty warnings are skipped; beyond WH_WARNINGS_MAX they are counted
+ * in dropped_warnings (the last slot then says how many were left out). */
+gq_code wh_review_response_add_warning(wh_review_response *r, const char *text) GQ_WUR;
+
+/* Set an auditAnnotation. kube-apiserver prefixes the key with the webhook
+ * name and a "/", so the key must be the name part of a qualified name:
+ * 1..63 characters [A-Za-z0-9._-], starting and ending alphanumeric (no "/").
+ * GQ_EINVAL for a bad key, GQ_ELIMIT for a value over WH_AUDIT_VALUE_MAX or
+ * too many annotations. Setting a key again replaces its value. */
+gq_code wh_review_response_set_audit(wh_review_response *r, const char *key,
+                                     const char *value) GQ_WUR;
+
+/* True when key is acceptable to wh_review_response_set_audit. */
+bool wh_audit_key_valid(const char *key);
+
+/* Sanitise text for a user-facing message into buf (cap bytes incl. NUL):
+ * control characters -> space, invalid UTF-8 -> "?", cut on a character
+ * boundary. Returns the length written. */
+size_t wh_sanitize_text(const char *text, char *buf, size_t cap);
+
+/* Serialise the response as an AdmissionReview: apiVersion and kind, then
+ * response {uid, allowed, status (denied only), patchType "JSONPatch" and
+ * patch in base64 (only with a patch), warnings, auditAnnotations (only when
+ * any)}. Caller frees *out with free(); *out_len excludes the NUL. */
+gq_code wh_review_encode(const wh_review_response *r, char **out, size_t *out_len) GQ_WUR;
+
+#endif

@@ -1,0 +1,470 @@
+#include "certs.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/bn.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#define CERTS_MAX_DAYS 36500 /* a century; beyond that ASN.1 times get awkward */
+#define CERTS_BACKDATE 300   /* seconds of clock skew tolerated between nodes */
+
+/* OpenSSL's first queued error, for messages. */
+static const char *ossl_reason(void)
+{
+    unsigned long e = ERR_get_error();
+    const char *r = e ? ERR_reason_error_string(e) : NULL;
+    ERR_clear_error();
+    return r ? r : "unknown OpenSSL error";
+}
+
+/* RFC 1123 label: [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 characters. */
+static bool is_dns_label(const char *s, size_t n)
+{
+    if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+            return false;
+    return true;
+}
+
+/* A DNS name of labels (lower case), optionally starting with "*.". */
+static bool is_dns_name(const char *s)
+{
+    size_t len = strlen(s);
+    if (len == 0 || len > 253)
+        return false;
+    if (!strncmp(s, "*.", 2))
+        s += 2;
+    for (;;) {
+        const char *dot = strchr(s, '.');
+        size_t n = dot ? (size_t)(dot - s) : strlen(s);
+        if (!is_dns_label(s, n))
+            return false;
+        if (!dot)
+            return true;
+        s = dot + 1;
+    }
+}
+
+static bool is_ip(const char *s)
+{
+    unsigned char buf[16];
+    return inet_pton(AF_INET, s, buf) == 1 || inet_pton(AF_INET6, s, buf) == 1;
+}
+
+static EVP_PKEY *new_key(void)
+{
+    return EVP_EC_gen("P-256");
+}
+
+static bool set_random_serial(X509 *x)
+{
+    bool ok = false;
+    BIGNUM *bn = BN_new();
+    /* 159 bits keeps the DER INTEGER positive within the 20-octet limit. */
+    if (bn && BN_rand(bn, 159, BN_RAND_TOP_ONE, BN_RAND_BOTTOM_ANY))
+        ok = BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x)) != NULL;
+    BN_free(bn);
+    return ok;
+}
+
+static bool add_ext(X509 *x, X509V3_CTX *ctx, int nid, const char *value)
+{
+    X509_EXTENSION *ext = X509V3_EXT_conf_nid(NULL, ctx, nid, value);
+    bool ok = ext && X509_add_ext(x, ext, -1);
+    X509_EXTENSION_free(ext);
+    return ok;
+}
+
+/* Build and sign one certificate. issuer/issuer_key NULL = self-signed. */
+static gq_code make_cert(const char *cn, EVP_PKEY *key, X509 *issuer, EVP_PKEY *issuer_key,
+                         time_t not_before, time_t not_after, bool is_ca, const char *sans,
+                         X509 **out, gq_err *err)
+{
+    gq_code rc = GQ_OK;
+    X509V3_CTX ctx;
+    X509 *x = X509_new();
+    X509_NAME *name = NULL;
+    if (!x || !X509_set_version(x, 2) || !set_random_serial(x) ||
+        !ASN1_TIME_set(X509_getm_notBefore(x), not_before) ||
+        !ASN1_TIME_set(X509_getm_notAfter(x), not_after) || !X509_set_pubkey(x, key)) {
+        rc = gq_err_set(err, GQ_ETLS, "cannot build certificate: %s", ossl_reason());
+        goto out;
+    }
+    name = X509_get_subject_name(x);
+    if (!X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *)cn, -1, -1,
+                                    0) ||
+        !X509_set_issuer_name(x, issuer ? X509_get_subject_name(issuer) : name)) {
+        rc = gq_err_set(err, GQ_ETLS, "cannot set certificate names: %s", ossl_reason());
+        goto out;
+    }
+    X509V3_set_ctx(&ctx, issuer ? issuer : x, x, NULL, NULL, 0);
+    bool ok = add_ext(x, &ctx, NID_subject_key_identifier, "hash");
+    if (is_ca) {
+        ok = ok && add_ext(x, &ctx, NID_basic_constraints, "critical,CA:TRUE,pathlen:0") &&
+             add_ext(x, &ctx, NID_key_usage, "critical,keyCertSign,cRLSign");
+    } else {
+        /* EC keys sign; keyEncipherment is for RSA key transport only. */
+        ok = ok && add_ext(x, &ctx, NID_basic_constraints, "critical,CA:FALSE") &&
+             add_ext(x, &ctx, NID_key_usage, "critical,digitalSignature") &&
+             add_ext(x, &ctx, NID_ext_key_usage, "serverAuth") &&
+             add_ext(x, &ctx, NID_authority_key_identifier, "keyid:always") &&
+             add_ext(x, &ctx, NID_subject_alt_name, sans);
+    }
+    if (!ok || !X509_sign(x, issuer_key ? issuer_key : key, EVP_sha256())) {
+        rc = gq_err_set(err, GQ_ETLS, "cannot sign certificate: %s", ossl_reason());
+        goto out;
+    }
+    *out = x;
+    x = NULL;
+out:
+    X509_free(x);
+    return rc;
+}
+
+typedef int (*pem_writer)(FILE *f, void *obj);
+
+static int write_cert(FILE *f, void *obj)
+{
+    return PEM_write_X509(f, obj);
+}
+
+static int write_key(FILE *f, void *obj)
+{
+    return PEM_write_PrivateKey(f, obj, NULL, NULL, 0, NULL, NULL);
+}
+
+/* dir/name replaced atomically: write a temporary file in the same
+ * directory, fsync, rename over the target. */
+static gq_code write_atomic(const char *dir, const char *name, mode_t mode, pem_writer fn,
+                            void *obj, gq_err *err)
+{
+    gq_code rc = GQ_OK;
+    char path[4096], tmp[4096];
+    FILE *f = NULL;
+    int fd = -1;
+    if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) >= sizeof(path) ||
+        (size_t)snprintf(tmp, sizeof(tmp), "%s/.%s.XXXXXX", dir, name) >= sizeof(tmp))
+        return gq_err_set(err, GQ_EINVAL, "%s: path too long", dir);
+    fd = mkstemp(tmp);
+    if (fd < 0)
+        return gq_err_set(err, GQ_EIO, "%s: %s", tmp, strerror(errno));
+    if (fchmod(fd, mode) != 0 || !(f = fdopen(fd, "w"))) {
+        rc = gq_err_set(err, GQ_EIO, "%s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    fd = -1; /* owned by f now */
+    if (!fn(f, obj)) {
+        rc = gq_err_set(err, GQ_ETLS, "%s: cannot encode PEM: %s", path, ossl_reason());
+        goto out;
+    }
+    if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
+        rc = gq_err_set(err, GQ_EIO, "%s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    int closed = fclose(f);
+    f = NULL;
+    if (closed != 0 || rename(tmp, path) != 0) {
+        rc = gq_err_set(err, GQ_EIO, "%s: %s", path, strerror(errno));
+        goto out;
+    }
+out:
+    if (f)
+        fclose(f);
+    if (fd >= 0)
+        close(fd);
+    if (rc)
+        unlink(tmp);
+    return rc;
+}
+
+static X509 *read_cert_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    X509 *x = PEM_read_X509(f, NULL, NULL, NULL);
+    fclose(f);
+    return x;
+}
+
+static EVP_PKEY *read_key_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    EVP_PKEY *k = PEM_read_PrivateKey(f, NULL, NULL, NULL);
+    fclose(f);
+    return k;
+}
+
+/* The CA in dir, if it is usable until `until`. NULL (nothing loaded)
+ * otherwise; *why says why. */
+static bool load_ca(const char *dir, time_t now, time_t until, X509 **ca, EVP_PKEY **ca_key,
+                    const char **why)
+{
+    char cpath[4096], kpath[4096];
+    X509 *x = NULL;
+    EVP_PKEY *k = NULL;
+    snprintf(cpath, sizeof(cpath), "%s/ca.crt", dir);
+    snprintf(kpath, sizeof(kpath), "%s/ca.key", dir);
+    x = read_cert_file(cpath);
+    k = x ? read_key_file(kpath) : NULL;
+    if (!x || !k) {
+        *why = "no readable ca.crt and ca.key";
+    } else if (X509_check_private_key(x, k) != 1) {
+        *why = "ca.key does not match ca.crt";
+    } else if (!(X509_get_extension_flags(x) & EXFLAG_CA)) {
+        *why = "ca.crt is not a CA certificate";
+    } else if (X509_cmp_time(X509_get0_notBefore(x), &now) > 0) {
+        *why = "ca.crt is not valid yet";
+    } else if (X509_cmp_time(X509_get0_notAfter(x), &until) <= 0) {
+        *why = "ca.crt expires before the new serving certificate would";
+    } else {
+        *ca = x;
+        *ca_key = k;
+        return true;
+    }
+    ERR_clear_error();
+    X509_free(x);
+    EVP_PKEY_free(k);
+    return false;
+}
+
+static gq_code build_sans(const certs_options *o, char *buf, size_t cap, gq_err *err)
+{
+    const char *svc = o->service, *ns = o->ns;
+    int n = snprintf(buf, cap, "DNS:%s,DNS:%s.%s,DNS:%s.%s.svc,DNS:%s.%s.svc.cluster.local", svc,
+                     svc, ns, svc, ns, svc, ns);
+    if (n < 0 || (size_t)n >= cap)
+        return gq_err_set(err, GQ_EINVAL, "subject alternative names too long");
+    size_t len = (size_t)n;
+    for (size_t i = 0; i < o->n_extra_sans; i++) {
+        const char *s = o->extra_sans[i];
+        bool ip = is_ip(s);
+        if (!ip && !is_dns_name(s))
+            return gq_err_set(err, GQ_EINVAL,
+                              "--san %s: not an IP address or a lower-case DNS name", s);
+        n = snprintf(buf + len, cap - len, ",%s:%s", ip ? "IP" : "DNS", s);
+        if (n < 0 || (size_t)n >= cap - len)
+            return gq_err_set(err, GQ_EINVAL, "subject alternative names too long");
+        len += (size_t)n;
+    }
+    return GQ_OK;
+}
+
+gq_code certs_generate(const certs_options *o, certs_result *result, gq_err *err)
+{
+    gq_code rc = GQ_OK;
+    char sans[8192], cn[300];
+    X509 *ca = NULL, *leaf = NULL;
+    EVP_PKEY *ca_key = NULL, *key = NULL;
+    const char *why = NULL;
+    certs_result res = {0};
+
+    if (!o->service || !is_dns_label(o->service, strlen(o->service)) ||
+        (o->service[0] >= '0' && o->service[0] <= '9'))
+        return gq_err_set(err, GQ_EINVAL, "--service %s: not a valid Service name",
+                          o->service ? o->service : "(missing)");
+    if (!o->ns || !is_dns_label(o->ns, strlen(o->ns)))
+        return gq_err_set(err, GQ_EINVAL, "--namespace %s: not a valid namespace name",
+                          o->ns ? o->ns : "(missing)");
+    if (!o->out_dir || !*o->out_dir)
+        return gq_err_set(err, GQ_EINVAL, "--out DIR is required");
+    if (o->days <= 0 || o->days > CERTS_MAX_DAYS || o->ca_days <= 0 || o->ca_days > CERTS_MAX_DAYS)
+        return gq_err_set(err, GQ_EINVAL, "validity must be 1..%d days", CERTS_MAX_DAYS);
+    if (o->n_extra_sans > CERTS_MAX_SANS)
+        return gq_err_set(err, GQ_EINVAL, "at most %d extra SANs", CERTS_MAX_SANS);
+    rc = build_sans(o, sans, sizeof(sans), err);
+    if (rc)
+        return rc;
+
+    time_t start = o->now - CERTS_BACKDATE;
+    time_t end = o->now + (time_t)o->days * 86400;
+    if (!load_ca(o->out_dir, o->now, end, &ca, &ca_key, &why)) {
+        if (o->rotate) {
+            rc = gq_err_set(err, GQ_ENOTFOUND,
+                            "%s: %s; --rotate never replaces the CA (run generate without "
+                            "--rotate to make a new one, then update the caBundle)",
+                            o->out_dir, why);
+            goto out;
+        }
+        time_t ca_end = o->now + (time_t)o->ca_days * 86400;
+        if (ca_end < end)
+            ca_end = end;
+        ca_key = new_key();
+        if (!ca_key) {
+            rc = gq_err_set(err, GQ_ETLS, "cannot make a key: %s", ossl_reason());
+            goto out;
+        }
+        snprintf(cn, sizeof(cn), "gpuquota-ca %s.%s", o->service, o->ns);
+        rc = make_cert(cn, ca_key, NULL, NULL, start, ca_end, true, NULL, &ca, err);
+        if (rc)
+            goto out;
+        rc = write_atomic(o->out_dir, "ca.key", 0600, write_key, ca_key, err);
+        if (!rc)
+            rc = write_atomic(o->out_dir, "ca.crt", 0644, write_cert, ca, err);
+        if (rc)
+            goto out;
+        res.ca_created = true;
+    }
+
+    key = new_key();
+    if (!key) {
+        rc = gq_err_set(err, GQ_ETLS, "cannot make a key: %s", ossl_reason());
+        goto out;
+    }
+    snprintf(cn, sizeof(cn), "%s.%s.svc", o->service, o->ns);
+    rc = make_cert(cn, key, ca, ca_key, start, end, false, sans, &leaf, err);
+    if (rc)
+        goto out;
+    /* Key first: a server polling the pair sees a mismatch at worst, keeps
+     * its old pair and picks up the new one when tls.crt lands. */
+    rc = write_atomic(o->out_dir, "tls.key", 0600, write_key, key, err);
+    if (!rc)
+        rc = write_atomic(o->out_dir, "tls.crt", 0644, write_cert, leaf, err);
+    if (rc)
+        goto out;
+    res.not_after = end;
+    if (result)
+        *result = res;
+out:
+    X509_free(leaf);
+    EVP_PKEY_free(key);
+    X509_free(ca);
+    EVP_PKEY_free(ca_key);
+    return rc;
+}
+
+/* ------------------------------------------------------------- inspect */
+
+static void name_to_text(const X509_NAME *name, char *buf, size_t cap)
+{
+    BIO *b = BIO_new(BIO_s_mem());
+    buf[0] = '\0';
+    if (!b)
+        return;
+    /* RFC 2253 with control characters escaped: safe to print. */
+    if (X509_NAME_print_ex(b, name, 0, XN_FLAG_RFC2253) >= 0) {
+        int n = BIO_read(b, buf, (int)cap - 1);
+        buf[n > 0 ? n : 0] = '\0';
+    }
+    BIO_free(b);
+}
+
+static void append(char *buf, size_t cap, size_t *len, const char *s)
+{
+    for (; *s && *len + 1 < cap; s++)
+        buf[(*len)++] = (*s >= 0x20 && *s < 0x7f) ? *s : '?';
+    buf[*len] = '\0';
+}
+
+static void sans_to_text(X509 *x, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    GENERAL_NAMES *names = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+    for (int i = 0; names && i < sk_GENERAL_NAME_num(names); i++) {
+        const GENERAL_NAME *gn = sk_GENERAL_NAME_value(names, i);
+        char tmp[300];
+        tmp[0] = '\0';
+        if (gn->type == GEN_DNS) {
+            const ASN1_STRING *s = gn->d.dNSName;
+            int n = ASN1_STRING_length(s);
+            if (n < 0 || n > 255)
+                n = 255;
+            memcpy(tmp, "DNS:", 4);
+            memcpy(tmp + 4, ASN1_STRING_get0_data(s), (size_t)n);
+            tmp[4 + n] = '\0';
+        } else if (gn->type == GEN_IPADD) {
+            const ASN1_OCTET_STRING *s = gn->d.iPAddress;
+            char ip[INET6_ADDRSTRLEN] = "?";
+            int n = ASN1_STRING_length(s);
+            if (n == 4 || n == 16)
+                inet_ntop(n == 4 ? AF_INET : AF_INET6, ASN1_STRING_get0_data(s), ip, sizeof(ip));
+            snprintf(tmp, sizeof(tmp), "IP:%s", ip);
+        } else {
+            continue;
+        }
+        if (len)
+            append(buf, cap, &len, ", ");
+        append(buf, cap, &len, tmp);
+    }
+    GENERAL_NAMES_free(names);
+}
+
+static time_t asn1_to_time(const ASN1_TIME *t)
+{
+    struct tm tm;
+    if (!t || !ASN1_TIME_to_tm(t, &tm))
+        return 0;
+    return timegm(&tm);
+}
+
+gq_code certs_inspect_file(const char *path, certs_info **out, size_t *n_out, gq_err *err)
+{
+    gq_code rc = GQ_OK;
+    certs_info *list = NULL;
+    size_t n = 0, cap = 0;
+    X509 *x = NULL;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return gq_err_set(err, GQ_EIO, "%s: %s", path, strerror(errno));
+    while ((x = PEM_read_X509(f, NULL, NULL, NULL))) {
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 4;
+            certs_info *nl = realloc(list, ncap * sizeof(*nl));
+            if (!nl) {
+                rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+                goto out;
+            }
+            list = nl;
+            cap = ncap;
+        }
+        certs_info *ci = &list[n++];
+        memset(ci, 0, sizeof(*ci));
+        name_to_text(X509_get_subject_name(x), ci->subject, sizeof(ci->subject));
+        name_to_text(X509_get_issuer_name(x), ci->issuer, sizeof(ci->issuer));
+        sans_to_text(x, ci->sans, sizeof(ci->sans));
+        ci->not_before = asn1_to_time(X509_get0_notBefore(x));
+        ci->not_after = asn1_to_time(X509_get0_notAfter(x));
+        ci->is_ca = (X509_get_extension_flags(x) & EXFLAG_CA) != 0;
+        X509_free(x);
+        x = NULL;
+    }
+    ERR_clear_error(); /* the loop ends on "no start line" */
+    if (n == 0) {
+        rc = gq_err_set(err, GQ_EINVAL, "%s: no PEM certificate found", path);
+        goto out;
+    }
+    *out = list;
+    *n_out = n;
+    list = NULL;
+out:
+    X509_free(x);
+    free(list);
+    fclose(f);
+    return rc;
+}
+
+long certs_days_left(const certs_info *info, time_t now)
+{
+    double secs = difftime(info->not_after, now);
+    long days = (long)(secs / 86400);
+    if (secs < 0 && (double)days * 86400 != secs)
+        days--; /* round toward minus infinity */
+    return days;
+}

@@ -1,0 +1,12 @@
+/* Small helpers for subcommand argument parsing. */
+#ifndef GQ_CLI_ARGS_H
+#define GQ_CLI_ARGS_H
+
+#include "gq_error.h"
+
+/* Parse a whole decimal integer in [min, max] (no sign games, no trailing
+ * text). GQ_EINVAL with a message naming opt otherwise; *out untouched. */
+gq_code gq_cli_parse_long(const char *opt, const char *s, long min, long max, long *out,
+                          gq_err *err) GQ_WUR;
+
+#endif

@@ -1,0 +1,193 @@
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "certs.h"
+#include "cli.h"
+#include "cli_args.h"
+
+const char gq_cmd_certs_summary[] = "generate, rotate and inspect webhook TLS certificates";
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: gpuquota certs generate --service S --namespace NS --out DIR\n"
+               "                               [--days N (365)] [--ca-days N (3650)]\n"
+               "                               [--san NAME_OR_IP]... [--rotate]\n"
+               "       gpuquota certs inspect FILE... [--warn-days N (30)]\n"
+               "\n"
+               "generate writes ca.crt, ca.key, tls.crt, tls.key into DIR, reusing a valid CA\n"
+               "already there so the webhooks' caBundle stays the same; --rotate renews only\n"
+               "the serving pair and fails if DIR has no usable CA.\n"
+               "inspect exits 1 when a certificate has expired, is not yet valid, or expires\n"
+               "within --warn-days.\n");
+}
+
+static void format_time(time_t t, char *buf, size_t cap)
+{
+    struct tm tm;
+    if (!gmtime_r(&t, &tm) || !strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm))
+        snprintf(buf, cap, "?");
+}
+
+static int cmd_generate(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"service", required_argument, NULL, 's'},
+        {"namespace", required_argument, NULL, 'n'},
+        {"out", required_argument, NULL, 'o'},
+        {"days", required_argument, NULL, 'd'},
+        {"ca-days", required_argument, NULL, 'c'},
+        {"san", required_argument, NULL, 'a'},
+        {"rotate", no_argument, NULL, 'r'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    certs_options o = {.days = 365, .ca_days = 3650};
+    const char *sans[CERTS_MAX_SANS];
+    gq_err err;
+    long v;
+    int c;
+    gq_err_clear(&err);
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 's':
+            o.service = optarg;
+            break;
+        case 'n':
+            o.ns = optarg;
+            break;
+        case 'o':
+            o.out_dir = optarg;
+            break;
+        case 'd':
+        case 'c':
+            if (gq_cli_parse_long(c == 'd' ? "--days" : "--ca-days", optarg, 1, 36500, &v, &err))
+                goto bad;
+            *(c == 'd' ? &o.days : &o.ca_days) = (int)v;
+            break;
+        case 'a':
+            if (o.n_extra_sans >= CERTS_MAX_SANS) {
+                gq_err_set(&err, GQ_EINVAL, "at most %d --san values", CERTS_MAX_SANS);
+                goto bad;
+            }
+            sans[o.n_extra_sans++] = optarg;
+            break;
+        case 'r':
+            o.rotate = true;
+            break;
+        case 'h':
+            usage(stdout);
+            return GQ_EXIT_OK;
+        default:
+            usage(stderr);
+            return GQ_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        gq_err_set(&err, GQ_EINVAL, "unexpected argument %s", argv[optind]);
+        goto bad;
+    }
+    if (!o.service || !o.ns || !o.out_dir) {
+        gq_err_set(&err, GQ_EINVAL, "--service, --namespace and --out are required");
+        goto bad;
+    }
+    o.extra_sans = sans;
+    o.now = time(NULL);
+    certs_result res;
+    if (certs_generate(&o, &res, &err))
+        goto bad;
+    char until[32];
+    format_time(res.not_after, until, sizeof(until));
+    printf("%s %s/ca.crt\n", res.ca_created ? "created CA" : "reused CA", o.out_dir);
+    printf("wrote %s/tls.crt and tls.key for %s.%s.svc, valid until %s\n", o.out_dir, o.service,
+           o.ns, until);
+    if (res.ca_created)
+        printf("the caBundle changed: update the webhook configurations\n");
+    return GQ_EXIT_OK;
+bad:
+    fprintf(stderr, "gpuquota certs generate: %s\n", err.msg);
+    return GQ_EXIT_USAGE;
+}
+
+static int cmd_inspect(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"warn-days", required_argument, NULL, 'w'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    long warn_days = 30;
+    gq_err err;
+    int c, rc = GQ_EXIT_OK;
+    gq_err_clear(&err);
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        if (c == 'w') {
+            if (gq_cli_parse_long("--warn-days", optarg, 0, 36500, &warn_days, &err)) {
+                fprintf(stderr, "gpuquota certs inspect: %s\n", err.msg);
+                return GQ_EXIT_USAGE;
+            }
+        } else if (c == 'h') {
+            usage(stdout);
+            return GQ_EXIT_OK;
+        } else {
+            usage(stderr);
+            return GQ_EXIT_USAGE;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "gpuquota certs inspect: at least one FILE is required\n");
+        return GQ_EXIT_USAGE;
+    }
+    time_t now = time(NULL);
+    for (int i = optind; i < argc; i++) {
+        certs_info *list = NULL;
+        size_t n = 0;
+        if (certs_inspect_file(argv[i], &list, &n, &err)) {
+            fprintf(stderr, "gpuquota certs inspect: %s\n", err.msg);
+            return GQ_EXIT_USAGE;
+        }
+        for (size_t k = 0; k < n; k++) {
+            const certs_info *ci = &list[k];
+            char nb[32], na[32];
+            const char *status = "ok";
+            long left = certs_days_left(ci, now);
+            format_time(ci->not_before, nb, sizeof(nb));
+            format_time(ci->not_after, na, sizeof(na));
+            if (ci->not_after <= now)
+                status = "EXPIRED";
+            else if (ci->not_before > now)
+                status = "NOT YET VALID";
+            else if (difftime(ci->not_after, now) < (double)warn_days * 86400)
+                status = "EXPIRES SOON";
+            if (strcmp(status, "ok"))
+                rc = GQ_EXIT_DENIED;
+            printf("%s", argv[i]);
+            if (n > 1)
+                printf(" [%zu]", k);
+            printf(":\n  subject:    %s\n  issuer:     %s\n  CA:         %s\n"
+                   "  SANs:       %s\n  not before: %s\n  not after:  %s\n"
+                   "  days left:  %ld\n  status:     %s\n",
+                   ci->subject, ci->issuer, ci->is_ca ? "yes" : "no",
+                   ci->sans[0] ? ci->sans : "(none)", nb, na, left, status);
+        }
+        free(list);
+    }
+    return rc;
+}
+
+int gq_cmd_certs(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? GQ_EXIT_USAGE : GQ_EXIT_OK;
+    }
+    if (!strcmp(argv[1], "generate"))
+        return cmd_generate(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "inspect"))
+        return cmd_inspect(argc - 1, argv + 1);
+    fprintf(stderr, "gpuquota certs: unknown action '%s'\n", argv[1]);
+    usage(stderr);
+    return GQ_EXIT_USAGE;
+}

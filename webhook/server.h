@@ -1,0 +1,136 @@
+/* HTTPS server for the admission webhook: libmicrohttpd with GnuTLS inside.
+ *
+ * Handlers see a socket-free seam: a wh_request in, a wh_response out. The
+ * server owns routing, method/content-type/size checks, TLS, certificate hot
+ * reload, readiness and draining; wh_server_dispatch runs the same routing
+ * and checks without any socket, so tests drive everything but the wire.
+ *
+ * Built-in routes: GET /healthz (200 "ok"), GET /readyz (200 while ready,
+ * else 503), GET /metrics (when options.metrics is set). */
+#ifndef WH_SERVER_H
+#define WH_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "gq_error.h"
+#include "metrics.h"
+
+#define WH_MAX_BODY_DEFAULT ((size_t)3 * 1024 * 1024) /* DESIGN.md §8: 3 MiB */
+#define WH_IDLE_TIMEOUT_DEFAULT 120 /* seconds; above kube-apiserver's 90 s idle */
+#define WH_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
+
+/* One request as a handler sees it. Every pointer is borrowed for the call. */
+typedef struct wh_request {
+    const char *method;       /* "GET", "POST", ... */
+    const char *path;         /* without query string */
+    const char *timeout;      /* the `timeout` query parameter (e.g. "10s"), or NULL */
+    const char *content_type; /* NULL when absent */
+    const char *body;         /* NUL-terminated (NUL not counted); "" for no body */
+    size_t body_len;
+    const char *remote_addr; /* "127.0.0.1:54321", "[::1]:54321" or "" */
+} wh_request;
+
+#define WH_MAX_HEADERS 4
+typedef struct wh_header {
+    char name[64];
+    char value[256];
+} wh_header;
+
+/* What a handler fills in. The body is heap memory (malloc) that the server
+ * frees after sending; content_type points to a string with static storage. */
+typedef struct wh_response {
+    int status;
+    const char *content_type;
+    char *body;
+    size_t body_len;
+    wh_header headers[WH_MAX_HEADERS];
+    size_t n_headers;
+    char error[160]; /* for status >= 400: the sanitised reason, for the access log */
+} wh_response;
+
+typedef void (*wh_handler_fn)(void *ctx, const wh_request *req, wh_response *resp);
+
+/* Zero the response (status 0 = not set). */
+void wh_response_init(wh_response *resp);
+/* Free the body and reset. NULL is accepted. */
+void wh_response_dispose(wh_response *resp);
+/* Replace the body with a copy of len bytes of data. GQ_ENOMEM leaves resp
+ * unchanged. content_type must have static storage. */
+gq_code wh_response_set_body(wh_response *resp, int status, const char *content_type,
+                             const char *data, size_t len) GQ_WUR;
+/* Take ownership of a malloc'd body (freed on every path). */
+void wh_response_take_body(wh_response *resp, int status, const char *content_type, char *body,
+                           size_t len);
+/* Add a header (name/value truncated to fit). GQ_ELIMIT when full. */
+gq_code wh_response_add_header(wh_response *resp, const char *name, const char *value) GQ_WUR;
+
+/* The one way to build an error reply: a small JSON body
+ *   {"code":413,"message":"..."}
+ * with the message sanitised (control characters replaced, truncated). The
+ * server counts and logs every status >= 400 exactly once when it sends it,
+ * using resp->error. Never fails: on out-of-memory the body is a static
+ * fallback. */
+void wh_response_error(wh_response *resp, int status, const char *fmt, ...) GQ_PRINTF(3, 4);
+
+typedef struct wh_metrics wh_metrics;
+typedef struct wh_server wh_server;
+
+typedef struct wh_server_options {
+    const char *listen;          /* "[HOST]:PORT"; ":8443" = all addresses; port 0 = ephemeral */
+    const char *cert_file;       /* PEM chain, leaf first */
+    const char *key_file;        /* PEM private key */
+    unsigned threads;            /* worker threads; 0 = number of online CPUs */
+    unsigned idle_timeout_s;     /* 0 = WH_IDLE_TIMEOUT_DEFAULT */
+    size_t max_body;             /* 0 = WH_MAX_BODY_DEFAULT */
+    unsigned reload_interval_ms; /* certificate poll; 0 = 1000 */
+    bool insecure_plain_http;    /* tests only: serve plain HTTP, no certificates */
+    wh_metrics *metrics;         /* borrowed; NULL = no /metrics and no counting */
+    const char *version;         /* for logs; may be NULL */
+} wh_server_options;
+
+typedef enum wh_route_kind {
+    WH_ROUTE_GET = 1,       /* GET (and HEAD); no body */
+    WH_ROUTE_POST_JSON = 2, /* POST with Content-Type application/json; body <= max_body */
+} wh_route_kind;
+
+/* Create a server (nothing is bound yet); loads and checks the certificate
+ * pair unless insecure_plain_http. Options are copied. Caller owns *out. */
+gq_code wh_server_new(const wh_server_options *opts, wh_server **out, gq_err *err) GQ_WUR;
+
+/* Register a handler for an exact path (before wh_server_start). ctx is
+ * passed back unchanged. GQ_EEXISTS for a duplicate path, GQ_EINVAL after
+ * start or for a bad path, GQ_ELIMIT when the table is full. */
+gq_code wh_server_add_handler(wh_server *srv, const char *path, wh_route_kind kind,
+                              wh_handler_fn fn, void *ctx, gq_err *err) GQ_WUR;
+
+/* Bind and start serving. GQ_EINVAL for a bad listen address, GQ_EIO when
+ * binding or starting fails. */
+gq_code wh_server_start(wh_server *srv, gq_err *err) GQ_WUR;
+
+/* Bound port after start (the real one when 0 was asked); 0 before. */
+unsigned wh_server_port(const wh_server *srv);
+
+/* Readiness reported by /readyz; false until set. */
+void wh_server_set_ready(wh_server *srv, bool ready);
+bool wh_server_is_ready(const wh_server *srv);
+
+/* Route one request exactly as the network path does: 404 unknown path, 405
+ * wrong method, 415 wrong content type, 413 body too large, else the handler.
+ * resp must be initialised; it is always filled. Sockets are not needed. */
+void wh_server_dispatch(wh_server *srv, const wh_request *req, wh_response *resp);
+
+/* Re-read the certificate files now if they changed since the last load
+ * (the poll thread calls this). A bad new pair is logged and the old one
+ * kept (the error is returned). */
+gq_code wh_server_reload_certs(wh_server *srv, gq_err *err) GQ_WUR;
+
+/* Stop: not ready, stop accepting, wait up to drain_ms for requests in
+ * flight to finish, then close everything. Idempotent. Returns the number
+ * of requests still in flight when the grace ran out. */
+unsigned wh_server_stop(wh_server *srv, unsigned drain_ms);
+
+/* Stops (without grace) if needed and frees. NULL is accepted. */
+void wh_server_free(wh_server *srv);
+
+#endif

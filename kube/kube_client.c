@@ -1,0 +1,777 @@
+/* The HTTP side of the client: a pool of curl easy handles (each keeps its
+ * keep-alive connection across requests) sharing DNS and TLS sessions through
+ * one CURLSH, bearer tokens re-read from file, Status decoding, retries,
+ * paginated lists and streamed watches. */
+#include "kube_int.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gq_log.h"
+
+#define DEFAULT_MAX_BODY ((size_t)64 << 20)
+#define ERROR_BODY_MAX ((size_t)64 << 10)
+#define TOKEN_MAX ((size_t)64 << 10)
+
+struct kube_client {
+    kube_config *cfg;
+    kube_client_opts o;
+    CURLSH *share;
+    pthread_mutex_t share_mu[CURL_LOCK_DATA_LAST];
+    pthread_mutex_t pool_mu;
+    CURL **pool;
+    unsigned npool;
+    pthread_mutex_t tok_mu;
+    char *token;      /* current bearer token (file-backed or static) */
+    int64_t token_at; /* kube_mono_ms of the last file read */
+};
+
+static pthread_once_t global_once = PTHREAD_ONCE_INIT;
+static CURLcode global_rc;
+
+static void global_init(void)
+{
+    global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static void share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *ud)
+{
+    struct kube_client *c = ud;
+    if ((unsigned)data < CURL_LOCK_DATA_LAST)
+        pthread_mutex_lock(&c->share_mu[data]);
+}
+
+static void share_unlock(CURL *h, curl_lock_data data, void *ud)
+{
+    struct kube_client *c = ud;
+    if ((unsigned)data < CURL_LOCK_DATA_LAST)
+        pthread_mutex_unlock(&c->share_mu[data]);
+}
+
+static gq_code read_token(const char *path, char **out, gq_err *err)
+{
+    char *buf;
+    size_t len;
+    gq_code rc = kube_read_file(path, TOKEN_MAX, &buf, &len, err);
+    if (rc)
+        return rc;
+    while (len && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' '))
+        buf[--len] = '\0';
+    for (size_t i = 0; i < len; i++) {
+        if ((unsigned char)buf[i] < 0x21 || (unsigned char)buf[i] > 0x7e) {
+            free(buf);
+            return gq_err_set(err, GQ_EINVAL, "%s: token contains invalid characters", path);
+        }
+    }
+    *out = buf;
+    return GQ_OK;
+}
+
+/* Copy of the current token (NULL when none); re-reads the file when stale
+ * or when force is set. A failed re-read keeps the previous token. */
+static gq_code current_token(kube_client *c, int force, char **out, gq_err *err)
+{
+    gq_code rc = GQ_OK;
+    pthread_mutex_lock(&c->tok_mu);
+    if (c->cfg->token_file &&
+        (force || !c->token || kube_mono_ms() - c->token_at >= c->o.token_reread_ms)) {
+        char *t;
+        gq_err e;
+        gq_err_clear(&e);
+        rc = read_token(c->cfg->token_file, &t, &e);
+        if (rc == GQ_OK) {
+            free(c->token);
+            c->token = t;
+            c->token_at = kube_mono_ms();
+        } else if (c->token) {
+            GQ_WARN("kube: keeping the previous token: %s", e.msg);
+            rc = GQ_OK;
+        } else {
+            if (err)
+                *err = e;
+            goto out;
+        }
+    }
+    *out = NULL;
+    if (c->token && !(*out = strdup(c->token)))
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+out:
+    pthread_mutex_unlock(&c->tok_mu);
+    return rc;
+}
+
+gq_code kube_client_new(const kube_config *cfg, const kube_client_opts *opts, kube_client **out,
+                        gq_err *err)
+{
+    gq_code rc;
+    pthread_once(&global_once, global_init);
+    if (global_rc != CURLE_OK)
+        return gq_err_set(err, GQ_EIO, "curl_global_init: %s", curl_easy_strerror(global_rc));
+    if (!cfg || !cfg->server)
+        return gq_err_set(err, GQ_EINVAL, "kube client: configuration has no server");
+    kube_client *c = calloc(1, sizeof(*c));
+    if (!c)
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    if (opts)
+        c->o = *opts;
+    if (c->o.timeout_ms <= 0)
+        c->o.timeout_ms = 30000;
+    if (c->o.connect_timeout_ms <= 0)
+        c->o.connect_timeout_ms = 10000;
+    if (!c->o.max_body)
+        c->o.max_body = DEFAULT_MAX_BODY;
+    if (!c->o.pool_size)
+        c->o.pool_size = 32;
+    if (c->o.token_reread_ms <= 0)
+        c->o.token_reread_ms = 60000;
+    if (!c->o.user_agent)
+        c->o.user_agent = "gpuquota";
+    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+        pthread_mutex_init(&c->share_mu[i], NULL);
+    pthread_mutex_init(&c->pool_mu, NULL);
+    pthread_mutex_init(&c->tok_mu, NULL);
+    c->pool = calloc(c->o.pool_size, sizeof(*c->pool));
+    rc = kube_config_copy(cfg, &c->cfg);
+    if (rc || !c->pool || !(c->o.user_agent = strdup(c->o.user_agent))) {
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (c->cfg->token && !(c->token = strdup(c->cfg->token))) {
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        goto out;
+    }
+    c->share = curl_share_init();
+    if (!c->share) {
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        goto out;
+    }
+    curl_share_setopt(c->share, CURLSHOPT_LOCKFUNC, share_lock);
+    curl_share_setopt(c->share, CURLSHOPT_UNLOCKFUNC, share_unlock);
+    curl_share_setopt(c->share, CURLSHOPT_USERDATA, c);
+    curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+    curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+    if (c->cfg->token_file) {
+        char *t = NULL;
+        rc = current_token(c, 1, &t, err);
+        free(t);
+        if (rc)
+            goto out;
+    }
+    *out = c;
+    c = NULL;
+out:
+    kube_client_free(c);
+    return rc;
+}
+
+void kube_client_free(kube_client *c)
+{
+    if (!c)
+        return;
+    for (unsigned i = 0; i < c->npool; i++)
+        curl_easy_cleanup(c->pool[i]);
+    free(c->pool);
+    if (c->share)
+        curl_share_cleanup(c->share);
+    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+        pthread_mutex_destroy(&c->share_mu[i]);
+    pthread_mutex_destroy(&c->pool_mu);
+    pthread_mutex_destroy(&c->tok_mu);
+    free(c->token);
+    free((char *)c->o.user_agent);
+    kube_config_free(c->cfg);
+    free(c);
+}
+
+const char *kube_client_namespace(const kube_client *c)
+{
+    return c->cfg->namespace_;
+}
+
+static CURL *handle_acquire(kube_client *c)
+{
+    CURL *h = NULL;
+    pthread_mutex_lock(&c->pool_mu);
+    if (c->npool)
+        h = c->pool[--c->npool];
+    pthread_mutex_unlock(&c->pool_mu);
+    if (h)
+        curl_easy_reset(h); /* keeps the live connection */
+    else
+        h = curl_easy_init();
+    return h;
+}
+
+static void handle_release(kube_client *c, CURL *h)
+{
+    if (!h)
+        return;
+    pthread_mutex_lock(&c->pool_mu);
+    if (c->npool < c->o.pool_size) {
+        c->pool[c->npool++] = h;
+        h = NULL;
+    }
+    pthread_mutex_unlock(&c->pool_mu);
+    curl_easy_cleanup(h);
+}
+
+/* Options shared by every request: URL, TLS material, auth, headers. */
+static gq_code setup_handle(kube_client *c, CURL *h, const char *url, const char *token,
+                            struct curl_slist **hdrs, const char *ctype, gq_err *err)
+{
+    const kube_config *cfg = c->cfg;
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_SHARE, c->share);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, c->o.user_agent);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->o.connect_timeout_ms);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPIDLE, 30L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPINTVL, 15L);
+    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (cfg->insecure_skip_tls_verify) {
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+    if (cfg->ca_file)
+        curl_easy_setopt(h, CURLOPT_CAINFO, cfg->ca_file);
+    if (cfg->ca_data.data) {
+        struct curl_blob b = {cfg->ca_data.data, cfg->ca_data.len, CURL_BLOB_NOCOPY};
+        curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &b);
+    }
+    if (cfg->cert_file) {
+        curl_easy_setopt(h, CURLOPT_SSLCERT, cfg->cert_file);
+        curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+    }
+    if (cfg->cert_data.data) {
+        struct curl_blob b = {cfg->cert_data.data, cfg->cert_data.len, CURL_BLOB_NOCOPY};
+        curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &b);
+        curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+    }
+    if (cfg->key_file) {
+        curl_easy_setopt(h, CURLOPT_SSLKEY, cfg->key_file);
+        curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+    }
+    if (cfg->key_data.data) {
+        struct curl_blob b = {cfg->key_data.data, cfg->key_data.len, CURL_BLOB_NOCOPY};
+        curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &b);
+        curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+    }
+    struct curl_slist *l = curl_slist_append(NULL, "Accept: application/json");
+    if (l && ctype) {
+        char line[96];
+        snprintf(line, sizeof(line), "Content-Type: %s", ctype);
+        struct curl_slist *n = curl_slist_append(l, line);
+        l = n ? n : (curl_slist_free_all(l), NULL);
+    }
+    if (l && token) {
+        kube_buf b;
+        kube_buf_init(&b, TOKEN_MAX + 64);
+        struct curl_slist *n = NULL;
+        if (!kube_buf_appends(&b, "Authorization: Bearer ") && !kube_buf_appends(&b, token))
+            n = curl_slist_append(l, b.data);
+        kube_buf_dispose(&b);
+        l = n ? n : (curl_slist_free_all(l), NULL);
+    }
+    if (!l)
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, l);
+    *hdrs = l;
+    return GQ_OK;
+}
+
+static gq_code curl_code(CURLcode cc)
+{
+    switch (cc) {
+    case CURLE_OK:
+        return GQ_OK;
+    case CURLE_OPERATION_TIMEDOUT:
+        return GQ_ETIMEOUT;
+    case CURLE_OUT_OF_MEMORY:
+        return GQ_ENOMEM;
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_ENGINE_NOTFOUND:
+    case CURLE_SSL_ENGINE_SETFAILED:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_CRL_BADFILE:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_INVALIDCERTSTATUS:
+    case CURLE_SSL_CLIENTCERT:
+        return GQ_ETLS;
+    default:
+        return GQ_EIO;
+    }
+}
+
+/* Fill err for a non-2xx response, decoding a Status body when there is one. */
+static gq_code http_error(const char *method, const char *path, long status, const kube_buf *body,
+                          gq_err *err)
+{
+    kube_status st;
+    int have = body->len && kube_status_decode(body->data, body->len, &st) == GQ_OK;
+    gq_code rc = kube_http_code(status, have ? st.reason : NULL);
+    if (have)
+        return gq_err_set(err, rc, "%s %s: HTTP %ld %s: %s", method, path, status, st.reason,
+                          st.message);
+    return gq_err_set(err, rc, "%s %s: HTTP %ld", method, path, status);
+}
+
+static size_t body_write(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    kube_buf *b = ud;
+    size_t n = size * nmemb;
+    return kube_buf_append(b, ptr, n) ? 0 : n;
+}
+
+static int retryable(gq_code rc, long status)
+{
+    if (rc == GQ_EIO || rc == GQ_ETIMEOUT)
+        return 1;
+    return rc == GQ_EHTTP && (status >= 500 || status == 429);
+}
+
+/* One request with token refresh on 401 and the caller's retries. On
+ * success the 2xx body is in *resp (caller disposes it). */
+static gq_code request(kube_client *c, const char *method, const char *path, const kube_query *q,
+                       size_t nq, const char *body, const char *ctype, const kube_call_opts *o,
+                       kube_buf *resp, gq_err *err)
+{
+    gq_code rc;
+    char *url = NULL, *token = NULL;
+    CURL *h = NULL;
+    unsigned retries = o ? o->retries : 0;
+    long delay = o && o->retry_delay_ms > 0 ? o->retry_delay_ms : 100;
+    long timeout = o && o->timeout_ms > 0 ? o->timeout_ms : c->o.timeout_ms;
+    int auth_retried = 0;
+
+    kube_buf_init(resp, c->o.max_body);
+    rc = kube_build_url(c->cfg->server, path, q, nq, &url);
+    if (rc) {
+        gq_err_set(err, rc, "%s %s: cannot build URL", method, path);
+        goto out;
+    }
+    h = handle_acquire(c);
+    if (!h) {
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (unsigned attempt = 0;; attempt++) {
+        struct curl_slist *hdrs = NULL;
+        long status = 0;
+        free(token);
+        token = NULL;
+        rc = current_token(c, 0, &token, err);
+        if (rc)
+            goto out;
+        curl_easy_reset(h);
+        rc = setup_handle(c, h, url, token, &hdrs, ctype, err);
+        if (rc)
+            goto out;
+        resp->len = 0;
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+        if (!strcmp(method, "GET"))
+            curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+        if (body) {
+            curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+            curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+        }
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, body_write);
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
+        CURLcode cc = curl_easy_perform(h);
+        curl_slist_free_all(hdrs);
+        if (cc == CURLE_OK) {
+            curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+            rc =
+                status >= 200 && status < 300 ? GQ_OK : http_error(method, path, status, resp, err);
+        } else if (cc == CURLE_WRITE_ERROR && resp->len + CURL_MAX_WRITE_SIZE >= resp->max) {
+            rc = gq_err_set(err, GQ_ELIMIT, "%s %s: response larger than %zu bytes", method, path,
+                            resp->max);
+            goto out;
+        } else {
+            rc = gq_err_set(err, curl_code(cc), "%s %s: %s", method, path, curl_easy_strerror(cc));
+        }
+        if (rc == GQ_OK)
+            break;
+        if (rc == GQ_EUNAUTHORIZED && c->cfg->token_file && !auth_retried) {
+            /* The token may have been rotated: re-read it and retry once. */
+            auth_retried = 1;
+            free(token);
+            token = NULL;
+            rc = current_token(c, 1, &token, err);
+            if (rc)
+                goto out;
+            attempt--;
+            continue;
+        }
+        if (attempt >= retries || !retryable(rc, status))
+            goto out;
+        GQ_DEBUG("kube: %s %s failed (%s), retrying in %ld ms", method, path, err ? err->msg : "",
+                 delay);
+        kube_sleep_ms(delay, NULL);
+        delay = delay > 15000 ? 30000 : delay * 2;
+    }
+out:
+    handle_release(c, h);
+    free(token);
+    free(url);
+    if (rc)
+        kube_buf_dispose(resp);
+    return rc;
+}
+
+static gq_code parse_json(const char *method, const char *path, const kube_buf *b,
+                          json_object **out, gq_err *err)
+{
+    if (!b->len || b->len > INT32_MAX)
+        return gq_err_set(err, GQ_EINVAL, "%s %s: empty or oversized response body", method, path);
+    json_tokener *tok = json_tokener_new_ex(64);
+    if (!tok)
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    json_object *obj = json_tokener_parse_ex(tok, b->data, (int)b->len);
+    enum json_tokener_error je = json_tokener_get_error(tok);
+    json_tokener_free(tok);
+    if (!obj || je != json_tokener_success || !json_object_is_type(obj, json_type_object)) {
+        json_object_put(obj);
+        return gq_err_set(err, GQ_EINVAL, "%s %s: response is not a JSON object", method, path);
+    }
+    *out = obj;
+    return GQ_OK;
+}
+
+/* Request + optional JSON parse of the answer into *out. */
+static gq_code call_json(kube_client *c, const char *method, const char *path, json_object *body,
+                         const char *ctype, const kube_call_opts *o, json_object **out, gq_err *err)
+{
+    kube_buf resp;
+    const char *text = body ? json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN) : NULL;
+    if (body && !text)
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    gq_code rc = request(c, method, path, NULL, 0, text, ctype, o, &resp, err);
+    if (rc)
+        return rc;
+    if (out)
+        rc = parse_json(method, path, &resp, out, err);
+    kube_buf_dispose(&resp);
+    return rc;
+}
+
+gq_code kube_get(kube_client *c, const char *path, const kube_call_opts *o, json_object **out,
+                 gq_err *err)
+{
+    return call_json(c, "GET", path, NULL, NULL, o, out, err);
+}
+
+gq_code kube_create(kube_client *c, const char *path, json_object *body, const kube_call_opts *o,
+                    json_object **out, gq_err *err)
+{
+    return call_json(c, "POST", path, body, "application/json", o, out, err);
+}
+
+gq_code kube_update(kube_client *c, const char *path, json_object *body, const kube_call_opts *o,
+                    json_object **out, gq_err *err)
+{
+    return call_json(c, "PUT", path, body, "application/json", o, out, err);
+}
+
+gq_code kube_update_status(kube_client *c, const char *path, json_object *body,
+                           const kube_call_opts *o, json_object **out, gq_err *err)
+{
+    kube_buf p;
+    kube_buf_init(&p, 8192);
+    gq_code rc = kube_buf_appends(&p, path);
+    if (!rc)
+        rc = kube_buf_appends(&p, "/status");
+    if (rc) {
+        kube_buf_dispose(&p);
+        return gq_err_set(err, rc, "%s: path too long", path);
+    }
+    rc = call_json(c, "PUT", p.data, body, "application/json", o, out, err);
+    kube_buf_dispose(&p);
+    return rc;
+}
+
+gq_code kube_patch_merge(kube_client *c, const char *path, json_object *patch,
+                         const kube_call_opts *o, json_object **out, gq_err *err)
+{
+    return call_json(c, "PATCH", path, patch, "application/merge-patch+json", o, out, err);
+}
+
+gq_code kube_delete(kube_client *c, const char *path, const kube_call_opts *o, gq_err *err)
+{
+    return call_json(c, "DELETE", path, NULL, NULL, o, NULL, err);
+}
+
+static const char *obj_str(json_object *o, const char *k1, const char *k2)
+{
+    json_object *v;
+    if (!json_object_object_get_ex(o, k1, &v))
+        return NULL;
+    if (k2 && !json_object_object_get_ex(v, k2, &v))
+        return NULL;
+    return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+}
+
+gq_code kube_list(kube_client *c, const char *path, const kube_list_opts *o, kube_item_fn fn,
+                  void *ud, char **rv_out, gq_err *err)
+{
+    gq_code rc = GQ_OK;
+    char *cont = NULL, *rv = NULL;
+    char limit[24];
+    snprintf(limit, sizeof(limit), "%u", o && o->page_size ? o->page_size : 500u);
+    for (int page = 0;; page++) {
+        kube_query q[] = {
+            {"labelSelector", o ? o->label_selector : NULL},
+            {"fieldSelector", o ? o->field_selector : NULL},
+            {"limit", limit},
+            {"continue", cont},
+            /* resourceVersion only applies to the first page; continue
+             * tokens carry the snapshot. */
+            {"resourceVersion", !cont && o ? o->resource_version : NULL},
+        };
+        kube_buf resp;
+        json_object *list = NULL, *items;
+        rc = request(c, "GET", path, q, sizeof(q) / sizeof(q[0]), NULL, NULL, o ? o->call : NULL,
+                     &resp, err);
+        if (rc)
+            goto out;
+        rc = parse_json("GET", path, &resp, &list, err);
+        kube_buf_dispose(&resp);
+        if (rc)
+            goto out;
+        if (!json_object_object_get_ex(list, "items", &items) ||
+            !(json_object_is_type(items, json_type_array) ||
+              json_object_is_type(items, json_type_null))) {
+            json_object_put(list);
+            rc = gq_err_set(err, GQ_EINVAL, "GET %s: list has no \"items\" array", path);
+            goto out;
+        }
+        size_t n =
+            json_object_is_type(items, json_type_array) ? json_object_array_length(items) : 0;
+        for (size_t i = 0; i < n && !rc; i++)
+            rc = fn(ud, json_object_array_get_idx(items, i), err);
+        const char *lrv = obj_str(list, "metadata", "resourceVersion");
+        const char *next = obj_str(list, "metadata", "continue");
+        free(rv);
+        free(cont);
+        rv = lrv ? strdup(lrv) : NULL;
+        cont = next && next[0] ? strdup(next) : NULL;
+        int oom = (lrv && !rv) || (next && next[0] && !cont);
+        json_object_put(list);
+        if (rc)
+            goto out;
+        if (oom) {
+            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            goto out;
+        }
+        if (!cont)
+            break;
+    }
+    if (rv_out) {
+        *rv_out = rv;
+        rv = NULL;
+    }
+out:
+    free(cont);
+    free(rv);
+    return rc;
+}
+
+typedef struct watch_ctx {
+    CURL *h;
+    kube_watch_parser *p;
+    long status; /* 0 until the first body byte */
+    kube_buf errbody;
+    gq_code rc; /* parser or callback failure */
+    gq_err perr;
+    const atomic_int *stop;
+} watch_ctx;
+
+static size_t watch_write(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    watch_ctx *w = ud;
+    size_t n = size * nmemb;
+    if (!w->status)
+        curl_easy_getinfo(w->h, CURLINFO_RESPONSE_CODE, &w->status);
+    if (w->status != 200) {
+        gq_code ignored = kube_buf_append(&w->errbody, ptr, n); /* truncation is fine */
+        (void)ignored;
+        return n;
+    }
+    w->rc = kube_watch_parser_feed(w->p, ptr, n, &w->perr);
+    return w->rc ? 0 : n;
+}
+
+static int watch_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+    watch_ctx *w = ud;
+    return w->stop && atomic_load(w->stop) ? 1 : 0;
+}
+
+gq_code kube_watch(kube_client *c, const char *path, const kube_watch_opts *o, kube_event_fn fn,
+                   void *ud, gq_err *err)
+{
+    gq_code rc;
+    char *url = NULL, *token = NULL;
+    char tmo[24] = "";
+    watch_ctx w;
+    memset(&w, 0, sizeof(w));
+    kube_buf_init(&w.errbody, ERROR_BODY_MAX);
+    gq_err_clear(&w.perr);
+    w.stop = o ? o->stop : NULL;
+    if (o && o->timeout_seconds > 0)
+        snprintf(tmo, sizeof(tmo), "%ld", o->timeout_seconds);
+    kube_query q[] = {
+        {"watch", "true"},
+        {"labelSelector", o ? o->label_selector : NULL},
+        {"fieldSelector", o ? o->field_selector : NULL},
+        {"resourceVersion", o ? o->resource_version : NULL},
+        {"allowWatchBookmarks", o && o->allow_bookmarks ? "true" : NULL},
+        {"timeoutSeconds", tmo},
+    };
+    rc = kube_build_url(c->cfg->server, path, q, sizeof(q) / sizeof(q[0]), &url);
+    if (rc) {
+        gq_err_set(err, rc, "WATCH %s: cannot build URL", path);
+        goto out;
+    }
+    w.h = handle_acquire(c);
+    if (!w.h) {
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int auth_retried = 0;; auth_retried = 1) {
+        struct curl_slist *hdrs = NULL;
+        kube_watch_parser_free(w.p);
+        w.p = NULL;
+        w.status = 0;
+        w.errbody.len = 0;
+        free(token);
+        token = NULL;
+        rc = current_token(c, auth_retried, &token, err);
+        if (rc)
+            goto out;
+        rc = kube_watch_parser_new(o ? o->max_line : 0, fn, ud, &w.p);
+        if (rc) {
+            gq_err_set(err, rc, "out of memory");
+            goto out;
+        }
+        curl_easy_reset(w.h);
+        rc = setup_handle(c, w.h, url, token, &hdrs, NULL, err);
+        if (rc)
+            goto out;
+        curl_easy_setopt(w.h, CURLOPT_HTTPGET, 1L);
+        curl_easy_setopt(w.h, CURLOPT_WRITEFUNCTION, watch_write);
+        curl_easy_setopt(w.h, CURLOPT_WRITEDATA, &w);
+        curl_easy_setopt(w.h, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(w.h, CURLOPT_XFERINFOFUNCTION, watch_progress);
+        curl_easy_setopt(w.h, CURLOPT_XFERINFODATA, &w);
+        /* A server-side timeout bounds the stream; keep a client-side net
+         * well above it for a silently dead peer. */
+        if (o && o->timeout_seconds > 0)
+            curl_easy_setopt(w.h, CURLOPT_TIMEOUT_MS, (o->timeout_seconds + 60) * 1000L);
+        CURLcode cc = curl_easy_perform(w.h);
+        curl_slist_free_all(hdrs);
+        if (!w.status)
+            curl_easy_getinfo(w.h, CURLINFO_RESPONSE_CODE, &w.status);
+        if (cc == CURLE_ABORTED_BY_CALLBACK && w.stop && atomic_load(w.stop)) {
+            rc = GQ_OK;
+            goto out;
+        }
+        if (w.rc) {
+            rc = w.rc;
+            if (err)
+                *err = w.perr;
+            goto out;
+        }
+        if (cc != CURLE_OK) {
+            rc = gq_err_set(err, curl_code(cc), "WATCH %s: %s", path, curl_easy_strerror(cc));
+            goto out;
+        }
+        if (w.status == 200) {
+            rc = kube_watch_parser_finish(w.p, err);
+            goto out;
+        }
+        rc = http_error("WATCH", path, w.status, &w.errbody, err);
+        if (rc == GQ_EUNAUTHORIZED && c->cfg->token_file && !auth_retried)
+            continue;
+        goto out;
+    }
+out:
+    handle_release(c, w.h);
+    kube_watch_parser_free(w.p);
+    kube_buf_dispose(&w.errbody);
+    free(token);
+    free(url);
+    return rc;
+}
+
+/* ---- the kube_api table over a real client ---- */
+
+static gq_code api_get(void *ctx, const char *path, json_object **out, gq_err *err)
+{
+    return kube_get(ctx, path, NULL, out, err);
+}
+
+static gq_code api_create(void *ctx, const char *path, json_object *body, json_object **out,
+                          gq_err *err)
+{
+    return kube_create(ctx, path, body, NULL, out, err);
+}
+
+static gq_code api_update(void *ctx, const char *path, json_object *body, json_object **out,
+                          gq_err *err)
+{
+    return kube_update(ctx, path, body, NULL, out, err);
+}
+
+static gq_code api_update_status(void *ctx, const char *path, json_object *body, json_object **out,
+                                 gq_err *err)
+{
+    return kube_update_status(ctx, path, body, NULL, out, err);
+}
+
+static gq_code api_patch_merge(void *ctx, const char *path, json_object *patch, json_object **out,
+                               gq_err *err)
+{
+    return kube_patch_merge(ctx, path, patch, NULL, out, err);
+}
+
+static gq_code api_del(void *ctx, const char *path, gq_err *err)
+{
+    return kube_delete(ctx, path, NULL, err);
+}
+
+static gq_code api_list(void *ctx, const char *path, const kube_list_opts *o, kube_item_fn fn,
+                        void *ud, char **rv_out, gq_err *err)
+{
+    return kube_list(ctx, path, o, fn, ud, rv_out, err);
+}
+
+static gq_code api_watch(void *ctx, const char *path, const kube_watch_opts *o, kube_event_fn fn,
+                         void *ud, gq_err *err)
+{
+    return kube_watch(ctx, path, o, fn, ud, err);
+}
+
+void kube_client_api(kube_client *c, kube_api *out)
+{
+    kube_api a = {
+        .ctx = c,
+        .get = api_get,
+        .create = api_create,
+        .update = api_update,
+        .update_status = api_update_status,
+        .patch_merge = api_patch_merge,
+        .del = api_del,
+        .list = api_list,
+        .watch = api_watch,
+    };
+    *out = a;
+}

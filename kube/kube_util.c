@@ -1,0 +1,426 @@
+/* Pure and near-pure helpers: buffers, base64, URLs, Status decoding,
+ * backoff, RFC 3339 times. */
+#include "kube_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void kube_buf_init(kube_buf *b, size_t max)
+{
+    b->data = NULL;
+    b->len = 0;
+    b->cap = 0;
+    b->max = max;
+}
+
+void kube_buf_dispose(kube_buf *b)
+{
+    if (!b)
+        return;
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+gq_code kube_buf_append(kube_buf *b, const void *p, size_t n)
+{
+    if (n > b->max || b->len > b->max - n)
+        return GQ_ELIMIT;
+    if (b->len + n + 1 > b->cap) {
+        size_t ncap = b->cap ? b->cap : 256;
+        while (ncap < b->len + n + 1) {
+            if (ncap > SIZE_MAX / 2)
+                return GQ_ELIMIT;
+            ncap *= 2;
+        }
+        char *nd = realloc(b->data, ncap);
+        if (!nd)
+            return GQ_ENOMEM;
+        b->data = nd;
+        b->cap = ncap;
+    }
+    if (n)
+        memcpy(b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+    return GQ_OK;
+}
+
+gq_code kube_buf_appends(kube_buf *b, const char *s)
+{
+    return kube_buf_append(b, s, strlen(s));
+}
+
+gq_code kube_read_file(const char *path, size_t max, char **out, size_t *len, gq_err *err)
+{
+    gq_code rc = GQ_OK;
+    kube_buf b;
+    kube_buf_init(&b, max);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return gq_err_set(err, GQ_EIO, "%s: %s", path, strerror(errno));
+    char chunk[8192];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+        rc = kube_buf_append(&b, chunk, n);
+        if (rc) {
+            gq_err_set(err, rc, "%s: %s", path,
+                       rc == GQ_ELIMIT ? "file larger than the limit" : "out of memory");
+            goto out;
+        }
+    }
+    if (ferror(f)) {
+        rc = gq_err_set(err, GQ_EIO, "%s: read error", path);
+        goto out;
+    }
+    if (!b.data) {
+        rc = kube_buf_append(&b, "", 0);
+        if (rc) {
+            gq_err_set(err, rc, "out of memory");
+            goto out;
+        }
+    }
+    *out = b.data;
+    if (len)
+        *len = b.len;
+    b.data = NULL;
+out:
+    fclose(f);
+    kube_buf_dispose(&b);
+    return rc;
+}
+
+static int b64_value(unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+')
+        return 62;
+    if (c == '/')
+        return 63;
+    return -1;
+}
+
+gq_code kube_base64_decode(const char *s, size_t len, unsigned char **out, size_t *outlen)
+{
+    unsigned char *o = malloc(len / 4 * 3 + 3);
+    if (!o)
+        return GQ_ENOMEM;
+    size_t olen = 0, nq = 0, pad = 0;
+    uint32_t acc = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\n' || c == '\r' || c == ' ' || c == '\t')
+            continue;
+        if (c == '=') {
+            pad++;
+            acc <<= 6;
+            nq++;
+        } else {
+            int v = b64_value(c);
+            if (v < 0 || pad) /* data after padding */
+                goto bad;
+            acc = acc << 6 | (uint32_t)v;
+            nq++;
+        }
+        if (nq == 4) {
+            if (pad > 2)
+                goto bad;
+            o[olen++] = (unsigned char)(acc >> 16);
+            if (pad < 2)
+                o[olen++] = (unsigned char)(acc >> 8);
+            if (pad < 1)
+                o[olen++] = (unsigned char)acc;
+            nq = 0;
+            acc = 0;
+            if (pad)
+                pad = 3; /* anything after a padded quantum is an error */
+        }
+    }
+    if (nq != 0)
+        goto bad;
+    *out = o;
+    *outlen = olen;
+    return GQ_OK;
+bad:
+    free(o);
+    return GQ_EINVAL;
+}
+
+int64_t kube_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t kube_wall_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int kube_sleep_ms(long ms, const atomic_int *stop)
+{
+    int64_t end = kube_mono_ms() + ms;
+    for (;;) {
+        if (stop && atomic_load(stop))
+            return 1;
+        int64_t left = end - kube_mono_ms();
+        if (left <= 0)
+            return 0;
+        if (left > 50)
+            left = 50; /* poll the stop flag */
+        struct timespec ts = {0, (long)left * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void copy_trunc(char *dst, size_t cap, const char *src)
+{
+    size_t n = strlen(src);
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+gq_code kube_status_from_json(json_object *obj, kube_status *out)
+{
+    json_object *v;
+    if (!obj || !json_object_is_type(obj, json_type_object))
+        return GQ_EINVAL;
+    if (!json_object_object_get_ex(obj, "kind", &v) || !json_object_is_type(v, json_type_string) ||
+        strcmp(json_object_get_string(v), "Status") != 0)
+        return GQ_EINVAL;
+    kube_status st;
+    memset(&st, 0, sizeof(st));
+    if (json_object_object_get_ex(obj, "code", &v) && json_object_is_type(v, json_type_int)) {
+        int64_t c = json_object_get_int64(v);
+        st.code = c >= 0 && c <= 999 ? (int)c : 0;
+    }
+    if (json_object_object_get_ex(obj, "reason", &v) && json_object_is_type(v, json_type_string))
+        copy_trunc(st.reason, sizeof(st.reason), json_object_get_string(v));
+    if (json_object_object_get_ex(obj, "message", &v) && json_object_is_type(v, json_type_string))
+        copy_trunc(st.message, sizeof(st.message), json_object_get_string(v));
+    *out = st;
+    return GQ_OK;
+}
+
+gq_code kube_status_decode(const char *body, size_t len, kube_status *out)
+{
+    if (!body || len == 0 || len > INT32_MAX)
+        return GQ_EINVAL;
+    json_tokener *tok = json_tokener_new();
+    if (!tok)
+        return GQ_ENOMEM;
+    json_object *obj = json_tokener_parse_ex(tok, body, (int)len);
+    gq_code rc = GQ_EINVAL;
+    if (obj && json_tokener_get_error(tok) == json_tokener_success)
+        rc = kube_status_from_json(obj, out);
+    json_object_put(obj);
+    json_tokener_free(tok);
+    return rc;
+}
+
+gq_code kube_http_code(long http_status, const char *reason)
+{
+    if (http_status >= 200 && http_status < 300)
+        return GQ_OK;
+    switch (http_status) {
+    case 401:
+        return GQ_EUNAUTHORIZED;
+    case 404:
+        return GQ_ENOTFOUND;
+    case 409:
+        return reason && !strcmp(reason, "AlreadyExists") ? GQ_EEXISTS : GQ_ECONFLICT;
+    case 410:
+        return GQ_EGONE;
+    default:
+        return GQ_EHTTP;
+    }
+}
+
+static int unreserved(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '.' || c == '_' || c == '~';
+}
+
+static gq_code append_escaped(kube_buf *b, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char e[3] = {'%', hex[*p >> 4], hex[*p & 15]};
+        gq_code rc = unreserved(*p) ? kube_buf_append(b, p, 1) : kube_buf_append(b, e, 3);
+        if (rc)
+            return rc;
+    }
+    return GQ_OK;
+}
+
+gq_code kube_build_url(const char *server, const char *path, const kube_query *q, size_t nq,
+                       char **out)
+{
+    gq_code rc;
+    kube_buf b;
+    kube_buf_init(&b, 1 << 20);
+    rc = kube_buf_appends(&b, server);
+    if (rc)
+        goto out;
+    rc = kube_buf_appends(&b, path);
+    if (rc)
+        goto out;
+    int first = strchr(path, '?') == NULL;
+    for (size_t i = 0; i < nq; i++) {
+        if (!q[i].value || !q[i].value[0])
+            continue;
+        rc = kube_buf_append(&b, first ? "?" : "&", 1);
+        if (!rc)
+            rc = append_escaped(&b, q[i].key);
+        if (!rc)
+            rc = kube_buf_append(&b, "=", 1);
+        if (!rc)
+            rc = append_escaped(&b, q[i].value);
+        if (rc)
+            goto out;
+        first = 0;
+    }
+    *out = b.data;
+    b.data = NULL;
+out:
+    kube_buf_dispose(&b);
+    return rc;
+}
+
+void kube_backoff_init(kube_backoff *b, long min_ms, long max_ms)
+{
+    b->min_ms = min_ms > 0 ? min_ms : 800;
+    b->max_ms = max_ms > 0 ? max_ms : 30000;
+    if (b->max_ms < b->min_ms)
+        b->max_ms = b->min_ms;
+    b->attempt = 0;
+}
+
+long kube_backoff_next(kube_backoff *b, double r01)
+{
+    if (r01 < 0 || r01 >= 1)
+        r01 = 0;
+    long base = b->min_ms;
+    for (unsigned i = 0; i < b->attempt && base < b->max_ms; i++)
+        base = base > b->max_ms / 2 ? b->max_ms : base * 2;
+    if (b->attempt < 64)
+        b->attempt++;
+    long d = base + (long)(r01 * (double)(base / 4));
+    if (d > b->max_ms) /* at the cap keep jitter below it, so replicas spread */
+        d = b->max_ms - (long)(r01 * (double)(b->max_ms / 4));
+    if (d < b->min_ms)
+        d = b->min_ms;
+    return d;
+}
+
+void kube_backoff_reset(kube_backoff *b)
+{
+    b->attempt = 0;
+}
+
+void kube_format_micro_time(int64_t unix_us, char buf[28])
+{
+    time_t secs = (time_t)(unix_us / 1000000);
+    long us = (long)(unix_us % 1000000);
+    if (us < 0) {
+        us += 1000000;
+        secs--;
+    }
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    char tmp[64];
+    snprintf(tmp, sizeof(tmp), "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", (tm.tm_year + 1900) % 10000,
+             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, us);
+    memcpy(buf, tmp, 27);
+    buf[27] = '\0';
+}
+
+static int digits(const char *s, int n, int *v)
+{
+    int x = 0;
+    for (int i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        x = x * 10 + (s[i] - '0');
+    }
+    *v = x;
+    return 0;
+}
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm). */
+static int64_t days_from_civil(int y, int m, int d)
+{
+    y -= m <= 2;
+    int era = (y >= 0 ? y : y - 399) / 400;
+    int yoe = y - era * 400;
+    int doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return (int64_t)era * 146097 + doe - 719468;
+}
+
+gq_code kube_parse_time(const char *s, int64_t *unix_us)
+{
+    int Y, M, D, h, m, sec;
+    if (!s || strlen(s) < 20)
+        return GQ_EINVAL;
+    if (digits(s, 4, &Y) || s[4] != '-' || digits(s + 5, 2, &M) || s[7] != '-' ||
+        digits(s + 8, 2, &D) || (s[10] != 'T' && s[10] != 't') || digits(s + 11, 2, &h) ||
+        s[13] != ':' || digits(s + 14, 2, &m) || s[16] != ':' || digits(s + 17, 2, &sec))
+        return GQ_EINVAL;
+    if (M < 1 || M > 12 || D < 1 || D > 31 || h > 23 || m > 59 || sec > 60)
+        return GQ_EINVAL;
+    const char *p = s + 19;
+    int64_t frac = 0;
+    if (*p == '.') {
+        p++;
+        int nd = 0;
+        while (*p >= '0' && *p <= '9') {
+            if (nd < 6) {
+                frac = frac * 10 + (*p - '0');
+                nd++;
+            }
+            p++;
+        }
+        if (nd == 0)
+            return GQ_EINVAL;
+        for (; nd < 6; nd++)
+            frac *= 10;
+    }
+    int64_t off = 0;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int oh, om;
+        if (digits(p + 1, 2, &oh) || p[3] != ':' || digits(p + 4, 2, &om) || oh > 23 || om > 59)
+            return GQ_EINVAL;
+        off = (int64_t)(oh * 60 + om) * 60 * (*p == '+' ? 1 : -1);
+        p += 6;
+    } else {
+        return GQ_EINVAL;
+    }
+    if (*p)
+        return GQ_EINVAL;
+    int64_t t = days_from_civil(Y, M, D) * 86400 + h * 3600 + m * 60 + sec - off;
+    *unix_us = t * 1000000 + frac;
+    return GQ_OK;
+}
+
+const char *kube_event_type_name(kube_event_type t)
+{
+    static const char *const names[] = {"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"};
+    return (unsigned)t < 5 ? names[t] : "UNKNOWN";
+}

@@ -1,0 +1,296 @@
+/* The object store: a sorted array of (resource, namespace, name) -> object
+ * plus a bounded ring of change events for watches. Everything here runs
+ * under the one store lock. */
+#include <errno.h>
+#include <stdio.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "standin.h"
+
+typedef struct entry {
+    char *key; /* skey \x01 ns \x01 name: \x01 sorts below every name character */
+    json_object *obj;
+} entry;
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cv;
+static entry *g_entries;
+static size_t g_n, g_cap;
+static uint64_t g_rv;
+static st_event *g_ring;
+static size_t g_ring_cap, g_ring_head, g_ring_len;
+static uint64_t g_evicted_rv; /* highest rv dropped from the ring */
+
+void st_init(size_t history)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&g_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    g_ring_cap = history ? history : 1;
+    g_ring = calloc(g_ring_cap, sizeof *g_ring);
+    if (!g_ring)
+        abort();
+    g_rv = 1;
+}
+
+static void event_dispose(st_event *e)
+{
+    free(e->skey);
+    free(e->ns);
+    json_object_put(e->obj);
+    json_object_put(e->prev);
+    memset(e, 0, sizeof *e);
+}
+
+void st_shutdown(void)
+{
+    for (size_t i = 0; i < g_n; i++) {
+        free(g_entries[i].key);
+        json_object_put(g_entries[i].obj);
+    }
+    free(g_entries);
+    g_entries = NULL;
+    g_n = g_cap = 0;
+    for (size_t i = 0; i < g_ring_len; i++)
+        event_dispose(&g_ring[(g_ring_head + i) % g_ring_cap]);
+    free(g_ring);
+    g_ring = NULL;
+}
+
+void st_lock(void)
+{
+    pthread_mutex_lock(&g_mu);
+}
+
+void st_unlock(void)
+{
+    pthread_mutex_unlock(&g_mu);
+}
+
+uint64_t st_rv(void)
+{
+    return g_rv;
+}
+
+uint64_t st_next_rv(void)
+{
+    return ++g_rv;
+}
+
+static char *make_key(const char *skey, const char *ns, const char *name)
+{
+    sbuf b = {0};
+    sbuf_adds(&b, skey);
+    sbuf_add(&b, "\x01", 1);
+    sbuf_adds(&b, ns ? ns : "");
+    if (name) {
+        sbuf_add(&b, "\x01", 1);
+        sbuf_adds(&b, name);
+    }
+    return sbuf_take(&b);
+}
+
+/* Index of the first entry with key >= k. */
+static size_t lower_bound(const char *k)
+{
+    size_t lo = 0, hi = g_n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(g_entries[mid].key, k) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+json_object *st_get(const char *skey, const char *ns, const char *name)
+{
+    char *k = make_key(skey, ns, name);
+    if (!k)
+        return NULL;
+    size_t i = lower_bound(k);
+    json_object *o = (i < g_n && !strcmp(g_entries[i].key, k)) ? g_entries[i].obj : NULL;
+    free(k);
+    return o;
+}
+
+static void record(int type, const char *skey, const char *ns, json_object *obj, json_object *prev,
+                   uint64_t rv)
+{
+    if (g_ring_len == g_ring_cap) {
+        st_event *old = &g_ring[g_ring_head];
+        g_evicted_rv = old->rv;
+        event_dispose(old);
+        g_ring_head = (g_ring_head + 1) % g_ring_cap;
+        g_ring_len--;
+    }
+    st_event *e = &g_ring[(g_ring_head + g_ring_len) % g_ring_cap];
+    e->rv = rv;
+    e->type = type;
+    e->skey = strdup(skey);
+    e->ns = strdup(ns ? ns : "");
+    e->obj = json_object_get(obj);
+    e->prev = json_object_get(prev);
+    if (!e->skey || !e->ns) {
+        /* Losing an event would silently break watchers; the test tool has no
+         * better answer to OOM than stopping. */
+        abort();
+    }
+    g_ring_len++;
+    pthread_cond_broadcast(&g_cv);
+}
+
+gq_code st_put(const char *skey, const char *ns, const char *name, json_object *obj, uint64_t rv)
+{
+    char *k = make_key(skey, ns, name);
+    if (!k) {
+        json_object_put(obj);
+        return GQ_ENOMEM;
+    }
+    size_t i = lower_bound(k);
+    if (i < g_n && !strcmp(g_entries[i].key, k)) {
+        free(k);
+        json_object *prev = g_entries[i].obj;
+        g_entries[i].obj = obj;
+        record(EV_MODIFIED, skey, ns, obj, prev, rv);
+        json_object_put(prev);
+        return GQ_OK;
+    }
+    if (g_n == g_cap) {
+        size_t nc = g_cap ? g_cap * 2 : 64;
+        entry *ne = realloc(g_entries, nc * sizeof *ne);
+        if (!ne) {
+            free(k);
+            json_object_put(obj);
+            return GQ_ENOMEM;
+        }
+        g_entries = ne;
+        g_cap = nc;
+    }
+    memmove(&g_entries[i + 1], &g_entries[i], (g_n - i) * sizeof *g_entries);
+    g_entries[i].key = k;
+    g_entries[i].obj = obj;
+    g_n++;
+    record(EV_ADDED, skey, ns, obj, NULL, rv);
+    return GQ_OK;
+}
+
+void st_del(const char *skey, const char *ns, const char *name, uint64_t rv)
+{
+    char *k = make_key(skey, ns, name);
+    if (!k)
+        return;
+    size_t i = lower_bound(k);
+    int found = i < g_n && !strcmp(g_entries[i].key, k);
+    free(k);
+    if (!found)
+        return;
+    json_object *gone = g_entries[i].obj;
+    free(g_entries[i].key);
+    memmove(&g_entries[i], &g_entries[i + 1], (g_n - i - 1) * sizeof *g_entries);
+    g_n--;
+    /* The DELETED event carries the object as of the deletion revision. */
+    json_object *copy = NULL;
+    if (json_object_deep_copy(gone, &copy, NULL) == 0) {
+        json_object *md = si_obj(copy, "metadata");
+        char rvs[32];
+        snprintf(rvs, sizeof rvs, "%llu", (unsigned long long)rv);
+        if (md)
+            json_object_object_add(md, "resourceVersion", json_object_new_string(rvs));
+        record(EV_DELETED, skey, ns, copy, NULL, rv);
+        json_object_put(copy);
+    } else {
+        record(EV_DELETED, skey, ns, gone, NULL, rv);
+    }
+    json_object_put(gone);
+}
+
+void st_each(const char *skey, const char *ns, st_visit_fn fn, void *ctx)
+{
+    char *prefix = make_key(skey, ns, NULL);
+    if (!prefix)
+        return;
+    size_t plen = strlen(prefix);
+    /* With a namespace the prefix must end at the separator before the name. */
+    char *p2 = NULL;
+    if (ns) {
+        sbuf b = {0};
+        sbuf_adds(&b, prefix);
+        sbuf_add(&b, "\x01", 1);
+        p2 = sbuf_take(&b);
+        if (!p2) {
+            free(prefix);
+            return;
+        }
+        free(prefix);
+        prefix = p2;
+        plen = strlen(prefix);
+    }
+    for (size_t i = lower_bound(prefix); i < g_n; i++) {
+        const char *k = g_entries[i].key;
+        if (strncmp(k, prefix, plen) != 0)
+            break;
+        const char *rest = k + strlen(skey) + 1;
+        const char *sep = strchr(rest, '\x01');
+        if (!sep)
+            continue;
+        char nsbuf[SI_NAME_MAX + 2];
+        size_t nl = (size_t)(sep - rest);
+        if (nl >= sizeof nsbuf)
+            continue;
+        memcpy(nsbuf, rest, nl);
+        nsbuf[nl] = '\0';
+        if (fn(ctx, nsbuf, sep + 1, g_entries[i].obj))
+            break;
+    }
+    free(prefix);
+}
+
+size_t st_events_since(uint64_t since, const st_event **out, size_t max, int *expired)
+{
+    *expired = since < g_evicted_rv;
+    if (*expired)
+        return 0;
+    /* Binary search the ring for the first event with rv > since. */
+    size_t lo = 0, hi = g_ring_len;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (g_ring[(g_ring_head + mid) % g_ring_cap].rv <= since)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t n = 0;
+    for (size_t i = lo; i < g_ring_len && n < max; i++)
+        out[n++] = &g_ring[(g_ring_head + i) % g_ring_cap];
+    return n;
+}
+
+void st_wait(int ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&g_cv, &g_mu, &ts);
+}
+
+uint64_t st_history_start(void)
+{
+    return g_evicted_rv;
+}
+
+void st_broadcast(void)
+{
+    pthread_cond_broadcast(&g_cv);
+}

@@ -1,0 +1,1070 @@
+/* Unit tests of kube/ without a network: kubeconfig parsing, the watch
+ * parser, Status decoding, URLs, backoff, times, and the cache and leader
+ * election driven through a fake kube_api. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kube.h"
+
+#define KC GQ_TEST_DATA "/kubeconfig/"
+
+/* ---- kubeconfig ---- */
+
+static void kubeconfig_good_token(void **state)
+{
+    (void)state;
+    kube_config *c = NULL;
+    gq_err e;
+    assert_int_equal(kube_config_load_file(KC "good-token.yaml", NULL, &c, &e), GQ_OK);
+    assert_string_equal(c->server, "https://10.0.0.1:6443");
+    assert_string_equal(c->namespace_, "gpu-system");
+    assert_string_equal(c->token, "abc.def-ghi");
+    assert_null(c->token_file);
+    assert_null(c->ca_file);
+    const char pem[] = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+    assert_int_equal(c->ca_data.len, strlen(pem));
+    assert_memory_equal(c->ca_data.data, pem, strlen(pem));
+    assert_int_equal(c->insecure_skip_tls_verify, 0);
+    assert_string_equal(c->source, KC "good-token.yaml");
+    kube_config_free(c);
+
+    /* An explicit context overrides current-context; tokenFile is relative
+     * to the kubeconfig's directory; namespace defaults to "default". */
+    assert_int_equal(kube_config_load_file(KC "good-token.yaml", "dev", &c, &e), GQ_OK);
+    assert_string_equal(c->server, "https://other.example:443");
+    assert_string_equal(c->namespace_, "default");
+    assert_null(c->token);
+    assert_string_equal(c->token_file, KC "tokens/dev-token");
+    kube_config_free(c);
+
+    c = NULL;
+    assert_int_equal(kube_config_load_file(KC "good-token.yaml", "nope", &c, &e), GQ_EINVAL);
+    assert_string_equal(e.msg, KC "good-token.yaml:13: context \"nope\" not found");
+    assert_null(c);
+}
+
+static void kubeconfig_good_files(void **state)
+{
+    (void)state;
+    kube_config *c = NULL;
+    gq_err e;
+    assert_int_equal(kube_config_load_file(KC "good-files.yaml", NULL, &c, &e), GQ_OK);
+    assert_string_equal(c->server, "http://127.0.0.1:8080");
+    assert_string_equal(c->ca_file, KC "certs/ca.crt");
+    assert_string_equal(c->cert_file, KC "certs/client.crt");
+    assert_string_equal(c->key_file, "/abs/client.key");
+    assert_null(c->cert_data.data);
+    assert_null(c->token);
+    kube_config_free(c);
+
+    assert_int_equal(kube_config_load_file(KC "good-insecure.yaml", NULL, &c, &e), GQ_OK);
+    assert_string_equal(c->server, "https://lab:6443");
+    assert_int_equal(c->insecure_skip_tls_verify, 1);
+    assert_null(c->token);
+    assert_null(c->cert_file);
+    kube_config_free(c);
+}
+
+static void kubeconfig_parse_from_memory(void **state)
+{
+    (void)state;
+    const char y[] = "current-context: x\n"
+                     "clusters: [{name: c, cluster: {server: 'https://s'}}]\n"
+                     "contexts: [{name: x, context: {cluster: c, user: u, namespace: n1}}]\n"
+                     "users: [{name: u, user: {client-certificate-data: QUJD, "
+                     "client-key-data: REVG, token: t}}]\n";
+    kube_config *c = NULL;
+    gq_err e;
+    assert_int_equal(kube_config_parse(y, strlen(y), "mem", "/base", NULL, &c, &e), GQ_OK);
+    assert_string_equal(c->server, "https://s");
+    assert_string_equal(c->namespace_, "n1");
+    assert_int_equal(c->cert_data.len, 3);
+    assert_memory_equal(c->cert_data.data, "ABC", 3);
+    assert_int_equal(c->key_data.len, 3);
+    assert_memory_equal(c->key_data.data, "DEF", 3);
+    assert_string_equal(c->token, "t");
+    kube_config_free(c);
+}
+
+static const struct {
+    const char *file;
+    gq_code code;
+    const char *msg; /* after "<path>:" */
+} bad_kubeconfigs[] = {
+    {"bad-base64.yaml", GQ_EINVAL, "6: \"certificate-authority-data\" is not valid base64"},
+    {"bad-both-ca.yaml", GQ_EINVAL,
+     "7: both \"certificate-authority\" and \"certificate-authority-data\" are set"},
+    {"bad-cert-without-key.yaml", GQ_EINVAL,
+     "14: user \"u\": client certificate and key must be given together"},
+    {"bad-cluster-not-found.yaml", GQ_EINVAL, "9: cluster \"missing\" not found"},
+    {"bad-clusters-type.yaml", GQ_EINVAL, "6: \"clusters\" must be a sequence"},
+    {"bad-context-not-found.yaml", GQ_EINVAL, "9: context \"b\" not found"},
+    {"bad-empty.yaml", GQ_EINVAL, "1: empty kubeconfig"},
+    {"bad-exec.yaml", GQ_EUNSUPPORTED,
+     "14: user \"eks\": \"exec\" credential plugins are not supported; use a token, tokenFile or "
+     "client certificate"},
+    {"bad-insecure-type.yaml", GQ_EINVAL,
+     "6: \"insecure-skip-tls-verify\" must be a boolean (true or false)"},
+    {"bad-no-current-context.yaml", GQ_EINVAL, "1: current-context is not set"},
+    {"bad-no-server.yaml", GQ_EINVAL, "5: cluster \"a\" has no server"},
+    {"bad-root-type.yaml", GQ_EINVAL, "1: kubeconfig must be a mapping"},
+    {"bad-server-scheme.yaml", GQ_EINVAL,
+     "5: server \"10.0.0.1:6443\" must start with https:// or http://"},
+    {"bad-syntax.yaml", GQ_EINVAL,
+     "5: did not find expected ',' or '}' (while parsing a flow mapping started at line 4)"},
+    {"bad-token-type.yaml", GQ_EINVAL, "14: \"token\" must be a string"},
+    {"bad-user-not-found.yaml", GQ_EINVAL, "10: user \"nobody\" not found"},
+};
+
+static void kubeconfig_bad_files(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad_kubeconfigs) / sizeof(bad_kubeconfigs[0]); i++) {
+        char path[512], want[1024];
+        snprintf(path, sizeof(path), KC "%s", bad_kubeconfigs[i].file);
+        snprintf(want, sizeof(want), "%s:%s", path, bad_kubeconfigs[i].msg);
+        kube_config *c = NULL;
+        gq_err e;
+        gq_err_clear(&e);
+        gq_code rc = kube_config_load_file(path, NULL, &c, &e);
+        if (rc != bad_kubeconfigs[i].code || strcmp(e.msg, want) != 0)
+            fail_msg("%s: got %d \"%s\", want %d \"%s\"", bad_kubeconfigs[i].file, rc, e.msg,
+                     bad_kubeconfigs[i].code, want);
+        assert_null(c);
+    }
+}
+
+static void kubeconfig_missing_file_and_default_order(void **state)
+{
+    (void)state;
+    kube_config *c = NULL;
+    gq_err e;
+    assert_int_equal(kube_config_load_file(KC "absent.yaml", NULL, &c, &e), GQ_EIO);
+    assert_string_equal(e.msg, KC "absent.yaml: No such file or directory");
+
+    /* $KUBECONFIG: only the first file of a list is used. */
+    setenv("KUBECONFIG", KC "good-insecure.yaml:" KC "good-token.yaml", 1);
+    assert_int_equal(kube_config_load_default(NULL, NULL, &c, &e), GQ_OK);
+    assert_string_equal(c->server, "https://lab:6443");
+    kube_config_free(c);
+    /* The flag wins over the environment. */
+    assert_int_equal(kube_config_load_default(KC "good-files.yaml", NULL, &c, &e), GQ_OK);
+    assert_string_equal(c->server, "http://127.0.0.1:8080");
+    kube_config_free(c);
+    unsetenv("KUBECONFIG");
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void incluster_config(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/kube-sa-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char tok[256], ca[256], ns[256], want[512];
+    snprintf(tok, sizeof(tok), "%s/token", dir);
+    snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+    snprintf(ns, sizeof(ns), "%s/namespace", dir);
+    kube_incluster_paths p = {tok, ca, ns};
+    kube_config *c = NULL;
+    gq_err e;
+
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    assert_int_equal(kube_config_load_incluster(&p, &c, &e), GQ_ENOTFOUND);
+    setenv("KUBERNETES_SERVICE_HOST", "fd00::1", 1);
+    setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+    assert_int_equal(kube_config_load_incluster(&p, &c, &e), GQ_ENOTFOUND);
+    snprintf(want, sizeof(want), "in-cluster token file %s is not readable", tok);
+    assert_string_equal(e.msg, want);
+
+    write_file(tok, "tok\n");
+    assert_int_equal(kube_config_load_incluster(&p, &c, &e), GQ_OK);
+    assert_string_equal(c->server, "https://[fd00::1]:443");
+    assert_string_equal(c->namespace_, "default");
+    assert_string_equal(c->token_file, tok);
+    assert_null(c->ca_file);
+    assert_string_equal(c->source, "in-cluster");
+    kube_config_free(c);
+
+    write_file(ca, "pem");
+    write_file(ns, "gpu-system\n");
+    setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
+    assert_int_equal(kube_config_load_incluster(&p, &c, &e), GQ_OK);
+    assert_string_equal(c->server, "https://10.96.0.1:443");
+    assert_string_equal(c->namespace_, "gpu-system");
+    assert_string_equal(c->ca_file, ca);
+    kube_config_free(c);
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    unsetenv("KUBERNETES_SERVICE_PORT");
+    unlink(tok);
+    unlink(ca);
+    unlink(ns);
+    rmdir(dir);
+}
+
+/* ---- watch parser ---- */
+
+typedef struct ev_log {
+    char text[4096];
+    size_t len;
+    int fail_at; /* callback fails on this event number (1-based), 0 never */
+    int n;
+} ev_log;
+
+static gq_code log_event(void *ud, kube_event_type t, json_object *obj, gq_err *err)
+{
+    ev_log *l = ud;
+    l->n++;
+    if (l->fail_at && l->n == l->fail_at)
+        return gq_err_set(err, GQ_EDENIED, "callback refused event %d", l->n);
+    json_object *m, *name = NULL, *rv = NULL;
+    if (json_object_object_get_ex(obj, "metadata", &m)) {
+        json_object_object_get_ex(m, "name", &name);
+        json_object_object_get_ex(m, "resourceVersion", &rv);
+    }
+    int w =
+        snprintf(l->text + l->len, sizeof(l->text) - l->len, "%s %s %s;", kube_event_type_name(t),
+                 name ? json_object_get_string(name) : "-", rv ? json_object_get_string(rv) : "-");
+    if (w > 0)
+        l->len += (size_t)w;
+    return GQ_OK;
+}
+
+static const char stream[] =
+    "{\"type\":\"ADDED\",\"object\":{\"kind\":\"Pod\",\"metadata\":{\"name\":\"a\","
+    "\"resourceVersion\":\"10\"}}}\n"
+    "\n"
+    "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"11\","
+    "\"labels\":{\"x\":\"line\\nbreak\"}}}}\r\n"
+    "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"12\"}}}\n"
+    "{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"13\"}}}"
+    "\n"
+    "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":410,\"reason\":\"Expired\","
+    "\"message\":\"too old resource version\"}}\n";
+static const char stream_want[] = "ADDED a 10;MODIFIED a 11;BOOKMARK - 12;DELETED a 13;ERROR - -;";
+
+static void watch_parser_whole_and_bytewise(void **state)
+{
+    (void)state;
+    for (int mode = 0; mode < 3; mode++) {
+        ev_log l;
+        memset(&l, 0, sizeof(l));
+        kube_watch_parser *p;
+        gq_err e;
+        assert_int_equal(kube_watch_parser_new(0, log_event, &l, &p), GQ_OK);
+        size_t n = strlen(stream);
+        if (mode == 0) {
+            assert_int_equal(kube_watch_parser_feed(p, stream, n, &e), GQ_OK);
+        } else if (mode == 1) {
+            for (size_t i = 0; i < n; i++)
+                assert_int_equal(kube_watch_parser_feed(p, stream + i, 1, &e), GQ_OK);
+        } else {
+            unsigned seed = 7;
+            for (int round = 0; round < 200; round++) {
+                ev_log l2;
+                memset(&l2, 0, sizeof(l2));
+                kube_watch_parser *p2;
+                assert_int_equal(kube_watch_parser_new(0, log_event, &l2, &p2), GQ_OK);
+                for (size_t i = 0; i < n;) {
+                    size_t k = 1 + (size_t)rand_r(&seed) % 97;
+                    if (k > n - i)
+                        k = n - i;
+                    assert_int_equal(kube_watch_parser_feed(p2, stream + i, k, &e), GQ_OK);
+                    i += k;
+                }
+                assert_int_equal(kube_watch_parser_finish(p2, &e), GQ_OK);
+                assert_string_equal(l2.text, stream_want);
+                kube_watch_parser_free(p2);
+            }
+            assert_int_equal(kube_watch_parser_feed(p, stream, n, &e), GQ_OK);
+        }
+        assert_int_equal(kube_watch_parser_finish(p, &e), GQ_OK);
+        assert_string_equal(l.text, stream_want);
+        kube_watch_parser_free(p);
+    }
+}
+
+static void watch_parser_trailing_event_without_newline(void **state)
+{
+    (void)state;
+    ev_log l;
+    memset(&l, 0, sizeof(l));
+    kube_watch_parser *p;
+    gq_err e;
+    const char s[] = "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"z\"}}}";
+    assert_int_equal(kube_watch_parser_new(0, log_event, &l, &p), GQ_OK);
+    assert_int_equal(kube_watch_parser_feed(p, s, strlen(s), &e), GQ_OK);
+    assert_string_equal(l.text, "");
+    assert_int_equal(kube_watch_parser_finish(p, &e), GQ_OK);
+    assert_string_equal(l.text, "ADDED z -;");
+    kube_watch_parser_free(p);
+}
+
+static const struct {
+    const char *input;
+    size_t max_line;
+    int fail_at;
+    gq_code code;
+    const char *msg;
+    const char *events; /* delivered before the failure */
+} watch_bad[] = {
+    {"{\"type\":\"ADDED\",\"object\":{}}\nnot json\n", 0, 0, GQ_EINVAL,
+     "watch event: malformed JSON (null expected)", "ADDED - -;"},
+    {"{\"type\":\"ADDED\",\"object\":{}} trailing\n", 0, 0, GQ_EINVAL,
+     "watch event: trailing data after the JSON object", ""},
+    {"{\"type\":\"ADDED\",\"object\":{\n", 0, 0, GQ_EINVAL,
+     "watch event: malformed JSON (truncated)", ""},
+    {"[1,2]\n", 0, 0, GQ_EINVAL, "watch event: not an object", ""},
+    {"{\"type\":\"RENAMED\",\"object\":{}}\n", 0, 0, GQ_EINVAL,
+     "watch event: missing or unknown \"type\"", ""},
+    {"{\"type\":7,\"object\":{}}\n", 0, 0, GQ_EINVAL, "watch event: missing or unknown \"type\"",
+     ""},
+    {"{\"type\":\"DELETED\"}\n", 0, 0, GQ_EINVAL, "watch event DELETED: missing \"object\"", ""},
+    {"{\"type\":\"DELETED\",\"object\":\"x\"}\n", 0, 0, GQ_EINVAL,
+     "watch event DELETED: missing \"object\"", ""},
+    {"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"long\"}}}\n", 32, 0, GQ_ELIMIT,
+     "watch event longer than 32 bytes", ""},
+    {"{\"type\":\"ADDED\",\"object\":{}}\n{\"type\":\"ADDED\",\"object\":{}}\n", 0, 2, GQ_EDENIED,
+     "callback refused event 2", "ADDED - -;"},
+};
+
+static void watch_parser_errors(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(watch_bad) / sizeof(watch_bad[0]); i++) {
+        for (int bytewise = 0; bytewise < 2; bytewise++) {
+            ev_log l;
+            memset(&l, 0, sizeof(l));
+            l.fail_at = watch_bad[i].fail_at;
+            kube_watch_parser *p;
+            gq_err e;
+            gq_err_clear(&e);
+            assert_int_equal(kube_watch_parser_new(watch_bad[i].max_line, log_event, &l, &p),
+                             GQ_OK);
+            const char *s = watch_bad[i].input;
+            size_t n = strlen(s);
+            gq_code rc = GQ_OK;
+            if (bytewise) {
+                for (size_t k = 0; k < n && !rc; k++)
+                    rc = kube_watch_parser_feed(p, s + k, 1, &e);
+            } else {
+                rc = kube_watch_parser_feed(p, s, n, &e);
+            }
+            if (rc != watch_bad[i].code || strcmp(e.msg, watch_bad[i].msg) != 0)
+                fail_msg("case %zu bytewise %d: got %d \"%s\"", i, bytewise, rc, e.msg);
+            assert_string_equal(l.text, watch_bad[i].events);
+            /* Sticky: the parser refuses more input with the same code. */
+            assert_int_equal(kube_watch_parser_feed(p, "\n", 1, &e), watch_bad[i].code);
+            assert_int_equal(kube_watch_parser_finish(p, &e), watch_bad[i].code);
+            kube_watch_parser_free(p);
+        }
+    }
+}
+
+/* ---- Status, HTTP codes, URLs ---- */
+
+static void status_decoding(void **state)
+{
+    (void)state;
+    kube_status st;
+    const char conflict[] =
+        "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
+        "\"message\":\"Operation cannot be fulfilled on gpuquotas.gpuquota.io \\\"q\\\": the "
+        "object has been modified\",\"reason\":\"Conflict\",\"details\":{\"name\":\"q\"},"
+        "\"code\":409}";
+    assert_int_equal(kube_status_decode(conflict, strlen(conflict), &st), GQ_OK);
+    assert_int_equal(st.code, 409);
+    assert_string_equal(st.reason, "Conflict");
+    assert_string_equal(st.message, "Operation cannot be fulfilled on gpuquotas.gpuquota.io "
+                                    "\"q\": the object has been modified");
+
+    const char bare[] = "{\"kind\":\"Status\"}";
+    assert_int_equal(kube_status_decode(bare, strlen(bare), &st), GQ_OK);
+    assert_int_equal(st.code, 0);
+    assert_string_equal(st.reason, "");
+    assert_string_equal(st.message, "");
+
+    const char *bad[] = {"", "{", "[]", "{\"kind\":\"Pod\"}", "{\"kind\":1}", "<html>"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(kube_status_decode(bad[i], strlen(bad[i]), &st), GQ_EINVAL);
+
+    /* Long messages are truncated, never overflowed; odd types ignored. */
+    char big[2048];
+    int n = snprintf(big, sizeof(big), "{\"kind\":\"Status\",\"code\":\"x\",\"message\":\"");
+    memset(big + n, 'm', 1000);
+    snprintf(big + n + 1000, sizeof(big) - (size_t)n - 1000, "\"}");
+    assert_int_equal(kube_status_decode(big, strlen(big), &st), GQ_OK);
+    assert_int_equal(st.code, 0);
+    assert_int_equal(strlen(st.message), sizeof(st.message) - 1);
+}
+
+static void http_code_mapping(void **state)
+{
+    (void)state;
+    static const struct {
+        long status;
+        const char *reason;
+        gq_code code;
+    } t[] = {
+        {200, NULL, GQ_OK},
+        {201, NULL, GQ_OK},
+        {401, NULL, GQ_EUNAUTHORIZED},
+        {403, "Forbidden", GQ_EHTTP},
+        {404, "NotFound", GQ_ENOTFOUND},
+        {409, "Conflict", GQ_ECONFLICT},
+        {409, "AlreadyExists", GQ_EEXISTS},
+        {409, NULL, GQ_ECONFLICT},
+        {410, "Expired", GQ_EGONE},
+        {422, "Invalid", GQ_EHTTP},
+        {429, NULL, GQ_EHTTP},
+        {500, NULL, GQ_EHTTP},
+        {504, NULL, GQ_EHTTP},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+        assert_int_equal(kube_http_code(t[i].status, t[i].reason), t[i].code);
+}
+
+static void url_building(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *path;
+        kube_query q[4];
+        size_t nq;
+        const char *want;
+    } t[] = {
+        {"/api/v1/pods", {{0}}, 0, "https://s:6443/api/v1/pods"},
+        {"/api/v1/pods",
+         {{"labelSelector", "app in (a,b),tier!=x"}, {"limit", "500"}},
+         2,
+         "https://s:6443/api/v1/pods?labelSelector=app%20in%20%28a%2Cb%29%2Ctier%21%3Dx&limit=500"},
+        {"/api/v1/pods",
+         {{"continue", "eyJ2IjoibWV0YS5rOHMuaW8vdjEi+/="},
+          {"fieldSelector", NULL},
+          {"resourceVersion", ""},
+          {"x", "~._-"}},
+         4,
+         "https://s:6443/api/v1/pods?continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEi%2B%2F%3D&x=~._-"},
+        {"/api/v1/pods?watch=true",
+         {{"a", "\xc3\xa9&"}},
+         1,
+         "https://s:6443/api/v1/pods?watch=true&a=%C3%A9%26"},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        char *url = NULL;
+        assert_int_equal(kube_build_url("https://s:6443", t[i].path, t[i].q, t[i].nq, &url), GQ_OK);
+        assert_string_equal(url, t[i].want);
+        free(url);
+    }
+}
+
+/* ---- backoff and time ---- */
+
+static void backoff_sequence(void **state)
+{
+    (void)state;
+    kube_backoff b;
+    kube_backoff_init(&b, 0, 0);
+    /* Without jitter: 0.8 s doubling up to the 30 s cap. */
+    static const long plain[] = {800, 1600, 3200, 6400, 12800, 25600, 30000, 30000, 30000};
+    for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++)
+        assert_int_equal(kube_backoff_next(&b, 0.0), plain[i]);
+    kube_backoff_reset(&b);
+    assert_int_equal(kube_backoff_next(&b, 0.0), 800);
+    /* With maximal jitter: base + base/4 below the cap, spread under it at the cap. */
+    kube_backoff_reset(&b);
+    static const long jit[] = {999, 1999, 3999, 7999, 15999, 22500, 22500};
+    for (size_t i = 0; i < sizeof(jit) / sizeof(jit[0]); i++) {
+        long d = kube_backoff_next(&b, 0.9999999);
+        assert_in_range(d, jit[i] - 1, jit[i] + 1);
+    }
+    /* Bounds hold for any jitter value, forever. */
+    unsigned seed = 1;
+    kube_backoff_reset(&b);
+    for (int i = 0; i < 1000; i++) {
+        long d = kube_backoff_next(&b, rand_r(&seed) / ((double)RAND_MAX + 1));
+        assert_in_range(d, 800, 30000);
+    }
+    /* Out-of-range jitter is treated as none; a custom range is honoured. */
+    kube_backoff_init(&b, 100, 250);
+    assert_int_equal(kube_backoff_next(&b, 5.0), 100);
+    assert_int_equal(kube_backoff_next(&b, -1.0), 200);
+    assert_int_equal(kube_backoff_next(&b, 0.0), 250);
+}
+
+static void micro_time(void **state)
+{
+    (void)state;
+    char buf[28];
+    kube_format_micro_time(1795791732123456LL, buf);
+    assert_string_equal(buf, "2026-11-27T15:02:12.123456Z");
+    kube_format_micro_time(0, buf);
+    assert_string_equal(buf, "1970-01-01T00:00:00.000000Z");
+    int64_t us;
+    assert_int_equal(kube_parse_time("2026-11-27T15:02:12.123456Z", &us), GQ_OK);
+    assert_int_equal(us, 1795791732123456LL);
+    assert_int_equal(kube_parse_time("2026-11-27T15:02:12Z", &us), GQ_OK);
+    assert_int_equal(us, 1795791732000000LL);
+    assert_int_equal(kube_parse_time("2026-11-27T17:02:12.5+02:00", &us), GQ_OK);
+    assert_int_equal(us, 1795791732500000LL);
+    const char *bad[] = {"",
+                         "2026-11-27",
+                         "2026-11-27T15:02:12",
+                         "2026-13-27T15:02:12Z",
+                         "2026-11-27T15:02:12.Z",
+                         "2026-11-27T15:02:12Zjunk",
+                         "2026-11-27 15:02:12Z"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(kube_parse_time(bad[i], &us), GQ_EINVAL);
+}
+
+/* ---- cache over a fake API ---- */
+
+typedef struct fake_api {
+    pthread_mutex_t mu;
+    json_object *lists[4]; /* answer of list call n (the last one repeats) */
+    const char *list_rvs[4];
+    int nlists;
+    const char **scripts; /* per watch call: events separated by '\n'; NULL ends */
+    int watch_calls, list_calls, idle;
+    gq_code script_end[8]; /* what each scripted watch returns */
+    char last_watch_rv[32];
+} fake_api;
+
+static gq_code fake_list(void *ctx, const char *path, const kube_list_opts *o, kube_item_fn fn,
+                         void *ud, char **rv_out, gq_err *err)
+{
+    fake_api *f = ctx;
+    pthread_mutex_lock(&f->mu);
+    int k = f->list_calls < f->nlists ? f->list_calls : f->nlists - 1;
+    json_object *items = json_object_get(f->lists[k]);
+    char *rv = strdup(f->list_rvs[k]);
+    f->list_calls++;
+    pthread_mutex_unlock(&f->mu);
+    gq_code rc = GQ_OK;
+    for (size_t i = 0; i < json_object_array_length(items) && !rc; i++)
+        rc = fn(ud, json_object_array_get_idx(items, i), err);
+    json_object_put(items);
+    if (!rc)
+        *rv_out = rv;
+    else
+        free(rv);
+    return rc;
+}
+
+static gq_code fake_watch(void *ctx, const char *path, const kube_watch_opts *o, kube_event_fn fn,
+                          void *ud, gq_err *err)
+{
+    fake_api *f = ctx;
+    pthread_mutex_lock(&f->mu);
+    int n = f->watch_calls++;
+    const char *script = f->scripts[n];
+    gq_code end = n < 8 ? f->script_end[n] : GQ_OK;
+    snprintf(f->last_watch_rv, sizeof(f->last_watch_rv), "%s", o->resource_version);
+    if (!script) { /* stay on the terminator */
+        f->watch_calls--;
+        f->idle++;
+    }
+    pthread_mutex_unlock(&f->mu);
+    assert_int_equal(o->allow_bookmarks, 1);
+    assert_true(o->timeout_seconds >= 300 && o->timeout_seconds < 600);
+    if (!script) { /* nothing more: idle until stopped, like a quiet watch */
+        while (!atomic_load(o->stop))
+            usleep(1000);
+        return GQ_OK;
+    }
+    kube_watch_parser *p;
+    gq_code rc = kube_watch_parser_new(0, fn, ud, &p);
+    if (!rc)
+        rc = kube_watch_parser_feed(p, script, strlen(script), err);
+    if (!rc)
+        rc = kube_watch_parser_finish(p, err);
+    kube_watch_parser_free(p);
+    if (!rc && end)
+        rc = gq_err_set(err, end, "scripted failure");
+    return rc;
+}
+
+typedef struct cb_log {
+    pthread_mutex_t mu;
+    char text[4096];
+    size_t len;
+} cb_log;
+
+static void cb_append(cb_log *l, const char *what, const char *ns, const char *name,
+                      const char *detail)
+{
+    pthread_mutex_lock(&l->mu);
+    int w = snprintf(l->text + l->len, sizeof(l->text) - l->len, "%s %s/%s%s%s;", what, ns, name,
+                     detail ? " " : "", detail ? detail : "");
+    if (w > 0)
+        l->len += (size_t)w;
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* Records are "name@rv" strings made by the transform. */
+static gq_code tr(void *ud, json_object *obj, void **rec, gq_err *err)
+{
+    json_object *m, *n, *rv;
+    json_object_object_get_ex(obj, "metadata", &m);
+    json_object_object_get_ex(m, "name", &n);
+    json_object_object_get_ex(m, "resourceVersion", &rv);
+    if (!strcmp(json_object_get_string(n), "skipme")) {
+        *rec = NULL;
+        return GQ_OK;
+    }
+    char buf[128];
+    snprintf(buf, sizeof(buf), "%s@%s", json_object_get_string(n), json_object_get_string(rv));
+    *rec = strdup(buf);
+    return *rec ? GQ_OK : GQ_ENOMEM;
+}
+
+static void tr_free(void *ud, void *rec)
+{
+    free(rec);
+}
+
+static void on_add(void *ud, const char *ns, const char *name, const void *rec)
+{
+    cb_append(ud, "add", ns, name, rec);
+}
+
+static void on_update(void *ud, const char *ns, const char *name, const void *o, const void *n)
+{
+    char d[256];
+    snprintf(d, sizeof(d), "%s->%s", (const char *)o, (const char *)n);
+    cb_append(ud, "update", ns, name, d);
+}
+
+static void on_delete(void *ud, const char *ns, const char *name, const void *rec)
+{
+    cb_append(ud, "delete", ns, name, rec);
+}
+
+static json_object *pod(const char *ns, const char *name, const char *rv)
+{
+    char buf[256];
+    snprintf(buf, sizeof(buf),
+             "{\"metadata\":{\"namespace\":\"%s\",\"name\":\"%s\",\"resourceVersion\":\"%s\"}}", ns,
+             name, rv);
+    return json_tokener_parse(buf);
+}
+
+static int wait_for_text(cb_log *l, const char *want)
+{
+    for (int i = 0; i < 5000; i++) {
+        pthread_mutex_lock(&l->mu);
+        int eq = !strcmp(l->text, want);
+        pthread_mutex_unlock(&l->mu);
+        if (eq)
+            return 1;
+        usleep(1000);
+    }
+    return 0;
+}
+
+static void get_copy(void *ud, const void *rec)
+{
+    snprintf(ud, 64, "%s", (const char *)rec);
+}
+
+static int count_ns(void *ud, const char *ns, const char *name, const void *rec)
+{
+    if (!strcmp(ns, "t"))
+        (*(int *)ud)++;
+    return 0;
+}
+
+static void cache_list_watch_relist(void **state)
+{
+    (void)state;
+    const char *scripts[8] = {
+        /* first watch: modify a, delete b, add c, bookmark, then 410 in-stream */
+        "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"namespace\":\"t\",\"name\":\"a\","
+        "\"resourceVersion\":\"11\"}}}\n"
+        "{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"namespace\":\"t\",\"name\":\"b\","
+        "\"resourceVersion\":\"12\"}}}\n"
+        "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"namespace\":\"t\",\"name\":\"c\","
+        "\"resourceVersion\":\"13\"}}}\n"
+        "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"14\"}}}\n"
+        "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":410,\"reason\":\"Expired\","
+        "\"message\":\"too old\"}}\n",
+        /* after the relist: a transport failure (reconnect with backoff) */
+        "",
+        /* then a clean watch with one addition of an object the transform skips */
+        "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"namespace\":\"t\",\"name\":\"skipme\","
+        "\"resourceVersion\":\"31\"}}}\n",
+        NULL,
+    };
+    fake_api f = {.scripts = scripts};
+    f.script_end[1] = GQ_EIO;
+    pthread_mutex_init(&f.mu, NULL);
+    f.lists[0] = json_object_new_array();
+    json_object_array_add(f.lists[0], pod("t", "a", "1"));
+    json_object_array_add(f.lists[0], pod("t", "b", "2"));
+    json_object_array_add(f.lists[0], pod("u", "a", "3"));
+    f.list_rvs[0] = "10";
+    /* The relist after the 410 sees: a unchanged at 11, c changed, d new,
+     * b still gone, u/a vanished. */
+    f.lists[1] = json_object_new_array();
+    json_object_array_add(f.lists[1], pod("t", "a", "11"));
+    json_object_array_add(f.lists[1], pod("t", "c", "20"));
+    json_object_array_add(f.lists[1], pod("t", "d", "21"));
+    f.list_rvs[1] = "30";
+    f.nlists = 2;
+    kube_api api = {.ctx = &f, .list = fake_list, .watch = fake_watch};
+    cb_log l = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    kube_cache_opts o = {.path = "/api/v1/pods",
+                         .backoff_min_ms = 20,
+                         .backoff_max_ms = 40,
+                         .transform = tr,
+                         .free_record = tr_free,
+                         .on_add = on_add,
+                         .on_update = on_update,
+                         .on_delete = on_delete,
+                         .ud = &l};
+    kube_cache *c;
+    gq_err e;
+    assert_int_equal(kube_cache_new(&api, &o, &c, &e), GQ_OK);
+    assert_int_equal(kube_cache_synced(c), 0);
+
+    assert_int_equal(kube_cache_start(c, &e), GQ_OK);
+    assert_int_equal(kube_cache_wait_synced(c, 5000), GQ_OK);
+    const char *want = "add t/a a@1;add t/b b@2;add u/a a@3;"
+                       "update t/a a@1->a@11;delete t/b b@2;add t/c c@13;"
+                       "update t/c c@13->c@20;add t/d d@21;delete u/a a@3;";
+    if (!wait_for_text(&l, want))
+        fail_msg("callbacks: %s", l.text);
+    for (int i = 0; i < 5000 && kube_cache_count(c) != 3; i++)
+        usleep(1000);
+    /* Wait until the fake is idling on its last (terminator) watch. */
+    for (int i = 0; i < 5000; i++) {
+        pthread_mutex_lock(&f.mu);
+        int idle = f.idle >= 1;
+        pthread_mutex_unlock(&f.mu);
+        if (idle)
+            break;
+        usleep(1000);
+    }
+    assert_int_equal(kube_cache_count(c), 3);
+    kube_cache_stats st;
+    kube_cache_get_stats(c, &st);
+    assert_int_equal(st.relists, 1);
+    assert_int_equal(st.lists, 2);
+    assert_int_equal(st.watches, 4);
+    assert_int_equal(f.list_calls, 2);
+    char rv[32];
+    kube_cache_resource_version(c, rv, sizeof(rv));
+    assert_string_equal(rv, "31");
+    assert_string_equal(f.last_watch_rv, "31");
+    char got[64] = "";
+    assert_int_equal(kube_cache_get(c, "t", "c", get_copy, got), GQ_OK);
+    assert_string_equal(got, "c@20");
+    assert_int_equal(kube_cache_get(c, "t", "b", get_copy, got), GQ_ENOTFOUND);
+    assert_int_equal(kube_cache_get(c, "t", "skipme", get_copy, got), GQ_ENOTFOUND);
+    int n = 0;
+    kube_cache_foreach(c, count_ns, &n);
+    assert_int_equal(n, 3);
+    kube_cache_stop(c);
+    kube_cache_stop(c); /* idempotent */
+    kube_cache_free(c);
+    json_object_put(f.lists[0]);
+    json_object_put(f.lists[1]);
+    pthread_mutex_destroy(&f.mu);
+}
+
+static void cache_without_transform_keeps_json(void **state)
+{
+    (void)state;
+    const char *scripts[1] = {NULL};
+    fake_api f = {.scripts = scripts};
+    pthread_mutex_init(&f.mu, NULL);
+    f.lists[0] = json_object_new_array();
+    for (int i = 0; i < 3000; i++) { /* grows the table past its first size */
+        char name[32];
+        snprintf(name, sizeof(name), "p%d", i);
+        json_object_array_add(f.lists[0], pod("ns", name, "5"));
+    }
+    f.list_rvs[0] = "77";
+    f.nlists = 1;
+    kube_api api = {.ctx = &f, .list = fake_list, .watch = fake_watch};
+    kube_cache_opts o = {.path = "/api/v1/pods"};
+    kube_cache *c;
+    gq_err e;
+    assert_int_equal(kube_cache_new(&api, &o, &c, &e), GQ_OK);
+    assert_int_equal(kube_cache_wait_synced(c, 10), GQ_ETIMEOUT); /* not started */
+    assert_int_equal(kube_cache_start(c, &e), GQ_OK);
+    assert_int_equal(kube_cache_start(c, &e), GQ_EINVAL);
+    assert_int_equal(kube_cache_wait_synced(c, 5000), GQ_OK);
+    assert_int_equal(kube_cache_synced(c), 1);
+    assert_int_equal(kube_cache_count(c), 3000);
+    char rv[32];
+    kube_cache_resource_version(c, rv, sizeof(rv));
+    assert_string_equal(rv, "77");
+    kube_cache_free(c); /* stops the thread */
+    json_object_put(f.lists[0]);
+    pthread_mutex_destroy(&f.mu);
+
+    assert_int_equal(kube_cache_new(&api, &(kube_cache_opts){.path = "pods"}, &c, &e), GQ_EINVAL);
+    kube_cache_free(NULL);
+}
+
+/* ---- leader election over a fake Lease store ---- */
+
+typedef struct lease_store {
+    pthread_mutex_t mu;
+    json_object *lease;
+    long rv;
+    int creates, updates;
+} lease_store;
+
+typedef struct lease_client {
+    lease_store *s;
+    atomic_int down; /* every call fails as if the API server were unreachable */
+    atomic_int started, stopped;
+} lease_client;
+
+static const char *rv_of(json_object *o)
+{
+    json_object *m, *v;
+    if (!json_object_object_get_ex(o, "metadata", &m) ||
+        !json_object_object_get_ex(m, "resourceVersion", &v))
+        return "";
+    return json_object_get_string(v);
+}
+
+static gq_code store_put(lease_store *s, json_object *body)
+{
+    json_object *copy = NULL, *m;
+    if (json_object_deep_copy(body, &copy, NULL) != 0)
+        return GQ_ENOMEM;
+    char rv[32];
+    snprintf(rv, sizeof(rv), "%ld", ++s->rv);
+    json_object_object_get_ex(copy, "metadata", &m);
+    json_object_object_add(m, "resourceVersion", json_object_new_string(rv));
+    json_object_put(s->lease);
+    s->lease = copy;
+    return GQ_OK;
+}
+
+static gq_code lease_get(void *ctx, const char *path, json_object **out, gq_err *err)
+{
+    lease_client *lc = ctx;
+    if (atomic_load(&lc->down))
+        return gq_err_set(err, GQ_EIO, "down");
+    assert_string_equal(path, "/apis/coordination.k8s.io/v1/namespaces/gpu-system/leases/ctl");
+    pthread_mutex_lock(&lc->s->mu);
+    gq_code rc = GQ_ENOTFOUND;
+    if (lc->s->lease)
+        rc = json_object_deep_copy(lc->s->lease, out, NULL) ? GQ_ENOMEM : GQ_OK;
+    pthread_mutex_unlock(&lc->s->mu);
+    return rc ? gq_err_set(err, rc, "get lease") : GQ_OK;
+}
+
+static gq_code lease_create(void *ctx, const char *path, json_object *body, json_object **out,
+                            gq_err *err)
+{
+    lease_client *lc = ctx;
+    if (atomic_load(&lc->down))
+        return gq_err_set(err, GQ_EIO, "down");
+    assert_string_equal(path, "/apis/coordination.k8s.io/v1/namespaces/gpu-system/leases");
+    pthread_mutex_lock(&lc->s->mu);
+    gq_code rc = lc->s->lease ? GQ_EEXISTS : store_put(lc->s, body);
+    lc->s->creates += !rc;
+    pthread_mutex_unlock(&lc->s->mu);
+    return rc ? gq_err_set(err, rc, "create lease") : GQ_OK;
+}
+
+static gq_code lease_update(void *ctx, const char *path, json_object *body, json_object **out,
+                            gq_err *err)
+{
+    lease_client *lc = ctx;
+    if (atomic_load(&lc->down))
+        return gq_err_set(err, GQ_EIO, "down");
+    pthread_mutex_lock(&lc->s->mu);
+    gq_code rc = strcmp(rv_of(body), rv_of(lc->s->lease)) ? GQ_ECONFLICT : store_put(lc->s, body);
+    lc->s->updates += !rc;
+    pthread_mutex_unlock(&lc->s->mu);
+    return rc ? gq_err_set(err, rc, "update lease") : GQ_OK;
+}
+
+static void le_started(void *ud)
+{
+    atomic_fetch_add(&((lease_client *)ud)->started, 1);
+}
+
+static void le_stopped(void *ud)
+{
+    atomic_fetch_add(&((lease_client *)ud)->stopped, 1);
+}
+
+static const char *spec_field(lease_store *s, const char *k, char *buf, size_t cap)
+{
+    pthread_mutex_lock(&s->mu);
+    json_object *spec, *v;
+    buf[0] = '\0';
+    if (s->lease && json_object_object_get_ex(s->lease, "spec", &spec) &&
+        json_object_object_get_ex(spec, k, &v))
+        snprintf(buf, cap, "%s", json_object_get_string(v));
+    pthread_mutex_unlock(&s->mu);
+    return buf;
+}
+
+static int wait_leader(kube_leader_elect *le, int want, long ms)
+{
+    for (long i = 0; i < ms; i++) {
+        if (kube_leader_elect_is_leader(le) == want)
+            return 1;
+        usleep(1000);
+    }
+    return 0;
+}
+
+static void setup_electors(lease_store *s, lease_client lc[2], kube_api api[2],
+                           kube_leader_elect *le[2], long lease_ms, long renew_ms)
+{
+    static const char *ids[2] = {"ctl-a", "ctl-b"};
+    for (int i = 0; i < 2; i++) {
+        lc[i].s = s;
+        api[i] = (kube_api){
+            .ctx = &lc[i], .get = lease_get, .create = lease_create, .update = lease_update};
+        kube_leader_opts o = {.namespace_ = "gpu-system",
+                              .name = "ctl",
+                              .identity = ids[i],
+                              .lease_ms = lease_ms,
+                              .renew_deadline_ms = renew_ms,
+                              .retry_ms = 50,
+                              .on_started = le_started,
+                              .on_stopped = le_stopped,
+                              .ud = &lc[i]};
+        gq_err e;
+        assert_int_equal(kube_leader_elect_new(&api[i], &o, &le[i], &e), GQ_OK);
+    }
+}
+
+static void leader_one_leader_and_release(void **state)
+{
+    (void)state;
+    lease_store s = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    lease_client lc[2] = {{0}};
+    kube_api api[2];
+    kube_leader_elect *le[2];
+    gq_err e;
+    setup_electors(&s, lc, api, le, 5000, 3000);
+    assert_int_equal(kube_leader_elect_start(le[0], &e), GQ_OK);
+    assert_true(wait_leader(le[0], 1, 3000));
+    assert_int_equal(kube_leader_elect_start(le[1], &e), GQ_OK);
+    /* For a while, exactly one leader at every sample. */
+    for (int i = 0; i < 300; i++) {
+        assert_int_equal(kube_leader_elect_is_leader(le[0]) + kube_leader_elect_is_leader(le[1]),
+                         1);
+        usleep(1000);
+    }
+    assert_int_equal(kube_leader_elect_is_leader(le[0]), 1);
+    assert_int_equal(atomic_load(&lc[0].started), 1);
+    assert_int_equal(atomic_load(&lc[1].started), 0);
+    assert_int_equal(s.creates, 1);
+    assert_true(s.updates >= 3); /* renewals every ~50 ms */
+    char buf[64];
+    assert_string_equal(spec_field(&s, "holderIdentity", buf, sizeof(buf)), "ctl-a");
+    assert_string_equal(spec_field(&s, "leaseDurationSeconds", buf, sizeof(buf)), "5");
+    assert_string_equal(spec_field(&s, "leaseTransitions", buf, sizeof(buf)), "0");
+    spec_field(&s, "renewTime", buf, sizeof(buf));
+    int64_t us;
+    assert_int_equal(strlen(buf), 27);
+    assert_int_equal(buf[19], '.');
+    assert_int_equal(kube_parse_time(buf, &us), GQ_OK);
+
+    /* Release: the other replica takes over long before the 5 s lease would expire. */
+    kube_leader_elect_stop(le[0]);
+    assert_int_equal(kube_leader_elect_is_leader(le[0]), 0);
+    assert_int_equal(atomic_load(&lc[0].stopped), 1);
+    assert_true(wait_leader(le[1], 1, 1500));
+    assert_int_equal(atomic_load(&lc[1].started), 1);
+    assert_string_equal(spec_field(&s, "holderIdentity", buf, sizeof(buf)), "ctl-b");
+    assert_string_equal(spec_field(&s, "leaseTransitions", buf, sizeof(buf)), "1");
+    kube_leader_elect_stop(le[1]);
+    assert_string_equal(spec_field(&s, "holderIdentity", buf, sizeof(buf)), "");
+    assert_string_equal(spec_field(&s, "leaseDurationSeconds", buf, sizeof(buf)), "1");
+    assert_int_equal(atomic_load(&lc[1].stopped), 1);
+    kube_leader_elect_free(le[0]);
+    kube_leader_elect_free(le[1]);
+    json_object_put(s.lease);
+}
+
+static void leader_takeover_after_expiry(void **state)
+{
+    (void)state;
+    lease_store s = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    lease_client lc[2] = {{0}};
+    kube_api api[2];
+    kube_leader_elect *le[2];
+    gq_err e;
+    setup_electors(&s, lc, api, le, 1000, 600);
+    assert_int_equal(kube_leader_elect_start(le[0], &e), GQ_OK);
+    assert_true(wait_leader(le[0], 1, 3000));
+    assert_int_equal(kube_leader_elect_start(le[1], &e), GQ_OK);
+    usleep(200000);
+    assert_int_equal(kube_leader_elect_is_leader(le[1]), 0);
+    /* A loses the API server: it must step down after the renew deadline,
+     * and B take over once the lease has not moved for its duration. */
+    int64_t t0 = (int64_t)time(NULL);
+    atomic_store(&lc[0].down, 1);
+    assert_true(wait_leader(le[0], 0, 2000));
+    assert_int_equal(atomic_load(&lc[0].stopped), 1);
+    assert_true(wait_leader(le[1], 1, 3000));
+    assert_true((int64_t)time(NULL) - t0 <= 3);
+    atomic_store(&lc[0].down, 0);
+    usleep(300000);
+    assert_int_equal(kube_leader_elect_is_leader(le[0]), 0);
+    assert_int_equal(kube_leader_elect_is_leader(le[1]), 1);
+    char buf[64];
+    assert_string_equal(spec_field(&s, "holderIdentity", buf, sizeof(buf)), "ctl-b");
+    kube_leader_elect_free(le[0]);
+    kube_leader_elect_free(le[1]);
+    json_object_put(s.lease);
+
+    kube_leader_opts bad = {.namespace_ = "ns", .name = "x"};
+    assert_int_equal(kube_leader_elect_new(&api[0], &bad, &le[0], &e), GQ_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(kubeconfig_good_token),
+        cmocka_unit_test(kubeconfig_good_files),
+        cmocka_unit_test(kubeconfig_parse_from_memory),
+        cmocka_unit_test(kubeconfig_bad_files),
+        cmocka_unit_test(kubeconfig_missing_file_and_default_order),
+        cmocka_unit_test(incluster_config),
+        cmocka_unit_test(watch_parser_whole_and_bytewise),
+        cmocka_unit_test(watch_parser_trailing_event_without_newline),
+        cmocka_unit_test(watch_parser_errors),
+        cmocka_unit_test(status_decoding),
+        cmocka_unit_test(http_code_mapping),
+        cmocka_unit_test(url_building),
+        cmocka_unit_test(backoff_sequence),
+        cmocka_unit_test(micro_time),
+        cmocka_unit_test(cache_list_watch_relist),
+        cmocka_unit_test(cache_without_transform_keeps_json),
+        cmocka_unit_test(leader_one_leader_and_release),
+        cmocka_unit_test(leader_takeover_after_expiry),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,771 @@
+/* Integration tests of kube/ against the kube-apiserver stand-in: every verb,
+ * pagination, watch, the cache, leader election, token rotation, TLS and
+ * the stand-in's fault injection. Usage: test_kube_standin STANDIN_BINARY
+ * (exits 77, "skipped", when the binary does not exist). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include "kube.h"
+#include "standin_proc.h"
+
+#define TLS GQ_TEST_DATA "/tls/"
+
+static const char *standin_bin;
+static standin_proc plain;
+static char token_path[256];
+static kube_client *cli;
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static kube_client *client_for(const char *server, const char *token_file, const char *ca_file)
+{
+    kube_config cfg = {.server = (char *)server,
+                       .namespace_ = "default",
+                       .token_file = (char *)token_file,
+                       .ca_file = (char *)ca_file};
+    kube_client *c = NULL;
+    gq_err e;
+    gq_code rc = kube_client_new(&cfg, NULL, &c, &e);
+    if (rc)
+        fail_msg("kube_client_new: %s", e.msg);
+    return c;
+}
+
+static int create_namespaces(kube_client *c);
+
+static int group_setup(void **state)
+{
+    snprintf(token_path, sizeof(token_path), "/tmp/kube-standin-token-%d", (int)getpid());
+    write_file(token_path, "token-one\n");
+    const char *extra[] = {"--token-file", token_path, NULL};
+    if (standin_start(&plain, standin_bin, extra, 0) != 0)
+        return -1;
+    cli = client_for(plain.url, token_path, NULL);
+    return create_namespaces(cli);
+}
+
+static int group_teardown(void **state)
+{
+    kube_client_free(cli);
+    standin_stop(&plain);
+    unlink(token_path);
+    return 0;
+}
+
+static void post_fault(const char *json)
+{
+    json_object *body = json_tokener_parse(json);
+    assert_non_null(body);
+    gq_err e;
+    gq_code rc = kube_create(cli, "/standin/faults", body, NULL, NULL, &e);
+    json_object_put(body);
+    if (rc)
+        fail_msg("POST /standin/faults %s: %s", json, e.msg);
+}
+
+/* Clear faults (objects stay: each test uses namespaces of its own). */
+static int reset_standin(void **state)
+{
+    gq_err e;
+    json_object *body = json_object_new_object();
+    gq_code rc = kube_create(cli, "/standin/reset", body, NULL, NULL, &e);
+    json_object_put(body);
+    return rc ? -1 : 0;
+}
+
+static int create_namespaces(kube_client *c)
+{
+    static const char *const names[] = {"verbs", "faults", "tok",   "many",      "w",
+                                        "wc",    "cache",  "bench", "gpu-system"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char buf[128];
+        snprintf(buf, sizeof(buf), "{\"metadata\":{\"name\":\"%s\"}}", names[i]);
+        json_object *ns = json_tokener_parse(buf);
+        gq_err e;
+        gq_code rc = kube_create(c, "/api/v1/namespaces", ns, NULL, NULL, &e);
+        json_object_put(ns);
+        if (rc && rc != GQ_EEXISTS)
+            return -1;
+    }
+    return 0;
+}
+
+static json_object *make_pod(const char *ns, const char *name, const char *app)
+{
+    char buf[512];
+    snprintf(buf, sizeof(buf),
+             "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"%s\","
+             "\"namespace\":\"%s\",\"labels\":{\"app\":\"%s\"}},\"spec\":{\"containers\":"
+             "[{\"name\":\"c\",\"image\":\"busybox\"}]}}",
+             name, ns, app);
+    return json_tokener_parse(buf);
+}
+
+static const char *str_at(json_object *o, const char *a, const char *b)
+{
+    json_object *v;
+    if (!json_object_object_get_ex(o, a, &v) || (b && !json_object_object_get_ex(v, b, &v)))
+        return NULL;
+    return json_object_get_string(v);
+}
+
+static gq_code create_pod(kube_client *c, const char *ns, const char *name, const char *app,
+                          gq_err *e)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", ns);
+    json_object *p = make_pod(ns, name, app);
+    gq_code rc = kube_create(c, path, p, NULL, NULL, e);
+    json_object_put(p);
+    return rc;
+}
+
+/* ---- verbs ---- */
+
+static void verbs_round_trip(void **state)
+{
+    gq_err e;
+    json_object *obj = NULL, *got = NULL, *out = NULL;
+    const char *coll = "/api/v1/namespaces/verbs/pods", *path = "/api/v1/namespaces/verbs/pods/p1";
+
+    obj = make_pod("verbs", "p1", "web");
+    assert_int_equal(kube_create(cli, coll, obj, NULL, &out, &e), GQ_OK);
+    assert_string_equal(str_at(out, "metadata", "name"), "p1");
+    assert_non_null(str_at(out, "metadata", "resourceVersion"));
+    json_object_put(out);
+    /* A second create is AlreadyExists, distinct from a conflict. */
+    assert_int_equal(kube_create(cli, coll, obj, NULL, NULL, &e), GQ_EEXISTS);
+    json_object_put(obj);
+
+    assert_int_equal(kube_get(cli, path, NULL, &got, &e), GQ_OK);
+    char rv[64];
+    snprintf(rv, sizeof(rv), "%s", str_at(got, "metadata", "resourceVersion"));
+
+    /* PUT with the current resourceVersion succeeds and bumps it. */
+    json_object *labels;
+    json_object_object_get_ex(json_object_object_get(got, "metadata"), "labels", &labels);
+    json_object_object_add(labels, "tier", json_object_new_string("gold"));
+    assert_int_equal(kube_update(cli, path, got, NULL, &out, &e), GQ_OK);
+    assert_string_not_equal(str_at(out, "metadata", "resourceVersion"), rv);
+    json_object_put(out);
+    /* The same stale body again: 409 Conflict. */
+    assert_int_equal(kube_update(cli, path, got, NULL, NULL, &e), GQ_ECONFLICT);
+    assert_non_null(strstr(e.msg, "PUT /api/v1/namespaces/verbs/pods/p1: HTTP 409 Conflict"));
+    json_object_put(got);
+
+    /* Status subresource with resourceVersion. */
+    assert_int_equal(kube_get(cli, path, NULL, &got, &e), GQ_OK);
+    json_object_object_add(got, "status",
+                           json_tokener_parse("{\"phase\":\"Running\",\"podIP\":\"10.0.0.9\"}"));
+    assert_int_equal(kube_update_status(cli, path, got, NULL, &out, &e), GQ_OK);
+    assert_string_equal(str_at(out, "status", "phase"), "Running");
+    json_object_put(out);
+    assert_int_equal(kube_update_status(cli, path, got, NULL, NULL, &e), GQ_ECONFLICT);
+    json_object_put(got);
+
+    /* JSON merge patch: null deletes a key, other keys merge. */
+    json_object *patch =
+        json_tokener_parse("{\"metadata\":{\"labels\":{\"tier\":null,\"team\":\"a\"}}}");
+    assert_int_equal(kube_patch_merge(cli, path, patch, NULL, &out, &e), GQ_OK);
+    json_object_put(patch);
+    json_object *l = json_object_object_get(json_object_object_get(out, "metadata"), "labels");
+    assert_string_equal(json_object_get_string(json_object_object_get(l, "team")), "a");
+    assert_string_equal(json_object_get_string(json_object_object_get(l, "app")), "web");
+    assert_null(json_object_object_get(l, "tier"));
+    json_object_put(out);
+
+    assert_int_equal(kube_delete(cli, path, NULL, &e), GQ_OK);
+    assert_int_equal(kube_get(cli, path, NULL, &got, &e), GQ_ENOTFOUND);
+    assert_int_equal(kube_delete(cli, path, NULL, &e), GQ_ENOTFOUND);
+    assert_non_null(strstr(e.msg, "HTTP 404 NotFound"));
+}
+
+/* ---- faults: retries, conflicts ---- */
+
+static void retry_after_500_only_when_asked(void **state)
+{
+    gq_err e;
+    json_object *got = NULL;
+    gq_err_clear(&e);
+    assert_int_equal(create_pod(cli, "faults", "r1", "x", &e), GQ_OK);
+    post_fault("{\"fail\":{\"count\":2,\"code\":500,\"method\":\"GET\","
+               "\"pathPrefix\":\"/api/v1/namespaces/faults/pods\"}}");
+    assert_int_equal(kube_get(cli, "/api/v1/namespaces/faults/pods/r1", NULL, &got, &e), GQ_EHTTP);
+    assert_non_null(strstr(e.msg, "HTTP 500"));
+    kube_call_opts retry = {.retries = 3, .retry_delay_ms = 10};
+    assert_int_equal(kube_get(cli, "/api/v1/namespaces/faults/pods/r1", &retry, &got, &e), GQ_OK);
+    assert_string_equal(str_at(got, "metadata", "name"), "r1");
+    json_object_put(got);
+
+    /* Retries run out. */
+    post_fault("{\"fail\":{\"count\":5,\"code\":503,\"method\":\"GET\","
+               "\"pathPrefix\":\"/api/v1/namespaces/faults/pods\"}}");
+    kube_call_opts two = {.retries = 2, .retry_delay_ms = 10};
+    assert_int_equal(kube_get(cli, "/api/v1/namespaces/faults/pods/r1", &two, &got, &e), GQ_EHTTP);
+    assert_non_null(strstr(e.msg, "HTTP 503"));
+    /* 404 is never retried. */
+    kube_call_opts many = {.retries = 5, .retry_delay_ms = 1000};
+    assert_int_equal(kube_get(cli, "/api/v1/namespaces/faults/pods/none", &many, &got, &e),
+                     GQ_ENOTFOUND);
+}
+
+static void conflict_status_injected(void **state)
+{
+    gq_err e;
+    json_object *got = NULL;
+    assert_int_equal(create_pod(cli, "faults", "c1", "x", &e), GQ_OK);
+    const char *path = "/api/v1/namespaces/faults/pods/c1";
+    assert_int_equal(kube_get(cli, path, NULL, &got, &e), GQ_OK);
+    post_fault("{\"conflictStatus\":1}");
+    assert_int_equal(kube_update_status(cli, path, got, NULL, NULL, &e), GQ_ECONFLICT);
+    assert_int_equal(kube_update_status(cli, path, got, NULL, NULL, &e), GQ_OK);
+    json_object_put(got);
+}
+
+static void latency_and_timeout(void **state)
+{
+    gq_err e;
+    json_object *got = NULL;
+    assert_int_equal(create_pod(cli, "faults", "t1", "x", &e), GQ_OK);
+    post_fault("{\"latencyMs\":400}");
+    kube_call_opts quick = {.timeout_ms = 100};
+    assert_int_equal(kube_get(cli, "/api/v1/namespaces/faults/pods/t1", &quick, &got, &e),
+                     GQ_ETIMEOUT);
+    assert_int_equal(kube_get(cli, "/api/v1/namespaces/faults/pods/t1", NULL, &got, &e), GQ_OK);
+    json_object_put(got);
+}
+
+/* ---- token rotation ---- */
+
+static void token_reread_after_401(void **state)
+{
+    gq_err e;
+    json_object *got = NULL;
+    assert_int_equal(create_pod(cli, "tok", "a", "x", &e), GQ_OK);
+    /* The server now wants a new token; the client still caches the old one
+     * (its periodic re-read is a minute away), gets 401, re-reads, retries. */
+    write_file(token_path, "token-two\n");
+    assert_int_equal(kube_get(cli, "/api/v1/namespaces/tok/pods/a", NULL, &got, &e), GQ_OK);
+    json_object_put(got);
+    /* A client with a static wrong token gets 401 surfaced. */
+    kube_config cfg = {.server = plain.url, .namespace_ = "default", .token = "wrong"};
+    kube_client *bad;
+    assert_int_equal(kube_client_new(&cfg, NULL, &bad, &e), GQ_OK);
+    assert_int_equal(kube_get(bad, "/api/v1/namespaces/tok/pods/a", NULL, &got, &e),
+                     GQ_EUNAUTHORIZED);
+    kube_client_free(bad);
+}
+
+/* ---- list ---- */
+
+typedef struct counter {
+    size_t n;
+    size_t web;
+} counter;
+
+static gq_code count_item(void *ud, json_object *item, gq_err *err)
+{
+    counter *c = ud;
+    c->n++;
+    const char *app = NULL;
+    json_object *m, *l, *a;
+    if (json_object_object_get_ex(item, "metadata", &m) &&
+        json_object_object_get_ex(m, "labels", &l) && json_object_object_get_ex(l, "app", &a))
+        app = json_object_get_string(a);
+    if (app && !strcmp(app, "web"))
+        c->web++;
+    return GQ_OK;
+}
+
+typedef struct creator {
+    int from, to;
+    const char *ns;
+} creator;
+
+static void *create_range(void *arg)
+{
+    creator *cr = arg;
+    for (int i = cr->from; i < cr->to; i++) {
+        char name[32];
+        gq_err e;
+        snprintf(name, sizeof(name), "pod-%05d", i);
+        if (create_pod(cli, cr->ns, name, i % 3 == 0 ? "web" : "db", &e) != GQ_OK)
+            return (void *)1;
+    }
+    return NULL;
+}
+
+static void list_paginates(void **state)
+{
+    /* 3000 pods created from four threads through one client. */
+    pthread_t th[4];
+    creator cr[4];
+    for (int i = 0; i < 4; i++) {
+        cr[i] = (creator){i * 750, (i + 1) * 750, "many"};
+        assert_int_equal(pthread_create(&th[i], NULL, create_range, &cr[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        void *r;
+        pthread_join(th[i], &r);
+        assert_null(r);
+    }
+    counter c = {0};
+    char *rv = NULL;
+    gq_err e;
+    kube_list_opts lo = {.page_size = 128};
+    assert_int_equal(kube_list(cli, "/api/v1/namespaces/many/pods", &lo, count_item, &c, &rv, &e),
+                     GQ_OK);
+    assert_int_equal(c.n, 3000);
+    assert_int_equal(c.web, 1000);
+    assert_non_null(rv);
+    assert_true(rv[0] != '\0');
+    free(rv);
+
+    counter w = {0};
+    kube_list_opts sel = {.label_selector = "app=web", .page_size = 300};
+    assert_int_equal(kube_list(cli, "/api/v1/namespaces/many/pods", &sel, count_item, &w, NULL, &e),
+                     GQ_OK);
+    assert_int_equal(w.n, 1000);
+    assert_int_equal(w.web, 1000);
+
+    /* A failure on a later page surfaces (and would be retried if asked). */
+    counter f = {0};
+    post_fault("{\"fail\":{\"count\":1,\"code\":500,\"method\":\"GET\","
+               "\"pathPrefix\":\"/api/v1/namespaces/many/pods\"}}");
+    assert_int_equal(kube_list(cli, "/api/v1/namespaces/many/pods", &lo, count_item, &f, NULL, &e),
+                     GQ_EHTTP);
+    kube_call_opts retry = {.retries = 2, .retry_delay_ms = 10};
+    kube_list_opts lr = {.page_size = 1000, .call = &retry};
+    counter g = {0};
+    post_fault("{\"fail\":{\"count\":1,\"code\":500,\"method\":\"GET\","
+               "\"pathPrefix\":\"/api/v1/namespaces/many/pods\"}}");
+    assert_int_equal(kube_list(cli, "/api/v1/namespaces/many/pods", &lr, count_item, &g, NULL, &e),
+                     GQ_OK);
+    assert_int_equal(g.n, 3000);
+}
+
+/* ---- watch ---- */
+
+typedef struct wlog {
+    pthread_mutex_t mu;
+    char text[8192];
+    size_t len;
+    int n;
+    char last_rv[64];
+} wlog;
+
+static gq_code wlog_event(void *ud, kube_event_type t, json_object *obj, gq_err *err)
+{
+    wlog *l = ud;
+    pthread_mutex_lock(&l->mu);
+    if (t == KUBE_EVENT_BOOKMARK) { /* periodic: only its resourceVersion matters */
+        snprintf(l->last_rv, sizeof(l->last_rv), "%s", str_at(obj, "metadata", "resourceVersion"));
+        pthread_mutex_unlock(&l->mu);
+        return GQ_OK;
+    }
+    const char *name = str_at(obj, "metadata", "name");
+    const char *rv = str_at(obj, "metadata", "resourceVersion");
+    int w = snprintf(l->text + l->len, sizeof(l->text) - l->len, "%s %s;", kube_event_type_name(t),
+                     t == KUBE_EVENT_ERROR ? str_at(obj, "reason", NULL)
+                     : name                ? name
+                                           : "-");
+    if (w > 0 && (size_t)w < sizeof(l->text) - l->len)
+        l->len += (size_t)w;
+    if (rv)
+        snprintf(l->last_rv, sizeof(l->last_rv), "%s", rv);
+    l->n++;
+    pthread_mutex_unlock(&l->mu);
+    return GQ_OK;
+}
+
+typedef struct watcher {
+    pthread_t th;
+    const char *path;
+    kube_watch_opts o;
+    atomic_int stop;
+    wlog log;
+    gq_code rc;
+    gq_err err;
+} watcher;
+
+static void *watch_thread(void *arg)
+{
+    watcher *w = arg;
+    w->rc = kube_watch(cli, w->path, &w->o, wlog_event, &w->log, &w->err);
+    return NULL;
+}
+
+static void watcher_start(watcher *w, const char *path, const char *rv)
+{
+    memset(w, 0, sizeof(*w));
+    pthread_mutex_init(&w->log.mu, NULL);
+    w->path = path;
+    w->o.resource_version = rv;
+    w->o.allow_bookmarks = 1;
+    w->o.stop = &w->stop;
+    assert_int_equal(pthread_create(&w->th, NULL, watch_thread, w), 0);
+}
+
+static int wait_events(watcher *w, int n, long ms)
+{
+    for (long i = 0; i < ms; i++) {
+        pthread_mutex_lock(&w->log.mu);
+        int got = w->log.n;
+        pthread_mutex_unlock(&w->log.mu);
+        if (got >= n)
+            return 1;
+        usleep(1000);
+    }
+    return 0;
+}
+
+static void list_rv(const char *path, char *rv, size_t cap)
+{
+    counter c = {0};
+    char *r = NULL;
+    gq_err e;
+    assert_int_equal(kube_list(cli, path, NULL, count_item, &c, &r, &e), GQ_OK);
+    snprintf(rv, cap, "%s", r);
+    free(r);
+}
+
+static void watch_events_and_stop(void **state)
+{
+    gq_err e;
+    char rv[64];
+    const char *coll = "/api/v1/namespaces/w/pods";
+    list_rv(coll, rv, sizeof(rv));
+    watcher w;
+    watcher_start(&w, coll, rv);
+    usleep(200000);
+    assert_int_equal(create_pod(cli, "w", "a", "x", &e), GQ_OK);
+    json_object *patch = json_tokener_parse("{\"metadata\":{\"labels\":{\"v\":\"2\"}}}");
+    assert_int_equal(kube_patch_merge(cli, "/api/v1/namespaces/w/pods/a", patch, NULL, NULL, &e),
+                     GQ_OK);
+    json_object_put(patch);
+    assert_int_equal(kube_delete(cli, "/api/v1/namespaces/w/pods/a", NULL, &e), GQ_OK);
+    assert_true(wait_events(&w, 3, 5000));
+    atomic_store(&w.stop, 1);
+    pthread_join(w.th, NULL);
+    assert_int_equal(w.rc, GQ_OK);
+    pthread_mutex_lock(&w.log.mu);
+    assert_string_equal(w.log.text, "ADDED a;MODIFIED a;DELETED a;");
+    pthread_mutex_unlock(&w.log.mu);
+}
+
+static void watch_cut_and_gone(void **state)
+{
+    gq_err e;
+    char rv[64];
+    const char *coll = "/api/v1/namespaces/wc/pods";
+    list_rv(coll, rv, sizeof(rv));
+    /* The stream is cut after two events: the watch ends with an I/O error. */
+    post_fault("{\"cutWatchAfter\":2}");
+    watcher w;
+    watcher_start(&w, coll, rv);
+    usleep(200000);
+    for (int i = 0; i < 4; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "c%d", i);
+        assert_int_equal(create_pod(cli, "wc", name, "x", &e), GQ_OK);
+    }
+    pthread_join(w.th, NULL);
+    assert_int_equal(w.log.n, 2);
+    assert_true(w.rc == GQ_EIO || w.rc == GQ_OK);
+
+    /* watchGone: the stream carries an ERROR 410 Status event, handed to
+     * the caller like any other event. */
+    post_fault("{\"cutWatchAfter\":0}");
+    post_fault("{\"watchGone\":1}");
+    watcher g;
+    watcher_start(&g, coll, rv);
+    assert_true(wait_events(&g, 1, 5000));
+    atomic_store(&g.stop, 1);
+    pthread_join(g.th, NULL);
+    assert_int_equal(g.rc, GQ_OK);
+    assert_string_equal(g.log.text, "ERROR Expired;");
+
+    /* HTTP 410 answering the watch request itself: GQ_EGONE. */
+    post_fault("{\"fail\":{\"count\":1,\"code\":410,\"method\":\"GET\","
+               "\"pathPrefix\":\"/api/v1/namespaces/wc/pods\"}}");
+    watcher h;
+    watcher_start(&h, coll, rv);
+    pthread_join(h.th, NULL);
+    assert_int_equal(h.rc, GQ_EGONE);
+    assert_non_null(strstr(h.err.msg, "HTTP 410 Expired"));
+}
+
+/* ---- cache ---- */
+
+typedef struct cache_cb {
+    atomic_int adds, updates, deletes;
+} cache_cb;
+
+static void cc_add(void *ud, const char *ns, const char *name, const void *rec)
+{
+    atomic_fetch_add(&((cache_cb *)ud)->adds, 1);
+}
+
+static void cc_update(void *ud, const char *ns, const char *name, const void *o, const void *n)
+{
+    atomic_fetch_add(&((cache_cb *)ud)->updates, 1);
+}
+
+static void cc_delete(void *ud, const char *ns, const char *name, const void *rec)
+{
+    atomic_fetch_add(&((cache_cb *)ud)->deletes, 1);
+}
+
+static int wait_int(atomic_int *v, int want, long ms)
+{
+    for (long i = 0; i < ms; i++) {
+        if (atomic_load(v) == want)
+            return 1;
+        usleep(1000);
+    }
+    return 0;
+}
+
+static int wait_count(kube_cache *c, size_t want, long ms)
+{
+    for (long i = 0; i < ms; i++) {
+        if (kube_cache_count(c) == want)
+            return 1;
+        usleep(1000);
+    }
+    return 0;
+}
+
+/* Wait until relists reach want and the watch after the relist has started. */
+static int wait_stats(kube_cache *c, unsigned long want, long ms)
+{
+    unsigned long watches_at = 0;
+    for (long i = 0; i < ms; i++) {
+        kube_cache_stats st;
+        kube_cache_get_stats(c, &st);
+        if (st.relists >= want && !watches_at)
+            watches_at = st.watches;
+        if (watches_at && st.watches > watches_at)
+            return 1;
+        usleep(1000);
+    }
+    return 0;
+}
+
+static void cache_sync_events_relist_reconnect(void **state)
+{
+    gq_err e;
+    for (int i = 0; i < 5; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "k%d", i);
+        assert_int_equal(create_pod(cli, "cache", name, "x", &e), GQ_OK);
+    }
+    kube_api api;
+    kube_client_api(cli, &api);
+    cache_cb cb = {0};
+    kube_cache_opts o = {.path = "/api/v1/namespaces/cache/pods",
+                         .page_size = 2,
+                         .backoff_min_ms = 50,
+                         .backoff_max_ms = 200,
+                         .on_add = cc_add,
+                         .on_update = cc_update,
+                         .on_delete = cc_delete,
+                         .ud = &cb};
+    kube_cache *c;
+    assert_int_equal(kube_cache_new(&api, &o, &c, &e), GQ_OK);
+    assert_int_equal(kube_cache_start(c, &e), GQ_OK);
+    assert_int_equal(kube_cache_wait_synced(c, 5000), GQ_OK);
+    assert_int_equal(kube_cache_count(c), 5);
+    assert_int_equal(atomic_load(&cb.adds), 5);
+
+    /* Live events. */
+    assert_int_equal(create_pod(cli, "cache", "k5", "x", &e), GQ_OK);
+    assert_int_equal(kube_delete(cli, "/api/v1/namespaces/cache/pods/k0", NULL, &e), GQ_OK);
+    assert_true(wait_int(&cb.adds, 6, 5000));
+    assert_true(wait_int(&cb.deletes, 1, 5000));
+    assert_int_equal(kube_cache_count(c), 5);
+    assert_int_equal(kube_cache_get(c, "cache", "k0", NULL, NULL), GQ_ENOTFOUND);
+    assert_int_equal(kube_cache_get(c, "cache", "k5", NULL, NULL), GQ_OK);
+
+    /* Every watch stream is cut after one event: the cache reconnects from
+     * its resourceVersion and misses nothing. */
+    post_fault("{\"cutWatchAfter\":1}");
+    assert_int_equal(create_pod(cli, "cache", "k6", "x", &e), GQ_OK);
+    assert_int_equal(create_pod(cli, "cache", "k7", "x", &e), GQ_OK);
+    assert_true(wait_count(c, 7, 5000));
+    assert_int_equal(atomic_load(&cb.adds), 8);
+    kube_cache_stats st;
+    kube_cache_get_stats(c, &st);
+    assert_int_equal(st.relists, 0);
+    assert_true(st.watches >= 3);
+
+    /* In-stream ERROR 410 on the next watch (after the cut): relist. */
+    post_fault("{\"watchGone\":1}");
+    assert_int_equal(create_pod(cli, "cache", "k8", "x", &e), GQ_OK);
+    assert_true(wait_stats(c, 1, 5000));
+    assert_true(wait_count(c, 8, 5000));
+
+    /* HTTP 410 answering a watch request: relist too. Lists go to the same
+     * path, so arm the fault only once the relist is done (the next watch
+     * has started); the cut then ends that watch. */
+    post_fault("{\"fail\":{\"count\":1,\"code\":410,\"method\":\"GET\","
+               "\"pathPrefix\":\"/api/v1/namespaces/cache/pods\"}}");
+    assert_int_equal(create_pod(cli, "cache", "k9", "x", &e), GQ_OK);
+    assert_true(wait_stats(c, 2, 5000));
+    assert_true(wait_count(c, 9, 5000));
+    kube_cache_get_stats(c, &st);
+    assert_int_equal(st.relists, 2);
+    post_fault("{\"cutWatchAfter\":0}");
+    /* Updates and deletes keep flowing after all that. */
+    json_object *patch = json_tokener_parse("{\"metadata\":{\"labels\":{\"v\":\"2\"}}}");
+    int before = atomic_load(&cb.updates);
+    assert_int_equal(
+        kube_patch_merge(cli, "/api/v1/namespaces/cache/pods/k9", patch, NULL, NULL, &e), GQ_OK);
+    json_object_put(patch);
+    assert_true(wait_int(&cb.updates, before + 1, 5000));
+    assert_int_equal(kube_cache_count(c), 9);
+    kube_cache_stop(c);
+    kube_cache_free(c);
+}
+
+/* ---- leader election ---- */
+
+static atomic_int started_a, started_b;
+
+static void on_a(void *ud)
+{
+    atomic_fetch_add(&started_a, 1);
+}
+
+static void on_b(void *ud)
+{
+    atomic_fetch_add(&started_b, 1);
+}
+
+static void leader_election_real_api(void **state)
+{
+    kube_api api;
+    kube_client_api(cli, &api);
+    kube_leader_elect *a, *b;
+    gq_err e;
+    kube_leader_opts oa = {.namespace_ = "gpu-system",
+                           .name = "gpuquota-controller",
+                           .identity = "a",
+                           .lease_ms = 10000,
+                           .renew_deadline_ms = 6000,
+                           .retry_ms = 100,
+                           .on_started = on_a};
+    kube_leader_opts ob = oa;
+    ob.identity = "b";
+    ob.on_started = on_b;
+    assert_int_equal(kube_leader_elect_new(&api, &oa, &a, &e), GQ_OK);
+    assert_int_equal(kube_leader_elect_new(&api, &ob, &b, &e), GQ_OK);
+    assert_int_equal(kube_leader_elect_start(a, &e), GQ_OK);
+    assert_int_equal(kube_leader_elect_start(b, &e), GQ_OK);
+    for (int i = 0; i < 5000 && !kube_leader_elect_is_leader(a) && !kube_leader_elect_is_leader(b);
+         i++)
+        usleep(1000);
+    for (int i = 0; i < 100; i++) {
+        assert_int_equal(kube_leader_elect_is_leader(a) + kube_leader_elect_is_leader(b), 1);
+        usleep(5000);
+    }
+    kube_leader_elect *leader = kube_leader_elect_is_leader(a) ? a : b;
+    kube_leader_elect *other = leader == a ? b : a;
+    json_object *lease = NULL;
+    assert_int_equal(kube_get(cli,
+                              "/apis/coordination.k8s.io/v1/namespaces/gpu-system/leases/"
+                              "gpuquota-controller",
+                              NULL, &lease, &e),
+                     GQ_OK);
+    assert_string_equal(str_at(lease, "spec", "holderIdentity"), leader == a ? "a" : "b");
+    json_object_put(lease);
+    /* Release: the other takes over well within the 10 s lease. */
+    kube_leader_elect_stop(leader);
+    for (int i = 0; i < 3000 && !kube_leader_elect_is_leader(other); i++)
+        usleep(1000);
+    assert_int_equal(kube_leader_elect_is_leader(other), 1);
+    assert_int_equal(atomic_load(&started_a) + atomic_load(&started_b), 2);
+    kube_leader_elect_free(a);
+    kube_leader_elect_free(b);
+}
+
+/* ---- TLS ---- */
+
+static void tls_with_ca_file_and_data(void **state)
+{
+    standin_proc s;
+    const char *extra[] = {"--tls-cert", TLS "server.crt", "--tls-key", TLS "server.key", NULL};
+    assert_int_equal(standin_start(&s, standin_bin, extra, 1), 0);
+    gq_err e;
+    json_object *out = NULL;
+    const char *path = "/api/v1/namespaces/tls/pods/none";
+
+    kube_client *c = client_for(s.url, NULL, TLS "ca.crt");
+    assert_int_equal(kube_get(c, path, NULL, &out, &e), GQ_ENOTFOUND);
+    kube_client_free(c);
+
+    char *pem = NULL;
+    size_t len = 0;
+    FILE *f = fopen(TLS "ca.crt", "rb");
+    assert_non_null(f);
+    pem = malloc(8192);
+    len = fread(pem, 1, 8192, f);
+    fclose(f);
+    kube_config cfg = {.server = s.url, .namespace_ = "default"};
+    cfg.ca_data.data = (unsigned char *)pem;
+    cfg.ca_data.len = len;
+    assert_int_equal(kube_client_new(&cfg, NULL, &c, &e), GQ_OK);
+    assert_int_equal(kube_get(c, path, NULL, &out, &e), GQ_ENOTFOUND);
+    kube_client_free(c);
+    free(pem);
+
+    /* The wrong CA fails verification: GQ_ETLS, and insecure skips it. */
+    c = client_for(s.url, NULL, TLS "other-ca.crt");
+    assert_int_equal(kube_get(c, path, NULL, &out, &e), GQ_ETLS);
+    kube_client_free(c);
+    kube_config insecure = {
+        .server = s.url, .namespace_ = "default", .insecure_skip_tls_verify = 1};
+    assert_int_equal(kube_client_new(&insecure, NULL, &c, &e), GQ_OK);
+    assert_int_equal(kube_get(c, path, NULL, &out, &e), GQ_ENOTFOUND);
+    kube_client_free(c);
+    standin_stop(&s);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || access(argv[1], X_OK) != 0) {
+        fprintf(stderr, "kube-standin not built: skipping\n");
+        return 77;
+    }
+    standin_bin = argv[1];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(verbs_round_trip, reset_standin),
+        cmocka_unit_test_setup(retry_after_500_only_when_asked, reset_standin),
+        cmocka_unit_test_setup(conflict_status_injected, reset_standin),
+        cmocka_unit_test_setup(latency_and_timeout, reset_standin),
+        cmocka_unit_test_setup(list_paginates, reset_standin),
+        cmocka_unit_test_setup(watch_events_and_stop, reset_standin),
+        cmocka_unit_test_setup(watch_cut_and_gone, reset_standin),
+        cmocka_unit_test_setup(cache_sync_events_relist_reconnect, reset_standin),
+        cmocka_unit_test_setup(leader_election_real_api, reset_standin),
+        cmocka_unit_test(tls_with_ca_file_and_data),
+        /* last: rotates the token file */
+        cmocka_unit_test_setup(token_reread_after_401, reset_standin),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

@@ -11,6 +11,7 @@
 /* discovery (disco.c) */
 int disco_handle(const sreq *rq, sresp *rs);
 int openapi_handle(const sreq *rq, sresp *rs);
+json_object *proto_decode(const char *buf, size_t n, gq_err *err);
 
 #define SEG_MAX 8
 
@@ -319,12 +320,18 @@ static json_object *parse_body(rctx *c)
 {
     gq_err err = {0};
     const char *ct = hdr(c, "Content-Type");
+    if (ct && !strncmp(ct, "application/vnd.kubernetes.protobuf", 35)) {
+        json_object *o = proto_decode(c->rq->body ? c->rq->body : "", c->rq->body_len, &err);
+        if (!o)
+            api_status(c->rs, 415, "UnsupportedMediaType", err.msg, NULL, NULL, NULL);
+        return o;
+    }
     if (ct && strncmp(ct, "application/json", 16) != 0 && strncmp(ct, "*/*", 3) != 0) {
-        /* Protobuf and YAML bodies are refused the way kube-apiserver refuses
-         * unknown formats; clients then resend JSON. */
+        /* YAML and other bodies are refused the way kube-apiserver refuses
+         * unknown formats. */
         api_status(c->rs, 415, "UnsupportedMediaType",
                    "the body of the request was in an unknown format - accepted media types "
-                   "include: application/json",
+                   "include: application/json, application/vnd.kubernetes.protobuf",
                    NULL, NULL, NULL);
         return NULL;
     }
@@ -579,6 +586,9 @@ static void prepare_create(rctx *c, json_object *obj)
         }
         json_object_object_add(st, "storedVersions", stored);
         json_object_object_add(obj, "status", st);
+    } else if (!strcmp(c->t.skey, "secrets")) {
+        if (!si_str(obj, "type") || !*si_str(obj, "type"))
+            set_str(obj, "type", "Opaque");
     } else if (c->t.custom && c->t.has_status) {
         json_object_object_del(obj, "status");
     }
@@ -717,8 +727,9 @@ static int list_visit(void *ctx, const char *ns, const char *name, json_object *
     return 0;
 }
 
-/* Continue token: base64 of {"v":"meta.k8s.io/v1","rv":N,"start":"ns/name"}. */
-static const char b64c[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+/* Continue token: unpadded base64url of {"v":"meta.k8s.io/v1","rv":N,"start":"ns/name"},
+ * like kube-apiserver's. */
+static const char b64c[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 static char *b64_encode(const char *s)
 {
@@ -730,9 +741,8 @@ static char *b64_encode(const char *s)
             v |= (unsigned char)s[i + 1] << 8;
         if (i + 2 < n)
             v |= (unsigned char)s[i + 2];
-        char o[4] = {b64c[(v >> 18) & 63], b64c[(v >> 12) & 63],
-                     i + 1 < n ? b64c[(v >> 6) & 63] : '=', i + 2 < n ? b64c[v & 63] : '='};
-        sbuf_add(&b, o, 4);
+        char o[4] = {b64c[(v >> 18) & 63], b64c[(v >> 12) & 63], b64c[(v >> 6) & 63], b64c[v & 63]};
+        sbuf_add(&b, o, i + 2 < n ? 4 : i + 1 < n ? 3 : 2);
     }
     return sbuf_take(&b);
 }
@@ -750,8 +760,9 @@ char *si_b64_decode(const char *s, size_t *out_len)
         char ch = s[i];
         if (ch == '=')
             break;
-        const char *p = (ch == '-')   ? strchr(b64c, '+')
-                        : (ch == '_') ? strchr(b64c, '/')
+        /* accept both the standard and the URL-safe alphabet */
+        const char *p = (ch == '+')   ? strchr(b64c, '-')
+                        : (ch == '/') ? strchr(b64c, '_')
                                       : strchr(b64c, ch);
         if (!p || !ch) {
             sbuf_dispose(&b);

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Watch semantics: ordered events, selectors, 410 for a too-old
+# resourceVersion, synthetic ADDED for rv 0, bookmarks, timeouts.
+. "$(dirname "$0")/lib.sh"
+standin_start --history 5
+
+CMS=/api/v1/namespaces/default/configmaps
+cm() { printf '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"%s","labels":{"app":"%s"}}}' "$1" "$2"; }
+
+# watch PATH OUTFILE: background curl; WPID is its pid
+watch_bg() {
+    curl -s -N -H "Authorization: Bearer test-token" "$S$1" >"$2" &
+    WPID=$!
+    sleep 0.3
+}
+events() { jq -c '[.type, .object.metadata.name // .object.reason // null]' "$1" | tr '\n' ' '; }
+
+req POST $CMS "$(cm one a)"
+RV0=$(jqr .metadata.resourceVersion)
+
+# Live events in order, from the resourceVersion a list returned.
+watch_bg "$CMS?watch=true&resourceVersion=$RV0&timeoutSeconds=2" "$TMP/w1"
+req POST $CMS "$(cm two a)"
+req PATCH $CMS/one '{"data":{"k":"v"}}' application/merge-patch+json
+req DELETE $CMS/two
+wait $WPID
+expect_eq "events in order" '["ADDED","two"] ["MODIFIED","one"] ["DELETED","two"] ' "$(events "$TMP/w1")"
+expect_eq "event rvs increase" 'true' "$(jq -s '[.[].object.metadata.resourceVersion|tonumber] | . == (sort) and length == 3' "$TMP/w1")"
+expect_eq "event object has TypeMeta" '"ConfigMap" "v1"' "$(head -1 "$TMP/w1" | jq -c .object.kind) $(head -1 "$TMP/w1" | jq -c .object.apiVersion)"
+
+# rv 0 / absent: synthetic ADDED for what exists, then live events.
+watch_bg "$CMS?watch=1&timeoutSeconds=1" "$TMP/w2"
+req POST $CMS "$(cm three b)"
+wait $WPID
+expect_eq "synthetic ADDED then live" '["ADDED","one"] ["ADDED","three"] ' "$(events "$TMP/w2")"
+
+# Label selector; an object leaving the selection is seen as DELETED.
+req GET $CMS
+RV=$(jqr .metadata.resourceVersion)
+watch_bg "$CMS?watch=true&resourceVersion=$RV&labelSelector=app%3Db&timeoutSeconds=2" "$TMP/w3"
+req POST $CMS "$(cm four a)"
+req PATCH $CMS/one '{"metadata":{"labels":{"app":"b"}}}' application/merge-patch+json
+req PATCH $CMS/three '{"metadata":{"labels":{"app":"c"}}}' application/merge-patch+json
+wait $WPID
+expect_eq "selector transitions" '["ADDED","one"] ["DELETED","three"] ' "$(events "$TMP/w3")"
+
+# Field selector on a watch.
+req GET $CMS
+RV=$(jqr .metadata.resourceVersion)
+watch_bg "$CMS?watch=true&resourceVersion=$RV&fieldSelector=metadata.name%3Dfour&timeoutSeconds=1" "$TMP/w4"
+req PATCH $CMS/one '{"data":{"x":"1"}}' application/merge-patch+json
+req PATCH $CMS/four '{"data":{"x":"1"}}' application/merge-patch+json
+wait $WPID
+expect_eq "field selector watch" '["MODIFIED","four"] ' "$(events "$TMP/w4")"
+
+# History is 5 events: the first resourceVersion is long gone.
+req GET "$CMS?watch=true&resourceVersion=$RV0"
+expect_eq "too old resourceVersion" '200 {"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: '"$RV0"' ('"$(( $(curl -s "$S/standin/stats" | jq -r .resourceVersion) - 4 ))"')","reason":"Expired","code":410}}' "$CODE $BODY"
+
+# Bookmarks: only metadata.resourceVersion, current revision.
+req GET $CMS
+RV=$(jqr .metadata.resourceVersion)
+watch_bg "$CMS?watch=true&resourceVersion=$RV&allowWatchBookmarks=true&timeoutSeconds=3" "$TMP/w5"
+wait $WPID
+expect_match "bookmarks" '^\["BOOKMARK",null\] \["BOOKMARK",null\] ' "$(events "$TMP/w5")"
+expect_eq "bookmark object" "{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"$RV\"}}" "$(head -1 "$TMP/w5" | jq -c .object)"
+
+# Namespaced watch ignores other namespaces; all-namespace watch sees them.
+req POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"other"}}'
+RV=$(jqr .metadata.resourceVersion)
+watch_bg "$CMS?watch=true&resourceVersion=$RV&timeoutSeconds=1" "$TMP/w6"
+W6=$WPID
+watch_bg "/api/v1/configmaps?watch=true&resourceVersion=$RV&timeoutSeconds=1" "$TMP/w7"
+req POST /api/v1/namespaces/other/configmaps "$(cm five a)"
+wait $W6 $WPID
+expect_eq "namespaced watch" '' "$(events "$TMP/w6")"
+expect_eq "all-namespace watch" '["ADDED","five"] ' "$(events "$TMP/w7")"
+
+# Many concurrent watchers all see the event.
+req GET $CMS
+RV=$(jqr .metadata.resourceVersion)
+PIDS=()
+for i in $(seq 40); do
+    curl -s -N "$S$CMS?watch=true&resourceVersion=$RV&timeoutSeconds=2" >"$TMP/m$i" &
+    PIDS+=($!)
+done
+sleep 0.5
+expect_eq "watches open" 40 "$(curl -s "$S/standin/stats" | jq .watchesOpen)"
+req POST $CMS "$(cm six a)"
+wait "${PIDS[@]}"
+OK=0
+for i in $(seq 40); do [ "$(events "$TMP/m$i")" == '["ADDED","six"] ' ] && OK=$((OK + 1)); done
+expect_eq "40 watchers got the event" 40 "$OK"
+sleep 0.2
+expect_eq "watches closed" 0 "$(curl -s "$S/standin/stats" | jq .watchesOpen)"
+
+# A client that hangs up is noticed.
+curl -s -N "$S$CMS?watch=true" >/dev/null &
+CP=$!
+sleep 0.3
+kill $CP; wait $CP 2>/dev/null
+sleep 1.5
+expect_eq "hung-up watch closed" 0 "$(curl -s "$S/standin/stats" | jq .watchesOpen)"
+
+req GET "$CMS?watch=true&resourceVersion=abc"
+expect_eq "bad resourceVersion" '400 "BadRequest"' "$CODE $(jqb .reason)"
+
+finish

@@ -126,7 +126,7 @@ static gq_code get_scalar(pctx *c, const yaml_node_t *n, const char *what, const
 /* A string field where null and "" both mean "none": *out is NULL then. */
 static gq_code get_opt_string(pctx *c, const yaml_node_t *n, const char *what, char **out)
 {
-    const char *v;
+    const char *v = NULL;
     if (is_null(n)) {
         *out = NULL;
         return GQ_OK;
@@ -194,7 +194,7 @@ static gq_code get_int(pctx *c, const yaml_node_t *n, const char *what, int min,
 static gq_code get_bytes(pctx *c, const yaml_node_t *n, const char *what, bool allow_zero,
                          int64_t *out)
 {
-    const char *v;
+    const char *v = NULL;
     gq_quantity q;
     gq_err qerr = {0};
     int64_t bytes;
@@ -346,7 +346,7 @@ static gq_code get_string_list(pctx *c, const yaml_node_t *n, const char *what, 
         return oom(c);
     for (; got < count; got++) {
         yaml_node_t *item = seq_item(c, n, got);
-        const char *s;
+        const char *s = NULL;
         rc = get_scalar(c, item, what, &s);
         if (rc)
             goto out;
@@ -397,7 +397,7 @@ static gq_code model_field(pctx *c, void *obj, size_t key, yaml_node_t *v)
     gq_code rc = GQ_OK;
     switch (key) {
     case MK_NAME: {
-        const char *s;
+        const char *s = NULL;
         rc = get_scalar(c, v, "models[].name", &s);
         if (rc)
             return rc;
@@ -437,7 +437,7 @@ static gq_code parse_mig(pctx *c, file_model *fm)
     for (size_t i = 0; i < count; i++) {
         yaml_node_t *item = seq_item(c, fm->mig_node, i);
         gq_mig_profile *p = &fm->m.mig[i];
-        const char *s;
+        const char *s = NULL;
         gq_err merr = {0};
         rc = get_scalar(c, item, "models[].migProfiles", &s);
         if (rc)
@@ -668,7 +668,7 @@ static gq_code top_field(pctx *c, void *obj, size_t key, yaml_node_t *v)
     top *t = obj;
     gq_config *cfg = t->cfg;
     gq_code rc = GQ_OK;
-    const char *s;
+    const char *s = NULL;
     switch (key) {
     case TK_BACKEND:
         rc = get_scalar(c, v, "backend", &s);

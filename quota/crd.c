@@ -60,7 +60,7 @@ static gq_code as_str(json_object *o, const char *field, const char **out, gq_er
 
 static gq_code dup_str(json_object *o, const char *field, char **out, gq_err *err)
 {
-    const char *s;
+    const char *s = NULL;
     gq_code rc = as_str(o, field, &s, err);
     if (rc)
         return rc;
@@ -110,7 +110,7 @@ static void free_strv(char **v, size_t n)
 static gq_code dup_strv(json_object *arr, const char *field, size_t cap, char ***out, size_t *n_out,
                         gq_err *err)
 {
-    size_t n;
+    size_t n = 0;
     gq_code rc = as_array(arr, field, cap, &n, err);
     if (rc)
         return rc;
@@ -142,7 +142,7 @@ static gq_code parse_amount(json_object *val, const char *field, int64_t *out, g
         int64_t i = json_object_get_int64(val);
         q = gq_quantity_from_int64(i, GQ_QFMT_DECIMAL_SI);
     } else if (json_object_is_type(val, json_type_string)) {
-        const char *s;
+        const char *s = NULL;
         rc = as_str(val, field, &s, err);
         if (rc)
             return rc;
@@ -257,7 +257,7 @@ static void sel_reqs_free(gq_sel_req *v, size_t n)
 static gq_code parse_op(json_object *o, const char *field, gq_sel_op *out, gq_err *err)
 {
     static const char *const ops[] = {"In", "NotIn", "Exists", "DoesNotExist"};
-    const char *s;
+    const char *s = NULL;
     gq_code rc = as_str(o, field, &s, err);
     if (rc)
         return rc;
@@ -323,7 +323,7 @@ out:
 static gq_code parse_sel_reqs(json_object *arr, const char *field, const char *key_field,
                               gq_sel_req **out, size_t *n_out, gq_err *err)
 {
-    size_t n;
+    size_t n = 0;
     gq_code rc = as_array(arr, field, GQ_CRD_MAX_EXPRESSIONS, &n, err);
     if (rc)
         return rc;
@@ -675,7 +675,7 @@ static gq_code parse_meta(json_object *obj, const char *const *kinds, size_t n_k
                           size_t *kind_idx, char **name, char **ns, int64_t *generation,
                           gq_err *err)
 {
-    const char *s;
+    const char *s = NULL;
     gq_code rc = as_obj(obj, "object", err);
     if (rc)
         return rc;
@@ -733,14 +733,14 @@ fail:
 
 static gq_code parse_scopes(json_object *arr, unsigned *out, gq_err *err)
 {
-    size_t n;
+    size_t n = 0;
     unsigned bits = 0;
     gq_code rc = as_array(arr, "spec.scopes", GQ_CRD_MAX_VALUES, &n, err);
     if (rc)
         return rc;
     for (size_t i = 0; i < n; i++) {
         char f[64];
-        const char *s;
+        const char *s = NULL;
         snprintf(f, sizeof(f), "spec.scopes[%zu]", i);
         rc = as_str(json_object_array_get_idx(arr, i), f, &s, err);
         if (rc)
@@ -797,7 +797,7 @@ static gq_code parse_quota_status(json_object *st, gq_quota *q, gq_err *err)
     json_object *arr = get(st, "reservations");
     if (!arr)
         return GQ_OK;
-    size_t n;
+    size_t n = 0;
     rc = as_array(arr, "status.reservations", GQ_CRD_MAX_RESERVATIONS, &n, err);
     if (rc)
         return rc;
@@ -818,7 +818,7 @@ static gq_code parse_quota_status(json_object *st, gq_quota *q, gq_err *err)
 gq_code gq_quota_parse(json_object *obj, gq_quota **out, gq_err *err)
 {
     static const char *const kinds[] = {GQ_KIND_GPUQUOTA, GQ_KIND_GPUTENANTQUOTA};
-    size_t kind;
+    size_t kind = 0;
     gq_quota *q = calloc(1, sizeof(*q));
     if (!q)
         return gq_err_set(err, GQ_ENOMEM, "out of memory");
@@ -947,7 +947,7 @@ static gq_code parse_limit_item(json_object *o, const char *field, gq_limit_item
 {
     gq_limit_item it = {0};
     char f[96];
-    const char *s;
+    const char *s = NULL;
     gq_code rc = as_obj(o, field, err);
     if (rc)
         return rc;
@@ -1013,7 +1013,7 @@ out:
 gq_code gq_limit_range_parse(json_object *obj, gq_limit_range **out, gq_err *err)
 {
     static const char *const kinds[] = {GQ_KIND_GPULIMITRANGE};
-    size_t kind, n;
+    size_t kind = 0, n = 0;
     int64_t gen;
     gq_limit_range *lr = calloc(1, sizeof(*lr));
     if (!lr)

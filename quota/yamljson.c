@@ -11,6 +11,8 @@
 
 #include <yaml.h>
 
+#include "jsonutil.h"
+
 /* Nodes in one stream: bounds memory long before the byte cap would. */
 #define MAX_NODES (1u << 18)
 #define TAG_STR "tag:yaml.org,2002:str"
@@ -341,49 +343,13 @@ static gq_code load_yaml(const char *buf, size_t len, builder *b)
     return rc;
 }
 
-/* json-c accepts NaN and Infinity even in strict mode; JSON has neither. */
-static bool has_nonfinite(json_object *v)
-{
-    switch (json_object_get_type(v)) {
-    case json_type_double:
-        return !isfinite(json_object_get_double(v));
-    case json_type_array:
-        for (size_t i = 0; i < json_object_array_length(v); i++)
-            if (has_nonfinite(json_object_array_get_idx(v, i)))
-                return true;
-        return false;
-    case json_type_object: {
-        json_object_object_foreach(v, k, m)
-        {
-            (void)k;
-            if (has_nonfinite(m))
-                return true;
-        }
-        return false;
-    }
-    default:
-        return false;
-    }
-}
-
-/* JSON fast path: the whole buffer must be one JSON object. */
+/* JSON fast path: the whole buffer must be one JSON object (strict, finite
+ * numbers, depth capped); anything else falls back to the YAML parser. */
 static json_object *load_json(const char *buf, size_t len)
 {
-    json_tokener *tok = json_tokener_new_ex(GQ_YAML_MAX_DEPTH);
-    if (!tok)
+    json_object *v = NULL;
+    if (gq_json_parse(buf, len, GQ_YAML_MAX_DEPTH, &v, NULL))
         return NULL;
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-    json_object *v = json_tokener_parse_ex(tok, buf, (int)len);
-    size_t end = json_tokener_get_parse_end(tok);
-    bool ok = v && json_tokener_get_error(tok) == json_tokener_success && !has_nonfinite(v);
-    json_tokener_free(tok);
-    while (ok && end < len)
-        if (!strchr(" \t\r\n", buf[end++]))
-            ok = false;
-    if (!ok) {
-        json_object_put(v);
-        return NULL;
-    }
     return v;
 }
 

@@ -77,7 +77,7 @@ static gq_code current_token(kube_client *c, int force, char **out, gq_err *err)
     pthread_mutex_lock(&c->tok_mu);
     if (c->cfg->token_file &&
         (force || !c->token || kube_mono_ms() - c->token_at >= c->o.token_reread_ms)) {
-        char *t;
+        char *t = NULL;
         gq_err e;
         gq_err_clear(&e);
         rc = read_token(c->cfg->token_file, &t, &e);
@@ -111,6 +111,13 @@ gq_code kube_client_new(const kube_config *cfg, const kube_client_opts *opts, ku
         return gq_err_set(err, GQ_EIO, "curl_global_init: %s", curl_easy_strerror(global_rc));
     if (!cfg || !cfg->server)
         return gq_err_set(err, GQ_EINVAL, "kube client: configuration has no server");
+#if LIBCURL_VERSION_NUM < 0x074d00 /* CURLOPT_CAINFO_BLOB arrived in 7.77.0 */
+    if (cfg->ca_data.data || cfg->cert_data.data || cfg->key_data.data)
+        return gq_err_set(err, GQ_EUNSUPPORTED,
+                          "kube client: libcurl %s cannot take certificate data in memory; use "
+                          "certificate-authority / client-certificate / client-key files",
+                          LIBCURL_VERSION);
+#endif
     kube_client *c = calloc(1, sizeof(*c));
     if (!c)
         return gq_err_set(err, GQ_ENOMEM, "out of memory");
@@ -238,28 +245,31 @@ static gq_code setup_handle(kube_client *c, CURL *h, const char *url, const char
     }
     if (cfg->ca_file)
         curl_easy_setopt(h, CURLOPT_CAINFO, cfg->ca_file);
-    if (cfg->ca_data.data) {
-        struct curl_blob b = {cfg->ca_data.data, cfg->ca_data.len, CURL_BLOB_NOCOPY};
-        curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &b);
-    }
     if (cfg->cert_file) {
         curl_easy_setopt(h, CURLOPT_SSLCERT, cfg->cert_file);
-        curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
-    }
-    if (cfg->cert_data.data) {
-        struct curl_blob b = {cfg->cert_data.data, cfg->cert_data.len, CURL_BLOB_NOCOPY};
-        curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &b);
         curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
     }
     if (cfg->key_file) {
         curl_easy_setopt(h, CURLOPT_SSLKEY, cfg->key_file);
         curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
     }
+#if LIBCURL_VERSION_NUM >= 0x074d00 /* checked in kube_client_new otherwise */
+    /* CURL_BLOB_NOCOPY: the config outlives every transfer of the client. */
+    if (cfg->ca_data.data) {
+        struct curl_blob b = {cfg->ca_data.data, cfg->ca_data.len, CURL_BLOB_NOCOPY};
+        curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &b);
+    }
+    if (cfg->cert_data.data) {
+        struct curl_blob b = {cfg->cert_data.data, cfg->cert_data.len, CURL_BLOB_NOCOPY};
+        curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &b);
+        curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+    }
     if (cfg->key_data.data) {
         struct curl_blob b = {cfg->key_data.data, cfg->key_data.len, CURL_BLOB_NOCOPY};
         curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &b);
         curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
     }
+#endif
     struct curl_slist *l = curl_slist_append(NULL, "Accept: application/json");
     if (l && ctype) {
         char line[96];
@@ -323,11 +333,17 @@ static gq_code http_error(const char *method, const char *path, long status, con
     return gq_err_set(err, rc, "%s %s: HTTP %ld", method, path, status);
 }
 
+typedef struct body_sink {
+    kube_buf *b;
+    gq_code rc; /* why the write stopped: GQ_ELIMIT or GQ_ENOMEM */
+} body_sink;
+
 static size_t body_write(char *ptr, size_t size, size_t nmemb, void *ud)
 {
-    kube_buf *b = ud;
+    body_sink *s = ud;
     size_t n = size * nmemb;
-    return kube_buf_append(b, ptr, n) ? 0 : n;
+    s->rc = kube_buf_append(s->b, ptr, n);
+    return s->rc ? 0 : n;
 }
 
 static int retryable(gq_code rc, long status)
@@ -383,8 +399,9 @@ static gq_code request(kube_client *c, const char *method, const char *path, con
             curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
         }
         curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout);
+        body_sink sink = {resp, GQ_OK};
         curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, body_write);
-        curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
         CURLcode cc = curl_easy_perform(h);
         curl_slist_free_all(hdrs);
         if (cc == CURLE_OK) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,6 +28,8 @@ int standin_start(standin_proc *s, const char *bin, const char *const *extra, in
     if (pid < 0)
         return -1;
     if (pid == 0) {
+        /* Die with the test even when it aborts (ASan) before stopping us. */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
         dup2(pfd[1], 1);
         close(pfd[0]);
         close(pfd[1]);

@@ -956,6 +956,11 @@ static void setup_electors(lease_store *s, lease_client lc[2], kube_api api[2],
         gq_err e;
         assert_int_equal(kube_leader_elect_new(&api[i], &o, &le[i], &e), GQ_OK);
     }
+    /* A first, so it is the leader; then B, which must stay a follower. */
+    gq_err e;
+    assert_int_equal(kube_leader_elect_start(le[0], &e), GQ_OK);
+    assert_true(wait_leader(le[0], 1, 3000));
+    assert_int_equal(kube_leader_elect_start(le[1], &e), GQ_OK);
 }
 
 static void leader_one_leader_and_release(void **state)
@@ -965,11 +970,7 @@ static void leader_one_leader_and_release(void **state)
     lease_client lc[2] = {{0}};
     kube_api api[2];
     kube_leader_elect *le[2];
-    gq_err e;
     setup_electors(&s, lc, api, le, 5000, 3000);
-    assert_int_equal(kube_leader_elect_start(le[0], &e), GQ_OK);
-    assert_true(wait_leader(le[0], 1, 3000));
-    assert_int_equal(kube_leader_elect_start(le[1], &e), GQ_OK);
     /* For a while, exactly one leader at every sample. */
     for (int i = 0; i < 300; i++) {
         assert_int_equal(kube_leader_elect_is_leader(le[0]) + kube_leader_elect_is_leader(le[1]),
@@ -1015,11 +1016,7 @@ static void leader_takeover_after_expiry(void **state)
     lease_client lc[2] = {{0}};
     kube_api api[2];
     kube_leader_elect *le[2];
-    gq_err e;
     setup_electors(&s, lc, api, le, 1000, 600);
-    assert_int_equal(kube_leader_elect_start(le[0], &e), GQ_OK);
-    assert_true(wait_leader(le[0], 1, 3000));
-    assert_int_equal(kube_leader_elect_start(le[1], &e), GQ_OK);
     usleep(200000);
     assert_int_equal(kube_leader_elect_is_leader(le[1]), 0);
     /* A loses the API server: it must step down after the renew deadline,
@@ -1041,6 +1038,7 @@ static void leader_takeover_after_expiry(void **state)
     json_object_put(s.lease);
 
     kube_leader_opts bad = {.namespace_ = "ns", .name = "x"};
+    gq_err e;
     assert_int_equal(kube_leader_elect_new(&api[0], &bad, &le[0], &e), GQ_EINVAL);
 }
 

@@ -12,7 +12,7 @@ gq_fuzz_target(standin_parsers ${CMAKE_SOURCE_DIR}/test/fuzz/fuzz_standin_parser
                LIBS standin_core)
 
 # Shell tests: each starts its own stand-in on an ephemeral port.
-foreach(t rest watch faults kubectl auth)
+foreach(t rest watch faults kubectl auth webhooks)
   add_test(NAME standin_${t}
            COMMAND bash ${CMAKE_SOURCE_DIR}/test/standin/tests/t_${t}.sh)
   set_tests_properties(standin_${t} PROPERTIES

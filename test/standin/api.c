@@ -86,6 +86,20 @@ void api_status(sresp *rs, int code, const char *reason, const char *msg, const 
     json_object_put(st);
 }
 
+void api_status_details(sresp *rs, int code, const char *reason, const char *msg,
+                        json_object *details)
+{
+    json_object *st = api_status_obj(code, reason, msg, NULL, NULL, NULL);
+    if (details) {
+        /* keep kube's field order: details before code */
+        json_object_object_del(st, "code");
+        json_object_object_add(st, "details", json_object_get(details));
+        json_object_object_add(st, "code", json_object_new_int(code));
+    }
+    api_set_json(rs, code, st);
+    json_object_put(st);
+}
+
 static void not_found_path(sresp *rs)
 {
     api_status(rs, 404, "NotFound", "the server could not find the requested resource", NULL, NULL,
@@ -457,6 +471,34 @@ static int spec_changed(json_object *a, json_object *b)
     return changed;
 }
 
+/* Write-time conversions kube's strategies make: a Secret's stringData is
+ * merged into data (base64) and never stored. */
+static void normalize_type(rctx *c, json_object *obj)
+{
+    if (strcmp(c->t.skey, "secrets") != 0)
+        return;
+    json_object *sd = si_obj(obj, "stringData");
+    if (!sd || !json_object_is_type(sd, json_type_object)) {
+        json_object_object_del(obj, "stringData");
+        return;
+    }
+    json_object *data = si_obj(obj, "data");
+    if (!data || !json_object_is_type(data, json_type_object)) {
+        data = json_object_new_object();
+        json_object_object_add(obj, "data", data);
+    }
+    json_object_object_foreach(sd, k, v)
+    {
+        const char *str =
+            v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
+        char *enc = si_b64_encode(str, strlen(str), 0);
+        if (enc)
+            json_object_object_add(data, k, json_object_new_string(enc));
+        free(enc);
+    }
+    json_object_object_del(obj, "stringData");
+}
+
 /* Type-specific checks; collects causes. */
 static void validate_type(rctx *c, json_object *obj, causes *cs)
 {
@@ -727,61 +769,6 @@ static int list_visit(void *ctx, const char *ns, const char *name, json_object *
     return 0;
 }
 
-/* Continue token: unpadded base64url of {"v":"meta.k8s.io/v1","rv":N,"start":"ns/name"},
- * like kube-apiserver's. */
-static const char b64c[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-static char *b64_encode(const char *s)
-{
-    sbuf b = {0};
-    size_t n = strlen(s);
-    for (size_t i = 0; i < n; i += 3) {
-        unsigned v = (unsigned char)s[i] << 16;
-        if (i + 1 < n)
-            v |= (unsigned char)s[i + 1] << 8;
-        if (i + 2 < n)
-            v |= (unsigned char)s[i + 2];
-        char o[4] = {b64c[(v >> 18) & 63], b64c[(v >> 12) & 63], b64c[(v >> 6) & 63], b64c[v & 63]};
-        sbuf_add(&b, o, i + 2 < n ? 4 : i + 1 < n ? 3 : 2);
-    }
-    return sbuf_take(&b);
-}
-
-char *si_b64_decode(const char *s, size_t *out_len);
-char *si_b64_decode(const char *s, size_t *out_len)
-{
-    sbuf b = {0};
-    unsigned v = 0;
-    int bits = 0;
-    size_t n = strlen(s);
-    if (n > 65536)
-        return NULL;
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        if (ch == '=')
-            break;
-        /* accept both the standard and the URL-safe alphabet */
-        const char *p = (ch == '+')   ? strchr(b64c, '-')
-                        : (ch == '/') ? strchr(b64c, '_')
-                                      : strchr(b64c, ch);
-        if (!p || !ch) {
-            sbuf_dispose(&b);
-            return NULL;
-        }
-        v = (v << 6) | (unsigned)(p - b64c);
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            char out = (char)((v >> bits) & 0xff);
-            sbuf_add(&b, &out, 1);
-        }
-    }
-    sbuf_add(&b, "", 0);
-    if (out_len)
-        *out_len = b.len;
-    return sbuf_take(&b);
-}
-
 static void do_list(rctx *c)
 {
     gq_err err = {0};
@@ -858,7 +845,8 @@ static void do_list(rctx *c)
         set_str(t, "v", "meta.k8s.io/v1");
         json_object_object_add(t, "rv", json_object_new_int64((int64_t)list_rv));
         set_str(t, "start", k);
-        char *enc = b64_encode(si_to_json(t));
+        const char *tj = si_to_json(t);
+        char *enc = si_b64_encode(tj, strlen(tj), 1);
         json_object_put(t);
         if (enc)
             set_str(md, "continue", enc);
@@ -919,6 +907,15 @@ static void persist_reply(rctx *c, json_object *obj, int code, int remove_after)
     json_object_put(p);
 }
 
+/* Admission webhooks apply to pods (the only kind gpuquota's webhook
+ * configurations select). Returns nonzero after replying with a denial. */
+static int run_webhooks(rctx *c, const char *op, json_object **obj, json_object *old, int mutating)
+{
+    if (strcmp(c->t.skey, "pods") != 0 || c->sub)
+        return 0;
+    return admit_run(c->rq, op, &c->t, c->ns, obj, old, c->dry, mutating, c->rs);
+}
+
 /* Shared tail of create and create-on-update. Takes ownership of body. */
 static void create_object(rctx *c, json_object *body)
 {
@@ -937,6 +934,16 @@ static void create_object(rctx *c, json_object *body)
     } else {
         json_object_object_del(md, "namespace");
     }
+    /* NamespaceLifecycle, then mutating webhooks, then the store's own
+     * naming, defaulting and validation, as in kube-apiserver. */
+    if (c->t.namespaced && !namespace_exists(c->ns)) {
+        ns_not_found(c, c->ns);
+        goto out;
+    }
+    if (run_webhooks(c, "CREATE", &body, NULL, 1))
+        goto out;
+    md = meta(body);
+    name = si_str(md, "name");
     if ((!name || !*name) && si_str(md, "generateName") && *si_str(md, "generateName")) {
         char sfx[6];
         si_random_suffix(sfx);
@@ -952,14 +959,11 @@ static void create_object(rctx *c, json_object *body)
         goto out;
     }
     check_name(&cs, "metadata.name", name, !strcmp(c->t.skey, "namespaces"));
+    normalize_type(c, body);
     validate_type(c, body, &cs);
     if (invalid_reply(c, &cs, c->t.kind, name))
         goto out;
     snprintf(c->name, sizeof c->name, "%s", name);
-    if (c->t.namespaced && !namespace_exists(c->ns)) {
-        ns_not_found(c, c->ns);
-        goto out;
-    }
     if (st_get(c->t.skey, c->t.namespaced ? c->ns : "", name)) {
         obj_error(c, 409, "AlreadyExists", "already exists");
         goto out;
@@ -980,13 +984,12 @@ static void create_object(rctx *c, json_object *body)
     else
         json_object_object_del(md, "generation");
     prepare_create(c, body);
-    if (!strcmp(c->t.skey, "pods")) {
-        json_object *pod = body;
-        if (admit_run(c->rq, "CREATE", &c->t, c->ns, &pod, NULL, c->dry, c->rs)) {
-            body = pod;
-            goto out;
-        }
-        body = pod;
+    if (run_webhooks(c, "CREATE", &body, NULL, 0))
+        goto out;
+    /* the store lock was released while webhooks ran */
+    if (st_get(c->t.skey, c->t.namespaced ? c->ns : "", name)) {
+        obj_error(c, 409, "AlreadyExists", "already exists");
+        goto out;
     }
     persist_reply(c, body, 201, 0);
 out:
@@ -1045,7 +1048,8 @@ static void update_object(rctx *c, json_object *cur, json_object *next, int from
     } else if (c->t.custom && !from_patch) {
         cause_add(&cs, "FieldValueInvalid", "metadata.resourceVersion",
                   "Invalid value: 0x0: must be specified for an update");
-        invalid_reply(c, &cs, c->t.kind, c->name);
+        /* the generic store names the resource here, not the kind */
+        invalid_reply(c, &cs, c->t.resource, c->name);
         goto out;
     }
     if (c->sub && !strcmp(c->sub, "status")) {
@@ -1080,8 +1084,12 @@ static void update_object(rctx *c, json_object *cur, json_object *next, int from
                 json_object_object_del(md, keep[i]);
         }
         json_object_object_del(md, "managedFields");
+        if (run_webhooks(c, "UPDATE", &next, cur, 1))
+            goto out;
+        md = meta(next);
         const char *name = si_str(md, "name");
         check_name(&cs, "metadata.name", name ? name : "", !strcmp(c->t.skey, "namespaces"));
+        normalize_type(c, next);
         validate_type(c, next, &cs);
         if (invalid_reply(c, &cs, c->t.kind, c->name))
             goto out;
@@ -1090,13 +1098,13 @@ static void update_object(rctx *c, json_object *cur, json_object *next, int from
             json_object_object_add(md, "generation",
                                    json_object_new_int64((g ? json_object_get_int64(g) : 0) + 1));
         }
-        if (!strcmp(c->t.skey, "pods")) {
-            json_object *pod = next;
-            int denied = admit_run(c->rq, "UPDATE", &c->t, c->ns, &pod, cur, c->dry, c->rs);
-            next = pod;
-            md = meta(next);
-            if (denied)
-                goto out;
+        if (run_webhooks(c, "UPDATE", &next, cur, 0))
+            goto out;
+        md = meta(next);
+        /* the store lock was released while webhooks ran */
+        if (st_get(c->t.skey, c->t.namespaced ? c->ns : "", c->name) != cur) {
+            conflict(c, c->name);
+            goto out;
         }
     }
     if (orv)
@@ -1275,6 +1283,12 @@ static void do_delete(rctx *c)
     json_object *cur = st_get(c->t.skey, ns, c->name);
     if (!cur) {
         obj_error(c, 404, "NotFound", "not found");
+        goto out;
+    }
+    if (!strcmp(c->t.skey, "namespaces") &&
+        (!strcmp(c->name, "default") || !strcmp(c->name, "kube-system") ||
+         !strcmp(c->name, "kube-public"))) {
+        obj_error(c, 403, "Forbidden", "is forbidden: this namespace may not be deleted");
         goto out;
     }
     json_object *pre = si_obj(opts, "preconditions");

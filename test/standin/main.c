@@ -250,6 +250,7 @@ int main(int argc, char **argv)
             return 1;
         }
     }
+    admit_global_init();
     st_init((size_t)history);
     /* The two namespaces every cluster starts with. */
     extern void api_bootstrap(void);
@@ -298,6 +299,7 @@ int main(int argc, char **argv)
     st_unlock();
     MHD_stop_daemon(d);
     st_shutdown();
+    admit_global_cleanup();
     free(cert_pem);
     free(key_pem);
     return 0;

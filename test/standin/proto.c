@@ -79,19 +79,7 @@ static json_object *str_of(const pb_field *f)
 
 static json_object *b64_of(const pb_field *f)
 {
-    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    sbuf s = {0};
-    for (size_t i = 0; i < f->len; i += 3) {
-        unsigned v = (unsigned)f->data[i] << 16;
-        if (i + 1 < f->len)
-            v |= (unsigned)f->data[i + 1] << 8;
-        if (i + 2 < f->len)
-            v |= f->data[i + 2];
-        char o[4] = {tbl[(v >> 18) & 63], tbl[(v >> 12) & 63],
-                     i + 1 < f->len ? tbl[(v >> 6) & 63] : '=', i + 2 < f->len ? tbl[v & 63] : '='};
-        sbuf_add(&s, o, 4);
-    }
-    char *t = sbuf_take(&s);
+    char *t = si_b64_encode(f->data, f->len, 0);
     json_object *o = json_object_new_string(t ? t : "");
     free(t);
     return o;

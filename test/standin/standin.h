@@ -161,6 +161,9 @@ void api_status(sresp *rs, int code, const char *reason, const char *msg, const 
 void api_set_json(sresp *rs, int code, json_object *obj);
 /* A Failure Status object (owned by the caller); details when any of
  * name/group/kind is given ("" kind: empty details). */
+/* Fill rs with a Failure Status carrying the given details (borrowed, may be NULL). */
+void api_status_details(sresp *rs, int code, const char *reason, const char *msg,
+                        json_object *details);
 json_object *api_status_obj(int code, const char *reason, const char *msg, const char *name,
                             const char *group, const char *kind);
 
@@ -213,11 +216,17 @@ long watch_read(watch_state *w, char *buf, size_t max);
 void watch_free(watch_state *w);
 
 /* ---- admission webhooks (admit.c) ---- */
-/* Run mutating then validating webhooks for a pod write. *obj may be replaced.
- * Lock NOT held. Returns 0 to proceed, else fills rs with the denial. */
+/* Call the stored mutating (mutating=1) or validating webhook configurations
+ * that match a write of *obj (old: the stored object for UPDATE, else NULL).
+ * Caller holds the store lock; it is released while webhooks are called, so
+ * the caller must re-check state it depends on. Mutations replace *obj.
+ * Warnings go to rs. Returns 0 to proceed, else rs holds the error Status. */
 int admit_run(const sreq *rq, const char *op, const rtype *t, const char *ns, json_object **obj,
-              json_object *old, int dry_run, sresp *rs);
+              json_object *old, int dry_run, int mutating, sresp *rs);
 void admit_set_service(const char *hostport);
+/* Process-wide HTTP client setup; call before any thread starts / at exit. */
+void admit_global_init(void);
+void admit_global_cleanup(void);
 
 /* ---- small helpers (util.c) ---- */
 void si_now_rfc3339(char *buf, size_t n);
@@ -228,5 +237,10 @@ const char *si_str(json_object *o, const char *path); /* dotted path lookup; NUL
 json_object *si_obj(json_object *o, const char *key); /* borrowed child object, or NULL */
 json_object *si_parse_json(const char *s, size_t n, gq_err *err);
 const char *si_to_json(json_object *o);
+/* Base64: standard padded, or (url) unpadded base64url. Owned result, NULL on OOM. */
+char *si_b64_encode(const void *data, size_t n, int url);
+/* Decode either alphabet, padding optional; NUL-terminated owned result
+ * (its length in *out_len), NULL on invalid input. */
+char *si_b64_decode(const char *s, size_t *out_len);
 
 #endif

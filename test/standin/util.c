@@ -201,3 +201,72 @@ const char *si_to_json(json_object *o)
     return json_object_to_json_string_ext(o,
                                           JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
 }
+
+char *si_b64_encode(const void *data, size_t n, int url)
+{
+    static const char b64_std[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    static const char b64_url[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    const unsigned char *d = data;
+    const char *tbl = url ? b64_url : b64_std;
+    sbuf b = {0};
+    sbuf_add(&b, "", 0);
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned)d[i] << 16;
+        if (i + 1 < n)
+            v |= (unsigned)d[i + 1] << 8;
+        if (i + 2 < n)
+            v |= d[i + 2];
+        char o[4] = {tbl[(v >> 18) & 63], tbl[(v >> 12) & 63], tbl[(v >> 6) & 63], tbl[v & 63]};
+        size_t keep = i + 2 < n ? 4 : i + 1 < n ? 3 : 2;
+        sbuf_add(&b, o, url ? keep : 4);
+        if (!url && keep < 4)
+            memset(b.data + b.len - (4 - keep), '=', 4 - keep);
+    }
+    return sbuf_take(&b);
+}
+
+/* Value of one base64 digit in either alphabet, -1 if none. */
+static int b64_val(char ch)
+{
+    if (ch >= 'A' && ch <= 'Z')
+        return ch - 'A';
+    if (ch >= 'a' && ch <= 'z')
+        return ch - 'a' + 26;
+    if (ch >= '0' && ch <= '9')
+        return ch - '0' + 52;
+    if (ch == '+' || ch == '-')
+        return 62;
+    if (ch == '/' || ch == '_')
+        return 63;
+    return -1;
+}
+
+char *si_b64_decode(const char *s, size_t *out_len)
+{
+    sbuf b = {0};
+    unsigned v = 0;
+    int bits = 0;
+    size_t n = strlen(s);
+    if (n > SI_BODY_MAX)
+        return NULL;
+    sbuf_add(&b, "", 0);
+    for (size_t i = 0; i < n && s[i] != '='; i++) {
+        int d = b64_val(s[i]);
+        if (d < 0) {
+            sbuf_dispose(&b);
+            return NULL;
+        }
+        v = ((v << 6) | (unsigned)d) & 0xffffffu;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            char out = (char)((v >> bits) & 0xff);
+            sbuf_add(&b, &out, 1);
+        }
+    }
+    if (out_len)
+        *out_len = b.len;
+    return sbuf_take(&b);
+}

@@ -25,7 +25,7 @@ req PUT $GQ/team-a/status "$(printf '%s' "$BODY" | jq -c --arg rv "$RV" '.metada
 expect_eq "stale status write" '409 "Conflict"' "$CODE $(jqb .reason)"
 req GET $GQ/team-a
 req PUT $GQ/team-a "$(printf '%s' "$BODY" | jq -c 'del(.metadata.resourceVersion)')"
-expect_eq "CR update needs resourceVersion" '422 "GPUQuota.gpuquota.io \"team-a\" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"' "$CODE $(jqb .message)"
+expect_eq "CR update needs resourceVersion" '422 "gpuquotas.gpuquota.io \"team-a\" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"' "$CODE $(jqb .message)"
 req POST /apis/gpuquota.io/v1alpha1/namespaces/default/gpuquotas '{"apiVersion":"gpuquota.io/v1alpha1","kind":"Other","metadata":{"name":"k"}}'
 expect_eq "CR kind mismatch" '422 "Other.gpuquota.io \"k\" is invalid: kind: Invalid value: \"Other\": must be GPUQuota"' "$CODE $(jqb .message)"
 
@@ -57,6 +57,9 @@ expect_eq "--field-selector metadata.name!=web-1" '4' "$(K get pods --field-sele
 OUT=$(timeout 30 kubectl get pods --chunk-size=2 -v=6 2>&1)
 expect_eq "chunked list requests" '3' "$(printf '%s\n' "$OUT" | grep -c 'GET .*/pods?.*limit=2.* 200 OK')"
 expect_eq "chunked list rows" '5' "$(printf '%s\n' "$OUT" | grep -c '^web-')"
+sed 's/app: x/app: x\n    tier: silver/' "$DATA/pods.yaml" >"$TMP/pods2.yaml"
+expect_eq "re-apply pod (strategic merge from kubectl)" 'pod/web-1 configured' "$(K apply -f "$TMP/pods2.yaml")"
+expect_eq "re-applied label" 'silver busybox' "$(K get pod web-1 -o jsonpath='{.metadata.labels.tier} {.spec.containers[0].image}')"
 expect_eq "pod strategic patch" 'pod/web-1 patched' "$(K patch pod web-1 -p '{"metadata":{"labels":{"tier":"gold"}}}')"
 expect_eq "label applied" 'gold' "$(K get pod web-1 -o jsonpath='{.metadata.labels.tier}')"
 expect_eq "kubectl label" 'pod/web-1 labeled' "$(K label pod web-1 extra=1)"

@@ -148,7 +148,14 @@ expect_eq "removing last finalizer" 200 "$CODE"
 req GET $CMS/f1
 expect_eq "then it is gone" 404 "$CODE"
 
-# --- namespaces: delete removes content
+# --- secrets: stringData is merged into data
+SECRETS=/api/v1/namespaces/default/secrets
+req POST $SECRETS '{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s1"},"data":{"a":"YQ=="},"stringData":{"b":"hello"}}'
+expect_eq "secret stringData" '201 {"a":"YQ==","b":"aGVsbG8="} null "Opaque"' "$CODE $(jqb .data) $(jqb .stringData) $(jqb .type)"
+
+# --- namespaces: delete removes content; system namespaces are protected
+req DELETE /api/v1/namespaces/default
+expect_eq "default is protected" '403 {"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"namespaces \"default\" is forbidden: this namespace may not be deleted","reason":"Forbidden","details":{"name":"default","kind":"namespaces"},"code":403}' "$CODE $BODY"
 req POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"tmp"}}'
 expect_eq "namespace create" '201 "Active" "tmp"' "$CODE $(jqb .status.phase) $(jqb '.metadata.labels["kubernetes.io/metadata.name"]')"
 req POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"a.b"}}'

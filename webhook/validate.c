@@ -996,7 +996,7 @@ gq_code wh_validate_review(wh_validator *v, const wh_review_request *req, wh_rev
     record(v, req, &r, d.quotas, mono_s() - t0);
     json_object_put(d.quotas);
     if (!r.allowed)
-        GQ_LOG(GQ_LOG_INFO, req->uid, "denied %s %s in %s: %s", wh_operation_name(req->operation),
+        GQ_LOG(GQ_LOG_DEBUG, req->uid, "denied %s %s in %s: %s", wh_operation_name(req->operation),
                req->kind, req->namespace, r.message);
     *resp = out;
     if (res)

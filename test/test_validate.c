@@ -403,7 +403,7 @@ static void test_conflict_storm(void **state)
     assert_false(r.allowed);
     assert_int_equal(r.code, GQ_ECONFLICT);
     assert_string_equal(r.message, "gpuquota could not charge quota team-b/q: the quota kept "
-                                   "changing (8 conflicting updates in a row)");
+                                   "changing (32 conflicting updates in a row)");
 }
 
 static void test_rollback_when_second_denies(void **state)

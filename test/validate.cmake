@@ -9,3 +9,12 @@ add_test(NAME validate_integration
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/validate_integration.sh $<TARGET_FILE:gpuquota>
                  $<TARGET_FILE:kube-standin>)
 set_tests_properties(validate_integration PROPERTIES TIMEOUT 300)
+
+# Benchmark (prints figures, never a ctest case): charging throughput and
+# latency against the stand-in, one namespace and 50, over-admission checked.
+if(GQ_BENCH)
+  add_executable(bench_validate bench/bench_validate.c standin_proc.c)
+  target_include_directories(bench_validate PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+  target_compile_definitions(bench_validate PRIVATE GQ_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+  target_link_libraries(bench_validate PRIVATE gq_webhook gq_kube gq_core Threads::Threads)
+endif()

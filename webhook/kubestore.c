@@ -1,5 +1,6 @@
 #include "kubestore.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,18 +23,37 @@ struct wh_kubestore {
 
 /* Records are compact JSON text: json-c objects are not safe to share
  * between threads (reference counts are not atomic), text is, and every
- * reader parses its own private tree. Namespaces keep only their labels. */
+ * reader parses its own private tree. Lists only select which quotas govern
+ * a pod, so records keep metadata and spec and drop status: reservations
+ * would make every admission parse every other admission's record (the
+ * charging path reads status fresh anyway). Namespaces keep their labels. */
 static gq_code to_text(void *ud, json_object *obj, void **rec, gq_err *err)
 {
-    json_object *src = obj;
+    static const char *const keep[] = {"apiVersion", "kind", "metadata", "spec"};
+    json_object *src = NULL, *meta, *v;
+    const char *text = "{}";
+    bool built = false;
     if (ud) { /* namespaces */
-        json_object *meta;
-        src = NULL;
         if (json_object_object_get_ex(obj, "metadata", &meta))
             json_object_object_get_ex(meta, "labels", &src);
+    } else if ((src = json_object_new_object())) {
+        built = true;
+        for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+            if (json_object_object_get_ex(obj, keep[i], &v) &&
+                json_object_object_add(src, keep[i], json_object_get(v))) {
+                json_object_put(v);
+                json_object_put(src);
+                return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            }
+    } else {
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
     }
-    const char *text = src ? json_object_to_json_string_ext(src, JSON_C_TO_STRING_PLAIN) : "{}";
-    if (!text || !(*rec = strdup(text)))
+    if (src)
+        text = json_object_to_json_string_ext(src, JSON_C_TO_STRING_PLAIN);
+    *rec = text ? strdup(text) : NULL;
+    if (built)
+        json_object_put(src);
+    if (!*rec)
         return gq_err_set(err, GQ_ENOMEM, "out of memory");
     return GQ_OK;
 }
@@ -232,7 +252,7 @@ static gq_code ks_get_quota(void *ctx, gq_quota_kind kind, const char *ns, const
 }
 
 static gq_code ks_update_status(void *ctx, gq_quota_kind kind, const char *ns, const char *name,
-                                json_object *obj, gq_err *err)
+                                json_object *obj, json_object **out, gq_err *err)
 {
     wh_kubestore *ks = ctx;
     char path[2 * GQ_CRD_MAX_STRING + 128];
@@ -240,6 +260,10 @@ static gq_code ks_update_status(void *ctx, gq_quota_kind kind, const char *ns, c
     gq_code rc = quota_path(kind, ns, name, path, sizeof(path), err);
     if (!rc)
         rc = ks->api->update_status(ks->api->ctx, path, obj, &resp, err);
+    if (!rc && out) {
+        *out = resp;
+        resp = NULL;
+    }
     json_object_put(resp);
     return rc;
 }

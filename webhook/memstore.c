@@ -318,7 +318,7 @@ static gq_code ms_get_quota(void *ctx, gq_quota_kind kind, const char *ns, const
 }
 
 static gq_code ms_update_status(void *ctx, gq_quota_kind kind, const char *ns, const char *name,
-                                json_object *obj, gq_err *err)
+                                json_object *obj, json_object **out, gq_err *err)
 {
     wh_memstore *m = ctx;
     const char *rv = str_member(member(obj, "metadata"), "resourceVersion");
@@ -360,6 +360,8 @@ static gq_code ms_update_status(void *ctx, gq_quota_kind kind, const char *ns, c
         json_object_object_del(e->obj, "status");
     if (stamp(m, e->obj))
         rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+    if (!rc && out)
+        *out = copy(e->obj); /* NULL on allocation failure: the caller reads again */
 out:
     pthread_mutex_unlock(&m->mu);
     return rc;

@@ -49,6 +49,9 @@ typedef struct slot {
     char *name;
     bool busy; /* a leader is working */
     pending *head, *tail;
+    /* The object our last write stored (or our last fresh read), used in
+     * place of the next read; owned by whoever leads the slot. */
+    json_object *last;
     pthread_cond_t cv;
 } slot;
 
@@ -132,6 +135,7 @@ void wh_validator_free(wh_validator *v)
         while (s) {
             slot *next = s->next;
             pthread_cond_destroy(&s->cv);
+            json_object_put(s->last);
             free(s->ns);
             free(s->name);
             free(s);
@@ -265,19 +269,40 @@ static void publish_gauges(wh_validator *v, const gq_quota *q, const gq_amounts 
     }
 }
 
-/* Evaluate the batch on one fresh read and write it back. Returns GQ_OK when
- * every pending is decided, GQ_ECONFLICT to go round again. */
-static gq_code batch_round(wh_validator *v, const slot *s, pending **batch, size_t n)
+/* Returned by a round that worked on the remembered object and must be
+ * repeated on a fresh read (it was outdated, or it would deny). */
+#define ROUND_STALE GQ_EGONE
+
+/* Reset what a round decided tentatively. */
+static void undo_round(pending **batch, size_t n)
 {
-    json_object *obj = NULL, *status = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (!batch[i]->final)
+            batch[i]->added = false, batch[i]->rc = GQ_OK;
+}
+
+/* Evaluate the batch on one read and write it back. The read is the object
+ * our last write returned when the slot remembers one (a write based on it
+ * fails with 409 if anybody else wrote since), else a fresh GET; denials are
+ * only decided on a fresh read. Returns GQ_OK when every pending is decided,
+ * GQ_ECONFLICT to go round again, ROUND_STALE to go round again at once. */
+static gq_code batch_round(wh_validator *v, slot *s, pending **batch, size_t n)
+{
+    json_object *obj = NULL, *status = NULL, *stored = NULL;
     gq_quota *q = NULL;
     gq_err e;
     gq_code rc;
-    bool changed = false;
+    bool changed = false, fresh = !s->last;
     int64_t now = now_s(v);
     gq_err_clear(&e);
 
-    rc = v->store.get_quota(v->store.ctx, s->kind, s->ns, s->name, &obj, &e);
+    if (!fresh) {
+        obj = s->last;
+        s->last = NULL;
+        rc = GQ_OK;
+    } else {
+        rc = v->store.get_quota(v->store.ctx, s->kind, s->ns, s->name, &obj, &e);
+    }
     if (rc == GQ_ENOTFOUND) {
         /* Deleted since the cache listed it: it governs nothing any more. */
         for (size_t i = 0; i < n; i++)
@@ -332,6 +357,11 @@ static gq_code batch_round(wh_validator *v, const slot *s, pending **batch, size
         size_t idx, n_idx = 0;
         p->rc = gq_quota_evaluate(&one, 1, p->facts, p->ns_labels, p->charge, false, now, NULL,
                                   &idx, &n_idx, &p->err);
+        if (p->rc && !fresh) {
+            undo_round(batch, n);
+            rc = ROUND_STALE;
+            goto out;
+        }
         if (p->rc) {
             p->final = true; /* a denial stays a denial */
             continue;
@@ -357,9 +387,12 @@ static gq_code batch_round(wh_validator *v, const slot *s, pending **batch, size
     }
     if (changed) {
         atomic_fetch_add(&v->batches, 1);
-        rc = v->store.update_status(v->store.ctx, s->kind, s->ns, s->name, obj, &e);
+        rc = v->store.update_status(v->store.ctx, s->kind, s->ns, s->name, obj, &stored, &e);
         if (rc == GQ_ECONFLICT) {
             atomic_fetch_add(&v->conflicts, 1);
+            undo_round(batch, n);
+            if (!fresh)
+                rc = ROUND_STALE;
             goto out;
         }
         if (rc)
@@ -367,6 +400,10 @@ static gq_code batch_round(wh_validator *v, const slot *s, pending **batch, size
         for (size_t i = 0; i < n; i++)
             if (!batch[i]->final && batch[i]->added)
                 atomic_fetch_add(&v->charged, 1);
+        s->last = stored;
+    } else {
+        s->last = obj; /* unchanged: as good as a read */
+        obj = NULL;
     }
     publish_gauges(v, q, &in_use);
     rc = GQ_OK;
@@ -380,11 +417,15 @@ out:
     return rc;
 }
 
-static void batch_run(wh_validator *v, const slot *s, pending **batch, size_t n)
+static void batch_run(wh_validator *v, slot *s, pending **batch, size_t n)
 {
     unsigned seed = (unsigned)(uintptr_t)batch ^ (unsigned)time(NULL);
     for (unsigned attempt = 0;; attempt++) {
-        if (batch_round(v, s, batch, n) != GQ_ECONFLICT)
+        gq_code rc;
+        /* A stale round leaves no remembered object, so the next is fresh. */
+        while ((rc = batch_round(v, s, batch, n)) == ROUND_STALE) {
+        }
+        if (rc != GQ_ECONFLICT)
             return;
         if (attempt + 1 >= v->max_retries)
             break;

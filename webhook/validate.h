@@ -50,9 +50,11 @@ typedef struct wh_store {
     gq_code (*get_quota)(void *ctx, gq_quota_kind kind, const char *ns, const char *name,
                          json_object **out, gq_err *err);
     /* Replace the status of the quota with obj's (a whole object as read by
-     * get_quota, borrowed), conditional on obj's metadata.resourceVersion. */
+     * get_quota, borrowed), conditional on obj's metadata.resourceVersion.
+     * On success *out (when out is not NULL) is the object as stored, with
+     * its new resourceVersion (NULL when the store cannot tell). */
     gq_code (*update_status)(void *ctx, gq_quota_kind kind, const char *ns, const char *name,
-                             json_object *obj, gq_err *err);
+                             json_object *obj, json_object **out, gq_err *err);
 } wh_store;
 
 /* Identities allowed to change gpuquota.io/ labels and annotations of pods
@@ -61,7 +63,7 @@ typedef struct wh_store {
 #define WH_TRUSTED_CONTROLLER "system:serviceaccount:gpuquota-system:gpuquota-controller"
 
 #define WH_RESERVATION_TTL_DEFAULT 120 /* seconds */
-#define WH_CHARGE_RETRIES_DEFAULT 8    /* re-reads after 409 before giving up */
+#define WH_CHARGE_RETRIES_DEFAULT 32   /* re-reads after 409 before giving up */
 #define WH_BATCH_MAX_DEFAULT 256       /* charges coalesced into one status write */
 #define WH_TRUSTED_USERS_MAX 16
 

@@ -126,6 +126,7 @@ typedef struct rv_opts {
     const char *user;
     const char *old;
     bool dry_run;
+    const char *sub; /* subResource, NULL for none */
 } rv_opts;
 
 /* Decode an AdmissionReview for pod (JSON text) and decide it. */
@@ -135,7 +136,7 @@ static wh_validate_result decide_ex(fx *f, const char *uid, const char *ns, cons
     enum { BODY_MAX = 65536 };
     char *body = malloc(BODY_MAX);
     assert_non_null(body);
-    rv_opts d = {"CREATE", USER, NULL, false};
+    rv_opts d = {"CREATE", USER, NULL, false, NULL};
     if (!o)
         o = &d;
     snprintf(body, BODY_MAX,
@@ -143,9 +144,10 @@ static wh_validate_result decide_ex(fx *f, const char *uid, const char *ns, cons
              "\"uid\":\"%s\",\"kind\":{\"group\":\"\",\"version\":\"v1\",\"kind\":\"Pod\"},"
              "\"resource\":{\"group\":\"\",\"version\":\"v1\",\"resource\":\"pods\"},"
              "\"namespace\":\"%s\",\"operation\":\"%s\",\"userInfo\":{\"username\":\"%s\"},"
-             "\"object\":%s,\"oldObject\":%s,\"dryRun\":%s}}",
+             "\"object\":%s,\"oldObject\":%s,\"dryRun\":%s%s%s%s}}",
              uid, ns, o->op, o->user ? o->user : USER, pod, o->old ? o->old : "null",
-             o->dry_run ? "true" : "false");
+             o->dry_run ? "true" : "false", o->sub ? ",\"subResource\":\"" : "",
+             o->sub ? o->sub : "", o->sub ? "\"" : "");
     wh_review_request req;
     wh_review_response resp;
     wh_validate_result r;
@@ -330,7 +332,7 @@ static void test_dry_run_not_charged(void **state)
 {
     fx *f = *state;
     char pod[2048];
-    rv_opts dry = {"CREATE", USER, NULL, true};
+    rv_opts dry = {"CREATE", USER, NULL, true, NULL};
     wh_review_response resp;
     quota(f, NS_A, "q", "{\"gpu-memory\":\"16Gi\"}", NULL);
     pod_json(pod, sizeof(pod), NS_A, "16Gi", NULL, NULL);
@@ -374,6 +376,48 @@ static void test_idempotent_retry(void **state)
     assert_true(r.allowed);
     assert_string_equal(r.reservation_key, "stamp-1");
     assert_int_equal(n_reservations(f, "GPUQuota", "team-b", "q"), 1);
+}
+
+/* A pod copied from a running one carries its reservation annotation: it
+ * must be charged on its own (under the admission uid), never ride on the
+ * running pod's charge. */
+static void test_copied_reservation_annotation(void **state)
+{
+    fx *f = *state;
+    char pod[2048];
+    const char *ann = ",\"annotations\":{\"gpuquota.io/reservation\":\"k1\"}";
+    quota(f, NS_A, "q", "{\"gpu-memory\":\"32Gi\"}", NULL);
+    snprintf(pod, sizeof(pod),
+             "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"a\"%s},"
+             "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+             "{\"gpuquota.io/gpu-memory\":\"16Gi\"}}}]}}",
+             ann);
+    wh_validate_result r = decide_ex(f, "u1", NS_A, pod, NULL, NULL);
+    assert_true(r.allowed);
+    assert_string_equal(r.reservation_key, "k1");
+    pod[strstr(pod, "\"a\"") - pod + 1] = 'b'; /* the copy: pod b */
+    r = decide_ex(f, "u2", NS_A, pod, NULL, NULL);
+    assert_true(r.allowed);
+    assert_string_equal(r.reservation_key, "u2");
+    assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "q"), 2);
+    /* the quota is full now: a third copy is denied */
+    pod[strstr(pod, "\"b\"") - pod + 1] = 'c';
+    r = decide_ex(f, "u3", NS_A, pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_string_equal(r.message, "exceeded quota: q, requested: gpu-memory=16Gi, used: "
+                                   "gpu-memory=32Gi, limited: gpu-memory=32Gi");
+    /* both keys taken by other pods: refused, never shared */
+    quota(f, NS_A, "q", "{\"gpu-memory\":\"64Gi\"}", NULL); /* re-applied: no reservations */
+    r = decide_ex(f, "u2", NS_A, pod, NULL, NULL);          /* pod c now holds k1 */
+    assert_true(r.allowed);
+    assert_string_equal(r.reservation_key, "k1");
+    assert_true(decide(f, "u5", NS_A, "8Gi").allowed); /* a pod without annotation holds u5 */
+    pod[strstr(pod, "\"c\"") - pod + 1] = 'd';
+    r = decide_ex(f, "u5", NS_A, pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_int_equal(r.code, GQ_EEXISTS);
+    assert_string_equal(r.message, "gpuquota could not charge quota team-a/q: reservation u5 is "
+                                   "held by another pod");
 }
 
 static void test_conflict_storm(void **state)
@@ -533,7 +577,7 @@ static void test_tamper(void **state)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         pod_json(old, sizeof(old), NS_A, "8Gi", cases[i].old_meta, NULL);
         pod_json(now, sizeof(now), NS_A, "8Gi", cases[i].new_meta, NULL);
-        rv_opts o = {"UPDATE", cases[i].user, old, false};
+        rv_opts o = {"UPDATE", cases[i].user, old, false, NULL};
         wh_validate_result r = decide_ex(f, "t", NS_A, now, &o, NULL);
         assert_int_equal(r.allowed, cases[i].allowed);
         assert_string_equal(r.message, cases[i].msg);
@@ -544,13 +588,21 @@ static void test_tamper(void **state)
     fx_validator(f, &vo);
     pod_json(old, sizeof(old), NS_A, "8Gi", "", NULL);
     pod_json(now, sizeof(now), NS_A, "8Gi", ",\"labels\":{\"gpuquota.io/managed\":\"true\"}", NULL);
-    rv_opts bob = {"UPDATE", "bob", old, false};
+    rv_opts bob = {"UPDATE", "bob", old, false, NULL};
     assert_true(decide_ex(f, "t", NS_A, now, &bob, NULL).allowed);
-    rv_opts wh = {"UPDATE", WH_TRUSTED_WEBHOOK, old, false};
+    rv_opts wh = {"UPDATE", WH_TRUSTED_WEBHOOK, old, false, NULL};
     assert_false(decide_ex(f, "t", NS_A, now, &wh, NULL).allowed);
     /* DELETE is never checked */
-    rv_opts del = {"DELETE", USER, old, false};
+    rv_opts del = {"DELETE", USER, old, false, NULL};
     assert_true(decide_ex(f, "t", NS_A, "null", &del, NULL).allowed);
+    /* pods/status can carry metadata changes too; other subresources not */
+    rv_opts st = {"UPDATE", USER, old, false, "status"};
+    assert_false(decide_ex(f, "t", NS_A, now, &st, NULL).allowed);
+    rv_opts eph = {"UPDATE", USER, old, false, "ephemeralcontainers"};
+    assert_true(decide_ex(f, "t", NS_A, now, &eph, NULL).allowed);
+    /* a CREATE on a subresource (binding, eviction) is not a pod creation */
+    rv_opts bind = {"CREATE", USER, NULL, false, "binding"};
+    assert_true(decide_ex(f, "t", NS_A, now, &bind, NULL).allowed);
 }
 
 /* ---- concurrency -------------------------------------------------------------- */
@@ -714,6 +766,7 @@ int main(void)
         T(test_scopes),
         T(test_dry_run_not_charged),
         T(test_idempotent_retry),
+        T(test_copied_reservation_annotation),
         T(test_conflict_storm),
         T(test_rollback_when_second_denies),
         T(test_store_down_denies),

@@ -32,7 +32,9 @@ typedef struct pending {
     const gq_pod_facts *facts;
     json_object *ns_labels;
     const gq_amounts *charge;
-    const gq_reservation *resv;
+    const gq_reservation *resv; /* keyed by the pod's annotation, else the uid */
+    const gq_reservation *alt;  /* keyed by the admission uid; NULL when resv is */
+    const gq_reservation *used; /* the one this charge holds (for rollback) */
     bool done, leader;
     bool final;   /* decided for good (denied or failed) in an earlier round */
     gq_code rc;   /* GQ_OK charged/allowed, GQ_EDENIED, or a store error */
@@ -213,12 +215,30 @@ static unsigned backoff_delay(const wh_validator *v, unsigned attempt, unsigned 
     return base / 2 + (unsigned)rand_r(seed) % (base ? base : 1);
 }
 
-static bool key_live(const gq_quota *q, const char *key)
+typedef enum key_state {
+    KEY_FREE = 0,
+    KEY_SAME_POD, /* this pod holds it already: a retried admission */
+    KEY_OTHER_POD,
+} key_state;
+
+static bool same_pod(const gq_reservation *a, const gq_reservation *b)
 {
-    for (size_t i = 0; i < q->n_reservations; i++)
-        if (!strcmp(q->reservations[i].key, key))
-            return true;
-    return false;
+    return !strcmp(a->namespace_, b->namespace_) && !strcmp(a->pod, b->pod);
+}
+
+/* Who holds r's key: a live reservation of q, or a charge made earlier in
+ * this batch. The key alone is not enough: a pod copied from a running one
+ * carries its gpuquota.io/reservation annotation, and must not ride on its
+ * charge (the validating webhook sees the generated name, so copies differ). */
+static key_state key_holder(const gq_quota *q, pending **batch, size_t i, const gq_reservation *r)
+{
+    for (size_t k = 0; k < q->n_reservations; k++)
+        if (!strcmp(q->reservations[k].key, r->key))
+            return same_pod(&q->reservations[k], r) ? KEY_SAME_POD : KEY_OTHER_POD;
+    for (size_t j = 0; j < i; j++)
+        if (batch[j]->added && !strcmp(batch[j]->used->key, r->key))
+            return same_pod(batch[j]->used, r) ? KEY_SAME_POD : KEY_OTHER_POD;
+    return KEY_FREE;
 }
 
 /* Remove the reservation with key from status.reservations; true when found. */
@@ -341,23 +361,33 @@ static gq_code batch_round(wh_validator *v, slot *s, pending **batch, size_t n)
                 changed = true;
             continue;
         }
-        bool dup = key_live(q, p->resv->key);
-        for (size_t j = 0; j < i && !dup; j++)
-            dup = batch[j]->added && !strcmp(batch[j]->resv->key, p->resv->key);
-        if (dup) {
+        p->used = p->resv;
+        key_state ks = key_holder(q, batch, i, p->used);
+        if (ks == KEY_OTHER_POD && p->alt) {
+            p->used = p->alt;
+            ks = key_holder(q, batch, i, p->used);
+        }
+        if (ks == KEY_SAME_POD) {
             /* Charged already (a retried admission): not twice. */
             p->limited = true;
             continue;
         }
+        if (ks == KEY_OTHER_POD)
+            p->rc = gq_err_set(&p->err, GQ_EEXISTS, "reservation %s is held by another pod",
+                               p->used->key);
+        else
+            p->rc = GQ_OK;
         gq_quota view = *q;
         view.used = in_use;
         view.reservations = NULL;
         view.n_reservations = 0;
         const gq_quota *one = &view;
         size_t idx, n_idx = 0;
-        p->rc = gq_quota_evaluate(&one, 1, p->facts, p->ns_labels, p->charge, false, now, NULL,
-                                  &idx, &n_idx, &p->err);
+        if (!p->rc)
+            p->rc = gq_quota_evaluate(&one, 1, p->facts, p->ns_labels, p->charge, false, now, NULL,
+                                      &idx, &n_idx, &p->err);
         if (p->rc && !fresh) {
+            /* Only a fresh read may refuse. */
             undo_round(batch, n);
             rc = ROUND_STALE;
             goto out;
@@ -376,7 +406,12 @@ static gq_code batch_round(wh_validator *v, slot *s, pending **batch, size_t n)
                 p->rc = gq_err_set(&p->err, GQ_ERANGE, "quota %s: %s overflows", q->name,
                                    gq_qkey_name((gq_qkey)k));
         if (!p->rc)
-            p->rc = gq_status_add_reservation(status, p->resv, &added, &p->err);
+            p->rc = gq_status_add_reservation(status, p->used, &added, &p->err);
+        if (p->rc && !fresh) {
+            undo_round(batch, n);
+            rc = ROUND_STALE;
+            goto out;
+        }
         if (p->rc) {
             p->final = true;
             continue;
@@ -638,7 +673,8 @@ static gq_code dry_run_check(wh_validator *v, gq_quota *const *to_charge, size_t
  * expire anyway). */
 static gq_code charge_all(wh_validator *v, gq_quota *const *to_charge, size_t n,
                           const gq_pod_facts *facts, json_object *ns_labels,
-                          const gq_amounts *charge, const gq_reservation *resv, decision *d)
+                          const gq_amounts *charge, const gq_reservation *resv,
+                          const gq_reservation *alt, decision *d)
 {
     gq_code rc = GQ_OK;
     pending *ps = calloc(n ? n : 1, sizeof(*ps));
@@ -654,10 +690,13 @@ static gq_code charge_all(wh_validator *v, gq_quota *const *to_charge, size_t n,
         p->ns_labels = ns_labels;
         p->charge = charge;
         p->resv = resv;
+        p->alt = alt;
         gq_err_clear(&p->err);
         if ((rc = slot_submit(v, cq->kind, cq->namespace_, cq->name, p)))
             break;
         if (p->rc == GQ_OK) {
+            if (p->limited && !d->r->n_charged)
+                snprintf(d->r->reservation_key, sizeof(d->r->reservation_key), "%s", p->used->key);
             if (p->limited)
                 charged_add(d->r, d->quotas, cq);
             continue;
@@ -667,7 +706,7 @@ static gq_code charge_all(wh_validator *v, gq_quota *const *to_charge, size_t n,
             deny(d->r, GQ_EDENIED, "%s", p->err.msg);
         else if (p->rc == GQ_ENOMEM)
             rc = GQ_ENOMEM;
-        else if (p->rc == GQ_ECONFLICT)
+        else if (p->rc == GQ_ECONFLICT || p->rc == GQ_EEXISTS)
             deny(d->r, p->rc, "gpuquota could not charge quota %s: %s", label, p->err.msg);
         else
             deny(d->r, p->rc, "gpuquota could not reach the API server to charge quota %s: %s",
@@ -681,10 +720,10 @@ static gq_code charge_all(wh_validator *v, gq_quota *const *to_charge, size_t n,
             pending rel;
             memset(&rel, 0, sizeof(rel));
             rel.op = OP_RELEASE;
-            rel.resv = resv;
+            rel.resv = ps[i].used;
             const gq_quota *cq = to_charge[i];
             if (slot_submit(v, cq->kind, cq->namespace_, cq->name, &rel) || rel.rc)
-                GQ_WARN("could not release reservation %s of quota %s: %s", resv->key, cq->name,
+                GQ_WARN("could not release reservation %s of quota %s: %s", rel.resv->key, cq->name,
                         rel.rc ? rel.err.msg : "out of memory");
         }
         d->r->n_charged = 0;
@@ -692,6 +731,22 @@ static gq_code charge_all(wh_validator *v, gq_quota *const *to_charge, size_t n,
     }
     free(ps);
     return rc;
+}
+
+/* A copy of r under another key. */
+static gq_code reservation_rekey(const gq_reservation *r, const char *key, gq_reservation *out,
+                                 gq_err *err)
+{
+    gq_reservation c = *r;
+    c.key = strdup(key);
+    c.namespace_ = strdup(r->namespace_);
+    c.pod = strdup(r->pod);
+    if (!c.key || !c.namespace_ || !c.pod) {
+        gq_reservation_dispose(&c);
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    }
+    *out = c;
+    return GQ_OK;
 }
 
 /* A policy outcome: anything but out-of-memory becomes a denial carrying
@@ -748,14 +803,15 @@ static gq_code decide_create(wh_validator *v, const wh_review_request *req, deci
     gq_quota **to_charge = NULL;
     gq_pod_cost cost;
     gq_pod_facts facts;
-    gq_reservation resv;
+    gq_reservation resv, alt;
     gq_err e;
     gq_code rc = GQ_OK;
     const char *ns = req->namespace;
-    bool have_resv = false;
+    bool have_resv = false, have_alt = false;
     gq_pod_cost_init(&cost);
     gq_err_clear(&e);
     memset(&resv, 0, sizeof(resv));
+    memset(&alt, 0, sizeof(alt));
 
     if (!ns[0]) {
         json_object *meta = NULL;
@@ -832,11 +888,20 @@ static gq_code decide_create(wh_validator *v, const wh_review_request *req, deci
     if ((rc = gq_reservation_for_pod(pod, ns, req->uid, &r->charge, now_s(v) + v->ttl, &resv, &e)))
         goto out;
     have_resv = true;
-    snprintf(r->reservation_key, sizeof(r->reservation_key), "%s", resv.key);
-    if (req->dry_run)
+    if (strcmp(resv.key, req->uid)) {
+        /* Keyed by the annotation: the uid is the fallback key for a pod
+         * that carries another pod's annotation. */
+        if ((rc = reservation_rekey(&resv, req->uid, &alt, &e)))
+            goto out;
+        have_alt = true;
+    }
+    if (req->dry_run) {
+        snprintf(r->reservation_key, sizeof(r->reservation_key), "%s", resv.key);
         rc = dry_run_check(v, to_charge, n_idx, &facts, ns_labels, &r->charge, resv.key, d);
-    else
-        rc = charge_all(v, to_charge, n_idx, &facts, ns_labels, &r->charge, &resv, d);
+    } else {
+        rc = charge_all(v, to_charge, n_idx, &facts, ns_labels, &r->charge, &resv,
+                        have_alt ? &alt : NULL, d);
+    }
     goto out;
 
 store_err_lr:
@@ -852,6 +917,8 @@ store_err_quotas:
     deny(r, rc, "gpuquota could not reach the API server to read the quotas of %s: %s", ns, e.msg);
     rc = GQ_OK;
 out:
+    if (have_alt)
+        gq_reservation_dispose(&alt);
     if (have_resv)
         gq_reservation_dispose(&resv);
     free(to_charge);
@@ -920,8 +987,7 @@ static void decide_update(wh_validator *v, const wh_review_request *req, wh_vali
 
 static bool is_pod(const wh_review_request *req)
 {
-    return !req->kind_group[0] && !strcmp(req->kind, "Pod") && !strcmp(req->resource, "pods") &&
-           !req->sub_resource[0];
+    return !req->kind_group[0] && !strcmp(req->kind, "Pod") && !strcmp(req->resource, "pods");
 }
 
 static json_object *charge_json(const wh_validate_result *r)
@@ -1018,12 +1084,16 @@ gq_code wh_validate_review(wh_validator *v, const wh_review_request *req, wh_rev
     if (!d.quotas)
         return gq_err_set(err, GQ_ENOMEM, "out of memory");
 
-    if (is_pod(req) && req->operation == WH_OP_CREATE) {
+    /* pods/status writes keep the stored spec but may change labels and
+     * annotations (the pod status strategy resets only spec and owner
+     * references), so they get the tamper check too. */
+    if (is_pod(req) && req->operation == WH_OP_CREATE && !req->sub_resource[0]) {
         if (!req->object)
             deny(&r, GQ_EDENIED, "request.object is missing");
         else if ((rc = decide_create(v, req, &d)))
             goto fail;
-    } else if (is_pod(req) && req->operation == WH_OP_UPDATE) {
+    } else if (is_pod(req) && req->operation == WH_OP_UPDATE &&
+               (!req->sub_resource[0] || !strcmp(req->sub_resource, "status"))) {
         decide_update(v, req, &r);
     }
     if (r.allowed)

@@ -54,6 +54,10 @@ typedef struct slot {
     /* The object our last write stored (or our last fresh read), used in
      * place of the next read; owned by whoever leads the slot. */
     json_object *last;
+    /* Whether rounds on `last` tend to land: when other replicas write the
+     * same quota they mostly fail, and a failed round costs a write. Below
+     * zero, rounds read fresh; every fresh round earns one point back. */
+    int last_score;
     pthread_cond_t cv;
 } slot;
 
@@ -312,9 +316,16 @@ static gq_code batch_round(wh_validator *v, slot *s, pending **batch, size_t n)
     gq_quota *q = NULL;
     gq_err e;
     gq_code rc;
-    bool changed = false, fresh = !s->last;
+    bool changed = false, fresh = !s->last || s->last_score < 0;
     int64_t now = now_s(v);
     gq_err_clear(&e);
+
+    if (fresh) {
+        json_object_put(s->last);
+        s->last = NULL;
+        if (s->last_score < 0)
+            s->last_score++;
+    }
 
     if (!fresh) {
         obj = s->last;
@@ -426,8 +437,10 @@ static gq_code batch_round(wh_validator *v, slot *s, pending **batch, size_t n)
         if (rc == GQ_ECONFLICT) {
             atomic_fetch_add(&v->conflicts, 1);
             undo_round(batch, n);
-            if (!fresh)
+            if (!fresh) {
+                s->last_score = -4;
                 rc = ROUND_STALE;
+            }
             goto out;
         }
         if (rc)

@@ -45,7 +45,7 @@ gq_code gq_json_parse(const char *buf, size_t len, int max_depth, json_object **
     json_tokener *tok = json_tokener_new_ex(max_depth + 1);
     if (!tok)
         return gq_err_set(err, GQ_ENOMEM, "out of memory");
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
     gq_code rc = GQ_OK;
     json_object *v = json_tokener_parse_ex(tok, buf, (int)len);
     enum json_tokener_error je = json_tokener_get_error(tok);

@@ -14,8 +14,11 @@
  * body drive deep recursion in json-c or in our walkers. */
 #define GQ_JSON_DEFAULT_DEPTH 64
 
-/* Parse exactly one JSON value from buf[0..len) (strict RFC 8259 syntax, valid
- * UTF-8, nothing but whitespace after the value, nesting at most max_depth).
+/* Parse exactly one JSON value from buf[0..len) (strict RFC 8259 syntax,
+ * finite numbers, nothing but whitespace after the value, nesting at most
+ * max_depth). Strings are taken as bytes, as Go's decoder in kube-apiserver
+ * takes them (it never sends invalid UTF-8): validating costs a third of the
+ * parse, so text shown to users is sanitised where it is written instead.
  * The caller has already capped len. On success the caller owns *out (which
  * may be NULL for the literal `null`, as json-c represents it); on error *out
  * is untouched and err says where the text is wrong. GQ_EINVAL for bad

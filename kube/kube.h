@@ -105,7 +105,7 @@ gq_code kube_status_decode(const char *body, size_t len, kube_status *out) GQ_WU
 gq_code kube_status_from_json(json_object *obj, kube_status *out) GQ_WUR;
 
 /* Map an HTTP status (and Status reason) to a gq_code as described above. */
-gq_code kube_http_code(long http_status, const char *reason);
+gq_code kube_http_code(long http_status, const char *reason) GQ_WUR;
 
 typedef struct kube_query {
     const char *key;

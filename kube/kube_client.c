@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "gq_log.h"
+#include "jsonutil.h"
 
 #define DEFAULT_MAX_BODY ((size_t)64 << 20)
 #define ERROR_BODY_MAX ((size_t)64 << 10)
@@ -447,15 +448,13 @@ out:
 static gq_code parse_json(const char *method, const char *path, const kube_buf *b,
                           json_object **out, gq_err *err)
 {
-    if (!b->len || b->len > INT32_MAX)
-        return gq_err_set(err, GQ_EINVAL, "%s %s: empty or oversized response body", method, path);
-    json_tokener *tok = json_tokener_new_ex(64);
-    if (!tok)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
-    json_object *obj = json_tokener_parse_ex(tok, b->data, (int)b->len);
-    enum json_tokener_error je = json_tokener_get_error(tok);
-    json_tokener_free(tok);
-    if (!obj || je != json_tokener_success || !json_object_is_type(obj, json_type_object)) {
+    json_object *obj = NULL;
+    gq_code rc = gq_json_parse(b->data ? b->data : "", b->len, GQ_JSON_DEFAULT_DEPTH, &obj, err);
+    if (rc) {
+        gq_err_prefix(err, "%s %s: response", method, path);
+        return rc;
+    }
+    if (!obj || !json_object_is_type(obj, json_type_object)) {
         json_object_put(obj);
         return gq_err_set(err, GQ_EINVAL, "%s %s: response is not a JSON object", method, path);
     }

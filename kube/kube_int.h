@@ -23,7 +23,7 @@ gq_code kube_buf_appends(kube_buf *b, const char *s) GQ_WUR;
 /* Read a whole file (at most max bytes) into a NUL-terminated malloc'ed buffer. */
 gq_code kube_read_file(const char *path, size_t max, char **out, size_t *len, gq_err *err) GQ_WUR;
 
-/* Strict standard base64 (padding required, CR/LF/space ignored). */
+/* Standard padded base64, CR and LF ignored (as in kubeconfig -data). */
 gq_code kube_base64_decode(const char *s, size_t len, unsigned char **out, size_t *outlen) GQ_WUR;
 
 /* Monotonic and wall clocks in milliseconds / microseconds. */

@@ -2,6 +2,9 @@
  * backoff, RFC 3339 times. */
 #include "kube_int.h"
 
+#include "base64.h"
+#include "jsonutil.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,65 +96,19 @@ out:
     return rc;
 }
 
-static int b64_value(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
-}
-
 gq_code kube_base64_decode(const char *s, size_t len, unsigned char **out, size_t *outlen)
 {
-    unsigned char *o = malloc(len / 4 * 3 + 3);
-    if (!o)
+    /* Like Go's decoder behind kubeconfig -data fields, skip CR and LF. */
+    char *clean = malloc(len + 1);
+    if (!clean)
         return GQ_ENOMEM;
-    size_t olen = 0, nq = 0, pad = 0;
-    uint32_t acc = 0;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '\n' || c == '\r' || c == ' ' || c == '\t')
-            continue;
-        if (c == '=') {
-            pad++;
-            acc <<= 6;
-            nq++;
-        } else {
-            int v = b64_value(c);
-            if (v < 0 || pad) /* data after padding */
-                goto bad;
-            acc = acc << 6 | (uint32_t)v;
-            nq++;
-        }
-        if (nq == 4) {
-            if (pad > 2)
-                goto bad;
-            o[olen++] = (unsigned char)(acc >> 16);
-            if (pad < 2)
-                o[olen++] = (unsigned char)(acc >> 8);
-            if (pad < 1)
-                o[olen++] = (unsigned char)acc;
-            nq = 0;
-            acc = 0;
-            if (pad)
-                pad = 3; /* anything after a padded quantum is an error */
-        }
-    }
-    if (nq != 0)
-        goto bad;
-    *out = o;
-    *outlen = olen;
-    return GQ_OK;
-bad:
-    free(o);
-    return GQ_EINVAL;
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++)
+        if (s[i] != '\r' && s[i] != '\n')
+            clean[n++] = s[i];
+    gq_code rc = gq_base64_decode(clean, n, out, outlen);
+    free(clean);
+    return rc;
 }
 
 int64_t kube_mono_ms(void)
@@ -217,17 +174,11 @@ gq_code kube_status_from_json(json_object *obj, kube_status *out)
 
 gq_code kube_status_decode(const char *body, size_t len, kube_status *out)
 {
-    if (!body || len == 0 || len > INT32_MAX)
+    json_object *obj = NULL;
+    if (!body || gq_json_parse(body, len, GQ_JSON_DEFAULT_DEPTH, &obj, NULL) != GQ_OK)
         return GQ_EINVAL;
-    json_tokener *tok = json_tokener_new();
-    if (!tok)
-        return GQ_ENOMEM;
-    json_object *obj = json_tokener_parse_ex(tok, body, (int)len);
-    gq_code rc = GQ_EINVAL;
-    if (obj && json_tokener_get_error(tok) == json_tokener_success)
-        rc = kube_status_from_json(obj, out);
+    gq_code rc = kube_status_from_json(obj, out);
     json_object_put(obj);
-    json_tokener_free(tok);
     return rc;
 }
 

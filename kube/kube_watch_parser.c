@@ -3,6 +3,8 @@
  * so a hostile or broken server cannot make the client buffer without end. */
 #include "kube_int.h"
 
+#include "jsonutil.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,7 +13,6 @@ struct kube_watch_parser {
     kube_event_fn fn;
     void *ud;
     gq_code failed; /* sticky */
-    json_tokener *tok;
 };
 
 gq_code kube_watch_parser_new(size_t max_line, kube_event_fn fn, void *ud, kube_watch_parser **out)
@@ -20,11 +21,6 @@ gq_code kube_watch_parser_new(size_t max_line, kube_event_fn fn, void *ud, kube_
     if (!p)
         return GQ_ENOMEM;
     kube_buf_init(&p->line, max_line ? max_line : (size_t)16 << 20);
-    p->tok = json_tokener_new_ex(64); /* Kubernetes objects nest far less */
-    if (!p->tok) {
-        free(p);
-        return GQ_ENOMEM;
-    }
     p->fn = fn;
     p->ud = ud;
     *out = p;
@@ -36,7 +32,6 @@ void kube_watch_parser_free(kube_watch_parser *p)
     if (!p)
         return;
     kube_buf_dispose(&p->line);
-    json_tokener_free(p->tok);
     free(p);
 }
 
@@ -63,22 +58,12 @@ static gq_code handle_line(kube_watch_parser *p, const char *s, size_t len, gq_e
         i++;
     if (i == len)
         return GQ_OK; /* blank line (keep-alive) */
-    if (len - i > INT32_MAX)
-        return gq_err_set(err, GQ_ELIMIT, "watch event too large");
-    json_tokener_reset(p->tok);
-    ev = json_tokener_parse_ex(p->tok, s + i, (int)(len - i));
-    enum json_tokener_error jerr = json_tokener_get_error(p->tok);
-    if (!ev || jerr != json_tokener_success) {
-        rc =
-            gq_err_set(err, GQ_EINVAL, "watch event: malformed JSON (%s)",
-                       jerr == json_tokener_continue ? "truncated" : json_tokener_error_desc(jerr));
-        goto out;
+    rc = gq_json_parse(s + i, len - i, GQ_JSON_DEFAULT_DEPTH, &ev, err);
+    if (rc) {
+        gq_err_prefix(err, "watch event");
+        return rc;
     }
-    if ((size_t)json_tokener_get_parse_end(p->tok) != len - i) {
-        rc = gq_err_set(err, GQ_EINVAL, "watch event: trailing data after the JSON object");
-        goto out;
-    }
-    if (!json_object_is_type(ev, json_type_object)) {
+    if (!ev || !json_object_is_type(ev, json_type_object)) {
         rc = gq_err_set(err, GQ_EINVAL, "watch event: not an object");
         goto out;
     }

@@ -325,11 +325,17 @@ static const struct {
     const char *events; /* delivered before the failure */
 } watch_bad[] = {
     {"{\"type\":\"ADDED\",\"object\":{}}\nnot json\n", 0, 0, GQ_EINVAL,
-     "watch event: malformed JSON (null expected)", "ADDED - -;"},
+     "watch event: JSON syntax error at byte 1: null expected", "ADDED - -;"},
     {"{\"type\":\"ADDED\",\"object\":{}} trailing\n", 0, 0, GQ_EINVAL,
-     "watch event: trailing data after the JSON object", ""},
+     "watch event: JSON syntax error at byte 29: unexpected character", ""},
     {"{\"type\":\"ADDED\",\"object\":{\n", 0, 0, GQ_EINVAL,
-     "watch event: malformed JSON (truncated)", ""},
+     "watch event: JSON text ends early (after 26 bytes)", ""},
+    {"{\"type\":\"ADDED\",\"object\":{\"n\":NaN}}\n", 0, 0, GQ_EINVAL,
+     "watch event: JSON numbers must be finite (no NaN or Infinity)", ""},
+    {"{\"type\":\"ADDED\",\"object\":{\"a\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+     "[[[[["
+     "[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}}\n",
+     0, 0, GQ_ELIMIT, "watch event: JSON nests deeper than 64 levels", ""},
     {"[1,2]\n", 0, 0, GQ_EINVAL, "watch event: not an object", ""},
     {"{\"type\":\"RENAMED\",\"object\":{}}\n", 0, 0, GQ_EINVAL,
      "watch event: missing or unknown \"type\"", ""},

@@ -299,27 +299,6 @@ static void latency_and_timeout(void **state)
     json_object_put(got);
 }
 
-/* ---- token rotation ---- */
-
-static void token_reread_after_401(void **state)
-{
-    gq_err e;
-    json_object *got = NULL;
-    assert_int_equal(create_pod(cli, "tok", "a", "x", &e), GQ_OK);
-    /* The server now wants a new token; the client still caches the old one
-     * (its periodic re-read is a minute away), gets 401, re-reads, retries. */
-    write_file(token_path, "token-two\n");
-    assert_int_equal(kube_get(cli, "/api/v1/namespaces/tok/pods/a", NULL, &got, &e), GQ_OK);
-    json_object_put(got);
-    /* A client with a static wrong token gets 401 surfaced. */
-    kube_config cfg = {.server = plain.url, .namespace_ = "default", .token = "wrong"};
-    kube_client *bad;
-    assert_int_equal(kube_client_new(&cfg, NULL, &bad, &e), GQ_OK);
-    assert_int_equal(kube_get(bad, "/api/v1/namespaces/tok/pods/a", NULL, &got, &e),
-                     GQ_EUNAUTHORIZED);
-    kube_client_free(bad);
-}
-
 /* ---- list ---- */
 
 typedef struct counter {
@@ -876,6 +855,54 @@ static void tls_with_ca_file_and_data(void **state)
     assert_int_equal(kube_get(c, path, NULL, &out, &e), GQ_ENOTFOUND);
     kube_client_free(c);
     standin_stop(&s);
+}
+
+/* ---- token rotation ---- */
+
+static void token_reread_after_401(void **state)
+{
+    gq_err e;
+    json_object *got = NULL;
+    assert_int_equal(create_pod(cli, "tok", "a", "x", &e), GQ_OK);
+    /* The server now wants a new token; the client still caches the old one
+     * (its periodic re-read is a minute away), gets 401, re-reads, retries. */
+    write_file(token_path, "token-two\n");
+    assert_int_equal(kube_get(cli, "/api/v1/namespaces/tok/pods/a", NULL, &got, &e), GQ_OK);
+    json_object_put(got);
+    /* The same for a watch request. */
+    write_file(token_path, "token-three\n");
+    kube_watch_opts wo = {.timeout_seconds = 1};
+    wlog l = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    assert_int_equal(kube_watch(cli, "/api/v1/namespaces/tok/pods", &wo, wlog_event, &l, &e),
+                     GQ_OK);
+    /* Periodic re-read, seen through a client-side token file that goes
+     * stale: after it changes, the client re-reading every 100 ms sends the
+     * new (wrong) token, while one on the default minute keeps the cached
+     * (right) one. */
+    char ctok[300];
+    snprintf(ctok, sizeof(ctok), "%s-client", token_path);
+    write_file(ctok, "token-three\n");
+    kube_config pcfg = {.server = plain.url, .namespace_ = "default", .token_file = ctok};
+    kube_client_opts po = {.token_reread_ms = 100};
+    kube_client *fast, *slow;
+    assert_int_equal(kube_client_new(&pcfg, &po, &fast, &e), GQ_OK);
+    assert_int_equal(kube_client_new(&pcfg, NULL, &slow, &e), GQ_OK);
+    write_file(ctok, "not-the-token\n");
+    usleep(150000);
+    assert_int_equal(kube_get(slow, "/api/v1/namespaces/tok/pods/a", NULL, &got, &e), GQ_OK);
+    json_object_put(got);
+    assert_int_equal(kube_get(fast, "/api/v1/namespaces/tok/pods/a", NULL, &got, &e),
+                     GQ_EUNAUTHORIZED);
+    kube_client_free(fast);
+    kube_client_free(slow);
+    unlink(ctok);
+    /* A client with a static wrong token gets 401 surfaced. */
+    kube_config cfg = {.server = plain.url, .namespace_ = "default", .token = "wrong"};
+    kube_client *bad;
+    assert_int_equal(kube_client_new(&cfg, NULL, &bad, &e), GQ_OK);
+    assert_int_equal(kube_get(bad, "/api/v1/namespaces/tok/pods/a", NULL, &got, &e),
+                     GQ_EUNAUTHORIZED);
+    kube_client_free(bad);
 }
 
 int main(int argc, char **argv)

@@ -12,10 +12,12 @@ gq_fuzz_target(standin_parsers ${CMAKE_SOURCE_DIR}/test/fuzz/fuzz_standin_parser
                LIBS standin_core)
 
 # Shell tests: each starts its own stand-in on an ephemeral port.
-foreach(t rest watch faults kubectl auth webhooks)
+foreach(t rest watch faults kubectl auth webhooks deploy)
   add_test(NAME standin_${t}
            COMMAND bash ${CMAKE_SOURCE_DIR}/test/standin/tests/t_${t}.sh)
   set_tests_properties(standin_${t} PROPERTIES
-    ENVIRONMENT "STANDIN_BIN=$<TARGET_FILE:kube-standin>;DATA=${CMAKE_SOURCE_DIR}/test/data/standin"
+    ENVIRONMENT "STANDIN_BIN=$<TARGET_FILE:kube-standin>;DATA=${CMAKE_SOURCE_DIR}/test/data/standin;SRC=${CMAKE_SOURCE_DIR}"
     TIMEOUT 180)
 endforeach()
+
+gq_unit_test(test_standin_units test_standin_units.c LIBS standin_core)

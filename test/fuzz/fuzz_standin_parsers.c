@@ -10,8 +10,6 @@
 #include "standin.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-void api_bootstrap(void);
-json_object *proto_decode(const char *buf, size_t n, gq_err *err);
 
 static const char *g_ct;
 

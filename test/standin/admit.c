@@ -41,7 +41,6 @@ typedef struct hook_set {
     const char *op;
     const char *ns;
     json_object *ns_labels; /* borrowed (lock held while collecting) */
-    json_object *obj, *old;
     int overflow;
 } hook_set;
 
@@ -140,10 +139,7 @@ static int collect(void *ctx, const char *ns, const char *name, json_object *cfg
             json_object_object_add(md, "labels", json_object_get(hs->ns_labels));
         int ns_ok = label_selector_matches(si_obj(wh, "namespaceSelector"), nsh);
         json_object_put(nsh);
-        json_object *osel = si_obj(wh, "objectSelector");
-        int obj_ok = label_selector_matches(osel, hs->obj) ||
-                     (hs->old && label_selector_matches(osel, hs->old));
-        if (!ns_ok || !obj_ok)
+        if (!ns_ok)
             continue;
         if (hs->n == HOOKS_MAX) {
             hs->overflow = 1;
@@ -374,6 +370,10 @@ static int invoke(const sreq *rq, const char *op, const rtype *t, const char *ns
                   json_object **work, json_object *old, int dry, int mutating, int *changed,
                   sresp *rs)
 {
+    /* objectSelector sees the object as earlier webhooks left it (or the old one) */
+    json_object *osel = si_obj(hk->wh, "objectSelector");
+    if (!label_selector_matches(osel, *work) && !(old && label_selector_matches(osel, old)))
+        return 0;
     const char *name = si_str(hk->wh, "name") ? si_str(hk->wh, "name") : "";
     const char *fp = si_str(hk->wh, "failurePolicy");
     int ignore = fp && !strcmp(fp, "Ignore");
@@ -449,7 +449,7 @@ static int invoke(const sreq *rq, const char *op, const rtype *t, const char *ns
 int admit_run(const sreq *rq, const char *op, const rtype *t, const char *ns, json_object **obj,
               json_object *old, int dry_run, int mutating, sresp *rs)
 {
-    hook_set hs = {.op = op, .ns = ns, .obj = *obj, .old = old};
+    hook_set hs = {.op = op, .ns = ns};
     json_object *nsobj = st_get("namespaces", "", ns);
     hs.ns_labels = si_obj(si_obj(nsobj, "metadata"), "labels");
     /* st_each visits configurations in name order, as kube-apiserver sorts them */
@@ -460,6 +460,9 @@ int admit_run(const sreq *rq, const char *op, const rtype *t, const char *ns, js
         return 0;
     int denied = 0;
     for (size_t i = 0; i < hs.n && dry_run; i++) {
+        json_object *osel = si_obj(hs.h[i].wh, "objectSelector");
+        if (!label_selector_matches(osel, *obj) && !(old && label_selector_matches(osel, old)))
+            continue;
         const char *se = si_str(hs.h[i].wh, "sideEffects");
         if (!se || (strcmp(se, "None") && strcmp(se, "NoneOnDryRun"))) {
             char msg[400];

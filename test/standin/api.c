@@ -8,11 +8,6 @@
 
 #include "standin.h"
 
-/* discovery (disco.c) */
-int disco_handle(const sreq *rq, sresp *rs);
-int openapi_handle(const sreq *rq, sresp *rs);
-json_object *proto_decode(const char *buf, size_t n, gq_err *err);
-
 #define SEG_MAX 8
 
 typedef struct rctx {
@@ -525,6 +520,9 @@ static void validate_type(rctx *c, json_object *obj, causes *cs)
         const char *name = si_str(obj, "metadata.name");
         if (!g || !*g)
             cause_add(cs, "FieldValueRequired", "spec.group", "Required value");
+        else if (!strchr(g, '.'))
+            cause_add(cs, "FieldValueInvalid", "spec.group",
+                      "Invalid value: \"%.200s\": should be a domain with at least one dot", g);
         if (!plural || !*plural)
             cause_add(cs, "FieldValueRequired", "spec.names.plural", "Required value");
         if (!kind || !*kind)
@@ -709,10 +707,11 @@ static void remove_object(rctx *c, const char *skey, const char *ns, const char 
     if (!obj)
         return;
     if (!strcmp(skey, "namespaces")) {
-        static const char *const nskeys[] = {"pods", "events", "secrets", "configmaps",
-                                             "coordination.k8s.io/leases"};
-        for (size_t i = 0; i < sizeof nskeys / sizeof nskeys[0]; i++)
-            purge(c, nskeys[i], name);
+        size_t nb;
+        const rtype *b = rtype_builtins(&nb);
+        for (size_t i = 0; i < nb; i++)
+            if (b[i].namespaced)
+                purge(c, b[i].skey, name);
         crd_skeys ck = {0};
         st_each("apiextensions.k8s.io/customresourcedefinitions", NULL, collect_crd, &ck);
         for (size_t i = 0; i < ck.n; i++)
@@ -744,14 +743,14 @@ typedef struct list_ctx {
     rctx *c;
     selector *ls, *fs;
     json_object *items;
-    const char *after; /* continue: ns/name of the last item sent */
-    size_t total_after;
+    const char *after; /* continue: "ns/name" of the last item sent */
 } list_ctx;
 
 static int list_visit(void *ctx, const char *ns, const char *name, json_object *obj)
 {
     list_ctx *l = ctx;
     if (l->after) {
+        /* "ns/name" compares like the store's (and etcd's) keys */
         char k[2 * SI_NAME_MAX + 4];
         snprintf(k, sizeof k, "%s/%s", ns, name);
         if (strcmp(k, l->after) <= 0)
@@ -1550,7 +1549,6 @@ out:
     st_unlock();
 }
 
-void api_bootstrap(void);
 void api_bootstrap(void)
 {
     static const char *const names[] = {"default", "kube-system"};

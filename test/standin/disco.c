@@ -4,9 +4,6 @@
 
 #include "standin.h"
 
-const rtype *rtype_builtins(size_t *n);
-int disco_handle(const sreq *rq, sresp *rs);
-
 static void set_str(json_object *o, const char *k, const char *v)
 {
     json_object_object_add(o, k, json_object_new_string(v));

@@ -252,9 +252,7 @@ int main(int argc, char **argv)
     }
     admit_global_init();
     st_init((size_t)history);
-    /* The two namespaces every cluster starts with. */
-    extern void api_bootstrap(void);
-    api_bootstrap();
+    api_bootstrap(); /* default and kube-system, as every cluster has */
 
     sigset_t set;
     sigemptyset(&set);
@@ -293,7 +291,7 @@ int main(int argc, char **argv)
     do {
         sigwait(&set, &sig);
     } while (sig == SIGPIPE);
-    g_stopping = 1;
+    atomic_store(&g_stopping, 1);
     st_lock();
     st_broadcast();
     st_unlock();

@@ -7,9 +7,6 @@
 
 #include "standin.h"
 
-const rtype *rtype_builtins(size_t *n);
-int openapi_handle(const sreq *rq, sresp *rs);
-
 static uint32_t fnv1a(const char *s)
 {
     uint32_t h = 2166136261u;

@@ -156,7 +156,6 @@ static const kind_map kinds[] = {
     {"Secret", {NULL, "", "b:data", "s:type", "m:stringData", "t:immutable"}},
 };
 
-json_object *proto_decode(const char *buf, size_t n, gq_err *err);
 json_object *proto_decode(const char *buf, size_t n, gq_err *err)
 {
     if (n < 4 || memcmp(buf, "k8s\0", 4) != 0) {

@@ -1,5 +1,5 @@
 /* kube-standin — an in-memory stand-in for kube-apiserver used by integration
- * tests. Only the HTTP adapter (http.c) includes libmicrohttpd; everything
+ * tests. Only the HTTP adapter (main.c) includes libmicrohttpd and only admit.c libcurl; everything
  * else works on sreq/sresp so a request can be handled without a socket.
  *
  * Locking: one global store lock (st_lock/st_unlock) guards the object store,
@@ -8,6 +8,7 @@
 #ifndef STANDIN_H
 #define STANDIN_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <json-c/json.h>
@@ -19,7 +20,7 @@
 #define SI_SEL_MAX 4096   /* longest label/field selector accepted */
 #define SI_JSON_DEPTH 100 /* nesting limit for request bodies */
 
-/* ---- growable byte buffer (sbuf.c) ---- */
+/* ---- growable byte buffer (util.c); appends after an OOM are no-ops ---- */
 typedef struct sbuf {
     char *data;
     size_t len, cap;
@@ -57,7 +58,10 @@ typedef struct rtype {
  * *out. Custom types hold a CRD reference: release with rtype_dispose.
  * Returns 0 when found. Caller holds the store lock. */
 int rtype_lookup(const char *group, const char *version, const char *resource, rtype *out);
+/* Release a looked-up type's CRD reference (lock held); NULL is accepted. */
 void rtype_dispose(rtype *t);
+/* The built-in types (static table of *n entries). */
+const rtype *rtype_builtins(size_t *n);
 /* Store key of the CRs a CRD defines (group/plural) into buf. */
 void rtype_crd_skey(json_object *crd, char *buf, size_t n);
 /* The string a Status names for the resource: "pods" or "gpuquotas.gpuquota.io". */
@@ -74,6 +78,8 @@ typedef struct st_event {
     json_object *prev; /* MODIFIED: the state before (owned ref), else NULL */
 } st_event;
 
+/* Set up the store with room for `history` watch events; st_shutdown frees
+ * everything (after the last request). */
 void st_init(size_t history);
 void st_shutdown(void);
 void st_lock(void);
@@ -152,9 +158,19 @@ typedef struct sresp {
     int n_warnings;
 } sresp;
 
+/* Free a response's body, warnings and any watch it still owns; NULL is accepted. */
 void sresp_dispose(sresp *r);
 /* Handle one request (lock NOT held on entry). */
 void api_handle(const sreq *rq, sresp *rs);
+/* Create the namespaces every cluster starts with (default, kube-system). */
+void api_bootstrap(void);
+/* Discovery (/version, /api, /apis...) and OpenAPI documents; 1 when handled.
+ * Lock held. */
+int disco_handle(const sreq *rq, sresp *rs);
+int openapi_handle(const sreq *rq, sresp *rs);
+/* Decode a protobuf-encoded Namespace, ConfigMap or Secret (the kinds kubectl's
+ * typed commands send) into JSON (owned); NULL with err for anything else. */
+json_object *proto_decode(const char *buf, size_t n, gq_err *err);
 /* Fill rs with a Status error object. */
 void api_status(sresp *rs, int code, const char *reason, const char *msg, const char *name,
                 const char *group, const char *kind);
@@ -209,7 +225,7 @@ void watch_start(const sreq *rq, rtype *t, const char *ns, selector **lsel, sele
                  int table, sresp *rs);
 /* Socket to poll for client hang-up while waiting (-1: none). */
 void watch_set_fd(watch_state *w, int fd);
-extern volatile int g_stopping;
+extern atomic_int g_stopping; /* set once at shutdown */
 /* Produce the next bytes of the stream into buf (blocking up to ~1 s);
  * returns bytes written, 0 to poll again, -1 at end of stream. Lock NOT held. */
 long watch_read(watch_state *w, char *buf, size_t max);

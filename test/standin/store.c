@@ -11,7 +11,8 @@
 #include "standin.h"
 
 typedef struct entry {
-    char *key; /* skey \x01 ns \x01 name: \x01 sorts below every name character */
+    char *key; /* "skey/ns/name" ("skey//name" when cluster-scoped): etcd's key
+                  layout, so lists come out in the order kube-apiserver returns */
     json_object *obj;
 } entry;
 
@@ -86,10 +87,10 @@ static char *make_key(const char *skey, const char *ns, const char *name)
 {
     sbuf b = {0};
     sbuf_adds(&b, skey);
-    sbuf_add(&b, "\x01", 1);
+    sbuf_add(&b, "/", 1);
     sbuf_adds(&b, ns ? ns : "");
     if (name) {
-        sbuf_add(&b, "\x01", 1);
+        sbuf_add(&b, "/", 1);
         sbuf_adds(&b, name);
     }
     return sbuf_take(&b);
@@ -222,7 +223,7 @@ void st_each(const char *skey, const char *ns, st_visit_fn fn, void *ctx)
     if (ns) {
         sbuf b = {0};
         sbuf_adds(&b, prefix);
-        sbuf_add(&b, "\x01", 1);
+        sbuf_add(&b, "/", 1);
         p2 = sbuf_take(&b);
         if (!p2) {
             free(prefix);
@@ -237,7 +238,7 @@ void st_each(const char *skey, const char *ns, st_visit_fn fn, void *ctx)
         if (strncmp(k, prefix, plen) != 0)
             break;
         const char *rest = k + strlen(skey) + 1;
-        const char *sep = strchr(rest, '\x01');
+        const char *sep = strchr(rest, '/');
         if (!sep)
             continue;
         char nsbuf[SI_NAME_MAX + 2];

@@ -9,7 +9,7 @@
 
 #include "standin.h"
 
-volatile int g_stopping;
+atomic_int g_stopping;
 
 #define WATCH_BATCH 64
 
@@ -296,7 +296,7 @@ long watch_read(watch_state *w, char *buf, size_t max)
                 w->out.len = w->out_off = 0;
             return (long)n;
         }
-        if (w->done || g_stopping || w->out.oom)
+        if (w->done || atomic_load(&g_stopping) || w->out.oom)
             return -1;
         if (client_gone(w->fd))
             return -1;

@@ -91,6 +91,17 @@ req() {
 jqb() { printf '%s' "$BODY" | jq -c "$1"; }
 jqr() { printf '%s' "$BODY" | jq -r "$1"; }
 
+# stat_eventually FIELD WANT: poll /standin/stats (up to 10 s) until .FIELD == WANT; prints it.
+stat_eventually() {
+    local v
+    for _ in $(seq 100); do
+        v=$(curl -s "$S/standin/stats" | jq -c ".$1")
+        [ "$v" == "$2" ] && break
+        sleep 0.1
+    done
+    printf '%s' "$v"
+}
+
 finish() {
     # A clean shutdown must leave no sanitizer report (leaks, UB, overflows).
     if [ -n "$SPID" ]; then

@@ -198,6 +198,18 @@ LRV=$(jqb .metadata.resourceVersion)
 C=$(jqr .metadata.continue)
 req GET "$PODS?limit=2&labelSelector=t&continue=$C"
 expect_eq "page 2" "[\"s-c\",\"s-d\"] null $LRV" "$(jqb '[.items[].metadata.name]') $(jqb .metadata.continue) $(jqb .metadata.resourceVersion)"
+req POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"default-x"}}'
+req POST /api/v1/namespaces/default-x/pods "$(printf '%s' "$POD" | jq -c '.metadata.name="a" | .metadata.labels.t="x"')"
+ALL=()
+C=""
+while :; do
+    req GET "/api/v1/pods?labelSelector=t&limit=1${C:+&continue=$C}"
+    ALL+=("$(jqr '.items[]|.metadata.namespace+"/"+.metadata.name')")
+    C=$(jqr '.metadata.continue // empty')
+    [ -n "$C" ] || break
+done
+# etcd orders keys bytewise: ".../default-x/a" sorts before ".../default/s-a"
+expect_eq "paging across namespaces that share a prefix" 'default-x/a default/s-a default/s-b default/s-c default/s-d' "${ALL[*]}"
 req GET "$PODS?limit=3"
 expect_eq "remainingItemCount" '2' "$(jqb .metadata.remainingItemCount)"
 req GET "$PODS?limit=2&continue=garbage"
@@ -207,6 +219,44 @@ expect_eq "bad continue" '400 "BadRequest"' "$CODE $(jqb .reason)"
 req DELETE "$PODS?labelSelector=t%20in%20(a,b)"
 expect_eq "deletecollection" '200 ["s-a","s-b"]' "$CODE $(jqb '[.items[].metadata.name]')"
 
+# --- CRD validation
+req POST /apis/apiextensions.k8s.io/v1/customresourcedefinitions '{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"things.pods"},"spec":{"group":"pods","scope":"Namespaced","names":{"plural":"things","kind":"Thing"},"versions":[{"name":"v1","served":true,"storage":true}]}}'
+expect_eq "CRD group needs a dot" '422 "CustomResourceDefinition.apiextensions.k8s.io \"things.pods\" is invalid: spec.group: Invalid value: \"pods\": should be a domain with at least one dot"' "$CODE $(jqb .message)"
+req POST /apis/apiextensions.k8s.io/v1/customresourcedefinitions '{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"wrong.example.com"},"spec":{"group":"example.com","scope":"Sideways","names":{"plural":"things","kind":"Thing"},"versions":[{"name":"v1","served":true,"storage":true}]}}'
+expect_eq "CRD name and scope" '422 ["spec.scope","metadata.name"]' "$CODE $(jqb '[.details.causes[].field]')"
+
+# --- abuse: odd methods, paths and bodies never crash the server
+req PROPFIND $PODS
+expect_eq "unknown method" '405 "MethodNotAllowed"' "$CODE $(jqb .reason)"
+req GET "/api/v1/namespaces/default/pods/$(head -c 400 /dev/zero | tr '\0' a)"
+expect_eq "overlong path segment" 404 "$CODE"
+req GET /api/v1/namespaces/default/pods/a/b/c/d
+expect_eq "too many segments" 404 "$CODE"
+req GET /api/v1/namespaces/default/pods/a/logs
+expect_eq "unknown subresource" 404 "$CODE"
+req GET "/api/v1/namespaces/default/pods/%ZZ"
+expect_eq "bad percent-encoding" 404 "$CODE"
+req PUT $PODS/p9 'null'
+expect_eq "null body" 400 "$CODE"
+req PUT $PODS/p9 '[1,2]'
+expect_eq "array body" 400 "$CODE"
+req POST $PODS '{"apiVersion":"v1","kind":"Pod","metadata":"x"}'
+expect_eq "metadata not an object" 400 "$CODE"
+req POST $PODS '{"apiVersion":1,"kind":"Pod"}'
+expect_eq "apiVersion not a string" 400 "$CODE"
+req PATCH $PODS/s-c 'not json' application/merge-patch+json
+expect_eq "patch not json" 400 "$CODE"
+req PATCH $PODS/s-c '{"kind":"Secret"}' application/merge-patch+json
+expect_eq "patch changing kind" 400 "$CODE"
+req PATCH $PODS/s-c '[{"op":"remove","path":""}]' application/json-patch+json
+expect_eq "patch removing the document" 422 "$CODE"
+req GET "$PODS?limit=-5&labelSelector=$(head -c 5000 /dev/zero | tr '\0' a)"
+expect_eq "overlong selector" '400 "BadRequest"' "$CODE $(jqb .reason)"
+CODE=$(curl -s -o /dev/null -w '%{http_code}' -H "X-Big: $(head -c 60000 /dev/zero | tr '\0' a)" "$S/version")
+expect_match "oversized header refused" '^(431|413|400)$' "$CODE"
+req GET /version
+expect_eq "still serving" 200 "$CODE"
+
 # --- discovery
 req GET /api
 expect_eq "/api" '"APIVersions" ["v1"]' "$(jqb .kind) $(jqb .versions)"
@@ -214,7 +264,7 @@ req GET /api/v1
 expect_eq "/api/v1 pods" '{"name":"pods","singularName":"pod","namespaced":true,"kind":"Pod","verbs":["create","delete","deletecollection","get","list","patch","update","watch"],"shortNames":["po"],"categories":["all"]}' "$(jqb '.resources[]|select(.name=="pods")')"
 expect_eq "/api/v1 pods/status" '{"name":"pods/status","singularName":"","namespaced":true,"kind":"Pod","verbs":["get","patch","update"]}' "$(jqb '.resources[]|select(.name=="pods/status")')"
 req GET /apis
-expect_eq "/apis" '["coordination.k8s.io","admissionregistration.k8s.io","apiextensions.k8s.io"]' "$(jqb '[.groups[].name]')"
+expect_eq "/apis" '["apps","policy","rbac.authorization.k8s.io","coordination.k8s.io","admissionregistration.k8s.io","apiextensions.k8s.io"]' "$(jqb '[.groups[].name]')"
 req GET /version
 expect_eq "/version" '"1" "32"' "$(jqb .major) $(jqb .minor)"
 

@@ -47,7 +47,7 @@ expect_eq "selector transitions" '["ADDED","one"] ["DELETED","three"] ' "$(event
 # Field selector on a watch.
 req GET $CMS
 RV=$(jqr .metadata.resourceVersion)
-watch_bg "$CMS?watch=true&resourceVersion=$RV&fieldSelector=metadata.name%3Dfour&timeoutSeconds=1" "$TMP/w4"
+watch_bg "$CMS?watch=true&resourceVersion=$RV&fieldSelector=metadata.name%3Dfour&timeoutSeconds=2" "$TMP/w4"
 req PATCH $CMS/one '{"data":{"x":"1"}}' application/merge-patch+json
 req PATCH $CMS/four '{"data":{"x":"1"}}' application/merge-patch+json
 wait $WPID
@@ -84,23 +84,27 @@ for i in $(seq 40); do
     curl -s -N "$S$CMS?watch=true&resourceVersion=$RV&timeoutSeconds=2" >"$TMP/m$i" &
     PIDS+=($!)
 done
-sleep 0.5
-expect_eq "watches open" 40 "$(curl -s "$S/standin/stats" | jq .watchesOpen)"
+expect_eq "watches open" 40 "$(stat_eventually watchesOpen 40)"
 req POST $CMS "$(cm six a)"
 wait "${PIDS[@]}"
 OK=0
 for i in $(seq 40); do [ "$(events "$TMP/m$i")" == '["ADDED","six"] ' ] && OK=$((OK + 1)); done
 expect_eq "40 watchers got the event" 40 "$OK"
-sleep 0.2
-expect_eq "watches closed" 0 "$(curl -s "$S/standin/stats" | jq .watchesOpen)"
+expect_eq "watches closed" 0 "$(stat_eventually watchesOpen 0)"
 
 # A client that hangs up is noticed.
 curl -s -N "$S$CMS?watch=true" >/dev/null &
 CP=$!
-sleep 0.3
+stat_eventually watchesOpen 1 >/dev/null
 kill $CP; wait $CP 2>/dev/null
-sleep 1.5
-expect_eq "hung-up watch closed" 0 "$(curl -s "$S/standin/stats" | jq .watchesOpen)"
+expect_eq "hung-up watch closed" 0 "$(stat_eventually watchesOpen 0)"
+
+# A continue token older than the history is 410 Expired, like a compacted etcd revision.
+req GET "$CMS?limit=1"
+C=$(jqr .metadata.continue)
+for i in 1 2 3 4 5 6; do req PATCH $CMS/one "{\"data\":{\"n\":\"$i\"}}" application/merge-patch+json; done
+req GET "$CMS?limit=1&continue=$C"
+expect_eq "expired continue" '410 "Expired"' "$CODE $(jqb .reason)"
 
 req GET "$CMS?watch=true&resourceVersion=abc"
 expect_eq "bad resourceVersion" '400 "BadRequest"' "$CODE $(jqb .reason)"

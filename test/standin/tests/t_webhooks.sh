@@ -86,6 +86,12 @@ expect_eq "dry run" '201 true' "$CODE $(head -1 "$TMP/log" | jq -c .request.dryR
 req GET $PODS/p6
 expect_eq "dry run not stored" 404 "$CODE"
 
+# objectSelector is evaluated on the object as earlier webhooks changed it
+req POST $MWC "{\"apiVersion\":\"admissionregistration.k8s.io/v1\",\"kind\":\"MutatingWebhookConfiguration\",\"metadata\":{\"name\":\"c-after\"},\"webhooks\":[{\"name\":\"after.gq.io\",\"clientConfig\":{\"url\":\"https://127.0.0.1:$HP/mutate-late\",\"caBundle\":\"$CA\"},\"rules\":$RULES,\"sideEffects\":\"None\",\"admissionReviewVersions\":[\"v1\"],\"objectSelector\":{\"matchExpressions\":[{\"key\":\"mutated\",\"operator\":\"In\",\"values\":[\"1\"]}]}}]}"
+req POST $PODS "$(pod p7)"
+expect_eq "selector sees earlier mutation" '201 {"late":"yes","mutated":"2"}' "$CODE $(printf '%s' "$BODY" | jq -c -S .metadata.labels)"
+req DELETE $MWC/c-after
+
 # failures: timeout, wrong uid, untrusted certificate; failurePolicy Fail vs Ignore
 bad_hook() { # NAME PATH POLICY CABUNDLE
     req DELETE $VWC/extra

@@ -18,3 +18,7 @@ if(GQ_BENCH)
   target_compile_definitions(bench_validate PRIVATE GQ_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
   target_link_libraries(bench_validate PRIVATE gq_webhook gq_kube gq_core Threads::Threads)
 endif()
+
+# Fuzz: state documents into the in-memory store, then the decision over them.
+gq_fuzz_target(validate_state ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_validate_state.c
+               LIBS gq_webhook gq_kube)

@@ -420,6 +420,35 @@ static void test_copied_reservation_annotation(void **state)
                                    "held by another pod");
 }
 
+/* The object a write returned stands in for the next read, but never
+ * refuses: when usage went down meanwhile (the controller counted and
+ * dropped reservations), the pod is decided on a fresh read. */
+static void test_remembered_object_never_denies(void **state)
+{
+    fx *f = *state;
+    quota(f, NS_A, "q", "{\"gpu-memory\":\"16Gi\"}", NULL);
+    assert_true(decide(f, "u1", NS_A, "16Gi").allowed);
+    wh_memstore_stats st;
+    wh_memstore_get_stats(f->ms, &st);
+    assert_int_equal(st.gets, 1);
+    assert_true(decide(f, "u2", NS_A, NULL).allowed); /* CPU-only: no store traffic */
+    /* the pod finished: the quota is empty again (new resourceVersion) */
+    quota(f, NS_A, "q", "{\"gpu-memory\":\"16Gi\"}", NULL);
+    wh_validate_result r = decide(f, "u3", NS_A, "16Gi");
+    assert_true(r.allowed);
+    wh_memstore_get_stats(f->ms, &st);
+    assert_int_equal(st.gets, 2);    /* the remembered object said full: read again */
+    assert_int_equal(st.updates, 2); /* and no write was wasted on it */
+    /* next admission starts from the object the write returned: no GET */
+    quota(f, "team-b", "q", "{\"gpu-memory\":\"64Gi\"}", NULL);
+    assert_true(decide(f, "b1", "team-b", "16Gi").allowed);
+    assert_true(decide(f, "b2", "team-b", "16Gi").allowed);
+    wh_memstore_get_stats(f->ms, &st);
+    assert_int_equal(st.gets, 3);
+    assert_int_equal(st.updates, 4);
+    assert_int_equal(n_reservations(f, "GPUQuota", "team-b", "q"), 2);
+}
+
 static void test_conflict_storm(void **state)
 {
     fx *f = *state;
@@ -767,6 +796,7 @@ int main(void)
         T(test_dry_run_not_charged),
         T(test_idempotent_retry),
         T(test_copied_reservation_annotation),
+        T(test_remembered_object_never_denies),
         T(test_conflict_storm),
         T(test_rollback_when_second_denies),
         T(test_store_down_denies),

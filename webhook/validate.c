@@ -457,6 +457,12 @@ static gq_code batch_round(wh_validator *v, slot *s, pending **batch, size_t n)
     rc = GQ_OK;
     goto out;
 fail_all:
+    if (!fresh && rc != GQ_ENOMEM) {
+        /* The remembered object may be what is wrong: read it afresh. */
+        undo_round(batch, n);
+        rc = ROUND_STALE;
+        goto out;
+    }
     fail_open_pendings(batch, n, rc, &e);
     rc = GQ_OK;
 out:

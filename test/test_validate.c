@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -746,6 +747,56 @@ static void test_handler(void **state)
     wh_response_dispose(&rs);
 }
 
+static void test_audit_and_metrics(void **state)
+{
+    fx *f = *state;
+    char path[] = "/tmp/gq-validate-audit.XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    gq_audit_config ac = {.path = path, .max_size = 1 << 20, .max_files = 1};
+    wh_audit *audit = NULL;
+    wh_metrics *m = NULL;
+    assert_int_equal(wh_audit_open(&ac, &audit, NULL), GQ_OK);
+    assert_int_equal(wh_metrics_new("test", &m), GQ_OK);
+    wh_validate_opts o = {.audit = audit, .metrics = m};
+    fx_validator(f, &o);
+    quota(f, NS_A, "q", "{\"gpu-memory\":\"16Gi\"}", NULL);
+    assert_true(decide(f, "a1", NS_A, "16Gi").allowed);
+    assert_false(decide(f, "a2", NS_A, "8Gi").allowed);
+    assert_int_equal(wh_audit_records(audit), 2);
+    char *text = NULL, buf[8192];
+    size_t len = 0;
+    FILE *fp = fopen(path, "r");
+    assert_non_null(fp);
+    len = fread(buf, 1, sizeof(buf) - 1, fp);
+    buf[len] = '\0';
+    fclose(fp);
+    char *second = strchr(buf, '\n');
+    assert_non_null(second);
+    *second++ = '\0';
+    assert_non_null(strstr(buf, "\"uid\":\"a1\""));
+    assert_non_null(strstr(buf, "\"webhook\":\"validate\""));
+    assert_non_null(strstr(buf, "\"decision\":\"allowed\""));
+    assert_non_null(strstr(
+        buf, "\"quotas\":[{\"kind\":\"GPUQuota\",\"namespace\":\"team-a\",\"name\":\"q\"}]"));
+    assert_non_null(strstr(second, "\"decision\":\"denied\""));
+    assert_non_null(strstr(second, "exceeded quota: q, requested: gpu-memory=8Gi"));
+    assert_int_equal(wh_metrics_render(m, &text, &len), GQ_OK);
+    assert_non_null(strstr(text, "gpuquota_admission_requests_total{webhook=\"validate\","
+                                 "operation=\"CREATE\",decision=\"allowed\"} 1"));
+    assert_non_null(strstr(text, "gpuquota_admission_requests_total{webhook=\"validate\","
+                                 "operation=\"CREATE\",decision=\"denied\"} 1"));
+    assert_non_null(strstr(text, "gpuquota_quota_used{namespace=\"team-a\",quota=\"q\","
+                                 "resource=\"gpu-memory\"} 17179869184"));
+    free(text);
+    wh_validator_free(f->v);
+    f->v = NULL;
+    wh_metrics_free(m);
+    wh_audit_close(audit);
+    unlink(path);
+}
+
 static void test_bad_options(void **state)
 {
     fx *f = *state;
@@ -807,6 +858,7 @@ int main(void)
         T(test_concurrent_exactly_ten_with_conflicts),
         T(test_concurrent_no_coalescing),
         T(test_handler),
+        T(test_audit_and_metrics),
         T(test_bad_options),
         T(test_memstore_errors),
     };

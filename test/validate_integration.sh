@@ -226,12 +226,20 @@ check_match "denials name the quota" '"message":"exceeded quota: ten, requested:
 check_match "metrics count validate decisions" 'gpuquota_admission_requests_total\{webhook="validate",operation="CREATE",decision="denied"\} [1-9]' \
     "$(wh 0 /metrics)"
 
+# A replica whose API server never answers: not ready, and it denies.
+sed "s#$S#http://127.0.0.1:1#" "$KUBECONFIG" >"$work/dead.kubeconfig"
+KUBECONFIG=$work/dead.kubeconfig start_webhook 3
+sleep 1
+check "no API server: not ready" 503 "$(wh 3 -o /dev/null -w '%{http_code}' /readyz)"
+check_match "no API server: GPU pods denied" '"allowed":false.*gpuquota could not reach the API server to read the GPULimitRanges of team-x: the /apis/gpuquota.io/v1alpha1/gpulimitranges cache has not synced' \
+    "$(wh 3 -H 'Content-Type: application/json' --data-binary "@$work/rv/1.json" /validate)"
+
 for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
 for p in "${pids[@]}"; do
     wait "$p" || { fail "process $p exited with $?"; }
 done
 pids=()
-for i in 0 1 2; do
+for i in 0 1 2 3; do
     if grep -q 'ERROR: AddressSanitizer\|runtime error' "$work/webhook$i.log"; then
         fail "webhook $i sanitizer report"
         cat "$work/webhook$i.log" | grep -v '"level":"info"' | head -40

@@ -16,7 +16,8 @@ if(GQ_BENCH)
   add_executable(bench_validate bench/bench_validate.c standin_proc.c)
   target_include_directories(bench_validate PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
   target_compile_definitions(bench_validate PRIVATE GQ_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
-  target_link_libraries(bench_validate PRIVATE gq_webhook gq_kube gq_core Threads::Threads)
+  target_link_libraries(bench_validate PRIVATE gq_webhook gq_kube gq_core PkgConfig::CURL
+                        Threads::Threads)
 endif()
 
 # Fuzz: state documents into the in-memory store, then the decision over them.

@@ -471,7 +471,25 @@ out:
     return rc;
 }
 
-static void batch_run(wh_validator *v, slot *s, pending **batch, size_t n)
+/* Move queued charges into the batch (up to cap); returns the new size. */
+static size_t batch_take(wh_validator *v, slot *s, pending **batch, size_t n, size_t cap)
+{
+    pthread_mutex_lock(&v->mu);
+    while (s->head && n < cap) {
+        batch[n++] = s->head;
+        s->head = s->head->next;
+    }
+    if (!s->head)
+        s->tail = NULL;
+    pthread_mutex_unlock(&v->mu);
+    return n;
+}
+
+/* Decide the batch, going round again after conflicts. Charges that queued
+ * meanwhile join the retry (after the older ones, so arrival order holds)
+ * rather than wait for the whole retry chain and then a round of their own.
+ * Returns the final batch size. */
+static size_t batch_run(wh_validator *v, slot *s, pending **batch, size_t n, size_t cap)
 {
     unsigned seed = (unsigned)(uintptr_t)batch ^ (unsigned)time(NULL);
     for (unsigned attempt = 0;; attempt++) {
@@ -480,15 +498,17 @@ static void batch_run(wh_validator *v, slot *s, pending **batch, size_t n)
         while ((rc = batch_round(v, s, batch, n)) == ROUND_STALE) {
         }
         if (rc != GQ_ECONFLICT)
-            return;
+            return n;
         if (attempt + 1 >= v->max_retries)
             break;
         sleep_ms(backoff_delay(v, attempt, &seed));
+        n = batch_take(v, s, batch, n, cap);
     }
     gq_err e;
     gq_err_set(&e, GQ_ECONFLICT, "the quota kept changing (%u conflicting updates in a row)",
                v->max_retries);
     fail_open_pendings(batch, n, GQ_ECONFLICT, &e);
+    return n;
 }
 
 /* Run p through the quota's group commit and wait for its result. */
@@ -521,14 +541,9 @@ static gq_code slot_submit(wh_validator *v, gq_quota_kind kind, const char *ns, 
             batch = stack;
             cap = cap < 64 ? cap : 64;
         }
-        while (s->head && n < cap) {
-            batch[n++] = s->head;
-            s->head = s->head->next;
-        }
-        if (!s->head)
-            s->tail = NULL;
         pthread_mutex_unlock(&v->mu);
-        batch_run(v, s, batch, n);
+        n = batch_take(v, s, batch, n, cap);
+        n = batch_run(v, s, batch, n, cap);
         pthread_mutex_lock(&v->mu);
         for (size_t i = 0; i < n; i++)
             batch[i]->done = true;

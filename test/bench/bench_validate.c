@@ -14,14 +14,24 @@
  * once it has counted the pods: without it status.reservations grows with
  * every admitted pod and each charge rewrites all of them.
  *
- * Usage: bench_validate [--standin PATH] [--pods N] [--replicas R]
+ * With --gpuquota PATH the replicas are real `gpuquota webhook` processes
+ * (fresh certificates, --kubeconfig to the stand-in) and every admission is
+ * an HTTPS POST /validate over a keep-alive connection per thread; without
+ * it they run in this process (the decision and the API traffic only).
+ *
+ * Usage: bench_validate [--standin PATH] [--gpuquota PATH] [--pods N] [--replicas R]
  *                       [--threads T] [--latency-ms M] [--controller-ms C] */
+#include <curl/curl.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "crd.h"
 #include "kube.h"
@@ -36,6 +46,59 @@
 
 static kube_client *admin;
 static gq_config *cfg;
+static char g_ca[512]; /* HTTPS mode: the CA file; "" in-process */
+
+typedef struct sbuf {
+    char *p;
+    size_t n;
+} sbuf;
+
+static size_t sink(char *ptr, size_t sz, size_t nm, void *ud)
+{
+    sbuf *b = ud;
+    size_t add = sz * nm;
+    char *g = realloc(b->p, b->n + add + 1);
+    if (!g)
+        return 0;
+    memcpy(g + b->n, ptr, add);
+    b->n += add;
+    g[b->n] = '\0';
+    b->p = g;
+    return add;
+}
+
+/* POST body to https://127.0.0.1:port/validate on h; *out is the response
+ * body (caller frees). */
+static int post(CURL *h, int port, const char *body, char **out)
+{
+    char url[64];
+    sbuf b = {NULL, 0};
+    long code = 0;
+    snprintf(url, sizeof(url), "https://127.0.0.1:%d/validate", port);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+    if (curl_easy_perform(h) != CURLE_OK ||
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code) != CURLE_OK || code != 200) {
+        free(b.p);
+        return -1;
+    }
+    *out = b.p;
+    return 0;
+}
+
+static CURL *https_handle(struct curl_slist *hdr)
+{
+    CURL *h = curl_easy_init();
+    if (!h)
+        return NULL;
+    curl_easy_setopt(h, CURLOPT_CAINFO, g_ca);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    return h;
+}
 
 static double now_s(void)
 {
@@ -89,6 +152,8 @@ static int apply_crds(void)
 }
 
 typedef struct replica {
+    pid_t pid; /* HTTPS mode: the webhook process */
+    int port;  /* its port */
     kube_client *client;
     kube_api api;
     wh_kubestore *ks;
@@ -118,10 +183,16 @@ static void *work(void *arg)
     run *r = w->r;
     replica *rep = &r->reps[w->id % r->n_reps];
     char body[2048];
+    struct curl_slist *hdr =
+        g_ca[0] ? curl_slist_append(NULL, "Content-Type: application/json") : NULL;
+    CURL *h = g_ca[0] ? https_handle(hdr) : NULL;
     for (;;) {
         int i = atomic_fetch_add(&r->next, 1);
-        if (i >= r->pods)
+        if (i >= r->pods) {
+            curl_easy_cleanup(h);
+            curl_slist_free_all(hdr);
             return NULL;
+        }
         int ns = i % r->n_ns;
         snprintf(body, sizeof(body),
                  "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\","
@@ -137,6 +208,21 @@ static void *work(void *arg)
                  "\"10Gi\"}}}]}}}}",
                  r->prefix, i, r->prefix, ns, r->prefix, ns);
         double t0 = now_s();
+        if (g_ca[0]) {
+            char *out = NULL;
+            if (!h || post(h, rep->port, body, &out)) {
+                if (atomic_fetch_add(&r->errors, 1) == 0)
+                    fprintf(stderr, "error: POST /validate failed\n");
+                continue;
+            }
+            r->lat[i] = now_s() - t0;
+            if (strstr(out, "\"allowed\":true"))
+                atomic_fetch_add(&r->allowed[ns], 1);
+            else if (!strstr(out, "exceeded quota") && atomic_fetch_add(&r->errors, 1) == 0)
+                fprintf(stderr, "error: %s\n", out);
+            free(out);
+            continue;
+        }
         wh_review_request req;
         wh_review_response resp;
         wh_validate_result res;
@@ -252,7 +338,37 @@ static int do_run(const char *prefix, int n_ns, int pods, replica *reps, int n_r
             return -1;
     }
     /* Wait until every replica's cache holds the new quotas. */
-    for (int rep = 0; rep < n_reps; rep++) {
+    for (int rep = 0; g_ca[0] && rep < n_reps; rep++) {
+        struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
+        CURL *h = https_handle(hdr);
+        char body[1536];
+        snprintf(body, sizeof(body),
+                 "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\","
+                 "\"request\":{\"uid\":\"probe\",\"kind\":{\"group\":\"\",\"version\":\"v1\","
+                 "\"kind\":\"Pod\"},\"resource\":{\"group\":\"\",\"version\":\"v1\",\"resource\":"
+                 "\"pods\"},\"namespace\":\"%s-%02d\",\"operation\":\"CREATE\",\"dryRun\":true,"
+                 "\"userInfo\":{\"username\":\"u\"},\"object\":{\"apiVersion\":\"v1\",\"kind\":"
+                 "\"Pod\",\"metadata\":{\"name\":\"probe\"},\"spec\":{\"containers\":[{\"name\":"
+                 "\"c\",\"image\":\"x\",\"resources\":{\"limits\":{\"gpuquota.io/gpu-memory\":"
+                 "\"1Gi\"}}}]}}}}",
+                 prefix, n_ns - 1);
+        int seen = 0;
+        for (int tries = 0; !seen && tries < 300; tries++) {
+            char *out = NULL;
+            if (h && !post(h, reps[rep].port, body, &out))
+                seen = strstr(out, "checked-quotas") != NULL;
+            free(out);
+            if (!seen) {
+                struct timespec ts = {0, 20 * 1000 * 1000};
+                nanosleep(&ts, NULL);
+            }
+        }
+        curl_easy_cleanup(h);
+        curl_slist_free_all(hdr);
+        if (!seen)
+            return -1;
+    }
+    for (int rep = 0; !g_ca[0] && rep < n_reps; rep++) {
         for (int tries = 0;; tries++) {
             json_object *arr = NULL;
             char ns[64];
@@ -271,7 +387,8 @@ static int do_run(const char *prefix, int n_ns, int pods, replica *reps, int n_r
         }
     }
     wh_validate_stats before[MAX_REPLICAS];
-    for (int rep = 0; rep < n_reps; rep++)
+    memset(before, 0, sizeof(before));
+    for (int rep = 0; !g_ca[0] && rep < n_reps; rep++)
         wh_validate_get_stats(reps[rep].v, &before[rep]);
     pthread_t th[MAX_THREADS], fth;
     worker ws[MAX_THREADS];
@@ -292,7 +409,7 @@ static int do_run(const char *prefix, int n_ns, int pods, replica *reps, int n_r
     }
     qsort(r.lat, (size_t)pods, sizeof(double), cmp_double);
     uint64_t batches = 0, conflicts = 0;
-    for (int rep = 0; rep < n_reps; rep++) {
+    for (int rep = 0; !g_ca[0] && rep < n_reps; rep++) {
         wh_validate_stats s;
         wh_validate_get_stats(reps[rep].v, &s);
         batches += s.batches - before[rep].batches;
@@ -309,24 +426,83 @@ static int do_run(const char *prefix, int n_ns, int pods, replica *reps, int n_r
         if (charged(ns) != a || a != hard)
             mismatched++;
     }
-    printf("%-22s %6d pods  %3d ns  %8.0f admissions/s  p50 %6.2f ms  p99 %6.2f ms  "
-           "allowed %ld (hard total %d)  over-admitted %ld  quotas off %ld  status writes %llu  "
-           "409s %llu  errors %d  controller folds %ld\n",
+    char writes[64] = "-", c409[64] = "-"; /* only known in process */
+    if (!g_ca[0]) {
+        snprintf(writes, sizeof(writes), "%llu", (unsigned long long)batches);
+        snprintf(c409, sizeof(c409), "%llu", (unsigned long long)conflicts);
+    }
+    printf("%-14s %6d pods  %3d ns  %6.0f admissions/s  p50 %6.2f ms  p99 %7.2f ms  "
+           "allowed %ld (hard total %d)  over-admitted %ld  quotas off %ld  status writes %s  "
+           "409s %s  errors %d  controller folds %ld\n",
            n_ns == 1 ? "one namespace" : "spread", pods, n_ns, pods / secs, r.lat[pods / 2] * 1000,
-           r.lat[pods * 99 / 100] * 1000, allowed, hard * n_ns, over, mismatched,
-           (unsigned long long)batches, (unsigned long long)conflicts, atomic_load(&r.errors),
-           fo.folds);
+           r.lat[pods * 99 / 100] * 1000, allowed, hard * n_ns, over, mismatched, writes, c409,
+           atomic_load(&r.errors), fo.folds);
     free(r.lat);
     return over || mismatched || atomic_load(&r.errors) ? 1 : 0;
 }
 
+static char g_dir[64]; /* HTTPS mode: scratch directory */
+
+/* Start `gpuquota webhook` against the stand-in at url; fills pid, port. */
+static int start_webhook(const char *gq, const char *url, int idx, replica *r)
+{
+    char kc[128], log[128], cert[128], key[128];
+    snprintf(kc, sizeof(kc), "%s/kubeconfig", g_dir);
+    snprintf(log, sizeof(log), "%s/webhook%d.log", g_dir, idx);
+    snprintf(cert, sizeof(cert), "%s/tls.crt", g_dir);
+    snprintf(key, sizeof(key), "%s/tls.key", g_dir);
+    if (idx == 0) {
+        FILE *f = fopen(kc, "w");
+        if (!f)
+            return -1;
+        fprintf(f,
+                "apiVersion: v1\nkind: Config\nclusters: [{name: s, cluster: {server: \"%s\"}}]\n"
+                "contexts: [{name: s, context: {cluster: s, user: u}}]\ncurrent-context: s\n"
+                "users: [{name: u, user: {token: t}}]\n",
+                url);
+        fclose(f);
+    }
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0)
+            dup2(fd, 2);
+        execl(gq, gq, "webhook", "--tls-cert", cert, "--tls-key", key, "--listen", "127.0.0.1:0",
+              "--threads", "16", "--kubeconfig", kc, (char *)NULL);
+        _exit(127);
+    }
+    r->pid = pid;
+    for (int tries = 0; tries < 200; tries++) {
+        char line[512];
+        FILE *f = fopen(log, "r");
+        while (f && fgets(line, sizeof(line), f)) {
+            const char *m = strstr(line, "listening on 127.0.0.1:");
+            if (m) {
+                r->port = atoi(m + strlen("listening on 127.0.0.1:"));
+                break;
+            }
+        }
+        if (f)
+            fclose(f);
+        if (r->port)
+            return 0;
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return -1;
+}
+
 int main(int argc, char **argv)
 {
-    const char *standin = "test/kube-standin";
+    const char *standin = "test/kube-standin", *gq = NULL;
     int pods = 4000, n_reps = 3, threads = 96, latency_ms = 0, controller_ms = 250;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--standin"))
             standin = argv[i + 1];
+        else if (!strcmp(argv[i], "--gpuquota"))
+            gq = argv[i + 1];
         else if (!strcmp(argv[i], "--pods"))
             pods = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--replicas"))
@@ -358,7 +534,26 @@ int main(int argc, char **argv)
         fprintf(stderr, "setup failed\n");
         goto out;
     }
-    for (int i = 0; i < n_reps; i++) {
+    if (gq) {
+        char cmd[512];
+        snprintf(g_dir, sizeof(g_dir), "/tmp/gq-bench-validate.XXXXXX");
+        if (!mkdtemp(g_dir))
+            goto out;
+        snprintf(cmd, sizeof(cmd),
+                 "'%s' certs generate --service wh --namespace gq --out '%s' --san 127.0.0.1 "
+                 ">/dev/null",
+                 gq, g_dir);
+        snprintf(g_ca, sizeof(g_ca), "%s/ca.crt", g_dir);
+        if (system(cmd) != 0)
+            goto out;
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        for (int i = 0; i < n_reps; i++)
+            if (start_webhook(gq, s.url, i, &reps[i])) {
+                fprintf(stderr, "webhook %d did not start\n", i);
+                goto out;
+            }
+    }
+    for (int i = 0; !gq && i < n_reps; i++) {
         replica *r = &reps[i];
         if (kube_client_new(&kc, NULL, &r->client, &e))
             goto out;
@@ -369,7 +564,7 @@ int main(int argc, char **argv)
         if (wh_validator_new(cfg, &r->store, NULL, &r->v, &e))
             goto out;
     }
-    for (int i = 0; i < n_reps; i++)
+    for (int i = 0; !gq && i < n_reps; i++)
         while (!wh_kubestore_synced(reps[i].ks)) {
             struct timespec ts = {0, 10 * 1000 * 1000};
             nanosleep(&ts, NULL);
@@ -380,15 +575,20 @@ int main(int argc, char **argv)
         if (create("/standin/faults", f))
             goto out;
     }
-    printf("bench_validate: %d replicas, %d threads, stand-in latency %d ms, controller every "
+    printf("bench_validate: %d %s replicas, %d threads, stand-in latency %d ms, controller every "
            "%d ms, pods of 10Gi\n",
-           n_reps, threads, latency_ms, controller_ms);
+           n_reps, gq ? "webhook-process (HTTPS)" : "in-process", threads, latency_ms,
+           controller_ms);
     status = do_run("one", 1, pods, reps, n_reps, threads, controller_ms);
     status |= do_run("spread", 50, pods, reps, n_reps, threads, controller_ms);
 out:
     if (status && e.msg[0])
         fprintf(stderr, "%s\n", e.msg);
     for (int i = 0; i < n_reps; i++) {
+        if (reps[i].pid > 0) {
+            kill(reps[i].pid, SIGTERM);
+            waitpid(reps[i].pid, NULL, 0);
+        }
         wh_validator_free(reps[i].v);
         wh_kubestore_free(reps[i].ks);
         kube_client_free(reps[i].client);
@@ -396,5 +596,11 @@ out:
     kube_client_free(admin);
     gq_config_free(cfg);
     standin_stop(&s);
+    if (g_dir[0]) {
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove %s\n", g_dir);
+    }
     return status;
 }

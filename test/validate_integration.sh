@@ -240,7 +240,7 @@ for p in "${pids[@]}"; do
 done
 pids=()
 for i in 0 1 2 3; do
-    if grep -q 'ERROR: AddressSanitizer\|runtime error' "$work/webhook$i.log"; then
+    if grep -q 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error' "$work/webhook$i.log"; then
         fail "webhook $i sanitizer report"
         cat "$work/webhook$i.log" | grep -v '"level":"info"' | head -40
     fi

@@ -15,6 +15,7 @@ need_cmd curl curl
 need_cmd openssl openssl
 need_cmd wrk wrk
 need_cmd python3 python3
+need_cmd jq jq # the kube-standin shell tests read JSON with it
 need_pc json-c libjson-c-dev
 need_pc yaml-0.1 libyaml-dev
 need_pc libcurl libcurl4-openssl-dev

@@ -16,9 +16,3 @@ if(GQ_BENCH)
   target_include_directories(bench_kube_list PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
   target_link_libraries(bench_kube_list PRIVATE gq_kube gq_core)
 endif()
-
-# libFuzzer only sees coverage of code compiled with its instrumentation:
-# give it the kube/ parsers, not just the fuzz entry points.
-if(GQ_FUZZ)
-  target_compile_options(gq_kube PRIVATE -fsanitize=fuzzer-no-link)
-endif()

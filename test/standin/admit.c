@@ -54,7 +54,8 @@ static int label_selector_matches(json_object *ls, json_object *labels_holder)
     if (ml && json_object_is_type(ml, json_type_object)) {
         json_object_object_foreach(ml, k, v)
         {
-            sbuf_addf(&b, "%s%s=%s", b.len ? "," : "", k, json_object_get_string(v));
+            const char *val = json_object_get_string(v);
+            sbuf_addf(&b, "%s%s=%s", b.len ? "," : "", k, val ? val : "");
         }
     }
     json_object *me = si_obj(ls, "matchExpressions");
@@ -75,9 +76,10 @@ static int label_selector_matches(json_object *ls, json_object *labels_holder)
             sbuf_addf(&b, "%s %s (", key, !strcmp(op, "NotIn") ? "notin" : "in");
             for (size_t j = 0; vals && json_object_is_type(vals, json_type_array) &&
                                j < json_object_array_length(vals);
-                 j++)
-                sbuf_addf(&b, "%s%s", j ? "," : "",
-                          json_object_get_string(json_object_array_get_idx(vals, j)));
+                 j++) {
+                const char *val = json_object_get_string(json_object_array_get_idx(vals, j));
+                sbuf_addf(&b, "%s%s", j ? "," : "", val ? val : "");
+            }
             sbuf_adds(&b, ")");
         }
     }
@@ -394,8 +396,11 @@ static int invoke(const sreq *rq, const char *op, const rtype *t, const char *ns
     if (!rc) {
         json_object *w = si_obj(r, "warnings");
         for (size_t i = 0;
-             w && json_object_is_type(w, json_type_array) && i < json_object_array_length(w); i++)
-            add_warning(rs, json_object_get_string(json_object_array_get_idx(w, i)));
+             w && json_object_is_type(w, json_type_array) && i < json_object_array_length(w); i++) {
+            const char *text = json_object_get_string(json_object_array_get_idx(w, i));
+            if (text)
+                add_warning(rs, text);
+        }
         json_object *allowed = si_obj(r, "allowed");
         if (!allowed || !json_object_get_boolean(allowed)) {
             denial(rs, name, si_obj(r, "status"));

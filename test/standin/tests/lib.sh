@@ -55,11 +55,6 @@ standin_start() {
     export HOME=$TMP # keep kubectl's discovery cache per test
 }
 
-standin_stop() {
-    kill "$SPID" 2>/dev/null
-    wait "$SPID" 2>/dev/null
-    SPID=""
-}
 
 pass() { CHECKS=$((CHECKS + 1)); }
 fail() {
@@ -102,19 +97,23 @@ stat_eventually() {
     printf '%s' "$v"
 }
 
-finish() {
-    # A clean shutdown must leave no sanitizer report (leaks, UB, overflows).
-    if [ -n "$SPID" ]; then
-        kill "$SPID" 2>/dev/null
-        wait "$SPID"
-        local rc=$?
-        SPID=""
-        expect_eq "standin exits cleanly" 0 "$rc"
-        if grep -qE 'Sanitizer|runtime error' "$TMP/err"; then
-            fail "sanitizer report"
-            cat "$TMP/err"
-        fi
+# Stop the stand-in; its exit must be clean, with no sanitizer report
+# (leaks, UB, overflows).
+standin_stop() {
+    [ -n "$SPID" ] || return 0
+    kill "$SPID" 2>/dev/null
+    wait "$SPID"
+    local rc=$?
+    SPID=""
+    expect_eq "standin exits cleanly" 0 "$rc"
+    if grep -qE 'Sanitizer|runtime error' "$TMP/err"; then
+        fail "sanitizer report"
+        cat "$TMP/err"
     fi
+}
+
+finish() {
+    standin_stop
     echo "$CHECKS checks, $FAILS failed"
     [ "$FAILS" -eq 0 ]
 }

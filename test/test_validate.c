@@ -782,6 +782,8 @@ static void test_audit_and_metrics(void **state)
         buf, "\"quotas\":[{\"kind\":\"GPUQuota\",\"namespace\":\"team-a\",\"name\":\"q\"}]"));
     assert_non_null(strstr(second, "\"decision\":\"denied\""));
     assert_non_null(strstr(second, "exceeded quota: q, requested: gpu-memory=8Gi"));
+    assert_non_null(strstr(
+        second, "\"quotas\":[{\"kind\":\"GPUQuota\",\"namespace\":\"team-a\",\"name\":\"q\"}]"));
     assert_int_equal(wh_metrics_render(m, &text, &len), GQ_OK);
     assert_non_null(strstr(text, "gpuquota_admission_requests_total{webhook=\"validate\","
                                  "operation=\"CREATE\",decision=\"allowed\"} 1"));

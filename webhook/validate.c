@@ -632,6 +632,21 @@ static gq_code quota_set_add(quota_set *s, json_object *arr, gq_err *err)
     return GQ_OK;
 }
 
+/* Append {"kind","namespace","name"} of q to the audit record's quotas. An
+ * allocation failure only loses the audit detail. */
+static void audit_quota(json_object *quotas, const gq_quota *q)
+{
+    json_object *j = json_object_new_object();
+    if (!j)
+        return;
+    json_object_object_add(j, "kind", json_object_new_string(kind_name(q->kind)));
+    if (q->namespace_)
+        json_object_object_add(j, "namespace", json_object_new_string(q->namespace_));
+    json_object_object_add(j, "name", json_object_new_string(q->name));
+    if (json_object_array_add(quotas, j))
+        json_object_put(j);
+}
+
 static void charged_add(wh_validate_result *r, json_object *quotas, const gq_quota *q)
 {
     size_t len = strlen(r->charged);
@@ -639,14 +654,17 @@ static void charged_add(wh_validate_result *r, json_object *quotas, const gq_quo
              kind_name(q->kind), q->namespace_ ? q->namespace_ : "", q->namespace_ ? "/" : "",
              q->name);
     r->n_charged++;
-    if (quotas) {
-        json_object *j = json_object_new_object();
-        json_object_object_add(j, "kind", json_object_new_string(kind_name(q->kind)));
-        if (q->namespace_)
-            json_object_object_add(j, "namespace", json_object_new_string(q->namespace_));
-        json_object_object_add(j, "name", json_object_new_string(q->name));
-        json_object_array_add(quotas, j);
-    }
+    audit_quota(quotas, q);
+}
+
+/* After a denial the audit record names the quota exceeded, not the ones
+ * charged before it (those charges were given back). */
+static void audit_exceeded(decision *d, const gq_quota *q)
+{
+    size_t n = json_object_array_length(d->quotas);
+    if (n)
+        json_object_array_del_idx(d->quotas, 0, n);
+    audit_quota(d->quotas, q);
 }
 
 static void quota_label(const gq_quota *q, char *buf, size_t cap)
@@ -688,6 +706,9 @@ static gq_code dry_run_check(wh_validator *v, gq_quota *const *to_charge, size_t
         gq_quota_free(fresh);
         if (rc == GQ_EDENIED) {
             deny(d->r, GQ_EDENIED, "%s", e.msg);
+            d->r->n_charged = 0;
+            d->r->charged[0] = '\0';
+            audit_exceeded(d, cq);
             return GQ_OK;
         }
         if (rc == GQ_ENOMEM)
@@ -736,9 +757,10 @@ static gq_code charge_all(wh_validator *v, gq_quota *const *to_charge, size_t n,
             continue;
         }
         quota_label(cq, label, sizeof(label));
-        if (p->rc == GQ_EDENIED)
+        if (p->rc == GQ_EDENIED) {
             deny(d->r, GQ_EDENIED, "%s", p->err.msg);
-        else if (p->rc == GQ_ENOMEM)
+            audit_exceeded(d, cq);
+        } else if (p->rc == GQ_ENOMEM)
             rc = GQ_ENOMEM;
         else if (p->rc == GQ_ECONFLICT || p->rc == GQ_EEXISTS)
             deny(d->r, p->rc, "gpuquota could not charge quota %s: %s", label, p->err.msg);
@@ -762,6 +784,9 @@ static gq_code charge_all(wh_validator *v, gq_quota *const *to_charge, size_t n,
         }
         d->r->n_charged = 0;
         d->r->charged[0] = '\0';
+        size_t nq = json_object_array_length(d->quotas);
+        if (d->r->code != GQ_EDENIED && nq)
+            json_object_array_del_idx(d->quotas, 0, nq); /* given back */
     }
     free(ps);
     return rc;

@@ -95,22 +95,23 @@ typedef struct validate_ctx {
 /* "90s", "2m", "1h" or plain seconds, 1 s .. 1 day. */
 static gq_code parse_duration_s(const char *opt, const char *s, long *out, gq_err *err)
 {
-    char num[32];
+    char num[16];
     size_t n = strlen(s);
-    long mult = 1;
-    if (n && n < sizeof(num) && strchr("smh", s[n - 1])) {
+    long mult = 1, v;
+    if (n && strchr("smh", s[n - 1])) {
         mult = s[n - 1] == 's' ? 1 : s[n - 1] == 'm' ? 60 : 3600;
         n--;
     }
-    if (!n || n >= sizeof(num))
-        return gq_err_set(err, GQ_EINVAL, "%s: expected a duration such as 90s, 2m or 1h", opt);
+    if (!n || n >= sizeof(num) || strspn(s, "0123456789") != n)
+        return gq_err_set(err, GQ_EINVAL, "%s %s: expected a duration such as 90s, 2m or 1h", opt,
+                          s);
     memcpy(num, s, n);
     num[n] = '\0';
-    long v;
-    gq_code rc = gq_cli_parse_long(opt, num, 1, 86400 / mult, &v, err);
-    if (!rc)
-        *out = v * mult;
-    return rc;
+    v = strtol(num, NULL, 10); /* at most 15 digits: no overflow */
+    if (v < 1 || v > 86400 / mult)
+        return gq_err_set(err, GQ_ERANGE, "%s %s: must be between 1s and 24h", opt, s);
+    *out = v * mult;
+    return GQ_OK;
 }
 
 /* Mark the server ready once the caches have synced (/readyz). */

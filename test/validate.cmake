@@ -23,3 +23,21 @@ endif()
 # Fuzz: state documents into the in-memory store, then the decision over them.
 gq_fuzz_target(validate_state ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_validate_state.c
                LIBS gq_webhook gq_kube)
+
+# gpuquota webhook: the /validate flags are checked before anything starts.
+add_test(NAME webhook_bad_reservation_ttl
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 2 1
+                 "^gpuquota webhook: --reservation-ttl 2x: expected a duration such as 90s, 2m or 1h$"
+                 ${GQ_BIN} webhook --tls-cert a --tls-key b --reservation-ttl 2x)
+add_test(NAME webhook_reservation_ttl_range
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 2 1
+                 "^gpuquota webhook: --reservation-ttl 25h: must be between 1s and 24h$"
+                 ${GQ_BIN} webhook --tls-cert a --tls-key b --reservation-ttl 25h)
+add_test(NAME webhook_too_many_trusted_users
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 2 1
+                 "^gpuquota webhook: at most 16 --trusted-user$"
+                 ${GQ_BIN} webhook --tls-cert a --tls-key b --trusted-user 1 --trusted-user 2
+                 --trusted-user 3 --trusted-user 4 --trusted-user 5 --trusted-user 6
+                 --trusted-user 7 --trusted-user 8 --trusted-user 9 --trusted-user 10
+                 --trusted-user 11 --trusted-user 12 --trusted-user 13 --trusted-user 14
+                 --trusted-user 15 --trusted-user 16 --trusted-user 17)

@@ -472,12 +472,23 @@ static void test_conflict_storm(void **state)
     /* every write refused: gives up after the retries, denies */
     fl.conflict_every = 1;
     wh_memstore_set_faults(f->ms, &fl);
+    wh_validate_opts o = {.max_retries = 4, .budget_ms = 60000};
+    fx_validator(f, &o);
     quota(f, "team-b", "q", "{\"gpu-memory\":\"64Gi\"}", NULL);
     wh_validate_result r = decide(f, "z", "team-b", "16Gi");
     assert_false(r.allowed);
     assert_int_equal(r.code, GQ_ECONFLICT);
     assert_string_equal(r.message, "gpuquota could not charge quota team-b/q: the quota kept "
-                                   "changing (32 conflicting updates in a row)");
+                                   "changing (4 conflicting updates in a row)");
+    /* ... or when the time budget runs out first */
+    o = (wh_validate_opts){.max_retries = 1000, .budget_ms = 1, .backoff_ms = 5};
+    fx_validator(f, &o);
+    r = decide(f, "z2", "team-b", "16Gi");
+    assert_false(r.allowed);
+    assert_string_equal(r.message, "gpuquota could not charge quota team-b/q: the quota kept "
+                                   "changing (1 conflicting update in a row)");
+    wh_memstore_set_faults(f->ms, NULL);
+    assert_int_equal(n_reservations(f, "GPUQuota", "team-b", "q"), 0);
 }
 
 static void test_rollback_when_second_denies(void **state)

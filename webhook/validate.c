@@ -67,7 +67,7 @@ struct wh_validator {
     int64_t ttl;
     char *trusted[WH_TRUSTED_USERS_MAX];
     size_t n_trusted;
-    unsigned max_retries, max_batch, backoff_ms;
+    unsigned max_retries, max_batch, backoff_ms, budget_ms;
     int64_t (*now)(void *ud);
     void *now_ud;
     wh_audit *audit;
@@ -114,6 +114,7 @@ gq_code wh_validator_new(const gq_config *cfg, const wh_store *store, const wh_v
     v->max_retries = o->max_retries ? o->max_retries : WH_CHARGE_RETRIES_DEFAULT;
     v->max_batch = o->max_batch ? o->max_batch : WH_BATCH_MAX_DEFAULT;
     v->backoff_ms = o->backoff_ms ? o->backoff_ms : 2;
+    v->budget_ms = o->budget_ms ? o->budget_ms : WH_CHARGE_BUDGET_MS_DEFAULT;
     v->now = o->now;
     v->now_ud = o->now_ud;
     v->audit = o->audit;
@@ -492,21 +493,26 @@ static size_t batch_take(wh_validator *v, slot *s, pending **batch, size_t n, si
 static size_t batch_run(wh_validator *v, slot *s, pending **batch, size_t n, size_t cap)
 {
     unsigned seed = (unsigned)(uintptr_t)batch ^ (unsigned)time(NULL);
-    for (unsigned attempt = 0;; attempt++) {
+    double deadline = mono_s() + v->budget_ms / 1000.0;
+    unsigned attempt = 0;
+    for (;; attempt++) {
         gq_code rc;
         /* A stale round leaves no remembered object, so the next is fresh. */
         while ((rc = batch_round(v, s, batch, n)) == ROUND_STALE) {
         }
         if (rc != GQ_ECONFLICT)
             return n;
-        if (attempt + 1 >= v->max_retries)
+        unsigned delay = backoff_delay(v, attempt, &seed);
+        /* Give up in time for our denial to reach the API server, rather
+         * than let its webhook call time out. */
+        if (attempt + 1 >= v->max_retries || mono_s() + delay / 1000.0 > deadline)
             break;
-        sleep_ms(backoff_delay(v, attempt, &seed));
+        sleep_ms(delay);
         n = batch_take(v, s, batch, n, cap);
     }
     gq_err e;
-    gq_err_set(&e, GQ_ECONFLICT, "the quota kept changing (%u conflicting updates in a row)",
-               v->max_retries);
+    gq_err_set(&e, GQ_ECONFLICT, "the quota kept changing (%u conflicting update%s in a row)",
+               attempt + 1, attempt ? "s" : "");
     fail_open_pendings(batch, n, GQ_ECONFLICT, &e);
     return n;
 }

@@ -65,6 +65,9 @@ typedef struct wh_store {
 #define WH_RESERVATION_TTL_DEFAULT 120 /* seconds */
 #define WH_CHARGE_RETRIES_DEFAULT 32   /* re-reads after 409 before giving up */
 #define WH_BATCH_MAX_DEFAULT 256       /* charges coalesced into one status write */
+#define WH_CHARGE_BUDGET_MS_DEFAULT                                                                \
+    7000 /* conflict retries stop after this long: inside                                          \
+            kube-apiserver's default 10 s webhook timeout */
 #define WH_TRUSTED_USERS_MAX 16
 
 typedef struct wh_validate_opts {
@@ -74,6 +77,7 @@ typedef struct wh_validate_opts {
     unsigned max_retries;             /* 0: WH_CHARGE_RETRIES_DEFAULT */
     unsigned max_batch;               /* 0: WH_BATCH_MAX_DEFAULT; 1 disables coalescing */
     unsigned backoff_ms;              /* first conflict backoff (jittered, doubles); 0: 2 */
+    unsigned budget_ms;               /* retry time budget; 0: WH_CHARGE_BUDGET_MS_DEFAULT */
     /* Wall clock in Unix seconds; NULL: time(). Tests pin it. */
     int64_t (*now)(void *ud);
     void *now_ud;

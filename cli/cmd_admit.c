@@ -13,10 +13,12 @@
 #include "config.h"
 #include "jsonpatch.h"
 #include "jsonutil.h"
+#include "memstore.h"
 #include "mutation.h"
 #include "podcost.h"
 #include "quantity.h"
 #include "review.h"
+#include "validate.h"
 #include "yamljson.h"
 
 const char gq_cmd_admit_summary[] =
@@ -27,14 +29,18 @@ const char gq_cmd_admit_summary[] =
 #define ADMIT_USER "gpuquota-admit"
 #define ADMIT_UID "gpuquota-admit"
 
+#define STATE_FILES_MAX 64
+
 typedef struct admit_opts {
     const char *config; /* NULL: embedded default */
     bool json;
     bool patch_only; /* -o patch: the JSON Patch alone */
     const char *file;
-    bool review_only;  /* print the AdmissionReview and stop */
-    const char *uid;   /* request.uid of a review made for a pod */
-    const char *patch; /* JSON Patch file applied to the pod first */
+    bool review_only;                   /* print the AdmissionReview and stop */
+    const char *uid;                    /* request.uid of a review made for a pod */
+    const char *patch;                  /* JSON Patch file applied to the pod first */
+    const char *state[STATE_FILES_MAX]; /* --state files (quotas, limit ranges, namespaces, pods) */
+    size_t n_state;
 } admit_opts;
 
 /* The outcome of evaluating one pod. */
@@ -42,22 +48,28 @@ typedef struct admit_result {
     const char *ns, *name; /* borrowed from the pod; may be NULL */
     bool allowed;
     gq_pod_cost cost;
-    gq_err err; /* the denial when !allowed */
+    gq_err err;           /* the denial when !allowed */
+    bool validated;       /* the validating decision ran */
+    wh_validate_result v; /* its outcome */
 } admit_result;
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: gpuquota admit [--config FILE] [-o text|json|patch] [--patch FILE]\n"
-               "                      [--review-only [--uid UID]] FILE\n"
+    fprintf(f, "usage: gpuquota admit [--config FILE] [--state FILE]... [-o text|json|patch]\n"
+               "                      [--patch FILE] [--review-only [--uid UID]] FILE\n"
                "\n"
                "FILE holds a Pod or an AdmissionReview (YAML or JSON; - for stdin). A Pod is\n"
                "wrapped in the AdmissionReview the API server sends for creating it. The\n"
-               "review goes through the mutating webhook's decision; printed are the\n"
-               "decision, each GPU-using container, the GPU model and the pod's charge, the\n"
-               "warnings, the JSON Patch and the rewritten pod. -o json prints one object\n"
-               "{allowed, status, warnings, patch, pod, cost}; -o patch the JSON Patch alone\n"
-               "(one line, [] for none).\n"
+               "review goes through the mutating webhook's decision, then the validating\n"
+               "webhook's against the --state objects; printed are the decision, each\n"
+               "GPU-using container, the GPU model and the pod's charge, the quotas\n"
+               "charged, the warnings, the JSON Patch and the rewritten pod. -o json prints\n"
+               "one object {allowed, status, warnings, patch, pod, cost, quotas,\n"
+               "reservation}; -o patch the JSON Patch alone (one line, [] for none).\n"
                "\n"
+               "--state FILE  the cluster the pod is admitted into: GPUQuota, GPUTenantQuota,\n"
+               "              GPULimitRange, Namespace and Pod objects (or Lists); pods count\n"
+               "              toward quota usage; GPULimitRange defaults apply to the rewrite\n"
                "--patch FILE  apply a JSON Patch (RFC 6902) to the pod first, e.g. the one a\n"
                "              webhook returned, to see what a second invocation does\n"
                "--review-only print the AdmissionReview (one line of JSON) and stop\n"
@@ -82,6 +94,10 @@ static int parse_args(int argc, char **argv, admit_opts *o)
             o->uid = argv[++i];
         } else if (!strcmp(a, "--patch") && i + 1 < argc) {
             o->patch = argv[++i];
+        } else if (!strcmp(a, "--state") && i + 1 < argc) {
+            if (o->n_state == STATE_FILES_MAX)
+                goto bad;
+            o->state[o->n_state++] = argv[++i];
         } else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && i + 1 < argc) {
             const char *v = argv[++i];
             if (!strcmp(v, "json"))
@@ -179,11 +195,64 @@ static gq_code evaluate(const gq_config *cfg, json_object *pod, admit_result *r)
     }
 }
 
+/* ---- the validating decision against --state ------------------------------ */
+
+/* Every document of the --state files into ms (pods count toward usage). */
+static gq_code load_state(const gq_config *cfg, const admit_opts *o, wh_memstore *ms, gq_err *err)
+{
+    json_object **docs[STATE_FILES_MAX] = {NULL}, **flat = NULL;
+    size_t n_docs[STATE_FILES_MAX] = {0}, n_flat = 0;
+    gq_code rc = GQ_OK;
+    for (size_t i = 0; i < o->n_state && !rc; i++) {
+        char *buf = NULL;
+        size_t len = 0;
+        rc = gq_cli_read_file(o->state[i], INPUT_MAX, &buf, &len, err);
+        if (!rc)
+            rc = gq_yaml_load(buf, len, o->state[i], &docs[i], &n_docs[i], err);
+        free(buf);
+        n_flat += n_docs[i];
+    }
+    if (!rc && n_flat && !(flat = calloc(n_flat, sizeof(*flat))))
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+    if (!rc) {
+        size_t k = 0;
+        for (size_t i = 0; i < o->n_state; i++)
+            for (size_t j = 0; j < n_docs[i]; j++)
+                flat[k++] = docs[i][j];
+        if ((rc = wh_memstore_load_state(ms, cfg, flat, n_flat, err)))
+            gq_err_prefix(err, "--state");
+    }
+    free(flat);
+    for (size_t i = 0; i < o->n_state; i++)
+        gq_yaml_docs_free(docs[i], n_docs[i]);
+    return rc;
+}
+
 /* ---- printing ----------------------------------------------------------- */
 
 static const char *kind_name(gq_ctr_kind k)
 {
     return k == GQ_CTR_INIT ? "init" : k == GQ_CTR_SIDECAR ? "sidecar" : "app";
+}
+
+/* The quotas the validating decision charged, and the reservation key. */
+static void print_quotas_text(const admit_result *r)
+{
+    if (!r->validated)
+        return;
+    printf("quotas: %s\n", r->v.n_charged ? r->v.charged : "none");
+    if (r->v.n_charged)
+        printf("reservation: %s\n", r->v.reservation_key);
+}
+
+static void add_quotas_json(json_object *o, const admit_result *r)
+{
+    if (!r->validated)
+        return;
+    json_object_object_add(o, "quotas",
+                           r->v.n_charged ? json_object_new_string(r->v.charged) : NULL);
+    json_object_object_add(o, "reservation",
+                           r->v.n_charged ? json_object_new_string(r->v.reservation_key) : NULL);
 }
 
 static void print_text(const gq_config *cfg, const admit_result *r)
@@ -216,6 +285,7 @@ static void print_text(const gq_config *cfg, const admit_result *r)
     gq_format_bytes(c->gpu_memory, a);
     printf("charge: gpu-memory=%s gpus=%lld gpu-pods=%lld\n", a, (long long)c->gpus,
            (long long)c->gpu_pods);
+    print_quotas_text(r);
 }
 
 static json_object *bytes_json(int64_t v)
@@ -255,6 +325,7 @@ static json_object *cost_json(const gq_config *cfg, const admit_result *r)
     json_object_object_add(charge, "gpus", json_object_new_int64(c->gpus));
     json_object_object_add(charge, "gpu-pods", json_object_new_int64(c->gpu_pods));
     json_object_object_add(o, "charge", charge);
+    add_quotas_json(o, r);
     return o;
 }
 
@@ -335,13 +406,24 @@ static void mutation_dispose(mutation *m)
     memset(m, 0, sizeof(*m));
 }
 
-/* Run the webhook's decision on req (no GPULimitRanges offline) and apply
- * its patch to the object, exactly as the API server would. */
-static gq_code mutate(const gq_config *cfg, const wh_review_request *req, mutation *m, gq_err *err)
+/* Run the webhook's decision on req, with the GPULimitRanges of st (the
+ * --state objects), and apply its patch to the object, exactly as the API
+ * server would. */
+static gq_code mutate(const gq_config *cfg, const wh_review_request *req, const wh_store *st,
+                      mutation *m, gq_err *err)
 {
     gq_code rc;
+    gq_limit_range **lrs = NULL;
+    size_t n_lrs = 0;
+    wh_limit_range_source src = {st->ctx, st->list_limit_ranges};
     memset(m, 0, sizeof(*m));
-    if ((rc = wh_mutate_review_info(cfg, req, NULL, 0, &m->resp, &m->info, err)))
+    if (wh_mutate_applies(cfg, req) &&
+        (rc = wh_limit_ranges_fetch(&src, req->namespace, &lrs, &n_lrs, err)))
+        return rc;
+    rc = wh_mutate_review_info(cfg, req, (const gq_limit_range *const *)lrs, n_lrs, &m->resp,
+                               &m->info, err);
+    wh_limit_ranges_free(lrs, n_lrs);
+    if (rc)
         return rc;
     m->have_resp = true;
     const wh_review_response *r = &m->resp;
@@ -358,6 +440,47 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, mutati
     return GQ_OK;
 }
 
+/* The validating webhook's decision on the pod the mutation made, as the
+ * API server would store it, against the --state objects in st. Leaves
+ * r->allowed false with the message in r->err on denial. */
+static gq_code validate(const gq_config *cfg, const wh_store *st, const wh_review_request *req,
+                        const mutation *m, admit_result *r, gq_err *err)
+{
+    wh_validator *v = NULL;
+    wh_review_request vreq;
+    wh_review_response resp;
+    json_object *root = NULL, *rq = NULL;
+    bool have_req = false;
+    gq_code rc = GQ_OK;
+    if (m->pod && m->pod != req->object) {
+        /* A copy of the review carrying the patched object. */
+        if (json_object_deep_copy(req->root, &root, NULL) ||
+            !json_object_object_get_ex(root, "request", &rq) ||
+            json_object_object_add(rq, "object", json_object_get(m->pod))) {
+            json_object_put(root);
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        }
+        if ((rc = wh_review_decode_json(root, &vreq, err)))
+            goto out;
+        have_req = true;
+        req = &vreq;
+    }
+    if ((rc = wh_validator_new(cfg, st, NULL, &v, err)) ||
+        (rc = wh_validate_review(v, req, &resp, &r->v, err)))
+        goto out;
+    wh_review_response_dispose(&resp);
+    r->validated = true;
+    if (!r->v.allowed) {
+        r->allowed = false;
+        gq_err_set(&r->err, GQ_EDENIED, "%s", r->v.message);
+    }
+out:
+    wh_validator_free(v);
+    if (have_req)
+        wh_review_request_dispose(&vreq);
+    return rc;
+}
+
 static const char *json_text(json_object *v, int flags)
 {
     const char *t = json_object_to_json_string_ext(v, flags | JSON_C_TO_STRING_NOSLASHESCAPE);
@@ -366,21 +489,21 @@ static const char *json_text(json_object *v, int flags)
 
 /* Decision line of a review the webhook does not rewrite (print_text
  * prints the pods it does). */
-static void print_review_text(const wh_review_request *req, const mutation *m)
+static void print_review_text(const wh_review_request *req, const admit_result *r)
 {
     printf("%s %s%s%s (%s): %s\n", req->kind, req->namespace, req->namespace[0] ? "/" : "",
            req->name[0] ? req->name : "(unnamed)", wh_operation_name(req->operation),
-           m->resp.allowed ? "allowed" : "denied");
-    if (!m->resp.allowed)
-        printf("reason: %s\n", m->resp.message ? m->resp.message : "");
+           r->allowed ? "allowed" : "denied");
+    if (!r->allowed)
+        printf("reason: %s\n", r->err.msg);
 }
 
-static void print_mutation_text(const mutation *m)
+static void print_mutation_text(const admit_result *res, const mutation *m)
 {
     const wh_review_response *r = &m->resp;
     for (size_t i = 0; i < r->n_warnings; i++)
         printf("warning: %s\n", r->warnings[i]);
-    if (!r->allowed)
+    if (!res->allowed)
         return;
     size_t n = json_object_array_length(m->patch);
     if (!n) {
@@ -399,26 +522,31 @@ static void print_mutation_text(const mutation *m)
            json_text(m->pod, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
 }
 
-/* -o json: {allowed, status, warnings, patch, pod, cost}. */
+/* -o json: {allowed, status, warnings, patch, pod, cost, quotas,
+ * reservation}; status is the denying webhook's (403 Forbidden for a quota). */
 static void print_mutation_json(const gq_config *cfg, const admit_result *r, bool is_pod,
                                 const mutation *m)
 {
     const wh_review_response *rs = &m->resp;
     json_object *o = json_object_new_object(), *status = NULL, *warnings = json_object_new_array();
-    json_object_object_add(o, "allowed", json_object_new_boolean(rs->allowed));
-    if (!rs->allowed) {
+    json_object_object_add(o, "allowed", json_object_new_boolean(r->allowed));
+    if (!r->allowed) {
+        bool mutating = !rs->allowed;
         status = json_object_new_object();
-        json_object_object_add(status, "code", json_object_new_int(rs->code));
-        json_object_object_add(status, "reason", json_object_new_string(rs->reason));
-        json_object_object_add(status, "message", json_object_new_string(rs->message));
+        json_object_object_add(status, "code", json_object_new_int(mutating ? rs->code : 403));
+        json_object_object_add(status, "reason",
+                               json_object_new_string(mutating ? rs->reason : "Forbidden"));
+        json_object_object_add(status, "message", json_object_new_string(r->err.msg));
     }
     json_object_object_add(o, "status", status);
     for (size_t i = 0; i < rs->n_warnings; i++)
         json_object_array_add(warnings, json_object_new_string(rs->warnings[i]));
     json_object_object_add(o, "warnings", warnings);
-    json_object_object_add(o, "patch", json_object_get(m->patch));
-    json_object_object_add(o, "pod", json_object_get(m->pod));
+    json_object_object_add(o, "patch",
+                           r->allowed ? json_object_get(m->patch) : json_object_new_array());
+    json_object_object_add(o, "pod", r->allowed ? json_object_get(m->pod) : NULL);
     json_object_object_add(o, "cost", is_pod ? cost_json(cfg, r) : NULL);
+    add_quotas_json(o, r);
     puts(json_text(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
     json_object_put(o);
 }
@@ -429,6 +557,8 @@ int gq_cmd_admit(int argc, char **argv)
     admit_result r;
     mutation m;
     wh_review_request req;
+    wh_memstore *ms = NULL;
+    wh_store st;
     bool have_req = false;
     gq_config *cfg = NULL;
     char *buf = NULL;
@@ -470,6 +600,10 @@ int gq_cmd_admit(int argc, char **argv)
         goto fail;
     }
     have_req = true;
+    /* The cluster of --state (none: an empty one) for both decisions. */
+    if (wh_memstore_new(&ms, &err) || load_state(cfg, &o, ms, &err))
+        goto fail;
+    wh_memstore_store(ms, &st);
     /* Pods the webhook rewrites get their cost explained; anything else
      * (other kinds, operations, exempt namespaces) only the decision. */
     bool is_pod = wh_mutate_applies(cfg, &req);
@@ -477,12 +611,14 @@ int gq_cmd_admit(int argc, char **argv)
         err = r.err;
         goto fail;
     }
-    if (mutate(cfg, &req, &m, &err))
+    if (mutate(cfg, &req, &st, &m, &err))
         goto fail;
-    /* The decision is the webhook's; the cost explains it. */
+    /* The decision is the webhooks'; the cost explains it. */
     r.allowed = m.resp.allowed;
     if (!r.allowed)
         gq_err_set(&r.err, GQ_EDENIED, "%s", m.resp.message ? m.resp.message : "");
+    if (r.allowed && validate(cfg, &st, &req, &m, &r, &err))
+        goto fail;
     if (o.patch_only) {
         puts(json_text(m.patch, JSON_C_TO_STRING_PLAIN));
     } else if (o.json) {
@@ -491,8 +627,8 @@ int gq_cmd_admit(int argc, char **argv)
         if (is_pod)
             print_text(cfg, &r);
         else
-            print_review_text(&req, &m);
-        print_mutation_text(&m);
+            print_review_text(&req, &r);
+        print_mutation_text(&r, &m);
     }
     status = r.allowed ? GQ_EXIT_OK : GQ_EXIT_DENIED;
     goto out;
@@ -500,6 +636,7 @@ fail:
     fprintf(stderr, "gpuquota admit: %s\n", err.msg);
 out:
     mutation_dispose(&m);
+    wh_memstore_free(ms);
     if (have_req)
         wh_review_request_dispose(&req);
     json_object_put(review);

@@ -1,18 +1,23 @@
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "audit.h"
 #include "cli.h"
 #include "cli_args.h"
 #include "config.h"
 #include "gq_log.h"
+#include "kube.h"
+#include "kubestore.h"
 #include "metrics.h"
 #include "mutate_http.h"
 #include "server.h"
+#include "validate.h"
 
 const char gq_cmd_webhook_summary[] = "run the admission webhook HTTPS server";
 
@@ -23,14 +28,25 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: gpuquota webhook --tls-cert FILE --tls-key FILE [--listen [HOST]:PORT]\n"
                "                        [--config FILE] [--kubeconfig FILE] [--threads N]\n"
-               "                        [--drain-seconds N]\n"
+               "                        [--drain-seconds N] [--reservation-ttl DURATION]\n"
+               "                        [--trusted-user NAME]...\n"
                "\n"
                "Serves /mutate and /validate over HTTPS (TLS 1.2+), plus /healthz, /readyz\n"
                "and /metrics. --listen defaults to :8443 (all addresses); port 0 picks a\n"
                "free port, logged as \"listening on HOST:PORT\". The certificate files are\n"
                "re-read when they change. SIGTERM/SIGINT: /readyz turns 503, the listener\n"
                "closes, requests in flight get up to --drain-seconds (20) to finish.\n"
-               "SIGHUP reopens the audit log.\n");
+               "SIGHUP reopens the audit log.\n"
+               "\n"
+               "/validate charges GPUQuotas and GPUTenantQuotas through the API server named\n"
+               "by --kubeconfig (else the in-cluster configuration); without either it is\n"
+               "not served. /readyz turns ready once the quota caches have synced.\n"
+               "/mutate applies GPULimitRange defaults from the same caches (none without a\n"
+               "cluster). Both webhooks write the audit log of the configuration.\n"
+               "--reservation-ttl (default 2m; 90s, 2m, 1h or seconds) is how long a charge\n"
+               "holds before the controller has counted the pod. --trusted-user (repeatable)\n"
+               "replaces the identities allowed to change gpuquota.io/ labels and\n"
+               "annotations of pods (default: gpuquota's webhook and controller accounts).\n");
 }
 
 static gq_code load_config(const char *path, gq_config **out, gq_err *err)
@@ -109,6 +125,119 @@ static gq_code mutate_setup(wh_mutate_ctx *mc, const gq_config *cfg, wh_limit_ra
     return wh_server_add_handler(srv, "/mutate", WH_ROUTE_POST_JSON, wh_mutate_handle, mc, err);
 }
 
+/* ---- /validate: the quota store over the API server -------------------- */
+
+typedef struct validate_ctx {
+    kube_config *kcfg;
+    kube_client *client;
+    kube_api api;
+    wh_kubestore *ks;
+    wh_store store;
+    wh_validator *v;
+    wh_server *srv;
+    pthread_t ready_thread;
+    bool ready_started;
+    atomic_int stop;
+} validate_ctx;
+
+/* "90s", "2m", "1h" or plain seconds, 1 s .. 1 day. */
+static gq_code parse_duration_s(const char *opt, const char *s, long *out, gq_err *err)
+{
+    char num[16];
+    size_t n = strlen(s);
+    long mult = 1, v;
+    if (n && strchr("smh", s[n - 1])) {
+        mult = s[n - 1] == 's' ? 1 : s[n - 1] == 'm' ? 60 : 3600;
+        n--;
+    }
+    if (!n || n >= sizeof(num) || strspn(s, "0123456789") != n)
+        return gq_err_set(err, GQ_EINVAL, "%s %s: expected a duration such as 90s, 2m or 1h", opt,
+                          s);
+    memcpy(num, s, n);
+    num[n] = '\0';
+    v = strtol(num, NULL, 10); /* at most 15 digits: no overflow */
+    if (v < 1 || v > 86400 / mult)
+        return gq_err_set(err, GQ_ERANGE, "%s %s: must be between 1s and 24h", opt, s);
+    *out = v * mult;
+    return GQ_OK;
+}
+
+/* Mark the server ready once the caches have synced (/readyz). */
+static void *ready_watch(void *arg)
+{
+    validate_ctx *vc = arg;
+    while (!atomic_load(&vc->stop)) {
+        if (wh_kubestore_synced(vc->ks)) {
+            wh_server_set_ready(vc->srv, true);
+            GQ_INFO("quota caches synced: ready");
+            return NULL;
+        }
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+/* Connect to the API server, start the caches and register /validate,
+ * auditing into audit (shared with /mutate). *served is false (and nothing
+ * is set up) when there is no Kubernetes configuration at all. */
+static gq_code validate_setup(validate_ctx *vc, const char *kubeconfig, const gq_config *cfg,
+                              wh_audit *audit, wh_validate_opts *vo, wh_server *srv, bool *served,
+                              gq_err *err)
+{
+    gq_code rc;
+    kube_client_opts co = {
+        .timeout_ms = 5000, .connect_timeout_ms = 3000, .user_agent = "gpuquota-webhook"};
+    *served = false;
+    vc->srv = srv;
+    rc = kubeconfig ? kube_config_load_file(kubeconfig, NULL, &vc->kcfg, err)
+                    : kube_config_load_incluster(NULL, &vc->kcfg, err);
+    if (rc == GQ_ENOTFOUND && !kubeconfig) {
+        GQ_WARN("no --kubeconfig and not running in a cluster: /validate is not served");
+        return GQ_OK;
+    }
+    if (rc || (rc = kube_client_new(vc->kcfg, &co, &vc->client, err)))
+        return rc;
+    kube_client_api(vc->client, &vc->api);
+    if ((rc = wh_kubestore_new(&vc->api, &vc->ks, err)))
+        return rc;
+    wh_kubestore_store(vc->ks, &vc->store);
+    vo->audit = audit;
+    if ((rc = wh_validator_new(cfg, &vc->store, vo, &vc->v, err)) ||
+        (rc = wh_server_add_handler(srv, "/validate", WH_ROUTE_POST_JSON, wh_validate_handle, vc->v,
+                                    err)) ||
+        (rc = wh_kubestore_start(vc->ks, err)))
+        return rc;
+    *served = true;
+    return GQ_OK;
+}
+
+static gq_code validate_start_ready(validate_ctx *vc, gq_err *err)
+{
+    if (pthread_create(&vc->ready_thread, NULL, ready_watch, vc))
+        return gq_err_set(err, GQ_ENOMEM, "cannot start the readiness thread");
+    vc->ready_started = true;
+    return GQ_OK;
+}
+
+/* Before the server goes: the readiness thread touches it. */
+static void validate_stop_ready(validate_ctx *vc)
+{
+    atomic_store(&vc->stop, 1);
+    if (vc->ready_started)
+        pthread_join(vc->ready_thread, NULL);
+    vc->ready_started = false;
+}
+
+static void validate_teardown(validate_ctx *vc)
+{
+    validate_stop_ready(vc);
+    wh_kubestore_free(vc->ks); /* stops the caches first */
+    wh_validator_free(vc->v);
+    kube_client_free(vc->client);
+    kube_config_free(vc->kcfg);
+}
+
 int gq_cmd_webhook(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -119,12 +248,19 @@ int gq_cmd_webhook(int argc, char **argv)
         {"kubeconfig", required_argument, NULL, 'K'},
         {"threads", required_argument, NULL, 't'},
         {"drain-seconds", required_argument, NULL, 'd'},
+        {"reservation-ttl", required_argument, NULL, 'r'},
+        {"trusted-user", required_argument, NULL, 'u'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     wh_server_options so = {.listen = ":8443", .version = GQ_VERSION};
     const char *config_path = NULL, *kubeconfig = NULL;
-    long threads = 0, drain_s = DRAIN_DEFAULT_S;
+    long threads = 0, drain_s = DRAIN_DEFAULT_S, ttl_s = WH_RESERVATION_TTL_DEFAULT;
+    const char *trusted[WH_TRUSTED_USERS_MAX];
+    size_t n_trusted = 0;
+    validate_ctx vc;
+    bool validating = false;
+    memset(&vc, 0, sizeof(vc));
     gq_config *cfg = NULL;
     wh_metrics *metrics = NULL;
     wh_server *srv = NULL;
@@ -161,6 +297,17 @@ int gq_cmd_webhook(int argc, char **argv)
             if (gq_cli_parse_long("--drain-seconds", optarg, 0, 3600, &drain_s, &err))
                 goto usage_error;
             break;
+        case 'r':
+            if (parse_duration_s("--reservation-ttl", optarg, &ttl_s, &err))
+                goto usage_error;
+            break;
+        case 'u':
+            if (n_trusted == WH_TRUSTED_USERS_MAX) {
+                gq_err_set(&err, GQ_ELIMIT, "at most %d --trusted-user", WH_TRUSTED_USERS_MAX);
+                goto usage_error;
+            }
+            trusted[n_trusted++] = optarg;
+            break;
         case 'h':
             usage(stdout);
             return GQ_EXIT_OK;
@@ -183,14 +330,20 @@ int gq_cmd_webhook(int argc, char **argv)
         (so.metrics = metrics, wh_server_new(&so, &srv, &err)))
         goto fail;
 
-    /* Admission handlers, registered before the server starts. Without
-     * cluster caches (no --kubeconfig support in this command yet) /mutate
-     * sees no GPULimitRanges. */
-    if (kubeconfig)
-        GQ_WARN("--kubeconfig: GPULimitRange defaults are not read from the cluster yet");
-    wh_limit_range_source no_limit_ranges = {NULL, NULL};
+    /* Admission handlers, registered before the server starts. Both
+     * webhooks write one audit log; /mutate reads GPULimitRanges from the
+     * quota store's informer cache when there is a cluster, else none. */
+    wh_validate_opts vo = {.reservation_ttl_s = ttl_s,
+                           .trusted_users = n_trusted ? trusted : NULL,
+                           .n_trusted_users = n_trusted,
+                           .metrics = metrics};
     if (audit_setup(cfg, metrics, &audit, &err) ||
-        mutate_setup(&mutate_ctx, cfg, no_limit_ranges, audit, metrics, srv, &err))
+        validate_setup(&vc, kubeconfig, cfg, audit, &vo, srv, &validating, &err))
+        goto fail;
+    wh_limit_range_source lr = {NULL, NULL};
+    if (validating)
+        lr = (wh_limit_range_source){vc.store.ctx, vc.store.list_limit_ranges};
+    if (mutate_setup(&mutate_ctx, cfg, lr, audit, metrics, srv, &err))
         goto fail;
 
     /* Signals are taken synchronously by this thread: block them before the
@@ -206,7 +359,10 @@ int gq_cmd_webhook(int argc, char **argv)
     char host[256];
     listen_host(so.listen, host, sizeof(host));
     GQ_INFO("listening on %s:%u", host, wh_server_port(srv));
-    wh_server_set_ready(srv, true); /* no caches yet: ready as soon as we serve */
+    if (!validating)
+        wh_server_set_ready(srv, true); /* no caches: ready as soon as we serve */
+    else if (validate_start_ready(&vc, &err))
+        goto fail;
 
     int sig = 0;
     for (;;) {
@@ -235,8 +391,10 @@ fail:
     GQ_ERROR("%s", err.msg[0] ? err.msg : "out of memory");
     exit_code = 1;
 out:
+    validate_stop_ready(&vc);
     wh_server_free(srv); /* handlers are gone before what they use */
-    wh_audit_close(audit);
+    validate_teardown(&vc);
+    wh_audit_close(audit); /* writes what is still queued */
     wh_metrics_free(metrics);
     gq_config_free(cfg);
     return exit_code;

@@ -81,7 +81,7 @@ gq_admit_test(review_incomplete 2 ARGS ${GQ_TEST_DATA}/review-not-a-pod.json
 gq_admit_test(review_service 0 ARGS ${GQ_TEST_DATA}/mutate/review-service.json
   EXPECT "^Service team-a/s \\(CREATE\\): allowed$" "^patch: none \\(admitted unchanged\\)$")
 gq_admit_test(review_service_json 0 ARGS -o json ${GQ_TEST_DATA}/mutate/review-service.json
-  EXPECT "^  \"cost\": null$" "\"kind\": \"Service\"")
+  EXPECT "^  \"cost\": null,$" "\"kind\": \"Service\"")
 gq_admit_test(review_only 0 ARGS --review-only --uid u-7 ${GQ_EXAMPLES}/gpu-memory.yaml
   EXPECT "^\\{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":\\{\"uid\":\"u-7\","
          "\"namespace\":\"default\",\"operation\":\"CREATE\",\"userInfo\":\\{\"username\":\"gpuquota-admit\"\\},\"object\":\\{\"apiVersion\":\"v1\",\"kind\":\"Pod\"")

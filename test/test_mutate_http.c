@@ -395,8 +395,8 @@ static void source_errors_are_500(void **state)
     e->src.fail = GQ_EIO;
     post(e, body, "application/json", &resp);
     assert_int_equal(resp.status, 500);
-    assert_string_equal(resp.body,
-                        "{\"code\":500,\"message\":\"cache of GPULimitRanges not synced\"}");
+    assert_string_equal(resp.body, "{\"code\":500,\"message\":\"cannot read the GPULimitRanges of "
+                                   "ml-research: cache of GPULimitRanges not synced\"}");
     assert_string_equal(resp.uid, UID);
     wh_response_dispose(&resp);
     /* A GPULimitRange that does not parse is a policy we cannot apply. */
@@ -421,7 +421,9 @@ static void source_errors_are_500(void **state)
     assert_int_equal(json_object_array_length(lines), 3);
     json_object *rec = json_object_array_get_idx(lines, 0);
     assert_string_equal(str_at(rec, "decision"), "error");
-    assert_string_equal(str_at(rec, "reason"), "cache of GPULimitRanges not synced");
+    assert_string_equal(str_at(rec, "reason"),
+                        "cannot read the GPULimitRanges of ml-research: cache of GPULimitRanges "
+                        "not synced");
     assert_string_equal(str_at(rec, "uid"), UID);
     json_object_put(lines);
 }

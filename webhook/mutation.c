@@ -68,8 +68,10 @@ gq_code wh_limit_ranges_fetch(const wh_limit_range_source *src, const char *ns,
     size_t n = 0;
     if (!src || !src->list)
         goto done;
-    if ((rc = src->list(src->ctx, ns, &arr, err)))
+    if ((rc = src->list(src->ctx, ns, &arr, err))) {
+        gq_err_prefix(err, "cannot read the GPULimitRanges of %s", ns);
         return rc;
+    }
     if (arr && !json_object_is_type(arr, json_type_array)) {
         rc = gq_err_set(err, GQ_EINVAL, "GPULimitRanges of %s: not a list", ns);
         goto out;

@@ -1,0 +1,879 @@
+/* The /validate decision over the in-memory store: quota charging (fresh
+ * reads, reservations, conflicts, rollback, dry run, idempotency, group
+ * commit under many threads), GPULimitRange, requireQuota, fail-closed store
+ * errors and the tamper check on pod updates. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "gq_log.h"
+#include "memstore.h"
+#include "validate.h"
+
+#define NOW 1800000000
+#define NS_A "team-a"
+#define USER "alice"
+
+static int64_t fixed_now(void *ud)
+{
+    (void)ud;
+    return NOW;
+}
+
+typedef struct fx {
+    gq_config *cfg;
+    wh_memstore *ms;
+    wh_store store;
+    wh_validator *v;
+} fx;
+
+static void fx_validator(fx *f, const wh_validate_opts *o)
+{
+    wh_validate_opts d;
+    memset(&d, 0, sizeof(d));
+    if (!o)
+        o = &d;
+    wh_validate_opts opts = *o;
+    if (!opts.now)
+        opts.now = fixed_now;
+    wh_validator_free(f->v);
+    f->v = NULL;
+    assert_int_equal(wh_validator_new(f->cfg, &f->store, &opts, &f->v, NULL), GQ_OK);
+}
+
+static int setup(void **state)
+{
+    fx *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    assert_int_equal(gq_config_default(&f->cfg, NULL), GQ_OK);
+    assert_int_equal(wh_memstore_new(&f->ms, NULL), GQ_OK);
+    wh_memstore_store(f->ms, &f->store);
+    fx_validator(f, NULL);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fx *f = *state;
+    wh_validator_free(f->v);
+    wh_memstore_free(f->ms);
+    gq_config_free(f->cfg);
+    free(f);
+    return 0;
+}
+
+static void apply(fx *f, const char *fmt, ...) GQ_PRINTF(2, 3);
+static void apply(fx *f, const char *fmt, ...)
+{
+    char buf[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    json_object *o = json_tokener_parse(buf);
+    assert_non_null(o);
+    gq_err err;
+    gq_err_clear(&err);
+    gq_code rc = wh_memstore_apply(f->ms, o, &err);
+    if (rc)
+        fail_msg("apply: %s", err.msg);
+    json_object_put(o);
+}
+
+/* A GPUQuota in ns with hard (a JSON object body) and optional status. */
+static void quota(fx *f, const char *ns, const char *name, const char *hard, const char *extra)
+{
+    apply(f,
+          "{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPUQuota\","
+          "\"metadata\":{\"name\":\"%s\",\"namespace\":\"%s\"},\"spec\":{\"hard\":%s%s}%s}",
+          name, ns, hard, extra && extra[0] == ',' ? extra : "",
+          extra && extra[0] == '#' ? extra + 1 : "");
+}
+
+static void namespace_(fx *f, const char *name, const char *labels)
+{
+    apply(f,
+          "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"%s\",\"labels\":%"
+          "s}}",
+          name, labels);
+}
+
+/* Pod JSON with one container asking for gpuquota.io/gpu-memory mem (or no
+ * GPU when mem is NULL); extra_meta / extra_spec are appended verbatim. */
+static void pod_json(char *buf, size_t cap, const char *ns, const char *mem, const char *extra_meta,
+                     const char *extra_spec)
+{
+    char res[128] = "{}";
+    if (mem)
+        snprintf(res, sizeof(res), "{\"limits\":{\"gpuquota.io/gpu-memory\":\"%s\"}}", mem);
+    snprintf(buf, cap,
+             "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"generateName\":\"train-\","
+             "\"namespace\":\"%s\"%s},\"spec\":{\"containers\":[{\"name\":\"trainer\","
+             "\"image\":\"x\",\"resources\":%s}]%s}}",
+             ns, extra_meta ? extra_meta : "", res, extra_spec ? extra_spec : "");
+}
+
+typedef struct rv_opts {
+    const char *op;
+    const char *user;
+    const char *old;
+    bool dry_run;
+    const char *sub; /* subResource, NULL for none */
+} rv_opts;
+
+/* Decode an AdmissionReview for pod (JSON text) and decide it. */
+static wh_validate_result decide_ex(fx *f, const char *uid, const char *ns, const char *pod,
+                                    const rv_opts *o, wh_review_response *resp_out)
+{
+    enum { BODY_MAX = 65536 };
+    char *body = malloc(BODY_MAX);
+    assert_non_null(body);
+    rv_opts d = {"CREATE", USER, NULL, false, NULL};
+    if (!o)
+        o = &d;
+    snprintf(body, BODY_MAX,
+             "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{"
+             "\"uid\":\"%s\",\"kind\":{\"group\":\"\",\"version\":\"v1\",\"kind\":\"Pod\"},"
+             "\"resource\":{\"group\":\"\",\"version\":\"v1\",\"resource\":\"pods\"},"
+             "\"namespace\":\"%s\",\"operation\":\"%s\",\"userInfo\":{\"username\":\"%s\"},"
+             "\"object\":%s,\"oldObject\":%s,\"dryRun\":%s%s%s%s}}",
+             uid, ns, o->op, o->user ? o->user : USER, pod, o->old ? o->old : "null",
+             o->dry_run ? "true" : "false", o->sub ? ",\"subResource\":\"" : "",
+             o->sub ? o->sub : "", o->sub ? "\"" : "");
+    wh_review_request req;
+    wh_review_response resp;
+    wh_validate_result r;
+    gq_err err;
+    gq_err_clear(&err);
+    if (wh_review_decode(body, strlen(body), &req, &err))
+        fail_msg("decode: %s", err.msg);
+    assert_int_equal(wh_validate_review(f->v, &req, &resp, &r, &err), GQ_OK);
+    assert_int_equal(resp.allowed, r.allowed);
+    if (!r.allowed) {
+        assert_int_equal(resp.code, 403);
+        assert_string_equal(resp.reason, "Forbidden");
+        assert_string_equal(resp.message, r.message);
+    }
+    if (resp_out)
+        *resp_out = resp;
+    else
+        wh_review_response_dispose(&resp);
+    wh_review_request_dispose(&req);
+    free(body);
+    return r;
+}
+
+static wh_validate_result decide(fx *f, const char *uid, const char *ns, const char *mem)
+{
+    char pod[2048];
+    pod_json(pod, sizeof(pod), ns, mem, NULL, NULL);
+    return decide_ex(f, uid, ns, pod, NULL, NULL);
+}
+
+/* Reservations of a stored quota, as an array borrowed from *holder. */
+static size_t n_reservations(fx *f, const char *kind, const char *ns, const char *name)
+{
+    json_object *o = NULL, *st, *arr;
+    assert_int_equal(wh_memstore_get(f->ms, kind, ns, name, &o, NULL), GQ_OK);
+    size_t n = 0;
+    if (json_object_object_get_ex(o, "status", &st) &&
+        json_object_object_get_ex(st, "reservations", &arr))
+        n = json_object_array_length(arr);
+    json_object_put(o);
+    return n;
+}
+
+static json_object *reservation(fx *f, const char *ns, const char *name, size_t i)
+{
+    json_object *o = NULL, *st, *arr;
+    assert_int_equal(wh_memstore_get(f->ms, "GPUQuota", ns, name, &o, NULL), GQ_OK);
+    assert_true(json_object_object_get_ex(o, "status", &st));
+    assert_true(json_object_object_get_ex(st, "reservations", &arr));
+    json_object *r = json_object_get(json_object_array_get_idx(arr, i));
+    json_object_put(o);
+    return r;
+}
+
+static const char *sget(json_object *o, const char *k)
+{
+    json_object *v;
+    assert_true(json_object_object_get_ex(o, k, &v));
+    return json_object_get_string(v);
+}
+
+/* ---- tests ------------------------------------------------------------------ */
+
+static void test_allowed_charges_reservation(void **state)
+{
+    fx *f = *state;
+    wh_review_response resp;
+    char pod[2048];
+    quota(f, NS_A, "team-a", "{\"gpu-memory\":\"64Gi\",\"gpu-pods\":10}", NULL);
+    pod_json(pod, sizeof(pod), NS_A, "16Gi", NULL, NULL);
+    wh_validate_result r = decide_ex(f, "uid-1", NS_A, pod, NULL, &resp);
+    assert_true(r.allowed);
+    assert_int_equal(r.n_charged, 1);
+    assert_string_equal(r.charged, "GPUQuota team-a/team-a");
+    assert_string_equal(r.reservation_key, "uid-1");
+    assert_int_equal(r.charge.v[GQ_KEY_GPU_MEMORY], 16LL << 30);
+    assert_int_equal(resp.n_audit, 4);
+    assert_string_equal(resp.audit_keys[0], "decision");
+    assert_string_equal(resp.audit_values[0], "allowed");
+    assert_string_equal(resp.audit_keys[1], "charge");
+    assert_string_equal(resp.audit_values[1], "gpu-memory=16Gi,gpus=0,gpu-pods=1");
+    assert_string_equal(resp.audit_keys[2], "charged-quotas");
+    assert_string_equal(resp.audit_values[2], "GPUQuota team-a/team-a");
+    assert_string_equal(resp.audit_keys[3], "reservation");
+    assert_string_equal(resp.audit_values[3], "uid-1");
+    wh_review_response_dispose(&resp);
+    assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "team-a"), 1);
+    json_object *res = reservation(f, NS_A, "team-a", 0);
+    assert_string_equal(sget(res, "key"), "uid-1");
+    assert_string_equal(sget(res, "namespace"), NS_A);
+    assert_string_equal(sget(res, "pod"), "train-");
+    assert_string_equal(sget(res, "gpu-memory"), "16Gi");
+    assert_string_equal(sget(res, "gpu-pods"), "1");
+    assert_string_equal(sget(res, "expires"), "2027-01-15T08:02:00Z"); /* NOW + 120 s */
+    json_object_put(res);
+}
+
+static void test_denied_at_limit(void **state)
+{
+    fx *f = *state;
+    quota(f, NS_A, "team-a", "{\"gpu-memory\":\"64Gi\"}",
+          "#,\"status\":{\"used\":{\"gpu-memory\":\"56Gi\"}}");
+    wh_validate_result r = decide(f, "uid-1", NS_A, "16Gi");
+    assert_false(r.allowed);
+    assert_int_equal(r.code, GQ_EDENIED);
+    assert_string_equal(r.message, "exceeded quota: team-a, requested: gpu-memory=16Gi, used: "
+                                   "gpu-memory=56Gi, limited: gpu-memory=64Gi");
+    assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "team-a"), 0);
+    /* equality is allowed */
+    r = decide(f, "uid-2", NS_A, "8Gi");
+    assert_true(r.allowed);
+    /* now full: in use counts the live reservation */
+    r = decide(f, "uid-3", NS_A, "1Gi");
+    assert_false(r.allowed);
+    assert_string_equal(r.message, "exceeded quota: team-a, requested: gpu-memory=1Gi, used: "
+                                   "gpu-memory=64Gi, limited: gpu-memory=64Gi");
+}
+
+static void test_expired_reservations_ignored_and_dropped(void **state)
+{
+    fx *f = *state;
+    quota(f, NS_A, "q", "{\"gpu-memory\":\"16Gi\"}",
+          "#,\"status\":{\"reservations\":[{\"key\":\"old\",\"namespace\":\"team-a\",\"pod\":\"p\","
+          "\"gpu-memory\":\"16Gi\",\"gpus\":\"0\",\"gpu-pods\":\"1\","
+          "\"expires\":\"2027-01-15T08:00:00Z\"}]}");
+    wh_validate_result r = decide(f, "uid-1", NS_A, "16Gi");
+    assert_true(r.allowed);
+    assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "q"), 1);
+    json_object *res = reservation(f, NS_A, "q", 0);
+    assert_string_equal(sget(res, "key"), "uid-1");
+    json_object_put(res);
+}
+
+static void test_tenant_across_namespaces(void **state)
+{
+    fx *f = *state;
+    namespace_(f, "ml-a", "{\"team\":\"ml\"}");
+    namespace_(f, "ml-b", "{\"team\":\"ml\"}");
+    namespace_(f, "web", "{\"team\":\"web\"}");
+    apply(f, "{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPUTenantQuota\","
+             "\"metadata\":{\"name\":\"ml\"},\"spec\":{\"namespaceSelector\":{\"matchLabels\":"
+             "{\"team\":\"ml\"}},\"hard\":{\"gpu-memory\":\"32Gi\"}}}");
+    assert_true(decide(f, "a1", "ml-a", "16Gi").allowed);
+    wh_validate_result r = decide(f, "b1", "ml-b", "16Gi");
+    assert_true(r.allowed);
+    assert_string_equal(r.charged, "GPUTenantQuota ml");
+    r = decide(f, "a2", "ml-a", "16Gi");
+    assert_false(r.allowed);
+    assert_string_equal(r.message, "exceeded tenant quota: ml, requested: gpu-memory=16Gi, used: "
+                                   "gpu-memory=32Gi, limited: gpu-memory=32Gi");
+    /* a namespace outside the tenant is not limited by it */
+    r = decide(f, "w1", "web", "16Gi");
+    assert_true(r.allowed);
+    assert_int_equal(r.n_charged, 0);
+    assert_int_equal(n_reservations(f, "GPUTenantQuota", NULL, "ml"), 2);
+}
+
+static void test_scopes(void **state)
+{
+    fx *f = *state;
+    char pod[2048];
+    quota(f, NS_A, "high", "{\"gpu-memory\":\"8Gi\"}",
+          ",\"scopeSelector\":{\"matchExpressions\":[{\"scopeName\":\"PriorityClass\","
+          "\"operator\":\"In\",\"values\":[\"high\"]}]}");
+    quota(f, NS_A, "batch", "{\"gpu-memory\":\"4Gi\"}", ",\"scopes\":[\"Terminating\"]");
+    /* neither scope matches: no quota governs the pod */
+    wh_validate_result r = decide(f, "u1", NS_A, "16Gi");
+    assert_true(r.allowed);
+    assert_int_equal(r.n_charged, 0);
+    pod_json(pod, sizeof(pod), NS_A, "16Gi", NULL, ",\"priorityClassName\":\"high\"");
+    r = decide_ex(f, "u2", NS_A, pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_string_equal(r.message, "exceeded quota: high, requested: gpu-memory=16Gi, used: "
+                                   "gpu-memory=0, limited: gpu-memory=8Gi");
+    pod_json(pod, sizeof(pod), NS_A, "4Gi", NULL, ",\"activeDeadlineSeconds\":60");
+    r = decide_ex(f, "u3", NS_A, pod, NULL, NULL);
+    assert_true(r.allowed);
+    assert_string_equal(r.charged, "GPUQuota team-a/batch");
+}
+
+static void test_dry_run_not_charged(void **state)
+{
+    fx *f = *state;
+    char pod[2048];
+    rv_opts dry = {"CREATE", USER, NULL, true, NULL};
+    wh_review_response resp;
+    quota(f, NS_A, "q", "{\"gpu-memory\":\"16Gi\"}", NULL);
+    pod_json(pod, sizeof(pod), NS_A, "16Gi", NULL, NULL);
+    wh_validate_result r = decide_ex(f, "d1", NS_A, pod, &dry, &resp);
+    assert_true(r.allowed);
+    assert_int_equal(resp.n_audit, 3);
+    assert_string_equal(resp.audit_keys[2], "checked-quotas");
+    assert_string_equal(resp.audit_values[2], "GPUQuota team-a/q");
+    wh_review_response_dispose(&resp);
+    assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "q"), 0);
+    wh_memstore_stats st;
+    wh_memstore_get_stats(f->ms, &st);
+    assert_int_equal(st.updates, 0);
+    assert_int_equal(st.gets, 1); /* evaluated on a fresh read */
+    /* over the limit, a dry run is denied like the real thing */
+    assert_true(decide(f, "real", NS_A, "16Gi").allowed);
+    pod_json(pod, sizeof(pod), NS_A, "1Gi", NULL, NULL);
+    r = decide_ex(f, "d2", NS_A, pod, &dry, NULL);
+    assert_false(r.allowed);
+    assert_string_equal(r.message, "exceeded quota: q, requested: gpu-memory=1Gi, used: "
+                                   "gpu-memory=16Gi, limited: gpu-memory=16Gi");
+}
+
+static void test_idempotent_retry(void **state)
+{
+    fx *f = *state;
+    char pod[2048];
+    quota(f, NS_A, "q", "{\"gpu-memory\":\"16Gi\"}", NULL);
+    assert_true(decide(f, "same", NS_A, "16Gi").allowed);
+    /* the apiserver retries the same review: allowed again, charged once */
+    wh_validate_result r = decide(f, "same", NS_A, "16Gi");
+    assert_true(r.allowed);
+    assert_int_equal(r.n_charged, 1);
+    assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "q"), 1);
+    /* the reservation annotation is the key when present */
+    quota(f, "team-b", "q", "{\"gpu-memory\":\"16Gi\"}", NULL);
+    pod_json(pod, sizeof(pod), "team-b", "16Gi",
+             ",\"annotations\":{\"gpuquota.io/reservation\":\"stamp-1\"}", NULL);
+    assert_true(decide_ex(f, "x1", "team-b", pod, NULL, NULL).allowed);
+    r = decide_ex(f, "x2", "team-b", pod, NULL, NULL);
+    assert_true(r.allowed);
+    assert_string_equal(r.reservation_key, "stamp-1");
+    assert_int_equal(n_reservations(f, "GPUQuota", "team-b", "q"), 1);
+}
+
+/* A pod copied from a running one carries its reservation annotation: it
+ * must be charged on its own (under the admission uid), never ride on the
+ * running pod's charge. */
+static void test_copied_reservation_annotation(void **state)
+{
+    fx *f = *state;
+    char pod[2048];
+    const char *ann = ",\"annotations\":{\"gpuquota.io/reservation\":\"k1\"}";
+    quota(f, NS_A, "q", "{\"gpu-memory\":\"32Gi\"}", NULL);
+    snprintf(pod, sizeof(pod),
+             "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"a\"%s},"
+             "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+             "{\"gpuquota.io/gpu-memory\":\"16Gi\"}}}]}}",
+             ann);
+    wh_validate_result r = decide_ex(f, "u1", NS_A, pod, NULL, NULL);
+    assert_true(r.allowed);
+    assert_string_equal(r.reservation_key, "k1");
+    pod[strstr(pod, "\"a\"") - pod + 1] = 'b'; /* the copy: pod b */
+    r = decide_ex(f, "u2", NS_A, pod, NULL, NULL);
+    assert_true(r.allowed);
+    assert_string_equal(r.reservation_key, "u2");
+    assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "q"), 2);
+    /* the quota is full now: a third copy is denied */
+    pod[strstr(pod, "\"b\"") - pod + 1] = 'c';
+    r = decide_ex(f, "u3", NS_A, pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_string_equal(r.message, "exceeded quota: q, requested: gpu-memory=16Gi, used: "
+                                   "gpu-memory=32Gi, limited: gpu-memory=32Gi");
+    /* both keys taken by other pods: refused, never shared */
+    quota(f, NS_A, "q", "{\"gpu-memory\":\"64Gi\"}", NULL); /* re-applied: no reservations */
+    r = decide_ex(f, "u2", NS_A, pod, NULL, NULL);          /* pod c now holds k1 */
+    assert_true(r.allowed);
+    assert_string_equal(r.reservation_key, "k1");
+    assert_true(decide(f, "u5", NS_A, "8Gi").allowed); /* a pod without annotation holds u5 */
+    pod[strstr(pod, "\"c\"") - pod + 1] = 'd';
+    r = decide_ex(f, "u5", NS_A, pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_int_equal(r.code, GQ_EEXISTS);
+    assert_string_equal(r.message, "gpuquota could not charge quota team-a/q: reservation u5 is "
+                                   "held by another pod");
+}
+
+/* The object a write returned stands in for the next read, but never
+ * refuses: when usage went down meanwhile (the controller counted and
+ * dropped reservations), the pod is decided on a fresh read. */
+static void test_remembered_object_never_denies(void **state)
+{
+    fx *f = *state;
+    quota(f, NS_A, "q", "{\"gpu-memory\":\"16Gi\"}", NULL);
+    assert_true(decide(f, "u1", NS_A, "16Gi").allowed);
+    wh_memstore_stats st;
+    wh_memstore_get_stats(f->ms, &st);
+    assert_int_equal(st.gets, 1);
+    assert_true(decide(f, "u2", NS_A, NULL).allowed); /* CPU-only: no store traffic */
+    /* the pod finished: the quota is empty again (new resourceVersion) */
+    quota(f, NS_A, "q", "{\"gpu-memory\":\"16Gi\"}", NULL);
+    wh_validate_result r = decide(f, "u3", NS_A, "16Gi");
+    assert_true(r.allowed);
+    wh_memstore_get_stats(f->ms, &st);
+    assert_int_equal(st.gets, 2);    /* the remembered object said full: read again */
+    assert_int_equal(st.updates, 2); /* and no write was wasted on it */
+    /* next admission starts from the object the write returned: no GET */
+    quota(f, "team-b", "q", "{\"gpu-memory\":\"64Gi\"}", NULL);
+    assert_true(decide(f, "b1", "team-b", "16Gi").allowed);
+    assert_true(decide(f, "b2", "team-b", "16Gi").allowed);
+    wh_memstore_get_stats(f->ms, &st);
+    assert_int_equal(st.gets, 3);
+    assert_int_equal(st.updates, 4);
+    assert_int_equal(n_reservations(f, "GPUQuota", "team-b", "q"), 2);
+}
+
+static void test_conflict_storm(void **state)
+{
+    fx *f = *state;
+    wh_memstore_faults fl = {.conflict_every = 2};
+    quota(f, NS_A, "q", "{\"gpu-memory\":\"64Gi\"}", NULL);
+    wh_memstore_set_faults(f->ms, &fl);
+    char uid[32];
+    int allowed = 0;
+    for (int i = 0; i < 6; i++) {
+        snprintf(uid, sizeof(uid), "u%d", i);
+        allowed += decide(f, uid, NS_A, "16Gi").allowed;
+    }
+    assert_int_equal(allowed, 4);
+    assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "q"), 4);
+    wh_memstore_stats st;
+    wh_memstore_get_stats(f->ms, &st);
+    /* writes 2, 4 and 6 are refused, 1, 3, 5 and 7 land */
+    assert_int_equal(st.updates, 7);
+    assert_int_equal(st.conflicts, 3);
+    /* every write refused: gives up after the retries, denies */
+    fl.conflict_every = 1;
+    wh_memstore_set_faults(f->ms, &fl);
+    wh_validate_opts o = {.max_retries = 4, .budget_ms = 60000};
+    fx_validator(f, &o);
+    quota(f, "team-b", "q", "{\"gpu-memory\":\"64Gi\"}", NULL);
+    wh_validate_result r = decide(f, "z", "team-b", "16Gi");
+    assert_false(r.allowed);
+    assert_int_equal(r.code, GQ_ECONFLICT);
+    assert_string_equal(r.message, "gpuquota could not charge quota team-b/q: the quota kept "
+                                   "changing (4 conflicting updates in a row)");
+    /* ... or when the time budget runs out first */
+    o = (wh_validate_opts){.max_retries = 1000, .budget_ms = 1, .backoff_ms = 5};
+    fx_validator(f, &o);
+    r = decide(f, "z2", "team-b", "16Gi");
+    assert_false(r.allowed);
+    assert_string_equal(r.message, "gpuquota could not charge quota team-b/q: the quota kept "
+                                   "changing (1 conflicting update in a row)");
+    wh_memstore_set_faults(f->ms, NULL);
+    assert_int_equal(n_reservations(f, "GPUQuota", "team-b", "q"), 0);
+}
+
+static void test_rollback_when_second_denies(void **state)
+{
+    fx *f = *state;
+    quota(f, NS_A, "a-big", "{\"gpu-memory\":\"64Gi\"}", NULL);
+    quota(f, NS_A, "b-small", "{\"gpu-memory\":\"8Gi\"}", NULL);
+    wh_validate_result r = decide(f, "u1", NS_A, "16Gi");
+    assert_false(r.allowed);
+    assert_string_equal(r.message, "exceeded quota: b-small, requested: gpu-memory=16Gi, used: "
+                                   "gpu-memory=0, limited: gpu-memory=8Gi");
+    assert_int_equal(r.n_charged, 0);
+    assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "a-big"), 0);
+    r = decide(f, "u2", NS_A, "8Gi");
+    assert_true(r.allowed);
+    assert_string_equal(r.charged, "GPUQuota team-a/a-big, GPUQuota team-a/b-small");
+}
+
+static void test_store_down_denies(void **state)
+{
+    fx *f = *state;
+    quota(f, NS_A, "q", "{\"gpu-memory\":\"64Gi\"}", NULL);
+    wh_memstore_faults fl = {.fail = GQ_EIO, .fail_ops = WH_MS_GET};
+    wh_memstore_set_faults(f->ms, &fl);
+    wh_validate_result r = decide(f, "u1", NS_A, "16Gi");
+    assert_false(r.allowed);
+    assert_int_equal(r.code, GQ_EIO);
+    assert_string_equal(r.message, "gpuquota could not reach the API server to charge quota "
+                                   "team-a/q: injected failure: I/O error");
+    fl.fail_ops = WH_MS_UPDATE;
+    wh_memstore_set_faults(f->ms, &fl);
+    r = decide(f, "u2", NS_A, "16Gi");
+    assert_false(r.allowed);
+    assert_string_equal(r.message, "gpuquota could not reach the API server to charge quota "
+                                   "team-a/q: injected failure: I/O error");
+    fl.fail_ops = WH_MS_LIST;
+    wh_memstore_set_faults(f->ms, &fl);
+    r = decide(f, "u3", NS_A, "16Gi");
+    assert_false(r.allowed);
+    assert_string_equal(r.message, "gpuquota could not reach the API server to read the "
+                                   "GPULimitRanges of team-a: injected failure: I/O error");
+    /* a CPU-only pod never touches the store */
+    r = decide(f, "u4", NS_A, NULL);
+    assert_true(r.allowed);
+    wh_memstore_set_faults(f->ms, NULL);
+    assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "q"), 0);
+}
+
+static void test_limit_range_and_invalid_pod(void **state)
+{
+    fx *f = *state;
+    char pod[2048];
+    apply(f, "{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPULimitRange\",\"metadata\":"
+             "{\"name\":\"lr\",\"namespace\":\"team-a\"},\"spec\":{\"limits\":[{\"type\":"
+             "\"Container\",\"max\":{\"gpu-memory\":\"20Gi\"}}]}}");
+    quota(f, NS_A, "q", "{\"gpu-memory\":\"64Gi\"}", NULL);
+    wh_validate_result r = decide(f, "u1", NS_A, "24Gi");
+    assert_false(r.allowed);
+    assert_string_equal(r.message,
+                        "maximum gpu-memory usage per Container is 20Gi, but limit is 24Gi");
+    assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "q"), 0);
+    assert_true(decide(f, "u2", NS_A, "20Gi").allowed);
+    snprintf(pod, sizeof(pod),
+             "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\"},\"spec\":{"
+             "\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":"
+             "\"1.5\"}}}]}}");
+    r = decide_ex(f, "u3", NS_A, pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_string_equal(r.message,
+                        "container \"c\": nvidia.com/gpu \"1.5\" is not valid: a GPU fraction must "
+                        "be in (0, 1] (for example \"0.5\" or \"500m\"); ask for whole GPUs as an "
+                        "integer");
+}
+
+static void test_exempt_cpu_only_require_quota(void **state)
+{
+    fx *f = *state;
+    f->cfg->require_quota = true;
+    wh_validate_result r = decide(f, "u1", NS_A, "16Gi");
+    assert_false(r.allowed);
+    assert_string_equal(r.message, "insufficient quota to consume: gpu-memory,gpu-pods");
+    assert_true(decide(f, "u2", NS_A, NULL).allowed);
+    char **saved = f->cfg->exempt_namespaces;
+    size_t n_saved = f->cfg->n_exempt_namespaces;
+    char *exempt[] = {"kube-system"};
+    f->cfg->exempt_namespaces = exempt;
+    f->cfg->n_exempt_namespaces = 1;
+    assert_true(decide(f, "u3", "kube-system", "16Gi").allowed);
+    f->cfg->exempt_namespaces = saved;
+    f->cfg->n_exempt_namespaces = n_saved;
+    f->cfg->require_quota = false;
+    wh_memstore_stats st;
+    wh_memstore_get_stats(f->ms, &st);
+    assert_int_equal(st.gets, 0);
+}
+
+static void test_tamper(void **state)
+{
+    fx *f = *state;
+    char old[2048], now[2048];
+    static const struct {
+        const char *old_meta, *new_meta, *user;
+        bool allowed;
+        const char *msg;
+    } cases[] = {
+        {"", ",\"labels\":{\"gpuquota.io/managed\":\"true\"}", USER, false,
+         "changing gpuquota.io/ labels and annotations is reserved to gpuquota (label "
+         "gpuquota.io/managed)"},
+        {",\"annotations\":{\"gpuquota.io/reservation\":\"k\"}", ",\"annotations\":{}", USER, false,
+         "changing gpuquota.io/ labels and annotations is reserved to gpuquota (annotation "
+         "gpuquota.io/reservation)"},
+        {",\"annotations\":{\"gpuquota.io/gpu-memory\":\"8Gi\"}",
+         ",\"annotations\":{\"gpuquota.io/gpu-memory\":\"1Gi\"}", USER, false,
+         "changing gpuquota.io/ labels and annotations is reserved to gpuquota (annotation "
+         "gpuquota.io/gpu-memory)"},
+        {",\"labels\":{\"gpuquota.io/managed\":\"true\"}", "", USER, false,
+         "changing gpuquota.io/ labels and annotations is reserved to gpuquota (label "
+         "gpuquota.io/managed)"},
+        {"", ",\"labels\":{\"app\":\"x\"},\"annotations\":{\"example.com/gpuquota.io\":\"x\"}",
+         USER, true, ""},
+        {",\"labels\":{\"gpuquota.io/managed\":\"true\"}",
+         ",\"labels\":{\"gpuquota.io/managed\":\"true\",\"app\":\"y\"}", USER, true, ""},
+        {"", ",\"labels\":{\"gpuquota.io/managed\":\"true\"}", WH_TRUSTED_WEBHOOK, true, ""},
+        {",\"annotations\":{\"gpuquota.io/reservation\":\"k\"}", "", WH_TRUSTED_CONTROLLER, true,
+         ""},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        pod_json(old, sizeof(old), NS_A, "8Gi", cases[i].old_meta, NULL);
+        pod_json(now, sizeof(now), NS_A, "8Gi", cases[i].new_meta, NULL);
+        rv_opts o = {"UPDATE", cases[i].user, old, false, NULL};
+        wh_validate_result r = decide_ex(f, "t", NS_A, now, &o, NULL);
+        assert_int_equal(r.allowed, cases[i].allowed);
+        assert_string_equal(r.message, cases[i].msg);
+    }
+    /* --trusted-user replaces the defaults */
+    const char *users[] = {"bob"};
+    wh_validate_opts vo = {.trusted_users = users, .n_trusted_users = 1};
+    fx_validator(f, &vo);
+    pod_json(old, sizeof(old), NS_A, "8Gi", "", NULL);
+    pod_json(now, sizeof(now), NS_A, "8Gi", ",\"labels\":{\"gpuquota.io/managed\":\"true\"}", NULL);
+    rv_opts bob = {"UPDATE", "bob", old, false, NULL};
+    assert_true(decide_ex(f, "t", NS_A, now, &bob, NULL).allowed);
+    rv_opts wh = {"UPDATE", WH_TRUSTED_WEBHOOK, old, false, NULL};
+    assert_false(decide_ex(f, "t", NS_A, now, &wh, NULL).allowed);
+    /* DELETE is never checked */
+    rv_opts del = {"DELETE", USER, old, false, NULL};
+    assert_true(decide_ex(f, "t", NS_A, "null", &del, NULL).allowed);
+    /* pods/status can carry metadata changes too; other subresources not */
+    rv_opts st = {"UPDATE", USER, old, false, "status"};
+    assert_false(decide_ex(f, "t", NS_A, now, &st, NULL).allowed);
+    rv_opts eph = {"UPDATE", USER, old, false, "ephemeralcontainers"};
+    assert_true(decide_ex(f, "t", NS_A, now, &eph, NULL).allowed);
+    /* a CREATE on a subresource (binding, eviction) is not a pod creation */
+    rv_opts bind = {"CREATE", USER, NULL, false, "binding"};
+    assert_true(decide_ex(f, "t", NS_A, now, &bind, NULL).allowed);
+}
+
+/* ---- concurrency -------------------------------------------------------------- */
+
+typedef struct worker {
+    fx *f;
+    int i;
+    bool allowed;
+    const char *ns;
+} worker;
+
+static void *work(void *arg)
+{
+    worker *w = arg;
+    char uid[32];
+    snprintf(uid, sizeof(uid), "c-%d", w->i);
+    wh_validate_result r = decide(w->f, uid, w->ns, "1Gi");
+    w->allowed = r.allowed;
+    if (!r.allowed && strncmp(r.message, "exceeded quota: q,", 18))
+        fprintf(stderr, "unexpected denial: %s\n", r.message);
+    return NULL;
+}
+
+static void run_concurrent(fx *f, unsigned conflict_every, unsigned latency_us)
+{
+    enum { N = 200 };
+    static worker ws[N];
+    static pthread_t th[N];
+    quota(f, NS_A, "q", "{\"gpu-memory\":\"10Gi\",\"gpu-pods\":100}", NULL);
+    wh_memstore_faults fl = {.conflict_every = conflict_every, .latency_us = latency_us};
+    wh_memstore_set_faults(f->ms, &fl);
+    for (int i = 0; i < N; i++) {
+        ws[i] = (worker){f, i, false, NS_A};
+        assert_int_equal(pthread_create(&th[i], NULL, work, &ws[i]), 0);
+    }
+    int allowed = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        allowed += ws[i].allowed;
+    }
+    wh_memstore_set_faults(f->ms, NULL);
+    assert_int_equal(allowed, 10);
+    assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "q"), 10);
+    wh_validate_stats vs;
+    wh_validate_get_stats(f->v, &vs);
+    assert_int_equal(vs.charged, 10);
+}
+
+static void test_concurrent_exactly_ten(void **state)
+{
+    run_concurrent(*state, 0, 200);
+}
+
+static void test_concurrent_exactly_ten_with_conflicts(void **state)
+{
+    run_concurrent(*state, 2, 100);
+}
+
+static void test_concurrent_no_coalescing(void **state)
+{
+    fx *f = *state;
+    wh_validate_opts o = {.max_batch = 1, .max_retries = 1000};
+    fx_validator(f, &o);
+    run_concurrent(f, 3, 0);
+}
+
+/* ---- HTTP seam ------------------------------------------------------------------- */
+
+static void test_handler(void **state)
+{
+    fx *f = *state;
+    quota(f, NS_A, "q", "{\"gpu-memory\":\"8Gi\"}", NULL);
+    char pod[2048], body[8192];
+    pod_json(pod, sizeof(pod), NS_A, "16Gi", NULL, NULL);
+    snprintf(body, sizeof(body),
+             "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{"
+             "\"uid\":\"h1\",\"kind\":{\"group\":\"\",\"version\":\"v1\",\"kind\":\"Pod\"},"
+             "\"resource\":{\"group\":\"\",\"version\":\"v1\",\"resource\":\"pods\"},"
+             "\"namespace\":\"team-a\",\"operation\":\"CREATE\",\"userInfo\":{\"username\":\"u\"},"
+             "\"object\":%s}}",
+             pod);
+    wh_request rq = {.method = "POST",
+                     .path = "/validate",
+                     .content_type = "application/json",
+                     .body = body,
+                     .body_len = strlen(body),
+                     .remote_addr = ""};
+    wh_response rs;
+    wh_response_init(&rs);
+    wh_validate_handle(f->v, &rq, &rs);
+    assert_int_equal(rs.status, 200);
+    json_object *o = json_tokener_parse(rs.body);
+    assert_non_null(o);
+    json_object *resp, *st, *v;
+    assert_true(json_object_object_get_ex(o, "response", &resp));
+    assert_true(json_object_object_get_ex(resp, "allowed", &v));
+    assert_false(json_object_get_boolean(v));
+    assert_string_equal(sget(resp, "uid"), "h1");
+    assert_true(json_object_object_get_ex(resp, "status", &st));
+    assert_true(json_object_object_get_ex(st, "code", &v));
+    assert_int_equal(json_object_get_int(v), 403);
+    assert_string_equal(sget(st, "reason"), "Forbidden");
+    assert_string_equal(sget(st, "message"), "exceeded quota: q, requested: gpu-memory=16Gi, "
+                                             "used: gpu-memory=0, limited: gpu-memory=8Gi");
+    json_object_put(o);
+    wh_response_dispose(&rs);
+    rq.body = "{\"kind\":\"AdmissionReview\"}";
+    rq.body_len = strlen(rq.body);
+    wh_response_init(&rs);
+    wh_validate_handle(f->v, &rq, &rs);
+    assert_int_equal(rs.status, 400);
+    wh_response_dispose(&rs);
+}
+
+static void test_audit_and_metrics(void **state)
+{
+    fx *f = *state;
+    char path[] = "/tmp/gq-validate-audit.XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    gq_audit_config ac = {.path = path, .max_size = 1 << 20, .max_files = 1};
+    wh_audit *audit = NULL;
+    wh_metrics *m = NULL;
+    assert_int_equal(wh_audit_open(&ac, &audit, NULL), GQ_OK);
+    assert_int_equal(wh_metrics_new("test", &m), GQ_OK);
+    wh_validate_opts o = {.audit = audit, .metrics = m};
+    fx_validator(f, &o);
+    quota(f, NS_A, "q", "{\"gpu-memory\":\"16Gi\"}", NULL);
+    assert_true(decide(f, "a1", NS_A, "16Gi").allowed);
+    assert_false(decide(f, "a2", NS_A, "8Gi").allowed);
+    assert_int_equal(wh_audit_records(audit), 2);
+    char *text = NULL, buf[8192];
+    size_t len = 0;
+    FILE *fp = fopen(path, "r");
+    assert_non_null(fp);
+    len = fread(buf, 1, sizeof(buf) - 1, fp);
+    buf[len] = '\0';
+    fclose(fp);
+    char *second = strchr(buf, '\n');
+    assert_non_null(second);
+    *second++ = '\0';
+    assert_non_null(strstr(buf, "\"uid\":\"a1\""));
+    assert_non_null(strstr(buf, "\"webhook\":\"validate\""));
+    assert_non_null(strstr(buf, "\"decision\":\"allowed\""));
+    assert_non_null(strstr(
+        buf, "\"quotas\":[{\"kind\":\"GPUQuota\",\"namespace\":\"team-a\",\"name\":\"q\"}]"));
+    assert_non_null(strstr(second, "\"decision\":\"denied\""));
+    assert_non_null(strstr(second, "exceeded quota: q, requested: gpu-memory=8Gi"));
+    assert_non_null(strstr(
+        second, "\"quotas\":[{\"kind\":\"GPUQuota\",\"namespace\":\"team-a\",\"name\":\"q\"}]"));
+    assert_int_equal(wh_metrics_render(m, &text, &len), GQ_OK);
+    assert_non_null(strstr(text, "gpuquota_admission_requests_total{webhook=\"validate\","
+                                 "operation=\"CREATE\",decision=\"allowed\"} 1"));
+    assert_non_null(strstr(text, "gpuquota_admission_requests_total{webhook=\"validate\","
+                                 "operation=\"CREATE\",decision=\"denied\"} 1"));
+    assert_non_null(strstr(text, "gpuquota_quota_used{namespace=\"team-a\",quota=\"q\","
+                                 "resource=\"gpu-memory\"} 17179869184"));
+    free(text);
+    wh_validator_free(f->v);
+    f->v = NULL;
+    wh_metrics_free(m);
+    wh_audit_close(audit);
+    unlink(path);
+}
+
+static void test_bad_options(void **state)
+{
+    fx *f = *state;
+    wh_validator *v = NULL;
+    gq_err err;
+    wh_validate_opts o = {.reservation_ttl_s = -1};
+    assert_int_equal(wh_validator_new(f->cfg, &f->store, &o, &v, &err), GQ_EINVAL);
+    wh_store empty;
+    memset(&empty, 0, sizeof(empty));
+    assert_int_equal(wh_validator_new(f->cfg, &empty, NULL, &v, &err), GQ_EINVAL);
+    o = (wh_validate_opts){.n_trusted_users = WH_TRUSTED_USERS_MAX + 1, .trusted_users = NULL};
+    const char *u[1] = {"x"};
+    o.trusted_users = u;
+    assert_int_equal(wh_validator_new(f->cfg, &f->store, &o, &v, &err), GQ_ELIMIT);
+    assert_null(v);
+    wh_validator_free(NULL);
+}
+
+static void test_memstore_errors(void **state)
+{
+    fx *f = *state;
+    gq_err err;
+    json_object *o = json_tokener_parse("{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"x\"}}");
+    assert_int_equal(wh_memstore_apply(f->ms, o, &err), GQ_EINVAL);
+    assert_string_equal(err.msg, "kind ConfigMap cannot be stored");
+    json_object_put(o);
+    o = json_tokener_parse("{\"kind\":\"GPUQuota\",\"metadata\":{\"name\":\"x\"}}");
+    assert_int_equal(wh_memstore_apply(f->ms, o, &err), GQ_EINVAL);
+    assert_string_equal(err.msg, "GPUQuota x without metadata.namespace");
+    json_object_put(o);
+    o = json_tokener_parse("{\"kind\":\"Namespace\",\"metadata\":{}}");
+    assert_int_equal(wh_memstore_apply(f->ms, o, &err), GQ_EINVAL);
+    json_object_put(o);
+    assert_int_equal(wh_memstore_get(f->ms, "GPUQuota", "a", "nope", &o, &err), GQ_ENOTFOUND);
+    wh_memstore_free(NULL);
+}
+
+int main(void)
+{
+    gq_log_set_level(GQ_LOG_WARN);
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_allowed_charges_reservation),
+        T(test_denied_at_limit),
+        T(test_expired_reservations_ignored_and_dropped),
+        T(test_tenant_across_namespaces),
+        T(test_scopes),
+        T(test_dry_run_not_charged),
+        T(test_idempotent_retry),
+        T(test_copied_reservation_annotation),
+        T(test_remembered_object_never_denies),
+        T(test_conflict_storm),
+        T(test_rollback_when_second_denies),
+        T(test_store_down_denies),
+        T(test_limit_range_and_invalid_pod),
+        T(test_exempt_cpu_only_require_quota),
+        T(test_tamper),
+        T(test_concurrent_exactly_ten),
+        T(test_concurrent_exactly_ten_with_conflicts),
+        T(test_concurrent_no_coalescing),
+        T(test_handler),
+        T(test_audit_and_metrics),
+        T(test_bad_options),
+        T(test_memstore_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,43 @@
+# The validating webhook: the /validate decision over the in-memory store
+# (charging, conflicts, rollback, dry run, tamper, group commit under threads).
+gq_unit_test(test_validate test_validate.c LIBS gq_webhook gq_kube)
+
+# End to end against the kube-apiserver stand-in: kubectl-created pods
+# through real webhook processes, then three replicas under 200 concurrent
+# reviews with injected conflicts and latency.
+add_test(NAME validate_integration
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/validate_integration.sh $<TARGET_FILE:gpuquota>
+                 $<TARGET_FILE:kube-standin>)
+set_tests_properties(validate_integration PROPERTIES TIMEOUT 300)
+
+# Benchmark (prints figures, never a ctest case): charging throughput and
+# latency against the stand-in, one namespace and 50, over-admission checked.
+if(GQ_BENCH)
+  add_executable(bench_validate bench/bench_validate.c standin_proc.c)
+  target_include_directories(bench_validate PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+  target_compile_definitions(bench_validate PRIVATE GQ_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+  target_link_libraries(bench_validate PRIVATE gq_webhook gq_kube gq_core PkgConfig::CURL
+                        Threads::Threads)
+endif()
+
+# Fuzz: state documents into the in-memory store, then the decision over them.
+gq_fuzz_target(validate_state ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_validate_state.c
+               LIBS gq_webhook gq_kube)
+
+# gpuquota webhook: the /validate flags are checked before anything starts.
+add_test(NAME webhook_bad_reservation_ttl
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 2 1
+                 "^gpuquota webhook: --reservation-ttl 2x: expected a duration such as 90s, 2m or 1h$"
+                 ${GQ_BIN} webhook --tls-cert a --tls-key b --reservation-ttl 2x)
+add_test(NAME webhook_reservation_ttl_range
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 2 1
+                 "^gpuquota webhook: --reservation-ttl 25h: must be between 1s and 24h$"
+                 ${GQ_BIN} webhook --tls-cert a --tls-key b --reservation-ttl 25h)
+add_test(NAME webhook_too_many_trusted_users
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 2 1
+                 "^gpuquota webhook: at most 16 --trusted-user$"
+                 ${GQ_BIN} webhook --tls-cert a --tls-key b --trusted-user 1 --trusted-user 2
+                 --trusted-user 3 --trusted-user 4 --trusted-user 5 --trusted-user 6
+                 --trusted-user 7 --trusted-user 8 --trusted-user 9 --trusted-user 10
+                 --trusted-user 11 --trusted-user 12 --trusted-user 13 --trusted-user 14
+                 --trusted-user 15 --trusted-user 16 --trusted-user 17)

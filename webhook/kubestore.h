@@ -1,0 +1,34 @@
+/* The quota store of a running webhook (wh_store, validate.h) over the
+ * Kubernetes API: informer caches of GPUQuotas, GPUTenantQuotas,
+ * GPULimitRanges and Namespaces answer the lists; a fresh GET and a status
+ * PUT with the resourceVersion read do the charging. */
+#ifndef WH_KUBESTORE_H
+#define WH_KUBESTORE_H
+
+#include <stdbool.h>
+
+#include "gq_error.h"
+#include "kube.h"
+#include "validate.h"
+
+#define WH_GQ_PATH "/apis/gpuquota.io/v1alpha1"
+
+typedef struct wh_kubestore wh_kubestore;
+
+/* A store over api (borrowed; must outlive the store). Caches are created
+ * but not started. Caller owns *out (wh_kubestore_free). */
+gq_code wh_kubestore_new(const kube_api *api, wh_kubestore **out, gq_err *err) GQ_WUR;
+
+/* Start the four list+watch caches. */
+gq_code wh_kubestore_start(wh_kubestore *ks, gq_err *err) GQ_WUR;
+
+/* True once every cache has applied its first list (/readyz). */
+bool wh_kubestore_synced(wh_kubestore *ks);
+
+/* Fill a store table whose calls go to ks. */
+void wh_kubestore_store(wh_kubestore *ks, wh_store *out);
+
+/* Stop the caches and free. NULL is accepted. */
+void wh_kubestore_free(wh_kubestore *ks);
+
+#endif

@@ -1,0 +1,563 @@
+#include "memstore.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "podcost.h"
+#include "policy.h"
+
+typedef enum mkind { MK_QUOTA = 0, MK_TENANT, MK_LIMITRANGE, MK_NAMESPACE, MK_COUNT_ } mkind;
+
+static const char *const kind_names[MK_COUNT_] = {GQ_KIND_GPUQUOTA, GQ_KIND_GPUTENANTQUOTA,
+                                                  GQ_KIND_GPULIMITRANGE, "Namespace"};
+
+typedef struct entry {
+    mkind kind;
+    char *ns; /* NULL for cluster-scoped kinds */
+    char *name;
+    json_object *obj;
+} entry;
+
+struct wh_memstore {
+    pthread_mutex_t mu;
+    entry *e;
+    size_t n, cap;
+    uint64_t rv;
+    wh_memstore_faults faults;
+    unsigned fail_left;
+    wh_memstore_stats stats;
+};
+
+gq_code wh_memstore_new(wh_memstore **out, gq_err *err)
+{
+    wh_memstore *m = calloc(1, sizeof(*m));
+    if (!m)
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    pthread_mutex_init(&m->mu, NULL);
+    m->rv = 1000;
+    *out = m;
+    return GQ_OK;
+}
+
+void wh_memstore_free(wh_memstore *m)
+{
+    if (!m)
+        return;
+    for (size_t i = 0; i < m->n; i++) {
+        free(m->e[i].ns);
+        free(m->e[i].name);
+        json_object_put(m->e[i].obj);
+    }
+    free(m->e);
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+
+static const char *str_member(json_object *o, const char *key)
+{
+    json_object *v;
+    if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
+        return NULL;
+    return json_object_get_string(v);
+}
+
+static json_object *member(json_object *o, const char *key)
+{
+    json_object *v;
+    return o && json_object_object_get_ex(o, key, &v) ? v : NULL;
+}
+
+static int kind_of(const char *kind)
+{
+    for (int k = 0; k < MK_COUNT_; k++)
+        if (kind && !strcmp(kind, kind_names[k]))
+            return k;
+    return -1;
+}
+
+static json_object *copy(json_object *o)
+{
+    json_object *c = NULL;
+    if (json_object_deep_copy(o, &c, NULL))
+        return NULL;
+    return c;
+}
+
+/* Call with m->mu held. */
+static entry *find(wh_memstore *m, mkind kind, const char *ns, const char *name)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        entry *e = &m->e[i];
+        if (e->kind == kind && !strcmp(e->name, name) && !strcmp(e->ns ? e->ns : "", ns ? ns : ""))
+            return e;
+    }
+    return NULL;
+}
+
+/* Stamp a fresh resourceVersion on obj. Call with m->mu held. */
+static gq_code stamp(wh_memstore *m, json_object *obj)
+{
+    char buf[32];
+    json_object *meta = member(obj, "metadata");
+    snprintf(buf, sizeof(buf), "%" PRIu64, ++m->rv);
+    json_object *s = json_object_new_string(buf);
+    if (!s || json_object_object_add(meta, "resourceVersion", s)) {
+        json_object_put(s);
+        return GQ_ENOMEM;
+    }
+    return GQ_OK;
+}
+
+gq_code wh_memstore_apply(wh_memstore *m, json_object *obj, gq_err *err)
+{
+    const char *kname = str_member(obj, "kind");
+    int k = kind_of(kname);
+    json_object *meta = member(obj, "metadata");
+    const char *name = str_member(meta, "name");
+    const char *ns = str_member(meta, "namespace");
+    if (k < 0)
+        return gq_err_set(err, GQ_EINVAL, "kind %s cannot be stored", kname ? kname : "(none)");
+    if (!name || !name[0])
+        return gq_err_set(err, GQ_EINVAL, "%s without metadata.name", kname);
+    bool namespaced = k == MK_QUOTA || k == MK_LIMITRANGE;
+    if (namespaced && (!ns || !ns[0]))
+        return gq_err_set(err, GQ_EINVAL, "%s %s without metadata.namespace", kname, name);
+    if (!namespaced)
+        ns = NULL;
+    json_object *c = copy(obj);
+    if (!c)
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    pthread_mutex_lock(&m->mu);
+    gq_code rc = stamp(m, c);
+    entry *e = rc ? NULL : find(m, (mkind)k, ns, name);
+    if (rc) {
+        /* fall through to cleanup */
+    } else if (e) {
+        json_object_put(e->obj);
+        e->obj = c;
+        c = NULL;
+    } else if (m->n >= WH_MEMSTORE_MAX_OBJECTS) {
+        rc = gq_err_set(err, GQ_ELIMIT, "more than %d objects", WH_MEMSTORE_MAX_OBJECTS);
+    } else {
+        if (m->n == m->cap) {
+            size_t cap = m->cap ? m->cap * 2 : 16;
+            entry *grown = realloc(m->e, cap * sizeof(*grown));
+            if (!grown) {
+                rc = GQ_ENOMEM;
+                goto unlock;
+            }
+            m->e = grown;
+            m->cap = cap;
+        }
+        entry *ne = &m->e[m->n];
+        ne->kind = (mkind)k;
+        ne->name = strdup(name);
+        ne->ns = ns ? strdup(ns) : NULL;
+        if (!ne->name || (ns && !ne->ns)) {
+            free(ne->name);
+            free(ne->ns);
+            rc = GQ_ENOMEM;
+            goto unlock;
+        }
+        ne->obj = c;
+        c = NULL;
+        m->n++;
+    }
+unlock:
+    pthread_mutex_unlock(&m->mu);
+    json_object_put(c);
+    if (rc == GQ_ENOMEM)
+        gq_err_set(err, GQ_ENOMEM, "out of memory");
+    return rc;
+}
+
+gq_code wh_memstore_get(wh_memstore *m, const char *kind, const char *ns, const char *name,
+                        json_object **out, gq_err *err)
+{
+    int k = kind_of(kind);
+    if (k < 0 || !name)
+        return gq_err_set(err, GQ_EINVAL, "unknown kind %s", kind ? kind : "(none)");
+    pthread_mutex_lock(&m->mu);
+    entry *e = find(m, (mkind)k, ns, name);
+    json_object *c = e ? copy(e->obj) : NULL;
+    pthread_mutex_unlock(&m->mu);
+    if (!e)
+        return gq_err_set(err, GQ_ENOTFOUND, "%s %s not found", kind, name);
+    if (!c)
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    *out = c;
+    return GQ_OK;
+}
+
+void wh_memstore_set_faults(wh_memstore *m, const wh_memstore_faults *f)
+{
+    pthread_mutex_lock(&m->mu);
+    if (f)
+        m->faults = *f;
+    else
+        memset(&m->faults, 0, sizeof(m->faults));
+    m->fail_left = m->faults.fail_count;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void wh_memstore_get_stats(wh_memstore *m, wh_memstore_stats *out)
+{
+    pthread_mutex_lock(&m->mu);
+    *out = m->stats;
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* The injected failure for this call, if any. Call with m->mu held. */
+static gq_code injected(wh_memstore *m, unsigned op, gq_err *err)
+{
+    if (m->faults.fail == GQ_OK || (m->faults.fail_ops && !(m->faults.fail_ops & op)))
+        return GQ_OK;
+    if (m->faults.fail_count) {
+        if (!m->fail_left)
+            return GQ_OK;
+        m->fail_left--;
+    }
+    return gq_err_set(err, m->faults.fail, "injected failure: %s", gq_strerror(m->faults.fail));
+}
+
+static void delay(wh_memstore *m)
+{
+    pthread_mutex_lock(&m->mu);
+    unsigned us = m->faults.latency_us;
+    pthread_mutex_unlock(&m->mu);
+    if (!us)
+        return;
+    struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000L};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+/* Copies of every object of kind (in namespace ns unless NULL) as an array. */
+static gq_code list(wh_memstore *m, mkind kind, const char *ns, json_object **out, gq_err *err)
+{
+    gq_code rc = GQ_OK;
+    json_object *arr = json_object_new_array();
+    if (!arr)
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    pthread_mutex_lock(&m->mu);
+    rc = injected(m, WH_MS_LIST, err);
+    for (size_t i = 0; !rc && i < m->n; i++) {
+        entry *e = &m->e[i];
+        if (e->kind != kind || (ns && strcmp(e->ns, ns)))
+            continue;
+        json_object *c = copy(e->obj);
+        if (!c || json_object_array_add(arr, c)) {
+            json_object_put(c);
+            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        }
+    }
+    pthread_mutex_unlock(&m->mu);
+    if (rc) {
+        json_object_put(arr);
+        return rc;
+    }
+    *out = arr;
+    return GQ_OK;
+}
+
+static gq_code ms_list_quotas(void *ctx, const char *ns, json_object **out, gq_err *err)
+{
+    return list(ctx, MK_QUOTA, ns, out, err);
+}
+
+static gq_code ms_list_tenants(void *ctx, json_object **out, gq_err *err)
+{
+    return list(ctx, MK_TENANT, NULL, out, err);
+}
+
+static gq_code ms_list_limit_ranges(void *ctx, const char *ns, json_object **out, gq_err *err)
+{
+    return list(ctx, MK_LIMITRANGE, ns, out, err);
+}
+
+static gq_code ms_namespace_labels(void *ctx, const char *ns, json_object **out, gq_err *err)
+{
+    wh_memstore *m = ctx;
+    json_object *c = NULL;
+    pthread_mutex_lock(&m->mu);
+    gq_code rc = injected(m, WH_MS_LIST, err);
+    entry *e = rc ? NULL : find(m, MK_NAMESPACE, NULL, ns);
+    json_object *labels = e ? member(member(e->obj, "metadata"), "labels") : NULL;
+    if (labels && !(c = copy(labels)))
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+    pthread_mutex_unlock(&m->mu);
+    if (rc)
+        return rc;
+    *out = c;
+    return GQ_OK;
+}
+
+static gq_code ms_get_quota(void *ctx, gq_quota_kind kind, const char *ns, const char *name,
+                            json_object **out, gq_err *err)
+{
+    wh_memstore *m = ctx;
+    json_object *c = NULL;
+    delay(m);
+    pthread_mutex_lock(&m->mu);
+    m->stats.gets++;
+    gq_code rc = injected(m, WH_MS_GET, err);
+    entry *e = rc ? NULL : find(m, kind == GQ_QUOTA_TENANT ? MK_TENANT : MK_QUOTA, ns, name);
+    if (!rc && !e)
+        rc = gq_err_set(err, GQ_ENOTFOUND, "%s %s not found", kind_names[kind], name);
+    if (!rc && !(c = copy(e->obj)))
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+    pthread_mutex_unlock(&m->mu);
+    if (rc)
+        return rc;
+    *out = c;
+    return GQ_OK;
+}
+
+static gq_code ms_update_status(void *ctx, gq_quota_kind kind, const char *ns, const char *name,
+                                json_object *obj, json_object **out, gq_err *err)
+{
+    wh_memstore *m = ctx;
+    const char *rv = str_member(member(obj, "metadata"), "resourceVersion");
+    json_object *status = NULL;
+    delay(m);
+    pthread_mutex_lock(&m->mu);
+    m->stats.updates++;
+    gq_code rc = injected(m, WH_MS_UPDATE, err);
+    entry *e = rc ? NULL : find(m, kind == GQ_QUOTA_TENANT ? MK_TENANT : MK_QUOTA, ns, name);
+    if (!rc && !e)
+        rc = gq_err_set(err, GQ_ENOTFOUND, "%s %s not found", kind_names[kind], name);
+    if (rc)
+        goto out;
+    const char *cur = str_member(member(e->obj, "metadata"), "resourceVersion");
+    bool injected_conflict =
+        m->faults.conflict_every && m->stats.updates % m->faults.conflict_every == 0;
+    if (injected_conflict && stamp(m, e->obj)) {
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (injected_conflict || !rv || !cur || strcmp(rv, cur)) {
+        m->stats.conflicts++;
+        rc = gq_err_set(err, GQ_ECONFLICT,
+                        "Operation cannot be fulfilled on %s \"%s\": the object has been "
+                        "modified; please apply your changes to the latest version and try again",
+                        kind == GQ_QUOTA_TENANT ? "gputenantquotas.gpuquota.io"
+                                                : "gpuquotas.gpuquota.io",
+                        name);
+        goto out;
+    }
+    json_object *src = member(obj, "status");
+    if (src && !(status = copy(src))) {
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (status)
+        json_object_object_add(e->obj, "status", status);
+    else
+        json_object_object_del(e->obj, "status");
+    if (stamp(m, e->obj))
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+    if (!rc && out)
+        *out = copy(e->obj); /* NULL on allocation failure: the caller reads again */
+out:
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+void wh_memstore_store(wh_memstore *m, wh_store *out)
+{
+    out->ctx = m;
+    out->list_quotas = ms_list_quotas;
+    out->list_tenant_quotas = ms_list_tenants;
+    out->list_limit_ranges = ms_list_limit_ranges;
+    out->namespace_labels = ms_namespace_labels;
+    out->get_quota = ms_get_quota;
+    out->update_status = ms_update_status;
+}
+
+/* ---- state files ---------------------------------------------------------- */
+
+typedef struct flat {
+    json_object **o; /* borrowed */
+    size_t n, cap;
+} flat;
+
+static gq_code flat_push(flat *f, json_object *o, gq_err *err)
+{
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? f->cap * 2 : 32;
+        json_object **grown = realloc(f->o, cap * sizeof(*grown));
+        if (!grown)
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        f->o = grown;
+        f->cap = cap;
+    }
+    f->o[f->n++] = o;
+    return GQ_OK;
+}
+
+/* Documents with Lists expanded (one level, as kubectl writes them). */
+static gq_code flatten(json_object *const *docs, size_t n, flat *f, gq_err *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *kind = str_member(docs[i], "kind");
+        if (!json_object_is_type(docs[i], json_type_object))
+            return gq_err_set(err, GQ_EINVAL, "document %zu is not an object", i + 1);
+        size_t kl = kind ? strlen(kind) : 0;
+        if (!kind || (kl >= 4 && !strcmp(kind + kl - 4, "List"))) {
+            json_object *items = member(docs[i], "items");
+            if (!kind || !json_object_is_type(items, json_type_array))
+                return gq_err_set(err, GQ_EINVAL, "document %zu has no kind", i + 1);
+            for (size_t j = 0; j < json_object_array_length(items); j++) {
+                json_object *it = json_object_array_get_idx(items, j);
+                if (!json_object_is_type(it, json_type_object))
+                    return gq_err_set(err, GQ_EINVAL, "%s item %zu is not an object", kind, j);
+                gq_code rc = flat_push(f, it, err);
+                if (rc)
+                    return rc;
+            }
+            continue;
+        }
+        gq_code rc = flat_push(f, docs[i], err);
+        if (rc)
+            return rc;
+    }
+    return GQ_OK;
+}
+
+static const char *obj_ns(json_object *o)
+{
+    const char *ns = str_member(member(o, "metadata"), "namespace");
+    return ns && ns[0] ? ns : "default";
+}
+
+static const char *obj_name(json_object *o)
+{
+    const char *n = str_member(member(o, "metadata"), "name");
+    if (!n)
+        n = str_member(member(o, "metadata"), "generateName");
+    return n ? n : "(unnamed)";
+}
+
+static json_object *ns_labels_of(const flat *f, const char *ns)
+{
+    for (size_t i = 0; i < f->n; i++) {
+        const char *kind = str_member(f->o[i], "kind");
+        if (kind && !strcmp(kind, "Namespace") && !strcmp(obj_name(f->o[i]), ns))
+            return member(member(f->o[i], "metadata"), "labels");
+    }
+    return NULL;
+}
+
+/* A copy of quota object qo with status.used (and, for tenants,
+ * status.namespaces) recounted from pods. */
+static gq_code recounted(json_object *qo, const gq_usage_pod *pods, size_t n_pods,
+                         json_object **out, gq_err *err)
+{
+    gq_quota *q = NULL;
+    gq_usage u;
+    json_object *c = NULL, *status = NULL;
+    gq_usage_init(&u);
+    gq_code rc = gq_quota_parse(qo, &q, err);
+    if (!rc)
+        rc = gq_quota_recount(q, pods, n_pods, &u, err);
+    if (rc) {
+        gq_err_prefix(err, "%s %s", str_member(qo, "kind"), obj_name(qo));
+        goto out;
+    }
+    rc = GQ_ENOMEM;
+    if (!(c = copy(qo)))
+        goto out;
+    status = member(c, "status");
+    if (!json_object_is_type(status, json_type_object)) {
+        if (!(status = json_object_new_object()) || json_object_object_add(c, "status", status))
+            goto out;
+    }
+    json_object *used = gq_amounts_to_json(&u.used);
+    if (!used || json_object_object_add(status, "used", used))
+        goto out;
+    if (q->kind == GQ_QUOTA_TENANT) {
+        json_object *nss = gq_usage_namespaces_to_json(&u);
+        if (!nss || json_object_object_add(status, "namespaces", nss))
+            goto out;
+    }
+    *out = c;
+    c = NULL;
+    rc = GQ_OK;
+out:
+    if (rc == GQ_ENOMEM)
+        gq_err_set(err, GQ_ENOMEM, "out of memory");
+    json_object_put(c);
+    gq_usage_dispose(&u);
+    gq_quota_free(q);
+    return rc;
+}
+
+gq_code wh_memstore_load_state(wh_memstore *m, const gq_config *cfg, json_object *const *docs,
+                               size_t n, gq_err *err)
+{
+    flat f = {NULL, 0, 0};
+    gq_usage_pod *pods = NULL;
+    size_t n_pods = 0;
+    gq_pod_cost cost;
+    gq_pod_cost_init(&cost);
+    gq_code rc = flatten(docs, n, &f, err);
+    if (rc)
+        goto out;
+    if (f.n && !(pods = calloc(f.n, sizeof(*pods)))) {
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < f.n; i++) {
+        json_object *o = f.o[i];
+        const char *kind = str_member(o, "kind");
+        if (!kind || strcmp(kind, "Pod"))
+            continue;
+        gq_usage_pod *p = &pods[n_pods];
+        const char *ns = obj_ns(o);
+        if ((rc = gq_pod_facts_from_json(o, ns, &p->facts, err)) ||
+            (rc = gq_pod_cost_compute(cfg, o, &cost, err))) {
+            gq_err_prefix(err, "Pod %s/%s", ns, obj_name(o));
+            goto out;
+        }
+        p->facts.terminal = gq_pod_is_terminal(o);
+        gq_charge_from_cost(&cost, p->facts.terminal, &p->charge);
+        p->ns_labels = ns_labels_of(&f, ns);
+        n_pods++;
+    }
+    for (size_t i = 0; i < f.n; i++) {
+        json_object *o = f.o[i], *c = NULL;
+        const char *kind = str_member(o, "kind");
+        int k = kind_of(kind);
+        if (kind && !strcmp(kind, "Pod"))
+            continue;
+        if (k < 0) {
+            rc = gq_err_set(err, GQ_EINVAL, "%s %s: kind cannot be used as state",
+                            kind ? kind : "(no kind)", obj_name(o));
+            goto out;
+        }
+        if (k == MK_LIMITRANGE) {
+            gq_limit_range *lr = NULL;
+            rc = gq_limit_range_parse(o, &lr, err);
+            gq_limit_range_free(lr);
+            if (rc) {
+                gq_err_prefix(err, "%s %s", kind, obj_name(o));
+                goto out;
+            }
+        }
+        if ((k == MK_QUOTA || k == MK_TENANT) && (rc = recounted(o, pods, n_pods, &c, err)))
+            goto out;
+        rc = wh_memstore_apply(m, c ? c : o, err);
+        json_object_put(c);
+        if (rc)
+            goto out;
+    }
+out:
+    gq_pod_cost_dispose(&cost);
+    free(pods);
+    free(f.o);
+    return rc;
+}

@@ -1,0 +1,1212 @@
+#include "validate.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gq_log.h"
+#include "podcost.h"
+#include "policy.h"
+
+#define SLOT_BUCKETS 256
+#define BACKOFF_CAP_MS 100
+#define TAMPER_PREFIX "gpuquota.io/"
+#define TAMPER_MSG "changing gpuquota.io/ labels and annotations is reserved to gpuquota"
+
+/* ---- group commit state --------------------------------------------------- */
+
+typedef enum op_kind {
+    OP_CHARGE = 0,
+    OP_RELEASE = 1, /* remove this admission's reservation (rollback) */
+} op_kind;
+
+/* One admission waiting on one quota. Inputs are borrowed from the admitting
+ * thread, which blocks until `done`. */
+typedef struct pending {
+    struct pending *next;
+    op_kind op;
+    const gq_pod_facts *facts;
+    json_object *ns_labels;
+    const gq_amounts *charge;
+    const gq_reservation *resv; /* keyed by the pod's annotation, else the uid */
+    const gq_reservation *alt;  /* keyed by the admission uid; NULL when resv is */
+    const gq_reservation *used; /* the one this charge holds (for rollback) */
+    bool done, leader;
+    bool final;   /* decided for good (denied or failed) in an earlier round */
+    gq_code rc;   /* GQ_OK charged/allowed, GQ_EDENIED, or a store error */
+    bool limited; /* the quota governs the pod (a reservation is or was there) */
+    bool added;   /* this call wrote the reservation */
+    gq_err err;
+} pending;
+
+/* All admissions of one process against one quota. */
+typedef struct slot {
+    struct slot *next;
+    gq_quota_kind kind;
+    char *ns; /* NULL for tenants */
+    char *name;
+    bool busy; /* a leader is working */
+    pending *head, *tail;
+    /* The object our last write stored (or our last fresh read), used in
+     * place of the next read; owned by whoever leads the slot. */
+    json_object *last;
+    /* Whether rounds on `last` tend to land: when other replicas write the
+     * same quota they mostly fail, and a failed round costs a write. Below
+     * zero, rounds read fresh; every fresh round earns one point back. */
+    int last_score;
+    pthread_cond_t cv;
+} slot;
+
+struct wh_validator {
+    const gq_config *cfg;
+    wh_store store;
+    int64_t ttl;
+    char *trusted[WH_TRUSTED_USERS_MAX];
+    size_t n_trusted;
+    unsigned max_retries, max_batch, backoff_ms, budget_ms;
+    int64_t (*now)(void *ud);
+    void *now_ud;
+    wh_audit *audit;
+    wh_metrics *metrics;
+    pthread_mutex_t mu;
+    slot *buckets[SLOT_BUCKETS];
+    atomic_uint_fast64_t batches, conflicts, charged;
+};
+
+static int64_t now_s(const wh_validator *v)
+{
+    return v->now ? v->now(v->now_ud) : (int64_t)time(NULL);
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+gq_code wh_validator_new(const gq_config *cfg, const wh_store *store, const wh_validate_opts *o,
+                         wh_validator **out, gq_err *err)
+{
+    static const char *const defaults[] = {WH_TRUSTED_WEBHOOK, WH_TRUSTED_CONTROLLER};
+    wh_validate_opts none;
+    memset(&none, 0, sizeof(none));
+    if (!o)
+        o = &none;
+    if (!cfg || !store || !store->list_quotas || !store->list_tenant_quotas ||
+        !store->list_limit_ranges || !store->namespace_labels || !store->get_quota ||
+        !store->update_status)
+        return gq_err_set(err, GQ_EINVAL, "validator needs a config and a complete store");
+    if (o->reservation_ttl_s < 0)
+        return gq_err_set(err, GQ_EINVAL, "reservation TTL must not be negative");
+    if (o->n_trusted_users > WH_TRUSTED_USERS_MAX)
+        return gq_err_set(err, GQ_ELIMIT, "at most %d trusted users", WH_TRUSTED_USERS_MAX);
+    wh_validator *v = calloc(1, sizeof(*v));
+    if (!v)
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    v->cfg = cfg;
+    v->store = *store;
+    v->ttl = o->reservation_ttl_s ? o->reservation_ttl_s : WH_RESERVATION_TTL_DEFAULT;
+    v->max_retries = o->max_retries ? o->max_retries : WH_CHARGE_RETRIES_DEFAULT;
+    v->max_batch = o->max_batch ? o->max_batch : WH_BATCH_MAX_DEFAULT;
+    v->backoff_ms = o->backoff_ms ? o->backoff_ms : 2;
+    v->budget_ms = o->budget_ms ? o->budget_ms : WH_CHARGE_BUDGET_MS_DEFAULT;
+    v->now = o->now;
+    v->now_ud = o->now_ud;
+    v->audit = o->audit;
+    v->metrics = o->metrics;
+    const char *const *users = o->trusted_users ? o->trusted_users : defaults;
+    size_t n = o->trusted_users ? o->n_trusted_users : 2;
+    for (size_t i = 0; i < n; i++) {
+        if (!(v->trusted[i] = strdup(users[i] ? users[i] : ""))) {
+            wh_validator_free(v);
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        }
+        v->n_trusted++;
+    }
+    pthread_mutex_init(&v->mu, NULL);
+    *out = v;
+    return GQ_OK;
+}
+
+void wh_validator_free(wh_validator *v)
+{
+    if (!v)
+        return;
+    for (size_t b = 0; b < SLOT_BUCKETS; b++) {
+        slot *s = v->buckets[b];
+        while (s) {
+            slot *next = s->next;
+            pthread_cond_destroy(&s->cv);
+            json_object_put(s->last);
+            free(s->ns);
+            free(s->name);
+            free(s);
+            s = next;
+        }
+    }
+    for (size_t i = 0; i < v->n_trusted; i++)
+        free(v->trusted[i]);
+    pthread_mutex_destroy(&v->mu);
+    free(v);
+}
+
+void wh_validate_get_stats(wh_validator *v, wh_validate_stats *out)
+{
+    out->batches = atomic_load(&v->batches);
+    out->conflicts = atomic_load(&v->conflicts);
+    out->charged = atomic_load(&v->charged);
+}
+
+static unsigned slot_hash(gq_quota_kind kind, const char *ns, const char *name)
+{
+    uint32_t h = 2166136261u ^ (uint32_t)kind; /* FNV-1a */
+    for (const char *p = ns ? ns : ""; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    h = (h ^ '/') * 16777619u;
+    for (const char *p = name; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    return h % SLOT_BUCKETS;
+}
+
+/* The slot of one quota, created on first use. Slots live as long as the
+ * validator: one small record per quota ever charged. Call with v->mu held. */
+static slot *slot_get(wh_validator *v, gq_quota_kind kind, const char *ns, const char *name)
+{
+    unsigned h = slot_hash(kind, ns, name);
+    for (slot *s = v->buckets[h]; s; s = s->next)
+        if (s->kind == kind && !strcmp(s->name, name) && !strcmp(s->ns ? s->ns : "", ns ? ns : ""))
+            return s;
+    slot *s = calloc(1, sizeof(*s));
+    if (!s)
+        return NULL;
+    s->kind = kind;
+    s->name = strdup(name);
+    s->ns = ns ? strdup(ns) : NULL;
+    if (!s->name || (ns && !s->ns)) {
+        free(s->name);
+        free(s->ns);
+        free(s);
+        return NULL;
+    }
+    pthread_cond_init(&s->cv, NULL);
+    s->next = v->buckets[h];
+    v->buckets[h] = s;
+    return s;
+}
+
+/* ---- one round of a batch -------------------------------------------------- */
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+/* Jittered exponential backoff after a conflict: [base/2, base*3/2) with base
+ * doubling per attempt, capped, so replicas that collided spread out. */
+static unsigned backoff_delay(const wh_validator *v, unsigned attempt, unsigned *seed)
+{
+    unsigned base = v->backoff_ms;
+    for (unsigned i = 0; i < attempt && base < BACKOFF_CAP_MS; i++)
+        base *= 2;
+    if (base > BACKOFF_CAP_MS)
+        base = BACKOFF_CAP_MS;
+    return base / 2 + (unsigned)rand_r(seed) % (base ? base : 1);
+}
+
+typedef enum key_state {
+    KEY_FREE = 0,
+    KEY_SAME_POD, /* this pod holds it already: a retried admission */
+    KEY_OTHER_POD,
+} key_state;
+
+static bool same_pod(const gq_reservation *a, const gq_reservation *b)
+{
+    return !strcmp(a->namespace_, b->namespace_) && !strcmp(a->pod, b->pod);
+}
+
+/* Who holds r's key: a live reservation of q, or a charge made earlier in
+ * this batch. The key alone is not enough: a pod copied from a running one
+ * carries its gpuquota.io/reservation annotation, and must not ride on its
+ * charge (the validating webhook sees the generated name, so copies differ). */
+static key_state key_holder(const gq_quota *q, pending **batch, size_t i, const gq_reservation *r)
+{
+    for (size_t k = 0; k < q->n_reservations; k++)
+        if (!strcmp(q->reservations[k].key, r->key))
+            return same_pod(&q->reservations[k], r) ? KEY_SAME_POD : KEY_OTHER_POD;
+    for (size_t j = 0; j < i; j++)
+        if (batch[j]->added && !strcmp(batch[j]->used->key, r->key))
+            return same_pod(batch[j]->used, r) ? KEY_SAME_POD : KEY_OTHER_POD;
+    return KEY_FREE;
+}
+
+/* Remove the reservation with key from status.reservations; true when found. */
+static bool status_remove(json_object *status, const char *key)
+{
+    json_object *arr, *k;
+    if (!json_object_object_get_ex(status, "reservations", &arr) ||
+        !json_object_is_type(arr, json_type_array))
+        return false;
+    size_t n = json_object_array_length(arr);
+    for (size_t i = 0; i < n; i++) {
+        json_object *r = json_object_array_get_idx(arr, i);
+        if (json_object_object_get_ex(r, "key", &k) && json_object_is_type(k, json_type_string) &&
+            !strcmp(json_object_get_string(k), key)) {
+            json_object_array_del_idx(arr, i, 1);
+            return true;
+        }
+    }
+    return false;
+}
+
+static void fail_open_pendings(pending **batch, size_t n, gq_code rc, const gq_err *e)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (batch[i]->final)
+            continue;
+        batch[i]->final = true;
+        batch[i]->rc = rc;
+        batch[i]->added = false;
+        batch[i]->err = *e;
+    }
+}
+
+static void publish_gauges(wh_validator *v, const gq_quota *q, const gq_amounts *in_use)
+{
+    if (!v->metrics)
+        return;
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        if (!q->hard.set[k])
+            continue;
+        const char *ns = q->namespace_ ? q->namespace_ : "";
+        const char *key = gq_qkey_name((gq_qkey)k);
+        /* A full gauge table only loses the gauge, never the decision. */
+        if (wh_metrics_set_quota(v->metrics, WH_QUOTA_USED, ns, q->name, key,
+                                 (double)in_use->v[k]) ||
+            wh_metrics_set_quota(v->metrics, WH_QUOTA_HARD, ns, q->name, key, (double)q->hard.v[k]))
+            return;
+    }
+}
+
+/* Returned by a round that worked on the remembered object and must be
+ * repeated on a fresh read (it was outdated, or it would deny). */
+#define ROUND_STALE GQ_EGONE
+
+/* Reset what a round decided tentatively. */
+static void undo_round(pending **batch, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!batch[i]->final)
+            batch[i]->added = false, batch[i]->rc = GQ_OK;
+}
+
+/* Evaluate the batch on one read and write it back. The read is the object
+ * our last write returned when the slot remembers one (a write based on it
+ * fails with 409 if anybody else wrote since), else a fresh GET; denials are
+ * only decided on a fresh read. Returns GQ_OK when every pending is decided,
+ * GQ_ECONFLICT to go round again, ROUND_STALE to go round again at once. */
+static gq_code batch_round(wh_validator *v, slot *s, pending **batch, size_t n)
+{
+    json_object *obj = NULL, *status = NULL, *stored = NULL;
+    gq_quota *q = NULL;
+    gq_err e;
+    gq_code rc;
+    bool changed = false, fresh = !s->last || s->last_score < 0;
+    int64_t now = now_s(v);
+    gq_err_clear(&e);
+
+    if (fresh) {
+        json_object_put(s->last);
+        s->last = NULL;
+        if (s->last_score < 0)
+            s->last_score++;
+    }
+
+    if (!fresh) {
+        obj = s->last;
+        s->last = NULL;
+        rc = GQ_OK;
+    } else {
+        rc = v->store.get_quota(v->store.ctx, s->kind, s->ns, s->name, &obj, &e);
+    }
+    if (rc == GQ_ENOTFOUND) {
+        /* Deleted since the cache listed it: it governs nothing any more. */
+        for (size_t i = 0; i < n; i++)
+            if (!batch[i]->final)
+                batch[i]->rc = GQ_OK, batch[i]->limited = false, batch[i]->added = false;
+        rc = GQ_OK;
+        goto out;
+    }
+    if (rc)
+        goto fail_all;
+    if (!json_object_object_get_ex(obj, "status", &status) ||
+        !json_object_is_type(status, json_type_object)) {
+        status = json_object_new_object();
+        if (!status || json_object_object_add(obj, "status", status)) {
+            json_object_put(status);
+            rc = gq_err_set(&e, GQ_ENOMEM, "out of memory");
+            goto fail_all;
+        }
+    }
+    /* Expired records go with the next write; corrupt ones too, so one bad
+     * record cannot pin the quota (docs/quota-semantics.md). */
+    if ((rc = gq_status_drop_expired(status, now, NULL, &e)) || (rc = gq_quota_parse(obj, &q, &e)))
+        goto fail_all;
+    gq_amounts in_use;
+    if ((rc = gq_quota_in_use(q, now, NULL, &in_use, &e)))
+        goto fail_all;
+
+    for (size_t i = 0; i < n; i++) {
+        pending *p = batch[i];
+        if (p->final)
+            continue;
+        p->added = false;
+        p->rc = GQ_OK;
+        if (p->op == OP_RELEASE) {
+            if (status_remove(status, p->resv->key))
+                changed = true;
+            continue;
+        }
+        p->used = p->resv;
+        key_state ks = key_holder(q, batch, i, p->used);
+        if (ks == KEY_OTHER_POD && p->alt) {
+            p->used = p->alt;
+            ks = key_holder(q, batch, i, p->used);
+        }
+        if (ks == KEY_SAME_POD) {
+            /* Charged already (a retried admission): not twice. */
+            p->limited = true;
+            continue;
+        }
+        if (ks == KEY_OTHER_POD)
+            p->rc = gq_err_set(&p->err, GQ_EEXISTS, "reservation %s is held by another pod",
+                               p->used->key);
+        else
+            p->rc = GQ_OK;
+        gq_quota view = *q;
+        view.used = in_use;
+        view.reservations = NULL;
+        view.n_reservations = 0;
+        const gq_quota *one = &view;
+        size_t idx, n_idx = 0;
+        if (!p->rc)
+            p->rc = gq_quota_evaluate(&one, 1, p->facts, p->ns_labels, p->charge, false, now, NULL,
+                                      &idx, &n_idx, &p->err);
+        if (p->rc && !fresh) {
+            /* Only a fresh read may refuse. */
+            undo_round(batch, n);
+            rc = ROUND_STALE;
+            goto out;
+        }
+        if (p->rc) {
+            p->final = true; /* a denial stays a denial */
+            continue;
+        }
+        p->limited = n_idx == 1;
+        if (!p->limited)
+            continue;
+        bool added = false;
+        gq_amounts next = in_use;
+        for (int k = 0; k < GQ_KEY_COUNT; k++)
+            if (__builtin_add_overflow(next.v[k], p->charge->v[k], &next.v[k]))
+                p->rc = gq_err_set(&p->err, GQ_ERANGE, "quota %s: %s overflows", q->name,
+                                   gq_qkey_name((gq_qkey)k));
+        if (!p->rc)
+            p->rc = gq_status_add_reservation(status, p->used, &added, &p->err);
+        if (p->rc && !fresh) {
+            undo_round(batch, n);
+            rc = ROUND_STALE;
+            goto out;
+        }
+        if (p->rc) {
+            p->final = true;
+            continue;
+        }
+        in_use = next;
+        p->added = added;
+        changed = changed || added;
+    }
+    if (changed) {
+        atomic_fetch_add(&v->batches, 1);
+        rc = v->store.update_status(v->store.ctx, s->kind, s->ns, s->name, obj, &stored, &e);
+        if (rc == GQ_ECONFLICT) {
+            atomic_fetch_add(&v->conflicts, 1);
+            undo_round(batch, n);
+            if (!fresh) {
+                s->last_score = -4;
+                rc = ROUND_STALE;
+            }
+            goto out;
+        }
+        if (rc)
+            goto fail_all;
+        for (size_t i = 0; i < n; i++)
+            if (!batch[i]->final && batch[i]->added)
+                atomic_fetch_add(&v->charged, 1);
+        s->last = stored;
+    } else {
+        s->last = obj; /* unchanged: as good as a read */
+        obj = NULL;
+    }
+    publish_gauges(v, q, &in_use);
+    rc = GQ_OK;
+    goto out;
+fail_all:
+    if (!fresh && rc != GQ_ENOMEM) {
+        /* The remembered object may be what is wrong: read it afresh. */
+        undo_round(batch, n);
+        rc = ROUND_STALE;
+        goto out;
+    }
+    fail_open_pendings(batch, n, rc, &e);
+    rc = GQ_OK;
+out:
+    gq_quota_free(q);
+    json_object_put(obj);
+    return rc;
+}
+
+/* Move queued charges into the batch (up to cap); returns the new size. */
+static size_t batch_take(wh_validator *v, slot *s, pending **batch, size_t n, size_t cap)
+{
+    pthread_mutex_lock(&v->mu);
+    while (s->head && n < cap) {
+        batch[n++] = s->head;
+        s->head = s->head->next;
+    }
+    if (!s->head)
+        s->tail = NULL;
+    pthread_mutex_unlock(&v->mu);
+    return n;
+}
+
+/* Decide the batch, going round again after conflicts. Charges that queued
+ * meanwhile join the retry (after the older ones, so arrival order holds)
+ * rather than wait for the whole retry chain and then a round of their own.
+ * Returns the final batch size. */
+static size_t batch_run(wh_validator *v, slot *s, pending **batch, size_t n, size_t cap)
+{
+    unsigned seed = (unsigned)(uintptr_t)batch ^ (unsigned)time(NULL);
+    double deadline = mono_s() + v->budget_ms / 1000.0;
+    unsigned attempt = 0;
+    for (;; attempt++) {
+        gq_code rc;
+        /* A stale round leaves no remembered object, so the next is fresh. */
+        while ((rc = batch_round(v, s, batch, n)) == ROUND_STALE) {
+        }
+        if (rc != GQ_ECONFLICT)
+            return n;
+        unsigned delay = backoff_delay(v, attempt, &seed);
+        /* Give up in time for our denial to reach the API server, rather
+         * than let its webhook call time out. */
+        if (attempt + 1 >= v->max_retries || mono_s() + delay / 1000.0 > deadline)
+            break;
+        sleep_ms(delay);
+        n = batch_take(v, s, batch, n, cap);
+    }
+    gq_err e;
+    gq_err_set(&e, GQ_ECONFLICT, "the quota kept changing (%u conflicting update%s in a row)",
+               attempt + 1, attempt ? "s" : "");
+    fail_open_pendings(batch, n, GQ_ECONFLICT, &e);
+    return n;
+}
+
+/* Run p through the quota's group commit and wait for its result. */
+static gq_code slot_submit(wh_validator *v, gq_quota_kind kind, const char *ns, const char *name,
+                           pending *p)
+{
+    pthread_mutex_lock(&v->mu);
+    slot *s = slot_get(v, kind, ns, name);
+    if (!s) {
+        pthread_mutex_unlock(&v->mu);
+        return GQ_ENOMEM;
+    }
+    p->next = NULL;
+    if (s->tail)
+        s->tail->next = p;
+    else
+        s->head = p;
+    s->tail = p;
+    if (!s->busy) {
+        s->busy = true;
+        p->leader = true;
+    }
+    while (!p->done && !p->leader)
+        pthread_cond_wait(&s->cv, &v->mu);
+    if (!p->done) {
+        /* Lead: take the queue's head (p is its first entry) up to max_batch. */
+        pending *stack[64], **batch = malloc(v->max_batch * sizeof(*batch));
+        size_t cap = v->max_batch, n = 0;
+        if (!batch) { /* still make progress, in smaller batches */
+            batch = stack;
+            cap = cap < 64 ? cap : 64;
+        }
+        pthread_mutex_unlock(&v->mu);
+        n = batch_take(v, s, batch, n, cap);
+        n = batch_run(v, s, batch, n, cap);
+        pthread_mutex_lock(&v->mu);
+        for (size_t i = 0; i < n; i++)
+            batch[i]->done = true;
+        if (s->head)
+            s->head->leader = true;
+        else
+            s->busy = false;
+        pthread_cond_broadcast(&s->cv);
+        if (batch != stack)
+            free(batch);
+    }
+    pthread_mutex_unlock(&v->mu);
+    return GQ_OK;
+}
+
+/* ---- the decision ---------------------------------------------------------- */
+
+typedef struct decision {
+    wh_validate_result *r;
+    json_object *quotas; /* audit: quotas charged or exceeded */
+} decision;
+
+static void deny(wh_validate_result *r, gq_code code, const char *fmt, ...) GQ_PRINTF(3, 4);
+static void deny(wh_validate_result *r, gq_code code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->message, sizeof(r->message), fmt, ap);
+    va_end(ap);
+    r->allowed = false;
+    r->code = code;
+}
+
+static const char *str_member(json_object *o, const char *key)
+{
+    json_object *v;
+    if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
+        return NULL;
+    return json_object_get_string(v);
+}
+
+static const char *kind_name(gq_quota_kind k)
+{
+    return k == GQ_QUOTA_TENANT ? GQ_KIND_GPUTENANTQUOTA : GQ_KIND_GPUQUOTA;
+}
+
+/* Parsed quotas (namespaced, then tenants) of one admission. */
+typedef struct quota_set {
+    gq_quota **q;
+    size_t n;
+} quota_set;
+
+static void quota_set_dispose(quota_set *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        gq_quota_free(s->q[i]);
+    free(s->q);
+    s->q = NULL;
+    s->n = 0;
+}
+
+/* Append the parsed items of arr (a JSON array from the store) to s. A
+ * malformed object fails the admission (fail closed): it names the object. */
+static gq_code quota_set_add(quota_set *s, json_object *arr, gq_err *err)
+{
+    size_t n = json_object_array_length(arr);
+    if (!n)
+        return GQ_OK;
+    gq_quota **grown = realloc(s->q, (s->n + n) * sizeof(*grown));
+    if (!grown)
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    s->q = grown;
+    for (size_t i = 0; i < n; i++) {
+        json_object *o = json_object_array_get_idx(arr, i);
+        gq_code rc = gq_quota_parse(o, &s->q[s->n], err);
+        if (rc) {
+            json_object *meta = NULL;
+            json_object_object_get_ex(o, "metadata", &meta);
+            const char *name = str_member(meta, "name");
+            gq_err_prefix(err, "%s %s", str_member(o, "kind") ? str_member(o, "kind") : "quota",
+                          name ? name : "(unnamed)");
+            return rc;
+        }
+        s->n++;
+    }
+    return GQ_OK;
+}
+
+/* Append {"kind","namespace","name"} of q to the audit record's quotas. An
+ * allocation failure only loses the audit detail. */
+static void audit_quota(json_object *quotas, const gq_quota *q)
+{
+    json_object *j = json_object_new_object();
+    if (!j)
+        return;
+    json_object_object_add(j, "kind", json_object_new_string(kind_name(q->kind)));
+    if (q->namespace_)
+        json_object_object_add(j, "namespace", json_object_new_string(q->namespace_));
+    json_object_object_add(j, "name", json_object_new_string(q->name));
+    if (json_object_array_add(quotas, j))
+        json_object_put(j);
+}
+
+static void charged_add(wh_validate_result *r, json_object *quotas, const gq_quota *q)
+{
+    size_t len = strlen(r->charged);
+    snprintf(r->charged + len, sizeof(r->charged) - len, "%s%s %s%s%s", len ? ", " : "",
+             kind_name(q->kind), q->namespace_ ? q->namespace_ : "", q->namespace_ ? "/" : "",
+             q->name);
+    r->n_charged++;
+    audit_quota(quotas, q);
+}
+
+/* After a denial the audit record names the quota exceeded, not the ones
+ * charged before it (those charges were given back). */
+static void audit_exceeded(decision *d, const gq_quota *q)
+{
+    size_t n = json_object_array_length(d->quotas);
+    if (n)
+        json_object_array_del_idx(d->quotas, 0, n);
+    audit_quota(d->quotas, q);
+}
+
+static void quota_label(const gq_quota *q, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s%s%s", q->namespace_ ? q->namespace_ : "", q->namespace_ ? "/" : "",
+             q->name);
+}
+
+/* Dry run: evaluate every quota to charge on a fresh read; write nothing. */
+static gq_code dry_run_check(wh_validator *v, gq_quota *const *to_charge, size_t n,
+                             const gq_pod_facts *facts, json_object *ns_labels,
+                             const gq_amounts *charge, const char *key, decision *d)
+{
+    for (size_t i = 0; i < n; i++) {
+        const gq_quota *cq = to_charge[i];
+        json_object *obj = NULL;
+        gq_quota *fresh = NULL;
+        gq_err e;
+        char label[2 * GQ_CRD_MAX_STRING];
+        gq_err_clear(&e);
+        quota_label(cq, label, sizeof(label));
+        gq_code rc = v->store.get_quota(v->store.ctx, cq->kind, cq->namespace_, cq->name, &obj, &e);
+        if (rc == GQ_ENOTFOUND)
+            continue;
+        if (!rc)
+            rc = gq_quota_parse(obj, &fresh, &e);
+        json_object_put(obj);
+        if (rc == GQ_ENOMEM)
+            return rc;
+        if (rc) {
+            deny(d->r, rc, "gpuquota could not reach the API server to check quota %s: %s", label,
+                 e.msg);
+            return GQ_OK;
+        }
+        const gq_quota *one = fresh;
+        size_t idx, n_idx = 0;
+        rc = gq_quota_evaluate(&one, 1, facts, ns_labels, charge, false, now_s(v), key, &idx,
+                               &n_idx, &e);
+        gq_quota_free(fresh);
+        if (rc == GQ_EDENIED) {
+            deny(d->r, GQ_EDENIED, "%s", e.msg);
+            d->r->n_charged = 0;
+            d->r->charged[0] = '\0';
+            audit_exceeded(d, cq);
+            return GQ_OK;
+        }
+        if (rc == GQ_ENOMEM)
+            return rc;
+        if (rc) {
+            deny(d->r, rc, "gpuquota could not evaluate quota %s: %s", label, e.msg);
+            return GQ_OK;
+        }
+        if (n_idx)
+            charged_add(d->r, d->quotas, cq);
+    }
+    return GQ_OK;
+}
+
+/* Charge every quota in order through its group commit; on a denial or an
+ * error give back what this admission added (best effort: reservations
+ * expire anyway). */
+static gq_code charge_all(wh_validator *v, gq_quota *const *to_charge, size_t n,
+                          const gq_pod_facts *facts, json_object *ns_labels,
+                          const gq_amounts *charge, const gq_reservation *resv,
+                          const gq_reservation *alt, decision *d)
+{
+    gq_code rc = GQ_OK;
+    pending *ps = calloc(n ? n : 1, sizeof(*ps));
+    size_t done = 0;
+    if (!ps)
+        return GQ_ENOMEM;
+    for (; done < n; done++) {
+        const gq_quota *cq = to_charge[done];
+        pending *p = &ps[done];
+        char label[2 * GQ_CRD_MAX_STRING];
+        p->op = OP_CHARGE;
+        p->facts = facts;
+        p->ns_labels = ns_labels;
+        p->charge = charge;
+        p->resv = resv;
+        p->alt = alt;
+        gq_err_clear(&p->err);
+        if ((rc = slot_submit(v, cq->kind, cq->namespace_, cq->name, p)))
+            break;
+        if (p->rc == GQ_OK) {
+            if (p->limited && !d->r->n_charged)
+                snprintf(d->r->reservation_key, sizeof(d->r->reservation_key), "%s", p->used->key);
+            if (p->limited)
+                charged_add(d->r, d->quotas, cq);
+            continue;
+        }
+        quota_label(cq, label, sizeof(label));
+        if (p->rc == GQ_EDENIED) {
+            deny(d->r, GQ_EDENIED, "%s", p->err.msg);
+            audit_exceeded(d, cq);
+        } else if (p->rc == GQ_ENOMEM)
+            rc = GQ_ENOMEM;
+        else if (p->rc == GQ_ECONFLICT || p->rc == GQ_EEXISTS)
+            deny(d->r, p->rc, "gpuquota could not charge quota %s: %s", label, p->err.msg);
+        else
+            deny(d->r, p->rc, "gpuquota could not reach the API server to charge quota %s: %s",
+                 label, p->err.msg);
+        break;
+    }
+    if (done < n) {
+        for (size_t i = 0; i < done; i++) {
+            if (!ps[i].added)
+                continue;
+            pending rel;
+            memset(&rel, 0, sizeof(rel));
+            rel.op = OP_RELEASE;
+            rel.resv = ps[i].used;
+            const gq_quota *cq = to_charge[i];
+            if (slot_submit(v, cq->kind, cq->namespace_, cq->name, &rel) || rel.rc)
+                GQ_WARN("could not release reservation %s of quota %s: %s", rel.resv->key, cq->name,
+                        rel.rc ? rel.err.msg : "out of memory");
+        }
+        d->r->n_charged = 0;
+        d->r->charged[0] = '\0';
+        size_t nq = json_object_array_length(d->quotas);
+        if (d->r->code != GQ_EDENIED && nq)
+            json_object_array_del_idx(d->quotas, 0, nq); /* given back */
+    }
+    free(ps);
+    return rc;
+}
+
+/* A copy of r under another key. */
+static gq_code reservation_rekey(const gq_reservation *r, const char *key, gq_reservation *out,
+                                 gq_err *err)
+{
+    gq_reservation c = *r;
+    c.key = strdup(key);
+    c.namespace_ = strdup(r->namespace_);
+    c.pod = strdup(r->pod);
+    if (!c.key || !c.namespace_ || !c.pod) {
+        gq_reservation_dispose(&c);
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    }
+    *out = c;
+    return GQ_OK;
+}
+
+/* A policy outcome: anything but out-of-memory becomes a denial carrying
+ * e's message; returns what the caller should return. */
+static gq_code settle(wh_validate_result *r, gq_code rc, const gq_err *e)
+{
+    if (rc == GQ_ENOMEM)
+        return rc;
+    deny(r, GQ_EDENIED, "%s", e->msg);
+    return GQ_OK;
+}
+
+/* Which quotas to charge, in check order, and requireQuota, from the specs
+ * alone: a view with no usage and unbounded limits never exceeds, so this
+ * only selects; the fresh reads decide. idx has room for qs->n. */
+static gq_code select_quotas(const wh_validator *v, const quota_set *qs, const gq_pod_facts *facts,
+                             json_object *ns_labels, const gq_amounts *charge, size_t *idx,
+                             size_t *n_idx, gq_err *e)
+{
+    gq_quota *view_store = qs->n ? calloc(qs->n, sizeof(*view_store)) : NULL;
+    const gq_quota **views = qs->n ? calloc(qs->n, sizeof(*views)) : NULL;
+    gq_code rc = GQ_ENOMEM;
+    if (qs->n && (!view_store || !views))
+        goto out;
+    for (size_t i = 0; i < qs->n; i++) {
+        view_store[i] = *qs->q[i];
+        memset(&view_store[i].used, 0, sizeof(view_store[i].used));
+        view_store[i].reservations = NULL;
+        view_store[i].n_reservations = 0;
+        for (int k = 0; k < GQ_KEY_COUNT; k++)
+            if (view_store[i].hard.set[k])
+                view_store[i].hard.v[k] = INT64_MAX;
+        views[i] = &view_store[i];
+    }
+    rc = gq_quota_evaluate(views, qs->n, facts, ns_labels, charge, v->cfg->require_quota, now_s(v),
+                           NULL, idx, n_idx, e);
+out:
+    if (rc == GQ_ENOMEM)
+        gq_err_set(e, GQ_ENOMEM, "out of memory");
+    free(views);
+    free(view_store);
+    return rc;
+}
+
+/* Pod CREATE. Returns GQ_OK when a decision is in d->r (allowed or not). */
+static gq_code decide_create(wh_validator *v, const wh_review_request *req, decision *d)
+{
+    wh_validate_result *r = d->r;
+    json_object *pod = req->object, *lr_arr = NULL, *q_arr = NULL, *t_arr = NULL;
+    json_object *ns_labels = NULL;
+    gq_limit_range **lrs = NULL;
+    size_t n_lrs = 0, *idx = NULL, n_idx = 0;
+    quota_set qs = {NULL, 0};
+    gq_quota **to_charge = NULL;
+    gq_pod_cost cost;
+    gq_pod_facts facts;
+    gq_reservation resv, alt;
+    gq_err e;
+    gq_code rc = GQ_OK;
+    const char *ns = req->namespace;
+    bool have_resv = false, have_alt = false;
+    gq_pod_cost_init(&cost);
+    gq_err_clear(&e);
+    memset(&resv, 0, sizeof(resv));
+    memset(&alt, 0, sizeof(alt));
+
+    if (!ns[0]) {
+        json_object *meta = NULL;
+        json_object_object_get_ex(pod, "metadata", &meta);
+        ns = str_member(meta, "namespace") ? str_member(meta, "namespace") : "";
+    }
+    if (gq_config_is_exempt(v->cfg, ns))
+        goto out;
+    if ((rc = gq_pod_cost_compute(v->cfg, pod, &cost, &e))) {
+        rc = settle(r, rc, &e);
+        goto out;
+    }
+    gq_charge_from_cost(&cost, gq_pod_is_terminal(pod), &r->charge);
+    if (!cost.gpu_pods)
+        goto out;
+
+    /* GPULimitRange first: a pod it rejects never holds quota. */
+    if ((rc = v->store.list_limit_ranges(v->store.ctx, ns, &lr_arr, &e)))
+        goto store_err_lr;
+    n_lrs = json_object_array_length(lr_arr);
+    if (n_lrs && !(lrs = calloc(n_lrs, sizeof(*lrs)))) {
+        rc = GQ_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < n_lrs; i++) {
+        json_object *o = json_object_array_get_idx(lr_arr, i);
+        if ((rc = gq_limit_range_parse(o, &lrs[i], &e))) {
+            if (rc == GQ_ENOMEM)
+                goto out;
+            json_object *meta = NULL;
+            json_object_object_get_ex(o, "metadata", &meta);
+            deny(r, rc, "GPULimitRange %s is invalid: %s",
+                 str_member(meta, "name") ? str_member(meta, "name") : "(unnamed)", e.msg);
+            rc = GQ_OK;
+            goto out;
+        }
+    }
+    if ((rc = gq_limit_validate(&cost, ns, (const gq_limit_range *const *)lrs, n_lrs, &e))) {
+        rc = settle(r, rc, &e);
+        goto out;
+    }
+
+    /* Quotas that govern the pod, from the caches. */
+    if ((rc = gq_pod_facts_from_json(pod, ns, &facts, &e))) {
+        rc = settle(r, rc, &e);
+        goto out;
+    }
+    facts.terminal = gq_pod_is_terminal(pod);
+    if ((rc = v->store.namespace_labels(v->store.ctx, ns, &ns_labels, &e)) ||
+        (rc = v->store.list_quotas(v->store.ctx, ns, &q_arr, &e)) ||
+        (rc = v->store.list_tenant_quotas(v->store.ctx, &t_arr, &e)))
+        goto store_err_quotas;
+    if ((rc = quota_set_add(&qs, q_arr, &e)) || (rc = quota_set_add(&qs, t_arr, &e))) {
+        if (rc == GQ_ENOMEM)
+            goto out;
+        deny(r, rc, "gpuquota could not read quota: %s", e.msg);
+        rc = GQ_OK;
+        goto out;
+    }
+    if (qs.n &&
+        (!(idx = calloc(qs.n, sizeof(*idx))) || !(to_charge = calloc(qs.n, sizeof(*to_charge))))) {
+        rc = GQ_ENOMEM;
+        goto out;
+    }
+    if ((rc = select_quotas(v, &qs, &facts, ns_labels, &r->charge, idx, &n_idx, &e))) {
+        rc = settle(r, rc, &e);
+        goto out;
+    }
+    for (size_t i = 0; i < n_idx; i++)
+        to_charge[i] = qs.q[idx[i]];
+    if (!n_idx)
+        goto out;
+
+    if ((rc = gq_reservation_for_pod(pod, ns, req->uid, &r->charge, now_s(v) + v->ttl, &resv, &e)))
+        goto out;
+    have_resv = true;
+    if (strcmp(resv.key, req->uid)) {
+        /* Keyed by the annotation: the uid is the fallback key for a pod
+         * that carries another pod's annotation. */
+        if ((rc = reservation_rekey(&resv, req->uid, &alt, &e)))
+            goto out;
+        have_alt = true;
+    }
+    if (req->dry_run) {
+        snprintf(r->reservation_key, sizeof(r->reservation_key), "%s", resv.key);
+        rc = dry_run_check(v, to_charge, n_idx, &facts, ns_labels, &r->charge, resv.key, d);
+    } else {
+        rc = charge_all(v, to_charge, n_idx, &facts, ns_labels, &r->charge, &resv,
+                        have_alt ? &alt : NULL, d);
+    }
+    goto out;
+
+store_err_lr:
+    if (rc == GQ_ENOMEM)
+        goto out;
+    deny(r, rc, "gpuquota could not reach the API server to read the GPULimitRanges of %s: %s", ns,
+         e.msg);
+    rc = GQ_OK;
+    goto out;
+store_err_quotas:
+    if (rc == GQ_ENOMEM)
+        goto out;
+    deny(r, rc, "gpuquota could not reach the API server to read the quotas of %s: %s", ns, e.msg);
+    rc = GQ_OK;
+out:
+    if (have_alt)
+        gq_reservation_dispose(&alt);
+    if (have_resv)
+        gq_reservation_dispose(&resv);
+    free(to_charge);
+    free(idx);
+    quota_set_dispose(&qs);
+    json_object_put(t_arr);
+    json_object_put(q_arr);
+    json_object_put(ns_labels);
+    for (size_t i = 0; i < n_lrs && lrs; i++)
+        gq_limit_range_free(lrs[i]);
+    free(lrs);
+    json_object_put(lr_arr);
+    gq_pod_cost_dispose(&cost);
+    return rc;
+}
+
+static json_object *meta_map(json_object *obj, const char *which)
+{
+    json_object *meta, *m;
+    if (!obj || !json_object_object_get_ex(obj, "metadata", &meta) ||
+        !json_object_object_get_ex(meta, which, &m) || !json_object_is_type(m, json_type_object))
+        return NULL;
+    return m;
+}
+
+static bool prefixed(const char *key)
+{
+    return strncmp(key, TAMPER_PREFIX, sizeof(TAMPER_PREFIX) - 1) == 0;
+}
+
+/* The first gpuquota.io/ key of a (labels or annotations) that differs in b,
+ * or NULL. Called both ways round to catch additions and removals. */
+static const char *changed_key(json_object *a, json_object *b)
+{
+    if (!a)
+        return NULL;
+    json_object_object_foreach(a, key, val)
+    {
+        if (!prefixed(key))
+            continue;
+        json_object *other = NULL;
+        if (!b || !json_object_object_get_ex(b, key, &other) || !json_object_equal(val, other))
+            return key;
+    }
+    return NULL;
+}
+
+static void decide_update(wh_validator *v, const wh_review_request *req, wh_validate_result *r)
+{
+    for (size_t i = 0; i < v->n_trusted; i++)
+        if (!strcmp(req->username, v->trusted[i]))
+            return;
+    static const char *const maps[] = {"labels", "annotations"};
+    for (size_t i = 0; i < 2; i++) {
+        json_object *now = meta_map(req->object, maps[i]);
+        json_object *old = meta_map(req->old_object, maps[i]);
+        const char *k = changed_key(now, old);
+        if (!k)
+            k = changed_key(old, now);
+        if (k) {
+            deny(r, GQ_EDENIED, TAMPER_MSG " (%s %s)", i ? "annotation" : "label", k);
+            return;
+        }
+    }
+}
+
+static bool is_pod(const wh_review_request *req)
+{
+    return !req->kind_group[0] && !strcmp(req->kind, "Pod") && !strcmp(req->resource, "pods");
+}
+
+static json_object *charge_json(const wh_validate_result *r)
+{
+    return gq_amounts_to_json(&r->charge);
+}
+
+static void charge_text(const wh_validate_result *r, char *buf, size_t cap)
+{
+    char mem[GQ_QUANTITY_STR_MAX], gpus[GQ_QUANTITY_STR_MAX], pods[GQ_QUANTITY_STR_MAX];
+    gq_amount_format(&r->charge, GQ_KEY_GPU_MEMORY, mem);
+    gq_amount_format(&r->charge, GQ_KEY_GPUS, gpus);
+    gq_amount_format(&r->charge, GQ_KEY_GPU_PODS, pods);
+    snprintf(buf, cap, "gpu-memory=%s,gpus=%s,gpu-pods=%s", mem, gpus, pods);
+}
+
+static gq_code answer(const wh_review_request *req, const wh_validate_result *r,
+                      wh_review_response *resp)
+{
+    gq_code rc;
+    if (!r->allowed && (rc = wh_review_response_deny(resp, 403, "Forbidden", r->message)))
+        return rc;
+    if ((rc = wh_review_response_set_audit(resp, "decision", r->allowed ? "allowed" : "denied")))
+        return rc;
+    if (r->charge.v[GQ_KEY_GPU_PODS] > 0) {
+        char buf[4 * GQ_QUANTITY_STR_MAX];
+        charge_text(r, buf, sizeof(buf));
+        if ((rc = wh_review_response_set_audit(resp, "charge", buf)))
+            return rc;
+    }
+    if (r->n_charged && (rc = wh_review_response_set_audit(
+                             resp, req->dry_run ? "checked-quotas" : "charged-quotas", r->charged)))
+        return rc;
+    if (r->n_charged && r->reservation_key[0] && !req->dry_run)
+        rc = wh_review_response_set_audit(resp, "reservation", r->reservation_key);
+    return rc;
+}
+
+static void record(wh_validator *v, const wh_review_request *req, const wh_validate_result *r,
+                   json_object *quotas, double latency_s)
+{
+    wh_decision dec = r->allowed              ? WH_DECISION_ALLOWED
+                      : r->code == GQ_EDENIED ? WH_DECISION_DENIED
+                                              : WH_DECISION_ERROR;
+    wh_metrics_observe_admission(v->metrics, WH_WEBHOOK_VALIDATE, wh_operation_name(req->operation),
+                                 dec, latency_s);
+    if (!v->audit)
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    json_object *meta = NULL;
+    if (req->object)
+        json_object_object_get_ex(req->object, "metadata", &meta);
+    const char *name = req->name[0] ? req->name : str_member(meta, "name");
+    if (!name)
+        name = str_member(meta, "generateName");
+    json_object *charge = r->charge.v[GQ_KEY_GPU_PODS] > 0 ? charge_json(r) : NULL;
+    wh_audit_record rec = {
+        .time_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000,
+        .uid = req->uid,
+        .webhook = "validate",
+        .operation = wh_operation_name(req->operation),
+        .namespace_ = req->namespace[0] ? req->namespace : NULL,
+        .name = name,
+        .user = req->username,
+        .dry_run = req->dry_run,
+        .decision = r->allowed              ? "allowed"
+                    : r->code == GQ_EDENIED ? "denied"
+                                            : "error",
+        .reason = r->allowed ? NULL : r->message,
+        .charge = charge,
+        .quotas = quotas && json_object_array_length(quotas) ? quotas : NULL,
+        .latency_ms = latency_s * 1000.0,
+    };
+    /* The writer counts and logs its own failures; the decision stands. */
+    if (wh_audit_write(v->audit, &rec))
+        GQ_LOG(GQ_LOG_DEBUG, req->uid, "audit record not written");
+    json_object_put(charge);
+}
+
+gq_code wh_validate_review(wh_validator *v, const wh_review_request *req, wh_review_response *resp,
+                           wh_validate_result *res, gq_err *err)
+{
+    wh_validate_result r;
+    wh_review_response out;
+    double t0 = mono_s();
+    gq_code rc;
+    memset(&r, 0, sizeof(r));
+    r.allowed = true;
+    for (int k = 0; k < GQ_KEY_COUNT; k++)
+        r.charge.set[k] = true;
+    r.charge.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
+    decision d = {&r, json_object_new_array()};
+    if (!d.quotas)
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+
+    /* pods/status writes keep the stored spec but may change labels and
+     * annotations (the pod status strategy resets only spec and owner
+     * references), so they get the tamper check too. */
+    if (is_pod(req) && req->operation == WH_OP_CREATE && !req->sub_resource[0]) {
+        if (!req->object)
+            deny(&r, GQ_EDENIED, "request.object is missing");
+        else if ((rc = decide_create(v, req, &d)))
+            goto fail;
+    } else if (is_pod(req) && req->operation == WH_OP_UPDATE &&
+               (!req->sub_resource[0] || !strcmp(req->sub_resource, "status"))) {
+        decide_update(v, req, &r);
+    }
+    if (r.allowed)
+        r.code = GQ_OK;
+    if ((rc = wh_review_response_init(&out, req->version, req->uid)))
+        goto fail;
+    if ((rc = answer(req, &r, &out))) {
+        wh_review_response_dispose(&out);
+        goto fail;
+    }
+    record(v, req, &r, d.quotas, mono_s() - t0);
+    json_object_put(d.quotas);
+    if (!r.allowed)
+        GQ_LOG(GQ_LOG_DEBUG, req->uid, "denied %s %s in %s: %s", wh_operation_name(req->operation),
+               req->kind, req->namespace, r.message);
+    *resp = out;
+    if (res)
+        *res = r;
+    return GQ_OK;
+fail:
+    json_object_put(d.quotas);
+    return gq_err_set(err, rc, "%s", rc == GQ_ENOMEM ? "out of memory" : gq_strerror(rc));
+}
+
+void wh_validate_handle(void *ctx, const wh_request *req, wh_response *resp)
+{
+    wh_validator *v = ctx;
+    wh_review_request rq;
+    wh_review_response rs;
+    gq_err err;
+    char *text = NULL;
+    size_t len = 0;
+    gq_err_clear(&err);
+    gq_code rc = wh_review_decode(req->body, req->body_len, &rq, &err);
+    if (rc) {
+        wh_metrics_observe_admission(v->metrics, WH_WEBHOOK_VALIDATE, NULL, WH_DECISION_ERROR, 0);
+        wh_response_error(resp, rc == GQ_ENOMEM ? 500 : 400, "%s", err.msg);
+        return;
+    }
+    rc = wh_validate_review(v, &rq, &rs, NULL, &err);
+    if (!rc) {
+        rc = wh_review_encode(&rs, &text, &len);
+        wh_review_response_dispose(&rs);
+    }
+    wh_review_request_dispose(&rq);
+    if (rc) {
+        wh_response_error(resp, 500, "%s", err.msg[0] ? err.msg : gq_strerror(rc));
+        return;
+    }
+    wh_response_take_body(resp, 200, "application/json", text, len);
+}

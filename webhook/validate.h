@@ -1,0 +1,137 @@
+/* The /validate decision (DESIGN.md §4, §8): GPULimitRange validation,
+ * GPUQuota and GPUTenantQuota charging, and the tamper check on pod updates.
+ *
+ * Quota state is reached through a small seam (wh_store): lists come from
+ * informer caches in production, while every quota that is charged is read
+ * fresh and written back with the resourceVersion that was read, so any
+ * number of webhook replicas never admit past spec.hard. Inside one process
+ * concurrent admissions against the same quota are coalesced (group commit):
+ * one thread reads the quota, evaluates every pending charge in arrival
+ * order, writes one status update holding all admitted reservations and
+ * hands the results to the waiting threads; on 409 the whole batch re-reads
+ * and re-evaluates. A denial is never turned into an allow. Rules are in
+ * docs/validating-webhook.md. */
+#ifndef WH_VALIDATE_H
+#define WH_VALIDATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "audit.h"
+#include "config.h"
+#include "crd.h"
+#include "gq_error.h"
+#include "metrics.h"
+#include "review.h"
+#include "server.h"
+
+/* The quota store seam. Every returned object is a new, private tree the
+ * caller owns (json_object_put): implementations never share a json-c object
+ * between threads. Errors: GQ_ECONFLICT (update_status with a stale
+ * resourceVersion), GQ_ENOTFOUND (get_quota: the quota is gone), anything
+ * else means the store could not be reached. All functions may be called
+ * from many threads at once. */
+typedef struct wh_store {
+    void *ctx;
+    /* GPUQuotas of namespace ns, as a JSON array of objects. */
+    gq_code (*list_quotas)(void *ctx, const char *ns, json_object **out, gq_err *err);
+    /* Every GPUTenantQuota, as a JSON array. */
+    gq_code (*list_tenant_quotas)(void *ctx, json_object **out, gq_err *err);
+    /* GPULimitRanges of namespace ns, as a JSON array. */
+    gq_code (*list_limit_ranges)(void *ctx, const char *ns, json_object **out, gq_err *err);
+    /* metadata.labels of Namespace ns (an object; NULL with GQ_OK when the
+     * namespace is unknown or has no labels). */
+    gq_code (*namespace_labels)(void *ctx, const char *ns, json_object **out, gq_err *err);
+    /* A fresh read of one quota (ns NULL for a GPUTenantQuota), carrying
+     * metadata.resourceVersion. */
+    gq_code (*get_quota)(void *ctx, gq_quota_kind kind, const char *ns, const char *name,
+                         json_object **out, gq_err *err);
+    /* Replace the status of the quota with obj's (a whole object as read by
+     * get_quota, borrowed), conditional on obj's metadata.resourceVersion.
+     * On success *out (when out is not NULL) is the object as stored, with
+     * its new resourceVersion (NULL when the store cannot tell). */
+    gq_code (*update_status)(void *ctx, gq_quota_kind kind, const char *ns, const char *name,
+                             json_object *obj, json_object **out, gq_err *err);
+} wh_store;
+
+/* Identities allowed to change gpuquota.io/ labels and annotations of pods
+ * when no --trusted-user is given. */
+#define WH_TRUSTED_WEBHOOK "system:serviceaccount:gpuquota-system:gpuquota-webhook"
+#define WH_TRUSTED_CONTROLLER "system:serviceaccount:gpuquota-system:gpuquota-controller"
+
+#define WH_RESERVATION_TTL_DEFAULT 120 /* seconds */
+#define WH_CHARGE_RETRIES_DEFAULT 32   /* re-reads after 409 before giving up */
+#define WH_BATCH_MAX_DEFAULT 256       /* charges coalesced into one status write */
+#define WH_CHARGE_BUDGET_MS_DEFAULT                                                                \
+    7000 /* conflict retries stop after this long: inside                                          \
+            kube-apiserver's default 10 s webhook timeout */
+#define WH_TRUSTED_USERS_MAX 16
+
+typedef struct wh_validate_opts {
+    int64_t reservation_ttl_s;        /* 0: WH_RESERVATION_TTL_DEFAULT */
+    const char *const *trusted_users; /* NULL: the two defaults above; copied */
+    size_t n_trusted_users;           /* <= WH_TRUSTED_USERS_MAX */
+    unsigned max_retries;             /* 0: WH_CHARGE_RETRIES_DEFAULT */
+    unsigned max_batch;               /* 0: WH_BATCH_MAX_DEFAULT; 1 disables coalescing */
+    unsigned backoff_ms;              /* first conflict backoff (jittered, doubles); 0: 2 */
+    unsigned budget_ms;               /* retry time budget; 0: WH_CHARGE_BUDGET_MS_DEFAULT */
+    /* Wall clock in Unix seconds; NULL: time(). Tests pin it. */
+    int64_t (*now)(void *ud);
+    void *now_ud;
+    wh_audit *audit;     /* borrowed; NULL: no audit records */
+    wh_metrics *metrics; /* borrowed; NULL: nothing counted */
+} wh_validate_opts;
+
+typedef struct wh_validator wh_validator;
+
+/* A validator over cfg and store (both borrowed; they must outlive it).
+ * Options are copied. Caller owns *out (wh_validator_free). GQ_EINVAL for
+ * bad options, GQ_ENOMEM. */
+gq_code wh_validator_new(const gq_config *cfg, const wh_store *store, const wh_validate_opts *o,
+                         wh_validator **out, gq_err *err) GQ_WUR;
+void wh_validator_free(wh_validator *v);
+
+#define WH_CHARGED_MAX 512
+
+/* What a decision did, for callers that print it (gpuquota admit) and tests. */
+typedef struct wh_validate_result {
+    bool allowed;
+    gq_code code;                 /* GQ_OK allowed, GQ_EDENIED policy, else fail-closed error */
+    char message[GQ_ERR_MSG_MAX]; /* the deny message; "" when allowed */
+    gq_amounts charge;            /* the pod's charge (all keys set; zero when not a pod) */
+    size_t n_charged;             /* quotas that now hold (or already held) a reservation */
+    char charged[WH_CHARGED_MAX]; /* "GPUQuota team-a/q, GPUTenantQuota ml" */
+    char reservation_key[GQ_CRD_MAX_STRING];
+} wh_validate_result;
+
+/* Decide req (a decoded AdmissionReview) and build the response in resp,
+ * which must be uninitialised; on success the caller disposes it. Pod
+ * CREATE: exempt namespaces pass; an invalid GPU request is denied with
+ * gq_pod_cost_compute's message; CPU-only pods pass; GPULimitRanges must
+ * pass; then every matching quota is charged on a fresh read (dry run:
+ * evaluated, never written). Pod UPDATE: a change to any gpuquota.io/ label
+ * or annotation by an untrusted user is denied. Everything else passes.
+ * Denials answer 403 Forbidden; store errors deny too (fail closed). res
+ * (may be NULL) receives the details. One audit record and one metrics
+ * observation per call when configured. Errors (GQ_ENOMEM) leave resp
+ * untouched. */
+gq_code wh_validate_review(wh_validator *v, const wh_review_request *req, wh_review_response *resp,
+                           wh_validate_result *res, gq_err *err) GQ_WUR;
+
+/* The HTTP handler for /validate (wh_handler_fn; ctx is the wh_validator):
+ * decodes the body, decides, encodes. A body that is not a valid
+ * AdmissionReview gets 400, an internal error 500. */
+void wh_validate_handle(void *ctx, const wh_request *req, wh_response *resp);
+
+/* Counters for tests and the benchmark. */
+typedef struct wh_validate_stats {
+    uint64_t batches;   /* status writes attempted */
+    uint64_t conflicts; /* 409s seen */
+    uint64_t charged;   /* reservations written */
+} wh_validate_stats;
+void wh_validate_get_stats(wh_validator *v, wh_validate_stats *out);
+
+#endif

@@ -1101,32 +1101,14 @@ static void record(wh_validator *v, const wh_review_request *req, const wh_valid
                                  dec, latency_s);
     if (!v->audit)
         return;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    json_object *meta = NULL;
-    if (req->object)
-        json_object_object_get_ex(req->object, "metadata", &meta);
-    const char *name = req->name[0] ? req->name : str_member(meta, "name");
-    if (!name)
-        name = str_member(meta, "generateName");
     json_object *charge = r->charge.v[GQ_KEY_GPU_PODS] > 0 ? charge_json(r) : NULL;
-    wh_audit_record rec = {
-        .time_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000,
-        .uid = req->uid,
-        .webhook = "validate",
-        .operation = wh_operation_name(req->operation),
-        .namespace_ = req->namespace[0] ? req->namespace : NULL,
-        .name = name,
-        .user = req->username,
-        .dry_run = req->dry_run,
-        .decision = r->allowed              ? "allowed"
-                    : r->code == GQ_EDENIED ? "denied"
-                                            : "error",
-        .reason = r->allowed ? NULL : r->message,
-        .charge = charge,
-        .quotas = quotas && json_object_array_length(quotas) ? quotas : NULL,
-        .latency_ms = latency_s * 1000.0,
-    };
+    wh_audit_record rec;
+    wh_audit_record_init(&rec, req, "validate");
+    rec.decision = r->allowed ? "allowed" : r->code == GQ_EDENIED ? "denied" : "error";
+    rec.reason = r->allowed ? NULL : r->message;
+    rec.charge = charge;
+    rec.quotas = quotas && json_object_array_length(quotas) ? quotas : NULL;
+    rec.latency_ms = latency_s * 1000.0;
     /* The writer counts and logs its own failures; the decision stands. */
     if (wh_audit_write(v->audit, &rec))
         GQ_LOG(GQ_LOG_DEBUG, req->uid, "audit record not written");

@@ -142,6 +142,13 @@ static void enqueue_tenants(ctl_controller *c)
 
 /* --- pod cache ------------------------------------------------------------- */
 
+/* Pods per list page. Per-page costs (a request, a body buffer grown from
+ * scratch, a burst of frees) made the 500 that client-go's reflector asks
+ * for cost the initial sync of 100k pods 5.9-7.2 s of CPU against 4.7-5.7 s
+ * at 2000; 2000 pods of 15 KB (managedFields included) still fit the
+ * client's 64 MiB response cap with room to spare. */
+#define POD_PAGE 2000u
+
 static gq_code pod_transform(void *ud, json_object *obj, void **rec, gq_err *err)
 {
     ctl_controller *c = ud;
@@ -731,6 +738,7 @@ gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, g
     if (ctl_store_new(&c->store) || ctl_queue_new(&qo, &c->queue))
         goto fail;
     kube_cache_opts po = {.path = "/api/v1/pods",
+                          .page_size = POD_PAGE,
                           .transform = pod_transform,
                           .free_record = pod_free,
                           .on_add = pod_add,

@@ -416,7 +416,8 @@ int main(int argc, char **argv)
            g_pods / fill_s);
 
     /* Reference: what a bare paged list of every pod costs against this
-     * stand-in (500 per page, as the controller's informer asks). */
+     * stand-in (500 per page, the client default; the controller asks for
+     * 2000). */
     int listed = 0;
     double scpu = cpu_s(s.pid);
     t0 = now_us();

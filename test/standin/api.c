@@ -739,42 +739,83 @@ static void do_get(rctx *c)
     json_object_put(p);
 }
 
+typedef struct list_item {
+    json_object *obj; /* borrowed from the store */
+    const char *text; /* its JSON text without TypeMeta (st_page) */
+    size_t len;
+} list_item;
+
 typedef struct list_ctx {
-    rctx *c;
     selector *ls, *fs;
-    json_object *items;
-    const char *after; /* continue: "ns/name" of the last item sent */
-    long long limit;   /* > 0: keep limit + 1 items, only count the rest */
-    size_t skipped;
+    list_item *items;
+    size_t n, cap;
+    int oom;
 } list_ctx;
 
-static int list_visit(void *ctx, const char *ns, const char *name, json_object *obj)
+static int list_visit(void *ctx, json_object *obj, const char *text, size_t len)
 {
     list_ctx *l = ctx;
     if (!sel_match_labels(l->ls, obj) || !sel_match_fields(l->fs, obj))
         return 0;
-    /* Past the page (plus one, which tells that more follow) only count:
-     * copying every remaining object made paging a big list quadratic. */
-    if (l->limit > 0 && json_object_array_length(l->items) > (size_t)l->limit) {
-        l->skipped++;
-        return 0;
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? l->cap * 2 : 64;
+        list_item *ni = realloc(l->items, nc * sizeof *ni);
+        if (!ni) {
+            l->oom = 1;
+            return 1;
+        }
+        l->items = ni;
+        l->cap = nc;
     }
-    json_object *p = present(l->c, obj);
-    if (p && !l->c->t.custom) {
-        /* typed lists carry no TypeMeta on their items */
-        json_object_object_del(p, "kind");
-        json_object_object_del(p, "apiVersion");
+    l->items[l->n++] = (list_item){obj, text, len};
+    return 1;
+}
+
+/* The page's items as a JSON array (table output): copies as presented. */
+static json_object *list_items_json(rctx *c, const list_ctx *l, size_t n)
+{
+    json_object *items = json_object_new_array();
+    for (size_t i = 0; items && i < n; i++) {
+        json_object *p = present(c, l->items[i].obj);
+        if (p && !c->t.custom) {
+            /* typed lists carry no TypeMeta on their items */
+            json_object_object_del(p, "kind");
+            json_object_object_del(p, "apiVersion");
+        }
+        json_object_array_add(items, p);
     }
-    json_object_array_add(l->items, p);
-    return 0;
+    return items;
+}
+
+/* Append item i as the list presents it: the stored text, and for custom
+ * resources the requested apiVersion and the stored kind in front. */
+static void list_item_text(rctx *c, const list_item *it, const char *av, sbuf *b)
+{
+    if (!c->t.custom) {
+        sbuf_add(b, it->text, it->len);
+        return;
+    }
+    sbuf_adds(b, "{\"apiVersion\":");
+    json_object *s = json_object_new_string(av);
+    sbuf_adds(b, s ? si_to_json(s) : "\"\"");
+    json_object_put(s);
+    json_object *kind = si_obj(it->obj, "kind");
+    if (kind) {
+        sbuf_adds(b, ",\"kind\":");
+        sbuf_adds(b, si_to_json(kind));
+    }
+    /* it->text is "{...}": splice its members after ours. */
+    if (it->len > 2)
+        sbuf_add(b, ",", 1);
+    sbuf_add(b, it->text + 1, it->len - 1);
 }
 
 static void do_list(rctx *c)
 {
     gq_err err = {0};
-    list_ctx l = {.c = c};
+    list_ctx l = {0};
     char *start = NULL;
-    json_object *tok = NULL;
+    json_object *tok = NULL, *md = NULL;
     uint64_t list_rv = st_rv();
     if (sel_parse_labels(q(c, "labelSelector"), &l.ls, &err) ||
         sel_parse_fields(q(c, "fieldSelector"), &c->t, &l.fs, &err)) {
@@ -812,7 +853,6 @@ static void do_list(rctx *c)
             goto out;
         }
         start = strdup(st);
-        l.after = start;
         int64_t trv = json_object_get_int64(jrv);
         if (trv > 0 && (uint64_t)trv <= st_history_start()) {
             api_status(c->rs, 410, "Expired",
@@ -828,26 +868,34 @@ static void do_list(rctx *c)
         if (trv > 0)
             list_rv = (uint64_t)trv;
     }
-    l.items = json_object_new_array();
-    l.limit = limit;
     /* The continue token's start is "ns/name" (ns empty when cluster-scoped). */
     char *after_ns = NULL, *after_name = NULL;
-    if (l.after) {
-        const char *slash = strchr(l.after, '/');
-        after_ns = slash ? strndup(l.after, (size_t)(slash - l.after)) : strdup("");
-        after_name = strdup(slash ? slash + 1 : l.after);
+    if (start) {
+        const char *slash = strchr(start, '/');
+        after_ns = slash ? strndup(start, (size_t)(slash - start)) : strdup("");
+        after_name = strdup(slash ? slash + 1 : start);
     }
-    st_each_after(c->t.skey, c->t.namespaced && c->has_ns ? c->ns : NULL,
-                  after_ns && after_ns[0] ? after_ns : NULL, after_name, list_visit, &l);
+    /* One past the page tells that more follow; the objects after it are
+     * only counted (without selectors, by the store's index arithmetic),
+     * so a page costs O(page), not O(collection). */
+    int oom = 0;
+    size_t want = limit > 0 ? (size_t)limit + 1 : SIZE_MAX;
+    size_t total =
+        st_page(c->t.skey, c->t.namespaced && c->has_ns ? c->ns : NULL,
+                after_ns && after_ns[0] ? after_ns : NULL, after_name, want, list_visit, &l, &oom);
     free(after_ns);
     free(after_name);
-    size_t kept = json_object_array_length(l.items), n = kept + l.skipped;
-    json_object *md = json_object_new_object();
+    if (oom || l.oom) {
+        api_status(c->rs, 500, "InternalError", "out of memory", NULL, NULL, NULL);
+        goto out;
+    }
+    size_t kept = l.n;
+    md = json_object_new_object();
     char rvs[32];
     snprintf(rvs, sizeof rvs, "%llu", (unsigned long long)list_rv);
     set_str(md, "resourceVersion", rvs);
-    if (limit > 0 && (size_t)limit < n) {
-        json_object *last = json_object_array_get_idx(l.items, (size_t)limit - 1);
+    if (limit > 0 && (size_t)limit < kept) {
+        json_object *last = l.items[limit - 1].obj;
         char k[2 * SI_NAME_MAX + 4];
         const char *lns = si_str(last, "metadata.namespace");
         snprintf(k, sizeof k, "%s/%s", c->t.namespaced && lns ? lns : "",
@@ -862,13 +910,16 @@ static void do_list(rctx *c)
         if (enc)
             set_str(md, "continue", enc);
         free(enc);
+        /* Without selectors every object counts; with them the count is
+         * unknown, and kube-apiserver leaves it out too. */
         if (sel_empty(l.ls) && sel_empty(l.fs))
             json_object_object_add(md, "remainingItemCount",
-                                   json_object_new_int64((int64_t)(n - (size_t)limit)));
-        json_object_array_del_idx(l.items, (size_t)limit, kept - (size_t)limit);
+                                   json_object_new_int64((int64_t)(total - (size_t)limit)));
+        kept = (size_t)limit;
     }
     if (wants_table(c)) {
-        json_object *tab = table_build(&c->t, l.items, rvs, q(c, "includeObject"), 1);
+        json_object *items = list_items_json(c, &l, kept);
+        json_object *tab = table_build(&c->t, items, rvs, q(c, "includeObject"), 1);
         json_object *tmd = si_obj(tab, "metadata");
         json_object *cv = si_obj(md, "continue"), *ric = si_obj(md, "remainingItemCount");
         if (cv)
@@ -877,20 +928,40 @@ static void do_list(rctx *c)
             json_object_object_add(tmd, "remainingItemCount", json_object_get(ric));
         api_set_json(c->rs, 200, tab);
         json_object_put(tab);
-        json_object_put(md);
+        json_object_put(items);
         goto out;
     }
-    json_object *list = json_object_new_object();
-    set_str(list, "kind", c->t.list_kind);
+    /* The List is built as text in one buffer: the items' stored text
+     * concatenated, nothing copied or re-serialised per object. */
     char av[200];
     api_version_of(&c->t, av, sizeof av);
-    set_str(list, "apiVersion", av);
-    json_object_object_add(list, "metadata", md);
-    json_object_object_add(list, "items", json_object_get(l.items));
-    api_set_json(c->rs, 200, list);
-    json_object_put(list);
+    json_object *head = json_object_new_object();
+    set_str(head, "kind", c->t.list_kind);
+    set_str(head, "apiVersion", av);
+    json_object_object_add(head, "metadata", json_object_get(md));
+    const char *ht = si_to_json(head);
+    sbuf b = {0};
+    sbuf_add(&b, ht, strlen(ht) - 1); /* without the closing brace */
+    json_object_put(head);
+    sbuf_adds(&b, ",\"items\":[");
+    for (size_t i = 0; i < kept; i++) {
+        if (i)
+            sbuf_add(&b, ",", 1);
+        list_item_text(c, &l.items[i], av, &b);
+    }
+    sbuf_adds(&b, "]}");
+    char *body = sbuf_take(&b);
+    if (!body) {
+        api_status(c->rs, 500, "InternalError", "out of memory", NULL, NULL, NULL);
+        goto out;
+    }
+    free(c->rs->body);
+    c->rs->code = 200;
+    c->rs->body = body;
+    c->rs->content_type = "application/json";
 out:
-    json_object_put(l.items);
+    free(l.items);
+    json_object_put(md);
     json_object_put(tok);
     free(start);
     sel_free(l.ls);

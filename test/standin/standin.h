@@ -103,6 +103,15 @@ void st_each(const char *skey, const char *ns, st_visit_fn fn, void *ctx);
  * need not exist any more); after_name NULL starts at the beginning. */
 void st_each_after(const char *skey, const char *ns, const char *after_ns, const char *after_name,
                    st_visit_fn fn, void *ctx);
+/* A list page: visit objects of skey (ns NULL = all namespaces) after
+ * after_ns/after_name like st_each_after, each with its JSON text without
+ * kind and apiVersion (serialised once, kept until the object is replaced;
+ * borrowed, valid while the lock is held). fn returns 1 when it took the
+ * object; the visit stops once `want` were taken. Returns how many objects
+ * follow the start in all (whether visited or not); *oom set on OOM. */
+typedef int (*st_page_fn)(void *ctx, json_object *obj, const char *text, size_t len);
+size_t st_page(const char *skey, const char *ns, const char *after_ns, const char *after_name,
+               size_t want, st_page_fn fn, void *ctx, int *oom);
 /* Event history: events with rv > since, in order; returns count copied
  * (refs are borrowed; caller holds the lock). *expired set when events after
  * `since` were already dropped. */

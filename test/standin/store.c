@@ -14,6 +14,11 @@ typedef struct entry {
     char *key; /* "skey/ns/name" ("skey//name" when cluster-scoped): etcd's key
                   layout, so lists come out in the order kube-apiserver returns */
     json_object *obj;
+    /* obj serialised without kind/apiVersion, made by the first list that
+     * shows it: stored objects are never mutated (a write replaces the
+     * entry's object and drops this), so a list page is a concatenation. */
+    char *text;
+    size_t text_len;
 } entry;
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -52,6 +57,7 @@ void st_shutdown(void)
 {
     for (size_t i = 0; i < g_n; i++) {
         free(g_entries[i].key);
+        free(g_entries[i].text);
         json_object_put(g_entries[i].obj);
     }
     free(g_entries);
@@ -159,6 +165,9 @@ gq_code st_put(const char *skey, const char *ns, const char *name, json_object *
         free(k);
         json_object *prev = g_entries[i].obj;
         g_entries[i].obj = obj;
+        free(g_entries[i].text);
+        g_entries[i].text = NULL;
+        g_entries[i].text_len = 0;
         record(EV_MODIFIED, skey, ns, obj, prev, rv);
         json_object_put(prev);
         return GQ_OK;
@@ -177,6 +186,8 @@ gq_code st_put(const char *skey, const char *ns, const char *name, json_object *
     memmove(&g_entries[i + 1], &g_entries[i], (g_n - i) * sizeof *g_entries);
     g_entries[i].key = k;
     g_entries[i].obj = obj;
+    g_entries[i].text = NULL;
+    g_entries[i].text_len = 0;
     g_n++;
     record(EV_ADDED, skey, ns, obj, NULL, rv);
     return GQ_OK;
@@ -194,6 +205,7 @@ void st_del(const char *skey, const char *ns, const char *name, uint64_t rv)
         return;
     json_object *gone = g_entries[i].obj;
     free(g_entries[i].key);
+    free(g_entries[i].text);
     memmove(&g_entries[i], &g_entries[i + 1], (g_n - i - 1) * sizeof *g_entries);
     g_n--;
     /* The DELETED event carries the object as of the deletion revision. */
@@ -217,37 +229,33 @@ void st_each(const char *skey, const char *ns, st_visit_fn fn, void *ctx)
     st_each_after(skey, ns, NULL, NULL, fn, ctx);
 }
 
-void st_each_after(const char *skey, const char *ns, const char *after_ns, const char *after_name,
-                   st_visit_fn fn, void *ctx)
+/* The index range [*first, *end) of the entries st_each_after visits.
+ * Returns -1 on OOM. */
+static int range(const char *skey, const char *ns, const char *after_ns, const char *after_name,
+                 size_t *first, size_t *end)
 {
-    char *prefix = make_key(skey, ns, NULL);
-    if (!prefix)
-        return;
-    size_t plen = strlen(prefix);
-    /* With a namespace the prefix must end at the separator before the name. */
-    char *p2 = NULL;
+    /* Keys under skey (and ns) start with the prefix "skey/" or "skey/ns/";
+     * the range ends before the prefix with its final '/' raised to '0'. */
+    sbuf b = {0};
+    sbuf_adds(&b, skey);
+    sbuf_add(&b, "/", 1);
     if (ns) {
-        sbuf b = {0};
-        sbuf_adds(&b, prefix);
+        sbuf_adds(&b, ns);
         sbuf_add(&b, "/", 1);
-        p2 = sbuf_take(&b);
-        if (!p2) {
-            free(prefix);
-            return;
-        }
-        free(prefix);
-        prefix = p2;
-        plen = strlen(prefix);
     }
+    char *prefix = sbuf_take(&b);
+    if (!prefix)
+        return -1;
     size_t i = lower_bound(prefix);
+    prefix[strlen(prefix) - 1] = '0';
+    size_t e = lower_bound(prefix);
+    free(prefix);
     if (after_name) {
         /* Seek past the last item of the previous page: paging stays linear
          * and follows the store's own order. */
         char *ak = make_key(skey, after_ns, after_name);
-        if (!ak) {
-            free(prefix);
-            return;
-        }
+        if (!ak)
+            return -1;
         size_t j = lower_bound(ak);
         if (j < g_n && !strcmp(g_entries[j].key, ak))
             j++;
@@ -255,24 +263,92 @@ void st_each_after(const char *skey, const char *ns, const char *after_ns, const
         if (j > i)
             i = j;
     }
-    for (; i < g_n; i++) {
-        const char *k = g_entries[i].key;
-        if (strncmp(k, prefix, plen) != 0)
-            break;
-        const char *rest = k + strlen(skey) + 1;
-        const char *sep = strchr(rest, '/');
-        if (!sep)
-            continue;
+    *first = i;
+    *end = i < e ? e : i;
+    return 0;
+}
+
+/* Split entry i's key into its namespace (copied to nsbuf) and name. */
+static const char *key_parts(size_t i, const char *skey, char nsbuf[SI_NAME_MAX + 2])
+{
+    const char *rest = g_entries[i].key + strlen(skey) + 1;
+    const char *sep = strchr(rest, '/');
+    if (!sep)
+        return NULL;
+    size_t nl = (size_t)(sep - rest);
+    if (nl >= SI_NAME_MAX + 2)
+        return NULL;
+    memcpy(nsbuf, rest, nl);
+    nsbuf[nl] = '\0';
+    return sep + 1;
+}
+
+void st_each_after(const char *skey, const char *ns, const char *after_ns, const char *after_name,
+                   st_visit_fn fn, void *ctx)
+{
+    size_t i, end;
+    if (range(skey, ns, after_ns, after_name, &i, &end))
+        return;
+    for (; i < end; i++) {
         char nsbuf[SI_NAME_MAX + 2];
-        size_t nl = (size_t)(sep - rest);
-        if (nl >= sizeof nsbuf)
-            continue;
-        memcpy(nsbuf, rest, nl);
-        nsbuf[nl] = '\0';
-        if (fn(ctx, nsbuf, sep + 1, g_entries[i].obj))
+        const char *name = key_parts(i, skey, nsbuf);
+        if (name && fn(ctx, nsbuf, name, g_entries[i].obj))
             break;
     }
-    free(prefix);
+}
+
+/* The entry's list-item text, serialised on first use; NULL on OOM. */
+static const char *entry_text(entry *e, size_t *len)
+{
+    if (!e->text) {
+        json_object *shallow = json_object_new_object();
+        if (!shallow)
+            return NULL;
+        /* A shallow object sharing the children: nothing is copied, and the
+         * stored object itself is left untouched. */
+        json_object_object_foreach(e->obj, k, v)
+        {
+            if (strcmp(k, "kind") && strcmp(k, "apiVersion") &&
+                json_object_object_add(shallow, k, json_object_get(v))) {
+                json_object_put(v);
+                json_object_put(shallow);
+                return NULL;
+            }
+        }
+        size_t n = 0;
+        const char *t = json_object_to_json_string_length(
+            shallow, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
+        e->text = t ? strndup(t, n) : NULL;
+        e->text_len = e->text ? n : 0;
+        json_object_put(shallow);
+        if (!e->text)
+            return NULL;
+    }
+    *len = e->text_len;
+    return e->text;
+}
+
+size_t st_page(const char *skey, const char *ns, const char *after_ns, const char *after_name,
+               size_t want, st_page_fn fn, void *ctx, int *oom)
+{
+    size_t i, end;
+    *oom = 0;
+    if (range(skey, ns, after_ns, after_name, &i, &end)) {
+        *oom = 1;
+        return 0;
+    }
+    size_t total = end - i;
+    for (; i < end && want; i++) {
+        size_t len = 0;
+        const char *text = entry_text(&g_entries[i], &len);
+        if (!text) {
+            *oom = 1;
+            return 0;
+        }
+        if (fn(ctx, g_entries[i].obj, text, len))
+            want--;
+    }
+    return total;
 }
 
 size_t st_events_since(uint64_t since, const st_event **out, size_t max, int *expired)

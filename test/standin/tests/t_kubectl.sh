@@ -26,6 +26,15 @@ expect_eq "stale status write" '409 "Conflict"' "$CODE $(jqb .reason)"
 req GET $GQ/team-a
 req PUT $GQ/team-a "$(printf '%s' "$BODY" | jq -c 'del(.metadata.resourceVersion)')"
 expect_eq "CR update needs resourceVersion" '422 "gpuquotas.gpuquota.io \"team-a\" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"' "$CODE $(jqb .message)"
+# a CR list shows each item's TypeMeta and its state after the last write
+req GET $GQ
+expect_eq "CR list item" '"GPUQuota" "gpuquota.io/v1alpha1" {"used":{"gpu-memory":"10Gi"},"pods":3}' "$(jqb .items[0].kind) $(jqb .items[0].apiVersion) $(jqb .items[0].status)"
+req GET $GQ/team-a
+req PUT $GQ/team-a/status "$(printf '%s' "$BODY" | jq -c '.status.pods=4')"
+req GET $GQ
+expect_eq "CR list after a write" '4 "GPUQuota"' "$(jqb .items[0].status.pods) $(jqb .items[0].kind)"
+req GET $GQ/team-a
+req PUT $GQ/team-a/status "$(printf '%s' "$BODY" | jq -c '.status.pods=3')"
 req POST /apis/gpuquota.io/v1alpha1/namespaces/default/gpuquotas '{"apiVersion":"gpuquota.io/v1alpha1","kind":"Other","metadata":{"name":"k"}}'
 expect_eq "CR kind mismatch" '422 "Other.gpuquota.io \"k\" is invalid: kind: Invalid value: \"Other\": must be GPUQuota"' "$CODE $(jqb .message)"
 

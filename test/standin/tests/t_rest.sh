@@ -212,6 +212,10 @@ done
 expect_eq "paging across namespaces that share a prefix" 'default-x/a default/s-a default/s-b default/s-c default/s-d' "${ALL[*]}"
 req GET "$PODS?limit=3"
 expect_eq "remainingItemCount" '2' "$(jqb .metadata.remainingItemCount)"
+req PATCH $PODS/s-b '{"metadata":{"labels":{"t":"bb"}}}' application/merge-patch+json
+req GET "$PODS?limit=1&continue=$(printf '{"v":"meta.k8s.io/v1","rv":0,"start":"default/s-a"}' | base64 -w0 | tr '+/' '-_' | tr -d =)"
+expect_eq "a list shows the state after the last write" '["s-b"] "bb" 2 null' "$(jqb '[.items[].metadata.name]') $(jqb .items[0].metadata.labels.t) $(jqb .metadata.remainingItemCount) $(jqb .items[0].kind)"
+req PATCH $PODS/s-b '{"metadata":{"labels":{"t":"b"}}}' application/merge-patch+json
 req GET "$PODS?limit=2&continue=garbage"
 expect_eq "bad continue" '400 "BadRequest"' "$CODE $(jqb .reason)"
 

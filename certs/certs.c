@@ -291,6 +291,10 @@ gq_code certs_generate(const certs_options *o, certs_result *result, gq_err *err
     rc = build_sans(o, sans, sizeof(sans), err);
     if (rc)
         return rc;
+    /* A fresh output directory is the common case (first install); create
+     * it private, as it will hold the CA key. */
+    if (mkdir(o->out_dir, 0700) != 0 && errno != EEXIST)
+        return gq_err_set(err, GQ_EIO, "--out %s: %s", o->out_dir, strerror(errno));
 
     time_t start = o->now - CERTS_BACKDATE;
     time_t end = o->now + (time_t)o->days * 86400;

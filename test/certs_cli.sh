@@ -28,6 +28,13 @@ check "missing --out: exit 2" 2 $?
 check "--days 0: exit 2" 2 $?
 "$gq" certs generate --service wh --namespace ns --out "$d/none" --rotate >/dev/null 2>&1
 check "--rotate without a CA: exit 2" 2 $?
+"$gq" certs generate --service wh --namespace ns --out "$d/fresh" >/dev/null 2>&1
+check "a missing --out directory is created" 0 $?
+check "created private" 700 "$(stat -c %a "$d/fresh")"
+check "and filled" "ca.crt ca.key tls.crt tls.key" "$(cd "$d/fresh" && echo *)"
+"$gq" certs generate --service wh --namespace ns --out "$d/no/such/parent" >/dev/null 2>"$d/err"
+check "a missing parent: exit 2" 2 $?
+check "with the reason" 1 "$(grep -c 'no/such/parent: No such file or directory' "$d/err")"
 "$gq" certs frobnicate >/dev/null 2>&1
 check "unknown action: exit 2" 2 $?
 echo "$failures failure(s)"

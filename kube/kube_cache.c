@@ -7,7 +7,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #ifdef __GLIBC__
-#include <malloc.h>
 #endif
 #include <string.h>
 
@@ -294,12 +293,6 @@ static gq_code do_list(kube_cache *c, gq_err *err)
     sweep(c);
     set_rv(c, rv);
     free(rv);
-#ifdef __GLIBC__
-    /* The list's pages were parsed and freed one after another; glibc keeps
-     * that memory in the (thread) arena, where it would stay resident for
-     * the life of the process. Give it back once per list. */
-    malloc_trim(0);
-#endif
     pthread_mutex_lock(&c->sync_mu);
     c->synced = 1;
     pthread_cond_broadcast(&c->sync_cv);

@@ -19,7 +19,7 @@ $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) -DGQ_WERROR=ON -DGQ_SANITIZE=ON
 
 build: deps $(BUILD)/CMakeCache.txt
-	cmake --build $(BUILD) -j $(JOBS)
+	cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
 
 test: build
 	cd $(BUILD) && $(SAN_ENV) ctest --output-on-failure -j $(JOBS)

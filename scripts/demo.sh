@@ -103,3 +103,6 @@ wait "$webhook_pid"
 webhook_pid=
 echo "== webhook stopped cleanly (SIGTERM); $(grep -c '"webhook":"mutate"' "$work/webhook.log") audit records were written (audit.path \"\" = stderr):"
 grep '"webhook":"mutate"' "$work/webhook.log" | head -2
+
+# ---- the whole product against a kube-apiserver stand-in, driven by kubectl --
+"$root/scripts/demo-cluster.sh" "$build"

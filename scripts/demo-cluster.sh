@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# The whole product in one box: the kube-apiserver stand-in calls
+# `gpuquota webhook` (mutate + validate over HTTPS) for pods created with
+# kubectl, and `gpuquota controller` keeps the quotas' status in sync.
+# Usage: demo-cluster.sh BUILD_DIR
+set -euo pipefail
+build=${1:-build}
+gq="$build/gpuquota"
+standin="$build/test/kube-standin"
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d /tmp/gq-demo-cluster.XXXXXX)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+wait_for() { # wait_for FILE SED-EXPR: print the first match once it appears
+    local v=
+    for _ in $(seq 150); do
+        v=$(sed -n "$2" "$1" | head -1)
+        [[ -n "$v" ]] && { echo "$v"; return 0; }
+        sleep 0.1
+    done
+    echo "timed out waiting in $1:" >&2
+    cat "$1" >&2
+    return 1
+}
+say() { printf '\n== %s\n' "$*"; }
+run() { printf '$ %s\n' "$*"; "$@" 2>&1 || true; }
+
+"$standin" --port 0 >"$work/standin.out" 2>"$work/standin.err" &
+pids+=($!)
+sport=$(wait_for "$work/standin.out" 's/^listening on 127.0.0.1:\([0-9]*\)$/\1/p')
+export KUBECONFIG=$work/kubeconfig HOME=$work
+cat >"$KUBECONFIG" <<KC
+apiVersion: v1
+kind: Config
+clusters: [{name: demo, cluster: {server: "http://127.0.0.1:$sport"}}]
+contexts: [{name: demo, context: {cluster: demo, user: admin}}]
+current-context: demo
+users: [{name: admin, user: {token: demo}}]
+KC
+say "a kube-apiserver stand-in on 127.0.0.1:$sport; CRDs, namespaces, quotas and a limit range applied with kubectl"
+kubectl apply -f "$root/deploy/crds/"
+kubectl create namespace team-a
+kubectl apply -f - <<'NS'
+apiVersion: v1
+kind: Namespace
+metadata: {name: ml-research, labels: {team: ml}}
+NS
+kubectl apply -f "$root/deploy/examples/quotas/"
+
+say "gpuquota webhook and gpuquota controller against it"
+"$gq" certs generate --service gpuquota-webhook --namespace gpuquota-system --out "$work/certs" \
+    --san 127.0.0.1 >/dev/null
+"$gq" webhook --tls-cert "$work/certs/tls.crt" --tls-key "$work/certs/tls.key" \
+    --listen 127.0.0.1:0 --kubeconfig "$KUBECONFIG" 2>"$work/webhook.log" &
+pids+=($!)
+wport=$(wait_for "$work/webhook.log" 's/.*"listening on [^"]*:\([0-9][0-9]*\)".*/\1/p')
+ready=
+for _ in $(seq 150); do
+    if [[ $(curl -s -o /dev/null -w '%{http_code}' --cacert "$work/certs/ca.crt" \
+        "https://127.0.0.1:$wport/readyz") == 200 ]]; then
+        ready=1
+        break
+    fi
+    sleep 0.1
+done
+if [[ -z "$ready" ]]; then
+    echo "the webhook did not become ready:" >&2
+    cat "$work/webhook.log" >&2
+    exit 1
+fi
+echo "webhook on 127.0.0.1:$wport, ready (caches synced)"
+"$gq" controller --kubeconfig "$KUBECONFIG" --metrics-listen 127.0.0.1:0 2>"$work/controller.log" &
+pids+=($!)
+wait_for "$work/controller.log" 's/.*"\(metrics listening on port [0-9]*\)".*/controller \1/p'
+CA=$(base64 -w0 <"$work/certs/ca.crt")
+kubectl apply -f - <<WH
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {name: gpuquota}
+webhooks:
+  - name: mutate.gpuquota.io
+    clientConfig: {url: "https://127.0.0.1:$wport/mutate", caBundle: "$CA"}
+    rules: [{operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}]
+    failurePolicy: Fail
+    sideEffects: None
+    reinvocationPolicy: IfNeeded
+    admissionReviewVersions: [v1]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: gpuquota}
+webhooks:
+  - name: validate.gpuquota.io
+    clientConfig: {url: "https://127.0.0.1:$wport/validate", caBundle: "$CA"}
+    rules: [{operations: [CREATE, UPDATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}]
+    failurePolicy: Fail
+    sideEffects: NoneOnDryRun
+    admissionReviewVersions: [v1]
+WH
+sleep 1
+
+say "before: kubectl get gq,gtq -A"
+run kubectl get gq,gtq -A
+
+pod() { # pod NAME NAMESPACE MODEL LIMITS-YAML
+    cat <<P
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $1
+  namespace: $2
+  annotations: {gpuquota.io/gpu-model: $3}
+spec:
+  containers:
+    - name: main
+      image: registry.example/ml:1
+      resources: {limits: $4}
+P
+}
+say "pods created with kubectl in team-a (quota 64Gi; containers 2Gi..20Gi, default 8Gi; A100 only)"
+echo "-- half an A100-40GB:"
+pod notebook team-a a100-40gb '{nvidia.com/gpu: "0.5"}' | run kubectl create -f -
+echo "-- one GPU with no amount: the GPULimitRange default makes it an 8Gi slice:"
+pod trainer team-a a100-80gb '{nvidia.com/gpu: 1}' | run kubectl create -f -
+echo "-- 16Gi of GPU memory:"
+pod inference team-a a100-80gb '{gpuquota.io/gpu-memory: 16Gi}' | run kubectl create -f -
+echo "-- 24Gi in one container is above the limit range's 20Gi:"
+pod big team-a a100-80gb '{gpuquota.io/gpu-memory: 24Gi}' | run kubectl create -f -
+echo "-- an L4 is not an allowed model in team-a:"
+pod l4 team-a l4 '{nvidia.com/gpu: "0.5"}' | run kubectl create -f -
+echo "-- 20Gi more would take team-a to 64Gi (allowed: used + request <= hard):"
+pod last team-a a100-80gb '{gpuquota.io/gpu-memory: 20Gi}' | run kubectl create -f -
+echo "-- and 2Gi more is over the quota:"
+pod over team-a a100-80gb '{gpuquota.io/gpu-memory: 2Gi}' | run kubectl create -f -
+echo "-- four whole H100s in ml-research (tenant ml: 512Gi, 8 GPUs):"
+pod train-4x ml-research h100-80gb '{nvidia.com/gpu: 4}' | run kubectl create -f -
+
+say "what the scheduler sees: the rewritten requests"
+run kubectl get pods -n team-a -o custom-columns='NAME:.metadata.name,GPU-MEM:.spec.containers[0].resources.limits.aliyun\.com/gpu-mem,CHARGED:.metadata.annotations.gpuquota\.io/charged'
+
+sleep 1.5
+say "after: the controller recounted usage from the pods"
+run kubectl get gq,gtq -A
+
+say "notebook finishes (phase Succeeded): its charge is freed"
+run kubectl patch pod notebook -n team-a --subresource status --type merge \
+    -p '{"status":{"phase":"Succeeded"}}'
+sleep 1.5
+run kubectl get gq team-a -n team-a
+echo
+echo "-- the quota's status, as the controller wrote it:"
+kubectl get gq team-a -n team-a -o jsonpath='{.status}' | python3 -m json.tool

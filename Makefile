@@ -31,6 +31,12 @@ bench: deps
 	cmake -S . -B $(BENCH_DIR) -DCMAKE_BUILD_TYPE=Release -DGQ_BENCH=ON
 	cmake --build $(BENCH_DIR) -j $(JOBS)
 	scripts/bench.sh $(BENCH_DIR)
+	@echo; echo "== /validate with charging against the stand-in (3 webhook processes over HTTPS)"
+	$(BENCH_DIR)/test/bench_validate --standin $(BENCH_DIR)/test/kube-standin --gpuquota $(BENCH_DIR)/gpuquota
+	@echo; echo "== controller: initial sync of 100k GPU pods in 1k namespaces, event-to-status latency"
+	$(BENCH_DIR)/bench/bench_controller $(BENCH_DIR)/test/kube-standin $(BENCH_DIR)/gpuquota deploy/crds
+	@echo; echo "== kube client: paged list of 100k pods, watch throughput"
+	$(BENCH_DIR)/test/bench_kube_list --standin $(BENCH_DIR)/test/kube-standin
 
 fuzz: deps
 	CC=clang cmake -S . -B $(FUZZ_DIR) -DGQ_FUZZ=ON -DGQ_SANITIZE=ON

@@ -464,6 +464,73 @@ out:
     return rc;
 }
 
+gq_code certs_ca_bundle_pem(const char *path, char **pem, size_t *len, gq_err *err)
+{
+    gq_code rc = GQ_OK;
+    X509 *x = NULL;
+    BIO *b = NULL;
+    struct stat st;
+    size_t n = 0;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return gq_err_set(err, GQ_EIO, "%s: %s", path, strerror(errno));
+    if (fstat(fileno(f), &st) != 0) {
+        rc = gq_err_set(err, GQ_EIO, "%s: %s", path, strerror(errno));
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        rc = gq_err_set(err, GQ_EINVAL, "%s: not a regular file", path);
+        goto out;
+    }
+    if (st.st_size > CERTS_MAX_BUNDLE) {
+        rc = gq_err_set(err, GQ_ELIMIT, "%s: larger than %d bytes", path, CERTS_MAX_BUNDLE);
+        goto out;
+    }
+    b = BIO_new(BIO_s_mem());
+    if (!b) {
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        goto out;
+    }
+    while ((x = PEM_read_X509(f, NULL, NULL, NULL))) {
+        n++;
+        if (!(X509_get_extension_flags(x) & EXFLAG_CA)) {
+            char subject[256];
+            name_to_text(X509_get_subject_name(x), subject, sizeof(subject));
+            rc = gq_err_set(err, GQ_EINVAL, "%s: certificate %zu (%s) is not a CA certificate",
+                            path, n, subject);
+            goto out;
+        }
+        if (PEM_write_bio_X509(b, x) != 1) {
+            rc = gq_err_set(err, GQ_ETLS, "%s: cannot encode certificate %zu", path, n);
+            goto out;
+        }
+        X509_free(x);
+        x = NULL;
+    }
+    ERR_clear_error(); /* the loop ends on "no start line" */
+    if (n == 0) {
+        rc = gq_err_set(err, GQ_EINVAL, "%s: no PEM certificate found", path);
+        goto out;
+    }
+    char *data;
+    long dlen = BIO_get_mem_data(b, &data);
+    char *copy = dlen > 0 ? malloc((size_t)dlen + 1) : NULL;
+    if (!copy) {
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        goto out;
+    }
+    memcpy(copy, data, (size_t)dlen);
+    copy[dlen] = '\0';
+    *pem = copy;
+    *len = (size_t)dlen;
+out:
+    ERR_clear_error();
+    X509_free(x);
+    BIO_free(b);
+    fclose(f);
+    return rc;
+}
+
 long certs_days_left(const certs_info *info, time_t now)
 {
     double secs = difftime(info->not_after, now);

@@ -57,6 +57,18 @@ typedef struct certs_info {
  * free(). GQ_EIO when unreadable, GQ_EINVAL when it holds no certificate. */
 gq_code certs_inspect_file(const char *path, certs_info **out, size_t *n, gq_err *err) GQ_WUR;
 
+/* Largest CA file certs_ca_bundle_pem accepts. */
+#define CERTS_MAX_BUNDLE (1024 * 1024)
+
+/* The certificates of the PEM file at path, re-encoded as PEM, for a
+ * webhook's clientConfig.caBundle. Only CERTIFICATE blocks are kept, so a
+ * file that also holds a private key never leaks it into the bundle. Every
+ * certificate must be a CA (basicConstraints CA:TRUE). On success *pem
+ * (free()) holds *len bytes plus a NUL. GQ_EIO when unreadable, GQ_ELIMIT
+ * over CERTS_MAX_BUNDLE, GQ_EINVAL when it holds no certificate or one that
+ * is not a CA, GQ_ENOMEM/GQ_ETLS for OpenSSL failures. */
+gq_code certs_ca_bundle_pem(const char *path, char **pem, size_t *len, gq_err *err) GQ_WUR;
+
 /* Whole days from now until not_after, rounded down; negative once expired. */
 long certs_days_left(const certs_info *info, time_t now);
 

@@ -1,14 +1,18 @@
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base64.h"
 #include "certs.h"
+#include "certs_inject.h"
 #include "cli.h"
 #include "cli_args.h"
 
-const char gq_cmd_certs_summary[] = "generate, rotate and inspect webhook TLS certificates";
+const char gq_cmd_certs_summary[] =
+    "generate, rotate, inspect webhook TLS certificates and inject the caBundle";
 
 static void usage(FILE *f)
 {
@@ -16,12 +20,17 @@ static void usage(FILE *f)
                "                               [--days N (365)] [--ca-days N (3650)]\n"
                "                               [--san NAME_OR_IP]... [--rotate]\n"
                "       gpuquota certs inspect FILE... [--warn-days N (30)]\n"
+               "       gpuquota certs inject --ca FILE [--kubeconfig F] [--name N (gpuquota)]\n"
+               "                             [--dry-run]\n"
                "\n"
                "generate writes ca.crt, ca.key, tls.crt, tls.key into DIR, reusing a valid CA\n"
                "already there so the webhooks' caBundle stays the same; --rotate renews only\n"
                "the serving pair and fails if DIR has no usable CA.\n"
                "inspect exits 1 when a certificate has expired, is not yet valid, or expires\n"
-               "within --warn-days.\n");
+               "within --warn-days.\n"
+               "inject sets clientConfig.caBundle of every webhook of the Mutating- and\n"
+               "ValidatingWebhookConfiguration named N to the CA certificates in FILE (each\n"
+               "must be a CA); exit 1 on API errors or when neither configuration exists.\n");
 }
 
 static void format_time(time_t t, char *buf, size_t cap)
@@ -177,6 +186,145 @@ static int cmd_inspect(int argc, char **argv)
     return rc;
 }
 
+static const struct {
+    const char *resource; /* admissionregistration.k8s.io/v1 plural */
+    const char *kind;     /* what the output lines call it (kubectl's lower-case kind) */
+} inject_targets[] = {
+    {"mutatingwebhookconfigurations", "mutatingwebhookconfiguration"},
+    {"validatingwebhookconfigurations", "validatingwebhookconfiguration"},
+};
+
+/* Inject the bundle into both configurations and print one line for each.
+ * Returns the exit status. */
+static int inject_all(const char *kubeconfig, const char *name, const char *b64, bool dry_run)
+{
+    kube_config *kc = NULL;
+    kube_client *client = NULL;
+    kube_api api;
+    gq_err err;
+    size_t found = 0;
+    int rc = GQ_EXIT_OK;
+    gq_err_clear(&err);
+    /* A kubeconfig that cannot be used is bad input; failures talking to
+     * the API server are exit 1. */
+    if (kube_config_load_default(kubeconfig, NULL, &kc, &err)) {
+        rc = GQ_EXIT_USAGE;
+        goto fail;
+    }
+    if (kube_client_new(kc, NULL, &client, &err)) {
+        rc = GQ_EXIT_DENIED;
+        goto fail;
+    }
+    kube_client_api(client, &api);
+    for (size_t i = 0; i < sizeof(inject_targets) / sizeof(inject_targets[0]); i++) {
+        const char *kind = inject_targets[i].kind;
+        certs_inject_result r;
+        if (certs_inject_config(&api, inject_targets[i].resource, name, b64, dry_run, &r, &err)) {
+            fprintf(stderr, "gpuquota certs inject: %s/%s: %s\n", kind, name, err.msg);
+            rc = GQ_EXIT_DENIED;
+            continue;
+        }
+        const char *plural = r.webhooks == 1 ? "" : "s";
+        switch (r.state) {
+        case CERTS_INJECT_NOT_FOUND:
+            printf("%s/%s: not found, skipped\n", kind, name);
+            continue;
+        case CERTS_INJECT_UNCHANGED:
+            printf("%s/%s: caBundle unchanged (%zu webhook%s)\n", kind, name, r.webhooks, plural);
+            break;
+        case CERTS_INJECT_WOULD_UPDATE:
+            printf("%s/%s: caBundle would be updated (%zu of %zu webhook%s) (dry run)\n", kind,
+                   name, r.changed, r.webhooks, plural);
+            break;
+        case CERTS_INJECT_UPDATED:
+            printf("%s/%s: caBundle updated (%zu webhook%s)", kind, name, r.webhooks, plural);
+            if (r.conflicts)
+                printf(" after %u conflict%s", r.conflicts, r.conflicts == 1 ? "" : "s");
+            printf("\n");
+            break;
+        }
+        found++;
+    }
+    if (found == 0 && rc == GQ_EXIT_OK) {
+        fprintf(stderr,
+                "gpuquota certs inject: neither mutatingwebhookconfiguration/%s nor "
+                "validatingwebhookconfiguration/%s exists\n",
+                name, name);
+        rc = GQ_EXIT_DENIED;
+    }
+    goto out;
+fail:
+    fprintf(stderr, "gpuquota certs inject: %s\n", err.msg);
+out:
+    kube_client_free(client);
+    kube_config_free(kc);
+    return rc;
+}
+
+static int cmd_inject(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"ca", required_argument, NULL, 'c'},   {"kubeconfig", required_argument, NULL, 'k'},
+        {"name", required_argument, NULL, 'n'}, {"dry-run", no_argument, NULL, 'd'},
+        {"help", no_argument, NULL, 'h'},       {NULL, 0, NULL, 0},
+    };
+    const char *ca = NULL, *kubeconfig = NULL, *name = "gpuquota";
+    bool dry_run = false;
+    char *pem = NULL, *b64 = NULL;
+    size_t pem_len = 0, b64_len = 0;
+    gq_err err;
+    int c, rc = GQ_EXIT_USAGE;
+    gq_err_clear(&err);
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            ca = optarg;
+            break;
+        case 'k':
+            kubeconfig = optarg;
+            break;
+        case 'n':
+            name = optarg;
+            break;
+        case 'd':
+            dry_run = true;
+            break;
+        case 'h':
+            usage(stdout);
+            return GQ_EXIT_OK;
+        default:
+            usage(stderr);
+            return GQ_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        gq_err_set(&err, GQ_EINVAL, "unexpected argument %s", argv[optind]);
+        goto bad;
+    }
+    if (!ca) {
+        gq_err_set(&err, GQ_EINVAL, "--ca is required");
+        goto bad;
+    }
+    if (!certs_inject_valid_name(name)) {
+        gq_err_set(&err, GQ_EINVAL, "--name \"%s\" is not a valid object name", name);
+        goto bad;
+    }
+    if (certs_ca_bundle_pem(ca, &pem, &pem_len, &err))
+        goto bad;
+    if (gq_base64_encode(pem, pem_len, &b64, &b64_len)) {
+        gq_err_set(&err, GQ_ENOMEM, "out of memory");
+        goto bad;
+    }
+    rc = inject_all(kubeconfig, name, b64, dry_run);
+    goto out;
+bad:
+    fprintf(stderr, "gpuquota certs inject: %s\n", err.msg);
+out:
+    free(pem);
+    free(b64);
+    return rc;
+}
+
 int gq_cmd_certs(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -187,6 +335,8 @@ int gq_cmd_certs(int argc, char **argv)
         return cmd_generate(argc - 1, argv + 1);
     if (!strcmp(argv[1], "inspect"))
         return cmd_inspect(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "inject"))
+        return cmd_inject(argc - 1, argv + 1);
     fprintf(stderr, "gpuquota certs: unknown action '%s'\n", argv[1]);
     usage(stderr);
     return GQ_EXIT_USAGE;

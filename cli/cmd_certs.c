@@ -113,7 +113,7 @@ static int cmd_generate(int argc, char **argv)
     printf("wrote %s/tls.crt and tls.key for %s.%s.svc, valid until %s\n", o.out_dir, o.service,
            o.ns, until);
     if (res.ca_created)
-        printf("the caBundle changed: update the webhook configurations\n");
+        printf("the caBundle changed: run gpuquota certs inject --ca %s/ca.crt\n", o.out_dir);
     return GQ_EXIT_OK;
 bad:
     fprintf(stderr, "gpuquota certs generate: %s\n", err.msg);

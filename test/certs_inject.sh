@@ -18,7 +18,9 @@ V=validatingwebhookconfiguration
 
 k apply -f "$root/deploy/webhooks.yaml" >/dev/null || { echo "webhooks.yaml not applied"; exit 1; }
 "$gq" certs generate --service gpuquota-webhook --namespace gpuquota-system --out "$work/a" \
-    >/dev/null || { echo "certs generate failed"; exit 1; }
+    >"$work/gen.out" || { echo "certs generate failed"; exit 1; }
+check "generate of a new CA points at inject" \
+    "the caBundle changed: run gpuquota certs inject --ca $work/a/ca.crt" "$(tail -1 "$work/gen.out")"
 "$gq" certs generate --service gpuquota-webhook --namespace gpuquota-system --out "$work/b" \
     >/dev/null || { echo "certs generate failed"; exit 1; }
 b64a=$(base64 -w0 <"$work/a/ca.crt")

@@ -26,26 +26,8 @@ check() { if [[ "$2" == "$3" ]]; then pass "$1"; else fail "$1: expected [$2], g
 check_match() { if [[ "$3" =~ $2 ]]; then pass "$1"; else fail "$1: expected /$2/, got [$3]"; fi; }
 
 # ------------------------------------------------------------------ stand-in
-"$standin" --port 0 >"$work/standin.out" 2>"$work/standin.err" &
-pids+=($!)
-for _ in $(seq 100); do
-    sport=$(sed -n 's/^listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$work/standin.out")
-    [[ -n "$sport" ]] && break
-    sleep 0.05
-done
-[[ -n "${sport:-}" ]] || { echo "stand-in did not start"; cat "$work/standin.err"; exit 1; }
-S=http://127.0.0.1:$sport
-export KUBECONFIG=$work/kubeconfig HOME=$work
-cat >"$KUBECONFIG" <<KC
-apiVersion: v1
-kind: Config
-clusters: [{name: standin, cluster: {server: "$S"}}]
-contexts: [{name: standin, context: {cluster: standin, user: tester, namespace: default}}]
-current-context: standin
-users: [{name: tester, user: {token: test-token}}]
-KC
-k() { timeout 60 kubectl "$@" 2>&1; }
-fault() { curl -sS -X POST -d "$1" "$S/standin/faults" >/dev/null; }
+# Sets S, KUBECONFIG, k and fault.
+source "$root/test/standin_lib.sh"
 
 k apply -f "$root/deploy/crds/" >/dev/null || { echo "CRDs not applied"; exit 1; }
 for ns in team-a team-b team-c team-d team-x; do k create namespace $ns >/dev/null; done

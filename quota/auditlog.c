@@ -537,9 +537,20 @@ void gq_audit_summary_dispose(gq_audit_summary *s)
 
 static void reason_key(const char *reason, char key[GQ_AUDIT_REASON_KEY_MAX])
 {
+    /* The first ", " outside quotes and brackets: "must be in (0, 1]" is
+     * one phrase, "exceeded quota: team-a, requested: ..." two. */
     const char *r = reason ? reason : "";
-    const char *cut = strstr(r, ", ");
-    size_t n = cut ? (size_t)(cut - r) : strlen(r);
+    size_t n = 0;
+    int depth = 0;
+    bool quoted = false;
+    for (; r[n] && !(r[n] == ',' && r[n + 1] == ' ' && !depth && !quoted); n++) {
+        if (r[n] == '"')
+            quoted = !quoted;
+        else if (!quoted && (r[n] == '(' || r[n] == '['))
+            depth++;
+        else if (!quoted && (r[n] == ')' || r[n] == ']') && depth > 0)
+            depth--;
+    }
     if (n >= GQ_AUDIT_REASON_KEY_MAX)
         n = GQ_AUDIT_REASON_KEY_MAX - 1;
     memcpy(key, r, n);

@@ -95,8 +95,9 @@ void gq_audit_entry_to_json(const gq_audit_entry *e, gq_strbuf *b);
  * (cap bytes, cap >= 1); "" without a charge. */
 void gq_audit_charge_text(const gq_audit_entry *e, char *buf, size_t cap);
 
-/* Deny reasons are grouped by their text up to the first ", " (the quota,
- * limit or container they name, without the changing figures). */
+/* Deny reasons are grouped by their text up to the first ", " outside
+ * quotes and brackets (the quota, limit or container they name, without the
+ * changing figures), at most GQ_AUDIT_REASON_KEY_MAX - 1 bytes. */
 #define GQ_AUDIT_REASONS_MAX 64 /* distinct groups kept per namespace */
 #define GQ_AUDIT_REASON_KEY_MAX 128
 

@@ -429,6 +429,46 @@ static void test_summary_reason_cap(void **state)
     gq_audit_summary_dispose(&s);
 }
 
+static void test_summary_reason_groups(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *reason, *group;
+    } cases[] = {
+        {"exceeded tenant quota: ml, requested: gpu-memory=24Gi", "exceeded tenant quota: ml"},
+        {"must be in (0, 1] (for example \"0.5\"); ask for whole GPUs, please",
+         "must be in (0, 1] (for example \"0.5\"); ask for whole GPUs"},
+        {"value \"a, b\" is bad, really", "value \"a, b\" is bad"},
+        {"[a, b]", "[a, b]"},
+        {"unbalanced ) here, cut", "unbalanced ) here"},
+        {"no comma at all", "no comma at all"},
+        {NULL, ""},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        gq_audit_summary s;
+        gq_audit_summary_init(&s);
+        gq_audit_entry e = {0};
+        e.reason = (char *)cases[i].reason;
+        e.decision = GQ_AUDIT_DENIED;
+        assert_int_equal(gq_audit_summary_add(&s, &e), GQ_OK);
+        assert_int_equal(s.ns[0].n_reasons, 1);
+        assert_string_equal(s.ns[0].reasons[0].text, cases[i].group);
+        gq_audit_summary_dispose(&s);
+    }
+    /* A long reason is cut to the group size. */
+    char longr[300];
+    memset(longr, 'x', sizeof(longr) - 1);
+    longr[sizeof(longr) - 1] = '\0';
+    gq_audit_summary s;
+    gq_audit_summary_init(&s);
+    gq_audit_entry e = {0};
+    e.reason = longr;
+    e.decision = GQ_AUDIT_DENIED;
+    assert_int_equal(gq_audit_summary_add(&s, &e), GQ_OK);
+    assert_int_equal(strlen(s.ns[0].reasons[0].text), GQ_AUDIT_REASON_KEY_MAX - 1);
+    gq_audit_summary_dispose(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -440,6 +480,7 @@ int main(void)
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_summary),
         cmocka_unit_test(test_summary_reason_cap),
+        cmocka_unit_test(test_summary_reason_groups),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -103,6 +103,8 @@ wait "$webhook_pid"
 webhook_pid=
 echo "== webhook stopped cleanly (SIGTERM); $(grep -c '"webhook":"mutate"' "$work/webhook.log") audit records were written (audit.path \"\" = stderr):"
 grep '"webhook":"mutate"' "$work/webhook.log" | head -2
+echo "== gpuquota audit -o summary over that log (log lines are skipped and counted):"
+"$gq" audit -o summary "$work/webhook.log" 2>&1
 
 # ---- the whole product against a kube-apiserver stand-in, driven by kubectl --
 "$root/scripts/demo-cluster.sh" "$build"

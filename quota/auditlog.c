@@ -1,0 +1,646 @@
+#include "auditlog.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy.h"
+
+/* The suffix of gpuquota's webhook names (mutate.gpuquota.io, ...): how an
+ * Event's annotations and messages are told apart from other webhooks'. */
+#define GQ_WEBHOOK_SUFFIX "gpuquota.io"
+
+void gq_audit_entry_dispose(gq_audit_entry *e)
+{
+    if (!e)
+        return;
+    free(e->time);
+    free(e->uid);
+    free(e->webhook);
+    free(e->operation);
+    free(e->namespace_);
+    free(e->name);
+    free(e->user);
+    free(e->reason);
+    memset(e, 0, sizeof(*e));
+}
+
+/* *out = copy of string member key (NULL when absent or null). GQ_EINVAL for
+ * another type. */
+static gq_code get_str(json_object *obj, const char *key, char **out, gq_err *err)
+{
+    json_object *v = NULL;
+    *out = NULL;
+    if (!json_object_object_get_ex(obj, key, &v) || !v)
+        return GQ_OK;
+    if (!json_object_is_type(v, json_type_string))
+        return gq_err_set(err, GQ_EINVAL, "%s: not a string", key);
+    *out = strndup(json_object_get_string(v), (size_t)json_object_get_string_len(v));
+    return *out ? GQ_OK : gq_err_set(err, GQ_ENOMEM, "out of memory");
+}
+
+/* Borrowed string member, or NULL. */
+static const char *peek_str(json_object *obj, const char *key)
+{
+    json_object *v = NULL;
+    if (!json_object_object_get_ex(obj, key, &v) || !json_object_is_type(v, json_type_string))
+        return NULL;
+    return json_object_get_string(v);
+}
+
+static bool ends_with(const char *s, size_t n, const char *suffix)
+{
+    size_t k = strlen(suffix);
+    return n >= k && !memcmp(s + n - k, suffix, k);
+}
+
+/* A webhook name of ours: "gpuquota.io" or "*.gpuquota.io". */
+static bool is_our_webhook(const char *s, size_t n)
+{
+    return ends_with(s, n, "." GQ_WEBHOOK_SUFFIX) ||
+           (n == strlen(GQ_WEBHOOK_SUFFIX) && !memcmp(s, GQ_WEBHOOK_SUFFIX, n));
+}
+
+/* The short name shown for webhook NAME: its first label ("validate" for
+ * validate.gpuquota.io). */
+static char *short_webhook(const char *s, size_t n)
+{
+    const char *dot = memchr(s, '.', n);
+    return strndup(s, dot && dot != s ? (size_t)(dot - s) : n);
+}
+
+static void set_time(gq_audit_entry *e)
+{
+    int64_t t;
+    if (e->time && gq_time_parse_rfc3339(e->time, &t, NULL) == GQ_OK) {
+        e->t = t;
+        e->has_time = true;
+    }
+}
+
+static gq_code parse_gpuquota(json_object *root, gq_audit_entry *e, gq_err *err)
+{
+    gq_code rc;
+    char *decision = NULL;
+    json_object *v = NULL;
+    e->source = GQ_AUDIT_SRC_GPUQUOTA;
+    if ((rc = get_str(root, "time", &e->time, err)) || (rc = get_str(root, "uid", &e->uid, err)) ||
+        (rc = get_str(root, "webhook", &e->webhook, err)) ||
+        (rc = get_str(root, "operation", &e->operation, err)) ||
+        (rc = get_str(root, "namespace", &e->namespace_, err)) ||
+        (rc = get_str(root, "name", &e->name, err)) ||
+        (rc = get_str(root, "user", &e->user, err)) ||
+        (rc = get_str(root, "reason", &e->reason, err)) ||
+        (rc = get_str(root, "decision", &decision, err)))
+        goto out;
+    if (!decision || !strcmp(decision, "allowed"))
+        e->decision = GQ_AUDIT_ALLOWED;
+    else if (!strcmp(decision, "denied"))
+        e->decision = GQ_AUDIT_DENIED;
+    else if (!strcmp(decision, "error"))
+        e->decision = GQ_AUDIT_ERROR;
+    else {
+        rc = gq_err_set(err, GQ_EINVAL, "decision: not allowed, denied or error");
+        goto out;
+    }
+    if (json_object_object_get_ex(root, "dryRun", &v) && v) {
+        if (!json_object_is_type(v, json_type_boolean)) {
+            rc = gq_err_set(err, GQ_EINVAL, "dryRun: not a boolean");
+            goto out;
+        }
+        e->dry_run = json_object_get_boolean(v);
+    }
+    if (json_object_object_get_ex(root, "charge", &v) && v) {
+        if ((rc = gq_amounts_parse(v, "charge", &e->charge, err)))
+            goto out;
+        e->has_charge = true;
+    }
+    set_time(e);
+out:
+    free(decision);
+    return rc;
+}
+
+/* "gpu-memory=16Gi,gpus=0,gpu-pods=1" (an auditAnnotations value) into
+ * amounts; false when it is not that shape. */
+static bool parse_charge_text(const char *s, gq_amounts *out)
+{
+    json_object *obj = json_object_new_object();
+    bool ok = obj != NULL && *s;
+    while (ok && *s) {
+        const char *comma = strchr(s, ',');
+        size_t n = comma ? (size_t)(comma - s) : strlen(s);
+        const char *eq = memchr(s, '=', n);
+        char *key = eq ? strndup(s, (size_t)(eq - s)) : NULL;
+        json_object *val = eq ? json_object_new_string_len(eq + 1, (int)(s + n - eq - 1)) : NULL;
+        ok = key && val && json_object_object_add(obj, key, val) == 0;
+        if (!ok)
+            json_object_put(val);
+        free(key);
+        s += n + (comma ? 1 : 0);
+        if (comma && !*s)
+            ok = false;
+    }
+    gq_amounts a;
+    if (ok && gq_amounts_parse(obj, "charge", &a, NULL) == GQ_OK)
+        *out = a;
+    else
+        ok = false;
+    json_object_put(obj);
+    return ok;
+}
+
+/* The webhook NAME quoted after prefix in msg ("admission webhook \"NAME\"
+ * denied the request"), when it is ours: *name and *name_len, and the text
+ * after the closing quote in *rest. */
+static bool quoted_webhook(const char *msg, const char *prefix, const char **name, size_t *name_len,
+                           const char **rest)
+{
+    const char *p = strstr(msg, prefix);
+    if (!p)
+        return false;
+    p += strlen(prefix);
+    const char *q = strchr(p, '"');
+    if (!q || !is_our_webhook(p, (size_t)(q - p)))
+        return false;
+    *name = p;
+    *name_len = (size_t)(q - p);
+    *rest = q + 1;
+    return true;
+}
+
+static const char *map_verb(const char *verb)
+{
+    static const struct {
+        const char *verb, *op;
+    } map[] = {{"create", "CREATE"}, {"update", "UPDATE"},           {"patch", "UPDATE"},
+               {"delete", "DELETE"}, {"deletecollection", "DELETE"}, {"connect", "CONNECT"}};
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+        if (!strcmp(verb, map[i].verb))
+            return map[i].op;
+    return NULL;
+}
+
+/* A dryRun query parameter with a value (kube-apiserver accepts only "All"). */
+static bool uri_dry_run(const char *uri)
+{
+    const char *q = uri ? strchr(uri, '?') : NULL;
+    while (q) {
+        q++;
+        if (!strncmp(q, "dryRun=", 7) && q[7] && q[7] != '&')
+            return true;
+        q = strchr(q, '&');
+    }
+    return false;
+}
+
+static gq_code parse_event(json_object *root, gq_audit_entry *e, gq_err *err)
+{
+    gq_code rc = GQ_OK;
+    json_object *ann = NULL, *status = NULL, *ref = NULL, *user = NULL, *v = NULL;
+    const char *stage = peek_str(root, "stage");
+    if (stage && strcmp(stage, "ResponseComplete") && strcmp(stage, "Panic"))
+        return gq_err_set(err, GQ_ENOTFOUND, "Event stage %.32s carries no admission outcome",
+                          stage);
+    e->source = GQ_AUDIT_SRC_APISERVER;
+
+    /* Which of our webhooks took part, from the annotations kube-apiserver
+     * keys "<webhook name>/<key>" (ours) and "mutation.webhook.admission.k8s.io/
+     * round_R_index_I" (a JSON object naming each mutating webhook). */
+    const char *wh = NULL, *decision = NULL, *charge = NULL, *charged = NULL;
+    size_t wh_len = 0;
+    if (json_object_object_get_ex(root, "annotations", &ann) && ann) {
+        if (!json_object_is_type(ann, json_type_object))
+            return gq_err_set(err, GQ_EINVAL, "annotations: not an object");
+        json_object_object_foreach(ann, key, val)
+        {
+            if (!json_object_is_type(val, json_type_string))
+                continue;
+            const char *slash = strrchr(key, '/');
+            if (!slash || !is_our_webhook(key, (size_t)(slash - key)))
+                continue;
+            const char *k = slash + 1, *s = json_object_get_string(val);
+            bool is_decision = !strcmp(k, "decision");
+            if (!wh || is_decision) {
+                wh = key;
+                wh_len = (size_t)(slash - key);
+            }
+            if (is_decision)
+                decision = s;
+            else if (!strcmp(k, "charge"))
+                charge = s;
+            else if (!strcmp(k, "charged"))
+                charged = s;
+        }
+        if (!wh) {
+            json_object_object_foreach(ann, key2, val2)
+            {
+                if (strncmp(key2, "mutation.webhook.admission.k8s.io/", 34) ||
+                    !json_object_is_type(val2, json_type_string))
+                    continue;
+                json_object *m = NULL;
+                const char *txt = json_object_get_string(val2);
+                if (gq_json_parse(txt, strlen(txt), 4, &m, NULL) != GQ_OK)
+                    continue;
+                const char *name = m ? peek_str(m, "webhook") : NULL;
+                if (name && is_our_webhook(name, strlen(name))) {
+                    e->webhook = short_webhook(name, strlen(name));
+                    if (!e->webhook)
+                        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+                }
+                json_object_put(m);
+                if (rc || e->webhook)
+                    break;
+            }
+        }
+    }
+    if (rc)
+        return rc;
+
+    const char *msg = NULL;
+    if (json_object_object_get_ex(root, "responseStatus", &status) && status) {
+        if (!json_object_is_type(status, json_type_object))
+            return gq_err_set(err, GQ_EINVAL, "responseStatus: not an object");
+        if (json_object_object_get_ex(status, "code", &v) && v) {
+            if (!json_object_is_type(v, json_type_int))
+                return gq_err_set(err, GQ_EINVAL, "responseStatus.code: not an integer");
+            int64_t c = json_object_get_int64(v);
+            e->code = c >= 0 && c <= 999 ? (int)c : 0;
+        }
+        msg = peek_str(status, "message");
+    }
+    const char *name = NULL, *rest = NULL;
+    size_t name_len = 0;
+    e->decision = decision && !strcmp(decision, "denied") ? GQ_AUDIT_DENIED : GQ_AUDIT_ALLOWED;
+    if (msg && e->code >= 400 &&
+        quoted_webhook(msg, "admission webhook \"", &name, &name_len, &rest) &&
+        !strncmp(rest, " denied the request", 19)) {
+        e->decision = GQ_AUDIT_DENIED;
+        rest += 19;
+        if (!strncmp(rest, ": ", 2))
+            rest += 2;
+        e->reason = strdup(rest);
+        if (!e->reason)
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    } else if (msg && e->code >= 400 &&
+               quoted_webhook(msg, "failed calling webhook \"", &name, &name_len, &rest)) {
+        e->decision = GQ_AUDIT_ERROR;
+        e->reason = strdup(msg);
+        if (!e->reason)
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    } else {
+        name = NULL;
+    }
+    if (name) {
+        free(e->webhook);
+        e->webhook = short_webhook(name, name_len);
+    } else if (wh && !e->webhook) {
+        e->webhook = short_webhook(wh, wh_len);
+    } else if (!e->webhook) {
+        return gq_err_set(err, GQ_ENOTFOUND, "no gpuquota webhook took part in this request");
+    }
+    if (!e->webhook)
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+
+    if (charge && parse_charge_text(charge, &e->charge))
+        e->has_charge = true;
+    else if (charged && parse_charge_text(charged, &e->charge))
+        e->has_charge = true;
+
+    if ((rc = get_str(root, "auditID", &e->uid, err)) ||
+        (rc = get_str(root, "requestReceivedTimestamp", &e->time, err)))
+        return rc;
+    const char *verb = peek_str(root, "verb");
+    if (verb) {
+        const char *op = map_verb(verb);
+        e->operation = op ? strdup(op) : strdup(verb);
+        if (!e->operation)
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    }
+    e->dry_run = uri_dry_run(peek_str(root, "requestURI"));
+    if (json_object_object_get_ex(root, "user", &user) && user &&
+        json_object_is_type(user, json_type_object) &&
+        (rc = get_str(user, "username", &e->user, err)))
+        return rc;
+    if (json_object_object_get_ex(root, "objectRef", &ref) && ref &&
+        json_object_is_type(ref, json_type_object) &&
+        ((rc = get_str(ref, "namespace", &e->namespace_, err)) ||
+         (rc = get_str(ref, "name", &e->name, err))))
+        return rc;
+    set_time(e);
+    return GQ_OK;
+}
+
+gq_code gq_audit_parse_line(const char *line, size_t len, gq_audit_entry *out, gq_err *err)
+{
+    /* Never read back: the pod objects of Events logged at Request level and
+     * the bulky trees of our own records. Still checked, never built. */
+    static const char *const skip[] = {"requestObject", "responseObject", "request", "rewrite",
+                                       "quotas"};
+    json_object *root = NULL;
+    gq_audit_entry e;
+    gq_code rc;
+    memset(&e, 0, sizeof(e));
+    if (len > GQ_AUDIT_LINE_MAX)
+        return gq_err_set(err, GQ_ELIMIT, "line longer than %zu bytes", GQ_AUDIT_LINE_MAX);
+    if (len && line[len - 1] == '\r')
+        len--;
+    if ((rc = gq_json_parse_pruned(line, len, GQ_JSON_DEFAULT_DEPTH, skip,
+                                   sizeof(skip) / sizeof(skip[0]), &root, err)))
+        goto out;
+    if (!json_object_is_type(root, json_type_object)) {
+        rc = gq_err_set(err, GQ_ENOTFOUND, "not a JSON object");
+        goto out;
+    }
+    const char *kind = peek_str(root, "kind"), *api = peek_str(root, "apiVersion");
+    if (kind && api && !strcmp(kind, "Event") && !strncmp(api, "audit.k8s.io/", 13))
+        rc = parse_event(root, &e, err);
+    else if (peek_str(root, "webhook") && peek_str(root, "decision"))
+        rc = parse_gpuquota(root, &e, err);
+    else
+        rc = gq_err_set(err, GQ_ENOTFOUND, "neither a gpuquota audit record nor an audit Event");
+out:
+    json_object_put(root);
+    if (rc)
+        gq_audit_entry_dispose(&e);
+    else
+        *out = e;
+    return rc;
+}
+
+gq_code gq_audit_parse_since(const char *s, int64_t now, int64_t *out, gq_err *err)
+{
+    if (!s || !*s)
+        return gq_err_set(err, GQ_EINVAL, "--since: empty");
+    if (strchr(s, 'T') || strchr(s, '-')) {
+        int64_t t;
+        if (gq_time_parse_rfc3339(s, &t, NULL) != GQ_OK)
+            return gq_err_set(err, GQ_EINVAL,
+                              "--since %.64s: not an RFC 3339 time (2026-01-02T15:04:05Z)", s);
+        *out = t;
+        return GQ_OK;
+    }
+    int64_t total = 0;
+    const char *p = s;
+    while (*p) {
+        int64_t n = 0, unit;
+        const char *start = p;
+        while (*p >= '0' && *p <= '9') {
+            if (__builtin_mul_overflow(n, 10, &n) || __builtin_add_overflow(n, *p - '0', &n))
+                return gq_err_set(err, GQ_ERANGE, "--since %.64s: too large", s);
+            p++;
+        }
+        switch (*p) {
+        case 's':
+            unit = 1;
+            break;
+        case 'm':
+            unit = 60;
+            break;
+        case 'h':
+            unit = 3600;
+            break;
+        case 'd':
+            unit = 86400;
+            break;
+        default:
+            unit = 0;
+        }
+        if (p == start || !unit)
+            return gq_err_set(err, GQ_EINVAL,
+                              "--since %.64s: not a duration (90m, 2h, 7d, 1h30m) or RFC 3339 time",
+                              s);
+        p++;
+        if (__builtin_mul_overflow(n, unit, &n) || __builtin_add_overflow(total, n, &total))
+            return gq_err_set(err, GQ_ERANGE, "--since %.64s: too large", s);
+    }
+    if (__builtin_sub_overflow(now, total, out))
+        return gq_err_set(err, GQ_ERANGE, "--since %.64s: too large", s);
+    return GQ_OK;
+}
+
+static bool str_eq(const char *a, const char *b)
+{
+    return a && b && !strcmp(a, b);
+}
+
+bool gq_audit_matches(const gq_audit_entry *e, const gq_audit_filter *f)
+{
+    if (!f)
+        return true;
+    if (f->has_since && (!e->has_time || e->t < f->since))
+        return false;
+    if (f->namespace_ && !str_eq(e->namespace_, f->namespace_))
+        return false;
+    if (f->user && !str_eq(e->user, f->user))
+        return false;
+    if (f->webhook && !str_eq(e->webhook, f->webhook))
+        return false;
+    if (f->denied_only && e->decision != GQ_AUDIT_DENIED)
+        return false;
+    if (f->tenant) {
+        if (!e->namespace_)
+            return false;
+        json_object *labels = NULL;
+        for (size_t i = 0; i < f->n_ns; i++)
+            if (str_eq(f->ns_names[i], e->namespace_))
+                labels = f->ns_labels[i];
+        if (!gq_quota_covers_namespace(f->tenant, e->namespace_, labels))
+            return false;
+    }
+    return true;
+}
+
+static const char *decision_name(gq_audit_decision d)
+{
+    return d == GQ_AUDIT_DENIED ? "denied" : d == GQ_AUDIT_ERROR ? "error" : "allowed";
+}
+
+void gq_audit_charge_text(const gq_audit_entry *e, char *buf, size_t cap)
+{
+    /* The order our webhooks write it in. */
+    static const gq_qkey order[] = {GQ_KEY_GPU_MEMORY, GQ_KEY_GPUS, GQ_KEY_GPU_PODS};
+    size_t len = 0;
+    buf[0] = '\0';
+    if (!e->has_charge)
+        return;
+    for (size_t i = 0; i < 3; i++) {
+        if (!e->charge.set[order[i]])
+            continue;
+        char q[GQ_QUANTITY_STR_MAX];
+        gq_amount_format(&e->charge, order[i], q);
+        int n =
+            snprintf(buf + len, cap - len, "%s%s=%s", len ? "," : "", gq_qkey_name(order[i]), q);
+        if (n < 0 || (size_t)n >= cap - len)
+            return; /* truncated, still NUL-terminated */
+        len += (size_t)n;
+    }
+}
+
+void gq_audit_entry_to_json(const gq_audit_entry *e, gq_strbuf *b)
+{
+    gq_strbuf_puts(b, e->source == GQ_AUDIT_SRC_APISERVER ? "{\"source\":\"kube-apiserver\""
+                                                          : "{\"source\":\"gpuquota\"");
+    static const char *const keys[] = {
+        ",\"time\":",      ",\"uid\":",  ",\"webhook\":", ",\"operation\":",
+        ",\"namespace\":", ",\"name\":", ",\"user\":"};
+    const char *vals[] = {e->time,       e->uid,  e->webhook, e->operation,
+                          e->namespace_, e->name, e->user};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        gq_strbuf_puts(b, keys[i]);
+        gq_strbuf_json_string(b, vals[i]);
+    }
+    gq_strbuf_puts(b, e->dry_run ? ",\"dryRun\":true" : ",\"dryRun\":false");
+    gq_strbuf_puts(b, ",\"decision\":");
+    gq_strbuf_json_string(b, decision_name(e->decision));
+    gq_strbuf_puts(b, ",\"reason\":");
+    gq_strbuf_json_string(b, e->reason);
+    if (e->source == GQ_AUDIT_SRC_APISERVER)
+        gq_strbuf_printf(b, ",\"code\":%d", e->code);
+    if (e->has_charge) {
+        json_object *c = gq_amounts_to_json(&e->charge);
+        if (!c) {
+            b->oom = true;
+            return;
+        }
+        gq_strbuf_puts(b, ",\"charge\":");
+        gq_strbuf_puts(b, gq_json_compact(c));
+        json_object_put(c);
+    }
+    gq_strbuf_puts(b, "}");
+}
+
+/* ---- summary ------------------------------------------------------------ */
+
+void gq_audit_summary_init(gq_audit_summary *s)
+{
+    memset(s, 0, sizeof(*s));
+}
+
+static void ns_dispose(gq_audit_ns_summary *n)
+{
+    free(n->namespace_);
+    free(n->reasons);
+}
+
+void gq_audit_summary_dispose(gq_audit_summary *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n_ns; i++)
+        ns_dispose(&s->ns[i]);
+    free(s->ns);
+    ns_dispose(&s->total);
+    memset(s, 0, sizeof(*s));
+}
+
+static void reason_key(const char *reason, char key[GQ_AUDIT_REASON_KEY_MAX])
+{
+    /* The first ", " outside quotes and brackets: "must be in (0, 1]" is
+     * one phrase, "exceeded quota: team-a, requested: ..." two. */
+    const char *r = reason ? reason : "";
+    size_t n = 0;
+    int depth = 0;
+    bool quoted = false;
+    for (; r[n] && !(r[n] == ',' && r[n + 1] == ' ' && !depth && !quoted); n++) {
+        if (r[n] == '"')
+            quoted = !quoted;
+        else if (!quoted && (r[n] == '(' || r[n] == '['))
+            depth++;
+        else if (!quoted && (r[n] == ')' || r[n] == ']') && depth > 0)
+            depth--;
+    }
+    if (n >= GQ_AUDIT_REASON_KEY_MAX)
+        n = GQ_AUDIT_REASON_KEY_MAX - 1;
+    memcpy(key, r, n);
+    key[n] = '\0';
+}
+
+static gq_code ns_add(gq_audit_ns_summary *n, const gq_audit_entry *e, const char *key)
+{
+    if (e->decision == GQ_AUDIT_ALLOWED)
+        n->admitted++;
+    else if (e->decision == GQ_AUDIT_ERROR)
+        n->errors++;
+    else
+        n->denied++;
+    if (e->decision == GQ_AUDIT_ALLOWED && !e->dry_run && e->has_charge &&
+        str_eq(e->webhook, "validate") && e->charge.set[GQ_KEY_GPU_MEMORY] &&
+        (e->source == GQ_AUDIT_SRC_GPUQUOTA || e->code < 400) &&
+        __builtin_add_overflow(n->charged_bytes, e->charge.v[GQ_KEY_GPU_MEMORY], &n->charged_bytes))
+        n->charged_overflow = true;
+    if (e->decision != GQ_AUDIT_DENIED)
+        return GQ_OK;
+    for (size_t i = 0; i < n->n_reasons; i++)
+        if (!strcmp(n->reasons[i].text, key)) {
+            n->reasons[i].count++;
+            return GQ_OK;
+        }
+    if (n->n_reasons == GQ_AUDIT_REASONS_MAX) {
+        n->other_reasons++;
+        return GQ_OK;
+    }
+    gq_audit_reason *r = realloc(n->reasons, (n->n_reasons + 1) * sizeof(*r));
+    if (!r)
+        return GQ_ENOMEM;
+    n->reasons = r;
+    memcpy(r[n->n_reasons].text, key, GQ_AUDIT_REASON_KEY_MAX);
+    r[n->n_reasons++].count = 1;
+    return GQ_OK;
+}
+
+gq_code gq_audit_summary_add(gq_audit_summary *s, const gq_audit_entry *e)
+{
+    const char *ns = e->namespace_ ? e->namespace_ : "";
+    gq_audit_ns_summary *n = NULL;
+    for (size_t i = 0; i < s->n_ns && !n; i++)
+        if (!strcmp(s->ns[i].namespace_, ns))
+            n = &s->ns[i];
+    if (!n) {
+        if (s->n_ns == s->cap) {
+            size_t cap = s->cap ? s->cap * 2 : 16;
+            gq_audit_ns_summary *p = realloc(s->ns, cap * sizeof(*p));
+            if (!p)
+                return GQ_ENOMEM;
+            s->ns = p;
+            s->cap = cap;
+        }
+        n = &s->ns[s->n_ns];
+        memset(n, 0, sizeof(*n));
+        if (!(n->namespace_ = strdup(ns)))
+            return GQ_ENOMEM;
+        s->n_ns++;
+    }
+    char key[GQ_AUDIT_REASON_KEY_MAX];
+    reason_key(e->reason, key);
+    gq_code rc = ns_add(n, e, key);
+    if (!rc)
+        rc = ns_add(&s->total, e, key);
+    return rc;
+}
+
+static int cmp_ns(const void *a, const void *b)
+{
+    return strcmp(((const gq_audit_ns_summary *)a)->namespace_,
+                  ((const gq_audit_ns_summary *)b)->namespace_);
+}
+
+static int cmp_reason(const void *a, const void *b)
+{
+    const gq_audit_reason *x = a, *y = b;
+    if (x->count != y->count)
+        return x->count > y->count ? -1 : 1;
+    return strcmp(x->text, y->text);
+}
+
+void gq_audit_summary_finish(gq_audit_summary *s)
+{
+    if (s->n_ns > 1)
+        qsort(s->ns, s->n_ns, sizeof(*s->ns), cmp_ns);
+    for (size_t i = 0; i < s->n_ns; i++)
+        if (s->ns[i].n_reasons > 1)
+            qsort(s->ns[i].reasons, s->ns[i].n_reasons, sizeof(gq_audit_reason), cmp_reason);
+    if (s->total.n_reasons > 1)
+        qsort(s->total.reasons, s->total.n_reasons, sizeof(gq_audit_reason), cmp_reason);
+}

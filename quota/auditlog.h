@@ -1,0 +1,138 @@
+/* Reading audit logs back (`gpuquota audit`, DESIGN.md §6): one line of
+ * gpuquota's own audit log (docs/audit.md) or of a kube-apiserver audit log
+ * (audit.k8s.io/v1 Event) into one normalised record, filters over records,
+ * and a per-namespace summary. Pure: lines come from the caller, the current
+ * time is a parameter. Decisions are written down in docs/audit.md
+ * ("Reviewing"). */
+#ifndef GQ_AUDITLOG_H
+#define GQ_AUDITLOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "crd.h"
+#include "gq_error.h"
+#include "jsonutil.h"
+
+/* Longest line the reader accepts (callers skip and count longer ones). */
+#define GQ_AUDIT_LINE_MAX ((size_t)1 << 20)
+
+typedef enum gq_audit_source {
+    GQ_AUDIT_SRC_GPUQUOTA = 0, /* a record of gpuquota's audit log */
+    GQ_AUDIT_SRC_APISERVER = 1 /* an audit.k8s.io/v1 Event */
+} gq_audit_source;
+
+typedef enum gq_audit_decision {
+    GQ_AUDIT_ALLOWED = 0,
+    GQ_AUDIT_DENIED = 1,
+    GQ_AUDIT_ERROR = 2 /* the webhook could not decide (failure policy applied) */
+} gq_audit_decision;
+
+/* One decision, normalised. Every string is owned (NULL when absent);
+ * dispose with gq_audit_entry_dispose. */
+typedef struct gq_audit_entry {
+    gq_audit_source source;
+    char *time; /* RFC 3339 as written */
+    int64_t t;  /* time in Unix seconds; valid when has_time */
+    bool has_time;
+    char *uid;       /* request uid, or the Event's auditID */
+    char *webhook;   /* "mutate", "validate", ... */
+    char *operation; /* CREATE, UPDATE, DELETE, CONNECT (Event verbs mapped) */
+    char *namespace_;
+    char *name;
+    char *user;
+    bool dry_run;
+    gq_audit_decision decision;
+    char *reason; /* deny or error message */
+    int code;     /* Event responseStatus.code; 0 for gpuquota records */
+    bool has_charge;
+    gq_amounts charge; /* what the pod costs, as the record says */
+} gq_audit_entry;
+
+void gq_audit_entry_dispose(gq_audit_entry *e);
+
+/* Parse one line (no newline; a trailing '\r' is allowed). On GQ_OK *out
+ * holds the record (caller disposes). GQ_ENOTFOUND: well-formed JSON that is
+ * not a decision to review (another object, an Event that no gpuquota webhook
+ * took part in, or an Event stage other than ResponseComplete/Panic).
+ * GQ_EINVAL: not JSON, or a record with a field of the wrong type. GQ_ELIMIT:
+ * longer than GQ_AUDIT_LINE_MAX. GQ_ENOMEM. *out is untouched on error. */
+gq_code gq_audit_parse_line(const char *line, size_t len, gq_audit_entry *out, gq_err *err) GQ_WUR;
+
+/* --since: a duration ("90m", "2h", "7d", "1h30m", "45s") before now, or an
+ * RFC 3339 time. *out is the earliest Unix second that passes. GQ_EINVAL
+ * with a message otherwise; GQ_ERANGE when it overflows. */
+gq_code gq_audit_parse_since(const char *s, int64_t now, int64_t *out, gq_err *err) GQ_WUR;
+
+/* What a record must match; NULL/false fields do not filter. All borrowed. */
+typedef struct gq_audit_filter {
+    bool has_since;
+    int64_t since; /* records without a time never pass */
+    const char *namespace_;
+    const char *user;
+    const char *webhook;
+    bool denied_only;
+    /* --tenant: the GPUTenantQuota, and the labels of namespaces known from
+     * state (ns_names[i] has labels ns_labels[i], which may be NULL). */
+    const gq_quota *tenant;
+    const char *const *ns_names;
+    json_object *const *ns_labels;
+    size_t n_ns;
+} gq_audit_filter;
+
+bool gq_audit_matches(const gq_audit_entry *e, const gq_audit_filter *f);
+
+/* Append e as one compact JSON object (no newline) to b:
+ * {"source","time","uid","webhook","operation","namespace","name","user",
+ *  "dryRun","decision","reason","code","charge"}; "code" only for Events,
+ * "charge" (canonical quantities) only when known. */
+void gq_audit_entry_to_json(const gq_audit_entry *e, gq_strbuf *b);
+
+/* "gpu-memory=20Gi,gpus=0,gpu-pods=1" (the keys the record gave) into buf
+ * (cap bytes, cap >= 1); "" without a charge. */
+void gq_audit_charge_text(const gq_audit_entry *e, char *buf, size_t cap);
+
+/* Deny reasons are grouped by their text up to the first ", " outside
+ * quotes and brackets (the quota, limit or container they name, without the
+ * changing figures), at most GQ_AUDIT_REASON_KEY_MAX - 1 bytes. */
+#define GQ_AUDIT_REASONS_MAX 64 /* distinct groups kept per namespace */
+#define GQ_AUDIT_REASON_KEY_MAX 128
+
+typedef struct gq_audit_reason {
+    char text[GQ_AUDIT_REASON_KEY_MAX];
+    uint64_t count;
+} gq_audit_reason;
+
+typedef struct gq_audit_ns_summary {
+    char *namespace_; /* "" for records without a namespace */
+    uint64_t admitted, denied, errors;
+    int64_t charged_bytes; /* gpu-memory of admitted, charged validate decisions */
+    bool charged_overflow;
+    gq_audit_reason *reasons; /* sorted by count (desc), then text, after finish */
+    size_t n_reasons;
+    uint64_t other_reasons; /* denials beyond GQ_AUDIT_REASONS_MAX groups */
+} gq_audit_ns_summary;
+
+/* Caller-owned: zero it (or gq_audit_summary_init), add records, finish,
+ * read ns[0..n_ns) (sorted by namespace) and total, dispose. */
+typedef struct gq_audit_summary {
+    gq_audit_ns_summary *ns;
+    size_t n_ns, cap;
+    gq_audit_ns_summary total; /* reasons of all namespaces together */
+} gq_audit_summary;
+
+void gq_audit_summary_init(gq_audit_summary *s);
+void gq_audit_summary_dispose(gq_audit_summary *s);
+
+/* Count e: admitted/denied/errors by decision; gpu-memory charged only for
+ * allowed, non-dry-run decisions of the validate webhook (the one that
+ * charges quota) that carry a charge. GQ_ENOMEM. */
+gq_code gq_audit_summary_add(gq_audit_summary *s, const gq_audit_entry *e) GQ_WUR;
+
+/* Sort namespaces and reasons for output. */
+void gq_audit_summary_finish(gq_audit_summary *s);
+
+#endif

@@ -1,0 +1,53 @@
+/* Audit log lines: arbitrary bytes, one line per '\n', must never crash;
+ * every error carries its code and a message; every record parsed prints as
+ * JSON that parses back, and filters and the summary accept it. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "auditlog.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const char *p = (const char *)data, *end = p + size;
+    gq_audit_summary s;
+    gq_audit_summary_init(&s);
+    const gq_audit_filter f = {.has_since = true, .since = 0, .denied_only = false};
+    while (p <= end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        gq_audit_entry e;
+        gq_err err;
+        gq_err_clear(&err);
+        gq_code rc = gq_audit_parse_line(p, len, &e, &err);
+        if (rc) {
+            if (err.code != rc || err.msg[0] == '\0')
+                abort();
+        } else {
+            gq_strbuf b = {0};
+            char *text = NULL, charge[128];
+            size_t n = 0;
+            json_object *back = NULL;
+            gq_audit_entry_to_json(&e, &b);
+            if (gq_strbuf_finish(&b, &text, &n) != GQ_OK)
+                abort();
+            if (gq_json_parse(text, n, GQ_JSON_DEFAULT_DEPTH, &back, NULL) != GQ_OK)
+                abort();
+            json_object_put(back);
+            free(text);
+            gq_audit_charge_text(&e, charge, sizeof(charge));
+            (void)gq_audit_matches(&e, &f);
+            if (gq_audit_summary_add(&s, &e) != GQ_OK)
+                abort();
+            gq_audit_entry_dispose(&e);
+        }
+        if (!nl)
+            break;
+        p = nl + 1;
+    }
+    gq_audit_summary_finish(&s);
+    gq_audit_summary_dispose(&s);
+    return 0;
+}

@@ -3,44 +3,44 @@
 set(GQ_STATE ${GQ_TEST_DATA}/state)
 set(GQ_STATE_EXAMPLES ${CMAKE_SOURCE_DIR}/deploy/examples/state)
 
-gq_admit_test(state_fits_exactly 0
+gq_cli_test(admit state_fits_exactly 0
   ARGS --state ${GQ_STATE_EXAMPLES}/cluster.yaml ${GQ_STATE_EXAMPLES}/train-16gi.yaml
   EXPECT "^pod team-a/train-: allowed$" "^quotas: GPUQuota team-a/team-a, GPUTenantQuota ml$")
-gq_admit_test(state_exceeds 1
+gq_cli_test(admit state_exceeds 1
   ARGS --state ${GQ_STATE_EXAMPLES}/cluster.yaml ${GQ_STATE_EXAMPLES}/train-24gi.yaml
   EXPECT "^pod team-a/train-: denied$"
          "^reason: exceeded quota: team-a, requested: gpu-memory=24Gi, used: gpu-memory=48Gi, limited: gpu-memory=64Gi$")
-gq_admit_test(state_exceeds_json 1
+gq_cli_test(admit state_exceeds_json 1
   ARGS -o json --state ${GQ_STATE_EXAMPLES}/cluster.yaml ${GQ_STATE_EXAMPLES}/train-24gi.yaml
   EXPECT "\"allowed\": false" "\"code\": 403," "\"reason\": \"Forbidden\"" "\"message\": \"exceeded quota: team-a,")
-gq_admit_test(state_fits_json 0
+gq_cli_test(admit state_fits_json 0
   ARGS -o json --state ${GQ_STATE_EXAMPLES}/cluster.yaml ${GQ_STATE_EXAMPLES}/train-16gi.yaml
   EXPECT "\"quotas\": \"GPUQuota team-a/team-a, GPUTenantQuota ml\"" "\"reservation\": \"gpuquota-admit\"")
-gq_admit_test(state_limit_range 1
+gq_cli_test(admit state_limit_range 1
   ARGS --state ${GQ_STATE_EXAMPLES}/cluster.yaml ${GQ_STATE}/pod-team-a-48gi.json
   EXPECT "^reason: maximum gpu-memory usage per Container is 40Gi, but limit is 48Gi$")
-gq_admit_test(state_tenant_fits 0
+gq_cli_test(admit state_tenant_fits 0
   ARGS --state ${GQ_STATE}/tenant.yaml ${GQ_STATE}/pod-ml-b-16gi.json
   EXPECT "^pod ml-b/b-16: allowed$" "^quotas: GPUTenantQuota ml$")
-gq_admit_test(state_tenant_exceeds 1
+gq_cli_test(admit state_tenant_exceeds 1
   ARGS --state ${GQ_STATE}/tenant.yaml ${GQ_STATE}/pod-ml-b-24gi.json
   EXPECT "^reason: exceeded tenant quota: ml, requested: gpu-memory=24Gi, used: gpu-memory=16Gi, limited: gpu-memory=32Gi$")
-gq_admit_test(state_two_files 1
+gq_cli_test(admit state_two_files 1
   ARGS --state ${GQ_STATE}/tenant.yaml --state ${GQ_STATE_EXAMPLES}/cluster.yaml
        ${GQ_STATE_EXAMPLES}/train-24gi.yaml
   EXPECT "^reason: exceeded quota: team-a,")
-gq_admit_test(state_tamper 1
+gq_cli_test(admit state_tamper 1
   ARGS --state ${GQ_STATE_EXAMPLES}/cluster.yaml ${GQ_STATE}/review-update-tamper.json
   EXPECT "^reason: changing gpuquota.io/ labels and annotations is reserved to gpuquota \\(label gpuquota.io/managed\\)$")
-gq_admit_test(state_no_quota_needed 0 ARGS ${GQ_STATE}/pod-ml-b-16gi.json EXPECT "^quotas: none$")
-gq_admit_test(state_require_quota 1
+gq_cli_test(admit state_no_quota_needed 0 ARGS ${GQ_STATE}/pod-ml-b-16gi.json EXPECT "^quotas: none$")
+gq_cli_test(admit state_require_quota 1
   ARGS --config ${GQ_STATE}/require-quota.yaml ${GQ_STATE}/pod-ml-b-16gi.json
   EXPECT "^reason: insufficient quota to consume: gpu-memory,gpu-pods$")
-gq_admit_test(state_bad_kind 2 ARGS --state ${GQ_STATE}/bad-kind.yaml ${GQ_STATE}/pod-ml-b-16gi.json
+gq_cli_test(admit state_bad_kind 2 ARGS --state ${GQ_STATE}/bad-kind.yaml ${GQ_STATE}/pod-ml-b-16gi.json
   EXPECT "^gpuquota admit: --state: ConfigMap settings: kind cannot be used as state$")
-gq_admit_test(state_bad_quota 2 ARGS --state ${GQ_STATE}/bad-quota.yaml ${GQ_STATE}/pod-ml-b-16gi.json
+gq_cli_test(admit state_bad_quota 2 ARGS --state ${GQ_STATE}/bad-quota.yaml ${GQ_STATE}/pod-ml-b-16gi.json
   EXPECT "^gpuquota admit: --state: GPUQuota broken: spec.hard.gpu-memory")
-gq_admit_test(state_bad_pod 2 ARGS --state ${GQ_STATE}/bad-pod.yaml ${GQ_STATE}/pod-ml-b-16gi.json
+gq_cli_test(admit state_bad_pod 2 ARGS --state ${GQ_STATE}/bad-pod.yaml ${GQ_STATE}/pod-ml-b-16gi.json
   EXPECT "^gpuquota admit: --state: Pod team-a/odd: container \"c\": nvidia.com/gpu \"1.5\" is not valid")
-gq_admit_test(state_missing 2 ARGS --state ${GQ_STATE}/nope.yaml ${GQ_STATE}/pod-ml-b-16gi.json
+gq_cli_test(admit state_missing 2 ARGS --state ${GQ_STATE}/nope.yaml ${GQ_STATE}/pod-ml-b-16gi.json
   EXPECT "nope.yaml: No such file")

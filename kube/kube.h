@@ -338,6 +338,9 @@ typedef struct kube_cache_stats {
     unsigned long lists;   /* list attempts (each paged list counts once) */
     unsigned long watches; /* watch requests started */
     unsigned long relists; /* relists caused by 410 Gone */
+    /* Watches started since the last relist was decided (counted and reset
+     * under one lock, so "relisted and watching again" is one read). */
+    unsigned long watches_since_relist;
 } kube_cache_stats;
 void kube_cache_get_stats(kube_cache *c, kube_cache_stats *out);
 

@@ -371,13 +371,19 @@ static void *cache_main(void *arg)
                               .stop = &c->stop};
         watch_state ws = {c, 0};
         int64_t started = kube_mono_ms();
-        count_stat(c, &c->stats.watches);
+        pthread_rwlock_wrlock(&c->lock);
+        c->stats.watches++;
+        c->stats.watches_since_relist++;
+        pthread_rwlock_unlock(&c->lock);
         gq_code rc = c->api->watch(c->api->ctx, c->path, &wo, on_event, &ws, &err);
         if (atomic_load(&c->stop))
             break;
         if (rc == GQ_EGONE) {
             GQ_INFO("kube cache %s: resourceVersion %s gone, relisting", c->path, rv);
-            count_stat(c, &c->stats.relists);
+            pthread_rwlock_wrlock(&c->lock);
+            c->stats.relists++;
+            c->stats.watches_since_relist = 0;
+            pthread_rwlock_unlock(&c->lock);
             need_list = 1;
             continue;
         }

@@ -606,16 +606,15 @@ static int wait_count(kube_cache *c, size_t want, long ms)
     return 0;
 }
 
-/* Wait until relists reach want and the watch after the relist has started. */
+/* Wait until relists reach want and a watch has started after the last one
+ * (so the relist's list is done). One read of the counters decides: polling
+ * two separate moments raced with a fast relist on a loaded machine. */
 static int wait_stats(kube_cache *c, unsigned long want, long ms)
 {
-    unsigned long watches_at = 0;
     for (long i = 0; i < ms; i++) {
         kube_cache_stats st;
         kube_cache_get_stats(c, &st);
-        if (st.relists >= want && !watches_at)
-            watches_at = st.watches;
-        if (watches_at && st.watches > watches_at)
+        if (st.relists >= want && st.watches_since_relist > 0)
             return 1;
         usleep(1000);
     }

@@ -1,6 +1,10 @@
 #include "cli_args.h"
 
+#include "cli.h"
+#include "config.h"
+
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 gq_code gq_cli_parse_long(const char *opt, const char *s, long min, long max, long *out,
@@ -16,4 +20,20 @@ gq_code gq_cli_parse_long(const char *opt, const char *s, long min, long max, lo
                           max);
     *out = v;
     return GQ_OK;
+}
+
+/* Configuration files are small; a larger file is a mistake, not a config. */
+#define GQ_CLI_CONFIG_MAX ((size_t)1 << 20)
+
+gq_code gq_cli_load_config(const char *path, gq_config **out, gq_err *err)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    if (!path)
+        return gq_config_default(out, err);
+    gq_code rc = gq_cli_read_file(path, GQ_CLI_CONFIG_MAX, &buf, &len, err);
+    if (!rc)
+        rc = gq_config_parse(buf, len, path, out, err);
+    free(buf);
+    return rc;
 }

@@ -9,4 +9,9 @@
 gq_code gq_cli_parse_long(const char *opt, const char *s, long min, long max, long *out,
                           gq_err *err) GQ_WUR;
 
+/* The configuration of --config FILE, or the embedded default when path is
+ * NULL. Errors carry "file:line: message". Caller frees *out. */
+struct gq_config;
+gq_code gq_cli_load_config(const char *path, struct gq_config **out, gq_err *err) GQ_WUR;
+
 #endif

@@ -10,6 +10,7 @@
 #include <json-c/json.h>
 
 #include "cli.h"
+#include "cli_args.h"
 #include "config.h"
 #include "jsonpatch.h"
 #include "jsonutil.h"
@@ -25,7 +26,6 @@ const char gq_cmd_admit_summary[] =
     "run a pod or AdmissionReview through the mutating webhook offline";
 
 #define INPUT_MAX ((size_t)GQ_YAML_MAX_BYTES)
-#define CONFIG_MAX ((size_t)1 << 20)
 #define ADMIT_USER "gpuquota-admit"
 #define ADMIT_UID "gpuquota-admit"
 
@@ -119,19 +119,6 @@ static int parse_args(int argc, char **argv, admit_opts *o)
 bad:
     usage(stderr);
     return GQ_EXIT_USAGE;
-}
-
-static gq_code load_config(const char *path, gq_config **out, gq_err *err)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    if (!path)
-        return gq_config_default(out, err);
-    gq_code rc = gq_cli_read_file(path, CONFIG_MAX, &buf, &len, err);
-    if (!rc)
-        rc = gq_config_parse(buf, len, path, out, err);
-    free(buf);
-    return rc;
 }
 
 static const char *str_member(json_object *o, const char *key)
@@ -574,7 +561,7 @@ int gq_cmd_admit(int argc, char **argv)
     gq_pod_cost_init(&r.cost);
     gq_err_clear(&err);
     const char *name = strcmp(o.file, "-") ? o.file : "<stdin>";
-    if (load_config(o.config, &cfg, &err) ||
+    if (gq_cli_load_config(o.config, &cfg, &err) ||
         gq_cli_read_file(o.file, INPUT_MAX, &buf, &len, &err) ||
         gq_yaml_load(buf, len, name, &docs, &n_docs, &err))
         goto fail;

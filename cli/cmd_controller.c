@@ -16,8 +16,6 @@
 #include "kube.h"
 #include "server.h"
 
-#define CONFIG_MAX (1024 * 1024)
-
 const char gq_cmd_controller_summary[] =
     "reconcile GPUQuota and GPUTenantQuota status from the pods of the cluster";
 
@@ -40,20 +38,6 @@ static void usage(FILE *f)
             "  --resync DURATION        full resync period, e.g. 30s, 5m (5m)\n"
             "  --workers N              reconcile threads (2)\n"
             "SIGTERM/SIGINT: stop reconciling, release the Lease, exit.\n");
-}
-
-static gq_code load_config(const char *path, gq_config **out, gq_err *err)
-{
-    gq_code rc;
-    char *buf = NULL;
-    size_t len = 0;
-    if (!path)
-        return gq_config_default(out, err);
-    rc = gq_cli_read_file(path, CONFIG_MAX, &buf, &len, err);
-    if (!rc)
-        rc = gq_config_parse(buf, len, path, out, err);
-    free(buf);
-    return rc;
 }
 
 /* A Go-style duration with one unit: "500ms", "30s", "5m", "1h" (a bare
@@ -176,7 +160,7 @@ int gq_cmd_controller(int argc, char **argv)
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
-    if (load_config(config_path, &cfg, &err) ||
+    if (gq_cli_load_config(config_path, &cfg, &err) ||
         kube_config_load_default(kubeconfig, NULL, &kc, &err) ||
         kube_client_new(kc, NULL, &client, &err))
         goto fail;

@@ -21,7 +21,6 @@
 
 const char gq_cmd_webhook_summary[] = "run the admission webhook HTTPS server";
 
-#define CONFIG_MAX ((size_t)1 << 20)
 #define DRAIN_DEFAULT_S 20 /* inside the default 30 s terminationGracePeriodSeconds */
 
 static void usage(FILE *f)
@@ -47,20 +46,6 @@ static void usage(FILE *f)
                "holds before the controller has counted the pod. --trusted-user (repeatable)\n"
                "replaces the identities allowed to change gpuquota.io/ labels and\n"
                "annotations of pods (default: gpuquota's webhook and controller accounts).\n");
-}
-
-static gq_code load_config(const char *path, gq_config **out, gq_err *err)
-{
-    gq_code rc;
-    char *buf = NULL;
-    size_t len = 0;
-    if (!path)
-        return gq_config_default(out, err);
-    rc = gq_cli_read_file(path, CONFIG_MAX, &buf, &len, err);
-    if (!rc)
-        rc = gq_config_parse(buf, len, path, out, err);
-    free(buf);
-    return rc;
 }
 
 /* The host part for the "listening on" line: what was asked, or the
@@ -326,7 +311,7 @@ int gq_cmd_webhook(int argc, char **argv)
     }
     so.threads = (unsigned)threads;
 
-    if (load_config(config_path, &cfg, &err) || wh_metrics_new(GQ_VERSION, &metrics) ||
+    if (gq_cli_load_config(config_path, &cfg, &err) || wh_metrics_new(GQ_VERSION, &metrics) ||
         (so.metrics = metrics, wh_server_new(&so, &srv, &err)))
         goto fail;
 

@@ -1,6 +1,7 @@
 /* Pure and near-pure helpers: buffers, base64, URLs, Status decoding,
  * backoff, RFC 3339 times. */
 #include "kube_int.h"
+#include "crd.h"
 
 #include "base64.h"
 #include "jsonutil.h"
@@ -300,74 +301,10 @@ void kube_format_micro_time(int64_t unix_us, char buf[28])
     buf[27] = '\0';
 }
 
-static int digits(const char *s, int n, int *v)
-{
-    int x = 0;
-    for (int i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        x = x * 10 + (s[i] - '0');
-    }
-    *v = x;
-    return 0;
-}
-
-/* Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm). */
-static int64_t days_from_civil(int y, int m, int d)
-{
-    y -= m <= 2;
-    int era = (y >= 0 ? y : y - 399) / 400;
-    int yoe = y - era * 400;
-    int doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    int doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return (int64_t)era * 146097 + doe - 719468;
-}
-
 gq_code kube_parse_time(const char *s, int64_t *unix_us)
 {
-    int Y, M, D, h, m, sec;
-    if (!s || strlen(s) < 20)
-        return GQ_EINVAL;
-    if (digits(s, 4, &Y) || s[4] != '-' || digits(s + 5, 2, &M) || s[7] != '-' ||
-        digits(s + 8, 2, &D) || (s[10] != 'T' && s[10] != 't') || digits(s + 11, 2, &h) ||
-        s[13] != ':' || digits(s + 14, 2, &m) || s[16] != ':' || digits(s + 17, 2, &sec))
-        return GQ_EINVAL;
-    if (M < 1 || M > 12 || D < 1 || D > 31 || h > 23 || m > 59 || sec > 60)
-        return GQ_EINVAL;
-    const char *p = s + 19;
-    int64_t frac = 0;
-    if (*p == '.') {
-        p++;
-        int nd = 0;
-        while (*p >= '0' && *p <= '9') {
-            if (nd < 6) {
-                frac = frac * 10 + (*p - '0');
-                nd++;
-            }
-            p++;
-        }
-        if (nd == 0)
-            return GQ_EINVAL;
-        for (; nd < 6; nd++)
-            frac *= 10;
-    }
-    int64_t off = 0;
-    if (*p == 'Z' || *p == 'z') {
-        p++;
-    } else if (*p == '+' || *p == '-') {
-        int oh, om;
-        if (digits(p + 1, 2, &oh) || p[3] != ':' || digits(p + 4, 2, &om) || oh > 23 || om > 59)
-            return GQ_EINVAL;
-        off = (int64_t)(oh * 60 + om) * 60 * (*p == '+' ? 1 : -1);
-        p += 6;
-    } else {
-        return GQ_EINVAL;
-    }
-    if (*p)
-        return GQ_EINVAL;
-    int64_t t = days_from_civil(Y, M, D) * 86400 + h * 3600 + m * 60 + sec - off;
-    *unix_us = t * 1000000 + frac;
-    return GQ_OK;
+    /* One RFC 3339 parser for the project: the core's. */
+    return s ? gq_time_parse_rfc3339_us(s, unix_us, NULL) : GQ_EINVAL;
 }
 
 const char *kube_event_type_name(kube_event_type t)

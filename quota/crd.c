@@ -1074,10 +1074,11 @@ static bool digits(const char *s, int n, int *out)
     return true;
 }
 
-gq_code gq_time_parse_rfc3339(const char *s, int64_t *out, gq_err *err)
+gq_code gq_time_parse_rfc3339_us(const char *s, int64_t *out, gq_err *err)
 {
     static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
     int y, mo, d, h, mi, se, oh = 0, om = 0, sign = 0;
+    int64_t frac = 0;
     size_t len = strnlen(s, 64);
     if (len < 20 || !digits(s, 4, &y) || s[4] != '-' || !digits(s + 5, 2, &mo) || s[7] != '-' ||
         !digits(s + 8, 2, &d) || (s[10] != 'T' && s[10] != 't') || !digits(s + 11, 2, &h) ||
@@ -1086,10 +1087,16 @@ gq_code gq_time_parse_rfc3339(const char *s, int64_t *out, gq_err *err)
     size_t i = 19;
     if (s[i] == '.') {
         size_t j = ++i;
-        while (i < len && s[i] >= '0' && s[i] <= '9')
+        /* Microseconds: digits past the sixth are truncated. */
+        while (i < len && s[i] >= '0' && s[i] <= '9') {
+            if (i - j < 6)
+                frac = frac * 10 + (s[i] - '0');
             i++;
+        }
         if (i == j)
             goto bad;
+        for (size_t n = i - j; n < 6; n++)
+            frac *= 10;
     }
     if ((s[i] == 'Z' || s[i] == 'z') && i + 1 == len) {
         sign = 0;
@@ -1105,10 +1112,21 @@ gq_code gq_time_parse_rfc3339(const char *s, int64_t *out, gq_err *err)
         goto bad;
     int64_t t = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se;
     t -= sign * (oh * 3600 + om * 60);
-    *out = t;
+    *out = t * 1000000 + frac;
     return GQ_OK;
 bad:
     return gq_err_set(err, GQ_EINVAL, "invalid RFC 3339 time \"%.40s\"", s);
+}
+
+gq_code gq_time_parse_rfc3339(const char *s, int64_t *out, gq_err *err)
+{
+    int64_t us;
+    gq_code rc = gq_time_parse_rfc3339_us(s, &us, err);
+    if (rc)
+        return rc;
+    /* Floor, so a fraction never moves a time before 1970 up a second. */
+    *out = us / 1000000 - (us % 1000000 < 0);
+    return GQ_OK;
 }
 
 void gq_time_format_rfc3339(int64_t t, char buf[GQ_RFC3339_MAX])

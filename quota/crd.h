@@ -206,6 +206,8 @@ gq_code gq_status_sum(json_object *status, int64_t now, gq_amounts *out, gq_err 
 /* Parse "2026-01-02T15:04:05Z", with optional fraction (truncated) and
  * numeric offset, into Unix seconds. */
 gq_code gq_time_parse_rfc3339(const char *s, int64_t *out, gq_err *err) GQ_WUR;
+/* The same, into Unix microseconds (fraction digits past the sixth truncated). */
+gq_code gq_time_parse_rfc3339_us(const char *s, int64_t *out, gq_err *err) GQ_WUR;
 
 /* Format Unix seconds as "2026-01-02T15:04:05Z". buf holds >= 32 bytes. */
 #define GQ_RFC3339_MAX 32

@@ -1723,6 +1723,7 @@ static void test_rfc3339(void **state)
         {"2026-11-21T14:36:05-00:30", NOW},
         {"2024-02-29T23:59:59Z", 1709251199},
         {"1969-12-31T23:00:00Z", -3600},
+        {"1969-12-31T23:59:59.5Z", -1}, /* floor, not toward zero */
     };
     static const char *const bad[] = {
         "",
@@ -1748,6 +1749,12 @@ static void test_rfc3339(void **state)
         if (gq_time_parse_rfc3339(bad[i], &t, &err) != GQ_EINVAL || t != 42)
             fail_msg("%s: accepted", bad[i]);
     }
+    /* Microseconds: the sixth fraction digit kept, later ones truncated. */
+    int64_t us = 0;
+    assert_int_equal(gq_time_parse_rfc3339_us("2026-11-21T15:06:05.1234567Z", &us, &err), GQ_OK);
+    assert_int_equal(us, NOW * 1000000 + 123456);
+    assert_int_equal(gq_time_parse_rfc3339_us("1969-12-31T23:59:59.5Z", &us, &err), GQ_OK);
+    assert_int_equal(us, -500000);
     char buf[GQ_RFC3339_MAX];
     gq_time_format_rfc3339(NOW, buf);
     assert_string_equal(buf, "2026-11-21T15:06:05Z");

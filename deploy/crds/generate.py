@@ -15,6 +15,10 @@ import re
 import sys
 
 GROUP = "gpuquota.io"
+# kubectl expands a category before it looks up a resource, so the category
+# must not be the singular, plural or short name of any resource: with
+# "gpuquota", `kubectl get gpuquota NAME` listed all three kinds and failed.
+CATEGORY = "gpuquota-all"
 VERSION = "v1alpha1"
 
 # Kubernetes' resource.Quantity grammar, as the apiserver's own OpenAPI uses it.
@@ -39,7 +43,7 @@ def quantity(description, cel=True):
         q["x-kubernetes-validations"] = [
             {
                 "rule": "isQuantity(string(self)) && quantity(string(self)).isInteger()"
-                " && quantity(string(self)).sign() >= 0",
+                " && sign(quantity(string(self))) >= 0",
                 "message": "must be a valid, whole, non-negative quantity",
             }
         ]
@@ -50,7 +54,6 @@ def amounts(description, cel=True):
     return {
         "description": description,
         "type": "object",
-        "additionalProperties": False,
         "properties": {
             "gpu-memory": quantity("Bytes of GPU memory, e.g. 64Gi.", cel),
             "gpu-pods": quantity("Pods using any GPU.", cel),
@@ -63,7 +66,6 @@ def memory_only(description):
     return {
         "description": description,
         "type": "object",
-        "additionalProperties": False,
         "properties": {"gpu-memory": quantity("Bytes of GPU memory, e.g. 20Gi.")},
     }
 
@@ -151,7 +153,7 @@ RESERVATIONS = {
         "required": ["key", "namespace", "pod", "gpu-memory", "gpus", "gpu-pods", "expires"],
         "properties": {
             "key": {
-                "description": "Pod annotation gpuquota.io/reservation, else the admission uid.",
+                "description": "The pod's metadata.uid as the validating webhook saw it, else the admission uid.",
                 "type": "string",
                 "minLength": 1,
                 "maxLength": 253,
@@ -267,7 +269,7 @@ def crd(kind, plural, short, scope, schema, columns=None, status=True):
                 "plural": plural,
                 "singular": kind.lower(),
                 "shortNames": [short],
-                "categories": ["gpuquota"],
+                "categories": [CATEGORY],
             },
             "versions": [version],
         },
@@ -369,9 +371,9 @@ LIMIT_ITEM = {
         order_rule("min", "default"),
         order_rule("default", "max"),
         {
-            "rule": "!has(self.default) || !has(self.default.gpu__dash__memory) || "
+            "rule": "!has(self.default) || !has(self.default.gpu__dash__memory) || sign("
             + mem("default")
-            + ".sign() > 0",
+            + ") > 0",
             "message": "default gpu-memory must be greater than 0",
         },
     ],

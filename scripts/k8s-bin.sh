@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Build the real Kubernetes control plane that the e2e suite and
+# `make demo-cluster` run gpuquota against, and print the folder that holds it:
+#   kube-apiserver kube-controller-manager kube-scheduler kubectl  (k8s.io/kubernetes)
+#   etcd                                                            (go.etcd.io/etcd/server/v3)
+#   kwok                                                            (sigs.k8s.io/kwok)
+# They are test tooling, built from their own Go modules pinned in
+# test/k8s-tools/*/go.{mod,sum}; nothing of them is linked into gpuquota.
+#
+# The folder is a cache keyed by those pins: a second run builds nothing.
+# Binaries found in $KUBEBUILDER_ASSETS (setup-envtest's layout: etcd,
+# kube-apiserver, kubectl) are used instead of building them; the rest is
+# still built.
+#
+# Environment: GQ_K8S_CACHE  cache root (default ~/.cache/gpuquota/k8s)
+# Usage: scripts/k8s-bin.sh [--quiet]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+tools=$root/test/k8s-tools
+quiet=${1:-}
+log() { [[ $quiet == --quiet ]] || echo "k8s-bin: $*" >&2; }
+
+# Go 1.24 or later: the modules' go.mod files need it. A fresh machine of the
+# project's kind has it in /usr/local/go; Debian's golang package is too old.
+if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
+    export PATH=/usr/local/go/bin:$PATH
+fi
+if ! command -v go >/dev/null 2>&1; then
+    echo "k8s-bin: no Go toolchain (1.24 or later) on PATH or in /usr/local/go" >&2
+    exit 1
+fi
+gover=$(go env GOVERSION | sed 's/^go//')
+if [[ $(printf '%s\n1.24\n' "${gover%%-*}" | sort -V | head -1) != 1.24 ]]; then
+    echo "k8s-bin: Go $gover is too old; the control plane's modules need Go 1.24 or later" >&2
+    exit 1
+fi
+
+pin() { sed -n "s|^[[:space:]]*\(require \)\{0,1\}$1 \(v[^ ]*\).*|\2|p" "$2" | head -1; }
+k8s=$(pin k8s.io/kubernetes "$tools/kube/go.mod")
+etcd=$(pin go.etcd.io/etcd/server/v3 "$tools/kube/go.mod")
+kwok=$(pin sigs.k8s.io/kwok "$tools/kwok/go.mod")
+sum=$(cat "$tools"/*/go.mod "$tools"/*/go.sum "$tools"/kube/etcd/main.go | sha256sum | cut -c1-12)
+cache_root=${GQ_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuquota/k8s}
+dir=$cache_root/k8s-$k8s-etcd-$etcd-kwok-$kwok-$sum
+all=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
+
+complete() {
+    local b
+    for b in "${all[@]}"; do [[ -x $dir/$b ]] || return 1; done
+}
+
+mkdir -p "$cache_root"
+# One build at a time per cache (ctest may start several e2e fixtures).
+exec 9>"$cache_root/.lock"
+flock 9
+if complete; then
+    echo "$dir"
+    exit 0
+fi
+
+tmp=$(mktemp -d "$cache_root/.build.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+# A module cache and proxy settings of the user's own are respected; the
+# builds are reproducible from go.sum and never edit the go.mod files.
+export GOFLAGS="-mod=readonly -buildvcs=false -trimpath"
+export CGO_ENABLED=0
+ldflags="-s -w"
+
+from_assets=()
+if [[ -n ${KUBEBUILDER_ASSETS:-} ]]; then
+    for b in etcd kube-apiserver kubectl; do
+        if [[ -x $KUBEBUILDER_ASSETS/$b ]]; then
+            cp "$KUBEBUILDER_ASSETS/$b" "$tmp/$b"
+            from_assets+=("$b")
+        fi
+    done
+    [[ ${#from_assets[@]} -eq 0 ]] || log "from KUBEBUILDER_ASSETS: ${from_assets[*]}"
+fi
+want() { [[ ! -x $tmp/$1 ]]; }
+
+started=$(date +%s)
+kube_pkgs=()
+for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+    want "$b" && kube_pkgs+=("k8s.io/kubernetes/cmd/$b")
+done
+if [[ ${#kube_pkgs[@]} -gt 0 ]]; then
+    log "building Kubernetes $k8s: ${kube_pkgs[*]##*/}"
+    (cd "$tools/kube" && go build -ldflags "$ldflags -X k8s.io/component-base/version.gitVersion=$k8s -X k8s.io/client-go/pkg/version.gitVersion=$k8s" -o "$tmp/" "${kube_pkgs[@]}")
+fi
+if want etcd; then
+    log "building etcd $etcd"
+    (cd "$tools/kube" && go build -ldflags "$ldflags" -o "$tmp/etcd" ./etcd)
+fi
+log "building kwok $kwok"
+(cd "$tools/kwok" && go build -ldflags "$ldflags" -o "$tmp/kwok" sigs.k8s.io/kwok/cmd/kwok)
+log "built in $(($(date +%s) - started)) s"
+
+rm -rf "$dir"
+mv "$tmp" "$dir"
+trap - EXIT
+complete || { echo "k8s-bin: $dir is incomplete after the build" >&2; exit 1; }
+echo "$dir"

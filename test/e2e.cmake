@@ -1,0 +1,29 @@
+# The e2e suite: gpuquota against a real control plane (kube-apiserver, etcd,
+# kube-controller-manager, kube-scheduler, kwok) built by scripts/k8s-bin.sh,
+# installed from deploy/ and driven by real kubectl (test/e2e/).
+#
+# One environment serves every e2e test: the e2e_up fixture starts it, e2e_down
+# removes it, and the tests share the RESOURCE_LOCK so that one that restarts
+# a component never runs beside another. Each test works in namespaces of
+# its own. GQ_E2E=OFF leaves the suite out (it needs Go 1.24+ to build the
+# control plane); `make test` always runs it.
+option(GQ_E2E "Run the e2e suite against a real control plane" ON)
+if(GQ_E2E)
+  set(GQ_E2E_DIR ${CMAKE_BINARY_DIR}/e2e)
+  set(GQ_E2E_ENV "GQ_E2E_DIR=${GQ_E2E_DIR};GQ=$<TARGET_FILE:gpuquota>;ROOT=${CMAKE_SOURCE_DIR}")
+  add_test(NAME e2e_up COMMAND ${CMAKE_SOURCE_DIR}/test/e2e/suite.sh up ${GQ_E2E_DIR}
+                                $<TARGET_FILE:gpuquota>)
+  add_test(NAME e2e_down COMMAND ${CMAKE_SOURCE_DIR}/test/e2e/suite.sh down ${GQ_E2E_DIR})
+  set_tests_properties(e2e_up PROPERTIES FIXTURES_SETUP e2e RESOURCE_LOCK e2e TIMEOUT 3600)
+  set_tests_properties(e2e_down PROPERTIES FIXTURES_CLEANUP e2e RESOURCE_LOCK e2e TIMEOUT 120)
+  file(GLOB GQ_E2E_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/test/e2e/t_*.sh)
+  list(SORT GQ_E2E_TESTS)
+  foreach(t ${GQ_E2E_TESTS})
+    get_filename_component(name ${t} NAME_WE)
+    string(REGEX REPLACE "^t_" "e2e_" name ${name})
+    add_test(NAME ${name} COMMAND bash ${t})
+    set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED e2e RESOURCE_LOCK e2e
+                         ENVIRONMENT "${GQ_E2E_ENV}" TIMEOUT 600
+                         FAIL_REGULAR_EXPRESSION "^FAIL - ")
+  endforeach()
+endif()

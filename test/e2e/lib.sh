@@ -1,0 +1,223 @@
+# The e2e suite's shared library: gpuquota installed into the real control
+# plane of scripts/local-cluster.sh the way a user installs it, and checks.
+#
+# Source it with GQ_E2E_DIR set to the suite's state folder (ctest passes it);
+# test/e2e/suite.sh up|down creates and removes that state. GQ (the gpuquota
+# binary) and ROOT are set by the sourcing script or derived here.
+#
+# Layout of $GQ_E2E_DIR:
+#   cluster/       scripts/local-cluster.sh's folder (cluster/kubeconfig: admin)
+#   certs/         the webhook's CA and serving pair (gpuquota certs generate)
+#   config.yaml    the configuration the webhooks run with, read from the
+#                  gpuquota-config ConfigMap that deploy/ installs
+#   webhook-N.*    replica N: .pid, .port, .log, .kubeconfig (its SA token)
+#   controller-N.* the same for controllers
+set -uo pipefail
+ROOT=${ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+GQ=${GQ:-$ROOT/build/gpuquota}
+E2E=${GQ_E2E_DIR:?GQ_E2E_DIR must name the e2e state folder}
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
+export NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
+if [[ -f $E2E/cluster/env ]]; then
+    # shellcheck disable=SC1091
+    source "$E2E/cluster/env"
+    export PATH=$BIN:$PATH
+fi
+export KUBECONFIG=$E2E/cluster/kubeconfig
+NS_SYS=gpuquota-system
+
+failures=0
+pass() { echo "ok   - $*"; }
+fail() { echo "FAIL - $*"; failures=$((failures + 1)); }
+check() { if [[ "$2" == "$3" ]]; then pass "$1"; else fail "$1: expected [$2], got [$3]"; fi; }
+# check_match NAME ERE TEXT
+check_match() { if [[ $3 =~ $2 ]]; then pass "$1"; else fail "$1: [$3] does not match [$2]"; fi; }
+finish() {
+    if ((failures)); then
+        echo "$failures check(s) failed"
+        exit 1
+    fi
+    echo "all checks passed"
+}
+
+# eventually SECONDS CMD...: poll CMD every 0.2 s until it succeeds.
+eventually() {
+    local deadline=$((SECONDS + $1))
+    shift
+    until "$@" >/dev/null 2>&1; do
+        ((SECONDS < deadline)) || return 1
+        sleep 0.2
+    done
+}
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# sa_kubeconfig SA FILE: a kubeconfig holding a token of service account SA
+# in gpuquota-system, so the real RBAC authorizer checks what deploy/rbac.yaml grants.
+sa_kubeconfig() {
+    local token
+    token=$(kubectl -n "$NS_SYS" create token "$1" --duration=24h) || return 1
+    cat >"$2" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster: {server: "$APISERVER", certificate-authority: "$E2E/cluster/pki/ca.crt"}
+contexts:
+- name: local
+  context: {cluster: local, user: $1}
+current-context: local
+users:
+- name: $1
+  user: {token: "$token"}
+EOF
+}
+
+# register_endpoints: point the gpuquota-webhook Service at the running
+# replicas, as the EndpointSlice controller does for a Deployment's ready
+# pods. kube-apiserver (--enable-aggregator-routing) sends webhook calls
+# there. Addresses are FQDN-typed: EndpointSlice validation refuses loopback
+# IPs, and kube-apiserver uses the address as the URL host either way.
+register_endpoints() {
+    local f i port objs=""
+    for f in "$E2E"/webhook-*.port; do
+        [[ -f $f ]] || continue
+        i=$(basename "$f" .port)
+        i=${i#webhook-}
+        port=$(cat "$f")
+        objs+="---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: gpuquota-webhook-local-$i
+  namespace: $NS_SYS
+  labels: {kubernetes.io/service-name: gpuquota-webhook, endpointslice.kubernetes.io/managed-by: e2e.gpuquota.io}
+addressType: FQDN
+endpoints: [{addresses: [\"127.0.0.1\"], conditions: {ready: true}}]
+ports: [{name: https, port: $port, protocol: TCP}]
+"
+    done
+    kubectl -n "$NS_SYS" delete endpointslice -l endpointslice.kubernetes.io/managed-by=e2e.gpuquota.io \
+        --ignore-not-found >/dev/null
+    [[ -z $objs ]] || printf '%s' "$objs" | kubectl apply -f - >/dev/null
+}
+
+# webhook_start N [ARGS...]: replica N of `gpuquota webhook`, as its Deployment
+# runs it (deploy/webhook.yaml), on an ephemeral port; waits for /readyz.
+webhook_start() {
+    local n=$1 port
+    shift
+    port=$(free_port)
+    [[ -f $E2E/webhook.kubeconfig ]] || sa_kubeconfig gpuquota-webhook "$E2E/webhook.kubeconfig"
+    "$GQ" webhook --tls-cert "$E2E/certs/tls.crt" --tls-key "$E2E/certs/tls.key" \
+        --listen "127.0.0.1:$port" --config "$E2E/config.yaml" \
+        --kubeconfig "$E2E/webhook.kubeconfig" "$@" >>"$E2E/webhook-$n.log" 2>&1 &
+    echo $! >"$E2E/webhook-$n.pid"
+    echo "$port" >"$E2E/webhook-$n.port"
+    if ! eventually 30 curl -fsS --cacert "$E2E/certs/ca.crt" \
+        --resolve "gpuquota-webhook.$NS_SYS.svc:$port:127.0.0.1" \
+        "https://gpuquota-webhook.$NS_SYS.svc:$port/readyz"; then
+        echo "webhook $n did not become ready:" >&2
+        tail -20 "$E2E/webhook-$n.log" >&2
+        return 1
+    fi
+}
+
+# webhook_stop N [SIGNAL]: stop replica N (SIGTERM by default: drain, exit).
+webhook_stop() {
+    local f=$E2E/webhook-$1.pid pid
+    [[ -f $f ]] || return 0
+    pid=$(cat "$f")
+    kill "-${2:-TERM}" "$pid" 2>/dev/null
+    for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null
+    rm -f "$f" "$E2E/webhook-$1.port"
+}
+
+# webhooks N [ARGS...]: exactly N replicas running with ARGS, registered.
+webhooks() {
+    local n=$1 i
+    shift
+    for f in "$E2E"/webhook-*.pid; do
+        [[ -f $f ]] || continue
+        i=$(basename "$f" .pid)
+        webhook_stop "${i#webhook-}"
+    done
+    for ((i = 0; i < n; i++)); do webhook_start "$i" "$@" || return 1; done
+    register_endpoints
+}
+
+# controller_start N [ARGS...]: controller N with leader election, as
+# deploy/controller.yaml runs it.
+controller_start() {
+    local n=$1
+    shift
+    [[ -f $E2E/controller.kubeconfig ]] || sa_kubeconfig gpuquota-controller "$E2E/controller.kubeconfig"
+    "$GQ" controller --kubeconfig "$E2E/controller.kubeconfig" --config "$E2E/config.yaml" \
+        --leader-elect --lease-namespace "$NS_SYS" --metrics-listen 127.0.0.1:0 "$@" \
+        >>"$E2E/controller-$n.log" 2>&1 &
+    echo $! >"$E2E/controller-$n.pid"
+}
+
+controller_stop() {
+    local f=$E2E/controller-$1.pid pid
+    [[ -f $f ]] || return 0
+    pid=$(cat "$f")
+    kill "-${2:-TERM}" "$pid" 2>/dev/null
+    for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null
+    rm -f "$f"
+}
+
+# set_config YAML: the configuration every replica starts with from now on
+# (replicas must be restarted to read it, as after a ConfigMap change).
+set_config() { printf '%s\n' "$1" >"$E2E/config.yaml"; }
+
+# ns NAME [LABEL=VALUE...]: a fresh namespace for one test (deleted first if left over).
+ns() {
+    local name=$1
+    shift
+    kubectl delete namespace "$name" --ignore-not-found --wait=true >/dev/null 2>&1
+    kubectl create namespace "$name" >/dev/null || return 1
+    [[ $# -eq 0 ]] || kubectl label namespace "$name" "$@" >/dev/null
+    # Pods need the namespace's default ServiceAccount (kube-controller-manager makes it).
+    eventually 30 kubectl -n "$name" get serviceaccount default
+}
+
+# gpu_pod NAME MEMORY [EXTRA-YAML-UNDER-METADATA]: a pod asking for MEMORY of
+# gpuquota.io/gpu-memory, printed as YAML.
+gpu_pod() {
+    cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $1
+${3:-}
+spec:
+  containers:
+  - name: main
+    image: registry.example/cuda:12
+    resources:
+      limits: {gpuquota.io/gpu-memory: "$2"}
+EOF
+}
+
+# quota NS NAME HARD-FLOW-MAP: a GPUQuota, e.g. quota team-a team-a '{gpu-memory: 20Gi}'
+quota() {
+    kubectl apply -f - >/dev/null <<EOF
+apiVersion: gpuquota.io/v1alpha1
+kind: GPUQuota
+metadata: {name: $2, namespace: $1}
+spec:
+  hard: $3
+EOF
+}
+
+# used NS NAME KEY: status.used[KEY] of a GPUQuota ("" while unset).
+used() { kubectl -n "$1" get gpuquota "$2" -o "jsonpath={.status.used.$3}" 2>/dev/null; }
+# reservations NS NAME: how many reservations a GPUQuota holds.
+reservations() {
+    kubectl -n "$1" get gpuquota "$2" -o json | jq '.status.reservations // [] | length'
+}

@@ -1,6 +1,8 @@
 # gpuquota — convenience wrapper around CMake.
 #   make demo   install dependencies, build, run the demo
-#   make test   install dependencies, build with -Werror + ASan/UBSan, run every test
+#   make test   install dependencies, build with -Werror + ASan/UBSan, build the
+#               Kubernetes control plane (cached), run every test, e2e included
+#   make demo-cluster   the demo on a real control plane
 BUILD      ?= build
 BENCH_DIR  ?= build-bench
 FUZZ_DIR   ?= build-fuzz
@@ -8,7 +10,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 SAN_ENV     = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
               UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-.PHONY: all deps build test demo bench fuzz format clean
+.PHONY: all deps build k8s-bin test demo demo-cluster bench fuzz format clean
 
 all: build
 
@@ -21,11 +23,19 @@ $(BUILD)/CMakeCache.txt:
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
 
-test: build
+# kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kubectl and
+# kwok, built from their Go modules into a cache (scripts/k8s-bin.sh).
+k8s-bin:
+	@scripts/k8s-bin.sh
+
+test: build k8s-bin
 	cd $(BUILD) && $(SAN_ENV) ctest --output-on-failure -j $(JOBS)
 
 demo: build
 	@$(SAN_ENV) scripts/demo.sh $(BUILD)
+
+demo-cluster: build k8s-bin
+	@$(SAN_ENV) scripts/demo-real-cluster.sh $(BUILD)
 
 bench: deps
 	cmake -S . -B $(BENCH_DIR) -DCMAKE_BUILD_TYPE=Release -DGQ_BENCH=ON

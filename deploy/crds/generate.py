@@ -44,7 +44,9 @@ def quantity(description, cel=True):
             {
                 "rule": "isQuantity(string(self)) && quantity(string(self)).isInteger()"
                 " && sign(quantity(string(self))) >= 0",
-                "message": "must be a valid, whole, non-negative quantity",
+                "message": "must be a whole, non-negative quantity such as 64Gi or 8",
+                "messageExpression": "'must be a whole, non-negative quantity such as 64Gi or 8, not '"
+                " + string(self)",
             }
         ]
     return q

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# A pod charged by /validate and then refused by a later admission step
+# (here kube-apiserver's own ResourceQuota on CPU, which runs after the
+# webhooks) never exists: its reservation must be dropped soon after the
+# longest possible admission, not kept for the whole reservation TTL.
+source "$ROOT/test/e2e/lib.sh"
+trap 'kubectl delete namespace e2e-phantom --wait=false >/dev/null 2>&1' EXIT
+ns e2e-phantom
+quota e2e-phantom team '{gpu-memory: 20Gi}'
+kubectl -n e2e-phantom create quota cpu --hard=requests.cpu=1 >/dev/null
+eventually 15 bash -c "[[ -n \$(kubectl -n e2e-phantom get resourcequota cpu -o jsonpath='{.status.hard.requests\\.cpu}') ]]"
+
+pod() {
+    cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $1}
+spec:
+  containers:
+  - name: main
+    image: registry.example/cuda:12
+    resources:
+      limits: {gpuquota.io/gpu-memory: "$2", cpu: "$3"}
+EOF
+}
+out=$(pod big-cpu 16Gi 2 | kubectl -n e2e-phantom create -f - 2>&1)
+check_match "native ResourceQuota refuses the pod after gpuquota charged it" \
+    'exceeded quota: cpu, requested: requests.cpu=2' "$out"
+check "the refused pod does not exist" "NotFound" \
+    "$(kubectl -n e2e-phantom get pod big-cpu 2>&1 | grep -o NotFound)"
+refused_at=$SECONDS
+check "its reservation is held at first" 1 "$(reservations e2e-phantom team)"
+check_match "so a second pod cannot use the phantom's charge yet" 'exceeded quota: team' \
+    "$(pod fits 16Gi 500m | kubectl -n e2e-phantom create -f - 2>&1)"
+if eventually 60 bash -c "[[ \$(kubectl -n e2e-phantom get gq team -o json | jq '.status.reservations // [] | length') == 0 ]]"; then
+    pass "the phantom reservation was dropped $((SECONDS - refused_at)) s after the refusal (TTL 120 s)"
+else
+    fail "the phantom reservation is still held after 60 s"
+fi
+check_match "and the quota has room again" "created" \
+    "$(pod fits 16Gi 500m | kubectl -n e2e-phantom create -f - 2>&1)"
+eventually 15 bash -c "[[ \$(kubectl -n e2e-phantom get gq team -o jsonpath='{.status.used.gpu-memory}') == 16Gi ]]"
+check "the real pod is counted once" "16Gi" "$(used e2e-phantom team gpu-memory)"
+finish

@@ -101,7 +101,9 @@ ports: [{name: https, port: $port, protocol: TCP}]
     done
     kubectl -n "$NS_SYS" delete endpointslice -l endpointslice.kubernetes.io/managed-by=e2e.gpuquota.io \
         --ignore-not-found >/dev/null
-    [[ -z $objs ]] || printf '%s' "$objs" | kubectl apply -f - >/dev/null
+    # (kubectl warns that FQDN endpoints are deprecated; they still work in 1.34.)
+    [[ -z $objs ]] || printf '%s' "$objs" | kubectl apply -f - 2>&1 >/dev/null |
+        { grep -v 'FQDN endpoints are deprecated' >&2 || true; }
 }
 
 # webhook_start N [ARGS...]: replica N of `gpuquota webhook`, as its Deployment

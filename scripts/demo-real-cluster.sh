@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The cluster demo on a real control plane: kube-apiserver, etcd,
+# kube-controller-manager, kube-scheduler and kwok's simulated GPU nodes
+# (scripts/local-cluster.sh), gpuquota installed from deploy/ as
+# docs/install.md tells, pods created with kubectl, placed by kube-scheduler
+# on nodes of the model they pinned, and the quotas' true usage.
+# Usage: demo-real-cluster.sh BUILD_DIR
+set -euo pipefail
+build=${1:-build}
+root=$(cd "$(dirname "$0")/.." && pwd)
+gq=$(cd "$build" && pwd)/gpuquota
+dir=$(mktemp -d /tmp/gq-demo-real.XXXXXX)
+rmdir "$dir"
+trap '"$root/test/e2e/suite.sh" down "$dir"' EXIT
+
+say() { printf '\n== %s\n' "$*"; }
+run() { printf '$ %s\n' "$*"; "$@" 2>&1 || true; }
+
+say "a real control plane on 127.0.0.1, gpuquota installed from deploy/ (docs/install.md)"
+"$root/test/e2e/suite.sh" up "$dir" "$gq" >/dev/null
+export GQ_E2E_DIR=$dir GQ=$gq ROOT=$root
+# shellcheck source=../test/e2e/lib.sh
+source "$root/test/e2e/lib.sh"
+set +u
+run kubectl version
+run kubectl get nodes -L nvidia.com/gpu.product
+run kubectl -n gpuquota-system get endpointslices
+echo "(the webhook Service's endpoints: three local gpuquota webhook replicas)"
+
+say "team-a and the ml tenant, with the example quotas and limit range"
+kubectl create namespace team-a >/dev/null
+kubectl create namespace ml-research >/dev/null
+kubectl label namespace ml-research team=ml >/dev/null
+eventually 30 kubectl -n team-a get serviceaccount default
+eventually 30 kubectl -n ml-research get serviceaccount default
+run kubectl apply -f "$root/deploy/examples/quotas/"
+run kubectl get gq,gtq,glr -A
+sleep 1 # the webhooks' informer caches
+
+pod() { # pod NAME NAMESPACE MODEL LIMITS-YAML
+    cat <<P
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $1
+  namespace: $2
+  annotations: {gpuquota.io/gpu-model: $3}
+spec:
+  containers:
+    - name: main
+      image: registry.example/ml:1
+      resources: {limits: $4}
+P
+}
+say "pods created with kubectl in team-a (quota 64Gi; containers 2Gi..20Gi, default 8Gi; A100 only)"
+echo "-- a quarter of an A100-80GB:"
+pod notebook team-a a100-80gb '{nvidia.com/gpu: "0.25"}' | run kubectl create -f -
+echo "-- one GPU with no amount: the GPULimitRange default makes it an 8Gi slice:"
+pod trainer team-a a100-80gb '{nvidia.com/gpu: 1}' | run kubectl create -f -
+echo "-- 16Gi of GPU memory:"
+pod inference team-a a100-80gb '{gpuquota.io/gpu-memory: 16Gi}' | run kubectl create -f -
+echo "-- 24Gi in one container is above the limit range's 20Gi:"
+pod big team-a a100-80gb '{gpuquota.io/gpu-memory: 24Gi}' | run kubectl create -f -
+echo "-- an L4 is not an allowed model in team-a:"
+pod l4 team-a l4 '{nvidia.com/gpu: "0.5"}' | run kubectl create -f -
+echo "-- 20Gi more takes team-a to 64Gi (allowed: used + request <= hard):"
+pod last team-a a100-80gb '{gpuquota.io/gpu-memory: 20Gi}' | run kubectl create -f -
+echo "-- and 2Gi more is over the quota:"
+pod over team-a a100-80gb '{gpuquota.io/gpu-memory: 2Gi}' | run kubectl create -f -
+echo "-- four whole H100s in ml-research (tenant ml: 512Gi, 8 GPUs):"
+pod train-4x ml-research h100-80gb '{nvidia.com/gpu: 4}' | run kubectl create -f -
+echo "-- an L4 slice in ml-research:"
+pod l4-infer ml-research l4 '{gpuquota.io/gpu-memory: 6Gi}' | run kubectl create -f -
+
+say "kube-scheduler placed the rewritten pods on nodes of their model; kwok runs them"
+for p in team-a/notebook team-a/trainer team-a/inference team-a/last ml-research/train-4x ml-research/l4-infer; do
+    eventually 30 bash -c "[[ \$(kubectl -n ${p%/*} get pod ${p#*/} -o jsonpath='{.status.phase}') == Running ]]" || true
+done
+run kubectl get pods -A -l gpuquota.io/managed=true -o wide
+run kubectl get pods -A -l gpuquota.io/managed=true -o custom-columns='NAMESPACE:.metadata.namespace,NAME:.metadata.name,NODE:.spec.nodeName,GPU-MEM:.spec.containers[0].resources.limits.aliyun\.com/gpu-mem,GPUS:.spec.containers[0].resources.limits.nvidia\.com/gpu,CHARGED:.metadata.annotations.gpuquota\.io/charged'
+echo "-- each node's GPU model (GPU Feature Discovery's label):"
+run kubectl get nodes -L nvidia.com/gpu.product
+
+say "the controller recounted usage from the pods"
+eventually 15 bash -c "[[ \$(kubectl -n team-a get gq team-a -o jsonpath='{.status.used.gpu-memory}') == 64Gi ]]" || true
+run kubectl get gq,gtq -A
+
+say "inference is deleted: its charge is freed"
+run kubectl -n team-a delete pod inference --wait=false
+eventually 15 bash -c "[[ \$(kubectl -n team-a get gq team-a -o jsonpath='{.status.used.gpu-memory}') == 48Gi ]]" || true
+run kubectl get gq,gtq -A
+
+say "the admission decisions, reviewed with gpuquota audit: gpuquota's own log, then kube-apiserver's"
+run "$gq" audit "$dir/audit.log" --denied
+run "$gq" audit "$dir/cluster/audit.log" -o summary

@@ -495,6 +495,39 @@ static void normalize_type(rctx *c, json_object *obj)
 }
 
 /* Type-specific checks; collects causes. */
+/* kube-apiserver refuses a CRD schema node that has both properties and
+ * additionalProperties (apiextensions validation: "additionalProperties and
+ * properties are mutual exclusive"); so does the stand-in, at the same path. */
+static void schema_check(causes *cs, json_object *node, char *path, size_t n, size_t len, int depth)
+{
+    if (!node || !json_object_is_type(node, json_type_object) || depth > 64 || len >= n)
+        return;
+    json_object *props = si_obj(node, "properties"), *ap = si_obj(node, "additionalProperties");
+    if (props && ap) {
+        int w = snprintf(path + len, n - len, ".additionalProperties");
+        if (w > 0 && (size_t)w < n - len)
+            cause_add(cs, "FieldValueForbidden", path,
+                      "Forbidden: additionalProperties and properties are mutual exclusive");
+        path[len] = 0;
+    }
+    if (props && json_object_is_type(props, json_type_object)) {
+        json_object_object_foreach(props, key, child)
+        {
+            int w = snprintf(path + len, n - len, ".properties[%s]", key);
+            if (w > 0 && (size_t)w < n - len)
+                schema_check(cs, child, path, n, len + (size_t)w, depth + 1);
+            path[len] = 0;
+        }
+    }
+    static const char *const subs[] = {"items", "additionalProperties"};
+    for (size_t i = 0; i < 2; i++) {
+        int w = snprintf(path + len, n - len, ".%s", subs[i]);
+        if (w > 0 && (size_t)w < n - len)
+            schema_check(cs, si_obj(node, subs[i]), path, n, len + (size_t)w, depth + 1);
+        path[len] = 0;
+    }
+}
+
 static void validate_type(rctx *c, json_object *obj, causes *cs)
 {
     if (!strcmp(c->t.skey, "pods")) {
@@ -536,6 +569,16 @@ static void validate_type(rctx *c, json_object *obj, causes *cs)
             cause_add(
                 cs, "FieldValueInvalid", "spec.versions",
                 "Invalid value: null: must have exactly one version marked as storage version");
+        for (size_t i = 0;
+             vs && json_object_is_type(vs, json_type_array) && i < json_object_array_length(vs);
+             i++) {
+            char path[2048];
+            int w = snprintf(path, sizeof path, "spec.versions[%zu].schema.openAPIV3Schema", i);
+            json_object *schema =
+                si_obj(si_obj(json_object_array_get_idx(vs, i), "schema"), "openAPIV3Schema");
+            if (w > 0 && (size_t)w < sizeof path)
+                schema_check(cs, schema, path, sizeof path, (size_t)w, 0);
+        }
         if (g && plural && name) {
             char want[600];
             snprintf(want, sizeof want, "%s.%s", plural, g);

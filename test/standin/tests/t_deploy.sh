@@ -23,8 +23,38 @@ expect_eq "GPUQuota rows" "$(grep -c '^kind: GPUQuota$' "$SRC/deploy/examples/qu
 
 # Pods in team-a go through the gpuquota webhooks (failurePolicy Fail); with
 # no webhook running, creation fails the way kube-apiserver fails it.
-expect_match "webhook required" 'Internal error occurred: failed calling webhook "[a-z.]+gpuquota.io"' "$(K run p --image=i -n team-a)"
+# (The stand-in does not evaluate matchConditions: it would call them for a
+# CPU pod too, which kube-apiserver does not; so the probe asks for a GPU.)
+GPU='{"spec":{"containers":[{"name":"p","image":"i","resources":{"limits":{"nvidia.com/gpu":"1"}}}]}}'
+expect_match "webhook required" 'Internal error occurred: failed calling webhook "[a-z.]+gpuquota.io"' "$(K run p --image=i -n team-a --overrides="$GPU")"
 # gpuquota-system is excluded by the namespaceSelector.
 expect_eq "excluded namespace" 'pod/p created' "$(K run p --image=i -n gpuquota-system)"
+
+# kube-apiserver refuses a schema node with both properties and
+# additionalProperties; the stand-in says so in the same words.
+OUT=$(K apply -f - <<'CRD'
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: things.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: things, singular: thing, kind: Thing}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            additionalProperties: false
+            properties: {size: {type: string}}
+CRD
+)
+expect_match "a CRD with properties beside additionalProperties is refused" \
+    'spec.versions\[0\].schema.openAPIV3Schema.properties\[spec\].additionalProperties: Forbidden: additionalProperties and properties are mutual exclusive' "$OUT"
 
 finish

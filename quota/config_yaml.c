@@ -955,6 +955,19 @@ static void sb_scalar(sbuf *b, const char *s)
         } else if (*p < 0x20 || *p == 0x7f) {
             snprintf(esc, sizeof(esc), "\\x%02x", *p);
             sb_puts(b, esc);
+        } else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+            /* C1 controls (U+0080..U+009F) are not printable in a YAML
+             * stream: libyaml refuses them raw, so they are escaped. */
+            snprintf(esc, sizeof(esc), "\\u%04x", p[1]);
+            sb_puts(b, esc);
+            p++;
+        } else if (*p == 0xef && (p[1] == 0xbb && p[2] == 0xbf)) {
+            sb_puts(b, "\\ufeff"); /* a byte order mark inside the stream */
+            p += 2;
+        } else if (*p == 0xef && p[1] == 0xbf && (p[2] == 0xbe || p[2] == 0xbf)) {
+            snprintf(esc, sizeof(esc), "\\u%04x", p[2] == 0xbe ? 0xfffeu : 0xffffu);
+            sb_puts(b, esc);
+            p += 2;
         } else {
             sb_add(b, (const char *)p, 1);
         }

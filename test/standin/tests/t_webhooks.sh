@@ -113,5 +113,37 @@ req DELETE $VWC/extra
 req POST $VWC "{\"apiVersion\":\"admissionregistration.k8s.io/v1\",\"kind\":\"ValidatingWebhookConfiguration\",\"metadata\":{\"name\":\"extra\"},\"webhooks\":[$(svc_hook side.gq.io /validate ',"sideEffects":"Some"' | sed 's/"sideEffects":"None",//')]}"
 req POST "$PODS?dryRun=All" "$(pod t5)"
 expect_eq "dry run with side effects" '400 "admission webhook \"side.gq.io\" does not support dry run"' "$CODE $(jqb .message)"
+req DELETE $VWC/extra
+
+# kubectl apply, then apply again with one field changed: kubectl sends the
+# changed webhook as a partial list entry, merged by name; its rules and
+# failurePolicy must survive, or the webhook is never called again.
+req DELETE $VWC/validate
+vwc_yaml() { # TIMEOUT
+    cat <<Y
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: validate}
+webhooks:
+  - name: validate.gq.io
+    clientConfig:
+      service: {namespace: gq, name: hook, path: /validate, port: 443}
+      caBundle: $CA
+    rules:
+      - {operations: [CREATE, UPDATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}
+    failurePolicy: Fail
+    sideEffects: None
+    timeoutSeconds: $1
+    admissionReviewVersions: [v1]
+Y
+}
+expect_eq "kubectl apply" "validatingwebhookconfiguration.admissionregistration.k8s.io/validate created" "$(vwc_yaml 10 | kubectl apply -f - 2>&1)"
+expect_eq "kubectl re-apply with a change" "validatingwebhookconfiguration.admissionregistration.k8s.io/validate configured" "$(vwc_yaml 5 | kubectl apply -f - 2>&1)"
+req GET $VWC/validate
+expect_eq "re-applied webhook keeps rules and failurePolicy" '[{"name":"validate.gq.io","timeoutSeconds":5,"failurePolicy":"Fail","rules":[{"apiGroups":[""],"apiVersions":["v1"],"operations":["CREATE","UPDATE"],"resources":["pods"]}]}]' \
+    "$(jqb '[.webhooks[] | {name, timeoutSeconds, failurePolicy, rules}]')"
+: >"$TMP/log"
+req POST $PODS "$(pod r1 '{"deny":"yes"}')"
+expect_eq "re-applied webhook is still called" '403 "/validate?timeout=5s"' "$CODE $(grep '/validate' "$TMP/log" | jq -c .path)"
 
 finish

@@ -257,6 +257,19 @@ void admit_set_service(const char *hostport);
 void admit_global_init(void);
 void admit_global_cleanup(void);
 
+/* ---- pod defaults (defaults.c) ---- */
+/* The scheme defaults kube-apiserver's decoder applies to a pod, on create
+ * and update, before admission: canonical quantities in resources and
+ * overhead, requests defaulted to limits, restartPolicy, dnsPolicy,
+ * terminationGracePeriodSeconds, securityContext, schedulerName,
+ * enableServiceLinks. GQ_EINVAL (with kube's decoder message, a 400) for a
+ * quantity that does not parse. */
+gq_code pod_defaults(json_object *pod, gq_err *err) GQ_WUR;
+/* The built-in mutating admission plugins that run before webhooks on a pod
+ * CREATE: ServiceAccount (serviceAccountName) and Priority (priority and
+ * preemptionPolicy when no class, or a built-in class, is named). */
+void pod_admission_defaults(json_object *pod);
+
 /* ---- small helpers (util.c) ---- */
 void si_now_rfc3339(char *buf, size_t n);
 long long si_parse_rfc3339(const char *s);            /* seconds since epoch, -1 on error */

@@ -37,6 +37,7 @@ typedef struct ctl_ns ctl_ns;
  * it into its namespace's list. */
 typedef struct ctl_pod {
     struct ctl_pod *prev, *next;  /* namespace list (store lock) */
+    struct ctl_pod *unext;        /* uid index chain (store lock) */
     ctl_ns *ns;                   /* interned namespace, holds a reference */
     const char *priority_class;   /* interned spec.priorityClassName; NULL = none */
     int64_t charge[GQ_KEY_COUNT]; /* gq_charge_from_cost of the running pod */
@@ -44,22 +45,21 @@ typedef struct ctl_pod {
     bool terminal;                /* phase Succeeded or Failed */
     bool terminating;             /* spec.activeDeadlineSeconds set (scope Terminating) */
     bool linked;                  /* in its namespace's list */
-    uint16_t uid_off, key_off;    /* offsets into data; key_off 0 = no reservation key */
-    char data[];                  /* "name\0uid\0key\0" */
+    uint16_t uid_off;             /* offset of the uid into data */
+    char data[];                  /* "name\0uid\0" */
 } ctl_pod;
 
 /* Strings of a record (borrowed from it). */
 const char *ctl_pod_name(const ctl_pod *p);
 const char *ctl_pod_uid(const ctl_pod *p);
 const char *ctl_pod_namespace(const ctl_pod *p);
-/* Annotation gpuquota.io/reservation, NULL when absent. */
-const char *ctl_pod_reservation_key(const ctl_pod *p);
 
 /* Whether p counts at now: not terminal and not deleted past its grace. */
 bool ctl_pod_counts(const ctl_pod *p, int64_t now);
 
 /* Whether a and b would count the same for every quota (charge, phase,
- * deletion, scope facts, reservation key); NULL equals NULL only. */
+ * deletion, scope facts) and are the same pod (uid: the reservation key);
+ * NULL equals NULL only. */
 bool ctl_pod_same(const ctl_pod *a, const ctl_pod *b);
 
 /* Build the record of pod (borrowed JSON) under cfg. *out is NULL when the
@@ -108,8 +108,9 @@ void ctl_store_foreach_namespace(ctl_store *s,
  * it (gq_quota_covers_namespace under the read lock). */
 bool ctl_store_covers(ctl_store *s, const gq_quota *q, const char *ns);
 
-/* Whether a pod in ns whose reservation key is key is recorded. */
-bool ctl_store_has_key(ctl_store *s, const char *ns, const char *key);
+/* Whether a pod in ns whose metadata.uid is uid is recorded (reservations
+ * are keyed by the pod's uid). An index lookup, not a scan. */
+bool ctl_store_has_uid(ctl_store *s, const char *ns, const char *uid);
 
 /* Bytes the store holds for its records, namespace entries and interned
  * strings, counted from the sizes it allocated (malloc overhead and the small
@@ -119,7 +120,8 @@ size_t ctl_store_bytes(ctl_store *s);
 /* ------------------------------------------------------------------------ */
 /* Reconcile (pure)                                                          */
 
-/* Whether the pod holding reservation key in namespace ns has been seen. */
+/* Whether the reservation keyed key in namespace ns is done with: its pod
+ * (metadata.uid == key) has been seen, so usage counts it. */
 typedef bool (*ctl_seen_fn)(void *ud, const char *ns, const char *key);
 
 #define CTL_COND_READY "Ready"

@@ -42,7 +42,8 @@ typedef struct pod_spec {
     int deadline;        /* activeDeadlineSeconds when > 0 */
     const char *deleted; /* deletionTimestamp */
     int grace;           /* deletionGracePeriodSeconds */
-    const char *key;     /* gpuquota.io/reservation annotation */
+    const char *uid;     /* metadata.uid (the reservation key); NULL: "uid-NAME" */
+    const char *ann;     /* a gpuquota.io/reservation annotation (must be ignored) */
 } pod_spec;
 
 static json_object *pod_json(const pod_spec *p)
@@ -53,9 +54,13 @@ static json_object *pod_json(const pod_spec *p)
     else if (p->whole)
         snprintf(res, sizeof res, "{'limits':{'nvidia.com/gpu':'%d'}}", p->whole);
     size_t n = 0;
-    if (p->key)
+    if (p->uid)
+        n += (size_t)snprintf(meta_extra + n, sizeof meta_extra - n, ",'uid':'%s'", p->uid);
+    else
+        n += (size_t)snprintf(meta_extra + n, sizeof meta_extra - n, ",'uid':'uid-%s'", p->name);
+    if (p->ann)
         n += (size_t)snprintf(meta_extra + n, sizeof meta_extra - n,
-                              ",'annotations':{'gpuquota.io/reservation':'%s'}", p->key);
+                              ",'annotations':{'gpuquota.io/reservation':'%s'}", p->ann);
     if (p->deleted)
         n += (size_t)snprintf(meta_extra + n, sizeof meta_extra - n,
                               ",'deletionTimestamp':'%s','deletionGracePeriodSeconds':%d",
@@ -68,10 +73,10 @@ static json_object *pod_json(const pod_spec *p)
         n += (size_t)snprintf(spec_extra + n, sizeof spec_extra - n, ",'activeDeadlineSeconds':%d",
                               p->deadline);
     snprintf(buf, sizeof buf,
-             "{'apiVersion':'v1','kind':'Pod','metadata':{'name':'%s','namespace':'%s',"
-             "'uid':'uid-%s'%s},'spec':{'containers':[{'name':'c','image':'i','resources':%s}]%s},"
+             "{'apiVersion':'v1','kind':'Pod','metadata':{'name':'%s','namespace':'%s'%s},"
+             "'spec':{'containers':[{'name':'c','image':'i','resources':%s}]%s},"
              "'status':{'phase':'%s'}}",
-             p->name, p->ns, p->name, meta_extra, res, spec_extra, p->phase ? p->phase : "Running");
+             p->name, p->ns, meta_extra, res, spec_extra, p->phase ? p->phase : "Running");
     return J(buf);
 }
 
@@ -151,13 +156,16 @@ static void test_record_fields(void **state)
     ctl_store *s;
     assert_int_equal(ctl_store_new(&s), GQ_OK);
     pod_spec ps = {
-        .ns = "team-a", .name = "p1", .mem = "10Gi", .key = "k-1", .pc = "high", .deadline = 60};
+        .ns = "team-a", .name = "p1", .mem = "10Gi", .ann = "k-1", .pc = "high", .deadline = 60};
     ctl_pod *p = add_pod(s, &ps);
     assert_non_null(p);
     assert_string_equal(ctl_pod_name(p), "p1");
     assert_string_equal(ctl_pod_uid(p), "uid-p1");
     assert_string_equal(ctl_pod_namespace(p), "team-a");
-    assert_string_equal(ctl_pod_reservation_key(p), "k-1");
+    /* Found by uid, in its namespace only; the annotation is no key. */
+    assert_true(ctl_store_has_uid(s, "team-a", "uid-p1"));
+    assert_false(ctl_store_has_uid(s, "team-b", "uid-p1"));
+    assert_false(ctl_store_has_uid(s, "team-a", "k-1"));
     assert_string_equal(p->priority_class, "high");
     assert_true(p->terminating);
     assert_false(p->terminal);
@@ -171,7 +179,6 @@ static void test_record_fields(void **state)
     ctl_pod *p2 = add_pod(s, &ps2);
     assert_ptr_equal(p2->ns, p->ns);
     assert_ptr_equal(p2->priority_class, p->priority_class);
-    assert_null(ctl_pod_reservation_key(p2));
     assert_int_equal(p2->charge[GQ_KEY_GPUS], 2);
     assert_false(ctl_pod_same(p, p2));
     assert_true(ctl_pod_same(p, p));
@@ -185,8 +192,18 @@ static void test_record_fields(void **state)
     assert_int_equal(ctl_store_ns_pod_count(s, "team-a"), 2);
     assert_int_equal(ctl_store_ns_pod_count(s, "other"), 0);
 
+    /* The same pod recreated under the same name is another pod. */
+    pod_spec again = ps;
+    again.uid = "uid-p1-again";
+    ctl_pod *p3 = add_pod(s, &again);
+    assert_false(ctl_pod_same(p, p3));
+    assert_true(ctl_store_has_uid(s, "team-a", "uid-p1-again"));
+    ctl_pod_free(s, p3);
+    assert_false(ctl_store_has_uid(s, "team-a", "uid-p1-again"));
+
     ctl_store_unlink(s, p);
     assert_int_equal(ctl_store_ns_pod_count(s, "team-a"), 1);
+    assert_false(ctl_store_has_uid(s, "team-a", "uid-p1"));
     ctl_pod_free(s, p);
     ctl_pod_free(s, p2); /* still linked: free unlinks */
     assert_int_equal(ctl_store_pod_count(s), 0);
@@ -421,10 +438,14 @@ static void test_reservations(void **state)
     (void)state;
     ctl_store *s;
     assert_int_equal(ctl_store_new(&s), GQ_OK);
-    pod_spec seen = {.ns = "a", .name = "seen", .mem = "8Gi", .key = "k-seen"};
-    pod_spec done = {.ns = "a", .name = "done", .mem = "8Gi", .key = "k-done", .phase = "Failed"};
+    pod_spec seen = {.ns = "a", .name = "seen", .mem = "8Gi", .uid = "k-seen"};
+    pod_spec done = {.ns = "a", .name = "done", .mem = "8Gi", .uid = "k-done", .phase = "Failed"};
+    /* A pod carrying a reservation key as an annotation is not its holder:
+     * only the uid matches (users may write annotations at CREATE). */
+    pod_spec ann = {.ns = "a", .name = "ann", .mem = "8Gi", .ann = "k-wait"};
     add_pod(s, &seen);
     add_pod(s, &done);
+    add_pod(s, &ann);
 #define RES(k, ns, exp)                                                                            \
     "{'key':'" k "','namespace':'" ns "','pod':'p','gpu-memory':'8Gi','gpus':'0','gpu-pods':'1',"  \
     "'expires':'" exp "'}"
@@ -468,8 +489,8 @@ static void test_reservations(void **state)
     assert_string_equal(
         json_object_get_string(json_object_object_get(json_object_array_get_idx(res, 1), "key")),
         "k-other-ns");
-    /* used counts only the running pod; reservations are not part of used. */
-    assert_string_equal(status_str(&r, "used", "gpu-memory"), "8Gi");
+    /* used counts only the running pods; reservations are not part of used. */
+    assert_string_equal(status_str(&r, "used", "gpu-memory"), "16Gi");
     json_object_object_add(q, "status", json_object_get(r.status));
 
     /* After both expire the array disappears. */
@@ -663,7 +684,7 @@ static void test_memory_per_record(void **state)
         snprintf(ns, sizeof ns, "team-%03d", i % 200);
         snprintf(name, sizeof name, "train-job-%06d-worker-abcde", i);
         snprintf(key, sizeof key, "0b7a1e54-6f1c-4c8e-9d2a-%012d", i);
-        pod_spec ps = {.ns = ns, .name = name, .mem = "8Gi", .key = key, .pc = "batch"};
+        pod_spec ps = {.ns = ns, .name = name, .mem = "8Gi", .uid = key, .pc = "batch"};
         add_pod(s, &ps);
     }
     size_t per = (ctl_store_bytes(s) - base) / N;

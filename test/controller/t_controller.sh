@@ -156,19 +156,22 @@ kubectl patch gq q -n ml-a --type merge -p '{"spec":{"hard":{"gpu-memory":"64Gi"
 wait_for "Exceeded cleared after raising hard" 2 "False" cond ml-a q Exceeded
 expect_eq "observedGeneration follows spec" "3" "$(curl -s "$S$GQ/namespaces/ml-a/gpuquotas/q" | jq -r .status.observedGeneration)"
 
-# Reservations: one whose pod appears is dropped; one whose pod never
-# appears is kept until it expires.
+# Reservations are matched to pods by uid (the key the validating webhook
+# records); an annotation is no key. One whose pod is counted is dropped at
+# once; one whose pod never appears is kept until it expires.
+pod ml-a late 1Gi ',"annotations":{"gpuquota.io/reservation":"k-ann"}'
+LATE_UID=$(curl -s "$S/api/v1/namespaces/ml-a/pods/late" | jq -r .metadata.uid)
+wait_for "late pod counted" 1 "41Gi" used ml-a q gpu-memory
 EXP=$(date -u -d '+3 seconds' +%Y-%m-%dT%H:%M:%SZ)
 FAR=$(date -u -d '+10 minutes' +%Y-%m-%dT%H:%M:%SZ)
-RES="{\"status\":{\"reservations\":[{\"key\":\"never\",\"namespace\":\"ml-a\",\"pod\":\"ghost\",\"gpu-memory\":\"8Gi\",\"gpus\":\"0\",\"gpu-pods\":\"1\",\"expires\":\"$EXP\"},{\"key\":\"k-late\",\"namespace\":\"ml-a\",\"pod\":\"late\",\"gpu-memory\":\"1Gi\",\"gpus\":\"0\",\"gpu-pods\":\"1\",\"expires\":\"$FAR\"}]}}"
+r1() { echo "{\"key\":\"$1\",\"namespace\":\"ml-a\",\"pod\":\"$2\",\"gpu-memory\":\"$3\",\"gpus\":\"0\",\"gpu-pods\":\"1\",\"expires\":\"$4\"}"; }
+RES="{\"status\":{\"reservations\":[$(r1 never ghost 8Gi "$EXP"),$(r1 k-ann late 1Gi "$FAR"),$(r1 "$LATE_UID" late 1Gi "$FAR")]}}"
 req PATCH "$GQ/namespaces/ml-a/gpuquotas/q/status" "$RES" application/merge-patch+json
 expect_eq "reservations written" 200 "$CODE"
 resk() { curl -s "$S$GQ/namespaces/ml-a/gpuquotas/q" | jq -c '[.status.reservations[]?.key]'; }
-sleep 0.3
-expect_eq "reservations kept while pods unseen" '["never","k-late"]' "$(resk)"
-pod ml-a late 1Gi ',"annotations":{"gpuquota.io/reservation":"k-late"}'
-wait_for "reservation dropped when its pod appears" 1 '["never"]' resk
-wait_for "reservation of a pod that never appeared expires" 6 '[]' resk
+wait_for "reservation of a counted pod (same uid) dropped at once" 1 '["never","k-ann"]' resk
+wait_for "reservation of a pod that never appeared expires" 6 '["k-ann"]' resk
+expect_eq "the counted pod is not charged twice" "41Gi" "$(used ml-a q gpu-memory)"
 
 # Faults: watch cut, 410 on watch, 500 storms, 409 on status writes. The
 # controller must converge to the right numbers.

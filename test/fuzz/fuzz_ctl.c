@@ -38,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (ctl_pod_from_json(s, cfg, o, &p, &err) == GQ_OK && p) {
         ctl_store_link(s, p);
         (void)ctl_pod_counts(p, NOW);
-        (void)ctl_store_has_key(s, ctl_pod_namespace(p), ctl_pod_reservation_key(p));
+        (void)ctl_store_has_uid(s, ctl_pod_namespace(p), ctl_pod_uid(p));
     }
     ctl_result r;
     ctl_result_init(&r);

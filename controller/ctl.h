@@ -163,6 +163,11 @@ gq_code ctl_reconcile(json_object *quota, const gq_usage_pod *pods, size_t n, ct
  * from the store under its read lock. */
 gq_code ctl_store_reconcile(ctl_store *s, json_object *quota, int64_t now, ctl_result *out,
                             gq_err *err) GQ_WUR;
+/* ctl_store_reconcile that also drops the reservations whose keys are the
+ * keys of drop (a JSON object, borrowed; NULL: none): those the controller
+ * found abandoned (their pods never appeared). */
+gq_code ctl_store_reconcile_dropping(ctl_store *s, json_object *quota, json_object *drop,
+                                     int64_t now, ctl_result *out, gq_err *err) GQ_WUR;
 
 /* ------------------------------------------------------------------------ */
 /* Work queue                                                                */
@@ -225,11 +230,24 @@ typedef struct ctl_controller_opts {
     const char *identity;                       /* NULL: "HOSTNAME_PID" */
     long lease_ms, renew_deadline_ms, retry_ms; /* 0: 15000 / 10000 / 2000 */
     long backoff_min_ms, backoff_max_ms;        /* requeue; 0: 100 / 30000 */
+    /* How long after the controller first sees a reservation it drops it
+     * when its pod is neither in the pod cache nor on the API server (the
+     * pod was refused after the webhook charged it, or the review never came
+     * from kube-apiserver). 0: CTL_RESERVATION_GRACE_MS. */
+    long reservation_grace_ms;
     /* Wall clock in Unix seconds (reservation expiry, conditions); NULL:
      * time(). */
     int64_t (*now)(void *ud);
     void *clock_ud;
 } ctl_controller_opts;
+
+/* kube-apiserver gives a webhook at most 30 s (timeoutSeconds), and
+ * validating webhooks run in parallel, so a pod is stored or refused within
+ * about 30 s of our charge; 5 s of slack covers the built-in admission and
+ * the storage write after it. A reservation's creation is at or before the
+ * moment the controller first sees it. */
+#define CTL_ADMISSION_BOUND_MS 30000L
+#define CTL_RESERVATION_GRACE_MS (CTL_ADMISSION_BOUND_MS + 5000L)
 
 /* A controller over o->api (options copied). Not started. */
 gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, gq_err *err) GQ_WUR;

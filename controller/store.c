@@ -626,9 +626,16 @@ bool ctl_store_has_uid(ctl_store *s, const char *ns, const char *uid)
     return r;
 }
 
+typedef struct seen_ctx {
+    ctl_store *s;
+    json_object *drop; /* keys to drop although their pods were not seen */
+} seen_ctx;
+
 static bool seen_locked(void *ud, const char *ns, const char *key)
 {
-    return has_uid_locked(ud, ns, key);
+    seen_ctx *sc = ud;
+    return has_uid_locked(sc->s, ns, key) ||
+           (sc->drop && json_object_object_get_ex(sc->drop, key, NULL));
 }
 
 typedef struct gather {
@@ -695,6 +702,13 @@ static int ns_name_cmp(const void *a, const void *b)
 gq_code ctl_store_reconcile(ctl_store *s, json_object *quota, int64_t now, ctl_result *out,
                             gq_err *err)
 {
+    return ctl_store_reconcile_dropping(s, quota, NULL, now, out, err);
+}
+
+gq_code ctl_store_reconcile_dropping(ctl_store *s, json_object *quota, json_object *drop,
+                                     int64_t now, ctl_result *out, gq_err *err)
+{
+    seen_ctx sc = {s, drop};
     gq_quota *q = NULL;
     gather g = {0};
     gq_code rc = ctl_quota_parse_spec(quota, &q, err);
@@ -726,7 +740,7 @@ gq_code ctl_store_reconcile(ctl_store *s, json_object *quota, int64_t now, ctl_r
     if (rc)
         gq_err_set(err, rc, "out of memory");
     else
-        rc = ctl_reconcile_parsed(q, quota, g.v, g.n, seen_locked, s, now, out, err);
+        rc = ctl_reconcile_parsed(q, quota, g.v, g.n, seen_locked, &sc, now, out, err);
     pthread_rwlock_unlock(&s->lock);
     free(g.v);
     gq_quota_free(q);

@@ -115,7 +115,7 @@ pod ml-a pre 8Gi
 pod ml-b pre-b 2Gi
 req POST /api/v1/namespaces/ml-a/pods '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"cpu-only"},"spec":{"containers":[{"name":"c","image":"i","resources":{"limits":{"cpu":"1"}}}]}}'
 pod ml-a invalid 0 # a zero request cannot be priced: logged and not counted
-start_ctl c1 --workers 2
+start_ctl c1 --workers 2 --reservation-grace 2s
 C1=$CPID M1=$MPORT
 mem_pods() { echo "$(used ml-a q gpu-memory) $(used ml-a q gpu-pods)"; }
 wait_for "pre-existing pods counted" 10 "8Gi 1" mem_pods
@@ -158,20 +158,25 @@ expect_eq "observedGeneration follows spec" "3" "$(curl -s "$S$GQ/namespaces/ml-
 
 # Reservations are matched to pods by uid (the key the validating webhook
 # records); an annotation is no key. One whose pod is counted is dropped at
-# once; one whose pod never appears is kept until it expires.
+# once; one whose pod never appears (a phantom) is dropped once the grace
+# period (--reservation-grace 2s here) has passed, long before it expires.
 pod ml-a late 1Gi ',"annotations":{"gpuquota.io/reservation":"k-ann"}'
 LATE_UID=$(curl -s "$S/api/v1/namespaces/ml-a/pods/late" | jq -r .metadata.uid)
 wait_for "late pod counted" 1 "41Gi" used ml-a q gpu-memory
-EXP=$(date -u -d '+3 seconds' +%Y-%m-%dT%H:%M:%SZ)
 FAR=$(date -u -d '+10 minutes' +%Y-%m-%dT%H:%M:%SZ)
-r1() { echo "{\"key\":\"$1\",\"namespace\":\"ml-a\",\"pod\":\"$2\",\"gpu-memory\":\"$3\",\"gpus\":\"0\",\"gpu-pods\":\"1\",\"expires\":\"$4\"}"; }
-RES="{\"status\":{\"reservations\":[$(r1 never ghost 8Gi "$EXP"),$(r1 k-ann late 1Gi "$FAR"),$(r1 "$LATE_UID" late 1Gi "$FAR")]}}"
+r1() { echo "{\"key\":\"$1\",\"namespace\":\"ml-a\",\"pod\":\"$2\",\"gpu-memory\":\"$3\",\"gpus\":\"0\",\"gpu-pods\":\"1\",\"expires\":\"$FAR\"}"; }
+RES="{\"status\":{\"reservations\":[$(r1 never ghost 8Gi),$(r1 k-ann late 1Gi),$(r1 "$LATE_UID" late 1Gi)]}}"
 req PATCH "$GQ/namespaces/ml-a/gpuquotas/q/status" "$RES" application/merge-patch+json
 expect_eq "reservations written" 200 "$CODE"
+WRITTEN=$(now_ms)
 resk() { curl -s "$S$GQ/namespaces/ml-a/gpuquotas/q" | jq -c '[.status.reservations[]?.key]'; }
 wait_for "reservation of a counted pod (same uid) dropped at once" 1 '["never","k-ann"]' resk
-wait_for "reservation of a pod that never appeared expires" 6 '["k-ann"]' resk
+expect_eq "phantoms kept during the grace period" '["never","k-ann"]' "$(resk)"
+wait_for "phantom reservations dropped after the grace period" 6 '[]' resk
+GONE=$(($(now_ms) - WRITTEN))
+expect_eq "not before the grace period (${GONE} ms)" 1 "$((GONE >= 1800))"
 expect_eq "the counted pod is not charged twice" "41Gi" "$(used ml-a q gpu-memory)"
+expect_eq "abandoned reservations counted" "2" "$(metric $M1 gpuquota_controller_reservations_abandoned_total)"
 
 # Faults: watch cut, 410 on watch, 500 storms, 409 on status writes. The
 # controller must converge to the right numbers.

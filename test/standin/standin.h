@@ -120,6 +120,15 @@ size_t st_events_since(uint64_t since, const st_event **out, size_t max, int *ex
 void st_wait(int ms);
 /* Oldest resourceVersion a watch can still start from. */
 uint64_t st_history_start(void);
+/* Save the current state and revision (an etcd backup); 0, or -1 on OOM. */
+int st_snapshot(void);
+/* Go back to the saved state: objects, the revision counter (so
+ * resourceVersions run again from there) and an empty event history, as
+ * when etcd is restored from a backup; the epoch moves on so every open
+ * watch ends, as kube-apiserver restarting would end it. 0, 1 without a
+ * snapshot, -1 on OOM. */
+int st_restore(void);
+unsigned long st_epoch(void);
 void st_broadcast(void);
 
 /* ---- selectors (select.c) ---- */

@@ -193,8 +193,9 @@ int gq_cmd_controller(int argc, char **argv)
         sig = sigtimedwait(&sigs, NULL, &tick);
         if (sig == SIGTERM || sig == SIGINT)
             break;
-        if (!wh_server_is_ready(srv) && ctl_controller_synced(ctl))
-            wh_server_set_ready(srv, true);
+        bool synced = ctl_controller_synced(ctl);
+        if (wh_server_is_ready(srv) != synced)
+            wh_server_set_ready(srv, synced);
     }
     GQ_INFO("received %s: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     wh_server_set_ready(srv, false);

@@ -1008,7 +1008,10 @@ void ctl_controller_free(ctl_controller *c)
 
 bool ctl_controller_synced(ctl_controller *c)
 {
-    return atomic_load(&c->synced) != 0;
+    /* A cache whose server lost history is not synced until it relisted. */
+    return atomic_load(&c->synced) != 0 && kube_cache_synced(c->pods) &&
+           kube_cache_synced(c->quotas) && kube_cache_synced(c->tenants) &&
+           kube_cache_synced(c->nss);
 }
 
 bool ctl_controller_is_leader(ctl_controller *c)
@@ -1089,11 +1092,17 @@ gq_code ctl_controller_metrics(ctl_controller *c, char **out, size_t *len)
     for (int i = 0; i < 4; i++)
         fprintf(f, "gpuquota_controller_watches_total{resource=\"%s\"} %lu\n", names[i],
                 st[i].watches);
-    fprintf(f, "# HELP gpuquota_controller_relists_total Relists after 410 Gone.\n"
-               "# TYPE gpuquota_controller_relists_total counter\n");
+    fprintf(f, "# HELP gpuquota_controller_relists_total Relists because a watch could not "
+               "resume.\n# TYPE gpuquota_controller_relists_total counter\n");
     for (int i = 0; i < 4; i++)
         fprintf(f, "gpuquota_controller_relists_total{resource=\"%s\"} %lu\n", names[i],
                 st[i].relists);
+    fprintf(f, "# HELP gpuquota_controller_history_resets_total Full relists because the API "
+               "server's history went back.\n"
+               "# TYPE gpuquota_controller_history_resets_total counter\n");
+    for (int i = 0; i < 4; i++)
+        fprintf(f, "gpuquota_controller_history_resets_total{resource=\"%s\"} %lu\n", names[i],
+                st[i].resets);
     fprintf(f,
             "# HELP gpuquota_controller_queue_depth Quotas waiting to be reconciled.\n"
             "# TYPE gpuquota_controller_queue_depth gauge\n"

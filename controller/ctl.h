@@ -260,7 +260,8 @@ gq_code ctl_controller_start(ctl_controller *c, gq_err *err) GQ_WUR;
 void ctl_controller_stop(ctl_controller *c);
 void ctl_controller_free(ctl_controller *c);
 
-/* Every cache has done its first list. */
+/* Every cache has done its first list and is current: false again while a
+ * cache relists after the API server's history went back. */
 bool ctl_controller_synced(ctl_controller *c);
 /* Reconciling (leader, or leader election off). */
 bool ctl_controller_is_leader(ctl_controller *c);
@@ -275,7 +276,8 @@ size_t ctl_controller_tracked_pods(ctl_controller *c);
  *   gpuquota_controller_events_total                     counter
  *   gpuquota_controller_pod_cost_errors_total            counter
  *   gpuquota_controller_watches_total{resource}          counter (watch (re)starts)
- *   gpuquota_controller_relists_total{resource}          counter (410 Gone)
+ *   gpuquota_controller_relists_total{resource}          counter (watch could not resume)
+ *   gpuquota_controller_history_resets_total{resource}   counter (server history went back)
  *   gpuquota_controller_queue_depth                      gauge
  *   gpuquota_controller_tracked_pods                     gauge
  *   gpuquota_controller_leader                           gauge

@@ -17,25 +17,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/gq-reservations-it.XXXXXX)
 host=wh.gq-system.svc
 source "$root/test/integration_lib.sh"
-
-check_match() { if [[ "$3" =~ $2 ]]; then pass "$1"; else fail "$1: expected /$2/, got [$3]"; fi; }
-now_ms() { date +%s%3N; }
-# eventually NAME TIMEOUT_S EXPECTED CMD...: poll CMD until it prints EXPECTED.
-eventually() {
-    local name=$1 timeout=$2 want=$3 got start
-    shift 3
-    start=$(now_ms)
-    while :; do
-        got=$("$@" 2>/dev/null)
-        [[ "$got" == "$want" ]] && { pass "$name ($(($(now_ms) - start)) ms)"; return 0; }
-        (($(now_ms) - start > timeout * 1000)) && break
-        sleep 0.05
-    done
-    fail "$name: expected [$want], got [$got] after ${timeout}s"
-    return 1
-}
-
 source "$root/test/standin_lib.sh"
+source "$root/test/cluster_lib.sh"
 
 k apply -f "$root/deploy/crds/" >/dev/null || { echo "CRDs not applied"; exit 1; }
 k create namespace team-r >/dev/null
@@ -46,48 +29,13 @@ metadata: {name: r, namespace: team-r}
 spec: {hard: {gpu-memory: 10Gi}}
 EOF
 
-make_certs wh gq-system
-start "$work/webhook.log" "$gq" webhook --tls-cert "$work/certs/tls.crt" \
-    --tls-key "$work/certs/tls.key" --listen 127.0.0.1:0 --threads 4 --kubeconfig "$KUBECONFIG" \
-    --reservation-ttl 1h
-wport=$port
-for _ in $(seq 100); do
-    [[ "$(status /readyz)" == 200 ]] && break
-    sleep 0.1
-done
-check "webhook ready" 200 "$(status /readyz)"
+start_gq_webhook --reservation-ttl 1h
 
-# /mutate and /validate as deploy/webhooks.yaml registers them, then a second
-# validating configuration (later in name order) that refuses pods labelled
-# refuse=yes: it runs after gpuquota has charged them, as a webhook that
-# denies or ResourceQuota would.
-CA=$(base64 -w0 <"$work/certs/ca.crt")
+# /mutate and /validate, then a second validating configuration (later in
+# name order) that refuses pods labelled refuse=yes: it runs after gpuquota
+# has charged them, as a webhook that denies or ResourceQuota would.
+register_gq_webhooks
 k apply -f - >/dev/null <<EOF
-apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingWebhookConfiguration
-metadata: {name: gpuquota-mutate}
-webhooks:
-  - name: mutate.gpuquota.io
-    clientConfig: {url: "https://127.0.0.1:$wport/mutate", caBundle: "$CA"}
-    rules:
-      - {operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}
-    reinvocationPolicy: IfNeeded
-    failurePolicy: Fail
-    sideEffects: None
-    admissionReviewVersions: [v1]
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata: {name: gpuquota-validate}
-webhooks:
-  - name: validate.gpuquota.io
-    clientConfig: {url: "https://127.0.0.1:$wport/validate", caBundle: "$CA"}
-    rules:
-      - {operations: [CREATE, UPDATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}
-    failurePolicy: Fail
-    sideEffects: NoneOnDryRun
-    admissionReviewVersions: [v1]
----
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingWebhookConfiguration
 metadata: {name: zz-refuse}
@@ -102,25 +50,10 @@ webhooks:
     admissionReviewVersions: [v1]
 EOF
 
-pod() { # pod GENERATE-NAME GPU-MEMORY [extra metadata lines]
-    cat <<EOF
-apiVersion: v1
-kind: Pod
-metadata:
-  generateName: $1
-  namespace: team-r
-${3:-}
-spec:
-  containers:
-    - name: trainer
-      image: trainer:1
-      resources: {limits: {gpuquota.io/gpu-memory: $2}}
-EOF
-}
+pod() { gq_pod team-r "$@"; }
 q() { curl -s "$S/apis/gpuquota.io/v1alpha1/namespaces/team-r/gpuquotas/r"; }
 reservations() { q | jq -c '[.status.reservations[]? | {key, pod, "gpu-memory"}]'; }
 used() { q | jq -r '.status.used."gpu-memory" // "-"'; }
-created() { sed -n 's#^pod/\(.*\) created$#\1#p'; }
 
 # 1. The charge is keyed by the stored pod's uid; a forged annotation is
 #    ignored, and /mutate no longer writes one.
@@ -132,16 +65,7 @@ check "reservation keyed by the stored pod's uid, under its generated name" \
 check "the user's annotation is kept as written, nothing added" '{"gpuquota.io/reservation":"forged"}' \
     "$(k get pod "$A" -n team-r -o json | jq -c '.metadata.annotations | with_entries(select(.key == "gpuquota.io/reservation"))')"
 # The controller starts now: it finds the pod by that uid.
-"$gq" controller --kubeconfig "$KUBECONFIG" --metrics-listen 127.0.0.1:0 \
-    --reservation-grace 3s >"$work/controller.log" 2>&1 &
-cpid=$!
-pids+=($cpid)
-for _ in $(seq 100); do
-    mport=$(sed -n 's/.*metrics listening on port \([0-9]*\).*/\1/p' "$work/controller.log")
-    [[ -n "$mport" ]] && break
-    sleep 0.05
-done
-[[ -n "${mport:-}" ]] || { echo "controller did not start"; cat "$work/controller.log"; exit 1; }
+start_gq_controller --reservation-grace 3s
 eventually "pod a counted in used, its reservation dropped" 10 "4Gi []" \
     bash -c "echo \"\$(curl -s $S/apis/gpuquota.io/v1alpha1/namespaces/team-r/gpuquotas/r | jq -r '.status.used.\"gpu-memory\" // \"-\"') \$(curl -s $S/apis/gpuquota.io/v1alpha1/namespaces/team-r/gpuquotas/r | jq -c '[.status.reservations[]?.key]')\""
 
@@ -170,16 +94,7 @@ check_match "6Gi fits exactly (a counted once)" '^c-[a-z0-9]{5}$' "$(pod c- 6Gi 
 check_match "then the quota is full" 'exceeded quota: r, requested: gpu-memory=1Gi, used: gpu-memory=10Gi, limited: gpu-memory=10Gi' \
     "$(pod d- 1Gi | k create -f -)"
 eventually "used is the two pods" 5 "10Gi" used
-check "abandoned reservations counted" 2 \
-    "$(curl -s "http://127.0.0.1:$mport/metrics" | awk '$1 == "gpuquota_controller_reservations_abandoned_total" {print $2}')"
+check "abandoned reservations counted" 2 "$(metric gpuquota_controller_reservations_abandoned_total)"
 
-for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
-for p in "${pids[@]}"; do wait "$p" || fail "process $p exited with $?"; done
-pids=()
-for f in webhook.log controller.log standin.err; do
-    if grep -q 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error' "$work/$f"; then
-        fail "$f: sanitizer report"
-        grep -v '"level":"info"' "$work/$f" | head -40
-    fi
-done
+stop_all webhook.log controller.log standin.err
 finish

@@ -454,7 +454,7 @@ static void observe(ctl_controller *c, int result, int64_t us)
 /* core/v1 Event on the quota (namespace "default" for cluster-scoped
  * tenants, as Kubernetes does). Best effort: failures are logged. */
 static void post_event(ctl_controller *c, json_object *obj, const char *kind, const char *ns,
-                       const char *name, const char *message, int64_t now)
+                       const char *name, const char *reason, const char *message, int64_t now)
 {
     char ts[GQ_RFC3339_MAX], evname[320], path[320];
     const char *evns = ns[0] ? ns : "default";
@@ -488,7 +488,7 @@ static void post_event(ctl_controller *c, json_object *obj, const char *kind, co
     json_object_object_add(ev, "kind", json_object_new_string("Event"));
     json_object_object_add(ev, "metadata", m);
     json_object_object_add(ev, "involvedObject", io);
-    json_object_object_add(ev, "reason", json_object_new_string("Exceeded"));
+    json_object_object_add(ev, "reason", json_object_new_string(reason));
     json_object_object_add(ev, "message", json_object_new_string(message));
     json_object_object_add(ev, "type", json_object_new_string("Warning"));
     json_object_object_add(ev, "source", src);
@@ -673,16 +673,19 @@ static int process(ctl_controller *c, const char *key)
     find_abandoned(c, key, obj, &drop, &recheck_ms);
     for (int attempt = 0;; attempt++) {
         rc = ctl_store_reconcile_dropping(c->store, obj, drop, now, &res, &err);
+        if (rc == GQ_EINVAL) {
+            /* Say so in the status (Ready False, InvalidSpec) and an Event,
+             * not only in the log: the webhook denies every GPU pod this
+             * quota governs until the spec is fixed. */
+            GQ_WARN("%s %s%s%s: %s", kind, ns, sep, name, err.msg);
+            char why[GQ_ERR_MSG_MAX];
+            snprintf(why, sizeof why, "%s", err.msg);
+            rc = ctl_reconcile_invalid(obj, why, now, &res, &err);
+        }
         if (rc) {
-            if (rc == GQ_EINVAL) {
-                GQ_WARN("%s %s%s%s: %s", kind, ns, sep, name, err.msg);
-                ctl_queue_forget(c->queue, key); /* fixed by a spec change, which requeues */
-                result = RES_INVALID;
-            } else {
-                GQ_ERROR("%s %s%s%s: %s", kind, ns, sep, name, err.msg);
-                backoff(c, key);
-                result = RES_ERROR;
-            }
+            GQ_ERROR("%s %s%s%s: %s", kind, ns, sep, name, err.msg);
+            backoff(c, key);
+            result = RES_ERROR;
             goto out;
         }
         if (!res.changed)
@@ -708,8 +711,10 @@ static int process(ctl_controller *c, const char *key)
             pthread_mutex_unlock(&c->mu);
             if (res.became_exceeded) {
                 GQ_WARN("%s %s%s%s exceeded: %s", kind, ns, sep, name, res.message);
-                post_event(c, obj, kind, ns, name, res.message, now);
+                post_event(c, obj, kind, ns, name, "Exceeded", res.message, now);
             }
+            if (res.became_invalid)
+                post_event(c, obj, kind, ns, name, CTL_REASON_INVALID, res.message, now);
         }
         free(sent);
         if (rc == GQ_ECONFLICT && attempt == 0) {
@@ -742,11 +747,13 @@ static int process(ctl_controller *c, const char *key)
         break;
     }
 
-    if (drop)
+    if (drop && !res.invalid)
         atomic_fetch_add(&c->abandoned, (unsigned long)json_object_object_length(drop));
+    if (res.invalid)
+        result = RES_INVALID; /* fixed by a spec change, which requeues */
     pthread_mutex_lock(&c->mu);
     ks = ks_get(c, key, true);
-    if (ks) {
+    if (ks && !res.invalid) {
         ks->used = res.used;
         ks->hard = res.hard;
         ks->gauges = true;

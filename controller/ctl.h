@@ -126,13 +126,17 @@ typedef bool (*ctl_seen_fn)(void *ud, const char *ns, const char *key);
 
 #define CTL_COND_READY "Ready"
 #define CTL_COND_EXCEEDED "Exceeded"
+/* Ready's reason (and the Event's) when the spec cannot be parsed. */
+#define CTL_REASON_INVALID "InvalidSpec"
 
 typedef struct ctl_result {
     json_object *status;          /* desired status (owned) */
     bool changed;                 /* differs from the current status: write it */
     bool exceeded;                /* used > hard for some key */
     bool became_exceeded;         /* Exceeded turned True in this reconcile: raise an Event */
-    char message[GQ_ERR_MSG_MAX]; /* the Exceeded message ("" when not exceeded) */
+    bool invalid;                 /* the spec is invalid (ctl_reconcile_invalid) */
+    bool became_invalid;          /* Ready turned False with a new InvalidSpec message */
+    char message[GQ_ERR_MSG_MAX]; /* the Exceeded message, or why the spec is invalid */
     gq_amounts used, hard;        /* for metrics */
     int64_t next_expiry;          /* earliest kept reservation expiry; 0 = none */
     size_t kept, dropped;         /* reservations kept / dropped */
@@ -158,6 +162,17 @@ void ctl_result_dispose(ctl_result *r);
  * disposed and refilled on success. */
 gq_code ctl_reconcile(json_object *quota, const gq_usage_pod *pods, size_t n, ctl_seen_fn seen,
                       void *seen_ud, int64_t now, ctl_result *out, gq_err *err) GQ_WUR;
+
+/* The status of a quota whose spec is invalid (why: the parse error,
+ * naming the field and the value): the current status with Ready False,
+ * reason InvalidSpec, message why, observedGeneration metadata.generation;
+ * used, hard and Exceeded as they were; lapsed reservations dropped. An
+ * invalid spec is visible in the status, not only in logs (the webhook
+ * denies every GPU pod the quota would govern meanwhile). became_invalid
+ * when Ready was not already False for the same message (raise an Event).
+ * *out is disposed and refilled on success. */
+gq_code ctl_reconcile_invalid(json_object *quota, const char *why, int64_t now, ctl_result *out,
+                              gq_err *err) GQ_WUR;
 
 /* ctl_reconcile over the store: gathers the candidate pods and answers seen
  * from the store under its read lock. */

@@ -670,6 +670,92 @@ static void test_reconcile_pure(void **state)
     json_object_put(q);
 }
 
+/* --- invalid spec -------------------------------------------------------------- */
+
+static const char *ready_field(json_object *status, const char *field)
+{
+    json_object *conds = NULL;
+    json_object_object_get_ex(status, "conditions", &conds);
+    for (size_t i = 0; conds && i < json_object_array_length(conds); i++) {
+        json_object *c = json_object_array_get_idx(conds, i), *t, *v;
+        if (json_object_object_get_ex(c, "type", &t) &&
+            !strcmp(json_object_get_string(t), "Ready") && json_object_object_get_ex(c, field, &v))
+            return json_object_get_string(v);
+    }
+    return NULL;
+}
+
+/* A quota whose spec turned invalid says so in its status: Ready False,
+ * reason InvalidSpec, the parse error (key and value) as message,
+ * observedGeneration of the invalid spec; the last counted usage and the
+ * Exceeded condition stay; lapsed reservations go. Once written it is
+ * stable (no new write, no new Event) until the message changes. */
+static void test_invalid_spec_status(void **state)
+{
+    (void)state;
+    ctl_store *s;
+    assert_int_equal(ctl_store_new(&s), GQ_OK);
+    pod_spec p = {.ns = "a", .name = "p", .mem = "8Gi"};
+    add_pod(s, &p);
+    json_object *q = quota_json("a", "q", "{'hard':{'gpu-memory':'64Gi'}}", NULL);
+    ctl_result r;
+    ctl_result_init(&r);
+    reconcile(s, q, NOW, &r);
+    json_object_object_add(q, "status", json_object_get(r.status));
+    json_object *status = NULL;
+    json_object_object_get_ex(q, "status", &status);
+    json_object *res = J("[" RES("k-live", "a", "2026-11-21T15:07:00Z") "," RES(
+        "k-lapsed", "a", "2026-11-21T15:06:05Z") "]");
+    json_object_object_add(status, "reservations", res);
+    /* the spec turns invalid: generation 4, a value that is no quantity */
+    json_object *spec = J("{'hard':{'gpu-memory':'lots'}}");
+    json_object_object_add(q, "spec", spec);
+    json_object *md = NULL;
+    json_object_object_get_ex(q, "metadata", &md);
+    json_object_object_add(md, "generation", json_object_new_int64(4));
+    gq_err err;
+    gq_err_clear(&err);
+    assert_int_equal(ctl_store_reconcile(s, q, NOW, &r, &err), GQ_EINVAL);
+    char why[GQ_ERR_MSG_MAX];
+    snprintf(why, sizeof why, "%s", err.msg);
+    assert_int_equal(ctl_reconcile_invalid(q, why, NOW + 1, &r, &err), GQ_OK);
+    assert_true(r.invalid);
+    assert_true(r.became_invalid);
+    assert_true(r.changed);
+    assert_string_equal(ready_field(r.status, "status"), "False");
+    assert_string_equal(ready_field(r.status, "reason"), "InvalidSpec");
+    assert_non_null(strstr(ready_field(r.status, "message"),
+                           "spec.hard.gpu-memory: invalid quantity \"lots\""));
+    assert_string_equal(ready_field(r.status, "observedGeneration"), "4");
+    assert_string_equal(ready_field(r.status, "lastTransitionTime"), "2026-11-21T15:06:06Z");
+    json_object *v = NULL;
+    assert_true(json_object_object_get_ex(r.status, "observedGeneration", &v));
+    assert_int_equal(json_object_get_int64(v), 4);
+    assert_string_equal(status_str(&r, "used", "gpu-memory"), "8Gi");
+    assert_string_equal(status_str(&r, "hard", "gpu-memory"), "64Gi");
+    assert_int_equal(r.kept, 1);
+    assert_int_equal(r.dropped, 1);
+    assert_int_equal(r.next_expiry, NOW + 55);
+    json_object *conds = NULL;
+    json_object_object_get_ex(r.status, "conditions", &conds);
+    assert_int_equal(json_object_array_length(conds), 2); /* Ready and Exceeded (kept) */
+    /* written: the next reconcile changes nothing and raises no Event */
+    json_object_object_add(q, "status", json_object_get(r.status));
+    assert_int_equal(ctl_reconcile_invalid(q, why, NOW + 2, &r, &err), GQ_OK);
+    assert_false(r.changed);
+    assert_false(r.became_invalid);
+    /* fixed: Ready again, from the new generation */
+    json_object_object_add(q, "spec", J("{'hard':{'gpu-memory':'64Gi'}}"));
+    reconcile(s, q, NOW + 3, &r);
+    assert_false(r.invalid);
+    assert_string_equal(ready_field(r.status, "status"), "True");
+    assert_string_equal(ready_field(r.status, "reason"), "Reconciled");
+    assert_string_equal(ready_field(r.status, "observedGeneration"), "4");
+    ctl_result_dispose(&r);
+    json_object_put(q);
+    ctl_store_free(s);
+}
+
 /* --- memory ------------------------------------------------------------------ */
 
 static void test_memory_per_record(void **state)
@@ -828,6 +914,7 @@ int main(void)
         cmocka_unit_test(test_status_shape_and_noop),
         cmocka_unit_test(test_exceeded_transitions),
         cmocka_unit_test(test_reservations),
+        cmocka_unit_test(test_invalid_spec_status),
         cmocka_unit_test(test_tenant_membership),
         cmocka_unit_test(test_group_sums),
         cmocka_unit_test(test_reconcile_pure),

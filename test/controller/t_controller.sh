@@ -156,6 +156,38 @@ kubectl patch gq q -n ml-a --type merge -p '{"spec":{"hard":{"gpu-memory":"64Gi"
 wait_for "Exceeded cleared after raising hard" 2 "False" cond ml-a q Exceeded
 expect_eq "observedGeneration follows spec" "3" "$(curl -s "$S$GQ/namespaces/ml-a/gpuquotas/q" | jq -r .status.observedGeneration)"
 
+# An invalid spec is visible: Ready False with reason InvalidSpec and a
+# message naming the key and the value, observedGeneration of the invalid
+# spec, an Event; usage as last counted. Fixed, it is Ready again.
+readyc() { # readyc PATH: status reason observedGeneration of the Ready condition, and the message
+    curl -s "$S$GQ/$1" | jq -r '(.status.conditions[]? | select(.type=="Ready") | "\(.status) \(.reason) \(.observedGeneration)"), .status.observedGeneration'
+}
+kubectl patch gq q -n ml-a --type merge -p '{"spec":{"hard":{"gpu-memory":"lots"}}}' >/dev/null
+wait_for "invalid quota: Ready False, InvalidSpec" 2 "False InvalidSpec 4
+4" readyc namespaces/ml-a/gpuquotas/q
+Q=$(curl -s "$S$GQ/namespaces/ml-a/gpuquotas/q")
+expect_match "the message names the key and the value" '^spec\.hard\.gpu-memory: invalid quantity "lots"' \
+    "$(printf '%s' "$Q" | jq -r '.status.conditions[] | select(.type=="Ready") | .message')"
+expect_eq "usage as last counted" "40Gi" "$(printf '%s' "$Q" | jq -r '.status.used."gpu-memory"')"
+EV=$(curl -s "$S/api/v1/namespaces/ml-a/events" | jq -c '[.items[] | select(.reason=="InvalidSpec") | {type, kind:.involvedObject.kind, name:.involvedObject.name}]')
+expect_eq "one InvalidSpec event" '[{"type":"Warning","kind":"GPUQuota","name":"q"}]' "$EV"
+kubectl patch gq q -n ml-a --type merge -p '{"spec":{"hard":{"gpu-memory":null,"gpu-memroy":"64Gi"}}}' >/dev/null
+wait_for "a misspelt key is named" 2 'spec.hard.gpu-memroy: unsupported key; supported: gpu-memory, gpu-pods, gpus' \
+    bash -c "curl -s '$S$GQ/namespaces/ml-a/gpuquotas/q' | jq -r '.status.conditions[] | select(.type==\"Ready\") | .message'"
+kubectl patch gq q -n ml-a --type merge -p '{"spec":{"hard":{"gpu-memroy":null,"gpu-memory":"64Gi"}}}' >/dev/null
+wait_for "fixed: Ready again" 2 "True Reconciled 6
+6" readyc namespaces/ml-a/gpuquotas/q
+kubectl patch gtq web --type merge -p '{"spec":{"hard":{"gpu-memory":"-10Gi"}}}' >/dev/null
+wait_for "invalid tenant: Ready False, InvalidSpec" 2 "False InvalidSpec 2
+2" readyc gputenantquotas/web
+expect_eq "the tenant's message names the key and the value" 'spec.hard.gpu-memory: invalid value "-10Gi": must be greater than or equal to 0' \
+    "$(curl -s "$S$GQ/gputenantquotas/web" | jq -r '.status.conditions[] | select(.type=="Ready") | .message')"
+expect_eq "the tenant's event goes to namespace default" 1 \
+    "$(curl -s "$S/api/v1/namespaces/default/events" | jq '[.items[] | select(.reason=="InvalidSpec" and .involvedObject.name=="web")] | length')"
+kubectl patch gtq web --type merge -p '{"spec":{"hard":{"gpu-memory":"256Gi"}}}' >/dev/null
+wait_for "tenant fixed" 2 "True Reconciled 3
+3" readyc gputenantquotas/web
+
 # Reservations are matched to pods by uid (the key the validating webhook
 # records); an annotation is no key. One whose pod is counted is dropped at
 # once; one whose pod never appears (a phantom) is dropped once the grace

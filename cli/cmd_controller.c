@@ -25,7 +25,7 @@ static void usage(FILE *f)
             "usage: gpuquota controller [--kubeconfig FILE] [--config FILE] [--leader-elect]\n"
             "                           [--lease-namespace NS] [--lease-name NAME]\n"
             "                           [--metrics-listen [HOST]:PORT] [--resync DURATION]\n"
-            "                           [--workers N]\n"
+            "                           [--workers N] [--reservation-grace DURATION]\n"
             "\n"
             "Recounts quota usage from pods, writes status (used, reservations, conditions),\n"
             "expires reservations and records an Exceeded event when usage passes hard.\n"
@@ -37,6 +37,9 @@ static void usage(FILE *f)
             "  --metrics-listen ADDR    plain-HTTP /metrics, /healthz, /readyz (:8080)\n"
             "  --resync DURATION        full resync period, e.g. 30s, 5m (5m)\n"
             "  --workers N              reconcile threads (2)\n"
+            "  --reservation-grace D    drop a reservation whose pod has not appeared this long\n"
+            "                           after it was first seen (35s: the 30 s webhook timeout\n"
+            "                           bound on admission, plus slack)\n"
             "SIGTERM/SIGINT: stop reconciling, release the Lease, exit.\n");
 }
 
@@ -91,6 +94,7 @@ int gq_cmd_controller(int argc, char **argv)
         {"metrics-listen", required_argument, NULL, 'm'},
         {"resync", required_argument, NULL, 'r'},
         {"workers", required_argument, NULL, 'w'},
+        {"reservation-grace", required_argument, NULL, 'g'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -140,6 +144,10 @@ int gq_cmd_controller(int argc, char **argv)
             if (gq_cli_parse_long("--workers", optarg, 1, 64, &workers, &err))
                 goto usage_error;
             break;
+        case 'g':
+            if (parse_duration_ms("--reservation-grace", optarg, &co.reservation_grace_ms, &err))
+                goto usage_error;
+            break;
         case 'h':
             usage(stdout);
             return GQ_EXIT_OK;
@@ -185,8 +193,9 @@ int gq_cmd_controller(int argc, char **argv)
         sig = sigtimedwait(&sigs, NULL, &tick);
         if (sig == SIGTERM || sig == SIGINT)
             break;
-        if (!wh_server_is_ready(srv) && ctl_controller_synced(ctl))
-            wh_server_set_ready(srv, true);
+        bool synced = ctl_controller_synced(ctl);
+        if (wh_server_is_ready(srv) != synced)
+            wh_server_set_ready(srv, synced);
     }
     GQ_INFO("received %s: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     wh_server_set_ready(srv, false);

@@ -55,6 +55,9 @@ typedef struct kstate {
     json_object *written; /* what the API server returned for that write */
     gq_amounts used, hard;
     bool gauges;
+    /* When this replica first saw each reservation of the quota whose pod
+     * it has not seen: {key: monotonic ms}. */
+    json_object *first_seen;
     char *ns; /* "" for tenants */
     char *name;
     char key[];
@@ -86,7 +89,7 @@ struct ctl_controller {
     size_t n_tenants, cap_tenants;
     kstate *ks[KS_BUCKETS];
 
-    atomic_ulong results[RES_COUNT], writes, events, cost_errors;
+    atomic_ulong results[RES_COUNT], writes, events, cost_errors, abandoned;
     atomic_ulong hist[N_BUCKETS + 1], hist_sum_us;
 };
 
@@ -386,6 +389,7 @@ static void ks_free(kstate *k)
     free(k->written_rv);
     free(k->sent_rv);
     json_object_put(k->written);
+    json_object_put(k->first_seen);
     free(k->ns);
     free(k->name);
     free(k);
@@ -450,7 +454,7 @@ static void observe(ctl_controller *c, int result, int64_t us)
 /* core/v1 Event on the quota (namespace "default" for cluster-scoped
  * tenants, as Kubernetes does). Best effort: failures are logged. */
 static void post_event(ctl_controller *c, json_object *obj, const char *kind, const char *ns,
-                       const char *name, const char *message, int64_t now)
+                       const char *name, const char *reason, const char *message, int64_t now)
 {
     char ts[GQ_RFC3339_MAX], evname[320], path[320];
     const char *evns = ns[0] ? ns : "default";
@@ -484,7 +488,7 @@ static void post_event(ctl_controller *c, json_object *obj, const char *kind, co
     json_object_object_add(ev, "kind", json_object_new_string("Event"));
     json_object_object_add(ev, "metadata", m);
     json_object_object_add(ev, "involvedObject", io);
-    json_object_object_add(ev, "reason", json_object_new_string("Exceeded"));
+    json_object_object_add(ev, "reason", json_object_new_string(reason));
     json_object_object_add(ev, "message", json_object_new_string(message));
     json_object_object_add(ev, "type", json_object_new_string("Warning"));
     json_object_object_add(ev, "source", src);
@@ -513,6 +517,98 @@ static void requeue_after(ctl_controller *c, const char *key, long ms)
 {
     if (ctl_queue_add_after(c->queue, key, ms))
         GQ_ERROR("%s: cannot requeue: out of memory", key);
+}
+
+/* --- abandoned reservations ---------------------------------------------- */
+
+/* Whether the pod a reservation names is missing on the API server (a
+ * quorum read): absent, or another pod under its name. Errors count as "not
+ * known missing" and are retried. */
+static bool pod_missing(ctl_controller *c, const gq_reservation *r)
+{
+    char path[700];
+    json_object *pod = NULL;
+    gq_err err;
+    gq_err_clear(&err);
+    if (!r->pod[0])
+        return true;
+    if (snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", r->namespace_, r->pod) >=
+        (int)sizeof path)
+        return true; /* no such name can exist */
+    gq_code rc = c->o.api->get(c->o.api->ctx, path, &pod, &err);
+    if (rc == GQ_ENOTFOUND)
+        return true;
+    if (rc) {
+        GQ_DEBUG("reservation %s: cannot read pod %s/%s: %s", r->key, r->namespace_, r->pod,
+                 err.msg);
+        return false;
+    }
+    const char *uid = ctl_json_str(ctl_json_get(pod, "metadata"), "uid");
+    bool other = !uid || strcmp(uid, r->key) != 0;
+    json_object_put(pod);
+    return other;
+}
+
+/* The reservations of quota (its current object) whose pods the controller
+ * has not seen and that have been known longer than the grace period while
+ * their pods are not on the API server either: *drop gets their keys (NULL
+ * when none). *recheck_ms (0: nothing to watch) is when the next one comes of
+ * age. Records when each unseen reservation was first seen. */
+static void find_abandoned(ctl_controller *c, const char *key, json_object *quota,
+                           json_object **drop, long *recheck_ms)
+{
+    json_object *arr = ctl_json_get(ctl_json_get(quota, "status"), "reservations");
+    json_object *seen_now = json_object_new_object(), *old = NULL;
+    int64_t now_ms = mono_us() / 1000;
+    long grace = c->o.reservation_grace_ms;
+    *drop = NULL;
+    *recheck_ms = 0;
+    if (!seen_now)
+        return;
+    pthread_mutex_lock(&c->mu);
+    kstate *ks = ks_get(c, key, true);
+    if (ks)
+        old = json_object_get(ks->first_seen);
+    pthread_mutex_unlock(&c->mu);
+    for (size_t i = 0;
+         arr && json_object_is_type(arr, json_type_array) && i < json_object_array_length(arr);
+         i++) {
+        gq_reservation r;
+        if (gq_reservation_parse(json_object_array_get_idx(arr, i), NULL, &r, NULL) != GQ_OK)
+            continue; /* corrupt: the reconcile drops it */
+        if (ctl_store_has_uid(c->store, r.namespace_, r.key)) {
+            gq_reservation_dispose(&r); /* counted: the reconcile drops it */
+            continue;
+        }
+        json_object *t = NULL;
+        int64_t first =
+            json_object_object_get_ex(old, r.key, &t) ? json_object_get_int64(t) : now_ms;
+        json_object_object_add(seen_now, r.key, json_object_new_int64(first));
+        long wait = (long)(first + grace - now_ms);
+        if (wait <= 0 && pod_missing(c, &r)) {
+            if (!*drop)
+                *drop = json_object_new_object();
+            if (*drop)
+                json_object_object_add(*drop, r.key, json_object_new_boolean(1));
+            GQ_INFO("dropping reservation %s: pod %s/%s did not appear within %ld ms", r.key,
+                    r.namespace_, r.pod, grace);
+        } else if (wait <= 0) {
+            wait = 1000; /* on the API server but not in our cache yet: look again */
+        }
+        if (wait > 0 && (!*recheck_ms || wait < *recheck_ms))
+            *recheck_ms = wait;
+        gq_reservation_dispose(&r);
+    }
+    json_object_put(old);
+    pthread_mutex_lock(&c->mu);
+    ks = ks_get(c, key, false);
+    if (ks) {
+        json_object_put(ks->first_seen);
+        ks->first_seen = seen_now;
+        seen_now = NULL;
+    }
+    pthread_mutex_unlock(&c->mu);
+    json_object_put(seen_now);
 }
 
 /* Reconcile one key; returns how it went (RES_*). */
@@ -569,21 +665,27 @@ static int process(ctl_controller *c, const char *key)
     int64_t now = wall_now(c);
     ctl_result res;
     gq_err err;
+    json_object *drop = NULL;
+    long recheck_ms = 0;
     gq_err_clear(&err);
     ctl_result_init(&res);
     gq_code rc;
+    find_abandoned(c, key, obj, &drop, &recheck_ms);
     for (int attempt = 0;; attempt++) {
-        rc = ctl_store_reconcile(c->store, obj, now, &res, &err);
+        rc = ctl_store_reconcile_dropping(c->store, obj, drop, now, &res, &err);
+        if (rc == GQ_EINVAL) {
+            /* Say so in the status (Ready False, InvalidSpec) and an Event,
+             * not only in the log: the webhook denies every GPU pod this
+             * quota governs until the spec is fixed. */
+            GQ_WARN("%s %s%s%s: %s", kind, ns, sep, name, err.msg);
+            char why[GQ_ERR_MSG_MAX];
+            snprintf(why, sizeof why, "%s", err.msg);
+            rc = ctl_reconcile_invalid(obj, why, now, &res, &err);
+        }
         if (rc) {
-            if (rc == GQ_EINVAL) {
-                GQ_WARN("%s %s%s%s: %s", kind, ns, sep, name, err.msg);
-                ctl_queue_forget(c->queue, key); /* fixed by a spec change, which requeues */
-                result = RES_INVALID;
-            } else {
-                GQ_ERROR("%s %s%s%s: %s", kind, ns, sep, name, err.msg);
-                backoff(c, key);
-                result = RES_ERROR;
-            }
+            GQ_ERROR("%s %s%s%s: %s", kind, ns, sep, name, err.msg);
+            backoff(c, key);
+            result = RES_ERROR;
             goto out;
         }
         if (!res.changed)
@@ -609,8 +711,10 @@ static int process(ctl_controller *c, const char *key)
             pthread_mutex_unlock(&c->mu);
             if (res.became_exceeded) {
                 GQ_WARN("%s %s%s%s exceeded: %s", kind, ns, sep, name, res.message);
-                post_event(c, obj, kind, ns, name, res.message, now);
+                post_event(c, obj, kind, ns, name, "Exceeded", res.message, now);
             }
+            if (res.became_invalid)
+                post_event(c, obj, kind, ns, name, CTL_REASON_INVALID, res.message, now);
         }
         free(sent);
         if (rc == GQ_ECONFLICT && attempt == 0) {
@@ -643,9 +747,13 @@ static int process(ctl_controller *c, const char *key)
         break;
     }
 
+    if (drop && !res.invalid)
+        atomic_fetch_add(&c->abandoned, (unsigned long)json_object_object_length(drop));
+    if (res.invalid)
+        result = RES_INVALID; /* fixed by a spec change, which requeues */
     pthread_mutex_lock(&c->mu);
     ks = ks_get(c, key, true);
-    if (ks) {
+    if (ks && !res.invalid) {
         ks->used = res.used;
         ks->hard = res.hard;
         ks->gauges = true;
@@ -660,7 +768,10 @@ static int process(ctl_controller *c, const char *key)
         int64_t in = res.next_expiry - now;
         requeue_after(c, key, (long)(in > 86400 ? 86400 : in) * 1000 + 50);
     }
+    if (recheck_ms) /* a reservation whose pod has not appeared comes of age */
+        requeue_after(c, key, recheck_ms + 50);
 out:
+    json_object_put(drop);
     ctl_result_dispose(&res);
     json_object_put(written);
     json_object_put(obj);
@@ -745,6 +856,8 @@ gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, g
         c->o.workers = 2;
     if (c->o.resync_ms <= 0)
         c->o.resync_ms = 300000;
+    if (c->o.reservation_grace_ms <= 0)
+        c->o.reservation_grace_ms = CTL_RESERVATION_GRACE_MS;
     pthread_mutex_init(&c->mu, NULL);
     char host[128] = "gpuquota", id[200];
     if (!o->identity) {
@@ -902,7 +1015,10 @@ void ctl_controller_free(ctl_controller *c)
 
 bool ctl_controller_synced(ctl_controller *c)
 {
-    return atomic_load(&c->synced) != 0;
+    /* A cache whose server lost history is not synced until it relisted. */
+    return atomic_load(&c->synced) != 0 && kube_cache_synced(c->pods) &&
+           kube_cache_synced(c->quotas) && kube_cache_synced(c->tenants) &&
+           kube_cache_synced(c->nss);
 }
 
 bool ctl_controller_is_leader(ctl_controller *c)
@@ -967,8 +1083,12 @@ gq_code ctl_controller_metrics(ctl_controller *c, char **out, size_t *len)
             "gpuquota_controller_events_total %lu\n"
             "# HELP gpuquota_controller_pod_cost_errors_total Pods whose GPU request could not "
             "be priced (not counted).\n# TYPE gpuquota_controller_pod_cost_errors_total counter\n"
-            "gpuquota_controller_pod_cost_errors_total %lu\n",
-            ld(&c->writes), ld(&c->events), ld(&c->cost_errors));
+            "gpuquota_controller_pod_cost_errors_total %lu\n"
+            "# HELP gpuquota_controller_reservations_abandoned_total Reservations dropped because "
+            "their pods never appeared.\n"
+            "# TYPE gpuquota_controller_reservations_abandoned_total counter\n"
+            "gpuquota_controller_reservations_abandoned_total %lu\n",
+            ld(&c->writes), ld(&c->events), ld(&c->cost_errors), ld(&c->abandoned));
     static const char *const names[] = {"pods", "gpuquotas", "gputenantquotas", "namespaces"};
     kube_cache *caches[] = {c->pods, c->quotas, c->tenants, c->nss};
     kube_cache_stats st[4];
@@ -979,11 +1099,17 @@ gq_code ctl_controller_metrics(ctl_controller *c, char **out, size_t *len)
     for (int i = 0; i < 4; i++)
         fprintf(f, "gpuquota_controller_watches_total{resource=\"%s\"} %lu\n", names[i],
                 st[i].watches);
-    fprintf(f, "# HELP gpuquota_controller_relists_total Relists after 410 Gone.\n"
-               "# TYPE gpuquota_controller_relists_total counter\n");
+    fprintf(f, "# HELP gpuquota_controller_relists_total Relists because a watch could not "
+               "resume.\n# TYPE gpuquota_controller_relists_total counter\n");
     for (int i = 0; i < 4; i++)
         fprintf(f, "gpuquota_controller_relists_total{resource=\"%s\"} %lu\n", names[i],
                 st[i].relists);
+    fprintf(f, "# HELP gpuquota_controller_history_resets_total Full relists because the API "
+               "server's history went back.\n"
+               "# TYPE gpuquota_controller_history_resets_total counter\n");
+    for (int i = 0; i < 4; i++)
+        fprintf(f, "gpuquota_controller_history_resets_total{resource=\"%s\"} %lu\n", names[i],
+                st[i].resets);
     fprintf(f,
             "# HELP gpuquota_controller_queue_depth Quotas waiting to be reconciled.\n"
             "# TYPE gpuquota_controller_queue_depth gauge\n"

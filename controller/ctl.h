@@ -37,6 +37,7 @@ typedef struct ctl_ns ctl_ns;
  * it into its namespace's list. */
 typedef struct ctl_pod {
     struct ctl_pod *prev, *next;  /* namespace list (store lock) */
+    struct ctl_pod *unext;        /* uid index chain (store lock) */
     ctl_ns *ns;                   /* interned namespace, holds a reference */
     const char *priority_class;   /* interned spec.priorityClassName; NULL = none */
     int64_t charge[GQ_KEY_COUNT]; /* gq_charge_from_cost of the running pod */
@@ -44,22 +45,21 @@ typedef struct ctl_pod {
     bool terminal;                /* phase Succeeded or Failed */
     bool terminating;             /* spec.activeDeadlineSeconds set (scope Terminating) */
     bool linked;                  /* in its namespace's list */
-    uint16_t uid_off, key_off;    /* offsets into data; key_off 0 = no reservation key */
-    char data[];                  /* "name\0uid\0key\0" */
+    uint16_t uid_off;             /* offset of the uid into data */
+    char data[];                  /* "name\0uid\0" */
 } ctl_pod;
 
 /* Strings of a record (borrowed from it). */
 const char *ctl_pod_name(const ctl_pod *p);
 const char *ctl_pod_uid(const ctl_pod *p);
 const char *ctl_pod_namespace(const ctl_pod *p);
-/* Annotation gpuquota.io/reservation, NULL when absent. */
-const char *ctl_pod_reservation_key(const ctl_pod *p);
 
 /* Whether p counts at now: not terminal and not deleted past its grace. */
 bool ctl_pod_counts(const ctl_pod *p, int64_t now);
 
 /* Whether a and b would count the same for every quota (charge, phase,
- * deletion, scope facts, reservation key); NULL equals NULL only. */
+ * deletion, scope facts) and are the same pod (uid: the reservation key);
+ * NULL equals NULL only. */
 bool ctl_pod_same(const ctl_pod *a, const ctl_pod *b);
 
 /* Build the record of pod (borrowed JSON) under cfg. *out is NULL when the
@@ -108,8 +108,9 @@ void ctl_store_foreach_namespace(ctl_store *s,
  * it (gq_quota_covers_namespace under the read lock). */
 bool ctl_store_covers(ctl_store *s, const gq_quota *q, const char *ns);
 
-/* Whether a pod in ns whose reservation key is key is recorded. */
-bool ctl_store_has_key(ctl_store *s, const char *ns, const char *key);
+/* Whether a pod in ns whose metadata.uid is uid is recorded (reservations
+ * are keyed by the pod's uid). An index lookup, not a scan. */
+bool ctl_store_has_uid(ctl_store *s, const char *ns, const char *uid);
 
 /* Bytes the store holds for its records, namespace entries and interned
  * strings, counted from the sizes it allocated (malloc overhead and the small
@@ -119,18 +120,23 @@ size_t ctl_store_bytes(ctl_store *s);
 /* ------------------------------------------------------------------------ */
 /* Reconcile (pure)                                                          */
 
-/* Whether the pod holding reservation key in namespace ns has been seen. */
+/* Whether the reservation keyed key in namespace ns is done with: its pod
+ * (metadata.uid == key) has been seen, so usage counts it. */
 typedef bool (*ctl_seen_fn)(void *ud, const char *ns, const char *key);
 
 #define CTL_COND_READY "Ready"
 #define CTL_COND_EXCEEDED "Exceeded"
+/* Ready's reason (and the Event's) when the spec cannot be parsed. */
+#define CTL_REASON_INVALID "InvalidSpec"
 
 typedef struct ctl_result {
     json_object *status;          /* desired status (owned) */
     bool changed;                 /* differs from the current status: write it */
     bool exceeded;                /* used > hard for some key */
     bool became_exceeded;         /* Exceeded turned True in this reconcile: raise an Event */
-    char message[GQ_ERR_MSG_MAX]; /* the Exceeded message ("" when not exceeded) */
+    bool invalid;                 /* the spec is invalid (ctl_reconcile_invalid) */
+    bool became_invalid;          /* Ready turned False with a new InvalidSpec message */
+    char message[GQ_ERR_MSG_MAX]; /* the Exceeded message, or why the spec is invalid */
     gq_amounts used, hard;        /* for metrics */
     int64_t next_expiry;          /* earliest kept reservation expiry; 0 = none */
     size_t kept, dropped;         /* reservations kept / dropped */
@@ -157,10 +163,26 @@ void ctl_result_dispose(ctl_result *r);
 gq_code ctl_reconcile(json_object *quota, const gq_usage_pod *pods, size_t n, ctl_seen_fn seen,
                       void *seen_ud, int64_t now, ctl_result *out, gq_err *err) GQ_WUR;
 
+/* The status of a quota whose spec is invalid (why: the parse error,
+ * naming the field and the value): the current status with Ready False,
+ * reason InvalidSpec, message why, observedGeneration metadata.generation;
+ * used, hard and Exceeded as they were; lapsed reservations dropped. An
+ * invalid spec is visible in the status, not only in logs (the webhook
+ * denies every GPU pod the quota would govern meanwhile). became_invalid
+ * when Ready was not already False for the same message (raise an Event).
+ * *out is disposed and refilled on success. */
+gq_code ctl_reconcile_invalid(json_object *quota, const char *why, int64_t now, ctl_result *out,
+                              gq_err *err) GQ_WUR;
+
 /* ctl_reconcile over the store: gathers the candidate pods and answers seen
  * from the store under its read lock. */
 gq_code ctl_store_reconcile(ctl_store *s, json_object *quota, int64_t now, ctl_result *out,
                             gq_err *err) GQ_WUR;
+/* ctl_store_reconcile that also drops the reservations whose keys are the
+ * keys of drop (a JSON object, borrowed; NULL: none): those the controller
+ * found abandoned (their pods never appeared). */
+gq_code ctl_store_reconcile_dropping(ctl_store *s, json_object *quota, json_object *drop,
+                                     int64_t now, ctl_result *out, gq_err *err) GQ_WUR;
 
 /* ------------------------------------------------------------------------ */
 /* Work queue                                                                */
@@ -223,11 +245,24 @@ typedef struct ctl_controller_opts {
     const char *identity;                       /* NULL: "HOSTNAME_PID" */
     long lease_ms, renew_deadline_ms, retry_ms; /* 0: 15000 / 10000 / 2000 */
     long backoff_min_ms, backoff_max_ms;        /* requeue; 0: 100 / 30000 */
+    /* How long after the controller first sees a reservation it drops it
+     * when its pod is neither in the pod cache nor on the API server (the
+     * pod was refused after the webhook charged it, or the review never came
+     * from kube-apiserver). 0: CTL_RESERVATION_GRACE_MS. */
+    long reservation_grace_ms;
     /* Wall clock in Unix seconds (reservation expiry, conditions); NULL:
      * time(). */
     int64_t (*now)(void *ud);
     void *clock_ud;
 } ctl_controller_opts;
+
+/* kube-apiserver gives a webhook at most 30 s (timeoutSeconds), and
+ * validating webhooks run in parallel, so a pod is stored or refused within
+ * about 30 s of our charge; 5 s of slack covers the built-in admission and
+ * the storage write after it. A reservation's creation is at or before the
+ * moment the controller first sees it. */
+#define CTL_ADMISSION_BOUND_MS 30000L
+#define CTL_RESERVATION_GRACE_MS (CTL_ADMISSION_BOUND_MS + 5000L)
 
 /* A controller over o->api (options copied). Not started. */
 gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, gq_err *err) GQ_WUR;
@@ -240,7 +275,8 @@ gq_code ctl_controller_start(ctl_controller *c, gq_err *err) GQ_WUR;
 void ctl_controller_stop(ctl_controller *c);
 void ctl_controller_free(ctl_controller *c);
 
-/* Every cache has done its first list. */
+/* Every cache has done its first list and is current: false again while a
+ * cache relists after the API server's history went back. */
 bool ctl_controller_synced(ctl_controller *c);
 /* Reconciling (leader, or leader election off). */
 bool ctl_controller_is_leader(ctl_controller *c);
@@ -255,7 +291,8 @@ size_t ctl_controller_tracked_pods(ctl_controller *c);
  *   gpuquota_controller_events_total                     counter
  *   gpuquota_controller_pod_cost_errors_total            counter
  *   gpuquota_controller_watches_total{resource}          counter (watch (re)starts)
- *   gpuquota_controller_relists_total{resource}          counter (410 Gone)
+ *   gpuquota_controller_relists_total{resource}          counter (watch could not resume)
+ *   gpuquota_controller_history_resets_total{resource}   counter (server history went back)
  *   gpuquota_controller_queue_depth                      gauge
  *   gpuquota_controller_tracked_pods                     gauge
  *   gpuquota_controller_leader                           gauge

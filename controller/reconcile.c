@@ -253,6 +253,79 @@ out:
     return rc;
 }
 
+gq_code ctl_reconcile_invalid(json_object *quota, const char *why, int64_t now, ctl_result *out,
+                              gq_err *err)
+{
+    ctl_result r;
+    json_object *cur = ctl_json_get(quota, "status"), *st = NULL;
+    json_object *gen = ctl_json_get(ctl_json_get(quota, "metadata"), "generation");
+    int64_t generation =
+        gen && json_object_is_type(gen, json_type_int) ? json_object_get_int64(gen) : 0;
+    ctl_result_init(&r);
+    if (cur && json_object_is_type(cur, json_type_object)) {
+        if (json_object_deep_copy(cur, &st, NULL) != 0)
+            goto oom;
+    } else if (!(st = json_object_new_object())) {
+        goto oom;
+    }
+    /* Without a valid spec nothing can be recounted: used, hard and the
+     * Exceeded condition stay as last computed; lapsed reservations go. */
+    size_t dropped = 0;
+    gq_code rc = gq_status_drop_expired(st, now, &dropped, err);
+    if (rc) {
+        json_object_put(st);
+        return rc;
+    }
+    json_object *res = ctl_json_get(st, "reservations");
+    for (size_t i = 0; res && i < json_object_array_length(res); i++) {
+        gq_reservation one;
+        if (gq_reservation_parse(json_object_array_get_idx(res, i), NULL, &one, NULL) != GQ_OK)
+            continue;
+        if (!r.next_expiry || one.expires < r.next_expiry)
+            r.next_expiry = one.expires;
+        gq_reservation_dispose(&one);
+    }
+    r.kept = res ? json_object_array_length(res) : 0;
+    r.dropped = dropped;
+    if (res && !r.kept)
+        json_object_object_del(st, "reservations");
+    snprintf(r.message, sizeof(r.message), "%s", why);
+    json_object *old_ready = find_condition(cur, CTL_COND_READY);
+    const char *old_reason = ctl_json_str(old_ready, "reason");
+    const char *old_msg = ctl_json_str(old_ready, "message");
+    r.invalid = true;
+    r.became_invalid = !(old_reason && !strcmp(old_reason, CTL_REASON_INVALID) && old_msg &&
+                         !strcmp(old_msg, r.message));
+    json_object *conds = json_object_new_array();
+    json_object *ready =
+        condition(cur, CTL_COND_READY, false, CTL_REASON_INVALID, r.message, generation, now);
+    if (!conds || !ready || json_object_array_add(conds, ready)) {
+        json_object_put(ready);
+        json_object_put(conds);
+        json_object_put(st);
+        goto oom;
+    }
+    json_object *ex = find_condition(cur, CTL_COND_EXCEEDED);
+    if (ex && json_object_array_add(conds, json_object_get(ex))) {
+        json_object_put(ex);
+        json_object_put(conds);
+        json_object_put(st);
+        goto oom;
+    }
+    if (add_owned(st, "conditions", conds) ||
+        add_owned(st, "observedGeneration", json_object_new_int64(generation))) {
+        json_object_put(st);
+        goto oom;
+    }
+    r.status = st;
+    r.changed = !json_object_equal(st, cur);
+    ctl_result_dispose(out);
+    *out = r;
+    return GQ_OK;
+oom:
+    return gq_err_set(err, GQ_ENOMEM, "out of memory");
+}
+
 gq_code ctl_reconcile(json_object *quota, const gq_usage_pod *pods, size_t n, ctl_seen_fn seen,
                       void *seen_ud, int64_t now, ctl_result *out, gq_err *err)
 {

@@ -10,7 +10,8 @@
 #include <string.h>
 
 #define NS_BUCKETS_MIN 64
-#define CTL_MAX_FIELD 1024 /* longest name, uid or key kept (API limits are lower) */
+#define UID_BUCKETS_MIN 64
+#define CTL_MAX_FIELD 1024 /* longest name or uid kept (API limits are lower) */
 
 /* Running pods of one namespace with the same scope facts, summed: every
  * quota matches all of them or none, so a recount reads one entry instead of
@@ -47,6 +48,10 @@ struct ctl_store {
     char **pcs; /* interned priority class names, never freed before the store */
     size_t n_pcs, cap_pcs;
     size_t n_pods;
+    /* Linked records with a uid, by uid: reservations are keyed by the pod's
+     * uid, and a quota may hold many of them. */
+    ctl_pod **ubuckets;
+    size_t n_ubuckets, n_uids;
     size_t bytes; /* allocated for records and indexes */
 };
 
@@ -79,13 +84,17 @@ gq_code ctl_store_new(ctl_store **out)
     if (!s)
         return GQ_ENOMEM;
     s->buckets = calloc(NS_BUCKETS_MIN, sizeof(*s->buckets));
-    if (!s->buckets || pthread_rwlock_init(&s->lock, NULL) != 0) {
+    s->ubuckets = calloc(UID_BUCKETS_MIN, sizeof(*s->ubuckets));
+    if (!s->buckets || !s->ubuckets || pthread_rwlock_init(&s->lock, NULL) != 0) {
         free(s->buckets);
+        free(s->ubuckets);
         free(s);
         return GQ_ENOMEM;
     }
     s->nbuckets = NS_BUCKETS_MIN;
-    s->bytes = sizeof(*s) + NS_BUCKETS_MIN * sizeof(*s->buckets);
+    s->n_ubuckets = UID_BUCKETS_MIN;
+    s->bytes =
+        sizeof(*s) + NS_BUCKETS_MIN * sizeof(*s->buckets) + UID_BUCKETS_MIN * sizeof(*s->ubuckets);
     *out = s;
     return GQ_OK;
 }
@@ -117,6 +126,7 @@ void ctl_store_free(ctl_store *s)
         free(s->pcs[i]);
     free(s->pcs);
     free(s->buckets);
+    free(s->ubuckets);
     pthread_rwlock_destroy(&s->lock);
     free(s);
 }
@@ -230,11 +240,6 @@ const char *ctl_pod_namespace(const ctl_pod *p)
     return p->ns->name;
 }
 
-const char *ctl_pod_reservation_key(const ctl_pod *p)
-{
-    return p->key_off ? p->data + p->key_off : NULL;
-}
-
 bool ctl_pod_counts(const ctl_pod *p, int64_t now)
 {
     /* Kubernetes' quota evaluator stops counting a pod once now is after
@@ -246,11 +251,10 @@ bool ctl_pod_same(const ctl_pod *a, const ctl_pod *b)
 {
     if (!a || !b)
         return a == b;
-    const char *ka = ctl_pod_reservation_key(a), *kb = ctl_pod_reservation_key(b);
     return a->ns == b->ns && a->priority_class == b->priority_class &&
            !memcmp(a->charge, b->charge, sizeof(a->charge)) && a->delete_at == b->delete_at &&
            a->terminal == b->terminal && a->terminating == b->terminating &&
-           (ka && kb ? !strcmp(ka, kb) : ka == kb);
+           !strcmp(ctl_pod_uid(a), ctl_pod_uid(b));
 }
 
 /* deletionTimestamp + deletionGracePeriodSeconds, 0 when not being deleted. */
@@ -285,7 +289,6 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
     json_object *meta = ctl_json_get(pod, "metadata");
     const char *name = ctl_json_str(meta, "name"), *ns = ctl_json_str(meta, "namespace");
     const char *uid = ctl_json_str(meta, "uid");
-    const char *key = ctl_json_str(ctl_json_get(meta, "annotations"), GQ_ANN_RESERVATION);
 
     gq_pod_cost_init(&cost);
     if (!name || !name[0] || !ns || !ns[0]) {
@@ -308,15 +311,12 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
         goto out;
     if (!uid)
         uid = "";
-    if (key && !key[0])
-        key = NULL;
-    size_t nl = strlen(name), ul = strlen(uid), kl = key ? strlen(key) : 0;
-    if (nl > CTL_MAX_FIELD || ul > CTL_MAX_FIELD || kl > CTL_MAX_FIELD) {
-        rc = gq_err_set(err, GQ_ELIMIT, "pod %s/%.64s: name, uid or reservation key too long", ns,
-                        name);
+    size_t nl = strlen(name), ul = strlen(uid);
+    if (nl > CTL_MAX_FIELD || ul > CTL_MAX_FIELD) {
+        rc = gq_err_set(err, GQ_ELIMIT, "pod %s/%.64s: name or uid too long", ns, name);
         goto out;
     }
-    size_t sz = sizeof(*p) + nl + 1 + ul + 1 + (key ? kl + 1 : 0);
+    size_t sz = sizeof(*p) + nl + 1 + ul + 1;
     p = calloc(1, sz);
     if (!p) {
         rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
@@ -325,10 +325,6 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
     memcpy(p->data, name, nl + 1);
     p->uid_off = (uint16_t)(nl + 1);
     memcpy(p->data + p->uid_off, uid, ul + 1);
-    if (key) {
-        p->key_off = (uint16_t)(p->uid_off + ul + 1);
-        memcpy(p->data + p->key_off, key, kl + 1);
-    }
     gq_charge_from_cost(&cost, false, &charge);
     for (int k = 0; k < GQ_KEY_COUNT; k++)
         p->charge[k] = charge.v[k];
@@ -404,11 +400,64 @@ static void group_update(ctl_ns *n, const ctl_pod *p, int sign)
         *g = n->groups[--n->n_groups];
 }
 
+static ctl_pod **uid_slot(ctl_store *s, const char *uid)
+{
+    return &s->ubuckets[ctl_str_hash(uid) & (s->n_ubuckets - 1)];
+}
+
+/* Double the uid table when full; on allocation failure keep chaining.
+ * Write lock held. */
+static void uid_maybe_grow(ctl_store *s)
+{
+    if (s->n_uids < s->n_ubuckets || s->n_ubuckets > SIZE_MAX / 2 / sizeof(ctl_pod *))
+        return;
+    size_t nb = s->n_ubuckets * 2;
+    ctl_pod **b = calloc(nb, sizeof(*b));
+    if (!b)
+        return;
+    for (size_t i = 0; i < s->n_ubuckets; i++) {
+        for (ctl_pod *p = s->ubuckets[i], *next; p; p = next) {
+            next = p->unext;
+            size_t h = ctl_str_hash(ctl_pod_uid(p)) & (nb - 1);
+            p->unext = b[h];
+            b[h] = p;
+        }
+    }
+    free(s->ubuckets);
+    s->bytes += (nb - s->n_ubuckets) * sizeof(*b);
+    s->ubuckets = b;
+    s->n_ubuckets = nb;
+}
+
+/* Write lock held. */
+static void uid_index(ctl_store *s, ctl_pod *p, bool add)
+{
+    const char *uid = ctl_pod_uid(p);
+    if (!uid[0])
+        return;
+    ctl_pod **pp = uid_slot(s, uid);
+    if (add) {
+        p->unext = *pp;
+        *pp = p;
+        s->n_uids++;
+        uid_maybe_grow(s);
+        return;
+    }
+    for (; *pp; pp = &(*pp)->unext)
+        if (*pp == p) {
+            *pp = p->unext;
+            p->unext = NULL;
+            s->n_uids--;
+            return;
+        }
+}
+
 /* Write lock held. */
 static void unlink_locked(ctl_store *s, ctl_pod *p)
 {
     if (!p || !p->linked)
         return;
+    uid_index(s, p, false);
     group_update(p->ns, p, -1);
     if (p->prev)
         p->prev->next = p->next;
@@ -432,6 +481,7 @@ static void link_locked(ctl_store *s, ctl_pod *p)
         p->next->prev = p;
     p->ns->head = p;
     p->linked = true;
+    uid_index(s, p, true);
     group_update(p->ns, p, 1);
     p->ns->n_pods++;
     s->n_pods++;
@@ -439,9 +489,7 @@ static void link_locked(ctl_store *s, ctl_pod *p)
 
 static size_t pod_size(const ctl_pod *p)
 {
-    const char *key = ctl_pod_reservation_key(p);
-    return sizeof(*p) + strlen(ctl_pod_name(p)) + 1 + strlen(ctl_pod_uid(p)) + 1 +
-           (key ? strlen(key) + 1 : 0);
+    return sizeof(*p) + strlen(ctl_pod_name(p)) + 1 + strlen(ctl_pod_uid(p)) + 1;
 }
 
 void ctl_pod_free(ctl_store *s, ctl_pod *p)
@@ -558,31 +606,36 @@ bool ctl_store_covers(ctl_store *s, const gq_quota *q, const char *ns)
     return r;
 }
 
-/* Read lock held. */
-static bool has_key_locked(ctl_store *s, const char *ns, const char *key)
+/* Read lock held. A uid in another namespace does not count: a reservation
+ * names the namespace its pod was admitted to. */
+static bool has_uid_locked(ctl_store *s, const char *ns, const char *uid)
 {
-    ctl_ns *n = ns ? ns_find(s, ns, ctl_str_hash(ns), NULL) : NULL;
-    if (!n || !key)
+    if (!ns || !uid || !uid[0])
         return false;
-    for (ctl_pod *p = n->head; p; p = p->next) {
-        const char *k = ctl_pod_reservation_key(p);
-        if (k && !strcmp(k, key))
+    for (ctl_pod *p = *uid_slot(s, uid); p; p = p->unext)
+        if (!strcmp(ctl_pod_uid(p), uid) && !strcmp(p->ns->name, ns))
             return true;
-    }
     return false;
 }
 
-bool ctl_store_has_key(ctl_store *s, const char *ns, const char *key)
+bool ctl_store_has_uid(ctl_store *s, const char *ns, const char *uid)
 {
     pthread_rwlock_rdlock(&s->lock);
-    bool r = has_key_locked(s, ns, key);
+    bool r = has_uid_locked(s, ns, uid);
     pthread_rwlock_unlock(&s->lock);
     return r;
 }
 
+typedef struct seen_ctx {
+    ctl_store *s;
+    json_object *drop; /* keys to drop although their pods were not seen */
+} seen_ctx;
+
 static bool seen_locked(void *ud, const char *ns, const char *key)
 {
-    return has_key_locked(ud, ns, key);
+    seen_ctx *sc = ud;
+    return has_uid_locked(sc->s, ns, key) ||
+           (sc->drop && json_object_object_get_ex(sc->drop, key, NULL));
 }
 
 typedef struct gather {
@@ -649,6 +702,13 @@ static int ns_name_cmp(const void *a, const void *b)
 gq_code ctl_store_reconcile(ctl_store *s, json_object *quota, int64_t now, ctl_result *out,
                             gq_err *err)
 {
+    return ctl_store_reconcile_dropping(s, quota, NULL, now, out, err);
+}
+
+gq_code ctl_store_reconcile_dropping(ctl_store *s, json_object *quota, json_object *drop,
+                                     int64_t now, ctl_result *out, gq_err *err)
+{
+    seen_ctx sc = {s, drop};
     gq_quota *q = NULL;
     gather g = {0};
     gq_code rc = ctl_quota_parse_spec(quota, &q, err);
@@ -680,7 +740,7 @@ gq_code ctl_store_reconcile(ctl_store *s, json_object *quota, int64_t now, ctl_r
     if (rc)
         gq_err_set(err, rc, "out of memory");
     else
-        rc = ctl_reconcile_parsed(q, quota, g.v, g.n, seen_locked, s, now, out, err);
+        rc = ctl_reconcile_parsed(q, quota, g.v, g.n, seen_locked, &sc, now, out, err);
     pthread_rwlock_unlock(&s->lock);
     free(g.v);
     gq_quota_free(q);

@@ -337,7 +337,10 @@ void kube_cache_foreach(kube_cache *c,
 typedef struct kube_cache_stats {
     unsigned long lists;   /* list attempts (each paged list counts once) */
     unsigned long watches; /* watch requests started */
-    unsigned long relists; /* relists caused by 410 Gone */
+    unsigned long relists; /* relists because the watch could not resume (410 Gone, 504 Too
+                              large resource version, history went back, repeated failures) */
+    unsigned long resets;  /* of those (and of lists), the server's history went back: the
+                              cache was marked not synced and relisted in full */
     /* Watches started since the last relist was decided (counted and reset
      * under one lock, so "relisted and watching again" is one read). */
     unsigned long watches_since_relist;

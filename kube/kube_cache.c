@@ -1,13 +1,15 @@
 /* Informer-style cache of one resource: list (paged), then watch from the
- * list's resourceVersion on a thread of its own; relist on 410, reconnect
- * with backoff on other failures. Readers take a read lock; only the cache
- * thread writes, so callbacks can run with the lock released. */
+ * list's resourceVersion on a thread of its own; relist whenever the watch
+ * cannot resume (410; 504 "Too large resource version"; the server's
+ * history went back; repeated failures), reconnect with backoff on other
+ * failures. Readers take a read lock; only the cache thread writes, so
+ * callbacks can run with the lock released. */
 #include "kube_int.h"
 
+#include <inttypes.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
-#ifdef __GLIBC__
-#endif
 #include <string.h>
 
 #include "gq_log.h"
@@ -43,7 +45,41 @@ struct kube_cache {
     int started;
     unsigned gen;
     unsigned seed;
+    unsigned watch_failures; /* failed watches in a row, none with events */
 };
+
+/* Consecutive failed watches after which the cache relists instead of
+ * watching again: a watch that keeps failing may be one that cannot
+ * resume from where it was. */
+#define WATCH_FAILURES_RELIST 3
+
+/* kube-apiserver's message for a watch or list from a resourceVersion it
+ * has not reached (apiserver storage.NewTooLargeResourceVersionError). */
+#define TOO_LARGE_RV "Too large resource version"
+
+/* A resourceVersion as kube-apiserver issues them (an etcd revision, in
+ * decimal); 0 when it is not one, so it is never compared. */
+static uint64_t rv_num(const char *rv)
+{
+    uint64_t v = 0;
+    if (!rv || !*rv)
+        return 0;
+    for (const char *p = rv; *p; p++) {
+        if (*p < '0' || *p > '9' || v > (UINT64_MAX - 9) / 10)
+            return 0;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    return v;
+}
+
+/* Whether rv is older than the last one the cache saw: the server's
+ * history went back (etcd restored, control plane rebuilt). Only the cache
+ * thread writes c->rv, so it reads it without the lock. */
+static int rv_went_back(const kube_cache *c, const char *rv)
+{
+    uint64_t mine = rv_num(c->rv), theirs = rv_num(rv);
+    return mine && theirs && theirs < mine;
+}
 
 static uint64_t key_hash(const char *ns, const char *name)
 {
@@ -277,21 +313,77 @@ static void sweep(kube_cache *c)
     }
 }
 
+/* The server's history went back, or a watch cannot resume from where the
+ * cache is: its contents are not current. Until the relist the caller does
+ * next, the cache is not synced (readers fail closed), and resourceVersions
+ * no longer tell whether an object changed (the new history reuses them),
+ * so the relist applies every object again. */
+static void history_lost(kube_cache *c, const char *why)
+{
+    GQ_WARN("kube cache %s: %s; relisting", c->path, why);
+    pthread_rwlock_wrlock(&c->lock);
+    for (size_t i = 0; i < c->nbuckets; i++)
+        for (entry *e = c->buckets[i]; e; e = e->next) {
+            free(e->rv);
+            e->rv = NULL;
+        }
+    c->rv[0] = '\0'; /* nothing to compare the relist's version with */
+    c->stats.resets++;
+    pthread_rwlock_unlock(&c->lock);
+    pthread_mutex_lock(&c->sync_mu);
+    c->synced = 0;
+    pthread_mutex_unlock(&c->sync_mu);
+}
+
+/* Whether the server is behind the cache: its current resourceVersion (a
+ * one-item list, read from etcd) is older than the last one the cache saw.
+ * Asked before a watch resumes after a failure or a window end: after etcd
+ * is restored kube-apiserver may accept a watch from a revision it has not
+ * reached and send nothing until it gets there. An error answers "no". */
+static int server_behind(kube_cache *c, char *server_rv, size_t cap)
+{
+    char path[1024];
+    json_object *list = NULL;
+    gq_err e;
+    gq_err_clear(&e);
+    if (!c->api->get || snprintf(path, sizeof path, "%s?limit=1", c->path) >= (int)sizeof path ||
+        c->api->get(c->api->ctx, path, &list, &e) != GQ_OK)
+        return 0;
+    const char *rv = meta_str(list, "resourceVersion");
+    int behind = rv && rv_went_back(c, rv);
+    if (behind)
+        snprintf(server_rv, cap, "%s", rv);
+    json_object_put(list);
+    return behind;
+}
+
 static gq_code do_list(kube_cache *c, gq_err *err)
 {
     char *rv = NULL;
     kube_list_opts lo = {.label_selector = c->label_selector,
                          .field_selector = c->field_selector,
                          .page_size = c->o.page_size};
-    c->gen++;
-    count_stat(c, &c->stats.lists);
-    gq_code rc = c->api->list(c->api->ctx, c->path, &lo, list_item, c, &rv, err);
-    if (rc) {
+    gq_code rc;
+    for (int pass = 0;; pass++) {
+        c->gen++;
+        count_stat(c, &c->stats.lists);
+        rc = c->api->list(c->api->ctx, c->path, &lo, list_item, c, &rv, err);
+        if (rc) {
+            free(rv);
+            return rc;
+        }
+        if (pass || !rv_went_back(c, rv))
+            break;
+        /* This list may have kept objects whose resourceVersion the new
+         * history happens to reuse: list once more, applying everything. */
+        char why[sizeof c->rv + 128];
+        snprintf(why, sizeof why, "a list returned resourceVersion %s, older than %s", rv, c->rv);
+        history_lost(c, why);
         free(rv);
-        return rc;
+        rv = NULL;
     }
     sweep(c);
-    set_rv(c, rv);
+    set_rv(c, rv); /* the list's version stands, older or not */
     free(rv);
     pthread_mutex_lock(&c->sync_mu);
     c->synced = 1;
@@ -303,6 +395,7 @@ static gq_code do_list(kube_cache *c, gq_err *err)
 typedef struct watch_state {
     kube_cache *c;
     unsigned long events;
+    int lost; /* the server's history went back: relist as for history_lost */
 } watch_state;
 
 static gq_code on_event(void *ud, kube_event_type type, json_object *obj, gq_err *err)
@@ -311,6 +404,13 @@ static gq_code on_event(void *ud, kube_event_type type, json_object *obj, gq_err
     kube_cache *c = ws->c;
     gq_code rc = GQ_OK;
     ws->events++;
+    if (type != KUBE_EVENT_ERROR && rv_went_back(c, meta_str(obj, "resourceVersion"))) {
+        ws->lost = 1;
+        return gq_err_set(err, GQ_EGONE,
+                          "watch %s: resourceVersion %s is older than %s: the server's history "
+                          "went back",
+                          c->path, meta_str(obj, "resourceVersion"), c->rv);
+    }
     switch (type) {
     case KUBE_EVENT_ADDED:
     case KUBE_EVENT_MODIFIED:
@@ -328,6 +428,14 @@ static gq_code on_event(void *ud, kube_event_type type, json_object *obj, gq_err
         kube_status st;
         if (kube_status_from_json(obj, &st) != GQ_OK)
             return gq_err_set(err, GQ_EHTTP, "watch %s: ERROR event without a Status", c->path);
+        if (st.code == 504 && strstr(st.message, TOO_LARGE_RV)) {
+            /* The server has not reached our resourceVersion: it lost
+             * history we saw. Waiting cannot help (the new history may
+             * reach that number with other objects). */
+            ws->lost = 1;
+            return gq_err_set(err, GQ_EGONE, "watch %s: ERROR %d %s: %s", c->path, st.code,
+                              st.reason, st.message);
+        }
         return gq_err_set(err, kube_http_code(st.code ? st.code : 500, st.reason),
                           "watch %s: ERROR %d %s: %s", c->path, st.code, st.reason, st.message);
     }
@@ -335,6 +443,15 @@ static gq_code on_event(void *ud, kube_event_type type, json_object *obj, gq_err
     if (!rc)
         set_rv(c, meta_str(obj, "resourceVersion"));
     return rc;
+}
+
+/* Count a relist the watch loop decided on. */
+static void relist_next(kube_cache *c)
+{
+    pthread_rwlock_wrlock(&c->lock);
+    c->stats.relists++;
+    c->stats.watches_since_relist = 0;
+    pthread_rwlock_unlock(&c->lock);
 }
 
 static void *cache_main(void *arg)
@@ -357,6 +474,7 @@ static void *cache_main(void *arg)
                 continue;
             }
             need_list = 0;
+            c->watch_failures = 0;
             kube_backoff_reset(&bo);
         }
         char rv[sizeof(c->rv)];
@@ -369,7 +487,7 @@ static void *cache_main(void *arg)
                               .allow_bookmarks = 1,
                               .timeout_seconds = t + (long)(rand_r(&c->seed) % (unsigned)t),
                               .stop = &c->stop};
-        watch_state ws = {c, 0};
+        watch_state ws = {c, 0, 0};
         int64_t started = kube_mono_ms();
         pthread_rwlock_wrlock(&c->lock);
         c->stats.watches++;
@@ -378,24 +496,53 @@ static void *cache_main(void *arg)
         gq_code rc = c->api->watch(c->api->ctx, c->path, &wo, on_event, &ws, &err);
         if (atomic_load(&c->stop))
             break;
+        /* A 504 "Too large resource version" may also come as the answer
+         * to the watch request itself. */
+        if (rc == GQ_EHTTP && strstr(err.msg, TOO_LARGE_RV))
+            ws.lost = 1, rc = GQ_EGONE;
         if (rc == GQ_EGONE) {
-            GQ_INFO("kube cache %s: resourceVersion %s gone, relisting", c->path, rv);
-            pthread_rwlock_wrlock(&c->lock);
-            c->stats.relists++;
-            c->stats.watches_since_relist = 0;
-            pthread_rwlock_unlock(&c->lock);
+            if (ws.lost)
+                history_lost(c, err.msg);
+            else
+                GQ_INFO("kube cache %s: resourceVersion %s gone, relisting", c->path, rv);
+            relist_next(c);
             need_list = 1;
             continue;
         }
-        if (ws.events)
+        if (ws.events) {
             kube_backoff_reset(&bo);
-        if (rc == GQ_OK && (ws.events || kube_mono_ms() - started >= 1000))
-            continue; /* normal end of a watch window: resume at once */
-        long d = kube_backoff_next(&bo, rand_r(&c->seed) / ((double)RAND_MAX + 1));
-        if (rc)
-            GQ_WARN("kube cache %s: watch failed (%s), reconnecting in %ld ms", c->path, err.msg,
-                    d);
-        kube_sleep_ms(d, &c->stop);
+            c->watch_failures = 0;
+        }
+        int normal_end = rc == GQ_OK && (ws.events || kube_mono_ms() - started >= 1000);
+        if (!normal_end) {
+            long d = kube_backoff_next(&bo, rand_r(&c->seed) / ((double)RAND_MAX + 1));
+            if (rc)
+                GQ_WARN("kube cache %s: watch failed (%s), reconnecting in %ld ms", c->path,
+                        err.msg, d);
+            kube_sleep_ms(d, &c->stop);
+            if (atomic_load(&c->stop))
+                break;
+            if (!ws.events && ++c->watch_failures >= WATCH_FAILURES_RELIST) {
+                GQ_INFO("kube cache %s: %u watches failed in a row, relisting", c->path,
+                        c->watch_failures);
+                relist_next(c);
+                need_list = 1;
+                continue;
+            }
+        }
+        /* Resume, unless the server's history went back meanwhile (the
+         * control plane restarted from an older state: its watch from our
+         * resourceVersion might just wait, silently). Asked after a failure,
+         * and after a window that brought nothing, not even a bookmark. */
+        char server_rv[64];
+        if ((!normal_end || !ws.events) && server_behind(c, server_rv, sizeof server_rv)) {
+            char why[sizeof c->rv + 128];
+            snprintf(why, sizeof why, "the server is at resourceVersion %s, older than %s",
+                     server_rv, c->rv);
+            history_lost(c, why);
+            relist_next(c);
+            need_list = 1;
+        }
     }
     return NULL;
 }

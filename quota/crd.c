@@ -1,6 +1,7 @@
 /* gpuquota custom resources: bounded parsers and reservation helpers. */
 #include "crd.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,14 +139,17 @@ static gq_code parse_amount(json_object *val, const char *field, int64_t *out, g
 {
     gq_quantity q;
     gq_code rc;
+    char shown[72]; /* the value as written, for messages that name it */
     if (json_object_is_type(val, json_type_int)) {
         int64_t i = json_object_get_int64(val);
         q = gq_quantity_from_int64(i, GQ_QFMT_DECIMAL_SI);
+        snprintf(shown, sizeof shown, "%" PRId64, i);
     } else if (json_object_is_type(val, json_type_string)) {
         const char *s = NULL;
         rc = as_str(val, field, &s, err);
         if (rc)
             return rc;
+        snprintf(shown, sizeof shown, "%.64s", s);
         rc = gq_quantity_parse(s, strlen(s), &q, err);
         if (rc) {
             gq_err_prefix(err, "%s", field);
@@ -156,9 +160,12 @@ static gq_code parse_amount(json_object *val, const char *field, int64_t *out, g
                           field, type_name(val));
     }
     if (gq_quantity_is_negative(&q))
-        return gq_err_set(err, GQ_EINVAL, "%s: must be greater than or equal to 0", field);
+        return gq_err_set(err, GQ_EINVAL,
+                          "%s: invalid value \"%s\": must be greater than or equal to 0", field,
+                          shown);
     if (!gq_quantity_is_integer(&q))
-        return gq_err_set(err, GQ_EINVAL, "%s: must be a whole number", field);
+        return gq_err_set(err, GQ_EINVAL, "%s: invalid value \"%s\": must be a whole number", field,
+                          shown);
     int64_t v;
     rc = gq_quantity_to_int64_ceil(&q, &v);
     if (rc)

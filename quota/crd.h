@@ -25,10 +25,6 @@
 #define GQ_KIND_GPUTENANTQUOTA "GPUTenantQuota"
 #define GQ_KIND_GPULIMITRANGE "GPULimitRange"
 
-/* Pod annotation the mutating webhook stamps with the reservation key; the
- * validating webhook uses it (else the admission uid) as reservation key. */
-#define GQ_ANN_RESERVATION "gpuquota.io/reservation"
-
 /* Caps on untrusted lists and strings. */
 #define GQ_CRD_MAX_NAMESPACES 4096    /* GPUTenantQuota spec.namespaces */
 #define GQ_CRD_MAX_EXPRESSIONS 64     /* matchExpressions, matchLabels */
@@ -102,7 +98,9 @@ typedef struct gq_label_selector {
 #define GQ_SCOPE_NOT_TERMINATING 2u
 
 /* One admission's charge held in a quota's status until the controller has
- * counted the pod. JSON form:
+ * counted the pod. The key is the pod's metadata.uid: kube-apiserver
+ * assigns it (and the generated name) before validating admission, and the
+ * controller finds the stored pod by it. JSON form:
  *   {"key": "...", "namespace": "ns", "pod": "name-or-generateName",
  *    "gpu-memory": "16Gi", "gpus": "0", "gpu-pods": "1",
  *    "expires": "2026-01-01T00:00:00Z"} */

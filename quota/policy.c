@@ -92,19 +92,20 @@ static const char *str_field(json_object *o, const char *key)
     return json_object_get_string(v);
 }
 
-gq_code gq_reservation_for_pod(json_object *pod, const char *ns, const char *uid,
+gq_code gq_reservation_for_pod(json_object *pod, const char *ns, const char *request_uid,
                                const gq_amounts *charge, int64_t expires, gq_reservation *out,
                                gq_err *err)
 {
     json_object *meta = get(pod, "metadata");
-    const char *key = str_field(get(meta, "annotations"), GQ_ANN_RESERVATION);
+    const char *key = str_field(meta, "uid");
     const char *name = str_field(meta, "name");
     gq_reservation r = {.expires = expires, .amounts = *charge};
     if (!key || !key[0])
-        key = uid;
+        key = request_uid;
     if (!key || !key[0])
         return gq_err_set(err, GQ_EINVAL,
-                          "reservation: no annotation " GQ_ANN_RESERVATION " and no request uid");
+                          "reservation: the pod has no metadata.uid and the "
+                          "request no uid");
     if (strlen(key) > GQ_CRD_MAX_STRING)
         return gq_err_set(err, GQ_ELIMIT, "reservation: key longer than %d bytes",
                           GQ_CRD_MAX_STRING);

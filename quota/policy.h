@@ -77,12 +77,14 @@ gq_code gq_quota_evaluate(const gq_quota *const *quotas, size_t n, const gq_pod_
                           size_t *n_charge, gq_err *err) GQ_WUR;
 
 /* Build the reservation the validating webhook records for an admitted pod:
- * key = pod annotation gpuquota.io/reservation when present, else uid (the
- * admission request uid); pod = metadata.name, else metadata.generateName;
- * namespace ns; amounts charge; expiry expires (Unix seconds). Strings are
- * copied: dispose *out with gq_reservation_dispose. GQ_EINVAL when there is
- * neither an annotation nor a uid. */
-gq_code gq_reservation_for_pod(json_object *pod, const char *ns, const char *uid,
+ * key = the pod's metadata.uid (kube-apiserver sets it, like the generated
+ * name, before validating admission; the controller sees the same uid on the
+ * stored pod), else request_uid (offline admission of a pod without a uid);
+ * annotations never take part. pod = metadata.name, else
+ * metadata.generateName; namespace ns; amounts charge; expiry expires (Unix
+ * seconds). Strings are copied: dispose *out with gq_reservation_dispose.
+ * GQ_EINVAL when there is neither a pod uid nor a request uid. */
+gq_code gq_reservation_for_pod(json_object *pod, const char *ns, const char *request_uid,
                                const gq_amounts *charge, int64_t expires, gq_reservation *out,
                                gq_err *err) GQ_WUR;
 

@@ -36,6 +36,9 @@ gq_ctl_cli(resync_zero 2 "--resync: .0s. is not a duration between 1s and 24h" -
 gq_ctl_cli(resync_unit 2 "--resync: .5d. is not a duration" --resync 5d)
 gq_ctl_cli(resync_long 2 "--resync: .25h. is not a duration" --resync 25h)
 gq_ctl_cli(workers_zero 2 "--workers" --workers 0)
+gq_ctl_cli(grace_short 2 "--reservation-grace: .500ms. is not a duration between 1s and 24h"
+           --reservation-grace 500ms)
+gq_ctl_cli(grace_ok 1 "nonexistent" --reservation-grace 40s --kubeconfig /nonexistent/kubeconfig)
 gq_ctl_cli(extra_arg 2 "unexpected argument extra" extra)
 gq_ctl_cli(no_kubeconfig 1 "nonexistent" --kubeconfig /nonexistent/kubeconfig
            --metrics-listen 127.0.0.1:0)

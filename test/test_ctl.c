@@ -42,7 +42,8 @@ typedef struct pod_spec {
     int deadline;        /* activeDeadlineSeconds when > 0 */
     const char *deleted; /* deletionTimestamp */
     int grace;           /* deletionGracePeriodSeconds */
-    const char *key;     /* gpuquota.io/reservation annotation */
+    const char *uid;     /* metadata.uid (the reservation key); NULL: "uid-NAME" */
+    const char *ann;     /* a gpuquota.io/reservation annotation (must be ignored) */
 } pod_spec;
 
 static json_object *pod_json(const pod_spec *p)
@@ -53,9 +54,13 @@ static json_object *pod_json(const pod_spec *p)
     else if (p->whole)
         snprintf(res, sizeof res, "{'limits':{'nvidia.com/gpu':'%d'}}", p->whole);
     size_t n = 0;
-    if (p->key)
+    if (p->uid)
+        n += (size_t)snprintf(meta_extra + n, sizeof meta_extra - n, ",'uid':'%s'", p->uid);
+    else
+        n += (size_t)snprintf(meta_extra + n, sizeof meta_extra - n, ",'uid':'uid-%s'", p->name);
+    if (p->ann)
         n += (size_t)snprintf(meta_extra + n, sizeof meta_extra - n,
-                              ",'annotations':{'gpuquota.io/reservation':'%s'}", p->key);
+                              ",'annotations':{'gpuquota.io/reservation':'%s'}", p->ann);
     if (p->deleted)
         n += (size_t)snprintf(meta_extra + n, sizeof meta_extra - n,
                               ",'deletionTimestamp':'%s','deletionGracePeriodSeconds':%d",
@@ -68,10 +73,10 @@ static json_object *pod_json(const pod_spec *p)
         n += (size_t)snprintf(spec_extra + n, sizeof spec_extra - n, ",'activeDeadlineSeconds':%d",
                               p->deadline);
     snprintf(buf, sizeof buf,
-             "{'apiVersion':'v1','kind':'Pod','metadata':{'name':'%s','namespace':'%s',"
-             "'uid':'uid-%s'%s},'spec':{'containers':[{'name':'c','image':'i','resources':%s}]%s},"
+             "{'apiVersion':'v1','kind':'Pod','metadata':{'name':'%s','namespace':'%s'%s},"
+             "'spec':{'containers':[{'name':'c','image':'i','resources':%s}]%s},"
              "'status':{'phase':'%s'}}",
-             p->name, p->ns, p->name, meta_extra, res, spec_extra, p->phase ? p->phase : "Running");
+             p->name, p->ns, meta_extra, res, spec_extra, p->phase ? p->phase : "Running");
     return J(buf);
 }
 
@@ -151,13 +156,16 @@ static void test_record_fields(void **state)
     ctl_store *s;
     assert_int_equal(ctl_store_new(&s), GQ_OK);
     pod_spec ps = {
-        .ns = "team-a", .name = "p1", .mem = "10Gi", .key = "k-1", .pc = "high", .deadline = 60};
+        .ns = "team-a", .name = "p1", .mem = "10Gi", .ann = "k-1", .pc = "high", .deadline = 60};
     ctl_pod *p = add_pod(s, &ps);
     assert_non_null(p);
     assert_string_equal(ctl_pod_name(p), "p1");
     assert_string_equal(ctl_pod_uid(p), "uid-p1");
     assert_string_equal(ctl_pod_namespace(p), "team-a");
-    assert_string_equal(ctl_pod_reservation_key(p), "k-1");
+    /* Found by uid, in its namespace only; the annotation is no key. */
+    assert_true(ctl_store_has_uid(s, "team-a", "uid-p1"));
+    assert_false(ctl_store_has_uid(s, "team-b", "uid-p1"));
+    assert_false(ctl_store_has_uid(s, "team-a", "k-1"));
     assert_string_equal(p->priority_class, "high");
     assert_true(p->terminating);
     assert_false(p->terminal);
@@ -171,7 +179,6 @@ static void test_record_fields(void **state)
     ctl_pod *p2 = add_pod(s, &ps2);
     assert_ptr_equal(p2->ns, p->ns);
     assert_ptr_equal(p2->priority_class, p->priority_class);
-    assert_null(ctl_pod_reservation_key(p2));
     assert_int_equal(p2->charge[GQ_KEY_GPUS], 2);
     assert_false(ctl_pod_same(p, p2));
     assert_true(ctl_pod_same(p, p));
@@ -185,8 +192,18 @@ static void test_record_fields(void **state)
     assert_int_equal(ctl_store_ns_pod_count(s, "team-a"), 2);
     assert_int_equal(ctl_store_ns_pod_count(s, "other"), 0);
 
+    /* The same pod recreated under the same name is another pod. */
+    pod_spec again = ps;
+    again.uid = "uid-p1-again";
+    ctl_pod *p3 = add_pod(s, &again);
+    assert_false(ctl_pod_same(p, p3));
+    assert_true(ctl_store_has_uid(s, "team-a", "uid-p1-again"));
+    ctl_pod_free(s, p3);
+    assert_false(ctl_store_has_uid(s, "team-a", "uid-p1-again"));
+
     ctl_store_unlink(s, p);
     assert_int_equal(ctl_store_ns_pod_count(s, "team-a"), 1);
+    assert_false(ctl_store_has_uid(s, "team-a", "uid-p1"));
     ctl_pod_free(s, p);
     ctl_pod_free(s, p2); /* still linked: free unlinks */
     assert_int_equal(ctl_store_pod_count(s), 0);
@@ -421,10 +438,14 @@ static void test_reservations(void **state)
     (void)state;
     ctl_store *s;
     assert_int_equal(ctl_store_new(&s), GQ_OK);
-    pod_spec seen = {.ns = "a", .name = "seen", .mem = "8Gi", .key = "k-seen"};
-    pod_spec done = {.ns = "a", .name = "done", .mem = "8Gi", .key = "k-done", .phase = "Failed"};
+    pod_spec seen = {.ns = "a", .name = "seen", .mem = "8Gi", .uid = "k-seen"};
+    pod_spec done = {.ns = "a", .name = "done", .mem = "8Gi", .uid = "k-done", .phase = "Failed"};
+    /* A pod carrying a reservation key as an annotation is not its holder:
+     * only the uid matches (users may write annotations at CREATE). */
+    pod_spec ann = {.ns = "a", .name = "ann", .mem = "8Gi", .ann = "k-wait"};
     add_pod(s, &seen);
     add_pod(s, &done);
+    add_pod(s, &ann);
 #define RES(k, ns, exp)                                                                            \
     "{'key':'" k "','namespace':'" ns "','pod':'p','gpu-memory':'8Gi','gpus':'0','gpu-pods':'1',"  \
     "'expires':'" exp "'}"
@@ -468,8 +489,8 @@ static void test_reservations(void **state)
     assert_string_equal(
         json_object_get_string(json_object_object_get(json_object_array_get_idx(res, 1), "key")),
         "k-other-ns");
-    /* used counts only the running pod; reservations are not part of used. */
-    assert_string_equal(status_str(&r, "used", "gpu-memory"), "8Gi");
+    /* used counts only the running pods; reservations are not part of used. */
+    assert_string_equal(status_str(&r, "used", "gpu-memory"), "16Gi");
     json_object_object_add(q, "status", json_object_get(r.status));
 
     /* After both expire the array disappears. */
@@ -649,6 +670,92 @@ static void test_reconcile_pure(void **state)
     json_object_put(q);
 }
 
+/* --- invalid spec -------------------------------------------------------------- */
+
+static const char *ready_field(json_object *status, const char *field)
+{
+    json_object *conds = NULL;
+    json_object_object_get_ex(status, "conditions", &conds);
+    for (size_t i = 0; conds && i < json_object_array_length(conds); i++) {
+        json_object *c = json_object_array_get_idx(conds, i), *t, *v;
+        if (json_object_object_get_ex(c, "type", &t) &&
+            !strcmp(json_object_get_string(t), "Ready") && json_object_object_get_ex(c, field, &v))
+            return json_object_get_string(v);
+    }
+    return NULL;
+}
+
+/* A quota whose spec turned invalid says so in its status: Ready False,
+ * reason InvalidSpec, the parse error (key and value) as message,
+ * observedGeneration of the invalid spec; the last counted usage and the
+ * Exceeded condition stay; lapsed reservations go. Once written it is
+ * stable (no new write, no new Event) until the message changes. */
+static void test_invalid_spec_status(void **state)
+{
+    (void)state;
+    ctl_store *s;
+    assert_int_equal(ctl_store_new(&s), GQ_OK);
+    pod_spec p = {.ns = "a", .name = "p", .mem = "8Gi"};
+    add_pod(s, &p);
+    json_object *q = quota_json("a", "q", "{'hard':{'gpu-memory':'64Gi'}}", NULL);
+    ctl_result r;
+    ctl_result_init(&r);
+    reconcile(s, q, NOW, &r);
+    json_object_object_add(q, "status", json_object_get(r.status));
+    json_object *status = NULL;
+    json_object_object_get_ex(q, "status", &status);
+    json_object *res = J("[" RES("k-live", "a", "2026-11-21T15:07:00Z") "," RES(
+        "k-lapsed", "a", "2026-11-21T15:06:05Z") "]");
+    json_object_object_add(status, "reservations", res);
+    /* the spec turns invalid: generation 4, a value that is no quantity */
+    json_object *spec = J("{'hard':{'gpu-memory':'lots'}}");
+    json_object_object_add(q, "spec", spec);
+    json_object *md = NULL;
+    json_object_object_get_ex(q, "metadata", &md);
+    json_object_object_add(md, "generation", json_object_new_int64(4));
+    gq_err err;
+    gq_err_clear(&err);
+    assert_int_equal(ctl_store_reconcile(s, q, NOW, &r, &err), GQ_EINVAL);
+    char why[GQ_ERR_MSG_MAX];
+    snprintf(why, sizeof why, "%s", err.msg);
+    assert_int_equal(ctl_reconcile_invalid(q, why, NOW + 1, &r, &err), GQ_OK);
+    assert_true(r.invalid);
+    assert_true(r.became_invalid);
+    assert_true(r.changed);
+    assert_string_equal(ready_field(r.status, "status"), "False");
+    assert_string_equal(ready_field(r.status, "reason"), "InvalidSpec");
+    assert_non_null(strstr(ready_field(r.status, "message"),
+                           "spec.hard.gpu-memory: invalid quantity \"lots\""));
+    assert_string_equal(ready_field(r.status, "observedGeneration"), "4");
+    assert_string_equal(ready_field(r.status, "lastTransitionTime"), "2026-11-21T15:06:06Z");
+    json_object *v = NULL;
+    assert_true(json_object_object_get_ex(r.status, "observedGeneration", &v));
+    assert_int_equal(json_object_get_int64(v), 4);
+    assert_string_equal(status_str(&r, "used", "gpu-memory"), "8Gi");
+    assert_string_equal(status_str(&r, "hard", "gpu-memory"), "64Gi");
+    assert_int_equal(r.kept, 1);
+    assert_int_equal(r.dropped, 1);
+    assert_int_equal(r.next_expiry, NOW + 55);
+    json_object *conds = NULL;
+    json_object_object_get_ex(r.status, "conditions", &conds);
+    assert_int_equal(json_object_array_length(conds), 2); /* Ready and Exceeded (kept) */
+    /* written: the next reconcile changes nothing and raises no Event */
+    json_object_object_add(q, "status", json_object_get(r.status));
+    assert_int_equal(ctl_reconcile_invalid(q, why, NOW + 2, &r, &err), GQ_OK);
+    assert_false(r.changed);
+    assert_false(r.became_invalid);
+    /* fixed: Ready again, from the new generation */
+    json_object_object_add(q, "spec", J("{'hard':{'gpu-memory':'64Gi'}}"));
+    reconcile(s, q, NOW + 3, &r);
+    assert_false(r.invalid);
+    assert_string_equal(ready_field(r.status, "status"), "True");
+    assert_string_equal(ready_field(r.status, "reason"), "Reconciled");
+    assert_string_equal(ready_field(r.status, "observedGeneration"), "4");
+    ctl_result_dispose(&r);
+    json_object_put(q);
+    ctl_store_free(s);
+}
+
 /* --- memory ------------------------------------------------------------------ */
 
 static void test_memory_per_record(void **state)
@@ -663,7 +770,7 @@ static void test_memory_per_record(void **state)
         snprintf(ns, sizeof ns, "team-%03d", i % 200);
         snprintf(name, sizeof name, "train-job-%06d-worker-abcde", i);
         snprintf(key, sizeof key, "0b7a1e54-6f1c-4c8e-9d2a-%012d", i);
-        pod_spec ps = {.ns = ns, .name = name, .mem = "8Gi", .key = key, .pc = "batch"};
+        pod_spec ps = {.ns = ns, .name = name, .mem = "8Gi", .uid = key, .pc = "batch"};
         add_pod(s, &ps);
     }
     size_t per = (ctl_store_bytes(s) - base) / N;
@@ -807,6 +914,7 @@ int main(void)
         cmocka_unit_test(test_status_shape_and_noop),
         cmocka_unit_test(test_exceeded_transitions),
         cmocka_unit_test(test_reservations),
+        cmocka_unit_test(test_invalid_spec_status),
         cmocka_unit_test(test_tenant_membership),
         cmocka_unit_test(test_group_sums),
         cmocka_unit_test(test_reconcile_pure),

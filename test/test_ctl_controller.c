@@ -37,8 +37,8 @@ typedef struct fake {
     json_object *pods, *quotas, *tenants, *nss; /* arrays */
     int conflicts;                              /* status writes to refuse with 409 */
     int writes, gets, events;
-    json_object *last_status; /* body of the last accepted status write */
-    json_object *last_event;
+    json_object *last_status;      /* body of the last accepted status write */
+    json_object *events_by_reason; /* {reason: the last Event with it} */
     char last_write_path[256];
 } fake;
 
@@ -147,8 +147,10 @@ static gq_code f_create(void *ctx, const char *path, json_object *body, json_obj
     fake *f = ctx;
     pthread_mutex_lock(&f->mu);
     f->events++;
-    json_object_put(f->last_event);
-    json_object_deep_copy(body, &f->last_event, NULL);
+    json_object *copy = NULL, *reason = NULL;
+    json_object_deep_copy(body, &copy, NULL);
+    json_object_object_get_ex(body, "reason", &reason);
+    json_object_object_add(f->events_by_reason, json_object_get_string(reason), copy);
     pthread_mutex_unlock(&f->mu);
     return GQ_OK;
 }
@@ -178,6 +180,7 @@ static void fake_init(fake *f)
                    "'name':'t','generation':1,'resourceVersion':'1'},'spec':{'namespaceSelector':"
                    "{'matchLabels':{'team':'ml'}},'hard':{'gpu-pods':5}}}]");
     f->nss = J("[{'metadata':{'name':'a','labels':{'team':'ml'},'resourceVersion':'1'}}]");
+    f->events_by_reason = json_object_new_object();
 }
 
 static void fake_dispose(fake *f)
@@ -187,7 +190,7 @@ static void fake_dispose(fake *f)
     json_object_put(f->tenants);
     json_object_put(f->nss);
     json_object_put(f->last_status);
-    json_object_put(f->last_event);
+    json_object_put(f->events_by_reason);
     pthread_mutex_destroy(&f->mu);
 }
 
@@ -265,7 +268,7 @@ static void test_sync_write_event(void **state)
     kube_api api;
     f.conflicts = 1; /* the first write meets a 409: re-read once, write again */
     run(&f, &c, &cfg, &api);
-    wait_writes(&f, 2); /* q and t */
+    wait_writes(&f, 3); /* q, t and broken (whose spec is invalid) */
     wait_metric(c, "gpuquota_controller_reconciles_total{result=\"invalid\"} 1\n");
     assert_true(ctl_controller_synced(c));
     assert_true(ctl_controller_is_leader(c));
@@ -280,14 +283,31 @@ static void test_sync_write_event(void **state)
     json_object_object_get_ex(t, "status", &tst);
     assert_string_equal(jstr(tst, "used", "gpu-pods"), "2");
     /* Exceeded turned True: one Warning Event on the quota. */
-    assert_int_equal(f.events, 1);
-    assert_string_equal(jstr(f.last_event, "reason", NULL), "Exceeded");
-    assert_string_equal(jstr(f.last_event, "type", NULL), "Warning");
-    assert_string_equal(jstr(f.last_event, "involvedObject", "name"), "q");
-    assert_string_equal(jstr(f.last_event, "involvedObject", "uid"), "u-q");
-    assert_string_equal(jstr(f.last_event, "metadata", "namespace"), "a");
-    assert_string_equal(jstr(f.last_event, "message", NULL),
+    assert_int_equal(f.events, 2);
+    json_object *ev = NULL;
+    assert_true(json_object_object_get_ex(f.events_by_reason, "Exceeded", &ev));
+    assert_string_equal(jstr(ev, "type", NULL), "Warning");
+    assert_string_equal(jstr(ev, "involvedObject", "name"), "q");
+    assert_string_equal(jstr(ev, "involvedObject", "uid"), "u-q");
+    assert_string_equal(jstr(ev, "metadata", "namespace"), "a");
+    assert_string_equal(jstr(ev, "message", NULL),
                         "used exceeds hard for gpu-memory (used 12Gi, hard 10Gi)");
+    /* The invalid quota says so: its status and a Warning Event. (It used
+     * to be left without status, reported only in the log.) */
+    const char *why =
+        "spec.hard.gpu-memory: invalid value \"-1\": must be greater than or equal to 0";
+    assert_true(json_object_object_get_ex(f.events_by_reason, "InvalidSpec", &ev));
+    assert_string_equal(jstr(ev, "type", NULL), "Warning");
+    assert_string_equal(jstr(ev, "involvedObject", "name"), "broken");
+    assert_string_equal(jstr(ev, "message", NULL), why);
+    json_object *b = find_quota(&f, "/x/gpuquotas/broken"), *bst, *conds;
+    json_object_object_get_ex(b, "status", &bst);
+    assert_true(json_object_object_get_ex(bst, "conditions", &conds));
+    json_object *ready = json_object_array_get_idx(conds, 0);
+    assert_string_equal(jstr(ready, "type", NULL), "Ready");
+    assert_string_equal(jstr(ready, "status", NULL), "False");
+    assert_string_equal(jstr(ready, "reason", NULL), "InvalidSpec");
+    assert_string_equal(jstr(ready, "message", NULL), why);
     pthread_mutex_unlock(&f.mu);
 
     char *text = NULL;
@@ -295,8 +315,8 @@ static void test_sync_write_event(void **state)
     assert_int_equal(ctl_controller_metrics(c, &text, &len), GQ_OK);
     assert_non_null(strstr(text, "gpuquota_controller_reconciles_total{result=\"conflict\"} 1\n"));
     assert_non_null(strstr(text, "gpuquota_controller_reconciles_total{result=\"invalid\"} 1\n"));
-    assert_non_null(strstr(text, "gpuquota_controller_status_writes_total 2\n"));
-    assert_non_null(strstr(text, "gpuquota_controller_events_total 1\n"));
+    assert_non_null(strstr(text, "gpuquota_controller_status_writes_total 3\n"));
+    assert_non_null(strstr(text, "gpuquota_controller_events_total 2\n"));
     assert_non_null(strstr(text, "gpuquota_controller_pod_cost_errors_total 1\n"));
     assert_non_null(strstr(text, "gpuquota_controller_tracked_pods 2\n"));
     assert_non_null(strstr(text, "gpuquota_controller_leader 1\n"));

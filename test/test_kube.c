@@ -551,7 +551,28 @@ typedef struct fake_api {
     int watch_calls, list_calls, idle;
     gq_code script_end[8]; /* what each scripted watch returns */
     char last_watch_rv[32];
+    const char *probe_rvs[8]; /* resourceVersion of each "?limit=1" GET (the last repeats) */
+    int probes;
 } fake_api;
+
+/* GET PATH?limit=1: a one-item list carrying the server's resourceVersion. */
+static gq_code fake_get(void *ctx, const char *path, json_object **out, gq_err *err)
+{
+    fake_api *f = ctx;
+    char buf[128];
+    assert_non_null(strstr(path, "?limit=1"));
+    pthread_mutex_lock(&f->mu);
+    int k = f->probes++;
+    while (k > 0 && !f->probe_rvs[k])
+        k--;
+    snprintf(buf, sizeof(buf),
+             "{\"kind\":\"PodList\",\"metadata\":{\"resourceVersion\":\"%s\"},"
+             "\"items\":[]}",
+             f->probe_rvs[k] ? f->probe_rvs[k] : "1");
+    pthread_mutex_unlock(&f->mu);
+    *out = json_tokener_parse(buf);
+    return *out ? GQ_OK : gq_err_set(err, GQ_ENOMEM, "out of memory");
+}
 
 static gq_code fake_list(void *ctx, const char *path, const kube_list_opts *o, kube_item_fn fn,
                          void *ud, char **rv_out, gq_err *err)
@@ -792,6 +813,162 @@ static void cache_list_watch_relist(void **state)
     kube_cache_free(c);
     json_object_put(f.lists[0]);
     json_object_put(f.lists[1]);
+    pthread_mutex_destroy(&f.mu);
+}
+
+/* Wait until the fake idles on its terminator watch. */
+static void wait_idle(fake_api *f)
+{
+    for (int i = 0; i < 5000; i++) {
+        pthread_mutex_lock(&f->mu);
+        int idle = f->idle >= 1;
+        pthread_mutex_unlock(&f->mu);
+        if (idle)
+            return;
+        usleep(1000);
+    }
+    fail_msg("the cache never settled on its last watch");
+}
+
+/* A started cache over f whose transform and callbacks record into l
+ * (api, filled here, must outlive the cache). */
+static kube_cache *recording_cache(fake_api *f, kube_api *api, cb_log *l, long backoff_min_ms)
+{
+    *api = (kube_api){.ctx = f, .list = fake_list, .watch = fake_watch, .get = fake_get};
+    kube_cache_opts o = {.path = "/api/v1/pods",
+                         .backoff_min_ms = backoff_min_ms,
+                         .backoff_max_ms = 2 * backoff_min_ms,
+                         .transform = tr,
+                         .free_record = tr_free,
+                         .on_add = on_add,
+                         .on_update = on_update,
+                         .on_delete = on_delete,
+                         .ud = l};
+    kube_cache *c;
+    gq_err e;
+    assert_int_equal(kube_cache_new(api, &o, &c, &e), GQ_OK);
+    assert_int_equal(kube_cache_start(c, &e), GQ_OK);
+    return c;
+}
+
+/* The server's history went back (etcd restored, control plane rebuilt):
+ * a watch from our resourceVersion gets 504 "Too large resource version",
+ * or events older than what we saw, or a list answers an older version.
+ * Each time the cache relists and applies every object again, even one
+ * whose resourceVersion string is unchanged (the new history reuses the
+ * numbers), instead of keeping its old contents forever. */
+static void cache_relists_when_history_goes_back(void **state)
+{
+    (void)state;
+    const char *scripts[8] = {
+        "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\","
+        "\"status\":\"Failure\",\"message\":\"Timeout: Too large resource version: 50, current: "
+        "20\",\"reason\":\"Timeout\",\"code\":504,\"details\":{\"causes\":[{\"reason\":"
+        "\"ResourceVersionTooLarge\",\"message\":\"Too large resource version\"}],"
+        "\"retryAfterSeconds\":1}}}\n",
+        /* from 20: an addition, then an event older than it */
+        "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"namespace\":\"t\",\"name\":\"d\","
+        "\"resourceVersion\":\"21\"}}}\n"
+        "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"namespace\":\"t\",\"name\":\"c\","
+        "\"resourceVersion\":\"15\"}}}\n",
+        /* from 40: 410, and the relist answers an older version */
+        "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":410,\"reason\":\"Expired\","
+        "\"message\":\"too old\"}}\n",
+        NULL,
+    };
+    fake_api f = {.scripts = scripts};
+    pthread_mutex_init(&f.mu, NULL);
+    f.lists[0] = json_object_new_array();
+    json_object_array_add(f.lists[0], pod("t", "a", "5"));
+    json_object_array_add(f.lists[0], pod("t", "b", "6"));
+    f.list_rvs[0] = "50";
+    f.lists[1] = json_object_new_array();
+    json_object_array_add(f.lists[1], pod("t", "a", "5"));
+    json_object_array_add(f.lists[1], pod("t", "c", "7"));
+    f.list_rvs[1] = "20";
+    f.lists[2] = json_object_new_array();
+    json_object_array_add(f.lists[2], pod("t", "a", "5"));
+    json_object_array_add(f.lists[2], pod("t", "c", "15"));
+    f.list_rvs[2] = "40";
+    f.lists[3] = json_object_new_array();
+    json_object_array_add(f.lists[3], pod("t", "a", "5"));
+    f.list_rvs[3] = "35";
+    f.nlists = 4;
+    f.probe_rvs[0] = "1000";
+    kube_api api;
+    cb_log l = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    kube_cache *c = recording_cache(&f, &api, &l, 20);
+    const char *want = "add t/a a@5;add t/b b@6;"
+                       /* 504: a is applied again although its version reads the same */
+                       "update t/a a@5->a@5;add t/c c@7;delete t/b b@6;"
+                       /* d@21, then c@15 older than 21: relist, everything again */
+                       "add t/d d@21;"
+                       "update t/a a@5->a@5;update t/c c@7->c@15;delete t/d d@21;"
+                       /* 410, then a list at 35, older than 40: a second list
+                        * applies everything again (the first kept a as it was) */
+                       "update t/a a@5->a@5;delete t/c c@15;";
+    if (!wait_for_text(&l, want))
+        fail_msg("callbacks: %s", l.text);
+    wait_idle(&f);
+    assert_int_equal(kube_cache_synced(c), 1);
+    kube_cache_stats st;
+    kube_cache_get_stats(c, &st);
+    assert_int_equal(st.relists, 3);
+    assert_int_equal(st.resets, 3);
+    assert_int_equal(f.list_calls, 5);
+    assert_string_equal(f.last_watch_rv, "35");
+    kube_cache_stop(c);
+    kube_cache_free(c);
+    for (int i = 0; i < 4; i++)
+        json_object_put(f.lists[i]);
+    pthread_mutex_destroy(&f.mu);
+}
+
+/* A watch that keeps failing is not resumed forever: after three failures
+ * in a row the cache relists. Before resuming after a failure it asks the
+ * server's current resourceVersion, and relists when the server is behind
+ * it (a restarted control plane may otherwise accept the watch and send
+ * nothing until it catches up). */
+static void cache_relists_after_repeated_failures_and_when_behind(void **state)
+{
+    (void)state;
+    const char *scripts[8] = {"", "", "", "", NULL};
+    fake_api f = {.scripts = scripts};
+    for (int i = 0; i < 4; i++)
+        f.script_end[i] = GQ_EIO;
+    pthread_mutex_init(&f.mu, NULL);
+    f.lists[0] = json_object_new_array();
+    json_object_array_add(f.lists[0], pod("t", "a", "5"));
+    f.list_rvs[0] = "50";
+    f.lists[1] = json_object_new_array();
+    json_object_array_add(f.lists[1], pod("t", "a", "5"));
+    f.list_rvs[1] = "50";
+    f.lists[2] = json_object_new_array();
+    json_object_array_add(f.lists[2], pod("t", "a", "9"));
+    f.list_rvs[2] = "12";
+    f.nlists = 3;
+    /* two failures: the server is ahead, resume; the third relists; the
+     * fourth finds the server at 10, behind 50 */
+    f.probe_rvs[0] = "60";
+    f.probe_rvs[1] = "60";
+    f.probe_rvs[2] = "10";
+    kube_api api;
+    cb_log l = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    kube_cache *c = recording_cache(&f, &api, &l, 10);
+    if (!wait_for_text(&l, "add t/a a@5;update t/a a@5->a@9;"))
+        fail_msg("callbacks: %s", l.text);
+    wait_idle(&f);
+    kube_cache_stats st;
+    kube_cache_get_stats(c, &st);
+    assert_int_equal(st.relists, 2);
+    assert_int_equal(st.resets, 1);
+    assert_int_equal(f.list_calls, 3);
+    assert_int_equal(f.probes, 3);
+    assert_string_equal(f.last_watch_rv, "12");
+    kube_cache_stop(c);
+    kube_cache_free(c);
+    for (int i = 0; i < 3; i++)
+        json_object_put(f.lists[i]);
     pthread_mutex_destroy(&f.mu);
 }
 
@@ -1066,6 +1243,8 @@ int main(void)
         cmocka_unit_test(backoff_sequence),
         cmocka_unit_test(micro_time),
         cmocka_unit_test(cache_list_watch_relist),
+        cmocka_unit_test(cache_relists_when_history_goes_back),
+        cmocka_unit_test(cache_relists_after_repeated_failures_and_when_behind),
         cmocka_unit_test(cache_without_transform_keeps_json),
         cmocka_unit_test(leader_one_leader_and_release),
         cmocka_unit_test(leader_takeover_after_expiry),

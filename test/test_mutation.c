@@ -59,6 +59,36 @@ static gq_config *config(void)
     return cfg;
 }
 
+/* kube-apiserver reinvokes a webhook with a fresh request uid: on the pod the
+ * first call patched, the second call must change nothing. */
+static void reinvocation_with_fresh_uid_is_noop(void **state)
+{
+    (void)state;
+    gq_config *cfg = config();
+    wh_review_response r;
+    json_object *patched = NULL;
+    mutate(cfg, "", NULL, 0, &r, &patched);
+    assert_non_null(patched);
+    wh_review_response_dispose(&r);
+    json_object *fx = fixture(), *req = NULL;
+    assert_true(json_object_object_get_ex(fx, "request", &req));
+    json_object_object_add(req, "object", patched);
+    json_object_object_add(req, "uid", json_object_new_string("2d6c0a9e-reinvoked"));
+    const char *body = gq_json_compact(fx);
+    wh_review_request rq;
+    gq_err err;
+    assert_int_equal(wh_review_decode(body, strlen(body), &rq, &err), GQ_OK);
+    assert_int_equal(wh_mutate_review(cfg, &rq, NULL, 0, &r, &err), GQ_OK);
+    assert_true(r.allowed);
+    assert_string_equal(r.uid, "2d6c0a9e-reinvoked");
+    if (r.patch)
+        fail_msg("reinvocation patched: %.*s", (int)r.patch_len, r.patch);
+    wh_review_response_dispose(&r);
+    wh_review_request_dispose(&rq);
+    json_object_put(fx);
+    gq_config_free(cfg);
+}
+
 static const char *audit(const wh_review_response *r, const char *key)
 {
     for (size_t i = 0; i < r->n_audit; i++)
@@ -92,8 +122,9 @@ static void fixture_whole_gpus(void **state)
     assert_string_equal(audit(&r, "backend"), "aliyun");
     assert_string_equal(audit(&r, "gpu-model"), "h100-80gb");
     assert_string_equal(at_str(patched, "metadata", "labels", "gpuquota.io/managed"), "true");
-    assert_string_equal(at_str(patched, "metadata", "annotations", "gpuquota.io/reservation"),
-                        "b8f4c3a2-5d1e-4f6a-9c7b-2e8d0a1f3c64");
+    /* no reservation annotation: the request uid would change with every
+     * call, and /validate keys charges by the pod's uid */
+    assert_null(at_str(patched, "metadata", "annotations", "gpuquota.io/reservation"));
     /* the response as kube-apiserver receives it */
     char *text = NULL;
     size_t len = 0;
@@ -258,9 +289,13 @@ static void limit_range_default_applied(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(fixture_whole_gpus),         cmocka_unit_test(fraction_rewritten),
-        cmocka_unit_test(invalid_request_denied),     cmocka_unit_test(passed_through_unchanged),
-        cmocka_unit_test(missing_object_bad_request), cmocka_unit_test(limit_range_default_applied),
+        cmocka_unit_test(fixture_whole_gpus),
+        cmocka_unit_test(fraction_rewritten),
+        cmocka_unit_test(invalid_request_denied),
+        cmocka_unit_test(passed_through_unchanged),
+        cmocka_unit_test(missing_object_bad_request),
+        cmocka_unit_test(limit_range_default_applied),
+        cmocka_unit_test(reinvocation_with_fresh_uid_is_noop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

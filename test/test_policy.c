@@ -961,8 +961,11 @@ static const parse_case quota_parse_cases[] = {
     {QHEAD "'spec':{'hard':{'gpu-memory':'12Gx'}}}", GQ_EINVAL,
      "spec.hard.gpu-memory: invalid quantity \"12Gx\"*"},
     {QHEAD "'spec':{'hard':{'gpus':'-1'}}}", GQ_EINVAL,
-     "spec.hard.gpus: must be greater than or equal to 0"},
-    {QHEAD "'spec':{'hard':{'gpus':'1.5'}}}", GQ_EINVAL, "spec.hard.gpus: must be a whole number"},
+     "spec.hard.gpus: invalid value \"-1\": must be greater than or equal to 0"},
+    {QHEAD "'spec':{'hard':{'gpus':'1.5'}}}", GQ_EINVAL,
+     "spec.hard.gpus: invalid value \"1.5\": must be a whole number"},
+    {QHEAD "'spec':{'hard':{'gpu-pods':-3}}}", GQ_EINVAL,
+     "spec.hard.gpu-pods: invalid value \"-3\": must be greater than or equal to 0"},
     {QHEAD "'spec':{'hard':{'gpus':1.5}}}", GQ_EINVAL,
      "spec.hard.gpus: must be a quantity string or an integer, got double"},
     {QHEAD "'spec':{'hard':{'cpu':'1'}}}", GQ_EINVAL,
@@ -1546,25 +1549,29 @@ static void test_reservation_for_pod(void **state)
     gq_charge_from_cost(&(gq_pod_cost){.gpu_memory = 2 * GI, .gpu_pods = 1}, false, &charge);
     gq_reservation r;
     gq_err err;
-    json_object *p = J("{'metadata':{'generateName':'job-','annotations':{'gpuquota.io/"
-                       "reservation':'stamp-1'}}}");
+    /* Keyed by the pod's uid (what the validating webhook and the
+     * controller both see); an annotation a user wrote plays no part. */
+    json_object *p = J("{'metadata':{'name':'job-x7k2p','generateName':'job-','uid':'pod-uid-1',"
+                       "'annotations':{'gpuquota.io/reservation':'stamp-1'}}}");
     assert_int_equal(gq_reservation_for_pod(p, "a", "uid-9", &charge, NOW + 60, &r, &err), GQ_OK);
-    assert_string_equal(r.key, "stamp-1");
-    assert_string_equal(r.pod, "job-");
+    assert_string_equal(r.key, "pod-uid-1");
+    assert_string_equal(r.pod, "job-x7k2p");
     assert_string_equal(r.namespace_, "a");
     assert_int_equal(r.expires, NOW + 60);
     assert_int_equal(r.amounts.v[GQ_KEY_GPU_MEMORY], 2 * GI);
     gq_reservation_dispose(&r);
     json_object_put(p);
 
-    p = J("{'metadata':{'name':'web-0','generateName':'web-'}}");
+    /* No uid (offline admission): the request uid; an annotation still
+     * plays no part. */
+    p = J("{'metadata':{'generateName':'web-','uid':'','annotations':{'gpuquota.io/"
+          "reservation':'stamp-1'}}}");
     assert_int_equal(gq_reservation_for_pod(p, "a", "uid-9", &charge, NOW, &r, &err), GQ_OK);
     assert_string_equal(r.key, "uid-9");
-    assert_string_equal(r.pod, "web-0");
+    assert_string_equal(r.pod, "web-");
     gq_reservation_dispose(&r);
     assert_int_equal(gq_reservation_for_pod(p, "a", NULL, &charge, NOW, &r, &err), GQ_EINVAL);
-    assert_string_equal(err.msg,
-                        "reservation: no annotation gpuquota.io/reservation and no request uid");
+    assert_string_equal(err.msg, "reservation: the pod has no metadata.uid and the request no uid");
     json_object_put(p);
 }
 

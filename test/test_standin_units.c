@@ -179,6 +179,15 @@ static void patches(void **state)
          "{\"spec\":{\"tolerations\":[{\"key\":\"b\"}]}}"},
         {'s', "{\"m\":{\"a\":1,\"b\":2}}", "{\"m\":{\"$patch\":\"replace\",\"c\":3}}",
          "{\"m\":{\"c\":3}}"},
+        /* kubectl apply of a webhook configuration whose URL changed: the
+         * entry is merged by name, its rules and failurePolicy stay. */
+        {'s',
+         "{\"webhooks\":[{\"name\":\"v\",\"clientConfig\":{\"url\":\"a\"},\"rules\":[{"
+         "\"operations\":[\"CREATE\"]}],\"failurePolicy\":\"Fail\"}]}",
+         "{\"$setElementOrder/webhooks\":[{\"name\":\"v\"}],\"webhooks\":[{\"clientConfig\":{"
+         "\"url\":\"b\"},\"name\":\"v\"}]}",
+         "{\"webhooks\":[{\"name\":\"v\",\"clientConfig\":{\"url\":\"b\"},\"rules\":[{"
+         "\"operations\":[\"CREATE\"]}],\"failurePolicy\":\"Fail\"}]}"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         patch_fn fn = pick(cases[i].kind);

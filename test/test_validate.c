@@ -368,25 +368,60 @@ static void test_idempotent_retry(void **state)
     assert_true(r.allowed);
     assert_int_equal(r.n_charged, 1);
     assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "q"), 1);
-    /* the reservation annotation is the key when present */
+    /* the pod's uid is the key when present (kube-apiserver sets it before
+     * validating admission; every call has a fresh request uid) */
     quota(f, "team-b", "q", "{\"gpu-memory\":\"16Gi\"}", NULL);
-    pod_json(pod, sizeof(pod), "team-b", "16Gi",
-             ",\"annotations\":{\"gpuquota.io/reservation\":\"stamp-1\"}", NULL);
+    pod_json(pod, sizeof(pod), "team-b", "16Gi", ",\"name\":\"train-x7k2p\",\"uid\":\"pod-1\"",
+             NULL);
     assert_true(decide_ex(f, "x1", "team-b", pod, NULL, NULL).allowed);
     r = decide_ex(f, "x2", "team-b", pod, NULL, NULL);
     assert_true(r.allowed);
-    assert_string_equal(r.reservation_key, "stamp-1");
+    assert_string_equal(r.reservation_key, "pod-1");
     assert_int_equal(n_reservations(f, "GPUQuota", "team-b", "q"), 1);
 }
 
-/* A pod copied from a running one carries its reservation annotation: it
- * must be charged on its own (under the admission uid), never ride on the
- * running pod's charge. */
-static void test_copied_reservation_annotation(void **state)
+/* A reservation annotation written by a user at CREATE influences nothing:
+ * neither the key nor whether the pod is charged. */
+static void test_user_reservation_annotation_ignored(void **state)
 {
     fx *f = *state;
     char pod[2048];
-    const char *ann = ",\"annotations\":{\"gpuquota.io/reservation\":\"k1\"}";
+    quota(f, NS_A, "q", "{\"gpu-memory\":\"16Gi\"}", NULL);
+    pod_json(pod, sizeof(pod), NS_A, "16Gi",
+             ",\"name\":\"a\",\"uid\":\"pod-a\",\"annotations\":{\"gpuquota.io/"
+             "reservation\":\"k1\"}",
+             NULL);
+    wh_validate_result r = decide_ex(f, "u1", NS_A, pod, NULL, NULL);
+    assert_true(r.allowed);
+    assert_string_equal(r.reservation_key, "pod-a");
+    /* another pod naming pod a's key in the annotation is charged on its
+     * own, and the quota is full */
+    pod_json(pod, sizeof(pod), NS_A, "16Gi",
+             ",\"name\":\"b\",\"uid\":\"pod-b\",\"annotations\":{\"gpuquota.io/"
+             "reservation\":\"pod-a\"}",
+             NULL);
+    r = decide_ex(f, "u2", NS_A, pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_string_equal(r.message, "exceeded quota: q, requested: gpu-memory=16Gi, used: "
+                                   "gpu-memory=16Gi, limited: gpu-memory=16Gi");
+    /* without a uid (offline admission) the request uid is the key */
+    pod_json(pod, sizeof(pod), "team-b", "8Gi",
+             ",\"annotations\":{\"gpuquota.io/reservation\":\"k1\"}", NULL);
+    quota(f, "team-b", "q", "{\"gpu-memory\":\"16Gi\"}", NULL);
+    r = decide_ex(f, "u3", "team-b", pod, NULL, NULL);
+    assert_true(r.allowed);
+    assert_string_equal(r.reservation_key, "u3");
+}
+
+/* A review that did not come from kube-apiserver (posted to /validate, or
+ * an offline admission of a pod copied from a running one) may carry
+ * another pod's uid: the pod must be charged on its own (under the
+ * admission uid), never ride on the other pod's charge. */
+static void test_copied_pod_uid(void **state)
+{
+    fx *f = *state;
+    char pod[2048];
+    const char *ann = ",\"uid\":\"k1\"";
     quota(f, NS_A, "q", "{\"gpu-memory\":\"32Gi\"}", NULL);
     snprintf(pod, sizeof(pod),
              "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"a\"%s},"
@@ -412,7 +447,7 @@ static void test_copied_reservation_annotation(void **state)
     r = decide_ex(f, "u2", NS_A, pod, NULL, NULL);          /* pod c now holds k1 */
     assert_true(r.allowed);
     assert_string_equal(r.reservation_key, "k1");
-    assert_true(decide(f, "u5", NS_A, "8Gi").allowed); /* a pod without annotation holds u5 */
+    assert_true(decide(f, "u5", NS_A, "8Gi").allowed); /* a pod without uid holds u5 */
     pod[strstr(pod, "\"c\"") - pod + 1] = 'd';
     r = decide_ex(f, "u5", NS_A, pod, NULL, NULL);
     assert_false(r.allowed);
@@ -859,7 +894,8 @@ int main(void)
         T(test_scopes),
         T(test_dry_run_not_charged),
         T(test_idempotent_retry),
-        T(test_copied_reservation_annotation),
+        T(test_user_reservation_annotation_ignored),
+        T(test_copied_pod_uid),
         T(test_remembered_object_never_denies),
         T(test_conflict_storm),
         T(test_rollback_when_second_denies),

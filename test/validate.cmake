@@ -10,6 +10,22 @@ add_test(NAME validate_integration
                  $<TARGET_FILE:kube-standin>)
 set_tests_properties(validate_integration PROPERTIES TIMEOUT 300)
 
+# Reservations end to end: stand-in, webhook and controller; charges keyed by
+# the stored pod's uid, counted once, and phantoms (pods refused after the
+# charge, reviews posted to /validate) dropped after the grace period.
+add_test(NAME reservations_integration
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/reservations_integration.sh $<TARGET_FILE:gpuquota>
+                 $<TARGET_FILE:kube-standin>)
+set_tests_properties(reservations_integration PROPERTIES TIMEOUT 180)
+
+# The API server loses its history (the stand-in restores a snapshot) under a
+# running webhook and controller: both relist, a quota created afterwards is
+# enforced and pods running afterwards are counted.
+add_test(NAME history_integration
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/history_integration.sh $<TARGET_FILE:gpuquota>
+                 $<TARGET_FILE:kube-standin>)
+set_tests_properties(history_integration PROPERTIES TIMEOUT 180)
+
 # Benchmark (prints figures, never a ctest case): charging throughput and
 # latency against the stand-in, one namespace and 50, over-admission checked.
 if(GQ_BENCH)

@@ -149,7 +149,10 @@ gq_code wh_mutate_review_info(const gq_config *cfg, const wh_review_request *req
             (rc = gq_pod_cost_compute(cfg, defaulted, &cost, &why)))
             goto deny;
     }
-    gq_rewrite_opts opts = {.reservation = req->uid, .defaults = defs, .n_defaults = n_defs};
+    /* No reservation annotation: kube-apiserver gives a reinvocation a fresh
+     * request uid, so stamping it would never be a no-op. /validate keys the
+     * charge by the pod's uid, which mutating webhooks do not see yet. */
+    gq_rewrite_opts opts = {.defaults = defs, .n_defaults = n_defs};
     const gq_pod_cost *use = n_defs ? &cost : &cost0;
     if ((rc = gq_rewrite_pod(cfg, pod, use, &opts, &rw, &why)))
         goto deny;

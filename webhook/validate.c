@@ -32,7 +32,7 @@ typedef struct pending {
     const gq_pod_facts *facts;
     json_object *ns_labels;
     const gq_amounts *charge;
-    const gq_reservation *resv; /* keyed by the pod's annotation, else the uid */
+    const gq_reservation *resv; /* keyed by the pod's uid, else the admission uid */
     const gq_reservation *alt;  /* keyed by the admission uid; NULL when resv is */
     const gq_reservation *used; /* the one this charge holds (for rollback) */
     bool done, leader;
@@ -232,9 +232,11 @@ static bool same_pod(const gq_reservation *a, const gq_reservation *b)
 }
 
 /* Who holds r's key: a live reservation of q, or a charge made earlier in
- * this batch. The key alone is not enough: a pod copied from a running one
- * carries its gpuquota.io/reservation annotation, and must not ride on its
- * charge (the validating webhook sees the generated name, so copies differ). */
+ * this batch. The key alone is not enough: kube-apiserver gives every pod a
+ * fresh uid, but a review that did not come from it (posted to /validate
+ * directly, or an offline admission of a pod copied from a running one) may
+ * carry another pod's uid, and must not ride on that pod's charge (the
+ * validating webhook sees the generated name, so different pods differ). */
 static key_state key_holder(const gq_quota *q, pending **batch, size_t i, const gq_reservation *r)
 {
     for (size_t k = 0; k < q->n_reservations; k++)
@@ -954,8 +956,8 @@ static gq_code decide_create(wh_validator *v, const wh_review_request *req, deci
         goto out;
     have_resv = true;
     if (strcmp(resv.key, req->uid)) {
-        /* Keyed by the annotation: the uid is the fallback key for a pod
-         * that carries another pod's annotation. */
+        /* Keyed by the pod's uid: the request uid is the fallback key for a
+         * review whose pod carries another pod's uid. */
         if ((rc = reservation_rekey(&resv, req->uid, &alt, &e)))
             goto out;
         have_alt = true;

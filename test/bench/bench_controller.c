@@ -67,7 +67,6 @@ static void pod_json(char *buf, size_t cap, int ns, const char *name)
              "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"%s\","
              "\"namespace\":\"team-%04d\",\"labels\":{\"app\":\"trainer\",\"job-name\":"
              "\"train-%s\",\"gpuquota.io/managed\":\"true\"},\"annotations\":{"
-             "\"gpuquota.io/reservation\":\"0b7a1e54-6f1c-4c8e-9d2a-%s\","
              "\"gpuquota.io/gpu-requests\":\"{\\\"trainer\\\":{\\\"gpus\\\":1,\\\"memory\\\":"
              "\\\"8Gi\\\"}}\"}},\"spec\":{\"priorityClassName\":\"batch\",\"restartPolicy\":"
              "\"Never\",\"containers\":[{\"name\":\"trainer\",\"image\":\"registry.example.com/"
@@ -76,7 +75,7 @@ static void pod_json(char *buf, size_t cap, int ns, const char *name)
              "\"cpu\":\"4\",\"memory\":\"16Gi\",\"aliyun.com/gpu-mem\":\"8\"},\"requests\":{"
              "\"cpu\":\"4\",\"memory\":\"16Gi\",\"aliyun.com/gpu-mem\":\"8\"}}}]},"
              "\"status\":{\"phase\":\"Running\"}}",
-             name, ns, name, name);
+             name, ns, name);
 }
 
 typedef struct filler {

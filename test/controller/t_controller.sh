@@ -115,7 +115,7 @@ pod ml-a pre 8Gi
 pod ml-b pre-b 2Gi
 req POST /api/v1/namespaces/ml-a/pods '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"cpu-only"},"spec":{"containers":[{"name":"c","image":"i","resources":{"limits":{"cpu":"1"}}}]}}'
 pod ml-a invalid 0 # a zero request cannot be priced: logged and not counted
-start_ctl c1 --workers 2
+start_ctl c1 --workers 2 --reservation-grace 2s
 C1=$CPID M1=$MPORT
 mem_pods() { echo "$(used ml-a q gpu-memory) $(used ml-a q gpu-pods)"; }
 wait_for "pre-existing pods counted" 10 "8Gi 1" mem_pods
@@ -156,19 +156,59 @@ kubectl patch gq q -n ml-a --type merge -p '{"spec":{"hard":{"gpu-memory":"64Gi"
 wait_for "Exceeded cleared after raising hard" 2 "False" cond ml-a q Exceeded
 expect_eq "observedGeneration follows spec" "3" "$(curl -s "$S$GQ/namespaces/ml-a/gpuquotas/q" | jq -r .status.observedGeneration)"
 
-# Reservations: one whose pod appears is dropped; one whose pod never
-# appears is kept until it expires.
-EXP=$(date -u -d '+3 seconds' +%Y-%m-%dT%H:%M:%SZ)
+# An invalid spec is visible: Ready False with reason InvalidSpec and a
+# message naming the key and the value, observedGeneration of the invalid
+# spec, an Event; usage as last counted. Fixed, it is Ready again.
+readyc() { # readyc PATH: status reason observedGeneration of the Ready condition, and the message
+    curl -s "$S$GQ/$1" | jq -r '(.status.conditions[]? | select(.type=="Ready") | "\(.status) \(.reason) \(.observedGeneration)"), .status.observedGeneration'
+}
+kubectl patch gq q -n ml-a --type merge -p '{"spec":{"hard":{"gpu-memory":"lots"}}}' >/dev/null
+wait_for "invalid quota: Ready False, InvalidSpec" 2 "False InvalidSpec 4
+4" readyc namespaces/ml-a/gpuquotas/q
+Q=$(curl -s "$S$GQ/namespaces/ml-a/gpuquotas/q")
+expect_match "the message names the key and the value" '^spec\.hard\.gpu-memory: invalid quantity "lots"' \
+    "$(printf '%s' "$Q" | jq -r '.status.conditions[] | select(.type=="Ready") | .message')"
+expect_eq "usage as last counted" "40Gi" "$(printf '%s' "$Q" | jq -r '.status.used."gpu-memory"')"
+EV=$(curl -s "$S/api/v1/namespaces/ml-a/events" | jq -c '[.items[] | select(.reason=="InvalidSpec") | {type, kind:.involvedObject.kind, name:.involvedObject.name}]')
+expect_eq "one InvalidSpec event" '[{"type":"Warning","kind":"GPUQuota","name":"q"}]' "$EV"
+kubectl patch gq q -n ml-a --type merge -p '{"spec":{"hard":{"gpu-memory":null,"gpu-memroy":"64Gi"}}}' >/dev/null
+wait_for "a misspelt key is named" 2 'spec.hard.gpu-memroy: unsupported key; supported: gpu-memory, gpu-pods, gpus' \
+    bash -c "curl -s '$S$GQ/namespaces/ml-a/gpuquotas/q' | jq -r '.status.conditions[] | select(.type==\"Ready\") | .message'"
+kubectl patch gq q -n ml-a --type merge -p '{"spec":{"hard":{"gpu-memroy":null,"gpu-memory":"64Gi"}}}' >/dev/null
+wait_for "fixed: Ready again" 2 "True Reconciled 6
+6" readyc namespaces/ml-a/gpuquotas/q
+kubectl patch gtq web --type merge -p '{"spec":{"hard":{"gpu-memory":"-10Gi"}}}' >/dev/null
+wait_for "invalid tenant: Ready False, InvalidSpec" 2 "False InvalidSpec 2
+2" readyc gputenantquotas/web
+expect_eq "the tenant's message names the key and the value" 'spec.hard.gpu-memory: invalid value "-10Gi": must be greater than or equal to 0' \
+    "$(curl -s "$S$GQ/gputenantquotas/web" | jq -r '.status.conditions[] | select(.type=="Ready") | .message')"
+expect_eq "the tenant's event goes to namespace default" 1 \
+    "$(curl -s "$S/api/v1/namespaces/default/events" | jq '[.items[] | select(.reason=="InvalidSpec" and .involvedObject.name=="web")] | length')"
+kubectl patch gtq web --type merge -p '{"spec":{"hard":{"gpu-memory":"256Gi"}}}' >/dev/null
+wait_for "tenant fixed" 2 "True Reconciled 3
+3" readyc gputenantquotas/web
+
+# Reservations are matched to pods by uid (the key the validating webhook
+# records); an annotation is no key. One whose pod is counted is dropped at
+# once; one whose pod never appears (a phantom) is dropped once the grace
+# period (--reservation-grace 2s here) has passed, long before it expires.
+pod ml-a late 1Gi ',"annotations":{"gpuquota.io/reservation":"k-ann"}'
+LATE_UID=$(curl -s "$S/api/v1/namespaces/ml-a/pods/late" | jq -r .metadata.uid)
+wait_for "late pod counted" 1 "41Gi" used ml-a q gpu-memory
 FAR=$(date -u -d '+10 minutes' +%Y-%m-%dT%H:%M:%SZ)
-RES="{\"status\":{\"reservations\":[{\"key\":\"never\",\"namespace\":\"ml-a\",\"pod\":\"ghost\",\"gpu-memory\":\"8Gi\",\"gpus\":\"0\",\"gpu-pods\":\"1\",\"expires\":\"$EXP\"},{\"key\":\"k-late\",\"namespace\":\"ml-a\",\"pod\":\"late\",\"gpu-memory\":\"1Gi\",\"gpus\":\"0\",\"gpu-pods\":\"1\",\"expires\":\"$FAR\"}]}}"
+r1() { echo "{\"key\":\"$1\",\"namespace\":\"ml-a\",\"pod\":\"$2\",\"gpu-memory\":\"$3\",\"gpus\":\"0\",\"gpu-pods\":\"1\",\"expires\":\"$FAR\"}"; }
+RES="{\"status\":{\"reservations\":[$(r1 never ghost 8Gi),$(r1 k-ann late 1Gi),$(r1 "$LATE_UID" late 1Gi)]}}"
 req PATCH "$GQ/namespaces/ml-a/gpuquotas/q/status" "$RES" application/merge-patch+json
 expect_eq "reservations written" 200 "$CODE"
+WRITTEN=$(now_ms)
 resk() { curl -s "$S$GQ/namespaces/ml-a/gpuquotas/q" | jq -c '[.status.reservations[]?.key]'; }
-sleep 0.3
-expect_eq "reservations kept while pods unseen" '["never","k-late"]' "$(resk)"
-pod ml-a late 1Gi ',"annotations":{"gpuquota.io/reservation":"k-late"}'
-wait_for "reservation dropped when its pod appears" 1 '["never"]' resk
-wait_for "reservation of a pod that never appeared expires" 6 '[]' resk
+wait_for "reservation of a counted pod (same uid) dropped at once" 1 '["never","k-ann"]' resk
+expect_eq "phantoms kept during the grace period" '["never","k-ann"]' "$(resk)"
+wait_for "phantom reservations dropped after the grace period" 6 '[]' resk
+GONE=$(($(now_ms) - WRITTEN))
+expect_eq "not before the grace period (${GONE} ms)" 1 "$((GONE >= 1800))"
+expect_eq "the counted pod is not charged twice" "41Gi" "$(used ml-a q gpu-memory)"
+expect_eq "abandoned reservations counted" "2" "$(metric $M1 gpuquota_controller_reservations_abandoned_total)"
 
 # Faults: watch cut, 410 on watch, 500 storms, 409 on status writes. The
 # controller must converge to the right numbers.

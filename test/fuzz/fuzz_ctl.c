@@ -3,6 +3,7 @@
  * GPUQuota/GPUTenantQuota whose status the reconcile rewrites over that
  * store, then reconciled again from its own output (which must be a no-op). */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,11 +39,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (ctl_pod_from_json(s, cfg, o, &p, &err) == GQ_OK && p) {
         ctl_store_link(s, p);
         (void)ctl_pod_counts(p, NOW);
-        (void)ctl_store_has_key(s, ctl_pod_namespace(p), ctl_pod_reservation_key(p));
+        (void)ctl_store_has_uid(s, ctl_pod_namespace(p), ctl_pod_uid(p));
     }
     ctl_result r;
     ctl_result_init(&r);
-    if (ctl_store_reconcile(s, o, NOW, &r, &err) == GQ_OK) {
+    gq_code rc = ctl_store_reconcile(s, o, NOW, &r, &err);
+    if (rc == GQ_EINVAL && json_object_is_type(o, json_type_object)) {
+        /* an invalid spec: the status that says so must be stable too */
+        char why[GQ_ERR_MSG_MAX];
+        snprintf(why, sizeof why, "%s", err.msg);
+        if (ctl_reconcile_invalid(o, why, NOW, &r, &err) == GQ_OK) {
+            json_object_object_add(o, "status", json_object_get(r.status));
+            ctl_result r2;
+            ctl_result_init(&r2);
+            if (ctl_reconcile_invalid(o, why, NOW, &r2, &err) == GQ_OK &&
+                (r2.changed || r2.became_invalid))
+                abort();
+            ctl_result_dispose(&r2);
+        }
+    } else if (rc == GQ_OK) {
         json_object_object_add(o, "status", json_object_get(r.status));
         ctl_result r2;
         ctl_result_init(&r2);

@@ -418,6 +418,9 @@ static int invoke(const sreq *rq, const char *op, const rtype *t, const char *ns
             else
                 rc = patch_json(*work, ops, &patched, &err);
             json_object_put(ops);
+            /* kube-apiserver decodes the patched object, defaults included */
+            if (!rc && !strcmp(t->skey, "pods"))
+                rc = pod_defaults(patched, &err);
         } else if (patch) {
             rc = gq_err_set(&err, GQ_EINVAL, "validating webhook may not return a patch");
         }

@@ -597,13 +597,6 @@ static void prepare_create(rctx *c, json_object *obj)
         json_object *st = json_object_new_object();
         set_str(st, "phase", "Pending");
         json_object_object_add(obj, "status", st);
-        json_object *spec = si_obj(obj, "spec");
-        if (spec && !si_obj(spec, "restartPolicy"))
-            set_str(spec, "restartPolicy", "Always");
-        if (spec && !si_obj(spec, "schedulerName"))
-            set_str(spec, "schedulerName", "default-scheduler");
-        if (spec && !si_obj(spec, "serviceAccountName"))
-            set_str(spec, "serviceAccountName", "default");
     } else if (!strcmp(c->t.skey, "namespaces")) {
         json_object *md = meta(obj);
         json_object *labels = si_obj(md, "labels");
@@ -1041,6 +1034,28 @@ static int run_webhooks(rctx *c, const char *op, json_object **obj, json_object 
     return admit_run(c->rq, op, &c->t, c->ns, obj, old, c->dry, mutating, c->rs);
 }
 
+/* Pod defaults as kube-apiserver's decoder applies them (creates and updates
+ * of the main resource); nonzero after replying 400. */
+static int pod_decode_defaults(rctx *c, json_object *obj)
+{
+    gq_err err = {0};
+    if (strcmp(c->t.skey, "pods") != 0 || c->sub || !pod_defaults(obj, &err))
+        return 0;
+    bad_request(c->rs, err.msg);
+    return 1;
+}
+
+/* A pod CREATE: decoder defaults, then the ServiceAccount and Priority
+ * admission plugins, which run before webhooks. */
+static int pod_create_defaults(rctx *c, json_object *obj)
+{
+    if (pod_decode_defaults(c, obj))
+        return 1;
+    if (!strcmp(c->t.skey, "pods") && !c->sub)
+        pod_admission_defaults(obj);
+    return 0;
+}
+
 /* Shared tail of create and create-on-update. Takes ownership of body. */
 static void create_object(rctx *c, json_object *body)
 {
@@ -1059,8 +1074,12 @@ static void create_object(rctx *c, json_object *body)
     } else {
         json_object_object_del(md, "namespace");
     }
-    /* NamespaceLifecycle, then mutating webhooks, then the store's own
-     * naming, defaulting and validation, as in kube-apiserver. */
+    /* The decoder's defaults, NamespaceLifecycle and the built-in mutating
+     * plugins, then mutating webhooks, then the store's own naming,
+     * uid, creationTimestamp and validation, then validating webhooks, as
+     * in kube-apiserver. */
+    if (pod_create_defaults(c, body))
+        goto out;
     if (c->t.namespaced && !namespace_exists(c->ns)) {
         ns_not_found(c, c->ns);
         goto out;
@@ -1209,6 +1228,8 @@ static void update_object(rctx *c, json_object *cur, json_object *next, int from
                 json_object_object_del(md, keep[i]);
         }
         json_object_object_del(md, "managedFields");
+        if (pod_decode_defaults(c, next))
+            goto out;
         if (run_webhooks(c, "UPDATE", &next, cur, 1))
             goto out;
         md = meta(next);

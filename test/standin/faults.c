@@ -181,7 +181,19 @@ int faults_handle(const sreq *rq, sresp *rs)
         ok(rs);
     } else if (!strcmp(what, "stats") && !strcmp(rq->method, "GET"))
         stats(rs);
-    else
+    else if (!strcmp(what, "snapshot") && post)
+        st_snapshot() ? api_status(rs, 500, "InternalError", "out of memory", NULL, NULL, NULL)
+                      : stats(rs);
+    else if (!strcmp(what, "restore") && post) {
+        int r = st_restore();
+        if (r > 0)
+            api_status(rs, 400, "BadRequest", "no snapshot taken (POST /standin/snapshot)", NULL,
+                       NULL, NULL);
+        else if (r < 0)
+            api_status(rs, 500, "InternalError", "out of memory", NULL, NULL, NULL);
+        else
+            stats(rs);
+    } else
         api_status(rs, 404, "NotFound", "the server could not find the requested resource", NULL,
                    NULL, "");
     return 1;

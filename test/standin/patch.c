@@ -19,7 +19,9 @@ static gq_code merge_into(json_object **target, json_object *patch, int strategi
 
 static const char *list_merge_key(const char *field)
 {
-    /* The patchMergeKey of the core/v1 lists gpuquota's users patch. */
+    /* The patchMergeKey of the core/v1 lists gpuquota's users patch, and of
+     * admissionregistration/v1 webhook configurations (kubectl apply sends a
+     * changed webhook as a partial entry to be merged by name). */
     static const char *const by_name[] = {"containers",
                                           "initContainers",
                                           "ephemeralContainers",
@@ -32,6 +34,8 @@ static const char *list_merge_key(const char *field)
                                           "readinessGates",
                                           "conditions",
                                           "envFrom",
+                                          "webhooks",
+                                          "matchConditions",
                                           NULL};
     if (!strcmp(field, "ports"))
         return "containerPort";

@@ -192,7 +192,9 @@ json_object *proto_decode(const char *buf, size_t n, gq_err *err)
     json_object_object_add(o, "apiVersion", json_object_new_string(api_version));
     json_object_object_add(o, "kind", json_object_new_string(kind));
     json_object *md = child(o, "metadata", json_type_object);
-    pb body = {raw.data, raw.data + raw.len};
+    /* No raw field: an empty object (kube decodes it the same way). Only a
+     * field that was read has a data pointer to offset. */
+    pb body = {raw.data, raw.data ? raw.data + raw.len : NULL};
     while ((r = pb_next(&body, &f)) == 1) {
         const char *spec = f.num < 6 ? km->fields[f.num] : NULL;
         if (!spec)

@@ -120,6 +120,15 @@ size_t st_events_since(uint64_t since, const st_event **out, size_t max, int *ex
 void st_wait(int ms);
 /* Oldest resourceVersion a watch can still start from. */
 uint64_t st_history_start(void);
+/* Save the current state and revision (an etcd backup); 0, or -1 on OOM. */
+int st_snapshot(void);
+/* Go back to the saved state: objects, the revision counter (so
+ * resourceVersions run again from there) and an empty event history, as
+ * when etcd is restored from a backup; the epoch moves on so every open
+ * watch ends, as kube-apiserver restarting would end it. 0, 1 without a
+ * snapshot, -1 on OOM. */
+int st_restore(void);
+unsigned long st_epoch(void);
 void st_broadcast(void);
 
 /* ---- selectors (select.c) ---- */
@@ -256,6 +265,19 @@ void admit_set_service(const char *hostport);
 /* Process-wide HTTP client setup; call before any thread starts / at exit. */
 void admit_global_init(void);
 void admit_global_cleanup(void);
+
+/* ---- pod defaults (defaults.c) ---- */
+/* The scheme defaults kube-apiserver's decoder applies to a pod, on create
+ * and update, before admission: canonical quantities in resources and
+ * overhead, requests defaulted to limits, restartPolicy, dnsPolicy,
+ * terminationGracePeriodSeconds, securityContext, schedulerName,
+ * enableServiceLinks. GQ_EINVAL (with kube's decoder message, a 400) for a
+ * quantity that does not parse. */
+gq_code pod_defaults(json_object *pod, gq_err *err) GQ_WUR;
+/* The built-in mutating admission plugins that run before webhooks on a pod
+ * CREATE: ServiceAccount (serviceAccountName) and Priority (priority and
+ * preemptionPolicy when no class, or a built-in class, is named). */
+void pod_admission_defaults(json_object *pod);
 
 /* ---- small helpers (util.c) ---- */
 void si_now_rfc3339(char *buf, size_t n);

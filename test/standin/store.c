@@ -29,6 +29,13 @@ static uint64_t g_rv;
 static st_event *g_ring;
 static size_t g_ring_cap, g_ring_head, g_ring_len;
 static uint64_t g_evicted_rv; /* highest rv dropped from the ring */
+/* A saved state (etcd backup): keys and object references (stored objects
+ * are never mutated, so sharing them is safe) and the revision. */
+static entry *g_snap;
+static size_t g_snap_n;
+static uint64_t g_snap_rv;
+static int g_have_snap;
+static unsigned long g_epoch; /* bumped by every restore */
 
 void st_init(size_t history)
 {
@@ -53,20 +60,82 @@ static void event_dispose(st_event *e)
     memset(e, 0, sizeof *e);
 }
 
+static void entries_free(entry *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(v[i].key);
+        free(v[i].text);
+        json_object_put(v[i].obj);
+    }
+    free(v);
+}
+
+/* A copy of v[0..n) sharing the objects (NULL on OOM, or for n == 0). */
+static entry *entries_copy(const entry *v, size_t n)
+{
+    entry *c = n ? calloc(n, sizeof *c) : NULL;
+    for (size_t i = 0; c && i < n; i++) {
+        c[i].key = strdup(v[i].key);
+        c[i].obj = json_object_get(v[i].obj);
+        if (!c[i].key) {
+            entries_free(c, i + 1);
+            return NULL;
+        }
+    }
+    return c;
+}
+
 void st_shutdown(void)
 {
-    for (size_t i = 0; i < g_n; i++) {
-        free(g_entries[i].key);
-        free(g_entries[i].text);
-        json_object_put(g_entries[i].obj);
-    }
-    free(g_entries);
+    entries_free(g_entries, g_n);
     g_entries = NULL;
     g_n = g_cap = 0;
+    entries_free(g_snap, g_snap_n);
+    g_snap = NULL;
+    g_snap_n = 0;
     for (size_t i = 0; i < g_ring_len; i++)
         event_dispose(&g_ring[(g_ring_head + i) % g_ring_cap]);
     free(g_ring);
     g_ring = NULL;
+}
+
+int st_snapshot(void)
+{
+    entry *c = entries_copy(g_entries, g_n);
+    if (g_n && !c)
+        return -1;
+    entries_free(g_snap, g_snap_n);
+    g_snap = c;
+    g_snap_n = g_n;
+    g_snap_rv = g_rv;
+    g_have_snap = 1;
+    return 0;
+}
+
+int st_restore(void)
+{
+    if (!g_have_snap)
+        return 1;
+    entry *c = entries_copy(g_snap, g_snap_n);
+    if (g_snap_n && !c)
+        return -1;
+    entries_free(g_entries, g_n);
+    g_entries = c;
+    g_n = g_cap = g_snap_n;
+    g_rv = g_snap_rv;
+    /* The history the watchers read is gone with the old state. */
+    for (size_t i = 0; i < g_ring_len; i++)
+        event_dispose(&g_ring[(g_ring_head + i) % g_ring_cap]);
+    g_ring_head = g_ring_len = 0;
+    g_evicted_rv = 0;
+    g_epoch++;
+    pthread_cond_broadcast(&g_cv);
+    return 0;
+}
+
+unsigned long st_epoch(void)
+{
+    return g_epoch;
 }
 
 void st_lock(void)

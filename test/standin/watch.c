@@ -27,7 +27,8 @@ struct watch_state {
     int bookmarks;
     double deadline, last_bookmark;
     unsigned long cut_gen;
-    long cut_left; /* events until the cut; -1: no cut */
+    long cut_left;       /* events until the cut; -1: no cut */
+    unsigned long epoch; /* the store's epoch at the start (a restore ends the stream) */
     int done;
     int fd;
 };
@@ -81,6 +82,28 @@ static void emit(watch_state *w, const char *type, json_object *obj)
 static void emit_status(watch_state *w, int code, const char *reason, const char *msg)
 {
     json_object *st = api_status_obj(code, reason, msg, NULL, NULL, NULL);
+    emit(w, "ERROR", st);
+    json_object_put(st);
+    w->done = 1;
+}
+
+/* kube-apiserver's answer to a watch from a resourceVersion it has not
+ * reached (storage.NewTooLargeResourceVersionError through the cacher's
+ * error watcher): an ERROR event, then the end of the stream. */
+static void emit_too_large(watch_state *w, uint64_t since)
+{
+    char msg[200];
+    snprintf(msg, sizeof msg, "Timeout: Too large resource version: %llu, current: %llu",
+             (unsigned long long)since, (unsigned long long)st_rv());
+    json_object *st = api_status_obj(504, "Timeout", msg, NULL, NULL, NULL);
+    json_object *details = json_object_new_object(), *causes = json_object_new_array(),
+                *cause = json_object_new_object();
+    json_object_object_add(cause, "reason", json_object_new_string("ResourceVersionTooLarge"));
+    json_object_object_add(cause, "message", json_object_new_string("Too large resource version"));
+    json_object_array_add(causes, cause);
+    json_object_object_add(details, "causes", causes);
+    json_object_object_add(details, "retryAfterSeconds", json_object_new_int(1));
+    json_object_object_add(st, "details", details);
     emit(w, "ERROR", st);
     json_object_put(st);
     w->done = 1;
@@ -174,6 +197,7 @@ void watch_start(const sreq *rq, rtype *t, const char *ns, selector **lsel, sele
     w->last_bookmark = now_s();
     w->cut_gen = g_faults.cut_gen;
     w->cut_left = g_faults.cut_after > 0 ? g_faults.cut_after : -1;
+    w->epoch = st_epoch();
     g_faults.watches_open++;
     rs->code = 200;
     rs->content_type = "application/json";
@@ -194,6 +218,10 @@ void watch_start(const sreq *rq, rtype *t, const char *ns, selector **lsel, sele
         return;
     }
     w->last_rv = since;
+    if (since > st_rv()) {
+        emit_too_large(w, since);
+        return;
+    }
     int expired = 0;
     const st_event *evs[1];
     st_events_since(since, evs, 0, &expired);
@@ -224,6 +252,10 @@ static void sync_cut(watch_state *w)
 static void produce(watch_state *w)
 {
     sync_cut(w);
+    if (w->epoch != st_epoch()) {
+        w->done = 1; /* the state was restored: the server "restarted" */
+        return;
+    }
     while (w->initial && w->initial_idx < json_object_array_length(w->initial) && !w->done) {
         emit(w, "ADDED", json_object_array_get_idx(w->initial, w->initial_idx++));
         count_event(w);

@@ -98,4 +98,37 @@ expect_eq "stats shape" '["conflictsInjected","faultsInjected","requests","resou
 expect_eq "stats counters" '{"conflictsInjected":2,"statusWrites":2,"watchesOpen":0,"faultsInjected":5}' "$(printf '%s' "$STATS" | jq -c '{conflictsInjected,statusWrites,watchesOpen,faultsInjected}')"
 expect_eq "stats verbs" '{"create":6,"watch":5,"patch":5}' "$(printf '%s' "$STATS" | jq -c '{create:.requests.create,watch:.requests.watch,patch:.requests.patch}')"
 
+# Losing state: restore goes back to a snapshot (etcd restored from a
+# backup): objects, the resourceVersion counter and an empty history; open
+# watches end; a watch from a resourceVersion the server has not reached gets
+# kube-apiserver's 504 "Too large resource version" ERROR event.
+req POST /standin/restore
+expect_eq "restore without a snapshot" '400 "no snapshot taken (POST /standin/snapshot)"' "$CODE $(jqb .message)"
+req POST /standin/snapshot
+SNAP_RV=$(jqr .resourceVersion)
+expect_eq "snapshot" 200 "$CODE"
+req POST $CMS '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"after-snapshot"}}'
+req POST $CMS '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"after-snapshot-2"}}'
+SEEN_RV=$(jqr .metadata.resourceVersion)
+curl -s -N "$S$CMS?watch=true&resourceVersion=$SEEN_RV&timeoutSeconds=30" >"$TMP/wr" &
+WR=$!
+sleep 0.3
+START=$(date +%s)
+req POST /standin/restore
+expect_eq "restore: the revision goes back" "200 $SNAP_RV" "$CODE $(jqr .resourceVersion)"
+wait $WR
+expect_eq "restore ends open watches" 1 "$(( $(date +%s) - START < 5 ))"
+req GET $CMS/after-snapshot
+expect_eq "objects written after the snapshot are gone" 404 "$CODE"
+req GET $CMS/a
+expect_eq "objects of the snapshot are back" 200 "$CODE"
+req GET $CMS
+expect_eq "lists report the restored revision" "$SNAP_RV" "$(jqr .metadata.resourceVersion)"
+req GET "$CMS?watch=true&resourceVersion=$SEEN_RV"
+expect_eq "watch from a revision not reached: 504 Too large resource version" \
+    "200 {\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"Timeout: Too large resource version: $SEEN_RV, current: $SNAP_RV\",\"reason\":\"Timeout\",\"code\":504,\"details\":{\"causes\":[{\"reason\":\"ResourceVersionTooLarge\",\"message\":\"Too large resource version\"}],\"retryAfterSeconds\":1}}}" \
+    "$CODE $BODY"
+req POST $CMS '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"after-restore"}}'
+expect_eq "writes continue from the restored revision" "$((SNAP_RV + 1))" "$(jqr .metadata.resourceVersion)"
+
 finish

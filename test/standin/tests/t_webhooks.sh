@@ -51,6 +51,28 @@ expect_eq "review request" '{"kind":{"group":"","version":"v1","kind":"Pod"},"re
 expect_eq "validating hook saw the mutated object" '"/validate?timeout=10s" {"mutated":"1"}' "$(sed -n 2p "$TMP/log" | jq -c .path) $(sed -n 2p "$TMP/log" | jq -c .request.object.metadata.labels)"
 expect_eq "two calls" 2 "$(wc -l <"$TMP/log")"
 
+# What webhooks see, as kube-apiserver sends it: mutating webhooks get the
+# decoded, defaulted pod (requests copied from limits, canonical quantities,
+# scheduler, priority, ...) and, for generateName, no name, uid or
+# creationTimestamp yet; validating webhooks get the generated name, the uid
+# and the creationTimestamp that are then stored.
+: >"$TMP/log"
+req POST $PODS '{"apiVersion":"v1","kind":"Pod","metadata":{"generateName":"gen-"},"spec":{"containers":[{"name":"c","image":"i","resources":{"limits":{"nvidia.com/gpu":"0.5","cpu":1,"memory":"1024Mi"},"requests":{"cpu":0.5}}}]}}'
+expect_eq "generateName pod created" 201 "$CODE"
+STORED=$(jqb '.metadata | {name, uid, creationTimestamp}')
+expect_eq "mutating review: no name, uid or creationTimestamp yet" '{"name":null,"generateName":"gen-","objName":null,"uid":null,"creationTimestamp":null}' \
+    "$(head -1 "$TMP/log" | jq -c '.request | {name, generateName: .object.metadata.generateName, objName: .object.metadata.name, uid: .object.metadata.uid, creationTimestamp: .object.metadata.creationTimestamp}')"
+expect_eq "mutating review: resources defaulted and canonical" '{"limits":{"cpu":"1","memory":"1Gi","nvidia.com/gpu":"500m"},"requests":{"cpu":"500m","memory":"1Gi","nvidia.com/gpu":"500m"}}' \
+    "$(head -1 "$TMP/log" | jq -c -S '.request.object.spec.containers[0].resources')"
+expect_eq "mutating review: pod defaults" '{"dnsPolicy":"ClusterFirst","enableServiceLinks":true,"preemptionPolicy":"PreemptLowerPriority","priority":0,"restartPolicy":"Always","schedulerName":"default-scheduler","securityContext":{},"serviceAccountName":"default","terminationGracePeriodSeconds":30}' \
+    "$(head -1 "$TMP/log" | jq -c -S '.request.object.spec | del(.containers)')"
+expect_eq "validating review: the stored name, uid and creationTimestamp" "$STORED" \
+    "$(sed -n 2p "$TMP/log" | jq -c '.request.object.metadata | {name, uid, creationTimestamp}')"
+expect_eq "validating review: request.name is the generated name" "$(jqb .metadata.name)" "$(sed -n 2p "$TMP/log" | jq -c .request.name)"
+req POST $PODS '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"badq"},"spec":{"containers":[{"name":"c","image":"i","resources":{"limits":{"cpu":"lots"}}}]}}'
+expect_eq "a quantity that does not parse is refused before any webhook" '400 "Pod in version \"v1\" cannot be handled as a Pod: quantities must match the regular expression '"'"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"'"'" 2' \
+    "$CODE $(jqb .message) $(wc -l <"$TMP/log")"
+
 # objectSelector picks the url webhook; its change reinvokes the IfNeeded one
 : >"$TMP/log"
 req POST $PODS "$(pod p2 '{"late-please":"yes"}')"
@@ -113,5 +135,37 @@ req DELETE $VWC/extra
 req POST $VWC "{\"apiVersion\":\"admissionregistration.k8s.io/v1\",\"kind\":\"ValidatingWebhookConfiguration\",\"metadata\":{\"name\":\"extra\"},\"webhooks\":[$(svc_hook side.gq.io /validate ',"sideEffects":"Some"' | sed 's/"sideEffects":"None",//')]}"
 req POST "$PODS?dryRun=All" "$(pod t5)"
 expect_eq "dry run with side effects" '400 "admission webhook \"side.gq.io\" does not support dry run"' "$CODE $(jqb .message)"
+req DELETE $VWC/extra
+
+# kubectl apply, then apply again with one field changed: kubectl sends the
+# changed webhook as a partial list entry, merged by name; its rules and
+# failurePolicy must survive, or the webhook is never called again.
+req DELETE $VWC/validate
+vwc_yaml() { # TIMEOUT
+    cat <<Y
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: validate}
+webhooks:
+  - name: validate.gq.io
+    clientConfig:
+      service: {namespace: gq, name: hook, path: /validate, port: 443}
+      caBundle: $CA
+    rules:
+      - {operations: [CREATE, UPDATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}
+    failurePolicy: Fail
+    sideEffects: None
+    timeoutSeconds: $1
+    admissionReviewVersions: [v1]
+Y
+}
+expect_eq "kubectl apply" "validatingwebhookconfiguration.admissionregistration.k8s.io/validate created" "$(vwc_yaml 10 | kubectl apply -f - 2>&1)"
+expect_eq "kubectl re-apply with a change" "validatingwebhookconfiguration.admissionregistration.k8s.io/validate configured" "$(vwc_yaml 5 | kubectl apply -f - 2>&1)"
+req GET $VWC/validate
+expect_eq "re-applied webhook keeps rules and failurePolicy" '[{"name":"validate.gq.io","timeoutSeconds":5,"failurePolicy":"Fail","rules":[{"apiGroups":[""],"apiVersions":["v1"],"operations":["CREATE","UPDATE"],"resources":["pods"]}]}]' \
+    "$(jqb '[.webhooks[] | {name, timeoutSeconds, failurePolicy, rules}]')"
+: >"$TMP/log"
+req POST $PODS "$(pod r1 '{"deny":"yes"}')"
+expect_eq "re-applied webhook is still called" '403 "/validate?timeout=5s"' "$CODE $(grep '/validate' "$TMP/log" | jq -c .path)"
 
 finish

@@ -155,7 +155,7 @@ RESERVATIONS = {
         "required": ["key", "namespace", "pod", "gpu-memory", "gpus", "gpu-pods", "expires"],
         "properties": {
             "key": {
-                "description": "The pod's metadata.uid as the validating webhook saw it, else the admission uid.",
+                "description": "The pod's metadata.uid, else the admission uid.",
                 "type": "string",
                 "minLength": 1,
                 "maxLength": 253,
@@ -233,6 +233,25 @@ def quota_columns():
                     "description": "%s %s" % (path, key),
                 }
             )
+    # Ready is False with reason InvalidSpec when spec.hard cannot be enforced
+    # as written (every GPU pod it governs is then denied); -o wide adds why.
+    cols.append(
+        {
+            "name": "Ready",
+            "type": "string",
+            "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+            "description": "Whether the quota is enforced as written",
+        }
+    )
+    cols.append(
+        {
+            "name": "Reason",
+            "type": "string",
+            "priority": 1,
+            "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
+            "description": "Why the quota is or is not Ready",
+        }
+    )
     cols.append({"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"})
     return cols
 

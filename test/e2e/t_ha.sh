@@ -184,7 +184,10 @@ echo "# kube-apiserver restarted in $(($(now_ms) - t0)) ms"
 quota "$NSB" team '{gpu-memory: 8Gi, gpu-pods: 10}'
 tq=$(now_ms)
 # A quota is enforced from spec.hard as soon as it exists (DESIGN.md 4), also
-# while the webhooks' watches are still reconnecting.
+# while the webhooks' watches are still reconnecting. The probes wait 300 ms:
+# far longer than a watch event takes to arrive on this machine, so a pod
+# admitted here means a replica was not watching at all.
+sleep 0.3
 for n in 0 1 2; do
     refused "$NSB: replica $n enforces the quota created as kube-apiserver came back (dry run, $(($(now_ms) - tq)) ms after)" \
         team 12Gi 0 8Gi "$(review "$n" "$NSB" 12Gi)"
@@ -273,6 +276,7 @@ t0=$(now_ms)
 # a quota is enforced from spec.hard as soon as it exists (DESIGN.md 4).
 quota "$NSD" team '{gpu-memory: 4Gi, gpu-pods: 10}'
 tq=$(now_ms)
+sleep 0.3 # as for $NSB: past watch delivery, inside the reconnect backoff
 for n in 0 1 2; do
     refused "$NSD: replica $n enforces a quota created while its watches reconnect (dry run, $(($(now_ms) - tq)) ms after)" \
         team 8Gi 0 4Gi "$(review "$n" "$NSD" 8Gi)"

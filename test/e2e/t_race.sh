@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Zero over-admission through kube-apiserver: 200 concurrent pod creates
+# (32 kubectl processes at a time) spread by the Service over 3 webhook
+# replicas, against a GPUQuota that fits exactly 10 of them. Exactly 10 pods
+# exist afterwards, the 190 others were denied with the exceeded-quota
+# message, and once the controller has recounted, status.used is exactly the
+# 10 pods with no reservation left over.
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+
+NS=e2e-race
+N=200 FIT=10 PAR=32
+work=$(mktemp -d)
+
+cleanup() {
+    rm -rf "$work"
+    kubectl delete namespace "$NS" --ignore-not-found --wait=true --timeout=120s >/dev/null
+}
+trap cleanup EXIT
+
+used_is() { [[ $(used "$NS" race "$1") == "$2" ]]; }
+no_reservations() { [[ $(reservations "$NS" race) == 0 ]]; }
+now_ms() { date +%s%3N; }
+# validations N DECISION: how many /validate CREATE decisions replica N counted.
+validations() {
+    local port
+    port=$(cat "$E2E/webhook-$1.port")
+    curl -fsS --cacert "$E2E/certs/ca.crt" --resolve "gpuquota-webhook.$NS_SYS.svc:$port:127.0.0.1" \
+        "https://gpuquota-webhook.$NS_SYS.svc:$port/metrics" |
+        awk -v m="gpuquota_admission_requests_total{webhook=\"validate\",operation=\"CREATE\",decision=\"$2\"}" \
+            '$1 == m {v = $2} END {print v + 0}'
+}
+
+ns "$NS" || { fail "namespace $NS"; finish; }
+# 40Gi of 4Gi pods: 10 fit. gpu-pods is there to be counted, not to bind.
+quota "$NS" race '{gpu-memory: 40Gi, gpu-pods: 100}'
+for ((i = 0; i < N; i++)); do gpu_pod "$(printf 'r-%03d' "$i")" 4Gi >"$work/$(printf 'r-%03d' "$i").yaml"; done
+
+declare -a allowed0 denied0
+for n in 0 1 2; do
+    allowed0[n]=$(validations "$n" allowed)
+    denied0[n]=$(validations "$n" denied)
+done
+t0=$(now_ms)
+# shellcheck disable=SC2016
+(cd "$work" && ls r-*.yaml | xargs -P "$PAR" -I{} sh -c \
+    'kubectl -n "$0" create -f "{}" >"{}.out" 2>&1; echo $? >"{}.rc"' "$NS")
+t=$(($(now_ms) - t0))
+echo "# $N creates, $PAR at a time, in $t ms"
+
+created=0 denied=0 other=0
+admitted=()
+for f in "$work"/r-*.yaml; do
+    rc=$(cat "$f.rc")
+    if [[ $rc == 0 ]]; then
+        created=$((created + 1))
+        admitted+=("$(basename "$f" .yaml)")
+    elif grep -qE '^Error from server \(Forbidden\): error when creating ".*": admission webhook "validate\.gpuquota\.io" denied the request: exceeded quota: race, requested: gpu-memory=4Gi, used: gpu-memory=40Gi, limited: gpu-memory=40Gi$' "$f.out"; then
+        denied=$((denied + 1))
+    else
+        other=$((other + 1))
+        ((other <= 5)) && echo "# $(basename "$f" .yaml) (exit $rc): $(tail -1 "$f.out")"
+    fi
+done
+check "kubectl create succeeded" "$FIT" "$created"
+check "kubectl create denied with the exceeded-quota message" $((N - FIT)) "$denied"
+check "kubectl create failed otherwise" 0 "$other"
+
+sum_allowed=0 sum_denied=0
+for n in 0 1 2; do
+    a=$(($(validations "$n" allowed) - allowed0[n]))
+    d=$(($(validations "$n" denied) - denied0[n]))
+    echo "# replica $n: $a allowed, $d denied"
+    ((a + d > 0)) && pass "replica $n took part" || fail "replica $n decided nothing"
+    sum_allowed=$((sum_allowed + a))
+    sum_denied=$((sum_denied + d))
+done
+check "allowed decisions over the replicas" "$FIT" "$sum_allowed"
+check "denied decisions over the replicas" $((N - FIT)) "$sum_denied"
+
+pods=$(kubectl -n "$NS" get pods -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' | sort)
+check "pods that exist" "$FIT" "$(grep -c . <<<"$pods")"
+check "the pods that exist are the ones admitted" "$(printf '%s\n' "${admitted[@]}" | sort)" "$pods"
+check "sum of the charges recorded on the pods" "$((FIT * 4))" \
+    "$(kubectl -n "$NS" get pods -o json | jq '[.items[].metadata.annotations["gpuquota.io/charged"] | capture("gpu-memory=(?<g>[0-9]+)Gi").g | tonumber] | add // 0')"
+check "distinct reservation keys on the pods" "$FIT" \
+    "$(kubectl -n "$NS" get pods -o json | jq '[.items[].metadata.annotations["gpuquota.io/reservation"]] | unique | length')"
+
+# The controller recounts from pods and drops the reservations of pods it has
+# seen; anything else would go only when it expires (reservation TTL 2 min).
+t0=$(now_ms)
+eventually 15 used_is gpu-memory 40Gi && echo "# used gpu-memory 40Gi $(($(now_ms) - t0)) ms after the last create"
+check "status.used gpu-memory" 40Gi "$(used "$NS" race gpu-memory)"
+check "status.used gpu-pods" "$FIT" "$(used "$NS" race gpu-pods)"
+eventually 150 no_reservations && echo "# reservations gone $(($(now_ms) - t0)) ms after the last create"
+check "reservations left" 0 "$(reservations "$NS" race)"
+check "status.used gpu-memory after the reservations went" 40Gi "$(used "$NS" race gpu-memory)"
+# Nothing more fits.
+out=$(gpu_pod r-late 4Gi | kubectl -n "$NS" create -f - 2>&1)
+check_match "one more pod is denied" 'exceeded quota: race, requested: gpu-memory=4Gi, used: gpu-memory=40Gi, limited: gpu-memory=40Gi$' "$out"
+
+finish

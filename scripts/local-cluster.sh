@@ -258,7 +258,9 @@ restart-apiserver)
 compact)
     # shellcheck disable=SC1091
     source "$dir/env"
-    rev=$(curl -fsS -X POST -d '{}' "$ETCD/v3/kv/range" | python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["revision"])')
+    # etcd 3.6 refuses a range request without a key; any key reports the revision.
+    rev=$(curl -fsS -X POST -d '{"key": "AA=="}' "$ETCD/v3/kv/range" |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["revision"])')
     curl -fsS -X POST -d "{\"revision\": \"$rev\", \"physical\": true}" "$ETCD/v3/kv/compaction" >/dev/null
     echo "$rev"
     ;;

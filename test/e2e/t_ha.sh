@@ -71,15 +71,8 @@ one_leader() {
 used_is() { [[ $(used "$1" "$2" "$3") == "$4" ]]; }
 no_reservations() { [[ $(reservations "$1" "$2") == 0 ]]; }
 now_ms() { date +%s%3N; }
-# compact_etcd: compact etcd to its current revision, as `local-cluster.sh
-# compact` means to; its revision lookup sends a range request without a key,
-# which etcd 3.6 refuses ("key is not provided"), so ask for key \0 here.
-compact_etcd() {
-    local rev
-    rev=$(curl -fsS -X POST -d '{"key": "AA=="}' "$ETCD/v3/kv/range" | jq -r .header.revision) || return 1
-    curl -fsS -X POST -d "{\"revision\": \"$rev\", \"physical\": true}" "$ETCD/v3/kv/compaction" >/dev/null || return 1
-    echo "$rev"
-}
+# compact_etcd: compact etcd to its current revision; prints the revision.
+compact_etcd() { "$ROOT/scripts/local-cluster.sh" compact "$E2E/cluster"; }
 
 create_pod() { # create_pod NS NAME MEMORY: prints kubectl's output, returns its status
     gpu_pod "$2" "$3" | kubectl -n "$1" create -f - 2>&1

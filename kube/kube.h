@@ -244,6 +244,12 @@ typedef struct kube_watch_opts {
     long timeout_seconds;         /* server-side timeoutSeconds; 0: none */
     size_t max_line;              /* per-event cap; 0: 16 MiB */
     const atomic_int *stop;       /* non-zero stops the watch within ~1 s */
+    /* Optional: called once, on the calling thread with the ud given to the
+     * watch, when the server has accepted the watch (HTTP 200 headers),
+     * before any event. kube-apiserver registers the watcher before it
+     * answers, so from then on every change after resource_version is on
+     * its way (an ERROR event may still follow at once). */
+    void (*on_open)(void *ud);
 } kube_watch_opts;
 
 /* Watch path (a collection). Events go to fn on the calling thread as they
@@ -318,8 +324,23 @@ gq_code kube_cache_start(kube_cache *c, gq_err *err) GQ_WUR;
 void kube_cache_stop(kube_cache *c);
 void kube_cache_free(kube_cache *c);
 
-/* True once the first list has been applied. */
+/* True once the first list has been applied. It stays true while the watch
+ * reconnects (only a relist after the server's history went back clears
+ * it): the contents may then miss any change since the watch broke. */
 int kube_cache_synced(kube_cache *c);
+/* How long an accepted watch must stay open, when it has brought no event,
+ * before the cache counts as fresh: an answer that is an error (410 Gone,
+ * 504 Too large resource version) comes as an ERROR event right after the
+ * HTTP 200. */
+#define KUBE_CACHE_SETTLE_MS 250
+/* True while the cache's watch is established after a successful list or
+ * resume: the server accepted it (kube_watch_opts.on_open) and it has
+ * delivered an event other than ERROR, or stayed open KUBE_CACHE_SETTLE_MS.
+ * A fresh cache lags the server by the watch's delivery time only. False
+ * before the first list, while (re)listing, from the moment a watch ends
+ * (cut, timed out, failed) until the next one is established, through any
+ * backoff, and once stopped. Lock-free; callable from any thread. */
+int kube_cache_fresh(kube_cache *c);
 /* Wait until synced; GQ_ETIMEOUT after timeout_ms. */
 gq_code kube_cache_wait_synced(kube_cache *c, long timeout_ms) GQ_WUR;
 size_t kube_cache_count(kube_cache *c);

@@ -3,7 +3,9 @@
  * cannot resume (410; 504 "Too large resource version"; the server's
  * history went back; repeated failures), reconnect with backoff on other
  * failures. Readers take a read lock; only the cache thread writes, so
- * callbacks can run with the lock released. */
+ * callbacks can run with the lock released. Whether the contents are
+ * current (a watch established) is kept apart from whether they were ever
+ * listed: kube_cache_fresh, kube_cache_synced. */
 #include "kube_int.h"
 
 #include <inttypes.h>
@@ -39,6 +41,9 @@ struct kube_cache {
     pthread_mutex_t sync_mu;
     pthread_cond_t sync_cv;
     int synced;
+    /* Monotonic ms from which the cache counts as fresh (kube_cache_fresh);
+     * 0 while no watch is established. Only the cache thread writes it. */
+    _Atomic int64_t fresh_from;
 
     atomic_int stop;
     pthread_t thread;
@@ -315,7 +320,7 @@ static void sweep(kube_cache *c)
 
 /* The server's history went back, or a watch cannot resume from where the
  * cache is: its contents are not current. Until the relist the caller does
- * next, the cache is not synced (readers fail closed), and resourceVersions
+ * next, the cache is not synced (nor fresh), and resourceVersions
  * no longer tell whether an object changed (the new history reuses them),
  * so the relist applies every object again. */
 static void history_lost(kube_cache *c, const char *why)
@@ -398,6 +403,22 @@ typedef struct watch_state {
     int lost; /* the server's history went back: relist as for history_lost */
 } watch_state;
 
+/* The watch is established: the cache is fresh delay_ms from now, or
+ * earlier if it already was to be. */
+static void fresh_after(kube_cache *c, int64_t delay_ms)
+{
+    int64_t at = kube_mono_ms() + delay_ms, cur = atomic_load(&c->fresh_from);
+    if (!cur || at < cur)
+        atomic_store(&c->fresh_from, at > 0 ? at : 1);
+}
+
+/* The server accepted the watch; an error answer would follow at once, so
+ * wait a little (or for the first event) before counting on it. */
+static void on_open(void *ud)
+{
+    fresh_after(((watch_state *)ud)->c, KUBE_CACHE_SETTLE_MS);
+}
+
 static gq_code on_event(void *ud, kube_event_type type, json_object *obj, gq_err *err)
 {
     watch_state *ws = ud;
@@ -440,8 +461,10 @@ static gq_code on_event(void *ud, kube_event_type type, json_object *obj, gq_err
                           "watch %s: ERROR %d %s: %s", c->path, st.code, st.reason, st.message);
     }
     }
-    if (!rc)
+    if (!rc) {
         set_rv(c, meta_str(obj, "resourceVersion"));
+        fresh_after(c, 0); /* an event: the watch is no error answer */
+    }
     return rc;
 }
 
@@ -486,7 +509,8 @@ static void *cache_main(void *arg)
                               .resource_version = rv,
                               .allow_bookmarks = 1,
                               .timeout_seconds = t + (long)(rand_r(&c->seed) % (unsigned)t),
-                              .stop = &c->stop};
+                              .stop = &c->stop,
+                              .on_open = on_open};
         watch_state ws = {c, 0, 0};
         int64_t started = kube_mono_ms();
         pthread_rwlock_wrlock(&c->lock);
@@ -494,6 +518,9 @@ static void *cache_main(void *arg)
         c->stats.watches_since_relist++;
         pthread_rwlock_unlock(&c->lock);
         gq_code rc = c->api->watch(c->api->ctx, c->path, &wo, on_event, &ws, &err);
+        /* Whatever ended the watch, changes from now on go unseen until the
+         * next one is established. */
+        atomic_store(&c->fresh_from, 0);
         if (atomic_load(&c->stop))
             break;
         /* A 504 "Too large resource version" may also come as the answer
@@ -614,6 +641,7 @@ void kube_cache_stop(kube_cache *c)
         return;
     atomic_store(&c->stop, 1);
     pthread_join(c->thread, NULL);
+    atomic_store(&c->fresh_from, 0);
     c->started = 0;
 }
 
@@ -623,6 +651,12 @@ int kube_cache_synced(kube_cache *c)
     int s = c->synced;
     pthread_mutex_unlock(&c->sync_mu);
     return s;
+}
+
+int kube_cache_fresh(kube_cache *c)
+{
+    int64_t from = atomic_load(&c->fresh_from);
+    return from && kube_mono_ms() >= from;
 }
 
 gq_code kube_cache_wait_synced(kube_cache *c, long timeout_ms)

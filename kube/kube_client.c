@@ -608,7 +608,25 @@ typedef struct watch_ctx {
     gq_code rc; /* parser or callback failure */
     gq_err perr;
     const atomic_int *stop;
+    void (*on_open)(void *ud);
+    void *ud;
+    int opened; /* on_open was called */
 } watch_ctx;
+
+/* The blank line that ends a response's headers: a 200 means the server
+ * accepted the watch. */
+static size_t watch_header(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    watch_ctx *w = ud;
+    size_t n = size * nmemb;
+    long status = 0;
+    if (w->on_open && !w->opened && (n == 2 || n == 1) && (ptr[0] == '\r' || ptr[0] == '\n') &&
+        curl_easy_getinfo(w->h, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK && status == 200) {
+        w->opened = 1;
+        w->on_open(w->ud);
+    }
+    return n;
+}
 
 static size_t watch_write(char *ptr, size_t size, size_t nmemb, void *ud)
 {
@@ -642,6 +660,8 @@ gq_code kube_watch(kube_client *c, const char *path, const kube_watch_opts *o, k
     kube_buf_init(&w.errbody, ERROR_BODY_MAX);
     gq_err_clear(&w.perr);
     w.stop = o ? o->stop : NULL;
+    w.on_open = o ? o->on_open : NULL;
+    w.ud = ud;
     if (o && o->timeout_seconds > 0)
         snprintf(tmo, sizeof(tmo), "%ld", o->timeout_seconds);
     kube_query q[] = {
@@ -685,6 +705,8 @@ gq_code kube_watch(kube_client *c, const char *path, const kube_watch_opts *o, k
         curl_easy_setopt(w.h, CURLOPT_HTTPGET, 1L);
         curl_easy_setopt(w.h, CURLOPT_WRITEFUNCTION, watch_write);
         curl_easy_setopt(w.h, CURLOPT_WRITEDATA, &w);
+        curl_easy_setopt(w.h, CURLOPT_HEADERFUNCTION, watch_header);
+        curl_easy_setopt(w.h, CURLOPT_HEADERDATA, &w);
         curl_easy_setopt(w.h, CURLOPT_NOPROGRESS, 0L);
         curl_easy_setopt(w.h, CURLOPT_XFERINFOFUNCTION, watch_progress);
         curl_easy_setopt(w.h, CURLOPT_XFERINFODATA, &w);

@@ -972,6 +972,158 @@ static void cache_relists_after_repeated_failures_and_when_behind(void **state)
     pthread_mutex_destroy(&f.mu);
 }
 
+/* A watch that the test drives one step at a time: "open" (the server
+ * accepted it), an event line, or "end" (the watch returns end_rc). */
+typedef struct step_api {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int watches, lists, waiting, acks;
+    const char *cmd;
+    gq_code end_rc;
+} step_api;
+
+static gq_code step_list(void *ctx, const char *path, const kube_list_opts *o, kube_item_fn fn,
+                         void *ud, char **rv_out, gq_err *err)
+{
+    step_api *s = ctx;
+    pthread_mutex_lock(&s->mu);
+    int n = ++s->lists;
+    pthread_mutex_unlock(&s->mu);
+    *rv_out = strdup(n == 1 ? "10" : "50");
+    return *rv_out ? GQ_OK : gq_err_set(err, GQ_ENOMEM, "out of memory");
+}
+
+static gq_code step_watch(void *ctx, const char *path, const kube_watch_opts *o, kube_event_fn fn,
+                          void *ud, gq_err *err)
+{
+    step_api *s = ctx;
+    pthread_mutex_lock(&s->mu);
+    s->watches++;
+    for (;;) {
+        s->waiting = 1;
+        pthread_cond_broadcast(&s->cv);
+        while (!s->cmd && !atomic_load(o->stop)) {
+            pthread_mutex_unlock(&s->mu);
+            usleep(1000);
+            pthread_mutex_lock(&s->mu);
+        }
+        const char *cmd = s->cmd;
+        s->cmd = NULL;
+        s->waiting = 0;
+        if (!cmd) { /* stopped */
+            pthread_mutex_unlock(&s->mu);
+            return GQ_OK;
+        }
+        gq_code rc = GQ_OK;
+        int end = !strcmp(cmd, "end");
+        pthread_mutex_unlock(&s->mu);
+        if (end) {
+            rc = s->end_rc ? gq_err_set(err, s->end_rc, "scripted failure") : GQ_OK;
+        } else if (!strcmp(cmd, "open")) {
+            o->on_open(ud);
+        } else {
+            kube_watch_parser *p;
+            assert_int_equal(kube_watch_parser_new(0, fn, ud, &p), GQ_OK);
+            rc = kube_watch_parser_feed(p, cmd, strlen(cmd), err);
+            kube_watch_parser_free(p);
+            end = rc != GQ_OK;
+        }
+        pthread_mutex_lock(&s->mu);
+        s->acks++;
+        pthread_cond_broadcast(&s->cv);
+        if (end) {
+            pthread_mutex_unlock(&s->mu);
+            return rc;
+        }
+    }
+}
+
+/* Wait until watch number n waits for a command. */
+static void step_wait(step_api *s, int n)
+{
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < 5000 && !(s->watches == n && s->waiting); i++) {
+        pthread_mutex_unlock(&s->mu);
+        usleep(1000);
+        pthread_mutex_lock(&s->mu);
+    }
+    int ok = s->watches == n && s->waiting;
+    pthread_mutex_unlock(&s->mu);
+    if (!ok)
+        fail_msg("watch %d never started (at %d)", n, s->watches);
+}
+
+/* Give the current watch a command and wait until it has been carried out. */
+static void step(step_api *s, const char *cmd)
+{
+    pthread_mutex_lock(&s->mu);
+    int acks = s->acks;
+    s->cmd = cmd;
+    while (s->acks == acks)
+        pthread_cond_wait(&s->cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* kube_cache_fresh is true only while a watch is established: not before
+ * the server accepts one, not from the moment it ends (through backoff and
+ * relist) until the next one is accepted, not once stopped. An event proves
+ * the watch at once; a watch that brings none counts after a short settle
+ * time, since an error answer (410, 504) comes as an event right after the
+ * server accepted it. */
+static void cache_fresh_only_while_the_watch_is_established(void **state)
+{
+    (void)state;
+    static const char bookmark[] =
+        "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"12\"}}}\n";
+    static const char bookmark2[] =
+        "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"60\"}}}\n";
+    static const char gone[] = "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":410,"
+                               "\"reason\":\"Expired\",\"message\":\"too old\"}}\n";
+    step_api s = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    kube_api api = {.ctx = &s, .list = step_list, .watch = step_watch};
+    kube_cache_opts o = {.path = "/api/v1/pods", .backoff_min_ms = 10, .backoff_max_ms = 20};
+    kube_cache *c;
+    gq_err e;
+    assert_int_equal(kube_cache_new(&api, &o, &c, &e), GQ_OK);
+    assert_int_equal(kube_cache_fresh(c), 0);
+    assert_int_equal(kube_cache_start(c, &e), GQ_OK);
+    assert_int_equal(kube_cache_wait_synced(c, 5000), GQ_OK);
+
+    /* Listed, watch requested but not yet accepted: synced, not fresh. */
+    step_wait(&s, 1);
+    assert_int_equal(kube_cache_fresh(c), 0);
+    step(&s, "open");
+    step(&s, bookmark);
+    assert_int_equal(kube_cache_fresh(c), 1);
+
+    /* The watch fails: not fresh while the cache backs off and reconnects. */
+    s.end_rc = GQ_EIO;
+    step(&s, "end");
+    step_wait(&s, 2);
+    assert_int_equal(kube_cache_fresh(c), 0);
+    assert_int_equal(kube_cache_synced(c), 1);
+
+    /* Accepted and quiet: fresh once it has stayed open a moment. */
+    step(&s, "open");
+    int fresh = 0;
+    for (int i = 0; i < 5000 && !(fresh = kube_cache_fresh(c)); i++)
+        usleep(1000);
+    assert_int_equal(fresh, 1);
+
+    /* 410 right after the 200: not fresh through the relist. */
+    step(&s, gone);
+    step_wait(&s, 3);
+    assert_int_equal(kube_cache_fresh(c), 0);
+    assert_int_equal(s.lists, 2);
+    step(&s, "open");
+    step(&s, bookmark2);
+    assert_int_equal(kube_cache_fresh(c), 1);
+
+    kube_cache_stop(c);
+    assert_int_equal(kube_cache_fresh(c), 0);
+    kube_cache_free(c);
+}
+
 static void cache_without_transform_keeps_json(void **state)
 {
     (void)state;
@@ -1246,6 +1398,7 @@ int main(void)
         cmocka_unit_test(cache_relists_when_history_goes_back),
         cmocka_unit_test(cache_relists_after_repeated_failures_and_when_behind),
         cmocka_unit_test(cache_without_transform_keeps_json),
+        cmocka_unit_test(cache_fresh_only_while_the_watch_is_established),
         cmocka_unit_test(leader_one_leader_and_release),
         cmocka_unit_test(leader_takeover_after_expiry),
     };

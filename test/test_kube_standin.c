@@ -91,8 +91,8 @@ static int reset_standin(void **state)
 
 static int create_namespaces(kube_client *c)
 {
-    static const char *const names[] = {"verbs", "faults", "tok",   "many",      "w",
-                                        "wc",    "cache",  "bench", "gpu-system"};
+    static const char *const names[] = {"verbs", "faults", "tok",   "many",       "w",
+                                        "wc",    "cache",  "bench", "gpu-system", "fresh"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         char buf[128];
         snprintf(buf, sizeof(buf), "{\"metadata\":{\"name\":\"%s\"}}", names[i]);
@@ -395,7 +395,26 @@ typedef struct wlog {
     size_t len;
     int n;
     char last_rv[64];
+    int opens;     /* on_open calls */
+    int n_at_open; /* events before the (last) on_open */
 } wlog;
+
+static void wlog_open(void *ud)
+{
+    wlog *l = ud;
+    pthread_mutex_lock(&l->mu);
+    l->opens++;
+    l->n_at_open = l->n;
+    pthread_mutex_unlock(&l->mu);
+}
+
+static int wlog_opens(wlog *l)
+{
+    pthread_mutex_lock(&l->mu);
+    int n = l->opens;
+    pthread_mutex_unlock(&l->mu);
+    return n;
+}
 
 static gq_code wlog_event(void *ud, kube_event_type t, json_object *obj, gq_err *err)
 {
@@ -446,6 +465,7 @@ static void watcher_start(watcher *w, const char *path, const char *rv)
     w->o.resource_version = rv;
     w->o.allow_bookmarks = 1;
     w->o.stop = &w->stop;
+    w->o.on_open = wlog_open;
     assert_int_equal(pthread_create(&w->th, NULL, watch_thread, w), 0);
 }
 
@@ -493,7 +513,27 @@ static void watch_events_and_stop(void **state)
     assert_int_equal(w.rc, GQ_OK);
     pthread_mutex_lock(&w.log.mu);
     assert_string_equal(w.log.text, "ADDED a;MODIFIED a;DELETED a;");
+    /* on_open came once, before any event. */
+    assert_int_equal(w.log.opens, 1);
+    assert_int_equal(w.log.n_at_open, 0);
     pthread_mutex_unlock(&w.log.mu);
+
+    /* A quiet watch (no events, no bookmarks) is known to be open from the
+     * response headers alone. */
+    watcher q;
+    list_rv(coll, rv, sizeof(rv));
+    memset(&q, 0, sizeof(q));
+    pthread_mutex_init(&q.log.mu, NULL);
+    q.path = coll;
+    q.o = (kube_watch_opts){.resource_version = rv, .stop = &q.stop, .on_open = wlog_open};
+    assert_int_equal(pthread_create(&q.th, NULL, watch_thread, &q), 0);
+    for (int i = 0; i < 5000 && !wlog_opens(&q.log); i++)
+        usleep(1000);
+    assert_int_equal(wlog_opens(&q.log), 1);
+    atomic_store(&q.stop, 1);
+    pthread_join(q.th, NULL);
+    assert_int_equal(q.rc, GQ_OK);
+    assert_int_equal(q.log.n, 0);
 }
 
 static void watch_cut_and_gone(void **state)
@@ -527,6 +567,7 @@ static void watch_cut_and_gone(void **state)
     pthread_join(g.th, NULL);
     assert_int_equal(g.rc, GQ_OK);
     assert_string_equal(g.log.text, "ERROR Expired;");
+    assert_int_equal(g.log.opens, 1); /* the 200 came first: see KUBE_CACHE_SETTLE_MS */
 
     /* HTTP 410 answering the watch request itself: GQ_EGONE. */
     post_fault("{\"fail\":{\"count\":1,\"code\":410,\"method\":\"GET\","
@@ -536,6 +577,7 @@ static void watch_cut_and_gone(void **state)
     pthread_join(h.th, NULL);
     assert_int_equal(h.rc, GQ_EGONE);
     assert_non_null(strstr(h.err.msg, "HTTP 410 Expired"));
+    assert_int_equal(h.log.opens, 0); /* refused: never open */
 }
 
 static void watch_timeout_and_body_cap(void **state)
@@ -694,6 +736,55 @@ static void cache_sync_events_relist_reconnect(void **state)
     assert_true(wait_int(&cb.updates, before + 1, 5000));
     assert_int_equal(kube_cache_count(c), 9);
     kube_cache_stop(c);
+    kube_cache_free(c);
+}
+
+static int wait_fresh(kube_cache *c, int want, long ms)
+{
+    for (long i = 0; i < ms; i++) {
+        if (kube_cache_fresh(c) == want)
+            return 1;
+        usleep(1000);
+    }
+    return 0;
+}
+
+/* Fresh while the watch is up; not fresh from the moment it is cut while
+ * the reconnects fail (the contents are synced but may miss changes), and
+ * fresh again, with what it missed, once it is back. */
+static void cache_fresh_follows_the_watch(void **state)
+{
+    gq_err e;
+    kube_api api;
+    kube_client_api(cli, &api);
+    kube_cache_opts o = {
+        .path = "/api/v1/namespaces/fresh/pods", .backoff_min_ms = 50, .backoff_max_ms = 200};
+    kube_cache *c;
+    assert_int_equal(kube_cache_new(&api, &o, &c, &e), GQ_OK);
+    assert_int_equal(kube_cache_start(c, &e), GQ_OK);
+    assert_int_equal(kube_cache_wait_synced(c, 5000), GQ_OK);
+    assert_true(wait_fresh(c, 1, 5000));
+
+    post_fault("{\"fail\":{\"count\":100000,\"code\":503,\"method\":\"GET\","
+               "\"pathPrefix\":\"/api/v1/namespaces/fresh/pods\"}}");
+    post_fault("{\"cutWatchAfter\":1}");
+    assert_int_equal(create_pod(cli, "fresh", "f0", "x", &e), GQ_OK);
+    assert_true(wait_fresh(c, 0, 5000));
+    post_fault("{\"cutWatchAfter\":0}");
+    assert_true(wait_count(c, 1, 5000)); /* the event that cut the stream */
+    assert_int_equal(create_pod(cli, "fresh", "f1", "x", &e), GQ_OK);
+    for (int i = 0; i < 100; i++) { /* reconnects keep failing: never fresh */
+        assert_int_equal(kube_cache_fresh(c), 0);
+        usleep(10000);
+    }
+    assert_int_equal(kube_cache_synced(c), 1);
+    assert_int_equal(kube_cache_count(c), 1);
+
+    assert_int_equal(reset_standin(NULL), 0);
+    assert_true(wait_fresh(c, 1, 5000));
+    assert_true(wait_count(c, 2, 5000));
+    kube_cache_stop(c);
+    assert_int_equal(kube_cache_fresh(c), 0);
     kube_cache_free(c);
 }
 
@@ -921,6 +1012,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup(watch_events_and_stop, reset_standin),
         cmocka_unit_test_setup(watch_cut_and_gone, reset_standin),
         cmocka_unit_test_setup(cache_sync_events_relist_reconnect, reset_standin),
+        cmocka_unit_test_setup(cache_fresh_follows_the_watch, reset_standin),
         cmocka_unit_test_setup(leader_election_real_api, reset_standin),
         cmocka_unit_test(tls_with_ca_file_and_data),
         cmocka_unit_test(tls_kubeconfig_with_data),

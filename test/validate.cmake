@@ -2,6 +2,11 @@
 # (charging, conflicts, rollback, dry run, tamper, group commit under threads).
 gq_unit_test(test_validate test_validate.c LIBS gq_webhook gq_kube)
 
+# The store over the API server: what comes from the informer caches and what
+# is read live (stale caches, scopes without quotas), failed live reads, and
+# concurrent live reads sharing one request; through a fake kube_api.
+gq_unit_test(test_kubestore test_kubestore.c LIBS gq_webhook gq_kube)
+
 # End to end against the kube-apiserver stand-in: kubectl-created pods
 # through real webhook processes, then three replicas under 200 concurrent
 # reviews with injected conflicts and latency.
@@ -25,6 +30,14 @@ add_test(NAME history_integration
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/history_integration.sh $<TARGET_FILE:gpuquota>
                  $<TARGET_FILE:kube-standin>)
 set_tests_properties(history_integration PROPERTIES TIMEOUT 180)
+
+# A quota or limit range created while the webhook's watch of it is cut and
+# its reconnects fail is enforced at once (read live); a failing live read
+# denies GPU pods.
+add_test(NAME stale_integration
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/stale_integration.sh $<TARGET_FILE:gpuquota>
+                 $<TARGET_FILE:kube-standin>)
+set_tests_properties(stale_integration PROPERTIES TIMEOUT 180)
 
 # Benchmark (prints figures, never a ctest case): charging throughput and
 # latency against the stand-in, one namespace and 50, over-admission checked.

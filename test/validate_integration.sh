@@ -241,15 +241,16 @@ check_match "/mutate: GPULimitRange default from the cache" \
     '"allowed":true,"patchType":"JSONPatch".*"charged":"gpu-memory=8Gi,gpus=0,gpu-pods=1".*"gpu-limit-range":"defaults"' \
     "$mutated"
 
-# A replica whose API server never answers: not ready, and it denies.
+# A replica whose API server never answers: not ready, and it denies (its
+# caches never listed, so it reads live, and that fails).
 sed "s#$S#http://127.0.0.1:1#" "$KUBECONFIG" >"$work/dead.kubeconfig"
 KUBECONFIG=$work/dead.kubeconfig start_webhook 3
 sleep 1
 check "no API server: not ready" 503 "$(wh 3 -o /dev/null -w '%{http_code}' /readyz)"
-check_match "no API server: GPU pods denied" '"allowed":false.*gpuquota could not reach the API server to read the GPULimitRanges of team-x: the /apis/gpuquota.io/v1alpha1/gpulimitranges cache has not synced' \
+check_match "no API server: GPU pods denied" '"allowed":false.*gpuquota could not reach the API server to read the GPULimitRanges of team-x: GET /apis/gpuquota.io/v1alpha1/namespaces/team-x/gpulimitranges: Couldn'"'"'t connect to server"' \
     "$(wh 3 -H 'Content-Type: application/json' --data-binary "@$work/rv/1.json" /validate)"
 check "no API server: /mutate fails closed for a GPU pod (500, failurePolicy decides)" \
-    '500 {"code":500,"message":"cannot read the GPULimitRanges of team-lr: the /apis/gpuquota.io/v1alpha1/gpulimitranges cache has not synced"}' \
+    "500 {\"code\":500,\"message\":\"cannot read the GPULimitRanges of team-lr: GET /apis/gpuquota.io/v1alpha1/namespaces/team-lr/gpulimitranges: Couldn't connect to server\"}" \
     "$(wh 3 -H 'Content-Type: application/json' --data-binary "@$work/lr.json" -w ' %{http_code}' /mutate | awk '{code = $NF; $NF = ""; sub(/ $/, ""); print code, $0}')"
 
 for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done

@@ -1,9 +1,11 @@
 #include "kubestore.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "crd.h"
 
@@ -16,10 +18,44 @@ static const char *const cache_paths[C_COUNT] = {
     "/api/v1/namespaces",
 };
 
+/* Longest namespace name: a DNS label. */
+#define NS_MAX 63
+
+/* How long a live read waits for the one of the same scope already under
+ * way before it goes out beside it: coalescing must not stack one API
+ * timeout on another inside kube-apiserver's webhook timeout. */
+#define LIVE_WAIT_MS 500
+
+/* Records as a store read collects them (from a cache or a live read). */
+typedef struct collect {
+    const char *ns; /* NULL: every record */
+    char **texts;
+    size_t n, cap;
+    bool oom;
+} collect;
+
+/* One read from the API server, shared by the admissions that asked for the
+ * same scope before it was sent. */
+typedef struct live_read {
+    struct live_read *next;
+    int which;
+    char ns[NS_MAX + 1]; /* "" for cluster-scoped GPUTenantQuotas */
+    bool sent, done;
+    unsigned refs;
+    gq_code rc;
+    gq_err err;
+    collect got; /* the records, as the cache keeps them */
+} live_read;
+
 struct wh_kubestore {
     const kube_api *api;
     kube_cache *caches[C_COUNT];
+    pthread_mutex_t live_mu;
+    pthread_cond_t live_cv; /* a live read was sent or finished */
+    live_read *live;        /* reads waiting to be sent or under way */
 };
+
+static int namespaces_marker; /* to_text's ud for Namespace objects */
 
 /* Records are compact JSON text: json-c objects are not safe to share
  * between threads (reference counts are not atomic), text is, and every
@@ -66,11 +102,16 @@ static void free_text(void *ud, void *rec)
 
 gq_code wh_kubestore_new(const kube_api *api, wh_kubestore **out, gq_err *err)
 {
-    static int namespaces_marker;
     wh_kubestore *ks = calloc(1, sizeof(*ks));
+    pthread_condattr_t ca;
     if (!ks)
         return gq_err_set(err, GQ_ENOMEM, "out of memory");
     ks->api = api;
+    pthread_mutex_init(&ks->live_mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&ks->live_cv, &ca);
+    pthread_condattr_destroy(&ca);
     for (int i = 0; i < C_COUNT; i++) {
         kube_cache_opts o = {
             .path = cache_paths[i],
@@ -115,17 +156,41 @@ void wh_kubestore_free(wh_kubestore *ks)
             kube_cache_stop(ks->caches[i]);
         kube_cache_free(ks->caches[i]);
     }
+    pthread_mutex_destroy(&ks->live_mu);
+    pthread_cond_destroy(&ks->live_cv);
     free(ks);
 }
 
-/* ---- lists from the caches -------------------------------------------------- */
+/* ---- records: from the caches, or live -------------------------------------- */
 
-typedef struct collect {
-    const char *ns; /* NULL: every record */
-    char **texts;
-    size_t n, cap;
-    bool oom;
-} collect;
+/* Take ownership of text (NULL: out of memory). */
+static bool collect_take(collect *c, char *text)
+{
+    if (text && c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 8;
+        char **grown = realloc(c->texts, cap * sizeof(*grown));
+        if (!grown) {
+            free(text);
+            text = NULL;
+        } else {
+            c->texts = grown;
+            c->cap = cap;
+        }
+    }
+    if (!text) {
+        c->oom = true;
+        return false;
+    }
+    c->texts[c->n++] = text;
+    return true;
+}
+
+static void collect_dispose(collect *c)
+{
+    for (size_t i = 0; i < c->n; i++)
+        free(c->texts[i]);
+    free(c->texts);
+}
 
 static int collect_fn(void *ud, const char *ns, const char *name, const void *rec)
 {
@@ -133,71 +198,216 @@ static int collect_fn(void *ud, const char *ns, const char *name, const void *re
     (void)name;
     if (c->ns && strcmp(ns ? ns : "", c->ns))
         return 0;
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 8;
-        char **grown = realloc(c->texts, cap * sizeof(*grown));
-        if (!grown) {
-            c->oom = true;
-            return 1;
-        }
-        c->texts = grown;
-        c->cap = cap;
-    }
-    if (!(c->texts[c->n] = strdup(rec))) {
-        c->oom = true;
-        return 1;
-    }
-    c->n++;
-    return 0;
+    return collect_take(c, strdup(rec)) ? 0 : 1;
 }
 
-static gq_code list_cache(wh_kubestore *ks, int which, const char *ns, json_object **out,
-                          gq_err *err)
+/* A fresh array of the records (each reader parses its own tree). */
+static gq_code records_array(const collect *c, json_object **out, gq_err *err)
 {
-    collect c = {ns, NULL, 0, 0, false};
-    gq_code rc = GQ_OK;
-    json_object *arr = NULL;
-    if (!kube_cache_synced(ks->caches[which])) {
-        /* Never decide on a cache that has not seen the cluster yet. */
-        return gq_err_set(err, GQ_EIO, "the %s cache has not synced", cache_paths[which]);
-    }
-    /* Copy under the cache's read lock, parse outside it. */
-    kube_cache_foreach(ks->caches[which], collect_fn, &c);
-    if (c.oom || !(arr = json_object_new_array())) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < c.n; i++) {
-        json_object *o = json_tokener_parse(c.texts[i]);
+    json_object *arr = json_object_new_array();
+    if (!arr)
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    for (size_t i = 0; i < c->n; i++) {
+        json_object *o = json_tokener_parse(c->texts[i]);
         if (!o || json_object_array_add(arr, o)) {
             json_object_put(o);
-            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
-            goto out;
+            json_object_put(arr);
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
         }
     }
     *out = arr;
-    arr = NULL;
-out:
-    json_object_put(arr);
-    for (size_t i = 0; i < c.n; i++)
-        free(c.texts[i]);
-    free(c.texts);
+    return GQ_OK;
+}
+
+/* Kubernetes namespace names are DNS labels; nothing else can hold a quota,
+ * and nothing else may go into a request path. */
+static bool dns_label(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n < 1 || n > NS_MAX || s[0] == '-' || s[n - 1] == '-')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+            return false;
+    return true;
+}
+
+static gq_code live_item(void *ud, json_object *item, gq_err *err)
+{
+    live_read *r = ud;
+    void *rec = NULL;
+    gq_code rc = to_text(r->which == C_NAMESPACE ? &namespaces_marker : NULL, item, &rec, err);
+    if (!rc && !collect_take(&r->got, rec))
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+    return rc;
+}
+
+/* Read r's scope from the API server: a LIST of the namespace's GPUQuotas or
+ * GPULimitRanges, of every GPUTenantQuota, or a GET of the Namespace (404:
+ * no record). Quorum reads (no resourceVersion): they see every write made
+ * before they were sent. */
+static void live_fetch(wh_kubestore *ks, live_read *r)
+{
+    char path[256];
+    gq_err e;
+    gq_code rc;
+    gq_err_clear(&e);
+    if (r->which == C_NAMESPACE) {
+        json_object *obj = NULL;
+        snprintf(path, sizeof(path), "%s/%s", cache_paths[C_NAMESPACE], r->ns);
+        rc = ks->api->get(ks->api->ctx, path, &obj, &e);
+        if (rc == GQ_ENOTFOUND)
+            rc = GQ_OK; /* unknown namespace: no labels */
+        else if (!rc)
+            rc = live_item(r, obj, &e);
+        json_object_put(obj);
+    } else {
+        kube_list_opts lo = {0};
+        if (r->which == C_TENANT)
+            snprintf(path, sizeof(path), "%s", cache_paths[C_TENANT]);
+        else /* "/gpuquotas" or "/gpulimitranges" after the group path */
+            snprintf(path, sizeof(path), WH_GQ_PATH "/namespaces/%s%s", r->ns,
+                     cache_paths[r->which] + strlen(WH_GQ_PATH));
+        rc = ks->api->list(ks->api->ctx, path, &lo, live_item, r, NULL, &e);
+    }
+    if (!rc && r->got.oom)
+        rc = gq_err_set(&e, GQ_ENOMEM, "out of memory");
+    r->rc = rc;
+    if (rc)
+        r->err = e;
+}
+
+static void live_release(wh_kubestore *ks, live_read *r)
+{
+    pthread_mutex_lock(&ks->live_mu);
+    bool last = --r->refs == 0;
+    pthread_mutex_unlock(&ks->live_mu);
+    if (last) {
+        collect_dispose(&r->got);
+        free(r);
+    }
+}
+
+static bool live_same(const live_read *r, int which, const char *ns)
+{
+    return r->which == which && !strcmp(r->ns, ns);
+}
+
+/* A read of scope (which, ns) sent after the caller arrived. Concurrent
+ * callers share it: a caller joins a read that has not been sent yet, and a
+ * new read waits (up to LIVE_WAIT_MS) for the one under way, gathering the
+ * callers that arrive meanwhile. So each scope has about one read in flight,
+ * however many admissions ask, and none is answered from a read older than
+ * its request. On success *out holds a reference (live_release). */
+static gq_code live_read_get(wh_kubestore *ks, int which, const char *ns, live_read **out,
+                             gq_err *err)
+{
+    live_read *r = NULL, *p;
+    bool lead = false;
+    pthread_mutex_lock(&ks->live_mu);
+    for (p = ks->live; p && !r; p = p->next)
+        if (!p->sent && live_same(p, which, ns))
+            r = p;
+    if (!r) {
+        if (!(r = calloc(1, sizeof(*r)))) {
+            pthread_mutex_unlock(&ks->live_mu);
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        }
+        r->which = which;
+        snprintf(r->ns, sizeof(r->ns), "%s", ns);
+        r->next = ks->live;
+        ks->live = r;
+        lead = true;
+    }
+    r->refs++;
+    if (lead) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_nsec += LIVE_WAIT_MS * 1000000L;
+        until.tv_sec += until.tv_nsec / 1000000000L;
+        until.tv_nsec %= 1000000000L;
+        for (;;) {
+            bool busy = false;
+            for (p = ks->live; p && !busy; p = p->next)
+                busy = p != r && p->sent && live_same(p, which, ns);
+            if (!busy || pthread_cond_timedwait(&ks->live_cv, &ks->live_mu, &until))
+                break;
+        }
+        r->sent = true;
+        pthread_mutex_unlock(&ks->live_mu);
+        live_fetch(ks, r);
+        pthread_mutex_lock(&ks->live_mu);
+        r->done = true;
+        for (live_read **pp = &ks->live; *pp; pp = &(*pp)->next)
+            if (*pp == r) {
+                *pp = r->next;
+                break;
+            }
+        pthread_cond_broadcast(&ks->live_cv);
+    } else {
+        while (!r->done)
+            pthread_cond_wait(&ks->live_cv, &ks->live_mu);
+    }
+    pthread_mutex_unlock(&ks->live_mu);
+    if (r->rc) {
+        gq_code rc = r->rc;
+        if (err)
+            *err = r->err;
+        live_release(ks, r);
+        return rc;
+    }
+    *out = r;
+    return GQ_OK;
+}
+
+/* The GPUQuotas of ns (GPUTenantQuotas: ns NULL; GPULimitRanges) as a new
+ * array. From the cache while it is fresh (kube_cache_fresh: its watch is
+ * established and caught up); otherwise, and for quotas also when the cache
+ * holds none for the scope (a brand-new quota whose watch event is still on
+ * its way), read live. A failed live read is returned: the caller fails
+ * closed. docs/validating-webhook.md has the reasons and costs. */
+static gq_code list_records(wh_kubestore *ks, int which, const char *ns, json_object **out,
+                            gq_err *err)
+{
+    collect c = {ns, NULL, 0, 0, false};
+    live_read *r = NULL;
+    gq_code rc;
+    if (ns && !dns_label(ns)) /* no such namespace can hold anything */
+        return records_array(&c, out, err);
+    if (kube_cache_fresh(ks->caches[which])) {
+        /* Copy under the cache's read lock, parse outside it. */
+        kube_cache_foreach(ks->caches[which], collect_fn, &c);
+        if (c.oom) {
+            collect_dispose(&c);
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        }
+        if (c.n || which == C_LIMITRANGE) {
+            rc = records_array(&c, out, err);
+            collect_dispose(&c);
+            return rc;
+        }
+    }
+    collect_dispose(&c);
+    if ((rc = live_read_get(ks, which, ns ? ns : "", &r, err)))
+        return rc;
+    rc = records_array(&r->got, out, err);
+    live_release(ks, r);
     return rc;
 }
 
 static gq_code ks_list_quotas(void *ctx, const char *ns, json_object **out, gq_err *err)
 {
-    return list_cache(ctx, C_QUOTA, ns, out, err);
+    return list_records(ctx, C_QUOTA, ns, out, err);
 }
 
 static gq_code ks_list_tenants(void *ctx, json_object **out, gq_err *err)
 {
-    return list_cache(ctx, C_TENANT, NULL, out, err);
+    return list_records(ctx, C_TENANT, NULL, out, err);
 }
 
 static gq_code ks_list_limit_ranges(void *ctx, const char *ns, json_object **out, gq_err *err)
 {
-    return list_cache(ctx, C_LIMITRANGE, ns, out, err);
+    return list_records(ctx, C_LIMITRANGE, ns, out, err);
 }
 
 typedef struct one_text {
@@ -209,18 +419,34 @@ static void copy_one(void *ud, const void *rec)
     ((one_text *)ud)->text = strdup(rec);
 }
 
+/* The labels of ns: from a fresh cache that has it, else live (a namespace
+ * made a moment ago may not have reached the cache yet). */
 static gq_code ks_namespace_labels(void *ctx, const char *ns, json_object **out, gq_err *err)
 {
     wh_kubestore *ks = ctx;
     one_text t = {NULL};
-    if (!kube_cache_synced(ks->caches[C_NAMESPACE]))
-        return gq_err_set(err, GQ_EIO, "the namespace cache has not synced");
-    if (kube_cache_get(ks->caches[C_NAMESPACE], "", ns, copy_one, &t) != GQ_OK) {
-        *out = NULL; /* unknown namespace: no labels */
+    live_read *r = NULL;
+    json_object *o;
+    if (!dns_label(ns)) {
+        *out = NULL; /* no such namespace: no labels */
         return GQ_OK;
     }
-    json_object *o = t.text ? json_tokener_parse(t.text) : NULL;
-    free(t.text);
+    if (kube_cache_fresh(ks->caches[C_NAMESPACE]) &&
+        kube_cache_get(ks->caches[C_NAMESPACE], "", ns, copy_one, &t) == GQ_OK) {
+        o = t.text ? json_tokener_parse(t.text) : NULL;
+        free(t.text);
+    } else {
+        gq_code rc = live_read_get(ks, C_NAMESPACE, ns, &r, err);
+        if (rc)
+            return rc;
+        if (!r->got.n) {
+            live_release(ks, r);
+            *out = NULL; /* unknown namespace: no labels */
+            return GQ_OK;
+        }
+        o = json_tokener_parse(r->got.texts[0]);
+        live_release(ks, r);
+    }
     if (!o)
         return gq_err_set(err, GQ_ENOMEM, "out of memory");
     *out = o;

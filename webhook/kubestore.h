@@ -1,7 +1,10 @@
 /* The quota store of a running webhook (wh_store, validate.h) over the
  * Kubernetes API: informer caches of GPUQuotas, GPUTenantQuotas,
- * GPULimitRanges and Namespaces answer the lists; a fresh GET and a status
- * PUT with the resourceVersion read do the charging. */
+ * GPULimitRanges and Namespaces answer the lists while their watches are
+ * established; otherwise, and where a cache holds no GPUQuota for the
+ * namespace (no GPUTenantQuota at all), the lists are read live, shared by
+ * concurrent admissions (docs/validating-webhook.md, Stale caches). A fresh
+ * GET and a status PUT with the resourceVersion read do the charging. */
 #ifndef WH_KUBESTORE_H
 #define WH_KUBESTORE_H
 
@@ -22,7 +25,8 @@ gq_code wh_kubestore_new(const kube_api *api, wh_kubestore **out, gq_err *err) G
 /* Start the four list+watch caches. */
 gq_code wh_kubestore_start(wh_kubestore *ks, gq_err *err) GQ_WUR;
 
-/* True once every cache has applied its first list (/readyz). */
+/* True once every cache has applied its first list (/readyz). Says nothing
+ * about whether the watches are up now: the lists read live when not. */
 bool wh_kubestore_synced(wh_kubestore *ks);
 
 /* Fill a store table whose calls go to ks. */

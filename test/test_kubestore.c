@@ -1,0 +1,481 @@
+/* The webhook's store over the Kubernetes API (webhook/kubestore.c) driven
+ * through a fake kube_api: which quotas, limit ranges and namespace labels
+ * come from the informer caches and which are read live, so that a quota
+ * that exists is never missed because a cache is stale. The fake's watches
+ * deliver nothing after their first bookmark, as a watch would before an
+ * event arrives; "down" watches fail at once, as while kube-apiserver
+ * restarts. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include "kubestore.h"
+
+enum { R_QUOTA, R_TENANT, R_LIMITRANGE, R_NAMESPACE, R_COUNT };
+
+static const char *const resources[R_COUNT] = {"gpuquotas", "gputenantquotas", "gpulimitranges",
+                                               "namespaces"};
+
+typedef struct fake {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    json_object *objs[R_COUNT]; /* what the server holds */
+    int down[R_COUNT];          /* watches fail (an open one ends) */
+    int opened[R_COUNT];        /* watches accepted and past their bookmark */
+    int live[R_COUNT];          /* live reads: LISTs that ask no resourceVersion, GETs */
+    char live_ns[R_COUNT][64];  /* namespace of the last live read */
+    gq_code fail_live;          /* live reads fail with this */
+    int hold_live;              /* live reads wait while set */
+    int held;                   /* live reads waiting */
+} fake;
+
+/* "/apis/gpuquota.io/v1alpha1/namespaces/NS/gpuquotas", "/api/v1/namespaces/NS",
+ * "/apis/gpuquota.io/v1alpha1/gputenantquotas": the resource, and the
+ * namespace in ns ("" when none). */
+static int parse_path(const char *path, char *ns, size_t cap, int *named)
+{
+    const char *p = strncmp(path, WH_GQ_PATH "/", strlen(WH_GQ_PATH) + 1)
+                        ? path + strlen("/api/v1/")
+                        : path + strlen(WH_GQ_PATH) + 1;
+    ns[0] = '\0';
+    *named = 0;
+    if (!strncmp(p, "namespaces/", 11)) {
+        const char *s = p + 11, *slash = strchr(s, '/');
+        size_t n = slash ? (size_t)(slash - s) : strlen(s);
+        snprintf(ns, cap, "%.*s", (int)n, s);
+        if (!slash) {
+            *named = 1;
+            return R_NAMESPACE;
+        }
+        p = slash + 1;
+    }
+    for (int r = 0; r < R_COUNT; r++)
+        if (!strncmp(p, resources[r], strlen(resources[r])))
+            return r;
+    fail_msg("unexpected path %s", path);
+    return -1;
+}
+
+static const char *meta(json_object *o, const char *key)
+{
+    json_object *m, *v;
+    if (!json_object_object_get_ex(o, "metadata", &m) || !json_object_object_get_ex(m, key, &v))
+        return "";
+    return json_object_get_string(v);
+}
+
+/* A private copy: json-c reference counts are not atomic. */
+static json_object *copy(json_object *o)
+{
+    return json_tokener_parse(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+}
+
+/* Wait while the test holds live reads; then the code they answer. */
+static gq_code live_gate(fake *f, int r, const char *ns, gq_err *err)
+{
+    pthread_mutex_lock(&f->mu);
+    f->live[r]++;
+    snprintf(f->live_ns[r], sizeof(f->live_ns[r]), "%s", ns);
+    f->held++;
+    pthread_cond_broadcast(&f->cv);
+    while (f->hold_live)
+        pthread_cond_wait(&f->cv, &f->mu);
+    f->held--;
+    gq_code rc = f->fail_live;
+    pthread_mutex_unlock(&f->mu);
+    return rc ? gq_err_set(err, rc, "LIST %s: HTTP 503 Service Unavailable", resources[r]) : GQ_OK;
+}
+
+static gq_code f_list(void *ctx, const char *path, const kube_list_opts *o, kube_item_fn fn,
+                      void *ud, char **rv_out, gq_err *err)
+{
+    fake *f = ctx;
+    char ns[64];
+    int named, r = parse_path(path, ns, sizeof(ns), &named);
+    gq_code rc = GQ_OK;
+    (void)o;
+    /* What the server holds when the request arrives. */
+    pthread_mutex_lock(&f->mu);
+    json_object *items = copy(f->objs[r]);
+    pthread_mutex_unlock(&f->mu);
+    if (!rv_out && (rc = live_gate(f, r, ns, err))) {
+        json_object_put(items);
+        return rc;
+    }
+    for (size_t i = 0; i < json_object_array_length(items) && !rc; i++) {
+        json_object *it = json_object_array_get_idx(items, i);
+        if (!ns[0] || !strcmp(meta(it, "namespace"), ns))
+            rc = fn(ud, it, err);
+    }
+    json_object_put(items);
+    if (!rc && rv_out && !(*rv_out = strdup("10")))
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+    return rc;
+}
+
+static gq_code f_get(void *ctx, const char *path, json_object **out, gq_err *err)
+{
+    fake *f = ctx;
+    char ns[64];
+    int named;
+    if (strstr(path, "?limit=1")) { /* a cache asking the server's resourceVersion */
+        *out = json_tokener_parse("{\"metadata\":{\"resourceVersion\":\"10\"},\"items\":[]}");
+        return GQ_OK;
+    }
+    int r = parse_path(path, ns, sizeof(ns), &named);
+    assert_int_equal(r, R_NAMESPACE);
+    assert_true(named);
+    gq_code rc = live_gate(f, r, ns, err);
+    if (rc)
+        return rc;
+    *out = NULL;
+    pthread_mutex_lock(&f->mu);
+    for (size_t i = 0; i < json_object_array_length(f->objs[r]) && !*out; i++)
+        if (!strcmp(meta(json_object_array_get_idx(f->objs[r], i), "name"), ns))
+            *out = copy(json_object_array_get_idx(f->objs[r], i));
+    pthread_mutex_unlock(&f->mu);
+    return *out ? GQ_OK : gq_err_set(err, GQ_ENOTFOUND, "namespaces \"%s\" not found", ns);
+}
+
+/* Accepted, one bookmark, then nothing until stopped or taken down. */
+static gq_code f_watch(void *ctx, const char *path, const kube_watch_opts *o, kube_event_fn fn,
+                       void *ud, gq_err *err)
+{
+    fake *f = ctx;
+    char ns[64];
+    int named, r = parse_path(path, ns, sizeof(ns), &named);
+    pthread_mutex_lock(&f->mu);
+    int down = f->down[r];
+    pthread_mutex_unlock(&f->mu);
+    if (down)
+        return gq_err_set(err, GQ_EIO, "WATCH %s: connection refused", path);
+    o->on_open(ud);
+    json_object *bm =
+        json_tokener_parse("{\"kind\":\"X\",\"metadata\":{\"resourceVersion\":\"10\"}}");
+    gq_code rc = fn(ud, KUBE_EVENT_BOOKMARK, bm, err);
+    json_object_put(bm);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&f->mu);
+    f->opened[r]++;
+    pthread_cond_broadcast(&f->cv);
+    while (!atomic_load(o->stop) && !f->down[r]) {
+        pthread_mutex_unlock(&f->mu);
+        usleep(1000);
+        pthread_mutex_lock(&f->mu);
+    }
+    down = f->down[r];
+    pthread_mutex_unlock(&f->mu);
+    return down ? gq_err_set(err, GQ_EIO, "WATCH %s: connection reset", path) : GQ_OK;
+}
+
+static void add(fake *f, int r, const char *ns, const char *name, const char *labels)
+{
+    static const char *const kinds[R_COUNT] = {"GPUQuota", "GPUTenantQuota", "GPULimitRange",
+                                               "Namespace"};
+    char buf[512];
+    snprintf(buf, sizeof(buf),
+             "{\"apiVersion\":\"%s\",\"kind\":\"%s\",\"metadata\":{%s%s%s\"name\":\"%s\","
+             "\"resourceVersion\":\"5\",\"labels\":%s},\"spec\":{}}",
+             r == R_NAMESPACE ? "v1" : "gpuquota.io/v1alpha1", kinds[r],
+             ns ? "\"namespace\":\"" : "", ns ? ns : "", ns ? "\"," : "", name,
+             labels ? labels : "{}");
+    json_object *o = json_tokener_parse(buf);
+    assert_non_null(o);
+    pthread_mutex_lock(&f->mu);
+    json_object_array_add(f->objs[r], o);
+    pthread_mutex_unlock(&f->mu);
+}
+
+static void set_down(fake *f, int r, int down)
+{
+    pthread_mutex_lock(&f->mu);
+    f->down[r] = down;
+    pthread_mutex_unlock(&f->mu);
+}
+
+static int live(fake *f, int r)
+{
+    pthread_mutex_lock(&f->mu);
+    int n = f->live[r];
+    pthread_mutex_unlock(&f->mu);
+    return n;
+}
+
+typedef struct env {
+    fake f;
+    kube_api api;
+    wh_kubestore *ks;
+    wh_store st;
+} env;
+
+/* A started store over a fake holding: GPUQuota a/q1, Namespaces a
+ * (team=x) and b. Watches of the resources in down[] fail from the start;
+ * the others are established before this returns. */
+static env *env_start(const int down[R_COUNT])
+{
+    env *v = calloc(1, sizeof(*v));
+    gq_err e;
+    assert_non_null(v);
+    pthread_mutex_init(&v->f.mu, NULL);
+    pthread_cond_init(&v->f.cv, NULL);
+    for (int r = 0; r < R_COUNT; r++) {
+        v->f.objs[r] = json_object_new_array();
+        v->f.down[r] = down[r];
+    }
+    add(&v->f, R_QUOTA, "a", "q1", NULL);
+    add(&v->f, R_NAMESPACE, NULL, "a", "{\"team\":\"x\"}");
+    add(&v->f, R_NAMESPACE, NULL, "b", NULL);
+    v->api = (kube_api){.ctx = &v->f, .get = f_get, .list = f_list, .watch = f_watch};
+    assert_int_equal(wh_kubestore_new(&v->api, &v->ks, &e), GQ_OK);
+    assert_int_equal(wh_kubestore_start(v->ks, &e), GQ_OK);
+    wh_kubestore_store(v->ks, &v->st);
+    for (int i = 0; i < 5000 && !wh_kubestore_synced(v->ks); i++)
+        usleep(1000);
+    assert_true(wh_kubestore_synced(v->ks));
+    pthread_mutex_lock(&v->f.mu);
+    for (int r = 0; r < R_COUNT; r++)
+        while (!down[r] && !v->f.opened[r])
+            pthread_cond_wait(&v->f.cv, &v->f.mu);
+    pthread_mutex_unlock(&v->f.mu);
+    return v;
+}
+
+static void env_stop(env *v)
+{
+    wh_kubestore_free(v->ks);
+    for (int r = 0; r < R_COUNT; r++)
+        json_object_put(v->f.objs[r]);
+    pthread_mutex_destroy(&v->f.mu);
+    pthread_cond_destroy(&v->f.cv);
+    free(v);
+}
+
+/* The names in arr, sorted, comma-separated. */
+static const char *names(json_object *arr, char *buf, size_t cap)
+{
+    const char *v[16];
+    size_t n = json_object_array_length(arr);
+    assert_true(n <= 16);
+    for (size_t i = 0; i < n; i++)
+        v[i] = meta(json_object_array_get_idx(arr, i), "name");
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && strcmp(v[j - 1], v[j]) > 0; j--) {
+            const char *t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    buf[0] = '\0';
+    for (size_t i = 0; i < n; i++)
+        snprintf(buf + strlen(buf), cap - strlen(buf), "%s%s", i ? "," : "", v[i]);
+    return buf;
+}
+
+/* The names the store lists for resource r (GPUQuotas or GPULimitRanges of
+ * ns, every GPUTenantQuota), sorted, comma-separated. */
+static const char *listed(env *v, int r, const char *ns, char *buf, size_t cap)
+{
+    json_object *arr = NULL;
+    gq_err e;
+    gq_code rc = r == R_QUOTA    ? v->st.list_quotas(v->st.ctx, ns, &arr, &e)
+                 : r == R_TENANT ? v->st.list_tenant_quotas(v->st.ctx, &arr, &e)
+                                 : v->st.list_limit_ranges(v->st.ctx, ns, &arr, &e);
+    if (rc)
+        fail_msg("list: %s", e.msg);
+    names(arr, buf, cap);
+    json_object_put(arr);
+    return buf;
+}
+
+/* The labels of ns as JSON text, "null" when none. */
+static const char *labels(env *v, const char *ns, char *buf, size_t cap)
+{
+    json_object *o = NULL;
+    gq_err e;
+    if (v->st.namespace_labels(v->st.ctx, ns, &o, &e))
+        fail_msg("labels: %s", e.msg);
+    snprintf(buf, cap, "%s",
+             o ? json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN) : "null");
+    json_object_put(o);
+    return buf;
+}
+
+/* Established watches: the caches answer. Where a cache holds no GPUQuota
+ * for the namespace (no GPUTenantQuota at all) it is asked live, so a quota
+ * whose watch event has not arrived yet is enforced all the same; a scope
+ * that has quotas, and limit ranges, wait for their watch events. */
+static void fresh_caches_answer_and_empty_scopes_read_live(void **state)
+{
+    (void)state;
+    static const int none[R_COUNT];
+    env *v = env_start(none);
+    char buf[256];
+    /* Written after the caches listed; their watches do not deliver them. */
+    add(&v->f, R_QUOTA, "a", "q2", NULL);
+    add(&v->f, R_QUOTA, "b", "q3", NULL);
+    add(&v->f, R_TENANT, NULL, "t1", NULL);
+    add(&v->f, R_LIMITRANGE, "b", "l1", NULL);
+    add(&v->f, R_NAMESPACE, NULL, "c", "{\"team\":\"y\"}");
+
+    assert_string_equal(listed(v, R_QUOTA, "a", buf, sizeof(buf)), "q1");
+    assert_int_equal(live(&v->f, R_QUOTA), 0);
+    assert_string_equal(listed(v, R_QUOTA, "b", buf, sizeof(buf)), "q3");
+    assert_int_equal(live(&v->f, R_QUOTA), 1);
+    assert_string_equal(v->f.live_ns[R_QUOTA], "b");
+    assert_string_equal(listed(v, R_TENANT, NULL, buf, sizeof(buf)), "t1");
+    assert_int_equal(live(&v->f, R_TENANT), 1);
+    assert_string_equal(listed(v, R_LIMITRANGE, "b", buf, sizeof(buf)), "");
+    assert_int_equal(live(&v->f, R_LIMITRANGE), 0);
+
+    assert_string_equal(labels(v, "a", buf, sizeof(buf)), "{\"team\":\"x\"}");
+    assert_int_equal(live(&v->f, R_NAMESPACE), 0);
+    assert_string_equal(labels(v, "c", buf, sizeof(buf)), "{\"team\":\"y\"}");
+    assert_int_equal(live(&v->f, R_NAMESPACE), 1);
+    assert_string_equal(labels(v, "gone", buf, sizeof(buf)), "null");
+    assert_int_equal(live(&v->f, R_NAMESPACE), 2);
+
+    /* Not a namespace name: nothing can live there, nothing is asked. */
+    assert_string_equal(listed(v, R_QUOTA, "../x", buf, sizeof(buf)), "");
+    assert_string_equal(listed(v, R_QUOTA, "", buf, sizeof(buf)), "");
+    assert_string_equal(labels(v, "A/b", buf, sizeof(buf)), "null");
+    assert_int_equal(live(&v->f, R_QUOTA), 1);
+    assert_int_equal(live(&v->f, R_NAMESPACE), 2);
+
+    /* The GPUQuota watch breaks (kube-apiserver restarts): from then on the
+     * namespace's quotas are read live, q2 included, although its cache is
+     * synced and still holds q1. */
+    set_down(&v->f, R_QUOTA, 1);
+    for (int i = 0; i < 5000 && strcmp(listed(v, R_QUOTA, "a", buf, sizeof(buf)), "q1,q2"); i++)
+        usleep(1000);
+    assert_string_equal(buf, "q1,q2");
+    assert_string_equal(v->f.live_ns[R_QUOTA], "a");
+    assert_true(wh_kubestore_synced(v->ks));
+    env_stop(v);
+}
+
+/* Synced caches whose watches fail: every read is live. */
+static void stale_caches_read_live(void **state)
+{
+    (void)state;
+    static const int all[R_COUNT] = {1, 1, 1, 1};
+    env *v = env_start(all);
+    char buf[256];
+    add(&v->f, R_QUOTA, "a", "q2", NULL);
+    add(&v->f, R_LIMITRANGE, "a", "l1", NULL);
+    add(&v->f, R_TENANT, NULL, "t1", NULL);
+    add(&v->f, R_NAMESPACE, NULL, "c", NULL);
+
+    assert_string_equal(listed(v, R_QUOTA, "a", buf, sizeof(buf)), "q1,q2");
+    assert_string_equal(listed(v, R_QUOTA, "b", buf, sizeof(buf)), "");
+    assert_int_equal(live(&v->f, R_QUOTA), 2);
+    assert_string_equal(listed(v, R_LIMITRANGE, "a", buf, sizeof(buf)), "l1");
+    assert_int_equal(live(&v->f, R_LIMITRANGE), 1);
+    assert_string_equal(listed(v, R_TENANT, NULL, buf, sizeof(buf)), "t1");
+    assert_int_equal(live(&v->f, R_TENANT), 1);
+    assert_string_equal(labels(v, "a", buf, sizeof(buf)), "{\"team\":\"x\"}");
+    assert_string_equal(labels(v, "c", buf, sizeof(buf)), "{}");
+    assert_int_equal(live(&v->f, R_NAMESPACE), 2);
+    env_stop(v);
+}
+
+/* A live read that fails is an error for the caller, which denies: never
+ * an empty answer. */
+static void failed_live_reads_fail_closed(void **state)
+{
+    (void)state;
+    static const int all[R_COUNT] = {1, 1, 1, 1};
+    env *v = env_start(all);
+    json_object *o = NULL;
+    gq_err e;
+    pthread_mutex_lock(&v->f.mu);
+    v->f.fail_live = GQ_EHTTP;
+    pthread_mutex_unlock(&v->f.mu);
+    assert_int_equal(v->st.list_quotas(v->st.ctx, "a", &o, &e), GQ_EHTTP);
+    assert_string_equal(e.msg, "LIST gpuquotas: HTTP 503 Service Unavailable");
+    assert_int_equal(v->st.list_tenant_quotas(v->st.ctx, &o, &e), GQ_EHTTP);
+    assert_int_equal(v->st.list_limit_ranges(v->st.ctx, "a", &o, &e), GQ_EHTTP);
+    assert_string_equal(e.msg, "LIST gpulimitranges: HTTP 503 Service Unavailable");
+    assert_int_equal(v->st.namespace_labels(v->st.ctx, "a", &o, &e), GQ_EHTTP);
+    assert_null(o);
+    env_stop(v);
+}
+
+typedef struct reader {
+    pthread_t th;
+    env *v;
+    const char *ns;
+    char got[64];
+} reader;
+
+static void *read_quotas(void *arg)
+{
+    reader *r = arg;
+    listed(r->v, R_QUOTA, r->ns, r->got, sizeof(r->got));
+    return NULL;
+}
+
+/* Admissions that arrive together share a live read: while one is under
+ * way, the next gathers everybody who comes meanwhile. None is answered by
+ * a read sent before it asked, and scopes are not mixed. */
+static void concurrent_live_reads_share_one_request(void **state)
+{
+    (void)state;
+    static const int all[R_COUNT] = {1, 1, 1, 1};
+    env *v = env_start(all);
+    char buf[64];
+    reader rd[33];
+    add(&v->f, R_QUOTA, "a", "q2", NULL);
+    add(&v->f, R_QUOTA, "b", "q3", NULL);
+    pthread_mutex_lock(&v->f.mu);
+    v->f.hold_live = 1;
+    pthread_mutex_unlock(&v->f.mu);
+    /* The first read goes out and is held there. */
+    rd[0] = (reader){.v = v, .ns = "a"};
+    assert_int_equal(pthread_create(&rd[0].th, NULL, read_quotas, &rd[0]), 0);
+    pthread_mutex_lock(&v->f.mu);
+    while (v->f.held < 1)
+        pthread_cond_wait(&v->f.cv, &v->f.mu);
+    pthread_mutex_unlock(&v->f.mu);
+    /* A quota written now must be seen by everybody who asks from now on. */
+    add(&v->f, R_QUOTA, "a", "q4", NULL);
+    for (int i = 1; i < 33; i++) {
+        rd[i] = (reader){.v = v, .ns = i == 32 ? "b" : "a"};
+        assert_int_equal(pthread_create(&rd[i].th, NULL, read_quotas, &rd[i]), 0);
+    }
+    usleep(100000); /* let them queue */
+    pthread_mutex_lock(&v->f.mu);
+    v->f.hold_live = 0;
+    pthread_cond_broadcast(&v->f.cv);
+    pthread_mutex_unlock(&v->f.mu);
+    for (int i = 0; i < 33; i++)
+        pthread_join(rd[i].th, NULL);
+    assert_string_equal(rd[0].got, "q1,q2"); /* sent before q4 was written */
+    for (int i = 1; i < 32; i++)
+        assert_string_equal(rd[i].got, "q1,q2,q4");
+    assert_string_equal(rd[32].got, "q3");
+    /* a: the held read and, about, one for the 31 that came meanwhile; b: one */
+    int n = live(&v->f, R_QUOTA);
+    if (n > 5)
+        fail_msg("%d live reads for 32 admissions in 2 namespaces", n);
+    assert_string_equal(listed(v, R_QUOTA, "a", buf, sizeof(buf)), "q1,q2,q4");
+    env_stop(v);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(fresh_caches_answer_and_empty_scopes_read_live),
+        cmocka_unit_test(stale_caches_read_live),
+        cmocka_unit_test(failed_live_reads_fail_closed),
+        cmocka_unit_test(concurrent_live_reads_share_one_request),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -400,16 +400,9 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, const 
                       mutation *m, gq_err *err)
 {
     gq_code rc;
-    gq_limit_range **lrs = NULL;
-    size_t n_lrs = 0;
     wh_limit_range_source src = {st->ctx, st->list_limit_ranges};
     memset(m, 0, sizeof(*m));
-    if (wh_mutate_applies(cfg, req) &&
-        (rc = wh_limit_ranges_fetch(&src, req->namespace, &lrs, &n_lrs, err)))
-        return rc;
-    rc = wh_mutate_review_info(cfg, req, (const gq_limit_range *const *)lrs, n_lrs, &m->resp,
-                               &m->info, err);
-    wh_limit_ranges_free(lrs, n_lrs);
+    rc = wh_mutate_review_src(cfg, req, &src, &m->resp, &m->info, err);
     if (rc)
         return rc;
     m->have_resp = true;

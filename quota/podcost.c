@@ -1023,16 +1023,14 @@ gq_code gq_pod_cost_compute(const gq_config *cfg, json_object *pod, gq_pod_cost 
         goto out;
     size_t n_app = ctrs ? json_object_array_length(ctrs) : 0;
     size_t n_init = inits ? json_object_array_length(inits) : 0;
-    if (n_app + n_init > GQ_POD_MAX_CONTAINERS) {
-        rc = gq_err_set(err, GQ_EINVAL, "the pod has %zu containers; at most %d are accepted",
-                        n_app + n_init, GQ_POD_MAX_CONTAINERS);
-        goto out;
-    }
     if ((rc = resolve_model(cfg, ann, spec, &r.model, &r.model_pinned, err)) ||
         (rc = read_pod_req(ann, ctrs, inits, &preq, err)) ||
         (rc = read_overhead(spec, &overhead, err)))
         goto out;
-    if (n_app + n_init) {
+    /* The container cap bounds the work for GPU pods only: a pod that asks
+     * for no GPU passes however many containers it has (DESIGN.md §8). */
+    bool too_many = n_app + n_init > GQ_POD_MAX_CONTAINERS;
+    if (n_app + n_init && !too_many) {
         r.ctrs = calloc(n_app + n_init, sizeof(*r.ctrs));
         if (!r.ctrs) {
             rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
@@ -1045,33 +1043,39 @@ gq_code gq_pod_cost_compute(const gq_config *cfg, json_object *pod, gq_pod_cost 
         size_t idx = init ? i : i - n_init;
         json_object *c = json_object_array_get_idx(init ? inits : ctrs, idx);
         char path[64];
-        gq_ctr_cost *cc = &r.ctrs[r.n_ctrs];
+        gq_ctr_cost cc;
         bool uses = false;
         snprintf(path, sizeof(path), "spec.%s[%zu]", init ? "initContainers" : "containers", idx);
-        memset(cc, 0, sizeof(*cc));
-        cc->index = idx;
-        cc->kind = GQ_CTR_APP;
+        memset(&cc, 0, sizeof(cc));
+        cc.index = idx;
+        cc.kind = GQ_CTR_APP;
         if (init) {
             const char *policy = NULL;
             char field[96];
             snprintf(field, sizeof(field), "%s.restartPolicy", path);
             if ((rc = get_string(c, "restartPolicy", field, &policy, err)))
                 goto out;
-            cc->kind = policy && !strcmp(policy, "Always") ? GQ_CTR_SIDECAR : GQ_CTR_INIT;
+            cc.kind = policy && !strcmp(policy, "Always") ? GQ_CTR_SIDECAR : GQ_CTR_INIT;
         }
-        if ((rc = ctr_cost(&x, c, path, cc, &uses, err)))
+        if ((rc = ctr_cost(&x, c, path, &cc, &uses, err)))
             goto out;
         if (!uses)
             continue;
-        int64_t mem;
-        if (__builtin_mul_overflow(cc->gpus, cc->charged_per_gpu, &mem) ||
-            eff_add(&emem, cc->kind, mem) ||
-            eff_add(&egpu, cc->kind, cc->exclusive ? cc->gpus : 0)) {
-            rc = gq_err_set(err, GQ_ERANGE, "container \"%s\": GPU memory of the pod overflows",
-                            cc->name);
+        if (too_many) {
+            rc = gq_err_set(err, GQ_EINVAL,
+                            "container \"%s\" asks for a GPU and the pod has %zu containers (app "
+                            "and init); a pod that uses a GPU may have at most %d",
+                            cc.name, n_app + n_init, GQ_POD_MAX_CONTAINERS);
             goto out;
         }
-        r.n_ctrs++;
+        int64_t mem;
+        if (__builtin_mul_overflow(cc.gpus, cc.charged_per_gpu, &mem) ||
+            eff_add(&emem, cc.kind, mem) || eff_add(&egpu, cc.kind, cc.exclusive ? cc.gpus : 0)) {
+            rc = gq_err_set(err, GQ_ERANGE, "container \"%s\": GPU memory of the pod overflows",
+                            cc.name);
+            goto out;
+        }
+        r.ctrs[r.n_ctrs++] = cc;
     }
     if (r.n_ctrs) {
         r.gpu_pods = 1;

@@ -50,7 +50,8 @@
 #define GQ_RES_VOLCANO_MEMORY "volcano.sh/vgpu-memory"
 #define GQ_RES_MIG_PREFIX "nvidia.com/mig-"
 #define GQ_RES_SHARED_GPU "nvidia.com/gpu.shared"
-/* Most containers (app + init) a pod may have before it is rejected. */
+/* Most containers (app + init) a pod that uses a GPU may have; a pod that
+ * asks for no GPU is never refused for its size. */
 #define GQ_POD_MAX_CONTAINERS 256
 
 typedef enum gq_ctr_kind {

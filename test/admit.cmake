@@ -51,6 +51,12 @@ gq_cli_test(admit example_invalid 1 ARGS ${GQ_EXAMPLES}/invalid-1.5-gpus.yaml
 gq_cli_test(admit invalid_json 1 ARGS -o json ${GQ_EXAMPLES}/invalid-1.5-gpus.yaml
   EXPECT "\"allowed\": false" "\"code\": 403," "\"reason\": \"Forbidden\"" "\"message\": \"container "
          "^  \"pod\": null,$" "^  \"cost\": null$")
+# Caps on what is parsed apply to pods that ask for a GPU only.
+gq_cli_test(admit many_containers_no_gpu 0 ARGS ${GQ_TEST_DATA}/pods/too-many-containers.json
+  EXPECT "^pod team-a/m: allowed$" "^charge: gpu-memory=0 gpus=0 gpu-pods=0$"
+         "^patch: none \\(admitted unchanged\\)$")
+gq_cli_test(admit many_containers_gpu 1 ARGS ${GQ_TEST_DATA}/pods/too-many-containers-gpu.json
+  EXPECT "^reason: container \"c256\" asks for a GPU and the pod has 257 containers \\(app and init\\); a pod that uses a GPU may have at most 256$")
 gq_cli_test(admit unknown_model 1 ARGS ${GQ_TEST_DATA}/pods/unknown-model.json
   EXPECT "^reason: pod annotation gpuquota.io/gpu-model \"a100\" is not a known GPU model")
 gq_cli_test(admit unsupported 1 ARGS ${GQ_TEST_DATA}/pods/memory-x2.json

@@ -256,8 +256,12 @@ static const pc_case cases[] = {
         "spec.containers[0].resources.limits must be an object"),
     ERR("container-no-name", NULL, 0, NULL, GQ_EINVAL, "spec.containers[0].name is required"),
     ERR("no-spec", NULL, 0, NULL, GQ_EINVAL, "spec is required"),
-    ERR("too-many-containers", NULL, 0, NULL, GQ_EINVAL,
-        "the pod has 257 containers; at most 256 are accepted"),
+    /* the container cap is for GPU pods: a pod asking for no GPU is never
+     * refused for its size */
+    OK("too-many-containers", NULL, 0, NULL, 0, 0, 0, NULL, false, 0, NULL, GQ_FORM_NONE, 0, 0, 0),
+    ERR("too-many-containers-gpu", NULL, 0, NULL, GQ_EINVAL,
+        "container \"c256\" asks for a GPU and the pod has 257 containers (app and init); a pod "
+        "that uses a GPU may have at most 256"),
     ERR("restart-policy-not-string", NULL, 0, NULL, GQ_EINVAL,
         "spec.initContainers[0].restartPolicy must be a string"),
 };

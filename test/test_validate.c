@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "admission_testutil.h"
 #include "gq_log.h"
 #include "memstore.h"
 #include "validate.h"
@@ -134,13 +135,13 @@ typedef struct rv_opts {
 static wh_validate_result decide_ex(fx *f, const char *uid, const char *ns, const char *pod,
                                     const rv_opts *o, wh_review_response *resp_out)
 {
-    enum { BODY_MAX = 65536 };
-    char *body = malloc(BODY_MAX);
-    assert_non_null(body);
     rv_opts d = {"CREATE", USER, NULL, false, NULL};
     if (!o)
         o = &d;
-    snprintf(body, BODY_MAX,
+    size_t body_max = 4096 + strlen(pod) + (o->old ? strlen(o->old) : 0);
+    char *body = malloc(body_max);
+    assert_non_null(body);
+    snprintf(body, body_max,
              "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{"
              "\"uid\":\"%s\",\"kind\":{\"group\":\"\",\"version\":\"v1\",\"kind\":\"Pod\"},"
              "\"resource\":{\"group\":\"\",\"version\":\"v1\",\"resource\":\"pods\"},"
@@ -585,6 +586,30 @@ static void test_exempt_cpu_only_require_quota(void **state)
     assert_int_equal(st.gets, 0);
 }
 
+/* A pod that asks for no GPU passes however large it is, without a look at
+ * the store; the same pod asking for a GPU is denied naming the cap. */
+static void test_large_pod_without_gpu(void **state)
+{
+    fx *f = *state;
+    f->cfg->require_quota = true;
+    wh_memstore_faults fl = {.fail = GQ_EIO, .fail_ops = WH_MS_GET | WH_MS_UPDATE | WH_MS_LIST};
+    wh_memstore_set_faults(f->ms, &fl);
+    char *pod = at_large_pod(NS_A, 3600, NULL);
+    wh_validate_result r = decide_ex(f, "u1", NS_A, pod, NULL, NULL);
+    free(pod);
+    assert_true(r.allowed);
+    assert_int_equal(r.charge.v[GQ_KEY_GPU_PODS], 0);
+    pod = at_large_pod(NS_A, 3600, "\"nvidia.com/gpu\":\"1\"");
+    r = decide_ex(f, "u2", NS_A, pod, NULL, NULL);
+    free(pod);
+    assert_false(r.allowed);
+    assert_string_equal(r.message, "container \"c3599\" asks for a GPU and the pod has 3600 "
+                                   "containers (app and init); a pod that uses a GPU may have at "
+                                   "most 256");
+    wh_memstore_set_faults(f->ms, NULL);
+    f->cfg->require_quota = false;
+}
+
 static void test_tamper(void **state)
 {
     fx *f = *state;
@@ -866,6 +891,7 @@ int main(void)
         T(test_store_down_denies),
         T(test_limit_range_and_invalid_pod),
         T(test_exempt_cpu_only_require_quota),
+        T(test_large_pod_without_gpu),
         T(test_tamper),
         T(test_concurrent_exactly_ten),
         T(test_concurrent_exactly_ten_with_conflicts),

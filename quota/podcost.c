@@ -232,6 +232,10 @@ static gq_code read_resource(json_object *limits, json_object *requests, const c
                     "equal limits for extended resources (set only limits)",
                     key, r.text, l.text);
     *out = l.present ? l : r;
+    /* Zero of an extended resource asks for none of it, as in Kubernetes
+     * (charts default nvidia.com/gpu to 0). */
+    if (out->present && gq_quantity_is_zero(&out->q))
+        out->present = false;
     return GQ_OK;
 }
 
@@ -450,17 +454,21 @@ static gq_code read_pod_req(json_object *ann, json_object *ctrs, json_object *in
             return rc;
         if (!s)
             continue;
+        qval v;
+        snprintf(field, sizeof(field), "pod annotation %s", pod_req_keys[i].key);
+        origin o = {NULL, field};
+        rc = read_quantity(json_object_object_get(ann, pod_req_keys[i].key), &o, &v, err);
+        if (rc)
+            return rc;
+        if (gq_quantity_is_zero(&v.q))
+            continue; /* asks for no GPU, like a zero resource */
         if (r.form != GQ_FORM_NONE)
             return gq_err_set(err, GQ_EINVAL,
                               "pod annotations %s and %s both ask for a GPU; use only one", r.key,
                               pod_req_keys[i].key);
         r.form = pod_req_keys[i].form;
         r.key = pod_req_keys[i].key;
-        snprintf(field, sizeof(field), "pod annotation %s", r.key);
-        origin o = {NULL, field};
-        rc = read_quantity(json_object_object_get(ann, r.key), &o, &r.v, err);
-        if (rc)
-            return rc;
+        r.v = v;
     }
     if (r.form == GQ_FORM_NONE) {
         *out = r;

@@ -36,6 +36,15 @@ gq_cli_test(admit state_no_quota_needed 0 ARGS ${GQ_STATE}/pod-ml-b-16gi.json EX
 gq_cli_test(admit state_require_quota 1
   ARGS --config ${GQ_STATE}/require-quota.yaml ${GQ_STATE}/pod-ml-b-16gi.json
   EXPECT "^reason: insufficient quota to consume: gpu-memory,gpu-pods$")
+# Zero of any GPU form asks for no GPU: admitted untouched even where
+# every GPU pod needs a quota.
+gq_cli_test(admit state_zero_every_form 0
+  ARGS --config ${GQ_STATE}/require-quota.yaml ${GQ_TEST_DATA}/pods/zero-every-form.json
+  EXPECT "^pod team-a/m: allowed$" "^charge: gpu-memory=0 gpus=0 gpu-pods=0$" "^quotas: none$"
+         "^patch: none \\(admitted unchanged\\)$")
+gq_cli_test(admit state_zero_annotations 0
+  ARGS --config ${GQ_STATE}/require-quota.yaml ${GQ_TEST_DATA}/pods/zero-annotations.json
+  EXPECT "^charge: gpu-memory=0 gpus=0 gpu-pods=0$" "^patch: none \\(admitted unchanged\\)$")
 gq_cli_test(admit state_bad_kind 2 ARGS --state ${GQ_STATE}/bad-kind.yaml ${GQ_STATE}/pod-ml-b-16gi.json
   EXPECT "^gpuquota admit: --state: ConfigMap settings: kind cannot be used as state$")
 gq_cli_test(admit state_bad_quota 2 ARGS --state ${GQ_STATE}/bad-quota.yaml ${GQ_STATE}/pod-ml-b-16gi.json

@@ -57,7 +57,7 @@ start_webhook() {
 pods=("$examples"/*.yaml "$data"/mutate/pin-a100-selector.yaml
       "$data"/mutate/pin-a10-annotation.yaml "$data"/mutate/affinity-merge.yaml)
 for f in ann-fraction ann-memory-container hami-percent kai-memory memory-x2-a100 mig-input \
-    backend-volcano; do
+    backend-volcano zero-every-form zero-annotations zero-gpu-with-memory; do
     pods+=("$data/pods/$f.json")
 done
 for cfg_in in "$data"/mutate/{aliyun,hami,volcano,mig,timeslicing}.yaml; do

@@ -176,6 +176,17 @@ static void passed_through_unchanged(void **state)
         "[{\"op\":\"remove\",\"path\":\"/request/object/spec/containers/0/resources/limits/"
         "nvidia.com~1gpu\"},{\"op\":\"remove\",\"path\":\"/request/object/spec/containers/0/"
         "resources/requests/nvidia.com~1gpu\"}]",
+        /* nvidia.com/gpu: 0 (a chart default) asks for no GPU: no patch, no label */
+        "[{\"op\":\"replace\",\"path\":\"/request/object/spec/containers/0/resources/limits/"
+        "nvidia.com~1gpu\",\"value\":\"0\"},{\"op\":\"replace\",\"path\":\"/request/object/"
+        "spec/containers/0/resources/requests/nvidia.com~1gpu\",\"value\":0}]",
+        /* so do aliyun.com/gpu-mem: 0 and a zero request annotation */
+        "[{\"op\":\"remove\",\"path\":\"/request/object/spec/containers/0/resources/limits/"
+        "nvidia.com~1gpu\"},{\"op\":\"remove\",\"path\":\"/request/object/spec/containers/0/"
+        "resources/requests/nvidia.com~1gpu\"},{\"op\":\"add\",\"path\":\"/request/object/spec/"
+        "containers/0/resources/limits/aliyun.com~1gpu-mem\",\"value\":\"0\"},{\"op\":\"add\","
+        "\"path\":\"/request/object/metadata/annotations/gpuquota.io~1gpu-memory\",\"value\":"
+        "\"0\"}]",
     };
     gq_config *cfg = config();
     for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {

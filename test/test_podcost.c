@@ -88,9 +88,20 @@ static const pc_case cases[] = {
         "(24Gi)"),
     OK("memory-40gi-a100", NULL, 0, NULL, 40 * GI, 0, 1, "a100-40gb", true, 1, "main",
        GQ_FORM_MEMORY, 1, 40 * GI, 40 * GI),
-    ERR("memory-zero", NULL, 0, NULL, GQ_EINVAL,
-        "container \"main\": gpuquota.io/gpu-memory \"0\" is not valid: GPU memory must be "
-        "positive (for example \"10Gi\")"),
+    /* zero of any GPU resource or request annotation asks for no GPU, as in
+     * Kubernetes */
+    OK("memory-zero", NULL, 0, NULL, 0, 0, 0, NULL, false, 0, NULL, GQ_FORM_NONE, 0, 0, 0),
+    OK("zero-every-form", NULL, 0, NULL, 0, 0, 0, NULL, false, 0, NULL, GQ_FORM_NONE, 0, 0, 0),
+    OK("zero-every-form", "timeslicing", 0, "a10", 0, 0, 0, "a10", false, 0, NULL, GQ_FORM_NONE, 0,
+       0, 0),
+    OK("zero-annotations", NULL, 0, NULL, 0, 0, 0, "a100-40gb", true, 0, NULL, GQ_FORM_NONE, 0, 0,
+       0),
+    OK("zero-gpu-with-memory", NULL, 0, NULL, 10 * GI, 0, 1, NULL, false, 1, "main", GQ_FORM_MEMORY,
+       1, 10 * GI, 10 * GI),
+    OK("zero-gpu-with-annotation", NULL, 0, NULL, 20 * GI, 0, 1, "a100-40gb", true, 1, "main",
+       GQ_FORM_ANN_FRACTION, 1, 20 * GI, 20 * GI),
+    OK("zero-annotation-with-whole", NULL, 0, NULL, 32 * GI, 2, 1, "t4", true, 1, "main",
+       GQ_FORM_WHOLE, 2, 16 * GI, 16 * GI),
     ERR("memory-negative", NULL, 0, NULL, GQ_EINVAL,
         "container \"main\": gpuquota.io/gpu-memory \"-1Gi\" is not valid: GPU memory must be "
         "positive (for example \"10Gi\")"),
@@ -127,8 +138,7 @@ static const pc_case cases[] = {
         "container \"trainer\": nvidia.com/gpu \"0.5\" " NEEDS_MODEL),
     ERR("fraction-1.5", NULL, 0, NULL, GQ_EINVAL,
         "container \"trainer\": nvidia.com/gpu \"1.5\" " FRACTION_RULE),
-    ERR("gpu-zero", NULL, 0, NULL, GQ_EINVAL,
-        "container \"trainer\": nvidia.com/gpu \"0\" " FRACTION_RULE),
+    OK("gpu-zero", NULL, 0, NULL, 0, 0, 0, NULL, false, 0, NULL, GQ_FORM_NONE, 0, 0, 0),
     ERR("gpu-negative", NULL, 0, NULL, GQ_EINVAL,
         "container \"trainer\": nvidia.com/gpu \"-1\" " FRACTION_RULE),
     ERR("gpu-too-many", NULL, 0, NULL, GQ_EINVAL,

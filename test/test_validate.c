@@ -586,6 +586,47 @@ static void test_exempt_cpu_only_require_quota(void **state)
     assert_int_equal(st.gets, 0);
 }
 
+/* Zero of any GPU resource or request annotation asks for no GPU (a chart's
+ * nvidia.com/gpu: 0): allowed, charged nothing, the store never asked,
+ * even where requireQuota and an explicit 0 would refuse any GPU pod. */
+static void test_zero_asks_for_no_gpu(void **state)
+{
+    fx *f = *state;
+    static const struct {
+        const char *meta, *res;
+    } pods[] = {
+        {"", "{\"limits\":{\"nvidia.com/gpu\":\"0\"},\"requests\":{\"nvidia.com/gpu\":0}}"},
+        {"", "{\"limits\":{\"gpuquota.io/gpu-memory\":\"0\"}}"},
+        {"", "{\"limits\":{\"aliyun.com/gpu-mem\":0}}"},
+        {"", "{\"limits\":{\"nvidia.com/gpumem\":\"0\",\"nvidia.com/gpu\":\"0\"}}"},
+        {"", "{\"limits\":{\"volcano.sh/vgpu-number\":\"0\"}}"},
+        {",\"annotations\":{\"gpuquota.io/gpu-memory\":\"0\"}", "{}"},
+        {",\"annotations\":{\"gpuquota.io/gpu-fraction\":\"0\",\"gpu-fraction\":\"0\"}", "{}"},
+    };
+    f->cfg->require_quota = true;
+    quota(f, NS_A, "q", "{\"gpu-memory\":\"0\",\"gpu-pods\":\"0\"}", NULL);
+    wh_memstore_faults fl = {.fail = GQ_EIO};
+    wh_memstore_set_faults(f->ms, &fl);
+    for (size_t i = 0; i < sizeof(pods) / sizeof(pods[0]); i++) {
+        char pod[2048];
+        snprintf(pod, sizeof(pod),
+                 "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"z\","
+                 "\"namespace\":\"%s\"%s},\"spec\":{\"containers\":[{\"name\":\"c\","
+                 "\"image\":\"x\",\"resources\":%s}]}}",
+                 NS_A, pods[i].meta, pods[i].res);
+        wh_validate_result r = decide_ex(f, "u", NS_A, pod, NULL, NULL);
+        if (!r.allowed)
+            fail_msg("pod %zu: %s", i, r.message);
+        assert_int_equal(r.charge.v[GQ_KEY_GPU_MEMORY], 0);
+        assert_int_equal(r.charge.v[GQ_KEY_GPU_PODS], 0);
+        assert_int_equal(r.n_charged, 0);
+    }
+    /* a GPU next to the zero is still charged (and here refused) */
+    wh_memstore_set_faults(f->ms, NULL);
+    assert_false(decide(f, "u2", NS_A, "1Gi").allowed);
+    f->cfg->require_quota = false;
+}
+
 /* A pod that asks for no GPU passes however large it is, without a look at
  * the store; the same pod asking for a GPU is denied naming the cap. */
 static void test_large_pod_without_gpu(void **state)
@@ -891,6 +932,7 @@ int main(void)
         T(test_store_down_denies),
         T(test_limit_range_and_invalid_pod),
         T(test_exempt_cpu_only_require_quota),
+        T(test_zero_asks_for_no_gpu),
         T(test_large_pod_without_gpu),
         T(test_tamper),
         T(test_concurrent_exactly_ten),

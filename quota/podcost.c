@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "quantity.h"
 
@@ -527,6 +528,7 @@ static int64_t recorded_memory(json_object *ann, const char *name)
 typedef struct pc_ctx {
     const gq_config *cfg;
     const gq_model *model;
+    const gq_model *unknown; /* what a whole GPU of unknown model is charged as */
     json_object *ann;
     const pod_req *preq;
     bool managed; /* label gpuquota.io/managed: the webhook already rewrote it */
@@ -839,7 +841,10 @@ static gq_code resource_cost(const pc_ctx *x, const ctr_in *in, const char *ctr,
             return rc;
         c->form = GQ_FORM_WHOLE;
         c->exclusive = true;
-        c->memory_per_gpu = c->charged_per_gpu = x->model ? x->model->memory : 0;
+        if (!x->model)
+            c->priced_as = x->unknown; /* a GPU is never free */
+        const gq_model *m = x->model ? x->model : x->unknown;
+        c->memory_per_gpu = c->charged_per_gpu = m ? m->memory : 0;
         return GQ_OK;
     }
     int64_t nanos = 0;
@@ -1003,7 +1008,45 @@ static bool is_managed(json_object *meta)
            json_object_is_type(v, json_type_string) && !strcmp(json_object_get_string(v), "true");
 }
 
+/* Whether every allowedModels list of the GPULimitRanges in scope names m. */
+static bool model_allowed(const gq_cost_scope *scope, const gq_model *m)
+{
+    for (size_t i = 0; scope && i < scope->n_lrs; i++) {
+        const gq_limit_range *lr = scope->lrs[i];
+        for (size_t j = 0; lr && j < lr->n_items; j++) {
+            const gq_limit_item *it = &lr->items[j];
+            bool named = it->n_allowed_models == 0;
+            for (size_t k = 0; !named && k < it->n_allowed_models; k++)
+                named = strcasecmp(it->allowed_models[k], m->name) == 0;
+            if (!named)
+                return false;
+        }
+    }
+    return true;
+}
+
+/* The model a whole GPU of unknown model is charged as: the largest the
+ * namespace may use, else the largest of the catalog. */
+static const gq_model *largest_model(const gq_config *cfg, const gq_cost_scope *scope)
+{
+    const gq_model *best = NULL, *any = NULL;
+    for (size_t i = 0; i < cfg->n_models; i++) {
+        const gq_model *m = &cfg->models[i];
+        if (!any || m->memory > any->memory)
+            any = m;
+        if ((!best || m->memory > best->memory) && model_allowed(scope, m))
+            best = m;
+    }
+    return best ? best : any;
+}
+
 gq_code gq_pod_cost_compute(const gq_config *cfg, json_object *pod, gq_pod_cost *out, gq_err *err)
+{
+    return gq_pod_cost_compute_in(cfg, pod, NULL, out, err);
+}
+
+gq_code gq_pod_cost_compute_in(const gq_config *cfg, json_object *pod, const gq_cost_scope *scope,
+                               gq_pod_cost *out, gq_err *err)
 {
     json_object *meta = NULL, *ann = NULL, *spec = NULL, *ctrs = NULL, *inits = NULL;
     gq_pod_cost r;
@@ -1045,7 +1088,7 @@ gq_code gq_pod_cost_compute(const gq_config *cfg, json_object *pod, gq_pod_cost 
             goto out;
         }
     }
-    pc_ctx x = {cfg, r.model, ann, &preq, is_managed(meta)};
+    pc_ctx x = {cfg, r.model, largest_model(cfg, scope), ann, &preq, is_managed(meta)};
     for (size_t i = 0; i < n_init + n_app; i++) {
         bool init = i < n_init;
         size_t idx = init ? i : i - n_init;
@@ -1083,6 +1126,7 @@ gq_code gq_pod_cost_compute(const gq_config *cfg, json_object *pod, gq_pod_cost 
                             cc.name);
             goto out;
         }
+        r.priced_unknown |= cc.priced_as != NULL;
         r.ctrs[r.n_ctrs++] = cc;
     }
     if (r.n_ctrs) {

@@ -21,6 +21,7 @@
 #include <json-c/json.h>
 
 #include "config.h"
+#include "crd.h"
 #include "gq_error.h"
 
 /* Well-known names. */
@@ -89,7 +90,9 @@ typedef struct gq_ctr_cost {
     int64_t memory_per_gpu;  /* bytes asked per GPU (shared: the slice; exclusive: card memory, 0 if
                                 unknown) */
     int64_t charged_per_gpu; /* bytes charged per GPU: slice rounded up to memory units */
-    char original[160];      /* the request as written, e.g. "nvidia.com/gpu=500m" */
+    const gq_model *priced_as; /* whole GPUs of unknown model: the model they are charged as
+                                  (the largest the namespace may use); NULL otherwise */
+    char original[160];        /* the request as written, e.g. "nvidia.com/gpu=500m" */
 } gq_ctr_cost;
 
 /* The pod's charge. Caller-owned struct: gq_pod_cost_init before use,
@@ -100,6 +103,8 @@ typedef struct gq_pod_cost {
     int64_t gpu_pods;      /* quota key gpu-pods: 0 or 1 */
     const gq_model *model; /* borrowed from the config; NULL when none applies */
     bool model_pinned;     /* the pod named its model (annotation or gpu.product selector) */
+    bool priced_unknown;   /* some container's priced_as is set: the namespace's allowed
+                              models can change the charge */
     gq_ctr_cost *ctrs;     /* GPU-using containers only, in spec order (init first) */
     size_t n_ctrs;
 } gq_pod_cost;
@@ -107,12 +112,30 @@ typedef struct gq_pod_cost {
 void gq_pod_cost_init(gq_pod_cost *c);
 void gq_pod_cost_dispose(gq_pod_cost *c);
 
+/* What the pod's namespace adds to its cost (every member may be NULL/0). */
+typedef struct gq_cost_scope {
+    /* The namespace's GPULimitRanges (borrowed): a whole GPU of unknown model
+     * is charged the largest catalog model that every allowedModels list
+     * among them names (the catalog's largest when there are none, or when
+     * no model passes them all: such a pod is refused by the GPULimitRange
+     * anyway). */
+    const gq_limit_range *const *lrs;
+    size_t n_lrs;
+} gq_cost_scope;
+
+/* gq_pod_cost_compute within scope (NULL: no GPULimitRanges). */
+gq_code gq_pod_cost_compute_in(const gq_config *cfg, json_object *pod, const gq_cost_scope *scope,
+                               gq_pod_cost *out, gq_err *err) GQ_WUR;
+
 /* Compute what pod costs under cfg. pod is borrowed. On success *out is
  * filled (previous contents disposed); on error err names the container, the
  * field, the value and the accepted forms, and *out is left empty.
  * GQ_EINVAL for a request that is malformed or out of the accepted range,
  * GQ_ERANGE for unit overflow, GQ_ENOTFOUND for an unknown pinned model,
- * GQ_EUNSUPPORTED for a request the configured backend cannot serve. */
+ * GQ_EUNSUPPORTED for a request the configured backend cannot serve.
+ * A GPU is never free: whole GPUs (nvidia.com/gpu: N) of no known model are
+ * charged as the largest model of the catalog (gq_pod_cost_compute_in: the
+ * largest the namespace may use). */
 gq_code gq_pod_cost_compute(const gq_config *cfg, json_object *pod, gq_pod_cost *out,
                             gq_err *err) GQ_WUR;
 

@@ -757,8 +757,19 @@ gq_code gq_rewrite_pod(const gq_config *cfg, json_object *pod, const gq_pod_cost
             rc = nomem(&x);
             goto out;
         }
-        if (c->exclusive)
-            continue; /* whole GPUs stay as they are */
+        if (c->exclusive) {
+            /* Whole GPUs stay as they are; without a model they are charged
+             * as the largest one the pod may land on, and the user hears it. */
+            if (c->priced_as) {
+                char each[GQ_QUANTITY_STR_MAX];
+                gq_format_bytes(c->charged_per_gpu, each);
+                warn(&x,
+                     "container %s: %" PRId64 " whole GPU(s) of unknown model charged as %s (%s "
+                     "each); pin one with gpuquota.io/gpu-model",
+                     c->name, c->gpus, c->priced_as->name, each);
+            }
+            continue;
+        }
         json_object *r = json_object_new_object();
         char mem[GQ_QUANTITY_STR_MAX];
         gq_format_bytes(c->charged_per_gpu, mem);

@@ -173,6 +173,9 @@ static void test_record_fields(void **state)
     assert_ptr_equal(p2->priority_class, p->priority_class);
     assert_null(ctl_pod_reservation_key(p2));
     assert_int_equal(p2->charge[GQ_KEY_GPUS], 2);
+    /* A GPU is never free: no model known, so two of the catalog's largest
+     * (h200, 141Gi), as the webhooks charged it. */
+    assert_int_equal(p2->charge[GQ_KEY_GPU_MEMORY], 2 * 141 * GI);
     assert_false(ctl_pod_same(p, p2));
     assert_true(ctl_pod_same(p, p));
     assert_true(ctl_pod_same(NULL, NULL));
@@ -358,11 +361,12 @@ static void test_exceeded_transitions(void **state)
     assert_int_equal(ctl_store_new(&s), GQ_OK);
     pod_spec a = {.ns = "a", .name = "p1", .mem = "40Gi"};
     pod_spec b = {.ns = "a", .name = "p2", .mem = "32Gi", .whole = 0};
+    /* 3 whole GPUs of unknown model: 3 x 141Gi (h200, the catalog's largest) */
     pod_spec c = {.ns = "a", .name = "p3", .whole = 3};
     add_pod(s, &a);
     add_pod(s, &b);
     add_pod(s, &c);
-    json_object *q = quota_json("a", "q", "{'hard':{'gpu-memory':'128Gi','gpus':4}}", NULL);
+    json_object *q = quota_json("a", "q", "{'hard':{'gpu-memory':'512Gi','gpus':4}}", NULL);
     ctl_result r;
     ctl_result_init(&r);
     reconcile(s, q, NOW, &r);
@@ -372,13 +376,14 @@ static void test_exceeded_transitions(void **state)
     /* hard lowered below used: Exceeded True naming both keys, once. */
     json_object *spec;
     json_object_object_get_ex(q, "spec", &spec);
-    json_object_object_add(spec, "hard", J("{'gpu-memory':'64Gi','gpus':2}"));
+    json_object_object_add(spec, "hard", J("{'gpu-memory':'256Gi','gpus':2}"));
     reconcile(s, q, NOW + 10, &r);
     assert_true(r.changed);
     assert_true(r.exceeded);
     assert_true(r.became_exceeded);
-    assert_string_equal(r.message, "used exceeds hard for gpu-memory (used 72Gi, hard 64Gi), gpus "
-                                   "(used 3, hard 2)");
+    assert_string_equal(r.message,
+                        "used exceeds hard for gpu-memory (used 495Gi, hard 256Gi), gpus "
+                        "(used 3, hard 2)");
     json_object *conds, *ex;
     json_object_object_get_ex(r.status, "conditions", &conds);
     ex = json_object_array_get_idx(conds, 1);
@@ -399,7 +404,7 @@ static void test_exceeded_transitions(void **state)
     assert_false(r.became_exceeded);
 
     /* hard raised: cleared, with a new transition time. */
-    json_object_object_add(spec, "hard", J("{'gpu-memory':'72Gi','gpus':3}"));
+    json_object_object_add(spec, "hard", J("{'gpu-memory':'495Gi','gpus':3}"));
     reconcile(s, q, NOW + 30, &r);
     assert_true(r.changed);
     assert_false(r.exceeded);

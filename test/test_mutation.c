@@ -77,6 +77,24 @@ static const char *at_str(json_object *v, const char *a, const char *b, const ch
     return json_object_get_string(x);
 }
 
+/* A GPULimitRange NAME of the fixture's namespace with spec.limits LIMITS
+ * (JSON text); caller frees. */
+static gq_limit_range *limit_range(const char *name, const char *limits)
+{
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPULimitRange\",\"metadata\":"
+             "{\"name\":\"%s\",\"namespace\":\"ml-research\"},\"spec\":{\"limits\":%s}}",
+             name, limits);
+    json_object *lrj = NULL;
+    gq_limit_range *lr = NULL;
+    gq_err err;
+    assert_int_equal(gq_json_parse(text, strlen(text), 0, &lrj, &err), GQ_OK);
+    assert_int_equal(gq_limit_range_parse(lrj, &lr, &err), GQ_OK);
+    json_object_put(lrj);
+    return lr;
+}
+
 static void fixture_whole_gpus(void **state)
 {
     (void)state;
@@ -221,16 +239,8 @@ static void missing_object_bad_request(void **state)
 static void limit_range_default_applied(void **state)
 {
     (void)state;
-    const char *lr_text =
-        "{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPULimitRange\",\"metadata\":{"
-        "\"name\":\"gpu-limits\",\"namespace\":\"ml-research\"},\"spec\":{\"limits\":[{\"type\":"
-        "\"Container\",\"default\":{\"gpu-memory\":\"8Gi\"}}]}}";
-    json_object *lrj = NULL;
-    gq_err err;
-    assert_int_equal(gq_json_parse(lr_text, strlen(lr_text), 0, &lrj, &err), GQ_OK);
-    gq_limit_range *lr = NULL;
-    assert_int_equal(gq_limit_range_parse(lrj, &lr, &err), GQ_OK);
-    json_object_put(lrj);
+    gq_limit_range *lr = limit_range("gpu-limits", "[{\"type\":\"Container\",\"default\":{"
+                                                   "\"gpu-memory\":\"8Gi\"}}]");
     const gq_limit_range *lrs[] = {lr};
     gq_config *cfg = config();
     cfg->backend = GQ_BACKEND_HAMI;
@@ -266,12 +276,53 @@ static void limit_range_default_applied(void **state)
     gq_limit_range_free(lr);
 }
 
+/* A GPU is never free: whole GPUs of no known model are charged as the
+ * largest model the namespace may use, and the answer says so. */
+static void unknown_model_whole_gpus_charged(void **state)
+{
+    (void)state;
+    static const char *const unpinned =
+        "[{\"op\":\"remove\",\"path\":\"/request/object/spec/nodeSelector/"
+        "nvidia.com~1gpu.product\"}]";
+    gq_config *cfg = config();
+    wh_review_response r;
+    json_object *patched = NULL;
+    mutate(cfg, unpinned, NULL, 0, &r, &patched);
+    assert_true(r.allowed);
+    assert_string_equal(audit(&r, "charged"), "gpu-memory=1128Gi,gpus=8,gpu-pods=1");
+    assert_int_equal(r.n_warnings, 1);
+    assert_string_equal(r.warnings[0], "container trainer: 8 whole GPU(s) of unknown model "
+                                       "charged as h200 (141Gi each); pin one with "
+                                       "gpuquota.io/gpu-model");
+    assert_string_equal(at_str(patched, "metadata", "annotations", "gpuquota.io/charged"),
+                        "gpu-memory=1128Gi,gpus=8,gpu-pods=1");
+    json_object_put(patched);
+    wh_review_response_dispose(&r);
+    /* the namespace allows A100s only: the largest of those */
+    gq_limit_range *lr = limit_range("models", "[{\"type\":\"Container\",\"allowedModels\":["
+                                               "\"a100-40gb\",\"a100-80gb\"]}]");
+    const gq_limit_range *lrs[] = {lr};
+    mutate(cfg, unpinned, lrs, 1, &r, &patched);
+    assert_string_equal(audit(&r, "charged"), "gpu-memory=640Gi,gpus=8,gpu-pods=1");
+    assert_string_equal(r.warnings[0], "container trainer: 8 whole GPU(s) of unknown model "
+                                       "charged as a100-80gb (80Gi each); pin one with "
+                                       "gpuquota.io/gpu-model");
+    json_object_put(patched);
+    wh_review_response_dispose(&r);
+    gq_limit_range_free(lr);
+    gq_config_free(cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(fixture_whole_gpus),         cmocka_unit_test(fraction_rewritten),
-        cmocka_unit_test(invalid_request_denied),     cmocka_unit_test(passed_through_unchanged),
-        cmocka_unit_test(missing_object_bad_request), cmocka_unit_test(limit_range_default_applied),
+        cmocka_unit_test(fixture_whole_gpus),
+        cmocka_unit_test(fraction_rewritten),
+        cmocka_unit_test(invalid_request_denied),
+        cmocka_unit_test(passed_through_unchanged),
+        cmocka_unit_test(missing_object_bad_request),
+        cmocka_unit_test(limit_range_default_applied),
+        cmocka_unit_test(unknown_model_whole_gpus_charged),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

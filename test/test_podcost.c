@@ -157,7 +157,12 @@ static const pc_case cases[] = {
     OK("ann-over-selector", NULL, 0, NULL, 40 * GI, 0, 1, "h100-80gb", true, 1, "main",
        GQ_FORM_FRACTION, 1, 40 * GI, 40 * GI),
     /* whole GPUs */
-    OK("whole-2", NULL, 0, NULL, 0, 2, 1, NULL, false, 1, "trainer", GQ_FORM_WHOLE, 2, 0, 0),
+    /* a GPU is never free: without a model, whole GPUs cost the catalog's
+     * largest (h200, 141Gi) */
+    OK("whole-2", NULL, 0, NULL, 282 * GI, 2, 1, NULL, false, 1, "trainer", GQ_FORM_WHOLE, 2,
+       141 * GI, 141 * GI),
+    OK("whole-2", NULL, 0, "t4", 32 * GI, 2, 1, "t4", false, 1, "trainer", GQ_FORM_WHOLE, 2,
+       16 * GI, 16 * GI),
     OK("whole-t4-product-ann", NULL, 0, NULL, 16 * GI, 1, 1, "t4", true, 1, "trainer",
        GQ_FORM_WHOLE, 1, 16 * GI, 16 * GI),
     OK("whole-requests-only", NULL, 0, NULL, 24 * GI, 1, 1, "l4", true, 1, "trainer", GQ_FORM_WHOLE,
@@ -253,7 +258,8 @@ static const pc_case cases[] = {
        GQ_FORM_MEMORY, 1, 30 * GI, 30 * GI),
     OK("init-small", NULL, 0, NULL, 10 * GI, 0, 1, NULL, false, 2, "prep", GQ_FORM_MEMORY, 1,
        4 * GI, 4 * GI),
-    OK("init-whole-gpus", NULL, 0, NULL, 0, 4, 1, NULL, false, 2, "prep", GQ_FORM_WHOLE, 4, 0, 0),
+    OK("init-whole-gpus", NULL, 0, NULL, 4 * 141 * GI, 4, 1, NULL, false, 2, "prep", GQ_FORM_WHOLE,
+       4, 141 * GI, 141 * GI),
     OK("overhead", NULL, 0, NULL, 11 * GI, 0, 1, NULL, false, 1, "app", GQ_FORM_MEMORY, 1, 10 * GI,
        10 * GI),
     OK("overhead-cpu-only", NULL, 0, NULL, 0, 0, 0, NULL, false, 0, NULL, GQ_FORM_NONE, 0, 0, 0),
@@ -431,6 +437,76 @@ static void test_original_and_kinds(void **state)
     gq_config_free(cfg);
 }
 
+static gq_limit_range *limit_range(const char *limits)
+{
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPULimitRange\","
+             "\"metadata\":{\"name\":\"lr\",\"namespace\":\"team-a\"},\"spec\":{\"limits\":%s}}",
+             limits);
+    json_object *o = json_tokener_parse(text);
+    gq_limit_range *lr = NULL;
+    gq_err err;
+    assert_non_null(o);
+    if (gq_limit_range_parse(o, &lr, &err))
+        fail_msg("limit range: %s", err.msg);
+    json_object_put(o);
+    return lr;
+}
+
+/* Whole GPUs of unknown model cost the largest model the namespace may use:
+ * the one every allowedModels list names, else the catalog's largest. */
+static void test_unknown_model_priced_in_scope(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *lr1, *lr2; /* spec.limits of up to two GPULimitRanges */
+        const char *model;     /* what two whole GPUs are charged as */
+        int64_t gib;           /* per GPU */
+    } t[] = {
+        {NULL, NULL, "h200", 141},
+        {"[{\"type\":\"Container\",\"allowedModels\":[\"t4\",\"A10\"]}]", NULL, "a10", 24},
+        {"[{\"type\":\"Container\",\"allowedModels\":[\"a10\",\"l4\",\"a100-80gb\"]}]",
+         "[{\"type\":\"Pod\",\"allowedModels\":[\"t4\",\"l4\"]},{\"type\":\"Container\","
+         "\"maxGPUs\":8}]",
+         "l4", 24},
+        /* nothing passes every list: the pod is refused by them anyway */
+        {"[{\"type\":\"Container\",\"allowedModels\":[\"t4\"]}]",
+         "[{\"type\":\"Container\",\"allowedModels\":[\"l4\"]}]", "h200", 141},
+        {"[{\"type\":\"Container\",\"maxGPUs\":8}]", NULL, "h200", 141},
+    };
+    pc_case c = {.file = "whole-2"};
+    gq_config *cfg = make_config(&c);
+    json_object *pod = load_pod("whole-2"), *pinned = load_pod("whole-t4-product-ann");
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        gq_limit_range *lrs[2] = {t[i].lr1 ? limit_range(t[i].lr1) : NULL,
+                                  t[i].lr2 ? limit_range(t[i].lr2) : NULL};
+        gq_cost_scope scope = {(const gq_limit_range *const *)lrs, t[i].lr2 ? 2 : t[i].lr1 ? 1 : 0};
+        gq_pod_cost cost;
+        gq_err err;
+        gq_pod_cost_init(&cost);
+        assert_int_equal(gq_pod_cost_compute_in(cfg, pod, &scope, &cost, &err), GQ_OK);
+        assert_true(cost.priced_unknown);
+        assert_null(cost.model);
+        assert_non_null(cost.ctrs[0].priced_as);
+        assert_string_equal(cost.ctrs[0].priced_as->name, t[i].model);
+        assert_int_equal(cost.ctrs[0].charged_per_gpu, t[i].gib * GI);
+        assert_int_equal(cost.gpu_memory, 2 * t[i].gib * GI);
+        assert_int_equal(cost.gpus, 2);
+        /* a pinned model is what it is */
+        assert_int_equal(gq_pod_cost_compute_in(cfg, pinned, &scope, &cost, &err), GQ_OK);
+        assert_false(cost.priced_unknown);
+        assert_null(cost.ctrs[0].priced_as);
+        assert_int_equal(cost.gpu_memory, 16 * GI);
+        gq_pod_cost_dispose(&cost);
+        gq_limit_range_free(lrs[0]);
+        gq_limit_range_free(lrs[1]);
+    }
+    json_object_put(pinned);
+    json_object_put(pod);
+    gq_config_free(cfg);
+}
+
 static void test_not_a_pod(void **state)
 {
     (void)state;
@@ -502,6 +578,7 @@ int main(void)
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_admission_review_fixture),
         cmocka_unit_test(test_original_and_kinds),
+        cmocka_unit_test(test_unknown_model_priced_in_scope),
         cmocka_unit_test(test_not_a_pod),
         cmocka_unit_test(test_terminal),
         cmocka_unit_test(test_form_names),

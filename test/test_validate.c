@@ -586,6 +586,37 @@ static void test_exempt_cpu_only_require_quota(void **state)
     assert_int_equal(st.gets, 0);
 }
 
+/* A GPU is never free: a quota on gpu-memory alone limits whole GPUs of
+ * unknown model, charged as the largest model the namespace may use. */
+static void test_unknown_model_whole_gpus(void **state)
+{
+    fx *f = *state;
+    char pod[2048];
+    quota(f, NS_A, "q", "{\"gpu-memory\":\"300Gi\"}", NULL);
+    snprintf(pod, sizeof(pod),
+             "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"w\","
+             "\"namespace\":\"%s\"},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":"
+             "\"x\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"2\"}}}]}}",
+             NS_A);
+    wh_validate_result r = decide_ex(f, "u1", NS_A, pod, NULL, NULL);
+    assert_true(r.allowed);
+    assert_int_equal(r.charge.v[GQ_KEY_GPU_MEMORY], 282LL << 30);
+    r = decide_ex(f, "u2", NS_A, pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_string_equal(r.message, "exceeded quota: q, requested: gpu-memory=282Gi, used: "
+                                   "gpu-memory=282Gi, limited: gpu-memory=300Gi");
+    /* with allowedModels the largest allowed model prices it (and the
+     * GPULimitRange wants a model named) */
+    apply(f, "{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPULimitRange\",\"metadata\":"
+             "{\"name\":\"lr\",\"namespace\":\"team-a\"},\"spec\":{\"limits\":[{\"type\":"
+             "\"Container\",\"allowedModels\":[\"t4\",\"l4\"]}]}}");
+    r = decide_ex(f, "u3", NS_A, pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_int_equal(r.charge.v[GQ_KEY_GPU_MEMORY], 48LL << 30);
+    assert_string_equal(r.message, "GPU model must be set (annotation gpuquota.io/gpu-model) in "
+                                   "namespace \"team-a\"; allowed: t4, l4");
+}
+
 /* Zero of any GPU resource or request annotation asks for no GPU (a chart's
  * nvidia.com/gpu: 0): allowed, charged nothing, the store never asked,
  * even where requireQuota and an explicit 0 would refuse any GPU pod. */
@@ -932,6 +963,7 @@ int main(void)
         T(test_store_down_denies),
         T(test_limit_range_and_invalid_pod),
         T(test_exempt_cpu_only_require_quota),
+        T(test_unknown_model_whole_gpus),
         T(test_zero_asks_for_no_gpu),
         T(test_large_pod_without_gpu),
         T(test_tamper),

@@ -186,11 +186,17 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
     }
     const gq_limit_range *const *lrs = in->lrs;
     size_t n_lrs = in->n_lrs;
+    gq_cost_scope scope = {lrs, n_lrs};
+    /* Whole GPUs of unknown model cost the largest model the namespace
+     * allows, which only its GPULimitRanges tell. */
+    if (cost0.priced_unknown && n_lrs &&
+        (rc = gq_pod_cost_compute_in(cfg, pod, &scope, &cost0, &why)))
+        goto deny;
     if ((rc = gq_limit_defaults(pod, &cost0, lrs, n_lrs, &defs, &n_defs, &why)))
         goto deny;
     if (n_defs) {
         if ((rc = gq_pod_apply_defaults(pod, defs, n_defs, &defaulted, &why)) ||
-            (rc = gq_pod_cost_compute(cfg, defaulted, &cost, &why)))
+            (rc = gq_pod_cost_compute_in(cfg, defaulted, &scope, &cost, &why)))
             goto deny;
     }
     gq_rewrite_opts opts = {.reservation = req->uid, .defaults = defs, .n_defaults = n_defs};

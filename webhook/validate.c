@@ -914,6 +914,16 @@ static gq_code decide_create(wh_validator *v, const wh_review_request *req, deci
             goto out;
         }
     }
+    /* Whole GPUs of unknown model cost the largest model the namespace
+     * allows, which only its GPULimitRanges tell. */
+    gq_cost_scope scope = {(const gq_limit_range *const *)lrs, n_lrs};
+    if (cost.priced_unknown && n_lrs) {
+        if ((rc = gq_pod_cost_compute_in(v->cfg, pod, &scope, &cost, &e))) {
+            rc = settle(r, rc, &e);
+            goto out;
+        }
+        gq_charge_from_cost(&cost, gq_pod_is_terminal(pod), &r->charge);
+    }
     if ((rc = gq_limit_validate(&cost, ns, (const gq_limit_range *const *)lrs, n_lrs, &e))) {
         rc = settle(r, rc, &e);
         goto out;

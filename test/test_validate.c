@@ -586,6 +586,81 @@ static void test_exempt_cpu_only_require_quota(void **state)
     assert_int_equal(st.gets, 0);
 }
 
+/* DRA claims are not charged yet: where any gpuquota quota governs the
+ * namespace, a pod with spec.resourceClaims is denied, naming the claim; in
+ * other namespaces it passes. */
+static void test_dra_claims(void **state)
+{
+    fx *f = *state;
+    char pod[2048];
+    const char *claims = ",\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimTemplateName\":"
+                         "\"single-gpu\"}]";
+#define CLAIM_MSG(ns, by)                                                                          \
+    "spec.resourceClaims[0] \"gpu\" (resourceClaimTemplateName \"single-gpu\"): DRA claims are "   \
+    "not yet charged by gpuquota, so namespace " ns ", governed by " by ", does not admit pods "   \
+    "with resource claims; ask for GPUs in the container's resources (nvidia.com/gpu, "            \
+    "gpuquota.io/gpu-memory) or with pod annotation gpuquota.io/gpu-fraction or "                  \
+    "gpuquota.io/gpu-memory"
+    /* no quota anywhere: passes, charged nothing */
+    pod_json(pod, sizeof(pod), NS_A, NULL, NULL, claims);
+    wh_validate_result r = decide_ex(f, "u1", NS_A, pod, NULL, NULL);
+    assert_true(r.allowed);
+    assert_int_equal(r.charge.v[GQ_KEY_GPU_PODS], 0);
+    /* requireQuota governs every namespace */
+    f->cfg->require_quota = true;
+    r = decide_ex(f, "u2", NS_A, pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_string_equal(r.message, CLAIM_MSG("team-a", "requireQuota"));
+    f->cfg->require_quota = false;
+    /* a GPUQuota of the namespace, whatever it limits; dry runs alike */
+    quota(f, NS_A, "q", "{\"gpus\":\"4\"}", NULL);
+    r = decide_ex(f, "u3", NS_A, pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_string_equal(r.message, CLAIM_MSG("team-a", "GPUQuota team-a/q"));
+    rv_opts dry = {"CREATE", USER, NULL, true, NULL};
+    assert_false(decide_ex(f, "u4", NS_A, pod, &dry, NULL).allowed);
+    /* with a GPU asked as well, the claim is still refused */
+    pod_json(pod, sizeof(pod), NS_A, "8Gi", NULL, claims);
+    r = decide_ex(f, "u5", NS_A, pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_string_equal(r.message, CLAIM_MSG("team-a", "GPUQuota team-a/q"));
+    assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "q"), 0);
+    /* a tenant covering the namespace by its labels; the claim as written
+     * before Kubernetes 1.31 (source) */
+    namespace_(f, "ml-b", "{\"team\":\"ml\"}");
+    apply(f, "{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPUTenantQuota\","
+             "\"metadata\":{\"name\":\"ml\"},\"spec\":{\"namespaceSelector\":{\"matchLabels\":"
+             "{\"team\":\"ml\"}},\"hard\":{\"gpu-memory\":\"64Gi\"}}}");
+    pod_json(pod, sizeof(pod), "ml-b", NULL, NULL,
+             ",\"resourceClaims\":[{\"name\":\"dev\",\"source\":{\"resourceClaimName\":"
+             "\"shared-a100\"}},{\"name\":\"nic\"}]");
+    r = decide_ex(f, "u6", "ml-b", pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_string_equal(r.message,
+                        "spec.resourceClaims[0] \"dev\" (resourceClaimName \"shared-a100\"): DRA "
+                        "claims are not yet charged by gpuquota, so namespace ml-b, governed by "
+                        "GPUTenantQuota ml, does not admit pods with resource claims; ask for GPUs "
+                        "in the container's resources (nvidia.com/gpu, gpuquota.io/gpu-memory) or "
+                        "with pod annotation gpuquota.io/gpu-fraction or gpuquota.io/gpu-memory");
+    /* a namespace no quota covers; an empty list is no claim */
+    namespace_(f, "web", "{\"team\":\"web\"}");
+    pod_json(pod, sizeof(pod), "web", NULL, NULL, claims);
+    assert_true(decide_ex(f, "u7", "web", pod, NULL, NULL).allowed);
+    pod_json(pod, sizeof(pod), NS_A, NULL, NULL, ",\"resourceClaims\":[]");
+    assert_true(decide_ex(f, "u8", NS_A, pod, NULL, NULL).allowed);
+    /* the caches cannot be read: fail closed for a pod with claims only */
+    wh_memstore_faults fl = {.fail = GQ_EIO, .fail_ops = WH_MS_LIST};
+    wh_memstore_set_faults(f->ms, &fl);
+    pod_json(pod, sizeof(pod), "web", NULL, NULL, claims);
+    r = decide_ex(f, "u9", "web", pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_string_equal(r.message, "gpuquota could not reach the API server to read the quotas "
+                                   "of web: injected failure: I/O error");
+    assert_true(decide(f, "u10", "web", NULL).allowed);
+    wh_memstore_set_faults(f->ms, NULL);
+#undef CLAIM_MSG
+}
+
 /* A GPU is never free: a quota on gpu-memory alone limits whole GPUs of
  * unknown model, charged as the largest model the namespace may use. */
 static void test_unknown_model_whole_gpus(void **state)
@@ -963,6 +1038,7 @@ int main(void)
         T(test_store_down_denies),
         T(test_limit_range_and_invalid_pod),
         T(test_exempt_cpu_only_require_quota),
+        T(test_dra_claims),
         T(test_unknown_model_whole_gpus),
         T(test_zero_asks_for_no_gpu),
         T(test_large_pod_without_gpu),

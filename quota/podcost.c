@@ -529,9 +529,9 @@ typedef struct pc_ctx {
     const gq_config *cfg;
     const gq_model *model;
     const gq_model *unknown; /* what a whole GPU of unknown model is charged as */
-    json_object *ann;
+    json_object *recorded;   /* annotations holding gpu-requests gpuquota wrote; else NULL */
     const pod_req *preq;
-    bool managed; /* label gpuquota.io/managed: the webhook already rewrote it */
+    bool managed; /* gq_pod_managed: gpuquota already rewrote it */
 } pc_ctx;
 
 /* The request values of one container. */
@@ -742,7 +742,7 @@ static gq_code backend_cost(const pc_ctx *x, const ctr_in *in, const char *ctr, 
     origin o = {ctr, GQ_RES_SHARED_GPU};
     if ((rc = read_count(&in->shared, &o, &c->gpus, err)))
         return rc;
-    c->memory_per_gpu = recorded_memory(x->ann, ctr);
+    c->memory_per_gpu = recorded_memory(x->recorded, ctr);
     if (!c->memory_per_gpu) {
         if ((rc = need_model(x, &o, &in->shared, err)))
             return rc;
@@ -1000,12 +1000,36 @@ static gq_code read_overhead(json_object *spec, int64_t *out, gq_err *err)
     return GQ_OK;
 }
 
-static bool is_managed(json_object *meta)
+bool gq_pod_user_set(json_object *pod, bool label, const char *key)
 {
-    json_object *labels, *v;
-    return json_object_object_get_ex(meta, "labels", &labels) &&
+    json_object *meta = NULL, *mf = NULL;
+    char fkey[GQ_META_KEY_MAX + 3];
+    if (!key || strlen(key) > GQ_META_KEY_MAX ||
+        !json_object_object_get_ex(pod, "metadata", &meta) ||
+        !json_object_object_get_ex(meta, "managedFields", &mf) ||
+        !json_object_is_type(mf, json_type_array))
+        return false;
+    snprintf(fkey, sizeof(fkey), "f:%s", key);
+    size_t n = json_object_array_length(mf);
+    for (size_t i = 0; i < n; i++) {
+        json_object *fields, *m, *map, *leaf;
+        if (json_object_object_get_ex(json_object_array_get_idx(mf, i), "fieldsV1", &fields) &&
+            json_object_object_get_ex(fields, "f:metadata", &m) &&
+            json_object_object_get_ex(m, label ? "f:labels" : "f:annotations", &map) &&
+            json_object_object_get_ex(map, fkey, &leaf))
+            return true;
+    }
+    return false;
+}
+
+bool gq_pod_managed(json_object *pod)
+{
+    json_object *meta, *labels, *v;
+    return json_object_object_get_ex(pod, "metadata", &meta) &&
+           json_object_object_get_ex(meta, "labels", &labels) &&
            json_object_object_get_ex(labels, GQ_LABEL_MANAGED, &v) &&
-           json_object_is_type(v, json_type_string) && !strcmp(json_object_get_string(v), "true");
+           json_object_is_type(v, json_type_string) && !strcmp(json_object_get_string(v), "true") &&
+           !gq_pod_user_set(pod, true, GQ_LABEL_MANAGED);
 }
 
 /* Whether every allowedModels list of the GPULimitRanges in scope names m. */
@@ -1088,7 +1112,12 @@ gq_code gq_pod_cost_compute_in(const gq_config *cfg, json_object *pod, const gq_
             goto out;
         }
     }
-    pc_ctx x = {cfg, r.model, largest_model(cfg, scope), ann, &preq, is_managed(meta)};
+    /* What gpuquota wrote is read back only where the author of the pod
+     * did not write it: a user's copy of our label or records never
+     * changes what the pod is charged. */
+    bool managed = gq_pod_managed(pod);
+    json_object *recorded = managed && !gq_pod_user_set(pod, false, GQ_ANN_REQUESTS) ? ann : NULL;
+    pc_ctx x = {cfg, r.model, largest_model(cfg, scope), recorded, &preq, managed};
     for (size_t i = 0; i < n_init + n_app; i++) {
         bool init = i < n_init;
         size_t idx = init ? i : i - n_init;

@@ -36,9 +36,10 @@
 /* Pod annotation naming the container the pod-level request forms apply to
  * (default: the first app container). */
 #define GQ_ANN_GPU_CONTAINER "gpuquota.io/gpu-container"
-/* Pod annotation written by the mutating webhook: the original request per
- * container, {"CONTAINER":{"gpus":N,"memory":"20Gi"}}. Read back for backends
- * whose resources do not carry the memory (timeslicing). */
+/* Pod annotation written by the mutating webhook: the request per shared
+ * container as charged, {"CONTAINER":{"gpus":N,"memory":"20Gi"}}. Read back
+ * for backends whose resources do not carry the memory (timeslicing), and
+ * only when gpuquota wrote it (gq_pod_managed, gq_pod_user_set). */
 #define GQ_ANN_REQUESTS "gpuquota.io/gpu-requests"
 /* KAI scheduler style pod annotations (fraction of one GPU; MiB). */
 #define GQ_ANN_KAI_FRACTION "gpu-fraction"
@@ -138,6 +139,26 @@ gq_code gq_pod_cost_compute_in(const gq_config *cfg, json_object *pod, const gq_
  * largest the namespace may use). */
 gq_code gq_pod_cost_compute(const gq_config *cfg, json_object *pod, gq_pod_cost *out,
                             gq_err *err) GQ_WUR;
+
+/* Longest label or annotation key: a DNS-subdomain prefix, '/', a name. */
+#define GQ_META_KEY_MAX (253 + 1 + 63)
+
+/* Whether the author of pod set metadata.labels[key] (label true) or
+ * metadata.annotations[key] itself, by the pod's own history: kube-apiserver
+ * lists in metadata.managedFields every field the request set (every field a
+ * CREATE sets, whoever else the request says owns it) before mutating
+ * admission runs, and lists nowhere what a mutating webhook adds. False when
+ * no entry lists it, also when the pod has no managedFields at all (a pod
+ * that did not come from kube-apiserver: gpuquota admit records its author
+ * as kube-apiserver does, see wh_pod_record_author). */
+bool gq_pod_user_set(json_object *pod, bool label, const char *key);
+
+/* Whether gpuquota rewrote pod: label gpuquota.io/managed is "true" and the
+ * pod's author did not set it (gq_pod_user_set). Only then are gpuquota's own
+ * records on the pod read back: the timeslicing memory of
+ * gpuquota.io/gpu-requests (when the author did not set that either), and
+ * the container resources winning over a request annotation. */
+bool gq_pod_managed(json_object *pod);
 
 /* True when status.phase is Succeeded or Failed: such a pod costs nothing. */
 bool gq_pod_is_terminal(json_object *pod);

@@ -57,7 +57,7 @@ start_webhook() {
 pods=("$examples"/*.yaml "$data"/mutate/pin-a100-selector.yaml
       "$data"/mutate/pin-a10-annotation.yaml "$data"/mutate/affinity-merge.yaml)
 for f in ann-fraction ann-memory-container hami-percent kai-memory memory-x2-a100 mig-input \
-    backend-volcano zero-every-form zero-annotations zero-gpu-with-memory; do
+    backend-volcano zero-every-form zero-annotations zero-gpu-with-memory forged-shared-bare; do
     pods+=("$data/pods/$f.json")
 done
 for cfg_in in "$data"/mutate/{aliyun,hami,volcano,mig,timeslicing}.yaml; do
@@ -172,6 +172,15 @@ code=$(post "$work/r.json" "$work/o.json")
 check "CPU-only pod: allowed untouched" \
     '200 {"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"cpu","allowed":true}}' \
     "$code $(cat "$work/o.json")"
+# gpuquota's label and records written by the pod's author do not set the
+# charge (the review records the author in managedFields as kube-apiserver
+# does): 4 time-sliced A100 80GB with a forged gpu-requests of 1Gi each are
+# charged 4 whole cards. (Reinvoked without a patch above, every backend.)
+"$gq" admit --review-only --uid forged "$data/pods/forged-shared-bare.json" >"$work/r.json"
+post "$work/r.json" "$work/o.json" >/dev/null
+check "author's gpu-requests ignored: charged whole cards" \
+    '"charged":"gpu-memory=320Gi,gpus=0,gpu-pods=1"' "$(grep -o '"charged":"[^"]*"' "$work/o.json")"
+
 # A pod that asks for no GPU passes whatever its size (3600 containers,
 # about 1.7 MB); the cap on containers applies to GPU pods only.
 big_pod() { # big_pod N [LAST_LIMITS]: a pod with N heavy containers

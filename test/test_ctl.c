@@ -196,6 +196,37 @@ static void test_record_fields(void **state)
     ctl_store_free(s);
 }
 
+/* The recount reads gpuquota's records back only where gpuquota wrote them,
+ * by the pod's history: a stored pod keeps its charge, a pod whose author
+ * wrote gpu-requests is charged whole cards. */
+static void test_record_author_records(void **state)
+{
+    (void)state;
+    ctl_store *s;
+    gq_config *cfg = NULL;
+    gq_err err;
+    assert_int_equal(ctl_store_new(&s), GQ_OK);
+    assert_int_equal(gq_config_default(&cfg, &err), GQ_OK);
+    static const struct {
+        const char *file;
+        int64_t gpu_memory;
+    } t[] = {{"rewritten-shared", 4 * GI}, {"forged-shared-requests", 320 * GI}};
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        char path[512];
+        snprintf(path, sizeof(path), "%s/pods/%s.json", GQ_TEST_DATA, t[i].file);
+        json_object *pod = json_object_from_file(path);
+        assert_non_null(pod);
+        ctl_pod *p = NULL;
+        assert_int_equal(ctl_pod_from_json(s, cfg, pod, &p, &err), GQ_OK);
+        assert_non_null(p);
+        assert_int_equal(p->charge[GQ_KEY_GPU_MEMORY], t[i].gpu_memory);
+        ctl_pod_free(s, p);
+        json_object_put(pod);
+    }
+    gq_config_free(cfg);
+    ctl_store_free(s);
+}
+
 static void test_record_deletion_and_errors(void **state)
 {
     (void)state;
@@ -807,6 +838,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_record_fields),
+        cmocka_unit_test(test_record_author_records),
         cmocka_unit_test(test_record_deletion_and_errors),
         cmocka_unit_test(test_recount_scopes),
         cmocka_unit_test(test_status_shape_and_noop),

@@ -541,7 +541,11 @@ static void lean_decode_same_answer(void **state)
         assert_int_equal(wh_review_decode_lean(body, strlen(body), &lean, &err), GQ_OK);
         json_object *meta = NULL, *v = NULL, *spec = NULL, *ctr = NULL, *user = NULL;
         assert_true(json_object_object_get_ex(lean.object, "metadata", &meta));
-        assert_false(json_object_object_get_ex(meta, "managedFields", &v));
+        /* of managedFields only who set labels and annotations is kept */
+        assert_true(json_object_object_get_ex(meta, "managedFields", &v));
+        json_object *fields = json_object_object_get(json_object_array_get_idx(v, 0), "fieldsV1");
+        assert_true(json_object_object_get_ex(fields, "f:metadata", &v));
+        assert_false(json_object_object_get_ex(fields, "f:spec", &v));
         assert_false(json_object_object_get_ex(meta, "ownerReferences", &v));
         assert_true(json_object_object_get_ex(meta, "labels", &v));
         assert_true(json_object_object_get_ex(meta, "annotations", &v));

@@ -313,6 +313,85 @@ static void unknown_model_whole_gpus_charged(void **state)
     gq_config_free(cfg);
 }
 
+/* Decide the pod CREATE of pod (JSON text) under cfg; *patched gets the pod
+ * with the answer's patch applied (NULL when there is none). */
+static void mutate_pod(const gq_config *cfg, const char *pod, wh_review_response *resp,
+                       json_object **patched)
+{
+    char *body = at_pod_create_review("u-1", "team-a", pod);
+    wh_review_request req;
+    gq_err err;
+    assert_int_equal(wh_review_decode(body, strlen(body), &req, &err), GQ_OK);
+    free(body);
+    if (wh_mutate_review(cfg, &req, NULL, 0, resp, &err))
+        fail_msg("mutate: %s", err.msg);
+    *patched = NULL;
+    if (resp->patch && gq_patch_apply_text(req.object, resp->patch, resp->patch_len, patched, &err))
+        fail_msg("the response's patch does not apply: %s", err.msg);
+    wh_review_request_dispose(&req);
+}
+
+/* No gpuquota.io label or annotation its author wrote changes what a pod is
+ * charged: gpuquota's records are replaced, and a second invocation on the
+ * rewritten pod (whose history still names its author) changes nothing. */
+static void author_records_replaced(void **state)
+{
+    (void)state;
+    gq_config *cfg = config();
+    cfg->backend = GQ_BACKEND_TIMESLICING;
+    size_t len;
+    char *pod = at_read_data("pods/forged-shared-requests.json", &len);
+    wh_review_response r;
+    json_object *patched = NULL;
+    mutate_pod(cfg, pod, &r, &patched);
+    free(pod);
+    assert_true(r.allowed);
+    assert_string_equal(audit(&r, "charged"), "gpu-memory=320Gi,gpus=0,gpu-pods=1");
+    assert_string_equal(at_str(patched, "metadata", "annotations", "gpuquota.io/gpu-requests"),
+                        "{\"main\":{\"gpus\":4,\"memory\":\"80Gi\"}}");
+    assert_string_equal(at_str(patched, "metadata", "annotations", "gpuquota.io/charged"),
+                        "gpu-memory=320Gi,gpus=0,gpu-pods=1");
+    wh_review_response_dispose(&r);
+    /* reinvoked on what it made: nothing left to change */
+    char *again = strdup(gq_json_compact(patched));
+    json_object_put(patched);
+    mutate_pod(cfg, again, &r, &patched);
+    free(again);
+    assert_true(r.allowed);
+    assert_null(r.patch);
+    assert_string_equal(audit(&r, "charged"), "gpu-memory=320Gi,gpus=0,gpu-pods=1");
+    wh_review_response_dispose(&r);
+    /* the author's original-request and charged are replaced too, and a
+     * gpu-requests with no shared container to describe is removed */
+    mutate_pod(cfg,
+               "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"w\","
+               "\"annotations\":{\"gpuquota.io/gpu-model\":\"t4\",\"gpuquota.io/gpu-requests\":"
+               "\"{}\",\"gpuquota.io/original-request\":\"{}\",\"gpuquota.io/charged\":\"none\"},"
+               "\"labels\":{\"gpuquota.io/managed\":\"true\"},\"managedFields\":[{\"manager\":"
+               "\"kubectl\",\"operation\":\"Update\",\"fieldsV1\":{\"f:metadata\":{"
+               "\"f:labels\":{\"f:gpuquota.io/managed\":{}},\"f:annotations\":{"
+               "\"f:gpuquota.io/gpu-model\":{},\"f:gpuquota.io/gpu-requests\":{},"
+               "\"f:gpuquota.io/original-request\":{},\"f:gpuquota.io/charged\":{}}}}}]},"
+               "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{"
+               "\"nvidia.com/gpu\":\"1\"}}}]}}",
+               &r, &patched);
+    assert_null(at_str(patched, "metadata", "annotations", "gpuquota.io/gpu-requests"));
+    assert_string_equal(at_str(patched, "metadata", "annotations", "gpuquota.io/original-request"),
+                        "{\"c\":{\"nvidia.com/gpu\":\"1\"}}");
+    assert_string_equal(at_str(patched, "metadata", "annotations", "gpuquota.io/charged"),
+                        "gpu-memory=16Gi,gpus=1,gpu-pods=1");
+    json_object_put(patched);
+    wh_review_response_dispose(&r);
+    /* what gpuquota wrote stands, and is left as it is */
+    pod = at_read_data("pods/rewritten-shared.json", &len);
+    mutate_pod(cfg, pod, &r, &patched);
+    free(pod);
+    assert_string_equal(audit(&r, "charged"), "gpu-memory=4Gi,gpus=0,gpu-pods=1");
+    json_object_put(patched);
+    wh_review_response_dispose(&r);
+    gq_config_free(cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -323,6 +402,7 @@ int main(void)
         cmocka_unit_test(missing_object_bad_request),
         cmocka_unit_test(limit_range_default_applied),
         cmocka_unit_test(unknown_model_whole_gpus_charged),
+        cmocka_unit_test(author_records_replaced),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -210,6 +210,18 @@ static const pc_case cases[] = {
         "container \"main\": pod annotation gpuquota.io/gpu-fraction conflicts with the GPU "
         "request "
         "in the container's resources; use one of them"),
+    /* gpuquota's records are read back only where gpuquota wrote them: what
+     * the pod's author wrote (metadata.managedFields lists it) never sets
+     * the charge; 4 time-sliced A100 80GB are 4 whole cards */
+    OK("forged-shared-requests", "timeslicing", 0, NULL, 320 * GI, 0, 1, "a100-80gb", true, 1,
+       "main", GQ_FORM_BACKEND, 4, 80 * GI, 80 * GI),
+    OK("forged-shared-requests-unlabelled", "timeslicing", 0, NULL, 320 * GI, 0, 1, "a100-80gb",
+       true, 1, "main", GQ_FORM_BACKEND, 4, 80 * GI, 80 * GI),
+    OK("rewritten-shared", "timeslicing", 0, NULL, 4 * GI, 0, 1, "a100-80gb", true, 1, "main",
+       GQ_FORM_BACKEND, 4, GI, GI),
+    ERR("forged-managed-aliyun-with-ann", NULL, 0, NULL, GQ_EINVAL,
+        "container \"main\": pod annotation gpuquota.io/gpu-fraction conflicts with the GPU "
+        "request in the container's resources; use one of them"),
     /* backend output resources cost what they reserve */
     OK("backend-aliyun", NULL, 0, NULL, 10 * GI, 0, 1, NULL, false, 1, "main", GQ_FORM_BACKEND, 1,
        10 * GI, 10 * GI),
@@ -507,6 +519,32 @@ static void test_unknown_model_priced_in_scope(void **state)
     gq_config_free(cfg);
 }
 
+/* Who set a label or annotation, by the pod's managedFields. */
+static void test_user_set(void **state)
+{
+    (void)state;
+    json_object *forged = load_pod("forged-shared-requests");
+    json_object *rewritten = load_pod("rewritten-shared");
+    json_object *bare = load_pod("forged-shared-requests-unlabelled");
+    assert_true(gq_pod_user_set(forged, true, GQ_LABEL_MANAGED));
+    assert_true(gq_pod_user_set(forged, false, GQ_ANN_REQUESTS));
+    assert_false(gq_pod_user_set(forged, true, GQ_ANN_REQUESTS)); /* a label of that name */
+    assert_false(gq_pod_user_set(forged, false, "gpuquota.io/charged"));
+    assert_false(gq_pod_managed(forged));
+    assert_true(gq_pod_user_set(rewritten, false, GQ_ANN_GPU_MODEL));
+    assert_false(gq_pod_user_set(rewritten, false, GQ_ANN_REQUESTS));
+    assert_false(gq_pod_user_set(rewritten, true, GQ_LABEL_MANAGED));
+    assert_true(gq_pod_managed(rewritten));
+    /* no history: nothing is known to be the author's; no label: not managed */
+    assert_false(gq_pod_user_set(bare, false, GQ_ANN_REQUESTS));
+    assert_false(gq_pod_managed(bare));
+    assert_false(gq_pod_user_set(NULL, false, GQ_ANN_REQUESTS));
+    assert_false(gq_pod_user_set(forged, false, NULL));
+    json_object_put(bare);
+    json_object_put(rewritten);
+    json_object_put(forged);
+}
+
 static void test_not_a_pod(void **state)
 {
     (void)state;
@@ -579,6 +617,7 @@ int main(void)
         cmocka_unit_test(test_admission_review_fixture),
         cmocka_unit_test(test_original_and_kinds),
         cmocka_unit_test(test_unknown_model_priced_in_scope),
+        cmocka_unit_test(test_user_set),
         cmocka_unit_test(test_not_a_pod),
         cmocka_unit_test(test_terminal),
         cmocka_unit_test(test_form_names),

@@ -586,6 +586,34 @@ static void test_exempt_cpu_only_require_quota(void **state)
     assert_int_equal(st.gets, 0);
 }
 
+/* gpuquota's records are read back only where gpuquota wrote them: a
+ * gpu-requests (and managed label) the pod's author wrote cannot lower the
+ * charge of time-sliced GPUs below whole cards. */
+static void test_author_records_not_trusted(void **state)
+{
+    fx *f = *state;
+    size_t len;
+    quota(f, NS_A, "q", "{\"gpu-memory\":\"100Gi\"}", NULL);
+    char *pod = at_read_data("pods/forged-shared-requests.json", &len);
+    wh_validate_result r = decide_ex(f, "u1", NS_A, pod, NULL, NULL);
+    free(pod);
+    assert_false(r.allowed);
+    assert_string_equal(r.message, "exceeded quota: q, requested: gpu-memory=320Gi, used: "
+                                   "gpu-memory=0, limited: gpu-memory=100Gi");
+    pod = at_read_data("pods/forged-shared-requests-unlabelled.json", &len);
+    r = decide_ex(f, "u2", NS_A, pod, NULL, NULL);
+    free(pod);
+    assert_false(r.allowed);
+    assert_int_equal(r.charge.v[GQ_KEY_GPU_MEMORY], 320LL << 30);
+    /* the same record written by gpuquota (the pod's history does not name
+     * the author for it) is what the pod reserves */
+    pod = at_read_data("pods/rewritten-shared.json", &len);
+    r = decide_ex(f, "u3", NS_A, pod, NULL, NULL);
+    free(pod);
+    assert_true(r.allowed);
+    assert_int_equal(r.charge.v[GQ_KEY_GPU_MEMORY], 4LL << 30);
+}
+
 /* DRA claims are not charged yet: where any gpuquota quota governs the
  * namespace, a pod with spec.resourceClaims is denied, naming the claim; in
  * other namespaces it passes. */
@@ -1038,6 +1066,7 @@ int main(void)
         T(test_store_down_denies),
         T(test_limit_range_and_invalid_pod),
         T(test_exempt_cpu_only_require_quota),
+        T(test_author_records_not_trusted),
         T(test_dra_claims),
         T(test_unknown_model_whole_gpus),
         T(test_zero_asks_for_no_gpu),

@@ -1,6 +1,6 @@
 # The validating webhook: the /validate decision over the in-memory store
 # (charging, conflicts, rollback, dry run, tamper, group commit under threads).
-gq_unit_test(test_validate test_validate.c LIBS gq_webhook gq_kube)
+gq_unit_test(test_validate test_validate.c admission_testutil.c LIBS gq_webhook gq_kube)
 
 # End to end against the kube-apiserver stand-in: kubectl-created pods
 # through real webhook processes, then three replicas under 200 concurrent

@@ -658,9 +658,6 @@ static gq_code record(rw *x, json_object *originals, json_object *requests)
         goto oom;
     if (put_string(ann, GQ_ANN_CHARGED, x->res->charged))
         goto oom;
-    const char *resv = x->opts ? x->opts->reservation : NULL;
-    if (resv && resv[0] && put_string(ann, GQ_ANN_RESERVATION, resv))
-        goto oom;
     if (!json_object_is_type(x->meta, json_type_object)) {
         /* No metadata at all: create it with both maps in one operation. */
         gq_jptr p;

@@ -338,39 +338,52 @@ static gq_code patch_member(json_object *doc, const char *member, const char *fi
 }
 
 /* The AdmissionReview for doc (the file's object): doc itself, or the pod
- * CREATE the API server would send for it; with --patch the pod is patched
- * first. Caller owns *out. GQ_EINVAL for an object that is neither a Pod
- * nor an AdmissionReview. */
-static gq_code review_of(const admit_opts *o, json_object *doc, json_object **out, gq_err *err)
+ * CREATE the API server would send for it, its author (ADMIT_USER) recorded
+ * in managedFields as kube-apiserver records it (*recorded set). With
+ * --patch the pod is patched afterwards, as a webhook's patch is applied
+ * after the author's fields were recorded. Caller owns *out. GQ_EINVAL for
+ * an object that is neither a Pod nor an AdmissionReview. */
+static gq_code review_of(const admit_opts *o, json_object *doc, json_object **out, bool *recorded,
+                         gq_err *err)
 {
-    json_object *pod = NULL, *req = NULL, *holder = NULL;
+    json_object *pod = NULL, *req = NULL, *copy = NULL, *review = NULL;
     gq_code rc;
     const char *kind = str_member(doc, "kind");
+    *recorded = false;
     if (kind && !strcmp(kind, "AdmissionReview")) {
-        if (o->patch && (!json_object_object_get_ex(doc, "request", &req) ||
-                         (rc = patch_member(req, "object", o->patch, err))))
-            return req ? rc : gq_err_set(err, GQ_EINVAL, "AdmissionReview has no request");
-        *out = json_object_get(doc);
-        return GQ_OK;
-    }
-    if ((rc = find_pod(doc, &pod, err)))
-        return rc;
-    if (o->patch) {
-        /* Patch a private holder so the caller's document stays as read. */
-        if (!(holder = json_object_new_object()) ||
-            json_object_object_add(holder, "pod", json_object_get(pod))) {
-            json_object_put(holder);
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
-        }
-        if ((rc = patch_member(holder, "pod", o->patch, err))) {
-            json_object_put(holder);
+        review = json_object_get(doc);
+    } else {
+        if ((rc = find_pod(doc, &pod, err)))
             return rc;
-        }
-        json_object_object_get_ex(holder, "pod", &pod);
+        /* A private copy, so the caller's document stays as read. */
+        if (json_object_deep_copy(pod, &copy, NULL))
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = wh_pod_record_author(copy, ADMIT_USER, err);
+        if (!rc)
+            rc = wh_review_for_pod_create(copy, NULL, o->uid ? o->uid : ADMIT_UID, ADMIT_USER,
+                                          &review, err);
+        json_object_put(copy);
+        if (rc)
+            return rc;
+        *recorded = true;
     }
-    rc = wh_review_for_pod_create(pod, NULL, o->uid ? o->uid : ADMIT_UID, ADMIT_USER, out, err);
-    json_object_put(holder);
-    return rc;
+    if (o->patch && (!json_object_object_get_ex(review, "request", &req) ||
+                     (rc = patch_member(req, "object", o->patch, err)))) {
+        json_object_put(review);
+        return req ? rc : gq_err_set(err, GQ_EINVAL, "AdmissionReview has no request");
+    }
+    *out = review;
+    return GQ_OK;
+}
+
+/* Drop metadata.managedFields from pod (printing: review_of recorded them
+ * only for the decision, as `kubectl get` leaves them out). */
+static void drop_managed_fields(json_object *pod)
+{
+    json_object *meta = NULL;
+    if (json_object_object_get_ex(pod, "metadata", &meta) &&
+        json_object_is_type(meta, json_type_object))
+        json_object_object_del(meta, "managedFields");
 }
 
 /* What the mutating webhook answered, and the pod it makes. */
@@ -400,16 +413,9 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, const 
                       mutation *m, gq_err *err)
 {
     gq_code rc;
-    gq_limit_range **lrs = NULL;
-    size_t n_lrs = 0;
     wh_limit_range_source src = {st->ctx, st->list_limit_ranges};
     memset(m, 0, sizeof(*m));
-    if (wh_mutate_applies(cfg, req) &&
-        (rc = wh_limit_ranges_fetch(&src, req->namespace, &lrs, &n_lrs, err)))
-        return rc;
-    rc = wh_mutate_review_info(cfg, req, (const gq_limit_range *const *)lrs, n_lrs, &m->resp,
-                               &m->info, err);
-    wh_limit_ranges_free(lrs, n_lrs);
+    rc = wh_mutate_review_src(cfg, req, &src, &m->resp, &m->info, err);
     if (rc)
         return rc;
     m->have_resp = true;
@@ -569,7 +575,8 @@ int gq_cmd_admit(int argc, char **argv)
         gq_err_set(&err, GQ_EINVAL, "%s: expected one object, found %zu documents", name, n_docs);
         goto fail;
     }
-    if (review_of(&o, docs[0], &review, &err)) {
+    bool recorded = false;
+    if (review_of(&o, docs[0], &review, &recorded, &err)) {
         gq_err_prefix(&err, "%s", name);
         goto fail;
     }
@@ -606,6 +613,8 @@ int gq_cmd_admit(int argc, char **argv)
         gq_err_set(&r.err, GQ_EDENIED, "%s", m.resp.message ? m.resp.message : "");
     if (r.allowed && validate(cfg, &st, &req, &m, &r, &err))
         goto fail;
+    if (recorded)
+        drop_managed_fields(m.pod);
     if (o.patch_only) {
         puts(json_text(m.patch, JSON_C_TO_STRING_PLAIN));
     } else if (o.json) {

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "quantity.h"
 
@@ -232,6 +233,10 @@ static gq_code read_resource(json_object *limits, json_object *requests, const c
                     "equal limits for extended resources (set only limits)",
                     key, r.text, l.text);
     *out = l.present ? l : r;
+    /* Zero of an extended resource asks for none of it, as in Kubernetes
+     * (charts default nvidia.com/gpu to 0). */
+    if (out->present && gq_quantity_is_zero(&out->q))
+        out->present = false;
     return GQ_OK;
 }
 
@@ -450,17 +455,21 @@ static gq_code read_pod_req(json_object *ann, json_object *ctrs, json_object *in
             return rc;
         if (!s)
             continue;
+        qval v;
+        snprintf(field, sizeof(field), "pod annotation %s", pod_req_keys[i].key);
+        origin o = {NULL, field};
+        rc = read_quantity(json_object_object_get(ann, pod_req_keys[i].key), &o, &v, err);
+        if (rc)
+            return rc;
+        if (gq_quantity_is_zero(&v.q))
+            continue; /* asks for no GPU, like a zero resource */
         if (r.form != GQ_FORM_NONE)
             return gq_err_set(err, GQ_EINVAL,
                               "pod annotations %s and %s both ask for a GPU; use only one", r.key,
                               pod_req_keys[i].key);
         r.form = pod_req_keys[i].form;
         r.key = pod_req_keys[i].key;
-        snprintf(field, sizeof(field), "pod annotation %s", r.key);
-        origin o = {NULL, field};
-        rc = read_quantity(json_object_object_get(ann, r.key), &o, &r.v, err);
-        if (rc)
-            return rc;
+        r.v = v;
     }
     if (r.form == GQ_FORM_NONE) {
         *out = r;
@@ -519,9 +528,10 @@ static int64_t recorded_memory(json_object *ann, const char *name)
 typedef struct pc_ctx {
     const gq_config *cfg;
     const gq_model *model;
-    json_object *ann;
+    const gq_model *unknown; /* what a whole GPU of unknown model is charged as */
+    json_object *recorded;   /* annotations holding gpu-requests gpuquota wrote; else NULL */
     const pod_req *preq;
-    bool managed; /* label gpuquota.io/managed: the webhook already rewrote it */
+    bool managed; /* gq_pod_managed: gpuquota already rewrote it */
 } pc_ctx;
 
 /* The request values of one container. */
@@ -732,7 +742,7 @@ static gq_code backend_cost(const pc_ctx *x, const ctr_in *in, const char *ctr, 
     origin o = {ctr, GQ_RES_SHARED_GPU};
     if ((rc = read_count(&in->shared, &o, &c->gpus, err)))
         return rc;
-    c->memory_per_gpu = recorded_memory(x->ann, ctr);
+    c->memory_per_gpu = recorded_memory(x->recorded, ctr);
     if (!c->memory_per_gpu) {
         if ((rc = need_model(x, &o, &in->shared, err)))
             return rc;
@@ -831,7 +841,10 @@ static gq_code resource_cost(const pc_ctx *x, const ctr_in *in, const char *ctr,
             return rc;
         c->form = GQ_FORM_WHOLE;
         c->exclusive = true;
-        c->memory_per_gpu = c->charged_per_gpu = x->model ? x->model->memory : 0;
+        if (!x->model)
+            c->priced_as = x->unknown; /* a GPU is never free */
+        const gq_model *m = x->model ? x->model : x->unknown;
+        c->memory_per_gpu = c->charged_per_gpu = m ? m->memory : 0;
         return GQ_OK;
     }
     int64_t nanos = 0;
@@ -987,15 +1000,77 @@ static gq_code read_overhead(json_object *spec, int64_t *out, gq_err *err)
     return GQ_OK;
 }
 
-static bool is_managed(json_object *meta)
+bool gq_pod_user_set(json_object *pod, bool label, const char *key)
 {
-    json_object *labels, *v;
-    return json_object_object_get_ex(meta, "labels", &labels) &&
+    json_object *meta = NULL, *mf = NULL;
+    char fkey[GQ_META_KEY_MAX + 3];
+    if (!key || strlen(key) > GQ_META_KEY_MAX ||
+        !json_object_object_get_ex(pod, "metadata", &meta) ||
+        !json_object_object_get_ex(meta, "managedFields", &mf) ||
+        !json_object_is_type(mf, json_type_array))
+        return false;
+    snprintf(fkey, sizeof(fkey), "f:%s", key);
+    size_t n = json_object_array_length(mf);
+    for (size_t i = 0; i < n; i++) {
+        json_object *fields, *m, *map, *leaf;
+        if (json_object_object_get_ex(json_object_array_get_idx(mf, i), "fieldsV1", &fields) &&
+            json_object_object_get_ex(fields, "f:metadata", &m) &&
+            json_object_object_get_ex(m, label ? "f:labels" : "f:annotations", &map) &&
+            json_object_object_get_ex(map, fkey, &leaf))
+            return true;
+    }
+    return false;
+}
+
+bool gq_pod_managed(json_object *pod)
+{
+    json_object *meta, *labels, *v;
+    return json_object_object_get_ex(pod, "metadata", &meta) &&
+           json_object_object_get_ex(meta, "labels", &labels) &&
            json_object_object_get_ex(labels, GQ_LABEL_MANAGED, &v) &&
-           json_object_is_type(v, json_type_string) && !strcmp(json_object_get_string(v), "true");
+           json_object_is_type(v, json_type_string) && !strcmp(json_object_get_string(v), "true") &&
+           !gq_pod_user_set(pod, true, GQ_LABEL_MANAGED);
+}
+
+/* Whether every allowedModels list of the GPULimitRanges in scope names m. */
+static bool model_allowed(const gq_cost_scope *scope, const gq_model *m)
+{
+    for (size_t i = 0; scope && i < scope->n_lrs; i++) {
+        const gq_limit_range *lr = scope->lrs[i];
+        for (size_t j = 0; lr && j < lr->n_items; j++) {
+            const gq_limit_item *it = &lr->items[j];
+            bool named = it->n_allowed_models == 0;
+            for (size_t k = 0; !named && k < it->n_allowed_models; k++)
+                named = strcasecmp(it->allowed_models[k], m->name) == 0;
+            if (!named)
+                return false;
+        }
+    }
+    return true;
+}
+
+/* The model a whole GPU of unknown model is charged as: the largest the
+ * namespace may use, else the largest of the catalog. */
+static const gq_model *largest_model(const gq_config *cfg, const gq_cost_scope *scope)
+{
+    const gq_model *best = NULL, *any = NULL;
+    for (size_t i = 0; i < cfg->n_models; i++) {
+        const gq_model *m = &cfg->models[i];
+        if (!any || m->memory > any->memory)
+            any = m;
+        if ((!best || m->memory > best->memory) && model_allowed(scope, m))
+            best = m;
+    }
+    return best ? best : any;
 }
 
 gq_code gq_pod_cost_compute(const gq_config *cfg, json_object *pod, gq_pod_cost *out, gq_err *err)
+{
+    return gq_pod_cost_compute_in(cfg, pod, NULL, out, err);
+}
+
+gq_code gq_pod_cost_compute_in(const gq_config *cfg, json_object *pod, const gq_cost_scope *scope,
+                               gq_pod_cost *out, gq_err *err)
 {
     json_object *meta = NULL, *ann = NULL, *spec = NULL, *ctrs = NULL, *inits = NULL;
     gq_pod_cost r;
@@ -1023,55 +1098,65 @@ gq_code gq_pod_cost_compute(const gq_config *cfg, json_object *pod, gq_pod_cost 
         goto out;
     size_t n_app = ctrs ? json_object_array_length(ctrs) : 0;
     size_t n_init = inits ? json_object_array_length(inits) : 0;
-    if (n_app + n_init > GQ_POD_MAX_CONTAINERS) {
-        rc = gq_err_set(err, GQ_EINVAL, "the pod has %zu containers; at most %d are accepted",
-                        n_app + n_init, GQ_POD_MAX_CONTAINERS);
-        goto out;
-    }
     if ((rc = resolve_model(cfg, ann, spec, &r.model, &r.model_pinned, err)) ||
         (rc = read_pod_req(ann, ctrs, inits, &preq, err)) ||
         (rc = read_overhead(spec, &overhead, err)))
         goto out;
-    if (n_app + n_init) {
+    /* The container cap bounds the work for GPU pods only: a pod that asks
+     * for no GPU passes however many containers it has (DESIGN.md §8). */
+    bool too_many = n_app + n_init > GQ_POD_MAX_CONTAINERS;
+    if (n_app + n_init && !too_many) {
         r.ctrs = calloc(n_app + n_init, sizeof(*r.ctrs));
         if (!r.ctrs) {
             rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
             goto out;
         }
     }
-    pc_ctx x = {cfg, r.model, ann, &preq, is_managed(meta)};
+    /* What gpuquota wrote is read back only where the author of the pod
+     * did not write it: a user's copy of our label or records never
+     * changes what the pod is charged. */
+    bool managed = gq_pod_managed(pod);
+    json_object *recorded = managed && !gq_pod_user_set(pod, false, GQ_ANN_REQUESTS) ? ann : NULL;
+    pc_ctx x = {cfg, r.model, largest_model(cfg, scope), recorded, &preq, managed};
     for (size_t i = 0; i < n_init + n_app; i++) {
         bool init = i < n_init;
         size_t idx = init ? i : i - n_init;
         json_object *c = json_object_array_get_idx(init ? inits : ctrs, idx);
         char path[64];
-        gq_ctr_cost *cc = &r.ctrs[r.n_ctrs];
+        gq_ctr_cost cc;
         bool uses = false;
         snprintf(path, sizeof(path), "spec.%s[%zu]", init ? "initContainers" : "containers", idx);
-        memset(cc, 0, sizeof(*cc));
-        cc->index = idx;
-        cc->kind = GQ_CTR_APP;
+        memset(&cc, 0, sizeof(cc));
+        cc.index = idx;
+        cc.kind = GQ_CTR_APP;
         if (init) {
             const char *policy = NULL;
             char field[96];
             snprintf(field, sizeof(field), "%s.restartPolicy", path);
             if ((rc = get_string(c, "restartPolicy", field, &policy, err)))
                 goto out;
-            cc->kind = policy && !strcmp(policy, "Always") ? GQ_CTR_SIDECAR : GQ_CTR_INIT;
+            cc.kind = policy && !strcmp(policy, "Always") ? GQ_CTR_SIDECAR : GQ_CTR_INIT;
         }
-        if ((rc = ctr_cost(&x, c, path, cc, &uses, err)))
+        if ((rc = ctr_cost(&x, c, path, &cc, &uses, err)))
             goto out;
         if (!uses)
             continue;
-        int64_t mem;
-        if (__builtin_mul_overflow(cc->gpus, cc->charged_per_gpu, &mem) ||
-            eff_add(&emem, cc->kind, mem) ||
-            eff_add(&egpu, cc->kind, cc->exclusive ? cc->gpus : 0)) {
-            rc = gq_err_set(err, GQ_ERANGE, "container \"%s\": GPU memory of the pod overflows",
-                            cc->name);
+        if (too_many) {
+            rc = gq_err_set(err, GQ_EINVAL,
+                            "container \"%s\" asks for a GPU and the pod has %zu containers (app "
+                            "and init); a pod that uses a GPU may have at most %d",
+                            cc.name, n_app + n_init, GQ_POD_MAX_CONTAINERS);
             goto out;
         }
-        r.n_ctrs++;
+        int64_t mem;
+        if (__builtin_mul_overflow(cc.gpus, cc.charged_per_gpu, &mem) ||
+            eff_add(&emem, cc.kind, mem) || eff_add(&egpu, cc.kind, cc.exclusive ? cc.gpus : 0)) {
+            rc = gq_err_set(err, GQ_ERANGE, "container \"%s\": GPU memory of the pod overflows",
+                            cc.name);
+            goto out;
+        }
+        r.priced_unknown |= cc.priced_as != NULL;
+        r.ctrs[r.n_ctrs++] = cc;
     }
     if (r.n_ctrs) {
         r.gpu_pods = 1;

@@ -21,6 +21,7 @@
 #include <json-c/json.h>
 
 #include "config.h"
+#include "crd.h"
 #include "gq_error.h"
 
 /* Well-known names. */
@@ -35,9 +36,10 @@
 /* Pod annotation naming the container the pod-level request forms apply to
  * (default: the first app container). */
 #define GQ_ANN_GPU_CONTAINER "gpuquota.io/gpu-container"
-/* Pod annotation written by the mutating webhook: the original request per
- * container, {"CONTAINER":{"gpus":N,"memory":"20Gi"}}. Read back for backends
- * whose resources do not carry the memory (timeslicing). */
+/* Pod annotation written by the mutating webhook: the request per shared
+ * container as charged, {"CONTAINER":{"gpus":N,"memory":"20Gi"}}. Read back
+ * for backends whose resources do not carry the memory (timeslicing), and
+ * only when gpuquota wrote it (gq_pod_managed, gq_pod_user_set). */
 #define GQ_ANN_REQUESTS "gpuquota.io/gpu-requests"
 /* KAI scheduler style pod annotations (fraction of one GPU; MiB). */
 #define GQ_ANN_KAI_FRACTION "gpu-fraction"
@@ -50,7 +52,8 @@
 #define GQ_RES_VOLCANO_MEMORY "volcano.sh/vgpu-memory"
 #define GQ_RES_MIG_PREFIX "nvidia.com/mig-"
 #define GQ_RES_SHARED_GPU "nvidia.com/gpu.shared"
-/* Most containers (app + init) a pod may have before it is rejected. */
+/* Most containers (app + init) a pod that uses a GPU may have; a pod that
+ * asks for no GPU is never refused for its size. */
 #define GQ_POD_MAX_CONTAINERS 256
 
 typedef enum gq_ctr_kind {
@@ -88,7 +91,9 @@ typedef struct gq_ctr_cost {
     int64_t memory_per_gpu;  /* bytes asked per GPU (shared: the slice; exclusive: card memory, 0 if
                                 unknown) */
     int64_t charged_per_gpu; /* bytes charged per GPU: slice rounded up to memory units */
-    char original[160];      /* the request as written, e.g. "nvidia.com/gpu=500m" */
+    const gq_model *priced_as; /* whole GPUs of unknown model: the model they are charged as
+                                  (the largest the namespace may use); NULL otherwise */
+    char original[160];        /* the request as written, e.g. "nvidia.com/gpu=500m" */
 } gq_ctr_cost;
 
 /* The pod's charge. Caller-owned struct: gq_pod_cost_init before use,
@@ -99,6 +104,8 @@ typedef struct gq_pod_cost {
     int64_t gpu_pods;      /* quota key gpu-pods: 0 or 1 */
     const gq_model *model; /* borrowed from the config; NULL when none applies */
     bool model_pinned;     /* the pod named its model (annotation or gpu.product selector) */
+    bool priced_unknown;   /* some container's priced_as is set: the namespace's allowed
+                              models can change the charge */
     gq_ctr_cost *ctrs;     /* GPU-using containers only, in spec order (init first) */
     size_t n_ctrs;
 } gq_pod_cost;
@@ -106,14 +113,52 @@ typedef struct gq_pod_cost {
 void gq_pod_cost_init(gq_pod_cost *c);
 void gq_pod_cost_dispose(gq_pod_cost *c);
 
+/* What the pod's namespace adds to its cost (every member may be NULL/0). */
+typedef struct gq_cost_scope {
+    /* The namespace's GPULimitRanges (borrowed): a whole GPU of unknown model
+     * is charged the largest catalog model that every allowedModels list
+     * among them names (the catalog's largest when there are none, or when
+     * no model passes them all: such a pod is refused by the GPULimitRange
+     * anyway). */
+    const gq_limit_range *const *lrs;
+    size_t n_lrs;
+} gq_cost_scope;
+
+/* gq_pod_cost_compute within scope (NULL: no GPULimitRanges). */
+gq_code gq_pod_cost_compute_in(const gq_config *cfg, json_object *pod, const gq_cost_scope *scope,
+                               gq_pod_cost *out, gq_err *err) GQ_WUR;
+
 /* Compute what pod costs under cfg. pod is borrowed. On success *out is
  * filled (previous contents disposed); on error err names the container, the
  * field, the value and the accepted forms, and *out is left empty.
  * GQ_EINVAL for a request that is malformed or out of the accepted range,
  * GQ_ERANGE for unit overflow, GQ_ENOTFOUND for an unknown pinned model,
- * GQ_EUNSUPPORTED for a request the configured backend cannot serve. */
+ * GQ_EUNSUPPORTED for a request the configured backend cannot serve.
+ * A GPU is never free: whole GPUs (nvidia.com/gpu: N) of no known model are
+ * charged as the largest model of the catalog (gq_pod_cost_compute_in: the
+ * largest the namespace may use). */
 gq_code gq_pod_cost_compute(const gq_config *cfg, json_object *pod, gq_pod_cost *out,
                             gq_err *err) GQ_WUR;
+
+/* Longest label or annotation key: a DNS-subdomain prefix, '/', a name. */
+#define GQ_META_KEY_MAX (253 + 1 + 63)
+
+/* Whether the author of pod set metadata.labels[key] (label true) or
+ * metadata.annotations[key] itself, by the pod's own history: kube-apiserver
+ * lists in metadata.managedFields every field the request set (every field a
+ * CREATE sets, whoever else the request says owns it) before mutating
+ * admission runs, and lists nowhere what a mutating webhook adds. False when
+ * no entry lists it, also when the pod has no managedFields at all (a pod
+ * that did not come from kube-apiserver: gpuquota admit records its author
+ * as kube-apiserver does, see wh_pod_record_author). */
+bool gq_pod_user_set(json_object *pod, bool label, const char *key);
+
+/* Whether gpuquota rewrote pod: label gpuquota.io/managed is "true" and the
+ * pod's author did not set it (gq_pod_user_set). Only then are gpuquota's own
+ * records on the pod read back: the timeslicing memory of
+ * gpuquota.io/gpu-requests (when the author did not set that either), and
+ * the container resources winning over a request annotation. */
+bool gq_pod_managed(json_object *pod);
 
 /* True when status.phase is Succeeded or Failed: such a pod costs nothing. */
 bool gq_pod_is_terminal(json_object *pod);

@@ -63,6 +63,34 @@ gq_code gq_pod_facts_from_json(json_object *pod, const char *ns, gq_pod_facts *o
     return GQ_OK;
 }
 
+bool gq_pod_resource_claims(json_object *pod, gq_pod_claim *out)
+{
+    static const char *const refs[] = {"resourceClaimName", "resourceClaimTemplateName"};
+    json_object *claims = get(get(pod, "spec"), "resourceClaims");
+    size_t n = json_object_is_type(claims, json_type_array) ? json_object_array_length(claims) : 0;
+    if (!n)
+        return false;
+    if (!out)
+        return true;
+    memset(out, 0, sizeof(*out));
+    out->n = n;
+    json_object *first = json_object_array_get_idx(claims, 0), *name = get(first, "name");
+    if (json_object_is_type(name, json_type_string))
+        snprintf(out->name, sizeof(out->name), "%s", json_object_get_string(name));
+    json_object *holders[] = {first, get(first, "source")};
+    for (size_t h = 0; h < 2 && !out->field; h++) {
+        for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++) {
+            json_object *v = get(holders[h], refs[i]);
+            if (json_object_is_type(v, json_type_string)) {
+                out->field = refs[i];
+                snprintf(out->ref, sizeof(out->ref), "%s", json_object_get_string(v));
+                break;
+            }
+        }
+    }
+    return true;
+}
+
 void gq_charge_from_cost(const gq_pod_cost *cost, bool terminal, gq_amounts *out)
 {
     memset(out, 0, sizeof(*out));

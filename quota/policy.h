@@ -30,6 +30,21 @@ typedef struct gq_pod_facts {
 gq_code gq_pod_facts_from_json(json_object *pod, const char *ns, gq_pod_facts *out,
                                gq_err *err) GQ_WUR;
 
+/* A pod's first DRA claim (spec.resourceClaims[0], resource.k8s.io), as a
+ * message names it. */
+typedef struct gq_pod_claim {
+    size_t n;          /* entries in spec.resourceClaims */
+    char name[64];     /* the first one's name in the pod ("" when absent) */
+    const char *field; /* "resourceClaimName", "resourceClaimTemplateName" or NULL */
+    char ref[254];     /* the ResourceClaim or ResourceClaimTemplate it names */
+} gq_pod_claim;
+
+/* Whether pod asks for devices through DRA: spec.resourceClaims is a
+ * non-empty array. *out (may be NULL) then describes the first entry, read
+ * from its resourceClaimName / resourceClaimTemplateName (or, as before
+ * Kubernetes 1.31, from its source). gpuquota does not charge claims yet. */
+bool gq_pod_resource_claims(json_object *pod, gq_pod_claim *out);
+
 /* The pod's charge per quota key (all keys set): gpu-memory, gpus and
  * gpu-pods of cost, or all zero for a terminal pod. */
 void gq_charge_from_cost(const gq_pod_cost *cost, bool terminal, gq_amounts *out);

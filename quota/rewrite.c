@@ -648,17 +648,15 @@ static gq_code record(rw *x, json_object *originals, json_object *requests)
     if (json_object_object_length(requests) &&
         put_string(ann, GQ_ANN_REQUESTS, gq_json_compact(requests)))
         goto oom;
-    /* The first rewrite's record of the original request is history: a
-     * rewritten pod (reinvocation, or a copy of a managed pod) keeps it. */
+    /* The first rewrite's record of the original request is history: a pod
+     * gpuquota rewrote (reinvocation) keeps it. One its author wrote, or
+     * copied from a rewritten pod, is replaced like every record of ours. */
     json_object *cur_ann = member(x->meta, "annotations");
-    const char *managed = member_string(member(x->meta, "labels"), GQ_LABEL_MANAGED);
-    bool keep = managed && !strcmp(managed, "true") && member_string(cur_ann, GQ_ANN_ORIGINAL);
+    bool keep = gq_pod_managed(x->pod) && member_string(cur_ann, GQ_ANN_ORIGINAL) &&
+                !gq_pod_user_set(x->pod, false, GQ_ANN_ORIGINAL);
     if (!keep && put_string(ann, GQ_ANN_ORIGINAL, gq_json_compact(originals)))
         goto oom;
     if (put_string(ann, GQ_ANN_CHARGED, x->res->charged))
-        goto oom;
-    const char *resv = x->opts ? x->opts->reservation : NULL;
-    if (resv && resv[0] && put_string(ann, GQ_ANN_RESERVATION, resv))
         goto oom;
     if (!json_object_is_type(x->meta, json_type_object)) {
         /* No metadata at all: create it with both maps in one operation. */
@@ -679,6 +677,15 @@ static gq_code record(rw *x, json_object *originals, json_object *requests)
     if (!rc)
         rc = merge_map(x, "annotations", ann);
     ann = NULL;
+    if (!rc && !json_object_object_length(requests) && member(cur_ann, GQ_ANN_REQUESTS)) {
+        /* No shared container: a gpu-requests the pod came with is not ours. */
+        gq_jptr p;
+        gq_jptr_init(&p);
+        gq_jptr_push(&p, "metadata");
+        gq_jptr_push(&p, "annotations");
+        gq_jptr_push(&p, GQ_ANN_REQUESTS);
+        rc = op_remove(x, &p);
+    }
     return rc;
 oom:
     json_object_put(labels);
@@ -757,8 +764,19 @@ gq_code gq_rewrite_pod(const gq_config *cfg, json_object *pod, const gq_pod_cost
             rc = nomem(&x);
             goto out;
         }
-        if (c->exclusive)
-            continue; /* whole GPUs stay as they are */
+        if (c->exclusive) {
+            /* Whole GPUs stay as they are; without a model they are charged
+             * as the largest one the pod may land on, and the user hears it. */
+            if (c->priced_as) {
+                char each[GQ_QUANTITY_STR_MAX];
+                gq_format_bytes(c->charged_per_gpu, each);
+                warn(&x,
+                     "container %s: %" PRId64 " whole GPU(s) of unknown model charged as %s (%s "
+                     "each); pin one with gpuquota.io/gpu-model",
+                     c->name, c->gpus, c->priced_as->name, each);
+            }
+            continue;
+        }
         json_object *r = json_object_new_object();
         char mem[GQ_QUANTITY_STR_MAX];
         gq_format_bytes(c->charged_per_gpu, mem);

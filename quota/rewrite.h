@@ -23,14 +23,11 @@
 /* Annotations the rewrite writes (GQ_ANN_REQUESTS is in podcost.h). */
 #define GQ_ANN_ORIGINAL "gpuquota.io/original-request"
 #define GQ_ANN_CHARGED "gpuquota.io/charged"
-#define GQ_ANN_RESERVATION "gpuquota.io/reservation"
 
 #define GQ_REWRITE_WARNING_MAX 120 /* bytes of one warning */
 #define GQ_REWRITE_WARNINGS 32     /* warnings kept; later ones are counted */
 
 typedef struct gq_rewrite_opts {
-    const char *reservation;        /* id for gpuquota.io/reservation (the admission uid);
-                                       NULL or "" = no annotation */
     const gq_ctr_default *defaults; /* GPULimitRange defaults the cost includes; may be NULL */
     size_t n_defaults;
 } gq_rewrite_opts;
@@ -72,7 +69,7 @@ gq_code gq_pod_apply_defaults(json_object *pod, const gq_ctr_default *defaults, 
  * alone); a pod annotation gpuquota.io/gpu-model becomes required node
  * affinity merged into every nodeSelectorTerm; schedulerName is set when the
  * pod has none or default-scheduler; label gpuquota.io/managed and the
- * gpu-requests, original-request, charged and reservation annotations are
+ * gpu-requests, original-request and charged annotations are
  * written. Only differences are emitted, so a rewritten pod yields an empty
  * patch, as does a pod without GPUs. On success *out (initialised) holds the
  * patch and one warning per container rewritten; on error *out is untouched.

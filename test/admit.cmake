@@ -49,6 +49,21 @@ gq_cli_test(admit example_invalid 1 ARGS ${GQ_EXAMPLES}/invalid-1.5-gpus.yaml
 gq_cli_test(admit invalid_json 1 ARGS -o json ${GQ_EXAMPLES}/invalid-1.5-gpus.yaml
   EXPECT "\"allowed\": false" "\"code\": 403," "\"reason\": \"Forbidden\"" "\"message\": \"container "
          "^  \"pod\": null,$" "^  \"cost\": null$")
+# Caps on what is parsed apply to pods that ask for a GPU only.
+gq_cli_test(admit many_containers_no_gpu 0 ARGS ${GQ_TEST_DATA}/pods/too-many-containers.json
+  EXPECT "^pod team-a/m: allowed$" "^charge: gpu-memory=0 gpus=0 gpu-pods=0$"
+         "^patch: none \\(admitted unchanged\\)$")
+gq_cli_test(admit many_containers_gpu 1 ARGS ${GQ_TEST_DATA}/pods/too-many-containers-gpu.json
+  EXPECT "^reason: container \"c256\" asks for a GPU and the pod has 257 containers \\(app and init\\); a pod that uses a GPU may have at most 256$")
+# gpuquota's label and records written by the pod's author (admit records
+# the author in managedFields as kube-apiserver does) never set the charge:
+# 4 time-sliced A100 80GB cost 4 whole cards, not the 4Gi the author wrote.
+gq_cli_test(admit author_records 0
+  ARGS --config ${GQ_TEST_DATA}/mutate/timeslicing.yaml ${GQ_TEST_DATA}/pods/forged-shared-bare.json
+  EXPECT "^charge: gpu-memory=320Gi gpus=0 gpu-pods=1$"
+         "^  add /metadata/annotations/gpuquota.io~1gpu-requests .*\"memory.*\"80Gi"
+         "^  add /metadata/annotations/gpuquota.io~1original-request .*nvidia.com/gpu.shared"
+         "^  add /metadata/annotations/gpuquota.io~1charged \"gpu-memory=320Gi,gpus=0,gpu-pods=1\"$")
 gq_cli_test(admit unknown_model 1 ARGS ${GQ_TEST_DATA}/pods/unknown-model.json
   EXPECT "^reason: pod annotation gpuquota.io/gpu-model \"a100\" is not a known GPU model")
 gq_cli_test(admit unsupported 1 ARGS ${GQ_TEST_DATA}/pods/memory-x2.json

@@ -36,6 +36,34 @@ gq_cli_test(admit state_no_quota_needed 0 ARGS ${GQ_STATE}/pod-ml-b-16gi.json EX
 gq_cli_test(admit state_require_quota 1
   ARGS --config ${GQ_STATE}/require-quota.yaml ${GQ_STATE}/pod-ml-b-16gi.json
   EXPECT "^reason: insufficient quota to consume: gpu-memory,gpu-pods$")
+# DRA claims are not charged yet: refused where a quota governs the
+# namespace, admitted untouched where none does.
+gq_cli_test(admit state_dra_claim_governed 1
+  ARGS --state ${GQ_STATE_EXAMPLES}/cluster.yaml ${GQ_TEST_DATA}/pods/dra-claim.json
+  EXPECT "^pod team-a/dra: denied$"
+         "^reason: spec.resourceClaims\\[0\\] \"gpu\" \\(resourceClaimTemplateName \"single-gpu\"\\): DRA claims are not yet charged by gpuquota, so namespace team-a, governed by GPUQuota team-a/team-a, does not admit pods with resource claims; ask for GPUs in the container's resources")
+gq_cli_test(admit state_dra_claim_ungoverned 0 ARGS ${GQ_TEST_DATA}/pods/dra-claim.json
+  EXPECT "^pod team-a/dra: allowed$" "^quotas: none$" "^patch: none \\(admitted unchanged\\)$")
+# A GPU is never free: whole GPUs of unknown model are charged as the
+# catalog's largest (h200, 141Gi), so a quota on gpu-memory alone holds.
+gq_cli_test(admit state_whole_unknown_model 1
+  ARGS --state ${GQ_STATE}/memory-quota-team-a.yaml ${GQ_TEST_DATA}/pods/whole-2.json
+  EXPECT "^pod team-a/m: denied$"
+         "^reason: exceeded quota: memory, requested: gpu-memory=282Gi, used: gpu-memory=0, limited: gpu-memory=64Gi$")
+gq_cli_test(admit whole_unknown_model_warning 0 ARGS ${GQ_TEST_DATA}/pods/whole-2.json
+  EXPECT "^container trainer \\(app\\): form=whole request=nvidia.com/gpu=2 gpus=2 exclusive memory/gpu=141Gi charged/gpu=141Gi$"
+         "^charge: gpu-memory=282Gi gpus=2 gpu-pods=1$"
+         "^warning: container trainer: 2 whole GPU\\(s\\) of unknown model charged as h200 \\(141Gi each\\); pin one with gpuquota.io/gpu-model$"
+         "\"gpuquota.io/charged\":\"gpu-memory=282Gi,gpus=2,gpu-pods=1\"")
+# Zero of any GPU form asks for no GPU: admitted untouched even where
+# every GPU pod needs a quota.
+gq_cli_test(admit state_zero_every_form 0
+  ARGS --config ${GQ_STATE}/require-quota.yaml ${GQ_TEST_DATA}/pods/zero-every-form.json
+  EXPECT "^pod team-a/m: allowed$" "^charge: gpu-memory=0 gpus=0 gpu-pods=0$" "^quotas: none$"
+         "^patch: none \\(admitted unchanged\\)$")
+gq_cli_test(admit state_zero_annotations 0
+  ARGS --config ${GQ_STATE}/require-quota.yaml ${GQ_TEST_DATA}/pods/zero-annotations.json
+  EXPECT "^charge: gpu-memory=0 gpus=0 gpu-pods=0$" "^patch: none \\(admitted unchanged\\)$")
 gq_cli_test(admit state_bad_kind 2 ARGS --state ${GQ_STATE}/bad-kind.yaml ${GQ_STATE}/pod-ml-b-16gi.json
   EXPECT "^gpuquota admit: --state: ConfigMap settings: kind cannot be used as state$")
 gq_cli_test(admit state_bad_quota 2 ARGS --state ${GQ_STATE}/bad-quota.yaml ${GQ_STATE}/pod-ml-b-16gi.json

@@ -57,7 +57,7 @@ start_webhook() {
 pods=("$examples"/*.yaml "$data"/mutate/pin-a100-selector.yaml
       "$data"/mutate/pin-a10-annotation.yaml "$data"/mutate/affinity-merge.yaml)
 for f in ann-fraction ann-memory-container hami-percent kai-memory memory-x2-a100 mig-input \
-    backend-volcano; do
+    backend-volcano zero-every-form zero-annotations zero-gpu-with-memory forged-shared-bare; do
     pods+=("$data/pods/$f.json")
 done
 for cfg_in in "$data"/mutate/{aliyun,hami,volcano,mig,timeslicing}.yaml; do
@@ -171,6 +171,43 @@ check "non-pod object: allowed untouched" \
 code=$(post "$work/r.json" "$work/o.json")
 check "CPU-only pod: allowed untouched" \
     '200 {"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"cpu","allowed":true}}' \
+    "$code $(cat "$work/o.json")"
+# gpuquota's label and records written by the pod's author do not set the
+# charge (the review records the author in managedFields as kube-apiserver
+# does): 4 time-sliced A100 80GB with a forged gpu-requests of 1Gi each are
+# charged 4 whole cards. (Reinvoked without a patch above, every backend.)
+"$gq" admit --review-only --uid forged "$data/pods/forged-shared-bare.json" >"$work/r.json"
+post "$work/r.json" "$work/o.json" >/dev/null
+check "author's gpu-requests ignored: charged whole cards" \
+    '"charged":"gpu-memory=320Gi,gpus=0,gpu-pods=1"' "$(grep -o '"charged":"[^"]*"' "$work/o.json")"
+
+# A pod that asks for no GPU passes whatever its size (3600 containers,
+# about 1.7 MB); the cap on containers applies to GPU pods only.
+big_pod() { # big_pod N [LAST_LIMITS]: a pod with N heavy containers
+    printf '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"big","namespace":"team-a"},'
+    printf '"spec":{"containers":['
+    local i env='"env":[{"name":"A","value":"1"},{"name":"B","value":"2"},{"name":"C","value":"3"},{"name":"D","value":"4"},{"name":"E","value":"5"},{"name":"F","value":"6"}]'
+    for ((i = 0; i < $1; i++)); do
+        ((i)) && printf ','
+        printf '{"name":"c%d","image":"registry.example/app:1",%s,' "$i" "$env"
+        printf '"volumeMounts":[{"name":"data","mountPath":"/data"},{"name":"cache","mountPath":"/cache"}],'
+        printf '"ports":[{"containerPort":8080,"protocol":"TCP"}],"readinessProbe":{"httpGet":{"path":"/healthz","port":8080}},'
+        printf '"resources":{"limits":{"cpu":"100m","memory":"64Mi"%s}}}' \
+            "$([[ $((i + 1)) -eq $1 && -n ${2:-} ]] && printf ',%s' "$2")"
+    done
+    printf ']}}'
+}
+big_pod 3600 >"$work/big.json"
+"$gq" admit --review-only --uid big "$work/big.json" >"$work/r.json"
+code=$(post "$work/r.json" "$work/o.json")
+check "CPU-only pod of $(wc -c <"$work/r.json") bytes, 3600 containers: allowed untouched" \
+    '200 {"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"big","allowed":true}}' \
+    "$code $(cat "$work/o.json")"
+big_pod 3600 '"nvidia.com/gpu":"1"' >"$work/big.json"
+"$gq" admit --review-only --uid big-gpu "$work/big.json" >"$work/r.json"
+code=$(post "$work/r.json" "$work/o.json")
+check "the same pod asking for a GPU: denied, naming the cap" \
+    '200 {"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"big-gpu","allowed":false,"status":{"code":403,"reason":"Forbidden","message":"container \"c3599\" asks for a GPU and the pod has 3600 containers (app and init); a pod that uses a GPU may have at most 256"}}}' \
     "$code $(cat "$work/o.json")"
 sed 's/"operation":"CREATE"/"operation":"UPDATE"/' "$work/review.json" >"$work/update.json"
 uid=$(sed -n 's/.*"request":{"uid":"\([^"]*\)".*/\1/p' "$work/update.json")

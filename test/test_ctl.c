@@ -180,6 +180,9 @@ static void test_record_fields(void **state)
     assert_ptr_equal(p2->ns, p->ns);
     assert_ptr_equal(p2->priority_class, p->priority_class);
     assert_int_equal(p2->charge[GQ_KEY_GPUS], 2);
+    /* A GPU is never free: no model known, so two of the catalog's largest
+     * (h200, 141Gi), as the webhooks charged it. */
+    assert_int_equal(p2->charge[GQ_KEY_GPU_MEMORY], 2 * 141 * GI);
     assert_false(ctl_pod_same(p, p2));
     assert_true(ctl_pod_same(p, p));
     assert_true(ctl_pod_same(NULL, NULL));
@@ -207,6 +210,37 @@ static void test_record_fields(void **state)
     ctl_pod_free(s, p);
     ctl_pod_free(s, p2); /* still linked: free unlinks */
     assert_int_equal(ctl_store_pod_count(s), 0);
+    ctl_store_free(s);
+}
+
+/* The recount reads gpuquota's records back only where gpuquota wrote them,
+ * by the pod's history: a stored pod keeps its charge, a pod whose author
+ * wrote gpu-requests is charged whole cards. */
+static void test_record_author_records(void **state)
+{
+    (void)state;
+    ctl_store *s;
+    gq_config *cfg = NULL;
+    gq_err err;
+    assert_int_equal(ctl_store_new(&s), GQ_OK);
+    assert_int_equal(gq_config_default(&cfg, &err), GQ_OK);
+    static const struct {
+        const char *file;
+        int64_t gpu_memory;
+    } t[] = {{"rewritten-shared", 4 * GI}, {"forged-shared-requests", 320 * GI}};
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        char path[512];
+        snprintf(path, sizeof(path), "%s/pods/%s.json", GQ_TEST_DATA, t[i].file);
+        json_object *pod = json_object_from_file(path);
+        assert_non_null(pod);
+        ctl_pod *p = NULL;
+        assert_int_equal(ctl_pod_from_json(s, cfg, pod, &p, &err), GQ_OK);
+        assert_non_null(p);
+        assert_int_equal(p->charge[GQ_KEY_GPU_MEMORY], t[i].gpu_memory);
+        ctl_pod_free(s, p);
+        json_object_put(pod);
+    }
+    gq_config_free(cfg);
     ctl_store_free(s);
 }
 
@@ -375,11 +409,12 @@ static void test_exceeded_transitions(void **state)
     assert_int_equal(ctl_store_new(&s), GQ_OK);
     pod_spec a = {.ns = "a", .name = "p1", .mem = "40Gi"};
     pod_spec b = {.ns = "a", .name = "p2", .mem = "32Gi", .whole = 0};
+    /* 3 whole GPUs of unknown model: 3 x 141Gi (h200, the catalog's largest) */
     pod_spec c = {.ns = "a", .name = "p3", .whole = 3};
     add_pod(s, &a);
     add_pod(s, &b);
     add_pod(s, &c);
-    json_object *q = quota_json("a", "q", "{'hard':{'gpu-memory':'128Gi','gpus':4}}", NULL);
+    json_object *q = quota_json("a", "q", "{'hard':{'gpu-memory':'512Gi','gpus':4}}", NULL);
     ctl_result r;
     ctl_result_init(&r);
     reconcile(s, q, NOW, &r);
@@ -389,13 +424,14 @@ static void test_exceeded_transitions(void **state)
     /* hard lowered below used: Exceeded True naming both keys, once. */
     json_object *spec;
     json_object_object_get_ex(q, "spec", &spec);
-    json_object_object_add(spec, "hard", J("{'gpu-memory':'64Gi','gpus':2}"));
+    json_object_object_add(spec, "hard", J("{'gpu-memory':'256Gi','gpus':2}"));
     reconcile(s, q, NOW + 10, &r);
     assert_true(r.changed);
     assert_true(r.exceeded);
     assert_true(r.became_exceeded);
-    assert_string_equal(r.message, "used exceeds hard for gpu-memory (used 72Gi, hard 64Gi), gpus "
-                                   "(used 3, hard 2)");
+    assert_string_equal(r.message,
+                        "used exceeds hard for gpu-memory (used 495Gi, hard 256Gi), gpus "
+                        "(used 3, hard 2)");
     json_object *conds, *ex;
     json_object_object_get_ex(r.status, "conditions", &conds);
     ex = json_object_array_get_idx(conds, 1);
@@ -416,7 +452,7 @@ static void test_exceeded_transitions(void **state)
     assert_false(r.became_exceeded);
 
     /* hard raised: cleared, with a new transition time. */
-    json_object_object_add(spec, "hard", J("{'gpu-memory':'72Gi','gpus':3}"));
+    json_object_object_add(spec, "hard", J("{'gpu-memory':'495Gi','gpus':3}"));
     reconcile(s, q, NOW + 30, &r);
     assert_true(r.changed);
     assert_false(r.exceeded);
@@ -909,6 +945,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_record_fields),
+        cmocka_unit_test(test_record_author_records),
         cmocka_unit_test(test_record_deletion_and_errors),
         cmocka_unit_test(test_recount_scopes),
         cmocka_unit_test(test_status_shape_and_noop),

@@ -270,7 +270,8 @@ static void untouched_objects(void **state)
         /* exempt namespace */
         "[{\"op\":\"replace\",\"path\":\"/request/namespace\",\"value\":\"kube-system\"}]",
     };
-    static const unsigned calls[] = {1, 1, 1};
+    /* None of them asks for a GPU: the GPULimitRanges are never read. */
+    static const unsigned calls[] = {0, 0, 0};
     for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
         char *body = fixture(variants[i]);
         wh_response resp;
@@ -450,6 +451,53 @@ static void no_source_no_limit_ranges(void **state)
     wh_limit_ranges_free(NULL, 0);
 }
 
+/* Pods that ask for no GPU pass whatever their size and whatever the state
+ * of the policy cache; a GPU pod over a cap is denied with the cap named. */
+static void no_gpu_no_limits(void **state)
+{
+    env *e = *state;
+    wh_response resp;
+    /* The GPULimitRange cache is down: a CPU-only pod is not held up. */
+    e->src.fail = GQ_EIO;
+    char *body =
+        fixture("[{\"op\":\"remove\",\"path\":\"/request/object/spec/containers/0/"
+                "resources/limits/nvidia.com~1gpu\"},{\"op\":\"remove\",\"path\":"
+                "\"/request/object/spec/containers/0/resources/requests/nvidia.com~1gpu\"}]");
+    post(e, body, "application/json", &resp);
+    assert_int_equal(resp.status, 200);
+    assert_non_null(strstr(resp.body, "\"allowed\":true}}"));
+    wh_response_dispose(&resp);
+    free(body);
+    e->src.fail = GQ_OK;
+    /* 3600 heavy containers (about 2.4 MiB): allowed untouched. */
+    char *pod = at_large_pod("ml-research", 3600, NULL);
+    body = at_pod_create_review("big-1", "ml-research", pod);
+    free(pod);
+    assert_true(strlen(body) > 2 * 1024 * 1024 && strlen(body) < 3 * 1024 * 1024);
+    post(e, body, "application/json", &resp);
+    assert_int_equal(resp.status, 200);
+    assert_string_equal(resp.body, "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":"
+                                   "\"AdmissionReview\",\"response\":{\"uid\":\"big-1\","
+                                   "\"allowed\":true}}");
+    wh_response_dispose(&resp);
+    free(body);
+    /* The same pod asking for a GPU in its last container is over the cap. */
+    pod = at_large_pod("ml-research", 3600, "\"gpuquota.io/gpu-memory\":\"1Gi\"");
+    body = at_pod_create_review("big-2", "ml-research", pod);
+    free(pod);
+    post(e, body, "application/json", &resp);
+    assert_int_equal(resp.status, 200);
+    assert_string_equal(resp.body,
+                        "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\","
+                        "\"response\":{\"uid\":\"big-2\",\"allowed\":false,\"status\":{\"code\":"
+                        "403,\"reason\":\"Forbidden\",\"message\":\"container \\\"c3599\\\" asks "
+                        "for a GPU and the pod has 3600 containers (app and init); a pod that uses "
+                        "a GPU may have at most 256\"}}}");
+    wh_response_dispose(&resp);
+    free(body);
+    assert_int_equal(e->src.calls, 0);
+}
+
 static void info_of_the_decision(void **state)
 {
     env *e = *state;
@@ -493,7 +541,11 @@ static void lean_decode_same_answer(void **state)
         assert_int_equal(wh_review_decode_lean(body, strlen(body), &lean, &err), GQ_OK);
         json_object *meta = NULL, *v = NULL, *spec = NULL, *ctr = NULL, *user = NULL;
         assert_true(json_object_object_get_ex(lean.object, "metadata", &meta));
-        assert_false(json_object_object_get_ex(meta, "managedFields", &v));
+        /* of managedFields only who set labels and annotations is kept */
+        assert_true(json_object_object_get_ex(meta, "managedFields", &v));
+        json_object *fields = json_object_object_get(json_object_array_get_idx(v, 0), "fieldsV1");
+        assert_true(json_object_object_get_ex(fields, "f:metadata", &v));
+        assert_false(json_object_object_get_ex(fields, "f:spec", &v));
         assert_false(json_object_object_get_ex(meta, "ownerReferences", &v));
         assert_true(json_object_object_get_ex(meta, "labels", &v));
         assert_true(json_object_object_get_ex(meta, "annotations", &v));
@@ -554,6 +606,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(limit_range_default_from_source, setup, teardown),
         cmocka_unit_test_setup_teardown(source_errors_are_500, setup, teardown),
         cmocka_unit_test_setup_teardown(no_source_no_limit_ranges, setup, teardown),
+        cmocka_unit_test_setup_teardown(no_gpu_no_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(info_of_the_decision, setup, teardown),
         cmocka_unit_test_setup_teardown(lean_decode_same_answer, setup, teardown),
     };

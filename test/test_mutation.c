@@ -107,6 +107,24 @@ static const char *at_str(json_object *v, const char *a, const char *b, const ch
     return json_object_get_string(x);
 }
 
+/* A GPULimitRange NAME of the fixture's namespace with spec.limits LIMITS
+ * (JSON text); caller frees. */
+static gq_limit_range *limit_range(const char *name, const char *limits)
+{
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPULimitRange\",\"metadata\":"
+             "{\"name\":\"%s\",\"namespace\":\"ml-research\"},\"spec\":{\"limits\":%s}}",
+             name, limits);
+    json_object *lrj = NULL;
+    gq_limit_range *lr = NULL;
+    gq_err err;
+    assert_int_equal(gq_json_parse(text, strlen(text), 0, &lrj, &err), GQ_OK);
+    assert_int_equal(gq_limit_range_parse(lrj, &lr, &err), GQ_OK);
+    json_object_put(lrj);
+    return lr;
+}
+
 static void fixture_whole_gpus(void **state)
 {
     (void)state;
@@ -207,6 +225,17 @@ static void passed_through_unchanged(void **state)
         "[{\"op\":\"remove\",\"path\":\"/request/object/spec/containers/0/resources/limits/"
         "nvidia.com~1gpu\"},{\"op\":\"remove\",\"path\":\"/request/object/spec/containers/0/"
         "resources/requests/nvidia.com~1gpu\"}]",
+        /* nvidia.com/gpu: 0 (a chart default) asks for no GPU: no patch, no label */
+        "[{\"op\":\"replace\",\"path\":\"/request/object/spec/containers/0/resources/limits/"
+        "nvidia.com~1gpu\",\"value\":\"0\"},{\"op\":\"replace\",\"path\":\"/request/object/"
+        "spec/containers/0/resources/requests/nvidia.com~1gpu\",\"value\":0}]",
+        /* so do aliyun.com/gpu-mem: 0 and a zero request annotation */
+        "[{\"op\":\"remove\",\"path\":\"/request/object/spec/containers/0/resources/limits/"
+        "nvidia.com~1gpu\"},{\"op\":\"remove\",\"path\":\"/request/object/spec/containers/0/"
+        "resources/requests/nvidia.com~1gpu\"},{\"op\":\"add\",\"path\":\"/request/object/spec/"
+        "containers/0/resources/limits/aliyun.com~1gpu-mem\",\"value\":\"0\"},{\"op\":\"add\","
+        "\"path\":\"/request/object/metadata/annotations/gpuquota.io~1gpu-memory\",\"value\":"
+        "\"0\"}]",
     };
     gq_config *cfg = config();
     for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
@@ -241,16 +270,8 @@ static void missing_object_bad_request(void **state)
 static void limit_range_default_applied(void **state)
 {
     (void)state;
-    const char *lr_text =
-        "{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPULimitRange\",\"metadata\":{"
-        "\"name\":\"gpu-limits\",\"namespace\":\"ml-research\"},\"spec\":{\"limits\":[{\"type\":"
-        "\"Container\",\"default\":{\"gpu-memory\":\"8Gi\"}}]}}";
-    json_object *lrj = NULL;
-    gq_err err;
-    assert_int_equal(gq_json_parse(lr_text, strlen(lr_text), 0, &lrj, &err), GQ_OK);
-    gq_limit_range *lr = NULL;
-    assert_int_equal(gq_limit_range_parse(lrj, &lr, &err), GQ_OK);
-    json_object_put(lrj);
+    gq_limit_range *lr = limit_range("gpu-limits", "[{\"type\":\"Container\",\"default\":{"
+                                                   "\"gpu-memory\":\"8Gi\"}}]");
     const gq_limit_range *lrs[] = {lr};
     gq_config *cfg = config();
     cfg->backend = GQ_BACKEND_HAMI;
@@ -286,6 +307,122 @@ static void limit_range_default_applied(void **state)
     gq_limit_range_free(lr);
 }
 
+/* A GPU is never free: whole GPUs of no known model are charged as the
+ * largest model the namespace may use, and the answer says so. */
+static void unknown_model_whole_gpus_charged(void **state)
+{
+    (void)state;
+    static const char *const unpinned =
+        "[{\"op\":\"remove\",\"path\":\"/request/object/spec/nodeSelector/"
+        "nvidia.com~1gpu.product\"}]";
+    gq_config *cfg = config();
+    wh_review_response r;
+    json_object *patched = NULL;
+    mutate(cfg, unpinned, NULL, 0, &r, &patched);
+    assert_true(r.allowed);
+    assert_string_equal(audit(&r, "charged"), "gpu-memory=1128Gi,gpus=8,gpu-pods=1");
+    assert_int_equal(r.n_warnings, 1);
+    assert_string_equal(r.warnings[0], "container trainer: 8 whole GPU(s) of unknown model "
+                                       "charged as h200 (141Gi each); pin one with "
+                                       "gpuquota.io/gpu-model");
+    assert_string_equal(at_str(patched, "metadata", "annotations", "gpuquota.io/charged"),
+                        "gpu-memory=1128Gi,gpus=8,gpu-pods=1");
+    json_object_put(patched);
+    wh_review_response_dispose(&r);
+    /* the namespace allows A100s only: the largest of those */
+    gq_limit_range *lr = limit_range("models", "[{\"type\":\"Container\",\"allowedModels\":["
+                                               "\"a100-40gb\",\"a100-80gb\"]}]");
+    const gq_limit_range *lrs[] = {lr};
+    mutate(cfg, unpinned, lrs, 1, &r, &patched);
+    assert_string_equal(audit(&r, "charged"), "gpu-memory=640Gi,gpus=8,gpu-pods=1");
+    assert_string_equal(r.warnings[0], "container trainer: 8 whole GPU(s) of unknown model "
+                                       "charged as a100-80gb (80Gi each); pin one with "
+                                       "gpuquota.io/gpu-model");
+    json_object_put(patched);
+    wh_review_response_dispose(&r);
+    gq_limit_range_free(lr);
+    gq_config_free(cfg);
+}
+
+/* Decide the pod CREATE of pod (JSON text) under cfg; *patched gets the pod
+ * with the answer's patch applied (NULL when there is none). */
+static void mutate_pod(const gq_config *cfg, const char *pod, wh_review_response *resp,
+                       json_object **patched)
+{
+    char *body = at_pod_create_review("u-1", "team-a", pod);
+    wh_review_request req;
+    gq_err err;
+    assert_int_equal(wh_review_decode(body, strlen(body), &req, &err), GQ_OK);
+    free(body);
+    if (wh_mutate_review(cfg, &req, NULL, 0, resp, &err))
+        fail_msg("mutate: %s", err.msg);
+    *patched = NULL;
+    if (resp->patch && gq_patch_apply_text(req.object, resp->patch, resp->patch_len, patched, &err))
+        fail_msg("the response's patch does not apply: %s", err.msg);
+    wh_review_request_dispose(&req);
+}
+
+/* No gpuquota.io label or annotation its author wrote changes what a pod is
+ * charged: gpuquota's records are replaced, and a second invocation on the
+ * rewritten pod (whose history still names its author) changes nothing. */
+static void author_records_replaced(void **state)
+{
+    (void)state;
+    gq_config *cfg = config();
+    cfg->backend = GQ_BACKEND_TIMESLICING;
+    size_t len;
+    char *pod = at_read_data("pods/forged-shared-requests.json", &len);
+    wh_review_response r;
+    json_object *patched = NULL;
+    mutate_pod(cfg, pod, &r, &patched);
+    free(pod);
+    assert_true(r.allowed);
+    assert_string_equal(audit(&r, "charged"), "gpu-memory=320Gi,gpus=0,gpu-pods=1");
+    assert_string_equal(at_str(patched, "metadata", "annotations", "gpuquota.io/gpu-requests"),
+                        "{\"main\":{\"gpus\":4,\"memory\":\"80Gi\"}}");
+    assert_string_equal(at_str(patched, "metadata", "annotations", "gpuquota.io/charged"),
+                        "gpu-memory=320Gi,gpus=0,gpu-pods=1");
+    wh_review_response_dispose(&r);
+    /* reinvoked on what it made: nothing left to change */
+    char *again = strdup(gq_json_compact(patched));
+    json_object_put(patched);
+    mutate_pod(cfg, again, &r, &patched);
+    free(again);
+    assert_true(r.allowed);
+    assert_null(r.patch);
+    assert_string_equal(audit(&r, "charged"), "gpu-memory=320Gi,gpus=0,gpu-pods=1");
+    wh_review_response_dispose(&r);
+    /* the author's original-request and charged are replaced too, and a
+     * gpu-requests with no shared container to describe is removed */
+    mutate_pod(cfg,
+               "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"w\","
+               "\"annotations\":{\"gpuquota.io/gpu-model\":\"t4\",\"gpuquota.io/gpu-requests\":"
+               "\"{}\",\"gpuquota.io/original-request\":\"{}\",\"gpuquota.io/charged\":\"none\"},"
+               "\"labels\":{\"gpuquota.io/managed\":\"true\"},\"managedFields\":[{\"manager\":"
+               "\"kubectl\",\"operation\":\"Update\",\"fieldsV1\":{\"f:metadata\":{"
+               "\"f:labels\":{\"f:gpuquota.io/managed\":{}},\"f:annotations\":{"
+               "\"f:gpuquota.io/gpu-model\":{},\"f:gpuquota.io/gpu-requests\":{},"
+               "\"f:gpuquota.io/original-request\":{},\"f:gpuquota.io/charged\":{}}}}}]},"
+               "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{"
+               "\"nvidia.com/gpu\":\"1\"}}}]}}",
+               &r, &patched);
+    assert_null(at_str(patched, "metadata", "annotations", "gpuquota.io/gpu-requests"));
+    assert_string_equal(at_str(patched, "metadata", "annotations", "gpuquota.io/original-request"),
+                        "{\"c\":{\"nvidia.com/gpu\":\"1\"}}");
+    assert_string_equal(at_str(patched, "metadata", "annotations", "gpuquota.io/charged"),
+                        "gpu-memory=16Gi,gpus=1,gpu-pods=1");
+    json_object_put(patched);
+    wh_review_response_dispose(&r);
+    /* what gpuquota wrote stands, and is left as it is */
+    pod = at_read_data("pods/rewritten-shared.json", &len);
+    mutate_pod(cfg, pod, &r, &patched);
+    free(pod);
+    assert_string_equal(audit(&r, "charged"), "gpu-memory=4Gi,gpus=0,gpu-pods=1");
+    json_object_put(patched);
+    wh_review_response_dispose(&r);
+    gq_config_free(cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -296,6 +433,8 @@ int main(void)
         cmocka_unit_test(missing_object_bad_request),
         cmocka_unit_test(limit_range_default_applied),
         cmocka_unit_test(reinvocation_with_fresh_uid_is_noop),
+        cmocka_unit_test(unknown_model_whole_gpus_charged),
+        cmocka_unit_test(author_records_replaced),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -88,9 +88,20 @@ static const pc_case cases[] = {
         "(24Gi)"),
     OK("memory-40gi-a100", NULL, 0, NULL, 40 * GI, 0, 1, "a100-40gb", true, 1, "main",
        GQ_FORM_MEMORY, 1, 40 * GI, 40 * GI),
-    ERR("memory-zero", NULL, 0, NULL, GQ_EINVAL,
-        "container \"main\": gpuquota.io/gpu-memory \"0\" is not valid: GPU memory must be "
-        "positive (for example \"10Gi\")"),
+    /* zero of any GPU resource or request annotation asks for no GPU, as in
+     * Kubernetes */
+    OK("memory-zero", NULL, 0, NULL, 0, 0, 0, NULL, false, 0, NULL, GQ_FORM_NONE, 0, 0, 0),
+    OK("zero-every-form", NULL, 0, NULL, 0, 0, 0, NULL, false, 0, NULL, GQ_FORM_NONE, 0, 0, 0),
+    OK("zero-every-form", "timeslicing", 0, "a10", 0, 0, 0, "a10", false, 0, NULL, GQ_FORM_NONE, 0,
+       0, 0),
+    OK("zero-annotations", NULL, 0, NULL, 0, 0, 0, "a100-40gb", true, 0, NULL, GQ_FORM_NONE, 0, 0,
+       0),
+    OK("zero-gpu-with-memory", NULL, 0, NULL, 10 * GI, 0, 1, NULL, false, 1, "main", GQ_FORM_MEMORY,
+       1, 10 * GI, 10 * GI),
+    OK("zero-gpu-with-annotation", NULL, 0, NULL, 20 * GI, 0, 1, "a100-40gb", true, 1, "main",
+       GQ_FORM_ANN_FRACTION, 1, 20 * GI, 20 * GI),
+    OK("zero-annotation-with-whole", NULL, 0, NULL, 32 * GI, 2, 1, "t4", true, 1, "main",
+       GQ_FORM_WHOLE, 2, 16 * GI, 16 * GI),
     ERR("memory-negative", NULL, 0, NULL, GQ_EINVAL,
         "container \"main\": gpuquota.io/gpu-memory \"-1Gi\" is not valid: GPU memory must be "
         "positive (for example \"10Gi\")"),
@@ -127,8 +138,7 @@ static const pc_case cases[] = {
         "container \"trainer\": nvidia.com/gpu \"0.5\" " NEEDS_MODEL),
     ERR("fraction-1.5", NULL, 0, NULL, GQ_EINVAL,
         "container \"trainer\": nvidia.com/gpu \"1.5\" " FRACTION_RULE),
-    ERR("gpu-zero", NULL, 0, NULL, GQ_EINVAL,
-        "container \"trainer\": nvidia.com/gpu \"0\" " FRACTION_RULE),
+    OK("gpu-zero", NULL, 0, NULL, 0, 0, 0, NULL, false, 0, NULL, GQ_FORM_NONE, 0, 0, 0),
     ERR("gpu-negative", NULL, 0, NULL, GQ_EINVAL,
         "container \"trainer\": nvidia.com/gpu \"-1\" " FRACTION_RULE),
     ERR("gpu-too-many", NULL, 0, NULL, GQ_EINVAL,
@@ -147,7 +157,12 @@ static const pc_case cases[] = {
     OK("ann-over-selector", NULL, 0, NULL, 40 * GI, 0, 1, "h100-80gb", true, 1, "main",
        GQ_FORM_FRACTION, 1, 40 * GI, 40 * GI),
     /* whole GPUs */
-    OK("whole-2", NULL, 0, NULL, 0, 2, 1, NULL, false, 1, "trainer", GQ_FORM_WHOLE, 2, 0, 0),
+    /* a GPU is never free: without a model, whole GPUs cost the catalog's
+     * largest (h200, 141Gi) */
+    OK("whole-2", NULL, 0, NULL, 282 * GI, 2, 1, NULL, false, 1, "trainer", GQ_FORM_WHOLE, 2,
+       141 * GI, 141 * GI),
+    OK("whole-2", NULL, 0, "t4", 32 * GI, 2, 1, "t4", false, 1, "trainer", GQ_FORM_WHOLE, 2,
+       16 * GI, 16 * GI),
     OK("whole-t4-product-ann", NULL, 0, NULL, 16 * GI, 1, 1, "t4", true, 1, "trainer",
        GQ_FORM_WHOLE, 1, 16 * GI, 16 * GI),
     OK("whole-requests-only", NULL, 0, NULL, 24 * GI, 1, 1, "l4", true, 1, "trainer", GQ_FORM_WHOLE,
@@ -195,6 +210,18 @@ static const pc_case cases[] = {
         "container \"main\": pod annotation gpuquota.io/gpu-fraction conflicts with the GPU "
         "request "
         "in the container's resources; use one of them"),
+    /* gpuquota's records are read back only where gpuquota wrote them: what
+     * the pod's author wrote (metadata.managedFields lists it) never sets
+     * the charge; 4 time-sliced A100 80GB are 4 whole cards */
+    OK("forged-shared-requests", "timeslicing", 0, NULL, 320 * GI, 0, 1, "a100-80gb", true, 1,
+       "main", GQ_FORM_BACKEND, 4, 80 * GI, 80 * GI),
+    OK("forged-shared-requests-unlabelled", "timeslicing", 0, NULL, 320 * GI, 0, 1, "a100-80gb",
+       true, 1, "main", GQ_FORM_BACKEND, 4, 80 * GI, 80 * GI),
+    OK("rewritten-shared", "timeslicing", 0, NULL, 4 * GI, 0, 1, "a100-80gb", true, 1, "main",
+       GQ_FORM_BACKEND, 4, GI, GI),
+    ERR("forged-managed-aliyun-with-ann", NULL, 0, NULL, GQ_EINVAL,
+        "container \"main\": pod annotation gpuquota.io/gpu-fraction conflicts with the GPU "
+        "request in the container's resources; use one of them"),
     /* backend output resources cost what they reserve */
     OK("backend-aliyun", NULL, 0, NULL, 10 * GI, 0, 1, NULL, false, 1, "main", GQ_FORM_BACKEND, 1,
        10 * GI, 10 * GI),
@@ -243,7 +270,8 @@ static const pc_case cases[] = {
        GQ_FORM_MEMORY, 1, 30 * GI, 30 * GI),
     OK("init-small", NULL, 0, NULL, 10 * GI, 0, 1, NULL, false, 2, "prep", GQ_FORM_MEMORY, 1,
        4 * GI, 4 * GI),
-    OK("init-whole-gpus", NULL, 0, NULL, 0, 4, 1, NULL, false, 2, "prep", GQ_FORM_WHOLE, 4, 0, 0),
+    OK("init-whole-gpus", NULL, 0, NULL, 4 * 141 * GI, 4, 1, NULL, false, 2, "prep", GQ_FORM_WHOLE,
+       4, 141 * GI, 141 * GI),
     OK("overhead", NULL, 0, NULL, 11 * GI, 0, 1, NULL, false, 1, "app", GQ_FORM_MEMORY, 1, 10 * GI,
        10 * GI),
     OK("overhead-cpu-only", NULL, 0, NULL, 0, 0, 0, NULL, false, 0, NULL, GQ_FORM_NONE, 0, 0, 0),
@@ -256,8 +284,12 @@ static const pc_case cases[] = {
         "spec.containers[0].resources.limits must be an object"),
     ERR("container-no-name", NULL, 0, NULL, GQ_EINVAL, "spec.containers[0].name is required"),
     ERR("no-spec", NULL, 0, NULL, GQ_EINVAL, "spec is required"),
-    ERR("too-many-containers", NULL, 0, NULL, GQ_EINVAL,
-        "the pod has 257 containers; at most 256 are accepted"),
+    /* the container cap is for GPU pods: a pod asking for no GPU is never
+     * refused for its size */
+    OK("too-many-containers", NULL, 0, NULL, 0, 0, 0, NULL, false, 0, NULL, GQ_FORM_NONE, 0, 0, 0),
+    ERR("too-many-containers-gpu", NULL, 0, NULL, GQ_EINVAL,
+        "container \"c256\" asks for a GPU and the pod has 257 containers (app and init); a pod "
+        "that uses a GPU may have at most 256"),
     ERR("restart-policy-not-string", NULL, 0, NULL, GQ_EINVAL,
         "spec.initContainers[0].restartPolicy must be a string"),
 };
@@ -417,6 +449,102 @@ static void test_original_and_kinds(void **state)
     gq_config_free(cfg);
 }
 
+static gq_limit_range *limit_range(const char *limits)
+{
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPULimitRange\","
+             "\"metadata\":{\"name\":\"lr\",\"namespace\":\"team-a\"},\"spec\":{\"limits\":%s}}",
+             limits);
+    json_object *o = json_tokener_parse(text);
+    gq_limit_range *lr = NULL;
+    gq_err err;
+    assert_non_null(o);
+    if (gq_limit_range_parse(o, &lr, &err))
+        fail_msg("limit range: %s", err.msg);
+    json_object_put(o);
+    return lr;
+}
+
+/* Whole GPUs of unknown model cost the largest model the namespace may use:
+ * the one every allowedModels list names, else the catalog's largest. */
+static void test_unknown_model_priced_in_scope(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *lr1, *lr2; /* spec.limits of up to two GPULimitRanges */
+        const char *model;     /* what two whole GPUs are charged as */
+        int64_t gib;           /* per GPU */
+    } t[] = {
+        {NULL, NULL, "h200", 141},
+        {"[{\"type\":\"Container\",\"allowedModels\":[\"t4\",\"A10\"]}]", NULL, "a10", 24},
+        {"[{\"type\":\"Container\",\"allowedModels\":[\"a10\",\"l4\",\"a100-80gb\"]}]",
+         "[{\"type\":\"Pod\",\"allowedModels\":[\"t4\",\"l4\"]},{\"type\":\"Container\","
+         "\"maxGPUs\":8}]",
+         "l4", 24},
+        /* nothing passes every list: the pod is refused by them anyway */
+        {"[{\"type\":\"Container\",\"allowedModels\":[\"t4\"]}]",
+         "[{\"type\":\"Container\",\"allowedModels\":[\"l4\"]}]", "h200", 141},
+        {"[{\"type\":\"Container\",\"maxGPUs\":8}]", NULL, "h200", 141},
+    };
+    pc_case c = {.file = "whole-2"};
+    gq_config *cfg = make_config(&c);
+    json_object *pod = load_pod("whole-2"), *pinned = load_pod("whole-t4-product-ann");
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        gq_limit_range *lrs[2] = {t[i].lr1 ? limit_range(t[i].lr1) : NULL,
+                                  t[i].lr2 ? limit_range(t[i].lr2) : NULL};
+        gq_cost_scope scope = {(const gq_limit_range *const *)lrs, t[i].lr2 ? 2 : t[i].lr1 ? 1 : 0};
+        gq_pod_cost cost;
+        gq_err err;
+        gq_pod_cost_init(&cost);
+        assert_int_equal(gq_pod_cost_compute_in(cfg, pod, &scope, &cost, &err), GQ_OK);
+        assert_true(cost.priced_unknown);
+        assert_null(cost.model);
+        assert_non_null(cost.ctrs[0].priced_as);
+        assert_string_equal(cost.ctrs[0].priced_as->name, t[i].model);
+        assert_int_equal(cost.ctrs[0].charged_per_gpu, t[i].gib * GI);
+        assert_int_equal(cost.gpu_memory, 2 * t[i].gib * GI);
+        assert_int_equal(cost.gpus, 2);
+        /* a pinned model is what it is */
+        assert_int_equal(gq_pod_cost_compute_in(cfg, pinned, &scope, &cost, &err), GQ_OK);
+        assert_false(cost.priced_unknown);
+        assert_null(cost.ctrs[0].priced_as);
+        assert_int_equal(cost.gpu_memory, 16 * GI);
+        gq_pod_cost_dispose(&cost);
+        gq_limit_range_free(lrs[0]);
+        gq_limit_range_free(lrs[1]);
+    }
+    json_object_put(pinned);
+    json_object_put(pod);
+    gq_config_free(cfg);
+}
+
+/* Who set a label or annotation, by the pod's managedFields. */
+static void test_user_set(void **state)
+{
+    (void)state;
+    json_object *forged = load_pod("forged-shared-requests");
+    json_object *rewritten = load_pod("rewritten-shared");
+    json_object *bare = load_pod("forged-shared-requests-unlabelled");
+    assert_true(gq_pod_user_set(forged, true, GQ_LABEL_MANAGED));
+    assert_true(gq_pod_user_set(forged, false, GQ_ANN_REQUESTS));
+    assert_false(gq_pod_user_set(forged, true, GQ_ANN_REQUESTS)); /* a label of that name */
+    assert_false(gq_pod_user_set(forged, false, "gpuquota.io/charged"));
+    assert_false(gq_pod_managed(forged));
+    assert_true(gq_pod_user_set(rewritten, false, GQ_ANN_GPU_MODEL));
+    assert_false(gq_pod_user_set(rewritten, false, GQ_ANN_REQUESTS));
+    assert_false(gq_pod_user_set(rewritten, true, GQ_LABEL_MANAGED));
+    assert_true(gq_pod_managed(rewritten));
+    /* no history: nothing is known to be the author's; no label: not managed */
+    assert_false(gq_pod_user_set(bare, false, GQ_ANN_REQUESTS));
+    assert_false(gq_pod_managed(bare));
+    assert_false(gq_pod_user_set(NULL, false, GQ_ANN_REQUESTS));
+    assert_false(gq_pod_user_set(forged, false, NULL));
+    json_object_put(bare);
+    json_object_put(rewritten);
+    json_object_put(forged);
+}
+
 static void test_not_a_pod(void **state)
 {
     (void)state;
@@ -488,6 +616,8 @@ int main(void)
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_admission_review_fixture),
         cmocka_unit_test(test_original_and_kinds),
+        cmocka_unit_test(test_unknown_model_priced_in_scope),
+        cmocka_unit_test(test_user_set),
         cmocka_unit_test(test_not_a_pod),
         cmocka_unit_test(test_terminal),
         cmocka_unit_test(test_form_names),

@@ -93,7 +93,7 @@ static void run(const gq_config *cfg, json_object *pod, json_object *charged,
     /* 3. Reinvocation: rewriting the rewritten pod changes nothing. */
     gq_rewrite again;
     gq_rewrite_init(&again);
-    gq_rewrite_opts o2 = {.reservation = opts ? opts->reservation : NULL};
+    gq_rewrite_opts o2 = {0};
     assert_int_equal(gq_rewrite_pod(cfg, o->patched, &after, &o2, &again, &err), GQ_OK);
     if (gq_patch_len(again.patch) != 0) {
         char *t = NULL;
@@ -110,11 +110,10 @@ static void run(const gq_config *cfg, json_object *pod, json_object *charged,
 
 /* run() for a one-off pod: config and pod (owned) are freed before return;
  * the outcome keeps what the assertions need. */
-static void run_pod(gq_backend backend, const char *scheduler, json_object *pod,
-                    const char *reservation, outcome *o)
+static void run_pod(gq_backend backend, const char *scheduler, json_object *pod, outcome *o)
 {
     gq_config *cfg = config(backend, scheduler);
-    gq_rewrite_opts opts = {.reservation = reservation};
+    gq_rewrite_opts opts = {0};
     run(cfg, pod, NULL, &opts, o);
     json_object_put(pod);
     gq_config_free(cfg);
@@ -262,7 +261,7 @@ static void every_backend_every_form(void **state)
         gq_config *cfg = config(backends[b], NULL);
         for (size_t f = 0; f < N_FORMS; f++) {
             json_object *pod = form_pod(&forms[f]);
-            gq_rewrite_opts opts = {.reservation = "uid-1"};
+            gq_rewrite_opts opts = {0};
             outcome o;
             run(cfg, pod, NULL, &opts, &o);
             const char *want = expect[f][b];
@@ -321,7 +320,7 @@ static void exact_patch_aliyun_fraction(void **state)
 {
     (void)state;
     outcome o;
-    run_pod(GQ_BACKEND_ALIYUN, "gpu-scheduler", form_pod(&forms[1]), "b8f4c3a2", &o);
+    run_pod(GQ_BACKEND_ALIYUN, "gpu-scheduler", form_pod(&forms[1]), &o);
     assert_int_equal(o.rc, GQ_OK);
     assert_string_equal(
         o.patch,
@@ -343,9 +342,7 @@ static void exact_patch_aliyun_fraction(void **state)
         "{\"op\":\"add\",\"path\":\"/metadata/annotations/gpuquota.io~1original-request\","
         "\"value\":\"{\\\"trainer\\\":{\\\"nvidia.com/gpu\\\":\\\"0.5\\\"}}\"},"
         "{\"op\":\"add\",\"path\":\"/metadata/annotations/gpuquota.io~1charged\","
-        "\"value\":\"gpu-memory=20Gi,gpus=0,gpu-pods=1\"},"
-        "{\"op\":\"add\",\"path\":\"/metadata/annotations/gpuquota.io~1reservation\","
-        "\"value\":\"b8f4c3a2\"}]");
+        "\"value\":\"gpu-memory=20Gi,gpus=0,gpu-pods=1\"}]");
     assert_int_equal(o.rw.n_warnings, 1);
     assert_string_equal(
         o.rw.warnings[0],
@@ -357,7 +354,7 @@ static void exact_patch_aliyun_fraction(void **state)
     assert_string_equal(gq_json_compact(o.rw.changes),
                         "{\"containers\":{\"trainer\":{\"aliyun.com/gpu-mem\":\"20\"}},"
                         "\"gpuModel\":\"a100-40gb\",\"schedulerName\":\"gpu-scheduler\","
-                        "\"operations\":11}");
+                        "\"operations\":10}");
     outcome_dispose(&o);
 }
 
@@ -365,7 +362,7 @@ static void timeslicing_warns_and_records(void **state)
 {
     (void)state;
     outcome o;
-    run_pod(GQ_BACKEND_TIMESLICING, NULL, form_pod(&forms[0]), NULL, &o);
+    run_pod(GQ_BACKEND_TIMESLICING, NULL, form_pod(&forms[0]), &o);
     assert_int_equal(o.rc, GQ_OK);
     assert_int_equal(o.rw.n_warnings, 2);
     assert_string_equal(o.rw.warnings[0], "container trainer: gpuquota.io/gpu-memory 10Gi on "
@@ -376,7 +373,6 @@ static void timeslicing_warns_and_records(void **state)
     assert_string_equal(
         json_object_get_string(at(o.patched, "metadata.annotations.gpuquota|io/gpu-requests")),
         "{\"trainer\":{\"gpus\":1,\"memory\":\"10Gi\"}}");
-    assert_null(at(o.patched, "metadata.annotations.gpuquota|io/reservation"));
     outcome_dispose(&o);
 }
 
@@ -388,7 +384,7 @@ static void cpu_only_pod_no_patch(void **state)
             parse("{\"metadata\":{\"annotations\":{\"gpuquota.io/gpu-model\":\"t4\"}},"
                   "\"spec\":{\"containers\":[{\"name\":\"web\",\"resources\":{"
                   "\"limits\":{\"cpu\":\"1\"}}}]}}"),
-            NULL, &o);
+            &o);
     assert_int_equal(o.rc, GQ_OK);
     assert_string_equal(o.patch, "[]");
     assert_int_equal(o.rw.n_warnings, 0);
@@ -406,7 +402,7 @@ static void whole_gpus_only_recorded(void **state)
     json_object *pod = json_object_get(at(review, "request.object"));
     json_object_put(review);
     gq_config *cfg = config(GQ_BACKEND_ALIYUN, "gpu-scheduler");
-    gq_rewrite_opts opts = {.reservation = "b8f4c3a2-5d1e-4f6a-9c7b-2e8d0a1f3c64"};
+    gq_rewrite_opts opts = {0};
     outcome o;
     run(cfg, pod, NULL, &opts, &o);
     assert_int_equal(o.rc, GQ_OK);
@@ -417,15 +413,13 @@ static void whole_gpus_only_recorded(void **state)
         "{\"op\":\"add\",\"path\":\"/metadata/annotations/gpuquota.io~1original-request\","
         "\"value\":\"{\\\"trainer\\\":{\\\"nvidia.com/gpu\\\":\\\"8\\\"}}\"},"
         "{\"op\":\"add\",\"path\":\"/metadata/annotations/gpuquota.io~1charged\","
-        "\"value\":\"gpu-memory=640Gi,gpus=8,gpu-pods=1\"},"
-        "{\"op\":\"add\",\"path\":\"/metadata/annotations/gpuquota.io~1reservation\","
-        "\"value\":\"b8f4c3a2-5d1e-4f6a-9c7b-2e8d0a1f3c64\"}]");
+        "\"value\":\"gpu-memory=640Gi,gpus=8,gpu-pods=1\"}]");
     assert_int_equal(o.rw.n_warnings, 0);
     assert_string_equal(gq_json_compact(o.rw.originals),
                         "{\"trainer\":{\"nvidia.com/gpu\":\"8\"}}");
     /* Whole GPUs keep their resources: no "containers" in the summary. */
     assert_string_equal(gq_json_compact(o.rw.changes),
-                        "{\"schedulerName\":\"gpu-scheduler\",\"operations\":5}");
+                        "{\"schedulerName\":\"gpu-scheduler\",\"operations\":4}");
     outcome_dispose(&o);
     json_object_put(pod);
     gq_config_free(cfg);
@@ -507,7 +501,7 @@ static void init_containers_and_sidecars(void **state)
             "\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"100m\"}}}],\"containers\":[{\"name\":"
             "\"cpu\"},{\"name\":\"main\",\"resources\":{\"limits\":{\"gpuquota.io/gpu-memory\":"
             "\"20Gi\"}}}]}}"),
-        NULL, &o);
+        &o);
     assert_int_equal(o.rc, GQ_OK);
     assert_string_equal(gq_json_compact(at(o.patched, "spec.initContainers.0.resources.limits")),
                         "{\"nvidia.com/gpu\":\"1\",\"nvidia.com/gpumem\":\"30720\"}");
@@ -706,12 +700,12 @@ static void managed_pod_keeps_history(void **state)
     (void)state;
     gq_config *cfg = config(GQ_BACKEND_ALIYUN, NULL);
     json_object *pod = form_pod(&forms[1]);
-    gq_rewrite_opts opts = {.reservation = "first"};
+    gq_rewrite_opts opts = {0};
     outcome o;
     run(cfg, pod, NULL, &opts, &o);
     assert_int_equal(o.rc, GQ_OK);
     /* A copy of the rewritten pod created again under a new admission:
-     * only the reservation changes; the original request stays history. */
+     * nothing changes; the original request stays history. */
     gq_pod_cost cost;
     gq_pod_cost_init(&cost);
     gq_err err;
@@ -719,14 +713,13 @@ static void managed_pod_keeps_history(void **state)
     assert_int_equal(cost.ctrs[0].form, GQ_FORM_BACKEND);
     gq_rewrite rw;
     gq_rewrite_init(&rw);
-    gq_rewrite_opts again = {.reservation = "second"};
+    gq_rewrite_opts again = {0};
     assert_int_equal(gq_rewrite_pod(cfg, o.patched, &cost, &again, &rw, &err), GQ_OK);
     char *text = NULL;
     size_t len;
     assert_int_equal(gq_patch_to_text(rw.patch, &text, &len), GQ_OK);
-    assert_string_equal(text, "[{\"op\":\"add\",\"path\":\"/metadata/annotations/"
-                              "gpuquota.io~1reservation\",\"value\":\"second\"}]");
-    assert_string_equal(gq_json_compact(rw.changes), "{\"operations\":1}");
+    assert_string_equal(text, "[]");
+    assert_null(rw.changes);
     /* The request as this admission sees it: already the backend's form. */
     assert_string_equal(gq_json_compact(rw.originals),
                         "{\"trainer\":{\"aliyun.com/gpu-mem\":\"20\"}}");

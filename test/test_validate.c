@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "admission_testutil.h"
 #include "gq_log.h"
 #include "memstore.h"
 #include "validate.h"
@@ -134,13 +135,13 @@ typedef struct rv_opts {
 static wh_validate_result decide_ex(fx *f, const char *uid, const char *ns, const char *pod,
                                     const rv_opts *o, wh_review_response *resp_out)
 {
-    enum { BODY_MAX = 65536 };
-    char *body = malloc(BODY_MAX);
-    assert_non_null(body);
     rv_opts d = {"CREATE", USER, NULL, false, NULL};
     if (!o)
         o = &d;
-    snprintf(body, BODY_MAX,
+    size_t body_max = 4096 + strlen(pod) + (o->old ? strlen(o->old) : 0);
+    char *body = malloc(body_max);
+    assert_non_null(body);
+    snprintf(body, body_max,
              "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{"
              "\"uid\":\"%s\",\"kind\":{\"group\":\"\",\"version\":\"v1\",\"kind\":\"Pod\"},"
              "\"resource\":{\"group\":\"\",\"version\":\"v1\",\"resource\":\"pods\"},"
@@ -620,6 +621,205 @@ static void test_exempt_cpu_only_require_quota(void **state)
     assert_int_equal(st.gets, 0);
 }
 
+/* gpuquota's records are read back only where gpuquota wrote them: a
+ * gpu-requests (and managed label) the pod's author wrote cannot lower the
+ * charge of time-sliced GPUs below whole cards. */
+static void test_author_records_not_trusted(void **state)
+{
+    fx *f = *state;
+    size_t len;
+    quota(f, NS_A, "q", "{\"gpu-memory\":\"100Gi\"}", NULL);
+    char *pod = at_read_data("pods/forged-shared-requests.json", &len);
+    wh_validate_result r = decide_ex(f, "u1", NS_A, pod, NULL, NULL);
+    free(pod);
+    assert_false(r.allowed);
+    assert_string_equal(r.message, "exceeded quota: q, requested: gpu-memory=320Gi, used: "
+                                   "gpu-memory=0, limited: gpu-memory=100Gi");
+    pod = at_read_data("pods/forged-shared-requests-unlabelled.json", &len);
+    r = decide_ex(f, "u2", NS_A, pod, NULL, NULL);
+    free(pod);
+    assert_false(r.allowed);
+    assert_int_equal(r.charge.v[GQ_KEY_GPU_MEMORY], 320LL << 30);
+    /* the same record written by gpuquota (the pod's history does not name
+     * the author for it) is what the pod reserves */
+    pod = at_read_data("pods/rewritten-shared.json", &len);
+    r = decide_ex(f, "u3", NS_A, pod, NULL, NULL);
+    free(pod);
+    assert_true(r.allowed);
+    assert_int_equal(r.charge.v[GQ_KEY_GPU_MEMORY], 4LL << 30);
+}
+
+/* DRA claims are not charged yet: where any gpuquota quota governs the
+ * namespace, a pod with spec.resourceClaims is denied, naming the claim; in
+ * other namespaces it passes. */
+static void test_dra_claims(void **state)
+{
+    fx *f = *state;
+    char pod[2048];
+    const char *claims = ",\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimTemplateName\":"
+                         "\"single-gpu\"}]";
+#define CLAIM_MSG(ns, by)                                                                          \
+    "spec.resourceClaims[0] \"gpu\" (resourceClaimTemplateName \"single-gpu\"): DRA claims are "   \
+    "not yet charged by gpuquota, so namespace " ns ", governed by " by ", does not admit pods "   \
+    "with resource claims; ask for GPUs in the container's resources (nvidia.com/gpu, "            \
+    "gpuquota.io/gpu-memory) or with pod annotation gpuquota.io/gpu-fraction or "                  \
+    "gpuquota.io/gpu-memory"
+    /* no quota anywhere: passes, charged nothing */
+    pod_json(pod, sizeof(pod), NS_A, NULL, NULL, claims);
+    wh_validate_result r = decide_ex(f, "u1", NS_A, pod, NULL, NULL);
+    assert_true(r.allowed);
+    assert_int_equal(r.charge.v[GQ_KEY_GPU_PODS], 0);
+    /* requireQuota governs every namespace */
+    f->cfg->require_quota = true;
+    r = decide_ex(f, "u2", NS_A, pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_string_equal(r.message, CLAIM_MSG("team-a", "requireQuota"));
+    f->cfg->require_quota = false;
+    /* a GPUQuota of the namespace, whatever it limits; dry runs alike */
+    quota(f, NS_A, "q", "{\"gpus\":\"4\"}", NULL);
+    r = decide_ex(f, "u3", NS_A, pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_string_equal(r.message, CLAIM_MSG("team-a", "GPUQuota team-a/q"));
+    rv_opts dry = {"CREATE", USER, NULL, true, NULL};
+    assert_false(decide_ex(f, "u4", NS_A, pod, &dry, NULL).allowed);
+    /* with a GPU asked as well, the claim is still refused */
+    pod_json(pod, sizeof(pod), NS_A, "8Gi", NULL, claims);
+    r = decide_ex(f, "u5", NS_A, pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_string_equal(r.message, CLAIM_MSG("team-a", "GPUQuota team-a/q"));
+    assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "q"), 0);
+    /* a tenant covering the namespace by its labels; the claim as written
+     * before Kubernetes 1.31 (source) */
+    namespace_(f, "ml-b", "{\"team\":\"ml\"}");
+    apply(f, "{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPUTenantQuota\","
+             "\"metadata\":{\"name\":\"ml\"},\"spec\":{\"namespaceSelector\":{\"matchLabels\":"
+             "{\"team\":\"ml\"}},\"hard\":{\"gpu-memory\":\"64Gi\"}}}");
+    pod_json(pod, sizeof(pod), "ml-b", NULL, NULL,
+             ",\"resourceClaims\":[{\"name\":\"dev\",\"source\":{\"resourceClaimName\":"
+             "\"shared-a100\"}},{\"name\":\"nic\"}]");
+    r = decide_ex(f, "u6", "ml-b", pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_string_equal(r.message,
+                        "spec.resourceClaims[0] \"dev\" (resourceClaimName \"shared-a100\"): DRA "
+                        "claims are not yet charged by gpuquota, so namespace ml-b, governed by "
+                        "GPUTenantQuota ml, does not admit pods with resource claims; ask for GPUs "
+                        "in the container's resources (nvidia.com/gpu, gpuquota.io/gpu-memory) or "
+                        "with pod annotation gpuquota.io/gpu-fraction or gpuquota.io/gpu-memory");
+    /* a namespace no quota covers; an empty list is no claim */
+    namespace_(f, "web", "{\"team\":\"web\"}");
+    pod_json(pod, sizeof(pod), "web", NULL, NULL, claims);
+    assert_true(decide_ex(f, "u7", "web", pod, NULL, NULL).allowed);
+    pod_json(pod, sizeof(pod), NS_A, NULL, NULL, ",\"resourceClaims\":[]");
+    assert_true(decide_ex(f, "u8", NS_A, pod, NULL, NULL).allowed);
+    /* the caches cannot be read: fail closed for a pod with claims only */
+    wh_memstore_faults fl = {.fail = GQ_EIO, .fail_ops = WH_MS_LIST};
+    wh_memstore_set_faults(f->ms, &fl);
+    pod_json(pod, sizeof(pod), "web", NULL, NULL, claims);
+    r = decide_ex(f, "u9", "web", pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_string_equal(r.message, "gpuquota could not reach the API server to read the quotas "
+                                   "of web: injected failure: I/O error");
+    assert_true(decide(f, "u10", "web", NULL).allowed);
+    wh_memstore_set_faults(f->ms, NULL);
+#undef CLAIM_MSG
+}
+
+/* A GPU is never free: a quota on gpu-memory alone limits whole GPUs of
+ * unknown model, charged as the largest model the namespace may use. */
+static void test_unknown_model_whole_gpus(void **state)
+{
+    fx *f = *state;
+    char pod[2048];
+    quota(f, NS_A, "q", "{\"gpu-memory\":\"300Gi\"}", NULL);
+    snprintf(pod, sizeof(pod),
+             "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"w\","
+             "\"namespace\":\"%s\"},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":"
+             "\"x\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"2\"}}}]}}",
+             NS_A);
+    wh_validate_result r = decide_ex(f, "u1", NS_A, pod, NULL, NULL);
+    assert_true(r.allowed);
+    assert_int_equal(r.charge.v[GQ_KEY_GPU_MEMORY], 282LL << 30);
+    r = decide_ex(f, "u2", NS_A, pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_string_equal(r.message, "exceeded quota: q, requested: gpu-memory=282Gi, used: "
+                                   "gpu-memory=282Gi, limited: gpu-memory=300Gi");
+    /* with allowedModels the largest allowed model prices it (and the
+     * GPULimitRange wants a model named) */
+    apply(f, "{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPULimitRange\",\"metadata\":"
+             "{\"name\":\"lr\",\"namespace\":\"team-a\"},\"spec\":{\"limits\":[{\"type\":"
+             "\"Container\",\"allowedModels\":[\"t4\",\"l4\"]}]}}");
+    r = decide_ex(f, "u3", NS_A, pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_int_equal(r.charge.v[GQ_KEY_GPU_MEMORY], 48LL << 30);
+    assert_string_equal(r.message, "GPU model must be set (annotation gpuquota.io/gpu-model) in "
+                                   "namespace \"team-a\"; allowed: t4, l4");
+}
+
+/* Zero of any GPU resource or request annotation asks for no GPU (a chart's
+ * nvidia.com/gpu: 0): allowed, charged nothing, the store never asked,
+ * even where requireQuota and an explicit 0 would refuse any GPU pod. */
+static void test_zero_asks_for_no_gpu(void **state)
+{
+    fx *f = *state;
+    static const struct {
+        const char *meta, *res;
+    } pods[] = {
+        {"", "{\"limits\":{\"nvidia.com/gpu\":\"0\"},\"requests\":{\"nvidia.com/gpu\":0}}"},
+        {"", "{\"limits\":{\"gpuquota.io/gpu-memory\":\"0\"}}"},
+        {"", "{\"limits\":{\"aliyun.com/gpu-mem\":0}}"},
+        {"", "{\"limits\":{\"nvidia.com/gpumem\":\"0\",\"nvidia.com/gpu\":\"0\"}}"},
+        {"", "{\"limits\":{\"volcano.sh/vgpu-number\":\"0\"}}"},
+        {",\"annotations\":{\"gpuquota.io/gpu-memory\":\"0\"}", "{}"},
+        {",\"annotations\":{\"gpuquota.io/gpu-fraction\":\"0\",\"gpu-fraction\":\"0\"}", "{}"},
+    };
+    f->cfg->require_quota = true;
+    quota(f, NS_A, "q", "{\"gpu-memory\":\"0\",\"gpu-pods\":\"0\"}", NULL);
+    wh_memstore_faults fl = {.fail = GQ_EIO};
+    wh_memstore_set_faults(f->ms, &fl);
+    for (size_t i = 0; i < sizeof(pods) / sizeof(pods[0]); i++) {
+        char pod[2048];
+        snprintf(pod, sizeof(pod),
+                 "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"z\","
+                 "\"namespace\":\"%s\"%s},\"spec\":{\"containers\":[{\"name\":\"c\","
+                 "\"image\":\"x\",\"resources\":%s}]}}",
+                 NS_A, pods[i].meta, pods[i].res);
+        wh_validate_result r = decide_ex(f, "u", NS_A, pod, NULL, NULL);
+        if (!r.allowed)
+            fail_msg("pod %zu: %s", i, r.message);
+        assert_int_equal(r.charge.v[GQ_KEY_GPU_MEMORY], 0);
+        assert_int_equal(r.charge.v[GQ_KEY_GPU_PODS], 0);
+        assert_int_equal(r.n_charged, 0);
+    }
+    /* a GPU next to the zero is still charged (and here refused) */
+    wh_memstore_set_faults(f->ms, NULL);
+    assert_false(decide(f, "u2", NS_A, "1Gi").allowed);
+    f->cfg->require_quota = false;
+}
+
+/* A pod that asks for no GPU passes however large it is, without a look at
+ * the store; the same pod asking for a GPU is denied naming the cap. */
+static void test_large_pod_without_gpu(void **state)
+{
+    fx *f = *state;
+    f->cfg->require_quota = true;
+    wh_memstore_faults fl = {.fail = GQ_EIO, .fail_ops = WH_MS_GET | WH_MS_UPDATE | WH_MS_LIST};
+    wh_memstore_set_faults(f->ms, &fl);
+    char *pod = at_large_pod(NS_A, 3600, NULL);
+    wh_validate_result r = decide_ex(f, "u1", NS_A, pod, NULL, NULL);
+    free(pod);
+    assert_true(r.allowed);
+    assert_int_equal(r.charge.v[GQ_KEY_GPU_PODS], 0);
+    pod = at_large_pod(NS_A, 3600, "\"nvidia.com/gpu\":\"1\"");
+    r = decide_ex(f, "u2", NS_A, pod, NULL, NULL);
+    free(pod);
+    assert_false(r.allowed);
+    assert_string_equal(r.message, "container \"c3599\" asks for a GPU and the pod has 3600 "
+                                   "containers (app and init); a pod that uses a GPU may have at "
+                                   "most 256");
+    wh_memstore_set_faults(f->ms, NULL);
+    f->cfg->require_quota = false;
+}
+
 static void test_tamper(void **state)
 {
     fx *f = *state;
@@ -902,6 +1102,11 @@ int main(void)
         T(test_store_down_denies),
         T(test_limit_range_and_invalid_pod),
         T(test_exempt_cpu_only_require_quota),
+        T(test_author_records_not_trusted),
+        T(test_dra_claims),
+        T(test_unknown_model_whole_gpus),
+        T(test_zero_asks_for_no_gpu),
+        T(test_large_pod_without_gpu),
         T(test_tamper),
         T(test_concurrent_exactly_ten),
         T(test_concurrent_exactly_ten_with_conflicts),

@@ -65,8 +65,7 @@ void wh_mutate_handle(void *ctx, const wh_request *req, wh_response *resp)
     wh_review_request rq;
     wh_review_response rs;
     wh_mutate_info info;
-    gq_limit_range **lrs = NULL;
-    size_t n_lrs = 0, len = 0;
+    size_t len = 0;
     char *text = NULL;
     gq_err err;
     gq_err_clear(&err);
@@ -80,13 +79,7 @@ void wh_mutate_handle(void *ctx, const wh_request *req, wh_response *resp)
         wh_response_error(resp, rc == GQ_ENOMEM ? 500 : 400, "%s", err.msg);
         return;
     }
-    if (wh_mutate_applies(mc->cfg, &rq) &&
-        (rc = wh_limit_ranges_fetch(&mc->limit_ranges, rq.namespace, &lrs, &n_lrs, &err))) {
-        fail(mc, &rq, &err, rc, t0, resp);
-        goto out;
-    }
-    rc = wh_mutate_review_info(mc->cfg, &rq, (const gq_limit_range *const *)lrs, n_lrs, &rs, &info,
-                               &err);
+    rc = wh_mutate_review_src(mc->cfg, &rq, &mc->limit_ranges, &rs, &info, &err);
     if (rc) {
         fail(mc, &rq, &err, rc, t0, resp);
         goto out;
@@ -105,7 +98,6 @@ void wh_mutate_handle(void *ctx, const wh_request *req, wh_response *resp)
     wh_review_response_dispose(&rs);
     wh_response_take_body(resp, 200, "application/json", text, len);
 out:
-    wh_limit_ranges_free(lrs, n_lrs);
     wh_mutate_info_dispose(&info);
     wh_review_request_dispose(&rq);
 }

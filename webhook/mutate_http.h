@@ -1,7 +1,8 @@
 /* /mutate over HTTP: a thin adapter around the decision (mutation.h).
  *
- * body -> wh_review_decode_lean -> (GPULimitRanges of the namespace) ->
- * wh_mutate_review_info -> wh_review_encode -> 200. Per decision: one
+ * body -> wh_review_decode_lean -> wh_mutate_review_src (which reads the
+ * GPULimitRanges of the namespace for GPU pods only) -> wh_review_encode ->
+ * 200. Per decision: one
  * metrics observation and one audit record. No policy lives here. */
 #ifndef WH_MUTATE_HTTP_H
 #define WH_MUTATE_HTTP_H

@@ -111,9 +111,38 @@ gq_code wh_mutate_review(const gq_config *cfg, const wh_review_request *req,
     return wh_mutate_review_info(cfg, req, lrs, n_lrs, resp, NULL, err);
 }
 
+/* Where a decision gets the namespace's GPULimitRanges: given (lrs), or
+ * read from src once the pod turns out to ask for a GPU. */
+typedef struct lr_input {
+    const gq_limit_range *const *lrs;
+    size_t n_lrs;
+    const wh_limit_range_source *src;
+    gq_limit_range **fetched; /* owned: what src returned */
+} lr_input;
+
+static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_input *in,
+                      wh_review_response *resp, wh_mutate_info *info, gq_err *err);
+
 gq_code wh_mutate_review_info(const gq_config *cfg, const wh_review_request *req,
                               const gq_limit_range *const *lrs, size_t n_lrs,
                               wh_review_response *resp, wh_mutate_info *info, gq_err *err)
+{
+    lr_input in = {lrs, n_lrs, NULL, NULL};
+    return mutate(cfg, req, &in, resp, info, err);
+}
+
+gq_code wh_mutate_review_src(const gq_config *cfg, const wh_review_request *req,
+                             const wh_limit_range_source *src, wh_review_response *resp,
+                             wh_mutate_info *info, gq_err *err)
+{
+    lr_input in = {NULL, 0, src, NULL};
+    gq_code rc = mutate(cfg, req, &in, resp, info, err);
+    wh_limit_ranges_free(in.fetched, in.n_lrs);
+    return rc;
+}
+
+static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_input *in,
+                      wh_review_response *resp, wh_mutate_info *info, gq_err *err)
 {
     gq_code rc;
     wh_review_response r;
@@ -141,12 +170,33 @@ gq_code wh_mutate_review_info(const gq_config *cfg, const wh_review_request *req
     /* Defaults are decided on the pod as sent, then charged on the pod they
      * produce, so the rewrite and the validating webhook agree. */
     json_object *pod = req->object;
-    if ((rc = gq_pod_cost_compute(cfg, pod, &cost0, &why)) ||
-        (rc = gq_limit_defaults(pod, &cost0, lrs, n_lrs, &defs, &n_defs, &why)))
+    if ((rc = gq_pod_cost_compute(cfg, pod, &cost0, &why)))
+        goto deny;
+    if (!cost0.gpu_pods)
+        goto settle; /* no GPU: nothing to read, nothing to patch */
+    if (in->src) {
+        /* Read only for pods that ask for a GPU: a policy that cannot be
+         * read then fails closed without touching anyone else's pods. */
+        rc = wh_limit_ranges_fetch(in->src, req->namespace, &in->fetched, &in->n_lrs, err);
+        if (rc) {
+            wh_review_response_dispose(&r);
+            goto out;
+        }
+        in->lrs = (const gq_limit_range *const *)in->fetched;
+    }
+    const gq_limit_range *const *lrs = in->lrs;
+    size_t n_lrs = in->n_lrs;
+    gq_cost_scope scope = {lrs, n_lrs};
+    /* Whole GPUs of unknown model cost the largest model the namespace
+     * allows, which only its GPULimitRanges tell. */
+    if (cost0.priced_unknown && n_lrs &&
+        (rc = gq_pod_cost_compute_in(cfg, pod, &scope, &cost0, &why)))
+        goto deny;
+    if ((rc = gq_limit_defaults(pod, &cost0, lrs, n_lrs, &defs, &n_defs, &why)))
         goto deny;
     if (n_defs) {
         if ((rc = gq_pod_apply_defaults(pod, defs, n_defs, &defaulted, &why)) ||
-            (rc = gq_pod_cost_compute(cfg, defaulted, &cost, &why)))
+            (rc = gq_pod_cost_compute_in(cfg, defaulted, &scope, &cost, &why)))
             goto deny;
     }
     /* No reservation annotation: kube-apiserver gives a reinvocation a fresh

@@ -62,6 +62,16 @@ typedef struct wh_limit_range_source {
     gq_code (*list)(void *ctx, const char *ns, json_object **out, gq_err *err);
 } wh_limit_range_source;
 
+/* wh_mutate_review_info with the GPULimitRanges of the request's namespace
+ * read from src (may be NULL or have no list: none), and only for a pod that
+ * asks for a GPU: pods that ask for none never wait on a policy cache or
+ * fail on a policy object that does not parse. Errors of the source (and an
+ * object that does not parse) are returned like GQ_ENOMEM: resp untouched,
+ * err says why, the HTTP layer answers 500 and the failure policy decides. */
+gq_code wh_mutate_review_src(const gq_config *cfg, const wh_review_request *req,
+                             const wh_limit_range_source *src, wh_review_response *resp,
+                             wh_mutate_info *info, gq_err *err) GQ_WUR;
+
 /* The parsed GPULimitRanges of ns from src (may be NULL or have no list:
  * none). On success *out (NULL when *n_out is 0) is the caller's, freed with
  * wh_limit_ranges_free. An object that does not parse fails the call

@@ -156,9 +156,11 @@ gq_code wh_review_decode(const char *body, size_t len, wh_review_request *out, g
 
 /* What wh_review_decode_lean leaves out ("*" is object and oldObject, and
  * every container). Keep in step with what podcost, rewrite and policy read:
- * metadata name, namespace, labels, annotations; spec containers and init
- * containers (name, resources, restartPolicy), nodeSelector, affinity,
- * schedulerName, overhead, priorityClassName, activeDeadlineSeconds; status. */
+ * metadata name, namespace, labels, annotations, and of managedFields what
+ * says who set labels and annotations (gq_pod_user_set); spec containers and
+ * init containers (name, resources, restartPolicy), nodeSelector, affinity,
+ * schedulerName, overhead, priorityClassName, activeDeadlineSeconds,
+ * resourceClaims; status. */
 #define WH_UNREAD_CONTAINER(list)                                                                  \
     "request/*/spec/" list "/*/env", "request/*/spec/" list "/*/envFrom",                          \
         "request/*/spec/" list "/*/volumeMounts", "request/*/spec/" list "/*/volumeDevices",       \
@@ -167,7 +169,8 @@ gq_code wh_review_decode(const char *body, size_t len, wh_review_request *out, g
         "request/*/spec/" list "/*/lifecycle", "request/*/spec/" list "/*/command",                \
         "request/*/spec/" list "/*/args", "request/*/spec/" list "/*/securityContext"
 static const char *const wh_unread[] = {
-    "request/*/metadata/managedFields",
+    "request/*/metadata/managedFields/*/fieldsV1/f:spec",
+    "request/*/metadata/managedFields/*/fieldsV1/f:status",
     "request/*/metadata/ownerReferences",
     "request/*/spec/volumes",
     "request/*/spec/tolerations",
@@ -245,6 +248,83 @@ static json_object *core_v1(const char *key, const char *value)
         return NULL;
     }
     return o;
+}
+
+/* {".": {}, "f:KEY": {}, ...} for every key of map (an object). */
+static json_object *owned_keys(json_object *map)
+{
+    json_object *o = json_object_new_object();
+    if (!o || put(o, ".", json_object_new_object()))
+        goto oom;
+    json_object_object_foreach(map, key, val)
+    {
+        (void)val;
+        size_t n = strlen(key) + 3;
+        char *f = malloc(n);
+        if (!f)
+            goto oom;
+        snprintf(f, n, "f:%s", key);
+        gq_code rc = put(o, f, json_object_new_object());
+        free(f);
+        if (rc)
+            goto oom;
+    }
+    return o;
+oom:
+    json_object_put(o);
+    return NULL;
+}
+
+gq_code wh_pod_record_author(json_object *pod, const char *manager, gq_err *err)
+{
+    static const char *const maps[] = {"labels", "annotations"};
+    json_object *meta = NULL, *fmeta = NULL, *entry = NULL, *list = NULL, *fields = NULL;
+    if (!json_object_object_get_ex(pod, "metadata", &meta) ||
+        !json_object_is_type(meta, json_type_object))
+        return GQ_OK;
+    if (!(fmeta = json_object_new_object()))
+        goto oom;
+    for (size_t i = 0; i < 2; i++) {
+        json_object *map = NULL;
+        char f[16];
+        if (!json_object_object_get_ex(meta, maps[i], &map) ||
+            !json_object_is_type(map, json_type_object))
+            continue;
+        snprintf(f, sizeof(f), "f:%s", maps[i]);
+        if (put(fmeta, f, owned_keys(map)))
+            goto oom;
+    }
+    if (!(fields = json_object_new_object()))
+        goto oom;
+    gq_code rc = put(fields, "f:metadata", fmeta);
+    fmeta = NULL;
+    if (rc)
+        goto oom;
+    if (!(entry = json_object_new_object()) ||
+        put(entry, "manager", json_object_new_string(manager)) ||
+        put(entry, "operation", json_object_new_string("Update")) ||
+        put(entry, "apiVersion", json_object_new_string("v1")) ||
+        put(entry, "fieldsType", json_object_new_string("FieldsV1")))
+        goto oom;
+    if (put(entry, "fieldsV1", fields)) {
+        fields = NULL;
+        goto oom;
+    }
+    fields = NULL;
+    if (!(list = json_object_new_array()) || json_object_array_add(list, entry))
+        goto oom;
+    entry = NULL;
+    if (put(meta, "managedFields", list)) {
+        list = NULL;
+        goto oom;
+    }
+    return GQ_OK;
+oom:
+    json_object_put(list);
+    json_object_put(entry);
+    json_object_put(fields);
+    json_object_put(fmeta);
+    return gq_err_set(err, GQ_ENOMEM, "out of memory");
 }
 
 gq_code wh_review_for_pod_create(json_object *pod, const char *ns, const char *uid,

@@ -74,7 +74,8 @@ gq_code wh_review_decode(const char *body, size_t len, wh_review_request *out, g
 
 /* wh_review_decode for the admission webhooks' hot path: the subtrees of
  * request.object and request.oldObject that no admission decision reads
- * (metadata.managedFields and ownerReferences; spec.volumes, tolerations,
+ * (of metadata.managedFields the spec and status fields, of metadata
+ * ownerReferences; spec.volumes, tolerations,
  * topologySpreadConstraints, ephemeralContainers; of every container and
  * init container env, envFrom, volumeMounts, volumeDevices, ports, probes,
  * lifecycle, command, args, securityContext) and request.userInfo.extra and
@@ -100,6 +101,15 @@ gq_code wh_review_decode_json(json_object *root, wh_review_request *out, gq_err 
  * uid is empty, GQ_ENOMEM. */
 gq_code wh_review_for_pod_create(json_object *pod, const char *ns, const char *uid,
                                  const char *username, json_object **out, gq_err *err) GQ_WUR;
+
+/* Record in pod's metadata.managedFields (pod is changed) what kube-apiserver
+ * records for the author of a CREATE before mutating admission runs: one
+ * entry for manager owning every label and annotation the pod has (the
+ * metadata part: gpuquota reads no other, gq_pod_user_set), in place of any
+ * entries the pod came with (a CREATE gives its author every field it sets).
+ * A pod without metadata is left alone. For `gpuquota admit`, so that a pod
+ * given as a file is judged as kube-apiserver would send it. GQ_ENOMEM. */
+gq_code wh_pod_record_author(json_object *pod, const char *manager, gq_err *err) GQ_WUR;
 
 /* Release what decode allocated. NULL and a zeroed struct are accepted. */
 void wh_review_request_dispose(wh_review_request *r);

@@ -858,15 +858,94 @@ out:
     return rc;
 }
 
+/* The quota objects an admission reads from the caches, once. */
+typedef struct quota_view {
+    bool loaded;
+    json_object *ns_labels, *q_arr, *t_arr;
+    quota_set qs;
+} quota_view;
+
+static void quota_view_dispose(quota_view *qv)
+{
+    quota_set_dispose(&qv->qs);
+    json_object_put(qv->t_arr);
+    json_object_put(qv->q_arr);
+    json_object_put(qv->ns_labels);
+}
+
+/* Read the namespace's labels, its GPUQuotas and every GPUTenantQuota into
+ * qv (once). A store error or an object that does not parse is a denial
+ * (fail closed): it is put in r and *decided set. */
+static gq_code quota_view_load(wh_validator *v, const char *ns, quota_view *qv,
+                               wh_validate_result *r, bool *decided)
+{
+    gq_err e;
+    gq_code rc;
+    gq_err_clear(&e);
+    *decided = false;
+    if (qv->loaded)
+        return GQ_OK;
+    if ((rc = v->store.namespace_labels(v->store.ctx, ns, &qv->ns_labels, &e)) ||
+        (rc = v->store.list_quotas(v->store.ctx, ns, &qv->q_arr, &e)) ||
+        (rc = v->store.list_tenant_quotas(v->store.ctx, &qv->t_arr, &e))) {
+        if (rc == GQ_ENOMEM)
+            return rc;
+        deny(r, rc, "gpuquota could not reach the API server to read the quotas of %s: %s", ns,
+             e.msg);
+        *decided = true;
+        return GQ_OK;
+    }
+    if ((rc = quota_set_add(&qv->qs, qv->q_arr, &e)) ||
+        (rc = quota_set_add(&qv->qs, qv->t_arr, &e))) {
+        if (rc == GQ_ENOMEM)
+            return rc;
+        deny(r, rc, "gpuquota could not read quota: %s", e.msg);
+        *decided = true;
+        return GQ_OK;
+    }
+    qv->loaded = true;
+    return GQ_OK;
+}
+
+/* DRA claims are not charged yet: in a namespace any gpuquota quota governs
+ * (a GPUQuota of it, a GPUTenantQuota covering it, or requireQuota), a pod
+ * with spec.resourceClaims would get devices unseen, so it is denied. */
+static void deny_unseen_claims(const wh_validator *v, const char *ns, const quota_view *qv,
+                               const gq_pod_claim *claim, wh_validate_result *r)
+{
+    char by[GQ_CRD_MAX_STRING * 2 + 32] = "", label[GQ_CRD_MAX_STRING * 2 + 2];
+    for (size_t i = 0; i < qv->qs.n && !by[0]; i++) {
+        const gq_quota *q = qv->qs.q[i];
+        if (!gq_quota_covers_namespace(q, ns, qv->ns_labels))
+            continue;
+        quota_label(q, label, sizeof(label));
+        snprintf(by, sizeof(by), "%s %s", kind_name(q->kind), label);
+    }
+    if (!by[0] && v->cfg->require_quota)
+        snprintf(by, sizeof(by), "requireQuota");
+    if (!by[0])
+        return;
+    char ref[300] = "";
+    if (claim->field)
+        snprintf(ref, sizeof(ref), " (%s \"%s\")", claim->field, claim->ref);
+    deny(r, GQ_EDENIED,
+         "spec.resourceClaims[0] \"%s\"%s: DRA claims are not yet charged by gpuquota, so "
+         "namespace %s, governed by %s, does not admit pods with resource claims; ask for GPUs "
+         "in the container's resources (nvidia.com/gpu, gpuquota.io/gpu-memory) or with pod "
+         "annotation gpuquota.io/gpu-fraction or gpuquota.io/gpu-memory",
+         claim->name, ref, ns, by);
+}
+
 /* Pod CREATE. Returns GQ_OK when a decision is in d->r (allowed or not). */
 static gq_code decide_create(wh_validator *v, const wh_review_request *req, decision *d)
 {
     wh_validate_result *r = d->r;
-    json_object *pod = req->object, *lr_arr = NULL, *q_arr = NULL, *t_arr = NULL;
-    json_object *ns_labels = NULL;
+    json_object *pod = req->object, *lr_arr = NULL;
     gq_limit_range **lrs = NULL;
     size_t n_lrs = 0, *idx = NULL, n_idx = 0;
-    quota_set qs = {NULL, 0};
+    quota_view qv;
+    gq_pod_claim claim;
+    bool decided = false;
     gq_quota **to_charge = NULL;
     gq_pod_cost cost;
     gq_pod_facts facts;
@@ -877,6 +956,7 @@ static gq_code decide_create(wh_validator *v, const wh_review_request *req, deci
     bool have_resv = false, have_alt = false;
     gq_pod_cost_init(&cost);
     gq_err_clear(&e);
+    memset(&qv, 0, sizeof(qv));
     memset(&resv, 0, sizeof(resv));
     memset(&alt, 0, sizeof(alt));
 
@@ -892,6 +972,13 @@ static gq_code decide_create(wh_validator *v, const wh_review_request *req, deci
         goto out;
     }
     gq_charge_from_cost(&cost, gq_pod_is_terminal(pod), &r->charge);
+    if (gq_pod_resource_claims(pod, &claim)) {
+        if ((rc = quota_view_load(v, ns, &qv, r, &decided)) || decided)
+            goto out;
+        deny_unseen_claims(v, ns, &qv, &claim, r);
+        if (!r->allowed)
+            goto out;
+    }
     if (!cost.gpu_pods)
         goto out;
 
@@ -916,6 +1003,16 @@ static gq_code decide_create(wh_validator *v, const wh_review_request *req, deci
             goto out;
         }
     }
+    /* Whole GPUs of unknown model cost the largest model the namespace
+     * allows, which only its GPULimitRanges tell. */
+    gq_cost_scope scope = {(const gq_limit_range *const *)lrs, n_lrs};
+    if (cost.priced_unknown && n_lrs) {
+        if ((rc = gq_pod_cost_compute_in(v->cfg, pod, &scope, &cost, &e))) {
+            rc = settle(r, rc, &e);
+            goto out;
+        }
+        gq_charge_from_cost(&cost, gq_pod_is_terminal(pod), &r->charge);
+    }
     if ((rc = gq_limit_validate(&cost, ns, (const gq_limit_range *const *)lrs, n_lrs, &e))) {
         rc = settle(r, rc, &e);
         goto out;
@@ -927,17 +1024,10 @@ static gq_code decide_create(wh_validator *v, const wh_review_request *req, deci
         goto out;
     }
     facts.terminal = gq_pod_is_terminal(pod);
-    if ((rc = v->store.namespace_labels(v->store.ctx, ns, &ns_labels, &e)) ||
-        (rc = v->store.list_quotas(v->store.ctx, ns, &q_arr, &e)) ||
-        (rc = v->store.list_tenant_quotas(v->store.ctx, &t_arr, &e)))
-        goto store_err_quotas;
-    if ((rc = quota_set_add(&qs, q_arr, &e)) || (rc = quota_set_add(&qs, t_arr, &e))) {
-        if (rc == GQ_ENOMEM)
-            goto out;
-        deny(r, rc, "gpuquota could not read quota: %s", e.msg);
-        rc = GQ_OK;
+    if ((rc = quota_view_load(v, ns, &qv, r, &decided)) || decided)
         goto out;
-    }
+    quota_set qs = qv.qs;
+    json_object *ns_labels = qv.ns_labels;
     if (qs.n &&
         (!(idx = calloc(qs.n, sizeof(*idx))) || !(to_charge = calloc(qs.n, sizeof(*to_charge))))) {
         rc = GQ_ENOMEM;
@@ -978,11 +1068,6 @@ store_err_lr:
          e.msg);
     rc = GQ_OK;
     goto out;
-store_err_quotas:
-    if (rc == GQ_ENOMEM)
-        goto out;
-    deny(r, rc, "gpuquota could not reach the API server to read the quotas of %s: %s", ns, e.msg);
-    rc = GQ_OK;
 out:
     if (have_alt)
         gq_reservation_dispose(&alt);
@@ -990,10 +1075,7 @@ out:
         gq_reservation_dispose(&resv);
     free(to_charge);
     free(idx);
-    quota_set_dispose(&qs);
-    json_object_put(t_arr);
-    json_object_put(q_arr);
-    json_object_put(ns_labels);
+    quota_view_dispose(&qv);
     for (size_t i = 0; i < n_lrs && lrs; i++)
         gq_limit_range_free(lrs[i]);
     free(lrs);

@@ -114,7 +114,7 @@ Y
 pod ml-a pre 8Gi
 pod ml-b pre-b 2Gi
 req POST /api/v1/namespaces/ml-a/pods '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"cpu-only"},"spec":{"containers":[{"name":"c","image":"i","resources":{"limits":{"cpu":"1"}}}]}}'
-pod ml-a invalid 0 # a zero request cannot be priced: logged and not counted
+pod ml-a invalid -1Gi # a negative request cannot be priced: logged and not counted
 start_ctl c1 --workers 2 --reservation-grace 2s
 C1=$CPID M1=$MPORT
 mem_pods() { echo "$(used ml-a q gpu-memory) $(used ml-a q gpu-pods)"; }

@@ -7,6 +7,7 @@
 # 10 pods with no reservation left over.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
+since=$(date -u +%Y-%m-%dT%H:%M:%S.%6NZ) # this run's records in kube-apiserver's audit log
 
 NS=e2e-race
 N=200 FIT=10 PAR=32
@@ -83,8 +84,16 @@ check "pods that exist" "$FIT" "$(grep -c . <<<"$pods")"
 check "the pods that exist are the ones admitted" "$(printf '%s\n' "${admitted[@]}" | sort)" "$pods"
 check "sum of the charges recorded on the pods" "$((FIT * 4))" \
     "$(kubectl -n "$NS" get pods -o json | jq '[.items[].metadata.annotations["gpuquota.io/charged"] | capture("gpu-memory=(?<g>[0-9]+)Gi").g | tonumber] | add // 0')"
-check "distinct reservation keys on the pods" "$FIT" \
-    "$(kubectl -n "$NS" get pods -o json | jq '[.items[].metadata.annotations["gpuquota.io/reservation"]] | unique | length')"
+# Each admitted pod was charged under its own uid (kube-apiserver's audit log
+# carries /validate's reservation key as an audit annotation).
+check "each pod's reservation key is its uid" \
+    "$(kubectl -n "$NS" get pods -o json | jq -r '.items[] | "\(.metadata.name) \(.metadata.uid)"' | sort)" \
+    "$(jq -r --arg ns "$NS" --arg since "$since" 'select(.verb == "create" and .objectRef.resource == "pods"
+            and .requestReceivedTimestamp >= $since
+            and .objectRef.namespace == $ns and .stage == "ResponseComplete"
+            and .responseStatus.code == 201)
+        | "\(.objectRef.name) \(.annotations["validate.gpuquota.io/reservation"])"' \
+        "$E2E/cluster/audit.log" | sort)"
 
 # The controller recounts from pods and drops the reservations of pods it has
 # seen; anything else would go only when it expires (reservation TTL 2 min).

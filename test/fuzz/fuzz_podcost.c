@@ -22,7 +22,8 @@ static void check(const gq_config *cfg, json_object *pod)
             (cost.n_ctrs > 0) != (cost.gpu_pods == 1))
             abort();
         for (size_t i = 0; i < cost.n_ctrs; i++)
-            if (cost.ctrs[i].gpus < 1 || cost.ctrs[i].charged_per_gpu < 0 ||
+            /* a GPU is never free, whole ones included */
+            if (cost.ctrs[i].gpus < 1 || cost.ctrs[i].charged_per_gpu <= 0 ||
                 (!cost.ctrs[i].exclusive &&
                  cost.ctrs[i].charged_per_gpu < cost.ctrs[i].memory_per_gpu))
                 abort();

@@ -26,3 +26,8 @@ if(GQ_BENCH)
   set_target_properties(bench_mutate_micro PROPERTIES RUNTIME_OUTPUT_DIRECTORY
                         ${CMAKE_BINARY_DIR}/bench)
 endif()
+
+# gpuquota webhook: certificate files that do not exist stop it at start.
+gq_cli_test(webhook missing_certificate 1
+            ARGS --tls-cert /nonexistent/tls.crt --tls-key /nonexistent/tls.key
+            EXPECT "/nonexistent/tls.crt: No such file or directory")

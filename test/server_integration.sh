@@ -2,8 +2,10 @@
 # Integration tests of the webhook's HTTPS server: `gpuquota webhook` and a
 # harness with POST test routes on the same server library, each on an
 # ephemeral 127.0.0.1 port with freshly generated certificates, driven by
-# curl and openssl. Body size, content type and draining are tested on the
-# real /mutate (mutate_integration.sh). Usage: server_integration.sh GPUQUOTA HARNESS
+# curl and openssl: TLS versions, certificate reload and its validity
+# warnings, a port already in use. Body size, content type and draining are
+# tested on the real /mutate (mutate_integration.sh).
+# Usage: server_integration.sh GPUQUOTA HARNESS
 set -uo pipefail
 gq=$1
 harness=$2
@@ -31,6 +33,25 @@ check "404 for an unknown path" 404 "$(status /nope)"
 check "404 body is small JSON" '{"code":404,"message":"no handler for this path"}' "$(c /nope)"
 check "errors counted by code" 'gpuquota_http_errors_total{code="404"} 2
 gpuquota_http_errors_total{code="405"} 2' "$(c /metrics | grep '^gpuquota_http_errors_total')"
+
+# The serving certificate's validity: logged at start, expiry in /metrics.
+not_after() { date -u -d "$(openssl x509 -noout -enddate -in "$1" | cut -d= -f2)" +%s; }
+rfc3339() { date -u -d "$(openssl x509 -noout "-$2" -in "$1" | cut -d= -f2)" +%Y-%m-%dT%H:%M:%SZ; }
+check "certificate expiry in /metrics" "$(not_after "$work/certs/tls.crt")" \
+    "$(c /metrics | sed -n 's/^gpuquota_tls_certificate_expiry_timestamp_seconds //p')"
+check_grep "certificate validity logged at start" "$work/webhook.log" \
+    "loaded TLS certificate from $work/certs/tls.crt \\(notBefore $(rfc3339 "$work/certs/tls.crt" \
+    startdate), notAfter $(rfc3339 "$work/certs/tls.crt" enddate)\\)"
+
+# A port already in use: one clear line of ours, nothing from libmicrohttpd.
+"$gq" webhook --tls-cert "$work/certs/tls.crt" --tls-key "$work/certs/tls.key" \
+    --listen "127.0.0.1:$port" 2>"$work/busy.log"
+check "port in use: exit status 1" 1 $?
+check "port in use: one error line with address, port and reason" \
+    "cannot listen on 127.0.0.1:$port: Address already in use" \
+    "$(jq -r 'select(.level == "error" or .level == "warn" and (.msg | test("http|bind"))) | .msg' \
+        "$work/busy.log")"
+check "port in use: no libmicrohttpd message" 0 "$(grep -ci 'failed to bind' "$work/busy.log")"
 
 # Plain HTTP to the TLS port: the connection fails, the server carries on.
 if curl -sS --max-time 5 "http://127.0.0.1:$port/healthz" >/dev/null 2>&1; then
@@ -87,6 +108,53 @@ kill -TERM "$wh_pid"
 wait "$wh_pid"
 check "SIGTERM: gpuquota webhook exits 0" 0 $?
 grep -q '"stopped"' "$work/webhook.log" && pass "stop logged" || fail "stop logged"
+
+# -------------------------------------------- certificates outside validity
+# sign KEY OUT ARGS...: a serving certificate for KEY signed by the test CA.
+sign() {
+    openssl req -new -key "$1" -subj "/CN=$host" 2>/dev/null |
+        openssl x509 -req -CA "$work/certs/ca.crt" -CAkey "$work/certs/ca.key" -out "$2" "${@:3}" \
+            2>/dev/null
+}
+# sign_future KEY OUT: valid from 2040 only (openssl x509 cannot set notBefore).
+sign_future() {
+    local d=$work/cadb
+    mkdir -p "$d" && : >"$d/index.txt" && echo 01 >"$d/serial"
+    printf '[ca]\ndefault_ca=d\n[d]\ndatabase=%s\nnew_certs_dir=%s\nserial=%s\n%s\n' \
+        "$d/index.txt" "$d" "$d/serial" 'default_md=sha256
+policy=p
+[p]
+commonName=supplied' >"$d/ca.cnf"
+    openssl req -new -key "$1" -subj "/CN=$host" 2>/dev/null >"$d/req.csr"
+    openssl ca -batch -notext -config "$d/ca.cnf" -cert "$work/certs/ca.crt" \
+        -keyfile "$work/certs/ca.key" -in "$d/req.csr" -startdate 20400101000000Z \
+        -enddate 20410101000000Z -out "$2" 2>/dev/null
+}
+mkdir -p "$work/old"
+cp "$work/certs/tls.key" "$work/old/tls.key"
+sign "$work/old/tls.key" "$work/old/tls.crt" -days -1 # notAfter before notBefore: expired
+start "$work/expired.log" "$gq" webhook --tls-cert "$work/old/tls.crt" \
+    --tls-key "$work/old/tls.key" --listen 127.0.0.1:0 --threads 1
+exp_pid=$pid
+check_grep "expired certificate: warned at start, with file and dates" "$work/expired.log" \
+    "\"level\":\"warn\".*TLS certificate $work/old/tls.crt has expired \\(notBefore \
+$(rfc3339 "$work/old/tls.crt" startdate), notAfter $(rfc3339 "$work/old/tls.crt" enddate)\\)"
+check "expired certificate: its expiry in /metrics" "$(not_after "$work/old/tls.crt")" \
+    "$(curl -sk --max-time 5 "https://127.0.0.1:$port/metrics" |
+        sed -n 's/^gpuquota_tls_certificate_expiry_timestamp_seconds //p')"
+sign_future "$work/old/tls.key" "$work/old/next.crt"
+mv "$work/old/next.crt" "$work/old/tls.crt"
+for _ in $(seq 50); do
+    grep -q 'is not valid yet' "$work/expired.log" && break
+    sleep 0.1
+done
+check_grep "not-yet-valid certificate: warned on reload" "$work/expired.log" \
+    "\"level\":\"warn\".*TLS certificate $work/old/tls.crt is not valid yet \\(notBefore \
+2040-01-01T00:00:00Z, notAfter 2041-01-01T00:00:00Z\\)"
+check "not-yet-valid certificate: the new expiry in /metrics" "$(not_after "$work/old/tls.crt")" \
+    "$(curl -sk --max-time 5 "https://127.0.0.1:$port/metrics" |
+        sed -n 's/^gpuquota_tls_certificate_expiry_timestamp_seconds //p')"
+stop_server "$exp_pid"
 
 # ------------------------------------------------- POST routes (test harness)
 start "$work/harness.log" "$harness" "$work/certs/tls.crt" "$work/certs/tls.key" 127.0.0.1:0

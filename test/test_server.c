@@ -285,6 +285,11 @@ static void new_rejects_bad_options(void **state)
         .listen = "127.0.0.1:0", .cert_file = f->cert, .key_file = "/nonexistent"};
     assert_int_equal(wh_server_new(&o, &s, &err), GQ_EIO);
     assert_null(s);
+    /* Neither file exists: still an error, not a server without a certificate. */
+    o.cert_file = "/nonexistent.crt";
+    assert_int_equal(wh_server_new(&o, &s, &err), GQ_EIO);
+    assert_null(s);
+    o.cert_file = f->cert;
     o.key_file = NULL;
     assert_int_equal(wh_server_new(&o, &s, &err), GQ_EINVAL);
     /* A key that belongs to another certificate. */
@@ -347,6 +352,58 @@ static void start_on_ephemeral_ports(void **state)
     }
 }
 
+/* Binding is ours: one message with the address and the system's reason. */
+static void port_in_use(void **state)
+{
+    (void)state;
+    gq_err err;
+    wh_server *a = NULL, *b = NULL;
+    char listen[32], want[96];
+    wh_server_options o = {.listen = "127.0.0.1:0", .insecure_plain_http = true, .threads = 1};
+    assert_int_equal(wh_server_new(&o, &a, &err), GQ_OK);
+    assert_int_equal(wh_server_start(a, &err), GQ_OK);
+    snprintf(listen, sizeof(listen), "127.0.0.1:%u", wh_server_port(a));
+    o.listen = listen;
+    assert_int_equal(wh_server_new(&o, &b, &err), GQ_OK);
+    assert_int_equal(wh_server_start(b, &err), GQ_EIO);
+    snprintf(want, sizeof(want), "cannot listen on %s: Address already in use", listen);
+    assert_string_equal(err.msg, want);
+    assert_int_equal(wh_server_port(b), 0);
+    wh_server_free(b);
+    wh_server_free(a);
+}
+
+/* An expired certificate still loads (the operator may be mid-rotation),
+ * with its expiry exported. */
+static void expired_certificate_exported(void **state)
+{
+    fixture *f = *state;
+    gq_err err;
+    wh_server *s = NULL;
+    certs_result res;
+    const char *sans[] = {"localhost"};
+    certs_options co = {.service = "wh",
+                        .ns = "gq-system",
+                        .out_dir = f->dir,
+                        .days = 1,
+                        .ca_days = 60,
+                        .extra_sans = sans,
+                        .n_extra_sans = 1,
+                        .now = time(NULL) - 10 * 86400};
+    assert_int_equal(certs_generate(&co, &res, &err), GQ_OK);
+    wh_server_options o = {
+        .listen = "127.0.0.1:0", .cert_file = f->cert, .key_file = f->key, .metrics = f->metrics};
+    assert_int_equal(wh_server_new(&o, &s, &err), GQ_OK);
+    char *text = NULL, line[128];
+    size_t len = 0;
+    assert_int_equal(wh_metrics_render(f->metrics, &text, &len), GQ_OK);
+    snprintf(line, sizeof(line), "\ngpuquota_tls_certificate_expiry_timestamp_seconds %lld\n",
+             (long long)res.not_after);
+    assert_non_null(strstr(text, line));
+    free(text);
+    wh_server_free(s);
+}
+
 static void reload_keeps_old_pair_on_error(void **state)
 {
     fixture *f = *state;
@@ -378,6 +435,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(new_rejects_bad_options, setup, teardown),
         cmocka_unit_test(bad_listen_addresses),
         cmocka_unit_test(start_on_ephemeral_ports),
+        cmocka_unit_test(port_in_use),
+        cmocka_unit_test_setup_teardown(expired_certificate_exported, setup, teardown),
         cmocka_unit_test_setup_teardown(reload_keeps_old_pair_on_error, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

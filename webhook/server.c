@@ -20,8 +20,10 @@
 
 #include <gnutls/abstract.h>
 #include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
 #include <microhttpd.h>
 
+#include "crd.h" /* gq_time_format_rfc3339 */
 #include "gq_log.h"
 #include "metrics.h"
 
@@ -30,6 +32,7 @@
 #define WH_MAX_CERT_FILE ((size_t)1 << 20) /* a PEM chain is a few KB */
 #define WH_MAX_CHAIN 16
 #define WH_BODY_PREALLOC ((size_t)64 * 1024)
+#define WH_LISTEN_BACKLOG 1024
 
 /* ---------------------------------------------------------------- responses */
 
@@ -125,6 +128,7 @@ typedef struct wh_creds {
     gnutls_pcert_st pcerts[WH_MAX_CHAIN];
     unsigned n_pcerts;
     gnutls_privkey_t key;
+    time_t not_before, not_after; /* of the leaf */
 } wh_creds;
 
 typedef struct file_sig {
@@ -153,6 +157,11 @@ struct wh_server {
     unsigned reload_interval_ms;
     bool plain;
     wh_metrics *metrics;
+    atomic_llong cert_not_after; /* of the serving certificate, for /metrics */
+
+    pthread_mutex_t msg_lock; /* guards start_msg */
+    bool capture_msg;         /* MHD_start_daemon is running: keep its last message */
+    char start_msg[200];
 
     route routes[WH_MAX_ROUTES];
     size_t n_routes;
@@ -233,6 +242,23 @@ static int pubkey_der(gnutls_pubkey_t pk, gnutls_datum_t *out)
     return gnutls_pubkey_export2(pk, GNUTLS_X509_FMT_DER, out);
 }
 
+/* The validity period of the leaf, for warnings and /metrics. */
+static gq_code leaf_validity(wh_creds *c, const char *cert_file, gq_err *err)
+{
+    gnutls_x509_crt_t crt = NULL;
+    int ret;
+    if ((ret = gnutls_x509_crt_init(&crt)) < 0 ||
+        (ret = gnutls_x509_crt_import(crt, &c->pcerts[0].cert, GNUTLS_X509_FMT_DER)) < 0) {
+        gnutls_x509_crt_deinit(crt);
+        return gq_err_set(err, GQ_ETLS, "%s: cannot read the certificate (%s)", cert_file,
+                          gnutls_strerror(ret));
+    }
+    c->not_before = gnutls_x509_crt_get_activation_time(crt);
+    c->not_after = gnutls_x509_crt_get_expiration_time(crt);
+    gnutls_x509_crt_deinit(crt);
+    return GQ_OK;
+}
+
 static gq_code creds_load(const char *cert_file, const char *key_file, wh_creds **out, gq_err *err)
 {
     gq_code rc = GQ_OK;
@@ -277,6 +303,8 @@ static gq_code creds_load(const char *cert_file, const char *key_file, wh_creds 
                         key_file);
         goto out;
     }
+    if ((rc = leaf_validity(c, cert_file, err)))
+        goto out;
     *out = c;
     c = NULL;
 out:
@@ -311,6 +339,21 @@ static bool sig_equal(const file_sig *a, const file_sig *b)
            a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
 }
 
+/* Say what was loaded; warn when clients will refuse it. Start and every
+ * reload. */
+static void log_validity(const wh_server *srv, const wh_creds *c, bool reload)
+{
+    char nb[GQ_RFC3339_MAX], na[GQ_RFC3339_MAX];
+    time_t now = time(NULL);
+    gq_time_format_rfc3339(c->not_before, nb);
+    gq_time_format_rfc3339(c->not_after, na);
+    GQ_INFO("%s TLS certificate from %s (notBefore %s, notAfter %s)",
+            reload ? "reloaded" : "loaded", srv->cert_file, nb, na);
+    if (now < c->not_before || now > c->not_after)
+        GQ_WARN("TLS certificate %s %s (notBefore %s, notAfter %s): clients will refuse it",
+                srv->cert_file, now < c->not_before ? "is not valid yet" : "has expired", nb, na);
+}
+
 gq_code wh_server_reload_certs(wh_server *srv, gq_err *err)
 {
     gq_code rc = GQ_OK;
@@ -319,7 +362,9 @@ gq_code wh_server_reload_certs(wh_server *srv, gq_err *err)
         return GQ_OK;
     pthread_mutex_lock(&srv->reload_lock);
     file_sig cs = sig_of(srv->cert_file), ks = sig_of(srv->key_file);
-    if (sig_equal(&cs, &srv->cert_sig) && sig_equal(&ks, &srv->key_sig))
+    /* At start always load: missing files must fail, not match the empty
+     * signatures of "never loaded". */
+    if (srv->creds && sig_equal(&cs, &srv->cert_sig) && sig_equal(&ks, &srv->key_sig))
         goto out;
     /* Remember the signatures even when loading fails: a broken pair is
      * reported once, and the next change (e.g. the second file of a
@@ -333,12 +378,12 @@ gq_code wh_server_reload_certs(wh_server *srv, gq_err *err)
                      err ? err->msg : gq_strerror(rc));
         goto out;
     }
+    log_validity(srv, fresh, srv->creds != NULL);
+    atomic_store(&srv->cert_not_after, (long long)fresh->not_after);
     pthread_mutex_lock(&srv->creds_lock);
     old = srv->creds;
     srv->creds = fresh;
     pthread_mutex_unlock(&srv->creds_lock);
-    if (old)
-        GQ_INFO("reloaded TLS certificate from %s", srv->cert_file);
     creds_release(old);
 out:
     pthread_mutex_unlock(&srv->reload_lock);
@@ -438,6 +483,26 @@ static void handle_metrics(void *ctx, const wh_request *req, wh_response *resp)
     wh_response_take_body(resp, 200, WH_METRICS_CONTENT_TYPE, text, len);
 }
 
+static double read_cert_expiry(const void *ctx)
+{
+    return (double)atomic_load(&((wh_server *)ctx)->cert_not_after);
+}
+
+/* The server's own families. The registry calls back into srv: it must
+ * not be rendered after wh_server_free (the server serves /metrics). */
+static gq_code register_metrics(wh_server *srv, gq_err *err)
+{
+    gq_code rc = GQ_OK;
+    if (!srv->metrics || srv->plain)
+        return GQ_OK;
+    if ((rc = wh_metrics_add_external_gauge(
+             srv->metrics, "gpuquota_tls_certificate_expiry_timestamp_seconds",
+             "When the serving certificate expires (notAfter), in Unix seconds.", read_cert_expiry,
+             srv)))
+        return gq_err_set(err, rc, "server metrics: %s", gq_strerror(rc));
+    return GQ_OK;
+}
+
 gq_code wh_server_new(const wh_server_options *opts, wh_server **out, gq_err *err)
 {
     gq_code rc = GQ_OK;
@@ -452,6 +517,7 @@ gq_code wh_server_new(const wh_server_options *opts, wh_server **out, gq_err *er
     pthread_mutex_init(&srv->creds_lock, NULL);
     pthread_mutex_init(&srv->reload_lock, NULL);
     pthread_mutex_init(&srv->stop_lock, NULL);
+    pthread_mutex_init(&srv->msg_lock, NULL);
     pthread_cond_init(&srv->stop_cond, NULL);
     srv->plain = opts->insecure_plain_http;
     srv->listen = strdup(opts->listen);
@@ -480,6 +546,8 @@ gq_code wh_server_new(const wh_server_options *opts, wh_server **out, gq_err *er
         rc = wh_server_add_handler(srv, "/metrics", WH_ROUTE_GET, handle_metrics, srv, err);
     if (!rc && !srv->plain)
         rc = wh_server_reload_certs(srv, err);
+    if (!rc)
+        rc = register_metrics(srv, err);
     if (rc)
         goto out;
     *out = srv;
@@ -626,15 +694,13 @@ typedef struct req_state {
     bool too_large;
 } req_state;
 
-static void format_addr(struct MHD_Connection *conn, char *buf, size_t cap)
+/* "127.0.0.1:54321" or "[::1]:54321"; "" for other families. */
+static void sockaddr_text(const struct sockaddr *sa, char *buf, size_t cap)
 {
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     char host[INET6_ADDRSTRLEN];
     buf[0] = '\0';
-    if (!ci || !ci->client_addr)
+    if (!sa)
         return;
-    const struct sockaddr *sa = ci->client_addr;
     if (sa->sa_family == AF_INET) {
         const struct sockaddr_in *in = (const void *)sa;
         if (inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host)))
@@ -644,6 +710,13 @@ static void format_addr(struct MHD_Connection *conn, char *buf, size_t cap)
         if (inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host)))
             snprintf(buf, cap, "[%s]:%u", host, ntohs(in6->sin6_port));
     }
+}
+
+static void format_addr(struct MHD_Connection *conn, char *buf, size_t cap)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    sockaddr_text(ci ? ci->client_addr : NULL, buf, cap);
 }
 
 /* Count/log errors, hand the response to MHD and dispose resp. */
@@ -798,16 +871,22 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
     atomic_fetch_sub_explicit(&srv->in_flight, 1, memory_order_relaxed);
 }
 
+/* libmicrohttpd's messages are per-connection noise a peer controls (each
+ * refused or failed connection logs one), so they go to debug. While the
+ * daemon starts, the last one is kept for our own error line. */
 static void GQ_PRINTF(2, 0) mhd_logger(void *cls, const char *fmt, va_list ap)
 {
+    wh_server *srv = cls;
     char msg[512];
     vsnprintf(msg, sizeof(msg), fmt, ap);
     size_t n = strlen(msg);
     while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = '\0';
-    /* Per-connection failures (bad TLS handshakes, malformed requests) land
-     * here; they are client problems, so warn rather than error. */
-    GQ_WARN("http: %s", msg);
+    pthread_mutex_lock(&srv->msg_lock);
+    if (srv->capture_msg)
+        copy_trunc(srv->start_msg, sizeof(srv->start_msg), msg);
+    pthread_mutex_unlock(&srv->msg_lock);
+    GQ_DEBUG("http: %s", msg);
 }
 
 /* "[HOST]:PORT" -> socket address. An empty host means every address (dual
@@ -869,17 +948,57 @@ out:
     return rc;
 }
 
+/* Bind and listen ourselves: a failure is then one clear line (address,
+ * port, the system's reason) rather than libmicrohttpd's "Failed to bind
+ * to port 0" followed by ours. */
+static gq_code bind_listener(const struct sockaddr_storage *ss, bool any, int *out, gq_err *err)
+{
+    int one = 1, v6only = any ? 0 : 1, fd;
+    char addr[INET6_ADDRSTRLEN + 16];
+    socklen_t len =
+        ss->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+    sockaddr_text((const struct sockaddr *)ss, addr, sizeof(addr));
+    fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return gq_err_set(err, GQ_EIO, "cannot listen on %s: %s", addr, strerror(errno));
+    /* A restart must not wait for the previous process's TIME_WAIT sockets;
+     * an empty host serves IPv4 too (mapped addresses). */
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+        (ss->ss_family == AF_INET6 &&
+         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only))) ||
+        bind(fd, (const struct sockaddr *)ss, len) || listen(fd, WH_LISTEN_BACKLOG)) {
+        int e = errno;
+        close(fd);
+        return gq_err_set(err, GQ_EIO, "cannot listen on %s: %s", addr, strerror(e));
+    }
+    *out = fd;
+    return GQ_OK;
+}
+
+static unsigned bound_port(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    if (getsockname(fd, (struct sockaddr *)&ss, &len))
+        return 0;
+    if (ss.ss_family == AF_INET)
+        return ntohs(((struct sockaddr_in *)(void *)&ss)->sin_port);
+    return ntohs(((struct sockaddr_in6 *)(void *)&ss)->sin6_port);
+}
+
 gq_code wh_server_start(wh_server *srv, gq_err *err)
 {
     gq_code rc = GQ_OK;
     struct sockaddr_storage ss;
     bool any = false;
+    int fd = -1;
     gq_err_clear(err);
     if (srv->daemon)
         return gq_err_set(err, GQ_EINVAL, "server already started");
-    rc = parse_listen(srv->listen, &ss, &any, err);
-    if (rc)
+    if ((rc = parse_listen(srv->listen, &ss, &any, err)) ||
+        (rc = bind_listener(&ss, any, &fd, err)))
         return rc;
+    srv->port = bound_port(fd);
 
     /* Epoll with a pool of internal threads; TURBO does opportunistic
      * reads/writes (fewer epoll round trips on keep-alive connections); ITC
@@ -888,16 +1007,15 @@ gq_code wh_server_start(wh_server *srv, gq_err *err)
     unsigned flags =
         MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_TURBO | MHD_USE_ERROR_LOG;
     if (ss.ss_family == AF_INET6)
-        flags |= any ? MHD_USE_DUAL_STACK : MHD_USE_IPv6;
+        flags |= MHD_USE_IPv6;
     if (!srv->plain)
         flags |= MHD_USE_TLS;
     struct MHD_OptionItem o[16];
     size_t n = 0;
     /* The logger goes first so MHD never prints through its own. */
     o[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_logger, srv};
-    o[n++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, &ss};
+    o[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, fd, NULL};
     o[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, srv->idle_timeout_s, NULL};
-    o[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, NULL};
     o[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)request_completed, srv};
     o[n++] =
         (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)notify_connection, srv};
@@ -909,13 +1027,22 @@ gq_code wh_server_start(wh_server *srv, gq_err *err)
     }
     o[n++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
 
+    pthread_mutex_lock(&srv->msg_lock);
+    srv->capture_msg = true;
+    srv->start_msg[0] = '\0';
+    pthread_mutex_unlock(&srv->msg_lock);
     srv->daemon = MHD_start_daemon(flags, 0, NULL, NULL, access_handler, srv, MHD_OPTION_ARRAY, o,
                                    MHD_OPTION_END);
-    if (!srv->daemon)
-        return gq_err_set(err, GQ_EIO, "cannot serve on %s (address in use or not available)",
-                          srv->listen);
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    srv->port = di ? di->port : 0;
+    pthread_mutex_lock(&srv->msg_lock);
+    srv->capture_msg = false;
+    pthread_mutex_unlock(&srv->msg_lock);
+    if (!srv->daemon) {
+        /* The socket is not closed here: libmicrohttpd closes it on some of
+         * its failure paths, and closing twice could close another's. */
+        srv->port = 0;
+        return gq_err_set(err, GQ_EIO, "cannot serve on %s: %s", srv->listen,
+                          srv->start_msg[0] ? srv->start_msg : "libmicrohttpd failed to start");
+    }
     if (!srv->plain) {
         srv->stop_reload = false;
         if (pthread_create(&srv->reload_thread, NULL, reload_main, srv) == 0)
@@ -979,6 +1106,7 @@ void wh_server_free(wh_server *srv)
     pthread_mutex_destroy(&srv->stop_lock);
     pthread_mutex_destroy(&srv->reload_lock);
     pthread_mutex_destroy(&srv->creds_lock);
+    pthread_mutex_destroy(&srv->msg_lock);
     free(srv->listen);
     free(srv->cert_file);
     free(srv->key_file);

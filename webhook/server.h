@@ -96,7 +96,10 @@ typedef enum wh_route_kind {
 } wh_route_kind;
 
 /* Create a server (nothing is bound yet); loads and checks the certificate
- * pair unless insecure_plain_http. Options are copied. Caller owns *out. */
+ * pair unless insecure_plain_http, and warns when the certificate is
+ * expired or not yet valid. With metrics, exports
+ * gpuquota_tls_certificate_expiry_timestamp_seconds. Options are copied.
+ * Caller owns *out. */
 gq_code wh_server_new(const wh_server_options *opts, wh_server **out, gq_err *err) GQ_WUR;
 
 /* Register a handler for an exact path (before wh_server_start). ctx is
@@ -106,7 +109,8 @@ gq_code wh_server_add_handler(wh_server *srv, const char *path, wh_route_kind ki
                               wh_handler_fn fn, void *ctx, gq_err *err) GQ_WUR;
 
 /* Bind and start serving. GQ_EINVAL for a bad listen address, GQ_EIO when
- * binding or starting fails. */
+ * binding (the message names the address and the system's reason) or
+ * starting fails. */
 gq_code wh_server_start(wh_server *srv, gq_err *err) GQ_WUR;
 
 /* Bound port after start (the real one when 0 was asked); 0 before. */

@@ -307,6 +307,25 @@ static void new_rejects_bad_options(void **state)
     wh_server_options p = {.listen = "127.0.0.1:0", .insecure_plain_http = true};
     assert_int_equal(wh_server_new(&p, &s, &err), GQ_OK);
     wh_server_free(s);
+    s = NULL;
+    /* Limits that contradict each other. */
+    static const struct {
+        wh_server_options o;
+        gq_code rc;
+        const char *msg;
+    } bad[] = {
+        {{.max_body = 4096, .max_body_memory = 4095}, GQ_EINVAL, "below one body"},
+        {{.max_connections = 100, .max_connections_per_ip = 101}, GQ_EINVAL, "exceed"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        wh_server_options b = bad[i].o;
+        b.listen = "127.0.0.1:0";
+        b.insecure_plain_http = true;
+        print_message("bad limits %zu\n", i);
+        assert_int_equal(wh_server_new(&b, &s, &err), bad[i].rc);
+        assert_null(s);
+        assert_non_null(strstr(err.msg, bad[i].msg));
+    }
 }
 
 static void bad_listen_addresses(void **state)
@@ -400,6 +419,8 @@ static void expired_certificate_exported(void **state)
     snprintf(line, sizeof(line), "\ngpuquota_tls_certificate_expiry_timestamp_seconds %lld\n",
              (long long)res.not_after);
     assert_non_null(strstr(text, line));
+    assert_non_null(strstr(text, "\ngpuquota_http_body_bytes_in_flight 0\n"));
+    assert_non_null(strstr(text, "\ngpuquota_http_read_timeouts_total 0\n"));
     free(text);
     wh_server_free(s);
 }

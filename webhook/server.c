@@ -3,6 +3,8 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/tcp.h> /* struct tcp_info with tcpi_bytes_received */
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -31,7 +33,7 @@
 #define WH_MAX_PATH 64
 #define WH_MAX_CERT_FILE ((size_t)1 << 20) /* a PEM chain is a few KB */
 #define WH_MAX_CHAIN 16
-#define WH_BODY_PREALLOC ((size_t)64 * 1024)
+#define WH_SWEEP_MS 250 /* how often connections are checked against the read deadline */
 #define WH_LISTEN_BACKLOG 1024
 
 /* ---------------------------------------------------------------- responses */
@@ -146,6 +148,28 @@ typedef struct route {
     void *ctx;
 } route;
 
+/* Where a connection stands with respect to the read deadline. */
+typedef enum conn_phase {
+    CONN_RECEIVING, /* a request (or the TLS handshake) is arriving: the clock runs */
+    CONN_SERVING,   /* the request arrived whole; handler and reply under way */
+    CONN_IDLE,      /* keep-alive between requests: only the idle timeout applies */
+} conn_phase;
+
+/* One accepted connection: MHD's socket context. The phase fields are
+ * shared with the sweeper, under lock. */
+typedef struct wh_conn {
+    struct wh_conn *prev, *next; /* srv->conns, guarded by srv->conns_lock */
+    wh_creds *creds;             /* referenced until close; NULL for plain HTTP */
+    int fd;
+    char peer[INET6_ADDRSTRLEN + 16];
+    pthread_mutex_t lock;
+    conn_phase phase;
+    int64_t since_ms;   /* CONN_RECEIVING: when the request began */
+    bool have_baseline; /* CONN_IDLE: bytes received when first seen idle */
+    uint64_t baseline;
+    bool dropped;
+} wh_conn;
+
 struct wh_server {
     char *listen;
     char *cert_file;
@@ -153,11 +177,20 @@ struct wh_server {
     char *version;
     unsigned threads;
     unsigned idle_timeout_s;
+    unsigned read_timeout_s;
+    unsigned max_connections, max_connections_per_ip;
     size_t max_body;
+    size_t max_body_memory;
     unsigned reload_interval_ms;
     bool plain;
     wh_metrics *metrics;
-    atomic_llong cert_not_after; /* of the serving certificate, for /metrics */
+
+    atomic_size_t body_bytes;           /* reserved by the bodies in flight */
+    atomic_uint_fast64_t read_timeouts; /* connections closed at the read deadline */
+    atomic_llong cert_not_after;        /* of the serving certificate, for /metrics */
+
+    pthread_mutex_t conns_lock; /* guards the list and each entry's life */
+    wh_conn *conns;
 
     pthread_mutex_t msg_lock; /* guards start_msg */
     bool capture_msg;         /* MHD_start_daemon is running: keep its last message */
@@ -177,11 +210,11 @@ struct wh_server {
     pthread_mutex_t reload_lock; /* serialises reloads; guards the signatures */
     file_sig cert_sig, key_sig;
 
-    pthread_t reload_thread;
-    bool reload_running;
+    pthread_t housekeeping_thread;
+    bool housekeeping_running;
     pthread_mutex_t stop_lock;
     pthread_cond_t stop_cond;
-    bool stop_reload;
+    bool stop_housekeeping;
 };
 
 static void creds_release(wh_creds *c)
@@ -390,28 +423,206 @@ out:
     return rc;
 }
 
-static void *reload_main(void *arg)
+/* --------------------------------------------------------- connections */
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* "127.0.0.1:54321" or "[::1]:54321"; "" for other families. */
+static void sockaddr_text(const struct sockaddr *sa, char *buf, size_t cap)
+{
+    char host[INET6_ADDRSTRLEN];
+    buf[0] = '\0';
+    if (!sa)
+        return;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const void *)sa;
+        if (inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host)))
+            snprintf(buf, cap, "%s:%u", host, ntohs(in->sin_port));
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const void *)sa;
+        if (inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host)))
+            snprintf(buf, cap, "[%s]:%u", host, ntohs(in6->sin6_port));
+    }
+}
+
+static void format_addr(struct MHD_Connection *conn, char *buf, size_t cap)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    sockaddr_text(ci ? ci->client_addr : NULL, buf, cap);
+}
+
+static wh_conn *conn_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+/* Connection accepted: track it for the read deadline and reference the
+ * current credentials. NULL on out-of-memory: a TLS handshake then fails
+ * (no certificate to offer), a plain connection goes untracked. */
+static wh_conn *conn_open(wh_server *srv, struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *fd =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    wh_conn *c = calloc(1, sizeof(*c));
+    if (!c || !fd || pthread_mutex_init(&c->lock, NULL)) {
+        free(c);
+        return NULL;
+    }
+    c->fd = fd->connect_fd;
+    c->phase = CONN_RECEIVING; /* the first request's clock includes the handshake */
+    c->since_ms = mono_ms();
+    format_addr(conn, c->peer, sizeof(c->peer));
+    if (!srv->plain)
+        c->creds = creds_acquire(srv);
+    pthread_mutex_lock(&srv->conns_lock);
+    c->next = srv->conns;
+    if (c->next)
+        c->next->prev = c;
+    srv->conns = c;
+    pthread_mutex_unlock(&srv->conns_lock);
+    return c;
+}
+
+/* MHD calls this before it closes the socket, so the sweeper, which shuts
+ * sockets down under conns_lock, never touches a descriptor number that
+ * has been reused. */
+static void conn_close(wh_server *srv, wh_conn *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&srv->conns_lock);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        srv->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    pthread_mutex_unlock(&srv->conns_lock);
+    creds_release(c->creds);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+/* Phase changes seen by the connection's thread. RECEIVING only starts a
+ * clock from IDLE: the first request's clock runs from accept. */
+static void conn_set_phase(wh_conn *c, conn_phase phase)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->lock);
+    if (phase != CONN_RECEIVING) {
+        c->phase = phase;
+        c->have_baseline = false;
+    } else if (c->phase == CONN_IDLE) {
+        c->phase = phase;
+        c->since_ms = mono_ms();
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Bytes the peer has sent on a TCP socket so far (Linux 4.1+). */
+static bool tcp_bytes_received(int fd, uint64_t *out)
+{
+    struct tcp_info ti;
+    socklen_t len = sizeof(ti);
+    memset(&ti, 0, sizeof(ti));
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) ||
+        len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof(ti.tcpi_bytes_received))
+        return false;
+    *out = ti.tcpi_bytes_received;
+    return true;
+}
+
+/* One connection against the read deadline (c->lock held). True when it
+ * was closed now. */
+static bool conn_check(const wh_server *srv, wh_conn *c, int64_t now)
+{
+    uint64_t bytes;
+    if (c->dropped)
+        return false;
+    if (c->phase == CONN_IDLE && tcp_bytes_received(c->fd, &bytes)) {
+        /* libmicrohttpd says nothing of a request until its headers are
+         * complete; bytes arriving after the previous request start the
+         * next one's clock, so trickled headers cannot escape it. */
+        if (!c->have_baseline) {
+            c->baseline = bytes;
+            c->have_baseline = true;
+        } else if (bytes != c->baseline) {
+            c->phase = CONN_RECEIVING;
+            c->since_ms = now;
+        }
+        return false;
+    }
+    if (c->phase != CONN_RECEIVING || now - c->since_ms < (int64_t)srv->read_timeout_s * 1000)
+        return false;
+    /* Not close(): the descriptor stays libmicrohttpd's. Its next read
+     * sees the end of the stream and it closes the connection as usual. */
+    if (shutdown(c->fd, SHUT_RDWR))
+        return false;
+    c->dropped = true;
+    return true;
+}
+
+/* Close the connections whose request did not arrive whole in time. */
+static void sweep_connections(wh_server *srv)
+{
+    unsigned dropped = 0;
+    char first[sizeof(((wh_conn *)NULL)->peer)] = "";
+    int64_t now = mono_ms();
+    pthread_mutex_lock(&srv->conns_lock);
+    for (wh_conn *c = srv->conns; c; c = c->next) {
+        pthread_mutex_lock(&c->lock);
+        if (conn_check(srv, c, now) && !dropped++)
+            memcpy(first, c->peer, sizeof(first));
+        pthread_mutex_unlock(&c->lock);
+    }
+    pthread_mutex_unlock(&srv->conns_lock);
+    if (!dropped)
+        return;
+    atomic_fetch_add(&srv->read_timeouts, dropped);
+    /* One line per sweep, however many: slow peers must not flood the log. */
+    GQ_WARN("closed %u connection(s) that did not send a whole request within %u s (first: %s)",
+            dropped, srv->read_timeout_s, first[0] ? first : "unknown peer");
+}
+
+/* Wakes every WH_SWEEP_MS to enforce the read deadline, and polls the
+ * certificate files every reload_interval_ms. */
+static void *housekeeping_main(void *arg)
 {
     wh_server *srv = arg;
+    unsigned tick = srv->reload_interval_ms < WH_SWEEP_MS ? srv->reload_interval_ms : WH_SWEEP_MS;
+    int64_t next_reload = mono_ms() + srv->reload_interval_ms;
     pthread_mutex_lock(&srv->stop_lock);
-    while (!srv->stop_reload) {
+    while (!srv->stop_housekeeping) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += srv->reload_interval_ms / 1000;
-        ts.tv_nsec += (long)(srv->reload_interval_ms % 1000) * 1000000L;
+        ts.tv_sec += tick / 1000;
+        ts.tv_nsec += (long)(tick % 1000) * 1000000L;
         if (ts.tv_nsec >= 1000000000L) {
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
         }
         pthread_cond_timedwait(&srv->stop_cond, &srv->stop_lock, &ts);
-        if (srv->stop_reload)
+        if (srv->stop_housekeeping)
             break;
         pthread_mutex_unlock(&srv->stop_lock);
-        gq_err err;
-        gq_err_clear(&err);
-        /* Failures are logged inside and the old certificate stays. */
-        bool failed = wh_server_reload_certs(srv, &err) != GQ_OK;
-        (void)failed;
+        sweep_connections(srv);
+        if (!srv->plain && mono_ms() >= next_reload) {
+            gq_err err;
+            gq_err_clear(&err);
+            /* Failures are logged inside and the old certificate stays. */
+            bool failed = wh_server_reload_certs(srv, &err) != GQ_OK;
+            (void)failed;
+            next_reload = mono_ms() + srv->reload_interval_ms;
+        }
         pthread_mutex_lock(&srv->stop_lock);
     }
     pthread_mutex_unlock(&srv->stop_lock);
@@ -427,9 +638,8 @@ static int cert_callback(gnutls_session_t session, const gnutls_datum_t *req_ca_
                          gnutls_privkey_t *privkey)
 {
     struct MHD_Connection *conn = gnutls_session_get_ptr(session);
-    const union MHD_ConnectionInfo *ci =
-        conn ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT) : NULL;
-    wh_creds *c = ci ? ci->socket_context : NULL;
+    wh_conn *wc = conn ? conn_of(conn) : NULL;
+    wh_creds *c = wc ? wc->creds : NULL;
     if (!c)
         return -1;
     *pcert = c->pcerts;
@@ -443,9 +653,9 @@ static void notify_connection(void *cls, struct MHD_Connection *conn, void **soc
 {
     wh_server *srv = cls;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
-        *socket_context = srv->plain ? NULL : creds_acquire(srv);
+        *socket_context = conn_open(srv, conn);
     } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
-        creds_release(*socket_context);
+        conn_close(srv, *socket_context);
         *socket_context = NULL;
     }
 }
@@ -488,18 +698,61 @@ static double read_cert_expiry(const void *ctx)
     return (double)atomic_load(&((wh_server *)ctx)->cert_not_after);
 }
 
+static double read_body_bytes(const void *ctx)
+{
+    return (double)atomic_load(&((wh_server *)ctx)->body_bytes);
+}
+
+static uint64_t read_timeouts(const void *ctx)
+{
+    return atomic_load(&((wh_server *)ctx)->read_timeouts);
+}
+
 /* The server's own families. The registry calls back into srv: it must
  * not be rendered after wh_server_free (the server serves /metrics). */
 static gq_code register_metrics(wh_server *srv, gq_err *err)
 {
     gq_code rc = GQ_OK;
-    if (!srv->metrics || srv->plain)
+    if (!srv->metrics)
         return GQ_OK;
-    if ((rc = wh_metrics_add_external_gauge(
-             srv->metrics, "gpuquota_tls_certificate_expiry_timestamp_seconds",
-             "When the serving certificate expires (notAfter), in Unix seconds.", read_cert_expiry,
+    if ((!srv->plain && (rc = wh_metrics_add_external_gauge(
+                             srv->metrics, "gpuquota_tls_certificate_expiry_timestamp_seconds",
+                             "When the serving certificate expires (notAfter), in Unix seconds.",
+                             read_cert_expiry, srv))) ||
+        (rc = wh_metrics_add_external_gauge(srv->metrics, "gpuquota_http_body_bytes_in_flight",
+                                            "Bytes of request bodies buffered now (reserved).",
+                                            read_body_bytes, srv)) ||
+        (rc = wh_metrics_add_external_counter(
+             srv->metrics, "gpuquota_http_read_timeouts_total",
+             "Connections closed because a request did not arrive whole in time.", read_timeouts,
              srv)))
         return gq_err_set(err, rc, "server metrics: %s", gq_strerror(rc));
+    return GQ_OK;
+}
+
+/* Limits: defaults filled in, checked. */
+static gq_code set_limits(wh_server *srv, const wh_server_options *o, gq_err *err)
+{
+    srv->idle_timeout_s = o->idle_timeout_s ? o->idle_timeout_s : WH_IDLE_TIMEOUT_DEFAULT;
+    srv->read_timeout_s = o->read_timeout_s ? o->read_timeout_s : WH_READ_TIMEOUT_DEFAULT;
+    srv->max_body = o->max_body ? o->max_body : WH_MAX_BODY_DEFAULT;
+    srv->max_body_memory = o->max_body_memory ? o->max_body_memory : WH_MAX_BODY_MEMORY_DEFAULT;
+    srv->max_connections = o->max_connections ? o->max_connections : WH_MAX_CONNECTIONS_DEFAULT;
+    srv->max_connections_per_ip = o->max_connections_per_ip;
+    if (!srv->max_connections_per_ip) {
+        unsigned quarter = srv->max_connections / 4 ? srv->max_connections / 4 : 1;
+        srv->max_connections_per_ip = quarter < WH_MAX_CONNECTIONS_PER_IP_DEFAULT
+                                          ? quarter
+                                          : WH_MAX_CONNECTIONS_PER_IP_DEFAULT;
+    }
+    srv->reload_interval_ms = o->reload_interval_ms ? o->reload_interval_ms : 1000;
+    if (srv->max_body_memory < srv->max_body)
+        return gq_err_set(err, GQ_EINVAL,
+                          "the memory for request bodies (%zu bytes) is below one body (%zu)",
+                          srv->max_body_memory, srv->max_body);
+    if (srv->max_connections_per_ip > srv->max_connections)
+        return gq_err_set(err, GQ_EINVAL, "connections per IP (%u) exceed all connections (%u)",
+                          srv->max_connections_per_ip, srv->max_connections);
     return GQ_OK;
 }
 
@@ -517,6 +770,7 @@ gq_code wh_server_new(const wh_server_options *opts, wh_server **out, gq_err *er
     pthread_mutex_init(&srv->creds_lock, NULL);
     pthread_mutex_init(&srv->reload_lock, NULL);
     pthread_mutex_init(&srv->stop_lock, NULL);
+    pthread_mutex_init(&srv->conns_lock, NULL);
     pthread_mutex_init(&srv->msg_lock, NULL);
     pthread_cond_init(&srv->stop_cond, NULL);
     srv->plain = opts->insecure_plain_http;
@@ -535,10 +789,9 @@ gq_code wh_server_new(const wh_server_options *opts, wh_server **out, gq_err *er
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         srv->threads = n > 0 && n < 1024 ? (unsigned)n : 1;
     }
-    srv->idle_timeout_s = opts->idle_timeout_s ? opts->idle_timeout_s : WH_IDLE_TIMEOUT_DEFAULT;
-    srv->max_body = opts->max_body ? opts->max_body : WH_MAX_BODY_DEFAULT;
-    srv->reload_interval_ms = opts->reload_interval_ms ? opts->reload_interval_ms : 1000;
     srv->metrics = opts->metrics;
+    if ((rc = set_limits(srv, opts, err)))
+        goto out;
     rc = wh_server_add_handler(srv, "/healthz", WH_ROUTE_GET, handle_healthz, srv, err);
     if (!rc)
         rc = wh_server_add_handler(srv, "/readyz", WH_ROUTE_GET, handle_readyz, srv, err);
@@ -691,40 +944,75 @@ typedef struct req_state {
     const route *route;
     char *body;
     size_t len, cap;
+    size_t reserved; /* bytes of the body budget held */
+    bool fixed;      /* length declared: reserved whole at the first call */
     bool too_large;
+    bool over_budget;
 } req_state;
 
-/* "127.0.0.1:54321" or "[::1]:54321"; "" for other families. */
-static void sockaddr_text(const struct sockaddr *sa, char *buf, size_t cap)
+/* Reserve n bytes of the memory all bodies in flight share; false when it
+ * would run over. */
+static bool budget_take(wh_server *srv, size_t n)
 {
-    char host[INET6_ADDRSTRLEN];
-    buf[0] = '\0';
-    if (!sa)
-        return;
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const void *)sa;
-        if (inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host)))
-            snprintf(buf, cap, "%s:%u", host, ntohs(in->sin_port));
-    } else if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const void *)sa;
-        if (inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host)))
-            snprintf(buf, cap, "[%s]:%u", host, ntohs(in6->sin6_port));
+    size_t cur = atomic_load_explicit(&srv->body_bytes, memory_order_relaxed);
+    do {
+        if (n > srv->max_body_memory - cur)
+            return false;
+    } while (!atomic_compare_exchange_weak_explicit(&srv->body_bytes, &cur, cur + n,
+                                                    memory_order_relaxed, memory_order_relaxed));
+    return true;
+}
+
+static void body_free(wh_server *srv, req_state *st)
+{
+    free(st->body);
+    atomic_fetch_sub_explicit(&srv->body_bytes, st->reserved, memory_order_relaxed);
+    st->body = NULL;
+    st->len = st->cap = st->reserved = 0;
+}
+
+/* Room for n more bytes and a NUL. A declared length was reserved whole;
+ * chunked bodies reserve as they grow. GQ_ELIMIT when the budget is spent. */
+static gq_code body_grow(wh_server *srv, req_state *st, size_t n)
+{
+    size_t cap = st->cap ? st->cap : 16384;
+    size_t most = (st->fixed ? st->reserved : srv->max_body) + 1;
+    while (cap < st->len + n + 1)
+        cap *= 2;
+    if (cap > most)
+        cap = most;
+    if (!st->fixed && cap > st->reserved) {
+        if (!budget_take(srv, cap - st->reserved))
+            return GQ_ELIMIT;
+        st->reserved = cap;
     }
+    char *nb = realloc(st->body, cap);
+    if (!nb)
+        return GQ_ENOMEM;
+    st->body = nb;
+    st->cap = cap;
+    return GQ_OK;
 }
 
-static void format_addr(struct MHD_Connection *conn, char *buf, size_t cap)
+/* The one reply for a spent body budget: the server is full, not the
+ * client at fault; a recent kube-apiserver retries a 503 that carries
+ * Retry-After within the webhook's timeout. */
+static void error_busy(const wh_server *srv, wh_response *resp)
 {
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    sockaddr_text(ci ? ci->client_addr : NULL, buf, cap);
+    wh_response_error(resp, 503, "request bodies in flight would exceed %zu bytes; retry",
+                      srv->max_body_memory);
+    if (wh_response_add_header(resp, "Retry-After", "1"))
+        return; /* cannot happen: the error reply has no headers yet */
 }
 
-/* Count/log errors, hand the response to MHD and dispose resp. */
+/* Count/log errors, hand the response to MHD and dispose resp. The request
+ * has arrived (or will not be read): its read deadline stops. */
 static enum MHD_Result reply(wh_server *srv, struct MHD_Connection *conn, const wh_request *req,
                              wh_response *resp)
 {
     struct MHD_Response *r;
     enum MHD_Result ret = MHD_NO;
+    conn_set_phase(conn_of(conn), CONN_SERVING);
     account(srv, req, resp);
     if (resp->body) {
         r = MHD_create_response_from_buffer(resp->body_len, resp->body, MHD_RESPMEM_MUST_FREE);
@@ -763,6 +1051,74 @@ static size_t parse_content_length(const char *s)
     return v;
 }
 
+/* First call of a request (headers complete): every check, then the body
+ * budget. Returns the new state, or NULL with resp filled (an error) or
+ * left at status 0 (out of memory). */
+static req_state *request_begin(wh_server *srv, struct MHD_Connection *conn, const char *method,
+                                const char *url, wh_request *req, wh_response *resp)
+{
+    conn_set_phase(conn_of(conn), CONN_RECEIVING);
+    req->content_type =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    const char *cl =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    size_t declared = parse_content_length(cl);
+    const route *r = check_request(srv, method, url, req->content_type, declared, resp);
+    if (!r)
+        return NULL;
+    bool fixed = r->kind == WH_ROUTE_POST_JSON && declared != SIZE_MAX && declared > 0;
+    /* A declared length is reserved whole before a byte of it is read, so
+     * a refusal is immediate and the reservation bounds the buffer. */
+    if (fixed && !budget_take(srv, declared)) {
+        error_busy(srv, resp);
+        return NULL;
+    }
+    req_state *st = calloc(1, sizeof(*st));
+    if (st && fixed) {
+        /* One allocation of the declared size: no copies as it grows.
+         * Pages the client never fills are never touched, so announcing
+         * 3 MiB and sending nothing still costs little memory. */
+        st->fixed = true;
+        st->reserved = declared;
+        st->cap = declared + 1;
+        st->body = malloc(st->cap);
+    }
+    if (!st || (fixed && !st->body)) {
+        if (fixed)
+            atomic_fetch_sub_explicit(&srv->body_bytes, declared, memory_order_relaxed);
+        free(st);
+        return NULL;
+    }
+    st->route = r;
+    return st;
+}
+
+/* A chunk of the body: buffered, or discarded once the request is known
+ * to fail (413, 503), which is then answered at the end. */
+static enum MHD_Result request_data(wh_server *srv, req_state *st, const char *data, size_t n)
+{
+    if (st->too_large || st->over_budget || st->route->kind == WH_ROUTE_GET)
+        return MHD_YES; /* GET bodies are ignored */
+    if (n > srv->max_body - st->len) {
+        st->too_large = true;
+        body_free(srv, st);
+        return MHD_YES;
+    }
+    if (st->len + n + 1 > st->cap) {
+        gq_code rc = body_grow(srv, st, n);
+        if (rc == GQ_ELIMIT) {
+            st->over_budget = true;
+            body_free(srv, st);
+            return MHD_YES;
+        }
+        if (rc)
+            return MHD_NO;
+    }
+    memcpy(st->body + st->len, data, n);
+    st->len += n;
+    return MHD_YES;
+}
+
 static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, const char *url,
                                       const char *method, const char *version,
                                       const char *upload_data, size_t *upload_data_size,
@@ -777,13 +1133,10 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
     if (!st) {
         atomic_fetch_add_explicit(&srv->in_flight, 1, memory_order_relaxed);
         wh_response_init(&resp);
-        req.content_type =
-            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-        const char *cl =
-            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        size_t declared = parse_content_length(cl);
-        const route *r = check_request(srv, method, url, req.content_type, declared, &resp);
-        if (!r) {
+        st = request_begin(srv, conn, method, url, &req, &resp);
+        if (!st && !resp.status)
+            return MHD_NO; /* out of memory */
+        if (!st) {
             /* Errors are answered at once; an unread body makes MHD close
              * the connection after the reply. Successful requests, GET
              * included, are answered only after MHD's last call: a reply
@@ -792,21 +1145,6 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
             format_addr(conn, remote, sizeof(remote));
             return reply(srv, conn, &req, &resp);
         }
-        st = calloc(1, sizeof(*st));
-        if (!st)
-            return MHD_NO;
-        st->route = r;
-        if (r->kind == WH_ROUTE_POST_JSON && declared != SIZE_MAX && declared > 0) {
-            /* Trust the declared length only up to a typical review, so a
-             * client that announces 3 MiB and sends nothing costs little. */
-            size_t cap = declared < WH_BODY_PREALLOC ? declared + 1 : WH_BODY_PREALLOC;
-            st->body = malloc(cap);
-            if (!st->body) {
-                free(st);
-                return MHD_NO;
-            }
-            st->cap = cap;
-        }
         *con_cls = st;
         return MHD_YES;
     }
@@ -814,30 +1152,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (st->too_large || st->route->kind == WH_ROUTE_GET) /* GET bodies are ignored */
-            return MHD_YES; /* discard the rest; answered at the end */
-        if (n > srv->max_body - st->len) {
-            st->too_large = true;
-            free(st->body);
-            st->body = NULL;
-            st->len = st->cap = 0;
-            return MHD_YES;
-        }
-        if (st->len + n + 1 > st->cap) {
-            size_t cap = st->cap ? st->cap : 16384;
-            while (cap < st->len + n + 1)
-                cap *= 2;
-            if (cap > srv->max_body + 1)
-                cap = srv->max_body + 1;
-            char *nb = realloc(st->body, cap);
-            if (!nb)
-                return MHD_NO;
-            st->body = nb;
-            st->cap = cap;
-        }
-        memcpy(st->body + st->len, upload_data, n);
-        st->len += n;
-        return MHD_YES;
+        return request_data(srv, st, upload_data, n);
     }
 
     /* Whole body received. */
@@ -848,6 +1163,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
     req.timeout = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "timeout");
     if (st->too_large) {
         wh_response_error(&resp, 413, "request body exceeds %zu bytes", srv->max_body);
+    } else if (st->over_budget) {
+        error_busy(srv, &resp);
     } else {
         if (st->body)
             st->body[st->len] = '\0';
@@ -864,10 +1181,11 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
     wh_server *srv = cls;
     req_state *st = *con_cls;
     if (st) {
-        free(st->body);
+        body_free(srv, st);
         free(st);
         *con_cls = NULL;
     }
+    conn_set_phase(conn_of(conn), CONN_IDLE);
     atomic_fetch_sub_explicit(&srv->in_flight, 1, memory_order_relaxed);
 }
 
@@ -1016,6 +1334,9 @@ gq_code wh_server_start(wh_server *srv, gq_err *err)
     o[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_logger, srv};
     o[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, fd, NULL};
     o[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, srv->idle_timeout_s, NULL};
+    o[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, srv->max_connections, NULL};
+    o[n++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                                     srv->max_connections_per_ip, NULL};
     o[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)request_completed, srv};
     o[n++] =
         (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)notify_connection, srv};
@@ -1043,26 +1364,25 @@ gq_code wh_server_start(wh_server *srv, gq_err *err)
         return gq_err_set(err, GQ_EIO, "cannot serve on %s: %s", srv->listen,
                           srv->start_msg[0] ? srv->start_msg : "libmicrohttpd failed to start");
     }
-    if (!srv->plain) {
-        srv->stop_reload = false;
-        if (pthread_create(&srv->reload_thread, NULL, reload_main, srv) == 0)
-            srv->reload_running = true;
-        else
-            GQ_ERROR("cannot start the certificate reload thread; reload is disabled");
-    }
+    srv->stop_housekeeping = false;
+    if (pthread_create(&srv->housekeeping_thread, NULL, housekeeping_main, srv) == 0)
+        srv->housekeeping_running = true;
+    else
+        GQ_ERROR("cannot start the housekeeping thread; certificate reload and the read "
+                 "deadline are disabled");
     return GQ_OK;
 }
 
-static void stop_reload_thread(wh_server *srv)
+static void stop_housekeeping_thread(wh_server *srv)
 {
-    if (!srv->reload_running)
+    if (!srv->housekeeping_running)
         return;
     pthread_mutex_lock(&srv->stop_lock);
-    srv->stop_reload = true;
+    srv->stop_housekeeping = true;
     pthread_cond_signal(&srv->stop_cond);
     pthread_mutex_unlock(&srv->stop_lock);
-    pthread_join(srv->reload_thread, NULL);
-    srv->reload_running = false;
+    pthread_join(srv->housekeeping_thread, NULL);
+    srv->housekeeping_running = false;
 }
 
 unsigned wh_server_stop(wh_server *srv, unsigned drain_ms)
@@ -1076,23 +1396,14 @@ unsigned wh_server_stop(wh_server *srv, unsigned drain_ms)
         MHD_socket fd = MHD_quiesce_daemon(srv->daemon);
         if (fd != MHD_INVALID_SOCKET)
             close(fd);
-        struct timespec start, now, tick = {0, 10 * 1000 * 1000};
-        clock_gettime(CLOCK_MONOTONIC, &start);
-        for (;;) {
-            left = atomic_load(&srv->in_flight);
-            if (!left)
-                break;
-            clock_gettime(CLOCK_MONOTONIC, &now);
-            long long ms = (long long)(now.tv_sec - start.tv_sec) * 1000 +
-                           (now.tv_nsec - start.tv_nsec) / 1000000;
-            if (ms >= drain_ms)
-                break;
+        struct timespec tick = {0, 10 * 1000 * 1000};
+        int64_t start = mono_ms();
+        while ((left = atomic_load(&srv->in_flight)) && mono_ms() - start < (int64_t)drain_ms)
             nanosleep(&tick, NULL);
-        }
         MHD_stop_daemon(srv->daemon);
         srv->daemon = NULL;
     }
-    stop_reload_thread(srv);
+    stop_housekeeping_thread(srv);
     return left;
 }
 
@@ -1106,6 +1417,7 @@ void wh_server_free(wh_server *srv)
     pthread_mutex_destroy(&srv->stop_lock);
     pthread_mutex_destroy(&srv->reload_lock);
     pthread_mutex_destroy(&srv->creds_lock);
+    pthread_mutex_destroy(&srv->conns_lock);
     pthread_mutex_destroy(&srv->msg_lock);
     free(srv->listen);
     free(srv->cert_file);

@@ -6,7 +6,12 @@
  * and checks without any socket, so tests drive everything but the wire.
  *
  * Built-in routes: GET /healthz (200 "ok"), GET /readyz (200 while ready,
- * else 503), GET /metrics (when options.metrics is set). */
+ * else 503), GET /metrics (when options.metrics is set).
+ *
+ * Abuse limits (docs/webhook-server.md): bodies in flight share a memory
+ * budget (503 + Retry-After past it), a request must arrive whole within a
+ * read deadline or its connection is closed, and connections are capped
+ * in all and per peer address. */
 #ifndef WH_SERVER_H
 #define WH_SERVER_H
 
@@ -18,6 +23,18 @@
 
 #define WH_MAX_BODY_DEFAULT ((size_t)3 * 1024 * 1024) /* DESIGN.md §8: 3 MiB */
 #define WH_IDLE_TIMEOUT_DEFAULT 120 /* seconds; above kube-apiserver's 90 s idle */
+/* All request bodies buffered at once, together (DESIGN.md §8): ten
+ * maximal reviews, or thousands of typical 5-10 KB ones. */
+#define WH_MAX_BODY_MEMORY_DEFAULT ((size_t)32 * 1024 * 1024)
+/* A request (TLS handshake included for the first one on a connection) must
+ * arrive whole within this many seconds; kube-apiserver's webhook timeout
+ * is at most 30 s, its requests arrive in milliseconds. */
+#define WH_READ_TIMEOUT_DEFAULT 10
+#define WH_MAX_CONNECTIONS_DEFAULT 1024
+/* One peer address may hold at most this many connections, so that no
+ * single peer can take them all. kube-apiserver is one peer (a few for an
+ * HA control plane) and opens one connection per concurrent call. */
+#define WH_MAX_CONNECTIONS_PER_IP_DEFAULT 256
 #define WH_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
 
 /* One request as a handler sees it. Every pointer is borrowed for the call. */
@@ -78,12 +95,18 @@ typedef struct wh_metrics wh_metrics;
 typedef struct wh_server wh_server;
 
 typedef struct wh_server_options {
-    const char *listen;          /* "[HOST]:PORT"; ":8443" = all addresses; port 0 = ephemeral */
-    const char *cert_file;       /* PEM chain, leaf first */
-    const char *key_file;        /* PEM private key */
-    unsigned threads;            /* worker threads; 0 = number of online CPUs */
-    unsigned idle_timeout_s;     /* 0 = WH_IDLE_TIMEOUT_DEFAULT */
-    size_t max_body;             /* 0 = WH_MAX_BODY_DEFAULT */
+    const char *listen;       /* "[HOST]:PORT"; ":8443" = all addresses; port 0 = ephemeral */
+    const char *cert_file;    /* PEM chain, leaf first */
+    const char *key_file;     /* PEM private key */
+    unsigned threads;         /* worker threads; 0 = number of online CPUs */
+    unsigned idle_timeout_s;  /* 0 = WH_IDLE_TIMEOUT_DEFAULT */
+    size_t max_body;          /* 0 = WH_MAX_BODY_DEFAULT */
+    size_t max_body_memory;   /* all bodies in flight; 0 = WH_MAX_BODY_MEMORY_DEFAULT */
+    unsigned read_timeout_s;  /* 0 = WH_READ_TIMEOUT_DEFAULT */
+    unsigned max_connections; /* 0 = WH_MAX_CONNECTIONS_DEFAULT */
+    /* 0 = WH_MAX_CONNECTIONS_PER_IP_DEFAULT or a quarter of max_connections,
+     * whichever is less */
+    unsigned max_connections_per_ip;
     unsigned reload_interval_ms; /* certificate poll; 0 = 1000 */
     bool insecure_plain_http;    /* tests only: serve plain HTTP, no certificates */
     wh_metrics *metrics;         /* borrowed; NULL = no /metrics and no counting */
@@ -98,8 +121,9 @@ typedef enum wh_route_kind {
 /* Create a server (nothing is bound yet); loads and checks the certificate
  * pair unless insecure_plain_http, and warns when the certificate is
  * expired or not yet valid. With metrics, exports
- * gpuquota_tls_certificate_expiry_timestamp_seconds. Options are copied.
- * Caller owns *out. */
+ * gpuquota_tls_certificate_expiry_timestamp_seconds and the server's abuse
+ * counters. Options are copied. GQ_EINVAL for inconsistent limits. Caller
+ * owns *out. */
 gq_code wh_server_new(const wh_server_options *opts, wh_server **out, gq_err *err) GQ_WUR;
 
 /* Register a handler for an exact path (before wh_server_start). ctx is

@@ -32,6 +32,7 @@ static void usage(FILE *f)
                "                        [--trusted-user NAME]... [--max-body-memory SIZE]\n"
                "                        [--read-timeout DURATION] [--max-connections N]\n"
                "                        [--max-connections-per-ip N]\n"
+               "                        [--client-ca FILE [--client-cn NAME]...]\n"
                "\n"
                "Serves /mutate and /validate over HTTPS (TLS 1.2+), plus /healthz, /readyz\n"
                "and /metrics. --listen defaults to :8443 (all addresses); port 0 picks a\n"
@@ -56,7 +57,11 @@ static void usage(FILE *f)
                "must arrive whole within --read-timeout (default 10s) or its connection is\n"
                "closed. At most --max-connections (1024) connections, and at most\n"
                "--max-connections-per-ip from one peer address (256, or a quarter of\n"
-               "--max-connections when that is less).\n");
+               "--max-connections when that is less).\n"
+               "--client-ca FILE (PEM bundle, reloaded with the certificate): /mutate and\n"
+               "/validate then answer 403 unless the client presents a certificate from\n"
+               "it (clientAuth) whose subject CN is one of --client-cn (repeatable; any CN\n"
+               "when none is given). /healthz, /readyz and /metrics need none.\n");
 }
 
 /* The host part for the "listening on" line: what was asked, or the
@@ -73,6 +78,16 @@ static void listen_host(const char *listen, char *buf, size_t cap)
         n = cap - 1;
     memcpy(buf, listen, n);
     buf[n] = '\0';
+}
+
+/* A repeatable option's value, kept in list (at most max of them). */
+static gq_code append_arg(const char *opt, const char **list, size_t *n, size_t max,
+                          const char *value, gq_err *err)
+{
+    if (*n == max)
+        return gq_err_set(err, GQ_ELIMIT, "at most %zu %s", max, opt);
+    list[(*n)++] = value;
+    return GQ_OK;
 }
 
 /* Every connection is a descriptor: raise the soft open-file limit to what
@@ -266,6 +281,8 @@ int gq_cmd_webhook(int argc, char **argv)
         {"read-timeout", required_argument, NULL, 'T'},
         {"max-connections", required_argument, NULL, 'C'},
         {"max-connections-per-ip", required_argument, NULL, 'P'},
+        {"client-ca", required_argument, NULL, 'A'},
+        {"client-cn", required_argument, NULL, 'N'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -277,6 +294,7 @@ int gq_cmd_webhook(int argc, char **argv)
     int64_t body_memory = (int64_t)WH_MAX_BODY_MEMORY_DEFAULT;
     const char *trusted[WH_TRUSTED_USERS_MAX];
     size_t n_trusted = 0;
+    const char *client_cns[WH_MAX_CLIENT_CNS];
     validate_ctx vc;
     bool validating = false;
     memset(&vc, 0, sizeof(vc));
@@ -321,11 +339,9 @@ int gq_cmd_webhook(int argc, char **argv)
                 goto usage_error;
             break;
         case 'u':
-            if (n_trusted == WH_TRUSTED_USERS_MAX) {
-                gq_err_set(&err, GQ_ELIMIT, "at most %d --trusted-user", WH_TRUSTED_USERS_MAX);
+            if (append_arg("--trusted-user", trusted, &n_trusted, WH_TRUSTED_USERS_MAX, optarg,
+                           &err))
                 goto usage_error;
-            }
-            trusted[n_trusted++] = optarg;
             break;
         case 'M':
             if (gq_cli_parse_bytes("--max-body-memory", optarg, (int64_t)WH_MAX_BODY_DEFAULT,
@@ -349,6 +365,14 @@ int gq_cmd_webhook(int argc, char **argv)
                                   &err))
                 goto usage_error;
             break;
+        case 'A':
+            so.client_ca_file = optarg;
+            break;
+        case 'N':
+            if (append_arg("--client-cn", client_cns, &so.n_client_cns, WH_MAX_CLIENT_CNS, optarg,
+                           &err))
+                goto usage_error;
+            break;
         case 'h':
             usage(stdout);
             return GQ_EXIT_OK;
@@ -365,6 +389,10 @@ int gq_cmd_webhook(int argc, char **argv)
         gq_err_set(&err, GQ_EINVAL, "--tls-cert and --tls-key are required");
         goto usage_error;
     }
+    if (so.n_client_cns && !so.client_ca_file) {
+        gq_err_set(&err, GQ_EINVAL, "--client-cn needs --client-ca");
+        goto usage_error;
+    }
     if (max_conns_ip > max_conns) {
         gq_err_set(&err, GQ_EINVAL, "--max-connections-per-ip %ld exceeds --max-connections %ld",
                    max_conns_ip, max_conns);
@@ -375,6 +403,7 @@ int gq_cmd_webhook(int argc, char **argv)
     so.max_connections = (unsigned)max_conns;
     so.max_connections_per_ip = (unsigned)max_conns_ip;
     so.max_body_memory = (size_t)body_memory;
+    so.client_cns = client_cns;
     raise_nofile(so.max_connections);
 
     if (gq_cli_load_config(config_path, &cfg, &err) || wh_metrics_new(GQ_VERSION, &metrics) ||

@@ -40,7 +40,8 @@ gq_cli_test(webhook missing_certificate 1
             ARGS --tls-cert /nonexistent/tls.crt --tls-key /nonexistent/tls.key
             EXPECT "/nonexistent/tls.crt: No such file or directory")
 
-# gpuquota webhook: the abuse-limit flags are checked before anything starts.
+# gpuquota webhook: the abuse-limit and client-certificate flags are checked
+# before anything starts.
 gq_cli_test(webhook max_body_memory_below_one_body 2
             ARGS --tls-cert a --tls-key b --max-body-memory 1Mi
             EXPECT "^gpuquota webhook: --max-body-memory 1Mi: expected a size in bytes from 3145728")
@@ -49,3 +50,5 @@ gq_cli_test(webhook read_timeout_range 2 ARGS --tls-cert a --tls-key b --read-ti
 gq_cli_test(webhook per_ip_above_all 2
             ARGS --tls-cert a --tls-key b --max-connections 100 --max-connections-per-ip 200
             EXPECT "^gpuquota webhook: --max-connections-per-ip 200 exceeds --max-connections 100$")
+gq_cli_test(webhook client_cn_without_ca 2 ARGS --tls-cert a --tls-key b --client-cn kube-apiserver
+            EXPECT "^gpuquota webhook: --client-cn needs --client-ca$")

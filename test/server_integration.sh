@@ -3,8 +3,9 @@
 # harness with POST test routes on the same server library, each on an
 # ephemeral 127.0.0.1 port with freshly generated certificates, driven by
 # curl and openssl: TLS versions, certificate reload and its validity
-# warnings, a port already in use. Body size, content type and draining are
-# tested on the real /mutate (mutate_integration.sh).
+# warnings, client certificates, a port already in use. Body size, content
+# type and draining are tested on the real /mutate (mutate_integration.sh);
+# memory and connection abuse in server_abuse.sh.
 # Usage: server_integration.sh GPUQUOTA HARNESS
 set -uo pipefail
 gq=$1
@@ -155,6 +156,68 @@ check "not-yet-valid certificate: the new expiry in /metrics" "$(not_after "$wor
     "$(curl -sk --max-time 5 "https://127.0.0.1:$port/metrics" |
         sed -n 's/^gpuquota_tls_certificate_expiry_timestamp_seconds //p')"
 stop_server "$exp_pid"
+
+# ------------------------------------------------------ client certificates
+# client NAME CA_DIR CN [EKU]: a client key and certificate signed by the CA
+# in CA_DIR (clientAuth unless EKU says otherwise).
+client() {
+    openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/$1.key" \
+        -subj "/CN=$3" 2>/dev/null |
+        openssl x509 -req -CA "$2/ca.crt" -CAkey "$2/ca.key" -days 2 -out "$work/$1.crt" \
+            -extfile <(printf 'basicConstraints=CA:FALSE\nextendedKeyUsage=%s\n' \
+                "${4:-clientAuth}") 2>/dev/null
+}
+for ca in apiserver-ca other-ca; do
+    mkdir -p "$work/$ca"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+        -keyout "$work/$ca/ca.key" -out "$work/$ca/ca.crt" -subj "/CN=$ca" 2>/dev/null
+done
+client good "$work/apiserver-ca" kube-apiserver
+client stranger "$work/other-ca" kube-apiserver
+client wrongcn "$work/apiserver-ca" tenant
+client serveronly "$work/apiserver-ca" kube-apiserver serverAuth
+cp "$work/apiserver-ca/ca.crt" "$work/client-ca.crt"
+start "$work/mtls.log" "$gq" webhook --tls-cert "$work/certs/tls.crt" \
+    --tls-key "$work/certs/tls.key" --listen 127.0.0.1:0 --threads 2 \
+    --client-ca "$work/client-ca.crt" --client-cn kube-apiserver --client-cn other-name
+mtls_pid=$pid
+review() { c -H 'Content-Type: application/json' --data-binary '{}' "$@" /mutate; }
+as() { [[ $1 == none ]] || echo "--cert $work/$1.crt --key $work/$1.key"; }
+# shellcheck disable=SC2046
+{
+    check "client cert: none -> 403" \
+        '{"code":403,"message":"client certificate not accepted: none presented"}' "$(review)"
+    check "client cert: from another CA -> 403" 403 "$(review $(as stranger) -o /dev/null \
+        -w '%{http_code}')"
+    check_grep "client cert: the reason is logged" "$work/mtls.log" \
+        'HTTP 403 for POST /mutate .*: client certificate not accepted: The certificate is NOT trusted'
+    check "client cert: a CN not allowed -> 403" \
+        '{"code":403,"message":"client certificate not accepted: CN \"tenant\" is not an allowed client"}' \
+        "$(review $(as wrongcn))"
+    check "client cert: without the clientAuth purpose -> 403" 403 \
+        "$(review $(as serveronly) -o /dev/null -w '%{http_code}')"
+    # 400: the handler itself answered (the review is empty).
+    check "client cert: from the client CA -> the handler answers" 400 \
+        "$(review $(as good) -o /dev/null -w '%{http_code}')"
+    for path in /healthz /readyz /metrics; do
+        check "client cert: $path needs none" 200 "$(status "$path")"
+    done
+    check "client cert: refusals counted" 'gpuquota_http_errors_total{code="403"} 4' \
+        "$(c /metrics | grep 'code="403"')"
+    # The CA bundle is reloaded with the serving pair.
+    cp "$work/other-ca/ca.crt" "$work/client-ca.new" && mv "$work/client-ca.new" "$work/client-ca.crt"
+    got=
+    for _ in $(seq 50); do
+        got=$(review $(as stranger) -o /dev/null -w '%{http_code}')
+        [[ $got == 400 ]] && break
+        sleep 0.1
+    done
+    check "client CA reloaded: the new CA's client is accepted" 400 "$got"
+    check "client CA reloaded: the old CA's client is refused" 403 \
+        "$(review $(as good) -o /dev/null -w '%{http_code}')"
+}
+stop_server "$mtls_pid"
+check "client cert: exits 0" 0 $?
 
 # ------------------------------------------------- POST routes (test harness)
 start "$work/harness.log" "$harness" "$work/certs/tls.crt" "$work/certs/tls.key" 127.0.0.1:0

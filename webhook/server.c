@@ -123,14 +123,16 @@ void wh_response_error(wh_response *resp, int status, const char *fmt, ...)
 
 /* ------------------------------------------------------------ certificates */
 
-/* One certificate chain + key. Connections hold a reference from accept to
- * close, so a reload never frees what a handshake in progress is using. */
+/* One certificate chain + key (and the client CA bundle, reloaded with
+ * them). Connections hold a reference from accept to close, so a reload
+ * never frees what a handshake in progress is using. */
 typedef struct wh_creds {
     atomic_uint refs;
     gnutls_pcert_st pcerts[WH_MAX_CHAIN];
     unsigned n_pcerts;
     gnutls_privkey_t key;
-    time_t not_before, not_after; /* of the leaf */
+    gnutls_x509_trust_list_t client_ca; /* NULL without client certificates */
+    time_t not_before, not_after;       /* of the leaf */
 } wh_creds;
 
 typedef struct file_sig {
@@ -156,7 +158,8 @@ typedef enum conn_phase {
 } conn_phase;
 
 /* One accepted connection: MHD's socket context. The phase fields are
- * shared with the sweeper, under lock. */
+ * shared with the sweeper (under lock); auth belongs to the connection's
+ * thread. */
 typedef struct wh_conn {
     struct wh_conn *prev, *next; /* srv->conns, guarded by srv->conns_lock */
     wh_creds *creds;             /* referenced until close; NULL for plain HTTP */
@@ -168,12 +171,17 @@ typedef struct wh_conn {
     bool have_baseline; /* CONN_IDLE: bytes received when first seen idle */
     uint64_t baseline;
     bool dropped;
+    int auth; /* client certificate: 0 not checked yet, 1 accepted, -1 rejected */
+    char auth_error[128];
 } wh_conn;
 
 struct wh_server {
     char *listen;
     char *cert_file;
     char *key_file;
+    char *client_ca_file;
+    char *client_cns[WH_MAX_CLIENT_CNS];
+    size_t n_client_cns;
     char *version;
     unsigned threads;
     unsigned idle_timeout_s;
@@ -208,7 +216,7 @@ struct wh_server {
     pthread_mutex_t creds_lock; /* guards creds (the pointer and its refs++) */
     wh_creds *creds;
     pthread_mutex_t reload_lock; /* serialises reloads; guards the signatures */
-    file_sig cert_sig, key_sig;
+    file_sig cert_sig, key_sig, ca_sig;
 
     pthread_t housekeeping_thread;
     bool housekeeping_running;
@@ -224,6 +232,8 @@ static void creds_release(wh_creds *c)
     for (unsigned i = 0; i < c->n_pcerts; i++)
         gnutls_pcert_deinit(&c->pcerts[i]);
     gnutls_privkey_deinit(c->key);
+    if (c->client_ca)
+        gnutls_x509_trust_list_deinit(c->client_ca, 1);
     free(c);
 }
 
@@ -292,7 +302,32 @@ static gq_code leaf_validity(wh_creds *c, const char *cert_file, gq_err *err)
     return GQ_OK;
 }
 
-static gq_code creds_load(const char *cert_file, const char *key_file, wh_creds **out, gq_err *err)
+/* The client CA bundle as a trust list (caller deinits with
+ * gnutls_x509_trust_list_deinit(list, 1)). */
+static gq_code client_ca_load(const char *path, gnutls_x509_trust_list_t *out, gq_err *err)
+{
+    gnutls_datum_t pem = {NULL, 0};
+    gnutls_x509_trust_list_t tl = NULL;
+    gq_code rc = read_small_file(path, &pem, err);
+    if (rc)
+        return rc;
+    int ret = gnutls_x509_trust_list_init(&tl, 0);
+    if (ret >= 0)
+        ret = gnutls_x509_trust_list_add_trust_mem(tl, &pem, NULL, GNUTLS_X509_FMT_PEM, 0, 0);
+    if (ret <= 0) {
+        rc = gq_err_set(err, GQ_ETLS, "%s: no usable PEM CA certificate (%s)", path,
+                        ret < 0 ? gnutls_strerror(ret) : "none found");
+        if (tl)
+            gnutls_x509_trust_list_deinit(tl, 1);
+    } else {
+        *out = tl;
+    }
+    free(pem.data);
+    return rc;
+}
+
+static gq_code creds_load(const char *cert_file, const char *key_file, const char *client_ca_file,
+                          wh_creds **out, gq_err *err)
 {
     gq_code rc = GQ_OK;
     gnutls_datum_t cert = {NULL, 0}, key = {NULL, 0}, a = {NULL, 0}, b = {NULL, 0};
@@ -336,7 +371,8 @@ static gq_code creds_load(const char *cert_file, const char *key_file, wh_creds 
                         key_file);
         goto out;
     }
-    if ((rc = leaf_validity(c, cert_file, err)))
+    if ((rc = leaf_validity(c, cert_file, err)) ||
+        (client_ca_file && (rc = client_ca_load(client_ca_file, &c->client_ca, err))))
         goto out;
     *out = c;
     c = NULL;
@@ -395,16 +431,19 @@ gq_code wh_server_reload_certs(wh_server *srv, gq_err *err)
         return GQ_OK;
     pthread_mutex_lock(&srv->reload_lock);
     file_sig cs = sig_of(srv->cert_file), ks = sig_of(srv->key_file);
+    file_sig as = srv->client_ca_file ? sig_of(srv->client_ca_file) : (file_sig){0};
     /* At start always load: missing files must fail, not match the empty
      * signatures of "never loaded". */
-    if (srv->creds && sig_equal(&cs, &srv->cert_sig) && sig_equal(&ks, &srv->key_sig))
+    if (srv->creds && sig_equal(&cs, &srv->cert_sig) && sig_equal(&ks, &srv->key_sig) &&
+        sig_equal(&as, &srv->ca_sig))
         goto out;
     /* Remember the signatures even when loading fails: a broken pair is
      * reported once, and the next change (e.g. the second file of a
      * non-atomic update landing) triggers a new attempt. */
     srv->cert_sig = cs;
     srv->key_sig = ks;
-    rc = creds_load(srv->cert_file, srv->key_file, &fresh, err);
+    srv->ca_sig = as;
+    rc = creds_load(srv->cert_file, srv->key_file, srv->client_ca_file, &fresh, err);
     if (rc) {
         if (srv->creds) /* at start-up the caller reports it */
             GQ_ERROR("certificate reload failed, keeping the previous certificate: %s",
@@ -464,9 +503,10 @@ static wh_conn *conn_of(struct MHD_Connection *conn)
     return ci ? ci->socket_context : NULL;
 }
 
-/* Connection accepted: track it for the read deadline and reference the
- * current credentials. NULL on out-of-memory: a TLS handshake then fails
- * (no certificate to offer), a plain connection goes untracked. */
+/* Connection accepted: track it for the read deadline, reference the
+ * current credentials and, with client certificates, ask for one. NULL on
+ * out-of-memory: a TLS handshake then fails (no certificate to offer), a
+ * plain connection goes untracked. */
 static wh_conn *conn_open(wh_server *srv, struct MHD_Connection *conn)
 {
     const union MHD_ConnectionInfo *fd =
@@ -480,8 +520,20 @@ static wh_conn *conn_open(wh_server *srv, struct MHD_Connection *conn)
     c->phase = CONN_RECEIVING; /* the first request's clock includes the handshake */
     c->since_ms = mono_ms();
     format_addr(conn, c->peer, sizeof(c->peer));
-    if (!srv->plain)
+    if (!srv->plain) {
         c->creds = creds_acquire(srv);
+        const union MHD_ConnectionInfo *ti =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+        if (srv->client_ca_file && ti) {
+            gnutls_session_t ses = ti->tls_session;
+            /* Ask, never require: kubelet probes and scrapers have no
+             * certificate (routes decide). Name no CAs: a Go client would
+             * withhold a certificate its issuer is not named for, so a CA
+             * rotated on one side only would fail without a trace. */
+            gnutls_certificate_server_set_request(ses, GNUTLS_CERT_REQUEST);
+            gnutls_certificate_send_x509_rdn_sequence(ses, 1);
+        }
+    }
     pthread_mutex_lock(&srv->conns_lock);
     c->next = srv->conns;
     if (c->next)
@@ -660,6 +712,82 @@ static void notify_connection(void *cls, struct MHD_Connection *conn, void **soc
     }
 }
 
+/* ------------------------------------------------------ client certificates */
+
+/* Whether the peer's certificate chains to the client CA with the
+ * clientAuth purpose (and its CN is allowed); why not, in why. */
+static bool verify_client(const wh_server *srv, gnutls_x509_trust_list_t ca, gnutls_session_t ses,
+                          char *why, size_t cap)
+{
+    unsigned n = 0, k = 0, status = 0;
+    const gnutls_datum_t *peers = ses ? gnutls_certificate_get_peers(ses, &n) : NULL;
+    gnutls_x509_crt_t chain[WH_MAX_CHAIN];
+    gnutls_typed_vdata_st purpose = {.type = GNUTLS_DT_KEY_PURPOSE_OID,
+                                     .data = (void *)GNUTLS_KP_TLS_WWW_CLIENT};
+    bool ok = false;
+    int ret = 0;
+    if (!peers || !n) {
+        snprintf(why, cap, "none presented");
+        return false;
+    }
+    for (n = n < WH_MAX_CHAIN ? n : WH_MAX_CHAIN; k < n; k++) {
+        if ((ret = gnutls_x509_crt_init(&chain[k])) < 0)
+            break;
+        if ((ret = gnutls_x509_crt_import(chain[k], &peers[k], GNUTLS_X509_FMT_DER)) < 0) {
+            k++;
+            break;
+        }
+    }
+    if (ret >= 0)
+        ret = gnutls_x509_trust_list_verify_crt2(ca, chain, k, &purpose, 1, 0, &status, NULL);
+    if (ret < 0) {
+        snprintf(why, cap, "%s", gnutls_strerror(ret));
+    } else if (status) {
+        gnutls_datum_t txt = {NULL, 0};
+        if (gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &txt, 0) >= 0) {
+            snprintf(why, cap, "%s", (const char *)txt.data);
+            for (size_t n_why = strlen(why); n_why && why[n_why - 1] == ' ';)
+                why[--n_why] = '\0'; /* GnuTLS ends each sentence with a space */
+        } else
+            snprintf(why, cap, "not trusted (status 0x%x)", status);
+        gnutls_free(txt.data);
+    } else if (srv->n_client_cns) {
+        char cn[256];
+        size_t len = sizeof(cn);
+        if (gnutls_x509_crt_get_dn_by_oid(chain[0], GNUTLS_OID_X520_COMMON_NAME, 0, 0, cn, &len))
+            cn[0] = '\0';
+        for (size_t i = 0; i < srv->n_client_cns && !ok; i++)
+            ok = !strcmp(cn, srv->client_cns[i]);
+        if (!ok)
+            snprintf(why, cap, "CN \"%.64s\" is not an allowed client", cn);
+    } else {
+        ok = true;
+    }
+    while (k)
+        gnutls_x509_crt_deinit(chain[--k]);
+    return ok;
+}
+
+/* NULL when the client may use POST routes (or nothing is required), else
+ * why not. Checked once per connection: its peer certificate cannot change
+ * (no renegotiation, no post-handshake authentication is asked). */
+static const char *client_rejected(const wh_server *srv, struct MHD_Connection *conn, wh_conn *c)
+{
+    if (!srv->client_ca_file)
+        return NULL;
+    if (!c || !c->creds || !c->creds->client_ca)
+        return "no client CA loaded";
+    if (!c->auth) {
+        const union MHD_ConnectionInfo *ti =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+        c->auth = verify_client(srv, c->creds->client_ca, ti ? ti->tls_session : NULL,
+                                c->auth_error, sizeof(c->auth_error))
+                      ? 1
+                      : -1;
+    }
+    return c->auth > 0 ? NULL : c->auth_error;
+}
+
 /* ------------------------------------------------------------------ server */
 
 static void handle_healthz(void *ctx, const wh_request *req, wh_response *resp)
@@ -730,7 +858,7 @@ static gq_code register_metrics(wh_server *srv, gq_err *err)
     return GQ_OK;
 }
 
-/* Limits: defaults filled in, checked. */
+/* Limits and client certificate options: defaults filled in, checked. */
 static gq_code set_limits(wh_server *srv, const wh_server_options *o, gq_err *err)
 {
     srv->idle_timeout_s = o->idle_timeout_s ? o->idle_timeout_s : WH_IDLE_TIMEOUT_DEFAULT;
@@ -753,6 +881,19 @@ static gq_code set_limits(wh_server *srv, const wh_server_options *o, gq_err *er
     if (srv->max_connections_per_ip > srv->max_connections)
         return gq_err_set(err, GQ_EINVAL, "connections per IP (%u) exceed all connections (%u)",
                           srv->max_connections_per_ip, srv->max_connections);
+    if (o->n_client_cns > WH_MAX_CLIENT_CNS)
+        return gq_err_set(err, GQ_ELIMIT, "at most %d client CNs", WH_MAX_CLIENT_CNS);
+    if (o->client_ca_file && o->insecure_plain_http)
+        return gq_err_set(err, GQ_EINVAL, "client certificates need TLS");
+    if (o->n_client_cns && !o->client_ca_file)
+        return gq_err_set(err, GQ_EINVAL, "allowed client CNs need a client CA");
+    if (o->client_ca_file && !(srv->client_ca_file = strdup(o->client_ca_file)))
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    for (size_t i = 0; i < o->n_client_cns; i++) {
+        if (!(srv->client_cns[i] = strdup(o->client_cns[i])))
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        srv->n_client_cns++;
+    }
     return GQ_OK;
 }
 
@@ -875,7 +1016,8 @@ static const route *find_route(const wh_server *srv, const char *path)
  * body_len is the declared length (SIZE_MAX when unknown). Returns the
  * route, or NULL with resp filled with the error. */
 static const route *check_request(const wh_server *srv, const char *method, const char *path,
-                                  const char *content_type, size_t body_len, wh_response *resp)
+                                  const char *content_type, size_t body_len,
+                                  const char *client_rejected, wh_response *resp)
 {
     const route *r = find_route(srv, path);
     if (!r) {
@@ -895,6 +1037,10 @@ static const route *check_request(const wh_server *srv, const char *method, cons
         wh_response_error(resp, 405, "method %.16s not allowed; use POST", method);
         if (wh_response_add_header(resp, "Allow", "POST"))
             return NULL; /* cannot happen: the error reply has no headers yet */
+        return NULL;
+    }
+    if (client_rejected) {
+        wh_response_error(resp, 403, "client certificate not accepted: %s", client_rejected);
         return NULL;
     }
     if (!is_json(content_type)) {
@@ -931,8 +1077,8 @@ static void account(wh_server *srv, const wh_request *req, const wh_response *re
 
 void wh_server_dispatch(wh_server *srv, const wh_request *req, wh_response *resp)
 {
-    const route *r =
-        check_request(srv, req->method, req->path, req->content_type, req->body_len, resp);
+    const route *r = check_request(srv, req->method, req->path, req->content_type, req->body_len,
+                                   req->client_rejected, resp);
     if (r)
         run_handler(r, req, resp);
     account(srv, req, resp);
@@ -1057,13 +1203,17 @@ static size_t parse_content_length(const char *s)
 static req_state *request_begin(wh_server *srv, struct MHD_Connection *conn, const char *method,
                                 const char *url, wh_request *req, wh_response *resp)
 {
-    conn_set_phase(conn_of(conn), CONN_RECEIVING);
+    wh_conn *c = conn_of(conn);
+    conn_set_phase(c, CONN_RECEIVING);
     req->content_type =
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     const char *cl =
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     size_t declared = parse_content_length(cl);
-    const route *r = check_request(srv, method, url, req->content_type, declared, resp);
+    const route *r = find_route(srv, url);
+    req->client_rejected =
+        r && r->kind == WH_ROUTE_POST_JSON ? client_rejected(srv, conn, c) : NULL;
+    r = check_request(srv, method, url, req->content_type, declared, req->client_rejected, resp);
     if (!r)
         return NULL;
     bool fixed = r->kind == WH_ROUTE_POST_JSON && declared != SIZE_MAX && declared > 0;
@@ -1422,6 +1572,9 @@ void wh_server_free(wh_server *srv)
     free(srv->listen);
     free(srv->cert_file);
     free(srv->key_file);
+    free(srv->client_ca_file);
+    for (size_t i = 0; i < srv->n_client_cns; i++)
+        free(srv->client_cns[i]);
     free(srv->version);
     free(srv);
 }

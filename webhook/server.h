@@ -10,8 +10,9 @@
  *
  * Abuse limits (docs/webhook-server.md): bodies in flight share a memory
  * budget (503 + Retry-After past it), a request must arrive whole within a
- * read deadline or its connection is closed, and connections are capped
- * in all and per peer address. */
+ * read deadline or its connection is closed, connections are capped in all
+ * and per peer address, and client certificates may be required on POST
+ * routes. */
 #ifndef WH_SERVER_H
 #define WH_SERVER_H
 
@@ -35,6 +36,7 @@
  * single peer can take them all. kube-apiserver is one peer (a few for an
  * HA control plane) and opens one connection per concurrent call. */
 #define WH_MAX_CONNECTIONS_PER_IP_DEFAULT 256
+#define WH_MAX_CLIENT_CNS 16
 #define WH_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
 
 /* One request as a handler sees it. Every pointer is borrowed for the call. */
@@ -46,6 +48,10 @@ typedef struct wh_request {
     const char *body;         /* NUL-terminated (NUL not counted); "" for no body */
     size_t body_len;
     const char *remote_addr; /* "127.0.0.1:54321", "[::1]:54321" or "" */
+    /* When the server requires client certificates (client_ca_file): why
+     * this client's was not accepted; NULL when it was, or when none is
+     * required. POST routes answer 403 with it. */
+    const char *client_rejected;
 } wh_request;
 
 #define WH_MAX_HEADERS 4
@@ -108,19 +114,29 @@ typedef struct wh_server_options {
      * whichever is less */
     unsigned max_connections_per_ip;
     unsigned reload_interval_ms; /* certificate poll; 0 = 1000 */
-    bool insecure_plain_http;    /* tests only: serve plain HTTP, no certificates */
-    wh_metrics *metrics;         /* borrowed; NULL = no /metrics and no counting */
-    const char *version;         /* for logs; may be NULL */
+    /* Client certificates: with a CA bundle, every TLS handshake asks for a
+     * certificate (optionally) and POST routes require one that chains to
+     * the bundle with the clientAuth purpose and, when client_cns are
+     * given, a subject CN among them; GET routes stay open (probes,
+     * scrapes). The bundle is reloaded with the serving pair. */
+    const char *client_ca_file;
+    const char *const *client_cns; /* at most WH_MAX_CLIENT_CNS; copied */
+    size_t n_client_cns;
+    bool insecure_plain_http; /* tests only: serve plain HTTP, no certificates */
+    wh_metrics *metrics;      /* borrowed; NULL = no /metrics and no counting */
+    const char *version;      /* for logs; may be NULL */
 } wh_server_options;
 
 typedef enum wh_route_kind {
-    WH_ROUTE_GET = 1,       /* GET (and HEAD); no body */
-    WH_ROUTE_POST_JSON = 2, /* POST with Content-Type application/json; body <= max_body */
+    WH_ROUTE_GET = 1, /* GET (and HEAD); no body */
+    /* POST with Content-Type application/json; body <= max_body; an
+     * authenticated client when client certificates are configured. */
+    WH_ROUTE_POST_JSON = 2,
 } wh_route_kind;
 
 /* Create a server (nothing is bound yet); loads and checks the certificate
- * pair unless insecure_plain_http, and warns when the certificate is
- * expired or not yet valid. With metrics, exports
+ * pair (and the client CA bundle) unless insecure_plain_http, and warns when
+ * the certificate is expired or not yet valid. With metrics, exports
  * gpuquota_tls_certificate_expiry_timestamp_seconds and the server's abuse
  * counters. Options are copied. GQ_EINVAL for inconsistent limits. Caller
  * owns *out. */
@@ -145,7 +161,9 @@ void wh_server_set_ready(wh_server *srv, bool ready);
 bool wh_server_is_ready(const wh_server *srv);
 
 /* Route one request exactly as the network path does: 404 unknown path, 405
- * wrong method, 415 wrong content type, 413 body too large, else the handler.
+ * wrong method, 403 client not authenticated (POST routes, when client
+ * certificates are required), 415 wrong content type, 413 body too large,
+ * else the handler.
  * resp must be initialised; it is always filled. Sockets are not needed. */
 void wh_server_dispatch(wh_server *srv, const wh_request *req, wh_response *resp);
 

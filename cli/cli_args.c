@@ -2,10 +2,13 @@
 
 #include "cli.h"
 #include "config.h"
+#include "quantity.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 gq_code gq_cli_parse_long(const char *opt, const char *s, long min, long max, long *out,
                           gq_err *err)
@@ -18,6 +21,21 @@ gq_code gq_cli_parse_long(const char *opt, const char *s, long min, long max, lo
     if (errno || *end || end == s || v < min || v > max)
         return gq_err_set(err, GQ_EINVAL, "%s %s: expected a whole number in %ld..%ld", opt, s, min,
                           max);
+    *out = v;
+    return GQ_OK;
+}
+
+gq_code gq_cli_parse_bytes(const char *opt, const char *s, int64_t min, int64_t max, int64_t *out,
+                           gq_err *err)
+{
+    gq_quantity q;
+    int64_t v = 0;
+    if (!s || gq_quantity_parse(s, strlen(s), &q, NULL) || gq_quantity_to_int64_ceil(&q, &v) ||
+        v < min || v > max)
+        return gq_err_set(err, GQ_EINVAL,
+                          "%s %s: expected a size in bytes from %" PRId64 " to %" PRId64
+                          " (e.g. 32Mi)",
+                          opt, s ? s : "", min, max);
     *out = v;
     return GQ_OK;
 }

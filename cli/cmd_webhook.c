@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "audit.h"
@@ -28,7 +29,10 @@ static void usage(FILE *f)
     fprintf(f, "usage: gpuquota webhook --tls-cert FILE --tls-key FILE [--listen [HOST]:PORT]\n"
                "                        [--config FILE] [--kubeconfig FILE] [--threads N]\n"
                "                        [--drain-seconds N] [--reservation-ttl DURATION]\n"
-               "                        [--trusted-user NAME]...\n"
+               "                        [--trusted-user NAME]... [--max-body-memory SIZE]\n"
+               "                        [--read-timeout DURATION] [--max-connections N]\n"
+               "                        [--max-connections-per-ip N]\n"
+               "                        [--client-ca FILE [--client-cn NAME]...]\n"
                "\n"
                "Serves /mutate and /validate over HTTPS (TLS 1.2+), plus /healthz, /readyz\n"
                "and /metrics. --listen defaults to :8443 (all addresses); port 0 picks a\n"
@@ -45,7 +49,19 @@ static void usage(FILE *f)
                "--reservation-ttl (default 2m; 90s, 2m, 1h or seconds) is how long a charge\n"
                "holds before the controller has counted the pod. --trusted-user (repeatable)\n"
                "replaces the identities allowed to change gpuquota.io/ labels and\n"
-               "annotations of pods (default: gpuquota's webhook and controller accounts).\n");
+               "annotations of pods (default: gpuquota's webhook and controller accounts).\n"
+               "\n"
+               "Abuse limits: request bodies buffered at once share --max-body-memory\n"
+               "(default 32Mi; a request that would exceed it gets 503 with Retry-After at\n"
+               "once); each body is at most 3 MiB (413). A request, TLS handshake included,\n"
+               "must arrive whole within --read-timeout (default 10s) or its connection is\n"
+               "closed. At most --max-connections (1024) connections, and at most\n"
+               "--max-connections-per-ip from one peer address (256, or a quarter of\n"
+               "--max-connections when that is less).\n"
+               "--client-ca FILE (PEM bundle, reloaded with the certificate): /mutate and\n"
+               "/validate then answer 403 unless the client presents a certificate from\n"
+               "it (clientAuth) whose subject CN is one of --client-cn (repeatable; any CN\n"
+               "when none is given). /healthz, /readyz and /metrics need none.\n");
 }
 
 /* The host part for the "listening on" line: what was asked, or the
@@ -62,6 +78,32 @@ static void listen_host(const char *listen, char *buf, size_t cap)
         n = cap - 1;
     memcpy(buf, listen, n);
     buf[n] = '\0';
+}
+
+/* A repeatable option's value, kept in list (at most max of them). */
+static gq_code append_arg(const char *opt, const char **list, size_t *n, size_t max,
+                          const char *value, gq_err *err)
+{
+    if (*n == max)
+        return gq_err_set(err, GQ_ELIMIT, "at most %zu %s", max, opt);
+    list[(*n)++] = value;
+    return GQ_OK;
+}
+
+/* Every connection is a descriptor: raise the soft open-file limit to what
+ * max_connections needs (plus the API client, the audit log, the
+ * listener), within the hard limit. */
+static void raise_nofile(unsigned max_connections)
+{
+    struct rlimit rl;
+    rlim_t want = (rlim_t)max_connections + 64;
+    if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= want)
+        return;
+    rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? rl.rlim_max : want;
+    if (setrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur < want)
+        GQ_WARN("the open-file limit (%ju) is below --max-connections + 64 (%ju): connections "
+                "past it are refused",
+                (uintmax_t)rl.rlim_cur, (uintmax_t)want);
 }
 
 /* ---- the audit log and /mutate ------------------------------------------ */
@@ -235,14 +277,24 @@ int gq_cmd_webhook(int argc, char **argv)
         {"drain-seconds", required_argument, NULL, 'd'},
         {"reservation-ttl", required_argument, NULL, 'r'},
         {"trusted-user", required_argument, NULL, 'u'},
+        {"max-body-memory", required_argument, NULL, 'M'},
+        {"read-timeout", required_argument, NULL, 'T'},
+        {"max-connections", required_argument, NULL, 'C'},
+        {"max-connections-per-ip", required_argument, NULL, 'P'},
+        {"client-ca", required_argument, NULL, 'A'},
+        {"client-cn", required_argument, NULL, 'N'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     wh_server_options so = {.listen = ":8443", .version = GQ_VERSION};
     const char *config_path = NULL, *kubeconfig = NULL;
     long threads = 0, drain_s = DRAIN_DEFAULT_S, ttl_s = WH_RESERVATION_TTL_DEFAULT;
+    long read_timeout_s = WH_READ_TIMEOUT_DEFAULT, max_conns = WH_MAX_CONNECTIONS_DEFAULT,
+         max_conns_ip = 0; /* 0: the server's default for max_conns */
+    int64_t body_memory = (int64_t)WH_MAX_BODY_MEMORY_DEFAULT;
     const char *trusted[WH_TRUSTED_USERS_MAX];
     size_t n_trusted = 0;
+    const char *client_cns[WH_MAX_CLIENT_CNS];
     validate_ctx vc;
     bool validating = false;
     memset(&vc, 0, sizeof(vc));
@@ -287,11 +339,39 @@ int gq_cmd_webhook(int argc, char **argv)
                 goto usage_error;
             break;
         case 'u':
-            if (n_trusted == WH_TRUSTED_USERS_MAX) {
-                gq_err_set(&err, GQ_ELIMIT, "at most %d --trusted-user", WH_TRUSTED_USERS_MAX);
+            if (append_arg("--trusted-user", trusted, &n_trusted, WH_TRUSTED_USERS_MAX, optarg,
+                           &err))
+                goto usage_error;
+            break;
+        case 'M':
+            if (gq_cli_parse_bytes("--max-body-memory", optarg, (int64_t)WH_MAX_BODY_DEFAULT,
+                                   (int64_t)1 << 32, &body_memory, &err))
+                goto usage_error;
+            break;
+        case 'T':
+            if (parse_duration_s("--read-timeout", optarg, &read_timeout_s, &err))
+                goto usage_error;
+            if (read_timeout_s > 300) {
+                gq_err_set(&err, GQ_ERANGE, "--read-timeout %s: at most 5m", optarg);
                 goto usage_error;
             }
-            trusted[n_trusted++] = optarg;
+            break;
+        case 'C':
+            if (gq_cli_parse_long("--max-connections", optarg, 16, 1000000, &max_conns, &err))
+                goto usage_error;
+            break;
+        case 'P':
+            if (gq_cli_parse_long("--max-connections-per-ip", optarg, 1, 1000000, &max_conns_ip,
+                                  &err))
+                goto usage_error;
+            break;
+        case 'A':
+            so.client_ca_file = optarg;
+            break;
+        case 'N':
+            if (append_arg("--client-cn", client_cns, &so.n_client_cns, WH_MAX_CLIENT_CNS, optarg,
+                           &err))
+                goto usage_error;
             break;
         case 'h':
             usage(stdout);
@@ -309,7 +389,22 @@ int gq_cmd_webhook(int argc, char **argv)
         gq_err_set(&err, GQ_EINVAL, "--tls-cert and --tls-key are required");
         goto usage_error;
     }
+    if (so.n_client_cns && !so.client_ca_file) {
+        gq_err_set(&err, GQ_EINVAL, "--client-cn needs --client-ca");
+        goto usage_error;
+    }
+    if (max_conns_ip > max_conns) {
+        gq_err_set(&err, GQ_EINVAL, "--max-connections-per-ip %ld exceeds --max-connections %ld",
+                   max_conns_ip, max_conns);
+        goto usage_error;
+    }
     so.threads = (unsigned)threads;
+    so.read_timeout_s = (unsigned)read_timeout_s;
+    so.max_connections = (unsigned)max_conns;
+    so.max_connections_per_ip = (unsigned)max_conns_ip;
+    so.max_body_memory = (size_t)body_memory;
+    so.client_cns = client_cns;
+    raise_nofile(so.max_connections);
 
     if (gq_cli_load_config(config_path, &cfg, &err) || wh_metrics_new(GQ_VERSION, &metrics) ||
         (so.metrics = metrics, wh_server_new(&so, &srv, &err)))

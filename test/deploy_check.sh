@@ -10,11 +10,13 @@ trap 'rm -rf "$out"' EXIT
 kubectl kustomize "$root/deploy" >"$out/all.yaml"
 for kind in CustomResourceDefinition Namespace ServiceAccount ClusterRole ClusterRoleBinding Role \
     RoleBinding ConfigMap Deployment Service PodDisruptionBudget MutatingWebhookConfiguration \
-    ValidatingWebhookConfiguration; do
+    ValidatingWebhookConfiguration NetworkPolicy; do
     grep -q "^kind: $kind\$" "$out/all.yaml" || { echo "deploy: no $kind rendered"; exit 1; }
 done
 n=$(grep -c '^kind: CustomResourceDefinition$' "$out/all.yaml")
 [ "$n" -eq 3 ] || { echo "deploy: expected 3 CRDs, got $n"; exit 1; }
+n=$(grep -c '^kind: NetworkPolicy$' "$out/all.yaml")
+[ "$n" -eq 2 ] || { echo "deploy: expected NetworkPolicies for webhook and controller, got $n"; exit 1; }
 
 # The block scalar under `config.yaml: |` in deploy/config.yaml, dedented.
 awk '/^  config.yaml: \|/ {on=1; next} on && /^    / {print substr($0, 5); next} on && !/^$/ {on=0}' \

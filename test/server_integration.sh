@@ -2,8 +2,11 @@
 # Integration tests of the webhook's HTTPS server: `gpuquota webhook` and a
 # harness with POST test routes on the same server library, each on an
 # ephemeral 127.0.0.1 port with freshly generated certificates, driven by
-# curl and openssl. Body size, content type and draining are tested on the
-# real /mutate (mutate_integration.sh). Usage: server_integration.sh GPUQUOTA HARNESS
+# curl and openssl: TLS versions, certificate reload and its validity
+# warnings, client certificates, a port already in use. Body size, content
+# type and draining are tested on the real /mutate (mutate_integration.sh);
+# memory and connection abuse in server_abuse.sh.
+# Usage: server_integration.sh GPUQUOTA HARNESS
 set -uo pipefail
 gq=$1
 harness=$2
@@ -31,6 +34,25 @@ check "404 for an unknown path" 404 "$(status /nope)"
 check "404 body is small JSON" '{"code":404,"message":"no handler for this path"}' "$(c /nope)"
 check "errors counted by code" 'gpuquota_http_errors_total{code="404"} 2
 gpuquota_http_errors_total{code="405"} 2' "$(c /metrics | grep '^gpuquota_http_errors_total')"
+
+# The serving certificate's validity: logged at start, expiry in /metrics.
+not_after() { date -u -d "$(openssl x509 -noout -enddate -in "$1" | cut -d= -f2)" +%s; }
+rfc3339() { date -u -d "$(openssl x509 -noout "-$2" -in "$1" | cut -d= -f2)" +%Y-%m-%dT%H:%M:%SZ; }
+check "certificate expiry in /metrics" "$(not_after "$work/certs/tls.crt")" \
+    "$(c /metrics | sed -n 's/^gpuquota_tls_certificate_expiry_timestamp_seconds //p')"
+check_grep "certificate validity logged at start" "$work/webhook.log" \
+    "loaded TLS certificate from $work/certs/tls.crt \\(notBefore $(rfc3339 "$work/certs/tls.crt" \
+    startdate), notAfter $(rfc3339 "$work/certs/tls.crt" enddate)\\)"
+
+# A port already in use: one clear line of ours, nothing from libmicrohttpd.
+"$gq" webhook --tls-cert "$work/certs/tls.crt" --tls-key "$work/certs/tls.key" \
+    --listen "127.0.0.1:$port" 2>"$work/busy.log"
+check "port in use: exit status 1" 1 $?
+check "port in use: one error line with address, port and reason" \
+    "cannot listen on 127.0.0.1:$port: Address already in use" \
+    "$(jq -r 'select(.level == "error" or .level == "warn" and (.msg | test("http|bind"))) | .msg' \
+        "$work/busy.log")"
+check "port in use: no libmicrohttpd message" 0 "$(grep -ci 'failed to bind' "$work/busy.log")"
 
 # Plain HTTP to the TLS port: the connection fails, the server carries on.
 if curl -sS --max-time 5 "http://127.0.0.1:$port/healthz" >/dev/null 2>&1; then
@@ -87,6 +109,115 @@ kill -TERM "$wh_pid"
 wait "$wh_pid"
 check "SIGTERM: gpuquota webhook exits 0" 0 $?
 grep -q '"stopped"' "$work/webhook.log" && pass "stop logged" || fail "stop logged"
+
+# -------------------------------------------- certificates outside validity
+# sign KEY OUT ARGS...: a serving certificate for KEY signed by the test CA.
+sign() {
+    openssl req -new -key "$1" -subj "/CN=$host" 2>/dev/null |
+        openssl x509 -req -CA "$work/certs/ca.crt" -CAkey "$work/certs/ca.key" -out "$2" "${@:3}" \
+            2>/dev/null
+}
+# sign_future KEY OUT: valid from 2040 only (openssl x509 cannot set notBefore).
+sign_future() {
+    local d=$work/cadb
+    mkdir -p "$d" && : >"$d/index.txt" && echo 01 >"$d/serial"
+    printf '[ca]\ndefault_ca=d\n[d]\ndatabase=%s\nnew_certs_dir=%s\nserial=%s\n%s\n' \
+        "$d/index.txt" "$d" "$d/serial" 'default_md=sha256
+policy=p
+[p]
+commonName=supplied' >"$d/ca.cnf"
+    openssl req -new -key "$1" -subj "/CN=$host" 2>/dev/null >"$d/req.csr"
+    openssl ca -batch -notext -config "$d/ca.cnf" -cert "$work/certs/ca.crt" \
+        -keyfile "$work/certs/ca.key" -in "$d/req.csr" -startdate 20400101000000Z \
+        -enddate 20410101000000Z -out "$2" 2>/dev/null
+}
+mkdir -p "$work/old"
+cp "$work/certs/tls.key" "$work/old/tls.key"
+sign "$work/old/tls.key" "$work/old/tls.crt" -days -1 # notAfter before notBefore: expired
+start "$work/expired.log" "$gq" webhook --tls-cert "$work/old/tls.crt" \
+    --tls-key "$work/old/tls.key" --listen 127.0.0.1:0 --threads 1
+exp_pid=$pid
+check_grep "expired certificate: warned at start, with file and dates" "$work/expired.log" \
+    "\"level\":\"warn\".*TLS certificate $work/old/tls.crt has expired \\(notBefore \
+$(rfc3339 "$work/old/tls.crt" startdate), notAfter $(rfc3339 "$work/old/tls.crt" enddate)\\)"
+check "expired certificate: its expiry in /metrics" "$(not_after "$work/old/tls.crt")" \
+    "$(curl -sk --max-time 5 "https://127.0.0.1:$port/metrics" |
+        sed -n 's/^gpuquota_tls_certificate_expiry_timestamp_seconds //p')"
+sign_future "$work/old/tls.key" "$work/old/next.crt"
+mv "$work/old/next.crt" "$work/old/tls.crt"
+for _ in $(seq 50); do
+    grep -q 'is not valid yet' "$work/expired.log" && break
+    sleep 0.1
+done
+check_grep "not-yet-valid certificate: warned on reload" "$work/expired.log" \
+    "\"level\":\"warn\".*TLS certificate $work/old/tls.crt is not valid yet \\(notBefore \
+2040-01-01T00:00:00Z, notAfter 2041-01-01T00:00:00Z\\)"
+check "not-yet-valid certificate: the new expiry in /metrics" "$(not_after "$work/old/tls.crt")" \
+    "$(curl -sk --max-time 5 "https://127.0.0.1:$port/metrics" |
+        sed -n 's/^gpuquota_tls_certificate_expiry_timestamp_seconds //p')"
+stop_server "$exp_pid"
+
+# ------------------------------------------------------ client certificates
+# client NAME CA_DIR CN [EKU]: a client key and certificate signed by the CA
+# in CA_DIR (clientAuth unless EKU says otherwise).
+client() {
+    openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/$1.key" \
+        -subj "/CN=$3" 2>/dev/null |
+        openssl x509 -req -CA "$2/ca.crt" -CAkey "$2/ca.key" -days 2 -out "$work/$1.crt" \
+            -extfile <(printf 'basicConstraints=CA:FALSE\nextendedKeyUsage=%s\n' \
+                "${4:-clientAuth}") 2>/dev/null
+}
+for ca in apiserver-ca other-ca; do
+    mkdir -p "$work/$ca"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+        -keyout "$work/$ca/ca.key" -out "$work/$ca/ca.crt" -subj "/CN=$ca" 2>/dev/null
+done
+client good "$work/apiserver-ca" kube-apiserver
+client stranger "$work/other-ca" kube-apiserver
+client wrongcn "$work/apiserver-ca" tenant
+client serveronly "$work/apiserver-ca" kube-apiserver serverAuth
+cp "$work/apiserver-ca/ca.crt" "$work/client-ca.crt"
+start "$work/mtls.log" "$gq" webhook --tls-cert "$work/certs/tls.crt" \
+    --tls-key "$work/certs/tls.key" --listen 127.0.0.1:0 --threads 2 \
+    --client-ca "$work/client-ca.crt" --client-cn kube-apiserver --client-cn other-name
+mtls_pid=$pid
+review() { c -H 'Content-Type: application/json' --data-binary '{}' "$@" /mutate; }
+as() { [[ $1 == none ]] || echo "--cert $work/$1.crt --key $work/$1.key"; }
+# shellcheck disable=SC2046
+{
+    check "client cert: none -> 403" \
+        '{"code":403,"message":"client certificate not accepted: none presented"}' "$(review)"
+    check "client cert: from another CA -> 403" 403 "$(review $(as stranger) -o /dev/null \
+        -w '%{http_code}')"
+    check_grep "client cert: the reason is logged" "$work/mtls.log" \
+        'HTTP 403 for POST /mutate .*: client certificate not accepted: The certificate is NOT trusted'
+    check "client cert: a CN not allowed -> 403" \
+        '{"code":403,"message":"client certificate not accepted: CN \"tenant\" is not an allowed client"}' \
+        "$(review $(as wrongcn))"
+    check "client cert: without the clientAuth purpose -> 403" 403 \
+        "$(review $(as serveronly) -o /dev/null -w '%{http_code}')"
+    # 400: the handler itself answered (the review is empty).
+    check "client cert: from the client CA -> the handler answers" 400 \
+        "$(review $(as good) -o /dev/null -w '%{http_code}')"
+    for path in /healthz /readyz /metrics; do
+        check "client cert: $path needs none" 200 "$(status "$path")"
+    done
+    check "client cert: refusals counted" 'gpuquota_http_errors_total{code="403"} 4' \
+        "$(c /metrics | grep 'code="403"')"
+    # The CA bundle is reloaded with the serving pair.
+    cp "$work/other-ca/ca.crt" "$work/client-ca.new" && mv "$work/client-ca.new" "$work/client-ca.crt"
+    got=
+    for _ in $(seq 50); do
+        got=$(review $(as stranger) -o /dev/null -w '%{http_code}')
+        [[ $got == 400 ]] && break
+        sleep 0.1
+    done
+    check "client CA reloaded: the new CA's client is accepted" 400 "$got"
+    check "client CA reloaded: the old CA's client is refused" 403 \
+        "$(review $(as good) -o /dev/null -w '%{http_code}')"
+}
+stop_server "$mtls_pid"
+check "client cert: exits 0" 0 $?
 
 # ------------------------------------------------- POST routes (test harness)
 start "$work/harness.log" "$harness" "$work/certs/tls.crt" "$work/certs/tls.key" 127.0.0.1:0

@@ -240,6 +240,41 @@ static void external_counters(void **state)
     wh_metrics_free(m);
 }
 
+static double read_gauge(const void *ctx)
+{
+    return *(const double *)ctx;
+}
+
+static void external_gauges(void **state)
+{
+    (void)state;
+    wh_metrics *m = NULL;
+    double expiry = 1767225600.0, half = 0.5;
+    assert_int_equal(wh_metrics_new("0.1.0", &m), GQ_OK);
+    assert_int_equal(
+        wh_metrics_add_external_gauge(m, "gpuquota_tls_certificate_expiry_timestamp_seconds",
+                                      "When the serving certificate expires.", read_gauge, &expiry),
+        GQ_OK);
+    assert_int_equal(
+        wh_metrics_add_external_gauge(m, "gpuquota_half", "A fraction.", read_gauge, &half), GQ_OK);
+    char *text = render(m);
+    assert_string_equal(text, REQ_HEAD HIST_HEAD EMPTY_HIST("mutate") EMPTY_HIST("validate")
+                                  ERR_HEAD USED_HEAD HARD_HEAD
+                        "# HELP gpuquota_tls_certificate_expiry_timestamp_seconds When the serving "
+                        "certificate expires.\n"
+                        "# TYPE gpuquota_tls_certificate_expiry_timestamp_seconds gauge\n"
+                        "gpuquota_tls_certificate_expiry_timestamp_seconds 1767225600\n"
+                        "# HELP gpuquota_half A fraction.\n"
+                        "# TYPE gpuquota_half gauge\n"
+                        "gpuquota_half 0.5\n" BUILD("0.1.0"));
+    free(text);
+    /* A gauge named like a counter, or no reader, is refused. */
+    assert_int_equal(wh_metrics_add_external_gauge(m, "gpuquota_x_total", "h", read_gauge, &half),
+                     GQ_EINVAL);
+    assert_int_equal(wh_metrics_add_external_gauge(m, "gpuquota_x", "h", NULL, &half), GQ_EINVAL);
+    wh_metrics_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -249,6 +284,7 @@ int main(void)
         cmocka_unit_test(gauge_table_is_bounded),
         cmocka_unit_test(special_values),
         cmocka_unit_test(external_counters),
+        cmocka_unit_test(external_gauges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

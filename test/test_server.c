@@ -111,7 +111,8 @@ typedef struct dispatch_case {
     int status;
     const char *resp_body;
     const char *allow;
-    int calls; /* handler calls expected */
+    int calls;            /* handler calls expected */
+    const char *rejected; /* wh_request.client_rejected */
 } dispatch_case;
 
 static void dispatch_table(void **state)
@@ -127,35 +128,44 @@ static void dispatch_table(void **state)
         wh_server_add_handler(f->srv, "/silent", WH_ROUTE_POST_JSON, silent, NULL, &err), GQ_OK);
     static const dispatch_case cases[] = {
         {"POST", "/echo", "application/json", "{}", 0, 200,
-         "POST /echo timeout=10s ct=application/json len=2 body={}", NULL, 1},
+         "POST /echo timeout=10s ct=application/json len=2 body={}", NULL, 1, NULL},
         {"POST", "/echo", "Application/JSON; charset=utf-8", "[1]", 0, 200,
-         "POST /echo timeout=10s ct=Application/JSON; charset=utf-8 len=3 body=[1]", NULL, 1},
+         "POST /echo timeout=10s ct=Application/JSON; charset=utf-8 len=3 body=[1]", NULL, 1, NULL},
         {"POST", "/echo", "text/plain", "{}", 0, 415,
          "{\"code\":415,\"message\":\"content type text/plain not supported; use "
          "application/json\"}",
-         NULL, 0},
+         NULL, 0, NULL},
         {"POST", "/echo", "application/jsonx", "{}", 0, 415,
          "{\"code\":415,\"message\":\"content type application/jsonx not supported; use "
          "application/json\"}",
-         NULL, 0},
+         NULL, 0, NULL},
         {"POST", "/echo", NULL, "{}", 0, 415,
          "{\"code\":415,\"message\":\"content type (none) not supported; use "
          "application/json\"}",
-         NULL, 0},
+         NULL, 0, NULL},
         {"GET", "/echo", NULL, "", 0, 405,
-         "{\"code\":405,\"message\":\"method GET not allowed; use POST\"}", "POST", 0},
+         "{\"code\":405,\"message\":\"method GET not allowed; use POST\"}", "POST", 0, NULL},
         {"PUT", "/get", "application/json", "{}", 0, 405,
-         "{\"code\":405,\"message\":\"method PUT not allowed; use GET\"}", "GET, HEAD", 0},
+         "{\"code\":405,\"message\":\"method PUT not allowed; use GET\"}", "GET, HEAD", 0, NULL},
         {"POST", "/echo", "application/json", "x", 1025, 413,
-         "{\"code\":413,\"message\":\"request body exceeds 1024 bytes\"}", NULL, 0},
-        {"POST", "/echo", "application/json", "x", 1024, 200, NULL, NULL, 1},
+         "{\"code\":413,\"message\":\"request body exceeds 1024 bytes\"}", NULL, 0, NULL},
+        {"POST", "/echo", "application/json", "x", 1024, 200, NULL, NULL, 1, NULL},
         {"GET", "/missing", NULL, "", 0, 404,
-         "{\"code\":404,\"message\":\"no handler for this path\"}", NULL, 0},
-        {"GET", "/healthz", NULL, "", 0, 200, "ok", NULL, 0},
-        {"HEAD", "/healthz", NULL, "", 0, 200, "ok", NULL, 0},
+         "{\"code\":404,\"message\":\"no handler for this path\"}", NULL, 0, NULL},
+        {"GET", "/healthz", NULL, "", 0, 200, "ok", NULL, 0, NULL},
+        {"HEAD", "/healthz", NULL, "", 0, 200, "ok", NULL, 0, NULL},
         {"POST", "/silent", "application/json", "{}", 0, 500,
-         "{\"code\":500,\"message\":\"handler for /silent produced no response\"}", NULL, 0},
-        {"GET", "/get", NULL, "", 0, 200, "GET /get timeout=10s ct=- len=0 body=", NULL, 1},
+         "{\"code\":500,\"message\":\"handler for /silent produced no response\"}", NULL, 0, NULL},
+        {"GET", "/get", NULL, "", 0, 200, "GET /get timeout=10s ct=- len=0 body=", NULL, 1, NULL},
+        /* Client certificates guard POST routes only; before the body checks. */
+        {"POST", "/echo", "text/plain", "x", 1025, 403,
+         "{\"code\":403,\"message\":\"client certificate not accepted: none presented\"}", NULL, 0,
+         "none presented"},
+        {"GET", "/get", NULL, "", 0, 200, "GET /get timeout=10s ct=- len=0 body=", NULL, 1,
+         "none presented"},
+        {"GET", "/echo", NULL, "", 0, 405,
+         "{\"code\":405,\"message\":\"method GET not allowed; use POST\"}", "POST", 0,
+         "none presented"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         const dispatch_case *c = &cases[i];
@@ -172,7 +182,8 @@ static void dispatch_table(void **state)
                           .content_type = c->content_type,
                           .body = body ? body : c->body,
                           .body_len = len,
-                          .remote_addr = "127.0.0.1:1"};
+                          .remote_addr = "127.0.0.1:1",
+                          .client_rejected = c->rejected};
         wh_response resp;
         wh_response_init(&resp);
         calls = 0;
@@ -196,8 +207,9 @@ static void dispatch_table(void **state)
     char *text = NULL;
     size_t tlen = 0;
     assert_int_equal(wh_metrics_render(f->metrics, &text, &tlen), GQ_OK);
+    assert_non_null(strstr(text, "gpuquota_http_errors_total{code=\"403\"} 1\n"));
     assert_non_null(strstr(text, "gpuquota_http_errors_total{code=\"404\"} 1\n"));
-    assert_non_null(strstr(text, "gpuquota_http_errors_total{code=\"405\"} 2\n"));
+    assert_non_null(strstr(text, "gpuquota_http_errors_total{code=\"405\"} 3\n"));
     assert_non_null(strstr(text, "gpuquota_http_errors_total{code=\"413\"} 1\n"));
     assert_non_null(strstr(text, "gpuquota_http_errors_total{code=\"415\"} 3\n"));
     assert_non_null(strstr(text, "gpuquota_http_errors_total{code=\"500\"} 1\n"));
@@ -285,6 +297,11 @@ static void new_rejects_bad_options(void **state)
         .listen = "127.0.0.1:0", .cert_file = f->cert, .key_file = "/nonexistent"};
     assert_int_equal(wh_server_new(&o, &s, &err), GQ_EIO);
     assert_null(s);
+    /* Neither file exists: still an error, not a server without a certificate. */
+    o.cert_file = "/nonexistent.crt";
+    assert_int_equal(wh_server_new(&o, &s, &err), GQ_EIO);
+    assert_null(s);
+    o.cert_file = f->cert;
     o.key_file = NULL;
     assert_int_equal(wh_server_new(&o, &s, &err), GQ_EINVAL);
     /* A key that belongs to another certificate. */
@@ -302,6 +319,38 @@ static void new_rejects_bad_options(void **state)
     wh_server_options p = {.listen = "127.0.0.1:0", .insecure_plain_http = true};
     assert_int_equal(wh_server_new(&p, &s, &err), GQ_OK);
     wh_server_free(s);
+    s = NULL;
+    /* Limits that contradict each other. */
+    static const char *const cns[] = {"kube-apiserver"};
+    static const struct {
+        wh_server_options o;
+        gq_code rc;
+        const char *msg;
+    } bad[] = {
+        {{.max_body = 4096, .max_body_memory = 4095}, GQ_EINVAL, "below one body"},
+        {{.max_connections = 100, .max_connections_per_ip = 101}, GQ_EINVAL, "exceed"},
+        {{.client_cns = cns, .n_client_cns = 1}, GQ_EINVAL, "need a client CA"},
+        {{.client_ca_file = "/dev/null"}, GQ_EINVAL, "need TLS"},
+        {{.client_ca_file = "/x", .client_cns = cns, .n_client_cns = WH_MAX_CLIENT_CNS + 1},
+         GQ_ELIMIT,
+         "at most"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        wh_server_options b = bad[i].o;
+        b.listen = "127.0.0.1:0";
+        b.insecure_plain_http = true;
+        print_message("bad limits %zu\n", i);
+        assert_int_equal(wh_server_new(&b, &s, &err), bad[i].rc);
+        assert_null(s);
+        assert_non_null(strstr(err.msg, bad[i].msg));
+    }
+    /* A client CA file that holds no certificate. */
+    o = (wh_server_options){.listen = "127.0.0.1:0",
+                            .cert_file = f->cert,
+                            .key_file = f->key,
+                            .client_ca_file = f->key};
+    assert_int_equal(wh_server_new(&o, &s, &err), GQ_ETLS);
+    assert_non_null(strstr(err.msg, "no usable PEM CA certificate"));
 }
 
 static void bad_listen_addresses(void **state)
@@ -347,6 +396,60 @@ static void start_on_ephemeral_ports(void **state)
     }
 }
 
+/* Binding is ours: one message with the address and the system's reason. */
+static void port_in_use(void **state)
+{
+    (void)state;
+    gq_err err;
+    wh_server *a = NULL, *b = NULL;
+    char listen[32], want[96];
+    wh_server_options o = {.listen = "127.0.0.1:0", .insecure_plain_http = true, .threads = 1};
+    assert_int_equal(wh_server_new(&o, &a, &err), GQ_OK);
+    assert_int_equal(wh_server_start(a, &err), GQ_OK);
+    snprintf(listen, sizeof(listen), "127.0.0.1:%u", wh_server_port(a));
+    o.listen = listen;
+    assert_int_equal(wh_server_new(&o, &b, &err), GQ_OK);
+    assert_int_equal(wh_server_start(b, &err), GQ_EIO);
+    snprintf(want, sizeof(want), "cannot listen on %s: Address already in use", listen);
+    assert_string_equal(err.msg, want);
+    assert_int_equal(wh_server_port(b), 0);
+    wh_server_free(b);
+    wh_server_free(a);
+}
+
+/* An expired certificate still loads (the operator may be mid-rotation),
+ * with its expiry exported. */
+static void expired_certificate_exported(void **state)
+{
+    fixture *f = *state;
+    gq_err err;
+    wh_server *s = NULL;
+    certs_result res;
+    const char *sans[] = {"localhost"};
+    certs_options co = {.service = "wh",
+                        .ns = "gq-system",
+                        .out_dir = f->dir,
+                        .days = 1,
+                        .ca_days = 60,
+                        .extra_sans = sans,
+                        .n_extra_sans = 1,
+                        .now = time(NULL) - 10 * 86400};
+    assert_int_equal(certs_generate(&co, &res, &err), GQ_OK);
+    wh_server_options o = {
+        .listen = "127.0.0.1:0", .cert_file = f->cert, .key_file = f->key, .metrics = f->metrics};
+    assert_int_equal(wh_server_new(&o, &s, &err), GQ_OK);
+    char *text = NULL, line[128];
+    size_t len = 0;
+    assert_int_equal(wh_metrics_render(f->metrics, &text, &len), GQ_OK);
+    snprintf(line, sizeof(line), "\ngpuquota_tls_certificate_expiry_timestamp_seconds %lld\n",
+             (long long)res.not_after);
+    assert_non_null(strstr(text, line));
+    assert_non_null(strstr(text, "\ngpuquota_http_body_bytes_in_flight 0\n"));
+    assert_non_null(strstr(text, "\ngpuquota_http_read_timeouts_total 0\n"));
+    free(text);
+    wh_server_free(s);
+}
+
 static void reload_keeps_old_pair_on_error(void **state)
 {
     fixture *f = *state;
@@ -378,6 +481,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(new_rejects_bad_options, setup, teardown),
         cmocka_unit_test(bad_listen_addresses),
         cmocka_unit_test(start_on_ephemeral_ports),
+        cmocka_unit_test(port_in_use),
+        cmocka_unit_test_setup_teardown(expired_certificate_exported, setup, teardown),
         cmocka_unit_test_setup_teardown(reload_keeps_old_pair_on_error, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

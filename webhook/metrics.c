@@ -41,7 +41,8 @@ typedef struct gauge {
 
 typedef struct external {
     const char *name, *help;
-    uint64_t (*read)(const void *ctx);
+    uint64_t (*read)(const void *ctx);     /* a counter, or */
+    double (*read_gauge)(const void *ctx); /* a gauge */
     const void *ctx;
 } external;
 
@@ -213,11 +214,12 @@ void wh_metrics_forget_quota(wh_metrics *m, const char *ns, const char *quota)
     pthread_mutex_unlock(&m->lock);
 }
 
-static bool metric_name_valid(const char *name)
+/* Counters end in _total, gauges must not (Prometheus naming). */
+static bool metric_name_valid(const char *name, bool counter)
 {
     size_t n = name ? strlen(name) : 0;
     /* Short enough for the fixed-size buffer of gq_strbuf_printf. */
-    if (n < 7 || n > 64 || strcmp(name + n - 6, "_total"))
+    if (n < 7 || n > 64 || counter != !strcmp(name + n - 6, "_total"))
         return false;
     for (size_t i = 0; i < n; i++) {
         char c = name[i];
@@ -229,19 +231,34 @@ static bool metric_name_valid(const char *name)
     return true;
 }
 
-gq_code wh_metrics_add_external_counter(wh_metrics *m, const char *name, const char *help,
-                                        uint64_t (*read)(const void *ctx), const void *ctx)
+static gq_code add_external(wh_metrics *m, const external *e)
 {
     gq_code rc = GQ_OK;
-    if (!m || !read || !help || strlen(help) > 100 || !metric_name_valid(name))
+    if (!m || !e->help || strlen(e->help) > 100 || !metric_name_valid(e->name, e->read != NULL))
         return GQ_EINVAL;
     pthread_mutex_lock(&m->lock);
     if (m->n_ext == WH_METRICS_MAX_EXTERNAL)
         rc = GQ_ELIMIT;
     else
-        m->ext[m->n_ext++] = (external){name, help, read, ctx};
+        m->ext[m->n_ext++] = *e;
     pthread_mutex_unlock(&m->lock);
     return rc;
+}
+
+gq_code wh_metrics_add_external_counter(wh_metrics *m, const char *name, const char *help,
+                                        uint64_t (*read)(const void *ctx), const void *ctx)
+{
+    if (!read)
+        return GQ_EINVAL;
+    return add_external(m, &(external){name, help, read, NULL, ctx});
+}
+
+gq_code wh_metrics_add_external_gauge(wh_metrics *m, const char *name, const char *help,
+                                      double (*read)(const void *ctx), const void *ctx)
+{
+    if (!read)
+        return GQ_EINVAL;
+    return add_external(m, &(external){name, help, NULL, read, ctx});
 }
 
 /* ---- rendering ---- */
@@ -391,8 +408,15 @@ gq_code wh_metrics_render(wh_metrics *m, char **out, size_t *out_len)
     render_quota(m, &b, WH_QUOTA_USED);
     render_quota(m, &b, WH_QUOTA_HARD);
     for (size_t i = 0; i < m->n_ext; i++) {
-        sb_header(&b, m->ext[i].name, "counter", m->ext[i].help);
-        gq_strbuf_printf(&b, "%s %ju\n", m->ext[i].name, (uintmax_t)m->ext[i].read(m->ext[i].ctx));
+        const external *e = &m->ext[i];
+        sb_header(&b, e->name, e->read ? "counter" : "gauge", e->help);
+        if (e->read) {
+            gq_strbuf_printf(&b, "%s %ju\n", e->name, (uintmax_t)e->read(e->ctx));
+        } else {
+            gq_strbuf_printf(&b, "%s ", e->name);
+            sb_double(&b, e->read_gauge(e->ctx));
+            gq_strbuf_puts(&b, "\n");
+        }
     }
     pthread_mutex_unlock(&m->lock);
     sb_header(&b, "gpuquota_build_info", "gauge", "Build information; the value is always 1.");

@@ -11,7 +11,8 @@
  *   gpuquota_quota_used{namespace,quota,resource}                   gauge
  *   gpuquota_quota_hard{namespace,quota,resource}                   gauge
  *   gpuquota_build_info{version}                                    gauge (1)
- * plus counters kept by other components (wh_metrics_add_external_counter).
+ * plus counters and gauges kept by other components
+ * (wh_metrics_add_external_counter, wh_metrics_add_external_gauge).
  * All functions are thread-safe. */
 #ifndef WH_METRICS_H
 #define WH_METRICS_H
@@ -75,8 +76,8 @@ gq_code wh_metrics_set_quota(wh_metrics *m, wh_quota_field field, const char *ns
 /* Drop every series of one quota (it was deleted). m may be NULL. */
 void wh_metrics_forget_quota(wh_metrics *m, const char *ns, const char *quota);
 
-/* Most counters kept elsewhere that the registry renders (below). */
-#define WH_METRICS_MAX_EXTERNAL 8
+/* Most counters and gauges kept elsewhere that the registry renders (below). */
+#define WH_METRICS_MAX_EXTERNAL 16
 
 /* Render a counter that another component keeps (for example the audit
  * writer's gpuquota_audit_write_errors_total) as its own family: read(ctx)
@@ -86,6 +87,12 @@ void wh_metrics_forget_quota(wh_metrics *m, const char *ns, const char *quota);
  * GQ_ELIMIT beyond WH_METRICS_MAX_EXTERNAL. */
 gq_code wh_metrics_add_external_counter(wh_metrics *m, const char *name, const char *help,
                                         uint64_t (*read)(const void *ctx), const void *ctx) GQ_WUR;
+
+/* The same for a gauge that another component keeps (for example the
+ * server's gpuquota_tls_certificate_expiry_timestamp_seconds); the name
+ * must not end in _total. Same errors. */
+gq_code wh_metrics_add_external_gauge(wh_metrics *m, const char *name, const char *help,
+                                      double (*read)(const void *ctx), const void *ctx) GQ_WUR;
 
 /* Render all families in exposition format 0.0.4 into a heap buffer the
  * caller frees with free(). GQ_ENOMEM only. */

@@ -3,6 +3,8 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/tcp.h> /* struct tcp_info with tcpi_bytes_received */
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -20,8 +22,10 @@
 
 #include <gnutls/abstract.h>
 #include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
 #include <microhttpd.h>
 
+#include "crd.h" /* gq_time_format_rfc3339 */
 #include "gq_log.h"
 #include "metrics.h"
 
@@ -29,7 +33,8 @@
 #define WH_MAX_PATH 64
 #define WH_MAX_CERT_FILE ((size_t)1 << 20) /* a PEM chain is a few KB */
 #define WH_MAX_CHAIN 16
-#define WH_BODY_PREALLOC ((size_t)64 * 1024)
+#define WH_SWEEP_MS 250 /* how often connections are checked against the read deadline */
+#define WH_LISTEN_BACKLOG 1024
 
 /* ---------------------------------------------------------------- responses */
 
@@ -118,13 +123,16 @@ void wh_response_error(wh_response *resp, int status, const char *fmt, ...)
 
 /* ------------------------------------------------------------ certificates */
 
-/* One certificate chain + key. Connections hold a reference from accept to
- * close, so a reload never frees what a handshake in progress is using. */
+/* One certificate chain + key (and the client CA bundle, reloaded with
+ * them). Connections hold a reference from accept to close, so a reload
+ * never frees what a handshake in progress is using. */
 typedef struct wh_creds {
     atomic_uint refs;
     gnutls_pcert_st pcerts[WH_MAX_CHAIN];
     unsigned n_pcerts;
     gnutls_privkey_t key;
+    gnutls_x509_trust_list_t client_ca; /* NULL without client certificates */
+    time_t not_before, not_after;       /* of the leaf */
 } wh_creds;
 
 typedef struct file_sig {
@@ -142,17 +150,59 @@ typedef struct route {
     void *ctx;
 } route;
 
+/* Where a connection stands with respect to the read deadline. */
+typedef enum conn_phase {
+    CONN_RECEIVING, /* a request (or the TLS handshake) is arriving: the clock runs */
+    CONN_SERVING,   /* the request arrived whole; handler and reply under way */
+    CONN_IDLE,      /* keep-alive between requests: only the idle timeout applies */
+} conn_phase;
+
+/* One accepted connection: MHD's socket context. The phase fields are
+ * shared with the sweeper (under lock); auth belongs to the connection's
+ * thread. */
+typedef struct wh_conn {
+    struct wh_conn *prev, *next; /* srv->conns, guarded by srv->conns_lock */
+    wh_creds *creds;             /* referenced until close; NULL for plain HTTP */
+    int fd;
+    char peer[INET6_ADDRSTRLEN + 16];
+    pthread_mutex_t lock;
+    conn_phase phase;
+    int64_t since_ms;   /* CONN_RECEIVING: when the request began */
+    bool have_baseline; /* CONN_IDLE: bytes received when first seen idle */
+    uint64_t baseline;
+    bool dropped;
+    int auth; /* client certificate: 0 not checked yet, 1 accepted, -1 rejected */
+    char auth_error[128];
+} wh_conn;
+
 struct wh_server {
     char *listen;
     char *cert_file;
     char *key_file;
+    char *client_ca_file;
+    char *client_cns[WH_MAX_CLIENT_CNS];
+    size_t n_client_cns;
     char *version;
     unsigned threads;
     unsigned idle_timeout_s;
+    unsigned read_timeout_s;
+    unsigned max_connections, max_connections_per_ip;
     size_t max_body;
+    size_t max_body_memory;
     unsigned reload_interval_ms;
     bool plain;
     wh_metrics *metrics;
+
+    atomic_size_t body_bytes;           /* reserved by the bodies in flight */
+    atomic_uint_fast64_t read_timeouts; /* connections closed at the read deadline */
+    atomic_llong cert_not_after;        /* of the serving certificate, for /metrics */
+
+    pthread_mutex_t conns_lock; /* guards the list and each entry's life */
+    wh_conn *conns;
+
+    pthread_mutex_t msg_lock; /* guards start_msg */
+    bool capture_msg;         /* MHD_start_daemon is running: keep its last message */
+    char start_msg[200];
 
     route routes[WH_MAX_ROUTES];
     size_t n_routes;
@@ -166,13 +216,13 @@ struct wh_server {
     pthread_mutex_t creds_lock; /* guards creds (the pointer and its refs++) */
     wh_creds *creds;
     pthread_mutex_t reload_lock; /* serialises reloads; guards the signatures */
-    file_sig cert_sig, key_sig;
+    file_sig cert_sig, key_sig, ca_sig;
 
-    pthread_t reload_thread;
-    bool reload_running;
+    pthread_t housekeeping_thread;
+    bool housekeeping_running;
     pthread_mutex_t stop_lock;
     pthread_cond_t stop_cond;
-    bool stop_reload;
+    bool stop_housekeeping;
 };
 
 static void creds_release(wh_creds *c)
@@ -182,6 +232,8 @@ static void creds_release(wh_creds *c)
     for (unsigned i = 0; i < c->n_pcerts; i++)
         gnutls_pcert_deinit(&c->pcerts[i]);
     gnutls_privkey_deinit(c->key);
+    if (c->client_ca)
+        gnutls_x509_trust_list_deinit(c->client_ca, 1);
     free(c);
 }
 
@@ -233,7 +285,49 @@ static int pubkey_der(gnutls_pubkey_t pk, gnutls_datum_t *out)
     return gnutls_pubkey_export2(pk, GNUTLS_X509_FMT_DER, out);
 }
 
-static gq_code creds_load(const char *cert_file, const char *key_file, wh_creds **out, gq_err *err)
+/* The validity period of the leaf, for warnings and /metrics. */
+static gq_code leaf_validity(wh_creds *c, const char *cert_file, gq_err *err)
+{
+    gnutls_x509_crt_t crt = NULL;
+    int ret;
+    if ((ret = gnutls_x509_crt_init(&crt)) < 0 ||
+        (ret = gnutls_x509_crt_import(crt, &c->pcerts[0].cert, GNUTLS_X509_FMT_DER)) < 0) {
+        gnutls_x509_crt_deinit(crt);
+        return gq_err_set(err, GQ_ETLS, "%s: cannot read the certificate (%s)", cert_file,
+                          gnutls_strerror(ret));
+    }
+    c->not_before = gnutls_x509_crt_get_activation_time(crt);
+    c->not_after = gnutls_x509_crt_get_expiration_time(crt);
+    gnutls_x509_crt_deinit(crt);
+    return GQ_OK;
+}
+
+/* The client CA bundle as a trust list (caller deinits with
+ * gnutls_x509_trust_list_deinit(list, 1)). */
+static gq_code client_ca_load(const char *path, gnutls_x509_trust_list_t *out, gq_err *err)
+{
+    gnutls_datum_t pem = {NULL, 0};
+    gnutls_x509_trust_list_t tl = NULL;
+    gq_code rc = read_small_file(path, &pem, err);
+    if (rc)
+        return rc;
+    int ret = gnutls_x509_trust_list_init(&tl, 0);
+    if (ret >= 0)
+        ret = gnutls_x509_trust_list_add_trust_mem(tl, &pem, NULL, GNUTLS_X509_FMT_PEM, 0, 0);
+    if (ret <= 0) {
+        rc = gq_err_set(err, GQ_ETLS, "%s: no usable PEM CA certificate (%s)", path,
+                        ret < 0 ? gnutls_strerror(ret) : "none found");
+        if (tl)
+            gnutls_x509_trust_list_deinit(tl, 1);
+    } else {
+        *out = tl;
+    }
+    free(pem.data);
+    return rc;
+}
+
+static gq_code creds_load(const char *cert_file, const char *key_file, const char *client_ca_file,
+                          wh_creds **out, gq_err *err)
 {
     gq_code rc = GQ_OK;
     gnutls_datum_t cert = {NULL, 0}, key = {NULL, 0}, a = {NULL, 0}, b = {NULL, 0};
@@ -277,6 +371,9 @@ static gq_code creds_load(const char *cert_file, const char *key_file, wh_creds 
                         key_file);
         goto out;
     }
+    if ((rc = leaf_validity(c, cert_file, err)) ||
+        (client_ca_file && (rc = client_ca_load(client_ca_file, &c->client_ca, err))))
+        goto out;
     *out = c;
     c = NULL;
 out:
@@ -311,6 +408,21 @@ static bool sig_equal(const file_sig *a, const file_sig *b)
            a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
 }
 
+/* Say what was loaded; warn when clients will refuse it. Start and every
+ * reload. */
+static void log_validity(const wh_server *srv, const wh_creds *c, bool reload)
+{
+    char nb[GQ_RFC3339_MAX], na[GQ_RFC3339_MAX];
+    time_t now = time(NULL);
+    gq_time_format_rfc3339(c->not_before, nb);
+    gq_time_format_rfc3339(c->not_after, na);
+    GQ_INFO("%s TLS certificate from %s (notBefore %s, notAfter %s)",
+            reload ? "reloaded" : "loaded", srv->cert_file, nb, na);
+    if (now < c->not_before || now > c->not_after)
+        GQ_WARN("TLS certificate %s %s (notBefore %s, notAfter %s): clients will refuse it",
+                srv->cert_file, now < c->not_before ? "is not valid yet" : "has expired", nb, na);
+}
+
 gq_code wh_server_reload_certs(wh_server *srv, gq_err *err)
 {
     gq_code rc = GQ_OK;
@@ -319,54 +431,250 @@ gq_code wh_server_reload_certs(wh_server *srv, gq_err *err)
         return GQ_OK;
     pthread_mutex_lock(&srv->reload_lock);
     file_sig cs = sig_of(srv->cert_file), ks = sig_of(srv->key_file);
-    if (sig_equal(&cs, &srv->cert_sig) && sig_equal(&ks, &srv->key_sig))
+    file_sig as = srv->client_ca_file ? sig_of(srv->client_ca_file) : (file_sig){0};
+    /* At start always load: missing files must fail, not match the empty
+     * signatures of "never loaded". */
+    if (srv->creds && sig_equal(&cs, &srv->cert_sig) && sig_equal(&ks, &srv->key_sig) &&
+        sig_equal(&as, &srv->ca_sig))
         goto out;
     /* Remember the signatures even when loading fails: a broken pair is
      * reported once, and the next change (e.g. the second file of a
      * non-atomic update landing) triggers a new attempt. */
     srv->cert_sig = cs;
     srv->key_sig = ks;
-    rc = creds_load(srv->cert_file, srv->key_file, &fresh, err);
+    srv->ca_sig = as;
+    rc = creds_load(srv->cert_file, srv->key_file, srv->client_ca_file, &fresh, err);
     if (rc) {
         if (srv->creds) /* at start-up the caller reports it */
             GQ_ERROR("certificate reload failed, keeping the previous certificate: %s",
                      err ? err->msg : gq_strerror(rc));
         goto out;
     }
+    log_validity(srv, fresh, srv->creds != NULL);
+    atomic_store(&srv->cert_not_after, (long long)fresh->not_after);
     pthread_mutex_lock(&srv->creds_lock);
     old = srv->creds;
     srv->creds = fresh;
     pthread_mutex_unlock(&srv->creds_lock);
-    if (old)
-        GQ_INFO("reloaded TLS certificate from %s", srv->cert_file);
     creds_release(old);
 out:
     pthread_mutex_unlock(&srv->reload_lock);
     return rc;
 }
 
-static void *reload_main(void *arg)
+/* --------------------------------------------------------- connections */
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* "127.0.0.1:54321" or "[::1]:54321"; "" for other families. */
+static void sockaddr_text(const struct sockaddr *sa, char *buf, size_t cap)
+{
+    char host[INET6_ADDRSTRLEN];
+    buf[0] = '\0';
+    if (!sa)
+        return;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const void *)sa;
+        if (inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host)))
+            snprintf(buf, cap, "%s:%u", host, ntohs(in->sin_port));
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const void *)sa;
+        if (inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host)))
+            snprintf(buf, cap, "[%s]:%u", host, ntohs(in6->sin6_port));
+    }
+}
+
+static void format_addr(struct MHD_Connection *conn, char *buf, size_t cap)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    sockaddr_text(ci ? ci->client_addr : NULL, buf, cap);
+}
+
+static wh_conn *conn_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+/* Connection accepted: track it for the read deadline, reference the
+ * current credentials and, with client certificates, ask for one. NULL on
+ * out-of-memory: a TLS handshake then fails (no certificate to offer), a
+ * plain connection goes untracked. */
+static wh_conn *conn_open(wh_server *srv, struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *fd =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    wh_conn *c = calloc(1, sizeof(*c));
+    if (!c || !fd || pthread_mutex_init(&c->lock, NULL)) {
+        free(c);
+        return NULL;
+    }
+    c->fd = fd->connect_fd;
+    c->phase = CONN_RECEIVING; /* the first request's clock includes the handshake */
+    c->since_ms = mono_ms();
+    format_addr(conn, c->peer, sizeof(c->peer));
+    if (!srv->plain) {
+        c->creds = creds_acquire(srv);
+        const union MHD_ConnectionInfo *ti =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+        if (srv->client_ca_file && ti) {
+            gnutls_session_t ses = ti->tls_session;
+            /* Ask, never require: kubelet probes and scrapers have no
+             * certificate (routes decide). Name no CAs: a Go client would
+             * withhold a certificate its issuer is not named for, so a CA
+             * rotated on one side only would fail without a trace. */
+            gnutls_certificate_server_set_request(ses, GNUTLS_CERT_REQUEST);
+            gnutls_certificate_send_x509_rdn_sequence(ses, 1);
+        }
+    }
+    pthread_mutex_lock(&srv->conns_lock);
+    c->next = srv->conns;
+    if (c->next)
+        c->next->prev = c;
+    srv->conns = c;
+    pthread_mutex_unlock(&srv->conns_lock);
+    return c;
+}
+
+/* MHD calls this before it closes the socket, so the sweeper, which shuts
+ * sockets down under conns_lock, never touches a descriptor number that
+ * has been reused. */
+static void conn_close(wh_server *srv, wh_conn *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&srv->conns_lock);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        srv->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    pthread_mutex_unlock(&srv->conns_lock);
+    creds_release(c->creds);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+/* Phase changes seen by the connection's thread. RECEIVING only starts a
+ * clock from IDLE: the first request's clock runs from accept. */
+static void conn_set_phase(wh_conn *c, conn_phase phase)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->lock);
+    if (phase != CONN_RECEIVING) {
+        c->phase = phase;
+        c->have_baseline = false;
+    } else if (c->phase == CONN_IDLE) {
+        c->phase = phase;
+        c->since_ms = mono_ms();
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Bytes the peer has sent on a TCP socket so far (Linux 4.1+). */
+static bool tcp_bytes_received(int fd, uint64_t *out)
+{
+    struct tcp_info ti;
+    socklen_t len = sizeof(ti);
+    memset(&ti, 0, sizeof(ti));
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) ||
+        len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof(ti.tcpi_bytes_received))
+        return false;
+    *out = ti.tcpi_bytes_received;
+    return true;
+}
+
+/* One connection against the read deadline (c->lock held). True when it
+ * was closed now. */
+static bool conn_check(const wh_server *srv, wh_conn *c, int64_t now)
+{
+    uint64_t bytes;
+    if (c->dropped)
+        return false;
+    if (c->phase == CONN_IDLE && tcp_bytes_received(c->fd, &bytes)) {
+        /* libmicrohttpd says nothing of a request until its headers are
+         * complete; bytes arriving after the previous request start the
+         * next one's clock, so trickled headers cannot escape it. */
+        if (!c->have_baseline) {
+            c->baseline = bytes;
+            c->have_baseline = true;
+        } else if (bytes != c->baseline) {
+            c->phase = CONN_RECEIVING;
+            c->since_ms = now;
+        }
+        return false;
+    }
+    if (c->phase != CONN_RECEIVING || now - c->since_ms < (int64_t)srv->read_timeout_s * 1000)
+        return false;
+    /* Not close(): the descriptor stays libmicrohttpd's. Its next read
+     * sees the end of the stream and it closes the connection as usual. */
+    if (shutdown(c->fd, SHUT_RDWR))
+        return false;
+    c->dropped = true;
+    return true;
+}
+
+/* Close the connections whose request did not arrive whole in time. */
+static void sweep_connections(wh_server *srv)
+{
+    unsigned dropped = 0;
+    char first[sizeof(((wh_conn *)NULL)->peer)] = "";
+    int64_t now = mono_ms();
+    pthread_mutex_lock(&srv->conns_lock);
+    for (wh_conn *c = srv->conns; c; c = c->next) {
+        pthread_mutex_lock(&c->lock);
+        if (conn_check(srv, c, now) && !dropped++)
+            memcpy(first, c->peer, sizeof(first));
+        pthread_mutex_unlock(&c->lock);
+    }
+    pthread_mutex_unlock(&srv->conns_lock);
+    if (!dropped)
+        return;
+    atomic_fetch_add(&srv->read_timeouts, dropped);
+    /* One line per sweep, however many: slow peers must not flood the log. */
+    GQ_WARN("closed %u connection(s) that did not send a whole request within %u s (first: %s)",
+            dropped, srv->read_timeout_s, first[0] ? first : "unknown peer");
+}
+
+/* Wakes every WH_SWEEP_MS to enforce the read deadline, and polls the
+ * certificate files every reload_interval_ms. */
+static void *housekeeping_main(void *arg)
 {
     wh_server *srv = arg;
+    unsigned tick = srv->reload_interval_ms < WH_SWEEP_MS ? srv->reload_interval_ms : WH_SWEEP_MS;
+    int64_t next_reload = mono_ms() + srv->reload_interval_ms;
     pthread_mutex_lock(&srv->stop_lock);
-    while (!srv->stop_reload) {
+    while (!srv->stop_housekeeping) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += srv->reload_interval_ms / 1000;
-        ts.tv_nsec += (long)(srv->reload_interval_ms % 1000) * 1000000L;
+        ts.tv_sec += tick / 1000;
+        ts.tv_nsec += (long)(tick % 1000) * 1000000L;
         if (ts.tv_nsec >= 1000000000L) {
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
         }
         pthread_cond_timedwait(&srv->stop_cond, &srv->stop_lock, &ts);
-        if (srv->stop_reload)
+        if (srv->stop_housekeeping)
             break;
         pthread_mutex_unlock(&srv->stop_lock);
-        gq_err err;
-        gq_err_clear(&err);
-        /* Failures are logged inside and the old certificate stays. */
-        bool failed = wh_server_reload_certs(srv, &err) != GQ_OK;
-        (void)failed;
+        sweep_connections(srv);
+        if (!srv->plain && mono_ms() >= next_reload) {
+            gq_err err;
+            gq_err_clear(&err);
+            /* Failures are logged inside and the old certificate stays. */
+            bool failed = wh_server_reload_certs(srv, &err) != GQ_OK;
+            (void)failed;
+            next_reload = mono_ms() + srv->reload_interval_ms;
+        }
         pthread_mutex_lock(&srv->stop_lock);
     }
     pthread_mutex_unlock(&srv->stop_lock);
@@ -382,9 +690,8 @@ static int cert_callback(gnutls_session_t session, const gnutls_datum_t *req_ca_
                          gnutls_privkey_t *privkey)
 {
     struct MHD_Connection *conn = gnutls_session_get_ptr(session);
-    const union MHD_ConnectionInfo *ci =
-        conn ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT) : NULL;
-    wh_creds *c = ci ? ci->socket_context : NULL;
+    wh_conn *wc = conn ? conn_of(conn) : NULL;
+    wh_creds *c = wc ? wc->creds : NULL;
     if (!c)
         return -1;
     *pcert = c->pcerts;
@@ -398,11 +705,87 @@ static void notify_connection(void *cls, struct MHD_Connection *conn, void **soc
 {
     wh_server *srv = cls;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
-        *socket_context = srv->plain ? NULL : creds_acquire(srv);
+        *socket_context = conn_open(srv, conn);
     } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
-        creds_release(*socket_context);
+        conn_close(srv, *socket_context);
         *socket_context = NULL;
     }
+}
+
+/* ------------------------------------------------------ client certificates */
+
+/* Whether the peer's certificate chains to the client CA with the
+ * clientAuth purpose (and its CN is allowed); why not, in why. */
+static bool verify_client(const wh_server *srv, gnutls_x509_trust_list_t ca, gnutls_session_t ses,
+                          char *why, size_t cap)
+{
+    unsigned n = 0, k = 0, status = 0;
+    const gnutls_datum_t *peers = ses ? gnutls_certificate_get_peers(ses, &n) : NULL;
+    gnutls_x509_crt_t chain[WH_MAX_CHAIN];
+    gnutls_typed_vdata_st purpose = {.type = GNUTLS_DT_KEY_PURPOSE_OID,
+                                     .data = (void *)GNUTLS_KP_TLS_WWW_CLIENT};
+    bool ok = false;
+    int ret = 0;
+    if (!peers || !n) {
+        snprintf(why, cap, "none presented");
+        return false;
+    }
+    for (n = n < WH_MAX_CHAIN ? n : WH_MAX_CHAIN; k < n; k++) {
+        if ((ret = gnutls_x509_crt_init(&chain[k])) < 0)
+            break;
+        if ((ret = gnutls_x509_crt_import(chain[k], &peers[k], GNUTLS_X509_FMT_DER)) < 0) {
+            k++;
+            break;
+        }
+    }
+    if (ret >= 0)
+        ret = gnutls_x509_trust_list_verify_crt2(ca, chain, k, &purpose, 1, 0, &status, NULL);
+    if (ret < 0) {
+        snprintf(why, cap, "%s", gnutls_strerror(ret));
+    } else if (status) {
+        gnutls_datum_t txt = {NULL, 0};
+        if (gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &txt, 0) >= 0) {
+            snprintf(why, cap, "%s", (const char *)txt.data);
+            for (size_t n_why = strlen(why); n_why && why[n_why - 1] == ' ';)
+                why[--n_why] = '\0'; /* GnuTLS ends each sentence with a space */
+        } else
+            snprintf(why, cap, "not trusted (status 0x%x)", status);
+        gnutls_free(txt.data);
+    } else if (srv->n_client_cns) {
+        char cn[256];
+        size_t len = sizeof(cn);
+        if (gnutls_x509_crt_get_dn_by_oid(chain[0], GNUTLS_OID_X520_COMMON_NAME, 0, 0, cn, &len))
+            cn[0] = '\0';
+        for (size_t i = 0; i < srv->n_client_cns && !ok; i++)
+            ok = !strcmp(cn, srv->client_cns[i]);
+        if (!ok)
+            snprintf(why, cap, "CN \"%.64s\" is not an allowed client", cn);
+    } else {
+        ok = true;
+    }
+    while (k)
+        gnutls_x509_crt_deinit(chain[--k]);
+    return ok;
+}
+
+/* NULL when the client may use POST routes (or nothing is required), else
+ * why not. Checked once per connection: its peer certificate cannot change
+ * (no renegotiation, no post-handshake authentication is asked). */
+static const char *client_rejected(const wh_server *srv, struct MHD_Connection *conn, wh_conn *c)
+{
+    if (!srv->client_ca_file)
+        return NULL;
+    if (!c || !c->creds || !c->creds->client_ca)
+        return "no client CA loaded";
+    if (!c->auth) {
+        const union MHD_ConnectionInfo *ti =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+        c->auth = verify_client(srv, c->creds->client_ca, ti ? ti->tls_session : NULL,
+                                c->auth_error, sizeof(c->auth_error))
+                      ? 1
+                      : -1;
+    }
+    return c->auth > 0 ? NULL : c->auth_error;
 }
 
 /* ------------------------------------------------------------------ server */
@@ -438,6 +821,82 @@ static void handle_metrics(void *ctx, const wh_request *req, wh_response *resp)
     wh_response_take_body(resp, 200, WH_METRICS_CONTENT_TYPE, text, len);
 }
 
+static double read_cert_expiry(const void *ctx)
+{
+    return (double)atomic_load(&((wh_server *)ctx)->cert_not_after);
+}
+
+static double read_body_bytes(const void *ctx)
+{
+    return (double)atomic_load(&((wh_server *)ctx)->body_bytes);
+}
+
+static uint64_t read_timeouts(const void *ctx)
+{
+    return atomic_load(&((wh_server *)ctx)->read_timeouts);
+}
+
+/* The server's own families. The registry calls back into srv: it must
+ * not be rendered after wh_server_free (the server serves /metrics). */
+static gq_code register_metrics(wh_server *srv, gq_err *err)
+{
+    gq_code rc = GQ_OK;
+    if (!srv->metrics)
+        return GQ_OK;
+    if ((!srv->plain && (rc = wh_metrics_add_external_gauge(
+                             srv->metrics, "gpuquota_tls_certificate_expiry_timestamp_seconds",
+                             "When the serving certificate expires (notAfter), in Unix seconds.",
+                             read_cert_expiry, srv))) ||
+        (rc = wh_metrics_add_external_gauge(srv->metrics, "gpuquota_http_body_bytes_in_flight",
+                                            "Bytes of request bodies buffered now (reserved).",
+                                            read_body_bytes, srv)) ||
+        (rc = wh_metrics_add_external_counter(
+             srv->metrics, "gpuquota_http_read_timeouts_total",
+             "Connections closed because a request did not arrive whole in time.", read_timeouts,
+             srv)))
+        return gq_err_set(err, rc, "server metrics: %s", gq_strerror(rc));
+    return GQ_OK;
+}
+
+/* Limits and client certificate options: defaults filled in, checked. */
+static gq_code set_limits(wh_server *srv, const wh_server_options *o, gq_err *err)
+{
+    srv->idle_timeout_s = o->idle_timeout_s ? o->idle_timeout_s : WH_IDLE_TIMEOUT_DEFAULT;
+    srv->read_timeout_s = o->read_timeout_s ? o->read_timeout_s : WH_READ_TIMEOUT_DEFAULT;
+    srv->max_body = o->max_body ? o->max_body : WH_MAX_BODY_DEFAULT;
+    srv->max_body_memory = o->max_body_memory ? o->max_body_memory : WH_MAX_BODY_MEMORY_DEFAULT;
+    srv->max_connections = o->max_connections ? o->max_connections : WH_MAX_CONNECTIONS_DEFAULT;
+    srv->max_connections_per_ip = o->max_connections_per_ip;
+    if (!srv->max_connections_per_ip) {
+        unsigned quarter = srv->max_connections / 4 ? srv->max_connections / 4 : 1;
+        srv->max_connections_per_ip = quarter < WH_MAX_CONNECTIONS_PER_IP_DEFAULT
+                                          ? quarter
+                                          : WH_MAX_CONNECTIONS_PER_IP_DEFAULT;
+    }
+    srv->reload_interval_ms = o->reload_interval_ms ? o->reload_interval_ms : 1000;
+    if (srv->max_body_memory < srv->max_body)
+        return gq_err_set(err, GQ_EINVAL,
+                          "the memory for request bodies (%zu bytes) is below one body (%zu)",
+                          srv->max_body_memory, srv->max_body);
+    if (srv->max_connections_per_ip > srv->max_connections)
+        return gq_err_set(err, GQ_EINVAL, "connections per IP (%u) exceed all connections (%u)",
+                          srv->max_connections_per_ip, srv->max_connections);
+    if (o->n_client_cns > WH_MAX_CLIENT_CNS)
+        return gq_err_set(err, GQ_ELIMIT, "at most %d client CNs", WH_MAX_CLIENT_CNS);
+    if (o->client_ca_file && o->insecure_plain_http)
+        return gq_err_set(err, GQ_EINVAL, "client certificates need TLS");
+    if (o->n_client_cns && !o->client_ca_file)
+        return gq_err_set(err, GQ_EINVAL, "allowed client CNs need a client CA");
+    if (o->client_ca_file && !(srv->client_ca_file = strdup(o->client_ca_file)))
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    for (size_t i = 0; i < o->n_client_cns; i++) {
+        if (!(srv->client_cns[i] = strdup(o->client_cns[i])))
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        srv->n_client_cns++;
+    }
+    return GQ_OK;
+}
+
 gq_code wh_server_new(const wh_server_options *opts, wh_server **out, gq_err *err)
 {
     gq_code rc = GQ_OK;
@@ -452,6 +911,8 @@ gq_code wh_server_new(const wh_server_options *opts, wh_server **out, gq_err *er
     pthread_mutex_init(&srv->creds_lock, NULL);
     pthread_mutex_init(&srv->reload_lock, NULL);
     pthread_mutex_init(&srv->stop_lock, NULL);
+    pthread_mutex_init(&srv->conns_lock, NULL);
+    pthread_mutex_init(&srv->msg_lock, NULL);
     pthread_cond_init(&srv->stop_cond, NULL);
     srv->plain = opts->insecure_plain_http;
     srv->listen = strdup(opts->listen);
@@ -469,10 +930,9 @@ gq_code wh_server_new(const wh_server_options *opts, wh_server **out, gq_err *er
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         srv->threads = n > 0 && n < 1024 ? (unsigned)n : 1;
     }
-    srv->idle_timeout_s = opts->idle_timeout_s ? opts->idle_timeout_s : WH_IDLE_TIMEOUT_DEFAULT;
-    srv->max_body = opts->max_body ? opts->max_body : WH_MAX_BODY_DEFAULT;
-    srv->reload_interval_ms = opts->reload_interval_ms ? opts->reload_interval_ms : 1000;
     srv->metrics = opts->metrics;
+    if ((rc = set_limits(srv, opts, err)))
+        goto out;
     rc = wh_server_add_handler(srv, "/healthz", WH_ROUTE_GET, handle_healthz, srv, err);
     if (!rc)
         rc = wh_server_add_handler(srv, "/readyz", WH_ROUTE_GET, handle_readyz, srv, err);
@@ -480,6 +940,8 @@ gq_code wh_server_new(const wh_server_options *opts, wh_server **out, gq_err *er
         rc = wh_server_add_handler(srv, "/metrics", WH_ROUTE_GET, handle_metrics, srv, err);
     if (!rc && !srv->plain)
         rc = wh_server_reload_certs(srv, err);
+    if (!rc)
+        rc = register_metrics(srv, err);
     if (rc)
         goto out;
     *out = srv;
@@ -554,7 +1016,8 @@ static const route *find_route(const wh_server *srv, const char *path)
  * body_len is the declared length (SIZE_MAX when unknown). Returns the
  * route, or NULL with resp filled with the error. */
 static const route *check_request(const wh_server *srv, const char *method, const char *path,
-                                  const char *content_type, size_t body_len, wh_response *resp)
+                                  const char *content_type, size_t body_len,
+                                  const char *client_rejected, wh_response *resp)
 {
     const route *r = find_route(srv, path);
     if (!r) {
@@ -574,6 +1037,10 @@ static const route *check_request(const wh_server *srv, const char *method, cons
         wh_response_error(resp, 405, "method %.16s not allowed; use POST", method);
         if (wh_response_add_header(resp, "Allow", "POST"))
             return NULL; /* cannot happen: the error reply has no headers yet */
+        return NULL;
+    }
+    if (client_rejected) {
+        wh_response_error(resp, 403, "client certificate not accepted: %s", client_rejected);
         return NULL;
     }
     if (!is_json(content_type)) {
@@ -610,8 +1077,8 @@ static void account(wh_server *srv, const wh_request *req, const wh_response *re
 
 void wh_server_dispatch(wh_server *srv, const wh_request *req, wh_response *resp)
 {
-    const route *r =
-        check_request(srv, req->method, req->path, req->content_type, req->body_len, resp);
+    const route *r = check_request(srv, req->method, req->path, req->content_type, req->body_len,
+                                   req->client_rejected, resp);
     if (r)
         run_handler(r, req, resp);
     account(srv, req, resp);
@@ -623,35 +1090,75 @@ typedef struct req_state {
     const route *route;
     char *body;
     size_t len, cap;
+    size_t reserved; /* bytes of the body budget held */
+    bool fixed;      /* length declared: reserved whole at the first call */
     bool too_large;
+    bool over_budget;
 } req_state;
 
-static void format_addr(struct MHD_Connection *conn, char *buf, size_t cap)
+/* Reserve n bytes of the memory all bodies in flight share; false when it
+ * would run over. */
+static bool budget_take(wh_server *srv, size_t n)
 {
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    char host[INET6_ADDRSTRLEN];
-    buf[0] = '\0';
-    if (!ci || !ci->client_addr)
-        return;
-    const struct sockaddr *sa = ci->client_addr;
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const void *)sa;
-        if (inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host)))
-            snprintf(buf, cap, "%s:%u", host, ntohs(in->sin_port));
-    } else if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const void *)sa;
-        if (inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host)))
-            snprintf(buf, cap, "[%s]:%u", host, ntohs(in6->sin6_port));
-    }
+    size_t cur = atomic_load_explicit(&srv->body_bytes, memory_order_relaxed);
+    do {
+        if (n > srv->max_body_memory - cur)
+            return false;
+    } while (!atomic_compare_exchange_weak_explicit(&srv->body_bytes, &cur, cur + n,
+                                                    memory_order_relaxed, memory_order_relaxed));
+    return true;
 }
 
-/* Count/log errors, hand the response to MHD and dispose resp. */
+static void body_free(wh_server *srv, req_state *st)
+{
+    free(st->body);
+    atomic_fetch_sub_explicit(&srv->body_bytes, st->reserved, memory_order_relaxed);
+    st->body = NULL;
+    st->len = st->cap = st->reserved = 0;
+}
+
+/* Room for n more bytes and a NUL. A declared length was reserved whole;
+ * chunked bodies reserve as they grow. GQ_ELIMIT when the budget is spent. */
+static gq_code body_grow(wh_server *srv, req_state *st, size_t n)
+{
+    size_t cap = st->cap ? st->cap : 16384;
+    size_t most = (st->fixed ? st->reserved : srv->max_body) + 1;
+    while (cap < st->len + n + 1)
+        cap *= 2;
+    if (cap > most)
+        cap = most;
+    if (!st->fixed && cap > st->reserved) {
+        if (!budget_take(srv, cap - st->reserved))
+            return GQ_ELIMIT;
+        st->reserved = cap;
+    }
+    char *nb = realloc(st->body, cap);
+    if (!nb)
+        return GQ_ENOMEM;
+    st->body = nb;
+    st->cap = cap;
+    return GQ_OK;
+}
+
+/* The one reply for a spent body budget: the server is full, not the
+ * client at fault; a recent kube-apiserver retries a 503 that carries
+ * Retry-After within the webhook's timeout. */
+static void error_busy(const wh_server *srv, wh_response *resp)
+{
+    wh_response_error(resp, 503, "request bodies in flight would exceed %zu bytes; retry",
+                      srv->max_body_memory);
+    if (wh_response_add_header(resp, "Retry-After", "1"))
+        return; /* cannot happen: the error reply has no headers yet */
+}
+
+/* Count/log errors, hand the response to MHD and dispose resp. The request
+ * has arrived (or will not be read): its read deadline stops. */
 static enum MHD_Result reply(wh_server *srv, struct MHD_Connection *conn, const wh_request *req,
                              wh_response *resp)
 {
     struct MHD_Response *r;
     enum MHD_Result ret = MHD_NO;
+    conn_set_phase(conn_of(conn), CONN_SERVING);
     account(srv, req, resp);
     if (resp->body) {
         r = MHD_create_response_from_buffer(resp->body_len, resp->body, MHD_RESPMEM_MUST_FREE);
@@ -690,6 +1197,78 @@ static size_t parse_content_length(const char *s)
     return v;
 }
 
+/* First call of a request (headers complete): every check, then the body
+ * budget. Returns the new state, or NULL with resp filled (an error) or
+ * left at status 0 (out of memory). */
+static req_state *request_begin(wh_server *srv, struct MHD_Connection *conn, const char *method,
+                                const char *url, wh_request *req, wh_response *resp)
+{
+    wh_conn *c = conn_of(conn);
+    conn_set_phase(c, CONN_RECEIVING);
+    req->content_type =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    const char *cl =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    size_t declared = parse_content_length(cl);
+    const route *r = find_route(srv, url);
+    req->client_rejected =
+        r && r->kind == WH_ROUTE_POST_JSON ? client_rejected(srv, conn, c) : NULL;
+    r = check_request(srv, method, url, req->content_type, declared, req->client_rejected, resp);
+    if (!r)
+        return NULL;
+    bool fixed = r->kind == WH_ROUTE_POST_JSON && declared != SIZE_MAX && declared > 0;
+    /* A declared length is reserved whole before a byte of it is read, so
+     * a refusal is immediate and the reservation bounds the buffer. */
+    if (fixed && !budget_take(srv, declared)) {
+        error_busy(srv, resp);
+        return NULL;
+    }
+    req_state *st = calloc(1, sizeof(*st));
+    if (st && fixed) {
+        /* One allocation of the declared size: no copies as it grows.
+         * Pages the client never fills are never touched, so announcing
+         * 3 MiB and sending nothing still costs little memory. */
+        st->fixed = true;
+        st->reserved = declared;
+        st->cap = declared + 1;
+        st->body = malloc(st->cap);
+    }
+    if (!st || (fixed && !st->body)) {
+        if (fixed)
+            atomic_fetch_sub_explicit(&srv->body_bytes, declared, memory_order_relaxed);
+        free(st);
+        return NULL;
+    }
+    st->route = r;
+    return st;
+}
+
+/* A chunk of the body: buffered, or discarded once the request is known
+ * to fail (413, 503), which is then answered at the end. */
+static enum MHD_Result request_data(wh_server *srv, req_state *st, const char *data, size_t n)
+{
+    if (st->too_large || st->over_budget || st->route->kind == WH_ROUTE_GET)
+        return MHD_YES; /* GET bodies are ignored */
+    if (n > srv->max_body - st->len) {
+        st->too_large = true;
+        body_free(srv, st);
+        return MHD_YES;
+    }
+    if (st->len + n + 1 > st->cap) {
+        gq_code rc = body_grow(srv, st, n);
+        if (rc == GQ_ELIMIT) {
+            st->over_budget = true;
+            body_free(srv, st);
+            return MHD_YES;
+        }
+        if (rc)
+            return MHD_NO;
+    }
+    memcpy(st->body + st->len, data, n);
+    st->len += n;
+    return MHD_YES;
+}
+
 static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, const char *url,
                                       const char *method, const char *version,
                                       const char *upload_data, size_t *upload_data_size,
@@ -704,13 +1283,10 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
     if (!st) {
         atomic_fetch_add_explicit(&srv->in_flight, 1, memory_order_relaxed);
         wh_response_init(&resp);
-        req.content_type =
-            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-        const char *cl =
-            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        size_t declared = parse_content_length(cl);
-        const route *r = check_request(srv, method, url, req.content_type, declared, &resp);
-        if (!r) {
+        st = request_begin(srv, conn, method, url, &req, &resp);
+        if (!st && !resp.status)
+            return MHD_NO; /* out of memory */
+        if (!st) {
             /* Errors are answered at once; an unread body makes MHD close
              * the connection after the reply. Successful requests, GET
              * included, are answered only after MHD's last call: a reply
@@ -719,21 +1295,6 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
             format_addr(conn, remote, sizeof(remote));
             return reply(srv, conn, &req, &resp);
         }
-        st = calloc(1, sizeof(*st));
-        if (!st)
-            return MHD_NO;
-        st->route = r;
-        if (r->kind == WH_ROUTE_POST_JSON && declared != SIZE_MAX && declared > 0) {
-            /* Trust the declared length only up to a typical review, so a
-             * client that announces 3 MiB and sends nothing costs little. */
-            size_t cap = declared < WH_BODY_PREALLOC ? declared + 1 : WH_BODY_PREALLOC;
-            st->body = malloc(cap);
-            if (!st->body) {
-                free(st);
-                return MHD_NO;
-            }
-            st->cap = cap;
-        }
         *con_cls = st;
         return MHD_YES;
     }
@@ -741,30 +1302,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (st->too_large || st->route->kind == WH_ROUTE_GET) /* GET bodies are ignored */
-            return MHD_YES; /* discard the rest; answered at the end */
-        if (n > srv->max_body - st->len) {
-            st->too_large = true;
-            free(st->body);
-            st->body = NULL;
-            st->len = st->cap = 0;
-            return MHD_YES;
-        }
-        if (st->len + n + 1 > st->cap) {
-            size_t cap = st->cap ? st->cap : 16384;
-            while (cap < st->len + n + 1)
-                cap *= 2;
-            if (cap > srv->max_body + 1)
-                cap = srv->max_body + 1;
-            char *nb = realloc(st->body, cap);
-            if (!nb)
-                return MHD_NO;
-            st->body = nb;
-            st->cap = cap;
-        }
-        memcpy(st->body + st->len, upload_data, n);
-        st->len += n;
-        return MHD_YES;
+        return request_data(srv, st, upload_data, n);
     }
 
     /* Whole body received. */
@@ -775,6 +1313,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
     req.timeout = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "timeout");
     if (st->too_large) {
         wh_response_error(&resp, 413, "request body exceeds %zu bytes", srv->max_body);
+    } else if (st->over_budget) {
+        error_busy(srv, &resp);
     } else {
         if (st->body)
             st->body[st->len] = '\0';
@@ -791,23 +1331,30 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
     wh_server *srv = cls;
     req_state *st = *con_cls;
     if (st) {
-        free(st->body);
+        body_free(srv, st);
         free(st);
         *con_cls = NULL;
     }
+    conn_set_phase(conn_of(conn), CONN_IDLE);
     atomic_fetch_sub_explicit(&srv->in_flight, 1, memory_order_relaxed);
 }
 
+/* libmicrohttpd's messages are per-connection noise a peer controls (each
+ * refused or failed connection logs one), so they go to debug. While the
+ * daemon starts, the last one is kept for our own error line. */
 static void GQ_PRINTF(2, 0) mhd_logger(void *cls, const char *fmt, va_list ap)
 {
+    wh_server *srv = cls;
     char msg[512];
     vsnprintf(msg, sizeof(msg), fmt, ap);
     size_t n = strlen(msg);
     while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = '\0';
-    /* Per-connection failures (bad TLS handshakes, malformed requests) land
-     * here; they are client problems, so warn rather than error. */
-    GQ_WARN("http: %s", msg);
+    pthread_mutex_lock(&srv->msg_lock);
+    if (srv->capture_msg)
+        copy_trunc(srv->start_msg, sizeof(srv->start_msg), msg);
+    pthread_mutex_unlock(&srv->msg_lock);
+    GQ_DEBUG("http: %s", msg);
 }
 
 /* "[HOST]:PORT" -> socket address. An empty host means every address (dual
@@ -869,17 +1416,57 @@ out:
     return rc;
 }
 
+/* Bind and listen ourselves: a failure is then one clear line (address,
+ * port, the system's reason) rather than libmicrohttpd's "Failed to bind
+ * to port 0" followed by ours. */
+static gq_code bind_listener(const struct sockaddr_storage *ss, bool any, int *out, gq_err *err)
+{
+    int one = 1, v6only = any ? 0 : 1, fd;
+    char addr[INET6_ADDRSTRLEN + 16];
+    socklen_t len =
+        ss->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+    sockaddr_text((const struct sockaddr *)ss, addr, sizeof(addr));
+    fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return gq_err_set(err, GQ_EIO, "cannot listen on %s: %s", addr, strerror(errno));
+    /* A restart must not wait for the previous process's TIME_WAIT sockets;
+     * an empty host serves IPv4 too (mapped addresses). */
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+        (ss->ss_family == AF_INET6 &&
+         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only))) ||
+        bind(fd, (const struct sockaddr *)ss, len) || listen(fd, WH_LISTEN_BACKLOG)) {
+        int e = errno;
+        close(fd);
+        return gq_err_set(err, GQ_EIO, "cannot listen on %s: %s", addr, strerror(e));
+    }
+    *out = fd;
+    return GQ_OK;
+}
+
+static unsigned bound_port(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    if (getsockname(fd, (struct sockaddr *)&ss, &len))
+        return 0;
+    if (ss.ss_family == AF_INET)
+        return ntohs(((struct sockaddr_in *)(void *)&ss)->sin_port);
+    return ntohs(((struct sockaddr_in6 *)(void *)&ss)->sin6_port);
+}
+
 gq_code wh_server_start(wh_server *srv, gq_err *err)
 {
     gq_code rc = GQ_OK;
     struct sockaddr_storage ss;
     bool any = false;
+    int fd = -1;
     gq_err_clear(err);
     if (srv->daemon)
         return gq_err_set(err, GQ_EINVAL, "server already started");
-    rc = parse_listen(srv->listen, &ss, &any, err);
-    if (rc)
+    if ((rc = parse_listen(srv->listen, &ss, &any, err)) ||
+        (rc = bind_listener(&ss, any, &fd, err)))
         return rc;
+    srv->port = bound_port(fd);
 
     /* Epoll with a pool of internal threads; TURBO does opportunistic
      * reads/writes (fewer epoll round trips on keep-alive connections); ITC
@@ -888,16 +1475,18 @@ gq_code wh_server_start(wh_server *srv, gq_err *err)
     unsigned flags =
         MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_TURBO | MHD_USE_ERROR_LOG;
     if (ss.ss_family == AF_INET6)
-        flags |= any ? MHD_USE_DUAL_STACK : MHD_USE_IPv6;
+        flags |= MHD_USE_IPv6;
     if (!srv->plain)
         flags |= MHD_USE_TLS;
     struct MHD_OptionItem o[16];
     size_t n = 0;
     /* The logger goes first so MHD never prints through its own. */
     o[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_logger, srv};
-    o[n++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, &ss};
+    o[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, fd, NULL};
     o[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, srv->idle_timeout_s, NULL};
-    o[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, NULL};
+    o[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, srv->max_connections, NULL};
+    o[n++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                                     srv->max_connections_per_ip, NULL};
     o[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)request_completed, srv};
     o[n++] =
         (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)notify_connection, srv};
@@ -909,33 +1498,41 @@ gq_code wh_server_start(wh_server *srv, gq_err *err)
     }
     o[n++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
 
+    pthread_mutex_lock(&srv->msg_lock);
+    srv->capture_msg = true;
+    srv->start_msg[0] = '\0';
+    pthread_mutex_unlock(&srv->msg_lock);
     srv->daemon = MHD_start_daemon(flags, 0, NULL, NULL, access_handler, srv, MHD_OPTION_ARRAY, o,
                                    MHD_OPTION_END);
-    if (!srv->daemon)
-        return gq_err_set(err, GQ_EIO, "cannot serve on %s (address in use or not available)",
-                          srv->listen);
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    srv->port = di ? di->port : 0;
-    if (!srv->plain) {
-        srv->stop_reload = false;
-        if (pthread_create(&srv->reload_thread, NULL, reload_main, srv) == 0)
-            srv->reload_running = true;
-        else
-            GQ_ERROR("cannot start the certificate reload thread; reload is disabled");
+    pthread_mutex_lock(&srv->msg_lock);
+    srv->capture_msg = false;
+    pthread_mutex_unlock(&srv->msg_lock);
+    if (!srv->daemon) {
+        /* The socket is not closed here: libmicrohttpd closes it on some of
+         * its failure paths, and closing twice could close another's. */
+        srv->port = 0;
+        return gq_err_set(err, GQ_EIO, "cannot serve on %s: %s", srv->listen,
+                          srv->start_msg[0] ? srv->start_msg : "libmicrohttpd failed to start");
     }
+    srv->stop_housekeeping = false;
+    if (pthread_create(&srv->housekeeping_thread, NULL, housekeeping_main, srv) == 0)
+        srv->housekeeping_running = true;
+    else
+        GQ_ERROR("cannot start the housekeeping thread; certificate reload and the read "
+                 "deadline are disabled");
     return GQ_OK;
 }
 
-static void stop_reload_thread(wh_server *srv)
+static void stop_housekeeping_thread(wh_server *srv)
 {
-    if (!srv->reload_running)
+    if (!srv->housekeeping_running)
         return;
     pthread_mutex_lock(&srv->stop_lock);
-    srv->stop_reload = true;
+    srv->stop_housekeeping = true;
     pthread_cond_signal(&srv->stop_cond);
     pthread_mutex_unlock(&srv->stop_lock);
-    pthread_join(srv->reload_thread, NULL);
-    srv->reload_running = false;
+    pthread_join(srv->housekeeping_thread, NULL);
+    srv->housekeeping_running = false;
 }
 
 unsigned wh_server_stop(wh_server *srv, unsigned drain_ms)
@@ -949,23 +1546,14 @@ unsigned wh_server_stop(wh_server *srv, unsigned drain_ms)
         MHD_socket fd = MHD_quiesce_daemon(srv->daemon);
         if (fd != MHD_INVALID_SOCKET)
             close(fd);
-        struct timespec start, now, tick = {0, 10 * 1000 * 1000};
-        clock_gettime(CLOCK_MONOTONIC, &start);
-        for (;;) {
-            left = atomic_load(&srv->in_flight);
-            if (!left)
-                break;
-            clock_gettime(CLOCK_MONOTONIC, &now);
-            long long ms = (long long)(now.tv_sec - start.tv_sec) * 1000 +
-                           (now.tv_nsec - start.tv_nsec) / 1000000;
-            if (ms >= drain_ms)
-                break;
+        struct timespec tick = {0, 10 * 1000 * 1000};
+        int64_t start = mono_ms();
+        while ((left = atomic_load(&srv->in_flight)) && mono_ms() - start < (int64_t)drain_ms)
             nanosleep(&tick, NULL);
-        }
         MHD_stop_daemon(srv->daemon);
         srv->daemon = NULL;
     }
-    stop_reload_thread(srv);
+    stop_housekeeping_thread(srv);
     return left;
 }
 
@@ -979,9 +1567,14 @@ void wh_server_free(wh_server *srv)
     pthread_mutex_destroy(&srv->stop_lock);
     pthread_mutex_destroy(&srv->reload_lock);
     pthread_mutex_destroy(&srv->creds_lock);
+    pthread_mutex_destroy(&srv->conns_lock);
+    pthread_mutex_destroy(&srv->msg_lock);
     free(srv->listen);
     free(srv->cert_file);
     free(srv->key_file);
+    free(srv->client_ca_file);
+    for (size_t i = 0; i < srv->n_client_cns; i++)
+        free(srv->client_cns[i]);
     free(srv->version);
     free(srv);
 }

@@ -6,7 +6,13 @@
  * and checks without any socket, so tests drive everything but the wire.
  *
  * Built-in routes: GET /healthz (200 "ok"), GET /readyz (200 while ready,
- * else 503), GET /metrics (when options.metrics is set). */
+ * else 503), GET /metrics (when options.metrics is set).
+ *
+ * Abuse limits (docs/webhook-server.md): bodies in flight share a memory
+ * budget (503 + Retry-After past it), a request must arrive whole within a
+ * read deadline or its connection is closed, connections are capped in all
+ * and per peer address, and client certificates may be required on POST
+ * routes. */
 #ifndef WH_SERVER_H
 #define WH_SERVER_H
 
@@ -18,6 +24,19 @@
 
 #define WH_MAX_BODY_DEFAULT ((size_t)3 * 1024 * 1024) /* DESIGN.md §8: 3 MiB */
 #define WH_IDLE_TIMEOUT_DEFAULT 120 /* seconds; above kube-apiserver's 90 s idle */
+/* All request bodies buffered at once, together (DESIGN.md §8): ten
+ * maximal reviews, or thousands of typical 5-10 KB ones. */
+#define WH_MAX_BODY_MEMORY_DEFAULT ((size_t)32 * 1024 * 1024)
+/* A request (TLS handshake included for the first one on a connection) must
+ * arrive whole within this many seconds; kube-apiserver's webhook timeout
+ * is at most 30 s, its requests arrive in milliseconds. */
+#define WH_READ_TIMEOUT_DEFAULT 10
+#define WH_MAX_CONNECTIONS_DEFAULT 1024
+/* One peer address may hold at most this many connections, so that no
+ * single peer can take them all. kube-apiserver is one peer (a few for an
+ * HA control plane) and opens one connection per concurrent call. */
+#define WH_MAX_CONNECTIONS_PER_IP_DEFAULT 256
+#define WH_MAX_CLIENT_CNS 16
 #define WH_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
 
 /* One request as a handler sees it. Every pointer is borrowed for the call. */
@@ -29,6 +48,10 @@ typedef struct wh_request {
     const char *body;         /* NUL-terminated (NUL not counted); "" for no body */
     size_t body_len;
     const char *remote_addr; /* "127.0.0.1:54321", "[::1]:54321" or "" */
+    /* When the server requires client certificates (client_ca_file): why
+     * this client's was not accepted; NULL when it was, or when none is
+     * required. POST routes answer 403 with it. */
+    const char *client_rejected;
 } wh_request;
 
 #define WH_MAX_HEADERS 4
@@ -78,25 +101,45 @@ typedef struct wh_metrics wh_metrics;
 typedef struct wh_server wh_server;
 
 typedef struct wh_server_options {
-    const char *listen;          /* "[HOST]:PORT"; ":8443" = all addresses; port 0 = ephemeral */
-    const char *cert_file;       /* PEM chain, leaf first */
-    const char *key_file;        /* PEM private key */
-    unsigned threads;            /* worker threads; 0 = number of online CPUs */
-    unsigned idle_timeout_s;     /* 0 = WH_IDLE_TIMEOUT_DEFAULT */
-    size_t max_body;             /* 0 = WH_MAX_BODY_DEFAULT */
+    const char *listen;       /* "[HOST]:PORT"; ":8443" = all addresses; port 0 = ephemeral */
+    const char *cert_file;    /* PEM chain, leaf first */
+    const char *key_file;     /* PEM private key */
+    unsigned threads;         /* worker threads; 0 = number of online CPUs */
+    unsigned idle_timeout_s;  /* 0 = WH_IDLE_TIMEOUT_DEFAULT */
+    size_t max_body;          /* 0 = WH_MAX_BODY_DEFAULT */
+    size_t max_body_memory;   /* all bodies in flight; 0 = WH_MAX_BODY_MEMORY_DEFAULT */
+    unsigned read_timeout_s;  /* 0 = WH_READ_TIMEOUT_DEFAULT */
+    unsigned max_connections; /* 0 = WH_MAX_CONNECTIONS_DEFAULT */
+    /* 0 = WH_MAX_CONNECTIONS_PER_IP_DEFAULT or a quarter of max_connections,
+     * whichever is less */
+    unsigned max_connections_per_ip;
     unsigned reload_interval_ms; /* certificate poll; 0 = 1000 */
-    bool insecure_plain_http;    /* tests only: serve plain HTTP, no certificates */
-    wh_metrics *metrics;         /* borrowed; NULL = no /metrics and no counting */
-    const char *version;         /* for logs; may be NULL */
+    /* Client certificates: with a CA bundle, every TLS handshake asks for a
+     * certificate (optionally) and POST routes require one that chains to
+     * the bundle with the clientAuth purpose and, when client_cns are
+     * given, a subject CN among them; GET routes stay open (probes,
+     * scrapes). The bundle is reloaded with the serving pair. */
+    const char *client_ca_file;
+    const char *const *client_cns; /* at most WH_MAX_CLIENT_CNS; copied */
+    size_t n_client_cns;
+    bool insecure_plain_http; /* tests only: serve plain HTTP, no certificates */
+    wh_metrics *metrics;      /* borrowed; NULL = no /metrics and no counting */
+    const char *version;      /* for logs; may be NULL */
 } wh_server_options;
 
 typedef enum wh_route_kind {
-    WH_ROUTE_GET = 1,       /* GET (and HEAD); no body */
-    WH_ROUTE_POST_JSON = 2, /* POST with Content-Type application/json; body <= max_body */
+    WH_ROUTE_GET = 1, /* GET (and HEAD); no body */
+    /* POST with Content-Type application/json; body <= max_body; an
+     * authenticated client when client certificates are configured. */
+    WH_ROUTE_POST_JSON = 2,
 } wh_route_kind;
 
 /* Create a server (nothing is bound yet); loads and checks the certificate
- * pair unless insecure_plain_http. Options are copied. Caller owns *out. */
+ * pair (and the client CA bundle) unless insecure_plain_http, and warns when
+ * the certificate is expired or not yet valid. With metrics, exports
+ * gpuquota_tls_certificate_expiry_timestamp_seconds and the server's abuse
+ * counters. Options are copied. GQ_EINVAL for inconsistent limits. Caller
+ * owns *out. */
 gq_code wh_server_new(const wh_server_options *opts, wh_server **out, gq_err *err) GQ_WUR;
 
 /* Register a handler for an exact path (before wh_server_start). ctx is
@@ -106,7 +149,8 @@ gq_code wh_server_add_handler(wh_server *srv, const char *path, wh_route_kind ki
                               wh_handler_fn fn, void *ctx, gq_err *err) GQ_WUR;
 
 /* Bind and start serving. GQ_EINVAL for a bad listen address, GQ_EIO when
- * binding or starting fails. */
+ * binding (the message names the address and the system's reason) or
+ * starting fails. */
 gq_code wh_server_start(wh_server *srv, gq_err *err) GQ_WUR;
 
 /* Bound port after start (the real one when 0 was asked); 0 before. */
@@ -117,7 +161,9 @@ void wh_server_set_ready(wh_server *srv, bool ready);
 bool wh_server_is_ready(const wh_server *srv);
 
 /* Route one request exactly as the network path does: 404 unknown path, 405
- * wrong method, 415 wrong content type, 413 body too large, else the handler.
+ * wrong method, 403 client not authenticated (POST routes, when client
+ * certificates are required), 415 wrong content type, 413 body too large,
+ * else the handler.
  * resp must be initialised; it is always filled. Sockets are not needed. */
 void wh_server_dispatch(wh_server *srv, const wh_request *req, wh_response *resp);
 

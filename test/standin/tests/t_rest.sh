@@ -268,7 +268,7 @@ req GET /api/v1
 expect_eq "/api/v1 pods" '{"name":"pods","singularName":"pod","namespaced":true,"kind":"Pod","verbs":["create","delete","deletecollection","get","list","patch","update","watch"],"shortNames":["po"],"categories":["all"]}' "$(jqb '.resources[]|select(.name=="pods")')"
 expect_eq "/api/v1 pods/status" '{"name":"pods/status","singularName":"","namespaced":true,"kind":"Pod","verbs":["get","patch","update"]}' "$(jqb '.resources[]|select(.name=="pods/status")')"
 req GET /apis
-expect_eq "/apis" '["apps","policy","rbac.authorization.k8s.io","coordination.k8s.io","admissionregistration.k8s.io","apiextensions.k8s.io"]' "$(jqb '[.groups[].name]')"
+expect_eq "/apis" '["apps","policy","networking.k8s.io","rbac.authorization.k8s.io","coordination.k8s.io","admissionregistration.k8s.io","apiextensions.k8s.io"]' "$(jqb '[.groups[].name]')"
 req GET /version
 expect_eq "/version" '"1" "32"' "$(jqb .major) $(jqb .minor)"
 

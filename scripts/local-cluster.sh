@@ -98,6 +98,9 @@ pki() {
         cert controller-manager system:kube-controller-manager
         cert scheduler system:kube-scheduler
         cert kwok kwok system:masters
+        # kube-apiserver's client certificate towards admission webhooks
+        # (AdmissionConfiguration below), for webhooks that verify callers.
+        cert webhook-client kube-apiserver-webhook-client
         openssl genrsa -out sa.key 2048 2>/dev/null
         openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
     )
@@ -143,6 +146,7 @@ start_apiserver() {
         --endpoint-reconciler-type=none \
         --audit-log-path="$dir/audit.log" --audit-policy-file="$dir/audit-policy.yaml" \
         --audit-log-maxsize=100 --audit-log-maxbackup=1 \
+        --admission-control-config-file="$dir/admission.yaml" \
         --profiling=false
     wait_until 60 "$BIN/kubectl" --kubeconfig "$dir/kubeconfig" get --raw /readyz ||
         fail "kube-apiserver did not become ready"
@@ -186,6 +190,31 @@ rules:
       - group: gpuquota.io
   - level: None
 EOF
+
+    # kube-apiserver presents pki/webhook-client to every webhook behind a
+    # Service, as a cluster that authenticates to its webhooks does.
+    cat >"$dir/webhook-client.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+users:
+- name: "*.svc"
+  user:
+    client-certificate: $dir/pki/webhook-client.crt
+    client-key: $dir/pki/webhook-client.key
+EOF
+    local plugin
+    {
+        echo "apiVersion: apiserver.config.k8s.io/v1"
+        echo "kind: AdmissionConfiguration"
+        echo "plugins:"
+        for plugin in ValidatingAdmissionWebhook MutatingAdmissionWebhook; do
+            echo "- name: $plugin"
+            echo "  configuration:"
+            echo "    apiVersion: apiserver.config.k8s.io/v1"
+            echo "    kind: WebhookAdmissionConfiguration"
+            echo "    kubeConfigFile: $dir/webhook-client.kubeconfig"
+        done
+    } >"$dir/admission.yaml"
 
     start etcd "$bin/etcd" --name e2e --data-dir "$dir/etcd" \
         --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \

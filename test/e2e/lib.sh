@@ -113,7 +113,10 @@ webhook_start() {
     shift
     port=$(free_port)
     [[ -f $E2E/webhook.kubeconfig ]] || sa_kubeconfig gpuquota-webhook "$E2E/webhook.kubeconfig"
+    # Only kube-apiserver may call /mutate and /validate: its webhook client
+    # certificate (scripts/local-cluster.sh) is required.
     "$GQ" webhook --tls-cert "$E2E/certs/tls.crt" --tls-key "$E2E/certs/tls.key" \
+        --client-ca "$E2E/cluster/pki/ca.crt" --client-cn kube-apiserver-webhook-client \
         --listen "127.0.0.1:$port" --config "$E2E/config.yaml" \
         --kubeconfig "$E2E/webhook.kubeconfig" "$@" >>"$E2E/webhook-$n.log" 2>&1 &
     echo $! >"$E2E/webhook-$n.pid"

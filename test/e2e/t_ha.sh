@@ -93,6 +93,7 @@ review() {
                 spec: {containers: [{name: "main", image: "x",
                     resources: {limits: {"gpuquota.io/gpu-memory": $mem}}}]}}}}' |
         curl -fsS --cacert "$E2E/certs/ca.crt" \
+            --cert "$E2E/cluster/pki/webhook-client.crt" --key "$E2E/cluster/pki/webhook-client.key" \
             --resolve "gpuquota-webhook.$NS_SYS.svc:$port:127.0.0.1" \
             -H 'Content-Type: application/json' --data-binary @- \
             "https://gpuquota-webhook.$NS_SYS.svc:$port/validate" |

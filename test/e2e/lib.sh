@@ -191,9 +191,9 @@ ns() {
     eventually 30 kubectl -n "$name" get serviceaccount default
 }
 
-# gpu_pod NAME MEMORY [EXTRA-YAML-UNDER-METADATA]: a pod asking for MEMORY of
-# gpuquota.io/gpu-memory, printed as YAML.
-gpu_pod() {
+# pod_yaml NAME LIMITS [EXTRA-YAML-UNDER-METADATA]: a one-container pod whose
+# limits are the flow-map entries LIMITS (e.g. 'cpu: 100m'), printed as YAML.
+pod_yaml() {
     cat <<EOF
 apiVersion: v1
 kind: Pod
@@ -205,9 +205,13 @@ spec:
   - name: main
     image: registry.example/cuda:12
     resources:
-      limits: {gpuquota.io/gpu-memory: "$2"}
+      limits: {$2}
 EOF
 }
+
+# gpu_pod NAME MEMORY [EXTRA-YAML-UNDER-METADATA]: a pod asking for MEMORY of
+# gpuquota.io/gpu-memory.
+gpu_pod() { pod_yaml "$1" "gpuquota.io/gpu-memory: \"$2\"" "${3:-}"; }
 
 # quota NS NAME HARD-FLOW-MAP: a GPUQuota, e.g. quota team-a team-a '{gpu-memory: 20Gi}'
 quota() {

@@ -28,19 +28,7 @@ cleanup() {
 trap cleanup EXIT
 
 now_ms() { date +%s%3N; }
-cpu_pod() {
-    cat <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: $1}
-spec:
-  containers:
-  - name: main
-    image: registry.example/app:1
-    resources:
-      limits: {cpu: 100m, memory: 64Mi${2:+, $2}}
-EOF
-}
+cpu_pod() { pod_yaml "$1" "cpu: 100m, memory: 64Mi${2:+, $2}"; }
 # gated_gpu_pod NAME MEMORY: a GPU pod held back from scheduling by a gate of ours.
 gated_gpu_pod() {
     cat <<EOF

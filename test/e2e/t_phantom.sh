@@ -10,19 +10,7 @@ quota e2e-phantom team '{gpu-memory: 20Gi}'
 kubectl -n e2e-phantom create quota cpu --hard=requests.cpu=1 >/dev/null
 eventually 15 bash -c "[[ -n \$(kubectl -n e2e-phantom get resourcequota cpu -o jsonpath='{.status.hard.requests\\.cpu}') ]]"
 
-pod() {
-    cat <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: $1}
-spec:
-  containers:
-  - name: main
-    image: registry.example/cuda:12
-    resources:
-      limits: {gpuquota.io/gpu-memory: "$2", cpu: "$3"}
-EOF
-}
+pod() { pod_yaml "$1" "gpuquota.io/gpu-memory: \"$2\", cpu: \"$3\""; }
 out=$(pod big-cpu 16Gi 2 | kubectl -n e2e-phantom create -f - 2>&1)
 check_match "native ResourceQuota refuses the pod after gpuquota charged it" \
     'exceeded quota: cpu, requested: requests.cpu=2' "$out"

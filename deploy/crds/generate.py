@@ -42,8 +42,12 @@ def quantity(description, cel=True):
     if cel:
         q["x-kubernetes-validations"] = [
             {
-                "rule": "isQuantity(string(self)) && quantity(string(self)).isInteger()"
-                " && sign(quantity(string(self))) >= 0",
+                # isInteger() is false for large binary-suffixed values
+                # (100Ti, 100000Gi) that Kubernetes keeps as decimals rather
+                # than int64: an integer followed by a binary suffix is whole.
+                "rule": "isQuantity(string(self)) && sign(quantity(string(self))) >= 0"
+                " && (quantity(string(self)).isInteger()"
+                " || string(self).matches('^[+]?[0-9]+[KMGTPE]i$'))",
                 "message": "must be a whole, non-negative quantity such as 64Gi or 8",
                 "messageExpression": "'must be a whole, non-negative quantity such as 64Gi or 8, not '"
                 " + string(self)",

@@ -74,6 +74,14 @@ expect_invalid "GPUQuota with conflicting scopes is refused" \
     'conflicting scopes Terminating and NotTerminating' \
     "$(q '{gpu-memory: 10Gi}'; printf '  scopes: [Terminating, NotTerminating]\n')"
 
+# Kubernetes keeps 100Ti as a decimal, not an int64, and CEL's isInteger()
+# says false for it: large whole amounts must still be accepted.
+for big in 100Ti 100000Gi 2Pi; do
+    check_match "GPUQuota hard $big is accepted" "patched" \
+        "$(kubectl -n e2e-install patch gpuquota team --type=merge -p "{\"spec\":{\"hard\":{\"gpu-memory\":\"$big\"}}}" 2>&1)"
+done
+expect_invalid "a fraction of a byte is refused" 'spec.hard.gpu-memory: .*not 1500m' "$(q '{gpu-memory: 1500m}')"
+
 check_match "kubectl delete gpuquota NAME" 'deleted' "$(kubectl -n e2e-install delete gpuquota team 2>&1)"
 
 # Every example under deploy/examples/quotas is accepted as it ships.

@@ -238,9 +238,24 @@ pids_of() {
     for f in "$E2E"/controller-*.pid; do [[ -f $f ]] && printf -- '--pid controller=%s ' "$(cat "$f")"; done
 }
 
+# ctl_writes: status writes made so far by the running controllers (their
+# gpuquota_controller_status_writes_total), to tell their writes from the
+# webhook's in kube-apiserver's counts.
+ctl_writes() {
+    local f port v total=0
+    for f in "$E2E"/controller-*.pid; do
+        [[ -f $f ]] || continue
+        port=$(sed -n 's/.*metrics listening on port \([0-9]*\).*/\1/p' "${f%.pid}.log" | tail -1)
+        v=$(curl -fsS "http://127.0.0.1:$port/metrics" 2>/dev/null |
+            awk '/^gpuquota_controller_status_writes_total /{print $2}')
+        total=$((total + ${v:-0}))
+    done
+    echo "$total"
+}
+
 # one ROUND CONFIG LAYOUT CLIENTS FIT: one run, one JSON line into results.jsonl.
 one() {
-    local round=$1 config=$2 layout=$3 clients=$4 fit=$5 nss hard res qty=1
+    local round=$1 config=$2 layout=$3 clients=$4 fit=$5 nss hard res w0
     local -a ns_list
     if [[ $layout == 1ns ]]; then ns_list=(bench-00); else ns_list=("${spread[@]}"); fi
     nss=$(IFS=,; echo "${ns_list[*]}")
@@ -257,13 +272,15 @@ one() {
     quotas "$config" "$hard" "${ns_list[@]}"
     local res_args=(--resource aliyun.com/gpu-mem --quantity 1)
     [[ $config == gq* || $config == hooks ]] && res_args=(--resource gpuquota.io/gpu-memory --quantity 1Gi --watch-quotas)
+    w0=$(ctl_writes)
     # shellcheck disable=SC2046
     res=$("$podcreate" run --kubeconfig "$KUBECONFIG" --namespaces "$nss" --clients "$clients" \
         --pods "$PODS" --run "r$round-$config-$layout-$clients-$fit" "${res_args[@]}" $(pids_of))
     printf '%s\n' "$res" | jq -c --arg round "$round" --arg config "$config" --arg layout "$layout" \
         --arg fit "$fit" --argjson hard "$hard" --arg load "$(cut -d' ' -f1 /proc/loadavg)" \
+        --argjson cw "$(($(ctl_writes) - w0))" \
         '. + {round: ($round|tonumber), config: $config, layout: $layout, fit: $fit, hard: $hard,
-              load: ($load|tonumber)}' >>"$out/results.jsonl"
+              load: ($load|tonumber), controller_writes: $cw}' >>"$out/results.jsonl"
     printf '%s\n' "$res" | jq -r --arg c "$config" --arg l "$layout" --arg f "$fit" \
         '"  \($c) \($l) \(.clients) clients \($f): \(.per_second|floor)/s p99 \(.p99_ms) ms, \(.admitted) admitted \(.denied) denied \(.errors) errors"'
 }
@@ -340,9 +357,12 @@ spec:
 
     # ctl_measure LABEL PODS: a fresh controller (no leader election) until
     # every GPUQuota is reconciled to PODS Gi in all; prints
-    # "SYNCED_MS RECONCILED_MS RSS_KB HWM_KB CPU_S TRACKED".
+    # "SYNCED_MS RECONCILED_MS RSS_KB HWM_KB CPU_S TRACKED APISERVER_CPU_S".
     ctl_measure() {
-        local log=$out/scale-$1.log port pid t0 now synced="" done_s="" rss hwm tracked m cpu
+        local log=$out/scale-$1.log port pid t0 now synced="" done_s="" rss hwm tracked m cpu a0 a1
+        local apid
+        apid=$(cat "$C/kube-apiserver.pid")
+        a0=$(awk '{print $14 + $15}' "/proc/$apid/stat")
         port=$(free_port)
         t0=$(date +%s%N)
         "$GQ" controller --kubeconfig "$E2E/controller.kubeconfig" --config "$E2E/config.yaml" \
@@ -361,6 +381,7 @@ spec:
                     /^gpuquota_quota_used\{namespace="scale-/ {n++; s += $2}
                     END {exit !(q == 0 && n == nq && s == pods * 1073741824)}' <<<"$m"; then
                     done_s=$(((now - t0) / 1000000))
+                    a1=$(awk '{print $14 + $15}' "/proc/$apid/stat")
                     break
                 fi
             fi
@@ -373,11 +394,18 @@ spec:
         cpu=$(awk '{printf "%.2f", ($14 + $15) / 100}' "/proc/$pid/stat")
         kill -TERM "$pid"
         wait "$pid" 2>/dev/null || true
-        echo "${synced:-?} ${done_s:-?} $rss $hwm $cpu ${tracked:-?}"
+        echo "${synced:-?} ${done_s:-?} $rss $hwm $cpu ${tracked:-?}" \
+            "$(awk -v a="${a1:-0}" -v b="$a0" 'BEGIN {printf "%.2f", (a - b) / 100}')"
     }
-    read -r sync_s done_s rss0 hwm cpu _ <<<"$(ctl_measure empty 0)"
-    echo "  no pods: caches synced ${sync_s} ms, quotas reconciled ${done_s} ms," \
-        "controller CPU ${cpu} s, RSS $rss0 kB (peak $hwm kB)"
+    # RSS is compared between runs that write nothing: a controller that
+    # writes 1,010 statuses keeps tens of MB of transient heap resident. So
+    # the baseline is the second run without pods (the first writes every
+    # status), and the per-pod figure comes from the second run with pods.
+    for round in 1 2; do
+        read -r sync_s done_s rss0 hwm cpu _ acpu <<<"$(ctl_measure "empty$round" 0)"
+        echo "  no pods, run $round: caches synced ${sync_s} ms, every GPUQuota reconciled ${done_s} ms," \
+            "controller CPU ${cpu} s (kube-apiserver ${acpu} s), RSS $rss0 kB (peak $hwm kB)"
+    done
 
     fill_start=$SECONDS
     "$podcreate" fill --kubeconfig "$KUBECONFIG" --namespaces "$scale_list" --clients 32 \
@@ -385,11 +413,12 @@ spec:
     echo "  filled in $((SECONDS - fill_start)) s; etcd data folder $(du -sm "$C/etcd" | cut -f1) MB;" \
         "kube-apiserver RSS $(awk '/^VmRSS/{print $2}' "/proc/$(cat "$C/kube-apiserver.pid")/status") kB"
     for round in 1 2; do
-        read -r sync_s done_s rss hwm cpu tracked <<<"$(ctl_measure "run$round" "$SCALE_PODS")"
+        read -r sync_s done_s rss hwm cpu tracked acpu <<<"$(ctl_measure "run$round" "$SCALE_PODS")"
         per=?
         [[ $tracked =~ ^[0-9]+$ ]] && ((tracked > 0)) && per=$(((rss - rss0) * 1024 / tracked))
-        echo "  run $round: caches synced ${sync_s} ms, every GPUQuota reconciled ${done_s} ms," \
-            "controller CPU ${cpu} s, $tracked pods tracked, RSS $rss kB (peak $hwm kB):" \
+        echo "  $SCALE_PODS pods, run $round: caches synced ${sync_s} ms, every GPUQuota reconciled ${done_s} ms," \
+            "controller CPU ${cpu} s (kube-apiserver ${acpu} s), $tracked pods tracked," \
+            "RSS $rss kB (peak $hwm kB):" \
             "$per B per tracked pod"
     done
     echo "controller scale: $((SECONDS - scale_start)) s"

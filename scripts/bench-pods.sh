@@ -30,7 +30,7 @@
 # pods deleted, quotas created afresh, etcd compacted.
 #
 # Environment: GQ_BENCH_PODS (1000 creates per run: gpuquota's runs go at
-# 30-250 creates/s on the shared 2-CPU machine, and one round has 34 runs),
+# 30-150 creates/s on the shared 2-CPU machine, and one round has 33 runs),
 # GQ_BENCH_ROUNDS (1),
 # GQ_BENCH_SCALE_PODS (20000; 0 skips the controller scale part),
 # GQ_BENCH_SCALE_NS (1000), GQ_BENCH_OUT (folder kept with the raw JSON lines

@@ -47,6 +47,7 @@ bench: deps
 	$(BENCH_DIR)/bench/bench_controller $(BENCH_DIR)/test/kube-standin $(BENCH_DIR)/gpuquota deploy/crds
 	@echo; echo "== kube client: paged list of 100k pods, watch throughput"
 	$(BENCH_DIR)/test/bench_kube_list --standin $(BENCH_DIR)/test/kube-standin
+	scripts/bench-pods.sh $(BENCH_DIR)
 
 fuzz: deps
 	CC=clang cmake -S . -B $(FUZZ_DIR) -DGQ_FUZZ=ON -DGQ_SANITIZE=ON

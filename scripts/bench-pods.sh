@@ -1,0 +1,427 @@
+#!/usr/bin/env bash
+# What gpuquota adds to a pod create through a real kube-apiserver, next to
+# Kubernetes' own ResourceQuota, in one run on this machine (issue 10;
+# docs/performance.md). Figures only: nothing is asserted.
+#
+#   scripts/bench-pods.sh BUILD_DIR
+#
+# The control plane of test/e2e/suite.sh (etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, kwok) with gpuquota installed from
+# deploy/; test/bench/podcreate (client-go, one HTTP/2 connection per client)
+# creates the pods. Configurations, each with 16 and 64 clients, into one
+# namespace and over 50:
+#   floor     no webhooks, no quota; pods ask aliyun.com/gpu-mem: 1
+#   native    ResourceQuota on requests.aliyun.com/gpu-mem per namespace, no webhooks
+#   gq        gpuquota /mutate + /validate, a GPUQuota per namespace, 1 webhook replica;
+#             pods ask gpuquota.io/gpu-memory: 1Gi (rewritten to aliyun.com/gpu-mem: 1)
+#   gq-tenant gpuquota, one GPUTenantQuota over the 50 namespaces, 1 replica
+#   gq-3      as gq with 3 webhook replicas
+# and two that say where the cost is:
+#   hooks     gpuquota's webhooks called, no quota to charge (the price of
+#             the two HTTPS calls alone)
+#   gq-t32    as gq, the replica run with --threads 32 instead of the default
+#             (one thread per CPU: 2 here); /validate holds its thread while
+#             it charges, so the pool bounds how many charges a group commit
+#             can gather
+# The quota admits 3/4 of the pods sent and denies the rest ("deny" runs);
+# one more cell (one namespace, 64 clients) sizes it so that every pod fits.
+# The gpuquota controller (2 replicas, leader election, as deployed) runs
+# during the gpuquota configurations only. Before every run: the previous
+# pods deleted, quotas created afresh, etcd compacted.
+#
+# Environment: GQ_BENCH_PODS (1000 creates per run: gpuquota's runs go at
+# 30-150 creates/s on the shared 2-CPU machine, and one round has 33 runs),
+# GQ_BENCH_ROUNDS (1),
+# GQ_BENCH_SCALE_PODS (20000; 0 skips the controller scale part),
+# GQ_BENCH_SCALE_NS (1000), GQ_BENCH_OUT (folder kept with the raw JSON lines
+# and logs; default a temporary one, removed).
+set -euo pipefail
+build=${1:?usage: bench-pods.sh BUILD_DIR}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+GQ=$(cd "$build" && pwd)/gpuquota
+PODS=${GQ_BENCH_PODS:-1000}
+ROUNDS=${GQ_BENCH_ROUNDS:-1}
+SCALE_PODS=${GQ_BENCH_SCALE_PODS:-20000}
+SCALE_NS=${GQ_BENCH_SCALE_NS:-1000}
+NSPREAD=50
+
+if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
+    export PATH=/usr/local/go/bin:$PATH
+fi
+out=${GQ_BENCH_OUT:-}
+keep_out=1
+if [[ -z $out ]]; then
+    out=$(mktemp -d /tmp/gq-bench-pods.XXXXXX)
+    keep_out=0
+fi
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+E2E=$out/e2e
+podcreate=$out/podcreate
+started=$SECONDS
+
+lib_loaded=0
+cleanup() {
+    if ((lib_loaded)); then
+        # stopped here, by SIGTERM, rather than killed by suite.sh down
+        set +e
+        controllers off
+        webhooks 0 >/dev/null 2>&1
+    fi
+    "$ROOT/test/e2e/suite.sh" down "$E2E" >/dev/null 2>&1 || true
+    ((keep_out)) || rm -rf "$out"
+}
+trap cleanup EXIT
+
+echo "== pod creates through kube-apiserver: floor, native ResourceQuota, gpuquota"
+(cd "$ROOT/test/bench/podcreate" && GOFLAGS=-mod=readonly go build -o "$podcreate" .)
+"$ROOT/test/e2e/suite.sh" up "$E2E" "$GQ" >/dev/null
+export GQ_E2E_DIR=$E2E GQ ROOT
+# shellcheck source=../test/e2e/lib.sh
+source "$ROOT/test/e2e/lib.sh"
+set -e
+lib_loaded=1
+C=$E2E/cluster
+echo "$(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); $PODS creates per run, $ROUNDS round(s)"
+
+# The webhook configurations as installed (caBundle injected), to delete and
+# put back between configurations.
+for kind in mutatingwebhookconfiguration validatingwebhookconfiguration; do
+    kubectl get "$kind" gpuquota -o json |
+        jq 'del(.metadata.resourceVersion, .metadata.uid, .metadata.creationTimestamp,
+                .metadata.generation, .metadata.managedFields)' >"$out/$kind.json"
+done
+
+spread=()
+for ((i = 0; i < NSPREAD; i++)); do spread+=("$(printf 'bench-%02d' "$i")"); done
+all_ns=$(IFS=,; echo "${spread[*]}")
+for n in "${spread[@]}"; do printf 'apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}\n---\n' "$n"; done |
+    kubectl apply -f - >/dev/null
+kubectl create namespace bench-probe >/dev/null
+for n in "${spread[@]}" bench-probe; do eventually 60 kubectl -n "$n" get serviceaccount default; done
+
+probe_pod='{"apiVersion":"v1","kind":"Pod","metadata":{"name":"probe"},"spec":{"schedulerName":"bench-none",
+  "containers":[{"name":"main","image":"registry.example/cuda:12",
+  "resources":{"limits":{"gpuquota.io/gpu-memory":"1Gi"}}}]}}'
+# hooks_seen: what kube-apiserver does now with a GPU pod: "true" once it
+# calls gpuquota's /mutate (server-side dry run in a namespace without
+# quota, nothing stored).
+hooks_seen() {
+    printf '%s' "$probe_pod" | kubectl -n bench-probe create --dry-run=server -f - \
+        -o 'jsonpath={.metadata.labels.gpuquota\.io/managed}' 2>/dev/null || true
+}
+# hooks on|off: install or delete the webhook configurations and wait until
+# kube-apiserver acts on it three times in a row.
+hooks_state=on
+hooks() {
+    [[ $hooks_state == "$1" ]] && return 0
+    local kind want ok=0
+    for kind in mutatingwebhookconfiguration validatingwebhookconfiguration; do
+        if [[ $1 == on ]]; then kubectl create -f "$out/$kind.json" >/dev/null
+        else kubectl delete "$kind" gpuquota >/dev/null; fi
+    done
+    want=$([[ $1 == on ]] && echo true || echo "")
+    for _ in $(seq 100); do
+        if [[ $(hooks_seen) == "$want" ]]; then ok=$((ok + 1)); else ok=0; fi
+        ((ok >= 3)) && break
+        sleep 0.2
+    done
+    hooks_state=$1
+}
+replicas_now=3
+# replicas N [ARGS]: exactly N webhook replicas running with ARGS.
+replicas() {
+    [[ $replicas_now == "$*" ]] && return 0
+    # lib.sh is written for scripts without errexit (its stop ends with a
+    # kill that fails once the process is gone): its status is checked here.
+    set +e
+    webhooks "$@" >/dev/null
+    local rc=$?
+    set -e
+    ((rc == 0)) || { echo "could not start $1 webhook replicas" >&2; exit 1; }
+    replicas_now="$*"
+    sleep 1 # kube-apiserver's endpoint cache follows the EndpointSlices
+}
+controllers_on=1
+controllers() {
+    if [[ $1 == on && $controllers_on == 0 ]]; then
+        controller_start 0
+        controller_start 1
+        controllers_on=1
+    elif [[ $1 == off && $controllers_on == 1 ]]; then
+        controller_stop 0 || true
+        controller_stop 1 || true
+        controllers_on=0
+    fi
+}
+
+# state CONFIG: webhooks, replicas and controllers as the configuration runs them.
+state() {
+    case $1 in
+    floor | native) hooks off; controllers off ;;
+    hooks | gq | gq-tenant) controllers on; replicas 1; hooks on ;;
+    gq-t32) controllers on; replicas 1 --threads 32; hooks on ;;
+    gq-3) controllers on; replicas 3; hooks on ;;
+    esac
+}
+
+# reset: no benchmark pod and no quota left; etcd compacted.
+reset() {
+    "$podcreate" clean --namespaces "$all_ns" --kubeconfig "$KUBECONFIG"
+    kubectl delete resourcequota,gpuquota --all -A >/dev/null 2>&1 || true
+    kubectl delete gputenantquota --all >/dev/null 2>&1 || true
+    compact
+}
+
+# compact: etcd compacted to its current revision, so that every run starts
+# from a comparable store. (Through etcd's JSON gateway: a range needs a key,
+# here "\0", to answer with the header that carries the revision.)
+compact() {
+    local rev
+    rev=$(curl -fsS -X POST -d '{"key":"AA=="}' "$ETCD/v3/kv/range" | jq -r .header.revision)
+    curl -fsS -X POST -d "{\"revision\": \"$rev\", \"physical\": true}" "$ETCD/v3/kv/compaction" >/dev/null
+}
+
+# quotas CONFIG HARD NS...: the configuration's quotas, HARD pods' worth each
+# (per namespace; for the tenant, in total), then wait until each has a status.
+quotas() {
+    local config=$1 hard=$2 n docs=""
+    shift 2
+    case $config in
+    native)
+        for n in "$@"; do
+            docs+="apiVersion: v1
+kind: ResourceQuota
+metadata: {name: gpu, namespace: $n}
+spec: {hard: {requests.aliyun.com/gpu-mem: \"$hard\"}}
+---
+"
+        done
+        ;;
+    gq | gq-3 | gq-t32)
+        for n in "$@"; do
+            docs+="apiVersion: gpuquota.io/v1alpha1
+kind: GPUQuota
+metadata: {name: gpu, namespace: $n}
+spec: {hard: {gpu-memory: ${hard}Gi}}
+---
+"
+        done
+        ;;
+    gq-tenant)
+        docs="apiVersion: gpuquota.io/v1alpha1
+kind: GPUTenantQuota
+metadata: {name: bench}
+spec:
+  namespaces: [${all_ns}]
+  hard: {gpu-memory: ${hard}Gi}
+"
+        ;;
+    *) return 0 ;;
+    esac
+    printf '%s' "$docs" | kubectl apply -f - >/dev/null
+    local q=resourcequota
+    [[ $config == native ]] || q=gpuquota,gputenantquota
+    # ResourceQuota admission waits for status.hard; gpuquota's webhook does
+    # not need the status, but its controller's first write would otherwise
+    # land in the middle of the run.
+    eventually 60 bash -c "kubectl get $q -A -o json | jq -e '[.items[] |
+        select(.status.hard == null or (.kind != \"ResourceQuota\" and
+               .status.observedGeneration != .metadata.generation))] | length == 0'"
+}
+
+pids_of() {
+    local f
+    printf -- '--pid apiserver=%s --pid etcd=%s --pid kcm=%s ' \
+        "$(cat "$C/kube-apiserver.pid")" "$(cat "$C/etcd.pid")" "$(cat "$C/kube-controller-manager.pid")"
+    for f in "$E2E"/webhook-*.pid; do [[ -f $f ]] && printf -- '--pid webhook=%s ' "$(cat "$f")"; done
+    for f in "$E2E"/controller-*.pid; do [[ -f $f ]] && printf -- '--pid controller=%s ' "$(cat "$f")"; done
+}
+
+# ctl_writes: status writes made so far by the running controllers (their
+# gpuquota_controller_status_writes_total), to tell their writes from the
+# webhook's in kube-apiserver's counts.
+ctl_writes() {
+    local f port v total=0
+    for f in "$E2E"/controller-*.pid; do
+        [[ -f $f ]] || continue
+        port=$(sed -n 's/.*metrics listening on port \([0-9]*\).*/\1/p' "${f%.pid}.log" | tail -1)
+        v=$(curl -fsS "http://127.0.0.1:$port/metrics" 2>/dev/null |
+            awk '/^gpuquota_controller_status_writes_total /{print $2}')
+        total=$((total + ${v:-0}))
+    done
+    echo "$total"
+}
+
+# one ROUND CONFIG LAYOUT CLIENTS FIT: one run, one JSON line into results.jsonl.
+one() {
+    local round=$1 config=$2 layout=$3 clients=$4 fit=$5 nss hard res w0
+    local -a ns_list
+    if [[ $layout == 1ns ]]; then ns_list=(bench-00); else ns_list=("${spread[@]}"); fi
+    nss=$(IFS=,; echo "${ns_list[*]}")
+    local per_ns=$((PODS / ${#ns_list[@]}))
+    if [[ $config == gq-tenant ]]; then
+        hard=$PODS
+        [[ $fit == fit ]] || hard=$((PODS * 3 / 4))
+    else
+        hard=$per_ns
+        [[ $fit == fit ]] || hard=$((per_ns * 3 / 4))
+    fi
+    state "$config"
+    reset
+    quotas "$config" "$hard" "${ns_list[@]}"
+    local res_args=(--resource aliyun.com/gpu-mem --quantity 1)
+    [[ $config == gq* || $config == hooks ]] && res_args=(--resource gpuquota.io/gpu-memory --quantity 1Gi --watch-quotas)
+    w0=$(ctl_writes)
+    # shellcheck disable=SC2046
+    res=$("$podcreate" run --kubeconfig "$KUBECONFIG" --namespaces "$nss" --clients "$clients" \
+        --pods "$PODS" --run "r$round-$config-$layout-$clients-$fit" "${res_args[@]}" $(pids_of))
+    printf '%s\n' "$res" | jq -c --arg round "$round" --arg config "$config" --arg layout "$layout" \
+        --arg fit "$fit" --argjson hard "$hard" --arg load "$(cut -d' ' -f1 /proc/loadavg)" \
+        --argjson cw "$(($(ctl_writes) - w0))" \
+        '. + {round: ($round|tonumber), config: $config, layout: $layout, fit: $fit, hard: $hard,
+              load: ($load|tonumber), controller_writes: $cw}' >>"$out/results.jsonl"
+    printf '%s\n' "$res" | jq -r --arg c "$config" --arg l "$layout" --arg f "$fit" \
+        '"  \($c) \($l) \(.clients) clients \($f): \(.per_second|floor)/s p99 \(.p99_ms) ms, \(.admitted) admitted \(.denied) denied \(.errors) errors"'
+}
+
+# In an order that restarts the webhooks as rarely as possible.
+# GQ_BENCH_ROUNDS=0 leaves the create benchmark out (only the controller part).
+configs=(floor native hooks gq gq-tenant gq-3 gq-t32)
+reverse=(gq-t32 gq-3 gq-tenant gq hooks native floor)
+: >"$out/results.jsonl"
+for ((r = 1; r <= ROUNDS; r++)); do
+    echo "round $r (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+    cell=0
+    for spec in "1ns 16 deny" "50ns 16 deny" "1ns 64 deny" "50ns 64 deny" "1ns 64 fit"; do
+        read -r layout clients fit <<<"$spec"
+        # Alternate the order (ABBA) so that both the drift of the machine's
+        # load and the switches between configurations fall on every one.
+        if ((cell % 2)); then order=("${reverse[@]}"); else order=("${configs[@]}"); fi
+        for config in "${order[@]}"; do
+            # without a quota, fit and deny are the same run
+            [[ $fit == fit && ($config == floor || $config == hooks) ]] && continue
+            one "$r" "$config" "$layout" "$clients" "$fit"
+        done
+        cell=$((cell + 1))
+    done
+done
+state floor
+reset
+if ((ROUNDS > 0)); then
+    echo
+    python3 "$ROOT/scripts/bench-pods-report.py" "$out/results.jsonl"
+    echo "create benchmark: $((SECONDS - started)) s"
+fi
+
+# ---- the controller against the real apiserver -----------------------------
+# SCALE_NS namespaces with a GPUQuota each and 10 GPUTenantQuotas by label; a
+# fresh controller over them without pods (the RSS baseline); then
+# SCALE_PODS pods written as /mutate leaves them (webhooks off, so the fill
+# takes the apiserver's pace rather than the charging's); then a fresh
+# controller again, twice.
+if ((SCALE_PODS > 0)); then
+    echo
+    echo "== controller: initial sync of $SCALE_PODS GPU pods in $SCALE_NS namespaces (real kube-apiserver)"
+    scale_start=$SECONDS
+    state floor
+    docs=""
+    scale_ns=()
+    for ((i = 0; i < SCALE_NS; i++)); do
+        n=$(printf 'scale-%04d' "$i")
+        scale_ns+=("$n")
+        docs+="apiVersion: v1
+kind: Namespace
+metadata: {name: $n, labels: {tenant: t$((i % 10))}}
+---
+apiVersion: gpuquota.io/v1alpha1
+kind: GPUQuota
+metadata: {name: gpu, namespace: $n}
+spec: {hard: {gpu-memory: 1000Gi}}
+---
+"
+    done
+    for ((t = 0; t < 10; t++)); do
+        docs+="apiVersion: gpuquota.io/v1alpha1
+kind: GPUTenantQuota
+metadata: {name: t$t}
+spec:
+  namespaceSelector: {matchLabels: {tenant: t$t}}
+  hard: {gpu-memory: 10000Gi}
+---
+"
+    done
+    printf '%s' "$docs" | kubectl apply -f - >/dev/null
+    scale_list=$(IFS=,; echo "${scale_ns[*]}")
+    for n in "${scale_ns[@]}"; do eventually 120 kubectl -n "$n" get serviceaccount default; done
+
+    # ctl_measure LABEL PODS: a fresh controller (no leader election) until
+    # every GPUQuota is reconciled to PODS Gi in all; prints
+    # "SYNCED_MS RECONCILED_MS RSS_KB HWM_KB CPU_S TRACKED APISERVER_CPU_S".
+    ctl_measure() {
+        local log=$out/scale-$1.log port pid t0 now synced="" done_s="" rss hwm tracked m cpu a0 a1
+        local apid
+        apid=$(cat "$C/kube-apiserver.pid")
+        a0=$(awk '{print $14 + $15}' "/proc/$apid/stat")
+        port=$(free_port)
+        t0=$(date +%s%N)
+        "$GQ" controller --kubeconfig "$E2E/controller.kubeconfig" --config "$E2E/config.yaml" \
+            --metrics-listen "127.0.0.1:$port" >"$log" 2>&1 &
+        pid=$!
+        for _ in $(seq 6000); do
+            now=$(date +%s%N)
+            if [[ -z $synced ]] && curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; then
+                synced=$(((now - t0) / 1000000))
+            fi
+            if [[ -n $synced ]]; then
+                m=$(curl -fsS "http://127.0.0.1:$port/metrics" 2>/dev/null || true)
+                # the queue empty and the used gauges of every GPUQuota adding up
+                if awk -v pods="$2" -v nq="$SCALE_NS" '
+                    /^gpuquota_controller_queue_depth / {q = $2}
+                    /^gpuquota_quota_used\{namespace="scale-/ {n++; s += $2}
+                    END {exit !(q == 0 && n == nq && s == pods * 1073741824)}' <<<"$m"; then
+                    done_s=$(((now - t0) / 1000000))
+                    a1=$(awk '{print $14 + $15}' "/proc/$apid/stat")
+                    break
+                fi
+            fi
+            sleep 0.05
+        done
+        sleep 2
+        rss=$(awk '/^VmRSS/{print $2}' "/proc/$pid/status")
+        hwm=$(awk '/^VmHWM/{print $2}' "/proc/$pid/status")
+        tracked=$(curl -fsS "http://127.0.0.1:$port/metrics" | awk '/^gpuquota_controller_tracked_pods /{print $2}')
+        cpu=$(awk '{printf "%.2f", ($14 + $15) / 100}' "/proc/$pid/stat")
+        kill -TERM "$pid"
+        wait "$pid" 2>/dev/null || true
+        echo "${synced:-?} ${done_s:-?} $rss $hwm $cpu ${tracked:-?}" \
+            "$(awk -v a="${a1:-0}" -v b="$a0" 'BEGIN {printf "%.2f", (a - b) / 100}')"
+    }
+    # RSS is compared between runs that write nothing: a controller that
+    # writes 1,010 statuses keeps tens of MB of transient heap resident. So
+    # the baseline is the second run without pods (the first writes every
+    # status), and the per-pod figure comes from the second run with pods.
+    for round in 1 2; do
+        read -r sync_s done_s rss0 hwm cpu _ acpu <<<"$(ctl_measure "empty$round" 0)"
+        echo "  no pods, run $round: caches synced ${sync_s} ms, every GPUQuota reconciled ${done_s} ms," \
+            "controller CPU ${cpu} s (kube-apiserver ${acpu} s), RSS $rss0 kB (peak $hwm kB)"
+    done
+
+    fill_start=$SECONDS
+    "$podcreate" fill --kubeconfig "$KUBECONFIG" --namespaces "$scale_list" --clients 32 \
+        --pods "$SCALE_PODS" --run scale --rewritten 2>&1 | sed 's/^/  /'
+    echo "  filled in $((SECONDS - fill_start)) s; etcd data folder $(du -sm "$C/etcd" | cut -f1) MB;" \
+        "kube-apiserver RSS $(awk '/^VmRSS/{print $2}' "/proc/$(cat "$C/kube-apiserver.pid")/status") kB"
+    for round in 1 2; do
+        read -r sync_s done_s rss hwm cpu tracked acpu <<<"$(ctl_measure "run$round" "$SCALE_PODS")"
+        per=?
+        [[ $tracked =~ ^[0-9]+$ ]] && ((tracked > 0)) && per=$(((rss - rss0) * 1024 / tracked))
+        echo "  $SCALE_PODS pods, run $round: caches synced ${sync_s} ms, every GPUQuota reconciled ${done_s} ms," \
+            "controller CPU ${cpu} s (kube-apiserver ${acpu} s), $tracked pods tracked," \
+            "RSS $rss kB (peak $hwm kB):" \
+            "$per B per tracked pod"
+    done
+    echo "controller scale: $((SECONDS - scale_start)) s"
+fi
+((keep_out)) && echo "raw results: $out"
+echo "pod-create benchmark total: $((SECONDS - started)) s"

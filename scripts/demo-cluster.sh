@@ -108,38 +108,9 @@ sleep 1
 say "before: kubectl get gq,gtq -A"
 run kubectl get gq,gtq -A
 
-pod() { # pod NAME NAMESPACE MODEL LIMITS-YAML
-    cat <<P
-apiVersion: v1
-kind: Pod
-metadata:
-  name: $1
-  namespace: $2
-  annotations: {gpuquota.io/gpu-model: $3}
-spec:
-  containers:
-    - name: main
-      image: registry.example/ml:1
-      resources: {limits: $4}
-P
-}
-say "pods created with kubectl in team-a (quota 64Gi; containers 2Gi..20Gi, default 8Gi; A100 only)"
-echo "-- half an A100-40GB:"
-pod notebook team-a a100-40gb '{nvidia.com/gpu: "0.5"}' | run kubectl create -f -
-echo "-- one GPU with no amount: the GPULimitRange default makes it an 8Gi slice:"
-pod trainer team-a a100-80gb '{nvidia.com/gpu: 1}' | run kubectl create -f -
-echo "-- 16Gi of GPU memory:"
-pod inference team-a a100-80gb '{gpuquota.io/gpu-memory: 16Gi}' | run kubectl create -f -
-echo "-- 24Gi in one container is above the limit range's 20Gi:"
-pod big team-a a100-80gb '{gpuquota.io/gpu-memory: 24Gi}' | run kubectl create -f -
-echo "-- an L4 is not an allowed model in team-a:"
-pod l4 team-a l4 '{nvidia.com/gpu: "0.5"}' | run kubectl create -f -
-echo "-- 20Gi more would take team-a to 64Gi (allowed: used + request <= hard):"
-pod last team-a a100-80gb '{gpuquota.io/gpu-memory: 20Gi}' | run kubectl create -f -
-echo "-- and 2Gi more is over the quota:"
-pod over team-a a100-80gb '{gpuquota.io/gpu-memory: 2Gi}' | run kubectl create -f -
-echo "-- four whole H100s in ml-research (tenant ml: 512Gi, 8 GPUs):"
-pod train-4x ml-research h100-80gb '{nvidia.com/gpu: 4}' | run kubectl create -f -
+# shellcheck source=demo-story.sh
+source "$root/scripts/demo-story.sh"
+demo_story
 
 say "what the scheduler sees: the rewritten requests"
 run kubectl get pods -n team-a -o custom-columns='NAME:.metadata.name,GPU-MEM:.spec.containers[0].resources.limits.aliyun\.com/gpu-mem,CHARGED:.metadata.annotations.gpuquota\.io/charged'

@@ -37,40 +37,11 @@ run kubectl apply -f "$root/deploy/examples/quotas/"
 run kubectl get gq,gtq,glr -A
 sleep 1 # the webhooks' informer caches
 
-pod() { # pod NAME NAMESPACE MODEL LIMITS-YAML
-    cat <<P
-apiVersion: v1
-kind: Pod
-metadata:
-  name: $1
-  namespace: $2
-  annotations: {gpuquota.io/gpu-model: $3}
-spec:
-  containers:
-    - name: main
-      image: registry.example/ml:1
-      resources: {limits: $4}
-P
-}
-say "pods created with kubectl in team-a (quota 64Gi; containers 2Gi..20Gi, default 8Gi; A100 only)"
-echo "-- a quarter of an A100-80GB:"
-pod notebook team-a a100-80gb '{nvidia.com/gpu: "0.25"}' | run kubectl create -f -
-echo "-- one GPU with no amount: the GPULimitRange default makes it an 8Gi slice:"
-pod trainer team-a a100-80gb '{nvidia.com/gpu: 1}' | run kubectl create -f -
-echo "-- 16Gi of GPU memory:"
-pod inference team-a a100-80gb '{gpuquota.io/gpu-memory: 16Gi}' | run kubectl create -f -
-echo "-- 24Gi in one container is above the limit range's 20Gi:"
-pod big team-a a100-80gb '{gpuquota.io/gpu-memory: 24Gi}' | run kubectl create -f -
-echo "-- an L4 is not an allowed model in team-a:"
-pod l4 team-a l4 '{nvidia.com/gpu: "0.5"}' | run kubectl create -f -
-echo "-- 20Gi more takes team-a to 64Gi (allowed: used + request <= hard):"
-pod last team-a a100-80gb '{gpuquota.io/gpu-memory: 20Gi}' | run kubectl create -f -
-echo "-- and 2Gi more is over the quota:"
-pod over team-a a100-80gb '{gpuquota.io/gpu-memory: 2Gi}' | run kubectl create -f -
-echo "-- four whole H100s in ml-research (tenant ml: 512Gi, 8 GPUs):"
-pod train-4x ml-research h100-80gb '{nvidia.com/gpu: 4}' | run kubectl create -f -
+# shellcheck source=demo-story.sh
+source "$root/scripts/demo-story.sh"
+demo_story
 echo "-- an L4 slice in ml-research:"
-pod l4-infer ml-research l4 '{gpuquota.io/gpu-memory: 6Gi}' | run kubectl create -f -
+demo_pod l4-infer ml-research l4 '{gpuquota.io/gpu-memory: 6Gi}' | run kubectl create -f -
 
 say "kube-scheduler placed the rewritten pods on nodes of their model; kwok runs them"
 for p in team-a/notebook team-a/trainer team-a/inference team-a/last ml-research/train-4x ml-research/l4-infer; do

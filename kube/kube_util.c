@@ -5,6 +5,7 @@
 
 #include "base64.h"
 #include "jsonutil.h"
+#include "strutil.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -142,15 +143,6 @@ int kube_sleep_ms(long ms, const atomic_int *stop)
     }
 }
 
-static void copy_trunc(char *dst, size_t cap, const char *src)
-{
-    size_t n = strlen(src);
-    if (n >= cap)
-        n = cap - 1;
-    memcpy(dst, src, n);
-    dst[n] = '\0';
-}
-
 gq_code kube_status_from_json(json_object *obj, kube_status *out)
 {
     json_object *v;
@@ -166,9 +158,9 @@ gq_code kube_status_from_json(json_object *obj, kube_status *out)
         st.code = c >= 0 && c <= 999 ? (int)c : 0;
     }
     if (json_object_object_get_ex(obj, "reason", &v) && json_object_is_type(v, json_type_string))
-        copy_trunc(st.reason, sizeof(st.reason), json_object_get_string(v));
+        gq_copy_trunc(st.reason, sizeof(st.reason), json_object_get_string(v));
     if (json_object_object_get_ex(obj, "message", &v) && json_object_is_type(v, json_type_string))
-        copy_trunc(st.message, sizeof(st.message), json_object_get_string(v));
+        gq_copy_trunc(st.message, sizeof(st.message), json_object_get_string(v));
     *out = st;
     return GQ_OK;
 }

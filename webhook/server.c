@@ -1,5 +1,6 @@
 /* The only file that includes libmicrohttpd (and GnuTLS, which MHD uses). */
 #include "server.h"
+#include "strutil.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -76,22 +77,13 @@ gq_code wh_response_set_body(wh_response *resp, int status, const char *content_
     return GQ_OK;
 }
 
-static void copy_trunc(char *dst, size_t cap, const char *src)
-{
-    size_t n = strlen(src);
-    if (n >= cap)
-        n = cap - 1;
-    memcpy(dst, src, n);
-    dst[n] = '\0';
-}
-
 gq_code wh_response_add_header(wh_response *resp, const char *name, const char *value)
 {
     if (resp->n_headers >= WH_MAX_HEADERS)
         return GQ_ELIMIT;
     wh_header *h = &resp->headers[resp->n_headers++];
-    copy_trunc(h->name, sizeof(h->name), name);
-    copy_trunc(h->value, sizeof(h->value), value);
+    gq_copy_trunc(h->name, sizeof(h->name), name);
+    gq_copy_trunc(h->value, sizeof(h->value), value);
     return GQ_OK;
 }
 
@@ -109,7 +101,7 @@ void wh_response_error(wh_response *resp, int status, const char *fmt, ...)
     for (char *p = msg; *p; p++)
         if ((unsigned char)*p < 0x20 || *p == 0x7f)
             *p = ' ';
-    copy_trunc(resp->error, sizeof(resp->error), msg);
+    gq_copy_trunc(resp->error, sizeof(resp->error), msg);
 
     len = (size_t)snprintf(json, sizeof(json), "{\"code\":%d,\"message\":\"", status);
     gq_json_escape_into(json, sizeof(json) - 3, &len, msg);
@@ -966,7 +958,7 @@ gq_code wh_server_add_handler(wh_server *srv, const char *path, wh_route_kind ki
     if (srv->n_routes >= WH_MAX_ROUTES)
         return gq_err_set(err, GQ_ELIMIT, "too many handlers");
     route *r = &srv->routes[srv->n_routes++];
-    copy_trunc(r->path, sizeof(r->path), path);
+    gq_copy_trunc(r->path, sizeof(r->path), path);
     r->kind = kind;
     r->fn = fn;
     r->ctx = ctx;
@@ -1352,7 +1344,7 @@ static void GQ_PRINTF(2, 0) mhd_logger(void *cls, const char *fmt, va_list ap)
         msg[--n] = '\0';
     pthread_mutex_lock(&srv->msg_lock);
     if (srv->capture_msg)
-        copy_trunc(srv->start_msg, sizeof(srv->start_msg), msg);
+        gq_copy_trunc(srv->start_msg, sizeof(srv->start_msg), msg);
     pthread_mutex_unlock(&srv->msg_lock);
     GQ_DEBUG("http: %s", msg);
 }

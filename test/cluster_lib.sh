@@ -59,28 +59,36 @@ metric() { curl -s "http://127.0.0.1:$mport/metrics" | awk -v m="$1" '$1 == m {p
 # register_gq_webhooks: /mutate and /validate, as deploy/webhooks.yaml
 # registers them, pointing at the webhook started above.
 register_gq_webhooks() {
-    local ca
-    ca=$(base64 -w0 <"$work/certs/ca.crt")
+    register_mutating_webhook "$wport"
+    register_validating_webhook "$wport"
+}
+
+# register_mutating_webhook PORT / register_validating_webhook PORT: one of
+# gpuquota's webhook configurations, pointing at the webhook on PORT.
+register_mutating_webhook() {
     k apply -f - >/dev/null <<EOF
 apiVersion: admissionregistration.k8s.io/v1
 kind: MutatingWebhookConfiguration
 metadata: {name: gpuquota-mutate}
 webhooks:
   - name: mutate.gpuquota.io
-    clientConfig: {url: "https://127.0.0.1:$wport/mutate", caBundle: "$ca"}
+    clientConfig: {url: "https://127.0.0.1:$1/mutate", caBundle: "$(base64 -w0 <"$work/certs/ca.crt")"}
     rules:
       - {operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}
     reinvocationPolicy: IfNeeded
     failurePolicy: Fail
     sideEffects: None
     admissionReviewVersions: [v1]
----
+EOF
+}
+register_validating_webhook() {
+    k apply -f - >/dev/null <<EOF
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingWebhookConfiguration
 metadata: {name: gpuquota-validate}
 webhooks:
   - name: validate.gpuquota.io
-    clientConfig: {url: "https://127.0.0.1:$wport/validate", caBundle: "$ca"}
+    clientConfig: {url: "https://127.0.0.1:$1/validate", caBundle: "$(base64 -w0 <"$work/certs/ca.crt")"}
     rules:
       - {operations: [CREATE, UPDATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}
     failurePolicy: Fail

@@ -23,11 +23,11 @@ trap cleanup EXIT
 pass() { echo "ok   - $*"; }
 fail() { echo "FAIL - $*"; failures=$((failures + 1)); }
 check() { if [[ "$2" == "$3" ]]; then pass "$1"; else fail "$1: expected [$2], got [$3]"; fi; }
-check_match() { if [[ "$3" =~ $2 ]]; then pass "$1"; else fail "$1: expected /$2/, got [$3]"; fi; }
 
 # ------------------------------------------------------------------ stand-in
 # Sets S, KUBECONFIG, k and fault.
 source "$root/test/standin_lib.sh"
+source "$root/test/cluster_lib.sh"
 
 k apply -f "$root/deploy/crds/" >/dev/null || { echo "CRDs not applied"; exit 1; }
 for ns in team-a team-b team-c team-d team-x; do k create namespace $ns >/dev/null; done
@@ -110,20 +110,7 @@ for i in 0 1 2; do
     check "webhook $i ready once caches synced" 200 "$(wh $i -o /dev/null -w '%{http_code}' /readyz)"
 done
 
-CA=$(base64 -w0 <"$work/certs/ca.crt")
-k apply -f - >/dev/null <<EOF
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata: {name: gpuquota-validate}
-webhooks:
-  - name: validate.gpuquota.io
-    clientConfig: {url: "https://127.0.0.1:${ports[0]}/validate", caBundle: "$CA"}
-    rules:
-      - {operations: [CREATE, UPDATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}
-    failurePolicy: Fail
-    sideEffects: NoneOnDryRun
-    admissionReviewVersions: [v1]
-EOF
+register_validating_webhook "${ports[0]}"
 
 pod() { # pod NAME NAMESPACE GPU-MEMORY [PRIORITY-CLASS]
     cat <<EOF

@@ -1,0 +1,174 @@
+{{/* Labels of the certificate machinery (self-managed mode). */}}
+{{- define "gpuquota.certsLabels" -}}
+{{ include "gpuquota.labels" . }}
+app.kubernetes.io/name: gpuquota
+app.kubernetes.io/component: certs
+{{- end }}
+
+{{/*
+The self-managed certificate step, run by the hook Jobs and the CronJob in
+the gpuquota image (sh): from the Secrets as they are (mounted under $IN),
+renew the serving pair when it is missing or expires within RENEW_DAYS
+(`certs generate` keeps a CA that outlives it, so the caBundle stays), make
+the bundle the current CA plus the previous one when the CA changed, tell
+kube-apiserver (`certs inject`, when INJECT=yes) and only then write
+secrets.yaml, which the next container applies: kube-apiserver trusts the
+new CA before any webhook serves a certificate signed by it.
+*/}}
+{{- define "gpuquota.certsScript" -}}
+set -eu
+gq=${GQ:-gpuquota}
+in=${IN:-/in}
+cd "${WORK:-/work}"
+for f in ca.crt ca.key; do [ ! -s "$in/ca/$f" ] || cp "$in/ca/$f" "$f"; done
+for f in tls.crt tls.key; do [ ! -s "$in/tls/$f" ] || cp "$in/tls/$f" "$f"; done
+old_ca=""
+[ ! -s ca.crt ] || old_ca=$(cat ca.crt)
+if [ -s tls.crt ] && [ -s tls.key ] && [ -s ca.key ] &&
+    "$gq" certs inspect --warn-days "$RENEW_DAYS" tls.crt ca.crt; then
+    echo "certs: the serving certificate is valid beyond $RENEW_DAYS days; kept"
+else
+    "$gq" certs generate --service gpuquota-webhook --namespace "$NS" --out . \
+        --days "$DAYS" --ca-days "$CA_DAYS"
+fi
+cp ca.crt bundle.crt
+if [ -n "$old_ca" ] && [ "$old_ca" != "$(cat ca.crt)" ]; then
+    printf '%s\n' "$old_ca" >>bundle.crt
+elif [ -z "$old_ca" ] && [ -n "${LIVE_BUNDLE:-}" ]; then
+    # No CA of ours yet but webhooks that trust one (an install made by
+    # hand): keep trusting it until the new pair is served.
+    printf '%s' "$LIVE_BUNDLE" | base64 -d >>bundle.crt
+fi
+if [ "$INJECT" = yes ]; then
+    "$gq" certs inject --ca bundle.crt
+fi
+b64() { base64 -w0 <"$1"; }
+labels="{app.kubernetes.io/name: gpuquota, app.kubernetes.io/component: certs}"
+cat >secrets.yaml <<EOF
+apiVersion: v1
+kind: Secret
+metadata: {name: gpuquota-webhook-ca, namespace: $NS, labels: $labels}
+type: Opaque
+data: {ca.crt: $(b64 ca.crt), ca.key: $(b64 ca.key), bundle.crt: $(b64 bundle.crt)}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: gpuquota-webhook-tls, namespace: $NS, labels: $labels}
+type: kubernetes.io/tls
+data: {tls.crt: $(b64 tls.crt), tls.key: $(b64 tls.key), ca.crt: $(b64 ca.crt)}
+EOF
+echo "certs: secrets.yaml written"
+{{- end }}
+
+{{/* The pod of the certificate step. Arguments: root, sa, inject ("yes"/"no"). */}}
+{{- define "gpuquota.certsPod" -}}
+{{- $ := .root }}
+{{- $s := $.Values.certificates.selfManaged }}
+{{- $live := lookup "admissionregistration.k8s.io/v1" "MutatingWebhookConfiguration" "" "gpuquota" }}
+{{- $bundle := "" }}
+{{- if and $live $live.webhooks }}{{ $bundle = (index $live.webhooks 0).clientConfig.caBundle | default "" }}{{ end }}
+metadata:
+  labels: {app.kubernetes.io/name: gpuquota, app.kubernetes.io/component: certs}
+spec:
+  serviceAccountName: {{ .sa }}
+  restartPolicy: OnFailure
+  securityContext: {runAsNonRoot: true, runAsUser: 65532, seccompProfile: {type: RuntimeDefault}}
+  {{- with $.Values.imagePullSecrets }}
+  imagePullSecrets: {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $.Values.controller.nodeSelector }}
+  nodeSelector: {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $.Values.controller.tolerations }}
+  tolerations: {{- toYaml . | nindent 4 }}
+  {{- end }}
+  initContainers:
+    - name: generate
+      image: {{ include "gpuquota.image" $ }}
+      imagePullPolicy: {{ $.Values.image.pullPolicy }}
+      command: [/bin/sh, -c]
+      args:
+        - {{ include "gpuquota.certsScript" $ | quote }}
+      env:
+        - {name: NS, value: {{ $.Release.Namespace | quote }}}
+        - {name: DAYS, value: {{ $s.days | quote }}}
+        - {name: CA_DAYS, value: {{ $s.caDays | quote }}}
+        - {name: RENEW_DAYS, value: {{ $s.renewBeforeDays | quote }}}
+        - {name: INJECT, value: {{ .inject | quote }}}
+        - {name: LIVE_BUNDLE, value: {{ $bundle | quote }}}
+      resources: {{- toYaml $s.resources | nindent 8 }}
+      securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
+      volumeMounts:
+        - {name: ca, mountPath: /in/ca, readOnly: true}
+        - {name: tls, mountPath: /in/tls, readOnly: true}
+        - {name: work, mountPath: /work}
+  containers:
+    - name: store
+      image: {{ $s.kubectlImage }}
+      command: [kubectl, apply, -f, /work/secrets.yaml]
+      resources: {{- toYaml $s.resources | nindent 8 }}
+      securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
+      volumeMounts:
+        - {name: work, mountPath: /work, readOnly: true}
+  volumes:
+    - {name: ca, secret: {secretName: gpuquota-webhook-ca, optional: true}}
+    - {name: tls, secret: {secretName: gpuquota-webhook-tls, optional: true}}
+    - {name: work, emptyDir: {medium: Memory}}
+{{- end }}
+
+{{/* What the certificate step may do. Arguments: root, name, hook (annotations or ""). */}}
+{{- define "gpuquota.certsRBAC" -}}
+{{- $ := .root }}
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {{ .name }}
+  namespace: {{ $.Release.Namespace }}
+  labels: {{- include "gpuquota.certsLabels" $ | nindent 4 }}
+  {{- with .hook }}
+  annotations: {{- . | nindent 4 }}
+  {{- end }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: {{ .name }}
+  namespace: {{ $.Release.Namespace }}
+  labels: {{- include "gpuquota.certsLabels" $ | nindent 4 }}
+  {{- with .hook }}
+  annotations: {{- . | nindent 4 }}
+  {{- end }}
+rules:
+  # kubectl apply reads, then creates or patches; create cannot be narrowed by name.
+  - apiGroups: [""]
+    resources: [secrets]
+    resourceNames: [gpuquota-webhook-ca, gpuquota-webhook-tls]
+    verbs: [get, patch, update, delete]
+  - apiGroups: [""]
+    resources: [secrets]
+    verbs: [create]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ .name }}
+  namespace: {{ $.Release.Namespace }}
+  labels: {{- include "gpuquota.certsLabels" $ | nindent 4 }}
+  {{- with .hook }}
+  annotations: {{- . | nindent 4 }}
+  {{- end }}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: {{ .name }}}
+subjects: [{kind: ServiceAccount, name: {{ .name }}, namespace: {{ $.Release.Namespace }}}]
+---
+# certs inject: the ClusterRole of deploy/rbac.yaml (the two configurations named gpuquota).
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: {{ .name }}
+  labels: {{- include "gpuquota.certsLabels" $ | nindent 4 }}
+  {{- with .hook }}
+  annotations: {{- . | nindent 4 }}
+  {{- end }}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: gpuquota-certs}
+subjects: [{kind: ServiceAccount, name: {{ .name }}, namespace: {{ $.Release.Namespace }}}]
+{{- end }}

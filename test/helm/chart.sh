@@ -52,6 +52,13 @@ elif [[ $msg == *'certificates.mode must be self-managed, cert-manager or manual
 else
     fail "an unknown certificates.mode is refused: $msg"
 fi
+if msg=$(helm template gpuquota "$chart" --set certificates.selfManaged.renewBeforeDays=365 2>&1); then
+    fail "renewBeforeDays not below days is refused"
+elif [[ $msg == *"renewBeforeDays (365) must be less than days (365)"* ]]; then
+    pass "renewBeforeDays not below days is refused"
+else
+    fail "renewBeforeDays not below days is refused: $msg"
+fi
 kubectl kustomize "$root/deploy" >"$out/kustomize.yaml"
 helm template gpuquota "$chart" -n gpuquota-system --include-crds >"$out/helm.yaml"
 run "helm template (defaults) renders what kubectl kustomize deploy/ does" \

@@ -10,7 +10,8 @@ The self-managed certificate step, run by the hook Jobs and the CronJob in
 the gpuquota image (sh): from the Secrets as they are (mounted under $IN),
 renew the serving pair when it is missing or expires within RENEW_DAYS
 (`certs generate` keeps a CA that outlives it, so the caBundle stays), make
-the bundle the current CA plus the previous one when the CA changed, tell
+the bundle the current CA plus the previous one when the CA changed (the
+previous one leaves the bundle at the next renewal), tell
 kube-apiserver (`certs inject`, when INJECT=yes) and only then write
 secrets.yaml, which the next container applies: kube-apiserver trusts the
 new CA before any webhook serves a certificate signed by it.
@@ -20,24 +21,46 @@ set -eu
 gq=${GQ:-gpuquota}
 in=${IN:-/in}
 cd "${WORK:-/work}"
-for f in ca.crt ca.key; do [ ! -s "$in/ca/$f" ] || cp "$in/ca/$f" "$f"; done
+for f in ca.crt ca.key bundle.crt; do [ ! -s "$in/ca/$f" ] || cp "$in/ca/$f" "$f"; done
 for f in tls.crt tls.key; do [ ! -s "$in/tls/$f" ] || cp "$in/tls/$f" "$f"; done
 old_ca=""
 [ ! -s ca.crt ] || old_ca=$(cat ca.crt)
-if [ -s tls.crt ] && [ -s tls.key ] && [ -s ca.key ] &&
+if [ -s tls.crt ] && [ -s tls.key ] && [ -s ca.key ] && [ -s bundle.crt ] &&
     "$gq" certs inspect --warn-days "$RENEW_DAYS" tls.crt ca.crt; then
+    # Nothing renewed: the bundle stays as it is (after a CA change it still
+    # holds the previous CA, which pods not yet given the new pair need).
     echo "certs: the serving certificate is valid beyond $RENEW_DAYS days; kept"
 else
     "$gq" certs generate --service gpuquota-webhook --namespace "$NS" --out . \
         --days "$DAYS" --ca-days "$CA_DAYS"
-fi
-cp ca.crt bundle.crt
-if [ -n "$old_ca" ] && [ "$old_ca" != "$(cat ca.crt)" ]; then
-    printf '%s\n' "$old_ca" >>bundle.crt
-elif [ -z "$old_ca" ] && [ -n "${LIVE_BUNDLE:-}" ]; then
-    # No CA of ours yet but webhooks that trust one (an install made by
-    # hand): keep trusting it until the new pair is served.
-    printf '%s' "$LIVE_BUNDLE" | base64 -d >>bundle.crt
+    # The bundle: the current CA, and every CA trusted so far that has not
+    # expired, so that pods still serving a pair of a previous CA (the
+    # kubelet updates Secret volumes within a minute or so) stay trusted. A
+    # CA is replaced only when it no longer outlives a serving certificate,
+    # so a previous one leaves the bundle within DAYS.
+    if [ -s bundle.crt ]; then
+        cp bundle.crt previous.crt
+    elif [ -n "${LIVE_BUNDLE:-}" ]; then
+        # No CA of ours yet but webhooks that trust one (an install made by
+        # hand): keep trusting it until the new pair is served.
+        printf '%s' "$LIVE_BUNDLE" | base64 -d >previous.crt
+    else
+        : >previous.crt
+    fi
+    printf '%s\n' "$old_ca" >>previous.crt
+    awk '/-----BEGIN CERTIFICATE-----/ {n++; f = "prev-" n ".pem"} f {print > f} /-----END CERTIFICATE-----/ {close(f); f = ""}' previous.crt
+    cp ca.crt kept-0.pem
+    i=0
+    for f in prev-*.pem; do
+        [ -s "$f" ] || continue
+        dup=no
+        for g in kept-*.pem; do ! cmp -s "$f" "$g" || dup=yes; done
+        [ $dup = no ] || continue
+        "$gq" certs inspect --warn-days 0 "$f" >/dev/null || continue
+        i=$((i + 1))
+        cp "$f" "kept-$i.pem"
+    done
+    cat kept-*.pem >bundle.crt
 fi
 if [ "$INJECT" = yes ]; then
     "$gq" certs inject --ca bundle.crt

@@ -42,6 +42,9 @@ trap 'rc=$?; [[ -n ${GQ_HELM_KEEP:-} ]] || cleanup; exit $rc' EXIT
 export GQ_E2E_DIR=$dir GQ ROOT
 # shellcheck source=../e2e/lib.sh
 source "$ROOT/test/e2e/lib.sh"
+# A release namespace other than deploy/'s, so that every place the chart
+# puts it is exercised.
+NS_SYS=gpuquota-helm
 command -v helm >/dev/null || { echo "no helm in $BIN (scripts/k8s-bin.sh builds it)"; exit 1; }
 
 REL=gpuquota
@@ -176,6 +179,9 @@ check "post-install: the mutating webhook trusts the chart's CA" "$bundle" \
     "$(ca_bundle mutatingwebhookconfiguration)"
 check "post-install: every validating webhook trusts it" "$bundle" \
     "$(ca_bundle validatingwebhookconfiguration)"
+check "the exempt namespaces name the release namespace" "kube-system $NS_SYS" \
+    "$(kubectl -n "$NS_SYS" get configmap gpuquota-config -o jsonpath='{.data.config\.yaml}' |
+        python3 -c 'import sys, yaml; print(*yaml.safe_load(sys.stdin)["exemptNamespaces"])')"
 check "the release is deployed" deployed "$(helm status "$REL" -n "$NS_SYS" -o json | jq -r .info.status)"
 kubelet_sync || exit 1
 config_from_release
@@ -251,7 +257,8 @@ check "uninstall: no cluster role or binding is left" "" \
     "$(kubectl get clusterroles,clusterrolebindings -o name | grep gpuquota)"
 check "uninstall: nothing of gpuquota is left in its namespace" "" \
     "$(kubectl -n "$NS_SYS" get all,configmaps,secrets,serviceaccounts,roles,rolebindings,poddisruptionbudgets,networkpolicies,cronjobs,jobs,leases -o name |
-        grep -v -e '^configmap/kube-root-ca.crt$' -e '^serviceaccount/default$' -e '^lease.coordination.k8s.io/gpuquota')"
+        grep -v -e '^configmap/kube-root-ca.crt$' -e '^serviceaccount/default$' \
+            -e '^lease.coordination.k8s.io/gpuquota-controller$')"
 check "uninstall: the CRDs stay (helm keeps crds/)" 3 "$(kubectl get crd -o name | grep -c gpuquota.io)"
 check "uninstall: the quotas with them" team "$(kubectl -n helm-a get gpuquota team -o jsonpath='{.metadata.name}')"
 check "uninstall: a GPU pod is no longer sent anywhere" created \

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Helm chart on a real control plane of its own (scripts/local-cluster.sh,
 # not the e2e suite's): helm install, two upgrades (a serving certificate
-# renewal, then a CA rotation), helm uninstall, then cert-manager mode.
+# renewal, then a CA rotation), helm uninstall, cert-manager mode, and
+# Helm taking over an install made with deploy/.
 #
 # kwok runs no containers, so, as test/e2e/suite.sh does for deploy/:
 #   - the two Deployments are left out by a post-renderer
@@ -305,4 +306,48 @@ for ex in "$CHART"/examples/*.yaml; do
     check "example $(basename "$ex"): kube-apiserver accepts every object" 0 "$rc"
     ((rc == 0)) || echo "$out" | tail -5
 done
+
+# ------------------------------------------- taking over a kustomize install
+# docs/upgrade.md: an install made from deploy/ (manual certificates, as
+# docs/install.md's kustomize steps) is labelled for Helm and installed
+# over. The pre-install hook finds the live caBundle, keeps that CA in the
+# bundle and injects it before the new pair is served: nothing is refused.
+NS_SYS=gpuquota-system
+rm -f "$dir"/webhook.kubeconfig "$dir"/controller.kubeconfig "$dir"/sa-*.kubeconfig
+"$GQ" certs generate --service gpuquota-webhook --namespace "$NS_SYS" --out "$dir/kcerts" >/dev/null
+kubectl apply -k "$ROOT/test/e2e/overlay" 2>"$dir/apply.err" >/dev/null ||
+    { cat "$dir/apply.err"; exit 1; } # (it warns that the CRDs were created by helm)
+kubectl -n "$NS_SYS" create secret tls gpuquota-webhook-tls \
+    --cert "$dir/kcerts/tls.crt" --key "$dir/kcerts/tls.key" >/dev/null
+kubelet_sync_from() { cp "$1/tls.key" "$dir/certs/tls.key" && cp "$1/tls.crt" "$dir/certs/tls.crt"; }
+kubelet_sync_from "$dir/kcerts"
+cp "$dir/kcerts/ca.crt" "$dir/certs/ca.crt"
+config_from_release
+webhooks 2 || exit 1
+"$GQ" certs inject --ca "$dir/kcerts/ca.crt" --kubeconfig "$KUBECONFIG" >/dev/null
+controller_start 0
+check_match "kustomize install: GPU pods are admitted" "created \(server dry run\)" "$(gpu_admission)"
+serial2=$(serving_serial)
+prober_start
+kubectl kustomize "$ROOT/test/e2e/overlay" | kubectl label -f - --overwrite app.kubernetes.io/managed-by=Helm >/dev/null
+kubectl kustomize "$ROOT/test/e2e/overlay" | kubectl annotate -f - --overwrite \
+    meta.helm.sh/release-name="$REL" meta.helm.sh/release-namespace="$NS_SYS" >/dev/null
+render
+run_hooks "$dir/rendered.yaml" pre-install || exit 1
+check "taking over: the pre-install hook injected the new CA beside the one trusted before" 2 \
+    "$(ca_bundle validatingwebhookconfiguration | base64 -d | grep -c 'BEGIN CERTIFICATE')"
+kubelet_sync
+helm_op install "$REL" "$CHART" -n "$NS_SYS" || { cat "$dir/helm.log"; exit 1; }
+run_hooks "$dir/rendered.yaml" post-install || exit 1
+eventually 30 serial_is_not "$serial2"
+prober_stop "taking over a kustomize install"
+check "taking over: the webhook serves the chart's certificate" changed \
+    "$([[ -n $serial2 && $(serving_serial) != "$serial2" ]] && echo changed)"
+check "taking over: the release owns deploy/'s objects" Helm \
+    "$(kubectl -n "$NS_SYS" get configmap gpuquota-config -o jsonpath='{.metadata.labels.app\.kubernetes\.io/managed-by}')"
+admits_and_enforces "taken over" helm-d
+helm uninstall "$REL" -n "$NS_SYS" --no-hooks >>"$dir/helm.log" 2>&1 || { cat "$dir/helm.log"; exit 1; }
+run_hooks "$dir/rendered.yaml" post-delete || exit 1
+check "taken over, uninstalled: no webhook configuration is left" "" \
+    "$(kubectl get mutatingwebhookconfigurations,validatingwebhookconfigurations -o name | grep gpuquota)"
 finish

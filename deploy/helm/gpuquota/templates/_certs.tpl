@@ -83,13 +83,17 @@ EOF
 echo "certs: secrets.yaml written"
 {{- end }}
 
-{{/* The pod of the certificate step. Arguments: root, sa, inject ("yes"/"no"). */}}
+{{/* The pod of the certificate step. Arguments: root, sa, phase ("pre",
+"post" or "cron"). It injects, except before the first install when no
+webhook configuration exists yet; one that exists then (an install made
+with deploy/ being taken over) gets the bundle before the new Secrets. */}}
 {{- define "gpuquota.certsPod" -}}
 {{- $ := .root }}
 {{- $s := $.Values.certificates.selfManaged }}
 {{- $live := lookup "admissionregistration.k8s.io/v1" "MutatingWebhookConfiguration" "" "gpuquota" }}
 {{- $bundle := "" }}
 {{- if and $live $live.webhooks }}{{ $bundle = (index $live.webhooks 0).clientConfig.caBundle | default "" }}{{ end }}
+{{- $inject := ternary "no" "yes" (and (eq .phase "pre") $.Release.IsInstall (not $live)) }}
 metadata:
   labels: {app.kubernetes.io/name: gpuquota, app.kubernetes.io/component: certs}
 spec:
@@ -117,7 +121,7 @@ spec:
         - {name: DAYS, value: {{ $s.days | quote }}}
         - {name: CA_DAYS, value: {{ $s.caDays | quote }}}
         - {name: RENEW_DAYS, value: {{ $s.renewBeforeDays | quote }}}
-        - {name: INJECT, value: {{ .inject | quote }}}
+        - {name: INJECT, value: {{ $inject | quote }}}
         - {name: LIVE_BUNDLE, value: {{ $bundle | quote }}}
       resources: {{- toYaml $s.resources | nindent 8 }}
       securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}

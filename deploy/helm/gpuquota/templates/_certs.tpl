@@ -133,11 +133,15 @@ spec:
     - name: store
       image: {{ $s.kubectlImage }}
       command: [kubectl, apply, -f, /work/secrets.yaml]
+      # kubectl keeps its discovery cache under $HOME; the root is read-only.
+      env: [{name: HOME, value: /tmp}]
       resources: {{- toYaml $s.resources | nindent 8 }}
       securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
       volumeMounts:
         - {name: work, mountPath: /work, readOnly: true}
+        - {name: tmp, mountPath: /tmp}
   volumes:
+    - {name: tmp, emptyDir: {}}
     - {name: ca, secret: {secretName: gpuquota-webhook-ca, optional: true}}
     - {name: tls, secret: {secretName: gpuquota-webhook-tls, optional: true}}
     - {name: work, emptyDir: {medium: Memory}}

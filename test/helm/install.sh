@@ -84,7 +84,7 @@ run_hooks() {
         for c in $(jq -r ".[$i].init + .[$i].containers | keys[]" "$plan"); do
             # NUL-separated: the script is one argument of many lines.
             mapfile -d '' -t cmd < <(jq -j --arg w "$work/" \
-                ".[$i].init + .[$i].containers | .[$c].command[] | sub(\"^/work/\"; \$w) + \"\\u0000\"" "$plan")
+                ".[$i].init + .[$i].containers | .[$c].command[] | sub(\"^/scratch/\"; \$w) + \"\\u0000\"" "$plan")
             mapfile -d '' -t env < <(jq -j \
                 ".[$i].init + .[$i].containers | .[$c].env | to_entries[] | \"\(.key)=\(.value)\\u0000\"" "$plan")
             [[ ${cmd[0]} == kubectl ]] && cmd=(kubectl_as "$sa" "${cmd[@]:1}")

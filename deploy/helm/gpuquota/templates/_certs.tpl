@@ -20,7 +20,7 @@ new CA before any webhook serves a certificate signed by it.
 set -eu
 gq=${GQ:-gpuquota}
 in=${IN:-/in}
-cd "${WORK:-/work}"
+cd "${WORK:-/scratch}"
 for f in ca.crt ca.key bundle.crt; do [ ! -s "$in/ca/$f" ] || cp "$in/ca/$f" "$f"; done
 for f in tls.crt tls.key; do [ ! -s "$in/tls/$f" ] || cp "$in/tls/$f" "$f"; done
 old_ca=""
@@ -128,17 +128,17 @@ spec:
       volumeMounts:
         - {name: ca, mountPath: /in/ca, readOnly: true}
         - {name: tls, mountPath: /in/tls, readOnly: true}
-        - {name: work, mountPath: /work}
+        - {name: work, mountPath: /scratch}
   containers:
     - name: store
       image: {{ $s.kubectlImage }}
-      command: [kubectl, apply, -f, /work/secrets.yaml]
+      command: [kubectl, apply, -f, /scratch/secrets.yaml]
       # kubectl keeps its discovery cache under $HOME; the root is read-only.
       env: [{name: HOME, value: /tmp}]
       resources: {{- toYaml $s.resources | nindent 8 }}
       securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
       volumeMounts:
-        - {name: work, mountPath: /work, readOnly: true}
+        - {name: work, mountPath: /scratch, readOnly: true}
         - {name: tmp, mountPath: /tmp}
   volumes:
     - {name: tmp, emptyDir: {}}

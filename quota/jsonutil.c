@@ -621,6 +621,34 @@ gq_code gq_json_to_text(json_object *v, char **out, size_t *out_len)
     return GQ_OK;
 }
 
+const char *gq_json_get_string(json_object *obj, const char *key)
+{
+    json_object *v = NULL;
+    if (!json_object_object_get_ex(obj, key, &v) || !json_object_is_type(v, json_type_string))
+        return NULL;
+    return json_object_get_string(v);
+}
+
+json_object *gq_json_get_object(json_object *obj, const char *key)
+{
+    json_object *v = NULL;
+    if (!json_object_object_get_ex(obj, key, &v) || !json_object_is_type(v, json_type_object))
+        return NULL;
+    return v;
+}
+
+gq_code gq_json_dup_string(json_object *obj, const char *key, char **out, gq_err *err)
+{
+    json_object *v = NULL;
+    *out = NULL;
+    if (!json_object_object_get_ex(obj, key, &v) || !v)
+        return GQ_OK;
+    if (!json_object_is_type(v, json_type_string))
+        return gq_err_set(err, GQ_EINVAL, "%s: not a string", key);
+    *out = strndup(json_object_get_string(v), (size_t)json_object_get_string_len(v));
+    return *out ? GQ_OK : gq_err_set(err, GQ_ENOMEM, "out of memory");
+}
+
 /* ---- gq_strbuf ------------------------------------------------------------ */
 
 static bool strbuf_reserve(gq_strbuf *b, size_t extra)

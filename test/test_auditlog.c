@@ -1,4 +1,4 @@
-/* quota/auditlog: both kinds of audit line, filters, summary. */
+/* cli/auditlog: both kinds of audit line, filters, summary. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "podcost.h"
 #include "policy.h"
@@ -27,9 +26,6 @@ struct wh_memstore {
     entry *e;
     size_t n, cap;
     uint64_t rv;
-    wh_memstore_faults faults;
-    unsigned fail_left;
-    wh_memstore_stats stats;
 };
 
 gq_code wh_memstore_new(wh_memstore **out, gq_err *err)
@@ -193,49 +189,6 @@ gq_code wh_memstore_get(wh_memstore *m, const char *kind, const char *ns, const 
     return GQ_OK;
 }
 
-void wh_memstore_set_faults(wh_memstore *m, const wh_memstore_faults *f)
-{
-    pthread_mutex_lock(&m->mu);
-    if (f)
-        m->faults = *f;
-    else
-        memset(&m->faults, 0, sizeof(m->faults));
-    m->fail_left = m->faults.fail_count;
-    pthread_mutex_unlock(&m->mu);
-}
-
-void wh_memstore_get_stats(wh_memstore *m, wh_memstore_stats *out)
-{
-    pthread_mutex_lock(&m->mu);
-    *out = m->stats;
-    pthread_mutex_unlock(&m->mu);
-}
-
-/* The injected failure for this call, if any. Call with m->mu held. */
-static gq_code injected(wh_memstore *m, unsigned op, gq_err *err)
-{
-    if (m->faults.fail == GQ_OK || (m->faults.fail_ops && !(m->faults.fail_ops & op)))
-        return GQ_OK;
-    if (m->faults.fail_count) {
-        if (!m->fail_left)
-            return GQ_OK;
-        m->fail_left--;
-    }
-    return gq_err_set(err, m->faults.fail, "injected failure: %s", gq_strerror(m->faults.fail));
-}
-
-static void delay(wh_memstore *m)
-{
-    pthread_mutex_lock(&m->mu);
-    unsigned us = m->faults.latency_us;
-    pthread_mutex_unlock(&m->mu);
-    if (!us)
-        return;
-    struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000L};
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-}
-
 /* Copies of every object of kind (in namespace ns unless NULL) as an array. */
 static gq_code list(wh_memstore *m, mkind kind, const char *ns, json_object **out, gq_err *err)
 {
@@ -244,7 +197,6 @@ static gq_code list(wh_memstore *m, mkind kind, const char *ns, json_object **ou
     if (!arr)
         return gq_err_set(err, GQ_ENOMEM, "out of memory");
     pthread_mutex_lock(&m->mu);
-    rc = injected(m, WH_MS_LIST, err);
     for (size_t i = 0; !rc && i < m->n; i++) {
         entry *e = &m->e[i];
         if (e->kind != kind || (ns && strcmp(e->ns, ns)))
@@ -283,9 +235,9 @@ static gq_code ms_namespace_labels(void *ctx, const char *ns, json_object **out,
 {
     wh_memstore *m = ctx;
     json_object *c = NULL;
+    gq_code rc = GQ_OK;
     pthread_mutex_lock(&m->mu);
-    gq_code rc = injected(m, WH_MS_LIST, err);
-    entry *e = rc ? NULL : find(m, MK_NAMESPACE, NULL, ns);
+    entry *e = find(m, MK_NAMESPACE, NULL, ns);
     json_object *labels = e ? member(member(e->obj, "metadata"), "labels") : NULL;
     if (labels && !(c = copy(labels)))
         rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
@@ -301,12 +253,10 @@ static gq_code ms_get_quota(void *ctx, gq_quota_kind kind, const char *ns, const
 {
     wh_memstore *m = ctx;
     json_object *c = NULL;
-    delay(m);
+    gq_code rc = GQ_OK;
     pthread_mutex_lock(&m->mu);
-    m->stats.gets++;
-    gq_code rc = injected(m, WH_MS_GET, err);
-    entry *e = rc ? NULL : find(m, kind == GQ_QUOTA_TENANT ? MK_TENANT : MK_QUOTA, ns, name);
-    if (!rc && !e)
+    entry *e = find(m, kind == GQ_QUOTA_TENANT ? MK_TENANT : MK_QUOTA, ns, name);
+    if (!e)
         rc = gq_err_set(err, GQ_ENOTFOUND, "%s %s not found", kind_names[kind], name);
     if (!rc && !(c = copy(e->obj)))
         rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
@@ -323,24 +273,15 @@ static gq_code ms_update_status(void *ctx, gq_quota_kind kind, const char *ns, c
     wh_memstore *m = ctx;
     const char *rv = str_member(member(obj, "metadata"), "resourceVersion");
     json_object *status = NULL;
-    delay(m);
+    gq_code rc = GQ_OK;
     pthread_mutex_lock(&m->mu);
-    m->stats.updates++;
-    gq_code rc = injected(m, WH_MS_UPDATE, err);
-    entry *e = rc ? NULL : find(m, kind == GQ_QUOTA_TENANT ? MK_TENANT : MK_QUOTA, ns, name);
-    if (!rc && !e)
+    entry *e = find(m, kind == GQ_QUOTA_TENANT ? MK_TENANT : MK_QUOTA, ns, name);
+    if (!e) {
         rc = gq_err_set(err, GQ_ENOTFOUND, "%s %s not found", kind_names[kind], name);
-    if (rc)
-        goto out;
-    const char *cur = str_member(member(e->obj, "metadata"), "resourceVersion");
-    bool injected_conflict =
-        m->faults.conflict_every && m->stats.updates % m->faults.conflict_every == 0;
-    if (injected_conflict && stamp(m, e->obj)) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
         goto out;
     }
-    if (injected_conflict || !rv || !cur || strcmp(rv, cur)) {
-        m->stats.conflicts++;
+    const char *cur = str_member(member(e->obj, "metadata"), "resourceVersion");
+    if (!rv || !cur || strcmp(rv, cur)) {
         rc = gq_err_set(err, GQ_ECONFLICT,
                         "Operation cannot be fulfilled on %s \"%s\": the object has been "
                         "modified; please apply your changes to the latest version and try again",

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_member.h"
 #include "policy.h"
 
 /* The suffix of gpuquota's webhook names (mutate.gpuquota.io, ...): how an

@@ -21,6 +21,7 @@
 #include "review.h"
 #include "validate.h"
 #include "yamljson.h"
+#include "json_member.h"
 
 const char gq_cmd_admit_summary[] =
     "run a pod or AdmissionReview through the mutating webhook offline";
@@ -121,19 +122,11 @@ bad:
     return GQ_EXIT_USAGE;
 }
 
-static const char *str_member(json_object *o, const char *key)
-{
-    json_object *v;
-    if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-        return NULL;
-    return json_object_get_string(v);
-}
-
 /* The pod in doc: the document itself (kind Pod) or request.object of an
  * AdmissionReview. Borrowed. */
 static gq_code find_pod(json_object *doc, json_object **pod, gq_err *err)
 {
-    const char *kind = str_member(doc, "kind");
+    const char *kind = gq_json_get_string(doc, "kind");
     json_object *req, *obj;
     if (!json_object_is_type(doc, json_type_object))
         return gq_err_set(err, GQ_EINVAL, "expected a Pod or an AdmissionReview object");
@@ -143,10 +136,11 @@ static gq_code find_pod(json_object *doc, json_object **pod, gq_err *err)
             !json_object_is_type(obj, json_type_object))
             return gq_err_set(err, GQ_EINVAL, "AdmissionReview has no request.object");
         doc = obj;
-        kind = str_member(doc, "kind");
+        kind = gq_json_get_string(doc, "kind");
         if (!kind) { /* some senders omit kind in request.object; trust request.kind */
             json_object *rk;
-            kind = json_object_object_get_ex(req, "kind", &rk) ? str_member(rk, "kind") : NULL;
+            kind =
+                json_object_object_get_ex(req, "kind", &rk) ? gq_json_get_string(rk, "kind") : NULL;
         }
     }
     if (!kind || strcmp(kind, "Pod"))
@@ -161,10 +155,10 @@ static gq_code evaluate(const gq_config *cfg, json_object *pod, admit_result *r)
 {
     json_object *meta = NULL;
     json_object_object_get_ex(pod, "metadata", &meta);
-    r->ns = str_member(meta, "namespace");
-    r->name = str_member(meta, "name");
+    r->ns = gq_json_get_string(meta, "namespace");
+    r->name = gq_json_get_string(meta, "name");
     if (!r->name)
-        r->name = str_member(meta, "generateName");
+        r->name = gq_json_get_string(meta, "generateName");
     gq_err_clear(&r->err);
     gq_code rc = gq_pod_cost_compute(cfg, pod, &r->cost, &r->err);
     switch (rc) {
@@ -348,7 +342,7 @@ static gq_code review_of(const admit_opts *o, json_object *doc, json_object **ou
 {
     json_object *pod = NULL, *req = NULL, *copy = NULL, *review = NULL;
     gq_code rc;
-    const char *kind = str_member(doc, "kind");
+    const char *kind = gq_json_get_string(doc, "kind");
     *recorded = false;
     if (kind && !strcmp(kind, "AdmissionReview")) {
         review = json_object_get(doc);
@@ -506,7 +500,7 @@ static void print_mutation_text(const admit_result *res, const mutation *m)
     printf("patch: %zu operation%s\n", n, n == 1 ? "" : "s");
     for (size_t i = 0; i < n; i++) {
         json_object *op = json_object_array_get_idx(m->patch, i), *v = NULL;
-        const char *opname = str_member(op, "op"), *path = str_member(op, "path");
+        const char *opname = gq_json_get_string(op, "op"), *path = gq_json_get_string(op, "path");
         bool has_value = json_object_object_get_ex(op, "value", &v);
         printf("  %s %s%s%s\n", opname ? opname : "?", path ? path : "?", has_value ? " " : "",
                has_value ? json_text(v, JSON_C_TO_STRING_PLAIN) : "");

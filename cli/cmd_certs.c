@@ -10,6 +10,7 @@
 #include "certs_inject.h"
 #include "cli.h"
 #include "cli_args.h"
+#include "rfc3339.h"
 
 const char gq_cmd_certs_summary[] =
     "generate, rotate, inspect webhook TLS certificates and inject the caBundle";
@@ -31,13 +32,6 @@ static void usage(FILE *f)
                "inject sets clientConfig.caBundle of every webhook of the Mutating- and\n"
                "ValidatingWebhookConfiguration named N to the CA certificates in FILE (each\n"
                "must be a CA); exit 1 on API errors or when neither configuration exists.\n");
-}
-
-static void format_time(time_t t, char *buf, size_t cap)
-{
-    struct tm tm;
-    if (!gmtime_r(&t, &tm) || !strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm))
-        snprintf(buf, cap, "?");
 }
 
 static int cmd_generate(int argc, char **argv)
@@ -107,8 +101,8 @@ static int cmd_generate(int argc, char **argv)
     certs_result res;
     if (certs_generate(&o, &res, &err))
         goto bad;
-    char until[32];
-    format_time(res.not_after, until, sizeof(until));
+    char until[GQ_RFC3339_MAX];
+    gq_time_format_rfc3339(res.not_after, until);
     printf("%s %s/ca.crt\n", res.ca_created ? "created CA" : "reused CA", o.out_dir);
     printf("wrote %s/tls.crt and tls.key for %s.%s.svc, valid until %s\n", o.out_dir, o.service,
            o.ns, until);
@@ -159,11 +153,11 @@ static int cmd_inspect(int argc, char **argv)
         }
         for (size_t k = 0; k < n; k++) {
             const certs_info *ci = &list[k];
-            char nb[32], na[32];
+            char nb[GQ_RFC3339_MAX], na[GQ_RFC3339_MAX];
             const char *status = "ok";
             long left = certs_days_left(ci, now);
-            format_time(ci->not_before, nb, sizeof(nb));
-            format_time(ci->not_after, na, sizeof(na));
+            gq_time_format_rfc3339(ci->not_before, nb);
+            gq_time_format_rfc3339(ci->not_after, na);
             if (ci->not_after <= now)
                 status = "EXPIRED";
             else if (ci->not_before > now)

@@ -15,12 +15,4 @@ gq_code ctl_reconcile_parsed(const gq_quota *q, json_object *quota, const gq_usa
                              size_t n, ctl_seen_fn seen, void *seen_ud, int64_t now,
                              ctl_result *out, gq_err *err) GQ_WUR;
 
-/* FNV-1a of a string: the one hash of the controller's tables. */
-uint64_t ctl_str_hash(const char *s);
-
-/* Member of a JSON object, NULL when obj is not an object or lacks key. */
-json_object *ctl_json_get(json_object *obj, const char *key);
-/* String member, NULL when absent or not a string. */
-const char *ctl_json_str(json_object *obj, const char *key);
-
 #endif

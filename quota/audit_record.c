@@ -4,9 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "json_member.h"
 #include "jsonutil.h"
+#include "rfc3339.h"
 
 const char *gq_audit_decision_name(gq_audit_decision d)
 {
@@ -31,13 +32,8 @@ static void put_json(gq_strbuf *b, const char *key, json_object *val)
 
 gq_code gq_audit_record_format(const gq_audit_record *rec, char **out, size_t *out_len)
 {
-    char ts[64];
-    time_t secs = (time_t)(rec->time_us / 1000000);
-    long us = (long)(rec->time_us % 1000000);
-    struct tm tm;
-    gmtime_r(&secs, &tm);
-    snprintf(ts, sizeof(ts), "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900,
-             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, us);
+    char ts[GQ_RFC3339_MAX];
+    gq_time_format_rfc3339_frac(rec->time_us, 6, ts);
 
     /* Written directly (one per decision); the embedded trees through
      * json-c, so the bytes are json-c's throughout. */

@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include "gq_log.h"
+#include "json_escape.h"
 
 static void escape_quotes_and_controls(void **state)
 {

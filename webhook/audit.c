@@ -16,6 +16,7 @@
 
 #include "gq_log.h"
 #include "jsonutil.h"
+#include "json_member.h"
 
 struct wh_audit {
     pthread_mutex_t lock; /* the file: fd, size, rotation, failing */
@@ -400,15 +401,6 @@ gq_code wh_audit_write_line(wh_audit *a, const char *line, size_t len)
     return audit_append(a, line, len);
 }
 
-static const char *meta_string(json_object *obj, const char *key)
-{
-    json_object *meta = NULL, *v = NULL;
-    if (!json_object_object_get_ex(obj, "metadata", &meta) ||
-        !json_object_object_get_ex(meta, key, &v) || !json_object_is_type(v, json_type_string))
-        return NULL;
-    return json_object_get_string(v);
-}
-
 void wh_audit_record_init(wh_audit_record *rec, const wh_review_request *req, const char *webhook)
 {
     struct timespec ts;
@@ -421,9 +413,9 @@ void wh_audit_record_init(wh_audit_record *rec, const wh_review_request *req, co
     rec->namespace_ = req->namespace[0] ? req->namespace : NULL;
     /* DELETE carries the object in oldObject. */
     json_object *obj = req->object ? req->object : req->old_object;
-    rec->name = req->name[0] ? req->name : meta_string(obj, "name");
+    rec->name = req->name[0] ? req->name : gq_json_meta_string(obj, "name");
     if (!rec->name)
-        rec->name = meta_string(obj, "generateName");
+        rec->name = gq_json_meta_string(obj, "generateName");
     rec->user = req->username;
     rec->dry_run = req->dry_run;
 }

@@ -8,6 +8,7 @@
 
 #include "podcost.h"
 #include "policy.h"
+#include "json_member.h"
 
 typedef enum mkind { MK_QUOTA = 0, MK_TENANT, MK_LIMITRANGE, MK_NAMESPACE, MK_COUNT_ } mkind;
 
@@ -53,20 +54,6 @@ void wh_memstore_free(wh_memstore *m)
     free(m);
 }
 
-static const char *str_member(json_object *o, const char *key)
-{
-    json_object *v;
-    if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-        return NULL;
-    return json_object_get_string(v);
-}
-
-static json_object *member(json_object *o, const char *key)
-{
-    json_object *v;
-    return o && json_object_object_get_ex(o, key, &v) ? v : NULL;
-}
-
 static int kind_of(const char *kind)
 {
     for (int k = 0; k < MK_COUNT_; k++)
@@ -98,7 +85,7 @@ static entry *find(wh_memstore *m, mkind kind, const char *ns, const char *name)
 static gq_code stamp(wh_memstore *m, json_object *obj)
 {
     char buf[32];
-    json_object *meta = member(obj, "metadata");
+    json_object *meta = gq_json_member(obj, "metadata");
     snprintf(buf, sizeof(buf), "%" PRIu64, ++m->rv);
     json_object *s = json_object_new_string(buf);
     if (!s || json_object_object_add(meta, "resourceVersion", s)) {
@@ -110,11 +97,11 @@ static gq_code stamp(wh_memstore *m, json_object *obj)
 
 gq_code wh_memstore_apply(wh_memstore *m, json_object *obj, gq_err *err)
 {
-    const char *kname = str_member(obj, "kind");
+    const char *kname = gq_json_get_string(obj, "kind");
     int k = kind_of(kname);
-    json_object *meta = member(obj, "metadata");
-    const char *name = str_member(meta, "name");
-    const char *ns = str_member(meta, "namespace");
+    json_object *meta = gq_json_member(obj, "metadata");
+    const char *name = gq_json_get_string(meta, "name");
+    const char *ns = gq_json_get_string(meta, "namespace");
     if (k < 0)
         return gq_err_set(err, GQ_EINVAL, "kind %s cannot be stored", kname ? kname : "(none)");
     if (!name || !name[0])
@@ -238,7 +225,7 @@ static gq_code ms_namespace_labels(void *ctx, const char *ns, json_object **out,
     gq_code rc = GQ_OK;
     pthread_mutex_lock(&m->mu);
     entry *e = find(m, MK_NAMESPACE, NULL, ns);
-    json_object *labels = e ? member(member(e->obj, "metadata"), "labels") : NULL;
+    json_object *labels = e ? gq_json_member(gq_json_member(e->obj, "metadata"), "labels") : NULL;
     if (labels && !(c = copy(labels)))
         rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
     pthread_mutex_unlock(&m->mu);
@@ -271,7 +258,7 @@ static gq_code ms_update_status(void *ctx, gq_quota_kind kind, const char *ns, c
                                 json_object *obj, json_object **out, gq_err *err)
 {
     wh_memstore *m = ctx;
-    const char *rv = str_member(member(obj, "metadata"), "resourceVersion");
+    const char *rv = gq_json_get_string(gq_json_member(obj, "metadata"), "resourceVersion");
     json_object *status = NULL;
     gq_code rc = GQ_OK;
     pthread_mutex_lock(&m->mu);
@@ -280,7 +267,7 @@ static gq_code ms_update_status(void *ctx, gq_quota_kind kind, const char *ns, c
         rc = gq_err_set(err, GQ_ENOTFOUND, "%s %s not found", kind_names[kind], name);
         goto out;
     }
-    const char *cur = str_member(member(e->obj, "metadata"), "resourceVersion");
+    const char *cur = gq_json_get_string(gq_json_member(e->obj, "metadata"), "resourceVersion");
     if (!rv || !cur || strcmp(rv, cur)) {
         rc = gq_err_set(err, GQ_ECONFLICT,
                         "Operation cannot be fulfilled on %s \"%s\": the object has been "
@@ -290,7 +277,7 @@ static gq_code ms_update_status(void *ctx, gq_quota_kind kind, const char *ns, c
                         name);
         goto out;
     }
-    json_object *src = member(obj, "status");
+    json_object *src = gq_json_member(obj, "status");
     if (src && !(status = copy(src))) {
         rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
         goto out;
@@ -344,12 +331,12 @@ static gq_code flat_push(flat *f, json_object *o, gq_err *err)
 static gq_code flatten(json_object *const *docs, size_t n, flat *f, gq_err *err)
 {
     for (size_t i = 0; i < n; i++) {
-        const char *kind = str_member(docs[i], "kind");
+        const char *kind = gq_json_get_string(docs[i], "kind");
         if (!json_object_is_type(docs[i], json_type_object))
             return gq_err_set(err, GQ_EINVAL, "document %zu is not an object", i + 1);
         size_t kl = kind ? strlen(kind) : 0;
         if (!kind || (kl >= 4 && !strcmp(kind + kl - 4, "List"))) {
-            json_object *items = member(docs[i], "items");
+            json_object *items = gq_json_member(docs[i], "items");
             if (!kind || !json_object_is_type(items, json_type_array))
                 return gq_err_set(err, GQ_EINVAL, "document %zu has no kind", i + 1);
             for (size_t j = 0; j < json_object_array_length(items); j++) {
@@ -371,24 +358,24 @@ static gq_code flatten(json_object *const *docs, size_t n, flat *f, gq_err *err)
 
 static const char *obj_ns(json_object *o)
 {
-    const char *ns = str_member(member(o, "metadata"), "namespace");
+    const char *ns = gq_json_get_string(gq_json_member(o, "metadata"), "namespace");
     return ns && ns[0] ? ns : "default";
 }
 
 static const char *obj_name(json_object *o)
 {
-    const char *n = str_member(member(o, "metadata"), "name");
+    const char *n = gq_json_get_string(gq_json_member(o, "metadata"), "name");
     if (!n)
-        n = str_member(member(o, "metadata"), "generateName");
+        n = gq_json_get_string(gq_json_member(o, "metadata"), "generateName");
     return n ? n : "(unnamed)";
 }
 
 static json_object *ns_labels_of(const flat *f, const char *ns)
 {
     for (size_t i = 0; i < f->n; i++) {
-        const char *kind = str_member(f->o[i], "kind");
+        const char *kind = gq_json_get_string(f->o[i], "kind");
         if (kind && !strcmp(kind, "Namespace") && !strcmp(obj_name(f->o[i]), ns))
-            return member(member(f->o[i], "metadata"), "labels");
+            return gq_json_member(gq_json_member(f->o[i], "metadata"), "labels");
     }
     return NULL;
 }
@@ -406,13 +393,13 @@ static gq_code recounted(json_object *qo, const gq_usage_pod *pods, size_t n_pod
     if (!rc)
         rc = gq_quota_recount(q, pods, n_pods, &u, err);
     if (rc) {
-        gq_err_prefix(err, "%s %s", str_member(qo, "kind"), obj_name(qo));
+        gq_err_prefix(err, "%s %s", gq_json_get_string(qo, "kind"), obj_name(qo));
         goto out;
     }
     rc = GQ_ENOMEM;
     if (!(c = copy(qo)))
         goto out;
-    status = member(c, "status");
+    status = gq_json_member(c, "status");
     if (!json_object_is_type(status, json_type_object)) {
         if (!(status = json_object_new_object()) || json_object_object_add(c, "status", status))
             goto out;
@@ -454,7 +441,7 @@ gq_code wh_memstore_load_state(wh_memstore *m, const gq_config *cfg, json_object
     }
     for (size_t i = 0; i < f.n; i++) {
         json_object *o = f.o[i];
-        const char *kind = str_member(o, "kind");
+        const char *kind = gq_json_get_string(o, "kind");
         if (!kind || strcmp(kind, "Pod"))
             continue;
         gq_usage_pod *p = &pods[n_pods];
@@ -471,7 +458,7 @@ gq_code wh_memstore_load_state(wh_memstore *m, const gq_config *cfg, json_object
     }
     for (size_t i = 0; i < f.n; i++) {
         json_object *o = f.o[i], *c = NULL;
-        const char *kind = str_member(o, "kind");
+        const char *kind = gq_json_get_string(o, "kind");
         int k = kind_of(kind);
         if (kind && !strcmp(kind, "Pod"))
             continue;

@@ -26,7 +26,9 @@
 #include <gnutls/x509.h>
 #include <microhttpd.h>
 
-#include "crd.h" /* gq_time_format_rfc3339 */
+#include "crd.h"
+#include "json_escape.h"
+#include "rfc3339.h"
 #include "gq_log.h"
 #include "metrics.h"
 

@@ -73,13 +73,4 @@ const char *gq_json_compact(json_object *v);
  * *out_len excludes the NUL. */
 gq_code gq_json_to_text(json_object *v, char **out, size_t *out_len) GQ_WUR;
 
-/* Typed members of an object, borrowed from obj. NULL when obj is not an
- * object, or key is absent, null or of another type. */
-const char *gq_json_get_string(json_object *obj, const char *key);
-json_object *gq_json_get_object(json_object *obj, const char *key);
-
-/* *out = an owned copy of string member key (caller frees), NULL when absent
- * or null. GQ_EINVAL ("KEY: not a string") for another type; GQ_ENOMEM. */
-gq_code gq_json_dup_string(json_object *obj, const char *key, char **out, gq_err *err) GQ_WUR;
-
 #endif

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_escape.h"
+
 /* A recursive-descent parser that builds json-c objects directly. It
  * replaces json_tokener for three reasons: strict RFC 8259 with finite
  * numbers in one pass (json-c reads NaN, Infinity and 1e999), no UTF-8
@@ -621,34 +623,6 @@ gq_code gq_json_to_text(json_object *v, char **out, size_t *out_len)
     return GQ_OK;
 }
 
-const char *gq_json_get_string(json_object *obj, const char *key)
-{
-    json_object *v = NULL;
-    if (!json_object_object_get_ex(obj, key, &v) || !json_object_is_type(v, json_type_string))
-        return NULL;
-    return json_object_get_string(v);
-}
-
-json_object *gq_json_get_object(json_object *obj, const char *key)
-{
-    json_object *v = NULL;
-    if (!json_object_object_get_ex(obj, key, &v) || !json_object_is_type(v, json_type_object))
-        return NULL;
-    return v;
-}
-
-gq_code gq_json_dup_string(json_object *obj, const char *key, char **out, gq_err *err)
-{
-    json_object *v = NULL;
-    *out = NULL;
-    if (!json_object_object_get_ex(obj, key, &v) || !v)
-        return GQ_OK;
-    if (!json_object_is_type(v, json_type_string))
-        return gq_err_set(err, GQ_EINVAL, "%s: not a string", key);
-    *out = strndup(json_object_get_string(v), (size_t)json_object_get_string_len(v));
-    return *out ? GQ_OK : gq_err_set(err, GQ_ENOMEM, "out of memory");
-}
-
 /* ---- gq_strbuf ------------------------------------------------------------ */
 
 static bool strbuf_reserve(gq_strbuf *b, size_t extra)
@@ -705,47 +679,19 @@ void gq_strbuf_printf(gq_strbuf *b, const char *fmt, ...)
 
 void gq_strbuf_json_string(gq_strbuf *b, const char *s)
 {
-    static const char hex[] = "0123456789abcdef";
     if (!s) {
         gq_strbuf_add(b, "null", 4);
         return;
     }
     gq_strbuf_add(b, "\"", 1);
     for (const char *run = s;; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c >= 0x20 && c != '"' && c != '\\')
+        char esc[GQ_JSON_ESCAPE_MAX];
+        size_t n = *s ? gq_json_escape_byte((unsigned char)*s, esc) : 0;
+        if (*s && !n)
             continue;
         gq_strbuf_add(b, run, (size_t)(s - run)); /* the plain bytes so far */
-        if (!c)
+        if (!*s)
             break;
-        char esc[6] = {'\\', 0, 0, 0, 0, 0};
-        size_t n = 2;
-        switch (c) {
-        case '"':
-        case '\\':
-            esc[1] = (char)c;
-            break;
-        case '\b':
-            esc[1] = 'b';
-            break;
-        case '\f':
-            esc[1] = 'f';
-            break;
-        case '\n':
-            esc[1] = 'n';
-            break;
-        case '\r':
-            esc[1] = 'r';
-            break;
-        case '\t':
-            esc[1] = 't';
-            break;
-        default:
-            memcpy(esc + 1, "u00", 3);
-            esc[4] = hex[c >> 4];
-            esc[5] = hex[c & 15];
-            n = 6;
-        }
         gq_strbuf_add(b, esc, n);
         run = s + 1;
     }

@@ -1,12 +1,12 @@
-#include "auditlog.h"
+#include "cli/auditlog.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "json_member.h"
-#include "policy.h"
+#include "common/json_member.h"
+#include "quota/policy.h"
 
 /* The suffix of gpuquota's webhook names (mutate.gpuquota.io, ...): how an
  * Event's annotations and messages are told apart from other webhooks'. */

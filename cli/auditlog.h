@@ -15,10 +15,10 @@
 
 #include <json-c/json.h>
 
-#include "audit_record.h"
-#include "crd.h"
-#include "gq_error.h"
-#include "jsonutil.h"
+#include "quota/audit_record.h"
+#include "quota/crd.h"
+#include "common/gq_error.h"
+#include "common/jsonutil.h"
 
 /* Longest line the reader accepts (callers skip and count longer ones). */
 #define GQ_AUDIT_LINE_MAX ((size_t)1 << 20)

@@ -1,8 +1,8 @@
-#include "cli_args.h"
+#include "cli/cli_args.h"
 
-#include "cli.h"
-#include "config.h"
-#include "quantity.h"
+#include "cli/cli.h"
+#include "quota/config.h"
+#include "quota/quantity.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -4,7 +4,7 @@
 
 #include <stdint.h>
 
-#include "gq_error.h"
+#include "common/gq_error.h"
 
 /* Parse a whole decimal integer in [min, max] (no sign games, no trailing
  * text). GQ_EINVAL with a message naming opt otherwise; *out untouched. */

@@ -9,19 +9,19 @@
 
 #include <json-c/json.h>
 
-#include "cli.h"
-#include "cli_args.h"
-#include "config.h"
-#include "jsonpatch.h"
-#include "jsonutil.h"
-#include "memstore.h"
-#include "mutation.h"
-#include "podcost.h"
-#include "quantity.h"
-#include "review.h"
-#include "validate.h"
-#include "yamljson.h"
-#include "json_member.h"
+#include "cli/cli.h"
+#include "cli/cli_args.h"
+#include "quota/config.h"
+#include "quota/jsonpatch.h"
+#include "common/jsonutil.h"
+#include "webhook/memstore.h"
+#include "webhook/mutation.h"
+#include "quota/podcost.h"
+#include "quota/quantity.h"
+#include "webhook/review.h"
+#include "webhook/validate.h"
+#include "quota/yamljson.h"
+#include "common/json_member.h"
 
 const char gq_cmd_admit_summary[] =
     "run a pod or AdmissionReview through the mutating webhook offline";

@@ -7,10 +7,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "auditlog.h"
-#include "cli.h"
-#include "crd.h"
-#include "yamljson.h"
+#include "cli/auditlog.h"
+#include "cli/cli.h"
+#include "quota/crd.h"
+#include "quota/yamljson.h"
 
 const char gq_cmd_audit_summary[] = "review gpuquota and kube-apiserver audit logs";
 

@@ -5,12 +5,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "base64.h"
-#include "certs.h"
-#include "certs_inject.h"
-#include "cli.h"
-#include "cli_args.h"
-#include "rfc3339.h"
+#include "quota/base64.h"
+#include "certs/certs.h"
+#include "certs/certs_inject.h"
+#include "cli/cli.h"
+#include "cli/cli_args.h"
+#include "common/rfc3339.h"
 
 const char gq_cmd_certs_summary[] =
     "generate, rotate, inspect webhook TLS certificates and inject the caBundle";

@@ -8,13 +8,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli.h"
-#include "cli_args.h"
-#include "config.h"
-#include "ctl.h"
-#include "gq_log.h"
-#include "kube.h"
-#include "server.h"
+#include "cli/cli.h"
+#include "cli/cli_args.h"
+#include "quota/config.h"
+#include "controller/ctl.h"
+#include "common/gq_log.h"
+#include "kube/kube.h"
+#include "webhook/server.h"
 
 const char gq_cmd_controller_summary[] =
     "reconcile GPUQuota and GPUTenantQuota status from the pods of the cluster";

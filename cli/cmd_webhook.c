@@ -8,17 +8,17 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "audit.h"
-#include "cli.h"
-#include "cli_args.h"
-#include "config.h"
-#include "gq_log.h"
-#include "kube.h"
-#include "kubestore.h"
-#include "metrics.h"
-#include "mutate_http.h"
-#include "server.h"
-#include "validate.h"
+#include "webhook/audit.h"
+#include "cli/cli.h"
+#include "cli/cli_args.h"
+#include "quota/config.h"
+#include "common/gq_log.h"
+#include "kube/kube.h"
+#include "webhook/kubestore.h"
+#include "webhook/metrics.h"
+#include "webhook/mutate_http.h"
+#include "webhook/server.h"
+#include "webhook/validate.h"
 
 const char gq_cmd_webhook_summary[] = "run the admission webhook HTTPS server";
 

@@ -1,4 +1,4 @@
-#include "gq_log.h"
+#include "common/gq_log.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -8,8 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "json_escape.h"
-#include "rfc3339.h"
+#include "common/json_escape.h"
+#include "common/rfc3339.h"
 
 gq_log_level gq_log_threshold = GQ_LOG_INFO;
 

@@ -6,7 +6,7 @@
 #ifndef GQ_LOG_H
 #define GQ_LOG_H
 
-#include "gq_error.h"
+#include "common/gq_error.h"
 
 typedef enum gq_log_level {
     GQ_LOG_DEBUG = 0,

@@ -1,4 +1,4 @@
-#include "hash.h"
+#include "common/hash.h"
 
 #define FNV1A_PRIME 1099511628211ULL
 

@@ -1,4 +1,4 @@
-#include "json_escape.h"
+#include "common/json_escape.h"
 
 #include <string.h>
 

@@ -1,4 +1,4 @@
-#include "json_member.h"
+#include "common/json_member.h"
 
 #include <string.h>
 

@@ -6,7 +6,7 @@
 
 #include <json-c/json.h>
 
-#include "gq_error.h"
+#include "common/gq_error.h"
 
 /* Member key of obj, borrowed; NULL when obj is not an object (NULL
  * included) or key is absent. A member that is JSON null is NULL too. */

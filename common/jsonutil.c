@@ -1,4 +1,4 @@
-#include "jsonutil.h"
+#include "common/jsonutil.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json_escape.h"
+#include "common/json_escape.h"
 
 /* A recursive-descent parser that builds json-c objects directly. It
  * replaces json_tokener for three reasons: strict RFC 8259 with finite

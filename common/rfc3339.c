@@ -1,4 +1,4 @@
-#include "rfc3339.h"
+#include "common/rfc3339.h"
 
 #include <stdbool.h>
 #include <stdio.h>

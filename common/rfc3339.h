@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "gq_error.h"
+#include "common/gq_error.h"
 
 /* Parse "2026-01-02T15:04:05Z", with optional fraction (truncated) and
  * numeric offset, into Unix seconds. */

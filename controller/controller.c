@@ -3,7 +3,7 @@
  * the /status subresource with the resourceVersion they read (409: requeue
  * with backoff). Level-triggered: every reconcile recounts from the store,
  * so a missed event is repaired by the next one or by the periodic resync. */
-#include "ctl_int.h"
+#include "controller/ctl_int.h"
 
 #include <errno.h>
 #if defined(__GLIBC__)
@@ -18,9 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gq_log.h"
-#include "json_member.h"
-#include "hash.h"
+#include "common/gq_log.h"
+#include "common/json_member.h"
+#include "common/hash.h"
 
 /* After the initial list the pages parsed and freed one after another sit in
  * glibc's arenas and would stay resident for the life of the process; the

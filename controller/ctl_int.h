@@ -2,7 +2,7 @@
 #ifndef CTL_INT_H
 #define CTL_INT_H
 
-#include "ctl.h"
+#include "controller/ctl.h"
 
 /* Parse quota (a GPUQuota or GPUTenantQuota object, borrowed) ignoring its
  * status: the status is ours to rewrite, so a corrupt one must never stop

@@ -2,9 +2,9 @@
  * key added while a worker processes it is queued again when the worker is
  * done (never processed by two workers at once); failed keys come back after
  * a per-key exponential backoff until forgotten. */
-#include "ctl_int.h"
-#include "json_member.h"
-#include "hash.h"
+#include "controller/ctl_int.h"
+#include "common/json_member.h"
+#include "common/hash.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -1,8 +1,8 @@
 /* The desired status of one quota: pure (time is a parameter, pods and the
  * "seen" oracle are inputs). Usage is recounted by gq_quota_recount, so the
  * controller and the webhook share one definition of what matches. */
-#include "ctl_int.h"
-#include "json_member.h"
+#include "controller/ctl_int.h"
+#include "common/json_member.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,14 +3,14 @@
  * only links them into per-namespace lists, so a pod costs one small
  * allocation here plus the cache's entry. One rwlock guards the index, the
  * namespace table and the interned strings. */
-#include "ctl_int.h"
+#include "controller/ctl_int.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "hash.h"
-#include "json_member.h"
+#include "common/hash.h"
+#include "common/json_member.h"
 
 #define NS_BUCKETS_MIN 64
 #define UID_BUCKETS_MIN 64

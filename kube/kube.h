@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gq_error.h"
+#include "common/gq_error.h"
 
 /* ------------------------------------------------------------------------ */
 /* Configuration                                                             */

@@ -6,7 +6,7 @@
  * callbacks can run with the lock released. Whether the contents are
  * current (a watch established) is kept apart from whether they were ever
  * listed: kube_cache_fresh, kube_cache_synced. */
-#include "kube_int.h"
+#include "kube/kube_int.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gq_log.h"
-#include "hash.h"
-#include "json_member.h"
+#include "common/gq_log.h"
+#include "common/hash.h"
+#include "common/json_member.h"
 
 typedef struct entry {
     struct entry *next;

@@ -2,14 +2,14 @@
  * rules: a lease held by someone else is taken over only after it has not
  * changed for leaseDurationSeconds as observed on OUR clock (no trust in
  * remote clocks), or at once when its holderIdentity is empty (released). */
-#include "kube_int.h"
+#include "kube/kube_int.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gq_log.h"
+#include "common/gq_log.h"
 
 struct kube_leader_elect {
     const kube_api *api;

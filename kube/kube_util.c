@@ -1,12 +1,12 @@
 /* Pure and near-pure helpers: buffers, base64, URLs, Status decoding,
  * backoff, RFC 3339 times. */
-#include "kube_int.h"
-#include "crd.h"
+#include "kube/kube_int.h"
+#include "quota/crd.h"
 
-#include "base64.h"
-#include "jsonutil.h"
-#include "rfc3339.h"
-#include "strutil.h"
+#include "quota/base64.h"
+#include "common/jsonutil.h"
+#include "common/rfc3339.h"
+#include "common/strutil.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,13 +1,13 @@
-#include "audit_record.h"
+#include "quota/audit_record.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "json_member.h"
-#include "jsonutil.h"
-#include "rfc3339.h"
+#include "common/json_member.h"
+#include "common/jsonutil.h"
+#include "common/rfc3339.h"
 
 const char *gq_audit_decision_name(gq_audit_decision d)
 {

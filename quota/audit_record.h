@@ -12,8 +12,8 @@
 
 #include <json-c/json.h>
 
-#include "crd.h"
-#include "gq_error.h"
+#include "quota/crd.h"
+#include "common/gq_error.h"
 
 /* Field names, in the order a record is written. */
 #define GQ_AUDIT_F_TIME "time"

@@ -1,6 +1,6 @@
 /* gpuquota custom resources: bounded parsers and reservation helpers. */
-#include "crd.h"
-#include "json_member.h"
+#include "quota/crd.h"
+#include "common/json_member.h"
 
 #include <inttypes.h>
 #include <stdio.h>

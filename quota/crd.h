@@ -16,9 +16,9 @@
 
 #include <json-c/json.h>
 
-#include "gq_error.h"
-#include "quantity.h"
-#include "rfc3339.h" /* the times of reservations */
+#include "common/gq_error.h"
+#include "quota/quantity.h"
+#include "common/rfc3339.h" /* the times of reservations */
 
 #define GQ_API_GROUP "gpuquota.io"
 #define GQ_API_VERSION "gpuquota.io/v1alpha1"

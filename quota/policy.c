@@ -1,6 +1,6 @@
 /* GPULimitRange and quota decisions (see docs/quota-semantics.md). */
-#include "policy.h"
-#include "json_member.h"
+#include "quota/policy.h"
+#include "common/json_member.h"
 
 #include <stdarg.h>
 #include <stdio.h>

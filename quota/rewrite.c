@@ -4,7 +4,7 @@
  * members that differ from what we want are touched, a missing parent is
  * created whole (never `add` under a missing parent), and maps are never
  * replaced wholesale, so user data next to ours survives. */
-#include "rewrite.h"
+#include "quota/rewrite.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jsonutil.h"
-#include "quantity.h"
-#include "json_member.h"
+#include "common/jsonutil.h"
+#include "quota/quantity.h"
+#include "common/json_member.h"
 
 #define MIB ((int64_t)1 << 20)
 #define REQUIRED_TERMS "requiredDuringSchedulingIgnoredDuringExecution"

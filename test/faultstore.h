@@ -6,8 +6,8 @@
 
 #include <stdint.h>
 
-#include "gq_error.h"
-#include "validate.h"
+#include "common/gq_error.h"
+#include "webhook/validate.h"
 
 typedef struct faultstore faultstore;
 

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "audit.h"
+#include "webhook/audit.h"
 
 static char *tmpdir_new(void)
 {

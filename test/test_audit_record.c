@@ -11,9 +11,9 @@
 
 #include <cmocka.h>
 
-#include "audit_record.h"
-#include "auditlog.h"
-#include "jsonutil.h"
+#include "quota/audit_record.h"
+#include "cli/auditlog.h"
+#include "common/jsonutil.h"
 
 static json_object *tree(const char *text)
 {

@@ -9,11 +9,11 @@
 
 #include <cmocka.h>
 
-#include "hash.h"
-#include "json_escape.h"
-#include "json_member.h"
-#include "jsonutil.h"
-#include "rfc3339.h"
+#include "common/hash.h"
+#include "common/json_escape.h"
+#include "common/json_member.h"
+#include "common/jsonutil.h"
+#include "common/rfc3339.h"
 
 static json_object *tree(const char *text)
 {

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kube.h"
+#include "kube/kube.h"
 
 #define KC GQ_TEST_DATA "/kubeconfig/"
 

@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kube.h"
+#include "kube/kube.h"
 #include "standin_proc.h"
 
 #define TLS GQ_TEST_DATA "/tls/"

@@ -15,10 +15,10 @@
 #include <cmocka.h>
 
 #include "admission_testutil.h"
-#include "gq_log.h"
+#include "common/gq_log.h"
 #include "faultstore.h"
-#include "memstore.h"
-#include "validate.h"
+#include "webhook/memstore.h"
+#include "webhook/validate.h"
 
 #define NOW 1800000000
 #define NS_A "team-a"

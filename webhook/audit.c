@@ -1,4 +1,4 @@
-#include "audit.h"
+#include "webhook/audit.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,9 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gq_log.h"
-#include "jsonutil.h"
-#include "json_member.h"
+#include "common/gq_log.h"
+#include "common/jsonutil.h"
+#include "common/json_member.h"
 
 struct wh_audit {
     pthread_mutex_t lock; /* the file: fd, size, rotation, failing */

@@ -15,10 +15,10 @@
 
 #include <json-c/json.h>
 
-#include "audit_record.h"
-#include "config.h"
-#include "gq_error.h"
-#include "review.h"
+#include "quota/audit_record.h"
+#include "quota/config.h"
+#include "common/gq_error.h"
+#include "webhook/review.h"
 
 typedef struct wh_audit wh_audit;
 

@@ -1,4 +1,4 @@
-#include "memstore.h"
+#include "webhook/memstore.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "podcost.h"
-#include "policy.h"
-#include "json_member.h"
+#include "quota/podcost.h"
+#include "quota/policy.h"
+#include "common/json_member.h"
 
 typedef enum mkind { MK_QUOTA = 0, MK_TENANT, MK_LIMITRANGE, MK_NAMESPACE, MK_COUNT_ } mkind;
 

@@ -10,9 +10,9 @@
 
 #include <json-c/json.h>
 
-#include "config.h"
-#include "gq_error.h"
-#include "validate.h"
+#include "quota/config.h"
+#include "common/gq_error.h"
+#include "webhook/validate.h"
 
 typedef struct wh_memstore wh_memstore;
 

@@ -1,4 +1,4 @@
-#include "validate.h"
+#include "webhook/validate.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -8,11 +8,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "gq_log.h"
-#include "hash.h"
-#include "podcost.h"
-#include "policy.h"
-#include "json_member.h"
+#include "common/gq_log.h"
+#include "common/hash.h"
+#include "quota/podcost.h"
+#include "quota/policy.h"
+#include "common/json_member.h"
 
 #define SLOT_BUCKETS 256
 #define BACKOFF_CAP_MS 100

@@ -1,4 +1,3 @@
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,62 +35,28 @@ static void usage(FILE *f)
 
 static int cmd_generate(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"service", required_argument, NULL, 's'},
-        {"namespace", required_argument, NULL, 'n'},
-        {"out", required_argument, NULL, 'o'},
-        {"days", required_argument, NULL, 'd'},
-        {"ca-days", required_argument, NULL, 'c'},
-        {"san", required_argument, NULL, 'a'},
-        {"rotate", no_argument, NULL, 'r'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     certs_options o = {.days = 365, .ca_days = 3650};
     const char *sans[CERTS_MAX_SANS];
+    gq_cli_list san_list = {sans, 0, CERTS_MAX_SANS};
+    long days = o.days, ca_days = o.ca_days;
     gq_err err;
-    long v;
-    int c;
     gq_err_clear(&err);
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 's':
-            o.service = optarg;
-            break;
-        case 'n':
-            o.ns = optarg;
-            break;
-        case 'o':
-            o.out_dir = optarg;
-            break;
-        case 'd':
-        case 'c':
-            if (gq_cli_parse_long(c == 'd' ? "--days" : "--ca-days", optarg, 1, 36500, &v, &err))
-                goto bad;
-            *(c == 'd' ? &o.days : &o.ca_days) = (int)v;
-            break;
-        case 'a':
-            if (o.n_extra_sans >= CERTS_MAX_SANS) {
-                gq_err_set(&err, GQ_EINVAL, "at most %d --san values", CERTS_MAX_SANS);
-                goto bad;
-            }
-            sans[o.n_extra_sans++] = optarg;
-            break;
-        case 'r':
-            o.rotate = true;
-            break;
-        case 'h':
-            usage(stdout);
-            return GQ_EXIT_OK;
-        default:
-            usage(stderr);
-            return GQ_EXIT_USAGE;
-        }
-    }
-    if (optind < argc) {
-        gq_err_set(&err, GQ_EINVAL, "unexpected argument %s", argv[optind]);
-        goto bad;
-    }
+    const gq_cli_opt opts[] = {
+        {.name = "--service", .kind = GQ_OPT_STRING, .dst = &o.service},
+        {.name = "--namespace", .kind = GQ_OPT_STRING, .dst = &o.ns},
+        {.name = "--out", .kind = GQ_OPT_STRING, .dst = &o.out_dir},
+        {.name = "--days", .kind = GQ_OPT_LONG, .dst = &days, .min = 1, .max = 36500},
+        {.name = "--ca-days", .kind = GQ_OPT_LONG, .dst = &ca_days, .min = 1, .max = 36500},
+        {.name = "--san", .kind = GQ_OPT_LIST, .dst = &san_list},
+        {.name = "--rotate", .kind = GQ_OPT_FLAG, .dst = &o.rotate},
+    };
+    int prc = gq_cli_parse_or_exit("certs generate", argc, argv, opts,
+                                   sizeof(opts) / sizeof(opts[0]), NULL, NULL, usage);
+    if (prc >= 0)
+        return prc;
+    o.days = (int)days;
+    o.ca_days = (int)ca_days;
+    o.n_extra_sans = san_list.n;
     if (!o.service || !o.ns || !o.out_dir) {
         gq_err_set(&err, GQ_EINVAL, "--service, --namespace and --out are required");
         goto bad;
@@ -116,39 +81,36 @@ bad:
 
 static int cmd_inspect(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"warn-days", required_argument, NULL, 'w'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     long warn_days = 30;
     gq_err err;
-    int c, rc = GQ_EXIT_OK;
+    int rc = GQ_EXIT_OK;
     gq_err_clear(&err);
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        if (c == 'w') {
-            if (gq_cli_parse_long("--warn-days", optarg, 0, 36500, &warn_days, &err)) {
-                fprintf(stderr, "gpuquota certs inspect: %s\n", err.msg);
-                return GQ_EXIT_USAGE;
-            }
-        } else if (c == 'h') {
-            usage(stdout);
-            return GQ_EXIT_OK;
-        } else {
-            usage(stderr);
-            return GQ_EXIT_USAGE;
-        }
-    }
-    if (optind >= argc) {
-        fprintf(stderr, "gpuquota certs inspect: at least one FILE is required\n");
+    const gq_cli_opt opts[] = {
+        {.name = "--warn-days", .kind = GQ_OPT_LONG, .dst = &warn_days, .min = 0, .max = 36500},
+    };
+    const char **files = calloc((size_t)argc, sizeof(*files));
+    size_t n_files = 0;
+    if (!files) {
+        fprintf(stderr, "gpuquota certs inspect: out of memory\n");
         return GQ_EXIT_USAGE;
     }
+    int prc = gq_cli_parse_or_exit("certs inspect", argc, argv, opts,
+                                   sizeof(opts) / sizeof(opts[0]), files, &n_files, usage);
+    if (prc < 0 && !n_files) {
+        fprintf(stderr, "gpuquota certs inspect: at least one FILE is required\n");
+        prc = GQ_EXIT_USAGE;
+    }
+    if (prc >= 0) {
+        free(files);
+        return prc;
+    }
     time_t now = time(NULL);
-    for (int i = optind; i < argc; i++) {
+    for (size_t i = 0; i < n_files; i++) {
         certs_info *list = NULL;
         size_t n = 0;
-        if (certs_inspect_file(argv[i], &list, &n, &err)) {
+        if (certs_inspect_file(files[i], &list, &n, &err)) {
             fprintf(stderr, "gpuquota certs inspect: %s\n", err.msg);
+            free(files);
             return GQ_EXIT_USAGE;
         }
         for (size_t k = 0; k < n; k++) {
@@ -166,7 +128,7 @@ static int cmd_inspect(int argc, char **argv)
                 status = "EXPIRES SOON";
             if (strcmp(status, "ok"))
                 rc = GQ_EXIT_DENIED;
-            printf("%s", argv[i]);
+            printf("%s", files[i]);
             if (n > 1)
                 printf(" [%zu]", k);
             printf(":\n  subject:    %s\n  issuer:     %s\n  CA:         %s\n"
@@ -177,6 +139,7 @@ static int cmd_inspect(int argc, char **argv)
         }
         free(list);
     }
+    free(files);
     return rc;
 }
 
@@ -257,44 +220,23 @@ out:
 
 static int cmd_inject(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"ca", required_argument, NULL, 'c'},   {"kubeconfig", required_argument, NULL, 'k'},
-        {"name", required_argument, NULL, 'n'}, {"dry-run", no_argument, NULL, 'd'},
-        {"help", no_argument, NULL, 'h'},       {NULL, 0, NULL, 0},
-    };
     const char *ca = NULL, *kubeconfig = NULL, *name = "gpuquota";
     bool dry_run = false;
     char *pem = NULL, *b64 = NULL;
     size_t pem_len = 0, b64_len = 0;
     gq_err err;
-    int c, rc = GQ_EXIT_USAGE;
+    int rc = GQ_EXIT_USAGE;
     gq_err_clear(&err);
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'c':
-            ca = optarg;
-            break;
-        case 'k':
-            kubeconfig = optarg;
-            break;
-        case 'n':
-            name = optarg;
-            break;
-        case 'd':
-            dry_run = true;
-            break;
-        case 'h':
-            usage(stdout);
-            return GQ_EXIT_OK;
-        default:
-            usage(stderr);
-            return GQ_EXIT_USAGE;
-        }
-    }
-    if (optind < argc) {
-        gq_err_set(&err, GQ_EINVAL, "unexpected argument %s", argv[optind]);
-        goto bad;
-    }
+    const gq_cli_opt opts[] = {
+        {.name = "--ca", .kind = GQ_OPT_STRING, .dst = &ca},
+        {.name = "--kubeconfig", .kind = GQ_OPT_STRING, .dst = &kubeconfig},
+        {.name = "--name", .kind = GQ_OPT_STRING, .dst = &name},
+        {.name = "--dry-run", .kind = GQ_OPT_FLAG, .dst = &dry_run},
+    };
+    int prc = gq_cli_parse_or_exit("certs inject", argc, argv, opts, sizeof(opts) / sizeof(opts[0]),
+                                   NULL, NULL, usage);
+    if (prc >= 0)
+        return prc;
     if (!ca) {
         gq_err_set(&err, GQ_EINVAL, "--ca is required");
         goto bad;

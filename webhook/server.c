@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -163,8 +164,9 @@ typedef struct wh_conn {
     bool have_baseline; /* CONN_IDLE: bytes received when first seen idle */
     uint64_t baseline;
     bool dropped;
-    bool corked; /* TCP_CORK set for the reply under way (conn_cork) */
-    int auth;    /* client certificate: 0 not checked yet, 1 accepted, -1 rejected */
+    bool corked;     /* TCP_CORK set for the reply under way (conn_cork) */
+    bool handshaken; /* the client's TLS Finished arrived (handshake_done) */
+    int auth;        /* client certificate: 0 not checked yet, 1 accepted, -1 rejected */
     char auth_error[128];
 } wh_conn;
 
@@ -496,6 +498,40 @@ static wh_conn *conn_of(struct MHD_Connection *conn)
     return ci ? ci->socket_context : NULL;
 }
 
+static bool tcp_bytes_received(int fd, uint64_t *out);
+
+/* GnuTLS calls this after each handshake message; the client's Finished
+ * ends its part of the handshake. From then until the first request's
+ * bytes arrive the connection is idle, as between keep-alive requests: Go
+ * clients such as kube-apiserver keep a connection they dialled and then
+ * did not need in their pool, and closing it at the read deadline fails
+ * the first request later sent on it with EOF, which Go does not retry on
+ * a connection never used. The baseline is the bytes TLS has read so far
+ * (received less still queued): whatever follows the handshake, even in
+ * the same segment, starts the request's clock at the next sweep. */
+static int handshake_done(gnutls_session_t ses, unsigned htype, unsigned when, unsigned incoming,
+                          const gnutls_datum_t *msg)
+{
+    (void)htype;
+    (void)when;
+    (void)msg;
+    wh_conn *c = incoming ? conn_of(gnutls_session_get_ptr(ses)) : NULL;
+    uint64_t bytes;
+    int unread = 0;
+    if (!c)
+        return 0;
+    pthread_mutex_lock(&c->lock);
+    if (!c->handshaken && c->phase == CONN_RECEIVING && tcp_bytes_received(c->fd, &bytes) &&
+        ioctl(c->fd, FIONREAD, &unread) == 0 && unread >= 0 && (uint64_t)unread <= bytes) {
+        c->phase = CONN_IDLE;
+        c->baseline = bytes - (uint64_t)unread;
+        c->have_baseline = true;
+    }
+    c->handshaken = true;
+    pthread_mutex_unlock(&c->lock);
+    return 0;
+}
+
 /* Connection accepted: track it for the read deadline, reference the
  * current credentials and, with client certificates, ask for one. NULL on
  * out-of-memory: a TLS handshake then fails (no certificate to offer), a
@@ -517,6 +553,9 @@ static wh_conn *conn_open(wh_server *srv, struct MHD_Connection *conn)
         c->creds = creds_acquire(srv);
         const union MHD_ConnectionInfo *ti =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+        if (ti)
+            gnutls_handshake_set_hook_function(ti->tls_session, GNUTLS_HANDSHAKE_FINISHED,
+                                               GNUTLS_HOOK_POST, handshake_done);
         if (srv->client_ca_file && ti) {
             gnutls_session_t ses = ti->tls_session;
             /* Ask, never require: kubelet probes and scrapers have no

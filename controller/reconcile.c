@@ -230,6 +230,7 @@ gq_code ctl_reconcile_parsed(const gq_quota *q, json_object *quota, const gq_usa
     json_object *st = r.status = json_object_new_object();
     if (!st || add_owned(st, "hard", gq_amounts_to_json(&q->hard)) ||
         add_owned(st, "used", gq_amounts_to_json(&u.used)) ||
+        (q->n_models && add_owned(st, "usedByModel", gq_usage_by_model_to_json(q, &u))) ||
         (q->kind == GQ_QUOTA_TENANT &&
          add_owned(st, "namespaces", gq_usage_namespaces_to_json(&u))) ||
         (res_arr && add_owned(st, "reservations", json_object_get(res_arr))) ||

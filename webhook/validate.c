@@ -317,6 +317,7 @@ static gq_code batch_round(wh_validator *v, slot *s, pending **batch, size_t n)
 {
     json_object *obj = NULL, *status = NULL, *stored = NULL;
     gq_quota *q = NULL;
+    gq_model_limit *mview = NULL; /* q->models with used = in use (names borrowed) */
     gq_err e;
     gq_code rc;
     bool changed = false, fresh = !s->last || s->last_score < 0;
@@ -363,6 +364,17 @@ static gq_code batch_round(wh_validator *v, slot *s, pending **batch, size_t n)
     gq_amounts in_use;
     if ((rc = gq_quota_in_use(q, now, NULL, &in_use, &e)))
         goto fail_all;
+    /* Per-model usage the same way: status plus live reservations, carried
+     * forward as the batch charges. */
+    if (q->n_models && !(mview = calloc(q->n_models, sizeof(*mview)))) {
+        rc = gq_err_set(&e, GQ_ENOMEM, "out of memory");
+        goto fail_all;
+    }
+    for (size_t i = 0; i < q->n_models; i++) {
+        mview[i] = q->models[i];
+        if ((rc = gq_quota_model_in_use(q, &q->models[i], now, NULL, &mview[i].used, &e)))
+            goto fail_all;
+    }
 
     for (size_t i = 0; i < n; i++) {
         pending *p = batch[i];
@@ -395,6 +407,7 @@ static gq_code batch_round(wh_validator *v, slot *s, pending **batch, size_t n)
         view.used = in_use;
         view.reservations = NULL;
         view.n_reservations = 0;
+        view.models = mview;
         const gq_quota *one = &view;
         size_t idx, n_idx = 0;
         if (!p->rc)
@@ -431,6 +444,13 @@ static gq_code batch_round(wh_validator *v, slot *s, pending **batch, size_t n)
             continue;
         }
         in_use = next;
+        const gq_model_limit *ml = gq_quota_model_limit(&view, p->facts->model);
+        if (ml) {
+            gq_amounts *mu = &mview[ml - mview].used;
+            for (int k = 0; k < GQ_KEY_COUNT; k++)
+                if (__builtin_add_overflow(mu->v[k], p->charge->v[k], &mu->v[k]))
+                    mu->v[k] = INT64_MAX;
+        }
         p->added = added;
         changed = changed || added;
     }
@@ -469,6 +489,7 @@ fail_all:
     fail_open_pendings(batch, n, rc, &e);
     rc = GQ_OK;
 out:
+    free(mview);
     gq_quota_free(q);
     json_object_put(obj);
     return rc;
@@ -808,7 +829,8 @@ static gq_code reservation_rekey(const gq_reservation *r, const char *key, gq_re
     c.key = strdup(key);
     c.namespace_ = strdup(r->namespace_);
     c.pod = strdup(r->pod);
-    if (!c.key || !c.namespace_ || !c.pod) {
+    c.model = r->model ? strdup(r->model) : NULL;
+    if (!c.key || !c.namespace_ || !c.pod || (r->model && !c.model)) {
         gq_reservation_dispose(&c);
         return gq_err_set(err, GQ_ENOMEM, "out of memory");
     }
@@ -1024,6 +1046,7 @@ static gq_code decide_create(wh_validator *v, const wh_review_request *req, deci
         goto out;
     }
     facts.terminal = gq_pod_is_terminal(pod);
+    facts.model = gq_pod_model(&cost);
     if ((rc = quota_view_load(v, ns, &qv, r, &decided)) || decided)
         goto out;
     quota_set qs = qv.qs;
@@ -1045,6 +1068,10 @@ static gq_code decide_create(wh_validator *v, const wh_review_request *req, deci
     if ((rc = gq_reservation_for_pod(pod, ns, req->uid, &r->charge, now_s(v) + v->ttl, &resv, &e)))
         goto out;
     have_resv = true;
+    if (facts.model && !(resv.model = strdup(facts.model))) {
+        rc = GQ_ENOMEM;
+        goto out;
+    }
     if (strcmp(resv.key, req->uid)) {
         /* Keyed by the pod's uid: the request uid is the fallback key for a
          * review whose pod carries another pod's uid. */

@@ -406,14 +406,18 @@ static void mutation_dispose(mutation *m)
     memset(m, 0, sizeof(*m));
 }
 
-/* Run the webhook's decision on req, with the GPULimitRanges of st (the
- * --state objects), and apply its patch to the object, exactly as the API
+/* Run the webhook's decision on req, with the GPULimitRanges and quotas of
+ * st (the --state objects), and apply its patch to the object, exactly as the API
  * server would. */
 static gq_code mutate(const gq_config *cfg, const wh_review_request *req, const wh_store *st,
                       mutation *m, gq_err *err)
 {
     gq_code rc;
-    wh_limit_range_source src = {st->ctx, st->list_limit_ranges};
+    wh_limit_range_source src = {.ctx = st->ctx,
+                                 .list = st->list_limit_ranges,
+                                 .list_quotas = st->list_quotas,
+                                 .list_tenant_quotas = st->list_tenant_quotas,
+                                 .namespace_labels = st->namespace_labels};
     memset(m, 0, sizeof(*m));
     rc = wh_mutate_review_src(cfg, req, &src, &m->resp, &m->info, err);
     if (rc)

@@ -383,6 +383,12 @@ static gq_code resolve_model(const gq_config *cfg, json_object *ann, json_object
     if (rc)
         return rc;
     if (name) {
+        if (strchr(name, ','))
+            return gq_err_set(err, GQ_EINVAL,
+                              "pod annotation " GQ_ANN_GPU_MODEL
+                              " \"%.200s\" lists several models; gpuquota's mutating webhook "
+                              "chooses one when the pod is created",
+                              name);
         *model = gq_config_find_model(cfg, name);
         *pinned = true;
         return *model ? GQ_OK : unknown_model(cfg, name, err);
@@ -404,6 +410,59 @@ static gq_code resolve_model(const gq_config *cfg, json_object *ann, json_object
     }
     *model = gq_config_default_model(cfg);
     *pinned = false;
+    return GQ_OK;
+}
+
+gq_code gq_pod_model_choices(const gq_config *cfg, json_object *pod, const gq_model **out,
+                             size_t *n_out, gq_err *err)
+{
+    json_object *meta = NULL, *ann = NULL;
+    const char *list = NULL;
+    gq_code rc;
+    if ((rc = get_object(pod, "metadata", "metadata", &meta, err)) ||
+        (rc = get_object(meta, "annotations", "metadata.annotations", &ann, err)) ||
+        (rc = get_string(ann, GQ_ANN_GPU_MODEL, "metadata.annotations[\"" GQ_ANN_GPU_MODEL "\"]",
+                         &list, err)))
+        return rc;
+    if (!list || !strchr(list, ',')) {
+        *n_out = 0;
+        return GQ_OK;
+    }
+    const gq_model *got[GQ_MAX_MODEL_CHOICES];
+    size_t n = 0;
+    for (const char *p = list;;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char name[GQ_MODEL_NAME_TEXT_MAX];
+        if (!len || len >= sizeof(name))
+            return gq_err_set(err, GQ_EINVAL,
+                              "pod annotation " GQ_ANN_GPU_MODEL
+                              " \"%.200s\": each item must be a GPU model name of 1 to %zu "
+                              "characters, separated by ',' in order of preference",
+                              list, sizeof(name) - 1);
+        if (n == GQ_MAX_MODEL_CHOICES)
+            return gq_err_set(err, GQ_EINVAL,
+                              "pod annotation " GQ_ANN_GPU_MODEL
+                              " \"%.200s\": at most %d models may be listed",
+                              list, GQ_MAX_MODEL_CHOICES);
+        memcpy(name, p, len);
+        name[len] = '\0';
+        const gq_model *m = gq_config_find_model(cfg, name);
+        if (!m)
+            return unknown_model(cfg, name, err);
+        for (size_t i = 0; i < n; i++)
+            if (got[i] == m)
+                return gq_err_set(err, GQ_EINVAL,
+                                  "pod annotation " GQ_ANN_GPU_MODEL
+                                  " \"%.200s\" names model %s twice",
+                                  list, m->name);
+        got[n++] = m;
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    memcpy(out, got, n * sizeof(*got));
+    *n_out = n;
     return GQ_OK;
 }
 

@@ -140,6 +140,27 @@ gq_code gq_pod_cost_compute_in(const gq_config *cfg, json_object *pod, const gq_
 gq_code gq_pod_cost_compute(const gq_config *cfg, json_object *pod, gq_pod_cost *out,
                             gq_err *err) GQ_WUR;
 
+/* Most models a pod may accept (gq_pod_model_choices). */
+#define GQ_MAX_MODEL_CHOICES 8
+/* Longest item of such a list, with its terminator. */
+#define GQ_MODEL_NAME_TEXT_MAX 128
+/* Pod annotation written by the mutating webhook when it chose among
+ * several models: the list as the pod gave it, in order of preference
+ * (gpuquota.io/gpu-model then holds the model chosen). Never read back. */
+#define GQ_ANN_GPU_MODEL_CHOICES "gpuquota.io/gpu-model-choices"
+
+/* The models a pod accepts, when annotation gpuquota.io/gpu-model lists
+ * several, comma-separated in order of preference ("a100-80gb,h100-80gb"):
+ * out[0..*n_out) (capacity GQ_MAX_MODEL_CHOICES) are catalog models,
+ * borrowed from cfg. *n_out is 0 when the annotation is absent or names one
+ * model (gq_pod_cost_compute reads that one). Each item is what the single
+ * form accepts (catalog name or GFD product). GQ_ENOTFOUND for an unknown
+ * model; GQ_EINVAL for an empty or overlong item, a model named twice or
+ * more than GQ_MAX_MODEL_CHOICES items. gq_pod_cost_compute refuses a list:
+ * the mutating webhook replaces it with the model it chooses. */
+gq_code gq_pod_model_choices(const gq_config *cfg, json_object *pod, const gq_model **out,
+                             size_t *n_out, gq_err *err) GQ_WUR;
+
 /* Longest label or annotation key: a DNS-subdomain prefix, '/', a name. */
 #define GQ_META_KEY_MAX (253 + 1 + 63)
 

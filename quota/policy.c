@@ -243,8 +243,9 @@ static gq_code add_checked(int64_t *acc, int64_t v, const char *what, gq_qkey k,
     return GQ_OK;
 }
 
-/* base plus q's reservations live at now, but skip_key's; only those
- * recorded for model when model is set. */
+/* base plus q's reservations live at now, but skip_key's; when model is
+ * set, only those recorded for model and those of unpinned pods (charged
+ * against every model). */
 static gq_code in_use(const gq_quota *q, const gq_amounts *base, const char *model, int64_t now,
                       const char *skip_key, gq_amounts *out, gq_err *err)
 {
@@ -259,7 +260,7 @@ static gq_code in_use(const gq_quota *q, const gq_amounts *base, const char *mod
     for (size_t i = 0; i < q->n_reservations; i++) {
         const gq_reservation *r = &q->reservations[i];
         if (r->expires <= now || (skip_key && strcmp(r->key, skip_key) == 0) ||
-            (model && (!r->model || strcmp(r->model, model))))
+            (model && r->model && strcmp(r->model, model)))
             continue;
         for (int k = 0; k < GQ_KEY_COUNT; k++) {
             if (!r->amounts.set[k])
@@ -358,26 +359,18 @@ static gq_code check_one(const gq_quota *q, const gq_pod_facts *pod, const gq_am
         return rc;
     if (!q->n_models)
         return GQ_OK;
-    if (!pod->model) {
-        /* Unpinned, the pod could run on any model, so no model's limit
-         * would hold. The mutating webhook pins such pods where it can. */
-        char msg[GQ_ERR_MSG_MAX];
-        msgbuf b = {msg, sizeof(msg), 0};
-        msg[0] = '\0';
-        mb_add(&b, "%squota %s limits GPU models (", q->kind == GQ_QUOTA_TENANT ? "tenant " : "",
-               q->name);
-        for (size_t i = 0; i < q->n_models; i++)
-            mb_add(&b, "%s%s", i ? ", " : "", q->models[i].name);
-        mb_add(&b, "), so a GPU pod must be pinned to a model: set pod annotation %s",
-               GQ_ANN_GPU_MODEL);
-        return gq_err_set(err, GQ_EDENIED, "%s", msg);
+    /* A pinned pod: its model's limits, if the quota lists it. An unpinned
+     * pod could land on any model, so it is charged against every model's
+     * limits: no model's budget can be taken by not naming it. */
+    for (size_t i = 0; i < q->n_models; i++) {
+        const gq_model_limit *m = &q->models[i];
+        if (pod->model && strcmp(pod->model, m->name))
+            continue;
+        if ((rc = gq_quota_model_in_use(q, m, now, skip_key, &used, err)) ||
+            (rc = check_limits(q, m->name, &m->hard, &used, charge, limits_charge, err)))
+            return rc;
     }
-    const gq_model_limit *m = gq_quota_model_limit(q, pod->model);
-    if (!m)
-        return GQ_OK; /* a model the quota does not list: spec.hard alone */
-    if ((rc = gq_quota_model_in_use(q, m, now, skip_key, &used, err)))
-        return rc;
-    return check_limits(q, m->name, &m->hard, &used, charge, limits_charge, err);
+    return GQ_OK;
 }
 
 gq_code gq_quota_evaluate(const gq_quota *const *quotas, size_t n, const gq_pod_facts *pod,
@@ -529,9 +522,13 @@ gq_code gq_quota_recount(const gq_quota *q, const gq_usage_pod *pods, size_t n, 
         rc = accumulate(&u.used, q, &p->charge, err);
         if (rc)
             goto out;
-        const gq_model_limit *ml = gq_quota_model_limit(q, p->facts.model);
-        if (ml && (rc = accumulate(&u.by_model[ml - q->models], q, &p->charge, err)))
-            goto out;
+        for (size_t j = 0; j < q->n_models; j++) {
+            /* Unpinned pods count against every model (gq_quota_evaluate). */
+            if (p->facts.model && strcmp(p->facts.model, q->models[j].name))
+                continue;
+            if ((rc = accumulate(&u.by_model[j], q, &p->charge, err)))
+                goto out;
+        }
         m[nm++] = p;
     }
     if (q->kind == GQ_QUOTA_TENANT && nm) {

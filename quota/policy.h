@@ -21,7 +21,7 @@ typedef struct gq_pod_facts {
     bool terminating;           /* spec.activeDeadlineSeconds >= 0 */
     bool terminal;              /* status.phase Succeeded/Failed: charges nothing */
     const char *model;          /* catalog name of the model the pod is pinned to (gq_pod_model);
-                                   NULL = none: such a pod is refused by a quota with spec.models */
+                                   NULL = none: charged against every model a quota limits */
 } gq_pod_facts;
 
 /* The catalog name the pod is pinned to, for gq_pod_facts.model: cost's
@@ -81,7 +81,8 @@ gq_code gq_quota_in_use(const gq_quota *q, int64_t now, const char *skip_key, gq
                         gq_err *err) GQ_WUR;
 
 /* status.usedByModel.<m->name> of q plus its live reservations for that
- * model (skip_key as gq_quota_in_use). All keys of *out are set. */
+ * model or for no model (skip_key as gq_quota_in_use). All keys of *out
+ * are set. */
 gq_code gq_quota_model_in_use(const gq_quota *q, const gq_model_limit *m, int64_t now,
                               const char *skip_key, gq_amounts *out, gq_err *err) GQ_WUR;
 
@@ -90,7 +91,8 @@ gq_code gq_quota_model_in_use(const gq_quota *q, const gq_model_limit *m, int64_
  * spec.hard that the pod charges (> 0): in_use + charge <= hard; and when
  * the quota has spec.models: a pod pinned to a model it lists (pod->model)
  * fits that model's limits as well ("requested: h100-80gb/gpu-memory=40Gi"),
- * and a pod pinned to no model is denied (it could land on any model).
+ * and a pod pinned to no model fits every listed model's limits (it could
+ * land on any of them; it is counted against each).
  * Quotas are checked GPUQuota first, then GPUTenantQuota, each in name order;
  * the first one exceeded denies with
  *   "exceeded quota: NAME, requested: K=V,..., used: K=V,..., limited: K=V,..."

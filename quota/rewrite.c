@@ -478,6 +478,11 @@ static gq_code rewrite_ctr(rw *x, const gq_ctr_cost *c, json_object *original)
 
 /* ---- model pin ------------------------------------------------------------ */
 
+static const gq_model *chosen_of(const rw *x)
+{
+    return x->opts ? x->opts->chosen : NULL;
+}
+
 /* {"key":"nvidia.com/gpu.product","operator":"In","values":[products]} */
 static json_object *pin_expression(const gq_model *m)
 {
@@ -521,7 +526,7 @@ static gq_code pin_model(rw *x)
 {
     const gq_model *m = x->cost->model;
     json_object *ann = member(x->meta, "annotations");
-    if (!member_string(ann, GQ_ANN_GPU_MODEL) || !m || m->n_products == 0)
+    if ((!member_string(ann, GQ_ANN_GPU_MODEL) && !chosen_of(x)) || !m || m->n_products == 0)
         return GQ_OK;
     gq_jptr p;
     gq_jptr_init(&p);
@@ -657,6 +662,10 @@ static gq_code record(rw *x, json_object *originals, json_object *requests)
     if (!keep && put_string(ann, GQ_ANN_ORIGINAL, gq_json_compact(originals)))
         goto oom;
     if (put_string(ann, GQ_ANN_CHARGED, x->res->charged))
+        goto oom;
+    if (chosen_of(x) &&
+        (put_string(ann, GQ_ANN_GPU_MODEL, chosen_of(x)->name) ||
+         put_string(ann, GQ_ANN_GPU_MODEL_CHOICES, x->opts->choices ? x->opts->choices : "")))
         goto oom;
     if (!json_object_is_type(x->meta, json_type_object)) {
         /* No metadata at all: create it with both maps in one operation. */

@@ -1933,6 +1933,13 @@ static void test_evaluate_models(void **state)
     assert_int_equal(used.v[GQ_KEY_GPU_MEMORY], 24 * GI);
     assert_int_equal(gq_quota_model_in_use(q, &q->models[0], NOW, "r1", &used, &err), GQ_OK);
     assert_int_equal(used.v[GQ_KEY_GPU_MEMORY], 8 * GI);
+    gq_quota *u = Q(MGQ("u", "'models':{'h100-80gb':{'gpus':1},'a10-24gb':{'gpus':1}}",
+                        "'reservations':[" RESV("r1", "3Gi", "", LATER) "]"));
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(gq_quota_model_in_use(u, &u->models[i], NOW, NULL, &used, &err), GQ_OK);
+        assert_int_equal(used.v[GQ_KEY_GPU_MEMORY], 3 * GI); /* unpinned: every model */
+    }
+    gq_quota_free(u);
 
     /* Up to the limit (equality allowed), then denied naming the model. */
     assert_int_equal(eval_model(q, "h100-80gb", 16, &n, &err), GQ_OK);
@@ -1949,10 +1956,12 @@ static void test_evaluate_models(void **state)
     /* The general limit is checked first. */
     assert_int_equal(eval_model(q, "h100-80gb", 61, &n, &err), GQ_EDENIED);
     assert_non_null(strstr(err.msg, "requested: gpu-memory=61Gi"));
-    /* Unpinned: refused, it could land on an h100. */
-    assert_int_equal(eval_model(q, NULL, 1, &n, &err), GQ_EDENIED);
-    assert_string_equal(err.msg, "quota team-a limits GPU models (h100-80gb), so a GPU pod must be "
-                                 "pinned to a model: set pod annotation gpuquota.io/gpu-model");
+    /* Unpinned: it could land on an h100, so the h100 limit holds for it. */
+    assert_int_equal(eval_model(q, NULL, 16, &n, &err), GQ_OK);
+    assert_int_equal(eval_model(q, NULL, 17, &n, &err), GQ_EDENIED);
+    assert_string_equal(err.msg, "exceeded quota: team-a, requested: h100-80gb/gpu-memory=17Gi, "
+                                 "used: h100-80gb/gpu-memory=24Gi, limited: "
+                                 "h100-80gb/gpu-memory=40Gi");
     /* A CPU-only pod is never touched. */
     gq_pod_facts f = {.namespace_ = "a"};
     gq_amounts zero = charge_gi(0);
@@ -2027,15 +2036,16 @@ static void test_recount_by_model(void **state)
     assert_int_equal(gq_quota_recount(q, pods, 4, &u, &err), GQ_OK);
     assert_int_equal(u.used.v[GQ_KEY_GPU_MEMORY], (10 + 11 + 13) * GI);
     assert_int_equal(u.n_by_model, 2);
-    /* models[0] is a100-80gb (sorted): only gpu-pods is limited, only it is set. */
+    /* models[0] is a100-80gb (sorted): only gpu-pods is limited, only it is
+     * set. The unpinned pod (13Gi) counts against both models. */
     assert_true(u.by_model[0].set[GQ_KEY_GPU_PODS]);
     assert_false(u.by_model[0].set[GQ_KEY_GPU_MEMORY]);
-    assert_int_equal(u.by_model[0].v[GQ_KEY_GPU_PODS], 1);
-    assert_int_equal(u.by_model[1].v[GQ_KEY_GPU_MEMORY], 10 * GI);
+    assert_int_equal(u.by_model[0].v[GQ_KEY_GPU_PODS], 2);
+    assert_int_equal(u.by_model[1].v[GQ_KEY_GPU_MEMORY], 23 * GI);
     json_object *o = gq_usage_by_model_to_json(q, &u);
     assert_string_equal(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN),
-                        "{\"a100-80gb\":{\"gpu-pods\":\"1\"},"
-                        "\"h100-80gb\":{\"gpu-memory\":\"10Gi\"}}");
+                        "{\"a100-80gb\":{\"gpu-pods\":\"2\"},"
+                        "\"h100-80gb\":{\"gpu-memory\":\"23Gi\"}}");
     json_object_put(o);
     gq_usage_dispose(&u);
     gq_quota_free(q);

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "gq_log.h"
+#include "mutation.h"
 #include "podcost.h"
 #include "policy.h"
 
@@ -444,9 +445,11 @@ static gq_code batch_round(wh_validator *v, slot *s, pending **batch, size_t n)
             continue;
         }
         in_use = next;
-        const gq_model_limit *ml = gq_quota_model_limit(&view, p->facts->model);
-        if (ml) {
-            gq_amounts *mu = &mview[ml - mview].used;
+        for (size_t j = 0; j < q->n_models; j++) {
+            /* An unpinned pod counts against every model (gq_quota_evaluate). */
+            if (p->facts->model && strcmp(p->facts->model, mview[j].name))
+                continue;
+            gq_amounts *mu = &mview[j].used;
             for (int k = 0; k < GQ_KEY_COUNT; k++)
                 if (__builtin_add_overflow(mu->v[k], p->charge->v[k], &mu->v[k]))
                     mu->v[k] = INT64_MAX;
@@ -627,9 +630,7 @@ typedef struct quota_set {
 
 static void quota_set_dispose(quota_set *s)
 {
-    for (size_t i = 0; i < s->n; i++)
-        gq_quota_free(s->q[i]);
-    free(s->q);
+    wh_quotas_free(s->q, s->n);
     s->q = NULL;
     s->n = 0;
 }
@@ -638,27 +639,7 @@ static void quota_set_dispose(quota_set *s)
  * malformed object fails the admission (fail closed): it names the object. */
 static gq_code quota_set_add(quota_set *s, json_object *arr, gq_err *err)
 {
-    size_t n = json_object_array_length(arr);
-    if (!n)
-        return GQ_OK;
-    gq_quota **grown = realloc(s->q, (s->n + n) * sizeof(*grown));
-    if (!grown)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
-    s->q = grown;
-    for (size_t i = 0; i < n; i++) {
-        json_object *o = json_object_array_get_idx(arr, i);
-        gq_code rc = gq_quota_parse(o, &s->q[s->n], err);
-        if (rc) {
-            json_object *meta = NULL;
-            json_object_object_get_ex(o, "metadata", &meta);
-            const char *name = str_member(meta, "name");
-            gq_err_prefix(err, "%s %s", str_member(o, "kind") ? str_member(o, "kind") : "quota",
-                          name ? name : "(unnamed)");
-            return rc;
-        }
-        s->n++;
-    }
-    return GQ_OK;
+    return wh_quotas_append(&s->q, &s->n, arr, err);
 }
 
 /* Append {"kind","namespace","name"} of q to the audit record's quotas. An

@@ -426,7 +426,8 @@ int gq_cmd_webhook(int argc, char **argv)
                                      .list = vc.store.list_limit_ranges,
                                      .list_quotas = vc.store.list_quotas,
                                      .list_tenant_quotas = vc.store.list_tenant_quotas,
-                                     .namespace_labels = vc.store.namespace_labels};
+                                     .namespace_labels = vc.store.namespace_labels,
+                                     .get_quota = vc.store.get_quota};
     if (mutate_setup(&mutate_ctx, cfg, lr, audit, metrics, srv, &err))
         goto fail;
 

@@ -246,12 +246,15 @@ static gq_code with_model(json_object *pod, const char *name, json_object **out,
     return GQ_OK;
 }
 
-/* The quotas that may govern a pod of ns, from src (none without it). */
+/* The quotas that may govern a pod of ns, from src (none without it): those
+ * covering ns, each read afresh when src can (caches keep no status). */
 static gq_code quotas_load(const wh_limit_range_source *src, const char *ns, gq_quota ***q,
                            size_t *n, json_object **ns_labels, gq_err *err)
 {
     gq_code rc = GQ_OK;
     json_object *qa = NULL, *ta = NULL;
+    gq_quota **cached = NULL;
+    size_t n_cached = 0;
     if (!src || !src->list_quotas || !src->list_tenant_quotas || !src->namespace_labels)
         return GQ_OK;
     if ((rc = src->namespace_labels(src->ctx, ns, ns_labels, err)) ||
@@ -260,9 +263,44 @@ static gq_code quotas_load(const wh_limit_range_source *src, const char *ns, gq_
         gq_err_prefix(err, "cannot read the quotas of %s", ns);
         goto out;
     }
-    if ((rc = wh_quotas_append(q, n, qa, err)) || (rc = wh_quotas_append(q, n, ta, err)))
+    if ((rc = wh_quotas_append(&cached, &n_cached, qa, err)) ||
+        (rc = wh_quotas_append(&cached, &n_cached, ta, err)))
         goto out;
+    for (size_t i = 0; i < n_cached; i++) {
+        gq_quota *c = cached[i];
+        json_object *fresh = NULL, *one = NULL;
+        if (!gq_quota_covers_namespace(c, ns, *ns_labels))
+            continue;
+        if (!src->get_quota) {
+            /* No fresh reads: the cached object. */
+            gq_quota **grown = realloc(*q, (*n + 1) * sizeof(*grown));
+            if (!grown) {
+                rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+                goto out;
+            }
+            *q = grown;
+            grown[(*n)++] = c;
+            cached[i] = NULL;
+            continue;
+        }
+        rc = src->get_quota(src->ctx, c->kind, c->namespace_, c->name, &fresh, err);
+        if (rc == GQ_ENOTFOUND) { /* deleted since listed: governs nothing */
+            rc = GQ_OK;
+            continue;
+        }
+        if (!rc && (!(one = json_object_new_array()) || json_object_array_add(one, fresh)))
+            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        else if (!rc)
+            fresh = NULL; /* one holds it */
+        if (!rc)
+            rc = wh_quotas_append(q, n, one, err);
+        json_object_put(one);
+        json_object_put(fresh);
+        if (rc)
+            goto out;
+    }
 out:
+    wh_quotas_free(cached, n_cached);
     json_object_put(qa);
     json_object_put(ta);
     return rc;

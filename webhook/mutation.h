@@ -66,6 +66,10 @@ typedef struct wh_limit_range_source {
     gq_code (*list_quotas)(void *ctx, const char *ns, json_object **out, gq_err *err);
     gq_code (*list_tenant_quotas)(void *ctx, json_object **out, gq_err *err);
     gq_code (*namespace_labels)(void *ctx, const char *ns, json_object **out, gq_err *err);
+    /* Optional: a fresh read of one quota (wh_store's get_quota). Caches may
+     * hold specs only; with it, the choice is made on current usage. */
+    gq_code (*get_quota)(void *ctx, gq_quota_kind kind, const char *ns, const char *name,
+                         json_object **out, gq_err *err);
 } wh_limit_range_source;
 
 /* Append the quotas of arr (a JSON array of GPUQuota or GPUTenantQuota

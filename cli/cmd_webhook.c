@@ -427,7 +427,8 @@ int gq_cmd_webhook(int argc, char **argv)
                                      .list_quotas = vc.store.list_quotas,
                                      .list_tenant_quotas = vc.store.list_tenant_quotas,
                                      .namespace_labels = vc.store.namespace_labels,
-                                     .get_quota = vc.store.get_quota};
+                                     .get_quota = vc.store.get_quota,
+                                     .get_claim_template = vc.store.get_claim_template};
     if (mutate_setup(&mutate_ctx, cfg, lr, audit, metrics, srv, &err))
         goto fail;
 

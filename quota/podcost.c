@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "jsonutil.h"
 #include "quantity.h"
 
 #define MIB ((int64_t)1 << 20)
@@ -1128,6 +1129,9 @@ gq_code gq_pod_cost_compute(const gq_config *cfg, json_object *pod, gq_pod_cost 
     return gq_pod_cost_compute_in(cfg, pod, NULL, out, err);
 }
 
+static gq_code claims_cost(const gq_config *cfg, json_object *spec, json_object *ann,
+                           json_object *pod, gq_pod_cost *r, gq_err *err);
+
 gq_code gq_pod_cost_compute_in(const gq_config *cfg, json_object *pod, const gq_cost_scope *scope,
                                gq_pod_cost *out, gq_err *err)
 {
@@ -1227,6 +1231,8 @@ gq_code gq_pod_cost_compute_in(const gq_config *cfg, json_object *pod, const gq_
             goto out;
         }
     }
+    if ((rc = claims_cost(cfg, spec, managed ? ann : NULL, pod, &r, err)))
+        goto out;
 out:
     if (rc) {
         /* the contract: an error leaves *out empty, never half-filled */
@@ -1236,6 +1242,94 @@ out:
     }
     gq_pod_cost_dispose(out);
     *out = r;
+    return GQ_OK;
+}
+
+/* One entry of GQ_ANN_CLAIMS; false when it is not what gpuquota writes. */
+static bool claim_record(const gq_config *cfg, json_object *rec, int64_t *gpus, int64_t *mem,
+                         const gq_model **model)
+{
+    json_object *g = NULL, *m = NULL, *mo = NULL;
+    gq_quantity q;
+    gq_err e;
+    if (!json_object_is_type(rec, json_type_object) ||
+        !json_object_object_get_ex(rec, "gpus", &g) || !json_object_is_type(g, json_type_int) ||
+        json_object_get_int64(g) < 0 || !json_object_object_get_ex(rec, "memory", &m) ||
+        !json_object_is_type(m, json_type_string) ||
+        gq_quantity_parse(json_object_get_string(m), (size_t)json_object_get_string_len(m), &q,
+                          &e) ||
+        gq_quantity_is_negative(&q) || gq_quantity_to_int64_ceil(&q, mem))
+        return false;
+    *gpus = json_object_get_int64(g);
+    *model = NULL;
+    if (json_object_object_get_ex(rec, "model", &mo)) {
+        if (!json_object_is_type(mo, json_type_string) ||
+            !(*model = gq_config_find_model(cfg, json_object_get_string(mo))))
+            return false;
+    }
+    return true;
+}
+
+/* Add the GPU devices of the pod's DRA claims, from the record gpuquota
+ * wrote (ann is NULL unless gpuquota manages the pod). An entry without a
+ * record leaves its devices unknown: claims_unpriced. */
+static gq_code claims_cost(const gq_config *cfg, json_object *spec, json_object *ann,
+                           json_object *pod, gq_pod_cost *r, gq_err *err)
+{
+    json_object *claims = NULL, *recs = NULL;
+    const char *text = NULL;
+    gq_code rc = get_array(spec, "resourceClaims", "spec.resourceClaims", &claims, err);
+    if (rc || !claims || !json_object_array_length(claims))
+        return rc;
+    size_t n = json_object_array_length(claims);
+    if (ann && !gq_pod_user_set(pod, false, GQ_ANN_CLAIMS) &&
+        (rc = get_string(ann, GQ_ANN_CLAIMS, "metadata.annotations[\"" GQ_ANN_CLAIMS "\"]", &text,
+                         err)))
+        return rc;
+    gq_err e;
+    if (!text || n > GQ_POD_MAX_CLAIMS || gq_json_parse(text, strlen(text), 4, &recs, &e) ||
+        !json_object_is_type(recs, json_type_object)) {
+        r->claims_unpriced = true;
+        json_object_put(recs);
+        return GQ_OK;
+    }
+    int64_t gpus = 0, mem = 0;
+    const gq_model *model = NULL;
+    bool first = true, same = true;
+    for (size_t i = 0; i < n; i++) {
+        json_object *c = json_object_array_get_idx(claims, i), *nm = NULL, *rec = NULL;
+        int64_t g, m;
+        const gq_model *mo;
+        if (!json_object_object_get_ex(c, "name", &nm) ||
+            !json_object_is_type(nm, json_type_string) ||
+            !json_object_object_get_ex(recs, json_object_get_string(nm), &rec) ||
+            !claim_record(cfg, rec, &g, &m, &mo)) {
+            r->claims_unpriced = true;
+            continue;
+        }
+        if (add_i64(gpus, g, &gpus) || add_i64(mem, m, &mem)) {
+            json_object_put(recs);
+            return gq_err_set(err, GQ_ERANGE, "GPU devices of the pod's claims overflow");
+        }
+        if (g) {
+            same = same && (first || mo == model);
+            model = mo;
+            first = false;
+        }
+    }
+    json_object_put(recs);
+    if (!gpus)
+        return GQ_OK;
+    if (add_i64(r->gpus, gpus, &r->gpus) || add_i64(r->gpu_memory, mem, &r->gpu_memory))
+        return gq_err_set(err, GQ_ERANGE, "GPU memory of the pod overflows");
+    r->claim_gpus = gpus;
+    r->claim_memory = mem;
+    r->gpu_pods = 1;
+    /* Devices a selector or the class pins to one model pin the pod. */
+    if (same && model && !r->model_pinned) {
+        r->model = model;
+        r->model_pinned = true;
+    }
     return GQ_OK;
 }
 

@@ -41,6 +41,14 @@
  * for backends whose resources do not carry the memory (timeslicing), and
  * only when gpuquota wrote it (gq_pod_managed, gq_pod_user_set). */
 #define GQ_ANN_REQUESTS "gpuquota.io/gpu-requests"
+/* Pod annotation written by the mutating webhook for a pod with DRA claims:
+ * the GPU devices of each spec.resourceClaims entry, by entry name,
+ * {"gpu":{"gpus":2,"memory":"160Gi","model":"a100-80gb"}} ("model" when
+ * known). Read back only when gpuquota wrote it (gq_pod_managed and not
+ * gq_pod_user_set), like GQ_ANN_REQUESTS. */
+#define GQ_ANN_CLAIMS "gpuquota.io/gpu-claims"
+/* Most spec.resourceClaims entries gpuquota prices. */
+#define GQ_POD_MAX_CLAIMS 32
 /* KAI scheduler style pod annotations (fraction of one GPU; MiB). */
 #define GQ_ANN_KAI_FRACTION "gpu-fraction"
 #define GQ_ANN_KAI_MEMORY "gpu-memory"
@@ -108,6 +116,11 @@ typedef struct gq_pod_cost {
                               models can change the charge */
     gq_ctr_cost *ctrs;     /* GPU-using containers only, in spec order (init first) */
     size_t n_ctrs;
+    /* DRA: GPU devices of the pod's claims, as gpuquota recorded them
+     * (GQ_ANN_CLAIMS) and included in gpus and gpu_memory above. */
+    int64_t claim_gpus, claim_memory;
+    bool claims_unpriced; /* an entry of spec.resourceClaims has no record gpuquota
+                             wrote: its devices are unknown */
 } gq_pod_cost;
 
 void gq_pod_cost_init(gq_pod_cost *c);

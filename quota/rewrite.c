@@ -754,7 +754,7 @@ gq_code gq_rewrite_pod(const gq_config *cfg, json_object *pod, const gq_pod_cost
         .res = res,
         .err = err,
     };
-    if (cost->gpu_pods == 0 || cost->n_ctrs == 0)
+    if (cost->gpu_pods == 0 || (cost->n_ctrs == 0 && !(opts && opts->claims)))
         goto done;
     originals = json_object_new_object();
     requests = json_object_new_object();

@@ -38,6 +38,10 @@ typedef struct gq_rewrite_opts {
      * pod's own pin, if any. */
     const gq_model *chosen;
     const char *choices;
+    /* The GQ_ANN_CLAIMS record of the pod's DRA claims (the cost includes
+     * them): written with label gpuquota.io/managed, also for a pod whose
+     * containers ask for no GPU. NULL: none. */
+    const char *claims;
 } gq_rewrite_opts;
 
 /* The result. Caller-owned: gq_rewrite_init before, gq_rewrite_dispose after. */

@@ -376,6 +376,7 @@ void wh_memstore_store(wh_memstore *m, wh_store *out)
     out->namespace_labels = ms_namespace_labels;
     out->get_quota = ms_get_quota;
     out->update_status = ms_update_status;
+    out->get_claim_template = NULL; /* state files carry no DRA objects */
 }
 
 /* ---- state files ---------------------------------------------------------- */

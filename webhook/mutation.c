@@ -5,6 +5,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "dra.h"
+#include "jsonutil.h"
 #include "podcost.h"
 #include "policy.h"
 #include "rewrite.h"
@@ -379,6 +381,109 @@ out:
     return rc;
 }
 
+/* The GPU devices of the pod's DRA claims that come from
+ * ResourceClaimTemplates (each pod gets a claim of its own), read afresh
+ * from src: *out is the GQ_ANN_CLAIMS record (NULL when nothing was priced),
+ * and a claim that cannot be priced gets a warning in r and no record, so
+ * /validate refuses the pod where a quota governs. A ResourceClaim named
+ * directly may be shared by several pods and is never recorded here. Errors
+ * of the source other than not-found are returned in err. */
+static gq_code price_claims(const gq_config *cfg, const wh_review_request *req,
+                            const wh_limit_range_source *src, wh_review_response *r,
+                            json_object **out, gq_err *err)
+{
+    json_object *spec = NULL, *claims = NULL, *rec = NULL;
+    gq_code rc = GQ_OK;
+    *out = NULL;
+    if (!src || !src->get_claim_template ||
+        !json_object_object_get_ex(req->object, "spec", &spec) ||
+        !json_object_object_get_ex(spec, "resourceClaims", &claims) ||
+        !json_object_is_type(claims, json_type_array))
+        return GQ_OK;
+    size_t n = json_object_array_length(claims);
+    if (!n || n > GQ_POD_MAX_CLAIMS)
+        return GQ_OK;
+    for (size_t i = 0; i < n; i++) {
+        json_object *c = json_object_array_get_idx(claims, i), *tpl = NULL, *tspec = NULL;
+        const char *name = str_member(c, "name"),
+                   *tname = str_member(c, "resourceClaimTemplateName");
+        if (!name || !tname)
+            continue;
+        rc = src->get_claim_template(src->ctx, req->namespace, tname, &tpl, err);
+        if (rc == GQ_ENOTFOUND) {
+            rc = GQ_OK;
+            continue; /* unpriced; the claim cannot be made either */
+        }
+        if (rc)
+            break;
+        char what[320];
+        gq_claim_cost cc;
+        gq_err e;
+        gq_err_clear(&e);
+        snprintf(what, sizeof(what), "ResourceClaimTemplate \"%.253s\"", tname);
+        json_object_object_get_ex(tpl, "spec", &tspec);
+        json_object_object_get_ex(tspec, "spec", &tspec);
+        rc = gq_claim_spec_cost(cfg, tspec, what, &cc, &e);
+        json_object_put(tpl);
+        if (rc == GQ_ENOMEM)
+            break;
+        if (rc) {
+            rc = wh_review_response_add_warning(r, e.msg);
+            if (rc)
+                break;
+            continue;
+        }
+        char mem[GQ_QUANTITY_STR_MAX];
+        gq_format_bytes(cc.gpu_memory, mem);
+        json_object *one = json_object_new_object();
+        if (!rec)
+            rec = json_object_new_object();
+        if (!one || !rec || json_object_object_add(one, "gpus", json_object_new_int64(cc.gpus)) ||
+            json_object_object_add(one, "memory", json_object_new_string(mem)) ||
+            (cc.model &&
+             json_object_object_add(one, "model", json_object_new_string(cc.model->name))) ||
+            json_object_object_add(rec, name, one)) {
+            json_object_put(one);
+            rc = GQ_ENOMEM;
+            break;
+        }
+    }
+    if (rc == GQ_ENOMEM)
+        gq_err_set(err, rc, "out of memory");
+    if (rc) {
+        json_object_put(rec);
+        return rc;
+    }
+    *out = rec;
+    return GQ_OK;
+}
+
+/* A deep copy of pod carrying what the rewrite will write for its claims:
+ * annotation GQ_ANN_CLAIMS = text and label gpuquota.io/managed, so the pod
+ * is priced as /validate and the controller will price the rewritten one. */
+static gq_code with_claims(json_object *pod, const char *text, json_object **out, gq_err *err)
+{
+    json_object *c = NULL, *meta, *map;
+    if (json_object_deep_copy(pod, &c, NULL) || !json_object_object_get_ex(c, "metadata", &meta))
+        goto oom;
+    static const char *const maps[] = {"annotations", "labels"};
+    for (int i = 0; i < 2; i++) {
+        if (!json_object_object_get_ex(meta, maps[i], &map) ||
+            !json_object_is_type(map, json_type_object)) {
+            if (!(map = json_object_new_object()) || json_object_object_add(meta, maps[i], map))
+                goto oom;
+        }
+        json_object *v = json_object_new_string(i ? "true" : text);
+        if (!v || json_object_object_add(map, i ? GQ_LABEL_MANAGED : GQ_ANN_CLAIMS, v))
+            goto oom;
+    }
+    *out = c;
+    return GQ_OK;
+oom:
+    json_object_put(c);
+    return gq_err_set(err, GQ_ENOMEM, "out of memory");
+}
+
 static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_input *in,
                       wh_review_response *resp, wh_mutate_info *info, gq_err *err);
 
@@ -411,7 +516,9 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
     wh_mutate_info got;
     const gq_model *choices[GQ_MAX_MODEL_CHOICES], *chosen = NULL;
     size_t n_choices = 0;
-    json_object *pinned = NULL; /* the pod with the chosen model (owned) */
+    json_object *pinned = NULL;                  /* the pod with the chosen model (owned) */
+    json_object *claims = NULL, *claimed = NULL; /* GQ_ANN_CLAIMS record; the pod with it */
+    char *claims_text = NULL;
     wh_mutate_info_init(&got);
     priced_init(&p);
     gq_rewrite_init(&rw);
@@ -445,6 +552,19 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
         }
         priced_pod = pinned;
     }
+    if ((rc = price_claims(cfg, req, in->src, &r, &claims, err))) {
+        wh_review_response_dispose(&r);
+        goto out;
+    }
+    if (claims) {
+        if (!(claims_text = strdup(gq_json_compact(claims))) ||
+            (rc = with_claims(priced_pod, claims_text, &claimed, err))) {
+            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            wh_review_response_dispose(&r);
+            goto out;
+        }
+        priced_pod = claimed;
+    }
     if ((rc = gq_pod_cost_compute(cfg, priced_pod, &p.cost0, &why)))
         goto deny;
     if (!p.cost0.gpu_pods)
@@ -466,7 +586,8 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
     gq_rewrite_opts opts = {.defaults = p.defs,
                             .n_defaults = p.n_defs,
                             .chosen = chosen,
-                            .choices = chosen ? str_member(ann, GQ_ANN_GPU_MODEL) : NULL};
+                            .choices = chosen ? str_member(ann, GQ_ANN_GPU_MODEL) : NULL,
+                            .claims = claims_text};
     const gq_pod_cost *use = priced_use(&p);
     if ((rc = gq_rewrite_pod(cfg, pod, use, &opts, &rw, &why)))
         goto deny;
@@ -504,6 +625,9 @@ done:
 out:
     wh_mutate_info_dispose(&got);
     json_object_put(pinned);
+    json_object_put(claimed);
+    json_object_put(claims);
+    free(claims_text);
     gq_rewrite_dispose(&rw);
     priced_dispose(&p);
     return rc;

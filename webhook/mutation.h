@@ -70,6 +70,10 @@ typedef struct wh_limit_range_source {
      * hold specs only; with it, the choice is made on current usage. */
     gq_code (*get_quota)(void *ctx, gq_quota_kind kind, const char *ns, const char *name,
                          json_object **out, gq_err *err);
+    /* Optional: wh_store's get_claim_template. Without it DRA claims stay
+     * unpriced (and /validate refuses them where a quota governs). */
+    gq_code (*get_claim_template)(void *ctx, const char *ns, const char *name, json_object **out,
+                                  gq_err *err);
 } wh_limit_range_source;
 
 /* Append the quotas of arr (a JSON array of GPUQuota or GPUTenantQuota

@@ -910,9 +910,11 @@ static gq_code quota_view_load(wh_validator *v, const char *ns, quota_view *qv,
     return GQ_OK;
 }
 
-/* DRA claims are not charged yet: in a namespace any gpuquota quota governs
- * (a GPUQuota of it, a GPUTenantQuota covering it, or requireQuota), a pod
- * with spec.resourceClaims would get devices unseen, so it is denied. */
+/* DRA claims gpuquota could not price (a shared ResourceClaim, a template
+ * it could not read or price, a pod the mutating webhook did not see): in a
+ * namespace any gpuquota quota governs (a GPUQuota of it, a GPUTenantQuota
+ * covering it, or requireQuota), such a pod would get devices unseen, so it
+ * is denied. */
 static void deny_unseen_claims(const wh_validator *v, const char *ns, const quota_view *qv,
                                const gq_pod_claim *claim, wh_validate_result *r)
 {
@@ -932,10 +934,10 @@ static void deny_unseen_claims(const wh_validator *v, const char *ns, const quot
     if (claim->field)
         snprintf(ref, sizeof(ref), " (%s \"%s\")", claim->field, claim->ref);
     deny(r, GQ_EDENIED,
-         "spec.resourceClaims[0] \"%s\"%s: DRA claims are not yet charged by gpuquota, so "
-         "namespace %s, governed by %s, does not admit pods with resource claims; ask for GPUs "
-         "in the container's resources (nvidia.com/gpu, gpuquota.io/gpu-memory) or with pod "
-         "annotation gpuquota.io/gpu-fraction or gpuquota.io/gpu-memory",
+         "spec.resourceClaims[0] \"%s\"%s: gpuquota cannot tell which GPUs the pod's DRA claims "
+         "hold, so namespace %s, governed by %s, does not admit it; ask for GPUs through a "
+         "ResourceClaimTemplate with a count of devices (a ResourceClaim shared by pods is not "
+         "charged yet), or in the container's resources",
          claim->name, ref, ns, by);
 }
 
@@ -975,7 +977,7 @@ static gq_code decide_create(wh_validator *v, const wh_review_request *req, deci
         goto out;
     }
     gq_charge_from_cost(&cost, gq_pod_is_terminal(pod), &r->charge);
-    if (gq_pod_resource_claims(pod, &claim)) {
+    if (cost.claims_unpriced && gq_pod_resource_claims(pod, &claim)) {
         if ((rc = quota_view_load(v, ns, &qv, r, &decided)) || decided)
             goto out;
         deny_unseen_claims(v, ns, &qv, &claim, r);

@@ -663,6 +663,8 @@ static gq_code record(rw *x, json_object *originals, json_object *requests)
         goto oom;
     if (put_string(ann, GQ_ANN_CHARGED, x->res->charged))
         goto oom;
+    if (x->opts && x->opts->claims && put_string(ann, GQ_ANN_CLAIMS, x->opts->claims))
+        goto oom;
     if (chosen_of(x) &&
         (put_string(ann, GQ_ANN_GPU_MODEL, chosen_of(x)->name) ||
          put_string(ann, GQ_ANN_GPU_MODEL_CHOICES, x->opts->choices ? x->opts->choices : "")))

@@ -17,6 +17,7 @@
 #include "jsonpatch.h"
 #include "jsonutil.h"
 #include "mutation.h"
+#include "podcost.h"
 #include "review.h"
 
 static json_object *fixture(void)
@@ -588,6 +589,66 @@ static void choice_of_models(void **state)
     gq_config_free(cfg);
 }
 
+/* ---- DRA claims ------------------------------------------------------------ */
+
+static gq_code fq_template(void *ctx, const char *ns, const char *name, json_object **out,
+                           gq_err *err)
+{
+    (void)ctx;
+    if (strcmp(ns, "team-a") || strcmp(name, "one-h100"))
+        return gq_err_set(err, GQ_ENOTFOUND, "not found");
+    const char *t =
+        "{\"spec\":{\"spec\":{\"devices\":{\"requests\":[{\"name\":\"gpu\",\"exactly\":{"
+        "\"deviceClassName\":\"gpu.nvidia.com\",\"count\":2,\"selectors\":[{\"cel\":{"
+        "\"expression\":\"device.attributes[\\\"gpu.nvidia.com\\\"].productName == "
+        "\\\"NVIDIA-H100-80GB-HBM3\\\"\"}}]}}]}}}}";
+    return gq_json_parse(t, strlen(t), 0, out, err);
+}
+
+static void dra_claims_recorded(void **state)
+{
+    (void)state;
+    gq_config *cfg = config();
+    wh_limit_range_source src = {.get_claim_template = fq_template};
+    const char *pod = "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"d\","
+                      "\"namespace\":\"team-a\",\"managedFields\":[{\"manager\":\"kubectl\","
+                      "\"operation\":\"Update\",\"fieldsType\":\"FieldsV1\",\"fieldsV1\":{"
+                      "\"f:spec\":{}}}]},\"spec\":{\"resourceClaims\":[{\"name\":\"gpu\","
+                      "\"resourceClaimTemplateName\":\"one-h100\"},{\"name\":\"other\","
+                      "\"resourceClaimTemplateName\":\"missing\"}],\"containers\":[{\"name\":"
+                      "\"main\",\"image\":\"x\"}]}}";
+    char *body = at_pod_create_review("u-dra", "team-a", pod);
+    wh_review_request req;
+    wh_review_response r;
+    json_object *patched = NULL;
+    gq_err err;
+    assert_int_equal(wh_review_decode(body, strlen(body), &req, &err), GQ_OK);
+    free(body);
+    if (wh_mutate_review_src(cfg, &req, &src, &r, NULL, &err))
+        fail_msg("mutate: %s", err.msg);
+    assert_true(r.allowed);
+    assert_non_null(r.patch);
+    assert_int_equal(gq_patch_apply_text(req.object, r.patch, r.patch_len, &patched, &err), GQ_OK);
+    json_object *meta = json_object_object_get(patched, "metadata");
+    assert_string_equal(at_str(meta, "annotations", "gpuquota.io/gpu-claims", NULL),
+                        "{\"gpu\":{\"gpus\":2,\"memory\":\"160Gi\",\"model\":\"h100-80gb\"}}");
+    assert_string_equal(at_str(meta, "labels", "gpuquota.io/managed", NULL), "true");
+    assert_string_equal(audit(&r, "charged"), "gpu-memory=160Gi,gpus=2,gpu-pods=1");
+    /* The rewritten pod costs the same to everyone who reads it; the claim
+     * without a template stays unpriced. */
+    gq_pod_cost c;
+    gq_pod_cost_init(&c);
+    assert_int_equal(gq_pod_cost_compute(cfg, patched, &c, &err), GQ_OK);
+    assert_int_equal(c.gpus, 2);
+    assert_int_equal(c.gpu_memory, 160LL << 30);
+    assert_true(c.claims_unpriced);
+    gq_pod_cost_dispose(&c);
+    json_object_put(patched);
+    wh_review_response_dispose(&r);
+    wh_review_request_dispose(&req);
+    gq_config_free(cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -601,6 +662,7 @@ int main(void)
         cmocka_unit_test(unknown_model_whole_gpus_charged),
         cmocka_unit_test(author_records_replaced),
         cmocka_unit_test(choice_of_models),
+        cmocka_unit_test(dra_claims_recorded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

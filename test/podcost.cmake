@@ -2,3 +2,4 @@
 gq_unit_test(test_podcost test_podcost.c)
 gq_fuzz_target(podcost ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_podcost.c)
 gq_unit_test(test_dra test_dra.c)
+gq_fuzz_target(dra ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_dra.c)

@@ -613,7 +613,20 @@ int gq_cmd_admit(int argc, char **argv)
     }
     if (mutate(cfg, &req, &st, &m, &err))
         goto fail;
-    /* The decision is the webhooks'; the cost explains it. */
+    /* The decision is the webhooks'; the cost explains it. A choice of
+     * models or DRA claims are known only after the mutation: then it is
+     * priced on the rewritten pod. */
+    if (is_pod && m.resp.allowed && m.pod && (!r.allowed || r.cost.claims_unpriced)) {
+        gq_err e2;
+        gq_pod_cost again;
+        gq_pod_cost_init(&again);
+        if (gq_pod_cost_compute(cfg, m.pod, &again, &e2) == GQ_OK) {
+            gq_pod_cost_dispose(&r.cost);
+            r.cost = again;
+        } else {
+            gq_pod_cost_dispose(&again);
+        }
+    }
     r.allowed = m.resp.allowed;
     if (!r.allowed)
         gq_err_set(&r.err, GQ_EDENIED, "%s", m.resp.message ? m.resp.message : "");

@@ -6,6 +6,10 @@ set(GQ_STATE_EXAMPLES ${CMAKE_SOURCE_DIR}/deploy/examples/state)
 gq_cli_test(admit state_fits_exactly 0
   ARGS --state ${GQ_STATE_EXAMPLES}/cluster.yaml ${GQ_STATE_EXAMPLES}/train-16gi.yaml
   EXPECT "^pod team-a/train-: allowed$" "^quotas: GPUQuota team-a/team-a, GPUTenantQuota ml$")
+gq_cli_test(admit state_model_choice 0
+  ARGS --state ${GQ_STATE_EXAMPLES}/cluster.yaml ${GQ_STATE_EXAMPLES}/train-choice.yaml
+  EXPECT "^pod team-a/train-: allowed$" "gpuquota.io/gpu-model.*l4"
+         "gpuquota.io/gpu-model-choices.*a100-80gb,l4")
 gq_cli_test(admit state_exceeds 1
   ARGS --state ${GQ_STATE_EXAMPLES}/cluster.yaml ${GQ_STATE_EXAMPLES}/train-24gi.yaml
   EXPECT "^pod team-a/train-: denied$"

@@ -1,19 +1,12 @@
 /* DRA claim pricing (see dra.h). */
-#include "dra.h"
+#include "quota/dra.h"
 
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "quantity.h"
-
-static json_object *get(json_object *o, const char *key)
-{
-    json_object *v = NULL;
-    if (o && json_object_is_type(o, json_type_object) && json_object_object_get_ex(o, key, &v))
-        return v;
-    return NULL;
-}
+#include "common/json_member.h"
+#include "quota/quantity.h"
 
 static const char *skip_ws(const char *p)
 {
@@ -71,7 +64,7 @@ static const gq_model *largest(const gq_config *cfg)
 static gq_code price_one(const gq_config *cfg, json_object *r, const char *what, const char *rname,
                          gq_claim_cost *out, gq_err *err)
 {
-    json_object *cls = get(r, "deviceClassName"), *v;
+    json_object *cls = gq_json_member(r, "deviceClassName"), *v;
     memset(out, 0, sizeof(*out));
     if (!cls || !json_object_is_type(cls, json_type_string))
         return gq_err_set(err, GQ_EINVAL, "%s: request \"%.63s\": deviceClassName must be a string",
@@ -79,8 +72,9 @@ static gq_code price_one(const gq_config *cfg, json_object *r, const char *what,
     const gq_device_class *dc = gq_config_find_device_class(cfg, json_object_get_string(cls));
     if (!dc)
         return GQ_OK; /* not a GPU */
-    if ((v = get(r, "allocationMode")) && (!json_object_is_type(v, json_type_string) ||
-                                           strcmp(json_object_get_string(v), "ExactCount"))) {
+    if ((v = gq_json_member(r, "allocationMode")) &&
+        (!json_object_is_type(v, json_type_string) ||
+         strcmp(json_object_get_string(v), "ExactCount"))) {
         if (json_object_is_type(v, json_type_string) && !strcmp(json_object_get_string(v), "All"))
             return gq_err_set(err, GQ_EUNSUPPORTED,
                               "%s: request \"%.63s\" asks for all devices of GPU class %s "
@@ -93,7 +87,7 @@ static gq_code price_one(const gq_config *cfg, json_object *r, const char *what,
                           what, rname);
     }
     int64_t count = 1;
-    if ((v = get(r, "count"))) {
+    if ((v = gq_json_member(r, "count"))) {
         if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 1 ||
             json_object_get_int64(v) > GQ_DRA_MAX_COUNT)
             return gq_err_set(err, GQ_EINVAL, "%s: request \"%.63s\": count must be 1 to %d", what,
@@ -101,7 +95,7 @@ static gq_code price_one(const gq_config *cfg, json_object *r, const char *what,
         count = json_object_get_int64(v);
     }
     const gq_model *m = dc->model ? gq_config_find_model(cfg, dc->model) : NULL;
-    json_object *sels = get(r, "selectors");
+    json_object *sels = gq_json_member(r, "selectors");
     if (sels && !json_object_is_type(sels, json_type_array))
         return gq_err_set(err, GQ_EINVAL, "%s: request \"%.63s\": selectors must be a list", what,
                           rname);
@@ -110,7 +104,8 @@ static gq_code price_one(const gq_config *cfg, json_object *r, const char *what,
         return gq_err_set(err, GQ_ELIMIT, "%s: request \"%.63s\": more than %d selectors", what,
                           rname, GQ_DRA_MAX_SELECTORS);
     for (size_t i = 0; !m && i < n_sels; i++) {
-        json_object *e = get(get(json_object_array_get_idx(sels, i), "cel"), "expression");
+        json_object *e =
+            gq_json_member(gq_json_member(json_object_array_get_idx(sels, i), "cel"), "expression");
         const char *prod;
         size_t n_prod;
         char name[256];
@@ -124,7 +119,8 @@ static gq_code price_one(const gq_config *cfg, json_object *r, const char *what,
         m = gq_config_find_model(cfg, name);
     }
     int64_t per = 0;
-    json_object *mem = get(get(get(r, "capacity"), "requests"), "memory");
+    json_object *mem =
+        gq_json_member(gq_json_member(gq_json_member(r, "capacity"), "requests"), "memory");
     if (mem) {
         gq_quantity q;
         const char *s =
@@ -164,7 +160,7 @@ gq_code gq_claim_spec_cost(const gq_config *cfg, json_object *spec, const char *
 {
     gq_claim_cost acc = {0, 0, NULL};
     bool first = true;
-    json_object *reqs = get(get(spec, "devices"), "requests");
+    json_object *reqs = gq_json_member(gq_json_member(spec, "devices"), "requests");
     if (!spec || !json_object_is_type(spec, json_type_object))
         return gq_err_set(err, GQ_EINVAL, "%s: spec must be an object", what);
     if (reqs && !json_object_is_type(reqs, json_type_array))
@@ -174,10 +170,10 @@ gq_code gq_claim_spec_cost(const gq_config *cfg, json_object *spec, const char *
         return gq_err_set(err, GQ_ELIMIT, "%s: more than %d device requests", what,
                           GQ_DRA_MAX_REQUESTS);
     for (size_t i = 0; i < n; i++) {
-        json_object *r = json_object_array_get_idx(reqs, i), *nm = get(r, "name");
+        json_object *r = json_object_array_get_idx(reqs, i), *nm = gq_json_member(r, "name");
         const char *rname =
             nm && json_object_is_type(nm, json_type_string) ? json_object_get_string(nm) : "";
-        json_object *ex = get(r, "exactly"), *fa = get(r, "firstAvailable");
+        json_object *ex = gq_json_member(r, "exactly"), *fa = gq_json_member(r, "firstAvailable");
         gq_claim_cost c;
         gq_code rc;
         if (ex) {

@@ -8,8 +8,8 @@
 
 #include <json-c/json.h>
 
-#include "config.h"
-#include "gq_error.h"
+#include "quota/config.h"
+#include "common/gq_error.h"
 
 /* Kubernetes' own bounds (resource.k8s.io validation). */
 #define GQ_DRA_MAX_REQUESTS 32      /* spec.devices.requests */

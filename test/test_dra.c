@@ -10,10 +10,10 @@
 
 #include <cmocka.h>
 
-#include "config.h"
-#include "dra.h"
-#include "jsonutil.h"
-#include "podcost.h"
+#include "quota/config.h"
+#include "quota/dra.h"
+#include "common/jsonutil.h"
+#include "quota/podcost.h"
 
 #define GI (1024LL * 1024 * 1024)
 

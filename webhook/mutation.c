@@ -1,15 +1,16 @@
-#include "mutation.h"
+#include "webhook/mutation.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "dra.h"
-#include "jsonutil.h"
-#include "podcost.h"
-#include "policy.h"
-#include "rewrite.h"
+#include "common/json_member.h"
+#include "common/jsonutil.h"
+#include "quota/dra.h"
+#include "quota/podcost.h"
+#include "quota/policy.h"
+#include "quota/rewrite.h"
 
 static bool is_pod_create(const wh_review_request *req)
 {
@@ -101,14 +102,6 @@ out:
     return rc;
 }
 
-static const char *str_member(json_object *o, const char *key)
-{
-    json_object *v;
-    if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-        return NULL;
-    return json_object_get_string(v);
-}
-
 gq_code wh_quotas_append(gq_quota ***q, size_t *n, json_object *arr, gq_err *err)
 {
     size_t add =
@@ -124,7 +117,8 @@ gq_code wh_quotas_append(gq_quota ***q, size_t *n, json_object *arr, gq_err *err
         gq_code rc = gq_quota_parse(o, &grown[*n], err);
         if (rc) {
             json_object_object_get_ex(o, "metadata", &meta);
-            const char *name = str_member(meta, "name"), *kind = str_member(o, "kind");
+            const char *name = gq_json_get_string(meta, "name"),
+                       *kind = gq_json_get_string(o, "kind");
             gq_err_prefix(err, "%s %s", kind ? kind : "quota", name ? name : "(unnamed)");
             return rc;
         }
@@ -405,8 +399,8 @@ static gq_code price_claims(const gq_config *cfg, const wh_review_request *req,
         return GQ_OK;
     for (size_t i = 0; i < n; i++) {
         json_object *c = json_object_array_get_idx(claims, i), *tpl = NULL, *tspec = NULL;
-        const char *name = str_member(c, "name"),
-                   *tname = str_member(c, "resourceClaimTemplateName");
+        const char *name = gq_json_get_string(c, "name"),
+                   *tname = gq_json_get_string(c, "resourceClaimTemplateName");
         if (!name || !tname)
             continue;
         rc = src->get_claim_template(src->ctx, req->namespace, tname, &tpl, err);
@@ -586,7 +580,7 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
     gq_rewrite_opts opts = {.defaults = p.defs,
                             .n_defaults = p.n_defs,
                             .chosen = chosen,
-                            .choices = chosen ? str_member(ann, GQ_ANN_GPU_MODEL) : NULL,
+                            .choices = chosen ? gq_json_get_string(ann, GQ_ANN_GPU_MODEL) : NULL,
                             .claims = claims_text};
     const gq_pod_cost *use = priced_use(&p);
     if ((rc = gq_rewrite_pod(cfg, pod, use, &opts, &rw, &why)))

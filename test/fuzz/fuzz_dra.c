@@ -7,9 +7,9 @@
 
 #include <json-c/json.h>
 
-#include "config.h"
-#include "dra.h"
-#include "podcost.h"
+#include "quota/config.h"
+#include "quota/dra.h"
+#include "quota/podcost.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -395,14 +395,20 @@ static void mutation_dispose(mutation *m)
     memset(m, 0, sizeof(*m));
 }
 
-/* Run the webhook's decision on req, with the GPULimitRanges of st (the
- * --state objects), and apply its patch to the object, exactly as the API
+/* Run the webhook's decision on req, with the GPULimitRanges and quotas of
+ * st (the --state objects), and apply its patch to the object, exactly as the API
  * server would. */
 static gq_code mutate(const gq_config *cfg, const wh_review_request *req, const wh_store *st,
                       mutation *m, gq_err *err)
 {
     gq_code rc;
-    wh_limit_range_source src = {st->ctx, st->list_limit_ranges};
+    wh_limit_range_source src = {.ctx = st->ctx,
+                                 .list = st->list_limit_ranges,
+                                 .list_quotas = st->list_quotas,
+                                 .list_tenant_quotas = st->list_tenant_quotas,
+                                 .namespace_labels = st->namespace_labels,
+                                 .get_quota = st->get_quota,
+                                 .get_claim_template = st->get_claim_template};
     memset(m, 0, sizeof(*m));
     rc = wh_mutate_review_src(cfg, req, &src, &m->resp, &m->info, err);
     if (rc)
@@ -596,7 +602,20 @@ int gq_cmd_admit(int argc, char **argv)
     }
     if (mutate(cfg, &req, &st, &m, &err))
         goto fail;
-    /* The decision is the webhooks'; the cost explains it. */
+    /* The decision is the webhooks'; the cost explains it. A choice of
+     * models or DRA claims are known only after the mutation: then it is
+     * priced on the rewritten pod. */
+    if (is_pod && m.resp.allowed && m.pod && (!r.allowed || r.cost.claims_unpriced)) {
+        gq_err e2;
+        gq_pod_cost again;
+        gq_pod_cost_init(&again);
+        if (gq_pod_cost_compute(cfg, m.pod, &again, &e2) == GQ_OK) {
+            gq_pod_cost_dispose(&r.cost);
+            r.cost = again;
+        } else {
+            gq_pod_cost_dispose(&again);
+        }
+    }
     r.allowed = m.resp.allowed;
     if (!r.allowed)
         gq_err_set(&r.err, GQ_EDENIED, "%s", m.resp.message ? m.resp.message : "");

@@ -132,9 +132,9 @@ static gq_code audit_setup(const gq_config *cfg, wh_metrics *metrics, wh_audit *
 }
 
 /* Register /mutate. limit_ranges is where the GPULimitRanges of a namespace
- * come from: the informer cache of the validating webhook's store when the
- * webhook runs against a cluster ({store.ctx, store.list_limit_ranges} of
- * wh_store), none without one. */
+ * (and the quotas a choice of GPU models is made by) come from: the
+ * informer cache of the validating webhook's store when the webhook runs
+ * against a cluster, none without one. */
 static gq_code mutate_setup(wh_mutate_ctx *mc, const gq_config *cfg, wh_limit_range_source lr,
                             wh_audit *audit, wh_metrics *metrics, wh_server *srv, gq_err *err)
 {
@@ -397,9 +397,15 @@ int gq_cmd_webhook(int argc, char **argv)
     if (audit_setup(cfg, metrics, &audit, &err) ||
         validate_setup(&vc, kubeconfig, cfg, audit, &vo, srv, &validating, &err))
         goto fail;
-    wh_limit_range_source lr = {NULL, NULL};
+    wh_limit_range_source lr = {.ctx = NULL};
     if (validating)
-        lr = (wh_limit_range_source){vc.store.ctx, vc.store.list_limit_ranges};
+        lr = (wh_limit_range_source){.ctx = vc.store.ctx,
+                                     .list = vc.store.list_limit_ranges,
+                                     .list_quotas = vc.store.list_quotas,
+                                     .list_tenant_quotas = vc.store.list_tenant_quotas,
+                                     .namespace_labels = vc.store.namespace_labels,
+                                     .get_quota = vc.store.get_quota,
+                                     .get_claim_template = vc.store.get_claim_template};
     if (mutate_setup(&mutate_ctx, cfg, lr, audit, metrics, srv, &err))
         goto fail;
 

@@ -40,6 +40,7 @@ typedef struct ctl_pod {
     struct ctl_pod *unext;        /* uid index chain (store lock) */
     ctl_ns *ns;                   /* interned namespace, holds a reference */
     const char *priority_class;   /* interned spec.priorityClassName; NULL = none */
+    const char *model;            /* gq_pod_model, borrowed from the config; NULL = none */
     int64_t charge[GQ_KEY_COUNT]; /* gq_charge_from_cost of the running pod */
     int64_t delete_at;            /* deletionTimestamp + grace (Unix s); 0 = not deleting */
     bool terminal;                /* phase Succeeded or Failed */

@@ -160,23 +160,31 @@ out:
 }
 
 /* "gpu-memory (used 72Gi, hard 64Gi), gpus (used 3, hard 2)" for the keys
- * where used > hard; returns whether there was any. */
-static bool exceeded_message(const gq_amounts *used, const gq_amounts *hard, char *buf, size_t cap)
+ * where used > hard, then "h100-80gb/gpus (used 3, hard 2)" for each model
+ * of spec.models; returns whether there was any. */
+static bool exceeded_message(const gq_quota *q, const gq_usage *u, char *buf, size_t cap)
 {
     size_t len = 0;
     bool any = false;
     buf[0] = '\0';
-    for (int k = 0; k < GQ_KEY_COUNT; k++) {
-        if (!hard->set[k] || used->v[k] <= hard->v[k])
-            continue;
-        char u[GQ_QUANTITY_STR_MAX], h[GQ_QUANTITY_STR_MAX];
-        gq_amount_format(used, (gq_qkey)k, u);
-        gq_amount_format(hard, (gq_qkey)k, h);
-        int w = snprintf(buf + len, cap - len, "%s%s (used %s, hard %s)",
-                         any ? ", " : "used exceeds hard for ", gq_qkey_name((gq_qkey)k), u, h);
-        if (w > 0)
-            len = (size_t)w >= cap - len ? cap - 1 : len + (size_t)w;
-        any = true;
+    for (size_t m = 0; m <= q->n_models; m++) {
+        const gq_amounts *used = m ? &u->by_model[m - 1] : &u->used;
+        const gq_amounts *hard = m ? &q->models[m - 1].hard : &q->hard;
+        if (m && m > u->n_by_model)
+            break;
+        for (int k = 0; k < GQ_KEY_COUNT; k++) {
+            if (!hard->set[k] || used->v[k] <= hard->v[k])
+                continue;
+            char uv[GQ_QUANTITY_STR_MAX], hv[GQ_QUANTITY_STR_MAX];
+            gq_amount_format(used, (gq_qkey)k, uv);
+            gq_amount_format(hard, (gq_qkey)k, hv);
+            int w = snprintf(buf + len, cap - len, "%s%s%s%s (used %s, hard %s)",
+                             any ? ", " : "used exceeds hard for ", m ? q->models[m - 1].name : "",
+                             m ? "/" : "", gq_qkey_name((gq_qkey)k), uv, hv);
+            if (w > 0)
+                len = (size_t)w >= cap - len ? cap - 1 : len + (size_t)w;
+            any = true;
+        }
     }
     return any;
 }
@@ -199,7 +207,7 @@ gq_code ctl_reconcile_parsed(const gq_quota *q, json_object *quota, const gq_usa
         goto out;
     r.used = u.used;
     r.hard = q->hard;
-    r.exceeded = exceeded_message(&u.used, &q->hard, r.message, sizeof(r.message));
+    r.exceeded = exceeded_message(q, &u, r.message, sizeof(r.message));
     json_object *old_ex = find_condition(cur, CTL_COND_EXCEEDED);
     const char *old_ex_st = gq_json_get_string(old_ex, "status");
     r.became_exceeded = r.exceeded && !(old_ex_st && !strcmp(old_ex_st, "True"));
@@ -231,6 +239,7 @@ gq_code ctl_reconcile_parsed(const gq_quota *q, json_object *quota, const gq_usa
     json_object *st = r.status = json_object_new_object();
     if (!st || add_owned(st, "hard", gq_amounts_to_json(&q->hard)) ||
         add_owned(st, "used", gq_amounts_to_json(&u.used)) ||
+        (q->n_models && add_owned(st, "usedByModel", gq_usage_by_model_to_json(q, &u))) ||
         (q->kind == GQ_QUOTA_TENANT &&
          add_owned(st, "namespaces", gq_usage_namespaces_to_json(&u))) ||
         (res_arr && add_owned(st, "reservations", json_object_get(res_arr))) ||

@@ -20,7 +20,8 @@
  * quota matches all of them or none, so a recount reads one entry instead of
  * each pod. */
 typedef struct ns_group {
-    const char *pc; /* interned priority class, NULL = none */
+    const char *pc;    /* interned priority class, NULL = none */
+    const char *model; /* pinned model (borrowed from the config), NULL = none */
     bool terminating;
     size_t pods;
     int64_t sum[GQ_KEY_COUNT];
@@ -233,7 +234,7 @@ bool ctl_pod_same(const ctl_pod *a, const ctl_pod *b)
         return a == b;
     return a->ns == b->ns && a->priority_class == b->priority_class &&
            !memcmp(a->charge, b->charge, sizeof(a->charge)) && a->delete_at == b->delete_at &&
-           a->terminal == b->terminal && a->terminating == b->terminating &&
+           a->terminal == b->terminal && a->terminating == b->terminating && a->model == b->model &&
            !strcmp(ctl_pod_uid(a), ctl_pod_uid(b));
 }
 
@@ -312,6 +313,7 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
     p->delete_at = delete_at;
     p->terminal = gq_pod_is_terminal(pod);
     p->terminating = facts.terminating;
+    p->model = gq_pod_model(&cost);
 
     pthread_rwlock_wrlock(&s->lock);
     p->ns = ns_ref(s, ns);
@@ -349,7 +351,8 @@ static void group_update(ctl_ns *n, const ctl_pod *p, int sign)
         return;
     ns_group *g = NULL;
     for (size_t i = 0; i < n->n_groups && !g; i++)
-        if (n->groups[i].pc == p->priority_class && n->groups[i].terminating == p->terminating)
+        if (n->groups[i].pc == p->priority_class && n->groups[i].terminating == p->terminating &&
+            n->groups[i].model == p->model)
             g = &n->groups[i];
     if (!g && sign > 0) {
         if (n->n_groups == n->cap_groups) {
@@ -365,6 +368,7 @@ static void group_update(ctl_ns *n, const ctl_pod *p, int sign)
         g = &n->groups[n->n_groups++];
         memset(g, 0, sizeof(*g));
         g->pc = p->priority_class;
+        g->model = p->model;
         g->terminating = p->terminating;
     }
     if (!g) { /* removing a pod no group holds: sums were inexact before */
@@ -646,6 +650,7 @@ static gq_code gather_ns(gather *g, const ctl_ns *n, int64_t now)
             u->facts.namespace_ = n->name;
             u->facts.priority_class = n->groups[i].pc;
             u->facts.terminating = n->groups[i].terminating;
+            u->facts.model = n->groups[i].model;
             u->ns_labels = n->labels;
             u->charge.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
             for (int k = 0; k < GQ_KEY_COUNT; k++) {
@@ -664,6 +669,7 @@ static gq_code gather_ns(gather *g, const ctl_ns *n, int64_t now)
         u->facts.namespace_ = n->name;
         u->facts.priority_class = p->priority_class;
         u->facts.terminating = p->terminating;
+        u->facts.model = p->model;
         u->facts.terminal = !ctl_pod_counts(p, now);
         u->ns_labels = n->labels;
         u->charge.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;

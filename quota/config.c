@@ -48,6 +48,11 @@ void gq_config_free(gq_config *cfg)
         free(cfg->exempt_namespaces[i]);
     free(cfg->exempt_namespaces);
     free(cfg->audit.path);
+    for (size_t i = 0; i < cfg->n_device_classes; i++) {
+        free(cfg->device_classes[i].name);
+        free(cfg->device_classes[i].model);
+    }
+    free(cfg->device_classes);
     free(cfg);
 }
 
@@ -75,6 +80,12 @@ gq_code gq_config_default(gq_config **out, gq_err *err)
         goto out;
     }
     cfg->n_exempt_namespaces = 1;
+    if (!(cfg->device_classes = calloc(1, sizeof(*cfg->device_classes))) ||
+        !(cfg->device_classes[0].name = strdup(GQ_DEFAULT_GPU_DEVICE_CLASS))) {
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        goto out;
+    }
+    cfg->n_device_classes = 1;
     *out = cfg;
     cfg = NULL;
 out:
@@ -102,6 +113,14 @@ const gq_model *gq_config_default_model(const gq_config *cfg)
     if (!cfg || !cfg->default_model)
         return NULL;
     return gq_config_find_model(cfg, cfg->default_model);
+}
+
+const gq_device_class *gq_config_find_device_class(const gq_config *cfg, const char *name)
+{
+    for (size_t i = 0; cfg && name && i < cfg->n_device_classes; i++)
+        if (!strcmp(cfg->device_classes[i].name, name))
+            return &cfg->device_classes[i];
+    return NULL;
 }
 
 bool gq_config_is_exempt(const gq_config *cfg, const char *ns)

@@ -47,6 +47,15 @@ typedef struct gq_audit_config {
     int max_files;    /* rotated files kept */
 } gq_audit_config;
 
+/* A DRA DeviceClass whose devices are GPUs (config `deviceClasses`). */
+typedef struct gq_device_class {
+    char *name;  /* DeviceClass metadata.name, e.g. "gpu.nvidia.com" */
+    char *model; /* catalog name its devices are; NULL: read from the claim's
+                    selectors, else priced as the largest model */
+} gq_device_class;
+
+#define GQ_DEFAULT_GPU_DEVICE_CLASS "gpu.nvidia.com" /* NVIDIA's DRA driver */
+
 typedef struct gq_config {
     gq_backend backend;
     int64_t memory_unit;  /* bytes; > 0 */
@@ -58,7 +67,12 @@ typedef struct gq_config {
     char **exempt_namespaces;
     size_t n_exempt_namespaces;
     gq_audit_config audit;
+    gq_device_class *device_classes; /* default: gpu.nvidia.com, model from selectors */
+    size_t n_device_classes;
 } gq_config;
+
+/* The deviceClasses entry named name, NULL when its devices are not GPUs. */
+const gq_device_class *gq_config_find_device_class(const gq_config *cfg, const char *name);
 
 /* The embedded default configuration (backend aliyun, memoryUnit 1Gi, the
  * built-in catalog). Caller owns *out. */

@@ -25,6 +25,7 @@
 #define MAX_MIG 32
 #define MAX_NAMESPACES 1024
 #define MAX_PATH_LEN 4096
+#define MAX_DEVICE_CLASSES 64
 #define DNS_LABEL_MAX 63
 #define DNS_SUBDOMAIN_MAX 253
 #define LABEL_VALUE_MAX 63
@@ -651,16 +652,125 @@ static gq_code audit_field(pctx *c, void *obj, size_t key, yaml_node_t *v)
     return GQ_OK;
 }
 
+/* ---- deviceClasses ------------------------------------------------------ */
+
+static const char *const dc_keys[] = {"name", "model"};
+
+typedef struct file_dc {
+    gq_device_class d;
+    yaml_node_t *name_node, *model_node;
+} file_dc;
+
+static gq_code dc_field(pctx *c, void *obj, size_t key, yaml_node_t *v)
+{
+    file_dc *f = obj;
+    if (key == 1) {
+        f->model_node = v;
+        return GQ_OK;
+    }
+    f->name_node = v;
+    gq_code rc = get_opt_string(c, v, "deviceClasses[].name", &f->d.name);
+    if (!rc && f->d.name && !is_dns_subdomain(f->d.name))
+        rc = perr(c, v, GQ_EINVAL,
+                  "deviceClasses[].name: \"%.64s\" is not a DeviceClass name (lower-case DNS "
+                  "subdomain)",
+                  f->d.name);
+    return rc;
+}
+
+/* deviceClasses: the DRA DeviceClasses whose devices are GPUs, each with the
+ * catalog model they are (optional). Replaces the default list. Resolved
+ * after models, which it may name. */
+static gq_code parse_device_classes(pctx *c, gq_config *cfg, const yaml_node_t *n)
+{
+    size_t count = 0, i = 0;
+    file_dc *fs = NULL;
+    gq_device_class *out = NULL;
+    gq_code rc = get_list(c, n, "deviceClasses", MAX_DEVICE_CLASSES, &count);
+    if (rc)
+        return rc;
+    if (count && (!(fs = calloc(count, sizeof(*fs))) || !(out = calloc(count, sizeof(*out))))) {
+        rc = oom(c);
+        goto out;
+    }
+    for (; i < count; i++) {
+        yaml_node_t *item = seq_item(c, n, i);
+        file_dc *f = &fs[i];
+        if ((rc = walk_mapping(c, item, "deviceClasses[]", dc_keys, 2, dc_field, f)))
+            goto out;
+        if (!f->d.name) {
+            rc = perr(c, item, GQ_EINVAL, "deviceClasses[]: missing required key \"name\"");
+            goto out;
+        }
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(fs[j].d.name, f->d.name)) {
+                rc = perr(c, f->name_node, GQ_EINVAL,
+                          "deviceClasses[].name: \"%s\" is listed twice (first at line %zu)",
+                          f->d.name, (size_t)fs[j].name_node->start_mark.line + 1);
+                goto out;
+            }
+        char *model = NULL;
+        if (f->model_node &&
+            (rc = get_opt_string(c, f->model_node, "deviceClasses[].model", &model)))
+            goto out;
+        if (model) {
+            ssize_t at = model_index(cfg->models, cfg->n_models, model);
+            if (at < 0)
+                rc = perr(c, f->model_node, GQ_EINVAL,
+                          "deviceClasses[] \"%s\": model \"%.64s\" is not a model name", f->d.name,
+                          model);
+            else if (!(f->d.model = strdup(cfg->models[at].name)))
+                rc = oom(c);
+            free(model);
+            if (rc)
+                goto out;
+        }
+    }
+    for (size_t j = 0; j < cfg->n_device_classes; j++) {
+        free(cfg->device_classes[j].name);
+        free(cfg->device_classes[j].model);
+    }
+    free(cfg->device_classes);
+    for (size_t j = 0; j < count; j++)
+        out[j] = fs[j].d;
+    cfg->device_classes = out;
+    cfg->n_device_classes = count;
+    out = NULL;
+    free(fs); /* its strings are cfg's now */
+    return GQ_OK;
+out:
+    for (size_t j = 0; fs && j < count && j <= i; j++) {
+        free(fs[j].d.name);
+        free(fs[j].d.model);
+    }
+    free(fs);
+    free(out);
+    return rc;
+}
+
+/* ---- top level, continued ------------------------------------------------- */
+
 static const char *const top_keys[] = {"backend",      "memoryUnit",   "schedulerName",
                                        "defaultModel", "requireQuota", "exemptNamespaces",
-                                       "audit",        "models"};
-enum { TK_BACKEND, TK_UNIT, TK_SCHED, TK_DEFMODEL, TK_REQUIRE, TK_EXEMPT, TK_AUDIT, TK_MODELS };
+                                       "audit",        "models",       "deviceClasses"};
+enum {
+    TK_BACKEND,
+    TK_UNIT,
+    TK_SCHED,
+    TK_DEFMODEL,
+    TK_REQUIRE,
+    TK_EXEMPT,
+    TK_AUDIT,
+    TK_MODELS,
+    TK_DEVCLASSES
+};
 
-/* Top-level state: defaultModel and models are resolved after the walk, as
- * defaultModel may name a model the file defines further down. */
+/* Top-level state: defaultModel, models and deviceClasses are resolved
+ * after the walk, as defaultModel and deviceClasses may name a model the
+ * file defines further down. */
 typedef struct top {
     gq_config *cfg;
-    yaml_node_t *default_model, *models;
+    yaml_node_t *default_model, *models, *device_classes;
 } top;
 
 static gq_code top_field(pctx *c, void *obj, size_t key, yaml_node_t *v)
@@ -712,6 +822,9 @@ static gq_code top_field(pctx *c, void *obj, size_t key, yaml_node_t *v)
         return walk_mapping(c, v, "audit", audit_keys, 3, audit_field, &cfg->audit);
     case TK_MODELS:
         t->models = v;
+        return GQ_OK;
+    case TK_DEVCLASSES:
+        t->device_classes = v;
         return GQ_OK;
     }
     return rc;
@@ -851,13 +964,15 @@ gq_code gq_config_parse(const char *buf, size_t len, const char *filename, gq_co
     have_doc = true;
     yaml_node_t *root = yaml_document_get_root_node(&doc);
     if (root && !is_null(root)) {
-        top t = {cfg, NULL, NULL};
+        top t = {cfg, NULL, NULL, NULL};
         rc = walk_mapping(&c, root, "configuration", top_keys,
                           sizeof(top_keys) / sizeof(top_keys[0]), top_field, &t);
         if (!rc && t.models)
             rc = parse_models(&c, cfg, t.models);
         if (!rc && t.default_model)
             rc = resolve_default_model(&c, cfg, t.default_model);
+        if (!rc && t.device_classes)
+            rc = parse_device_classes(&c, cfg, t.device_classes);
         if (rc)
             goto out;
     }
@@ -1047,6 +1162,15 @@ gq_code gq_config_to_yaml(const gq_config *cfg, char **out, size_t *out_len, gq_
             sb_scalar(&b, m->mig[j].name);
         }
         sb_puts(&b, "]");
+    }
+    sb_puts(&b, "\ndeviceClasses:");
+    if (!cfg->n_device_classes)
+        sb_puts(&b, " []");
+    for (size_t i = 0; i < cfg->n_device_classes; i++) {
+        sb_key(&b, "\n  - ", "name");
+        sb_scalar(&b, cfg->device_classes[i].name);
+        sb_key(&b, "\n    ", "model");
+        sb_scalar(&b, cfg->device_classes[i].model);
     }
     sb_puts(&b, "\n");
     if (b.oom) {

@@ -422,6 +422,7 @@ void gq_reservation_dispose(gq_reservation *r)
     free(r->key);
     free(r->namespace_);
     free(r->pod);
+    free(r->model);
     memset(r, 0, sizeof(*r));
 }
 
@@ -473,6 +474,17 @@ gq_code gq_reservation_parse(json_object *obj, const char *field, gq_reservation
         gq_err_prefix(err, "%s", f);
         goto out;
     }
+    json_object *m = gq_json_member(obj, "model");
+    if (m) {
+        snprintf(f, sizeof(f), "%s.model", field);
+        if ((rc = dup_str(m, f, &r.model, err)))
+            goto out;
+        if (!r.model[0] || strlen(r.model) > GQ_CRD_MAX_MODEL_NAME) {
+            rc = gq_err_set(err, GQ_EINVAL, "%s: must be a model name of 1 to %d characters", f,
+                            GQ_CRD_MAX_MODEL_NAME);
+            goto out;
+        }
+    }
     *out = r;
     return GQ_OK;
 out:
@@ -514,7 +526,7 @@ json_object *gq_reservation_to_json(const gq_reservation *r)
             goto fail;
     }
     gq_time_format_rfc3339(r->expires, t);
-    if (add_str(o, "expires", t))
+    if (add_str(o, "expires", t) || (r->model && add_str(o, "model", r->model)))
         goto fail;
     return o;
 fail:
@@ -667,7 +679,74 @@ void gq_quota_free(gq_quota *q)
     for (size_t i = 0; i < q->n_reservations; i++)
         gq_reservation_dispose(&q->reservations[i]);
     free(q->reservations);
+    for (size_t i = 0; i < q->n_models; i++)
+        free(q->models[i].name);
+    free(q->models);
     free(q);
+}
+
+const gq_model_limit *gq_quota_model_limit(const gq_quota *q, const char *model)
+{
+    for (size_t i = 0; model && i < q->n_models; i++)
+        if (!strcmp(q->models[i].name, model))
+            return &q->models[i];
+    return NULL;
+}
+
+static int model_limit_cmp(const void *a, const void *b)
+{
+    return strcmp(((const gq_model_limit *)a)->name, ((const gq_model_limit *)b)->name);
+}
+
+/* A model name as spec.models keys it: lower-case letters, digits, '-', '.'
+ * and '_', 1..GQ_CRD_MAX_MODEL_NAME long (the catalog's names and every name
+ * a config may add). */
+static bool model_name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (!n || n > GQ_CRD_MAX_MODEL_NAME)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_'))
+            return false;
+    }
+    return true;
+}
+
+/* spec.models: {name: {gpu-memory, gpus, gpu-pods}}. */
+static gq_code parse_quota_models(json_object *o, gq_quota *q, gq_err *err)
+{
+    gq_code rc = as_obj(o, "spec.models", err);
+    if (rc)
+        return rc;
+    size_t n = (size_t)json_object_object_length(o);
+    if (n > GQ_CRD_MAX_QUOTA_MODELS)
+        return gq_err_set(err, GQ_ELIMIT, "spec.models: more than %d models",
+                          GQ_CRD_MAX_QUOTA_MODELS);
+    if (!n)
+        return GQ_OK;
+    if (!(q->models = calloc(n, sizeof(*q->models))))
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    json_object_object_foreach(o, key, val)
+    {
+        char f[GQ_CRD_MAX_MODEL_NAME + 32];
+        if (!model_name_ok(key))
+            return gq_err_set(err, GQ_EINVAL,
+                              "spec.models: \"%.64s\" is not a model name (lower-case letters, "
+                              "digits, '-', '.', '_'; at most %d characters)",
+                              key, GQ_CRD_MAX_MODEL_NAME);
+        snprintf(f, sizeof(f), "spec.models.%s", key);
+        gq_model_limit *m = &q->models[q->n_models];
+        amounts_clear(&m->used);
+        if ((rc = gq_amounts_parse(val, f, &m->hard, err)))
+            return rc;
+        if (!(m->name = strdup(key)))
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        q->n_models++;
+    }
+    qsort(q->models, q->n_models, sizeof(*q->models), model_limit_cmp);
+    return GQ_OK;
 }
 
 /* apiVersion, kind (one of kinds), metadata.name, metadata.namespace. */
@@ -794,6 +873,18 @@ static gq_code parse_quota_status(json_object *st, gq_quota *q, gq_err *err)
         if (rc)
             return rc;
     }
+    json_object *bm = gq_json_member(st, "usedByModel");
+    if (bm && (rc = as_obj(bm, "status.usedByModel", err)))
+        return rc;
+    /* Only models spec.models still limits are read: usage of one the spec
+     * dropped limits nothing. */
+    for (size_t i = 0; bm && i < q->n_models; i++) {
+        json_object *mu = gq_json_member(bm, q->models[i].name);
+        char f[GQ_CRD_MAX_MODEL_NAME + 32];
+        snprintf(f, sizeof(f), "status.usedByModel.%s", q->models[i].name);
+        if (mu && (rc = gq_amounts_parse(mu, f, &q->models[i].used, err)))
+            return rc;
+    }
     json_object *arr = gq_json_member(st, "reservations");
     if (!arr)
         return GQ_OK;
@@ -883,6 +974,8 @@ gq_code gq_quota_parse(json_object *obj, gq_quota **out, gq_err *err)
                 goto out;
         }
     }
+    if ((v = gq_json_member(spec, "models")) && (rc = parse_quota_models(v, q, err)))
+        goto out;
     if ((v = gq_json_member(obj, "status"))) {
         rc = parse_quota_status(v, q, err);
         if (rc)

@@ -34,6 +34,8 @@
 #define GQ_CRD_MAX_MODELS 64          /* allowedModels */
 #define GQ_CRD_MAX_RESERVATIONS 65536 /* status.reservations */
 #define GQ_CRD_MAX_STRING 1024        /* any single string */
+#define GQ_CRD_MAX_QUOTA_MODELS 32    /* GPUQuota / GPUTenantQuota spec.models */
+#define GQ_CRD_MAX_MODEL_NAME 63      /* a catalog model name in spec.models */
 
 /* Quota keys, in Kubernetes' sorted (byte) order so messages list them sorted. */
 typedef enum gq_qkey {
@@ -111,12 +113,22 @@ typedef struct gq_reservation {
     char *pod;
     gq_amounts amounts; /* all three keys set */
     int64_t expires;    /* Unix seconds */
+    char *model;        /* catalog model the pod is pinned to ("model" in JSON); NULL: none */
 } gq_reservation;
 
 typedef enum gq_quota_kind {
     GQ_QUOTA_NAMESPACED = 0, /* GPUQuota */
     GQ_QUOTA_TENANT = 1,     /* GPUTenantQuota */
 } gq_quota_kind;
+
+/* One entry of spec.models: limits on the pods pinned to one catalog model,
+ * beside (never instead of) spec.hard. JSON: spec.models.<name> = {same keys
+ * as hard}; status.usedByModel.<name> = {same keys as used}. */
+typedef struct gq_model_limit {
+    char *name;      /* catalog model name (a map key, <= GQ_CRD_MAX_MODEL_NAME) */
+    gq_amounts hard; /* spec.models.<name> */
+    gq_amounts used; /* status.usedByModel.<name> (absent keys: 0) */
+} gq_model_limit;
 
 /* A GPUQuota or GPUTenantQuota, spec and the status fields policy needs. */
 typedef struct gq_quota {
@@ -134,7 +146,13 @@ typedef struct gq_quota {
     gq_amounts used;               /* status.used (absent keys: 0) */
     gq_reservation *reservations;  /* status.reservations */
     size_t n_reservations;
+    gq_model_limit *models; /* spec.models, sorted by name */
+    size_t n_models;
 } gq_quota;
+
+/* The spec.models entry of q for model (a catalog name); NULL when q does
+ * not limit that model or model is NULL. */
+const gq_model_limit *gq_quota_model_limit(const gq_quota *q, const char *model);
 
 /* Parse a GPUQuota or GPUTenantQuota (chosen by `kind`; apiVersion must be
  * gpuquota.io/v1alpha1). A GPUQuota needs metadata.namespace; a tenant needs

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/jsonutil.h"
 #include "quota/quantity.h"
 
 #define MIB ((int64_t)1 << 20)
@@ -383,6 +384,12 @@ static gq_code resolve_model(const gq_config *cfg, json_object *ann, json_object
     if (rc)
         return rc;
     if (name) {
+        if (strchr(name, ','))
+            return gq_err_set(err, GQ_EINVAL,
+                              "pod annotation " GQ_ANN_GPU_MODEL
+                              " \"%.200s\" lists several models; gpuquota's mutating webhook "
+                              "chooses one when the pod is created",
+                              name);
         *model = gq_config_find_model(cfg, name);
         *pinned = true;
         return *model ? GQ_OK : unknown_model(cfg, name, err);
@@ -404,6 +411,59 @@ static gq_code resolve_model(const gq_config *cfg, json_object *ann, json_object
     }
     *model = gq_config_default_model(cfg);
     *pinned = false;
+    return GQ_OK;
+}
+
+gq_code gq_pod_model_choices(const gq_config *cfg, json_object *pod, const gq_model **out,
+                             size_t *n_out, gq_err *err)
+{
+    json_object *meta = NULL, *ann = NULL;
+    const char *list = NULL;
+    gq_code rc;
+    if ((rc = get_object(pod, "metadata", "metadata", &meta, err)) ||
+        (rc = get_object(meta, "annotations", "metadata.annotations", &ann, err)) ||
+        (rc = get_string(ann, GQ_ANN_GPU_MODEL, "metadata.annotations[\"" GQ_ANN_GPU_MODEL "\"]",
+                         &list, err)))
+        return rc;
+    if (!list || !strchr(list, ',')) {
+        *n_out = 0;
+        return GQ_OK;
+    }
+    const gq_model *got[GQ_MAX_MODEL_CHOICES];
+    size_t n = 0;
+    for (const char *p = list;;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char name[GQ_MODEL_NAME_TEXT_MAX];
+        if (!len || len >= sizeof(name))
+            return gq_err_set(err, GQ_EINVAL,
+                              "pod annotation " GQ_ANN_GPU_MODEL
+                              " \"%.200s\": each item must be a GPU model name of 1 to %zu "
+                              "characters, separated by ',' in order of preference",
+                              list, sizeof(name) - 1);
+        if (n == GQ_MAX_MODEL_CHOICES)
+            return gq_err_set(err, GQ_EINVAL,
+                              "pod annotation " GQ_ANN_GPU_MODEL
+                              " \"%.200s\": at most %d models may be listed",
+                              list, GQ_MAX_MODEL_CHOICES);
+        memcpy(name, p, len);
+        name[len] = '\0';
+        const gq_model *m = gq_config_find_model(cfg, name);
+        if (!m)
+            return unknown_model(cfg, name, err);
+        for (size_t i = 0; i < n; i++)
+            if (got[i] == m)
+                return gq_err_set(err, GQ_EINVAL,
+                                  "pod annotation " GQ_ANN_GPU_MODEL
+                                  " \"%.200s\" names model %s twice",
+                                  list, m->name);
+        got[n++] = m;
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    memcpy(out, got, n * sizeof(*got));
+    *n_out = n;
     return GQ_OK;
 }
 
@@ -1069,6 +1129,9 @@ gq_code gq_pod_cost_compute(const gq_config *cfg, json_object *pod, gq_pod_cost 
     return gq_pod_cost_compute_in(cfg, pod, NULL, out, err);
 }
 
+static gq_code claims_cost(const gq_config *cfg, json_object *spec, json_object *ann,
+                           json_object *pod, gq_pod_cost *r, gq_err *err);
+
 gq_code gq_pod_cost_compute_in(const gq_config *cfg, json_object *pod, const gq_cost_scope *scope,
                                gq_pod_cost *out, gq_err *err)
 {
@@ -1168,6 +1231,8 @@ gq_code gq_pod_cost_compute_in(const gq_config *cfg, json_object *pod, const gq_
             goto out;
         }
     }
+    if ((rc = claims_cost(cfg, spec, managed ? ann : NULL, pod, &r, err)))
+        goto out;
 out:
     if (rc) {
         /* the contract: an error leaves *out empty, never half-filled */
@@ -1177,6 +1242,94 @@ out:
     }
     gq_pod_cost_dispose(out);
     *out = r;
+    return GQ_OK;
+}
+
+/* One entry of GQ_ANN_CLAIMS; false when it is not what gpuquota writes. */
+static bool claim_record(const gq_config *cfg, json_object *rec, int64_t *gpus, int64_t *mem,
+                         const gq_model **model)
+{
+    json_object *g = NULL, *m = NULL, *mo = NULL;
+    gq_quantity q;
+    gq_err e;
+    if (!json_object_is_type(rec, json_type_object) ||
+        !json_object_object_get_ex(rec, "gpus", &g) || !json_object_is_type(g, json_type_int) ||
+        json_object_get_int64(g) < 0 || !json_object_object_get_ex(rec, "memory", &m) ||
+        !json_object_is_type(m, json_type_string) ||
+        gq_quantity_parse(json_object_get_string(m), (size_t)json_object_get_string_len(m), &q,
+                          &e) ||
+        gq_quantity_is_negative(&q) || gq_quantity_to_int64_ceil(&q, mem))
+        return false;
+    *gpus = json_object_get_int64(g);
+    *model = NULL;
+    if (json_object_object_get_ex(rec, "model", &mo)) {
+        if (!json_object_is_type(mo, json_type_string) ||
+            !(*model = gq_config_find_model(cfg, json_object_get_string(mo))))
+            return false;
+    }
+    return true;
+}
+
+/* Add the GPU devices of the pod's DRA claims, from the record gpuquota
+ * wrote (ann is NULL unless gpuquota manages the pod). An entry without a
+ * record leaves its devices unknown: claims_unpriced. */
+static gq_code claims_cost(const gq_config *cfg, json_object *spec, json_object *ann,
+                           json_object *pod, gq_pod_cost *r, gq_err *err)
+{
+    json_object *claims = NULL, *recs = NULL;
+    const char *text = NULL;
+    gq_code rc = get_array(spec, "resourceClaims", "spec.resourceClaims", &claims, err);
+    if (rc || !claims || !json_object_array_length(claims))
+        return rc;
+    size_t n = json_object_array_length(claims);
+    if (ann && !gq_pod_user_set(pod, false, GQ_ANN_CLAIMS) &&
+        (rc = get_string(ann, GQ_ANN_CLAIMS, "metadata.annotations[\"" GQ_ANN_CLAIMS "\"]", &text,
+                         err)))
+        return rc;
+    gq_err e;
+    if (!text || n > GQ_POD_MAX_CLAIMS || gq_json_parse(text, strlen(text), 4, &recs, &e) ||
+        !json_object_is_type(recs, json_type_object)) {
+        r->claims_unpriced = true;
+        json_object_put(recs);
+        return GQ_OK;
+    }
+    int64_t gpus = 0, mem = 0;
+    const gq_model *model = NULL;
+    bool first = true, same = true;
+    for (size_t i = 0; i < n; i++) {
+        json_object *c = json_object_array_get_idx(claims, i), *nm = NULL, *rec = NULL;
+        int64_t g, m;
+        const gq_model *mo;
+        if (!json_object_object_get_ex(c, "name", &nm) ||
+            !json_object_is_type(nm, json_type_string) ||
+            !json_object_object_get_ex(recs, json_object_get_string(nm), &rec) ||
+            !claim_record(cfg, rec, &g, &m, &mo)) {
+            r->claims_unpriced = true;
+            continue;
+        }
+        if (add_i64(gpus, g, &gpus) || add_i64(mem, m, &mem)) {
+            json_object_put(recs);
+            return gq_err_set(err, GQ_ERANGE, "GPU devices of the pod's claims overflow");
+        }
+        if (g) {
+            same = same && (first || mo == model);
+            model = mo;
+            first = false;
+        }
+    }
+    json_object_put(recs);
+    if (!gpus)
+        return GQ_OK;
+    if (add_i64(r->gpus, gpus, &r->gpus) || add_i64(r->gpu_memory, mem, &r->gpu_memory))
+        return gq_err_set(err, GQ_ERANGE, "GPU memory of the pod overflows");
+    r->claim_gpus = gpus;
+    r->claim_memory = mem;
+    r->gpu_pods = 1;
+    /* Devices a selector or the class pins to one model pin the pod. */
+    if (same && model && !r->model_pinned) {
+        r->model = model;
+        r->model_pinned = true;
+    }
     return GQ_OK;
 }
 

@@ -41,6 +41,14 @@
  * for backends whose resources do not carry the memory (timeslicing), and
  * only when gpuquota wrote it (gq_pod_managed, gq_pod_user_set). */
 #define GQ_ANN_REQUESTS "gpuquota.io/gpu-requests"
+/* Pod annotation written by the mutating webhook for a pod with DRA claims:
+ * the GPU devices of each spec.resourceClaims entry, by entry name,
+ * {"gpu":{"gpus":2,"memory":"160Gi","model":"a100-80gb"}} ("model" when
+ * known). Read back only when gpuquota wrote it (gq_pod_managed and not
+ * gq_pod_user_set), like GQ_ANN_REQUESTS. */
+#define GQ_ANN_CLAIMS "gpuquota.io/gpu-claims"
+/* Most spec.resourceClaims entries gpuquota prices. */
+#define GQ_POD_MAX_CLAIMS 32
 /* KAI scheduler style pod annotations (fraction of one GPU; MiB). */
 #define GQ_ANN_KAI_FRACTION "gpu-fraction"
 #define GQ_ANN_KAI_MEMORY "gpu-memory"
@@ -108,6 +116,11 @@ typedef struct gq_pod_cost {
                               models can change the charge */
     gq_ctr_cost *ctrs;     /* GPU-using containers only, in spec order (init first) */
     size_t n_ctrs;
+    /* DRA: GPU devices of the pod's claims, as gpuquota recorded them
+     * (GQ_ANN_CLAIMS) and included in gpus and gpu_memory above. */
+    int64_t claim_gpus, claim_memory;
+    bool claims_unpriced; /* an entry of spec.resourceClaims has no record gpuquota
+                             wrote: its devices are unknown */
 } gq_pod_cost;
 
 void gq_pod_cost_init(gq_pod_cost *c);
@@ -139,6 +152,27 @@ gq_code gq_pod_cost_compute_in(const gq_config *cfg, json_object *pod, const gq_
  * largest the namespace may use). */
 gq_code gq_pod_cost_compute(const gq_config *cfg, json_object *pod, gq_pod_cost *out,
                             gq_err *err) GQ_WUR;
+
+/* Most models a pod may accept (gq_pod_model_choices). */
+#define GQ_MAX_MODEL_CHOICES 8
+/* Longest item of such a list, with its terminator. */
+#define GQ_MODEL_NAME_TEXT_MAX 128
+/* Pod annotation written by the mutating webhook when it chose among
+ * several models: the list as the pod gave it, in order of preference
+ * (gpuquota.io/gpu-model then holds the model chosen). Never read back. */
+#define GQ_ANN_GPU_MODEL_CHOICES "gpuquota.io/gpu-model-choices"
+
+/* The models a pod accepts, when annotation gpuquota.io/gpu-model lists
+ * several, comma-separated in order of preference ("a100-80gb,h100-80gb"):
+ * out[0..*n_out) (capacity GQ_MAX_MODEL_CHOICES) are catalog models,
+ * borrowed from cfg. *n_out is 0 when the annotation is absent or names one
+ * model (gq_pod_cost_compute reads that one). Each item is what the single
+ * form accepts (catalog name or GFD product). GQ_ENOTFOUND for an unknown
+ * model; GQ_EINVAL for an empty or overlong item, a model named twice or
+ * more than GQ_MAX_MODEL_CHOICES items. gq_pod_cost_compute refuses a list:
+ * the mutating webhook replaces it with the model it chooses. */
+gq_code gq_pod_model_choices(const gq_config *cfg, json_object *pod, const gq_model **out,
+                             size_t *n_out, gq_err *err) GQ_WUR;
 
 /* Longest label or annotation key: a DNS-subdomain prefix, '/', a name. */
 #define GQ_META_KEY_MAX (253 + 1 + 63)

@@ -221,20 +221,24 @@ static gq_code add_checked(int64_t *acc, int64_t v, const char *what, gq_qkey k,
     return GQ_OK;
 }
 
-gq_code gq_quota_in_use(const gq_quota *q, int64_t now, const char *skip_key, gq_amounts *out,
-                        gq_err *err)
+/* base plus q's reservations live at now, but skip_key's; when model is
+ * set, only those recorded for model and those of unpinned pods (charged
+ * against every model). */
+static gq_code in_use(const gq_quota *q, const gq_amounts *base, const char *model, int64_t now,
+                      const char *skip_key, gq_amounts *out, gq_err *err)
 {
     gq_amounts a;
     memset(&a, 0, sizeof(a));
     a.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
     for (int k = 0; k < GQ_KEY_COUNT; k++) {
         a.set[k] = true;
-        if (q->used.set[k])
-            a.v[k] = q->used.v[k];
+        if (base->set[k])
+            a.v[k] = base->v[k];
     }
     for (size_t i = 0; i < q->n_reservations; i++) {
         const gq_reservation *r = &q->reservations[i];
-        if (r->expires <= now || (skip_key && strcmp(r->key, skip_key) == 0))
+        if (r->expires <= now || (skip_key && strcmp(r->key, skip_key) == 0) ||
+            (model && r->model && strcmp(r->model, model)))
             continue;
         for (int k = 0; k < GQ_KEY_COUNT; k++) {
             if (!r->amounts.set[k])
@@ -248,6 +252,18 @@ gq_code gq_quota_in_use(const gq_quota *q, int64_t now, const char *skip_key, gq
     return GQ_OK;
 }
 
+gq_code gq_quota_in_use(const gq_quota *q, int64_t now, const char *skip_key, gq_amounts *out,
+                        gq_err *err)
+{
+    return in_use(q, &q->used, NULL, now, skip_key, out, err);
+}
+
+gq_code gq_quota_model_in_use(const gq_quota *q, const gq_model_limit *m, int64_t now,
+                              const char *skip_key, gq_amounts *out, gq_err *err)
+{
+    return in_use(q, &m->used, m->name, now, skip_key, out, err);
+}
+
 /* GPUQuota before GPUTenantQuota, then by name: a stable, documented order. */
 static int check_order_cmp(const void *pa, const void *pb)
 {
@@ -258,8 +274,9 @@ static int check_order_cmp(const void *pa, const void *pb)
     return strcmp(a->name, b->name);
 }
 
-/* "k=v,k=v" over the keys in mask, as Kubernetes' prettyPrint does. */
-static void print_list(msgbuf *b, const gq_amounts *a, const bool mask[GQ_KEY_COUNT])
+/* "k=v,k=v" with every key prefixed by "model/" when model is set. */
+static void print_list_for(msgbuf *b, const char *model, const gq_amounts *a,
+                           const bool mask[GQ_KEY_COUNT])
 {
     bool first = true;
     for (int k = 0; k < GQ_KEY_COUNT; k++) {
@@ -267,29 +284,28 @@ static void print_list(msgbuf *b, const gq_amounts *a, const bool mask[GQ_KEY_CO
             continue;
         char buf[GQ_QUANTITY_STR_MAX];
         gq_amount_format(a, (gq_qkey)k, buf);
-        mb_add(b, "%s%s=%s", first ? "" : ",", gq_qkey_name((gq_qkey)k), buf);
+        mb_add(b, "%s%s%s%s=%s", first ? "" : ",", model ? model : "", model ? "/" : "",
+               gq_qkey_name((gq_qkey)k), buf);
         first = false;
     }
 }
 
-static gq_code check_one(const gq_quota *q, const gq_amounts *charge, int64_t now,
-                         const char *skip_key, bool *limits_charge, gq_err *err)
+/* One set of limits (spec.hard, or spec.models.<model> when model is set)
+ * against what is in use. */
+static gq_code check_limits(const gq_quota *q, const char *model, const gq_amounts *hard,
+                            const gq_amounts *used, const gq_amounts *charge, bool *limits_charge,
+                            gq_err *err)
 {
-    gq_amounts used;
     bool exceeded[GQ_KEY_COUNT] = {false};
     bool any = false;
-    gq_code rc = gq_quota_in_use(q, now, skip_key, &used, err);
-    if (rc)
-        return rc;
-    *limits_charge = false;
     for (int k = 0; k < GQ_KEY_COUNT; k++) {
         /* Zero charges are dropped before comparing, as ResourceQuota does:
          * hard 0 blocks only pods that actually charge that key. */
-        if (!q->hard.set[k] || !charge->set[k] || charge->v[k] <= 0)
+        if (!hard->set[k] || !charge->set[k] || charge->v[k] <= 0)
             continue;
         *limits_charge = true;
-        int64_t total = used.v[k];
-        if (__builtin_add_overflow(total, charge->v[k], &total) || total > q->hard.v[k]) {
+        int64_t total = used->v[k];
+        if (__builtin_add_overflow(total, charge->v[k], &total) || total > hard->v[k]) {
             exceeded[k] = true;
             any = true;
         }
@@ -301,12 +317,38 @@ static gq_code check_one(const gq_quota *q, const gq_amounts *charge, int64_t no
     msg[0] = '\0';
     mb_add(&b, "exceeded %squota: %s, requested: ", q->kind == GQ_QUOTA_TENANT ? "tenant " : "",
            q->name);
-    print_list(&b, charge, exceeded);
+    print_list_for(&b, model, charge, exceeded);
     mb_add(&b, ", used: ");
-    print_list(&b, &used, exceeded);
+    print_list_for(&b, model, used, exceeded);
     mb_add(&b, ", limited: ");
-    print_list(&b, &q->hard, exceeded);
+    print_list_for(&b, model, hard, exceeded);
     return gq_err_set(err, GQ_EDENIED, "%s", msg);
+}
+
+static gq_code check_one(const gq_quota *q, const gq_pod_facts *pod, const gq_amounts *charge,
+                         int64_t now, const char *skip_key, bool *limits_charge, gq_err *err)
+{
+    gq_amounts used;
+    gq_code rc = gq_quota_in_use(q, now, skip_key, &used, err);
+    if (rc)
+        return rc;
+    *limits_charge = false;
+    if ((rc = check_limits(q, NULL, &q->hard, &used, charge, limits_charge, err)))
+        return rc;
+    if (!q->n_models)
+        return GQ_OK;
+    /* A pinned pod: its model's limits, if the quota lists it. An unpinned
+     * pod could land on any model, so it is charged against every model's
+     * limits: no model's budget can be taken by not naming it. */
+    for (size_t i = 0; i < q->n_models; i++) {
+        const gq_model_limit *m = &q->models[i];
+        if (pod->model && strcmp(pod->model, m->name))
+            continue;
+        if ((rc = gq_quota_model_in_use(q, m, now, skip_key, &used, err)) ||
+            (rc = check_limits(q, m->name, &m->hard, &used, charge, limits_charge, err)))
+            return rc;
+    }
+    return GQ_OK;
 }
 
 gq_code gq_quota_evaluate(const gq_quota *const *quotas, size_t n, const gq_pod_facts *pod,
@@ -334,7 +376,7 @@ gq_code gq_quota_evaluate(const gq_quota *const *quotas, size_t n, const gq_pod_
             continue;
         n_matched++;
         bool limits;
-        rc = check_one(order[i], charge, now, reservation_key, &limits, err);
+        rc = check_one(order[i], pod, charge, now, reservation_key, &limits, err);
         if (rc)
             goto out;
         if (!limits)
@@ -386,6 +428,7 @@ void gq_usage_dispose(gq_usage *u)
     for (size_t i = 0; i < u->n_ns; i++)
         free(u->ns[i].namespace_);
     free(u->ns);
+    free(u->by_model);
     gq_usage_init(u);
 }
 
@@ -410,7 +453,7 @@ static bool sorted_by_ns(const gq_usage_pod **m, size_t n)
 static gq_code accumulate(gq_amounts *acc, const gq_quota *q, const gq_amounts *c, gq_err *err)
 {
     for (int k = 0; k < GQ_KEY_COUNT; k++) {
-        if (!q->hard.set[k] || !c->set[k])
+        if (!acc->set[k] || !c->set[k])
             continue;
         gq_code rc = add_checked(&acc->v[k], c->v[k], q->name, (gq_qkey)k, err);
         if (rc)
@@ -429,10 +472,24 @@ gq_code gq_quota_recount(const gq_quota *q, const gq_usage_pod *pods, size_t n, 
     gq_usage_init(&u);
     for (int k = 0; k < GQ_KEY_COUNT; k++)
         u.used.set[k] = q->hard.set[k];
+    if (q->n_models) {
+        if (!(u.by_model = calloc(q->n_models, sizeof(*u.by_model)))) {
+            gq_usage_dispose(&u);
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        }
+        u.n_by_model = q->n_models;
+        for (size_t i = 0; i < q->n_models; i++) {
+            u.by_model[i].fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
+            for (int k = 0; k < GQ_KEY_COUNT; k++)
+                u.by_model[i].set[k] = q->models[i].hard.set[k];
+        }
+    }
     if (n) {
         m = malloc(n * sizeof(*m));
-        if (!m)
+        if (!m) {
+            gq_usage_dispose(&u);
             return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        }
     }
     for (size_t i = 0; i < n; i++) {
         const gq_usage_pod *p = &pods[i];
@@ -443,6 +500,13 @@ gq_code gq_quota_recount(const gq_quota *q, const gq_usage_pod *pods, size_t n, 
         rc = accumulate(&u.used, q, &p->charge, err);
         if (rc)
             goto out;
+        for (size_t j = 0; j < q->n_models; j++) {
+            /* Unpinned pods count against every model (gq_quota_evaluate). */
+            if (p->facts.model && strcmp(p->facts.model, q->models[j].name))
+                continue;
+            if ((rc = accumulate(&u.by_model[j], q, &p->charge, err)))
+                goto out;
+        }
         m[nm++] = p;
     }
     if (q->kind == GQ_QUOTA_TENANT && nm) {
@@ -482,6 +546,62 @@ out:
     gq_usage_dispose(&u);
     free(m);
     return rc;
+}
+
+json_object *gq_usage_by_model_to_json(const gq_quota *q, const gq_usage *u)
+{
+    json_object *o = json_object_new_object();
+    for (size_t i = 0; o && i < q->n_models && i < u->n_by_model; i++) {
+        json_object *a = gq_amounts_to_json(&u->by_model[i]);
+        if (!a || json_object_object_add(o, q->models[i].name, a)) {
+            json_object_put(a);
+            json_object_put(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+gq_code gq_model_choose(const gq_model_option *opts, size_t n, const gq_quota *const *quotas,
+                        size_t n_q, const gq_pod_facts *pod, json_object *ns_labels,
+                        bool require_quota, int64_t now, const char *reservation_key,
+                        size_t *chosen, gq_err *err)
+{
+    gq_code rc = GQ_OK;
+    size_t *idx = NULL, n_idx = 0;
+    char why[GQ_ERR_MSG_MAX];
+    msgbuf b = {why, sizeof(why), 0};
+    why[0] = '\0';
+    if (!n)
+        return gq_err_set(err, GQ_EINVAL, "no GPU model to choose from");
+    if (n_q && !(idx = calloc(n_q, sizeof(*idx))))
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        gq_pod_facts f = *pod;
+        gq_err e;
+        gq_err_clear(&e);
+        f.model = opts[i].model;
+        rc = gq_quota_evaluate(quotas, n_q, &f, ns_labels, &opts[i].charge, require_quota, now,
+                               reservation_key, idx, &n_idx, &e);
+        if (rc == GQ_OK) {
+            *chosen = i;
+            goto out;
+        }
+        if (rc != GQ_EDENIED) {
+            gq_err_set(err, rc, "%s", e.msg);
+            goto out;
+        }
+        mb_add(&b, "%s%s: %s", i ? "; " : "", opts[i].model, e.msg);
+    }
+    rc = gq_err_set(err, GQ_EDENIED, "no accepted GPU model fits: %s", why);
+out:
+    free(idx);
+    return rc;
+}
+
+const char *gq_pod_model(const gq_pod_cost *cost)
+{
+    return cost->model && cost->model_pinned ? cost->model->name : NULL;
 }
 
 json_object *gq_usage_namespaces_to_json(const gq_usage *u)

@@ -20,7 +20,14 @@ typedef struct gq_pod_facts {
     const char *priority_class; /* spec.priorityClassName; NULL or "" = none */
     bool terminating;           /* spec.activeDeadlineSeconds >= 0 */
     bool terminal;              /* status.phase Succeeded/Failed: charges nothing */
+    const char *model;          /* catalog name of the model the pod is pinned to (gq_pod_model);
+                                   NULL = none: charged against every model a quota limits */
 } gq_pod_facts;
+
+/* The catalog name the pod is pinned to, for gq_pod_facts.model: cost's
+ * model when the pod named it (annotation or gpu.product selector), else
+ * NULL. Borrowed from the config cost was computed with. */
+const char *gq_pod_model(const gq_pod_cost *cost);
 
 /* Fill namespace_ (ns, borrowed: the admission request's namespace, since a
  * pod being created may not carry one), priority_class and terminating from
@@ -73,9 +80,19 @@ bool gq_quota_matches(const gq_quota *q, const gq_pod_facts *pod, json_object *n
 gq_code gq_quota_in_use(const gq_quota *q, int64_t now, const char *skip_key, gq_amounts *out,
                         gq_err *err) GQ_WUR;
 
+/* status.usedByModel.<m->name> of q plus its live reservations for that
+ * model or for no model (skip_key as gq_quota_in_use). All keys of *out
+ * are set. */
+gq_code gq_quota_model_in_use(const gq_quota *q, const gq_model_limit *m, int64_t now,
+                              const char *skip_key, gq_amounts *out, gq_err *err) GQ_WUR;
+
 /* Decide whether a pod with charge (gq_charge_from_cost) fits every matching
  * quota among quotas[0..n). For every matching quota and every key in its
- * spec.hard that the pod charges (> 0): in_use + charge <= hard.
+ * spec.hard that the pod charges (> 0): in_use + charge <= hard; and when
+ * the quota has spec.models: a pod pinned to a model it lists (pod->model)
+ * fits that model's limits as well ("requested: h100-80gb/gpu-memory=40Gi"),
+ * and a pod pinned to no model fits every listed model's limits (it could
+ * land on any of them; it is counted against each).
  * Quotas are checked GPUQuota first, then GPUTenantQuota, each in name order;
  * the first one exceeded denies with
  *   "exceeded quota: NAME, requested: K=V,..., used: K=V,..., limited: K=V,..."
@@ -119,7 +136,9 @@ typedef struct gq_ns_usage {
 
 /* Result of a recount. Caller-owned: gq_usage_init, then gq_usage_dispose. */
 typedef struct gq_usage {
-    gq_amounts used; /* keys of spec.hard only, like ResourceQuota status.used */
+    gq_amounts used;      /* keys of spec.hard only, like ResourceQuota status.used */
+    gq_amounts *by_model; /* parallel to q->models: keys of each model's limits */
+    size_t n_by_model;
     gq_ns_usage *ns; /* tenants: namespaces with a charging pod, sorted by name */
     size_t n_ns;
 } gq_usage;
@@ -131,6 +150,31 @@ void gq_usage_dispose(gq_usage *u);
  * and refilled on success. GQ_ERANGE on overflow. */
 gq_code gq_quota_recount(const gq_quota *q, const gq_usage_pod *pods, size_t n, gq_usage *out,
                          gq_err *err) GQ_WUR;
+
+/* status.usedByModel: {model: {...}} over q's spec.models (u from
+ * gq_quota_recount(q)). Caller owns the object; NULL on allocation failure. */
+json_object *gq_usage_by_model_to_json(const gq_quota *q, const gq_usage *u);
+
+/* --- a choice of models ------------------------------------------------------- */
+
+/* One model a pod accepts, with what the pod costs on it. */
+typedef struct gq_model_option {
+    const char *model; /* catalog name (borrowed) */
+    gq_amounts charge; /* gq_charge_from_cost of the pod priced on that model */
+} gq_model_option;
+
+/* Choose the model for a pod that accepts opts[0..n) in order of
+ * preference: the first whose charge fits every quota among quotas[0..n_q)
+ * that governs the pod (gq_quota_evaluate with pod->model set to the
+ * option's model, require_quota and reservation_key as there). On GQ_OK
+ * *chosen is its index. When none fits, GQ_EDENIED with err saying, per
+ * model, why: "no accepted GPU model fits: a100-80gb: exceeded quota: ...;
+ * h100-80gb: exceeded quota: ...". GQ_EINVAL for n == 0. Pure: the quotas'
+ * state (status and reservations) is the caller's snapshot. */
+gq_code gq_model_choose(const gq_model_option *opts, size_t n, const gq_quota *const *quotas,
+                        size_t n_q, const gq_pod_facts *pod, json_object *ns_labels,
+                        bool require_quota, int64_t now, const char *reservation_key,
+                        size_t *chosen, gq_err *err) GQ_WUR;
 
 /* status.namespaces[] for a tenant: [{"namespace": ns, "used": {...}}].
  * Caller owns the array; NULL on allocation failure. */

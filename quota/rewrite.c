@@ -457,6 +457,11 @@ static gq_code rewrite_ctr(rw *x, const gq_ctr_cost *c, json_object *original)
 
 /* ---- model pin ------------------------------------------------------------ */
 
+static const gq_model *chosen_of(const rw *x)
+{
+    return x->opts ? x->opts->chosen : NULL;
+}
+
 /* {"key":"nvidia.com/gpu.product","operator":"In","values":[products]} */
 static json_object *pin_expression(const gq_model *m)
 {
@@ -500,7 +505,7 @@ static gq_code pin_model(rw *x)
 {
     const gq_model *m = x->cost->model;
     json_object *ann = gq_json_member(x->meta, "annotations");
-    if (!gq_json_get_string(ann, GQ_ANN_GPU_MODEL) || !m || m->n_products == 0)
+    if ((!gq_json_get_string(ann, GQ_ANN_GPU_MODEL) && !chosen_of(x)) || !m || m->n_products == 0)
         return GQ_OK;
     gq_jptr p;
     gq_jptr_init(&p);
@@ -637,6 +642,12 @@ static gq_code record(rw *x, json_object *originals, json_object *requests)
         goto oom;
     if (put_string(ann, GQ_ANN_CHARGED, x->res->charged))
         goto oom;
+    if (x->opts && x->opts->claims && put_string(ann, GQ_ANN_CLAIMS, x->opts->claims))
+        goto oom;
+    if (chosen_of(x) &&
+        (put_string(ann, GQ_ANN_GPU_MODEL, chosen_of(x)->name) ||
+         put_string(ann, GQ_ANN_GPU_MODEL_CHOICES, x->opts->choices ? x->opts->choices : "")))
+        goto oom;
     if (!json_object_is_type(x->meta, json_type_object)) {
         /* No metadata at all: create it with both maps in one operation. */
         gq_jptr p;
@@ -724,7 +735,7 @@ gq_code gq_rewrite_pod(const gq_config *cfg, json_object *pod, const gq_pod_cost
         .res = res,
         .err = err,
     };
-    if (cost->gpu_pods == 0 || cost->n_ctrs == 0)
+    if (cost->gpu_pods == 0 || (cost->n_ctrs == 0 && !(opts && opts->claims)))
         goto done;
     originals = json_object_new_object();
     requests = json_object_new_object();

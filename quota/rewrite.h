@@ -30,6 +30,18 @@
 typedef struct gq_rewrite_opts {
     const gq_ctr_default *defaults; /* GPULimitRange defaults the cost includes; may be NULL */
     size_t n_defaults;
+    /* The model gpuquota chose for a pod that accepts several (or that a
+     * GPULimitRange's allowedModels pins): the cost is priced on it
+     * (cost->model); the patch writes annotation gpuquota.io/gpu-model =
+     * chosen->name and gpuquota.io/gpu-model-choices = choices (the list
+     * chosen from, as the pod gave it) and pins the node affinity. NULL: the
+     * pod's own pin, if any. */
+    const gq_model *chosen;
+    const char *choices;
+    /* The GQ_ANN_CLAIMS record of the pod's DRA claims (the cost includes
+     * them): written with label gpuquota.io/managed, also for a pod whose
+     * containers ask for no GPU. NULL: none. */
+    const char *claims;
 } gq_rewrite_opts;
 
 /* The result. Caller-owned: gq_rewrite_init before, gq_rewrite_dispose after. */

@@ -6,6 +6,10 @@ set(GQ_STATE_EXAMPLES ${CMAKE_SOURCE_DIR}/deploy/examples/state)
 gq_cli_test(admit state_fits_exactly 0
   ARGS --state ${GQ_STATE_EXAMPLES}/cluster.yaml ${GQ_STATE_EXAMPLES}/train-16gi.yaml
   EXPECT "^pod team-a/train-: allowed$" "^quotas: GPUQuota team-a/team-a, GPUTenantQuota ml$")
+gq_cli_test(admit state_model_choice 0
+  ARGS --state ${GQ_STATE_EXAMPLES}/cluster.yaml ${GQ_STATE_EXAMPLES}/train-choice.yaml
+  EXPECT "^pod team-a/train-: allowed$" "gpuquota.io/gpu-model.*l4"
+         "gpuquota.io/gpu-model-choices.*a100-80gb,l4")
 gq_cli_test(admit state_exceeds 1
   ARGS --state ${GQ_STATE_EXAMPLES}/cluster.yaml ${GQ_STATE_EXAMPLES}/train-24gi.yaml
   EXPECT "^pod team-a/train-: denied$"
@@ -36,12 +40,13 @@ gq_cli_test(admit state_no_quota_needed 0 ARGS ${GQ_STATE}/pod-ml-b-16gi.json EX
 gq_cli_test(admit state_require_quota 1
   ARGS --config ${GQ_STATE}/require-quota.yaml ${GQ_STATE}/pod-ml-b-16gi.json
   EXPECT "^reason: insufficient quota to consume: gpu-memory,gpu-pods$")
-# DRA claims are not charged yet: refused where a quota governs the
-# namespace, admitted untouched where none does.
+# DRA claims gpuquota could not price (here: no cluster to read the
+# template from) are refused where a quota governs the namespace, admitted
+# untouched where none does.
 gq_cli_test(admit state_dra_claim_governed 1
   ARGS --state ${GQ_STATE_EXAMPLES}/cluster.yaml ${GQ_TEST_DATA}/pods/dra-claim.json
   EXPECT "^pod team-a/dra: denied$"
-         "^reason: spec.resourceClaims\\[0\\] \"gpu\" \\(resourceClaimTemplateName \"single-gpu\"\\): DRA claims are not yet charged by gpuquota, so namespace team-a, governed by GPUQuota team-a/team-a, does not admit pods with resource claims; ask for GPUs in the container's resources")
+         "^reason: spec.resourceClaims\\[0\\] \"gpu\" \\(resourceClaimTemplateName \"single-gpu\"\\): gpuquota cannot tell which GPUs the pod's DRA claims hold, so namespace team-a, governed by GPUQuota team-a/team-a, does not admit it; ask for GPUs through a ResourceClaimTemplate")
 gq_cli_test(admit state_dra_claim_ungoverned 0 ARGS ${GQ_TEST_DATA}/pods/dra-claim.json
   EXPECT "^pod team-a/dra: allowed$" "^quotas: none$" "^patch: none \\(admitted unchanged\\)$")
 # A GPU is never free: whole GPUs of unknown model are charged as the

@@ -1,3 +1,5 @@
 # Pod GPU cost: table over test/data/pods/*.json.
 gq_unit_test(test_podcost test_podcost.c)
 gq_fuzz_target(podcost ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_podcost.c)
+gq_unit_test(test_dra test_dra.c)
+gq_fuzz_target(dra ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_dra.c)

@@ -201,6 +201,26 @@ static void default_model_defined_in_file(void **state)
     gq_config_free(cfg);
 }
 
+static void device_classes(void **state)
+{
+    (void)state;
+    gq_config *cfg = NULL;
+    gq_err err;
+    assert_int_equal(gq_config_default(&cfg, &err), GQ_OK);
+    const gq_device_class *d = gq_config_find_device_class(cfg, "gpu.nvidia.com");
+    assert_non_null(d);
+    assert_null(d->model);
+    assert_null(gq_config_find_device_class(cfg, "h100.example.com"));
+    gq_config_free(cfg);
+    cfg = parse_ok("good/device-classes.yaml");
+    assert_int_equal(cfg->n_device_classes, 2);
+    d = gq_config_find_device_class(cfg, "h100.example.com");
+    assert_non_null(d);
+    assert_string_equal(d->model, "site-gpu");
+    assert_null(gq_config_find_device_class(cfg, "gpu.nvidia.com")->model);
+    gq_config_free(cfg);
+}
+
 static void product_moves_to_new_model(void **state)
 {
     (void)state;
@@ -223,7 +243,15 @@ static const struct bad_case {
 } bad_cases[] = {
     {"unknown-key.yaml", GQ_EINVAL, "unknown-key.yaml:2: ",
      "unknown key \"backends\" (valid keys: backend, memoryUnit, schedulerName, defaultModel, "
-     "requireQuota, exemptNamespaces, audit, models)"},
+     "requireQuota, exemptNamespaces, audit, models, deviceClasses)"},
+    {"device-class-unknown-model.yaml", GQ_EINVAL, "device-class-unknown-model.yaml:3: ",
+     "deviceClasses[] \"gpu.nvidia.com\": model \"a100\" is not a model name"},
+    {"device-class-twice.yaml", GQ_EINVAL, "device-class-twice.yaml:4: ",
+     "deviceClasses[].name: \"gpu.nvidia.com\" is listed twice (first at line 2)"},
+    {"device-class-no-name.yaml", GQ_EINVAL,
+     "device-class-no-name.yaml:2: ", "deviceClasses[]: missing required key \"name\""},
+    {"device-class-bad-name.yaml", GQ_EINVAL, "device-class-bad-name.yaml:2: ",
+     "deviceClasses[].name: \"GPU_Class\" is not a DeviceClass name"},
     {"unknown-audit-key.yaml", GQ_EINVAL, "unknown-audit-key.yaml:3: ",
      "audit: unknown key \"maxsize\" (valid keys: path, maxSize, maxFiles)"},
     {"unknown-model-key.yaml", GQ_EINVAL, "unknown-model-key.yaml:4: ",
@@ -549,6 +577,7 @@ int main(void)
         cmocka_unit_test(quoted_file),
         cmocka_unit_test(default_model_defined_in_file),
         cmocka_unit_test(product_moves_to_new_model),
+        cmocka_unit_test(device_classes),
         cmocka_unit_test(bad_files),
         cmocka_unit_test(bad_table_is_complete),
         cmocka_unit_test(input_size_capped),

@@ -44,6 +44,7 @@ typedef struct pod_spec {
     int grace;           /* deletionGracePeriodSeconds */
     const char *uid;     /* metadata.uid (the reservation key); NULL: "uid-NAME" */
     const char *ann;     /* a gpuquota.io/reservation annotation (must be ignored) */
+    const char *model;   /* gpuquota.io/gpu-model (not with ann) */
 } pod_spec;
 
 static json_object *pod_json(const pod_spec *p)
@@ -61,6 +62,9 @@ static json_object *pod_json(const pod_spec *p)
     if (p->ann)
         n += (size_t)snprintf(meta_extra + n, sizeof meta_extra - n,
                               ",'annotations':{'gpuquota.io/reservation':'%s'}", p->ann);
+    else if (p->model)
+        n += (size_t)snprintf(meta_extra + n, sizeof meta_extra - n,
+                              ",'annotations':{'gpuquota.io/gpu-model':'%s'}", p->model);
     if (p->deleted)
         n += (size_t)snprintf(meta_extra + n, sizeof meta_extra - n,
                               ",'deletionTimestamp':'%s','deletionGracePeriodSeconds':%d",
@@ -677,6 +681,43 @@ static bool seen_none(void *ud, const char *ns, const char *key)
     return false;
 }
 
+/* Usage per model: pods pinned to a model count for it, unpinned pods for
+ * every model the quota lists; a model over its limit is Exceeded. */
+static void test_usage_by_model(void **state)
+{
+    (void)state;
+    ctl_store *s;
+    assert_int_equal(ctl_store_new(&s), GQ_OK);
+    pod_spec pods[] = {
+        {.ns = "a", .name = "h1", .mem = "8Gi", .model = "h100-80gb"},
+        {.ns = "a", .name = "h2", .mem = "8Gi", .model = "h100-80gb"},
+        {.ns = "a", .name = "u", .mem = "4Gi"},
+        {.ns = "a", .name = "t", .mem = "2Gi", .model = "a10"},
+        {.ns = "a", .name = "done", .mem = "30Gi", .model = "h100-80gb", .phase = "Succeeded"},
+    };
+    for (size_t i = 0; i < sizeof(pods) / sizeof(pods[0]); i++)
+        add_pod(s, &pods[i]);
+    json_object *q =
+        quota_json("a", "q",
+                   "{'hard':{'gpu-memory':'100Gi'},'models':{'h100-80gb':{'gpu-memory':'16Gi'},"
+                   "'a10':{'gpu-pods':'5'}}}",
+                   NULL);
+    ctl_result r;
+    ctl_result_init(&r);
+    reconcile(s, q, NOW, &r);
+    json_object *bm = NULL;
+    assert_true(json_object_object_get_ex(r.status, "usedByModel", &bm));
+    assert_string_equal(json_object_to_json_string_ext(bm, JSON_C_TO_STRING_PLAIN),
+                        "{\"a10\":{\"gpu-pods\":\"2\"},\"h100-80gb\":{\"gpu-memory\":\"20Gi\"}}");
+    assert_string_equal(status_str(&r, "used", "gpu-memory"), "22Gi");
+    assert_true(r.exceeded);
+    assert_string_equal(r.message,
+                        "used exceeds hard for h100-80gb/gpu-memory (used 20Gi, hard 16Gi)");
+    ctl_result_dispose(&r);
+    json_object_put(q);
+    ctl_store_free(s);
+}
+
 static void test_reconcile_pure(void **state)
 {
     (void)state;
@@ -955,6 +996,7 @@ int main(void)
         cmocka_unit_test(test_tenant_membership),
         cmocka_unit_test(test_group_sums),
         cmocka_unit_test(test_reconcile_pure),
+        cmocka_unit_test(test_usage_by_model),
         cmocka_unit_test(test_memory_per_record),
         cmocka_unit_test(test_queue_dedup),
         cmocka_unit_test(test_queue_backoff),

@@ -432,7 +432,7 @@ static void source_errors_are_500(void **state)
 static void no_source_no_limit_ranges(void **state)
 {
     env *e = *state;
-    e->mc.limit_ranges = (wh_limit_range_source){NULL, NULL};
+    e->mc.limit_ranges = (wh_limit_range_source){.ctx = NULL};
     e->mc.audit = NULL; /* no audit: still answered */
     char *body = fixture(HALF_GPU);
     wh_response resp;

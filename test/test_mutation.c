@@ -15,6 +15,7 @@
 #include "quota/config.h"
 #include "quota/crd.h"
 #include "quota/jsonpatch.h"
+#include "quota/podcost.h"
 #include "common/jsonutil.h"
 #include "webhook/mutation.h"
 #include "webhook/review.h"
@@ -423,6 +424,231 @@ static void author_records_replaced(void **state)
     gq_config_free(cfg);
 }
 
+/* ---- a choice of models ---------------------------------------------------- */
+
+/* A source with the GPUQuotas of team-a (JSON array text) and nothing else. */
+typedef struct fake_quotas {
+    const char *quotas;
+} fake_quotas;
+
+static gq_code fq_list_quotas(void *ctx, const char *ns, json_object **out, gq_err *err)
+{
+    const fake_quotas *f = ctx;
+    if (strcmp(ns, "team-a")) {
+        *out = json_object_new_array();
+        return GQ_OK;
+    }
+    return gq_json_parse(f->quotas, strlen(f->quotas), 0, out, err);
+}
+
+static gq_code fq_list_tenants(void *ctx, json_object **out, gq_err *err)
+{
+    (void)ctx;
+    (void)err;
+    *out = json_object_new_array();
+    return GQ_OK;
+}
+
+static gq_code fq_labels(void *ctx, const char *ns, json_object **out, gq_err *err)
+{
+    (void)ctx;
+    (void)ns;
+    (void)err;
+    *out = NULL;
+    return GQ_OK;
+}
+
+#define CHOICE_QUOTA(a100_used)                                                                    \
+    "[{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPUQuota\",\"metadata\":{\"name\":"      \
+    "\"team\",\"namespace\":\"team-a\"},\"spec\":{\"hard\":{\"gpu-memory\":\"200Gi\"},"            \
+    "\"models\":{\"a100-80gb\":{\"gpu-memory\":\"40Gi\"},\"l4\":{\"gpu-memory\":\"12Gi\"}}},"      \
+    "\"status\":{\"usedByModel\":{\"a100-80gb\":{\"gpu-memory\":\"" a100_used "\"}}}}]"
+
+/* A pod asking for half a GPU of whichever model in models fits. */
+static char *choice_review(const char *models)
+{
+    char pod[1024];
+    snprintf(pod, sizeof(pod),
+             "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"c\",\"namespace\":"
+             "\"team-a\",\"annotations\":{\"gpuquota.io/gpu-model\":\"%s\"}},\"spec\":{"
+             "\"containers\":[{\"name\":\"main\",\"image\":\"x\",\"resources\":{\"limits\":"
+             "{\"nvidia.com/gpu\":\"500m\"}}}]}}",
+             models);
+    return at_pod_create_review("u-choice", "team-a", pod);
+}
+
+static void mutate_choice(const gq_config *cfg, const char *models, const char *quotas,
+                          wh_review_response *resp, json_object **patched)
+{
+    fake_quotas fq = {quotas};
+    wh_limit_range_source src = {.ctx = &fq,
+                                 .list_quotas = quotas ? fq_list_quotas : NULL,
+                                 .list_tenant_quotas = fq_list_tenants,
+                                 .namespace_labels = fq_labels};
+    char *body = choice_review(models);
+    wh_review_request req;
+    gq_err err;
+    assert_int_equal(wh_review_decode(body, strlen(body), &req, &err), GQ_OK);
+    free(body);
+    if (wh_mutate_review_src(cfg, &req, &src, resp, NULL, &err))
+        fail_msg("mutate: %s", err.msg);
+    *patched = NULL;
+    if (resp->patch && gq_patch_apply_text(req.object, resp->patch, resp->patch_len, patched, &err))
+        fail_msg("the response's patch does not apply: %s", err.msg);
+    wh_review_request_dispose(&req);
+}
+
+static void choice_of_models(void **state)
+{
+    (void)state;
+    gq_config *cfg = config();
+    wh_review_response r;
+    json_object *patched = NULL;
+
+    /* a100 has 8Gi of its 40Gi left: half an a100 (40Gi) does not fit, half
+     * an l4 (12Gi) fits its 12Gi exactly. */
+    mutate_choice(cfg, "a100-80gb,l4", CHOICE_QUOTA("32Gi"), &r, &patched);
+    assert_true(r.allowed);
+    assert_non_null(patched);
+    json_object *meta = json_object_object_get(patched, "metadata");
+    assert_string_equal(at_str(meta, "annotations", "gpuquota.io/gpu-model", NULL), "l4");
+    assert_string_equal(at_str(meta, "annotations", "gpuquota.io/gpu-model-choices", NULL),
+                        "a100-80gb,l4");
+    assert_string_equal(audit(&r, "gpu-model"), "l4");
+    assert_string_equal(audit(&r, "gpu-model-choices"), "a100-80gb,l4");
+    assert_string_equal(audit(&r, "charged"), "gpu-memory=12Gi,gpus=0,gpu-pods=1");
+    json_object *aff = json_object_object_get(json_object_object_get(patched, "spec"), "affinity");
+    assert_non_null(aff);
+    assert_non_null(strstr(gq_json_compact(aff), "{\"key\":\"nvidia.com/gpu.product\",\"operator\":"
+                                                 "\"In\",\"values\":[\"NVIDIA-L4\"]}"));
+    /* A second invocation on the patched pod is a no-op. */
+    const char *again = gq_json_compact(patched);
+    char *body = at_pod_create_review("u-again", "team-a", again);
+    wh_review_request rq;
+    wh_review_response r2;
+    gq_err err;
+    assert_int_equal(wh_review_decode(body, strlen(body), &rq, &err), GQ_OK);
+    free(body);
+    assert_int_equal(wh_mutate_review(cfg, &rq, NULL, 0, &r2, &err), GQ_OK);
+    assert_true(r2.allowed);
+    assert_null(r2.patch);
+    wh_review_request_dispose(&rq);
+    wh_review_response_dispose(&r2);
+    json_object_put(patched);
+    wh_review_response_dispose(&r);
+
+    /* Room on the first preference: it is chosen. */
+    mutate_choice(cfg, "a100-80gb,l4", CHOICE_QUOTA("0"), &r, &patched);
+    assert_true(r.allowed);
+    assert_string_equal(audit(&r, "gpu-model"), "a100-80gb");
+    assert_string_equal(audit(&r, "charged"), "gpu-memory=40Gi,gpus=0,gpu-pods=1");
+    json_object_put(patched);
+    wh_review_response_dispose(&r);
+
+    /* No quota state at all: the first preference. */
+    mutate_choice(cfg, "l4,a100-80gb", NULL, &r, &patched);
+    assert_true(r.allowed);
+    assert_string_equal(audit(&r, "gpu-model"), "l4");
+    json_object_put(patched);
+    wh_review_response_dispose(&r);
+
+    /* Neither fits: denied, saying why for each. */
+    mutate_choice(cfg, "a100-80gb,h100-80gb,l4",
+                  "[{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPUQuota\",\"metadata\":{"
+                  "\"name\":\"team\",\"namespace\":\"team-a\"},\"spec\":{\"hard\":{\"gpu-memory\":"
+                  "\"10Gi\"}}}]",
+                  &r, &patched);
+    assert_false(r.allowed);
+    assert_int_equal(r.code, 403);
+    assert_string_equal(r.message,
+                        "no accepted GPU model fits: a100-80gb: exceeded quota: team, requested: "
+                        "gpu-memory=40Gi, used: gpu-memory=0, limited: gpu-memory=10Gi; "
+                        "h100-80gb: exceeded quota: team, requested: gpu-memory=40Gi, used: "
+                        "gpu-memory=0, limited: gpu-memory=10Gi; l4: exceeded quota: team, "
+                        "requested: gpu-memory=12Gi, used: gpu-memory=0, limited: "
+                        "gpu-memory=10Gi");
+    wh_review_response_dispose(&r);
+
+    /* Bad lists are refused before anything is read. */
+    static const struct {
+        const char *models, *msg;
+    } bad[] = {
+        {"a100-80gb,nope",
+         "pod annotation gpuquota.io/gpu-model \"nope\" is not a known GPU model"},
+        {"a100-80gb,,l4", "each item must be a GPU model name"},
+        {"l4,NVIDIA-L4", "names model l4 twice"},
+        {"t4,a10,a30,l4,l40s,h200,a100-40gb,a100-80gb,h100-80gb", "at most 8 models"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        mutate_choice(cfg, bad[i].models, CHOICE_QUOTA("0"), &r, &patched);
+        assert_false(r.allowed);
+        if (!strstr(r.message, bad[i].msg))
+            fail_msg("%s: got \"%s\"", bad[i].models, r.message);
+        wh_review_response_dispose(&r);
+    }
+    gq_config_free(cfg);
+}
+
+/* ---- DRA claims ------------------------------------------------------------ */
+
+static gq_code fq_template(void *ctx, const char *ns, const char *name, json_object **out,
+                           gq_err *err)
+{
+    (void)ctx;
+    if (strcmp(ns, "team-a") || strcmp(name, "one-h100"))
+        return gq_err_set(err, GQ_ENOTFOUND, "not found");
+    const char *t =
+        "{\"spec\":{\"spec\":{\"devices\":{\"requests\":[{\"name\":\"gpu\",\"exactly\":{"
+        "\"deviceClassName\":\"gpu.nvidia.com\",\"count\":2,\"selectors\":[{\"cel\":{"
+        "\"expression\":\"device.attributes[\\\"gpu.nvidia.com\\\"].productName == "
+        "\\\"NVIDIA-H100-80GB-HBM3\\\"\"}}]}}]}}}}";
+    return gq_json_parse(t, strlen(t), 0, out, err);
+}
+
+static void dra_claims_recorded(void **state)
+{
+    (void)state;
+    gq_config *cfg = config();
+    wh_limit_range_source src = {.get_claim_template = fq_template};
+    const char *pod = "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"d\","
+                      "\"namespace\":\"team-a\",\"managedFields\":[{\"manager\":\"kubectl\","
+                      "\"operation\":\"Update\",\"fieldsType\":\"FieldsV1\",\"fieldsV1\":{"
+                      "\"f:spec\":{}}}]},\"spec\":{\"resourceClaims\":[{\"name\":\"gpu\","
+                      "\"resourceClaimTemplateName\":\"one-h100\"},{\"name\":\"other\","
+                      "\"resourceClaimTemplateName\":\"missing\"}],\"containers\":[{\"name\":"
+                      "\"main\",\"image\":\"x\"}]}}";
+    char *body = at_pod_create_review("u-dra", "team-a", pod);
+    wh_review_request req;
+    wh_review_response r;
+    json_object *patched = NULL;
+    gq_err err;
+    assert_int_equal(wh_review_decode(body, strlen(body), &req, &err), GQ_OK);
+    free(body);
+    if (wh_mutate_review_src(cfg, &req, &src, &r, NULL, &err))
+        fail_msg("mutate: %s", err.msg);
+    assert_true(r.allowed);
+    assert_non_null(r.patch);
+    assert_int_equal(gq_patch_apply_text(req.object, r.patch, r.patch_len, &patched, &err), GQ_OK);
+    json_object *meta = json_object_object_get(patched, "metadata");
+    assert_string_equal(at_str(meta, "annotations", "gpuquota.io/gpu-claims", NULL),
+                        "{\"gpu\":{\"gpus\":2,\"memory\":\"160Gi\",\"model\":\"h100-80gb\"}}");
+    assert_string_equal(at_str(meta, "labels", "gpuquota.io/managed", NULL), "true");
+    assert_string_equal(audit(&r, "charged"), "gpu-memory=160Gi,gpus=2,gpu-pods=1");
+    /* The rewritten pod costs the same to everyone who reads it; the claim
+     * without a template stays unpriced. */
+    gq_pod_cost c;
+    gq_pod_cost_init(&c);
+    assert_int_equal(gq_pod_cost_compute(cfg, patched, &c, &err), GQ_OK);
+    assert_int_equal(c.gpus, 2);
+    assert_int_equal(c.gpu_memory, 160LL << 30);
+    assert_true(c.claims_unpriced);
+    gq_pod_cost_dispose(&c);
+    json_object_put(patched);
+    wh_review_response_dispose(&r);
+    wh_review_request_dispose(&req);
+    gq_config_free(cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -435,6 +661,8 @@ int main(void)
         cmocka_unit_test(reinvocation_with_fresh_uid_is_noop),
         cmocka_unit_test(unknown_model_whole_gpus_charged),
         cmocka_unit_test(author_records_replaced),
+        cmocka_unit_test(choice_of_models),
+        cmocka_unit_test(dra_claims_recorded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -664,12 +664,13 @@ static void test_dra_claims(void **state)
     char pod[2048];
     const char *claims = ",\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimTemplateName\":"
                          "\"single-gpu\"}]";
+#define CLAIM_TAIL(ns, by)                                                                         \
+    ": gpuquota cannot tell which GPUs the pod's DRA claims hold, so namespace " ns                \
+    ", governed by " by ", does not admit it; ask for GPUs through a ResourceClaimTemplate with "  \
+    "a count of devices (a ResourceClaim shared by pods is not charged yet), or in the "           \
+    "container's resources"
 #define CLAIM_MSG(ns, by)                                                                          \
-    "spec.resourceClaims[0] \"gpu\" (resourceClaimTemplateName \"single-gpu\"): DRA claims are "   \
-    "not yet charged by gpuquota, so namespace " ns ", governed by " by ", does not admit pods "   \
-    "with resource claims; ask for GPUs in the container's resources (nvidia.com/gpu, "            \
-    "gpuquota.io/gpu-memory) or with pod annotation gpuquota.io/gpu-fraction or "                  \
-    "gpuquota.io/gpu-memory"
+    "spec.resourceClaims[0] \"gpu\" (resourceClaimTemplateName \"single-gpu\")" CLAIM_TAIL(ns, by)
     /* no quota anywhere: passes, charged nothing */
     pod_json(pod, sizeof(pod), NS_A, NULL, NULL, claims);
     wh_validate_result r = decide_ex(f, "u1", NS_A, pod, NULL, NULL);
@@ -705,12 +706,8 @@ static void test_dra_claims(void **state)
              "\"shared-a100\"}},{\"name\":\"nic\"}]");
     r = decide_ex(f, "u6", "ml-b", pod, NULL, NULL);
     assert_false(r.allowed);
-    assert_string_equal(r.message,
-                        "spec.resourceClaims[0] \"dev\" (resourceClaimName \"shared-a100\"): DRA "
-                        "claims are not yet charged by gpuquota, so namespace ml-b, governed by "
-                        "GPUTenantQuota ml, does not admit pods with resource claims; ask for GPUs "
-                        "in the container's resources (nvidia.com/gpu, gpuquota.io/gpu-memory) or "
-                        "with pod annotation gpuquota.io/gpu-fraction or gpuquota.io/gpu-memory");
+    assert_string_equal(r.message, "spec.resourceClaims[0] \"dev\" (resourceClaimName "
+                                   "\"shared-a100\")" CLAIM_TAIL("ml-b", "GPUTenantQuota ml"));
     /* a namespace no quota covers; an empty list is no claim */
     namespace_(f, "web", "{\"team\":\"web\"}");
     pod_json(pod, sizeof(pod), "web", NULL, NULL, claims);

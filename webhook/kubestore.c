@@ -494,6 +494,18 @@ static gq_code ks_update_status(void *ctx, gq_quota_kind kind, const char *ns, c
     return rc;
 }
 
+static gq_code ks_get_claim_template(void *ctx, const char *ns, const char *name, json_object **out,
+                                     gq_err *err)
+{
+    wh_kubestore *ks = ctx;
+    char path[2 * GQ_CRD_MAX_STRING + 128];
+    int n = snprintf(path, sizeof(path),
+                     "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaimtemplates/%s", ns, name);
+    if (n < 0 || (size_t)n >= sizeof(path))
+        return gq_err_set(err, GQ_ELIMIT, "ResourceClaimTemplate name too long");
+    return ks->api->get(ks->api->ctx, path, out, err);
+}
+
 void wh_kubestore_store(wh_kubestore *ks, wh_store *out)
 {
     out->ctx = ks;
@@ -503,4 +515,5 @@ void wh_kubestore_store(wh_kubestore *ks, wh_store *out)
     out->namespace_labels = ks_namespace_labels;
     out->get_quota = ks_get_quota;
     out->update_status = ks_update_status;
+    out->get_claim_template = ks_get_claim_template;
 }

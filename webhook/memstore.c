@@ -304,6 +304,7 @@ void wh_memstore_store(wh_memstore *m, wh_store *out)
     out->namespace_labels = ms_namespace_labels;
     out->get_quota = ms_get_quota;
     out->update_status = ms_update_status;
+    out->get_claim_template = NULL; /* state files carry no DRA objects */
 }
 
 /* ---- state files ---------------------------------------------------------- */
@@ -412,6 +413,11 @@ static gq_code recounted(json_object *qo, const gq_usage_pod *pods, size_t n_pod
         if (!nss || json_object_object_add(status, "namespaces", nss))
             goto out;
     }
+    if (q->n_models) {
+        json_object *bm = gq_usage_by_model_to_json(q, &u);
+        if (!bm || json_object_object_add(status, "usedByModel", bm))
+            goto out;
+    }
     *out = c;
     c = NULL;
     rc = GQ_OK;
@@ -452,6 +458,7 @@ gq_code wh_memstore_load_state(wh_memstore *m, const gq_config *cfg, json_object
             goto out;
         }
         p->facts.terminal = gq_pod_is_terminal(o);
+        p->facts.model = gq_pod_model(&cost);
         gq_charge_from_cost(&cost, p->facts.terminal, &p->charge);
         p->ns_labels = ns_labels_of(&f, ns);
         n_pods++;

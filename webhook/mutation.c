@@ -1,8 +1,13 @@
 #include "webhook/mutation.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "common/json_member.h"
+#include "common/jsonutil.h"
+#include "quota/dra.h"
 #include "quota/podcost.h"
 #include "quota/policy.h"
 #include "quota/rewrite.h"
@@ -97,6 +102,38 @@ out:
     return rc;
 }
 
+gq_code wh_quotas_append(gq_quota ***q, size_t *n, json_object *arr, gq_err *err)
+{
+    size_t add =
+        arr && json_object_is_type(arr, json_type_array) ? json_object_array_length(arr) : 0;
+    if (!add)
+        return GQ_OK;
+    gq_quota **grown = realloc(*q, (*n + add) * sizeof(*grown));
+    if (!grown)
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    *q = grown;
+    for (size_t i = 0; i < add; i++) {
+        json_object *o = json_object_array_get_idx(arr, i), *meta = NULL;
+        gq_code rc = gq_quota_parse(o, &grown[*n], err);
+        if (rc) {
+            json_object_object_get_ex(o, "metadata", &meta);
+            const char *name = gq_json_get_string(meta, "name"),
+                       *kind = gq_json_get_string(o, "kind");
+            gq_err_prefix(err, "%s %s", kind ? kind : "quota", name ? name : "(unnamed)");
+            return rc;
+        }
+        (*n)++;
+    }
+    return GQ_OK;
+}
+
+void wh_quotas_free(gq_quota **q, size_t n)
+{
+    for (size_t i = 0; q && i < n; i++)
+        gq_quota_free(q[i]);
+    free(q);
+}
+
 void wh_limit_ranges_free(gq_limit_range **lrs, size_t n)
 {
     for (size_t i = 0; lrs && i < n; i++)
@@ -118,7 +155,328 @@ typedef struct lr_input {
     size_t n_lrs;
     const wh_limit_range_source *src;
     gq_limit_range **fetched; /* owned: what src returned */
+    bool have;                /* lrs is final */
 } lr_input;
+
+/* The namespace's GPULimitRanges into in (once). Errors of the source are
+ * the caller's (the HTTP layer answers 500). */
+static gq_code lr_load(lr_input *in, const char *ns, gq_err *err)
+{
+    if (in->have)
+        return GQ_OK;
+    if (in->src) {
+        gq_code rc = wh_limit_ranges_fetch(in->src, ns, &in->fetched, &in->n_lrs, err);
+        if (rc)
+            return rc;
+        in->lrs = (const gq_limit_range *const *)in->fetched;
+    }
+    in->have = true;
+    return GQ_OK;
+}
+
+/* What a pod costs after the namespace's GPULimitRange defaults. Owned by
+ * the caller: priced_init, priced_dispose. */
+typedef struct priced {
+    gq_pod_cost cost0, cost; /* as sent; after defaults (when n_defs) */
+    gq_ctr_default *defs;
+    size_t n_defs;
+    json_object *defaulted;
+} priced;
+
+static void priced_init(priced *p)
+{
+    memset(p, 0, sizeof(*p));
+    gq_pod_cost_init(&p->cost0);
+    gq_pod_cost_init(&p->cost);
+}
+
+static void priced_dispose(priced *p)
+{
+    json_object_put(p->defaulted);
+    free(p->defs);
+    gq_pod_cost_dispose(&p->cost);
+    gq_pod_cost_dispose(&p->cost0);
+    priced_init(p);
+}
+
+static const gq_pod_cost *priced_use(const priced *p)
+{
+    return p->n_defs ? &p->cost : &p->cost0;
+}
+
+/* Price pod (cost0 computed already) with the namespace's GPULimitRanges.
+ * Defaults are decided on the pod as sent, then charged on the pod they
+ * produce, so the rewrite and the validating webhook agree. */
+static gq_code price(const gq_config *cfg, json_object *pod, const gq_limit_range *const *lrs,
+                     size_t n_lrs, priced *p, gq_err *why)
+{
+    gq_code rc;
+    gq_cost_scope scope = {lrs, n_lrs};
+    /* Whole GPUs of unknown model cost the largest model the namespace
+     * allows, which only its GPULimitRanges tell. */
+    if (p->cost0.priced_unknown && n_lrs &&
+        (rc = gq_pod_cost_compute_in(cfg, pod, &scope, &p->cost0, why)))
+        return rc;
+    if ((rc = gq_limit_defaults(pod, &p->cost0, lrs, n_lrs, &p->defs, &p->n_defs, why)))
+        return rc;
+    if (p->n_defs && ((rc = gq_pod_apply_defaults(pod, p->defs, p->n_defs, &p->defaulted, why)) ||
+                      (rc = gq_pod_cost_compute_in(cfg, p->defaulted, &scope, &p->cost, why))))
+        return rc;
+    return GQ_OK;
+}
+
+/* A deep copy of pod with annotation gpuquota.io/gpu-model = name. */
+static gq_code with_model(json_object *pod, const char *name, json_object **out, gq_err *err)
+{
+    json_object *c = NULL, *meta, *ann, *v = json_object_new_string(name);
+    if (!v || json_object_deep_copy(pod, &c, NULL) ||
+        !json_object_object_get_ex(c, "metadata", &meta) ||
+        !json_object_object_get_ex(meta, "annotations", &ann) ||
+        json_object_object_add(ann, GQ_ANN_GPU_MODEL, v)) {
+        /* gq_pod_model_choices found the annotation, so only memory fails. */
+        json_object_put(v);
+        json_object_put(c);
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    }
+    *out = c;
+    return GQ_OK;
+}
+
+/* The quotas that may govern a pod of ns, from src (none without it): those
+ * covering ns, each read afresh when src can (caches keep no status). */
+static gq_code quotas_load(const wh_limit_range_source *src, const char *ns, gq_quota ***q,
+                           size_t *n, json_object **ns_labels, gq_err *err)
+{
+    gq_code rc = GQ_OK;
+    json_object *qa = NULL, *ta = NULL;
+    gq_quota **cached = NULL;
+    size_t n_cached = 0;
+    if (!src || !src->list_quotas || !src->list_tenant_quotas || !src->namespace_labels)
+        return GQ_OK;
+    if ((rc = src->namespace_labels(src->ctx, ns, ns_labels, err)) ||
+        (rc = src->list_quotas(src->ctx, ns, &qa, err)) ||
+        (rc = src->list_tenant_quotas(src->ctx, &ta, err))) {
+        gq_err_prefix(err, "cannot read the quotas of %s", ns);
+        goto out;
+    }
+    if ((rc = wh_quotas_append(&cached, &n_cached, qa, err)) ||
+        (rc = wh_quotas_append(&cached, &n_cached, ta, err)))
+        goto out;
+    for (size_t i = 0; i < n_cached; i++) {
+        gq_quota *c = cached[i];
+        json_object *fresh = NULL, *one = NULL;
+        if (!gq_quota_covers_namespace(c, ns, *ns_labels))
+            continue;
+        if (!src->get_quota) {
+            /* No fresh reads: the cached object. */
+            gq_quota **grown = realloc(*q, (*n + 1) * sizeof(*grown));
+            if (!grown) {
+                rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+                goto out;
+            }
+            *q = grown;
+            grown[(*n)++] = c;
+            cached[i] = NULL;
+            continue;
+        }
+        rc = src->get_quota(src->ctx, c->kind, c->namespace_, c->name, &fresh, err);
+        if (rc == GQ_ENOTFOUND) { /* deleted since listed: governs nothing */
+            rc = GQ_OK;
+            continue;
+        }
+        if (!rc && (!(one = json_object_new_array()) || json_object_array_add(one, fresh)))
+            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        else if (!rc)
+            fresh = NULL; /* one holds it */
+        if (!rc)
+            rc = wh_quotas_append(q, n, one, err);
+        json_object_put(one);
+        json_object_put(fresh);
+        if (rc)
+            goto out;
+    }
+out:
+    wh_quotas_free(cached, n_cached);
+    json_object_put(qa);
+    json_object_put(ta);
+    return rc;
+}
+
+/* A pod accepting choices[0..n) in order of preference: price it on each,
+ * drop the models its GPULimitRanges refuse, and choose the first whose
+ * charge fits every governing quota of the cached state (gq_model_choose).
+ * GQ_OK with *chosen; GQ_EDENIED (or a pricing error) with why; other codes
+ * are failures of the source, in err. The validating webhook charges the
+ * choice as usual, so a race that fills the model meanwhile is a denial. */
+static gq_code choose_model(const gq_config *cfg, const wh_review_request *req, lr_input *in,
+                            const gq_model *const *choices, size_t n, const gq_model **chosen,
+                            gq_err *why, gq_err *err)
+{
+    gq_code rc = GQ_OK;
+    gq_model_option opts[GQ_MAX_MODEL_CHOICES];
+    size_t n_opts = 0, at = 0, n_q = 0;
+    gq_quota **qs = NULL;
+    json_object *ns_labels = NULL;
+    char refused[GQ_ERR_MSG_MAX] = "";
+    size_t rlen = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_object *copy = NULL;
+        priced p;
+        priced_init(&p);
+        gq_err e;
+        gq_err_clear(&e);
+        if ((rc = with_model(req->object, choices[i]->name, &copy, err)))
+            return rc;
+        rc = gq_pod_cost_compute(cfg, copy, &p.cost0, &e);
+        if (!rc)
+            rc = price(cfg, copy, in->lrs, in->n_lrs, &p, &e);
+        if (!rc)
+            rc = gq_limit_validate(priced_use(&p), req->namespace, in->lrs, in->n_lrs, &e);
+        if (!rc) {
+            opts[n_opts].model = choices[i]->name;
+            gq_charge_from_cost(priced_use(&p), false, &opts[n_opts].charge);
+            n_opts++;
+        } else if (rc != GQ_ENOMEM && rlen < sizeof(refused)) {
+            int w = snprintf(refused + rlen, sizeof(refused) - rlen, "%s%s: %s", rlen ? "; " : "",
+                             choices[i]->name, e.msg);
+            if (w > 0)
+                rlen += (size_t)w;
+        }
+        priced_dispose(&p);
+        json_object_put(copy);
+        if (rc == GQ_ENOMEM)
+            return gq_err_set(err, rc, "out of memory");
+    }
+    if (!n_opts)
+        return gq_err_set(why, GQ_EDENIED, "no accepted GPU model fits: %s", refused);
+    if ((rc = quotas_load(in->src, req->namespace, &qs, &n_q, &ns_labels, err)))
+        goto out;
+    gq_pod_facts facts;
+    if ((rc = gq_pod_facts_from_json(req->object, req->namespace, &facts, why)))
+        goto out;
+    facts.terminal = gq_pod_is_terminal(req->object);
+    rc = gq_model_choose(opts, n_opts, (const gq_quota *const *)qs, n_q, &facts, ns_labels,
+                         cfg->require_quota, (int64_t)time(NULL), NULL, &at, why);
+    if (rc == GQ_OK) {
+        for (size_t i = 0; i < n; i++)
+            if (!strcmp(choices[i]->name, opts[at].model))
+                *chosen = choices[i];
+    } else if (rc == GQ_ENOMEM) {
+        gq_err_set(err, rc, "out of memory");
+    } else if (rc == GQ_EDENIED && rlen) {
+        /* Say why the models the GPULimitRanges refused were not tried. */
+        char msg[2 * GQ_ERR_MSG_MAX + 2]; /* gq_err_set cuts it to size */
+        snprintf(msg, sizeof(msg), "%s; %s", why->msg, refused);
+        gq_err_set(why, GQ_EDENIED, "%s", msg);
+    }
+out:
+    wh_quotas_free(qs, n_q);
+    json_object_put(ns_labels);
+    return rc;
+}
+
+/* The GPU devices of the pod's DRA claims that come from
+ * ResourceClaimTemplates (each pod gets a claim of its own), read afresh
+ * from src: *out is the GQ_ANN_CLAIMS record (NULL when nothing was priced),
+ * and a claim that cannot be priced gets a warning in r and no record, so
+ * /validate refuses the pod where a quota governs. A ResourceClaim named
+ * directly may be shared by several pods and is never recorded here. Errors
+ * of the source other than not-found are returned in err. */
+static gq_code price_claims(const gq_config *cfg, const wh_review_request *req,
+                            const wh_limit_range_source *src, wh_review_response *r,
+                            json_object **out, gq_err *err)
+{
+    json_object *spec = NULL, *claims = NULL, *rec = NULL;
+    gq_code rc = GQ_OK;
+    *out = NULL;
+    if (!src || !src->get_claim_template ||
+        !json_object_object_get_ex(req->object, "spec", &spec) ||
+        !json_object_object_get_ex(spec, "resourceClaims", &claims) ||
+        !json_object_is_type(claims, json_type_array))
+        return GQ_OK;
+    size_t n = json_object_array_length(claims);
+    if (!n || n > GQ_POD_MAX_CLAIMS)
+        return GQ_OK;
+    for (size_t i = 0; i < n; i++) {
+        json_object *c = json_object_array_get_idx(claims, i), *tpl = NULL, *tspec = NULL;
+        const char *name = gq_json_get_string(c, "name"),
+                   *tname = gq_json_get_string(c, "resourceClaimTemplateName");
+        if (!name || !tname)
+            continue;
+        rc = src->get_claim_template(src->ctx, req->namespace, tname, &tpl, err);
+        if (rc == GQ_ENOTFOUND) {
+            rc = GQ_OK;
+            continue; /* unpriced; the claim cannot be made either */
+        }
+        if (rc)
+            break;
+        char what[320];
+        gq_claim_cost cc;
+        gq_err e;
+        gq_err_clear(&e);
+        snprintf(what, sizeof(what), "ResourceClaimTemplate \"%.253s\"", tname);
+        json_object_object_get_ex(tpl, "spec", &tspec);
+        json_object_object_get_ex(tspec, "spec", &tspec);
+        rc = gq_claim_spec_cost(cfg, tspec, what, &cc, &e);
+        json_object_put(tpl);
+        if (rc == GQ_ENOMEM)
+            break;
+        if (rc) {
+            rc = wh_review_response_add_warning(r, e.msg);
+            if (rc)
+                break;
+            continue;
+        }
+        char mem[GQ_QUANTITY_STR_MAX];
+        gq_format_bytes(cc.gpu_memory, mem);
+        json_object *one = json_object_new_object();
+        if (!rec)
+            rec = json_object_new_object();
+        if (!one || !rec || json_object_object_add(one, "gpus", json_object_new_int64(cc.gpus)) ||
+            json_object_object_add(one, "memory", json_object_new_string(mem)) ||
+            (cc.model &&
+             json_object_object_add(one, "model", json_object_new_string(cc.model->name))) ||
+            json_object_object_add(rec, name, one)) {
+            json_object_put(one);
+            rc = GQ_ENOMEM;
+            break;
+        }
+    }
+    if (rc == GQ_ENOMEM)
+        gq_err_set(err, rc, "out of memory");
+    if (rc) {
+        json_object_put(rec);
+        return rc;
+    }
+    *out = rec;
+    return GQ_OK;
+}
+
+/* A deep copy of pod carrying what the rewrite will write for its claims:
+ * annotation GQ_ANN_CLAIMS = text and label gpuquota.io/managed, so the pod
+ * is priced as /validate and the controller will price the rewritten one. */
+static gq_code with_claims(json_object *pod, const char *text, json_object **out, gq_err *err)
+{
+    json_object *c = NULL, *meta, *map;
+    if (json_object_deep_copy(pod, &c, NULL) || !json_object_object_get_ex(c, "metadata", &meta))
+        goto oom;
+    static const char *const maps[] = {"annotations", "labels"};
+    for (int i = 0; i < 2; i++) {
+        if (!json_object_object_get_ex(meta, maps[i], &map) ||
+            !json_object_is_type(map, json_type_object)) {
+            if (!(map = json_object_new_object()) || json_object_object_add(meta, maps[i], map))
+                goto oom;
+        }
+        json_object *v = json_object_new_string(i ? "true" : text);
+        if (!v || json_object_object_add(map, i ? GQ_LABEL_MANAGED : GQ_ANN_CLAIMS, v))
+            goto oom;
+    }
+    *out = c;
+    return GQ_OK;
+oom:
+    json_object_put(c);
+    return gq_err_set(err, GQ_ENOMEM, "out of memory");
+}
 
 static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_input *in,
                       wh_review_response *resp, wh_mutate_info *info, gq_err *err);
@@ -127,7 +485,7 @@ gq_code wh_mutate_review_info(const gq_config *cfg, const wh_review_request *req
                               const gq_limit_range *const *lrs, size_t n_lrs,
                               wh_review_response *resp, wh_mutate_info *info, gq_err *err)
 {
-    lr_input in = {lrs, n_lrs, NULL, NULL};
+    lr_input in = {lrs, n_lrs, NULL, NULL, true};
     return mutate(cfg, req, &in, resp, info, err);
 }
 
@@ -135,7 +493,7 @@ gq_code wh_mutate_review_src(const gq_config *cfg, const wh_review_request *req,
                              const wh_limit_range_source *src, wh_review_response *resp,
                              wh_mutate_info *info, gq_err *err)
 {
-    lr_input in = {NULL, 0, src, NULL};
+    lr_input in = {NULL, 0, src, NULL, false};
     gq_code rc = mutate(cfg, req, &in, resp, info, err);
     wh_limit_ranges_free(in.fetched, in.n_lrs);
     return rc;
@@ -146,16 +504,17 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
 {
     gq_code rc;
     wh_review_response r;
-    gq_pod_cost cost0, cost;
+    priced p;
     gq_rewrite rw;
-    gq_ctr_default *defs = NULL;
-    size_t n_defs = 0;
-    json_object *defaulted = NULL;
     gq_err why;
     wh_mutate_info got;
+    const gq_model *choices[GQ_MAX_MODEL_CHOICES], *chosen = NULL;
+    size_t n_choices = 0;
+    json_object *pinned = NULL;                  /* the pod with the chosen model (owned) */
+    json_object *claims = NULL, *claimed = NULL; /* GQ_ANN_CLAIMS record; the pod with it */
+    char *claims_text = NULL;
     wh_mutate_info_init(&got);
-    gq_pod_cost_init(&cost0);
-    gq_pod_cost_init(&cost);
+    priced_init(&p);
     gq_rewrite_init(&rw);
     gq_err_clear(&why);
 
@@ -167,48 +526,70 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
         rc = wh_review_response_deny(&r, 400, "BadRequest", "request.object is missing");
         goto settle;
     }
-    /* Defaults are decided on the pod as sent, then charged on the pod they
-     * produce, so the rewrite and the validating webhook agree. */
-    json_object *pod = req->object;
-    if ((rc = gq_pod_cost_compute(cfg, pod, &cost0, &why)))
+    json_object *pod = req->object, *priced_pod = pod;
+    if ((rc = gq_pod_model_choices(cfg, pod, choices, &n_choices, &why)))
         goto deny;
-    if (!cost0.gpu_pods)
-        goto settle; /* no GPU: nothing to read, nothing to patch */
-    if (in->src) {
-        /* Read only for pods that ask for a GPU: a policy that cannot be
-         * read then fails closed without touching anyone else's pods. */
-        rc = wh_limit_ranges_fetch(in->src, req->namespace, &in->fetched, &in->n_lrs, err);
-        if (rc) {
+    if (n_choices) {
+        /* Several models accepted: choose one, then price and rewrite the
+         * pod as if it had named that one. */
+        if ((rc = lr_load(in, req->namespace, err)) ||
+            ((rc = choose_model(cfg, req, in, choices, n_choices, &chosen, &why, err)) &&
+             rc != GQ_EDENIED && why.code == GQ_OK)) {
             wh_review_response_dispose(&r);
             goto out;
         }
-        in->lrs = (const gq_limit_range *const *)in->fetched;
-    }
-    const gq_limit_range *const *lrs = in->lrs;
-    size_t n_lrs = in->n_lrs;
-    gq_cost_scope scope = {lrs, n_lrs};
-    /* Whole GPUs of unknown model cost the largest model the namespace
-     * allows, which only its GPULimitRanges tell. */
-    if (cost0.priced_unknown && n_lrs &&
-        (rc = gq_pod_cost_compute_in(cfg, pod, &scope, &cost0, &why)))
-        goto deny;
-    if ((rc = gq_limit_defaults(pod, &cost0, lrs, n_lrs, &defs, &n_defs, &why)))
-        goto deny;
-    if (n_defs) {
-        if ((rc = gq_pod_apply_defaults(pod, defs, n_defs, &defaulted, &why)) ||
-            (rc = gq_pod_cost_compute_in(cfg, defaulted, &scope, &cost, &why)))
+        if (rc)
             goto deny;
+        if ((rc = with_model(pod, chosen->name, &pinned, err))) {
+            wh_review_response_dispose(&r);
+            goto out;
+        }
+        priced_pod = pinned;
     }
+    if ((rc = price_claims(cfg, req, in->src, &r, &claims, err))) {
+        wh_review_response_dispose(&r);
+        goto out;
+    }
+    if (claims) {
+        if (!(claims_text = strdup(gq_json_compact(claims))) ||
+            (rc = with_claims(priced_pod, claims_text, &claimed, err))) {
+            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            wh_review_response_dispose(&r);
+            goto out;
+        }
+        priced_pod = claimed;
+    }
+    if ((rc = gq_pod_cost_compute(cfg, priced_pod, &p.cost0, &why)))
+        goto deny;
+    if (!p.cost0.gpu_pods)
+        goto settle; /* no GPU: nothing to read, nothing to patch */
+    /* Read only for pods that ask for a GPU: a policy that cannot be read
+     * then fails closed without touching anyone else's pods. */
+    if ((rc = lr_load(in, req->namespace, err))) {
+        wh_review_response_dispose(&r);
+        goto out;
+    }
+    if ((rc = price(cfg, priced_pod, in->lrs, in->n_lrs, &p, &why)))
+        goto deny;
     /* No reservation annotation: kube-apiserver gives a reinvocation a fresh
      * request uid, so stamping it would never be a no-op. /validate keys the
      * charge by the pod's uid, which mutating webhooks do not see yet. */
-    gq_rewrite_opts opts = {.defaults = defs, .n_defaults = n_defs};
-    const gq_pod_cost *use = n_defs ? &cost : &cost0;
+    json_object *meta = NULL, *ann = NULL;
+    json_object_object_get_ex(pod, "metadata", &meta);
+    json_object_object_get_ex(meta, "annotations", &ann);
+    gq_rewrite_opts opts = {.defaults = p.defs,
+                            .n_defaults = p.n_defs,
+                            .chosen = chosen,
+                            .choices = chosen ? gq_json_get_string(ann, GQ_ANN_GPU_MODEL) : NULL,
+                            .claims = claims_text};
+    const gq_pod_cost *use = priced_use(&p);
     if ((rc = gq_rewrite_pod(cfg, pod, use, &opts, &rw, &why)))
         goto deny;
     rc = answer(cfg, use, &rw, &r);
-    if (!rc && n_defs && defs[0].limit_range)
-        rc = wh_review_response_set_audit(&r, "gpu-limit-range", defs[0].limit_range);
+    if (!rc && p.n_defs && p.defs[0].limit_range)
+        rc = wh_review_response_set_audit(&r, "gpu-limit-range", p.defs[0].limit_range);
+    if (!rc && chosen)
+        rc = wh_review_response_set_audit(&r, "gpu-model-choices", opts.choices);
     if (!rc && use->gpu_pods) {
         gq_charge_from_cost(use, gq_pod_is_terminal(pod), &got.charge);
         got.has_charge = true;
@@ -237,10 +618,11 @@ done:
     rc = GQ_OK;
 out:
     wh_mutate_info_dispose(&got);
-    json_object_put(defaulted);
-    free(defs);
+    json_object_put(pinned);
+    json_object_put(claimed);
+    json_object_put(claims);
+    free(claims_text);
     gq_rewrite_dispose(&rw);
-    gq_pod_cost_dispose(&cost);
-    gq_pod_cost_dispose(&cost0);
+    priced_dispose(&p);
     return rc;
 }

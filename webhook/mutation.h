@@ -60,7 +60,30 @@ bool wh_mutate_applies(const gq_config *cfg, const wh_review_request *req);
 typedef struct wh_limit_range_source {
     void *ctx;
     gq_code (*list)(void *ctx, const char *ns, json_object **out, gq_err *err);
+    /* Optional, with the contracts of wh_store's members of the same names
+     * (the same informer cache): the quota state a pod accepting several GPU
+     * models is placed by. Without them every accepted model fits. */
+    gq_code (*list_quotas)(void *ctx, const char *ns, json_object **out, gq_err *err);
+    gq_code (*list_tenant_quotas)(void *ctx, json_object **out, gq_err *err);
+    gq_code (*namespace_labels)(void *ctx, const char *ns, json_object **out, gq_err *err);
+    /* Optional: a fresh read of one quota (wh_store's get_quota). Caches may
+     * hold specs only; with it, the choice is made on current usage. */
+    gq_code (*get_quota)(void *ctx, gq_quota_kind kind, const char *ns, const char *name,
+                         json_object **out, gq_err *err);
+    /* Optional: wh_store's get_claim_template. Without it DRA claims stay
+     * unpriced (and /validate refuses them where a quota governs). */
+    gq_code (*get_claim_template)(void *ctx, const char *ns, const char *name, json_object **out,
+                                  gq_err *err);
 } wh_limit_range_source;
+
+/* Append the quotas of arr (a JSON array of GPUQuota or GPUTenantQuota
+ * objects, borrowed) to (*q)[0..*n), parsed. An object that does not parse
+ * fails the call with its kind and name in err; what was appended stays
+ * (free it all with wh_quotas_free). */
+gq_code wh_quotas_append(gq_quota ***q, size_t *n, json_object *arr, gq_err *err) GQ_WUR;
+
+/* Free quotas appended by wh_quotas_append; NULL is accepted. */
+void wh_quotas_free(gq_quota **q, size_t n);
 
 /* wh_mutate_review_info with the GPULimitRanges of the request's namespace
  * read from src (may be NULL or have no list: none), and only for a pod that

@@ -13,6 +13,7 @@
 #include "quota/podcost.h"
 #include "quota/policy.h"
 #include "common/json_member.h"
+#include "webhook/mutation.h"
 
 #define SLOT_BUCKETS 256
 #define BACKOFF_CAP_MS 100
@@ -313,6 +314,7 @@ static gq_code batch_round(wh_validator *v, slot *s, pending **batch, size_t n)
 {
     json_object *obj = NULL, *status = NULL, *stored = NULL;
     gq_quota *q = NULL;
+    gq_model_limit *mview = NULL; /* q->models with used = in use (names borrowed) */
     gq_err e;
     gq_code rc;
     bool changed = false, fresh = !s->last || s->last_score < 0;
@@ -359,6 +361,17 @@ static gq_code batch_round(wh_validator *v, slot *s, pending **batch, size_t n)
     gq_amounts in_use;
     if ((rc = gq_quota_in_use(q, now, NULL, &in_use, &e)))
         goto fail_all;
+    /* Per-model usage the same way: status plus live reservations, carried
+     * forward as the batch charges. */
+    if (q->n_models && !(mview = calloc(q->n_models, sizeof(*mview)))) {
+        rc = gq_err_set(&e, GQ_ENOMEM, "out of memory");
+        goto fail_all;
+    }
+    for (size_t i = 0; i < q->n_models; i++) {
+        mview[i] = q->models[i];
+        if ((rc = gq_quota_model_in_use(q, &q->models[i], now, NULL, &mview[i].used, &e)))
+            goto fail_all;
+    }
 
     for (size_t i = 0; i < n; i++) {
         pending *p = batch[i];
@@ -391,6 +404,7 @@ static gq_code batch_round(wh_validator *v, slot *s, pending **batch, size_t n)
         view.used = in_use;
         view.reservations = NULL;
         view.n_reservations = 0;
+        view.models = mview;
         const gq_quota *one = &view;
         size_t idx, n_idx = 0;
         if (!p->rc)
@@ -427,6 +441,15 @@ static gq_code batch_round(wh_validator *v, slot *s, pending **batch, size_t n)
             continue;
         }
         in_use = next;
+        for (size_t j = 0; j < q->n_models; j++) {
+            /* An unpinned pod counts against every model (gq_quota_evaluate). */
+            if (p->facts->model && strcmp(p->facts->model, mview[j].name))
+                continue;
+            gq_amounts *mu = &mview[j].used;
+            for (int k = 0; k < GQ_KEY_COUNT; k++)
+                if (__builtin_add_overflow(mu->v[k], p->charge->v[k], &mu->v[k]))
+                    mu->v[k] = INT64_MAX;
+        }
         p->added = added;
         changed = changed || added;
     }
@@ -465,6 +488,7 @@ fail_all:
     fail_open_pendings(batch, n, rc, &e);
     rc = GQ_OK;
 out:
+    free(mview);
     gq_quota_free(q);
     json_object_put(obj);
     return rc;
@@ -594,9 +618,7 @@ typedef struct quota_set {
 
 static void quota_set_dispose(quota_set *s)
 {
-    for (size_t i = 0; i < s->n; i++)
-        gq_quota_free(s->q[i]);
-    free(s->q);
+    wh_quotas_free(s->q, s->n);
     s->q = NULL;
     s->n = 0;
 }
@@ -605,28 +627,7 @@ static void quota_set_dispose(quota_set *s)
  * malformed object fails the admission (fail closed): it names the object. */
 static gq_code quota_set_add(quota_set *s, json_object *arr, gq_err *err)
 {
-    size_t n = json_object_array_length(arr);
-    if (!n)
-        return GQ_OK;
-    gq_quota **grown = realloc(s->q, (s->n + n) * sizeof(*grown));
-    if (!grown)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
-    s->q = grown;
-    for (size_t i = 0; i < n; i++) {
-        json_object *o = json_object_array_get_idx(arr, i);
-        gq_code rc = gq_quota_parse(o, &s->q[s->n], err);
-        if (rc) {
-            json_object *meta = NULL;
-            json_object_object_get_ex(o, "metadata", &meta);
-            const char *name = gq_json_get_string(meta, "name");
-            gq_err_prefix(err, "%s %s",
-                          gq_json_get_string(o, "kind") ? gq_json_get_string(o, "kind") : "quota",
-                          name ? name : "(unnamed)");
-            return rc;
-        }
-        s->n++;
-    }
-    return GQ_OK;
+    return wh_quotas_append(&s->q, &s->n, arr, err);
 }
 
 /* Append {"kind","namespace","name"} of q to the audit record's quotas. An
@@ -797,7 +798,8 @@ static gq_code reservation_rekey(const gq_reservation *r, const char *key, gq_re
     c.key = strdup(key);
     c.namespace_ = strdup(r->namespace_);
     c.pod = strdup(r->pod);
-    if (!c.key || !c.namespace_ || !c.pod) {
+    c.model = r->model ? strdup(r->model) : NULL;
+    if (!c.key || !c.namespace_ || !c.pod || (r->model && !c.model)) {
         gq_reservation_dispose(&c);
         return gq_err_set(err, GQ_ENOMEM, "out of memory");
     }
@@ -896,9 +898,11 @@ static gq_code quota_view_load(wh_validator *v, const char *ns, quota_view *qv,
     return GQ_OK;
 }
 
-/* DRA claims are not charged yet: in a namespace any gpuquota quota governs
- * (a GPUQuota of it, a GPUTenantQuota covering it, or requireQuota), a pod
- * with spec.resourceClaims would get devices unseen, so it is denied. */
+/* DRA claims gpuquota could not price (a shared ResourceClaim, a template
+ * it could not read or price, a pod the mutating webhook did not see): in a
+ * namespace any gpuquota quota governs (a GPUQuota of it, a GPUTenantQuota
+ * covering it, or requireQuota), such a pod would get devices unseen, so it
+ * is denied. */
 static void deny_unseen_claims(const wh_validator *v, const char *ns, const quota_view *qv,
                                const gq_pod_claim *claim, wh_validate_result *r)
 {
@@ -918,10 +922,10 @@ static void deny_unseen_claims(const wh_validator *v, const char *ns, const quot
     if (claim->field)
         snprintf(ref, sizeof(ref), " (%s \"%s\")", claim->field, claim->ref);
     deny(r, GQ_EDENIED,
-         "spec.resourceClaims[0] \"%s\"%s: DRA claims are not yet charged by gpuquota, so "
-         "namespace %s, governed by %s, does not admit pods with resource claims; ask for GPUs "
-         "in the container's resources (nvidia.com/gpu, gpuquota.io/gpu-memory) or with pod "
-         "annotation gpuquota.io/gpu-fraction or gpuquota.io/gpu-memory",
+         "spec.resourceClaims[0] \"%s\"%s: gpuquota cannot tell which GPUs the pod's DRA claims "
+         "hold, so namespace %s, governed by %s, does not admit it; ask for GPUs through a "
+         "ResourceClaimTemplate with a count of devices (a ResourceClaim shared by pods is not "
+         "charged yet), or in the container's resources",
          claim->name, ref, ns, by);
 }
 
@@ -961,7 +965,7 @@ static gq_code decide_create(wh_validator *v, const wh_review_request *req, deci
         goto out;
     }
     gq_charge_from_cost(&cost, gq_pod_is_terminal(pod), &r->charge);
-    if (gq_pod_resource_claims(pod, &claim)) {
+    if (cost.claims_unpriced && gq_pod_resource_claims(pod, &claim)) {
         if ((rc = quota_view_load(v, ns, &qv, r, &decided)) || decided)
             goto out;
         deny_unseen_claims(v, ns, &qv, &claim, r);
@@ -1014,6 +1018,7 @@ static gq_code decide_create(wh_validator *v, const wh_review_request *req, deci
         goto out;
     }
     facts.terminal = gq_pod_is_terminal(pod);
+    facts.model = gq_pod_model(&cost);
     if ((rc = quota_view_load(v, ns, &qv, r, &decided)) || decided)
         goto out;
     quota_set qs = qv.qs;
@@ -1035,6 +1040,10 @@ static gq_code decide_create(wh_validator *v, const wh_review_request *req, deci
     if ((rc = gq_reservation_for_pod(pod, ns, req->uid, &r->charge, now_s(v) + v->ttl, &resv, &e)))
         goto out;
     have_resv = true;
+    if (facts.model && !(resv.model = strdup(facts.model))) {
+        rc = GQ_ENOMEM;
+        goto out;
+    }
     if (strcmp(resv.key, req->uid)) {
         /* Keyed by the pod's uid: the request uid is the fallback key for a
          * review whose pod carries another pod's uid. */

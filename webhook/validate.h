@@ -55,6 +55,10 @@ typedef struct wh_store {
      * its new resourceVersion (NULL when the store cannot tell). */
     gq_code (*update_status)(void *ctx, gq_quota_kind kind, const char *ns, const char *name,
                              json_object *obj, json_object **out, gq_err *err);
+    /* A fresh read of ResourceClaimTemplate ns/name (resource.k8s.io/v1);
+     * GQ_ENOTFOUND when it does not exist. May be NULL (no cluster). */
+    gq_code (*get_claim_template)(void *ctx, const char *ns, const char *name, json_object **out,
+                                  gq_err *err);
 } wh_store;
 
 /* Identities allowed to change gpuquota.io/ labels and annotations of pods

@@ -81,6 +81,36 @@ HARD = amounts(
     "that charges that key."
 )
 
+# Catalog model names as spec.models keys them (quota/crd.c model_name_ok).
+MODEL_NAME_RULE = "^[a-z0-9._-]{1,63}$"
+
+
+def models(description, cel=True):
+    """A map from catalog model name to the keys of hard. Bounded, so the CEL
+    rules on its values stay inside the cost budget."""
+    m = {
+        "description": description,
+        "type": "object",
+        "maxProperties": 32,
+        "additionalProperties": amounts("Limits on pods pinned to this model.", cel),
+    }
+    if cel:
+        m["x-kubernetes-validations"] = [
+            {
+                "rule": "self.all(k, k.matches('%s'))" % MODEL_NAME_RULE,
+                "message": "model names are catalog names: lower-case letters, digits, "
+                "'-', '.', '_', at most 63 characters",
+            }
+        ]
+    return m
+
+
+MODELS = models(
+    "Limits per GPU model (catalog name, e.g. h100-80gb), beside spec.hard: a pod pinned "
+    "to a listed model is charged against that model's limits as well. With any model "
+    "listed, a GPU pod must be pinned to a model (the mutating webhook pins it)."
+)
+
 SCOPES = {
     "description": "Terminating (spec.activeDeadlineSeconds >= 0) or NotTerminating.",
     "type": "array",
@@ -174,6 +204,11 @@ RESERVATIONS = {
             "gpus": quantity("Whole exclusive GPUs charged.", False),
             "gpu-pods": quantity("Pods charged (0 or 1).", False),
             "expires": {"type": "string", "format": "date-time"},
+            "model": {
+                "description": "The GPU model the pod is pinned to, when it is.",
+                "type": "string",
+                "maxLength": 63,
+            },
         },
     },
 }
@@ -203,6 +238,7 @@ def quota_status(tenant):
         "observedGeneration": {"type": "integer", "format": "int64"},
         "hard": amounts("spec.hard as last enforced.", False),
         "used": amounts("Usage recounted from pods.", False),
+        "usedByModel": models("Usage per model of spec.models, recounted from pods.", False),
     }
     if tenant:
         props["namespaces"] = {
@@ -309,7 +345,12 @@ GPUQUOTA = crd(
     root(
         {
             "type": "object",
-            "properties": {"hard": HARD, "scopes": SCOPES, "scopeSelector": SCOPE_SELECTOR},
+            "properties": {
+                "hard": HARD,
+                "models": MODELS,
+                "scopes": SCOPES,
+                "scopeSelector": SCOPE_SELECTOR,
+            },
         },
         quota_status(False),
     ),
@@ -334,6 +375,7 @@ GPUTENANTQUOTA = crd(
                 },
                 "namespaceSelector": NAMESPACE_SELECTOR,
                 "hard": HARD,
+                "models": MODELS,
                 "scopes": SCOPES,
                 "scopeSelector": SCOPE_SELECTOR,
             },

@@ -42,6 +42,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             json_object *j = gq_amounts_to_json(&a);
             json_object_put(j);
         }
+        for (size_t i = 0; i < q->n_models; i++)
+            if (gq_quota_model_in_use(q, &q->models[i], 1795273565, NULL, &a, &err) == GQ_OK &&
+                a.v[GQ_KEY_GPU_MEMORY] < 0)
+                abort();
         gq_quota_free(q);
     }
     gq_limit_range *lr = NULL;

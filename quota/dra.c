@@ -1,0 +1,216 @@
+/* DRA claim pricing (see dra.h). */
+#include "quota/dra.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/json_member.h"
+#include "quota/quantity.h"
+
+static const char *skip_ws(const char *p)
+{
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+        p++;
+    return p;
+}
+
+/* A quoted literal without escapes at p: its body in *s, *n; the text after. */
+static const char *quoted(const char *p, const char **s, size_t *n)
+{
+    char q = *p;
+    if (q != '"' && q != '\'')
+        return NULL;
+    const char *end = strchr(p + 1, q);
+    if (!end || memchr(p + 1, '\\', (size_t)(end - p - 1)))
+        return NULL;
+    *s = p + 1;
+    *n = (size_t)(end - p - 1);
+    return end + 1;
+}
+
+bool gq_dra_selector_product(const char *expr, const char **out, size_t *n_out)
+{
+    static const char head[] = "device.attributes[";
+    static const char attr[] = "].productName";
+    const char *p = skip_ws(expr), *dom, *val;
+    size_t n_dom, n_val;
+    if (strncmp(p, head, sizeof(head) - 1))
+        return false;
+    if (!(p = quoted(p + sizeof(head) - 1, &dom, &n_dom)) || !n_dom)
+        return false;
+    if (strncmp(p, attr, sizeof(attr) - 1))
+        return false;
+    p = skip_ws(p + sizeof(attr) - 1);
+    if (strncmp(p, "==", 2))
+        return false;
+    if (!(p = quoted(skip_ws(p + 2), &val, &n_val)) || !n_val || *skip_ws(p))
+        return false;
+    *out = val;
+    *n_out = n_val;
+    return true;
+}
+
+static const gq_model *largest(const gq_config *cfg)
+{
+    const gq_model *best = NULL;
+    for (size_t i = 0; i < cfg->n_models; i++)
+        if (!best || cfg->models[i].memory > best->memory)
+            best = &cfg->models[i];
+    return best;
+}
+
+/* One device request (exactly, or a firstAvailable alternative). */
+static gq_code price_one(const gq_config *cfg, json_object *r, const char *what, const char *rname,
+                         gq_claim_cost *out, gq_err *err)
+{
+    json_object *cls = gq_json_member(r, "deviceClassName"), *v;
+    memset(out, 0, sizeof(*out));
+    if (!cls || !json_object_is_type(cls, json_type_string))
+        return gq_err_set(err, GQ_EINVAL, "%s: request \"%.63s\": deviceClassName must be a string",
+                          what, rname);
+    const gq_device_class *dc = gq_config_find_device_class(cfg, json_object_get_string(cls));
+    if (!dc)
+        return GQ_OK; /* not a GPU */
+    if ((v = gq_json_member(r, "allocationMode")) &&
+        (!json_object_is_type(v, json_type_string) ||
+         strcmp(json_object_get_string(v), "ExactCount"))) {
+        if (json_object_is_type(v, json_type_string) && !strcmp(json_object_get_string(v), "All"))
+            return gq_err_set(err, GQ_EUNSUPPORTED,
+                              "%s: request \"%.63s\" asks for all devices of GPU class %s "
+                              "(allocationMode All): gpuquota cannot know how many GPUs that is at "
+                              "admission; ask for a count (allocationMode ExactCount)",
+                              what, rname, dc->name);
+        return gq_err_set(err, GQ_EINVAL,
+                          "%s: request \"%.63s\": allocationMode must be ExactCount "
+                          "or All",
+                          what, rname);
+    }
+    int64_t count = 1;
+    if ((v = gq_json_member(r, "count"))) {
+        if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 1 ||
+            json_object_get_int64(v) > GQ_DRA_MAX_COUNT)
+            return gq_err_set(err, GQ_EINVAL, "%s: request \"%.63s\": count must be 1 to %d", what,
+                              rname, GQ_DRA_MAX_COUNT);
+        count = json_object_get_int64(v);
+    }
+    const gq_model *m = dc->model ? gq_config_find_model(cfg, dc->model) : NULL;
+    json_object *sels = gq_json_member(r, "selectors");
+    if (sels && !json_object_is_type(sels, json_type_array))
+        return gq_err_set(err, GQ_EINVAL, "%s: request \"%.63s\": selectors must be a list", what,
+                          rname);
+    size_t n_sels = sels ? json_object_array_length(sels) : 0;
+    if (n_sels > GQ_DRA_MAX_SELECTORS)
+        return gq_err_set(err, GQ_ELIMIT, "%s: request \"%.63s\": more than %d selectors", what,
+                          rname, GQ_DRA_MAX_SELECTORS);
+    for (size_t i = 0; !m && i < n_sels; i++) {
+        json_object *e =
+            gq_json_member(gq_json_member(json_object_array_get_idx(sels, i), "cel"), "expression");
+        const char *prod;
+        size_t n_prod;
+        char name[256];
+        if (!e || !json_object_is_type(e, json_type_string) ||
+            json_object_get_string_len(e) > GQ_DRA_MAX_EXPRESSION ||
+            !gq_dra_selector_product(json_object_get_string(e), &prod, &n_prod) ||
+            n_prod >= sizeof(name))
+            continue;
+        memcpy(name, prod, n_prod);
+        name[n_prod] = '\0';
+        m = gq_config_find_model(cfg, name);
+    }
+    int64_t per = 0;
+    json_object *mem =
+        gq_json_member(gq_json_member(gq_json_member(r, "capacity"), "requests"), "memory");
+    if (mem) {
+        gq_quantity q;
+        const char *s =
+            json_object_is_type(mem, json_type_string) ? json_object_get_string(mem) : NULL;
+        if (!s || gq_quantity_parse(s, strlen(s), &q, err) || gq_quantity_is_negative(&q) ||
+            gq_quantity_to_int64_ceil(&q, &per) || per <= 0)
+            return gq_err_set(err, GQ_EINVAL,
+                              "%s: request \"%.63s\": capacity.requests.memory must be a positive "
+                              "quantity",
+                              what, rname);
+    } else {
+        const gq_model *priced = m ? m : largest(cfg);
+        per = priced ? priced->memory : 0;
+    }
+    out->gpus = count;
+    if (__builtin_mul_overflow(per, count, &out->gpu_memory))
+        return gq_err_set(err, GQ_ERANGE, "%s: request \"%.63s\": memory overflows", what, rname);
+    out->model = m;
+    return GQ_OK;
+}
+
+static gq_code add(gq_claim_cost *acc, const gq_claim_cost *c, bool *first, const char *what,
+                   gq_err *err)
+{
+    if (!c->gpus)
+        return GQ_OK;
+    if (__builtin_add_overflow(acc->gpus, c->gpus, &acc->gpus) ||
+        __builtin_add_overflow(acc->gpu_memory, c->gpu_memory, &acc->gpu_memory))
+        return gq_err_set(err, GQ_ERANGE, "%s: GPU devices overflow", what);
+    acc->model = *first ? c->model : (acc->model == c->model ? acc->model : NULL);
+    *first = false;
+    return GQ_OK;
+}
+
+gq_code gq_claim_spec_cost(const gq_config *cfg, json_object *spec, const char *what,
+                           gq_claim_cost *out, gq_err *err)
+{
+    gq_claim_cost acc = {0, 0, NULL};
+    bool first = true;
+    json_object *reqs = gq_json_member(gq_json_member(spec, "devices"), "requests");
+    if (!spec || !json_object_is_type(spec, json_type_object))
+        return gq_err_set(err, GQ_EINVAL, "%s: spec must be an object", what);
+    if (reqs && !json_object_is_type(reqs, json_type_array))
+        return gq_err_set(err, GQ_EINVAL, "%s: spec.devices.requests must be a list", what);
+    size_t n = reqs ? json_object_array_length(reqs) : 0;
+    if (n > GQ_DRA_MAX_REQUESTS)
+        return gq_err_set(err, GQ_ELIMIT, "%s: more than %d device requests", what,
+                          GQ_DRA_MAX_REQUESTS);
+    for (size_t i = 0; i < n; i++) {
+        json_object *r = json_object_array_get_idx(reqs, i), *nm = gq_json_member(r, "name");
+        const char *rname =
+            nm && json_object_is_type(nm, json_type_string) ? json_object_get_string(nm) : "";
+        json_object *ex = gq_json_member(r, "exactly"), *fa = gq_json_member(r, "firstAvailable");
+        gq_claim_cost c;
+        gq_code rc;
+        if (ex) {
+            if ((rc = price_one(cfg, ex, what, rname, &c, err)))
+                return rc;
+        } else if (fa && json_object_is_type(fa, json_type_array)) {
+            size_t m = json_object_array_length(fa);
+            if (m > GQ_DRA_MAX_SUBREQUESTS)
+                return gq_err_set(err, GQ_ELIMIT,
+                                  "%s: request \"%.63s\": more than %d alternatives", what, rname,
+                                  GQ_DRA_MAX_SUBREQUESTS);
+            /* The scheduler picks one alternative later: charge the dearest. */
+            memset(&c, 0, sizeof(c));
+            bool any = false, same = true;
+            const gq_model *model = NULL;
+            for (size_t j = 0; j < m; j++) {
+                gq_claim_cost s;
+                if ((rc = price_one(cfg, json_object_array_get_idx(fa, j), what, rname, &s, err)))
+                    return rc;
+                if (!s.gpus)
+                    continue;
+                same = same && (!any || s.model == model);
+                model = s.model;
+                any = true;
+                if (s.gpu_memory > c.gpu_memory ||
+                    (s.gpu_memory == c.gpu_memory && s.gpus > c.gpus))
+                    c = s;
+            }
+            c.model = same ? model : NULL;
+        } else {
+            /* Also the pre-v1 shape, the device class on the request itself. */
+            if ((rc = price_one(cfg, r, what, rname, &c, err)))
+                return rc;
+        }
+        if ((rc = add(&acc, &c, &first, what, err)))
+            return rc;
+    }
+    *out = acc;
+    return GQ_OK;
+}

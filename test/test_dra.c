@@ -1,0 +1,257 @@
+/* DRA claim pricing (quota/dra.h) and the pod cost of DRA claims recorded
+ * by gpuquota (GQ_ANN_CLAIMS, quota/podcost.h). Table-driven. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "quota/config.h"
+#include "quota/dra.h"
+#include "common/jsonutil.h"
+#include "quota/podcost.h"
+
+#define GI (1024LL * 1024 * 1024)
+
+static json_object *parse(const char *text)
+{
+    json_object *o = NULL;
+    gq_err err;
+    if (gq_json_parse(text, strlen(text), 32, &o, &err))
+        fail_msg("bad test JSON: %s (%s)", err.msg, text);
+    return o;
+}
+
+static gq_config *config(void)
+{
+    gq_config *cfg = NULL;
+    gq_err err;
+    const char *yaml = "deviceClasses:\n"
+                       "  - {name: gpu.nvidia.com}\n"
+                       "  - {name: h100.example.com, model: h100-80gb}\n";
+    assert_int_equal(gq_config_parse(yaml, strlen(yaml), "t.yaml", &cfg, &err), GQ_OK);
+    return cfg;
+}
+
+#define REQ(body) "{\"devices\":{\"requests\":[" body "]}}"
+#define SEL(prod)                                                                                  \
+    "\"selectors\":[{\"cel\":{\"expression\":\"device.attributes[\\\"gpu.nvidia.com\\\"]"          \
+    ".productName == \\\"" prod "\\\"\"}}]"
+
+static const struct claim_case {
+    const char *spec;
+    gq_code rc;
+    int64_t gpus, mem_gi;
+    const char *model; /* NULL: none */
+    const char *msg;   /* fragment of the error */
+} claim_cases[] = {
+    /* a class with a model: count devices of it */
+    {REQ("{\"name\":\"g\",\"exactly\":{\"deviceClassName\":\"h100.example.com\",\"count\":2}}"),
+     GQ_OK, 2, 160, "h100-80gb", NULL},
+    /* the model from the product a selector names (product or catalog name) */
+    {REQ("{\"name\":\"g\",\"exactly\":{\"deviceClassName\":\"gpu.nvidia.com\"," SEL(
+         "NVIDIA-L4") "}}"),
+     GQ_OK, 1, 24, "l4", NULL},
+    {REQ("{\"name\":\"g\",\"exactly\":{\"deviceClassName\":\"gpu.nvidia.com\",\"selectors\":[{"
+         "\"cel\":{\"expression\":\"  "
+         "device.attributes['gpu.nvidia.com'].productName=='a10'\"}}]}}"),
+     GQ_OK, 1, 24, "a10", NULL},
+    /* unknown model: priced as the largest of the catalog (h200, 141Gi) */
+    {REQ("{\"name\":\"g\",\"exactly\":{\"deviceClassName\":\"gpu.nvidia.com\"}}"), GQ_OK, 1, 141,
+     NULL, NULL},
+    {REQ("{\"name\":\"g\",\"exactly\":{\"deviceClassName\":\"gpu.nvidia.com\",\"selectors\":[{"
+         "\"cel\":{\"expression\":\"device.attributes['gpu.nvidia.com'].productName.startsWith('"
+         "NVIDIA')\"}}]}}"),
+     GQ_OK, 1, 141, NULL, NULL},
+    /* a capacity request for memory is what each device costs */
+    {REQ("{\"name\":\"g\",\"exactly\":{\"deviceClassName\":\"h100.example.com\",\"count\":3,"
+         "\"capacity\":{\"requests\":{\"memory\":\"10Gi\"}}}}"),
+     GQ_OK, 3, 30, "h100-80gb", NULL},
+    /* not a GPU class: nothing */
+    {REQ("{\"name\":\"n\",\"exactly\":{\"deviceClassName\":\"nic.example.com\",\"count\":4}}"),
+     GQ_OK, 0, 0, NULL, NULL},
+    /* several requests add up; mixed models leave no single model */
+    {REQ("{\"name\":\"a\",\"exactly\":{\"deviceClassName\":\"h100.example.com\"}},{\"name\":"
+         "\"b\",\"exactly\":{\"deviceClassName\":\"gpu.nvidia.com\"," SEL("NVIDIA-L4") "}}"),
+     GQ_OK, 2, 104, NULL, NULL},
+    /* firstAvailable: the dearest alternative */
+    {REQ("{\"name\":\"f\",\"firstAvailable\":[{\"name\":\"small\",\"deviceClassName\":\"gpu."
+         "nvidia.com\"," SEL("NVIDIA-L4") "},{\"name\":\"big\",\"deviceClassName\":\"h100."
+                                          "example.com\",\"count\":2}]}"),
+     GQ_OK, 2, 160, NULL, NULL},
+    /* the pre-v1 shape */
+    {REQ("{\"name\":\"g\",\"deviceClassName\":\"h100.example.com\"}"), GQ_OK, 1, 80, "h100-80gb",
+     NULL},
+    /* refused */
+    {REQ("{\"name\":\"g\",\"exactly\":{\"deviceClassName\":\"gpu.nvidia.com\",\"allocationMode\":"
+         "\"All\"}}"),
+     GQ_EUNSUPPORTED, 0, 0, NULL,
+     "request \"g\" asks for all devices of GPU class gpu.nvidia.com (allocationMode All)"},
+    {REQ("{\"name\":\"g\",\"exactly\":{\"deviceClassName\":\"gpu.nvidia.com\",\"count\":0}}"),
+     GQ_EINVAL, 0, 0, NULL, "count must be 1 to 128"},
+    {REQ("{\"name\":\"g\",\"exactly\":{\"deviceClassName\":\"gpu.nvidia.com\",\"count\":129}}"),
+     GQ_EINVAL, 0, 0, NULL, "count must be 1 to 128"},
+    {REQ("{\"name\":\"g\",\"exactly\":{\"deviceClassName\":7}}"), GQ_EINVAL, 0, 0, NULL,
+     "deviceClassName must be a string"},
+    {REQ("{\"name\":\"g\",\"exactly\":{\"deviceClassName\":\"gpu.nvidia.com\",\"capacity\":{"
+         "\"requests\":{\"memory\":\"-1Gi\"}}}}"),
+     GQ_EINVAL, 0, 0, NULL, "capacity.requests.memory must be a positive quantity"},
+    {"{\"devices\":{\"requests\":{}}}", GQ_EINVAL, 0, 0, NULL,
+     "spec.devices.requests must be a list"},
+    {"[]", GQ_EINVAL, 0, 0, NULL, "spec must be an object"},
+};
+
+static void claim_table(void **state)
+{
+    (void)state;
+    gq_config *cfg = config();
+    for (size_t i = 0; i < sizeof(claim_cases) / sizeof(claim_cases[0]); i++) {
+        const struct claim_case *c = &claim_cases[i];
+        json_object *spec = parse(c->spec);
+        gq_claim_cost cc = {-1, -1, NULL};
+        gq_err err;
+        gq_err_clear(&err);
+        gq_code rc = gq_claim_spec_cost(cfg, spec, "ResourceClaimTemplate \"t\"", &cc, &err);
+        json_object_put(spec);
+        if (rc != c->rc)
+            fail_msg("case %zu: rc %d (%s), want %d", i, rc, err.msg, c->rc);
+        if (rc) {
+            if (!strstr(err.msg, c->msg) || strncmp(err.msg, "ResourceClaimTemplate \"t\": ", 27))
+                fail_msg("case %zu: message \"%s\", want \"%s\"", i, err.msg, c->msg);
+            assert_int_equal(cc.gpus, -1); /* untouched */
+            continue;
+        }
+        if (cc.gpus != c->gpus || cc.gpu_memory != c->mem_gi * GI)
+            fail_msg("case %zu: %lld GPUs %lld bytes, want %lld, %lld Gi", i, (long long)cc.gpus,
+                     (long long)cc.gpu_memory, (long long)c->gpus, (long long)c->mem_gi);
+        if (c->model)
+            assert_string_equal(cc.model ? cc.model->name : "(none)", c->model);
+        else
+            assert_null(cc.model);
+    }
+    /* bounds */
+    char big[8192];
+    size_t len = (size_t)snprintf(big, sizeof(big), "{\"devices\":{\"requests\":[");
+    for (int i = 0; i < GQ_DRA_MAX_REQUESTS + 1; i++)
+        len += (size_t)snprintf(big + len, sizeof(big) - len,
+                                "%s{\"name\":\"r%d\",\"exactly\":{\"deviceClassName\":\"x\"}}",
+                                i ? "," : "", i);
+    snprintf(big + len, sizeof(big) - len, "]}}");
+    json_object *spec = parse(big);
+    gq_claim_cost cc;
+    gq_err err;
+    assert_int_equal(gq_claim_spec_cost(cfg, spec, "c", &cc, &err), GQ_ELIMIT);
+    json_object_put(spec);
+    gq_config_free(cfg);
+}
+
+static void selector_forms(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *expr, *product; /* product NULL: not the form */
+    } cases[] = {
+        {"device.attributes[\"gpu.nvidia.com\"].productName == \"NVIDIA-A10\"", "NVIDIA-A10"},
+        {"device.attributes['d'].productName=='x'", "x"},
+        {" device.attributes[\"d\"].productName  ==  'H100' ", "H100"},
+        {"device.attributes[\"d\"].productName == \"a\" && true", NULL},
+        {"device.attributes[\"d\"].productName != \"a\"", NULL},
+        {"device.attributes[\"\"].productName == \"a\"", NULL},
+        {"device.attributes[\"d\"].productName == \"\"", NULL},
+        {"device.attributes[\"d\"].productName == \"a\\\"b\"", NULL},
+        {"device.attributes[\"d\"].productName == \"a", NULL},
+        {"device.capacity[\"d\"].memory == \"a\"", NULL},
+        {"", NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *p = NULL;
+        size_t n = 0;
+        bool ok = gq_dra_selector_product(cases[i].expr, &p, &n);
+        if (ok != (cases[i].product != NULL) ||
+            (ok && (n != strlen(cases[i].product) || strncmp(p, cases[i].product, n))))
+            fail_msg("case %zu (%s): %d \"%.*s\"", i, cases[i].expr, ok, (int)n, p ? p : "");
+    }
+}
+
+/* A managed pod (label and records written by gpuquota: no managedFields
+ * name them) with claims; ann is the GQ_ANN_CLAIMS text or NULL. */
+static void pod_cost(const gq_config *cfg, const char *claims, const char *ann,
+                     const char *user_set, gq_pod_cost *out)
+{
+    char text[2048];
+    snprintf(text, sizeof(text),
+             "{\"metadata\":{\"name\":\"p\",\"labels\":{\"gpuquota.io/managed\":\"true\"},"
+             "\"annotations\":{%s%s%s}%s},\"spec\":{\"containers\":[{\"name\":\"c\"}],"
+             "\"resourceClaims\":%s}}",
+             ann ? "\"gpuquota.io/gpu-claims\":\"" : "", ann ? ann : "", ann ? "\"" : "",
+             user_set ? user_set : "", claims);
+    json_object *pod = parse(text);
+    gq_err err;
+    gq_pod_cost_init(out);
+    if (gq_pod_cost_compute(cfg, pod, out, &err))
+        fail_msg("pod cost: %s", err.msg);
+    json_object_put(pod);
+}
+
+static void pod_claims(void **state)
+{
+    (void)state;
+    gq_config *cfg = config();
+    gq_pod_cost c;
+    const char *two = "[{\"name\":\"a\",\"resourceClaimTemplateName\":\"t\"},{\"name\":\"b\","
+                      "\"resourceClaimTemplateName\":\"u\"}]";
+    /* both recorded: devices and memory added, one model pins the pod */
+    pod_cost(
+        cfg, two,
+        "{\\\"a\\\":{\\\"gpus\\\":2,\\\"memory\\\":\\\"160Gi\\\",\\\"model\\\":\\\"h100-80gb\\\"},"
+        "\\\"b\\\":{\\\"gpus\\\":1,\\\"memory\\\":\\\"80Gi\\\",\\\"model\\\":\\\"h100-80gb\\\"}}",
+        NULL, &c);
+    assert_false(c.claims_unpriced);
+    assert_int_equal(c.gpus, 3);
+    assert_int_equal(c.gpu_memory, 240 * GI);
+    assert_int_equal(c.gpu_pods, 1);
+    assert_int_equal(c.claim_gpus, 3);
+    assert_true(c.model_pinned);
+    assert_string_equal(c.model->name, "h100-80gb");
+    gq_pod_cost_dispose(&c);
+    /* one entry without a record: unpriced, the other still counted */
+    pod_cost(cfg, two, "{\\\"a\\\":{\\\"gpus\\\":1,\\\"memory\\\":\\\"24Gi\\\"}}", NULL, &c);
+    assert_true(c.claims_unpriced);
+    assert_int_equal(c.gpus, 1);
+    assert_false(c.model_pinned);
+    gq_pod_cost_dispose(&c);
+    /* no record, a malformed one, or one the author wrote: unpriced, free of charge
+     * here (the validating webhook refuses it where a quota governs) */
+    const char *bad[] = {NULL, "{\\\"a\\\":{\\\"gpus\\\":-1,\\\"memory\\\":\\\"1Gi\\\"}}",
+                         "{\\\"a\\\":{\\\"gpus\\\":1,\\\"memory\\\":\\\"1Gi\\\",\\\"model\\\":"
+                         "\\\"nope\\\"}}",
+                         "not json"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        pod_cost(cfg, "[{\"name\":\"a\",\"resourceClaimTemplateName\":\"t\"}]", bad[i], NULL, &c);
+        assert_true(c.claims_unpriced);
+        assert_int_equal(c.gpus, 0);
+        gq_pod_cost_dispose(&c);
+    }
+    pod_cost(cfg, "[{\"name\":\"a\",\"resourceClaimTemplateName\":\"t\"}]",
+             "{\\\"a\\\":{\\\"gpus\\\":0,\\\"memory\\\":\\\"0\\\"}}",
+             ",\"managedFields\":[{\"manager\":\"kubectl\",\"fieldsV1\":{\"f:metadata\":{"
+             "\"f:annotations\":{\"f:gpuquota.io/gpu-claims\":{}}}}}]",
+             &c);
+    assert_true(c.claims_unpriced);
+    gq_pod_cost_dispose(&c);
+    gq_config_free(cfg);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(claim_table),
+        cmocka_unit_test(selector_forms),
+        cmocka_unit_test(pod_claims),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -142,13 +142,15 @@ static gq_code audit_setup(const gq_config *cfg, wh_metrics *metrics, wh_audit *
 }
 
 /* Register /mutate. limit_ranges is where the GPULimitRanges of a namespace
- * come from: the informer cache of the validating webhook's store when the
- * webhook runs against a cluster ({store.ctx, store.list_limit_ranges} of
- * wh_store), none without one. */
+ * come from, qsrc the quotas that may queue a pod: the informer caches of
+ * the validating webhook's store when the webhook runs against a cluster,
+ * none without one. */
 static gq_code mutate_setup(wh_mutate_ctx *mc, const gq_config *cfg, wh_limit_range_source lr,
-                            wh_audit *audit, wh_metrics *metrics, wh_server *srv, gq_err *err)
+                            wh_queue_source qsrc, wh_audit *audit, wh_metrics *metrics,
+                            wh_server *srv, gq_err *err)
 {
-    *mc = (wh_mutate_ctx){.cfg = cfg, .limit_ranges = lr, .audit = audit, .metrics = metrics};
+    *mc = (wh_mutate_ctx){
+        .cfg = cfg, .limit_ranges = lr, .queue = qsrc, .audit = audit, .metrics = metrics};
     return wh_server_add_handler(srv, "/mutate", WH_ROUTE_POST_JSON, wh_mutate_handle, mc, err);
 }
 
@@ -421,9 +423,13 @@ int gq_cmd_webhook(int argc, char **argv)
         validate_setup(&vc, kubeconfig, cfg, audit, &vo, srv, &validating, &err))
         goto fail;
     wh_limit_range_source lr = {NULL, NULL};
-    if (validating)
+    wh_queue_source qsrc = {NULL, NULL, NULL, NULL};
+    if (validating) {
         lr = (wh_limit_range_source){vc.store.ctx, vc.store.list_limit_ranges};
-    if (mutate_setup(&mutate_ctx, cfg, lr, audit, metrics, srv, &err))
+        qsrc = (wh_queue_source){vc.store.ctx, vc.store.list_quotas, vc.store.list_tenant_quotas,
+                                 vc.store.namespace_labels};
+    }
+    if (mutate_setup(&mutate_ctx, cfg, lr, qsrc, audit, metrics, srv, &err))
         goto fail;
 
     /* Signals are taken synchronously by this thread: block them before the

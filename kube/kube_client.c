@@ -520,6 +520,12 @@ gq_code kube_patch_merge(kube_client *c, const char *path, json_object *patch,
     return call_json(c, "PATCH", path, patch, "application/merge-patch+json", o, out, err);
 }
 
+gq_code kube_patch_json(kube_client *c, const char *path, json_object *patch,
+                        const kube_call_opts *o, json_object **out, gq_err *err)
+{
+    return call_json(c, "PATCH", path, patch, "application/json-patch+json", o, out, err);
+}
+
 gq_code kube_delete(kube_client *c, const char *path, const kube_call_opts *o, gq_err *err)
 {
     return call_json(c, "DELETE", path, NULL, NULL, o, NULL, err);
@@ -781,6 +787,12 @@ static gq_code api_patch_merge(void *ctx, const char *path, json_object *patch, 
     return kube_patch_merge(ctx, path, patch, NULL, out, err);
 }
 
+static gq_code api_patch_json(void *ctx, const char *path, json_object *patch, json_object **out,
+                              gq_err *err)
+{
+    return kube_patch_json(ctx, path, patch, NULL, out, err);
+}
+
 static gq_code api_del(void *ctx, const char *path, gq_err *err)
 {
     return kube_delete(ctx, path, NULL, err);
@@ -810,6 +822,7 @@ void kube_client_api(kube_client *c, kube_api *out)
         .del = api_del,
         .list = api_list,
         .watch = api_watch,
+        .patch_json = api_patch_json,
     };
     *out = a;
 }

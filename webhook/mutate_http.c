@@ -79,7 +79,7 @@ void wh_mutate_handle(void *ctx, const wh_request *req, wh_response *resp)
         wh_response_error(resp, rc == GQ_ENOMEM ? 500 : 400, "%s", err.msg);
         return;
     }
-    rc = wh_mutate_review_src(mc->cfg, &rq, &mc->limit_ranges, &rs, &info, &err);
+    rc = wh_mutate_review_queue(mc->cfg, &rq, &mc->limit_ranges, &mc->queue, &rs, &info, &err);
     if (rc) {
         fail(mc, &rq, &err, rc, t0, resp);
         goto out;

@@ -18,6 +18,7 @@
 typedef struct wh_mutate_ctx {
     const gq_config *cfg;
     wh_limit_range_source limit_ranges; /* list NULL: no GPULimitRanges (no cluster) */
+    wh_queue_source queue;              /* list_quotas NULL: nothing queues (no cluster) */
     wh_audit *audit;                    /* NULL: no audit records */
     wh_metrics *metrics;                /* NULL: nothing counted */
 } wh_mutate_ctx;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "podcost.h"
+#include "podqueue.h"
 #include "policy.h"
 #include "rewrite.h"
 
@@ -118,6 +119,7 @@ typedef struct lr_input {
     size_t n_lrs;
     const wh_limit_range_source *src;
     gq_limit_range **fetched; /* owned: what src returned */
+    const wh_queue_source *qsrc;
 } lr_input;
 
 static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_input *in,
@@ -127,7 +129,7 @@ gq_code wh_mutate_review_info(const gq_config *cfg, const wh_review_request *req
                               const gq_limit_range *const *lrs, size_t n_lrs,
                               wh_review_response *resp, wh_mutate_info *info, gq_err *err)
 {
-    lr_input in = {lrs, n_lrs, NULL, NULL};
+    lr_input in = {lrs, n_lrs, NULL, NULL, NULL};
     return mutate(cfg, req, &in, resp, info, err);
 }
 
@@ -135,7 +137,106 @@ gq_code wh_mutate_review_src(const gq_config *cfg, const wh_review_request *req,
                              const wh_limit_range_source *src, wh_review_response *resp,
                              wh_mutate_info *info, gq_err *err)
 {
-    lr_input in = {NULL, 0, src, NULL};
+    return wh_mutate_review_queue(cfg, req, src, NULL, resp, info, err);
+}
+
+/* Parse a JSON array of quota objects into *qs (appending); objects that do
+ * not parse are skipped: /validate denies what they govern. */
+static gq_code parse_quotas(json_object *arr, gq_quota ***qs, size_t *n)
+{
+    size_t len =
+        arr && json_object_is_type(arr, json_type_array) ? json_object_array_length(arr) : 0;
+    if (!len)
+        return GQ_OK;
+    gq_quota **nv = realloc(*qs, (*n + len) * sizeof(*nv));
+    if (!nv)
+        return GQ_ENOMEM;
+    *qs = nv;
+    for (size_t i = 0; i < len; i++) {
+        gq_quota *q = NULL;
+        if (gq_quota_parse(json_object_array_get_idx(arr, i), &q, NULL) == GQ_OK)
+            nv[(*n)++] = q;
+    }
+    return GQ_OK;
+}
+
+/* Whether pod (charge) is governed by a quota that queues. */
+static gq_code pod_queues(const wh_queue_source *qs, const wh_review_request *req, json_object *pod,
+                          const gq_amounts *charge, bool *out, gq_err *err)
+{
+    json_object *a = NULL, *t = NULL, *labels = NULL;
+    gq_quota **v = NULL;
+    size_t n = 0;
+    gq_pod_facts facts;
+    gq_code rc;
+    *out = false;
+    if (!qs || !qs->list_quotas)
+        return GQ_OK;
+    if ((rc = qs->list_quotas(qs->ctx, req->namespace, &a, err)) ||
+        (qs->list_tenant_quotas && (rc = qs->list_tenant_quotas(qs->ctx, &t, err))) ||
+        (qs->namespace_labels &&
+         (rc = qs->namespace_labels(qs->ctx, req->namespace, &labels, err)))) {
+        gq_err_prefix(err, "cannot read the quotas governing namespace %s", req->namespace);
+        goto out;
+    }
+    if ((rc = parse_quotas(a, &v, &n)) || (rc = parse_quotas(t, &v, &n))) {
+        gq_err_set(err, rc, "out of memory");
+        goto out;
+    }
+    if (n && gq_pod_facts_from_json(pod, req->namespace, &facts, NULL) == GQ_OK)
+        *out = gq_queue_applies((const gq_quota *const *)v, n, &facts, labels, charge);
+out:
+    for (size_t i = 0; i < n; i++)
+        gq_quota_free(v[i]);
+    free(v);
+    json_object_put(a);
+    json_object_put(t);
+    json_object_put(labels);
+    return rc;
+}
+
+/* Add the gate to the patch: after any gates the pod already carries. */
+static gq_code add_gate(json_object *pod, gq_patch *patch)
+{
+    gq_jptr p;
+    json_object *spec = NULL, *gates = NULL;
+    json_object_object_get_ex(pod, "spec", &spec);
+    bool has = spec && json_object_object_get_ex(spec, "schedulingGates", &gates) &&
+               json_object_is_type(gates, json_type_array);
+    json_object *gate = json_object_new_object();
+    if (!gate || json_object_object_add(gate, "name", json_object_new_string(GQ_QUEUE_GATE))) {
+        json_object_put(gate);
+        return GQ_ENOMEM;
+    }
+    gq_jptr_init(&p);
+    gq_jptr_push(&p, "spec");
+    gq_jptr_push(&p, "schedulingGates");
+    if (has) {
+        gq_jptr_push(&p, "-");
+        return gq_patch_add(patch, &p, gate);
+    }
+    json_object *arr = json_object_new_array();
+    if (!arr || json_object_array_add(arr, gate)) {
+        json_object_put(arr);
+        json_object_put(gate);
+        return GQ_ENOMEM;
+    }
+    return gq_patch_add(patch, &p, arr);
+}
+
+static bool has_node_name(json_object *pod)
+{
+    json_object *spec = NULL, *nn = NULL;
+    return json_object_object_get_ex(pod, "spec", &spec) &&
+           json_object_object_get_ex(spec, "nodeName", &nn) &&
+           json_object_is_type(nn, json_type_string) && json_object_get_string_len(nn) > 0;
+}
+
+gq_code wh_mutate_review_queue(const gq_config *cfg, const wh_review_request *req,
+                               const wh_limit_range_source *src, const wh_queue_source *qsrc,
+                               wh_review_response *resp, wh_mutate_info *info, gq_err *err)
+{
+    lr_input in = {NULL, 0, src, NULL, qsrc};
     gq_code rc = mutate(cfg, req, &in, resp, info, err);
     wh_limit_ranges_free(in.fetched, in.n_lrs);
     return rc;
@@ -206,6 +307,17 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
     const gq_pod_cost *use = n_defs ? &cost : &cost0;
     if ((rc = gq_rewrite_pod(cfg, pod, use, &opts, &rw, &why)))
         goto deny;
+    if (in->qsrc && use->gpu_pods && gq_pod_gate_index(pod) < 0 && !has_node_name(pod)) {
+        gq_amounts charge;
+        bool queues = false;
+        gq_charge_from_cost(use, gq_pod_is_terminal(pod), &charge);
+        if ((rc = pod_queues(in->qsrc, req, pod, &charge, &queues, err))) {
+            wh_review_response_dispose(&r);
+            goto out;
+        }
+        if (queues && (rc = add_gate(pod, rw.patch)))
+            goto settle;
+    }
     rc = answer(cfg, use, &rw, &r);
     if (!rc && n_defs && defs[0].limit_range)
         rc = wh_review_response_set_audit(&r, "gpu-limit-range", defs[0].limit_range);

@@ -72,6 +72,27 @@ gq_code wh_mutate_review_src(const gq_config *cfg, const wh_review_request *req,
                              const wh_limit_range_source *src, wh_review_response *resp,
                              wh_mutate_info *info, gq_err *err) GQ_WUR;
 
+/* Where /mutate learns whether a pod queues (docs/queueing.md): the quotas
+ * governing it, with the contract of wh_store's functions of the same names
+ * (one informer cache serves both webhooks). A source with list_quotas NULL
+ * has no quotas: nothing queues. */
+typedef struct wh_queue_source {
+    void *ctx;
+    gq_code (*list_quotas)(void *ctx, const char *ns, json_object **out, gq_err *err);
+    gq_code (*list_tenant_quotas)(void *ctx, json_object **out, gq_err *err);
+    gq_code (*namespace_labels)(void *ctx, const char *ns, json_object **out, gq_err *err);
+} wh_queue_source;
+
+/* wh_mutate_review_src that also adds the scheduling gate gpuquota.io/quota
+ * at CREATE to a GPU pod that some quota read from qsrc (may be NULL)
+ * governs with whenExceeded Queue. The gate is added once (a reinvocation
+ * finds it and adds nothing) and never to a pod with spec.nodeName, which
+ * kube-apiserver refuses to gate: such a pod is charged at admission as
+ * under Deny. Errors of qsrc are returned like those of src. */
+gq_code wh_mutate_review_queue(const gq_config *cfg, const wh_review_request *req,
+                               const wh_limit_range_source *src, const wh_queue_source *qsrc,
+                               wh_review_response *resp, wh_mutate_info *info, gq_err *err) GQ_WUR;
+
 /* The parsed GPULimitRanges of ns from src (may be NULL or have no list:
  * none). On success *out (NULL when *n_out is 0) is the caller's, freed with
  * wh_limit_ranges_free. An object that does not parse fails the call

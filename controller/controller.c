@@ -918,6 +918,7 @@ static gq_code ungate(ctl_controller *c, const ctl_queued *p, gq_err *err)
         json_object_put(patch);
         if (rc == GQ_OK || rc == GQ_ENOTFOUND)
             return rc;
+        GQ_DEBUG("queue: ungating pod %s/%s at gate %d: %s", p->ns, p->name, idx, err->msg);
         json_object *pod = NULL;
         gq_err e2;
         gq_err_clear(&e2);
@@ -938,7 +939,8 @@ static gq_code ungate(ctl_controller *c, const ctl_queued *p, gq_err *err)
             return GQ_OK; /* ungated already */
         idx = now_idx;
     }
-    return gq_err_set(err, GQ_ECONFLICT, "the gates of pod %s/%s keep changing", p->ns, p->name);
+    gq_err_prefix(err, "the gates of pod %s/%s keep changing", p->ns, p->name);
+    return err->code ? err->code : GQ_ECONFLICT;
 }
 
 static void aquotas_free(aquota *v, size_t n)

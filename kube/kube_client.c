@@ -523,7 +523,22 @@ gq_code kube_patch_merge(kube_client *c, const char *path, json_object *patch,
 gq_code kube_patch_json(kube_client *c, const char *path, json_object *patch,
                         const kube_call_opts *o, json_object **out, gq_err *err)
 {
-    return call_json(c, "PATCH", path, patch, "application/json-patch+json", o, out, err);
+    /* kube-apiserver's JSON Patch reads a pointer written "\/spec\/..."
+     * (json-c's default escaping, valid JSON) as an error: send plain
+     * slashes. */
+    kube_buf resp;
+    const char *text = json_object_to_json_string_ext(patch, JSON_C_TO_STRING_PLAIN |
+                                                                 JSON_C_TO_STRING_NOSLASHESCAPE);
+    if (!text)
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    gq_code rc =
+        request(c, "PATCH", path, NULL, 0, text, "application/json-patch+json", o, &resp, err);
+    if (rc)
+        return rc;
+    if (out)
+        rc = parse_json("PATCH", path, &resp, out, err);
+    kube_buf_dispose(&resp);
+    return rc;
 }
 
 gq_code kube_delete(kube_client *c, const char *path, const kube_call_opts *o, gq_err *err)

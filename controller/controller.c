@@ -1190,9 +1190,8 @@ static int admit_pass(ctl_controller *c)
             break;
         case GQ_QSTATE_BEHIND_HEAD:
             snprintf(msg, sizeof msg,
-                     "waiting in line (position %zu): %s %s is StrictFIFO and a pod ahead does "
-                     "not fit yet",
-                     d->position,
+                     "waiting in line behind %lld pod(s) of %s %s (StrictFIFO) that do not fit yet",
+                     (long long)d->ahead,
                      qs[d->quota].q->kind == GQ_QUOTA_TENANT ? "tenant quota" : "quota",
                      qs[d->quota].q->name);
             break;

@@ -196,6 +196,7 @@ gq_code gq_queue_plan(const gq_queue_entry *entries, size_t n, gq_queue_quota *q
     size_t *unit_start = NULL, *unit_len = NULL, *leader_of = NULL, *touched = NULL;
     gq_amounts *need = NULL;
     bool *blocked = NULL, *is_touched = NULL;
+    int64_t *waiting = NULL;
     if (!n)
         return GQ_OK;
     for (size_t i = 0; i < n; i++)
@@ -212,8 +213,9 @@ gq_code gq_queue_plan(const gq_queue_entry *entries, size_t n, gq_queue_quota *q
     touched = calloc(nq ? nq : 1, sizeof(*touched));
     blocked = calloc(nq ? nq : 1, sizeof(*blocked));
     is_touched = calloc(nq ? nq : 1, sizeof(*is_touched));
+    waiting = calloc(nq ? nq : 1, sizeof(*waiting));
     if (!order || !byg || !unit_start || !unit_len || !leader_of || !need || !touched || !blocked ||
-        !is_touched) {
+        !is_touched || !waiting) {
         rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
         goto out;
     }
@@ -315,14 +317,18 @@ gq_code gq_queue_plan(const gq_queue_entry *entries, size_t n, gq_queue_quota *q
                         u->v[k] = INT64_MAX;
                 }
         } else {
-            for (size_t t = 0; t < nt; t++)
+            for (size_t t = 0; t < nt; t++) {
                 if (quotas[touched[t]].q->strategy == GQ_QUEUE_STRICT)
                     blocked[touched[t]] = true;
+                waiting[touched[t]] += (int64_t)len;
+            }
         }
+        int64_t ahead = st == GQ_QSTATE_BEHIND_HEAD ? waiting[which] - (int64_t)len : 0;
         for (size_t m = 0; m < len; m++) {
             size_t mi = grouped ? byg[first + m].i : i;
             out[mi].state = st;
             out[mi].quota = which;
+            out[mi].ahead = ahead;
             if (st == GQ_QSTATE_NO_ROOM)
                 out[mi].need = need[which];
         }
@@ -339,6 +345,7 @@ out:
     free(touched);
     free(blocked);
     free(is_touched);
+    free(waiting);
     return rc;
 }
 

@@ -95,6 +95,7 @@ typedef struct gq_queue_decision {
     gq_queue_state state;
     size_t quota;    /* NO_ROOM / BEHIND_HEAD: index into the quotas */
     size_t position; /* 1-based place in the cluster-wide order */
+    int64_t ahead;   /* BEHIND_HEAD: pods ahead of it in `quota` that wait */
     int64_t members; /* groups: queued members seen (running ones excluded) */
     gq_amounts need; /* NO_ROOM: what the pod or group needs of `quota` */
 } gq_queue_decision;

@@ -44,6 +44,13 @@ typedef struct gq_pod_group {
  * long, or the size is not a whole number in 1..GQ_POD_GROUP_MAX. */
 gq_code gq_pod_group_parse(json_object *pod, gq_pod_group *out, gq_err *err) GQ_WUR;
 
+/* Append the quotas of arr (a JSON array of GPUQuota / GPUTenantQuota
+ * objects, borrowed) to *qs (grown with realloc; *n counts them). Objects
+ * that do not parse are skipped and counted in *skipped (may be NULL):
+ * /validate denies what an invalid quota governs. GQ_ENOMEM leaves *qs
+ * valid for the caller to free. */
+gq_code gq_quota_parse_list(json_object *arr, gq_quota ***qs, size_t *n, size_t *skipped) GQ_WUR;
+
 /* Whether q limits a key that charge charges (> 0): only such quotas are
  * charged for a pod. */
 bool gq_quota_limits(const gq_quota *q, const gq_amounts *charge);

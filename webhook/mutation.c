@@ -140,26 +140,6 @@ gq_code wh_mutate_review_src(const gq_config *cfg, const wh_review_request *req,
     return wh_mutate_review_queue(cfg, req, src, NULL, resp, info, err);
 }
 
-/* Parse a JSON array of quota objects into *qs (appending); objects that do
- * not parse are skipped: /validate denies what they govern. */
-static gq_code parse_quotas(json_object *arr, gq_quota ***qs, size_t *n)
-{
-    size_t len =
-        arr && json_object_is_type(arr, json_type_array) ? json_object_array_length(arr) : 0;
-    if (!len)
-        return GQ_OK;
-    gq_quota **nv = realloc(*qs, (*n + len) * sizeof(*nv));
-    if (!nv)
-        return GQ_ENOMEM;
-    *qs = nv;
-    for (size_t i = 0; i < len; i++) {
-        gq_quota *q = NULL;
-        if (gq_quota_parse(json_object_array_get_idx(arr, i), &q, NULL) == GQ_OK)
-            nv[(*n)++] = q;
-    }
-    return GQ_OK;
-}
-
 /* Whether pod (charge) is governed by a quota that queues. */
 static gq_code pod_queues(const wh_queue_source *qs, const wh_review_request *req, json_object *pod,
                           const gq_amounts *charge, bool *out, gq_err *err)
@@ -179,7 +159,8 @@ static gq_code pod_queues(const wh_queue_source *qs, const wh_review_request *re
         gq_err_prefix(err, "cannot read the quotas governing namespace %s", req->namespace);
         goto out;
     }
-    if ((rc = parse_quotas(a, &v, &n)) || (rc = parse_quotas(t, &v, &n))) {
+    if ((rc = gq_quota_parse_list(a, &v, &n, NULL)) ||
+        (rc = gq_quota_parse_list(t, &v, &n, NULL))) {
         gq_err_set(err, rc, "out of memory");
         goto out;
     }

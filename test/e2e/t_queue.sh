@@ -69,9 +69,12 @@ eventually 20 scheduled first
 check_match "kube-scheduler places it" "." "$(node_of first)"
 eventually 15 bash -c "[[ \$(kubectl -n $NSQ get gq team -o jsonpath='{.status.used.gpu-memory}') == 8Gi ]]"
 
+# creationTimestamp counts whole seconds: pods created in the same second
+# are ordered by uid.
 check_match "a pod over the quota is created, not denied" "created" "$(create low-old e2e-queue-low)"
-sleep 0.05
+next_second
 check_match "a higher-priority pod is created later" "created" "$(create high e2e-queue-high)"
+next_second
 check_match "and another low one after it" "created" "$(create low-new e2e-queue-low)"
 for p in low-old high low-new; do
     check "$p carries the gate" "gpuquota.io/quota" "$(gates "$p")"
@@ -95,6 +98,17 @@ check_match "a queued pod's Event says why in ResourceQuota's wording" \
     "$(ev low-old)"
 sleep 2
 check "kube-scheduler leaves gated pods alone" "" "$(node_of high)$(node_of low-old)$(node_of low-new)"
+
+# ------------------------------------------------------ gpuquota queue
+cli=$("$GQ" queue -n "$NSQ" --config "$E2E/config.yaml")
+echo "$cli"
+check "gpuquota queue lists the pods in the order they will start" "high low-old low-new" \
+    "$(awk 'NR > 1 {print $(NF - 4)}' <<<"$cli" | sed "s|^$NSQ/||" | tr '\n' ' ' | sed 's/ $//')"
+check_match "with the quota, strategy and position first" \
+    "^GPUQuota $NSQ/team +BestEffortFIFO +1 +$NSQ/high +1000 +8Gi +- +[0-9]+s\$" "$(sed -n 2p <<<"$cli")"
+check "and as JSON for machines" '[[1,"high",1000,"8Gi"],[2,"low-old",10,"8Gi"],[3,"low-new",10,"8Gi"]]' \
+    "$("$GQ" queue -n "$NSQ" -o json | jq -c '[.queues[0].pods[] | [.position, .name, .priority, .charge["gpu-memory"]]]')"
+check "bad usage exits 2" "2" "$("$GQ" queue -o yaml >/dev/null 2>&1; echo $?)"
 
 # ---------------------------------------------------- nobody else ungates
 check_match "a user removing the gate is denied" \

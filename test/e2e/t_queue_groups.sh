@@ -41,7 +41,7 @@ for mode in best strict; do
     mk "$n" filler 4Gi >/dev/null
     eventually 10 ungated "$n" filler
     mk "$n" big 8Gi >/dev/null
-    sleep 0.05
+    next_second # creationTimestamp counts whole seconds
     mk "$n" small 4Gi >/dev/null
     eventually 15 queued_is "$n" 2 # both seen by the controller
 done

@@ -330,7 +330,10 @@ size_t ctl_controller_tracked_pods(ctl_controller *c);
  *   gpuquota_controller_tracked_pods                     gauge
  *   gpuquota_controller_leader                           gauge
  *   gpuquota_quota_used{namespace,quota,resource}        gauge ("" namespace: tenant)
- *   gpuquota_quota_hard{namespace,quota,resource}        gauge */
+ *   gpuquota_quota_hard{namespace,quota,resource}        gauge
+ *   gpuquota_queue_length{namespace,quota}               gauge (queued pods it governs)
+ *   gpuquota_queue_wait_seconds{namespace,quota}         histogram (creation to ungate)
+ *   gpuquota_queue_admitted_total                        counter */
 gq_code ctl_controller_metrics(ctl_controller *c, char **out, size_t *len) GQ_WUR;
 
 #endif

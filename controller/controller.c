@@ -875,16 +875,18 @@ static void no_room_message(const gq_quota *q, const gq_amounts *in_use, const g
              q->kind == GQ_QUOTA_TENANT ? "tenant " : "", q->name, req, used, lim);
 }
 
-/* Post an Event on a queued pod when why it waits changed (once per
- * reason, not per pass). */
-static void queued_event(ctl_controller *c, const ctl_queued *p, const char *msg, int64_t now)
+/* Post an Event on a queued pod when why it waits changed: once per reason
+ * (why: the state and the quota, not the figures of the message), so usage
+ * moving under a long queue does not post an Event for every pod in it. */
+static void queued_event(ctl_controller *c, const ctl_queued *p, const char *why, const char *msg,
+                         int64_t now)
 {
     pthread_mutex_lock(&c->mu);
     json_object *old = NULL;
     bool same = json_object_object_get_ex(c->q_events, p->uid, &old) &&
-                !strcmp(json_object_get_string(old), msg);
+                !strcmp(json_object_get_string(old), why);
     if (!same)
-        json_object_object_add(c->q_events, p->uid, json_object_new_string(msg));
+        json_object_object_add(c->q_events, p->uid, json_object_new_string(why));
     pthread_mutex_unlock(&c->mu);
     if (same)
         return;
@@ -1208,7 +1210,12 @@ static int admit_pass(ctl_controller *c)
                      pods[i].group);
             break;
         }
-        queued_event(c, &pods[i], msg, now);
+        char why[KEY_MAX + 64];
+        if (d->state == GQ_QSTATE_NO_ROOM || d->state == GQ_QSTATE_BEHIND_HEAD)
+            snprintf(why, sizeof why, "%d %s", (int)d->state, qs[d->quota].key);
+        else
+            snprintf(why, sizeof why, "%d %lld", (int)d->state, (long long)d->members);
+        queued_event(c, &pods[i], why, msg, now);
     }
 out:
     if (result == RES_CONFLICT)

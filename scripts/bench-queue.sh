@@ -70,6 +70,7 @@ leader_pid() {
         pid=$(cat "$E2E/controller-$n.pid")
         [[ $holder == *_"$pid" ]] && echo "$pid"
     done
+    return 0
 }
 cpu_s() { awk '{printf "%.2f", ($14 + $15) / 100}' "/proc/$1/stat"; }
 

@@ -292,10 +292,18 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
         gq_amounts charge;
         bool queues = false;
         gq_charge_from_cost(use, gq_pod_is_terminal(pod), &charge);
-        if ((rc = pod_queues(in->qsrc, req, pod, &charge, &queues, err))) {
+        /* Quotas that cannot be read leave the pod ungated: /validate then
+         * decides as under Deny, and fails closed with a message that says
+         * why when it cannot read them either. */
+        gq_err qerr;
+        gq_err_clear(&qerr);
+        rc = pod_queues(in->qsrc, req, pod, &charge, &queues, &qerr);
+        if (rc == GQ_ENOMEM) {
+            gq_err_set(err, rc, "out of memory");
             wh_review_response_dispose(&r);
             goto out;
         }
+        rc = GQ_OK;
         if (queues && (rc = add_gate(pod, rw.patch)))
             goto settle;
     }

@@ -88,7 +88,9 @@ typedef struct wh_queue_source {
  * governs with whenExceeded Queue. The gate is added once (a reinvocation
  * finds it and adds nothing) and never to a pod with spec.nodeName, which
  * kube-apiserver refuses to gate: such a pod is charged at admission as
- * under Deny. Errors of qsrc are returned like those of src. */
+ * under Deny. When qsrc cannot be read the pod is left ungated: /validate
+ * then decides as under Deny (and fails closed with its own message when it
+ * cannot read the quotas either). */
 gq_code wh_mutate_review_queue(const gq_config *cfg, const wh_review_request *req,
                                const wh_limit_range_source *src, const wh_queue_source *qsrc,
                                wh_review_response *resp, wh_mutate_info *info, gq_err *err) GQ_WUR;

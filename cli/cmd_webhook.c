@@ -132,9 +132,9 @@ static gq_code audit_setup(const gq_config *cfg, wh_metrics *metrics, wh_audit *
 }
 
 /* Register /mutate. limit_ranges is where the GPULimitRanges of a namespace
- * (and the quotas a choice of GPU models is made by) come from: the
- * informer cache of the validating webhook's store when the webhook runs
- * against a cluster, none without one. */
+ * (and the quotas a choice of GPU models is made by, and that may queue a
+ * pod) come from: the informer cache of the validating webhook's store when
+ * the webhook runs against a cluster, none without one. */
 static gq_code mutate_setup(wh_mutate_ctx *mc, const gq_config *cfg, wh_limit_range_source lr,
                             wh_audit *audit, wh_metrics *metrics, wh_server *srv, gq_err *err)
 {

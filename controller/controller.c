@@ -49,6 +49,14 @@ static void trim_heap(void)
 static const double hist_bounds[N_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                               0.05,   0.1,   0.25,   0.5,   1,    2.5};
 
+#define W_BUCKETS 10
+static const double wait_bounds[W_BUCKETS] = {0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 14400};
+
+/* A reservation the controller writes for a queued pod lives this long: the
+ * ungate follows at once, and one whose ungate never came (a crash and no
+ * new leader) frees the quota afterwards. */
+#define CTL_QUEUE_RESERVATION_TTL_S 120
+
 /* Per-quota state kept between reconciles, keyed like the queue. */
 typedef struct kstate {
     struct kstate *next;
@@ -57,6 +65,9 @@ typedef struct kstate {
     json_object *written; /* what the API server returned for that write */
     gq_amounts used, hard;
     bool gauges;
+    int64_t queued_pods;                    /* pods queued behind the gate it governs */
+    unsigned long wait_hist[W_BUCKETS + 1]; /* seconds queued pods waited (ungated) */
+    double wait_sum;
     /* When this replica first saw each reservation of the quota whose pod
      * it has not seen: {key: monotonic ms}. */
     json_object *first_seen;
@@ -92,6 +103,9 @@ struct ctl_controller {
     kstate *ks[KS_BUCKETS];
 
     atomic_ulong results[RES_COUNT], writes, events, cost_errors, abandoned;
+    atomic_ulong q_charges, q_ungated;
+    json_object *ungated;  /* {uid: true}: ungated here, not yet seen ungated (mu) */
+    json_object *q_events; /* {uid: message}: why each queued pod was said to wait (mu) */
     atomic_ulong hist[N_BUCKETS + 1], hist_sum_us;
 };
 
@@ -168,6 +182,9 @@ static void enqueue_tenants(ctl_controller *c)
     pthread_mutex_unlock(&c->mu);
 }
 
+static void admit_kick(ctl_controller *c);
+static int admit_pass(ctl_controller *c);
+
 /* --- pod cache ------------------------------------------------------------- */
 
 /* Pods per list page. Per-page costs (a request, a body buffer grown from
@@ -210,6 +227,7 @@ static void pod_changed(ctl_controller *c, const char *ns, const ctl_pod *p)
     if (!atomic_load(&c->synced))
         return;
     enqueue_ns(c, ns, 0);
+    admit_kick(c);
     /* A pod being deleted stops counting at its grace deadline; no event
      * marks that moment, so ask for a reconcile then. */
     if (p && p->delete_at && !p->terminal) {
@@ -247,6 +265,8 @@ static void pod_delete(void *ud, const char *ns, const char *name, const void *r
 static void quota_event(void *ud, const char *ns, const char *name, const void *rec)
 {
     (void)enqueue(ud, 'q', ns, name, 0);
+    if (atomic_load(&((ctl_controller *)ud)->synced))
+        admit_kick(ud);
 }
 
 static bool own_echo(ctl_controller *c, char kind, const char *ns, const char *name,
@@ -256,7 +276,7 @@ static void quota_update(void *ud, const char *ns, const char *name, const void 
 {
     if (own_echo(ud, 'q', ns, name, n)) /* our own status write coming back */
         return;
-    (void)enqueue(ud, 'q', ns, name, 0);
+    quota_event(ud, ns, name, n);
 }
 
 static void tenant_forget(ctl_controller *c, const char *name)
@@ -455,8 +475,9 @@ static void observe(ctl_controller *c, int result, int64_t us)
 
 /* core/v1 Event on the quota (namespace "default" for cluster-scoped
  * tenants, as Kubernetes does). Best effort: failures are logged. */
-static void post_event(ctl_controller *c, json_object *obj, const char *kind, const char *ns,
-                       const char *name, const char *reason, const char *message, int64_t now)
+static void post_event_v(ctl_controller *c, json_object *obj, const char *api_version,
+                         const char *kind, const char *ns, const char *name, const char *reason,
+                         const char *message, int64_t now)
 {
     char ts[GQ_RFC3339_MAX], evname[320], path[320];
     const char *evns = ns[0] ? ns : "default";
@@ -475,7 +496,7 @@ static void post_event(ctl_controller *c, json_object *obj, const char *kind, co
     }
     json_object_object_add(m, "name", json_object_new_string(evname));
     json_object_object_add(m, "namespace", json_object_new_string(evns));
-    json_object_object_add(io, "apiVersion", json_object_new_string(GQ_API_VERSION));
+    json_object_object_add(io, "apiVersion", json_object_new_string(api_version));
     json_object_object_add(io, "kind", json_object_new_string(kind));
     json_object_object_add(io, "name", json_object_new_string(name));
     if (ns[0])
@@ -506,6 +527,12 @@ static void post_event(ctl_controller *c, json_object *obj, const char *kind, co
     else
         GQ_WARN("%s %s%s%s: cannot record event: %s", kind, ns, ns[0] ? "/" : "", name, err.msg);
     json_object_put(ev);
+}
+
+static void post_event(ctl_controller *c, json_object *obj, const char *kind, const char *ns,
+                       const char *name, const char *reason, const char *message, int64_t now)
+{
+    post_event_v(c, obj, GQ_API_VERSION, kind, ns, name, reason, message, now);
 }
 
 /* The queue only fails on out-of-memory; the periodic resync recovers. */
@@ -619,6 +646,8 @@ static int process(ctl_controller *c, const char *key)
     char ns[300] = "", name[300] = "", path[700];
     const char *kind;
     kube_cache *cache;
+    if (!strcmp(key, "a/queue"))
+        return admit_pass(c);
     if (key[0] == 'q' && sscanf(key, "q/%299[^/]/%299s", ns, name) == 2) {
         kind = GQ_KIND_GPUQUOTA;
         cache = c->quotas;
@@ -697,6 +726,7 @@ static int process(ctl_controller *c, const char *key)
         rc = c->o.api->update_status(c->o.api->ctx, path, obj, &written, &err);
         if (rc == GQ_OK) {
             atomic_fetch_add(&c->writes, 1);
+            admit_kick(c); /* usage went down, or queued pods changed: maybe room now */
             pthread_mutex_lock(&c->mu);
             ks = ks_get(c, key, true);
             if (ks) {
@@ -758,6 +788,7 @@ static int process(ctl_controller *c, const char *key)
     if (ks && !res.invalid) {
         ks->used = res.used;
         ks->hard = res.hard;
+        ks->queued_pods = res.queued_pods;
         ks->gauges = true;
         if (!ks->name) {
             ks->ns = strdup(ns);
@@ -777,6 +808,439 @@ out:
     ctl_result_dispose(&res);
     json_object_put(written);
     json_object_put(obj);
+    return result;
+}
+
+/* --- queue admission (docs/queueing.md) ---------------------------------- */
+
+/* The work-queue key of the admission pass: one pass at a time (the queue
+ * never hands a key to two workers), on the leader only. */
+#define ADMIT_KEY "a/queue"
+
+static void admit_kick(ctl_controller *c)
+{
+    if (ctl_queue_add(c->queue, ADMIT_KEY))
+        GQ_ERROR("%s: cannot queue: out of memory", ADMIT_KEY);
+}
+
+/* One quota governing queued pods, read fresh for the pass. */
+typedef struct aquota {
+    json_object *obj; /* as read (GET), status edited in place before the write */
+    gq_quota *q;
+    char key[KEY_MAX];
+    char path[700];
+    bool dirty; /* reservations added: write */
+} aquota;
+
+typedef struct admit_ctx {
+    ctl_controller *c;
+    json_object *objs; /* array of quota objects (copies from the caches) */
+} admit_ctx;
+
+static int collect_quota_fn(void *ud, const char *ns, const char *name, const void *rec)
+{
+    admit_ctx *a = ud;
+    json_object *copy = NULL;
+    if (json_object_deep_copy((json_object *)rec, &copy, NULL) == 0 &&
+        json_object_array_add(a->objs, copy))
+        json_object_put(copy);
+    return 0;
+}
+
+/* "exceeded quota: NAME, requested: ..., used: ..., limited: ..." for the
+ * keys of q that in_use + need would pass: Kubernetes' quota wording. */
+static void no_room_message(const gq_quota *q, const gq_amounts *in_use, const gq_amounts *need,
+                            const char *group, char *buf, size_t cap)
+{
+    char req[256] = "", used[256] = "", lim[256] = "";
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        int64_t sum;
+        if (!q->hard.set[k] || need->v[k] <= 0)
+            continue;
+        if (!__builtin_add_overflow(in_use->v[k], need->v[k], &sum) && sum <= q->hard.v[k])
+            continue;
+        char a[GQ_QUANTITY_STR_MAX], b[GQ_QUANTITY_STR_MAX], h[GQ_QUANTITY_STR_MAX];
+        gq_amount_format(need, (gq_qkey)k, a);
+        gq_amount_format(in_use, (gq_qkey)k, b);
+        gq_amount_format(&q->hard, (gq_qkey)k, h);
+        const char *name = gq_qkey_name((gq_qkey)k);
+        size_t l;
+        l = strlen(req);
+        snprintf(req + l, sizeof req - l, "%s%s=%s", l ? "," : "", name, a);
+        l = strlen(used);
+        snprintf(used + l, sizeof used - l, "%s%s=%s", l ? "," : "", name, b);
+        l = strlen(lim);
+        snprintf(lim + l, sizeof lim - l, "%s%s=%s", l ? "," : "", name, h);
+    }
+    snprintf(buf, cap, "%s%s%sexceeded %squota: %s, requested: %s, used: %s, limited: %s",
+             group ? "pod group " : "", group ? group : "", group ? " waits: " : "",
+             q->kind == GQ_QUOTA_TENANT ? "tenant " : "", q->name, req, used, lim);
+}
+
+/* Post an Event on a queued pod when why it waits changed: once per reason
+ * (why: the state and the quota, not the figures of the message), so usage
+ * moving under a long queue does not post an Event for every pod in it. */
+static void queued_event(ctl_controller *c, const ctl_queued *p, const char *why, const char *msg,
+                         int64_t now)
+{
+    pthread_mutex_lock(&c->mu);
+    json_object *old = NULL;
+    bool same = json_object_object_get_ex(c->q_events, p->uid, &old) &&
+                !strcmp(json_object_get_string(old), why);
+    if (!same)
+        json_object_object_add(c->q_events, p->uid, json_object_new_string(why));
+    pthread_mutex_unlock(&c->mu);
+    if (same)
+        return;
+    json_object *obj = json_object_new_object(), *meta = json_object_new_object();
+    if (obj && meta && !json_object_object_add(obj, "metadata", meta)) {
+        json_object_object_add(meta, "uid", json_object_new_string(p->uid));
+        post_event_v(c, obj, "v1", "Pod", p->ns, p->name, "Queued", msg, now);
+    } else {
+        json_object_put(meta);
+    }
+    json_object_put(obj);
+}
+
+static void wait_observe(ctl_controller *c, const char *qkey, double s);
+
+/* Remove the gate from p with one JSON Patch (gq_queue_ungate_patch). When
+ * the patch's tests fail (the gates moved), read the pod and try again at
+ * the gate's new place; a pod whose gate is gone needs nothing. */
+static gq_code ungate(ctl_controller *c, const ctl_queued *p, gq_err *err)
+{
+    char path[700];
+    int idx = p->gate_idx;
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", p->ns, p->name);
+    if (!c->o.api->patch_json)
+        return gq_err_set(err, GQ_EINVAL, "the API seam cannot patch pods");
+    for (int attempt = 0; attempt < 3; attempt++) {
+        json_object *patch = gq_queue_ungate_patch(p->uid, idx);
+        if (!patch)
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        gq_code rc = c->o.api->patch_json(c->o.api->ctx, path, patch, NULL, err);
+        json_object_put(patch);
+        if (rc == GQ_OK || rc == GQ_ENOTFOUND)
+            return rc;
+        GQ_DEBUG("queue: ungating pod %s/%s at gate %d: %s", p->ns, p->name, idx, err->msg);
+        json_object *pod = NULL;
+        gq_err e2;
+        gq_err_clear(&e2);
+        gq_code g = c->o.api->get(c->o.api->ctx, path, &pod, &e2);
+        if (g == GQ_ENOTFOUND)
+            return GQ_ENOTFOUND;
+        if (g) {
+            json_object_put(pod);
+            return rc;
+        }
+        const char *uid = gq_json_meta_string(pod, "uid");
+        int now_idx = gq_pod_gate_index(pod);
+        bool same = uid && !strcmp(uid, p->uid);
+        json_object_put(pod);
+        if (!same)
+            return GQ_ENOTFOUND; /* another pod under the name now */
+        if (now_idx < 0)
+            return GQ_OK; /* ungated already */
+        idx = now_idx;
+    }
+    gq_err_prefix(err, "the gates of pod %s/%s keep changing", p->ns, p->name);
+    return err->code ? err->code : GQ_ECONFLICT;
+}
+
+static void aquotas_free(aquota *v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++) {
+        json_object_put(v[i].obj);
+        gq_quota_free(v[i].q);
+    }
+    free(v);
+}
+
+/* The admission pass: every queued pod in order, charged and ungated when
+ * its quotas have room (gq_queue_plan). Charges are reservations written
+ * with the resourceVersion read, as /validate writes them; a 409 ends the
+ * pass and runs it again on fresh reads. Reservations written before a
+ * conflict or a crash stay and count as paid on the next pass, so nobody is
+ * charged twice and a new leader finishes what the last one began. */
+static int admit_pass(ctl_controller *c)
+{
+    int result = RES_OK;
+    int64_t now = wall_now(c);
+    ctl_queued *pods = NULL;
+    size_t n = 0, nq = 0;
+    json_object *running = NULL;
+    aquota *qs = NULL;
+    gq_queue_entry *ents = NULL;
+    gq_queue_decision *dec = NULL;
+    gq_queue_quota *pq = NULL;
+    size_t *qidx = NULL;
+    bool *paid = NULL;
+    admit_ctx ac = {c, json_object_new_array()};
+    gq_err err;
+    gq_err_clear(&err);
+    if (!ac.objs || ctl_store_queued(c->store, now, &pods, &n, &running)) {
+        result = RES_ERROR;
+        goto out;
+    }
+    /* Pods ungated by this replica whose change the cache has not shown
+     * yet are charged and done; forget the ones it has shown. */
+    pthread_mutex_lock(&c->mu);
+    json_object *still = json_object_new_object();
+    size_t keep = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_object *t = NULL;
+        if (json_object_object_get_ex(c->ungated, pods[i].uid, &t)) {
+            if (still)
+                json_object_object_add(still, pods[i].uid, json_object_get(t));
+            free(pods[i].ns);
+            free(pods[i].name);
+            free(pods[i].uid);
+            free(pods[i].group);
+            continue;
+        }
+        pods[keep++] = pods[i];
+    }
+    n = keep;
+    if (still) {
+        json_object_put(c->ungated);
+        c->ungated = still;
+    }
+    /* Forget event reasons of pods no longer queued. */
+    json_object *ev = json_object_new_object();
+    for (size_t i = 0; ev && i < n; i++) {
+        json_object *t = NULL;
+        if (json_object_object_get_ex(c->q_events, pods[i].uid, &t))
+            json_object_object_add(ev, pods[i].uid, json_object_get(t));
+    }
+    if (ev) {
+        json_object_put(c->q_events);
+        c->q_events = ev;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (!n)
+        goto out;
+
+    kube_cache_foreach(c->quotas, collect_quota_fn, &ac);
+    kube_cache_foreach(c->tenants, collect_quota_fn, &ac);
+    size_t nobj = json_object_array_length(ac.objs);
+    qs = calloc(nobj ? nobj : 1, sizeof(*qs));
+    ents = calloc(n, sizeof(*ents));
+    dec = calloc(n, sizeof(*dec));
+    qidx = calloc(n * (nobj ? nobj : 1), sizeof(*qidx));
+    paid = calloc(n * (nobj ? nobj : 1), sizeof(*paid));
+    pq = calloc(nobj ? nobj : 1, sizeof(*pq));
+    if (!qs || !ents || !dec || !qidx || !paid || !pq) {
+        result = RES_ERROR;
+        goto out;
+    }
+    /* Which quotas govern which queued pods, on the cached specs. */
+    for (size_t j = 0; j < nobj; j++) {
+        json_object *o = json_object_array_get_idx(ac.objs, j);
+        gq_quota *q = NULL;
+        if (ctl_quota_parse_spec(o, &q, &err) != GQ_OK)
+            continue; /* invalid spec: its reconcile reports it; it charges nothing */
+        bool governs = false;
+        for (size_t i = 0; i < n && !governs; i++) {
+            gq_pod_facts f = {pods[i].ns, pods[i].priority_class, pods[i].terminating, false,
+                              pods[i].model};
+            governs = gq_quota_limits(q, &pods[i].charge) && ctl_store_matches(c->store, q, &f);
+        }
+        if (!governs) {
+            gq_quota_free(q);
+            continue;
+        }
+        aquota *a = &qs[nq];
+        bool tenant = q->kind == GQ_QUOTA_TENANT;
+        make_key(a->key, tenant ? 't' : 'q', tenant ? "" : q->namespace_, q->name);
+        if (tenant)
+            snprintf(a->path, sizeof a->path, API_GQ "/gputenantquotas/%s", q->name);
+        else
+            snprintf(a->path, sizeof a->path, API_GQ "/namespaces/%s/gpuquotas/%s", q->namespace_,
+                     q->name);
+        gq_quota_free(q);
+        /* A fresh read: its status and resourceVersion are what we charge. */
+        gq_code rc = c->o.api->get(c->o.api->ctx, a->path, &a->obj, &err);
+        if (rc == GQ_ENOTFOUND)
+            continue;
+        if (rc || !(a->obj) || gq_quota_parse(a->obj, &a->q, &err) != GQ_OK) {
+            GQ_WARN("queue: cannot read %s: %s", a->path, err.msg);
+            json_object_put(a->obj);
+            a->obj = NULL;
+            result = RES_ERROR;
+            goto out;
+        }
+        if (gq_quota_in_use(a->q, now, NULL, &pq[nq].in_use, &err) != GQ_OK) {
+            result = RES_ERROR;
+            nq++;
+            goto out;
+        }
+        pq[nq].q = a->q;
+        nq++;
+    }
+    for (size_t i = 0; i < n; i++) {
+        gq_queue_entry *e = &ents[i];
+        gq_pod_facts f = {pods[i].ns, pods[i].priority_class, pods[i].terminating, false,
+                          pods[i].model};
+        e->uid = pods[i].uid;
+        e->priority = pods[i].priority;
+        e->created_us = pods[i].created_us;
+        e->charge = pods[i].charge;
+        e->quotas = &qidx[i * nobj];
+        e->paid = &paid[i * nobj];
+        if (pods[i].group) {
+            char gk[600];
+            json_object *r = NULL;
+            snprintf(gk, sizeof gk, "%s/%s", pods[i].ns, pods[i].group);
+            free(pods[i].group);
+            pods[i].group = strdup(gk);
+            e->group = pods[i].group;
+            e->group_size = pods[i].group_size;
+            e->group_running =
+                json_object_object_get_ex(running, gk, &r) ? json_object_get_int64(r) : 0;
+        }
+        size_t m = 0;
+        for (size_t j = 0; j < nq; j++) {
+            if (!gq_quota_limits(qs[j].q, &pods[i].charge) ||
+                !ctl_store_matches(c->store, qs[j].q, &f))
+                continue;
+            qidx[i * nobj + m] = j;
+            bool has = false;
+            for (size_t r = 0; r < qs[j].q->n_reservations && !has; r++)
+                has = !strcmp(qs[j].q->reservations[r].key, pods[i].uid) &&
+                      qs[j].q->reservations[r].expires > now;
+            paid[i * nobj + m] = has;
+            m++;
+        }
+        e->n_quotas = m;
+    }
+    if (gq_queue_plan(ents, n, pq, nq, dec, &err) != GQ_OK) {
+        GQ_ERROR("queue: %s", err.msg);
+        result = RES_ERROR;
+        goto out;
+    }
+    /* Charge: one status write per quota holding every new reservation. */
+    for (size_t i = 0; i < n; i++) {
+        if (dec[i].state != GQ_QSTATE_ADMIT)
+            continue;
+        for (size_t m = 0; m < ents[i].n_quotas; m++) {
+            if (ents[i].paid[m])
+                continue;
+            aquota *a = &qs[ents[i].quotas[m]];
+            json_object *st = gq_json_member(a->obj, "status");
+            if (!st || !json_object_is_type(st, json_type_object)) {
+                st = json_object_new_object();
+                json_object_object_add(a->obj, "status", st);
+            }
+            gq_reservation r = {pods[i].uid,
+                                pods[i].ns,
+                                pods[i].name,
+                                pods[i].charge,
+                                now + CTL_QUEUE_RESERVATION_TTL_S,
+                                (char *)pods[i].model};
+            bool added = false;
+            if (gq_status_add_reservation(st, &r, &added, &err) != GQ_OK) {
+                GQ_WARN("queue: %s: %s", a->path, err.msg);
+                result = RES_ERROR;
+                goto out;
+            }
+            a->dirty = a->dirty || added;
+        }
+    }
+    for (size_t j = 0; j < nq; j++) {
+        if (!qs[j].dirty)
+            continue;
+        gq_code rc = c->o.api->update_status(c->o.api->ctx, qs[j].path, qs[j].obj, NULL, &err);
+        if (rc == GQ_ECONFLICT) {
+            /* Someone charged first (a webhook, a reconcile): again, on
+             * fresh reads; what was written so far counts as paid. */
+            result = RES_CONFLICT;
+            goto out;
+        }
+        if (rc) {
+            GQ_WARN("queue: charging %s: %s", qs[j].path, err.msg);
+            result = RES_ERROR;
+            goto out;
+        }
+        atomic_fetch_add(&c->writes, 1);
+        atomic_fetch_add(&c->q_charges, 1);
+    }
+    /* Every admitted pod now holds all its charges: ungate. */
+    for (size_t i = 0; i < n; i++) {
+        if (dec[i].state != GQ_QSTATE_ADMIT)
+            continue;
+        gq_code rc = ungate(c, &pods[i], &err);
+        if (rc && rc != GQ_ENOTFOUND) {
+            GQ_WARN("queue: cannot ungate pod %s/%s: %s", pods[i].ns, pods[i].name, err.msg);
+            result = RES_ERROR;
+            continue;
+        }
+        if (rc == GQ_OK) {
+            atomic_fetch_add(&c->q_ungated, 1);
+            GQ_INFO("queue: admitted pod %s/%s (position %zu)", pods[i].ns, pods[i].name,
+                    dec[i].position);
+            double waited =
+                pods[i].created_us ? (double)(now * 1000000 - pods[i].created_us) / 1e6 : 0;
+            for (size_t m = 0; m < ents[i].n_quotas; m++)
+                wait_observe(c, qs[ents[i].quotas[m]].key, waited < 0 ? 0 : waited);
+        }
+        pthread_mutex_lock(&c->mu);
+        json_object_object_add(c->ungated, pods[i].uid, json_object_new_boolean(1));
+        pthread_mutex_unlock(&c->mu);
+    }
+    /* Say why the others wait. */
+    for (size_t i = 0; i < n; i++) {
+        char msg[1024];
+        const gq_queue_decision *d = &dec[i];
+        switch (d->state) {
+        case GQ_QSTATE_ADMIT:
+            continue;
+        case GQ_QSTATE_NO_ROOM:
+            no_room_message(qs[d->quota].q, &pq[d->quota].in_use, &d->need,
+                            ents[i].group ? pods[i].group : NULL, msg, sizeof msg);
+            break;
+        case GQ_QSTATE_BEHIND_HEAD:
+            snprintf(msg, sizeof msg,
+                     "waiting in line behind %lld pod(s) of %s %s (StrictFIFO) that do not fit yet",
+                     (long long)d->ahead,
+                     qs[d->quota].q->kind == GQ_QUOTA_TENANT ? "tenant quota" : "quota",
+                     qs[d->quota].q->name);
+            break;
+        case GQ_QSTATE_WAIT_MEMBERS:
+            snprintf(msg, sizeof msg,
+                     "pod group %s waits for its members: %lld of %lld queued, %lld running",
+                     pods[i].group, (long long)d->members, (long long)ents[i].group_size,
+                     (long long)ents[i].group_running);
+            break;
+        case GQ_QSTATE_GROUP_MISMATCH:
+            snprintf(msg, sizeof msg,
+                     "pod group %s: members disagree on annotation " GQ_POD_GROUP_SIZE_ANNOTATION
+                     "; none is admitted until they agree",
+                     pods[i].group);
+            break;
+        }
+        char why[KEY_MAX + 64];
+        if (d->state == GQ_QSTATE_NO_ROOM || d->state == GQ_QSTATE_BEHIND_HEAD)
+            snprintf(why, sizeof why, "%d %s", (int)d->state, qs[d->quota].key);
+        else
+            snprintf(why, sizeof why, "%d %lld", (int)d->state, (long long)d->members);
+        queued_event(c, &pods[i], why, msg, now);
+    }
+out:
+    if (result == RES_CONFLICT)
+        requeue_after(c, ADMIT_KEY, 5);
+    else if (result == RES_ERROR)
+        backoff(c, ADMIT_KEY);
+    else
+        ctl_queue_forget(c->queue, ADMIT_KEY);
+    aquotas_free(qs, nq);
+    free(ents);
+    free(dec);
+    free(qidx);
+    free(paid);
+    free(pq);
+    ctl_queued_free(pods, n);
+    json_object_put(running);
+    json_object_put(ac.objs);
     return result;
 }
 
@@ -819,6 +1283,7 @@ static void *resync_loop(void *arg)
     GQ_INFO("caches synced: %zu GPU pods tracked", ctl_store_pod_count(c->store));
     for (;;) {
         enqueue_ns(c, NULL, 0);
+        admit_kick(c);
         for (long waited = 0; waited < c->o.resync_ms; waited += 100) {
             if (atomic_load(&c->stop))
                 return NULL;
@@ -832,8 +1297,10 @@ static void on_started(void *ud)
     ctl_controller *c = ud;
     GQ_INFO("leading: reconciling as %s", c->identity);
     atomic_store(&c->leading, 1);
-    if (atomic_load(&c->synced))
+    if (atomic_load(&c->synced)) {
         enqueue_ns(c, NULL, 0);
+        admit_kick(c);
+    }
 }
 
 static void on_stopped(void *ud)
@@ -861,6 +1328,10 @@ gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, g
     if (c->o.reservation_grace_ms <= 0)
         c->o.reservation_grace_ms = CTL_RESERVATION_GRACE_MS;
     pthread_mutex_init(&c->mu, NULL);
+    c->ungated = json_object_new_object();
+    c->q_events = json_object_new_object();
+    if (!c->ungated || !c->q_events)
+        goto fail;
     char host[128] = "gpuquota", id[200];
     if (!o->identity) {
         if (gethostname(host, sizeof host) != 0)
@@ -1008,6 +1479,8 @@ void ctl_controller_free(ctl_controller *c)
             ks_free(k);
         }
     free(c->threads);
+    json_object_put(c->ungated);
+    json_object_put(c->q_events);
     free(c->identity);
     free(c->lease_ns);
     free(c->lease_name);
@@ -1034,6 +1507,62 @@ size_t ctl_controller_tracked_pods(ctl_controller *c)
 }
 
 /* --- metrics ---------------------------------------------------------------- */
+
+static void wait_observe(ctl_controller *c, const char *qkey, double s)
+{
+    pthread_mutex_lock(&c->mu);
+    kstate *k = ks_get(c, qkey, true);
+    if (k) {
+        int i = 0;
+        while (i < W_BUCKETS && s > wait_bounds[i])
+            i++;
+        k->wait_hist[i]++;
+        k->wait_sum += s;
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Queue families: length gauge and wait-time histogram per quota. mu held. */
+static void queue_series(ctl_controller *c, FILE *f)
+{
+    fprintf(f, "# HELP gpuquota_queue_length Pods queued behind the gate gpuquota.io/quota that "
+               "the quota governs.\n# TYPE gpuquota_queue_length gauge\n");
+    for (size_t i = 0; i < KS_BUCKETS; i++)
+        for (kstate *k = c->ks[i]; k; k = k->next)
+            if (k->gauges && k->name && k->ns)
+                fprintf(f, "gpuquota_queue_length{namespace=\"%s\",quota=\"%s\"} %" PRId64 "\n",
+                        k->ns, k->name, k->queued_pods);
+    fprintf(f, "# HELP gpuquota_queue_wait_seconds Time from creation to ungate of queued pods "
+               "the quota charged.\n# TYPE gpuquota_queue_wait_seconds histogram\n");
+    for (size_t i = 0; i < KS_BUCKETS; i++)
+        for (kstate *k = c->ks[i]; k; k = k->next) {
+            unsigned long cum = 0;
+            if (!k->name || !k->ns)
+                continue;
+            for (int b = 0; b <= W_BUCKETS; b++)
+                cum += k->wait_hist[b];
+            if (!cum)
+                continue;
+            cum = 0;
+            for (int b = 0; b <= W_BUCKETS; b++) {
+                cum += k->wait_hist[b];
+                if (b < W_BUCKETS)
+                    fprintf(f,
+                            "gpuquota_queue_wait_seconds_bucket{namespace=\"%s\",quota=\"%s\","
+                            "le=\"%g\"} %lu\n",
+                            k->ns, k->name, wait_bounds[b], cum);
+                else
+                    fprintf(f,
+                            "gpuquota_queue_wait_seconds_bucket{namespace=\"%s\",quota=\"%s\","
+                            "le=\"+Inf\"} %lu\n",
+                            k->ns, k->name, cum);
+            }
+            fprintf(f, "gpuquota_queue_wait_seconds_sum{namespace=\"%s\",quota=\"%s\"} %.6f\n",
+                    k->ns, k->name, k->wait_sum);
+            fprintf(f, "gpuquota_queue_wait_seconds_count{namespace=\"%s\",quota=\"%s\"} %lu\n",
+                    k->ns, k->name, cum);
+        }
+}
 
 static unsigned long ld(atomic_ulong *v)
 {
@@ -1137,7 +1666,13 @@ gq_code ctl_controller_metrics(ctl_controller *c, char **out, size_t *len)
         for (kstate *k = c->ks[i]; k; k = k->next)
             if (k->gauges && k->name && k->ns)
                 quota_series(f, "gpuquota_quota_hard", k, &k->hard);
+    queue_series(c, f);
     pthread_mutex_unlock(&c->mu);
+    fprintf(f,
+            "# HELP gpuquota_queue_admitted_total Queued pods charged and ungated.\n"
+            "# TYPE gpuquota_queue_admitted_total counter\n"
+            "gpuquota_queue_admitted_total %lu\n",
+            ld(&c->q_ungated));
     if (fclose(f) != 0) {
         free(buf);
         return GQ_ENOMEM;

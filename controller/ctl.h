@@ -46,16 +46,25 @@ typedef struct ctl_pod {
     bool terminal;                /* phase Succeeded or Failed */
     bool terminating;             /* spec.activeDeadlineSeconds set (scope Terminating) */
     bool linked;                  /* in its namespace's list */
+    bool gated;                   /* carries the gate gpuquota.io/quota: queued, not counted */
+    int16_t gate_idx;             /* its index in spec.schedulingGates (gated only) */
+    int32_t priority;             /* spec.priority */
+    int32_t group_size;           /* gpuquota.io/pod-group-size; 0: not in a group */
+    int64_t created_us;           /* metadata.creationTimestamp (Unix microseconds) */
     uint16_t uid_off;             /* offset of the uid into data */
-    char data[];                  /* "name\0uid\0" */
+    uint16_t group_off;           /* offset of the group name into data ("" none) */
+    char data[];                  /* "name\0uid\0group\0" */
 } ctl_pod;
 
 /* Strings of a record (borrowed from it). */
 const char *ctl_pod_name(const ctl_pod *p);
 const char *ctl_pod_uid(const ctl_pod *p);
 const char *ctl_pod_namespace(const ctl_pod *p);
+/* gpuquota.io/pod-group of the pod, "" when it is in no group. */
+const char *ctl_pod_group(const ctl_pod *p);
 
-/* Whether p counts at now: not terminal and not deleted past its grace. */
+/* Whether p counts at now: not terminal, not deleted past its grace and not
+ * queued behind the gate gpuquota.io/quota. */
 bool ctl_pod_counts(const ctl_pod *p, int64_t now);
 
 /* Whether a and b would count the same for every quota (charge, phase,
@@ -113,6 +122,30 @@ bool ctl_store_covers(ctl_store *s, const gq_quota *q, const char *ns);
  * are keyed by the pod's uid). An index lookup, not a scan. */
 bool ctl_store_has_uid(ctl_store *s, const char *ns, const char *uid);
 
+/* A queued pod (gated by gpuquota.io/quota), copied out of the store. */
+typedef struct ctl_queued {
+    char *ns, *name, *uid;
+    char *group;                /* gpuquota.io/pod-group; NULL: none */
+    const char *priority_class; /* interned by the store (lives as long as it) */
+    const char *model;          /* gq_pod_model, borrowed from the config; NULL = none */
+    bool terminating;
+    int32_t priority, group_size;
+    int64_t created_us;
+    int gate_idx;
+    gq_amounts charge;
+} ctl_queued;
+
+/* The queued pods that count at now (not terminal, not being deleted), in
+ * no particular order; *running gets {"ns/group": members running} for the
+ * groups of pods that are no longer queued. Caller frees with
+ * ctl_queued_free and json_object_put. GQ_ENOMEM. */
+gq_code ctl_store_queued(ctl_store *s, int64_t now, ctl_queued **out, size_t *n,
+                         json_object **running) GQ_WUR;
+void ctl_queued_free(ctl_queued *v, size_t n);
+
+/* gq_quota_matches with the labels the store holds for f's namespace. */
+bool ctl_store_matches(ctl_store *s, const gq_quota *q, const gq_pod_facts *f);
+
 /* Bytes the store holds for its records, namespace entries and interned
  * strings, counted from the sizes it allocated (malloc overhead and the small
  * per-namespace sums excluded). */
@@ -139,6 +172,7 @@ typedef struct ctl_result {
     bool became_invalid;          /* Ready turned False with a new InvalidSpec message */
     char message[GQ_ERR_MSG_MAX]; /* the Exceeded message, or why the spec is invalid */
     gq_amounts used, hard;        /* for metrics */
+    int64_t queued_pods;          /* pods queued behind the gate that the quota governs */
     int64_t next_expiry;          /* earliest kept reservation expiry; 0 = none */
     size_t kept, dropped;         /* reservations kept / dropped */
 } ctl_result;
@@ -298,7 +332,10 @@ size_t ctl_controller_tracked_pods(ctl_controller *c);
  *   gpuquota_controller_tracked_pods                     gauge
  *   gpuquota_controller_leader                           gauge
  *   gpuquota_quota_used{namespace,quota,resource}        gauge ("" namespace: tenant)
- *   gpuquota_quota_hard{namespace,quota,resource}        gauge */
+ *   gpuquota_quota_hard{namespace,quota,resource}        gauge
+ *   gpuquota_queue_length{namespace,quota}               gauge (queued pods it governs)
+ *   gpuquota_queue_wait_seconds{namespace,quota}         histogram (creation to ungate)
+ *   gpuquota_queue_admitted_total                        counter */
 gq_code ctl_controller_metrics(ctl_controller *c, char **out, size_t *len) GQ_WUR;
 
 #endif

@@ -3,6 +3,7 @@
 #define CTL_INT_H
 
 #include "controller/ctl.h"
+#include "quota/podqueue.h"
 
 /* Parse quota (a GPUQuota or GPUTenantQuota object, borrowed) ignoring its
  * status: the status is ours to rewrite, so a corrupt one must never stop

@@ -236,12 +236,17 @@ gq_code ctl_reconcile_parsed(const gq_quota *q, json_object *quota, const gq_usa
         res_arr = kept;
         kept = NULL;
     }
+    /* Quotas that never queue keep the status they always had. */
+    bool show_queue = q->when_exceeded == GQ_WHEN_QUEUE || u.queued_pods > 0;
+    r.queued_pods = u.queued_pods;
     json_object *st = r.status = json_object_new_object();
     if (!st || add_owned(st, "hard", gq_amounts_to_json(&q->hard)) ||
         add_owned(st, "used", gq_amounts_to_json(&u.used)) ||
         (q->n_models && add_owned(st, "usedByModel", gq_usage_by_model_to_json(q, &u))) ||
         (q->kind == GQ_QUOTA_TENANT &&
          add_owned(st, "namespaces", gq_usage_namespaces_to_json(&u))) ||
+        (show_queue && add_owned(st, "queued", gq_amounts_to_json(&u.queued))) ||
+        (show_queue && add_owned(st, "queuedPods", json_object_new_int64(u.queued_pods))) ||
         (res_arr && add_owned(st, "reservations", json_object_get(res_arr))) ||
         add_owned(st, "observedGeneration", json_object_new_int64(q->generation)) ||
         add_owned(st, "conditions", json_object_get(conds))) {

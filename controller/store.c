@@ -6,6 +6,7 @@
 #include "controller/ctl_int.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +42,7 @@ struct ctl_ns {
      * overflowed or a group could not be allocated: read every pod. */
     ns_group *groups;
     size_t n_groups, cap_groups, n_deleting;
+    size_t n_gated; /* linked non-terminal pods queued behind our gate */
     bool inexact;
     char name[];
 };
@@ -216,6 +218,11 @@ const char *ctl_pod_uid(const ctl_pod *p)
     return p->data + p->uid_off;
 }
 
+const char *ctl_pod_group(const ctl_pod *p)
+{
+    return p->data + p->group_off;
+}
+
 const char *ctl_pod_namespace(const ctl_pod *p)
 {
     return p->ns->name;
@@ -225,7 +232,7 @@ bool ctl_pod_counts(const ctl_pod *p, int64_t now)
 {
     /* Kubernetes' quota evaluator stops counting a pod once now is after
      * deletionTimestamp + deletionGracePeriodSeconds. */
-    return !p->terminal && !(p->delete_at && now > p->delete_at);
+    return !p->terminal && !p->gated && !(p->delete_at && now > p->delete_at);
 }
 
 bool ctl_pod_same(const ctl_pod *a, const ctl_pod *b)
@@ -235,7 +242,9 @@ bool ctl_pod_same(const ctl_pod *a, const ctl_pod *b)
     return a->ns == b->ns && a->priority_class == b->priority_class &&
            !memcmp(a->charge, b->charge, sizeof(a->charge)) && a->delete_at == b->delete_at &&
            a->terminal == b->terminal && a->terminating == b->terminating && a->model == b->model &&
-           !strcmp(ctl_pod_uid(a), ctl_pod_uid(b));
+           a->gated == b->gated && a->gate_idx == b->gate_idx && a->priority == b->priority &&
+           a->group_size == b->group_size && !strcmp(ctl_pod_uid(a), ctl_pod_uid(b)) &&
+           !strcmp(ctl_pod_group(a), ctl_pod_group(b));
 }
 
 /* deletionTimestamp + deletionGracePeriodSeconds, 0 when not being deleted. */
@@ -293,12 +302,18 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
         goto out;
     if (!uid)
         uid = "";
-    size_t nl = strlen(name), ul = strlen(uid);
+    /* A malformed group is left to the webhook (which refuses it at
+     * creation); such a pod queues alone here. */
+    gq_pod_group grp;
+    if (gq_pod_group_parse(pod, &grp, NULL) != GQ_OK)
+        grp.present = false;
+    const char *gname = grp.present ? grp.name : "";
+    size_t nl = strlen(name), ul = strlen(uid), gl = strlen(gname);
     if (nl > CTL_MAX_FIELD || ul > CTL_MAX_FIELD) {
         rc = gq_err_set(err, GQ_ELIMIT, "pod %s/%.64s: name or uid too long", ns, name);
         goto out;
     }
-    size_t sz = sizeof(*p) + nl + 1 + ul + 1;
+    size_t sz = sizeof(*p) + nl + 1 + ul + 1 + gl + 1;
     p = calloc(1, sz);
     if (!p) {
         rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
@@ -307,6 +322,20 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
     memcpy(p->data, name, nl + 1);
     p->uid_off = (uint16_t)(nl + 1);
     memcpy(p->data + p->uid_off, uid, ul + 1);
+    p->group_off = (uint16_t)(p->uid_off + ul + 1);
+    memcpy(p->data + p->group_off, gname, gl + 1);
+    p->group_size = grp.present ? (int32_t)grp.size : 0;
+    int gi = gq_pod_gate_index(pod);
+    p->gated = gi >= 0;
+    p->gate_idx = (int16_t)(gi >= 0 ? gi : 0);
+    json_object *prio = gq_json_member(gq_json_member(pod, "spec"), "priority");
+    if (prio && json_object_is_type(prio, json_type_int)) {
+        int64_t pv = json_object_get_int64(prio);
+        p->priority = (int32_t)(pv > INT32_MAX ? INT32_MAX : pv < INT32_MIN ? INT32_MIN : pv);
+    }
+    const char *cts = gq_json_get_string(meta, "creationTimestamp");
+    if (cts && gq_time_parse_rfc3339_us(cts, &p->created_us, NULL) != GQ_OK)
+        p->created_us = 0;
     gq_charge_from_cost(&cost, false, &charge);
     for (int k = 0; k < GQ_KEY_COUNT; k++)
         p->charge[k] = charge.v[k];
@@ -343,6 +372,10 @@ static void group_update(ctl_ns *n, const ctl_pod *p, int sign)
 {
     if (p->terminal)
         return;
+    if (p->gated) { /* queued: read one by one, never summed */
+        n->n_gated += sign > 0 ? 1 : (size_t)-1;
+        return;
+    }
     if (p->delete_at) {
         n->n_deleting += sign > 0 ? 1 : (size_t)-1;
         return;
@@ -616,10 +649,22 @@ typedef struct seen_ctx {
     json_object *drop; /* keys to drop although their pods were not seen */
 } seen_ctx;
 
+/* Read lock held. Whether the pod with uid is recorded and no longer queued
+ * behind our gate: only then does usage count it. */
+static bool counted_uid_locked(ctl_store *s, const char *ns, const char *uid)
+{
+    if (!ns || !uid || !uid[0])
+        return false;
+    for (ctl_pod *p = *uid_slot(s, uid); p; p = p->unext)
+        if (!strcmp(ctl_pod_uid(p), uid) && !strcmp(p->ns->name, ns))
+            return !p->gated;
+    return false;
+}
+
 static bool seen_locked(void *ud, const char *ns, const char *key)
 {
     seen_ctx *sc = ud;
-    return has_uid_locked(sc->s, ns, key) ||
+    return counted_uid_locked(sc->s, ns, key) ||
            (sc->drop && json_object_object_get_ex(sc->drop, key, NULL));
 }
 
@@ -630,7 +675,7 @@ typedef struct gather {
 
 static gq_code gather_ns(gather *g, const ctl_ns *n, int64_t now)
 {
-    size_t need = n->inexact ? n->n_pods : n->n_groups + n->n_deleting;
+    size_t need = n->inexact ? n->n_pods : n->n_groups + n->n_deleting + n->n_gated;
     if (need > SIZE_MAX / sizeof(*g->v) - g->n)
         return GQ_ENOMEM;
     if (g->n + need > g->cap) {
@@ -659,10 +704,10 @@ static gq_code gather_ns(gather *g, const ctl_ns *n, int64_t now)
             }
         }
     }
-    if (!n->inexact && !n->n_deleting)
+    if (!n->inexact && !n->n_deleting && !n->n_gated)
         return GQ_OK;
     for (const ctl_pod *p = n->head; p; p = p->next) {
-        if (!n->inexact && (p->terminal || !p->delete_at))
+        if (!n->inexact && (p->terminal || (!p->delete_at && !p->gated)))
             continue; /* summed in a group, or counts nothing */
         gq_usage_pod *u = &g->v[g->n++];
         memset(u, 0, sizeof(*u));
@@ -670,7 +715,9 @@ static gq_code gather_ns(gather *g, const ctl_ns *n, int64_t now)
         u->facts.priority_class = p->priority_class;
         u->facts.terminating = p->terminating;
         u->facts.model = p->model;
-        u->facts.terminal = !ctl_pod_counts(p, now);
+        u->queued = p->gated;
+        u->facts.terminal = p->terminal || (p->delete_at && now > p->delete_at) ||
+                            (!p->gated && !ctl_pod_counts(p, now));
         u->ns_labels = n->labels;
         u->charge.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
         for (int k = 0; k < GQ_KEY_COUNT; k++) {
@@ -732,4 +779,103 @@ gq_code ctl_store_reconcile_dropping(ctl_store *s, json_object *quota, json_obje
     free(g.v);
     gq_quota_free(q);
     return rc;
+}
+
+void ctl_queued_free(ctl_queued *v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++) {
+        free(v[i].ns);
+        free(v[i].name);
+        free(v[i].uid);
+        free(v[i].group);
+    }
+    free(v);
+}
+
+/* {"ns/group": n}: one more member of a group that runs. */
+static gq_code count_running(json_object *running, const ctl_pod *p)
+{
+    char key[600];
+    json_object *v = NULL;
+    snprintf(key, sizeof key, "%s/%s", p->ns->name, ctl_pod_group(p));
+    int64_t n = json_object_object_get_ex(running, key, &v) ? json_object_get_int64(v) : 0;
+    return json_object_object_add(running, key, json_object_new_int64(n + 1)) ? GQ_ENOMEM : GQ_OK;
+}
+
+gq_code ctl_store_queued(ctl_store *s, int64_t now, ctl_queued **out, size_t *n_out,
+                         json_object **running_out)
+{
+    gq_code rc = GQ_OK;
+    ctl_queued *v = NULL;
+    size_t n = 0, cap = 0;
+    json_object *running = json_object_new_object();
+    if (!running)
+        return GQ_ENOMEM;
+    pthread_rwlock_rdlock(&s->lock);
+    for (size_t b = 0; b < s->nbuckets && !rc; b++)
+        for (ctl_ns *ns = s->buckets[b]; ns && !rc; ns = ns->hnext) {
+            if (!ns->n_gated && !ns->inexact)
+                continue;
+            for (const ctl_pod *p = ns->head; p && !rc; p = p->next) {
+                if (p->terminal || (p->delete_at && now > p->delete_at))
+                    continue;
+                if (!p->gated) {
+                    if (ctl_pod_group(p)[0])
+                        rc = count_running(running, p);
+                    continue;
+                }
+                if (p->delete_at)
+                    continue; /* being deleted: leaves the queue */
+                if (n == cap) {
+                    size_t nc = cap ? cap * 2 : 64;
+                    ctl_queued *nv = realloc(v, nc * sizeof(*nv));
+                    if (!nv) {
+                        rc = GQ_ENOMEM;
+                        break;
+                    }
+                    v = nv;
+                    cap = nc;
+                }
+                ctl_queued *q = &v[n];
+                memset(q, 0, sizeof(*q));
+                n++;
+                q->ns = strdup(ns->name);
+                q->name = strdup(ctl_pod_name(p));
+                q->uid = strdup(ctl_pod_uid(p));
+                q->group = ctl_pod_group(p)[0] ? strdup(ctl_pod_group(p)) : NULL;
+                if (!q->ns || !q->name || !q->uid || (ctl_pod_group(p)[0] && !q->group))
+                    rc = GQ_ENOMEM;
+                q->priority_class = p->priority_class;
+                q->model = p->model;
+                q->terminating = p->terminating;
+                q->priority = p->priority;
+                q->group_size = p->group_size;
+                q->created_us = p->created_us;
+                q->gate_idx = p->gate_idx;
+                q->charge.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
+                for (int k = 0; k < GQ_KEY_COUNT; k++) {
+                    q->charge.v[k] = p->charge[k];
+                    q->charge.set[k] = true;
+                }
+            }
+        }
+    pthread_rwlock_unlock(&s->lock);
+    if (rc) {
+        ctl_queued_free(v, n);
+        json_object_put(running);
+        return rc;
+    }
+    *out = v;
+    *n_out = n;
+    *running_out = running;
+    return GQ_OK;
+}
+
+bool ctl_store_matches(ctl_store *s, const gq_quota *q, const gq_pod_facts *f)
+{
+    pthread_rwlock_rdlock(&s->lock);
+    ctl_ns *n = ns_find(s, f->namespace_, gq_fnv1a(f->namespace_), NULL);
+    bool r = gq_quota_matches(q, f, n ? n->labels : NULL);
+    pthread_rwlock_unlock(&s->lock);
+    return r;
 }

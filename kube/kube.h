@@ -215,6 +215,10 @@ gq_code kube_update_status(kube_client *c, const char *path, json_object *body,
 /* PATCH path with a JSON merge patch (RFC 7386). */
 gq_code kube_patch_merge(kube_client *c, const char *path, json_object *patch,
                          const kube_call_opts *o, json_object **out, gq_err *err) GQ_WUR;
+/* PATCH path with a JSON Patch (RFC 6902, an array of operations). A failed
+ * "test" operation leaves the object unchanged and answers an error. */
+gq_code kube_patch_json(kube_client *c, const char *path, json_object *patch,
+                        const kube_call_opts *o, json_object **out, gq_err *err) GQ_WUR;
 /* DELETE path. */
 gq_code kube_delete(kube_client *c, const char *path, const kube_call_opts *o, gq_err *err) GQ_WUR;
 
@@ -282,6 +286,9 @@ typedef struct kube_api {
                     char **rv_out, gq_err *err);
     gq_code (*watch)(void *ctx, const char *path, const kube_watch_opts *o, kube_event_fn fn,
                      void *ud, gq_err *err);
+    /* JSON Patch; NULL in seams that never patch pods. */
+    gq_code (*patch_json)(void *ctx, const char *path, json_object *patch, json_object **out,
+                          gq_err *err);
 } kube_api;
 
 /* A table calling c's verbs with default call options. */

@@ -520,6 +520,27 @@ gq_code kube_patch_merge(kube_client *c, const char *path, json_object *patch,
     return call_json(c, "PATCH", path, patch, "application/merge-patch+json", o, out, err);
 }
 
+gq_code kube_patch_json(kube_client *c, const char *path, json_object *patch,
+                        const kube_call_opts *o, json_object **out, gq_err *err)
+{
+    /* kube-apiserver's JSON Patch reads a pointer written "\/spec\/..."
+     * (json-c's default escaping, valid JSON) as an error: send plain
+     * slashes. */
+    kube_buf resp;
+    const char *text = json_object_to_json_string_ext(patch, JSON_C_TO_STRING_PLAIN |
+                                                                 JSON_C_TO_STRING_NOSLASHESCAPE);
+    if (!text)
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    gq_code rc =
+        request(c, "PATCH", path, NULL, 0, text, "application/json-patch+json", o, &resp, err);
+    if (rc)
+        return rc;
+    if (out)
+        rc = parse_json("PATCH", path, &resp, out, err);
+    kube_buf_dispose(&resp);
+    return rc;
+}
+
 gq_code kube_delete(kube_client *c, const char *path, const kube_call_opts *o, gq_err *err)
 {
     return call_json(c, "DELETE", path, NULL, NULL, o, NULL, err);
@@ -781,6 +802,12 @@ static gq_code api_patch_merge(void *ctx, const char *path, json_object *patch, 
     return kube_patch_merge(ctx, path, patch, NULL, out, err);
 }
 
+static gq_code api_patch_json(void *ctx, const char *path, json_object *patch, json_object **out,
+                              gq_err *err)
+{
+    return kube_patch_json(ctx, path, patch, NULL, out, err);
+}
+
 static gq_code api_del(void *ctx, const char *path, gq_err *err)
 {
     return kube_delete(ctx, path, NULL, err);
@@ -810,6 +837,7 @@ void kube_client_api(kube_client *c, kube_api *out)
         .del = api_del,
         .list = api_list,
         .watch = api_watch,
+        .patch_json = api_patch_json,
     };
     *out = a;
 }

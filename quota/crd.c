@@ -73,6 +73,23 @@ static gq_code dup_str(json_object *o, const char *field, char **out, gq_err *er
     return GQ_OK;
 }
 
+/* The index of o's value among names[0..n), which it must equal exactly. */
+static gq_code parse_enum(json_object *o, const char *field, const char *const *names, size_t n,
+                          size_t *out, gq_err *err)
+{
+    const char *s = NULL;
+    gq_code rc = as_str(o, field, &s, err);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(s, names[i])) {
+            *out = i;
+            return GQ_OK;
+        }
+    return gq_err_set(err, GQ_EINVAL, "%s: unsupported value \"%.64s\": must be %s or %s", field, s,
+                      names[0], n > 1 ? names[1] : names[0]);
+}
+
 static gq_code as_obj(json_object *o, const char *field, gq_err *err)
 {
     if (!o || !json_object_is_type(o, json_type_object))
@@ -933,6 +950,7 @@ gq_code gq_quota_parse(json_object *obj, gq_quota **out, gq_err *err)
     if (rc)
         goto out;
     json_object *v;
+    size_t e = 0;
     if ((v = gq_json_member(spec, "hard"))) {
         rc = gq_amounts_parse(v, "spec.hard", &q->hard, err);
         if (rc)
@@ -947,6 +965,20 @@ gq_code gq_quota_parse(json_object *obj, gq_quota **out, gq_err *err)
         rc = parse_scope_selector(v, q, err);
         if (rc)
             goto out;
+    }
+    if ((v = gq_json_member(spec, "whenExceeded"))) {
+        static const char *const when[] = {"Deny", "Queue"};
+        rc = parse_enum(v, "spec.whenExceeded", when, 2, &e, err);
+        if (rc)
+            goto out;
+        q->when_exceeded = (gq_when_exceeded)e;
+    }
+    if ((v = gq_json_member(spec, "queueingStrategy"))) {
+        static const char *const strat[] = {"BestEffortFIFO", "StrictFIFO"};
+        rc = parse_enum(v, "spec.queueingStrategy", strat, 2, &e, err);
+        if (rc)
+            goto out;
+        q->strategy = (gq_queue_strategy)e;
     }
     json_object *nss = gq_json_member(spec, "namespaces");
     json_object *nsel = gq_json_member(spec, "namespaceSelector");

@@ -130,6 +130,18 @@ typedef struct gq_model_limit {
     gq_amounts used; /* status.usedByModel.<name> (absent keys: 0) */
 } gq_model_limit;
 
+/* spec.whenExceeded: what happens to a pod that does not fit (docs/queueing.md). */
+typedef enum gq_when_exceeded {
+    GQ_WHEN_DENY = 0,  /* "Deny" (the default): refused at creation */
+    GQ_WHEN_QUEUE = 1, /* "Queue": waits behind the scheduling gate GQ_QUEUE_GATE */
+} gq_when_exceeded;
+
+/* spec.queueingStrategy (Kueue's names). */
+typedef enum gq_queue_strategy {
+    GQ_QUEUE_BEST_EFFORT = 0, /* "BestEffortFIFO" (the default): a pod that fits may pass */
+    GQ_QUEUE_STRICT = 1,      /* "StrictFIFO": the head of the line waits, nobody passes */
+} gq_queue_strategy;
+
 /* A GPUQuota or GPUTenantQuota, spec and the status fields policy needs. */
 typedef struct gq_quota {
     gq_quota_kind kind;
@@ -142,9 +154,11 @@ typedef struct gq_quota {
     size_t n_scope_exprs;
     char **namespaces; /* GPUTenantQuota spec.namespaces */
     size_t n_namespaces;
-    gq_label_selector ns_selector; /* GPUTenantQuota spec.namespaceSelector */
-    gq_amounts used;               /* status.used (absent keys: 0) */
-    gq_reservation *reservations;  /* status.reservations */
+    gq_label_selector ns_selector;  /* GPUTenantQuota spec.namespaceSelector */
+    gq_when_exceeded when_exceeded; /* spec.whenExceeded */
+    gq_queue_strategy strategy;     /* spec.queueingStrategy */
+    gq_amounts used;                /* status.used (absent keys: 0) */
+    gq_reservation *reservations;   /* status.reservations */
     size_t n_reservations;
     gq_model_limit *models; /* spec.models, sorted by name */
     size_t n_models;

@@ -1,6 +1,7 @@
 /* GPULimitRange and quota decisions (see docs/quota-semantics.md). */
 #include "quota/policy.h"
 #include "common/json_member.h"
+#include "quota/podqueue.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -419,6 +420,7 @@ void gq_usage_init(gq_usage *u)
         return;
     memset(u, 0, sizeof(*u));
     u->used.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
+    u->queued.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
 }
 
 void gq_usage_dispose(gq_usage *u)
@@ -471,7 +473,7 @@ gq_code gq_quota_recount(const gq_quota *q, const gq_usage_pod *pods, size_t n, 
     size_t nm = 0;
     gq_usage_init(&u);
     for (int k = 0; k < GQ_KEY_COUNT; k++)
-        u.used.set[k] = q->hard.set[k];
+        u.used.set[k] = u.queued.set[k] = q->hard.set[k];
     if (q->n_models) {
         if (!(u.by_model = calloc(q->n_models, sizeof(*u.by_model)))) {
             gq_usage_dispose(&u);
@@ -497,6 +499,15 @@ gq_code gq_quota_recount(const gq_quota *q, const gq_usage_pod *pods, size_t n, 
             continue;
         if (!gq_quota_matches(q, &p->facts, p->ns_labels))
             continue;
+        if (p->queued) {
+            if (!gq_quota_limits(q, &p->charge))
+                continue;
+            rc = accumulate(&u.queued, q, &p->charge, err);
+            if (rc)
+                goto out;
+            u.queued_pods++;
+            continue;
+        }
         rc = accumulate(&u.used, q, &p->charge, err);
         if (rc)
             goto out;

@@ -127,6 +127,7 @@ typedef struct gq_usage_pod {
     gq_pod_facts facts;     /* facts.terminal pods count nothing */
     gq_amounts charge;      /* gq_charge_from_cost */
     json_object *ns_labels; /* labels of facts.namespace_ (tenant selectors); borrowed */
+    bool queued; /* waits behind the gate gpuquota.io/quota: counted as queued, not used */
 } gq_usage_pod;
 
 typedef struct gq_ns_usage {
@@ -139,7 +140,9 @@ typedef struct gq_usage {
     gq_amounts used;      /* keys of spec.hard only, like ResourceQuota status.used */
     gq_amounts *by_model; /* parallel to q->models: keys of each model's limits */
     size_t n_by_model;
-    gq_ns_usage *ns; /* tenants: namespaces with a charging pod, sorted by name */
+    gq_amounts queued;   /* what queued pods would charge, keys of spec.hard only */
+    int64_t queued_pods; /* queued pods the quota would charge */
+    gq_ns_usage *ns;     /* tenants: namespaces with a charging pod, sorted by name */
     size_t n_ns;
 } gq_usage;
 

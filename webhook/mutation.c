@@ -9,6 +9,7 @@
 #include "common/jsonutil.h"
 #include "quota/dra.h"
 #include "quota/podcost.h"
+#include "quota/podqueue.h"
 #include "quota/policy.h"
 #include "quota/rewrite.h"
 
@@ -499,6 +500,79 @@ gq_code wh_mutate_review_src(const gq_config *cfg, const wh_review_request *req,
     return rc;
 }
 
+/* Whether pod (charge) is governed by a quota that queues. */
+static gq_code pod_queues(const wh_limit_range_source *qs, const wh_review_request *req,
+                          json_object *pod, const gq_amounts *charge, bool *out, gq_err *err)
+{
+    json_object *a = NULL, *t = NULL, *labels = NULL;
+    gq_quota **v = NULL;
+    size_t n = 0;
+    gq_pod_facts facts;
+    gq_code rc;
+    *out = false;
+    if (!qs || !qs->list_quotas)
+        return GQ_OK;
+    if ((rc = qs->list_quotas(qs->ctx, req->namespace, &a, err)) ||
+        (qs->list_tenant_quotas && (rc = qs->list_tenant_quotas(qs->ctx, &t, err))) ||
+        (qs->namespace_labels &&
+         (rc = qs->namespace_labels(qs->ctx, req->namespace, &labels, err)))) {
+        gq_err_prefix(err, "cannot read the quotas governing namespace %s", req->namespace);
+        goto out;
+    }
+    if ((rc = gq_quota_parse_list(a, &v, &n, NULL)) ||
+        (rc = gq_quota_parse_list(t, &v, &n, NULL))) {
+        gq_err_set(err, rc, "out of memory");
+        goto out;
+    }
+    if (n && gq_pod_facts_from_json(pod, req->namespace, &facts, NULL) == GQ_OK)
+        *out = gq_queue_applies((const gq_quota *const *)v, n, &facts, labels, charge);
+out:
+    for (size_t i = 0; i < n; i++)
+        gq_quota_free(v[i]);
+    free(v);
+    json_object_put(a);
+    json_object_put(t);
+    json_object_put(labels);
+    return rc;
+}
+
+/* Add the gate to the patch: after any gates the pod already carries. */
+static gq_code add_gate(json_object *pod, gq_patch *patch)
+{
+    gq_jptr p;
+    json_object *spec = NULL, *gates = NULL;
+    json_object_object_get_ex(pod, "spec", &spec);
+    bool has = spec && json_object_object_get_ex(spec, "schedulingGates", &gates) &&
+               json_object_is_type(gates, json_type_array);
+    json_object *gate = json_object_new_object();
+    if (!gate || json_object_object_add(gate, "name", json_object_new_string(GQ_QUEUE_GATE))) {
+        json_object_put(gate);
+        return GQ_ENOMEM;
+    }
+    gq_jptr_init(&p);
+    gq_jptr_push(&p, "spec");
+    gq_jptr_push(&p, "schedulingGates");
+    if (has) {
+        gq_jptr_push(&p, "-");
+        return gq_patch_add(patch, &p, gate);
+    }
+    json_object *arr = json_object_new_array();
+    if (!arr || json_object_array_add(arr, gate)) {
+        json_object_put(arr);
+        json_object_put(gate);
+        return GQ_ENOMEM;
+    }
+    return gq_patch_add(patch, &p, arr);
+}
+
+static bool has_node_name(json_object *pod)
+{
+    json_object *spec = NULL, *nn = NULL;
+    return json_object_object_get_ex(pod, "spec", &spec) &&
+           json_object_object_get_ex(spec, "nodeName", &nn) &&
+           json_object_is_type(nn, json_type_string) && json_object_get_string_len(nn) > 0;
+}
+
 static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_input *in,
                       wh_review_response *resp, wh_mutate_info *info, gq_err *err)
 {
@@ -585,6 +659,25 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
     const gq_pod_cost *use = priced_use(&p);
     if ((rc = gq_rewrite_pod(cfg, pod, use, &opts, &rw, &why)))
         goto deny;
+    if (in->src && use->gpu_pods && gq_pod_gate_index(pod) < 0 && !has_node_name(pod)) {
+        gq_amounts charge;
+        bool queues = false;
+        gq_charge_from_cost(use, gq_pod_is_terminal(pod), &charge);
+        /* Quotas that cannot be read leave the pod ungated: /validate then
+         * decides as under Deny, and fails closed with a message that says
+         * why when it cannot read them either. */
+        gq_err qerr;
+        gq_err_clear(&qerr);
+        rc = pod_queues(in->src, req, pod, &charge, &queues, &qerr);
+        if (rc == GQ_ENOMEM) {
+            gq_err_set(err, rc, "out of memory");
+            wh_review_response_dispose(&r);
+            goto out;
+        }
+        rc = GQ_OK;
+        if (queues && (rc = add_gate(pod, rw.patch)))
+            goto settle;
+    }
     rc = answer(cfg, use, &rw, &r);
     if (!rc && p.n_defs && p.defs[0].limit_range)
         rc = wh_review_response_set_audit(&r, "gpu-limit-range", p.defs[0].limit_range);

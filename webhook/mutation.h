@@ -90,7 +90,16 @@ void wh_quotas_free(gq_quota **q, size_t n);
  * asks for a GPU: pods that ask for none never wait on a policy cache or
  * fail on a policy object that does not parse. Errors of the source (and an
  * object that does not parse) are returned like GQ_ENOMEM: resp untouched,
- * err says why, the HTTP layer answers 500 and the failure policy decides. */
+ * err says why, the HTTP layer answers 500 and the failure policy decides.
+ *
+ * With src's quota functions it also adds the scheduling gate
+ * gpuquota.io/quota at CREATE to a GPU pod that a quota governs with
+ * whenExceeded Queue (docs/queueing.md). The gate is added once (a
+ * reinvocation finds it and adds nothing) and never to a pod with
+ * spec.nodeName, which kube-apiserver refuses to gate: such a pod is charged
+ * at admission as under Deny. When the quotas cannot be read the pod is left
+ * ungated: /validate then decides as under Deny (and fails closed with its
+ * own message when it cannot read them either). */
 gq_code wh_mutate_review_src(const gq_config *cfg, const wh_review_request *req,
                              const wh_limit_range_source *src, wh_review_response *resp,
                              wh_mutate_info *info, gq_err *err) GQ_WUR;

@@ -1,5 +1,7 @@
 #include "webhook/validate.h"
 
+#include "quota/podqueue.h"
+
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -929,6 +931,47 @@ static void deny_unseen_claims(const wh_validator *v, const char *ns, const quot
          claim->name, ref, ns, by);
 }
 
+/* A pod created behind the gate gpuquota.io/quota (docs/queueing.md): its
+ * group must be well formed, it (its whole group) must fit every quota
+ * governing it at all, and a Deny quota among them must have room now, as
+ * for any pod. Nothing is charged: the controller charges every governing
+ * quota when it ungates the pod. */
+static gq_code decide_queued(json_object *pod, gq_quota *const *to_charge, size_t n,
+                             const gq_pod_facts *facts, json_object *ns_labels,
+                             const gq_amounts *charge, int64_t now, wh_validate_result *r)
+{
+    gq_pod_group g;
+    gq_err e;
+    gq_err_clear(&e);
+    if (gq_pod_group_parse(pod, &g, &e) != GQ_OK) {
+        deny(r, GQ_EDENIED, "%s", e.msg);
+        return GQ_OK;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const gq_quota *q = to_charge[i];
+        if (gq_queue_check_ever_fits(q, charge, g.present ? g.size : 1, g.present ? g.name : NULL,
+                                     &e) != GQ_OK) {
+            deny(r, GQ_EDENIED, "%s", e.msg);
+            return GQ_OK;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        const gq_quota *one = to_charge[i];
+        size_t idx, n_idx = 0;
+        if (one->when_exceeded != GQ_WHEN_DENY)
+            continue;
+        gq_code rc = gq_quota_evaluate(&one, 1, facts, ns_labels, charge, false, now, NULL, &idx,
+                                       &n_idx, &e);
+        if (rc == GQ_ENOMEM)
+            return rc;
+        if (rc) {
+            deny(r, rc, "%s", e.msg);
+            return GQ_OK;
+        }
+    }
+    return GQ_OK;
+}
+
 /* Pod CREATE. Returns GQ_OK when a decision is in d->r (allowed or not). */
 static gq_code decide_create(wh_validator *v, const wh_review_request *req, decision *d)
 {
@@ -1034,6 +1077,11 @@ static gq_code decide_create(wh_validator *v, const wh_review_request *req, deci
     }
     for (size_t i = 0; i < n_idx; i++)
         to_charge[i] = qs.q[idx[i]];
+    if (gq_pod_gate_index(pod) >= 0) {
+        /* Queued: checked in full, charged later by the controller. */
+        rc = decide_queued(pod, to_charge, n_idx, &facts, ns_labels, &r->charge, now_s(v), r);
+        goto out;
+    }
     if (!n_idx)
         goto out;
 
@@ -1110,6 +1158,17 @@ static void decide_update(wh_validator *v, const wh_review_request *req, wh_vali
     for (size_t i = 0; i < v->n_trusted; i++)
         if (!strcmp(req->username, v->trusted[i]))
             return;
+    /* Only gpuquota's controller ungates: a pod without its charge must not
+     * reach the scheduler. Kubernetes refuses to add gates after creation;
+     * adding ours is refused here as well, whatever the API server does. */
+    bool had = gq_pod_gate_index(req->old_object) >= 0, has = gq_pod_gate_index(req->object) >= 0;
+    if (had != has) {
+        deny(r, GQ_EDENIED,
+             "the scheduling gate " GQ_QUEUE_GATE " is %s by gpuquota only: the pod waits for "
+             "quota (kubectl get gq,gtq shows the queue)",
+             had ? "removed" : "added");
+        return;
+    }
     static const char *const maps[] = {"labels", "annotations"};
     for (size_t i = 0; i < 2; i++) {
         json_object *now = gq_json_meta_object(req->object, maps[i]);

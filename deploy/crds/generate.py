@@ -233,6 +233,25 @@ CONDITIONS = {
 }
 
 
+WHEN_EXCEEDED = {
+    "description": "What happens to a pod that does not fit: Deny (refused at creation, as "
+    "ResourceQuota does) or Queue (it waits behind the scheduling gate gpuquota.io/quota "
+    "until it fits). docs/queueing.md.",
+    "type": "string",
+    "enum": ["Deny", "Queue"],
+    "default": "Deny",
+}
+
+QUEUEING_STRATEGY = {
+    "description": "Order of the queue when whenExceeded is Queue: StrictFIFO (the head "
+    "of the line waits and nobody passes it) or BestEffortFIFO (a pod behind that fits "
+    "may pass one that does not). Both order by pod priority, then creation time.",
+    "type": "string",
+    "enum": ["StrictFIFO", "BestEffortFIFO"],
+    "default": "BestEffortFIFO",
+}
+
+
 def quota_status(tenant):
     props = {
         "observedGeneration": {"type": "integer", "format": "int64"},
@@ -256,6 +275,15 @@ def quota_status(tenant):
                 },
             },
         }
+    props["queued"] = amounts(
+        "What pods waiting behind the scheduling gate gpuquota.io/quota would charge.", False
+    )
+    props["queuedPods"] = {
+        "description": "Pods waiting behind the scheduling gate gpuquota.io/quota.",
+        "type": "integer",
+        "format": "int64",
+        "minimum": 0,
+    }
     props["reservations"] = RESERVATIONS
     props["conditions"] = CONDITIONS
     return {"description": "Written by gpuquota only.", "type": "object", "properties": props}
@@ -273,6 +301,31 @@ def quota_columns():
                     "description": "%s %s" % (path, key),
                 }
             )
+    cols.append(
+        {
+            "name": "Queued",
+            "type": "integer",
+            "jsonPath": ".status.queuedPods",
+            "description": "Pods waiting behind the scheduling gate gpuquota.io/quota",
+        }
+    )
+    cols.append(
+        {
+            "name": "Queued-Mem",
+            "type": "string",
+            "jsonPath": ".status.queued.gpu-memory",
+            "description": "gpu-memory the queued pods would charge",
+        }
+    )
+    cols.append(
+        {
+            "name": "Strategy",
+            "type": "string",
+            "priority": 1,
+            "jsonPath": ".spec.whenExceeded",
+            "description": "What happens to a pod that does not fit: Deny or Queue",
+        }
+    )
     # Ready is False with reason InvalidSpec when spec.hard cannot be enforced
     # as written (every GPU pod it governs is then denied); -o wide adds why.
     cols.append(
@@ -350,6 +403,8 @@ GPUQUOTA = crd(
                 "models": MODELS,
                 "scopes": SCOPES,
                 "scopeSelector": SCOPE_SELECTOR,
+                "whenExceeded": WHEN_EXCEEDED,
+                "queueingStrategy": QUEUEING_STRATEGY,
             },
         },
         quota_status(False),
@@ -378,6 +433,8 @@ GPUTENANTQUOTA = crd(
                 "models": MODELS,
                 "scopes": SCOPES,
                 "scopeSelector": SCOPE_SELECTOR,
+                "whenExceeded": WHEN_EXCEEDED,
+                "queueingStrategy": QUEUEING_STRATEGY,
             },
         },
         quota_status(True),

@@ -50,6 +50,15 @@ eventually() {
     done
 }
 
+# next_second: wait until the wall clock enters a new second, so that the
+# next object's metadata.creationTimestamp (whole seconds) is later than
+# those of the objects created before.
+next_second() {
+    local t
+    t=$(date +%s)
+    eventually 3 bash -c "(( \$(date +%s) > $t ))"
+}
+
 free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }

@@ -1,0 +1,137 @@
+/* Queueing instead of denying (docs/queueing.md): the scheduling gate, pod
+ * groups, the order of a queue and which queued pods can be admitted now.
+ * Pure: inputs are parsed objects and numbers, the caller (the controller)
+ * reads the API server and writes the decisions. */
+#ifndef GQ_PODQUEUE_H
+#define GQ_PODQUEUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "quota/crd.h"
+#include "common/gq_error.h"
+#include "quota/policy.h"
+
+/* The scheduling gate gpuquota adds at creation and only its controller
+ * removes. */
+#define GQ_QUEUE_GATE "gpuquota.io/quota"
+/* Pod groups: admitted all or nothing. */
+#define GQ_POD_GROUP_LABEL "gpuquota.io/pod-group"
+#define GQ_POD_GROUP_SIZE_ANNOTATION "gpuquota.io/pod-group-size"
+#define GQ_POD_GROUP_MAX 4096 /* largest pod-group-size accepted */
+#define GQ_POD_GROUP_NAME_MAX 63
+#define GQ_QUEUE_MAX_GATES 256 /* spec.schedulingGates entries read */
+
+/* Index of GQ_QUEUE_GATE in pod's spec.schedulingGates, -1 when absent (or
+ * past the first GQ_QUEUE_MAX_GATES entries, which no valid pod has). */
+int gq_pod_gate_index(json_object *pod);
+/* Number of entries of spec.schedulingGates (0 when absent or malformed). */
+size_t gq_pod_gate_count(json_object *pod);
+
+/* A pod's group, from label GQ_POD_GROUP_LABEL and annotation
+ * GQ_POD_GROUP_SIZE_ANNOTATION. present false: the pod is not in a group. */
+typedef struct gq_pod_group {
+    bool present;
+    char name[GQ_POD_GROUP_NAME_MAX + 1];
+    int64_t size; /* 1..GQ_POD_GROUP_MAX */
+} gq_pod_group;
+
+/* Read pod's group. GQ_EINVAL with a message naming the label or the
+ * annotation when one is given without the other, the name is empty or too
+ * long, or the size is not a whole number in 1..GQ_POD_GROUP_MAX. */
+gq_code gq_pod_group_parse(json_object *pod, gq_pod_group *out, gq_err *err) GQ_WUR;
+
+/* Append the quotas of arr (a JSON array of GPUQuota / GPUTenantQuota
+ * objects, borrowed) to *qs (grown with realloc; *n counts them). Objects
+ * that do not parse are skipped and counted in *skipped (may be NULL):
+ * /validate denies what an invalid quota governs. GQ_ENOMEM leaves *qs
+ * valid for the caller to free. */
+gq_code gq_quota_parse_list(json_object *arr, gq_quota ***qs, size_t *n, size_t *skipped) GQ_WUR;
+
+/* Whether q limits a key that charge charges (> 0): only such quotas are
+ * charged for a pod. */
+bool gq_quota_limits(const gq_quota *q, const gq_amounts *charge);
+
+/* Whether a pod with facts and charge is queued rather than denied: some
+ * quota among qs[0..n) governs it (gq_quota_matches), limits a key it
+ * charges and has whenExceeded Queue. */
+bool gq_queue_applies(const gq_quota *const *qs, size_t n, const gq_pod_facts *pod,
+                      json_object *ns_labels, const gq_amounts *charge);
+
+/* A queued pod (or a group of `members` such pods, all charging charge)
+ * that could never be admitted: charge x members above q's hard for some
+ * key. GQ_EDENIED with the message in err, e.g.
+ *   "pod group train of 4 pods asks for gpu-memory=64Gi, more than quota
+ *    team-a allows at all (gpu-memory=48Gi); it would wait forever" */
+gq_code gq_queue_check_ever_fits(const gq_quota *q, const gq_amounts *charge, int64_t members,
+                                 const char *group, gq_err *err) GQ_WUR;
+
+/* One queued pod, for the planner. Strings are borrowed. */
+typedef struct gq_queue_entry {
+    const char *uid;
+    const char *group;     /* NULL: alone; else a key unique in the cluster ("ns/name") */
+    int64_t group_size;    /* the pod's gpuquota.io/pod-group-size */
+    int64_t group_running; /* members of its group already admitted and not ended */
+    int32_t priority;      /* spec.priority */
+    int64_t created_us;    /* metadata.creationTimestamp, Unix microseconds */
+    gq_amounts charge;     /* gq_charge_from_cost */
+    const size_t *quotas;  /* indices of the quotas to charge (gq_quota_limits and matching) */
+    const bool *paid;      /* parallel: already holds a reservation in that quota */
+    size_t n_quotas;
+} gq_queue_entry;
+
+/* A quota the planner charges. */
+typedef struct gq_queue_quota {
+    const gq_quota *q; /* hard, strategy, name (borrowed) */
+    gq_amounts in_use; /* used + live reservations (paid charges included);
+                          the planner adds what it admits */
+} gq_queue_quota;
+
+typedef enum gq_queue_state {
+    GQ_QSTATE_ADMIT = 0,      /* charge it (the unpaid quotas) and ungate */
+    GQ_QSTATE_NO_ROOM,        /* quota `quota` has no room for it (its group) now */
+    GQ_QSTATE_BEHIND_HEAD,    /* a StrictFIFO quota (`quota`) waits for a pod ahead */
+    GQ_QSTATE_WAIT_MEMBERS,   /* its group has fewer than size members */
+    GQ_QSTATE_GROUP_MISMATCH, /* members of its group disagree on the size */
+} gq_queue_state;
+
+typedef struct gq_queue_decision {
+    gq_queue_state state;
+    size_t quota;    /* NO_ROOM / BEHIND_HEAD: index into the quotas */
+    size_t position; /* 1-based place in the cluster-wide order */
+    int64_t ahead;   /* BEHIND_HEAD: pods ahead of it in `quota` that wait */
+    int64_t members; /* groups: queued members seen (running ones excluded) */
+    gq_amounts need; /* NO_ROOM: what the pod or group needs of `quota` */
+} gq_queue_decision;
+
+/* Order of queues: higher spec.priority first, then earlier creation, then
+ * uid (so every replica decides alike). qsort-style. */
+int gq_queue_entry_cmp(const gq_queue_entry *a, const gq_queue_entry *b);
+
+/* Decide which of entries[0..n) can be admitted now, in order. Units are
+ * single pods and complete groups (queued members + group_running >= size;
+ * a group stands in line at its first member's place). A unit is admitted
+ * when, for every quota it charges and every key of that quota's hard, in_use
+ * + what the unit has not yet paid <= hard; admitting adds that to in_use.
+ * A unit that does not fit blocks every StrictFIFO quota it charges: later
+ * units charging such a quota wait (BEHIND_HEAD); under BestEffortFIFO they
+ * may pass. A unit that has paid everything (a charge written before a
+ * failover) is admitted whatever blocks. Incomplete and mismatched groups
+ * wait without blocking anyone. out[0..n) receives one decision per entry.
+ * GQ_ENOMEM, or GQ_EINVAL for an entry naming a quota index >= nq. */
+gq_code gq_queue_plan(const gq_queue_entry *entries, size_t n, gq_queue_quota *quotas, size_t nq,
+                      gq_queue_decision *out, gq_err *err) GQ_WUR;
+
+/* The JSON Patch (RFC 6902) that ungates a pod: test metadata.uid == uid,
+ * test spec.schedulingGates[gate_index].name == GQ_QUEUE_GATE, remove that
+ * entry. The tests make the patch fail (and nothing change) when the pod
+ * was replaced or its gates moved, so it can never drop someone else's gate
+ * or ungate twice. Every ungate is built here, so whatever else admission
+ * must write (node affinity for a chosen model) joins this one patch.
+ * Caller owns the array; NULL on allocation failure. */
+json_object *gq_queue_ungate_patch(const char *uid, int gate_index);
+
+#endif

@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# Queue figures on the real control plane (issue 11; docs/performance.md).
+# Figures only: nothing is asserted.
+#
+#   scripts/bench-queue.sh BUILD_DIR
+#
+# The control plane of test/e2e/suite.sh with gpuquota installed from
+# deploy/ (3 webhook replicas, 2 controllers with leader election).
+#   latency  one namespace, a Queue quota with room for one 1Gi pod, one pod
+#            running and GQ_BENCH_QUEUE_LAT pods queued; the running pod is
+#            deleted, the next one ungated, and so on. Time from the DELETE
+#            to the controller's ungate PATCH of the next pod, both taken
+#            from kube-apiserver's audit log: p50, p99, max.
+#   scale    GQ_BENCH_QUEUE_PODS pods (test/bench/podcreate, 16 clients)
+#            queued across GQ_BENCH_QUEUE_NS namespaces, each with a Queue
+#            quota full of one running pod; then every quota's hard is
+#            raised at once. Time to drain (every pod ungated) and the
+#            leader's CPU time (utime + stime from /proc) per pod admitted.
+# Environment: GQ_BENCH_QUEUE_LAT (100), GQ_BENCH_QUEUE_PODS (10000),
+# GQ_BENCH_QUEUE_NS (100), GQ_BENCH_OUT (folder kept with logs; default a
+# temporary one, removed).
+set -euo pipefail
+build=${1:?usage: bench-queue.sh BUILD_DIR}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+GQ=$(cd "$build" && pwd)/gpuquota
+LAT=${GQ_BENCH_QUEUE_LAT:-100}
+PODS=${GQ_BENCH_QUEUE_PODS:-10000}
+NSN=${GQ_BENCH_QUEUE_NS:-100}
+if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
+    export PATH=/usr/local/go/bin:$PATH
+fi
+out=${GQ_BENCH_OUT:-}
+keep_out=1
+if [[ -z $out ]]; then
+    out=$(mktemp -d /tmp/gq-bench-queue.XXXXXX)
+    keep_out=0
+fi
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+export GQ_E2E_DIR=$out/e2e GQ ROOT
+podcreate=$out/podcreate
+cleanup() {
+    "$ROOT/test/e2e/suite.sh" down "$GQ_E2E_DIR" >/dev/null 2>&1 || true
+    ((keep_out)) || rm -rf "$out"
+}
+trap cleanup EXIT
+(cd "$ROOT/test/bench/podcreate" && GOFLAGS=-mod=readonly go build -o "$podcreate" .)
+"$ROOT/test/e2e/suite.sh" up "$GQ_E2E_DIR" "$GQ" >"$out/up.log" 2>&1
+set +e
+# shellcheck source=../test/e2e/lib.sh
+source "$ROOT/test/e2e/lib.sh"
+set -e
+
+qquota() { # qquota NS HARD
+    kubectl apply -f - >/dev/null <<EOF
+apiVersion: gpuquota.io/v1alpha1
+kind: GPUQuota
+metadata: {name: q, namespace: $1}
+spec:
+  hard: {gpu-memory: $2}
+  whenExceeded: Queue
+EOF
+}
+gated() { kubectl -n "$1" get pods -o json | jq '[.items[] | select(.spec.schedulingGates)] | length'; }
+seen() { gpu_pod probe 1Gi | kubectl -n "$1" create --dry-run=server -o json -f - | jq -e '.spec.schedulingGates'; }
+leader_pid() {
+    local holder n pid
+    holder=$(kubectl -n "$NS_SYS" get lease gpuquota-controller -o jsonpath='{.spec.holderIdentity}')
+    for n in 0 1; do
+        pid=$(cat "$E2E/controller-$n.pid")
+        [[ $holder == *_"$pid" ]] && echo "$pid"
+    done
+    return 0
+}
+cpu_s() { awk '{printf "%.2f", ($14 + $15) / 100}' "/proc/$1/stat"; }
+
+# ------------------------------------------------------------- latency
+ns bq-lat
+qquota bq-lat 1Gi
+eventually 15 seen bq-lat
+gpu_pod run 1Gi | kubectl -n bq-lat create -f - >/dev/null 2>&1
+eventually 15 bash -c "[[ \$(kubectl -n bq-lat get pod run -o json | jq '.spec.schedulingGates | length') == 0 ]]"
+for i in $(seq -f '%04g' 1 "$LAT"); do gpu_pod "p$i" 1Gi; echo ---; done | kubectl -n bq-lat create -f - >/dev/null 2>&1
+# running: the one pod ungated and not being deleted.
+running() {
+    kubectl -n bq-lat get pods -o json | jq -r '[.items[] | select((.spec.schedulingGates | not)
+        and .metadata.deletionTimestamp == null) | .metadata.name] | join(" ")'
+}
+cur=run
+for _ in $(seq "$LAT"); do
+    kubectl -n bq-lat delete pod "$cur" --grace-period=0 --force >/dev/null 2>&1
+    moved() { local r; r=$(running); [[ -n $r && $r != "$cur" ]]; }
+    eventually 30 moved || break
+    cur=$(running)
+done
+sa=system:serviceaccount:$NS_SYS:gpuquota-controller
+echo "## time from a pod ending (DELETE) to the next queued pod ungated (PATCH), $LAT pods"
+jq -r --arg sa "$sa" 'select(.stage == "ResponseComplete" and .objectRef.namespace == "bq-lat"
+    and .objectRef.resource == "pods" and (.verb == "delete" or (.verb == "patch" and .user.username == $sa
+    and .responseStatus.code == 200))) | [.stageTimestamp, .verb, .objectRef.name] | @tsv' \
+    "$E2E/cluster/audit.log" | sort | python3 -c '
+import sys, datetime
+def ts(s):
+    return datetime.datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
+last_delete, d = None, []
+for line in sys.stdin:
+    t, verb, name = line.rstrip("\n").split("\t")
+    if verb == "delete":
+        last_delete = ts(t)
+    elif last_delete is not None:
+        d.append((ts(t) - last_delete) * 1000)
+        last_delete = None
+d.sort()
+q = lambda p: d[min(len(d) - 1, int(round(p * (len(d) - 1))))]
+print("pods %d  p50 %.0f ms  p99 %.0f ms  max %.0f ms" % (len(d), q(0.5), q(0.99), d[-1]))
+'
+
+# --------------------------------------------------------------- scale
+nss=""
+for i in $(seq -f '%03g' 1 "$NSN"); do
+    n=bq-$i
+    kubectl create namespace "$n" >/dev/null
+    qquota "$n" 1Gi
+    nss+=${nss:+,}$n
+done
+for i in $(seq -f '%03g' 1 "$NSN"); do eventually 30 kubectl -n "bq-$i" get serviceaccount default; done
+eventually 30 seen "bq-$(printf %03d "$NSN")"
+for i in $(seq -f '%03g' 1 "$NSN"); do gpu_pod filler 1Gi | kubectl -n "bq-$i" create -f - >/dev/null 2>&1; done
+t0=$(date +%s.%N)
+"$podcreate" run --kubeconfig "$KUBECONFIG" --namespaces "$nss" --clients 16 --pods "$PODS" \
+    --quantity 1Gi --run bq >"$out/create.json" 2>"$out/create.err" || true
+t1=$(date +%s.%N)
+total=0
+for i in $(seq -f '%03g' 1 "$NSN"); do total=$((total + $(gated "bq-$i"))); done
+echo "## $total pods queued across $NSN namespaces, created in $(python3 -c "print('%.0f' % ($t1 - $t0))") s"
+all_settled() {
+    local i
+    for i in $(seq -f '%03g' 1 "$NSN"); do
+        [[ $(kubectl -n "bq-$i" get gq q -o jsonpath='{.status.queuedPods}') == "$(gated "bq-$i")" ]] || return 1
+    done
+}
+eventually 300 all_settled || true
+pid=$(leader_pid)
+c0=$(cpu_s "$pid")
+d0=$(date +%s.%N)
+for i in $(seq -f '%03g' 1 "$NSN"); do
+    kubectl -n "bq-$i" patch gq q --type=merge -p '{"spec":{"hard":{"gpu-memory":"100000Gi"}}}' >/dev/null &
+done
+wait
+drained() {
+    [[ $(kubectl get pods -A -l bench.gpuquota.io/run=bq -o json |
+        jq '[.items[] | select(.spec.schedulingGates)] | length') == 0 ]]
+}
+eventually 1800 drained || echo "# the queue did not drain within 30 min"
+d1=$(date +%s.%N)
+c1=$(cpu_s "$pid")
+python3 - "$total" "$d0" "$d1" "$c0" "$c1" <<'EOF'
+import sys
+n, d0, d1, c0, c1 = int(sys.argv[1]), *map(float, sys.argv[2:])
+print("## drain: %d queued pods ungated in %.1f s (%.0f pods/s); leader CPU %.2f s, %.3f ms per admission"
+      % (n, d1 - d0, n / max(d1 - d0, 1e-9), c1 - c0, (c1 - c0) * 1000 / max(n, 1)))
+EOF

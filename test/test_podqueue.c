@@ -1,0 +1,460 @@
+/* Queueing core (quota/podqueue.h): the gate, pod groups, the order of a
+ * queue and which queued pods can be admitted now. Table-driven where the
+ * cases are alike. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "quota/podqueue.h"
+
+#define GI (1024LL * 1024 * 1024)
+
+static json_object *J(const char *s)
+{
+    char *d = strdup(s);
+    assert_non_null(d);
+    for (char *p = d; *p; p++)
+        if (*p == '\'')
+            *p = '"';
+    json_object *o = json_tokener_parse(d);
+    if (!o)
+        fail_msg("bad test JSON: %s", d);
+    free(d);
+    return o;
+}
+
+static gq_quota *Q(const char *s)
+{
+    json_object *o = J(s);
+    gq_quota *q = NULL;
+    gq_err err;
+    gq_err_clear(&err);
+    if (gq_quota_parse(o, &q, &err))
+        fail_msg("quota parse failed: %s (%s)", err.msg, s);
+    json_object_put(o);
+    return q;
+}
+
+static gq_amounts mem(int64_t gi)
+{
+    gq_amounts a;
+    memset(&a, 0, sizeof(a));
+    for (int k = 0; k < GQ_KEY_COUNT; k++)
+        a.set[k] = true;
+    a.v[GQ_KEY_GPU_MEMORY] = gi * GI;
+    a.v[GQ_KEY_GPU_PODS] = gi ? 1 : 0;
+    a.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
+    return a;
+}
+
+static void test_spec_fields(void **state)
+{
+    (void)state;
+    gq_quota *q = Q("{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':"
+                    "'q','namespace':'a'},'spec':{'hard':{'gpu-memory':'8Gi'},'whenExceeded':"
+                    "'Queue','queueingStrategy':'StrictFIFO'}}");
+    assert_int_equal(q->when_exceeded, GQ_WHEN_QUEUE);
+    assert_int_equal(q->strategy, GQ_QUEUE_STRICT);
+    gq_quota_free(q);
+    q = Q("{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':'q',"
+          "'namespace':'a'},'spec':{'hard':{'gpu-memory':'8Gi'}}}");
+    assert_int_equal(q->when_exceeded, GQ_WHEN_DENY);
+    assert_int_equal(q->strategy, GQ_QUEUE_BEST_EFFORT);
+    gq_quota_free(q);
+    static const char *const bad[] = {
+        "{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':'q',"
+        "'namespace':'a'},'spec':{'whenExceeded':'queue'}}",
+        "{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':'q',"
+        "'namespace':'a'},'spec':{'whenExceeded':1}}",
+        "{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':'q',"
+        "'namespace':'a'},'spec':{'queueingStrategy':'LIFO'}}",
+    };
+    static const char *const why[] = {"spec.whenExceeded: unsupported value \"queue\"",
+                                      "spec.whenExceeded: must be a string",
+                                      "spec.queueingStrategy: unsupported value \"LIFO\""};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        json_object *o = J(bad[i]);
+        gq_err err;
+        gq_err_clear(&err);
+        q = NULL;
+        assert_int_equal(gq_quota_parse(o, &q, &err), GQ_EINVAL);
+        assert_non_null(strstr(err.msg, why[i]));
+        json_object_put(o);
+    }
+}
+
+static void test_gate_index(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *pod;
+        int idx;
+        size_t count;
+    } cases[] = {
+        {"{'spec':{}}", -1, 0},
+        {"{'spec':{'schedulingGates':[{'name':'gpuquota.io/quota'}]}}", 0, 1},
+        {"{'spec':{'schedulingGates':[{'name':'kueue.x-k8s.io/admission'},{'name':'gpuquota.io/"
+         "quota'}]}}",
+         1, 2},
+        {"{'spec':{'schedulingGates':[{'name':'gpuquota.io/quota-x'}]}}", -1, 1},
+        {"{'spec':{'schedulingGates':{'name':'gpuquota.io/quota'}}}", -1, 0},
+        {"{'spec':{'schedulingGates':[7,{'name':7}]}}", -1, 2},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_object *o = J(cases[i].pod);
+        assert_int_equal(gq_pod_gate_index(o), cases[i].idx);
+        assert_int_equal(gq_pod_gate_count(o), cases[i].count);
+        json_object_put(o);
+    }
+}
+
+static void test_group_parse(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *meta;
+        gq_code rc;
+        const char *name; /* or the message */
+        int64_t size;
+    } cases[] = {
+        {"{}", GQ_OK, "", 0},
+        {"{'labels':{'gpuquota.io/pod-group':'train'},'annotations':{'gpuquota.io/"
+         "pod-group-size':'4'}}",
+         GQ_OK, "train", 4},
+        {"{'labels':{'gpuquota.io/pod-group':'train'}}", GQ_EINVAL,
+         "pod group train: annotation gpuquota.io/pod-group-size is required", 0},
+        {"{'annotations':{'gpuquota.io/pod-group-size':'4'}}", GQ_EINVAL,
+         "annotation gpuquota.io/pod-group-size needs label gpuquota.io/pod-group", 0},
+        {"{'labels':{'gpuquota.io/pod-group':'t'},'annotations':{'gpuquota.io/pod-group-size':"
+         "'0'}}",
+         GQ_EINVAL, "must be a whole number from 1 to 4096", 0},
+        {"{'labels':{'gpuquota.io/pod-group':'t'},'annotations':{'gpuquota.io/pod-group-size':"
+         "'4097'}}",
+         GQ_EINVAL, "must be a whole number from 1 to 4096", 0},
+        {"{'labels':{'gpuquota.io/pod-group':'t'},'annotations':{'gpuquota.io/pod-group-size':"
+         "'99999999999999999999'}}",
+         GQ_EINVAL, "must be a whole number from 1 to 4096", 0},
+        {"{'labels':{'gpuquota.io/pod-group':'t'},'annotations':{'gpuquota.io/pod-group-size':"
+         "'-1'}}",
+         GQ_EINVAL, "must be a whole number", 0},
+        {"{'labels':{'gpuquota.io/pod-group':'t'},'annotations':{'gpuquota.io/pod-group-size':"
+         "'4 '}}",
+         GQ_EINVAL, "must be a whole number", 0},
+        {"{'labels':{'gpuquota.io/pod-group':''},'annotations':{'gpuquota.io/pod-group-size':"
+         "'4'}}",
+         GQ_EINVAL, "must name the group", 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[512];
+        snprintf(buf, sizeof buf, "{'metadata':%s}", cases[i].meta);
+        json_object *o = J(buf);
+        gq_pod_group g;
+        gq_err err;
+        gq_err_clear(&err);
+        memset(&g, 0x5a, sizeof(g));
+        gq_code rc = gq_pod_group_parse(o, &g, &err);
+        assert_int_equal(rc, cases[i].rc);
+        if (rc == GQ_OK) {
+            assert_int_equal(g.present, cases[i].size > 0);
+            assert_string_equal(g.name, cases[i].name);
+            assert_int_equal(g.size, cases[i].size);
+        } else if (!strstr(err.msg, cases[i].name)) {
+            fail_msg("case %zu: [%s] lacks [%s]", i, err.msg, cases[i].name);
+        }
+        json_object_put(o);
+    }
+}
+
+static void test_ever_fits(void **state)
+{
+    (void)state;
+    gq_quota *q = Q("{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':"
+                    "'team','namespace':'a'},'spec':{'hard':{'gpu-memory':'32Gi'}}}");
+    gq_amounts c = mem(8);
+    gq_err err;
+    gq_err_clear(&err);
+    assert_int_equal(gq_queue_check_ever_fits(q, &c, 4, "train", &err), GQ_OK);
+    assert_int_equal(gq_queue_check_ever_fits(q, &c, 5, "train", &err), GQ_EDENIED);
+    assert_string_equal(err.msg, "pod group train of 5 pods asks for gpu-memory=40Gi, more than "
+                                 "quota team allows at all (gpu-memory=32Gi): it would wait "
+                                 "forever");
+    c = mem(40);
+    assert_int_equal(gq_queue_check_ever_fits(q, &c, 1, NULL, &err), GQ_EDENIED);
+    assert_string_equal(err.msg, "pod asks for gpu-memory=40Gi, more than quota team allows at "
+                                 "all (gpu-memory=32Gi): it would wait forever");
+    c.v[GQ_KEY_GPU_MEMORY] = INT64_MAX / 2;
+    assert_int_equal(gq_queue_check_ever_fits(q, &c, 4096, "huge", &err), GQ_EDENIED);
+    gq_quota_free(q);
+}
+
+/* A planner scenario: quotas (hard gpu-memory in Gi, strict?) with in_use,
+ * entries (priority, created, Gi, group, size, running, quotas), expected
+ * states. */
+typedef struct pe {
+    const char *uid;
+    int32_t prio;
+    int64_t created;
+    int64_t gi;
+    const char *group;
+    int64_t size, running;
+    size_t q[2];
+    size_t nq;
+    bool paid0;
+    gq_queue_state want;
+} pe;
+
+static gq_quota *hardq(const char *name, int64_t gi, bool strict)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf,
+             "{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':'%s',"
+             "'namespace':'a'},'spec':{'hard':{'gpu-memory':'%lldGi'},'whenExceeded':'Queue',"
+             "'queueingStrategy':'%s'}}",
+             name, (long long)gi, strict ? "StrictFIFO" : "BestEffortFIFO");
+    return Q(buf);
+}
+
+static void run_plan(gq_quota **qv, const int64_t *in_use_gi, size_t nq, const pe *es, size_t n,
+                     gq_queue_decision *out, gq_queue_quota *pq)
+{
+    gq_queue_entry e[16];
+    bool paid[16][2];
+    assert_true(n <= 16);
+    for (size_t j = 0; j < nq; j++) {
+        pq[j].q = qv[j];
+        pq[j].in_use = mem(0);
+        pq[j].in_use.v[GQ_KEY_GPU_MEMORY] = in_use_gi[j] * GI;
+    }
+    for (size_t i = 0; i < n; i++) {
+        memset(&e[i], 0, sizeof(e[i]));
+        e[i].uid = es[i].uid;
+        e[i].priority = es[i].prio;
+        e[i].created_us = es[i].created;
+        e[i].charge = mem(es[i].gi);
+        e[i].group = es[i].group;
+        e[i].group_size = es[i].size;
+        e[i].group_running = es[i].running;
+        e[i].quotas = es[i].q;
+        e[i].n_quotas = es[i].nq;
+        paid[i][0] = es[i].paid0;
+        paid[i][1] = false;
+        e[i].paid = paid[i];
+    }
+    gq_err err;
+    gq_err_clear(&err);
+    assert_int_equal(gq_queue_plan(e, n, pq, nq, out, &err), GQ_OK);
+    for (size_t i = 0; i < n; i++)
+        if (out[i].state != es[i].want)
+            fail_msg("%s: state %d, want %d", es[i].uid, out[i].state, es[i].want);
+}
+
+static void test_plan_order(void **state)
+{
+    (void)state;
+    gq_quota *q = hardq("team", 8, false);
+    gq_queue_decision out[4];
+    gq_queue_quota pq[1];
+    int64_t used[] = {0};
+    /* Room for one: the high-priority pod wins over an older low one; among
+     * equals the older wins; among equal times the smaller uid. */
+    pe a[] = {
+        {"low-old", 10, 100, 8, NULL, 0, 0, {0}, 1, false, GQ_QSTATE_NO_ROOM},
+        {"high", 1000, 200, 8, NULL, 0, 0, {0}, 1, false, GQ_QSTATE_ADMIT},
+        {"low-new", 10, 300, 8, NULL, 0, 0, {0}, 1, false, GQ_QSTATE_NO_ROOM},
+    };
+    run_plan(&q, used, 1, a, 3, out, pq);
+    assert_int_equal(out[1].position, 1);
+    assert_int_equal(out[0].position, 2);
+    assert_int_equal(out[2].position, 3);
+    assert_int_equal(pq[0].in_use.v[GQ_KEY_GPU_MEMORY], 8 * GI);
+    assert_int_equal(out[0].need.v[GQ_KEY_GPU_MEMORY], 8 * GI);
+    pe b[] = {
+        {"b", 10, 100, 8, NULL, 0, 0, {0}, 1, false, GQ_QSTATE_NO_ROOM},
+        {"a", 10, 100, 8, NULL, 0, 0, {0}, 1, false, GQ_QSTATE_ADMIT},
+    };
+    run_plan(&q, used, 1, b, 2, out, pq);
+    gq_queue_entry x = {.uid = "x", .priority = 5, .created_us = 1};
+    gq_queue_entry y = {.uid = "y", .priority = 5, .created_us = 2};
+    assert_true(gq_queue_entry_cmp(&x, &y) < 0);
+    assert_true(gq_queue_entry_cmp(&y, &x) > 0);
+    assert_int_equal(gq_queue_entry_cmp(&x, &x), 0);
+    gq_quota_free(q);
+}
+
+static void test_plan_strategies(void **state)
+{
+    (void)state;
+    gq_queue_decision out[4];
+    gq_queue_quota pq[1];
+    int64_t used[] = {4};
+    pe es[] = {
+        {"big", 0, 100, 8, NULL, 0, 0, {0}, 1, false, GQ_QSTATE_NO_ROOM},
+        {"small", 0, 200, 4, NULL, 0, 0, {0}, 1, false, GQ_QSTATE_ADMIT},
+    };
+    gq_quota *best = hardq("team", 10, false);
+    run_plan(&best, used, 1, es, 2, out, pq);
+    gq_quota *strict = hardq("team", 10, true);
+    es[1].want = GQ_QSTATE_BEHIND_HEAD;
+    run_plan(&strict, used, 1, es, 2, out, pq);
+    assert_int_equal(out[1].ahead, 1);
+    assert_int_equal(pq[0].in_use.v[GQ_KEY_GPU_MEMORY], 4 * GI); /* nothing admitted */
+    /* A pod that paid before a failover is admitted whatever blocks. */
+    es[1].paid0 = true;
+    es[1].want = GQ_QSTATE_ADMIT;
+    run_plan(&strict, used, 1, es, 2, out, pq);
+    assert_int_equal(pq[0].in_use.v[GQ_KEY_GPU_MEMORY], 4 * GI); /* paid: counted already */
+    gq_quota_free(best);
+    gq_quota_free(strict);
+}
+
+static void test_plan_two_quotas(void **state)
+{
+    (void)state;
+    /* Every quota a pod charges must have room; a strict quota blocks only
+     * pods that charge it. */
+    gq_quota *qv[2] = {hardq("ns-quota", 16, true), hardq("tenant", 12, false)};
+    gq_queue_decision out[4];
+    gq_queue_quota pq[2];
+    int64_t used[] = {0, 8};
+    pe es[] = {
+        {"both", 0, 100, 8, NULL, 0, 0, {0, 1}, 2, false, GQ_QSTATE_NO_ROOM},
+        {"ns-only", 0, 200, 4, NULL, 0, 0, {0}, 1, false, GQ_QSTATE_BEHIND_HEAD},
+        {"tenant-only", 0, 300, 4, NULL, 0, 0, {1}, 1, false, GQ_QSTATE_ADMIT},
+    };
+    run_plan(qv, used, 2, es, 3, out, pq);
+    assert_int_equal(out[0].quota, 1); /* the tenant is what lacks room */
+    assert_int_equal(pq[1].in_use.v[GQ_KEY_GPU_MEMORY], 12 * GI);
+    gq_quota_free(qv[0]);
+    gq_quota_free(qv[1]);
+}
+
+static void test_plan_groups(void **state)
+{
+    (void)state;
+    gq_quota *q = hardq("team", 32, false);
+    gq_queue_decision out[8];
+    gq_queue_quota pq[1];
+    int64_t used[] = {8};
+    /* 3 of 4 members: waits and blocks nobody (a later single pod passes
+     * even under StrictFIFO). */
+    gq_quota *sq = hardq("team", 32, true);
+    pe three[] = {
+        {"t0", 0, 100, 8, "a/train", 4, 0, {0}, 1, false, GQ_QSTATE_WAIT_MEMBERS},
+        {"t1", 0, 101, 8, "a/train", 4, 0, {0}, 1, false, GQ_QSTATE_WAIT_MEMBERS},
+        {"t2", 0, 102, 8, "a/train", 4, 0, {0}, 1, false, GQ_QSTATE_WAIT_MEMBERS},
+        {"solo", 0, 200, 8, NULL, 0, 0, {0}, 1, false, GQ_QSTATE_ADMIT},
+    };
+    run_plan(&sq, used, 1, three, 4, out, pq);
+    assert_int_equal(out[0].members, 3);
+    /* 4 of 4 that do not fit together (8 used + 32 > 32): all wait. */
+    pe four[] = {
+        {"t0", 0, 100, 8, "a/train", 4, 0, {0}, 1, false, GQ_QSTATE_NO_ROOM},
+        {"t1", 0, 101, 8, "a/train", 4, 0, {0}, 1, false, GQ_QSTATE_NO_ROOM},
+        {"t2", 0, 102, 8, "a/train", 4, 0, {0}, 1, false, GQ_QSTATE_NO_ROOM},
+        {"t3", 0, 103, 8, "a/train", 4, 0, {0}, 1, false, GQ_QSTATE_NO_ROOM},
+    };
+    run_plan(&q, used, 1, four, 4, out, pq);
+    assert_int_equal(out[0].need.v[GQ_KEY_GPU_MEMORY], 32 * GI);
+    /* Room frees: all 4 together. */
+    int64_t none[] = {0};
+    for (int i = 0; i < 4; i++)
+        four[i].want = GQ_QSTATE_ADMIT;
+    run_plan(&q, none, 1, four, 4, out, pq);
+    assert_int_equal(pq[0].in_use.v[GQ_KEY_GPU_MEMORY], 32 * GI);
+    /* Disagreeing sizes: nobody is admitted. */
+    pe mismatch[] = {
+        {"t0", 0, 100, 8, "a/train", 4, 0, {0}, 1, false, GQ_QSTATE_GROUP_MISMATCH},
+        {"t1", 0, 101, 8, "a/train", 3, 0, {0}, 1, false, GQ_QSTATE_GROUP_MISMATCH},
+        {"t2", 0, 102, 8, "a/train", 4, 0, {0}, 1, false, GQ_QSTATE_GROUP_MISMATCH},
+        {"t3", 0, 103, 8, "a/train", 4, 0, {0}, 1, false, GQ_QSTATE_GROUP_MISMATCH},
+    };
+    run_plan(&q, none, 1, mismatch, 4, out, pq);
+    /* A replacement member while the other 3 run: admitted alone. Same
+     * group names in two namespaces are two groups. */
+    pe repl[] = {
+        {"r", 0, 100, 8, "a/train", 4, 3, {0}, 1, false, GQ_QSTATE_ADMIT},
+        {"other", 0, 101, 8, "b/train", 4, 0, {0}, 1, false, GQ_QSTATE_WAIT_MEMBERS},
+    };
+    run_plan(&q, used, 1, repl, 2, out, pq);
+    /* A group stands in line at its first member's place: a high-priority
+     * member pulls the group ahead of a single pod. */
+    pe lead[] = {
+        {"solo", 5, 50, 16, NULL, 0, 0, {0}, 1, false, GQ_QSTATE_NO_ROOM},
+        {"g0", 9, 100, 8, "a/g", 2, 0, {0}, 1, false, GQ_QSTATE_ADMIT},
+        {"g1", 0, 101, 8, "a/g", 2, 0, {0}, 1, false, GQ_QSTATE_ADMIT},
+    };
+    int64_t u16[] = {16};
+    run_plan(&q, u16, 1, lead, 3, out, pq);
+    gq_quota_free(q);
+    gq_quota_free(sq);
+}
+
+static void test_plan_bad_index(void **state)
+{
+    (void)state;
+    size_t qi = 3;
+    gq_queue_entry e = {.uid = "x", .quotas = &qi, .n_quotas = 1};
+    gq_queue_decision d;
+    gq_err err;
+    gq_err_clear(&err);
+    assert_int_equal(gq_queue_plan(&e, 1, NULL, 0, &d, &err), GQ_EINVAL);
+    assert_int_equal(gq_queue_plan(NULL, 0, NULL, 0, NULL, &err), GQ_OK);
+}
+
+static void test_ungate_patch(void **state)
+{
+    (void)state;
+    json_object *p = gq_queue_ungate_patch("u-1", 2);
+    assert_non_null(p);
+    assert_string_equal(
+        json_object_to_json_string_ext(p, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE),
+        "[{\"op\":\"test\",\"path\":\"/metadata/uid\",\"value\":\"u-1\"},"
+        "{\"op\":\"test\",\"path\":\"/spec/schedulingGates/2/name\",\"value\":"
+        "\"gpuquota.io/quota\"},"
+        "{\"op\":\"remove\",\"path\":\"/spec/schedulingGates/2\"}]");
+    json_object_put(p);
+}
+
+static void test_applies(void **state)
+{
+    (void)state;
+    gq_quota *deny = Q("{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':"
+                       "'d','namespace':'a'},'spec':{'hard':{'gpu-memory':'8Gi'}}}");
+    gq_quota *queue = hardq("q", 8, false);
+    gq_quota *pods_only =
+        Q("{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':"
+          "'p','namespace':'a'},'spec':{'hard':{'gpus':'1'},'whenExceeded':'Queue'}}");
+    gq_pod_facts f = {"a", NULL, false, false, NULL};
+    gq_amounts c = mem(4);
+    const gq_quota *one[] = {deny};
+    const gq_quota *two[] = {deny, queue};
+    const gq_quota *p[] = {pods_only};
+    assert_false(gq_queue_applies(one, 1, &f, NULL, &c));
+    assert_true(gq_queue_applies(two, 2, &f, NULL, &c));
+    /* A Queue quota that limits nothing the pod charges does not queue it. */
+    assert_false(gq_queue_applies(p, 1, &f, NULL, &c));
+    gq_pod_facts other = {"b", NULL, false, false, NULL};
+    assert_false(gq_queue_applies(two, 2, &other, NULL, &c));
+    gq_quota_free(deny);
+    gq_quota_free(queue);
+    gq_quota_free(pods_only);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_spec_fields),     cmocka_unit_test(test_gate_index),
+        cmocka_unit_test(test_group_parse),     cmocka_unit_test(test_ever_fits),
+        cmocka_unit_test(test_plan_order),      cmocka_unit_test(test_plan_strategies),
+        cmocka_unit_test(test_plan_two_quotas), cmocka_unit_test(test_plan_groups),
+        cmocka_unit_test(test_plan_bad_index),  cmocka_unit_test(test_ungate_patch),
+        cmocka_unit_test(test_applies),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -158,6 +158,44 @@ static void report_and_table(void **state)
     json_object_put(r);
 }
 
+/* Status fields of the wrong shape are left out, never trusted or crashed on. */
+static void odd_status(void **state)
+{
+    (void)state;
+    static const char *const statuses[] = {
+        "{\"queued\":\"lots\",\"models\":{},\"namespaces\":7}",
+        "{\"queued\":{\"gpu-memory\":\"-1\"},\"models\":[1,{\"model\":2},{\"model\":\"x\","
+        "\"used\":[]}],\"namespaces\":[null,{\"namespace\":\"a\",\"used\":\"x\"}]}",
+        "[]",
+        "{\"used\":{\"gpu-memory\":\"9223372036854775807\"},\"queued\":{\"gpu-memory\":"
+        "\"9223372036854775807\"}}",
+    };
+    for (size_t i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++) {
+        char text[1024];
+        snprintf(text, sizeof text,
+                 "{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPUTenantQuota\","
+                 "\"metadata\":{\"name\":\"t\"},\"spec\":{\"namespaces\":[\"a\"],"
+                 "\"hard\":{\"gpu-memory\":\"8Gi\"}},\"status\":%s}",
+                 statuses[i]);
+        json_object *obj = parse(text), *r = NULL;
+        gq_err err;
+        assert_int_equal(gq_top_report(&obj, 1, NOW, &r, &err), GQ_OK);
+        char *out = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&out, &len);
+        gq_render_top_table(f, r);
+        gq_render_yaml(f, r);
+        fclose(f);
+        assert_true(len > 0);
+        /* either reported or refused as unreadable, never half-read */
+        assert_true(strstr(out, "tenant    t") || strstr(out, "unreadable quota t"));
+        assert_null(strstr(out, "model x"));
+        free(out);
+        json_object_put(r);
+        json_object_put(obj);
+    }
+}
+
 static void yaml(void **state)
 {
     (void)state;
@@ -203,6 +241,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bars),
         cmocka_unit_test(report_and_table),
+        cmocka_unit_test(odd_status),
         cmocka_unit_test(yaml),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -551,7 +551,8 @@ int gq_cmd_explain(int argc, char **argv)
         f.namespace_ = pod_ns;
     if (!gq_pj_str(meta, "name") && !gq_pj_str(meta, "generateName"))
         json_object_object_add(meta, "generateName", json_object_new_string("gpuquota-explain-"));
-    status = GQ_EXIT_USAGE;
+    if (gq_check_namespace("--gpuquota-namespace", sys_ns, &err))
+        goto fail;
     if (gq_kflags_client(&f, &c, &ns, &err) ||
         load_config(c, config_file, sys_ns, &cfg, source, sizeof(source), &err))
         goto fail;

@@ -54,6 +54,10 @@ struct kube_config;
 gq_code gq_kflags_client(const gq_kflags *f, struct kube_client **client, char **ns,
                          gq_err *err) GQ_WUR;
 
+/* GQ_EINVAL naming what unless ns is a valid namespace name (RFC 1123
+ * label), as it is put into API paths. */
+gq_code gq_check_namespace(const char *what, const char *ns, gq_err *err) GQ_WUR;
+
 /* Print v as -o asks (json: pretty JSON; yaml: YAML). */
 void gq_print_doc(FILE *out, gq_out_fmt fmt, json_object *v);
 

@@ -76,6 +76,21 @@ int gq_kflags_take(gq_kflags *f, int argc, char **argv, int *i, gq_err *err)
     return 0;
 }
 
+gq_code gq_check_namespace(const char *what, const char *ns, gq_err *err)
+{
+    size_t n = strlen(ns);
+    bool ok = n > 0 && n <= 63 && ns[0] != '-' && ns[n - 1] != '-';
+    for (size_t i = 0; ok && i < n; i++)
+        ok = (ns[i] >= 'a' && ns[i] <= 'z') || (ns[i] >= '0' && ns[i] <= '9') || ns[i] == '-';
+    if (!ok)
+        return gq_err_set(err, GQ_EINVAL,
+                          "%s \"%.80s\" is not a valid namespace name: a lowercase RFC 1123 "
+                          "label (at most 63 of a-z, 0-9 and '-', starting and ending with a "
+                          "letter or digit)",
+                          what, ns);
+    return GQ_OK;
+}
+
 gq_code gq_kflags_client(const gq_kflags *f, kube_client **client, char **ns, gq_err *err)
 {
     kube_config *cfg = NULL;
@@ -85,6 +100,11 @@ gq_code gq_kflags_client(const gq_kflags *f, kube_client **client, char **ns, gq
     gq_code rc = kube_config_load_default(f->kubeconfig, f->context, &cfg, err);
     if (rc)
         return rc;
+    /* The namespace goes into API paths: a name Kubernetes would accept,
+     * nothing else. */
+    if ((rc =
+             gq_check_namespace("namespace", f->namespace_ ? f->namespace_ : cfg->namespace_, err)))
+        goto out;
     n = strdup(f->namespace_ ? f->namespace_ : cfg->namespace_);
     if (!n) {
         rc = gq_err_set(err, GQ_ENOMEM, "out of memory");

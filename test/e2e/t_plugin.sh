@@ -69,6 +69,8 @@ check_match "--context picks the context and its namespace" 'namespace e2e-pb/sm
     "$(KUBECONFIG=/nonexistent kubectl gpuquota top --kubeconfig "$kc" --context plugin-ctx)"
 check_match "KUBECONFIG is honoured like kubectl does" 'namespace e2e-pb/small' \
     "$(KUBECONFIG=$kc kubectl gpuquota top --context=plugin-ctx)"
+check_match "a namespace that is no namespace name never reaches an API path" \
+    'namespace "a/../b" is not a valid namespace name' "$(kubectl gpuquota top -n 'a/../b' 2>&1)"
 out=$(kubectl gpuquota top --kubeconfig "$kc" --context nope 2>&1)
 check_match "an unknown context is an error" 'context "nope"' "$out"
 

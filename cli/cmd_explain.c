@@ -18,11 +18,15 @@
 #include "cli_args.h"
 #include "config.h"
 #include "crd.h"
+#include "jsonpatch.h"
+#include "jsonutil.h"
 #include "kube.h"
+#include "mutation.h"
 #include "plugin.h"
 #include "podcost.h"
 #include "policy.h"
 #include "quantity.h"
+#include "review.h"
 #include "yamljson.h"
 
 const char gq_cmd_explain_summary[] =
@@ -138,6 +142,77 @@ static gq_code server_dry_run(kube_client *c, const char *ns, json_object *pod, 
     }
     split_refusal(e.msg, d);
     return GQ_OK;
+}
+
+/* ---- the rewrite of a refused pod ------------------------------------------ */
+
+/* The namespace's GPULimitRanges as the mutating webhook reads them. */
+static gq_code list_lrs(void *ctx, const char *ns, json_object **out, gq_err *err)
+{
+    const gq_objs *lrs = ctx;
+    json_object *arr = json_object_new_array();
+    (void)ns; /* listed in the pod's namespace already */
+    if (!arr)
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    for (size_t i = 0; i < lrs->n; i++)
+        if (json_object_array_add(arr, json_object_get(lrs->v[i]))) {
+            json_object_put(lrs->v[i]);
+            json_object_put(arr);
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        }
+    *out = arr;
+    return GQ_OK;
+}
+
+/* A refused pod as the mutating webhook would have rewritten it (the dry run
+ * returns no object): the webhook's own decision, wh_mutate_review_src, over
+ * the namespace's GPULimitRanges, its patch applied, so that a whole GPU
+ * turned into a GPULimitRange's default slice is priced as that slice.
+ * *out is NULL when the mutating webhook itself refuses the pod. */
+static gq_code rewrite_offline(const gq_config *cfg, json_object *pod, const char *ns,
+                               const gq_objs *lrs, json_object **out, gq_err *err)
+{
+    json_object *copy = NULL, *review = NULL, *patch = NULL;
+    wh_review_request req;
+    wh_review_response resp;
+    wh_mutate_info info;
+    wh_limit_range_source src = {(void *)lrs, list_lrs};
+    bool have_req = false, have_resp = false;
+    gq_code rc;
+    *out = NULL;
+    wh_mutate_info_init(&info);
+    if (json_object_deep_copy(pod, &copy, NULL))
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    if ((rc = wh_pod_record_author(copy, "kubectl-gpuquota", err)) ||
+        (rc = wh_review_for_pod_create(copy, ns, "kubectl-gpuquota-explain", "kubectl-gpuquota",
+                                       &review, err)))
+        goto out;
+    rc = wh_review_decode_json(review, &req, err); /* takes review */
+    review = NULL;
+    if (rc)
+        goto out;
+    have_req = true;
+    if ((rc = wh_mutate_review_src(cfg, &req, &src, &resp, &info, err)))
+        goto out;
+    have_resp = true;
+    if (!resp.allowed)
+        goto out;
+    if (resp.patch) {
+        if (!(rc = gq_json_parse(resp.patch, resp.patch_len, GQ_JSON_DEFAULT_DEPTH, &patch, err)))
+            rc = gq_patch_apply(req.object, patch, out, err);
+    } else {
+        *out = json_object_get(req.object);
+    }
+out:
+    json_object_put(patch);
+    if (have_resp)
+        wh_review_response_dispose(&resp);
+    wh_mutate_info_dispose(&info);
+    if (have_req)
+        wh_review_request_dispose(&req);
+    json_object_put(review);
+    json_object_put(copy);
+    return rc;
 }
 
 /* ---- governing objects ----------------------------------------------------- */
@@ -597,10 +672,15 @@ int gq_cmd_explain(int argc, char **argv)
         goto fail;
 
     /* What it costs: the stored pod when admitted (limit-range defaults and
-     * the rewrite applied, exactly what is charged), else the pod as sent. */
+     * the rewrite applied, exactly what is charged), else the pod as the
+     * mutating webhook would have rewritten it, else as sent. */
+    json_object *priced_pod = d.admitted ? json_object_get(d.stored) : NULL;
+    if (!priced_pod && rewrite_offline(cfg, pod, ns, &lrs, &priced_pod, &e))
+        add_suggestion(notes, "the rewrite could not be computed offline: %s", e.msg);
     gq_cost_scope scope = {(const gq_limit_range *const *)g.lrs, g.n_lrs};
     gq_err cerr;
-    bool priced = !gq_pod_cost_compute_in(cfg, d.admitted ? d.stored : pod, &scope, &cost, &cerr);
+    bool priced = !gq_pod_cost_compute_in(cfg, priced_pod ? priced_pod : pod, &scope, &cost, &cerr);
+    json_object_put(priced_pod);
     gq_amounts charge;
     memset(&charge, 0, sizeof(charge));
     if (priced && cost.n_ctrs) {

@@ -5,7 +5,7 @@
 # user bound to the built-in edit role.
 source "$ROOT/test/e2e/lib.sh"
 bin=$(mktemp -d)
-trap 'kubectl delete namespace e2e-pa e2e-pb --wait=false >/dev/null 2>&1
+trap 'kubectl delete namespace e2e-pa e2e-pb e2e-pc --wait=false >/dev/null 2>&1
       kubectl delete gputenantquota e2e-pt --ignore-not-found >/dev/null 2>&1
       rm -rf "$bin"' EXIT
 ln -s "$GQ" "$bin/kubectl-gpuquota"
@@ -117,8 +117,8 @@ spec:
     allowedModels: [a100-80gb, h100-80gb]
 EOF
 gpu_pod f 7Gi "  annotations: {gpuquota.io/gpu-model: a10}" >"$bin/f.yaml"
-lr_seen() { kubectl -n e2e-pb create --dry-run=server -f "$bin/f.yaml" 2>&1 | grep -q 'maximum gpu-memory'; }
-eventually 15 lr_seen
+lr_seen() { [[ $(kubectl -n e2e-pb create --dry-run=server -f "$bin/f.yaml" 2>&1) == *'maximum gpu-memory'* ]]; }
+eventually 15 lr_seen || fail "the webhook did not see the GPULimitRange"
 out=$(kubectl gpuquota explain -f "$bin/f.yaml" -n e2e-pb)
 check_match "explain shows the limit range" 'GPULimitRange e2e-pb/limits'$'\n''    Container +max 6Gi allowedModels a100-80gb,h100-80gb' "$out"
 check_match "and the webhook's limit-range refusal" 'maximum gpu-memory usage per Container is 6Gi, but limit is 7Gi' "$out"
@@ -126,6 +126,27 @@ check_match "explain suggests the largest allowed request" \
     'ask for at most 6Gi of gpu-memory in container main \(it asks 7Gi; GPULimitRange limits\)' "$out"
 check_match "explain suggests an allowed model" \
     'pick an allowed GPU model with annotation gpuquota.io/gpu-model: a100-80gb, h100-80gb' "$out"
+
+# A whole GPU that a GPULimitRange default turns into a slice is priced as
+# that slice, as the mutating webhook rewrites it, also when it is refused.
+ns e2e-pc
+quota e2e-pc small '{gpu-memory: 8Gi}'
+kubectl apply -f - >/dev/null <<'EOF'
+apiVersion: gpuquota.io/v1alpha1
+kind: GPULimitRange
+metadata: {name: slices, namespace: e2e-pc}
+spec:
+  limits:
+  - type: Container
+    default: {gpu-memory: 10Gi}
+EOF
+pod_yaml g 'nvidia.com/gpu: "1"' "  annotations: {gpuquota.io/gpu-model: a100-80gb}" >"$bin/g.yaml"
+sliced() { [[ $(kubectl -n e2e-pc create --dry-run=server -f "$bin/g.yaml" 2>&1) == *'requested: gpu-memory=10Gi'* ]]; }
+eventually 15 sliced || fail "the webhook did not apply the default slice"
+out=$(kubectl gpuquota explain -f "$bin/g.yaml" -n e2e-pc)
+check_match "a refused whole GPU is priced as the limit range's default slice" \
+    'Cost: +gpu-memory=10Gi gpus=0 gpu-pods=1 \(model a100-80gb, pinned\)' "$out"
+check_match "and the suggestion follows from that price" 'ask for at most 8Gi of gpu-memory' "$out"
 
 # ------------------------------------------------- as a namespace user
 # A user bound to the built-in edit role in e2e-pa alone: the GPU quota

@@ -1,4 +1,4 @@
-#include "certs.h"
+#include "certs/certs.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <time.h>
 
-#include "gq_error.h"
+#include "common/gq_error.h"
 
 #define CERTS_MAX_SANS 32
 

@@ -1,4 +1,4 @@
-#include "certs_inject.h"
+#include "certs/certs_inject.h"
 
 #include <stdio.h>
 #include <string.h>

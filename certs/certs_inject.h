@@ -9,8 +9,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "gq_error.h"
-#include "kube.h"
+#include "common/gq_error.h"
+#include "kube/kube.h"
 
 /* GET + PUT attempts per configuration before a run of 409s is an error. */
 #define CERTS_INJECT_MAX_ATTEMPTS 5

@@ -19,7 +19,7 @@
 
 /* Read a whole file (or "-" for stdin) into a NUL-terminated heap buffer, at
  * most max bytes. Returns 0, or -1 with a message in err (errno kept). */
-#include "gq_error.h"
+#include "common/gq_error.h"
 #include <stddef.h>
 gq_code gq_cli_read_file(const char *path, size_t max, char **out, size_t *out_len,
                          gq_err *err) GQ_WUR;

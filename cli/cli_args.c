@@ -1,10 +1,11 @@
-#include "cli_args.h"
+#include "cli/cli_args.h"
 
-#include "cli.h"
-#include "config.h"
-#include "quantity.h"
+#include "cli/cli.h"
+#include "quota/config.h"
+#include "quota/quantity.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -54,4 +55,138 @@ gq_code gq_cli_load_config(const char *path, gq_config **out, gq_err *err)
         rc = gq_config_parse(buf, len, path, out, err);
     free(buf);
     return rc;
+}
+
+/* The option arg names: exactly, by its alias, or by a unique prefix of its
+ * long name. NULL with err set otherwise. */
+static const gq_cli_opt *find_opt(const char *arg, size_t len, const gq_cli_opt *opts, size_t n,
+                                  gq_err *err)
+{
+    const gq_cli_opt *prefix = NULL;
+    size_t n_prefix = 0;
+    for (size_t i = 0; i < n; i++) {
+        const gq_cli_opt *o = &opts[i];
+        if ((strlen(o->name) == len && !strncmp(o->name, arg, len)) ||
+            (o->alias && strlen(o->alias) == len && !strncmp(o->alias, arg, len)))
+            return o;
+        if (len > 2 && arg[1] == '-' && !strncmp(o->name, arg, len)) {
+            prefix = o;
+            n_prefix++;
+        }
+    }
+    if (n_prefix == 1)
+        return prefix;
+    gq_err_set(err, GQ_EINVAL, "%s option %.*s", n_prefix ? "ambiguous" : "unknown",
+               (int)(len > 64 ? 64 : len), arg);
+    return NULL;
+}
+
+static gq_code store_value(const gq_cli_opt *o, const char *v, gq_err *err)
+{
+    switch (o->kind) {
+    case GQ_OPT_NONEMPTY:
+        if (!*v)
+            return gq_err_set(err, GQ_EINVAL, "%s needs a value", o->name);
+        /* fall through */
+    case GQ_OPT_STRING:
+        *(const char **)o->dst = v;
+        return GQ_OK;
+    case GQ_OPT_LIST: {
+        gq_cli_list *l = o->dst;
+        if (l->n == l->cap)
+            return gq_err_set(err, GQ_ELIMIT, "at most %zu %s", l->cap, o->name);
+        l->v[l->n++] = v;
+        return GQ_OK;
+    }
+    case GQ_OPT_CHOICE: {
+        char list[256];
+        size_t len = 0;
+        list[0] = '\0';
+        for (int i = 0; o->choices[i]; i++) {
+            if (!strcmp(v, o->choices[i])) {
+                *(int *)o->dst = i;
+                return GQ_OK;
+            }
+            int k = snprintf(list + len, sizeof(list) - len, "%s%s", i ? ", " : "", o->choices[i]);
+            if (k > 0 && (size_t)k < sizeof(list) - len)
+                len += (size_t)k;
+        }
+        return gq_err_set(err, GQ_EINVAL, "%s %.64s: one of %s", o->alias ? o->alias : o->name, v,
+                          list);
+    }
+    case GQ_OPT_LONG:
+        return gq_cli_parse_long(o->name, v, o->min, o->max, o->dst, err);
+    case GQ_OPT_FN:
+        return o->fn(o->name, v, o->dst, err);
+    case GQ_OPT_FLAG:
+        break;
+    }
+    return gq_err_set(err, GQ_EINVAL, "%s takes no value", o->name);
+}
+
+gq_cli_parsed gq_cli_parse(int argc, char **argv, const gq_cli_opt *opts, size_t n,
+                           const char **pos, size_t *n_pos, gq_err *err)
+{
+    bool options = true;
+    if (n_pos)
+        *n_pos = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!options || a[0] != '-' || !a[1]) {
+            if (!pos) {
+                gq_err_set(err, GQ_EINVAL, "unexpected argument %.64s", a);
+                return GQ_CLI_BAD;
+            }
+            pos[(*n_pos)++] = a;
+            continue;
+        }
+        if (!strcmp(a, "--")) {
+            options = false;
+            continue;
+        }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+            return GQ_CLI_HELP;
+        const char *eq = a[1] == '-' ? strchr(a, '=') : NULL;
+        const gq_cli_opt *o = find_opt(a, eq ? (size_t)(eq - a) : strlen(a), opts, n, err);
+        if (!o)
+            return GQ_CLI_BAD;
+        if (o->kind == GQ_OPT_FLAG) {
+            if (eq) {
+                gq_err_set(err, GQ_EINVAL, "%s takes no value", o->name);
+                return GQ_CLI_BAD;
+            }
+            *(bool *)o->dst = true;
+            continue;
+        }
+        const char *v = eq ? eq + 1 : NULL;
+        if (!v) {
+            if (i + 1 >= argc) {
+                gq_err_set(err, GQ_EINVAL, "%s needs a value", o->name);
+                return GQ_CLI_BAD;
+            }
+            v = argv[++i];
+        }
+        if (store_value(o, v, err))
+            return GQ_CLI_BAD;
+    }
+    return GQ_CLI_PARSED;
+}
+
+int gq_cli_parse_or_exit(const char *cmd, int argc, char **argv, const gq_cli_opt *opts, size_t n,
+                         const char **pos, size_t *n_pos, void (*usage)(FILE *f))
+{
+    gq_err err;
+    gq_err_clear(&err);
+    switch (gq_cli_parse(argc, argv, opts, n, pos, n_pos, &err)) {
+    case GQ_CLI_PARSED:
+        return -1;
+    case GQ_CLI_HELP:
+        usage(stdout);
+        return GQ_EXIT_OK;
+    case GQ_CLI_BAD:
+        break;
+    }
+    fprintf(stderr, "gpuquota %s: %s\n", cmd, err.msg);
+    usage(stderr);
+    return GQ_EXIT_USAGE;
 }

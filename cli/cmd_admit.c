@@ -9,18 +9,19 @@
 
 #include <json-c/json.h>
 
-#include "cli.h"
-#include "cli_args.h"
-#include "config.h"
-#include "jsonpatch.h"
-#include "jsonutil.h"
-#include "memstore.h"
-#include "mutation.h"
-#include "podcost.h"
-#include "quantity.h"
-#include "review.h"
-#include "validate.h"
-#include "yamljson.h"
+#include "cli/cli.h"
+#include "cli/cli_args.h"
+#include "quota/config.h"
+#include "quota/jsonpatch.h"
+#include "common/jsonutil.h"
+#include "webhook/memstore.h"
+#include "webhook/mutation.h"
+#include "quota/podcost.h"
+#include "quota/quantity.h"
+#include "webhook/review.h"
+#include "webhook/validate.h"
+#include "quota/yamljson.h"
+#include "common/json_member.h"
 
 const char gq_cmd_admit_summary[] =
     "run a pod or AdmissionReview through the mutating webhook offline";
@@ -36,11 +37,11 @@ typedef struct admit_opts {
     bool json;
     bool patch_only; /* -o patch: the JSON Patch alone */
     const char *file;
-    bool review_only;                   /* print the AdmissionReview and stop */
-    const char *uid;                    /* request.uid of a review made for a pod */
-    const char *patch;                  /* JSON Patch file applied to the pod first */
-    const char *state[STATE_FILES_MAX]; /* --state files (quotas, limit ranges, namespaces, pods) */
-    size_t n_state;
+    bool review_only;  /* print the AdmissionReview and stop */
+    const char *uid;   /* request.uid of a review made for a pod */
+    const char *patch; /* JSON Patch file applied to the pod first */
+    gq_cli_list state; /* --state files (quotas, limit ranges, namespaces, pods) */
+    const char *state_files[STATE_FILES_MAX];
 } admit_opts;
 
 /* The outcome of evaluating one pod. */
@@ -78,62 +79,49 @@ static void usage(FILE *f)
                "exit status: 0 allowed, 1 denied (invalid GPU request), 2 bad input or usage\n");
 }
 
+/* argv into *o (strings borrowed from argv). -1 to go on, else the exit
+ * status. */
 static int parse_args(int argc, char **argv, admit_opts *o)
 {
+    static const char *const outputs[] = {"text", "json", "patch", NULL};
+    int out = 0;
     memset(o, 0, sizeof(*o));
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return -1;
-        } else if (!strcmp(a, "--config") && i + 1 < argc) {
-            o->config = argv[++i];
-        } else if (!strcmp(a, "--review-only")) {
-            o->review_only = true;
-        } else if (!strcmp(a, "--uid") && i + 1 < argc && argv[i + 1][0]) {
-            o->uid = argv[++i];
-        } else if (!strcmp(a, "--patch") && i + 1 < argc) {
-            o->patch = argv[++i];
-        } else if (!strcmp(a, "--state") && i + 1 < argc) {
-            if (o->n_state == STATE_FILES_MAX)
-                goto bad;
-            o->state[o->n_state++] = argv[++i];
-        } else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && i + 1 < argc) {
-            const char *v = argv[++i];
-            if (!strcmp(v, "json"))
-                o->json = true;
-            else if (!strcmp(v, "patch"))
-                o->patch_only = true;
-            else if (strcmp(v, "text"))
-                goto bad;
-        } else if (a[0] == '-' && a[1] != '\0') {
-            goto bad;
-        } else if (!o->file) {
-            o->file = a;
-        } else {
-            goto bad;
-        }
+    o->state = (gq_cli_list){o->state_files, 0, STATE_FILES_MAX};
+    const gq_cli_opt opts[] = {
+        {.name = "--config", .kind = GQ_OPT_STRING, .dst = &o->config},
+        {.name = "--review-only", .kind = GQ_OPT_FLAG, .dst = &o->review_only},
+        {.name = "--uid", .kind = GQ_OPT_NONEMPTY, .dst = &o->uid},
+        {.name = "--patch", .kind = GQ_OPT_STRING, .dst = &o->patch},
+        {.name = "--state", .kind = GQ_OPT_LIST, .dst = &o->state},
+        {.name = "--output", .alias = "-o", .kind = GQ_OPT_CHOICE, .dst = &out, .choices = outputs},
+    };
+    const char **pos = calloc((size_t)argc, sizeof(*pos));
+    size_t n_pos = 0;
+    if (!pos) {
+        fprintf(stderr, "gpuquota admit: out of memory\n");
+        return GQ_EXIT_USAGE;
     }
-    if (o->file)
-        return 0;
-bad:
-    usage(stderr);
-    return GQ_EXIT_USAGE;
-}
-
-static const char *str_member(json_object *o, const char *key)
-{
-    json_object *v;
-    if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-        return NULL;
-    return json_object_get_string(v);
+    int rc = gq_cli_parse_or_exit("admit", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), pos,
+                                  &n_pos, usage);
+    if (rc < 0 && n_pos != 1) {
+        fprintf(stderr, "gpuquota admit: %s\n", n_pos ? "one FILE only" : "FILE is required");
+        usage(stderr);
+        rc = GQ_EXIT_USAGE;
+    }
+    if (rc < 0) {
+        o->file = pos[0];
+        o->json = out == 1;
+        o->patch_only = out == 2;
+    }
+    free(pos);
+    return rc;
 }
 
 /* The pod in doc: the document itself (kind Pod) or request.object of an
  * AdmissionReview. Borrowed. */
 static gq_code find_pod(json_object *doc, json_object **pod, gq_err *err)
 {
-    const char *kind = str_member(doc, "kind");
+    const char *kind = gq_json_get_string(doc, "kind");
     json_object *req, *obj;
     if (!json_object_is_type(doc, json_type_object))
         return gq_err_set(err, GQ_EINVAL, "expected a Pod or an AdmissionReview object");
@@ -143,10 +131,11 @@ static gq_code find_pod(json_object *doc, json_object **pod, gq_err *err)
             !json_object_is_type(obj, json_type_object))
             return gq_err_set(err, GQ_EINVAL, "AdmissionReview has no request.object");
         doc = obj;
-        kind = str_member(doc, "kind");
+        kind = gq_json_get_string(doc, "kind");
         if (!kind) { /* some senders omit kind in request.object; trust request.kind */
             json_object *rk;
-            kind = json_object_object_get_ex(req, "kind", &rk) ? str_member(rk, "kind") : NULL;
+            kind =
+                json_object_object_get_ex(req, "kind", &rk) ? gq_json_get_string(rk, "kind") : NULL;
         }
     }
     if (!kind || strcmp(kind, "Pod"))
@@ -161,10 +150,10 @@ static gq_code evaluate(const gq_config *cfg, json_object *pod, admit_result *r)
 {
     json_object *meta = NULL;
     json_object_object_get_ex(pod, "metadata", &meta);
-    r->ns = str_member(meta, "namespace");
-    r->name = str_member(meta, "name");
+    r->ns = gq_json_get_string(meta, "namespace");
+    r->name = gq_json_get_string(meta, "name");
     if (!r->name)
-        r->name = str_member(meta, "generateName");
+        r->name = gq_json_get_string(meta, "generateName");
     gq_err_clear(&r->err);
     gq_code rc = gq_pod_cost_compute(cfg, pod, &r->cost, &r->err);
     switch (rc) {
@@ -190,12 +179,12 @@ static gq_code load_state(const gq_config *cfg, const admit_opts *o, wh_memstore
     json_object **docs[STATE_FILES_MAX] = {NULL}, **flat = NULL;
     size_t n_docs[STATE_FILES_MAX] = {0}, n_flat = 0;
     gq_code rc = GQ_OK;
-    for (size_t i = 0; i < o->n_state && !rc; i++) {
+    for (size_t i = 0; i < o->state.n && !rc; i++) {
         char *buf = NULL;
         size_t len = 0;
-        rc = gq_cli_read_file(o->state[i], INPUT_MAX, &buf, &len, err);
+        rc = gq_cli_read_file(o->state.v[i], INPUT_MAX, &buf, &len, err);
         if (!rc)
-            rc = gq_yaml_load(buf, len, o->state[i], &docs[i], &n_docs[i], err);
+            rc = gq_yaml_load(buf, len, o->state.v[i], &docs[i], &n_docs[i], err);
         free(buf);
         n_flat += n_docs[i];
     }
@@ -203,14 +192,14 @@ static gq_code load_state(const gq_config *cfg, const admit_opts *o, wh_memstore
         rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
     if (!rc) {
         size_t k = 0;
-        for (size_t i = 0; i < o->n_state; i++)
+        for (size_t i = 0; i < o->state.n; i++)
             for (size_t j = 0; j < n_docs[i]; j++)
                 flat[k++] = docs[i][j];
         if ((rc = wh_memstore_load_state(ms, cfg, flat, n_flat, err)))
             gq_err_prefix(err, "--state");
     }
     free(flat);
-    for (size_t i = 0; i < o->n_state; i++)
+    for (size_t i = 0; i < o->state.n; i++)
         gq_yaml_docs_free(docs[i], n_docs[i]);
     return rc;
 }
@@ -348,7 +337,7 @@ static gq_code review_of(const admit_opts *o, json_object *doc, json_object **ou
 {
     json_object *pod = NULL, *req = NULL, *copy = NULL, *review = NULL;
     gq_code rc;
-    const char *kind = str_member(doc, "kind");
+    const char *kind = gq_json_get_string(doc, "kind");
     *recorded = false;
     if (kind && !strcmp(kind, "AdmissionReview")) {
         review = json_object_get(doc);
@@ -506,7 +495,7 @@ static void print_mutation_text(const admit_result *res, const mutation *m)
     printf("patch: %zu operation%s\n", n, n == 1 ? "" : "s");
     for (size_t i = 0; i < n; i++) {
         json_object *op = json_object_array_get_idx(m->patch, i), *v = NULL;
-        const char *opname = str_member(op, "op"), *path = str_member(op, "path");
+        const char *opname = gq_json_get_string(op, "op"), *path = gq_json_get_string(op, "path");
         bool has_value = json_object_object_get_ex(op, "value", &v);
         printf("  %s %s%s%s\n", opname ? opname : "?", path ? path : "?", has_value ? " " : "",
                has_value ? json_text(v, JSON_C_TO_STRING_PLAIN) : "");
@@ -560,8 +549,8 @@ int gq_cmd_admit(int argc, char **argv)
     gq_err err;
     int status = GQ_EXIT_USAGE;
     int a = parse_args(argc, argv, &o);
-    if (a)
-        return a < 0 ? GQ_EXIT_OK : a;
+    if (a >= 0)
+        return a;
     memset(&r, 0, sizeof(r));
     memset(&m, 0, sizeof(m));
     gq_pod_cost_init(&r.cost);

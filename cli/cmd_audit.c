@@ -1,5 +1,5 @@
 /* gpuquota audit: review gpuquota audit logs and kube-apiserver audit logs.
- * Reading, filtering and counting are quota/auditlog.h; this file does the
+ * Reading, filtering and counting are cli/auditlog.h; this file does the
  * I/O: files line by line with a bounded line buffer, --state, output. */
 #include <errno.h>
 #include <stdio.h>
@@ -7,10 +7,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "auditlog.h"
-#include "cli.h"
-#include "crd.h"
-#include "yamljson.h"
+#include "cli/auditlog.h"
+#include "cli/cli.h"
+#include "cli/cli_args.h"
+#include "quota/crd.h"
+#include "quota/yamljson.h"
 
 const char gq_cmd_audit_summary[] = "review gpuquota and kube-apiserver audit logs";
 
@@ -23,8 +24,8 @@ typedef struct audit_opts {
     const char **files;
     size_t n_files;
     const char *since, *namespace_, *tenant, *user, *webhook;
-    const char *state[AUDIT_STATE_MAX];
-    size_t n_state;
+    gq_cli_list state; /* --state files */
+    const char *state_files[AUDIT_STATE_MAX];
     bool denied;
     enum out_format out;
 } audit_opts;
@@ -58,60 +59,37 @@ static void usage(FILE *f)
         "exit status: 0, 2 bad usage or unreadable file\n");
 }
 
+/* argv into *o (strings borrowed from argv; o->files allocated, freed by
+ * the caller). -1 to go on, else the exit status. */
 static int parse_args(int argc, char **argv, audit_opts *o)
 {
+    static const char *const outputs[] = {"table", "json", "summary", NULL};
+    int out = OUT_TABLE;
     memset(o, 0, sizeof(*o));
+    o->state = (gq_cli_list){o->state_files, 0, AUDIT_STATE_MAX};
+    const gq_cli_opt opts[] = {
+        {.name = "--since", .kind = GQ_OPT_STRING, .dst = &o->since},
+        {.name = "--namespace", .kind = GQ_OPT_STRING, .dst = &o->namespace_},
+        {.name = "--tenant", .kind = GQ_OPT_STRING, .dst = &o->tenant},
+        {.name = "--user", .kind = GQ_OPT_STRING, .dst = &o->user},
+        {.name = "--webhook", .kind = GQ_OPT_STRING, .dst = &o->webhook},
+        {.name = "--state", .kind = GQ_OPT_LIST, .dst = &o->state},
+        {.name = "--denied", .kind = GQ_OPT_FLAG, .dst = &o->denied},
+        {.name = "--output", .alias = "-o", .kind = GQ_OPT_CHOICE, .dst = &out, .choices = outputs},
+    };
     o->files = calloc((size_t)argc, sizeof(*o->files));
     if (!o->files) {
         fprintf(stderr, "gpuquota audit: out of memory\n");
         return GQ_EXIT_USAGE;
     }
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has_val = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return -1;
-        } else if (!strcmp(a, "--since") && has_val) {
-            o->since = argv[++i];
-        } else if (!strcmp(a, "--namespace") && has_val) {
-            o->namespace_ = argv[++i];
-        } else if (!strcmp(a, "--tenant") && has_val) {
-            o->tenant = argv[++i];
-        } else if (!strcmp(a, "--user") && has_val) {
-            o->user = argv[++i];
-        } else if (!strcmp(a, "--webhook") && has_val) {
-            o->webhook = argv[++i];
-        } else if (!strcmp(a, "--state") && has_val) {
-            if (o->n_state == AUDIT_STATE_MAX)
-                goto bad;
-            o->state[o->n_state++] = argv[++i];
-        } else if (!strcmp(a, "--denied")) {
-            o->denied = true;
-        } else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && has_val) {
-            const char *v = argv[++i];
-            if (!strcmp(v, "table"))
-                o->out = OUT_TABLE;
-            else if (!strcmp(v, "json"))
-                o->out = OUT_JSON;
-            else if (!strcmp(v, "summary"))
-                o->out = OUT_SUMMARY;
-            else
-                goto bad;
-        } else if (a[0] == '-' && a[1] != '\0') {
-            goto bad;
-        } else {
-            o->files[o->n_files++] = a;
-        }
-    }
-    if (o->tenant && !o->n_state) {
+    int rc = gq_cli_parse_or_exit("audit", argc, argv, opts, sizeof(opts) / sizeof(opts[0]),
+                                  o->files, &o->n_files, usage);
+    o->out = (enum out_format)out;
+    if (rc < 0 && o->tenant && !o->state.n) {
         fprintf(stderr, "gpuquota audit: --tenant needs --state FILE with the GPUTenantQuota\n");
-        return GQ_EXIT_USAGE;
+        rc = GQ_EXIT_USAGE;
     }
-    return 0;
-bad:
-    usage(stderr);
-    return GQ_EXIT_USAGE;
+    return rc;
 }
 
 /* --state: the tenant quota and the namespaces' labels. Trees stay alive
@@ -191,12 +169,12 @@ static gq_code state_take(audit_state *st, const char *tenant, json_object *doc,
 static gq_code state_load(const audit_opts *o, audit_state *st, gq_err *err)
 {
     gq_code rc = GQ_OK;
-    for (size_t i = 0; i < o->n_state && !rc; i++) {
+    for (size_t i = 0; i < o->state.n && !rc; i++) {
         char *buf = NULL;
         size_t len = 0;
-        rc = gq_cli_read_file(o->state[i], AUDIT_STATE_BYTES, &buf, &len, err);
+        rc = gq_cli_read_file(o->state.v[i], AUDIT_STATE_BYTES, &buf, &len, err);
         if (!rc)
-            rc = gq_yaml_load(buf, len, o->state[i], &st->docs[i], &st->n_docs[i], err);
+            rc = gq_yaml_load(buf, len, o->state.v[i], &st->docs[i], &st->n_docs[i], err);
         free(buf);
         for (size_t j = 0; !rc && j < st->n_docs[i]; j++)
             rc = state_take(st, o->tenant ? o->tenant : "", st->docs[i][j], 0, err);
@@ -377,9 +355,9 @@ int gq_cmd_audit(int argc, char **argv)
     memset(&run, 0, sizeof(run));
     memset(&filter, 0, sizeof(filter));
     int prc = parse_args(argc, argv, &o);
-    if (prc) {
+    if (prc >= 0) {
         free(o.files);
-        return prc < 0 ? GQ_EXIT_OK : prc;
+        return prc;
     }
     if (o.since && gq_audit_parse_since(o.since, (int64_t)time(NULL), &filter.since, &err)) {
         fprintf(stderr, "gpuquota audit: %s\n", err.msg);
@@ -391,7 +369,7 @@ int gq_cmd_audit(int argc, char **argv)
     filter.user = o.user;
     filter.webhook = o.webhook;
     filter.denied_only = o.denied;
-    if (o.n_state && state_load(&o, &st, &err)) {
+    if (o.state.n && state_load(&o, &st, &err)) {
         fprintf(stderr, "gpuquota audit: --state: %s\n", err.msg);
         status = GQ_EXIT_USAGE;
         goto out;

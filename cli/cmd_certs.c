@@ -1,15 +1,15 @@
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "base64.h"
-#include "certs.h"
-#include "certs_inject.h"
-#include "cli.h"
-#include "cli_args.h"
+#include "quota/base64.h"
+#include "certs/certs.h"
+#include "certs/certs_inject.h"
+#include "cli/cli.h"
+#include "cli/cli_args.h"
+#include "common/rfc3339.h"
 
 const char gq_cmd_certs_summary[] =
     "generate, rotate, inspect webhook TLS certificates and inject the caBundle";
@@ -33,71 +33,30 @@ static void usage(FILE *f)
                "must be a CA); exit 1 on API errors or when neither configuration exists.\n");
 }
 
-static void format_time(time_t t, char *buf, size_t cap)
-{
-    struct tm tm;
-    if (!gmtime_r(&t, &tm) || !strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm))
-        snprintf(buf, cap, "?");
-}
-
 static int cmd_generate(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"service", required_argument, NULL, 's'},
-        {"namespace", required_argument, NULL, 'n'},
-        {"out", required_argument, NULL, 'o'},
-        {"days", required_argument, NULL, 'd'},
-        {"ca-days", required_argument, NULL, 'c'},
-        {"san", required_argument, NULL, 'a'},
-        {"rotate", no_argument, NULL, 'r'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     certs_options o = {.days = 365, .ca_days = 3650};
     const char *sans[CERTS_MAX_SANS];
+    gq_cli_list san_list = {sans, 0, CERTS_MAX_SANS};
+    long days = o.days, ca_days = o.ca_days;
     gq_err err;
-    long v;
-    int c;
     gq_err_clear(&err);
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 's':
-            o.service = optarg;
-            break;
-        case 'n':
-            o.ns = optarg;
-            break;
-        case 'o':
-            o.out_dir = optarg;
-            break;
-        case 'd':
-        case 'c':
-            if (gq_cli_parse_long(c == 'd' ? "--days" : "--ca-days", optarg, 1, 36500, &v, &err))
-                goto bad;
-            *(c == 'd' ? &o.days : &o.ca_days) = (int)v;
-            break;
-        case 'a':
-            if (o.n_extra_sans >= CERTS_MAX_SANS) {
-                gq_err_set(&err, GQ_EINVAL, "at most %d --san values", CERTS_MAX_SANS);
-                goto bad;
-            }
-            sans[o.n_extra_sans++] = optarg;
-            break;
-        case 'r':
-            o.rotate = true;
-            break;
-        case 'h':
-            usage(stdout);
-            return GQ_EXIT_OK;
-        default:
-            usage(stderr);
-            return GQ_EXIT_USAGE;
-        }
-    }
-    if (optind < argc) {
-        gq_err_set(&err, GQ_EINVAL, "unexpected argument %s", argv[optind]);
-        goto bad;
-    }
+    const gq_cli_opt opts[] = {
+        {.name = "--service", .kind = GQ_OPT_STRING, .dst = &o.service},
+        {.name = "--namespace", .kind = GQ_OPT_STRING, .dst = &o.ns},
+        {.name = "--out", .kind = GQ_OPT_STRING, .dst = &o.out_dir},
+        {.name = "--days", .kind = GQ_OPT_LONG, .dst = &days, .min = 1, .max = 36500},
+        {.name = "--ca-days", .kind = GQ_OPT_LONG, .dst = &ca_days, .min = 1, .max = 36500},
+        {.name = "--san", .kind = GQ_OPT_LIST, .dst = &san_list},
+        {.name = "--rotate", .kind = GQ_OPT_FLAG, .dst = &o.rotate},
+    };
+    int prc = gq_cli_parse_or_exit("certs generate", argc, argv, opts,
+                                   sizeof(opts) / sizeof(opts[0]), NULL, NULL, usage);
+    if (prc >= 0)
+        return prc;
+    o.days = (int)days;
+    o.ca_days = (int)ca_days;
+    o.n_extra_sans = san_list.n;
     if (!o.service || !o.ns || !o.out_dir) {
         gq_err_set(&err, GQ_EINVAL, "--service, --namespace and --out are required");
         goto bad;
@@ -107,8 +66,8 @@ static int cmd_generate(int argc, char **argv)
     certs_result res;
     if (certs_generate(&o, &res, &err))
         goto bad;
-    char until[32];
-    format_time(res.not_after, until, sizeof(until));
+    char until[GQ_RFC3339_MAX];
+    gq_time_format_rfc3339(res.not_after, until);
     printf("%s %s/ca.crt\n", res.ca_created ? "created CA" : "reused CA", o.out_dir);
     printf("wrote %s/tls.crt and tls.key for %s.%s.svc, valid until %s\n", o.out_dir, o.service,
            o.ns, until);
@@ -122,48 +81,45 @@ bad:
 
 static int cmd_inspect(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"warn-days", required_argument, NULL, 'w'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     long warn_days = 30;
     gq_err err;
-    int c, rc = GQ_EXIT_OK;
+    int rc = GQ_EXIT_OK;
     gq_err_clear(&err);
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        if (c == 'w') {
-            if (gq_cli_parse_long("--warn-days", optarg, 0, 36500, &warn_days, &err)) {
-                fprintf(stderr, "gpuquota certs inspect: %s\n", err.msg);
-                return GQ_EXIT_USAGE;
-            }
-        } else if (c == 'h') {
-            usage(stdout);
-            return GQ_EXIT_OK;
-        } else {
-            usage(stderr);
-            return GQ_EXIT_USAGE;
-        }
-    }
-    if (optind >= argc) {
-        fprintf(stderr, "gpuquota certs inspect: at least one FILE is required\n");
+    const gq_cli_opt opts[] = {
+        {.name = "--warn-days", .kind = GQ_OPT_LONG, .dst = &warn_days, .min = 0, .max = 36500},
+    };
+    const char **files = calloc((size_t)argc, sizeof(*files));
+    size_t n_files = 0;
+    if (!files) {
+        fprintf(stderr, "gpuquota certs inspect: out of memory\n");
         return GQ_EXIT_USAGE;
     }
+    int prc = gq_cli_parse_or_exit("certs inspect", argc, argv, opts,
+                                   sizeof(opts) / sizeof(opts[0]), files, &n_files, usage);
+    if (prc < 0 && !n_files) {
+        fprintf(stderr, "gpuquota certs inspect: at least one FILE is required\n");
+        prc = GQ_EXIT_USAGE;
+    }
+    if (prc >= 0) {
+        free(files);
+        return prc;
+    }
     time_t now = time(NULL);
-    for (int i = optind; i < argc; i++) {
+    for (size_t i = 0; i < n_files; i++) {
         certs_info *list = NULL;
         size_t n = 0;
-        if (certs_inspect_file(argv[i], &list, &n, &err)) {
+        if (certs_inspect_file(files[i], &list, &n, &err)) {
             fprintf(stderr, "gpuquota certs inspect: %s\n", err.msg);
+            free(files);
             return GQ_EXIT_USAGE;
         }
         for (size_t k = 0; k < n; k++) {
             const certs_info *ci = &list[k];
-            char nb[32], na[32];
+            char nb[GQ_RFC3339_MAX], na[GQ_RFC3339_MAX];
             const char *status = "ok";
             long left = certs_days_left(ci, now);
-            format_time(ci->not_before, nb, sizeof(nb));
-            format_time(ci->not_after, na, sizeof(na));
+            gq_time_format_rfc3339(ci->not_before, nb);
+            gq_time_format_rfc3339(ci->not_after, na);
             if (ci->not_after <= now)
                 status = "EXPIRED";
             else if (ci->not_before > now)
@@ -172,7 +128,7 @@ static int cmd_inspect(int argc, char **argv)
                 status = "EXPIRES SOON";
             if (strcmp(status, "ok"))
                 rc = GQ_EXIT_DENIED;
-            printf("%s", argv[i]);
+            printf("%s", files[i]);
             if (n > 1)
                 printf(" [%zu]", k);
             printf(":\n  subject:    %s\n  issuer:     %s\n  CA:         %s\n"
@@ -183,6 +139,7 @@ static int cmd_inspect(int argc, char **argv)
         }
         free(list);
     }
+    free(files);
     return rc;
 }
 
@@ -263,44 +220,23 @@ out:
 
 static int cmd_inject(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"ca", required_argument, NULL, 'c'},   {"kubeconfig", required_argument, NULL, 'k'},
-        {"name", required_argument, NULL, 'n'}, {"dry-run", no_argument, NULL, 'd'},
-        {"help", no_argument, NULL, 'h'},       {NULL, 0, NULL, 0},
-    };
     const char *ca = NULL, *kubeconfig = NULL, *name = "gpuquota";
     bool dry_run = false;
     char *pem = NULL, *b64 = NULL;
     size_t pem_len = 0, b64_len = 0;
     gq_err err;
-    int c, rc = GQ_EXIT_USAGE;
+    int rc = GQ_EXIT_USAGE;
     gq_err_clear(&err);
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'c':
-            ca = optarg;
-            break;
-        case 'k':
-            kubeconfig = optarg;
-            break;
-        case 'n':
-            name = optarg;
-            break;
-        case 'd':
-            dry_run = true;
-            break;
-        case 'h':
-            usage(stdout);
-            return GQ_EXIT_OK;
-        default:
-            usage(stderr);
-            return GQ_EXIT_USAGE;
-        }
-    }
-    if (optind < argc) {
-        gq_err_set(&err, GQ_EINVAL, "unexpected argument %s", argv[optind]);
-        goto bad;
-    }
+    const gq_cli_opt opts[] = {
+        {.name = "--ca", .kind = GQ_OPT_STRING, .dst = &ca},
+        {.name = "--kubeconfig", .kind = GQ_OPT_STRING, .dst = &kubeconfig},
+        {.name = "--name", .kind = GQ_OPT_STRING, .dst = &name},
+        {.name = "--dry-run", .kind = GQ_OPT_FLAG, .dst = &dry_run},
+    };
+    int prc = gq_cli_parse_or_exit("certs inject", argc, argv, opts, sizeof(opts) / sizeof(opts[0]),
+                                   NULL, NULL, usage);
+    if (prc >= 0)
+        return prc;
     if (!ca) {
         gq_err_set(&err, GQ_EINVAL, "--ca is required");
         goto bad;

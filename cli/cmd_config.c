@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "config.h"
+#include "cli/cli.h"
+#include "quota/config.h"
 
 const char gq_cmd_config_summary[] = "print the default configuration or check a file";
 

@@ -1,20 +1,19 @@
 /* gpuquota controller: keeps GPUQuota / GPUTenantQuota status in sync with
  * the pods of the cluster (controller/ctl.h); /metrics, /healthz and /readyz
  * over plain HTTP. */
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "cli.h"
-#include "cli_args.h"
-#include "config.h"
-#include "ctl.h"
-#include "gq_log.h"
-#include "kube.h"
-#include "server.h"
+#include "cli/cli.h"
+#include "cli/cli_args.h"
+#include "quota/config.h"
+#include "controller/ctl.h"
+#include "common/gq_log.h"
+#include "kube/kube.h"
+#include "webhook/server.h"
 
 const char gq_cmd_controller_summary[] =
     "reconcile GPUQuota and GPUTenantQuota status from the pods of the cluster";
@@ -45,8 +44,9 @@ static void usage(FILE *f)
 
 /* A Go-style duration with one unit: "500ms", "30s", "5m", "1h" (a bare
  * number is seconds). Between 1 s and 24 h. */
-static gq_code parse_duration_ms(const char *opt, const char *s, long *out, gq_err *err)
+static gq_code parse_duration_ms(const char *opt, const char *s, void *dst, gq_err *err)
 {
+    long *out = dst;
     static const struct {
         const char *suffix;
         long ms;
@@ -83,26 +83,44 @@ static void handle_metrics(void *ctx, const wh_request *req, wh_response *resp)
     wh_response_take_body(resp, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
 }
 
+/* What the command line asks for (strings borrowed from argv). */
+typedef struct controller_args {
+    const char *config_path, *kubeconfig, *metrics_listen;
+    bool leader_elect;
+    const char *lease_namespace, *lease_name;
+    long workers, resync_ms, reservation_grace_ms;
+} controller_args;
+
+/* argv into *a. -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, controller_args *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->metrics_listen = ":8080";
+    a->workers = 2;
+    a->resync_ms = 300000;
+    const gq_cli_opt opts[] = {
+        {.name = "--kubeconfig", .kind = GQ_OPT_STRING, .dst = &a->kubeconfig},
+        {.name = "--config", .kind = GQ_OPT_STRING, .dst = &a->config_path},
+        {.name = "--leader-elect", .kind = GQ_OPT_FLAG, .dst = &a->leader_elect},
+        {.name = "--lease-namespace", .kind = GQ_OPT_STRING, .dst = &a->lease_namespace},
+        {.name = "--lease-name", .kind = GQ_OPT_STRING, .dst = &a->lease_name},
+        {.name = "--metrics-listen", .kind = GQ_OPT_STRING, .dst = &a->metrics_listen},
+        {.name = "--resync", .kind = GQ_OPT_FN, .dst = &a->resync_ms, .fn = parse_duration_ms},
+        {.name = "--workers", .kind = GQ_OPT_LONG, .dst = &a->workers, .min = 1, .max = 64},
+        {.name = "--reservation-grace",
+         .kind = GQ_OPT_FN,
+         .dst = &a->reservation_grace_ms,
+         .fn = parse_duration_ms},
+    };
+    return gq_cli_parse_or_exit("controller", argc, argv, opts, sizeof(opts) / sizeof(opts[0]),
+                                NULL, NULL, usage);
+}
+
 int gq_cmd_controller(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"kubeconfig", required_argument, NULL, 'K'},
-        {"config", required_argument, NULL, 'f'},
-        {"leader-elect", no_argument, NULL, 'L'},
-        {"lease-namespace", required_argument, NULL, 'n'},
-        {"lease-name", required_argument, NULL, 'N'},
-        {"metrics-listen", required_argument, NULL, 'm'},
-        {"resync", required_argument, NULL, 'r'},
-        {"workers", required_argument, NULL, 'w'},
-        {"reservation-grace", required_argument, NULL, 'g'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    const char *config_path = NULL, *kubeconfig = NULL;
+    controller_args a;
     ctl_controller_opts co = {0};
-    wh_server_options so = {
-        .listen = ":8080", .insecure_plain_http = true, .threads = 1, .version = GQ_VERSION};
-    long workers = 2, resync_ms = 300000;
+    wh_server_options so = {.insecure_plain_http = true, .threads = 1, .version = GQ_VERSION};
     gq_config *cfg = NULL;
     kube_config *kc = NULL;
     kube_client *client = NULL;
@@ -110,56 +128,20 @@ int gq_cmd_controller(int argc, char **argv)
     ctl_controller *ctl = NULL;
     wh_server *srv = NULL;
     gq_err err;
-    int c, exit_code = GQ_EXIT_USAGE;
+    int exit_code;
     sigset_t sigs;
 
     gq_log_init();
     gq_err_clear(&err);
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'K':
-            kubeconfig = optarg;
-            break;
-        case 'f':
-            config_path = optarg;
-            break;
-        case 'L':
-            co.leader_elect = true;
-            break;
-        case 'n':
-            co.lease_namespace = optarg;
-            break;
-        case 'N':
-            co.lease_name = optarg;
-            break;
-        case 'm':
-            so.listen = optarg;
-            break;
-        case 'r':
-            if (parse_duration_ms("--resync", optarg, &resync_ms, &err))
-                goto usage_error;
-            break;
-        case 'w':
-            if (gq_cli_parse_long("--workers", optarg, 1, 64, &workers, &err))
-                goto usage_error;
-            break;
-        case 'g':
-            if (parse_duration_ms("--reservation-grace", optarg, &co.reservation_grace_ms, &err))
-                goto usage_error;
-            break;
-        case 'h':
-            usage(stdout);
-            return GQ_EXIT_OK;
-        default:
-            usage(stderr);
-            return GQ_EXIT_USAGE;
-        }
-    }
-    if (optind < argc) {
-        gq_err_set(&err, GQ_EINVAL, "unexpected argument %s", argv[optind]);
-        goto usage_error;
-    }
+    if ((exit_code = parse_args(argc, argv, &a)) >= 0)
+        return exit_code;
+    const char *config_path = a.config_path, *kubeconfig = a.kubeconfig;
+    long workers = a.workers, resync_ms = a.resync_ms;
+    so.listen = a.metrics_listen;
+    co.leader_elect = a.leader_elect;
+    co.lease_namespace = a.lease_namespace;
+    co.lease_name = a.lease_name;
+    co.reservation_grace_ms = a.reservation_grace_ms;
 
     /* Signals are taken synchronously by this thread: block them before any
      * other thread exists so every thread inherits the mask. */
@@ -205,10 +187,6 @@ int gq_cmd_controller(int argc, char **argv)
     exit_code = GQ_EXIT_OK;
     goto out;
 
-usage_error:
-    fprintf(stderr, "gpuquota controller: %s\n", err.msg);
-    usage(stderr);
-    goto out;
 fail:
     GQ_ERROR("%s", err.msg[0] ? err.msg : "out of memory");
     exit_code = 1;

@@ -14,20 +14,21 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli.h"
-#include "cli_args.h"
-#include "config.h"
-#include "crd.h"
-#include "jsonpatch.h"
-#include "jsonutil.h"
-#include "kube.h"
-#include "mutation.h"
-#include "plugin.h"
-#include "podcost.h"
-#include "policy.h"
-#include "quantity.h"
-#include "review.h"
-#include "yamljson.h"
+#include "cli/cli.h"
+#include "cli/cli_args.h"
+#include "quota/config.h"
+#include "quota/crd.h"
+#include "quota/jsonpatch.h"
+#include "common/jsonutil.h"
+#include "kube/kube.h"
+#include "webhook/mutation.h"
+#include "cli/plugin.h"
+#include "common/json_member.h"
+#include "quota/podcost.h"
+#include "quota/policy.h"
+#include "quota/quantity.h"
+#include "webhook/review.h"
+#include "quota/yamljson.h"
 
 const char gq_cmd_explain_summary[] =
     "what a pod would cost, which quotas govern it, whether it would be admitted";
@@ -81,7 +82,7 @@ static gq_code load_config(kube_client *c, const char *file, const char *sys_ns,
     snprintf(path, sizeof(path), "/api/v1/namespaces/%s/configmaps/gpuquota-config", sys_ns);
     gq_err_clear(&e);
     if (!kube_get(c, path, NULL, &cm, &e)) {
-        const char *text = gq_pj_str(gq_pj_member(cm, "data"), "config.yaml");
+        const char *text = gq_json_get_string(gq_json_member(cm, "data"), "config.yaml");
         if (text && strlen(text) <= CONFIG_MAX) {
             char name[300];
             snprintf(name, sizeof(name), "configmap %s/gpuquota-config", sys_ns);
@@ -471,41 +472,42 @@ static json_object *limit_range_json(const gq_limit_range *lr, const gq_pod_cost
 
 static const char *jstr(json_object *o, const char *key, const char *dflt)
 {
-    const char *s = gq_pj_str(o, key);
+    const char *s = gq_json_get_string(o, key);
     return s ? s : dflt;
 }
 
 static void print_text(json_object *r)
 {
-    json_object *cost = gq_pj_member(r, "cost"), *v;
+    json_object *cost = gq_json_member(r, "cost"), *v;
     printf("Pod:        %s/%s\n", jstr(r, "namespace", "?"), jstr(r, "pod", "?"));
     printf("Config:     %s\n", jstr(r, "config", "?"));
     if (cost) {
         const char *model = jstr(cost, "model", NULL);
         printf("Cost:       gpu-memory=%s gpus=%" PRId64 " gpu-pods=%" PRId64 "%s%s%s\n",
-               jstr(cost, "gpu-memory", "0"), json_object_get_int64(gq_pj_member(cost, "gpus")),
-               json_object_get_int64(gq_pj_member(cost, "gpu-pods")), model ? " (model " : "",
+               jstr(cost, "gpu-memory", "0"), json_object_get_int64(gq_json_member(cost, "gpus")),
+               json_object_get_int64(gq_json_member(cost, "gpu-pods")), model ? " (model " : "",
                model ? model : "",
-               model ? (json_object_get_boolean(gq_pj_member(cost, "modelPinned")) ? ", pinned)"
-                                                                                   : ", default)")
+               model ? (json_object_get_boolean(gq_json_member(cost, "modelPinned")) ? ", pinned)"
+                                                                                     : ", default)")
                      : "");
-        json_object *ctrs = gq_pj_member(cost, "containers");
+        json_object *ctrs = gq_json_member(cost, "containers");
         for (size_t i = 0; ctrs && i < json_object_array_length(ctrs); i++) {
             json_object *c = json_object_array_get_idx(ctrs, i);
             printf("            container %s: %s -> %" PRId64 " GPU(s) x %s%s\n",
                    jstr(c, "name", "?"), jstr(c, "request", "?"),
-                   json_object_get_int64(gq_pj_member(c, "gpus")), jstr(c, "chargedPerGPU", "?"),
-                   json_object_get_boolean(gq_pj_member(c, "exclusive")) ? " (whole)" : "");
+                   json_object_get_int64(gq_json_member(c, "gpus")), jstr(c, "chargedPerGPU", "?"),
+                   json_object_get_boolean(gq_json_member(c, "exclusive")) ? " (whole)" : "");
         }
     } else {
         printf("Cost:       none: %s\n", jstr(r, "costError", "no GPU asked"));
     }
-    json_object *quotas = gq_pj_member(r, "quotas"), *lrs = gq_pj_member(r, "limitRanges");
+    json_object *quotas = gq_json_member(r, "quotas"), *lrs = gq_json_member(r, "limitRanges");
     size_t nq = quotas ? json_object_array_length(quotas) : 0;
     size_t nl = lrs ? json_object_array_length(lrs) : 0;
     printf("Governed by:%s\n", nq || nl ? "" : " no GPUQuota, GPUTenantQuota or GPULimitRange");
     for (size_t i = 0; i < nq; i++) {
-        json_object *q = json_object_array_get_idx(quotas, i), *res = gq_pj_member(q, "resources");
+        json_object *q = json_object_array_get_idx(quotas, i),
+                    *res = gq_json_member(q, "resources");
         const char *ns = jstr(q, "namespace", NULL);
         printf("  %s %s%s%s\n", jstr(q, "kind", "?"), ns ? ns : "", ns ? "/" : "",
                jstr(q, "name", "?"));
@@ -514,22 +516,22 @@ static void print_text(json_object *r)
             printf("    %-11s in use %-8s + this pod %-8s of hard %-8s %s\n",
                    jstr(x, "resource", "?"), jstr(x, "inUse", "?"), jstr(x, "request", "?"),
                    jstr(x, "hard", "?"),
-                   json_object_get_boolean(gq_pj_member(x, "fits")) ? "fits" : "EXCEEDED");
+                   json_object_get_boolean(gq_json_member(x, "fits")) ? "fits" : "EXCEEDED");
         }
     }
     for (size_t i = 0; i < nl; i++) {
-        json_object *l = json_object_array_get_idx(lrs, i), *items = gq_pj_member(l, "limits");
+        json_object *l = json_object_array_get_idx(lrs, i), *items = gq_json_member(l, "limits");
         printf("  GPULimitRange %s/%s\n", jstr(r, "namespace", "?"), jstr(l, "name", "?"));
         for (size_t j = 0; items && j < json_object_array_length(items); j++) {
             json_object *it = json_object_array_get_idx(items, j);
             printf("    %-9s", jstr(it, "type", "?"));
             static const char *const keys[] = {"min", "default", "max"};
             for (size_t k = 0; k < 3; k++)
-                if ((v = gq_pj_member(it, keys[k])))
+                if ((v = gq_json_member(it, keys[k])))
                     printf(" %s %s", keys[k], json_object_get_string(v));
-            if ((v = gq_pj_member(it, "maxGPUs")))
+            if ((v = gq_json_member(it, "maxGPUs")))
                 printf(" maxGPUs %s", json_object_get_string(v));
-            if ((v = gq_pj_member(it, "allowedModels"))) {
+            if ((v = gq_json_member(it, "allowedModels"))) {
                 printf(" allowedModels");
                 for (size_t k = 0; k < json_object_array_length(v); k++)
                     printf("%s%s", k ? "," : " ",
@@ -538,11 +540,11 @@ static void print_text(json_object *r)
             printf("\n");
         }
     }
-    bool admitted = json_object_get_boolean(gq_pj_member(r, "admitted"));
+    bool admitted = json_object_get_boolean(gq_json_member(r, "admitted"));
     printf("Admission:  %s (server dry run)\n", admitted ? "would be admitted" : "refused");
     if (!admitted)
         printf("            %s\n", jstr(r, "message", ""));
-    json_object *s = gq_pj_member(r, "suggestions"), *notes = gq_pj_member(r, "notes");
+    json_object *s = gq_json_member(r, "suggestions"), *notes = gq_json_member(r, "notes");
     size_t ns = s ? json_object_array_length(s) : 0;
     if (ns)
         printf("To be admitted:\n");
@@ -571,30 +573,21 @@ int gq_cmd_explain(int argc, char **argv)
     int status = GQ_EXIT_USAGE;
     gq_pod_cost_init(&cost);
     gq_err_clear(&err);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int t = gq_kflags_take(&f, argc, argv, &i, &err);
-        if (t < 0)
-            goto fail;
-        if (t)
-            continue;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return GQ_EXIT_OK;
-        } else if ((!strcmp(a, "-f") || !strcmp(a, "--filename")) && i + 1 < argc) {
-            file = argv[++i];
-        } else if (!strncmp(a, "--filename=", 11)) {
-            file = a + 11;
-        } else if (!strcmp(a, "--config") && i + 1 < argc) {
-            config_file = argv[++i];
-        } else if (!strcmp(a, "--gpuquota-namespace") && i + 1 < argc && argv[i + 1][0]) {
-            sys_ns = argv[++i];
-        } else {
-            usage(stderr);
-            return GQ_EXIT_USAGE;
-        }
-    }
+    gq_cli_opt opts[GQ_KFLAGS_N + 3];
+    gq_kflags_opts(&f, opts);
+    opts[GQ_KFLAGS_N] =
+        (gq_cli_opt){.name = "--filename", .alias = "-f", .kind = GQ_OPT_NONEMPTY, .dst = &file};
+    opts[GQ_KFLAGS_N + 1] =
+        (gq_cli_opt){.name = "--config", .kind = GQ_OPT_NONEMPTY, .dst = &config_file};
+    opts[GQ_KFLAGS_N + 2] =
+        (gq_cli_opt){.name = "--gpuquota-namespace", .kind = GQ_OPT_NONEMPTY, .dst = &sys_ns};
+    int parsed =
+        gq_cli_parse_or_exit("explain", argc, argv, opts, GQ_KFLAGS_N + 3, NULL, NULL, usage);
+    if (parsed >= 0)
+        return parsed;
     if (!file || f.all_namespaces) {
+        fprintf(stderr, "gpuquota explain: %s\n",
+                file ? "-A does not apply: a pod has one namespace" : "-f POD.yaml is required");
         usage(stderr);
         return GQ_EXIT_USAGE;
     }
@@ -603,17 +596,17 @@ int gq_cmd_explain(int argc, char **argv)
         gq_yaml_load(buf, len, name, &docs, &n_docs, &err))
         goto fail;
     json_object *pod = n_docs == 1 ? docs[0] : NULL;
-    const char *kind = gq_pj_str(pod, "kind");
+    const char *kind = gq_json_get_string(pod, "kind");
     if (!pod || !json_object_is_type(pod, json_type_object) || !kind || strcmp(kind, "Pod")) {
         gq_err_set(&err, GQ_EINVAL, "%s: expected one Pod", name);
         goto fail;
     }
-    json_object *meta = gq_pj_member(pod, "metadata");
+    json_object *meta = gq_json_member(pod, "metadata");
     if (!meta || !json_object_is_type(meta, json_type_object)) {
         gq_err_set(&err, GQ_EINVAL, "%s: the pod has no metadata", name);
         goto fail;
     }
-    const char *pod_ns = gq_pj_str(meta, "namespace");
+    const char *pod_ns = gq_json_get_string(meta, "namespace");
     /* kubectl's rule: the object's namespace wins unless -n says another. */
     if (pod_ns && f.namespace_ && strcmp(pod_ns, f.namespace_)) {
         gq_err_set(&err, GQ_EINVAL,
@@ -624,7 +617,7 @@ int gq_cmd_explain(int argc, char **argv)
     }
     if (pod_ns && !f.namespace_)
         f.namespace_ = pod_ns;
-    if (!gq_pj_str(meta, "name") && !gq_pj_str(meta, "generateName"))
+    if (!gq_json_get_string(meta, "name") && !gq_json_get_string(meta, "generateName"))
         json_object_object_add(meta, "generateName", json_object_new_string("gpuquota-explain-"));
     if (gq_check_namespace("--gpuquota-namespace", sys_ns, &err))
         goto fail;
@@ -640,9 +633,9 @@ int gq_cmd_explain(int argc, char **argv)
     json_object_object_add(report, "notes", notes);
     json_object_object_add(report, "namespace", json_object_new_string(ns));
     json_object_object_add(report, "pod",
-                           json_object_new_string(gq_pj_str(meta, "name")
-                                                      ? gq_pj_str(meta, "name")
-                                                      : gq_pj_str(meta, "generateName")));
+                           json_object_new_string(gq_json_get_string(meta, "name")
+                                                      ? gq_json_get_string(meta, "name")
+                                                      : gq_json_get_string(meta, "generateName")));
     json_object_object_add(report, "config", json_object_new_string(source));
 
     /* The governing objects, read as the user may read them. */
@@ -658,7 +651,7 @@ int gq_cmd_explain(int argc, char **argv)
         goto fail;
     snprintf(path, sizeof(path), "/api/v1/namespaces/%s", ns);
     if (!kube_get(c, path, NULL, &ns_obj, &e))
-        ns_labels = gq_pj_member(gq_pj_member(ns_obj, "metadata"), "labels");
+        ns_labels = gq_json_member(gq_json_member(ns_obj, "metadata"), "labels");
     else
         add_suggestion(notes,
                        "namespace labels could not be read (tenants selecting by label "

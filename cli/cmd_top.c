@@ -4,11 +4,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli.h"
-#include "crd.h"
-#include "kube.h"
-#include "plugin.h"
-#include "policy.h"
+#include "cli/cli.h"
+#include "cli/cli_args.h"
+#include "quota/crd.h"
+#include "kube/kube.h"
+#include "cli/plugin.h"
+#include "common/json_member.h"
+#include "quota/policy.h"
 
 const char gq_cmd_top_summary[] = "GPU quota usage per namespace and tenant, with bars";
 
@@ -70,7 +72,7 @@ static void keep_covering(gq_objs *o, const char *ns, json_object *labels)
 int gq_cmd_top(int argc, char **argv)
 {
     gq_kflags f = {0};
-    bool tenants = true;
+    bool no_tenants = false;
     gq_err err;
     kube_client *c = NULL;
     char *ns = NULL, path[320];
@@ -78,23 +80,13 @@ int gq_cmd_top(int argc, char **argv)
     json_object *report = NULL, *ns_obj = NULL;
     int status = GQ_EXIT_USAGE;
     gq_err_clear(&err);
-    for (int i = 1; i < argc; i++) {
-        int t = gq_kflags_take(&f, argc, argv, &i, &err);
-        if (t < 0)
-            goto fail;
-        if (t)
-            continue;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return GQ_EXIT_OK;
-        }
-        if (!strcmp(argv[i], "--no-tenants")) {
-            tenants = false;
-            continue;
-        }
-        usage(stderr);
-        return GQ_EXIT_USAGE;
-    }
+    gq_cli_opt opts[GQ_KFLAGS_N + 1];
+    gq_kflags_opts(&f, opts);
+    opts[GQ_KFLAGS_N] =
+        (gq_cli_opt){.name = "--no-tenants", .kind = GQ_OPT_FLAG, .dst = &no_tenants};
+    int parsed = gq_cli_parse_or_exit("top", argc, argv, opts, GQ_KFLAGS_N + 1, NULL, NULL, usage);
+    if (parsed >= 0)
+        return parsed;
     if (f.all_namespaces && f.namespace_) {
         gq_err_set(&err, GQ_EINVAL, "-A and -n are mutually exclusive");
         goto fail;
@@ -108,7 +100,7 @@ int gq_cmd_top(int argc, char **argv)
         snprintf(path, sizeof(path), "/apis/gpuquota.io/v1alpha1/namespaces/%s/gpuquotas", ns);
     if (kube_list(c, path, NULL, gq_objs_collect, &o, NULL, &err))
         goto fail;
-    if (tenants) {
+    if (!no_tenants) {
         size_t before = o.n;
         if (kube_list(c, "/apis/gpuquota.io/v1alpha1/gputenantquotas", NULL, gq_objs_collect, &o,
                       NULL, &err)) {

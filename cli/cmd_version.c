@@ -1,6 +1,6 @@
 #include <stdio.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 
 const char gq_cmd_version_summary[] = "print the version";
 

@@ -1,4 +1,3 @@
-#include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -8,17 +7,17 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "audit.h"
-#include "cli.h"
-#include "cli_args.h"
-#include "config.h"
-#include "gq_log.h"
-#include "kube.h"
-#include "kubestore.h"
-#include "metrics.h"
-#include "mutate_http.h"
-#include "server.h"
-#include "validate.h"
+#include "webhook/audit.h"
+#include "cli/cli.h"
+#include "cli/cli_args.h"
+#include "quota/config.h"
+#include "common/gq_log.h"
+#include "kube/kube.h"
+#include "webhook/kubestore.h"
+#include "webhook/metrics.h"
+#include "webhook/mutate_http.h"
+#include "webhook/server.h"
+#include "webhook/validate.h"
 
 const char gq_cmd_webhook_summary[] = "run the admission webhook HTTPS server";
 
@@ -81,15 +80,6 @@ static void listen_host(const char *listen, char *buf, size_t cap)
 }
 
 /* A repeatable option's value, kept in list (at most max of them). */
-static gq_code append_arg(const char *opt, const char **list, size_t *n, size_t max,
-                          const char *value, gq_err *err)
-{
-    if (*n == max)
-        return gq_err_set(err, GQ_ELIMIT, "at most %zu %s", max, opt);
-    list[(*n)++] = value;
-    return GQ_OK;
-}
-
 /* Every connection is a descriptor: raise the soft open-file limit to what
  * max_connections needs (plus the API client, the audit log, the
  * listener), within the hard limit. */
@@ -168,8 +158,9 @@ typedef struct validate_ctx {
 } validate_ctx;
 
 /* "90s", "2m", "1h" or plain seconds, 1 s .. 1 day. */
-static gq_code parse_duration_s(const char *opt, const char *s, long *out, gq_err *err)
+static gq_code parse_duration_s(const char *opt, const char *s, void *dst, gq_err *err)
 {
+    long *out = dst;
     char num[16];
     size_t n = strlen(s);
     long mult = 1, v;
@@ -265,36 +256,100 @@ static void validate_teardown(validate_ctx *vc)
     kube_config_free(vc->kcfg);
 }
 
+/* What the command line asks for (strings borrowed from argv). */
+typedef struct webhook_args {
+    wh_server_options so;
+    const char *config_path, *kubeconfig;
+    long threads, drain_s, ttl_s, read_timeout_s, max_conns;
+    long max_conns_ip; /* 0: the server's default for max_conns */
+    int64_t body_memory;
+    gq_cli_list trusted, client_cns;
+    const char *trusted_v[WH_TRUSTED_USERS_MAX];
+    const char *client_cns_v[WH_MAX_CLIENT_CNS];
+} webhook_args;
+
+static gq_code parse_read_timeout(const char *opt, const char *s, void *dst, gq_err *err)
+{
+    long v = 0;
+    gq_code rc = parse_duration_s(opt, s, &v, err);
+    if (!rc && v > 300)
+        rc = gq_err_set(err, GQ_ERANGE, "%s %s: at most 5m", opt, s);
+    if (!rc)
+        *(long *)dst = v;
+    return rc;
+}
+
+static gq_code parse_body_memory(const char *opt, const char *s, void *dst, gq_err *err)
+{
+    return gq_cli_parse_bytes(opt, s, (int64_t)WH_MAX_BODY_DEFAULT, (int64_t)1 << 32, dst, err);
+}
+
+/* argv into *a. -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, webhook_args *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->so = (wh_server_options){.listen = ":8443", .version = GQ_VERSION};
+    a->drain_s = DRAIN_DEFAULT_S;
+    a->ttl_s = WH_RESERVATION_TTL_DEFAULT;
+    a->read_timeout_s = WH_READ_TIMEOUT_DEFAULT;
+    a->max_conns = WH_MAX_CONNECTIONS_DEFAULT;
+    a->body_memory = (int64_t)WH_MAX_BODY_MEMORY_DEFAULT;
+    a->trusted = (gq_cli_list){a->trusted_v, 0, WH_TRUSTED_USERS_MAX};
+    a->client_cns = (gq_cli_list){a->client_cns_v, 0, WH_MAX_CLIENT_CNS};
+    const gq_cli_opt opts[] = {
+        {.name = "--tls-cert", .kind = GQ_OPT_STRING, .dst = &a->so.cert_file},
+        {.name = "--tls-key", .kind = GQ_OPT_STRING, .dst = &a->so.key_file},
+        {.name = "--listen", .kind = GQ_OPT_STRING, .dst = &a->so.listen},
+        {.name = "--config", .kind = GQ_OPT_STRING, .dst = &a->config_path},
+        {.name = "--kubeconfig", .kind = GQ_OPT_STRING, .dst = &a->kubeconfig},
+        {.name = "--threads", .kind = GQ_OPT_LONG, .dst = &a->threads, .min = 1, .max = 256},
+        {.name = "--drain-seconds", .kind = GQ_OPT_LONG, .dst = &a->drain_s, .min = 0, .max = 3600},
+        {.name = "--reservation-ttl", .kind = GQ_OPT_FN, .dst = &a->ttl_s, .fn = parse_duration_s},
+        {.name = "--trusted-user", .kind = GQ_OPT_LIST, .dst = &a->trusted},
+        {.name = "--max-body-memory",
+         .kind = GQ_OPT_FN,
+         .dst = &a->body_memory,
+         .fn = parse_body_memory},
+        {.name = "--read-timeout",
+         .kind = GQ_OPT_FN,
+         .dst = &a->read_timeout_s,
+         .fn = parse_read_timeout},
+        {.name = "--max-connections",
+         .kind = GQ_OPT_LONG,
+         .dst = &a->max_conns,
+         .min = 16,
+         .max = 1000000},
+        {.name = "--max-connections-per-ip",
+         .kind = GQ_OPT_LONG,
+         .dst = &a->max_conns_ip,
+         .min = 1,
+         .max = 1000000},
+        {.name = "--client-ca", .kind = GQ_OPT_STRING, .dst = &a->so.client_ca_file},
+        {.name = "--client-cn", .kind = GQ_OPT_LIST, .dst = &a->client_cns},
+    };
+    int rc = gq_cli_parse_or_exit("webhook", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL,
+                                  NULL, usage);
+    if (rc >= 0)
+        return rc;
+    gq_err err;
+    gq_err_clear(&err);
+    if (!a->so.cert_file || !a->so.key_file)
+        gq_err_set(&err, GQ_EINVAL, "--tls-cert and --tls-key are required");
+    else if (a->client_cns.n && !a->so.client_ca_file)
+        gq_err_set(&err, GQ_EINVAL, "--client-cn needs --client-ca");
+    else if (a->max_conns_ip > a->max_conns)
+        gq_err_set(&err, GQ_EINVAL, "--max-connections-per-ip %ld exceeds --max-connections %ld",
+                   a->max_conns_ip, a->max_conns);
+    if (!err.code)
+        return -1;
+    fprintf(stderr, "gpuquota webhook: %s\n", err.msg);
+    usage(stderr);
+    return GQ_EXIT_USAGE;
+}
+
 int gq_cmd_webhook(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"tls-cert", required_argument, NULL, 'c'},
-        {"tls-key", required_argument, NULL, 'k'},
-        {"listen", required_argument, NULL, 'l'},
-        {"config", required_argument, NULL, 'f'},
-        {"kubeconfig", required_argument, NULL, 'K'},
-        {"threads", required_argument, NULL, 't'},
-        {"drain-seconds", required_argument, NULL, 'd'},
-        {"reservation-ttl", required_argument, NULL, 'r'},
-        {"trusted-user", required_argument, NULL, 'u'},
-        {"max-body-memory", required_argument, NULL, 'M'},
-        {"read-timeout", required_argument, NULL, 'T'},
-        {"max-connections", required_argument, NULL, 'C'},
-        {"max-connections-per-ip", required_argument, NULL, 'P'},
-        {"client-ca", required_argument, NULL, 'A'},
-        {"client-cn", required_argument, NULL, 'N'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    wh_server_options so = {.listen = ":8443", .version = GQ_VERSION};
-    const char *config_path = NULL, *kubeconfig = NULL;
-    long threads = 0, drain_s = DRAIN_DEFAULT_S, ttl_s = WH_RESERVATION_TTL_DEFAULT;
-    long read_timeout_s = WH_READ_TIMEOUT_DEFAULT, max_conns = WH_MAX_CONNECTIONS_DEFAULT,
-         max_conns_ip = 0; /* 0: the server's default for max_conns */
-    int64_t body_memory = (int64_t)WH_MAX_BODY_MEMORY_DEFAULT;
-    const char *trusted[WH_TRUSTED_USERS_MAX];
-    size_t n_trusted = 0;
-    const char *client_cns[WH_MAX_CLIENT_CNS];
+    webhook_args a;
     validate_ctx vc;
     bool validating = false;
     memset(&vc, 0, sizeof(vc));
@@ -304,100 +359,22 @@ int gq_cmd_webhook(int argc, char **argv)
     wh_audit *audit = NULL;
     wh_mutate_ctx mutate_ctx;
     gq_err err;
-    int c, exit_code = GQ_EXIT_USAGE;
+    int exit_code;
     sigset_t sigs;
 
     gq_log_init();
     gq_err_clear(&err);
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'c':
-            so.cert_file = optarg;
-            break;
-        case 'k':
-            so.key_file = optarg;
-            break;
-        case 'l':
-            so.listen = optarg;
-            break;
-        case 'f':
-            config_path = optarg;
-            break;
-        case 'K':
-            kubeconfig = optarg;
-            break;
-        case 't':
-            if (gq_cli_parse_long("--threads", optarg, 1, 256, &threads, &err))
-                goto usage_error;
-            break;
-        case 'd':
-            if (gq_cli_parse_long("--drain-seconds", optarg, 0, 3600, &drain_s, &err))
-                goto usage_error;
-            break;
-        case 'r':
-            if (parse_duration_s("--reservation-ttl", optarg, &ttl_s, &err))
-                goto usage_error;
-            break;
-        case 'u':
-            if (append_arg("--trusted-user", trusted, &n_trusted, WH_TRUSTED_USERS_MAX, optarg,
-                           &err))
-                goto usage_error;
-            break;
-        case 'M':
-            if (gq_cli_parse_bytes("--max-body-memory", optarg, (int64_t)WH_MAX_BODY_DEFAULT,
-                                   (int64_t)1 << 32, &body_memory, &err))
-                goto usage_error;
-            break;
-        case 'T':
-            if (parse_duration_s("--read-timeout", optarg, &read_timeout_s, &err))
-                goto usage_error;
-            if (read_timeout_s > 300) {
-                gq_err_set(&err, GQ_ERANGE, "--read-timeout %s: at most 5m", optarg);
-                goto usage_error;
-            }
-            break;
-        case 'C':
-            if (gq_cli_parse_long("--max-connections", optarg, 16, 1000000, &max_conns, &err))
-                goto usage_error;
-            break;
-        case 'P':
-            if (gq_cli_parse_long("--max-connections-per-ip", optarg, 1, 1000000, &max_conns_ip,
-                                  &err))
-                goto usage_error;
-            break;
-        case 'A':
-            so.client_ca_file = optarg;
-            break;
-        case 'N':
-            if (append_arg("--client-cn", client_cns, &so.n_client_cns, WH_MAX_CLIENT_CNS, optarg,
-                           &err))
-                goto usage_error;
-            break;
-        case 'h':
-            usage(stdout);
-            return GQ_EXIT_OK;
-        default:
-            usage(stderr);
-            return GQ_EXIT_USAGE;
-        }
-    }
-    if (optind < argc) {
-        gq_err_set(&err, GQ_EINVAL, "unexpected argument %s", argv[optind]);
-        goto usage_error;
-    }
-    if (!so.cert_file || !so.key_file) {
-        gq_err_set(&err, GQ_EINVAL, "--tls-cert and --tls-key are required");
-        goto usage_error;
-    }
-    if (so.n_client_cns && !so.client_ca_file) {
-        gq_err_set(&err, GQ_EINVAL, "--client-cn needs --client-ca");
-        goto usage_error;
-    }
-    if (max_conns_ip > max_conns) {
-        gq_err_set(&err, GQ_EINVAL, "--max-connections-per-ip %ld exceeds --max-connections %ld",
-                   max_conns_ip, max_conns);
-        goto usage_error;
-    }
+    if ((exit_code = parse_args(argc, argv, &a)) >= 0)
+        return exit_code;
+    wh_server_options so = a.so;
+    const char *config_path = a.config_path, *kubeconfig = a.kubeconfig;
+    long threads = a.threads, drain_s = a.drain_s, ttl_s = a.ttl_s;
+    long read_timeout_s = a.read_timeout_s, max_conns = a.max_conns, max_conns_ip = a.max_conns_ip;
+    int64_t body_memory = a.body_memory;
+    const char **trusted = a.trusted_v;
+    size_t n_trusted = a.trusted.n;
+    so.n_client_cns = a.client_cns.n;
+    const char **client_cns = a.client_cns_v;
     so.threads = (unsigned)threads;
     so.read_timeout_s = (unsigned)read_timeout_s;
     so.max_connections = (unsigned)max_conns;
@@ -463,10 +440,6 @@ int gq_cmd_webhook(int argc, char **argv)
     exit_code = GQ_EXIT_OK;
     goto out;
 
-usage_error:
-    fprintf(stderr, "gpuquota webhook: %s\n", err.msg);
-    usage(stderr);
-    goto out;
 fail:
     GQ_ERROR("%s", err.msg[0] ? err.msg : "out of memory");
     exit_code = 1;

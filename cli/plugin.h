@@ -15,7 +15,7 @@
 
 #include <json-c/json.h>
 
-#include "gq_error.h"
+#include "common/gq_error.h"
 
 /* ---- flags and client ------------------------------------------------------ */
 
@@ -26,20 +26,21 @@ typedef enum gq_out_fmt {
 } gq_out_fmt;
 
 /* kubectl's flags, as kubectl spells them: --kubeconfig F, --context C,
- * -n/--namespace NS, -A/--all-namespaces, -o/--output json|yaml|table (each
- * also as --flag=value). Strings are borrowed from argv. */
+ * -n/--namespace NS, -A/--all-namespaces, -o/--output table|json|yaml.
+ * Strings are borrowed from argv. */
 typedef struct gq_kflags {
     const char *kubeconfig;
     const char *context;
     const char *namespace_;
     bool all_namespaces;
-    gq_out_fmt output;
+    int output; /* a gq_out_fmt */
 } gq_kflags;
 
-/* If argv[*i] is one of those flags, take it (and its value, advancing *i)
- * and return 1; return 0 when it is not one; GQ_EINVAL (negated, < 0) with
- * a message for a flag without value or an unknown output format. */
-int gq_kflags_take(gq_kflags *f, int argc, char **argv, int *i, gq_err *err);
+/* Those flags as entries of a subcommand's option table (cli/cli_args.h),
+ * writing into f: out[0..GQ_KFLAGS_N). */
+#define GQ_KFLAGS_N 5
+struct gq_cli_opt;
+void gq_kflags_opts(gq_kflags *f, struct gq_cli_opt *out);
 
 /* The usage lines of those flags, for --help. */
 extern const char gq_kflags_usage[];
@@ -73,11 +74,6 @@ typedef struct gq_objs {
 
 gq_code gq_objs_collect(void *ud, json_object *item, gq_err *err) GQ_WUR;
 void gq_objs_dispose(gq_objs *o);
-
-/* o[key] (borrowed), NULL when o is not an object or has no such member. */
-json_object *gq_pj_member(json_object *o, const char *key);
-/* o[key] when it is a string, else NULL. */
-const char *gq_pj_str(json_object *o, const char *key);
 
 struct gq_amounts;
 /* One quota value: binary-SI bytes for gpu-memory ("20Gi"), integers for

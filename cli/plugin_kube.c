@@ -2,8 +2,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kube.h"
-#include "plugin.h"
+#include "cli/cli_args.h"
+#include "kube/kube.h"
+#include "cli/plugin.h"
 
 const char gq_kflags_usage[] =
     "kubectl flags:\n"
@@ -14,66 +15,21 @@ const char gq_kflags_usage[] =
     "  -A, --all-namespaces   every namespace\n"
     "  -o, --output FORMAT    table (default), json or yaml\n";
 
-/* Flag name in a, with its value either joined ("--context=x") or in the
- * next argument. Returns the value or NULL when a is not that flag. */
-static const char *flag_value(const char *a, const char *name, int argc, char **argv, int *i,
-                              bool *missing)
+void gq_kflags_opts(gq_kflags *f, gq_cli_opt *out)
 {
-    size_t n = strlen(name);
-    if (strncmp(a, name, n))
-        return NULL;
-    if (a[n] == '=')
-        return a + n + 1;
-    if (a[n] != '\0')
-        return NULL;
-    if (*i + 1 >= argc) {
-        *missing = true;
-        return NULL;
-    }
-    return argv[++*i];
-}
-
-int gq_kflags_take(gq_kflags *f, int argc, char **argv, int *i, gq_err *err)
-{
-    const char *a = argv[*i], *v;
-    bool missing = false;
-    if (!strcmp(a, "-A") || !strcmp(a, "--all-namespaces")) {
-        f->all_namespaces = true;
-        return 1;
-    }
-    if ((v = flag_value(a, "--kubeconfig", argc, argv, i, &missing))) {
-        f->kubeconfig = v;
-        return 1;
-    }
-    if ((v = flag_value(a, "--context", argc, argv, i, &missing))) {
-        f->context = v;
-        return 1;
-    }
-    if ((v = flag_value(a, "--namespace", argc, argv, i, &missing)) ||
-        (!missing && (v = flag_value(a, "-n", argc, argv, i, &missing)))) {
-        if (!v[0])
-            return -(int)gq_err_set(err, GQ_EINVAL, "%s: the namespace must not be empty", a);
-        f->namespace_ = v;
-        return 1;
-    }
-    if ((v = flag_value(a, "--output", argc, argv, i, &missing)) ||
-        (!missing && (v = flag_value(a, "-o", argc, argv, i, &missing)))) {
-        if (!strcmp(v, "json"))
-            f->output = GQ_OUT_JSON;
-        else if (!strcmp(v, "yaml"))
-            f->output = GQ_OUT_YAML;
-        else if (!strcmp(v, "table") || !strcmp(v, "wide"))
-            f->output = GQ_OUT_TABLE;
-        else
-            return -(int)gq_err_set(err, GQ_EINVAL,
-                                    "unable to match a printer suitable for the output format "
-                                    "\"%s\", the allowed formats are: json,table,yaml",
-                                    v);
-        return 1;
-    }
-    if (missing)
-        return -(int)gq_err_set(err, GQ_EINVAL, "flag needs an argument: %s", a);
-    return 0;
+    /* Indexes are gq_out_fmt values. */
+    static const char *const outputs[] = {"table", "json", "yaml", NULL};
+    out[0] = (gq_cli_opt){.name = "--kubeconfig", .kind = GQ_OPT_NONEMPTY, .dst = &f->kubeconfig};
+    out[1] = (gq_cli_opt){.name = "--context", .kind = GQ_OPT_NONEMPTY, .dst = &f->context};
+    out[2] = (gq_cli_opt){
+        .name = "--namespace", .alias = "-n", .kind = GQ_OPT_NONEMPTY, .dst = &f->namespace_};
+    out[3] = (gq_cli_opt){
+        .name = "--all-namespaces", .alias = "-A", .kind = GQ_OPT_FLAG, .dst = &f->all_namespaces};
+    out[4] = (gq_cli_opt){.name = "--output",
+                          .alias = "-o",
+                          .kind = GQ_OPT_CHOICE,
+                          .dst = &f->output,
+                          .choices = outputs};
 }
 
 gq_code gq_check_namespace(const char *what, const char *ns, gq_err *err)

@@ -4,11 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "crd.h"
-#include "jsonutil.h"
-#include "plugin.h"
-#include "policy.h"
-#include "quantity.h"
+#include "quota/crd.h"
+#include "common/jsonutil.h"
+#include "cli/plugin.h"
+#include "common/json_member.h"
+#include "quota/policy.h"
+#include "quota/quantity.h"
 
 void gq_render_bar(int64_t used, int64_t pending, int64_t hard, char buf[GQ_BAR_WIDTH + 3])
 {
@@ -55,20 +56,6 @@ void gq_fmt_amount(int k, int64_t v, char buf[GQ_QUANTITY_STR_MAX])
         gq_format_bytes(v, buf);
     else
         snprintf(buf, GQ_QUANTITY_STR_MAX, "%" PRId64, v);
-}
-
-json_object *gq_pj_member(json_object *o, const char *key)
-{
-    json_object *v = NULL;
-    if (!o || !json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, key, &v))
-        return NULL;
-    return v;
-}
-
-const char *gq_pj_str(json_object *o, const char *key)
-{
-    json_object *v = gq_pj_member(o, key);
-    return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
 }
 
 gq_code gq_objs_collect(void *ud, json_object *item, gq_err *err)
@@ -126,22 +113,22 @@ static json_object *amounts_json_or_null(json_object *obj, const char *field)
  * readable used; anything else is left out (the field is optional). */
 static json_object *models_json(json_object *status)
 {
-    json_object *models = gq_pj_member(status, "models"), *out;
+    json_object *models = gq_json_member(status, "models"), *out;
     if (!models || !json_object_is_type(models, json_type_array))
         return NULL;
     out = json_object_new_array();
     size_t n = json_object_array_length(models);
     for (size_t i = 0; i < n && i < GQ_CRD_MAX_MODELS; i++) {
         json_object *m = json_object_array_get_idx(models, i), *used, *e;
-        const char *name = gq_pj_str(m, "model");
+        const char *name = gq_json_get_string(m, "model");
         if (!name)
-            name = gq_pj_str(m, "name");
-        if (!name || !(used = amounts_json_or_null(gq_pj_member(m, "used"), "used")))
+            name = gq_json_get_string(m, "name");
+        if (!name || !(used = amounts_json_or_null(gq_json_member(m, "used"), "used")))
             continue;
         e = json_object_new_object();
         json_object_object_add(e, "model", json_object_new_string(name));
         json_object_object_add(e, "used", used);
-        json_object *hard = amounts_json_or_null(gq_pj_member(m, "hard"), "hard");
+        json_object *hard = amounts_json_or_null(gq_json_member(m, "hard"), "hard");
         if (hard)
             json_object_object_add(e, "hard", hard);
         json_object_array_add(out, e);
@@ -209,8 +196,9 @@ gq_code gq_top_report(json_object *const *objs, size_t n, int64_t now, json_obje
         gq_err e;
         gq_err_clear(&e);
         if (gq_quota_parse(objs[i], &ps[np].q, &e)) {
-            json_object *meta = gq_pj_member(objs[i], "metadata");
-            const char *ns = gq_pj_str(meta, "namespace"), *name = gq_pj_str(meta, "name");
+            json_object *meta = gq_json_member(objs[i], "metadata");
+            const char *ns = gq_json_get_string(meta, "namespace"),
+                       *name = gq_json_get_string(meta, "name");
             char line[GQ_ERR_MSG_MAX + 300];
             snprintf(line, sizeof(line), "%s%s%s: %s", ns ? ns : "", ns ? "/" : "",
                      name ? name : "(unnamed)", e.msg);
@@ -223,10 +211,10 @@ gq_code gq_top_report(json_object *const *objs, size_t n, int64_t now, json_obje
         qsort(ps, np, sizeof(*ps), cmp_parsed);
     for (size_t i = 0; i < np; i++) {
         const gq_quota *q = ps[i].q;
-        json_object *status = gq_pj_member(ps[i].obj, "status");
+        json_object *status = gq_json_member(ps[i].obj, "status");
         gq_amounts in_use, queued;
         gq_err e;
-        bool has_queued = opt_amounts(gq_pj_member(status, "queued"), "status.queued", &queued);
+        bool has_queued = opt_amounts(gq_json_member(status, "queued"), "status.queued", &queued);
         if (gq_quota_in_use(q, now, NULL, &in_use, &e))
             in_use = q->used; /* overflowing reservations: show used alone */
         json_object *o = json_object_new_object(), *res = json_object_new_array();
@@ -241,14 +229,14 @@ gq_code gq_top_report(json_object *const *objs, size_t n, int64_t now, json_obje
                 json_object_array_add(res,
                                       resource_json((gq_qkey)k, q, &in_use, &queued, has_queued));
         json_object_object_add(o, "resources", res);
-        json_object *nss = gq_pj_member(status, "namespaces");
+        json_object *nss = gq_json_member(status, "namespaces");
         if (tenant && nss && json_object_is_type(nss, json_type_array)) {
             json_object *list = json_object_new_array();
             size_t m = json_object_array_length(nss);
             for (size_t j = 0; j < m && j < GQ_CRD_MAX_NAMESPACES; j++) {
                 json_object *it = json_object_array_get_idx(nss, j), *used;
-                const char *ns = gq_pj_str(it, "namespace");
-                if (!ns || !(used = amounts_json_or_null(gq_pj_member(it, "used"), "used")))
+                const char *ns = gq_json_get_string(it, "namespace");
+                if (!ns || !(used = amounts_json_or_null(gq_json_member(it, "used"), "used")))
                     continue;
                 json_object *e2 = json_object_new_object();
                 json_object_object_add(e2, "namespace", json_object_new_string(ns));
@@ -284,13 +272,13 @@ out:
 
 static const char *str_or(json_object *o, const char *key, const char *dflt)
 {
-    const char *s = gq_pj_str(o, key);
+    const char *s = gq_json_get_string(o, key);
     return s ? s : dflt;
 }
 
 static int64_t int_member(json_object *o, const char *key)
 {
-    json_object *v = gq_pj_member(o, key);
+    json_object *v = gq_json_member(o, key);
     return v ? json_object_get_int64(v) : 0;
 }
 
@@ -316,7 +304,8 @@ static void list_text(json_object *amounts, char *buf, size_t cap)
 
 void gq_render_top_table(FILE *out, json_object *report)
 {
-    json_object *quotas = gq_pj_member(report, "quotas"), *errors = gq_pj_member(report, "errors");
+    json_object *quotas = gq_json_member(report, "quotas"),
+                *errors = gq_json_member(report, "errors");
     size_t n = quotas && json_object_is_type(quotas, json_type_array)
                    ? json_object_array_length(quotas)
                    : 0;
@@ -327,7 +316,8 @@ void gq_render_top_table(FILE *out, json_object *report)
                 "USED", "RESERVED", "QUEUED", "HARD");
     }
     for (size_t i = 0; i < n; i++) {
-        json_object *q = json_object_array_get_idx(quotas, i), *res = gq_pj_member(q, "resources");
+        json_object *q = json_object_array_get_idx(quotas, i),
+                    *res = gq_json_member(q, "resources");
         bool tenant = !strcmp(str_or(q, "kind", ""), GQ_KIND_GPUTENANTQUOTA);
         char name[300];
         if (tenant)
@@ -355,20 +345,20 @@ void gq_render_top_table(FILE *out, json_object *report)
                     str_or(r, "reserved", "0"), str_or(r, "queued", "-"), str_or(r, "hard", "?"),
                     bar, (int)int_member(r, "percent"));
         }
-        json_object *nss = gq_pj_member(q, "namespaces"), *models = gq_pj_member(q, "models");
+        json_object *nss = gq_json_member(q, "namespaces"), *models = gq_json_member(q, "models");
         size_t nn = nss ? json_object_array_length(nss) : 0;
         for (size_t j = 0; j < nn; j++) {
             json_object *e = json_object_array_get_idx(nss, j);
             char used[256];
-            list_text(gq_pj_member(e, "used"), used, sizeof(used));
+            list_text(gq_json_member(e, "used"), used, sizeof(used));
             fprintf(out, "%-9s   namespace %s: %s\n", "", str_or(e, "namespace", "?"), used);
         }
         size_t nm = models ? json_object_array_length(models) : 0;
         for (size_t j = 0; j < nm; j++) {
             json_object *e = json_object_array_get_idx(models, j);
             char used[256], hard[256];
-            list_text(gq_pj_member(e, "used"), used, sizeof(used));
-            list_text(gq_pj_member(e, "hard"), hard, sizeof(hard));
+            list_text(gq_json_member(e, "used"), used, sizeof(used));
+            list_text(gq_json_member(e, "hard"), hard, sizeof(hard));
             fprintf(out, "%-9s   model %s: used %s%s%s\n", "", str_or(e, "model", "?"), used,
                     hard[0] ? ", hard " : "", hard);
         }

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 
 gq_code gq_cli_read_file(const char *path, size_t max, char **out, size_t *out_len, gq_err *err)
 {

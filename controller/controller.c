@@ -3,7 +3,7 @@
  * the /status subresource with the resourceVersion they read (409: requeue
  * with backoff). Level-triggered: every reconcile recounts from the store,
  * so a missed event is repaired by the next one or by the periodic resync. */
-#include "ctl_int.h"
+#include "controller/ctl_int.h"
 
 #include <errno.h>
 #if defined(__GLIBC__)
@@ -18,7 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gq_log.h"
+#include "common/gq_log.h"
+#include "common/json_member.h"
+#include "common/hash.h"
 
 /* After the initial list the pages parsed and freed one after another sit in
  * glibc's arenas and would stay resident for the life of the process; the
@@ -187,10 +189,10 @@ static gq_code pod_transform(void *ud, json_object *obj, void **rec, gq_err *err
     if (rc) {
         /* The webhook denies such pods; one that exists anyway (created
          * before install, or the config changed) cannot be priced. */
-        json_object *meta = ctl_json_get(obj, "metadata");
+        json_object *meta = gq_json_member(obj, "metadata");
         atomic_fetch_add(&c->cost_errors, 1);
-        GQ_WARN("pod %s/%s not counted: %s", ctl_json_str(meta, "namespace"),
-                ctl_json_str(meta, "name"), e.msg);
+        GQ_WARN("pod %s/%s not counted: %s", gq_json_get_string(meta, "namespace"),
+                gq_json_get_string(meta, "name"), e.msg);
         p = NULL;
     }
     *rec = p;
@@ -323,7 +325,7 @@ static void tenant_delete(void *ud, const char *ns, const char *name, const void
 
 static gq_code ns_transform(void *ud, json_object *obj, void **rec, gq_err *err)
 {
-    json_object *labels = ctl_json_get(ctl_json_get(obj, "metadata"), "labels"), *copy = NULL;
+    json_object *labels = gq_json_member(gq_json_member(obj, "metadata"), "labels"), *copy = NULL;
     if (labels && json_object_is_type(labels, json_type_object)) {
         if (json_object_deep_copy(labels, &copy, NULL) != 0)
             return gq_err_set(err, GQ_ENOMEM, "out of memory");
@@ -366,7 +368,7 @@ static void ns_delete(void *ud, const char *ns, const char *name, const void *re
 
 static kstate *ks_get(ctl_controller *c, const char *key, bool create)
 {
-    size_t b = (size_t)(ctl_str_hash(key) % KS_BUCKETS);
+    size_t b = (size_t)(gq_fnv1a(key) % KS_BUCKETS);
     for (kstate *k = c->ks[b]; k; k = k->next)
         if (!strcmp(k->key, key))
             return k;
@@ -398,7 +400,7 @@ static void ks_free(kstate *k)
 static void ks_drop(ctl_controller *c, const char *key)
 {
     pthread_mutex_lock(&c->mu);
-    for (kstate **pp = &c->ks[ctl_str_hash(key) % KS_BUCKETS]; *pp; pp = &(*pp)->next)
+    for (kstate **pp = &c->ks[gq_fnv1a(key) % KS_BUCKETS]; *pp; pp = &(*pp)->next)
         if (!strcmp((*pp)->key, key)) {
             kstate *k = *pp;
             *pp = k->next;
@@ -437,7 +439,7 @@ static void copy_fn(void *ud, const void *rec)
 
 static const char *meta_rv(json_object *obj)
 {
-    return ctl_json_str(ctl_json_get(obj, "metadata"), "resourceVersion");
+    return gq_json_get_string(gq_json_member(obj, "metadata"), "resourceVersion");
 }
 
 static void observe(ctl_controller *c, int result, int64_t us)
@@ -458,7 +460,7 @@ static void post_event(ctl_controller *c, json_object *obj, const char *kind, co
 {
     char ts[GQ_RFC3339_MAX], evname[320], path[320];
     const char *evns = ns[0] ? ns : "default";
-    json_object *meta = ctl_json_get(obj, "metadata");
+    json_object *meta = gq_json_member(obj, "metadata");
     gq_time_format_rfc3339(now, ts);
     snprintf(evname, sizeof evname, "%.240s.%" PRIx64, name, (uint64_t)mono_us() * 1000);
     snprintf(path, sizeof path, "/api/v1/namespaces/%s/events", evns);
@@ -478,7 +480,7 @@ static void post_event(ctl_controller *c, json_object *obj, const char *kind, co
     json_object_object_add(io, "name", json_object_new_string(name));
     if (ns[0])
         json_object_object_add(io, "namespace", json_object_new_string(ns));
-    const char *uid = ctl_json_str(meta, "uid"), *rv = meta_rv(obj);
+    const char *uid = gq_json_get_string(meta, "uid"), *rv = meta_rv(obj);
     if (uid)
         json_object_object_add(io, "uid", json_object_new_string(uid));
     if (rv)
@@ -543,7 +545,7 @@ static bool pod_missing(ctl_controller *c, const gq_reservation *r)
                  err.msg);
         return false;
     }
-    const char *uid = ctl_json_str(ctl_json_get(pod, "metadata"), "uid");
+    const char *uid = gq_json_get_string(gq_json_member(pod, "metadata"), "uid");
     bool other = !uid || strcmp(uid, r->key) != 0;
     json_object_put(pod);
     return other;
@@ -557,7 +559,7 @@ static bool pod_missing(ctl_controller *c, const gq_reservation *r)
 static void find_abandoned(ctl_controller *c, const char *key, json_object *quota,
                            json_object **drop, long *recheck_ms)
 {
-    json_object *arr = ctl_json_get(ctl_json_get(quota, "status"), "reservations");
+    json_object *arr = gq_json_member(gq_json_member(quota, "status"), "reservations");
     json_object *seen_now = json_object_new_object(), *old = NULL;
     int64_t now_ms = mono_us() / 1000;
     long grace = c->o.reservation_grace_ms;

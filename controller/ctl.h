@@ -20,11 +20,11 @@
 
 #include <json-c/json.h>
 
-#include "config.h"
-#include "crd.h"
-#include "gq_error.h"
-#include "kube.h"
-#include "policy.h"
+#include "quota/config.h"
+#include "quota/crd.h"
+#include "common/gq_error.h"
+#include "kube/kube.h"
+#include "quota/policy.h"
 
 /* ------------------------------------------------------------------------ */
 /* Compact pod records                                                       */

@@ -2,7 +2,7 @@
 #ifndef CTL_INT_H
 #define CTL_INT_H
 
-#include "ctl.h"
+#include "controller/ctl.h"
 
 /* Parse quota (a GPUQuota or GPUTenantQuota object, borrowed) ignoring its
  * status: the status is ours to rewrite, so a corrupt one must never stop
@@ -14,13 +14,5 @@ gq_code ctl_quota_parse_spec(json_object *quota, gq_quota **out, gq_err *err) GQ
 gq_code ctl_reconcile_parsed(const gq_quota *q, json_object *quota, const gq_usage_pod *pods,
                              size_t n, ctl_seen_fn seen, void *seen_ud, int64_t now,
                              ctl_result *out, gq_err *err) GQ_WUR;
-
-/* FNV-1a of a string: the one hash of the controller's tables. */
-uint64_t ctl_str_hash(const char *s);
-
-/* Member of a JSON object, NULL when obj is not an object or lacks key. */
-json_object *ctl_json_get(json_object *obj, const char *key);
-/* String member, NULL when absent or not a string. */
-const char *ctl_json_str(json_object *obj, const char *key);
 
 #endif

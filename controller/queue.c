@@ -2,7 +2,9 @@
  * key added while a worker processes it is queued again when the worker is
  * done (never processed by two workers at once); failed keys come back after
  * a per-key exponential backoff until forgotten. */
-#include "ctl_int.h"
+#include "controller/ctl_int.h"
+#include "common/json_member.h"
+#include "common/hash.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -93,7 +95,7 @@ void ctl_queue_free(ctl_queue *q)
 
 static size_t bucket(const char *key)
 {
-    return (size_t)(ctl_str_hash(key) % Q_BUCKETS);
+    return (size_t)(gq_fnv1a(key) % Q_BUCKETS);
 }
 
 static qitem *find(ctl_queue *q, const char *key)

@@ -1,7 +1,8 @@
 /* The desired status of one quota: pure (time is a parameter, pods and the
  * "seen" oracle are inputs). Usage is recounted by gq_quota_recount, so the
  * controller and the webhook share one definition of what matches. */
-#include "ctl_int.h"
+#include "controller/ctl_int.h"
+#include "common/json_member.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +30,7 @@ gq_code ctl_quota_parse_spec(json_object *quota, gq_quota **out, gq_err *err)
     if (!shallow)
         return gq_err_set(err, GQ_ENOMEM, "out of memory");
     for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++) {
-        json_object *v = ctl_json_get(quota, keep[i]);
+        json_object *v = gq_json_member(quota, keep[i]);
         if (v && json_object_object_add(shallow, keep[i], json_object_get(v))) {
             json_object_put(v);
             json_object_put(shallow);
@@ -55,12 +56,12 @@ static int add_owned(json_object *obj, const char *key, json_object *val)
 /* The current condition of this type in status, or NULL. */
 static json_object *find_condition(json_object *status, const char *type)
 {
-    json_object *conds = ctl_json_get(status, "conditions");
+    json_object *conds = gq_json_member(status, "conditions");
     if (!conds || !json_object_is_type(conds, json_type_array))
         return NULL;
     for (size_t i = 0; i < json_object_array_length(conds); i++) {
         json_object *c = json_object_array_get_idx(conds, i);
-        const char *t = ctl_json_str(c, "type");
+        const char *t = gq_json_get_string(c, "type");
         if (t && !strcmp(t, type))
             return c;
     }
@@ -74,8 +75,8 @@ static json_object *condition(json_object *cur_status, const char *type, bool va
 {
     const char *st = value ? "True" : "False";
     json_object *old = find_condition(cur_status, type);
-    const char *old_st = ctl_json_str(old, "status");
-    const char *old_ltt = ctl_json_str(old, "lastTransitionTime");
+    const char *old_st = gq_json_get_string(old, "status");
+    const char *old_ltt = gq_json_get_string(old, "lastTransitionTime");
     char ltt[GQ_RFC3339_MAX];
     if (old_st && old_ltt && !strcmp(old_st, st) && strlen(old_ltt) < sizeof(ltt))
         memcpy(ltt, old_ltt, strlen(old_ltt) + 1);
@@ -99,7 +100,7 @@ static json_object *condition(json_object *cur_status, const char *type, bool va
 static gq_code keep_reservations(json_object *cur_status, ctl_seen_fn seen, void *ud, int64_t now,
                                  json_object **out, ctl_result *res, gq_err *err)
 {
-    json_object *arr = ctl_json_get(cur_status, "reservations");
+    json_object *arr = gq_json_member(cur_status, "reservations");
     json_object *tmp = NULL, *kept = NULL;
     size_t total = 0, expired = 0;
     gq_code rc = GQ_OK;
@@ -128,7 +129,7 @@ static gq_code keep_reservations(json_object *cur_status, ctl_seen_fn seen, void
     rc = gq_status_drop_expired(tmp, now, &expired, err);
     if (rc)
         goto out;
-    copy = ctl_json_get(tmp, "reservations");
+    copy = gq_json_member(tmp, "reservations");
     for (size_t i = 0; i < json_object_array_length(copy); i++) {
         json_object *item = json_object_array_get_idx(copy, i);
         gq_reservation r;
@@ -187,7 +188,7 @@ gq_code ctl_reconcile_parsed(const gq_quota *q, json_object *quota, const gq_usa
     gq_code rc;
     gq_usage u;
     ctl_result r;
-    json_object *cur = ctl_json_get(quota, "status"), *kept = NULL;
+    json_object *cur = gq_json_member(quota, "status"), *kept = NULL;
     gq_usage_init(&u);
     ctl_result_init(&r);
     rc = gq_quota_recount(q, pods, n, &u, err);
@@ -200,7 +201,7 @@ gq_code ctl_reconcile_parsed(const gq_quota *q, json_object *quota, const gq_usa
     r.hard = q->hard;
     r.exceeded = exceeded_message(&u.used, &q->hard, r.message, sizeof(r.message));
     json_object *old_ex = find_condition(cur, CTL_COND_EXCEEDED);
-    const char *old_ex_st = ctl_json_str(old_ex, "status");
+    const char *old_ex_st = gq_json_get_string(old_ex, "status");
     r.became_exceeded = r.exceeded && !(old_ex_st && !strcmp(old_ex_st, "True"));
 
     json_object *conds = json_object_new_array();
@@ -257,8 +258,8 @@ gq_code ctl_reconcile_invalid(json_object *quota, const char *why, int64_t now, 
                               gq_err *err)
 {
     ctl_result r;
-    json_object *cur = ctl_json_get(quota, "status"), *st = NULL;
-    json_object *gen = ctl_json_get(ctl_json_get(quota, "metadata"), "generation");
+    json_object *cur = gq_json_member(quota, "status"), *st = NULL;
+    json_object *gen = gq_json_member(gq_json_member(quota, "metadata"), "generation");
     int64_t generation =
         gen && json_object_is_type(gen, json_type_int) ? json_object_get_int64(gen) : 0;
     ctl_result_init(&r);
@@ -276,7 +277,7 @@ gq_code ctl_reconcile_invalid(json_object *quota, const char *why, int64_t now, 
         json_object_put(st);
         return rc;
     }
-    json_object *res = ctl_json_get(st, "reservations");
+    json_object *res = gq_json_member(st, "reservations");
     for (size_t i = 0; res && i < json_object_array_length(res); i++) {
         gq_reservation one;
         if (gq_reservation_parse(json_object_array_get_idx(res, i), NULL, &one, NULL) != GQ_OK)
@@ -291,8 +292,8 @@ gq_code ctl_reconcile_invalid(json_object *quota, const char *why, int64_t now, 
         json_object_object_del(st, "reservations");
     snprintf(r.message, sizeof(r.message), "%s", why);
     json_object *old_ready = find_condition(cur, CTL_COND_READY);
-    const char *old_reason = ctl_json_str(old_ready, "reason");
-    const char *old_msg = ctl_json_str(old_ready, "message");
+    const char *old_reason = gq_json_get_string(old_ready, "reason");
+    const char *old_msg = gq_json_get_string(old_ready, "message");
     r.invalid = true;
     r.became_invalid = !(old_reason && !strcmp(old_reason, CTL_REASON_INVALID) && old_msg &&
                          !strcmp(old_msg, r.message));

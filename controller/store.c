@@ -3,11 +3,14 @@
  * only links them into per-namespace lists, so a pod costs one small
  * allocation here plus the cache's entry. One rwlock guards the index, the
  * namespace table and the interned strings. */
-#include "ctl_int.h"
+#include "controller/ctl_int.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common/hash.h"
+#include "common/json_member.h"
 
 #define NS_BUCKETS_MIN 64
 #define UID_BUCKETS_MIN 64
@@ -54,29 +57,6 @@ struct ctl_store {
     size_t n_ubuckets, n_uids;
     size_t bytes; /* allocated for records and indexes */
 };
-
-json_object *ctl_json_get(json_object *obj, const char *key)
-{
-    json_object *v;
-    if (!obj || !json_object_is_type(obj, json_type_object) ||
-        !json_object_object_get_ex(obj, key, &v))
-        return NULL;
-    return v;
-}
-
-const char *ctl_json_str(json_object *obj, const char *key)
-{
-    json_object *v = ctl_json_get(obj, key);
-    return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
-}
-
-uint64_t ctl_str_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        h = (h ^ *p) * 1099511628211ULL;
-    return h;
-}
 
 gq_code ctl_store_new(ctl_store **out)
 {
@@ -168,7 +148,7 @@ static void ns_maybe_grow(ctl_store *s)
 static ctl_ns *ns_ref(ctl_store *s, const char *name)
 {
     ctl_ns **link;
-    uint64_t h = ctl_str_hash(name);
+    uint64_t h = gq_fnv1a(name);
     ctl_ns *n = ns_find(s, name, h, &link);
     if (n) {
         n->refs++;
@@ -260,8 +240,8 @@ bool ctl_pod_same(const ctl_pod *a, const ctl_pod *b)
 /* deletionTimestamp + deletionGracePeriodSeconds, 0 when not being deleted. */
 static gq_code deletion_deadline(json_object *meta, int64_t *out, gq_err *err)
 {
-    const char *ts = ctl_json_str(meta, "deletionTimestamp");
-    json_object *g = ctl_json_get(meta, "deletionGracePeriodSeconds");
+    const char *ts = gq_json_get_string(meta, "deletionTimestamp");
+    json_object *g = gq_json_member(meta, "deletionGracePeriodSeconds");
     int64_t t = 0, grace = 0;
     *out = 0;
     if (!ts)
@@ -286,9 +266,10 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
     gq_amounts charge;
     ctl_pod *p = NULL;
     int64_t delete_at = 0;
-    json_object *meta = ctl_json_get(pod, "metadata");
-    const char *name = ctl_json_str(meta, "name"), *ns = ctl_json_str(meta, "namespace");
-    const char *uid = ctl_json_str(meta, "uid");
+    json_object *meta = gq_json_member(pod, "metadata");
+    const char *name = gq_json_get_string(meta, "name"),
+               *ns = gq_json_get_string(meta, "namespace");
+    const char *uid = gq_json_get_string(meta, "uid");
 
     gq_pod_cost_init(&cost);
     if (!name || !name[0] || !ns || !ns[0]) {
@@ -402,7 +383,7 @@ static void group_update(ctl_ns *n, const ctl_pod *p, int sign)
 
 static ctl_pod **uid_slot(ctl_store *s, const char *uid)
 {
-    return &s->ubuckets[ctl_str_hash(uid) & (s->n_ubuckets - 1)];
+    return &s->ubuckets[gq_fnv1a(uid) & (s->n_ubuckets - 1)];
 }
 
 /* Double the uid table when full; on allocation failure keep chaining.
@@ -418,7 +399,7 @@ static void uid_maybe_grow(ctl_store *s)
     for (size_t i = 0; i < s->n_ubuckets; i++) {
         for (ctl_pod *p = s->ubuckets[i], *next; p; p = next) {
             next = p->unext;
-            size_t h = ctl_str_hash(ctl_pod_uid(p)) & (nb - 1);
+            size_t h = gq_fnv1a(ctl_pod_uid(p)) & (nb - 1);
             p->unext = b[h];
             b[h] = p;
         }
@@ -550,7 +531,7 @@ gq_code ctl_store_set_namespace(ctl_store *s, const char *ns, json_object *label
 void ctl_store_delete_namespace(ctl_store *s, const char *ns)
 {
     pthread_rwlock_wrlock(&s->lock);
-    ctl_ns *n = ns_find(s, ns, ctl_str_hash(ns), NULL);
+    ctl_ns *n = ns_find(s, ns, gq_fnv1a(ns), NULL);
     if (n && n->present) {
         n->present = false;
         json_object_put(n->labels);
@@ -571,7 +552,7 @@ size_t ctl_store_pod_count(ctl_store *s)
 size_t ctl_store_ns_pod_count(ctl_store *s, const char *ns)
 {
     pthread_rwlock_rdlock(&s->lock);
-    ctl_ns *n = ns_find(s, ns, ctl_str_hash(ns), NULL);
+    ctl_ns *n = ns_find(s, ns, gq_fnv1a(ns), NULL);
     size_t c = n ? n->n_pods : 0;
     pthread_rwlock_unlock(&s->lock);
     return c;
@@ -600,7 +581,7 @@ out:
 bool ctl_store_covers(ctl_store *s, const gq_quota *q, const char *ns)
 {
     pthread_rwlock_rdlock(&s->lock);
-    ctl_ns *n = ns_find(s, ns, ctl_str_hash(ns), NULL);
+    ctl_ns *n = ns_find(s, ns, gq_fnv1a(ns), NULL);
     bool r = gq_quota_covers_namespace(q, ns, n ? n->labels : NULL);
     pthread_rwlock_unlock(&s->lock);
     return r;
@@ -718,7 +699,7 @@ gq_code ctl_store_reconcile_dropping(ctl_store *s, json_object *quota, json_obje
      * store's strings and labels, and the recount is pure CPU work. */
     pthread_rwlock_rdlock(&s->lock);
     if (q->kind == GQ_QUOTA_NAMESPACED) {
-        ctl_ns *n = ns_find(s, q->namespace_, ctl_str_hash(q->namespace_), NULL);
+        ctl_ns *n = ns_find(s, q->namespace_, gq_fnv1a(q->namespace_), NULL);
         if (n)
             rc = gather_ns(&g, n, now);
     } else {

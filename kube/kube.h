@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gq_error.h"
+#include "common/gq_error.h"
 
 /* ------------------------------------------------------------------------ */
 /* Configuration                                                             */
@@ -373,6 +373,17 @@ void kube_cache_get_stats(kube_cache *c, kube_cache_stats *out);
 
 typedef struct kube_leader_elect kube_leader_elect;
 
+/* The clocks and the wait of a component that keeps time (leader
+ * election): a seam so tests can drive time. A NULL table means the real
+ * clocks; every member must be set otherwise. */
+typedef struct kube_clock {
+    int64_t (*mono_ms)(void *ud); /* monotonic milliseconds */
+    int64_t (*wall_us)(void *ud); /* Unix microseconds */
+    /* Wait ms, returning early (1) once *stop is nonzero; 0 after ms. */
+    int (*sleep_ms)(void *ud, long ms, const atomic_int *stop);
+    void *ud;
+} kube_clock;
+
 typedef struct kube_leader_opts {
     const char *namespace_; /* Lease namespace (required) */
     const char *name;       /* Lease name (required) */
@@ -384,6 +395,7 @@ typedef struct kube_leader_opts {
     void (*on_started)(void *ud);
     void (*on_stopped)(void *ud);
     void *ud;
+    const kube_clock *clock; /* NULL: the real clocks (borrowed; outlives the elector) */
 } kube_leader_opts;
 
 /* An elector over api (borrowed). Options are copied. Not started. */

@@ -6,7 +6,7 @@
  * callbacks can run with the lock released. Whether the contents are
  * current (a watch established) is kept apart from whether they were ever
  * listed: kube_cache_fresh, kube_cache_synced. */
-#include "kube_int.h"
+#include "kube/kube_int.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -14,7 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gq_log.h"
+#include "common/gq_log.h"
+#include "common/hash.h"
+#include "common/json_member.h"
 
 typedef struct entry {
     struct entry *next;
@@ -88,13 +90,7 @@ static int rv_went_back(const kube_cache *c, const char *rv)
 
 static uint64_t key_hash(const char *ns, const char *name)
 {
-    uint64_t h = 1469598103934665603ULL;
-    for (const unsigned char *p = (const unsigned char *)ns; *p; p++)
-        h = (h ^ *p) * 1099511628211ULL;
-    h = (h ^ '/') * 1099511628211ULL;
-    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-        h = (h ^ *p) * 1099511628211ULL;
-    return h;
+    return gq_fnv1a_key(ns, name);
 }
 
 static void free_rec(kube_cache *c, void *rec)
@@ -173,15 +169,6 @@ static void count_stat(kube_cache *c, unsigned long *field)
     pthread_rwlock_unlock(&c->lock);
 }
 
-static const char *meta_str(json_object *obj, const char *key)
-{
-    json_object *m, *v;
-    if (!json_object_object_get_ex(obj, "metadata", &m) || !json_object_object_get_ex(m, key, &v) ||
-        !json_object_is_type(v, json_type_string))
-        return NULL;
-    return json_object_get_string(v);
-}
-
 static void remove_key(kube_cache *c, const char *ns, const char *name)
 {
     entry **link, *e;
@@ -202,8 +189,9 @@ static void remove_key(kube_cache *c, const char *ns, const char *name)
 static gq_code upsert(kube_cache *c, json_object *obj, gq_err *err)
 {
     gq_code rc = GQ_OK;
-    const char *ns = meta_str(obj, "namespace"), *name = meta_str(obj, "name");
-    const char *rv = meta_str(obj, "resourceVersion");
+    const char *ns = gq_json_meta_string(obj, "namespace"),
+               *name = gq_json_meta_string(obj, "name");
+    const char *rv = gq_json_meta_string(obj, "resourceVersion");
     void *rec = NULL;
     entry *ne = NULL;
     char *nrv = NULL;
@@ -354,7 +342,7 @@ static int server_behind(kube_cache *c, char *server_rv, size_t cap)
     if (!c->api->get || snprintf(path, sizeof path, "%s?limit=1", c->path) >= (int)sizeof path ||
         c->api->get(c->api->ctx, path, &list, &e) != GQ_OK)
         return 0;
-    const char *rv = meta_str(list, "resourceVersion");
+    const char *rv = gq_json_meta_string(list, "resourceVersion");
     int behind = rv && rv_went_back(c, rv);
     if (behind)
         snprintf(server_rv, cap, "%s", rv);
@@ -425,12 +413,12 @@ static gq_code on_event(void *ud, kube_event_type type, json_object *obj, gq_err
     kube_cache *c = ws->c;
     gq_code rc = GQ_OK;
     ws->events++;
-    if (type != KUBE_EVENT_ERROR && rv_went_back(c, meta_str(obj, "resourceVersion"))) {
+    if (type != KUBE_EVENT_ERROR && rv_went_back(c, gq_json_meta_string(obj, "resourceVersion"))) {
         ws->lost = 1;
         return gq_err_set(err, GQ_EGONE,
                           "watch %s: resourceVersion %s is older than %s: the server's history "
                           "went back",
-                          c->path, meta_str(obj, "resourceVersion"), c->rv);
+                          c->path, gq_json_meta_string(obj, "resourceVersion"), c->rv);
     }
     switch (type) {
     case KUBE_EVENT_ADDED:
@@ -438,7 +426,8 @@ static gq_code on_event(void *ud, kube_event_type type, json_object *obj, gq_err
         rc = upsert(c, obj, err);
         break;
     case KUBE_EVENT_DELETED: {
-        const char *ns = meta_str(obj, "namespace"), *name = meta_str(obj, "name");
+        const char *ns = gq_json_meta_string(obj, "namespace"),
+                   *name = gq_json_meta_string(obj, "name");
         if (name)
             remove_key(c, ns ? ns : "", name);
         break;
@@ -462,7 +451,7 @@ static gq_code on_event(void *ud, kube_event_type type, json_object *obj, gq_err
     }
     }
     if (!rc) {
-        set_rv(c, meta_str(obj, "resourceVersion"));
+        set_rv(c, gq_json_meta_string(obj, "resourceVersion"));
         fresh_after(c, 0); /* an event: the watch is no error answer */
     }
     return rc;

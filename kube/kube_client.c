@@ -2,15 +2,15 @@
  * keep-alive connection across requests) sharing DNS and TLS sessions through
  * one CURLSH, bearer tokens re-read from file, Status decoding, retries,
  * paginated lists and streamed watches. */
-#include "kube_int.h"
+#include "kube/kube_int.h"
 
 #include <curl/curl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gq_log.h"
-#include "jsonutil.h"
+#include "common/gq_log.h"
+#include "common/jsonutil.h"
 
 #define DEFAULT_MAX_BODY ((size_t)64 << 20)
 #define ERROR_BODY_MAX ((size_t)64 << 10)

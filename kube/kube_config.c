@@ -1,6 +1,6 @@
 /* kubeconfig and in-cluster configuration. kubeconfig files are parsed with
  * libyaml's document API so every error can cite file:line. */
-#include "kube_int.h"
+#include "kube/kube_int.h"
 
 #include <limits.h>
 #include <stdarg.h>

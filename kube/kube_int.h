@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kube.h"
+#include "kube/kube.h"
 
 /* A growable byte buffer with a hard cap; data stays NUL-terminated. */
 typedef struct kube_buf {

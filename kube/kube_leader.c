@@ -2,14 +2,15 @@
  * rules: a lease held by someone else is taken over only after it has not
  * changed for leaseDurationSeconds as observed on OUR clock (no trust in
  * remote clocks), or at once when its holderIdentity is empty (released). */
-#include "kube_int.h"
+#include "kube/kube_int.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gq_log.h"
+#include "common/gq_log.h"
+#include "common/json_member.h"
 
 struct kube_leader_elect {
     const kube_api *api;
@@ -26,15 +27,40 @@ struct kube_leader_elect {
     pthread_t thread;
     int started;
     unsigned seed;
+    const kube_clock *clock; /* never NULL */
 };
 
 static const char *spec_str(json_object *spec, const char *k)
 {
-    json_object *v;
-    if (!spec || !json_object_object_get_ex(spec, k, &v) ||
-        !json_object_is_type(v, json_type_string))
-        return "";
-    return json_object_get_string(v);
+    const char *s = gq_json_get_string(spec, k);
+    return s ? s : "";
+}
+
+static int64_t real_mono_ms(void *ud)
+{
+    return kube_mono_ms();
+}
+
+static int64_t real_wall_us(void *ud)
+{
+    return kube_wall_us();
+}
+
+static int real_sleep_ms(void *ud, long ms, const atomic_int *stop)
+{
+    return kube_sleep_ms(ms, stop);
+}
+
+static const kube_clock real_clock = {real_mono_ms, real_wall_us, real_sleep_ms, NULL};
+
+static int64_t mono_ms(const kube_leader_elect *le)
+{
+    return le->clock->mono_ms(le->clock->ud);
+}
+
+static int sleep_ms(kube_leader_elect *le, long ms)
+{
+    return le->clock->sleep_ms(le->clock->ud, ms, &le->stop);
 }
 
 static int64_t spec_int(json_object *spec, const char *k)
@@ -50,7 +76,7 @@ static gq_code fill_spec(kube_leader_elect *le, json_object *spec, const char *a
                          int64_t transitions, int release)
 {
     char now[28];
-    kube_format_micro_time(kube_wall_us(), now);
+    kube_format_micro_time(le->clock->wall_us(le->clock->ud), now);
     if (json_object_object_add(spec, "holderIdentity",
                                json_object_new_string(release ? "" : le->identity)) ||
         json_object_object_add(spec, "leaseDurationSeconds",
@@ -121,7 +147,7 @@ static gq_code try_acquire(kube_leader_elect *le, int release, gq_err *err)
     char rec[512];
     snprintf(rec, sizeof(rec), "%s|%s|%s|%lld", holder, spec_str(spec, "renewTime"),
              spec_str(spec, "acquireTime"), (long long)transitions);
-    int64_t now = kube_mono_ms();
+    int64_t now = mono_ms(le);
     if (!le->observed || strcmp(le->observed, rec) != 0) {
         char *copy = strdup(rec);
         if (!copy) {
@@ -174,25 +200,25 @@ static void *leader_main(void *arg)
         if (rc) {
             if (rc != GQ_EDENIED)
                 GQ_WARN("leader election %s/%s: %s", le->ns, le->name, err.msg);
-            kube_sleep_ms(jittered(le, le->o.retry_ms), &le->stop);
+            sleep_ms(le, jittered(le, le->o.retry_ms));
             continue;
         }
         GQ_INFO("leader election %s/%s: %s became leader", le->ns, le->name, le->identity);
         atomic_store(&le->leader, 1);
         if (le->o.on_started)
             le->o.on_started(le->o.ud);
-        int64_t last_renew = kube_mono_ms();
+        int64_t last_renew = mono_ms(le);
         while (!atomic_load(&le->stop)) {
-            if (kube_sleep_ms(le->o.retry_ms, &le->stop))
+            if (sleep_ms(le, le->o.retry_ms))
                 break;
             gq_err_clear(&err);
             rc = try_acquire(le, 0, &err);
             if (!rc) {
-                last_renew = kube_mono_ms();
+                last_renew = mono_ms(le);
                 continue;
             }
             GQ_WARN("leader election %s/%s: renew failed: %s", le->ns, le->name, err.msg);
-            if (rc == GQ_EDENIED || kube_mono_ms() - last_renew >= le->o.renew_deadline_ms)
+            if (rc == GQ_EDENIED || mono_ms(le) - last_renew >= le->o.renew_deadline_ms)
                 break;
         }
         if (atomic_load(&le->stop))
@@ -238,7 +264,8 @@ gq_code kube_leader_elect_new(const kube_api *api, const kube_leader_opts *o,
     if (le->o.retry_ms <= 0)
         le->o.retry_ms = 2000;
     le->lease_s = (le->o.lease_ms + 999) / 1000;
-    le->seed = (unsigned)kube_mono_ms() ^ (unsigned)(uintptr_t)le;
+    le->clock = o->clock ? o->clock : &real_clock;
+    le->seed = (unsigned)mono_ms(le) ^ (unsigned)(uintptr_t)le;
     le->ns = strdup(o->namespace_);
     le->name = strdup(o->name);
     le->identity = strdup(o->identity);

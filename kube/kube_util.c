@@ -1,11 +1,12 @@
 /* Pure and near-pure helpers: buffers, base64, URLs, Status decoding,
  * backoff, RFC 3339 times. */
-#include "kube_int.h"
-#include "crd.h"
+#include "kube/kube_int.h"
+#include "quota/crd.h"
 
-#include "base64.h"
-#include "jsonutil.h"
-#include "strutil.h"
+#include "quota/base64.h"
+#include "common/jsonutil.h"
+#include "common/rfc3339.h"
+#include "common/strutil.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -278,17 +279,8 @@ void kube_backoff_reset(kube_backoff *b)
 
 void kube_format_micro_time(int64_t unix_us, char buf[28])
 {
-    time_t secs = (time_t)(unix_us / 1000000);
-    long us = (long)(unix_us % 1000000);
-    if (us < 0) {
-        us += 1000000;
-        secs--;
-    }
-    struct tm tm;
-    gmtime_r(&secs, &tm);
-    char tmp[64];
-    snprintf(tmp, sizeof(tmp), "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", (tm.tm_year + 1900) % 10000,
-             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, us);
+    char tmp[GQ_RFC3339_MAX];
+    gq_time_format_rfc3339_frac(unix_us, 6, tmp);
     memcpy(buf, tmp, 27);
     buf[27] = '\0';
 }

@@ -1,9 +1,9 @@
 /* Incremental parser of a watch stream: one JSON event per line. Bytes are
  * buffered only up to the end of the current line, and that line is bounded,
  * so a hostile or broken server cannot make the client buffer without end. */
-#include "kube_int.h"
+#include "kube/kube_int.h"
 
-#include "jsonutil.h"
+#include "common/jsonutil.h"
 
 #include <stdlib.h>
 #include <string.h>

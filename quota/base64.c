@@ -1,4 +1,4 @@
-#include "base64.h"
+#include "quota/base64.h"
 
 #include <stdbool.h>
 #include <stdint.h>

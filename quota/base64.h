@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "gq_error.h"
+#include "common/gq_error.h"
 
 /* Encode in[0..len) as NUL-terminated text. Caller frees *out with free();
  * *out_len excludes the NUL. GQ_ERANGE if the size would overflow. */

@@ -1,7 +1,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "catalog.h"
+#include "quota/catalog.h"
 
 #define MAX_PRODUCTS 12
 #define MAX_MIG 8

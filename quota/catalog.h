@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
-#include "gq_error.h"
+#include "quota/config.h"
+#include "common/gq_error.h"
 
 #define GQ_GIB ((int64_t)1 << 30)
 

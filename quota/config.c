@@ -4,8 +4,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "catalog.h"
-#include "config.h"
+#include "quota/catalog.h"
+#include "quota/config.h"
 
 static const char *const backend_names[] = {
     [GQ_BACKEND_ALIYUN] = "aliyun",           [GQ_BACKEND_HAMI] = "hami",

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gq_error.h"
+#include "common/gq_error.h"
 
 typedef enum gq_backend {
     GQ_BACKEND_ALIYUN = 0, /* default: aliyun.com/gpu-mem units */

@@ -14,9 +14,9 @@
 
 #include <yaml.h>
 
-#include "catalog.h"
-#include "config.h"
-#include "quantity.h"
+#include "quota/catalog.h"
+#include "quota/config.h"
+#include "quota/quantity.h"
 
 #define CONFIG_MAX_INPUT ((size_t)1 << 20)
 #define MAX_DEPTH 8 /* the schema needs 4: root > models > model > products */

@@ -1,5 +1,6 @@
 /* gpuquota custom resources: bounded parsers and reservation helpers. */
-#include "crd.h"
+#include "quota/crd.h"
+#include "common/json_member.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -88,14 +89,6 @@ static gq_code as_array(json_object *o, const char *field, size_t cap, size_t *n
         return gq_err_set(err, GQ_ELIMIT, "%s: more than %zu items", field, cap);
     *n = len;
     return GQ_OK;
-}
-
-static json_object *get(json_object *o, const char *key)
-{
-    json_object *v = NULL;
-    if (o && json_object_is_type(o, json_type_object) && json_object_object_get_ex(o, key, &v))
-        return v;
-    return NULL;
 }
 
 static void free_strv(char **v, size_t n)
@@ -290,7 +283,7 @@ static gq_code parse_sel_req(json_object *o, const char *field, const char *key_
     if (rc)
         return rc;
     snprintf(f, sizeof(f), "%s.%s", field, key_field);
-    rc = dup_str(get(o, key_field), f, &r.key, err);
+    rc = dup_str(gq_json_member(o, key_field), f, &r.key, err);
     if (rc)
         goto out;
     if (!r.key[0]) {
@@ -298,11 +291,11 @@ static gq_code parse_sel_req(json_object *o, const char *field, const char *key_
         goto out;
     }
     snprintf(f, sizeof(f), "%s.operator", field);
-    rc = parse_op(get(o, "operator"), f, &r.op, err);
+    rc = parse_op(gq_json_member(o, "operator"), f, &r.op, err);
     if (rc)
         goto out;
     snprintf(f, sizeof(f), "%s.values", field);
-    json_object *vals = get(o, "values");
+    json_object *vals = gq_json_member(o, "values");
     if (vals) {
         rc = dup_strv(vals, f, GQ_CRD_MAX_VALUES, &r.values, &r.n_values, err);
         if (rc)
@@ -367,7 +360,7 @@ static gq_code parse_label_selector(json_object *o, const char *field, gq_label_
     gq_code rc = as_obj(o, field, err);
     if (rc)
         return rc;
-    json_object *ml = get(o, "matchLabels");
+    json_object *ml = gq_json_member(o, "matchLabels");
     if (ml) {
         snprintf(f, sizeof(f), "%s.matchLabels", field);
         rc = as_obj(ml, f, err);
@@ -406,7 +399,7 @@ static gq_code parse_label_selector(json_object *o, const char *field, gq_label_
                 goto out;
         }
     }
-    json_object *me = get(o, "matchExpressions");
+    json_object *me = gq_json_member(o, "matchExpressions");
     if (me) {
         snprintf(f, sizeof(f), "%s.matchExpressions", field);
         rc = parse_sel_reqs(me, f, "key", &s.exprs, &s.n_exprs, err);
@@ -444,7 +437,7 @@ gq_code gq_reservation_parse(json_object *obj, const char *field, gq_reservation
         return rc;
     amounts_clear(&r.amounts);
     snprintf(f, sizeof(f), "%s.key", field);
-    rc = dup_str(get(obj, "key"), f, &r.key, err);
+    rc = dup_str(gq_json_member(obj, "key"), f, &r.key, err);
     if (rc)
         goto out;
     if (!r.key[0]) {
@@ -452,16 +445,16 @@ gq_code gq_reservation_parse(json_object *obj, const char *field, gq_reservation
         goto out;
     }
     snprintf(f, sizeof(f), "%s.namespace", field);
-    rc = dup_str(get(obj, "namespace"), f, &r.namespace_, err);
+    rc = dup_str(gq_json_member(obj, "namespace"), f, &r.namespace_, err);
     if (rc)
         goto out;
     snprintf(f, sizeof(f), "%s.pod", field);
-    rc = dup_str(get(obj, "pod"), f, &r.pod, err);
+    rc = dup_str(gq_json_member(obj, "pod"), f, &r.pod, err);
     if (rc)
         goto out;
     for (int k = 0; k < GQ_KEY_COUNT; k++) {
         snprintf(f, sizeof(f), "%s.%s", field, qkey_names[k]);
-        json_object *v = get(obj, qkey_names[k]);
+        json_object *v = gq_json_member(obj, qkey_names[k]);
         if (!v) {
             rc = gq_err_set(err, GQ_EINVAL, "%s: required", f);
             goto out;
@@ -472,7 +465,7 @@ gq_code gq_reservation_parse(json_object *obj, const char *field, gq_reservation
         r.amounts.set[k] = true;
     }
     snprintf(f, sizeof(f), "%s.expires", field);
-    rc = as_str(get(obj, "expires"), f, &exp, err);
+    rc = as_str(gq_json_member(obj, "expires"), f, &exp, err);
     if (rc)
         goto out;
     rc = gq_time_parse_rfc3339(exp, &r.expires, err);
@@ -534,7 +527,7 @@ static gq_code status_reservations(json_object *status, bool create, json_object
     gq_code rc = as_obj(status, "status", err);
     if (rc)
         return rc;
-    json_object *arr = get(status, "reservations");
+    json_object *arr = gq_json_member(status, "reservations");
     if (!arr && create) {
         arr = json_object_new_array();
         if (!arr)
@@ -560,7 +553,7 @@ gq_code gq_status_add_reservation(json_object *status, const gq_reservation *r, 
         return rc;
     size_t n = json_object_array_length(arr);
     for (size_t i = 0; i < n; i++) {
-        json_object *k = get(json_object_array_get_idx(arr, i), "key");
+        json_object *k = gq_json_member(json_object_array_get_idx(arr, i), "key");
         if (k && json_object_is_type(k, json_type_string) &&
             strcmp(json_object_get_string(k), r->key) == 0) {
             if (added)
@@ -628,7 +621,7 @@ gq_code gq_status_sum(json_object *status, int64_t now, gq_amounts *out, gq_err 
     gq_code rc = status_reservations(status, false, &arr, err);
     if (rc)
         return rc;
-    json_object *u = get(status, "used");
+    json_object *u = gq_json_member(status, "used");
     if (u) {
         rc = gq_amounts_parse(u, "status.used", &used, err);
         if (rc)
@@ -686,13 +679,13 @@ static gq_code parse_meta(json_object *obj, const char *const *kinds, size_t n_k
     gq_code rc = as_obj(obj, "object", err);
     if (rc)
         return rc;
-    rc = as_str(get(obj, "apiVersion"), "apiVersion", &s, err);
+    rc = as_str(gq_json_member(obj, "apiVersion"), "apiVersion", &s, err);
     if (rc)
         return rc;
     if (strcmp(s, GQ_API_VERSION) != 0)
         return gq_err_set(err, GQ_EINVAL, "apiVersion: must be %s, got \"%.64s\"", GQ_API_VERSION,
                           s);
-    rc = as_str(get(obj, "kind"), "kind", &s, err);
+    rc = as_str(gq_json_member(obj, "kind"), "kind", &s, err);
     if (rc)
         return rc;
     size_t k;
@@ -701,18 +694,18 @@ static gq_code parse_meta(json_object *obj, const char *const *kinds, size_t n_k
             break;
     if (k == n_kinds)
         return gq_err_set(err, GQ_EINVAL, "kind: unexpected kind \"%.64s\"", s);
-    json_object *meta = get(obj, "metadata");
+    json_object *meta = gq_json_member(obj, "metadata");
     rc = as_obj(meta, "metadata", err);
     if (rc)
         return rc;
-    rc = dup_str(get(meta, "name"), "metadata.name", name, err);
+    rc = dup_str(gq_json_member(meta, "name"), "metadata.name", name, err);
     if (rc)
         return rc;
     if (!(*name)[0]) {
         rc = gq_err_set(err, GQ_EINVAL, "metadata.name: must not be empty");
         goto fail;
     }
-    json_object *nso = get(meta, "namespace");
+    json_object *nso = gq_json_member(meta, "namespace");
     *ns = NULL;
     if (nso) {
         rc = dup_str(nso, "metadata.namespace", ns, err);
@@ -720,7 +713,7 @@ static gq_code parse_meta(json_object *obj, const char *const *kinds, size_t n_k
             goto fail;
     }
     *generation = 0;
-    json_object *g = get(meta, "generation");
+    json_object *g = gq_json_member(meta, "generation");
     if (g) {
         if (!json_object_is_type(g, json_type_int)) {
             rc = gq_err_set(err, GQ_EINVAL, "metadata.generation: must be an integer");
@@ -774,7 +767,7 @@ static gq_code parse_scope_selector(json_object *o, gq_quota *q, gq_err *err)
     gq_code rc = as_obj(o, "spec.scopeSelector", err);
     if (rc)
         return rc;
-    json_object *me = get(o, "matchExpressions");
+    json_object *me = gq_json_member(o, "matchExpressions");
     if (!me)
         return GQ_OK;
     rc = parse_sel_reqs(me, "spec.scopeSelector.matchExpressions", "scopeName", &q->scope_exprs,
@@ -795,13 +788,13 @@ static gq_code parse_quota_status(json_object *st, gq_quota *q, gq_err *err)
     gq_code rc = as_obj(st, "status", err);
     if (rc)
         return rc;
-    json_object *u = get(st, "used");
+    json_object *u = gq_json_member(st, "used");
     if (u) {
         rc = gq_amounts_parse(u, "status.used", &q->used, err);
         if (rc)
             return rc;
     }
-    json_object *arr = get(st, "reservations");
+    json_object *arr = gq_json_member(st, "reservations");
     if (!arr)
         return GQ_OK;
     size_t n = 0;
@@ -844,28 +837,28 @@ gq_code gq_quota_parse(json_object *obj, gq_quota **out, gq_err *err)
         free(q->namespace_);
         q->namespace_ = NULL;
     }
-    json_object *spec = get(obj, "spec");
+    json_object *spec = gq_json_member(obj, "spec");
     rc = as_obj(spec, "spec", err);
     if (rc)
         goto out;
     json_object *v;
-    if ((v = get(spec, "hard"))) {
+    if ((v = gq_json_member(spec, "hard"))) {
         rc = gq_amounts_parse(v, "spec.hard", &q->hard, err);
         if (rc)
             goto out;
     }
-    if ((v = get(spec, "scopes"))) {
+    if ((v = gq_json_member(spec, "scopes"))) {
         rc = parse_scopes(v, &q->scopes, err);
         if (rc)
             goto out;
     }
-    if ((v = get(spec, "scopeSelector"))) {
+    if ((v = gq_json_member(spec, "scopeSelector"))) {
         rc = parse_scope_selector(v, q, err);
         if (rc)
             goto out;
     }
-    json_object *nss = get(spec, "namespaces");
-    json_object *nsel = get(spec, "namespaceSelector");
+    json_object *nss = gq_json_member(spec, "namespaces");
+    json_object *nsel = gq_json_member(spec, "namespaceSelector");
     if (q->kind == GQ_QUOTA_NAMESPACED) {
         if (nss || nsel) {
             rc = gq_err_set(err, GQ_EINVAL, "spec.%s: only valid in a GPUTenantQuota",
@@ -890,7 +883,7 @@ gq_code gq_quota_parse(json_object *obj, gq_quota **out, gq_err *err)
                 goto out;
         }
     }
-    if ((v = get(obj, "status"))) {
+    if ((v = gq_json_member(obj, "status"))) {
         rc = parse_quota_status(v, q, err);
         if (rc)
             goto out;
@@ -926,7 +919,7 @@ static gq_code parse_mem_map(json_object *it, const char *key, const char *field
                              gq_amounts *out, gq_err *err)
 {
     char f[96];
-    json_object *v = get(it, key);
+    json_object *v = gq_json_member(it, key);
     if (!v)
         return GQ_OK;
     snprintf(f, sizeof(f), "%s.%s", field, key);
@@ -959,7 +952,7 @@ static gq_code parse_limit_item(json_object *o, const char *field, gq_limit_item
     if (rc)
         return rc;
     snprintf(f, sizeof(f), "%s.type", field);
-    rc = as_str(get(o, "type"), f, &s, err);
+    rc = as_str(gq_json_member(o, "type"), f, &s, err);
     if (rc)
         return rc;
     if (strcmp(s, "Container") == 0)
@@ -989,7 +982,7 @@ static gq_code parse_limit_item(json_object *o, const char *field, gq_limit_item
         rc = gq_err_set(err, GQ_EINVAL, "%s.default.gpu-memory: must be greater than 0", field);
         goto out;
     }
-    json_object *mg = get(o, "maxGPUs");
+    json_object *mg = gq_json_member(o, "maxGPUs");
     if (mg) {
         snprintf(f, sizeof(f), "%s.maxGPUs", field);
         if (!json_object_is_type(mg, json_type_int)) {
@@ -1003,7 +996,7 @@ static gq_code parse_limit_item(json_object *o, const char *field, gq_limit_item
         }
         it.has_max_gpus = true;
     }
-    json_object *am = get(o, "allowedModels");
+    json_object *am = gq_json_member(o, "allowedModels");
     if (am) {
         snprintf(f, sizeof(f), "%s.allowedModels", field);
         rc = dup_strv(am, f, GQ_CRD_MAX_MODELS, &it.allowed_models, &it.n_allowed_models, err);
@@ -1028,11 +1021,11 @@ gq_code gq_limit_range_parse(json_object *obj, gq_limit_range **out, gq_err *err
     gq_code rc = parse_meta(obj, kinds, 1, &kind, &lr->name, &lr->namespace_, &gen, err);
     if (rc)
         goto out;
-    json_object *spec = get(obj, "spec");
+    json_object *spec = gq_json_member(obj, "spec");
     rc = as_obj(spec, "spec", err);
     if (rc)
         goto out;
-    json_object *limits = get(spec, "limits");
+    json_object *limits = gq_json_member(spec, "limits");
     rc = as_array(limits, "spec.limits", GQ_CRD_MAX_LIMITS, &n, err);
     if (rc)
         goto out;
@@ -1054,114 +1047,4 @@ gq_code gq_limit_range_parse(json_object *obj, gq_limit_range **out, gq_err *err
 out:
     gq_limit_range_free(lr);
     return rc;
-}
-
-/* --- RFC 3339 -------------------------------------------------------- */
-
-/* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm). */
-static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    int64_t yoe = y - era * 400;
-    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
-static bool digits(const char *s, int n, int *out)
-{
-    int v = 0;
-    for (int i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return false;
-        v = v * 10 + (s[i] - '0');
-    }
-    *out = v;
-    return true;
-}
-
-gq_code gq_time_parse_rfc3339_us(const char *s, int64_t *out, gq_err *err)
-{
-    static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    int y, mo, d, h, mi, se, oh = 0, om = 0, sign = 0;
-    int64_t frac = 0;
-    size_t len = strnlen(s, 64);
-    if (len < 20 || !digits(s, 4, &y) || s[4] != '-' || !digits(s + 5, 2, &mo) || s[7] != '-' ||
-        !digits(s + 8, 2, &d) || (s[10] != 'T' && s[10] != 't') || !digits(s + 11, 2, &h) ||
-        s[13] != ':' || !digits(s + 14, 2, &mi) || s[16] != ':' || !digits(s + 17, 2, &se))
-        goto bad;
-    size_t i = 19;
-    if (s[i] == '.') {
-        size_t j = ++i;
-        /* Microseconds: digits past the sixth are truncated. */
-        while (i < len && s[i] >= '0' && s[i] <= '9') {
-            if (i - j < 6)
-                frac = frac * 10 + (s[i] - '0');
-            i++;
-        }
-        if (i == j)
-            goto bad;
-        for (size_t n = i - j; n < 6; n++)
-            frac *= 10;
-    }
-    if ((s[i] == 'Z' || s[i] == 'z') && i + 1 == len) {
-        sign = 0;
-    } else if ((s[i] == '+' || s[i] == '-') && i + 6 == len && digits(s + i + 1, 2, &oh) &&
-               s[i + 3] == ':' && digits(s + i + 4, 2, &om) && oh < 24 && om < 60) {
-        sign = s[i] == '+' ? 1 : -1;
-    } else {
-        goto bad;
-    }
-    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    if (mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] || (mo == 2 && d == 29 && !leap) ||
-        h > 23 || mi > 59 || se > 60)
-        goto bad;
-    int64_t t = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se;
-    t -= sign * (oh * 3600 + om * 60);
-    *out = t * 1000000 + frac;
-    return GQ_OK;
-bad:
-    return gq_err_set(err, GQ_EINVAL, "invalid RFC 3339 time \"%.40s\"", s);
-}
-
-gq_code gq_time_parse_rfc3339(const char *s, int64_t *out, gq_err *err)
-{
-    int64_t us;
-    gq_code rc = gq_time_parse_rfc3339_us(s, &us, err);
-    if (rc)
-        return rc;
-    /* Floor, so a fraction never moves a time before 1970 up a second. */
-    *out = us / 1000000 - (us % 1000000 < 0);
-    return GQ_OK;
-}
-
-void gq_time_format_rfc3339(int64_t t, char buf[GQ_RFC3339_MAX])
-{ /* Years 0000..9999 only, as RFC 3339 allows: clamp instead of printing
-   * something no parser accepts. */
-    if (t < -62167219200LL)
-        t = -62167219200LL;
-    if (t > 253402300799LL)
-        t = 253402300799LL;
-
-    int64_t days = t / 86400, secs = t % 86400;
-    if (secs < 0) {
-        secs += 86400;
-        days--;
-    }
-    /* civil_from_days (H. Hinnant). */
-    int64_t z = days + 719468;
-    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-    int64_t doe = z - era * 146097;
-    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    int64_t y = yoe + era * 400;
-    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    int64_t mp = (5 * doy + 2) / 153;
-    int64_t d = doy - (153 * mp + 2) / 5 + 1;
-    int64_t m = mp + (mp < 10 ? 3 : -9);
-    y += m <= 2;
-    /* The modulos are no-ops after the clamp; they tell the compiler the width. */
-    snprintf(buf, GQ_RFC3339_MAX, "%04u-%02u-%02uT%02u:%02u:%02uZ", (unsigned)y % 10000u,
-             (unsigned)m % 100u, (unsigned)d % 100u, (unsigned)(secs / 3600) % 100u,
-             (unsigned)(secs / 60 % 60) % 100u, (unsigned)(secs % 60) % 100u);
 }

@@ -16,8 +16,9 @@
 
 #include <json-c/json.h>
 
-#include "gq_error.h"
-#include "quantity.h"
+#include "common/gq_error.h"
+#include "quota/quantity.h"
+#include "common/rfc3339.h" /* the times of reservations */
 
 #define GQ_API_GROUP "gpuquota.io"
 #define GQ_API_VERSION "gpuquota.io/v1alpha1"
@@ -198,17 +199,5 @@ gq_code gq_status_drop_expired(json_object *status, int64_t now, size_t *dropped
 /* status.used plus every reservation still live at now (expires > now), per
  * key. Every key of *out is set. GQ_EINVAL for a malformed status. */
 gq_code gq_status_sum(json_object *status, int64_t now, gq_amounts *out, gq_err *err) GQ_WUR;
-
-/* --- RFC 3339 times ------------------------------------------------------ */
-
-/* Parse "2026-01-02T15:04:05Z", with optional fraction (truncated) and
- * numeric offset, into Unix seconds. */
-gq_code gq_time_parse_rfc3339(const char *s, int64_t *out, gq_err *err) GQ_WUR;
-/* The same, into Unix microseconds (fraction digits past the sixth truncated). */
-gq_code gq_time_parse_rfc3339_us(const char *s, int64_t *out, gq_err *err) GQ_WUR;
-
-/* Format Unix seconds as "2026-01-02T15:04:05Z". buf holds >= 32 bytes. */
-#define GQ_RFC3339_MAX 32
-void gq_time_format_rfc3339(int64_t t, char buf[GQ_RFC3339_MAX]);
 
 #endif

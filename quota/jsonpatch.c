@@ -1,4 +1,4 @@
-#include "jsonpatch.h"
+#include "quota/jsonpatch.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jsonutil.h"
+#include "common/jsonutil.h"
 
 /* ---- JSON Pointer building ---- */
 

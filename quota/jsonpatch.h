@@ -11,7 +11,7 @@
 
 #include <json-c/json.h>
 
-#include "gq_error.h"
+#include "common/gq_error.h"
 
 /* Hard caps on what the applier accepts (a patch is untrusted input when it
  * comes from a file). */

@@ -5,7 +5,7 @@
  * gq_ctr_cost, then combine the containers with the Kubernetes effective
  * request rule. Every value read from the pod is untrusted: wrong JSON types
  * are errors naming the field, never crashes, and all arithmetic is checked. */
-#include "podcost.h"
+#include "quota/podcost.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -14,7 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "quantity.h"
+#include "quota/quantity.h"
 
 #define MIB ((int64_t)1 << 20)
 #define NANO 1000000000LL

@@ -20,9 +20,9 @@
 
 #include <json-c/json.h>
 
-#include "config.h"
-#include "crd.h"
-#include "gq_error.h"
+#include "quota/config.h"
+#include "quota/crd.h"
+#include "common/gq_error.h"
 
 /* Well-known names. */
 #define GQ_RES_GPU_MEMORY "gpuquota.io/gpu-memory"

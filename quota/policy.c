@@ -1,19 +1,12 @@
 /* GPULimitRange and quota decisions (see docs/quota-semantics.md). */
-#include "policy.h"
+#include "quota/policy.h"
+#include "common/json_member.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-static json_object *get(json_object *o, const char *key)
-{
-    json_object *v = NULL;
-    if (o && json_object_is_type(o, json_type_object) && json_object_object_get_ex(o, key, &v))
-        return v;
-    return NULL;
-}
 
 /* Appends to a bounded message buffer; truncation is acceptable (gq_err is
  * bounded anyway). */
@@ -45,14 +38,14 @@ gq_code gq_pod_facts_from_json(json_object *pod, const char *ns, gq_pod_facts *o
     if (!pod || !json_object_is_type(pod, json_type_object))
         return gq_err_set(err, GQ_EINVAL, "pod: must be an object");
     gq_pod_facts f = {.namespace_ = ns};
-    json_object *spec = get(pod, "spec");
-    json_object *pc = get(spec, "priorityClassName");
+    json_object *spec = gq_json_member(pod, "spec");
+    json_object *pc = gq_json_member(spec, "priorityClassName");
     if (pc) {
         if (!json_object_is_type(pc, json_type_string))
             return gq_err_set(err, GQ_EINVAL, "spec.priorityClassName: must be a string");
         f.priority_class = json_object_get_string(pc);
     }
-    json_object *ads = get(spec, "activeDeadlineSeconds");
+    json_object *ads = gq_json_member(spec, "activeDeadlineSeconds");
     if (ads) {
         if (!json_object_is_type(ads, json_type_int))
             return gq_err_set(err, GQ_EINVAL, "spec.activeDeadlineSeconds: must be an integer");
@@ -66,7 +59,7 @@ gq_code gq_pod_facts_from_json(json_object *pod, const char *ns, gq_pod_facts *o
 bool gq_pod_resource_claims(json_object *pod, gq_pod_claim *out)
 {
     static const char *const refs[] = {"resourceClaimName", "resourceClaimTemplateName"};
-    json_object *claims = get(get(pod, "spec"), "resourceClaims");
+    json_object *claims = gq_json_member(gq_json_member(pod, "spec"), "resourceClaims");
     size_t n = json_object_is_type(claims, json_type_array) ? json_object_array_length(claims) : 0;
     if (!n)
         return false;
@@ -74,13 +67,14 @@ bool gq_pod_resource_claims(json_object *pod, gq_pod_claim *out)
         return true;
     memset(out, 0, sizeof(*out));
     out->n = n;
-    json_object *first = json_object_array_get_idx(claims, 0), *name = get(first, "name");
+    json_object *first = json_object_array_get_idx(claims, 0),
+                *name = gq_json_member(first, "name");
     if (json_object_is_type(name, json_type_string))
         snprintf(out->name, sizeof(out->name), "%s", json_object_get_string(name));
-    json_object *holders[] = {first, get(first, "source")};
+    json_object *holders[] = {first, gq_json_member(first, "source")};
     for (size_t h = 0; h < 2 && !out->field; h++) {
         for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++) {
-            json_object *v = get(holders[h], refs[i]);
+            json_object *v = gq_json_member(holders[h], refs[i]);
             if (json_object_is_type(v, json_type_string)) {
                 out->field = refs[i];
                 snprintf(out->ref, sizeof(out->ref), "%s", json_object_get_string(v));
@@ -112,21 +106,13 @@ static bool charges_anything(const gq_amounts *c)
     return false;
 }
 
-static const char *str_field(json_object *o, const char *key)
-{
-    json_object *v = get(o, key);
-    if (!v || !json_object_is_type(v, json_type_string))
-        return NULL;
-    return json_object_get_string(v);
-}
-
 gq_code gq_reservation_for_pod(json_object *pod, const char *ns, const char *request_uid,
                                const gq_amounts *charge, int64_t expires, gq_reservation *out,
                                gq_err *err)
 {
-    json_object *meta = get(pod, "metadata");
-    const char *key = str_field(meta, "uid");
-    const char *name = str_field(meta, "name");
+    json_object *meta = gq_json_member(pod, "metadata");
+    const char *key = gq_json_get_string(meta, "uid");
+    const char *name = gq_json_get_string(meta, "name");
     gq_reservation r = {.expires = expires, .amounts = *charge};
     if (!key || !key[0])
         key = request_uid;
@@ -138,7 +124,7 @@ gq_code gq_reservation_for_pod(json_object *pod, const char *ns, const char *req
         return gq_err_set(err, GQ_ELIMIT, "reservation: key longer than %d bytes",
                           GQ_CRD_MAX_STRING);
     if (!name || !name[0])
-        name = str_field(meta, "generateName");
+        name = gq_json_get_string(meta, "generateName");
     r.key = strdup(key);
     r.namespace_ = strdup(ns ? ns : "");
     r.pod = strdup(name ? name : "");
@@ -176,25 +162,17 @@ static bool req_matches(const gq_sel_req *r, const char *val)
     return false;
 }
 
-static const char *label_value(json_object *labels, const char *key)
-{
-    json_object *v = get(labels, key);
-    if (!v || !json_object_is_type(v, json_type_string))
-        return NULL;
-    return json_object_get_string(v);
-}
-
 bool gq_label_selector_matches(const gq_label_selector *s, json_object *labels)
 {
     if (!s || !s->present)
         return false;
     for (size_t i = 0; i < s->n_match; i++) {
-        const char *v = label_value(labels, s->match_keys[i]);
+        const char *v = gq_json_get_string(labels, s->match_keys[i]);
         if (!v || strcmp(v, s->match_values[i]) != 0)
             return false;
     }
     for (size_t i = 0; i < s->n_exprs; i++)
-        if (!req_matches(&s->exprs[i], label_value(labels, s->exprs[i].key)))
+        if (!req_matches(&s->exprs[i], gq_json_get_string(labels, s->exprs[i].key)))
             return false;
     return true;
 }
@@ -539,7 +517,8 @@ json_object *gq_usage_namespaces_to_json(const gq_usage *u)
 
 static bool pod_is_exclusive(json_object *pod)
 {
-    const char *v = label_value(get(get(pod, "metadata"), "annotations"), GQ_ANN_EXCLUSIVE);
+    const char *v = gq_json_get_string(
+        gq_json_member(gq_json_member(pod, "metadata"), "annotations"), GQ_ANN_EXCLUSIVE);
     return v && strcmp(v, "true") == 0;
 }
 

@@ -10,9 +10,9 @@
 
 #include <json-c/json.h>
 
-#include "crd.h"
-#include "gq_error.h"
-#include "podcost.h"
+#include "quota/crd.h"
+#include "common/gq_error.h"
+#include "quota/podcost.h"
 
 /* What quota matching reads from a pod. Strings are borrowed. */
 typedef struct gq_pod_facts {

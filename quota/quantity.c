@@ -4,7 +4,7 @@
  * quantity this file returns is normalised: mant carries no trailing decimal
  * zero and zero is {0, 0}. See docs/quantity.md for where we deliberately
  * differ from ParseQuantity (no silent caps, no degenerate "." or "+"). */
-#include "quantity.h"
+#include "quota/quantity.h"
 
 #include <inttypes.h>
 #include <limits.h>

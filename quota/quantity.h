@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gq_error.h"
+#include "common/gq_error.h"
 
 typedef enum gq_qformat {
     GQ_QFMT_DECIMAL_SI = 0,  /* m, "", k, M, G, T, P, E */

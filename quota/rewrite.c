@@ -4,7 +4,7 @@
  * members that differ from what we want are touched, a missing parent is
  * created whole (never `add` under a missing parent), and maps are never
  * replaced wholesale, so user data next to ours survives. */
-#include "rewrite.h"
+#include "quota/rewrite.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -12,8 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jsonutil.h"
-#include "quantity.h"
+#include "common/jsonutil.h"
+#include "quota/quantity.h"
+#include "common/json_member.h"
 
 #define MIB ((int64_t)1 << 20)
 #define REQUIRED_TERMS "requiredDuringSchedulingIgnoredDuringExecution"
@@ -50,33 +51,11 @@ void gq_rewrite_dispose(gq_rewrite *r)
     memset(r, 0, sizeof(*r));
 }
 
-/* Member key of object o, NULL when o is not an object, the member is
- * absent or it is JSON null. */
-static json_object *member(json_object *o, const char *key)
-{
-    json_object *v = NULL;
-    if (!json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, key, &v))
-        return NULL;
-    return v;
-}
-
-static json_object *member_of_type(json_object *o, const char *key, json_type t)
-{
-    json_object *v = member(o, key);
-    return json_object_is_type(v, t) ? v : NULL;
-}
-
-static const char *member_string(json_object *o, const char *key)
-{
-    json_object *v = member_of_type(o, key, json_type_string);
-    return v ? json_object_get_string(v) : NULL;
-}
-
 /* The container a cost entry describes. */
 static json_object *container_of(json_object *spec, const gq_ctr_cost *c, const char **list)
 {
     *list = c->kind == GQ_CTR_APP ? "containers" : "initContainers";
-    json_object *arr = member_of_type(spec, *list, json_type_array);
+    json_object *arr = gq_json_get_typed(spec, *list, json_type_array);
     if (!arr || c->index >= json_object_array_length(arr))
         return NULL;
     return json_object_array_get_idx(arr, c->index);
@@ -91,14 +70,14 @@ gq_code gq_pod_apply_defaults(json_object *pod, const gq_ctr_default *defaults, 
     json_object *copy = NULL;
     if (json_object_deep_copy(pod, &copy, NULL))
         return gq_err_set(err, GQ_ENOMEM, "out of memory");
-    json_object *spec = member(copy, "spec");
+    json_object *spec = gq_json_member(copy, "spec");
     for (size_t i = 0; i < n; i++) {
         const gq_ctr_default *d = &defaults[i];
         gq_ctr_cost probe = {.kind = d->kind, .index = d->index};
         const char *list;
         json_object *ctr = container_of(spec, &probe, &list);
-        json_object *res = member_of_type(ctr, "resources", json_type_object);
-        json_object *limits = member_of_type(res, "limits", json_type_object);
+        json_object *res = gq_json_get_typed(ctr, "resources", json_type_object);
+        json_object *limits = gq_json_get_typed(res, "limits", json_type_object);
         if (!limits) {
             rc = gq_err_set(err, GQ_EINVAL,
                             "GPULimitRange default for container \"%s\": spec.%s[%zu] has no "
@@ -313,7 +292,7 @@ static gq_code rewrite_map(rw *x, json_object *map, const kv *des, size_t n, gq_
         *changed = true;
     }
     for (size_t i = 0; i < n; i++) {
-        json_object *cur = member(map, des[i].key);
+        json_object *cur = gq_json_member(map, des[i].key);
         if (json_object_is_type(cur, json_type_string) &&
             !strcmp(json_object_get_string(cur), des[i].val))
             continue;
@@ -332,10 +311,10 @@ static gq_code rewrite_map(rw *x, json_object *map, const kv *des, size_t n, gq_
 static json_object *original_of(json_object *ctr, const gq_ctr_cost *c)
 {
     json_object *o = json_object_new_object();
-    json_object *res = member(ctr, "resources");
+    json_object *res = gq_json_member(ctr, "resources");
     const char *maps[] = {"limits", "requests"};
     for (size_t m = 0; o && m < 2 && json_object_object_length(o) == 0; m++) {
-        json_object *map = member_of_type(res, maps[m], json_type_object);
+        json_object *map = gq_json_get_typed(res, maps[m], json_type_object);
         if (!map)
             continue;
         json_object_object_foreach(map, key, val)
@@ -412,7 +391,7 @@ static gq_code rewrite_ctr(rw *x, const gq_ctr_cost *c, json_object *original)
     gq_jptr_push_index(&p, c->index);
     gq_jptr_push(&p, "resources");
     size_t at_res = p.len;
-    json_object *res = member(ctr, "resources");
+    json_object *res = gq_json_member(ctr, "resources");
     if (!json_object_is_type(res, json_type_object)) {
         if ((rc = op_add(x, &p, wrap("limits", resource_map(des, n)))))
             return rc;
@@ -420,7 +399,7 @@ static gq_code rewrite_ctr(rw *x, const gq_ctr_cost *c, json_object *original)
     } else {
         static const char *const maps[] = {"limits", "requests"};
         for (size_t m = 0; m < 2; m++) {
-            json_object *map = member_of_type(res, maps[m], json_type_object);
+            json_object *map = gq_json_get_typed(res, maps[m], json_type_object);
             gq_jptr_push(&p, maps[m]);
             if (map) {
                 rc = rewrite_map(x, map, des, n, &p, &changed);
@@ -520,26 +499,26 @@ static json_object *pin_at_level(const gq_model *m, int levels)
 static gq_code pin_model(rw *x)
 {
     const gq_model *m = x->cost->model;
-    json_object *ann = member(x->meta, "annotations");
-    if (!member_string(ann, GQ_ANN_GPU_MODEL) || !m || m->n_products == 0)
+    json_object *ann = gq_json_member(x->meta, "annotations");
+    if (!gq_json_get_string(ann, GQ_ANN_GPU_MODEL) || !m || m->n_products == 0)
         return GQ_OK;
     gq_jptr p;
     gq_jptr_init(&p);
     gq_jptr_push(&p, "spec");
     gq_jptr_push(&p, "affinity");
-    json_object *aff = member_of_type(x->spec, "affinity", json_type_object);
+    json_object *aff = gq_json_get_typed(x->spec, "affinity", json_type_object);
     if (!aff)
         return op_add(x, &p, pin_at_level(m, 6));
     gq_jptr_push(&p, "nodeAffinity");
-    json_object *na = member_of_type(aff, "nodeAffinity", json_type_object);
+    json_object *na = gq_json_get_typed(aff, "nodeAffinity", json_type_object);
     if (!na)
         return op_add(x, &p, pin_at_level(m, 5));
     gq_jptr_push(&p, REQUIRED_TERMS);
-    json_object *req = member_of_type(na, REQUIRED_TERMS, json_type_object);
+    json_object *req = gq_json_get_typed(na, REQUIRED_TERMS, json_type_object);
     if (!req)
         return op_add(x, &p, pin_at_level(m, 4));
     gq_jptr_push(&p, "nodeSelectorTerms");
-    json_object *terms = member_of_type(req, "nodeSelectorTerms", json_type_array);
+    json_object *terms = gq_json_get_typed(req, "nodeSelectorTerms", json_type_array);
     if (!terms)
         return op_add(x, &p, pin_at_level(m, 3));
     size_t n = json_object_array_length(terms);
@@ -557,7 +536,7 @@ static gq_code pin_model(rw *x)
         json_object *term = json_object_array_get_idx(terms, i);
         if (!json_object_is_type(term, json_type_object))
             continue;
-        json_object *exprs = member(term, "matchExpressions");
+        json_object *exprs = gq_json_member(term, "matchExpressions");
         gq_jptr_push_index(&p, i);
         gq_jptr_push(&p, "matchExpressions");
         if (!exprs) {
@@ -584,7 +563,7 @@ static gq_code set_scheduler(rw *x)
     const char *want = x->cfg->scheduler_name;
     if (!want || !want[0])
         return GQ_OK;
-    const char *cur = member_string(x->spec, "schedulerName");
+    const char *cur = gq_json_get_string(x->spec, "schedulerName");
     if (cur && cur[0] && strcmp(cur, DEFAULT_SCHEDULER) != 0)
         return GQ_OK; /* another scheduler was chosen on purpose */
     if (cur && !strcmp(cur, want))
@@ -605,13 +584,13 @@ static gq_code merge_map(rw *x, const char *field, json_object *want)
     gq_jptr_init(&p);
     gq_jptr_push(&p, "metadata");
     gq_jptr_push(&p, field);
-    json_object *cur = member_of_type(x->meta, field, json_type_object);
+    json_object *cur = gq_json_get_typed(x->meta, field, json_type_object);
     if (!cur)
         return op_add(x, &p, want);
     size_t base = p.len;
     json_object_object_foreach(want, key, val)
     {
-        const char *have = member_string(cur, key);
+        const char *have = gq_json_get_string(cur, key);
         if (have && !strcmp(have, json_object_get_string(val)))
             continue;
         gq_jptr_push(&p, key);
@@ -651,8 +630,8 @@ static gq_code record(rw *x, json_object *originals, json_object *requests)
     /* The first rewrite's record of the original request is history: a pod
      * gpuquota rewrote (reinvocation) keeps it. One its author wrote, or
      * copied from a rewritten pod, is replaced like every record of ours. */
-    json_object *cur_ann = member(x->meta, "annotations");
-    bool keep = gq_pod_managed(x->pod) && member_string(cur_ann, GQ_ANN_ORIGINAL) &&
+    json_object *cur_ann = gq_json_member(x->meta, "annotations");
+    bool keep = gq_pod_managed(x->pod) && gq_json_get_string(cur_ann, GQ_ANN_ORIGINAL) &&
                 !gq_pod_user_set(x->pod, false, GQ_ANN_ORIGINAL);
     if (!keep && put_string(ann, GQ_ANN_ORIGINAL, gq_json_compact(originals)))
         goto oom;
@@ -677,7 +656,7 @@ static gq_code record(rw *x, json_object *originals, json_object *requests)
     if (!rc)
         rc = merge_map(x, "annotations", ann);
     ann = NULL;
-    if (!rc && !json_object_object_length(requests) && member(cur_ann, GQ_ANN_REQUESTS)) {
+    if (!rc && !json_object_object_length(requests) && gq_json_member(cur_ann, GQ_ANN_REQUESTS)) {
         /* No shared container: a gpu-requests the pod came with is not ours. */
         gq_jptr p;
         gq_jptr_init(&p);
@@ -738,8 +717,8 @@ gq_code gq_rewrite_pod(const gq_config *cfg, json_object *pod, const gq_pod_cost
     rw x = {
         .cfg = cfg,
         .pod = pod,
-        .spec = member(pod, "spec"),
-        .meta = member(pod, "metadata"),
+        .spec = gq_json_member(pod, "spec"),
+        .meta = gq_json_member(pod, "metadata"),
         .cost = cost,
         .opts = opts,
         .res = res,

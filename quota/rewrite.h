@@ -14,11 +14,11 @@
 
 #include <json-c/json.h>
 
-#include "config.h"
-#include "gq_error.h"
-#include "jsonpatch.h"
-#include "podcost.h"
-#include "policy.h"
+#include "quota/config.h"
+#include "common/gq_error.h"
+#include "quota/jsonpatch.h"
+#include "quota/podcost.h"
+#include "quota/policy.h"
 
 /* Annotations the rewrite writes (GQ_ANN_REQUESTS is in podcost.h). */
 #define GQ_ANN_ORIGINAL "gpuquota.io/original-request"

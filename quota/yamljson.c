@@ -1,6 +1,6 @@
 /* YAML to json-c, event by event (libyaml's parser; no document tree is
  * built twice). See yamljson.h for the rules. */
-#include "yamljson.h"
+#include "quota/yamljson.h"
 
 #include <errno.h>
 #include <math.h>
@@ -11,7 +11,7 @@
 
 #include <yaml.h>
 
-#include "jsonutil.h"
+#include "common/jsonutil.h"
 
 /* Nodes in one stream: bounds memory long before the byte cap would. */
 #define MAX_NODES (1u << 18)

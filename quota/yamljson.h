@@ -11,7 +11,7 @@
 
 #include <json-c/json.h>
 
-#include "gq_error.h"
+#include "common/gq_error.h"
 
 #define GQ_YAML_MAX_BYTES (4u << 20) /* input size (request bodies are at most 3 MiB) */
 #define GQ_YAML_MAX_DEPTH 64         /* nesting of mappings and sequences */

@@ -16,6 +16,8 @@ need_cmd openssl openssl
 need_cmd wrk wrk
 need_cmd python3 python3
 need_cmd jq jq # the kube-standin shell tests read JSON with it
+# The Helm chart tests (test/helm/) read rendered manifests with PyYAML.
+python3 -c 'import yaml' >/dev/null 2>&1 || pkgs+=(python3-yaml)
 need_pc json-c libjson-c-dev
 need_pc yaml-0.1 libyaml-dev
 need_pc libcurl libcurl4-openssl-dev

@@ -4,10 +4,13 @@
 #   kube-apiserver kube-controller-manager kube-scheduler kubectl  (k8s.io/kubernetes)
 #   etcd                                                            (go.etcd.io/etcd/server/v3)
 #   kwok                                                            (sigs.k8s.io/kwok)
+#   helm                                                            (helm.sh/helm/v3)
 # They are test tooling, built from their own Go modules pinned in
 # test/k8s-tools/*/go.{mod,sum}; nothing of them is linked into gpuquota.
 #
 # The folder is a cache keyed by those pins: a second run builds nothing.
+# helm has a cache folder of its own keyed by its pins (a new helm pin rebuilds
+# helm only) and is linked into the printed folder.
 # Binaries found in $KUBEBUILDER_ASSETS (setup-envtest's layout: etcd,
 # kube-apiserver, kubectl) are used instead of building them; the rest is
 # still built.
@@ -39,9 +42,12 @@ pin() { sed -n "s|^[[:space:]]*\(require \)\{0,1\}$1 \(v[^ ]*\).*|\2|p" "$2" | h
 k8s=$(pin k8s.io/kubernetes "$tools/kube/go.mod")
 etcd=$(pin go.etcd.io/etcd/server/v3 "$tools/kube/go.mod")
 kwok=$(pin sigs.k8s.io/kwok "$tools/kwok/go.mod")
-sum=$(cat "$tools"/*/go.mod "$tools"/*/go.sum "$tools"/kube/etcd/main.go | sha256sum | cut -c1-12)
+sum=$(cat "$tools"/{kube,kwok}/go.mod "$tools"/{kube,kwok}/go.sum "$tools"/kube/etcd/main.go | sha256sum | cut -c1-12)
+helm=$(pin helm.sh/helm/v3 "$tools/helm/go.mod")
+helm_sum=$(cat "$tools"/helm/go.mod "$tools"/helm/go.sum | sha256sum | cut -c1-12)
 cache_root=${GQ_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuquota/k8s}
 dir=$cache_root/k8s-$k8s-etcd-$etcd-kwok-$kwok-$sum
+helm_dir=$cache_root/helm-$helm-$helm_sum
 all=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
 
 complete() {
@@ -53,18 +59,48 @@ mkdir -p "$cache_root"
 # One build at a time per cache (ctest may start several e2e fixtures).
 exec 9>"$cache_root/.lock"
 flock 9
+# A module cache and proxy settings of the user's own are respected; the
+# builds are reproducible from go.sum and never edit the go.mod files.
+export GOFLAGS="-mod=readonly -buildvcs=false -trimpath"
+export CGO_ENABLED=0
+ldflags="-s -w"
+
+build_helm() {
+    [[ -x $helm_dir/helm ]] && return 0
+    local htmp started
+    htmp=$(mktemp -d "$cache_root/.build.XXXXXX")
+    started=$(date +%s)
+    log "building helm $helm"
+    # As helm's own Makefile does: the Kubernetes version it assumes offline
+    # (helm lint, helm template) is the one of the client-go it links.
+    local cg minor hflags p
+    cg=$(pin k8s.io/client-go "$tools/helm/go.mod")
+    minor=$(echo "$cg" | cut -d. -f2)
+    hflags="-X helm.sh/helm/v3/internal/version.version=$helm -X helm.sh/helm/v3/internal/version.metadata="
+    for p in pkg/lint/rules pkg/chartutil; do
+        hflags+=" -X helm.sh/helm/v3/$p.k8sVersionMajor=1 -X helm.sh/helm/v3/$p.k8sVersionMinor=$minor"
+    done
+    if ! (cd "$tools/helm" && go build -ldflags "$ldflags $hflags" -o "$htmp/helm" helm.sh/helm/v3/cmd/helm); then
+        rm -rf "$htmp"
+        return 1
+    fi
+    log "built helm in $(($(date +%s) - started)) s"
+    rm -rf "$helm_dir"
+    mv "$htmp" "$helm_dir"
+}
+link_helm() {
+    build_helm
+    ln -sfn "$helm_dir/helm" "$dir/helm"
+}
+
 if complete; then
+    link_helm
     echo "$dir"
     exit 0
 fi
 
 tmp=$(mktemp -d "$cache_root/.build.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-# A module cache and proxy settings of the user's own are respected; the
-# builds are reproducible from go.sum and never edit the go.mod files.
-export GOFLAGS="-mod=readonly -buildvcs=false -trimpath"
-export CGO_ENABLED=0
-ldflags="-s -w"
 
 from_assets=()
 if [[ -n ${KUBEBUILDER_ASSETS:-} ]]; then
@@ -99,4 +135,5 @@ rm -rf "$dir"
 mv "$tmp" "$dir"
 trap - EXIT
 complete || { echo "k8s-bin: $dir is incomplete after the build" >&2; exit 1; }
+link_helm
 echo "$dir"

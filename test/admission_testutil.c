@@ -9,8 +9,8 @@
 
 #include <cmocka.h>
 
-#include "base64.h"
-#include "jsonutil.h"
+#include "quota/base64.h"
+#include "common/jsonutil.h"
 
 char *at_read_data(const char *name, size_t *len)
 {

@@ -37,6 +37,18 @@ start() {
     exit 1
 }
 
+# wait_until SECONDS CMD...: run CMD every 50 ms until it succeeds (status
+# 0) or SECONDS have passed; the status of the last run. For conditions a
+# test must see before it goes on, instead of sleeping a guessed time.
+wait_until() {
+    local end=$((SECONDS + $1))
+    shift
+    until "$@"; do
+        ((SECONDS >= end)) && return 1
+        sleep 0.05
+    done
+}
+
 # stop_server PID: SIGTERM, wait; the exit status is returned.
 stop_server() {
     kill -TERM "$1"

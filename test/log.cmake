@@ -1,1 +1,1 @@
-gq_unit_test(test_log test_log.c LIBS gq_kube)
+gq_unit_test(test_log test_log.c)

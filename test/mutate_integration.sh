@@ -129,6 +129,7 @@ done
 port=$keep_port
 pid=$keep_pid
 audit=$work/audit-aliyun.log
+log=$work/webhook-aliyun.log
 
 # Model pins, the A10/A100 trap and the merged affinity, over the wire.
 "$gq" admit --review-only --uid trap "$data/mutate/pin-a100-selector.yaml" >"$work/r.json"
@@ -272,18 +273,30 @@ check "TLS 1.2 works" 200 \
 before=$(served_serial)
 loaders=()
 for l in 1 2 3 4; do
-    (for _ in $(seq 60); do post "$fx" /dev/null; echo; done >"$work/load-$l.codes") &
+    # At least 60 requests each, and on until every rotation is served.
+    (n=0
+     while [[ $n -lt 60 || ! -e "$work/rotated" ]]; do
+         post "$fx" /dev/null
+         echo
+         n=$((n + 1))
+     done >"$work/load-$l.codes") &
     loaders+=("$!")
     pids+=("$!")
 done
 GQ_BENCH_BODY=$fx wrk -t1 -c4 -d4s --timeout 10s -s "$lua" "https://127.0.0.1:$port/mutate" \
     >"$work/wrk.out" 2>&1 &
 wrk_pid=$!
+# Each rotation waits until the new pair is served, so all five are reloads.
+serves_another() { [[ "$(served_serial)" != "$1" ]]; }
+reloads=0
 for _ in 1 2 3 4 5; do
-    sleep 0.6
+    prev=$(served_serial)
     "$gq" certs generate --service $svc --namespace $ns --out "$work/certs" --san localhost \
         --san 127.0.0.1 --rotate >/dev/null
+    wait_until 10 serves_another "$prev" && reloads=$((reloads + 1))
 done
+touch "$work/rotated"
+check "swap under load: five rotations, each served" 5 "$reloads"
 wait "$wrk_pid" "${loaders[@]}"
 total=$(cat "$work"/load-*.codes | wc -l)
 good=$(grep -c '^200$' "$work"/load-*.codes | awk -F: '{s += $2} END {print s}')
@@ -296,7 +309,7 @@ check "swap under load: wrk saw no error" "errors=0" "$(grep -o 'errors=[0-9]*' 
 # Audit: SIGHUP reopens the file (logrotate's create mode).
 mv "$audit" "$audit.1"
 kill -HUP "$pid"
-sleep 0.2
+wait_until 5 grep -q 'received SIGHUP' "$log" || fail "SIGHUP not received"
 post "$fx" /dev/null >/dev/null
 check "SIGHUP: a fresh audit file gets the next record" 1 "$(lines_soon "$audit" 1)"
 check_grep "audit record fields" "$audit" \
@@ -310,14 +323,19 @@ check "audit write errors: none so far" "gpuquota_audit_write_errors_total 0" \
  head -c 100 "$fx"; sleep 3; tail -c +101 "$fx"; sleep 2) |
     openssl s_client -quiet -connect "127.0.0.1:$port" >"$work/drain.out" 2>/dev/null &
 inflight=$!
-sleep 1.5 # the TLS handshake and the headers are in; the body is not
+# The TLS handshake and the headers are in, and part of the body: the server
+# has reserved room for it.
+body_in_flight() { c /metrics | grep -Eq '^gpuquota_http_body_bytes_in_flight [1-9]'; }
+wait_until 5 body_in_flight || fail "the slow review never reached the server"
 kill -TERM "$pid"
-sleep 0.3
-if curl -sS --max-time 2 --cacert "$work/certs/ca.crt" --resolve "$host:$port:127.0.0.1" \
-    "https://$host:$port/healthz" >/dev/null 2>&1; then
-    fail "new connections refused while draining"
-else
+refused() {
+    ! curl -sS --max-time 1 --cacert "$work/certs/ca.crt" --resolve "$host:$port:127.0.0.1" \
+        "https://$host:$port/healthz" >/dev/null 2>&1
+}
+if wait_until 2 refused && kill -0 "$inflight" 2>/dev/null; then
     pass "new connections refused while draining"
+else
+    fail "new connections refused while draining"
 fi
 wait "$inflight"
 check "in-flight review answered during drain" "HTTP/1.1 200 OK" "$(head -1 "$work/drain.out" | tr -d '\r')"
@@ -331,9 +349,10 @@ printf 'audit:\n  path: /dev/full\n' >"$work/full.yaml"
 start_webhook "$work/full.yaml" "$work/webhook-full.log"
 check "audit unwritable: the review is still answered" 200 "$(post "$fx" /dev/null)"
 post "$fx" /dev/null >/dev/null
-sleep 0.3 # the writer thread counts the failures
-check "audit unwritable: errors in /metrics" "gpuquota_audit_write_errors_total 2" \
-    "$(c /metrics | grep '^gpuquota_audit_write_errors_total')"
+audit_errors() { c /metrics | grep '^gpuquota_audit_write_errors_total'; }
+# The writer thread counts the failures after the answers.
+wait_until 5 eval '[[ "$(audit_errors)" == "gpuquota_audit_write_errors_total 2" ]]'
+check "audit unwritable: errors in /metrics" "gpuquota_audit_write_errors_total 2" "$(audit_errors)"
 check "audit unwritable: logged once per burst" 1 \
     "$(grep -c 'audit log /dev/full: write: No space left on device' "$work/webhook-full.log")"
 stop_server "$pid"

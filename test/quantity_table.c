@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "quantity.h"
+#include "quota/quantity.h"
 
 #ifndef GQ_TEST_DATA
 #define GQ_TEST_DATA "test/data"

@@ -12,8 +12,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "gq_log.h"
-#include "server.h"
+#include "common/gq_log.h"
+#include "webhook/server.h"
 
 static void echo(void *ctx, const wh_request *req, wh_response *resp)
 {

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "audit.h"
+#include "webhook/audit.h"
 
 static char *tmpdir_new(void)
 {
@@ -75,7 +75,7 @@ static void format_has_every_field(void **state)
     r.charge = charge;
     char *line = NULL;
     size_t len = 0;
-    assert_int_equal(wh_audit_format(&r, &line, &len), GQ_OK);
+    assert_int_equal(gq_audit_record_format(&r, &line, &len), GQ_OK);
     json_object_put(charge);
     assert_int_equal(strlen(line), len);
     assert_null(strchr(line, '\n'));

@@ -1,4 +1,4 @@
-/* quota/auditlog: both kinds of audit line, filters, summary. */
+/* cli/auditlog: both kinds of audit line, filters, summary. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,8 +9,8 @@
 
 #include <cmocka.h>
 
-#include "auditlog.h"
-#include "yamljson.h"
+#include "cli/auditlog.h"
+#include "quota/yamljson.h"
 
 /* Line n (1-based) of test/data/audit/FILE, without its newline. */
 static char *data_line(const char *file, int n)

@@ -17,7 +17,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
-#include "certs.h"
+#include "certs/certs.h"
 
 #define NOW ((time_t)1790000000) /* 2026-09-21: pinned so expiry maths is exact */
 

@@ -15,8 +15,8 @@
 
 #include <cmocka.h>
 
-#include "certs.h"
-#include "certs_inject.h"
+#include "certs/certs.h"
+#include "certs/certs_inject.h"
 
 /* ------------------------------------------------------------ the bundle */
 

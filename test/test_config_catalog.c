@@ -7,8 +7,8 @@
 
 #include <cmocka.h>
 
-#include "catalog.h"
-#include "config.h"
+#include "quota/catalog.h"
+#include "quota/config.h"
 
 #define GI ((int64_t)1 << 30)
 

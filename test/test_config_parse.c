@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "config.h"
+#include "quota/config.h"
 
 #define GI ((int64_t)1 << 30)
 #define MI ((int64_t)1 << 20)

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "ctl.h"
+#include "controller/ctl.h"
 
 #define GI (1024LL * 1024 * 1024)
 #define NOW 1795273565LL /* 2026-11-21T15:06:05Z */

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "ctl.h"
+#include "controller/ctl.h"
 
 #define NOW 1795273565LL
 

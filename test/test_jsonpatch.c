@@ -10,8 +10,8 @@
 
 #include <cmocka.h>
 
-#include "jsonpatch.h"
-#include "jsonutil.h"
+#include "quota/jsonpatch.h"
+#include "common/jsonutil.h"
 
 static json_object *parse(const char *s)
 {

@@ -11,8 +11,8 @@
 
 #include <cmocka.h>
 
-#include "jsonpatch.h"
-#include "jsonutil.h"
+#include "quota/jsonpatch.h"
+#include "common/jsonutil.h"
 
 static json_object *jsonc(const char *text)
 {

@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kube.h"
+#include "kube/kube.h"
 #include "standin_proc.h"
 
 #define TLS GQ_TEST_DATA "/tls/"
@@ -469,6 +469,14 @@ static void watcher_start(watcher *w, const char *path, const char *rv)
     assert_int_equal(pthread_create(&w->th, NULL, watch_thread, w), 0);
 }
 
+/* Poll (5 s at most) until the watch has its response headers. */
+static int wait_open(watcher *w)
+{
+    for (int i = 0; i < 5000 && !wlog_opens(&w->log); i++)
+        usleep(1000);
+    return wlog_opens(&w->log);
+}
+
 static int wait_events(watcher *w, int n, long ms)
 {
     for (long i = 0; i < ms; i++) {
@@ -500,7 +508,7 @@ static void watch_events_and_stop(void **state)
     list_rv(coll, rv, sizeof(rv));
     watcher w;
     watcher_start(&w, coll, rv);
-    usleep(200000);
+    assert_true(wait_open(&w));
     assert_int_equal(create_pod(cli, "w", "a", "x", &e), GQ_OK);
     json_object *patch = json_tokener_parse("{\"metadata\":{\"labels\":{\"v\":\"2\"}}}");
     assert_int_equal(kube_patch_merge(cli, "/api/v1/namespaces/w/pods/a", patch, NULL, NULL, &e),
@@ -527,9 +535,7 @@ static void watch_events_and_stop(void **state)
     q.path = coll;
     q.o = (kube_watch_opts){.resource_version = rv, .stop = &q.stop, .on_open = wlog_open};
     assert_int_equal(pthread_create(&q.th, NULL, watch_thread, &q), 0);
-    for (int i = 0; i < 5000 && !wlog_opens(&q.log); i++)
-        usleep(1000);
-    assert_int_equal(wlog_opens(&q.log), 1);
+    assert_int_equal(wait_open(&q), 1);
     atomic_store(&q.stop, 1);
     pthread_join(q.th, NULL);
     assert_int_equal(q.rc, GQ_OK);
@@ -546,7 +552,7 @@ static void watch_cut_and_gone(void **state)
     post_fault("{\"cutWatchAfter\":2}");
     watcher w;
     watcher_start(&w, coll, rv);
-    usleep(200000);
+    assert_true(wait_open(&w));
     for (int i = 0; i < 4; i++) {
         char name[16];
         snprintf(name, sizeof(name), "c%d", i);
@@ -978,11 +984,17 @@ static void token_reread_after_401(void **state)
     assert_int_equal(kube_client_new(&pcfg, &po, &fast, &e), GQ_OK);
     assert_int_equal(kube_client_new(&pcfg, NULL, &slow, &e), GQ_OK);
     write_file(ctok, "not-the-token\n");
-    usleep(150000);
+    gq_code rc = GQ_OK;
+    for (int i = 0; i < 500 && rc == GQ_OK; i++) { /* the next read after 100 ms */
+        rc = kube_get(fast, "/api/v1/namespaces/tok/pods/a", NULL, &got, &e);
+        if (rc == GQ_OK) {
+            json_object_put(got);
+            usleep(10000);
+        }
+    }
+    assert_int_equal(rc, GQ_EUNAUTHORIZED);
     assert_int_equal(kube_get(slow, "/api/v1/namespaces/tok/pods/a", NULL, &got, &e), GQ_OK);
     json_object_put(got);
-    assert_int_equal(kube_get(fast, "/api/v1/namespaces/tok/pods/a", NULL, &got, &e),
-                     GQ_EUNAUTHORIZED);
     kube_client_free(fast);
     kube_client_free(slow);
     unlink(ctok);

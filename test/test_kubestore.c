@@ -17,7 +17,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include "kubestore.h"
+#include "webhook/kubestore.h"
 
 enum { R_QUOTA, R_TENANT, R_LIMITRANGE, R_NAMESPACE, R_COUNT };
 

@@ -6,7 +6,8 @@
 
 #include <cmocka.h>
 
-#include "gq_log.h"
+#include "common/gq_log.h"
+#include "common/json_escape.h"
 
 static void escape_quotes_and_controls(void **state)
 {

@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "metrics.h"
+#include "webhook/metrics.h"
 
 static char *render(wh_metrics *m)
 {

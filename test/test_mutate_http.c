@@ -15,13 +15,13 @@
 #include <cmocka.h>
 
 #include "admission_testutil.h"
-#include "audit.h"
-#include "config.h"
-#include "jsonpatch.h"
-#include "jsonutil.h"
-#include "metrics.h"
-#include "mutate_http.h"
-#include "server.h"
+#include "webhook/audit.h"
+#include "quota/config.h"
+#include "quota/jsonpatch.h"
+#include "common/jsonutil.h"
+#include "webhook/metrics.h"
+#include "webhook/mutate_http.h"
+#include "webhook/server.h"
 
 /* A fake GPULimitRange source: answers `answer` (JSON text, parsed per
  * call) or fails with `fail`, and counts calls. */

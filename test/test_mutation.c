@@ -12,12 +12,12 @@
 #include <cmocka.h>
 
 #include "admission_testutil.h"
-#include "config.h"
-#include "crd.h"
-#include "jsonpatch.h"
-#include "jsonutil.h"
-#include "mutation.h"
-#include "review.h"
+#include "quota/config.h"
+#include "quota/crd.h"
+#include "quota/jsonpatch.h"
+#include "common/jsonutil.h"
+#include "webhook/mutation.h"
+#include "webhook/review.h"
 
 static json_object *fixture(void)
 {

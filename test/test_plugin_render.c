@@ -9,8 +9,8 @@
 
 #include <cmocka.h>
 
-#include "plugin.h"
-#include "yamljson.h"
+#include "cli/plugin.h"
+#include "quota/yamljson.h"
 
 #define GI (1024LL * 1024 * 1024)
 /* 2026-11-25T12:00:00Z */

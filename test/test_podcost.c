@@ -11,8 +11,8 @@
 
 #include <cmocka.h>
 
-#include "config.h"
-#include "podcost.h"
+#include "quota/config.h"
+#include "quota/podcost.h"
 
 #define MI ((int64_t)1 << 20)
 #define GI ((int64_t)1 << 30)

@@ -11,8 +11,8 @@
 
 #include <cmocka.h>
 
-#include "crd.h"
-#include "policy.h"
+#include "quota/crd.h"
+#include "quota/policy.h"
 
 #define GI (1024LL * 1024 * 1024)
 #define NOW 1795273565LL /* 2026-11-21T15:06:05Z */

@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "quantity.h"
+#include "quota/quantity.h"
 
 #define ROWS(a) (sizeof(a) / sizeof((a)[0]))
 

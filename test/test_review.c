@@ -12,10 +12,10 @@
 #include <cmocka.h>
 
 #include "admission_testutil.h"
-#include "base64.h"
-#include "jsonpatch.h"
-#include "jsonutil.h"
-#include "review.h"
+#include "quota/base64.h"
+#include "quota/jsonpatch.h"
+#include "common/jsonutil.h"
+#include "webhook/review.h"
 
 static void decode_fixture(void **state)
 {

@@ -14,11 +14,11 @@
 #include <cmocka.h>
 
 #include "admission_testutil.h"
-#include "config.h"
-#include "jsonpatch.h"
-#include "jsonutil.h"
-#include "podcost.h"
-#include "rewrite.h"
+#include "quota/config.h"
+#include "quota/jsonpatch.h"
+#include "common/jsonutil.h"
+#include "quota/podcost.h"
+#include "quota/rewrite.h"
 
 #define GI ((int64_t)1 << 30)
 

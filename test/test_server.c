@@ -13,9 +13,9 @@
 
 #include <cmocka.h>
 
-#include "certs.h"
-#include "metrics.h"
-#include "server.h"
+#include "certs/certs.h"
+#include "webhook/metrics.h"
+#include "webhook/server.h"
 
 typedef struct fixture {
     char dir[64];

@@ -6,7 +6,7 @@
 
 #include <cmocka.h>
 
-#include "strutil.h"
+#include "common/strutil.h"
 
 static void copy_trunc(void **state)
 {

@@ -15,9 +15,10 @@
 #include <cmocka.h>
 
 #include "admission_testutil.h"
-#include "gq_log.h"
-#include "memstore.h"
-#include "validate.h"
+#include "common/gq_log.h"
+#include "faultstore.h"
+#include "webhook/memstore.h"
+#include "webhook/validate.h"
 
 #define NOW 1800000000
 #define NS_A "team-a"
@@ -32,7 +33,8 @@ static int64_t fixed_now(void *ud)
 typedef struct fx {
     gq_config *cfg;
     wh_memstore *ms;
-    wh_store store;
+    faultstore *fs; /* over ms */
+    wh_store store; /* fs's table */
     wh_validator *v;
 } fx;
 
@@ -56,7 +58,10 @@ static int setup(void **state)
     assert_non_null(f);
     assert_int_equal(gq_config_default(&f->cfg, NULL), GQ_OK);
     assert_int_equal(wh_memstore_new(&f->ms, NULL), GQ_OK);
-    wh_memstore_store(f->ms, &f->store);
+    wh_store offline;
+    wh_memstore_store(f->ms, &offline);
+    assert_int_equal(faultstore_new(&offline, &f->fs, NULL), GQ_OK);
+    faultstore_table(f->fs, &f->store);
     fx_validator(f, NULL);
     *state = f;
     return 0;
@@ -66,6 +71,7 @@ static int teardown(void **state)
 {
     fx *f = *state;
     wh_validator_free(f->v);
+    faultstore_free(f->fs);
     wh_memstore_free(f->ms);
     gq_config_free(f->cfg);
     free(f);
@@ -345,8 +351,8 @@ static void test_dry_run_not_charged(void **state)
     assert_string_equal(resp.audit_values[2], "GPUQuota team-a/q");
     wh_review_response_dispose(&resp);
     assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "q"), 0);
-    wh_memstore_stats st;
-    wh_memstore_get_stats(f->ms, &st);
+    faultstore_stats st;
+    faultstore_get_stats(f->fs, &st);
     assert_int_equal(st.updates, 0);
     assert_int_equal(st.gets, 1); /* evaluated on a fresh read */
     /* over the limit, a dry run is denied like the real thing */
@@ -465,22 +471,22 @@ static void test_remembered_object_never_denies(void **state)
     fx *f = *state;
     quota(f, NS_A, "q", "{\"gpu-memory\":\"16Gi\"}", NULL);
     assert_true(decide(f, "u1", NS_A, "16Gi").allowed);
-    wh_memstore_stats st;
-    wh_memstore_get_stats(f->ms, &st);
+    faultstore_stats st;
+    faultstore_get_stats(f->fs, &st);
     assert_int_equal(st.gets, 1);
     assert_true(decide(f, "u2", NS_A, NULL).allowed); /* CPU-only: no store traffic */
     /* the pod finished: the quota is empty again (new resourceVersion) */
     quota(f, NS_A, "q", "{\"gpu-memory\":\"16Gi\"}", NULL);
     wh_validate_result r = decide(f, "u3", NS_A, "16Gi");
     assert_true(r.allowed);
-    wh_memstore_get_stats(f->ms, &st);
+    faultstore_get_stats(f->fs, &st);
     assert_int_equal(st.gets, 2);    /* the remembered object said full: read again */
     assert_int_equal(st.updates, 2); /* and no write was wasted on it */
     /* next admission starts from the object the write returned: no GET */
     quota(f, "team-b", "q", "{\"gpu-memory\":\"64Gi\"}", NULL);
     assert_true(decide(f, "b1", "team-b", "16Gi").allowed);
     assert_true(decide(f, "b2", "team-b", "16Gi").allowed);
-    wh_memstore_get_stats(f->ms, &st);
+    faultstore_get_stats(f->fs, &st);
     assert_int_equal(st.gets, 3);
     assert_int_equal(st.updates, 4);
     assert_int_equal(n_reservations(f, "GPUQuota", "team-b", "q"), 2);
@@ -489,9 +495,9 @@ static void test_remembered_object_never_denies(void **state)
 static void test_conflict_storm(void **state)
 {
     fx *f = *state;
-    wh_memstore_faults fl = {.conflict_every = 2};
+    faultstore_faults fl = {.conflict_every = 2};
     quota(f, NS_A, "q", "{\"gpu-memory\":\"64Gi\"}", NULL);
-    wh_memstore_set_faults(f->ms, &fl);
+    faultstore_set_faults(f->fs, &fl);
     char uid[32];
     int allowed = 0;
     for (int i = 0; i < 6; i++) {
@@ -500,14 +506,14 @@ static void test_conflict_storm(void **state)
     }
     assert_int_equal(allowed, 4);
     assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "q"), 4);
-    wh_memstore_stats st;
-    wh_memstore_get_stats(f->ms, &st);
+    faultstore_stats st;
+    faultstore_get_stats(f->fs, &st);
     /* writes 2, 4 and 6 are refused, 1, 3, 5 and 7 land */
     assert_int_equal(st.updates, 7);
     assert_int_equal(st.conflicts, 3);
     /* every write refused: gives up after the retries, denies */
     fl.conflict_every = 1;
-    wh_memstore_set_faults(f->ms, &fl);
+    faultstore_set_faults(f->fs, &fl);
     wh_validate_opts o = {.max_retries = 4, .budget_ms = 60000};
     fx_validator(f, &o);
     quota(f, "team-b", "q", "{\"gpu-memory\":\"64Gi\"}", NULL);
@@ -523,7 +529,7 @@ static void test_conflict_storm(void **state)
     assert_false(r.allowed);
     assert_string_equal(r.message, "gpuquota could not charge quota team-b/q: the quota kept "
                                    "changing (1 conflicting update in a row)");
-    wh_memstore_set_faults(f->ms, NULL);
+    faultstore_set_faults(f->fs, NULL);
     assert_int_equal(n_reservations(f, "GPUQuota", "team-b", "q"), 0);
 }
 
@@ -547,21 +553,21 @@ static void test_store_down_denies(void **state)
 {
     fx *f = *state;
     quota(f, NS_A, "q", "{\"gpu-memory\":\"64Gi\"}", NULL);
-    wh_memstore_faults fl = {.fail = GQ_EIO, .fail_ops = WH_MS_GET};
-    wh_memstore_set_faults(f->ms, &fl);
+    faultstore_faults fl = {.fail = GQ_EIO, .fail_ops = FS_GET};
+    faultstore_set_faults(f->fs, &fl);
     wh_validate_result r = decide(f, "u1", NS_A, "16Gi");
     assert_false(r.allowed);
     assert_int_equal(r.code, GQ_EIO);
     assert_string_equal(r.message, "gpuquota could not reach the API server to charge quota "
                                    "team-a/q: injected failure: I/O error");
-    fl.fail_ops = WH_MS_UPDATE;
-    wh_memstore_set_faults(f->ms, &fl);
+    fl.fail_ops = FS_UPDATE;
+    faultstore_set_faults(f->fs, &fl);
     r = decide(f, "u2", NS_A, "16Gi");
     assert_false(r.allowed);
     assert_string_equal(r.message, "gpuquota could not reach the API server to charge quota "
                                    "team-a/q: injected failure: I/O error");
-    fl.fail_ops = WH_MS_LIST;
-    wh_memstore_set_faults(f->ms, &fl);
+    fl.fail_ops = FS_LIST;
+    faultstore_set_faults(f->fs, &fl);
     r = decide(f, "u3", NS_A, "16Gi");
     assert_false(r.allowed);
     assert_string_equal(r.message, "gpuquota could not reach the API server to read the "
@@ -569,7 +575,7 @@ static void test_store_down_denies(void **state)
     /* a CPU-only pod never touches the store */
     r = decide(f, "u4", NS_A, NULL);
     assert_true(r.allowed);
-    wh_memstore_set_faults(f->ms, NULL);
+    faultstore_set_faults(f->fs, NULL);
     assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "q"), 0);
 }
 
@@ -616,8 +622,8 @@ static void test_exempt_cpu_only_require_quota(void **state)
     f->cfg->exempt_namespaces = saved;
     f->cfg->n_exempt_namespaces = n_saved;
     f->cfg->require_quota = false;
-    wh_memstore_stats st;
-    wh_memstore_get_stats(f->ms, &st);
+    faultstore_stats st;
+    faultstore_get_stats(f->fs, &st);
     assert_int_equal(st.gets, 0);
 }
 
@@ -712,15 +718,15 @@ static void test_dra_claims(void **state)
     pod_json(pod, sizeof(pod), NS_A, NULL, NULL, ",\"resourceClaims\":[]");
     assert_true(decide_ex(f, "u8", NS_A, pod, NULL, NULL).allowed);
     /* the caches cannot be read: fail closed for a pod with claims only */
-    wh_memstore_faults fl = {.fail = GQ_EIO, .fail_ops = WH_MS_LIST};
-    wh_memstore_set_faults(f->ms, &fl);
+    faultstore_faults fl = {.fail = GQ_EIO, .fail_ops = FS_LIST};
+    faultstore_set_faults(f->fs, &fl);
     pod_json(pod, sizeof(pod), "web", NULL, NULL, claims);
     r = decide_ex(f, "u9", "web", pod, NULL, NULL);
     assert_false(r.allowed);
     assert_string_equal(r.message, "gpuquota could not reach the API server to read the quotas "
                                    "of web: injected failure: I/O error");
     assert_true(decide(f, "u10", "web", NULL).allowed);
-    wh_memstore_set_faults(f->ms, NULL);
+    faultstore_set_faults(f->fs, NULL);
 #undef CLAIM_MSG
 }
 
@@ -774,8 +780,8 @@ static void test_zero_asks_for_no_gpu(void **state)
     };
     f->cfg->require_quota = true;
     quota(f, NS_A, "q", "{\"gpu-memory\":\"0\",\"gpu-pods\":\"0\"}", NULL);
-    wh_memstore_faults fl = {.fail = GQ_EIO};
-    wh_memstore_set_faults(f->ms, &fl);
+    faultstore_faults fl = {.fail = GQ_EIO};
+    faultstore_set_faults(f->fs, &fl);
     for (size_t i = 0; i < sizeof(pods) / sizeof(pods[0]); i++) {
         char pod[2048];
         snprintf(pod, sizeof(pod),
@@ -791,7 +797,7 @@ static void test_zero_asks_for_no_gpu(void **state)
         assert_int_equal(r.n_charged, 0);
     }
     /* a GPU next to the zero is still charged (and here refused) */
-    wh_memstore_set_faults(f->ms, NULL);
+    faultstore_set_faults(f->fs, NULL);
     assert_false(decide(f, "u2", NS_A, "1Gi").allowed);
     f->cfg->require_quota = false;
 }
@@ -802,8 +808,8 @@ static void test_large_pod_without_gpu(void **state)
 {
     fx *f = *state;
     f->cfg->require_quota = true;
-    wh_memstore_faults fl = {.fail = GQ_EIO, .fail_ops = WH_MS_GET | WH_MS_UPDATE | WH_MS_LIST};
-    wh_memstore_set_faults(f->ms, &fl);
+    faultstore_faults fl = {.fail = GQ_EIO, .fail_ops = FS_GET | FS_UPDATE | FS_LIST};
+    faultstore_set_faults(f->fs, &fl);
     char *pod = at_large_pod(NS_A, 3600, NULL);
     wh_validate_result r = decide_ex(f, "u1", NS_A, pod, NULL, NULL);
     free(pod);
@@ -816,7 +822,7 @@ static void test_large_pod_without_gpu(void **state)
     assert_string_equal(r.message, "container \"c3599\" asks for a GPU and the pod has 3600 "
                                    "containers (app and init); a pod that uses a GPU may have at "
                                    "most 256");
-    wh_memstore_set_faults(f->ms, NULL);
+    faultstore_set_faults(f->fs, NULL);
     f->cfg->require_quota = false;
 }
 
@@ -908,8 +914,8 @@ static void run_concurrent(fx *f, unsigned conflict_every, unsigned latency_us)
     static worker ws[N];
     static pthread_t th[N];
     quota(f, NS_A, "q", "{\"gpu-memory\":\"10Gi\",\"gpu-pods\":100}", NULL);
-    wh_memstore_faults fl = {.conflict_every = conflict_every, .latency_us = latency_us};
-    wh_memstore_set_faults(f->ms, &fl);
+    faultstore_faults fl = {.conflict_every = conflict_every, .latency_us = latency_us};
+    faultstore_set_faults(f->fs, &fl);
     for (int i = 0; i < N; i++) {
         ws[i] = (worker){f, i, false, NS_A};
         assert_int_equal(pthread_create(&th[i], NULL, work, &ws[i]), 0);
@@ -919,7 +925,7 @@ static void run_concurrent(fx *f, unsigned conflict_every, unsigned latency_us)
         pthread_join(th[i], NULL);
         allowed += ws[i].allowed;
     }
-    wh_memstore_set_faults(f->ms, NULL);
+    faultstore_set_faults(f->fs, NULL);
     assert_int_equal(allowed, 10);
     assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "q"), 10);
     wh_validate_stats vs;

@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "yamljson.h"
+#include "quota/yamljson.h"
 
 typedef struct y_case {
     const char *in;

@@ -1,6 +1,6 @@
 # The validating webhook: the /validate decision over the in-memory store
 # (charging, conflicts, rollback, dry run, tamper, group commit under threads).
-gq_unit_test(test_validate test_validate.c admission_testutil.c LIBS gq_webhook gq_kube)
+gq_unit_test(test_validate test_validate.c admission_testutil.c faultstore.c LIBS gq_webhook gq_kube)
 
 # The store over the API server: what comes from the informer caches and what
 # is read live (stale caches, scopes without quotas), failed live reads, and

@@ -232,7 +232,8 @@ check_match "/mutate: GPULimitRange default from the cache" \
 # caches never listed, so it reads live, and that fails).
 sed "s#$S#http://127.0.0.1:1#" "$KUBECONFIG" >"$work/dead.kubeconfig"
 KUBECONFIG=$work/dead.kubeconfig start_webhook 3
-sleep 1
+listed_and_failed() { grep -q 'list failed' "$work/webhook3.log" && echo yes; }
+eventually "no API server: the replica tried to list" 10 yes listed_and_failed
 check "no API server: not ready" 503 "$(wh 3 -o /dev/null -w '%{http_code}' /readyz)"
 check_match "no API server: GPU pods denied" '"allowed":false.*gpuquota could not reach the API server to read the GPULimitRanges of team-x: GET /apis/gpuquota.io/v1alpha1/namespaces/team-x/gpulimitranges: Couldn'"'"'t connect to server"' \
     "$(wh 3 -H 'Content-Type: application/json' --data-binary "@$work/rv/1.json" /validate)"

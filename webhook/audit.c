@@ -1,4 +1,4 @@
-#include "audit.h"
+#include "webhook/audit.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,8 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gq_log.h"
-#include "jsonutil.h"
+#include "common/gq_log.h"
+#include "common/jsonutil.h"
+#include "common/json_member.h"
 
 struct wh_audit {
     pthread_mutex_t lock; /* the file: fd, size, rotation, failing */
@@ -400,31 +401,6 @@ gq_code wh_audit_write_line(wh_audit *a, const char *line, size_t len)
     return audit_append(a, line, len);
 }
 
-/* ,"key":"value" (null for NULL) */
-static void put_str(gq_strbuf *b, const char *key, const char *val)
-{
-    gq_strbuf_puts(b, key);
-    gq_strbuf_json_string(b, val);
-}
-
-/* ,"key":{...} of a borrowed tree, left out for NULL. */
-static void put_json(gq_strbuf *b, const char *key, json_object *val)
-{
-    if (!val)
-        return;
-    gq_strbuf_puts(b, key);
-    gq_strbuf_puts(b, gq_json_compact(val));
-}
-
-static const char *meta_string(json_object *obj, const char *key)
-{
-    json_object *meta = NULL, *v = NULL;
-    if (!json_object_object_get_ex(obj, "metadata", &meta) ||
-        !json_object_object_get_ex(meta, key, &v) || !json_object_is_type(v, json_type_string))
-        return NULL;
-    return json_object_get_string(v);
-}
-
 void wh_audit_record_init(wh_audit_record *rec, const wh_review_request *req, const char *webhook)
 {
     struct timespec ts;
@@ -437,47 +413,11 @@ void wh_audit_record_init(wh_audit_record *rec, const wh_review_request *req, co
     rec->namespace_ = req->namespace[0] ? req->namespace : NULL;
     /* DELETE carries the object in oldObject. */
     json_object *obj = req->object ? req->object : req->old_object;
-    rec->name = req->name[0] ? req->name : meta_string(obj, "name");
+    rec->name = req->name[0] ? req->name : gq_json_meta_string(obj, "name");
     if (!rec->name)
-        rec->name = meta_string(obj, "generateName");
+        rec->name = gq_json_meta_string(obj, "generateName");
     rec->user = req->username;
     rec->dry_run = req->dry_run;
-}
-
-gq_code wh_audit_format(const wh_audit_record *rec, char **out, size_t *out_len)
-{
-    char ts[64];
-    time_t secs = (time_t)(rec->time_us / 1000000);
-    long us = (long)(rec->time_us % 1000000);
-    struct tm tm;
-    gmtime_r(&secs, &tm);
-    snprintf(ts, sizeof(ts), "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900,
-             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, us);
-
-    /* Written directly (one per decision); the embedded trees through
-     * json-c, so the bytes are json-c's throughout. */
-    gq_strbuf b = {0};
-    put_str(&b, "{\"time\":", ts);
-    put_str(&b, ",\"uid\":", rec->uid);
-    put_str(&b, ",\"webhook\":", rec->webhook);
-    put_str(&b, ",\"operation\":", rec->operation);
-    put_str(&b, ",\"namespace\":", rec->namespace_);
-    put_str(&b, ",\"name\":", rec->name);
-    put_str(&b, ",\"user\":", rec->user);
-    gq_strbuf_puts(&b, rec->dry_run ? ",\"dryRun\":true" : ",\"dryRun\":false");
-    put_str(&b, ",\"decision\":", rec->decision);
-    if (rec->reason)
-        put_str(&b, ",\"reason\":", rec->reason);
-    put_json(&b, ",\"request\":", rec->request);
-    put_json(&b, ",\"rewrite\":", rec->rewrite);
-    put_json(&b, ",\"charge\":", rec->charge);
-    put_json(&b, ",\"quotas\":", rec->quotas);
-    /* Round down to microseconds, and print exactly that (json-c's %.17g
-     * would turn 1.164 into 1.1639999999999999). */
-    double ms = rec->latency_ms >= 0 && rec->latency_ms < 1e12 ? rec->latency_ms : 0;
-    int64_t lat_us = (int64_t)(ms * 1000.0);
-    gq_strbuf_printf(&b, ",\"latencyMs\":%" PRId64 ".%03d}", lat_us / 1000, (int)(lat_us % 1000));
-    return gq_strbuf_finish(&b, out, out_len);
 }
 
 gq_code wh_audit_write(wh_audit *a, const wh_audit_record *rec)
@@ -486,7 +426,7 @@ gq_code wh_audit_write(wh_audit *a, const wh_audit_record *rec)
         return GQ_OK;
     char *line = NULL;
     size_t len = 0;
-    gq_code rc = wh_audit_format(rec, &line, &len);
+    gq_code rc = gq_audit_record_format(rec, &line, &len);
     if (rc) {
         atomic_fetch_add(&a->errors, 1);
         GQ_ERROR("audit record for %s not written: %s", rec->uid ? rec->uid : "?", gq_strerror(rc));

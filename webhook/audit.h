@@ -15,9 +15,10 @@
 
 #include <json-c/json.h>
 
-#include "config.h"
-#include "gq_error.h"
-#include "review.h"
+#include "quota/audit_record.h"
+#include "quota/config.h"
+#include "common/gq_error.h"
+#include "webhook/review.h"
 
 typedef struct wh_audit wh_audit;
 
@@ -53,25 +54,8 @@ void wh_audit_flush(wh_audit *a);
  * it only sets a flag). */
 void wh_audit_request_reopen(wh_audit *a);
 
-/* One decision. Strings are borrowed; NULL fields are written as null or
- * omitted as docs/audit.md says. */
-typedef struct wh_audit_record {
-    int64_t time_us;       /* wall clock, microseconds since the epoch */
-    const char *uid;       /* AdmissionReview request.uid */
-    const char *webhook;   /* "mutate" or "validate" */
-    const char *operation; /* CREATE, UPDATE, ... */
-    const char *namespace_;
-    const char *name; /* metadata.name, or generateName when unnamed */
-    const char *user; /* userInfo.username */
-    bool dry_run;
-    const char *decision; /* "allowed", "denied", "error" */
-    const char *reason;   /* deny or error message; NULL when allowed */
-    json_object *request; /* original GPU requests (borrowed), or NULL */
-    json_object *rewrite; /* what was changed (borrowed), or NULL */
-    json_object *charge;  /* {"gpu-memory":..,"gpus":..,"gpu-pods":..} (borrowed), or NULL */
-    json_object *quotas;  /* quotas charged or exceeded (borrowed), or NULL */
-    double latency_ms;
-} wh_audit_record;
+/* One decision; the schema (field names, format) is quota/audit_record.h. */
+typedef gq_audit_record wh_audit_record;
 
 /* Start a record for a decision on req (borrowed; it must outlive rec):
  * time now, uid, webhook ("mutate"/"validate"), operation, namespace (NULL
@@ -79,9 +63,6 @@ typedef struct wh_audit_record {
  * else its generateName), user and dryRun. The caller sets the decision and
  * the rest. */
 void wh_audit_record_init(wh_audit_record *rec, const wh_review_request *req, const char *webhook);
-
-/* Serialise rec as one JSON object (no newline). Caller frees *out. */
-gq_code wh_audit_format(const wh_audit_record *rec, char **out, size_t *out_len) GQ_WUR;
 
 /* Format and append rec (or queue it, see wh_audit_start_writer). GQ_EIO
  * (counted and logged) when it could not be written in full. */

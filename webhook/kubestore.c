@@ -1,4 +1,4 @@
-#include "kubestore.h"
+#include "webhook/kubestore.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "crd.h"
+#include "quota/crd.h"
 
 enum { C_QUOTA = 0, C_TENANT, C_LIMITRANGE, C_NAMESPACE, C_COUNT };
 

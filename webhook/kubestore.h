@@ -10,9 +10,9 @@
 
 #include <stdbool.h>
 
-#include "gq_error.h"
-#include "kube.h"
-#include "validate.h"
+#include "common/gq_error.h"
+#include "kube/kube.h"
+#include "webhook/validate.h"
 
 #define WH_GQ_PATH "/apis/gpuquota.io/v1alpha1"
 

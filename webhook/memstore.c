@@ -1,14 +1,14 @@
-#include "memstore.h"
+#include "webhook/memstore.h"
 
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "podcost.h"
-#include "policy.h"
+#include "quota/podcost.h"
+#include "quota/policy.h"
+#include "common/json_member.h"
 
 typedef enum mkind { MK_QUOTA = 0, MK_TENANT, MK_LIMITRANGE, MK_NAMESPACE, MK_COUNT_ } mkind;
 
@@ -27,9 +27,6 @@ struct wh_memstore {
     entry *e;
     size_t n, cap;
     uint64_t rv;
-    wh_memstore_faults faults;
-    unsigned fail_left;
-    wh_memstore_stats stats;
 };
 
 gq_code wh_memstore_new(wh_memstore **out, gq_err *err)
@@ -55,20 +52,6 @@ void wh_memstore_free(wh_memstore *m)
     free(m->e);
     pthread_mutex_destroy(&m->mu);
     free(m);
-}
-
-static const char *str_member(json_object *o, const char *key)
-{
-    json_object *v;
-    if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-        return NULL;
-    return json_object_get_string(v);
-}
-
-static json_object *member(json_object *o, const char *key)
-{
-    json_object *v;
-    return o && json_object_object_get_ex(o, key, &v) ? v : NULL;
 }
 
 static int kind_of(const char *kind)
@@ -102,7 +85,7 @@ static entry *find(wh_memstore *m, mkind kind, const char *ns, const char *name)
 static gq_code stamp(wh_memstore *m, json_object *obj)
 {
     char buf[32];
-    json_object *meta = member(obj, "metadata");
+    json_object *meta = gq_json_member(obj, "metadata");
     snprintf(buf, sizeof(buf), "%" PRIu64, ++m->rv);
     json_object *s = json_object_new_string(buf);
     if (!s || json_object_object_add(meta, "resourceVersion", s)) {
@@ -114,11 +97,11 @@ static gq_code stamp(wh_memstore *m, json_object *obj)
 
 gq_code wh_memstore_apply(wh_memstore *m, json_object *obj, gq_err *err)
 {
-    const char *kname = str_member(obj, "kind");
+    const char *kname = gq_json_get_string(obj, "kind");
     int k = kind_of(kname);
-    json_object *meta = member(obj, "metadata");
-    const char *name = str_member(meta, "name");
-    const char *ns = str_member(meta, "namespace");
+    json_object *meta = gq_json_member(obj, "metadata");
+    const char *name = gq_json_get_string(meta, "name");
+    const char *ns = gq_json_get_string(meta, "namespace");
     if (k < 0)
         return gq_err_set(err, GQ_EINVAL, "kind %s cannot be stored", kname ? kname : "(none)");
     if (!name || !name[0])
@@ -193,49 +176,6 @@ gq_code wh_memstore_get(wh_memstore *m, const char *kind, const char *ns, const 
     return GQ_OK;
 }
 
-void wh_memstore_set_faults(wh_memstore *m, const wh_memstore_faults *f)
-{
-    pthread_mutex_lock(&m->mu);
-    if (f)
-        m->faults = *f;
-    else
-        memset(&m->faults, 0, sizeof(m->faults));
-    m->fail_left = m->faults.fail_count;
-    pthread_mutex_unlock(&m->mu);
-}
-
-void wh_memstore_get_stats(wh_memstore *m, wh_memstore_stats *out)
-{
-    pthread_mutex_lock(&m->mu);
-    *out = m->stats;
-    pthread_mutex_unlock(&m->mu);
-}
-
-/* The injected failure for this call, if any. Call with m->mu held. */
-static gq_code injected(wh_memstore *m, unsigned op, gq_err *err)
-{
-    if (m->faults.fail == GQ_OK || (m->faults.fail_ops && !(m->faults.fail_ops & op)))
-        return GQ_OK;
-    if (m->faults.fail_count) {
-        if (!m->fail_left)
-            return GQ_OK;
-        m->fail_left--;
-    }
-    return gq_err_set(err, m->faults.fail, "injected failure: %s", gq_strerror(m->faults.fail));
-}
-
-static void delay(wh_memstore *m)
-{
-    pthread_mutex_lock(&m->mu);
-    unsigned us = m->faults.latency_us;
-    pthread_mutex_unlock(&m->mu);
-    if (!us)
-        return;
-    struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000L};
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-}
-
 /* Copies of every object of kind (in namespace ns unless NULL) as an array. */
 static gq_code list(wh_memstore *m, mkind kind, const char *ns, json_object **out, gq_err *err)
 {
@@ -244,7 +184,6 @@ static gq_code list(wh_memstore *m, mkind kind, const char *ns, json_object **ou
     if (!arr)
         return gq_err_set(err, GQ_ENOMEM, "out of memory");
     pthread_mutex_lock(&m->mu);
-    rc = injected(m, WH_MS_LIST, err);
     for (size_t i = 0; !rc && i < m->n; i++) {
         entry *e = &m->e[i];
         if (e->kind != kind || (ns && strcmp(e->ns, ns)))
@@ -283,10 +222,10 @@ static gq_code ms_namespace_labels(void *ctx, const char *ns, json_object **out,
 {
     wh_memstore *m = ctx;
     json_object *c = NULL;
+    gq_code rc = GQ_OK;
     pthread_mutex_lock(&m->mu);
-    gq_code rc = injected(m, WH_MS_LIST, err);
-    entry *e = rc ? NULL : find(m, MK_NAMESPACE, NULL, ns);
-    json_object *labels = e ? member(member(e->obj, "metadata"), "labels") : NULL;
+    entry *e = find(m, MK_NAMESPACE, NULL, ns);
+    json_object *labels = e ? gq_json_member(gq_json_member(e->obj, "metadata"), "labels") : NULL;
     if (labels && !(c = copy(labels)))
         rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
     pthread_mutex_unlock(&m->mu);
@@ -301,12 +240,10 @@ static gq_code ms_get_quota(void *ctx, gq_quota_kind kind, const char *ns, const
 {
     wh_memstore *m = ctx;
     json_object *c = NULL;
-    delay(m);
+    gq_code rc = GQ_OK;
     pthread_mutex_lock(&m->mu);
-    m->stats.gets++;
-    gq_code rc = injected(m, WH_MS_GET, err);
-    entry *e = rc ? NULL : find(m, kind == GQ_QUOTA_TENANT ? MK_TENANT : MK_QUOTA, ns, name);
-    if (!rc && !e)
+    entry *e = find(m, kind == GQ_QUOTA_TENANT ? MK_TENANT : MK_QUOTA, ns, name);
+    if (!e)
         rc = gq_err_set(err, GQ_ENOTFOUND, "%s %s not found", kind_names[kind], name);
     if (!rc && !(c = copy(e->obj)))
         rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
@@ -321,26 +258,17 @@ static gq_code ms_update_status(void *ctx, gq_quota_kind kind, const char *ns, c
                                 json_object *obj, json_object **out, gq_err *err)
 {
     wh_memstore *m = ctx;
-    const char *rv = str_member(member(obj, "metadata"), "resourceVersion");
+    const char *rv = gq_json_get_string(gq_json_member(obj, "metadata"), "resourceVersion");
     json_object *status = NULL;
-    delay(m);
+    gq_code rc = GQ_OK;
     pthread_mutex_lock(&m->mu);
-    m->stats.updates++;
-    gq_code rc = injected(m, WH_MS_UPDATE, err);
-    entry *e = rc ? NULL : find(m, kind == GQ_QUOTA_TENANT ? MK_TENANT : MK_QUOTA, ns, name);
-    if (!rc && !e)
+    entry *e = find(m, kind == GQ_QUOTA_TENANT ? MK_TENANT : MK_QUOTA, ns, name);
+    if (!e) {
         rc = gq_err_set(err, GQ_ENOTFOUND, "%s %s not found", kind_names[kind], name);
-    if (rc)
-        goto out;
-    const char *cur = str_member(member(e->obj, "metadata"), "resourceVersion");
-    bool injected_conflict =
-        m->faults.conflict_every && m->stats.updates % m->faults.conflict_every == 0;
-    if (injected_conflict && stamp(m, e->obj)) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
         goto out;
     }
-    if (injected_conflict || !rv || !cur || strcmp(rv, cur)) {
-        m->stats.conflicts++;
+    const char *cur = gq_json_get_string(gq_json_member(e->obj, "metadata"), "resourceVersion");
+    if (!rv || !cur || strcmp(rv, cur)) {
         rc = gq_err_set(err, GQ_ECONFLICT,
                         "Operation cannot be fulfilled on %s \"%s\": the object has been "
                         "modified; please apply your changes to the latest version and try again",
@@ -349,7 +277,7 @@ static gq_code ms_update_status(void *ctx, gq_quota_kind kind, const char *ns, c
                         name);
         goto out;
     }
-    json_object *src = member(obj, "status");
+    json_object *src = gq_json_member(obj, "status");
     if (src && !(status = copy(src))) {
         rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
         goto out;
@@ -403,12 +331,12 @@ static gq_code flat_push(flat *f, json_object *o, gq_err *err)
 static gq_code flatten(json_object *const *docs, size_t n, flat *f, gq_err *err)
 {
     for (size_t i = 0; i < n; i++) {
-        const char *kind = str_member(docs[i], "kind");
+        const char *kind = gq_json_get_string(docs[i], "kind");
         if (!json_object_is_type(docs[i], json_type_object))
             return gq_err_set(err, GQ_EINVAL, "document %zu is not an object", i + 1);
         size_t kl = kind ? strlen(kind) : 0;
         if (!kind || (kl >= 4 && !strcmp(kind + kl - 4, "List"))) {
-            json_object *items = member(docs[i], "items");
+            json_object *items = gq_json_member(docs[i], "items");
             if (!kind || !json_object_is_type(items, json_type_array))
                 return gq_err_set(err, GQ_EINVAL, "document %zu has no kind", i + 1);
             for (size_t j = 0; j < json_object_array_length(items); j++) {
@@ -430,24 +358,24 @@ static gq_code flatten(json_object *const *docs, size_t n, flat *f, gq_err *err)
 
 static const char *obj_ns(json_object *o)
 {
-    const char *ns = str_member(member(o, "metadata"), "namespace");
+    const char *ns = gq_json_get_string(gq_json_member(o, "metadata"), "namespace");
     return ns && ns[0] ? ns : "default";
 }
 
 static const char *obj_name(json_object *o)
 {
-    const char *n = str_member(member(o, "metadata"), "name");
+    const char *n = gq_json_get_string(gq_json_member(o, "metadata"), "name");
     if (!n)
-        n = str_member(member(o, "metadata"), "generateName");
+        n = gq_json_get_string(gq_json_member(o, "metadata"), "generateName");
     return n ? n : "(unnamed)";
 }
 
 static json_object *ns_labels_of(const flat *f, const char *ns)
 {
     for (size_t i = 0; i < f->n; i++) {
-        const char *kind = str_member(f->o[i], "kind");
+        const char *kind = gq_json_get_string(f->o[i], "kind");
         if (kind && !strcmp(kind, "Namespace") && !strcmp(obj_name(f->o[i]), ns))
-            return member(member(f->o[i], "metadata"), "labels");
+            return gq_json_member(gq_json_member(f->o[i], "metadata"), "labels");
     }
     return NULL;
 }
@@ -465,13 +393,13 @@ static gq_code recounted(json_object *qo, const gq_usage_pod *pods, size_t n_pod
     if (!rc)
         rc = gq_quota_recount(q, pods, n_pods, &u, err);
     if (rc) {
-        gq_err_prefix(err, "%s %s", str_member(qo, "kind"), obj_name(qo));
+        gq_err_prefix(err, "%s %s", gq_json_get_string(qo, "kind"), obj_name(qo));
         goto out;
     }
     rc = GQ_ENOMEM;
     if (!(c = copy(qo)))
         goto out;
-    status = member(c, "status");
+    status = gq_json_member(c, "status");
     if (!json_object_is_type(status, json_type_object)) {
         if (!(status = json_object_new_object()) || json_object_object_add(c, "status", status))
             goto out;
@@ -513,7 +441,7 @@ gq_code wh_memstore_load_state(wh_memstore *m, const gq_config *cfg, json_object
     }
     for (size_t i = 0; i < f.n; i++) {
         json_object *o = f.o[i];
-        const char *kind = str_member(o, "kind");
+        const char *kind = gq_json_get_string(o, "kind");
         if (!kind || strcmp(kind, "Pod"))
             continue;
         gq_usage_pod *p = &pods[n_pods];
@@ -530,7 +458,7 @@ gq_code wh_memstore_load_state(wh_memstore *m, const gq_config *cfg, json_object
     }
     for (size_t i = 0; i < f.n; i++) {
         json_object *o = f.o[i], *c = NULL;
-        const char *kind = str_member(o, "kind");
+        const char *kind = gq_json_get_string(o, "kind");
         int k = kind_of(kind);
         if (kind && !strcmp(kind, "Pod"))
             continue;

@@ -1,19 +1,18 @@
-/* An in-memory quota store behind the wh_store seam (validate.h): the
- * objects `gpuquota admit --state` reads from files, and the fake API server
- * of the validating webhook's unit tests, with injectable conflicts, errors
- * and latency. Status updates are conditional on metadata.resourceVersion
- * exactly as the API server's are. Thread-safe. */
+/* The offline quota store behind the wh_store seam (validate.h): the
+ * objects `gpuquota admit --state` reads from files. Status updates are
+ * conditional on metadata.resourceVersion exactly as the API server's are.
+ * Thread-safe. Tests inject conflicts, failures and latency by wrapping its
+ * table (test/faultstore.h); the product never does. */
 #ifndef WH_MEMSTORE_H
 #define WH_MEMSTORE_H
 
 #include <stddef.h>
-#include <stdint.h>
 
 #include <json-c/json.h>
 
-#include "config.h"
-#include "gq_error.h"
-#include "validate.h"
+#include "quota/config.h"
+#include "common/gq_error.h"
+#include "webhook/validate.h"
 
 typedef struct wh_memstore wh_memstore;
 
@@ -37,32 +36,6 @@ gq_code wh_memstore_get(wh_memstore *m, const char *kind, const char *ns, const 
 
 /* Fill a store table whose calls go to m. */
 void wh_memstore_store(wh_memstore *m, wh_store *out);
-
-#define WH_MS_LIST 1u   /* list_* and namespace_labels */
-#define WH_MS_GET 2u    /* get_quota */
-#define WH_MS_UPDATE 4u /* update_status */
-
-/* Injected faults; a zeroed struct means none. */
-typedef struct wh_memstore_faults {
-    /* Every Nth update_status answers GQ_ECONFLICT and bumps the
-     * resourceVersion, as if another writer got there first. 0: never. */
-    unsigned conflict_every;
-    /* When not GQ_OK, store calls fail with this code ("store down"). */
-    gq_code fail;
-    unsigned fail_ops;   /* with fail: WH_MS_* bits of the calls that fail; 0 = all */
-    unsigned fail_count; /* with fail: only the next N calls; 0 = until cleared */
-    unsigned latency_us; /* delay before each get_quota and update_status */
-} wh_memstore_faults;
-
-void wh_memstore_set_faults(wh_memstore *m, const wh_memstore_faults *f);
-
-typedef struct wh_memstore_stats {
-    uint64_t gets;      /* get_quota calls */
-    uint64_t updates;   /* update_status calls (including refused ones) */
-    uint64_t conflicts; /* GQ_ECONFLICT answers */
-} wh_memstore_stats;
-
-void wh_memstore_get_stats(wh_memstore *m, wh_memstore_stats *out);
 
 /* Load the documents of `gpuquota admit --state` files: GPUQuota,
  * GPUTenantQuota, GPULimitRange, Namespace and Pod objects, or Lists of them

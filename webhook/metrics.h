@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gq_error.h"
+#include "common/gq_error.h"
 
 typedef struct wh_metrics wh_metrics;
 

@@ -1,13 +1,13 @@
-#include "mutate_http.h"
+#include "webhook/mutate_http.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "crd.h"
-#include "gq_log.h"
-#include "review.h"
+#include "quota/crd.h"
+#include "common/gq_log.h"
+#include "webhook/review.h"
 
 static double mono_s(void)
 {

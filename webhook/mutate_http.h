@@ -7,11 +7,11 @@
 #ifndef WH_MUTATE_HTTP_H
 #define WH_MUTATE_HTTP_H
 
-#include "audit.h"
-#include "config.h"
-#include "metrics.h"
-#include "mutation.h"
-#include "server.h"
+#include "webhook/audit.h"
+#include "quota/config.h"
+#include "webhook/metrics.h"
+#include "webhook/mutation.h"
+#include "webhook/server.h"
 
 /* Everything the handler reads; caller-owned, borrowed by the server for as
  * long as the route is registered (it must outlive wh_server_stop). */

@@ -1,11 +1,11 @@
-#include "mutation.h"
+#include "webhook/mutation.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "podcost.h"
-#include "policy.h"
-#include "rewrite.h"
+#include "quota/podcost.h"
+#include "quota/policy.h"
+#include "quota/rewrite.h"
 
 static bool is_pod_create(const wh_review_request *req)
 {

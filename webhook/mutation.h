@@ -9,10 +9,10 @@
 
 #include <json-c/json.h>
 
-#include "config.h"
-#include "crd.h"
-#include "gq_error.h"
-#include "review.h"
+#include "quota/config.h"
+#include "quota/crd.h"
+#include "common/gq_error.h"
+#include "webhook/review.h"
 
 /* Decide the mutation of req under cfg. lrs (borrowed, n_lrs entries, may be
  * NULL) are the GPULimitRanges of the request's namespace: their Container

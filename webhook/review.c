@@ -1,4 +1,4 @@
-#include "review.h"
+#include "webhook/review.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base64.h"
-#include "jsonutil.h"
+#include "quota/base64.h"
+#include "common/jsonutil.h"
 
 #define WH_API_V1 "admission.k8s.io/v1"
 #define WH_API_V1BETA1 "admission.k8s.io/v1beta1"

@@ -16,7 +16,7 @@
 
 #include <json-c/json.h>
 
-#include "gq_error.h"
+#include "common/gq_error.h"
 
 #define WH_REVIEW_MAX_DEPTH 64  /* JSON nesting accepted in a request body */
 #define WH_UID_MAX 128          /* bytes of request.uid */

@@ -1,6 +1,6 @@
 /* The only file that includes libmicrohttpd (and GnuTLS, which MHD uses). */
-#include "server.h"
-#include "strutil.h"
+#include "webhook/server.h"
+#include "common/strutil.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -26,9 +26,11 @@
 #include <gnutls/x509.h>
 #include <microhttpd.h>
 
-#include "crd.h" /* gq_time_format_rfc3339 */
-#include "gq_log.h"
-#include "metrics.h"
+#include "quota/crd.h"
+#include "common/json_escape.h"
+#include "common/rfc3339.h"
+#include "common/gq_log.h"
+#include "webhook/metrics.h"
 
 #define WH_MAX_ROUTES 16
 #define WH_MAX_PATH 64

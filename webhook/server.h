@@ -19,8 +19,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "gq_error.h"
-#include "metrics.h"
+#include "common/gq_error.h"
+#include "webhook/metrics.h"
 
 #define WH_MAX_BODY_DEFAULT ((size_t)3 * 1024 * 1024) /* DESIGN.md §8: 3 MiB */
 #define WH_IDLE_TIMEOUT_DEFAULT 120 /* seconds; above kube-apiserver's 90 s idle */

@@ -1,4 +1,4 @@
-#include "validate.h"
+#include "webhook/validate.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -8,9 +8,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "gq_log.h"
-#include "podcost.h"
-#include "policy.h"
+#include "common/gq_log.h"
+#include "common/hash.h"
+#include "quota/podcost.h"
+#include "quota/policy.h"
+#include "common/json_member.h"
 
 #define SLOT_BUCKETS 256
 #define BACKOFF_CAP_MS 100
@@ -164,13 +166,7 @@ void wh_validate_get_stats(wh_validator *v, wh_validate_stats *out)
 
 static unsigned slot_hash(gq_quota_kind kind, const char *ns, const char *name)
 {
-    uint32_t h = 2166136261u ^ (uint32_t)kind; /* FNV-1a */
-    for (const char *p = ns ? ns : ""; *p; p++)
-        h = (h ^ (unsigned char)*p) * 16777619u;
-    h = (h ^ '/') * 16777619u;
-    for (const char *p = name; *p; p++)
-        h = (h ^ (unsigned char)*p) * 16777619u;
-    return h % SLOT_BUCKETS;
+    return (unsigned)((gq_fnv1a_key(ns, name) ^ (uint64_t)kind) % SLOT_BUCKETS);
 }
 
 /* The slot of one quota, created on first use. Slots live as long as the
@@ -585,14 +581,6 @@ static void deny(wh_validate_result *r, gq_code code, const char *fmt, ...)
     r->code = code;
 }
 
-static const char *str_member(json_object *o, const char *key)
-{
-    json_object *v;
-    if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-        return NULL;
-    return json_object_get_string(v);
-}
-
 static const char *kind_name(gq_quota_kind k)
 {
     return k == GQ_QUOTA_TENANT ? GQ_KIND_GPUTENANTQUOTA : GQ_KIND_GPUQUOTA;
@@ -630,8 +618,9 @@ static gq_code quota_set_add(quota_set *s, json_object *arr, gq_err *err)
         if (rc) {
             json_object *meta = NULL;
             json_object_object_get_ex(o, "metadata", &meta);
-            const char *name = str_member(meta, "name");
-            gq_err_prefix(err, "%s %s", str_member(o, "kind") ? str_member(o, "kind") : "quota",
+            const char *name = gq_json_get_string(meta, "name");
+            gq_err_prefix(err, "%s %s",
+                          gq_json_get_string(o, "kind") ? gq_json_get_string(o, "kind") : "quota",
                           name ? name : "(unnamed)");
             return rc;
         }
@@ -963,7 +952,7 @@ static gq_code decide_create(wh_validator *v, const wh_review_request *req, deci
     if (!ns[0]) {
         json_object *meta = NULL;
         json_object_object_get_ex(pod, "metadata", &meta);
-        ns = str_member(meta, "namespace") ? str_member(meta, "namespace") : "";
+        ns = gq_json_get_string(meta, "namespace") ? gq_json_get_string(meta, "namespace") : "";
     }
     if (gq_config_is_exempt(v->cfg, ns))
         goto out;
@@ -998,7 +987,8 @@ static gq_code decide_create(wh_validator *v, const wh_review_request *req, deci
             json_object *meta = NULL;
             json_object_object_get_ex(o, "metadata", &meta);
             deny(r, rc, "GPULimitRange %s is invalid: %s",
-                 str_member(meta, "name") ? str_member(meta, "name") : "(unnamed)", e.msg);
+                 gq_json_get_string(meta, "name") ? gq_json_get_string(meta, "name") : "(unnamed)",
+                 e.msg);
             rc = GQ_OK;
             goto out;
         }
@@ -1084,15 +1074,6 @@ out:
     return rc;
 }
 
-static json_object *meta_map(json_object *obj, const char *which)
-{
-    json_object *meta, *m;
-    if (!obj || !json_object_object_get_ex(obj, "metadata", &meta) ||
-        !json_object_object_get_ex(meta, which, &m) || !json_object_is_type(m, json_type_object))
-        return NULL;
-    return m;
-}
-
 static bool prefixed(const char *key)
 {
     return strncmp(key, TAMPER_PREFIX, sizeof(TAMPER_PREFIX) - 1) == 0;
@@ -1122,8 +1103,8 @@ static void decide_update(wh_validator *v, const wh_review_request *req, wh_vali
             return;
     static const char *const maps[] = {"labels", "annotations"};
     for (size_t i = 0; i < 2; i++) {
-        json_object *now = meta_map(req->object, maps[i]);
-        json_object *old = meta_map(req->old_object, maps[i]);
+        json_object *now = gq_json_meta_object(req->object, maps[i]);
+        json_object *old = gq_json_meta_object(req->old_object, maps[i]);
         const char *k = changed_key(now, old);
         if (!k)
             k = changed_key(old, now);

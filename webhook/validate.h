@@ -20,13 +20,13 @@
 
 #include <json-c/json.h>
 
-#include "audit.h"
-#include "config.h"
-#include "crd.h"
-#include "gq_error.h"
-#include "metrics.h"
-#include "review.h"
-#include "server.h"
+#include "webhook/audit.h"
+#include "quota/config.h"
+#include "quota/crd.h"
+#include "common/gq_error.h"
+#include "webhook/metrics.h"
+#include "webhook/review.h"
+#include "webhook/server.h"
 
 /* The quota store seam. Every returned object is a new, private tree the
  * caller owns (json_object_put): implementations never share a json-c object

@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kube.h"
+#include "kube/kube.h"
 #include "standin_proc.h"
 
 static int g_pods = 100000, g_ns = 1000, g_rate = 100, g_secs = 20;

@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kube.h"
+#include "kube/kube.h"
 #include "standin_proc.h"
 
 static kube_client *cli;

@@ -33,12 +33,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "crd.h"
-#include "kube.h"
-#include "kubestore.h"
+#include "quota/crd.h"
+#include "kube/kube.h"
+#include "webhook/kubestore.h"
 #include "standin_proc.h"
-#include "validate.h"
-#include "yamljson.h"
+#include "webhook/validate.h"
+#include "quota/yamljson.h"
 
 #define MAX_REPLICAS 8
 #define MAX_THREADS 256

@@ -12,11 +12,11 @@
 
 #include <json-c/json.h>
 
-#include "audit.h"
-#include "config.h"
-#include "metrics.h"
-#include "mutate_http.h"
-#include "server.h"
+#include "webhook/audit.h"
+#include "quota/config.h"
+#include "webhook/metrics.h"
+#include "webhook/mutate_http.h"
+#include "webhook/server.h"
 
 static double now_s(void)
 {

@@ -212,11 +212,15 @@ expect_eq "abandoned reservations counted" "2" "$(metric $M1 gpuquota_controller
 
 # Faults: watch cut, 410 on watch, 500 storms, 409 on status writes. The
 # controller must converge to the right numbers.
+watches() { curl -s "http://127.0.0.1:$M1/metrics" | awk '$1 ~ /^gpuquota_controller_watches_total/ {s+=$2} END {print s+0}'; }
+W0=$(watches)
 fault '{"watchGone":4}'
 fault '{"cutWatchAfter":1}'
 pod ml-a f1 1Gi
 pod ml-a f2 1Gi
-sleep 0.5
+# The cut stream is seen: a watch is opened again before the cuts stop.
+rewatched() { echo $(( $(watches) > W0 )); }
+wait_for "a cut watch is reopened" 10 1 rewatched
 fault '{"cutWatchAfter":0}'
 pod ml-a f3 1Gi
 fault '{"fail":{"count":6,"code":500,"pathPrefix":"/api/v1/pods"}}'
@@ -255,7 +259,12 @@ start_ctl e2 --leader-elect
 E2=$CPID EM2=$MPORT
 leaders() { echo $(( $(metric $EM1 gpuquota_controller_leader) + $(metric $EM2 gpuquota_controller_leader) )); }
 wait_for "exactly one leader" 10 "1" leaders
-sleep 1
+# Still one after the leader has renewed the Lease at least once.
+LEASE_PATH=/apis/coordination.k8s.io/v1/namespaces/gpuquota-system/leases/gpuquota-controller
+renewed_at() { curl -s "$S$LEASE_PATH" | jq -r .spec.renewTime; }
+R0=$(renewed_at)
+renewed() { [ "$(renewed_at)" != "$R0" ] && echo yes; }
+wait_for "the leader renews the Lease" 10 yes renewed
 expect_eq "still exactly one leader" "1" "$(leaders)"
 if [ "$(metric $EM1 gpuquota_controller_leader)" == 1 ]; then
     LEAD=$E1 FOLLOW_PORT=$EM2 FOLLOW=$E2 FNAME=e2

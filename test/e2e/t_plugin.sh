@@ -57,7 +57,7 @@ check "-o yaml is the same document" "$(jq -cS . <<<"$json")" \
     "$(python3 -c 'import json,sys,yaml; print(json.dumps(yaml.safe_load(sys.stdin), sort_keys=True, separators=(",",":")))' <<<"$yaml")"
 out=$(kubectl gpuquota top -n e2e-pa -o xml 2>&1)
 check "an unknown output format is refused" "2" "$(kubectl gpuquota top -o xml >/dev/null 2>&1; echo $?)"
-check_match "with kubectl's wording" 'unable to match a printer suitable for the output format "xml"' "$out"
+check_match "naming the formats there are" '-o xml: one of table, json, yaml' "$out"
 
 # kubectl's flags: --kubeconfig and --context choose the cluster and the
 # context's namespace is the default one.

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "quota/config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

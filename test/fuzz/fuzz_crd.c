@@ -7,8 +7,8 @@
 
 #include <json-c/json.h>
 
-#include "crd.h"
-#include "policy.h"
+#include "quota/crd.h"
+#include "quota/policy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -9,7 +9,7 @@
 
 #include <json-c/json.h>
 
-#include "ctl.h"
+#include "controller/ctl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jsonpatch.h"
-#include "jsonutil.h"
+#include "quota/jsonpatch.h"
+#include "common/jsonutil.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,7 +1,7 @@
 /* Fuzz the kubeconfig parser (libyaml document walk, base64, path joins). */
 #include <stdint.h>
 
-#include "kube.h"
+#include "kube/kube.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

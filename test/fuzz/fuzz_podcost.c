@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "podcost.h"
-#include "yamljson.h"
+#include "quota/config.h"
+#include "quota/podcost.h"
+#include "quota/yamljson.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "jsonpatch.h"
-#include "mutation.h"
-#include "podcost.h"
-#include "review.h"
+#include "quota/config.h"
+#include "quota/jsonpatch.h"
+#include "webhook/mutation.h"
+#include "quota/podcost.h"
+#include "webhook/review.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "memstore.h"
-#include "validate.h"
-#include "yamljson.h"
+#include "webhook/memstore.h"
+#include "webhook/validate.h"
+#include "quota/yamljson.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -3,7 +3,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "kube.h"
+#include "kube/kube.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -6,7 +6,7 @@
  * on that shape: requests copied from limits, "0.5" arriving as "500m". */
 #include <string.h>
 
-#include "quantity.h"
+#include "quota/quantity.h"
 #include "standin.h"
 
 /* The decoder's refusal of a quantity, worded as kube-apiserver words it. */

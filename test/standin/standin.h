@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <json-c/json.h>
 
-#include "gq_error.h"
+#include "common/gq_error.h"
 
 #define SI_BODY_MAX (3u * 1024u * 1024u) /* kube-apiserver's request body limit */
 #define SI_NAME_MAX 253

@@ -1,8 +1,10 @@
 /* Reading audit logs back (`gpuquota audit`, DESIGN.md §6): one line of
- * gpuquota's own audit log (docs/audit.md) or of a kube-apiserver audit log
- * (audit.k8s.io/v1 Event) into one normalised record, filters over records,
- * and a per-namespace summary. Pure: lines come from the caller, the current
- * time is a parameter. Decisions are written down in docs/audit.md
+ * gpuquota's own audit log (docs/audit.md, read through the schema module
+ * quota/audit_record.h) or of a kube-apiserver audit log (audit.k8s.io/v1
+ * Event) into one normalised record, filters over records, and a
+ * per-namespace summary. A feature of the CLI, not policy; still pure: lines
+ * come from the caller, the current time is a parameter. Decisions are written down in
+ * docs/audit.md
  * ("Reviewing"). */
 #ifndef GQ_AUDITLOG_H
 #define GQ_AUDITLOG_H
@@ -13,46 +15,13 @@
 
 #include <json-c/json.h>
 
-#include "crd.h"
-#include "gq_error.h"
-#include "jsonutil.h"
+#include "quota/audit_record.h"
+#include "quota/crd.h"
+#include "common/gq_error.h"
+#include "common/jsonutil.h"
 
 /* Longest line the reader accepts (callers skip and count longer ones). */
 #define GQ_AUDIT_LINE_MAX ((size_t)1 << 20)
-
-typedef enum gq_audit_source {
-    GQ_AUDIT_SRC_GPUQUOTA = 0, /* a record of gpuquota's audit log */
-    GQ_AUDIT_SRC_APISERVER = 1 /* an audit.k8s.io/v1 Event */
-} gq_audit_source;
-
-typedef enum gq_audit_decision {
-    GQ_AUDIT_ALLOWED = 0,
-    GQ_AUDIT_DENIED = 1,
-    GQ_AUDIT_ERROR = 2 /* the webhook could not decide (failure policy applied) */
-} gq_audit_decision;
-
-/* One decision, normalised. Every string is owned (NULL when absent);
- * dispose with gq_audit_entry_dispose. */
-typedef struct gq_audit_entry {
-    gq_audit_source source;
-    char *time; /* RFC 3339 as written */
-    int64_t t;  /* time in Unix seconds; valid when has_time */
-    bool has_time;
-    char *uid;       /* request uid, or the Event's auditID */
-    char *webhook;   /* "mutate", "validate", ... */
-    char *operation; /* CREATE, UPDATE, DELETE, CONNECT (Event verbs mapped) */
-    char *namespace_;
-    char *name;
-    char *user;
-    bool dry_run;
-    gq_audit_decision decision;
-    char *reason; /* deny or error message */
-    int code;     /* Event responseStatus.code; 0 for gpuquota records */
-    bool has_charge;
-    gq_amounts charge; /* what the pod costs, as the record says */
-} gq_audit_entry;
-
-void gq_audit_entry_dispose(gq_audit_entry *e);
 
 /* Parse one line (no newline; a trailing '\r' is allowed). On GQ_OK *out
  * holds the record (caller disposes). GQ_ENOTFOUND: well-formed JSON that is

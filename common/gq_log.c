@@ -1,4 +1,4 @@
-#include "gq_log.h"
+#include "common/gq_log.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -7,6 +7,9 @@
 #include <strings.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "common/json_escape.h"
+#include "common/rfc3339.h"
 
 gq_log_level gq_log_threshold = GQ_LOG_INFO;
 
@@ -36,44 +39,6 @@ void gq_log_set_level(gq_log_level lvl)
     gq_log_threshold = lvl;
 }
 
-void gq_json_escape_into(char *buf, size_t cap, size_t *len, const char *s)
-{
-    static const char hex[] = "0123456789abcdef";
-    size_t n = *len;
-    if (cap == 0)
-        return;
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        char tmp[7];
-        size_t tl;
-        if (c == '"' || c == '\\') {
-            tmp[0] = '\\';
-            tmp[1] = (char)c;
-            tl = 2;
-        } else if (c == '\n') {
-            memcpy(tmp, "\\n", 2);
-            tl = 2;
-        } else if (c == '\t') {
-            memcpy(tmp, "\\t", 2);
-            tl = 2;
-        } else if (c < 0x20 || c == 0x7f) {
-            memcpy(tmp, "\\u00", 4);
-            tmp[4] = hex[c >> 4];
-            tmp[5] = hex[c & 15];
-            tl = 6;
-        } else {
-            tmp[0] = (char)c;
-            tl = 1;
-        }
-        if (n + tl >= cap)
-            break;
-        memcpy(buf + n, tmp, tl);
-        n += tl;
-    }
-    buf[n] = '\0';
-    *len = n;
-}
-
 void gq_log_write(gq_log_level lvl, const char *uid, const char *fmt, ...)
 {
     char msg[2048];
@@ -84,17 +49,15 @@ void gq_log_write(gq_log_level lvl, const char *uid, const char *fmt, ...)
     if (m < 0)
         return;
 
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    char ts[GQ_RFC3339_MAX];
+    gq_time_format_rfc3339_frac((int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000, 3, ts);
 
     char line[4096];
     size_t len = 0;
-    int k = snprintf(line, sizeof(line),
-                     "{\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ\",\"level\":\"%s\"",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                     ts.tv_nsec / 1000000L, level_names[lvl < GQ_LOG_OFF ? lvl : GQ_LOG_ERROR]);
+    int k = snprintf(line, sizeof(line), "{\"ts\":\"%s\",\"level\":\"%s\"", ts,
+                     level_names[lvl < GQ_LOG_OFF ? lvl : GQ_LOG_ERROR]);
     if (k < 0 || (size_t)k >= sizeof(line))
         return;
     /* Assemble the rest piecewise: literal JSON syntax is copied as is, only

@@ -1,4 +1,4 @@
-#include "gq_error.h"
+#include "common/gq_error.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -8,7 +8,7 @@
 
 #include <json-c/json.h>
 
-#include "gq_error.h"
+#include "common/gq_error.h"
 
 /* Nesting depth accepted by default. A Pod with managedFields nests about 20
  * levels inside an AdmissionReview; 64 leaves room without letting a hostile

@@ -1,4 +1,4 @@
-#include "jsonutil.h"
+#include "common/jsonutil.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common/json_escape.h"
 
 /* A recursive-descent parser that builds json-c objects directly. It
  * replaces json_tokener for three reasons: strict RFC 8259 with finite
@@ -677,47 +679,19 @@ void gq_strbuf_printf(gq_strbuf *b, const char *fmt, ...)
 
 void gq_strbuf_json_string(gq_strbuf *b, const char *s)
 {
-    static const char hex[] = "0123456789abcdef";
     if (!s) {
         gq_strbuf_add(b, "null", 4);
         return;
     }
     gq_strbuf_add(b, "\"", 1);
     for (const char *run = s;; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c >= 0x20 && c != '"' && c != '\\')
+        char esc[GQ_JSON_ESCAPE_MAX];
+        size_t n = *s ? gq_json_escape_byte((unsigned char)*s, esc) : 0;
+        if (*s && !n)
             continue;
         gq_strbuf_add(b, run, (size_t)(s - run)); /* the plain bytes so far */
-        if (!c)
+        if (!*s)
             break;
-        char esc[6] = {'\\', 0, 0, 0, 0, 0};
-        size_t n = 2;
-        switch (c) {
-        case '"':
-        case '\\':
-            esc[1] = (char)c;
-            break;
-        case '\b':
-            esc[1] = 'b';
-            break;
-        case '\f':
-            esc[1] = 'f';
-            break;
-        case '\n':
-            esc[1] = 'n';
-            break;
-        case '\r':
-            esc[1] = 'r';
-            break;
-        case '\t':
-            esc[1] = 't';
-            break;
-        default:
-            memcpy(esc + 1, "u00", 3);
-            esc[4] = hex[c >> 4];
-            esc[5] = hex[c & 15];
-            n = 6;
-        }
         gq_strbuf_add(b, esc, n);
         run = s + 1;
     }

@@ -1,4 +1,4 @@
-/* Logging for the shells (kube/, webhook/, controller/, cli/): one JSON object
+/* Logging for the shells (kube/, webhook/, controller/, certs/, cli/): one JSON object
  * per line on stderr, e.g.
  *   {"ts":"2026-11-21T15:02:12.123Z","level":"info","uid":"b8f4...","msg":"..."}
  * The level is checked before the arguments are evaluated. The pure core
@@ -6,7 +6,7 @@
 #ifndef GQ_LOG_H
 #define GQ_LOG_H
 
-#include "gq_error.h"
+#include "common/gq_error.h"
 
 typedef enum gq_log_level {
     GQ_LOG_DEBUG = 0,
@@ -38,10 +38,5 @@ void gq_log_write(gq_log_level lvl, const char *uid, const char *fmt, ...) GQ_PR
 #define GQ_INFO(...) GQ_LOG(GQ_LOG_INFO, NULL, __VA_ARGS__)
 #define GQ_WARN(...) GQ_LOG(GQ_LOG_WARN, NULL, __VA_ARGS__)
 #define GQ_ERROR(...) GQ_LOG(GQ_LOG_ERROR, NULL, __VA_ARGS__)
-
-/* Append s JSON-escaped (without quotes) into buf[*len..cap), keeping a NUL;
- * output is truncated, never overflowed. Used by the logger and by anything
- * else that writes JSON text by hand. */
-void gq_json_escape_into(char *buf, size_t cap, size_t *len, const char *s);
 
 #endif

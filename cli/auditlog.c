@@ -1,53 +1,16 @@
-#include "auditlog.h"
+#include "cli/auditlog.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "policy.h"
+#include "common/json_member.h"
+#include "quota/policy.h"
 
 /* The suffix of gpuquota's webhook names (mutate.gpuquota.io, ...): how an
  * Event's annotations and messages are told apart from other webhooks'. */
 #define GQ_WEBHOOK_SUFFIX "gpuquota.io"
-
-void gq_audit_entry_dispose(gq_audit_entry *e)
-{
-    if (!e)
-        return;
-    free(e->time);
-    free(e->uid);
-    free(e->webhook);
-    free(e->operation);
-    free(e->namespace_);
-    free(e->name);
-    free(e->user);
-    free(e->reason);
-    memset(e, 0, sizeof(*e));
-}
-
-/* *out = copy of string member key (NULL when absent or null). GQ_EINVAL for
- * another type. */
-static gq_code get_str(json_object *obj, const char *key, char **out, gq_err *err)
-{
-    json_object *v = NULL;
-    *out = NULL;
-    if (!json_object_object_get_ex(obj, key, &v) || !v)
-        return GQ_OK;
-    if (!json_object_is_type(v, json_type_string))
-        return gq_err_set(err, GQ_EINVAL, "%s: not a string", key);
-    *out = strndup(json_object_get_string(v), (size_t)json_object_get_string_len(v));
-    return *out ? GQ_OK : gq_err_set(err, GQ_ENOMEM, "out of memory");
-}
-
-/* Borrowed string member, or NULL. */
-static const char *peek_str(json_object *obj, const char *key)
-{
-    json_object *v = NULL;
-    if (!json_object_object_get_ex(obj, key, &v) || !json_object_is_type(v, json_type_string))
-        return NULL;
-    return json_object_get_string(v);
-}
 
 static bool ends_with(const char *s, size_t n, const char *suffix)
 {
@@ -68,58 +31,6 @@ static char *short_webhook(const char *s, size_t n)
 {
     const char *dot = memchr(s, '.', n);
     return strndup(s, dot && dot != s ? (size_t)(dot - s) : n);
-}
-
-static void set_time(gq_audit_entry *e)
-{
-    int64_t t;
-    if (e->time && gq_time_parse_rfc3339(e->time, &t, NULL) == GQ_OK) {
-        e->t = t;
-        e->has_time = true;
-    }
-}
-
-static gq_code parse_gpuquota(json_object *root, gq_audit_entry *e, gq_err *err)
-{
-    gq_code rc;
-    char *decision = NULL;
-    json_object *v = NULL;
-    e->source = GQ_AUDIT_SRC_GPUQUOTA;
-    if ((rc = get_str(root, "time", &e->time, err)) || (rc = get_str(root, "uid", &e->uid, err)) ||
-        (rc = get_str(root, "webhook", &e->webhook, err)) ||
-        (rc = get_str(root, "operation", &e->operation, err)) ||
-        (rc = get_str(root, "namespace", &e->namespace_, err)) ||
-        (rc = get_str(root, "name", &e->name, err)) ||
-        (rc = get_str(root, "user", &e->user, err)) ||
-        (rc = get_str(root, "reason", &e->reason, err)) ||
-        (rc = get_str(root, "decision", &decision, err)))
-        goto out;
-    if (!decision || !strcmp(decision, "allowed"))
-        e->decision = GQ_AUDIT_ALLOWED;
-    else if (!strcmp(decision, "denied"))
-        e->decision = GQ_AUDIT_DENIED;
-    else if (!strcmp(decision, "error"))
-        e->decision = GQ_AUDIT_ERROR;
-    else {
-        rc = gq_err_set(err, GQ_EINVAL, "decision: not allowed, denied or error");
-        goto out;
-    }
-    if (json_object_object_get_ex(root, "dryRun", &v) && v) {
-        if (!json_object_is_type(v, json_type_boolean)) {
-            rc = gq_err_set(err, GQ_EINVAL, "dryRun: not a boolean");
-            goto out;
-        }
-        e->dry_run = json_object_get_boolean(v);
-    }
-    if (json_object_object_get_ex(root, "charge", &v) && v) {
-        if ((rc = gq_amounts_parse(v, "charge", &e->charge, err)))
-            goto out;
-        e->has_charge = true;
-    }
-    set_time(e);
-out:
-    free(decision);
-    return rc;
 }
 
 /* "gpu-memory=16Gi,gpus=0,gpu-pods=1" (an auditAnnotations value) into
@@ -195,11 +106,20 @@ static bool uri_dry_run(const char *uri)
     return false;
 }
 
+static void set_time(gq_audit_entry *e)
+{
+    int64_t t;
+    if (e->time && gq_time_parse_rfc3339(e->time, &t, NULL) == GQ_OK) {
+        e->t = t;
+        e->has_time = true;
+    }
+}
+
 static gq_code parse_event(json_object *root, gq_audit_entry *e, gq_err *err)
 {
     gq_code rc = GQ_OK;
     json_object *ann = NULL, *status = NULL, *ref = NULL, *user = NULL, *v = NULL;
-    const char *stage = peek_str(root, "stage");
+    const char *stage = gq_json_get_string(root, "stage");
     if (stage && strcmp(stage, "ResponseComplete") && strcmp(stage, "Panic"))
         return gq_err_set(err, GQ_ENOTFOUND, "Event stage %.32s carries no admission outcome",
                           stage);
@@ -243,7 +163,7 @@ static gq_code parse_event(json_object *root, gq_audit_entry *e, gq_err *err)
                 const char *txt = json_object_get_string(val2);
                 if (gq_json_parse(txt, strlen(txt), 4, &m, NULL) != GQ_OK)
                     continue;
-                const char *name = m ? peek_str(m, "webhook") : NULL;
+                const char *name = m ? gq_json_get_string(m, "webhook") : NULL;
                 if (name && is_our_webhook(name, strlen(name))) {
                     e->webhook = short_webhook(name, strlen(name));
                     if (!e->webhook)
@@ -268,7 +188,7 @@ static gq_code parse_event(json_object *root, gq_audit_entry *e, gq_err *err)
             int64_t c = json_object_get_int64(v);
             e->code = c >= 0 && c <= 999 ? (int)c : 0;
         }
-        msg = peek_str(status, "message");
+        msg = gq_json_get_string(status, "message");
     }
     const char *name = NULL, *rest = NULL;
     size_t name_len = 0;
@@ -308,25 +228,25 @@ static gq_code parse_event(json_object *root, gq_audit_entry *e, gq_err *err)
     else if (charged && parse_charge_text(charged, &e->charge))
         e->has_charge = true;
 
-    if ((rc = get_str(root, "auditID", &e->uid, err)) ||
-        (rc = get_str(root, "requestReceivedTimestamp", &e->time, err)))
+    if ((rc = gq_json_dup_string(root, "auditID", &e->uid, err)) ||
+        (rc = gq_json_dup_string(root, "requestReceivedTimestamp", &e->time, err)))
         return rc;
-    const char *verb = peek_str(root, "verb");
+    const char *verb = gq_json_get_string(root, "verb");
     if (verb) {
         const char *op = map_verb(verb);
         e->operation = op ? strdup(op) : strdup(verb);
         if (!e->operation)
             return gq_err_set(err, GQ_ENOMEM, "out of memory");
     }
-    e->dry_run = uri_dry_run(peek_str(root, "requestURI"));
+    e->dry_run = uri_dry_run(gq_json_get_string(root, "requestURI"));
     if (json_object_object_get_ex(root, "user", &user) && user &&
         json_object_is_type(user, json_type_object) &&
-        (rc = get_str(user, "username", &e->user, err)))
+        (rc = gq_json_dup_string(user, "username", &e->user, err)))
         return rc;
     if (json_object_object_get_ex(root, "objectRef", &ref) && ref &&
         json_object_is_type(ref, json_type_object) &&
-        ((rc = get_str(ref, "namespace", &e->namespace_, err)) ||
-         (rc = get_str(ref, "name", &e->name, err))))
+        ((rc = gq_json_dup_string(ref, "namespace", &e->namespace_, err)) ||
+         (rc = gq_json_dup_string(ref, "name", &e->name, err))))
         return rc;
     set_time(e);
     return GQ_OK;
@@ -336,8 +256,8 @@ gq_code gq_audit_parse_line(const char *line, size_t len, gq_audit_entry *out, g
 {
     /* Never read back: the pod objects of Events logged at Request level and
      * the bulky trees of our own records. Still checked, never built. */
-    static const char *const skip[] = {"requestObject", "responseObject", "request", "rewrite",
-                                       "quotas"};
+    static const char *const skip[] = {"requestObject", "responseObject", GQ_AUDIT_F_REQUEST,
+                                       GQ_AUDIT_F_REWRITE, GQ_AUDIT_F_QUOTAS};
     json_object *root = NULL;
     gq_audit_entry e;
     gq_code rc;
@@ -353,11 +273,12 @@ gq_code gq_audit_parse_line(const char *line, size_t len, gq_audit_entry *out, g
         rc = gq_err_set(err, GQ_ENOTFOUND, "not a JSON object");
         goto out;
     }
-    const char *kind = peek_str(root, "kind"), *api = peek_str(root, "apiVersion");
+    const char *kind = gq_json_get_string(root, "kind"),
+               *api = gq_json_get_string(root, "apiVersion");
     if (kind && api && !strcmp(kind, "Event") && !strncmp(api, "audit.k8s.io/", 13))
         rc = parse_event(root, &e, err);
-    else if (peek_str(root, "webhook") && peek_str(root, "decision"))
-        rc = parse_gpuquota(root, &e, err);
+    else if (gq_json_get_string(root, "webhook") && gq_json_get_string(root, "decision"))
+        rc = gq_audit_record_parse(root, &e, err);
     else
         rc = gq_err_set(err, GQ_ENOTFOUND, "neither a gpuquota audit record nor an audit Event");
 out:
@@ -452,11 +373,6 @@ bool gq_audit_matches(const gq_audit_entry *e, const gq_audit_filter *f)
     return true;
 }
 
-static const char *decision_name(gq_audit_decision d)
-{
-    return d == GQ_AUDIT_DENIED ? "denied" : d == GQ_AUDIT_ERROR ? "error" : "allowed";
-}
-
 void gq_audit_charge_text(const gq_audit_entry *e, char *buf, size_t cap)
 {
     /* The order our webhooks write it in. */
@@ -493,7 +409,7 @@ void gq_audit_entry_to_json(const gq_audit_entry *e, gq_strbuf *b)
     }
     gq_strbuf_puts(b, e->dry_run ? ",\"dryRun\":true" : ",\"dryRun\":false");
     gq_strbuf_puts(b, ",\"decision\":");
-    gq_strbuf_json_string(b, decision_name(e->decision));
+    gq_strbuf_json_string(b, gq_audit_decision_name(e->decision));
     gq_strbuf_puts(b, ",\"reason\":");
     gq_strbuf_json_string(b, e->reason);
     if (e->source == GQ_AUDIT_SRC_APISERVER)

@@ -1,0 +1,3 @@
+# The common layer (common/): leaf modules every layer links.
+gq_unit_test(test_strutil test_strutil.c)
+gq_unit_test(test_common test_common.c)

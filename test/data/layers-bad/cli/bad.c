@@ -1,0 +1,6 @@
+#include <stdio.h>
+
+void bad(char *buf)
+{
+    sprintf(buf, "%d", 1);
+}

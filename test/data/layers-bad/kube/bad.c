@@ -1,0 +1,4 @@
+#include <microhttpd.h>
+
+#include "controller/ctl.h"
+#include "quota/policy.h"

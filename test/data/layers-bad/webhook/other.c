@@ -1,0 +1,1 @@
+#include <gnutls/gnutls.h>

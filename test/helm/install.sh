@@ -1,0 +1,353 @@
+#!/usr/bin/env bash
+# The Helm chart on a real control plane of its own (scripts/local-cluster.sh,
+# not the e2e suite's): helm install, two upgrades (a serving certificate
+# renewal, then a CA rotation), helm uninstall, cert-manager mode, and
+# Helm taking over an install made with deploy/.
+#
+# kwok runs no containers, so, as test/e2e/suite.sh does for deploy/:
+#   - the two Deployments are left out by a post-renderer
+#     (test/helm/drop-deployments.sh) and the webhook and the controller run
+#     as local processes with their service accounts' tokens, behind the
+#     chart's Service through EndpointSlices (test/e2e/lib.sh);
+#   - helm runs with --no-hooks and this test runs the chart's hooks itself,
+#     in helm's order (test/helm/hooks.py): the hook RBAC objects are applied,
+#     and each hook Job's containers' commands (the chart's own script) run
+#     here as the Job's service account, with the Secrets the Job mounts;
+#   - the local webhooks' certificate files follow the Secret as the
+#     kubelet's secret volume does, and the webhook reloads them.
+# A GPU pod is admitted and a quota enforced after install and after each
+# upgrade; a prober makes admission requests throughout both upgrades and
+# none may fail; after uninstall nothing of the release is left but the CRDs.
+#
+# Usage: install.sh STATE-DIR GPUQUOTA
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+dir=${1:?usage: install.sh STATE-DIR GPUQUOTA}
+GQ=$(cd "$(dirname "${2:?the gpuquota binary}")" && pwd)/$(basename "$2")
+CHART=$ROOT/deploy/helm/gpuquota
+HERE=$ROOT/test/helm
+
+cleanup() {
+    local f
+    for f in "$dir"/webhook-*.pid "$dir"/controller-*.pid "$dir"/prober.pid; do
+        [[ -f $f ]] && kill -TERM "$(cat "$f")" 2>/dev/null
+    done
+    "$ROOT/scripts/local-cluster.sh" down "$dir/cluster" >/dev/null 2>&1
+    rm -rf "$dir"
+}
+[[ ! -e $dir ]] || cleanup
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+trap 'rc=$?; [[ -n ${GQ_HELM_KEEP:-} ]] || cleanup; exit $rc' EXIT
+"$ROOT/scripts/local-cluster.sh" up "$dir/cluster" >/dev/null || exit 1
+export GQ_E2E_DIR=$dir GQ ROOT
+# shellcheck source=../e2e/lib.sh
+source "$ROOT/test/e2e/lib.sh"
+# A release namespace other than deploy/'s, so that every place the chart
+# puts it is exercised.
+NS_SYS=gpuquota-helm
+command -v helm >/dev/null || { echo "no helm in $BIN (scripts/k8s-bin.sh builds it)"; exit 1; }
+
+REL=gpuquota
+# kubectl_as SA ARGS...: kubectl with a token of service account SA.
+kubectl_as() {
+    [[ -f $dir/sa-$1.kubeconfig ]] || sa_kubeconfig "$1" "$dir/sa-$1.kubeconfig" || return 1
+    KUBECONFIG=$dir/sa-$1.kubeconfig kubectl "${@:2}"
+}
+secret_key() {
+    kubectl -n "$NS_SYS" get secret "$1" -o json 2>/dev/null | jq -r --arg k "$2" '.data[$k] // empty' |
+        base64 -d
+}
+
+# run_hooks RENDERED PHASE: what helm does for the hooks of PHASE.
+run_hooks() {
+    local plan=$dir/hooks-$2.json n i kind name sa work in c cmd env
+    python3 "$HERE/hooks.py" "$1" "$2" >"$plan" || return 1
+    n=$(jq length "$plan")
+    for ((i = 0; i < n; i++)); do
+        kind=$(jq -r ".[$i].kind" "$plan")
+        name=$(jq -r ".[$i].name" "$plan")
+        if [[ $kind != Job ]]; then
+            jq ".[$i].doc" "$plan" | kubectl apply -f - >/dev/null || return 1
+            continue
+        fi
+        # The Job itself is one kube-apiserver accepts.
+        jq ".[$i].doc" "$plan" | kubectl apply --dry-run=server -f - >/dev/null || return 1
+        sa=$(jq -r ".[$i].sa" "$plan")
+        rm -f "$dir/sa-$sa.kubeconfig"
+        work=$dir/job-$name/work in=$dir/job-$name/in
+        rm -rf "$dir/job-$name"
+        mkdir -p "$work" "$in/ca" "$in/tls"
+        # The Secret volumes (optional: absent Secrets give empty folders).
+        for k in ca.crt ca.key bundle.crt; do secret_key gpuquota-webhook-ca "$k" >"$in/ca/$k"; done
+        for k in tls.crt tls.key ca.crt; do secret_key gpuquota-webhook-tls "$k" >"$in/tls/$k"; done
+        for c in $(jq -r ".[$i].init + .[$i].containers | keys[]" "$plan"); do
+            # NUL-separated: the script is one argument of many lines.
+            mapfile -d '' -t cmd < <(jq -j --arg w "$work/" \
+                ".[$i].init + .[$i].containers | .[$c].command[] | sub(\"^/scratch/\"; \$w) + \"\\u0000\"" "$plan")
+            mapfile -d '' -t env < <(jq -j \
+                ".[$i].init + .[$i].containers | .[$c].env | to_entries[] | \"\(.key)=\(.value)\\u0000\"" "$plan")
+            [[ ${cmd[0]} == kubectl ]] && cmd=(kubectl_as "$sa" "${cmd[@]:1}")
+            [[ ${cmd[0]} == /bin/sh ]] && cmd=(env "${env[@]}" GQ="$GQ" IN="$in" WORK="$work" \
+                KUBECONFIG="$dir/sa-$sa.kubeconfig" sh "${cmd[@]:1}")
+            [[ -f $dir/sa-$sa.kubeconfig ]] || sa_kubeconfig "$sa" "$dir/sa-$sa.kubeconfig"
+            if ! "${cmd[@]}" >>"$dir/hooks.log" 2>&1; then
+                echo "hook $2 job/$name failed:" >&2
+                tail -5 "$dir/hooks.log" >&2
+                return 1
+            fi
+        done
+    done
+    for ((i = n - 1; i >= 0; i--)); do
+        [[ $(jq -r ".[$i].deleteOnSuccess" "$plan") == true ]] || continue
+        [[ $(jq -r ".[$i].kind" "$plan") == Job ]] && continue
+        jq ".[$i].doc" "$plan" | kubectl delete --ignore-not-found -f - >/dev/null
+    done
+}
+
+# render ARGS...: the manifests helm would send, lookups answered by the cluster.
+render() {
+    helm template "$REL" "$CHART" -n "$NS_SYS" --dry-run=server "$@" >"$dir/rendered.yaml"
+}
+# kubelet: the webhooks' certificate files follow Secret gpuquota-webhook-tls.
+kubelet_sync() {
+    mkdir -p "$dir/certs"
+    secret_key gpuquota-webhook-tls tls.crt >"$dir/certs/tls.crt.new" &&
+        secret_key gpuquota-webhook-tls tls.key >"$dir/certs/tls.key.new" &&
+        secret_key gpuquota-webhook-tls ca.crt >"$dir/certs/ca.crt.new" || return 1
+    mv "$dir/certs/tls.key.new" "$dir/certs/tls.key"
+    mv "$dir/certs/tls.crt.new" "$dir/certs/tls.crt"
+    mv "$dir/certs/ca.crt.new" "$dir/certs/ca.crt"
+}
+serving_serial() {
+    openssl s_client -connect "127.0.0.1:$(cat "$dir/webhook-0.port")" \
+        -servername "gpuquota-webhook.$NS_SYS.svc" </dev/null 2>/dev/null |
+        openssl x509 -noout -serial 2>/dev/null
+}
+ca_bundle() {
+    kubectl get "$1" gpuquota -o jsonpath='{range .webhooks[*]}{.clientConfig.caBundle}{"\n"}{end}' | sort -u
+}
+# gpu_admission: a GPU pod server dry run in helm-probe, the webhooks decide.
+gpu_admission() { gpu_pod "probe-$RANDOM" 1Gi | kubectl -n helm-probe create --dry-run=server -f - 2>&1; }
+prober_start() {
+    : >"$dir/prober.log"
+    (while :; do
+        out=$(gpu_admission) || echo "$(date +%T.%N) $out" >>"$dir/prober.log"
+        echo . >>"$dir/prober.count"
+    done) &
+    echo $! >"$dir/prober.pid"
+}
+prober_stop() {
+    kill "$(cat "$dir/prober.pid")" 2>/dev/null
+    wait "$(cat "$dir/prober.pid")" 2>/dev/null
+    rm -f "$dir/prober.pid"
+    check "$1: no admission request failed during it ($(wc -l <"$dir/prober.count") requests)" "" \
+        "$(head -3 "$dir/prober.log")"
+    rm -f "$dir/prober.count"
+}
+used_is() { [[ $(used "$1" team gpu-memory) == "$2" ]]; }
+serial_is_not() { [[ $(serving_serial) != "$1" ]]; }
+# admits_and_enforces LABEL NS: a GPU pod is admitted and charged, one over the quota refused.
+admits_and_enforces() {
+    ns "$2"
+    quota "$2" team '{gpu-memory: 20Gi}'
+    check_match "$1: a GPU pod within the quota is admitted" "created" \
+        "$(gpu_pod a 16Gi | kubectl -n "$2" create -f - 2>&1)"
+    eventually 30 used_is "$2" 16Gi
+    check "$1: it is charged" 16Gi "$(used "$2" team gpu-memory)"
+    check_match "$1: a GPU pod over the quota is refused" \
+        'admission webhook "validate.gpuquota.io" denied the request: exceeded quota: team' \
+        "$(gpu_pod b 8Gi | kubectl -n "$2" create -f - 2>&1)"
+}
+config_from_release() {
+    kubectl -n "$NS_SYS" get configmap gpuquota-config -o jsonpath='{.data.config\.yaml}' |
+        python3 -c 'import sys, yaml; c = yaml.safe_load(sys.stdin); c["audit"] = {"path": sys.argv[1]}; print(yaml.safe_dump(c))' \
+            "$dir/audit.log" >"$dir/config.yaml"
+}
+helm_op() { helm "$@" --no-hooks --post-renderer "$HERE/drop-deployments.sh" >>"$dir/helm.log" 2>&1; }
+
+# ------------------------------------------------------------------ install
+# The order of docs/install.md (Helm, self-managed certificates).
+kubectl create namespace "$NS_SYS" >/dev/null
+render
+run_hooks "$dir/rendered.yaml" pre-install || exit 1
+check "pre-install: the serving Secret exists before the release" kubernetes.io/tls \
+    "$(kubectl -n "$NS_SYS" get secret gpuquota-webhook-tls -o jsonpath='{.type}')"
+helm_op install "$REL" "$CHART" -n "$NS_SYS" || { cat "$dir/helm.log"; exit 1; }
+run_hooks "$dir/rendered.yaml" post-install || exit 1
+bundle=$(secret_key gpuquota-webhook-ca bundle.crt | base64 -w0)
+check "post-install: the mutating webhook trusts the chart's CA" "$bundle" \
+    "$(ca_bundle mutatingwebhookconfiguration)"
+check "post-install: every validating webhook trusts it" "$bundle" \
+    "$(ca_bundle validatingwebhookconfiguration)"
+check "the exempt namespaces name the release namespace" "kube-system $NS_SYS" \
+    "$(kubectl -n "$NS_SYS" get configmap gpuquota-config -o jsonpath='{.data.config\.yaml}' |
+        python3 -c 'import sys, yaml; print(*yaml.safe_load(sys.stdin)["exemptNamespaces"])')"
+check "the release is deployed" deployed "$(helm status "$REL" -n "$NS_SYS" -o json | jq -r .info.status)"
+kubelet_sync || exit 1
+config_from_release
+webhooks 2 || exit 1
+controller_start 0
+admits_and_enforces install helm-a
+# The prober's namespace has room for every dry run (requireQuota comes on).
+ns helm-probe
+quota helm-probe team '{gpu-memory: 1000Gi}'
+
+# ------------------------------------------- upgrade 1: serving pair renewed
+# renewBeforeDays beyond the installed certificate's remaining life (365
+# days): the pre-upgrade hook renews the serving pair, for 500 days (the CA
+# stays); requireQuota is turned on.
+serial0=$(serving_serial)
+ca0=$(secret_key gpuquota-webhook-ca ca.crt)
+prober_start
+up1=(--set certificates.selfManaged.renewBeforeDays=400 --set certificates.selfManaged.days=500
+    --set config.requireQuota=true)
+render "${up1[@]}" --is-upgrade
+run_hooks "$dir/rendered.yaml" pre-upgrade || exit 1
+kubelet_sync
+helm_op upgrade "$REL" "$CHART" -n "$NS_SYS" "${up1[@]}" || { cat "$dir/helm.log"; exit 1; }
+run_hooks "$dir/rendered.yaml" post-upgrade || exit 1
+eventually 30 serial_is_not "$serial0"
+prober_stop "upgrade 1"
+check "upgrade 1: the webhook serves the renewed certificate" changed \
+    "$([[ -n $serial0 && $(serving_serial) != "$serial0" ]] && echo changed)"
+check "upgrade 1: the CA is kept" "$ca0" "$(secret_key gpuquota-webhook-ca ca.crt)"
+check "upgrade 1: the caBundle is unchanged" "$bundle" "$(ca_bundle validatingwebhookconfiguration)"
+check "upgrade 1: the ConfigMap carries the new value" true \
+    "$(kubectl -n "$NS_SYS" get configmap gpuquota-config -o jsonpath='{.data.config\.yaml}' |
+        python3 -c 'import sys, yaml; print(str(yaml.safe_load(sys.stdin)["requireQuota"]).lower())')"
+config_from_release
+webhooks 2 || exit 1
+admits_and_enforces "upgrade 1" helm-b
+ns helm-noquota
+check_match "upgrade 1: requireQuota refuses a GPU pod where no quota is" "denied the request" \
+    "$(gpu_pod a 1Gi | kubectl -n helm-noquota create -f - 2>&1)"
+
+# ------------------------------------------------ upgrade 2: a new CA
+# A serving certificate longer than the CA's remaining life: certs generate
+# makes a new CA. The bundle keeps the old one until the new pair is served.
+serial1=$(serving_serial)
+prober_start
+up2=(--set certificates.selfManaged.renewBeforeDays=3699 --set certificates.selfManaged.days=3700
+    --set certificates.selfManaged.caDays=7300 --set config.requireQuota=true)
+render "${up2[@]}" --is-upgrade
+run_hooks "$dir/rendered.yaml" pre-upgrade || exit 1
+ca1=$(secret_key gpuquota-webhook-ca ca.crt)
+check "upgrade 2: a new CA" new "$([[ $ca1 != "$ca0" ]] && echo new)"
+check "upgrade 2: the bundle holds the new and the old CA" 2 \
+    "$(ca_bundle validatingwebhookconfiguration | base64 -d | grep -c 'BEGIN CERTIFICATE')"
+kubelet_sync
+helm_op upgrade "$REL" "$CHART" -n "$NS_SYS" "${up2[@]}" || { cat "$dir/helm.log"; exit 1; }
+run_hooks "$dir/rendered.yaml" post-upgrade || exit 1
+eventually 30 serial_is_not "$serial1"
+prober_stop "upgrade 2"
+check "upgrade 2: the bundle still holds both after helm's upgrade and the post-upgrade hook" 2 \
+    "$(ca_bundle mutatingwebhookconfiguration | base64 -d | grep -c 'BEGIN CERTIFICATE')"
+admits_and_enforces "upgrade 2" helm-c
+check "the release is at revision 3" 3 "$(helm status "$REL" -n "$NS_SYS" -o json | jq -r .version)"
+
+# ---------------------------------------------------------------- uninstall
+render
+helm uninstall "$REL" -n "$NS_SYS" --no-hooks >>"$dir/helm.log" 2>&1 || { cat "$dir/helm.log"; exit 1; }
+run_hooks "$dir/rendered.yaml" post-delete || exit 1
+webhooks 0
+controller_stop 0
+check "uninstall: no webhook configuration is left" "" \
+    "$(kubectl get mutatingwebhookconfigurations,validatingwebhookconfigurations -o name | grep gpuquota)"
+check "uninstall: no cluster role or binding is left" "" \
+    "$(kubectl get clusterroles,clusterrolebindings -o name | grep gpuquota)"
+check "uninstall: nothing of gpuquota is left in its namespace" "" \
+    "$(kubectl -n "$NS_SYS" get all,configmaps,secrets,serviceaccounts,roles,rolebindings,poddisruptionbudgets,networkpolicies,cronjobs,jobs,leases -o name |
+        grep -v -e '^configmap/kube-root-ca.crt$' -e '^serviceaccount/default$' \
+            -e '^lease.coordination.k8s.io/gpuquota-controller$')"
+check "uninstall: the CRDs stay (helm keeps crds/)" 3 "$(kubectl get crd -o name | grep -c gpuquota.io)"
+check "uninstall: the quotas with them" team "$(kubectl -n helm-a get gpuquota team -o jsonpath='{.metadata.name}')"
+check "uninstall: a GPU pod is no longer sent anywhere" created \
+    "$(gpu_pod z 1Gi | kubectl -n helm-noquota create -f - 2>&1 | grep -o created)"
+
+# ----------------------------------------------------------- cert-manager mode
+# cert-manager's controller and cainjector are not built here (their main
+# packages are modules the Go proxy cannot serve; docs/install.md): its CRDs
+# are, from the cert-manager module, so kube-apiserver validates the chart's
+# Issuers and Certificates and the install succeeds; issuing is not proven.
+if cm_crds=$("$HERE/cert-manager-crds.sh" 2>>"$dir/helm.log"); then
+    kubectl apply --server-side -f "$cm_crds" >/dev/null
+    eventually 60 kubectl wait --for=condition=Established crd/certificates.cert-manager.io crd/issuers.cert-manager.io
+    cm=(--set certificates.mode=cert-manager)
+    helm_op install "$REL" "$CHART" -n "$NS_SYS" "${cm[@]}" || { cat "$dir/helm.log"; exit 1; }
+    check "cert-manager: the serving Certificate is accepted and writes the Secret the webhook mounts" \
+        gpuquota-webhook-tls "$(kubectl -n "$NS_SYS" get certificate gpuquota-webhook -o jsonpath='{.spec.secretName}')"
+    check "cert-manager: its issuer is the chart's CA Issuer" gpuquota-ca \
+        "$(kubectl -n "$NS_SYS" get certificate gpuquota-webhook -o jsonpath='{.spec.issuerRef.name}')"
+    check "cert-manager: the CA Certificate is a CA" true \
+        "$(kubectl -n "$NS_SYS" get certificate gpuquota-ca -o jsonpath='{.spec.isCA}')"
+    check "cert-manager: both configurations ask the CA injector" "$NS_SYS/gpuquota-webhook $NS_SYS/gpuquota-webhook" \
+        "$(kubectl get mutatingwebhookconfiguration,validatingwebhookconfiguration gpuquota \
+            -o jsonpath='{.items[*].metadata.annotations.cert-manager\.io/inject-ca-from}')"
+    check "cert-manager: the webhook mounts that Secret" gpuquota-webhook-tls \
+        "$(helm template "$REL" "$CHART" -n "$NS_SYS" "${cm[@]}" | python3 -c '
+import sys, yaml
+for d in yaml.safe_load_all(sys.stdin):
+    if d and d["kind"] == "Deployment" and d["metadata"]["name"] == "gpuquota-webhook":
+        print(*[v["secret"]["secretName"] for v in d["spec"]["template"]["spec"]["volumes"] if "secret" in v])')"
+    helm uninstall "$REL" -n "$NS_SYS" >>"$dir/helm.log" 2>&1 || exit 1
+    check "cert-manager: uninstall leaves no Certificate or Issuer" "" \
+        "$(kubectl -n "$NS_SYS" get certificates,issuers -o name)"
+else
+    fail "cert-manager's CRDs could not be obtained from its Go module"
+fi
+
+# Every values example is accepted by kube-apiserver (server dry run).
+kubectl apply --server-side -f "$CHART/crds" >/dev/null
+for ex in "$CHART"/examples/*.yaml; do
+    out=$(helm template "$REL" "$CHART" -n "$NS_SYS" -f "$ex" --dry-run=server |
+        kubectl apply --dry-run=server -f - 2>&1)
+    rc=$?
+    check "example $(basename "$ex"): kube-apiserver accepts every object" 0 "$rc"
+    ((rc == 0)) || echo "$out" | tail -5
+done
+
+# ------------------------------------------- taking over a kustomize install
+# docs/upgrade.md: an install made from deploy/ (manual certificates, as
+# docs/install.md's kustomize steps) is labelled for Helm and installed
+# over. The pre-install hook finds the live caBundle, keeps that CA in the
+# bundle and injects it before the new pair is served: nothing is refused.
+NS_SYS=gpuquota-system
+rm -f "$dir"/webhook.kubeconfig "$dir"/controller.kubeconfig "$dir"/sa-*.kubeconfig
+"$GQ" certs generate --service gpuquota-webhook --namespace "$NS_SYS" --out "$dir/kcerts" >/dev/null
+kubectl apply -k "$ROOT/test/e2e/overlay" 2>"$dir/apply.err" >/dev/null ||
+    { cat "$dir/apply.err"; exit 1; } # (it warns that the CRDs were created by helm)
+kubectl -n "$NS_SYS" create secret tls gpuquota-webhook-tls \
+    --cert "$dir/kcerts/tls.crt" --key "$dir/kcerts/tls.key" >/dev/null
+kubelet_sync_from() { cp "$1/tls.key" "$dir/certs/tls.key" && cp "$1/tls.crt" "$dir/certs/tls.crt"; }
+kubelet_sync_from "$dir/kcerts"
+cp "$dir/kcerts/ca.crt" "$dir/certs/ca.crt"
+config_from_release
+webhooks 2 || exit 1
+"$GQ" certs inject --ca "$dir/kcerts/ca.crt" --kubeconfig "$KUBECONFIG" >/dev/null
+controller_start 0
+check_match "kustomize install: GPU pods are admitted" "created \(server dry run\)" "$(gpu_admission)"
+serial2=$(serving_serial)
+prober_start
+kubectl kustomize "$ROOT/test/e2e/overlay" | kubectl label -f - --overwrite app.kubernetes.io/managed-by=Helm >/dev/null
+kubectl kustomize "$ROOT/test/e2e/overlay" | kubectl annotate -f - --overwrite \
+    meta.helm.sh/release-name="$REL" meta.helm.sh/release-namespace="$NS_SYS" >/dev/null
+render
+run_hooks "$dir/rendered.yaml" pre-install || exit 1
+check "taking over: the pre-install hook injected the new CA beside the one trusted before" 2 \
+    "$(ca_bundle validatingwebhookconfiguration | base64 -d | grep -c 'BEGIN CERTIFICATE')"
+kubelet_sync
+helm_op install "$REL" "$CHART" -n "$NS_SYS" || { cat "$dir/helm.log"; exit 1; }
+run_hooks "$dir/rendered.yaml" post-install || exit 1
+eventually 30 serial_is_not "$serial2"
+prober_stop "taking over a kustomize install"
+check "taking over: the webhook serves the chart's certificate" changed \
+    "$([[ -n $serial2 && $(serving_serial) != "$serial2" ]] && echo changed)"
+check "taking over: the release owns deploy/'s objects" Helm \
+    "$(kubectl -n "$NS_SYS" get configmap gpuquota-config -o jsonpath='{.metadata.labels.app\.kubernetes\.io/managed-by}')"
+admits_and_enforces "taken over" helm-d
+helm uninstall "$REL" -n "$NS_SYS" --no-hooks >>"$dir/helm.log" 2>&1 || { cat "$dir/helm.log"; exit 1; }
+run_hooks "$dir/rendered.yaml" post-delete || exit 1
+check "taken over, uninstalled: no webhook configuration is left" "" \
+    "$(kubectl get mutatingwebhookconfigurations,validatingwebhookconfigurations -o name | grep gpuquota)"
+finish

@@ -1,2 +1,0 @@
-# Small string utilities of the core (quota/strutil.h).
-gq_unit_test(test_strutil test_strutil.c)

@@ -14,6 +14,7 @@ need_cmd make make
 need_cmd curl curl
 need_cmd openssl openssl
 need_cmd wrk wrk
+need_cmd /usr/bin/time time # scripts/bench.sh: wrk's own CPU time
 need_cmd python3 python3
 need_cmd jq jq # the kube-standin shell tests read JSON with it
 # The Helm chart tests (test/helm/) read rendered manifests with PyYAML.

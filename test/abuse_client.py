@@ -235,6 +235,8 @@ def get_healthz(sock):
 
 def cmd_keepalive(args):
     s = tls_connect(args, args.source)
+    # A connection dialled and then left unused, as Go keeps them pooled.
+    time.sleep(args.idle_first)
     first = get_healthz(s)
     time.sleep(args.idle)
     second = get_healthz(s)
@@ -304,6 +306,8 @@ def main():
     k.add_argument("--port", type=int, required=True)
     k.add_argument("--source", default="127.0.0.1")
     k.add_argument("--idle", type=float, default=5.0)
+    k.add_argument("--idle-first", type=float, default=0.0,
+                   help="idle seconds after the TLS handshake, before the first request")
     args = p.parse_args()
     if len(sys.argv) > 1:
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

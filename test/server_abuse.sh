@@ -91,6 +91,8 @@ check_lt "conns: ...also when it trickles a keep-alive connection's second reque
         jq .closed_after_s)" 5
 check "conns: an idle keep-alive connection outlives the read deadline" "[200,200]" \
     "$(abuse keepalive --port "$port" --idle 4 | jq -c .statuses)"
+check "conns: so does one idle between the TLS handshake and its first request" "[200,200]" \
+    "$(abuse keepalive --port "$port" --idle-first 4 --idle 1 | jq -c .statuses)"
 timeouts=$(metric gpuquota_http_read_timeouts_total)
 check_lt "conns: closures counted (gpuquota_http_read_timeouts_total >= 1100)" 1099 "${timeouts:-0}"
 check_grep "conns: closures logged" "$work/conns.log" \

@@ -102,6 +102,20 @@ grep -q 'certificate reload failed, keeping the previous certificate' "$work/web
     pass "broken pair logged" || fail "broken pair logged"
 cp "$work/tls.key.good" "$work/certs/tls.key.tmp" && mv "$work/certs/tls.key.tmp" "$work/certs/tls.key"
 
+# A reply over TLS leaves in one TCP segment, headers and body together, on
+# a keep-alive connection: libmicrohttpd alone pushes the headers of a body
+# of 1400 bytes or more on their own, a second packet and client wake-up.
+# The kernel lets a cork hold data 200 ms at most, so a server stalled that
+# long (a loaded machine) splits one reply: up to three tries.
+segs=
+for _ in 1 2 3; do
+    segs=$(python3 "$(dirname "$0")/reply_segments.py" "$port" "$work/certs/ca.crt" "$host" \
+        /mutate "$(dirname "$0")/bench/data/review-fraction.json" 20 |
+        awk '{ print ($1 >= 1400 ? "large" : "small " $1), $2 }')
+    [[ "$segs" == "large 20" ]] && break
+done
+check "20 keep-alive /mutate replies of 1.4 KB or more: one TCP segment each" "large 20" "$segs"
+
 kill -HUP "$wh_pid"
 sleep 0.2
 check "SIGHUP does not stop the server" 200 "$(status /healthz)"

@@ -532,7 +532,18 @@ static void info_of_the_decision(void **state)
 static void lean_decode_same_answer(void **state)
 {
     env *e = *state;
-    static const char *const variants[] = {"", HALF_GPU};
+    /* HALF_GPU with the managed label and its record set by kubectl, as a
+     * tenant would forge it: only managedFields says it was not us. */
+    static const char forged[] =
+        "[{\"op\":\"replace\",\"path\":\"/request/object/spec/containers/0/resources/limits/"
+        "nvidia.com~1gpu\",\"value\":\"0.5\"},{\"op\":\"replace\",\"path\":\"/request/object/"
+        "spec/containers/0/resources/requests/nvidia.com~1gpu\",\"value\":\"0.5\"},"
+        "{\"op\":\"add\",\"path\":\"/request/object/metadata/labels/gpuquota.io~1managed\","
+        "\"value\":\"true\"},{\"op\":\"add\",\"path\":\"/request/object/metadata/"
+        "managedFields/-\",\"value\":{\"manager\":\"kubectl\",\"operation\":\"Update\","
+        "\"apiVersion\":\"v1\",\"fieldsType\":\"FieldsV1\",\"fieldsV1\":{\"f:metadata\":{"
+        "\"f:labels\":{\"f:gpuquota.io/managed\":{}}}}}}]";
+    static const char *const variants[] = {"", HALF_GPU, forged};
     for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
         char *body = fixture(variants[i]);
         wh_review_request full, lean;
@@ -545,13 +556,25 @@ static void lean_decode_same_answer(void **state)
         assert_true(json_object_object_get_ex(meta, "managedFields", &v));
         json_object *fields = json_object_object_get(json_object_array_get_idx(v, 0), "fieldsV1");
         assert_true(json_object_object_get_ex(fields, "f:metadata", &v));
+        assert_true(json_object_object_get_ex(v, "f:labels", &v));
+        assert_true(json_object_object_get_ex(v, "f:team", &v));
+        v = json_object_object_get(fields, "f:metadata");
+        assert_true(json_object_object_get_ex(v, "f:annotations", &v));
+        v = json_object_object_get(fields, "f:metadata");
+        assert_false(json_object_object_get_ex(v, "f:finalizers", &v));
         assert_false(json_object_object_get_ex(fields, "f:spec", &v));
+        v = json_object_array_get_idx(json_object_object_get(meta, "managedFields"), 0);
+        assert_false(json_object_object_get_ex(v, "manager", &v));
         assert_false(json_object_object_get_ex(meta, "ownerReferences", &v));
+        assert_false(json_object_object_get_ex(meta, "finalizers", &v));
+        assert_false(json_object_object_get_ex(json_object_object_get(lean.root, "request"),
+                                               "requestKind", &v));
         assert_true(json_object_object_get_ex(meta, "labels", &v));
         assert_true(json_object_object_get_ex(meta, "annotations", &v));
         assert_true(json_object_object_get_ex(lean.object, "spec", &spec));
         assert_false(json_object_object_get_ex(spec, "volumes", &v));
         assert_false(json_object_object_get_ex(spec, "tolerations", &v));
+        assert_false(json_object_object_get_ex(spec, "securityContext", &v));
         assert_true(json_object_object_get_ex(spec, "nodeSelector", &v));
         ctr = json_object_array_get_idx(json_object_object_get(spec, "containers"), 0);
         assert_false(json_object_object_get_ex(ctr, "env", &v));

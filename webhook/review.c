@@ -156,11 +156,13 @@ gq_code wh_review_decode(const char *body, size_t len, wh_review_request *out, g
 
 /* What wh_review_decode_lean leaves out ("*" is object and oldObject, and
  * every container). Keep in step with what podcost, rewrite and policy read:
- * metadata name, namespace, labels, annotations, and of managedFields what
- * says who set labels and annotations (gq_pod_user_set); spec containers and
- * init containers (name, resources, restartPolicy), nodeSelector, affinity,
- * schedulerName, overhead, priorityClassName, activeDeadlineSeconds,
- * resourceClaims; status. */
+ * metadata name, generateName, namespace, labels, annotations, and of
+ * managedFields only which keys of labels and annotations each manager set
+ * (gq_pod_user_set: fieldsV1 f:metadata f:labels and f:annotations); spec
+ * containers and init containers (name, resources, restartPolicy),
+ * nodeSelector, affinity, schedulerName, overhead, priorityClassName,
+ * activeDeadlineSeconds, resourceClaims; status. Every object left out is
+ * a json-c object, hash table and key copies not built and not freed. */
 #define WH_UNREAD_CONTAINER(list)                                                                  \
     "request/*/spec/" list "/*/env", "request/*/spec/" list "/*/envFrom",                          \
         "request/*/spec/" list "/*/volumeMounts", "request/*/spec/" list "/*/volumeDevices",       \
@@ -168,10 +170,21 @@ gq_code wh_review_decode(const char *body, size_t len, wh_review_request *out, g
         "request/*/spec/" list "/*/readinessProbe", "request/*/spec/" list "/*/startupProbe",      \
         "request/*/spec/" list "/*/lifecycle", "request/*/spec/" list "/*/command",                \
         "request/*/spec/" list "/*/args", "request/*/spec/" list "/*/securityContext"
+#define WH_UNREAD_MANAGED(what) "request/*/metadata/managedFields/*/" what
 static const char *const wh_unread[] = {
-    "request/*/metadata/managedFields/*/fieldsV1/f:spec",
-    "request/*/metadata/managedFields/*/fieldsV1/f:status",
+    WH_UNREAD_MANAGED("fieldsV1/f:spec"),
+    WH_UNREAD_MANAGED("fieldsV1/f:status"),
+    WH_UNREAD_MANAGED("fieldsV1/f:metadata/f:finalizers"),
+    WH_UNREAD_MANAGED("fieldsV1/f:metadata/f:ownerReferences"),
+    WH_UNREAD_MANAGED("fieldsV1/f:metadata/f:generateName"),
+    WH_UNREAD_MANAGED("manager"),
+    WH_UNREAD_MANAGED("operation"),
+    WH_UNREAD_MANAGED("apiVersion"),
+    WH_UNREAD_MANAGED("time"),
+    WH_UNREAD_MANAGED("fieldsType"),
     "request/*/metadata/ownerReferences",
+    "request/*/metadata/finalizers",
+    "request/*/spec/securityContext",
     "request/*/spec/volumes",
     "request/*/spec/tolerations",
     "request/*/spec/topologySpreadConstraints",
@@ -179,6 +192,8 @@ static const char *const wh_unread[] = {
     WH_UNREAD_CONTAINER("containers"),
     WH_UNREAD_CONTAINER("initContainers"),
     "request/userInfo/extra",
+    "request/requestKind",
+    "request/requestResource",
     "request/options",
 };
 

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -165,7 +166,9 @@ typedef struct wh_conn {
     bool have_baseline; /* CONN_IDLE: bytes received when first seen idle */
     uint64_t baseline;
     bool dropped;
-    int auth; /* client certificate: 0 not checked yet, 1 accepted, -1 rejected */
+    bool corked;     /* TCP_CORK set for the reply under way (conn_cork) */
+    bool handshaken; /* the client's TLS Finished arrived (handshake_done) */
+    int auth;        /* client certificate: 0 not checked yet, 1 accepted, -1 rejected */
     char auth_error[128];
 } wh_conn;
 
@@ -497,6 +500,40 @@ static wh_conn *conn_of(struct MHD_Connection *conn)
     return ci ? ci->socket_context : NULL;
 }
 
+static bool tcp_bytes_received(int fd, uint64_t *out);
+
+/* GnuTLS calls this after each handshake message; the client's Finished
+ * ends its part of the handshake. From then until the first request's
+ * bytes arrive the connection is idle, as between keep-alive requests: Go
+ * clients such as kube-apiserver keep a connection they dialled and then
+ * did not need in their pool, and closing it at the read deadline fails
+ * the first request later sent on it with EOF, which Go does not retry on
+ * a connection never used. The baseline is the bytes TLS has read so far
+ * (received less still queued): whatever follows the handshake, even in
+ * the same segment, starts the request's clock at the next sweep. */
+static int handshake_done(gnutls_session_t ses, unsigned htype, unsigned when, unsigned incoming,
+                          const gnutls_datum_t *msg)
+{
+    (void)htype;
+    (void)when;
+    (void)msg;
+    wh_conn *c = incoming ? conn_of(gnutls_session_get_ptr(ses)) : NULL;
+    uint64_t bytes;
+    int unread = 0;
+    if (!c)
+        return 0;
+    pthread_mutex_lock(&c->lock);
+    if (!c->handshaken && c->phase == CONN_RECEIVING && tcp_bytes_received(c->fd, &bytes) &&
+        ioctl(c->fd, FIONREAD, &unread) == 0 && unread >= 0 && (uint64_t)unread <= bytes) {
+        c->phase = CONN_IDLE;
+        c->baseline = bytes - (uint64_t)unread;
+        c->have_baseline = true;
+    }
+    c->handshaken = true;
+    pthread_mutex_unlock(&c->lock);
+    return 0;
+}
+
 /* Connection accepted: track it for the read deadline, reference the
  * current credentials and, with client certificates, ask for one. NULL on
  * out-of-memory: a TLS handshake then fails (no certificate to offer), a
@@ -518,6 +555,9 @@ static wh_conn *conn_open(wh_server *srv, struct MHD_Connection *conn)
         c->creds = creds_acquire(srv);
         const union MHD_ConnectionInfo *ti =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+        if (ti)
+            gnutls_handshake_set_hook_function(ti->tls_session, GNUTLS_HANDSHAKE_FINISHED,
+                                               GNUTLS_HOOK_POST, handshake_done);
         if (srv->client_ca_file && ti) {
             gnutls_session_t ses = ti->tls_session;
             /* Ask, never require: kubelet probes and scrapers have no
@@ -572,6 +612,25 @@ static void conn_set_phase(wh_conn *c, conn_phase phase)
         c->since_ms = mono_ms();
     }
     pthread_mutex_unlock(&c->lock);
+}
+
+/* Hold a TLS reply's records until the request completes (see
+ * body_response). A failure only costs a packet. */
+static void conn_cork(const wh_server *srv, wh_conn *c)
+{
+    int on = 1;
+    if (!c || srv->plain || c->corked)
+        return;
+    c->corked = setsockopt(c->fd, IPPROTO_TCP, TCP_CORK, &on, sizeof(on)) == 0;
+}
+
+static void conn_uncork(wh_conn *c)
+{
+    int off = 0;
+    if (!c || !c->corked)
+        return;
+    c->corked = false;
+    (void)setsockopt(c->fd, IPPROTO_TCP, TCP_CORK, &off, sizeof(off));
 }
 
 /* Bytes the peer has sent on a TCP socket so far (Linux 4.1+). */
@@ -1145,6 +1204,35 @@ static void error_busy(const wh_server *srv, wh_response *resp)
         return; /* cannot happen: the error reply has no headers yet */
 }
 
+/* Over TLS a reply goes out in one TCP segment, as it would in one
+ * sendmsg over plain HTTP. libmicrohttpd 0.9.75 writes the headers and the
+ * body as two TLS records and pushes the headers of a body of 1400 bytes or
+ * more (most /mutate answers with a patch) on their own: one more packet
+ * through the kernel, one more wake-up and read for the client, and an ACK
+ * back, per request. So the socket is corked (TCP_CORK) before the reply is
+ * queued and uncorked when libmicrohttpd says the request is complete (all
+ * of it handed to the kernel); the kernel sends whole segments meanwhile
+ * and never holds a corked tail longer than 200 ms. The body is given as a
+ * reader: libmicrohttpd then does not set TCP_NODELAY between headers and
+ * body, which would push the headers out under the cork. */
+#define WH_REPLY_BLOCK ((size_t)64 * 1024)
+
+static ssize_t body_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    /* max never runs past the body: libmicrohttpd passes at most the
+     * declared size less pos. */
+    memcpy(buf, (const char *)cls + pos, max);
+    return (ssize_t)max;
+}
+
+static struct MHD_Response *body_response(const wh_server *srv, char *body, size_t len)
+{
+    if (srv->plain || !len) /* plain: libmicrohttpd sends headers and body in one sendmsg */
+        return MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    return MHD_create_response_from_callback(len, len < WH_REPLY_BLOCK ? len : WH_REPLY_BLOCK,
+                                             body_reader, body, free);
+}
+
 /* Count/log errors, hand the response to MHD and dispose resp. The request
  * has arrived (or will not be read): its read deadline stops. */
 static enum MHD_Result reply(wh_server *srv, struct MHD_Connection *conn, const wh_request *req,
@@ -1152,10 +1240,12 @@ static enum MHD_Result reply(wh_server *srv, struct MHD_Connection *conn, const 
 {
     struct MHD_Response *r;
     enum MHD_Result ret = MHD_NO;
-    conn_set_phase(conn_of(conn), CONN_SERVING);
+    wh_conn *c = conn_of(conn);
+    conn_set_phase(c, CONN_SERVING);
+    conn_cork(srv, c);
     account(srv, req, resp);
     if (resp->body) {
-        r = MHD_create_response_from_buffer(resp->body_len, resp->body, MHD_RESPMEM_MUST_FREE);
+        r = body_response(srv, resp->body, resp->body_len);
         if (r)
             resp->body = NULL; /* MHD frees it now */
     } else {
@@ -1329,7 +1419,9 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
         free(st);
         *con_cls = NULL;
     }
-    conn_set_phase(conn_of(conn), CONN_IDLE);
+    wh_conn *c = conn_of(conn);
+    conn_uncork(c);
+    conn_set_phase(c, CONN_IDLE);
     atomic_fetch_sub_explicit(&srv->in_flight, 1, memory_order_relaxed);
 }
 

@@ -3,14 +3,17 @@
 #   make test   install dependencies, build with -Werror + ASan/UBSan, build the
 #               Kubernetes control plane (cached), run every test, e2e included
 #   make demo-cluster   the demo on a real control plane
+#   make install        gpuquota and kubectl-gpuquota into $(PREFIX)/bin (optimised build)
 BUILD      ?= build
 BENCH_DIR  ?= build-bench
 FUZZ_DIR   ?= build-fuzz
+RELEASE_DIR ?= build-release
+PREFIX     ?= /usr/local
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 SAN_ENV     = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
               UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-.PHONY: all deps build k8s-bin test demo demo-cluster bench fuzz format clean
+.PHONY: all deps build k8s-bin test demo demo-cluster bench fuzz format clean install
 
 all: build
 
@@ -49,6 +52,13 @@ bench: deps
 	$(BENCH_DIR)/test/bench_kube_list --standin $(BENCH_DIR)/test/kube-standin
 	scripts/bench-pods.sh $(BENCH_DIR)
 
+# An optimised build without sanitizers; kubectl finds the plugin through the
+# kubectl-gpuquota symlink installed beside gpuquota (docs/kubectl-plugin.md).
+install: deps
+	cmake -S . -B $(RELEASE_DIR) -DCMAKE_BUILD_TYPE=Release -DGQ_BENCH=OFF -DGQ_E2E=OFF
+	cmake --build $(RELEASE_DIR) -j $(JOBS) --target gpuquota
+	cmake --install $(RELEASE_DIR) --prefix $(PREFIX)
+
 fuzz: deps
 	CC=clang cmake -S . -B $(FUZZ_DIR) -DGQ_FUZZ=ON -DGQ_SANITIZE=ON
 	cmake --build $(FUZZ_DIR) -j $(JOBS)
@@ -57,4 +67,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(BENCH_DIR) $(FUZZ_DIR)
+	rm -rf $(BUILD) $(BENCH_DIR) $(FUZZ_DIR) $(RELEASE_DIR)

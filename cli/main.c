@@ -1,3 +1,4 @@
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -15,16 +16,29 @@ static const struct gq_cmd_entry gq_cmds[] = {
 #undef GQ_CMD
 };
 
+static const char *prog = "gpuquota";
+
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: gpuquota COMMAND [ARGS...]\n\ncommands:\n");
+    fprintf(f, "usage: %s COMMAND [ARGS...]\n\ncommands:\n", prog);
     for (size_t i = 0; i < sizeof(gq_cmds) / sizeof(gq_cmds[0]); i++)
         fprintf(f, "  %-12s %s\n", gq_cmds[i].name, gq_cmds[i].summary);
-    fprintf(f, "\n'gpuquota COMMAND --help' describes a command.\n");
+    fprintf(f, "\n'%s COMMAND --help' describes a command.\n", prog);
+}
+
+/* Installed as kubectl-gpuquota (krew's convention), kubectl runs the binary
+ * for `kubectl gpuquota ARGS`: the same commands under the plugin's name. */
+static bool run_as_plugin(const char *argv0)
+{
+    const char *base = strrchr(argv0, '/');
+    base = base ? base + 1 : argv0;
+    return !strcmp(base, "kubectl-gpuquota");
 }
 
 int main(int argc, char **argv)
 {
+    if (argc >= 1 && run_as_plugin(argv[0]))
+        prog = "kubectl gpuquota";
     if (argc < 2) {
         usage(stderr);
         return GQ_EXIT_USAGE;
@@ -36,7 +50,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(gq_cmds) / sizeof(gq_cmds[0]); i++)
         if (!strcmp(argv[1], gq_cmds[i].name))
             return gq_cmds[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "gpuquota: unknown command '%s'\n", argv[1]);
+    fprintf(stderr, "%s: unknown command '%s'\n", prog, argv[1]);
     usage(stderr);
     return GQ_EXIT_USAGE;
 }

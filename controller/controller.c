@@ -1641,6 +1641,14 @@ gq_code ctl_controller_metrics(ctl_controller *c, char **out, size_t *len)
     for (int i = 0; i < 4; i++)
         fprintf(f, "gpuquota_controller_history_resets_total{resource=\"%s\"} %lu\n", names[i],
                 st[i].resets);
+    /* A watch that stays broken (RBAC, API server trouble) leaves the
+     * controller counting from a stale picture: alerts key on this. */
+    fprintf(f, "# HELP gpuquota_controller_informer_synced 1 while the resource's cache is "
+               "listed and its watch established.\n"
+               "# TYPE gpuquota_controller_informer_synced gauge\n");
+    for (int i = 0; i < 4; i++)
+        fprintf(f, "gpuquota_controller_informer_synced{resource=\"%s\"} %d\n", names[i],
+                kube_cache_fresh(caches[i]) ? 1 : 0);
     fprintf(f,
             "# HELP gpuquota_controller_queue_depth Quotas waiting to be reconciled.\n"
             "# TYPE gpuquota_controller_queue_depth gauge\n"

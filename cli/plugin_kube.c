@@ -1,0 +1,89 @@
+/* kubectl's flags for `kubectl gpuquota` and the client they select. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli_args.h"
+#include "kube/kube.h"
+#include "cli/plugin.h"
+
+const char gq_kflags_usage[] =
+    "kubectl flags:\n"
+    "  --kubeconfig FILE      the kubeconfig (default: $KUBECONFIG's first file, in-cluster,\n"
+    "                         then ~/.kube/config)\n"
+    "  --context NAME         the kubeconfig context (default: its current-context)\n"
+    "  -n, --namespace NS     the namespace (default: the context's, else \"default\")\n"
+    "  -A, --all-namespaces   every namespace\n"
+    "  -o, --output FORMAT    table (default), json or yaml\n";
+
+void gq_kflags_opts(gq_kflags *f, gq_cli_opt *out)
+{
+    /* Indexes are gq_out_fmt values. */
+    static const char *const outputs[] = {"table", "json", "yaml", NULL};
+    out[0] = (gq_cli_opt){.name = "--kubeconfig", .kind = GQ_OPT_NONEMPTY, .dst = &f->kubeconfig};
+    out[1] = (gq_cli_opt){.name = "--context", .kind = GQ_OPT_NONEMPTY, .dst = &f->context};
+    out[2] = (gq_cli_opt){
+        .name = "--namespace", .alias = "-n", .kind = GQ_OPT_NONEMPTY, .dst = &f->namespace_};
+    out[3] = (gq_cli_opt){
+        .name = "--all-namespaces", .alias = "-A", .kind = GQ_OPT_FLAG, .dst = &f->all_namespaces};
+    out[4] = (gq_cli_opt){.name = "--output",
+                          .alias = "-o",
+                          .kind = GQ_OPT_CHOICE,
+                          .dst = &f->output,
+                          .choices = outputs};
+}
+
+gq_code gq_check_namespace(const char *what, const char *ns, gq_err *err)
+{
+    size_t n = strlen(ns);
+    bool ok = n > 0 && n <= 63 && ns[0] != '-' && ns[n - 1] != '-';
+    for (size_t i = 0; ok && i < n; i++)
+        ok = (ns[i] >= 'a' && ns[i] <= 'z') || (ns[i] >= '0' && ns[i] <= '9') || ns[i] == '-';
+    if (!ok)
+        return gq_err_set(err, GQ_EINVAL,
+                          "%s \"%.80s\" is not a valid namespace name: a lowercase RFC 1123 "
+                          "label (at most 63 of a-z, 0-9 and '-', starting and ending with a "
+                          "letter or digit)",
+                          what, ns);
+    return GQ_OK;
+}
+
+gq_code gq_kflags_client(const gq_kflags *f, kube_client **client, char **ns, gq_err *err)
+{
+    kube_config *cfg = NULL;
+    kube_client *c = NULL;
+    char *n = NULL;
+    kube_client_opts o = {.user_agent = "kubectl-gpuquota", .timeout_ms = 30000};
+    gq_code rc = kube_config_load_default(f->kubeconfig, f->context, &cfg, err);
+    if (rc)
+        return rc;
+    /* The namespace goes into API paths: a name Kubernetes would accept,
+     * nothing else. */
+    if ((rc =
+             gq_check_namespace("namespace", f->namespace_ ? f->namespace_ : cfg->namespace_, err)))
+        goto out;
+    n = strdup(f->namespace_ ? f->namespace_ : cfg->namespace_);
+    if (!n) {
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        goto out;
+    }
+    if ((rc = kube_client_new(cfg, &o, &c, err)))
+        goto out;
+    *client = c;
+    *ns = n;
+    n = NULL;
+out:
+    free(n);
+    kube_config_free(cfg);
+    return rc;
+}
+
+void gq_print_doc(FILE *out, gq_out_fmt fmt, json_object *v)
+{
+    if (fmt == GQ_OUT_YAML)
+        gq_render_yaml(out, v);
+    else
+        fprintf(out, "%s\n",
+                json_object_to_json_string_ext(v, JSON_C_TO_STRING_PRETTY |
+                                                      JSON_C_TO_STRING_SPACED |
+                                                      JSON_C_TO_STRING_NOSLASHESCAPE));
+}

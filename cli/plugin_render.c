@@ -1,0 +1,474 @@
+/* Pure rendering of `kubectl gpuquota`: reports from quota objects, bars,
+ * tables and YAML. No I/O other than the FILE* given. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quota/crd.h"
+#include "common/jsonutil.h"
+#include "cli/plugin.h"
+#include "common/json_member.h"
+#include "quota/policy.h"
+#include "quota/quantity.h"
+
+void gq_render_bar(int64_t used, int64_t pending, int64_t hard, char buf[GQ_BAR_WIDTH + 3])
+{
+    int n_used = 0, n_pend = 0;
+    bool over = false;
+    if (used < 0)
+        used = 0;
+    if (pending < 0)
+        pending = 0;
+    if (hard <= 0) {
+        n_used = used || pending ? GQ_BAR_WIDTH : 0;
+        over = (used || pending) && hard == 0;
+    } else {
+        /* cells = ceil-for-nonzero(part * W / hard), in long double so
+         * byte counts near INT64_MAX cannot overflow. */
+        long double w = GQ_BAR_WIDTH;
+        long double u = (long double)used * w / (long double)hard;
+        long double p = (long double)pending * w / (long double)hard;
+        n_used = u >= w ? GQ_BAR_WIDTH : (int)u;
+        if (used && !n_used)
+            n_used = 1;
+        n_pend = (u + p) >= w ? GQ_BAR_WIDTH - n_used : (int)(u + p) - n_used;
+        if (pending && n_pend <= 0 && n_used < GQ_BAR_WIDTH)
+            n_pend = 1;
+        if (n_pend < 0)
+            n_pend = 0;
+        over = used > hard || pending > hard - used;
+    }
+    char *b = buf;
+    *b++ = '[';
+    for (int i = 0; i < GQ_BAR_WIDTH; i++)
+        *b++ = i < n_used ? '#' : i < n_used + n_pend ? '=' : '.';
+    if (over)
+        b[-1] = '!';
+    *b++ = ']';
+    *b = '\0';
+}
+
+/* ---- the report -------------------------------------------------------------- */
+
+void gq_fmt_amount(int k, int64_t v, char buf[GQ_QUANTITY_STR_MAX])
+{
+    if (k == GQ_KEY_GPU_MEMORY)
+        gq_format_bytes(v, buf);
+    else
+        snprintf(buf, GQ_QUANTITY_STR_MAX, "%" PRId64, v);
+}
+
+gq_code gq_objs_collect(void *ud, json_object *item, gq_err *err)
+{
+    gq_objs *o = ud;
+    if (o->n == o->cap) {
+        size_t cap = o->cap ? o->cap * 2 : 16;
+        json_object **nv;
+        if (o->n >= o->max)
+            return gq_err_set(err, GQ_ELIMIT, "more than %zu objects", o->max);
+        if (!(nv = realloc(o->v, cap * sizeof(*nv))))
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        o->v = nv;
+        o->cap = cap;
+    }
+    if (o->n >= o->max)
+        return gq_err_set(err, GQ_ELIMIT, "more than %zu objects", o->max);
+    o->v[o->n++] = json_object_get(item);
+    return GQ_OK;
+}
+
+void gq_objs_dispose(gq_objs *o)
+{
+    for (size_t i = 0; i < o->n; i++)
+        json_object_put(o->v[i]);
+    free(o->v);
+    o->v = NULL;
+    o->n = o->cap = 0;
+}
+
+static json_object *amount_json(gq_qkey k, int64_t v)
+{
+    char buf[GQ_QUANTITY_STR_MAX];
+    gq_fmt_amount(k, v, buf);
+    return json_object_new_string(buf);
+}
+
+/* An optional ResourceList of the status (status.queued, a model's used):
+ * absent or unreadable leaves *out unset and returns false. */
+static bool opt_amounts(json_object *obj, const char *field, gq_amounts *out)
+{
+    gq_err e;
+    if (!obj || !json_object_is_type(obj, json_type_object))
+        return false;
+    return gq_amounts_parse(obj, field, out, &e) == GQ_OK;
+}
+
+static json_object *amounts_json_or_null(json_object *obj, const char *field)
+{
+    gq_amounts a;
+    return opt_amounts(obj, field, &a) ? gq_amounts_to_json(&a) : NULL;
+}
+
+/* status.models[] as the report shows it: entries with a model name and a
+ * readable used; anything else is left out (the field is optional). */
+static json_object *models_json(json_object *status)
+{
+    json_object *models = gq_json_member(status, "models"), *out;
+    if (!models || !json_object_is_type(models, json_type_array))
+        return NULL;
+    out = json_object_new_array();
+    size_t n = json_object_array_length(models);
+    for (size_t i = 0; i < n && i < GQ_CRD_MAX_MODELS; i++) {
+        json_object *m = json_object_array_get_idx(models, i), *used, *e;
+        const char *name = gq_json_get_string(m, "model");
+        if (!name)
+            name = gq_json_get_string(m, "name");
+        if (!name || !(used = amounts_json_or_null(gq_json_member(m, "used"), "used")))
+            continue;
+        e = json_object_new_object();
+        json_object_object_add(e, "model", json_object_new_string(name));
+        json_object_object_add(e, "used", used);
+        json_object *hard = amounts_json_or_null(gq_json_member(m, "hard"), "hard");
+        if (hard)
+            json_object_object_add(e, "hard", hard);
+        json_object_array_add(out, e);
+    }
+    return out;
+}
+
+static json_object *resource_json(gq_qkey k, const gq_quota *q, const gq_amounts *in_use,
+                                  const gq_amounts *queued, bool has_queued)
+{
+    json_object *r = json_object_new_object();
+    int64_t hard = q->hard.v[k], used = q->used.v[k];
+    int64_t reserved = in_use->v[k] - used, pend = reserved;
+    char buf[GQ_QUANTITY_STR_MAX];
+    if (reserved < 0)
+        reserved = 0;
+    json_object_object_add(r, "resource", json_object_new_string(gq_qkey_name(k)));
+    gq_amount_format(&q->hard, k, buf);
+    json_object_object_add(r, "hard", json_object_new_string(buf));
+    json_object_object_add(r, "used", amount_json(k, used));
+    json_object_object_add(r, "reserved", amount_json(k, reserved));
+    if (has_queued) {
+        json_object_object_add(r, "queued", amount_json(k, queued->v[k]));
+        if (queued->v[k] <= INT64_MAX - pend)
+            pend += queued->v[k];
+    }
+    json_object_object_add(r, "hardValue", json_object_new_int64(hard));
+    json_object_object_add(r, "usedValue", json_object_new_int64(used));
+    json_object_object_add(r, "reservedValue", json_object_new_int64(reserved));
+    if (has_queued)
+        json_object_object_add(r, "queuedValue", json_object_new_int64(queued->v[k]));
+    long double taken = (long double)used + (long double)pend;
+    int pct = hard > 0 ? (int)(taken * 100.0L / (long double)hard) : (taken > 0 ? 100 : 0);
+    json_object_object_add(r, "percent", json_object_new_int(pct));
+    return r;
+}
+
+typedef struct parsed {
+    gq_quota *q;
+    json_object *obj; /* borrowed */
+} parsed;
+
+static int cmp_parsed(const void *a, const void *b)
+{
+    const gq_quota *x = ((const parsed *)a)->q, *y = ((const parsed *)b)->q;
+    if (x->kind != y->kind)
+        return x->kind < y->kind ? -1 : 1;
+    int c = strcmp(x->namespace_ ? x->namespace_ : "", y->namespace_ ? y->namespace_ : "");
+    return c ? c : strcmp(x->name, y->name);
+}
+
+gq_code gq_top_report(json_object *const *objs, size_t n, int64_t now, json_object **out,
+                      gq_err *err)
+{
+    parsed *ps = n ? calloc(n, sizeof(*ps)) : NULL;
+    size_t np = 0;
+    gq_code rc = GQ_OK;
+    json_object *report = json_object_new_object(), *quotas = json_object_new_array(),
+                *errors = json_object_new_array();
+    if ((n && !ps) || !report || !quotas || !errors) {
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        gq_err e;
+        gq_err_clear(&e);
+        if (gq_quota_parse(objs[i], &ps[np].q, &e)) {
+            json_object *meta = gq_json_member(objs[i], "metadata");
+            const char *ns = gq_json_get_string(meta, "namespace"),
+                       *name = gq_json_get_string(meta, "name");
+            char line[GQ_ERR_MSG_MAX + 300];
+            snprintf(line, sizeof(line), "%s%s%s: %s", ns ? ns : "", ns ? "/" : "",
+                     name ? name : "(unnamed)", e.msg);
+            json_object_array_add(errors, json_object_new_string(line));
+            continue;
+        }
+        ps[np++].obj = objs[i];
+    }
+    if (np)
+        qsort(ps, np, sizeof(*ps), cmp_parsed);
+    for (size_t i = 0; i < np; i++) {
+        const gq_quota *q = ps[i].q;
+        json_object *status = gq_json_member(ps[i].obj, "status");
+        gq_amounts in_use, queued;
+        gq_err e;
+        bool has_queued = opt_amounts(gq_json_member(status, "queued"), "status.queued", &queued);
+        if (gq_quota_in_use(q, now, NULL, &in_use, &e))
+            in_use = q->used; /* overflowing reservations: show used alone */
+        json_object *o = json_object_new_object(), *res = json_object_new_array();
+        bool tenant = q->kind == GQ_QUOTA_TENANT;
+        json_object_object_add(
+            o, "kind", json_object_new_string(tenant ? GQ_KIND_GPUTENANTQUOTA : GQ_KIND_GPUQUOTA));
+        if (!tenant)
+            json_object_object_add(o, "namespace", json_object_new_string(q->namespace_));
+        json_object_object_add(o, "name", json_object_new_string(q->name));
+        for (int k = 0; k < GQ_KEY_COUNT; k++)
+            if (q->hard.set[k])
+                json_object_array_add(res,
+                                      resource_json((gq_qkey)k, q, &in_use, &queued, has_queued));
+        json_object_object_add(o, "resources", res);
+        json_object *nss = gq_json_member(status, "namespaces");
+        if (tenant && nss && json_object_is_type(nss, json_type_array)) {
+            json_object *list = json_object_new_array();
+            size_t m = json_object_array_length(nss);
+            for (size_t j = 0; j < m && j < GQ_CRD_MAX_NAMESPACES; j++) {
+                json_object *it = json_object_array_get_idx(nss, j), *used;
+                const char *ns = gq_json_get_string(it, "namespace");
+                if (!ns || !(used = amounts_json_or_null(gq_json_member(it, "used"), "used")))
+                    continue;
+                json_object *e2 = json_object_new_object();
+                json_object_object_add(e2, "namespace", json_object_new_string(ns));
+                json_object_object_add(e2, "used", used);
+                json_object_array_add(list, e2);
+            }
+            json_object_object_add(o, "namespaces", list);
+        }
+        json_object *models = models_json(status);
+        if (models)
+            json_object_object_add(o, "models", models);
+        json_object_array_add(quotas, o);
+    }
+    json_object_object_add(report, "quotas", quotas);
+    quotas = NULL;
+    if (json_object_array_length(errors)) {
+        json_object_object_add(report, "errors", errors);
+        errors = NULL;
+    }
+    *out = report;
+    report = NULL;
+out:
+    for (size_t i = 0; i < np; i++)
+        gq_quota_free(ps[i].q);
+    free(ps);
+    json_object_put(report);
+    json_object_put(quotas);
+    json_object_put(errors);
+    return rc;
+}
+
+/* ---- the table ------------------------------------------------------------- */
+
+static const char *str_or(json_object *o, const char *key, const char *dflt)
+{
+    const char *s = gq_json_get_string(o, key);
+    return s ? s : dflt;
+}
+
+static int64_t int_member(json_object *o, const char *key)
+{
+    json_object *v = gq_json_member(o, key);
+    return v ? json_object_get_int64(v) : 0;
+}
+
+/* "gpu-memory=8Gi gpus=1" from a ResourceList object. */
+static void list_text(json_object *amounts, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    if (!amounts || !json_object_is_type(amounts, json_type_object))
+        return;
+    json_object_object_foreach(amounts, k, v)
+    {
+        int w =
+            snprintf(buf + len, cap - len, "%s%s=%s", len ? " " : "", k,
+                     json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "?");
+        if (w < 0 || (size_t)w >= cap - len)
+            break;
+        len += (size_t)w;
+    }
+}
+
+#define ROW_FMT "%-9s %-22s %-12s %10s %10s %10s %10s  %s %3d%%\n"
+
+void gq_render_top_table(FILE *out, json_object *report)
+{
+    json_object *quotas = gq_json_member(report, "quotas"),
+                *errors = gq_json_member(report, "errors");
+    size_t n = quotas && json_object_is_type(quotas, json_type_array)
+                   ? json_object_array_length(quotas)
+                   : 0;
+    if (!n) {
+        fprintf(out, "No GPU quotas found.\n");
+    } else {
+        fprintf(out, "%-9s %-22s %-12s %10s %10s %10s %10s  USAGE\n", "KIND", "QUOTA", "RESOURCE",
+                "USED", "RESERVED", "QUEUED", "HARD");
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_object *q = json_object_array_get_idx(quotas, i),
+                    *res = gq_json_member(q, "resources");
+        bool tenant = !strcmp(str_or(q, "kind", ""), GQ_KIND_GPUTENANTQUOTA);
+        char name[300];
+        if (tenant)
+            snprintf(name, sizeof(name), "%s", str_or(q, "name", "?"));
+        else
+            snprintf(name, sizeof(name), "%s/%s", str_or(q, "namespace", "?"),
+                     str_or(q, "name", "?"));
+        size_t nr = res ? json_object_array_length(res) : 0;
+        if (!nr)
+            fprintf(out, "%-9s %-22s %-12s\n", tenant ? "tenant" : "namespace", name,
+                    "(no hard limits)");
+        for (size_t j = 0; j < nr; j++) {
+            json_object *r = json_object_array_get_idx(res, j);
+            char bar[GQ_BAR_WIDTH + 3];
+            int64_t pend = int_member(r, "reservedValue");
+            int64_t queued = int_member(r, "queuedValue");
+            if (queued > 0 && pend <= INT64_MAX - queued)
+                pend += queued;
+            gq_render_bar(int_member(r, "usedValue"), pend, int_member(r, "hardValue"), bar);
+            fprintf(out, ROW_FMT,
+                    j        ? ""
+                    : tenant ? "tenant"
+                             : "namespace",
+                    j ? "" : name, str_or(r, "resource", "?"), str_or(r, "used", "0"),
+                    str_or(r, "reserved", "0"), str_or(r, "queued", "-"), str_or(r, "hard", "?"),
+                    bar, (int)int_member(r, "percent"));
+        }
+        json_object *nss = gq_json_member(q, "namespaces"), *models = gq_json_member(q, "models");
+        size_t nn = nss ? json_object_array_length(nss) : 0;
+        for (size_t j = 0; j < nn; j++) {
+            json_object *e = json_object_array_get_idx(nss, j);
+            char used[256];
+            list_text(gq_json_member(e, "used"), used, sizeof(used));
+            fprintf(out, "%-9s   namespace %s: %s\n", "", str_or(e, "namespace", "?"), used);
+        }
+        size_t nm = models ? json_object_array_length(models) : 0;
+        for (size_t j = 0; j < nm; j++) {
+            json_object *e = json_object_array_get_idx(models, j);
+            char used[256], hard[256];
+            list_text(gq_json_member(e, "used"), used, sizeof(used));
+            list_text(gq_json_member(e, "hard"), hard, sizeof(hard));
+            fprintf(out, "%-9s   model %s: used %s%s%s\n", "", str_or(e, "model", "?"), used,
+                    hard[0] ? ", hard " : "", hard);
+        }
+    }
+    size_t ne = errors ? json_object_array_length(errors) : 0;
+    for (size_t i = 0; i < ne; i++)
+        fprintf(out, "unreadable quota %s\n",
+                json_object_get_string(json_object_array_get_idx(errors, i)));
+}
+
+/* ---- YAML ------------------------------------------------------------------ */
+
+/* Whether a YAML plain scalar s would be read back as the same string. */
+static bool plain_ok(const char *s)
+{
+    static const char *const reserved[] = {
+        "true", "false", "yes", "no",   "on",   "off",  "null",  "~", "True", "False", "Yes",
+        "No",   "On",    "Off", "Null", "NULL", "TRUE", "FALSE", "y", "n",    "Y",     "N"};
+    if (!s[0] || strchr("-?:,[]{}#&*!|>'\"%@` \t", s[0]))
+        return false;
+    for (size_t i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
+        if (!strcmp(s, reserved[i]))
+            return false;
+    char *end;
+    (void)strtod(s, &end);
+    if (*end == '\0')
+        return false; /* a number */
+    for (const char *p = s; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c < 0x20 || c == 0x7f || c == '#' || (c == ':' && (p[1] == ' ' || !p[1])) ||
+            (c == ' ' && (p[1] == '#' || !p[1])))
+            return false;
+    }
+    return true;
+}
+
+static void yaml_scalar(FILE *out, json_object *v)
+{
+    if (!v) {
+        fputs("null", out);
+    } else if (json_object_is_type(v, json_type_string)) {
+        const char *s = json_object_get_string(v);
+        if (plain_ok(s))
+            fputs(s, out);
+        else /* a JSON string is a valid YAML double-quoted scalar */
+            fputs(json_object_to_json_string_ext(v, JSON_C_TO_STRING_NOSLASHESCAPE), out);
+    } else {
+        fputs(json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN), out);
+    }
+}
+
+static bool is_container(json_object *v)
+{
+    if (json_object_is_type(v, json_type_object))
+        return json_object_object_length(v) > 0;
+    if (json_object_is_type(v, json_type_array))
+        return json_object_array_length(v) > 0;
+    return false;
+}
+
+static void yaml_key(FILE *out, const char *k)
+{
+    json_object *tmp = json_object_new_string(k);
+    yaml_scalar(out, tmp);
+    json_object_put(tmp);
+}
+
+/* v at indentation ind; the caller has written the line's prefix. */
+static void yaml_value(FILE *out, json_object *v, int ind, int depth)
+{
+    if (depth > GQ_JSON_DEFAULT_DEPTH) {
+        fputs("null\n", out);
+        return;
+    }
+    if (v && json_object_is_type(v, json_type_object) && json_object_object_length(v)) {
+        bool first = true;
+        json_object_object_foreach(v, k, c)
+        {
+            if (!first)
+                fprintf(out, "%*s", ind, "");
+            first = false;
+            yaml_key(out, k);
+            if (c && is_container(c)) {
+                fputs(":\n", out);
+                fprintf(out, "%*s", ind + 2, "");
+                yaml_value(out, c, ind + 2, depth + 1);
+            } else {
+                fputs(": ", out);
+                yaml_value(out, c, ind + 2, depth + 1);
+            }
+        }
+    } else if (v && json_object_is_type(v, json_type_array) && json_object_array_length(v)) {
+        size_t n = json_object_array_length(v);
+        for (size_t i = 0; i < n; i++) {
+            if (i)
+                fprintf(out, "%*s", ind, "");
+            fputs("- ", out);
+            yaml_value(out, json_object_array_get_idx(v, i), ind + 2, depth + 1);
+        }
+    } else if (v && json_object_is_type(v, json_type_object)) {
+        fputs("{}\n", out);
+    } else if (v && json_object_is_type(v, json_type_array)) {
+        fputs("[]\n", out);
+    } else {
+        yaml_scalar(out, v);
+        fputc('\n', out);
+    }
+}
+
+void gq_render_yaml(FILE *out, json_object *v)
+{
+    yaml_value(out, v, 0, 0);
+}

@@ -3,7 +3,6 @@
  * kube/. The order and the charge come from the functions the controller
  * uses (gq_queue_entry_cmp, gq_pod_cost_compute): what is printed is what
  * the controller will do. */
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -221,44 +220,34 @@ static gq_code print_queues(gq_quota **qs, size_t nq, qpod *pods, size_t n, json
     return GQ_OK;
 }
 
+/* A namespace name as it may appear in an API path. */
+static gq_code parse_ns(const char *name, const char *value, void *dst, gq_err *err)
+{
+    if (!value[0] || strlen(value) > 253 || strchr(value, '/'))
+        return gq_err_set(err, GQ_EINVAL, "%s %s: not a namespace name", name, value);
+    *(const char **)dst = value;
+    return GQ_OK;
+}
+
 int gq_cmd_queue(int argc, char **argv)
 {
-    static const struct option opts[] = {{"namespace", required_argument, NULL, 'n'},
-                                         {"output", required_argument, NULL, 'o'},
-                                         {"kubeconfig", required_argument, NULL, 'k'},
-                                         {"config", required_argument, NULL, 'c'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
-    const char *ns = NULL, *output = "table", *kubeconfig = NULL, *config = NULL;
-    int c, rc = GQ_EXIT_DENIED;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "n:o:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'n':
-            ns = optarg;
-            break;
-        case 'o':
-            output = optarg;
-            break;
-        case 'k':
-            kubeconfig = optarg;
-            break;
-        case 'c':
-            config = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return GQ_EXIT_OK;
-        default:
-            usage(stderr);
-            return GQ_EXIT_USAGE;
-        }
-    }
-    if (optind < argc || (strcmp(output, "table") && strcmp(output, "json")) ||
-        (ns && (!ns[0] || strlen(ns) > 253 || strchr(ns, '/')))) {
-        usage(stderr);
-        return GQ_EXIT_USAGE;
-    }
+    static const char *const outputs[] = {"table", "json", NULL};
+    const char *ns = NULL, *kubeconfig = NULL, *config = NULL;
+    int output = 0, rc = GQ_EXIT_DENIED;
+    const gq_cli_opt opts[] = {
+        {.name = "--namespace", .alias = "-n", .kind = GQ_OPT_FN, .dst = &ns, .fn = parse_ns},
+        {.name = "--output",
+         .alias = "-o",
+         .kind = GQ_OPT_CHOICE,
+         .dst = &output,
+         .choices = outputs},
+        {.name = "--kubeconfig", .kind = GQ_OPT_NONEMPTY, .dst = &kubeconfig},
+        {.name = "--config", .kind = GQ_OPT_NONEMPTY, .dst = &config},
+    };
+    int parsed = gq_cli_parse_or_exit("queue", argc, argv, opts, sizeof(opts) / sizeof(opts[0]),
+                                      NULL, NULL, usage);
+    if (parsed >= 0)
+        return parsed;
     gq_err err;
     gq_err_clear(&err);
     gq_config *cfg = NULL;
@@ -326,7 +315,7 @@ int gq_cmd_queue(int argc, char **argv)
         p->e.uid = p->uid;
         n++;
     }
-    if (print_queues(qs, nq, pods, n, nss, !strcmp(output, "json"), (int64_t)time(NULL))) {
+    if (print_queues(qs, nq, pods, n, nss, output == 1, (int64_t)time(NULL))) {
         fprintf(stderr, "gpuquota queue: out of memory\n");
         goto out;
     }

@@ -109,28 +109,20 @@ static json_object *amounts_json_or_null(json_object *obj, const char *field)
     return opt_amounts(obj, field, &a) ? gq_amounts_to_json(&a) : NULL;
 }
 
-/* status.models[] as the report shows it: entries with a model name and a
- * readable used; anything else is left out (the field is optional). */
-static json_object *models_json(json_object *status)
+/* The quota's per-model limits (spec.models) with what each model uses
+ * (status.usedByModel), as the report shows them; NULL when it limits no
+ * model. */
+static json_object *models_json(const gq_quota *q)
 {
-    json_object *models = gq_json_member(status, "models"), *out;
-    if (!models || !json_object_is_type(models, json_type_array))
+    if (!q->n_models)
         return NULL;
-    out = json_object_new_array();
-    size_t n = json_object_array_length(models);
-    for (size_t i = 0; i < n && i < GQ_CRD_MAX_MODELS; i++) {
-        json_object *m = json_object_array_get_idx(models, i), *used, *e;
-        const char *name = gq_json_get_string(m, "model");
-        if (!name)
-            name = gq_json_get_string(m, "name");
-        if (!name || !(used = amounts_json_or_null(gq_json_member(m, "used"), "used")))
-            continue;
-        e = json_object_new_object();
-        json_object_object_add(e, "model", json_object_new_string(name));
-        json_object_object_add(e, "used", used);
-        json_object *hard = amounts_json_or_null(gq_json_member(m, "hard"), "hard");
-        if (hard)
-            json_object_object_add(e, "hard", hard);
+    json_object *out = json_object_new_array();
+    for (size_t i = 0; out && i < q->n_models; i++) {
+        const gq_model_limit *m = &q->models[i];
+        json_object *e = json_object_new_object();
+        json_object_object_add(e, "model", json_object_new_string(m->name));
+        json_object_object_add(e, "used", gq_amounts_to_json(&m->used));
+        json_object_object_add(e, "hard", gq_amounts_to_json(&m->hard));
         json_object_array_add(out, e);
     }
     return out;
@@ -245,7 +237,7 @@ gq_code gq_top_report(json_object *const *objs, size_t n, int64_t now, json_obje
             }
             json_object_object_add(o, "namespaces", list);
         }
-        json_object *models = models_json(status);
+        json_object *models = models_json(q);
         if (models)
             json_object_object_add(o, "models", models);
         json_object_array_add(quotas, o);

@@ -84,12 +84,12 @@ static const char *get_str(json_object *o, const char *path)
 #define TENANT                                                                                     \
     "{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPUTenantQuota\","                        \
     "\"metadata\":{\"name\":\"ml\"},"                                                              \
-    "\"spec\":{\"namespaces\":[\"a\",\"b\"],\"hard\":{\"gpu-memory\":\"64Gi\"}},"                  \
+    "\"spec\":{\"namespaces\":[\"a\",\"b\"],\"hard\":{\"gpu-memory\":\"64Gi\"},"                   \
+    "\"models\":{\"a100-80gb\":{\"gpu-memory\":\"48Gi\"}}},"                                       \
     "\"status\":{\"used\":{\"gpu-memory\":\"40Gi\"},\"queued\":{\"gpu-memory\":\"8Gi\"},"          \
     "\"namespaces\":[{\"namespace\":\"a\",\"used\":{\"gpu-memory\":\"8Gi\"}},"                     \
     "{\"namespace\":\"b\",\"used\":{\"gpu-memory\":\"32Gi\"}}],"                                   \
-    "\"models\":[{\"model\":\"a100-80gb\",\"used\":{\"gpu-memory\":\"40Gi\"},"                     \
-    "\"hard\":{\"gpu-memory\":\"48Gi\"}},{\"nomodel\":true}]}}"
+    "\"usedByModel\":{\"a100-80gb\":{\"gpu-memory\":\"40Gi\"}}}}"
 
 static void report_and_table(void **state)
 {

@@ -144,7 +144,7 @@ check_match "with no accepted model left, the pod is denied saying why for each"
 
 # ---------------------------------------------------------------- kubectl views
 check "kubectl get gq keeps its columns" \
-    "NAME HARD-MEM USED-MEM HARD-GPUS USED-GPUS HARD-PODS USED-PODS READY AGE" \
+    "NAME HARD-MEM USED-MEM HARD-GPUS USED-GPUS HARD-PODS USED-PODS QUEUED QUEUED-MEM READY AGE" \
     "$(kubectl -n "$NS" get gq team | head -1 | tr -s ' ')"
 desc=$(kubectl -n "$NS" describe gq team)
 check_match "kubectl describe shows the limits per model" 'Models:.*A 100 - 80gb|Models:.*a100-80gb' \

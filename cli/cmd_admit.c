@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <json-c/json.h>
 
@@ -195,7 +196,7 @@ static gq_code load_state(const gq_config *cfg, const admit_opts *o, wh_memstore
         for (size_t i = 0; i < o->state.n; i++)
             for (size_t j = 0; j < n_docs[i]; j++)
                 flat[k++] = docs[i][j];
-        if ((rc = wh_memstore_load_state(ms, cfg, flat, n_flat, err)))
+        if ((rc = wh_memstore_load_state(ms, cfg, flat, n_flat, (int64_t)time(NULL), err)))
             gq_err_prefix(err, "--state");
     }
     free(flat);

@@ -230,9 +230,7 @@ const char *ctl_pod_namespace(const ctl_pod *p)
 
 bool ctl_pod_counts(const ctl_pod *p, int64_t now)
 {
-    /* Kubernetes' quota evaluator stops counting a pod once now is after
-     * deletionTimestamp + deletionGracePeriodSeconds. */
-    return !p->terminal && !p->gated && !(p->delete_at && now > p->delete_at);
+    return !p->gated && gq_pod_counts(p->terminal, p->delete_at, now);
 }
 
 bool ctl_pod_same(const ctl_pod *a, const ctl_pod *b)
@@ -245,26 +243,6 @@ bool ctl_pod_same(const ctl_pod *a, const ctl_pod *b)
            a->gated == b->gated && a->gate_idx == b->gate_idx && a->priority == b->priority &&
            a->group_size == b->group_size && !strcmp(ctl_pod_uid(a), ctl_pod_uid(b)) &&
            !strcmp(ctl_pod_group(a), ctl_pod_group(b));
-}
-
-/* deletionTimestamp + deletionGracePeriodSeconds, 0 when not being deleted. */
-static gq_code deletion_deadline(json_object *meta, int64_t *out, gq_err *err)
-{
-    const char *ts = gq_json_get_string(meta, "deletionTimestamp");
-    json_object *g = gq_json_member(meta, "deletionGracePeriodSeconds");
-    int64_t t = 0, grace = 0;
-    *out = 0;
-    if (!ts)
-        return GQ_OK;
-    gq_code rc = gq_time_parse_rfc3339(ts, &t, err);
-    if (rc)
-        return rc;
-    if (g && json_object_is_type(g, json_type_int))
-        grace = json_object_get_int64(g);
-    if (grace < 0 || grace > INT32_MAX)
-        grace = 0;
-    *out = t + grace > 0 ? t + grace : 1;
-    return GQ_OK;
 }
 
 gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, ctl_pod **out,
@@ -297,7 +275,7 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
     rc = gq_pod_facts_from_json(pod, ns, &facts, err);
     if (rc)
         goto out;
-    rc = deletion_deadline(meta, &delete_at, err);
+    rc = gq_pod_deletion_deadline(pod, &delete_at, err);
     if (rc)
         goto out;
     if (!uid)
@@ -716,8 +694,7 @@ static gq_code gather_ns(gather *g, const ctl_ns *n, int64_t now)
         u->facts.terminating = p->terminating;
         u->facts.model = p->model;
         u->queued = p->gated;
-        u->facts.terminal = p->terminal || (p->delete_at && now > p->delete_at) ||
-                            (!p->gated && !ctl_pod_counts(p, now));
+        u->facts.terminal = !gq_pod_counts(p->terminal, p->delete_at, now);
         u->ns_labels = n->labels;
         u->charge.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
         for (int k = 0; k < GQ_KEY_COUNT; k++) {
@@ -817,7 +794,7 @@ gq_code ctl_store_queued(ctl_store *s, int64_t now, ctl_queued **out, size_t *n_
             if (!ns->n_gated && !ns->inexact)
                 continue;
             for (const ctl_pod *p = ns->head; p && !rc; p = p->next) {
-                if (p->terminal || (p->delete_at && now > p->delete_at))
+                if (!gq_pod_counts(p->terminal, p->delete_at, now))
                     continue;
                 if (!p->gated) {
                     if (ctl_pod_group(p)[0])

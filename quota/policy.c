@@ -2,6 +2,7 @@
 #include "quota/policy.h"
 #include "common/json_member.h"
 #include "quota/podqueue.h"
+#include "common/rfc3339.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -33,6 +34,31 @@ static void mb_add(msgbuf *b, const char *fmt, ...)
 }
 
 /* --- pod facts and charge ------------------------------------------------ */
+
+gq_code gq_pod_deletion_deadline(json_object *pod, int64_t *out, gq_err *err)
+{
+    json_object *meta = gq_json_member(pod, "metadata");
+    const char *ts = gq_json_get_string(meta, "deletionTimestamp");
+    json_object *g = gq_json_member(meta, "deletionGracePeriodSeconds");
+    int64_t t = 0, grace = 0;
+    *out = 0;
+    if (!ts)
+        return GQ_OK;
+    gq_code rc = gq_time_parse_rfc3339(ts, &t, err);
+    if (rc)
+        return rc;
+    if (g && json_object_is_type(g, json_type_int))
+        grace = json_object_get_int64(g);
+    if (grace < 0 || grace > INT32_MAX)
+        grace = 0;
+    *out = t + grace > 0 ? t + grace : 1;
+    return GQ_OK;
+}
+
+bool gq_pod_counts(bool terminal, int64_t delete_at, int64_t now)
+{
+    return !terminal && !(delete_at && now > delete_at);
+}
 
 gq_code gq_pod_facts_from_json(json_object *pod, const char *ns, gq_pod_facts *out, gq_err *err)
 {

@@ -37,6 +37,21 @@ const char *gq_pod_model(const gq_pod_cost *cost);
 gq_code gq_pod_facts_from_json(json_object *pod, const char *ns, gq_pod_facts *out,
                                gq_err *err) GQ_WUR;
 
+/* When pod stops counting against quota while it still exists:
+ * metadata.deletionTimestamp + deletionGracePeriodSeconds in Unix seconds
+ * (a negative or absurd grace counts as 0), 0 when the pod is not being
+ * deleted. GQ_EINVAL when deletionTimestamp is not an RFC 3339 time. */
+gq_code gq_pod_deletion_deadline(json_object *pod, int64_t *out, gq_err *err) GQ_WUR;
+
+/* Whether a pod counts against quota at now (Unix seconds): Kubernetes'
+ * rule (QuotaV1Pod in pkg/quota/v1/evaluator/core/pods.go) — not terminal
+ * (Succeeded/Failed), and not past its deletion deadline (delete_at from
+ * gq_pod_deletion_deadline; 0: not being deleted). A pod that counts and is
+ * gated by gpuquota.io/quota counts as queued, not used (docs/queueing.md):
+ * that split is the caller's, by gq_usage_pod.queued. The controller's
+ * recount and `gpuquota admit --state` both decide by this one function. */
+bool gq_pod_counts(bool terminal, int64_t delete_at, int64_t now);
+
 /* A pod's first DRA claim (spec.resourceClaims[0], resource.k8s.io), as a
  * message names it. */
 typedef struct gq_pod_claim {

@@ -29,6 +29,14 @@ gq_cli_test(admit state_tenant_fits 0
 gq_cli_test(admit state_tenant_exceeds 1
   ARGS --state ${GQ_STATE}/tenant.yaml ${GQ_STATE}/pod-ml-b-24gi.json
   EXPECT "^reason: exceeded tenant quota: ml, requested: gpu-memory=24Gi, used: gpu-memory=16Gi, limited: gpu-memory=32Gi$")
+# One counting rule (gq_pod_counts) for admit and the controller: a pod past
+# its deletion grace, a Succeeded pod and a queued pod do not count.
+gq_cli_test(admit state_counting_fits 0
+  ARGS --state ${GQ_STATE}/counting.yaml ${GQ_STATE}/pod-ml-b-16gi.json
+  EXPECT "^pod ml-b/b-16: allowed$")
+gq_cli_test(admit state_counting_exceeds 1
+  ARGS --state ${GQ_STATE}/counting.yaml ${GQ_STATE}/pod-ml-b-24gi.json
+  EXPECT "^reason: exceeded tenant quota: ml, requested: gpu-memory=24Gi, used: gpu-memory=16Gi, limited: gpu-memory=32Gi$")
 gq_cli_test(admit state_two_files 1
   ARGS --state ${GQ_STATE}/tenant.yaml --state ${GQ_STATE_EXAMPLES}/cluster.yaml
        ${GQ_STATE_EXAMPLES}/train-24gi.yaml

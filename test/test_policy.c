@@ -2108,6 +2108,41 @@ static void test_choose(void **state)
     gq_quota_free(qs[1]);
 }
 
+/* Kubernetes' counting rule, and the deletion deadline it reads. */
+static void test_pod_counts(void **state)
+{
+    (void)state;
+    int64_t at = -1;
+    gq_err e;
+    json_object *p = J("{'metadata':{'name':'p'}}");
+    assert_int_equal(gq_pod_deletion_deadline(p, &at, &e), GQ_OK);
+    assert_int_equal(at, 0);
+    json_object_put(p);
+    p = J("{'metadata':{'deletionTimestamp':'2026-11-21T15:06:05Z',"
+          "'deletionGracePeriodSeconds':30}}");
+    assert_int_equal(gq_pod_deletion_deadline(p, &at, &e), GQ_OK);
+    assert_int_equal(at, NOW + 30);
+    json_object_put(p);
+    /* A negative grace is no grace; a bad time is an error naming nothing
+     * else of the pod. */
+    p = J("{'metadata':{'deletionTimestamp':'2026-11-21T15:06:05Z',"
+          "'deletionGracePeriodSeconds':-5}}");
+    assert_int_equal(gq_pod_deletion_deadline(p, &at, &e), GQ_OK);
+    assert_int_equal(at, NOW);
+    json_object_put(p);
+    p = J("{'metadata':{'deletionTimestamp':'yesterday'}}");
+    assert_int_equal(gq_pod_deletion_deadline(p, &at, &e), GQ_EINVAL);
+    json_object_put(p);
+
+    assert_true(gq_pod_counts(false, 0, NOW));
+    assert_false(gq_pod_counts(true, 0, NOW));
+    /* Counted through the grace period, up to and including its last second. */
+    assert_true(gq_pod_counts(false, NOW + 30, NOW));
+    assert_true(gq_pod_counts(false, NOW + 30, NOW + 30));
+    assert_false(gq_pod_counts(false, NOW + 30, NOW + 31));
+    assert_false(gq_pod_counts(true, NOW + 30, NOW));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2132,6 +2167,7 @@ int main(void)
         cmocka_unit_test(test_reservation_model_round_trip),
         cmocka_unit_test(test_recount_by_model),
         cmocka_unit_test(test_choose),
+        cmocka_unit_test(test_pod_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "quota/podcost.h"
+#include "quota/podqueue.h"
 #include "quota/policy.h"
 #include "common/json_member.h"
 
@@ -431,7 +432,7 @@ out:
 }
 
 gq_code wh_memstore_load_state(wh_memstore *m, const gq_config *cfg, json_object *const *docs,
-                               size_t n, gq_err *err)
+                               size_t n, int64_t now, gq_err *err)
 {
     flat f = {NULL, 0, 0};
     gq_usage_pod *pods = NULL;
@@ -452,12 +453,15 @@ gq_code wh_memstore_load_state(wh_memstore *m, const gq_config *cfg, json_object
             continue;
         gq_usage_pod *p = &pods[n_pods];
         const char *ns = obj_ns(o);
+        int64_t delete_at = 0;
         if ((rc = gq_pod_facts_from_json(o, ns, &p->facts, err)) ||
+            (rc = gq_pod_deletion_deadline(o, &delete_at, err)) ||
             (rc = gq_pod_cost_compute(cfg, o, &cost, err))) {
             gq_err_prefix(err, "Pod %s/%s", ns, obj_name(o));
             goto out;
         }
-        p->facts.terminal = gq_pod_is_terminal(o);
+        p->facts.terminal = !gq_pod_counts(gq_pod_is_terminal(o), delete_at, now);
+        p->queued = gq_pod_gate_index(o) >= 0;
         p->facts.model = gq_pod_model(&cost);
         gq_charge_from_cost(&cost, p->facts.terminal, &p->charge);
         p->ns_labels = ns_labels_of(&f, ns);

@@ -41,9 +41,10 @@ void wh_memstore_store(wh_memstore *m, wh_store *out);
  * GPUTenantQuota, GPULimitRange, Namespace and Pod objects, or Lists of them
  * (items). Pods are not stored: they count toward each quota's status.used
  * through gq_quota_recount, as the controller counts them (tenants also get
- * status.namespaces). Call once, with every document. GQ_EINVAL for an
- * unknown kind or a malformed object or pod (the message names it). */
+ * status.namespaces): by gq_pod_counts at now (Unix seconds), pods gated by
+ * gpuquota.io/quota as queued. Call once, with every document. GQ_EINVAL for
+ * an unknown kind or a malformed object or pod (the message names it). */
 gq_code wh_memstore_load_state(wh_memstore *m, const gq_config *cfg, json_object *const *docs,
-                               size_t n, gq_err *err) GQ_WUR;
+                               size_t n, int64_t now, gq_err *err) GQ_WUR;
 
 #endif

@@ -53,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size > (1u << 18) || gq_config_default(&cfg, &err))
         goto out;
     if (gq_yaml_load((const char *)data, size, "fuzz", &docs, &n, &err) ||
-        wh_memstore_new(&ms, &err) || wh_memstore_load_state(ms, cfg, docs, n, &err))
+        wh_memstore_new(&ms, &err) || wh_memstore_load_state(ms, cfg, docs, n, 1764072000, &err))
         goto out;
     wh_memstore_store(ms, &st);
     if (wh_validator_new(cfg, &st, NULL, &v, &err))

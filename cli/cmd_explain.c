@@ -177,7 +177,7 @@ static gq_code rewrite_offline(const gq_config *cfg, json_object *pod, const cha
     wh_review_request req;
     wh_review_response resp;
     wh_mutate_info info;
-    wh_limit_range_source src = {(void *)lrs, list_lrs};
+    wh_limit_range_source src = {.ctx = (void *)lrs, .list = list_lrs};
     bool have_req = false, have_resp = false;
     gq_code rc;
     *out = NULL;

@@ -848,29 +848,36 @@ static int collect_quota_fn(void *ud, const char *ns, const char *name, const vo
 }
 
 /* "exceeded quota: NAME, requested: ..., used: ..., limited: ..." for the
- * keys of q that in_use + need would pass: Kubernetes' quota wording. */
-static void no_room_message(const gq_quota *q, const gq_amounts *in_use, const gq_amounts *need,
-                            const char *group, char *buf, size_t cap)
+ * keys of q that in_use + need would pass: Kubernetes' quota wording. The
+ * limits are spec.hard (model_limit < 0) or spec.models.<m> (keys printed
+ * "m/gpu-memory", as /validate prints them); in_use is the planner's for
+ * those limits. */
+static void no_room_message(const gq_quota *q, int model_limit, const gq_queue_quota *pq,
+                            const gq_amounts *need, const char *group, char *buf, size_t cap)
 {
     char req[256] = "", used[256] = "", lim[256] = "";
+    bool per_model = model_limit >= 0 && (size_t)model_limit < q->n_models;
+    const gq_amounts *hard = per_model ? &q->models[model_limit].hard : &q->hard;
+    const gq_amounts *in_use = per_model ? &pq->model_in_use[model_limit] : &pq->in_use;
+    const char *m = per_model ? q->models[model_limit].name : "", *sl = per_model ? "/" : "";
     for (int k = 0; k < GQ_KEY_COUNT; k++) {
         int64_t sum;
-        if (!q->hard.set[k] || need->v[k] <= 0)
+        if (!hard->set[k] || need->v[k] <= 0)
             continue;
-        if (!__builtin_add_overflow(in_use->v[k], need->v[k], &sum) && sum <= q->hard.v[k])
+        if (!__builtin_add_overflow(in_use->v[k], need->v[k], &sum) && sum <= hard->v[k])
             continue;
         char a[GQ_QUANTITY_STR_MAX], b[GQ_QUANTITY_STR_MAX], h[GQ_QUANTITY_STR_MAX];
         gq_amount_format(need, (gq_qkey)k, a);
         gq_amount_format(in_use, (gq_qkey)k, b);
-        gq_amount_format(&q->hard, (gq_qkey)k, h);
+        gq_amount_format(hard, (gq_qkey)k, h);
         const char *name = gq_qkey_name((gq_qkey)k);
         size_t l;
         l = strlen(req);
-        snprintf(req + l, sizeof req - l, "%s%s=%s", l ? "," : "", name, a);
+        snprintf(req + l, sizeof req - l, "%s%s%s%s=%s", l ? "," : "", m, sl, name, a);
         l = strlen(used);
-        snprintf(used + l, sizeof used - l, "%s%s=%s", l ? "," : "", name, b);
+        snprintf(used + l, sizeof used - l, "%s%s%s%s=%s", l ? "," : "", m, sl, name, b);
         l = strlen(lim);
-        snprintf(lim + l, sizeof lim - l, "%s%s=%s", l ? "," : "", name, h);
+        snprintf(lim + l, sizeof lim - l, "%s%s%s%s=%s", l ? "," : "", m, sl, name, h);
     }
     snprintf(buf, cap, "%s%s%sexceeded %squota: %s, requested: %s, used: %s, limited: %s",
              group ? "pod group " : "", group ? group : "", group ? " waits: " : "",
@@ -1069,7 +1076,11 @@ static int admit_pass(ctl_controller *c)
             result = RES_ERROR;
             goto out;
         }
-        if (gq_quota_in_use(a->q, now, NULL, &pq[nq].in_use, &err) != GQ_OK) {
+        bool bad = gq_quota_in_use(a->q, now, NULL, &pq[nq].in_use, &err) != GQ_OK;
+        for (size_t m = 0; !bad && m < a->q->n_models && m < GQ_CRD_MAX_QUOTA_MODELS; m++)
+            bad = gq_quota_model_in_use(a->q, &a->q->models[m], now, NULL, &pq[nq].model_in_use[m],
+                                        &err) != GQ_OK;
+        if (bad) {
             result = RES_ERROR;
             nq++;
             goto out;
@@ -1085,6 +1096,7 @@ static int admit_pass(ctl_controller *c)
         e->priority = pods[i].priority;
         e->created_us = pods[i].created_us;
         e->charge = pods[i].charge;
+        e->model = pods[i].model;
         e->quotas = &qidx[i * nobj];
         e->paid = &paid[i * nobj];
         if (pods[i].group) {
@@ -1195,7 +1207,7 @@ static int admit_pass(ctl_controller *c)
         case GQ_QSTATE_ADMIT:
             continue;
         case GQ_QSTATE_NO_ROOM:
-            no_room_message(qs[d->quota].q, &pq[d->quota].in_use, &d->need,
+            no_room_message(qs[d->quota].q, d->model_limit, &pq[d->quota], &d->need,
                             ents[i].group ? pods[i].group : NULL, msg, sizeof msg);
             break;
         case GQ_QSTATE_BEHIND_HEAD:

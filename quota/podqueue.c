@@ -130,38 +130,53 @@ bool gq_queue_applies(const gq_quota *const *qs, size_t n, const gq_pod_facts *p
     return false;
 }
 
-gq_code gq_queue_check_ever_fits(const gq_quota *q, const gq_amounts *charge, int64_t members,
-                                 const char *group, gq_err *err)
+/* charge x members against one set of limits of q: spec.hard (model NULL)
+ * or spec.models.<model>. */
+static gq_code ever_fits_limits(const gq_quota *q, const char *model, const gq_amounts *hard,
+                                const gq_amounts *charge, int64_t members, const char *group,
+                                gq_err *err)
+{
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        if (!hard->set[k] || charge->v[k] <= 0)
+            continue;
+        int64_t need;
+        if (!__builtin_mul_overflow(charge->v[k], members, &need) && need <= hard->v[k])
+            continue;
+        gq_amounts a = *charge, h = *hard;
+        char asked[GQ_QUANTITY_STR_MAX], lim[GQ_QUANTITY_STR_MAX];
+        if (__builtin_mul_overflow(charge->v[k], members, &a.v[k]))
+            a.v[k] = INT64_MAX;
+        gq_amount_format(&a, (gq_qkey)k, asked);
+        gq_amount_format(&h, (gq_qkey)k, lim);
+        const char *qk = q->kind == GQ_QUOTA_TENANT ? "tenant quota" : "quota";
+        const char *m = model ? model : "", *sl = model ? "/" : "";
+        const char *key = gq_qkey_name((gq_qkey)k);
+        if (group)
+            return gq_err_set(err, GQ_EDENIED,
+                              "pod group %s of %lld pods asks for %s%s%s=%s, more than %s %s "
+                              "allows at all (%s%s%s=%s): it would wait forever",
+                              group, (long long)members, m, sl, key, asked, qk, q->name, m, sl, key,
+                              lim);
+        return gq_err_set(err, GQ_EDENIED,
+                          "pod asks for %s%s%s=%s, more than %s %s allows at all (%s%s%s=%s): it "
+                          "would wait forever",
+                          m, sl, key, asked, qk, q->name, m, sl, key, lim);
+    }
+    return GQ_OK;
+}
+
+gq_code gq_queue_check_ever_fits(const gq_quota *q, const char *model, const gq_amounts *charge,
+                                 int64_t members, const char *group, gq_err *err)
 {
     if (members < 1)
         members = 1;
-    for (int k = 0; k < GQ_KEY_COUNT; k++) {
-        if (!q->hard.set[k] || charge->v[k] <= 0)
-            continue;
-        int64_t need;
-        if (__builtin_mul_overflow(charge->v[k], members, &need) || need > q->hard.v[k]) {
-            gq_amounts a = *charge, h = q->hard;
-            char asked[GQ_QUANTITY_STR_MAX], lim[GQ_QUANTITY_STR_MAX];
-            a.v[k] = need < 0 ? INT64_MAX : need;
-            if (__builtin_mul_overflow(charge->v[k], members, &a.v[k]))
-                a.v[k] = INT64_MAX;
-            gq_amount_format(&a, (gq_qkey)k, asked);
-            gq_amount_format(&h, (gq_qkey)k, lim);
-            const char *qk = q->kind == GQ_QUOTA_TENANT ? "tenant quota" : "quota";
-            if (group)
-                return gq_err_set(err, GQ_EDENIED,
-                                  "pod group %s of %lld pods asks for %s=%s, more than %s %s "
-                                  "allows at all (%s=%s): it would wait forever",
-                                  group, (long long)members, gq_qkey_name((gq_qkey)k), asked, qk,
-                                  q->name, gq_qkey_name((gq_qkey)k), lim);
-            return gq_err_set(err, GQ_EDENIED,
-                              "pod asks for %s=%s, more than %s %s allows at all (%s=%s): it "
-                              "would wait forever",
-                              gq_qkey_name((gq_qkey)k), asked, qk, q->name,
-                              gq_qkey_name((gq_qkey)k), lim);
-        }
-    }
-    return GQ_OK;
+    gq_code rc = ever_fits_limits(q, NULL, &q->hard, charge, members, group, err);
+    /* A pinned pod meets its model's limits; an unpinned one every model's. */
+    for (size_t i = 0; !rc && i < q->n_models; i++)
+        if (!model || !strcmp(model, q->models[i].name))
+            rc = ever_fits_limits(q, q->models[i].name, &q->models[i].hard, charge, members, group,
+                                  err);
+    return rc;
 }
 
 int gq_queue_entry_cmp(const gq_queue_entry *a, const gq_queue_entry *b)
@@ -196,16 +211,23 @@ static int ref_group_cmp(const void *a, const void *b)
 }
 
 /* in_use + need <= hard for every key of hard. */
-static bool fits(const gq_quota *q, const gq_amounts *in_use, const gq_amounts *need)
+static bool fits(const gq_amounts *hard, const gq_amounts *in_use, const gq_amounts *need)
 {
     for (int k = 0; k < GQ_KEY_COUNT; k++) {
         int64_t sum;
-        if (!q->hard.set[k] || need->v[k] <= 0)
+        if (!hard->set[k] || need->v[k] <= 0)
             continue;
-        if (__builtin_add_overflow(in_use->v[k], need->v[k], &sum) || sum > q->hard.v[k])
+        if (__builtin_add_overflow(in_use->v[k], need->v[k], &sum) || sum > hard->v[k])
             return false;
     }
     return true;
+}
+
+static void amounts_add(gq_amounts *to, const gq_amounts *a)
+{
+    for (int k = 0; k < GQ_KEY_COUNT; k++)
+        if (__builtin_add_overflow(to->v[k], a->v[k], &to->v[k]))
+            to->v[k] = INT64_MAX;
 }
 
 static void amounts_zero(gq_amounts *a)
@@ -216,13 +238,115 @@ static void amounts_zero(gq_amounts *a)
     a->fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
 }
 
+/* The members of one unit: a pod alone, or a group's members in byg. */
+typedef struct unit {
+    const gq_queue_entry *alone;
+    const ref *members;
+    size_t len;
+} unit;
+
+static const gq_queue_entry *unit_member(const unit *u, size_t m)
+{
+    return u->alone ? u->alone : u->members[m].e;
+}
+
+/* What member me owes under option o: its charge and the model it is
+ * charged as. false when it has a choice of models but no option o. */
+static bool member_terms(const gq_queue_entry *me, size_t o, const gq_amounts **charge,
+                         const char **model)
+{
+    if (!me->n_options) {
+        *charge = &me->charge;
+        *model = me->model;
+        return true;
+    }
+    if (o >= me->n_options)
+        return false;
+    *charge = &me->options[o].charge;
+    *model = me->options[o].model;
+    return true;
+}
+
+/* What unit u, on option o, has yet to pay quota qi: against spec.hard
+ * (model NULL), or against the limits of model `model` (the members pinned
+ * to it or to none). false when a member has no option o. */
+static bool unit_need(const unit *u, size_t o, size_t qi, const char *model, gq_amounts *need)
+{
+    amounts_zero(need);
+    for (size_t m = 0; m < u->len; m++) {
+        const gq_queue_entry *me = unit_member(u, m);
+        const gq_amounts *charge;
+        const char *mm;
+        if (!member_terms(me, o, &charge, &mm))
+            return false;
+        if (model && mm && strcmp(model, mm))
+            continue;
+        for (size_t j = 0; j < me->n_quotas; j++)
+            if (me->quotas[j] == qi && !(me->paid && me->paid[j]))
+                amounts_add(need, charge);
+    }
+    return true;
+}
+
+/* Whether u on option o fits every quota of touched[0..nt); when not, and
+ * *fail_q is still unset (SIZE_MAX), the first limit without room. false
+ * also when a member has no option o (*valid false). */
+static bool unit_fits(const unit *u, size_t o, const gq_queue_quota *quotas, const size_t *touched,
+                      size_t nt, bool *valid, size_t *fail_q, int *fail_m, gq_amounts *fail_need)
+{
+    gq_amounts need;
+    *valid = true;
+    for (size_t t = 0; t < nt; t++) {
+        const gq_queue_quota *pq = &quotas[touched[t]];
+        if (!unit_need(u, o, touched[t], NULL, &need)) {
+            *valid = false;
+            return false;
+        }
+        int bad = fits(&pq->q->hard, &pq->in_use, &need) ? -2 : -1;
+        size_t nm =
+            pq->q->n_models < GQ_CRD_MAX_QUOTA_MODELS ? pq->q->n_models : GQ_CRD_MAX_QUOTA_MODELS;
+        for (size_t mi = 0; bad == -2 && mi < nm; mi++) {
+            const gq_model_limit *ml = &pq->q->models[mi];
+            if (unit_need(u, o, touched[t], ml->name, &need) &&
+                !fits(&ml->hard, &pq->model_in_use[mi], &need))
+                bad = (int)mi;
+        }
+        if (bad == -2)
+            continue;
+        if (*fail_q == SIZE_MAX) {
+            *fail_q = touched[t];
+            *fail_m = bad;
+            if (bad >= 0)
+                unit_need(u, o, touched[t], pq->q->models[bad].name, fail_need);
+            else
+                unit_need(u, o, touched[t], NULL, fail_need);
+        }
+        return false;
+    }
+    return true;
+}
+
+/* Add what u owes on option o to the quotas it touches. */
+static void unit_charge(const unit *u, size_t o, gq_queue_quota *quotas, const size_t *touched,
+                        size_t nt)
+{
+    gq_amounts need;
+    for (size_t t = 0; t < nt; t++) {
+        gq_queue_quota *pq = &quotas[touched[t]];
+        if (unit_need(u, o, touched[t], NULL, &need))
+            amounts_add(&pq->in_use, &need);
+        for (size_t mi = 0; mi < pq->q->n_models && mi < GQ_CRD_MAX_QUOTA_MODELS; mi++)
+            if (unit_need(u, o, touched[t], pq->q->models[mi].name, &need))
+                amounts_add(&pq->model_in_use[mi], &need);
+    }
+}
+
 gq_code gq_queue_plan(const gq_queue_entry *entries, size_t n, gq_queue_quota *quotas, size_t nq,
                       gq_queue_decision *out, gq_err *err)
 {
     gq_code rc = GQ_OK;
     ref *order = NULL, *byg = NULL;
     size_t *unit_start = NULL, *unit_len = NULL, *leader_of = NULL, *touched = NULL;
-    gq_amounts *need = NULL;
     bool *blocked = NULL, *is_touched = NULL;
     int64_t *waiting = NULL;
     if (!n)
@@ -237,12 +361,11 @@ gq_code gq_queue_plan(const gq_queue_entry *entries, size_t n, gq_queue_quota *q
     unit_start = calloc(n, sizeof(*unit_start));
     unit_len = calloc(n, sizeof(*unit_len));
     leader_of = calloc(n, sizeof(*leader_of));
-    need = calloc(nq ? nq : 1, sizeof(*need));
     touched = calloc(nq ? nq : 1, sizeof(*touched));
     blocked = calloc(nq ? nq : 1, sizeof(*blocked));
     is_touched = calloc(nq ? nq : 1, sizeof(*is_touched));
     waiting = calloc(nq ? nq : 1, sizeof(*waiting));
-    if (!order || !byg || !unit_start || !unit_len || !leader_of || !need || !touched || !blocked ||
+    if (!order || !byg || !unit_start || !unit_len || !leader_of || !touched || !blocked ||
         !is_touched || !waiting) {
         rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
         goto out;
@@ -254,6 +377,7 @@ gq_code gq_queue_plan(const gq_queue_entry *entries, size_t n, gq_queue_quota *q
         order[r].rank = r;
         memset(&out[order[r].i], 0, sizeof(out[0]));
         out[order[r].i].position = r + 1;
+        out[order[r].i].model_limit = -1;
         leader_of[order[r].i] = order[r].i; /* alone: a unit of itself */
         unit_len[order[r].i] = 1;
     }
@@ -300,50 +424,53 @@ gq_code gq_queue_plan(const gq_queue_entry *entries, size_t n, gq_queue_quota *q
         if (out[i].state != GQ_QSTATE_ADMIT)
             continue; /* incomplete or mismatched group: waits, blocks nobody */
         size_t first = grouped ? unit_start[i] : 0, len = unit_len[i];
-        size_t nt = 0;
+        unit u = {grouped ? NULL : e, grouped ? &byg[first] : NULL, len};
+        size_t nt = 0, n_try = 1;
         bool unpaid = false, behind = false;
         size_t behind_q = 0;
         for (size_t m = 0; m < len; m++) {
-            const gq_queue_entry *me = grouped ? byg[first + m].e : e;
+            const gq_queue_entry *me = unit_member(&u, m);
+            if (me->n_options > n_try)
+                n_try = me->n_options;
             for (size_t j = 0; j < me->n_quotas; j++) {
                 size_t qi = me->quotas[j];
                 if (!is_touched[qi]) {
                     is_touched[qi] = true;
                     touched[nt++] = qi;
-                    amounts_zero(&need[qi]);
                 }
                 if (blocked[qi] && !behind) {
                     behind = true;
                     behind_q = qi;
                 }
-                if (me->paid && me->paid[j])
-                    continue;
-                unpaid = true;
-                for (int k = 0; k < GQ_KEY_COUNT; k++)
-                    if (__builtin_add_overflow(need[qi].v[k], me->charge.v[k], &need[qi].v[k]))
-                        need[qi].v[k] = INT64_MAX;
+                if (!(me->paid && me->paid[j]))
+                    unpaid = true;
             }
         }
         gq_queue_state st = GQ_QSTATE_ADMIT;
-        size_t which = 0;
+        size_t which = 0, option = 0, fail_q = SIZE_MAX;
+        int fail_m = -1;
+        gq_amounts fail_need;
+        amounts_zero(&fail_need);
         if (unpaid && behind) {
             st = GQ_QSTATE_BEHIND_HEAD;
             which = behind_q;
         } else if (unpaid) {
-            for (size_t t = 0; t < nt; t++)
-                if (!fits(quotas[touched[t]].q, &quotas[touched[t]].in_use, &need[touched[t]])) {
-                    st = GQ_QSTATE_NO_ROOM;
-                    which = touched[t];
+            st = GQ_QSTATE_NO_ROOM;
+            for (size_t o = 0; o < n_try; o++) {
+                bool valid;
+                if (unit_fits(&u, o, quotas, touched, nt, &valid, &fail_q, &fail_m, &fail_need)) {
+                    st = GQ_QSTATE_ADMIT;
+                    option = o;
                     break;
                 }
+                if (!valid)
+                    break;
+            }
+            if (st == GQ_QSTATE_NO_ROOM)
+                which = fail_q == SIZE_MAX ? (nt ? touched[0] : 0) : fail_q;
         }
         if (st == GQ_QSTATE_ADMIT) {
-            for (size_t t = 0; t < nt; t++)
-                for (int k = 0; k < GQ_KEY_COUNT; k++) {
-                    gq_amounts *u = &quotas[touched[t]].in_use;
-                    if (__builtin_add_overflow(u->v[k], need[touched[t]].v[k], &u->v[k]))
-                        u->v[k] = INT64_MAX;
-                }
+            unit_charge(&u, option, quotas, touched, nt);
         } else {
             for (size_t t = 0; t < nt; t++) {
                 if (quotas[touched[t]].q->strategy == GQ_QUEUE_STRICT)
@@ -357,8 +484,10 @@ gq_code gq_queue_plan(const gq_queue_entry *entries, size_t n, gq_queue_quota *q
             out[mi].state = st;
             out[mi].quota = which;
             out[mi].ahead = ahead;
+            out[mi].model_limit = st == GQ_QSTATE_NO_ROOM ? fail_m : -1;
+            out[mi].option = option;
             if (st == GQ_QSTATE_NO_ROOM)
-                out[mi].need = need[which];
+                out[mi].need = fail_need;
         }
         for (size_t t = 0; t < nt; t++)
             is_touched[touched[t]] = false;
@@ -369,7 +498,6 @@ out:
     free(unit_start);
     free(unit_len);
     free(leader_of);
-    free(need);
     free(touched);
     free(blocked);
     free(is_touched);

@@ -949,8 +949,8 @@ static gq_code decide_queued(json_object *pod, gq_quota *const *to_charge, size_
     }
     for (size_t i = 0; i < n; i++) {
         const gq_quota *q = to_charge[i];
-        if (gq_queue_check_ever_fits(q, charge, g.present ? g.size : 1, g.present ? g.name : NULL,
-                                     &e) != GQ_OK) {
+        if (gq_queue_check_ever_fits(q, facts->model, charge, g.present ? g.size : 1,
+                                     g.present ? g.name : NULL, &e) != GQ_OK) {
             deny(r, GQ_EDENIED, "%s", e.msg);
             return GQ_OK;
         }

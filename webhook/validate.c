@@ -828,7 +828,13 @@ static gq_code select_quotas(const wh_validator *v, const quota_set *qs, const g
 {
     gq_quota *view_store = qs->n ? calloc(qs->n, sizeof(*view_store)) : NULL;
     const gq_quota **views = qs->n ? calloc(qs->n, sizeof(*views)) : NULL;
+    gq_model_limit *mstore = NULL;
+    size_t n_m = 0, at = 0;
     gq_code rc = GQ_ENOMEM;
+    for (size_t i = 0; i < qs->n; i++)
+        n_m += qs->q[i]->n_models;
+    if (n_m && !(mstore = calloc(n_m, sizeof(*mstore))))
+        goto out;
     if (qs->n && (!view_store || !views))
         goto out;
     for (size_t i = 0; i < qs->n; i++) {
@@ -839,6 +845,16 @@ static gq_code select_quotas(const wh_validator *v, const quota_set *qs, const g
         for (int k = 0; k < GQ_KEY_COUNT; k++)
             if (view_store[i].hard.set[k])
                 view_store[i].hard.v[k] = INT64_MAX;
+        /* Per-model limits never refuse here either: only which quotas
+         * govern the pod is asked. */
+        view_store[i].models = n_m ? &mstore[at] : NULL;
+        for (size_t m = 0; m < qs->q[i]->n_models; m++, at++) {
+            mstore[at] = qs->q[i]->models[m];
+            memset(&mstore[at].used, 0, sizeof(mstore[at].used));
+            for (int k = 0; k < GQ_KEY_COUNT; k++)
+                if (mstore[at].hard.set[k])
+                    mstore[at].hard.v[k] = INT64_MAX;
+        }
         views[i] = &view_store[i];
     }
     rc = gq_quota_evaluate(views, qs->n, facts, ns_labels, charge, v->cfg->require_quota, now_s(v),
@@ -848,6 +864,7 @@ out:
         gq_err_set(e, GQ_ENOMEM, "out of memory");
     free(views);
     free(view_store);
+    free(mstore);
     return rc;
 }
 

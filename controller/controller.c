@@ -922,10 +922,11 @@ static gq_code ungate(ctl_controller *c, const ctl_queued *p, gq_err *err)
     if (!c->o.api->patch_json)
         return gq_err_set(err, GQ_EINVAL, "the API seam cannot patch pods");
     for (int attempt = 0; attempt < 3; attempt++) {
-        json_object *patch = gq_queue_ungate_patch(p->uid, idx);
-        if (!patch)
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
-        gq_code rc = c->o.api->patch_json(c->o.api->ctx, path, patch, NULL, err);
+        json_object *patch = NULL;
+        gq_code rc = gq_queue_ungate_patch(p->uid, idx, NULL, &patch, err);
+        if (rc)
+            return rc;
+        rc = c->o.api->patch_json(c->o.api->ctx, path, patch, NULL, err);
         json_object_put(patch);
         if (rc == GQ_OK || rc == GQ_ENOTFOUND)
             return rc;

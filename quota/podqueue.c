@@ -5,7 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json_member.h"
 #include "common/strutil.h"
+#include "quota/podcost.h"
+#include "quota/rewrite.h"
 
 static json_object *member(json_object *o, const char *key)
 {
@@ -505,35 +508,122 @@ out:
     return rc;
 }
 
-json_object *gq_queue_ungate_patch(const char *uid, int gate_index)
+gq_code gq_pod_with_model(json_object *pod, const char *model, json_object **out, gq_err *err)
 {
-    char path[64];
+    json_object *c = NULL, *meta, *ann, *v = json_object_new_string(model);
+    if (!v || json_object_deep_copy(pod, &c, NULL)) {
+        json_object_put(v);
+        json_object_put(c);
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    }
+    if (!json_object_object_get_ex(c, "metadata", &meta) ||
+        !json_object_object_get_ex(meta, "annotations", &ann) ||
+        !json_object_is_type(ann, json_type_object)) {
+        json_object_put(v);
+        json_object_put(c);
+        return gq_err_set(err, GQ_EINVAL, "pod has no metadata.annotations");
+    }
+    if (json_object_object_add(ann, GQ_ANN_GPU_MODEL, v)) {
+        json_object_put(c);
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    }
+    *out = c;
+    return GQ_OK;
+}
+
+/* The pod priced on model: *cost (initialised by the caller) and *copy (the
+ * pod with the model, owned by the caller). */
+static gq_code price_on(const gq_config *cfg, json_object *pod, const gq_model *model,
+                        json_object **copy, gq_pod_cost *cost, gq_err *err)
+{
+    gq_code rc = gq_pod_with_model(pod, model->name, copy, err);
+    if (!rc && (rc = gq_pod_cost_compute(cfg, *copy, cost, err)) != GQ_OK)
+        gq_err_prefix(err, "GPU model %s", model->name);
+    return rc;
+}
+
+gq_code gq_queue_price_choices(const gq_config *cfg, json_object *pod,
+                               const gq_model *const *choices, size_t n, gq_model_option *opts,
+                               gq_err *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        json_object *copy = NULL;
+        gq_pod_cost cost;
+        gq_pod_cost_init(&cost);
+        gq_code rc = price_on(cfg, pod, choices[i], &copy, &cost, err);
+        if (!rc) {
+            opts[i].model = choices[i]->name;
+            gq_charge_from_cost(&cost, gq_pod_is_terminal(pod), &opts[i].charge);
+        }
+        gq_pod_cost_dispose(&cost);
+        json_object_put(copy);
+        if (rc)
+            return rc;
+    }
+    return GQ_OK;
+}
+
+static gq_code op(json_object *arr, const char *verb, const char *path, json_object *value)
+{
+    json_object *o = json_object_new_object();
+    if (!o || (strcmp(verb, "remove") && !value) ||
+        json_object_object_add(o, "op", json_object_new_string(verb)) ||
+        json_object_object_add(o, "path", json_object_new_string(path)) ||
+        (value && json_object_object_add(o, "value", value)) || json_object_array_add(arr, o)) {
+        if (!o)
+            json_object_put(value);
+        json_object_put(o);
+        return GQ_ENOMEM;
+    }
+    return GQ_OK;
+}
+
+/* Append the operations pinning pin->pod to pin->model. */
+static gq_code pin_ops(const gq_queue_pin *pin, json_object *arr, gq_err *err)
+{
+    json_object *copy = NULL;
+    gq_pod_cost cost;
+    gq_rewrite rw;
+    gq_pod_cost_init(&cost);
+    gq_rewrite_init(&rw);
+    json_object *ann = gq_json_meta_object(pin->pod, "annotations");
+    const char *list = ann ? gq_json_get_string(ann, GQ_ANN_GPU_MODEL) : NULL;
+    gq_rewrite_opts ro = {.chosen = pin->model, .choices = list};
+    gq_code rc = price_on(pin->cfg, pin->pod, pin->model, &copy, &cost, err);
+    if (!rc)
+        rc = gq_rewrite_pod(pin->cfg, pin->pod, &cost, &ro, &rw, err);
+    json_object *ops = rc ? NULL : gq_patch_json(rw.patch);
+    for (size_t i = 0; ops && !rc && i < json_object_array_length(ops); i++)
+        if (json_object_array_add(arr, json_object_get(json_object_array_get_idx(ops, i))))
+            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+    gq_rewrite_dispose(&rw);
+    gq_pod_cost_dispose(&cost);
+    json_object_put(copy);
+    return rc;
+}
+
+gq_code gq_queue_ungate_patch(const char *uid, int gate_index, const gq_queue_pin *pin,
+                              json_object **out, gq_err *err)
+{
+    char path[64], npath[80];
     json_object *arr = json_object_new_array();
-    json_object *t1 = json_object_new_object(), *t2 = json_object_new_object(),
-                *rm = json_object_new_object();
-    if (!arr || !t1 || !t2 || !rm)
-        goto fail;
+    gq_code rc = arr ? GQ_OK : GQ_ENOMEM;
     snprintf(path, sizeof path, "/spec/schedulingGates/%d", gate_index);
-    json_object_object_add(t1, "op", json_object_new_string("test"));
-    json_object_object_add(t1, "path", json_object_new_string("/metadata/uid"));
-    json_object_object_add(t1, "value", json_object_new_string(uid));
-    json_object_array_add(arr, t1);
-    t1 = NULL;
-    char npath[80];
     snprintf(npath, sizeof npath, "%s/name", path);
-    json_object_object_add(t2, "op", json_object_new_string("test"));
-    json_object_object_add(t2, "path", json_object_new_string(npath));
-    json_object_object_add(t2, "value", json_object_new_string(GQ_QUEUE_GATE));
-    json_object_array_add(arr, t2);
-    t2 = NULL;
-    json_object_object_add(rm, "op", json_object_new_string("remove"));
-    json_object_object_add(rm, "path", json_object_new_string(path));
-    json_object_array_add(arr, rm);
-    return arr;
-fail:
-    json_object_put(arr);
-    json_object_put(t1);
-    json_object_put(t2);
-    json_object_put(rm);
-    return NULL;
+    if (!rc)
+        rc = op(arr, "test", "/metadata/uid", json_object_new_string(uid));
+    if (!rc)
+        rc = op(arr, "test", npath, json_object_new_string(GQ_QUEUE_GATE));
+    if (rc == GQ_ENOMEM)
+        gq_err_set(err, rc, "out of memory");
+    if (!rc && pin)
+        rc = pin_ops(pin, arr, err);
+    if (!rc && (rc = op(arr, "remove", path, NULL)))
+        gq_err_set(err, rc, "out of memory");
+    if (rc) {
+        json_object_put(arr);
+        return rc;
+    }
+    *out = arr;
+    return GQ_OK;
 }

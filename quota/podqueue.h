@@ -13,6 +13,7 @@
 
 #include "quota/crd.h"
 #include "common/gq_error.h"
+#include "quota/config.h"
 #include "quota/policy.h"
 
 /* The scheduling gate gpuquota adds at creation and only its controller
@@ -151,13 +152,42 @@ int gq_queue_entry_cmp(const gq_queue_entry *a, const gq_queue_entry *b);
 gq_code gq_queue_plan(const gq_queue_entry *entries, size_t n, gq_queue_quota *quotas, size_t nq,
                       gq_queue_decision *out, gq_err *err) GQ_WUR;
 
+/* A deep copy of pod (borrowed) with annotation gpuquota.io/gpu-model =
+ * model (metadata.annotations must exist). Caller owns *out. GQ_ENOMEM,
+ * GQ_EINVAL when the pod has no annotations object. */
+gq_code gq_pod_with_model(json_object *pod, const char *model, json_object **out,
+                          gq_err *err) GQ_WUR;
+
+/* A pod accepting choices[0..n) (gq_pod_model_choices): opts[i] = the model
+ * and the charge of the pod priced on it (gq_pod_cost_compute of
+ * gq_pod_with_model; a fraction is memory of that model). Errors of the
+ * pricing, prefixed with the model. opts has room for n. */
+gq_code gq_queue_price_choices(const gq_config *cfg, json_object *pod,
+                               const gq_model *const *choices, size_t n, gq_model_option *opts,
+                               gq_err *err) GQ_WUR;
+
+/* The model an ungate pins a pod that accepted several to: what the patch
+ * also writes, in the same operation as the gate's removal. */
+typedef struct gq_queue_pin {
+    const gq_config *cfg;
+    json_object *pod;      /* the pod as stored (borrowed): gpu-model holds the list */
+    const gq_model *model; /* the model chosen */
+} gq_queue_pin;
+
 /* The JSON Patch (RFC 6902) that ungates a pod: test metadata.uid == uid,
  * test spec.schedulingGates[gate_index].name == GQ_QUEUE_GATE, remove that
  * entry. The tests make the patch fail (and nothing change) when the pod
  * was replaced or its gates moved, so it can never drop someone else's gate
- * or ungate twice. Every ungate is built here, so whatever else admission
- * must write (node affinity for a chosen model) joins this one patch.
- * Caller owns the array; NULL on allocation failure. */
-json_object *gq_queue_ungate_patch(const char *uid, int gate_index);
+ * or ungate twice. Every ungate is built here: with pin, the operations
+ * between the tests and the removal pin the pod to pin->model as the
+ * mutating webhook pins a choice under Deny (gq_rewrite_pod with chosen):
+ * annotation gpuquota.io/gpu-model = the model, gpuquota.io/gpu-model-choices
+ * = the list, gpuquota.io/charged priced on the model, and required node
+ * affinity on nvidia.com/gpu.product added to every nodeSelectorTerm, which
+ * kube-apiserver allows on a gated pod (only additions to the terms'
+ * matchExpressions, or new affinity where there was none). Caller owns
+ * *out. GQ_ENOMEM; pricing and rewrite errors in err. */
+gq_code gq_queue_ungate_patch(const char *uid, int gate_index, const gq_queue_pin *pin,
+                              json_object **out, gq_err *err) GQ_WUR;
 
 #endif

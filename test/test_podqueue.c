@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "common/json_member.h"
+#include "quota/jsonpatch.h"
 #include "quota/podqueue.h"
 
 #define GI (1024LL * 1024 * 1024)
@@ -555,8 +557,10 @@ static void test_plan_bad_index(void **state)
 static void test_ungate_patch(void **state)
 {
     (void)state;
-    json_object *p = gq_queue_ungate_patch("u-1", 2);
-    assert_non_null(p);
+    json_object *p = NULL;
+    gq_err err;
+    gq_err_clear(&err);
+    assert_int_equal(gq_queue_ungate_patch("u-1", 2, NULL, &p, &err), GQ_OK);
     assert_string_equal(
         json_object_to_json_string_ext(p, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE),
         "[{\"op\":\"test\",\"path\":\"/metadata/uid\",\"value\":\"u-1\"},"
@@ -564,6 +568,77 @@ static void test_ungate_patch(void **state)
         "\"gpuquota.io/quota\"},"
         "{\"op\":\"remove\",\"path\":\"/spec/schedulingGates/2\"}]");
     json_object_put(p);
+}
+
+/* A pod that accepts two models, queued: priced on each (a fraction is
+ * memory of that model), and pinned to the chosen one in the ungate patch,
+ * whose affinity only narrows what the pod had (kube-apiserver's rule for
+ * gated pods: matchExpressions appended to every existing term). */
+static void test_ungate_pin(void **state)
+{
+    (void)state;
+    gq_config *cfg = NULL;
+    gq_err err;
+    gq_err_clear(&err);
+    assert_int_equal(gq_config_default(&cfg, &err), GQ_OK);
+    json_object *pod = J(
+        "{'apiVersion':'v1','kind':'Pod','metadata':{'name':'p','namespace':'a','uid':'u-9',"
+        "'annotations':{'gpuquota.io/gpu-model':'l4,h100-80gb','gpuquota.io/gpu-fraction':'0.5'}},"
+        "'spec':{'schedulingGates':[{'name':'other'},{'name':'gpuquota.io/quota'}],"
+        "'affinity':{'nodeAffinity':{'requiredDuringSchedulingIgnoredDuringExecution':{"
+        "'nodeSelectorTerms':[{'matchExpressions':[{'key':'zone','operator':'In','values':['a']}]},"
+        "{'matchFields':[{'key':'metadata.name','operator':'In','values':['n1']}]}]}}},"
+        "'containers':[{'name':'c','image':'i'}]}}");
+    const gq_model *choices[GQ_MAX_MODEL_CHOICES];
+    size_t n = 0;
+    assert_int_equal(gq_pod_model_choices(cfg, pod, choices, &n, &err), GQ_OK);
+    assert_int_equal(n, 2);
+    gq_model_option opts[2];
+    if (gq_queue_price_choices(cfg, pod, choices, n, opts, &err))
+        fail_msg("%s", err.msg);
+    assert_string_equal(opts[0].model, "l4");
+    assert_int_equal(opts[0].charge.v[GQ_KEY_GPU_MEMORY], 12 * GI);
+    assert_string_equal(opts[1].model, "h100-80gb");
+    assert_int_equal(opts[1].charge.v[GQ_KEY_GPU_MEMORY], 40 * GI);
+
+    gq_queue_pin pin = {cfg, pod, choices[1]};
+    json_object *patch = NULL, *after = NULL;
+    assert_int_equal(gq_queue_ungate_patch("u-9", 1, &pin, &patch, &err), GQ_OK);
+    assert_int_equal(gq_patch_apply(pod, patch, &after, &err), GQ_OK);
+    json_object *meta = gq_json_member(after, "metadata");
+    json_object *ann = gq_json_member(meta, "annotations");
+    assert_string_equal(gq_json_get_string(ann, "gpuquota.io/gpu-model"), "h100-80gb");
+    assert_string_equal(gq_json_get_string(ann, "gpuquota.io/gpu-model-choices"), "l4,h100-80gb");
+    json_object *spec = gq_json_member(after, "spec");
+    assert_string_equal(json_object_to_json_string_ext(gq_json_member(spec, "schedulingGates"),
+                                                       JSON_C_TO_STRING_PLAIN),
+                        "[{\"name\":\"other\"}]");
+    json_object *terms = gq_json_member(
+        gq_json_member(gq_json_member(gq_json_member(spec, "affinity"), "nodeAffinity"),
+                       "requiredDuringSchedulingIgnoredDuringExecution"),
+        "nodeSelectorTerms");
+    assert_int_equal(json_object_array_length(terms), 2);
+    for (size_t t = 0; t < 2; t++) {
+        json_object *ex = gq_json_member(json_object_array_get_idx(terms, t), "matchExpressions");
+        size_t l = json_object_array_length(ex);
+        assert_int_equal(l, t == 0 ? 2 : 1); /* appended after what was there */
+        json_object *pin_e = json_object_array_get_idx(ex, l - 1);
+        assert_string_equal(gq_json_get_string(pin_e, "key"), "nvidia.com/gpu.product");
+        const char *v0 =
+            json_object_get_string(json_object_array_get_idx(gq_json_member(pin_e, "values"), 0));
+        assert_non_null(strstr(v0, "H100"));
+    }
+    /* The tests come first and the removal last: a moved gate or another
+     * pod under the name changes nothing. */
+    assert_string_equal(gq_json_get_string(json_object_array_get_idx(patch, 0), "op"), "test");
+    assert_string_equal(
+        gq_json_get_string(json_object_array_get_idx(patch, json_object_array_length(patch) - 1),
+                           "op"),
+        "remove");
+    json_object_put(after);
+    json_object_put(patch);
+    json_object_put(pod);
+    gq_config_free(cfg);
 }
 
 static void test_applies(void **state)
@@ -597,10 +672,11 @@ int main(void)
         cmocka_unit_test(test_spec_fields),       cmocka_unit_test(test_gate_index),
         cmocka_unit_test(test_group_parse),       cmocka_unit_test(test_ever_fits),
         cmocka_unit_test(test_ever_fits_model),   cmocka_unit_test(test_plan_model_limits),
-        cmocka_unit_test(test_plan_model_choice), cmocka_unit_test(test_plan_order),
-        cmocka_unit_test(test_plan_strategies),   cmocka_unit_test(test_plan_two_quotas),
-        cmocka_unit_test(test_plan_groups),       cmocka_unit_test(test_plan_bad_index),
-        cmocka_unit_test(test_ungate_patch),      cmocka_unit_test(test_applies),
+        cmocka_unit_test(test_plan_model_choice), cmocka_unit_test(test_ungate_pin),
+        cmocka_unit_test(test_plan_order),        cmocka_unit_test(test_plan_strategies),
+        cmocka_unit_test(test_plan_two_quotas),   cmocka_unit_test(test_plan_groups),
+        cmocka_unit_test(test_plan_bad_index),    cmocka_unit_test(test_ungate_patch),
+        cmocka_unit_test(test_applies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

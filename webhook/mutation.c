@@ -226,23 +226,6 @@ static gq_code price(const gq_config *cfg, json_object *pod, const gq_limit_rang
     return GQ_OK;
 }
 
-/* A deep copy of pod with annotation gpuquota.io/gpu-model = name. */
-static gq_code with_model(json_object *pod, const char *name, json_object **out, gq_err *err)
-{
-    json_object *c = NULL, *meta, *ann, *v = json_object_new_string(name);
-    if (!v || json_object_deep_copy(pod, &c, NULL) ||
-        !json_object_object_get_ex(c, "metadata", &meta) ||
-        !json_object_object_get_ex(meta, "annotations", &ann) ||
-        json_object_object_add(ann, GQ_ANN_GPU_MODEL, v)) {
-        /* gq_pod_model_choices found the annotation, so only memory fails. */
-        json_object_put(v);
-        json_object_put(c);
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
-    }
-    *out = c;
-    return GQ_OK;
-}
-
 /* The quotas that may govern a pod of ns, from src (none without it): those
  * covering ns, each read afresh when src can (caches keep no status). */
 static gq_code quotas_load(const wh_limit_range_source *src, const char *ns, gq_quota ***q,
@@ -326,7 +309,7 @@ static gq_code choose_model(const gq_config *cfg, const wh_review_request *req, 
         priced_init(&p);
         gq_err e;
         gq_err_clear(&e);
-        if ((rc = with_model(req->object, choices[i]->name, &copy, err)))
+        if ((rc = gq_pod_with_model(req->object, choices[i]->name, &copy, err)))
             return rc;
         rc = gq_pod_cost_compute(cfg, copy, &p.cost0, &e);
         if (!rc)
@@ -614,7 +597,7 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
         }
         if (rc)
             goto deny;
-        if ((rc = with_model(pod, chosen->name, &pinned, err))) {
+        if ((rc = gq_pod_with_model(pod, chosen->name, &pinned, err))) {
             wh_review_response_dispose(&r);
             goto out;
         }

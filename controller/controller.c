@@ -922,8 +922,26 @@ static gq_code ungate(ctl_controller *c, const ctl_queued *p, gq_err *err)
     if (!c->o.api->patch_json)
         return gq_err_set(err, GQ_EINVAL, "the API seam cannot patch pods");
     for (int attempt = 0; attempt < 3; attempt++) {
-        json_object *patch = NULL;
-        gq_code rc = gq_queue_ungate_patch(p->uid, idx, NULL, &patch, err);
+        json_object *patch = NULL, *cur = NULL;
+        gq_code rc = GQ_OK;
+        if (p->pin) {
+            /* The model chosen is pinned in the same patch; the pin is
+             * computed on the pod as stored (its uid is tested). */
+            rc = c->o.api->get(c->o.api->ctx, path, &cur, err);
+            if (!rc) {
+                gq_queue_pin pin = {c->o.cfg, cur, p->pin};
+                int now_idx = gq_pod_gate_index(cur);
+                if (now_idx < 0) {
+                    json_object_put(cur);
+                    return GQ_OK; /* ungated already */
+                }
+                idx = now_idx;
+                rc = gq_queue_ungate_patch(p->uid, idx, &pin, &patch, err);
+            }
+            json_object_put(cur);
+        } else {
+            rc = gq_queue_ungate_patch(p->uid, idx, NULL, &patch, err);
+        }
         if (rc)
             return rc;
         rc = c->o.api->patch_json(c->o.api->ctx, path, patch, NULL, err);
@@ -1125,6 +1143,24 @@ static int admit_pass(ctl_controller *c)
             m++;
         }
         e->n_quotas = m;
+        if (pods[i].n_opts) {
+            /* A choice of models: the planner takes the first with room.
+             * One already charged (a reservation carries its model) keeps
+             * that model. */
+            e->options = pods[i].opts;
+            e->n_options = pods[i].n_opts;
+            const char *held = NULL;
+            for (size_t j = 0; j < nq && !held; j++)
+                for (size_t r = 0; r < qs[j].q->n_reservations && !held; r++)
+                    if (!strcmp(qs[j].q->reservations[r].key, pods[i].uid) &&
+                        qs[j].q->reservations[r].expires > now)
+                        held = qs[j].q->reservations[r].model;
+            for (size_t o = 0; held && o < pods[i].n_opts; o++)
+                if (!strcmp(pods[i].opts[o].model, held)) {
+                    e->options = &pods[i].opts[o];
+                    e->n_options = 1;
+                }
+        }
     }
     if (gq_queue_plan(ents, n, pq, nq, dec, &err) != GQ_OK) {
         GQ_ERROR("queue: %s", err.msg);
@@ -1135,6 +1171,14 @@ static int admit_pass(ctl_controller *c)
     for (size_t i = 0; i < n; i++) {
         if (dec[i].state != GQ_QSTATE_ADMIT)
             continue;
+        /* The model chosen among several: its charge, its reservations. */
+        const gq_model_option *chosen = ents[i].n_options ? &ents[i].options[dec[i].option] : NULL;
+        if (chosen) {
+            size_t at = (size_t)(chosen - pods[i].opts);
+            pods[i].charge = chosen->charge;
+            pods[i].model = chosen->model;
+            pods[i].pin = pods[i].model_of[at];
+        }
         for (size_t m = 0; m < ents[i].n_quotas; m++) {
             if (ents[i].paid[m])
                 continue;

@@ -586,7 +586,34 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
     json_object *pod = req->object, *priced_pod = pod;
     if ((rc = gq_pod_model_choices(cfg, pod, choices, &n_choices, &why)))
         goto deny;
+    bool deferred = false;
     if (n_choices) {
+        /* Several models accepted by a pod a Queue quota will gate (or one
+         * gated already): the controller chooses when it ungates. The pod
+         * is priced and rewritten on the first model, pinned to none. */
+        gq_model_option first;
+        bool queues = gq_pod_gate_index(pod) >= 0;
+        if (!queues && in->src && !has_node_name(pod) &&
+            gq_queue_price_choices(cfg, pod, choices, 1, &first, &why) == GQ_OK) {
+            gq_err qerr;
+            gq_err_clear(&qerr);
+            if (pod_queues(in->src, req, pod, &first.charge, &queues, &qerr) == GQ_ENOMEM) {
+                rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+                wh_review_response_dispose(&r);
+                goto out;
+            }
+        }
+        gq_err_clear(&why);
+        if (queues) {
+            if ((rc = gq_pod_with_model(pod, choices[0]->name, &pinned, err))) {
+                wh_review_response_dispose(&r);
+                goto out;
+            }
+            priced_pod = pinned;
+            deferred = true;
+        }
+    }
+    if (n_choices && !deferred) {
         /* Several models accepted: choose one, then price and rewrite the
          * pod as if it had named that one. */
         if ((rc = lr_load(in, req->namespace, err)) ||
@@ -638,7 +665,8 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
                             .n_defaults = p.n_defs,
                             .chosen = chosen,
                             .choices = chosen ? gq_json_get_string(ann, GQ_ANN_GPU_MODEL) : NULL,
-                            .claims = claims_text};
+                            .claims = claims_text,
+                            .model_deferred = deferred};
     const gq_pod_cost *use = priced_use(&p);
     if ((rc = gq_rewrite_pod(cfg, pod, use, &opts, &rw, &why)))
         goto deny;

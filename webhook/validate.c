@@ -990,7 +990,7 @@ static gq_code decide_queued(json_object *pod, gq_quota *const *to_charge, size_
 }
 
 /* Pod CREATE. Returns GQ_OK when a decision is in d->r (allowed or not). */
-static gq_code decide_create(wh_validator *v, const wh_review_request *req, decision *d)
+static gq_code decide_create_one(wh_validator *v, const wh_review_request *req, decision *d)
 {
     wh_validate_result *r = d->r;
     json_object *pod = req->object, *lr_arr = NULL;
@@ -1146,6 +1146,44 @@ out:
     json_object_put(lr_arr);
     gq_pod_cost_dispose(&cost);
     return rc;
+}
+
+/* Pod CREATE. A gated pod accepting several models (docs/queueing.md, "A
+ * choice of models"): the controller chooses among them when it ungates
+ * it, and knows nothing of GPULimitRanges, so every model listed must be
+ * one the pod could queue for on its own: each is decided as the pod pinned
+ * to it, and the first refused denies the pod, naming the model. */
+static gq_code decide_create(wh_validator *v, const wh_review_request *req, decision *d)
+{
+    const gq_model *choices[GQ_MAX_MODEL_CHOICES];
+    size_t n = 0;
+    gq_err e;
+    gq_err_clear(&e);
+    if (gq_pod_gate_index(req->object) < 0 ||
+        gq_pod_model_choices(v->cfg, req->object, choices, &n, &e) != GQ_OK || !n)
+        return decide_create_one(v, req, d); /* a bad list is refused there */
+    for (size_t i = 0; i < n; i++) {
+        json_object *copy = NULL;
+        gq_code rc = gq_pod_with_model(req->object, choices[i]->name, &copy, &e);
+        if (rc)
+            return rc;
+        wh_review_request one = *req;
+        one.object = copy;
+        rc = decide_create_one(v, &one, d);
+        json_object_put(copy);
+        if (rc)
+            return rc;
+        if (!d->r->allowed) {
+            char msg[sizeof(d->r->message)];
+            snprintf(msg, sizeof(msg), "%s", d->r->message);
+            deny(d->r, d->r->code,
+                 "GPU model %s of annotation " GQ_ANN_GPU_MODEL " (the controller may choose any "
+                 "model listed): %s",
+                 choices[i]->name, msg);
+            return GQ_OK;
+        }
+    }
+    return GQ_OK;
 }
 
 static bool prefixed(const char *key)

@@ -117,9 +117,16 @@ gq_code gq_quota_parse_list(json_object *arr, gq_quota ***qs, size_t *n, size_t 
 
 bool gq_quota_limits(const gq_quota *q, const gq_amounts *charge)
 {
-    for (int k = 0; k < GQ_KEY_COUNT; k++)
-        if (q->hard.set[k] && charge->v[k] > 0)
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        if (charge->v[k] <= 0)
+            continue;
+        if (q->hard.set[k])
             return true;
+        /* A quota limiting models only still limits the pods it governs. */
+        for (size_t m = 0; m < q->n_models; m++)
+            if (q->models[m].hard.set[k])
+                return true;
+    }
     return false;
 }
 

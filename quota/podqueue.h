@@ -52,7 +52,8 @@ gq_code gq_pod_group_parse(json_object *pod, gq_pod_group *out, gq_err *err) GQ_
  * valid for the caller to free. */
 gq_code gq_quota_parse_list(json_object *arr, gq_quota ***qs, size_t *n, size_t *skipped) GQ_WUR;
 
-/* Whether q limits a key that charge charges (> 0): only such quotas are
+/* Whether q limits, in spec.hard or in the limits of a model of
+ * spec.models, a key that charge charges (> 0): only such quotas are
  * charged for a pod. */
 bool gq_quota_limits(const gq_quota *q, const gq_amounts *charge);
 

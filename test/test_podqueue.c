@@ -414,6 +414,14 @@ static void test_ever_fits_model(void **state)
     (void)state;
     gq_quota *q = modelq("'a100-80gb':{'gpu-memory':'32Gi'}");
     gq_amounts c = mem(40);
+    gq_quota *models_only =
+        Q("{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':'m',"
+          "'namespace':'a'},'spec':{'whenExceeded':'Queue','models':{'a100-80gb':{'gpus':'1'}}}}");
+    gq_amounts g = mem(8);
+    assert_false(gq_quota_limits(models_only, &g)); /* no gpus asked */
+    g.v[GQ_KEY_GPUS] = 1;
+    assert_true(gq_quota_limits(models_only, &g)); /* a model's limit binds */
+    gq_quota_free(models_only);
     gq_err err;
     gq_err_clear(&err);
     assert_int_equal(gq_queue_check_ever_fits(q, "a100-80gb", &c, 1, NULL, &err), GQ_EDENIED);

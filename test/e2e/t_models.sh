@@ -11,7 +11,8 @@
 #   - a pod accepting "a100-80gb,h100-80gb" lands on h100-80gb (annotation,
 #     affinity, charge of a quarter of an h100) and kube-scheduler binds it
 #     to the h100 kwok node; when no accepted model has room it is denied;
-#   - kubectl get gq keeps its columns; kubectl describe shows the models.
+#   - kubectl get gq keeps its columns (with the queue's beside them);
+#     kubectl describe shows the models.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
@@ -144,7 +145,7 @@ check_match "with no accepted model left, the pod is denied saying why for each"
 
 # ---------------------------------------------------------------- kubectl views
 check "kubectl get gq keeps its columns" \
-    "NAME HARD-MEM USED-MEM HARD-GPUS USED-GPUS HARD-PODS USED-PODS READY AGE" \
+    "NAME HARD-MEM USED-MEM HARD-GPUS USED-GPUS HARD-PODS USED-PODS QUEUED QUEUED-MEM READY AGE" \
     "$(kubectl -n "$NS" get gq team | head -1 | tr -s ' ')"
 desc=$(kubectl -n "$NS" describe gq team)
 check_match "kubectl describe shows the limits per model" 'Models:.*A 100 - 80gb|Models:.*a100-80gb' \

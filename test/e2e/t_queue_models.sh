@@ -139,6 +139,8 @@ eventually 15 has_ev c2
 check_match "c2 waits while no model has room; its Event names the first choice's limit" \
     '^exceeded quota: team, requested: a100-80gb/gpu-memory=8Gi, used: a100-80gb/gpu-memory=8Gi, limited: a100-80gb/gpu-memory=8Gi$' "$(ev c2)"
 check "c2 is still gated and unchosen" "gpuquota.io/quota a100-80gb,h100-80gb" "$(gates c2) $(ann c2 gpuquota.io/gpu-model)"
+check "gpuquota queue lists it, charged on its first model until chosen" '["c2","8Gi"]' \
+    "$("$GQ" queue -n "$NSC" --config "$E2E/config.yaml" -o json | jq -c '[.queues[].pods[] | select(.name == "c2") | .name, .charge["gpu-memory"]]')"
 out=$(kubectl -n "$NSC" annotate pod c2 --overwrite gpuquota.io/gpu-model=h100-80gb 2>&1)
 check_match "nobody but gpuquota chooses the model of a gated pod" 'denied the request' "$out"
 sleep 1

@@ -296,11 +296,20 @@ int gq_cmd_queue(int argc, char **argv)
         p->uid = str_at(pod, "metadata", "uid");
         if (!p->ns || !p->name || !p->uid)
             continue;
+        /* A pod accepting several models is priced on the first, as the
+         * controller's cache prices it until it chooses. */
+        const gq_model *choices[GQ_MAX_MODEL_CHOICES];
+        size_t n_choices = 0;
+        json_object *first = NULL;
+        if (gq_pod_model_choices(cfg, pod, choices, &n_choices, NULL) == GQ_OK && n_choices &&
+            gq_pod_with_model(pod, choices[0]->name, &first, NULL) != GQ_OK)
+            continue;
         gq_pod_cost_init(&cost);
-        gq_code crc = gq_pod_cost_compute(cfg, pod, &cost, NULL);
+        gq_code crc = gq_pod_cost_compute(cfg, first ? first : pod, &cost, NULL);
         if (!crc)
             gq_charge_from_cost(&cost, false, &p->charge);
         gq_pod_cost_dispose(&cost);
+        json_object_put(first);
         if (crc || gq_pod_facts_from_json(pod, p->ns, &p->facts, NULL) != GQ_OK)
             continue;
         if (gq_pod_group_parse(pod, &p->group, NULL) != GQ_OK)

@@ -848,29 +848,36 @@ static int collect_quota_fn(void *ud, const char *ns, const char *name, const vo
 }
 
 /* "exceeded quota: NAME, requested: ..., used: ..., limited: ..." for the
- * keys of q that in_use + need would pass: Kubernetes' quota wording. */
-static void no_room_message(const gq_quota *q, const gq_amounts *in_use, const gq_amounts *need,
-                            const char *group, char *buf, size_t cap)
+ * keys of q that in_use + need would pass: Kubernetes' quota wording. The
+ * limits are spec.hard (model_limit < 0) or spec.models.<m> (keys printed
+ * "m/gpu-memory", as /validate prints them); in_use is the planner's for
+ * those limits. */
+static void no_room_message(const gq_quota *q, int model_limit, const gq_queue_quota *pq,
+                            const gq_amounts *need, const char *group, char *buf, size_t cap)
 {
     char req[256] = "", used[256] = "", lim[256] = "";
+    bool per_model = model_limit >= 0 && (size_t)model_limit < q->n_models;
+    const gq_amounts *hard = per_model ? &q->models[model_limit].hard : &q->hard;
+    const gq_amounts *in_use = per_model ? &pq->model_in_use[model_limit] : &pq->in_use;
+    const char *m = per_model ? q->models[model_limit].name : "", *sl = per_model ? "/" : "";
     for (int k = 0; k < GQ_KEY_COUNT; k++) {
         int64_t sum;
-        if (!q->hard.set[k] || need->v[k] <= 0)
+        if (!hard->set[k] || need->v[k] <= 0)
             continue;
-        if (!__builtin_add_overflow(in_use->v[k], need->v[k], &sum) && sum <= q->hard.v[k])
+        if (!__builtin_add_overflow(in_use->v[k], need->v[k], &sum) && sum <= hard->v[k])
             continue;
         char a[GQ_QUANTITY_STR_MAX], b[GQ_QUANTITY_STR_MAX], h[GQ_QUANTITY_STR_MAX];
         gq_amount_format(need, (gq_qkey)k, a);
         gq_amount_format(in_use, (gq_qkey)k, b);
-        gq_amount_format(&q->hard, (gq_qkey)k, h);
+        gq_amount_format(hard, (gq_qkey)k, h);
         const char *name = gq_qkey_name((gq_qkey)k);
         size_t l;
         l = strlen(req);
-        snprintf(req + l, sizeof req - l, "%s%s=%s", l ? "," : "", name, a);
+        snprintf(req + l, sizeof req - l, "%s%s%s%s=%s", l ? "," : "", m, sl, name, a);
         l = strlen(used);
-        snprintf(used + l, sizeof used - l, "%s%s=%s", l ? "," : "", name, b);
+        snprintf(used + l, sizeof used - l, "%s%s%s%s=%s", l ? "," : "", m, sl, name, b);
         l = strlen(lim);
-        snprintf(lim + l, sizeof lim - l, "%s%s=%s", l ? "," : "", name, h);
+        snprintf(lim + l, sizeof lim - l, "%s%s%s%s=%s", l ? "," : "", m, sl, name, h);
     }
     snprintf(buf, cap, "%s%s%sexceeded %squota: %s, requested: %s, used: %s, limited: %s",
              group ? "pod group " : "", group ? group : "", group ? " waits: " : "",
@@ -915,10 +922,29 @@ static gq_code ungate(ctl_controller *c, const ctl_queued *p, gq_err *err)
     if (!c->o.api->patch_json)
         return gq_err_set(err, GQ_EINVAL, "the API seam cannot patch pods");
     for (int attempt = 0; attempt < 3; attempt++) {
-        json_object *patch = gq_queue_ungate_patch(p->uid, idx);
-        if (!patch)
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
-        gq_code rc = c->o.api->patch_json(c->o.api->ctx, path, patch, NULL, err);
+        json_object *patch = NULL, *cur = NULL;
+        gq_code rc = GQ_OK;
+        if (p->pin) {
+            /* The model chosen is pinned in the same patch; the pin is
+             * computed on the pod as stored (its uid is tested). */
+            rc = c->o.api->get(c->o.api->ctx, path, &cur, err);
+            if (!rc) {
+                gq_queue_pin pin = {c->o.cfg, cur, p->pin};
+                int now_idx = gq_pod_gate_index(cur);
+                if (now_idx < 0) {
+                    json_object_put(cur);
+                    return GQ_OK; /* ungated already */
+                }
+                idx = now_idx;
+                rc = gq_queue_ungate_patch(p->uid, idx, &pin, &patch, err);
+            }
+            json_object_put(cur);
+        } else {
+            rc = gq_queue_ungate_patch(p->uid, idx, NULL, &patch, err);
+        }
+        if (rc)
+            return rc;
+        rc = c->o.api->patch_json(c->o.api->ctx, path, patch, NULL, err);
         json_object_put(patch);
         if (rc == GQ_OK || rc == GQ_ENOTFOUND)
             return rc;
@@ -1069,7 +1095,11 @@ static int admit_pass(ctl_controller *c)
             result = RES_ERROR;
             goto out;
         }
-        if (gq_quota_in_use(a->q, now, NULL, &pq[nq].in_use, &err) != GQ_OK) {
+        bool bad = gq_quota_in_use(a->q, now, NULL, &pq[nq].in_use, &err) != GQ_OK;
+        for (size_t m = 0; !bad && m < a->q->n_models && m < GQ_CRD_MAX_QUOTA_MODELS; m++)
+            bad = gq_quota_model_in_use(a->q, &a->q->models[m], now, NULL, &pq[nq].model_in_use[m],
+                                        &err) != GQ_OK;
+        if (bad) {
             result = RES_ERROR;
             nq++;
             goto out;
@@ -1085,6 +1115,7 @@ static int admit_pass(ctl_controller *c)
         e->priority = pods[i].priority;
         e->created_us = pods[i].created_us;
         e->charge = pods[i].charge;
+        e->model = pods[i].model;
         e->quotas = &qidx[i * nobj];
         e->paid = &paid[i * nobj];
         if (pods[i].group) {
@@ -1112,6 +1143,24 @@ static int admit_pass(ctl_controller *c)
             m++;
         }
         e->n_quotas = m;
+        if (pods[i].n_opts) {
+            /* A choice of models: the planner takes the first with room.
+             * One already charged (a reservation carries its model) keeps
+             * that model. */
+            e->options = pods[i].opts;
+            e->n_options = pods[i].n_opts;
+            const char *held = NULL;
+            for (size_t j = 0; j < nq && !held; j++)
+                for (size_t r = 0; r < qs[j].q->n_reservations && !held; r++)
+                    if (!strcmp(qs[j].q->reservations[r].key, pods[i].uid) &&
+                        qs[j].q->reservations[r].expires > now)
+                        held = qs[j].q->reservations[r].model;
+            for (size_t o = 0; held && o < pods[i].n_opts; o++)
+                if (!strcmp(pods[i].opts[o].model, held)) {
+                    e->options = &pods[i].opts[o];
+                    e->n_options = 1;
+                }
+        }
     }
     if (gq_queue_plan(ents, n, pq, nq, dec, &err) != GQ_OK) {
         GQ_ERROR("queue: %s", err.msg);
@@ -1122,6 +1171,14 @@ static int admit_pass(ctl_controller *c)
     for (size_t i = 0; i < n; i++) {
         if (dec[i].state != GQ_QSTATE_ADMIT)
             continue;
+        /* The model chosen among several: its charge, its reservations. */
+        const gq_model_option *chosen = ents[i].n_options ? &ents[i].options[dec[i].option] : NULL;
+        if (chosen) {
+            size_t at = (size_t)(chosen - pods[i].opts);
+            pods[i].charge = chosen->charge;
+            pods[i].model = chosen->model;
+            pods[i].pin = pods[i].model_of[at];
+        }
         for (size_t m = 0; m < ents[i].n_quotas; m++) {
             if (ents[i].paid[m])
                 continue;
@@ -1195,7 +1252,7 @@ static int admit_pass(ctl_controller *c)
         case GQ_QSTATE_ADMIT:
             continue;
         case GQ_QSTATE_NO_ROOM:
-            no_room_message(qs[d->quota].q, &pq[d->quota].in_use, &d->need,
+            no_room_message(qs[d->quota].q, d->model_limit, &pq[d->quota], &d->need,
                             ents[i].group ? pods[i].group : NULL, msg, sizeof msg);
             break;
         case GQ_QSTATE_BEHIND_HEAD:

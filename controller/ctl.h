@@ -35,6 +35,14 @@ typedef struct ctl_ns ctl_ns;
 /* One GPU pod as the controller keeps it (~100 bytes plus its strings).
  * Pods without a GPU are never recorded. Read-only for users; the store links
  * it into its namespace's list. */
+/* A queued pod that accepts several models (gpuquota.io/gpu-model: a,b):
+ * each model and the pod's charge on it, in order of preference. */
+typedef struct ctl_choices {
+    size_t n;
+    const gq_model *model[GQ_MAX_MODEL_CHOICES]; /* borrowed from the config */
+    int64_t charge[GQ_MAX_MODEL_CHOICES][GQ_KEY_COUNT];
+} ctl_choices;
+
 typedef struct ctl_pod {
     struct ctl_pod *prev, *next;  /* namespace list (store lock) */
     struct ctl_pod *unext;        /* uid index chain (store lock) */
@@ -51,6 +59,7 @@ typedef struct ctl_pod {
     int32_t priority;             /* spec.priority */
     int32_t group_size;           /* gpuquota.io/pod-group-size; 0: not in a group */
     int64_t created_us;           /* metadata.creationTimestamp (Unix microseconds) */
+    ctl_choices *choices;         /* gated and accepting several models; else NULL */
     uint16_t uid_off;             /* offset of the uid into data */
     uint16_t group_off;           /* offset of the group name into data ("" none) */
     char data[];                  /* "name\0uid\0group\0" */
@@ -132,7 +141,13 @@ typedef struct ctl_queued {
     int32_t priority, group_size;
     int64_t created_us;
     int gate_idx;
-    gq_amounts charge;
+    gq_amounts charge; /* with choices: on the first model */
+    /* Accepting several models: opts[0..n_opts) priced on each, model[i]
+     * the catalog entry of opts[i] (borrowed from the config). */
+    size_t n_opts;
+    gq_model_option opts[GQ_MAX_MODEL_CHOICES];
+    const gq_model *model_of[GQ_MAX_MODEL_CHOICES];
+    const gq_model *pin; /* set by the admission pass: the model chosen */
 } ctl_queued;
 
 /* The queued pods that count at now (not terminal, not being deleted), in

@@ -242,7 +242,8 @@ bool ctl_pod_same(const ctl_pod *a, const ctl_pod *b)
            a->terminal == b->terminal && a->terminating == b->terminating && a->model == b->model &&
            a->gated == b->gated && a->gate_idx == b->gate_idx && a->priority == b->priority &&
            a->group_size == b->group_size && !strcmp(ctl_pod_uid(a), ctl_pod_uid(b)) &&
-           !strcmp(ctl_pod_group(a), ctl_pod_group(b));
+           !strcmp(ctl_pod_group(a), ctl_pod_group(b)) && !a->choices == !b->choices &&
+           (!a->choices || !memcmp(a->choices, b->choices, sizeof(*a->choices)));
 }
 
 gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, ctl_pod **out,
@@ -258,6 +259,8 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
     const char *name = gq_json_get_string(meta, "name"),
                *ns = gq_json_get_string(meta, "namespace");
     const char *uid = gq_json_get_string(meta, "uid");
+    ctl_choices *ch = NULL;
+    json_object *first = NULL;
 
     gq_pod_cost_init(&cost);
     if (!name || !name[0] || !ns || !ns[0]) {
@@ -265,7 +268,28 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
         rc = GQ_OK;
         goto out;
     }
-    rc = gq_pod_cost_compute(cfg, pod, &cost, err);
+    /* A queued pod accepting several models: the admission pass chooses
+     * among them; until then it is priced on the first. */
+    const gq_model *models[GQ_MAX_MODEL_CHOICES];
+    size_t n_models = 0;
+    if (gq_pod_gate_index(pod) >= 0 &&
+        gq_pod_model_choices(cfg, pod, models, &n_models, NULL) == GQ_OK && n_models) {
+        gq_model_option opts[GQ_MAX_MODEL_CHOICES];
+        if (!(ch = calloc(1, sizeof(*ch)))) {
+            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            goto out;
+        }
+        if ((rc = gq_queue_price_choices(cfg, pod, models, n_models, opts, err)) ||
+            (rc = gq_pod_with_model(pod, models[0]->name, &first, err)))
+            goto out;
+        ch->n = n_models;
+        for (size_t i = 0; i < n_models; i++) {
+            ch->model[i] = models[i];
+            for (int k = 0; k < GQ_KEY_COUNT; k++)
+                ch->charge[i][k] = opts[i].charge.v[k];
+        }
+    }
+    rc = gq_pod_cost_compute(cfg, first ? first : pod, &cost, err);
     if (rc)
         goto out;
     if (cost.gpu_pods == 0) { /* no GPU: nothing to keep */
@@ -320,7 +344,11 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
     p->delete_at = delete_at;
     p->terminal = gq_pod_is_terminal(pod);
     p->terminating = facts.terminating;
-    p->model = gq_pod_model(&cost);
+    p->model = ch ? NULL : gq_pod_model(&cost);
+    p->choices = ch;
+    ch = NULL;
+    if (p->choices)
+        sz += sizeof(*p->choices);
 
     pthread_rwlock_wrlock(&s->lock);
     p->ns = ns_ref(s, ns);
@@ -339,7 +367,11 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
     *out = p;
     p = NULL;
 out:
+    if (p)
+        free(p->choices);
     free(p);
+    free(ch);
+    json_object_put(first);
     gq_pod_cost_dispose(&cost);
     return rc;
 }
@@ -485,7 +517,8 @@ static void link_locked(ctl_store *s, ctl_pod *p)
 
 static size_t pod_size(const ctl_pod *p)
 {
-    return sizeof(*p) + strlen(ctl_pod_name(p)) + 1 + strlen(ctl_pod_uid(p)) + 1;
+    return sizeof(*p) + strlen(ctl_pod_name(p)) + 1 + strlen(ctl_pod_uid(p)) + 1 +
+           (p->choices ? sizeof(*p->choices) : 0);
 }
 
 void ctl_pod_free(ctl_store *s, ctl_pod *p)
@@ -497,6 +530,7 @@ void ctl_pod_free(ctl_store *s, ctl_pod *p)
     s->bytes -= pod_size(p);
     ns_unref(s, p->ns);
     pthread_rwlock_unlock(&s->lock);
+    free(p->choices);
     free(p);
 }
 
@@ -833,6 +867,14 @@ gq_code ctl_store_queued(ctl_store *s, int64_t now, ctl_queued **out, size_t *n_
                 for (int k = 0; k < GQ_KEY_COUNT; k++) {
                     q->charge.v[k] = p->charge[k];
                     q->charge.set[k] = true;
+                }
+                for (size_t c = 0; p->choices && c < p->choices->n; c++) {
+                    q->model_of[c] = p->choices->model[c];
+                    q->opts[c].model = p->choices->model[c]->name;
+                    q->opts[c].charge = q->charge;
+                    for (int k = 0; k < GQ_KEY_COUNT; k++)
+                        q->opts[c].charge.v[k] = p->choices->charge[c][k];
+                    q->n_opts = c + 1;
                 }
             }
         }

@@ -5,7 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json_member.h"
 #include "common/strutil.h"
+#include "quota/podcost.h"
+#include "quota/rewrite.h"
 
 static json_object *member(json_object *o, const char *key)
 {
@@ -114,9 +117,16 @@ gq_code gq_quota_parse_list(json_object *arr, gq_quota ***qs, size_t *n, size_t 
 
 bool gq_quota_limits(const gq_quota *q, const gq_amounts *charge)
 {
-    for (int k = 0; k < GQ_KEY_COUNT; k++)
-        if (q->hard.set[k] && charge->v[k] > 0)
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        if (charge->v[k] <= 0)
+            continue;
+        if (q->hard.set[k])
             return true;
+        /* A quota limiting models only still limits the pods it governs. */
+        for (size_t m = 0; m < q->n_models; m++)
+            if (q->models[m].hard.set[k])
+                return true;
+    }
     return false;
 }
 
@@ -130,38 +140,53 @@ bool gq_queue_applies(const gq_quota *const *qs, size_t n, const gq_pod_facts *p
     return false;
 }
 
-gq_code gq_queue_check_ever_fits(const gq_quota *q, const gq_amounts *charge, int64_t members,
-                                 const char *group, gq_err *err)
+/* charge x members against one set of limits of q: spec.hard (model NULL)
+ * or spec.models.<model>. */
+static gq_code ever_fits_limits(const gq_quota *q, const char *model, const gq_amounts *hard,
+                                const gq_amounts *charge, int64_t members, const char *group,
+                                gq_err *err)
+{
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        if (!hard->set[k] || charge->v[k] <= 0)
+            continue;
+        int64_t need;
+        if (!__builtin_mul_overflow(charge->v[k], members, &need) && need <= hard->v[k])
+            continue;
+        gq_amounts a = *charge, h = *hard;
+        char asked[GQ_QUANTITY_STR_MAX], lim[GQ_QUANTITY_STR_MAX];
+        if (__builtin_mul_overflow(charge->v[k], members, &a.v[k]))
+            a.v[k] = INT64_MAX;
+        gq_amount_format(&a, (gq_qkey)k, asked);
+        gq_amount_format(&h, (gq_qkey)k, lim);
+        const char *qk = q->kind == GQ_QUOTA_TENANT ? "tenant quota" : "quota";
+        const char *m = model ? model : "", *sl = model ? "/" : "";
+        const char *key = gq_qkey_name((gq_qkey)k);
+        if (group)
+            return gq_err_set(err, GQ_EDENIED,
+                              "pod group %s of %lld pods asks for %s%s%s=%s, more than %s %s "
+                              "allows at all (%s%s%s=%s): it would wait forever",
+                              group, (long long)members, m, sl, key, asked, qk, q->name, m, sl, key,
+                              lim);
+        return gq_err_set(err, GQ_EDENIED,
+                          "pod asks for %s%s%s=%s, more than %s %s allows at all (%s%s%s=%s): it "
+                          "would wait forever",
+                          m, sl, key, asked, qk, q->name, m, sl, key, lim);
+    }
+    return GQ_OK;
+}
+
+gq_code gq_queue_check_ever_fits(const gq_quota *q, const char *model, const gq_amounts *charge,
+                                 int64_t members, const char *group, gq_err *err)
 {
     if (members < 1)
         members = 1;
-    for (int k = 0; k < GQ_KEY_COUNT; k++) {
-        if (!q->hard.set[k] || charge->v[k] <= 0)
-            continue;
-        int64_t need;
-        if (__builtin_mul_overflow(charge->v[k], members, &need) || need > q->hard.v[k]) {
-            gq_amounts a = *charge, h = q->hard;
-            char asked[GQ_QUANTITY_STR_MAX], lim[GQ_QUANTITY_STR_MAX];
-            a.v[k] = need < 0 ? INT64_MAX : need;
-            if (__builtin_mul_overflow(charge->v[k], members, &a.v[k]))
-                a.v[k] = INT64_MAX;
-            gq_amount_format(&a, (gq_qkey)k, asked);
-            gq_amount_format(&h, (gq_qkey)k, lim);
-            const char *qk = q->kind == GQ_QUOTA_TENANT ? "tenant quota" : "quota";
-            if (group)
-                return gq_err_set(err, GQ_EDENIED,
-                                  "pod group %s of %lld pods asks for %s=%s, more than %s %s "
-                                  "allows at all (%s=%s): it would wait forever",
-                                  group, (long long)members, gq_qkey_name((gq_qkey)k), asked, qk,
-                                  q->name, gq_qkey_name((gq_qkey)k), lim);
-            return gq_err_set(err, GQ_EDENIED,
-                              "pod asks for %s=%s, more than %s %s allows at all (%s=%s): it "
-                              "would wait forever",
-                              gq_qkey_name((gq_qkey)k), asked, qk, q->name,
-                              gq_qkey_name((gq_qkey)k), lim);
-        }
-    }
-    return GQ_OK;
+    gq_code rc = ever_fits_limits(q, NULL, &q->hard, charge, members, group, err);
+    /* A pinned pod meets its model's limits; an unpinned one every model's. */
+    for (size_t i = 0; !rc && i < q->n_models; i++)
+        if (!model || !strcmp(model, q->models[i].name))
+            rc = ever_fits_limits(q, q->models[i].name, &q->models[i].hard, charge, members, group,
+                                  err);
+    return rc;
 }
 
 int gq_queue_entry_cmp(const gq_queue_entry *a, const gq_queue_entry *b)
@@ -196,16 +221,23 @@ static int ref_group_cmp(const void *a, const void *b)
 }
 
 /* in_use + need <= hard for every key of hard. */
-static bool fits(const gq_quota *q, const gq_amounts *in_use, const gq_amounts *need)
+static bool fits(const gq_amounts *hard, const gq_amounts *in_use, const gq_amounts *need)
 {
     for (int k = 0; k < GQ_KEY_COUNT; k++) {
         int64_t sum;
-        if (!q->hard.set[k] || need->v[k] <= 0)
+        if (!hard->set[k] || need->v[k] <= 0)
             continue;
-        if (__builtin_add_overflow(in_use->v[k], need->v[k], &sum) || sum > q->hard.v[k])
+        if (__builtin_add_overflow(in_use->v[k], need->v[k], &sum) || sum > hard->v[k])
             return false;
     }
     return true;
+}
+
+static void amounts_add(gq_amounts *to, const gq_amounts *a)
+{
+    for (int k = 0; k < GQ_KEY_COUNT; k++)
+        if (__builtin_add_overflow(to->v[k], a->v[k], &to->v[k]))
+            to->v[k] = INT64_MAX;
 }
 
 static void amounts_zero(gq_amounts *a)
@@ -216,13 +248,115 @@ static void amounts_zero(gq_amounts *a)
     a->fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
 }
 
+/* The members of one unit: a pod alone, or a group's members in byg. */
+typedef struct unit {
+    const gq_queue_entry *alone;
+    const ref *members;
+    size_t len;
+} unit;
+
+static const gq_queue_entry *unit_member(const unit *u, size_t m)
+{
+    return u->alone ? u->alone : u->members[m].e;
+}
+
+/* What member me owes under option o: its charge and the model it is
+ * charged as. false when it has a choice of models but no option o. */
+static bool member_terms(const gq_queue_entry *me, size_t o, const gq_amounts **charge,
+                         const char **model)
+{
+    if (!me->n_options) {
+        *charge = &me->charge;
+        *model = me->model;
+        return true;
+    }
+    if (o >= me->n_options)
+        return false;
+    *charge = &me->options[o].charge;
+    *model = me->options[o].model;
+    return true;
+}
+
+/* What unit u, on option o, has yet to pay quota qi: against spec.hard
+ * (model NULL), or against the limits of model `model` (the members pinned
+ * to it or to none). false when a member has no option o. */
+static bool unit_need(const unit *u, size_t o, size_t qi, const char *model, gq_amounts *need)
+{
+    amounts_zero(need);
+    for (size_t m = 0; m < u->len; m++) {
+        const gq_queue_entry *me = unit_member(u, m);
+        const gq_amounts *charge;
+        const char *mm;
+        if (!member_terms(me, o, &charge, &mm))
+            return false;
+        if (model && mm && strcmp(model, mm))
+            continue;
+        for (size_t j = 0; j < me->n_quotas; j++)
+            if (me->quotas[j] == qi && !(me->paid && me->paid[j]))
+                amounts_add(need, charge);
+    }
+    return true;
+}
+
+/* Whether u on option o fits every quota of touched[0..nt); when not, and
+ * *fail_q is still unset (SIZE_MAX), the first limit without room. false
+ * also when a member has no option o (*valid false). */
+static bool unit_fits(const unit *u, size_t o, const gq_queue_quota *quotas, const size_t *touched,
+                      size_t nt, bool *valid, size_t *fail_q, int *fail_m, gq_amounts *fail_need)
+{
+    gq_amounts need;
+    *valid = true;
+    for (size_t t = 0; t < nt; t++) {
+        const gq_queue_quota *pq = &quotas[touched[t]];
+        if (!unit_need(u, o, touched[t], NULL, &need)) {
+            *valid = false;
+            return false;
+        }
+        int bad = fits(&pq->q->hard, &pq->in_use, &need) ? -2 : -1;
+        size_t nm =
+            pq->q->n_models < GQ_CRD_MAX_QUOTA_MODELS ? pq->q->n_models : GQ_CRD_MAX_QUOTA_MODELS;
+        for (size_t mi = 0; bad == -2 && mi < nm; mi++) {
+            const gq_model_limit *ml = &pq->q->models[mi];
+            if (unit_need(u, o, touched[t], ml->name, &need) &&
+                !fits(&ml->hard, &pq->model_in_use[mi], &need))
+                bad = (int)mi;
+        }
+        if (bad == -2)
+            continue;
+        if (*fail_q == SIZE_MAX) {
+            *fail_q = touched[t];
+            *fail_m = bad;
+            if (bad >= 0)
+                unit_need(u, o, touched[t], pq->q->models[bad].name, fail_need);
+            else
+                unit_need(u, o, touched[t], NULL, fail_need);
+        }
+        return false;
+    }
+    return true;
+}
+
+/* Add what u owes on option o to the quotas it touches. */
+static void unit_charge(const unit *u, size_t o, gq_queue_quota *quotas, const size_t *touched,
+                        size_t nt)
+{
+    gq_amounts need;
+    for (size_t t = 0; t < nt; t++) {
+        gq_queue_quota *pq = &quotas[touched[t]];
+        if (unit_need(u, o, touched[t], NULL, &need))
+            amounts_add(&pq->in_use, &need);
+        for (size_t mi = 0; mi < pq->q->n_models && mi < GQ_CRD_MAX_QUOTA_MODELS; mi++)
+            if (unit_need(u, o, touched[t], pq->q->models[mi].name, &need))
+                amounts_add(&pq->model_in_use[mi], &need);
+    }
+}
+
 gq_code gq_queue_plan(const gq_queue_entry *entries, size_t n, gq_queue_quota *quotas, size_t nq,
                       gq_queue_decision *out, gq_err *err)
 {
     gq_code rc = GQ_OK;
     ref *order = NULL, *byg = NULL;
     size_t *unit_start = NULL, *unit_len = NULL, *leader_of = NULL, *touched = NULL;
-    gq_amounts *need = NULL;
     bool *blocked = NULL, *is_touched = NULL;
     int64_t *waiting = NULL;
     if (!n)
@@ -237,12 +371,11 @@ gq_code gq_queue_plan(const gq_queue_entry *entries, size_t n, gq_queue_quota *q
     unit_start = calloc(n, sizeof(*unit_start));
     unit_len = calloc(n, sizeof(*unit_len));
     leader_of = calloc(n, sizeof(*leader_of));
-    need = calloc(nq ? nq : 1, sizeof(*need));
     touched = calloc(nq ? nq : 1, sizeof(*touched));
     blocked = calloc(nq ? nq : 1, sizeof(*blocked));
     is_touched = calloc(nq ? nq : 1, sizeof(*is_touched));
     waiting = calloc(nq ? nq : 1, sizeof(*waiting));
-    if (!order || !byg || !unit_start || !unit_len || !leader_of || !need || !touched || !blocked ||
+    if (!order || !byg || !unit_start || !unit_len || !leader_of || !touched || !blocked ||
         !is_touched || !waiting) {
         rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
         goto out;
@@ -254,6 +387,7 @@ gq_code gq_queue_plan(const gq_queue_entry *entries, size_t n, gq_queue_quota *q
         order[r].rank = r;
         memset(&out[order[r].i], 0, sizeof(out[0]));
         out[order[r].i].position = r + 1;
+        out[order[r].i].model_limit = -1;
         leader_of[order[r].i] = order[r].i; /* alone: a unit of itself */
         unit_len[order[r].i] = 1;
     }
@@ -300,50 +434,53 @@ gq_code gq_queue_plan(const gq_queue_entry *entries, size_t n, gq_queue_quota *q
         if (out[i].state != GQ_QSTATE_ADMIT)
             continue; /* incomplete or mismatched group: waits, blocks nobody */
         size_t first = grouped ? unit_start[i] : 0, len = unit_len[i];
-        size_t nt = 0;
+        unit u = {grouped ? NULL : e, grouped ? &byg[first] : NULL, len};
+        size_t nt = 0, n_try = 1;
         bool unpaid = false, behind = false;
         size_t behind_q = 0;
         for (size_t m = 0; m < len; m++) {
-            const gq_queue_entry *me = grouped ? byg[first + m].e : e;
+            const gq_queue_entry *me = unit_member(&u, m);
+            if (me->n_options > n_try)
+                n_try = me->n_options;
             for (size_t j = 0; j < me->n_quotas; j++) {
                 size_t qi = me->quotas[j];
                 if (!is_touched[qi]) {
                     is_touched[qi] = true;
                     touched[nt++] = qi;
-                    amounts_zero(&need[qi]);
                 }
                 if (blocked[qi] && !behind) {
                     behind = true;
                     behind_q = qi;
                 }
-                if (me->paid && me->paid[j])
-                    continue;
-                unpaid = true;
-                for (int k = 0; k < GQ_KEY_COUNT; k++)
-                    if (__builtin_add_overflow(need[qi].v[k], me->charge.v[k], &need[qi].v[k]))
-                        need[qi].v[k] = INT64_MAX;
+                if (!(me->paid && me->paid[j]))
+                    unpaid = true;
             }
         }
         gq_queue_state st = GQ_QSTATE_ADMIT;
-        size_t which = 0;
+        size_t which = 0, option = 0, fail_q = SIZE_MAX;
+        int fail_m = -1;
+        gq_amounts fail_need;
+        amounts_zero(&fail_need);
         if (unpaid && behind) {
             st = GQ_QSTATE_BEHIND_HEAD;
             which = behind_q;
         } else if (unpaid) {
-            for (size_t t = 0; t < nt; t++)
-                if (!fits(quotas[touched[t]].q, &quotas[touched[t]].in_use, &need[touched[t]])) {
-                    st = GQ_QSTATE_NO_ROOM;
-                    which = touched[t];
+            st = GQ_QSTATE_NO_ROOM;
+            for (size_t o = 0; o < n_try; o++) {
+                bool valid;
+                if (unit_fits(&u, o, quotas, touched, nt, &valid, &fail_q, &fail_m, &fail_need)) {
+                    st = GQ_QSTATE_ADMIT;
+                    option = o;
                     break;
                 }
+                if (!valid)
+                    break;
+            }
+            if (st == GQ_QSTATE_NO_ROOM)
+                which = fail_q == SIZE_MAX ? (nt ? touched[0] : 0) : fail_q;
         }
         if (st == GQ_QSTATE_ADMIT) {
-            for (size_t t = 0; t < nt; t++)
-                for (int k = 0; k < GQ_KEY_COUNT; k++) {
-                    gq_amounts *u = &quotas[touched[t]].in_use;
-                    if (__builtin_add_overflow(u->v[k], need[touched[t]].v[k], &u->v[k]))
-                        u->v[k] = INT64_MAX;
-                }
+            unit_charge(&u, option, quotas, touched, nt);
         } else {
             for (size_t t = 0; t < nt; t++) {
                 if (quotas[touched[t]].q->strategy == GQ_QUEUE_STRICT)
@@ -357,8 +494,10 @@ gq_code gq_queue_plan(const gq_queue_entry *entries, size_t n, gq_queue_quota *q
             out[mi].state = st;
             out[mi].quota = which;
             out[mi].ahead = ahead;
+            out[mi].model_limit = st == GQ_QSTATE_NO_ROOM ? fail_m : -1;
+            out[mi].option = option;
             if (st == GQ_QSTATE_NO_ROOM)
-                out[mi].need = need[which];
+                out[mi].need = fail_need;
         }
         for (size_t t = 0; t < nt; t++)
             is_touched[touched[t]] = false;
@@ -369,7 +508,6 @@ out:
     free(unit_start);
     free(unit_len);
     free(leader_of);
-    free(need);
     free(touched);
     free(blocked);
     free(is_touched);
@@ -377,35 +515,122 @@ out:
     return rc;
 }
 
-json_object *gq_queue_ungate_patch(const char *uid, int gate_index)
+gq_code gq_pod_with_model(json_object *pod, const char *model, json_object **out, gq_err *err)
 {
-    char path[64];
+    json_object *c = NULL, *meta, *ann, *v = json_object_new_string(model);
+    if (!v || json_object_deep_copy(pod, &c, NULL)) {
+        json_object_put(v);
+        json_object_put(c);
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    }
+    if (!json_object_object_get_ex(c, "metadata", &meta) ||
+        !json_object_object_get_ex(meta, "annotations", &ann) ||
+        !json_object_is_type(ann, json_type_object)) {
+        json_object_put(v);
+        json_object_put(c);
+        return gq_err_set(err, GQ_EINVAL, "pod has no metadata.annotations");
+    }
+    if (json_object_object_add(ann, GQ_ANN_GPU_MODEL, v)) {
+        json_object_put(c);
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    }
+    *out = c;
+    return GQ_OK;
+}
+
+/* The pod priced on model: *cost (initialised by the caller) and *copy (the
+ * pod with the model, owned by the caller). */
+static gq_code price_on(const gq_config *cfg, json_object *pod, const gq_model *model,
+                        json_object **copy, gq_pod_cost *cost, gq_err *err)
+{
+    gq_code rc = gq_pod_with_model(pod, model->name, copy, err);
+    if (!rc && (rc = gq_pod_cost_compute(cfg, *copy, cost, err)) != GQ_OK)
+        gq_err_prefix(err, "GPU model %s", model->name);
+    return rc;
+}
+
+gq_code gq_queue_price_choices(const gq_config *cfg, json_object *pod,
+                               const gq_model *const *choices, size_t n, gq_model_option *opts,
+                               gq_err *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        json_object *copy = NULL;
+        gq_pod_cost cost;
+        gq_pod_cost_init(&cost);
+        gq_code rc = price_on(cfg, pod, choices[i], &copy, &cost, err);
+        if (!rc) {
+            opts[i].model = choices[i]->name;
+            gq_charge_from_cost(&cost, gq_pod_is_terminal(pod), &opts[i].charge);
+        }
+        gq_pod_cost_dispose(&cost);
+        json_object_put(copy);
+        if (rc)
+            return rc;
+    }
+    return GQ_OK;
+}
+
+static gq_code op(json_object *arr, const char *verb, const char *path, json_object *value)
+{
+    json_object *o = json_object_new_object();
+    if (!o || (strcmp(verb, "remove") && !value) ||
+        json_object_object_add(o, "op", json_object_new_string(verb)) ||
+        json_object_object_add(o, "path", json_object_new_string(path)) ||
+        (value && json_object_object_add(o, "value", value)) || json_object_array_add(arr, o)) {
+        if (!o)
+            json_object_put(value);
+        json_object_put(o);
+        return GQ_ENOMEM;
+    }
+    return GQ_OK;
+}
+
+/* Append the operations pinning pin->pod to pin->model. */
+static gq_code pin_ops(const gq_queue_pin *pin, json_object *arr, gq_err *err)
+{
+    json_object *copy = NULL;
+    gq_pod_cost cost;
+    gq_rewrite rw;
+    gq_pod_cost_init(&cost);
+    gq_rewrite_init(&rw);
+    json_object *ann = gq_json_meta_object(pin->pod, "annotations");
+    const char *list = ann ? gq_json_get_string(ann, GQ_ANN_GPU_MODEL) : NULL;
+    gq_rewrite_opts ro = {.chosen = pin->model, .choices = list};
+    gq_code rc = price_on(pin->cfg, pin->pod, pin->model, &copy, &cost, err);
+    if (!rc)
+        rc = gq_rewrite_pod(pin->cfg, pin->pod, &cost, &ro, &rw, err);
+    json_object *ops = rc ? NULL : gq_patch_json(rw.patch);
+    for (size_t i = 0; ops && !rc && i < json_object_array_length(ops); i++)
+        if (json_object_array_add(arr, json_object_get(json_object_array_get_idx(ops, i))))
+            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+    gq_rewrite_dispose(&rw);
+    gq_pod_cost_dispose(&cost);
+    json_object_put(copy);
+    return rc;
+}
+
+gq_code gq_queue_ungate_patch(const char *uid, int gate_index, const gq_queue_pin *pin,
+                              json_object **out, gq_err *err)
+{
+    char path[64], npath[80];
     json_object *arr = json_object_new_array();
-    json_object *t1 = json_object_new_object(), *t2 = json_object_new_object(),
-                *rm = json_object_new_object();
-    if (!arr || !t1 || !t2 || !rm)
-        goto fail;
+    gq_code rc = arr ? GQ_OK : GQ_ENOMEM;
     snprintf(path, sizeof path, "/spec/schedulingGates/%d", gate_index);
-    json_object_object_add(t1, "op", json_object_new_string("test"));
-    json_object_object_add(t1, "path", json_object_new_string("/metadata/uid"));
-    json_object_object_add(t1, "value", json_object_new_string(uid));
-    json_object_array_add(arr, t1);
-    t1 = NULL;
-    char npath[80];
     snprintf(npath, sizeof npath, "%s/name", path);
-    json_object_object_add(t2, "op", json_object_new_string("test"));
-    json_object_object_add(t2, "path", json_object_new_string(npath));
-    json_object_object_add(t2, "value", json_object_new_string(GQ_QUEUE_GATE));
-    json_object_array_add(arr, t2);
-    t2 = NULL;
-    json_object_object_add(rm, "op", json_object_new_string("remove"));
-    json_object_object_add(rm, "path", json_object_new_string(path));
-    json_object_array_add(arr, rm);
-    return arr;
-fail:
-    json_object_put(arr);
-    json_object_put(t1);
-    json_object_put(t2);
-    json_object_put(rm);
-    return NULL;
+    if (!rc)
+        rc = op(arr, "test", "/metadata/uid", json_object_new_string(uid));
+    if (!rc)
+        rc = op(arr, "test", npath, json_object_new_string(GQ_QUEUE_GATE));
+    if (rc == GQ_ENOMEM)
+        gq_err_set(err, rc, "out of memory");
+    if (!rc && pin)
+        rc = pin_ops(pin, arr, err);
+    if (!rc && (rc = op(arr, "remove", path, NULL)))
+        gq_err_set(err, rc, "out of memory");
+    if (rc) {
+        json_object_put(arr);
+        return rc;
+    }
+    *out = arr;
+    return GQ_OK;
 }

@@ -13,6 +13,7 @@
 
 #include "quota/crd.h"
 #include "common/gq_error.h"
+#include "quota/config.h"
 #include "quota/policy.h"
 
 /* The scheduling gate gpuquota adds at creation and only its controller
@@ -51,7 +52,8 @@ gq_code gq_pod_group_parse(json_object *pod, gq_pod_group *out, gq_err *err) GQ_
  * valid for the caller to free. */
 gq_code gq_quota_parse_list(json_object *arr, gq_quota ***qs, size_t *n, size_t *skipped) GQ_WUR;
 
-/* Whether q limits a key that charge charges (> 0): only such quotas are
+/* Whether q limits, in spec.hard or in the limits of a model of
+ * spec.models, a key that charge charges (> 0): only such quotas are
  * charged for a pod. */
 bool gq_quota_limits(const gq_quota *q, const gq_amounts *charge);
 
@@ -63,11 +65,16 @@ bool gq_queue_applies(const gq_quota *const *qs, size_t n, const gq_pod_facts *p
 
 /* A queued pod (or a group of `members` such pods, all charging charge)
  * that could never be admitted: charge x members above q's hard for some
- * key. GQ_EDENIED with the message in err, e.g.
+ * key, or above the limits of a model q lists in spec.models that the pod
+ * is charged against (model: the one it is pinned to, gq_pod_facts.model;
+ * NULL: every listed model, as gq_quota_evaluate charges it). GQ_EDENIED
+ * with the message in err, e.g.
  *   "pod group train of 4 pods asks for gpu-memory=64Gi, more than quota
- *    team-a allows at all (gpu-memory=48Gi); it would wait forever" */
-gq_code gq_queue_check_ever_fits(const gq_quota *q, const gq_amounts *charge, int64_t members,
-                                 const char *group, gq_err *err) GQ_WUR;
+ *    team-a allows at all (gpu-memory=48Gi); it would wait forever"
+ *   "pod asks for a100-80gb/gpu-memory=40Gi, more than quota team-a allows
+ *    at all (a100-80gb/gpu-memory=32Gi): it would wait forever" */
+gq_code gq_queue_check_ever_fits(const gq_quota *q, const char *model, const gq_amounts *charge,
+                                 int64_t members, const char *group, gq_err *err) GQ_WUR;
 
 /* One queued pod, for the planner. Strings are borrowed. */
 typedef struct gq_queue_entry {
@@ -78,8 +85,16 @@ typedef struct gq_queue_entry {
     int32_t priority;      /* spec.priority */
     int64_t created_us;    /* metadata.creationTimestamp, Unix microseconds */
     gq_amounts charge;     /* gq_charge_from_cost */
-    const size_t *quotas;  /* indices of the quotas to charge (gq_quota_limits and matching) */
-    const bool *paid;      /* parallel: already holds a reservation in that quota */
+    const char *model;     /* the model it is pinned to (gq_pod_facts.model); NULL: charged
+                              against every model a quota lists in spec.models */
+    /* A choice of models (gpuquota.io/gpu-model: a,b): options[0..n_options)
+     * in order of preference, each priced on its model; the first with which
+     * the pod (its group) fits is admitted, and charge and model above are
+     * then ignored. n_options 0: no choice, charge and model hold. */
+    const gq_model_option *options;
+    size_t n_options;
+    const size_t *quotas; /* indices of the quotas to charge (gq_quota_limits and matching) */
+    const bool *paid;     /* parallel: already holds a reservation in that quota */
     size_t n_quotas;
 } gq_queue_entry;
 
@@ -88,6 +103,10 @@ typedef struct gq_queue_quota {
     const gq_quota *q; /* hard, strategy, name (borrowed) */
     gq_amounts in_use; /* used + live reservations (paid charges included);
                           the planner adds what it admits */
+    /* Parallel to q->models: usedByModel + live reservations for that model
+     * or for no model (gq_quota_model_in_use); the planner adds what it
+     * admits. */
+    gq_amounts model_in_use[GQ_CRD_MAX_QUOTA_MODELS];
 } gq_queue_quota;
 
 typedef enum gq_queue_state {
@@ -101,6 +120,10 @@ typedef enum gq_queue_state {
 typedef struct gq_queue_decision {
     gq_queue_state state;
     size_t quota;    /* NO_ROOM / BEHIND_HEAD: index into the quotas */
+    int model_limit; /* NO_ROOM: -1 when spec.hard has no room, else the index in
+                        quotas[quota].q->models of the model whose limits have none */
+    size_t option;   /* ADMIT: index of the entry's option admitted (n_options > 0);
+                        NO_ROOM: the first option's reason is reported */
     size_t position; /* 1-based place in the cluster-wide order */
     int64_t ahead;   /* BEHIND_HEAD: pods ahead of it in `quota` that wait */
     int64_t members; /* groups: queued members seen (running ones excluded) */
@@ -115,7 +138,12 @@ int gq_queue_entry_cmp(const gq_queue_entry *a, const gq_queue_entry *b);
  * single pods and complete groups (queued members + group_running >= size;
  * a group stands in line at its first member's place). A unit is admitted
  * when, for every quota it charges and every key of that quota's hard, in_use
- * + what the unit has not yet paid <= hard; admitting adds that to in_use.
+ * + what the unit has not yet paid <= hard, and likewise for every model the
+ * quota lists in spec.models: model_in_use + what its unpaid members pinned
+ * to that model or to none owe <= the model's limits; admitting adds that to
+ * in_use and model_in_use. Members with a choice of models are tried on
+ * their first option, then their second..., all members of a group on the
+ * same option index (a member with fewer options ends the trial).
  * A unit that does not fit blocks every StrictFIFO quota it charges: later
  * units charging such a quota wait (BEHIND_HEAD); under BestEffortFIFO they
  * may pass. A unit that has paid everything (a charge written before a
@@ -125,13 +153,42 @@ int gq_queue_entry_cmp(const gq_queue_entry *a, const gq_queue_entry *b);
 gq_code gq_queue_plan(const gq_queue_entry *entries, size_t n, gq_queue_quota *quotas, size_t nq,
                       gq_queue_decision *out, gq_err *err) GQ_WUR;
 
+/* A deep copy of pod (borrowed) with annotation gpuquota.io/gpu-model =
+ * model (metadata.annotations must exist). Caller owns *out. GQ_ENOMEM,
+ * GQ_EINVAL when the pod has no annotations object. */
+gq_code gq_pod_with_model(json_object *pod, const char *model, json_object **out,
+                          gq_err *err) GQ_WUR;
+
+/* A pod accepting choices[0..n) (gq_pod_model_choices): opts[i] = the model
+ * and the charge of the pod priced on it (gq_pod_cost_compute of
+ * gq_pod_with_model; a fraction is memory of that model). Errors of the
+ * pricing, prefixed with the model. opts has room for n. */
+gq_code gq_queue_price_choices(const gq_config *cfg, json_object *pod,
+                               const gq_model *const *choices, size_t n, gq_model_option *opts,
+                               gq_err *err) GQ_WUR;
+
+/* The model an ungate pins a pod that accepted several to: what the patch
+ * also writes, in the same operation as the gate's removal. */
+typedef struct gq_queue_pin {
+    const gq_config *cfg;
+    json_object *pod;      /* the pod as stored (borrowed): gpu-model holds the list */
+    const gq_model *model; /* the model chosen */
+} gq_queue_pin;
+
 /* The JSON Patch (RFC 6902) that ungates a pod: test metadata.uid == uid,
  * test spec.schedulingGates[gate_index].name == GQ_QUEUE_GATE, remove that
  * entry. The tests make the patch fail (and nothing change) when the pod
  * was replaced or its gates moved, so it can never drop someone else's gate
- * or ungate twice. Every ungate is built here, so whatever else admission
- * must write (node affinity for a chosen model) joins this one patch.
- * Caller owns the array; NULL on allocation failure. */
-json_object *gq_queue_ungate_patch(const char *uid, int gate_index);
+ * or ungate twice. Every ungate is built here: with pin, the operations
+ * between the tests and the removal pin the pod to pin->model as the
+ * mutating webhook pins a choice under Deny (gq_rewrite_pod with chosen):
+ * annotation gpuquota.io/gpu-model = the model, gpuquota.io/gpu-model-choices
+ * = the list, gpuquota.io/charged priced on the model, and required node
+ * affinity on nvidia.com/gpu.product added to every nodeSelectorTerm, which
+ * kube-apiserver allows on a gated pod (only additions to the terms'
+ * matchExpressions, or new affinity where there was none). Caller owns
+ * *out. GQ_ENOMEM; pricing and rewrite errors in err. */
+gq_code gq_queue_ungate_patch(const char *uid, int gate_index, const gq_queue_pin *pin,
+                              json_object **out, gq_err *err) GQ_WUR;
 
 #endif

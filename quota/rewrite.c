@@ -505,6 +505,8 @@ static gq_code pin_model(rw *x)
 {
     const gq_model *m = x->cost->model;
     json_object *ann = gq_json_member(x->meta, "annotations");
+    if (x->opts && x->opts->model_deferred)
+        return GQ_OK;
     if ((!gq_json_get_string(ann, GQ_ANN_GPU_MODEL) && !chosen_of(x)) || !m || m->n_products == 0)
         return GQ_OK;
     gq_jptr p;

@@ -38,6 +38,11 @@ typedef struct gq_rewrite_opts {
      * pod's own pin, if any. */
     const gq_model *chosen;
     const char *choices;
+    /* The pod accepts several models and waits behind the scheduling gate
+     * gpuquota.io/quota: the model is chosen when the controller ungates it
+     * (gq_queue_ungate_patch), so the patch pins none (the cost is priced on
+     * the first model accepted). */
+    bool model_deferred;
     /* The GQ_ANN_CLAIMS record of the pod's DRA claims (the cost includes
      * them): written with label gpuquota.io/managed, also for a pod whose
      * containers ask for no GPU. NULL: none. */

@@ -498,6 +498,37 @@ static void mutate_choice(const gq_config *cfg, const char *models, const char *
     wh_review_request_dispose(&req);
 }
 
+/* Under Queue the controller chooses when it ungates: /mutate gates the pod
+ * and leaves the list, pinning no affinity, even when no model has room. */
+static void choice_of_models_queued(void **state)
+{
+    (void)state;
+    gq_config *cfg = config();
+    wh_review_response r;
+    json_object *patched = NULL;
+    mutate_choice(cfg, "a100-80gb,l4",
+                  "[{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPUQuota\",\"metadata\":{"
+                  "\"name\":\"team\",\"namespace\":\"team-a\"},\"spec\":{\"hard\":{\"gpu-memory\":"
+                  "\"200Gi\"},\"whenExceeded\":\"Queue\",\"models\":{\"a100-80gb\":{\"gpu-memory\":"
+                  "\"40Gi\"},\"l4\":{\"gpu-memory\":\"12Gi\"}}},\"status\":{\"usedByModel\":{"
+                  "\"a100-80gb\":{\"gpu-memory\":\"40Gi\"},\"l4\":{\"gpu-memory\":\"12Gi\"}}}}]",
+                  &r, &patched);
+    assert_true(r.allowed);
+    assert_non_null(patched);
+    json_object *meta = json_object_object_get(patched, "metadata");
+    json_object *spec = json_object_object_get(patched, "spec");
+    assert_string_equal(at_str(meta, "annotations", "gpuquota.io/gpu-model", NULL), "a100-80gb,l4");
+    assert_null(at_str(meta, "annotations", "gpuquota.io/gpu-model-choices", NULL));
+    assert_null(json_object_object_get(spec, "affinity"));
+    assert_string_equal(gq_json_compact(json_object_object_get(spec, "schedulingGates")),
+                        "[{\"name\":\"gpuquota.io/quota\"}]");
+    /* Priced on the first model until the controller chooses. */
+    assert_string_equal(audit(&r, "charged"), "gpu-memory=40Gi,gpus=0,gpu-pods=1");
+    json_object_put(patched);
+    wh_review_response_dispose(&r);
+    gq_config_free(cfg);
+}
+
 static void choice_of_models(void **state)
 {
     (void)state;
@@ -662,6 +693,7 @@ int main(void)
         cmocka_unit_test(unknown_model_whole_gpus_charged),
         cmocka_unit_test(author_records_replaced),
         cmocka_unit_test(choice_of_models),
+        cmocka_unit_test(choice_of_models_queued),
         cmocka_unit_test(dra_claims_recorded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

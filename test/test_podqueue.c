@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "common/json_member.h"
+#include "quota/jsonpatch.h"
 #include "quota/podqueue.h"
 
 #define GI (1024LL * 1024 * 1024)
@@ -179,17 +181,17 @@ static void test_ever_fits(void **state)
     gq_amounts c = mem(8);
     gq_err err;
     gq_err_clear(&err);
-    assert_int_equal(gq_queue_check_ever_fits(q, &c, 4, "train", &err), GQ_OK);
-    assert_int_equal(gq_queue_check_ever_fits(q, &c, 5, "train", &err), GQ_EDENIED);
+    assert_int_equal(gq_queue_check_ever_fits(q, NULL, &c, 4, "train", &err), GQ_OK);
+    assert_int_equal(gq_queue_check_ever_fits(q, NULL, &c, 5, "train", &err), GQ_EDENIED);
     assert_string_equal(err.msg, "pod group train of 5 pods asks for gpu-memory=40Gi, more than "
                                  "quota team allows at all (gpu-memory=32Gi): it would wait "
                                  "forever");
     c = mem(40);
-    assert_int_equal(gq_queue_check_ever_fits(q, &c, 1, NULL, &err), GQ_EDENIED);
+    assert_int_equal(gq_queue_check_ever_fits(q, NULL, &c, 1, NULL, &err), GQ_EDENIED);
     assert_string_equal(err.msg, "pod asks for gpu-memory=40Gi, more than quota team allows at "
                                  "all (gpu-memory=32Gi): it would wait forever");
     c.v[GQ_KEY_GPU_MEMORY] = INT64_MAX / 2;
-    assert_int_equal(gq_queue_check_ever_fits(q, &c, 4096, "huge", &err), GQ_EDENIED);
+    assert_int_equal(gq_queue_check_ever_fits(q, NULL, &c, 4096, "huge", &err), GQ_EDENIED);
     gq_quota_free(q);
 }
 
@@ -227,6 +229,7 @@ static void run_plan(gq_quota **qv, const int64_t *in_use_gi, size_t nq, const p
     bool paid[16][2];
     assert_true(n <= 16);
     for (size_t j = 0; j < nq; j++) {
+        memset(&pq[j], 0, sizeof(pq[j]));
         pq[j].q = qv[j];
         pq[j].in_use = mem(0);
         pq[j].in_use.v[GQ_KEY_GPU_MEMORY] = in_use_gi[j] * GI;
@@ -395,6 +398,158 @@ static void test_plan_groups(void **state)
     gq_quota_free(sq);
 }
 
+static gq_quota *modelq(const char *models)
+{
+    char buf[768];
+    snprintf(buf, sizeof buf,
+             "{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':'team',"
+             "'namespace':'a'},'spec':{'hard':{'gpu-memory':'200Gi'},'whenExceeded':'Queue',"
+             "'models':{%s}}}",
+             models);
+    return Q(buf);
+}
+
+static void test_ever_fits_model(void **state)
+{
+    (void)state;
+    gq_quota *q = modelq("'a100-80gb':{'gpu-memory':'32Gi'}");
+    gq_amounts c = mem(40);
+    gq_quota *models_only =
+        Q("{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':'m',"
+          "'namespace':'a'},'spec':{'whenExceeded':'Queue','models':{'a100-80gb':{'gpus':'1'}}}}");
+    gq_amounts g = mem(8);
+    assert_false(gq_quota_limits(models_only, &g)); /* no gpus asked */
+    g.v[GQ_KEY_GPUS] = 1;
+    assert_true(gq_quota_limits(models_only, &g)); /* a model's limit binds */
+    gq_quota_free(models_only);
+    gq_err err;
+    gq_err_clear(&err);
+    assert_int_equal(gq_queue_check_ever_fits(q, "a100-80gb", &c, 1, NULL, &err), GQ_EDENIED);
+    assert_string_equal(err.msg, "pod asks for a100-80gb/gpu-memory=40Gi, more than quota team "
+                                 "allows at all (a100-80gb/gpu-memory=32Gi): it would wait "
+                                 "forever");
+    /* A model the quota does not list: spec.hard alone. */
+    assert_int_equal(gq_queue_check_ever_fits(q, "h100-80gb", &c, 1, NULL, &err), GQ_OK);
+    /* Unpinned: against every listed model. */
+    assert_int_equal(gq_queue_check_ever_fits(q, NULL, &c, 1, NULL, &err), GQ_EDENIED);
+    c = mem(16);
+    assert_int_equal(gq_queue_check_ever_fits(q, "a100-80gb", &c, 2, "g", &err), GQ_OK);
+    assert_int_equal(gq_queue_check_ever_fits(q, "a100-80gb", &c, 3, "g", &err), GQ_EDENIED);
+    assert_string_equal(err.msg, "pod group g of 3 pods asks for a100-80gb/gpu-memory=48Gi, more "
+                                 "than quota team allows at all (a100-80gb/gpu-memory=32Gi): it "
+                                 "would wait forever");
+    gq_quota_free(q);
+}
+
+static gq_queue_entry ment(const char *uid, int64_t created, int64_t gi, const char *model,
+                           const size_t *q0)
+{
+    gq_queue_entry e;
+    memset(&e, 0, sizeof(e));
+    e.uid = uid;
+    e.created_us = created;
+    e.charge = mem(gi);
+    e.model = model;
+    e.quotas = q0;
+    e.n_quotas = 1;
+    return e;
+}
+
+static void test_plan_model_limits(void **state)
+{
+    (void)state;
+    /* spec.hard has room for all; a100-80gb's limit is what the planner
+     * must hold: pinned pods count against their model, unpinned ones
+     * against every listed model, other models against spec.hard alone. */
+    gq_quota *q = modelq("'a100-80gb':{'gpu-memory':'80Gi'}");
+    static const size_t q0[1] = {0};
+    gq_queue_quota pq;
+    memset(&pq, 0, sizeof(pq));
+    pq.q = q;
+    pq.in_use = mem(0);
+    pq.in_use.v[GQ_KEY_GPU_MEMORY] = 64 * GI;
+    pq.model_in_use[0] = mem(0);
+    pq.model_in_use[0].v[GQ_KEY_GPU_MEMORY] = 64 * GI;
+    gq_queue_entry e[5] = {
+        ment("a100-big", 1, 24, "a100-80gb", q0), ment("h100", 2, 24, "h100-80gb", q0),
+        ment("unpinned", 3, 8, NULL, q0),         ment("unpinned-big", 4, 16, NULL, q0),
+        ment("a100-last", 5, 8, "a100-80gb", q0),
+    };
+    gq_queue_decision out[5];
+    gq_err err;
+    gq_err_clear(&err);
+    assert_int_equal(gq_queue_plan(e, 5, &pq, 1, out, &err), GQ_OK);
+    assert_int_equal(out[0].state, GQ_QSTATE_NO_ROOM);
+    assert_int_equal(out[0].model_limit, 0);
+    assert_int_equal(out[0].need.v[GQ_KEY_GPU_MEMORY], 24 * GI);
+    assert_int_equal(out[1].state, GQ_QSTATE_ADMIT);
+    assert_int_equal(out[2].state, GQ_QSTATE_ADMIT);
+    assert_int_equal(out[3].state, GQ_QSTATE_NO_ROOM);
+    assert_int_equal(out[3].model_limit, 0);
+    assert_int_equal(out[4].state, GQ_QSTATE_ADMIT);
+    assert_int_equal(pq.model_in_use[0].v[GQ_KEY_GPU_MEMORY], 80 * GI);
+    assert_int_equal(pq.in_use.v[GQ_KEY_GPU_MEMORY], (64 + 24 + 8 + 8) * GI);
+    /* spec.hard itself still holds: model_limit -1. */
+    pq.in_use.v[GQ_KEY_GPU_MEMORY] = 200 * GI;
+    gq_queue_entry h = ment("h100-2", 6, 8, "h100-80gb", q0);
+    assert_int_equal(gq_queue_plan(&h, 1, &pq, 1, out, &err), GQ_OK);
+    assert_int_equal(out[0].state, GQ_QSTATE_NO_ROOM);
+    assert_int_equal(out[0].model_limit, -1);
+    gq_quota_free(q);
+}
+
+static void test_plan_model_choice(void **state)
+{
+    (void)state;
+    /* a100-80gb is full: a pod accepting a100 then h100 is admitted on
+     * h100 (option 1), priced as that option; the next, which fits neither,
+     * waits and reports its first choice's limit. */
+    gq_quota *q = modelq("'h100-80gb':{'gpu-memory':'16Gi'},'a100-80gb':{'gpu-memory':'16Gi'}");
+    static const size_t q0[1] = {0};
+    gq_queue_quota pq;
+    memset(&pq, 0, sizeof(pq));
+    pq.q = q;
+    pq.in_use = mem(0);
+    pq.in_use.v[GQ_KEY_GPU_MEMORY] = 16 * GI;
+    pq.model_in_use[0] = pq.in_use; /* a100-80gb (models sorted by name) */
+    pq.model_in_use[1] = mem(0);    /* h100-80gb */
+    gq_model_option two[2] = {{"a100-80gb", mem(8)}, {"h100-80gb", mem(10)}};
+    gq_queue_entry e[2] = {ment("first", 1, 0, NULL, q0), ment("second", 2, 0, NULL, q0)};
+    e[0].options = two;
+    e[0].n_options = 2;
+    e[1].options = two;
+    e[1].n_options = 2;
+    gq_queue_decision out[2];
+    gq_err err;
+    gq_err_clear(&err);
+    assert_int_equal(gq_queue_plan(e, 2, &pq, 1, out, &err), GQ_OK);
+    assert_int_equal(out[0].state, GQ_QSTATE_ADMIT);
+    assert_int_equal(out[0].option, 1);
+    assert_int_equal(pq.model_in_use[1].v[GQ_KEY_GPU_MEMORY], 10 * GI);
+    assert_int_equal(pq.model_in_use[0].v[GQ_KEY_GPU_MEMORY], 16 * GI);
+    assert_int_equal(out[1].state, GQ_QSTATE_NO_ROOM);
+    assert_int_equal(out[1].model_limit, 0);
+    assert_int_equal(out[1].need.v[GQ_KEY_GPU_MEMORY], 8 * GI);
+    /* A group tries its members on the same option: 2 x 8Gi fits h100's
+     * 16Gi only when nothing else holds it. */
+    pq.model_in_use[1] = mem(0);
+    gq_model_option eight[2] = {{"a100-80gb", mem(8)}, {"h100-80gb", mem(8)}};
+    gq_queue_entry g[2] = {ment("g1", 3, 0, NULL, q0), ment("g2", 4, 0, NULL, q0)};
+    for (int i = 0; i < 2; i++) {
+        g[i].options = eight;
+        g[i].n_options = 2;
+        g[i].group = "a/train";
+        g[i].group_size = 2;
+    }
+    assert_int_equal(gq_queue_plan(g, 2, &pq, 1, out, &err), GQ_OK);
+    assert_int_equal(out[0].state, GQ_QSTATE_ADMIT);
+    assert_int_equal(out[1].state, GQ_QSTATE_ADMIT);
+    assert_int_equal(out[0].option, 1);
+    assert_int_equal(out[1].option, 1);
+    assert_int_equal(pq.model_in_use[1].v[GQ_KEY_GPU_MEMORY], 16 * GI);
+    gq_quota_free(q);
+}
+
 static void test_plan_bad_index(void **state)
 {
     (void)state;
@@ -410,8 +565,10 @@ static void test_plan_bad_index(void **state)
 static void test_ungate_patch(void **state)
 {
     (void)state;
-    json_object *p = gq_queue_ungate_patch("u-1", 2);
-    assert_non_null(p);
+    json_object *p = NULL;
+    gq_err err;
+    gq_err_clear(&err);
+    assert_int_equal(gq_queue_ungate_patch("u-1", 2, NULL, &p, &err), GQ_OK);
     assert_string_equal(
         json_object_to_json_string_ext(p, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE),
         "[{\"op\":\"test\",\"path\":\"/metadata/uid\",\"value\":\"u-1\"},"
@@ -419,6 +576,77 @@ static void test_ungate_patch(void **state)
         "\"gpuquota.io/quota\"},"
         "{\"op\":\"remove\",\"path\":\"/spec/schedulingGates/2\"}]");
     json_object_put(p);
+}
+
+/* A pod that accepts two models, queued: priced on each (a fraction is
+ * memory of that model), and pinned to the chosen one in the ungate patch,
+ * whose affinity only narrows what the pod had (kube-apiserver's rule for
+ * gated pods: matchExpressions appended to every existing term). */
+static void test_ungate_pin(void **state)
+{
+    (void)state;
+    gq_config *cfg = NULL;
+    gq_err err;
+    gq_err_clear(&err);
+    assert_int_equal(gq_config_default(&cfg, &err), GQ_OK);
+    json_object *pod = J(
+        "{'apiVersion':'v1','kind':'Pod','metadata':{'name':'p','namespace':'a','uid':'u-9',"
+        "'annotations':{'gpuquota.io/gpu-model':'l4,h100-80gb','gpuquota.io/gpu-fraction':'0.5'}},"
+        "'spec':{'schedulingGates':[{'name':'other'},{'name':'gpuquota.io/quota'}],"
+        "'affinity':{'nodeAffinity':{'requiredDuringSchedulingIgnoredDuringExecution':{"
+        "'nodeSelectorTerms':[{'matchExpressions':[{'key':'zone','operator':'In','values':['a']}]},"
+        "{'matchFields':[{'key':'metadata.name','operator':'In','values':['n1']}]}]}}},"
+        "'containers':[{'name':'c','image':'i'}]}}");
+    const gq_model *choices[GQ_MAX_MODEL_CHOICES];
+    size_t n = 0;
+    assert_int_equal(gq_pod_model_choices(cfg, pod, choices, &n, &err), GQ_OK);
+    assert_int_equal(n, 2);
+    gq_model_option opts[2];
+    if (gq_queue_price_choices(cfg, pod, choices, n, opts, &err))
+        fail_msg("%s", err.msg);
+    assert_string_equal(opts[0].model, "l4");
+    assert_int_equal(opts[0].charge.v[GQ_KEY_GPU_MEMORY], 12 * GI);
+    assert_string_equal(opts[1].model, "h100-80gb");
+    assert_int_equal(opts[1].charge.v[GQ_KEY_GPU_MEMORY], 40 * GI);
+
+    gq_queue_pin pin = {cfg, pod, choices[1]};
+    json_object *patch = NULL, *after = NULL;
+    assert_int_equal(gq_queue_ungate_patch("u-9", 1, &pin, &patch, &err), GQ_OK);
+    assert_int_equal(gq_patch_apply(pod, patch, &after, &err), GQ_OK);
+    json_object *meta = gq_json_member(after, "metadata");
+    json_object *ann = gq_json_member(meta, "annotations");
+    assert_string_equal(gq_json_get_string(ann, "gpuquota.io/gpu-model"), "h100-80gb");
+    assert_string_equal(gq_json_get_string(ann, "gpuquota.io/gpu-model-choices"), "l4,h100-80gb");
+    json_object *spec = gq_json_member(after, "spec");
+    assert_string_equal(json_object_to_json_string_ext(gq_json_member(spec, "schedulingGates"),
+                                                       JSON_C_TO_STRING_PLAIN),
+                        "[{\"name\":\"other\"}]");
+    json_object *terms = gq_json_member(
+        gq_json_member(gq_json_member(gq_json_member(spec, "affinity"), "nodeAffinity"),
+                       "requiredDuringSchedulingIgnoredDuringExecution"),
+        "nodeSelectorTerms");
+    assert_int_equal(json_object_array_length(terms), 2);
+    for (size_t t = 0; t < 2; t++) {
+        json_object *ex = gq_json_member(json_object_array_get_idx(terms, t), "matchExpressions");
+        size_t l = json_object_array_length(ex);
+        assert_int_equal(l, t == 0 ? 2 : 1); /* appended after what was there */
+        json_object *pin_e = json_object_array_get_idx(ex, l - 1);
+        assert_string_equal(gq_json_get_string(pin_e, "key"), "nvidia.com/gpu.product");
+        const char *v0 =
+            json_object_get_string(json_object_array_get_idx(gq_json_member(pin_e, "values"), 0));
+        assert_non_null(strstr(v0, "H100"));
+    }
+    /* The tests come first and the removal last: a moved gate or another
+     * pod under the name changes nothing. */
+    assert_string_equal(gq_json_get_string(json_object_array_get_idx(patch, 0), "op"), "test");
+    assert_string_equal(
+        gq_json_get_string(json_object_array_get_idx(patch, json_object_array_length(patch) - 1),
+                           "op"),
+        "remove");
+    json_object_put(after);
+    json_object_put(patch);
+    json_object_put(pod);
+    gq_config_free(cfg);
 }
 
 static void test_applies(void **state)
@@ -449,11 +677,13 @@ static void test_applies(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_spec_fields),     cmocka_unit_test(test_gate_index),
-        cmocka_unit_test(test_group_parse),     cmocka_unit_test(test_ever_fits),
-        cmocka_unit_test(test_plan_order),      cmocka_unit_test(test_plan_strategies),
-        cmocka_unit_test(test_plan_two_quotas), cmocka_unit_test(test_plan_groups),
-        cmocka_unit_test(test_plan_bad_index),  cmocka_unit_test(test_ungate_patch),
+        cmocka_unit_test(test_spec_fields),       cmocka_unit_test(test_gate_index),
+        cmocka_unit_test(test_group_parse),       cmocka_unit_test(test_ever_fits),
+        cmocka_unit_test(test_ever_fits_model),   cmocka_unit_test(test_plan_model_limits),
+        cmocka_unit_test(test_plan_model_choice), cmocka_unit_test(test_ungate_pin),
+        cmocka_unit_test(test_plan_order),        cmocka_unit_test(test_plan_strategies),
+        cmocka_unit_test(test_plan_two_quotas),   cmocka_unit_test(test_plan_groups),
+        cmocka_unit_test(test_plan_bad_index),    cmocka_unit_test(test_ungate_patch),
         cmocka_unit_test(test_applies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -226,23 +226,6 @@ static gq_code price(const gq_config *cfg, json_object *pod, const gq_limit_rang
     return GQ_OK;
 }
 
-/* A deep copy of pod with annotation gpuquota.io/gpu-model = name. */
-static gq_code with_model(json_object *pod, const char *name, json_object **out, gq_err *err)
-{
-    json_object *c = NULL, *meta, *ann, *v = json_object_new_string(name);
-    if (!v || json_object_deep_copy(pod, &c, NULL) ||
-        !json_object_object_get_ex(c, "metadata", &meta) ||
-        !json_object_object_get_ex(meta, "annotations", &ann) ||
-        json_object_object_add(ann, GQ_ANN_GPU_MODEL, v)) {
-        /* gq_pod_model_choices found the annotation, so only memory fails. */
-        json_object_put(v);
-        json_object_put(c);
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
-    }
-    *out = c;
-    return GQ_OK;
-}
-
 /* The quotas that may govern a pod of ns, from src (none without it): those
  * covering ns, each read afresh when src can (caches keep no status). */
 static gq_code quotas_load(const wh_limit_range_source *src, const char *ns, gq_quota ***q,
@@ -326,7 +309,7 @@ static gq_code choose_model(const gq_config *cfg, const wh_review_request *req, 
         priced_init(&p);
         gq_err e;
         gq_err_clear(&e);
-        if ((rc = with_model(req->object, choices[i]->name, &copy, err)))
+        if ((rc = gq_pod_with_model(req->object, choices[i]->name, &copy, err)))
             return rc;
         rc = gq_pod_cost_compute(cfg, copy, &p.cost0, &e);
         if (!rc)
@@ -603,7 +586,34 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
     json_object *pod = req->object, *priced_pod = pod;
     if ((rc = gq_pod_model_choices(cfg, pod, choices, &n_choices, &why)))
         goto deny;
+    bool deferred = false;
     if (n_choices) {
+        /* Several models accepted by a pod a Queue quota will gate (or one
+         * gated already): the controller chooses when it ungates. The pod
+         * is priced and rewritten on the first model, pinned to none. */
+        gq_model_option first;
+        bool queues = gq_pod_gate_index(pod) >= 0;
+        if (!queues && in->src && !has_node_name(pod) &&
+            gq_queue_price_choices(cfg, pod, choices, 1, &first, &why) == GQ_OK) {
+            gq_err qerr;
+            gq_err_clear(&qerr);
+            if (pod_queues(in->src, req, pod, &first.charge, &queues, &qerr) == GQ_ENOMEM) {
+                rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+                wh_review_response_dispose(&r);
+                goto out;
+            }
+        }
+        gq_err_clear(&why);
+        if (queues) {
+            if ((rc = gq_pod_with_model(pod, choices[0]->name, &pinned, err))) {
+                wh_review_response_dispose(&r);
+                goto out;
+            }
+            priced_pod = pinned;
+            deferred = true;
+        }
+    }
+    if (n_choices && !deferred) {
         /* Several models accepted: choose one, then price and rewrite the
          * pod as if it had named that one. */
         if ((rc = lr_load(in, req->namespace, err)) ||
@@ -614,7 +624,7 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
         }
         if (rc)
             goto deny;
-        if ((rc = with_model(pod, chosen->name, &pinned, err))) {
+        if ((rc = gq_pod_with_model(pod, chosen->name, &pinned, err))) {
             wh_review_response_dispose(&r);
             goto out;
         }
@@ -655,7 +665,8 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
                             .n_defaults = p.n_defs,
                             .chosen = chosen,
                             .choices = chosen ? gq_json_get_string(ann, GQ_ANN_GPU_MODEL) : NULL,
-                            .claims = claims_text};
+                            .claims = claims_text,
+                            .model_deferred = deferred};
     const gq_pod_cost *use = priced_use(&p);
     if ((rc = gq_rewrite_pod(cfg, pod, use, &opts, &rw, &why)))
         goto deny;

@@ -828,7 +828,13 @@ static gq_code select_quotas(const wh_validator *v, const quota_set *qs, const g
 {
     gq_quota *view_store = qs->n ? calloc(qs->n, sizeof(*view_store)) : NULL;
     const gq_quota **views = qs->n ? calloc(qs->n, sizeof(*views)) : NULL;
+    gq_model_limit *mstore = NULL;
+    size_t n_m = 0, at = 0;
     gq_code rc = GQ_ENOMEM;
+    for (size_t i = 0; i < qs->n; i++)
+        n_m += qs->q[i]->n_models;
+    if (n_m && !(mstore = calloc(n_m, sizeof(*mstore))))
+        goto out;
     if (qs->n && (!view_store || !views))
         goto out;
     for (size_t i = 0; i < qs->n; i++) {
@@ -839,6 +845,16 @@ static gq_code select_quotas(const wh_validator *v, const quota_set *qs, const g
         for (int k = 0; k < GQ_KEY_COUNT; k++)
             if (view_store[i].hard.set[k])
                 view_store[i].hard.v[k] = INT64_MAX;
+        /* Per-model limits never refuse here either: only which quotas
+         * govern the pod is asked. */
+        view_store[i].models = n_m ? &mstore[at] : NULL;
+        for (size_t m = 0; m < qs->q[i]->n_models; m++, at++) {
+            mstore[at] = qs->q[i]->models[m];
+            memset(&mstore[at].used, 0, sizeof(mstore[at].used));
+            for (int k = 0; k < GQ_KEY_COUNT; k++)
+                if (mstore[at].hard.set[k])
+                    mstore[at].hard.v[k] = INT64_MAX;
+        }
         views[i] = &view_store[i];
     }
     rc = gq_quota_evaluate(views, qs->n, facts, ns_labels, charge, v->cfg->require_quota, now_s(v),
@@ -848,6 +864,7 @@ out:
         gq_err_set(e, GQ_ENOMEM, "out of memory");
     free(views);
     free(view_store);
+    free(mstore);
     return rc;
 }
 
@@ -949,8 +966,8 @@ static gq_code decide_queued(json_object *pod, gq_quota *const *to_charge, size_
     }
     for (size_t i = 0; i < n; i++) {
         const gq_quota *q = to_charge[i];
-        if (gq_queue_check_ever_fits(q, charge, g.present ? g.size : 1, g.present ? g.name : NULL,
-                                     &e) != GQ_OK) {
+        if (gq_queue_check_ever_fits(q, facts->model, charge, g.present ? g.size : 1,
+                                     g.present ? g.name : NULL, &e) != GQ_OK) {
             deny(r, GQ_EDENIED, "%s", e.msg);
             return GQ_OK;
         }
@@ -973,7 +990,7 @@ static gq_code decide_queued(json_object *pod, gq_quota *const *to_charge, size_
 }
 
 /* Pod CREATE. Returns GQ_OK when a decision is in d->r (allowed or not). */
-static gq_code decide_create(wh_validator *v, const wh_review_request *req, decision *d)
+static gq_code decide_create_one(wh_validator *v, const wh_review_request *req, decision *d)
 {
     wh_validate_result *r = d->r;
     json_object *pod = req->object, *lr_arr = NULL;
@@ -1129,6 +1146,44 @@ out:
     json_object_put(lr_arr);
     gq_pod_cost_dispose(&cost);
     return rc;
+}
+
+/* Pod CREATE. A gated pod accepting several models (docs/queueing.md, "A
+ * choice of models"): the controller chooses among them when it ungates
+ * it, and knows nothing of GPULimitRanges, so every model listed must be
+ * one the pod could queue for on its own: each is decided as the pod pinned
+ * to it, and the first refused denies the pod, naming the model. */
+static gq_code decide_create(wh_validator *v, const wh_review_request *req, decision *d)
+{
+    const gq_model *choices[GQ_MAX_MODEL_CHOICES];
+    size_t n = 0;
+    gq_err e;
+    gq_err_clear(&e);
+    if (gq_pod_gate_index(req->object) < 0 ||
+        gq_pod_model_choices(v->cfg, req->object, choices, &n, &e) != GQ_OK || !n)
+        return decide_create_one(v, req, d); /* a bad list is refused there */
+    for (size_t i = 0; i < n; i++) {
+        json_object *copy = NULL;
+        gq_code rc = gq_pod_with_model(req->object, choices[i]->name, &copy, &e);
+        if (rc)
+            return rc;
+        wh_review_request one = *req;
+        one.object = copy;
+        rc = decide_create_one(v, &one, d);
+        json_object_put(copy);
+        if (rc)
+            return rc;
+        if (!d->r->allowed) {
+            char msg[sizeof(d->r->message)];
+            snprintf(msg, sizeof(msg), "%s", d->r->message);
+            deny(d->r, d->r->code,
+                 "GPU model %s of annotation " GQ_ANN_GPU_MODEL " (the controller may choose any "
+                 "model listed): %s",
+                 choices[i]->name, msg);
+            return GQ_OK;
+        }
+    }
+    return GQ_OK;
 }
 
 static bool prefixed(const char *key)

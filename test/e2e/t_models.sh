@@ -11,7 +11,8 @@
 #   - a pod accepting "a100-80gb,h100-80gb" lands on h100-80gb (annotation,
 #     affinity, charge of a quarter of an h100) and kube-scheduler binds it
 #     to the h100 kwok node; when no accepted model has room it is denied;
-#   - kubectl get gq keeps its columns; kubectl describe shows the models.
+#   - kubectl get gq keeps its columns (with the queue's beside them);
+#     kubectl describe shows the models.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 

@@ -485,11 +485,34 @@ gq_code gq_reservation_parse(json_object *obj, const char *field, gq_reservation
             goto out;
         }
     }
+    static const char *const flags[] = {"claim", "counted"};
+    for (int i = 0; i < 2; i++) {
+        json_object *b = gq_json_member(obj, flags[i]);
+        if (b && !json_object_is_type(b, json_type_boolean)) {
+            rc = gq_err_set(err, GQ_EINVAL, "%s.%s: must be true or false", field, flags[i]);
+            goto out;
+        }
+        *(i ? &r.counted : &r.claim) = b && json_object_get_boolean(b);
+    }
+    if (r.counted && !r.claim) {
+        rc = gq_err_set(err, GQ_EINVAL, "%s.counted: only a claim record is counted", field);
+        goto out;
+    }
     *out = r;
     return GQ_OK;
 out:
     gq_reservation_dispose(&r);
     return rc;
+}
+
+static int add_bool(json_object *o, const char *key)
+{
+    json_object *b = json_object_new_boolean(1);
+    if (!b || json_object_object_add(o, key, b)) {
+        json_object_put(b);
+        return -1;
+    }
+    return 0;
 }
 
 static int add_str(json_object *o, const char *key, const char *val)
@@ -526,7 +549,8 @@ json_object *gq_reservation_to_json(const gq_reservation *r)
             goto fail;
     }
     gq_time_format_rfc3339(r->expires, t);
-    if (add_str(o, "expires", t) || (r->model && add_str(o, "model", r->model)))
+    if (add_str(o, "expires", t) || (r->model && add_str(o, "model", r->model)) ||
+        (r->claim && add_bool(o, "claim")) || (r->counted && add_bool(o, "counted")))
         goto fail;
     return o;
 fail:
@@ -598,7 +622,7 @@ gq_code gq_status_drop_expired(json_object *status, int64_t now, size_t *dropped
         gq_reservation r;
         bool keep = false;
         if (gq_reservation_parse(json_object_array_get_idx(arr, i), NULL, &r, NULL) == GQ_OK) {
-            keep = r.expires > now;
+            keep = r.expires > now || r.counted;
             gq_reservation_dispose(&r);
         }
         if (keep) {
@@ -653,7 +677,7 @@ gq_code gq_status_sum(json_object *status, int64_t now, gq_amounts *out, gq_err 
         rc = gq_reservation_parse(json_object_array_get_idx(arr, i), f, &r, err);
         if (rc)
             return rc;
-        if (r.expires > now)
+        if (r.expires > now && !r.counted)
             rc = amounts_add(&sum, &r.amounts, f, err);
         gq_reservation_dispose(&r);
         if (rc)

@@ -578,8 +578,10 @@ static void find_abandoned(ctl_controller *c, const char *key, json_object *quot
         gq_reservation r;
         if (gq_reservation_parse(json_object_array_get_idx(arr, i), NULL, &r, NULL) != GQ_OK)
             continue; /* corrupt: the reconcile drops it */
-        if (ctl_store_has_uid(c->store, r.namespace_, r.key)) {
-            gq_reservation_dispose(&r); /* counted: the reconcile drops it */
+        if (r.claim || ctl_store_has_uid(c->store, r.namespace_, r.key)) {
+            /* counted: the reconcile drops it; a shared claim's record names
+             * no pod: it goes when counted, or when it expires */
+            gq_reservation_dispose(&r);
             continue;
         }
         json_object *t = NULL;

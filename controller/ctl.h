@@ -47,6 +47,8 @@ typedef struct ctl_pod {
     bool terminating;             /* spec.activeDeadlineSeconds set (scope Terminating) */
     bool linked;                  /* in its namespace's list */
     uint16_t uid_off;             /* offset of the uid into data */
+    uint16_t n_claims;            /* shared ResourceClaims it names (gq_pod_cost.shared) */
+    gq_shared_claim *claims;      /* owned; NULL when none */
     char data[];                  /* "name\0uid\0" */
 } ctl_pod;
 

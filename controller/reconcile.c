@@ -95,17 +95,28 @@ static json_object *condition(json_object *cur_status, const char *type, bool va
     return c;
 }
 
+static int claim_key_cmp(const void *key, const void *elem)
+{
+    return strcmp(key, ((const gq_reservation *)elem)->key);
+}
+
 /* Reservations to keep: live at now (gq_status_drop_expired also drops
- * corrupt records) and whose pod has not been seen. */
-static gq_code keep_reservations(json_object *cur_status, ctl_seen_fn seen, void *ud, int64_t now,
-                                 json_object **out, ctl_result *res, gq_err *err)
+ * corrupt records) and whose pod has not been seen; then the shared claims
+ * the recount counted (u->claims) as counted claim records. A claim's
+ * record from /validate gives way to the counted one once a counted pod
+ * names the claim; a counted record whose claim no counted pod names any
+ * more goes (the claim is freed); an uncounted one lives until it expires,
+ * like a pod's reservation: its pods may not have been seen yet. */
+static gq_code keep_reservations(json_object *cur_status, const gq_usage *u, ctl_seen_fn seen,
+                                 void *ud, int64_t now, json_object **out, ctl_result *res,
+                                 gq_err *err)
 {
     json_object *arr = gq_json_member(cur_status, "reservations");
     json_object *tmp = NULL, *kept = NULL;
     size_t total = 0, expired = 0;
     gq_code rc = GQ_OK;
     *out = NULL;
-    if (!arr)
+    if (!arr && !u->n_claims)
         return GQ_OK;
     if (json_object_is_type(arr, json_type_array))
         total = json_object_array_length(arr);
@@ -115,9 +126,11 @@ static gq_code keep_reservations(json_object *cur_status, ctl_seen_fn seen, void
         rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
         goto out;
     }
+    if (!arr)
+        goto claims;
     if (!json_object_is_type(arr, json_type_array)) { /* corrupt: nothing to keep */
         res->dropped = 1;
-        goto done;
+        goto claims;
     }
     json_object *copy = NULL;
     if (json_object_deep_copy(arr, &copy, NULL) != 0 ||
@@ -136,6 +149,9 @@ static gq_code keep_reservations(json_object *cur_status, ctl_seen_fn seen, void
         if (gq_reservation_parse(item, NULL, &r, NULL) != GQ_OK)
             continue; /* unreachable: drop_expired removed the unparsable */
         bool drop = seen && seen(ud, r.namespace_, r.key);
+        if (r.claim)
+            drop = r.counted || (u->n_claims && bsearch(r.key, u->claims, u->n_claims,
+                                                        sizeof(*u->claims), claim_key_cmp));
         int64_t exp = r.expires;
         gq_reservation_dispose(&r);
         if (drop)
@@ -150,7 +166,15 @@ static gq_code keep_reservations(json_object *cur_status, ctl_seen_fn seen, void
     }
     res->kept = json_object_array_length(kept);
     res->dropped = total - res->kept;
-done:
+claims:
+    for (size_t i = 0; i < u->n_claims; i++) {
+        json_object *c = gq_reservation_to_json(&u->claims[i]);
+        if (!c || json_object_array_add(kept, c)) {
+            json_object_put(c);
+            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            goto out;
+        }
+    }
     *out = kept;
     kept = NULL;
 out:
@@ -202,7 +226,7 @@ gq_code ctl_reconcile_parsed(const gq_quota *q, json_object *quota, const gq_usa
     rc = gq_quota_recount(q, pods, n, &u, err);
     if (rc)
         goto out;
-    rc = keep_reservations(cur, seen, seen_ud, now, &kept, &r, err);
+    rc = keep_reservations(cur, &u, seen, seen_ud, now, &kept, &r, err);
     if (rc)
         goto out;
     r.used = u.used;
@@ -291,7 +315,7 @@ gq_code ctl_reconcile_invalid(json_object *quota, const char *why, int64_t now, 
         gq_reservation one;
         if (gq_reservation_parse(json_object_array_get_idx(res, i), NULL, &one, NULL) != GQ_OK)
             continue;
-        if (!r.next_expiry || one.expires < r.next_expiry)
+        if (!one.counted && (!r.next_expiry || one.expires < r.next_expiry))
             r.next_expiry = one.expires;
         gq_reservation_dispose(&one);
     }

@@ -666,9 +666,9 @@ static void test_dra_claims(void **state)
                          "\"single-gpu\"}]";
 #define CLAIM_TAIL(ns, by)                                                                         \
     ": gpuquota cannot tell which GPUs the pod's DRA claims hold, so namespace " ns                \
-    ", governed by " by ", does not admit it; ask for GPUs through a ResourceClaimTemplate with "  \
-    "a count of devices (a ResourceClaim shared by pods is not charged yet), or in the "           \
-    "container's resources"
+    ", governed by " by ", does not admit it; ask for GPUs through a ResourceClaimTemplate or a "  \
+    "ResourceClaim that exists when the pod is created, with a count of devices (the warnings "    \
+    "say which could not be priced), or in the container's resources"
 #define CLAIM_MSG(ns, by)                                                                          \
     "spec.resourceClaims[0] \"gpu\" (resourceClaimTemplateName \"single-gpu\")" CLAIM_TAIL(ns, by)
     /* no quota anywhere: passes, charged nothing */

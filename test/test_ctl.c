@@ -718,18 +718,24 @@ static void test_usage_by_model(void **state)
     ctl_store_free(s);
 }
 
+/* A running pod of namespace "a" as the recount sees it. */
+static gq_usage_pod usage_pod(int64_t mem, int64_t gpus)
+{
+    gq_usage_pod p;
+    memset(&p, 0, sizeof(p));
+    p.facts.namespace_ = "a";
+    for (int k = 0; k < GQ_KEY_COUNT; k++)
+        p.charge.set[k] = true;
+    p.charge.v[GQ_KEY_GPU_MEMORY] = mem;
+    p.charge.v[GQ_KEY_GPUS] = gpus;
+    p.charge.v[GQ_KEY_GPU_PODS] = 1;
+    return p;
+}
+
 static void test_reconcile_pure(void **state)
 {
     (void)state;
-    gq_usage_pod pods[2];
-    memset(pods, 0, sizeof(pods));
-    for (int i = 0; i < 2; i++) {
-        pods[i].facts.namespace_ = "a";
-        for (int k = 0; k < GQ_KEY_COUNT; k++)
-            pods[i].charge.set[k] = true;
-        pods[i].charge.v[GQ_KEY_GPU_MEMORY] = (i + 1) * GI;
-        pods[i].charge.v[GQ_KEY_GPU_PODS] = 1;
-    }
+    gq_usage_pod pods[2] = {usage_pod(GI, 0), usage_pod(2 * GI, 0)};
     pods[1].facts.terminal = true;
     json_object *q = quota_json("a", "q", "{'hard':{'gpu-memory':'1Gi'}}",
                                 "{'reservations':[" RES("k", "a", "2026-11-21T15:07:00Z") "]}");
@@ -746,6 +752,74 @@ static void test_reconcile_pure(void **state)
     assert_int_equal(ctl_reconcile(NULL, pods, 2, NULL, NULL, NOW, &r, &err), GQ_EINVAL);
     json_object_put(q);
 }
+
+/* Claim records across a recount: a claim counted pods name gets a counted
+ * record (replacing the admission's record); a counted record no counted
+ * pod names goes (the claim is freed); an uncounted live one stays until it
+ * expires, as its pods may not have been seen yet; pod reservations are
+ * untouched. */
+#define CLAIM(k, name, extra)                                                                      \
+    "{'key':'" k "','namespace':'a','pod':'" name "','gpu-memory':'80Gi','gpus':'1',"              \
+    "'gpu-pods':'0','expires':'2026-11-21T15:07:00Z','claim':true" extra "}"
+static void test_reconcile_claim_records(void **state)
+{
+    (void)state;
+    gq_shared_claim shared;
+    memset(&shared, 0, sizeof(shared));
+    snprintf(shared.uid, sizeof(shared.uid), "u-new");
+    snprintf(shared.name, sizeof(shared.name), "new");
+    shared.gpus = 1;
+    shared.memory = 80 * GI;
+    gq_usage_pod pods[2] = {usage_pod(80 * GI, 1), usage_pod(80 * GI, 1)};
+    for (int i = 0; i < 2; i++) {
+        pods[i].claims = &shared;
+        pods[i].n_claims = 1;
+    }
+    json_object *q = quota_json(
+        "a", "q", "{'hard':{'gpus':'4','gpu-pods':'10'}}",
+        "{'reservations':[" CLAIM("u-new", "new", "") "," CLAIM(
+            "u-gone", "gone",
+            ",'counted':true") "," CLAIM("u-wait", "wait",
+                                         "") "," RES("k-pod", "a", "2026-11-21T15:07:00Z") "]}");
+    ctl_result r;
+    ctl_result_init(&r);
+    int calls = 0;
+    gq_err err;
+    assert_int_equal(ctl_reconcile(q, pods, 2, seen_none, &calls, NOW, &r, &err), GQ_OK);
+    assert_int_equal(r.used.v[GQ_KEY_GPUS], 1);
+    assert_int_equal(r.used.v[GQ_KEY_GPU_PODS], 2);
+    json_object *res = NULL;
+    assert_true(json_object_object_get_ex(r.status, "reservations", &res));
+    char keys[256] = "";
+    for (size_t i = 0; i < json_object_array_length(res); i++) {
+        json_object *it = json_object_array_get_idx(res, i), *k, *c;
+        json_object_object_get_ex(it, "key", &k);
+        size_t len = strlen(keys);
+        snprintf(keys + len, sizeof(keys) - len, "%s%s%s", len ? " " : "",
+                 json_object_get_string(k),
+                 json_object_object_get_ex(it, "counted", &c) ? ":counted" : "");
+    }
+    assert_string_equal(keys, "u-wait k-pod u-new:counted");
+    /* the next recount changes nothing (a counted record stays put) */
+    json_object_object_add(q, "status", json_object_get(r.status));
+    ctl_result r2;
+    ctl_result_init(&r2);
+    assert_int_equal(ctl_reconcile(q, pods, 2, seen_none, &calls, NOW, &r2, &err), GQ_OK);
+    assert_false(r2.changed);
+    ctl_result_dispose(&r2);
+    /* its last pod gone, the claim is freed */
+    json_object_object_add(q, "status", json_object_get(r.status));
+    ctl_result_init(&r2);
+    assert_int_equal(ctl_reconcile(q, pods, 0, seen_none, &calls, NOW, &r2, &err), GQ_OK);
+    assert_int_equal(r2.used.v[GQ_KEY_GPUS], 0);
+    res = NULL;
+    assert_true(json_object_object_get_ex(r2.status, "reservations", &res));
+    assert_int_equal(json_object_array_length(res), 2); /* u-wait, k-pod */
+    ctl_result_dispose(&r2);
+    ctl_result_dispose(&r);
+    json_object_put(q);
+}
+#undef CLAIM
 
 /* --- invalid spec -------------------------------------------------------------- */
 
@@ -996,6 +1070,7 @@ int main(void)
         cmocka_unit_test(test_tenant_membership),
         cmocka_unit_test(test_group_sums),
         cmocka_unit_test(test_reconcile_pure),
+        cmocka_unit_test(test_reconcile_claim_records),
         cmocka_unit_test(test_usage_by_model),
         cmocka_unit_test(test_memory_per_record),
         cmocka_unit_test(test_queue_dedup),

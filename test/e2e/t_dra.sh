@@ -150,7 +150,7 @@ claim_records() {
         jq -r '[.status.reservations // [] | .[] | select(.claim) | "\(.pod):\(.counted // false)"] | sort | join(" ")'
 }
 claim_records_are() { [[ $(claim_records) == "$1" ]]; }
-eventually 15 usage_is "0 0 0"
+eventually 60 usage_is "0 0 0"
 
 claim pair 2
 uid=$(kubectl -n "$NS2" get resourceclaim pair -o jsonpath='{.metadata.uid}')
@@ -161,9 +161,9 @@ check "three pods naming one ResourceClaim are admitted" \
 check "the claim is recorded with its name and uid" \
     "{\"gpu\":{\"gpus\":2,\"memory\":\"160Gi\",\"model\":\"h100-80gb\",\"claim\":\"pair\",\"uid\":\"$uid\"}}" \
     "$(kubectl -n "$NS2" get pod p-2 -o json | jq -r '.metadata.annotations["gpuquota.io/gpu-claims"]' | jq -c .)"
-eventually 20 usage_is "2 160Gi 3"
+eventually 60 usage_is "2 160Gi 3"
 check "its devices and memory count once, each pod counts" "2 160Gi 3" "$(usage)"
-eventually 20 claim_records_are "pair:true"
+eventually 60 claim_records_are "pair:true"
 check "the controller records the claim as counted" "pair:true" "$(claim_records)"
 claim solo 1
 check_match "a 4th pod naming another claim is denied past spec.hard" \
@@ -171,7 +171,7 @@ check_match "a 4th pod naming another claim is denied past spec.hard" \
     "$(create2 "$(claim_pod q-1 resourceClaimName solo)")"
 check_match "a 4th pod naming the charged claim only adds itself" "pod/p-4 created" \
     "$(create2 "$(claim_pod p-4 resourceClaimName pair)")"
-eventually 20 usage_is "2 160Gi 4"
+eventually 60 usage_is "2 160Gi 4"
 check "four pods, one claim" "2 160Gi 4" "$(usage)"
 out=$(create2 "$(claim_pod m-1 resourceClaimName nope)")
 check_match "a pod naming a ResourceClaim that does not exist is denied where a quota governs" \
@@ -179,14 +179,14 @@ check_match "a pod naming a ResourceClaim that does not exist is denied where a 
 check_match "with a warning naming the claim" 'Warning: ResourceClaim "nope" does not exist' "$out"
 
 kubectl -n "$NS2" delete pod p-1 p-2 --wait=true >/dev/null
-eventually 20 usage_is "2 160Gi 2"
+eventually 60 usage_is "2 160Gi 2"
 check "deleting pods keeps the claim charged while any pod names it" "2 160Gi 2" "$(usage)"
 kubectl -n "$NS2" delete pod p-3 --wait=true >/dev/null
-eventually 20 usage_is "2 160Gi 1"
+eventually 60 usage_is "2 160Gi 1"
 check "down to its last pod" "2 160Gi 1 pair:true" "$(usage) $(claim_records)"
 kubectl -n "$NS2" delete pod p-4 --wait=true >/dev/null
-eventually 20 usage_is "0 0 0"
-eventually 20 claim_records_are ""
+eventually 60 usage_is "0 0 0"
+eventually 60 claim_records_are ""
 check "the last pod gone, the controller frees the claim" "0 0 0 []" "$(usage) [$(claim_records)]"
 
 # Concurrent creates: 8 pods naming one new claim and 4 naming claims of
@@ -212,8 +212,24 @@ filled=no
 ((admitted_r + admitted_o == 4 || want_gpus == 2)) && filled=yes
 want="$want_gpus $((want_gpus * 80))Gi $((admitted_r + admitted_o))"
 [[ $want_gpus == 0 ]] && want="0 0 0"
-eventually 20 usage_is "$want"
+eventually 60 usage_is "$want"
 check "the controller counts the shared claim once" "$want" "$(usage)"
 check "the race filled the quota (gpu-pods or gpus)" "yes" "$filled"
+
+# Concurrent creates that fit only if the claim is charged once: 4 pods at
+# once naming a new claim of 2 H100s, which takes all of spec.hard's gpus.
+kubectl -n "$NS2" delete pods --all --wait=true >/dev/null
+eventually 60 usage_is "0 0 0"
+claim whole 2
+work=$(mktemp -d)
+for i in 1 2 3 4; do claim_pod "w-$i" resourceClaimName whole >"$work/w-$i.yaml"; done
+(cd "$work" && ls -- *.yaml | xargs -P 4 -I{} sh -c \
+    'kubectl -n "$0" create -f "{}" >"{}.out" 2>&1; echo $? >"{}.rc"' "$NS2")
+admitted=$(cat "$work"/w-*.rc | grep -c '^0$')
+[[ $admitted == 4 ]] || tail -n 1 "$work"/w-*.out
+rm -rf "$work"
+check "4 concurrent pods naming one claim that fills spec.hard are all admitted" "4" "$admitted"
+eventually 60 usage_is "2 160Gi 4"
+check "and counted with the claim once" "2 160Gi 4" "$(usage)"
 
 finish

@@ -816,6 +816,42 @@ static void test_shared_claim_charged_once(void **state)
     assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "q"), 5);
 }
 
+/* A pod naming a claim the controller counts (a counted record) adds its
+ * pod count only, and revives the claim's record (live, no longer counted,
+ * as long as its own reservation), so the claim stays charged should the
+ * controller recount after the claim's other pods went and before it has
+ * seen this pod. Until the controller counts the claim again it is charged
+ * twice (used and record): an over-charge, never an under-charge. */
+static void test_shared_claim_counted(void **state)
+{
+    fx *f = *state;
+    char pod[4096];
+    quota(f, NS_A, "q", "{\"gpus\":\"2\",\"gpu-pods\":10}",
+          "#,\"status\":{\"used\":{\"gpus\":\"2\",\"gpu-pods\":\"1\"},\"reservations\":[{"
+          "\"key\":\"u-pair\",\"namespace\":\"team-a\",\"pod\":\"pair\",\"gpu-memory\":"
+          "\"160Gi\",\"gpus\":\"2\",\"gpu-pods\":\"0\",\"expires\":\"1970-01-01T00:00:00Z\","
+          "\"claim\":true,\"counted\":true}]}");
+    shared_pod(pod, sizeof(pod), "pair", "u-pair", 2);
+    assert_true(decide_ex(f, "k1", NS_A, pod, NULL, NULL).allowed);
+    assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "q"), 2);
+    assert_int_equal(claim_records(f, NS_A, "q", "u-pair"), 1);
+    json_object *rec = reservation(f, NS_A, "q", 0), *own = reservation(f, NS_A, "q", 1);
+    assert_false(json_object_object_get_ex(rec, "counted", NULL));
+    assert_string_equal(sget(rec, "expires"), sget(own, "expires"));
+    json_object_put(rec);
+    json_object_put(own);
+    /* the transient over-charge: another claim sees the claim twice */
+    shared_pod(pod, sizeof(pod), "one", "u-one", 1);
+    wh_validate_result r = decide_ex(f, "k2", NS_A, pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_string_equal(r.message, "exceeded quota: q, requested: gpus=1, used: gpus=4, limited: "
+                                   "gpus=2");
+    /* while pods naming the charged claim still add themselves only */
+    shared_pod(pod, sizeof(pod), "pair", "u-pair", 2);
+    assert_true(decide_ex(f, "k3", NS_A, pod, NULL, NULL).allowed);
+    assert_int_equal(claim_records(f, NS_A, "q", "u-pair"), 1);
+}
+
 typedef struct claim_worker {
     fx *f;
     int i;
@@ -1247,6 +1283,7 @@ int main(void)
         T(test_concurrent_no_coalescing),
         T(test_shared_claim_charged_once),
         T(test_shared_claim_concurrent),
+        T(test_shared_claim_counted),
         T(test_handler),
         T(test_audit_and_metrics),
         T(test_bad_options),

@@ -123,7 +123,16 @@ typedef struct gq_reservation {
      * it any more. */
     bool claim;
     bool counted;
+    /* A pod's reservation: the uids of the shared ResourceClaims the pod
+     * names ("claims" in JSON; at most GQ_RESERVATION_MAX_CLAIMS). While the
+     * controller keeps the reservation (its pod not seen yet) it keeps those
+     * claims charged, even when no counted pod names them any more. */
+    char **claims;
+    size_t n_claims;
 } gq_reservation;
+
+#define GQ_RESERVATION_MAX_CLAIMS 32
+#define GQ_RESERVATION_MAX_CLAIM_UID 128
 
 typedef enum gq_quota_kind {
     GQ_QUOTA_NAMESPACED = 0, /* GPUQuota */

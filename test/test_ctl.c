@@ -675,6 +675,14 @@ static void test_group_sums(void **state)
 }
 
 /* The pure entry point, with caller-made pod views and a seen oracle. */
+static bool seen_all(void *ud, const char *ns, const char *key)
+{
+    (void)ud;
+    (void)ns;
+    (void)key;
+    return true;
+}
+
 static bool seen_none(void *ud, const char *ns, const char *key)
 {
     (*(int *)ud)++;
@@ -758,9 +766,10 @@ static void test_reconcile_pure(void **state)
  * pod names goes (the claim is freed); an uncounted live one stays until it
  * expires, as its pods may not have been seen yet; pod reservations are
  * untouched. */
-#define CLAIM(k, name, extra)                                                                      \
+#define CLAIM_AT(k, name, exp, extra)                                                              \
     "{'key':'" k "','namespace':'a','pod':'" name "','gpu-memory':'80Gi','gpus':'1',"              \
-    "'gpu-pods':'0','expires':'2026-11-21T15:07:00Z','claim':true" extra "}"
+    "'gpu-pods':'0','expires':'" exp "','claim':true" extra "}"
+#define CLAIM(k, name, extra) CLAIM_AT(k, name, "2026-11-21T15:07:00Z", extra)
 static void test_reconcile_claim_records(void **state)
 {
     (void)state;
@@ -816,10 +825,42 @@ static void test_reconcile_claim_records(void **state)
     assert_true(json_object_object_get_ex(r2.status, "reservations", &res));
     assert_int_equal(json_object_array_length(res), 2); /* u-wait, k-pod */
     ctl_result_dispose(&r2);
+    /* a pod admitted on the counted claim, not seen yet, when the claim's
+     * last counted pod goes: the claim stays charged, live, as long as that
+     * pod's reservation; once the pod is seen (or its reservation gone)
+     * and no counted pod names it, it is freed */
+    json_object_object_add(
+        q, "status",
+        J("{'reservations':[" CLAIM_AT(
+            "u-new", "new", "1970-01-01T00:00:00Z",
+            ",'counted':true") ","
+                               "{'key':'k-rider','namespace':'a','pod':'r','gpu-memory':'0','gpus':"
+                               "'0','gpu-pods':'1',"
+                               "'expires':'2026-11-21T15:08:00Z','claims':['u-new']}]}"));
+    ctl_result_init(&r2);
+    assert_int_equal(ctl_reconcile(q, pods, 0, seen_none, &calls, NOW, &r2, &err), GQ_OK);
+    res = NULL;
+    assert_true(json_object_object_get_ex(r2.status, "reservations", &res));
+    assert_int_equal(json_object_array_length(res), 2);
+    json_object *it = json_object_array_get_idx(res, 0), *v = NULL;
+    assert_false(json_object_object_get_ex(it, "counted", NULL));
+    assert_true(json_object_object_get_ex(it, "expires", &v));
+    assert_string_equal(json_object_get_string(v), "2026-11-21T15:08:00Z");
+    json_object_object_add(q, "status", json_object_get(r2.status));
+    ctl_result_dispose(&r2);
+    ctl_result_init(&r2);
+    assert_int_equal(ctl_reconcile(q, pods, 0, seen_all, NULL, NOW, &r2, &err), GQ_OK);
+    res = NULL;
+    assert_true(json_object_object_get_ex(r2.status, "reservations", &res));
+    /* the rider seen (and not naming it any more): the live record lives on
+     * to its expiry, like any admission's */
+    assert_int_equal(json_object_array_length(res), 1);
+    ctl_result_dispose(&r2);
     ctl_result_dispose(&r);
     json_object_put(q);
 }
 #undef CLAIM
+#undef CLAIM_AT
 
 /* --- invalid spec -------------------------------------------------------------- */
 

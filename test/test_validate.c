@@ -817,11 +817,9 @@ static void test_shared_claim_charged_once(void **state)
 }
 
 /* A pod naming a claim the controller counts (a counted record) adds its
- * pod count only, and revives the claim's record (live, no longer counted,
- * as long as its own reservation), so the claim stays charged should the
- * controller recount after the claim's other pods went and before it has
- * seen this pod. Until the controller counts the claim again it is charged
- * twice (used and record): an over-charge, never an under-charge. */
+ * pod count only; its reservation names the claim, which keeps the claim
+ * charged until the controller has seen the pod (test_ctl); the claim is
+ * never charged twice. */
 static void test_shared_claim_counted(void **state)
 {
     fx *f = *state;
@@ -835,18 +833,18 @@ static void test_shared_claim_counted(void **state)
     assert_true(decide_ex(f, "k1", NS_A, pod, NULL, NULL).allowed);
     assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "q"), 2);
     assert_int_equal(claim_records(f, NS_A, "q", "u-pair"), 1);
-    json_object *rec = reservation(f, NS_A, "q", 0), *own = reservation(f, NS_A, "q", 1);
-    assert_false(json_object_object_get_ex(rec, "counted", NULL));
-    assert_string_equal(sget(rec, "expires"), sget(own, "expires"));
+    json_object *rec = reservation(f, NS_A, "q", 0), *own = reservation(f, NS_A, "q", 1), *v;
+    assert_true(json_object_object_get_ex(rec, "counted", &v) && json_object_get_boolean(v));
+    assert_true(json_object_object_get_ex(own, "claims", &v));
+    assert_string_equal(json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN), "[\"u-pair\"]");
     json_object_put(rec);
     json_object_put(own);
-    /* the transient over-charge: another claim sees the claim twice */
+    /* once: another claim sees it in used only */
     shared_pod(pod, sizeof(pod), "one", "u-one", 1);
     wh_validate_result r = decide_ex(f, "k2", NS_A, pod, NULL, NULL);
     assert_false(r.allowed);
-    assert_string_equal(r.message, "exceeded quota: q, requested: gpus=1, used: gpus=4, limited: "
+    assert_string_equal(r.message, "exceeded quota: q, requested: gpus=1, used: gpus=2, limited: "
                                    "gpus=2");
-    /* while pods naming the charged claim still add themselves only */
     shared_pod(pod, sizeof(pod), "pair", "u-pair", 2);
     assert_true(decide_ex(f, "k3", NS_A, pod, NULL, NULL).allowed);
     assert_int_equal(claim_records(f, NS_A, "q", "u-pair"), 1);

@@ -321,40 +321,6 @@ static void claims_charge(const gq_quota *q, pending **batch, size_t i, const pe
     }
 }
 
-/* A pod admitted on a claim the controller counts: the claim's record
- * becomes a live one again (counted removed, expiring no earlier than the
- * pod's reservation), so the claim stays charged should the controller
- * recount before it has seen this pod and after the claim's last counted
- * pod went. Until the controller counts the claim again it is charged twice
- * (in status.used and in the record): an over-charge, never an under-one.
- * An uncounted record is kept alive as long as the pod's reservation. */
-static bool status_claim_hold(json_object *status, const char *key, int64_t expires)
-{
-    json_object *arr = gq_json_member(status, "reservations");
-    size_t n = json_object_is_type(arr, json_type_array) ? json_object_array_length(arr) : 0;
-    for (size_t i = 0; i < n; i++) {
-        json_object *item = json_object_array_get_idx(arr, i);
-        gq_reservation r;
-        if (strcmp(gq_json_get_string(item, "key") ? gq_json_get_string(item, "key") : "", key) ||
-            gq_reservation_parse(item, NULL, &r, NULL) != GQ_OK)
-            continue;
-        bool hold = r.claim && (r.counted || r.expires < expires);
-        gq_reservation_dispose(&r);
-        if (!hold)
-            return false;
-        char t[GQ_RFC3339_MAX];
-        gq_time_format_rfc3339(expires, t);
-        json_object *e = json_object_new_string(t);
-        if (!e || json_object_object_add(item, "expires", e)) {
-            json_object_put(e);
-            return false;
-        }
-        json_object_object_del(item, "counted");
-        return true;
-    }
-    return false;
-}
-
 static void fail_open_pendings(pending **batch, size_t n, gq_code rc, const gq_err *e)
 {
     for (size_t i = 0; i < n; i++) {
@@ -535,13 +501,10 @@ static gq_code batch_round(wh_validator *v, slot *s, pending **batch, size_t n)
             p->rc = gq_status_add_reservation(status, p->used, &added, &p->err);
         /* The claims this quota does not charge yet, once each, in the same
          * write: a conflicting writer re-reads and finds them charged. */
-        for (size_t k = 0; !p->rc && added && k < p->n_claims; k++) {
+        for (size_t k = 0; !p->rc && added && k < p->n_claims; k++)
             if (fresh_claim[k])
                 p->rc =
                     gq_status_add_reservation(status, &p->claims[k], &p->claim_added[k], &p->err);
-            else if (status_claim_hold(status, p->claims[k].key, p->used->expires))
-                changed = true;
-        }
         if (p->rc && added) {
             /* Nothing of a failed charge may ride on the others' write. */
             status_remove(status, p->used->key);
@@ -931,7 +894,14 @@ static gq_code reservation_rekey(const gq_reservation *r, const char *key, gq_re
     c.namespace_ = strdup(r->namespace_);
     c.pod = strdup(r->pod);
     c.model = r->model ? strdup(r->model) : NULL;
-    if (!c.key || !c.namespace_ || !c.pod || (r->model && !c.model)) {
+    c.claims = NULL;
+    c.n_claims = 0;
+    bool ok = c.key && c.namespace_ && c.pod && (!r->model || c.model);
+    if (ok && r->n_claims && !(c.claims = calloc(r->n_claims, sizeof(*c.claims))))
+        ok = false;
+    for (size_t i = 0; ok && i < r->n_claims; i++, c.n_claims++)
+        ok = (c.claims[i] = strdup(r->claims[i])) != NULL;
+    if (!ok) {
         gq_reservation_dispose(&c);
         return gq_err_set(err, GQ_ENOMEM, "out of memory");
     }
@@ -1180,10 +1150,18 @@ static gq_code decide_create(wh_validator *v, const wh_review_request *req, deci
     have_resv = true;
     if (cost.n_shared && !r->charge.v[GQ_KEY_GPU_PODS])
         cost.n_shared = 0; /* a terminal pod charges nothing, its claims neither */
-    if (cost.n_shared && !(claims = calloc(cost.n_shared, sizeof(*claims)))) {
+    if (cost.n_shared && (!(claims = calloc(cost.n_shared, sizeof(*claims))) ||
+                          !(resv.claims = calloc(cost.n_shared, sizeof(*resv.claims))))) {
         rc = GQ_ENOMEM;
         goto out;
     }
+    /* The pod's reservation names its claims: the controller keeps them
+     * charged until it has seen the pod (docs/validating-webhook.md). */
+    for (; resv.n_claims < cost.n_shared; resv.n_claims++)
+        if (!(resv.claims[resv.n_claims] = strdup(cost.shared[resv.n_claims].uid))) {
+            rc = GQ_ENOMEM;
+            goto out;
+        }
     for (; n_claims < cost.n_shared; n_claims++) {
         const gq_shared_claim *sc = &cost.shared[n_claims];
         gq_reservation *c = &claims[n_claims];

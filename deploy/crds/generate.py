@@ -214,6 +214,13 @@ RESERVATIONS = {
                 "pod its name, the amounts its devices.",
                 "type": "boolean",
             },
+            "claims": {
+                "description": "A pod's reservation: the uids of the shared ResourceClaims it "
+                "names; they stay charged while the reservation is kept.",
+                "type": "array",
+                "maxItems": 32,
+                "items": {"type": "string", "minLength": 1, "maxLength": 128},
+            },
             "counted": {
                 "description": "The controller counts this claim in `used` (some counted pod "
                 "names it); it adds nothing more and never expires.",

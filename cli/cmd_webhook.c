@@ -405,7 +405,8 @@ int gq_cmd_webhook(int argc, char **argv)
                                      .list_tenant_quotas = vc.store.list_tenant_quotas,
                                      .namespace_labels = vc.store.namespace_labels,
                                      .get_quota = vc.store.get_quota,
-                                     .get_claim_template = vc.store.get_claim_template};
+                                     .get_claim_template = vc.store.get_claim_template,
+                                     .get_claim = vc.store.get_claim};
     if (mutate_setup(&mutate_ctx, cfg, lr, audit, metrics, srv, &err))
         goto fail;
 

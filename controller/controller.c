@@ -605,8 +605,10 @@ static void find_abandoned(ctl_controller *c, const char *key, json_object *quot
         gq_reservation r;
         if (gq_reservation_parse(json_object_array_get_idx(arr, i), NULL, &r, NULL) != GQ_OK)
             continue; /* corrupt: the reconcile drops it */
-        if (ctl_store_has_uid(c->store, r.namespace_, r.key)) {
-            gq_reservation_dispose(&r); /* counted: the reconcile drops it */
+        if (r.claim || ctl_store_has_uid(c->store, r.namespace_, r.key)) {
+            /* counted: the reconcile drops it; a shared claim's record names
+             * no pod: it goes when counted, or when it expires */
+            gq_reservation_dispose(&r);
             continue;
         }
         json_object *t = NULL;
@@ -1188,12 +1190,15 @@ static int admit_pass(ctl_controller *c)
                 st = json_object_new_object();
                 json_object_object_add(a->obj, "status", st);
             }
-            gq_reservation r = {pods[i].uid,
-                                pods[i].ns,
-                                pods[i].name,
-                                pods[i].charge,
-                                now + CTL_QUEUE_RESERVATION_TTL_S,
-                                (char *)pods[i].model};
+            /* A pod naming shared ResourceClaims is charged them whole here
+             * (never less than its due); the recount then counts each claim
+             * once (docs/queueing.md). */
+            gq_reservation r = {.key = pods[i].uid,
+                                .namespace_ = pods[i].ns,
+                                .pod = pods[i].name,
+                                .amounts = pods[i].charge,
+                                .expires = now + CTL_QUEUE_RESERVATION_TTL_S,
+                                .model = (char *)pods[i].model};
             bool added = false;
             if (gq_status_add_reservation(st, &r, &added, &err) != GQ_OK) {
                 GQ_WARN("queue: %s: %s", a->path, err.msg);

@@ -62,6 +62,8 @@ typedef struct ctl_pod {
     ctl_choices *choices;         /* gated and accepting several models; else NULL */
     uint16_t uid_off;             /* offset of the uid into data */
     uint16_t group_off;           /* offset of the group name into data ("" none) */
+    uint16_t n_claims;            /* shared ResourceClaims it names (gq_pod_cost.shared) */
+    gq_shared_claim *claims;      /* owned; NULL when none */
     char data[];                  /* "name\0uid\0group\0" */
 } ctl_pod;
 

@@ -95,17 +95,30 @@ static json_object *condition(json_object *cur_status, const char *type, bool va
     return c;
 }
 
+static int claim_key_cmp(const void *key, const void *elem)
+{
+    return strcmp(key, ((const gq_reservation *)elem)->key);
+}
+
 /* Reservations to keep: live at now (gq_status_drop_expired also drops
- * corrupt records) and whose pod has not been seen. */
-static gq_code keep_reservations(json_object *cur_status, ctl_seen_fn seen, void *ud, int64_t now,
-                                 json_object **out, ctl_result *res, gq_err *err)
+ * corrupt records) and whose pod has not been seen; then the shared claims
+ * the recount counted (u->claims) as counted claim records. A claim's
+ * record from /validate gives way to the counted one once a counted pod
+ * names the claim. A claim no counted pod names stays charged, as a live
+ * record, while a kept pod reservation names it (its pod not seen yet),
+ * until the latest of those expires; else a counted record goes (the claim
+ * is freed) and an uncounted one lives until it expires. */
+static gq_code keep_reservations(json_object *cur_status, const gq_usage *u, ctl_seen_fn seen,
+                                 void *ud, int64_t now, json_object **out, ctl_result *res,
+                                 gq_err *err)
 {
     json_object *arr = gq_json_member(cur_status, "reservations");
-    json_object *tmp = NULL, *kept = NULL;
+    json_object *tmp = NULL, *kept = NULL, *held = NULL;
+    bool *drops = NULL;
     size_t total = 0, expired = 0;
     gq_code rc = GQ_OK;
     *out = NULL;
-    if (!arr)
+    if (!arr && !u->n_claims)
         return GQ_OK;
     if (json_object_is_type(arr, json_type_array))
         total = json_object_array_length(arr);
@@ -115,9 +128,11 @@ static gq_code keep_reservations(json_object *cur_status, ctl_seen_fn seen, void
         rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
         goto out;
     }
+    if (!arr)
+        goto claims;
     if (!json_object_is_type(arr, json_type_array)) { /* corrupt: nothing to keep */
         res->dropped = 1;
-        goto done;
+        goto claims;
     }
     json_object *copy = NULL;
     if (json_object_deep_copy(arr, &copy, NULL) != 0 ||
@@ -130,13 +145,65 @@ static gq_code keep_reservations(json_object *cur_status, ctl_seen_fn seen, void
     if (rc)
         goto out;
     copy = gq_json_member(tmp, "reservations");
-    for (size_t i = 0; i < json_object_array_length(copy); i++) {
-        json_object *item = json_object_array_get_idx(copy, i);
+    size_t n = json_object_array_length(copy);
+    /* First the pods' reservations: which stay, and the shared claims those
+     * hold (uid -> latest expiry). */
+    if (n && (!(drops = calloc(n, sizeof(*drops))) || !(held = json_object_new_object()))) {
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
         gq_reservation r;
-        if (gq_reservation_parse(item, NULL, &r, NULL) != GQ_OK)
-            continue; /* unreachable: drop_expired removed the unparsable */
-        bool drop = seen && seen(ud, r.namespace_, r.key);
+        if (gq_reservation_parse(json_object_array_get_idx(copy, i), NULL, &r, NULL) != GQ_OK) {
+            drops[i] = true; /* unreachable: drop_expired removed the unparsable */
+            continue;
+        }
+        if (!r.claim && !(drops[i] = seen && seen(ud, r.namespace_, r.key))) {
+            for (size_t k = 0; k < r.n_claims; k++) {
+                json_object *h = NULL;
+                if (json_object_object_get_ex(held, r.claims[k], &h) &&
+                    json_object_get_int64(h) >= r.expires)
+                    continue;
+                json_object *e = json_object_new_int64(r.expires);
+                if (!e || json_object_object_add(held, r.claims[k], e)) {
+                    json_object_put(e);
+                    gq_reservation_dispose(&r);
+                    rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+                    goto out;
+                }
+            }
+        }
+        gq_reservation_dispose(&r);
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_object *item = json_object_array_get_idx(copy, i), *h = NULL;
+        gq_reservation r;
+        if (drops[i] || gq_reservation_parse(item, NULL, &r, NULL) != GQ_OK)
+            continue;
+        bool drop = false;
         int64_t exp = r.expires;
+        if (r.claim) {
+            if (u->n_claims &&
+                bsearch(r.key, u->claims, u->n_claims, sizeof(*u->claims), claim_key_cmp)) {
+                drop = true; /* the counted record below takes its place */
+            } else if (json_object_object_get_ex(held, r.key, &h)) {
+                /* No counted pod names it, a pod not seen yet does: it stays
+                 * charged (live) as long as that pod's reservation. */
+                exp = json_object_get_int64(h) > exp ? json_object_get_int64(h) : exp;
+                char t[GQ_RFC3339_MAX];
+                gq_time_format_rfc3339(exp, t);
+                json_object *e = json_object_new_string(t);
+                if (!e || json_object_object_add(item, "expires", e)) {
+                    json_object_put(e);
+                    gq_reservation_dispose(&r);
+                    rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+                    goto out;
+                }
+                json_object_object_del(item, "counted");
+            } else {
+                drop = r.counted; /* counted before, named by none now: freed */
+            }
+        }
         gq_reservation_dispose(&r);
         if (drop)
             continue;
@@ -150,10 +217,20 @@ static gq_code keep_reservations(json_object *cur_status, ctl_seen_fn seen, void
     }
     res->kept = json_object_array_length(kept);
     res->dropped = total - res->kept;
-done:
+claims:
+    for (size_t i = 0; i < u->n_claims; i++) {
+        json_object *c = gq_reservation_to_json(&u->claims[i]);
+        if (!c || json_object_array_add(kept, c)) {
+            json_object_put(c);
+            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            goto out;
+        }
+    }
     *out = kept;
     kept = NULL;
 out:
+    free(drops);
+    json_object_put(held);
     json_object_put(kept);
     json_object_put(tmp);
     return rc;
@@ -202,7 +279,7 @@ gq_code ctl_reconcile_parsed(const gq_quota *q, json_object *quota, const gq_usa
     rc = gq_quota_recount(q, pods, n, &u, err);
     if (rc)
         goto out;
-    rc = keep_reservations(cur, seen, seen_ud, now, &kept, &r, err);
+    rc = keep_reservations(cur, &u, seen, seen_ud, now, &kept, &r, err);
     if (rc)
         goto out;
     r.used = u.used;
@@ -296,7 +373,7 @@ gq_code ctl_reconcile_invalid(json_object *quota, const char *why, int64_t now, 
         gq_reservation one;
         if (gq_reservation_parse(json_object_array_get_idx(res, i), NULL, &one, NULL) != GQ_OK)
             continue;
-        if (!r.next_expiry || one.expires < r.next_expiry)
+        if (!one.counted && (!r.next_expiry || one.expires < r.next_expiry))
             r.next_expiry = one.expires;
         gq_reservation_dispose(&one);
     }

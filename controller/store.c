@@ -38,7 +38,8 @@ struct ctl_ns {
     size_t n_pods;
     /* Linked pods that are neither terminal nor being deleted are summed in
      * groups; pods being deleted stop counting at a time of their own and are
-     * read one by one (n_deleting of them). inexact: a sum would have
+     * read one by one, as are pods naming shared ResourceClaims (counted
+     * once per quota by the recount): n_deleting of them. inexact: a sum would have
      * overflowed or a group could not be allocated: read every pod. */
     ns_group *groups;
     size_t n_groups, cap_groups, n_deleting;
@@ -233,6 +234,19 @@ bool ctl_pod_counts(const ctl_pod *p, int64_t now)
     return !p->gated && gq_pod_counts(p->terminal, p->delete_at, now);
 }
 
+static bool claims_same(const ctl_pod *a, const ctl_pod *b)
+{
+    if (a->n_claims != b->n_claims)
+        return false;
+    for (size_t i = 0; i < a->n_claims; i++) {
+        const gq_shared_claim *x = &a->claims[i], *y = &b->claims[i];
+        if (strcmp(x->uid, y->uid) || strcmp(x->name, y->name) || x->gpus != y->gpus ||
+            x->memory != y->memory || x->model != y->model)
+            return false;
+    }
+    return true;
+}
+
 bool ctl_pod_same(const ctl_pod *a, const ctl_pod *b)
 {
     if (!a || !b)
@@ -243,7 +257,8 @@ bool ctl_pod_same(const ctl_pod *a, const ctl_pod *b)
            a->gated == b->gated && a->gate_idx == b->gate_idx && a->priority == b->priority &&
            a->group_size == b->group_size && !strcmp(ctl_pod_uid(a), ctl_pod_uid(b)) &&
            !strcmp(ctl_pod_group(a), ctl_pod_group(b)) && !a->choices == !b->choices &&
-           (!a->choices || !memcmp(a->choices, b->choices, sizeof(*a->choices)));
+           (!a->choices || !memcmp(a->choices, b->choices, sizeof(*a->choices))) &&
+           claims_same(a, b);
 }
 
 gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, ctl_pod **out,
@@ -349,6 +364,17 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
     ch = NULL;
     if (p->choices)
         sz += sizeof(*p->choices);
+    if (cost.n_shared) {
+        /* Counted once per quota however many pods name them: the recount
+         * reads these pods one by one (gq_quota_recount). */
+        if (!(p->claims = malloc(cost.n_shared * sizeof(*p->claims)))) {
+            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            goto out;
+        }
+        memcpy(p->claims, cost.shared, cost.n_shared * sizeof(*p->claims));
+        p->n_claims = (uint16_t)cost.n_shared;
+        sz += cost.n_shared * sizeof(*p->claims);
+    }
 
     pthread_rwlock_wrlock(&s->lock);
     p->ns = ns_ref(s, ns);
@@ -367,8 +393,10 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
     *out = p;
     p = NULL;
 out:
-    if (p)
+    if (p) {
         free(p->choices);
+        free(p->claims);
+    }
     free(p);
     free(ch);
     json_object_put(first);
@@ -386,7 +414,7 @@ static void group_update(ctl_ns *n, const ctl_pod *p, int sign)
         n->n_gated += sign > 0 ? 1 : (size_t)-1;
         return;
     }
-    if (p->delete_at) {
+    if (p->delete_at || p->n_claims) {
         n->n_deleting += sign > 0 ? 1 : (size_t)-1;
         return;
     }
@@ -518,7 +546,8 @@ static void link_locked(ctl_store *s, ctl_pod *p)
 static size_t pod_size(const ctl_pod *p)
 {
     return sizeof(*p) + strlen(ctl_pod_name(p)) + 1 + strlen(ctl_pod_uid(p)) + 1 +
-           (p->choices ? sizeof(*p->choices) : 0);
+           strlen(ctl_pod_group(p)) + 1 + (p->choices ? sizeof(*p->choices) : 0) +
+           p->n_claims * sizeof(*p->claims);
 }
 
 void ctl_pod_free(ctl_store *s, ctl_pod *p)
@@ -531,6 +560,7 @@ void ctl_pod_free(ctl_store *s, ctl_pod *p)
     ns_unref(s, p->ns);
     pthread_rwlock_unlock(&s->lock);
     free(p->choices);
+    free(p->claims);
     free(p);
 }
 
@@ -720,7 +750,8 @@ static gq_code gather_ns(gather *g, const ctl_ns *n, int64_t now)
         return GQ_OK;
     for (const ctl_pod *p = n->head; p; p = p->next) {
         if (!n->inexact && (p->terminal || (!p->delete_at && !p->gated)))
-            continue; /* summed in a group, or counts nothing */
+            if (!n->inexact && (p->terminal || !(p->delete_at || p->n_claims)))
+                continue; /* summed in a group, or counts nothing */
         gq_usage_pod *u = &g->v[g->n++];
         memset(u, 0, sizeof(*u));
         u->facts.namespace_ = n->name;
@@ -730,6 +761,8 @@ static gq_code gather_ns(gather *g, const ctl_ns *n, int64_t now)
         u->queued = p->gated;
         u->facts.terminal = !gq_pod_counts(p->terminal, p->delete_at, now);
         u->ns_labels = n->labels;
+        u->claims = p->claims;
+        u->n_claims = p->n_claims;
         u->charge.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
         for (int k = 0; k < GQ_KEY_COUNT; k++) {
             u->charge.v[k] = p->charge[k];

@@ -440,6 +440,9 @@ void gq_reservation_dispose(gq_reservation *r)
     free(r->namespace_);
     free(r->pod);
     free(r->model);
+    for (size_t i = 0; i < r->n_claims; i++)
+        free(r->claims[i]);
+    free(r->claims);
     memset(r, 0, sizeof(*r));
 }
 
@@ -502,11 +505,73 @@ gq_code gq_reservation_parse(json_object *obj, const char *field, gq_reservation
             goto out;
         }
     }
+    static const char *const flags[] = {"claim", "counted"};
+    for (int i = 0; i < 2; i++) {
+        json_object *b = gq_json_member(obj, flags[i]);
+        if (b && !json_object_is_type(b, json_type_boolean)) {
+            rc = gq_err_set(err, GQ_EINVAL, "%s.%s: must be true or false", field, flags[i]);
+            goto out;
+        }
+        *(i ? &r.counted : &r.claim) = b && json_object_get_boolean(b);
+    }
+    if (r.counted && !r.claim) {
+        rc = gq_err_set(err, GQ_EINVAL, "%s.counted: only a claim record is counted", field);
+        goto out;
+    }
+    json_object *cl = gq_json_member(obj, "claims");
+    if (cl) {
+        size_t n = json_object_is_type(cl, json_type_array) ? json_object_array_length(cl) : 0;
+        if (!json_object_is_type(cl, json_type_array) || n > GQ_RESERVATION_MAX_CLAIMS) {
+            rc = gq_err_set(err, GQ_EINVAL, "%s.claims: must be a list of at most %d claim uids",
+                            field, GQ_RESERVATION_MAX_CLAIMS);
+            goto out;
+        }
+        if (n && !(r.claims = calloc(n, sizeof(*r.claims)))) {
+            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            goto out;
+        }
+        for (size_t i = 0; i < n; i++) {
+            json_object *u = json_object_array_get_idx(cl, i);
+            if (!json_object_is_type(u, json_type_string) || !json_object_get_string_len(u) ||
+                json_object_get_string_len(u) > GQ_RESERVATION_MAX_CLAIM_UID) {
+                rc = gq_err_set(err, GQ_EINVAL,
+                                "%s.claims[%zu]: must be a claim uid of 1 to %d "
+                                "characters",
+                                field, i, GQ_RESERVATION_MAX_CLAIM_UID);
+                goto out;
+            }
+            if (!(r.claims[i] = strdup(json_object_get_string(u)))) {
+                rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+                goto out;
+            }
+            r.n_claims++;
+        }
+    }
     *out = r;
     return GQ_OK;
 out:
     gq_reservation_dispose(&r);
     return rc;
+}
+
+static int add_array_str(json_object *a, const char *val)
+{
+    json_object *s = json_object_new_string(val);
+    if (!s || json_object_array_add(a, s)) {
+        json_object_put(s);
+        return -1;
+    }
+    return 0;
+}
+
+static int add_bool(json_object *o, const char *key)
+{
+    json_object *b = json_object_new_boolean(1);
+    if (!b || json_object_object_add(o, key, b)) {
+        json_object_put(b);
+        return -1;
+    }
+    return 0;
 }
 
 static int add_str(json_object *o, const char *key, const char *val)
@@ -543,8 +608,19 @@ json_object *gq_reservation_to_json(const gq_reservation *r)
             goto fail;
     }
     gq_time_format_rfc3339(r->expires, t);
-    if (add_str(o, "expires", t) || (r->model && add_str(o, "model", r->model)))
+    if (add_str(o, "expires", t) || (r->model && add_str(o, "model", r->model)) ||
+        (r->claim && add_bool(o, "claim")) || (r->counted && add_bool(o, "counted")))
         goto fail;
+    if (r->n_claims) {
+        json_object *a = json_object_new_array();
+        if (!a || json_object_object_add(o, "claims", a)) {
+            json_object_put(a);
+            goto fail;
+        }
+        for (size_t i = 0; i < r->n_claims; i++)
+            if (add_array_str(a, r->claims[i]))
+                goto fail;
+    }
     return o;
 fail:
     json_object_put(o);
@@ -615,7 +691,7 @@ gq_code gq_status_drop_expired(json_object *status, int64_t now, size_t *dropped
         gq_reservation r;
         bool keep = false;
         if (gq_reservation_parse(json_object_array_get_idx(arr, i), NULL, &r, NULL) == GQ_OK) {
-            keep = r.expires > now;
+            keep = r.expires > now || r.counted;
             gq_reservation_dispose(&r);
         }
         if (keep) {
@@ -670,7 +746,7 @@ gq_code gq_status_sum(json_object *status, int64_t now, gq_amounts *out, gq_err 
         rc = gq_reservation_parse(json_object_array_get_idx(arr, i), f, &r, err);
         if (rc)
             return rc;
-        if (r.expires > now)
+        if (r.expires > now && !r.counted)
             rc = amounts_add(&sum, &r.amounts, f, err);
         gq_reservation_dispose(&r);
         if (rc)

@@ -114,7 +114,25 @@ typedef struct gq_reservation {
     gq_amounts amounts; /* all three keys set */
     int64_t expires;    /* Unix seconds */
     char *model;        /* catalog model the pod is pinned to ("model" in JSON); NULL: none */
+    /* A ResourceClaim shared by pods ("claim": true): key is the claim's uid,
+     * pod its name, amounts its devices (gpu-pods 0); charged once per quota
+     * however many pods name it (docs/models-and-dra.md). counted
+     * ("counted": true, written by the controller only): status.used holds
+     * it, so it adds nothing to what is in use and never expires; it records
+     * that the quota charges the claim, and goes when no counted pod names
+     * it any more. */
+    bool claim;
+    bool counted;
+    /* A pod's reservation: the uids of the shared ResourceClaims the pod
+     * names ("claims" in JSON; at most GQ_RESERVATION_MAX_CLAIMS). While the
+     * controller keeps the reservation (its pod not seen yet) it keeps those
+     * claims charged, even when no counted pod names them any more. */
+    char **claims;
+    size_t n_claims;
 } gq_reservation;
+
+#define GQ_RESERVATION_MAX_CLAIMS 32
+#define GQ_RESERVATION_MAX_CLAIM_UID 128
 
 typedef enum gq_quota_kind {
     GQ_QUOTA_NAMESPACED = 0, /* GPUQuota */
@@ -222,7 +240,8 @@ json_object *gq_reservation_to_json(const gq_reservation *r);
 gq_code gq_status_add_reservation(json_object *status, const gq_reservation *r, bool *added,
                                   gq_err *err) GQ_WUR;
 
-/* Remove reservations whose expiry is at or before now. Records that cannot
+/* Remove reservations whose expiry is at or before now (counted claim
+ * records never expire: the controller removes them). Records that cannot
  * be parsed are removed too (status is ours; a corrupt record must not pin
  * quota forever). *dropped (may be NULL) gets the count. */
 gq_code gq_status_drop_expired(json_object *status, int64_t now, size_t *dropped,

@@ -63,6 +63,7 @@ void gq_pod_cost_dispose(gq_pod_cost *c)
     if (!c)
         return;
     free(c->ctrs);
+    free(c->shared);
     memset(c, 0, sizeof(*c));
 }
 
@@ -1245,11 +1246,12 @@ out:
     return GQ_OK;
 }
 
-/* One entry of GQ_ANN_CLAIMS; false when it is not what gpuquota writes. */
+/* One entry of GQ_ANN_CLAIMS; false when it is not what gpuquota writes. A
+ * shared claim's entry also names the claim and its uid (into *sc). */
 static bool claim_record(const gq_config *cfg, json_object *rec, int64_t *gpus, int64_t *mem,
-                         const gq_model **model)
+                         const gq_model **model, gq_shared_claim *sc, bool *shared)
 {
-    json_object *g = NULL, *m = NULL, *mo = NULL;
+    json_object *g = NULL, *m = NULL, *mo = NULL, *cn = NULL, *cu = NULL;
     gq_quantity q;
     gq_err e;
     if (!json_object_is_type(rec, json_type_object) ||
@@ -1267,6 +1269,23 @@ static bool claim_record(const gq_config *cfg, json_object *rec, int64_t *gpus, 
             !(*model = gq_config_find_model(cfg, json_object_get_string(mo))))
             return false;
     }
+    bool has_name = json_object_object_get_ex(rec, "claim", &cn),
+         has_uid = json_object_object_get_ex(rec, "uid", &cu);
+    *shared = has_name || has_uid;
+    if (!*shared)
+        return true;
+    if (!has_name || !has_uid || !json_object_is_type(cn, json_type_string) ||
+        !json_object_is_type(cu, json_type_string) || !json_object_get_string_len(cn) ||
+        (size_t)json_object_get_string_len(cn) >= sizeof(sc->name) ||
+        !json_object_get_string_len(cu) ||
+        (size_t)json_object_get_string_len(cu) >= sizeof(sc->uid))
+        return false;
+    memset(sc, 0, sizeof(*sc));
+    memcpy(sc->name, json_object_get_string(cn), (size_t)json_object_get_string_len(cn));
+    memcpy(sc->uid, json_object_get_string(cu), (size_t)json_object_get_string_len(cu));
+    sc->gpus = *gpus;
+    sc->memory = *mem;
+    sc->model = *model;
     return true;
 }
 
@@ -1300,10 +1319,12 @@ static gq_code claims_cost(const gq_config *cfg, json_object *spec, json_object 
         json_object *c = json_object_array_get_idx(claims, i), *nm = NULL, *rec = NULL;
         int64_t g, m;
         const gq_model *mo;
+        gq_shared_claim sc;
+        bool shared = false;
         if (!json_object_object_get_ex(c, "name", &nm) ||
             !json_object_is_type(nm, json_type_string) ||
             !json_object_object_get_ex(recs, json_object_get_string(nm), &rec) ||
-            !claim_record(cfg, rec, &g, &m, &mo)) {
+            !claim_record(cfg, rec, &g, &m, &mo, &sc, &shared)) {
             r->claims_unpriced = true;
             continue;
         }
@@ -1315,6 +1336,13 @@ static gq_code claims_cost(const gq_config *cfg, json_object *spec, json_object 
             same = same && (first || mo == model);
             model = mo;
             first = false;
+        }
+        if (shared && g) {
+            if (!r->shared && !(r->shared = calloc(GQ_POD_MAX_CLAIMS, sizeof(*r->shared)))) {
+                json_object_put(recs);
+                return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            }
+            r->shared[r->n_shared++] = sc;
         }
     }
     json_object_put(recs);

@@ -44,11 +44,16 @@
 /* Pod annotation written by the mutating webhook for a pod with DRA claims:
  * the GPU devices of each spec.resourceClaims entry, by entry name,
  * {"gpu":{"gpus":2,"memory":"160Gi","model":"a100-80gb"}} ("model" when
- * known). Read back only when gpuquota wrote it (gq_pod_managed and not
- * gq_pod_user_set), like GQ_ANN_REQUESTS. */
+ * known). An entry naming a ResourceClaim directly (resourceClaimName) adds
+ * "claim" (its name) and "uid" (its metadata.uid): such a claim may be
+ * shared by pods and is charged once per quota (gq_claims_once). Read back only when gpuquota wrote
+ * it (gq_pod_managed and not gq_pod_user_set), like GQ_ANN_REQUESTS. */
 #define GQ_ANN_CLAIMS "gpuquota.io/gpu-claims"
 /* Most spec.resourceClaims entries gpuquota prices. */
 #define GQ_POD_MAX_CLAIMS 32
+/* Longest ResourceClaim uid a GQ_ANN_CLAIMS entry may carry (Kubernetes
+ * writes 36-character UUIDs). */
+#define GQ_CLAIM_UID_MAX 128
 /* KAI scheduler style pod annotations (fraction of one GPU; MiB). */
 #define GQ_ANN_KAI_FRACTION "gpu-fraction"
 #define GQ_ANN_KAI_MEMORY "gpu-memory"
@@ -104,6 +109,14 @@ typedef struct gq_ctr_cost {
     char original[160];        /* the request as written, e.g. "nvidia.com/gpu=500m" */
 } gq_ctr_cost;
 
+/* A ResourceClaim the pod names directly, as GQ_ANN_CLAIMS records it. */
+typedef struct gq_shared_claim {
+    char uid[GQ_CLAIM_UID_MAX + 1];
+    char name[254];
+    int64_t gpus, memory;  /* its GPU devices and their memory (bytes) */
+    const gq_model *model; /* borrowed from the config; NULL when unknown or mixed */
+} gq_shared_claim;
+
 /* The pod's charge. Caller-owned struct: gq_pod_cost_init before use,
  * gq_pod_cost_dispose after. */
 typedef struct gq_pod_cost {
@@ -121,6 +134,11 @@ typedef struct gq_pod_cost {
     int64_t claim_gpus, claim_memory;
     bool claims_unpriced; /* an entry of spec.resourceClaims has no record gpuquota
                              wrote: its devices are unknown */
+    /* The shared ResourceClaims among them (owned; included in claim_gpus and
+     * claim_memory, so in gpus and gpu_memory). A quota charges each once
+     * however many pods name it: gq_claims_once. */
+    gq_shared_claim *shared;
+    size_t n_shared;
 } gq_pod_cost;
 
 void gq_pod_cost_init(gq_pod_cost *c);

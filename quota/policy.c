@@ -264,7 +264,7 @@ static gq_code in_use(const gq_quota *q, const gq_amounts *base, const char *mod
     }
     for (size_t i = 0; i < q->n_reservations; i++) {
         const gq_reservation *r = &q->reservations[i];
-        if (r->expires <= now || (skip_key && strcmp(r->key, skip_key) == 0) ||
+        if (r->expires <= now || r->counted || (skip_key && strcmp(r->key, skip_key) == 0) ||
             (model && r->model && strcmp(r->model, model)))
             continue;
         for (int k = 0; k < GQ_KEY_COUNT; k++) {
@@ -456,8 +456,63 @@ void gq_usage_dispose(gq_usage *u)
     for (size_t i = 0; i < u->n_ns; i++)
         free(u->ns[i].namespace_);
     free(u->ns);
+    for (size_t i = 0; i < u->n_claims; i++)
+        gq_reservation_dispose(&u->claims[i]);
+    free(u->claims);
     free(u->by_model);
     gq_usage_init(u);
+}
+
+static int claim_ref_cmp(const void *pa, const void *pb)
+{
+    const gq_claim_ref *a = pa, *b = pb;
+    int c = strcmp(a->claim->uid, b->claim->uid);
+    if (c)
+        return c;
+    if (a->claim->memory != b->claim->memory)
+        return a->claim->memory > b->claim->memory ? -1 : 1;
+    if (a->claim->gpus != b->claim->gpus)
+        return a->claim->gpus > b->claim->gpus ? -1 : 1;
+    return a->owner < b->owner ? -1 : a->owner > b->owner;
+}
+
+size_t gq_claims_once(gq_claim_ref *refs, size_t n, bool (*charged)(void *ud, const char *uid),
+                      void *ud)
+{
+    size_t kept = 0;
+    if (n > 1)
+        qsort(refs, n, sizeof(*refs), claim_ref_cmp);
+    for (size_t i = 0; i < n; i++) {
+        if (i && !strcmp(refs[i].claim->uid, refs[i - 1].claim->uid))
+            continue; /* the same claim: the first of its run was decided */
+        if (charged && charged(ud, refs[i].claim->uid))
+            continue;
+        gq_claim_ref r = refs[i];
+        refs[i] = refs[kept];
+        refs[kept++] = r;
+    }
+    return kept;
+}
+
+void gq_claim_amounts(const gq_shared_claim *c, gq_amounts *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
+    for (int k = 0; k < GQ_KEY_COUNT; k++)
+        out->set[k] = true;
+    out->v[GQ_KEY_GPU_MEMORY] = c->memory;
+    out->v[GQ_KEY_GPUS] = c->gpus;
+}
+
+void gq_charge_own(const gq_amounts *charge, const gq_shared_claim *c, size_t n, gq_amounts *out)
+{
+    *out = *charge;
+    for (size_t i = 0; i < n; i++) {
+        gq_amounts a;
+        gq_claim_amounts(&c[i], &a);
+        for (int k = 0; k < GQ_KEY_COUNT; k++)
+            out->v[k] = out->v[k] > a.v[k] ? out->v[k] - a.v[k] : 0;
+    }
 }
 
 static int pod_ns_cmp(const void *pa, const void *pb)
@@ -490,13 +545,70 @@ static gq_code accumulate(gq_amounts *acc, const gq_quota *q, const gq_amounts *
     return GQ_OK;
 }
 
+/* Add c to the usage of the models a pod with facts f counts against. */
+static gq_code accumulate_models(gq_usage *u, const gq_quota *q, const gq_pod_facts *f,
+                                 const gq_amounts *c, gq_err *err)
+{
+    for (size_t j = 0; j < q->n_models; j++) {
+        /* Unpinned pods count against every model (gq_quota_evaluate). */
+        if (f->model && strcmp(f->model, q->models[j].name))
+            continue;
+        gq_code rc = accumulate(&u->by_model[j], q, c, err);
+        if (rc)
+            return rc;
+    }
+    return GQ_OK;
+}
+
+static int ns_usage_cmp(const void *key, const void *elem)
+{
+    return strcmp(key, ((const gq_ns_usage *)elem)->namespace_);
+}
+
+/* Count each distinct shared claim of refs[0..n) (owners index pods) once:
+ * in used, per model, per namespace, and as a counted claim record. */
+static gq_code count_claims(gq_usage *u, const gq_quota *q, const gq_usage_pod *pods,
+                            gq_claim_ref *refs, size_t n, gq_err *err)
+{
+    size_t kept = gq_claims_once(refs, n, NULL, NULL);
+    if (kept && !(u->claims = calloc(kept, sizeof(*u->claims))))
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    for (size_t i = 0; i < kept; i++) {
+        const gq_shared_claim *c = refs[i].claim;
+        const gq_usage_pod *p = &pods[refs[i].owner];
+        gq_reservation *r = &u->claims[u->n_claims];
+        gq_amounts a;
+        gq_code rc;
+        gq_claim_amounts(c, &a);
+        r->key = strdup(c->uid);
+        r->namespace_ = strdup(p->facts.namespace_);
+        r->pod = strdup(c->name);
+        r->model = c->model ? strdup(c->model->name) : NULL;
+        r->amounts = a;
+        r->claim = r->counted = true;
+        u->n_claims++;
+        if (!r->key || !r->namespace_ || !r->pod || (c->model && !r->model))
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        if ((rc = accumulate(&u->used, q, &a, err)) ||
+            (rc = accumulate_models(u, q, &p->facts, &a, err)))
+            return rc;
+        gq_ns_usage *nu =
+            u->n_ns ? bsearch(p->facts.namespace_, u->ns, u->n_ns, sizeof(*u->ns), ns_usage_cmp)
+                    : NULL;
+        if (nu && (rc = accumulate(&nu->used, q, &a, err)))
+            return rc;
+    }
+    return GQ_OK;
+}
+
 gq_code gq_quota_recount(const gq_quota *q, const gq_usage_pod *pods, size_t n, gq_usage *out,
                          gq_err *err)
 {
     gq_code rc = GQ_OK;
     gq_usage u;
     const gq_usage_pod **m = NULL;
-    size_t nm = 0;
+    gq_claim_ref *refs = NULL;
+    size_t nm = 0, n_refs = 0, cap_refs = 0;
     gq_usage_init(&u);
     for (int k = 0; k < GQ_KEY_COUNT; k++)
         u.used.set[k] = u.queued.set[k] = q->hard.set[k];
@@ -521,6 +633,7 @@ gq_code gq_quota_recount(const gq_quota *q, const gq_usage_pod *pods, size_t n, 
     }
     for (size_t i = 0; i < n; i++) {
         const gq_usage_pod *p = &pods[i];
+        gq_amounts own;
         if (p->facts.terminal || !charges_anything(&p->charge))
             continue;
         if (!gq_quota_matches(q, &p->facts, p->ns_labels))
@@ -534,15 +647,24 @@ gq_code gq_quota_recount(const gq_quota *q, const gq_usage_pod *pods, size_t n, 
             u.queued_pods++;
             continue;
         }
-        rc = accumulate(&u.used, q, &p->charge, err);
-        if (rc)
+        /* The pod's own part here; its shared claims once each below. */
+        gq_charge_own(&p->charge, p->claims, p->n_claims, &own);
+        if ((rc = accumulate(&u.used, q, &own, err)) ||
+            (rc = accumulate_models(&u, q, &p->facts, &own, err)))
             goto out;
-        for (size_t j = 0; j < q->n_models; j++) {
-            /* Unpinned pods count against every model (gq_quota_evaluate). */
-            if (p->facts.model && strcmp(p->facts.model, q->models[j].name))
-                continue;
-            if ((rc = accumulate(&u.by_model[j], q, &p->charge, err)))
-                goto out;
+        for (size_t j = 0; j < p->n_claims; j++) {
+            if (n_refs == cap_refs) {
+                size_t nc = cap_refs ? cap_refs * 2 : 16;
+                gq_claim_ref *nr =
+                    nc < SIZE_MAX / sizeof(*nr) ? realloc(refs, nc * sizeof(*nr)) : NULL;
+                if (!nr) {
+                    rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+                    goto out;
+                }
+                refs = nr;
+                cap_refs = nc;
+            }
+            refs[n_refs++] = (gq_claim_ref){&p->claims[j], i};
         }
         m[nm++] = p;
     }
@@ -571,16 +693,21 @@ gq_code gq_quota_recount(const gq_quota *q, const gq_usage_pod *pods, size_t n, 
                 for (int k = 0; k < GQ_KEY_COUNT; k++)
                     nu->used.set[k] = q->hard.set[k];
             }
-            rc = accumulate(&u.ns[u.n_ns - 1].used, q, &m[i]->charge, err);
+            gq_amounts own;
+            gq_charge_own(&m[i]->charge, m[i]->claims, m[i]->n_claims, &own);
+            rc = accumulate(&u.ns[u.n_ns - 1].used, q, &own, err);
             if (rc)
                 goto out;
         }
     }
+    if ((rc = count_claims(&u, q, pods, refs, n_refs, err)))
+        goto out;
     gq_usage_dispose(out);
     *out = u;
     gq_usage_init(&u);
 out:
     gq_usage_dispose(&u);
+    free(refs);
     free(m);
     return rc;
 }

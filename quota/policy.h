@@ -64,7 +64,8 @@ typedef struct gq_pod_claim {
 /* Whether pod asks for devices through DRA: spec.resourceClaims is a
  * non-empty array. *out (may be NULL) then describes the first entry, read
  * from its resourceClaimName / resourceClaimTemplateName (or, as before
- * Kubernetes 1.31, from its source). gpuquota does not charge claims yet. */
+ * Kubernetes 1.31, from its source): /validate names it when the claims
+ * could not be priced. */
 bool gq_pod_resource_claims(json_object *pod, gq_pod_claim *out);
 
 /* The pod's charge per quota key (all keys set): gpu-memory, gpus and
@@ -135,13 +136,41 @@ gq_code gq_reservation_for_pod(json_object *pod, const char *ns, const char *req
                                const gq_amounts *charge, int64_t expires, gq_reservation *out,
                                gq_err *err) GQ_WUR;
 
+/* --- shared ResourceClaims: charged once ---------------------------------- */
+
+/* One pod's naming of a shared claim. */
+typedef struct gq_claim_ref {
+    const gq_shared_claim *claim; /* borrowed */
+    size_t owner;                 /* the caller's index of the pod naming it */
+} gq_claim_ref;
+
+/* The one rule by which a quota charges shared ResourceClaims, for the
+ * validating webhook (a pod against what a quota charges already) and the
+ * controller's recount (every counted pod): sort refs[0..n) by claim uid
+ * (for each uid the dearest record first, then the lowest owner: a
+ * deterministic choice should records of one claim differ), keep the first
+ * ref of each uid for which charged (may be NULL: none is) answers false,
+ * and move the kept refs to the front in uid order. Returns how many were
+ * kept. Pure; refs is reordered in place. */
+size_t gq_claims_once(gq_claim_ref *refs, size_t n, bool (*charged)(void *ud, const char *uid),
+                      void *ud);
+
+/* What claim c charges: its devices and memory, gpu-pods 0 (every key set). */
+void gq_claim_amounts(const gq_shared_claim *c, gq_amounts *out);
+
+/* charge without the shared claims c[0..n) (each key floored at 0): what the
+ * pod itself costs, counted for every pod. */
+void gq_charge_own(const gq_amounts *charge, const gq_shared_claim *c, size_t n, gq_amounts *out);
+
 /* --- usage recount (controller) ----------------------------------------- */
 
 /* One pod as the controller sees it. */
 typedef struct gq_usage_pod {
-    gq_pod_facts facts;     /* facts.terminal pods count nothing */
-    gq_amounts charge;      /* gq_charge_from_cost */
-    json_object *ns_labels; /* labels of facts.namespace_ (tenant selectors); borrowed */
+    gq_pod_facts facts;            /* facts.terminal pods count nothing */
+    gq_amounts charge;             /* gq_charge_from_cost (shared claims included) */
+    json_object *ns_labels;        /* labels of facts.namespace_ (tenant selectors); borrowed */
+    const gq_shared_claim *claims; /* the ResourceClaims it names directly (borrowed) */
+    size_t n_claims;
     bool queued; /* waits behind the gate gpuquota.io/quota: counted as queued, not used */
 } gq_usage_pod;
 
@@ -159,12 +188,18 @@ typedef struct gq_usage {
     int64_t queued_pods; /* queued pods the quota would charge */
     gq_ns_usage *ns;     /* tenants: namespaces with a charging pod, sorted by name */
     size_t n_ns;
+    /* The shared ResourceClaims counted in used, once each, sorted by uid:
+     * counted claim records for status.reservations (claim and counted set,
+     * expires 0). */
+    gq_reservation *claims;
+    size_t n_claims;
 } gq_usage;
 
 void gq_usage_init(gq_usage *u);
 void gq_usage_dispose(gq_usage *u);
 
-/* Sum the charges of the pods q matches. pods are borrowed. *out is disposed
+/* Sum the charges of the pods q matches, each shared ResourceClaim once
+ * (gq_claims_once over the claims the matching pods name). pods are borrowed. *out is disposed
  * and refilled on success. GQ_ERANGE on overflow. */
 gq_code gq_quota_recount(const gq_quota *q, const gq_usage_pod *pods, size_t n, gq_usage *out,
                          gq_err *err) GQ_WUR;

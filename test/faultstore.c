@@ -168,4 +168,5 @@ void faultstore_table(faultstore *fs, wh_store *out)
     out->get_quota = fs_get_quota;
     out->update_status = fs_update_status;
     out->get_claim_template = NULL; /* faults are injected into charging only */
+    out->get_claim = NULL;
 }

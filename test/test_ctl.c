@@ -675,6 +675,14 @@ static void test_group_sums(void **state)
 }
 
 /* The pure entry point, with caller-made pod views and a seen oracle. */
+static bool seen_all(void *ud, const char *ns, const char *key)
+{
+    (void)ud;
+    (void)ns;
+    (void)key;
+    return true;
+}
+
 static bool seen_none(void *ud, const char *ns, const char *key)
 {
     (*(int *)ud)++;
@@ -718,18 +726,24 @@ static void test_usage_by_model(void **state)
     ctl_store_free(s);
 }
 
+/* A running pod of namespace "a" as the recount sees it. */
+static gq_usage_pod usage_pod(int64_t mem, int64_t gpus)
+{
+    gq_usage_pod p;
+    memset(&p, 0, sizeof(p));
+    p.facts.namespace_ = "a";
+    for (int k = 0; k < GQ_KEY_COUNT; k++)
+        p.charge.set[k] = true;
+    p.charge.v[GQ_KEY_GPU_MEMORY] = mem;
+    p.charge.v[GQ_KEY_GPUS] = gpus;
+    p.charge.v[GQ_KEY_GPU_PODS] = 1;
+    return p;
+}
+
 static void test_reconcile_pure(void **state)
 {
     (void)state;
-    gq_usage_pod pods[2];
-    memset(pods, 0, sizeof(pods));
-    for (int i = 0; i < 2; i++) {
-        pods[i].facts.namespace_ = "a";
-        for (int k = 0; k < GQ_KEY_COUNT; k++)
-            pods[i].charge.set[k] = true;
-        pods[i].charge.v[GQ_KEY_GPU_MEMORY] = (i + 1) * GI;
-        pods[i].charge.v[GQ_KEY_GPU_PODS] = 1;
-    }
+    gq_usage_pod pods[2] = {usage_pod(GI, 0), usage_pod(2 * GI, 0)};
     pods[1].facts.terminal = true;
     json_object *q = quota_json("a", "q", "{'hard':{'gpu-memory':'1Gi'}}",
                                 "{'reservations':[" RES("k", "a", "2026-11-21T15:07:00Z") "]}");
@@ -746,6 +760,107 @@ static void test_reconcile_pure(void **state)
     assert_int_equal(ctl_reconcile(NULL, pods, 2, NULL, NULL, NOW, &r, &err), GQ_EINVAL);
     json_object_put(q);
 }
+
+/* Claim records across a recount: a claim counted pods name gets a counted
+ * record (replacing the admission's record); a counted record no counted
+ * pod names goes (the claim is freed); an uncounted live one stays until it
+ * expires, as its pods may not have been seen yet; pod reservations are
+ * untouched. */
+#define CLAIM_AT(k, name, exp, extra)                                                              \
+    "{'key':'" k "','namespace':'a','pod':'" name "','gpu-memory':'80Gi','gpus':'1',"              \
+    "'gpu-pods':'0','expires':'" exp "','claim':true" extra "}"
+#define CLAIM(k, name, extra) CLAIM_AT(k, name, "2026-11-21T15:07:00Z", extra)
+static void test_reconcile_claim_records(void **state)
+{
+    (void)state;
+    gq_shared_claim shared;
+    memset(&shared, 0, sizeof(shared));
+    snprintf(shared.uid, sizeof(shared.uid), "u-new");
+    snprintf(shared.name, sizeof(shared.name), "new");
+    shared.gpus = 1;
+    shared.memory = 80 * GI;
+    gq_usage_pod pods[2] = {usage_pod(80 * GI, 1), usage_pod(80 * GI, 1)};
+    for (int i = 0; i < 2; i++) {
+        pods[i].claims = &shared;
+        pods[i].n_claims = 1;
+    }
+    json_object *q = quota_json(
+        "a", "q", "{'hard':{'gpus':'4','gpu-pods':'10'}}",
+        "{'reservations':[" CLAIM("u-new", "new", "") "," CLAIM(
+            "u-gone", "gone",
+            ",'counted':true") "," CLAIM("u-wait", "wait",
+                                         "") "," RES("k-pod", "a", "2026-11-21T15:07:00Z") "]}");
+    ctl_result r;
+    ctl_result_init(&r);
+    int calls = 0;
+    gq_err err;
+    assert_int_equal(ctl_reconcile(q, pods, 2, seen_none, &calls, NOW, &r, &err), GQ_OK);
+    assert_int_equal(r.used.v[GQ_KEY_GPUS], 1);
+    assert_int_equal(r.used.v[GQ_KEY_GPU_PODS], 2);
+    json_object *res = NULL;
+    assert_true(json_object_object_get_ex(r.status, "reservations", &res));
+    char keys[256] = "";
+    for (size_t i = 0; i < json_object_array_length(res); i++) {
+        json_object *it = json_object_array_get_idx(res, i), *k, *c;
+        json_object_object_get_ex(it, "key", &k);
+        size_t len = strlen(keys);
+        snprintf(keys + len, sizeof(keys) - len, "%s%s%s", len ? " " : "",
+                 json_object_get_string(k),
+                 json_object_object_get_ex(it, "counted", &c) ? ":counted" : "");
+    }
+    assert_string_equal(keys, "u-wait k-pod u-new:counted");
+    /* the next recount changes nothing (a counted record stays put) */
+    json_object_object_add(q, "status", json_object_get(r.status));
+    ctl_result r2;
+    ctl_result_init(&r2);
+    assert_int_equal(ctl_reconcile(q, pods, 2, seen_none, &calls, NOW, &r2, &err), GQ_OK);
+    assert_false(r2.changed);
+    ctl_result_dispose(&r2);
+    /* its last pod gone, the claim is freed */
+    json_object_object_add(q, "status", json_object_get(r.status));
+    ctl_result_init(&r2);
+    assert_int_equal(ctl_reconcile(q, pods, 0, seen_none, &calls, NOW, &r2, &err), GQ_OK);
+    assert_int_equal(r2.used.v[GQ_KEY_GPUS], 0);
+    res = NULL;
+    assert_true(json_object_object_get_ex(r2.status, "reservations", &res));
+    assert_int_equal(json_object_array_length(res), 2); /* u-wait, k-pod */
+    ctl_result_dispose(&r2);
+    /* a pod admitted on the counted claim, not seen yet, when the claim's
+     * last counted pod goes: the claim stays charged, live, as long as that
+     * pod's reservation; once the pod is seen (or its reservation gone)
+     * and no counted pod names it, it is freed */
+    json_object_object_add(
+        q, "status",
+        J("{'reservations':[" CLAIM_AT(
+            "u-new", "new", "1970-01-01T00:00:00Z",
+            ",'counted':true") ","
+                               "{'key':'k-rider','namespace':'a','pod':'r','gpu-memory':'0','gpus':"
+                               "'0','gpu-pods':'1',"
+                               "'expires':'2026-11-21T15:08:00Z','claims':['u-new']}]}"));
+    ctl_result_init(&r2);
+    assert_int_equal(ctl_reconcile(q, pods, 0, seen_none, &calls, NOW, &r2, &err), GQ_OK);
+    res = NULL;
+    assert_true(json_object_object_get_ex(r2.status, "reservations", &res));
+    assert_int_equal(json_object_array_length(res), 2);
+    json_object *it = json_object_array_get_idx(res, 0), *v = NULL;
+    assert_false(json_object_object_get_ex(it, "counted", NULL));
+    assert_true(json_object_object_get_ex(it, "expires", &v));
+    assert_string_equal(json_object_get_string(v), "2026-11-21T15:08:00Z");
+    json_object_object_add(q, "status", json_object_get(r2.status));
+    ctl_result_dispose(&r2);
+    ctl_result_init(&r2);
+    assert_int_equal(ctl_reconcile(q, pods, 0, seen_all, NULL, NOW, &r2, &err), GQ_OK);
+    res = NULL;
+    assert_true(json_object_object_get_ex(r2.status, "reservations", &res));
+    /* the rider seen (and not naming it any more): the live record lives on
+     * to its expiry, like any admission's */
+    assert_int_equal(json_object_array_length(res), 1);
+    ctl_result_dispose(&r2);
+    ctl_result_dispose(&r);
+    json_object_put(q);
+}
+#undef CLAIM
+#undef CLAIM_AT
 
 /* --- invalid spec -------------------------------------------------------------- */
 
@@ -996,6 +1111,7 @@ int main(void)
         cmocka_unit_test(test_tenant_membership),
         cmocka_unit_test(test_group_sums),
         cmocka_unit_test(test_reconcile_pure),
+        cmocka_unit_test(test_reconcile_claim_records),
         cmocka_unit_test(test_usage_by_model),
         cmocka_unit_test(test_memory_per_record),
         cmocka_unit_test(test_queue_dedup),

@@ -246,12 +246,69 @@ static void pod_claims(void **state)
     gq_config_free(cfg);
 }
 
+/* A ResourceClaim named directly: its record carries the claim's name and
+ * uid, the pod cost lists it as shared (included in the totals); a record
+ * naming only one of them, or the author's copy, prices nothing. */
+static void pod_shared_claims(void **state)
+{
+    (void)state;
+    gq_config *cfg = config();
+    gq_pod_cost c;
+    const char *two = "[{\"name\":\"a\",\"resourceClaimName\":\"pair\"},{\"name\":\"b\","
+                      "\"resourceClaimTemplateName\":\"u\"}]";
+    pod_cost(cfg, two,
+             "{\\\"a\\\":{\\\"gpus\\\":2,\\\"memory\\\":\\\"160Gi\\\",\\\"model\\\":"
+             "\\\"h100-80gb\\\",\\\"claim\\\":\\\"pair\\\",\\\"uid\\\":\\\"u-1\\\"},"
+             "\\\"b\\\":{\\\"gpus\\\":1,\\\"memory\\\":\\\"80Gi\\\",\\\"model\\\":"
+             "\\\"h100-80gb\\\"}}",
+             NULL, &c);
+    assert_false(c.claims_unpriced);
+    assert_int_equal(c.gpus, 3);
+    assert_int_equal(c.gpu_memory, 240 * GI);
+    assert_int_equal(c.n_shared, 1);
+    assert_string_equal(c.shared[0].uid, "u-1");
+    assert_string_equal(c.shared[0].name, "pair");
+    assert_int_equal(c.shared[0].gpus, 2);
+    assert_int_equal(c.shared[0].memory, 160 * GI);
+    assert_string_equal(c.shared[0].model->name, "h100-80gb");
+    assert_string_equal(c.model->name, "h100-80gb");
+    gq_pod_cost_dispose(&c);
+    const char *one = "[{\"name\":\"a\",\"resourceClaimName\":\"pair\"}]";
+    const char *bad[] = {
+        "{\\\"a\\\":{\\\"gpus\\\":1,\\\"memory\\\":\\\"1Gi\\\",\\\"claim\\\":\\\"pair\\\"}}",
+        "{\\\"a\\\":{\\\"gpus\\\":1,\\\"memory\\\":\\\"1Gi\\\",\\\"uid\\\":\\\"u\\\"}}",
+        "{\\\"a\\\":{\\\"gpus\\\":1,\\\"memory\\\":\\\"1Gi\\\",\\\"claim\\\":\\\"pair\\\","
+        "\\\"uid\\\":\\\"\\\"}}",
+        "{\\\"a\\\":{\\\"gpus\\\":1,\\\"memory\\\":\\\"1Gi\\\",\\\"claim\\\":7,"
+        "\\\"uid\\\":\\\"u\\\"}}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        pod_cost(cfg, one, bad[i], NULL, &c);
+        assert_true(c.claims_unpriced);
+        assert_int_equal(c.gpus, 0);
+        assert_int_equal(c.n_shared, 0);
+        gq_pod_cost_dispose(&c);
+    }
+    /* the author wrote the record: not trusted */
+    pod_cost(cfg, one,
+             "{\\\"a\\\":{\\\"gpus\\\":0,\\\"memory\\\":\\\"0\\\",\\\"claim\\\":\\\"pair\\\","
+             "\\\"uid\\\":\\\"u-1\\\"}}",
+             ",\"managedFields\":[{\"manager\":\"kubectl\",\"fieldsV1\":{\"f:metadata\":{"
+             "\"f:annotations\":{\"f:gpuquota.io/gpu-claims\":{}}}}}]",
+             &c);
+    assert_true(c.claims_unpriced);
+    assert_int_equal(c.n_shared, 0);
+    gq_pod_cost_dispose(&c);
+    gq_config_free(cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(claim_table),
         cmocka_unit_test(selector_forms),
         cmocka_unit_test(pod_claims),
+        cmocka_unit_test(pod_shared_claims),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -680,6 +680,69 @@ static void dra_claims_recorded(void **state)
     gq_config_free(cfg);
 }
 
+static gq_code fq_claim(void *ctx, const char *ns, const char *name, json_object **out, gq_err *err)
+{
+    (void)ctx;
+    const char *t = NULL;
+    if (!strcmp(ns, "team-a") && !strcmp(name, "pair"))
+        t = "{\"metadata\":{\"name\":\"pair\",\"uid\":\"0f1e-pair\"},\"spec\":{\"devices\":{"
+            "\"requests\":[{\"name\":\"gpu\",\"exactly\":{\"deviceClassName\":"
+            "\"gpu.nvidia.com\",\"count\":2,\"capacity\":{\"requests\":{\"memory\":\"40Gi\"}}}}]}}"
+            "}";
+    else if (!strcmp(ns, "team-a") && !strcmp(name, "no-uid"))
+        t = "{\"metadata\":{\"name\":\"no-uid\"},\"spec\":{\"devices\":{\"requests\":[]}}}";
+    if (!t)
+        return gq_err_set(err, GQ_ENOTFOUND, "not found");
+    return gq_json_parse(t, strlen(t), 0, out, err);
+}
+
+/* A ResourceClaim named directly is read, priced like a template and
+ * recorded with its name and uid; one that does not exist, or has no uid,
+ * gets a warning and no record. */
+static void dra_shared_claim_recorded(void **state)
+{
+    (void)state;
+    gq_config *cfg = config();
+    wh_limit_range_source src = {.get_claim = fq_claim};
+    const char *pod = "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"d\","
+                      "\"namespace\":\"team-a\"},\"spec\":{\"resourceClaims\":[{\"name\":\"gpu\","
+                      "\"resourceClaimName\":\"pair\"},{\"name\":\"gone\",\"resourceClaimName\":"
+                      "\"missing\"},{\"name\":\"odd\",\"resourceClaimName\":\"no-uid\"}],"
+                      "\"containers\":[{\"name\":\"main\",\"image\":\"x\"}]}}";
+    char *body = at_pod_create_review("u-shared", "team-a", pod);
+    wh_review_request req;
+    wh_review_response r;
+    json_object *patched = NULL;
+    gq_err err;
+    assert_int_equal(wh_review_decode(body, strlen(body), &req, &err), GQ_OK);
+    free(body);
+    if (wh_mutate_review_src(cfg, &req, &src, &r, NULL, &err))
+        fail_msg("mutate: %s", err.msg);
+    assert_true(r.allowed);
+    assert_int_equal(r.n_warnings, 2);
+    assert_string_equal(r.warnings[0], "ResourceClaim \"missing\" does not exist in namespace "
+                                       "team-a: gpuquota cannot price the pod's claim \"gone\"");
+    assert_string_equal(r.warnings[1],
+                        "ResourceClaim \"no-uid\": metadata.uid is missing or too long");
+    assert_int_equal(gq_patch_apply_text(req.object, r.patch, r.patch_len, &patched, &err), GQ_OK);
+    json_object *meta = json_object_object_get(patched, "metadata");
+    assert_string_equal(at_str(meta, "annotations", "gpuquota.io/gpu-claims", NULL),
+                        "{\"gpu\":{\"gpus\":2,\"memory\":\"80Gi\",\"claim\":\"pair\","
+                        "\"uid\":\"0f1e-pair\"}}");
+    gq_pod_cost c;
+    gq_pod_cost_init(&c);
+    assert_int_equal(gq_pod_cost_compute(cfg, patched, &c, &err), GQ_OK);
+    assert_int_equal(c.gpus, 2);
+    assert_int_equal(c.n_shared, 1);
+    assert_string_equal(c.shared[0].uid, "0f1e-pair");
+    assert_true(c.claims_unpriced); /* the two without a record */
+    gq_pod_cost_dispose(&c);
+    json_object_put(patched);
+    wh_review_response_dispose(&r);
+    wh_review_request_dispose(&req);
+    gq_config_free(cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -695,6 +758,7 @@ int main(void)
         cmocka_unit_test(choice_of_models),
         cmocka_unit_test(choice_of_models_queued),
         cmocka_unit_test(dra_claims_recorded),
+        cmocka_unit_test(dra_shared_claim_recorded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

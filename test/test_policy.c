@@ -1685,6 +1685,134 @@ static void test_recount(void **state)
     json_object_put(ml);
 }
 
+/* Shared ResourceClaims: each counts once per quota however many counted
+ * pods name it, in any order; every pod still counts in gpu-pods. */
+static gq_shared_claim sclaim(const char *uid, const char *name, int64_t gpus, int64_t mem_gi)
+{
+    gq_shared_claim c;
+    memset(&c, 0, sizeof(c));
+    snprintf(c.uid, sizeof(c.uid), "%s", uid);
+    snprintf(c.name, sizeof(c.name), "%s", name);
+    c.gpus = gpus;
+    c.memory = mem_gi * GI;
+    return c;
+}
+
+static void test_recount_shared_claims(void **state)
+{
+    (void)state;
+    gq_shared_claim pair = sclaim("u-pair", "pair", 2, 160), solo = sclaim("u-solo", "solo", 1, 80);
+    gq_shared_claim both[] = {pair, solo};
+    /* pods' charges include their claims (gq_pod_cost_compute), plus 8Gi of
+     * their own on the third */
+    gq_usage_pod pods[] = {
+        upod("a", 160, 2, false, NULL), upod("a", 160, 2, false, NULL),
+        upod("a", 248, 3, false, NULL), upod("a", 160, 2, true, NULL),
+        upod("b", 16, 1, false, NULL),
+    };
+    pods[0].claims = pods[1].claims = pods[3].claims = &pair;
+    pods[0].n_claims = pods[1].n_claims = pods[3].n_claims = 1;
+    pods[2].claims = both;
+    pods[2].n_claims = 2;
+    size_t n = sizeof(pods) / sizeof(pods[0]);
+    gq_err err;
+    gq_usage u;
+    gq_usage_init(&u);
+    gq_quota *q = Q(GQ("q", "a", "'hard':{'gpu-memory':'1Ti','gpus':8,'gpu-pods':10}", ""));
+    int64_t want_mem = (160 + 80 + 8) * GI;
+    for (int order = 0; order < 2; order++) {
+        if (order) { /* reversed: the same result */
+            for (size_t i = 0; i < n / 2; i++) {
+                gq_usage_pod t = pods[i];
+                pods[i] = pods[n - 1 - i];
+                pods[n - 1 - i] = t;
+            }
+        }
+        assert_int_equal(gq_quota_recount(q, pods, n, &u, &err), GQ_OK);
+        assert_int_equal(u.used.v[GQ_KEY_GPU_MEMORY], want_mem);
+        assert_int_equal(u.used.v[GQ_KEY_GPUS], 3);
+        assert_int_equal(u.used.v[GQ_KEY_GPU_PODS], 3);
+        assert_int_equal(u.n_claims, 2);
+        assert_string_equal(u.claims[0].key, "u-pair");
+        assert_string_equal(u.claims[0].pod, "pair");
+        assert_true(u.claims[0].claim && u.claims[0].counted);
+        assert_int_equal(u.claims[0].amounts.v[GQ_KEY_GPU_MEMORY], 160 * GI);
+        assert_int_equal(u.claims[0].amounts.v[GQ_KEY_GPU_PODS], 0);
+        assert_string_equal(u.claims[1].key, "u-solo");
+        json_object *rec = gq_reservation_to_json(&u.claims[1]);
+        assert_string_equal(
+            json_object_to_json_string_ext(rec, JSON_C_TO_STRING_PLAIN),
+            "{\"key\":\"u-solo\",\"namespace\":\"a\",\"pod\":\"solo\","
+            "\"gpu-memory\":\"80Gi\",\"gpu-pods\":\"0\",\"gpus\":\"1\","
+            "\"expires\":\"1970-01-01T00:00:00Z\",\"claim\":true,\"counted\":true}");
+        /* it parses back as written, and adds nothing to what is in use */
+        gq_reservation back;
+        assert_int_equal(gq_reservation_parse(rec, NULL, &back, &err), GQ_OK);
+        assert_true(back.claim && back.counted);
+        gq_reservation_dispose(&back);
+        json_object_put(rec);
+    }
+    gq_quota_free(q);
+    /* a tenant over both namespaces: the claims count in their namespace */
+    q = Q(GTQ("t", "'hard':{'gpus':8},'namespaces':['a','b']", ""));
+    assert_int_equal(gq_quota_recount(q, pods, n, &u, &err), GQ_OK);
+    assert_int_equal(u.used.v[GQ_KEY_GPUS], 4);
+    assert_int_equal(u.n_ns, 2);
+    assert_int_equal(u.ns[0].used.v[GQ_KEY_GPUS], 3);
+    assert_int_equal(u.ns[1].used.v[GQ_KEY_GPUS], 1);
+    gq_quota_free(q);
+    /* only terminal pods name the claims: freed */
+    for (size_t i = 0; i < n; i++)
+        if (pods[i].n_claims)
+            pods[i].facts.terminal = true;
+    q = Q(GQ("q", "a", "'hard':{'gpus':8}", ""));
+    assert_int_equal(gq_quota_recount(q, pods, n, &u, &err), GQ_OK);
+    assert_int_equal(u.used.v[GQ_KEY_GPUS], 0);
+    assert_int_equal(u.n_claims, 0);
+    gq_quota_free(q);
+    gq_usage_dispose(&u);
+}
+
+/* gq_claims_once: one ref per uid (the dearest record), none of those
+ * already charged, in uid order. */
+static bool charged_b(void *ud, const char *uid)
+{
+    (void)ud;
+    return !strcmp(uid, "b");
+}
+
+static void test_claims_once(void **state)
+{
+    (void)state;
+    gq_shared_claim c[] = {sclaim("c", "c", 1, 80), sclaim("a", "a", 1, 24),
+                           sclaim("b", "b", 1, 80), sclaim("a", "a", 1, 80)};
+    gq_claim_ref refs[4];
+    for (size_t i = 0; i < 4; i++)
+        refs[i] = (gq_claim_ref){&c[i], i};
+    assert_int_equal(gq_claims_once(refs, 4, NULL, NULL), 3);
+    assert_string_equal(refs[0].claim->uid, "a");
+    assert_int_equal(refs[0].owner, 3); /* the dearest record of "a" */
+    assert_string_equal(refs[1].claim->uid, "b");
+    assert_string_equal(refs[2].claim->uid, "c");
+    for (size_t i = 0; i < 4; i++)
+        refs[i] = (gq_claim_ref){&c[i], i};
+    assert_int_equal(gq_claims_once(refs, 4, charged_b, NULL), 2);
+    assert_string_equal(refs[0].claim->uid, "a");
+    assert_string_equal(refs[1].claim->uid, "c");
+    assert_int_equal(gq_claims_once(refs, 0, NULL, NULL), 0);
+    /* the pod's own part: its charge without its shared claims, floored */
+    gq_amounts charge, own;
+    gq_pod_cost pc = {.gpu_memory = 100 * GI, .gpus = 2, .gpu_pods = 1};
+    gq_charge_from_cost(&pc, false, &charge);
+    gq_charge_own(&charge, c, 2, &own);
+    assert_int_equal(own.v[GQ_KEY_GPU_MEMORY], 0); /* 100Gi less 104Gi: floored */
+    assert_int_equal(own.v[GQ_KEY_GPUS], 0);
+    assert_int_equal(own.v[GQ_KEY_GPU_PODS], 1);
+    gq_charge_own(&charge, &c[1], 1, &own);
+    assert_int_equal(own.v[GQ_KEY_GPU_MEMORY], 76 * GI);
+    assert_int_equal(own.v[GQ_KEY_GPUS], 1);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Pod facts, RFC 3339                                                          */
 
@@ -2159,6 +2287,8 @@ int main(void)
         cmocka_unit_test(test_status_drop_and_sum),
         cmocka_unit_test(test_quota_in_use_overflow),
         cmocka_unit_test(test_recount),
+        cmocka_unit_test(test_recount_shared_claims),
+        cmocka_unit_test(test_claims_once),
         cmocka_unit_test(test_pod_facts),
         cmocka_unit_test(test_rfc3339),
         cmocka_unit_test(test_amount_names),

@@ -666,9 +666,9 @@ static void test_dra_claims(void **state)
                          "\"single-gpu\"}]";
 #define CLAIM_TAIL(ns, by)                                                                         \
     ": gpuquota cannot tell which GPUs the pod's DRA claims hold, so namespace " ns                \
-    ", governed by " by ", does not admit it; ask for GPUs through a ResourceClaimTemplate with "  \
-    "a count of devices (a ResourceClaim shared by pods is not charged yet), or in the "           \
-    "container's resources"
+    ", governed by " by ", does not admit it; ask for GPUs through a ResourceClaimTemplate or a "  \
+    "ResourceClaim that exists when the pod is created, with a count of devices (the warnings "    \
+    "say which could not be priced), or in the container's resources"
 #define CLAIM_MSG(ns, by)                                                                          \
     "spec.resourceClaims[0] \"gpu\" (resourceClaimTemplateName \"single-gpu\")" CLAIM_TAIL(ns, by)
     /* no quota anywhere: passes, charged nothing */
@@ -725,6 +725,171 @@ static void test_dra_claims(void **state)
     assert_true(decide(f, "u10", "web", NULL).allowed);
     faultstore_set_faults(f->fs, NULL);
 #undef CLAIM_MSG
+}
+
+/* A managed pod naming ResourceClaim claim (uid, gpus devices of 80Gi) as
+ * the mutating webhook records it. */
+static void shared_pod(char *buf, size_t cap, const char *claim, const char *uid, int gpus)
+{
+    char meta[512], spec[160];
+    snprintf(meta, sizeof(meta),
+             ",\"labels\":{\"gpuquota.io/managed\":\"true\"},\"annotations\":{"
+             "\"gpuquota.io/gpu-claims\":\"{\\\"gpu\\\":{\\\"gpus\\\":%d,\\\"memory\\\":"
+             "\\\"%dGi\\\",\\\"claim\\\":\\\"%s\\\",\\\"uid\\\":\\\"%s\\\"}}\"}",
+             gpus, gpus * 80, claim, uid);
+    snprintf(spec, sizeof(spec),
+             ",\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimName\":"
+             "\"%s\"}]",
+             claim);
+    pod_json(buf, cap, NS_A, NULL, meta, spec);
+}
+
+/* Whether quota ns/name holds a claim record for uid, and how many. */
+static size_t claim_records(fx *f, const char *ns, const char *name, const char *uid)
+{
+    size_t found = 0, n = n_reservations(f, "GPUQuota", ns, name);
+    for (size_t i = 0; i < n; i++) {
+        json_object *r = reservation(f, ns, name, i), *c = NULL;
+        if (json_object_object_get_ex(r, "claim", &c) && json_object_get_boolean(c) &&
+            !strcmp(sget(r, "key"), uid))
+            found++;
+        json_object_put(r);
+    }
+    return found;
+}
+
+/* A ResourceClaim named by several pods is charged once per quota; every
+ * pod counts in gpu-pods; a denial gives the claim's charge back. */
+static void test_shared_claim_charged_once(void **state)
+{
+    fx *f = *state;
+    char pod[4096];
+    quota(f, NS_A, "q", "{\"gpus\":\"3\",\"gpu-memory\":\"240Gi\",\"gpu-pods\":10}", NULL);
+    quota(f, NS_A, "r", "{\"gpu-pods\":3}", NULL);
+    shared_pod(pod, sizeof(pod), "pair", "u-pair", 2);
+    wh_validate_result r = decide_ex(f, "s1", NS_A, pod, NULL, NULL);
+    assert_true(r.allowed);
+    assert_int_equal(r.charge.v[GQ_KEY_GPUS], 2);
+    assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "q"), 2);
+    assert_int_equal(claim_records(f, NS_A, "q", "u-pair"), 1);
+    json_object *own = reservation(f, NS_A, "q", 0);
+    assert_string_equal(sget(own, "key"), "s1");
+    assert_string_equal(sget(own, "gpus"), "0"); /* the claim's devices are in its record */
+    assert_string_equal(sget(own, "gpu-pods"), "1");
+    json_object_put(own);
+    json_object *rec = reservation(f, NS_A, "q", 1);
+    assert_string_equal(sget(rec, "pod"), "pair");
+    assert_string_equal(sget(rec, "gpus"), "2");
+    assert_string_equal(sget(rec, "gpu-memory"), "160Gi");
+    assert_string_equal(sget(rec, "gpu-pods"), "0");
+    json_object_put(rec);
+    /* a second pod naming it adds itself only, even where the claim would
+     * not fit again */
+    assert_true(decide_ex(f, "s2", NS_A, pod, NULL, NULL).allowed);
+    assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "q"), 3);
+    assert_int_equal(claim_records(f, NS_A, "q", "u-pair"), 1);
+    /* another claim past spec.hard is denied */
+    shared_pod(pod, sizeof(pod), "two", "u-two", 2);
+    r = decide_ex(f, "s3", NS_A, pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_string_equal(r.message, "exceeded quota: q, requested: gpu-memory=160Gi,gpus=2, used: "
+                                   "gpu-memory=160Gi,gpus=2, limited: gpu-memory=240Gi,gpus=3");
+    /* one that fits q is charged there, then refused by r (gpu-pods): its
+     * claim record goes back with the pod's reservation */
+    assert_true(decide_ex(f, "s4", NS_A, pod, NULL, NULL).allowed == false);
+    shared_pod(pod, sizeof(pod), "one", "u-one", 1);
+    assert_true(decide_ex(f, "s5", NS_A, pod, NULL, NULL).allowed); /* r: 3 of 3 */
+    assert_int_equal(claim_records(f, NS_A, "q", "u-one"), 1);
+    shared_pod(pod, sizeof(pod), "pair", "u-pair", 2);
+    r = decide_ex(f, "s6", NS_A, pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_string_equal(r.message, "exceeded quota: r, requested: gpu-pods=1, used: gpu-pods=3, "
+                                   "limited: gpu-pods=3");
+    assert_int_equal(claim_records(f, NS_A, "q", "u-pair"), 1); /* not this admission's */
+    assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "q"), 5);
+    quota(f, NS_A, "r", "{\"gpu-pods\":10}", NULL);
+    shared_pod(pod, sizeof(pod), "more", "u-more", 1);
+    quota(f, NS_A, "s", "{\"gpus\":\"0\"}", NULL);
+    r = decide_ex(f, "s7", NS_A, pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_int_equal(claim_records(f, NS_A, "q", "u-more"), 0); /* given back */
+    assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "q"), 5);
+}
+
+/* A pod naming a claim the controller counts (a counted record) adds its
+ * pod count only; its reservation names the claim, which keeps the claim
+ * charged until the controller has seen the pod (test_ctl); the claim is
+ * never charged twice. */
+static void test_shared_claim_counted(void **state)
+{
+    fx *f = *state;
+    char pod[4096];
+    quota(f, NS_A, "q", "{\"gpus\":\"2\",\"gpu-pods\":10}",
+          "#,\"status\":{\"used\":{\"gpus\":\"2\",\"gpu-pods\":\"1\"},\"reservations\":[{"
+          "\"key\":\"u-pair\",\"namespace\":\"team-a\",\"pod\":\"pair\",\"gpu-memory\":"
+          "\"160Gi\",\"gpus\":\"2\",\"gpu-pods\":\"0\",\"expires\":\"1970-01-01T00:00:00Z\","
+          "\"claim\":true,\"counted\":true}]}");
+    shared_pod(pod, sizeof(pod), "pair", "u-pair", 2);
+    assert_true(decide_ex(f, "k1", NS_A, pod, NULL, NULL).allowed);
+    assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "q"), 2);
+    assert_int_equal(claim_records(f, NS_A, "q", "u-pair"), 1);
+    json_object *rec = reservation(f, NS_A, "q", 0), *own = reservation(f, NS_A, "q", 1), *v;
+    assert_true(json_object_object_get_ex(rec, "counted", &v) && json_object_get_boolean(v));
+    assert_true(json_object_object_get_ex(own, "claims", &v));
+    assert_string_equal(json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN), "[\"u-pair\"]");
+    json_object_put(rec);
+    json_object_put(own);
+    /* once: another claim sees it in used only */
+    shared_pod(pod, sizeof(pod), "one", "u-one", 1);
+    wh_validate_result r = decide_ex(f, "k2", NS_A, pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_string_equal(r.message, "exceeded quota: q, requested: gpus=1, used: gpus=2, limited: "
+                                   "gpus=2");
+    shared_pod(pod, sizeof(pod), "pair", "u-pair", 2);
+    assert_true(decide_ex(f, "k3", NS_A, pod, NULL, NULL).allowed);
+    assert_int_equal(claim_records(f, NS_A, "q", "u-pair"), 1);
+}
+
+typedef struct claim_worker {
+    fx *f;
+    int i;
+    bool allowed;
+} claim_worker;
+
+static void *claim_work(void *arg)
+{
+    claim_worker *w = arg;
+    char uid[32], pod[4096];
+    snprintf(uid, sizeof(uid), "cw-%d", w->i);
+    shared_pod(pod, sizeof(pod), "race", "u-race", 1);
+    w->allowed = decide_ex(w->f, uid, NS_A, pod, NULL, NULL).allowed;
+    return NULL;
+}
+
+/* Concurrent admissions naming one new claim, with write conflicts: the
+ * claim is charged once, so all fit a quota with room for it once. */
+static void test_shared_claim_concurrent(void **state)
+{
+    enum { N = 40 };
+    fx *f = *state;
+    static claim_worker ws[N];
+    static pthread_t th[N];
+    quota(f, NS_A, "q", "{\"gpus\":\"1\",\"gpu-pods\":100}", NULL);
+    faultstore_faults fl = {.conflict_every = 2, .latency_us = 100};
+    faultstore_set_faults(f->fs, &fl);
+    for (int i = 0; i < N; i++) {
+        ws[i] = (claim_worker){f, i, false};
+        assert_int_equal(pthread_create(&th[i], NULL, claim_work, &ws[i]), 0);
+    }
+    int allowed = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        allowed += ws[i].allowed;
+    }
+    faultstore_set_faults(f->fs, NULL);
+    assert_int_equal(allowed, N);
+    assert_int_equal(claim_records(f, NS_A, "q", "u-race"), 1);
+    assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "q"), N + 1);
 }
 
 /* A GPU is never free: a quota on gpu-memory alone limits whole GPUs of
@@ -1114,6 +1279,9 @@ int main(void)
         T(test_concurrent_exactly_ten),
         T(test_concurrent_exactly_ten_with_conflicts),
         T(test_concurrent_no_coalescing),
+        T(test_shared_claim_charged_once),
+        T(test_shared_claim_concurrent),
+        T(test_shared_claim_counted),
         T(test_handler),
         T(test_audit_and_metrics),
         T(test_bad_options),

@@ -494,16 +494,28 @@ static gq_code ks_update_status(void *ctx, gq_quota_kind kind, const char *ns, c
     return rc;
 }
 
+/* GET one namespaced resource.k8s.io/v1 object (kind names it in errors). */
+static gq_code ks_get_dra(wh_kubestore *ks, const char *resource, const char *kind, const char *ns,
+                          const char *name, json_object **out, gq_err *err)
+{
+    char path[2 * GQ_CRD_MAX_STRING + 128];
+    int n = snprintf(path, sizeof(path), "/apis/resource.k8s.io/v1/namespaces/%s/%s/%s", ns,
+                     resource, name);
+    if (n < 0 || (size_t)n >= sizeof(path))
+        return gq_err_set(err, GQ_ELIMIT, "%s name too long", kind);
+    return ks->api->get(ks->api->ctx, path, out, err);
+}
+
 static gq_code ks_get_claim_template(void *ctx, const char *ns, const char *name, json_object **out,
                                      gq_err *err)
 {
-    wh_kubestore *ks = ctx;
-    char path[2 * GQ_CRD_MAX_STRING + 128];
-    int n = snprintf(path, sizeof(path),
-                     "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaimtemplates/%s", ns, name);
-    if (n < 0 || (size_t)n >= sizeof(path))
-        return gq_err_set(err, GQ_ELIMIT, "ResourceClaimTemplate name too long");
-    return ks->api->get(ks->api->ctx, path, out, err);
+    return ks_get_dra(ctx, "resourceclaimtemplates", "ResourceClaimTemplate", ns, name, out, err);
+}
+
+static gq_code ks_get_claim(void *ctx, const char *ns, const char *name, json_object **out,
+                            gq_err *err)
+{
+    return ks_get_dra(ctx, "resourceclaims", "ResourceClaim", ns, name, out, err);
 }
 
 void wh_kubestore_store(wh_kubestore *ks, wh_store *out)
@@ -516,4 +528,5 @@ void wh_kubestore_store(wh_kubestore *ks, wh_store *out)
     out->get_quota = ks_get_quota;
     out->update_status = ks_update_status;
     out->get_claim_template = ks_get_claim_template;
+    out->get_claim = ks_get_claim;
 }

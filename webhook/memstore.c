@@ -306,6 +306,7 @@ void wh_memstore_store(wh_memstore *m, wh_store *out)
     out->get_quota = ms_get_quota;
     out->update_status = ms_update_status;
     out->get_claim_template = NULL; /* state files carry no DRA objects */
+    out->get_claim = NULL;
 }
 
 /* ---- state files ---------------------------------------------------------- */

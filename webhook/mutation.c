@@ -359,13 +359,14 @@ out:
     return rc;
 }
 
-/* The GPU devices of the pod's DRA claims that come from
- * ResourceClaimTemplates (each pod gets a claim of its own), read afresh
- * from src: *out is the GQ_ANN_CLAIMS record (NULL when nothing was priced),
- * and a claim that cannot be priced gets a warning in r and no record, so
- * /validate refuses the pod where a quota governs. A ResourceClaim named
- * directly may be shared by several pods and is never recorded here. Errors
- * of the source other than not-found are returned in err. */
+/* The GPU devices of the pod's DRA claims, read afresh from src: a
+ * ResourceClaimTemplate (each pod gets a claim of its own) or a
+ * ResourceClaim named directly (may be shared by pods; its entry also
+ * records the claim's name and uid, so each quota charges it once). *out is
+ * the GQ_ANN_CLAIMS record (NULL when nothing was priced); a claim that
+ * cannot be read or priced gets a warning in r and no record, so /validate
+ * refuses the pod where a quota governs. Errors of the source other than
+ * not-found are returned in err. */
 static gq_code price_claims(const gq_config *cfg, const wh_review_request *req,
                             const wh_limit_range_source *src, wh_review_response *r,
                             json_object **out, gq_err *err)
@@ -373,8 +374,7 @@ static gq_code price_claims(const gq_config *cfg, const wh_review_request *req,
     json_object *spec = NULL, *claims = NULL, *rec = NULL;
     gq_code rc = GQ_OK;
     *out = NULL;
-    if (!src || !src->get_claim_template ||
-        !json_object_object_get_ex(req->object, "spec", &spec) ||
+    if (!src || !json_object_object_get_ex(req->object, "spec", &spec) ||
         !json_object_object_get_ex(spec, "resourceClaims", &claims) ||
         !json_object_is_type(claims, json_type_array))
         return GQ_OK;
@@ -382,30 +382,49 @@ static gq_code price_claims(const gq_config *cfg, const wh_review_request *req,
     if (!n || n > GQ_POD_MAX_CLAIMS)
         return GQ_OK;
     for (size_t i = 0; i < n; i++) {
-        json_object *c = json_object_array_get_idx(claims, i), *tpl = NULL, *tspec = NULL;
+        json_object *c = json_object_array_get_idx(claims, i), *obj = NULL, *cspec = NULL;
         const char *name = gq_json_get_string(c, "name"),
-                   *tname = gq_json_get_string(c, "resourceClaimTemplateName");
-        if (!name || !tname)
+                   *tname = gq_json_get_string(c, "resourceClaimTemplateName"),
+                   *cname = gq_json_get_string(c, "resourceClaimName");
+        bool shared = !tname && cname;
+        const char *kind = shared ? "ResourceClaim" : "ResourceClaimTemplate";
+        gq_code (*get)(void *, const char *, const char *, json_object **, gq_err *) =
+            shared ? src->get_claim : src->get_claim_template;
+        char what[320];
+        gq_err e;
+        gq_err_clear(&e);
+        if (!name || !(tname || cname) || !get)
             continue;
-        rc = src->get_claim_template(src->ctx, req->namespace, tname, &tpl, err);
+        snprintf(what, sizeof(what), "%s \"%.253s\"", kind, shared ? cname : tname);
+        rc = get(src->ctx, req->namespace, shared ? cname : tname, &obj, err);
         if (rc == GQ_ENOTFOUND) {
-            rc = GQ_OK;
-            continue; /* unpriced; the claim cannot be made either */
+            /* unpriced; the pod cannot start without it either */
+            snprintf(e.msg, sizeof(e.msg),
+                     "%s does not exist in namespace %s: gpuquota cannot price the pod's "
+                     "claim \"%.63s\"",
+                     what, req->namespace, name);
+            if ((rc = wh_review_response_add_warning(r, e.msg)))
+                break;
+            continue;
         }
         if (rc)
             break;
-        char what[320];
         gq_claim_cost cc;
-        gq_err e;
-        gq_err_clear(&e);
-        snprintf(what, sizeof(what), "ResourceClaimTemplate \"%.253s\"", tname);
-        json_object_object_get_ex(tpl, "spec", &tspec);
-        json_object_object_get_ex(tspec, "spec", &tspec);
-        rc = gq_claim_spec_cost(cfg, tspec, what, &cc, &e);
-        json_object_put(tpl);
-        if (rc == GQ_ENOMEM)
+        const char *uid =
+            shared ? gq_json_get_string(gq_json_member(obj, "metadata"), "uid") : NULL;
+        json_object_object_get_ex(obj, "spec", &cspec);
+        if (!shared)
+            json_object_object_get_ex(cspec, "spec", &cspec);
+        if (shared && (!uid || !uid[0] || strlen(uid) > GQ_CLAIM_UID_MAX))
+            rc = gq_err_set(&e, GQ_EINVAL, "%s: metadata.uid is missing or too long", what);
+        else
+            rc = gq_claim_spec_cost(cfg, cspec, what, &cc, &e);
+        if (rc == GQ_ENOMEM) {
+            json_object_put(obj);
             break;
+        }
         if (rc) {
+            json_object_put(obj);
             rc = wh_review_response_add_warning(r, e.msg);
             if (rc)
                 break;
@@ -420,11 +439,15 @@ static gq_code price_claims(const gq_config *cfg, const wh_review_request *req,
             json_object_object_add(one, "memory", json_object_new_string(mem)) ||
             (cc.model &&
              json_object_object_add(one, "model", json_object_new_string(cc.model->name))) ||
+            (shared && (json_object_object_add(one, "claim", json_object_new_string(cname)) ||
+                        json_object_object_add(one, "uid", json_object_new_string(uid)))) ||
             json_object_object_add(rec, name, one)) {
             json_object_put(one);
+            json_object_put(obj);
             rc = GQ_ENOMEM;
             break;
         }
+        json_object_put(obj);
     }
     if (rc == GQ_ENOMEM)
         gq_err_set(err, rc, "out of memory");

@@ -74,6 +74,11 @@ typedef struct wh_limit_range_source {
      * unpriced (and /validate refuses them where a quota governs). */
     gq_code (*get_claim_template)(void *ctx, const char *ns, const char *name, json_object **out,
                                   gq_err *err);
+    /* Optional: wh_store's get_claim. Without it a ResourceClaim named
+     * directly stays unpriced (and /validate refuses it where a quota
+     * governs). */
+    gq_code (*get_claim)(void *ctx, const char *ns, const char *name, json_object **out,
+                         gq_err *err);
 } wh_limit_range_source;
 
 /* Append the quotas of arr (a JSON array of GPUQuota or GPUTenantQuota

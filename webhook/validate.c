@@ -40,6 +40,12 @@ typedef struct pending {
     const gq_reservation *resv; /* keyed by the pod's uid, else the admission uid */
     const gq_reservation *alt;  /* keyed by the admission uid; NULL when resv is */
     const gq_reservation *used; /* the one this charge holds (for rollback) */
+    /* Shared ResourceClaims the pod names: their records (claim set), and
+     * which of them this charge added (for rollback). charge includes them;
+     * resv holds the pod's own part. */
+    const gq_reservation *claims;
+    size_t n_claims;
+    bool claim_added[GQ_POD_MAX_CLAIMS];
     bool done, leader;
     bool final;   /* decided for good (denied or failed) in an earlier round */
     gq_code rc;   /* GQ_OK charged/allowed, GQ_EDENIED, or a store error */
@@ -266,6 +272,57 @@ static bool status_remove(json_object *status, const char *key)
     return false;
 }
 
+/* Whether a quota charges the shared claim uid: a claim record of q (live,
+ * or counted by the controller), or one an earlier charge of this batch
+ * added. */
+typedef struct claims_ctx {
+    const gq_quota *q;
+    pending **batch;
+    size_t i;
+} claims_ctx;
+
+static bool claim_charged(void *ud, const char *uid)
+{
+    const claims_ctx *c = ud;
+    for (size_t k = 0; c->q && k < c->q->n_reservations; k++)
+        if (c->q->reservations[k].claim && !strcmp(c->q->reservations[k].key, uid))
+            return true;
+    for (size_t j = 0; j < c->i; j++)
+        for (size_t k = 0; k < c->batch[j]->n_claims; k++)
+            if (c->batch[j]->claim_added[k] && !strcmp(c->batch[j]->claims[k].key, uid))
+                return true;
+    return false;
+}
+
+/* What p adds to q: its own part (p->resv) plus the shared claims q does not
+ * charge yet (gq_claims_once); fresh[k] tells which of p->claims those are. */
+static void claims_charge(const gq_quota *q, pending **batch, size_t i, const pending *p,
+                          gq_amounts *out, bool fresh[GQ_POD_MAX_CLAIMS])
+{
+    gq_shared_claim sc[GQ_POD_MAX_CLAIMS];
+    gq_claim_ref refs[GQ_POD_MAX_CLAIMS];
+    claims_ctx cx = {q, batch, i};
+    size_t n = p->n_claims < GQ_POD_MAX_CLAIMS ? p->n_claims : GQ_POD_MAX_CLAIMS;
+    *out = p->resv->amounts;
+    for (size_t k = 0; k < n; k++) {
+        const gq_reservation *r = &p->claims[k];
+        memset(&sc[k], 0, sizeof(sc[k]));
+        snprintf(sc[k].uid, sizeof(sc[k].uid), "%s", r->key);
+        sc[k].memory = r->amounts.v[GQ_KEY_GPU_MEMORY];
+        sc[k].gpus = r->amounts.v[GQ_KEY_GPUS];
+        refs[k] = (gq_claim_ref){&sc[k], k};
+        fresh[k] = false;
+    }
+    size_t kept = gq_claims_once(refs, n, claim_charged, &cx);
+    for (size_t k = 0; k < kept; k++) {
+        const gq_amounts *a = &p->claims[refs[k].owner].amounts;
+        fresh[refs[k].owner] = true;
+        for (int key = 0; key < GQ_KEY_COUNT; key++)
+            if (__builtin_add_overflow(out->v[key], a->v[key], &out->v[key]))
+                out->v[key] = INT64_MAX;
+    }
+}
+
 static void fail_open_pendings(pending **batch, size_t n, gq_code rc, const gq_err *e)
 {
     for (size_t i = 0; i < n; i++) {
@@ -274,6 +331,7 @@ static void fail_open_pendings(pending **batch, size_t n, gq_code rc, const gq_e
         batch[i]->final = true;
         batch[i]->rc = rc;
         batch[i]->added = false;
+        memset(batch[i]->claim_added, 0, sizeof(batch[i]->claim_added));
         batch[i]->err = *e;
     }
 }
@@ -303,8 +361,10 @@ static void publish_gauges(wh_validator *v, const gq_quota *q, const gq_amounts 
 static void undo_round(pending **batch, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if (!batch[i]->final)
+        if (!batch[i]->final) {
             batch[i]->added = false, batch[i]->rc = GQ_OK;
+            memset(batch[i]->claim_added, 0, sizeof(batch[i]->claim_added));
+        }
 }
 
 /* Evaluate the batch on one read and write it back. The read is the object
@@ -381,9 +441,13 @@ static gq_code batch_round(wh_validator *v, slot *s, pending **batch, size_t n)
             continue;
         p->added = false;
         p->rc = GQ_OK;
+        memset(p->claim_added, 0, sizeof(p->claim_added));
         if (p->op == OP_RELEASE) {
             if (status_remove(status, p->resv->key))
                 changed = true;
+            for (size_t k = 0; k < p->n_claims; k++)
+                if (p->claim_added[k] && status_remove(status, p->claims[k].key))
+                    changed = true;
             continue;
         }
         p->used = p->resv;
@@ -409,8 +473,12 @@ static gq_code batch_round(wh_validator *v, slot *s, pending **batch, size_t n)
         view.models = mview;
         const gq_quota *one = &view;
         size_t idx, n_idx = 0;
+        gq_amounts charge = *p->charge;
+        bool fresh_claim[GQ_POD_MAX_CLAIMS] = {false};
+        if (p->n_claims)
+            claims_charge(q, batch, i, p, &charge, fresh_claim);
         if (!p->rc)
-            p->rc = gq_quota_evaluate(&one, 1, p->facts, p->ns_labels, p->charge, false, now, NULL,
+            p->rc = gq_quota_evaluate(&one, 1, p->facts, p->ns_labels, &charge, false, now, NULL,
                                       &idx, &n_idx, &p->err);
         if (p->rc && !fresh) {
             /* Only a fresh read may refuse. */
@@ -428,11 +496,26 @@ static gq_code batch_round(wh_validator *v, slot *s, pending **batch, size_t n)
         bool added = false;
         gq_amounts next = in_use;
         for (int k = 0; k < GQ_KEY_COUNT; k++)
-            if (__builtin_add_overflow(next.v[k], p->charge->v[k], &next.v[k]))
+            if (__builtin_add_overflow(next.v[k], charge.v[k], &next.v[k]))
                 p->rc = gq_err_set(&p->err, GQ_ERANGE, "quota %s: %s overflows", q->name,
                                    gq_qkey_name((gq_qkey)k));
         if (!p->rc)
             p->rc = gq_status_add_reservation(status, p->used, &added, &p->err);
+        /* The claims this quota does not charge yet, once each, in the same
+         * write: a conflicting writer re-reads and finds them charged. */
+        for (size_t k = 0; !p->rc && added && k < p->n_claims; k++)
+            if (fresh_claim[k])
+                p->rc =
+                    gq_status_add_reservation(status, &p->claims[k], &p->claim_added[k], &p->err);
+        if (p->rc && added) {
+            /* Nothing of a failed charge may ride on the others' write. */
+            status_remove(status, p->used->key);
+            for (size_t k = 0; k < p->n_claims; k++)
+                if (p->claim_added[k])
+                    status_remove(status, p->claims[k].key);
+            memset(p->claim_added, 0, sizeof(p->claim_added));
+            added = false;
+        }
         if (p->rc && !fresh) {
             undo_round(batch, n);
             rc = ROUND_STALE;
@@ -449,7 +532,7 @@ static gq_code batch_round(wh_validator *v, slot *s, pending **batch, size_t n)
                 continue;
             gq_amounts *mu = &mview[j].used;
             for (int k = 0; k < GQ_KEY_COUNT; k++)
-                if (__builtin_add_overflow(mu->v[k], p->charge->v[k], &mu->v[k]))
+                if (__builtin_add_overflow(mu->v[k], charge.v[k], &mu->v[k]))
                     mu->v[k] = INT64_MAX;
         }
         p->added = added;
@@ -676,8 +759,10 @@ static void quota_label(const gq_quota *q, char *buf, size_t cap)
 /* Dry run: evaluate every quota to charge on a fresh read; write nothing. */
 static gq_code dry_run_check(wh_validator *v, gq_quota *const *to_charge, size_t n,
                              const gq_pod_facts *facts, json_object *ns_labels,
-                             const gq_amounts *charge, const char *key, decision *d)
+                             const gq_reservation *resv, const gq_reservation *claims,
+                             size_t n_claims, decision *d)
 {
+    const char *key = resv->key;
     for (size_t i = 0; i < n; i++) {
         const gq_quota *cq = to_charge[i];
         json_object *obj = NULL;
@@ -701,7 +786,11 @@ static gq_code dry_run_check(wh_validator *v, gq_quota *const *to_charge, size_t
         }
         const gq_quota *one = fresh;
         size_t idx, n_idx = 0;
-        rc = gq_quota_evaluate(&one, 1, facts, ns_labels, charge, false, now_s(v), key, &idx,
+        pending p = {.resv = resv, .claims = claims, .n_claims = n_claims};
+        gq_amounts charge;
+        bool fresh_claim[GQ_POD_MAX_CLAIMS];
+        claims_charge(fresh, NULL, 0, &p, &charge, fresh_claim);
+        rc = gq_quota_evaluate(&one, 1, facts, ns_labels, &charge, false, now_s(v), key, &idx,
                                &n_idx, &e);
         gq_quota_free(fresh);
         if (rc == GQ_EDENIED) {
@@ -729,7 +818,8 @@ static gq_code dry_run_check(wh_validator *v, gq_quota *const *to_charge, size_t
 static gq_code charge_all(wh_validator *v, gq_quota *const *to_charge, size_t n,
                           const gq_pod_facts *facts, json_object *ns_labels,
                           const gq_amounts *charge, const gq_reservation *resv,
-                          const gq_reservation *alt, decision *d)
+                          const gq_reservation *alt, const gq_reservation *claims, size_t n_claims,
+                          decision *d)
 {
     gq_code rc = GQ_OK;
     pending *ps = calloc(n ? n : 1, sizeof(*ps));
@@ -746,6 +836,8 @@ static gq_code charge_all(wh_validator *v, gq_quota *const *to_charge, size_t n,
         p->charge = charge;
         p->resv = resv;
         p->alt = alt;
+        p->claims = claims;
+        p->n_claims = n_claims;
         gq_err_clear(&p->err);
         if ((rc = slot_submit(v, cq->kind, cq->namespace_, cq->name, p)))
             break;
@@ -777,6 +869,9 @@ static gq_code charge_all(wh_validator *v, gq_quota *const *to_charge, size_t n,
             memset(&rel, 0, sizeof(rel));
             rel.op = OP_RELEASE;
             rel.resv = ps[i].used;
+            rel.claims = claims;
+            rel.n_claims = n_claims;
+            memcpy(rel.claim_added, ps[i].claim_added, sizeof(rel.claim_added));
             const gq_quota *cq = to_charge[i];
             if (slot_submit(v, cq->kind, cq->namespace_, cq->name, &rel) || rel.rc)
                 GQ_WARN("could not release reservation %s of quota %s: %s", rel.resv->key, cq->name,
@@ -801,7 +896,14 @@ static gq_code reservation_rekey(const gq_reservation *r, const char *key, gq_re
     c.namespace_ = strdup(r->namespace_);
     c.pod = strdup(r->pod);
     c.model = r->model ? strdup(r->model) : NULL;
-    if (!c.key || !c.namespace_ || !c.pod || (r->model && !c.model)) {
+    c.claims = NULL;
+    c.n_claims = 0;
+    bool ok = c.key && c.namespace_ && c.pod && (!r->model || c.model);
+    if (ok && r->n_claims && !(c.claims = calloc(r->n_claims, sizeof(*c.claims))))
+        ok = false;
+    for (size_t i = 0; ok && i < r->n_claims; i++, c.n_claims++)
+        ok = (c.claims[i] = strdup(r->claims[i])) != NULL;
+    if (!ok) {
         gq_reservation_dispose(&c);
         return gq_err_set(err, GQ_ENOMEM, "out of memory");
     }
@@ -917,8 +1019,8 @@ static gq_code quota_view_load(wh_validator *v, const char *ns, quota_view *qv,
     return GQ_OK;
 }
 
-/* DRA claims gpuquota could not price (a shared ResourceClaim, a template
- * it could not read or price, a pod the mutating webhook did not see): in a
+/* DRA claims gpuquota could not price (a ResourceClaim or template that does
+ * not exist or could not be priced, a pod the mutating webhook did not see): in a
  * namespace any gpuquota quota governs (a GPUQuota of it, a GPUTenantQuota
  * covering it, or requireQuota), such a pod would get devices unseen, so it
  * is denied. */
@@ -943,8 +1045,9 @@ static void deny_unseen_claims(const wh_validator *v, const char *ns, const quot
     deny(r, GQ_EDENIED,
          "spec.resourceClaims[0] \"%s\"%s: gpuquota cannot tell which GPUs the pod's DRA claims "
          "hold, so namespace %s, governed by %s, does not admit it; ask for GPUs through a "
-         "ResourceClaimTemplate with a count of devices (a ResourceClaim shared by pods is not "
-         "charged yet), or in the container's resources",
+         "ResourceClaimTemplate or a ResourceClaim that exists when the pod is created, with a "
+         "count of devices (the warnings say which could not be priced), or in the container's "
+         "resources",
          claim->name, ref, ns, by);
 }
 
@@ -1002,7 +1105,8 @@ static gq_code decide_create_one(wh_validator *v, const wh_review_request *req, 
     gq_quota **to_charge = NULL;
     gq_pod_cost cost;
     gq_pod_facts facts;
-    gq_reservation resv, alt;
+    gq_reservation resv, alt, *claims = NULL;
+    size_t n_claims = 0;
     gq_err e;
     gq_code rc = GQ_OK;
     const char *ns = req->namespace;
@@ -1102,9 +1206,43 @@ static gq_code decide_create_one(wh_validator *v, const wh_review_request *req, 
     if (!n_idx)
         goto out;
 
-    if ((rc = gq_reservation_for_pod(pod, ns, req->uid, &r->charge, now_s(v) + v->ttl, &resv, &e)))
+    /* The pod's reservation holds its own part; each shared ResourceClaim
+     * has a record of its own, charged once per quota (claims_charge). */
+    gq_amounts own;
+    gq_charge_own(&r->charge, cost.shared, cost.n_shared, &own);
+    if ((rc = gq_reservation_for_pod(pod, ns, req->uid, &own, now_s(v) + v->ttl, &resv, &e)))
         goto out;
     have_resv = true;
+    if (cost.n_shared && !r->charge.v[GQ_KEY_GPU_PODS])
+        cost.n_shared = 0; /* a terminal pod charges nothing, its claims neither */
+    if (cost.n_shared && (!(claims = calloc(cost.n_shared, sizeof(*claims))) ||
+                          !(resv.claims = calloc(cost.n_shared, sizeof(*resv.claims))))) {
+        rc = GQ_ENOMEM;
+        goto out;
+    }
+    /* The pod's reservation names its claims: the controller keeps them
+     * charged until it has seen the pod (docs/validating-webhook.md). */
+    for (; resv.n_claims < cost.n_shared; resv.n_claims++)
+        if (!(resv.claims[resv.n_claims] = strdup(cost.shared[resv.n_claims].uid))) {
+            rc = GQ_ENOMEM;
+            goto out;
+        }
+    for (; n_claims < cost.n_shared; n_claims++) {
+        const gq_shared_claim *sc = &cost.shared[n_claims];
+        gq_reservation *c = &claims[n_claims];
+        gq_claim_amounts(sc, &c->amounts);
+        c->expires = resv.expires;
+        c->claim = true;
+        c->key = strdup(sc->uid);
+        c->namespace_ = strdup(ns);
+        c->pod = strdup(sc->name);
+        c->model = sc->model ? strdup(sc->model->name) : NULL;
+        if (!c->key || !c->namespace_ || !c->pod || (sc->model && !c->model)) {
+            n_claims++;
+            rc = GQ_ENOMEM;
+            goto out;
+        }
+    }
     if (facts.model && !(resv.model = strdup(facts.model))) {
         rc = GQ_ENOMEM;
         goto out;
@@ -1118,10 +1256,10 @@ static gq_code decide_create_one(wh_validator *v, const wh_review_request *req, 
     }
     if (req->dry_run) {
         snprintf(r->reservation_key, sizeof(r->reservation_key), "%s", resv.key);
-        rc = dry_run_check(v, to_charge, n_idx, &facts, ns_labels, &r->charge, resv.key, d);
+        rc = dry_run_check(v, to_charge, n_idx, &facts, ns_labels, &resv, claims, n_claims, d);
     } else {
         rc = charge_all(v, to_charge, n_idx, &facts, ns_labels, &r->charge, &resv,
-                        have_alt ? &alt : NULL, d);
+                        have_alt ? &alt : NULL, claims, n_claims, d);
     }
     goto out;
 
@@ -1133,6 +1271,9 @@ store_err_lr:
     rc = GQ_OK;
     goto out;
 out:
+    for (size_t i = 0; i < n_claims; i++)
+        gq_reservation_dispose(&claims[i]);
+    free(claims);
     if (have_alt)
         gq_reservation_dispose(&alt);
     if (have_resv)

@@ -59,6 +59,10 @@ typedef struct wh_store {
      * GQ_ENOTFOUND when it does not exist. May be NULL (no cluster). */
     gq_code (*get_claim_template)(void *ctx, const char *ns, const char *name, json_object **out,
                                   gq_err *err);
+    /* A fresh read of ResourceClaim ns/name (resource.k8s.io/v1), as
+     * get_claim_template. May be NULL (no cluster). */
+    gq_code (*get_claim)(void *ctx, const char *ns, const char *name, json_object **out,
+                         gq_err *err);
 } wh_store;
 
 /* Identities allowed to change gpuquota.io/ labels and annotations of pods

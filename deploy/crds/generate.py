@@ -179,7 +179,7 @@ NAMESPACE_SELECTOR = {
 
 RESERVATIONS = {
     "description": "Charges of admitted pods the controller has not counted yet; each lapses "
-    "at `expires`.",
+    "at `expires`. Also one record per shared ResourceClaim the quota charges.",
     "type": "array",
     "maxItems": 65536,
     "x-kubernetes-list-type": "map",
@@ -208,6 +208,23 @@ RESERVATIONS = {
                 "description": "The GPU model the pod is pinned to, when it is.",
                 "type": "string",
                 "maxLength": 63,
+            },
+            "claim": {
+                "description": "A ResourceClaim shared by pods, charged once: key is its uid, "
+                "pod its name, the amounts its devices.",
+                "type": "boolean",
+            },
+            "claims": {
+                "description": "A pod's reservation: the uids of the shared ResourceClaims it "
+                "names; they stay charged while the reservation is kept.",
+                "type": "array",
+                "maxItems": 32,
+                "items": {"type": "string", "minLength": 1, "maxLength": 128},
+            },
+            "counted": {
+                "description": "The controller counts this claim in `used` (some counted pod "
+                "names it); it adds nothing more and never expires.",
+                "type": "boolean",
             },
         },
     },

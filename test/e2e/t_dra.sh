@@ -8,13 +8,18 @@
 #     counted by the controller. (kwok nodes publish no ResourceSlices, so
 #     the pods stay Pending: charging is what is tested.)
 #   - what gpuquota cannot price is refused where a quota governs:
-#     allocationMode All, and a ResourceClaim shared by pods.
+#     allocationMode All.
+#   - a ResourceClaim named directly (resourceClaimName) is priced the same
+#     way and charged once per quota however many pods name it; gpu-pods
+#     counts each pod; the controller frees it when its last pod goes; and
+#     concurrent creates naming one claim never pass spec.hard.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
 NS=e2e-dra
+NS2=e2e-dra-shared
 cleanup() {
-    kubectl delete namespace "$NS" --ignore-not-found --wait=true --timeout=120s >/dev/null
+    kubectl delete namespace "$NS" "$NS2" --ignore-not-found --wait=true --timeout=120s >/dev/null
     kubectl delete deviceclass gpu.nvidia.com --ignore-not-found >/dev/null 2>&1
 }
 trap cleanup EXIT
@@ -58,6 +63,7 @@ EOF
 check_match "the apiserver serves resource.k8s.io/v1" "resourceclaimtemplates" \
     "$(kubectl api-resources --api-group=resource.k8s.io -o name 2>&1 | tr '\n' ' ')"
 ns "$NS" || { fail "namespace $NS"; finish; }
+ns "$NS2" || { fail "namespace $NS2"; finish; }
 kubectl apply -f - >/dev/null <<EOF
 apiVersion: resource.k8s.io/v1
 kind: DeviceClass
@@ -106,19 +112,124 @@ out=$(create "$(claim_pod all-1 resourceClaimTemplateName every-gpu)")
 check_match "allocationMode All is refused where a quota governs" \
     'spec.resourceClaims\[0\] "gpu" \(resourceClaimTemplateName "every-gpu"\): gpuquota cannot tell which GPUs' "$out"
 check_match "with a warning that says why" 'Warning: .*allocationMode All' "$out"
+check "nothing refused was charged" "3" "$(used "$NS" team gpus)"
+
+# --- a ResourceClaim shared by pods is charged once -------------------------
+# Its devices and memory count once per quota however many pods name it,
+# gpu-pods counts every pod; the claim stays charged until its last pod goes.
 kubectl apply -f - >/dev/null <<EOF
+apiVersion: gpuquota.io/v1alpha1
+kind: GPUQuota
+metadata: {name: shared, namespace: $NS2}
+spec:
+  hard: {gpus: 2, gpu-memory: 160Gi, gpu-pods: 4}
+EOF
+# claim NAME COUNT: a ResourceClaim of COUNT H100s in $NS2.
+claim() {
+    kubectl apply -f - >/dev/null <<EOF
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
-metadata: {name: shared, namespace: $NS}
+metadata: {name: $1, namespace: $NS2}
 spec:
   devices:
     requests:
     - name: gpu
-      exactly: {deviceClassName: gpu.nvidia.com}
+      exactly: {deviceClassName: gpu.nvidia.com, count: $2, selectors: [{cel: {expression: 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA-H100-80GB-HBM3"'}}]}
 EOF
-check_match "a ResourceClaim shared by pods is refused where a quota governs" \
-    'a ResourceClaim shared by pods is not charged yet' \
-    "$(create "$(claim_pod s-1 resourceClaimName shared)")"
-check "nothing refused was charged" "3" "$(used "$NS" team gpus)"
+}
+create2() { kubectl -n "$NS2" create -f - 2>&1 <<<"$1"; }
+# usage: "gpus gpu-memory gpu-pods" of status.used (kubectl get gq -o json)
+usage() {
+    kubectl -n "$NS2" get gq shared -o json |
+        jq -r '.status.used // {} | "\(.gpus) \(.["gpu-memory"]) \(.["gpu-pods"])"'
+}
+usage_is() { [[ $(usage) == "$1" ]]; }
+# The quota's claim records, "name:counted", sorted.
+claim_records() {
+    kubectl -n "$NS2" get gq shared -o json |
+        jq -r '[.status.reservations // [] | .[] | select(.claim) | "\(.pod):\(.counted // false)"] | sort | join(" ")'
+}
+claim_records_are() { [[ $(claim_records) == "$1" ]]; }
+eventually 60 usage_is "0 0 0"
+
+claim pair 2
+uid=$(kubectl -n "$NS2" get resourceclaim pair -o jsonpath='{.metadata.uid}')
+out=""
+for i in 1 2 3; do out+=" $(create2 "$(claim_pod "p-$i" resourceClaimName pair)")"; done
+check "three pods naming one ResourceClaim are admitted" \
+    " pod/p-1 created pod/p-2 created pod/p-3 created" "$out"
+check "the claim is recorded with its name and uid" \
+    "{\"gpu\":{\"gpus\":2,\"memory\":\"160Gi\",\"model\":\"h100-80gb\",\"claim\":\"pair\",\"uid\":\"$uid\"}}" \
+    "$(kubectl -n "$NS2" get pod p-2 -o json | jq -r '.metadata.annotations["gpuquota.io/gpu-claims"]' | jq -c .)"
+eventually 60 usage_is "2 160Gi 3"
+check "its devices and memory count once, each pod counts" "2 160Gi 3" "$(usage)"
+eventually 60 claim_records_are "pair:true"
+check "the controller records the claim as counted" "pair:true" "$(claim_records)"
+claim solo 1
+check_match "a 4th pod naming another claim is denied past spec.hard" \
+    'exceeded quota: shared, requested: gpu-memory=80Gi,gpus=1, used: gpu-memory=160Gi,gpus=2, limited: gpu-memory=160Gi,gpus=2$' \
+    "$(create2 "$(claim_pod q-1 resourceClaimName solo)")"
+check_match "a 4th pod naming the charged claim only adds itself" "pod/p-4 created" \
+    "$(create2 "$(claim_pod p-4 resourceClaimName pair)")"
+eventually 60 usage_is "2 160Gi 4"
+check "four pods, one claim" "2 160Gi 4" "$(usage)"
+out=$(create2 "$(claim_pod m-1 resourceClaimName nope)")
+check_match "a pod naming a ResourceClaim that does not exist is denied where a quota governs" \
+    'resourceClaimName "nope"\): gpuquota cannot tell which GPUs' "$out"
+check_match "with a warning naming the claim" 'Warning: ResourceClaim "nope" does not exist' "$out"
+
+kubectl -n "$NS2" delete pod p-1 p-2 --wait=true >/dev/null
+eventually 60 usage_is "2 160Gi 2"
+check "deleting pods keeps the claim charged while any pod names it" "2 160Gi 2" "$(usage)"
+kubectl -n "$NS2" delete pod p-3 --wait=true >/dev/null
+eventually 60 usage_is "2 160Gi 1"
+check "down to its last pod" "2 160Gi 1 pair:true" "$(usage) $(claim_records)"
+kubectl -n "$NS2" delete pod p-4 --wait=true >/dev/null
+eventually 60 usage_is "0 0 0"
+eventually 60 claim_records_are ""
+check "the last pod gone, the controller frees the claim" "0 0 0 []" "$(usage) [$(claim_records)]"
+
+# Concurrent creates: 8 pods naming one new claim and 4 naming claims of
+# their own, all at once: the shared claim is charged once and nothing goes
+# past spec.hard (gpus 2, the shared claim counting 1 however many name it;
+# gpu-pods 4).
+claim race 1
+for i in 1 2 3 4; do claim "own-$i" 1; done
+work=$(mktemp -d)
+for i in $(seq 1 8); do claim_pod "r-$i" resourceClaimName race >"$work/r-$i.yaml"; done
+for i in 1 2 3 4; do claim_pod "o-$i" resourceClaimName "own-$i" >"$work/o-$i.yaml"; done
+(cd "$work" && ls -- *.yaml | xargs -P 12 -I{} sh -c \
+    'kubectl -n "$0" create -f "{}" >"{}.out" 2>&1; echo $? >"{}.rc"' "$NS2")
+admitted_r=$(cat "$work"/r-*.rc | grep -c '^0$')
+admitted_o=$(cat "$work"/o-*.rc | grep -c '^0$')
+rm -rf "$work"
+echo "# concurrent: $admitted_r of 8 pods naming the shared claim, $admitted_o of 4 naming their own"
+want_gpus=$((admitted_o + (admitted_r > 0 ? 1 : 0)))
+within=no
+((admitted_r + admitted_o <= 4 && want_gpus <= 2)) && within=yes
+check "concurrent creates stay within spec.hard" "yes" "$within"
+filled=no
+((admitted_r + admitted_o == 4 || want_gpus == 2)) && filled=yes
+want="$want_gpus $((want_gpus * 80))Gi $((admitted_r + admitted_o))"
+[[ $want_gpus == 0 ]] && want="0 0 0"
+eventually 60 usage_is "$want"
+check "the controller counts the shared claim once" "$want" "$(usage)"
+check "the race filled the quota (gpu-pods or gpus)" "yes" "$filled"
+
+# Concurrent creates that fit only if the claim is charged once: 4 pods at
+# once naming a new claim of 2 H100s, which takes all of spec.hard's gpus.
+kubectl -n "$NS2" delete pods --all --wait=true >/dev/null
+eventually 60 usage_is "0 0 0"
+claim whole 2
+work=$(mktemp -d)
+for i in 1 2 3 4; do claim_pod "w-$i" resourceClaimName whole >"$work/w-$i.yaml"; done
+(cd "$work" && ls -- *.yaml | xargs -P 4 -I{} sh -c \
+    'kubectl -n "$0" create -f "{}" >"{}.out" 2>&1; echo $? >"{}.rc"' "$NS2")
+admitted=$(cat "$work"/w-*.rc | grep -c '^0$')
+[[ $admitted == 4 ]] || tail -n 1 "$work"/w-*.out
+rm -rf "$work"
+check "4 concurrent pods naming one claim that fills spec.hard are all admitted" "4" "$admitted"
+eventually 60 usage_is "2 160Gi 4"
+check "and counted with the claim once" "2 160Gi 4" "$(usage)"
 
 finish

@@ -634,3 +634,38 @@ gq_code gq_queue_ungate_patch(const char *uid, int gate_index, const gq_queue_pi
     *out = arr;
     return GQ_OK;
 }
+
+static bool relative_form(gq_form f)
+{
+    return f == GQ_FORM_FRACTION || f == GQ_FORM_ANN_FRACTION || f == GQ_FORM_HAMI_PERCENT ||
+           f == GQ_FORM_KAI_FRACTION;
+}
+
+gq_code gq_queue_check_deferred_choice(const gq_config *cfg, const gq_pod_cost *cost,
+                                       const gq_model *const *choices, size_t n, gq_err *err)
+{
+    if (cfg->backend == GQ_BACKEND_TIMESLICING || n < 2)
+        return GQ_OK;
+    for (size_t i = 0; i < cost->n_ctrs; i++) {
+        const gq_ctr_cost *c = &cost->ctrs[i];
+        if (c->exclusive)
+            continue;
+        if (cfg->backend == GQ_BACKEND_MIG)
+            return gq_err_set(err, GQ_EDENIED,
+                              "container %s asks a GPU slice of a pod that accepts several GPU "
+                              "models and waits in a queue: MIG profiles differ by model and the "
+                              "request is written before the model is chosen; pin one model",
+                              c->name);
+        if (!relative_form(c->form))
+            continue;
+        for (size_t j = 1; j < n; j++)
+            if (choices[j]->memory != choices[0]->memory)
+                return gq_err_set(
+                    err, GQ_EDENIED,
+                    "container %s asks %s of a GPU of a pod that accepts models of different "
+                    "memory (%s, %s) and waits in a queue: the device request is written before "
+                    "the model is chosen; ask an amount (%s) or accept models of one size",
+                    c->name, c->original, choices[0]->name, choices[j]->name, GQ_RES_GPU_MEMORY);
+    }
+    return GQ_OK;
+}

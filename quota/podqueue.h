@@ -167,6 +167,20 @@ gq_code gq_queue_price_choices(const gq_config *cfg, json_object *pod,
                                const gq_model *const *choices, size_t n, gq_model_option *opts,
                                gq_err *err) GQ_WUR;
 
+/* Whether a pod accepting choices[0..n), priced as cost on the first of
+ * them, may leave the choice to the controller (a Queue quota gates it).
+ * Its container resources are written at creation, before the model is
+ * chosen, and cannot change afterwards, so the backend's device request must
+ * be the same whichever model is chosen: GQ_EDENIED with the message in err
+ * when a container asks a share of a GPU relative to its memory (fraction,
+ * HAMI percentage, KAI fraction) among models of different memory on a
+ * backend whose resources hold memory (aliyun, hami, volcano), or a shared
+ * slice on the mig backend (profiles are per model). Whole GPUs and
+ * memory amounts pass. */
+gq_code gq_queue_check_deferred_choice(const gq_config *cfg, const gq_pod_cost *cost,
+                                       const gq_model *const *choices, size_t n,
+                                       gq_err *err) GQ_WUR;
+
 /* The model an ungate pins a pod that accepted several to: what the patch
  * also writes, in the same operation as the gate's removal. */
 typedef struct gq_queue_pin {

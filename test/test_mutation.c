@@ -506,7 +506,7 @@ static void choice_of_models_queued(void **state)
     gq_config *cfg = config();
     wh_review_response r;
     json_object *patched = NULL;
-    mutate_choice(cfg, "a100-80gb,l4",
+    mutate_choice(cfg, "a100-80gb,h100-80gb",
                   "[{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPUQuota\",\"metadata\":{"
                   "\"name\":\"team\",\"namespace\":\"team-a\"},\"spec\":{\"hard\":{\"gpu-memory\":"
                   "\"200Gi\"},\"whenExceeded\":\"Queue\",\"models\":{\"a100-80gb\":{\"gpu-memory\":"
@@ -517,7 +517,8 @@ static void choice_of_models_queued(void **state)
     assert_non_null(patched);
     json_object *meta = json_object_object_get(patched, "metadata");
     json_object *spec = json_object_object_get(patched, "spec");
-    assert_string_equal(at_str(meta, "annotations", "gpuquota.io/gpu-model", NULL), "a100-80gb,l4");
+    assert_string_equal(at_str(meta, "annotations", "gpuquota.io/gpu-model", NULL),
+                        "a100-80gb,h100-80gb");
     assert_null(at_str(meta, "annotations", "gpuquota.io/gpu-model-choices", NULL));
     assert_null(json_object_object_get(spec, "affinity"));
     assert_string_equal(gq_json_compact(json_object_object_get(spec, "schedulingGates")),
@@ -525,6 +526,20 @@ static void choice_of_models_queued(void **state)
     /* Priced on the first model until the controller chooses. */
     assert_string_equal(audit(&r, "charged"), "gpu-memory=40Gi,gpus=0,gpu-pods=1");
     json_object_put(patched);
+    wh_review_response_dispose(&r);
+
+    /* Half a GPU among models of different memory cannot wait for the
+     * controller's choice: the device request is written now. */
+    patched = NULL;
+    mutate_choice(cfg, "a100-80gb,l4",
+                  "[{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPUQuota\",\"metadata\":{"
+                  "\"name\":\"team\",\"namespace\":\"team-a\"},\"spec\":{\"hard\":{\"gpu-memory\":"
+                  "\"200Gi\"},\"whenExceeded\":\"Queue\"}}]",
+                  &r, &patched);
+    assert_false(r.allowed);
+    assert_null(patched);
+    assert_non_null(strstr(r.message, "accepts models of different memory (a100-80gb, l4) and "
+                                      "waits in a queue"));
     wh_review_response_dispose(&r);
     gq_config_free(cfg);
 }

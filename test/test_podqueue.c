@@ -582,6 +582,51 @@ static void test_ungate_patch(void **state)
  * memory of that model), and pinned to the chosen one in the ungate patch,
  * whose affinity only narrows what the pod had (kube-apiserver's rule for
  * gated pods: matchExpressions appended to every existing term). */
+/* What may wait for the controller's choice of model: the device request is
+ * written at creation, so it must not depend on the model. */
+static void test_deferred_choice(void **state)
+{
+    (void)state;
+    gq_config *cfg = NULL;
+    gq_err err;
+    gq_err_clear(&err);
+    assert_int_equal(gq_config_default(&cfg, &err), GQ_OK);
+    const gq_model *mixed[2] = {gq_config_find_model(cfg, "a100-80gb"),
+                                gq_config_find_model(cfg, "l4")};
+    const gq_model *same[2] = {gq_config_find_model(cfg, "a100-80gb"),
+                               gq_config_find_model(cfg, "h100-80gb")};
+    assert_non_null(mixed[0]);
+    assert_non_null(mixed[1]);
+    assert_non_null(same[1]);
+    gq_ctr_cost ctr = {.name = "c", .form = GQ_FORM_FRACTION, .gpus = 1};
+    gq_pod_cost cost = {.ctrs = &ctr, .n_ctrs = 1, .gpu_pods = 1};
+    /* A fraction among models of one size, or one model: passes. */
+    assert_int_equal(gq_queue_check_deferred_choice(cfg, &cost, same, 2, &err), GQ_OK);
+    assert_int_equal(gq_queue_check_deferred_choice(cfg, &cost, mixed, 1, &err), GQ_OK);
+    /* Among sizes: refused, naming the container and both models. */
+    assert_int_equal(gq_queue_check_deferred_choice(cfg, &cost, mixed, 2, &err), GQ_EDENIED);
+    assert_non_null(strstr(err.msg, "container c asks"));
+    assert_non_null(strstr(err.msg, "(a100-80gb, l4)"));
+    /* An amount, or whole GPUs, is the same request on every model. */
+    ctr.form = GQ_FORM_MEMORY;
+    assert_int_equal(gq_queue_check_deferred_choice(cfg, &cost, mixed, 2, &err), GQ_OK);
+    ctr.form = GQ_FORM_WHOLE;
+    ctr.exclusive = true;
+    assert_int_equal(gq_queue_check_deferred_choice(cfg, &cost, mixed, 2, &err), GQ_OK);
+    /* mig: a slice is a profile of one model, whatever its form. */
+    cfg->backend = GQ_BACKEND_MIG;
+    assert_int_equal(gq_queue_check_deferred_choice(cfg, &cost, same, 2, &err), GQ_OK);
+    ctr.exclusive = false;
+    ctr.form = GQ_FORM_MEMORY;
+    assert_int_equal(gq_queue_check_deferred_choice(cfg, &cost, same, 2, &err), GQ_EDENIED);
+    assert_non_null(strstr(err.msg, "MIG profiles differ by model"));
+    /* timeslicing accounts memory without a device request for it. */
+    cfg->backend = GQ_BACKEND_TIMESLICING;
+    ctr.form = GQ_FORM_FRACTION;
+    assert_int_equal(gq_queue_check_deferred_choice(cfg, &cost, mixed, 2, &err), GQ_OK);
+    gq_config_free(cfg);
+}
+
 static void test_ungate_pin(void **state)
 {
     (void)state;
@@ -681,10 +726,10 @@ int main(void)
         cmocka_unit_test(test_group_parse),       cmocka_unit_test(test_ever_fits),
         cmocka_unit_test(test_ever_fits_model),   cmocka_unit_test(test_plan_model_limits),
         cmocka_unit_test(test_plan_model_choice), cmocka_unit_test(test_ungate_pin),
-        cmocka_unit_test(test_plan_order),        cmocka_unit_test(test_plan_strategies),
-        cmocka_unit_test(test_plan_two_quotas),   cmocka_unit_test(test_plan_groups),
-        cmocka_unit_test(test_plan_bad_index),    cmocka_unit_test(test_ungate_patch),
-        cmocka_unit_test(test_applies),
+        cmocka_unit_test(test_deferred_choice),   cmocka_unit_test(test_plan_order),
+        cmocka_unit_test(test_plan_strategies),   cmocka_unit_test(test_plan_two_quotas),
+        cmocka_unit_test(test_plan_groups),       cmocka_unit_test(test_plan_bad_index),
+        cmocka_unit_test(test_ungate_patch),      cmocka_unit_test(test_applies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

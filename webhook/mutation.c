@@ -666,7 +666,9 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
         }
         priced_pod = claimed;
     }
-    if ((rc = gq_pod_cost_compute(cfg, priced_pod, &p.cost0, &why)))
+    if ((rc = gq_pod_cost_compute(cfg, priced_pod, &p.cost0, &why)) ||
+        (deferred &&
+         (rc = gq_queue_check_deferred_choice(cfg, &p.cost0, choices, n_choices, &why))))
         goto deny;
     if (!p.cost0.gpu_pods)
         goto settle; /* no GPU: nothing to read, nothing to patch */

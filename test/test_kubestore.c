@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include "quota/podqueue.h"
 #include "webhook/kubestore.h"
 
 enum { R_QUOTA, R_TENANT, R_LIMITRANGE, R_NAMESPACE, R_COUNT };
@@ -469,6 +470,110 @@ static void concurrent_live_reads_share_one_request(void **state)
     env_stop(v);
 }
 
+/* ---- pod-group members ---------------------------------------------------- */
+
+static struct {
+    unsigned calls;
+    char path[128], selector[128];
+    size_t n_items; /* copies of the pod below handed to the caller */
+    gq_code fail;
+} pods_api;
+
+static gq_code pods_list(void *ctx, const char *path, const kube_list_opts *o, kube_item_fn fn,
+                         void *ud, char **rv_out, gq_err *err)
+{
+    (void)ctx;
+    assert_null(rv_out); /* a quorum read */
+    pods_api.calls++;
+    snprintf(pods_api.path, sizeof(pods_api.path), "%s", path);
+    snprintf(pods_api.selector, sizeof(pods_api.selector), "%s",
+             o && o->label_selector ? o->label_selector : "");
+    if (pods_api.fail)
+        return gq_err_set(err, pods_api.fail, "LIST pods: HTTP 403 Forbidden");
+    json_object *pod = json_tokener_parse(
+        "{\"metadata\":{\"name\":\"train-0\",\"namespace\":\"a\",\"uid\":\"u\","
+        "\"labels\":{\"gpuquota.io/pod-group\":\"train\",\"app\":\"x\"},"
+        "\"annotations\":{\"gpuquota.io/pod-group-size\":\"3\",\"note\":\"y\"},"
+        "\"deletionTimestamp\":\"2026-01-01T00:00:00Z\",\"deletionGracePeriodSeconds\":30},"
+        "\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"i\"}]},"
+        "\"status\":{\"phase\":\"Running\",\"podIP\":\"10.0.0.1\"}}");
+    assert_non_null(pod);
+    gq_code rc = GQ_OK;
+    for (size_t i = 0; i < pods_api.n_items && !rc; i++)
+        rc = fn(ud, pod, err);
+    json_object_put(pod);
+    return rc;
+}
+
+static void group_pods_listed_by_label(void **state)
+{
+    (void)state;
+    kube_api api = {.list = pods_list};
+    wh_kubestore *ks = NULL;
+    wh_store st;
+    gq_err e;
+    json_object *arr = NULL;
+    assert_int_equal(wh_kubestore_new(&api, &ks, &e), GQ_OK);
+    wh_kubestore_store(ks, &st);
+    assert_non_null(st.list_group_pods);
+    memset(&pods_api, 0, sizeof(pods_api));
+
+    /* One LIST by label; each pod trimmed to what the comparison reads. */
+    pods_api.n_items = 2;
+    assert_int_equal(st.list_group_pods(st.ctx, "a", "train", &arr, &e), GQ_OK);
+    assert_string_equal(pods_api.path, "/api/v1/namespaces/a/pods");
+    assert_string_equal(pods_api.selector, "gpuquota.io/pod-group=train");
+    assert_int_equal(json_object_array_length(arr), 2);
+    assert_string_equal(
+        json_object_to_json_string_ext(json_object_array_get_idx(arr, 0),
+                                       JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE),
+        "{\"metadata\":{\"name\":\"train-0\",\"deletionTimestamp\":\"2026-01-"
+        "01T00:00:00Z\",\"deletionGracePeriodSeconds\":30,\"labels\":{"
+        "\"gpuquota.io/pod-group\":\"train\"},\"annotations\":{\"gpuquota.io/"
+        "pod-group-size\":\"3\"}},\"status\":{\"phase\":\"Running\"}}");
+    json_object_put(arr);
+
+    /* Bounded: a flood of labelled pods is cut, not held whole. */
+    pods_api.n_items = 3 * GQ_POD_GROUP_MAX;
+    arr = NULL;
+    assert_int_equal(st.list_group_pods(st.ctx, "a", "train", &arr, &e), GQ_OK);
+    assert_int_equal(json_object_array_length(arr), 2 * GQ_POD_GROUP_MAX);
+    json_object_put(arr);
+
+    /* Nothing that is not a label value (or a namespace name) goes into
+     * the request. */
+    static const char *const bad[] = {"",     "a b", "a,b", "x=y",  "-x", "x-",
+                                      "a!=b", "a/b", "ä",   "a\nb", "x)"};
+    unsigned calls = pods_api.calls;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        arr = NULL;
+        assert_int_equal(st.list_group_pods(st.ctx, "a", bad[i], &arr, &e), GQ_EINVAL);
+        assert_null(arr);
+    }
+    char longv[GQ_POD_GROUP_NAME_MAX + 2];
+    memset(longv, 'a', sizeof(longv) - 1);
+    longv[sizeof(longv) - 1] = '\0';
+    assert_int_equal(st.list_group_pods(st.ctx, "a", longv, &arr, &e), GQ_EINVAL);
+    longv[GQ_POD_GROUP_NAME_MAX] = '\0';
+    assert_int_equal(st.list_group_pods(st.ctx, "A/b", "train", &arr, &e), GQ_EINVAL);
+    assert_int_equal(pods_api.calls, calls);
+    pods_api.n_items = 0;
+    assert_int_equal(st.list_group_pods(st.ctx, "a", "A.b_c-9", &arr, &e), GQ_OK);
+    assert_string_equal(pods_api.selector, "gpuquota.io/pod-group=A.b_c-9");
+    json_object_put(arr);
+    arr = NULL;
+    assert_int_equal(st.list_group_pods(st.ctx, "a", longv, &arr, &e), GQ_OK);
+    json_object_put(arr);
+
+    /* A failed LIST is the caller's error (it denies: fail closed). */
+    pods_api.fail = GQ_EHTTP;
+    arr = NULL;
+    assert_int_equal(st.list_group_pods(st.ctx, "a", "train", &arr, &e), GQ_EHTTP);
+    assert_null(arr);
+    assert_string_equal(e.msg, "LIST pods: HTTP 403 Forbidden");
+    wh_kubestore_free(ks);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -476,6 +581,7 @@ int main(void)
         cmocka_unit_test(stale_caches_read_live),
         cmocka_unit_test(failed_live_reads_fail_closed),
         cmocka_unit_test(concurrent_live_reads_share_one_request),
+        cmocka_unit_test(group_pods_listed_by_label),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

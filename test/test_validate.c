@@ -1250,6 +1250,128 @@ static void test_memstore_errors(void **state)
     wh_memstore_free(NULL);
 }
 
+/* ---- pod-group members agree on the size ---------------------------------- */
+
+/* The store's list of a group's pods: members (a JSON array text) or an
+ * error; records what it was asked. */
+static struct {
+    const char *members;
+    gq_code fail;
+    unsigned calls;
+    char ns[64], group[64];
+} group_list;
+
+static gq_code list_group_pods(void *ctx, const char *ns, const char *group, json_object **out,
+                               gq_err *err)
+{
+    (void)ctx;
+    group_list.calls++;
+    snprintf(group_list.ns, sizeof(group_list.ns), "%s", ns);
+    snprintf(group_list.group, sizeof(group_list.group), "%s", group);
+    if (group_list.fail)
+        return gq_err_set(err, group_list.fail, "GET /api/v1/namespaces/%s/pods: HTTP 503", ns);
+    *out = json_tokener_parse(group_list.members);
+    return *out ? GQ_OK : gq_err_set(err, GQ_ENOMEM, "out of memory");
+}
+
+#define MEMBER(name, size, extra_meta, phase)                                                      \
+    "{\"metadata\":{\"name\":\"" name "\",\"labels\":{\"gpuquota.io/pod-group\":\"train\"},"       \
+    "\"annotations\":{\"gpuquota.io/pod-group-size\":\"" size "\"}" extra_meta "},"                \
+    "\"status\":{\"phase\":\"" phase "\"}}"
+
+static wh_validate_result decide_member(fx *f, const char *uid, const char *size)
+{
+    char meta[256], pod[2048];
+    snprintf(meta, sizeof(meta),
+             ",\"labels\":{\"gpuquota.io/pod-group\":\"train\"},\"annotations\":{\"gpuquota.io/"
+             "pod-group-size\":\"%s\"}",
+             size);
+    pod_json(pod, sizeof(pod), NS_A, "8Gi", meta,
+             ",\"schedulingGates\":[{\"name\":\"gpuquota.io/quota\"}]");
+    return decide_ex(f, uid, NS_A, pod, NULL, NULL);
+}
+
+static void test_group_size_disagreement(void **state)
+{
+    fx *f = *state;
+    quota(f, NS_A, "team", "{\"gpu-memory\":\"64Gi\"}", ",\"whenExceeded\":\"Queue\"");
+    memset(&group_list, 0, sizeof(group_list));
+
+    /* A store without the member: the controller alone holds the group. */
+    group_list.members = "[" MEMBER("train-0", "3", "", "Pending") "]";
+    wh_validate_result r = decide_member(f, "u0", "4");
+    assert_true(r.allowed);
+    assert_int_equal(group_list.calls, 0);
+
+    f->store.list_group_pods = list_group_pods;
+    fx_validator(f, NULL);
+    r = decide_member(f, "u1", "4");
+    assert_false(r.allowed);
+    assert_int_equal(r.code, GQ_EDENIED);
+    assert_string_equal(r.message, "pod group train: this pod says gpuquota.io/pod-group-size=4 "
+                                   "but member train-0 says 3; members of a group must agree on "
+                                   "its size");
+    assert_int_equal(group_list.calls, 1);
+    assert_string_equal(group_list.ns, NS_A);
+    assert_string_equal(group_list.group, "train");
+    assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "team"), 0);
+
+    /* A member that agrees is admitted to the queue; so is the first one. */
+    r = decide_member(f, "u2", "3");
+    assert_true(r.allowed);
+    group_list.members = "[]";
+    r = decide_member(f, "u3", "4");
+    assert_true(r.allowed);
+
+    /* The first member that disagrees is named, whatever agrees before it. */
+    group_list.members =
+        "[" MEMBER("train-0", "4", "", "Running") "," MEMBER("train-1", "2", "", "Pending") "]";
+    r = decide_member(f, "u4", "4");
+    assert_false(r.allowed);
+    assert_non_null(strstr(r.message, "but member train-1 says 2"));
+
+    /* Members that no longer count (ended, or past their deletion) and pods
+     * whose group does not parse are no members. */
+    group_list.members =
+        "[" MEMBER("done", "2", "", "Succeeded") "," MEMBER("failed", "2", "", "Failed") "," MEMBER(
+            "leaving", "2",
+            ",\"deletionTimestamp\":\"2026-01-01T00:00:"
+            "00Z\",\"deletionGracePeriodSeconds\":0",
+            "Running") "," MEMBER("bad", "two", "", "Running") "]";
+    r = decide_member(f, "u5", "4");
+    assert_true(r.allowed);
+    /* ... but one still within its grace period does. */
+    group_list.members = "[" MEMBER(
+        "stopping", "2",
+        ",\"deletionTimestamp\":\"2027-01-15T08:00:00Z\",\"deletionGracePeriodSeconds\":30",
+        "Running") "]";
+    r = decide_member(f, "u6", "4");
+    assert_false(r.allowed);
+    assert_non_null(strstr(r.message, "but member stopping says 2"));
+
+    /* A pod outside any group is not listed, nor a member created without
+     * the gate (charged at once, as any pod). */
+    unsigned calls = group_list.calls;
+    r = decide(f, "u7", NS_A, "8Gi");
+    char pod[2048];
+    pod_json(pod, sizeof(pod), NS_A, "8Gi",
+             ",\"labels\":{\"gpuquota.io/pod-group\":\"train\"},\"annotations\":{\"gpuquota.io/"
+             "pod-group-size\":\"4\"}",
+             NULL);
+    r = decide_ex(f, "u7b", NS_A, pod, NULL, NULL);
+    assert_int_equal(group_list.calls, calls);
+
+    /* A list that fails denies: fail closed, as an error. */
+    group_list.members = "[]";
+    group_list.fail = GQ_EHTTP;
+    r = decide_member(f, "u8", "4");
+    assert_false(r.allowed);
+    assert_int_not_equal(r.code, GQ_EDENIED);
+    assert_string_equal(r.message, "gpuquota could not reach the API server to list the members "
+                                   "of pod group train: GET /api/v1/namespaces/team-a/pods: HTTP "
+                                   "503");
+}
+
 int main(void)
 {
     gq_log_set_level(GQ_LOG_WARN);
@@ -1286,6 +1408,7 @@ int main(void)
         T(test_audit_and_metrics),
         T(test_bad_options),
         T(test_memstore_errors),
+        T(test_group_size_disagreement),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

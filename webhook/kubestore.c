@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "quota/crd.h"
+#include "quota/podqueue.h"
 
 enum { C_QUOTA = 0, C_TENANT, C_LIMITRANGE, C_NAMESPACE, C_COUNT };
 
@@ -518,6 +519,124 @@ static gq_code ks_get_claim(void *ctx, const char *ns, const char *name, json_ob
     return ks_get_dra(ctx, "resourceclaims", "ResourceClaim", ns, name, out, err);
 }
 
+/* ---- pod-group members ------------------------------------------------------ */
+
+/* Members kept from one list: more than any valid group has, so a flood of
+ * labelled pods cannot make an admission hold them all. */
+#define GROUP_PODS_MAX (2 * GQ_POD_GROUP_MAX)
+
+/* A label value as kube-apiserver validates it (IsValidLabelValue, non-empty
+ * here): at most 63 of [A-Za-z0-9._-], alphanumeric at both ends. Checked
+ * again before it goes into a labelSelector. */
+static bool label_value(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n < 1 || n > GQ_POD_GROUP_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        if (!alnum && ((i == 0 || i == n - 1) || (c != '-' && c != '_' && c != '.')))
+            return false;
+    }
+    return true;
+}
+
+typedef struct group_pods {
+    json_object *arr;
+    bool full; /* GROUP_PODS_MAX reached: the list was stopped */
+} group_pods;
+
+/* Copy member key of src into dst (both objects; absent: nothing). */
+static bool keep_member(json_object *dst, json_object *src, const char *key)
+{
+    json_object *v;
+    if (!json_object_object_get_ex(src, key, &v))
+        return true;
+    if (json_object_object_add(dst, key, json_object_get(v))) {
+        json_object_put(v);
+        return false;
+    }
+    return true;
+}
+
+/* Keep what the member comparison reads: the name, the group label and size
+ * annotation, the deletion fields and status.phase. */
+static gq_code group_item(void *ud, json_object *item, gq_err *err)
+{
+    group_pods *g = ud;
+    if (json_object_array_length(g->arr) >= GROUP_PODS_MAX) {
+        g->full = true;
+        return gq_err_set(err, GQ_ELIMIT, "more than %d pods in the group", GROUP_PODS_MAX);
+    }
+    json_object *meta = NULL, *status = NULL, *labels = NULL, *annots = NULL;
+    json_object_object_get_ex(item, "metadata", &meta);
+    json_object_object_get_ex(item, "status", &status);
+    json_object_object_get_ex(meta, "labels", &labels);
+    json_object_object_get_ex(meta, "annotations", &annots);
+    json_object *pod = json_object_new_object(), *m = json_object_new_object(),
+                *l = json_object_new_object(), *a = json_object_new_object(),
+                *st = json_object_new_object();
+    bool ok = pod && m && l && a && st && keep_member(m, meta, "name") &&
+              keep_member(m, meta, "deletionTimestamp") &&
+              keep_member(m, meta, "deletionGracePeriodSeconds") &&
+              keep_member(l, labels, GQ_POD_GROUP_LABEL) &&
+              keep_member(a, annots, GQ_POD_GROUP_SIZE_ANNOTATION) &&
+              keep_member(st, status, "phase") && !json_object_object_add(m, "labels", l);
+    if (ok)
+        l = NULL;
+    ok = ok && !json_object_object_add(m, "annotations", a);
+    if (ok)
+        a = NULL;
+    ok = ok && !json_object_object_add(pod, "metadata", m);
+    if (ok)
+        m = NULL;
+    ok = ok && !json_object_object_add(pod, "status", st);
+    if (ok)
+        st = NULL;
+    ok = ok && !json_object_array_add(g->arr, pod);
+    if (ok)
+        pod = NULL;
+    json_object_put(pod);
+    json_object_put(m);
+    json_object_put(l);
+    json_object_put(a);
+    json_object_put(st);
+    return ok ? GQ_OK : gq_err_set(err, GQ_ENOMEM, "out of memory");
+}
+
+/* A quorum LIST of the group's pods (labelSelector on the group label). */
+static gq_code ks_list_group_pods(void *ctx, const char *ns, const char *group, json_object **out,
+                                  gq_err *err)
+{
+    wh_kubestore *ks = ctx;
+    char path[NS_MAX + 32], sel[GQ_POD_GROUP_NAME_MAX + sizeof(GQ_POD_GROUP_LABEL) + 2];
+    *out = NULL;
+    if (!dns_label(ns))
+        return gq_err_set(err, GQ_EINVAL, "invalid namespace name");
+    if (!label_value(group))
+        return gq_err_set(err, GQ_EINVAL,
+                          "label " GQ_POD_GROUP_LABEL " \"%.63s\" is not a valid label value",
+                          group ? group : "");
+    snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", ns);
+    snprintf(sel, sizeof(sel), GQ_POD_GROUP_LABEL "=%s", group);
+    group_pods g = {json_object_new_array(), false};
+    if (!g.arr)
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    kube_list_opts lo = {.label_selector = sel};
+    gq_code rc = ks->api->list(ks->api->ctx, path, &lo, group_item, &g, NULL, err);
+    if (rc == GQ_ELIMIT && g.full) {
+        gq_err_clear(err);
+        rc = GQ_OK; /* enough members to compare with */
+    }
+    if (rc) {
+        json_object_put(g.arr);
+        return rc;
+    }
+    *out = g.arr;
+    return GQ_OK;
+}
+
 void wh_kubestore_store(wh_kubestore *ks, wh_store *out)
 {
     out->ctx = ks;
@@ -529,4 +648,5 @@ void wh_kubestore_store(wh_kubestore *ks, wh_store *out)
     out->update_status = ks_update_status;
     out->get_claim_template = ks_get_claim_template;
     out->get_claim = ks_get_claim;
+    out->list_group_pods = ks_list_group_pods;
 }

@@ -1051,14 +1051,58 @@ static void deny_unseen_claims(const wh_validator *v, const char *ns, const quot
          claim->name, ref, ns, by);
 }
 
+/* Deny a new member of group g whose size differs from that of a member
+ * that exists and counts (gq_pod_counts), naming the first such member
+ * (docs/queueing.md, "Pod groups"). The list is a fresh read, not a lock:
+ * two disagreeing members created at once may both pass, and the
+ * controller holds that group. A failed list denies (fail closed). */
+static gq_code check_group_members(const wh_store *st, const char *ns, const gq_pod_group *g,
+                                   int64_t now, wh_validate_result *r)
+{
+    json_object *arr = NULL;
+    gq_err e;
+    gq_err_clear(&e);
+    if (!st->list_group_pods)
+        return GQ_OK;
+    gq_code rc = st->list_group_pods(st->ctx, ns, g->name, &arr, &e);
+    if (rc == GQ_ENOMEM)
+        return rc;
+    if (rc) {
+        deny(r, rc,
+             "gpuquota could not reach the API server to list the members of pod group %s: %s",
+             g->name, e.msg);
+        return GQ_OK;
+    }
+    size_t n = arr && json_object_is_type(arr, json_type_array) ? json_object_array_length(arr) : 0;
+    for (size_t i = 0; i < n; i++) {
+        json_object *pod = json_object_array_get_idx(arr, i);
+        gq_pod_group other;
+        int64_t delete_at = 0;
+        if (gq_pod_group_parse(pod, &other, &e) || !other.present || strcmp(other.name, g->name) ||
+            other.size == g->size || gq_pod_deletion_deadline(pod, &delete_at, &e) ||
+            !gq_pod_counts(gq_pod_is_terminal(pod), delete_at, now))
+            continue;
+        const char *name = gq_json_get_string(gq_json_member(pod, "metadata"), "name");
+        deny(r, GQ_EDENIED,
+             "pod group %s: this pod says " GQ_POD_GROUP_SIZE_ANNOTATION "=%lld but member %.253s "
+             "says %lld; members of a group must agree on its size",
+             g->name, (long long)g->size, name ? name : "(unnamed)", (long long)other.size);
+        break;
+    }
+    json_object_put(arr);
+    return GQ_OK;
+}
+
 /* A pod created behind the gate gpuquota.io/quota (docs/queueing.md): its
- * group must be well formed, it (its whole group) must fit every quota
+ * group must be well formed and agree with its members on its size, it (its
+ * whole group) must fit every quota
  * governing it at all, and a Deny quota among them must have room now, as
  * for any pod. Nothing is charged: the controller charges every governing
  * quota when it ungates the pod. */
-static gq_code decide_queued(json_object *pod, gq_quota *const *to_charge, size_t n,
-                             const gq_pod_facts *facts, json_object *ns_labels,
-                             const gq_amounts *charge, int64_t now, wh_validate_result *r)
+static gq_code decide_queued(const wh_store *st, const char *ns, json_object *pod,
+                             gq_quota *const *to_charge, size_t n, const gq_pod_facts *facts,
+                             json_object *ns_labels, const gq_amounts *charge, int64_t now,
+                             wh_validate_result *r)
 {
     gq_pod_group g;
     gq_err e;
@@ -1074,6 +1118,11 @@ static gq_code decide_queued(json_object *pod, gq_quota *const *to_charge, size_
             deny(r, GQ_EDENIED, "%s", e.msg);
             return GQ_OK;
         }
+    }
+    if (g.present) {
+        gq_code rc = check_group_members(st, ns, &g, now, r);
+        if (rc || !r->allowed)
+            return rc;
     }
     for (size_t i = 0; i < n; i++) {
         const gq_quota *one = to_charge[i];
@@ -1200,7 +1249,8 @@ static gq_code decide_create_one(wh_validator *v, const wh_review_request *req, 
         to_charge[i] = qs.q[idx[i]];
     if (gq_pod_gate_index(pod) >= 0) {
         /* Queued: checked in full, charged later by the controller. */
-        rc = decide_queued(pod, to_charge, n_idx, &facts, ns_labels, &r->charge, now_s(v), r);
+        rc = decide_queued(&v->store, ns, pod, to_charge, n_idx, &facts, ns_labels, &r->charge,
+                           now_s(v), r);
         goto out;
     }
     if (!n_idx)

@@ -63,6 +63,12 @@ typedef struct wh_store {
      * get_claim_template. May be NULL (no cluster). */
     gq_code (*get_claim)(void *ctx, const char *ns, const char *name, json_object **out,
                          gq_err *err);
+    /* A fresh list of the pods of namespace ns labelled gpuquota.io/pod-group
+     * = group, as a JSON array (each pod may be trimmed to its metadata and
+     * status.phase). May be NULL (no cluster): members are then not compared
+     * at creation, and the controller holds a group that disagrees. */
+    gq_code (*list_group_pods)(void *ctx, const char *ns, const char *group, json_object **out,
+                               gq_err *err);
 } wh_store;
 
 /* Identities allowed to change gpuquota.io/ labels and annotations of pods

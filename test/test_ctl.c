@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "testjson.h"
+
 #include "controller/ctl.h"
 
 #define GI (1024LL * 1024 * 1024)
@@ -18,20 +20,6 @@
 #define NOW_S "2026-11-21T15:06:05Z"
 
 static gq_config *g_cfg;
-
-static json_object *J(const char *s)
-{
-    char *d = strdup(s);
-    assert_non_null(d);
-    for (char *p = d; *p; p++)
-        if (*p == '\'')
-            *p = '"';
-    json_object *o = json_tokener_parse(d);
-    if (!o)
-        fail_msg("bad test JSON: %s", d);
-    free(d);
-    return o;
-}
 
 typedef struct pod_spec {
     const char *ns, *name;

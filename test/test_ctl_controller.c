@@ -14,23 +14,11 @@
 
 #include <cmocka.h>
 
+#include "testjson.h"
+
 #include "controller/ctl.h"
 
 #define NOW 1795273565LL
-
-static json_object *J(const char *s)
-{
-    char *d = strdup(s);
-    assert_non_null(d);
-    for (char *p = d; *p; p++)
-        if (*p == '\'')
-            *p = '"';
-    json_object *o = json_tokener_parse(d);
-    if (!o)
-        fail_msg("bad test JSON: %s", d);
-    free(d);
-    return o;
-}
 
 typedef struct fake {
     pthread_mutex_t mu;

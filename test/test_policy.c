@@ -11,26 +11,13 @@
 
 #include <cmocka.h>
 
+#include "testjson.h"
+
 #include "quota/crd.h"
 #include "quota/policy.h"
 
 #define GI (1024LL * 1024 * 1024)
 #define NOW 1795273565LL /* 2026-11-21T15:06:05Z */
-
-/* Parse JSON written with ' for ". */
-static json_object *J(const char *s)
-{
-    char *d = strdup(s);
-    assert_non_null(d);
-    for (char *p = d; *p; p++)
-        if (*p == '\'')
-            *p = '"';
-    json_object *o = json_tokener_parse(d);
-    if (!o)
-        fail_msg("bad test JSON: %s", d);
-    free(d);
-    return o;
-}
 
 static gq_quota *Q(const char *s)
 {

@@ -199,14 +199,7 @@ check_match "metrics count validate decisions" 'gpuquota_admission_requests_tota
 # default turns a whole-GPU request into a slice (the watch brings the new
 # object in shortly).
 k create namespace team-lr >/dev/null
-k apply -f - >/dev/null <<'EOF2'
-apiVersion: gpuquota.io/v1alpha1
-kind: GPULimitRange
-metadata: {name: defaults, namespace: team-lr}
-spec:
-  limits:
-    - {type: Container, default: {gpu-memory: 8Gi}}
-EOF2
+limit_range_yaml team-lr defaults '[{type: Container, default: {gpu-memory: 8Gi}}]' | k apply -f - >/dev/null
 cat >"$work/whole.yaml" <<'EOF2'
 apiVersion: v1
 kind: Pod

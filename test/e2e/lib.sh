@@ -24,6 +24,8 @@ if [[ -f $E2E/cluster/env ]]; then
     export PATH=$BIN:$PATH
 fi
 export KUBECONFIG=$E2E/cluster/kubeconfig
+# shellcheck source=../manifests.sh
+source "$ROOT/test/manifests.sh"
 NS_SYS=gpuquota-system
 
 failures=0
@@ -141,13 +143,20 @@ webhook_start() {
 
 # webhook_stop N [SIGNAL]: stop replica N (SIGTERM by default: drain, exit).
 webhook_stop() {
-    local f=$E2E/webhook-$1.pid pid
-    [[ -f $f ]] || return 0
-    pid=$(cat "$f")
-    kill "-${2:-TERM}" "$pid" 2>/dev/null
+    stop_pidfile "$E2E/webhook-$1.pid" "${2:-TERM}"
+    rm -f "$E2E/webhook-$1.port"
+}
+
+# stop_pidfile FILE SIGNAL: signal the process FILE names, give it 15 s to
+# exit, then SIGKILL it; FILE is removed. Nothing to do without FILE.
+stop_pidfile() {
+    local pid
+    [[ -f $1 ]] || return 0
+    pid=$(cat "$1")
+    kill "-$2" "$pid" 2>/dev/null
     for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$pid" 2>/dev/null
-    rm -f "$f" "$E2E/webhook-$1.port"
+    rm -f "$1"
 }
 
 # webhooks N [ARGS...]: exactly N replicas running with ARGS, registered.
@@ -175,15 +184,8 @@ controller_start() {
     echo $! >"$E2E/controller-$n.pid"
 }
 
-controller_stop() {
-    local f=$E2E/controller-$1.pid pid
-    [[ -f $f ]] || return 0
-    pid=$(cat "$f")
-    kill "-${2:-TERM}" "$pid" 2>/dev/null
-    for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null
-    rm -f "$f"
-}
+# controller_stop N [SIGNAL]: stop controller N (SIGTERM by default).
+controller_stop() { stop_pidfile "$E2E/controller-$1.pid" "${2:-TERM}"; }
 
 # set_config YAML: the configuration every replica starts with from now on
 # (replicas must be restarted to read it, as after a ConfigMap change).
@@ -222,16 +224,19 @@ EOF
 # gpuquota.io/gpu-memory.
 gpu_pod() { pod_yaml "$1" "gpuquota.io/gpu-memory: \"$2\"" "${3:-}"; }
 
-# quota NS NAME HARD-FLOW-MAP: a GPUQuota, e.g. quota team-a team-a '{gpu-memory: 20Gi}'
+# quota NS NAME HARD-FLOW-MAP [SPEC-FIELD...]: a GPUQuota, e.g.
+# quota team-a team-a '{gpu-memory: 20Gi}' 'whenExceeded: Queue'
 quota() {
-    kubectl apply -f - >/dev/null <<EOF
-apiVersion: gpuquota.io/v1alpha1
-kind: GPUQuota
-metadata: {name: $2, namespace: $1}
-spec:
-  hard: $3
-EOF
+    local field
+    {
+        printf 'apiVersion: gpuquota.io/v1alpha1\nkind: GPUQuota\nmetadata: {name: %s, namespace: %s}\n' "$2" "$1"
+        printf 'spec:\n  hard: %s\n' "$3"
+        for field in "${@:4}"; do printf '  %s\n' "$field"; done
+    } | kubectl apply -f - >/dev/null
 }
+
+# limit_range NS NAME LIMITS: a GPULimitRange (LIMITS: spec.limits, a YAML flow sequence).
+limit_range() { limit_range_yaml "$@" | kubectl apply -f - >/dev/null; }
 
 # used NS NAME KEY: status.used[KEY] of a GPUQuota ("" while unset).
 used() { kubectl -n "$1" get gpuquota "$2" -o "jsonpath={.status.used.$3}" 2>/dev/null; }

@@ -218,7 +218,7 @@ void wh_metrics_forget_quota(wh_metrics *m, const char *ns, const char *quota)
 static bool metric_name_valid(const char *name, bool counter)
 {
     size_t n = name ? strlen(name) : 0;
-    /* Short enough for the fixed-size buffer of gq_strbuf_printf. */
+    /* Bounded: a metric name is a short identifier. */
     if (n < 7 || n > 64 || counter != !strcmp(name + n - 6, "_total"))
         return false;
     for (size_t i = 0; i < n; i++) {

@@ -38,6 +38,7 @@ typedef struct fake {
     int held;                    /* live reads waiting */
     json_object *event[R_COUNT]; /* an event the open watch delivers */
     kube_event_type event_type[R_COUNT];
+    int delivered[R_COUNT]; /* events the cache has taken */
 } fake;
 
 /* "/apis/gpuquota.io/v1alpha1/namespaces/NS/gpuquotas", "/api/v1/namespaces/NS",
@@ -181,7 +182,10 @@ static gq_code f_watch(void *ctx, const char *path, const kube_watch_opts *o, ku
             return rc;
         usleep(1000);
         pthread_mutex_lock(&f->mu);
-        pthread_cond_broadcast(&f->cv);
+        if (ev) {
+            f->delivered[r]++;
+            pthread_cond_broadcast(&f->cv);
+        }
     }
     down = f->down[r];
     pthread_mutex_unlock(&f->mu);
@@ -226,7 +230,7 @@ static void deliver(fake *f, int r, kube_event_type type, const char *name)
     f->event_type[r] = type;
     if (type == KUBE_EVENT_DELETED)
         json_object_array_del_idx(f->objs[r], i - 1, 1);
-    while (f->event[r])
+    for (int before = f->delivered[r]; f->delivered[r] == before;)
         pthread_cond_wait(&f->cv, &f->mu);
     pthread_mutex_unlock(&f->mu);
 }

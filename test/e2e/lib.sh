@@ -212,12 +212,17 @@ metadata:
   name: $1
 ${3:-}
 spec:
-  containers:
-  - name: main
-    image: registry.example/cuda:12
-    resources:
-      limits: {$2}
+$(containers "$2" '  ')
 EOF
+}
+
+# containers LIMITS [INDENT]: the one container of the test pods (main,
+# registry.example/cuda:12, limits the flow-map entries LIMITS) as the
+# containers field of a pod spec, indented by INDENT (pod templates).
+containers() {
+    local i=${2:-}
+    printf '%scontainers:\n%s- name: main\n%s  image: registry.example/cuda:12\n' "$i" "$i" "$i"
+    printf '%s  resources: {limits: {%s}}\n' "$i" "$1"
 }
 
 # gpu_pod NAME MEMORY [EXTRA-YAML-UNDER-METADATA]: a pod asking for MEMORY of
@@ -237,6 +242,37 @@ quota() {
 
 # limit_range NS NAME LIMITS: a GPULimitRange (LIMITS: spec.limits, a YAML flow sequence).
 limit_range() { limit_range_yaml "$@" | kubectl apply -f - >/dev/null; }
+
+# create_parallel NS PAR FILE...: kubectl create every FILE in NS, PAR at a
+# time; each FILE.out gets kubectl's output, FILE.rc its exit status.
+create_parallel() {
+    local ns=$1 par=$2
+    shift 2
+    # shellcheck disable=SC2016
+    printf '%s\n' "$@" | xargs -P "$par" -I{} sh -c \
+        'kubectl -n "$0" create -f "{}" >"{}.out" 2>&1; echo $? >"{}.rc"' "$ns"
+}
+
+# tally DENIAL-ERE FILE...: after create_parallel, count the FILEs created
+# (names in admitted), denied with output matching DENIAL-ERE, and failed
+# otherwise (the first five shown) into created, denied and other.
+tally() {
+    local deny=$1 f rc
+    shift
+    created=0 denied=0 other=0 admitted=()
+    for f in "$@"; do
+        rc=$(cat "$f.rc")
+        if [[ $rc == 0 ]]; then
+            created=$((created + 1))
+            admitted+=("$(basename "$f" .yaml)")
+        elif grep -qE "$deny" "$f.out"; then
+            denied=$((denied + 1))
+        else
+            other=$((other + 1))
+            ((other <= 5)) && echo "# $(basename "$f" .yaml) (exit $rc): $(tail -1 "$f.out")"
+        fi
+    done
+}
 
 # used NS NAME KEY: status.used[KEY] of a GPUQuota ("" while unset).
 used() { kubectl -n "$1" get gpuquota "$2" -o "jsonpath={.status.used.$3}" 2>/dev/null; }

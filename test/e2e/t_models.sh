@@ -69,20 +69,8 @@ models_seen() {
         kubectl -n "$NS" create --dry-run=server -f - 2>&1 | grep -q 'a100-80gb/gpu-memory'
 }
 eventually 15 models_seen
-# shellcheck disable=SC2016
-(cd "$work" && ls a-*.yaml | xargs -P "$PAR" -I{} sh -c \
-    'kubectl -n "$0" create -f "{}" >"{}.out" 2>&1; echo $? >"{}.rc"' "$NS")
-created=0 denied=0 other=0
-for f in "$work"/a-*.yaml; do
-    if [[ $(cat "$f.rc") == 0 ]]; then
-        created=$((created + 1))
-    elif grep -qE 'denied the request: exceeded quota: team, requested: a100-80gb/gpu-memory=4Gi, used: a100-80gb/gpu-memory=20Gi, limited: a100-80gb/gpu-memory=20Gi$' "$f.out"; then
-        denied=$((denied + 1))
-    else
-        other=$((other + 1))
-        ((other <= 3)) && echo "# $(basename "$f" .yaml): $(tail -1 "$f.out")"
-    fi
-done
+create_parallel "$NS" "$PAR" "$work"/a-*.yaml
+tally 'denied the request: exceeded quota: team, requested: a100-80gb/gpu-memory=4Gi, used: a100-80gb/gpu-memory=20Gi, limited: a100-80gb/gpu-memory=20Gi$' "$work"/a-*.yaml
 check "pinned pods admitted under the model's limit" "$FIT" "$created"
 check "pinned pods denied naming the model" $((N - FIT)) "$denied"
 check "pinned pods failing otherwise" 0 "$other"

@@ -243,6 +243,14 @@ quota() {
 # limit_range NS NAME LIMITS: a GPULimitRange (LIMITS: spec.limits, a YAML flow sequence).
 limit_range() { limit_range_yaml "$@" | kubectl apply -f - >/dev/null; }
 
+# scratch NS: a fresh folder in $work; on exit it is removed and namespace NS
+# deleted (waited for).
+scratch() {
+    work=$(mktemp -d)
+    # shellcheck disable=SC2064 # expanded now, on purpose
+    trap "rm -rf '$work'; kubectl delete namespace '$1' --ignore-not-found --wait=true --timeout=120s >/dev/null" EXIT
+}
+
 # create_parallel NS PAR FILE...: kubectl create every FILE in NS, PAR at a
 # time; each FILE.out gets kubectl's output, FILE.rc its exit status.
 create_parallel() {

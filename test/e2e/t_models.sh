@@ -18,12 +18,7 @@ source "$(dirname "$0")/lib.sh"
 
 NS=e2e-models
 N=12 FIT=5 PAR=6
-work=$(mktemp -d)
-cleanup() {
-    rm -rf "$work"
-    kubectl delete namespace "$NS" --ignore-not-found --wait=true --timeout=120s >/dev/null
-}
-trap cleanup EXIT
+scratch "$NS"
 
 create() { kubectl -n "$NS" create -f - 2>&1 <<<"$1"; }
 # model_pod NAME MODELS MEMORY-LIMITS: a pod with annotation gpuquota.io/gpu-model

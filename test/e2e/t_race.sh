@@ -11,13 +11,7 @@ since=$(date -u +%Y-%m-%dT%H:%M:%S.%6NZ) # this run's records in kube-apiserver'
 
 NS=e2e-race
 N=200 FIT=10 PAR=32
-work=$(mktemp -d)
-
-cleanup() {
-    rm -rf "$work"
-    kubectl delete namespace "$NS" --ignore-not-found --wait=true --timeout=120s >/dev/null
-}
-trap cleanup EXIT
+scratch "$NS"
 
 used_is() { [[ $(used "$NS" race "$1") == "$2" ]]; }
 no_reservations() { [[ $(reservations "$NS" race) == 0 ]]; }

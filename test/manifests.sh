@@ -9,6 +9,13 @@ limit_range_yaml() {
         "$2" "$1" "$3"
 }
 
+# tenant_quota_yaml NAME LABELS HARD: a GPUTenantQuota over the namespaces
+# whose labels match LABELS, e.g. tenant_quota_yaml ml '{team: ml}' '{gpu-memory: 16Gi}'.
+tenant_quota_yaml() {
+    printf 'apiVersion: gpuquota.io/v1alpha1\nkind: GPUTenantQuota\nmetadata: {name: %s}\n' "$1"
+    printf 'spec:\n  namespaceSelector: {matchLabels: %s}\n  hard: %s\n' "$2" "$3"
+}
+
 # webhook_config_yaml KIND NAME WEBHOOK CLIENT-CONFIG OPERATIONS [FIELD...]: a
 # Mutating- or ValidatingWebhookConfiguration with one webhook for pods, e.g.
 # webhook_config_yaml ValidatingWebhookConfiguration v validate.example.com \

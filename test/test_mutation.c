@@ -25,9 +25,28 @@ static json_object *fixture(void)
     return at_load_json("admissionreview-pod-create.json");
 }
 
-/* The fixture with a JSON Patch applied ("" = unchanged), decoded and run
- * through the mutation under cfg; *patched gets the object with the
- * response's patch applied (NULL when there is none). */
+/* Decode body (an AdmissionReview) and run it through the mutation under
+ * cfg, with the limit ranges lrs, or reading through src when given;
+ * *patched gets the object with the response's patch applied (NULL when
+ * there is none). */
+static void review(const gq_config *cfg, const char *body, const gq_limit_range *const *lrs,
+                   size_t n_lrs, const wh_limit_range_source *src, wh_review_response *resp,
+                   json_object **patched)
+{
+    wh_review_request req;
+    gq_err err;
+    assert_int_equal(wh_review_decode(body, strlen(body), &req, &err), GQ_OK);
+    gq_code rc = src ? wh_mutate_review_src(cfg, &req, src, resp, NULL, &err)
+                     : wh_mutate_review(cfg, &req, lrs, n_lrs, resp, &err);
+    if (rc)
+        fail_msg("mutate: %s", err.msg);
+    *patched = NULL;
+    if (resp->patch && gq_patch_apply_text(req.object, resp->patch, resp->patch_len, patched, &err))
+        fail_msg("the response's patch does not apply: %s", err.msg);
+    wh_review_request_dispose(&req);
+}
+
+/* The fixture with a JSON Patch applied ("" = unchanged), through review. */
 static void mutate(const gq_config *cfg, const char *variant, const gq_limit_range *const *lrs,
                    size_t n_lrs, wh_review_response *resp, json_object **patched)
 {
@@ -40,16 +59,8 @@ static void mutate(const gq_config *cfg, const char *variant, const gq_limit_ran
     } else {
         doc = fx;
     }
-    const char *body = gq_json_compact(doc);
-    wh_review_request req;
-    assert_int_equal(wh_review_decode(body, strlen(body), &req, &err), GQ_OK);
+    review(cfg, gq_json_compact(doc), lrs, n_lrs, NULL, resp, patched);
     json_object_put(doc);
-    if (wh_mutate_review(cfg, &req, lrs, n_lrs, resp, &err))
-        fail_msg("mutate: %s", err.msg);
-    *patched = NULL;
-    if (resp->patch && gq_patch_apply_text(req.object, resp->patch, resp->patch_len, patched, &err))
-        fail_msg("the response's patch does not apply: %s", err.msg);
-    wh_review_request_dispose(&req);
 }
 
 static gq_config *config(void)
@@ -351,16 +362,8 @@ static void mutate_pod(const gq_config *cfg, const char *pod, wh_review_response
                        json_object **patched)
 {
     char *body = at_pod_create_review("u-1", "team-a", pod);
-    wh_review_request req;
-    gq_err err;
-    assert_int_equal(wh_review_decode(body, strlen(body), &req, &err), GQ_OK);
+    review(cfg, body, NULL, 0, NULL, resp, patched);
     free(body);
-    if (wh_mutate_review(cfg, &req, NULL, 0, resp, &err))
-        fail_msg("mutate: %s", err.msg);
-    *patched = NULL;
-    if (resp->patch && gq_patch_apply_text(req.object, resp->patch, resp->patch_len, patched, &err))
-        fail_msg("the response's patch does not apply: %s", err.msg);
-    wh_review_request_dispose(&req);
 }
 
 /* No gpuquota.io label or annotation its author wrote changes what a pod is
@@ -486,16 +489,8 @@ static void mutate_choice(const gq_config *cfg, const char *models, const char *
                                  .list_tenant_quotas = fq_list_tenants,
                                  .namespace_labels = fq_labels};
     char *body = choice_review(models);
-    wh_review_request req;
-    gq_err err;
-    assert_int_equal(wh_review_decode(body, strlen(body), &req, &err), GQ_OK);
+    review(cfg, body, NULL, 0, &src, resp, patched);
     free(body);
-    if (wh_mutate_review_src(cfg, &req, &src, resp, NULL, &err))
-        fail_msg("mutate: %s", err.msg);
-    *patched = NULL;
-    if (resp->patch && gq_patch_apply_text(req.object, resp->patch, resp->patch_len, patched, &err))
-        fail_msg("the response's patch does not apply: %s", err.msg);
-    wh_review_request_dispose(&req);
 }
 
 /* Under Queue the controller chooses when it ungates: /mutate gates the pod
@@ -664,17 +659,14 @@ static void dra_claims_recorded(void **state)
                       "\"resourceClaimTemplateName\":\"missing\"}],\"containers\":[{\"name\":"
                       "\"main\",\"image\":\"x\"}]}}";
     char *body = at_pod_create_review("u-dra", "team-a", pod);
-    wh_review_request req;
     wh_review_response r;
     json_object *patched = NULL;
     gq_err err;
-    assert_int_equal(wh_review_decode(body, strlen(body), &req, &err), GQ_OK);
+    review(cfg, body, NULL, 0, &src, &r, &patched);
     free(body);
-    if (wh_mutate_review_src(cfg, &req, &src, &r, NULL, &err))
-        fail_msg("mutate: %s", err.msg);
     assert_true(r.allowed);
     assert_non_null(r.patch);
-    assert_int_equal(gq_patch_apply_text(req.object, r.patch, r.patch_len, &patched, &err), GQ_OK);
+    assert_non_null(patched);
     json_object *meta = json_object_object_get(patched, "metadata");
     assert_string_equal(at_str(meta, "annotations", "gpuquota.io/gpu-claims", NULL),
                         "{\"gpu\":{\"gpus\":2,\"memory\":\"160Gi\",\"model\":\"h100-80gb\"}}");
@@ -691,7 +683,6 @@ static void dra_claims_recorded(void **state)
     gq_pod_cost_dispose(&c);
     json_object_put(patched);
     wh_review_response_dispose(&r);
-    wh_review_request_dispose(&req);
     gq_config_free(cfg);
 }
 
@@ -725,21 +716,18 @@ static void dra_shared_claim_recorded(void **state)
                       "\"missing\"},{\"name\":\"odd\",\"resourceClaimName\":\"no-uid\"}],"
                       "\"containers\":[{\"name\":\"main\",\"image\":\"x\"}]}}";
     char *body = at_pod_create_review("u-shared", "team-a", pod);
-    wh_review_request req;
     wh_review_response r;
     json_object *patched = NULL;
     gq_err err;
-    assert_int_equal(wh_review_decode(body, strlen(body), &req, &err), GQ_OK);
+    review(cfg, body, NULL, 0, &src, &r, &patched);
     free(body);
-    if (wh_mutate_review_src(cfg, &req, &src, &r, NULL, &err))
-        fail_msg("mutate: %s", err.msg);
     assert_true(r.allowed);
     assert_int_equal(r.n_warnings, 2);
     assert_string_equal(r.warnings[0], "ResourceClaim \"missing\" does not exist in namespace "
                                        "team-a: gpuquota cannot price the pod's claim \"gone\"");
     assert_string_equal(r.warnings[1],
                         "ResourceClaim \"no-uid\": metadata.uid is missing or too long");
-    assert_int_equal(gq_patch_apply_text(req.object, r.patch, r.patch_len, &patched, &err), GQ_OK);
+    assert_non_null(patched);
     json_object *meta = json_object_object_get(patched, "metadata");
     assert_string_equal(at_str(meta, "annotations", "gpuquota.io/gpu-claims", NULL),
                         "{\"gpu\":{\"gpus\":2,\"memory\":\"80Gi\",\"claim\":\"pair\","
@@ -754,7 +742,6 @@ static void dra_shared_claim_recorded(void **state)
     gq_pod_cost_dispose(&c);
     json_object_put(patched);
     wh_review_response_dispose(&r);
-    wh_review_request_dispose(&req);
     gq_config_free(cfg);
 }
 

@@ -356,13 +356,14 @@ static void unknown_model_whole_gpus_charged(void **state)
     gq_config_free(cfg);
 }
 
-/* Decide the pod CREATE of pod (JSON text) under cfg; *patched gets the pod
- * with the answer's patch applied (NULL when there is none). */
-static void mutate_pod(const gq_config *cfg, const char *pod, wh_review_response *resp,
-                       json_object **patched)
+/* Decide the pod CREATE of pod (JSON text) under cfg, reading through src
+ * when given; *patched gets the pod with the answer's patch applied (NULL
+ * when there is none). */
+static void mutate_pod(const gq_config *cfg, const char *pod, const wh_limit_range_source *src,
+                       wh_review_response *resp, json_object **patched)
 {
     char *body = at_pod_create_review("u-1", "team-a", pod);
-    review(cfg, body, NULL, 0, NULL, resp, patched);
+    review(cfg, body, NULL, 0, src, resp, patched);
     free(body);
 }
 
@@ -378,7 +379,7 @@ static void author_records_replaced(void **state)
     char *pod = at_read_data("pods/forged-shared-requests.json", &len);
     wh_review_response r;
     json_object *patched = NULL;
-    mutate_pod(cfg, pod, &r, &patched);
+    mutate_pod(cfg, pod, NULL, &r, &patched);
     free(pod);
     assert_true(r.allowed);
     assert_string_equal(audit(&r, "charged"), "gpu-memory=320Gi,gpus=0,gpu-pods=1");
@@ -390,7 +391,7 @@ static void author_records_replaced(void **state)
     /* reinvoked on what it made: nothing left to change */
     char *again = strdup(gq_json_compact(patched));
     json_object_put(patched);
-    mutate_pod(cfg, again, &r, &patched);
+    mutate_pod(cfg, again, NULL, &r, &patched);
     free(again);
     assert_true(r.allowed);
     assert_null(r.patch);
@@ -409,7 +410,7 @@ static void author_records_replaced(void **state)
                "\"f:gpuquota.io/original-request\":{},\"f:gpuquota.io/charged\":{}}}}}]},"
                "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{"
                "\"nvidia.com/gpu\":\"1\"}}}]}}",
-               &r, &patched);
+               NULL, &r, &patched);
     assert_null(at_str(patched, "metadata", "annotations", "gpuquota.io/gpu-requests"));
     assert_string_equal(at_str(patched, "metadata", "annotations", "gpuquota.io/original-request"),
                         "{\"c\":{\"nvidia.com/gpu\":\"1\"}}");
@@ -419,7 +420,7 @@ static void author_records_replaced(void **state)
     wh_review_response_dispose(&r);
     /* what gpuquota wrote stands, and is left as it is */
     pod = at_read_data("pods/rewritten-shared.json", &len);
-    mutate_pod(cfg, pod, &r, &patched);
+    mutate_pod(cfg, pod, NULL, &r, &patched);
     free(pod);
     assert_string_equal(audit(&r, "charged"), "gpu-memory=4Gi,gpus=0,gpu-pods=1");
     json_object_put(patched);
@@ -658,12 +659,10 @@ static void dra_claims_recorded(void **state)
                       "\"resourceClaimTemplateName\":\"one-h100\"},{\"name\":\"other\","
                       "\"resourceClaimTemplateName\":\"missing\"}],\"containers\":[{\"name\":"
                       "\"main\",\"image\":\"x\"}]}}";
-    char *body = at_pod_create_review("u-dra", "team-a", pod);
     wh_review_response r;
     json_object *patched = NULL;
     gq_err err;
-    review(cfg, body, NULL, 0, &src, &r, &patched);
-    free(body);
+    mutate_pod(cfg, pod, &src, &r, &patched);
     assert_true(r.allowed);
     assert_non_null(r.patch);
     assert_non_null(patched);
@@ -715,12 +714,10 @@ static void dra_shared_claim_recorded(void **state)
                       "\"resourceClaimName\":\"pair\"},{\"name\":\"gone\",\"resourceClaimName\":"
                       "\"missing\"},{\"name\":\"odd\",\"resourceClaimName\":\"no-uid\"}],"
                       "\"containers\":[{\"name\":\"main\",\"image\":\"x\"}]}}";
-    char *body = at_pod_create_review("u-shared", "team-a", pod);
     wh_review_response r;
     json_object *patched = NULL;
     gq_err err;
-    review(cfg, body, NULL, 0, &src, &r, &patched);
-    free(body);
+    mutate_pod(cfg, pod, &src, &r, &patched);
     assert_true(r.allowed);
     assert_int_equal(r.n_warnings, 2);
     assert_string_equal(r.warnings[0], "ResourceClaim \"missing\" does not exist in namespace "

@@ -266,6 +266,29 @@ static gq_code build_sans(const certs_options *o, char *buf, size_t cap, gq_err 
     return GQ_OK;
 }
 
+/* A new key and its certificate for cn, valid start..end, signed by
+ * issuer/issuer_key (NULL: a self-signed CA) with the SANs given, written
+ * to dir as NAME.key and NAME.crt. *key and *cert are the caller's to free,
+ * also on failure. */
+static gq_code issue(const char *dir, const char *name, const char *cn, X509 *issuer,
+                     EVP_PKEY *issuer_key, time_t start, time_t end, const char *sans,
+                     EVP_PKEY **key, X509 **cert, gq_err *err)
+{
+    char key_file[32], cert_file[32];
+    *key = new_key();
+    if (!*key)
+        return gq_err_set(err, GQ_ETLS, "cannot make a key: %s", ossl_reason());
+    gq_code rc = make_cert(cn, *key, issuer, issuer_key, start, end, !issuer, sans, cert, err);
+    if (rc)
+        return rc;
+    /* Key first: a server polling the pair sees a mismatch at worst, keeps
+     * its old pair and picks up the new one when the certificate lands. */
+    snprintf(key_file, sizeof(key_file), "%s.key", name);
+    snprintf(cert_file, sizeof(cert_file), "%s.crt", name);
+    rc = write_atomic(dir, key_file, 0600, write_key, *key, err);
+    return rc ? rc : write_atomic(dir, cert_file, 0644, write_cert, *cert, err);
+}
+
 gq_code certs_generate(const certs_options *o, certs_result *result, gq_err *err)
 {
     gq_code rc = GQ_OK;
@@ -309,37 +332,15 @@ gq_code certs_generate(const certs_options *o, certs_result *result, gq_err *err
         time_t ca_end = o->now + (time_t)o->ca_days * 86400;
         if (ca_end < end)
             ca_end = end;
-        ca_key = new_key();
-        if (!ca_key) {
-            rc = gq_err_set(err, GQ_ETLS, "cannot make a key: %s", ossl_reason());
-            goto out;
-        }
         snprintf(cn, sizeof(cn), "gpuquota-ca %s.%s", o->service, o->ns);
-        rc = make_cert(cn, ca_key, NULL, NULL, start, ca_end, true, NULL, &ca, err);
-        if (rc)
-            goto out;
-        rc = write_atomic(o->out_dir, "ca.key", 0600, write_key, ca_key, err);
-        if (!rc)
-            rc = write_atomic(o->out_dir, "ca.crt", 0644, write_cert, ca, err);
+        rc = issue(o->out_dir, "ca", cn, NULL, NULL, start, ca_end, NULL, &ca_key, &ca, err);
         if (rc)
             goto out;
         res.ca_created = true;
     }
 
-    key = new_key();
-    if (!key) {
-        rc = gq_err_set(err, GQ_ETLS, "cannot make a key: %s", ossl_reason());
-        goto out;
-    }
     snprintf(cn, sizeof(cn), "%s.%s.svc", o->service, o->ns);
-    rc = make_cert(cn, key, ca, ca_key, start, end, false, sans, &leaf, err);
-    if (rc)
-        goto out;
-    /* Key first: a server polling the pair sees a mismatch at worst, keeps
-     * its old pair and picks up the new one when tls.crt lands. */
-    rc = write_atomic(o->out_dir, "tls.key", 0600, write_key, key, err);
-    if (!rc)
-        rc = write_atomic(o->out_dir, "tls.crt", 0644, write_cert, leaf, err);
+    rc = issue(o->out_dir, "tls", cn, ca, ca_key, start, end, sans, &key, &leaf, err);
     if (rc)
         goto out;
     res.not_after = end;

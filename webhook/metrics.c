@@ -209,8 +209,10 @@ void wh_metrics_forget_quota(wh_metrics *m, const char *ns, const char *quota)
     size_t i = gauge_lower_bound(m, ns, quota, NULL), j = i;
     while (j < m->n_gauges && !gauge_cmp(&m->gauges[j], ns, quota, NULL))
         gauge_dispose(&m->gauges[j++]);
-    memmove(&m->gauges[i], &m->gauges[j], (m->n_gauges - j) * sizeof(gauge));
-    m->n_gauges -= j - i;
+    if (j > i) { /* none: the table may not even be allocated yet */
+        memmove(&m->gauges[i], &m->gauges[j], (m->n_gauges - j) * sizeof(gauge));
+        m->n_gauges -= j - i;
+    }
     pthread_mutex_unlock(&m->lock);
 }
 

@@ -123,6 +123,10 @@ fi
 eventually 60 cert_ready gpuquota-webhook
 kubelet_sync
 eventually 30 serial_is_not "$serial0"
+# And the prober keeps going until 10 more admissions went to the renewed certificate.
+probes() { wc -l <"$dir/prober.count" 2>/dev/null || echo 0; }
+probes_beyond() { (($(probes) >= $1)); }
+eventually 120 probes_beyond $(($(probes) + 10))
 prober_stop "renewal"
 check "renewal: the webhook serves the renewed certificate" "$(tls_serial)" "$(serving_serial)"
 check "renewal: it is a new certificate" changed "$([[ -n $serial0 && $(serving_serial) != "$serial0" ]] && echo changed)"

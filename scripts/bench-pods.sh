@@ -35,7 +35,8 @@
 # GQ_BENCH_SCALE_PODS (20000; 0 skips the controller scale part),
 # GQ_BENCH_SCALE_NS (1000), GQ_BENCH_CHURN_RATE (100 creates/s and as many
 # deletes/s against the scale state; 0 skips the churn), GQ_BENCH_CHURN_SECONDS
-# (20), GQ_BENCH_OUT (folder kept with the raw JSON lines and logs; default a
+# (20), GQ_BENCH_CHURN_WORKERS (8: one more churn with the controllers run
+# with --workers 8; 0 skips it), GQ_BENCH_OUT (folder kept with the raw JSON lines and logs; default a
 # temporary one, removed).
 set -euo pipefail
 build=${1:?usage: bench-pods.sh BUILD_DIR}
@@ -47,6 +48,7 @@ SCALE_PODS=${GQ_BENCH_SCALE_PODS:-20000}
 SCALE_NS=${GQ_BENCH_SCALE_NS:-1000}
 CHURN_RATE=${GQ_BENCH_CHURN_RATE:-100}
 CHURN_SECONDS=${GQ_BENCH_CHURN_SECONDS:-20}
+CHURN_WORKERS=${GQ_BENCH_CHURN_WORKERS:-8}
 NSPREAD=50
 
 if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
@@ -332,6 +334,23 @@ api_watches() {
     jq -r 'to_entries | map(select(.key | startswith("watching ")) | .value) | add' "$1"
 }
 
+# ctl_leader_stat: the leading replica's status writes, reconciles and
+# seconds spent reconciling so far ("WRITES RECONCILES SECONDS").
+ctl_leader_stat() {
+    local f port
+    for f in "$E2E"/controller-*.pid; do
+        [[ -f $f ]] || continue
+        port=$(sed -n 's/.*metrics listening on port \([0-9]*\).*/\1/p' "${f%.pid}.log" | tail -1)
+        curl -fsS "http://127.0.0.1:$port/metrics" 2>/dev/null | awk '
+            /^gpuquota_controller_leader / {l = $2}
+            /^gpuquota_controller_status_writes_total / {w = $2}
+            /^gpuquota_controller_reconcile_duration_seconds_count/ {n += $2}
+            /^gpuquota_controller_reconcile_duration_seconds_sum/ {d += $2}
+            END {if (l == 1) print w + 0, n + 0, d + 0; exit !(l == 1)}' && return 0
+    done
+    echo "0 0 0"
+}
+
 # ctl_leader_ready: the leading controller replica holds every GPU pod and
 # has written them into the scale GPUQuotas, with its queue empty.
 ctl_leader_ready() {
@@ -353,12 +372,14 @@ ctl_leader_ready() {
 # many deletes/s for CHURN_SECONDS over the scale namespaces; one JSON line
 # into churn.jsonl, a summary printed.
 churn_one() {
-    local label=$1 from=$2 res
+    local label=$1 from=$2 res w0 n0 d0 w1 n1 d1
     shift 2
+    read -r w0 n0 d0 <<<"$(ctl_leader_stat)"
     # shellcheck disable=SC2046
     res=$("$podcreate" churn --kubeconfig "$KUBECONFIG" --namespaces "$scale_list" \
         --rate "$CHURN_RATE" --seconds "$CHURN_SECONDS" --clients 16 --run "$label" \
         --fill-run scale --fill-pods "$SCALE_PODS" --delete-from "$from" "$@" $(pids_of))
+    read -r w1 n1 d1 <<<"$(ctl_leader_stat)"
     printf '%s\n' "$res" | jq -c --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" '. + {load: $load}' >>"$out/churn.jsonl"
     printf '%s\n' "$res" | jq -r --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" '
         "  \(.run): \(.creates) creates (\(.creates_per_second * 10 | round / 10)/s) + \(.deletes) deletes (\(.deletes_per_second * 10 | round / 10)/s) in \(.seconds * 10 | round / 10) s, \(.skipped) skipped, \(.errors) errors, worst lag behind the pace \(.max_lag_ms) ms; call p50/p99 \(.call_ms.p50)/\(.call_ms.p99) ms",
@@ -366,6 +387,10 @@ churn_one() {
         "    CPU s: \(.cpu_s | to_entries | map("\(.key) \(.value)") | join(", ")) (load average \($load))",
         "    kube-apiserver requests, pods left out: \(.apiserver_requests | to_entries | map(select(.key | test(" pods$") | not)) | sort_by(-.value) | map("\(.key) \(.value)") | join(", "))",
         "    pods: \(.apiserver_requests | to_entries | map(select(.key | test(" pods$"))) | map("\(.key) \(.value)") | join(", ")); watch events sent: \(.apiserver_watch_events | to_entries | sort_by(-.value) | .[:6] | map("\(.key) \(.value)") | join(", "))"'
+    if ((n1 > n0)); then
+        echo "    leading controller: $((w1 - w0)) status writes, $((n1 - n0)) reconciles," \
+            "$(awk -v a="$d0" -v b="$d1" -v n=$((n1 - n0)) 'BEGIN {printf "%.1f", 1000 * (b - a) / n}') ms each on average"
+    fi
 }
 
 # churn_all: the churn with the controllers stopped (kube-apiserver's load
@@ -397,6 +422,17 @@ churn_all() {
         from=$((from + ops))
         eventually 120 ctl_leader_ready || echo "  the leader did not catch up in 120 s"
     done
+    # the same with more reconcile threads than the default 2
+    if ((CHURN_WORKERS > 0)); then
+        controllers off
+        controller_start 0 --workers "$CHURN_WORKERS"
+        controller_start 1 --workers "$CHURN_WORKERS"
+        controllers_on=1
+        eventually 300 ctl_leader_ready || echo "  the leader did not catch up in 300 s"
+        echo "  controllers restarted with --workers $CHURN_WORKERS"
+        churn_one "churn-workers$CHURN_WORKERS" "$from"
+        from=$((from + ops))
+    fi
     controllers off
     local bdir
     bdir=$(dirname "$GQ")

@@ -321,10 +321,10 @@ if ((ROUNDS > 0)); then
 fi
 
 # api_requests M0 M1: kube-apiserver's requests between two snapshots of
-# podcreate metrics, "VERB resource N" by count, pods left out.
+# podcreate metrics, "VERB resource N" by count.
 api_requests() {
     jq -rn --slurpfile a "$1" --slurpfile b "$2" '$a[0] as $a | $b[0] | to_entries |
-        map(select((.key | startswith("req ")) and (.key | test(" pods$") | not))
+        map(select(.key | startswith("req "))
             | {k: .key[4:], v: (.value - ($a[.key] // 0))} | select(.v > 0))
         | sort_by(-.v) | map("\(.k) \(.v)") | join(", ")'
 }

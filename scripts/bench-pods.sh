@@ -334,13 +334,20 @@ api_watches() {
     jq -r 'to_entries | map(select(.key | startswith("watching ")) | .value) | add' "$1"
 }
 
+# ctl_ports: the metrics port of every running controller replica.
+ctl_ports() {
+    local f
+    for f in "$E2E"/controller-*.pid; do
+        [[ -f $f ]] && sed -n 's/.*metrics listening on port \([0-9]*\).*/\1/p' "${f%.pid}.log" | tail -1
+    done
+    return 0
+}
+
 # ctl_leader_stat: the leading replica's status writes, reconciles and
 # seconds spent reconciling so far ("WRITES RECONCILES SECONDS").
 ctl_leader_stat() {
-    local f port
-    for f in "$E2E"/controller-*.pid; do
-        [[ -f $f ]] || continue
-        port=$(sed -n 's/.*metrics listening on port \([0-9]*\).*/\1/p' "${f%.pid}.log" | tail -1)
+    local port
+    for port in $(ctl_ports); do
         curl -fsS "http://127.0.0.1:$port/metrics" 2>/dev/null | awk '
             /^gpuquota_controller_leader / {l = $2}
             /^gpuquota_controller_status_writes_total / {w = $2}
@@ -354,10 +361,8 @@ ctl_leader_stat() {
 # ctl_leader_ready: the leading controller replica holds every GPU pod and
 # has written them into the scale GPUQuotas, with its queue empty.
 ctl_leader_ready() {
-    local f port
-    for f in "$E2E"/controller-*.pid; do
-        [[ -f $f ]] || continue
-        port=$(sed -n 's/.*metrics listening on port \([0-9]*\).*/\1/p' "${f%.pid}.log" | tail -1)
+    local port
+    for port in $(ctl_ports); do
         curl -fsS "http://127.0.0.1:$port/metrics" 2>/dev/null | awk -v nq="$SCALE_NS" '
             /^gpuquota_controller_leader / {l = $2}
             /^gpuquota_controller_queue_depth / {q = $2}

@@ -33,8 +33,11 @@
 # 30-150 creates/s on the shared 2-CPU machine, and one round has 33 runs),
 # GQ_BENCH_ROUNDS (1),
 # GQ_BENCH_SCALE_PODS (20000; 0 skips the controller scale part),
-# GQ_BENCH_SCALE_NS (1000), GQ_BENCH_OUT (folder kept with the raw JSON lines
-# and logs; default a temporary one, removed).
+# GQ_BENCH_SCALE_NS (1000), GQ_BENCH_CHURN_RATE (100 creates/s and as many
+# deletes/s against the scale state; 0 skips the churn), GQ_BENCH_CHURN_SECONDS
+# (20), GQ_BENCH_CHURN_WORKERS (8: one more churn with the controllers run
+# with --workers 8; 0 skips it), GQ_BENCH_OUT (folder kept with the raw JSON lines and logs; default a
+# temporary one, removed).
 set -euo pipefail
 build=${1:?usage: bench-pods.sh BUILD_DIR}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -43,6 +46,9 @@ PODS=${GQ_BENCH_PODS:-1000}
 ROUNDS=${GQ_BENCH_ROUNDS:-1}
 SCALE_PODS=${GQ_BENCH_SCALE_PODS:-20000}
 SCALE_NS=${GQ_BENCH_SCALE_NS:-1000}
+CHURN_RATE=${GQ_BENCH_CHURN_RATE:-100}
+CHURN_SECONDS=${GQ_BENCH_CHURN_SECONDS:-20}
+CHURN_WORKERS=${GQ_BENCH_CHURN_WORKERS:-8}
 NSPREAD=50
 
 if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
@@ -314,6 +320,134 @@ if ((ROUNDS > 0)); then
     echo "create benchmark: $((SECONDS - started)) s"
 fi
 
+# api_requests M0 M1: kube-apiserver's requests between two snapshots of
+# podcreate metrics, "VERB resource N" by count.
+api_requests() {
+    jq -rn --slurpfile a "$1" --slurpfile b "$2" '$a[0] as $a | $b[0] | to_entries |
+        map(select(.key | startswith("req "))
+            | {k: .key[4:], v: (.value - ($a[.key] // 0))} | select(.v > 0))
+        | sort_by(-.v) | map("\(.k) \(.v)") | join(", ")'
+}
+
+# api_watches M: the watches open in a snapshot, in all.
+api_watches() {
+    jq -r 'to_entries | map(select(.key | startswith("watching ")) | .value) | add' "$1"
+}
+
+# ctl_ports: the metrics port of every running controller replica.
+ctl_ports() {
+    local f
+    for f in "$E2E"/controller-*.pid; do
+        [[ -f $f ]] && sed -n 's/.*metrics listening on port \([0-9]*\).*/\1/p' "${f%.pid}.log" | tail -1
+    done
+    return 0
+}
+
+# ctl_leader_stat: the leading replica's status writes, reconciles and
+# seconds spent reconciling so far ("WRITES RECONCILES SECONDS").
+ctl_leader_stat() {
+    local port
+    for port in $(ctl_ports); do
+        curl -fsS "http://127.0.0.1:$port/metrics" 2>/dev/null | awk '
+            /^gpuquota_controller_leader / {l = $2}
+            /^gpuquota_controller_status_writes_total / {w = $2}
+            /^gpuquota_controller_reconcile_duration_seconds_count/ {n += $2}
+            /^gpuquota_controller_reconcile_duration_seconds_sum/ {d += $2}
+            END {if (l == 1) print w + 0, n + 0, d + 0; exit !(l == 1)}' && return 0
+    done
+    echo "0 0 0"
+}
+
+# ctl_leader_ready: the leading controller replica holds every GPU pod and
+# has written them into the scale GPUQuotas, with its queue empty.
+ctl_leader_ready() {
+    local port
+    for port in $(ctl_ports); do
+        curl -fsS "http://127.0.0.1:$port/metrics" 2>/dev/null | awk -v nq="$SCALE_NS" '
+            /^gpuquota_controller_leader / {l = $2}
+            /^gpuquota_controller_queue_depth / {q = $2}
+            /^gpuquota_controller_tracked_pods / {t = $2}
+            /^gpuquota_quota_used\{namespace="scale-/ {n++; s += $2}
+            END {exit !(l == 1 && q == 0 && n == nq && t > 0 && s == t * 1073741824)}' && return 0
+    done
+    return 1
+}
+
+# churn_one LABEL DELETE_FROM [--latency=false]: CHURN_RATE creates/s and as
+# many deletes/s for CHURN_SECONDS over the scale namespaces; one JSON line
+# into churn.jsonl, a summary printed.
+churn_one() {
+    local label=$1 from=$2 res w0 n0 d0 w1 n1 d1
+    shift 2
+    read -r w0 n0 d0 <<<"$(ctl_leader_stat)"
+    # shellcheck disable=SC2046
+    res=$("$podcreate" churn --kubeconfig "$KUBECONFIG" --namespaces "$scale_list" \
+        --rate "$CHURN_RATE" --seconds "$CHURN_SECONDS" --clients 16 --run "$label" \
+        --fill-run scale --fill-pods "$SCALE_PODS" --delete-from "$from" "$@" $(pids_of))
+    read -r w1 n1 d1 <<<"$(ctl_leader_stat)"
+    printf '%s\n' "$res" | jq -c --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" '. + {load: $load}' >>"$out/churn.jsonl"
+    printf '%s\n' "$res" | jq -r --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" '
+        "  \(.run): \(.creates) creates (\(.creates_per_second * 10 | round / 10)/s) + \(.deletes) deletes (\(.deletes_per_second * 10 | round / 10)/s) in \(.seconds * 10 | round / 10) s, \(.skipped) skipped, \(.errors) errors, worst lag behind the pace \(.max_lag_ms) ms; call p50/p99 \(.call_ms.p50)/\(.call_ms.p99) ms",
+        (if .seen > 0 then "    event -> status over \(.seen) ops: p50 \(.status_ms.p50) ms, p99 \(.status_ms.p99) ms, max \(.status_ms.max) ms (from the call sent: \(.status_from_send_ms.p50)/\(.status_from_send_ms.p99)/\(.status_from_send_ms.max) ms); \(.unseen) unseen, \(.seen_before_return) seen before the call returned" else empty end),
+        "    CPU s: \(.cpu_s | to_entries | map("\(.key) \(.value)") | join(", ")) (load average \($load))",
+        "    kube-apiserver requests, pods left out: \(.apiserver_requests | to_entries | map(select(.key | test(" pods$") | not)) | sort_by(-.value) | map("\(.key) \(.value)") | join(", "))",
+        "    pods: \(.apiserver_requests | to_entries | map(select(.key | test(" pods$"))) | map("\(.key) \(.value)") | join(", ")); watch events sent: \(.apiserver_watch_events | to_entries | sort_by(-.value) | .[:6] | map("\(.key) \(.value)") | join(", "))"'
+    if ((n1 > n0)); then
+        echo "    leading controller: $((w1 - w0)) status writes, $((n1 - n0)) reconciles," \
+            "$(awk -v a="$d0" -v b="$d1" -v n=$((n1 - n0)) 'BEGIN {printf "%.1f", 1000 * (b - a) / n}') ms each on average"
+    fi
+}
+
+# churn_all: the churn with the controllers stopped (kube-apiserver's load
+# without them), then with both replicas running (leader election, as
+# deployed) after the leader has caught up, twice; watches open in each state.
+churn_all() {
+    local ops=$((${CHURN_RATE%.*} * ${CHURN_SECONDS%.*})) from=$((SCALE_NS / 2))
+    echo "== controller: event -> status under $CHURN_RATE creates/s + $CHURN_RATE deletes/s for ${CHURN_SECONDS} s (real kube-apiserver, $SCALE_PODS pods)"
+    controllers off
+    sleep 2
+    "$podcreate" metrics --kubeconfig "$KUBECONFIG" >"$out/watches-off.json"
+    echo "  controllers stopped: $(api_watches "$out/watches-off.json") watches open"
+    churn_one churn-off "$from" --latency=false
+    from=$((from + ops))
+    local t0=$SECONDS
+    controllers on
+    eventually 300 ctl_leader_ready || echo "  the leader did not catch up in 300 s"
+    echo "  controllers started; the leader caught up in $((SECONDS - t0)) s"
+    sleep 2
+    "$podcreate" metrics --kubeconfig "$KUBECONFIG" >"$out/watches-on.json"
+    echo "  controllers running: $(api_watches "$out/watches-on.json") watches open"
+    echo "    the controllers' watches (running - stopped): $(jq -rn --slurpfile a "$out/watches-off.json" \
+        --slurpfile b "$out/watches-on.json" '$a[0] as $a | $b[0] | to_entries
+        | map(select(.key | startswith("watching ")) | {k: .key[9:], v: (.value - ($a[.key] // 0))} | select(.v != 0))
+        | map("\(.k) \(.v)") | join(", ")')"
+    local i
+    for i in 1 2; do
+        churn_one "churn-on$i" "$from"
+        from=$((from + ops))
+        eventually 120 ctl_leader_ready || echo "  the leader did not catch up in 120 s"
+    done
+    # the same with more reconcile threads than the default 2
+    if ((CHURN_WORKERS > 0)); then
+        controllers off
+        controller_start 0 --workers "$CHURN_WORKERS"
+        controller_start 1 --workers "$CHURN_WORKERS"
+        controllers_on=1
+        eventually 300 ctl_leader_ready || echo "  the leader did not catch up in 300 s"
+        echo "  controllers restarted with --workers $CHURN_WORKERS"
+        churn_one "churn-workers$CHURN_WORKERS" "$from"
+        from=$((from + ops))
+    fi
+    controllers off
+    local bdir
+    bdir=$(dirname "$GQ")
+    if [[ -x $bdir/bench/bench_controller ]]; then
+        echo "== the same against the stand-in: bench_controller $SCALE_PODS $SCALE_NS $CHURN_RATE $CHURN_SECONDS (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+        (cd "$ROOT" && "$bdir/bench/bench_controller" "$bdir/test/kube-standin" "$GQ" deploy/crds \
+            "$SCALE_PODS" "$SCALE_NS" "$CHURN_RATE" "$CHURN_SECONDS") 2>&1 | sed 's/^/  /'
+    fi
+}
+
 # ---- the controller against the real apiserver -----------------------------
 # SCALE_NS namespaces with a GPUQuota each and 10 GPUTenantQuotas by label; a
 # fresh controller over them without pods (the RSS baseline); then
@@ -362,6 +496,7 @@ spec:
         local log=$out/scale-$1.log port pid t0 now synced="" done_s="" rss hwm tracked m cpu a0 a1
         local apid
         apid=$(cat "$C/kube-apiserver.pid")
+        "$podcreate" metrics --kubeconfig "$KUBECONFIG" >"$out/scale-$1.m0.json"
         a0=$(awk '{print $14 + $15}' "/proc/$apid/stat")
         port=$(free_port)
         t0=$(date +%s%N)
@@ -382,6 +517,7 @@ spec:
                     END {exit !(q == 0 && n == nq && s == pods * 1073741824)}' <<<"$m"; then
                     done_s=$(((now - t0) / 1000000))
                     a1=$(awk '{print $14 + $15}' "/proc/$apid/stat")
+                    "$podcreate" metrics --kubeconfig "$KUBECONFIG" >"$out/scale-$1.m1.json"
                     break
                 fi
             fi
@@ -420,7 +556,10 @@ spec:
             "controller CPU ${cpu} s (kube-apiserver ${acpu} s), $tracked pods tracked," \
             "RSS $rss kB (peak $hwm kB):" \
             "$per B per tracked pod"
+        [[ -f $out/scale-run$round.m1.json ]] &&
+            echo "    kube-apiserver requests over the sync: $(api_requests "$out/scale-run$round.m0.json" "$out/scale-run$round.m1.json")"
     done
+    ((CHURN_RATE > 0)) && churn_all
     echo "controller scale: $((SECONDS - scale_start)) s"
 fi
 ((keep_out)) && echo "raw results: $out"

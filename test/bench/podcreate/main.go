@@ -10,6 +10,7 @@
 //	podcreate clean --kubeconfig F --namespaces a,b,... [--selector S]
 //	podcreate fill  --kubeconfig F --namespaces a,b,... --clients N --pods N
 //	                --resource NAME --quantity Q --run ID
+//	podcreate churn, podcreate metrics: see churn.go
 //
 // Test tooling only: nothing of it is linked into gpuquota.
 package main
@@ -66,7 +67,7 @@ var (
 func main() {
 	flag.Var(&pids, "pid", "NAME=PID of a process whose CPU time (utime+stime) is read before and after the run (repeatable)")
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: podcreate run|clean|fill [flags]")
+		fmt.Fprintln(os.Stderr, "usage: podcreate run|clean|fill|churn|metrics [flags]")
 		os.Exit(2)
 	}
 	mode := os.Args[1]
@@ -74,7 +75,7 @@ func main() {
 		os.Exit(2)
 	}
 	nss := strings.Split(*namespaces, ",")
-	if *namespaces == "" {
+	if *namespaces == "" && mode != "metrics" {
 		fail("--namespaces is required")
 	}
 	var err error
@@ -85,6 +86,10 @@ func main() {
 		err = run(nss, true)
 	case "clean":
 		err = clean(nss)
+	case "churn":
+		err = churn(nss)
+	case "metrics":
+		err = metricsMode()
 	default:
 		fail("unknown mode " + mode)
 	}
@@ -118,6 +123,15 @@ func newClient(base *rest.Config) (*kubernetes.Clientset, error) {
 
 func restConfig() (*rest.Config, error) {
 	return clientcmd.BuildConfigFromFlags("", *kubeconfig)
+}
+
+// kubeconfigClient: one client of --kubeconfig.
+func kubeconfigClient() (*kubernetes.Clientset, error) {
+	base, err := restConfig()
+	if err != nil {
+		return nil, err
+	}
+	return newClient(base)
 }
 
 func pod(i int) *corev1.Pod {
@@ -245,13 +259,24 @@ func scrape(ctx context.Context, c *kubernetes.Clientset) (map[string]float64, e
 		default:
 			continue
 		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err == nil {
+		if v, err := sampleValue(line); err == nil {
 			out[key] += v
 		}
 	}
 	return out, nil
+}
+
+// sampleValue: the value of a Prometheus text-format sample line.
+func sampleValue(line string) (float64, error) {
+	f := strings.Fields(line)
+	return strconv.ParseFloat(f[len(f)-1], 64)
+}
+
+// quantile: the q-th quantile of sorted durations, in milliseconds.
+func quantile(sorted []time.Duration, q float64) float64 {
+	i := int(q*float64(len(sorted))+0.5) - 1
+	i = max(0, min(i, len(sorted)-1))
+	return float64(sorted[i].Microseconds()) / 1000
 }
 
 func labels(line string) map[string]string {
@@ -312,16 +337,6 @@ func run(nss []string, quiet bool) error {
 	res := result{Mode: "run", Run: *runID, Clients: *clients, Namespaces: len(nss), Sent: *pods,
 		CPUSeconds: map[string]float64{}, Exist: map[string]int{}}
 	before := map[string]int64{}
-	readCPU := func(into map[string]int64) {
-		for _, p := range pids {
-			name, pid, _ := strings.Cut(p, "=")
-			t, err := cpuTicks(pid)
-			if err != nil {
-				fail(fmt.Sprintf("reading CPU of %s: %v", p, err))
-			}
-			into[name] += t
-		}
-	}
 	lat := make([]time.Duration, *pods)
 	var next, admitted, denied, errCount atomic.Int64
 	var firstMu sync.Mutex
@@ -387,17 +402,7 @@ func run(nss []string, quiet bool) error {
 	res.Seconds = elapsed.Seconds()
 	res.PerSecond = float64(*pods) / elapsed.Seconds()
 	sort.Slice(lat, func(a, b int) bool { return lat[a] < lat[b] })
-	pct := func(q float64) float64 {
-		i := int(q*float64(len(lat))+0.5) - 1
-		if i < 0 {
-			i = 0
-		}
-		if i >= len(lat) {
-			i = len(lat) - 1
-		}
-		return float64(lat[i].Microseconds()) / 1000
-	}
-	res.P50ms, res.P99ms, res.P999ms, res.MaxMs = pct(0.50), pct(0.99), pct(0.999), pct(1)
+	res.P50ms, res.P99ms, res.P999ms, res.MaxMs = quantile(lat, 0.50), quantile(lat, 0.99), quantile(lat, 0.999), quantile(lat, 1)
 
 	// What exists now, per namespace: the over-admission check.
 	sel := "bench.gpuquota.io/run=" + *runID
@@ -443,11 +448,7 @@ func countPods(ctx context.Context, c *kubernetes.Clientset, ns, sel string) (in
 // clean: delete the benchmark's pods in every namespace (one delete-collection
 // each, in parallel; pending pods go at once) and wait until none is left.
 func clean(nss []string) error {
-	base, err := restConfig()
-	if err != nil {
-		return err
-	}
-	c, err := newClient(base)
+	c, err := kubeconfigClient()
 	if err != nil {
 		return err
 	}

@@ -430,15 +430,13 @@ static void ks_drop(ctl_controller *c, const char *key)
     pthread_mutex_unlock(&c->mu);
 }
 
-static const char *meta_rv(json_object *obj);
-
 /* Whether obj is exactly the version our last status write produced: the
  * watch echoing our own write needs no reconcile. */
 static bool own_echo(ctl_controller *c, char kind, const char *ns, const char *name,
                      const void *obj)
 {
     char key[KEY_MAX];
-    const char *rv = meta_rv((json_object *)obj);
+    const char *rv = gq_json_meta_string((json_object *)obj, "resourceVersion");
     if (!rv || !make_key(key, kind, ns, name))
         return false;
     pthread_mutex_lock(&c->mu);
@@ -455,11 +453,6 @@ static void copy_fn(void *ud, const void *rec)
     json_object *copy = NULL;
     if (json_object_deep_copy((json_object *)rec, &copy, NULL) == 0)
         *(json_object **)ud = copy;
-}
-
-static const char *meta_rv(json_object *obj)
-{
-    return gq_json_get_string(gq_json_member(obj, "metadata"), "resourceVersion");
 }
 
 static void observe(ctl_controller *c, int result, int64_t us)
@@ -501,7 +494,8 @@ static void post_event_v(ctl_controller *c, json_object *obj, const char *api_ve
     json_object_object_add(io, "name", json_object_new_string(name));
     if (ns[0])
         json_object_object_add(io, "namespace", json_object_new_string(ns));
-    const char *uid = gq_json_get_string(meta, "uid"), *rv = meta_rv(obj);
+    const char *uid = gq_json_get_string(meta, "uid"),
+               *rv = gq_json_meta_string(obj, "resourceVersion");
     if (uid)
         json_object_object_add(io, "uid", json_object_new_string(uid));
     if (rv)
@@ -679,7 +673,7 @@ static int process(ctl_controller *c, const char *key)
      * instead of provoking a certain 409. */
     pthread_mutex_lock(&c->mu);
     kstate *ks = ks_get(c, key, false);
-    const char *rv = meta_rv(obj);
+    const char *rv = gq_json_meta_string(obj, "resourceVersion");
     if (ks && ks->written) {
         if (rv && ks->sent_rv && !strcmp(rv, ks->sent_rv)) {
             json_object *w = NULL;
@@ -723,7 +717,7 @@ static int process(ctl_controller *c, const char *key)
         }
         if (!res.changed)
             break;
-        char *sent = (rv = meta_rv(obj)) ? strdup(rv) : NULL;
+        char *sent = (rv = gq_json_meta_string(obj, "resourceVersion")) ? strdup(rv) : NULL;
         json_object_object_add(obj, "status", json_object_get(res.status));
         rc = c->o.api->update_status(c->o.api->ctx, path, obj, &written, &err);
         if (rc == GQ_OK) {
@@ -732,7 +726,7 @@ static int process(ctl_controller *c, const char *key)
             pthread_mutex_lock(&c->mu);
             ks = ks_get(c, key, true);
             if (ks) {
-                const char *wrv = meta_rv(written);
+                const char *wrv = gq_json_meta_string(written, "resourceVersion");
                 free(ks->written_rv);
                 ks->written_rv = wrv ? strdup(wrv) : NULL;
                 free(ks->sent_rv);

@@ -10,10 +10,4 @@
  * the controller from repairing it. Caller owns *out (gq_quota_free). */
 gq_code ctl_quota_parse_spec(json_object *quota, gq_quota **out, gq_err *err) GQ_WUR;
 
-/* ctl_reconcile with the spec already parsed (q from ctl_quota_parse_spec
- * of quota). */
-gq_code ctl_reconcile_parsed(const gq_quota *q, json_object *quota, const gq_usage_pod *pods,
-                             size_t n, ctl_seen_fn seen, void *seen_ud, int64_t now,
-                             ctl_result *out, gq_err *err) GQ_WUR;
-
 #endif

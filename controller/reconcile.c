@@ -266,9 +266,11 @@ static bool exceeded_message(const gq_quota *q, const gq_usage *u, char *buf, si
     return any;
 }
 
-gq_code ctl_reconcile_parsed(const gq_quota *q, json_object *quota, const gq_usage_pod *pods,
-                             size_t n, ctl_seen_fn seen, void *seen_ud, int64_t now,
-                             ctl_result *out, gq_err *err)
+/* ctl_reconcile with the spec already parsed (q from ctl_quota_parse_spec of
+ * quota). */
+static gq_code reconcile_parsed(const gq_quota *q, json_object *quota, const gq_usage_pod *pods,
+                                size_t n, ctl_seen_fn seen, void *seen_ud, int64_t now,
+                                ctl_result *out, gq_err *err)
 {
     gq_code rc;
     gq_usage u;
@@ -425,7 +427,52 @@ gq_code ctl_reconcile(json_object *quota, const gq_usage_pod *pods, size_t n, ct
     gq_code rc = ctl_quota_parse_spec(quota, &q, err);
     if (rc)
         return rc;
-    rc = ctl_reconcile_parsed(q, quota, pods, n, seen, seen_ud, now, out, err);
+    rc = reconcile_parsed(q, quota, pods, n, seen, seen_ud, now, out, err);
+    gq_quota_free(q);
+    return rc;
+}
+
+/* A reconcile over the store's pods: the quota, the keys found abandoned
+ * and where the result goes. */
+typedef struct store_reconcile {
+    const gq_quota *q;
+    json_object *quota;
+    json_object *drop; /* keys to drop although their pods were not seen */
+    const ctl_store_pods *v;
+    int64_t now;
+    ctl_result *out;
+} store_reconcile;
+
+static bool seen_or_dropped(void *ud, const char *ns, const char *key)
+{
+    const store_reconcile *sr = ud;
+    return sr->v->counted(sr->v->counted_ud, ns, key) ||
+           (sr->drop && json_object_object_get_ex(sr->drop, key, NULL));
+}
+
+static gq_code reconcile_store_pods(void *ud, const ctl_store_pods *v, gq_err *err)
+{
+    store_reconcile *sr = ud;
+    sr->v = v;
+    return reconcile_parsed(sr->q, sr->quota, v->pods, v->n, seen_or_dropped, sr, sr->now, sr->out,
+                            err);
+}
+
+gq_code ctl_store_reconcile(ctl_store *s, json_object *quota, int64_t now, ctl_result *out,
+                            gq_err *err)
+{
+    return ctl_store_reconcile_dropping(s, quota, NULL, now, out, err);
+}
+
+gq_code ctl_store_reconcile_dropping(ctl_store *s, json_object *quota, json_object *drop,
+                                     int64_t now, ctl_result *out, gq_err *err)
+{
+    gq_quota *q = NULL;
+    gq_code rc = ctl_quota_parse_spec(quota, &q, err);
+    if (rc)
+        return rc;
+    store_reconcile sr = {q, quota, drop, NULL, now, out};
+    rc = ctl_store_with_quota_pods(s, q, now, reconcile_store_pods, &sr, err);
     gq_quota_free(q);
     return rc;
 }

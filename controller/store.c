@@ -3,7 +3,7 @@
  * only links them into per-namespace lists, so a pod costs one small
  * allocation here plus the cache's entry. One rwlock guards the index, the
  * namespace table and the interned strings. */
-#include "controller/ctl_int.h"
+#include "controller/ctl.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -12,6 +12,7 @@
 
 #include "common/hash.h"
 #include "common/json_member.h"
+#include "quota/podqueue.h"
 
 #define NS_BUCKETS_MIN 64
 #define UID_BUCKETS_MIN 64
@@ -686,11 +687,6 @@ bool ctl_store_has_uid(ctl_store *s, const char *ns, const char *uid)
     return r;
 }
 
-typedef struct seen_ctx {
-    ctl_store *s;
-    json_object *drop; /* keys to drop although their pods were not seen */
-} seen_ctx;
-
 /* Read lock held. Whether the pod with uid is recorded and no longer queued
  * behind our gate: only then does usage count it. */
 static bool counted_uid_locked(ctl_store *s, const char *ns, const char *uid)
@@ -703,11 +699,9 @@ static bool counted_uid_locked(ctl_store *s, const char *ns, const char *uid)
     return false;
 }
 
-static bool seen_locked(void *ud, const char *ns, const char *key)
+static bool counted_locked(void *ud, const char *ns, const char *uid)
 {
-    seen_ctx *sc = ud;
-    return counted_uid_locked(sc->s, ns, key) ||
-           (sc->drop && json_object_object_get_ex(sc->drop, key, NULL));
+    return counted_uid_locked(ud, ns, uid);
 }
 
 typedef struct gather {
@@ -777,23 +771,13 @@ static int ns_name_cmp(const void *a, const void *b)
     return strcmp((*(ctl_ns *const *)a)->name, (*(ctl_ns *const *)b)->name);
 }
 
-gq_code ctl_store_reconcile(ctl_store *s, json_object *quota, int64_t now, ctl_result *out,
-                            gq_err *err)
+gq_code ctl_store_with_quota_pods(ctl_store *s, const gq_quota *q, int64_t now,
+                                  ctl_store_pods_fn fn, void *ud, gq_err *err)
 {
-    return ctl_store_reconcile_dropping(s, quota, NULL, now, out, err);
-}
-
-gq_code ctl_store_reconcile_dropping(ctl_store *s, json_object *quota, json_object *drop,
-                                     int64_t now, ctl_result *out, gq_err *err)
-{
-    seen_ctx sc = {s, drop};
-    gq_quota *q = NULL;
+    gq_code rc = GQ_OK;
     gather g = {0};
-    gq_code rc = ctl_quota_parse_spec(quota, &q, err);
-    if (rc)
-        return rc;
     /* Everything below runs under the read lock: the pod views borrow the
-     * store's strings and labels, and the recount is pure CPU work. */
+     * store's strings and labels, and fn's work is pure CPU work. */
     pthread_rwlock_rdlock(&s->lock);
     if (q->kind == GQ_QUOTA_NAMESPACED) {
         ctl_ns *n = ns_find(s, q->namespace_, gq_fnv1a(q->namespace_), NULL);
@@ -815,13 +799,14 @@ gq_code ctl_store_reconcile_dropping(ctl_store *s, json_object *quota, json_obje
             rc = gather_ns(&g, mem[i], now);
         free(mem);
     }
-    if (rc)
+    if (rc) {
         gq_err_set(err, rc, "out of memory");
-    else
-        rc = ctl_reconcile_parsed(q, quota, g.v, g.n, seen_locked, &sc, now, out, err);
+    } else {
+        ctl_store_pods v = {g.v, g.n, counted_locked, s};
+        rc = fn(ud, &v, err);
+    }
     pthread_rwlock_unlock(&s->lock);
     free(g.v);
-    gq_quota_free(q);
     return rc;
 }
 

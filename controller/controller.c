@@ -969,6 +969,27 @@ static gq_code ungate(ctl_controller *c, const ctl_queued *p, gq_err *err)
     return err->code ? err->code : GQ_ECONFLICT;
 }
 
+/* Whether a pod the plan left waiting names a shared ResourceClaim that a
+ * pod it admitted names too: the claim is charged now, and the waiting pod
+ * owes less than it was planned at. */
+static bool claims_charged_for_waiting(const ctl_queued *pods, const gq_queue_decision *dec,
+                                       size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (dec[i].state != GQ_QSTATE_NO_ROOM || !pods[i].n_claims)
+            continue;
+        for (size_t j = 0; j < n; j++) {
+            if (dec[j].state != GQ_QSTATE_ADMIT)
+                continue;
+            for (size_t a = 0; a < pods[i].n_claims; a++)
+                for (size_t b = 0; b < pods[j].n_claims; b++)
+                    if (!strcmp(pods[i].claims[a].uid, pods[j].claims[b].uid))
+                        return true;
+        }
+    }
+    return false;
+}
+
 static void aquotas_free(aquota *v, size_t n)
 {
     for (size_t i = 0; v && i < n; i++) {
@@ -997,6 +1018,9 @@ static int admit_pass(ctl_controller *c)
     gq_queue_quota *pq = NULL;
     size_t *qidx = NULL;
     bool *paid = NULL;
+    gq_model_option *popts = NULL;
+    const gq_quota **eq = NULL;
+    bool replan = false;
     admit_ctx ac = {c, json_object_new_array()};
     gq_err err;
     gq_err_clear(&err);
@@ -1018,6 +1042,7 @@ static int admit_pass(ctl_controller *c)
             free(pods[i].name);
             free(pods[i].uid);
             free(pods[i].group);
+            free(pods[i].claims);
             continue;
         }
         pods[keep++] = pods[i];
@@ -1051,7 +1076,9 @@ static int admit_pass(ctl_controller *c)
     qidx = calloc(n * (nobj ? nobj : 1), sizeof(*qidx));
     paid = calloc(n * (nobj ? nobj : 1), sizeof(*paid));
     pq = calloc(nobj ? nobj : 1, sizeof(*pq));
-    if (!qs || !ents || !dec || !qidx || !paid || !pq) {
+    popts = calloc(n * GQ_MAX_MODEL_CHOICES, sizeof(*popts));
+    eq = calloc(nobj ? nobj : 1, sizeof(*eq));
+    if (!qs || !ents || !dec || !qidx || !paid || !pq || !popts || !eq) {
         result = RES_ERROR;
         goto out;
     }
@@ -1131,6 +1158,7 @@ static int admit_pass(ctl_controller *c)
                 !ctl_store_matches(c->store, qs[j].q, &f))
                 continue;
             qidx[i * nobj + m] = j;
+            eq[m] = qs[j].q;
             bool has = false;
             for (size_t r = 0; r < qs[j].q->n_reservations && !has; r++)
                 has = !strcmp(qs[j].q->reservations[r].key, pods[i].uid) &&
@@ -1139,11 +1167,18 @@ static int admit_pass(ctl_controller *c)
             m++;
         }
         e->n_quotas = m;
+        /* A shared claim its quotas charge already costs it nothing more. */
+        ctl_plan_charge(&pods[i].charge, pods[i].claims, pods[i].n_claims, eq, m, now, &e->charge);
+        for (size_t o = 0; o < pods[i].n_opts; o++) {
+            popts[i * GQ_MAX_MODEL_CHOICES + o].model = pods[i].opts[o].model;
+            ctl_plan_charge(&pods[i].opts[o].charge, pods[i].claims, pods[i].n_claims, eq, m, now,
+                            &popts[i * GQ_MAX_MODEL_CHOICES + o].charge);
+        }
         if (pods[i].n_opts) {
             /* A choice of models: the planner takes the first with room.
              * One already charged (a reservation carries its model) keeps
              * that model. */
-            e->options = pods[i].opts;
+            e->options = &popts[i * GQ_MAX_MODEL_CHOICES];
             e->n_options = pods[i].n_opts;
             const char *held = NULL;
             for (size_t j = 0; j < nq && !held; j++)
@@ -1153,7 +1188,7 @@ static int admit_pass(ctl_controller *c)
                         held = qs[j].q->reservations[r].model;
             for (size_t o = 0; held && o < pods[i].n_opts; o++)
                 if (!strcmp(pods[i].opts[o].model, held)) {
-                    e->options = &pods[i].opts[o];
+                    e->options = &popts[i * GQ_MAX_MODEL_CHOICES + o];
                     e->n_options = 1;
                 }
         }
@@ -1170,8 +1205,8 @@ static int admit_pass(ctl_controller *c)
         /* The model chosen among several: its charge, its reservations. */
         const gq_model_option *chosen = ents[i].n_options ? &ents[i].options[dec[i].option] : NULL;
         if (chosen) {
-            size_t at = (size_t)(chosen - pods[i].opts);
-            pods[i].charge = chosen->charge;
+            size_t at = (size_t)(chosen - &popts[i * GQ_MAX_MODEL_CHOICES]);
+            pods[i].charge = pods[i].opts[at].charge;
             pods[i].model = chosen->model;
             pods[i].pin = pods[i].model_of[at];
         }
@@ -1184,17 +1219,12 @@ static int admit_pass(ctl_controller *c)
                 st = json_object_new_object();
                 json_object_object_add(a->obj, "status", st);
             }
-            /* A pod naming shared ResourceClaims is charged them whole here
-             * (never less than its due); the recount then counts each claim
-             * once (docs/queueing.md). */
-            gq_reservation r = {.key = pods[i].uid,
-                                .namespace_ = pods[i].ns,
-                                .pod = pods[i].name,
-                                .amounts = pods[i].charge,
-                                .expires = now + CTL_QUEUE_RESERVATION_TTL_S,
-                                .model = (char *)pods[i].model};
+            ctl_admitted ad = {pods[i].ns,       pods[i].name,
+                               pods[i].uid,      pods[i].model,
+                               pods[i].charge,   pods[i].claims,
+                               pods[i].n_claims, now + CTL_QUEUE_RESERVATION_TTL_S};
             bool added = false;
-            if (gq_status_add_reservation(st, &r, &added, &err) != GQ_OK) {
+            if (ctl_admit_charge(st, a->q, &ad, now, &added, &err) != GQ_OK) {
                 GQ_WARN("queue: %s: %s", a->path, err.msg);
                 result = RES_ERROR;
                 goto out;
@@ -1220,6 +1250,10 @@ static int admit_pass(ctl_controller *c)
         atomic_fetch_add(&c->writes, 1);
         atomic_fetch_add(&c->q_charges, 1);
     }
+    /* A waiting pod naming a claim charged just now is planned again
+     * without it. */
+    if (claims_charged_for_waiting(pods, dec, n))
+        replan = true;
     /* Every admitted pod now holds all its charges: ungate. */
     for (size_t i = 0; i < n; i++) {
         if (dec[i].state != GQ_QSTATE_ADMIT)
@@ -1282,7 +1316,7 @@ static int admit_pass(ctl_controller *c)
         queued_event(c, &pods[i], why, msg, now);
     }
 out:
-    if (result == RES_CONFLICT)
+    if (result == RES_CONFLICT || (result == RES_OK && replan))
         requeue_after(c, ADMIT_KEY, 5);
     else if (result == RES_ERROR)
         backoff(c, ADMIT_KEY);
@@ -1294,6 +1328,8 @@ out:
     free(qidx);
     free(paid);
     free(pq);
+    free(popts);
+    free(eq);
     ctl_queued_free(pods, n);
     json_object_put(running);
     json_object_put(ac.objs);

@@ -150,6 +150,10 @@ typedef struct ctl_queued {
     gq_model_option opts[GQ_MAX_MODEL_CHOICES];
     const gq_model *model_of[GQ_MAX_MODEL_CHOICES];
     const gq_model *pin; /* set by the admission pass: the model chosen */
+    /* The ResourceClaims it names directly (owned copy; charged once per
+     * quota however many pods name them). */
+    gq_shared_claim *claims;
+    size_t n_claims;
 } ctl_queued;
 
 /* The queued pods that count at now (not terminal, not being deleted), in

@@ -817,6 +817,7 @@ void ctl_queued_free(ctl_queued *v, size_t n)
         free(v[i].name);
         free(v[i].uid);
         free(v[i].group);
+        free(v[i].claims);
     }
     free(v);
 }
@@ -881,6 +882,12 @@ gq_code ctl_store_queued(ctl_store *s, int64_t now, ctl_queued **out, size_t *n_
                 q->group_size = p->group_size;
                 q->created_us = p->created_us;
                 q->gate_idx = p->gate_idx;
+                if (p->n_claims && (q->claims = malloc(p->n_claims * sizeof(*q->claims)))) {
+                    memcpy(q->claims, p->claims, p->n_claims * sizeof(*q->claims));
+                    q->n_claims = p->n_claims;
+                } else if (p->n_claims) {
+                    rc = GQ_ENOMEM;
+                }
                 q->charge.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
                 for (int k = 0; k < GQ_KEY_COUNT; k++) {
                     q->charge.v[k] = p->charge[k];

@@ -13,13 +13,16 @@
 #     way and charged once per quota however many pods name it; gpu-pods
 #     counts each pod; the controller frees it when its last pod goes; and
 #     concurrent creates naming one claim never pass spec.hard.
+#   - under whenExceeded: Queue the controller, which charges and ungates
+#     queued pods, charges a shared claim once too.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
 NS=e2e-dra
 NS2=e2e-dra-shared
+NS3=e2e-dra-queue
 cleanup() {
-    kubectl delete namespace "$NS" "$NS2" --ignore-not-found --wait=true --timeout=120s >/dev/null
+    kubectl delete namespace "$NS" "$NS2" "$NS3" --ignore-not-found --wait=true --timeout=120s >/dev/null
     kubectl delete deviceclass gpu.nvidia.com --ignore-not-found >/dev/null 2>&1
 }
 trap cleanup EXIT
@@ -64,6 +67,7 @@ check_match "the apiserver serves resource.k8s.io/v1" "resourceclaimtemplates" \
     "$(kubectl api-resources --api-group=resource.k8s.io -o name 2>&1 | tr '\n' ' ')"
 ns "$NS" || { fail "namespace $NS"; finish; }
 ns "$NS2" || { fail "namespace $NS2"; finish; }
+ns "$NS3" || { fail "namespace $NS3"; finish; }
 kubectl apply -f - >/dev/null <<EOF
 apiVersion: resource.k8s.io/v1
 kind: DeviceClass
@@ -124,12 +128,12 @@ metadata: {name: shared, namespace: $NS2}
 spec:
   hard: {gpus: 2, gpu-memory: 160Gi, gpu-pods: 4}
 EOF
-# claim NAME COUNT: a ResourceClaim of COUNT H100s in $NS2.
+# claim NAME COUNT [NS]: a ResourceClaim of COUNT H100s in NS ($NS2).
 claim() {
     kubectl apply -f - >/dev/null <<EOF
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
-metadata: {name: $1, namespace: $NS2}
+metadata: {name: $1, namespace: ${3:-$NS2}}
 spec:
   devices:
     requests:
@@ -138,9 +142,10 @@ spec:
 EOF
 }
 create2() { kubectl -n "$NS2" create -f - 2>&1 <<<"$1"; }
-# usage: "gpus gpu-memory gpu-pods" of status.used (kubectl get gq -o json)
+# usage [NS QUOTA]: "gpus gpu-memory gpu-pods" of status.used of QUOTA
+# (shared) in NS ($NS2), as kubectl get gq -o json shows it.
 usage() {
-    kubectl -n "$NS2" get gq shared -o json |
+    kubectl -n "${1:-$NS2}" get gq "${2:-shared}" -o json |
         jq -r '.status.used // {} | "\(.gpus) \(.["gpu-memory"]) \(.["gpu-pods"])"'
 }
 usage_is() { [[ $(usage) == "$1" ]]; }
@@ -231,5 +236,35 @@ rm -rf "$work"
 check "4 concurrent pods naming one claim that fills spec.hard are all admitted" "4" "$admitted"
 eventually 60 usage_is "2 160Gi 4"
 check "and counted with the claim once" "2 160Gi 4" "$(usage)"
+
+# --- queued pods naming one claim: the controller charges it once ----------
+# A Queue quota whose gpus the claim fills: every pod is gated at creation
+# and the controller charges and ungates it. Charged once, the claim leaves
+# room for all three pods (gpu-pods 4); charged per pod, only the first
+# would ever start.
+quota "$NS3" queued '{gpus: 2, gpu-memory: 160Gi, gpu-pods: 4}'
+kubectl -n "$NS3" patch gq queued --type merge -p '{"spec":{"whenExceeded":"Queue"}}' >/dev/null
+claim qpair 2 "$NS3"
+gates3() { kubectl -n "$NS3" get pod "$1" -o json | jq -r '[.spec.schedulingGates[]?.name] | join(",")'; }
+ungated3() { [[ -z $(gates3 "$1") ]]; }
+usage3() { usage "$NS3" queued; }
+usage3_is() { [[ $(usage3) == "$1" ]]; }
+eventually 60 usage3_is "0 0 0"
+# The webhooks read the quota from their caches: wait until they gate.
+gated3() {
+    claim_pod probe resourceClaimName qpair | kubectl -n "$NS3" create --dry-run=server -o json -f - |
+        jq -e '.spec.schedulingGates'
+}
+eventually 30 gated3 || fail "the webhooks do not gate pods in $NS3"
+out=""
+for i in 1 2 3; do
+    out+=" $(kubectl -n "$NS3" create -f - 2>&1 <<<"$(claim_pod "qp-$i" resourceClaimName qpair)")"
+done
+check "three queued pods naming one ResourceClaim are created" \
+    " pod/qp-1 created pod/qp-2 created pod/qp-3 created" "$out"
+for i in 1 2 3; do eventually 60 ungated3 "qp-$i"; done
+check "the controller ungates all three" ",,," "$(for i in 1 2 3; do printf ,%s "$(gates3 "qp-$i")"; done)"
+eventually 60 usage3_is "2 160Gi 3"
+check "the claim counts once, each pod counts" "2 160Gi 3" "$(usage3)"
 
 finish

@@ -163,6 +163,8 @@ typedef struct ctl_queued {
 gq_code ctl_store_queued(ctl_store *s, int64_t now, ctl_queued **out, size_t *n,
                          json_object **running) GQ_WUR;
 void ctl_queued_free(ctl_queued *v, size_t n);
+/* Free the strings and claims of one queued pod (not q itself). */
+void ctl_queued_dispose(ctl_queued *q);
 
 /* gq_quota_matches with the labels the store holds for f's namespace. */
 bool ctl_store_matches(ctl_store *s, const gq_quota *q, const gq_pod_facts *f);

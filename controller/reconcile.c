@@ -266,6 +266,32 @@ static bool exceeded_message(const gq_quota *q, const gq_usage *u, char *buf, si
     return any;
 }
 
+/* status.conditions for result r of q: Ready True, and Exceeded as r says
+ * (lastTransitionTime kept from cur unless a condition's status changes).
+ * NULL when out of memory. */
+static json_object *status_conditions(json_object *cur, const gq_quota *q, const ctl_result *r,
+                                      int64_t now)
+{
+    json_object *conds = json_object_new_array();
+    json_object *c_ready = condition(cur, CTL_COND_READY, true, "Reconciled",
+                                     "usage recounted from pods", q->generation, now);
+    json_object *c_ex =
+        condition(cur, CTL_COND_EXCEEDED, r->exceeded, r->exceeded ? "Exceeded" : "WithinLimits",
+                  r->message, q->generation, now);
+    if (!conds || !c_ready || !c_ex || json_object_array_add(conds, c_ready)) {
+        json_object_put(c_ready);
+        json_object_put(c_ex);
+        json_object_put(conds);
+        return NULL;
+    }
+    if (json_object_array_add(conds, c_ex)) {
+        json_object_put(c_ex);
+        json_object_put(conds);
+        return NULL;
+    }
+    return conds;
+}
+
 /* ctl_reconcile with the spec already parsed (q from ctl_quota_parse_spec of
  * quota). */
 static gq_code reconcile_parsed(const gq_quota *q, json_object *quota, const gq_usage_pod *pods,
@@ -291,22 +317,8 @@ static gq_code reconcile_parsed(const gq_quota *q, json_object *quota, const gq_
     const char *old_ex_st = gq_json_get_string(old_ex, "status");
     r.became_exceeded = r.exceeded && !(old_ex_st && !strcmp(old_ex_st, "True"));
 
-    json_object *conds = json_object_new_array();
-    json_object *c_ready = condition(cur, CTL_COND_READY, true, "Reconciled",
-                                     "usage recounted from pods", q->generation, now);
-    json_object *c_ex =
-        condition(cur, CTL_COND_EXCEEDED, r.exceeded, r.exceeded ? "Exceeded" : "WithinLimits",
-                  r.message, q->generation, now);
-    if (!conds || !c_ready || !c_ex || json_object_array_add(conds, c_ready)) {
-        json_object_put(c_ready);
-        json_object_put(c_ex);
-        json_object_put(conds);
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
-        goto out;
-    }
-    if (json_object_array_add(conds, c_ex)) {
-        json_object_put(c_ex);
-        json_object_put(conds);
+    json_object *conds = status_conditions(cur, q, &r, now);
+    if (!conds) {
         rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
         goto out;
     }

@@ -810,15 +810,19 @@ gq_code ctl_store_with_quota_pods(ctl_store *s, const gq_quota *q, int64_t now,
     return rc;
 }
 
+void ctl_queued_dispose(ctl_queued *q)
+{
+    free(q->ns);
+    free(q->name);
+    free(q->uid);
+    free(q->group);
+    free(q->claims);
+}
+
 void ctl_queued_free(ctl_queued *v, size_t n)
 {
-    for (size_t i = 0; v && i < n; i++) {
-        free(v[i].ns);
-        free(v[i].name);
-        free(v[i].uid);
-        free(v[i].group);
-        free(v[i].claims);
-    }
+    for (size_t i = 0; v && i < n; i++)
+        ctl_queued_dispose(&v[i]);
     free(v);
 }
 
@@ -830,6 +834,47 @@ static gq_code count_running(json_object *running, const ctl_pod *p)
     snprintf(key, sizeof key, "%s/%s", p->ns->name, ctl_pod_group(p));
     int64_t n = json_object_object_get_ex(running, key, &v) ? json_object_get_int64(v) : 0;
     return json_object_object_add(running, key, json_object_new_int64(n + 1)) ? GQ_ENOMEM : GQ_OK;
+}
+
+/* *q = the queued pod p of namespace ns, copied (strings and claims owned).
+ * GQ_ENOMEM leaves what was copied for ctl_queued_dispose. */
+static gq_code queued_copy(ctl_queued *q, const ctl_ns *ns, const ctl_pod *p)
+{
+    gq_code rc = GQ_OK;
+    memset(q, 0, sizeof(*q));
+    q->ns = strdup(ns->name);
+    q->name = strdup(ctl_pod_name(p));
+    q->uid = strdup(ctl_pod_uid(p));
+    q->group = ctl_pod_group(p)[0] ? strdup(ctl_pod_group(p)) : NULL;
+    if (!q->ns || !q->name || !q->uid || (ctl_pod_group(p)[0] && !q->group))
+        rc = GQ_ENOMEM;
+    q->priority_class = p->priority_class;
+    q->model = p->model;
+    q->terminating = p->terminating;
+    q->priority = p->priority;
+    q->group_size = p->group_size;
+    q->created_us = p->created_us;
+    q->gate_idx = p->gate_idx;
+    if (p->n_claims && (q->claims = malloc(p->n_claims * sizeof(*q->claims)))) {
+        memcpy(q->claims, p->claims, p->n_claims * sizeof(*q->claims));
+        q->n_claims = p->n_claims;
+    } else if (p->n_claims) {
+        rc = GQ_ENOMEM;
+    }
+    q->charge.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        q->charge.v[k] = p->charge[k];
+        q->charge.set[k] = true;
+    }
+    for (size_t c = 0; p->choices && c < p->choices->n; c++) {
+        q->model_of[c] = p->choices->model[c];
+        q->opts[c].model = p->choices->model[c]->name;
+        q->opts[c].charge = q->charge;
+        for (int k = 0; k < GQ_KEY_COUNT; k++)
+            q->opts[c].charge.v[k] = p->choices->charge[c][k];
+        q->n_opts = c + 1;
+    }
+    return rc;
 }
 
 gq_code ctl_store_queued(ctl_store *s, int64_t now, ctl_queued **out, size_t *n_out,
@@ -866,41 +911,7 @@ gq_code ctl_store_queued(ctl_store *s, int64_t now, ctl_queued **out, size_t *n_
                     v = nv;
                     cap = nc;
                 }
-                ctl_queued *q = &v[n];
-                memset(q, 0, sizeof(*q));
-                n++;
-                q->ns = strdup(ns->name);
-                q->name = strdup(ctl_pod_name(p));
-                q->uid = strdup(ctl_pod_uid(p));
-                q->group = ctl_pod_group(p)[0] ? strdup(ctl_pod_group(p)) : NULL;
-                if (!q->ns || !q->name || !q->uid || (ctl_pod_group(p)[0] && !q->group))
-                    rc = GQ_ENOMEM;
-                q->priority_class = p->priority_class;
-                q->model = p->model;
-                q->terminating = p->terminating;
-                q->priority = p->priority;
-                q->group_size = p->group_size;
-                q->created_us = p->created_us;
-                q->gate_idx = p->gate_idx;
-                if (p->n_claims && (q->claims = malloc(p->n_claims * sizeof(*q->claims)))) {
-                    memcpy(q->claims, p->claims, p->n_claims * sizeof(*q->claims));
-                    q->n_claims = p->n_claims;
-                } else if (p->n_claims) {
-                    rc = GQ_ENOMEM;
-                }
-                q->charge.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
-                for (int k = 0; k < GQ_KEY_COUNT; k++) {
-                    q->charge.v[k] = p->charge[k];
-                    q->charge.set[k] = true;
-                }
-                for (size_t c = 0; p->choices && c < p->choices->n; c++) {
-                    q->model_of[c] = p->choices->model[c];
-                    q->opts[c].model = p->choices->model[c]->name;
-                    q->opts[c].charge = q->charge;
-                    for (int k = 0; k < GQ_KEY_COUNT; k++)
-                        q->opts[c].charge.v[k] = p->choices->charge[c][k];
-                    q->n_opts = c + 1;
-                }
+                rc = queued_copy(&v[n++], ns, p);
             }
         }
     pthread_rwlock_unlock(&s->lock);

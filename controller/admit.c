@@ -329,12 +329,9 @@ static pass_step read_quota(admit_pass *a, const gq_quota *q)
     ctl_controller *c = a->c;
     aquota *aq = &a->qs[a->nq];
     bool tenant = q->kind == GQ_QUOTA_TENANT;
-    ctl_make_key(aq->key, tenant ? 't' : 'q', tenant ? "" : q->namespace_, q->name);
-    if (tenant)
-        snprintf(aq->path, sizeof aq->path, API_GQ "/gputenantquotas/%s", q->name);
-    else
-        snprintf(aq->path, sizeof aq->path, API_GQ "/namespaces/%s/gpuquotas/%s", q->namespace_,
-                 q->name);
+    const char *ns = tenant ? "" : q->namespace_;
+    ctl_make_key(aq->key, tenant ? 't' : 'q', ns, q->name);
+    ctl_quota_path(aq->path, sizeof aq->path, ns, q->name);
     gq_code rc = c->o.api->get(c->o.api->ctx, aq->path, &aq->obj, &a->err);
     if (rc == GQ_ENOTFOUND)
         return STEP_OK;

@@ -69,6 +69,13 @@ static void sleep_ms(long ms)
 /* --- keys ------------------------------------------------------------------ */
 
 /* The queue key of a GPUQuota ('q') or tenant ('t'); false when too long. */
+bool ctl_quota_path(char *path, size_t cap, const char *ns, const char *name)
+{
+    int n = ns[0] ? snprintf(path, cap, API_GQ "/namespaces/%s/gpuquotas/%s", ns, name)
+                  : snprintf(path, cap, API_GQ "/gputenantquotas/%s", name);
+    return n > 0 && (size_t)n < cap;
+}
+
 bool ctl_make_key(char key[KEY_MAX], char kind, const char *ns, const char *name)
 {
     int n = kind == 'q' ? snprintf(key, KEY_MAX, "q/%s/%s", ns, name)
@@ -585,16 +592,14 @@ static bool quota_ref_parse(ctl_controller *c, const char *key, quota_ref *r)
     if (key[0] == 'q' && sscanf(key, "q/%299[^/]/%299s", r->ns, r->name) == 2) {
         r->kind = GQ_KIND_GPUQUOTA;
         r->cache = c->quotas;
-        snprintf(r->path, sizeof r->path, API_GQ "/namespaces/%s/gpuquotas/%s", r->ns, r->name);
     } else if (key[0] == 't' && sscanf(key, "t/%299s", r->name) == 1) {
         r->kind = GQ_KIND_GPUTENANTQUOTA;
         r->cache = c->tenants;
-        snprintf(r->path, sizeof r->path, API_GQ "/gputenantquotas/%s", r->name);
     } else {
         return false;
     }
     r->sep = r->ns[0] ? "/" : "";
-    return true;
+    return ctl_quota_path(r->path, sizeof r->path, r->ns, r->name);
 }
 
 /* How reading a quota from the cache went. */

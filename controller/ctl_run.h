@@ -78,6 +78,9 @@ int64_t ctl_wall_now(ctl_controller *c);
 /* key = the queue key of kind 'q' (ns, name) or 't' (name); false when too
  * long. */
 bool ctl_make_key(char key[KEY_MAX], char kind, const char *ns, const char *name);
+/* path = the API path of GPUQuota ns/name, or of GPUTenantQuota name when
+ * ns is empty; false when it does not fit in cap. */
+bool ctl_quota_path(char *path, size_t cap, const char *ns, const char *name);
 /* Requeue key after its next backoff delay / after ms. */
 void ctl_backoff(ctl_controller *c, const char *key);
 void ctl_requeue_after(ctl_controller *c, const char *key, long ms);

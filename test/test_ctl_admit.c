@@ -44,12 +44,9 @@ static gq_quota *parse(json_object *obj)
 /* A claim of two GPUs of 80Gi, named "pair". */
 static gq_shared_claim pair_claim(void)
 {
-    gq_shared_claim c;
-    memset(&c, 0, sizeof(c));
+    gq_shared_claim c = {.gpus = 2, .memory = 160 * GI, .model = NULL};
     snprintf(c.uid, sizeof(c.uid), "claim-pair");
     snprintf(c.name, sizeof(c.name), "pair");
-    c.gpus = 2;
-    c.memory = 160 * GI;
     return c;
 }
 

@@ -44,20 +44,7 @@ static void trim_heap(void)
 
 static const double hist_bounds[N_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                               0.05,   0.1,   0.25,   0.5,   1,    2.5};
-static const double wait_bounds[W_BUCKETS] = {0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 14400};
 static const char *const result_names[RES_COUNT] = {"success", "conflict", "error", "invalid"};
-
-int64_t ctl_wall_now(ctl_controller *c)
-{
-    return c->o.now ? c->o.now(c->o.clock_ud) : (int64_t)time(NULL);
-}
-
-static int64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 static void sleep_ms(long ms)
 {
@@ -67,21 +54,6 @@ static void sleep_ms(long ms)
 }
 
 /* --- keys ------------------------------------------------------------------ */
-
-/* The queue key of a GPUQuota ('q') or tenant ('t'); false when too long. */
-bool ctl_quota_path(char *path, size_t cap, const char *ns, const char *name)
-{
-    int n = ns[0] ? snprintf(path, cap, API_GQ "/namespaces/%s/gpuquotas/%s", ns, name)
-                  : snprintf(path, cap, API_GQ "/gputenantquotas/%s", name);
-    return n > 0 && (size_t)n < cap;
-}
-
-bool ctl_make_key(char key[KEY_MAX], char kind, const char *ns, const char *name)
-{
-    int n = kind == 'q' ? snprintf(key, KEY_MAX, "q/%s/%s", ns, name)
-                        : snprintf(key, KEY_MAX, "t/%s", name);
-    return n > 0 && n < KEY_MAX;
-}
 
 static gq_code enqueue(ctl_controller *c, char kind, const char *ns, const char *name, long delay)
 {
@@ -326,24 +298,6 @@ static void ns_delete(void *ud, const char *ns, const char *name, const void *re
 
 /* --- per-quota state ------------------------------------------------------- */
 
-static kstate *ks_get(ctl_controller *c, const char *key, bool create)
-{
-    size_t b = (size_t)(gq_fnv1a(key) % KS_BUCKETS);
-    for (kstate *k = c->ks[b]; k; k = k->next)
-        if (!strcmp(k->key, key))
-            return k;
-    if (!create)
-        return NULL;
-    size_t len = strlen(key);
-    kstate *k = calloc(1, sizeof(*k) + len + 1);
-    if (!k)
-        return NULL;
-    memcpy(k->key, key, len + 1);
-    k->next = c->ks[b];
-    c->ks[b] = k;
-    return k;
-}
-
 static void ks_free(kstate *k)
 {
     if (!k)
@@ -380,7 +334,7 @@ static bool own_echo(ctl_controller *c, char kind, const char *ns, const char *n
     if (!rv || !ctl_make_key(key, kind, ns, name))
         return false;
     pthread_mutex_lock(&c->mu);
-    kstate *k = ks_get(c, key, false);
+    kstate *k = ctl_ks_get(c, key, false);
     bool echo = k && k->written_rv && !strcmp(k->written_rv, rv);
     pthread_mutex_unlock(&c->mu);
     return echo;
@@ -406,80 +360,10 @@ static void observe(ctl_controller *c, int result, int64_t us)
     atomic_fetch_add(&c->hist_sum_us, (unsigned long)(us > 0 ? us : 0));
 }
 
-/* core/v1 Event on the quota (namespace "default" for cluster-scoped
- * tenants, as Kubernetes does). Best effort: failures are logged. */
-void ctl_post_event_v(ctl_controller *c, json_object *obj, const char *api_version,
-                      const char *kind, const char *ns, const char *name, const char *reason,
-                      const char *message, int64_t now)
-{
-    char ts[GQ_RFC3339_MAX], evname[320], path[320];
-    const char *evns = ns[0] ? ns : "default";
-    json_object *meta = gq_json_member(obj, "metadata");
-    gq_time_format_rfc3339(now, ts);
-    snprintf(evname, sizeof evname, "%.240s.%" PRIx64, name, (uint64_t)mono_us() * 1000);
-    snprintf(path, sizeof path, "/api/v1/namespaces/%s/events", evns);
-    json_object *ev = json_object_new_object(), *m = json_object_new_object(),
-                *io = json_object_new_object(), *src = json_object_new_object();
-    if (!ev || !m || !io || !src) {
-        json_object_put(ev);
-        json_object_put(m);
-        json_object_put(io);
-        json_object_put(src);
-        return;
-    }
-    json_object_object_add(m, "name", json_object_new_string(evname));
-    json_object_object_add(m, "namespace", json_object_new_string(evns));
-    json_object_object_add(io, "apiVersion", json_object_new_string(api_version));
-    json_object_object_add(io, "kind", json_object_new_string(kind));
-    json_object_object_add(io, "name", json_object_new_string(name));
-    if (ns[0])
-        json_object_object_add(io, "namespace", json_object_new_string(ns));
-    const char *uid = gq_json_get_string(meta, "uid"),
-               *rv = gq_json_meta_string(obj, "resourceVersion");
-    if (uid)
-        json_object_object_add(io, "uid", json_object_new_string(uid));
-    if (rv)
-        json_object_object_add(io, "resourceVersion", json_object_new_string(rv));
-    json_object_object_add(src, "component", json_object_new_string("gpuquota-controller"));
-    json_object_object_add(ev, "apiVersion", json_object_new_string("v1"));
-    json_object_object_add(ev, "kind", json_object_new_string("Event"));
-    json_object_object_add(ev, "metadata", m);
-    json_object_object_add(ev, "involvedObject", io);
-    json_object_object_add(ev, "reason", json_object_new_string(reason));
-    json_object_object_add(ev, "message", json_object_new_string(message));
-    json_object_object_add(ev, "type", json_object_new_string("Warning"));
-    json_object_object_add(ev, "source", src);
-    json_object_object_add(ev, "firstTimestamp", json_object_new_string(ts));
-    json_object_object_add(ev, "lastTimestamp", json_object_new_string(ts));
-    json_object_object_add(ev, "count", json_object_new_int(1));
-    json_object_object_add(ev, "reportingComponent", json_object_new_string("gpuquota-controller"));
-    json_object_object_add(ev, "reportingInstance", json_object_new_string(c->identity));
-    gq_err err;
-    gq_err_clear(&err);
-    if (c->o.api->create(c->o.api->ctx, path, ev, NULL, &err) == GQ_OK)
-        atomic_fetch_add(&c->events, 1);
-    else
-        GQ_WARN("%s %s%s%s: cannot record event: %s", kind, ns, ns[0] ? "/" : "", name, err.msg);
-    json_object_put(ev);
-}
-
 static void post_event(ctl_controller *c, json_object *obj, const char *kind, const char *ns,
                        const char *name, const char *reason, const char *message, int64_t now)
 {
     ctl_post_event_v(c, obj, GQ_API_VERSION, kind, ns, name, reason, message, now);
-}
-
-/* The queue only fails on out-of-memory; the periodic resync recovers. */
-void ctl_backoff(ctl_controller *c, const char *key)
-{
-    if (ctl_queue_add_rate_limited(c->queue, key, NULL))
-        GQ_ERROR("%s: cannot requeue: out of memory", key);
-}
-
-void ctl_requeue_after(ctl_controller *c, const char *key, long ms)
-{
-    if (ctl_queue_add_after(c->queue, key, ms))
-        GQ_ERROR("%s: cannot requeue: out of memory", key);
 }
 
 /* --- abandoned reservations ---------------------------------------------- */
@@ -522,14 +406,14 @@ static void find_abandoned(ctl_controller *c, const char *key, json_object *quot
 {
     json_object *arr = gq_json_member(gq_json_member(quota, "status"), "reservations");
     json_object *seen_now = json_object_new_object(), *old = NULL;
-    int64_t now_ms = mono_us() / 1000;
+    int64_t now_ms = ctl_mono_us() / 1000;
     long grace = c->o.reservation_grace_ms;
     *drop = NULL;
     *recheck_ms = 0;
     if (!seen_now)
         return;
     pthread_mutex_lock(&c->mu);
-    kstate *ks = ks_get(c, key, true);
+    kstate *ks = ctl_ks_get(c, key, true);
     if (ks)
         old = json_object_get(ks->first_seen);
     pthread_mutex_unlock(&c->mu);
@@ -566,7 +450,7 @@ static void find_abandoned(ctl_controller *c, const char *key, json_object *quot
     }
     json_object_put(old);
     pthread_mutex_lock(&c->mu);
-    ks = ks_get(c, key, false);
+    ks = ctl_ks_get(c, key, false);
     if (ks) {
         json_object_put(ks->first_seen);
         ks->first_seen = seen_now;
@@ -623,7 +507,7 @@ static quota_read quota_read_cached(ctl_controller *c, const char *key, const qu
     if (!obj)
         return QUOTA_NO_COPY;
     pthread_mutex_lock(&c->mu);
-    kstate *ks = ks_get(c, key, false);
+    kstate *ks = ctl_ks_get(c, key, false);
     const char *rv = gq_json_meta_string(obj, "resourceVersion");
     if (ks && ks->written) {
         json_object *w = NULL;
@@ -677,7 +561,7 @@ static void status_written(ctl_controller *c, const char *key, const quota_ref *
     atomic_fetch_add(&c->writes, 1);
     ctl_admit_kick(c); /* usage went down, or queued pods changed: maybe room now */
     pthread_mutex_lock(&c->mu);
-    kstate *ks = ks_get(c, key, true);
+    kstate *ks = ctl_ks_get(c, key, true);
     if (ks) {
         const char *wrv = gq_json_meta_string(written, "resourceVersion");
         free(ks->written_rv);
@@ -726,7 +610,7 @@ static void quota_gauges(ctl_controller *c, const char *key, const quota_ref *r,
                          const ctl_result *res)
 {
     pthread_mutex_lock(&c->mu);
-    kstate *ks = ks_get(c, key, true);
+    kstate *ks = ctl_ks_get(c, key, true);
     if (ks && !res->invalid) {
         ks->used = res->used;
         ks->hard = res->hard;
@@ -861,9 +745,9 @@ static void *worker(void *arg)
             continue;
         if (rc)
             break;
-        int64_t t0 = mono_us();
+        int64_t t0 = ctl_mono_us();
         int r = process(c, key);
-        observe(c, r, mono_us() - t0);
+        observe(c, r, ctl_mono_us() - t0);
         ctl_queue_done(c->queue, key);
         free(key);
     }
@@ -1111,20 +995,6 @@ size_t ctl_controller_tracked_pods(ctl_controller *c)
 
 /* --- metrics ---------------------------------------------------------------- */
 
-void ctl_wait_observe(ctl_controller *c, const char *qkey, double s)
-{
-    pthread_mutex_lock(&c->mu);
-    kstate *k = ks_get(c, qkey, true);
-    if (k) {
-        int i = 0;
-        while (i < W_BUCKETS && s > wait_bounds[i])
-            i++;
-        k->wait_hist[i]++;
-        k->wait_sum += s;
-    }
-    pthread_mutex_unlock(&c->mu);
-}
-
 /* Queue families: length gauge and wait-time histogram per quota. mu held. */
 static void queue_series(ctl_controller *c, FILE *f)
 {
@@ -1153,7 +1023,7 @@ static void queue_series(ctl_controller *c, FILE *f)
                     fprintf(f,
                             "gpuquota_queue_wait_seconds_bucket{namespace=\"%s\",quota=\"%s\","
                             "le=\"%g\"} %lu\n",
-                            k->ns, k->name, wait_bounds[b], cum);
+                            k->ns, k->name, ctl_wait_bounds[b], cum);
                 else
                     fprintf(f,
                             "gpuquota_queue_wait_seconds_bucket{namespace=\"%s\",quota=\"%s\","

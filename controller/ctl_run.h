@@ -73,8 +73,16 @@ struct ctl_controller {
  * never hands a key to two workers), on the leader only. */
 #define ADMIT_KEY "a/queue"
 
+/* Upper bounds (seconds) of the queue wait histogram's buckets. */
+extern const double ctl_wait_bounds[W_BUCKETS];
+
 /* Wall clock (Unix seconds): the options' clock, else time(). */
 int64_t ctl_wall_now(ctl_controller *c);
+/* Monotonic clock, microseconds. */
+int64_t ctl_mono_us(void);
+/* The per-quota state of key (c->mu held); created when create (NULL when
+ * out of memory), else NULL when there is none. */
+kstate *ctl_ks_get(ctl_controller *c, const char *key, bool create);
 /* key = the queue key of kind 'q' (ns, name) or 't' (name); false when too
  * long. */
 bool ctl_make_key(char key[KEY_MAX], char kind, const char *ns, const char *name);

@@ -799,41 +799,9 @@ static void on_stopped(void *ud)
 
 /* --- lifecycle -------------------------------------------------------------- */
 
-gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, gq_err *err)
+/* The informer caches: pods, GPUQuotas, GPUTenantQuotas, namespaces. */
+static gq_code new_caches(ctl_controller *c, gq_err *err)
 {
-    gq_code rc = GQ_ENOMEM;
-    if (!o || !o->api || !o->cfg)
-        return gq_err_set(err, GQ_EINVAL, "controller needs an API and a configuration");
-    ctl_controller *c = calloc(1, sizeof(*c));
-    if (!c)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
-    c->o = *o;
-    if (!c->o.workers)
-        c->o.workers = 2;
-    if (c->o.resync_ms <= 0)
-        c->o.resync_ms = 300000;
-    if (c->o.reservation_grace_ms <= 0)
-        c->o.reservation_grace_ms = CTL_RESERVATION_GRACE_MS;
-    pthread_mutex_init(&c->mu, NULL);
-    c->ungated = json_object_new_object();
-    c->q_events = json_object_new_object();
-    if (!c->ungated || !c->q_events)
-        goto fail;
-    char host[128] = "gpuquota", id[200];
-    if (!o->identity) {
-        if (gethostname(host, sizeof host) != 0)
-            snprintf(host, sizeof host, "gpuquota");
-        host[sizeof host - 1] = '\0';
-        snprintf(id, sizeof id, "%s_%ld", host, (long)getpid());
-    }
-    c->identity = strdup(o->identity ? o->identity : id);
-    c->lease_ns = strdup(o->lease_namespace ? o->lease_namespace : "gpuquota-system");
-    c->lease_name = strdup(o->lease_name ? o->lease_name : "gpuquota-controller");
-    if (!c->identity || !c->lease_ns || !c->lease_name)
-        goto fail;
-    ctl_queue_opts qo = {.backoff_min_ms = o->backoff_min_ms, .backoff_max_ms = o->backoff_max_ms};
-    if (ctl_store_new(&c->store) || ctl_queue_new(&qo, &c->queue))
-        goto fail;
     kube_cache_opts po = {.path = "/api/v1/pods",
                           .page_size = POD_PAGE,
                           .transform = pod_transform,
@@ -859,31 +827,78 @@ gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, g
                             .on_update = ns_update,
                             .on_delete = ns_delete,
                             .ud = c};
-    rc = kube_cache_new(o->api, &po, &c->pods, err);
+    gq_code rc = kube_cache_new(c->o.api, &po, &c->pods, err);
     if (!rc)
-        rc = kube_cache_new(o->api, &qopt, &c->quotas, err);
+        rc = kube_cache_new(c->o.api, &qopt, &c->quotas, err);
     if (!rc)
-        rc = kube_cache_new(o->api, &topt, &c->tenants, err);
+        rc = kube_cache_new(c->o.api, &topt, &c->tenants, err);
     if (!rc)
-        rc = kube_cache_new(o->api, &nopt, &c->nss, err);
+        rc = kube_cache_new(c->o.api, &nopt, &c->nss, err);
+    return rc;
+}
+
+/* Leader election: the identity (HOSTNAME_PID unless given) and the Lease;
+ * without leader_elect the controller leads from the start. */
+static gq_code new_leader(ctl_controller *c, gq_err *err)
+{
+    const ctl_controller_opts *o = &c->o;
+    char host[128] = "gpuquota", id[200];
+    if (!o->identity) {
+        if (gethostname(host, sizeof host) != 0)
+            snprintf(host, sizeof host, "gpuquota");
+        host[sizeof host - 1] = '\0';
+        snprintf(id, sizeof id, "%s_%ld", host, (long)getpid());
+    }
+    c->identity = strdup(o->identity ? o->identity : id);
+    c->lease_ns = strdup(o->lease_namespace ? o->lease_namespace : "gpuquota-system");
+    c->lease_name = strdup(o->lease_name ? o->lease_name : "gpuquota-controller");
+    if (!c->identity || !c->lease_ns || !c->lease_name)
+        return GQ_ENOMEM;
+    if (!o->leader_elect) {
+        atomic_store(&c->leading, 1);
+        return GQ_OK;
+    }
+    kube_leader_opts lo = {.namespace_ = c->lease_ns,
+                           .name = c->lease_name,
+                           .identity = c->identity,
+                           .lease_ms = o->lease_ms,
+                           .renew_deadline_ms = o->renew_deadline_ms,
+                           .retry_ms = o->retry_ms,
+                           .on_started = on_started,
+                           .on_stopped = on_stopped,
+                           .ud = c};
+    return kube_leader_elect_new(o->api, &lo, &c->le, err);
+}
+
+gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, gq_err *err)
+{
+    gq_code rc = GQ_ENOMEM;
+    if (!o || !o->api || !o->cfg)
+        return gq_err_set(err, GQ_EINVAL, "controller needs an API and a configuration");
+    ctl_controller *c = calloc(1, sizeof(*c));
+    if (!c)
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    c->o = *o;
+    if (!c->o.workers)
+        c->o.workers = 2;
+    if (c->o.resync_ms <= 0)
+        c->o.resync_ms = 300000;
+    if (c->o.reservation_grace_ms <= 0)
+        c->o.reservation_grace_ms = CTL_RESERVATION_GRACE_MS;
+    pthread_mutex_init(&c->mu, NULL);
+    c->ungated = json_object_new_object();
+    c->q_events = json_object_new_object();
+    if (!c->ungated || !c->q_events)
+        goto fail;
+    ctl_queue_opts qo = {.backoff_min_ms = o->backoff_min_ms, .backoff_max_ms = o->backoff_max_ms};
+    if (ctl_store_new(&c->store) || ctl_queue_new(&qo, &c->queue))
+        goto fail;
+    /* The elector after the caches, as before: its callbacks reach them. */
+    rc = new_caches(c, err);
+    if (!rc)
+        rc = new_leader(c, err);
     if (rc)
         goto fail;
-    if (o->leader_elect) {
-        kube_leader_opts lo = {.namespace_ = c->lease_ns,
-                               .name = c->lease_name,
-                               .identity = c->identity,
-                               .lease_ms = o->lease_ms,
-                               .renew_deadline_ms = o->renew_deadline_ms,
-                               .retry_ms = o->retry_ms,
-                               .on_started = on_started,
-                               .on_stopped = on_stopped,
-                               .ud = c};
-        rc = kube_leader_elect_new(o->api, &lo, &c->le, err);
-        if (rc)
-            goto fail;
-    } else {
-        atomic_store(&c->leading, 1);
-    }
     *out = c;
     return GQ_OK;
 fail:

@@ -453,11 +453,71 @@ static void build_entry(admit_pass *a, size_t i)
     entry_options(a, i);
 }
 
+/* Whether entry i plans shared claim uid: some quota it charges does not
+ * charge the claim yet (ctl_plan_charge kept it in). */
+static bool plans_claim(const admit_pass *a, size_t i, const char *uid)
+{
+    const gq_queue_entry *e = &a->ents[i];
+    for (size_t m = 0; m < e->n_quotas; m++)
+        if (!ctl_quota_charges_claim(a->qs[e->quotas[m]].q, uid, a->now))
+            return true;
+    return !e->n_quotas;
+}
+
+static bool has_paid(const admit_pass *a, size_t i)
+{
+    for (size_t m = 0; m < a->ents[i].n_quotas; m++)
+        if (a->ents[i].paid[m])
+            return true;
+    return false;
+}
+
+static bool names_claim(const ctl_queued *p, const char *uid)
+{
+    for (size_t k = 0; k < p->n_claims; k++)
+        if (!strcmp(p->claims[k].uid, uid))
+            return true;
+    return false;
+}
+
+/* Whether a member of pod i's group before it, unpaid, plans claim uid. */
+static bool earlier_member_plans(const admit_pass *a, size_t i, const char *uid)
+{
+    for (size_t j = 0; j < i; j++)
+        if (a->pods[j].group && !strcmp(a->pods[j].group, a->pods[i].group) &&
+            names_claim(&a->pods[j], uid) && !has_paid(a, j) && plans_claim(a, j, uid))
+            return true;
+    return false;
+}
+
+/* Members of a pod group are admitted all or nothing, so a shared claim
+ * several unpaid members name is planned once, on the first of them (the
+ * charges written then hold it once too: ctl_admit_charge). */
+static void group_claims_once(admit_pass *a)
+{
+    for (size_t i = 0; i < a->n; i++) {
+        const ctl_queued *p = &a->pods[i];
+        if (!p->group || has_paid(a, i))
+            continue;
+        for (size_t k = 0; k < p->n_claims; k++) {
+            const gq_shared_claim *c = &p->claims[k];
+            if (!plans_claim(a, i, c->uid) || !earlier_member_plans(a, i, c->uid))
+                continue;
+            gq_charge_own(&a->ents[i].charge, c, 1, &a->ents[i].charge);
+            for (size_t o = 0; o < p->n_opts; o++) {
+                gq_model_option *opt = &a->popts[i * GQ_MAX_MODEL_CHOICES + o];
+                gq_charge_own(&opt->charge, c, 1, &opt->charge);
+            }
+        }
+    }
+}
+
 /* Evaluate: which queued pods can be admitted now (gq_queue_plan). */
 static pass_step plan(admit_pass *a)
 {
     for (size_t i = 0; i < a->n; i++)
         build_entry(a, i);
+    group_claims_once(a);
     if (gq_queue_plan(a->ents, a->n, a->pq, a->nq, a->dec, &a->err) != GQ_OK) {
         GQ_ERROR("queue: %s", a->err.msg);
         return STEP_FAILED;

@@ -14,7 +14,8 @@
 #     counts each pod; the controller frees it when its last pod goes; and
 #     concurrent creates naming one claim never pass spec.hard.
 #   - under whenExceeded: Queue the controller, which charges and ungates
-#     queued pods, charges a shared claim once too.
+#     queued pods, charges a shared claim once too, for pods and for the
+#     members of a pod group.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
@@ -266,5 +267,43 @@ for i in 1 2 3; do eventually 60 ungated3 "qp-$i"; done
 check "the controller ungates all three" ",,," "$(for i in 1 2 3; do printf ,%s "$(gates3 "qp-$i")"; done)"
 eventually 60 usage3_is "2 160Gi 3"
 check "the claim counts once, each pod counts" "2 160Gi 3" "$(usage3)"
+
+# A pod group is admitted all or nothing, so a claim its members share is
+# planned once for the group: with one of two GPUs taken, a group of two
+# pods naming one claim of one GPU fits (charged per member it would need
+# three).
+kubectl -n "$NS3" delete pods --all --wait=true >/dev/null
+eventually 60 usage3_is "0 0 0"
+claim single 1 "$NS3"
+claim shared1 1 "$NS3"
+check_match "a pod naming a claim of one GPU is created" "created" \
+    "$(kubectl -n "$NS3" create -f - 2>&1 <<<"$(claim_pod solo resourceClaimName single)")"
+eventually 60 ungated3 solo
+eventually 60 usage3_is "1 80Gi 1"
+out=""
+for i in 1 2; do
+    out+=" $(kubectl -n "$NS3" create -f - 2>&1 <<YAML
+apiVersion: v1
+kind: Pod
+metadata:
+  name: g-$i
+  labels: {gpuquota.io/pod-group: g}
+  annotations: {gpuquota.io/pod-group-size: "2"}
+spec:
+  resourceClaims:
+  - {name: gpu, resourceClaimName: shared1}
+  containers:
+  - name: main
+    image: registry.example/cuda:12
+    resources:
+      claims: [{name: gpu}]
+YAML
+)"
+done
+check "a group of two pods naming one claim is created" " pod/g-1 created pod/g-2 created" "$out"
+for i in 1 2; do eventually 60 ungated3 "g-$i"; done
+check "the controller ungates the group" ",," "$(for i in 1 2; do printf ,%s "$(gates3 "g-$i")"; done)"
+eventually 60 usage3_is "2 160Gi 3"
+check "its claim counts once" "2 160Gi 3" "$(usage3)"
 
 finish

@@ -46,13 +46,14 @@ spec:
         exactly: $2
 EOF
 }
-# claim_pod NAME FIELD REF: a pod whose container uses claim "gpu" (FIELD:
-# resourceClaimTemplateName or resourceClaimName).
+# claim_pod NAME FIELD REF [METADATA]: a pod whose container uses claim "gpu"
+# (FIELD: resourceClaimTemplateName or resourceClaimName); METADATA: more
+# flow-map entries of its metadata.
 claim_pod() {
     cat <<EOF
 apiVersion: v1
 kind: Pod
-metadata: {name: $1}
+metadata: {name: $1${4:+, $4}}
 spec:
   resourceClaims:
   - {name: gpu, $2: $3}
@@ -281,24 +282,9 @@ check_match "a pod naming a claim of one GPU is created" "created" \
 eventually 60 ungated3 solo
 eventually 60 usage3_is "1 80Gi 1"
 out=""
+group='labels: {gpuquota.io/pod-group: g}, annotations: {gpuquota.io/pod-group-size: "2"}'
 for i in 1 2; do
-    out+=" $(kubectl -n "$NS3" create -f - 2>&1 <<YAML
-apiVersion: v1
-kind: Pod
-metadata:
-  name: g-$i
-  labels: {gpuquota.io/pod-group: g}
-  annotations: {gpuquota.io/pod-group-size: "2"}
-spec:
-  resourceClaims:
-  - {name: gpu, resourceClaimName: shared1}
-  containers:
-  - name: main
-    image: registry.example/cuda:12
-    resources:
-      claims: [{name: gpu}]
-YAML
-)"
+    out+=" $(kubectl -n "$NS3" create -f - 2>&1 <<<"$(claim_pod "g-$i" resourceClaimName shared1 "$group")")"
 done
 check "a group of two pods naming one claim is created" " pod/g-1 created pod/g-2 created" "$out"
 for i in 1 2; do eventually 60 ungated3 "g-$i"; done

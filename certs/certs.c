@@ -191,24 +191,27 @@ out:
     return rc;
 }
 
-static X509 *read_cert_file(const char *path)
+typedef void *(*pem_reader)(FILE *f);
+
+static void *read_cert(FILE *f)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return NULL;
-    X509 *x = PEM_read_X509(f, NULL, NULL, NULL);
-    fclose(f);
-    return x;
+    return PEM_read_X509(f, NULL, NULL, NULL);
 }
 
-static EVP_PKEY *read_key_file(const char *path)
+static void *read_key(FILE *f)
+{
+    return PEM_read_PrivateKey(f, NULL, NULL, NULL);
+}
+
+/* The object in the PEM file at path, NULL when unreadable. */
+static void *read_pem(const char *path, pem_reader fn)
 {
     FILE *f = fopen(path, "r");
     if (!f)
         return NULL;
-    EVP_PKEY *k = PEM_read_PrivateKey(f, NULL, NULL, NULL);
+    void *obj = fn(f);
     fclose(f);
-    return k;
+    return obj;
 }
 
 /* The CA in dir, if it is usable until `until`. NULL (nothing loaded)
@@ -221,8 +224,8 @@ static bool load_ca(const char *dir, time_t now, time_t until, X509 **ca, EVP_PK
     EVP_PKEY *k = NULL;
     snprintf(cpath, sizeof(cpath), "%s/ca.crt", dir);
     snprintf(kpath, sizeof(kpath), "%s/ca.key", dir);
-    x = read_cert_file(cpath);
-    k = x ? read_key_file(kpath) : NULL;
+    x = read_pem(cpath, read_cert);
+    k = x ? read_pem(kpath, read_key) : NULL;
     if (!x || !k) {
         *why = "no readable ca.crt and ca.key";
     } else if (X509_check_private_key(x, k) != 1) {
@@ -264,6 +267,29 @@ static gq_code build_sans(const certs_options *o, char *buf, size_t cap, gq_err 
         len += (size_t)n;
     }
     return GQ_OK;
+}
+
+/* A new key and its certificate for cn, valid start..end, signed by
+ * issuer/issuer_key (NULL: a self-signed CA) with the SANs given, written
+ * to dir as NAME.key and NAME.crt. *key and *cert are the caller's to free,
+ * also on failure. */
+static gq_code issue(const char *dir, const char *name, const char *cn, X509 *issuer,
+                     EVP_PKEY *issuer_key, time_t start, time_t end, const char *sans,
+                     EVP_PKEY **key, X509 **cert, gq_err *err)
+{
+    char key_file[32], cert_file[32];
+    *key = new_key();
+    if (!*key)
+        return gq_err_set(err, GQ_ETLS, "cannot make a key: %s", ossl_reason());
+    gq_code rc = make_cert(cn, *key, issuer, issuer_key, start, end, !issuer, sans, cert, err);
+    if (rc)
+        return rc;
+    /* Key first: a server polling the pair sees a mismatch at worst, keeps
+     * its old pair and picks up the new one when the certificate lands. */
+    snprintf(key_file, sizeof(key_file), "%s.key", name);
+    snprintf(cert_file, sizeof(cert_file), "%s.crt", name);
+    rc = write_atomic(dir, key_file, 0600, write_key, *key, err);
+    return rc ? rc : write_atomic(dir, cert_file, 0644, write_cert, *cert, err);
 }
 
 gq_code certs_generate(const certs_options *o, certs_result *result, gq_err *err)
@@ -309,37 +335,15 @@ gq_code certs_generate(const certs_options *o, certs_result *result, gq_err *err
         time_t ca_end = o->now + (time_t)o->ca_days * 86400;
         if (ca_end < end)
             ca_end = end;
-        ca_key = new_key();
-        if (!ca_key) {
-            rc = gq_err_set(err, GQ_ETLS, "cannot make a key: %s", ossl_reason());
-            goto out;
-        }
         snprintf(cn, sizeof(cn), "gpuquota-ca %s.%s", o->service, o->ns);
-        rc = make_cert(cn, ca_key, NULL, NULL, start, ca_end, true, NULL, &ca, err);
-        if (rc)
-            goto out;
-        rc = write_atomic(o->out_dir, "ca.key", 0600, write_key, ca_key, err);
-        if (!rc)
-            rc = write_atomic(o->out_dir, "ca.crt", 0644, write_cert, ca, err);
+        rc = issue(o->out_dir, "ca", cn, NULL, NULL, start, ca_end, NULL, &ca_key, &ca, err);
         if (rc)
             goto out;
         res.ca_created = true;
     }
 
-    key = new_key();
-    if (!key) {
-        rc = gq_err_set(err, GQ_ETLS, "cannot make a key: %s", ossl_reason());
-        goto out;
-    }
     snprintf(cn, sizeof(cn), "%s.%s.svc", o->service, o->ns);
-    rc = make_cert(cn, key, ca, ca_key, start, end, false, sans, &leaf, err);
-    if (rc)
-        goto out;
-    /* Key first: a server polling the pair sees a mismatch at worst, keeps
-     * its old pair and picks up the new one when tls.crt lands. */
-    rc = write_atomic(o->out_dir, "tls.key", 0600, write_key, key, err);
-    if (!rc)
-        rc = write_atomic(o->out_dir, "tls.crt", 0644, write_cert, leaf, err);
+    rc = issue(o->out_dir, "tls", cn, ca, ca_key, start, end, sans, &key, &leaf, err);
     if (rc)
         goto out;
     res.not_after = end;
@@ -418,59 +422,94 @@ static time_t asn1_to_time(const ASN1_TIME *t)
     return timegm(&tm);
 }
 
-gq_code certs_inspect_file(const char *path, certs_info **out, size_t *n_out, gq_err *err)
+typedef gq_code (*cert_fn)(void *ud, X509 *x, size_t n, gq_err *err);
+
+/* Every PEM certificate of f, in order, to fn (n counts from 1; x is
+ * borrowed); a file without one is an error naming path. */
+static gq_code each_cert(FILE *f, const char *path, cert_fn fn, void *ud, gq_err *err)
 {
     gq_code rc = GQ_OK;
-    certs_info *list = NULL;
-    size_t n = 0, cap = 0;
-    X509 *x = NULL;
+    size_t n = 0;
+    X509 *x;
+    while (!rc && (x = PEM_read_X509(f, NULL, NULL, NULL))) {
+        rc = fn(ud, x, ++n, err);
+        X509_free(x);
+    }
+    ERR_clear_error(); /* the loop ends on "no start line" */
+    if (!rc && n == 0)
+        rc = gq_err_set(err, GQ_EINVAL, "%s: no PEM certificate found", path);
+    return rc;
+}
+
+typedef struct info_list {
+    certs_info *v;
+    size_t n, cap;
+} info_list;
+
+static gq_code add_info(void *ud, X509 *x, size_t n, gq_err *err)
+{
+    info_list *l = ud;
+    (void)n;
+    if (l->n == l->cap) {
+        size_t ncap = l->cap ? l->cap * 2 : 4;
+        certs_info *nl = realloc(l->v, ncap * sizeof(*nl));
+        if (!nl)
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        l->v = nl;
+        l->cap = ncap;
+    }
+    certs_info *ci = &l->v[l->n++];
+    memset(ci, 0, sizeof(*ci));
+    name_to_text(X509_get_subject_name(x), ci->subject, sizeof(ci->subject));
+    name_to_text(X509_get_issuer_name(x), ci->issuer, sizeof(ci->issuer));
+    sans_to_text(x, ci->sans, sizeof(ci->sans));
+    ci->not_before = asn1_to_time(X509_get0_notBefore(x));
+    ci->not_after = asn1_to_time(X509_get0_notAfter(x));
+    ci->is_ca = (X509_get_extension_flags(x) & EXFLAG_CA) != 0;
+    return GQ_OK;
+}
+
+gq_code certs_inspect_file(const char *path, certs_info **out, size_t *n_out, gq_err *err)
+{
+    info_list l = {0};
     FILE *f = fopen(path, "r");
     if (!f)
         return gq_err_set(err, GQ_EIO, "%s: %s", path, strerror(errno));
-    while ((x = PEM_read_X509(f, NULL, NULL, NULL))) {
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 4;
-            certs_info *nl = realloc(list, ncap * sizeof(*nl));
-            if (!nl) {
-                rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
-                goto out;
-            }
-            list = nl;
-            cap = ncap;
-        }
-        certs_info *ci = &list[n++];
-        memset(ci, 0, sizeof(*ci));
-        name_to_text(X509_get_subject_name(x), ci->subject, sizeof(ci->subject));
-        name_to_text(X509_get_issuer_name(x), ci->issuer, sizeof(ci->issuer));
-        sans_to_text(x, ci->sans, sizeof(ci->sans));
-        ci->not_before = asn1_to_time(X509_get0_notBefore(x));
-        ci->not_after = asn1_to_time(X509_get0_notAfter(x));
-        ci->is_ca = (X509_get_extension_flags(x) & EXFLAG_CA) != 0;
-        X509_free(x);
-        x = NULL;
-    }
-    ERR_clear_error(); /* the loop ends on "no start line" */
-    if (n == 0) {
-        rc = gq_err_set(err, GQ_EINVAL, "%s: no PEM certificate found", path);
-        goto out;
-    }
-    *out = list;
-    *n_out = n;
-    list = NULL;
-out:
-    X509_free(x);
-    free(list);
+    gq_code rc = each_cert(f, path, add_info, &l, err);
     fclose(f);
-    return rc;
+    if (rc) {
+        free(l.v);
+        return rc;
+    }
+    *out = l.v;
+    *n_out = l.n;
+    return GQ_OK;
+}
+
+typedef struct bundle {
+    const char *path;
+    BIO *b;
+} bundle;
+
+static gq_code add_ca(void *ud, X509 *x, size_t n, gq_err *err)
+{
+    bundle *bd = ud;
+    if (!(X509_get_extension_flags(x) & EXFLAG_CA)) {
+        char subject[256];
+        name_to_text(X509_get_subject_name(x), subject, sizeof(subject));
+        return gq_err_set(err, GQ_EINVAL, "%s: certificate %zu (%s) is not a CA certificate",
+                          bd->path, n, subject);
+    }
+    if (PEM_write_bio_X509(bd->b, x) != 1)
+        return gq_err_set(err, GQ_ETLS, "%s: cannot encode certificate %zu", bd->path, n);
+    return GQ_OK;
 }
 
 gq_code certs_ca_bundle_pem(const char *path, char **pem, size_t *len, gq_err *err)
 {
     gq_code rc = GQ_OK;
-    X509 *x = NULL;
-    BIO *b = NULL;
+    bundle bd = {path, NULL};
     struct stat st;
-    size_t n = 0;
     FILE *f = fopen(path, "r");
     if (!f)
         return gq_err_set(err, GQ_EIO, "%s: %s", path, strerror(errno));
@@ -486,34 +525,15 @@ gq_code certs_ca_bundle_pem(const char *path, char **pem, size_t *len, gq_err *e
         rc = gq_err_set(err, GQ_ELIMIT, "%s: larger than %d bytes", path, CERTS_MAX_BUNDLE);
         goto out;
     }
-    b = BIO_new(BIO_s_mem());
-    if (!b) {
+    bd.b = BIO_new(BIO_s_mem());
+    if (!bd.b) {
         rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
         goto out;
     }
-    while ((x = PEM_read_X509(f, NULL, NULL, NULL))) {
-        n++;
-        if (!(X509_get_extension_flags(x) & EXFLAG_CA)) {
-            char subject[256];
-            name_to_text(X509_get_subject_name(x), subject, sizeof(subject));
-            rc = gq_err_set(err, GQ_EINVAL, "%s: certificate %zu (%s) is not a CA certificate",
-                            path, n, subject);
-            goto out;
-        }
-        if (PEM_write_bio_X509(b, x) != 1) {
-            rc = gq_err_set(err, GQ_ETLS, "%s: cannot encode certificate %zu", path, n);
-            goto out;
-        }
-        X509_free(x);
-        x = NULL;
-    }
-    ERR_clear_error(); /* the loop ends on "no start line" */
-    if (n == 0) {
-        rc = gq_err_set(err, GQ_EINVAL, "%s: no PEM certificate found", path);
+    if ((rc = each_cert(f, path, add_ca, &bd, err)))
         goto out;
-    }
     char *data;
-    long dlen = BIO_get_mem_data(b, &data);
+    long dlen = BIO_get_mem_data(bd.b, &data);
     char *copy = dlen > 0 ? malloc((size_t)dlen + 1) : NULL;
     if (!copy) {
         rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
@@ -525,8 +545,7 @@ gq_code certs_ca_bundle_pem(const char *path, char **pem, size_t *len, gq_err *e
     *len = (size_t)dlen;
 out:
     ERR_clear_error();
-    X509_free(x);
-    BIO_free(b);
+    BIO_free(bd.b);
     fclose(f);
     return rc;
 }

@@ -235,6 +235,19 @@ static void governing_dispose(governing *g)
     free(g->lrs);
 }
 
+/* Append a formatted line to the array s (suggestions, notes). */
+static void add_line(json_object *s, const char *fmt, ...) GQ_PRINTF(2, 3);
+static void add_line(json_object *s, const char *fmt, ...)
+{
+    gq_strbuf b = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    gq_strbuf_vprintf(&b, fmt, ap);
+    va_end(ap);
+    json_object_array_add(s, json_object_new_string(b.p ? b.p : ""));
+    gq_strbuf_dispose(&b);
+}
+
 static gq_code find_governing(const gq_objs *quotas, const gq_objs *lrs, json_object *pod,
                               const char *ns, json_object *ns_labels, governing *g,
                               json_object *notes, gq_err *err)
@@ -250,9 +263,7 @@ static gq_code find_governing(const gq_objs *quotas, const gq_objs *lrs, json_ob
         gq_quota *q = NULL;
         gq_err e;
         if (gq_quota_parse(quotas->v[i], &q, &e)) {
-            char line[GQ_ERR_MSG_MAX + 64];
-            snprintf(line, sizeof(line), "a quota does not parse: %s", e.msg);
-            json_object_array_add(notes, json_object_new_string(line));
+            add_line(notes, "a quota does not parse: %s", e.msg);
             continue;
         }
         if (gq_quota_matches(q, &facts, ns_labels))
@@ -264,9 +275,7 @@ static gq_code find_governing(const gq_objs *quotas, const gq_objs *lrs, json_ob
         gq_limit_range *lr = NULL;
         gq_err e;
         if (gq_limit_range_parse(lrs->v[i], &lr, &e)) {
-            char line[GQ_ERR_MSG_MAX + 64];
-            snprintf(line, sizeof(line), "a GPULimitRange does not parse: %s", e.msg);
-            json_object_array_add(notes, json_object_new_string(line));
+            add_line(notes, "a GPULimitRange does not parse: %s", e.msg);
             continue;
         }
         g->lrs[g->n_lrs++] = lr;
@@ -298,17 +307,6 @@ static json_object *cost_json(const gq_config *cfg, const gq_pod_cost *c)
     }
     json_object_object_add(o, "containers", ctrs);
     return o;
-}
-
-static void add_suggestion(json_object *s, const char *fmt, ...) GQ_PRINTF(2, 3);
-static void add_suggestion(json_object *s, const char *fmt, ...)
-{
-    char buf[600];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    json_object_array_add(s, json_object_new_string(buf));
 }
 
 static void quota_label(const gq_quota *q, char *buf, size_t cap)
@@ -363,16 +361,16 @@ static json_object *quota_json(const gq_quota *q, const gq_amounts *charge, int6
         gq_fmt_amount(k, req - avail, x);
         const char *key = gq_qkey_name((gq_qkey)k);
         if (k == GQ_KEY_GPU_MEMORY && avail > 0)
-            add_suggestion(suggestions, "ask for at most %s of gpu-memory (%s has %s left of %s)",
-                           a, label, a, h);
-        add_suggestion(suggestions,
-                       "free %s of %s in %s: %s are in use of %s (delete or finish pods it "
-                       "counts)",
-                       x, key, label, u, h);
+            add_line(suggestions, "ask for at most %s of gpu-memory (%s has %s left of %s)", a,
+                     label, a, h);
+        add_line(suggestions,
+                 "free %s of %s in %s: %s are in use of %s (delete or finish pods it "
+                 "counts)",
+                 x, key, label, u, h);
         if (use <= INT64_MAX - req) {
             gq_fmt_amount(k, use + req, x);
-            add_suggestion(suggestions, "or have an administrator raise %s spec.hard.%s to %s",
-                           label, key, x);
+            add_line(suggestions, "or have an administrator raise %s spec.hard.%s to %s", label,
+                     key, x);
         }
     }
     json_object_object_add(o, "resources", res);
@@ -423,28 +421,28 @@ static json_object *limit_range_json(const gq_limit_range *lr, const gq_pod_cost
             gq_format_bytes(total, b);
             if (it->has_max && total > it->max.v[GQ_KEY_GPU_MEMORY]) {
                 gq_format_bytes(it->max.v[GQ_KEY_GPU_MEMORY], a);
-                add_suggestion(suggestions,
-                               "ask for at most %s of gpu-memory in container %s (it asks %s; "
-                               "GPULimitRange %s)",
-                               a, k->name, b, lr->name);
+                add_line(suggestions,
+                         "ask for at most %s of gpu-memory in container %s (it asks %s; "
+                         "GPULimitRange %s)",
+                         a, k->name, b, lr->name);
             }
             if (it->has_min && total < it->min.v[GQ_KEY_GPU_MEMORY]) {
                 gq_format_bytes(it->min.v[GQ_KEY_GPU_MEMORY], a);
-                add_suggestion(suggestions,
-                               "ask for at least %s of gpu-memory in container %s (it asks %s; "
-                               "GPULimitRange %s)",
-                               a, k->name, b, lr->name);
+                add_line(suggestions,
+                         "ask for at least %s of gpu-memory in container %s (it asks %s; "
+                         "GPULimitRange %s)",
+                         a, k->name, b, lr->name);
             }
             if (it->has_max_gpus && k->gpus > it->max_gpus)
-                add_suggestion(suggestions,
-                               "use at most %" PRId64 " GPUs in container %s (GPULimitRange %s)",
-                               it->max_gpus, k->name, lr->name);
+                add_line(suggestions,
+                         "use at most %" PRId64 " GPUs in container %s (GPULimitRange %s)",
+                         it->max_gpus, k->name, lr->name);
         }
         if (!ctr && it->has_max && cost->gpu_memory > it->max.v[GQ_KEY_GPU_MEMORY]) {
             gq_format_bytes(it->max.v[GQ_KEY_GPU_MEMORY], a);
-            add_suggestion(suggestions,
-                           "ask for at most %s of gpu-memory in the whole pod (GPULimitRange %s)",
-                           a, lr->name);
+            add_line(suggestions,
+                     "ask for at most %s of gpu-memory in the whole pod (GPULimitRange %s)", a,
+                     lr->name);
         }
         if (it->n_allowed_models &&
             !model_allowed(it, cost->model_pinned && cost->model ? cost->model->name : NULL)) {
@@ -458,10 +456,10 @@ static json_object *limit_range_json(const gq_limit_range *lr, const gq_pod_cost
                     break;
                 len += (size_t)w;
             }
-            add_suggestion(suggestions,
-                           "pick an allowed GPU model with annotation gpuquota.io/gpu-model: %s "
-                           "(GPULimitRange %s)",
-                           list, lr->name);
+            add_line(suggestions,
+                     "pick an allowed GPU model with annotation gpuquota.io/gpu-model: %s "
+                     "(GPULimitRange %s)",
+                     list, lr->name);
         }
     }
     json_object_object_add(o, "limits", items);
@@ -645,7 +643,7 @@ int gq_cmd_explain(int argc, char **argv)
     gq_err e;
     if (kube_list(c, "/apis/gpuquota.io/v1alpha1/gputenantquotas", NULL, gq_objs_collect, &quotas,
                   NULL, &e))
-        add_suggestion(notes, "GPUTenantQuotas could not be read: %s", e.msg);
+        add_line(notes, "GPUTenantQuotas could not be read: %s", e.msg);
     snprintf(path, sizeof(path), "/apis/gpuquota.io/v1alpha1/namespaces/%s/gpulimitranges", ns);
     if (kube_list(c, path, NULL, gq_objs_collect, &lrs, NULL, &err))
         goto fail;
@@ -653,10 +651,10 @@ int gq_cmd_explain(int argc, char **argv)
     if (!kube_get(c, path, NULL, &ns_obj, &e))
         ns_labels = gq_json_member(gq_json_member(ns_obj, "metadata"), "labels");
     else
-        add_suggestion(notes,
-                       "namespace labels could not be read (tenants selecting by label "
-                       "are not shown): %s",
-                       e.msg);
+        add_line(notes,
+                 "namespace labels could not be read (tenants selecting by label "
+                 "are not shown): %s",
+                 e.msg);
 
     /* The cluster decides. */
     if (server_dry_run(c, ns, pod, &d, &err))
@@ -669,7 +667,7 @@ int gq_cmd_explain(int argc, char **argv)
      * mutating webhook would have rewritten it, else as sent. */
     json_object *priced_pod = d.admitted ? json_object_get(d.stored) : NULL;
     if (!priced_pod && rewrite_offline(cfg, pod, ns, &lrs, &priced_pod, &e))
-        add_suggestion(notes, "the rewrite could not be computed offline: %s", e.msg);
+        add_line(notes, "the rewrite could not be computed offline: %s", e.msg);
     gq_cost_scope scope = {(const gq_limit_range *const *)g.lrs, g.n_lrs};
     gq_err cerr;
     bool priced = !gq_pod_cost_compute_in(cfg, priced_pod ? priced_pod : pod, &scope, &cost, &cerr);
@@ -684,7 +682,7 @@ int gq_cmd_explain(int argc, char **argv)
             report, "costError",
             json_object_new_string(priced ? "the pod asks for no GPU" : cerr.msg));
         if (!priced && !d.admitted)
-            add_suggestion(suggestions, "fix the GPU request: %s", cerr.msg);
+            add_line(suggestions, "fix the GPU request: %s", cerr.msg);
     }
     json_object *qs = json_object_new_array(), *ls = json_object_new_array();
     int64_t now = (int64_t)time(NULL);
@@ -701,9 +699,9 @@ int gq_cmd_explain(int argc, char **argv)
         json_object_object_add(report, "code", json_object_new_int64(d.http));
         json_object_object_add(report, "message", json_object_new_string(d.message));
         if (!json_object_array_length(suggestions))
-            add_suggestion(suggestions, "%s",
-                           "nothing in the GPU quotas or limit ranges explains the refusal: "
-                           "read the message above");
+            add_line(suggestions, "%s",
+                     "nothing in the GPU quotas or limit ranges explains the refusal: "
+                     "read the message above");
     }
     /* Suggestions and notes read last. */
     json_object_get(suggestions);

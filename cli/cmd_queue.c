@@ -330,9 +330,7 @@ int gq_cmd_queue(int argc, char **argv)
     }
     rc = GQ_EXIT_OK;
 out:
-    for (size_t i = 0; i < nq; i++)
-        gq_quota_free(qs[i]);
-    free(qs);
+    gq_quota_list_free(qs, nq);
     free(pods);
     json_object_put(gqs);
     json_object_put(gtqs);

@@ -220,6 +220,7 @@ static gq_code validate_setup(validate_ctx *vc, const char *kubeconfig, const gq
     if ((rc = wh_kubestore_new(&vc->api, &vc->ks, err)))
         return rc;
     wh_kubestore_store(vc->ks, &vc->store);
+    wh_kubestore_set_metrics(vc->ks, vo->metrics);
     vo->audit = audit;
     if ((rc = wh_validator_new(cfg, &vc->store, vo, &vc->v, err)) ||
         (rc = wh_server_add_handler(srv, "/validate", WH_ROUTE_POST_JSON, wh_validate_handle, vc->v,

@@ -38,17 +38,22 @@ void gq_err_clear(gq_err *err)
     err->msg[0] = '\0';
 }
 
-gq_code gq_err_set(gq_err *err, gq_code code, const char *fmt, ...)
+gq_code gq_err_vset(gq_err *err, gq_code code, const char *fmt, va_list ap)
 {
     if (!err)
         return code;
     err->code = code;
+    if (vsnprintf(err->msg, sizeof(err->msg), fmt, ap) < 0)
+        err->msg[0] = '\0';
+    return code;
+}
+
+gq_code gq_err_set(gq_err *err, gq_code code, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+    gq_err_vset(err, code, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        err->msg[0] = '\0';
     return code;
 }
 
@@ -56,20 +61,16 @@ void gq_err_prefix(gq_err *err, const char *fmt, ...)
 {
     if (!err)
         return;
-    char prefix[GQ_ERR_MSG_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(prefix, sizeof(prefix), fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
     /* Build "prefix: old" piecewise; truncation keeps the prefix. */
     char old[GQ_ERR_MSG_MAX];
     memcpy(old, err->msg, sizeof(old));
-    size_t pl = strlen(prefix);
+    va_list ap;
+    va_start(ap, fmt);
+    gq_err_vset(err, err->code, fmt, ap);
+    va_end(ap);
+    size_t pl = strlen(err->msg);
     if (pl > sizeof(err->msg) - 3)
         pl = sizeof(err->msg) - 3;
-    memcpy(err->msg, prefix, pl);
     memcpy(err->msg + pl, ": ", 2);
     size_t room = sizeof(err->msg) - pl - 2 - 1;
     size_t ol = strnlen(old, room);

@@ -8,6 +8,7 @@
 #ifndef GQ_ERROR_H
 #define GQ_ERROR_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 #if defined(__GNUC__)
@@ -55,6 +56,9 @@ void gq_err_clear(gq_err *err);
 /* Record code and a printf-formatted message (truncated to fit) in err, which
  * may be NULL. Returns code so callers can write `return gq_err_set(...)`. */
 gq_code gq_err_set(gq_err *err, gq_code code, const char *fmt, ...) GQ_PRINTF(3, 4);
+/* gq_err_set with the arguments as a va_list (for functions that take a
+ * format of their own). */
+gq_code gq_err_vset(gq_err *err, gq_code code, const char *fmt, va_list ap) GQ_PRINTF(3, 0);
 
 /* Prepend "prefix: " to an existing message (e.g. a file name or a container),
  * keeping the code. NULL err is accepted. */

@@ -663,18 +663,28 @@ void gq_strbuf_puts(gq_strbuf *b, const char *s)
     gq_strbuf_add(b, s, strlen(s));
 }
 
-void gq_strbuf_printf(gq_strbuf *b, const char *fmt, ...)
+void gq_strbuf_vprintf(gq_strbuf *b, const char *fmt, va_list ap)
 {
-    char tmp[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof(tmp)) {
+    va_list size_ap;
+    va_copy(size_ap, ap);
+    int n = vsnprintf(NULL, 0, fmt, size_ap);
+    va_end(size_ap);
+    if (n < 0) {
         b->oom = true;
         return;
     }
-    gq_strbuf_add(b, tmp, (size_t)n);
+    if (!strbuf_reserve(b, (size_t)n))
+        return;
+    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+    b->len += (size_t)n;
+}
+
+void gq_strbuf_printf(gq_strbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    gq_strbuf_vprintf(b, fmt, ap);
+    va_end(ap);
 }
 
 void gq_strbuf_json_string(gq_strbuf *b, const char *s)

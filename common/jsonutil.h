@@ -3,6 +3,7 @@
 #ifndef GQ_JSONUTIL_H
 #define GQ_JSONUTIL_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -53,9 +54,9 @@ typedef struct gq_strbuf {
 
 void gq_strbuf_add(gq_strbuf *b, const char *s, size_t n);
 void gq_strbuf_puts(gq_strbuf *b, const char *s);
-/* printf-style; the formatted piece must fit 256 bytes (numbers, short
- * names), else the buffer turns out-of-memory. */
+/* printf-style, of any length. */
 void gq_strbuf_printf(gq_strbuf *b, const char *fmt, ...) GQ_PRINTF(2, 3);
+void gq_strbuf_vprintf(gq_strbuf *b, const char *fmt, va_list ap) GQ_PRINTF(2, 0);
 /* s as a JSON string with quotes (NULL: null), escaped exactly as json-c
  * writes it with JSON_C_TO_STRING_NOSLASHESCAPE, so hand-written and json-c
  * text agree byte for byte. */

@@ -154,16 +154,13 @@ static gq_code fail(gq_err *err, gq_code code, const origin *o, const char *fmt,
 
 static gq_code fail(gq_err *err, gq_code code, const origin *o, const char *fmt, ...)
 {
-    char msg[GQ_ERR_MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(msg, sizeof(msg), fmt, ap);
+    gq_err_vset(err, code, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        msg[0] = '\0';
     if (o && o->ctr)
-        return gq_err_set(err, code, "container \"%s\": %s", o->ctr, msg);
-    return gq_err_set(err, code, "%s", msg);
+        gq_err_prefix(err, "container \"%s\"", o->ctr);
+    return code;
 }
 
 /* Copy at most TEXT_MAX-1 bytes of s, marking truncation. */

@@ -115,6 +115,13 @@ gq_code gq_quota_parse_list(json_object *arr, gq_quota ***qs, size_t *n, size_t 
     return GQ_OK;
 }
 
+void gq_quota_list_free(gq_quota **qs, size_t n)
+{
+    for (size_t i = 0; qs && i < n; i++)
+        gq_quota_free(qs[i]);
+    free(qs);
+}
+
 bool gq_quota_limits(const gq_quota *q, const gq_amounts *charge)
 {
     for (int k = 0; k < GQ_KEY_COUNT; k++) {

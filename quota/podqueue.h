@@ -49,8 +49,10 @@ gq_code gq_pod_group_parse(json_object *pod, gq_pod_group *out, gq_err *err) GQ_
  * objects, borrowed) to *qs (grown with realloc; *n counts them). Objects
  * that do not parse are skipped and counted in *skipped (may be NULL):
  * /validate denies what an invalid quota governs. GQ_ENOMEM leaves *qs
- * valid for the caller to free. */
+ * valid for the caller to free (gq_quota_list_free). */
 gq_code gq_quota_parse_list(json_object *arr, gq_quota ***qs, size_t *n, size_t *skipped) GQ_WUR;
+/* Free n quotas and the array that holds them; NULL is accepted. */
+void gq_quota_list_free(gq_quota **qs, size_t n);
 
 /* Whether q limits, in spec.hard or in the limits of a model of
  * spec.models, a key that charge charges (> 0): only such quotas are

@@ -51,16 +51,7 @@ set +e
 source "$ROOT/test/e2e/lib.sh"
 set -e
 
-qquota() { # qquota NS HARD
-    kubectl apply -f - >/dev/null <<EOF
-apiVersion: gpuquota.io/v1alpha1
-kind: GPUQuota
-metadata: {name: q, namespace: $1}
-spec:
-  hard: {gpu-memory: $2}
-  whenExceeded: Queue
-EOF
-}
+qquota() { quota "$1" q "{gpu-memory: $2}" 'whenExceeded: Queue'; } # qquota NS HARD
 gated() { kubectl -n "$1" get pods -o json | jq '[.items[] | select(.spec.schedulingGates)] | length'; }
 seen() { gpu_pod probe 1Gi | kubectl -n "$1" create --dry-run=server -o json -f - | jq -e '.spec.schedulingGates'; }
 leader_pid() {

@@ -8,6 +8,8 @@ build=${1:-build}
 gq="$build/gpuquota"
 standin="$build/test/kube-standin"
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=../test/manifests.sh
+source "$root/test/manifests.sh"
 work=$(mktemp -d /tmp/gq-demo-cluster.XXXXXX)
 pids=()
 cleanup() {
@@ -79,30 +81,11 @@ echo "webhook on 127.0.0.1:$wport, ready (caches synced)"
 pids+=($!)
 wait_for "$work/controller.log" 's/.*"\(metrics listening on port [0-9]*\)".*/controller \1/p'
 CA=$(base64 -w0 <"$work/certs/ca.crt")
-kubectl apply -f - <<WH
-apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingWebhookConfiguration
-metadata: {name: gpuquota}
-webhooks:
-  - name: mutate.gpuquota.io
-    clientConfig: {url: "https://127.0.0.1:$wport/mutate", caBundle: "$CA"}
-    rules: [{operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}]
-    failurePolicy: Fail
-    sideEffects: None
-    reinvocationPolicy: IfNeeded
-    admissionReviewVersions: [v1]
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata: {name: gpuquota}
-webhooks:
-  - name: validate.gpuquota.io
-    clientConfig: {url: "https://127.0.0.1:$wport/validate", caBundle: "$CA"}
-    rules: [{operations: [CREATE, UPDATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}]
-    failurePolicy: Fail
-    sideEffects: NoneOnDryRun
-    admissionReviewVersions: [v1]
-WH
+{
+    gq_webhook_yaml mutate "https://127.0.0.1:$wport" "$CA" gpuquota
+    echo ---
+    gq_webhook_yaml validate "https://127.0.0.1:$wport" "$CA" gpuquota
+} | kubectl apply -f -
 sleep 1
 
 say "before: kubectl get gq,gtq -A"

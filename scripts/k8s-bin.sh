@@ -5,12 +5,16 @@
 #   etcd                                                            (go.etcd.io/etcd/server/v3)
 #   kwok                                                            (sigs.k8s.io/kwok)
 #   helm                                                            (helm.sh/helm/v3)
+#   cert-manager-controller cert-manager-cainjector  (github.com/cert-manager/cert-manager,
+#                                                     test/k8s-tools/cert-manager/*/main.go)
 # They are test tooling, built from their own Go modules pinned in
 # test/k8s-tools/*/go.{mod,sum}; nothing of them is linked into gpuquota.
 #
 # The folder is a cache keyed by those pins: a second run builds nothing.
-# helm has a cache folder of its own keyed by its pins (a new helm pin rebuilds
-# helm only) and is linked into the printed folder.
+# helm and cert-manager have cache folders of their own keyed by their pins (a
+# new helm pin rebuilds helm only) and are linked into the printed folder.
+# cert-manager's module needs Go 1.26: with an older Go it is left out (the
+# chart's cert-manager test then says so) and the rest is built.
 # Binaries found in $KUBEBUILDER_ASSETS (setup-envtest's layout: etcd,
 # kube-apiserver, kubectl) are used instead of building them; the rest is
 # still built.
@@ -48,6 +52,10 @@ helm_sum=$(cat "$tools"/helm/go.mod "$tools"/helm/go.sum | sha256sum | cut -c1-1
 cache_root=${GQ_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuquota/k8s}
 dir=$cache_root/k8s-$k8s-etcd-$etcd-kwok-$kwok-$sum
 helm_dir=$cache_root/helm-$helm-$helm_sum
+cm=$(pin github.com/cert-manager/cert-manager "$tools/cert-manager/go.mod")
+cm_sum=$(cat "$tools"/cert-manager/go.mod "$tools"/cert-manager/go.sum "$tools"/cert-manager/*/main.go |
+    sha256sum | cut -c1-12)
+cm_dir=$cache_root/cert-manager-$cm-$cm_sum
 all=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
 
 complete() {
@@ -93,8 +101,39 @@ link_helm() {
     ln -sfn "$helm_dir/helm" "$dir/helm"
 }
 
+# cert-manager's controller and cainjector, wired from its pkg/ by
+# test/k8s-tools/cert-manager/{controller,cainjector}/main.go.
+build_cert_manager() {
+    [[ -x $cm_dir/cert-manager-controller && -x $cm_dir/cert-manager-cainjector ]] && return 0
+    if [[ $(printf '%s\n1.26\n' "${gover%%-*}" | sort -V | head -1) != 1.26 ]]; then
+        log "Go $gover is too old for cert-manager $cm (1.26 or later); it is not built"
+        return 0
+    fi
+    local ctmp started c
+    ctmp=$(mktemp -d "$cache_root/.build.XXXXXX")
+    started=$(date +%s)
+    log "building cert-manager $cm: controller, cainjector"
+    for c in controller cainjector; do
+        if ! (cd "$tools/cert-manager" && go build -ldflags "$ldflags" -o "$ctmp/cert-manager-$c" "./$c"); then
+            rm -rf "$ctmp"
+            return 1
+        fi
+    done
+    log "built cert-manager in $(($(date +%s) - started)) s"
+    rm -rf "$cm_dir"
+    mv "$ctmp" "$cm_dir"
+}
+link_cert_manager() {
+    local c
+    build_cert_manager
+    for c in controller cainjector; do
+        [[ ! -x $cm_dir/cert-manager-$c ]] || ln -sfn "$cm_dir/cert-manager-$c" "$dir/cert-manager-$c"
+    done
+}
+
 if complete; then
     link_helm
+    link_cert_manager
     echo "$dir"
     exit 0
 fi
@@ -136,4 +175,5 @@ mv "$tmp" "$dir"
 trap - EXIT
 complete || { echo "k8s-bin: $dir is incomplete after the build" >&2; exit 1; }
 link_helm
+link_cert_manager
 echo "$dir"

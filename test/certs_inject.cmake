@@ -2,6 +2,4 @@
 # over a fake API; then the command end to end against the stand-in with
 # kubectl (read back, idempotence, injected 409, missing objects, bad CAs).
 gq_unit_test(test_certs_inject test_certs_inject.c LIBS gq_certs gq_kube)
-add_test(NAME certs_inject COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/certs_inject.sh
-                                   $<TARGET_FILE:gpuquota> $<TARGET_FILE:kube-standin>)
-set_tests_properties(certs_inject PROPERTIES TIMEOUT 120)
+gq_standin_script(certs_inject 120)

@@ -3,6 +3,9 @@
 # real `gpuquota controller`. Source it after integration_lib.sh (gq, work,
 # host set) and standin_lib.sh (S, KUBECONFIG, k).
 
+# shellcheck source=manifests.sh
+source "$(dirname "${BASH_SOURCE[0]}")/manifests.sh"
+
 check_match() { if [[ "$3" =~ $2 ]]; then pass "$1"; else fail "$1: expected /$2/, got [$3]"; fi; }
 now_ms() { date +%s%3N; }
 
@@ -66,35 +69,12 @@ register_gq_webhooks() {
 # register_mutating_webhook PORT / register_validating_webhook PORT: one of
 # gpuquota's webhook configurations, pointing at the webhook on PORT.
 register_mutating_webhook() {
-    k apply -f - >/dev/null <<EOF
-apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingWebhookConfiguration
-metadata: {name: gpuquota-mutate}
-webhooks:
-  - name: mutate.gpuquota.io
-    clientConfig: {url: "https://127.0.0.1:$1/mutate", caBundle: "$(base64 -w0 <"$work/certs/ca.crt")"}
-    rules:
-      - {operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}
-    reinvocationPolicy: IfNeeded
-    failurePolicy: Fail
-    sideEffects: None
-    admissionReviewVersions: [v1]
-EOF
+    gq_webhook_yaml mutate "https://127.0.0.1:$1" "$(base64 -w0 <"$work/certs/ca.crt")" |
+        k apply -f - >/dev/null
 }
 register_validating_webhook() {
-    k apply -f - >/dev/null <<EOF
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata: {name: gpuquota-validate}
-webhooks:
-  - name: validate.gpuquota.io
-    clientConfig: {url: "https://127.0.0.1:$1/validate", caBundle: "$(base64 -w0 <"$work/certs/ca.crt")"}
-    rules:
-      - {operations: [CREATE, UPDATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}
-    failurePolicy: Fail
-    sideEffects: NoneOnDryRun
-    admissionReviewVersions: [v1]
-EOF
+    gq_webhook_yaml validate "https://127.0.0.1:$1" "$(base64 -w0 <"$work/certs/ca.crt")" |
+        k apply -f - >/dev/null
 }
 
 # gq_pod NAMESPACE NAME-OR-PREFIX- GPU-MEMORY [extra metadata lines]: a pod

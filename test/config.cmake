@@ -8,32 +8,26 @@ set(GQ_CONFIG_DATA ${GQ_TEST_DATA}/config)
 add_test(NAME cli_config_default COMMAND gpuquota config default)
 set_tests_properties(cli_config_default PROPERTIES
   PASS_REGULAR_EXPRESSION "^backend: aliyun\nmemoryUnit: 1Gi\n")
-add_test(NAME cli_config_default_checks_stdin
-  COMMAND sh -c "set -e; \"$0\" config default | \"$0\" config check -" ${GQ_BIN})
-set_tests_properties(cli_config_default_checks_stdin PROPERTIES
-  PASS_REGULAR_EXPRESSION "^<stdin>: ok\n$")
-add_test(NAME cli_config_default_checks_file
-  COMMAND sh -c "set -e; f=$(mktemp); trap 'rm -f \"$f\"' EXIT; \"$0\" config default >\"$f\"; \"$0\" config check \"$f\" | sed \"s|^$f|FILE|\"" ${GQ_BIN})
-set_tests_properties(cli_config_default_checks_file PROPERTIES
-  PASS_REGULAR_EXPRESSION "^FILE: ok\n$")
+gq_sh_test(cli_config_default_checks_stdin
+  "set -e; \"$0\" config default | \"$0\" config check -"
+  "^<stdin>: ok\n$")
+gq_sh_test(cli_config_default_checks_file
+  "set -e; f=$(mktemp); trap 'rm -f \"$f\"' EXIT; \"$0\" config default >\"$f\"; \"$0\" config check \"$f\" | sed \"s|^$f|FILE|\""
+  "^FILE: ok\n$")
 add_test(NAME cli_config_check_good
   COMMAND gpuquota config check ${GQ_CONFIG_DATA}/good/full.yaml)
 set_tests_properties(cli_config_check_good PROPERTIES
   PASS_REGULAR_EXPRESSION "^${GQ_CONFIG_DATA}/good/full.yaml: ok\n$")
 # Exit status must be exactly 2 and stderr must carry file:line; stdout empty.
-add_test(NAME cli_config_check_bad
-  COMMAND sh -c "out=$(\"$0\" config check \"$1\" 2>/dev/null); rc=$?; err=$(\"$0\" config check \"$1\" 2>&1 >/dev/null); [ $rc -eq 2 ] && [ -z \"$out\" ] && echo \"rc=$rc $err\""
-          ${GQ_BIN} ${GQ_CONFIG_DATA}/bad/unknown-key.yaml)
-set_tests_properties(cli_config_check_bad PROPERTIES
-  PASS_REGULAR_EXPRESSION "^rc=2 ${GQ_CONFIG_DATA}/bad/unknown-key.yaml:2: configuration: unknown key \"backends\"")
-add_test(NAME cli_config_check_missing_file
-  COMMAND sh -c "\"$0\" config check /nonexistent/gpuquota.yaml; echo \"rc=$?\"" ${GQ_BIN})
-set_tests_properties(cli_config_check_missing_file PROPERTIES
-  PASS_REGULAR_EXPRESSION "^/nonexistent/gpuquota.yaml: No such file or directory\nrc=2\n$")
-add_test(NAME cli_config_usage
-  COMMAND sh -c "\"$0\" config 2>&1; echo \"rc=$?\"; \"$0\" config check 2>/dev/null; echo \"rc=$?\"; \"$0\" config bogus 2>/dev/null; echo \"rc=$?\"" ${GQ_BIN})
-set_tests_properties(cli_config_usage PROPERTIES
-  PASS_REGULAR_EXPRESSION "^usage: gpuquota config default\n.*\nrc=2\nrc=2\nrc=2\n$")
+gq_sh_test(cli_config_check_bad
+  "out=$(\"$0\" config check \"$1\" 2>/dev/null); rc=$?; err=$(\"$0\" config check \"$1\" 2>&1 >/dev/null); [ $rc -eq 2 ] && [ -z \"$out\" ] && echo \"rc=$rc $err\""
+  "^rc=2 ${GQ_CONFIG_DATA}/bad/unknown-key.yaml:2: configuration: unknown key \"backends\"" ${GQ_CONFIG_DATA}/bad/unknown-key.yaml)
+gq_sh_test(cli_config_check_missing_file
+  "\"$0\" config check /nonexistent/gpuquota.yaml; echo \"rc=$?\""
+  "^/nonexistent/gpuquota.yaml: No such file or directory\nrc=2\n$")
+gq_sh_test(cli_config_usage
+  "\"$0\" config 2>&1; echo \"rc=$?\"; \"$0\" config check 2>/dev/null; echo \"rc=$?\"; \"$0\" config bogus 2>/dev/null; echo \"rc=$?\""
+  "^usage: gpuquota config default\n.*\nrc=2\nrc=2\nrc=2\n$")
 add_test(NAME cli_config_help COMMAND gpuquota config --help)
 set_tests_properties(cli_config_help PROPERTIES
   PASS_REGULAR_EXPRESSION "^usage: gpuquota config default\n")

@@ -10,4 +10,10 @@ if(GQ_E2E)
                                      ${CMAKE_BINARY_DIR}/helm-e2e ${GQ_BIN})
   set_tests_properties(helm_install PROPERTIES PASS_REGULAR_EXPRESSION "all checks passed"
                        FAIL_REGULAR_EXPRESSION "^FAIL - " TIMEOUT 1200)
+  # cert-manager mode with cert-manager's controller and CA injector running
+  # (test/helm/certmanager.sh; scripts/k8s-bin.sh builds them).
+  add_test(NAME helm_certmanager COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/helm/certmanager.sh
+                                         ${CMAKE_BINARY_DIR}/helm-cm-e2e ${GQ_BIN})
+  set_tests_properties(helm_certmanager PROPERTIES PASS_REGULAR_EXPRESSION "all checks passed"
+                       FAIL_REGULAR_EXPRESSION "^FAIL - " TIMEOUT 900)
 endif()

@@ -35,20 +35,9 @@ start_gq_webhook --reservation-ttl 1h
 # name order) that refuses pods labelled refuse=yes: it runs after gpuquota
 # has charged them, as a webhook that denies or ResourceQuota would.
 register_gq_webhooks
-k apply -f - >/dev/null <<EOF
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata: {name: zz-refuse}
-webhooks:
-  - name: refuse.example.com
-    clientConfig: {url: "https://127.0.0.1:1/refuse"}
-    rules:
-      - {operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}
-    objectSelector: {matchLabels: {refuse: "yes"}}
-    failurePolicy: Fail
-    sideEffects: None
-    admissionReviewVersions: [v1]
-EOF
+webhook_config_yaml ValidatingWebhookConfiguration zz-refuse refuse.example.com \
+    '{url: "https://127.0.0.1:1/refuse"}' CREATE 'objectSelector: {matchLabels: {refuse: "yes"}}' \
+    'failurePolicy: Fail' 'sideEffects: None' | k apply -f - >/dev/null
 
 pod() { gq_pod team-r "$@"; }
 q() { curl -s "$S/apis/gpuquota.io/v1alpha1/namespaces/team-r/gpuquotas/r"; }

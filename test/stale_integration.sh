@@ -89,14 +89,8 @@ curl -s -X POST "$S/standin/reset" >/dev/null
 
 # ---------------------------------------------------------------- GPULimitRange
 stall gpulimitranges GPULimitRange "{limits: [{type: Container, max: {gpu-memory: 1Gi}}]}"
-k apply -f - >/dev/null <<'EOF'
-apiVersion: gpuquota.io/v1alpha1
-kind: GPULimitRange
-metadata: {name: limits, namespace: stale-c}
-spec:
-  limits:
-    - {type: Container, max: {gpu-memory: 4Gi}, default: {gpu-memory: 2Gi}}
-EOF
+limit_range_yaml stale-c limits '[{type: Container, max: {gpu-memory: 4Gi}, default: {gpu-memory: 2Gi}}]' |
+    k apply -f - >/dev/null
 check "/validate: the max of a GPULimitRange made while its watch is down" \
     "$(denied 'maximum gpu-memory usage per Container is 4Gi, but limit is 8Gi')" \
     "$(create stale-c big 8Gi)"

@@ -28,6 +28,20 @@ static void rm_rf(const char *dir)
     assert_int_equal(system(cmd), 0);
 }
 
+/* A fresh folder (*dir, for rm_rf) and in it the log path (audit.log),
+ * opened with the rotation given. */
+static wh_audit *open_fresh(char **dir, char path[256], int64_t max_size, int max_files)
+{
+    *dir = tmpdir_new();
+    snprintf(path, 256, "%s/audit.log", *dir);
+    gq_audit_config cfg = {.path = path, .max_size = max_size, .max_files = max_files};
+    wh_audit *a = NULL;
+    gq_err err;
+    if (wh_audit_open(&cfg, &a, &err))
+        fail_msg("audit open: %s", err.msg);
+    return a;
+}
+
 static char *slurp(const char *path)
 {
     FILE *f = fopen(path, "rb");
@@ -156,13 +170,8 @@ static void record_init_from_review(void **state)
 static void rotates_by_size_and_keeps_max_files(void **state)
 {
     (void)state;
-    char *dir = tmpdir_new();
-    char path[256];
-    snprintf(path, sizeof(path), "%s/audit.log", dir);
-    gq_audit_config cfg = {.path = path, .max_size = 1000, .max_files = 2};
-    wh_audit *a = NULL;
-    gq_err err;
-    assert_int_equal(wh_audit_open(&cfg, &a, &err), GQ_OK);
+    char *dir, path[256];
+    wh_audit *a = open_fresh(&dir, path, 1000, 2);
     for (int i = 0; i < 40; i++) {
         char uid[32];
         snprintf(uid, sizeof(uid), "uid-%d", i);
@@ -192,23 +201,24 @@ static void rotates_by_size_and_keeps_max_files(void **state)
     free(dir);
 }
 
-static void reopens_after_external_rotation(void **state)
+/* A log moved away (logrotate) and a reopen requested: the records before
+ * are in the moved file, those after in a new one at the path; written
+ * directly or through the writer thread. */
+static void reopens_after_rotation(bool writer)
 {
-    (void)state;
-    char *dir = tmpdir_new();
-    char path[256], moved[300];
-    snprintf(path, sizeof(path), "%s/audit.log", dir);
+    char *dir, path[256], moved[300];
+    wh_audit *a = open_fresh(&dir, path, 0, 0);
     snprintf(moved, sizeof(moved), "%s/audit.log.old", dir);
-    gq_audit_config cfg = {.path = path, .max_size = 0, .max_files = 0};
-    wh_audit *a = NULL;
-    assert_int_equal(wh_audit_open(&cfg, &a, NULL), GQ_OK);
+    if (writer)
+        assert_int_equal(wh_audit_start_writer(a), GQ_OK);
     wh_audit_record r = sample("before");
     assert_int_equal(wh_audit_write(a, &r), GQ_OK);
+    wh_audit_flush(a);
     assert_int_equal(rename(path, moved), 0);
     wh_audit_request_reopen(a);
     r = sample("after");
     assert_int_equal(wh_audit_write(a, &r), GQ_OK);
-    wh_audit_close(a);
+    wh_audit_flush(a);
     char *old = slurp(moved), *cur = slurp(path);
     assert_int_equal(count_lines(old), 1);
     assert_non_null(strstr(old, "before"));
@@ -216,8 +226,15 @@ static void reopens_after_external_rotation(void **state)
     assert_non_null(strstr(cur, "after"));
     free(old);
     free(cur);
+    wh_audit_close(a);
     rm_rf(dir);
     free(dir);
+}
+
+static void reopens_after_external_rotation(void **state)
+{
+    (void)state;
+    reopens_after_rotation(false);
 }
 
 static void write_errors_are_counted_not_silent(void **state)
@@ -283,12 +300,8 @@ static void *write_many(void *p)
 static void writer_thread_keeps_every_record(void **state)
 {
     (void)state;
-    char *dir = tmpdir_new();
-    char path[256];
-    snprintf(path, sizeof(path), "%s/audit.log", dir);
-    gq_audit_config cfg = {.path = path, .max_size = 20000, .max_files = 50};
-    wh_audit *a = NULL;
-    assert_int_equal(wh_audit_open(&cfg, &a, NULL), GQ_OK);
+    char *dir, path[256];
+    wh_audit *a = open_fresh(&dir, path, 20000, 50);
     assert_int_equal(wh_audit_start_writer(a), GQ_OK);
     assert_int_equal(wh_audit_start_writer(a), GQ_OK); /* once is enough */
     pthread_t t[4];
@@ -349,31 +362,8 @@ static void writer_thread_counts_errors_and_reopens(void **state)
     assert_int_equal(wh_audit_records(a), 0);
     wh_audit_close(a);
 
-    char *dir = tmpdir_new();
-    char path[256], moved[300];
-    snprintf(path, sizeof(path), "%s/audit.log", dir);
-    snprintf(moved, sizeof(moved), "%s/audit.log.old", dir);
-    gq_audit_config cfg = {.path = path};
-    assert_int_equal(wh_audit_open(&cfg, &a, NULL), GQ_OK);
-    assert_int_equal(wh_audit_start_writer(a), GQ_OK);
-    r = sample("before");
-    assert_int_equal(wh_audit_write(a, &r), GQ_OK);
-    wh_audit_flush(a);
-    assert_int_equal(rename(path, moved), 0);
-    wh_audit_request_reopen(a);
-    r = sample("after");
-    assert_int_equal(wh_audit_write(a, &r), GQ_OK);
-    wh_audit_flush(a);
-    char *old = slurp(moved), *cur = slurp(path);
-    assert_int_equal(count_lines(old), 1);
-    assert_int_equal(count_lines(cur), 1);
-    assert_non_null(strstr(cur, "after"));
-    free(old);
-    free(cur);
-    wh_audit_close(a);
+    reopens_after_rotation(true);
     wh_audit_flush(NULL);
-    rm_rf(dir);
-    free(dir);
 }
 
 int main(void)

@@ -28,14 +28,17 @@ static const char *const resources[R_COUNT] = {"gpuquotas", "gputenantquotas", "
 typedef struct fake {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    json_object *objs[R_COUNT]; /* what the server holds */
-    int down[R_COUNT];          /* watches fail (an open one ends) */
-    int opened[R_COUNT];        /* watches accepted and past their bookmark */
-    int live[R_COUNT];          /* live reads: LISTs that ask no resourceVersion, GETs */
-    char live_ns[R_COUNT][64];  /* namespace of the last live read */
-    gq_code fail_live;          /* live reads fail with this */
-    int hold_live;              /* live reads wait while set */
-    int held;                   /* live reads waiting */
+    json_object *objs[R_COUNT];  /* what the server holds */
+    int down[R_COUNT];           /* watches fail (an open one ends) */
+    int opened[R_COUNT];         /* watches accepted and past their bookmark */
+    int live[R_COUNT];           /* live reads: LISTs that ask no resourceVersion, GETs */
+    char live_ns[R_COUNT][64];   /* namespace of the last live read */
+    gq_code fail_live;           /* live reads fail with this */
+    int hold_live;               /* live reads wait while set */
+    int held;                    /* live reads waiting */
+    json_object *event[R_COUNT]; /* an event the open watch delivers */
+    kube_event_type event_type[R_COUNT];
+    int delivered[R_COUNT]; /* events the cache has taken */
 } fake;
 
 /* "/apis/gpuquota.io/v1alpha1/namespaces/NS/gpuquotas", "/api/v1/namespaces/NS",
@@ -169,9 +172,20 @@ static gq_code f_watch(void *ctx, const char *path, const kube_watch_opts *o, ku
     f->opened[r]++;
     pthread_cond_broadcast(&f->cv);
     while (!atomic_load(o->stop) && !f->down[r]) {
+        json_object *ev = f->event[r];
+        kube_event_type type = f->event_type[r];
+        f->event[r] = NULL;
         pthread_mutex_unlock(&f->mu);
+        rc = ev ? fn(ud, type, ev, err) : GQ_OK;
+        json_object_put(ev);
+        if (rc)
+            return rc;
         usleep(1000);
         pthread_mutex_lock(&f->mu);
+        if (ev) {
+            f->delivered[r]++;
+            pthread_cond_broadcast(&f->cv);
+        }
     }
     down = f->down[r];
     pthread_mutex_unlock(&f->mu);
@@ -196,6 +210,31 @@ static void add(fake *f, int r, const char *ns, const char *name, const char *la
     pthread_mutex_unlock(&f->mu);
 }
 
+/* The open watch of r delivers an event of type for the object named name
+ * (the last one of that name the server holds); returns once the cache has
+ * taken it. DELETED also removes the object from the server. */
+static void deliver(fake *f, int r, kube_event_type type, const char *name)
+{
+    pthread_mutex_lock(&f->mu);
+    size_t n = json_object_array_length(f->objs[r]), i = n;
+    while (i > 0 && strcmp(meta(json_object_array_get_idx(f->objs[r], i - 1), "name"), name))
+        i--;
+    assert_true(i > 0);
+    static int rv = 10; /* after the lists' "10" */
+    char text[16];
+    json_object *ev = copy(json_object_array_get_idx(f->objs[r], i - 1)), *m;
+    assert_true(json_object_object_get_ex(ev, "metadata", &m));
+    snprintf(text, sizeof(text), "%d", ++rv);
+    json_object_object_add(m, "resourceVersion", json_object_new_string(text));
+    f->event[r] = ev;
+    f->event_type[r] = type;
+    if (type == KUBE_EVENT_DELETED)
+        json_object_array_del_idx(f->objs[r], i - 1, 1);
+    for (int before = f->delivered[r]; f->delivered[r] == before;)
+        pthread_cond_wait(&f->cv, &f->mu);
+    pthread_mutex_unlock(&f->mu);
+}
+
 static void set_down(fake *f, int r, int down)
 {
     pthread_mutex_lock(&f->mu);
@@ -216,6 +255,7 @@ typedef struct env {
     kube_api api;
     wh_kubestore *ks;
     wh_store st;
+    wh_metrics *m;
 } env;
 
 /* A started store over a fake holding: GPUQuota a/q1, Namespaces a
@@ -237,6 +277,8 @@ static env *env_start(const int down[R_COUNT])
     add(&v->f, R_NAMESPACE, NULL, "b", NULL);
     v->api = (kube_api){.ctx = &v->f, .get = f_get, .list = f_list, .watch = f_watch};
     assert_int_equal(wh_kubestore_new(&v->api, &v->ks, &e), GQ_OK);
+    assert_int_equal(wh_metrics_new("test", &v->m), GQ_OK);
+    wh_kubestore_set_metrics(v->ks, v->m);
     assert_int_equal(wh_kubestore_start(v->ks, &e), GQ_OK);
     wh_kubestore_store(v->ks, &v->st);
     for (int i = 0; i < 5000 && !wh_kubestore_synced(v->ks); i++)
@@ -253,8 +295,11 @@ static env *env_start(const int down[R_COUNT])
 static void env_stop(env *v)
 {
     wh_kubestore_free(v->ks);
-    for (int r = 0; r < R_COUNT; r++)
+    wh_metrics_free(v->m);
+    for (int r = 0; r < R_COUNT; r++) {
         json_object_put(v->f.objs[r]);
+        json_object_put(v->f.event[r]);
+    }
     pthread_mutex_destroy(&v->f.mu);
     pthread_cond_destroy(&v->f.cv);
     free(v);
@@ -406,6 +451,52 @@ static void failed_live_reads_fail_closed(void **state)
     assert_string_equal(e.msg, "LIST gpulimitranges: HTTP 503 Service Unavailable");
     assert_int_equal(v->st.namespace_labels(v->st.ctx, "a", &o, &e), GQ_EHTTP);
     assert_null(o);
+    env_stop(v);
+}
+
+/* How many gpuquota_quota_used / _hard series of quota ns/name /metrics
+ * shows. */
+static int series(env *v, const char *ns, const char *name)
+{
+    char *text = NULL, label[128];
+    size_t len;
+    int n = 0;
+    assert_int_equal(wh_metrics_render(v->m, &text, &len), GQ_OK);
+    snprintf(label, sizeof(label), "{namespace=\"%s\",quota=\"%s\",", ns, name);
+    for (const char *p = text; (p = strstr(p, label)); p++)
+        n++;
+    free(text);
+    return n;
+}
+
+/* A deleted GPUQuota or GPUTenantQuota takes its gauges with it; the gauges
+ * of the quotas that remain stay. */
+static void deleted_quotas_drop_their_gauges(void **state)
+{
+    (void)state;
+    static const int none[R_COUNT];
+    env *v = env_start(none);
+    add(&v->f, R_TENANT, NULL, "t1", NULL);
+    deliver(&v->f, R_TENANT, KUBE_EVENT_ADDED, "t1");
+    static const struct {
+        const char *ns, *name;
+    } quotas[] = {{"a", "q1"}, {"b", "q1"}, {"", "t1"}};
+    for (size_t i = 0; i < sizeof(quotas) / sizeof(quotas[0]); i++)
+        for (wh_quota_field fld = WH_QUOTA_USED; fld <= WH_QUOTA_HARD; fld++)
+            assert_int_equal(
+                wh_metrics_set_quota(v->m, fld, quotas[i].ns, quotas[i].name, "gpu-memory", 1024),
+                GQ_OK);
+    assert_int_equal(series(v, "a", "q1"), 2);
+    assert_int_equal(series(v, "", "t1"), 2);
+
+    deliver(&v->f, R_QUOTA, KUBE_EVENT_DELETED, "q1");
+    assert_int_equal(series(v, "a", "q1"), 0);
+    assert_int_equal(series(v, "b", "q1"), 2);
+    assert_int_equal(series(v, "", "t1"), 2);
+
+    deliver(&v->f, R_TENANT, KUBE_EVENT_DELETED, "t1");
+    assert_int_equal(series(v, "", "t1"), 0);
+    assert_int_equal(series(v, "b", "q1"), 2);
     env_stop(v);
 }
 
@@ -582,6 +673,7 @@ int main(void)
         cmocka_unit_test(failed_live_reads_fail_closed),
         cmocka_unit_test(concurrent_live_reads_share_one_request),
         cmocka_unit_test(group_pods_listed_by_label),
+        cmocka_unit_test(deleted_quotas_drop_their_gauges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

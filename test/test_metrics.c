@@ -127,6 +127,7 @@ static void quota_gauges_sorted_and_escaped(void **state)
     (void)state;
     wh_metrics *m = NULL;
     assert_int_equal(wh_metrics_new("v\"1\\\n", &m), GQ_OK);
+    wh_metrics_forget_quota(m, "team-a", "gq"); /* no gauge yet: no-op */
     assert_int_equal(wh_metrics_set_quota(m, WH_QUOTA_HARD, "team-b", "gq", "gpus", 4), GQ_OK);
     assert_int_equal(
         wh_metrics_set_quota(m, WH_QUOTA_USED, "team-a", "gq", "gpu-memory", 53687091200.0), GQ_OK);

@@ -25,9 +25,28 @@ static json_object *fixture(void)
     return at_load_json("admissionreview-pod-create.json");
 }
 
-/* The fixture with a JSON Patch applied ("" = unchanged), decoded and run
- * through the mutation under cfg; *patched gets the object with the
- * response's patch applied (NULL when there is none). */
+/* Decode body (an AdmissionReview) and run it through the mutation under
+ * cfg, with the limit ranges lrs, or reading through src when given;
+ * *patched gets the object with the response's patch applied (NULL when
+ * there is none). */
+static void review(const gq_config *cfg, const char *body, const gq_limit_range *const *lrs,
+                   size_t n_lrs, const wh_limit_range_source *src, wh_review_response *resp,
+                   json_object **patched)
+{
+    wh_review_request req;
+    gq_err err;
+    assert_int_equal(wh_review_decode(body, strlen(body), &req, &err), GQ_OK);
+    gq_code rc = src ? wh_mutate_review_src(cfg, &req, src, resp, NULL, &err)
+                     : wh_mutate_review(cfg, &req, lrs, n_lrs, resp, &err);
+    if (rc)
+        fail_msg("mutate: %s", err.msg);
+    *patched = NULL;
+    if (resp->patch && gq_patch_apply_text(req.object, resp->patch, resp->patch_len, patched, &err))
+        fail_msg("the response's patch does not apply: %s", err.msg);
+    wh_review_request_dispose(&req);
+}
+
+/* The fixture with a JSON Patch applied ("" = unchanged), through review. */
 static void mutate(const gq_config *cfg, const char *variant, const gq_limit_range *const *lrs,
                    size_t n_lrs, wh_review_response *resp, json_object **patched)
 {
@@ -40,16 +59,8 @@ static void mutate(const gq_config *cfg, const char *variant, const gq_limit_ran
     } else {
         doc = fx;
     }
-    const char *body = gq_json_compact(doc);
-    wh_review_request req;
-    assert_int_equal(wh_review_decode(body, strlen(body), &req, &err), GQ_OK);
+    review(cfg, gq_json_compact(doc), lrs, n_lrs, NULL, resp, patched);
     json_object_put(doc);
-    if (wh_mutate_review(cfg, &req, lrs, n_lrs, resp, &err))
-        fail_msg("mutate: %s", err.msg);
-    *patched = NULL;
-    if (resp->patch && gq_patch_apply_text(req.object, resp->patch, resp->patch_len, patched, &err))
-        fail_msg("the response's patch does not apply: %s", err.msg);
-    wh_review_request_dispose(&req);
 }
 
 static gq_config *config(void)
@@ -345,22 +356,15 @@ static void unknown_model_whole_gpus_charged(void **state)
     gq_config_free(cfg);
 }
 
-/* Decide the pod CREATE of pod (JSON text) under cfg; *patched gets the pod
- * with the answer's patch applied (NULL when there is none). */
-static void mutate_pod(const gq_config *cfg, const char *pod, wh_review_response *resp,
-                       json_object **patched)
+/* Decide the pod CREATE of pod (JSON text) under cfg, reading through src
+ * when given; *patched gets the pod with the answer's patch applied (NULL
+ * when there is none). */
+static void mutate_pod(const gq_config *cfg, const char *pod, const wh_limit_range_source *src,
+                       wh_review_response *resp, json_object **patched)
 {
     char *body = at_pod_create_review("u-1", "team-a", pod);
-    wh_review_request req;
-    gq_err err;
-    assert_int_equal(wh_review_decode(body, strlen(body), &req, &err), GQ_OK);
+    review(cfg, body, NULL, 0, src, resp, patched);
     free(body);
-    if (wh_mutate_review(cfg, &req, NULL, 0, resp, &err))
-        fail_msg("mutate: %s", err.msg);
-    *patched = NULL;
-    if (resp->patch && gq_patch_apply_text(req.object, resp->patch, resp->patch_len, patched, &err))
-        fail_msg("the response's patch does not apply: %s", err.msg);
-    wh_review_request_dispose(&req);
 }
 
 /* No gpuquota.io label or annotation its author wrote changes what a pod is
@@ -375,7 +379,7 @@ static void author_records_replaced(void **state)
     char *pod = at_read_data("pods/forged-shared-requests.json", &len);
     wh_review_response r;
     json_object *patched = NULL;
-    mutate_pod(cfg, pod, &r, &patched);
+    mutate_pod(cfg, pod, NULL, &r, &patched);
     free(pod);
     assert_true(r.allowed);
     assert_string_equal(audit(&r, "charged"), "gpu-memory=320Gi,gpus=0,gpu-pods=1");
@@ -387,7 +391,7 @@ static void author_records_replaced(void **state)
     /* reinvoked on what it made: nothing left to change */
     char *again = strdup(gq_json_compact(patched));
     json_object_put(patched);
-    mutate_pod(cfg, again, &r, &patched);
+    mutate_pod(cfg, again, NULL, &r, &patched);
     free(again);
     assert_true(r.allowed);
     assert_null(r.patch);
@@ -406,7 +410,7 @@ static void author_records_replaced(void **state)
                "\"f:gpuquota.io/original-request\":{},\"f:gpuquota.io/charged\":{}}}}}]},"
                "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{"
                "\"nvidia.com/gpu\":\"1\"}}}]}}",
-               &r, &patched);
+               NULL, &r, &patched);
     assert_null(at_str(patched, "metadata", "annotations", "gpuquota.io/gpu-requests"));
     assert_string_equal(at_str(patched, "metadata", "annotations", "gpuquota.io/original-request"),
                         "{\"c\":{\"nvidia.com/gpu\":\"1\"}}");
@@ -416,7 +420,7 @@ static void author_records_replaced(void **state)
     wh_review_response_dispose(&r);
     /* what gpuquota wrote stands, and is left as it is */
     pod = at_read_data("pods/rewritten-shared.json", &len);
-    mutate_pod(cfg, pod, &r, &patched);
+    mutate_pod(cfg, pod, NULL, &r, &patched);
     free(pod);
     assert_string_equal(audit(&r, "charged"), "gpu-memory=4Gi,gpus=0,gpu-pods=1");
     json_object_put(patched);
@@ -486,16 +490,8 @@ static void mutate_choice(const gq_config *cfg, const char *models, const char *
                                  .list_tenant_quotas = fq_list_tenants,
                                  .namespace_labels = fq_labels};
     char *body = choice_review(models);
-    wh_review_request req;
-    gq_err err;
-    assert_int_equal(wh_review_decode(body, strlen(body), &req, &err), GQ_OK);
+    review(cfg, body, NULL, 0, &src, resp, patched);
     free(body);
-    if (wh_mutate_review_src(cfg, &req, &src, resp, NULL, &err))
-        fail_msg("mutate: %s", err.msg);
-    *patched = NULL;
-    if (resp->patch && gq_patch_apply_text(req.object, resp->patch, resp->patch_len, patched, &err))
-        fail_msg("the response's patch does not apply: %s", err.msg);
-    wh_review_request_dispose(&req);
 }
 
 /* Under Queue the controller chooses when it ungates: /mutate gates the pod
@@ -663,18 +659,13 @@ static void dra_claims_recorded(void **state)
                       "\"resourceClaimTemplateName\":\"one-h100\"},{\"name\":\"other\","
                       "\"resourceClaimTemplateName\":\"missing\"}],\"containers\":[{\"name\":"
                       "\"main\",\"image\":\"x\"}]}}";
-    char *body = at_pod_create_review("u-dra", "team-a", pod);
-    wh_review_request req;
     wh_review_response r;
     json_object *patched = NULL;
     gq_err err;
-    assert_int_equal(wh_review_decode(body, strlen(body), &req, &err), GQ_OK);
-    free(body);
-    if (wh_mutate_review_src(cfg, &req, &src, &r, NULL, &err))
-        fail_msg("mutate: %s", err.msg);
+    mutate_pod(cfg, pod, &src, &r, &patched);
     assert_true(r.allowed);
     assert_non_null(r.patch);
-    assert_int_equal(gq_patch_apply_text(req.object, r.patch, r.patch_len, &patched, &err), GQ_OK);
+    assert_non_null(patched);
     json_object *meta = json_object_object_get(patched, "metadata");
     assert_string_equal(at_str(meta, "annotations", "gpuquota.io/gpu-claims", NULL),
                         "{\"gpu\":{\"gpus\":2,\"memory\":\"160Gi\",\"model\":\"h100-80gb\"}}");
@@ -691,7 +682,6 @@ static void dra_claims_recorded(void **state)
     gq_pod_cost_dispose(&c);
     json_object_put(patched);
     wh_review_response_dispose(&r);
-    wh_review_request_dispose(&req);
     gq_config_free(cfg);
 }
 
@@ -724,22 +714,17 @@ static void dra_shared_claim_recorded(void **state)
                       "\"resourceClaimName\":\"pair\"},{\"name\":\"gone\",\"resourceClaimName\":"
                       "\"missing\"},{\"name\":\"odd\",\"resourceClaimName\":\"no-uid\"}],"
                       "\"containers\":[{\"name\":\"main\",\"image\":\"x\"}]}}";
-    char *body = at_pod_create_review("u-shared", "team-a", pod);
-    wh_review_request req;
     wh_review_response r;
     json_object *patched = NULL;
     gq_err err;
-    assert_int_equal(wh_review_decode(body, strlen(body), &req, &err), GQ_OK);
-    free(body);
-    if (wh_mutate_review_src(cfg, &req, &src, &r, NULL, &err))
-        fail_msg("mutate: %s", err.msg);
+    mutate_pod(cfg, pod, &src, &r, &patched);
     assert_true(r.allowed);
     assert_int_equal(r.n_warnings, 2);
     assert_string_equal(r.warnings[0], "ResourceClaim \"missing\" does not exist in namespace "
                                        "team-a: gpuquota cannot price the pod's claim \"gone\"");
     assert_string_equal(r.warnings[1],
                         "ResourceClaim \"no-uid\": metadata.uid is missing or too long");
-    assert_int_equal(gq_patch_apply_text(req.object, r.patch, r.patch_len, &patched, &err), GQ_OK);
+    assert_non_null(patched);
     json_object *meta = json_object_object_get(patched, "metadata");
     assert_string_equal(at_str(meta, "annotations", "gpuquota.io/gpu-claims", NULL),
                         "{\"gpu\":{\"gpus\":2,\"memory\":\"80Gi\",\"claim\":\"pair\","
@@ -754,7 +739,6 @@ static void dra_shared_claim_recorded(void **state)
     gq_pod_cost_dispose(&c);
     json_object_put(patched);
     wh_review_response_dispose(&r);
-    wh_review_request_dispose(&req);
     gq_config_free(cfg);
 }
 

@@ -19,35 +19,33 @@
 static void bars(void **state)
 {
     (void)state;
-    char b[GQ_BAR_WIDTH + 3];
-    gq_render_bar(16 * GI, 0, 20 * GI, b);
-    assert_string_equal(b, "[################....]");
-    gq_render_bar(0, 0, 20 * GI, b);
-    assert_string_equal(b, "[....................]");
-    gq_render_bar(10, 5, 20, b);
-    assert_string_equal(b, "[##########=====.....]");
-    gq_render_bar(20, 0, 20, b);
-    assert_string_equal(b, "[####################]");
-    /* over hard: full, and marked */
-    gq_render_bar(18, 4, 20, b);
-    assert_string_equal(b, "[##################=!]");
-    gq_render_bar(30, 0, 20, b);
-    assert_string_equal(b, "[###################!]");
-    /* any non-zero part shows */
-    gq_render_bar(1, 1, 1000, b);
-    assert_string_equal(b, "[#=..................]");
-    /* an explicit 0 blocks: anything used is over it */
-    gq_render_bar(0, 0, 0, b);
-    assert_string_equal(b, "[....................]");
-    gq_render_bar(1, 0, 0, b);
-    assert_string_equal(b, "[###################!]");
-    /* no overflow at the extremes */
-    gq_render_bar(INT64_MAX, INT64_MAX, INT64_MAX, b);
-    assert_string_equal(b, "[###################!]");
-    gq_render_bar(INT64_C(1) << 61, 0, INT64_C(1) << 62, b);
-    assert_string_equal(b, "[##########..........]");
-    gq_render_bar(-5, -5, 10, b);
-    assert_string_equal(b, "[....................]");
+    static const struct {
+        int64_t used, pending, hard;
+        const char *want;
+    } cases[] = {
+        {16 * GI, 0, 20 * GI, "[################....]"},
+        {0, 0, 20 * GI, "[....................]"},
+        {10, 5, 20, "[##########=====.....]"},
+        {20, 0, 20, "[####################]"},
+        /* over hard: full, and marked */
+        {18, 4, 20, "[##################=!]"},
+        {30, 0, 20, "[###################!]"},
+        /* any non-zero part shows */
+        {1, 1, 1000, "[#=..................]"},
+        /* an explicit 0 blocks: anything used is over it */
+        {0, 0, 0, "[....................]"},
+        {1, 0, 0, "[###################!]"},
+        /* no overflow at the extremes */
+        {INT64_MAX, INT64_MAX, INT64_MAX, "[###################!]"},
+        {INT64_C(1) << 61, 0, INT64_C(1) << 62, "[##########..........]"},
+        {-5, -5, 10, "[....................]"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char b[GQ_BAR_WIDTH + 3];
+        gq_render_bar(cases[i].used, cases[i].pending, cases[i].hard, b);
+        if (strcmp(b, cases[i].want))
+            fail_msg("bar %zu: got %s, want %s", i, b, cases[i].want);
+    }
 }
 
 static json_object *parse(const char *text)

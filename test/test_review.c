@@ -17,6 +17,20 @@
 #include "common/jsonutil.h"
 #include "webhook/review.h"
 
+/* Who asks what of which object: the request's identity as decoded. */
+static void assert_request(const wh_review_request *r, wh_review_version version, const char *uid,
+                           const char *ns, const char *name, const char *sub_resource,
+                           const char *username, wh_operation op)
+{
+    assert_int_equal(r->version, version);
+    assert_string_equal(r->uid, uid);
+    assert_string_equal(r->namespace, ns);
+    assert_string_equal(r->name, name);
+    assert_string_equal(r->sub_resource, sub_resource);
+    assert_string_equal(r->username, username);
+    assert_int_equal(r->operation, op);
+}
+
 static void decode_fixture(void **state)
 {
     (void)state;
@@ -26,20 +40,15 @@ static void decode_fixture(void **state)
     gq_err err;
     gq_err_clear(&err);
     assert_int_equal(wh_review_decode(body, len, &r, &err), GQ_OK);
-    assert_int_equal(r.version, WH_REVIEW_V1);
-    assert_string_equal(r.uid, "b8f4c3a2-5d1e-4f6a-9c7b-2e8d0a1f3c64");
+    assert_request(&r, WH_REVIEW_V1, "b8f4c3a2-5d1e-4f6a-9c7b-2e8d0a1f3c64", "ml-research", "", "",
+                   "system:serviceaccount:kube-system:job-controller", WH_OP_CREATE);
     assert_string_equal(r.kind_group, "");
     assert_string_equal(r.kind_version, "v1");
     assert_string_equal(r.kind, "Pod");
     assert_string_equal(r.resource_group, "");
     assert_string_equal(r.resource_version, "v1");
     assert_string_equal(r.resource, "pods");
-    assert_string_equal(r.sub_resource, "");
-    assert_string_equal(r.namespace, "ml-research");
-    assert_string_equal(r.name, "");
-    assert_int_equal(r.operation, WH_OP_CREATE);
     assert_string_equal(wh_operation_name(r.operation), "CREATE");
-    assert_string_equal(r.username, "system:serviceaccount:kube-system:job-controller");
     assert_int_equal(r.n_groups, 3);
     assert_string_equal(r.groups[0], "system:serviceaccounts");
     assert_string_equal(r.groups[2], "system:authenticated");
@@ -171,13 +180,7 @@ static void decode_variants_accepted(void **state)
     wh_review_request r;
     gq_err err;
     assert_int_equal(wh_review_decode(min, strlen(min), &r, &err), GQ_OK);
-    assert_int_equal(r.version, WH_REVIEW_V1BETA1);
-    assert_string_equal(r.uid, "u1");
-    assert_string_equal(r.sub_resource, "status");
-    assert_string_equal(r.name, "p");
-    assert_string_equal(r.namespace, "");
-    assert_string_equal(r.username, "");
-    assert_int_equal(r.operation, WH_OP_UPDATE);
+    assert_request(&r, WH_REVIEW_V1BETA1, "u1", "", "p", "status", "", WH_OP_UPDATE);
     assert_null(r.object);
     assert_non_null(r.old_object);
     assert_true(r.dry_run);

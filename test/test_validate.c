@@ -78,15 +78,9 @@ static int teardown(void **state)
     return 0;
 }
 
-static void apply(fx *f, const char *fmt, ...) GQ_PRINTF(2, 3);
-static void apply(fx *f, const char *fmt, ...)
+static void apply(fx *f, const char *json)
 {
-    char buf[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    json_object *o = json_tokener_parse(buf);
+    json_object *o = json_tokener_parse(json);
     assert_non_null(o);
     gq_err err;
     gq_err_clear(&err);
@@ -99,19 +93,23 @@ static void apply(fx *f, const char *fmt, ...)
 /* A GPUQuota in ns with hard (a JSON object body) and optional status. */
 static void quota(fx *f, const char *ns, const char *name, const char *hard, const char *extra)
 {
-    apply(f,
-          "{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPUQuota\","
-          "\"metadata\":{\"name\":\"%s\",\"namespace\":\"%s\"},\"spec\":{\"hard\":%s%s}%s}",
-          name, ns, hard, extra && extra[0] == ',' ? extra : "",
-          extra && extra[0] == '#' ? extra + 1 : "");
+    char buf[4096];
+    snprintf(buf, sizeof(buf),
+             "{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPUQuota\","
+             "\"metadata\":{\"name\":\"%s\",\"namespace\":\"%s\"},\"spec\":{\"hard\":%s%s}%s}",
+             name, ns, hard, extra && extra[0] == ',' ? extra : "",
+             extra && extra[0] == '#' ? extra + 1 : "");
+    apply(f, buf);
 }
 
 static void namespace_(fx *f, const char *name, const char *labels)
 {
-    apply(f,
-          "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"%s\",\"labels\":%"
-          "s}}",
-          name, labels);
+    char buf[512];
+    snprintf(buf, sizeof(buf),
+             "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"%s\","
+             "\"labels\":%s}}",
+             name, labels);
+    apply(f, buf);
 }
 
 /* Pod JSON with one container asking for gpuquota.io/gpu-memory mem (or no

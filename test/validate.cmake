@@ -10,34 +10,22 @@ gq_unit_test(test_kubestore test_kubestore.c LIBS gq_webhook gq_kube)
 # End to end against the kube-apiserver stand-in: kubectl-created pods
 # through real webhook processes, then three replicas under 200 concurrent
 # reviews with injected conflicts and latency.
-add_test(NAME validate_integration
-         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/validate_integration.sh $<TARGET_FILE:gpuquota>
-                 $<TARGET_FILE:kube-standin>)
-set_tests_properties(validate_integration PROPERTIES TIMEOUT 300)
+gq_standin_script(validate_integration 300)
 
 # Reservations end to end: stand-in, webhook and controller; charges keyed by
 # the stored pod's uid, counted once, and phantoms (pods refused after the
 # charge, reviews posted to /validate) dropped after the grace period.
-add_test(NAME reservations_integration
-         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/reservations_integration.sh $<TARGET_FILE:gpuquota>
-                 $<TARGET_FILE:kube-standin>)
-set_tests_properties(reservations_integration PROPERTIES TIMEOUT 180)
+gq_standin_script(reservations_integration 180)
 
 # The API server loses its history (the stand-in restores a snapshot) under a
 # running webhook and controller: both relist, a quota created afterwards is
 # enforced and pods running afterwards are counted.
-add_test(NAME history_integration
-         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/history_integration.sh $<TARGET_FILE:gpuquota>
-                 $<TARGET_FILE:kube-standin>)
-set_tests_properties(history_integration PROPERTIES TIMEOUT 180)
+gq_standin_script(history_integration 180)
 
 # A quota or limit range created while the webhook's watch of it is cut and
 # its reconnects fail is enforced at once (read live); a failing live read
 # denies GPU pods.
-add_test(NAME stale_integration
-         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/stale_integration.sh $<TARGET_FILE:gpuquota>
-                 $<TARGET_FILE:kube-standin>)
-set_tests_properties(stale_integration PROPERTIES TIMEOUT 180)
+gq_standin_script(stale_integration 180)
 
 # Benchmark (prints figures, never a ctest case): charging throughput and
 # latency against the stand-in, one namespace and 50, over-admission checked.

@@ -10,19 +10,14 @@ gq=$1
 standin=$2
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/gq-validate-it.XXXXXX)
-pids=()
-failures=0
-
+host=wh.gq-system.svc
+source "$root/test/integration_lib.sh"
+# The webhooks end on SIGTERM, as in a cluster.
 cleanup() {
     for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
     for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
     rm -rf "$work"
 }
-trap cleanup EXIT
-
-pass() { echo "ok   - $*"; }
-fail() { echo "FAIL - $*"; failures=$((failures + 1)); }
-check() { if [[ "$2" == "$3" ]]; then pass "$1"; else fail "$1: expected [$2], got [$3]"; fi; }
 
 # ------------------------------------------------------------------ stand-in
 # Sets S, KUBECONFIG, k and fault.
@@ -67,31 +62,15 @@ apiVersion: gpuquota.io/v1alpha1
 kind: GPUQuota
 metadata: {name: ten, namespace: team-x}
 spec: {hard: {gpu-memory: 10Gi}}
----
-apiVersion: gpuquota.io/v1alpha1
-kind: GPUTenantQuota
-metadata: {name: ml}
-spec:
-  namespaceSelector: {matchLabels: {team: ml}}
-  hard: {gpu-memory: 16Gi}
 EOF
+tenant_quota_yaml ml '{team: ml}' '{gpu-memory: 16Gi}' | k apply -f - >/dev/null
 
 # --------------------------------------------------------------- webhooks
-mkdir -p "$work/certs"
-"$gq" certs generate --service wh --namespace gq-system --out "$work/certs" --san localhost \
-    --san 127.0.0.1 >/dev/null || { echo "certs generate failed"; exit 1; }
+make_certs wh gq-system
 ports=()
 start_webhook() {
-    local log=$work/webhook$1.log port=
-    "$gq" webhook --tls-cert "$work/certs/tls.crt" --tls-key "$work/certs/tls.key" \
-        --listen 127.0.0.1:0 --threads 8 --kubeconfig "$KUBECONFIG" 2>"$log" &
-    pids+=($!)
-    for _ in $(seq 100); do
-        port=$(sed -n 's/.*"listening on [^"]*:\([0-9][0-9]*\)".*/\1/p' "$log" | head -1)
-        [[ -n "$port" ]] && break
-        sleep 0.1
-    done
-    [[ -n "$port" ]] || { echo "webhook did not start"; cat "$log"; exit 1; }
+    start "$work/webhook$1.log" "$gq" webhook --tls-cert "$work/certs/tls.crt" \
+        --tls-key "$work/certs/tls.key" --listen 127.0.0.1:0 --threads 8 --kubeconfig "$KUBECONFIG"
     ports+=("$port")
 }
 wh() { # wh N ARGS... PATH: curl to webhook N over TLS
@@ -199,14 +178,7 @@ check_match "metrics count validate decisions" 'gpuquota_admission_requests_tota
 # default turns a whole-GPU request into a slice (the watch brings the new
 # object in shortly).
 k create namespace team-lr >/dev/null
-k apply -f - >/dev/null <<'EOF2'
-apiVersion: gpuquota.io/v1alpha1
-kind: GPULimitRange
-metadata: {name: defaults, namespace: team-lr}
-spec:
-  limits:
-    - {type: Container, default: {gpu-memory: 8Gi}}
-EOF2
+limit_range_yaml team-lr defaults '[{type: Container, default: {gpu-memory: 8Gi}}]' | k apply -f - >/dev/null
 cat >"$work/whole.yaml" <<'EOF2'
 apiVersion: v1
 kind: Pod

@@ -54,6 +54,7 @@ struct wh_kubestore {
     pthread_mutex_t live_mu;
     pthread_cond_t live_cv; /* a live read was sent or finished */
     live_read *live;        /* reads waiting to be sent or under way */
+    wh_metrics *metrics;    /* per-quota gauges to drop with their quota */
 };
 
 static int namespaces_marker; /* to_text's ud for Namespace objects */
@@ -70,7 +71,7 @@ static gq_code to_text(void *ud, json_object *obj, void **rec, gq_err *err)
     json_object *src = NULL, *meta, *v;
     const char *text = "{}";
     bool built = false;
-    if (ud) { /* namespaces */
+    if (ud == &namespaces_marker) {
         if (json_object_object_get_ex(obj, "metadata", &meta))
             json_object_object_get_ex(meta, "labels", &src);
     } else if ((src = json_object_new_object())) {
@@ -101,6 +102,16 @@ static void free_text(void *ud, void *rec)
     free(rec);
 }
 
+/* A GPUQuota or GPUTenantQuota is gone (a DELETED event, or missing from a
+ * relist): its gauges go with it, or every replica would export the last
+ * values of a quota that no longer exists until it restarts. */
+static void forget_gauges(void *ud, const char *ns, const char *name, const void *rec)
+{
+    wh_kubestore *ks = ud;
+    (void)rec;
+    wh_metrics_forget_quota(ks->metrics, ns ? ns : "", name);
+}
+
 gq_code wh_kubestore_new(const kube_api *api, wh_kubestore **out, gq_err *err)
 {
     wh_kubestore *ks = calloc(1, sizeof(*ks));
@@ -118,7 +129,8 @@ gq_code wh_kubestore_new(const kube_api *api, wh_kubestore **out, gq_err *err)
             .path = cache_paths[i],
             .transform = to_text,
             .free_record = free_text,
-            .ud = i == C_NAMESPACE ? &namespaces_marker : NULL,
+            .on_delete = i == C_QUOTA || i == C_TENANT ? forget_gauges : NULL,
+            .ud = i == C_NAMESPACE ? (void *)&namespaces_marker : ks,
         };
         gq_code rc = kube_cache_new(api, &o, &ks->caches[i], err);
         if (rc) {
@@ -128,6 +140,11 @@ gq_code wh_kubestore_new(const kube_api *api, wh_kubestore **out, gq_err *err)
     }
     *out = ks;
     return GQ_OK;
+}
+
+void wh_kubestore_set_metrics(wh_kubestore *ks, wh_metrics *m)
+{
+    ks->metrics = m;
 }
 
 gq_code wh_kubestore_start(wh_kubestore *ks, gq_err *err)

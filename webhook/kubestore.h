@@ -12,6 +12,7 @@
 
 #include "common/gq_error.h"
 #include "kube/kube.h"
+#include "webhook/metrics.h"
 #include "webhook/validate.h"
 
 #define WH_GQ_PATH "/apis/gpuquota.io/v1alpha1"
@@ -21,6 +22,10 @@ typedef struct wh_kubestore wh_kubestore;
 /* A store over api (borrowed; must outlive the store). Caches are created
  * but not started. Caller owns *out (wh_kubestore_free). */
 gq_code wh_kubestore_new(const kube_api *api, wh_kubestore **out, gq_err *err) GQ_WUR;
+
+/* The gauges (borrowed; NULL: none) whose per-quota series are dropped when
+ * the caches see a GPUQuota or GPUTenantQuota deleted. Call before start. */
+void wh_kubestore_set_metrics(wh_kubestore *ks, wh_metrics *m);
 
 /* Start the four list+watch caches. */
 gq_code wh_kubestore_start(wh_kubestore *ks, gq_err *err) GQ_WUR;

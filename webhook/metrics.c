@@ -209,8 +209,10 @@ void wh_metrics_forget_quota(wh_metrics *m, const char *ns, const char *quota)
     size_t i = gauge_lower_bound(m, ns, quota, NULL), j = i;
     while (j < m->n_gauges && !gauge_cmp(&m->gauges[j], ns, quota, NULL))
         gauge_dispose(&m->gauges[j++]);
-    memmove(&m->gauges[i], &m->gauges[j], (m->n_gauges - j) * sizeof(gauge));
-    m->n_gauges -= j - i;
+    if (j > i) { /* none: the table may not even be allocated yet */
+        memmove(&m->gauges[i], &m->gauges[j], (m->n_gauges - j) * sizeof(gauge));
+        m->n_gauges -= j - i;
+    }
     pthread_mutex_unlock(&m->lock);
 }
 
@@ -218,7 +220,7 @@ void wh_metrics_forget_quota(wh_metrics *m, const char *ns, const char *quota)
 static bool metric_name_valid(const char *name, bool counter)
 {
     size_t n = name ? strlen(name) : 0;
-    /* Short enough for the fixed-size buffer of gq_strbuf_printf. */
+    /* Bounded: a metric name is a short identifier. */
     if (n < 7 || n > 64 || counter != !strcmp(name + n - 6, "_total"))
         return false;
     for (size_t i = 0; i < n; i++) {

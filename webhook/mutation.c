@@ -130,9 +130,7 @@ gq_code wh_quotas_append(gq_quota ***q, size_t *n, json_object *arr, gq_err *err
 
 void wh_quotas_free(gq_quota **q, size_t n)
 {
-    for (size_t i = 0; q && i < n; i++)
-        gq_quota_free(q[i]);
-    free(q);
+    gq_quota_list_free(q, n);
 }
 
 void wh_limit_ranges_free(gq_limit_range **lrs, size_t n)
@@ -533,9 +531,7 @@ static gq_code pod_queues(const wh_limit_range_source *qs, const wh_review_reque
     if (n && gq_pod_facts_from_json(pod, req->namespace, &facts, NULL) == GQ_OK)
         *out = gq_queue_applies((const gq_quota *const *)v, n, &facts, labels, charge);
 out:
-    for (size_t i = 0; i < n; i++)
-        gq_quota_free(v[i]);
-    free(v);
+    gq_quota_list_free(v, n);
     json_object_put(a);
     json_object_put(t);
     json_object_put(labels);

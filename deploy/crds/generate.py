@@ -407,6 +407,16 @@ def crd(kind, plural, short, scope, schema, columns=None, status=True):
     }
 
 
+# The spec fields a GPUQuota and a GPUTenantQuota share.
+QUOTA_SPEC = {
+    "hard": HARD,
+    "models": MODELS,
+    "scopes": SCOPES,
+    "scopeSelector": SCOPE_SELECTOR,
+    "whenExceeded": WHEN_EXCEEDED,
+    "queueingStrategy": QUEUEING_STRATEGY,
+}
+
 GPUQUOTA = crd(
     "GPUQuota",
     "gpuquotas",
@@ -415,14 +425,8 @@ GPUQUOTA = crd(
     root(
         {
             "type": "object",
-            "properties": {
-                "hard": HARD,
-                "models": MODELS,
-                "scopes": SCOPES,
-                "scopeSelector": SCOPE_SELECTOR,
-                "whenExceeded": WHEN_EXCEEDED,
-                "queueingStrategy": QUEUEING_STRATEGY,
-            },
+            "properties": QUOTA_SPEC,
+
         },
         quota_status(False),
     ),
@@ -446,12 +450,7 @@ GPUTENANTQUOTA = crd(
                     "items": {"type": "string", "minLength": 1, "maxLength": 63},
                 },
                 "namespaceSelector": NAMESPACE_SELECTOR,
-                "hard": HARD,
-                "models": MODELS,
-                "scopes": SCOPES,
-                "scopeSelector": SCOPE_SELECTOR,
-                "whenExceeded": WHEN_EXCEEDED,
-                "queueingStrategy": QUEUEING_STRATEGY,
+                **QUOTA_SPEC,
             },
         },
         quota_status(True),

@@ -4,6 +4,8 @@
 # reservations expire, and two replicas elect exactly one leader.
 # Needs STANDIN_BIN, DATA (standin test data), GQ_BIN, CRDS (deploy/crds).
 . "$(dirname "$0")/../standin/tests/lib.sh"
+# shellcheck source=../manifests.sh
+. "$(dirname "$0")/../manifests.sh"
 GQ_BIN=${GQ_BIN:?path to gpuquota}
 CRDS=${CRDS:?deploy/crds directory}
 standin_start
@@ -88,27 +90,13 @@ for ns in ml-a ml-b web gpuquota-system; do kubectl create namespace $ns >/dev/n
 kubectl label namespace ml-a team=ml >/dev/null
 kubectl label namespace ml-b team=ml >/dev/null
 kubectl label namespace web team=web >/dev/null
-kubectl apply -f - >/dev/null <<'Y' || fail "apply quotas"
-apiVersion: gpuquota.io/v1alpha1
-kind: GPUQuota
-metadata: {name: q, namespace: ml-a}
-spec:
-  hard: {gpu-memory: 64Gi, gpu-pods: 10}
----
-apiVersion: gpuquota.io/v1alpha1
-kind: GPUTenantQuota
-metadata: {name: ml}
-spec:
-  namespaceSelector: {matchLabels: {team: ml}}
-  hard: {gpu-memory: 256Gi}
----
-apiVersion: gpuquota.io/v1alpha1
-kind: GPUTenantQuota
-metadata: {name: web}
-spec:
-  namespaceSelector: {matchLabels: {team: web}}
-  hard: {gpu-memory: 256Gi}
-Y
+{
+    printf 'apiVersion: gpuquota.io/v1alpha1\nkind: GPUQuota\nmetadata: {name: q, namespace: ml-a}\n'
+    printf 'spec:\n  hard: {gpu-memory: 64Gi, gpu-pods: 10}\n---\n'
+    tenant_quota_yaml ml '{team: ml}' '{gpu-memory: 256Gi}'
+    echo ---
+    tenant_quota_yaml web '{team: web}' '{gpu-memory: 256Gi}'
+} | kubectl apply -f - >/dev/null || fail "apply quotas"
 
 # Pods that exist before the controller starts are counted (no gpuquota label).
 pod ml-a pre 8Gi

@@ -24,6 +24,8 @@ if [[ -f $E2E/cluster/env ]]; then
     export PATH=$BIN:$PATH
 fi
 export KUBECONFIG=$E2E/cluster/kubeconfig
+# shellcheck source=../manifests.sh
+source "$ROOT/test/manifests.sh"
 NS_SYS=gpuquota-system
 
 failures=0
@@ -141,13 +143,20 @@ webhook_start() {
 
 # webhook_stop N [SIGNAL]: stop replica N (SIGTERM by default: drain, exit).
 webhook_stop() {
-    local f=$E2E/webhook-$1.pid pid
-    [[ -f $f ]] || return 0
-    pid=$(cat "$f")
-    kill "-${2:-TERM}" "$pid" 2>/dev/null
+    stop_pidfile "$E2E/webhook-$1.pid" "${2:-TERM}"
+    rm -f "$E2E/webhook-$1.port"
+}
+
+# stop_pidfile FILE SIGNAL: signal the process FILE names, give it 15 s to
+# exit, then SIGKILL it; FILE is removed. Nothing to do without FILE.
+stop_pidfile() {
+    local pid
+    [[ -f $1 ]] || return 0
+    pid=$(cat "$1")
+    kill "-$2" "$pid" 2>/dev/null
     for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$pid" 2>/dev/null
-    rm -f "$f" "$E2E/webhook-$1.port"
+    rm -f "$1"
 }
 
 # webhooks N [ARGS...]: exactly N replicas running with ARGS, registered.
@@ -175,15 +184,8 @@ controller_start() {
     echo $! >"$E2E/controller-$n.pid"
 }
 
-controller_stop() {
-    local f=$E2E/controller-$1.pid pid
-    [[ -f $f ]] || return 0
-    pid=$(cat "$f")
-    kill "-${2:-TERM}" "$pid" 2>/dev/null
-    for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null
-    rm -f "$f"
-}
+# controller_stop N [SIGNAL]: stop controller N (SIGTERM by default).
+controller_stop() { stop_pidfile "$E2E/controller-$1.pid" "${2:-TERM}"; }
 
 # set_config YAML: the configuration every replica starts with from now on
 # (replicas must be restarted to read it, as after a ConfigMap change).
@@ -210,27 +212,74 @@ metadata:
   name: $1
 ${3:-}
 spec:
-  containers:
-  - name: main
-    image: registry.example/cuda:12
-    resources:
-      limits: {$2}
+$(containers "$2" '  ')
 EOF
+}
+
+# containers LIMITS [INDENT]: the one container of the test pods (main,
+# registry.example/cuda:12, limits the flow-map entries LIMITS) as the
+# containers field of a pod spec, indented by INDENT (pod templates).
+containers() {
+    local i=${2:-}
+    printf '%scontainers:\n%s- name: main\n%s  image: registry.example/cuda:12\n' "$i" "$i" "$i"
+    printf '%s  resources: {limits: {%s}}\n' "$i" "$1"
 }
 
 # gpu_pod NAME MEMORY [EXTRA-YAML-UNDER-METADATA]: a pod asking for MEMORY of
 # gpuquota.io/gpu-memory.
 gpu_pod() { pod_yaml "$1" "gpuquota.io/gpu-memory: \"$2\"" "${3:-}"; }
 
-# quota NS NAME HARD-FLOW-MAP: a GPUQuota, e.g. quota team-a team-a '{gpu-memory: 20Gi}'
+# quota NS NAME HARD-FLOW-MAP [SPEC-FIELD...]: a GPUQuota, e.g.
+# quota team-a team-a '{gpu-memory: 20Gi}' 'whenExceeded: Queue'
 quota() {
-    kubectl apply -f - >/dev/null <<EOF
-apiVersion: gpuquota.io/v1alpha1
-kind: GPUQuota
-metadata: {name: $2, namespace: $1}
-spec:
-  hard: $3
-EOF
+    local field
+    {
+        printf 'apiVersion: gpuquota.io/v1alpha1\nkind: GPUQuota\nmetadata: {name: %s, namespace: %s}\n' "$2" "$1"
+        printf 'spec:\n  hard: %s\n' "$3"
+        for field in "${@:4}"; do printf '  %s\n' "$field"; done
+    } | kubectl apply -f - >/dev/null
+}
+
+# limit_range NS NAME LIMITS: a GPULimitRange (LIMITS: spec.limits, a YAML flow sequence).
+limit_range() { limit_range_yaml "$@" | kubectl apply -f - >/dev/null; }
+
+# scratch NS: a fresh folder in $work; on exit it is removed and namespace NS
+# deleted (waited for).
+scratch() {
+    work=$(mktemp -d)
+    # shellcheck disable=SC2064 # expanded now, on purpose
+    trap "rm -rf '$work'; kubectl delete namespace '$1' --ignore-not-found --wait=true --timeout=120s >/dev/null" EXIT
+}
+
+# create_parallel NS PAR FILE...: kubectl create every FILE in NS, PAR at a
+# time; each FILE.out gets kubectl's output, FILE.rc its exit status.
+create_parallel() {
+    local ns=$1 par=$2
+    shift 2
+    # shellcheck disable=SC2016
+    printf '%s\n' "$@" | xargs -P "$par" -I{} sh -c \
+        'kubectl -n "$0" create -f "{}" >"{}.out" 2>&1; echo $? >"{}.rc"' "$ns"
+}
+
+# tally DENIAL-ERE FILE...: after create_parallel, count the FILEs created
+# (names in admitted), denied with output matching DENIAL-ERE, and failed
+# otherwise (the first five shown) into created, denied and other.
+tally() {
+    local deny=$1 f rc
+    shift
+    created=0 denied=0 other=0 admitted=()
+    for f in "$@"; do
+        rc=$(cat "$f.rc")
+        if [[ $rc == 0 ]]; then
+            created=$((created + 1))
+            admitted+=("$(basename "$f" .yaml)")
+        elif grep -qE "$deny" "$f.out"; then
+            denied=$((denied + 1))
+        else
+            other=$((other + 1))
+            ((other <= 5)) && echo "# $(basename "$f" .yaml) (exit $rc): $(tail -1 "$f.out")"
+        fi
+    done
 }
 
 # used NS NAME KEY: status.used[KEY] of a GPUQuota ("" while unset).

@@ -33,18 +33,11 @@ model_used() {
     kubectl -n "$NS" get gq team -o json | jq -r --arg m "$1" --arg k "$2" '.status.usedByModel[$m][$k] // ""'
 }
 # template NAME EXACTLY-FLOW-MAP
-template() {
-    kubectl apply -f - >/dev/null <<EOF
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: $1, namespace: $NS}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpu
-        exactly: $2
-EOF
+template() { dra_object ResourceClaimTemplate "$NS" "$1" "{spec: {devices: {requests: [{name: gpu, exactly: $2}]}}}"; }
+# dra_object KIND NS NAME SPEC-FLOW-MAP: a resource.k8s.io/v1 object.
+dra_object() {
+    printf 'apiVersion: resource.k8s.io/v1\nkind: %s\nmetadata: {name: %s, namespace: %s}\nspec: %s\n' \
+        "$1" "$3" "$2" "$4" | kubectl apply -f - >/dev/null
 }
 # claim_pod NAME FIELD REF [METADATA]: a pod whose container uses claim "gpu"
 # (FIELD: resourceClaimTemplateName or resourceClaimName); METADATA: more
@@ -132,16 +125,8 @@ spec:
 EOF
 # claim NAME COUNT [NS]: a ResourceClaim of COUNT H100s in NS ($NS2).
 claim() {
-    kubectl apply -f - >/dev/null <<EOF
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaim
-metadata: {name: $1, namespace: ${3:-$NS2}}
-spec:
-  devices:
-    requests:
-    - name: gpu
-      exactly: {deviceClassName: gpu.nvidia.com, count: $2, selectors: [{cel: {expression: 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA-H100-80GB-HBM3"'}}]}
-EOF
+    dra_object ResourceClaim "${3:-$NS2}" "$1" "{devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.com, count: $2,
+        selectors: [{cel: {expression: 'device.attributes[\"gpu.nvidia.com\"].productName == \"NVIDIA-H100-80GB-HBM3\"'}}]}}]}}"
 }
 create2() { kubectl -n "$NS2" create -f - 2>&1 <<<"$1"; }
 # usage [NS QUOTA]: "gpus gpu-memory gpu-pods" of status.used of QUOTA

@@ -167,6 +167,20 @@ check "restarted controller $L follows" 0 "$(ctl_metric "$L" gpuquota_controller
 check "controller $F keeps the Lease" "$F" "$(leader)"
 one_leader && pass "exactly one leader after the restart" || fail "exactly one leader after the restart"
 
+# enforced_at_once NS WHEN REQUEST HARD: quota team of NS (HARD gpu-memory,
+# nothing used), created WHEN at $tq, refuses a REQUEST pod at once: on every
+# replica (dry run) and for a pod created through kube-apiserver.
+enforced_at_once() {
+    local ns=$1 when=$2 req=$3 hard=$4 n out
+    for n in 0 1 2; do
+        refused "$ns: replica $n enforces the quota created $when (dry run, $(($(now_ms) - tq)) ms after)" \
+            team "$req" 0 "$hard" "$(review "$n" "$ns" "$req")"
+    done
+    out=$(create_pod "$ns" early "$req")
+    denied "$ns: $req pod created just after the quota is denied ($(($(now_ms) - tq)) ms after)" \
+        team "$req" 0 "$hard" "$out"
+}
+
 # ---------------------------------------------------------------- kube-apiserver restart
 # The namespace is made before the restart (fresh: nothing in it), so that its
 # quota can be created the moment kube-apiserver answers again.
@@ -182,12 +196,7 @@ tq=$(now_ms)
 # far longer than a watch event takes to arrive on this machine, so a pod
 # admitted here means a replica was not watching at all.
 sleep 0.3
-for n in 0 1 2; do
-    refused "$NSB: replica $n enforces the quota created as kube-apiserver came back (dry run, $(($(now_ms) - tq)) ms after)" \
-        team 12Gi 0 8Gi "$(review "$n" "$NSB" 12Gi)"
-done
-out=$(create_pod "$NSB" early 12Gi)
-denied "$NSB: 12Gi pod created just after the quota is denied ($(($(now_ms) - tq)) ms after)" team 12Gi 0 8Gi "$out"
+enforced_at_once "$NSB" "as kube-apiserver came back" 12Gi 8Gi
 if kubectl -n "$NSB" get pod early >/dev/null 2>&1; then
     echo "# $NSB/early was admitted past the quota; deleting it"
     kubectl -n "$NSB" delete pod early --wait=true --timeout=60s >/dev/null
@@ -271,12 +280,7 @@ t0=$(now_ms)
 quota "$NSD" team '{gpu-memory: 4Gi, gpu-pods: 10}'
 tq=$(now_ms)
 sleep 0.3 # as for $NSB: past watch delivery, inside the reconnect backoff
-for n in 0 1 2; do
-    refused "$NSD: replica $n enforces a quota created while its watches reconnect (dry run, $(($(now_ms) - tq)) ms after)" \
-        team 8Gi 0 4Gi "$(review "$n" "$NSD" 8Gi)"
-done
-out=$(create_pod "$NSD" early 8Gi)
-denied "$NSD: 8Gi pod created just after the quota is denied ($(($(now_ms) - tq)) ms after)" team 8Gi 0 4Gi "$out"
+enforced_at_once "$NSD" "while its watches reconnect" 8Gi 4Gi
 check "$NSD: no pod over the quota exists" "" "$(kubectl -n "$NSD" get pods -o name)"
 
 # Every cache resumes from a compacted resourceVersion: 410, relist.

@@ -44,26 +44,14 @@ expect_invalid "GPUQuota gpus 1.5 is refused" 'spec.hard.gpus: .*not 1.5' "$(q '
 expect_invalid "a misspelt key is refused by kubectl's strict decoding" \
     'unknown field "spec.hard.gpu-memroy"' "$(q '{gpu-memroy: 10Gi}')"
 expect_invalid "GPULimitRange min above max is refused" \
-    'min gpu-memory must be less than or equal to max gpu-memory' "apiVersion: gpuquota.io/v1alpha1
-kind: GPULimitRange
-metadata: {name: bad, namespace: e2e-install}
-spec:
-  limits:
-  - {type: Container, min: {gpu-memory: 20Gi}, max: {gpu-memory: 10Gi}}"
+    'min gpu-memory must be less than or equal to max gpu-memory' \
+    "$(limit_range_yaml e2e-install bad '[{type: Container, min: {gpu-memory: 20Gi}, max: {gpu-memory: 10Gi}}]')"
 expect_invalid "GPULimitRange default on type Pod is refused" \
-    'default may only be set for type Container' "apiVersion: gpuquota.io/v1alpha1
-kind: GPULimitRange
-metadata: {name: bad, namespace: e2e-install}
-spec:
-  limits:
-  - {type: Pod, default: {gpu-memory: 5Gi}}"
+    'default may only be set for type Container' \
+    "$(limit_range_yaml e2e-install bad '[{type: Pod, default: {gpu-memory: 5Gi}}]')"
 expect_invalid "GPULimitRange default 0 is refused" \
-    'default gpu-memory must be greater than 0' "apiVersion: gpuquota.io/v1alpha1
-kind: GPULimitRange
-metadata: {name: bad, namespace: e2e-install}
-spec:
-  limits:
-  - {type: Container, default: {gpu-memory: \"0\"}}"
+    'default gpu-memory must be greater than 0' \
+    "$(limit_range_yaml e2e-install bad '[{type: Container, default: {gpu-memory: "0"}}]')"
 expect_invalid "GPUTenantQuota without namespaces is refused" \
     'a GPUTenantQuota needs namespaces or namespaceSelector' "apiVersion: gpuquota.io/v1alpha1
 kind: GPUTenantQuota

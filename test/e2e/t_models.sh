@@ -18,12 +18,7 @@ source "$(dirname "$0")/lib.sh"
 
 NS=e2e-models
 N=12 FIT=5 PAR=6
-work=$(mktemp -d)
-cleanup() {
-    rm -rf "$work"
-    kubectl delete namespace "$NS" --ignore-not-found --wait=true --timeout=120s >/dev/null
-}
-trap cleanup EXIT
+scratch "$NS"
 
 create() { kubectl -n "$NS" create -f - 2>&1 <<<"$1"; }
 # model_pod NAME MODELS MEMORY-LIMITS: a pod with annotation gpuquota.io/gpu-model
@@ -69,20 +64,8 @@ models_seen() {
         kubectl -n "$NS" create --dry-run=server -f - 2>&1 | grep -q 'a100-80gb/gpu-memory'
 }
 eventually 15 models_seen
-# shellcheck disable=SC2016
-(cd "$work" && ls a-*.yaml | xargs -P "$PAR" -I{} sh -c \
-    'kubectl -n "$0" create -f "{}" >"{}.out" 2>&1; echo $? >"{}.rc"' "$NS")
-created=0 denied=0 other=0
-for f in "$work"/a-*.yaml; do
-    if [[ $(cat "$f.rc") == 0 ]]; then
-        created=$((created + 1))
-    elif grep -qE 'denied the request: exceeded quota: team, requested: a100-80gb/gpu-memory=4Gi, used: a100-80gb/gpu-memory=20Gi, limited: a100-80gb/gpu-memory=20Gi$' "$f.out"; then
-        denied=$((denied + 1))
-    else
-        other=$((other + 1))
-        ((other <= 3)) && echo "# $(basename "$f" .yaml): $(tail -1 "$f.out")"
-    fi
-done
+create_parallel "$NS" "$PAR" "$work"/a-*.yaml
+tally 'denied the request: exceeded quota: team, requested: a100-80gb/gpu-memory=4Gi, used: a100-80gb/gpu-memory=20Gi, limited: a100-80gb/gpu-memory=20Gi$' "$work"/a-*.yaml
 check "pinned pods admitted under the model's limit" "$FIT" "$created"
 check "pinned pods denied naming the model" $((N - FIT)) "$denied"
 check "pinned pods failing otherwise" 0 "$other"

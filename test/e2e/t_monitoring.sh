@@ -24,15 +24,20 @@ aux() { curl -sS --cacert "$E2E/certs/ca.crt" --resolve "gpuquota-webhook.$NS_SY
     "https://gpuquota-webhook.$NS_SYS.svc:$port$1" "${@:2}"; }
 eventually 30 aux /readyz || fail "the extra webhook did not become ready"
 
+# wh_metrics PORT-FILE: /metrics of the webhook replica whose port the file holds.
+wh_metrics() {
+    local p
+    p=$(cat "$1")
+    curl -fsS --cacert "$E2E/certs/ca.crt" --resolve "gpuquota-webhook.$NS_SYS.svc:$p:127.0.0.1" \
+        "https://gpuquota-webhook.$NS_SYS.svc:$p/metrics"
+}
+
 # scrape ROUND: every webhook's and controller's /metrics into $mon/ROUND/.
 scrape() {
     local dir=$mon/$1 f p n=0
     mkdir -p "$dir"
     for f in "$E2E"/webhook-*.port; do
-        p=$(cat "$f")
-        curl -fsS --cacert "$E2E/certs/ca.crt" --resolve "gpuquota-webhook.$NS_SYS.svc:$p:127.0.0.1" \
-            "https://gpuquota-webhook.$NS_SYS.svc:$p/metrics" >"$dir/webhook-$(basename "$f" .port).prom" &&
-            n=$((n + 1))
+        wh_metrics "$f" >"$dir/webhook-$(basename "$f" .port).prom" && n=$((n + 1))
     done
     aux /metrics >"$dir/webhook-extra.prom" && n=$((n + 1))
     for f in "$E2E"/controller-*.log; do
@@ -100,6 +105,24 @@ out=$(python3 "$ROOT/test/monitoring_check.py" "$ROOT/deploy/monitoring/grafana-
 check_match "an unknown metric is caught" "metric gpuquota_controller_leading is not exposed" "$out"
 check_match "an unknown label value is caught" "never has the value 'errors'" "$out"
 check_match "an unknown grouping label is caught" "min by/without kind, a label its argument lacks" "$out"
+
+# A deleted quota takes its gauges with it on the webhook replicas too (they
+# set them while charging its pods), not only on the controller.
+team_gauges() { # replicas that export a gpuquota_quota_used series of e2e-mon/team
+    local f n=0
+    for f in "$E2E"/webhook-*.port; do
+        wh_metrics "$f" | grep -q '^gpuquota_quota_used{namespace="e2e-mon",quota="team",' && n=$((n + 1))
+    done
+    echo "$n"
+}
+check_match "webhook replicas export the quota's gauges" '^[1-9]' "$(team_gauges)"
+kubectl -n e2e-mon delete gpuquota team >/dev/null
+no_team_gauges() { [[ $(team_gauges) == 0 ]]; }
+if eventually 30 no_team_gauges; then
+    pass "no webhook replica exports a gauge of the deleted quota"
+else
+    fail "webhook replicas still export gauges of the deleted quota: $(team_gauges)"
+fi
 
 # The samples draw the dashboard (when a python3 with matplotlib is installed,
 # e.g. Debian's python3-matplotlib).

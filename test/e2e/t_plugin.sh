@@ -106,16 +106,7 @@ check_match "a different -n is refused with kubectl's words" \
     "$(kubectl gpuquota explain -f "$bin/e.yaml" -n e2e-pa 2>&1)"
 
 # GPULimitRange: a container over max, a model outside allowedModels.
-kubectl apply -f - >/dev/null <<'EOF'
-apiVersion: gpuquota.io/v1alpha1
-kind: GPULimitRange
-metadata: {name: limits, namespace: e2e-pb}
-spec:
-  limits:
-  - type: Container
-    max: {gpu-memory: 6Gi}
-    allowedModels: [a100-80gb, h100-80gb]
-EOF
+limit_range e2e-pb limits '[{type: Container, max: {gpu-memory: 6Gi}, allowedModels: [a100-80gb, h100-80gb]}]'
 gpu_pod f 7Gi "  annotations: {gpuquota.io/gpu-model: a10}" >"$bin/f.yaml"
 lr_seen() { [[ $(kubectl -n e2e-pb create --dry-run=server -f "$bin/f.yaml" 2>&1) == *'maximum gpu-memory'* ]]; }
 eventually 15 lr_seen || fail "the webhook did not see the GPULimitRange"
@@ -131,15 +122,7 @@ check_match "explain suggests an allowed model" \
 # that slice, as the mutating webhook rewrites it, also when it is refused.
 ns e2e-pc
 quota e2e-pc small '{gpu-memory: 8Gi}'
-kubectl apply -f - >/dev/null <<'EOF'
-apiVersion: gpuquota.io/v1alpha1
-kind: GPULimitRange
-metadata: {name: slices, namespace: e2e-pc}
-spec:
-  limits:
-  - type: Container
-    default: {gpu-memory: 10Gi}
-EOF
+limit_range e2e-pc slices '[{type: Container, default: {gpu-memory: 10Gi}}]'
 pod_yaml g 'nvidia.com/gpu: "1"' "  annotations: {gpuquota.io/gpu-model: a100-80gb}" >"$bin/g.yaml"
 sliced() { [[ $(kubectl -n e2e-pc create --dry-run=server -f "$bin/g.yaml" 2>&1) == *'requested: gpu-memory=10Gi'* ]]; }
 eventually 15 sliced || fail "the webhook did not apply the default slice"

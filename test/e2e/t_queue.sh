@@ -24,14 +24,8 @@ apiVersion: scheduling.k8s.io/v1
 kind: PriorityClass
 metadata: {name: e2e-queue-low}
 value: 10
----
-apiVersion: gpuquota.io/v1alpha1
-kind: GPUQuota
-metadata: {name: team, namespace: $NSQ}
-spec:
-  hard: {gpu-memory: 8Gi}
-  whenExceeded: Queue
 EOF
+quota "$NSQ" team '{gpu-memory: 8Gi}' 'whenExceeded: Queue'
 
 # qpod NAME PRIORITYCLASS: an 8Gi pod of that priority, printed as YAML.
 qpod() {

@@ -119,14 +119,8 @@ metadata: {name: e2e-queue-race}
 spec:
   namespaceSelector: {matchLabels: {e2e-queue-race: "yes"}}
   hard: {gpu-memory: 40Gi}
----
-apiVersion: gpuquota.io/v1alpha1
-kind: GPUQuota
-metadata: {name: team, namespace: $NSX}
-spec:
-  hard: {gpu-memory: 24Gi}
-  whenExceeded: Queue
 EOF
+quota "$NSX" team '{gpu-memory: 24Gi}' 'whenExceeded: Queue'
 eventually 15 seen "$NSX"
 tenant_seen() { gpu_pod probe 41Gi | kubectl -n "$NSY" create --dry-run=server -f - 2>&1 | grep -q 'tenant quota'; }
 eventually 15 tenant_seen

@@ -14,17 +14,7 @@ NSB=e2e-queue-best NSS=e2e-queue-strict NSG=e2e-queue-group
 trap 'kubectl delete namespace $NSB $NSS $NSG --wait=false >/dev/null 2>&1' EXIT
 
 # qquota NS HARD STRATEGY
-qquota() {
-    kubectl apply -f - >/dev/null <<EOF
-apiVersion: gpuquota.io/v1alpha1
-kind: GPUQuota
-metadata: {name: team, namespace: $1}
-spec:
-  hard: {gpu-memory: $2}
-  whenExceeded: Queue
-  queueingStrategy: $3
-EOF
-}
+qquota() { quota "$1" team "{gpu-memory: $2}" 'whenExceeded: Queue' "queueingStrategy: $3"; }
 # mk NS NAME MEMORY [EXTRA-YAML-UNDER-METADATA]
 mk() { gpu_pod "$2" "$3" "${4:-}" | kubectl -n "$1" create -f - 2>&1; }
 gates() { kubectl -n "$1" get pod "$2" -o json | jq -r '[.spec.schedulingGates[]?.name] | join(",")'; }

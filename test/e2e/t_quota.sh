@@ -27,18 +27,8 @@ EOF
 
 # ----------------------------------------------------------- GPULimitRange
 ns e2e-lr
-kubectl apply -f - >/dev/null <<'EOF'
-apiVersion: gpuquota.io/v1alpha1
-kind: GPULimitRange
-metadata: {name: limits, namespace: e2e-lr}
-spec:
-  limits:
-  - type: Container
-    min: {gpu-memory: 2Gi}
-    max: {gpu-memory: 20Gi}
-    default: {gpu-memory: 10Gi}
-    allowedModels: [a100-80gb, h100-80gb]
-EOF
+limit_range e2e-lr limits '[{type: Container, min: {gpu-memory: 2Gi}, max: {gpu-memory: 20Gi},
+    default: {gpu-memory: 10Gi}, allowedModels: [a100-80gb, h100-80gb]}]'
 # The webhook reads GPULimitRanges from its informer cache.
 lr_seen() { pinned probe 30Gi a100-80gb | kubectl -n e2e-lr create --dry-run=server -f - 2>&1 | grep -q 'maximum gpu-memory'; }
 eventually 10 lr_seen

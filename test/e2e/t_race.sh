@@ -11,13 +11,7 @@ since=$(date -u +%Y-%m-%dT%H:%M:%S.%6NZ) # this run's records in kube-apiserver'
 
 NS=e2e-race
 N=200 FIT=10 PAR=32
-work=$(mktemp -d)
-
-cleanup() {
-    rm -rf "$work"
-    kubectl delete namespace "$NS" --ignore-not-found --wait=true --timeout=120s >/dev/null
-}
-trap cleanup EXIT
+scratch "$NS"
 
 used_is() { [[ $(used "$NS" race "$1") == "$2" ]]; }
 no_reservations() { [[ $(reservations "$NS" race) == 0 ]]; }
@@ -43,26 +37,12 @@ for n in 0 1 2; do
     denied0[n]=$(validations "$n" denied)
 done
 t0=$(now_ms)
-# shellcheck disable=SC2016
-(cd "$work" && ls r-*.yaml | xargs -P "$PAR" -I{} sh -c \
-    'kubectl -n "$0" create -f "{}" >"{}.out" 2>&1; echo $? >"{}.rc"' "$NS")
+create_parallel "$NS" "$PAR" "$work"/r-*.yaml
 t=$(($(now_ms) - t0))
 echo "# $N creates, $PAR at a time, in $t ms"
 
-created=0 denied=0 other=0
-admitted=()
-for f in "$work"/r-*.yaml; do
-    rc=$(cat "$f.rc")
-    if [[ $rc == 0 ]]; then
-        created=$((created + 1))
-        admitted+=("$(basename "$f" .yaml)")
-    elif grep -qE '^Error from server \(Forbidden\): error when creating ".*": admission webhook "validate\.gpuquota\.io" denied the request: exceeded quota: race, requested: gpu-memory=4Gi, used: gpu-memory=40Gi, limited: gpu-memory=40Gi$' "$f.out"; then
-        denied=$((denied + 1))
-    else
-        other=$((other + 1))
-        ((other <= 5)) && echo "# $(basename "$f" .yaml) (exit $rc): $(tail -1 "$f.out")"
-    fi
-done
+tally '^Error from server \(Forbidden\): error when creating ".*": admission webhook "validate\.gpuquota\.io" denied the request: exceeded quota: race, requested: gpu-memory=4Gi, used: gpu-memory=40Gi, limited: gpu-memory=40Gi$' \
+    "$work"/r-*.yaml
 check "kubectl create succeeded" "$FIT" "$created"
 check "kubectl create denied with the exceeded-quota message" $((N - FIT)) "$denied"
 check "kubectl create failed otherwise" 0 "$other"

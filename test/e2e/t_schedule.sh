@@ -116,10 +116,7 @@ spec:
     spec:
       restartPolicy: Never
       schedulingGates: [{name: e2e.gpuquota.io/hold}]
-      containers:
-      - name: main
-        image: registry.example/cuda:12
-        resources: {limits: {gpuquota.io/gpu-memory: 4Gi}}
+$(containers 'gpuquota.io/gpu-memory: 4Gi' '      ')
 EOF
 check "Job j1 created" 0 $?
 jobpod() { kubectl -n "$NS" get pods -l job-name=j1 -o jsonpath='{.items[0].metadata.name}' 2>/dev/null; }

@@ -41,10 +41,7 @@ spec:
   template:
     metadata: {labels: {app: trainer}}
     spec:
-      containers:
-      - name: main
-        image: registry.example/cuda:12
-        resources: {limits: {gpuquota.io/gpu-memory: 8Gi}}
+$(containers 'gpuquota.io/gpu-memory: 8Gi' '      ')
 EOF
 check "Deployment trainer created" 0 $?
 rsname() { kubectl -n "$NSD" get rs -l app=trainer -o jsonpath='{.items[0].metadata.name}' 2>/dev/null; }
@@ -89,10 +86,7 @@ spec:
   template:
     spec:
       restartPolicy: Never
-      containers:
-      - name: main
-        image: registry.example/cuda:12
-        resources: {limits: {gpuquota.io/gpu-memory: 8Gi}}
+$(containers 'gpuquota.io/gpu-memory: 8Gi' '      ')
 EOF
 check "Job finetune created" 0 $?
 eventually 60 has_event "$NSJ" Job finetune FailedCreate

@@ -7,6 +7,7 @@
 
 #include <json-c/json.h>
 
+#include "common/jsonutil.h"
 #include "quota/crd.h"
 #include "quota/policy.h"
 
@@ -25,14 +26,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             gq_time_format_rfc3339(t, out);
         }
     }
-    if (size > (1u << 20))
-        return 0;
-    json_tokener *tok = json_tokener_new_ex(64);
-    if (!tok)
-        return 0;
-    json_object *o = json_tokener_parse_ex(tok, (const char *)data, (int)size);
-    json_tokener_free(tok);
-    if (!o)
+    json_object *o = NULL;
+    if (size > (1u << 20) || gq_json_parse((const char *)data, size, 64, &o, &err) != GQ_OK)
         return 0;
 
     gq_quota *q = NULL;

@@ -9,6 +9,7 @@
 
 #include <json-c/json.h>
 
+#include "common/jsonutil.h"
 #include "controller/ctl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -21,14 +22,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     gq_err err;
     if (!cfg && gq_config_default(&cfg, &err) != GQ_OK)
         return 0;
-    if (size > (1u << 20))
-        return 0;
-    json_tokener *tok = json_tokener_new_ex(64);
-    if (!tok)
-        return 0;
-    json_object *o = json_tokener_parse_ex(tok, (const char *)data, (int)size);
-    json_tokener_free(tok);
-    if (!o)
+    json_object *o = NULL;
+    if (size > (1u << 20) || gq_json_parse((const char *)data, size, 64, &o, &err) != GQ_OK)
         return 0;
     ctl_store *s = NULL;
     if (ctl_store_new(&s) != GQ_OK) {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Print the folder of cert-manager's CRDs (deploy/crds of its Go module,
 # pinned in test/k8s-tools/cert-manager/go.{mod,sum}), downloading the module
-# into the Go module cache if needed. Only the CRDs: the module the proxy
-# serves does not hold cert-manager's controller or cainjector commands.
+# into the Go module cache if needed. (cert-manager's controller and CA
+# injector are built from the same module by scripts/k8s-bin.sh.)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then

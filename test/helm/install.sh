@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The Helm chart on a real control plane of its own (scripts/local-cluster.sh,
 # not the e2e suite's): helm install, two upgrades (a serving certificate
-# renewal, then a CA rotation), helm uninstall, cert-manager mode, and
-# Helm taking over an install made with deploy/.
+# renewal, then a CA rotation), helm uninstall, and Helm taking over an
+# install made with deploy/ (cert-manager mode: test/helm/certmanager.sh).
 #
 # kwok runs no containers, so, as test/e2e/suite.sh does for deploy/:
 #   - the two Deployments are left out by a post-renderer
@@ -24,39 +24,17 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 dir=${1:?usage: install.sh STATE-DIR GPUQUOTA}
 GQ=$(cd "$(dirname "${2:?the gpuquota binary}")" && pwd)/$(basename "$2")
-CHART=$ROOT/deploy/helm/gpuquota
 HERE=$ROOT/test/helm
-
-cleanup() {
-    local f
-    for f in "$dir"/webhook-*.pid "$dir"/controller-*.pid "$dir"/prober.pid; do
-        [[ -f $f ]] && kill -TERM "$(cat "$f")" 2>/dev/null
-    done
-    "$ROOT/scripts/local-cluster.sh" down "$dir/cluster" >/dev/null 2>&1
-    rm -rf "$dir"
-}
-[[ ! -e $dir ]] || cleanup
-mkdir -p "$dir"
-dir=$(cd "$dir" && pwd)
-trap 'rc=$?; [[ -n ${GQ_HELM_KEEP:-} ]] || cleanup; exit $rc' EXIT
-"$ROOT/scripts/local-cluster.sh" up "$dir/cluster" >/dev/null || exit 1
-export GQ_E2E_DIR=$dir GQ ROOT
-# shellcheck source=../e2e/lib.sh
-source "$ROOT/test/e2e/lib.sh"
+# shellcheck source=lib.sh
+source "$HERE/lib.sh"
 # A release namespace other than deploy/'s, so that every place the chart
 # puts it is exercised.
 NS_SYS=gpuquota-helm
-command -v helm >/dev/null || { echo "no helm in $BIN (scripts/k8s-bin.sh builds it)"; exit 1; }
 
-REL=gpuquota
 # kubectl_as SA ARGS...: kubectl with a token of service account SA.
 kubectl_as() {
     [[ -f $dir/sa-$1.kubeconfig ]] || sa_kubeconfig "$1" "$dir/sa-$1.kubeconfig" || return 1
     KUBECONFIG=$dir/sa-$1.kubeconfig kubectl "${@:2}"
-}
-secret_key() {
-    kubectl -n "$NS_SYS" get secret "$1" -o json 2>/dev/null | jq -r --arg k "$2" '.data[$k] // empty' |
-        base64 -d
 }
 
 # run_hooks RENDERED PHASE: what helm does for the hooks of PHASE.
@@ -109,62 +87,6 @@ run_hooks() {
 render() {
     helm template "$REL" "$CHART" -n "$NS_SYS" --dry-run=server "$@" >"$dir/rendered.yaml"
 }
-# kubelet: the webhooks' certificate files follow Secret gpuquota-webhook-tls.
-kubelet_sync() {
-    mkdir -p "$dir/certs"
-    secret_key gpuquota-webhook-tls tls.crt >"$dir/certs/tls.crt.new" &&
-        secret_key gpuquota-webhook-tls tls.key >"$dir/certs/tls.key.new" &&
-        secret_key gpuquota-webhook-tls ca.crt >"$dir/certs/ca.crt.new" || return 1
-    mv "$dir/certs/tls.key.new" "$dir/certs/tls.key"
-    mv "$dir/certs/tls.crt.new" "$dir/certs/tls.crt"
-    mv "$dir/certs/ca.crt.new" "$dir/certs/ca.crt"
-}
-serving_serial() {
-    openssl s_client -connect "127.0.0.1:$(cat "$dir/webhook-0.port")" \
-        -servername "gpuquota-webhook.$NS_SYS.svc" </dev/null 2>/dev/null |
-        openssl x509 -noout -serial 2>/dev/null
-}
-ca_bundle() {
-    kubectl get "$1" gpuquota -o jsonpath='{range .webhooks[*]}{.clientConfig.caBundle}{"\n"}{end}' | sort -u
-}
-# gpu_admission: a GPU pod server dry run in helm-probe, the webhooks decide.
-gpu_admission() { gpu_pod "probe-$RANDOM" 1Gi | kubectl -n helm-probe create --dry-run=server -f - 2>&1; }
-prober_start() {
-    : >"$dir/prober.log"
-    (while :; do
-        out=$(gpu_admission) || echo "$(date +%T.%N) $out" >>"$dir/prober.log"
-        echo . >>"$dir/prober.count"
-    done) &
-    echo $! >"$dir/prober.pid"
-}
-prober_stop() {
-    kill "$(cat "$dir/prober.pid")" 2>/dev/null
-    wait "$(cat "$dir/prober.pid")" 2>/dev/null
-    rm -f "$dir/prober.pid"
-    check "$1: no admission request failed during it ($(wc -l <"$dir/prober.count") requests)" "" \
-        "$(head -3 "$dir/prober.log")"
-    rm -f "$dir/prober.count"
-}
-used_is() { [[ $(used "$1" team gpu-memory) == "$2" ]]; }
-serial_is_not() { [[ $(serving_serial) != "$1" ]]; }
-# admits_and_enforces LABEL NS: a GPU pod is admitted and charged, one over the quota refused.
-admits_and_enforces() {
-    ns "$2"
-    quota "$2" team '{gpu-memory: 20Gi}'
-    check_match "$1: a GPU pod within the quota is admitted" "created" \
-        "$(gpu_pod a 16Gi | kubectl -n "$2" create -f - 2>&1)"
-    eventually 30 used_is "$2" 16Gi
-    check "$1: it is charged" 16Gi "$(used "$2" team gpu-memory)"
-    check_match "$1: a GPU pod over the quota is refused" \
-        'admission webhook "validate.gpuquota.io" denied the request: exceeded quota: team' \
-        "$(gpu_pod b 8Gi | kubectl -n "$2" create -f - 2>&1)"
-}
-config_from_release() {
-    kubectl -n "$NS_SYS" get configmap gpuquota-config -o jsonpath='{.data.config\.yaml}' |
-        python3 -c 'import sys, yaml; c = yaml.safe_load(sys.stdin); c["audit"] = {"path": sys.argv[1]}; print(yaml.safe_dump(c))' \
-            "$dir/audit.log" >"$dir/config.yaml"
-}
-helm_op() { helm "$@" --no-hooks --post-renderer "$HERE/drop-deployments.sh" >>"$dir/helm.log" 2>&1; }
 
 # ------------------------------------------------------------------ install
 # The order of docs/install.md (Helm, self-managed certificates).
@@ -265,39 +187,12 @@ check "uninstall: the quotas with them" team "$(kubectl -n helm-a get gpuquota t
 check "uninstall: a GPU pod is no longer sent anywhere" created \
     "$(gpu_pod z 1Gi | kubectl -n helm-noquota create -f - 2>&1 | grep -o created)"
 
-# ----------------------------------------------------------- cert-manager mode
-# cert-manager's controller and cainjector are not built here (their main
-# packages are modules the Go proxy cannot serve; docs/install.md): its CRDs
-# are, from the cert-manager module, so kube-apiserver validates the chart's
-# Issuers and Certificates and the install succeeds; issuing is not proven.
-if cm_crds=$("$HERE/cert-manager-crds.sh" 2>>"$dir/helm.log"); then
-    kubectl apply --server-side -f "$cm_crds" >/dev/null
-    eventually 60 kubectl wait --for=condition=Established crd/certificates.cert-manager.io crd/issuers.cert-manager.io
-    cm=(--set certificates.mode=cert-manager)
-    helm_op install "$REL" "$CHART" -n "$NS_SYS" "${cm[@]}" || { cat "$dir/helm.log"; exit 1; }
-    check "cert-manager: the serving Certificate is accepted and writes the Secret the webhook mounts" \
-        gpuquota-webhook-tls "$(kubectl -n "$NS_SYS" get certificate gpuquota-webhook -o jsonpath='{.spec.secretName}')"
-    check "cert-manager: its issuer is the chart's CA Issuer" gpuquota-ca \
-        "$(kubectl -n "$NS_SYS" get certificate gpuquota-webhook -o jsonpath='{.spec.issuerRef.name}')"
-    check "cert-manager: the CA Certificate is a CA" true \
-        "$(kubectl -n "$NS_SYS" get certificate gpuquota-ca -o jsonpath='{.spec.isCA}')"
-    check "cert-manager: both configurations ask the CA injector" "$NS_SYS/gpuquota-webhook $NS_SYS/gpuquota-webhook" \
-        "$(kubectl get mutatingwebhookconfiguration,validatingwebhookconfiguration gpuquota \
-            -o jsonpath='{.items[*].metadata.annotations.cert-manager\.io/inject-ca-from}')"
-    check "cert-manager: the webhook mounts that Secret" gpuquota-webhook-tls \
-        "$(helm template "$REL" "$CHART" -n "$NS_SYS" "${cm[@]}" | python3 -c '
-import sys, yaml
-for d in yaml.safe_load_all(sys.stdin):
-    if d and d["kind"] == "Deployment" and d["metadata"]["name"] == "gpuquota-webhook":
-        print(*[v["secret"]["secretName"] for v in d["spec"]["template"]["spec"]["volumes"] if "secret" in v])')"
-    helm uninstall "$REL" -n "$NS_SYS" >>"$dir/helm.log" 2>&1 || exit 1
-    check "cert-manager: uninstall leaves no Certificate or Issuer" "" \
-        "$(kubectl -n "$NS_SYS" get certificates,issuers -o name)"
-else
-    fail "cert-manager's CRDs could not be obtained from its Go module"
-fi
+# cert-manager mode, with cert-manager's controller and CA injector running:
+# test/helm/certmanager.sh (ctest helm_certmanager).
 
-# Every values example is accepted by kube-apiserver (server dry run).
+# Every values example is accepted by kube-apiserver (server dry run); the
+# cert-manager ones need its CRDs.
+cert_manager_crds || exit 1
 kubectl apply --server-side -f "$CHART/crds" >/dev/null
 for ex in "$CHART"/examples/*.yaml; do
     out=$(helm template "$REL" "$CHART" -n "$NS_SYS" -f "$ex" --dry-run=server |

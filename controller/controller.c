@@ -3,7 +3,7 @@
  * the /status subresource with the resourceVersion they read (409: requeue
  * with backoff). Level-triggered: every reconcile recounts from the store,
  * so a missed event is repaired by the next one or by the periodic resync. */
-#include "controller/ctl_int.h"
+#include "controller/ctl_run.h"
 
 #include <errno.h>
 #if defined(__GLIBC__)
@@ -42,84 +42,9 @@ static void trim_heap(void)
 #endif
 }
 
-#define API_GQ "/apis/gpuquota.io/v1alpha1"
-#define KS_BUCKETS 1024
-#define N_BUCKETS 12
-
 static const double hist_bounds[N_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                               0.05,   0.1,   0.25,   0.5,   1,    2.5};
-
-#define W_BUCKETS 10
-static const double wait_bounds[W_BUCKETS] = {0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 14400};
-
-/* A reservation the controller writes for a queued pod lives this long: the
- * ungate follows at once, and one whose ungate never came (a crash and no
- * new leader) frees the quota afterwards. */
-#define CTL_QUEUE_RESERVATION_TTL_S 120
-
-/* Per-quota state kept between reconciles, keyed like the queue. */
-typedef struct kstate {
-    struct kstate *next;
-    char *sent_rv;        /* resourceVersion our last write was based on */
-    char *written_rv;     /* resourceVersion our last write produced */
-    json_object *written; /* what the API server returned for that write */
-    gq_amounts used, hard;
-    bool gauges;
-    int64_t queued_pods;                    /* pods queued behind the gate it governs */
-    unsigned long wait_hist[W_BUCKETS + 1]; /* seconds queued pods waited (ungated) */
-    double wait_sum;
-    /* When this replica first saw each reservation of the quota whose pod
-     * it has not seen: {key: monotonic ms}. */
-    json_object *first_seen;
-    char *ns; /* "" for tenants */
-    char *name;
-    char key[];
-} kstate;
-
-typedef struct tenant_ent {
-    char *name;
-    gq_quota *q;
-} tenant_ent;
-
-enum { RES_OK, RES_CONFLICT, RES_ERROR, RES_INVALID, RES_COUNT };
 static const char *const result_names[RES_COUNT] = {"success", "conflict", "error", "invalid"};
-
-struct ctl_controller {
-    ctl_controller_opts o;
-    char *lease_ns, *lease_name, *identity;
-    ctl_store *store;
-    ctl_queue *queue;
-    kube_cache *pods, *quotas, *tenants, *nss;
-    kube_leader_elect *le;
-    pthread_t *threads;
-    unsigned n_threads;
-    pthread_t resync;
-    bool resync_started, started, stopped;
-    atomic_int stop, leading, synced;
-
-    pthread_mutex_t mu; /* tenants, kstates */
-    tenant_ent *tv;
-    size_t n_tenants, cap_tenants;
-    kstate *ks[KS_BUCKETS];
-
-    atomic_ulong results[RES_COUNT], writes, events, cost_errors, abandoned;
-    atomic_ulong q_charges, q_ungated;
-    json_object *ungated;  /* {uid: true}: ungated here, not yet seen ungated (mu) */
-    json_object *q_events; /* {uid: message}: why each queued pod was said to wait (mu) */
-    atomic_ulong hist[N_BUCKETS + 1], hist_sum_us;
-};
-
-static int64_t wall_now(ctl_controller *c)
-{
-    return c->o.now ? c->o.now(c->o.clock_ud) : (int64_t)time(NULL);
-}
-
-static int64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 static void sleep_ms(long ms)
 {
@@ -130,20 +55,10 @@ static void sleep_ms(long ms)
 
 /* --- keys ------------------------------------------------------------------ */
 
-#define KEY_MAX 600
-
-/* The queue key of a GPUQuota ('q') or tenant ('t'); false when too long. */
-static bool make_key(char key[KEY_MAX], char kind, const char *ns, const char *name)
-{
-    int n = kind == 'q' ? snprintf(key, KEY_MAX, "q/%s/%s", ns, name)
-                        : snprintf(key, KEY_MAX, "t/%s", name);
-    return n > 0 && n < KEY_MAX;
-}
-
 static gq_code enqueue(ctl_controller *c, char kind, const char *ns, const char *name, long delay)
 {
     char key[KEY_MAX];
-    if (!make_key(key, kind, ns, name))
+    if (!ctl_make_key(key, kind, ns, name))
         return GQ_ELIMIT;
     return ctl_queue_add_after(c->queue, key, delay);
 }
@@ -181,9 +96,6 @@ static void enqueue_tenants(ctl_controller *c)
         (void)enqueue(c, 't', "", c->tv[i].name, 0);
     pthread_mutex_unlock(&c->mu);
 }
-
-static void admit_kick(ctl_controller *c);
-static int admit_pass(ctl_controller *c);
 
 /* --- pod cache ------------------------------------------------------------- */
 
@@ -227,11 +139,11 @@ static void pod_changed(ctl_controller *c, const char *ns, const ctl_pod *p)
     if (!atomic_load(&c->synced))
         return;
     enqueue_ns(c, ns, 0);
-    admit_kick(c);
+    ctl_admit_kick(c);
     /* A pod being deleted stops counting at its grace deadline; no event
      * marks that moment, so ask for a reconcile then. */
     if (p && p->delete_at && !p->terminal) {
-        int64_t in = p->delete_at + 1 - wall_now(c);
+        int64_t in = p->delete_at + 1 - ctl_wall_now(c);
         if (in > 0)
             enqueue_ns(c, ns, (long)(in > 86400 ? 86400 : in) * 1000);
     }
@@ -266,7 +178,7 @@ static void quota_event(void *ud, const char *ns, const char *name, const void *
 {
     (void)enqueue(ud, 'q', ns, name, 0);
     if (atomic_load(&((ctl_controller *)ud)->synced))
-        admit_kick(ud);
+        ctl_admit_kick(ud);
 }
 
 static bool own_echo(ctl_controller *c, char kind, const char *ns, const char *name,
@@ -386,24 +298,6 @@ static void ns_delete(void *ud, const char *ns, const char *name, const void *re
 
 /* --- per-quota state ------------------------------------------------------- */
 
-static kstate *ks_get(ctl_controller *c, const char *key, bool create)
-{
-    size_t b = (size_t)(gq_fnv1a(key) % KS_BUCKETS);
-    for (kstate *k = c->ks[b]; k; k = k->next)
-        if (!strcmp(k->key, key))
-            return k;
-    if (!create)
-        return NULL;
-    size_t len = strlen(key);
-    kstate *k = calloc(1, sizeof(*k) + len + 1);
-    if (!k)
-        return NULL;
-    memcpy(k->key, key, len + 1);
-    k->next = c->ks[b];
-    c->ks[b] = k;
-    return k;
-}
-
 static void ks_free(kstate *k)
 {
     if (!k)
@@ -430,19 +324,17 @@ static void ks_drop(ctl_controller *c, const char *key)
     pthread_mutex_unlock(&c->mu);
 }
 
-static const char *meta_rv(json_object *obj);
-
 /* Whether obj is exactly the version our last status write produced: the
  * watch echoing our own write needs no reconcile. */
 static bool own_echo(ctl_controller *c, char kind, const char *ns, const char *name,
                      const void *obj)
 {
     char key[KEY_MAX];
-    const char *rv = meta_rv((json_object *)obj);
-    if (!rv || !make_key(key, kind, ns, name))
+    const char *rv = gq_json_meta_string((json_object *)obj, "resourceVersion");
+    if (!rv || !ctl_make_key(key, kind, ns, name))
         return false;
     pthread_mutex_lock(&c->mu);
-    kstate *k = ks_get(c, key, false);
+    kstate *k = ctl_ks_get(c, key, false);
     bool echo = k && k->written_rv && !strcmp(k->written_rv, rv);
     pthread_mutex_unlock(&c->mu);
     return echo;
@@ -457,11 +349,6 @@ static void copy_fn(void *ud, const void *rec)
         *(json_object **)ud = copy;
 }
 
-static const char *meta_rv(json_object *obj)
-{
-    return gq_json_get_string(gq_json_member(obj, "metadata"), "resourceVersion");
-}
-
 static void observe(ctl_controller *c, int result, int64_t us)
 {
     atomic_fetch_add(&c->results[result], 1);
@@ -473,79 +360,10 @@ static void observe(ctl_controller *c, int result, int64_t us)
     atomic_fetch_add(&c->hist_sum_us, (unsigned long)(us > 0 ? us : 0));
 }
 
-/* core/v1 Event on the quota (namespace "default" for cluster-scoped
- * tenants, as Kubernetes does). Best effort: failures are logged. */
-static void post_event_v(ctl_controller *c, json_object *obj, const char *api_version,
-                         const char *kind, const char *ns, const char *name, const char *reason,
-                         const char *message, int64_t now)
-{
-    char ts[GQ_RFC3339_MAX], evname[320], path[320];
-    const char *evns = ns[0] ? ns : "default";
-    json_object *meta = gq_json_member(obj, "metadata");
-    gq_time_format_rfc3339(now, ts);
-    snprintf(evname, sizeof evname, "%.240s.%" PRIx64, name, (uint64_t)mono_us() * 1000);
-    snprintf(path, sizeof path, "/api/v1/namespaces/%s/events", evns);
-    json_object *ev = json_object_new_object(), *m = json_object_new_object(),
-                *io = json_object_new_object(), *src = json_object_new_object();
-    if (!ev || !m || !io || !src) {
-        json_object_put(ev);
-        json_object_put(m);
-        json_object_put(io);
-        json_object_put(src);
-        return;
-    }
-    json_object_object_add(m, "name", json_object_new_string(evname));
-    json_object_object_add(m, "namespace", json_object_new_string(evns));
-    json_object_object_add(io, "apiVersion", json_object_new_string(api_version));
-    json_object_object_add(io, "kind", json_object_new_string(kind));
-    json_object_object_add(io, "name", json_object_new_string(name));
-    if (ns[0])
-        json_object_object_add(io, "namespace", json_object_new_string(ns));
-    const char *uid = gq_json_get_string(meta, "uid"), *rv = meta_rv(obj);
-    if (uid)
-        json_object_object_add(io, "uid", json_object_new_string(uid));
-    if (rv)
-        json_object_object_add(io, "resourceVersion", json_object_new_string(rv));
-    json_object_object_add(src, "component", json_object_new_string("gpuquota-controller"));
-    json_object_object_add(ev, "apiVersion", json_object_new_string("v1"));
-    json_object_object_add(ev, "kind", json_object_new_string("Event"));
-    json_object_object_add(ev, "metadata", m);
-    json_object_object_add(ev, "involvedObject", io);
-    json_object_object_add(ev, "reason", json_object_new_string(reason));
-    json_object_object_add(ev, "message", json_object_new_string(message));
-    json_object_object_add(ev, "type", json_object_new_string("Warning"));
-    json_object_object_add(ev, "source", src);
-    json_object_object_add(ev, "firstTimestamp", json_object_new_string(ts));
-    json_object_object_add(ev, "lastTimestamp", json_object_new_string(ts));
-    json_object_object_add(ev, "count", json_object_new_int(1));
-    json_object_object_add(ev, "reportingComponent", json_object_new_string("gpuquota-controller"));
-    json_object_object_add(ev, "reportingInstance", json_object_new_string(c->identity));
-    gq_err err;
-    gq_err_clear(&err);
-    if (c->o.api->create(c->o.api->ctx, path, ev, NULL, &err) == GQ_OK)
-        atomic_fetch_add(&c->events, 1);
-    else
-        GQ_WARN("%s %s%s%s: cannot record event: %s", kind, ns, ns[0] ? "/" : "", name, err.msg);
-    json_object_put(ev);
-}
-
 static void post_event(ctl_controller *c, json_object *obj, const char *kind, const char *ns,
                        const char *name, const char *reason, const char *message, int64_t now)
 {
-    post_event_v(c, obj, GQ_API_VERSION, kind, ns, name, reason, message, now);
-}
-
-/* The queue only fails on out-of-memory; the periodic resync recovers. */
-static void backoff(ctl_controller *c, const char *key)
-{
-    if (ctl_queue_add_rate_limited(c->queue, key, NULL))
-        GQ_ERROR("%s: cannot requeue: out of memory", key);
-}
-
-static void requeue_after(ctl_controller *c, const char *key, long ms)
-{
-    if (ctl_queue_add_after(c->queue, key, ms))
-        GQ_ERROR("%s: cannot requeue: out of memory", key);
+    ctl_post_event_v(c, obj, GQ_API_VERSION, kind, ns, name, reason, message, now);
 }
 
 /* --- abandoned reservations ---------------------------------------------- */
@@ -588,14 +406,14 @@ static void find_abandoned(ctl_controller *c, const char *key, json_object *quot
 {
     json_object *arr = gq_json_member(gq_json_member(quota, "status"), "reservations");
     json_object *seen_now = json_object_new_object(), *old = NULL;
-    int64_t now_ms = mono_us() / 1000;
+    int64_t now_ms = ctl_mono_us() / 1000;
     long grace = c->o.reservation_grace_ms;
     *drop = NULL;
     *recheck_ms = 0;
     if (!seen_now)
         return;
     pthread_mutex_lock(&c->mu);
-    kstate *ks = ks_get(c, key, true);
+    kstate *ks = ctl_ks_get(c, key, true);
     if (ks)
         old = json_object_get(ks->first_seen);
     pthread_mutex_unlock(&c->mu);
@@ -632,7 +450,7 @@ static void find_abandoned(ctl_controller *c, const char *key, json_object *quot
     }
     json_object_put(old);
     pthread_mutex_lock(&c->mu);
-    ks = ks_get(c, key, false);
+    ks = ctl_ks_get(c, key, false);
     if (ks) {
         json_object_put(ks->first_seen);
         ks->first_seen = seen_now;
@@ -642,47 +460,58 @@ static void find_abandoned(ctl_controller *c, const char *key, json_object *quot
     json_object_put(seen_now);
 }
 
-/* Reconcile one key; returns how it went (RES_*). */
-static int process(ctl_controller *c, const char *key)
-{
-    char ns[300] = "", name[300] = "", path[700];
-    const char *kind;
+/* The quota a work-queue key names. */
+typedef struct quota_ref {
+    const char *kind; /* GQ_KIND_GPUQUOTA or GQ_KIND_GPUTENANTQUOTA */
     kube_cache *cache;
-    if (!strcmp(key, "a/queue"))
-        return admit_pass(c);
-    if (key[0] == 'q' && sscanf(key, "q/%299[^/]/%299s", ns, name) == 2) {
-        kind = GQ_KIND_GPUQUOTA;
-        cache = c->quotas;
-        snprintf(path, sizeof path, API_GQ "/namespaces/%s/gpuquotas/%s", ns, name);
-    } else if (key[0] == 't' && sscanf(key, "t/%299s", name) == 1) {
-        kind = GQ_KIND_GPUTENANTQUOTA;
-        cache = c->tenants;
-        snprintf(path, sizeof path, API_GQ "/gputenantquotas/%s", name);
-    } else {
-        ctl_queue_forget(c->queue, key);
-        return RES_INVALID;
-    }
-    const char *sep = ns[0] ? "/" : "";
+    char ns[300], name[300], path[700];
+    const char *sep; /* "/" between ns and name in messages, "" for tenants */
+} quota_ref;
 
-    json_object *obj = NULL, *written = NULL;
-    if (kube_cache_get(cache, ns, name, copy_fn, &obj) == GQ_ENOTFOUND) {
-        ks_drop(c, key); /* deleted: forget its series */
-        ctl_queue_forget(c->queue, key);
-        return RES_OK;
+/* Read: the kind, names and API path of a quota's key; false for any other
+ * key. */
+static bool quota_ref_parse(ctl_controller *c, const char *key, quota_ref *r)
+{
+    memset(r, 0, sizeof(*r));
+    if (key[0] == 'q' && sscanf(key, "q/%299[^/]/%299s", r->ns, r->name) == 2) {
+        r->kind = GQ_KIND_GPUQUOTA;
+        r->cache = c->quotas;
+    } else if (key[0] == 't' && sscanf(key, "t/%299s", r->name) == 1) {
+        r->kind = GQ_KIND_GPUTENANTQUOTA;
+        r->cache = c->tenants;
+    } else {
+        return false;
     }
-    if (!obj) {
-        backoff(c, key);
-        return RES_ERROR;
-    }
-    /* Our last write may not have reached the cache yet: when the cache still
-     * holds the version we wrote over, continue from what the write returned
-     * instead of provoking a certain 409. */
+    r->sep = r->ns[0] ? "/" : "";
+    return ctl_quota_path(r->path, sizeof r->path, r->ns, r->name);
+}
+
+/* How reading a quota from the cache went. */
+typedef enum quota_read {
+    QUOTA_READ,    /* *out holds a copy */
+    QUOTA_DELETED, /* not in the cache: deleted */
+    QUOTA_NO_COPY, /* out of memory */
+} quota_read;
+
+/* Read: a copy of the quota from the cache. Our last write may not have
+ * reached the cache yet: when the cache still holds the version we wrote
+ * over, continue from what the write returned instead of provoking a
+ * certain 409. */
+static quota_read quota_read_cached(ctl_controller *c, const char *key, const quota_ref *r,
+                                    json_object **out)
+{
+    json_object *obj = NULL;
+    *out = NULL;
+    if (kube_cache_get(r->cache, r->ns, r->name, copy_fn, &obj) == GQ_ENOTFOUND)
+        return QUOTA_DELETED;
+    if (!obj)
+        return QUOTA_NO_COPY;
     pthread_mutex_lock(&c->mu);
-    kstate *ks = ks_get(c, key, false);
-    const char *rv = meta_rv(obj);
+    kstate *ks = ctl_ks_get(c, key, false);
+    const char *rv = gq_json_meta_string(obj, "resourceVersion");
     if (ks && ks->written) {
+        json_object *w = NULL;
         if (rv && ks->sent_rv && !strcmp(rv, ks->sent_rv)) {
-            json_object *w = NULL;
             if (json_object_deep_copy(ks->written, &w, NULL) == 0) {
                 json_object_put(obj);
                 obj = w;
@@ -693,617 +522,213 @@ static int process(ctl_controller *c, const char *key)
         }
     }
     pthread_mutex_unlock(&c->mu);
+    *out = obj;
+    return QUOTA_READ;
+}
 
-    int result = RES_OK;
-    int64_t now = wall_now(c);
-    ctl_result res;
-    gq_err err;
-    json_object *drop = NULL;
-    long recheck_ms = 0;
-    gq_err_clear(&err);
-    ctl_result_init(&res);
-    gq_code rc;
-    find_abandoned(c, key, obj, &drop, &recheck_ms);
-    for (int attempt = 0;; attempt++) {
-        rc = ctl_store_reconcile_dropping(c->store, obj, drop, now, &res, &err);
-        if (rc == GQ_EINVAL) {
-            /* Say so in the status (Ready False, InvalidSpec) and an Event,
-             * not only in the log: the webhook denies every GPU pod this
-             * quota governs until the spec is fixed. */
-            GQ_WARN("%s %s%s%s: %s", kind, ns, sep, name, err.msg);
-            char why[GQ_ERR_MSG_MAX];
-            snprintf(why, sizeof why, "%s", err.msg);
-            rc = ctl_reconcile_invalid(obj, why, now, &res, &err);
-        }
-        if (rc) {
-            GQ_ERROR("%s %s%s%s: %s", kind, ns, sep, name, err.msg);
-            backoff(c, key);
-            result = RES_ERROR;
-            goto out;
-        }
-        if (!res.changed)
-            break;
-        char *sent = (rv = meta_rv(obj)) ? strdup(rv) : NULL;
-        json_object_object_add(obj, "status", json_object_get(res.status));
-        rc = c->o.api->update_status(c->o.api->ctx, path, obj, &written, &err);
-        if (rc == GQ_OK) {
-            atomic_fetch_add(&c->writes, 1);
-            admit_kick(c); /* usage went down, or queued pods changed: maybe room now */
-            pthread_mutex_lock(&c->mu);
-            ks = ks_get(c, key, true);
-            if (ks) {
-                const char *wrv = meta_rv(written);
-                free(ks->written_rv);
-                ks->written_rv = wrv ? strdup(wrv) : NULL;
-                free(ks->sent_rv);
-                json_object_put(ks->written);
-                ks->sent_rv = sent;
-                ks->written = written;
-                sent = NULL;
-                written = NULL;
-            }
-            pthread_mutex_unlock(&c->mu);
-            if (res.became_exceeded) {
-                GQ_WARN("%s %s%s%s exceeded: %s", kind, ns, sep, name, res.message);
-                post_event(c, obj, kind, ns, name, "Exceeded", res.message, now);
-            }
-            if (res.became_invalid)
-                post_event(c, obj, kind, ns, name, CTL_REASON_INVALID, res.message, now);
-        }
-        free(sent);
-        if (rc == GQ_ECONFLICT && attempt == 0) {
-            /* Someone (a webhook adding a reservation) wrote first: re-read
-             * once and recompute at once rather than wait for the cache. */
-            json_object *fresh = NULL;
-            result = RES_CONFLICT;
-            if (c->o.api->get(c->o.api->ctx, path, &fresh, &err) == GQ_OK) {
-                json_object_put(obj);
-                obj = fresh;
-                continue;
-            }
-        }
-        if (rc == GQ_ECONFLICT) {
-            GQ_DEBUG("%s %s%s%s: conflict, requeued", kind, ns, sep, name);
-            backoff(c, key);
-            result = RES_CONFLICT;
-            goto out;
-        }
-        if (rc == GQ_ENOTFOUND) {
-            ctl_queue_forget(c->queue, key);
-            goto out;
-        }
-        if (rc) {
-            GQ_WARN("%s %s%s%s: status write failed: %s", kind, ns, sep, name, err.msg);
-            backoff(c, key);
-            result = RES_ERROR;
-            goto out;
-        }
-        break;
+/* Evaluate: the status quota should have. An invalid spec is said in the
+ * status (Ready False, InvalidSpec) and an Event, not only in the log: the
+ * webhook denies every GPU pod this quota governs until the spec is fixed. */
+static gq_code quota_evaluate(ctl_controller *c, const quota_ref *r, json_object *obj,
+                              json_object *drop, int64_t now, ctl_result *res, gq_err *err)
+{
+    gq_code rc = ctl_store_reconcile_dropping(c->store, obj, drop, now, res, err);
+    if (rc == GQ_EINVAL) {
+        GQ_WARN("%s %s%s%s: %s", r->kind, r->ns, r->sep, r->name, err->msg);
+        char why[GQ_ERR_MSG_MAX];
+        snprintf(why, sizeof why, "%s", err->msg);
+        rc = ctl_reconcile_invalid(obj, why, now, res, err);
     }
+    if (rc)
+        GQ_ERROR("%s %s%s%s: %s", r->kind, r->ns, r->sep, r->name, err->msg);
+    return rc;
+}
 
-    if (drop && !res.invalid)
-        atomic_fetch_add(&c->abandoned, (unsigned long)json_object_object_length(drop));
-    if (res.invalid)
-        result = RES_INVALID; /* fixed by a spec change, which requeues */
+/* How a status write went. */
+typedef enum status_write {
+    STATUS_WRITTEN, /* the API server took it */
+    STATUS_STALE,   /* 409: someone (a webhook adding a reservation) wrote first */
+    STATUS_GONE,    /* the quota was deleted meanwhile */
+    STATUS_FAILED,  /* any other error (in err) */
+} status_write;
+
+/* After a write: remember what it was based on and what it produced (the
+ * next read and the watch echo use both), and raise the Events the new
+ * status calls for. */
+static void status_written(ctl_controller *c, const char *key, const quota_ref *r, json_object *obj,
+                           char *sent_rv, json_object *written, const ctl_result *res, int64_t now)
+{
+    atomic_fetch_add(&c->writes, 1);
+    ctl_admit_kick(c); /* usage went down, or queued pods changed: maybe room now */
     pthread_mutex_lock(&c->mu);
-    ks = ks_get(c, key, true);
-    if (ks && !res.invalid) {
-        ks->used = res.used;
-        ks->hard = res.hard;
-        ks->queued_pods = res.queued_pods;
+    kstate *ks = ctl_ks_get(c, key, true);
+    if (ks) {
+        const char *wrv = gq_json_meta_string(written, "resourceVersion");
+        free(ks->written_rv);
+        ks->written_rv = wrv ? strdup(wrv) : NULL;
+        free(ks->sent_rv);
+        json_object_put(ks->written);
+        ks->sent_rv = sent_rv;
+        ks->written = written;
+        sent_rv = NULL;
+        written = NULL;
+    }
+    pthread_mutex_unlock(&c->mu);
+    free(sent_rv);
+    json_object_put(written);
+    if (res->became_exceeded) {
+        GQ_WARN("%s %s%s%s exceeded: %s", r->kind, r->ns, r->sep, r->name, res->message);
+        post_event(c, obj, r->kind, r->ns, r->name, "Exceeded", res->message, now);
+    }
+    if (res->became_invalid)
+        post_event(c, obj, r->kind, r->ns, r->name, CTL_REASON_INVALID, res->message, now);
+}
+
+/* Write: res's status through /status with the resourceVersion of obj. */
+static status_write quota_write_status(ctl_controller *c, const char *key, const quota_ref *r,
+                                       json_object *obj, const ctl_result *res, int64_t now,
+                                       gq_err *err)
+{
+    const char *rv = gq_json_meta_string(obj, "resourceVersion");
+    char *sent = rv ? strdup(rv) : NULL;
+    json_object *written = NULL;
+    json_object_object_add(obj, "status", json_object_get(res->status));
+    gq_code rc = c->o.api->update_status(c->o.api->ctx, r->path, obj, &written, err);
+    if (rc == GQ_OK) {
+        status_written(c, key, r, obj, sent, written, res, now);
+        return STATUS_WRITTEN;
+    }
+    free(sent);
+    json_object_put(written);
+    if (rc == GQ_ECONFLICT)
+        return STATUS_STALE;
+    return rc == GQ_ENOTFOUND ? STATUS_GONE : STATUS_FAILED;
+}
+
+/* Keep the figures of a reconcile for the metrics. */
+static void quota_gauges(ctl_controller *c, const char *key, const quota_ref *r,
+                         const ctl_result *res)
+{
+    pthread_mutex_lock(&c->mu);
+    kstate *ks = ctl_ks_get(c, key, true);
+    if (ks && !res->invalid) {
+        ks->used = res->used;
+        ks->hard = res->hard;
+        ks->queued_pods = res->queued_pods;
         ks->gauges = true;
         if (!ks->name) {
-            ks->ns = strdup(ns);
-            ks->name = strdup(name);
+            ks->ns = strdup(r->ns);
+            ks->name = strdup(r->name);
         }
     }
     pthread_mutex_unlock(&c->mu);
-    ctl_queue_forget(c->queue, key);
-    if (res.next_expiry) { /* drop the reservation when it lapses */
-        int64_t in = res.next_expiry - now;
-        requeue_after(c, key, (long)(in > 86400 ? 86400 : in) * 1000 + 50);
-    }
-    if (recheck_ms) /* a reservation whose pod has not appeared comes of age */
-        requeue_after(c, key, recheck_ms + 50);
-out:
-    json_object_put(drop);
-    ctl_result_dispose(&res);
-    json_object_put(written);
-    json_object_put(obj);
-    return result;
 }
 
-/* --- queue admission (docs/queueing.md) ---------------------------------- */
-
-/* The work-queue key of the admission pass: one pass at a time (the queue
- * never hands a key to two workers), on the leader only. */
-#define ADMIT_KEY "a/queue"
-
-static void admit_kick(ctl_controller *c)
+/* Evaluate and write until the status holds, re-reading at once on a first
+ * 409 rather than waiting for the cache (*obj is then the fresh read).
+ * Returns whether the status now holds: *result stays RES_OK, or is
+ * RES_CONFLICT when a 409 came first. Otherwise the key was requeued with
+ * backoff (or forgotten: the quota is gone) and *result says why. */
+static bool quota_sync(ctl_controller *c, const char *key, const quota_ref *r, json_object **obj,
+                       json_object *drop, int64_t now, ctl_result *res, int *result)
 {
-    if (ctl_queue_add(c->queue, ADMIT_KEY))
-        GQ_ERROR("%s: cannot queue: out of memory", ADMIT_KEY);
-}
-
-/* One quota governing queued pods, read fresh for the pass. */
-typedef struct aquota {
-    json_object *obj; /* as read (GET), status edited in place before the write */
-    gq_quota *q;
-    char key[KEY_MAX];
-    char path[700];
-    bool dirty; /* reservations added: write */
-} aquota;
-
-typedef struct admit_ctx {
-    ctl_controller *c;
-    json_object *objs; /* array of quota objects (copies from the caches) */
-} admit_ctx;
-
-static int collect_quota_fn(void *ud, const char *ns, const char *name, const void *rec)
-{
-    admit_ctx *a = ud;
-    json_object *copy = NULL;
-    if (json_object_deep_copy((json_object *)rec, &copy, NULL) == 0 &&
-        json_object_array_add(a->objs, copy))
-        json_object_put(copy);
-    return 0;
-}
-
-/* "exceeded quota: NAME, requested: ..., used: ..., limited: ..." for the
- * keys of q that in_use + need would pass: Kubernetes' quota wording. The
- * limits are spec.hard (model_limit < 0) or spec.models.<m> (keys printed
- * "m/gpu-memory", as /validate prints them); in_use is the planner's for
- * those limits. */
-static void no_room_message(const gq_quota *q, int model_limit, const gq_queue_quota *pq,
-                            const gq_amounts *need, const char *group, char *buf, size_t cap)
-{
-    char req[256] = "", used[256] = "", lim[256] = "";
-    bool per_model = model_limit >= 0 && (size_t)model_limit < q->n_models;
-    const gq_amounts *hard = per_model ? &q->models[model_limit].hard : &q->hard;
-    const gq_amounts *in_use = per_model ? &pq->model_in_use[model_limit] : &pq->in_use;
-    const char *m = per_model ? q->models[model_limit].name : "", *sl = per_model ? "/" : "";
-    for (int k = 0; k < GQ_KEY_COUNT; k++) {
-        int64_t sum;
-        if (!hard->set[k] || need->v[k] <= 0)
-            continue;
-        if (!__builtin_add_overflow(in_use->v[k], need->v[k], &sum) && sum <= hard->v[k])
-            continue;
-        char a[GQ_QUANTITY_STR_MAX], b[GQ_QUANTITY_STR_MAX], h[GQ_QUANTITY_STR_MAX];
-        gq_amount_format(need, (gq_qkey)k, a);
-        gq_amount_format(in_use, (gq_qkey)k, b);
-        gq_amount_format(hard, (gq_qkey)k, h);
-        const char *name = gq_qkey_name((gq_qkey)k);
-        size_t l;
-        l = strlen(req);
-        snprintf(req + l, sizeof req - l, "%s%s%s%s=%s", l ? "," : "", m, sl, name, a);
-        l = strlen(used);
-        snprintf(used + l, sizeof used - l, "%s%s%s%s=%s", l ? "," : "", m, sl, name, b);
-        l = strlen(lim);
-        snprintf(lim + l, sizeof lim - l, "%s%s%s%s=%s", l ? "," : "", m, sl, name, h);
-    }
-    snprintf(buf, cap, "%s%s%sexceeded %squota: %s, requested: %s, used: %s, limited: %s",
-             group ? "pod group " : "", group ? group : "", group ? " waits: " : "",
-             q->kind == GQ_QUOTA_TENANT ? "tenant " : "", q->name, req, used, lim);
-}
-
-/* Post an Event on a queued pod when why it waits changed: once per reason
- * (why: the state and the quota, not the figures of the message), so usage
- * moving under a long queue does not post an Event for every pod in it. */
-static void queued_event(ctl_controller *c, const ctl_queued *p, const char *why, const char *msg,
-                         int64_t now)
-{
-    pthread_mutex_lock(&c->mu);
-    json_object *old = NULL;
-    bool same = json_object_object_get_ex(c->q_events, p->uid, &old) &&
-                !strcmp(json_object_get_string(old), why);
-    if (!same)
-        json_object_object_add(c->q_events, p->uid, json_object_new_string(why));
-    pthread_mutex_unlock(&c->mu);
-    if (same)
-        return;
-    json_object *obj = json_object_new_object(), *meta = json_object_new_object();
-    if (obj && meta && !json_object_object_add(obj, "metadata", meta)) {
-        json_object_object_add(meta, "uid", json_object_new_string(p->uid));
-        post_event_v(c, obj, "v1", "Pod", p->ns, p->name, "Queued", msg, now);
-    } else {
-        json_object_put(meta);
-    }
-    json_object_put(obj);
-}
-
-static void wait_observe(ctl_controller *c, const char *qkey, double s);
-
-/* Remove the gate from p with one JSON Patch (gq_queue_ungate_patch). When
- * the patch's tests fail (the gates moved), read the pod and try again at
- * the gate's new place; a pod whose gate is gone needs nothing. */
-static gq_code ungate(ctl_controller *c, const ctl_queued *p, gq_err *err)
-{
-    char path[700];
-    int idx = p->gate_idx;
-    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", p->ns, p->name);
-    if (!c->o.api->patch_json)
-        return gq_err_set(err, GQ_EINVAL, "the API seam cannot patch pods");
-    for (int attempt = 0; attempt < 3; attempt++) {
-        json_object *patch = NULL, *cur = NULL;
-        gq_code rc = GQ_OK;
-        if (p->pin) {
-            /* The model chosen is pinned in the same patch; the pin is
-             * computed on the pod as stored (its uid is tested). */
-            rc = c->o.api->get(c->o.api->ctx, path, &cur, err);
-            if (!rc) {
-                gq_queue_pin pin = {c->o.cfg, cur, p->pin};
-                int now_idx = gq_pod_gate_index(cur);
-                if (now_idx < 0) {
-                    json_object_put(cur);
-                    return GQ_OK; /* ungated already */
-                }
-                idx = now_idx;
-                rc = gq_queue_ungate_patch(p->uid, idx, &pin, &patch, err);
-            }
-            json_object_put(cur);
-        } else {
-            rc = gq_queue_ungate_patch(p->uid, idx, NULL, &patch, err);
-        }
-        if (rc)
-            return rc;
-        rc = c->o.api->patch_json(c->o.api->ctx, path, patch, NULL, err);
-        json_object_put(patch);
-        if (rc == GQ_OK || rc == GQ_ENOTFOUND)
-            return rc;
-        GQ_DEBUG("queue: ungating pod %s/%s at gate %d: %s", p->ns, p->name, idx, err->msg);
-        json_object *pod = NULL;
-        gq_err e2;
-        gq_err_clear(&e2);
-        gq_code g = c->o.api->get(c->o.api->ctx, path, &pod, &e2);
-        if (g == GQ_ENOTFOUND)
-            return GQ_ENOTFOUND;
-        if (g) {
-            json_object_put(pod);
-            return rc;
-        }
-        const char *uid = gq_json_meta_string(pod, "uid");
-        int now_idx = gq_pod_gate_index(pod);
-        bool same = uid && !strcmp(uid, p->uid);
-        json_object_put(pod);
-        if (!same)
-            return GQ_ENOTFOUND; /* another pod under the name now */
-        if (now_idx < 0)
-            return GQ_OK; /* ungated already */
-        idx = now_idx;
-    }
-    gq_err_prefix(err, "the gates of pod %s/%s keep changing", p->ns, p->name);
-    return err->code ? err->code : GQ_ECONFLICT;
-}
-
-static void aquotas_free(aquota *v, size_t n)
-{
-    for (size_t i = 0; v && i < n; i++) {
-        json_object_put(v[i].obj);
-        gq_quota_free(v[i].q);
-    }
-    free(v);
-}
-
-/* The admission pass: every queued pod in order, charged and ungated when
- * its quotas have room (gq_queue_plan). Charges are reservations written
- * with the resourceVersion read, as /validate writes them; a 409 ends the
- * pass and runs it again on fresh reads. Reservations written before a
- * conflict or a crash stay and count as paid on the next pass, so nobody is
- * charged twice and a new leader finishes what the last one began. */
-static int admit_pass(ctl_controller *c)
-{
-    int result = RES_OK;
-    int64_t now = wall_now(c);
-    ctl_queued *pods = NULL;
-    size_t n = 0, nq = 0;
-    json_object *running = NULL;
-    aquota *qs = NULL;
-    gq_queue_entry *ents = NULL;
-    gq_queue_decision *dec = NULL;
-    gq_queue_quota *pq = NULL;
-    size_t *qidx = NULL;
-    bool *paid = NULL;
-    admit_ctx ac = {c, json_object_new_array()};
     gq_err err;
     gq_err_clear(&err);
-    if (!ac.objs || ctl_store_queued(c->store, now, &pods, &n, &running)) {
-        result = RES_ERROR;
-        goto out;
-    }
-    /* Pods ungated by this replica whose change the cache has not shown
-     * yet are charged and done; forget the ones it has shown. */
-    pthread_mutex_lock(&c->mu);
-    json_object *still = json_object_new_object();
-    size_t keep = 0;
-    for (size_t i = 0; i < n; i++) {
-        json_object *t = NULL;
-        if (json_object_object_get_ex(c->ungated, pods[i].uid, &t)) {
-            if (still)
-                json_object_object_add(still, pods[i].uid, json_object_get(t));
-            free(pods[i].ns);
-            free(pods[i].name);
-            free(pods[i].uid);
-            free(pods[i].group);
-            continue;
+    for (int attempt = 0;; attempt++) {
+        if (quota_evaluate(c, r, *obj, drop, now, res, &err)) {
+            ctl_backoff(c, key);
+            *result = RES_ERROR;
+            return false;
         }
-        pods[keep++] = pods[i];
+        if (!res->changed)
+            return true;
+        switch (quota_write_status(c, key, r, *obj, res, now, &err)) {
+        case STATUS_WRITTEN:
+            return true;
+        case STATUS_GONE:
+            ctl_queue_forget(c->queue, key);
+            return false;
+        case STATUS_STALE: {
+            json_object *fresh = NULL;
+            *result = RES_CONFLICT;
+            if (attempt == 0 && c->o.api->get(c->o.api->ctx, r->path, &fresh, &err) == GQ_OK) {
+                json_object_put(*obj);
+                *obj = fresh;
+                continue;
+            }
+            GQ_DEBUG("%s %s%s%s: conflict, requeued", r->kind, r->ns, r->sep, r->name);
+            ctl_backoff(c, key);
+            return false;
+        }
+        case STATUS_FAILED:
+            GQ_WARN("%s %s%s%s: status write failed: %s", r->kind, r->ns, r->sep, r->name, err.msg);
+            ctl_backoff(c, key);
+            *result = RES_ERROR;
+            return false;
+        }
     }
-    n = keep;
-    if (still) {
-        json_object_put(c->ungated);
-        c->ungated = still;
-    }
-    /* Forget event reasons of pods no longer queued. */
-    json_object *ev = json_object_new_object();
-    for (size_t i = 0; ev && i < n; i++) {
-        json_object *t = NULL;
-        if (json_object_object_get_ex(c->q_events, pods[i].uid, &t))
-            json_object_object_add(ev, pods[i].uid, json_object_get(t));
-    }
-    if (ev) {
-        json_object_put(c->q_events);
-        c->q_events = ev;
-    }
-    pthread_mutex_unlock(&c->mu);
-    if (!n)
-        goto out;
+}
 
-    kube_cache_foreach(c->quotas, collect_quota_fn, &ac);
-    kube_cache_foreach(c->tenants, collect_quota_fn, &ac);
-    size_t nobj = json_object_array_length(ac.objs);
-    qs = calloc(nobj ? nobj : 1, sizeof(*qs));
-    ents = calloc(n, sizeof(*ents));
-    dec = calloc(n, sizeof(*dec));
-    qidx = calloc(n * (nobj ? nobj : 1), sizeof(*qidx));
-    paid = calloc(n * (nobj ? nobj : 1), sizeof(*paid));
-    pq = calloc(nobj ? nobj : 1, sizeof(*pq));
-    if (!qs || !ents || !dec || !qidx || !paid || !pq) {
-        result = RES_ERROR;
-        goto out;
+/* Write down what a reconcile whose status holds leaves behind: counters,
+ * gauges, and when to look again. */
+static void quota_synced(ctl_controller *c, const char *key, const quota_ref *r,
+                         const ctl_result *res, json_object *drop, long recheck_ms, int64_t now)
+{
+    if (drop && !res->invalid)
+        atomic_fetch_add(&c->abandoned, (unsigned long)json_object_object_length(drop));
+    quota_gauges(c, key, r, res);
+    ctl_queue_forget(c->queue, key);
+    if (res->next_expiry) { /* drop the reservation when it lapses */
+        int64_t in = res->next_expiry - now;
+        ctl_requeue_after(c, key, (long)(in > 86400 ? 86400 : in) * 1000 + 50);
     }
-    /* Which quotas govern which queued pods, on the cached specs. */
-    for (size_t j = 0; j < nobj; j++) {
-        json_object *o = json_object_array_get_idx(ac.objs, j);
-        gq_quota *q = NULL;
-        if (ctl_quota_parse_spec(o, &q, &err) != GQ_OK)
-            continue; /* invalid spec: its reconcile reports it; it charges nothing */
-        bool governs = false;
-        for (size_t i = 0; i < n && !governs; i++) {
-            gq_pod_facts f = {pods[i].ns, pods[i].priority_class, pods[i].terminating, false,
-                              pods[i].model};
-            governs = gq_quota_limits(q, &pods[i].charge) && ctl_store_matches(c->store, q, &f);
-        }
-        if (!governs) {
-            gq_quota_free(q);
-            continue;
-        }
-        aquota *a = &qs[nq];
-        bool tenant = q->kind == GQ_QUOTA_TENANT;
-        make_key(a->key, tenant ? 't' : 'q', tenant ? "" : q->namespace_, q->name);
-        if (tenant)
-            snprintf(a->path, sizeof a->path, API_GQ "/gputenantquotas/%s", q->name);
-        else
-            snprintf(a->path, sizeof a->path, API_GQ "/namespaces/%s/gpuquotas/%s", q->namespace_,
-                     q->name);
-        gq_quota_free(q);
-        /* A fresh read: its status and resourceVersion are what we charge. */
-        gq_code rc = c->o.api->get(c->o.api->ctx, a->path, &a->obj, &err);
-        if (rc == GQ_ENOTFOUND)
-            continue;
-        if (rc || !(a->obj) || gq_quota_parse(a->obj, &a->q, &err) != GQ_OK) {
-            GQ_WARN("queue: cannot read %s: %s", a->path, err.msg);
-            json_object_put(a->obj);
-            a->obj = NULL;
-            result = RES_ERROR;
-            goto out;
-        }
-        bool bad = gq_quota_in_use(a->q, now, NULL, &pq[nq].in_use, &err) != GQ_OK;
-        for (size_t m = 0; !bad && m < a->q->n_models && m < GQ_CRD_MAX_QUOTA_MODELS; m++)
-            bad = gq_quota_model_in_use(a->q, &a->q->models[m], now, NULL, &pq[nq].model_in_use[m],
-                                        &err) != GQ_OK;
-        if (bad) {
-            result = RES_ERROR;
-            nq++;
-            goto out;
-        }
-        pq[nq].q = a->q;
-        nq++;
+    if (recheck_ms) /* a reservation whose pod has not appeared comes of age */
+        ctl_requeue_after(c, key, recheck_ms + 50);
+}
+
+/* Reconcile one quota's key; returns how it went (RES_*). */
+static int process_quota(ctl_controller *c, const char *key)
+{
+    quota_ref r;
+    json_object *obj = NULL, *drop = NULL;
+    if (!quota_ref_parse(c, key, &r)) {
+        ctl_queue_forget(c->queue, key);
+        return RES_INVALID;
     }
-    for (size_t i = 0; i < n; i++) {
-        gq_queue_entry *e = &ents[i];
-        gq_pod_facts f = {pods[i].ns, pods[i].priority_class, pods[i].terminating, false,
-                          pods[i].model};
-        e->uid = pods[i].uid;
-        e->priority = pods[i].priority;
-        e->created_us = pods[i].created_us;
-        e->charge = pods[i].charge;
-        e->model = pods[i].model;
-        e->quotas = &qidx[i * nobj];
-        e->paid = &paid[i * nobj];
-        if (pods[i].group) {
-            char gk[600];
-            json_object *r = NULL;
-            snprintf(gk, sizeof gk, "%s/%s", pods[i].ns, pods[i].group);
-            free(pods[i].group);
-            pods[i].group = strdup(gk);
-            e->group = pods[i].group;
-            e->group_size = pods[i].group_size;
-            e->group_running =
-                json_object_object_get_ex(running, gk, &r) ? json_object_get_int64(r) : 0;
-        }
-        size_t m = 0;
-        for (size_t j = 0; j < nq; j++) {
-            if (!gq_quota_limits(qs[j].q, &pods[i].charge) ||
-                !ctl_store_matches(c->store, qs[j].q, &f))
-                continue;
-            qidx[i * nobj + m] = j;
-            bool has = false;
-            for (size_t r = 0; r < qs[j].q->n_reservations && !has; r++)
-                has = !strcmp(qs[j].q->reservations[r].key, pods[i].uid) &&
-                      qs[j].q->reservations[r].expires > now;
-            paid[i * nobj + m] = has;
-            m++;
-        }
-        e->n_quotas = m;
-        if (pods[i].n_opts) {
-            /* A choice of models: the planner takes the first with room.
-             * One already charged (a reservation carries its model) keeps
-             * that model. */
-            e->options = pods[i].opts;
-            e->n_options = pods[i].n_opts;
-            const char *held = NULL;
-            for (size_t j = 0; j < nq && !held; j++)
-                for (size_t r = 0; r < qs[j].q->n_reservations && !held; r++)
-                    if (!strcmp(qs[j].q->reservations[r].key, pods[i].uid) &&
-                        qs[j].q->reservations[r].expires > now)
-                        held = qs[j].q->reservations[r].model;
-            for (size_t o = 0; held && o < pods[i].n_opts; o++)
-                if (!strcmp(pods[i].opts[o].model, held)) {
-                    e->options = &pods[i].opts[o];
-                    e->n_options = 1;
-                }
-        }
+    switch (quota_read_cached(c, key, &r, &obj)) {
+    case QUOTA_DELETED:
+        ks_drop(c, key); /* deleted: forget its series */
+        ctl_queue_forget(c->queue, key);
+        return RES_OK;
+    case QUOTA_NO_COPY:
+        ctl_backoff(c, key);
+        return RES_ERROR;
+    case QUOTA_READ:
+        break;
     }
-    if (gq_queue_plan(ents, n, pq, nq, dec, &err) != GQ_OK) {
-        GQ_ERROR("queue: %s", err.msg);
-        result = RES_ERROR;
-        goto out;
+    int64_t now = ctl_wall_now(c);
+    long recheck_ms = 0;
+    int result = RES_OK;
+    ctl_result res;
+    ctl_result_init(&res);
+    find_abandoned(c, key, obj, &drop, &recheck_ms);
+    if (quota_sync(c, key, &r, &obj, drop, now, &res, &result)) {
+        if (res.invalid)
+            result = RES_INVALID; /* fixed by a spec change, which requeues */
+        quota_synced(c, key, &r, &res, drop, recheck_ms, now);
     }
-    /* Charge: one status write per quota holding every new reservation. */
-    for (size_t i = 0; i < n; i++) {
-        if (dec[i].state != GQ_QSTATE_ADMIT)
-            continue;
-        /* The model chosen among several: its charge, its reservations. */
-        const gq_model_option *chosen = ents[i].n_options ? &ents[i].options[dec[i].option] : NULL;
-        if (chosen) {
-            size_t at = (size_t)(chosen - pods[i].opts);
-            pods[i].charge = chosen->charge;
-            pods[i].model = chosen->model;
-            pods[i].pin = pods[i].model_of[at];
-        }
-        for (size_t m = 0; m < ents[i].n_quotas; m++) {
-            if (ents[i].paid[m])
-                continue;
-            aquota *a = &qs[ents[i].quotas[m]];
-            json_object *st = gq_json_member(a->obj, "status");
-            if (!st || !json_object_is_type(st, json_type_object)) {
-                st = json_object_new_object();
-                json_object_object_add(a->obj, "status", st);
-            }
-            /* A pod naming shared ResourceClaims is charged them whole here
-             * (never less than its due); the recount then counts each claim
-             * once (docs/queueing.md). */
-            gq_reservation r = {.key = pods[i].uid,
-                                .namespace_ = pods[i].ns,
-                                .pod = pods[i].name,
-                                .amounts = pods[i].charge,
-                                .expires = now + CTL_QUEUE_RESERVATION_TTL_S,
-                                .model = (char *)pods[i].model};
-            bool added = false;
-            if (gq_status_add_reservation(st, &r, &added, &err) != GQ_OK) {
-                GQ_WARN("queue: %s: %s", a->path, err.msg);
-                result = RES_ERROR;
-                goto out;
-            }
-            a->dirty = a->dirty || added;
-        }
-    }
-    for (size_t j = 0; j < nq; j++) {
-        if (!qs[j].dirty)
-            continue;
-        gq_code rc = c->o.api->update_status(c->o.api->ctx, qs[j].path, qs[j].obj, NULL, &err);
-        if (rc == GQ_ECONFLICT) {
-            /* Someone charged first (a webhook, a reconcile): again, on
-             * fresh reads; what was written so far counts as paid. */
-            result = RES_CONFLICT;
-            goto out;
-        }
-        if (rc) {
-            GQ_WARN("queue: charging %s: %s", qs[j].path, err.msg);
-            result = RES_ERROR;
-            goto out;
-        }
-        atomic_fetch_add(&c->writes, 1);
-        atomic_fetch_add(&c->q_charges, 1);
-    }
-    /* Every admitted pod now holds all its charges: ungate. */
-    for (size_t i = 0; i < n; i++) {
-        if (dec[i].state != GQ_QSTATE_ADMIT)
-            continue;
-        gq_code rc = ungate(c, &pods[i], &err);
-        if (rc && rc != GQ_ENOTFOUND) {
-            GQ_WARN("queue: cannot ungate pod %s/%s: %s", pods[i].ns, pods[i].name, err.msg);
-            result = RES_ERROR;
-            continue;
-        }
-        if (rc == GQ_OK) {
-            atomic_fetch_add(&c->q_ungated, 1);
-            GQ_INFO("queue: admitted pod %s/%s (position %zu)", pods[i].ns, pods[i].name,
-                    dec[i].position);
-            double waited =
-                pods[i].created_us ? (double)(now * 1000000 - pods[i].created_us) / 1e6 : 0;
-            for (size_t m = 0; m < ents[i].n_quotas; m++)
-                wait_observe(c, qs[ents[i].quotas[m]].key, waited < 0 ? 0 : waited);
-        }
-        pthread_mutex_lock(&c->mu);
-        json_object_object_add(c->ungated, pods[i].uid, json_object_new_boolean(1));
-        pthread_mutex_unlock(&c->mu);
-    }
-    /* Say why the others wait. */
-    for (size_t i = 0; i < n; i++) {
-        char msg[1024];
-        const gq_queue_decision *d = &dec[i];
-        switch (d->state) {
-        case GQ_QSTATE_ADMIT:
-            continue;
-        case GQ_QSTATE_NO_ROOM:
-            no_room_message(qs[d->quota].q, d->model_limit, &pq[d->quota], &d->need,
-                            ents[i].group ? pods[i].group : NULL, msg, sizeof msg);
-            break;
-        case GQ_QSTATE_BEHIND_HEAD:
-            snprintf(msg, sizeof msg,
-                     "waiting in line behind %lld pod(s) of %s %s (StrictFIFO) that do not fit yet",
-                     (long long)d->ahead,
-                     qs[d->quota].q->kind == GQ_QUOTA_TENANT ? "tenant quota" : "quota",
-                     qs[d->quota].q->name);
-            break;
-        case GQ_QSTATE_WAIT_MEMBERS:
-            snprintf(msg, sizeof msg,
-                     "pod group %s waits for its members: %lld of %lld queued, %lld running",
-                     pods[i].group, (long long)d->members, (long long)ents[i].group_size,
-                     (long long)ents[i].group_running);
-            break;
-        case GQ_QSTATE_GROUP_MISMATCH:
-            snprintf(msg, sizeof msg,
-                     "pod group %s: members disagree on annotation " GQ_POD_GROUP_SIZE_ANNOTATION
-                     "; none is admitted until they agree",
-                     pods[i].group);
-            break;
-        }
-        char why[KEY_MAX + 64];
-        if (d->state == GQ_QSTATE_NO_ROOM || d->state == GQ_QSTATE_BEHIND_HEAD)
-            snprintf(why, sizeof why, "%d %s", (int)d->state, qs[d->quota].key);
-        else
-            snprintf(why, sizeof why, "%d %lld", (int)d->state, (long long)d->members);
-        queued_event(c, &pods[i], why, msg, now);
-    }
-out:
-    if (result == RES_CONFLICT)
-        requeue_after(c, ADMIT_KEY, 5);
-    else if (result == RES_ERROR)
-        backoff(c, ADMIT_KEY);
-    else
-        ctl_queue_forget(c->queue, ADMIT_KEY);
-    aquotas_free(qs, nq);
-    free(ents);
-    free(dec);
-    free(qidx);
-    free(paid);
-    free(pq);
-    ctl_queued_free(pods, n);
-    json_object_put(running);
-    json_object_put(ac.objs);
+    json_object_put(drop);
+    ctl_result_dispose(&res);
+    json_object_put(obj);
     return result;
+}
+
+/* Reconcile one key; returns how it went (RES_*). */
+static int process(ctl_controller *c, const char *key)
+{
+    if (!strcmp(key, ADMIT_KEY))
+        return ctl_admit_pass(c);
+    return process_quota(c, key);
 }
 
 static void *worker(void *arg)
@@ -1320,9 +745,9 @@ static void *worker(void *arg)
             continue;
         if (rc)
             break;
-        int64_t t0 = mono_us();
+        int64_t t0 = ctl_mono_us();
         int r = process(c, key);
-        observe(c, r, mono_us() - t0);
+        observe(c, r, ctl_mono_us() - t0);
         ctl_queue_done(c->queue, key);
         free(key);
     }
@@ -1345,7 +770,7 @@ static void *resync_loop(void *arg)
     GQ_INFO("caches synced: %zu GPU pods tracked", ctl_store_pod_count(c->store));
     for (;;) {
         enqueue_ns(c, NULL, 0);
-        admit_kick(c);
+        ctl_admit_kick(c);
         for (long waited = 0; waited < c->o.resync_ms; waited += 100) {
             if (atomic_load(&c->stop))
                 return NULL;
@@ -1361,7 +786,7 @@ static void on_started(void *ud)
     atomic_store(&c->leading, 1);
     if (atomic_load(&c->synced)) {
         enqueue_ns(c, NULL, 0);
-        admit_kick(c);
+        ctl_admit_kick(c);
     }
 }
 
@@ -1374,41 +799,9 @@ static void on_stopped(void *ud)
 
 /* --- lifecycle -------------------------------------------------------------- */
 
-gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, gq_err *err)
+/* The informer caches: pods, GPUQuotas, GPUTenantQuotas, namespaces. */
+static gq_code new_caches(ctl_controller *c, gq_err *err)
 {
-    gq_code rc = GQ_ENOMEM;
-    if (!o || !o->api || !o->cfg)
-        return gq_err_set(err, GQ_EINVAL, "controller needs an API and a configuration");
-    ctl_controller *c = calloc(1, sizeof(*c));
-    if (!c)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
-    c->o = *o;
-    if (!c->o.workers)
-        c->o.workers = 2;
-    if (c->o.resync_ms <= 0)
-        c->o.resync_ms = 300000;
-    if (c->o.reservation_grace_ms <= 0)
-        c->o.reservation_grace_ms = CTL_RESERVATION_GRACE_MS;
-    pthread_mutex_init(&c->mu, NULL);
-    c->ungated = json_object_new_object();
-    c->q_events = json_object_new_object();
-    if (!c->ungated || !c->q_events)
-        goto fail;
-    char host[128] = "gpuquota", id[200];
-    if (!o->identity) {
-        if (gethostname(host, sizeof host) != 0)
-            snprintf(host, sizeof host, "gpuquota");
-        host[sizeof host - 1] = '\0';
-        snprintf(id, sizeof id, "%s_%ld", host, (long)getpid());
-    }
-    c->identity = strdup(o->identity ? o->identity : id);
-    c->lease_ns = strdup(o->lease_namespace ? o->lease_namespace : "gpuquota-system");
-    c->lease_name = strdup(o->lease_name ? o->lease_name : "gpuquota-controller");
-    if (!c->identity || !c->lease_ns || !c->lease_name)
-        goto fail;
-    ctl_queue_opts qo = {.backoff_min_ms = o->backoff_min_ms, .backoff_max_ms = o->backoff_max_ms};
-    if (ctl_store_new(&c->store) || ctl_queue_new(&qo, &c->queue))
-        goto fail;
     kube_cache_opts po = {.path = "/api/v1/pods",
                           .page_size = POD_PAGE,
                           .transform = pod_transform,
@@ -1434,31 +827,78 @@ gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, g
                             .on_update = ns_update,
                             .on_delete = ns_delete,
                             .ud = c};
-    rc = kube_cache_new(o->api, &po, &c->pods, err);
+    gq_code rc = kube_cache_new(c->o.api, &po, &c->pods, err);
     if (!rc)
-        rc = kube_cache_new(o->api, &qopt, &c->quotas, err);
+        rc = kube_cache_new(c->o.api, &qopt, &c->quotas, err);
     if (!rc)
-        rc = kube_cache_new(o->api, &topt, &c->tenants, err);
+        rc = kube_cache_new(c->o.api, &topt, &c->tenants, err);
     if (!rc)
-        rc = kube_cache_new(o->api, &nopt, &c->nss, err);
+        rc = kube_cache_new(c->o.api, &nopt, &c->nss, err);
+    return rc;
+}
+
+/* Leader election: the identity (HOSTNAME_PID unless given) and the Lease;
+ * without leader_elect the controller leads from the start. */
+static gq_code new_leader(ctl_controller *c, gq_err *err)
+{
+    const ctl_controller_opts *o = &c->o;
+    char host[128] = "gpuquota", id[200];
+    if (!o->identity) {
+        if (gethostname(host, sizeof host) != 0)
+            snprintf(host, sizeof host, "gpuquota");
+        host[sizeof host - 1] = '\0';
+        snprintf(id, sizeof id, "%s_%ld", host, (long)getpid());
+    }
+    c->identity = strdup(o->identity ? o->identity : id);
+    c->lease_ns = strdup(o->lease_namespace ? o->lease_namespace : "gpuquota-system");
+    c->lease_name = strdup(o->lease_name ? o->lease_name : "gpuquota-controller");
+    if (!c->identity || !c->lease_ns || !c->lease_name)
+        return GQ_ENOMEM;
+    if (!o->leader_elect) {
+        atomic_store(&c->leading, 1);
+        return GQ_OK;
+    }
+    kube_leader_opts lo = {.namespace_ = c->lease_ns,
+                           .name = c->lease_name,
+                           .identity = c->identity,
+                           .lease_ms = o->lease_ms,
+                           .renew_deadline_ms = o->renew_deadline_ms,
+                           .retry_ms = o->retry_ms,
+                           .on_started = on_started,
+                           .on_stopped = on_stopped,
+                           .ud = c};
+    return kube_leader_elect_new(o->api, &lo, &c->le, err);
+}
+
+gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, gq_err *err)
+{
+    gq_code rc = GQ_ENOMEM;
+    if (!o || !o->api || !o->cfg)
+        return gq_err_set(err, GQ_EINVAL, "controller needs an API and a configuration");
+    ctl_controller *c = calloc(1, sizeof(*c));
+    if (!c)
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    c->o = *o;
+    if (!c->o.workers)
+        c->o.workers = 2;
+    if (c->o.resync_ms <= 0)
+        c->o.resync_ms = 300000;
+    if (c->o.reservation_grace_ms <= 0)
+        c->o.reservation_grace_ms = CTL_RESERVATION_GRACE_MS;
+    pthread_mutex_init(&c->mu, NULL);
+    c->ungated = json_object_new_object();
+    c->q_events = json_object_new_object();
+    if (!c->ungated || !c->q_events)
+        goto fail;
+    ctl_queue_opts qo = {.backoff_min_ms = o->backoff_min_ms, .backoff_max_ms = o->backoff_max_ms};
+    if (ctl_store_new(&c->store) || ctl_queue_new(&qo, &c->queue))
+        goto fail;
+    /* The elector after the caches, as before: its callbacks reach them. */
+    rc = new_caches(c, err);
+    if (!rc)
+        rc = new_leader(c, err);
     if (rc)
         goto fail;
-    if (o->leader_elect) {
-        kube_leader_opts lo = {.namespace_ = c->lease_ns,
-                               .name = c->lease_name,
-                               .identity = c->identity,
-                               .lease_ms = o->lease_ms,
-                               .renew_deadline_ms = o->renew_deadline_ms,
-                               .retry_ms = o->retry_ms,
-                               .on_started = on_started,
-                               .on_stopped = on_stopped,
-                               .ud = c};
-        rc = kube_leader_elect_new(o->api, &lo, &c->le, err);
-        if (rc)
-            goto fail;
-    } else {
-        atomic_store(&c->leading, 1);
-    }
     *out = c;
     return GQ_OK;
 fail:
@@ -1570,20 +1010,6 @@ size_t ctl_controller_tracked_pods(ctl_controller *c)
 
 /* --- metrics ---------------------------------------------------------------- */
 
-static void wait_observe(ctl_controller *c, const char *qkey, double s)
-{
-    pthread_mutex_lock(&c->mu);
-    kstate *k = ks_get(c, qkey, true);
-    if (k) {
-        int i = 0;
-        while (i < W_BUCKETS && s > wait_bounds[i])
-            i++;
-        k->wait_hist[i]++;
-        k->wait_sum += s;
-    }
-    pthread_mutex_unlock(&c->mu);
-}
-
 /* Queue families: length gauge and wait-time histogram per quota. mu held. */
 static void queue_series(ctl_controller *c, FILE *f)
 {
@@ -1612,7 +1038,7 @@ static void queue_series(ctl_controller *c, FILE *f)
                     fprintf(f,
                             "gpuquota_queue_wait_seconds_bucket{namespace=\"%s\",quota=\"%s\","
                             "le=\"%g\"} %lu\n",
-                            k->ns, k->name, wait_bounds[b], cum);
+                            k->ns, k->name, ctl_wait_bounds[b], cum);
                 else
                     fprintf(f,
                             "gpuquota_queue_wait_seconds_bucket{namespace=\"%s\",quota=\"%s\","
@@ -1639,18 +1065,9 @@ static void quota_series(FILE *f, const char *family, const kstate *k, const gq_
                     k->ns, k->name, gq_qkey_name((gq_qkey)i), a->v[i]);
 }
 
-gq_code ctl_controller_metrics(ctl_controller *c, char **out, size_t *len)
+/* gpuquota_controller_reconcile_duration_seconds. */
+static void duration_histogram(ctl_controller *c, FILE *f)
 {
-    char *buf = NULL;
-    size_t n = 0;
-    FILE *f = open_memstream(&buf, &n);
-    if (!f)
-        return GQ_ENOMEM;
-    fprintf(f, "# HELP gpuquota_controller_reconciles_total Quota reconciles by result.\n"
-               "# TYPE gpuquota_controller_reconciles_total counter\n");
-    for (int i = 0; i < RES_COUNT; i++)
-        fprintf(f, "gpuquota_controller_reconciles_total{result=\"%s\"} %lu\n", result_names[i],
-                ld(&c->results[i]));
     fprintf(f, "# HELP gpuquota_controller_reconcile_duration_seconds Time to reconcile one "
                "quota, status write included.\n"
                "# TYPE gpuquota_controller_reconcile_duration_seconds histogram\n");
@@ -1667,6 +1084,74 @@ gq_code ctl_controller_metrics(ctl_controller *c, char **out, size_t *len)
     fprintf(f, "gpuquota_controller_reconcile_duration_seconds_sum %.6f\n",
             (double)ld(&c->hist_sum_us) / 1e6);
     fprintf(f, "gpuquota_controller_reconcile_duration_seconds_count %lu\n", cum);
+}
+
+/* One family with a series per informer cache. */
+static void cache_family(FILE *f, const char *family, const char *type, const char *help,
+                         const unsigned long v[4])
+{
+    static const char *const names[] = {"pods", "gpuquotas", "gputenantquotas", "namespaces"};
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", family, help, family, type);
+    for (int i = 0; i < 4; i++)
+        fprintf(f, "%s{resource=\"%s\"} %lu\n", family, names[i], v[i]);
+}
+
+/* The families of the four informer caches. */
+static void cache_series(ctl_controller *c, FILE *f)
+{
+    kube_cache *caches[] = {c->pods, c->quotas, c->tenants, c->nss};
+    unsigned long watches[4], relists[4], resets[4], synced[4];
+    for (int i = 0; i < 4; i++) {
+        kube_cache_stats st;
+        kube_cache_get_stats(caches[i], &st);
+        watches[i] = st.watches;
+        relists[i] = st.relists;
+        resets[i] = st.resets;
+        synced[i] = kube_cache_fresh(caches[i]) ? 1 : 0;
+    }
+    cache_family(f, "gpuquota_controller_watches_total", "counter",
+                 "Watch requests started (restarts included).", watches);
+    cache_family(f, "gpuquota_controller_relists_total", "counter",
+                 "Relists because a watch could not resume.", relists);
+    cache_family(f, "gpuquota_controller_history_resets_total", "counter",
+                 "Full relists because the API server's history went back.", resets);
+    /* A watch that stays broken (RBAC, API server trouble) leaves the
+     * controller counting from a stale picture: alerts key on this. */
+    cache_family(f, "gpuquota_controller_informer_synced", "gauge",
+                 "1 while the resource's cache is listed and its watch established.", synced);
+}
+
+/* gpuquota_quota_used and gpuquota_quota_hard of every quota reconciled
+ * (c->mu held). */
+static void quota_gauge_series(ctl_controller *c, FILE *f)
+{
+    fprintf(f, "# HELP gpuquota_quota_used Usage recounted from pods.\n"
+               "# TYPE gpuquota_quota_used gauge\n");
+    for (size_t i = 0; i < KS_BUCKETS; i++)
+        for (kstate *k = c->ks[i]; k; k = k->next)
+            if (k->gauges && k->name && k->ns)
+                quota_series(f, "gpuquota_quota_used", k, &k->used);
+    fprintf(f, "# HELP gpuquota_quota_hard spec.hard of the quota.\n"
+               "# TYPE gpuquota_quota_hard gauge\n");
+    for (size_t i = 0; i < KS_BUCKETS; i++)
+        for (kstate *k = c->ks[i]; k; k = k->next)
+            if (k->gauges && k->name && k->ns)
+                quota_series(f, "gpuquota_quota_hard", k, &k->hard);
+}
+
+gq_code ctl_controller_metrics(ctl_controller *c, char **out, size_t *len)
+{
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f)
+        return GQ_ENOMEM;
+    fprintf(f, "# HELP gpuquota_controller_reconciles_total Quota reconciles by result.\n"
+               "# TYPE gpuquota_controller_reconciles_total counter\n");
+    for (int i = 0; i < RES_COUNT; i++)
+        fprintf(f, "gpuquota_controller_reconciles_total{result=\"%s\"} %lu\n", result_names[i],
+                ld(&c->results[i]));
+    duration_histogram(c, f);
     fprintf(f,
             "# HELP gpuquota_controller_status_writes_total Status subresource writes that "
             "succeeded.\n# TYPE gpuquota_controller_status_writes_total counter\n"
@@ -1682,35 +1167,7 @@ gq_code ctl_controller_metrics(ctl_controller *c, char **out, size_t *len)
             "# TYPE gpuquota_controller_reservations_abandoned_total counter\n"
             "gpuquota_controller_reservations_abandoned_total %lu\n",
             ld(&c->writes), ld(&c->events), ld(&c->cost_errors), ld(&c->abandoned));
-    static const char *const names[] = {"pods", "gpuquotas", "gputenantquotas", "namespaces"};
-    kube_cache *caches[] = {c->pods, c->quotas, c->tenants, c->nss};
-    kube_cache_stats st[4];
-    for (int i = 0; i < 4; i++)
-        kube_cache_get_stats(caches[i], &st[i]);
-    fprintf(f, "# HELP gpuquota_controller_watches_total Watch requests started (restarts "
-               "included).\n# TYPE gpuquota_controller_watches_total counter\n");
-    for (int i = 0; i < 4; i++)
-        fprintf(f, "gpuquota_controller_watches_total{resource=\"%s\"} %lu\n", names[i],
-                st[i].watches);
-    fprintf(f, "# HELP gpuquota_controller_relists_total Relists because a watch could not "
-               "resume.\n# TYPE gpuquota_controller_relists_total counter\n");
-    for (int i = 0; i < 4; i++)
-        fprintf(f, "gpuquota_controller_relists_total{resource=\"%s\"} %lu\n", names[i],
-                st[i].relists);
-    fprintf(f, "# HELP gpuquota_controller_history_resets_total Full relists because the API "
-               "server's history went back.\n"
-               "# TYPE gpuquota_controller_history_resets_total counter\n");
-    for (int i = 0; i < 4; i++)
-        fprintf(f, "gpuquota_controller_history_resets_total{resource=\"%s\"} %lu\n", names[i],
-                st[i].resets);
-    /* A watch that stays broken (RBAC, API server trouble) leaves the
-     * controller counting from a stale picture: alerts key on this. */
-    fprintf(f, "# HELP gpuquota_controller_informer_synced 1 while the resource's cache is "
-               "listed and its watch established.\n"
-               "# TYPE gpuquota_controller_informer_synced gauge\n");
-    for (int i = 0; i < 4; i++)
-        fprintf(f, "gpuquota_controller_informer_synced{resource=\"%s\"} %d\n", names[i],
-                kube_cache_fresh(caches[i]) ? 1 : 0);
+    cache_series(c, f);
     fprintf(f,
             "# HELP gpuquota_controller_queue_depth Quotas waiting to be reconciled.\n"
             "# TYPE gpuquota_controller_queue_depth gauge\n"
@@ -1723,19 +1180,8 @@ gq_code ctl_controller_metrics(ctl_controller *c, char **out, size_t *len)
             "gpuquota_controller_leader %d\n",
             ctl_queue_len(c->queue), ctl_store_pod_count(c->store),
             ctl_controller_is_leader(c) ? 1 : 0);
-    fprintf(f, "# HELP gpuquota_quota_used Usage recounted from pods.\n"
-               "# TYPE gpuquota_quota_used gauge\n");
     pthread_mutex_lock(&c->mu);
-    for (size_t i = 0; i < KS_BUCKETS; i++)
-        for (kstate *k = c->ks[i]; k; k = k->next)
-            if (k->gauges && k->name && k->ns)
-                quota_series(f, "gpuquota_quota_used", k, &k->used);
-    fprintf(f, "# HELP gpuquota_quota_hard spec.hard of the quota.\n"
-               "# TYPE gpuquota_quota_hard gauge\n");
-    for (size_t i = 0; i < KS_BUCKETS; i++)
-        for (kstate *k = c->ks[i]; k; k = k->next)
-            if (k->gauges && k->name && k->ns)
-                quota_series(f, "gpuquota_quota_hard", k, &k->hard);
+    quota_gauge_series(c, f);
     queue_series(c, f);
     pthread_mutex_unlock(&c->mu);
     fprintf(f,

@@ -150,6 +150,10 @@ typedef struct ctl_queued {
     gq_model_option opts[GQ_MAX_MODEL_CHOICES];
     const gq_model *model_of[GQ_MAX_MODEL_CHOICES];
     const gq_model *pin; /* set by the admission pass: the model chosen */
+    /* The ResourceClaims it names directly (owned copy; charged once per
+     * quota however many pods name them). */
+    gq_shared_claim *claims;
+    size_t n_claims;
 } ctl_queued;
 
 /* The queued pods that count at now (not terminal, not being deleted), in
@@ -159,6 +163,8 @@ typedef struct ctl_queued {
 gq_code ctl_store_queued(ctl_store *s, int64_t now, ctl_queued **out, size_t *n,
                          json_object **running) GQ_WUR;
 void ctl_queued_free(ctl_queued *v, size_t n);
+/* Free the strings and claims of one queued pod (not q itself). */
+void ctl_queued_dispose(ctl_queued *q);
 
 /* gq_quota_matches with the labels the store holds for f's namespace. */
 bool ctl_store_matches(ctl_store *s, const gq_quota *q, const gq_pod_facts *f);
@@ -168,12 +174,30 @@ bool ctl_store_matches(ctl_store *s, const gq_quota *q, const gq_pod_facts *f);
  * per-namespace sums excluded). */
 size_t ctl_store_bytes(ctl_store *s);
 
-/* ------------------------------------------------------------------------ */
-/* Reconcile (pure)                                                          */
-
 /* Whether the reservation keyed key in namespace ns is done with: its pod
  * (metadata.uid == key) has been seen, so usage counts it. */
 typedef bool (*ctl_seen_fn)(void *ud, const char *ns, const char *key);
+
+/* The pods a quota may count, as the store holds them: borrowed, valid only
+ * during the callback they are handed to. */
+typedef struct ctl_store_pods {
+    const gq_usage_pod *pods; /* candidates (terminal and deleted pods marked facts.terminal) */
+    size_t n;
+    ctl_seen_fn counted; /* whether the pod of that uid is recorded and not queued */
+    void *counted_ud;
+} ctl_store_pods;
+
+typedef gq_code (*ctl_store_pods_fn)(void *ud, const ctl_store_pods *v, gq_err *err);
+
+/* Call fn once with the candidate pods of q (a GPUQuota: those of its
+ * namespace; a GPUTenantQuota: those of the namespaces it covers, in name
+ * order) under the store's read lock, and return what fn returns. fn must
+ * not call the store. GQ_ENOMEM (fn not called). */
+gq_code ctl_store_with_quota_pods(ctl_store *s, const gq_quota *q, int64_t now,
+                                  ctl_store_pods_fn fn, void *ud, gq_err *err) GQ_WUR;
+
+/* ------------------------------------------------------------------------ */
+/* Reconcile (pure)                                                          */
 
 #define CTL_COND_READY "Ready"
 #define CTL_COND_EXCEEDED "Exceeded"
@@ -226,8 +250,8 @@ gq_code ctl_reconcile(json_object *quota, const gq_usage_pod *pods, size_t n, ct
 gq_code ctl_reconcile_invalid(json_object *quota, const char *why, int64_t now, ctl_result *out,
                               gq_err *err) GQ_WUR;
 
-/* ctl_reconcile over the store: gathers the candidate pods and answers seen
- * from the store under its read lock. */
+/* ctl_reconcile over the store: the candidate pods and seen come from
+ * ctl_store_with_quota_pods. */
 gq_code ctl_store_reconcile(ctl_store *s, json_object *quota, int64_t now, ctl_result *out,
                             gq_err *err) GQ_WUR;
 /* ctl_store_reconcile that also drops the reservations whose keys are the

@@ -10,10 +10,40 @@
  * the controller from repairing it. Caller owns *out (gq_quota_free). */
 gq_code ctl_quota_parse_spec(json_object *quota, gq_quota **out, gq_err *err) GQ_WUR;
 
-/* ctl_reconcile with the spec already parsed (q from ctl_quota_parse_spec
- * of quota). */
-gq_code ctl_reconcile_parsed(const gq_quota *q, json_object *quota, const gq_usage_pod *pods,
-                             size_t n, ctl_seen_fn seen, void *seen_ud, int64_t now,
-                             ctl_result *out, gq_err *err) GQ_WUR;
+/* --- the queue admitter's charges (admit_charge.c) --- */
+
+/* Whether q charges the shared ResourceClaim uid at now: a claim record of
+ * its status, counted or live. */
+bool ctl_quota_charges_claim(const gq_quota *q, const char *uid, int64_t now);
+
+/* What the planner charges a queued pod: charge less its shared claims
+ * claims[0..n_claims) that every quota it charges (qs[0..nq)) charges
+ * already. A claim only some of them charge stays in: the planner has one
+ * charge per pod, and more than its due only makes it wait, never passes
+ * a limit. */
+void ctl_plan_charge(const gq_amounts *charge, const gq_shared_claim *claims, size_t n_claims,
+                     const gq_quota *const *qs, size_t nq, int64_t now, gq_amounts *out);
+
+/* A queued pod the planner admitted, as charged. Strings borrowed. */
+typedef struct ctl_admitted {
+    const char *ns, *name, *uid;
+    const char *model;             /* the model it is charged on; NULL: none */
+    gq_amounts charge;             /* its whole charge, shared claims included */
+    const gq_shared_claim *claims; /* the ResourceClaims it names directly */
+    size_t n_claims;
+    int64_t expires; /* of the records written (Unix seconds) */
+} ctl_admitted;
+
+/* Charge p in quota q by editing status (q's object's "status", the
+ * caller's), as /validate charges an admission: p's reservation (keyed by
+ * its uid) holds its own part, its charge less its shared claims, and
+ * lists the claims' uids; each claim that q does not charge yet (a claim
+ * record, counted or live at now, in q or added to status earlier in the
+ * pass) gets a claim record of its own: gq_claims_once, so two admitted
+ * pods naming one claim charge it once. Lapsed records are dropped from
+ * status first. *added is set when a record was added (left alone
+ * otherwise). GQ_ELIMIT when status.reservations is full. */
+gq_code ctl_admit_charge(json_object *status, const gq_quota *q, const ctl_admitted *p, int64_t now,
+                         bool *added, gq_err *err) GQ_WUR;
 
 #endif

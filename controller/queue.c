@@ -2,7 +2,7 @@
  * key added while a worker processes it is queued again when the worker is
  * done (never processed by two workers at once); failed keys come back after
  * a per-key exponential backoff until forgotten. */
-#include "controller/ctl_int.h"
+#include "controller/ctl.h"
 #include "common/json_member.h"
 #include "common/hash.h"
 

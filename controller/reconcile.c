@@ -108,6 +108,129 @@ static int claim_key_cmp(const void *key, const void *elem)
  * record, while a kept pod reservation names it (its pod not seen yet),
  * until the latest of those expires; else a counted record goes (the claim
  * is freed) and an uncounted one lives until it expires. */
+/* The pods' reservations of copy (n records): drops[i] when the pod was
+ * seen (usage counts it); held gets, for each shared claim an unseen pod's
+ * reservation lists, the latest expiry among them (uid -> Unix s). */
+static gq_code claims_held_by_unseen(json_object *copy, ctl_seen_fn seen, void *ud, bool *drops,
+                                     json_object *held, gq_err *err)
+{
+    size_t n = json_object_array_length(copy);
+    for (size_t i = 0; i < n; i++) {
+        gq_reservation r;
+        if (gq_reservation_parse(json_object_array_get_idx(copy, i), NULL, &r, NULL) != GQ_OK) {
+            drops[i] = true; /* unreachable: drop_expired removed the unparsable */
+            continue;
+        }
+        if (!r.claim && !(drops[i] = seen && seen(ud, r.namespace_, r.key))) {
+            for (size_t k = 0; k < r.n_claims; k++) {
+                json_object *h = NULL;
+                if (json_object_object_get_ex(held, r.claims[k], &h) &&
+                    json_object_get_int64(h) >= r.expires)
+                    continue;
+                json_object *e = json_object_new_int64(r.expires);
+                if (!e || json_object_object_add(held, r.claims[k], e)) {
+                    json_object_put(e);
+                    gq_reservation_dispose(&r);
+                    return gq_err_set(err, GQ_ENOMEM, "out of memory");
+                }
+            }
+        }
+        gq_reservation_dispose(&r);
+    }
+    return GQ_OK;
+}
+
+/* What becomes of claim record r (item, its JSON): *drop when the recount
+ * counts the claim (its counted record takes the place) or when it was
+ * counted and no pod names it any more (freed); when only unseen pods
+ * (held) name it, it stays live until the latest of their expiries (*exp,
+ * written into item). */
+static gq_code keep_claim_record(json_object *item, const gq_reservation *r, const gq_usage *u,
+                                 json_object *held, bool *drop, int64_t *exp, gq_err *err)
+{
+    json_object *h = NULL;
+    if (u->n_claims && bsearch(r->key, u->claims, u->n_claims, sizeof(*u->claims), claim_key_cmp)) {
+        *drop = true; /* the counted record below takes its place */
+        return GQ_OK;
+    }
+    if (!json_object_object_get_ex(held, r->key, &h)) {
+        *drop = r->counted; /* counted before, named by none now: freed */
+        return GQ_OK;
+    }
+    /* No counted pod names it, a pod not seen yet does: it stays charged
+     * (live) as long as that pod's reservation. */
+    *exp = json_object_get_int64(h) > *exp ? json_object_get_int64(h) : *exp;
+    char t[GQ_RFC3339_MAX];
+    gq_time_format_rfc3339(*exp, t);
+    json_object *e = json_object_new_string(t);
+    if (!e || json_object_object_add(item, "expires", e)) {
+        json_object_put(e);
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    }
+    json_object_object_del(item, "counted");
+    return GQ_OK;
+}
+
+/* *copy = a copy of the reservations array arr without the lapsed records,
+ * held in tmp (under "reservations"). */
+static gq_code live_copy(json_object *arr, int64_t now, json_object *tmp, json_object **copy,
+                         gq_err *err)
+{
+    json_object *c = NULL;
+    if (json_object_deep_copy(arr, &c, NULL) != 0 ||
+        json_object_object_add(tmp, "reservations", c)) {
+        json_object_put(c);
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    }
+    gq_code rc = gq_status_drop_expired(tmp, now, NULL, err);
+    if (!rc)
+        *copy = gq_json_member(tmp, "reservations");
+    return rc;
+}
+
+/* Append the counted record of every shared claim the recount counted. */
+static gq_code append_counted_claims(json_object *kept, const gq_usage *u, gq_err *err)
+{
+    for (size_t i = 0; i < u->n_claims; i++) {
+        json_object *c = gq_reservation_to_json(&u->claims[i]);
+        if (!c || json_object_array_add(kept, c)) {
+            json_object_put(c);
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        }
+    }
+    return GQ_OK;
+}
+
+/* Append to kept the records of copy that stay (drops[i]: its pod was seen)
+ * and note the earliest expiry among them in res->next_expiry. */
+static gq_code keep_records(json_object *copy, const bool *drops, const gq_usage *u,
+                            json_object *held, json_object *kept, ctl_result *res, gq_err *err)
+{
+    gq_code rc;
+    for (size_t i = 0; i < json_object_array_length(copy); i++) {
+        json_object *item = json_object_array_get_idx(copy, i);
+        gq_reservation r;
+        if (drops[i] || gq_reservation_parse(item, NULL, &r, NULL) != GQ_OK)
+            continue;
+        bool drop = false;
+        int64_t exp = r.expires;
+        if (r.claim && (rc = keep_claim_record(item, &r, u, held, &drop, &exp, err))) {
+            gq_reservation_dispose(&r);
+            return rc;
+        }
+        gq_reservation_dispose(&r);
+        if (drop)
+            continue;
+        if (json_object_array_add(kept, json_object_get(item))) {
+            json_object_put(item);
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        }
+        if (!res->next_expiry || exp < res->next_expiry)
+            res->next_expiry = exp;
+    }
+    return GQ_OK;
+}
+
 static gq_code keep_reservations(json_object *cur_status, const gq_usage *u, ctl_seen_fn seen,
                                  void *ud, int64_t now, json_object **out, ctl_result *res,
                                  gq_err *err)
@@ -115,7 +238,7 @@ static gq_code keep_reservations(json_object *cur_status, const gq_usage *u, ctl
     json_object *arr = gq_json_member(cur_status, "reservations");
     json_object *tmp = NULL, *kept = NULL, *held = NULL;
     bool *drops = NULL;
-    size_t total = 0, expired = 0;
+    size_t total = 0;
     gq_code rc = GQ_OK;
     *out = NULL;
     if (!arr && !u->n_claims)
@@ -135,16 +258,9 @@ static gq_code keep_reservations(json_object *cur_status, const gq_usage *u, ctl
         goto claims;
     }
     json_object *copy = NULL;
-    if (json_object_deep_copy(arr, &copy, NULL) != 0 ||
-        json_object_object_add(tmp, "reservations", copy)) {
-        json_object_put(copy);
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
-        goto out;
-    }
-    rc = gq_status_drop_expired(tmp, now, &expired, err);
+    rc = live_copy(arr, now, tmp, &copy, err);
     if (rc)
         goto out;
-    copy = gq_json_member(tmp, "reservations");
     size_t n = json_object_array_length(copy);
     /* First the pods' reservations: which stay, and the shared claims those
      * hold (uid -> latest expiry). */
@@ -152,80 +268,18 @@ static gq_code keep_reservations(json_object *cur_status, const gq_usage *u, ctl
         rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
         goto out;
     }
-    for (size_t i = 0; i < n; i++) {
-        gq_reservation r;
-        if (gq_reservation_parse(json_object_array_get_idx(copy, i), NULL, &r, NULL) != GQ_OK) {
-            drops[i] = true; /* unreachable: drop_expired removed the unparsable */
-            continue;
-        }
-        if (!r.claim && !(drops[i] = seen && seen(ud, r.namespace_, r.key))) {
-            for (size_t k = 0; k < r.n_claims; k++) {
-                json_object *h = NULL;
-                if (json_object_object_get_ex(held, r.claims[k], &h) &&
-                    json_object_get_int64(h) >= r.expires)
-                    continue;
-                json_object *e = json_object_new_int64(r.expires);
-                if (!e || json_object_object_add(held, r.claims[k], e)) {
-                    json_object_put(e);
-                    gq_reservation_dispose(&r);
-                    rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
-                    goto out;
-                }
-            }
-        }
-        gq_reservation_dispose(&r);
-    }
-    for (size_t i = 0; i < n; i++) {
-        json_object *item = json_object_array_get_idx(copy, i), *h = NULL;
-        gq_reservation r;
-        if (drops[i] || gq_reservation_parse(item, NULL, &r, NULL) != GQ_OK)
-            continue;
-        bool drop = false;
-        int64_t exp = r.expires;
-        if (r.claim) {
-            if (u->n_claims &&
-                bsearch(r.key, u->claims, u->n_claims, sizeof(*u->claims), claim_key_cmp)) {
-                drop = true; /* the counted record below takes its place */
-            } else if (json_object_object_get_ex(held, r.key, &h)) {
-                /* No counted pod names it, a pod not seen yet does: it stays
-                 * charged (live) as long as that pod's reservation. */
-                exp = json_object_get_int64(h) > exp ? json_object_get_int64(h) : exp;
-                char t[GQ_RFC3339_MAX];
-                gq_time_format_rfc3339(exp, t);
-                json_object *e = json_object_new_string(t);
-                if (!e || json_object_object_add(item, "expires", e)) {
-                    json_object_put(e);
-                    gq_reservation_dispose(&r);
-                    rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
-                    goto out;
-                }
-                json_object_object_del(item, "counted");
-            } else {
-                drop = r.counted; /* counted before, named by none now: freed */
-            }
-        }
-        gq_reservation_dispose(&r);
-        if (drop)
-            continue;
-        if (json_object_array_add(kept, json_object_get(item))) {
-            json_object_put(item);
-            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
-            goto out;
-        }
-        if (!res->next_expiry || exp < res->next_expiry)
-            res->next_expiry = exp;
-    }
+    rc = claims_held_by_unseen(copy, seen, ud, drops, held, err);
+    if (rc)
+        goto out;
+    rc = keep_records(copy, drops, u, held, kept, res, err);
+    if (rc)
+        goto out;
     res->kept = json_object_array_length(kept);
     res->dropped = total - res->kept;
 claims:
-    for (size_t i = 0; i < u->n_claims; i++) {
-        json_object *c = gq_reservation_to_json(&u->claims[i]);
-        if (!c || json_object_array_add(kept, c)) {
-            json_object_put(c);
-            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
-            goto out;
-        }
-    }
+    rc = append_counted_claims(kept, u, err);
+    if (rc)
+        goto out;
     *out = kept;
     kept = NULL;
 out:
@@ -266,9 +320,37 @@ static bool exceeded_message(const gq_quota *q, const gq_usage *u, char *buf, si
     return any;
 }
 
-gq_code ctl_reconcile_parsed(const gq_quota *q, json_object *quota, const gq_usage_pod *pods,
-                             size_t n, ctl_seen_fn seen, void *seen_ud, int64_t now,
-                             ctl_result *out, gq_err *err)
+/* status.conditions for result r of q: Ready True, and Exceeded as r says
+ * (lastTransitionTime kept from cur unless a condition's status changes).
+ * NULL when out of memory. */
+static json_object *status_conditions(json_object *cur, const gq_quota *q, const ctl_result *r,
+                                      int64_t now)
+{
+    json_object *conds = json_object_new_array();
+    json_object *c_ready = condition(cur, CTL_COND_READY, true, "Reconciled",
+                                     "usage recounted from pods", q->generation, now);
+    json_object *c_ex =
+        condition(cur, CTL_COND_EXCEEDED, r->exceeded, r->exceeded ? "Exceeded" : "WithinLimits",
+                  r->message, q->generation, now);
+    if (!conds || !c_ready || !c_ex || json_object_array_add(conds, c_ready)) {
+        json_object_put(c_ready);
+        json_object_put(c_ex);
+        json_object_put(conds);
+        return NULL;
+    }
+    if (json_object_array_add(conds, c_ex)) {
+        json_object_put(c_ex);
+        json_object_put(conds);
+        return NULL;
+    }
+    return conds;
+}
+
+/* ctl_reconcile with the spec already parsed (q from ctl_quota_parse_spec of
+ * quota). */
+static gq_code reconcile_parsed(const gq_quota *q, json_object *quota, const gq_usage_pod *pods,
+                                size_t n, ctl_seen_fn seen, void *seen_ud, int64_t now,
+                                ctl_result *out, gq_err *err)
 {
     gq_code rc;
     gq_usage u;
@@ -289,22 +371,8 @@ gq_code ctl_reconcile_parsed(const gq_quota *q, json_object *quota, const gq_usa
     const char *old_ex_st = gq_json_get_string(old_ex, "status");
     r.became_exceeded = r.exceeded && !(old_ex_st && !strcmp(old_ex_st, "True"));
 
-    json_object *conds = json_object_new_array();
-    json_object *c_ready = condition(cur, CTL_COND_READY, true, "Reconciled",
-                                     "usage recounted from pods", q->generation, now);
-    json_object *c_ex =
-        condition(cur, CTL_COND_EXCEEDED, r.exceeded, r.exceeded ? "Exceeded" : "WithinLimits",
-                  r.message, q->generation, now);
-    if (!conds || !c_ready || !c_ex || json_object_array_add(conds, c_ready)) {
-        json_object_put(c_ready);
-        json_object_put(c_ex);
-        json_object_put(conds);
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
-        goto out;
-    }
-    if (json_object_array_add(conds, c_ex)) {
-        json_object_put(c_ex);
-        json_object_put(conds);
+    json_object *conds = status_conditions(cur, q, &r, now);
+    if (!conds) {
         rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
         goto out;
     }
@@ -425,7 +493,52 @@ gq_code ctl_reconcile(json_object *quota, const gq_usage_pod *pods, size_t n, ct
     gq_code rc = ctl_quota_parse_spec(quota, &q, err);
     if (rc)
         return rc;
-    rc = ctl_reconcile_parsed(q, quota, pods, n, seen, seen_ud, now, out, err);
+    rc = reconcile_parsed(q, quota, pods, n, seen, seen_ud, now, out, err);
+    gq_quota_free(q);
+    return rc;
+}
+
+/* A reconcile over the store's pods: the quota, the keys found abandoned
+ * and where the result goes. */
+typedef struct store_reconcile {
+    const gq_quota *q;
+    json_object *quota;
+    json_object *drop; /* keys to drop although their pods were not seen */
+    const ctl_store_pods *v;
+    int64_t now;
+    ctl_result *out;
+} store_reconcile;
+
+static bool seen_or_dropped(void *ud, const char *ns, const char *key)
+{
+    const store_reconcile *sr = ud;
+    return sr->v->counted(sr->v->counted_ud, ns, key) ||
+           (sr->drop && json_object_object_get_ex(sr->drop, key, NULL));
+}
+
+static gq_code reconcile_store_pods(void *ud, const ctl_store_pods *v, gq_err *err)
+{
+    store_reconcile *sr = ud;
+    sr->v = v;
+    return reconcile_parsed(sr->q, sr->quota, v->pods, v->n, seen_or_dropped, sr, sr->now, sr->out,
+                            err);
+}
+
+gq_code ctl_store_reconcile(ctl_store *s, json_object *quota, int64_t now, ctl_result *out,
+                            gq_err *err)
+{
+    return ctl_store_reconcile_dropping(s, quota, NULL, now, out, err);
+}
+
+gq_code ctl_store_reconcile_dropping(ctl_store *s, json_object *quota, json_object *drop,
+                                     int64_t now, ctl_result *out, gq_err *err)
+{
+    gq_quota *q = NULL;
+    gq_code rc = ctl_quota_parse_spec(quota, &q, err);
+    if (rc)
+        return rc;
+    store_reconcile sr = {q, quota, drop, NULL, now, out};
+    rc = ctl_store_with_quota_pods(s, q, now, reconcile_store_pods, &sr, err);
     gq_quota_free(q);
     return rc;
 }

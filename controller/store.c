@@ -3,7 +3,7 @@
  * only links them into per-namespace lists, so a pod costs one small
  * allocation here plus the cache's entry. One rwlock guards the index, the
  * namespace table and the interned strings. */
-#include "controller/ctl_int.h"
+#include "controller/ctl.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -12,6 +12,7 @@
 
 #include "common/hash.h"
 #include "common/json_member.h"
+#include "quota/podqueue.h"
 
 #define NS_BUCKETS_MIN 64
 #define UID_BUCKETS_MIN 64
@@ -686,11 +687,6 @@ bool ctl_store_has_uid(ctl_store *s, const char *ns, const char *uid)
     return r;
 }
 
-typedef struct seen_ctx {
-    ctl_store *s;
-    json_object *drop; /* keys to drop although their pods were not seen */
-} seen_ctx;
-
 /* Read lock held. Whether the pod with uid is recorded and no longer queued
  * behind our gate: only then does usage count it. */
 static bool counted_uid_locked(ctl_store *s, const char *ns, const char *uid)
@@ -703,11 +699,9 @@ static bool counted_uid_locked(ctl_store *s, const char *ns, const char *uid)
     return false;
 }
 
-static bool seen_locked(void *ud, const char *ns, const char *key)
+static bool counted_locked(void *ud, const char *ns, const char *uid)
 {
-    seen_ctx *sc = ud;
-    return counted_uid_locked(sc->s, ns, key) ||
-           (sc->drop && json_object_object_get_ex(sc->drop, key, NULL));
+    return counted_uid_locked(ud, ns, uid);
 }
 
 typedef struct gather {
@@ -777,23 +771,13 @@ static int ns_name_cmp(const void *a, const void *b)
     return strcmp((*(ctl_ns *const *)a)->name, (*(ctl_ns *const *)b)->name);
 }
 
-gq_code ctl_store_reconcile(ctl_store *s, json_object *quota, int64_t now, ctl_result *out,
-                            gq_err *err)
+gq_code ctl_store_with_quota_pods(ctl_store *s, const gq_quota *q, int64_t now,
+                                  ctl_store_pods_fn fn, void *ud, gq_err *err)
 {
-    return ctl_store_reconcile_dropping(s, quota, NULL, now, out, err);
-}
-
-gq_code ctl_store_reconcile_dropping(ctl_store *s, json_object *quota, json_object *drop,
-                                     int64_t now, ctl_result *out, gq_err *err)
-{
-    seen_ctx sc = {s, drop};
-    gq_quota *q = NULL;
+    gq_code rc = GQ_OK;
     gather g = {0};
-    gq_code rc = ctl_quota_parse_spec(quota, &q, err);
-    if (rc)
-        return rc;
     /* Everything below runs under the read lock: the pod views borrow the
-     * store's strings and labels, and the recount is pure CPU work. */
+     * store's strings and labels, and fn's work is pure CPU work. */
     pthread_rwlock_rdlock(&s->lock);
     if (q->kind == GQ_QUOTA_NAMESPACED) {
         ctl_ns *n = ns_find(s, q->namespace_, gq_fnv1a(q->namespace_), NULL);
@@ -815,24 +799,30 @@ gq_code ctl_store_reconcile_dropping(ctl_store *s, json_object *quota, json_obje
             rc = gather_ns(&g, mem[i], now);
         free(mem);
     }
-    if (rc)
+    if (rc) {
         gq_err_set(err, rc, "out of memory");
-    else
-        rc = ctl_reconcile_parsed(q, quota, g.v, g.n, seen_locked, &sc, now, out, err);
+    } else {
+        ctl_store_pods v = {g.v, g.n, counted_locked, s};
+        rc = fn(ud, &v, err);
+    }
     pthread_rwlock_unlock(&s->lock);
     free(g.v);
-    gq_quota_free(q);
     return rc;
+}
+
+void ctl_queued_dispose(ctl_queued *q)
+{
+    free(q->ns);
+    free(q->name);
+    free(q->uid);
+    free(q->group);
+    free(q->claims);
 }
 
 void ctl_queued_free(ctl_queued *v, size_t n)
 {
-    for (size_t i = 0; v && i < n; i++) {
-        free(v[i].ns);
-        free(v[i].name);
-        free(v[i].uid);
-        free(v[i].group);
-    }
+    for (size_t i = 0; v && i < n; i++)
+        ctl_queued_dispose(&v[i]);
     free(v);
 }
 
@@ -844,6 +834,47 @@ static gq_code count_running(json_object *running, const ctl_pod *p)
     snprintf(key, sizeof key, "%s/%s", p->ns->name, ctl_pod_group(p));
     int64_t n = json_object_object_get_ex(running, key, &v) ? json_object_get_int64(v) : 0;
     return json_object_object_add(running, key, json_object_new_int64(n + 1)) ? GQ_ENOMEM : GQ_OK;
+}
+
+/* *q = the queued pod p of namespace ns, copied (strings and claims owned).
+ * GQ_ENOMEM leaves what was copied for ctl_queued_dispose. */
+static gq_code queued_copy(ctl_queued *q, const ctl_ns *ns, const ctl_pod *p)
+{
+    gq_code rc = GQ_OK;
+    memset(q, 0, sizeof(*q));
+    q->ns = strdup(ns->name);
+    q->name = strdup(ctl_pod_name(p));
+    q->uid = strdup(ctl_pod_uid(p));
+    q->group = ctl_pod_group(p)[0] ? strdup(ctl_pod_group(p)) : NULL;
+    if (!q->ns || !q->name || !q->uid || (ctl_pod_group(p)[0] && !q->group))
+        rc = GQ_ENOMEM;
+    q->priority_class = p->priority_class;
+    q->model = p->model;
+    q->terminating = p->terminating;
+    q->priority = p->priority;
+    q->group_size = p->group_size;
+    q->created_us = p->created_us;
+    q->gate_idx = p->gate_idx;
+    if (p->n_claims && (q->claims = malloc(p->n_claims * sizeof(*q->claims)))) {
+        memcpy(q->claims, p->claims, p->n_claims * sizeof(*q->claims));
+        q->n_claims = p->n_claims;
+    } else if (p->n_claims) {
+        rc = GQ_ENOMEM;
+    }
+    q->charge.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        q->charge.v[k] = p->charge[k];
+        q->charge.set[k] = true;
+    }
+    for (size_t c = 0; p->choices && c < p->choices->n; c++) {
+        q->model_of[c] = p->choices->model[c];
+        q->opts[c].model = p->choices->model[c]->name;
+        q->opts[c].charge = q->charge;
+        for (int k = 0; k < GQ_KEY_COUNT; k++)
+            q->opts[c].charge.v[k] = p->choices->charge[c][k];
+        q->n_opts = c + 1;
+    }
+    return rc;
 }
 
 gq_code ctl_store_queued(ctl_store *s, int64_t now, ctl_queued **out, size_t *n_out,
@@ -880,35 +911,7 @@ gq_code ctl_store_queued(ctl_store *s, int64_t now, ctl_queued **out, size_t *n_
                     v = nv;
                     cap = nc;
                 }
-                ctl_queued *q = &v[n];
-                memset(q, 0, sizeof(*q));
-                n++;
-                q->ns = strdup(ns->name);
-                q->name = strdup(ctl_pod_name(p));
-                q->uid = strdup(ctl_pod_uid(p));
-                q->group = ctl_pod_group(p)[0] ? strdup(ctl_pod_group(p)) : NULL;
-                if (!q->ns || !q->name || !q->uid || (ctl_pod_group(p)[0] && !q->group))
-                    rc = GQ_ENOMEM;
-                q->priority_class = p->priority_class;
-                q->model = p->model;
-                q->terminating = p->terminating;
-                q->priority = p->priority;
-                q->group_size = p->group_size;
-                q->created_us = p->created_us;
-                q->gate_idx = p->gate_idx;
-                q->charge.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
-                for (int k = 0; k < GQ_KEY_COUNT; k++) {
-                    q->charge.v[k] = p->charge[k];
-                    q->charge.set[k] = true;
-                }
-                for (size_t c = 0; p->choices && c < p->choices->n; c++) {
-                    q->model_of[c] = p->choices->model[c];
-                    q->opts[c].model = p->choices->model[c]->name;
-                    q->opts[c].charge = q->charge;
-                    for (int k = 0; k < GQ_KEY_COUNT; k++)
-                        q->opts[c].charge.v[k] = p->choices->charge[c][k];
-                    q->n_opts = c + 1;
-                }
+                rc = queued_copy(&v[n++], ns, p);
             }
         }
     pthread_rwlock_unlock(&s->lock);

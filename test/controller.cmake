@@ -1,5 +1,7 @@
 # Controller (controller/): records, store, reconcile and queue unit tests.
 gq_unit_test(test_ctl test_ctl.c LIBS gq_controller)
+# The queue admitter's charges: shared ResourceClaims once per quota.
+gq_unit_test(test_ctl_admit test_ctl_admit.c LIBS gq_controller)
 # The running controller over a fake kube_api (threads, no sockets).
 gq_unit_test(test_ctl_controller test_ctl_controller.c LIBS gq_controller)
 

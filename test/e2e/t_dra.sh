@@ -13,13 +13,17 @@
 #     way and charged once per quota however many pods name it; gpu-pods
 #     counts each pod; the controller frees it when its last pod goes; and
 #     concurrent creates naming one claim never pass spec.hard.
+#   - under whenExceeded: Queue the controller, which charges and ungates
+#     queued pods, charges a shared claim once too, for pods and for the
+#     members of a pod group.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
 NS=e2e-dra
 NS2=e2e-dra-shared
+NS3=e2e-dra-queue
 cleanup() {
-    kubectl delete namespace "$NS" "$NS2" --ignore-not-found --wait=true --timeout=120s >/dev/null
+    kubectl delete namespace "$NS" "$NS2" "$NS3" --ignore-not-found --wait=true --timeout=120s >/dev/null
     kubectl delete deviceclass gpu.nvidia.com --ignore-not-found >/dev/null 2>&1
 }
 trap cleanup EXIT
@@ -35,13 +39,14 @@ dra_object() {
     printf 'apiVersion: resource.k8s.io/v1\nkind: %s\nmetadata: {name: %s, namespace: %s}\nspec: %s\n' \
         "$1" "$3" "$2" "$4" | kubectl apply -f - >/dev/null
 }
-# claim_pod NAME FIELD REF: a pod whose container uses claim "gpu" (FIELD:
-# resourceClaimTemplateName or resourceClaimName).
+# claim_pod NAME FIELD REF [METADATA]: a pod whose container uses claim "gpu"
+# (FIELD: resourceClaimTemplateName or resourceClaimName); METADATA: more
+# flow-map entries of its metadata.
 claim_pod() {
     cat <<EOF
 apiVersion: v1
 kind: Pod
-metadata: {name: $1}
+metadata: {name: $1${4:+, $4}}
 spec:
   resourceClaims:
   - {name: gpu, $2: $3}
@@ -57,6 +62,7 @@ check_match "the apiserver serves resource.k8s.io/v1" "resourceclaimtemplates" \
     "$(kubectl api-resources --api-group=resource.k8s.io -o name 2>&1 | tr '\n' ' ')"
 ns "$NS" || { fail "namespace $NS"; finish; }
 ns "$NS2" || { fail "namespace $NS2"; finish; }
+ns "$NS3" || { fail "namespace $NS3"; finish; }
 kubectl apply -f - >/dev/null <<EOF
 apiVersion: resource.k8s.io/v1
 kind: DeviceClass
@@ -117,15 +123,16 @@ metadata: {name: shared, namespace: $NS2}
 spec:
   hard: {gpus: 2, gpu-memory: 160Gi, gpu-pods: 4}
 EOF
-# claim NAME COUNT: a ResourceClaim of COUNT H100s in $NS2.
+# claim NAME COUNT [NS]: a ResourceClaim of COUNT H100s in NS ($NS2).
 claim() {
-    dra_object ResourceClaim "$NS2" "$1" "{devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.com, count: $2,
+    dra_object ResourceClaim "${3:-$NS2}" "$1" "{devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.com, count: $2,
         selectors: [{cel: {expression: 'device.attributes[\"gpu.nvidia.com\"].productName == \"NVIDIA-H100-80GB-HBM3\"'}}]}}]}}"
 }
 create2() { kubectl -n "$NS2" create -f - 2>&1 <<<"$1"; }
-# usage: "gpus gpu-memory gpu-pods" of status.used (kubectl get gq -o json)
+# usage [NS QUOTA]: "gpus gpu-memory gpu-pods" of status.used of QUOTA
+# (shared) in NS ($NS2), as kubectl get gq -o json shows it.
 usage() {
-    kubectl -n "$NS2" get gq shared -o json |
+    kubectl -n "${1:-$NS2}" get gq "${2:-shared}" -o json |
         jq -r '.status.used // {} | "\(.gpus) \(.["gpu-memory"]) \(.["gpu-pods"])"'
 }
 usage_is() { [[ $(usage) == "$1" ]]; }
@@ -216,5 +223,58 @@ rm -rf "$work"
 check "4 concurrent pods naming one claim that fills spec.hard are all admitted" "4" "$admitted"
 eventually 60 usage_is "2 160Gi 4"
 check "and counted with the claim once" "2 160Gi 4" "$(usage)"
+
+# --- queued pods naming one claim: the controller charges it once ----------
+# A Queue quota whose gpus the claim fills: every pod is gated at creation
+# and the controller charges and ungates it. Charged once, the claim leaves
+# room for all three pods (gpu-pods 4); charged per pod, only the first
+# would ever start.
+quota "$NS3" queued '{gpus: 2, gpu-memory: 160Gi, gpu-pods: 4}'
+kubectl -n "$NS3" patch gq queued --type merge -p '{"spec":{"whenExceeded":"Queue"}}' >/dev/null
+claim qpair 2 "$NS3"
+gates3() { kubectl -n "$NS3" get pod "$1" -o json | jq -r '[.spec.schedulingGates[]?.name] | join(",")'; }
+ungated3() { [[ -z $(gates3 "$1") ]]; }
+usage3() { usage "$NS3" queued; }
+usage3_is() { [[ $(usage3) == "$1" ]]; }
+eventually 60 usage3_is "0 0 0"
+# The webhooks read the quota from their caches: wait until they gate.
+gated3() {
+    claim_pod probe resourceClaimName qpair | kubectl -n "$NS3" create --dry-run=server -o json -f - |
+        jq -e '.spec.schedulingGates'
+}
+eventually 30 gated3 || fail "the webhooks do not gate pods in $NS3"
+out=""
+for i in 1 2 3; do
+    out+=" $(kubectl -n "$NS3" create -f - 2>&1 <<<"$(claim_pod "qp-$i" resourceClaimName qpair)")"
+done
+check "three queued pods naming one ResourceClaim are created" \
+    " pod/qp-1 created pod/qp-2 created pod/qp-3 created" "$out"
+for i in 1 2 3; do eventually 60 ungated3 "qp-$i"; done
+check "the controller ungates all three" ",,," "$(for i in 1 2 3; do printf ,%s "$(gates3 "qp-$i")"; done)"
+eventually 60 usage3_is "2 160Gi 3"
+check "the claim counts once, each pod counts" "2 160Gi 3" "$(usage3)"
+
+# A pod group is admitted all or nothing, so a claim its members share is
+# planned once for the group: with one of two GPUs taken, a group of two
+# pods naming one claim of one GPU fits (charged per member it would need
+# three).
+kubectl -n "$NS3" delete pods --all --wait=true >/dev/null
+eventually 60 usage3_is "0 0 0"
+claim single 1 "$NS3"
+claim shared1 1 "$NS3"
+check_match "a pod naming a claim of one GPU is created" "created" \
+    "$(kubectl -n "$NS3" create -f - 2>&1 <<<"$(claim_pod solo resourceClaimName single)")"
+eventually 60 ungated3 solo
+eventually 60 usage3_is "1 80Gi 1"
+out=""
+group='labels: {gpuquota.io/pod-group: g}, annotations: {gpuquota.io/pod-group-size: "2"}'
+for i in 1 2; do
+    out+=" $(kubectl -n "$NS3" create -f - 2>&1 <<<"$(claim_pod "g-$i" resourceClaimName shared1 "$group")")"
+done
+check "a group of two pods naming one claim is created" " pod/g-1 created pod/g-2 created" "$out"
+for i in 1 2; do eventually 60 ungated3 "g-$i"; done
+check "the controller ungates the group" ",," "$(for i in 1 2; do printf ,%s "$(gates3 "g-$i")"; done)"
+eventually 60 usage3_is "2 160Gi 3"
+check "its claim counts once" "2 160Gi 3" "$(usage3)"
 
 finish

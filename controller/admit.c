@@ -1,0 +1,710 @@
+/* The queue admitter (docs/queueing.md): on the leader, one pass at a time
+ * reads the queued pods and the quotas governing them, plans which can be
+ * admitted now (gq_queue_plan), charges them in the quotas' statuses and
+ * ungates them, and says in an Event why the others wait. */
+#include "controller/ctl_run.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/gq_log.h"
+#include "common/json_member.h"
+
+/* A reservation the controller writes for a queued pod lives this long: the
+ * ungate follows at once, and one whose ungate never came (a crash and no
+ * new leader) frees the quota afterwards. */
+#define CTL_QUEUE_RESERVATION_TTL_S 120
+
+void ctl_admit_kick(ctl_controller *c)
+{
+    if (ctl_queue_add(c->queue, ADMIT_KEY))
+        GQ_ERROR("%s: cannot queue: out of memory", ADMIT_KEY);
+}
+
+/* One quota governing queued pods, read fresh for the pass. */
+typedef struct aquota {
+    json_object *obj; /* as read (GET), status edited in place before the write */
+    gq_quota *q;
+    char key[KEY_MAX];
+    char path[700];
+    bool dirty; /* reservations added: write */
+} aquota;
+
+typedef struct admit_ctx {
+    ctl_controller *c;
+    json_object *objs; /* array of quota objects (copies from the caches) */
+} admit_ctx;
+
+static int collect_quota_fn(void *ud, const char *ns, const char *name, const void *rec)
+{
+    admit_ctx *a = ud;
+    json_object *copy = NULL;
+    if (json_object_deep_copy((json_object *)rec, &copy, NULL) == 0 &&
+        json_object_array_add(a->objs, copy))
+        json_object_put(copy);
+    return 0;
+}
+
+/* "exceeded quota: NAME, requested: ..., used: ..., limited: ..." for the
+ * keys of q that in_use + need would pass: Kubernetes' quota wording. The
+ * limits are spec.hard (model_limit < 0) or spec.models.<m> (keys printed
+ * "m/gpu-memory", as /validate prints them); in_use is the planner's for
+ * those limits. */
+static void no_room_message(const gq_quota *q, int model_limit, const gq_queue_quota *pq,
+                            const gq_amounts *need, const char *group, char *buf, size_t cap)
+{
+    char req[256] = "", used[256] = "", lim[256] = "";
+    bool per_model = model_limit >= 0 && (size_t)model_limit < q->n_models;
+    const gq_amounts *hard = per_model ? &q->models[model_limit].hard : &q->hard;
+    const gq_amounts *in_use = per_model ? &pq->model_in_use[model_limit] : &pq->in_use;
+    const char *m = per_model ? q->models[model_limit].name : "", *sl = per_model ? "/" : "";
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        int64_t sum;
+        if (!hard->set[k] || need->v[k] <= 0)
+            continue;
+        if (!__builtin_add_overflow(in_use->v[k], need->v[k], &sum) && sum <= hard->v[k])
+            continue;
+        char a[GQ_QUANTITY_STR_MAX], b[GQ_QUANTITY_STR_MAX], h[GQ_QUANTITY_STR_MAX];
+        gq_amount_format(need, (gq_qkey)k, a);
+        gq_amount_format(in_use, (gq_qkey)k, b);
+        gq_amount_format(hard, (gq_qkey)k, h);
+        const char *name = gq_qkey_name((gq_qkey)k);
+        size_t l;
+        l = strlen(req);
+        snprintf(req + l, sizeof req - l, "%s%s%s%s=%s", l ? "," : "", m, sl, name, a);
+        l = strlen(used);
+        snprintf(used + l, sizeof used - l, "%s%s%s%s=%s", l ? "," : "", m, sl, name, b);
+        l = strlen(lim);
+        snprintf(lim + l, sizeof lim - l, "%s%s%s%s=%s", l ? "," : "", m, sl, name, h);
+    }
+    snprintf(buf, cap, "%s%s%sexceeded %squota: %s, requested: %s, used: %s, limited: %s",
+             group ? "pod group " : "", group ? group : "", group ? " waits: " : "",
+             q->kind == GQ_QUOTA_TENANT ? "tenant " : "", q->name, req, used, lim);
+}
+
+/* Post an Event on a queued pod when why it waits changed: once per reason
+ * (why: the state and the quota, not the figures of the message), so usage
+ * moving under a long queue does not post an Event for every pod in it. */
+static void queued_event(ctl_controller *c, const ctl_queued *p, const char *why, const char *msg,
+                         int64_t now)
+{
+    pthread_mutex_lock(&c->mu);
+    json_object *old = NULL;
+    bool same = json_object_object_get_ex(c->q_events, p->uid, &old) &&
+                !strcmp(json_object_get_string(old), why);
+    if (!same)
+        json_object_object_add(c->q_events, p->uid, json_object_new_string(why));
+    pthread_mutex_unlock(&c->mu);
+    if (same)
+        return;
+    json_object *obj = json_object_new_object(), *meta = json_object_new_object();
+    if (obj && meta && !json_object_object_add(obj, "metadata", meta)) {
+        json_object_object_add(meta, "uid", json_object_new_string(p->uid));
+        ctl_post_event_v(c, obj, "v1", "Pod", p->ns, p->name, "Queued", msg, now);
+    } else {
+        json_object_put(meta);
+    }
+    json_object_put(obj);
+}
+
+void ctl_wait_observe(ctl_controller *c, const char *qkey, double s);
+
+/* Remove the gate from p with one JSON Patch (gq_queue_ungate_patch). When
+ * the patch's tests fail (the gates moved), read the pod and try again at
+ * the gate's new place; a pod whose gate is gone needs nothing. */
+static gq_code ungate(ctl_controller *c, const ctl_queued *p, gq_err *err)
+{
+    char path[700];
+    int idx = p->gate_idx;
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", p->ns, p->name);
+    if (!c->o.api->patch_json)
+        return gq_err_set(err, GQ_EINVAL, "the API seam cannot patch pods");
+    for (int attempt = 0; attempt < 3; attempt++) {
+        json_object *patch = NULL, *cur = NULL;
+        gq_code rc = GQ_OK;
+        if (p->pin) {
+            /* The model chosen is pinned in the same patch; the pin is
+             * computed on the pod as stored (its uid is tested). */
+            rc = c->o.api->get(c->o.api->ctx, path, &cur, err);
+            if (!rc) {
+                gq_queue_pin pin = {c->o.cfg, cur, p->pin};
+                int now_idx = gq_pod_gate_index(cur);
+                if (now_idx < 0) {
+                    json_object_put(cur);
+                    return GQ_OK; /* ungated already */
+                }
+                idx = now_idx;
+                rc = gq_queue_ungate_patch(p->uid, idx, &pin, &patch, err);
+            }
+            json_object_put(cur);
+        } else {
+            rc = gq_queue_ungate_patch(p->uid, idx, NULL, &patch, err);
+        }
+        if (rc)
+            return rc;
+        rc = c->o.api->patch_json(c->o.api->ctx, path, patch, NULL, err);
+        json_object_put(patch);
+        if (rc == GQ_OK || rc == GQ_ENOTFOUND)
+            return rc;
+        GQ_DEBUG("queue: ungating pod %s/%s at gate %d: %s", p->ns, p->name, idx, err->msg);
+        json_object *pod = NULL;
+        gq_err e2;
+        gq_err_clear(&e2);
+        gq_code g = c->o.api->get(c->o.api->ctx, path, &pod, &e2);
+        if (g == GQ_ENOTFOUND)
+            return GQ_ENOTFOUND;
+        if (g) {
+            json_object_put(pod);
+            return rc;
+        }
+        const char *uid = gq_json_meta_string(pod, "uid");
+        int now_idx = gq_pod_gate_index(pod);
+        bool same = uid && !strcmp(uid, p->uid);
+        json_object_put(pod);
+        if (!same)
+            return GQ_ENOTFOUND; /* another pod under the name now */
+        if (now_idx < 0)
+            return GQ_OK; /* ungated already */
+        idx = now_idx;
+    }
+    gq_err_prefix(err, "the gates of pod %s/%s keep changing", p->ns, p->name);
+    return err->code ? err->code : GQ_ECONFLICT;
+}
+
+/* Whether a pod the plan left waiting names a shared ResourceClaim that a
+ * pod it admitted names too: the claim is charged now, and the waiting pod
+ * owes less than it was planned at. */
+static bool claims_charged_for_waiting(const ctl_queued *pods, const gq_queue_decision *dec,
+                                       size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (dec[i].state != GQ_QSTATE_NO_ROOM || !pods[i].n_claims)
+            continue;
+        for (size_t j = 0; j < n; j++) {
+            if (dec[j].state != GQ_QSTATE_ADMIT)
+                continue;
+            for (size_t a = 0; a < pods[i].n_claims; a++)
+                for (size_t b = 0; b < pods[j].n_claims; b++)
+                    if (!strcmp(pods[i].claims[a].uid, pods[j].claims[b].uid))
+                        return true;
+        }
+    }
+    return false;
+}
+
+static void aquotas_free(aquota *v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++) {
+        json_object_put(v[i].obj);
+        gq_quota_free(v[i].q);
+    }
+    free(v);
+}
+
+/* Everything one admission pass reads and decides. */
+typedef struct admit_pass {
+    ctl_controller *c;
+    int64_t now;
+    ctl_queued *pods; /* the queued pods, not ungated here already */
+    size_t n;
+    json_object *running; /* {"ns/group": members running} */
+    json_object *objs;    /* quota objects copied from the caches */
+    aquota *qs;           /* the quotas governing queued pods, read fresh */
+    gq_queue_quota *pq;   /* parallel to qs: what the planner charges */
+    size_t nq;
+    gq_queue_entry *ents; /* parallel to pods */
+    gq_queue_decision *dec;
+    size_t *qidx;           /* per entry, stride slots: indices into qs */
+    bool *paid;             /* parallel to qidx */
+    size_t stride;          /* the number of cached quota objects (at least 1) */
+    gq_model_option *popts; /* per entry, GQ_MAX_MODEL_CHOICES: options priced for the plan */
+    const gq_quota **eq;    /* scratch: the quotas of one entry */
+    gq_err err;
+} admit_pass;
+
+/* How a step of the pass went. */
+typedef enum pass_step {
+    STEP_OK,     /* go on */
+    STEP_DONE,   /* nothing (more) to do */
+    STEP_STALE,  /* a quota changed under us (409): again, on fresh reads */
+    STEP_FAILED, /* an error: again, after backoff */
+} pass_step;
+
+static void pass_dispose(admit_pass *a)
+{
+    aquotas_free(a->qs, a->nq);
+    free(a->ents);
+    free(a->dec);
+    free(a->qidx);
+    free(a->paid);
+    free(a->pq);
+    free(a->popts);
+    free(a->eq);
+    ctl_queued_free(a->pods, a->n);
+    json_object_put(a->running);
+    json_object_put(a->objs);
+}
+
+/* Read, under the lock: pods ungated by this replica whose change the cache
+ * has not shown yet are charged and done (dropped from pods); forget the
+ * ones it has shown, and the event reasons of pods no longer queued.
+ * Returns how many pods remain. */
+static size_t drop_ungated(ctl_controller *c, ctl_queued *pods, size_t n)
+{
+    pthread_mutex_lock(&c->mu);
+    json_object *still = json_object_new_object();
+    size_t keep = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_object *t = NULL;
+        if (json_object_object_get_ex(c->ungated, pods[i].uid, &t)) {
+            if (still)
+                json_object_object_add(still, pods[i].uid, json_object_get(t));
+            ctl_queued_dispose(&pods[i]);
+            continue;
+        }
+        pods[keep++] = pods[i];
+    }
+    if (still) {
+        json_object_put(c->ungated);
+        c->ungated = still;
+    }
+    json_object *ev = json_object_new_object();
+    for (size_t i = 0; ev && i < keep; i++) {
+        json_object *t = NULL;
+        if (json_object_object_get_ex(c->q_events, pods[i].uid, &t))
+            json_object_object_add(ev, pods[i].uid, json_object_get(t));
+    }
+    if (ev) {
+        json_object_put(c->q_events);
+        c->q_events = ev;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return keep;
+}
+
+/* Read: the queued pods and the cached quota objects; the pass's arrays. */
+static pass_step read_queue(admit_pass *a)
+{
+    ctl_controller *c = a->c;
+    if (!(a->objs = json_object_new_array()) ||
+        ctl_store_queued(c->store, a->now, &a->pods, &a->n, &a->running))
+        return STEP_FAILED;
+    a->n = drop_ungated(c, a->pods, a->n);
+    if (!a->n)
+        return STEP_DONE;
+    admit_ctx ac = {c, a->objs};
+    kube_cache_foreach(c->quotas, collect_quota_fn, &ac);
+    kube_cache_foreach(c->tenants, collect_quota_fn, &ac);
+    size_t nobj = json_object_array_length(a->objs);
+    a->stride = nobj ? nobj : 1;
+    a->qs = calloc(a->stride, sizeof(*a->qs));
+    a->pq = calloc(a->stride, sizeof(*a->pq));
+    a->eq = calloc(a->stride, sizeof(*a->eq));
+    a->ents = calloc(a->n, sizeof(*a->ents));
+    a->dec = calloc(a->n, sizeof(*a->dec));
+    a->qidx = calloc(a->n * a->stride, sizeof(*a->qidx));
+    a->paid = calloc(a->n * a->stride, sizeof(*a->paid));
+    a->popts = calloc(a->n * GQ_MAX_MODEL_CHOICES, sizeof(*a->popts));
+    bool ok = a->qs && a->pq && a->eq && a->ents && a->dec && a->qidx && a->paid && a->popts;
+    return ok ? STEP_OK : STEP_FAILED;
+}
+
+/* Whether q (a cached spec) limits and matches some queued pod. */
+static bool governs_queued(const admit_pass *a, const gq_quota *q)
+{
+    for (size_t i = 0; i < a->n; i++) {
+        const ctl_queued *p = &a->pods[i];
+        gq_pod_facts f = {p->ns, p->priority_class, p->terminating, false, p->model};
+        if (gq_quota_limits(q, &p->charge) && ctl_store_matches(a->c->store, q, &f))
+            return true;
+    }
+    return false;
+}
+
+/* Read: quota q (its cached spec) afresh into qs[nq] when it governs a
+ * queued pod: its status and resourceVersion are what the pass charges. */
+static pass_step read_quota(admit_pass *a, const gq_quota *q)
+{
+    ctl_controller *c = a->c;
+    aquota *aq = &a->qs[a->nq];
+    bool tenant = q->kind == GQ_QUOTA_TENANT;
+    const char *ns = tenant ? "" : q->namespace_;
+    ctl_make_key(aq->key, tenant ? 't' : 'q', ns, q->name);
+    ctl_quota_path(aq->path, sizeof aq->path, ns, q->name);
+    gq_code rc = c->o.api->get(c->o.api->ctx, aq->path, &aq->obj, &a->err);
+    if (rc == GQ_ENOTFOUND)
+        return STEP_OK;
+    if (rc || !aq->obj || gq_quota_parse(aq->obj, &aq->q, &a->err) != GQ_OK) {
+        GQ_WARN("queue: cannot read %s: %s", aq->path, a->err.msg);
+        json_object_put(aq->obj);
+        aq->obj = NULL;
+        return STEP_FAILED;
+    }
+    gq_queue_quota *pq = &a->pq[a->nq++];
+    bool bad = gq_quota_in_use(aq->q, a->now, NULL, &pq->in_use, &a->err) != GQ_OK;
+    for (size_t m = 0; !bad && m < aq->q->n_models && m < GQ_CRD_MAX_QUOTA_MODELS; m++)
+        bad = gq_quota_model_in_use(aq->q, &aq->q->models[m], a->now, NULL, &pq->model_in_use[m],
+                                    &a->err) != GQ_OK;
+    if (bad)
+        return STEP_FAILED;
+    pq->q = aq->q;
+    return STEP_OK;
+}
+
+/* Read: which quotas govern which queued pods, on the cached specs, each
+ * such quota read afresh. */
+static pass_step read_quotas(admit_pass *a)
+{
+    size_t nobj = json_object_array_length(a->objs);
+    for (size_t j = 0; j < nobj; j++) {
+        gq_quota *q = NULL;
+        if (ctl_quota_parse_spec(json_object_array_get_idx(a->objs, j), &q, &a->err) != GQ_OK)
+            continue; /* invalid spec: its reconcile reports it; it charges nothing */
+        pass_step st = governs_queued(a, q) ? read_quota(a, q) : STEP_OK;
+        gq_quota_free(q);
+        if (st != STEP_OK)
+            return st;
+    }
+    return STEP_OK;
+}
+
+/* The live reservation keyed uid in q, or NULL. */
+static const gq_reservation *live_reservation(const gq_quota *q, const char *uid, int64_t now)
+{
+    for (size_t r = 0; r < q->n_reservations; r++)
+        if (!strcmp(q->reservations[r].key, uid) && q->reservations[r].expires > now)
+            return &q->reservations[r];
+    return NULL;
+}
+
+/* Evaluate: the quotas entry i charges (those that limit and match its pod)
+ * and whether it holds a reservation in each already. */
+static void entry_quotas(admit_pass *a, size_t i)
+{
+    const ctl_queued *p = &a->pods[i];
+    gq_queue_entry *e = &a->ents[i];
+    gq_pod_facts f = {p->ns, p->priority_class, p->terminating, false, p->model};
+    size_t m = 0;
+    for (size_t j = 0; j < a->nq; j++) {
+        if (!gq_quota_limits(a->qs[j].q, &p->charge) ||
+            !ctl_store_matches(a->c->store, a->qs[j].q, &f))
+            continue;
+        a->qidx[i * a->stride + m] = j;
+        a->paid[i * a->stride + m] = live_reservation(a->qs[j].q, p->uid, a->now) != NULL;
+        a->eq[m++] = a->qs[j].q;
+    }
+    e->quotas = &a->qidx[i * a->stride];
+    e->paid = &a->paid[i * a->stride];
+    e->n_quotas = m;
+}
+
+/* Evaluate: the options of entry i priced for the plan. One already charged
+ * (a reservation carries its model) keeps that model. */
+static void entry_options(admit_pass *a, size_t i)
+{
+    const ctl_queued *p = &a->pods[i];
+    gq_queue_entry *e = &a->ents[i];
+    gq_model_option *o = &a->popts[i * GQ_MAX_MODEL_CHOICES];
+    for (size_t k = 0; k < p->n_opts; k++) {
+        o[k].model = p->opts[k].model;
+        ctl_plan_charge(&p->opts[k].charge, p->claims, p->n_claims, a->eq, e->n_quotas, a->now,
+                        &o[k].charge);
+    }
+    if (!p->n_opts)
+        return;
+    e->options = o;
+    e->n_options = p->n_opts;
+    const char *held = NULL;
+    for (size_t j = 0; j < a->nq && !held; j++) {
+        const gq_reservation *r = live_reservation(a->qs[j].q, p->uid, a->now);
+        held = r ? r->model : NULL;
+    }
+    for (size_t k = 0; held && k < p->n_opts; k++)
+        if (!strcmp(p->opts[k].model, held)) {
+            e->options = &o[k];
+            e->n_options = 1;
+        }
+}
+
+/* Evaluate: the planner's entry for queued pod i. */
+static void build_entry(admit_pass *a, size_t i)
+{
+    ctl_queued *p = &a->pods[i];
+    gq_queue_entry *e = &a->ents[i];
+    e->uid = p->uid;
+    e->priority = p->priority;
+    e->created_us = p->created_us;
+    e->model = p->model;
+    if (p->group) {
+        char gk[600];
+        json_object *r = NULL;
+        snprintf(gk, sizeof gk, "%s/%s", p->ns, p->group);
+        free(p->group);
+        p->group = strdup(gk);
+        e->group = p->group;
+        e->group_size = p->group_size;
+        e->group_running =
+            json_object_object_get_ex(a->running, gk, &r) ? json_object_get_int64(r) : 0;
+    }
+    entry_quotas(a, i);
+    /* A shared claim its quotas charge already costs it nothing more. */
+    ctl_plan_charge(&p->charge, p->claims, p->n_claims, a->eq, e->n_quotas, a->now, &e->charge);
+    entry_options(a, i);
+}
+
+/* Whether entry i plans shared claim uid: some quota it charges does not
+ * charge the claim yet (ctl_plan_charge kept it in). */
+static bool plans_claim(const admit_pass *a, size_t i, const char *uid)
+{
+    const gq_queue_entry *e = &a->ents[i];
+    for (size_t m = 0; m < e->n_quotas; m++)
+        if (!ctl_quota_charges_claim(a->qs[e->quotas[m]].q, uid, a->now))
+            return true;
+    return !e->n_quotas;
+}
+
+static bool has_paid(const admit_pass *a, size_t i)
+{
+    for (size_t m = 0; m < a->ents[i].n_quotas; m++)
+        if (a->ents[i].paid[m])
+            return true;
+    return false;
+}
+
+static bool names_claim(const ctl_queued *p, const char *uid)
+{
+    for (size_t k = 0; k < p->n_claims; k++)
+        if (!strcmp(p->claims[k].uid, uid))
+            return true;
+    return false;
+}
+
+/* Whether a member of pod i's group before it, unpaid, plans claim uid. */
+static bool earlier_member_plans(const admit_pass *a, size_t i, const char *uid)
+{
+    for (size_t j = 0; j < i; j++)
+        if (a->pods[j].group && !strcmp(a->pods[j].group, a->pods[i].group) &&
+            names_claim(&a->pods[j], uid) && !has_paid(a, j) && plans_claim(a, j, uid))
+            return true;
+    return false;
+}
+
+/* Members of a pod group are admitted all or nothing, so a shared claim
+ * several unpaid members name is planned once, on the first of them (the
+ * charges written then hold it once too: ctl_admit_charge). */
+static void group_claims_once(admit_pass *a)
+{
+    for (size_t i = 0; i < a->n; i++) {
+        const ctl_queued *p = &a->pods[i];
+        if (!p->group || has_paid(a, i))
+            continue;
+        for (size_t k = 0; k < p->n_claims; k++) {
+            const gq_shared_claim *c = &p->claims[k];
+            if (!plans_claim(a, i, c->uid) || !earlier_member_plans(a, i, c->uid))
+                continue;
+            gq_charge_own(&a->ents[i].charge, c, 1, &a->ents[i].charge);
+            for (size_t o = 0; o < p->n_opts; o++) {
+                gq_model_option *opt = &a->popts[i * GQ_MAX_MODEL_CHOICES + o];
+                gq_charge_own(&opt->charge, c, 1, &opt->charge);
+            }
+        }
+    }
+}
+
+/* Evaluate: which queued pods can be admitted now (gq_queue_plan). */
+static pass_step plan(admit_pass *a)
+{
+    for (size_t i = 0; i < a->n; i++)
+        build_entry(a, i);
+    group_claims_once(a);
+    if (gq_queue_plan(a->ents, a->n, a->pq, a->nq, a->dec, &a->err) != GQ_OK) {
+        GQ_ERROR("queue: %s", a->err.msg);
+        return STEP_FAILED;
+    }
+    return STEP_OK;
+}
+
+/* Admitted pod i takes the model the planner chose among several: its
+ * charge on that model, and the model its ungate pins. */
+static void take_choice(admit_pass *a, size_t i)
+{
+    ctl_queued *p = &a->pods[i];
+    const gq_queue_entry *e = &a->ents[i];
+    if (!e->n_options)
+        return;
+    const gq_model_option *chosen = &e->options[a->dec[i].option];
+    size_t at = (size_t)(chosen - &a->popts[i * GQ_MAX_MODEL_CHOICES]);
+    p->charge = p->opts[at].charge;
+    p->model = chosen->model;
+    p->pin = p->model_of[at];
+}
+
+/* Evaluate: every admitted pod's charges into the statuses of the quotas
+ * it has not paid yet (ctl_admit_charge), marking them to write. */
+static pass_step charge_admitted(admit_pass *a)
+{
+    for (size_t i = 0; i < a->n; i++) {
+        if (a->dec[i].state != GQ_QSTATE_ADMIT)
+            continue;
+        take_choice(a, i);
+        const ctl_queued *p = &a->pods[i];
+        ctl_admitted ad = {p->ns,     p->name,   p->uid,      p->model,
+                           p->charge, p->claims, p->n_claims, a->now + CTL_QUEUE_RESERVATION_TTL_S};
+        for (size_t m = 0; m < a->ents[i].n_quotas; m++) {
+            if (a->ents[i].paid[m])
+                continue;
+            aquota *aq = &a->qs[a->ents[i].quotas[m]];
+            json_object *st = gq_json_member(aq->obj, "status");
+            if (!st || !json_object_is_type(st, json_type_object)) {
+                st = json_object_new_object();
+                json_object_object_add(aq->obj, "status", st);
+            }
+            if (ctl_admit_charge(st, aq->q, &ad, a->now, &aq->dirty, &a->err) != GQ_OK) {
+                GQ_WARN("queue: %s: %s", aq->path, a->err.msg);
+                return STEP_FAILED;
+            }
+        }
+    }
+    return STEP_OK;
+}
+
+/* Write: one status update per quota holding every new charge, with the
+ * resourceVersion read. */
+static pass_step write_charges(admit_pass *a)
+{
+    ctl_controller *c = a->c;
+    for (size_t j = 0; j < a->nq; j++) {
+        if (!a->qs[j].dirty)
+            continue;
+        gq_code rc =
+            c->o.api->update_status(c->o.api->ctx, a->qs[j].path, a->qs[j].obj, NULL, &a->err);
+        if (rc == GQ_ECONFLICT)
+            return STEP_STALE; /* someone charged first; what was written counts as paid */
+        if (rc) {
+            GQ_WARN("queue: charging %s: %s", a->qs[j].path, a->err.msg);
+            return STEP_FAILED;
+        }
+        atomic_fetch_add(&c->writes, 1);
+        atomic_fetch_add(&c->q_charges, 1);
+    }
+    return STEP_OK;
+}
+
+/* Write: every admitted pod now holds all its charges: ungate it. A pod
+ * that cannot be ungated fails the pass, after the others. */
+static pass_step ungate_admitted(admit_pass *a)
+{
+    ctl_controller *c = a->c;
+    pass_step st = STEP_OK;
+    for (size_t i = 0; i < a->n; i++) {
+        const ctl_queued *p = &a->pods[i];
+        if (a->dec[i].state != GQ_QSTATE_ADMIT)
+            continue;
+        gq_code rc = ungate(c, p, &a->err);
+        if (rc && rc != GQ_ENOTFOUND) {
+            GQ_WARN("queue: cannot ungate pod %s/%s: %s", p->ns, p->name, a->err.msg);
+            st = STEP_FAILED;
+            continue;
+        }
+        if (rc == GQ_OK) {
+            atomic_fetch_add(&c->q_ungated, 1);
+            GQ_INFO("queue: admitted pod %s/%s (position %zu)", p->ns, p->name, a->dec[i].position);
+            double waited = p->created_us ? (double)(a->now * 1000000 - p->created_us) / 1e6 : 0;
+            for (size_t m = 0; m < a->ents[i].n_quotas; m++)
+                ctl_wait_observe(c, a->qs[a->ents[i].quotas[m]].key, waited < 0 ? 0 : waited);
+        }
+        pthread_mutex_lock(&c->mu);
+        json_object_object_add(c->ungated, p->uid, json_object_new_boolean(1));
+        pthread_mutex_unlock(&c->mu);
+    }
+    return st;
+}
+
+/* Why waiting pod i waits, in words (msg) and as a reason that changes only
+ * with the state and the quota (why). */
+static void waiting_message(const admit_pass *a, size_t i, char *msg, size_t cap, char *why,
+                            size_t why_cap)
+{
+    const gq_queue_decision *d = &a->dec[i];
+    const ctl_queued *p = &a->pods[i];
+    const gq_quota *q = d->quota < a->nq ? a->qs[d->quota].q : NULL;
+    switch (d->state) {
+    case GQ_QSTATE_ADMIT:
+        break;
+    case GQ_QSTATE_NO_ROOM:
+        no_room_message(q, d->model_limit, &a->pq[d->quota], &d->need,
+                        a->ents[i].group ? p->group : NULL, msg, cap);
+        break;
+    case GQ_QSTATE_BEHIND_HEAD:
+        snprintf(msg, cap,
+                 "waiting in line behind %lld pod(s) of %s %s (StrictFIFO) that do not fit yet",
+                 (long long)d->ahead, q->kind == GQ_QUOTA_TENANT ? "tenant quota" : "quota",
+                 q->name);
+        break;
+    case GQ_QSTATE_WAIT_MEMBERS:
+        snprintf(msg, cap, "pod group %s waits for its members: %lld of %lld queued, %lld running",
+                 p->group, (long long)d->members, (long long)a->ents[i].group_size,
+                 (long long)a->ents[i].group_running);
+        break;
+    case GQ_QSTATE_GROUP_MISMATCH:
+        snprintf(msg, cap,
+                 "pod group %s: members disagree on annotation " GQ_POD_GROUP_SIZE_ANNOTATION
+                 "; none is admitted until they agree",
+                 p->group);
+        break;
+    }
+    if (d->state == GQ_QSTATE_NO_ROOM || d->state == GQ_QSTATE_BEHIND_HEAD)
+        snprintf(why, why_cap, "%d %s", (int)d->state, a->qs[d->quota].key);
+    else
+        snprintf(why, why_cap, "%d %lld", (int)d->state, (long long)d->members);
+}
+
+/* Write: an Event on each waiting pod saying why, when that changed. */
+static void say_why_waiting(admit_pass *a)
+{
+    for (size_t i = 0; i < a->n; i++) {
+        char msg[1024], why[KEY_MAX + 64];
+        if (a->dec[i].state == GQ_QSTATE_ADMIT)
+            continue;
+        waiting_message(a, i, msg, sizeof msg, why, sizeof why);
+        queued_event(a->c, &a->pods[i], why, msg, a->now);
+    }
+}
+
+/* The admission pass: every queued pod in order, charged and ungated when
+ * its quotas have room (gq_queue_plan). Charges are reservations written
+ * with the resourceVersion read, as /validate writes them; a 409 ends the
+ * pass and runs it again on fresh reads. Reservations written before a
+ * conflict or a crash stay and count as paid on the next pass, so nobody is
+ * charged twice and a new leader finishes what the last one began. */
+int ctl_admit_pass(ctl_controller *c)
+{
+    admit_pass a = {.c = c, .now = ctl_wall_now(c)};
+    bool replan = false;
+    gq_err_clear(&a.err);
+    pass_step st = read_queue(&a);
+    if (st == STEP_OK)
+        st = read_quotas(&a);
+    if (st == STEP_OK)
+        st = plan(&a);
+    if (st == STEP_OK)
+        st = charge_admitted(&a);
+    if (st == STEP_OK)
+        st = write_charges(&a);
+    if (st == STEP_OK) {
+        /* A waiting pod naming a claim charged just now is planned again
+         * without it. */
+        replan = claims_charged_for_waiting(a.pods, a.dec, a.n);
+        st = ungate_admitted(&a);
+        say_why_waiting(&a);
+    }
+    if (st == STEP_STALE || ((st == STEP_OK || st == STEP_DONE) && replan))
+        ctl_requeue_after(c, ADMIT_KEY, 5);
+    else if (st == STEP_FAILED)
+        ctl_backoff(c, ADMIT_KEY);
+    else
+        ctl_queue_forget(c->queue, ADMIT_KEY);
+    pass_dispose(&a);
+    return st == STEP_STALE ? RES_CONFLICT : st == STEP_FAILED ? RES_ERROR : RES_OK;
+}

@@ -1,0 +1,115 @@
+/* What the queue admitter charges a quota for a queued pod it admits: the
+ * pod's reservation and, once per quota, the shared ResourceClaims it names,
+ * by the rule /validate charges them (gq_claims_once; docs/models-and-dra.md,
+ * "DRA claims"). Pure: quotas and statuses are the caller's objects. */
+#include "controller/ctl_int.h"
+
+#include <string.h>
+
+#include "common/json_member.h"
+
+bool ctl_quota_charges_claim(const gq_quota *q, const char *uid, int64_t now)
+{
+    for (size_t r = 0; q && r < q->n_reservations; r++) {
+        const gq_reservation *res = &q->reservations[r];
+        if (res->claim && !strcmp(res->key, uid) && (res->counted || res->expires > now))
+            return true;
+    }
+    return false;
+}
+
+void ctl_plan_charge(const gq_amounts *charge, const gq_shared_claim *claims, size_t n_claims,
+                     const gq_quota *const *qs, size_t nq, int64_t now, gq_amounts *out)
+{
+    gq_shared_claim held[GQ_POD_MAX_CLAIMS];
+    size_t n_held = 0;
+    for (size_t k = 0; nq && k < n_claims && n_held < GQ_POD_MAX_CLAIMS; k++) {
+        bool everywhere = true;
+        for (size_t j = 0; j < nq && everywhere; j++)
+            everywhere = ctl_quota_charges_claim(qs[j], claims[k].uid, now);
+        if (everywhere)
+            held[n_held++] = claims[k];
+    }
+    gq_charge_own(charge, held, n_held, out);
+}
+
+/* Whether status holds a claim record keyed uid: one an earlier admission
+ * of this pass added. */
+static bool status_has_claim(json_object *status, const char *uid)
+{
+    json_object *arr = gq_json_member(status, "reservations");
+    if (!arr || !json_object_is_type(arr, json_type_array))
+        return false;
+    for (size_t i = 0; i < json_object_array_length(arr); i++) {
+        json_object *r = json_object_array_get_idx(arr, i);
+        json_object *claim = gq_json_member(r, "claim");
+        const char *key = gq_json_get_string(r, "key");
+        if (claim && json_object_get_boolean(claim) && key && !strcmp(key, uid))
+            return true;
+    }
+    return false;
+}
+
+typedef struct claim_seen {
+    const gq_quota *q;
+    json_object *status;
+    int64_t now;
+} claim_seen;
+
+static bool claim_charged(void *ud, const char *uid)
+{
+    const claim_seen *cs = ud;
+    return ctl_quota_charges_claim(cs->q, uid, cs->now) || status_has_claim(cs->status, uid);
+}
+
+/* Append r to status; *added when it was not there. */
+static gq_code add_record(json_object *status, const gq_reservation *r, bool *added, gq_err *err)
+{
+    bool now_added = false;
+    gq_code rc = gq_status_add_reservation(status, r, &now_added, err);
+    if (!rc && now_added)
+        *added = true;
+    return rc;
+}
+
+gq_code ctl_admit_charge(json_object *status, const gq_quota *q, const ctl_admitted *p, int64_t now,
+                         bool *added, gq_err *err)
+{
+    size_t n = p->n_claims < GQ_POD_MAX_CLAIMS ? p->n_claims : GQ_POD_MAX_CLAIMS;
+    gq_claim_ref refs[GQ_POD_MAX_CLAIMS];
+    char *uids[GQ_POD_MAX_CLAIMS];
+    gq_reservation r = {.key = (char *)p->uid,
+                        .namespace_ = (char *)p->ns,
+                        .pod = (char *)p->name,
+                        .expires = p->expires,
+                        .model = (char *)p->model,
+                        .claims = uids,
+                        .n_claims = n};
+    /* The pod's reservation holds its own part and names its claims: the
+     * reconcile keeps them charged until it has seen the pod. */
+    gq_charge_own(&p->charge, p->claims, n, &r.amounts);
+    for (size_t k = 0; k < n; k++) {
+        uids[k] = (char *)p->claims[k].uid;
+        refs[k] = (gq_claim_ref){&p->claims[k], k};
+    }
+    /* A lapsed record keyed like a new one would keep the new one out. */
+    gq_code rc = gq_status_drop_expired(status, now, NULL, err);
+    if (!rc)
+        rc = add_record(status, &r, added, err);
+    if (rc)
+        return rc;
+    claim_seen cs = {q, status, now};
+    size_t fresh = gq_claims_once(refs, n, claim_charged, &cs);
+    for (size_t k = 0; k < fresh && !rc; k++) {
+        const gq_shared_claim *sc = refs[k].claim;
+        gq_reservation c = {.key = (char *)sc->uid,
+                            .namespace_ = (char *)p->ns,
+                            .pod = (char *)sc->name,
+                            .expires = p->expires,
+                            .model = sc->model ? (char *)sc->model->name : NULL,
+                            .claim = true};
+        gq_claim_amounts(sc, &c.amounts);
+        rc = add_record(status, &c, added, err);
+    }
+    return rc;
+}

@@ -1,0 +1,145 @@
+/* The running controller's small shared pieces (ctl_run.h): clocks, keys
+ * and paths, per-quota state, requeues and Events. controller.c and admit.c
+ * both use them; they call neither. */
+#include "controller/ctl_run.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/gq_log.h"
+#include "common/hash.h"
+#include "common/json_member.h"
+#include "common/rfc3339.h"
+
+const double ctl_wait_bounds[W_BUCKETS] = {0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 14400};
+
+int64_t ctl_wall_now(ctl_controller *c)
+{
+    return c->o.now ? c->o.now(c->o.clock_ud) : (int64_t)time(NULL);
+}
+
+int64_t ctl_mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+bool ctl_quota_path(char *path, size_t cap, const char *ns, const char *name)
+{
+    int n = ns[0] ? snprintf(path, cap, API_GQ "/namespaces/%s/gpuquotas/%s", ns, name)
+                  : snprintf(path, cap, API_GQ "/gputenantquotas/%s", name);
+    return n > 0 && (size_t)n < cap;
+}
+
+bool ctl_make_key(char key[KEY_MAX], char kind, const char *ns, const char *name)
+{
+    int n = kind == 'q' ? snprintf(key, KEY_MAX, "q/%s/%s", ns, name)
+                        : snprintf(key, KEY_MAX, "t/%s", name);
+    return n > 0 && n < KEY_MAX;
+}
+
+kstate *ctl_ks_get(ctl_controller *c, const char *key, bool create)
+{
+    size_t b = (size_t)(gq_fnv1a(key) % KS_BUCKETS);
+    for (kstate *k = c->ks[b]; k; k = k->next)
+        if (!strcmp(k->key, key))
+            return k;
+    if (!create)
+        return NULL;
+    size_t len = strlen(key);
+    kstate *k = calloc(1, sizeof(*k) + len + 1);
+    if (!k)
+        return NULL;
+    memcpy(k->key, key, len + 1);
+    k->next = c->ks[b];
+    c->ks[b] = k;
+    return k;
+}
+
+/* core/v1 Event on the quota (namespace "default" for cluster-scoped
+ * tenants, as Kubernetes does). Best effort: failures are logged. */
+void ctl_post_event_v(ctl_controller *c, json_object *obj, const char *api_version,
+                      const char *kind, const char *ns, const char *name, const char *reason,
+                      const char *message, int64_t now)
+{
+    char ts[GQ_RFC3339_MAX], evname[320], path[320];
+    const char *evns = ns[0] ? ns : "default";
+    json_object *meta = gq_json_member(obj, "metadata");
+    gq_time_format_rfc3339(now, ts);
+    snprintf(evname, sizeof evname, "%.240s.%" PRIx64, name, (uint64_t)ctl_mono_us() * 1000);
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/events", evns);
+    json_object *ev = json_object_new_object(), *m = json_object_new_object(),
+                *io = json_object_new_object(), *src = json_object_new_object();
+    if (!ev || !m || !io || !src) {
+        json_object_put(ev);
+        json_object_put(m);
+        json_object_put(io);
+        json_object_put(src);
+        return;
+    }
+    json_object_object_add(m, "name", json_object_new_string(evname));
+    json_object_object_add(m, "namespace", json_object_new_string(evns));
+    json_object_object_add(io, "apiVersion", json_object_new_string(api_version));
+    json_object_object_add(io, "kind", json_object_new_string(kind));
+    json_object_object_add(io, "name", json_object_new_string(name));
+    if (ns[0])
+        json_object_object_add(io, "namespace", json_object_new_string(ns));
+    const char *uid = gq_json_get_string(meta, "uid"),
+               *rv = gq_json_meta_string(obj, "resourceVersion");
+    if (uid)
+        json_object_object_add(io, "uid", json_object_new_string(uid));
+    if (rv)
+        json_object_object_add(io, "resourceVersion", json_object_new_string(rv));
+    json_object_object_add(src, "component", json_object_new_string("gpuquota-controller"));
+    json_object_object_add(ev, "apiVersion", json_object_new_string("v1"));
+    json_object_object_add(ev, "kind", json_object_new_string("Event"));
+    json_object_object_add(ev, "metadata", m);
+    json_object_object_add(ev, "involvedObject", io);
+    json_object_object_add(ev, "reason", json_object_new_string(reason));
+    json_object_object_add(ev, "message", json_object_new_string(message));
+    json_object_object_add(ev, "type", json_object_new_string("Warning"));
+    json_object_object_add(ev, "source", src);
+    json_object_object_add(ev, "firstTimestamp", json_object_new_string(ts));
+    json_object_object_add(ev, "lastTimestamp", json_object_new_string(ts));
+    json_object_object_add(ev, "count", json_object_new_int(1));
+    json_object_object_add(ev, "reportingComponent", json_object_new_string("gpuquota-controller"));
+    json_object_object_add(ev, "reportingInstance", json_object_new_string(c->identity));
+    gq_err err;
+    gq_err_clear(&err);
+    if (c->o.api->create(c->o.api->ctx, path, ev, NULL, &err) == GQ_OK)
+        atomic_fetch_add(&c->events, 1);
+    else
+        GQ_WARN("%s %s%s%s: cannot record event: %s", kind, ns, ns[0] ? "/" : "", name, err.msg);
+    json_object_put(ev);
+}
+
+/* The queue only fails on out-of-memory; the periodic resync recovers. */
+void ctl_backoff(ctl_controller *c, const char *key)
+{
+    if (ctl_queue_add_rate_limited(c->queue, key, NULL))
+        GQ_ERROR("%s: cannot requeue: out of memory", key);
+}
+
+void ctl_requeue_after(ctl_controller *c, const char *key, long ms)
+{
+    if (ctl_queue_add_after(c->queue, key, ms))
+        GQ_ERROR("%s: cannot requeue: out of memory", key);
+}
+
+void ctl_wait_observe(ctl_controller *c, const char *qkey, double s)
+{
+    pthread_mutex_lock(&c->mu);
+    kstate *k = ctl_ks_get(c, qkey, true);
+    if (k) {
+        int i = 0;
+        while (i < W_BUCKETS && s > ctl_wait_bounds[i])
+            i++;
+        k->wait_hist[i]++;
+        k->wait_sum += s;
+    }
+    pthread_mutex_unlock(&c->mu);
+}

@@ -1,0 +1,111 @@
+/* Private to controller.c and admit.c: the running controller's state and
+ * the pieces of it the queue admitter shares. */
+#ifndef CTL_RUN_H
+#define CTL_RUN_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "controller/ctl_int.h"
+#include "kube/kube.h"
+
+#define API_GQ "/apis/gpuquota.io/v1alpha1"
+#define KS_BUCKETS 1024
+#define N_BUCKETS 12
+
+#define W_BUCKETS 10
+
+/* Per-quota state kept between reconciles, keyed like the queue. */
+typedef struct kstate {
+    struct kstate *next;
+    char *sent_rv;        /* resourceVersion our last write was based on */
+    char *written_rv;     /* resourceVersion our last write produced */
+    json_object *written; /* what the API server returned for that write */
+    gq_amounts used, hard;
+    bool gauges;
+    int64_t queued_pods;                    /* pods queued behind the gate it governs */
+    unsigned long wait_hist[W_BUCKETS + 1]; /* seconds queued pods waited (ungated) */
+    double wait_sum;
+    /* When this replica first saw each reservation of the quota whose pod
+     * it has not seen: {key: monotonic ms}. */
+    json_object *first_seen;
+    char *ns; /* "" for tenants */
+    char *name;
+    char key[];
+} kstate;
+
+typedef struct tenant_ent {
+    char *name;
+    gq_quota *q;
+} tenant_ent;
+
+enum { RES_OK, RES_CONFLICT, RES_ERROR, RES_INVALID, RES_COUNT };
+
+struct ctl_controller {
+    ctl_controller_opts o;
+    char *lease_ns, *lease_name, *identity;
+    ctl_store *store;
+    ctl_queue *queue;
+    kube_cache *pods, *quotas, *tenants, *nss;
+    kube_leader_elect *le;
+    pthread_t *threads;
+    unsigned n_threads;
+    pthread_t resync;
+    bool resync_started, started, stopped;
+    atomic_int stop, leading, synced;
+
+    pthread_mutex_t mu; /* tenants, kstates */
+    tenant_ent *tv;
+    size_t n_tenants, cap_tenants;
+    kstate *ks[KS_BUCKETS];
+
+    atomic_ulong results[RES_COUNT], writes, events, cost_errors, abandoned;
+    atomic_ulong q_charges, q_ungated;
+    json_object *ungated;  /* {uid: true}: ungated here, not yet seen ungated (mu) */
+    json_object *q_events; /* {uid: message}: why each queued pod was said to wait (mu) */
+    atomic_ulong hist[N_BUCKETS + 1], hist_sum_us;
+};
+
+/* The queue key of a GPUQuota ('q') or tenant ('t'). */
+#define KEY_MAX 600
+
+/* The work-queue key of the admission pass: one pass at a time (the queue
+ * never hands a key to two workers), on the leader only. */
+#define ADMIT_KEY "a/queue"
+
+/* Upper bounds (seconds) of the queue wait histogram's buckets. */
+extern const double ctl_wait_bounds[W_BUCKETS];
+
+/* Wall clock (Unix seconds): the options' clock, else time(). */
+int64_t ctl_wall_now(ctl_controller *c);
+/* Monotonic clock, microseconds. */
+int64_t ctl_mono_us(void);
+/* The per-quota state of key (c->mu held); created when create (NULL when
+ * out of memory), else NULL when there is none. */
+kstate *ctl_ks_get(ctl_controller *c, const char *key, bool create);
+/* key = the queue key of kind 'q' (ns, name) or 't' (name); false when too
+ * long. */
+bool ctl_make_key(char key[KEY_MAX], char kind, const char *ns, const char *name);
+/* path = the API path of GPUQuota ns/name, or of GPUTenantQuota name when
+ * ns is empty; false when it does not fit in cap. */
+bool ctl_quota_path(char *path, size_t cap, const char *ns, const char *name);
+/* Requeue key after its next backoff delay / after ms. */
+void ctl_backoff(ctl_controller *c, const char *key);
+void ctl_requeue_after(ctl_controller *c, const char *key, long ms);
+/* Post an Event (reason, message) about obj (kind api_version/kind, ns,
+ * name) at now; failures are logged, never returned. */
+void ctl_post_event_v(ctl_controller *c, json_object *obj, const char *api_version,
+                      const char *kind, const char *ns, const char *name, const char *reason,
+                      const char *message, int64_t now);
+/* Count s seconds of queueing in the wait histogram of quota key qkey. */
+void ctl_wait_observe(ctl_controller *c, const char *qkey, double s);
+
+/* --- the queue admitter (admit.c) --- */
+
+/* Ask for an admission pass. */
+void ctl_admit_kick(ctl_controller *c);
+/* One admission pass: every queued pod in order, charged and ungated when
+ * its quotas have room (docs/queueing.md). Returns RES_*; requeues itself. */
+int ctl_admit_pass(ctl_controller *c);
+
+#endif

@@ -60,10 +60,12 @@ eventually "pod a counted in used, its reservation dropped" 10 "4Gi []" \
 
 # 2. A pod refused by a later webhook leaves a charge behind (a phantom): it
 #    holds quota until the controller drops it after the grace period.
+#    The controller's grace period counts from when it first sees the
+#    charge, which is after this create began: measure from here.
+PH=$(now_ms)
 OUT=$(pod b- 6Gi '  labels: {refuse: "yes"}' | k create -f -)
 check_match "pod b refused after gpuquota charged it" 'failed calling webhook "refuse.example.com"' "$OUT"
 check "no pod b stored" 0 "$(k get pods -n team-r -o name | grep -c '/b-')"
-PH=$(now_ms)
 check_match "its charge is held" '^\[\{"key":"[0-9a-f-]{36}","pod":"b-[a-z0-9]{5}","gpu-memory":"6Gi"\}\]$' "$(reservations)"
 check_match "while held, quota is taken" 'exceeded quota: r, requested: gpu-memory=1Gi, used: gpu-memory=10Gi, limited: gpu-memory=10Gi' \
     "$(pod c- 1Gi | k create -f -)"

@@ -35,7 +35,7 @@ static void usage(FILE *f)
             "  --lease-name NAME        name of the Lease (gpuquota-controller)\n"
             "  --metrics-listen ADDR    plain-HTTP /metrics, /healthz, /readyz (:8080)\n"
             "  --resync DURATION        full resync period, e.g. 30s, 5m (5m)\n"
-            "  --workers N              reconcile threads (2)\n"
+            "  --workers N              reconcile threads (8)\n"
             "  --reservation-grace D    drop a reservation whose pod has not appeared this long\n"
             "                           after it was first seen (35s: the 30 s webhook timeout\n"
             "                           bound on admission, plus slack)\n"
@@ -96,7 +96,7 @@ static int parse_args(int argc, char **argv, controller_args *a)
 {
     memset(a, 0, sizeof(*a));
     a->metrics_listen = ":8080";
-    a->workers = 2;
+    a->workers = CTL_WORKERS;
     a->resync_ms = 300000;
     const gq_cli_opt opts[] = {
         {.name = "--kubeconfig", .kind = GQ_OPT_STRING, .dst = &a->kubeconfig},

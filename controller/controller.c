@@ -880,7 +880,7 @@ gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, g
         return gq_err_set(err, GQ_ENOMEM, "out of memory");
     c->o = *o;
     if (!c->o.workers)
-        c->o.workers = 2;
+        c->o.workers = CTL_WORKERS;
     if (c->o.resync_ms <= 0)
         c->o.resync_ms = 300000;
     if (c->o.reservation_grace_ms <= 0)

@@ -313,7 +313,7 @@ typedef struct ctl_controller ctl_controller;
 typedef struct ctl_controller_opts {
     const kube_api *api;                        /* borrowed; must outlive the controller */
     const gq_config *cfg;                       /* borrowed; prices pods */
-    unsigned workers;                           /* reconcile threads; 0: 2 */
+    unsigned workers;                           /* reconcile threads; 0: CTL_WORKERS */
     long resync_ms;                             /* full resync period; 0: 300000 */
     bool leader_elect;                          /* reconcile only while holding the Lease */
     const char *lease_namespace;                /* NULL: "gpuquota-system" */
@@ -339,6 +339,14 @@ typedef struct ctl_controller_opts {
  * moment the controller first sees it. */
 #define CTL_ADMISSION_BOUND_MS 30000L
 #define CTL_RESERVATION_GRACE_MS (CTL_ADMISSION_BOUND_MS + 5000L)
+
+/* Reconcile threads by default. A worker holds its quota for a status
+ * write's round trip to kube-apiserver (12-34 ms measured on a loaded
+ * 2-CPU control plane), so writes per second are about workers / round
+ * trip; pods spread over many namespaces need one write each. 8 workers
+ * halved event -> status p50 at 50 creates + 50 deletes/s against 2
+ * (docs/performance.md). */
+#define CTL_WORKERS 8u
 
 /* A controller over o->api (options copied). Not started. */
 gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, gq_err *err) GQ_WUR;

@@ -35,8 +35,8 @@
 # GQ_BENCH_SCALE_PODS (20000; 0 skips the controller scale part),
 # GQ_BENCH_SCALE_NS (1000), GQ_BENCH_CHURN_RATE (100 creates/s and as many
 # deletes/s against the scale state; 0 skips the churn), GQ_BENCH_CHURN_SECONDS
-# (20), GQ_BENCH_CHURN_WORKERS (8: one more churn with the controllers run
-# with --workers 8; 0 skips it), GQ_BENCH_OUT (folder kept with the raw JSON lines and logs; default a
+# (20), GQ_BENCH_CHURN_WORKERS (2: one more churn with the controllers run
+# with --workers 2, the default before it became 8; 0 skips it), GQ_BENCH_OUT (folder kept with the raw JSON lines and logs; default a
 # temporary one, removed).
 set -euo pipefail
 build=${1:?usage: bench-pods.sh BUILD_DIR}
@@ -48,7 +48,7 @@ SCALE_PODS=${GQ_BENCH_SCALE_PODS:-20000}
 SCALE_NS=${GQ_BENCH_SCALE_NS:-1000}
 CHURN_RATE=${GQ_BENCH_CHURN_RATE:-100}
 CHURN_SECONDS=${GQ_BENCH_CHURN_SECONDS:-20}
-CHURN_WORKERS=${GQ_BENCH_CHURN_WORKERS:-8}
+CHURN_WORKERS=${GQ_BENCH_CHURN_WORKERS:-2}
 NSPREAD=50
 
 if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then

@@ -2,6 +2,12 @@
 # (charging, conflicts, rollback, dry run, tamper, group commit under threads).
 gq_unit_test(test_validate test_validate.c admission_testutil.c faultstore.c LIBS gq_webhook gq_kube)
 
+# /validate as an asynchronous handler of a real server over a slow store:
+# batches larger than the server's threads, a deadline while suspended, a
+# full queue, and stopping with connections suspended.
+gq_unit_test(test_validate_async test_validate_async.c admission_testutil.c faultstore.c
+             LIBS gq_webhook gq_kube)
+
 # The store over the API server: what comes from the informer caches and what
 # is read live (stale caches, scopes without quotas), failed live reads, and
 # concurrent live reads sharing one request; through a fake kube_api.

@@ -76,3 +76,7 @@ add_test(NAME webhook_too_many_trusted_users
                  --trusted-user 7 --trusted-user 8 --trusted-user 9 --trusted-user 10
                  --trusted-user 11 --trusted-user 12 --trusted-user 13 --trusted-user 14
                  --trusted-user 15 --trusted-user 16 --trusted-user 17)
+add_test(NAME webhook_max_batch_range
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 2 1
+                 "^gpuquota webhook: --max-batch 0: expected a whole number in 1..4096$"
+                 ${GQ_BIN} webhook --tls-cert a --tls-key b --max-batch 0)

@@ -388,6 +388,15 @@ int gq_cmd_webhook(int argc, char **argv)
     so.client_cns = client_cns;
     raise_nofile(so.max_connections);
 
+    /* Signals are taken synchronously by this thread: block them before any
+     * other thread exists (caches, chargers, server) so every one inherits
+     * the mask. */
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP); /* reopen the audit log; must never kill us */
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+
     if (gq_cli_load_config(config_path, &cfg, &err) || wh_metrics_new(GQ_VERSION, &metrics) ||
         (so.metrics = metrics, wh_server_new(&so, &srv, &err)))
         goto fail;
@@ -415,14 +424,6 @@ int gq_cmd_webhook(int argc, char **argv)
                                      .get_claim = vc.store.get_claim};
     if (mutate_setup(&mutate_ctx, cfg, lr, audit, metrics, srv, &err))
         goto fail;
-
-    /* Signals are taken synchronously by this thread: block them before the
-     * server's threads exist so every thread inherits the mask. */
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGHUP); /* reopen the audit log; must never kill us */
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
     if (wh_server_start(srv, &err))
         goto fail;

@@ -30,7 +30,7 @@ static void usage(FILE *f)
                "                        [--drain-seconds N] [--reservation-ttl DURATION]\n"
                "                        [--trusted-user NAME]... [--max-body-memory SIZE]\n"
                "                        [--read-timeout DURATION] [--max-connections N]\n"
-               "                        [--max-connections-per-ip N]\n"
+               "                        [--max-connections-per-ip N] [--max-batch N]\n"
                "                        [--client-ca FILE [--client-cn NAME]...]\n"
                "\n"
                "Serves /mutate and /validate over HTTPS (TLS 1.2+), plus /healthz, /readyz\n"
@@ -49,6 +49,8 @@ static void usage(FILE *f)
                "holds before the controller has counted the pod. --trusted-user (repeatable)\n"
                "replaces the identities allowed to change gpuquota.io/ labels and\n"
                "annotations of pods (default: gpuquota's webhook and controller accounts).\n"
+               "--max-batch N (default 256) is how many charges against one quota one\n"
+               "status write may carry (group commit); 1 writes each charge on its own.\n"
                "\n"
                "Abuse limits: request bodies buffered at once share --max-body-memory\n"
                "(default 32Mi; a request that would exceed it gets 503 with Retry-After at\n"
@@ -223,8 +225,8 @@ static gq_code validate_setup(validate_ctx *vc, const char *kubeconfig, const gq
     wh_kubestore_set_metrics(vc->ks, vo->metrics);
     vo->audit = audit;
     if ((rc = wh_validator_new(cfg, &vc->store, vo, &vc->v, err)) ||
-        (rc = wh_server_add_handler(srv, "/validate", WH_ROUTE_POST_JSON, wh_validate_handle, vc->v,
-                                    err)) ||
+        (rc = wh_server_add_async_handler(srv, "/validate", WH_ROUTE_POST_JSON,
+                                          wh_validate_handle_async, vc->v, err)) ||
         (rc = wh_kubestore_start(vc->ks, err)))
         return rc;
     *served = true;
@@ -251,8 +253,8 @@ static void validate_stop_ready(validate_ctx *vc)
 static void validate_teardown(validate_ctx *vc)
 {
     validate_stop_ready(vc);
+    wh_validator_free(vc->v);  /* its chargers finish what is queued, on the store */
     wh_kubestore_free(vc->ks); /* stops the caches first */
-    wh_validator_free(vc->v);
     kube_client_free(vc->client);
     kube_config_free(vc->kcfg);
 }
@@ -263,6 +265,7 @@ typedef struct webhook_args {
     const char *config_path, *kubeconfig;
     long threads, drain_s, ttl_s, read_timeout_s, max_conns;
     long max_conns_ip; /* 0: the server's default for max_conns */
+    long max_batch;
     int64_t body_memory;
     gq_cli_list trusted, client_cns;
     const char *trusted_v[WH_TRUSTED_USERS_MAX];
@@ -294,6 +297,7 @@ static int parse_args(int argc, char **argv, webhook_args *a)
     a->ttl_s = WH_RESERVATION_TTL_DEFAULT;
     a->read_timeout_s = WH_READ_TIMEOUT_DEFAULT;
     a->max_conns = WH_MAX_CONNECTIONS_DEFAULT;
+    a->max_batch = WH_BATCH_MAX_DEFAULT;
     a->body_memory = (int64_t)WH_MAX_BODY_MEMORY_DEFAULT;
     a->trusted = (gq_cli_list){a->trusted_v, 0, WH_TRUSTED_USERS_MAX};
     a->client_cns = (gq_cli_list){a->client_cns_v, 0, WH_MAX_CLIENT_CNS};
@@ -325,6 +329,7 @@ static int parse_args(int argc, char **argv, webhook_args *a)
          .dst = &a->max_conns_ip,
          .min = 1,
          .max = 1000000},
+        {.name = "--max-batch", .kind = GQ_OPT_LONG, .dst = &a->max_batch, .min = 1, .max = 4096},
         {.name = "--client-ca", .kind = GQ_OPT_STRING, .dst = &a->so.client_ca_file},
         {.name = "--client-cn", .kind = GQ_OPT_LIST, .dst = &a->client_cns},
     };
@@ -384,6 +389,15 @@ int gq_cmd_webhook(int argc, char **argv)
     so.client_cns = client_cns;
     raise_nofile(so.max_connections);
 
+    /* Signals are taken synchronously by this thread: block them before any
+     * other thread exists (caches, chargers, server) so every one inherits
+     * the mask. */
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP); /* reopen the audit log; must never kill us */
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+
     if (gq_cli_load_config(config_path, &cfg, &err) || wh_metrics_new(GQ_VERSION, &metrics) ||
         (so.metrics = metrics, wh_server_new(&so, &srv, &err)))
         goto fail;
@@ -394,6 +408,7 @@ int gq_cmd_webhook(int argc, char **argv)
     wh_validate_opts vo = {.reservation_ttl_s = ttl_s,
                            .trusted_users = n_trusted ? trusted : NULL,
                            .n_trusted_users = n_trusted,
+                           .max_batch = (unsigned)a.max_batch,
                            .metrics = metrics};
     if (audit_setup(cfg, metrics, &audit, &err) ||
         validate_setup(&vc, kubeconfig, cfg, audit, &vo, srv, &validating, &err))
@@ -410,14 +425,6 @@ int gq_cmd_webhook(int argc, char **argv)
                                      .get_claim = vc.store.get_claim};
     if (mutate_setup(&mutate_ctx, cfg, lr, audit, metrics, srv, &err))
         goto fail;
-
-    /* Signals are taken synchronously by this thread: block them before the
-     * server's threads exist so every thread inherits the mask. */
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGHUP); /* reopen the audit log; must never kill us */
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
     if (wh_server_start(srv, &err))
         goto fail;

@@ -15,6 +15,7 @@ NAMES = {
     "gq-3": "5 gpuquota, 3 replicas",
     "hooks": "W webhooks, no quota",
     "gq-t32": "3t as 3, --threads 32",
+    "gq-b1": "3n as 3, --max-batch 1 (no group commit)",
 }
 ORDER = list(NAMES)
 
@@ -88,7 +89,8 @@ def main(path):
     print("Ratios to ResourceQuota (2), same cell, same round; median (min-max) over rounds.")
     print("Throughput: >= 1.0 means at least as fast; p99: <= 1.0 means no slower.")
     print()
-    ratios = ("gq", "gq-tenant", "gq-3", "gq-t32", "hooks")
+    ratios = tuple(c for c in ("gq", "gq-tenant", "gq-3", "gq-b1", "gq-t32", "hooks")
+                   if any(c in cell for cell in cells.values()))
     print("| cell | " + " | ".join(f"{NAMES[c].split()[0]}/2 creates/s | {NAMES[c].split()[0]}/2 p99"
                                    for c in ratios) + " | apiserver CPU/create 3/2 |")
     print("|---" * (2 * len(ratios) + 2) + "|")
@@ -118,7 +120,7 @@ def main(path):
           "| /mutate mean ms | /validate mean ms | largest status: reservations, KB |")
     print("|---|---|---|---|---|---|---|")
     for key in sorted(cells, key=lambda k: (k[2] == "fit", k[1], k[0])):
-        for c in ("native", "hooks", "gq", "gq-tenant", "gq-3", "gq-t32"):
+        for c in ("native", "hooks", "gq", "gq-tenant", "gq-3", "gq-b1", "gq-t32"):
             rs = cells[key].get(c, [])
             if not rs:
                 continue

@@ -19,10 +19,10 @@
 # and two that say where the cost is:
 #   hooks     gpuquota's webhooks called, no quota to charge (the price of
 #             the two HTTPS calls alone)
-#   gq-t32    as gq, the replica run with --threads 32 instead of the default
-#             (one thread per CPU: 2 here); /validate holds its thread while
-#             it charges, so the pool bounds how many charges a group commit
-#             can gather
+#   gq-b1     as gq, the replica run with --max-batch 1: group commit off,
+#             one status write per charge
+#   gq-t32    (not in the default list) as gq with --threads 32 instead of
+#             the default one server thread per CPU
 # The quota admits 3/4 of the pods sent and denies the rest ("deny" runs);
 # one more cell (one namespace, 64 clients) sizes it so that every pod fits.
 # The gpuquota controller (2 replicas, leader election, as deployed) runs
@@ -33,11 +33,13 @@
 # 30-150 creates/s on the shared 2-CPU machine, and one round has 33 runs),
 # GQ_BENCH_ROUNDS (1),
 # GQ_BENCH_SCALE_PODS (20000; 0 skips the controller scale part),
-# GQ_BENCH_SCALE_NS (1000), GQ_BENCH_CHURN_RATE (100 creates/s and as many
-# deletes/s against the scale state; 0 skips the churn), GQ_BENCH_CHURN_SECONDS
-# (20), GQ_BENCH_CHURN_WORKERS (2: one more churn with the controllers run
-# with --workers 2, the default before it became 8; 0 skips it), GQ_BENCH_OUT (folder kept with the raw JSON lines and logs; default a
-# temporary one, removed).
+# GQ_BENCH_SCALE_NS (1000), GQ_BENCH_CONFIGS (the pod-create configurations,
+# default "floor native hooks gq gq-tenant gq-3 gq-b1"), GQ_BENCH_CHURN_RATE
+# (100 creates/s and as many deletes/s against the scale state; 0 skips the
+# churn), GQ_BENCH_CHURN_SECONDS (20), GQ_BENCH_CHURN_WORKERS (2: one more
+# churn with the controllers run with --workers 2, the default before it
+# became 8; 0 skips it), GQ_BENCH_OUT (folder kept with the raw JSON lines
+# and logs; default a temporary one, removed).
 set -euo pipefail
 build=${1:?usage: bench-pods.sh BUILD_DIR}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -167,6 +169,7 @@ state() {
     floor | native) hooks off; controllers off ;;
     hooks | gq | gq-tenant) controllers on; replicas 1; hooks on ;;
     gq-t32) controllers on; replicas 1 --threads 32; hooks on ;;
+    gq-b1) controllers on; replicas 1 --max-batch 1; hooks on ;;
     gq-3) controllers on; replicas 3; hooks on ;;
     esac
 }
@@ -204,7 +207,7 @@ spec: {hard: {requests.aliyun.com/gpu-mem: \"$hard\"}}
 "
         done
         ;;
-    gq | gq-3 | gq-t32)
+    gq | gq-3 | gq-t32 | gq-b1)
         for n in "$@"; do
             docs+="apiVersion: gpuquota.io/v1alpha1
 kind: GPUQuota
@@ -293,8 +296,9 @@ one() {
 
 # In an order that restarts the webhooks as rarely as possible.
 # GQ_BENCH_ROUNDS=0 leaves the create benchmark out (only the controller part).
-configs=(floor native hooks gq gq-tenant gq-3 gq-t32)
-reverse=(gq-t32 gq-3 gq-tenant gq hooks native floor)
+read -r -a configs <<<"${GQ_BENCH_CONFIGS:-floor native hooks gq gq-tenant gq-3 gq-b1}"
+reverse=()
+for ((i = ${#configs[@]} - 1; i >= 0; i--)); do reverse+=("${configs[i]}"); done
 : >"$out/results.jsonl"
 for ((r = 1; r <= ROUNDS; r++)); do
     echo "round $r (load average $(cut -d' ' -f1-3 /proc/loadavg))"

@@ -2,6 +2,12 @@
 # (charging, conflicts, rollback, dry run, tamper, group commit under threads).
 gq_unit_test(test_validate test_validate.c admission_testutil.c faultstore.c LIBS gq_webhook gq_kube)
 
+# /validate as an asynchronous handler of a real server over a slow store:
+# batches larger than the server's threads, a deadline while suspended, a
+# full queue, and stopping with connections suspended.
+gq_unit_test(test_validate_async test_validate_async.c admission_testutil.c faultstore.c
+             LIBS gq_webhook gq_kube)
+
 # The store over the API server: what comes from the informer caches and what
 # is read live (stale caches, scopes without quotas), failed live reads, and
 # concurrent live reads sharing one request; through a fake kube_api.
@@ -58,3 +64,7 @@ add_test(NAME webhook_too_many_trusted_users
                  --trusted-user 7 --trusted-user 8 --trusted-user 9 --trusted-user 10
                  --trusted-user 11 --trusted-user 12 --trusted-user 13 --trusted-user 14
                  --trusted-user 15 --trusted-user 16 --trusted-user 17)
+add_test(NAME webhook_max_batch_range
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 2 1
+                 "^gpuquota webhook: --max-batch 0: expected a whole number in 1..4096$"
+                 ${GQ_BIN} webhook --tls-cert a --tls-key b --max-batch 0)

@@ -213,6 +213,47 @@ check "no API server: /mutate fails closed for a GPU pod (500, failurePolicy dec
     "500 {\"code\":500,\"message\":\"cannot read the GPULimitRanges of team-lr: GET /apis/gpuquota.io/v1alpha1/namespaces/team-lr/gpulimitranges: Couldn't connect to server\"}" \
     "$(wh 3 -H 'Content-Type: application/json' --data-binary "@$work/lr.json" -w ' %{http_code}' /mutate | awk '{code = $NF; $NF = ""; sub(/ $/, ""); print code, $0}')"
 
+# SIGTERM while reviews wait for their charge: a replica with one server
+# thread takes 20 reviews at once (each API call slowed to 300 ms); they wait
+# suspended, not in threads. It is stopped while they wait: every one gets
+# its answer (the quota is full: denied), and it exits 0.
+"$gq" webhook --tls-cert "$work/certs/tls.crt" --tls-key "$work/certs/tls.key" \
+    --listen 127.0.0.1:0 --threads 1 --kubeconfig "$KUBECONFIG" 2>"$work/webhook4.log" &
+pid4=$!
+pids+=("$pid4")
+for _ in $(seq 100); do
+    port=$(sed -n 's/.*"listening on [^"]*:\([0-9][0-9]*\)".*/\1/p' "$work/webhook4.log" | head -1)
+    [[ -n "$port" ]] && break
+    sleep 0.1
+done
+ports+=("$port")
+ready4() { [[ $(wh 4 -o /dev/null -w '%{http_code}' /readyz) == 200 ]] && echo yes; }
+eventually "one-thread replica ready" 20 yes ready4
+gets() { curl -sS "$S/standin/stats" | jq .requests.get; }
+gets0=$(gets)
+fault '{"latencyMs":300}'
+mkdir -p "$work/term"
+curls=()
+for i in $(seq 20); do
+    sed "s/conc-$i\"/term-$i\"/; s/\"p$i\"/\"t$i\"/" "$work/rv/$i.json" >"$work/term/$i.json"
+    wh 4 -H 'Content-Type: application/json' --data-binary "@$work/term/$i.json" \
+        -o "$work/term/$i.out" /validate &
+    curls+=($!)
+done
+round_started() { (($(gets) > gets0)) && echo yes; }
+eventually "a charge round under way" 20 yes round_started
+kill -TERM "$pid4"
+for p in "${curls[@]}"; do wait "$p"; done
+if wait "$pid4"; then pass "stopped with charges waiting: exit 0"; else fail "stopped with charges waiting: exit $?"; fi
+curl -sS -X POST "$S/standin/reset" >/dev/null
+check "stopped with charges waiting: all 20 answered" 20 \
+    "$(grep -l '"uid":"term-.*"allowed":false.*exceeded quota: ten' "$work"/term/*.out | wc -l)"
+pids=("${pids[@]:0:${#pids[@]}-1}")
+if grep -q 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error' "$work/webhook4.log"; then
+    fail "webhook 4 sanitizer report"
+    grep -v '"level":"info"' "$work/webhook4.log" | head -40
+fi
+
 for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
 for p in "${pids[@]}"; do
     wait "$p" || { fail "process $p exited with $?"; }

@@ -142,8 +142,23 @@ typedef struct route {
     char path[WH_MAX_PATH];
     wh_route_kind kind;
     wh_handler_fn fn;
+    wh_async_handler_fn afn; /* instead of fn for an asynchronous handler */
     void *ctx;
 } route;
+
+/* An answer an asynchronous handler gives later. Two references: the
+ * handler's (dropped by wh_deferred_finish) and the server's (dropped when
+ * the server has taken the answer, or the request ended without it). */
+struct wh_deferred {
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* answered: wh_server_dispatch waits on it */
+    atomic_int refs;
+    bool answered;  /* resp holds the answer */
+    bool suspended; /* the connection waits suspended, on srv->suspended */
+    wh_response resp;
+    struct MHD_Connection *conn; /* NULL under wh_server_dispatch */
+    struct wh_deferred *prev, *next;
+};
 
 /* Where a connection stands with respect to the read deadline. */
 typedef enum conn_phase {
@@ -196,6 +211,11 @@ struct wh_server {
 
     pthread_mutex_t conns_lock; /* guards the list and each entry's life */
     wh_conn *conns;
+
+    /* Connections suspended for an asynchronous answer; taken before a
+     * wh_deferred's own lock. */
+    pthread_mutex_t deferred_lock;
+    wh_deferred *suspended;
 
     pthread_mutex_t msg_lock; /* guards start_msg */
     bool capture_msg;         /* MHD_start_daemon is running: keep its last message */
@@ -965,6 +985,7 @@ gq_code wh_server_new(const wh_server_options *opts, wh_server **out, gq_err *er
     pthread_mutex_init(&srv->reload_lock, NULL);
     pthread_mutex_init(&srv->stop_lock, NULL);
     pthread_mutex_init(&srv->conns_lock, NULL);
+    pthread_mutex_init(&srv->deferred_lock, NULL);
     pthread_mutex_init(&srv->msg_lock, NULL);
     pthread_cond_init(&srv->stop_cond, NULL);
     srv->plain = opts->insecure_plain_http;
@@ -1004,12 +1025,12 @@ out:
     return rc;
 }
 
-gq_code wh_server_add_handler(wh_server *srv, const char *path, wh_route_kind kind,
-                              wh_handler_fn fn, void *ctx, gq_err *err)
+static gq_code add_route(wh_server *srv, const char *path, wh_route_kind kind, wh_handler_fn fn,
+                         wh_async_handler_fn afn, void *ctx, gq_err *err)
 {
     if (srv->daemon)
         return gq_err_set(err, GQ_EINVAL, "handlers must be added before the server starts");
-    if (!path || path[0] != '/' || strlen(path) >= WH_MAX_PATH || !fn ||
+    if (!path || path[0] != '/' || strlen(path) >= WH_MAX_PATH || (!fn && !afn) ||
         (kind != WH_ROUTE_GET && kind != WH_ROUTE_POST_JSON))
         return gq_err_set(err, GQ_EINVAL, "bad handler registration for %s",
                           path ? path : "(null)");
@@ -1022,8 +1043,95 @@ gq_code wh_server_add_handler(wh_server *srv, const char *path, wh_route_kind ki
     gq_copy_trunc(r->path, sizeof(r->path), path);
     r->kind = kind;
     r->fn = fn;
+    r->afn = afn;
     r->ctx = ctx;
     return GQ_OK;
+}
+
+gq_code wh_server_add_handler(wh_server *srv, const char *path, wh_route_kind kind,
+                              wh_handler_fn fn, void *ctx, gq_err *err)
+{
+    return add_route(srv, path, kind, fn, NULL, ctx, err);
+}
+
+gq_code wh_server_add_async_handler(wh_server *srv, const char *path, wh_route_kind kind,
+                                    wh_async_handler_fn fn, void *ctx, gq_err *err)
+{
+    return add_route(srv, path, kind, NULL, fn, ctx, err);
+}
+
+/* ---------------------------------------------------- asynchronous answers */
+
+static wh_deferred *deferred_new(struct MHD_Connection *conn)
+{
+    wh_deferred *d = calloc(1, sizeof(*d));
+    if (!d)
+        return NULL;
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_cond_init(&d->cv, NULL);
+    atomic_init(&d->refs, 2);
+    wh_response_init(&d->resp);
+    d->conn = conn;
+    return d;
+}
+
+static void deferred_unref(wh_deferred *d)
+{
+    if (atomic_fetch_sub(&d->refs, 1) != 1)
+        return;
+    wh_response_dispose(&d->resp);
+    pthread_cond_destroy(&d->cv);
+    pthread_mutex_destroy(&d->mu);
+    free(d);
+}
+
+void wh_deferred_finish(wh_deferred *d, wh_response *resp)
+{
+    pthread_mutex_lock(&d->mu);
+    if (!d->answered) {
+        d->resp = *resp;
+        wh_response_init(resp);
+        d->answered = true;
+        /* Safe from any thread; libmicrohttpd's ITC wakes the connection's
+         * thread, which calls access_handler again to send it. */
+        if (d->suspended)
+            MHD_resume_connection(d->conn);
+        pthread_cond_broadcast(&d->cv);
+    }
+    pthread_mutex_unlock(&d->mu);
+    wh_response_dispose(resp);
+    deferred_unref(d);
+}
+
+/* The answer, once given (the server's reference is dropped). */
+static void deferred_take(wh_deferred *d, wh_response *resp)
+{
+    pthread_mutex_lock(&d->mu);
+    while (!d->answered)
+        pthread_cond_wait(&d->cv, &d->mu);
+    *resp = d->resp;
+    wh_response_init(&d->resp);
+    pthread_mutex_unlock(&d->mu);
+    deferred_unref(d);
+}
+
+/* Run an asynchronous handler; *later is the pending answer when it kept
+ * one (NULL when resp holds the answer). */
+static void run_async(const route *r, const wh_request *req, wh_response *resp,
+                      struct MHD_Connection *conn, wh_deferred **later)
+{
+    *later = NULL;
+    wh_deferred *d = deferred_new(conn);
+    if (!d) {
+        wh_response_error(resp, 500, "out of memory");
+        return;
+    }
+    if (r->afn(r->ctx, req, resp, d)) {
+        *later = d;
+        return;
+    }
+    deferred_unref(d); /* never kept: both references go */
+    deferred_unref(d);
 }
 
 unsigned wh_server_port(const wh_server *srv)
@@ -1108,13 +1216,24 @@ static const route *check_request(const wh_server *srv, const char *method, cons
     return r;
 }
 
-static void run_handler(const route *r, const wh_request *req, wh_response *resp)
+static void check_answer(const route *r, wh_response *resp)
 {
-    r->fn(r->ctx, req, resp);
     if (resp->status < 100 || resp->status > 599) {
         wh_response_dispose(resp);
         wh_response_error(resp, 500, "handler for %s produced no response", r->path);
     }
+}
+
+static void run_handler(const route *r, const wh_request *req, wh_response *resp)
+{
+    wh_deferred *later = NULL;
+    if (r->afn)
+        run_async(r, req, resp, NULL, &later);
+    else
+        r->fn(r->ctx, req, resp);
+    if (later)
+        deferred_take(later, resp);
+    check_answer(r, resp);
 }
 
 /* The one place where error replies are counted and logged. */
@@ -1141,6 +1260,7 @@ void wh_server_dispatch(wh_server *srv, const wh_request *req, wh_response *resp
 
 typedef struct req_state {
     const route *route;
+    wh_deferred *later; /* suspended for an asynchronous answer */
     char *body;
     size_t len, cap;
     size_t reserved; /* bytes of the body budget held */
@@ -1353,6 +1473,94 @@ static enum MHD_Result request_data(wh_server *srv, req_state *st, const char *d
     return MHD_YES;
 }
 
+static void suspended_unlink(wh_server *srv, wh_deferred *d)
+{
+    if (d->prev)
+        d->prev->next = d->next;
+    else
+        srv->suspended = d->next;
+    if (d->next)
+        d->next->prev = d->prev;
+    d->prev = d->next = NULL;
+}
+
+/* The asynchronous handler kept its answer: send it now if it is already
+ * there, else suspend the connection (no thread waits for it) until
+ * wh_deferred_finish resumes it. The read deadline stops here. */
+static enum MHD_Result await_answer(wh_server *srv, struct MHD_Connection *conn, req_state *st,
+                                    wh_deferred *d, const wh_request *req, wh_response *resp)
+{
+    conn_set_phase(conn_of(conn), CONN_SERVING);
+    pthread_mutex_lock(&srv->deferred_lock);
+    pthread_mutex_lock(&d->mu);
+    bool ready = d->answered;
+    if (ready) {
+        *resp = d->resp;
+        wh_response_init(&d->resp);
+    } else {
+        MHD_suspend_connection(conn);
+        d->suspended = true;
+        d->next = srv->suspended;
+        if (d->next)
+            d->next->prev = d;
+        srv->suspended = d;
+        st->later = d;
+    }
+    pthread_mutex_unlock(&d->mu);
+    pthread_mutex_unlock(&srv->deferred_lock);
+    if (!ready)
+        return MHD_YES;
+    deferred_unref(d);
+    check_answer(st->route, resp);
+    return reply(srv, conn, req, resp);
+}
+
+/* The connection was resumed: its answer is there. */
+static enum MHD_Result send_answer(wh_server *srv, struct MHD_Connection *conn, req_state *st,
+                                   const wh_request *req, wh_response *resp)
+{
+    wh_deferred *d = st->later;
+    st->later = NULL;
+    pthread_mutex_lock(&srv->deferred_lock);
+    suspended_unlink(srv, d);
+    pthread_mutex_unlock(&srv->deferred_lock);
+    deferred_take(d, resp);
+    check_answer(st->route, resp);
+    return reply(srv, conn, req, resp);
+}
+
+/* The whole body has arrived: answer it, now or (asynchronous handler)
+ * once the handler gives its answer. */
+static enum MHD_Result request_end(wh_server *srv, struct MHD_Connection *conn, req_state *st,
+                                   wh_request *req)
+{
+    wh_response resp;
+    wh_response_init(&resp);
+    req->content_type =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    req->timeout = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "timeout");
+    if (st->too_large) {
+        wh_response_error(&resp, 413, "request body exceeds %zu bytes", srv->max_body);
+    } else if (st->over_budget) {
+        error_busy(srv, &resp);
+    } else {
+        if (st->body)
+            st->body[st->len] = '\0';
+        req->body = st->body ? st->body : "";
+        req->body_len = st->len;
+        if (st->route->afn) {
+            wh_deferred *later = NULL;
+            run_async(st->route, req, &resp, conn, &later);
+            if (later)
+                return await_answer(srv, conn, st, later, req, &resp);
+            check_answer(st->route, &resp);
+        } else {
+            run_handler(st->route, req, &resp);
+        }
+    }
+    return reply(srv, conn, req, &resp);
+}
+
 static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, const char *url,
                                       const char *method, const char *version,
                                       const char *upload_data, size_t *upload_data_size,
@@ -1383,6 +1591,12 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
         return MHD_YES;
     }
 
+    if (st->later) {
+        wh_response_init(&resp);
+        format_addr(conn, remote, sizeof(remote));
+        return send_answer(srv, conn, st, &req, &resp);
+    }
+
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
@@ -1390,23 +1604,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
     }
 
     /* Whole body received. */
-    wh_response_init(&resp);
     format_addr(conn, remote, sizeof(remote));
-    req.content_type =
-        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-    req.timeout = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "timeout");
-    if (st->too_large) {
-        wh_response_error(&resp, 413, "request body exceeds %zu bytes", srv->max_body);
-    } else if (st->over_budget) {
-        error_busy(srv, &resp);
-    } else {
-        if (st->body)
-            st->body[st->len] = '\0';
-        req.body = st->body ? st->body : "";
-        req.body_len = st->len;
-        run_handler(st->route, &req, &resp);
-    }
-    return reply(srv, conn, &req, &resp);
+    return request_end(srv, conn, st, &req);
 }
 
 static void request_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -1414,6 +1613,12 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
 {
     wh_server *srv = cls;
     req_state *st = *con_cls;
+    if (st && st->later) { /* ended without its answer (the daemon stopped) */
+        pthread_mutex_lock(&srv->deferred_lock);
+        suspended_unlink(srv, st->later);
+        pthread_mutex_unlock(&srv->deferred_lock);
+        deferred_unref(st->later);
+    }
     if (st) {
         body_free(srv, st);
         free(st);
@@ -1556,10 +1761,11 @@ gq_code wh_server_start(wh_server *srv, gq_err *err)
 
     /* Epoll with a pool of internal threads; TURBO does opportunistic
      * reads/writes (fewer epoll round trips on keep-alive connections); ITC
-     * is required by MHD_quiesce_daemon for draining. The bench baseline
+     * is required by MHD_quiesce_daemon for draining and wakes a connection
+     * resumed from another thread (asynchronous answers). The bench baseline
      * (test/bench/baseline_server.c) mirrors these settings. */
-    unsigned flags =
-        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_TURBO | MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_TURBO |
+                     MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
     if (ss.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     if (!srv->plain)
@@ -1621,6 +1827,34 @@ static void stop_housekeeping_thread(wh_server *srv)
     srv->housekeeping_running = false;
 }
 
+/* libmicrohttpd must not be stopped with a connection suspended: answer
+ * every one still waiting with 503 (kube-apiserver retries elsewhere or
+ * fails closed), resume it, and give the server threads a moment to send
+ * the answers. The handler's own answer, when it comes, is dropped. */
+static void answer_suspended(wh_server *srv)
+{
+    pthread_mutex_lock(&srv->deferred_lock);
+    for (wh_deferred *d = srv->suspended; d; d = d->next) {
+        pthread_mutex_lock(&d->mu);
+        if (!d->answered) {
+            wh_response_error(&d->resp, 503, "the webhook is shutting down; retry");
+            d->answered = true;
+            MHD_resume_connection(d->conn);
+        }
+        pthread_mutex_unlock(&d->mu);
+    }
+    pthread_mutex_unlock(&srv->deferred_lock);
+    struct timespec tick = {0, 10 * 1000 * 1000};
+    for (int i = 0; i < 200; i++) {
+        pthread_mutex_lock(&srv->deferred_lock);
+        bool empty = !srv->suspended;
+        pthread_mutex_unlock(&srv->deferred_lock);
+        if (empty)
+            break;
+        nanosleep(&tick, NULL);
+    }
+}
+
 unsigned wh_server_stop(wh_server *srv, unsigned drain_ms)
 {
     unsigned left = 0;
@@ -1636,6 +1870,7 @@ unsigned wh_server_stop(wh_server *srv, unsigned drain_ms)
         int64_t start = mono_ms();
         while ((left = atomic_load(&srv->in_flight)) && mono_ms() - start < (int64_t)drain_ms)
             nanosleep(&tick, NULL);
+        answer_suspended(srv);
         MHD_stop_daemon(srv->daemon);
         srv->daemon = NULL;
     }
@@ -1654,6 +1889,7 @@ void wh_server_free(wh_server *srv)
     pthread_mutex_destroy(&srv->reload_lock);
     pthread_mutex_destroy(&srv->creds_lock);
     pthread_mutex_destroy(&srv->conns_lock);
+    pthread_mutex_destroy(&srv->deferred_lock);
     pthread_mutex_destroy(&srv->msg_lock);
     free(srv->listen);
     free(srv->cert_file);

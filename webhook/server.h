@@ -75,6 +75,22 @@ typedef struct wh_response {
 
 typedef void (*wh_handler_fn)(void *ctx, const wh_request *req, wh_response *resp);
 
+/* A reply that comes later, from any thread (an asynchronous handler). */
+typedef struct wh_deferred wh_deferred;
+
+/* An asynchronous handler: either fills resp and returns false, or keeps
+ * `later` and returns true, then answers exactly once through
+ * wh_deferred_finish, from any thread, possibly before it returns. While
+ * the answer is pending the connection is suspended: it holds no server
+ * thread. req is only valid during the call. */
+typedef bool (*wh_async_handler_fn)(void *ctx, const wh_request *req, wh_response *resp,
+                                    wh_deferred *later);
+
+/* Hand over the answer (resp's body is taken; resp is reset). When the
+ * server has already answered (it stopped, see wh_server_stop), the answer
+ * is dropped. Either way `later` is no longer the caller's. */
+void wh_deferred_finish(wh_deferred *later, wh_response *resp);
+
 /* Zero the response (status 0 = not set). */
 void wh_response_init(wh_response *resp);
 /* Free the body and reset. NULL is accepted. */
@@ -148,6 +164,10 @@ gq_code wh_server_new(const wh_server_options *opts, wh_server **out, gq_err *er
 gq_code wh_server_add_handler(wh_server *srv, const char *path, wh_route_kind kind,
                               wh_handler_fn fn, void *ctx, gq_err *err) GQ_WUR;
 
+/* The same for an asynchronous handler. */
+gq_code wh_server_add_async_handler(wh_server *srv, const char *path, wh_route_kind kind,
+                                    wh_async_handler_fn fn, void *ctx, gq_err *err) GQ_WUR;
+
 /* Bind and start serving. GQ_EINVAL for a bad listen address, GQ_EIO when
  * binding (the message names the address and the system's reason) or
  * starting fails. */
@@ -163,7 +183,7 @@ bool wh_server_is_ready(const wh_server *srv);
 /* Route one request exactly as the network path does: 404 unknown path, 405
  * wrong method, 403 client not authenticated (POST routes, when client
  * certificates are required), 415 wrong content type, 413 body too large,
- * else the handler.
+ * else the handler (an asynchronous one is waited for).
  * resp must be initialised; it is always filled. Sockets are not needed. */
 void wh_server_dispatch(wh_server *srv, const wh_request *req, wh_response *resp);
 
@@ -173,8 +193,9 @@ void wh_server_dispatch(wh_server *srv, const wh_request *req, wh_response *resp
 gq_code wh_server_reload_certs(wh_server *srv, gq_err *err) GQ_WUR;
 
 /* Stop: not ready, stop accepting, wait up to drain_ms for requests in
- * flight to finish, then close everything. Idempotent. Returns the number
- * of requests still in flight when the grace ran out. */
+ * flight to finish (asynchronous ones included), answer those still waiting
+ * for an asynchronous handler with 503, then close everything. Idempotent.
+ * Returns the number of requests still in flight when the grace ran out. */
 unsigned wh_server_stop(wh_server *srv, unsigned drain_ms);
 
 /* Stops (without grace) if needed and frees. NULL is accepted. */

@@ -29,11 +29,15 @@ typedef enum op_kind {
     OP_RELEASE = 1, /* remove this admission's reservation (rollback) */
 } op_kind;
 
-/* One admission waiting on one quota. Inputs are borrowed from the admitting
- * thread, which blocks until `done`. */
+typedef struct admission admission;
+
+/* One admission's charge (or rollback) of one quota. Inputs are borrowed
+ * from the admission that owns it, which lives until it is answered. */
 typedef struct pending {
     struct pending *next;
+    admission *owner;
     op_kind op;
+    double deadline; /* monotonic s: a charge still queued then fails; 0: none */
     const gq_pod_facts *facts;
     json_object *ns_labels;
     const gq_amounts *charge;
@@ -46,7 +50,6 @@ typedef struct pending {
     const gq_reservation *claims;
     size_t n_claims;
     bool claim_added[GQ_POD_MAX_CLAIMS];
-    bool done, leader;
     bool final;   /* decided for good (denied or failed) in an earlier round */
     gq_code rc;   /* GQ_OK charged/allowed, GQ_EDENIED, or a store error */
     bool limited; /* the quota governs the pod (a reservation is or was there) */
@@ -57,19 +60,19 @@ typedef struct pending {
 /* All admissions of one process against one quota. */
 typedef struct slot {
     struct slot *next;
+    struct slot *ready_next; /* on v->ready */
     gq_quota_kind kind;
     char *ns; /* NULL for tenants */
     char *name;
-    bool busy; /* a leader is working */
+    bool busy; /* on the ready list, or a charger is running it */
     pending *head, *tail;
     /* The object our last write stored (or our last fresh read), used in
-     * place of the next read; owned by whoever leads the slot. */
+     * place of the next read; owned by the charger running the slot. */
     json_object *last;
     /* Whether rounds on `last` tend to land: when other replicas write the
      * same quota they mostly fail, and a failed round costs a write. Below
      * zero, rounds read fresh; every fresh round earns one point back. */
     int last_score;
-    pthread_cond_t cv;
 } slot;
 
 struct wh_validator {
@@ -78,14 +81,21 @@ struct wh_validator {
     int64_t ttl;
     char *trusted[WH_TRUSTED_USERS_MAX];
     size_t n_trusted;
-    unsigned max_retries, max_batch, backoff_ms, budget_ms;
+    unsigned max_retries, max_batch, backoff_ms, budget_ms, max_queued;
     int64_t (*now)(void *ud);
     void *now_ud;
     wh_audit *audit;
     wh_metrics *metrics;
-    pthread_mutex_t mu;
+    pthread_mutex_t mu;  /* slots, their queues, the ready list, queued, stopping */
+    pthread_cond_t work; /* a slot is ready, or the validator stops */
     slot *buckets[SLOT_BUCKETS];
-    atomic_uint_fast64_t batches, conflicts, charged;
+    slot *ready_head, *ready_tail; /* slots with queued work, oldest first */
+    size_t queued;                 /* charges waiting in queues (not yet in a batch) */
+    double next_sweep;             /* when chargers next look for expired charges */
+    bool stopping;
+    pthread_t chargers[WH_CHARGERS_MAX];
+    unsigned n_chargers, started;
+    atomic_uint_fast64_t batches, conflicts, charged, largest_batch;
 };
 
 static int64_t now_s(const wh_validator *v)
@@ -100,10 +110,35 @@ static double mono_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+static void *charger_main(void *arg);
+
+static gq_code validator_copy_opts(wh_validator *v, const wh_validate_opts *o, gq_err *err)
+{
+    static const char *const defaults[] = {WH_TRUSTED_WEBHOOK, WH_TRUSTED_CONTROLLER};
+    v->ttl = o->reservation_ttl_s ? o->reservation_ttl_s : WH_RESERVATION_TTL_DEFAULT;
+    v->max_retries = o->max_retries ? o->max_retries : WH_CHARGE_RETRIES_DEFAULT;
+    v->max_batch = o->max_batch ? o->max_batch : WH_BATCH_MAX_DEFAULT;
+    v->backoff_ms = o->backoff_ms ? o->backoff_ms : 2;
+    v->budget_ms = o->budget_ms ? o->budget_ms : WH_CHARGE_BUDGET_MS_DEFAULT;
+    v->max_queued = o->max_queued ? o->max_queued : WH_QUEUE_MAX_DEFAULT;
+    v->n_chargers = o->chargers ? o->chargers : WH_CHARGERS_DEFAULT;
+    v->now = o->now;
+    v->now_ud = o->now_ud;
+    v->audit = o->audit;
+    v->metrics = o->metrics;
+    const char *const *users = o->trusted_users ? o->trusted_users : defaults;
+    size_t n = o->trusted_users ? o->n_trusted_users : 2;
+    for (size_t i = 0; i < n; i++) {
+        if (!(v->trusted[i] = strdup(users[i] ? users[i] : "")))
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        v->n_trusted++;
+    }
+    return GQ_OK;
+}
+
 gq_code wh_validator_new(const gq_config *cfg, const wh_store *store, const wh_validate_opts *o,
                          wh_validator **out, gq_err *err)
 {
-    static const char *const defaults[] = {WH_TRUSTED_WEBHOOK, WH_TRUSTED_CONTROLLER};
     wh_validate_opts none;
     memset(&none, 0, sizeof(none));
     if (!o)
@@ -116,43 +151,48 @@ gq_code wh_validator_new(const gq_config *cfg, const wh_store *store, const wh_v
         return gq_err_set(err, GQ_EINVAL, "reservation TTL must not be negative");
     if (o->n_trusted_users > WH_TRUSTED_USERS_MAX)
         return gq_err_set(err, GQ_ELIMIT, "at most %d trusted users", WH_TRUSTED_USERS_MAX);
+    if (o->chargers > WH_CHARGERS_MAX)
+        return gq_err_set(err, GQ_ELIMIT, "at most %d charger threads", WH_CHARGERS_MAX);
     wh_validator *v = calloc(1, sizeof(*v));
     if (!v)
         return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    pthread_mutex_init(&v->mu, NULL);
+    pthread_cond_init(&v->work, NULL);
     v->cfg = cfg;
     v->store = *store;
-    v->ttl = o->reservation_ttl_s ? o->reservation_ttl_s : WH_RESERVATION_TTL_DEFAULT;
-    v->max_retries = o->max_retries ? o->max_retries : WH_CHARGE_RETRIES_DEFAULT;
-    v->max_batch = o->max_batch ? o->max_batch : WH_BATCH_MAX_DEFAULT;
-    v->backoff_ms = o->backoff_ms ? o->backoff_ms : 2;
-    v->budget_ms = o->budget_ms ? o->budget_ms : WH_CHARGE_BUDGET_MS_DEFAULT;
-    v->now = o->now;
-    v->now_ud = o->now_ud;
-    v->audit = o->audit;
-    v->metrics = o->metrics;
-    const char *const *users = o->trusted_users ? o->trusted_users : defaults;
-    size_t n = o->trusted_users ? o->n_trusted_users : 2;
-    for (size_t i = 0; i < n; i++) {
-        if (!(v->trusted[i] = strdup(users[i] ? users[i] : ""))) {
-            wh_validator_free(v);
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
-        }
-        v->n_trusted++;
+    gq_code rc = validator_copy_opts(v, o, err);
+    for (; !rc && v->started < v->n_chargers; v->started++)
+        if (pthread_create(&v->chargers[v->started], NULL, charger_main, v))
+            rc = gq_err_set(err, GQ_ENOMEM, "cannot start the charger threads");
+    if (rc) {
+        wh_validator_free(v);
+        return rc;
     }
-    pthread_mutex_init(&v->mu, NULL);
     *out = v;
     return GQ_OK;
+}
+
+/* Chargers finish every queued charge and rollback before they exit. */
+static void chargers_stop(wh_validator *v)
+{
+    pthread_mutex_lock(&v->mu);
+    v->stopping = true;
+    pthread_cond_broadcast(&v->work);
+    pthread_mutex_unlock(&v->mu);
+    for (unsigned i = 0; i < v->started; i++)
+        pthread_join(v->chargers[i], NULL);
+    v->started = 0;
 }
 
 void wh_validator_free(wh_validator *v)
 {
     if (!v)
         return;
+    chargers_stop(v);
     for (size_t b = 0; b < SLOT_BUCKETS; b++) {
         slot *s = v->buckets[b];
         while (s) {
             slot *next = s->next;
-            pthread_cond_destroy(&s->cv);
             json_object_put(s->last);
             free(s->ns);
             free(s->name);
@@ -162,6 +202,7 @@ void wh_validator_free(wh_validator *v)
     }
     for (size_t i = 0; i < v->n_trusted; i++)
         free(v->trusted[i]);
+    pthread_cond_destroy(&v->work);
     pthread_mutex_destroy(&v->mu);
     free(v);
 }
@@ -171,6 +212,7 @@ void wh_validate_get_stats(wh_validator *v, wh_validate_stats *out)
     out->batches = atomic_load(&v->batches);
     out->conflicts = atomic_load(&v->conflicts);
     out->charged = atomic_load(&v->charged);
+    out->largest_batch = atomic_load(&v->largest_batch);
 }
 
 static unsigned slot_hash(gq_quota_kind kind, const char *ns, const char *name)
@@ -198,7 +240,6 @@ static slot *slot_get(wh_validator *v, gq_quota_kind kind, const char *ns, const
         free(s);
         return NULL;
     }
-    pthread_cond_init(&s->cv, NULL);
     s->next = v->buckets[h];
     v->buckets[h] = s;
     return s;
@@ -323,7 +364,9 @@ static void claims_charge(const gq_quota *q, pending **batch, size_t i, const pe
     }
 }
 
-static void fail_open_pendings(pending **batch, size_t n, gq_code rc, const gq_err *e)
+/* Deny every pending of the batch not decided yet (fail closed): the store
+ * could not be read or written, or the quota kept changing. */
+static void fail_undecided_closed(pending **batch, size_t n, gq_code rc, const gq_err *e)
 {
     for (size_t i = 0; i < n; i++) {
         if (batch[i]->final)
@@ -352,10 +395,14 @@ static void publish_gauges(wh_validator *v, const gq_quota *q, const gq_amounts 
             return;
     }
 }
-
-/* Returned by a round that worked on the remembered object and must be
- * repeated on a fresh read (it was outdated, or it would deny). */
-#define ROUND_STALE GQ_EGONE
+/* How one round of a batch ended. */
+typedef enum round_outcome {
+    ROUND_DONE,     /* every pending of the batch is decided */
+    ROUND_CONFLICT, /* the write met 409: back off, then go round again */
+    /* The round worked on the remembered object, which was outdated or
+     * would refuse: go round again at once on a fresh read. */
+    ROUND_STALE,
+} round_outcome;
 
 /* Reset what a round decided tentatively. */
 static void undo_round(pending **batch, size_t n)
@@ -367,74 +414,160 @@ static void undo_round(pending **batch, size_t n)
         }
 }
 
-/* Evaluate the batch on one read and write it back. The read is the object
- * our last write returned when the slot remembers one (a write based on it
- * fails with 409 if anybody else wrote since), else a fresh GET; denials are
- * only decided on a fresh read. Returns GQ_OK when every pending is decided,
- * GQ_ECONFLICT to go round again, ROUND_STALE to go round again at once. */
-static gq_code batch_round(wh_validator *v, slot *s, pending **batch, size_t n)
+/* What one round evaluates against: the quota as read, parsed, with the
+ * usage (status plus live reservations) carried forward as charges land. */
+typedef struct round_view {
+    json_object *obj;    /* the whole object as read; written back */
+    json_object *status; /* inside obj */
+    gq_quota *q;
+    gq_amounts in_use;
+    gq_model_limit *mview; /* q->models with used = in use (names borrowed) */
+    bool fresh;            /* obj is a fresh read: only then may a charge be refused */
+    int64_t now;
+} round_view;
+
+static void round_view_dispose(round_view *rv)
 {
-    json_object *obj = NULL, *status = NULL, *stored = NULL;
-    gq_quota *q = NULL;
-    gq_model_limit *mview = NULL; /* q->models with used = in use (names borrowed) */
-    gq_err e;
+    free(rv->mview);
+    gq_quota_free(rv->q);
+    json_object_put(rv->obj);
+}
+
+/* The read of a round: the object our last write returned when the slot
+ * remembers one (a write based on it fails with 409 if anybody else wrote
+ * since), else a fresh GET. */
+static gq_code round_read(wh_validator *v, slot *s, round_view *rv, gq_err *e)
+{
+    rv->fresh = !s->last || s->last_score < 0;
+    if (!rv->fresh) {
+        rv->obj = s->last;
+        s->last = NULL;
+        return GQ_OK;
+    }
+    json_object_put(s->last);
+    s->last = NULL;
+    if (s->last_score < 0)
+        s->last_score++;
+    return v->store.get_quota(v->store.ctx, s->kind, s->ns, s->name, &rv->obj, e);
+}
+
+/* Parse what round_read read: drop expired (and corrupt) records, so one
+ * bad record cannot pin the quota (docs/quota-semantics.md); sum usage. */
+static gq_code round_parse(round_view *rv, gq_err *e)
+{
     gq_code rc;
-    bool changed = false, fresh = !s->last || s->last_score < 0;
-    int64_t now = now_s(v);
-    gq_err_clear(&e);
-
-    if (fresh) {
-        json_object_put(s->last);
-        s->last = NULL;
-        if (s->last_score < 0)
-            s->last_score++;
-    }
-
-    if (!fresh) {
-        obj = s->last;
-        s->last = NULL;
-        rc = GQ_OK;
-    } else {
-        rc = v->store.get_quota(v->store.ctx, s->kind, s->ns, s->name, &obj, &e);
-    }
-    if (rc == GQ_ENOTFOUND) {
-        /* Deleted since the cache listed it: it governs nothing any more. */
-        for (size_t i = 0; i < n; i++)
-            if (!batch[i]->final)
-                batch[i]->rc = GQ_OK, batch[i]->limited = false, batch[i]->added = false;
-        rc = GQ_OK;
-        goto out;
-    }
-    if (rc)
-        goto fail_all;
-    if (!json_object_object_get_ex(obj, "status", &status) ||
-        !json_object_is_type(status, json_type_object)) {
-        status = json_object_new_object();
-        if (!status || json_object_object_add(obj, "status", status)) {
-            json_object_put(status);
-            rc = gq_err_set(&e, GQ_ENOMEM, "out of memory");
-            goto fail_all;
+    if (!json_object_object_get_ex(rv->obj, "status", &rv->status) ||
+        !json_object_is_type(rv->status, json_type_object)) {
+        rv->status = json_object_new_object();
+        if (!rv->status || json_object_object_add(rv->obj, "status", rv->status)) {
+            json_object_put(rv->status);
+            return gq_err_set(e, GQ_ENOMEM, "out of memory");
         }
     }
-    /* Expired records go with the next write; corrupt ones too, so one bad
-     * record cannot pin the quota (docs/quota-semantics.md). */
-    if ((rc = gq_status_drop_expired(status, now, NULL, &e)) || (rc = gq_quota_parse(obj, &q, &e)))
-        goto fail_all;
-    gq_amounts in_use;
-    if ((rc = gq_quota_in_use(q, now, NULL, &in_use, &e)))
-        goto fail_all;
-    /* Per-model usage the same way: status plus live reservations, carried
-     * forward as the batch charges. */
-    if (q->n_models && !(mview = calloc(q->n_models, sizeof(*mview)))) {
-        rc = gq_err_set(&e, GQ_ENOMEM, "out of memory");
-        goto fail_all;
+    if ((rc = gq_status_drop_expired(rv->status, rv->now, NULL, e)) ||
+        (rc = gq_quota_parse(rv->obj, &rv->q, e)) ||
+        (rc = gq_quota_in_use(rv->q, rv->now, NULL, &rv->in_use, e)))
+        return rc;
+    if (rv->q->n_models && !(rv->mview = calloc(rv->q->n_models, sizeof(*rv->mview))))
+        return gq_err_set(e, GQ_ENOMEM, "out of memory");
+    for (size_t i = 0; i < rv->q->n_models; i++) {
+        rv->mview[i] = rv->q->models[i];
+        if ((rc = gq_quota_model_in_use(rv->q, &rv->q->models[i], rv->now, NULL, &rv->mview[i].used,
+                                        e)))
+            return rc;
     }
-    for (size_t i = 0; i < q->n_models; i++) {
-        mview[i] = q->models[i];
-        if ((rc = gq_quota_model_in_use(q, &q->models[i], now, NULL, &mview[i].used, &e)))
-            goto fail_all;
-    }
+    return GQ_OK;
+}
 
+/* Remove what p's rollback names from the status; true when it changed. */
+static bool release_pending(round_view *rv, const pending *p)
+{
+    bool changed = status_remove(rv->status, p->resv->key);
+    for (size_t k = 0; k < p->n_claims; k++)
+        if (p->claim_added[k] && status_remove(rv->status, p->claims[k].key))
+            changed = true;
+    return changed;
+}
+
+/* Whether batch[i] fits the quota as it stands after the charges before
+ * it: p->rc says (GQ_OK, GQ_EDENIED, GQ_EEXISTS...), *charge is what it
+ * adds, fresh_claim which shared claims it charges first. Returns
+ * KEY_SAME_POD when it holds its reservation already. */
+static key_state evaluate_pending(round_view *rv, pending **batch, size_t i, gq_amounts *charge,
+                                  bool fresh_claim[GQ_POD_MAX_CLAIMS])
+{
+    pending *p = batch[i];
+    p->used = p->resv;
+    key_state ks = key_holder(rv->q, batch, i, p->used);
+    if (ks == KEY_OTHER_POD && p->alt) {
+        p->used = p->alt;
+        ks = key_holder(rv->q, batch, i, p->used);
+    }
+    if (ks == KEY_SAME_POD)
+        return ks;
+    p->rc = ks == KEY_OTHER_POD ? gq_err_set(&p->err, GQ_EEXISTS,
+                                             "reservation %s is held by another pod", p->used->key)
+                                : GQ_OK;
+    gq_quota view = *rv->q;
+    view.used = rv->in_use;
+    view.reservations = NULL;
+    view.n_reservations = 0;
+    view.models = rv->mview;
+    const gq_quota *one = &view;
+    size_t idx, n_idx = 0;
+    *charge = *p->charge;
+    if (p->n_claims)
+        claims_charge(rv->q, batch, i, p, charge, fresh_claim);
+    if (!p->rc)
+        p->rc = gq_quota_evaluate(&one, 1, p->facts, p->ns_labels, charge, false, rv->now, NULL,
+                                  &idx, &n_idx, &p->err);
+    p->limited = !p->rc && n_idx == 1;
+    return ks;
+}
+
+/* Add p's reservation (and the claims this quota does not charge yet,
+ * once each, in the same write) to the status and its charge to the
+ * running usage. On failure nothing of p stays in the status. */
+static void reserve_pending(round_view *rv, pending *p, const gq_amounts *charge,
+                            const bool fresh_claim[GQ_POD_MAX_CLAIMS])
+{
+    bool added = false;
+    gq_amounts next = rv->in_use;
+    for (int k = 0; k < GQ_KEY_COUNT; k++)
+        if (__builtin_add_overflow(next.v[k], charge->v[k], &next.v[k]))
+            p->rc = gq_err_set(&p->err, GQ_ERANGE, "quota %s: %s overflows", rv->q->name,
+                               gq_qkey_name((gq_qkey)k));
+    if (!p->rc)
+        p->rc = gq_status_add_reservation(rv->status, p->used, &added, &p->err);
+    for (size_t k = 0; !p->rc && added && k < p->n_claims; k++)
+        if (fresh_claim[k])
+            p->rc =
+                gq_status_add_reservation(rv->status, &p->claims[k], &p->claim_added[k], &p->err);
+    if (p->rc) {
+        if (added)
+            release_pending(rv, p);
+        memset(p->claim_added, 0, sizeof(p->claim_added));
+        return;
+    }
+    rv->in_use = next;
+    for (size_t j = 0; j < rv->q->n_models; j++) {
+        /* An unpinned pod counts against every model (gq_quota_evaluate). */
+        if (p->facts->model && strcmp(p->facts->model, rv->mview[j].name))
+            continue;
+        gq_amounts *mu = &rv->mview[j].used;
+        for (int k = 0; k < GQ_KEY_COUNT; k++)
+            if (__builtin_add_overflow(mu->v[k], charge->v[k], &mu->v[k]))
+                mu->v[k] = INT64_MAX;
+    }
+    p->added = added;
+}
+
+/* Evaluate every undecided pending of the batch in arrival order against
+ * the running usage, adding the admitted ones to the status. A refusal on
+ * a remembered object makes the round stale (only a fresh read refuses);
+ * on a fresh read it is final: a denial stays a denial. */
+static round_outcome round_evaluate(round_view *rv, pending **batch, size_t n, bool *changed)
+{
     for (size_t i = 0; i < n; i++) {
         pending *p = batch[i];
         if (p->final)
@@ -443,140 +576,90 @@ static gq_code batch_round(wh_validator *v, slot *s, pending **batch, size_t n)
         p->rc = GQ_OK;
         memset(p->claim_added, 0, sizeof(p->claim_added));
         if (p->op == OP_RELEASE) {
-            if (status_remove(status, p->resv->key))
-                changed = true;
-            for (size_t k = 0; k < p->n_claims; k++)
-                if (p->claim_added[k] && status_remove(status, p->claims[k].key))
-                    changed = true;
+            *changed = release_pending(rv, p) || *changed;
             continue;
         }
-        p->used = p->resv;
-        key_state ks = key_holder(q, batch, i, p->used);
-        if (ks == KEY_OTHER_POD && p->alt) {
-            p->used = p->alt;
-            ks = key_holder(q, batch, i, p->used);
-        }
-        if (ks == KEY_SAME_POD) {
-            /* Charged already (a retried admission): not twice. */
-            p->limited = true;
-            continue;
-        }
-        if (ks == KEY_OTHER_POD)
-            p->rc = gq_err_set(&p->err, GQ_EEXISTS, "reservation %s is held by another pod",
-                               p->used->key);
-        else
-            p->rc = GQ_OK;
-        gq_quota view = *q;
-        view.used = in_use;
-        view.reservations = NULL;
-        view.n_reservations = 0;
-        view.models = mview;
-        const gq_quota *one = &view;
-        size_t idx, n_idx = 0;
-        gq_amounts charge = *p->charge;
+        gq_amounts charge;
         bool fresh_claim[GQ_POD_MAX_CLAIMS] = {false};
-        if (p->n_claims)
-            claims_charge(q, batch, i, p, &charge, fresh_claim);
-        if (!p->rc)
-            p->rc = gq_quota_evaluate(&one, 1, p->facts, p->ns_labels, &charge, false, now, NULL,
-                                      &idx, &n_idx, &p->err);
-        if (p->rc && !fresh) {
-            /* Only a fresh read may refuse. */
-            undo_round(batch, n);
-            rc = ROUND_STALE;
-            goto out;
-        }
-        if (p->rc) {
-            p->final = true; /* a denial stays a denial */
+        if (evaluate_pending(rv, batch, i, &charge, fresh_claim) == KEY_SAME_POD) {
+            p->limited = true; /* charged already (a retried admission): not twice */
             continue;
         }
-        p->limited = n_idx == 1;
-        if (!p->limited)
-            continue;
-        bool added = false;
-        gq_amounts next = in_use;
-        for (int k = 0; k < GQ_KEY_COUNT; k++)
-            if (__builtin_add_overflow(next.v[k], charge.v[k], &next.v[k]))
-                p->rc = gq_err_set(&p->err, GQ_ERANGE, "quota %s: %s overflows", q->name,
-                                   gq_qkey_name((gq_qkey)k));
-        if (!p->rc)
-            p->rc = gq_status_add_reservation(status, p->used, &added, &p->err);
-        /* The claims this quota does not charge yet, once each, in the same
-         * write: a conflicting writer re-reads and finds them charged. */
-        for (size_t k = 0; !p->rc && added && k < p->n_claims; k++)
-            if (fresh_claim[k])
-                p->rc =
-                    gq_status_add_reservation(status, &p->claims[k], &p->claim_added[k], &p->err);
-        if (p->rc && added) {
-            /* Nothing of a failed charge may ride on the others' write. */
-            status_remove(status, p->used->key);
-            for (size_t k = 0; k < p->n_claims; k++)
-                if (p->claim_added[k])
-                    status_remove(status, p->claims[k].key);
-            memset(p->claim_added, 0, sizeof(p->claim_added));
-            added = false;
-        }
-        if (p->rc && !fresh) {
-            undo_round(batch, n);
-            rc = ROUND_STALE;
-            goto out;
-        }
-        if (p->rc) {
+        if (!p->rc && p->limited)
+            reserve_pending(rv, p, &charge, fresh_claim);
+        if (p->rc && !rv->fresh)
+            return ROUND_STALE;
+        if (p->rc)
             p->final = true;
-            continue;
-        }
-        in_use = next;
-        for (size_t j = 0; j < q->n_models; j++) {
-            /* An unpinned pod counts against every model (gq_quota_evaluate). */
-            if (p->facts->model && strcmp(p->facts->model, mview[j].name))
-                continue;
-            gq_amounts *mu = &mview[j].used;
-            for (int k = 0; k < GQ_KEY_COUNT; k++)
-                if (__builtin_add_overflow(mu->v[k], charge.v[k], &mu->v[k]))
-                    mu->v[k] = INT64_MAX;
-        }
-        p->added = added;
-        changed = changed || added;
+        *changed = *changed || p->added;
     }
-    if (changed) {
-        atomic_fetch_add(&v->batches, 1);
-        rc = v->store.update_status(v->store.ctx, s->kind, s->ns, s->name, obj, &stored, &e);
-        if (rc == GQ_ECONFLICT) {
-            atomic_fetch_add(&v->conflicts, 1);
-            undo_round(batch, n);
-            if (!fresh) {
-                s->last_score = -4;
-                rc = ROUND_STALE;
-            }
-            goto out;
-        }
-        if (rc)
-            goto fail_all;
-        for (size_t i = 0; i < n; i++)
-            if (!batch[i]->final && batch[i]->added)
-                atomic_fetch_add(&v->charged, 1);
-        s->last = stored;
-    } else {
-        s->last = obj; /* unchanged: as good as a read */
-        obj = NULL;
+    return ROUND_DONE;
+}
+
+/* Write the round's status back, conditional on the resourceVersion read.
+ * The stored object is remembered for the next round. */
+static round_outcome round_write(wh_validator *v, slot *s, round_view *rv, pending **batch,
+                                 size_t n, gq_code *rc, gq_err *e)
+{
+    json_object *stored = NULL;
+    atomic_fetch_add(&v->batches, 1);
+    *rc = v->store.update_status(v->store.ctx, s->kind, s->ns, s->name, rv->obj, &stored, e);
+    if (*rc == GQ_ECONFLICT) {
+        atomic_fetch_add(&v->conflicts, 1);
+        if (!rv->fresh)
+            s->last_score = -4;
+        return rv->fresh ? ROUND_CONFLICT : ROUND_STALE;
     }
-    publish_gauges(v, q, &in_use);
-    rc = GQ_OK;
-    goto out;
-fail_all:
-    if (!fresh && rc != GQ_ENOMEM) {
-        /* The remembered object may be what is wrong: read it afresh. */
+    if (*rc)
+        return ROUND_DONE;
+    for (size_t i = 0; i < n; i++)
+        if (!batch[i]->final && batch[i]->added)
+            atomic_fetch_add(&v->charged, 1);
+    s->last = stored;
+    return ROUND_DONE;
+}
+
+/* The quota was deleted since the cache listed it: it governs nothing. */
+static void round_quota_gone(pending **batch, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!batch[i]->final)
+            batch[i]->rc = GQ_OK, batch[i]->limited = false, batch[i]->added = false;
+}
+
+/* One round: read, evaluate every pending, write one status update. A
+ * store error fails the undecided pendings closed, unless the round worked
+ * on the remembered object, which may be what is wrong (then it is stale). */
+static round_outcome batch_round(wh_validator *v, slot *s, pending **batch, size_t n)
+{
+    round_view rv = {.now = now_s(v)};
+    round_outcome out = ROUND_DONE;
+    bool changed = false;
+    gq_err e;
+    gq_err_clear(&e);
+    gq_code rc = round_read(v, s, &rv, &e);
+    if (rc == GQ_ENOTFOUND) {
+        round_quota_gone(batch, n);
+        return ROUND_DONE;
+    }
+    if (!rc && !(rc = round_parse(&rv, &e)))
+        out = round_evaluate(&rv, batch, n, &changed);
+    if (!rc && out == ROUND_DONE && changed)
+        out = round_write(v, s, &rv, batch, n, &rc, &e);
+    else if (!rc && out == ROUND_DONE) {
+        s->last = rv.obj; /* unchanged: as good as a read */
+        rv.obj = NULL;
+    }
+    if (!rc && out == ROUND_DONE)
+        publish_gauges(v, rv.q, &rv.in_use);
+    if (rc && out == ROUND_DONE && !rv.fresh && rc != GQ_ENOMEM)
+        out = ROUND_STALE;
+    else if (rc && out == ROUND_DONE)
+        fail_undecided_closed(batch, n, rc, &e);
+    if (out != ROUND_DONE)
         undo_round(batch, n);
-        rc = ROUND_STALE;
-        goto out;
-    }
-    fail_open_pendings(batch, n, rc, &e);
-    rc = GQ_OK;
-out:
-    free(mview);
-    gq_quota_free(q);
-    json_object_put(obj);
-    return rc;
+    round_view_dispose(&rv);
+    return out;
 }
 
 /* Move queued charges into the batch (up to cap); returns the new size. */
@@ -584,6 +667,8 @@ static size_t batch_take(wh_validator *v, slot *s, pending **batch, size_t n, si
 {
     pthread_mutex_lock(&v->mu);
     while (s->head && n < cap) {
+        if (s->head->op == OP_CHARGE)
+            v->queued--;
         batch[n++] = s->head;
         s->head = s->head->next;
     }
@@ -603,11 +688,11 @@ static size_t batch_run(wh_validator *v, slot *s, pending **batch, size_t n, siz
     double deadline = mono_s() + v->budget_ms / 1000.0;
     unsigned attempt = 0;
     for (;; attempt++) {
-        gq_code rc;
+        round_outcome out;
         /* A stale round leaves no remembered object, so the next is fresh. */
-        while ((rc = batch_round(v, s, batch, n)) == ROUND_STALE) {
+        while ((out = batch_round(v, s, batch, n)) == ROUND_STALE) {
         }
-        if (rc != GQ_ECONFLICT)
+        if (out == ROUND_DONE)
             return n;
         unsigned delay = backoff_delay(v, attempt, &seed);
         /* Give up in time for our denial to reach the API server, rather
@@ -620,56 +705,173 @@ static size_t batch_run(wh_validator *v, slot *s, pending **batch, size_t n, siz
     gq_err e;
     gq_err_set(&e, GQ_ECONFLICT, "the quota kept changing (%u conflicting update%s in a row)",
                attempt + 1, attempt ? "s" : "");
-    fail_open_pendings(batch, n, GQ_ECONFLICT, &e);
+    fail_undecided_closed(batch, n, GQ_ECONFLICT, &e);
     return n;
 }
 
-/* Run p through the quota's group commit and wait for its result. */
-static gq_code slot_submit(wh_validator *v, gq_quota_kind kind, const char *ns, const char *name,
-                           pending *p)
+/* ---- chargers: the threads that run the group commit ------------------------ */
+
+static void pending_settled(pending *p);
+
+static void ready_push(wh_validator *v, slot *s)
+{
+    s->ready_next = NULL;
+    if (v->ready_tail)
+        v->ready_tail->ready_next = s;
+    else
+        v->ready_head = s;
+    v->ready_tail = s;
+    pthread_cond_signal(&v->work);
+}
+
+static slot *ready_pop(wh_validator *v)
+{
+    slot *s = v->ready_head;
+    if (s && !(v->ready_head = s->ready_next))
+        v->ready_tail = NULL;
+    return s;
+}
+
+/* Queue p for the group commit of quota q; an idle slot goes on the ready
+ * list for a charger. A charge is refused (false, p->rc set) when the
+ * queues are full (overload: fail closed at once rather than time out) or
+ * the validator stops; a rollback never is. */
+static bool slot_enqueue(wh_validator *v, const gq_quota *q, pending *p)
 {
     pthread_mutex_lock(&v->mu);
-    slot *s = slot_get(v, kind, ns, name);
-    if (!s) {
-        pthread_mutex_unlock(&v->mu);
-        return GQ_ENOMEM;
-    }
-    p->next = NULL;
-    if (s->tail)
-        s->tail->next = p;
-    else
-        s->head = p;
-    s->tail = p;
-    if (!s->busy) {
-        s->busy = true;
-        p->leader = true;
-    }
-    while (!p->done && !p->leader)
-        pthread_cond_wait(&s->cv, &v->mu);
-    if (!p->done) {
-        /* Lead: take the queue's head (p is its first entry) up to max_batch. */
-        pending *stack[64], **batch = malloc(v->max_batch * sizeof(*batch));
-        size_t cap = v->max_batch, n = 0;
-        if (!batch) { /* still make progress, in smaller batches */
-            batch = stack;
-            cap = cap < 64 ? cap : 64;
-        }
-        pthread_mutex_unlock(&v->mu);
-        n = batch_take(v, s, batch, n, cap);
-        n = batch_run(v, s, batch, n, cap);
-        pthread_mutex_lock(&v->mu);
-        for (size_t i = 0; i < n; i++)
-            batch[i]->done = true;
-        if (s->head)
-            s->head->leader = true;
+    slot *s = NULL;
+    gq_code rc = GQ_OK;
+    if (p->op == OP_CHARGE && v->stopping)
+        rc = gq_err_set(&p->err, GQ_EUNSUPPORTED, "this gpuquota webhook is shutting down");
+    else if (p->op == OP_CHARGE && v->queued >= v->max_queued)
+        rc = gq_err_set(&p->err, GQ_ELIMIT,
+                        "the webhook is overloaded (%zu charges waiting); retry later", v->queued);
+    else if (!(s = slot_get(v, q->kind, q->namespace_, q->name)))
+        rc = gq_err_set(&p->err, GQ_ENOMEM, "out of memory");
+    if (!rc) {
+        p->next = NULL;
+        if (s->tail)
+            s->tail->next = p;
         else
-            s->busy = false;
-        pthread_cond_broadcast(&s->cv);
-        if (batch != stack)
-            free(batch);
+            s->head = p;
+        s->tail = p;
+        v->queued += p->op == OP_CHARGE;
+        if (!s->busy) {
+            s->busy = true;
+            ready_push(v, s);
+        }
     }
     pthread_mutex_unlock(&v->mu);
-    return GQ_OK;
+    if (rc)
+        p->rc = rc, p->final = true;
+    return !rc;
+}
+
+/* Unlink from every queue the charges whose deadline has passed (linked
+ * through next): they are answered now, not after the rounds ahead of
+ * them. Call with v->mu held. */
+static pending *take_expired(wh_validator *v, double now)
+{
+    pending *out = NULL;
+    for (size_t b = 0; b < SLOT_BUCKETS; b++)
+        for (slot *s = v->buckets[b]; s; s = s->next) {
+            pending **pp = &s->head, *prev = NULL;
+            while (*pp) {
+                pending *p = *pp;
+                if (p->op != OP_CHARGE || !p->deadline || p->deadline > now) {
+                    prev = p;
+                    pp = &p->next;
+                    continue;
+                }
+                *pp = p->next;
+                if (s->tail == p)
+                    s->tail = prev;
+                v->queued--;
+                p->next = out;
+                out = p;
+            }
+        }
+    return out;
+}
+
+static void settle_expired(pending *p)
+{
+    while (p) {
+        pending *next = p->next;
+        p->final = true;
+        p->rc = gq_err_set(&p->err, GQ_ETIMEOUT,
+                           "the review's timeout ran out while the charge waited its turn");
+        pending_settled(p);
+        p = next;
+    }
+}
+
+/* Run one ready slot: a batch from its queue through the group commit,
+ * then each pending's admission goes on (next quota, rollback or answer). */
+static void run_slot(wh_validator *v, slot *s, pending **batch, size_t cap)
+{
+    size_t n = batch_take(v, s, batch, 0, cap);
+    if (n)
+        n = batch_run(v, s, batch, n, cap);
+    uint_fast64_t largest = atomic_load(&v->largest_batch);
+    while (n > largest && !atomic_compare_exchange_weak(&v->largest_batch, &largest, n)) {
+    }
+    pthread_mutex_lock(&v->mu);
+    if (s->head)
+        ready_push(v, s);
+    else
+        s->busy = false;
+    pthread_mutex_unlock(&v->mu);
+    for (size_t i = 0; i < n; i++)
+        pending_settled(batch[i]); /* may answer and free its admission */
+}
+
+#define SWEEP_INTERVAL_S 0.02
+
+static void *charger_main(void *arg)
+{
+    wh_validator *v = arg;
+    pending *stack[64], **batch = malloc(v->max_batch * sizeof(*batch));
+    size_t cap = v->max_batch;
+    if (!batch) { /* still make progress, in smaller batches */
+        batch = stack;
+        cap = cap < 64 ? cap : 64;
+    }
+    pthread_mutex_lock(&v->mu);
+    for (;;) {
+        double now = mono_s();
+        pending *expired = NULL;
+        if (v->queued && now >= v->next_sweep) {
+            v->next_sweep = now + SWEEP_INTERVAL_S;
+            expired = take_expired(v, now);
+        }
+        slot *s = expired ? NULL : ready_pop(v);
+        if (expired || s) {
+            pthread_mutex_unlock(&v->mu);
+            if (expired)
+                settle_expired(expired);
+            else
+                run_slot(v, s, batch, cap);
+            pthread_mutex_lock(&v->mu);
+            continue;
+        }
+        if (v->stopping)
+            break;
+        if (!v->queued) {
+            pthread_cond_wait(&v->work, &v->mu);
+            continue;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += (long)(SWEEP_INTERVAL_S * 1e9);
+        if (ts.tv_nsec >= 1000000000L)
+            ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&v->work, &v->mu, &ts);
+    }
+    pthread_mutex_unlock(&v->mu);
+    if (batch != stack)
+        free(batch);
+    return NULL;
 }
 
 /* ---- the decision ---------------------------------------------------------- */
@@ -810,81 +1012,6 @@ static gq_code dry_run_check(wh_validator *v, gq_quota *const *to_charge, size_t
             charged_add(d->r, d->quotas, cq);
     }
     return GQ_OK;
-}
-
-/* Charge every quota in order through its group commit; on a denial or an
- * error give back what this admission added (best effort: reservations
- * expire anyway). */
-static gq_code charge_all(wh_validator *v, gq_quota *const *to_charge, size_t n,
-                          const gq_pod_facts *facts, json_object *ns_labels,
-                          const gq_amounts *charge, const gq_reservation *resv,
-                          const gq_reservation *alt, const gq_reservation *claims, size_t n_claims,
-                          decision *d)
-{
-    gq_code rc = GQ_OK;
-    pending *ps = calloc(n ? n : 1, sizeof(*ps));
-    size_t done = 0;
-    if (!ps)
-        return GQ_ENOMEM;
-    for (; done < n; done++) {
-        const gq_quota *cq = to_charge[done];
-        pending *p = &ps[done];
-        char label[2 * GQ_CRD_MAX_STRING];
-        p->op = OP_CHARGE;
-        p->facts = facts;
-        p->ns_labels = ns_labels;
-        p->charge = charge;
-        p->resv = resv;
-        p->alt = alt;
-        p->claims = claims;
-        p->n_claims = n_claims;
-        gq_err_clear(&p->err);
-        if ((rc = slot_submit(v, cq->kind, cq->namespace_, cq->name, p)))
-            break;
-        if (p->rc == GQ_OK) {
-            if (p->limited && !d->r->n_charged)
-                snprintf(d->r->reservation_key, sizeof(d->r->reservation_key), "%s", p->used->key);
-            if (p->limited)
-                charged_add(d->r, d->quotas, cq);
-            continue;
-        }
-        quota_label(cq, label, sizeof(label));
-        if (p->rc == GQ_EDENIED) {
-            deny(d->r, GQ_EDENIED, "%s", p->err.msg);
-            audit_exceeded(d, cq);
-        } else if (p->rc == GQ_ENOMEM)
-            rc = GQ_ENOMEM;
-        else if (p->rc == GQ_ECONFLICT || p->rc == GQ_EEXISTS)
-            deny(d->r, p->rc, "gpuquota could not charge quota %s: %s", label, p->err.msg);
-        else
-            deny(d->r, p->rc, "gpuquota could not reach the API server to charge quota %s: %s",
-                 label, p->err.msg);
-        break;
-    }
-    if (done < n) {
-        for (size_t i = 0; i < done; i++) {
-            if (!ps[i].added)
-                continue;
-            pending rel;
-            memset(&rel, 0, sizeof(rel));
-            rel.op = OP_RELEASE;
-            rel.resv = ps[i].used;
-            rel.claims = claims;
-            rel.n_claims = n_claims;
-            memcpy(rel.claim_added, ps[i].claim_added, sizeof(rel.claim_added));
-            const gq_quota *cq = to_charge[i];
-            if (slot_submit(v, cq->kind, cq->namespace_, cq->name, &rel) || rel.rc)
-                GQ_WARN("could not release reservation %s of quota %s: %s", rel.resv->key, cq->name,
-                        rel.rc ? rel.err.msg : "out of memory");
-        }
-        d->r->n_charged = 0;
-        d->r->charged[0] = '\0';
-        size_t nq = json_object_array_length(d->quotas);
-        if (d->r->code != GQ_EDENIED && nq)
-            json_object_array_del_idx(d->quotas, 0, nq); /* given back */
-    }
-    free(ps);
-    return rc;
 }
 
 /* A copy of r under another key. */
@@ -1141,210 +1268,409 @@ static gq_code decide_queued(const wh_store *st, const char *ns, json_object *po
     return GQ_OK;
 }
 
-/* Pod CREATE. Returns GQ_OK when a decision is in d->r (allowed or not). */
-static gq_code decide_create_one(wh_validator *v, const wh_review_request *req, decision *d)
-{
-    wh_validate_result *r = d->r;
-    json_object *pod = req->object, *lr_arr = NULL;
-    gq_limit_range **lrs = NULL;
-    size_t n_lrs = 0, *idx = NULL, n_idx = 0;
+/* ---- charging: one admission's quotas, in order, through the chargers ------- */
+
+/* The state of one pod CREATE decision (decide_create_one's): what the
+ * charges borrow lives here until the admission is answered. */
+typedef struct create_state {
+    const char *ns;
+    json_object *lr_arr;
+    gq_limit_range **lrs;
+    size_t n_lrs;
     quota_view qv;
-    gq_pod_claim claim;
-    bool decided = false;
-    gq_quota **to_charge = NULL;
+    size_t *idx, n_idx;
+    gq_quota **to_charge; /* n_idx quotas, in check order (borrowed from qv) */
     gq_pod_cost cost;
     gq_pod_facts facts;
-    gq_reservation resv, alt, *claims = NULL;
-    size_t n_claims = 0;
+    gq_reservation resv, alt, *claims;
+    size_t n_claims;
+    bool have_resv, have_alt;
+    bool must_charge; /* decided up to the charges, which are the admission's to run */
+} create_state;
+
+/* One review being decided. Synchronous callers wait for `done`; the HTTP
+ * handler's admission answers from whichever thread decides it. */
+struct admission {
+    wh_validator *v;
+    const wh_review_request *req;
+    wh_review_request owned; /* the decoded review, when the admission owns it */
+    bool owns_req;
+    wh_validate_result r;
+    decision d;
+    double t0, deadline; /* monotonic s; deadline 0: none */
+    create_state c;
+    pending *ps;  /* one charge per quota to charge, in order */
+    pending rel;  /* the rollback under way */
+    size_t next;  /* charges settled so far; ps[next] is under way */
+    size_t rel_i; /* rollback: next charge to give back */
+    gq_code rc;   /* GQ_ENOMEM: no decision could be made */
+    void (*done)(admission *a);
+    void *ud;
+};
+
+static void create_state_init(create_state *c)
+{
+    memset(c, 0, sizeof(*c));
+    gq_pod_cost_init(&c->cost);
+}
+
+static void create_state_dispose(create_state *c)
+{
+    for (size_t i = 0; i < c->n_claims; i++)
+        gq_reservation_dispose(&c->claims[i]);
+    free(c->claims);
+    if (c->have_alt)
+        gq_reservation_dispose(&c->alt);
+    if (c->have_resv)
+        gq_reservation_dispose(&c->resv);
+    free(c->to_charge);
+    free(c->idx);
+    quota_view_dispose(&c->qv);
+    for (size_t i = 0; i < c->n_lrs && c->lrs; i++)
+        gq_limit_range_free(c->lrs[i]);
+    free(c->lrs);
+    json_object_put(c->lr_arr);
+    gq_pod_cost_dispose(&c->cost);
+    create_state_init(c);
+}
+
+static void admission_answer(admission *a);
+static void charge_next(admission *a);
+static void rollback_next(admission *a);
+
+/* Record a charge's outcome in the decision; false when it failed (then
+ * the decision is a denial, or a->rc GQ_ENOMEM). */
+static bool charge_outcome(admission *a, const pending *p, const gq_quota *cq)
+{
+    wh_validate_result *r = a->d.r;
+    char label[2 * GQ_CRD_MAX_STRING];
+    if (p->rc == GQ_OK) {
+        if (p->limited && !r->n_charged)
+            snprintf(r->reservation_key, sizeof(r->reservation_key), "%s", p->used->key);
+        if (p->limited)
+            charged_add(r, a->d.quotas, cq);
+        return true;
+    }
+    quota_label(cq, label, sizeof(label));
+    if (p->rc == GQ_EDENIED) {
+        deny(r, GQ_EDENIED, "%s", p->err.msg);
+        audit_exceeded(&a->d, cq);
+    } else if (p->rc == GQ_ENOMEM)
+        a->rc = GQ_ENOMEM;
+    else if (p->rc == GQ_ETIMEOUT || p->rc == GQ_ELIMIT || p->rc == GQ_EUNSUPPORTED)
+        deny(r, p->rc, "gpuquota did not charge quota %s: %s", label, p->err.msg);
+    else if (p->rc == GQ_ECONFLICT || p->rc == GQ_EEXISTS)
+        deny(r, p->rc, "gpuquota could not charge quota %s: %s", label, p->err.msg);
+    else
+        deny(r, p->rc, "gpuquota could not reach the API server to charge quota %s: %s", label,
+             p->err.msg);
+    return false;
+}
+
+/* A charger (or the enqueuing thread, for a refused charge) reports p. */
+static void pending_settled(pending *p)
+{
+    admission *a = p->owner;
+    if (p->op == OP_RELEASE) {
+        if (p->rc)
+            GQ_WARN("could not release reservation %s of quota %s: %s", p->resv->key,
+                    a->c.to_charge[a->rel_i]->name, p->err.msg);
+        a->rel_i++;
+        rollback_next(a);
+        return;
+    }
+    if (!charge_outcome(a, p, a->c.to_charge[a->next])) {
+        rollback_next(a);
+        return;
+    }
+    a->next++;
+    charge_next(a);
+}
+
+/* Charge the next quota, or answer when every one is charged. */
+static void charge_next(admission *a)
+{
+    create_state *c = &a->c;
+    if (a->next == c->n_idx) {
+        admission_answer(a);
+        return;
+    }
+    pending *p = &a->ps[a->next];
+    *p = (pending){.owner = a,
+                   .op = OP_CHARGE,
+                   .deadline = a->deadline,
+                   .facts = &c->facts,
+                   .ns_labels = c->qv.ns_labels,
+                   .charge = &a->r.charge,
+                   .resv = &c->resv,
+                   .alt = c->have_alt ? &c->alt : NULL,
+                   .claims = c->claims,
+                   .n_claims = c->n_claims};
+    if (a->deadline && mono_s() >= a->deadline) {
+        p->final = true;
+        p->rc = gq_err_set(&p->err, GQ_ETIMEOUT, "the review's timeout ran out");
+        pending_settled(p);
+    } else if (!slot_enqueue(a->v, c->to_charge[a->next], p))
+        pending_settled(p);
+}
+
+/* A charge failed: give back, one quota after the other, what the charges
+ * before it added (best effort: reservations expire anyway), then answer. */
+static void rollback_next(admission *a)
+{
+    while (a->rel_i < a->next && !a->ps[a->rel_i].added)
+        a->rel_i++;
+    if (a->rel_i == a->next) {
+        a->r.n_charged = 0;
+        a->r.charged[0] = '\0';
+        size_t nq = json_object_array_length(a->d.quotas);
+        if (a->r.code != GQ_EDENIED && nq)
+            json_object_array_del_idx(a->d.quotas, 0, nq); /* given back */
+        admission_answer(a);
+        return;
+    }
+    const pending *ch = &a->ps[a->rel_i];
+    pending *rel = &a->rel;
+    *rel = (pending){.owner = a,
+                     .op = OP_RELEASE,
+                     .resv = ch->used,
+                     .claims = a->c.claims,
+                     .n_claims = a->c.n_claims};
+    memcpy(rel->claim_added, ch->claim_added, sizeof(rel->claim_added));
+    if (!slot_enqueue(a->v, a->c.to_charge[a->rel_i], rel))
+        pending_settled(rel);
+}
+
+/* The decision needs charges: start them (the answer comes from a charger). */
+static void charging_start(admission *a)
+{
+    if (!(a->ps = calloc(a->c.n_idx, sizeof(*a->ps)))) {
+        a->rc = GQ_ENOMEM;
+        admission_answer(a);
+        return;
+    }
+    charge_next(a);
+}
+/* The pod's price (gq_pod_cost_compute) and its charge; DRA claims that
+ * could not be priced deny it where a quota governs (deny_unseen_claims).
+ * false when decided (denied, or *rc an error). */
+static bool price_pod(wh_validator *v, json_object *pod, create_state *c, wh_validate_result *r,
+                      gq_code *rc)
+{
+    gq_pod_claim claim;
+    bool decided = false;
     gq_err e;
-    gq_code rc = GQ_OK;
-    const char *ns = req->namespace;
-    bool have_resv = false, have_alt = false;
-    gq_pod_cost_init(&cost);
     gq_err_clear(&e);
-    memset(&qv, 0, sizeof(qv));
-    memset(&resv, 0, sizeof(resv));
-    memset(&alt, 0, sizeof(alt));
+    if ((*rc = gq_pod_cost_compute(v->cfg, pod, &c->cost, &e))) {
+        *rc = settle(r, *rc, &e);
+        return false;
+    }
+    gq_charge_from_cost(&c->cost, gq_pod_is_terminal(pod), &r->charge);
+    if (c->cost.claims_unpriced && gq_pod_resource_claims(pod, &claim)) {
+        if ((*rc = quota_view_load(v, c->ns, &c->qv, r, &decided)) || decided)
+            return false;
+        deny_unseen_claims(v, c->ns, &c->qv, &claim, r);
+    }
+    return r->allowed;
+}
 
-    if (!ns[0]) {
-        json_object *meta = NULL;
-        json_object_object_get_ex(pod, "metadata", &meta);
-        ns = gq_json_get_string(meta, "namespace") ? gq_json_get_string(meta, "namespace") : "";
+/* Read the namespace's GPULimitRanges; a store error or one that does not
+ * parse denies (fail closed). false when decided. */
+static bool read_limit_ranges(wh_validator *v, create_state *c, wh_validate_result *r, gq_code *rc)
+{
+    gq_err e;
+    gq_err_clear(&e);
+    if ((*rc = v->store.list_limit_ranges(v->store.ctx, c->ns, &c->lr_arr, &e))) {
+        if (*rc != GQ_ENOMEM)
+            deny(r, *rc,
+                 "gpuquota could not reach the API server to read the GPULimitRanges of %s: %s",
+                 c->ns, e.msg);
+        *rc = *rc == GQ_ENOMEM ? *rc : GQ_OK;
+        return false;
     }
-    if (gq_config_is_exempt(v->cfg, ns))
-        goto out;
-    if ((rc = gq_pod_cost_compute(v->cfg, pod, &cost, &e))) {
-        rc = settle(r, rc, &e);
-        goto out;
+    c->n_lrs = json_object_array_length(c->lr_arr);
+    if (c->n_lrs && !(c->lrs = calloc(c->n_lrs, sizeof(*c->lrs)))) {
+        *rc = GQ_ENOMEM;
+        return false;
     }
-    gq_charge_from_cost(&cost, gq_pod_is_terminal(pod), &r->charge);
-    if (cost.claims_unpriced && gq_pod_resource_claims(pod, &claim)) {
-        if ((rc = quota_view_load(v, ns, &qv, r, &decided)) || decided)
-            goto out;
-        deny_unseen_claims(v, ns, &qv, &claim, r);
-        if (!r->allowed)
-            goto out;
-    }
-    if (!cost.gpu_pods)
-        goto out;
-
-    /* GPULimitRange first: a pod it rejects never holds quota. */
-    if ((rc = v->store.list_limit_ranges(v->store.ctx, ns, &lr_arr, &e)))
-        goto store_err_lr;
-    n_lrs = json_object_array_length(lr_arr);
-    if (n_lrs && !(lrs = calloc(n_lrs, sizeof(*lrs)))) {
-        rc = GQ_ENOMEM;
-        goto out;
-    }
-    for (size_t i = 0; i < n_lrs; i++) {
-        json_object *o = json_object_array_get_idx(lr_arr, i);
-        if ((rc = gq_limit_range_parse(o, &lrs[i], &e))) {
-            if (rc == GQ_ENOMEM)
-                goto out;
-            json_object *meta = NULL;
-            json_object_object_get_ex(o, "metadata", &meta);
-            deny(r, rc, "GPULimitRange %s is invalid: %s",
-                 gq_json_get_string(meta, "name") ? gq_json_get_string(meta, "name") : "(unnamed)",
-                 e.msg);
-            rc = GQ_OK;
-            goto out;
+    for (size_t i = 0; i < c->n_lrs; i++) {
+        json_object *o = json_object_array_get_idx(c->lr_arr, i);
+        if ((*rc = gq_limit_range_parse(o, &c->lrs[i], &e))) {
+            if (*rc == GQ_ENOMEM)
+                return false;
+            const char *name = gq_json_get_string(gq_json_member(o, "metadata"), "name");
+            deny(r, *rc, "GPULimitRange %s is invalid: %s", name ? name : "(unnamed)", e.msg);
+            *rc = GQ_OK;
+            return false;
         }
     }
-    /* Whole GPUs of unknown model cost the largest model the namespace
-     * allows, which only its GPULimitRanges tell. */
-    gq_cost_scope scope = {(const gq_limit_range *const *)lrs, n_lrs};
-    if (cost.priced_unknown && n_lrs) {
-        if ((rc = gq_pod_cost_compute_in(v->cfg, pod, &scope, &cost, &e))) {
-            rc = settle(r, rc, &e);
-            goto out;
+    return true;
+}
+
+/* GPULimitRanges first: a pod they reject never holds quota. Whole GPUs of
+ * unknown model cost the largest model the namespace allows, which only its
+ * GPULimitRanges tell. false when decided. */
+static bool check_limit_ranges(wh_validator *v, json_object *pod, create_state *c,
+                               wh_validate_result *r, gq_code *rc)
+{
+    gq_err e;
+    gq_err_clear(&e);
+    if (!read_limit_ranges(v, c, r, rc))
+        return false;
+    const gq_limit_range *const *lrs = (const gq_limit_range *const *)c->lrs;
+    gq_cost_scope scope = {lrs, c->n_lrs};
+    if (c->cost.priced_unknown && c->n_lrs) {
+        if ((*rc = gq_pod_cost_compute_in(v->cfg, pod, &scope, &c->cost, &e))) {
+            *rc = settle(r, *rc, &e);
+            return false;
         }
-        gq_charge_from_cost(&cost, gq_pod_is_terminal(pod), &r->charge);
+        gq_charge_from_cost(&c->cost, gq_pod_is_terminal(pod), &r->charge);
     }
-    if ((rc = gq_limit_validate(&cost, ns, (const gq_limit_range *const *)lrs, n_lrs, &e))) {
-        rc = settle(r, rc, &e);
-        goto out;
+    if ((*rc = gq_limit_validate(&c->cost, c->ns, lrs, c->n_lrs, &e))) {
+        *rc = settle(r, *rc, &e);
+        return false;
     }
+    return true;
+}
 
-    /* Quotas that govern the pod, from the caches. */
-    if ((rc = gq_pod_facts_from_json(pod, ns, &facts, &e))) {
-        rc = settle(r, rc, &e);
-        goto out;
+/* The quotas that govern the pod, from the caches, in check order, into
+ * c->to_charge. false when decided. */
+static bool select_governing(wh_validator *v, json_object *pod, create_state *c,
+                             wh_validate_result *r, gq_code *rc)
+{
+    bool decided = false;
+    gq_err e;
+    gq_err_clear(&e);
+    if ((*rc = gq_pod_facts_from_json(pod, c->ns, &c->facts, &e))) {
+        *rc = settle(r, *rc, &e);
+        return false;
     }
-    facts.terminal = gq_pod_is_terminal(pod);
-    facts.model = gq_pod_model(&cost);
-    if ((rc = quota_view_load(v, ns, &qv, r, &decided)) || decided)
-        goto out;
-    quota_set qs = qv.qs;
-    json_object *ns_labels = qv.ns_labels;
-    if (qs.n &&
-        (!(idx = calloc(qs.n, sizeof(*idx))) || !(to_charge = calloc(qs.n, sizeof(*to_charge))))) {
-        rc = GQ_ENOMEM;
-        goto out;
+    c->facts.terminal = gq_pod_is_terminal(pod);
+    c->facts.model = gq_pod_model(&c->cost);
+    if ((*rc = quota_view_load(v, c->ns, &c->qv, r, &decided)) || decided)
+        return false;
+    const quota_set *qs = &c->qv.qs;
+    if (qs->n && (!(c->idx = calloc(qs->n, sizeof(*c->idx))) ||
+                  !(c->to_charge = calloc(qs->n, sizeof(*c->to_charge))))) {
+        *rc = GQ_ENOMEM;
+        return false;
     }
-    if ((rc = select_quotas(v, &qs, &facts, ns_labels, &r->charge, idx, &n_idx, &e))) {
-        rc = settle(r, rc, &e);
-        goto out;
+    if ((*rc =
+             select_quotas(v, qs, &c->facts, c->qv.ns_labels, &r->charge, c->idx, &c->n_idx, &e))) {
+        *rc = settle(r, *rc, &e);
+        return false;
     }
-    for (size_t i = 0; i < n_idx; i++)
-        to_charge[i] = qs.q[idx[i]];
-    if (gq_pod_gate_index(pod) >= 0) {
-        /* Queued: checked in full, charged later by the controller. */
-        rc = decide_queued(&v->store, ns, pod, to_charge, n_idx, &facts, ns_labels, &r->charge,
-                           now_s(v), r);
-        goto out;
-    }
-    if (!n_idx)
-        goto out;
+    for (size_t i = 0; i < c->n_idx; i++)
+        c->to_charge[i] = qs->q[c->idx[i]];
+    return true;
+}
 
-    /* The pod's reservation holds its own part; each shared ResourceClaim
-     * has a record of its own, charged once per quota (claims_charge). */
+/* The records of the shared ResourceClaims the pod names, charged once per
+ * quota (claims_charge); the pod's reservation names them too: the
+ * controller keeps them charged until it has seen the pod
+ * (docs/validating-webhook.md). */
+static gq_code build_claim_records(create_state *c)
+{
+    size_t n = c->cost.n_shared;
+    if (n && (!(c->claims = calloc(n, sizeof(*c->claims))) ||
+              !(c->resv.claims = calloc(n, sizeof(*c->resv.claims)))))
+        return GQ_ENOMEM;
+    for (; c->resv.n_claims < n; c->resv.n_claims++)
+        if (!(c->resv.claims[c->resv.n_claims] = strdup(c->cost.shared[c->resv.n_claims].uid)))
+            return GQ_ENOMEM;
+    for (; c->n_claims < n; c->n_claims++) {
+        const gq_shared_claim *sc = &c->cost.shared[c->n_claims];
+        gq_reservation *rec = &c->claims[c->n_claims];
+        gq_claim_amounts(sc, &rec->amounts);
+        rec->expires = c->resv.expires;
+        rec->claim = true;
+        rec->key = strdup(sc->uid);
+        rec->namespace_ = strdup(c->ns);
+        rec->pod = strdup(sc->name);
+        rec->model = sc->model ? strdup(sc->model->name) : NULL;
+        if (!rec->key || !rec->namespace_ || !rec->pod || (sc->model && !rec->model)) {
+            c->n_claims++;
+            return GQ_ENOMEM;
+        }
+    }
+    return GQ_OK;
+}
+
+/* The reservation that holds the pod's own part (keyed by the pod's uid;
+ * the request uid is the fallback key for a review whose pod carries
+ * another pod's uid), and one record per shared claim. */
+static gq_code build_reservations(wh_validator *v, const wh_review_request *req, create_state *c,
+                                  const wh_validate_result *r)
+{
     gq_amounts own;
-    gq_charge_own(&r->charge, cost.shared, cost.n_shared, &own);
-    if ((rc = gq_reservation_for_pod(pod, ns, req->uid, &own, now_s(v) + v->ttl, &resv, &e)))
-        goto out;
-    have_resv = true;
-    if (cost.n_shared && !r->charge.v[GQ_KEY_GPU_PODS])
-        cost.n_shared = 0; /* a terminal pod charges nothing, its claims neither */
-    if (cost.n_shared && (!(claims = calloc(cost.n_shared, sizeof(*claims))) ||
-                          !(resv.claims = calloc(cost.n_shared, sizeof(*resv.claims))))) {
-        rc = GQ_ENOMEM;
-        goto out;
+    gq_err e;
+    gq_code rc;
+    gq_err_clear(&e);
+    gq_charge_own(&r->charge, c->cost.shared, c->cost.n_shared, &own);
+    if ((rc = gq_reservation_for_pod(req->object, c->ns, req->uid, &own, now_s(v) + v->ttl,
+                                     &c->resv, &e)))
+        return rc;
+    c->have_resv = true;
+    if (c->cost.n_shared && !r->charge.v[GQ_KEY_GPU_PODS])
+        c->cost.n_shared = 0; /* a terminal pod charges nothing, its claims neither */
+    if ((rc = build_claim_records(c)))
+        return rc;
+    if (c->facts.model && !(c->resv.model = strdup(c->facts.model)))
+        return GQ_ENOMEM;
+    if (strcmp(c->resv.key, req->uid)) {
+        if ((rc = reservation_rekey(&c->resv, req->uid, &c->alt, &e)))
+            return rc;
+        c->have_alt = true;
     }
-    /* The pod's reservation names its claims: the controller keeps them
-     * charged until it has seen the pod (docs/validating-webhook.md). */
-    for (; resv.n_claims < cost.n_shared; resv.n_claims++)
-        if (!(resv.claims[resv.n_claims] = strdup(cost.shared[resv.n_claims].uid))) {
-            rc = GQ_ENOMEM;
-            goto out;
-        }
-    for (; n_claims < cost.n_shared; n_claims++) {
-        const gq_shared_claim *sc = &cost.shared[n_claims];
-        gq_reservation *c = &claims[n_claims];
-        gq_claim_amounts(sc, &c->amounts);
-        c->expires = resv.expires;
-        c->claim = true;
-        c->key = strdup(sc->uid);
-        c->namespace_ = strdup(ns);
-        c->pod = strdup(sc->name);
-        c->model = sc->model ? strdup(sc->model->name) : NULL;
-        if (!c->key || !c->namespace_ || !c->pod || (sc->model && !c->model)) {
-            n_claims++;
-            rc = GQ_ENOMEM;
-            goto out;
-        }
-    }
-    if (facts.model && !(resv.model = strdup(facts.model))) {
-        rc = GQ_ENOMEM;
-        goto out;
-    }
-    if (strcmp(resv.key, req->uid)) {
-        /* Keyed by the pod's uid: the request uid is the fallback key for a
-         * review whose pod carries another pod's uid. */
-        if ((rc = reservation_rekey(&resv, req->uid, &alt, &e)))
-            goto out;
-        have_alt = true;
-    }
-    if (req->dry_run) {
-        snprintf(r->reservation_key, sizeof(r->reservation_key), "%s", resv.key);
-        rc = dry_run_check(v, to_charge, n_idx, &facts, ns_labels, &resv, claims, n_claims, d);
-    } else {
-        rc = charge_all(v, to_charge, n_idx, &facts, ns_labels, &r->charge, &resv,
-                        have_alt ? &alt : NULL, claims, n_claims, d);
-    }
-    goto out;
+    return GQ_OK;
+}
 
-store_err_lr:
-    if (rc == GQ_ENOMEM)
-        goto out;
-    deny(r, rc, "gpuquota could not reach the API server to read the GPULimitRanges of %s: %s", ns,
-         e.msg);
-    rc = GQ_OK;
-    goto out;
-out:
-    for (size_t i = 0; i < n_claims; i++)
-        gq_reservation_dispose(&claims[i]);
-    free(claims);
-    if (have_alt)
-        gq_reservation_dispose(&alt);
-    if (have_resv)
-        gq_reservation_dispose(&resv);
-    free(to_charge);
-    free(idx);
-    quota_view_dispose(&qv);
-    for (size_t i = 0; i < n_lrs && lrs; i++)
-        gq_limit_range_free(lrs[i]);
-    free(lrs);
-    json_object_put(lr_arr);
-    gq_pod_cost_dispose(&cost);
-    return rc;
+static const char *review_namespace(const wh_review_request *req)
+{
+    if (req->namespace[0])
+        return req->namespace;
+    const char *ns = gq_json_get_string(gq_json_member(req->object, "metadata"), "namespace");
+    return ns ? ns : "";
+}
+
+/* Pod CREATE, read and evaluated up to the charges: price, limit ranges,
+ * governing quotas; a queued pod is decided in full here; a dry run is
+ * checked on fresh reads; else c->must_charge is set and the reservations
+ * are built. Returns GQ_OK when d->r holds a decision or charges are due. */
+static gq_code decide_create_one(wh_validator *v, const wh_review_request *req, decision *d,
+                                 create_state *c)
+{
+    wh_validate_result *r = d->r;
+    json_object *pod = req->object;
+    gq_code rc = GQ_OK;
+    c->ns = review_namespace(req);
+    if (gq_config_is_exempt(v->cfg, c->ns) || !price_pod(v, pod, c, r, &rc) || !c->cost.gpu_pods ||
+        !check_limit_ranges(v, pod, c, r, &rc) || !select_governing(v, pod, c, r, &rc))
+        return rc;
+    if (gq_pod_gate_index(pod) >= 0) /* queued: checked in full, charged later by the controller */
+        return decide_queued(&v->store, c->ns, pod, c->to_charge, c->n_idx, &c->facts,
+                             c->qv.ns_labels, &r->charge, now_s(v), r);
+    if (!c->n_idx)
+        return GQ_OK;
+    if ((rc = build_reservations(v, req, c, r)))
+        return rc;
+    if (req->dry_run) {
+        snprintf(r->reservation_key, sizeof(r->reservation_key), "%s", c->resv.key);
+        return dry_run_check(v, c->to_charge, c->n_idx, &c->facts, c->qv.ns_labels, &c->resv,
+                             c->claims, c->n_claims, d);
+    }
+    c->must_charge = true;
+    return GQ_OK;
 }
 
 /* Pod CREATE. A gated pod accepting several models (docs/queueing.md, "A
  * choice of models"): the controller chooses among them when it ungates
  * it, and knows nothing of GPULimitRanges, so every model listed must be
  * one the pod could queue for on its own: each is decided as the pod pinned
- * to it, and the first refused denies the pod, naming the model. */
-static gq_code decide_create(wh_validator *v, const wh_review_request *req, decision *d)
+ * to it (gated: nothing to charge), and the first refused denies the pod,
+ * naming the model. */
+static gq_code decide_create(wh_validator *v, const wh_review_request *req, decision *d,
+                             create_state *c)
 {
     const gq_model *choices[GQ_MAX_MODEL_CHOICES];
     size_t n = 0;
@@ -1352,7 +1678,7 @@ static gq_code decide_create(wh_validator *v, const wh_review_request *req, deci
     gq_err_clear(&e);
     if (gq_pod_gate_index(req->object) < 0 ||
         gq_pod_model_choices(v->cfg, req->object, choices, &n, &e) != GQ_OK || !n)
-        return decide_create_one(v, req, d); /* a bad list is refused there */
+        return decide_create_one(v, req, d, c); /* a bad list is refused there */
     for (size_t i = 0; i < n; i++) {
         json_object *copy = NULL;
         gq_code rc = gq_pod_with_model(req->object, choices[i]->name, &copy, &e);
@@ -1360,7 +1686,8 @@ static gq_code decide_create(wh_validator *v, const wh_review_request *req, deci
             return rc;
         wh_review_request one = *req;
         one.object = copy;
-        rc = decide_create_one(v, &one, d);
+        rc = decide_create_one(v, &one, d, c);
+        create_state_dispose(c);
         json_object_put(copy);
         if (rc)
             return rc;
@@ -1494,80 +1821,228 @@ static void record(wh_validator *v, const wh_review_request *req, const wh_valid
     json_object_put(charge);
 }
 
+static admission *admission_new(wh_validator *v, double deadline)
+{
+    admission *a = calloc(1, sizeof(*a));
+    if (!a)
+        return NULL;
+    a->v = v;
+    a->t0 = mono_s();
+    a->deadline = deadline;
+    a->r.allowed = true;
+    for (int k = 0; k < GQ_KEY_COUNT; k++)
+        a->r.charge.set[k] = true;
+    a->r.charge.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
+    a->d = (decision){&a->r, json_object_new_array()};
+    if (!a->d.quotas) {
+        free(a);
+        return NULL;
+    }
+    create_state_init(&a->c);
+    return a;
+}
+
+static void admission_free(admission *a)
+{
+    create_state_dispose(&a->c);
+    free(a->ps);
+    json_object_put(a->d.quotas);
+    if (a->owns_req)
+        wh_review_request_dispose(&a->owned);
+    free(a);
+}
+
+/* Decided: hand over to whoever waits (a->done may free a). */
+static void admission_answer(admission *a)
+{
+    if (a->r.allowed)
+        a->r.code = GQ_OK;
+    a->done(a);
+}
+
+/* Decide up to the charges on this thread; the charges, when any, go on
+ * in the chargers, which answer. pods/status writes keep the stored spec
+ * but may change labels and annotations (the pod status strategy resets
+ * only spec and owner references), so they get the tamper check too. */
+static void admission_run(admission *a)
+{
+    const wh_review_request *req = a->req;
+    if (is_pod(req) && req->operation == WH_OP_CREATE && !req->sub_resource[0]) {
+        if (!req->object)
+            deny(&a->r, GQ_EDENIED, "request.object is missing");
+        else
+            a->rc = decide_create(a->v, req, &a->d, &a->c);
+    } else if (is_pod(req) && req->operation == WH_OP_UPDATE &&
+               (!req->sub_resource[0] || !strcmp(req->sub_resource, "status"))) {
+        decide_update(a->v, req, &a->r);
+    }
+    if (!a->rc && a->c.must_charge)
+        charging_start(a);
+    else
+        admission_answer(a);
+}
+
+/* The review's answer (resp uninitialised; the caller disposes it on
+ * GQ_OK), with its audit record and metrics. */
+static gq_code admission_review(admission *a, wh_review_response *resp, gq_err *err)
+{
+    const wh_review_request *req = a->req;
+    wh_review_response out;
+    gq_code rc = a->rc;
+    if (!rc && !(rc = wh_review_response_init(&out, req->version, req->uid)) &&
+        (rc = answer(req, &a->r, &out)))
+        wh_review_response_dispose(&out);
+    if (rc)
+        return gq_err_set(err, rc, "%s", rc == GQ_ENOMEM ? "out of memory" : gq_strerror(rc));
+    record(a->v, req, &a->r, a->d.quotas, mono_s() - a->t0);
+    if (!a->r.allowed)
+        GQ_LOG(GQ_LOG_DEBUG, req->uid, "denied %s %s in %s: %s", wh_operation_name(req->operation),
+               req->kind, req->namespace, a->r.message);
+    *resp = out;
+    return GQ_OK;
+}
+
+/* A caller that blocks until its admission is answered. */
+typedef struct waiter {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+} waiter;
+
+static void waiter_wake(admission *a)
+{
+    waiter *w = a->ud;
+    pthread_mutex_lock(&w->mu);
+    w->done = true;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void admission_run_and_wait(admission *a)
+{
+    waiter w = {.done = false};
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    a->done = waiter_wake;
+    a->ud = &w;
+    admission_run(a);
+    pthread_mutex_lock(&w.mu);
+    while (!w.done)
+        pthread_cond_wait(&w.cv, &w.mu);
+    pthread_mutex_unlock(&w.mu);
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.mu);
+}
+
 gq_code wh_validate_review(wh_validator *v, const wh_review_request *req, wh_review_response *resp,
                            wh_validate_result *res, gq_err *err)
 {
-    wh_validate_result r;
-    wh_review_response out;
-    double t0 = mono_s();
-    gq_code rc;
-    memset(&r, 0, sizeof(r));
-    r.allowed = true;
-    for (int k = 0; k < GQ_KEY_COUNT; k++)
-        r.charge.set[k] = true;
-    r.charge.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
-    decision d = {&r, json_object_new_array()};
-    if (!d.quotas)
+    admission *a = admission_new(v, 0);
+    if (!a)
         return gq_err_set(err, GQ_ENOMEM, "out of memory");
-
-    /* pods/status writes keep the stored spec but may change labels and
-     * annotations (the pod status strategy resets only spec and owner
-     * references), so they get the tamper check too. */
-    if (is_pod(req) && req->operation == WH_OP_CREATE && !req->sub_resource[0]) {
-        if (!req->object)
-            deny(&r, GQ_EDENIED, "request.object is missing");
-        else if ((rc = decide_create(v, req, &d)))
-            goto fail;
-    } else if (is_pod(req) && req->operation == WH_OP_UPDATE &&
-               (!req->sub_resource[0] || !strcmp(req->sub_resource, "status"))) {
-        decide_update(v, req, &r);
-    }
-    if (r.allowed)
-        r.code = GQ_OK;
-    if ((rc = wh_review_response_init(&out, req->version, req->uid)))
-        goto fail;
-    if ((rc = answer(req, &r, &out))) {
-        wh_review_response_dispose(&out);
-        goto fail;
-    }
-    record(v, req, &r, d.quotas, mono_s() - t0);
-    json_object_put(d.quotas);
-    if (!r.allowed)
-        GQ_LOG(GQ_LOG_DEBUG, req->uid, "denied %s %s in %s: %s", wh_operation_name(req->operation),
-               req->kind, req->namespace, r.message);
-    *resp = out;
-    if (res)
-        *res = r;
-    return GQ_OK;
-fail:
-    json_object_put(d.quotas);
-    return gq_err_set(err, rc, "%s", rc == GQ_ENOMEM ? "out of memory" : gq_strerror(rc));
+    a->req = req;
+    admission_run_and_wait(a);
+    gq_code rc = admission_review(a, resp, err);
+    if (!rc && res)
+        *res = a->r;
+    admission_free(a);
+    return rc;
 }
 
-void wh_validate_handle(void *ctx, const wh_request *req, wh_response *resp)
+/* kube-apiserver's ?timeout= (a Go duration such as "10s" or "1m0s"; its
+ * default 10 s when absent or unreadable). A charge still queued at four
+ * fifths of it is refused, which leaves the rest for the round under way
+ * and the answer. */
+static double review_deadline(const char *timeout)
 {
-    wh_validator *v = ctx;
-    wh_review_request rq;
+    double total = 0;
+    const char *p = timeout;
+    while (p && *p) {
+        char *end;
+        double n = strtod(p, &end);
+        if (end == p || !(n >= 0))
+            break;
+        if (!strncmp(end, "ms", 2))
+            total += n / 1000, end += 2;
+        else if (*end == 's' || *end == 'm' || *end == 'h')
+            total += n * (*end == 's' ? 1 : *end == 'm' ? 60 : 3600), end++;
+        else
+            break;
+        p = end;
+    }
+    if ((p && *p) || !(total > 0 && total <= 3600))
+        total = 10;
+    return mono_s() + total * 0.8;
+}
+
+/* A decoded review in a new admission, or NULL with resp filled. */
+static admission *admission_decode(wh_validator *v, const wh_request *req, wh_response *resp)
+{
+    gq_err err;
+    gq_err_clear(&err);
+    admission *a = admission_new(v, review_deadline(req->timeout));
+    if (!a) {
+        wh_response_error(resp, 500, "out of memory");
+        return NULL;
+    }
+    gq_code rc = wh_review_decode(req->body, req->body_len, &a->owned, &err);
+    if (rc) {
+        admission_free(a);
+        wh_metrics_observe_admission(v->metrics, WH_WEBHOOK_VALIDATE, NULL, WH_DECISION_ERROR, 0);
+        wh_response_error(resp, rc == GQ_ENOMEM ? 500 : 400, "%s", err.msg);
+        return NULL;
+    }
+    a->owns_req = true;
+    a->req = &a->owned;
+    return a;
+}
+
+static void admission_http_answer(admission *a, wh_response *resp)
+{
     wh_review_response rs;
     gq_err err;
     char *text = NULL;
     size_t len = 0;
     gq_err_clear(&err);
-    gq_code rc = wh_review_decode(req->body, req->body_len, &rq, &err);
-    if (rc) {
-        wh_metrics_observe_admission(v->metrics, WH_WEBHOOK_VALIDATE, NULL, WH_DECISION_ERROR, 0);
-        wh_response_error(resp, rc == GQ_ENOMEM ? 500 : 400, "%s", err.msg);
-        return;
-    }
-    rc = wh_validate_review(v, &rq, &rs, NULL, &err);
+    gq_code rc = admission_review(a, &rs, &err);
     if (!rc) {
         rc = wh_review_encode(&rs, &text, &len);
         wh_review_response_dispose(&rs);
     }
-    wh_review_request_dispose(&rq);
-    if (rc) {
+    if (rc)
         wh_response_error(resp, 500, "%s", err.msg[0] ? err.msg : gq_strerror(rc));
+    else
+        wh_response_take_body(resp, 200, "application/json", text, len);
+}
+
+void wh_validate_handle(void *ctx, const wh_request *req, wh_response *resp)
+{
+    admission *a = admission_decode(ctx, req, resp);
+    if (!a)
         return;
-    }
-    wh_response_take_body(resp, 200, "application/json", text, len);
+    admission_run_and_wait(a);
+    admission_http_answer(a, resp);
+    admission_free(a);
+}
+
+static void http_done(admission *a)
+{
+    wh_deferred *later = a->ud;
+    wh_response resp;
+    wh_response_init(&resp);
+    admission_http_answer(a, &resp);
+    admission_free(a);
+    wh_deferred_finish(later, &resp);
+}
+
+bool wh_validate_handle_async(void *ctx, const wh_request *req, wh_response *resp,
+                              wh_deferred *later)
+{
+    admission *a = admission_decode(ctx, req, resp);
+    if (!a)
+        return false;
+    a->done = http_done;
+    a->ud = later;
+    admission_run(a);
+    return true;
 }

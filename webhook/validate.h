@@ -6,10 +6,12 @@
  * fresh and written back with the resourceVersion that was read, so any
  * number of webhook replicas never admit past spec.hard. Inside one process
  * concurrent admissions against the same quota are coalesced (group commit):
- * one thread reads the quota, evaluates every pending charge in arrival
- * order, writes one status update holding all admitted reservations and
- * hands the results to the waiting threads; on 409 the whole batch re-reads
- * and re-evaluates. A denial is never turned into an allow. Rules are in
+ * a charge is queued on its quota, and a charger thread reads the quota,
+ * evaluates every queued charge in arrival order, writes one status update
+ * holding all admitted reservations and lets each admission go on (its next
+ * quota, a rollback, or its answer); on 409 the whole batch re-reads and
+ * re-evaluates. A denial is never turned into an allow. No server thread
+ * waits for a charge (wh_validate_handle_async). Rules are in
  * docs/validating-webhook.md. */
 #ifndef WH_VALIDATE_H
 #define WH_VALIDATE_H
@@ -83,6 +85,12 @@ typedef struct wh_store {
     7000 /* conflict retries stop after this long: inside                                          \
             kube-apiserver's default 10 s webhook timeout */
 #define WH_TRUSTED_USERS_MAX 16
+/* Threads that run the group commit; they mostly wait on the API server. */
+#define WH_CHARGERS_DEFAULT 4
+#define WH_CHARGERS_MAX 64
+/* Charges waiting (not yet in a batch) across all quotas; past it a charge
+ * is refused at once (fail closed) rather than left to time out. */
+#define WH_QUEUE_MAX_DEFAULT 4096
 
 typedef struct wh_validate_opts {
     int64_t reservation_ttl_s;        /* 0: WH_RESERVATION_TTL_DEFAULT */
@@ -92,6 +100,8 @@ typedef struct wh_validate_opts {
     unsigned max_batch;               /* 0: WH_BATCH_MAX_DEFAULT; 1 disables coalescing */
     unsigned backoff_ms;              /* first conflict backoff (jittered, doubles); 0: 2 */
     unsigned budget_ms;               /* retry time budget; 0: WH_CHARGE_BUDGET_MS_DEFAULT */
+    unsigned chargers;                /* 0: WH_CHARGERS_DEFAULT; at most WH_CHARGERS_MAX */
+    unsigned max_queued;              /* 0: WH_QUEUE_MAX_DEFAULT */
     /* Wall clock in Unix seconds; NULL: time(). Tests pin it. */
     int64_t (*now)(void *ud);
     void *now_ud;
@@ -101,9 +111,10 @@ typedef struct wh_validate_opts {
 
 typedef struct wh_validator wh_validator;
 
-/* A validator over cfg and store (both borrowed; they must outlive it).
- * Options are copied. Caller owns *out (wh_validator_free). GQ_EINVAL for
- * bad options, GQ_ENOMEM. */
+/* A validator over cfg and store (both borrowed; they must outlive it),
+ * with its charger threads running. Options are copied. Freeing it lets
+ * the chargers finish what is queued, then joins them. Caller owns *out (wh_validator_free).
+ * GQ_EINVAL for bad options, GQ_ENOMEM. */
 gq_code wh_validator_new(const gq_config *cfg, const wh_store *store, const wh_validate_opts *o,
                          wh_validator **out, gq_err *err) GQ_WUR;
 void wh_validator_free(wh_validator *v);
@@ -136,15 +147,26 @@ gq_code wh_validate_review(wh_validator *v, const wh_review_request *req, wh_rev
                            wh_validate_result *res, gq_err *err) GQ_WUR;
 
 /* The HTTP handler for /validate (wh_handler_fn; ctx is the wh_validator):
- * decodes the body, decides, encodes. A body that is not a valid
- * AdmissionReview gets 400, an internal error 500. */
+ * decodes the body, decides, encodes, waiting for the charges. A body that
+ * is not a valid AdmissionReview gets 400, an internal error 500. */
 void wh_validate_handle(void *ctx, const wh_request *req, wh_response *resp);
+
+/* The same as an asynchronous handler (wh_async_handler_fn): decides up to
+ * the charges on the calling thread, queues them, and returns true; the
+ * answer is handed to `later` by the thread that decides (often a charger).
+ * A charge still queued when four fifths of the review's timeout (the
+ * request's ?timeout=, default 10 s) have passed is refused: the review is
+ * denied with a message saying so. Returns false with resp filled for a
+ * body that does not decode. */
+bool wh_validate_handle_async(void *ctx, const wh_request *req, wh_response *resp,
+                              wh_deferred *later);
 
 /* Counters for tests and the benchmark. */
 typedef struct wh_validate_stats {
-    uint64_t batches;   /* status writes attempted */
-    uint64_t conflicts; /* 409s seen */
-    uint64_t charged;   /* reservations written */
+    uint64_t batches;       /* status writes attempted */
+    uint64_t conflicts;     /* 409s seen */
+    uint64_t charged;       /* reservations written */
+    uint64_t largest_batch; /* most pendings one group-commit batch held */
 } wh_validate_stats;
 void wh_validate_get_stats(wh_validator *v, wh_validate_stats *out);
 

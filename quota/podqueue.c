@@ -147,22 +147,32 @@ bool gq_queue_applies(const gq_quota *const *qs, size_t n, const gq_pod_facts *p
     return false;
 }
 
-/* charge x members against one set of limits of q: spec.hard (model NULL)
+/* What a group of members asks of key k: the first member's charge and
+ * every other one's own part; INT64_MAX when that overflows. */
+static int64_t group_need(const gq_amounts *charge, const gq_amounts *own, int64_t members, int k)
+{
+    int64_t rest, need;
+    if (__builtin_mul_overflow(own->v[k], members - 1, &rest) ||
+        __builtin_add_overflow(charge->v[k], rest, &need))
+        return INT64_MAX;
+    return need;
+}
+
+/* The group's need against one set of limits of q: spec.hard (model NULL)
  * or spec.models.<model>. */
 static gq_code ever_fits_limits(const gq_quota *q, const char *model, const gq_amounts *hard,
-                                const gq_amounts *charge, int64_t members, const char *group,
-                                gq_err *err)
+                                const gq_amounts *charge, const gq_amounts *own, int64_t members,
+                                const char *group, gq_err *err)
 {
     for (int k = 0; k < GQ_KEY_COUNT; k++) {
         if (!hard->set[k] || charge->v[k] <= 0)
             continue;
-        int64_t need;
-        if (!__builtin_mul_overflow(charge->v[k], members, &need) && need <= hard->v[k])
+        int64_t need = group_need(charge, own, members, k);
+        if (need <= hard->v[k])
             continue;
         gq_amounts a = *charge, h = *hard;
         char asked[GQ_QUANTITY_STR_MAX], lim[GQ_QUANTITY_STR_MAX];
-        if (__builtin_mul_overflow(charge->v[k], members, &a.v[k]))
-            a.v[k] = INT64_MAX;
+        a.v[k] = need;
         gq_amount_format(&a, (gq_qkey)k, asked);
         gq_amount_format(&h, (gq_qkey)k, lim);
         const char *qk = q->kind == GQ_QUOTA_TENANT ? "tenant quota" : "quota";
@@ -183,16 +193,19 @@ static gq_code ever_fits_limits(const gq_quota *q, const char *model, const gq_a
 }
 
 gq_code gq_queue_check_ever_fits(const gq_quota *q, const char *model, const gq_amounts *charge,
-                                 int64_t members, const char *group, gq_err *err)
+                                 const gq_amounts *own, int64_t members, const char *group,
+                                 gq_err *err)
 {
     if (members < 1)
         members = 1;
-    gq_code rc = ever_fits_limits(q, NULL, &q->hard, charge, members, group, err);
+    if (!own)
+        own = charge;
+    gq_code rc = ever_fits_limits(q, NULL, &q->hard, charge, own, members, group, err);
     /* A pinned pod meets its model's limits; an unpinned one every model's. */
     for (size_t i = 0; !rc && i < q->n_models; i++)
         if (!model || !strcmp(model, q->models[i].name))
-            rc = ever_fits_limits(q, q->models[i].name, &q->models[i].hard, charge, members, group,
-                                  err);
+            rc = ever_fits_limits(q, q->models[i].name, &q->models[i].hard, charge, own, members,
+                                  group, err);
     return rc;
 }
 

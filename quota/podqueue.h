@@ -65,9 +65,12 @@ bool gq_quota_limits(const gq_quota *q, const gq_amounts *charge);
 bool gq_queue_applies(const gq_quota *const *qs, size_t n, const gq_pod_facts *pod,
                       json_object *ns_labels, const gq_amounts *charge);
 
-/* A queued pod (or a group of `members` such pods, all charging charge)
- * that could never be admitted: charge x members above q's hard for some
- * key, or above the limits of a model q lists in spec.models that the pod
+/* A queued pod (or a group of `members` such pods) that could never be
+ * admitted. The first member pays charge; each other one pays own, the
+ * charge without the shared ResourceClaims the pod names (gq_charge_own),
+ * since a quota charges a shared claim once however many members name it
+ * (own NULL: charge). Refused when charge + own x (members - 1) is above q's
+ * hard for some key, or above the limits of a model q lists in spec.models that the pod
  * is charged against (model: the one it is pinned to, gq_pod_facts.model;
  * NULL: every listed model, as gq_quota_evaluate charges it). GQ_EDENIED
  * with the message in err, e.g.
@@ -76,7 +79,8 @@ bool gq_queue_applies(const gq_quota *const *qs, size_t n, const gq_pod_facts *p
  *   "pod asks for a100-80gb/gpu-memory=40Gi, more than quota team-a allows
  *    at all (a100-80gb/gpu-memory=32Gi): it would wait forever" */
 gq_code gq_queue_check_ever_fits(const gq_quota *q, const char *model, const gq_amounts *charge,
-                                 int64_t members, const char *group, gq_err *err) GQ_WUR;
+                                 const gq_amounts *own, int64_t members, const char *group,
+                                 gq_err *err) GQ_WUR;
 
 /* One queued pod, for the planner. Strings are borrowed. */
 typedef struct gq_queue_entry {

@@ -169,17 +169,40 @@ static void test_ever_fits(void **state)
     gq_amounts c = mem(8);
     gq_err err;
     gq_err_clear(&err);
-    assert_int_equal(gq_queue_check_ever_fits(q, NULL, &c, 4, "train", &err), GQ_OK);
-    assert_int_equal(gq_queue_check_ever_fits(q, NULL, &c, 5, "train", &err), GQ_EDENIED);
+    assert_int_equal(gq_queue_check_ever_fits(q, NULL, &c, NULL, 4, "train", &err), GQ_OK);
+    assert_int_equal(gq_queue_check_ever_fits(q, NULL, &c, NULL, 5, "train", &err), GQ_EDENIED);
     assert_string_equal(err.msg, "pod group train of 5 pods asks for gpu-memory=40Gi, more than "
                                  "quota team allows at all (gpu-memory=32Gi): it would wait "
                                  "forever");
     c = mem(40);
-    assert_int_equal(gq_queue_check_ever_fits(q, NULL, &c, 1, NULL, &err), GQ_EDENIED);
+    assert_int_equal(gq_queue_check_ever_fits(q, NULL, &c, NULL, 1, NULL, &err), GQ_EDENIED);
     assert_string_equal(err.msg, "pod asks for gpu-memory=40Gi, more than quota team allows at "
                                  "all (gpu-memory=32Gi): it would wait forever");
     c.v[GQ_KEY_GPU_MEMORY] = INT64_MAX / 2;
-    assert_int_equal(gq_queue_check_ever_fits(q, NULL, &c, 4096, "huge", &err), GQ_EDENIED);
+    assert_int_equal(gq_queue_check_ever_fits(q, NULL, &c, NULL, 4096, "huge", &err), GQ_EDENIED);
+    gq_quota_free(q);
+}
+
+/* Members that name one shared ResourceClaim pay it once between them: a
+ * group of 4 asking 4Gi each of their own plus a shared 16Gi claim needs
+ * 32Gi, not 4 x 20Gi. */
+static void test_ever_fits_shared_claim(void **state)
+{
+    (void)state;
+    gq_quota *q = Q("{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':"
+                    "'team','namespace':'a'},'spec':{'hard':{'gpu-memory':'32Gi'}}}");
+    gq_amounts c = mem(20), own = mem(4);
+    gq_err err;
+    gq_err_clear(&err);
+    assert_int_equal(gq_queue_check_ever_fits(q, NULL, &c, &own, 4, "train", &err), GQ_OK);
+    assert_int_equal(gq_queue_check_ever_fits(q, NULL, &c, &own, 5, "train", &err), GQ_EDENIED);
+    assert_string_equal(err.msg, "pod group train of 5 pods asks for gpu-memory=36Gi, more than "
+                                 "quota team allows at all (gpu-memory=32Gi): it would wait "
+                                 "forever");
+    /* Without the shared part every member pays the whole charge. */
+    assert_int_equal(gq_queue_check_ever_fits(q, NULL, &c, NULL, 2, "train", &err), GQ_EDENIED);
+    own.v[GQ_KEY_GPU_MEMORY] = INT64_MAX / 2;
+    assert_int_equal(gq_queue_check_ever_fits(q, NULL, &c, &own, 4096, "huge", &err), GQ_EDENIED);
     gq_quota_free(q);
 }
 
@@ -412,17 +435,17 @@ static void test_ever_fits_model(void **state)
     gq_quota_free(models_only);
     gq_err err;
     gq_err_clear(&err);
-    assert_int_equal(gq_queue_check_ever_fits(q, "a100-80gb", &c, 1, NULL, &err), GQ_EDENIED);
+    assert_int_equal(gq_queue_check_ever_fits(q, "a100-80gb", &c, NULL, 1, NULL, &err), GQ_EDENIED);
     assert_string_equal(err.msg, "pod asks for a100-80gb/gpu-memory=40Gi, more than quota team "
                                  "allows at all (a100-80gb/gpu-memory=32Gi): it would wait "
                                  "forever");
     /* A model the quota does not list: spec.hard alone. */
-    assert_int_equal(gq_queue_check_ever_fits(q, "h100-80gb", &c, 1, NULL, &err), GQ_OK);
+    assert_int_equal(gq_queue_check_ever_fits(q, "h100-80gb", &c, NULL, 1, NULL, &err), GQ_OK);
     /* Unpinned: against every listed model. */
-    assert_int_equal(gq_queue_check_ever_fits(q, NULL, &c, 1, NULL, &err), GQ_EDENIED);
+    assert_int_equal(gq_queue_check_ever_fits(q, NULL, &c, NULL, 1, NULL, &err), GQ_EDENIED);
     c = mem(16);
-    assert_int_equal(gq_queue_check_ever_fits(q, "a100-80gb", &c, 2, "g", &err), GQ_OK);
-    assert_int_equal(gq_queue_check_ever_fits(q, "a100-80gb", &c, 3, "g", &err), GQ_EDENIED);
+    assert_int_equal(gq_queue_check_ever_fits(q, "a100-80gb", &c, NULL, 2, "g", &err), GQ_OK);
+    assert_int_equal(gq_queue_check_ever_fits(q, "a100-80gb", &c, NULL, 3, "g", &err), GQ_EDENIED);
     assert_string_equal(err.msg, "pod group g of 3 pods asks for a100-80gb/gpu-memory=48Gi, more "
                                  "than quota team allows at all (a100-80gb/gpu-memory=32Gi): it "
                                  "would wait forever");
@@ -710,14 +733,23 @@ static void test_applies(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_spec_fields),       cmocka_unit_test(test_gate_index),
-        cmocka_unit_test(test_group_parse),       cmocka_unit_test(test_ever_fits),
-        cmocka_unit_test(test_ever_fits_model),   cmocka_unit_test(test_plan_model_limits),
-        cmocka_unit_test(test_plan_model_choice), cmocka_unit_test(test_ungate_pin),
-        cmocka_unit_test(test_deferred_choice),   cmocka_unit_test(test_plan_order),
-        cmocka_unit_test(test_plan_strategies),   cmocka_unit_test(test_plan_two_quotas),
-        cmocka_unit_test(test_plan_groups),       cmocka_unit_test(test_plan_bad_index),
-        cmocka_unit_test(test_ungate_patch),      cmocka_unit_test(test_applies),
+        cmocka_unit_test(test_spec_fields),
+        cmocka_unit_test(test_gate_index),
+        cmocka_unit_test(test_group_parse),
+        cmocka_unit_test(test_ever_fits),
+        cmocka_unit_test(test_ever_fits_shared_claim),
+        cmocka_unit_test(test_ever_fits_model),
+        cmocka_unit_test(test_plan_model_limits),
+        cmocka_unit_test(test_plan_model_choice),
+        cmocka_unit_test(test_ungate_pin),
+        cmocka_unit_test(test_deferred_choice),
+        cmocka_unit_test(test_plan_order),
+        cmocka_unit_test(test_plan_strategies),
+        cmocka_unit_test(test_plan_two_quotas),
+        cmocka_unit_test(test_plan_groups),
+        cmocka_unit_test(test_plan_bad_index),
+        cmocka_unit_test(test_ungate_patch),
+        cmocka_unit_test(test_applies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

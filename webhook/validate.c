@@ -1228,8 +1228,8 @@ static gq_code check_group_members(const wh_store *st, const char *ns, const gq_
  * quota when it ungates the pod. */
 static gq_code decide_queued(const wh_store *st, const char *ns, json_object *pod,
                              gq_quota *const *to_charge, size_t n, const gq_pod_facts *facts,
-                             json_object *ns_labels, const gq_amounts *charge, int64_t now,
-                             wh_validate_result *r)
+                             json_object *ns_labels, const gq_amounts *charge,
+                             const gq_amounts *own, int64_t now, wh_validate_result *r)
 {
     gq_pod_group g;
     gq_err e;
@@ -1240,7 +1240,7 @@ static gq_code decide_queued(const wh_store *st, const char *ns, json_object *po
     }
     for (size_t i = 0; i < n; i++) {
         const gq_quota *q = to_charge[i];
-        if (gq_queue_check_ever_fits(q, facts->model, charge, g.present ? g.size : 1,
+        if (gq_queue_check_ever_fits(q, facts->model, charge, own, g.present ? g.size : 1,
                                      g.present ? g.name : NULL, &e) != GQ_OK) {
             deny(r, GQ_EDENIED, "%s", e.msg);
             return GQ_OK;
@@ -1647,9 +1647,13 @@ static gq_code decide_create_one(wh_validator *v, const wh_review_request *req, 
     if (gq_config_is_exempt(v->cfg, c->ns) || !price_pod(v, pod, c, r, &rc) || !c->cost.gpu_pods ||
         !check_limit_ranges(v, pod, c, r, &rc) || !select_governing(v, pod, c, r, &rc))
         return rc;
-    if (gq_pod_gate_index(pod) >= 0) /* queued: checked in full, charged later by the controller */
+    if (gq_pod_gate_index(pod) >=
+        0) { /* queued: checked in full, charged later by the controller */
+        gq_amounts own;
+        gq_charge_own(&r->charge, c->cost.shared, c->cost.n_shared, &own);
         return decide_queued(&v->store, c->ns, pod, c->to_charge, c->n_idx, &c->facts,
-                             c->qv.ns_labels, &r->charge, now_s(v), r);
+                             c->qv.ns_labels, &r->charge, &own, now_s(v), r);
+    }
     if (!c->n_idx)
         return GQ_OK;
     if ((rc = build_reservations(v, req, c, r)))

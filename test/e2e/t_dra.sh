@@ -277,4 +277,27 @@ check "the controller ungates the group" ",," "$(for i in 1 2; do printf ,%s "$(
 eventually 60 usage3_is "2 160Gi 3"
 check "its claim counts once" "2 160Gi 3" "$(usage3)"
 
+# /validate's "would it ever fit" check at creation counts a shared claim
+# once for the group too: three members naming the claim of two GPUs under
+# gpus: 2 are accepted (3 x 2 GPUs if each paid it) and all start; five
+# members are refused, since gpu-pods: 4 can never hold them.
+kubectl -n "$NS3" delete pods --all --wait=true >/dev/null
+eventually 60 usage3_is "0 0 0"
+out=""
+group='labels: {gpuquota.io/pod-group: g3}, annotations: {gpuquota.io/pod-group-size: "3"}'
+for i in 1 2 3; do
+    out+=" $(kubectl -n "$NS3" create -f - 2>&1 <<<"$(claim_pod "g3-$i" resourceClaimName qpair "$group")")"
+done
+check "a group of three naming a claim that fills gpus is created" \
+    " pod/g3-1 created pod/g3-2 created pod/g3-3 created" "$out"
+for i in 1 2 3; do eventually 60 ungated3 "g3-$i"; done
+check "the controller ungates the group of three" ",,," \
+    "$(for i in 1 2 3; do printf ,%s "$(gates3 "g3-$i")"; done)"
+eventually 60 usage3_is "2 160Gi 3"
+check "the group's claim counts once" "2 160Gi 3" "$(usage3)"
+group='labels: {gpuquota.io/pod-group: g5}, annotations: {gpuquota.io/pod-group-size: "5"}'
+check_match "a group of five is refused: gpu-pods can never hold it" \
+    'pod group g5 of 5 pods asks for gpu-pods=5, more than quota queued allows at all \(gpu-pods=4\)' \
+    "$(kubectl -n "$NS3" create -f - 2>&1 <<<"$(claim_pod g5-1 resourceClaimName qpair "$group")")"
+
 finish

@@ -57,7 +57,8 @@ void gq_htab_free(gq_htab *t);
  * unspecified: a growth may reverse it. */
 void gq_htab_insert(gq_htab *t, gq_hnode *node, uint64_t hash);
 
-/* Unlink node, which must be in t. O(chain length). */
+/* Unlink node, which must be in t. O(chain length). The node is then the
+ * caller's again, its next pointer too (say, to list removed nodes). */
 void gq_htab_remove(gq_htab *t, gq_hnode *node);
 
 /* Put node in old's place (old must be in t; node takes old's hash, node

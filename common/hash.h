@@ -1,5 +1,6 @@
-/* FNV-1a, the one string hash of the project's chained hash tables (the
- * kube/ cache, the controller's store, the validator's quota slots). Not for
+/* FNV-1a, the one string hash of the project's chained hash tables
+ * (common/htab.h: the kube/ cache, the controller's store, queue and
+ * per-quota state, the validator's quota slots). Not for
  * untrusted keys where collisions matter: object keys come from the API
  * server, which limits names to 253 bytes. */
 #ifndef GQ_HASH_H

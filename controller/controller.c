@@ -311,16 +311,20 @@ static void ks_free(kstate *k)
     free(k);
 }
 
+/* The kstate of a table node, NULL for none. */
+static kstate *ks_of(gq_hnode *n)
+{
+    return n ? GQ_HTAB_ENTRY(n, kstate, node) : NULL;
+}
+
 static void ks_drop(ctl_controller *c, const char *key)
 {
     pthread_mutex_lock(&c->mu);
-    for (kstate **pp = &c->ks[gq_fnv1a(key) % KS_BUCKETS]; *pp; pp = &(*pp)->next)
-        if (!strcmp((*pp)->key, key)) {
-            kstate *k = *pp;
-            *pp = k->next;
-            ks_free(k);
-            break;
-        }
+    kstate *k = ctl_ks_get(c, key, false);
+    if (k) {
+        gq_htab_remove(&c->ks, &k->node);
+        ks_free(k);
+    }
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -888,7 +892,7 @@ gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, g
     pthread_mutex_init(&c->mu, NULL);
     c->ungated = json_object_new_object();
     c->q_events = json_object_new_object();
-    if (!c->ungated || !c->q_events)
+    if (!c->ungated || !c->q_events || gq_htab_init(&c->ks, KS_BUCKETS))
         goto fail;
     ctl_queue_opts qo = {.backoff_min_ms = o->backoff_min_ms, .backoff_max_ms = o->backoff_max_ms};
     if (ctl_store_new(&c->store) || ctl_queue_new(&qo, &c->queue))
@@ -975,11 +979,10 @@ void ctl_controller_free(ctl_controller *c)
         gq_quota_free(c->tv[i].q);
     }
     free(c->tv);
-    for (size_t i = 0; i < KS_BUCKETS; i++)
-        for (kstate *k = c->ks[i], *n; k; k = n) {
-            n = k->next;
-            ks_free(k);
-        }
+    gq_htab_iter it;
+    for (gq_hnode *n = gq_htab_iter_first(&it, &c->ks); n; n = gq_htab_iter_next(&it))
+        ks_free(GQ_HTAB_ENTRY(n, kstate, node));
+    gq_htab_free(&c->ks);
     free(c->threads);
     json_object_put(c->ungated);
     json_object_put(c->q_events);
@@ -1013,43 +1016,42 @@ size_t ctl_controller_tracked_pods(ctl_controller *c)
 /* Queue families: length gauge and wait-time histogram per quota. mu held. */
 static void queue_series(ctl_controller *c, FILE *f)
 {
+    gq_htab_iter it;
     fprintf(f, "# HELP gpuquota_queue_length Pods queued behind the gate gpuquota.io/quota that "
                "the quota governs.\n# TYPE gpuquota_queue_length gauge\n");
-    for (size_t i = 0; i < KS_BUCKETS; i++)
-        for (kstate *k = c->ks[i]; k; k = k->next)
-            if (k->gauges && k->name && k->ns)
-                fprintf(f, "gpuquota_queue_length{namespace=\"%s\",quota=\"%s\"} %" PRId64 "\n",
-                        k->ns, k->name, k->queued_pods);
+    for (kstate *k = ks_of(gq_htab_iter_first(&it, &c->ks)); k; k = ks_of(gq_htab_iter_next(&it)))
+        if (k->gauges && k->name && k->ns)
+            fprintf(f, "gpuquota_queue_length{namespace=\"%s\",quota=\"%s\"} %" PRId64 "\n", k->ns,
+                    k->name, k->queued_pods);
     fprintf(f, "# HELP gpuquota_queue_wait_seconds Time from creation to ungate of queued pods "
                "the quota charged.\n# TYPE gpuquota_queue_wait_seconds histogram\n");
-    for (size_t i = 0; i < KS_BUCKETS; i++)
-        for (kstate *k = c->ks[i]; k; k = k->next) {
-            unsigned long cum = 0;
-            if (!k->name || !k->ns)
-                continue;
-            for (int b = 0; b <= W_BUCKETS; b++)
-                cum += k->wait_hist[b];
-            if (!cum)
-                continue;
-            cum = 0;
-            for (int b = 0; b <= W_BUCKETS; b++) {
-                cum += k->wait_hist[b];
-                if (b < W_BUCKETS)
-                    fprintf(f,
-                            "gpuquota_queue_wait_seconds_bucket{namespace=\"%s\",quota=\"%s\","
-                            "le=\"%g\"} %lu\n",
-                            k->ns, k->name, ctl_wait_bounds[b], cum);
-                else
-                    fprintf(f,
-                            "gpuquota_queue_wait_seconds_bucket{namespace=\"%s\",quota=\"%s\","
-                            "le=\"+Inf\"} %lu\n",
-                            k->ns, k->name, cum);
-            }
-            fprintf(f, "gpuquota_queue_wait_seconds_sum{namespace=\"%s\",quota=\"%s\"} %.6f\n",
-                    k->ns, k->name, k->wait_sum);
-            fprintf(f, "gpuquota_queue_wait_seconds_count{namespace=\"%s\",quota=\"%s\"} %lu\n",
-                    k->ns, k->name, cum);
+    for (kstate *k = ks_of(gq_htab_iter_first(&it, &c->ks)); k; k = ks_of(gq_htab_iter_next(&it))) {
+        unsigned long cum = 0;
+        if (!k->name || !k->ns)
+            continue;
+        for (int b = 0; b <= W_BUCKETS; b++)
+            cum += k->wait_hist[b];
+        if (!cum)
+            continue;
+        cum = 0;
+        for (int b = 0; b <= W_BUCKETS; b++) {
+            cum += k->wait_hist[b];
+            if (b < W_BUCKETS)
+                fprintf(f,
+                        "gpuquota_queue_wait_seconds_bucket{namespace=\"%s\",quota=\"%s\","
+                        "le=\"%g\"} %lu\n",
+                        k->ns, k->name, ctl_wait_bounds[b], cum);
+            else
+                fprintf(f,
+                        "gpuquota_queue_wait_seconds_bucket{namespace=\"%s\",quota=\"%s\","
+                        "le=\"+Inf\"} %lu\n",
+                        k->ns, k->name, cum);
         }
+        fprintf(f, "gpuquota_queue_wait_seconds_sum{namespace=\"%s\",quota=\"%s\"} %.6f\n", k->ns,
+                k->name, k->wait_sum);
+        fprintf(f, "gpuquota_queue_wait_seconds_count{namespace=\"%s\",quota=\"%s\"} %lu\n", k->ns,
+                k->name, cum);
+    }
 }
 
 static unsigned long ld(atomic_ulong *v)
@@ -1125,18 +1127,17 @@ static void cache_series(ctl_controller *c, FILE *f)
  * (c->mu held). */
 static void quota_gauge_series(ctl_controller *c, FILE *f)
 {
+    gq_htab_iter it;
     fprintf(f, "# HELP gpuquota_quota_used Usage recounted from pods.\n"
                "# TYPE gpuquota_quota_used gauge\n");
-    for (size_t i = 0; i < KS_BUCKETS; i++)
-        for (kstate *k = c->ks[i]; k; k = k->next)
-            if (k->gauges && k->name && k->ns)
-                quota_series(f, "gpuquota_quota_used", k, &k->used);
+    for (kstate *k = ks_of(gq_htab_iter_first(&it, &c->ks)); k; k = ks_of(gq_htab_iter_next(&it)))
+        if (k->gauges && k->name && k->ns)
+            quota_series(f, "gpuquota_quota_used", k, &k->used);
     fprintf(f, "# HELP gpuquota_quota_hard spec.hard of the quota.\n"
                "# TYPE gpuquota_quota_hard gauge\n");
-    for (size_t i = 0; i < KS_BUCKETS; i++)
-        for (kstate *k = c->ks[i]; k; k = k->next)
-            if (k->gauges && k->name && k->ns)
-                quota_series(f, "gpuquota_quota_hard", k, &k->hard);
+    for (kstate *k = ks_of(gq_htab_iter_first(&it, &c->ks)); k; k = ks_of(gq_htab_iter_next(&it)))
+        if (k->gauges && k->name && k->ns)
+            quota_series(f, "gpuquota_quota_hard", k, &k->hard);
 }
 
 gq_code ctl_controller_metrics(ctl_controller *c, char **out, size_t *len)

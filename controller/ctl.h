@@ -23,6 +23,7 @@
 #include "quota/config.h"
 #include "quota/crd.h"
 #include "common/gq_error.h"
+#include "common/htab.h"
 #include "kube/kube.h"
 #include "quota/policy.h"
 
@@ -45,7 +46,7 @@ typedef struct ctl_choices {
 
 typedef struct ctl_pod {
     struct ctl_pod *prev, *next;  /* namespace list (store lock) */
-    struct ctl_pod *unext;        /* uid index chain (store lock) */
+    gq_hnode unode;               /* in the store's uid index (store lock) */
     ctl_ns *ns;                   /* interned namespace, holds a reference */
     const char *priority_class;   /* interned spec.priorityClassName; NULL = none */
     const char *model;            /* gq_pod_model, borrowed from the config; NULL = none */

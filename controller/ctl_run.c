@@ -44,10 +44,12 @@ bool ctl_make_key(char key[KEY_MAX], char kind, const char *ns, const char *name
 
 kstate *ctl_ks_get(ctl_controller *c, const char *key, bool create)
 {
-    size_t b = (size_t)(gq_fnv1a(key) % KS_BUCKETS);
-    for (kstate *k = c->ks[b]; k; k = k->next)
+    uint64_t h = gq_fnv1a(key);
+    for (gq_hnode *n = gq_htab_first(&c->ks, h); n; n = gq_htab_next(n)) {
+        kstate *k = GQ_HTAB_ENTRY(n, kstate, node);
         if (!strcmp(k->key, key))
             return k;
+    }
     if (!create)
         return NULL;
     size_t len = strlen(key);
@@ -55,8 +57,7 @@ kstate *ctl_ks_get(ctl_controller *c, const char *key, bool create)
     if (!k)
         return NULL;
     memcpy(k->key, key, len + 1);
-    k->next = c->ks[b];
-    c->ks[b] = k;
+    gq_htab_insert(&c->ks, &k->node, h);
     return k;
 }
 

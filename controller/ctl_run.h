@@ -6,18 +6,19 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "common/htab.h"
 #include "controller/ctl_int.h"
 #include "kube/kube.h"
 
 #define API_GQ "/apis/gpuquota.io/v1alpha1"
-#define KS_BUCKETS 1024
+#define KS_BUCKETS 1024 /* initial; the kstate table doubles past one a bucket */
 #define N_BUCKETS 12
 
 #define W_BUCKETS 10
 
 /* Per-quota state kept between reconciles, keyed like the queue. */
 typedef struct kstate {
-    struct kstate *next;
+    gq_hnode node;        /* in the controller's kstate table, by key */
     char *sent_rv;        /* resourceVersion our last write was based on */
     char *written_rv;     /* resourceVersion our last write produced */
     json_object *written; /* what the API server returned for that write */
@@ -57,7 +58,7 @@ struct ctl_controller {
     pthread_mutex_t mu; /* tenants, kstates */
     tenant_ent *tv;
     size_t n_tenants, cap_tenants;
-    kstate *ks[KS_BUCKETS];
+    gq_htab ks; /* kstate by key */
 
     atomic_ulong results[RES_COUNT], writes, events, cost_errors, abandoned;
     atomic_ulong q_charges, q_ungated;

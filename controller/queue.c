@@ -5,6 +5,7 @@
 #include "controller/ctl.h"
 #include "common/json_member.h"
 #include "common/hash.h"
+#include "common/htab.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -12,10 +13,11 @@
 #include <string.h>
 #include <time.h>
 
+/* Initial buckets of the key table, which doubles past one key a bucket. */
 #define Q_BUCKETS 4096
 
 typedef struct qitem {
-    struct qitem *hnext; /* hash chain */
+    gq_hnode node;       /* in the queue's table, by key */
     struct qitem *rnext; /* ready FIFO */
     unsigned failures;
     bool queued;     /* in the ready FIFO */
@@ -30,7 +32,7 @@ struct ctl_queue {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     ctl_queue_opts o;
-    qitem *buckets[Q_BUCKETS];
+    gq_htab items; /* qitem by key */
     qitem *head, *tail;
     size_t n_ready, n_delayed;
     bool shutdown;
@@ -75,6 +77,10 @@ gq_code ctl_queue_new(const ctl_queue_opts *opts, ctl_queue **out)
         free(q);
         return GQ_ENOMEM;
     }
+    if (gq_htab_init(&q->items, Q_BUCKETS)) {
+        ctl_queue_free(q);
+        return GQ_ENOMEM;
+    }
     *out = q;
     return GQ_OK;
 }
@@ -83,27 +89,24 @@ void ctl_queue_free(ctl_queue *q)
 {
     if (!q)
         return;
-    for (size_t i = 0; i < Q_BUCKETS; i++)
-        for (qitem *it = q->buckets[i], *n; it; it = n) {
-            n = it->hnext;
-            free(it);
-        }
+    gq_htab_iter i;
+    for (gq_hnode *n = gq_htab_iter_first(&i, &q->items); n; n = gq_htab_iter_next(&i))
+        free(GQ_HTAB_ENTRY(n, qitem, node));
+    gq_htab_free(&q->items);
     pthread_cond_destroy(&q->cv);
     pthread_mutex_destroy(&q->mu);
     free(q);
 }
 
-static size_t bucket(const char *key)
+static int key_eq(const gq_hnode *n, const void *key)
 {
-    return (size_t)(gq_fnv1a(key) % Q_BUCKETS);
+    return !strcmp(GQ_HTAB_ENTRY(n, const qitem, node)->key, key);
 }
 
 static qitem *find(ctl_queue *q, const char *key)
 {
-    for (qitem *it = q->buckets[bucket(key)]; it; it = it->hnext)
-        if (!strcmp(it->key, key))
-            return it;
-    return NULL;
+    gq_hnode *n = gq_htab_find(&q->items, gq_fnv1a(key), key_eq, key);
+    return n ? GQ_HTAB_ENTRY(n, qitem, node) : NULL;
 }
 
 static qitem *find_or_new(ctl_queue *q, const char *key)
@@ -116,9 +119,7 @@ static qitem *find_or_new(ctl_queue *q, const char *key)
     if (!it)
         return NULL;
     memcpy(it->key, key, len + 1);
-    size_t b = bucket(key);
-    it->hnext = q->buckets[b];
-    q->buckets[b] = it;
+    gq_htab_insert(&q->items, &it->node, gq_fnv1a(key));
     return it;
 }
 
@@ -127,12 +128,8 @@ static void maybe_gc(ctl_queue *q, qitem *it)
 {
     if (it->queued || it->processing || it->delayed || it->failures)
         return;
-    for (qitem **pp = &q->buckets[bucket(it->key)]; *pp; pp = &(*pp)->hnext)
-        if (*pp == it) {
-            *pp = it->hnext;
-            free(it);
-            return;
-        }
+    gq_htab_remove(&q->items, &it->node);
+    free(it);
 }
 
 static void push_ready(ctl_queue *q, qitem *it)
@@ -243,15 +240,16 @@ static int64_t promote_due(ctl_queue *q)
     if (!q->n_delayed)
         return next;
     int64_t now = now_ms(q);
-    for (size_t i = 0; i < Q_BUCKETS; i++)
-        for (qitem *it = q->buckets[i]; it; it = it->hnext) {
-            if (!it->delayed)
-                continue;
-            if (it->due <= now)
-                push_ready(q, it);
-            else if (it->due < next)
-                next = it->due;
-        }
+    gq_htab_iter i;
+    for (gq_hnode *n = gq_htab_iter_first(&i, &q->items); n; n = gq_htab_iter_next(&i)) {
+        qitem *it = GQ_HTAB_ENTRY(n, qitem, node);
+        if (!it->delayed)
+            continue;
+        if (it->due <= now)
+            push_ready(q, it);
+        else if (it->due < next)
+            next = it->due;
+    }
     return next;
 }
 

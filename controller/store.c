@@ -30,8 +30,7 @@ typedef struct ns_group {
 } ns_group;
 
 struct ctl_ns {
-    struct ctl_ns *hnext;
-    uint64_t hash;
+    gq_hnode node;       /* in the store's namespace table, by name */
     size_t refs;         /* records holding it + 1 while the Namespace object exists */
     bool present;        /* the Namespace object exists */
     json_object *labels; /* metadata.labels, owned; NULL = none */
@@ -51,16 +50,14 @@ struct ctl_ns {
 
 struct ctl_store {
     pthread_rwlock_t lock;
-    ctl_ns **buckets;
-    size_t nbuckets, n_ns;
-    char **pcs; /* interned priority class names, never freed before the store */
+    gq_htab nss; /* ctl_ns by name */
+    char **pcs;  /* interned priority class names, never freed before the store */
     size_t n_pcs, cap_pcs;
     size_t n_pods;
     /* Linked records with a uid, by uid: reservations are keyed by the pod's
      * uid, and a quota may hold many of them. */
-    ctl_pod **ubuckets;
-    size_t n_ubuckets, n_uids;
-    size_t bytes; /* allocated for records and indexes */
+    gq_htab uids;
+    size_t bytes; /* allocated for records (the tables' arrays apart) */
 };
 
 gq_code ctl_store_new(ctl_store **out)
@@ -68,18 +65,14 @@ gq_code ctl_store_new(ctl_store **out)
     ctl_store *s = calloc(1, sizeof(*s));
     if (!s)
         return GQ_ENOMEM;
-    s->buckets = calloc(NS_BUCKETS_MIN, sizeof(*s->buckets));
-    s->ubuckets = calloc(UID_BUCKETS_MIN, sizeof(*s->ubuckets));
-    if (!s->buckets || !s->ubuckets || pthread_rwlock_init(&s->lock, NULL) != 0) {
-        free(s->buckets);
-        free(s->ubuckets);
+    if (gq_htab_init(&s->nss, NS_BUCKETS_MIN) || gq_htab_init(&s->uids, UID_BUCKETS_MIN) ||
+        pthread_rwlock_init(&s->lock, NULL) != 0) {
+        gq_htab_free(&s->nss);
+        gq_htab_free(&s->uids);
         free(s);
         return GQ_ENOMEM;
     }
-    s->nbuckets = NS_BUCKETS_MIN;
-    s->n_ubuckets = UID_BUCKETS_MIN;
-    s->bytes =
-        sizeof(*s) + NS_BUCKETS_MIN * sizeof(*s->buckets) + UID_BUCKETS_MIN * sizeof(*s->ubuckets);
+    s->bytes = sizeof(*s);
     *out = s;
     return GQ_OK;
 }
@@ -97,64 +90,38 @@ void ctl_store_free(ctl_store *s)
 {
     if (!s)
         return;
-    for (size_t i = 0; i < s->nbuckets; i++) {
-        for (ctl_ns *n = s->buckets[i], *next; n; n = next) {
-            next = n->hnext;
-            for (ctl_pod *p = n->head, *pn; p; p = pn) {
-                pn = p->next;
-                free(p);
-            }
-            ns_free(n);
+    gq_htab_iter it;
+    for (gq_hnode *x = gq_htab_iter_first(&it, &s->nss); x; x = gq_htab_iter_next(&it)) {
+        ctl_ns *n = GQ_HTAB_ENTRY(x, ctl_ns, node);
+        for (ctl_pod *p = n->head, *pn; p; p = pn) {
+            pn = p->next;
+            free(p);
         }
+        ns_free(n);
     }
     for (size_t i = 0; i < s->n_pcs; i++)
         free(s->pcs[i]);
     free(s->pcs);
-    free(s->buckets);
-    free(s->ubuckets);
+    gq_htab_free(&s->nss);
+    gq_htab_free(&s->uids);
     pthread_rwlock_destroy(&s->lock);
     free(s);
 }
 
-static ctl_ns *ns_find(ctl_store *s, const char *name, uint64_t h, ctl_ns ***link)
+static ctl_ns *ns_find(ctl_store *s, const char *name)
 {
-    ctl_ns **pp = &s->buckets[h & (s->nbuckets - 1)];
-    for (; *pp; pp = &(*pp)->hnext)
-        if ((*pp)->hash == h && !strcmp((*pp)->name, name))
-            break;
-    if (link)
-        *link = pp;
-    return *pp;
-}
-
-/* Double the table when full; on allocation failure keep chaining. */
-static void ns_maybe_grow(ctl_store *s)
-{
-    if (s->n_ns < s->nbuckets || s->nbuckets > SIZE_MAX / 2 / sizeof(ctl_ns *))
-        return;
-    size_t nb = s->nbuckets * 2;
-    ctl_ns **b = calloc(nb, sizeof(*b));
-    if (!b)
-        return;
-    for (size_t i = 0; i < s->nbuckets; i++) {
-        for (ctl_ns *n = s->buckets[i], *next; n; n = next) {
-            next = n->hnext;
-            n->hnext = b[n->hash & (nb - 1)];
-            b[n->hash & (nb - 1)] = n;
-        }
+    for (gq_hnode *x = gq_htab_first(&s->nss, gq_fnv1a(name)); x; x = gq_htab_next(x)) {
+        ctl_ns *n = GQ_HTAB_ENTRY(x, ctl_ns, node);
+        if (!strcmp(n->name, name))
+            return n;
     }
-    free(s->buckets);
-    s->bytes += (nb - s->nbuckets) * sizeof(*b);
-    s->buckets = b;
-    s->nbuckets = nb;
+    return NULL;
 }
 
 /* The namespace entry for name with one more reference; write lock held. */
 static ctl_ns *ns_ref(ctl_store *s, const char *name)
 {
-    ctl_ns **link;
-    uint64_t h = gq_fnv1a(name);
-    ctl_ns *n = ns_find(s, name, h, &link);
+    ctl_ns *n = ns_find(s, name);
     if (n) {
         n->refs++;
         return n;
@@ -164,12 +131,9 @@ static ctl_ns *ns_ref(ctl_store *s, const char *name)
     if (!n)
         return NULL;
     memcpy(n->name, name, len + 1);
-    n->hash = h;
     n->refs = 1;
-    *link = n;
-    s->n_ns++;
+    gq_htab_insert(&s->nss, &n->node, gq_fnv1a(name));
     s->bytes += sizeof(*n) + len + 1;
-    ns_maybe_grow(s);
     return n;
 }
 
@@ -178,11 +142,7 @@ static void ns_unref(ctl_store *s, ctl_ns *n)
 {
     if (!n || --n->refs > 0)
         return;
-    ctl_ns **link;
-    if (ns_find(s, n->name, n->hash, &link) == n) {
-        *link = n->hnext;
-        s->n_ns--;
-    }
+    gq_htab_remove(&s->nss, &n->node);
     s->bytes -= sizeof(*n) + strlen(n->name) + 1;
     ns_free(n);
 }
@@ -457,56 +417,31 @@ static void group_update(ctl_ns *n, const ctl_pod *p, int sign)
         *g = n->groups[--n->n_groups];
 }
 
-static ctl_pod **uid_slot(ctl_store *s, const char *uid)
-{
-    return &s->ubuckets[gq_fnv1a(uid) & (s->n_ubuckets - 1)];
-}
-
-/* Double the uid table when full; on allocation failure keep chaining.
- * Write lock held. */
-static void uid_maybe_grow(ctl_store *s)
-{
-    if (s->n_uids < s->n_ubuckets || s->n_ubuckets > SIZE_MAX / 2 / sizeof(ctl_pod *))
-        return;
-    size_t nb = s->n_ubuckets * 2;
-    ctl_pod **b = calloc(nb, sizeof(*b));
-    if (!b)
-        return;
-    for (size_t i = 0; i < s->n_ubuckets; i++) {
-        for (ctl_pod *p = s->ubuckets[i], *next; p; p = next) {
-            next = p->unext;
-            size_t h = gq_fnv1a(ctl_pod_uid(p)) & (nb - 1);
-            p->unext = b[h];
-            b[h] = p;
-        }
-    }
-    free(s->ubuckets);
-    s->bytes += (nb - s->n_ubuckets) * sizeof(*b);
-    s->ubuckets = b;
-    s->n_ubuckets = nb;
-}
-
 /* Write lock held. */
 static void uid_index(ctl_store *s, ctl_pod *p, bool add)
 {
     const char *uid = ctl_pod_uid(p);
     if (!uid[0])
         return;
-    ctl_pod **pp = uid_slot(s, uid);
-    if (add) {
-        p->unext = *pp;
-        *pp = p;
-        s->n_uids++;
-        uid_maybe_grow(s);
-        return;
+    if (add)
+        gq_htab_insert(&s->uids, &p->unode, gq_fnv1a(uid));
+    else
+        gq_htab_remove(&s->uids, &p->unode);
+}
+
+/* The first linked record with uid in namespace ns, NULL if none. Read lock
+ * held. A uid in another namespace does not count: a reservation names the
+ * namespace its pod was admitted to. */
+static const ctl_pod *find_uid_locked(ctl_store *s, const char *ns, const char *uid)
+{
+    if (!ns || !uid || !uid[0])
+        return NULL;
+    for (gq_hnode *x = gq_htab_first(&s->uids, gq_fnv1a(uid)); x; x = gq_htab_next(x)) {
+        const ctl_pod *p = GQ_HTAB_ENTRY(x, ctl_pod, unode);
+        if (!strcmp(ctl_pod_uid(p), uid) && !strcmp(p->ns->name, ns))
+            return p;
     }
-    for (; *pp; pp = &(*pp)->unext)
-        if (*pp == p) {
-            *pp = p->unext;
-            p->unext = NULL;
-            s->n_uids--;
-            return;
-        }
+    return NULL;
 }
 
 /* Write lock held. */
@@ -611,7 +546,7 @@ gq_code ctl_store_set_namespace(ctl_store *s, const char *ns, json_object *label
 void ctl_store_delete_namespace(ctl_store *s, const char *ns)
 {
     pthread_rwlock_wrlock(&s->lock);
-    ctl_ns *n = ns_find(s, ns, gq_fnv1a(ns), NULL);
+    ctl_ns *n = ns_find(s, ns);
     if (n && n->present) {
         n->present = false;
         json_object_put(n->labels);
@@ -632,7 +567,7 @@ size_t ctl_store_pod_count(ctl_store *s)
 size_t ctl_store_ns_pod_count(ctl_store *s, const char *ns)
 {
     pthread_rwlock_rdlock(&s->lock);
-    ctl_ns *n = ns_find(s, ns, gq_fnv1a(ns), NULL);
+    ctl_ns *n = ns_find(s, ns);
     size_t c = n ? n->n_pods : 0;
     pthread_rwlock_unlock(&s->lock);
     return c;
@@ -641,7 +576,7 @@ size_t ctl_store_ns_pod_count(ctl_store *s, const char *ns)
 size_t ctl_store_bytes(ctl_store *s)
 {
     pthread_rwlock_rdlock(&s->lock);
-    size_t b = s->bytes;
+    size_t b = s->bytes + gq_htab_bytes(&s->nss) + gq_htab_bytes(&s->uids);
     pthread_rwlock_unlock(&s->lock);
     return b;
 }
@@ -649,40 +584,29 @@ size_t ctl_store_bytes(ctl_store *s)
 void ctl_store_foreach_namespace(ctl_store *s,
                                  int (*fn)(void *ud, const char *ns, json_object *labels), void *ud)
 {
+    gq_htab_iter it;
     pthread_rwlock_rdlock(&s->lock);
-    for (size_t i = 0; i < s->nbuckets; i++)
-        for (ctl_ns *n = s->buckets[i]; n; n = n->hnext)
-            if (fn(ud, n->name, n->labels))
-                goto out;
-out:
+    for (gq_hnode *x = gq_htab_iter_first(&it, &s->nss); x; x = gq_htab_iter_next(&it)) {
+        ctl_ns *n = GQ_HTAB_ENTRY(x, ctl_ns, node);
+        if (fn(ud, n->name, n->labels))
+            break;
+    }
     pthread_rwlock_unlock(&s->lock);
 }
 
 bool ctl_store_covers(ctl_store *s, const gq_quota *q, const char *ns)
 {
     pthread_rwlock_rdlock(&s->lock);
-    ctl_ns *n = ns_find(s, ns, gq_fnv1a(ns), NULL);
+    ctl_ns *n = ns_find(s, ns);
     bool r = gq_quota_covers_namespace(q, ns, n ? n->labels : NULL);
     pthread_rwlock_unlock(&s->lock);
     return r;
 }
 
-/* Read lock held. A uid in another namespace does not count: a reservation
- * names the namespace its pod was admitted to. */
-static bool has_uid_locked(ctl_store *s, const char *ns, const char *uid)
-{
-    if (!ns || !uid || !uid[0])
-        return false;
-    for (ctl_pod *p = *uid_slot(s, uid); p; p = p->unext)
-        if (!strcmp(ctl_pod_uid(p), uid) && !strcmp(p->ns->name, ns))
-            return true;
-    return false;
-}
-
 bool ctl_store_has_uid(ctl_store *s, const char *ns, const char *uid)
 {
     pthread_rwlock_rdlock(&s->lock);
-    bool r = has_uid_locked(s, ns, uid);
+    bool r = find_uid_locked(s, ns, uid) != NULL;
     pthread_rwlock_unlock(&s->lock);
     return r;
 }
@@ -691,12 +615,8 @@ bool ctl_store_has_uid(ctl_store *s, const char *ns, const char *uid)
  * behind our gate: only then does usage count it. */
 static bool counted_uid_locked(ctl_store *s, const char *ns, const char *uid)
 {
-    if (!ns || !uid || !uid[0])
-        return false;
-    for (ctl_pod *p = *uid_slot(s, uid); p; p = p->unext)
-        if (!strcmp(ctl_pod_uid(p), uid) && !strcmp(p->ns->name, ns))
-            return !p->gated;
-    return false;
+    const ctl_pod *p = find_uid_locked(s, ns, uid);
+    return p && !p->gated;
 }
 
 static bool counted_locked(void *ud, const char *ns, const char *uid)
@@ -780,19 +700,22 @@ gq_code ctl_store_with_quota_pods(ctl_store *s, const gq_quota *q, int64_t now,
      * store's strings and labels, and fn's work is pure CPU work. */
     pthread_rwlock_rdlock(&s->lock);
     if (q->kind == GQ_QUOTA_NAMESPACED) {
-        ctl_ns *n = ns_find(s, q->namespace_, gq_fnv1a(q->namespace_), NULL);
+        ctl_ns *n = ns_find(s, q->namespace_);
         if (n)
             rc = gather_ns(&g, n, now);
     } else {
         /* Member namespaces in name order, so the recount needs no sort. */
         ctl_ns **mem = NULL;
         size_t nmem = 0;
-        if (s->n_ns && !(mem = malloc(s->n_ns * sizeof(*mem))))
+        gq_htab_iter it;
+        if (s->nss.count && !(mem = malloc(s->nss.count * sizeof(*mem))))
             rc = GQ_ENOMEM;
-        for (size_t i = 0; i < s->nbuckets && !rc; i++)
-            for (ctl_ns *n = s->buckets[i]; n; n = n->hnext)
-                if (n->n_pods && gq_quota_covers_namespace(q, n->name, n->labels))
-                    mem[nmem++] = n;
+        for (gq_hnode *x = rc ? NULL : gq_htab_iter_first(&it, &s->nss); x;
+             x = gq_htab_iter_next(&it)) {
+            ctl_ns *n = GQ_HTAB_ENTRY(x, ctl_ns, node);
+            if (n->n_pods && gq_quota_covers_namespace(q, n->name, n->labels))
+                mem[nmem++] = n;
+        }
         if (nmem)
             qsort(mem, nmem, sizeof(*mem), ns_name_cmp);
         for (size_t i = 0; i < nmem && !rc; i++)
@@ -886,34 +809,35 @@ gq_code ctl_store_queued(ctl_store *s, int64_t now, ctl_queued **out, size_t *n_
     json_object *running = json_object_new_object();
     if (!running)
         return GQ_ENOMEM;
+    gq_htab_iter it;
     pthread_rwlock_rdlock(&s->lock);
-    for (size_t b = 0; b < s->nbuckets && !rc; b++)
-        for (ctl_ns *ns = s->buckets[b]; ns && !rc; ns = ns->hnext) {
-            if (!ns->n_gated && !ns->inexact)
+    for (gq_hnode *x = gq_htab_iter_first(&it, &s->nss); x && !rc; x = gq_htab_iter_next(&it)) {
+        ctl_ns *ns = GQ_HTAB_ENTRY(x, ctl_ns, node);
+        if (!ns->n_gated && !ns->inexact)
+            continue;
+        for (const ctl_pod *p = ns->head; p && !rc; p = p->next) {
+            if (!gq_pod_counts(p->terminal, p->delete_at, now))
                 continue;
-            for (const ctl_pod *p = ns->head; p && !rc; p = p->next) {
-                if (!gq_pod_counts(p->terminal, p->delete_at, now))
-                    continue;
-                if (!p->gated) {
-                    if (ctl_pod_group(p)[0])
-                        rc = count_running(running, p);
-                    continue;
-                }
-                if (p->delete_at)
-                    continue; /* being deleted: leaves the queue */
-                if (n == cap) {
-                    size_t nc = cap ? cap * 2 : 64;
-                    ctl_queued *nv = realloc(v, nc * sizeof(*nv));
-                    if (!nv) {
-                        rc = GQ_ENOMEM;
-                        break;
-                    }
-                    v = nv;
-                    cap = nc;
-                }
-                rc = queued_copy(&v[n++], ns, p);
+            if (!p->gated) {
+                if (ctl_pod_group(p)[0])
+                    rc = count_running(running, p);
+                continue;
             }
+            if (p->delete_at)
+                continue; /* being deleted: leaves the queue */
+            if (n == cap) {
+                size_t nc = cap ? cap * 2 : 64;
+                ctl_queued *nv = realloc(v, nc * sizeof(*nv));
+                if (!nv) {
+                    rc = GQ_ENOMEM;
+                    break;
+                }
+                v = nv;
+                cap = nc;
+            }
+            rc = queued_copy(&v[n++], ns, p);
         }
+    }
     pthread_rwlock_unlock(&s->lock);
     if (rc) {
         ctl_queued_free(v, n);
@@ -929,7 +853,7 @@ gq_code ctl_store_queued(ctl_store *s, int64_t now, ctl_queued **out, size_t *n_
 bool ctl_store_matches(ctl_store *s, const gq_quota *q, const gq_pod_facts *f)
 {
     pthread_rwlock_rdlock(&s->lock);
-    ctl_ns *n = ns_find(s, f->namespace_, gq_fnv1a(f->namespace_), NULL);
+    ctl_ns *n = ns_find(s, f->namespace_);
     bool r = gq_quota_matches(q, f, n ? n->labels : NULL);
     pthread_rwlock_unlock(&s->lock);
     return r;

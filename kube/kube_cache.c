@@ -16,13 +16,13 @@
 
 #include "common/gq_log.h"
 #include "common/hash.h"
+#include "common/htab.h"
 #include "common/json_member.h"
 
 typedef struct entry {
-    struct entry *next;
-    uint64_t hash;
-    char *ns;   /* points into key storage */
-    char *name; /* points into key storage */
+    gq_hnode node; /* in the cache's table by key_hash */
+    char *ns;      /* points into key storage */
+    char *name;    /* points into key storage */
     char *rv;
     void *rec;
     unsigned mark; /* relist generation that last saw it */
@@ -35,8 +35,7 @@ struct kube_cache {
     char *path, *label_selector, *field_selector;
 
     pthread_rwlock_t lock;
-    entry **buckets;
-    size_t nbuckets, count;
+    gq_htab tab; /* entries by key_hash */
     char rv[128];
     kube_cache_stats stats;
 
@@ -114,41 +113,14 @@ static void entry_free(kube_cache *c, entry *e)
     free(e);
 }
 
-static entry *find(kube_cache *c, const char *ns, const char *name, uint64_t h, entry ***link)
+static entry *find(kube_cache *c, const char *ns, const char *name, uint64_t h)
 {
-    entry **pp = &c->buckets[h & (c->nbuckets - 1)];
-    for (; *pp; pp = &(*pp)->next) {
-        if ((*pp)->hash == h && !strcmp((*pp)->ns, ns) && !strcmp((*pp)->name, name)) {
-            if (link)
-                *link = pp;
-            return *pp;
-        }
+    for (gq_hnode *n = gq_htab_first(&c->tab, h); n; n = gq_htab_next(n)) {
+        entry *e = GQ_HTAB_ENTRY(n, entry, node);
+        if (!strcmp(e->ns, ns) && !strcmp(e->name, name))
+            return e;
     }
-    if (link)
-        *link = pp;
     return NULL;
-}
-
-/* Double the table when it gets full; on allocation failure keep the
- * current one (longer chains, still correct). Called with the write lock. */
-static void maybe_grow(kube_cache *c)
-{
-    if (c->count < c->nbuckets || c->nbuckets > SIZE_MAX / 2 / sizeof(entry *))
-        return;
-    size_t nb = c->nbuckets * 2;
-    entry **b = calloc(nb, sizeof(*b));
-    if (!b)
-        return;
-    for (size_t i = 0; i < c->nbuckets; i++) {
-        for (entry *e = c->buckets[i], *next; e; e = next) {
-            next = e->next;
-            e->next = b[e->hash & (nb - 1)];
-            b[e->hash & (nb - 1)] = e;
-        }
-    }
-    free(c->buckets);
-    c->buckets = b;
-    c->nbuckets = nb;
 }
 
 static void set_rv(kube_cache *c, const char *rv)
@@ -171,14 +143,10 @@ static void count_stat(kube_cache *c, unsigned long *field)
 
 static void remove_key(kube_cache *c, const char *ns, const char *name)
 {
-    entry **link, *e;
-    uint64_t h = key_hash(ns, name);
     pthread_rwlock_wrlock(&c->lock);
-    e = find(c, ns, name, h, &link);
-    if (e) {
-        *link = e->next;
-        c->count--;
-    }
+    entry *e = find(c, ns, name, key_hash(ns, name));
+    if (e)
+        gq_htab_remove(&c->tab, &e->node);
     pthread_rwlock_unlock(&c->lock);
     if (e && c->o.on_delete)
         c->o.on_delete(c->o.ud, e->ns, e->name, e->rec);
@@ -206,7 +174,7 @@ static gq_code upsert(kube_cache *c, json_object *obj, gq_err *err)
         return gq_err_set(err, GQ_ENOMEM, "out of memory");
 
     pthread_rwlock_rdlock(&c->lock);
-    entry *e = find(c, ns, name, h, NULL);
+    entry *e = find(c, ns, name, h);
     int unchanged = e && e->rv && rv && !strcmp(e->rv, rv);
     if (unchanged)
         e->mark = c->gen; /* only the cache thread writes marks */
@@ -237,25 +205,18 @@ static gq_code upsert(kube_cache *c, json_object *obj, gq_err *err)
     memcpy(ne->key + nl + 1, name, ml + 1);
     ne->ns = ne->key;
     ne->name = ne->key + nl + 1;
-    ne->hash = h;
     ne->rv = nrv;
     ne->rec = rec;
     ne->mark = c->gen;
     nrv = NULL;
     rec = NULL;
 
-    entry **link, *old;
     pthread_rwlock_wrlock(&c->lock);
-    old = find(c, ns, name, h, &link);
-    if (old) {
-        ne->next = old->next;
-        *link = ne;
-    } else {
-        ne->next = *link;
-        *link = ne;
-        c->count++;
-        maybe_grow(c);
-    }
+    entry *old = find(c, ns, name, h);
+    if (old)
+        gq_htab_replace(&c->tab, &old->node, &ne->node);
+    else
+        gq_htab_insert(&c->tab, &ne->node, h);
     pthread_rwlock_unlock(&c->lock);
     if (old && c->o.on_update)
         c->o.on_update(c->o.ud, ne->ns, ne->name, old->rec, ne->rec);
@@ -281,25 +242,20 @@ static gq_code list_item(void *ud, json_object *item, gq_err *err)
 /* Objects not seen by the latest list vanished while we were not watching. */
 static void sweep(kube_cache *c)
 {
-    entry *gone = NULL;
+    gq_hnode *gone = NULL; /* removed entries, linked through their nodes */
+    gq_htab_iter it;
     pthread_rwlock_wrlock(&c->lock);
-    for (size_t i = 0; i < c->nbuckets; i++) {
-        for (entry **pp = &c->buckets[i]; *pp;) {
-            entry *e = *pp;
-            if (e->mark != c->gen) {
-                *pp = e->next;
-                e->next = gone;
-                gone = e;
-                c->count--;
-            } else {
-                pp = &e->next;
-            }
+    for (gq_hnode *n = gq_htab_iter_first(&it, &c->tab); n; n = gq_htab_iter_next(&it)) {
+        if (GQ_HTAB_ENTRY(n, entry, node)->mark != c->gen) {
+            gq_htab_remove(&c->tab, n);
+            n->next = gone;
+            gone = n;
         }
     }
     pthread_rwlock_unlock(&c->lock);
     while (gone) {
-        entry *e = gone;
-        gone = e->next;
+        entry *e = GQ_HTAB_ENTRY(gone, entry, node);
+        gone = gone->next;
         if (c->o.on_delete)
             c->o.on_delete(c->o.ud, e->ns, e->name, e->rec);
         entry_free(c, e);
@@ -314,12 +270,13 @@ static void sweep(kube_cache *c)
 static void history_lost(kube_cache *c, const char *why)
 {
     GQ_WARN("kube cache %s: %s; relisting", c->path, why);
+    gq_htab_iter it;
     pthread_rwlock_wrlock(&c->lock);
-    for (size_t i = 0; i < c->nbuckets; i++)
-        for (entry *e = c->buckets[i]; e; e = e->next) {
-            free(e->rv);
-            e->rv = NULL;
-        }
+    for (gq_hnode *n = gq_htab_iter_first(&it, &c->tab); n; n = gq_htab_iter_next(&it)) {
+        entry *e = GQ_HTAB_ENTRY(n, entry, node);
+        free(e->rv);
+        e->rv = NULL;
+    }
     c->rv[0] = '\0'; /* nothing to compare the relist's version with */
     c->stats.resets++;
     pthread_rwlock_unlock(&c->lock);
@@ -568,13 +525,10 @@ void kube_cache_free(kube_cache *c)
     if (!c)
         return;
     kube_cache_stop(c);
-    for (size_t i = 0; i < c->nbuckets; i++) {
-        for (entry *e = c->buckets[i], *next; e; e = next) {
-            next = e->next;
-            entry_free(c, e);
-        }
-    }
-    free(c->buckets);
+    gq_htab_iter it;
+    for (gq_hnode *n = gq_htab_iter_first(&it, &c->tab); n; n = gq_htab_iter_next(&it))
+        entry_free(c, GQ_HTAB_ENTRY(n, entry, node));
+    gq_htab_free(&c->tab);
     pthread_rwlock_destroy(&c->lock);
     pthread_mutex_destroy(&c->sync_mu);
     pthread_cond_destroy(&c->sync_cv);
@@ -598,13 +552,12 @@ gq_code kube_cache_new(const kube_api *api, const kube_cache_opts *o, kube_cache
     pthread_rwlock_init(&c->lock, NULL);
     pthread_mutex_init(&c->sync_mu, NULL);
     pthread_cond_init(&c->sync_cv, NULL);
-    c->nbuckets = 1024;
-    c->buckets = calloc(c->nbuckets, sizeof(*c->buckets));
+    gq_code trc = gq_htab_init(&c->tab, 1024);
     c->path = strdup(o->path);
     c->label_selector = o->label_selector ? strdup(o->label_selector) : NULL;
     c->field_selector = o->field_selector ? strdup(o->field_selector) : NULL;
     c->seed = (unsigned)kube_mono_ms() ^ (unsigned)(uintptr_t)c;
-    if (!c->buckets || !c->path || (o->label_selector && !c->label_selector) ||
+    if (trc || !c->path || (o->label_selector && !c->label_selector) ||
         (o->field_selector && !c->field_selector)) {
         kube_cache_free(c);
         return gq_err_set(err, GQ_ENOMEM, "out of memory");
@@ -673,7 +626,7 @@ gq_code kube_cache_wait_synced(kube_cache *c, long timeout_ms)
 size_t kube_cache_count(kube_cache *c)
 {
     pthread_rwlock_rdlock(&c->lock);
-    size_t n = c->count;
+    size_t n = c->tab.count;
     pthread_rwlock_unlock(&c->lock);
     return n;
 }
@@ -704,7 +657,7 @@ gq_code kube_cache_get(kube_cache *c, const char *ns, const char *name,
     if (!ns)
         ns = "";
     pthread_rwlock_rdlock(&c->lock);
-    entry *e = find(c, ns, name, key_hash(ns, name), NULL);
+    entry *e = find(c, ns, name, key_hash(ns, name));
     if (e && fn)
         fn(ud, e->rec);
     pthread_rwlock_unlock(&c->lock);
@@ -715,13 +668,12 @@ void kube_cache_foreach(kube_cache *c,
                         int (*fn)(void *ud, const char *ns, const char *name, const void *rec),
                         void *ud)
 {
+    gq_htab_iter it;
     pthread_rwlock_rdlock(&c->lock);
-    for (size_t i = 0; i < c->nbuckets; i++) {
-        for (entry *e = c->buckets[i]; e; e = e->next) {
-            if (fn(ud, e->ns, e->name, e->rec))
-                goto out;
-        }
+    for (gq_hnode *n = gq_htab_iter_first(&it, &c->tab); n; n = gq_htab_iter_next(&it)) {
+        entry *e = GQ_HTAB_ENTRY(n, entry, node);
+        if (fn(ud, e->ns, e->name, e->rec))
+            break;
     }
-out:
     pthread_rwlock_unlock(&c->lock);
 }

@@ -12,12 +12,13 @@
 
 #include "common/gq_log.h"
 #include "common/hash.h"
+#include "common/htab.h"
 #include "quota/podcost.h"
 #include "quota/policy.h"
 #include "common/json_member.h"
 #include "webhook/mutation.h"
 
-#define SLOT_BUCKETS 256
+#define SLOT_BUCKETS 256 /* initial; the slot table doubles past one slot a bucket */
 #define BACKOFF_CAP_MS 100
 #define TAMPER_PREFIX "gpuquota.io/"
 #define TAMPER_MSG "changing gpuquota.io/ labels and annotations is reserved to gpuquota"
@@ -59,7 +60,7 @@ typedef struct pending {
 
 /* All admissions of one process against one quota. */
 typedef struct slot {
-    struct slot *next;
+    gq_hnode node;           /* in v->slots, by slot_hash */
     struct slot *ready_next; /* on v->ready */
     gq_quota_kind kind;
     char *ns; /* NULL for tenants */
@@ -88,7 +89,7 @@ struct wh_validator {
     wh_metrics *metrics;
     pthread_mutex_t mu;  /* slots, their queues, the ready list, queued, stopping */
     pthread_cond_t work; /* a slot is ready, or the validator stops */
-    slot *buckets[SLOT_BUCKETS];
+    gq_htab slots;
     slot *ready_head, *ready_tail; /* slots with queued work, oldest first */
     size_t queued;                 /* charges waiting in queues (not yet in a batch) */
     double next_sweep;             /* when chargers next look for expired charges */
@@ -161,6 +162,8 @@ gq_code wh_validator_new(const gq_config *cfg, const wh_store *store, const wh_v
     v->cfg = cfg;
     v->store = *store;
     gq_code rc = validator_copy_opts(v, o, err);
+    if (!rc && gq_htab_init(&v->slots, SLOT_BUCKETS))
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
     for (; !rc && v->started < v->n_chargers; v->started++)
         if (pthread_create(&v->chargers[v->started], NULL, charger_main, v))
             rc = gq_err_set(err, GQ_ENOMEM, "cannot start the charger threads");
@@ -189,17 +192,15 @@ void wh_validator_free(wh_validator *v)
     if (!v)
         return;
     chargers_stop(v);
-    for (size_t b = 0; b < SLOT_BUCKETS; b++) {
-        slot *s = v->buckets[b];
-        while (s) {
-            slot *next = s->next;
-            json_object_put(s->last);
-            free(s->ns);
-            free(s->name);
-            free(s);
-            s = next;
-        }
+    gq_htab_iter it;
+    for (gq_hnode *n = gq_htab_iter_first(&it, &v->slots); n; n = gq_htab_iter_next(&it)) {
+        slot *s = GQ_HTAB_ENTRY(n, slot, node);
+        json_object_put(s->last);
+        free(s->ns);
+        free(s->name);
+        free(s);
     }
+    gq_htab_free(&v->slots);
     for (size_t i = 0; i < v->n_trusted; i++)
         free(v->trusted[i]);
     pthread_cond_destroy(&v->work);
@@ -215,19 +216,21 @@ void wh_validate_get_stats(wh_validator *v, wh_validate_stats *out)
     out->largest_batch = atomic_load(&v->largest_batch);
 }
 
-static unsigned slot_hash(gq_quota_kind kind, const char *ns, const char *name)
+static uint64_t slot_hash(gq_quota_kind kind, const char *ns, const char *name)
 {
-    return (unsigned)((gq_fnv1a_key(ns, name) ^ (uint64_t)kind) % SLOT_BUCKETS);
+    return gq_fnv1a_key(ns, name) ^ (uint64_t)kind;
 }
 
 /* The slot of one quota, created on first use. Slots live as long as the
  * validator: one small record per quota ever charged. Call with v->mu held. */
 static slot *slot_get(wh_validator *v, gq_quota_kind kind, const char *ns, const char *name)
 {
-    unsigned h = slot_hash(kind, ns, name);
-    for (slot *s = v->buckets[h]; s; s = s->next)
+    uint64_t h = slot_hash(kind, ns, name);
+    for (gq_hnode *n = gq_htab_first(&v->slots, h); n; n = gq_htab_next(n)) {
+        slot *s = GQ_HTAB_ENTRY(n, slot, node);
         if (s->kind == kind && !strcmp(s->name, name) && !strcmp(s->ns ? s->ns : "", ns ? ns : ""))
             return s;
+    }
     slot *s = calloc(1, sizeof(*s));
     if (!s)
         return NULL;
@@ -240,8 +243,7 @@ static slot *slot_get(wh_validator *v, gq_quota_kind kind, const char *ns, const
         free(s);
         return NULL;
     }
-    s->next = v->buckets[h];
-    v->buckets[h] = s;
+    gq_htab_insert(&v->slots, &s->node, h);
     return s;
 }
 
@@ -773,24 +775,25 @@ static bool slot_enqueue(wh_validator *v, const gq_quota *q, pending *p)
 static pending *take_expired(wh_validator *v, double now)
 {
     pending *out = NULL;
-    for (size_t b = 0; b < SLOT_BUCKETS; b++)
-        for (slot *s = v->buckets[b]; s; s = s->next) {
-            pending **pp = &s->head, *prev = NULL;
-            while (*pp) {
-                pending *p = *pp;
-                if (p->op != OP_CHARGE || !p->deadline || p->deadline > now) {
-                    prev = p;
-                    pp = &p->next;
-                    continue;
-                }
-                *pp = p->next;
-                if (s->tail == p)
-                    s->tail = prev;
-                v->queued--;
-                p->next = out;
-                out = p;
+    gq_htab_iter it;
+    for (gq_hnode *n = gq_htab_iter_first(&it, &v->slots); n; n = gq_htab_iter_next(&it)) {
+        slot *s = GQ_HTAB_ENTRY(n, slot, node);
+        pending **pp = &s->head, *prev = NULL;
+        while (*pp) {
+            pending *p = *pp;
+            if (p->op != OP_CHARGE || !p->deadline || p->deadline > now) {
+                prev = p;
+                pp = &p->next;
+                continue;
             }
+            *pp = p->next;
+            if (s->tail == p)
+                s->tail = prev;
+            v->queued--;
+            p->next = out;
+            out = p;
         }
+    }
     return out;
 }
 

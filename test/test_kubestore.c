@@ -407,6 +407,51 @@ static void fresh_caches_answer_and_empty_scopes_read_live(void **state)
     env_stop(v);
 }
 
+/* A live read that finds a scope empty (no GPUQuota in a namespace, no
+ * GPUTenantQuota at all) answers for that scope until its TTL runs out, as
+ * Kubernetes' ResourceQuota admission keeps its live lookups; a quota the
+ * watch delivers is answered from the cache at once; TTL 0 reads live
+ * every time. */
+static void empty_scopes_remembered_for_their_ttl(void **state)
+{
+    (void)state;
+    static const int none[R_COUNT];
+    env *v = env_start(none);
+    char buf[256];
+    wh_kubestore_set_empty_ttl(v->ks, 300);
+    assert_string_equal(listed(v, R_QUOTA, "b", buf, sizeof(buf)), "");
+    assert_string_equal(listed(v, R_TENANT, NULL, buf, sizeof(buf)), "");
+    assert_int_equal(live(&v->f, R_QUOTA), 1);
+    assert_int_equal(live(&v->f, R_TENANT), 1);
+    for (int i = 0; i < 3; i++) {
+        assert_string_equal(listed(v, R_QUOTA, "b", buf, sizeof(buf)), "");
+        assert_string_equal(listed(v, R_TENANT, NULL, buf, sizeof(buf)), "");
+    }
+    assert_int_equal(live(&v->f, R_QUOTA), 1);
+    assert_int_equal(live(&v->f, R_TENANT), 1);
+    /* Another namespace is a scope of its own. */
+    assert_string_equal(listed(v, R_QUOTA, "c", buf, sizeof(buf)), "");
+    assert_int_equal(live(&v->f, R_QUOTA), 2);
+    assert_string_equal(v->f.live_ns[R_QUOTA], "c");
+    /* Delivered by the watch: answered from the cache, nothing asked. */
+    add(&v->f, R_QUOTA, "b", "q3", NULL);
+    deliver(&v->f, R_QUOTA, KUBE_EVENT_ADDED, "q3");
+    assert_string_equal(listed(v, R_QUOTA, "b", buf, sizeof(buf)), "q3");
+    assert_int_equal(live(&v->f, R_QUOTA), 2);
+    /* Not delivered: seen by the first live read after the TTL. */
+    add(&v->f, R_TENANT, NULL, "t1", NULL);
+    for (int i = 0; i < 5000 && strcmp(listed(v, R_TENANT, NULL, buf, sizeof(buf)), "t1"); i++)
+        usleep(1000);
+    assert_string_equal(buf, "t1");
+    assert_int_equal(live(&v->f, R_TENANT), 2);
+    /* TTL 0: every read of an empty scope goes out. */
+    wh_kubestore_set_empty_ttl(v->ks, 0);
+    assert_string_equal(listed(v, R_QUOTA, "d", buf, sizeof(buf)), "");
+    assert_string_equal(listed(v, R_QUOTA, "d", buf, sizeof(buf)), "");
+    assert_int_equal(live(&v->f, R_QUOTA), 4);
+    env_stop(v);
+}
+
 /* Synced caches whose watches fail: every read is live. */
 static void stale_caches_read_live(void **state)
 {
@@ -669,6 +714,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fresh_caches_answer_and_empty_scopes_read_live),
+        cmocka_unit_test(empty_scopes_remembered_for_their_ttl),
         cmocka_unit_test(stale_caches_read_live),
         cmocka_unit_test(failed_live_reads_fail_closed),
         cmocka_unit_test(concurrent_live_reads_share_one_request),

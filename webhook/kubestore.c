@@ -2,11 +2,13 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "common/hash.h"
 #include "quota/crd.h"
 #include "quota/podqueue.h"
 
@@ -26,6 +28,18 @@ static const char *const cache_paths[C_COUNT] = {
  * way before it goes out beside it: coalescing must not stack one API
  * timeout on another inside kube-apiserver's webhook timeout. */
 #define LIVE_WAIT_MS 500
+
+/* How long a live read that found no GPUQuota in a namespace (no
+ * GPUTenantQuota at all) stands in for the next ones, as Kubernetes'
+ * ResourceQuota admission keeps its live lookups (liveTTL, 30 s, in
+ * k8s.io/apiserver's resourcequota/resource_access.go): without it every
+ * GPU pod of a namespace without quotas made a LIST per webhook call while
+ * holding a server thread. docs/validating-webhook.md, "Empty scope". */
+#define EMPTY_TTL_MS 30000L
+
+/* Scopes whose live read came back empty: direct-mapped, so a collision
+ * costs one more live read, never a wrong answer for another scope. */
+#define EMPTY_SLOTS 1024
 
 /* Records as a store read collects them (from a cache or a live read). */
 typedef struct collect {
@@ -55,6 +69,12 @@ struct wh_kubestore {
     pthread_cond_t live_cv; /* a live read was sent or finished */
     live_read *live;        /* reads waiting to be sent or under way */
     wh_metrics *metrics;    /* per-quota gauges to drop with their quota */
+    long empty_ttl_ms;      /* EMPTY_TTL_MS; 0: every empty scope is read live */
+    struct empty_scope {    /* under live_mu */
+        int which;
+        char ns[NS_MAX + 1];
+        int64_t until_ms; /* monotonic; 0: unused */
+    } empty[EMPTY_SLOTS];
 };
 
 static int namespaces_marker; /* to_text's ud for Namespace objects */
@@ -119,6 +139,7 @@ gq_code wh_kubestore_new(const kube_api *api, wh_kubestore **out, gq_err *err)
     if (!ks)
         return gq_err_set(err, GQ_ENOMEM, "out of memory");
     ks->api = api;
+    ks->empty_ttl_ms = EMPTY_TTL_MS;
     pthread_mutex_init(&ks->live_mu, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -378,11 +399,52 @@ static gq_code live_read_get(wh_kubestore *ks, int which, const char *ns, live_r
     return GQ_OK;
 }
 
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static struct empty_scope *empty_slot(wh_kubestore *ks, int which, const char *ns)
+{
+    uint64_t h = gq_fnv1a_add(GQ_FNV1A_INIT + (uint64_t)which, ns);
+    return &ks->empty[h & (EMPTY_SLOTS - 1)];
+}
+
+/* Whether a live read of the scope found it empty less than empty_ttl_ms ago. */
+static bool empty_known(wh_kubestore *ks, int which, const char *ns)
+{
+    pthread_mutex_lock(&ks->live_mu);
+    const struct empty_scope *e = empty_slot(ks, which, ns);
+    bool known = e->until_ms && e->which == which && !strcmp(e->ns, ns) && mono_ms() < e->until_ms;
+    pthread_mutex_unlock(&ks->live_mu);
+    return known;
+}
+
+static void empty_note(wh_kubestore *ks, int which, const char *ns, int64_t read_at_ms)
+{
+    if (ks->empty_ttl_ms <= 0)
+        return;
+    pthread_mutex_lock(&ks->live_mu);
+    struct empty_scope *e = empty_slot(ks, which, ns);
+    e->which = which;
+    snprintf(e->ns, sizeof(e->ns), "%s", ns);
+    e->until_ms = read_at_ms + ks->empty_ttl_ms;
+    pthread_mutex_unlock(&ks->live_mu);
+}
+
+void wh_kubestore_set_empty_ttl(wh_kubestore *ks, long ms)
+{
+    ks->empty_ttl_ms = ms > 0 ? ms : 0;
+}
+
 /* The GPUQuotas of ns (GPUTenantQuotas: ns NULL; GPULimitRanges) as a new
  * array. From the cache while it is fresh (kube_cache_fresh: its watch is
  * established and caught up); otherwise, and for quotas also when the cache
  * holds none for the scope (a brand-new quota whose watch event is still on
- * its way), read live. A failed live read is returned: the caller fails
+ * its way), read live, unless a live read found the scope empty within the
+ * last empty_ttl_ms. A failed live read is returned: the caller fails
  * closed. docs/validating-webhook.md has the reasons and costs. */
 static gq_code list_records(wh_kubestore *ks, int which, const char *ns, json_object **out,
                             gq_err *err)
@@ -399,15 +461,18 @@ static gq_code list_records(wh_kubestore *ks, int which, const char *ns, json_ob
             collect_dispose(&c);
             return gq_err_set(err, GQ_ENOMEM, "out of memory");
         }
-        if (c.n || which == C_LIMITRANGE) {
+        if (c.n || which == C_LIMITRANGE || empty_known(ks, which, ns ? ns : "")) {
             rc = records_array(&c, out, err);
             collect_dispose(&c);
             return rc;
         }
     }
     collect_dispose(&c);
+    int64_t read_at = mono_ms();
     if ((rc = live_read_get(ks, which, ns ? ns : "", &r, err)))
         return rc;
+    if (!r->got.n)
+        empty_note(ks, which, ns ? ns : "", read_at);
     rc = records_array(&r->got, out, err);
     live_release(ks, r);
     return rc;

@@ -27,6 +27,12 @@ gq_code wh_kubestore_new(const kube_api *api, wh_kubestore **out, gq_err *err) G
  * the caches see a GPUQuota or GPUTenantQuota deleted. Call before start. */
 void wh_kubestore_set_metrics(wh_kubestore *ks, wh_metrics *m);
 
+/* How long (ms) a live read that found a scope empty (no GPUQuota in a
+ * namespace, no GPUTenantQuota at all) answers for it while the cache holds
+ * none; default 30 s, as Kubernetes' ResourceQuota admission; 0: read live
+ * every time. Call before the store is used. */
+void wh_kubestore_set_empty_ttl(wh_kubestore *ks, long ms);
+
 /* Start the four list+watch caches. */
 gq_code wh_kubestore_start(wh_kubestore *ks, gq_err *err) GQ_WUR;
 

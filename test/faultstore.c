@@ -171,3 +171,19 @@ void faultstore_table(faultstore *fs, wh_store *out)
     out->get_claim = NULL;
     out->list_group_pods = NULL;
 }
+
+gq_code faultstore_over_memstore(wh_memstore **ms, faultstore **fs, wh_store *table)
+{
+    wh_store offline;
+    gq_code rc = wh_memstore_new(ms, NULL);
+    if (rc)
+        return rc;
+    wh_memstore_store(*ms, &offline);
+    if ((rc = faultstore_new(&offline, fs, NULL))) {
+        wh_memstore_free(*ms);
+        *ms = NULL;
+        return rc;
+    }
+    faultstore_table(*fs, table);
+    return GQ_OK;
+}

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "common/gq_error.h"
+#include "webhook/memstore.h"
 #include "webhook/validate.h"
 
 typedef struct faultstore faultstore;
@@ -18,6 +19,10 @@ void faultstore_free(faultstore *fs);
 
 /* Fill a store table whose calls go through fs. */
 void faultstore_table(faultstore *fs, wh_store *out);
+
+/* The usual test store: a fresh offline store (*ms) wrapped by a faultstore
+ * (*fs), whose table is *table. Free *fs before *ms. */
+gq_code faultstore_over_memstore(wh_memstore **ms, faultstore **fs, wh_store *table) GQ_WUR;
 
 #define FS_LIST 1u   /* list_* and namespace_labels */
 #define FS_GET 2u    /* get_quota */

@@ -73,11 +73,7 @@ static int setup(void **state)
     fx *f = calloc(1, sizeof(*f));
     assert_non_null(f);
     assert_int_equal(gq_config_default(&f->cfg, NULL), GQ_OK);
-    assert_int_equal(wh_memstore_new(&f->ms, NULL), GQ_OK);
-    wh_store offline;
-    wh_memstore_store(f->ms, &offline);
-    assert_int_equal(faultstore_new(&offline, &f->fs, NULL), GQ_OK);
-    faultstore_table(f->fs, &f->store);
+    assert_int_equal(faultstore_over_memstore(&f->ms, &f->fs, &f->store), GQ_OK);
     *state = f;
     return 0;
 }

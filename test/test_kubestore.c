@@ -710,6 +710,71 @@ static void group_pods_listed_by_label(void **state)
     wh_kubestore_free(ks);
 }
 
+/* The one GPUTenantQuota the store lists, as compact JSON text. */
+static const char *tenant_text(env *v, char *buf, size_t cap)
+{
+    json_object *arr = NULL;
+    gq_err e;
+    if (v->st.list_tenant_quotas(v->st.ctx, &arr, &e))
+        fail_msg("list: %s", e.msg);
+    assert_int_equal(json_object_array_length(arr), 1);
+    snprintf(
+        buf, cap, "%s",
+        json_object_to_json_string_ext(json_object_array_get_idx(arr, 0),
+                                       JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(arr);
+    return buf;
+}
+
+/* The record records_leave_out_what_nothing_reads expects, at resourceVersion rv. */
+static const char *lean_t1(char *buf, size_t cap, const char *rv)
+{
+    snprintf(
+        buf, cap,
+        "{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPUTenantQuota\","
+        "\"spec\":{\"namespaces\":[\"a\"],\"hard\":{\"gpu-memory\":\"8Gi\"}},"
+        "\"metadata\":{\"name\":\"t1\",\"uid\":\"u1\",\"resourceVersion\":\"%s\",\"generation\":2,"
+        "\"labels\":{\"a\":\"b\"},\"annotations\":{\"note\":\"x\"}}}",
+        rv);
+    return buf;
+}
+
+/* Records keep what the quota parsers read and drop what every admission
+ * would otherwise parse for nothing: status, metadata.managedFields (a
+ * GPUTenantQuota's names every namespace of its status) and kubectl's
+ * last-applied-configuration annotation; other annotations stay. The same
+ * from a live read and from the cache. */
+static void records_leave_out_what_nothing_reads(void **state)
+{
+    (void)state;
+    static const int none[R_COUNT];
+    env *v = env_start(none);
+    char buf[1024];
+    json_object *o = json_tokener_parse(
+        "{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPUTenantQuota\","
+        "\"metadata\":{\"name\":\"t1\",\"uid\":\"u1\",\"resourceVersion\":\"5\",\"generation\":2,"
+        "\"labels\":{\"a\":\"b\"},\"annotations\":{\"kubectl.kubernetes.io/"
+        "last-applied-configuration\":\"{\\\"kind\\\":\\\"GPUTenantQuota\\\"}\",\"note\":\"x\"},"
+        "\"managedFields\":[{\"manager\":\"gpuquota\",\"fieldsV1\":{\"f:status\":{}}}]},"
+        "\"spec\":{\"namespaces\":[\"a\"],\"hard\":{\"gpu-memory\":\"8Gi\"}},"
+        "\"status\":{\"used\":{\"gpu-memory\":\"1Gi\"},\"namespaces\":[{\"namespace\":\"a\"}]}}");
+    assert_non_null(o);
+    pthread_mutex_lock(&v->f.mu);
+    json_object_array_add(v->f.objs[R_TENANT], o);
+    pthread_mutex_unlock(&v->f.mu);
+    char exp[1024];
+    assert_string_equal(tenant_text(v, buf, sizeof(buf)), lean_t1(exp, sizeof(exp), "5"));
+    assert_int_equal(live(&v->f, R_TENANT), 1);
+    deliver(&v->f, R_TENANT, KUBE_EVENT_ADDED, "t1");
+    const char *rv = strstr(tenant_text(v, buf, sizeof(buf)), "\"resourceVersion\":\"");
+    assert_non_null(rv);
+    assert_int_equal(live(&v->f, R_TENANT), 1); /* from the cache now */
+    char got_rv[16];
+    assert_int_equal(sscanf(rv, "\"resourceVersion\":\"%15[0-9]\"", got_rv), 1);
+    assert_string_equal(buf, lean_t1(exp, sizeof(exp), got_rv));
+    env_stop(v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -720,6 +785,7 @@ int main(void)
         cmocka_unit_test(concurrent_live_reads_share_one_request),
         cmocka_unit_test(group_pods_listed_by_label),
         cmocka_unit_test(deleted_quotas_drop_their_gauges),
+        cmocka_unit_test(records_leave_out_what_nothing_reads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

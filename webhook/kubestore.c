@@ -84,10 +84,58 @@ static int namespaces_marker; /* to_text's ud for Namespace objects */
  * reader parses its own private tree. Lists only select which quotas govern
  * a pod, so records keep metadata and spec and drop status: reservations
  * would make every admission parse every other admission's record (the
- * charging path reads status fresh anyway). Namespaces keep their labels. */
+ * charging path reads status fresh anyway). For the same reason metadata
+ * drops managedFields and kubectl's last-applied-configuration annotation,
+ * which nothing here reads: a GPUTenantQuota's managedFields name every
+ * namespace of its status, and were most of what each admission parsed of
+ * every tenant in the cluster. Namespaces keep their labels. */
+#define LAST_APPLIED "kubectl.kubernetes.io/last-applied-configuration"
+
+/* Add to dst a reference to each member of src but skip (src may be NULL). */
+static bool copy_members(json_object *dst, json_object *src, const char *skip)
+{
+    if (!json_object_is_type(src, json_type_object))
+        return true;
+    json_object_object_foreach(src, key, val)
+    {
+        if (!strcmp(key, skip))
+            continue;
+        if (json_object_object_add(dst, key, json_object_get(val))) {
+            json_object_put(val);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* obj's metadata without what no reader needs (a new object; NULL: out of
+ * memory). A metadata that is not an object is kept as it is, for the
+ * parsers to refuse. */
+static json_object *lean_metadata(json_object *meta)
+{
+    if (!json_object_is_type(meta, json_type_object))
+        return json_object_get(meta);
+    json_object *lean = json_object_new_object(), *ann = NULL, *kept;
+    if (!lean || !copy_members(lean, meta, "managedFields"))
+        goto oom;
+    if (json_object_object_get_ex(meta, "annotations", &ann) &&
+        json_object_is_type(ann, json_type_object) &&
+        json_object_object_get_ex(ann, LAST_APPLIED, NULL)) {
+        if (!(kept = json_object_new_object()) || !copy_members(kept, ann, LAST_APPLIED) ||
+            json_object_object_add(lean, "annotations", kept)) {
+            json_object_put(kept);
+            goto oom;
+        }
+    }
+    return lean;
+oom:
+    json_object_put(lean);
+    return NULL;
+}
+
 static gq_code to_text(void *ud, json_object *obj, void **rec, gq_err *err)
 {
-    static const char *const keep[] = {"apiVersion", "kind", "metadata", "spec"};
+    static const char *const keep[] = {"apiVersion", "kind", "spec"};
     json_object *src = NULL, *meta, *v;
     const char *text = "{}";
     bool built = false;
@@ -96,13 +144,23 @@ static gq_code to_text(void *ud, json_object *obj, void **rec, gq_err *err)
             json_object_object_get_ex(meta, "labels", &src);
     } else if ((src = json_object_new_object())) {
         built = true;
-        for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+        bool ok = true;
+        for (size_t i = 0; ok && i < sizeof(keep) / sizeof(keep[0]); i++)
             if (json_object_object_get_ex(obj, keep[i], &v) &&
                 json_object_object_add(src, keep[i], json_object_get(v))) {
                 json_object_put(v);
-                json_object_put(src);
-                return gq_err_set(err, GQ_ENOMEM, "out of memory");
+                ok = false;
             }
+        if (ok && json_object_object_get_ex(obj, "metadata", &meta)) {
+            json_object *lean = lean_metadata(meta);
+            ok = lean && !json_object_object_add(src, "metadata", lean);
+            if (!ok)
+                json_object_put(lean);
+        }
+        if (!ok) {
+            json_object_put(src);
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        }
     } else {
         return gq_err_set(err, GQ_ENOMEM, "out of memory");
     }

@@ -147,7 +147,7 @@ start_apiserver() {
         --audit-log-path="$dir/audit.log" --audit-policy-file="$dir/audit-policy.yaml" \
         --audit-log-maxsize=100 --audit-log-maxbackup=1 \
         --admission-control-config-file="$dir/admission.yaml" \
-        --profiling=false
+        --profiling="${GQ_APISERVER_PROFILING:-false}"
     wait_until 60 "$BIN/kubectl" --kubeconfig "$dir/kubeconfig" get --raw /readyz ||
         fail "kube-apiserver did not become ready"
 }

@@ -39,7 +39,11 @@
 # churn), GQ_BENCH_CHURN_SECONDS (20), GQ_BENCH_CHURN_WORKERS (2: one more
 # churn with the controllers run with --workers 2, the default before it
 # became 8; 0 skips it), GQ_BENCH_OUT (folder kept with the raw JSON lines
-# and logs; default a temporary one, removed).
+# and logs; default a temporary one, removed), GQ_BENCH_PROFILE (1: after
+# the rounds, one more run of each of floor, native, hooks and gq, in one
+# namespace with 16 clients and every pod fitting, while kube-apiserver's
+# CPU is profiled (it runs with --profiling); scripts/apiserver-profile.py
+# prints where its CPU goes per create; GQ_BENCH_PROFILE_PODS, 8000 per run).
 set -euo pipefail
 build=${1:?usage: bench-pods.sh BUILD_DIR}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -52,6 +56,9 @@ CHURN_RATE=${GQ_BENCH_CHURN_RATE:-100}
 CHURN_SECONDS=${GQ_BENCH_CHURN_SECONDS:-20}
 CHURN_WORKERS=${GQ_BENCH_CHURN_WORKERS:-2}
 NSPREAD=50
+PROFILE=${GQ_BENCH_PROFILE:-0}
+PROFILE_PODS=${GQ_BENCH_PROFILE_PODS:-8000}
+if ((PROFILE)); then export GQ_APISERVER_PROFILING=true; fi
 
 if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
     export PATH=/usr/local/go/bin:$PATH
@@ -316,6 +323,35 @@ for ((r = 1; r <= ROUNDS; r++)); do
         cell=$((cell + 1))
     done
 done
+# profile_one CONFIG: a run of PROFILE_PODS creates (1ns, 16 clients, every
+# pod fits) with kube-apiserver's CPU profiled over 3 s of it (pprof takes
+# whole seconds); adds "CONFIG=TOP_FILE=MS_PER_CREATE" to profile_cols for
+# apiserver-profile.py. (Not in a subshell: state keeps what is running.)
+profile_one() {
+    local config=$1 res_args=(--resource aliyun.com/gpu-mem --quantity 1) res pid
+    [[ $config == gq* || $config == hooks ]] && res_args=(--resource gpuquota.io/gpu-memory --quantity 1Gi)
+    state "$config"
+    reset
+    quotas "$config" "$PROFILE_PODS" bench-00
+    # shellcheck disable=SC2046
+    "$podcreate" run --kubeconfig "$KUBECONFIG" --namespaces bench-00 --clients 16 \
+        --pods "$PROFILE_PODS" --run "profile-$config" "${res_args[@]}" $(pids_of) >"$out/profile-$config.json" &
+    pid=$!
+    sleep 0.5
+    kubectl get --raw '/debug/pprof/profile?seconds=3' >"$out/profile-$config.pprof"
+    wait "$pid"
+    go tool pprof -top -cum -nodecount=100000 "$BIN/kube-apiserver" "$out/profile-$config.pprof" \
+        >"$out/profile-$config.top" 2>/dev/null
+    res=$(jq -r '"\(.cpu_s.apiserver * 1000 / .sent)"' "$out/profile-$config.json")
+    profile_cols+=("$config=$out/profile-$config.top=$res")
+}
+if ((PROFILE)); then
+    echo
+    echo "== where kube-apiserver's CPU goes per create (1ns, 16 clients, $PROFILE_PODS creates, every pod fits)"
+    profile_cols=()
+    for config in floor native hooks gq; do profile_one "$config"; done
+    python3 "$ROOT/scripts/apiserver-profile.py" "${profile_cols[@]}"
+fi
 state floor
 reset
 if ((ROUNDS > 0)); then

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""Where kube-apiserver's CPU goes per pod create, from CPU profiles taken
-during scripts/bench-pods.sh runs (GQ_BENCH_PROFILE=1).
+"""Where kube-apiserver's CPU goes per pod create (or per pod op of a churn),
+from CPU profiles taken during scripts/bench-pods.sh runs
+(GQ_BENCH_PROFILE=1).
 
-    apiserver-profile.py LABEL=TOP_FILE=MS_PER_CREATE ...
+    apiserver-profile.py [--per op] LABEL=TOP_FILE=MS_PER_OP ...
 
 TOP_FILE is `go tool pprof -top -cum -nodecount=100000` of one profile;
-MS_PER_CREATE is kube-apiserver's CPU per create over the whole run the
-profile was taken in. Each part's share of the profile's samples is printed
-as milliseconds of CPU per create (share x MS_PER_CREATE). Parts are named by
+MS_PER_OP is kube-apiserver's CPU per create (per create or delete) over the
+whole run the profile was taken in. Each part's share of the profile's
+samples is printed as milliseconds of CPU per op (share x MS_PER_OP). Parts are named by
 the frame whose cumulative time they are, read in k8s.io/apiserver v1.34;
 parts nest (indented) and do not add up to the total: the request filters
 (authentication, priority and fairness, audit) are in none of them. Figures
@@ -27,6 +28,7 @@ PARTS = [
     ("  matchConditions of both (CEL; in the two above)", ["matchconditions.(*matcher).Match"]),
     ("  ResourceQuota admission (evaluator)", ["resourcequota.(*quotaEvaluator).doWork"]),
     ("  pod written to etcd", ["registry.(*Store).Create"]),
+    ("pod delete handler", ["handlers.DeleteResource.func1.1"]),
     ("custom resource status writes", ["customresource.(*StatusREST).Update"]),
     ("custom resource GETs", ["crdHandler).serveResource.GetResource.func1"]),
     ("ResourceQuota status writes", ["resourcequota/storage.(*StatusREST).Update"]),
@@ -68,6 +70,9 @@ def part_seconds(cum, frames):
 
 
 def main(args):
+    per = "create"
+    if args[:1] == ["--per"] and len(args) > 1:
+        per, args = args[1], args[2:]
     if not args:
         raise SystemExit(__doc__)
     cols = []
@@ -76,7 +81,7 @@ def main(args):
         total, cum = load(path)
         cols.append((label, total, cum, float(ms)))
     width = max(len(p[0]) for p in PARTS) + 2
-    print("kube-apiserver CPU per create, ms (share of its samples)")
+    print(f"kube-apiserver CPU per {per}, ms (share of its samples)")
     print("".ljust(width) + "".join(c[0].rjust(16) for c in cols))
     print("all of it".ljust(width) + "".join(f"{c[3]:9.2f} (100%)".rjust(16) for c in cols))
     for label, frames in PARTS:

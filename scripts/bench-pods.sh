@@ -43,7 +43,8 @@
 # the rounds, one more run of each of floor, native, hooks and gq, in one
 # namespace with 16 clients and every pod fitting, while kube-apiserver's
 # CPU is profiled (it runs with --profiling); scripts/apiserver-profile.py
-# prints where its CPU goes per create; GQ_BENCH_PROFILE_PODS, 8000 per run).
+# prints where its CPU goes per create; GQ_BENCH_PROFILE_PODS, 8000 per run;
+# the churns are profiled too, over the middle half of each).
 set -euo pipefail
 build=${1:?usage: bench-pods.sh BUILD_DIR}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -420,11 +421,25 @@ churn_one() {
     local label=$1 from=$2 res w0 n0 d0 w1 n1 d1
     shift 2
     read -r w0 n0 d0 <<<"$(ctl_leader_stat)"
+    local prof=""
+    if ((PROFILE)); then
+        # the middle half of the churn, whole seconds
+        (sleep "$(awk -v s="$CHURN_SECONDS" 'BEGIN {print s / 4}')"
+         kubectl get --raw "/debug/pprof/profile?seconds=$(awk -v s="$CHURN_SECONDS" 'BEGIN {s = int(s / 2); print s < 1 ? 1 : s}')" \
+             >"$out/profile-$label.pprof") &
+        prof=$!
+    fi
     # shellcheck disable=SC2046
     res=$("$podcreate" churn --kubeconfig "$KUBECONFIG" --namespaces "$scale_list" \
         --rate "$CHURN_RATE" --seconds "$CHURN_SECONDS" --clients 16 --run "$label" \
         --fill-run scale --fill-pods "$SCALE_PODS" --delete-from "$from" "$@" $(pids_of))
     read -r w1 n1 d1 <<<"$(ctl_leader_stat)"
+    if [[ -n $prof ]] && wait "$prof"; then
+        go tool pprof -top -cum -nodecount=100000 "$BIN/kube-apiserver" "$out/profile-$label.pprof" \
+            >"$out/profile-$label.top" 2>/dev/null
+        churn_profile_cols+=("$label=$out/profile-$label.top=$(printf '%s\n' "$res" |
+            jq -r '.cpu_s.apiserver * 1000 / ([.creates + .deletes, 1] | max)')")
+    fi
     printf '%s\n' "$res" | jq -c --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" '. + {load: $load}' >>"$out/churn.jsonl"
     printf '%s\n' "$res" | jq -r --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" '
         "  \(.run): \(.creates) creates (\(.creates_per_second * 10 | round / 10)/s) + \(.deletes) deletes (\(.deletes_per_second * 10 | round / 10)/s) in \(.seconds * 10 | round / 10) s, \(.skipped) skipped, \(.errors) errors, worst lag behind the pace \(.max_lag_ms) ms; call p50/p99 \(.call_ms.p50)/\(.call_ms.p99) ms",
@@ -441,6 +456,7 @@ churn_one() {
 # churn_all: the churn with the controllers stopped (kube-apiserver's load
 # without them), then with both replicas running (leader election, as
 # deployed) after the leader has caught up, twice; watches open in each state.
+churn_profile_cols=()
 churn_all() {
     local ops=$((${CHURN_RATE%.*} * ${CHURN_SECONDS%.*})) from=$((SCALE_NS / 2))
     echo "== controller: event -> status under $CHURN_RATE creates/s + $CHURN_RATE deletes/s for ${CHURN_SECONDS} s (real kube-apiserver, $SCALE_PODS pods)"
@@ -479,6 +495,10 @@ churn_all() {
         from=$((from + ops))
     fi
     controllers off
+    if ((${#churn_profile_cols[@]})); then
+        echo "  where kube-apiserver's CPU went, over the middle half of each churn:"
+        python3 "$ROOT/scripts/apiserver-profile.py" --per "pod op" "${churn_profile_cols[@]}" | sed 's/^/    /'
+    fi
     local bdir
     bdir=$(dirname "$GQ")
     if [[ -x $bdir/bench/bench_controller ]]; then

@@ -32,6 +32,12 @@ def over_admitted(r):
             r["namespaces"] * min(r["hard"], per_ns))
 
 
+def conns(col):
+    """Webhook connections per create, '-' where none ran or none were counted."""
+    vals = [v for v in col if v >= 0]
+    return f"{statistics.median(vals):.2f}" if vals else "-"
+
+
 def spread(vals, fmt="{:.0f}"):
     """median, with min-max when there are several rounds."""
     if len(vals) == 1:
@@ -113,12 +119,14 @@ def main(path):
     print("kube-apiserver's own quota admission, with kube-controller-manager's writes: 'both')")
     print("and by gpuquota's controller, and conflicts; the mean webhook call it saw")
     print("(apiserver_admission_webhook_admission_duration_seconds); the largest GPUQuota or")
-    print("GPUTenantQuota status written during the run. Medians over rounds.")
+    print("GPUTenantQuota status written during the run; the connections the webhook")
+    print("replicas accepted (each a TLS handshake). Medians over rounds.")
     print()
     print("| cell | configuration | quota status writes per create: admission / controller / 409 "
           "| quota GET per create "
-          "| /mutate mean ms | /validate mean ms | largest status: reservations, KB |")
-    print("|---|---|---|---|---|---|---|")
+          "| /mutate mean ms | /validate mean ms | largest status: reservations, KB "
+          "| webhook connections per create |")
+    print("|---|---|---|---|---|---|---|---|")
     for key in sorted(cells, key=lambda k: (k[2] == "fit", k[1], k[0])):
         for c in ("native", "hooks", "gq", "gq-tenant", "gq-3", "gq-b1", "gq-t32"):
             rs = cells[key].get(c, [])
@@ -143,14 +151,16 @@ def main(path):
                     wh.get("mutate.gpuquota.io", {}).get("mean_ms", 0),
                     wh.get("validate.gpuquota.io", {}).get("mean_ms", 0),
                     r.get("quota_max_reservations", 0),
-                    r.get("quota_max_bytes", 0) / 1024))
+                    r.get("quota_max_bytes", 0) / 1024,
+                    r.get("webhook_connections", -1) / n))
             col = list(zip(*rows))
             split = c != "native" and all("controller_writes" in r for r in rs)
             writes = (f"{m(col[0]):.2f} / {m(col[1]):.2f}" if split
                       else f"{m(col[0]):.2f} (both) / -")
             print(f"| {key[0]} {key[1]}c {key[2]} | {NAMES[c]} "
                   f"| {writes} / {m(col[2]):.2f} | {m(col[3]):.2f} "
-                  f"| {m(col[4]):.0f} | {m(col[5]):.0f} | {m(col[6]):.0f}, {m(col[7]):.0f} |")
+                  f"| {m(col[4]):.0f} | {m(col[5]):.0f} | {m(col[6]):.0f}, {m(col[7]):.0f} "
+                  f"| {conns(col[8])} |")
     print()
     errs = [r for r in runs if r["errors"]]
     for r in errs:

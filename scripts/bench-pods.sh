@@ -270,9 +270,26 @@ ctl_writes() {
     echo "$total"
 }
 
+# wh_conns: connections the running webhook replicas have accepted so far
+# (their gpuquota_http_connections_total): kube-apiserver keeps at most 25
+# idle connections per webhook, so at more concurrent calls it dials again,
+# a TLS handshake each.
+wh_conns() {
+    local f port v total=0
+    for f in "$E2E"/webhook-*.port; do
+        [[ -f $f ]] || continue
+        port=$(cat "$f")
+        v=$(curl -fsS --cacert "$E2E/certs/ca.crt" --resolve "gpuquota-webhook.$NS_SYS.svc:$port:127.0.0.1" \
+            "https://gpuquota-webhook.$NS_SYS.svc:$port/metrics" 2>/dev/null |
+            awk '/^gpuquota_http_connections_total /{print $2}')
+        total=$((total + ${v:-0} - 1)) # not counting this read's own connection
+    done
+    echo "$total"
+}
+
 # one ROUND CONFIG LAYOUT CLIENTS FIT: one run, one JSON line into results.jsonl.
 one() {
-    local round=$1 config=$2 layout=$3 clients=$4 fit=$5 nss hard res w0
+    local round=$1 config=$2 layout=$3 clients=$4 fit=$5 nss hard res w0 c0
     local -a ns_list
     if [[ $layout == 1ns ]]; then ns_list=(bench-00); else ns_list=("${spread[@]}"); fi
     nss=$(IFS=,; echo "${ns_list[*]}")
@@ -290,14 +307,15 @@ one() {
     local res_args=(--resource aliyun.com/gpu-mem --quantity 1)
     [[ $config == gq* || $config == hooks ]] && res_args=(--resource gpuquota.io/gpu-memory --quantity 1Gi --watch-quotas)
     w0=$(ctl_writes)
+    c0=$(wh_conns)
     # shellcheck disable=SC2046
     res=$("$podcreate" run --kubeconfig "$KUBECONFIG" --namespaces "$nss" --clients "$clients" \
         --pods "$PODS" --run "r$round-$config-$layout-$clients-$fit" "${res_args[@]}" $(pids_of))
     printf '%s\n' "$res" | jq -c --arg round "$round" --arg config "$config" --arg layout "$layout" \
         --arg fit "$fit" --argjson hard "$hard" --arg load "$(cut -d' ' -f1 /proc/loadavg)" \
-        --argjson cw "$(($(ctl_writes) - w0))" \
+        --argjson cw "$(($(ctl_writes) - w0))" --argjson wc "$(($(wh_conns) - c0))" \
         '. + {round: ($round|tonumber), config: $config, layout: $layout, fit: $fit, hard: $hard,
-              load: ($load|tonumber), controller_writes: $cw}' >>"$out/results.jsonl"
+              load: ($load|tonumber), controller_writes: $cw, webhook_connections: $wc}' >>"$out/results.jsonl"
     printf '%s\n' "$res" | jq -r --arg c "$config" --arg l "$layout" --arg f "$fit" \
         '"  \($c) \($l) \(.clients) clients \($f): \(.per_second|floor)/s p99 \(.p99_ms) ms, \(.admitted) admitted \(.denied) denied \(.errors) errors"'
 }

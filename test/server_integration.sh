@@ -35,6 +35,17 @@ check "404 body is small JSON" '{"code":404,"message":"no handler for this path"
 check "errors counted by code" 'gpuquota_http_errors_total{code="404"} 2
 gpuquota_http_errors_total{code="405"} 2' "$(c /metrics | grep '^gpuquota_http_errors_total')"
 
+# Connections accepted: one per curl (each a TLS handshake), one for two
+# requests on a kept-alive connection.
+conns() { c /metrics | sed -n 's/^gpuquota_http_connections_total //p'; }
+n0=$(conns)
+c /healthz >/dev/null
+c /readyz >/dev/null
+check "connections counted, one per client connection" $((n0 + 3)) "$(conns)"
+curl -sS --max-time 10 --cacert "$work/certs/ca.crt" --resolve "$host:$port:127.0.0.1" \
+    "https://$host:$port/healthz" "https://$host:$port/readyz" >/dev/null
+check "two requests on one kept-alive connection count once" $((n0 + 5)) "$(conns)"
+
 # The serving certificate's validity: logged at start, expiry in /metrics.
 not_after() { date -u -d "$(openssl x509 -noout -enddate -in "$1" | cut -d= -f2)" +%s; }
 rfc3339() { date -u -d "$(openssl x509 -noout "-$2" -in "$1" | cut -d= -f2)" +%Y-%m-%dT%H:%M:%SZ; }

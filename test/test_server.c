@@ -446,6 +446,7 @@ static void expired_certificate_exported(void **state)
     assert_non_null(strstr(text, line));
     assert_non_null(strstr(text, "\ngpuquota_http_body_bytes_in_flight 0\n"));
     assert_non_null(strstr(text, "\ngpuquota_http_read_timeouts_total 0\n"));
+    assert_non_null(strstr(text, "\ngpuquota_http_connections_total 0\n"));
     free(text);
     wh_server_free(s);
 }

@@ -207,6 +207,7 @@ struct wh_server {
 
     atomic_size_t body_bytes;           /* reserved by the bodies in flight */
     atomic_uint_fast64_t read_timeouts; /* connections closed at the read deadline */
+    atomic_uint_fast64_t connections;   /* connections accepted (one TLS handshake each) */
     atomic_llong cert_not_after;        /* of the serving certificate, for /metrics */
 
     pthread_mutex_t conns_lock; /* guards the list and each entry's life */
@@ -778,6 +779,7 @@ static void notify_connection(void *cls, struct MHD_Connection *conn, void **soc
 {
     wh_server *srv = cls;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        atomic_fetch_add_explicit(&srv->connections, 1, memory_order_relaxed);
         *socket_context = conn_open(srv, conn);
     } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
         conn_close(srv, *socket_context);
@@ -909,6 +911,11 @@ static uint64_t read_timeouts(const void *ctx)
     return atomic_load(&((wh_server *)ctx)->read_timeouts);
 }
 
+static uint64_t connections(const void *ctx)
+{
+    return atomic_load(&((wh_server *)ctx)->connections);
+}
+
 /* The server's own families. The registry calls back into srv: it must
  * not be rendered after wh_server_free (the server serves /metrics). */
 static gq_code register_metrics(wh_server *srv, gq_err *err)
@@ -926,7 +933,10 @@ static gq_code register_metrics(wh_server *srv, gq_err *err)
         (rc = wh_metrics_add_external_counter(
              srv->metrics, "gpuquota_http_read_timeouts_total",
              "Connections closed because a request did not arrive whole in time.", read_timeouts,
-             srv)))
+             srv)) ||
+        (rc = wh_metrics_add_external_counter(srv->metrics, "gpuquota_http_connections_total",
+                                              "Connections accepted (a TLS handshake each).",
+                                              connections, srv)))
         return gq_err_set(err, rc, "server metrics: %s", gq_strerror(rc));
     return GQ_OK;
 }

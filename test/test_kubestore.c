@@ -7,6 +7,7 @@
  * restarts. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -552,9 +553,12 @@ typedef struct reader {
     char got[64];
 } reader;
 
+static atomic_int readers_started; /* read_quotas threads that have begun */
+
 static void *read_quotas(void *arg)
 {
     reader *r = arg;
+    atomic_fetch_add(&readers_started, 1);
     listed(r->v, R_QUOTA, r->ns, r->got, sizeof(r->got));
     return NULL;
 }
@@ -575,6 +579,7 @@ static void concurrent_live_reads_share_one_request(void **state)
     v->f.hold_live = 1;
     pthread_mutex_unlock(&v->f.mu);
     /* The first read goes out and is held there. */
+    atomic_store(&readers_started, 0);
     rd[0] = (reader){.v = v, .ns = "a"};
     assert_int_equal(pthread_create(&rd[0].th, NULL, read_quotas, &rd[0]), 0);
     pthread_mutex_lock(&v->f.mu);
@@ -587,7 +592,11 @@ static void concurrent_live_reads_share_one_request(void **state)
         rd[i] = (reader){.v = v, .ns = i == 32 ? "b" : "a"};
         assert_int_equal(pthread_create(&rd[i].th, NULL, read_quotas, &rd[i]), 0);
     }
-    usleep(100000); /* let them queue */
+    /* let them queue: all running (thread starts lag on a loaded machine),
+     * then time to take the store's lock and join the read that gathers */
+    while (atomic_load(&readers_started) < 33)
+        usleep(1000);
+    usleep(100000);
     pthread_mutex_lock(&v->f.mu);
     v->f.hold_live = 0;
     pthread_cond_broadcast(&v->f.cv);

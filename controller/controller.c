@@ -568,6 +568,7 @@ static void status_written(ctl_controller *c, const char *key, const quota_ref *
     kstate *ks = ctl_ks_get(c, key, true);
     if (ks) {
         const char *wrv = gq_json_meta_string(written, "resourceVersion");
+        ks->fold_since_ms = 0;
         free(ks->written_rv);
         ks->written_rv = wrv ? strdup(wrv) : NULL;
         free(ks->sent_rv);
@@ -586,6 +587,52 @@ static void status_written(ctl_controller *c, const char *key, const quota_ref *
     }
     if (res->became_invalid)
         post_event(c, obj, r->kind, r->ns, r->name, CTL_REASON_INVALID, res->message, now);
+}
+
+/* A write that only folds reservations into used (ctl_fold_only) changes
+ * nothing an admission counts: the reservations charge those pods until the
+ * write lands. On a quota many admissions charge, each of its charges is
+ * otherwise followed by a status write of the controller's own, and those
+ * writes race the webhook's (409s) and cost kube-apiserver a custom-resource
+ * write each. So such a write waits up to FOLD_WAIT_MS from the first one
+ * put off, and goes with whatever else has changed by then. Only a status
+ * holding fewer than FOLD_MAX reservations waits: on a quota busy enough to
+ * hold more, every webhook write would carry the folds put off, and a
+ * bigger status costs kube-apiserver more per write than the controller's
+ * writes it saves (measured: docs/performance.md). */
+#define FOLD_WAIT_MS 1000
+#define FOLD_MAX 8
+
+/* How long res's write may still wait (0: write now). */
+static long fold_wait_ms(ctl_controller *c, const char *key, json_object *obj,
+                         const ctl_result *res, int64_t now)
+{
+    json_object *held = gq_json_member(gq_json_member(obj, "status"), "reservations");
+    size_t n_held = json_object_is_type(held, json_type_array) ? json_object_array_length(held) : 0;
+    if (res->invalid || res->dropped == 0 || n_held >= FOLD_MAX ||
+        !ctl_fold_only(obj, res->status, now, now + FOLD_WAIT_MS / 1000 + 1))
+        return 0;
+    int64_t t = ctl_mono_us() / 1000;
+    long left = 0;
+    pthread_mutex_lock(&c->mu);
+    kstate *ks = ctl_ks_get(c, key, true);
+    if (ks) {
+        if (!ks->fold_since_ms)
+            ks->fold_since_ms = t;
+        left = FOLD_WAIT_MS - (long)(t - ks->fold_since_ms);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return left > 0 ? left : 0;
+}
+
+/* Nothing waits to be written for key any more. */
+static void fold_done(ctl_controller *c, const char *key)
+{
+    pthread_mutex_lock(&c->mu);
+    kstate *ks = ctl_ks_get(c, key, false);
+    if (ks)
+        ks->fold_since_ms = 0;
+    pthread_mutex_unlock(&c->mu);
 }
 
 /* Write: res's status through /status with the resourceVersion of obj. */
@@ -644,8 +691,16 @@ static bool quota_sync(ctl_controller *c, const char *key, const quota_ref *r, j
             *result = RES_ERROR;
             return false;
         }
-        if (!res->changed)
+        if (!res->changed) {
+            fold_done(c, key);
             return true;
+        }
+        long wait = fold_wait_ms(c, key, *obj, res, now);
+        if (wait > 0) { /* the current status holds meanwhile */
+            atomic_fetch_add(&c->folds_deferred, 1);
+            ctl_requeue_after(c, key, wait);
+            return true;
+        }
         switch (quota_write_status(c, key, r, *obj, res, now, &err)) {
         case STATUS_WRITTEN:
             return true;
@@ -1166,8 +1221,13 @@ gq_code ctl_controller_metrics(ctl_controller *c, char **out, size_t *len)
             "# HELP gpuquota_controller_reservations_abandoned_total Reservations dropped because "
             "their pods never appeared.\n"
             "# TYPE gpuquota_controller_reservations_abandoned_total counter\n"
-            "gpuquota_controller_reservations_abandoned_total %lu\n",
-            ld(&c->writes), ld(&c->events), ld(&c->cost_errors), ld(&c->abandoned));
+            "gpuquota_controller_reservations_abandoned_total %lu\n"
+            "# HELP gpuquota_controller_folds_deferred_total Status writes that only folded "
+            "reservations into used, put off to go with later changes.\n"
+            "# TYPE gpuquota_controller_folds_deferred_total counter\n"
+            "gpuquota_controller_folds_deferred_total %lu\n",
+            ld(&c->writes), ld(&c->events), ld(&c->cost_errors), ld(&c->abandoned),
+            ld(&c->folds_deferred));
     cache_series(c, f);
     fprintf(f,
             "# HELP gpuquota_controller_queue_depth Quotas waiting to be reconciled.\n"

@@ -251,6 +251,20 @@ gq_code ctl_reconcile(json_object *quota, const gq_usage_pod *pods, size_t n, ct
 gq_code ctl_reconcile_invalid(json_object *quota, const char *why, int64_t now, ctl_result *out,
                               gq_err *err) GQ_WUR;
 
+/* Whether writing next (a status ctl_reconcile computed for quota) in place
+ * of quota's current status changes nothing an admission counts, from now
+ * until horizon (Unix seconds, >= now): both say the same in every member
+ * but used, usedByModel, namespaces and reservations, and on every key
+ * spec.hard limits (and per model of spec.models, every key it limits),
+ * used plus the live uncounted reservations, as the validating webhook sums
+ * them, is the same in next at now as in the current status at now and at
+ * horizon. That
+ * is what a fold is: reservations whose pods the controller now counts move
+ * into used. Such a write may wait (the current status keeps charging those
+ * pods through their reservations); any other change may not. false when
+ * either status does not parse. */
+bool ctl_fold_only(json_object *quota, json_object *next, int64_t now, int64_t horizon);
+
 /* ctl_reconcile over the store: the candidate pods and seen come from
  * ctl_store_with_quota_pods. */
 gq_code ctl_store_reconcile(ctl_store *s, json_object *quota, int64_t now, ctl_result *out,
@@ -373,6 +387,7 @@ size_t ctl_controller_tracked_pods(ctl_controller *c);
  *   gpuquota_controller_reconciles_total{result}         counter
  *   gpuquota_controller_reconcile_duration_seconds       histogram
  *   gpuquota_controller_status_writes_total              counter
+ *   gpuquota_controller_folds_deferred_total             counter (fold-only writes put off)
  *   gpuquota_controller_events_total                     counter
  *   gpuquota_controller_pod_cost_errors_total            counter
  *   gpuquota_controller_watches_total{resource}          counter (watch (re)starts)

@@ -30,7 +30,8 @@ typedef struct kstate {
     /* When this replica first saw each reservation of the quota whose pod
      * it has not seen: {key: monotonic ms}. */
     json_object *first_seen;
-    char *ns; /* "" for tenants */
+    int64_t fold_since_ms; /* monotonic: a fold-only write first put off; 0: none waits */
+    char *ns;              /* "" for tenants */
     char *name;
     char key[];
 } kstate;
@@ -60,7 +61,7 @@ struct ctl_controller {
     size_t n_tenants, cap_tenants;
     gq_htab ks; /* kstate by key */
 
-    atomic_ulong results[RES_COUNT], writes, events, cost_errors, abandoned;
+    atomic_ulong results[RES_COUNT], writes, events, cost_errors, abandoned, folds_deferred;
     atomic_ulong q_charges, q_ungated;
     json_object *ungated;  /* {uid: true}: ungated here, not yet seen ungated (mu) */
     json_object *q_events; /* {uid: message}: why each queued pod was said to wait (mu) */

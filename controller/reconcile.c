@@ -3,6 +3,7 @@
  * controller and the webhook share one definition of what matches. */
 #include "controller/ctl_int.h"
 #include "common/json_member.h"
+#include "quota/policy.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -541,4 +542,98 @@ gq_code ctl_store_reconcile_dropping(ctl_store *s, json_object *quota, json_obje
     rc = ctl_store_with_quota_pods(s, q, now, reconcile_store_pods, &sr, err);
     gq_quota_free(q);
     return rc;
+}
+
+/* ---- folds ---------------------------------------------------------------- */
+
+/* Status members a fold changes; every other one must stay the same. */
+static bool fold_member(const char *key)
+{
+    static const char *const fold[] = {"used", "usedByModel", "namespaces", "reservations"};
+    for (size_t i = 0; i < sizeof(fold) / sizeof(fold[0]); i++)
+        if (!strcmp(key, fold[i]))
+            return true;
+    return false;
+}
+
+/* Every member of a that a fold leaves alone is in b, equal. */
+static bool same_rest(json_object *a, json_object *b)
+{
+    json_object_object_foreach(a, key, val)
+    {
+        json_object *other = NULL;
+        if (fold_member(key))
+            continue;
+        if (!json_object_object_get_ex(b, key, &other) || !json_object_equal(val, other))
+            return false;
+    }
+    return true;
+}
+
+/* quota with status st in place of its own, parsed as admissions parse it
+ * (NULL when it does not parse or out of memory). */
+static gq_quota *parse_with_status(json_object *quota, json_object *st)
+{
+    static const char *const keep[] = {"apiVersion", "kind", "metadata", "spec"};
+    json_object *o = json_object_new_object();
+    gq_quota *q = NULL;
+    gq_err e;
+    bool ok = o != NULL;
+    for (size_t i = 0; ok && i < sizeof(keep) / sizeof(keep[0]); i++) {
+        json_object *v = gq_json_member(quota, keep[i]);
+        if (v && json_object_object_add(o, keep[i], json_object_get(v))) {
+            json_object_put(v);
+            ok = false;
+        }
+    }
+    if (ok && json_object_object_add(o, "status", json_object_get(st))) {
+        json_object_put(st);
+        ok = false;
+    }
+    if (ok && gq_quota_parse(o, &q, &e))
+        q = NULL;
+    json_object_put(o);
+    return q;
+}
+
+/* a and b agree on every key limit limits. */
+static bool same_limited(const gq_amounts *limit, const gq_amounts *a, const gq_amounts *b)
+{
+    for (int k = 0; k < GQ_KEY_COUNT; k++)
+        if (limit->set[k] && a->v[k] != b->v[k])
+            return false;
+    return true;
+}
+
+/* What admissions count in a at ta is what they count in b at tb, on every
+ * key they check: in all (gq_quota_in_use, the keys of spec.hard) and per
+ * model of spec.models (gq_quota_model_in_use, that model's keys), the
+ * validating webhook's own sums. a and b share their spec. */
+static bool same_charge(const gq_quota *a, int64_t ta, const gq_quota *b, int64_t tb)
+{
+    gq_amounts x, y;
+    gq_err e;
+    if (gq_quota_in_use(a, ta, NULL, &x, &e) || gq_quota_in_use(b, tb, NULL, &y, &e) ||
+        !same_limited(&a->hard, &x, &y) || a->n_models != b->n_models)
+        return false;
+    for (size_t i = 0; i < a->n_models; i++)
+        if (gq_quota_model_in_use(a, &a->models[i], ta, NULL, &x, &e) ||
+            gq_quota_model_in_use(b, &b->models[i], tb, NULL, &y, &e) ||
+            !same_limited(&a->models[i].hard, &x, &y))
+            return false;
+    return true;
+}
+
+bool ctl_fold_only(json_object *quota, json_object *next, int64_t now, int64_t horizon)
+{
+    json_object *cur = gq_json_member(quota, "status");
+    if (!json_object_is_type(cur, json_type_object) ||
+        !json_object_is_type(next, json_type_object) || !same_rest(cur, next) ||
+        !same_rest(next, cur))
+        return false;
+    gq_quota *c = parse_with_status(quota, cur), *n = parse_with_status(quota, next);
+    bool same = c && n && same_charge(c, now, n, now) && same_charge(c, horizon, n, now);
+    gq_quota_free(c);
+    gq_quota_free(n);
+    return same;
 }

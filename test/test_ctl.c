@@ -714,6 +714,100 @@ static void test_usage_by_model(void **state)
     ctl_store_free(s);
 }
 
+/* A deep copy of q whose status says `used` and usedByModel.h100-80gb of
+ * gpu-memory, with reservations (a JSON array in test quotes) in place of
+ * its own. */
+static json_object *with_status(json_object *q, const char *used, const char *by_model,
+                                const char *reservations)
+{
+    json_object *c = NULL, *st, *u, *bm, *m;
+    assert_int_equal(json_object_deep_copy(q, &c, NULL), 0);
+    assert_true(json_object_object_get_ex(c, "status", &st));
+    assert_true(json_object_object_get_ex(st, "used", &u));
+    json_object_object_add(u, "gpu-memory", json_object_new_string(used));
+    assert_true(json_object_object_get_ex(st, "usedByModel", &bm));
+    assert_true(json_object_object_get_ex(bm, "h100-80gb", &m));
+    json_object_object_add(m, "gpu-memory", json_object_new_string(by_model));
+    if (reservations)
+        json_object_object_add(st, "reservations", J(reservations));
+    return c;
+}
+
+#define RESM(k, mem, exp)                                                                          \
+    "{'key':'" k "','namespace':'a','pod':'p','gpu-memory':'" mem "','gpus':'0','gpu-pods':'1',"   \
+    "'expires':'" exp "','model':'h100-80gb'}"
+
+/* A fold, reservations whose pods are now counted moving into used (and
+ * usedByModel), changes nothing an admission counts, so its write may wait
+ * (controller.c); a reservation that lapses before the horizon, usage that
+ * goes down, a model's usage that does not follow, or any other member that
+ * changes, may not. */
+static void test_fold_only(void **state)
+{
+    (void)state;
+    ctl_store *s;
+    assert_int_equal(ctl_store_new(&s), GQ_OK);
+    pod_spec pods[] = {
+        {.ns = "a", .name = "h1", .mem = "8Gi", .model = "h100-80gb", .uid = "k-h1"},
+        {.ns = "a", .name = "u", .mem = "4Gi", .uid = "k-u"},
+    };
+    for (size_t i = 0; i < sizeof(pods) / sizeof(pods[0]); i++)
+        add_pod(s, &pods[i]);
+    json_object *q = quota_json(
+        "a", "q", "{'hard':{'gpu-memory':'100Gi'},'models':{'h100-80gb':{'gpu-memory':'64Gi'}}}",
+        NULL);
+    ctl_result r;
+    ctl_result_init(&r);
+    reconcile(s, q, NOW, &r);
+    json_object_object_add(q, "status", json_object_get(r.status)); /* both pods counted */
+    assert_string_equal(status_str(&r, "used", "gpu-memory"), "12Gi");
+
+    /* Before the controller saw h1, its charge was a reservation. */
+    json_object *before =
+        with_status(q, "4Gi", "4Gi", "[" RESM("k-h1", "8Gi", "2026-11-21T15:07:05Z") "]");
+    reconcile(s, before, NOW, &r);
+    assert_true(r.changed);
+    assert_int_equal(r.dropped, 1);
+    assert_true(ctl_fold_only(before, r.status, NOW, NOW + 2));
+    /* The current status no longer charges it by the horizon: write now. */
+    assert_false(ctl_fold_only(before, r.status, NOW, NOW + 60));
+    /* A next status whose model usage did not take the charge. */
+    json_object *next = NULL, *bm, *m;
+    assert_int_equal(json_object_deep_copy(r.status, &next, NULL), 0);
+    assert_true(json_object_object_get_ex(next, "usedByModel", &bm));
+    assert_true(json_object_object_get_ex(bm, "h100-80gb", &m));
+    json_object_object_add(m, "gpu-memory", json_object_new_string("4Gi"));
+    assert_false(ctl_fold_only(before, next, NOW, NOW + 2));
+    json_object_put(next);
+    next = NULL;
+    /* Any other member that changes: a condition's message. */
+    json_object *conds;
+    assert_int_equal(json_object_deep_copy(r.status, &next, NULL), 0);
+    assert_true(json_object_object_get_ex(next, "conditions", &conds));
+    json_object_object_add(json_object_array_get_idx(conds, 0), "message",
+                           json_object_new_string("something else"));
+    assert_false(ctl_fold_only(before, next, NOW, NOW + 2));
+    json_object_put(next);
+    json_object_put(before);
+
+    /* Usage goes down (a pod went away): the write may not wait. */
+    before = with_status(q, "20Gi", "12Gi", NULL);
+    reconcile(s, before, NOW, &r);
+    assert_true(r.changed);
+    assert_false(ctl_fold_only(before, r.status, NOW, NOW + 2));
+    json_object_put(before);
+    /* No status, or one that does not parse: no. */
+    json_object *bare = quota_json("a", "q", "{'hard':{'gpu-memory':'100Gi'}}", NULL);
+    assert_false(ctl_fold_only(bare, r.status, NOW, NOW + 2));
+    json_object_put(bare);
+    before = with_status(q, "lots", "4Gi", NULL);
+    assert_false(ctl_fold_only(before, r.status, NOW, NOW + 2));
+    json_object_put(before);
+    ctl_result_dispose(&r);
+    json_object_put(q);
+    ctl_store_free(s);
+}
+
 /* A running pod of namespace "a" as the recount sees it. */
 static gq_usage_pod usage_pod(int64_t mem, int64_t gpus)
 {
@@ -1095,6 +1189,7 @@ int main(void)
         cmocka_unit_test(test_status_shape_and_noop),
         cmocka_unit_test(test_exceeded_transitions),
         cmocka_unit_test(test_reservations),
+        cmocka_unit_test(test_fold_only),
         cmocka_unit_test(test_invalid_spec_status),
         cmocka_unit_test(test_tenant_membership),
         cmocka_unit_test(test_group_sums),

@@ -322,6 +322,101 @@ static void test_sync_write_event(void **state)
     fake_dispose(&f);
 }
 
+/* The stored status of the quota at path, as text (caller frees). */
+static char *stored_status(fake *f, const char *path)
+{
+    pthread_mutex_lock(&f->mu);
+    json_object *st = NULL;
+    json_object_object_get_ex(find_quota(f, path), "status", &st);
+    char *text = strdup(st ? json_object_to_json_string_ext(st, JSON_C_TO_STRING_PLAIN) : "");
+    pthread_mutex_unlock(&f->mu);
+    return text;
+}
+
+/* Replace the stored status of the quota at path; writes counted from 0. */
+static void set_status(fake *f, const char *path, const char *status)
+{
+    pthread_mutex_lock(&f->mu);
+    json_object_object_add(find_quota(f, path), "status", json_tokener_parse(status));
+    f->writes = 0;
+    pthread_mutex_unlock(&f->mu);
+}
+
+static void stop(ctl_controller *c, gq_config *cfg)
+{
+    ctl_controller_stop(c);
+    ctl_controller_free(c);
+    gq_config_free(cfg);
+}
+
+/* A status write that would only fold a reservation into used waits (up to
+ * a second) to go with later changes; the reservation charges the pod
+ * meanwhile. A write that lowers usage goes at once. */
+static void test_fold_waits(void **state)
+{
+    (void)state;
+    fake f;
+    fake_init(&f);
+    json_object_put(f.pods);
+    json_object_put(f.quotas);
+    json_object_put(f.tenants);
+    f.pods = J("[{'metadata':{'name':'p1','namespace':'a','uid':'u1','resourceVersion':'1'},"
+               "'spec':{'containers':[{'name':'c','resources':{'limits':{'gpuquota.io/"
+               "gpu-memory':'8Gi'}}}]}},{'metadata':{'name':'p2','namespace':'a','uid':'u2',"
+               "'resourceVersion':'1'},'spec':{'containers':[{'name':'c','resources':{'limits':"
+               "{'gpuquota.io/gpu-memory':'4Gi'}}}]}}]");
+    f.quotas = J("[{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':"
+                 "'q','namespace':'a','uid':'u-q','generation':1,'resourceVersion':'1'},'spec':"
+                 "{'hard':{'gpu-memory':'100Gi'}}}]");
+    f.tenants = json_object_new_array();
+    const char *path = "/x/gpuquotas/q";
+    ctl_controller *c;
+    gq_config *cfg;
+    kube_api api;
+    run(&f, &c, &cfg, &api); /* both pods counted */
+    wait_writes(&f, 1);
+    stop(c, cfg);
+    char *counted = stored_status(&f, path);
+    assert_non_null(strstr(counted, "\"used\":{\"gpu-memory\":\"12Gi\"}"));
+
+    /* p2's charge still a reservation, as the webhook left it. */
+    json_object *st = json_tokener_parse(counted), *used;
+    assert_true(json_object_object_get_ex(st, "used", &used));
+    json_object_object_add(used, "gpu-memory", json_object_new_string("8Gi"));
+    json_object_object_add(st, "reservations",
+                           J("[{'key':'u2','namespace':'a','pod':'p2','gpu-memory':'4Gi','gpus':"
+                             "'0','gpu-pods':'1','expires':'2026-11-21T15:07:05Z'}]"));
+    char buf[2048];
+    snprintf(buf, sizeof buf, "%s", json_object_to_json_string_ext(st, JSON_C_TO_STRING_PLAIN));
+    json_object_put(st);
+    set_status(&f, path, buf);
+    run(&f, &c, &cfg, &api);
+    wait_metric(c, "gpuquota_controller_folds_deferred_total 1\n");
+    pthread_mutex_lock(&f.mu);
+    assert_int_equal(f.writes, 0); /* put off */
+    pthread_mutex_unlock(&f.mu);
+    wait_writes(&f, 1); /* then written */
+    char *after = stored_status(&f, path);
+    assert_string_equal(after, counted);
+    free(after);
+    stop(c, cfg);
+
+    /* p2 gone while the status still counts it: written at once. */
+    set_status(&f, path, counted);
+    pthread_mutex_lock(&f.mu);
+    json_object_array_del_idx(f.pods, 1, 1);
+    pthread_mutex_unlock(&f.mu);
+    run(&f, &c, &cfg, &api);
+    wait_writes(&f, 1);
+    after = stored_status(&f, path);
+    assert_non_null(strstr(after, "\"used\":{\"gpu-memory\":\"8Gi\"}"));
+    wait_metric(c, "gpuquota_controller_folds_deferred_total 0\n");
+    free(after);
+    stop(c, cfg);
+    free(counted);
+    fake_dispose(&f);
+}
+
 static void test_bad_options(void **state)
 {
     (void)state;
@@ -338,6 +433,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sync_write_event),
+        cmocka_unit_test(test_fold_waits),
         cmocka_unit_test(test_bad_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

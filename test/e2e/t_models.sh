@@ -130,6 +130,10 @@ check_match "with no accepted model left, the pod is denied saying why for each"
 check "kubectl get gq keeps its columns" \
     "NAME HARD-MEM USED-MEM HARD-GPUS USED-GPUS HARD-PODS USED-PODS QUEUED QUEUED-MEM READY AGE" \
     "$(kubectl -n "$NS" get gq team | head -1 | tr -s ' ')"
+# The last admitted pod's charge may still be a reservation: the controller
+# folds it into usedByModel within a second (docs/controller.md).
+eventually 10 bash -c "[[ \$(kubectl -n $NS get gq team \
+    -o jsonpath='{.status.usedByModel.h100-80gb.gpu-memory}') == 40Gi ]]"
 desc=$(kubectl -n "$NS" describe gq team)
 check_match "kubectl describe shows the limits per model" 'Models:.*A 100 - 80gb|Models:.*a100-80gb' \
     "$(tr '\n' ' ' <<<"$desc")"

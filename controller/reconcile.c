@@ -22,25 +22,37 @@ void ctl_result_dispose(ctl_result *r)
     ctl_result_init(r);
 }
 
-gq_code ctl_quota_parse_spec(json_object *quota, gq_quota **out, gq_err *err)
+/* Add a reference to v (NULL: nothing) to obj as key; false when out of memory. */
+static bool add_ref(json_object *obj, const char *key, json_object *v)
+{
+    if (!v || !json_object_object_add(obj, key, json_object_get(v)))
+        return true;
+    json_object_put(v);
+    return false;
+}
+
+/* Parse quota's apiVersion, kind, metadata and spec with status in place of
+ * its own (NULL: none), as admissions parse a quota. */
+static gq_code parse_with_status(json_object *quota, json_object *status, gq_quota **out,
+                                 gq_err *err)
 {
     static const char *const keep[] = {"apiVersion", "kind", "metadata", "spec"};
     if (!quota || !json_object_is_type(quota, json_type_object))
         return gq_err_set(err, GQ_EINVAL, "quota must be an object");
     json_object *shallow = json_object_new_object();
-    if (!shallow)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
-    for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++) {
-        json_object *v = gq_json_member(quota, keep[i]);
-        if (v && json_object_object_add(shallow, keep[i], json_object_get(v))) {
-            json_object_put(v);
-            json_object_put(shallow);
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
-        }
-    }
-    gq_code rc = gq_quota_parse(shallow, out, err);
+    bool ok = shallow != NULL;
+    for (size_t i = 0; ok && i < sizeof(keep) / sizeof(keep[0]); i++)
+        ok = add_ref(shallow, keep[i], gq_json_member(quota, keep[i]));
+    ok = ok && add_ref(shallow, "status", status);
+    gq_code rc =
+        ok ? gq_quota_parse(shallow, out, err) : gq_err_set(err, GQ_ENOMEM, "out of memory");
     json_object_put(shallow);
     return rc;
+}
+
+gq_code ctl_quota_parse_spec(json_object *quota, gq_quota **out, gq_err *err)
+{
+    return parse_with_status(quota, NULL, out, err);
 }
 
 static int add_owned(json_object *obj, const char *key, json_object *val)
@@ -570,32 +582,6 @@ static bool same_rest(json_object *a, json_object *b)
     return true;
 }
 
-/* quota with status st in place of its own, parsed as admissions parse it
- * (NULL when it does not parse or out of memory). */
-static gq_quota *parse_with_status(json_object *quota, json_object *st)
-{
-    static const char *const keep[] = {"apiVersion", "kind", "metadata", "spec"};
-    json_object *o = json_object_new_object();
-    gq_quota *q = NULL;
-    gq_err e;
-    bool ok = o != NULL;
-    for (size_t i = 0; ok && i < sizeof(keep) / sizeof(keep[0]); i++) {
-        json_object *v = gq_json_member(quota, keep[i]);
-        if (v && json_object_object_add(o, keep[i], json_object_get(v))) {
-            json_object_put(v);
-            ok = false;
-        }
-    }
-    if (ok && json_object_object_add(o, "status", json_object_get(st))) {
-        json_object_put(st);
-        ok = false;
-    }
-    if (ok && gq_quota_parse(o, &q, &e))
-        q = NULL;
-    json_object_put(o);
-    return q;
-}
-
 /* a and b agree on every key limit limits. */
 static bool same_limited(const gq_amounts *limit, const gq_amounts *a, const gq_amounts *b)
 {
@@ -631,8 +617,10 @@ bool ctl_fold_only(json_object *quota, json_object *next, int64_t now, int64_t h
         !json_object_is_type(next, json_type_object) || !same_rest(cur, next) ||
         !same_rest(next, cur))
         return false;
-    gq_quota *c = parse_with_status(quota, cur), *n = parse_with_status(quota, next);
-    bool same = c && n && same_charge(c, now, n, now) && same_charge(c, horizon, n, now);
+    gq_quota *c = NULL, *n = NULL;
+    gq_err e;
+    bool same = !parse_with_status(quota, cur, &c, &e) && !parse_with_status(quota, next, &n, &e) &&
+                same_charge(c, now, n, now) && same_charge(c, horizon, n, now);
     gq_quota_free(c);
     gq_quota_free(n);
     return same;

@@ -91,6 +91,19 @@ static int namespaces_marker; /* to_text's ud for Namespace objects */
  * every tenant in the cluster. Namespaces keep their labels. */
 #define LAST_APPLIED "kubectl.kubernetes.io/last-applied-configuration"
 
+/* Copy member key of src into dst (both objects; absent: nothing). */
+static bool keep_member(json_object *dst, json_object *src, const char *key)
+{
+    json_object *v;
+    if (!json_object_object_get_ex(src, key, &v))
+        return true;
+    if (json_object_object_add(dst, key, json_object_get(v))) {
+        json_object_put(v);
+        return false;
+    }
+    return true;
+}
+
 /* Add to dst a reference to each member of src but skip (src may be NULL). */
 static bool copy_members(json_object *dst, json_object *src, const char *skip)
 {
@@ -136,7 +149,7 @@ oom:
 static gq_code to_text(void *ud, json_object *obj, void **rec, gq_err *err)
 {
     static const char *const keep[] = {"apiVersion", "kind", "spec"};
-    json_object *src = NULL, *meta, *v;
+    json_object *src = NULL, *meta;
     const char *text = "{}";
     bool built = false;
     if (ud == &namespaces_marker) {
@@ -146,11 +159,7 @@ static gq_code to_text(void *ud, json_object *obj, void **rec, gq_err *err)
         built = true;
         bool ok = true;
         for (size_t i = 0; ok && i < sizeof(keep) / sizeof(keep[0]); i++)
-            if (json_object_object_get_ex(obj, keep[i], &v) &&
-                json_object_object_add(src, keep[i], json_object_get(v))) {
-                json_object_put(v);
-                ok = false;
-            }
+            ok = keep_member(src, obj, keep[i]);
         if (ok && json_object_object_get_ex(obj, "metadata", &meta)) {
             json_object *lean = lean_metadata(meta);
             ok = lean && !json_object_object_add(src, "metadata", lean);
@@ -686,19 +695,6 @@ typedef struct group_pods {
     json_object *arr;
     bool full; /* GROUP_PODS_MAX reached: the list was stopped */
 } group_pods;
-
-/* Copy member key of src into dst (both objects; absent: nothing). */
-static bool keep_member(json_object *dst, json_object *src, const char *key)
-{
-    json_object *v;
-    if (!json_object_object_get_ex(src, key, &v))
-        return true;
-    if (json_object_object_add(dst, key, json_object_get(v))) {
-        json_object_put(v);
-        return false;
-    }
-    return true;
-}
 
 /* Keep what the member comparison reads: the name, the group label and size
  * annotation, the deletion fields and status.phase. */

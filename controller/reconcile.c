@@ -215,9 +215,14 @@ static gq_code append_counted_claims(json_object *kept, const gq_usage *u, gq_er
 }
 
 /* Append to kept the records of copy that stay (drops[i]: its pod was seen)
- * and note the earliest expiry among them in res->next_expiry. */
+ * and note the earliest expiry among them in res->next_expiry. A key met a
+ * second time is dropped: status.reservations is an atomic list, so
+ * kube-apiserver does not keep keys unique; every writer adds a key at most
+ * once, and this repairs a status that has one twice anyway (until then
+ * both are charged: more, never less). keys is the set of keys kept. */
 static gq_code keep_records(json_object *copy, const bool *drops, const gq_usage *u,
-                            json_object *held, json_object *kept, ctl_result *res, gq_err *err)
+                            json_object *held, json_object *keys, json_object *kept,
+                            ctl_result *res, gq_err *err)
 {
     gq_code rc;
     for (size_t i = 0; i < json_object_array_length(copy); i++) {
@@ -225,6 +230,14 @@ static gq_code keep_records(json_object *copy, const bool *drops, const gq_usage
         gq_reservation r;
         if (drops[i] || gq_reservation_parse(item, NULL, &r, NULL) != GQ_OK)
             continue;
+        if (json_object_object_get_ex(keys, r.key, NULL)) {
+            gq_reservation_dispose(&r);
+            continue;
+        }
+        if (json_object_object_add(keys, r.key, NULL)) {
+            gq_reservation_dispose(&r);
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        }
         bool drop = false;
         int64_t exp = r.expires;
         if (r.claim && (rc = keep_claim_record(item, &r, u, held, &drop, &exp, err))) {
@@ -249,7 +262,7 @@ static gq_code keep_reservations(json_object *cur_status, const gq_usage *u, ctl
                                  gq_err *err)
 {
     json_object *arr = gq_json_member(cur_status, "reservations");
-    json_object *tmp = NULL, *kept = NULL, *held = NULL;
+    json_object *tmp = NULL, *kept = NULL, *held = NULL, *keys = NULL;
     bool *drops = NULL;
     size_t total = 0;
     gq_code rc = GQ_OK;
@@ -277,14 +290,15 @@ static gq_code keep_reservations(json_object *cur_status, const gq_usage *u, ctl
     size_t n = json_object_array_length(copy);
     /* First the pods' reservations: which stay, and the shared claims those
      * hold (uid -> latest expiry). */
-    if (n && (!(drops = calloc(n, sizeof(*drops))) || !(held = json_object_new_object()))) {
+    if (n && (!(drops = calloc(n, sizeof(*drops))) || !(held = json_object_new_object()) ||
+              !(keys = json_object_new_object()))) {
         rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
         goto out;
     }
     rc = claims_held_by_unseen(copy, seen, ud, drops, held, err);
     if (rc)
         goto out;
-    rc = keep_records(copy, drops, u, held, kept, res, err);
+    rc = keep_records(copy, drops, u, held, keys, kept, res, err);
     if (rc)
         goto out;
     res->kept = json_object_array_length(kept);
@@ -298,6 +312,7 @@ claims:
 out:
     free(drops);
     json_object_put(held);
+    json_object_put(keys);
     json_object_put(kept);
     json_object_put(tmp);
     return rc;

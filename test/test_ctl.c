@@ -532,6 +532,55 @@ static void test_reservations(void **state)
     ctl_store_free(s);
 }
 
+/* status.reservations is an atomic list, so kube-apiserver lets a key in
+ * twice. Until the controller writes, both records are charged (more, never
+ * less); its reconcile keeps the first and drops the repeat. */
+static void test_reservation_keys_unique(void **state)
+{
+    (void)state;
+    ctl_store *s;
+    assert_int_equal(ctl_store_new(&s), GQ_OK);
+#define RES1(k, exp)                                                                               \
+    "{'key':'" k "','namespace':'a','pod':'p','gpu-memory':'8Gi','gpus':'0','gpu-pods':'1',"       \
+    "'expires':'" exp "'}"
+    const char *status = "{'reservations':[" RES1("k-1", "2026-11-21T15:07:00Z") "," RES1(
+        "k-2", "2026-11-21T15:07:00Z") "," RES1("k-1", "2026-11-21T15:08:00Z") "]}";
+#undef RES1
+    json_object *q = quota_json("a", "q", "{'hard':{'gpu-memory':'64Gi'}}", status);
+    gq_amounts sum;
+    gq_err err = {0};
+    assert_int_equal(gq_status_sum(json_object_object_get(q, "status"), NOW, &sum, &err), GQ_OK);
+    assert_int_equal(sum.v[GQ_KEY_GPU_MEMORY], 24 * GI);
+    assert_int_equal(sum.v[GQ_KEY_GPU_PODS], 3);
+
+    ctl_result r;
+    ctl_result_init(&r);
+    reconcile(s, q, NOW, &r);
+    assert_true(r.changed);
+    assert_int_equal(r.kept, 2);
+    assert_int_equal(r.dropped, 1);
+    assert_int_equal(r.next_expiry, NOW + 55); /* the first k-1's, not the repeat's */
+    json_object *res;
+    assert_true(json_object_object_get_ex(r.status, "reservations", &res));
+    assert_int_equal(json_object_array_length(res), 2);
+    const char *keys[] = {"k-1", "k-2"};
+    for (size_t i = 0; i < 2; i++)
+        assert_string_equal(json_object_get_string(
+                                json_object_object_get(json_object_array_get_idx(res, i), "key")),
+                            keys[i]);
+    assert_int_equal(gq_status_sum(r.status, NOW, &sum, &err), GQ_OK);
+    assert_int_equal(sum.v[GQ_KEY_GPU_MEMORY], 16 * GI);
+
+    /* Written back, it holds: nothing more to do. */
+    json_object_object_add(q, "status", json_object_get(r.status));
+    reconcile(s, q, NOW, &r);
+    assert_false(r.changed);
+    assert_int_equal(r.kept, 2);
+    ctl_result_dispose(&r);
+    json_object_put(q);
+    ctl_store_free(s);
+}
+
 /* --- tenants ------------------------------------------------------------------ */
 
 static gq_code setns(ctl_store *s, const char *ns, const char *labels, bool *changed)
@@ -1189,6 +1238,7 @@ int main(void)
         cmocka_unit_test(test_status_shape_and_noop),
         cmocka_unit_test(test_exceeded_transitions),
         cmocka_unit_test(test_reservations),
+        cmocka_unit_test(test_reservation_keys_unique),
         cmocka_unit_test(test_fold_only),
         cmocka_unit_test(test_invalid_spec_status),
         cmocka_unit_test(test_tenant_membership),

@@ -36,7 +36,10 @@
 # GQ_BENCH_SCALE_NS (1000), GQ_BENCH_CONFIGS (the pod-create configurations,
 # default "floor native hooks gq gq-tenant gq-3 gq-b1"), GQ_BENCH_CHURN_RATE
 # (100 creates/s and as many deletes/s against the scale state; 0 skips the
-# churn), GQ_BENCH_CHURN_SECONDS (20), GQ_BENCH_CHURN_WORKERS (2: one more
+# churn), GQ_BENCH_CHURN_RATES (more rates, e.g. "25 50": one more churn at
+# each with the controllers as deployed, to find the rate where event ->
+# status stays within its target on this machine; default none),
+# GQ_BENCH_CHURN_SECONDS (20), GQ_BENCH_CHURN_WORKERS (2: one more
 # churn with the controllers run with --workers 2, the default before it
 # became 8; 0 skips it), GQ_BENCH_OUT (folder kept with the raw JSON lines
 # and logs; default a temporary one, removed), GQ_BENCH_PROFILE (1: after
@@ -54,6 +57,7 @@ ROUNDS=${GQ_BENCH_ROUNDS:-1}
 SCALE_PODS=${GQ_BENCH_SCALE_PODS:-20000}
 SCALE_NS=${GQ_BENCH_SCALE_NS:-1000}
 CHURN_RATE=${GQ_BENCH_CHURN_RATE:-100}
+CHURN_RATES=${GQ_BENCH_CHURN_RATES:-}
 CHURN_SECONDS=${GQ_BENCH_CHURN_SECONDS:-20}
 CHURN_WORKERS=${GQ_BENCH_CHURN_WORKERS:-2}
 NSPREAD=50
@@ -511,6 +515,21 @@ churn_all() {
         echo "  controllers restarted with --workers $CHURN_WORKERS"
         churn_one "churn-workers$CHURN_WORKERS" "$from"
         from=$((from + ops))
+    fi
+    if [[ -n $CHURN_RATES ]]; then
+        controllers off
+        controllers on
+        eventually 300 ctl_leader_ready || echo "  the leader did not catch up in 300 s"
+        local rate
+        for rate in $CHURN_RATES; do
+            echo "  at $rate creates/s + $rate deletes/s, controllers as deployed:"
+            CHURN_RATE=$rate churn_one "churn-rate$rate" "$from"
+            # on to the next fill pod in namespace SCALE_NS/2 (mod SCALE_NS),
+            # so that creates and deletes keep to different namespaces
+            from=$((from + ${rate%.*} * ${CHURN_SECONDS%.*}))
+            from=$((from + ((SCALE_NS / 2 - from % SCALE_NS) % SCALE_NS + SCALE_NS) % SCALE_NS))
+            eventually 120 ctl_leader_ready || echo "  the leader did not catch up in 120 s"
+        done
     fi
     controllers off
     if ((${#churn_profile_cols[@]})); then

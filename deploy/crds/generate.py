@@ -28,10 +28,20 @@ QUANTITY_PATTERN = (
 )
 
 
-def quantity(description, cel=True):
-    """A quantity field. maxLength bounds the CEL cost estimate; status fields
-    (written by gpuquota only) keep the pattern but skip CEL, so 65536
-    reservations cost nothing at validation time."""
+def quantity(description, status=False):
+    """A quantity field. maxLength bounds the CEL cost estimate. Status fields
+    (written by gpuquota only, always as strings) are plain strings with the
+    pattern and no CEL: the int-or-string anyOf and the rule cost
+    kube-apiserver CPU at every status write (a GPUTenantQuota status listing
+    100 namespaces: 15.7-17.3 ms a write as int-or-string, 11.8-13.0 ms as
+    string; docs/performance.md), and 65536 reservations cost nothing in CEL."""
+    if status:
+        return {
+            "description": description,
+            "type": "string",
+            "pattern": QUANTITY_PATTERN,
+            "maxLength": 64,
+        }
     q = {
         "description": description,
         "anyOf": [{"type": "integer"}, {"type": "string"}],
@@ -39,31 +49,30 @@ def quantity(description, cel=True):
         "pattern": QUANTITY_PATTERN,
         "maxLength": 64,
     }
-    if cel:
-        q["x-kubernetes-validations"] = [
-            {
-                # isInteger() is false for large binary-suffixed values
-                # (100Ti, 100000Gi) that Kubernetes keeps as decimals rather
-                # than int64: an integer followed by a binary suffix is whole.
-                "rule": "isQuantity(string(self)) && sign(quantity(string(self))) >= 0"
-                " && (quantity(string(self)).isInteger()"
-                " || string(self).matches('^[+]?[0-9]+[KMGTPE]i$'))",
-                "message": "must be a whole, non-negative quantity such as 64Gi or 8",
-                "messageExpression": "'must be a whole, non-negative quantity such as 64Gi or 8, not '"
-                " + string(self)",
-            }
-        ]
+    q["x-kubernetes-validations"] = [
+        {
+            # isInteger() is false for large binary-suffixed values
+            # (100Ti, 100000Gi) that Kubernetes keeps as decimals rather
+            # than int64: an integer followed by a binary suffix is whole.
+            "rule": "isQuantity(string(self)) && sign(quantity(string(self))) >= 0"
+            " && (quantity(string(self)).isInteger()"
+            " || string(self).matches('^[+]?[0-9]+[KMGTPE]i$'))",
+            "message": "must be a whole, non-negative quantity such as 64Gi or 8",
+            "messageExpression": "'must be a whole, non-negative quantity such as 64Gi or 8, not '"
+            " + string(self)",
+        }
+    ]
     return q
 
 
-def amounts(description, cel=True):
+def amounts(description, status=False):
     return {
         "description": description,
         "type": "object",
         "properties": {
-            "gpu-memory": quantity("Bytes of GPU memory, e.g. 64Gi.", cel),
-            "gpu-pods": quantity("Pods using any GPU.", cel),
-            "gpus": quantity("Whole exclusive GPUs.", cel),
+            "gpu-memory": quantity("Bytes of GPU memory, e.g. 64Gi.", status),
+            "gpu-pods": quantity("Pods using any GPU.", status),
+            "gpus": quantity("Whole exclusive GPUs.", status),
         },
     }
 
@@ -85,16 +94,16 @@ HARD = amounts(
 MODEL_NAME_RULE = "^[a-z0-9._-]{1,63}$"
 
 
-def models(description, cel=True):
+def models(description, status=False):
     """A map from catalog model name to the keys of hard. Bounded, so the CEL
     rules on its values stay inside the cost budget."""
     m = {
         "description": description,
         "type": "object",
         "maxProperties": 32,
-        "additionalProperties": amounts("Limits on pods pinned to this model.", cel),
+        "additionalProperties": amounts("Limits on pods pinned to this model.", status),
     }
-    if cel:
+    if not status:
         m["x-kubernetes-validations"] = [
             {
                 "rule": "self.all(k, k.matches('%s'))" % MODEL_NAME_RULE,
@@ -205,9 +214,9 @@ RESERVATIONS = {
                 "type": "string",
                 "maxLength": 253,
             },
-            "gpu-memory": quantity("Bytes of GPU memory charged.", False),
-            "gpus": quantity("Whole exclusive GPUs charged.", False),
-            "gpu-pods": quantity("Pods charged (0 or 1).", False),
+            "gpu-memory": quantity("Bytes of GPU memory charged.", status=True),
+            "gpus": quantity("Whole exclusive GPUs charged.", status=True),
+            "gpu-pods": quantity("Pods charged (0 or 1).", status=True),
             "expires": {"type": "string", "format": "date-time"},
             "model": {
                 "description": "The GPU model the pod is pinned to, when it is.",
@@ -277,9 +286,9 @@ QUEUEING_STRATEGY = {
 def quota_status(tenant):
     props = {
         "observedGeneration": {"type": "integer", "format": "int64"},
-        "hard": amounts("spec.hard as last enforced.", False),
-        "used": amounts("Usage recounted from pods.", False),
-        "usedByModel": models("Usage per model of spec.models, recounted from pods.", False),
+        "hard": amounts("spec.hard as last enforced.", status=True),
+        "used": amounts("Usage recounted from pods.", status=True),
+        "usedByModel": models("Usage per model of spec.models, recounted from pods.", status=True),
     }
     if tenant:
         props["namespaces"] = {
@@ -294,12 +303,12 @@ def quota_status(tenant):
                 "required": ["namespace"],
                 "properties": {
                     "namespace": {"type": "string", "maxLength": 63},
-                    "used": amounts("Usage of this namespace.", False),
+                    "used": amounts("Usage of this namespace.", status=True),
                 },
             },
         }
     props["queued"] = amounts(
-        "What pods waiting behind the scheduling gate gpuquota.io/quota would charge.", False
+        "What pods waiting behind the scheduling gate gpuquota.io/quota would charge.", status=True
     )
     props["queuedPods"] = {
         "description": "Pods waiting behind the scheduling gate gpuquota.io/quota.",

@@ -215,11 +215,11 @@ static gq_code append_counted_claims(json_object *kept, const gq_usage *u, gq_er
 }
 
 /* Append to kept the records of copy that stay (drops[i]: its pod was seen)
- * and note the earliest expiry among them in res->next_expiry. A key met a
- * second time is dropped: status.reservations is an atomic list, so
- * kube-apiserver does not keep keys unique; every writer adds a key at most
- * once, and this repairs a status that has one twice anyway (until then
- * both are charged: more, never less). keys is the set of keys kept. */
+ * and note the earliest expiry among them in res->next_expiry. A key that
+ * a record already kept has is dropped: status.reservations is an atomic
+ * list, so kube-apiserver does not keep keys unique; every writer adds a key
+ * at most once, and this repairs a status that has one twice anyway (until
+ * then both are charged: more, never less). keys is the set of keys kept. */
 static gq_code keep_records(json_object *copy, const bool *drops, const gq_usage *u,
                             json_object *held, json_object *keys, json_object *kept,
                             ctl_result *res, gq_err *err)
@@ -234,15 +234,15 @@ static gq_code keep_records(json_object *copy, const bool *drops, const gq_usage
             gq_reservation_dispose(&r);
             continue;
         }
-        if (json_object_object_add(keys, r.key, NULL)) {
-            gq_reservation_dispose(&r);
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
-        }
         bool drop = false;
         int64_t exp = r.expires;
         if (r.claim && (rc = keep_claim_record(item, &r, u, held, &drop, &exp, err))) {
             gq_reservation_dispose(&r);
             return rc;
+        }
+        if (!drop && json_object_object_add(keys, r.key, NULL)) {
+            gq_reservation_dispose(&r);
+            return gq_err_set(err, GQ_ENOMEM, "out of memory");
         }
         gq_reservation_dispose(&r);
         if (drop)

@@ -990,6 +990,29 @@ static void test_reconcile_claim_records(void **state)
     ctl_result_dispose(&r);
     json_object_put(q);
 }
+
+/* Only a record that is kept claims its key: a counted claim record no pod
+ * names any more is freed, and a live record of the same claim after it is
+ * still kept (a status with a key twice; test_reservation_keys_unique). */
+static void test_reconcile_claim_key_twice(void **state)
+{
+    (void)state;
+    json_object *q = quota_json(
+        "a", "q", "{'hard':{'gpus':'4'}}",
+        "{'reservations':[" CLAIM("u-x", "x", ",'counted':true") "," CLAIM("u-x", "x", "") "]}");
+    ctl_result r;
+    ctl_result_init(&r);
+    int calls = 0;
+    gq_err err;
+    assert_int_equal(ctl_reconcile(q, NULL, 0, seen_none, &calls, NOW, &r, &err), GQ_OK);
+    json_object *res = NULL, *c;
+    assert_true(json_object_object_get_ex(r.status, "reservations", &res));
+    assert_int_equal(json_object_array_length(res), 1);
+    assert_false(json_object_object_get_ex(json_object_array_get_idx(res, 0), "counted", &c));
+    assert_int_equal(r.kept, 1);
+    ctl_result_dispose(&r);
+    json_object_put(q);
+}
 #undef CLAIM
 #undef CLAIM_AT
 
@@ -1245,6 +1268,7 @@ int main(void)
         cmocka_unit_test(test_group_sums),
         cmocka_unit_test(test_reconcile_pure),
         cmocka_unit_test(test_reconcile_claim_records),
+        cmocka_unit_test(test_reconcile_claim_key_twice),
         cmocka_unit_test(test_usage_by_model),
         cmocka_unit_test(test_memory_per_record),
         cmocka_unit_test(test_queue_dedup),

@@ -109,9 +109,12 @@ check_match "an unknown grouping label is caught" "min by/without kind, a label 
 # A deleted quota takes its gauges with it on the webhook replicas too (they
 # set them while charging its pods), not only on the controller.
 team_gauges() { # replicas that export a gpuquota_quota_used series of e2e-mon/team
-    local f n=0
+    local f m n=0
     for f in "$E2E"/webhook-*.port; do
-        wh_metrics "$f" | grep -q '^gpuquota_quota_used{namespace="e2e-mon",quota="team",' && n=$((n + 1))
+        # read whole before grep: grep -q stops at the first match, and under
+        # pipefail the scrape then fails with "Failed writing body"
+        m=$(wh_metrics "$f")
+        grep -q '^gpuquota_quota_used{namespace="e2e-mon",quota="team",' <<<"$m" && n=$((n + 1))
     done
     echo "$n"
 }

@@ -52,6 +52,16 @@ eventually() {
     done
 }
 
+# denied_with TEXT NS YAML: a server-side dry run of YAML in NS is refused
+# with a message containing TEXT (the webhooks' caches have seen what the
+# refusal needs). kubectl's output is read whole first: piped into grep -q
+# under pipefail, kubectl's own failure (the refusal) would fail the test.
+denied_with() {
+    local out
+    out=$(kubectl -n "$2" create --dry-run=server -f - <<<"$3" 2>&1)
+    grep -qF -- "$1" <<<"$out"
+}
+
 # next_second: wait until the wall clock enters a new second, so that the
 # next object's metadata.creationTimestamp (whole seconds) is later than
 # those of the objects created before.

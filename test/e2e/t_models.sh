@@ -60,8 +60,7 @@ for ((i = 0; i < N; i++)); do
 done
 # The webhooks read GPUQuotas from their informer caches.
 models_seen() {
-    model_pod probe a100-80gb 'gpuquota.io/gpu-memory: "24Gi"' |
-        kubectl -n "$NS" create --dry-run=server -f - 2>&1 | grep -q 'a100-80gb/gpu-memory'
+    denied_with 'a100-80gb/gpu-memory' "$NS" "$(model_pod probe a100-80gb 'gpuquota.io/gpu-memory: "24Gi"')"
 }
 eventually 15 models_seen
 create_parallel "$NS" "$PAR" "$work"/a-*.yaml

@@ -122,7 +122,7 @@ spec:
 EOF
 quota "$NSX" team '{gpu-memory: 24Gi}' 'whenExceeded: Queue'
 eventually 15 seen "$NSX"
-tenant_seen() { gpu_pod probe 41Gi | kubectl -n "$NSY" create --dry-run=server -f - 2>&1 | grep -q 'tenant quota'; }
+tenant_seen() { denied_with 'tenant quota' "$NSY" "$(gpu_pod probe 41Gi)"; }
 eventually 15 tenant_seen
 monitor "$MON/race-tenant" 40 "$NSX" "$NSY" &
 monpid=$!

@@ -30,7 +30,7 @@ ns e2e-lr
 limit_range e2e-lr limits '[{type: Container, min: {gpu-memory: 2Gi}, max: {gpu-memory: 20Gi},
     default: {gpu-memory: 10Gi}, allowedModels: [a100-80gb, h100-80gb]}]'
 # The webhook reads GPULimitRanges from its informer cache.
-lr_seen() { pinned probe 30Gi a100-80gb | kubectl -n e2e-lr create --dry-run=server -f - 2>&1 | grep -q 'maximum gpu-memory'; }
+lr_seen() { denied_with 'maximum gpu-memory' e2e-lr "$(pinned probe 30Gi a100-80gb)"; }
 eventually 10 lr_seen
 out=$(create e2e-lr "$(whole_gpu_pod shared-by-default | sed 's/name: main/name: main/; s/metadata: {name: shared-by-default}/metadata: {name: shared-by-default, annotations: {gpuquota.io\/gpu-model: a100-80gb}}/')")
 check_match "a whole GPU becomes the limit range's default slice" "created" "$out"
@@ -102,7 +102,7 @@ spec:
   namespaceSelector: {matchLabels: {e2e-tenant: ml}}
   hard: {gpu-memory: 12Gi}
 EOF
-tenant_seen() { gpu_pod probe 13Gi | kubectl -n e2e-tb create --dry-run=server -f - 2>&1 | grep -q 'tenant quota'; }
+tenant_seen() { denied_with 'tenant quota' e2e-tb "$(gpu_pod probe 13Gi)"; }
 eventually 10 tenant_seen
 check_match "the tenant's first namespace fits" "created" "$(create e2e-ta "$(gpu_pod a 8Gi)")"
 check_match "the tenant's second namespace is charged against the same quota" \

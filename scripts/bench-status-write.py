@@ -4,7 +4,7 @@
   scripts/local-cluster.sh up DIR
   kubectl --kubeconfig DIR/kubeconfig apply -f deploy/crds
   scripts/bench-status-write.py DIR [--writes 500] [--reservations 30] [--rounds 2]
-                                   [--tenant-namespaces N]
+                                   [--tenant-namespaces N] [--keys 1|2|3]
 
 Creates namespace bench-status with GPUQuota q (recreated at every round),
 then PUTs its /status --writes times in a row over one keep-alive TLS
@@ -14,7 +14,9 @@ the webhook's group commit writes them), and prints kube-apiserver's CPU
 stored object and of its managedFields. With --tenant-namespaces N, the
 object is GPUTenantQuota bench-status instead, its status listing N
 namespaces, one of whose usage changes at each write (as the controller
-writes it when a pod comes or goes). Figures only; nothing is asserted.
+writes it when a pod comes or goes). --keys: how many of gpu-memory,
+gpu-pods, gpus spec.hard limits (3), which is what every used carries.
+Figures only; nothing is asserted.
 Only the Python standard library; talks to the cluster of DIR (127.0.0.1).
 """
 import argparse
@@ -68,8 +70,13 @@ def fresh(c, path, body):
     return c.call("POST", path, body)
 
 
-def used(i):
-    return {"gpu-memory": str(i * 1073741824), "gpus": "0", "gpu-pods": str(i)}
+KEYS = ("gpu-memory", "gpu-pods", "gpus")
+
+
+def used(i, keys=3):
+    """Usage as the controller writes it: the keys of spec.hard only."""
+    v = {"gpu-memory": str(i * 1073741824), "gpu-pods": str(i), "gpus": "0"}
+    return {k: v[k] for k in KEYS[:keys]}
 
 
 def reservations(i, n):
@@ -85,12 +92,15 @@ def main():
     ap.add_argument("--reservations", type=int, default=30)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--tenant-namespaces", type=int, default=0)
+    ap.add_argument("--keys", type=int, default=3, choices=(1, 2, 3),
+                    help="keys of spec.hard, and so of every used: gpu-memory[, gpu-pods[, gpus]]")
     a = ap.parse_args()
     env = dict(l.strip().split("=", 1) for l in open(os.path.join(a.dir, "env")) if "=" in l)
     with open(os.path.join(a.dir, "kube-apiserver.pid")) as f:
         pid = int(f.read())
     c = Client(a.dir, int(env["APISERVER_PORT"]))
-    hard = {"gpu-memory": "64Gi", "gpus": "4", "gpu-pods": "10"}
+    hard = {k: v for k, v in (("gpu-memory", "64Gi"), ("gpu-pods", "10"), ("gpus", "4"))
+            [:a.keys]}
     if a.tenant_namespaces:
         path = GROUP + "/gputenantquotas"
         body = {"apiVersion": "gpuquota.io/v1alpha1", "kind": "GPUTenantQuota",
@@ -108,10 +118,11 @@ def main():
         time.sleep(1)
         t0, c0 = time.monotonic(), cpu_seconds(pid)
         for i in range(a.writes):
-            st = {"hard": hard, "used": used(i), "observedGeneration": 1}
+            st = {"hard": hard, "used": used(i, a.keys), "observedGeneration": 1}
             if a.tenant_namespaces:
                 st["namespaces"] = [{"namespace": "ns-%04d" % k,
-                                     "used": used(i if k == i % a.tenant_namespaces else 1)}
+                                     "used": used(i if k == i % a.tenant_namespaces else 1,
+                                                  a.keys)}
                                     for k in range(a.tenant_namespaces)]
             elif a.reservations:
                 st["reservations"] = reservations(i, a.reservations)

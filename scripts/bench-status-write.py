@@ -99,8 +99,7 @@ def main():
     with open(os.path.join(a.dir, "kube-apiserver.pid")) as f:
         pid = int(f.read())
     c = Client(a.dir, int(env["APISERVER_PORT"]))
-    hard = {k: v for k, v in (("gpu-memory", "64Gi"), ("gpu-pods", "10"), ("gpus", "4"))
-            [:a.keys]}
+    hard = dict(zip(KEYS[:a.keys], ("64Gi", "10", "4")))
     if a.tenant_namespaces:
         path = GROUP + "/gputenantquotas"
         body = {"apiVersion": "gpuquota.io/v1alpha1", "kind": "GPUTenantQuota",

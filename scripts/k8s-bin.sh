@@ -21,6 +21,8 @@
 #
 # Environment: GQ_K8S_CACHE  cache root (default ~/.cache/gpuquota/k8s)
 # Usage: scripts/k8s-bin.sh [--quiet]
+#        scripts/k8s-bin.sh --cached   print the folder only if it is built
+#                                      already (exit 1 otherwise); builds nothing
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 tools=$root/test/k8s-tools
@@ -62,6 +64,12 @@ complete() {
     local b
     for b in "${all[@]}"; do [[ -x $dir/$b ]] || return 1; done
 }
+
+if [[ $quiet == --cached ]]; then
+    complete || exit 1
+    echo "$dir"
+    exit 0
+fi
 
 mkdir -p "$cache_root"
 # One build at a time per cache (ctest may start several e2e fixtures).

@@ -3,6 +3,11 @@
 set -u
 STANDIN_BIN=${STANDIN_BIN:?path to kube-standin}
 DATA=${DATA:?test data directory}
+# kubectl's output differs between versions: use the one the e2e suite pins
+# when scripts/k8s-bin.sh has built it (`make test` does), else any on PATH.
+if [ -n "${SRC:-}" ] && kbin=$("$SRC/scripts/k8s-bin.sh" --cached 2>/dev/null); then
+    PATH=$kbin:$PATH
+fi
 TMP=$(mktemp -d)
 FAILS=0
 CHECKS=0

@@ -5,6 +5,9 @@
 . "$(dirname "$0")/lib.sh"
 standin_start
 K() { timeout 30 kubectl "$@" 2>&1; }
+# kubectl delete as kubectl before 1.34 words it: 1.34 adds "from NS
+# namespace" to a namespaced object's line.
+KD() { K delete "$@" | sed -E 's/ deleted from [a-z0-9-]+ namespace$/ deleted/'; }
 GQ=/apis/gpuquota.io/v1alpha1/namespaces/default/gpuquotas
 
 expect_eq "apply CRD (validation on)" 'customresourcedefinition.apiextensions.k8s.io/gpuquotas.gpuquota.io created' "$(K apply -f "$DATA/crd.yaml")"
@@ -51,7 +54,7 @@ expect_eq "patch --type json" 'gpuquota.gpuquota.io/team-a patched' "$(K patch g
 expect_eq "kubectl patch --subresource status" 'gpuquota.gpuquota.io/team-a patched' "$(K patch gq team-a --subresource status --type merge -p '{"status":{"pods":4}}')"
 expect_eq "re-apply restores spec" 'gpuquota.gpuquota.io/team-a configured' "$(K apply -f "$DATA/gq.yaml")"
 expect_eq "after re-apply" '80Gi 4 4' "$(K get gq team-a -o jsonpath='{.spec.hard.gpu-memory} {.status.pods} {.metadata.generation}')"
-expect_eq "kubectl delete CR" 'gpuquota.gpuquota.io "team-a" deleted' "$(K delete gq team-a)"
+expect_eq "kubectl delete CR" 'gpuquota.gpuquota.io "team-a" deleted' "$(KD gq team-a)"
 expect_eq "gone" 'Error from server (NotFound): gpuquotas.gpuquota.io "team-a" not found' "$(K get gq team-a)"
 
 # pods
@@ -64,7 +67,8 @@ K patch pod web-2 --subresource status --type merge -p '{"status":{"phase":"Runn
 expect_eq "--field-selector status.phase=Running" 'pod/web-2' "$(K get pods --field-selector status.phase=Running -o name)"
 expect_eq "--field-selector metadata.name!=web-1" '4' "$(K get pods --field-selector metadata.name!=web-1 -o name | wc -l)"
 OUT=$(timeout 30 kubectl get pods --chunk-size=2 -v=6 2>&1)
-expect_eq "chunked list requests" '3' "$(printf '%s\n' "$OUT" | grep -c 'GET .*/pods?.*limit=2.* 200 OK')"
+# one page per request; kubectl 1.34 logs them as verb="GET" url=... status="200 OK"
+expect_eq "chunked list requests" '3' "$(printf '%s\n' "$OUT" | grep -c 'GET.*/pods?.*limit=2.*[ "]200 OK')"
 expect_eq "chunked list rows" '5' "$(printf '%s\n' "$OUT" | grep -c '^web-')"
 sed 's/app: x/app: x\n    tier: silver/' "$DATA/pods.yaml" >"$TMP/pods2.yaml"
 expect_eq "re-apply pod (strategic merge from kubectl)" 'pod/web-1 configured' "$(K apply -f "$TMP/pods2.yaml")"
@@ -72,8 +76,8 @@ expect_eq "re-applied label" 'silver busybox' "$(K get pod web-1 -o jsonpath='{.
 expect_eq "pod strategic patch" 'pod/web-1 patched' "$(K patch pod web-1 -p '{"metadata":{"labels":{"tier":"gold"}}}')"
 expect_eq "label applied" 'gold' "$(K get pod web-1 -o jsonpath='{.metadata.labels.tier}')"
 expect_eq "kubectl label" 'pod/web-1 labeled' "$(K label pod web-1 extra=1)"
-expect_eq "delete pod" 'pod "web-3" deleted' "$(K delete pod web-3)"
-expect_eq "delete by label" $'pod "web-4" deleted\npod "web-5" deleted' "$(K delete pods -l app=y --field-selector metadata.name!=web-2)"
+expect_eq "delete pod" 'pod "web-3" deleted' "$(KD pod web-3)"
+expect_eq "delete by label" $'pod "web-4" deleted\npod "web-5" deleted' "$(KD pods -l app=y --field-selector metadata.name!=web-2)"
 expect_eq "remaining" 'web-1 web-2' "$(K get pods -o name | sed 's#pod/##' | tr '\n' ' ' | sed 's/ $//')"
 
 # namespaces

@@ -57,13 +57,27 @@ check_grep "certificate validity logged at start" "$work/webhook.log" \
 
 # A port already in use: one clear line of ours, nothing from libmicrohttpd.
 "$gq" webhook --tls-cert "$work/certs/tls.crt" --tls-key "$work/certs/tls.key" \
-    --listen "127.0.0.1:$port" 2>"$work/busy.log"
+    --listen "127.0.0.1:$port" --threads 2 2>"$work/busy.log"
 check "port in use: exit status 1" 1 $?
 check "port in use: one error line with address, port and reason" \
     "cannot listen on 127.0.0.1:$port: Address already in use" \
     "$(jq -r 'select(.level == "error" or .level == "warn" and (.msg | test("http|bind"))) | .msg' \
         "$work/busy.log")"
 check "port in use: no libmicrohttpd message" 0 "$(grep -ci 'failed to bind' "$work/busy.log")"
+
+# One listening socket per server thread, sharing the port (SO_REUSEPORT):
+# the kernel spreads new connections over the threads. A second server,
+# itself with two threads, was refused above all the same.
+listeners() {
+    awk -v p=":$(printf '%04X' "$1")" '$4 == "0A" && substr($2, length($2) - 4) == p' \
+        /proc/net/tcp /proc/net/tcp6 | wc -l
+}
+check "two threads: two listening sockets on the port" 2 "$(listeners "$port")"
+"$gq" webhook --tls-cert "$work/certs/tls.crt" --tls-key "$work/certs/tls.key" \
+    --listen "127.0.0.1:$port" --threads 1 2>"$work/busy1.log"
+check "port in use, one thread: refused too" \
+    "cannot listen on 127.0.0.1:$port: Address already in use" \
+    "$(jq -r 'select(.level == "error") | .msg' "$work/busy1.log")"
 
 # Plain HTTP to the TLS port: the connection fails, the server carries on.
 if curl -sS --max-time 5 "http://127.0.0.1:$port/healthz" >/dev/null 2>&1; then

@@ -396,25 +396,38 @@ static void start_on_ephemeral_ports(void **state)
     }
 }
 
-/* Binding is ours: one message with the address and the system's reason. */
+/* Binding is ours: one message with the address and the system's reason.
+ * With several threads a server's daemons share the port through
+ * SO_REUSEPORT; a second server must still be refused, whatever the thread
+ * counts of either (the same uid may join a SO_REUSEPORT group). */
 static void port_in_use(void **state)
 {
     (void)state;
-    gq_err err;
-    wh_server *a = NULL, *b = NULL;
-    char listen[32], want[96];
-    wh_server_options o = {.listen = "127.0.0.1:0", .insecure_plain_http = true, .threads = 1};
-    assert_int_equal(wh_server_new(&o, &a, &err), GQ_OK);
-    assert_int_equal(wh_server_start(a, &err), GQ_OK);
-    snprintf(listen, sizeof(listen), "127.0.0.1:%u", wh_server_port(a));
-    o.listen = listen;
-    assert_int_equal(wh_server_new(&o, &b, &err), GQ_OK);
-    assert_int_equal(wh_server_start(b, &err), GQ_EIO);
-    snprintf(want, sizeof(want), "cannot listen on %s: Address already in use", listen);
-    assert_string_equal(err.msg, want);
-    assert_int_equal(wh_server_port(b), 0);
-    wh_server_free(b);
-    wh_server_free(a);
+    static const unsigned threads[][2] = {{1, 1}, {1, 2}, {2, 1}, {2, 2}, {4, 3}};
+    for (size_t i = 0; i < sizeof(threads) / sizeof(threads[0]); i++) {
+        gq_err err;
+        wh_server *a = NULL, *b = NULL;
+        char listen[32], want[96];
+        wh_server_options o = {
+            .listen = "127.0.0.1:0", .insecure_plain_http = true, .threads = threads[i][0]};
+        assert_int_equal(wh_server_new(&o, &a, &err), GQ_OK);
+        assert_int_equal(wh_server_start(a, &err), GQ_OK);
+        snprintf(listen, sizeof(listen), "127.0.0.1:%u", wh_server_port(a));
+        o.listen = listen;
+        o.threads = threads[i][1];
+        assert_int_equal(wh_server_new(&o, &b, &err), GQ_OK);
+        assert_int_equal(wh_server_start(b, &err), GQ_EIO);
+        snprintf(want, sizeof(want), "cannot listen on %s: Address already in use", listen);
+        assert_string_equal(err.msg, want);
+        assert_int_equal(wh_server_port(b), 0);
+        wh_server_free(b);
+        /* the port is free again once the first server is gone */
+        wh_server_free(a);
+        assert_int_equal(wh_server_new(&o, &b, &err), GQ_OK);
+        assert_int_equal(wh_server_start(b, &err), GQ_OK);
+        assert_int_equal(wh_server_port(b), strtoul(strchr(listen, ':') + 1, NULL, 10));
+        wh_server_free(b);
+    }
 }
 
 /* An expired certificate still loads (the operator may be mid-rotation),

@@ -225,7 +225,10 @@ struct wh_server {
     route routes[WH_MAX_ROUTES];
     size_t n_routes;
 
-    struct MHD_Daemon *daemon;
+    /* One daemon per server thread, each on its own SO_REUSEPORT listening
+     * socket (wh_server_start). */
+    struct MHD_Daemon **daemons;
+    unsigned n_daemons;
     unsigned port;
     atomic_bool ready;
     atomic_bool draining;
@@ -1038,7 +1041,7 @@ out:
 static gq_code add_route(wh_server *srv, const char *path, wh_route_kind kind, wh_handler_fn fn,
                          wh_async_handler_fn afn, void *ctx, gq_err *err)
 {
-    if (srv->daemon)
+    if (srv->n_daemons)
         return gq_err_set(err, GQ_EINVAL, "handlers must be added before the server starts");
     if (!path || path[0] != '/' || strlen(path) >= WH_MAX_PATH || (!fn && !afn) ||
         (kind != WH_ROUTE_GET && kind != WH_ROUTE_POST_JSON))
@@ -1658,6 +1661,18 @@ static void GQ_PRINTF(2, 0) mhd_logger(void *cls, const char *fmt, va_list ap)
     GQ_DEBUG("http: %s", msg);
 }
 
+/* The port of an IPv4 or IPv6 address; false for another family. */
+static bool sockaddr_set_port(struct sockaddr_storage *ss, unsigned port)
+{
+    if (ss->ss_family == AF_INET)
+        ((struct sockaddr_in *)(void *)ss)->sin_port = htons((uint16_t)port);
+    else if (ss->ss_family == AF_INET6)
+        ((struct sockaddr_in6 *)(void *)ss)->sin6_port = htons((uint16_t)port);
+    else
+        return false;
+    return true;
+}
+
 /* "[HOST]:PORT" -> socket address. An empty host means every address (dual
  * stack). */
 static gq_code parse_listen(const char *listen, struct sockaddr_storage *ss, bool *any, gq_err *err)
@@ -1706,11 +1721,7 @@ static gq_code parse_listen(const char *listen, struct sockaddr_storage *ss, boo
         goto out;
     }
     memcpy(ss, res->ai_addr, res->ai_addrlen);
-    if (ss->ss_family == AF_INET)
-        ((struct sockaddr_in *)(void *)ss)->sin_port = htons((uint16_t)port);
-    else if (ss->ss_family == AF_INET6)
-        ((struct sockaddr_in6 *)(void *)ss)->sin6_port = htons((uint16_t)port);
-    else
+    if (!sockaddr_set_port(ss, port))
         rc = gq_err_set(err, GQ_EINVAL, "listen address %s: unsupported family", listen);
 out:
     freeaddrinfo(res);
@@ -1720,7 +1731,14 @@ out:
 /* Bind and listen ourselves: a failure is then one clear line (address,
  * port, the system's reason) rather than libmicrohttpd's "Failed to bind
  * to port 0" followed by ours. */
-static gq_code bind_listener(const struct sockaddr_storage *ss, bool any, int *out, gq_err *err)
+typedef enum {
+    LISTEN_ALONE,  /* the port is this socket's alone */
+    LISTEN_SHARED, /* SO_REUSEPORT: one of the server's group on the port */
+    BIND_ONLY,     /* bound, not listening: does the port take a socket of its own? */
+} listen_mode;
+
+static gq_code bind_listener(const struct sockaddr_storage *ss, bool any, listen_mode mode,
+                             int *out, gq_err *err)
 {
     int one = 1, v6only = any ? 0 : 1, fd;
     char addr[INET6_ADDRSTRLEN + 16];
@@ -1733,9 +1751,11 @@ static gq_code bind_listener(const struct sockaddr_storage *ss, bool any, int *o
     /* A restart must not wait for the previous process's TIME_WAIT sockets;
      * an empty host serves IPv4 too (mapped addresses). */
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+        (mode == LISTEN_SHARED && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one))) ||
         (ss->ss_family == AF_INET6 &&
          setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only))) ||
-        bind(fd, (const struct sockaddr *)ss, len) || listen(fd, WH_LISTEN_BACKLOG)) {
+        bind(fd, (const struct sockaddr *)ss, len) ||
+        (mode != BIND_ONLY && listen(fd, WH_LISTEN_BACKLOG))) {
         int e = errno;
         close(fd);
         return gq_err_set(err, GQ_EIO, "cannot listen on %s: %s", addr, strerror(e));
@@ -1744,77 +1764,157 @@ static gq_code bind_listener(const struct sockaddr_storage *ss, bool any, int *o
     return GQ_OK;
 }
 
+static unsigned sockaddr_port(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET)
+        return ntohs(((const struct sockaddr_in *)(const void *)ss)->sin_port);
+    return ntohs(((const struct sockaddr_in6 *)(const void *)ss)->sin6_port);
+}
+
 static unsigned bound_port(int fd)
 {
     struct sockaddr_storage ss;
     socklen_t len = sizeof(ss);
     if (getsockname(fd, (struct sockaddr *)&ss, &len))
         return 0;
-    if (ss.ss_family == AF_INET)
-        return ntohs(((struct sockaddr_in *)(void *)&ss)->sin_port);
-    return ntohs(((struct sockaddr_in6 *)(void *)&ss)->sin6_port);
+    return sockaddr_port(&ss);
 }
 
+/* The listening sockets, one per daemon. One daemon listens alone, as any
+ * server does. Several share the port through SO_REUSEPORT, and the kernel
+ * spreads new connections over them by address and port. Before they bind, a
+ * socket without SO_REUSEPORT is bound to the port and closed: a port that
+ * another process listens on, even another gpuquota sharing it the same way,
+ * is refused then ("Address already in use") instead of shared. A port of 0
+ * is the kernel's choice of a free one, which the first socket takes and the
+ * others join. */
+static gq_code open_listeners(struct sockaddr_storage *ss, bool any, int *fds, unsigned n,
+                              unsigned *port, gq_err *err)
+{
+    gq_code rc = GQ_OK;
+    unsigned i = 0;
+    int probe;
+    if (n > 1 && sockaddr_port(ss) != 0) {
+        if ((rc = bind_listener(ss, any, BIND_ONLY, &probe, err)))
+            return rc;
+        close(probe);
+    }
+    for (; i < n; i++) {
+        if ((rc = bind_listener(ss, any, n > 1 ? LISTEN_SHARED : LISTEN_ALONE, &fds[i], err)))
+            break;
+        if (i == 0) {
+            *port = bound_port(fds[0]);
+            (void)sockaddr_set_port(ss, *port);
+        }
+    }
+    if (rc)
+        while (i--)
+            close(fds[i]);
+    return rc;
+}
+
+/* Daemon I's share of a server-wide limit over N daemons, as libmicrohttpd
+ * splits its connection limit over a thread pool; at least one. */
+static unsigned limit_share(unsigned total, unsigned n, unsigned i)
+{
+    unsigned share = total / n + (i < total % n);
+    return share ? share : 1;
+}
+
+/* Stops the daemons started so far. */
+static void stop_daemons(wh_server *srv)
+{
+    for (unsigned i = 0; i < srv->n_daemons; i++)
+        MHD_stop_daemon(srv->daemons[i]);
+    free(srv->daemons);
+    srv->daemons = NULL;
+    srv->n_daemons = 0;
+}
+
+/* One libmicrohttpd daemon per server thread, each with one internal epoll
+ * thread and its own listening socket, rather than one daemon with a thread
+ * pool: in a pool every thread polls the one listening socket, and the
+ * thread that wakes first accepts up to ten connections in a row, so a burst
+ * of connections (kube-apiserver opens them in bursts as its calls in flight
+ * grow) can all land on one thread while the others idle. The connection
+ * limits are split over the daemons as libmicrohttpd splits them over its
+ * pool (docs/webhook-server.md). */
 gq_code wh_server_start(wh_server *srv, gq_err *err)
 {
     gq_code rc = GQ_OK;
     struct sockaddr_storage ss;
     bool any = false;
-    int fd = -1;
+    int *fds = NULL;
+    unsigned n = srv->threads < srv->max_connections ? srv->threads : srv->max_connections, i;
     gq_err_clear(err);
-    if (srv->daemon)
+    if (srv->n_daemons)
         return gq_err_set(err, GQ_EINVAL, "server already started");
-    if ((rc = parse_listen(srv->listen, &ss, &any, err)) ||
-        (rc = bind_listener(&ss, any, &fd, err)))
+    if ((rc = parse_listen(srv->listen, &ss, &any, err)))
         return rc;
-    srv->port = bound_port(fd);
+    fds = calloc(n, sizeof(*fds));
+    srv->daemons = calloc(n, sizeof(*srv->daemons));
+    if (!fds || !srv->daemons) {
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        goto out;
+    }
+    if ((rc = open_listeners(&ss, any, fds, n, &srv->port, err)))
+        goto out;
 
-    /* Epoll with a pool of internal threads; TURBO does opportunistic
-     * reads/writes (fewer epoll round trips on keep-alive connections); ITC
-     * is required by MHD_quiesce_daemon for draining and wakes a connection
-     * resumed from another thread (asynchronous answers). The bench baseline
-     * (test/bench/baseline_server.c) mirrors these settings. */
+    /* Epoll in an internal thread; TURBO does opportunistic reads/writes
+     * (fewer epoll round trips on keep-alive connections); ITC is required
+     * by MHD_quiesce_daemon for draining and wakes a connection resumed from
+     * another thread (asynchronous answers). The bench baseline
+     * (test/bench/baseline_server.c) uses the same settings. */
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_TURBO |
                      MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
     if (ss.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     if (!srv->plain)
         flags |= MHD_USE_TLS;
-    struct MHD_OptionItem o[16];
-    size_t n = 0;
-    /* The logger goes first so MHD never prints through its own. */
-    o[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_logger, srv};
-    o[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, fd, NULL};
-    o[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, srv->idle_timeout_s, NULL};
-    o[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, srv->max_connections, NULL};
-    o[n++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-                                     srv->max_connections_per_ip, NULL};
-    o[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)request_completed, srv};
-    o[n++] =
-        (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)notify_connection, srv};
-    if (srv->threads > 1)
-        o[n++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, srv->threads, NULL};
-    if (!srv->plain) {
-        o[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)WH_TLS_PRIORITIES};
-        o[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_CERT_CALLBACK, 0, (void *)cert_callback};
-    }
-    o[n++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
-
     pthread_mutex_lock(&srv->msg_lock);
     srv->capture_msg = true;
     srv->start_msg[0] = '\0';
     pthread_mutex_unlock(&srv->msg_lock);
-    srv->daemon = MHD_start_daemon(flags, 0, NULL, NULL, access_handler, srv, MHD_OPTION_ARRAY, o,
-                                   MHD_OPTION_END);
+    for (i = 0; i < n; i++) {
+        struct MHD_OptionItem o[16];
+        size_t k = 0;
+        /* The logger goes first so MHD never prints through its own. */
+        o[k++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_logger, srv};
+        o[k++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, fds[i], NULL};
+        o[k++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, srv->idle_timeout_s, NULL};
+        o[k++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT,
+                                         limit_share(srv->max_connections, n, i), NULL};
+        o[k++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                                         limit_share(srv->max_connections_per_ip, n, i), NULL};
+        o[k++] =
+            (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)request_completed, srv};
+        o[k++] =
+            (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)notify_connection, srv};
+        if (!srv->plain) {
+            o[k++] =
+                (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)WH_TLS_PRIORITIES};
+            o[k++] =
+                (struct MHD_OptionItem){MHD_OPTION_HTTPS_CERT_CALLBACK, 0, (void *)cert_callback};
+        }
+        o[k++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+        srv->daemons[i] = MHD_start_daemon(flags, 0, NULL, NULL, access_handler, srv,
+                                           MHD_OPTION_ARRAY, o, MHD_OPTION_END);
+        if (!srv->daemons[i])
+            break;
+        srv->n_daemons++;
+    }
     pthread_mutex_lock(&srv->msg_lock);
     srv->capture_msg = false;
     pthread_mutex_unlock(&srv->msg_lock);
-    if (!srv->daemon) {
-        /* The socket is not closed here: libmicrohttpd closes it on some of
-         * its failure paths, and closing twice could close another's. */
-        srv->port = 0;
-        return gq_err_set(err, GQ_EIO, "cannot serve on %s: %s", srv->listen,
-                          srv->start_msg[0] ? srv->start_msg : "libmicrohttpd failed to start");
+    if (i < n) {
+        /* The failed daemon's socket is not closed here: libmicrohttpd
+         * closes it on some of its failure paths, and closing twice could
+         * close another's. The daemons started close theirs. */
+        for (unsigned j = i + 1; j < n; j++)
+            close(fds[j]);
+        rc = gq_err_set(err, GQ_EIO, "cannot serve on %s: %s", srv->listen,
+                        srv->start_msg[0] ? srv->start_msg : "libmicrohttpd failed to start");
+        goto out;
     }
     srv->stop_housekeeping = false;
     if (pthread_create(&srv->housekeeping_thread, NULL, housekeeping_main, srv) == 0)
@@ -1822,7 +1922,13 @@ gq_code wh_server_start(wh_server *srv, gq_err *err)
     else
         GQ_ERROR("cannot start the housekeeping thread; certificate reload and the read "
                  "deadline are disabled");
-    return GQ_OK;
+out:
+    if (rc) {
+        stop_daemons(srv);
+        srv->port = 0;
+    }
+    free(fds);
+    return rc;
 }
 
 static void stop_housekeeping_thread(wh_server *srv)
@@ -1872,17 +1978,18 @@ unsigned wh_server_stop(wh_server *srv, unsigned drain_ms)
         return 0;
     atomic_store(&srv->ready, false);
     atomic_store(&srv->draining, true);
-    if (srv->daemon) {
-        MHD_socket fd = MHD_quiesce_daemon(srv->daemon);
-        if (fd != MHD_INVALID_SOCKET)
-            close(fd);
+    if (srv->n_daemons) {
+        for (unsigned i = 0; i < srv->n_daemons; i++) {
+            MHD_socket fd = MHD_quiesce_daemon(srv->daemons[i]);
+            if (fd != MHD_INVALID_SOCKET)
+                close(fd);
+        }
         struct timespec tick = {0, 10 * 1000 * 1000};
         int64_t start = mono_ms();
         while ((left = atomic_load(&srv->in_flight)) && mono_ms() - start < (int64_t)drain_ms)
             nanosleep(&tick, NULL);
         answer_suspended(srv);
-        MHD_stop_daemon(srv->daemon);
-        srv->daemon = NULL;
+        stop_daemons(srv);
     }
     stop_housekeeping_thread(srv);
     return left;

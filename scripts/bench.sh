@@ -4,7 +4,10 @@
 #   (a) gpuquota webhook            POST /mutate (decision, patch, audit record)
 #   (b) baseline, parse mode        POST, json-c parse, canned AdmissionReview
 #   (c) baseline, canned mode       POST, canned AdmissionReview, no parsing
-# The three run side by side; each round runs wrk over keep-alive TLS at 16
+#   (e) as (b) in (a)'s layout      one single-threaded daemon per thread on
+#                                   SO_REUSEPORT sockets, where (b) has one
+#                                   daemon with a thread pool
+# They run side by side; each round runs wrk over keep-alive TLS at 16
 # and 64 connections against each in turn (order alternating between
 # rounds) and prints req/s, p50, p99, the server's CPU time per request
 # (user + system, from /proc/PID/stat), wrk's own CPU time per request, and
@@ -75,15 +78,25 @@ trap cleanup EXIT
 hwm_kb() { awk '/^VmHWM/ {print $2}' "/proc/${pid_of[$1]}/status"; }
 # CPU time of a server so far, in clock ticks (utime + stime).
 cpu_ticks() { awk '{print $14 + $15}' "/proc/${pid_of[$1]}/stat"; }
+# The same per thread, one "TID TICKS" line each.
+thread_ticks() {
+    local t
+    for t in /proc/"${pid_of[$1]}"/task/*; do
+        awk -v t="${t##*/}" '{print t, $14 + $15}' "$t/stat"
+    done
+}
 hz=$(getconf CLK_TCK)
 
 # measure NAME C: one wrk run of $duration s at C connections against
 # server NAME; sets rps, p50, p99, cpu (the server's CPU µs per request)
 # and wcpu (wrk's own, user + system: the client's share of the two CPUs
-# differs with the size of the answers).
+# differs with the size of the answers), and split: the CPU ticks of the
+# server's busiest threads in the run, "A/B" for the two busiest (two
+# threads taking the work in halves, or one taking all of it).
 measure() {
-    local name=$1 c=$2 t0 out line n
+    local name=$1 c=$2 t0 out line n th0
     t0=$(cpu_ticks "$name")
+    th0=$(thread_ticks "$name")
     out=$({ /usr/bin/time -f 'WRKCPU %U %S' wrk -t2 -c"$c" -d"${duration}s" -s "$lua" \
         "https://127.0.0.1:${port_of[$name]}/mutate"; } 2>&1)
     line=$(grep '^RESULT' <<<"$out")
@@ -97,6 +110,8 @@ measure() {
     cpu=$(awk -v t="$(($(cpu_ticks "$name") - t0))" -v hz="$hz" -v n="$n" \
         'BEGIN {printf "%.0f", n ? t * 1e6 / hz / n : 0}')
     wcpu=$(awk -v n="$n" '/^WRKCPU/ {printf "%.0f", n ? ($2 + $3) * 1e6 / n : 0}' <<<"$out")
+    split=$(join <(sort <<<"$th0") <(thread_ticks "$name" | sort) |
+        awk '{print $3 - $2}' | sort -rn | head -2 | paste -sd/)
 }
 
 # (a) gpuquota webhook /mutate with the default configuration and an audit
@@ -112,14 +127,16 @@ start b "$work/b.log" "$baseline" --mode parse --port 0 --cert "$work/tls.crt" \
     --key "$work/tls.key"
 start c "$work/c.log" "$baseline" --mode canned --port 0 --cert "$work/tls.crt" \
     --key "$work/tls.key"
-servers="a b c"
+start e "$work/e.log" "$baseline" --mode parse --port 0 --cert "$work/tls.crt" \
+    --key "$work/tls.key" --reuseport
+servers="a b c e"
 if [[ -n "${GQ_BENCH_OTHER:-}" ]]; then
     # (d) another gpuquota binary (say, a build of the previous commit)
     # with the same configuration, in the same rounds: a change's effect.
     printf 'audit:\n  path: %s\n' "$work/audit-d.log" >"$work/config-d.yaml"
     start d "$work/d.log" "$GQ_BENCH_OTHER" webhook --tls-cert "$work/tls.crt" \
         --tls-key "$work/tls.key" --listen 127.0.0.1:0 --config "$work/config-d.yaml"
-    servers="a b c d"
+    servers="a b c e d"
 fi
 export GQ_BENCH_BODIES=$reviews
 for s in $servers; do
@@ -127,12 +144,13 @@ for s in $servers; do
 done
 
 rounds=${GQ_BENCH_ROUNDS:-3}
-declare -A ratio_ab ratio_ac ratio_ad tot_ab
+declare -A ratio_ab ratio_ac ratio_ad ratio_ae tot_ab
 label() {
     case $1 in
     a) echo "(a) gpuquota webhook: POST /mutate" ;;
     b) echo "(b) baseline: parse with json-c + canned" ;;
     c) echo "(c) baseline: canned, no parsing" ;;
+    e) echo "(e) baseline (b), a daemon per thread" ;;
     d) echo "(d) other gpuquota: POST /mutate" ;;
     esac
 }
@@ -141,23 +159,24 @@ for ((r = 1; r <= rounds; r++)); do
     ((r % 2 == 0)) && order=$(tr ' ' '\n' <<<"$servers" | tac | tr '\n' ' ')
     echo
     echo "== round $r of $rounds (order ${order// /}), load average $(cut -d' ' -f1-3 /proc/loadavg)"
-    printf '%-42s %5s %9s %8s %8s %10s %10s\n' server conns 'req/s' 'p50 ms' 'p99 ms' \
-        'CPU us/req' 'wrk us/req'
+    printf '%-42s %5s %9s %8s %8s %10s %10s %9s\n' server conns 'req/s' 'p50 ms' 'p99 ms' \
+        'CPU us/req' 'wrk us/req' 'threads'
     declare -A R C W
     for c in "${conns[@]}"; do
         for s in $order; do
             measure "$s" "$c"
             R[$s]=$rps C[$s]=$cpu W[$s]=$wcpu
-            printf '%-42.42s %5s %9s %8s %8s %10s %10s\n' "$(label "$s")" "$c" "$rps" "$p50" \
-                "$p99" "$cpu" "$wcpu"
+            printf '%-42.42s %5s %9s %8s %8s %10s %10s %9s\n' "$(label "$s")" "$c" "$rps" \
+                "$p50" "$p99" "$cpu" "$wcpu" "$split"
         done
         ratio_ab[$r,$c]=$(awk -v a="${R[a]}" -v b="${R[b]}" 'BEGIN {printf "%.2f", a / b}')
         ratio_ac[$r,$c]=$(awk -v a="${R[a]}" -v c="${R[c]}" 'BEGIN {printf "%.2f", a / c}')
+        ratio_ae[$r,$c]=$(awk -v a="${R[a]}" -v e="${R[e]}" 'BEGIN {printf "%.2f", a / e}')
         # Server and client CPU per request together: what bounds req/s
         # when the two CPUs are the limit, whatever else runs.
         tot_ab[$r,$c]=$(awk -v a="$((C[a] + W[a]))" -v b="$((C[b] + W[b]))" \
             'BEGIN {printf "%.2f", b / a}')
-        echo "   c=$c: req/s a/b = ${ratio_ab[$r,$c]}  a/c = ${ratio_ac[$r,$c]} |" \
+        echo "   c=$c: req/s a/b = ${ratio_ab[$r,$c]}  a/c = ${ratio_ac[$r,$c]}  a/e = ${ratio_ae[$r,$c]} |" \
             "server+client CPU per request b/a = ${tot_ab[$r,$c]}"
         if [[ -n "${R[d]:-}" ]]; then
             ratio_ad[$r,$c]=$(awk -v a="${R[a]}" -v d="${R[d]}" 'BEGIN {printf "%.2f", a / d}')
@@ -180,6 +199,7 @@ echo "== every round (req/s ratios in one round, same bodies, same machine load)
 for c in "${conns[@]}"; do
     echo "c=$c  a/b: $(summary ratio_ab "$c")"
     echo "c=$c  a/c: $(summary ratio_ac "$c")"
+    echo "c=$c  a/e: $(summary ratio_ae "$c")"
     echo "c=$c  server+client CPU per request b/a: $(summary tot_ab "$c")"
     [[ -n "${GQ_BENCH_OTHER:-}" ]] && echo "c=$c  a/d: $(summary ratio_ad "$c")"
 done
@@ -188,6 +208,7 @@ for s in $servers; do
 done
 stop b
 stop c
+stop e
 [[ -n "${GQ_BENCH_OTHER:-}" ]] && stop d
 stop a # drains the audit queue
 echo "(a) wrote $(wc -l <"$work/audit.log") audit records"

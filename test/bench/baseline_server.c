@@ -1,11 +1,14 @@
 /* Benchmark baseline: the smallest libmicrohttpd + GnuTLS server that does
  * what a webhook must (read the body; in parse mode parse it with json-c)
- * and answers a canned AdmissionReview. It uses the same MHD and TLS
- * settings as webhook/server.c (wh_server_start): epoll with an internal
- * thread pool (one per CPU), TURBO, ITC, 120 s idle timeout, backlog 1024,
- * the same GnuTLS priority string. Keep them in step.
+ * and answers a canned AdmissionReview: epoll with an internal thread pool
+ * (one thread per CPU), TURBO, ITC, 120 s idle timeout, backlog 1024, the
+ * GnuTLS priority string of webhook/server.c. With --reuseport it takes
+ * that server's layout instead (wh_server_start): one single-threaded daemon
+ * per thread, each on its own SO_REUSEPORT listening socket. Keep the
+ * settings in step.
  *
  * usage: bench_baseline_server --mode parse|canned --port N --cert F --key F [--threads N]
+ *                              [--reuseport]
  * Prints "listening on 127.0.0.1:PORT" on stdout once serving; SIGTERM or
  * SIGINT stops it. */
 #include <getopt.h>
@@ -115,10 +118,15 @@ static char *slurp(const char *path)
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"mode", required_argument, NULL, 'm'},    {"port", required_argument, NULL, 'p'},
-        {"cert", required_argument, NULL, 'c'},    {"key", required_argument, NULL, 'k'},
-        {"threads", required_argument, NULL, 't'}, {NULL, 0, NULL, 0},
+        {"mode", required_argument, NULL, 'm'},
+        {"port", required_argument, NULL, 'p'},
+        {"cert", required_argument, NULL, 'c'},
+        {"key", required_argument, NULL, 'k'},
+        {"threads", required_argument, NULL, 't'},
+        {"reuseport", no_argument, NULL, 'r'},
+        {NULL, 0, NULL, 0},
     };
+    bool reuseport = false;
     const char *mode = NULL, *cert_file = NULL, *key_file = NULL;
     unsigned port = 0, threads = 0;
     int c;
@@ -133,13 +141,15 @@ int main(int argc, char **argv)
             key_file = optarg;
         else if (c == 't')
             threads = (unsigned)strtoul(optarg, NULL, 10);
+        else if (c == 'r')
+            reuseport = true;
         else
             return 2;
     }
     if (!mode || (strcmp(mode, "parse") && strcmp(mode, "canned")) || !cert_file || !key_file ||
         port > 65535) {
         fprintf(stderr, "usage: bench_baseline_server --mode parse|canned --port N --cert F "
-                        "--key F [--threads N]\n");
+                        "--key F [--threads N] [--reuseport]\n");
         return 2;
     }
     parse_mode = !strcmp(mode, "parse");
@@ -157,25 +167,45 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_TURBO | MHD_USE_ERROR_LOG |
-            MHD_USE_TLS,
-        (uint16_t)port, NULL, NULL, handler, NULL, MHD_OPTION_CONNECTION_TIMEOUT, 120u,
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
-        MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_HTTPS_PRIORITIES,
-        "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2", MHD_OPTION_HTTPS_MEM_CERT, cert,
-        MHD_OPTION_HTTPS_MEM_KEY, key, MHD_OPTION_END);
-    if (!d) {
-        fprintf(stderr, "cannot start the server\n");
+    /* one daemon with a pool of THREADS, or THREADS daemons of one thread
+     * on the port, the first choosing it when it is 0 */
+    unsigned n = reuseport ? threads : 1;
+    struct MHD_Daemon **d = calloc(n, sizeof(*d));
+    if (!d)
         return 1;
+    for (unsigned i = 0; i < n; i++) {
+        struct MHD_OptionItem o[] = {
+            {MHD_OPTION_CONNECTION_TIMEOUT, 120, NULL},
+            {MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, NULL},
+            {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed, NULL},
+            {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)"NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"},
+            {MHD_OPTION_HTTPS_MEM_CERT, 0, cert},
+            {MHD_OPTION_HTTPS_MEM_KEY, 0, key},
+            /* libmicrohttpd warns of a pool of one thread */
+            reuseport ? (struct MHD_OptionItem){MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL}
+                      : (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, threads, NULL},
+            {MHD_OPTION_END, 0, NULL},
+        };
+        d[i] = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_TURBO |
+                                    MHD_USE_ERROR_LOG | MHD_USE_TLS,
+                                (uint16_t)port, NULL, NULL, handler, NULL, MHD_OPTION_ARRAY, o,
+                                MHD_OPTION_END);
+        if (!d[i]) {
+            fprintf(stderr, "cannot start the server\n");
+            return 1;
+        }
+        const union MHD_DaemonInfo *di = MHD_get_daemon_info(d[i], MHD_DAEMON_INFO_BIND_PORT);
+        if (di)
+            port = di->port;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    printf("listening on 127.0.0.1:%u\n", di ? di->port : port);
+    printf("listening on 127.0.0.1:%u\n", port);
     fflush(stdout);
     int sig;
     while (sigwait(&sigs, &sig) != 0)
         ;
-    MHD_stop_daemon(d);
+    for (unsigned i = 0; i < n; i++)
+        MHD_stop_daemon(d[i]);
+    free(d);
     free(cert);
     free(key);
     return 0;

@@ -255,6 +255,9 @@ pids_of() {
     local f
     printf -- '--pid apiserver=%s --pid etcd=%s --pid kcm=%s ' \
         "$(cat "$C/kube-apiserver.pid")" "$(cat "$C/etcd.pid")" "$(cat "$C/kube-controller-manager.pid")"
+    for f in "$C"/kube-scheduler.pid "$C"/kwok.pid; do
+        [[ -f $f ]] && printf -- '--pid %s=%s ' "$(basename "$f" .pid | sed 's/^kube-//')" "$(cat "$f")"
+    done
     for f in "$E2E"/webhook-*.pid; do [[ -f $f ]] && printf -- '--pid webhook=%s ' "$(cat "$f")"; done
     for f in "$E2E"/controller-*.pid; do [[ -f $f ]] && printf -- '--pid controller=%s ' "$(cat "$f")"; done
 }
@@ -466,7 +469,7 @@ churn_one() {
     printf '%s\n' "$res" | jq -r --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" '
         "  \(.run): \(.creates) creates (\(.creates_per_second * 10 | round / 10)/s) + \(.deletes) deletes (\(.deletes_per_second * 10 | round / 10)/s) in \(.seconds * 10 | round / 10) s, \(.skipped) skipped, \(.errors) errors, worst lag behind the pace \(.max_lag_ms) ms; call p50/p99 \(.call_ms.p50)/\(.call_ms.p99) ms",
         (if .seen > 0 then "    event -> status over \(.seen) ops: p50 \(.status_ms.p50) ms, p99 \(.status_ms.p99) ms, max \(.status_ms.max) ms (from the call sent: \(.status_from_send_ms.p50)/\(.status_from_send_ms.p99)/\(.status_from_send_ms.max) ms); \(.unseen) unseen, \(.seen_before_return) seen before the call returned" else empty end),
-        "    CPU s: \(.cpu_s | to_entries | map("\(.key) \(.value)") | join(", ")) (load average \($load))",
+        "    CPU s: \(.cpu_s | to_entries | map("\(.key) \(.value)") | join(", ")); the machine busy \(.machine_busy_s) of its \(.machine_s) CPU s (load average \($load))",
         "    kube-apiserver requests, pods left out: \(.apiserver_requests | to_entries | map(select(.key | test(" pods$") | not)) | sort_by(-.value) | map("\(.key) \(.value)") | join(", "))",
         "    pods: \(.apiserver_requests | to_entries | map(select(.key | test(" pods$"))) | map("\(.key) \(.value)") | join(", ")); watch events sent: \(.apiserver_watch_events | to_entries | sort_by(-.value) | .[:6] | map("\(.key) \(.value)") | join(", "))"'
     if ((n1 > n0)); then

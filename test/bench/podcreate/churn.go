@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -85,7 +86,11 @@ type churnResult struct {
 	Early      int                `json:"seen_before_return"`
 	LatencyMs  pcts               `json:"status_ms"`           // from the call returning
 	FromSendMs pcts               `json:"status_from_send_ms"` // from the call being sent
-	CPUSeconds map[string]float64 `json:"cpu_s"`
+	CPUSeconds map[string]float64 `json:"cpu_s"`               // each --pid process, and "client": this one
+	// The whole machine over the run: CPU seconds busy (all but idle and
+	// iowait, from /proc/stat) of the CPU seconds there were.
+	MachineBusy float64 `json:"machine_busy_s"`
+	MachineAll  float64 `json:"machine_s"`
 	// kube-apiserver over the run: request counts by "VERB resource"
 	// (watches included: each is a watch opened), watch events sent by
 	// resource, and the watches open at the end by resource.
@@ -348,7 +353,15 @@ func churn(nss []string) error {
 	watchDone.Wait()
 
 	for k, v := range after {
-		res.CPUSeconds[k] = float64(v-before[k]) / 100
+		d := float64(v-before[k]) / 100
+		switch k {
+		case "machine":
+			res.MachineAll = d
+		case "machine busy":
+			res.MachineBusy = d
+		default:
+			res.CPUSeconds[k] = d
+		}
 	}
 	res.Requests, res.WatchEvents, res.Watches = map[string]float64{}, map[string]float64{}, map[string]float64{}
 	for k, v := range m1 {
@@ -378,8 +391,27 @@ func churn(nss []string) error {
 	return json.NewEncoder(os.Stdout).Encode(res)
 }
 
-// readCPU adds the CPU ticks of every --pid process into into.
+// readCPU adds the CPU ticks of every --pid process, of this one
+// ("client") and of the machine ("machine busy", "machine") into into.
 func readCPU(into map[string]int64) {
+	if t, err := cpuTicks(strconv.Itoa(os.Getpid())); err == nil {
+		into["client"] += t
+	}
+	if b, err := os.ReadFile("/proc/stat"); err == nil {
+		// cpu  user nice system idle iowait irq softirq steal guest
+		// guest_nice (the last two counted in user and nice already)
+		line, _, _ := strings.Cut(string(b), "\n")
+		for i, f := range strings.Fields(line)[1:] {
+			if i >= 8 {
+				break
+			}
+			v, _ := strconv.ParseInt(f, 10, 64)
+			into["machine"] += v
+			if i != 3 && i != 4 {
+				into["machine busy"] += v
+			}
+		}
+	}
 	for _, p := range pids {
 		name, pid, _ := strings.Cut(p, "=")
 		t, err := cpuTicks(pid)

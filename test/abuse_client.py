@@ -17,9 +17,15 @@ connections, runs for a bounded time and prints one JSON object.
             pause); reports when the server closed it.
   keepalive two GET /healthz on one connection, --idle seconds apart:
             idle keep-alive connections are not subject to the read deadline.
+  quiet     N connections that wait inside the TLS handshake: half of them
+            send nothing, half send half a ClientHello. Reports the CPU
+            seconds the server (--pid, /proc/PID/stat) spent while they
+            waited --hold seconds: a server that polls properly spends
+            next to none.
 """
 import argparse
 import json
+import os
 import resource
 import select
 import socket
@@ -268,6 +274,31 @@ def cmd_trickle(args):
     print(json.dumps({"closed_after_s": round(closed_after, 2)}))
 
 
+def cpu_seconds(pid):
+    """utime + stime of process pid, in seconds."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cmd_quiet(args):
+    conns = []
+    for i in range(args.count):
+        s = connect(args.port, "127.0.0.1", timeout=2.0)
+        if i % 2:
+            s.sendall(b"\x16\x03\x01\x02\x00\x01\x00")  # half a ClientHello
+        conns.append(s)
+    time.sleep(0.2)  # past the accepts and the first reads
+    c0 = cpu_seconds(args.pid)
+    time.sleep(args.hold)
+    cpu = cpu_seconds(args.pid) - c0
+    still_open = len([s for s in conns if not closed_by_peer(s, 0)])
+    for s in conns:
+        s.close()
+    print(json.dumps({"connections": len(conns), "hold_s": args.hold,
+                      "server_cpu_s": round(cpu, 2), "still_open": still_open}))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -308,6 +339,11 @@ def main():
     k.add_argument("--idle", type=float, default=5.0)
     k.add_argument("--idle-first", type=float, default=0.0,
                    help="idle seconds after the TLS handshake, before the first request")
+    q = sub.add_parser("quiet")
+    q.add_argument("--port", type=int, required=True)
+    q.add_argument("--pid", type=int, required=True, help="server process, for its CPU time")
+    q.add_argument("--count", type=int, default=4)
+    q.add_argument("--hold", type=float, default=2.0)
     args = p.parse_args()
     if len(sys.argv) > 1:
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -315,7 +351,7 @@ def main():
         if soft < want:
             resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
     {"bodies": cmd_bodies, "halfopen": cmd_halfopen, "trickle": cmd_trickle,
-     "keepalive": cmd_keepalive}[args.cmd](args)
+     "keepalive": cmd_keepalive, "quiet": cmd_quiet}[args.cmd](args)
 
 
 if __name__ == "__main__":

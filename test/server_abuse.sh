@@ -82,6 +82,16 @@ check_lt "conns: /healthz while 1,100 connections from 5 addresses fill the serv
     "$probe" 6000
 check "conns: all of those closed within deadline + 5 s" 0 "$(jq .still_open_after_hold <<<"$out")"
 
+# Connections waiting inside the TLS handshake (a client that has not
+# spoken yet, or is slow to: kube-apiserver on a busy node) must cost no
+# CPU while they wait. With MHD_USE_TURBO, libmicrohttpd 0.9.75 in epoll
+# mode retried the handshake in a loop: each such connection held a server
+# thread at 100 % until the read deadline.
+out=$(abuse quiet --port "$port" --pid "$pid" --count 4 --hold 2)
+check_lt "conns: server CPU seconds while 4 connections wait 2 s in the TLS handshake" \
+    "$(jq .server_cpu_s <<<"$out")" 0.3
+check "conns: ...and they are still open (within the read deadline)" 4 "$(jq .still_open <<<"$out")"
+
 # Slow clients: one byte every 0.2 s, on a fresh connection and on a
 # keep-alive connection after an idle pause longer than the deadline.
 check_lt "conns: a client trickling one byte per 0.2 s is closed after (s)" \

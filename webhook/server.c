@@ -1831,14 +1831,14 @@ static void stop_daemons(wh_server *srv)
     srv->n_daemons = 0;
 }
 
-/* One libmicrohttpd daemon per server thread, each with one internal epoll
- * thread and its own listening socket, rather than one daemon with a thread
- * pool: in a pool every thread polls the one listening socket, and the
- * thread that wakes first accepts up to ten connections in a row, so a burst
- * of connections (kube-apiserver opens them in bursts as its calls in flight
- * grow) can all land on one thread while the others idle. The connection
- * limits are split over the daemons as libmicrohttpd splits them over its
- * pool (docs/webhook-server.md). */
+/* One libmicrohttpd daemon per server thread, each with one internal thread
+ * and its own listening socket, rather than one daemon with a thread pool:
+ * in a pool every thread polls the one listening socket, and (measured in
+ * epoll mode) the thread that wakes first accepts up to ten connections in a
+ * row, so a burst of connections (kube-apiserver opens them in bursts as its
+ * calls in flight grow) can all land on one thread while the others idle.
+ * The connection limits are split over the daemons as libmicrohttpd splits
+ * them over its pool (docs/webhook-server.md). */
 gq_code wh_server_start(wh_server *srv, gq_err *err)
 {
     gq_code rc = GQ_OK;
@@ -1860,12 +1860,17 @@ gq_code wh_server_start(wh_server *srv, gq_err *err)
     if ((rc = open_listeners(&ss, any, fds, n, &srv->port, err)))
         goto out;
 
-    /* Epoll in an internal thread; TURBO does opportunistic reads/writes
-     * (fewer epoll round trips on keep-alive connections); ITC is required
-     * by MHD_quiesce_daemon for draining and wakes a connection resumed from
-     * another thread (asynchronous answers). The bench baseline
+    /* poll(2) in an internal thread, not epoll: libmicrohttpd 0.9.75 in
+     * epoll mode retries a TLS handshake whose peer sent part of a record in
+     * a loop, so every connection part way through its handshake held a
+     * server thread at 100 % (server_abuse.sh, "quiet"), a client slow to
+     * answer the ServerHello (kube-apiserver on a busy node) as much as an
+     * attacker. TURBO does opportunistic reads/writes (fewer polls on
+     * keep-alive connections). ITC is required by MHD_quiesce_daemon for
+     * draining and wakes a connection resumed from another thread
+     * (asynchronous answers). The bench baseline
      * (test/bench/baseline_server.c) uses the same settings. */
-    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_TURBO |
+    unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_TURBO |
                      MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
     if (ss.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;

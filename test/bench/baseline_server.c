@@ -1,6 +1,6 @@
 /* Benchmark baseline: the smallest libmicrohttpd + GnuTLS server that does
  * what a webhook must (read the body; in parse mode parse it with json-c)
- * and answers a canned AdmissionReview: epoll with an internal thread pool
+ * and answers a canned AdmissionReview: poll(2) with an internal thread pool
  * (one thread per CPU), TURBO, ITC, 120 s idle timeout, backlog 1024, the
  * GnuTLS priority string of webhook/server.c. With --reuseport it takes
  * that server's layout instead (wh_server_start): one single-threaded daemon
@@ -186,7 +186,7 @@ int main(int argc, char **argv)
                       : (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, threads, NULL},
             {MHD_OPTION_END, 0, NULL},
         };
-        d[i] = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_TURBO |
+        d[i] = MHD_start_daemon(MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_TURBO |
                                     MHD_USE_ERROR_LOG | MHD_USE_TLS,
                                 (uint16_t)port, NULL, NULL, handler, NULL, MHD_OPTION_ARRAY, o,
                                 MHD_OPTION_END);

@@ -5,6 +5,7 @@
   kubectl --kubeconfig DIR/kubeconfig apply -f deploy/crds
   scripts/bench-status-write.py DIR [--writes 500] [--reservations 30] [--rounds 2]
                                    [--tenant-namespaces N] [--keys 1|2|3]
+                                   [--no-managed-fields]
 
 Creates namespace bench-status with GPUQuota q (recreated at every round),
 then PUTs its /status --writes times in a row over one keep-alive TLS
@@ -16,7 +17,10 @@ object is GPUTenantQuota bench-status instead, its status listing N
 namespaces, one of whose usage changes at each write (as the controller
 writes it when a pod comes or goes). --keys: how many of gpu-memory,
 gpu-pods, gpus spec.hard limits (3), which is what every used carries.
-Figures only; nothing is asserted.
+Each PUT sends the object as read, metadata.managedFields included, as
+gpuquota does; --no-managed-fields leaves that list out (kube-apiserver
+keeps the stored one on a subresource either way). Figures only; nothing
+is asserted.
 Only the Python standard library; talks to the cluster of DIR (127.0.0.1).
 """
 import argparse
@@ -94,6 +98,8 @@ def main():
     ap.add_argument("--tenant-namespaces", type=int, default=0)
     ap.add_argument("--keys", type=int, default=3, choices=(1, 2, 3),
                     help="keys of spec.hard, and so of every used: gpu-memory[, gpu-pods[, gpus]]")
+    ap.add_argument("--no-managed-fields", action="store_true",
+                    help="leave metadata.managedFields out of each PUT")
     a = ap.parse_args()
     env = dict(l.strip().split("=", 1) for l in open(os.path.join(a.dir, "env")) if "=" in l)
     with open(os.path.join(a.dir, "kube-apiserver.pid")) as f:
@@ -126,7 +132,11 @@ def main():
             elif a.reservations:
                 st["reservations"] = reservations(i, a.reservations)
             obj["status"] = st
-            obj = c.call("PUT", item + "/status", obj)
+            sent = obj
+            if a.no_managed_fields:
+                sent = dict(obj, metadata={k: v for k, v in obj["metadata"].items()
+                                           if k != "managedFields"})
+            obj = c.call("PUT", item + "/status", sent)
         dt, dc = time.monotonic() - t0, cpu_seconds(pid) - c0
         stored = len(json.dumps(obj, separators=(",", ":")))
         mf = len(json.dumps(obj["metadata"].get("managedFields", []), separators=(",", ":")))

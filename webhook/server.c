@@ -1764,6 +1764,7 @@ static gq_code bind_listener(const struct sockaddr_storage *ss, bool any, listen
     return GQ_OK;
 }
 
+/* The port of an IPv4 or IPv6 address (sockaddr_set_port's reverse). */
 static unsigned sockaddr_port(const struct sockaddr_storage *ss)
 {
     if (ss->ss_family == AF_INET)

@@ -33,6 +33,10 @@ import ssl
 import sys
 import time
 
+# A TLS record header announcing a 512-byte handshake record, and the
+# first two bytes of it: half a ClientHello.
+HALF_CLIENT_HELLO = b"\x16\x03\x01\x02\x00\x01\x00"
+
 
 def rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
@@ -193,7 +197,7 @@ def cmd_halfopen(args):
                 s.sendall(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Le")
             else:
                 s = connect(args.port, src, timeout=2.0)
-                s.sendall(b"\x16\x03\x01\x02\x00\x01\x00")  # half a ClientHello
+                s.sendall(HALF_CLIENT_HELLO)
             conns.append(s)
         except (OSError, ssl.SSLError):
             failed += 1
@@ -286,7 +290,7 @@ def cmd_quiet(args):
     for i in range(args.count):
         s = connect(args.port, "127.0.0.1", timeout=2.0)
         if i % 2:
-            s.sendall(b"\x16\x03\x01\x02\x00\x01\x00")  # half a ClientHello
+            s.sendall(HALF_CLIENT_HELLO)
         conns.append(s)
     time.sleep(0.2)  # past the accepts and the first reads
     c0 = cpu_seconds(args.pid)

@@ -668,7 +668,7 @@ int gq_cmd_explain(int argc, char **argv)
     json_object *priced_pod = d.admitted ? json_object_get(d.stored) : NULL;
     if (!priced_pod && rewrite_offline(cfg, pod, ns, &lrs, &priced_pod, &e))
         add_line(notes, "the rewrite could not be computed offline: %s", e.msg);
-    gq_cost_scope scope = {(const gq_limit_range *const *)g.lrs, g.n_lrs};
+    gq_cost_scope scope = {(const gq_limit_range *const *)g.lrs, g.n_lrs, GQ_TRUST_REQUEST};
     gq_err cerr;
     bool priced = !gq_pod_cost_compute_in(cfg, priced_pod ? priced_pod : pod, &scope, &cost, &cerr);
     json_object_put(priced_pod);

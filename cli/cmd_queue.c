@@ -13,6 +13,7 @@
 #include "cli/cli_args.h"
 #include "quota/config.h"
 #include "kube/kube.h"
+#include "quota/pod.h"
 #include "quota/podcost.h"
 #include "quota/podqueue.h"
 
@@ -287,7 +288,7 @@ int gq_cmd_queue(int argc, char **argv)
     for (size_t i = 0; i < np; i++) {
         json_object *pod = json_object_array_get_idx(podl, i);
         qpod *p = &pods[n];
-        gq_pod_cost cost;
+        gq_pod gp;
         if (gq_pod_gate_index(pod) < 0)
             continue;
         memset(p, 0, sizeof(*p));
@@ -296,31 +297,18 @@ int gq_cmd_queue(int argc, char **argv)
         p->uid = str_at(pod, "metadata", "uid");
         if (!p->ns || !p->name || !p->uid)
             continue;
-        /* A pod accepting several models is priced on the first, as the
-         * controller's cache prices it until it chooses. */
-        const gq_model *choices[GQ_MAX_MODEL_CHOICES];
-        size_t n_choices = 0;
-        json_object *first = NULL;
-        if (gq_pod_model_choices(cfg, pod, choices, &n_choices, NULL) == GQ_OK && n_choices &&
-            gq_pod_with_model(pod, choices[0]->name, &first, NULL) != GQ_OK)
+        /* Decoded as the controller's cache decodes it (a pod accepting
+         * several models is priced on the first until it chooses). */
+        gq_pod_init(&gp);
+        gq_code crc = gq_pod_decode(cfg, pod, p->ns, &gp, NULL);
+        p->charge = gp.charge;
+        p->facts = gp.facts;
+        p->group = gp.group;
+        p->e.priority = gp.priority;
+        p->e.created_us = gp.created_us;
+        gq_pod_dispose(&gp);
+        if (crc)
             continue;
-        gq_pod_cost_init(&cost);
-        gq_code crc = gq_pod_cost_compute(cfg, first ? first : pod, &cost, NULL);
-        if (!crc)
-            gq_charge_from_cost(&cost, false, &p->charge);
-        gq_pod_cost_dispose(&cost);
-        json_object_put(first);
-        if (crc || gq_pod_facts_from_json(pod, p->ns, &p->facts, NULL) != GQ_OK)
-            continue;
-        if (gq_pod_group_parse(pod, &p->group, NULL) != GQ_OK)
-            p->group.present = false;
-        json_object *spec = NULL, *prio = NULL;
-        if (json_object_object_get_ex(pod, "spec", &spec) &&
-            json_object_object_get_ex(spec, "priority", &prio))
-            p->e.priority = json_object_get_int(prio);
-        const char *ts = str_at(pod, "metadata", "creationTimestamp");
-        if (ts && gq_time_parse_rfc3339_us(ts, &p->e.created_us, NULL) != GQ_OK)
-            p->e.created_us = 0;
         p->e.uid = p->uid;
         n++;
     }

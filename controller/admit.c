@@ -10,6 +10,7 @@
 
 #include "common/gq_log.h"
 #include "common/json_member.h"
+#include "quota/record.h"
 
 /* A reservation the controller writes for a queued pod lives this long: the
  * ungate follows at once, and one whose ungate never came (a crash and no
@@ -128,7 +129,7 @@ static gq_code ungate(ctl_controller *c, const ctl_queued *p, gq_err *err)
              * computed on the pod as stored (its uid is tested). */
             rc = c->o.api->get(c->o.api->ctx, path, &cur, err);
             if (!rc) {
-                gq_queue_pin pin = {c->o.cfg, cur, p->pin};
+                gq_queue_pin pin = {c->o.cfg, cur, p->pin, gq_pod_stored_trust(cur)};
                 int now_idx = gq_pod_gate_index(cur);
                 if (now_idx < 0) {
                     json_object_put(cur);

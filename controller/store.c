@@ -12,7 +12,7 @@
 
 #include "common/hash.h"
 #include "common/json_member.h"
-#include "quota/podqueue.h"
+#include "quota/pod.h"
 
 #define NS_BUCKETS_MIN 64
 #define UID_BUCKETS_MIN 64
@@ -226,70 +226,44 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
                           gq_err *err)
 {
     gq_code rc;
-    gq_pod_cost cost;
-    gq_pod_facts facts;
-    gq_amounts charge;
+    gq_pod gp;
     ctl_pod *p = NULL;
-    int64_t delete_at = 0;
     json_object *meta = gq_json_member(pod, "metadata");
     const char *name = gq_json_get_string(meta, "name"),
                *ns = gq_json_get_string(meta, "namespace");
     const char *uid = gq_json_get_string(meta, "uid");
     ctl_choices *ch = NULL;
-    json_object *first = NULL;
 
-    gq_pod_cost_init(&cost);
+    gq_pod_init(&gp);
     if (!name || !name[0] || !ns || !ns[0]) {
         *out = NULL;
-        rc = GQ_OK;
-        goto out;
+        return GQ_OK;
     }
-    /* A queued pod accepting several models: the admission pass chooses
-     * among them; until then it is priced on the first. */
-    const gq_model *models[GQ_MAX_MODEL_CHOICES];
-    size_t n_models = 0;
-    if (gq_pod_gate_index(pod) >= 0 &&
-        gq_pod_model_choices(cfg, pod, models, &n_models, NULL) == GQ_OK && n_models) {
-        gq_model_option opts[GQ_MAX_MODEL_CHOICES];
-        if (!(ch = calloc(1, sizeof(*ch)))) {
-            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
-            goto out;
-        }
-        if ((rc = gq_queue_price_choices(cfg, pod, models, n_models, opts, err)) ||
-            (rc = gq_pod_with_model(pod, models[0]->name, &first, err)))
-            goto out;
-        ch->n = n_models;
-        for (size_t i = 0; i < n_models; i++) {
-            ch->model[i] = models[i];
-            for (int k = 0; k < GQ_KEY_COUNT; k++)
-                ch->charge[i][k] = opts[i].charge.v[k];
-        }
-    }
-    rc = gq_pod_cost_compute(cfg, first ? first : pod, &cost, err);
-    if (rc)
+    if ((rc = gq_pod_decode(cfg, pod, ns, &gp, err)))
         goto out;
-    if (cost.gpu_pods == 0) { /* no GPU: nothing to keep */
+    if (gp.charge.v[GQ_KEY_GPU_PODS] == 0) { /* no GPU: nothing to keep */
         *out = NULL;
         goto out;
     }
-    rc = gq_pod_facts_from_json(pod, ns, &facts, err);
-    if (rc)
-        goto out;
-    rc = gq_pod_deletion_deadline(pod, &delete_at, err);
-    if (rc)
-        goto out;
     if (!uid)
         uid = "";
-    /* A malformed group is left to the webhook (which refuses it at
-     * creation); such a pod queues alone here. */
-    gq_pod_group grp;
-    if (gq_pod_group_parse(pod, &grp, NULL) != GQ_OK)
-        grp.present = false;
-    const char *gname = grp.present ? grp.name : "";
+    const char *gname = gp.group.present ? gp.group.name : "";
     size_t nl = strlen(name), ul = strlen(uid), gl = strlen(gname);
     if (nl > CTL_MAX_FIELD || ul > CTL_MAX_FIELD) {
         rc = gq_err_set(err, GQ_ELIMIT, "pod %s/%.64s: name or uid too long", ns, name);
         goto out;
+    }
+    if (gp.n_choices) {
+        if (!(ch = calloc(1, sizeof(*ch)))) {
+            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            goto out;
+        }
+        ch->n = gp.n_choices;
+        for (size_t i = 0; i < gp.n_choices; i++) {
+            ch->model[i] = gp.choices[i];
+            for (int k = 0; k < GQ_KEY_COUNT; k++)
+                ch->charge[i][k] = gp.choice_charge[i].v[k];
+        }
     }
     size_t sz = sizeof(*p) + nl + 1 + ul + 1 + gl + 1;
     p = calloc(1, sz);
@@ -302,45 +276,37 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
     memcpy(p->data + p->uid_off, uid, ul + 1);
     p->group_off = (uint16_t)(p->uid_off + ul + 1);
     memcpy(p->data + p->group_off, gname, gl + 1);
-    p->group_size = grp.present ? (int32_t)grp.size : 0;
-    int gi = gq_pod_gate_index(pod);
-    p->gated = gi >= 0;
-    p->gate_idx = (int16_t)(gi >= 0 ? gi : 0);
-    json_object *prio = gq_json_member(gq_json_member(pod, "spec"), "priority");
-    if (prio && json_object_is_type(prio, json_type_int)) {
-        int64_t pv = json_object_get_int64(prio);
-        p->priority = (int32_t)(pv > INT32_MAX ? INT32_MAX : pv < INT32_MIN ? INT32_MIN : pv);
-    }
-    const char *cts = gq_json_get_string(meta, "creationTimestamp");
-    if (cts && gq_time_parse_rfc3339_us(cts, &p->created_us, NULL) != GQ_OK)
-        p->created_us = 0;
-    gq_charge_from_cost(&cost, false, &charge);
+    p->group_size = gp.group.present ? (int32_t)gp.group.size : 0;
+    p->gated = gp.gate_index >= 0;
+    p->gate_idx = (int16_t)(gp.gate_index >= 0 ? gp.gate_index : 0);
+    p->priority = gp.priority;
+    p->created_us = gp.created_us;
     for (int k = 0; k < GQ_KEY_COUNT; k++)
-        p->charge[k] = charge.v[k];
-    p->delete_at = delete_at;
-    p->terminal = gq_pod_is_terminal(pod);
-    p->terminating = facts.terminating;
-    p->model = ch ? NULL : gq_pod_model(&cost);
+        p->charge[k] = gp.charge.v[k];
+    p->delete_at = gp.delete_at;
+    p->terminal = gp.facts.terminal;
+    p->terminating = gp.facts.terminating;
+    p->model = gp.facts.model;
     p->choices = ch;
     ch = NULL;
     if (p->choices)
         sz += sizeof(*p->choices);
-    if (cost.n_shared) {
+    if (gp.n_shared) {
         /* Counted once per quota however many pods name them: the recount
          * reads these pods one by one (gq_quota_recount). */
-        if (!(p->claims = malloc(cost.n_shared * sizeof(*p->claims)))) {
+        if (!(p->claims = malloc(gp.n_shared * sizeof(*p->claims)))) {
             rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
             goto out;
         }
-        memcpy(p->claims, cost.shared, cost.n_shared * sizeof(*p->claims));
-        p->n_claims = (uint16_t)cost.n_shared;
-        sz += cost.n_shared * sizeof(*p->claims);
+        memcpy(p->claims, gp.shared, gp.n_shared * sizeof(*p->claims));
+        p->n_claims = (uint16_t)gp.n_shared;
+        sz += gp.n_shared * sizeof(*p->claims);
     }
 
     pthread_rwlock_wrlock(&s->lock);
     p->ns = ns_ref(s, ns);
-    if (p->ns && facts.priority_class && facts.priority_class[0] &&
-        !(p->priority_class = pc_intern(s, facts.priority_class))) {
+    const char *pc = gp.facts.priority_class;
+    if (p->ns && pc && pc[0] && !(p->priority_class = pc_intern(s, pc))) {
         ns_unref(s, p->ns);
         p->ns = NULL;
     }
@@ -360,8 +326,7 @@ out:
     }
     free(p);
     free(ch);
-    json_object_put(first);
-    gq_pod_cost_dispose(&cost);
+    gq_pod_dispose(&gp);
     return rc;
 }
 

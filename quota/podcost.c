@@ -590,6 +590,7 @@ typedef struct pc_ctx {
     json_object *recorded;   /* annotations holding gpu-requests gpuquota wrote; else NULL */
     const pod_req *preq;
     bool managed; /* gq_pod_managed: gpuquota already rewrote it */
+    gq_pod_trust trust;
 } pc_ctx;
 
 /* The request values of one container. */
@@ -801,6 +802,12 @@ static gq_code backend_cost(const pc_ctx *x, const ctr_in *in, const char *ctr, 
     if ((rc = read_count(&in->shared, &o, &c->gpus, err)))
         return rc;
     c->memory_per_gpu = recorded_memory(x->recorded, ctr);
+    if (!c->memory_per_gpu && !x->model && x->trust != GQ_TRUST_REQUEST && x->unknown) {
+        /* A pod that exists holds its cards whatever it says: a GPU is
+         * never free, so whole cards of the largest model it may use. */
+        c->priced_as = x->unknown;
+        c->memory_per_gpu = x->unknown->memory;
+    }
     if (!c->memory_per_gpu) {
         if ((rc = need_model(x, &o, &in->shared, err)))
             return rc;
@@ -1135,7 +1142,7 @@ gq_code gq_pod_cost_compute_in(const gq_config *cfg, json_object *pod, const gq_
 {
     json_object *meta = NULL, *ann = NULL, *spec = NULL, *ctrs = NULL, *inits = NULL;
     gq_pod_cost r;
-    pod_req preq;
+    pod_req preq = {.form = GQ_FORM_NONE};
     eff emem = {0}, egpu = {0};
     int64_t overhead = 0;
     gq_code rc;
@@ -1159,8 +1166,11 @@ gq_code gq_pod_cost_compute_in(const gq_config *cfg, json_object *pod, const gq_
         goto out;
     size_t n_app = ctrs ? json_object_array_length(ctrs) : 0;
     size_t n_init = inits ? json_object_array_length(inits) : 0;
+    gq_pod_trust trust = scope ? scope->trust : GQ_TRUST_REQUEST;
+    if (trust == GQ_TRUST_SPEC)
+        ann = NULL; /* never checked by gpuquota: not one annotation counts */
     if ((rc = resolve_model(cfg, ann, spec, &r.model, &r.model_pinned, err)) ||
-        (rc = read_pod_req(ann, ctrs, inits, &preq, err)) ||
+        (trust == GQ_TRUST_REQUEST && (rc = read_pod_req(ann, ctrs, inits, &preq, err))) ||
         (rc = read_overhead(spec, &overhead, err)))
         goto out;
     /* The container cap bounds the work for GPU pods only: a pod that asks
@@ -1176,9 +1186,12 @@ gq_code gq_pod_cost_compute_in(const gq_config *cfg, json_object *pod, const gq_
     /* What gpuquota wrote is read back only where the author of the pod
      * did not write it: a user's copy of our label or records never
      * changes what the pod is charged. */
-    bool managed = gq_pod_managed(pod);
-    json_object *recorded = managed && !gq_pod_user_set(pod, false, GQ_ANN_REQUESTS) ? ann : NULL;
-    pc_ctx x = {cfg, r.model, largest_model(cfg, scope), recorded, &preq, managed};
+    bool managed = trust == GQ_TRUST_RECORDS || (trust == GQ_TRUST_REQUEST && gq_pod_managed(pod));
+    json_object *recorded =
+        trust == GQ_TRUST_RECORDS || (managed && !gq_pod_user_set(pod, false, GQ_ANN_REQUESTS))
+            ? ann
+            : NULL;
+    pc_ctx x = {cfg, r.model, largest_model(cfg, scope), recorded, &preq, managed, trust};
     for (size_t i = 0; i < n_init + n_app; i++) {
         bool init = i < n_init;
         size_t idx = init ? i : i - n_init;
@@ -1229,7 +1242,8 @@ gq_code gq_pod_cost_compute_in(const gq_config *cfg, json_object *pod, const gq_
             goto out;
         }
     }
-    if ((rc = claims_cost(cfg, spec, managed ? ann : NULL, pod, &r, err)))
+    if ((rc = claims_cost(cfg, spec, managed ? ann : NULL, trust == GQ_TRUST_REQUEST ? pod : NULL,
+                          &r, err)))
         goto out;
 out:
     if (rc) {
@@ -1287,8 +1301,9 @@ static bool claim_record(const gq_config *cfg, json_object *rec, int64_t *gpus, 
 }
 
 /* Add the GPU devices of the pod's DRA claims, from the record gpuquota
- * wrote (ann is NULL unless gpuquota manages the pod). An entry without a
- * record leaves its devices unknown: claims_unpriced. */
+ * wrote (ann is NULL unless gpuquota manages the pod; pod, when given, is
+ * asked whether its author wrote the record: gq_pod_user_set). An entry
+ * without a record leaves its devices unknown: claims_unpriced. */
 static gq_code claims_cost(const gq_config *cfg, json_object *spec, json_object *ann,
                            json_object *pod, gq_pod_cost *r, gq_err *err)
 {
@@ -1298,7 +1313,7 @@ static gq_code claims_cost(const gq_config *cfg, json_object *spec, json_object 
     if (rc || !claims || !json_object_array_length(claims))
         return rc;
     size_t n = json_object_array_length(claims);
-    if (ann && !gq_pod_user_set(pod, false, GQ_ANN_CLAIMS) &&
+    if (ann && !(pod && gq_pod_user_set(pod, false, GQ_ANN_CLAIMS)) &&
         (rc = get_string(ann, GQ_ANN_CLAIMS, "metadata.annotations[\"" GQ_ANN_CLAIMS "\"]", &text,
                          err)))
         return rc;

@@ -144,7 +144,28 @@ typedef struct gq_pod_cost {
 void gq_pod_cost_init(gq_pod_cost *c);
 void gq_pod_cost_dispose(gq_pod_cost *c);
 
-/* What the pod's namespace adds to its cost (every member may be NULL/0). */
+/* How much of a pod gq_pod_cost_compute_in believes. */
+typedef enum gq_pod_trust {
+    /* A pod under admission: every request form, annotations included;
+     * gpuquota's own records only where the pod's author did not write them
+     * (gq_pod_user_set). */
+    GQ_TRUST_REQUEST = 0,
+    /* A pod gpuquota admitted (it carries gpuquota's admission record,
+     * quota/record.h): its requests live in its container resources, which
+     * never change; request annotations are not read (a tenant may edit them
+     * after admission), and gpuquota's records (gpuquota.io/ annotations,
+     * which only gpuquota may change after admission) are read as written,
+     * without asking managedFields, which a tenant may rewrite. */
+    GQ_TRUST_RECORDS,
+    /* A pod gpuquota never admitted (created before gpuquota, or while its
+     * namespace was exempt): container resources and the spec only, no
+     * annotation at all. What such a pod holds is what its resources ask of
+     * the device plugins. */
+    GQ_TRUST_SPEC,
+} gq_pod_trust;
+
+/* What the pod's namespace and history add to its cost (every member may be
+ * NULL/0). */
 typedef struct gq_cost_scope {
     /* The namespace's GPULimitRanges (borrowed): a whole GPU of unknown model
      * is charged the largest catalog model that every allowedModels list
@@ -153,6 +174,7 @@ typedef struct gq_cost_scope {
      * anyway). */
     const gq_limit_range *const *lrs;
     size_t n_lrs;
+    gq_pod_trust trust;
 } gq_cost_scope;
 
 /* gq_pod_cost_compute within scope (NULL: no GPULimitRanges). */

@@ -560,16 +560,17 @@ gq_code gq_pod_with_model(json_object *pod, const char *model, json_object **out
 
 /* The pod priced on model: *cost (initialised by the caller) and *copy (the
  * pod with the model, owned by the caller). */
-static gq_code price_on(const gq_config *cfg, json_object *pod, const gq_model *model,
-                        json_object **copy, gq_pod_cost *cost, gq_err *err)
+static gq_code price_on(const gq_config *cfg, json_object *pod, gq_pod_trust trust,
+                        const gq_model *model, json_object **copy, gq_pod_cost *cost, gq_err *err)
 {
+    gq_cost_scope scope = {NULL, 0, trust};
     gq_code rc = gq_pod_with_model(pod, model->name, copy, err);
-    if (!rc && (rc = gq_pod_cost_compute(cfg, *copy, cost, err)) != GQ_OK)
+    if (!rc && (rc = gq_pod_cost_compute_in(cfg, *copy, &scope, cost, err)) != GQ_OK)
         gq_err_prefix(err, "GPU model %s", model->name);
     return rc;
 }
 
-gq_code gq_queue_price_choices(const gq_config *cfg, json_object *pod,
+gq_code gq_queue_price_choices(const gq_config *cfg, json_object *pod, gq_pod_trust trust,
                                const gq_model *const *choices, size_t n, gq_model_option *opts,
                                gq_err *err)
 {
@@ -577,7 +578,7 @@ gq_code gq_queue_price_choices(const gq_config *cfg, json_object *pod,
         json_object *copy = NULL;
         gq_pod_cost cost;
         gq_pod_cost_init(&cost);
-        gq_code rc = price_on(cfg, pod, choices[i], &copy, &cost, err);
+        gq_code rc = price_on(cfg, pod, trust, choices[i], &copy, &cost, err);
         if (!rc) {
             opts[i].model = choices[i]->name;
             gq_charge_from_cost(&cost, gq_pod_is_terminal(pod), &opts[i].charge);
@@ -616,7 +617,7 @@ static gq_code pin_ops(const gq_queue_pin *pin, json_object *arr, gq_err *err)
     json_object *ann = gq_json_meta_object(pin->pod, "annotations");
     const char *list = ann ? gq_json_get_string(ann, GQ_ANN_GPU_MODEL) : NULL;
     gq_rewrite_opts ro = {.chosen = pin->model, .choices = list};
-    gq_code rc = price_on(pin->cfg, pin->pod, pin->model, &copy, &cost, err);
+    gq_code rc = price_on(pin->cfg, pin->pod, pin->trust, pin->model, &copy, &cost, err);
     if (!rc)
         rc = gq_rewrite_pod(pin->cfg, pin->pod, &cost, &ro, &rw, err);
     json_object *ops = rc ? NULL : gq_patch_json(rw.patch);

@@ -166,10 +166,11 @@ gq_code gq_pod_with_model(json_object *pod, const char *model, json_object **out
                           gq_err *err) GQ_WUR;
 
 /* A pod accepting choices[0..n) (gq_pod_model_choices): opts[i] = the model
- * and the charge of the pod priced on it (gq_pod_cost_compute of
- * gq_pod_with_model; a fraction is memory of that model). Errors of the
- * pricing, prefixed with the model. opts has room for n. */
-gq_code gq_queue_price_choices(const gq_config *cfg, json_object *pod,
+ * and the charge of the pod priced on it (gq_pod_cost_compute_in of
+ * gq_pod_with_model, believing as much of the pod as trust says; a fraction
+ * is memory of that model). Errors of the pricing, prefixed with the model.
+ * opts has room for n. */
+gq_code gq_queue_price_choices(const gq_config *cfg, json_object *pod, gq_pod_trust trust,
                                const gq_model *const *choices, size_t n, gq_model_option *opts,
                                gq_err *err) GQ_WUR;
 
@@ -193,6 +194,7 @@ typedef struct gq_queue_pin {
     const gq_config *cfg;
     json_object *pod;      /* the pod as stored (borrowed): gpu-model holds the list */
     const gq_model *model; /* the model chosen */
+    gq_pod_trust trust;    /* how far to believe pod (gq_pod_stored_trust) */
 } gq_queue_pin;
 
 /* The JSON Patch (RFC 6902) that ungates a pod: test metadata.uid == uid,

@@ -15,6 +15,8 @@
 #include "common/jsonutil.h"
 #include "quota/quantity.h"
 #include "common/json_member.h"
+#include "quota/policy.h"
+#include "quota/record.h"
 
 #define MIB ((int64_t)1 << 20)
 #define REQUIRED_TERMS "requiredDuringSchedulingIgnoredDuringExecution"
@@ -643,6 +645,16 @@ static gq_code record(rw *x, json_object *originals, json_object *requests)
     if (!keep && put_string(ann, GQ_ANN_ORIGINAL, gq_json_compact(originals)))
         goto oom;
     if (put_string(ann, GQ_ANN_CHARGED, x->res->charged))
+        goto oom;
+    /* The admission record the recount believes (quota/record.h). */
+    gq_pod_facts facts;
+    gq_pod_record rec;
+    char rec_text[GQ_RECORD_MAX];
+    bool terminating =
+        gq_pod_facts_from_json(x->pod, "", &facts, NULL) == GQ_OK && facts.terminating;
+    gq_pod_record_make(cost, gq_pod_model(cost), terminating, &rec);
+    gq_pod_record_format(&rec, rec_text);
+    if (put_string(ann, GQ_ANN_ADMISSION, rec_text))
         goto oom;
     if (x->opts && x->opts->claims && put_string(ann, GQ_ANN_CLAIMS, x->opts->claims))
         goto oom;

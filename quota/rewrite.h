@@ -19,10 +19,11 @@
 #include "quota/jsonpatch.h"
 #include "quota/podcost.h"
 #include "quota/policy.h"
+#include "quota/record.h"
 
-/* Annotations the rewrite writes (GQ_ANN_REQUESTS is in podcost.h). */
+/* Annotations the rewrite writes (GQ_ANN_REQUESTS is in podcost.h,
+ * GQ_ANN_CHARGED and GQ_ANN_ADMISSION in record.h). */
 #define GQ_ANN_ORIGINAL "gpuquota.io/original-request"
-#define GQ_ANN_CHARGED "gpuquota.io/charged"
 
 #define GQ_REWRITE_WARNING_MAX 120 /* bytes of one warning */
 #define GQ_REWRITE_WARNINGS 32     /* warnings kept; later ones are counted */

@@ -10,8 +10,9 @@ gq_cli_test(admit review_fixture 0 ARGS ${GQ_TEST_DATA}/admissionreview-pod-crea
          "^container trainer \\(app\\): form=whole request=nvidia.com/gpu=8 gpus=8 exclusive memory/gpu=80Gi charged/gpu=80Gi$"
          "^charge: gpu-memory=640Gi gpus=8 gpu-pods=1$")
 gq_cli_test(admit review_fixture_patch 0 ARGS ${GQ_TEST_DATA}/admissionreview-pod-create.json
-  EXPECT "^patch: 3 operations$"
+  EXPECT "^patch: 4 operations$"
          "^  add /metadata/labels/gpuquota.io~1managed \"true\"$"
+         "^  add /metadata/annotations/gpuquota.io~1admission .*640Gi.*h100-80gb.*NotTerminating"
          "^rewritten pod:$")
 gq_cli_test(admit review_fixture_json 0 ARGS -o json ${GQ_TEST_DATA}/admissionreview-pod-create.json
   EXPECT "^  \"allowed\": true,$" "^  \"status\": null,$" "\"gpu-memory\": \"640Gi\"" "\"gpus\": 8,"
@@ -22,7 +23,7 @@ gq_cli_test(admit example_fractional 0 ARGS ${GQ_EXAMPLES}/fractional-gpu.yaml
          "form=fraction request=nvidia.com/gpu=0.5 gpus=1 memory/gpu=20Gi charged/gpu=20Gi"
          "^charge: gpu-memory=20Gi gpus=0 gpu-pods=1$"
          "^warning: container notebook: nvidia.com/gpu 0.5 on a100-40gb -> aliyun.com/gpu-mem 20$"
-         "^patch: 7 operations$"
+         "^patch: 8 operations$"
          "^  remove /spec/containers/0/resources/limits/nvidia.com~1gpu$"
          "^  add /spec/containers/0/resources/limits/aliyun.com~1gpu-mem \"20\"$"
          "^            \"aliyun.com/gpu-mem\": \"20\"$")
@@ -101,7 +102,7 @@ gq_cli_test(admit a10_annotation_exact 0 ARGS ${GQ_TEST_DATA}/mutate/pin-a10-ann
 gq_cli_test(admit affinity_merged 0 ARGS ${GQ_TEST_DATA}/mutate/affinity-merge.yaml
   EXPECT "^  add /spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms/0/matchExpressions/- \\{\"key\":\"nvidia.com/gpu.product\",\"operator\":\"In\",\"values\":\\[\"NVIDIA-L4\"\\]\\}$"
          "^  add /spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms/1/matchExpressions \\[\\{\"key\":\"nvidia.com/gpu.product\",\"operator\":\"In\",\"values\":\\[\"NVIDIA-L4\"\\]\\}\\]$"
-         "^patch: 8 operations$")
+         "^patch: 9 operations$")
 # Reinvocation: every example pod under every backend, its own patch applied,
 # decided again: no patch.
 add_test(NAME admit_reinvocation

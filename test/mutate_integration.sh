@@ -313,7 +313,7 @@ wait_until 5 grep -q 'received SIGHUP' "$log" || fail "SIGHUP not received"
 post "$fx" /dev/null >/dev/null
 check "SIGHUP: a fresh audit file gets the next record" 1 "$(lines_soon "$audit" 1)"
 check_grep "audit record fields" "$audit" \
-    '^\{"time":"[0-9-]{10}T[0-9:.]{15}Z","uid":"b8f4c3a2-5d1e-4f6a-9c7b-2e8d0a1f3c64","webhook":"mutate","operation":"CREATE","namespace":"ml-research","name":"llm-finetune-0-","user":"system:serviceaccount:kube-system:job-controller","dryRun":false,"decision":"allowed","request":\{"trainer":\{"nvidia.com/gpu":"8"\}\},"rewrite":\{"schedulerName":"gpushare-scheduler","operations":4\},"charge":\{"gpu-memory":"640Gi","gpu-pods":"1","gpus":"8"\},"latencyMs":[0-9]+\.[0-9]{3}\}$'
+    '^\{"time":"[0-9-]{10}T[0-9:.]{15}Z","uid":"b8f4c3a2-5d1e-4f6a-9c7b-2e8d0a1f3c64","webhook":"mutate","operation":"CREATE","namespace":"ml-research","name":"llm-finetune-0-","user":"system:serviceaccount:kube-system:job-controller","dryRun":false,"decision":"allowed","request":\{"trainer":\{"nvidia.com/gpu":"8"\}\},"rewrite":\{"schedulerName":"gpushare-scheduler","operations":5\},"charge":\{"gpu-memory":"640Gi","gpu-pods":"1","gpus":"8"\},"latencyMs":[0-9]+\.[0-9]{3}\}$'
 check "audit write errors: none so far" "gpuquota_audit_write_errors_total 0" \
     "$(c /metrics | grep '^gpuquota_audit_write_errors_total')"
 

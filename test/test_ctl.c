@@ -14,6 +14,7 @@
 #include "testjson.h"
 
 #include "controller/ctl.h"
+#include "quota/record.h"
 
 #define GI (1024LL * 1024 * 1024)
 #define NOW 1795273565LL /* 2026-11-21T15:06:05Z */
@@ -33,7 +34,34 @@ typedef struct pod_spec {
     const char *uid;     /* metadata.uid (the reservation key); NULL: "uid-NAME" */
     const char *ann;     /* a gpuquota.io/reservation annotation (must be ignored) */
     const char *model;   /* gpuquota.io/gpu-model (not with ann) */
+    bool raw;            /* never admitted by gpuquota: no admission record */
 } pod_spec;
+
+/* Give pod the admission record gpuquota's mutating webhook writes: what it
+ * costs now, pinned as it is pinned, in the scope it is in. */
+static void admit_record(json_object *pod)
+{
+    gq_pod_cost cost;
+    gq_pod_facts facts;
+    gq_pod_record rec;
+    gq_err err;
+    char text[GQ_RECORD_MAX];
+    gq_pod_cost_init(&cost);
+    if (gq_pod_cost_compute(g_cfg, pod, &cost, &err) != GQ_OK || !cost.gpu_pods ||
+        gq_pod_facts_from_json(pod, "", &facts, &err) != GQ_OK) {
+        gq_pod_cost_dispose(&cost);
+        return;
+    }
+    gq_pod_record_make(&cost, gq_pod_model(&cost), facts.terminating, &rec);
+    gq_pod_record_format(&rec, text);
+    json_object *meta = json_object_object_get(pod, "metadata"), *ann = NULL;
+    if (!json_object_object_get_ex(meta, "annotations", &ann)) {
+        ann = json_object_new_object();
+        json_object_object_add(meta, "annotations", ann);
+    }
+    json_object_object_add(ann, GQ_ANN_ADMISSION, json_object_new_string(text));
+    gq_pod_cost_dispose(&cost);
+}
 
 static json_object *pod_json(const pod_spec *p)
 {
@@ -69,7 +97,10 @@ static json_object *pod_json(const pod_spec *p)
              "'spec':{'containers':[{'name':'c','image':'i','resources':%s}]%s},"
              "'status':{'phase':'%s'}}",
              p->name, p->ns, meta_extra, res, spec_extra, p->phase ? p->phase : "Running");
-    return J(buf);
+    json_object *pod = J(buf);
+    if (!p->raw)
+        admit_record(pod);
+    return pod;
 }
 
 /* Build, link and return the record (NULL for CPU-only pods). */
@@ -205,34 +236,126 @@ static void test_record_fields(void **state)
     ctl_store_free(s);
 }
 
-/* The recount reads gpuquota's records back only where gpuquota wrote them,
- * by the pod's history: a stored pod keeps its charge, a pod whose author
- * wrote gpu-requests is charged whole cards. */
-static void test_record_author_records(void **state)
+static json_object *fixture_pod(const char *file)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/pods/%s.json", GQ_TEST_DATA, file);
+    json_object *pod = json_object_from_file(path);
+    assert_non_null(pod);
+    return pod;
+}
+
+static void set_ann(json_object *pod, const char *key, const char *val)
+{
+    json_object *ann =
+        json_object_object_get(json_object_object_get(pod, "metadata"), "annotations");
+    assert_non_null(ann);
+    json_object_object_add(ann, key, json_object_new_string(val));
+}
+
+/* ctl_pod_from_json of pod, which must be kept. */
+static ctl_pod *stored(ctl_store *s, json_object *pod)
+{
+    ctl_pod *p = NULL;
+    gq_err err;
+    gq_err_clear(&err);
+    if (ctl_pod_from_json(s, g_cfg, pod, &p, &err) != GQ_OK)
+        fail_msg("ctl_pod_from_json: %s", err.msg);
+    assert_non_null(p);
+    return p;
+}
+
+/* The charge was fixed at admission: a pod carrying gpuquota's admission
+ * record counts what the record says, in its scope, against its model,
+ * whatever its tenant changes afterwards; a pod gpuquota never admitted
+ * counts its container resources alone. Each change below is one a user
+ * with the edit role may make to a running pod. */
+static void test_record_is_the_charge(void **state)
 {
     (void)state;
     ctl_store *s;
-    gq_config *cfg = NULL;
-    gq_err err;
     assert_int_equal(ctl_store_new(&s), GQ_OK);
-    assert_int_equal(gq_config_default(&cfg, &err), GQ_OK);
-    static const struct {
-        const char *file;
-        int64_t gpu_memory;
-    } t[] = {{"rewritten-shared", 4 * GI}, {"forged-shared-requests", 320 * GI}};
-    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
-        char path[512];
-        snprintf(path, sizeof(path), "%s/pods/%s.json", GQ_TEST_DATA, t[i].file);
-        json_object *pod = json_object_from_file(path);
-        assert_non_null(pod);
-        ctl_pod *p = NULL;
-        assert_int_equal(ctl_pod_from_json(s, cfg, pod, &p, &err), GQ_OK);
-        assert_non_null(p);
-        assert_int_equal(p->charge[GQ_KEY_GPU_MEMORY], t[i].gpu_memory);
-        ctl_pod_free(s, p);
-        json_object_put(pod);
-    }
-    gq_config_free(cfg);
+    static const char rec4[] = "{\"charge\":{\"gpu-memory\":\"4Gi\",\"gpu-pods\":\"1\",\"gpus\":"
+                               "\"0\"},\"model\":\"a100-80gb\",\"scope\":\"NotTerminating\"}";
+    /* Admitted: 4 time-sliced replicas with 1Gi each recorded. */
+    json_object *pod = fixture_pod("rewritten-shared");
+    set_ann(pod, GQ_ANN_ADMISSION, rec4);
+    ctl_pod *p = stored(s, pod);
+    assert_int_equal(p->charge[GQ_KEY_GPU_MEMORY], 4 * GI);
+    assert_string_equal(p->model, "a100-80gb");
+    assert_false(p->terminating);
+    ctl_pod_free(s, p);
+
+    /* Request annotations written after admission, malformed or two at
+     * once, change nothing (they made the pod uncountable before). */
+    set_ann(pod, "gpu-fraction", "garbage");
+    p = stored(s, pod);
+    assert_int_equal(p->charge[GQ_KEY_GPU_MEMORY], 4 * GI);
+    ctl_pod_free(s, p);
+    set_ann(pod, "gpu-fraction", "0.5");
+    set_ann(pod, "gpu-memory", "100");
+    p = stored(s, pod);
+    assert_int_equal(p->charge[GQ_KEY_GPU_MEMORY], 4 * GI);
+    ctl_pod_free(s, p);
+
+    /* managedFields claiming gpuquota's records for the tenant change
+     * nothing (they made gpuquota disown its records before). */
+    json_object *mf = J("[{'manager':'kubectl','operation':'Update','fieldsV1':{'f:metadata':{"
+                        "'f:labels':{'f:gpuquota.io/managed':{}},'f:annotations':{"
+                        "'f:gpuquota.io/gpu-requests':{},'f:gpuquota.io/gpu-claims':{}}}}}]");
+    json_object_object_add(json_object_object_get(pod, "metadata"), "managedFields", mf);
+    p = stored(s, pod);
+    assert_int_equal(p->charge[GQ_KEY_GPU_MEMORY], 4 * GI);
+    ctl_pod_free(s, p);
+
+    /* activeDeadlineSeconds added after admission: still NotTerminating. */
+    json_object_object_add(json_object_object_get(pod, "spec"), "activeDeadlineSeconds",
+                           json_object_new_int64(315360000));
+    p = stored(s, pod);
+    assert_false(p->terminating);
+    ctl_pod_free(s, p);
+
+    /* A record the configuration no longer prices (the resources say 1.5
+     * GPUs) still counts its record, never zero. */
+    json_object *odd = J("{'metadata':{'name':'odd','namespace':'a','annotations':{}},'spec':{"
+                         "'containers':[{'name':'c','resources':{'limits':{'nvidia.com/gpu':"
+                         "'1.5'}}}]}}");
+    set_ann(odd, GQ_ANN_ADMISSION, rec4);
+    p = stored(s, odd);
+    assert_int_equal(p->charge[GQ_KEY_GPU_MEMORY], 4 * GI);
+    ctl_pod_free(s, p);
+    json_object_put(odd);
+
+    /* An older version's charged line counts for the pods it admitted. */
+    json_object *old = fixture_pod("rewritten-shared");
+    set_ann(old, GQ_ANN_CHARGED, "gpu-memory=4Gi,gpus=0,gpu-pods=1");
+    p = stored(s, old);
+    assert_int_equal(p->charge[GQ_KEY_GPU_MEMORY], 4 * GI);
+    assert_string_equal(p->model, "a100-80gb");
+    ctl_pod_free(s, p);
+    json_object_put(old);
+
+    /* Never admitted: the resources alone, whatever the annotations say;
+     * time-sliced replicas of no model known are whole cards of the
+     * largest (h200, 141Gi). */
+    json_object *raw = fixture_pod("forged-shared-requests");
+    p = stored(s, raw);
+    assert_int_equal(p->charge[GQ_KEY_GPU_MEMORY], 4 * 141 * GI);
+    assert_null(p->model);
+    ctl_pod_free(s, p);
+    json_object_put(raw);
+
+    /* A CPU-only pod annotated with a request afterwards holds no GPU: it
+     * is not counted (it was charged 1Ti before). */
+    json_object *cpu = J("{'metadata':{'name':'cpu','namespace':'a','annotations':{"
+                         "'gpu-memory':'1048576'}},'spec':{'containers':[{'name':'c'}]}}");
+    ctl_pod *none = (ctl_pod *)1;
+    gq_err err;
+    assert_int_equal(ctl_pod_from_json(s, g_cfg, cpu, &none, &err), GQ_OK);
+    assert_null(none);
+    json_object_put(cpu);
+
+    json_object_put(pod);
     ctl_store_free(s);
 }
 
@@ -1255,7 +1378,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_record_fields),
-        cmocka_unit_test(test_record_author_records),
+        cmocka_unit_test(test_record_is_the_charge),
         cmocka_unit_test(test_record_deletion_and_errors),
         cmocka_unit_test(test_recount_scopes),
         cmocka_unit_test(test_status_shape_and_noop),

@@ -215,7 +215,7 @@ static void allowed_with_patch(void **state)
     assert_string_equal(str_at(rec, "request"), "{\"trainer\":{\"nvidia.com/gpu\":\"0.5\"}}");
     assert_string_equal(str_at(rec, "rewrite"),
                         "{\"containers\":{\"trainer\":{\"aliyun.com/gpu-mem\":\"40\"}},"
-                        "\"operations\":8}");
+                        "\"operations\":9}");
     assert_string_equal(str_at(rec, "charge"),
                         "{\"gpu-memory\":\"40Gi\",\"gpu-pods\":\"1\",\"gpus\":\"0\"}");
     assert_null(str_at(rec, "quotas"));

@@ -493,7 +493,11 @@ static void test_unknown_model_priced_in_scope(void **state)
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
         gq_limit_range *lrs[2] = {t[i].lr1 ? limit_range(t[i].lr1) : NULL,
                                   t[i].lr2 ? limit_range(t[i].lr2) : NULL};
-        gq_cost_scope scope = {(const gq_limit_range *const *)lrs, t[i].lr2 ? 2 : t[i].lr1 ? 1 : 0};
+        gq_cost_scope scope = {(const gq_limit_range *const *)lrs,
+                               t[i].lr2   ? 2
+                               : t[i].lr1 ? 1
+                                          : 0,
+                               GQ_TRUST_REQUEST};
         gq_pod_cost cost;
         gq_err err;
         gq_pod_cost_init(&cost);

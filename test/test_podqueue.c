@@ -658,14 +658,14 @@ static void test_ungate_pin(void **state)
     assert_int_equal(gq_pod_model_choices(cfg, pod, choices, &n, &err), GQ_OK);
     assert_int_equal(n, 2);
     gq_model_option opts[2];
-    if (gq_queue_price_choices(cfg, pod, choices, n, opts, &err))
+    if (gq_queue_price_choices(cfg, pod, GQ_TRUST_REQUEST, choices, n, opts, &err))
         fail_msg("%s", err.msg);
     assert_string_equal(opts[0].model, "l4");
     assert_int_equal(opts[0].charge.v[GQ_KEY_GPU_MEMORY], 12 * GI);
     assert_string_equal(opts[1].model, "h100-80gb");
     assert_int_equal(opts[1].charge.v[GQ_KEY_GPU_MEMORY], 40 * GI);
 
-    gq_queue_pin pin = {cfg, pod, choices[1]};
+    gq_queue_pin pin = {cfg, pod, choices[1], GQ_TRUST_REQUEST};
     json_object *patch = NULL, *after = NULL;
     assert_int_equal(gq_queue_ungate_patch("u-9", 1, &pin, &patch, &err), GQ_OK);
     assert_int_equal(gq_patch_apply(pod, patch, &after, &err), GQ_OK);

@@ -342,7 +342,11 @@ static void exact_patch_aliyun_fraction(void **state)
         "{\"op\":\"add\",\"path\":\"/metadata/annotations/gpuquota.io~1original-request\","
         "\"value\":\"{\\\"trainer\\\":{\\\"nvidia.com/gpu\\\":\\\"0.5\\\"}}\"},"
         "{\"op\":\"add\",\"path\":\"/metadata/annotations/gpuquota.io~1charged\","
-        "\"value\":\"gpu-memory=20Gi,gpus=0,gpu-pods=1\"}]");
+        "\"value\":\"gpu-memory=20Gi,gpus=0,gpu-pods=1\"},"
+        "{\"op\":\"add\",\"path\":\"/metadata/annotations/gpuquota.io~1admission\","
+        "\"value\":\"{\\\"charge\\\":{\\\"gpu-memory\\\":\\\"20Gi\\\",\\\"gpu-pods\\\":"
+        "\\\"1\\\",\\\"gpus\\\":\\\"0\\\"},\\\"model\\\":\\\"a100-40gb\\\",\\\"scope\\\":"
+        "\\\"NotTerminating\\\"}\"}]");
     assert_int_equal(o.rw.n_warnings, 1);
     assert_string_equal(
         o.rw.warnings[0],
@@ -354,7 +358,7 @@ static void exact_patch_aliyun_fraction(void **state)
     assert_string_equal(gq_json_compact(o.rw.changes),
                         "{\"containers\":{\"trainer\":{\"aliyun.com/gpu-mem\":\"20\"}},"
                         "\"gpuModel\":\"a100-40gb\",\"schedulerName\":\"gpu-scheduler\","
-                        "\"operations\":10}");
+                        "\"operations\":11}");
     outcome_dispose(&o);
 }
 
@@ -413,13 +417,17 @@ static void whole_gpus_only_recorded(void **state)
         "{\"op\":\"add\",\"path\":\"/metadata/annotations/gpuquota.io~1original-request\","
         "\"value\":\"{\\\"trainer\\\":{\\\"nvidia.com/gpu\\\":\\\"8\\\"}}\"},"
         "{\"op\":\"add\",\"path\":\"/metadata/annotations/gpuquota.io~1charged\","
-        "\"value\":\"gpu-memory=640Gi,gpus=8,gpu-pods=1\"}]");
+        "\"value\":\"gpu-memory=640Gi,gpus=8,gpu-pods=1\"},"
+        "{\"op\":\"add\",\"path\":\"/metadata/annotations/gpuquota.io~1admission\","
+        "\"value\":\"{\\\"charge\\\":{\\\"gpu-memory\\\":\\\"640Gi\\\",\\\"gpu-pods\\\":"
+        "\\\"1\\\",\\\"gpus\\\":\\\"8\\\"},\\\"model\\\":\\\"h100-80gb\\\",\\\"scope\\\":"
+        "\\\"NotTerminating\\\"}\"}]");
     assert_int_equal(o.rw.n_warnings, 0);
     assert_string_equal(gq_json_compact(o.rw.originals),
                         "{\"trainer\":{\"nvidia.com/gpu\":\"8\"}}");
     /* Whole GPUs keep their resources: no "containers" in the summary. */
     assert_string_equal(gq_json_compact(o.rw.changes),
-                        "{\"schedulerName\":\"gpu-scheduler\",\"operations\":4}");
+                        "{\"schedulerName\":\"gpu-scheduler\",\"operations\":5}");
     outcome_dispose(&o);
     json_object_put(pod);
     gq_config_free(cfg);
@@ -447,7 +455,9 @@ static void missing_parents_created_whole(void **state)
         "\"true\"},\"annotations\":{\"gpuquota.io/gpu-requests\":\"{\\\"c\\\":{\\\"gpus\\\":1,"
         "\\\"memory\\\":\\\"3Gi\\\"}}\",\"gpuquota.io/original-request\":\"{\\\"c\\\":{"
         "\\\"gpuquota.io/gpu-memory\\\":\\\"3Gi\\\"}}\",\"gpuquota.io/charged\":"
-        "\"gpu-memory=3Gi,gpus=0,gpu-pods=1\"}}}]");
+        "\"gpu-memory=3Gi,gpus=0,gpu-pods=1\",\"gpuquota.io/admission\":\"{\\\"charge\\\":{"
+        "\\\"gpu-memory\\\":\\\"3Gi\\\",\\\"gpu-pods\\\":\\\"1\\\",\\\"gpus\\\":\\\"0\\\"},"
+        "\\\"scope\\\":\\\"NotTerminating\\\"}\"}}}]");
     outcome_dispose(&o);
     json_object_put(pod);
 

@@ -17,6 +17,7 @@
 #include "admission_testutil.h"
 #include "common/gq_log.h"
 #include "faultstore.h"
+#include "quota/record.h"
 #include "webhook/memstore.h"
 #include "webhook/validate.h"
 
@@ -212,6 +213,66 @@ static const char *sget(json_object *o, const char *k)
 }
 
 /* ---- tests ------------------------------------------------------------------ */
+
+/* The admission record gpuquota's mutating webhook writes is what the
+ * recount believes for the pod's whole life, so /validate admits a pod only
+ * when its record is exactly this decision's charge: none on a pod that
+ * uses no GPU, no record of another charge, model or scope, no older
+ * version's charged line alone. */
+static void test_admission_record_checked(void **state)
+{
+    fx *f = *state;
+    char pod[2048], meta[512];
+    quota(f, NS_A, "team-a", "{\"gpu-memory\":\"64Gi\"}", NULL);
+    static const char good[] =
+        "{\\\"charge\\\":{\\\"gpu-memory\\\":\\\"16Gi\\\",\\\"gpu-pods\\\":"
+        "\\\"1\\\",\\\"gpus\\\":\\\"0\\\"},\\\"scope\\\":\\\"NotTerminating\\\"}";
+    static const struct {
+        const char *mem, *ann, *spec, *msg; /* msg NULL: allowed */
+    } t[] = {
+        {"16Gi", NULL, NULL, NULL}, /* no record: the mutating webhook was not called */
+        {"16Gi", good, NULL, NULL},
+        {"16Gi",
+         "{\\\"charge\\\":{\\\"gpu-memory\\\":\\\"1Gi\\\",\\\"gpu-pods\\\":\\\"1\\\",\\\"gpus\\\":"
+         "\\\"0\\\"},\\\"scope\\\":\\\"NotTerminating\\\"}",
+         NULL, "must read {\"charge\":{\"gpu-memory\":\"16Gi\""},
+        /* the right charge in the wrong scope */
+        {"16Gi", good, ",\"activeDeadlineSeconds\":60", "\"scope\":\"Terminating\"}"},
+        /* pinned to a model the record does not name */
+        {"16Gi", good, ",\"nodeSelector\":{\"nvidia.com/gpu.product\":\"NVIDIA-A10\"}",
+         "\"model\":\"a10\""},
+        {"16Gi", "not json", NULL, "annotation gpuquota.io/admission"},
+        {NULL, good, NULL, "this pod asks for no GPU: remove them"},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        meta[0] = '\0';
+        if (t[i].ann)
+            snprintf(meta, sizeof(meta), ",\"annotations\":{\"" GQ_ANN_ADMISSION "\":\"%s\"}",
+                     t[i].ann);
+        pod_json(pod, sizeof(pod), NS_A, t[i].mem, meta, t[i].spec);
+        char uid[32];
+        snprintf(uid, sizeof(uid), "uid-rec-%zu", i);
+        wh_validate_result r = decide_ex(f, uid, NS_A, pod, NULL, NULL);
+        if (!t[i].msg) {
+            if (!r.allowed)
+                fail_msg("case %zu denied: %s", i, r.message);
+            continue;
+        }
+        assert_false(r.allowed);
+        if (!strstr(r.message, t[i].msg))
+            fail_msg("case %zu: [%s] lacks [%s]", i, r.message, t[i].msg);
+    }
+    /* An older version's line alone, on a GPU pod or on a CPU-only pod. */
+    static const char *const mems[] = {"16Gi", NULL};
+    for (size_t i = 0; i < 2; i++) {
+        pod_json(pod, sizeof(pod), NS_A, mems[i],
+                 ",\"annotations\":{\"" GQ_ANN_CHARGED "\":\"gpu-memory=16Gi,gpus=0,gpu-pods=1\"}",
+                 NULL);
+        wh_validate_result r = decide_ex(f, i ? "uid-line-1" : "uid-line-0", NS_A, pod, NULL, NULL);
+        assert_false(r.allowed);
+        assert_non_null(strstr(r.message, "written by its mutating webhook only"));
+    }
+}
 
 static void test_allowed_charges_reservation(void **state)
 {
@@ -1372,6 +1433,7 @@ int main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_allowed_charges_reservation),
+        T(test_admission_record_checked),
         T(test_denied_at_limit),
         T(test_expired_reservations_ignored_and_dropped),
         T(test_tenant_across_namespaces),

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "quota/pod.h"
 #include "quota/podcost.h"
 #include "quota/podqueue.h"
 #include "quota/policy.h"
@@ -439,8 +440,8 @@ gq_code wh_memstore_load_state(wh_memstore *m, const gq_config *cfg, json_object
     flat f = {NULL, 0, 0};
     gq_usage_pod *pods = NULL;
     size_t n_pods = 0;
-    gq_pod_cost cost;
-    gq_pod_cost_init(&cost);
+    gq_pod gp;
+    gq_pod_init(&gp);
     gq_code rc = flatten(docs, n, &f, err);
     if (rc)
         goto out;
@@ -455,17 +456,16 @@ gq_code wh_memstore_load_state(wh_memstore *m, const gq_config *cfg, json_object
             continue;
         gq_usage_pod *p = &pods[n_pods];
         const char *ns = obj_ns(o);
-        int64_t delete_at = 0;
-        if ((rc = gq_pod_facts_from_json(o, ns, &p->facts, err)) ||
-            (rc = gq_pod_deletion_deadline(o, &delete_at, err)) ||
-            (rc = gq_pod_cost_compute(cfg, o, &cost, err))) {
+        if ((rc = gq_pod_decode(cfg, o, ns, &gp, err))) {
             gq_err_prefix(err, "Pod %s/%s", ns, obj_name(o));
             goto out;
         }
-        p->facts.terminal = !gq_pod_counts(gq_pod_is_terminal(o), delete_at, now);
-        p->queued = gq_pod_gate_index(o) >= 0;
-        p->facts.model = gq_pod_model(&cost);
-        gq_charge_from_cost(&cost, p->facts.terminal, &p->charge);
+        p->facts = gp.facts;
+        p->facts.terminal = !gq_pod_counts(gp.facts.terminal, gp.delete_at, now);
+        p->queued = gp.gate_index >= 0;
+        p->charge = gp.charge;
+        if (p->facts.terminal)
+            gq_charge_from_cost(NULL, true, &p->charge);
         p->ns_labels = ns_labels_of(&f, ns);
         n_pods++;
     }
@@ -497,7 +497,7 @@ gq_code wh_memstore_load_state(wh_memstore *m, const gq_config *cfg, json_object
             goto out;
     }
 out:
-    gq_pod_cost_dispose(&cost);
+    gq_pod_dispose(&gp);
     free(pods);
     free(f.o);
     return rc;

@@ -210,7 +210,7 @@ static gq_code price(const gq_config *cfg, json_object *pod, const gq_limit_rang
                      size_t n_lrs, priced *p, gq_err *why)
 {
     gq_code rc;
-    gq_cost_scope scope = {lrs, n_lrs};
+    gq_cost_scope scope = {lrs, n_lrs, GQ_TRUST_REQUEST};
     /* Whole GPUs of unknown model cost the largest model the namespace
      * allows, which only its GPULimitRanges tell. */
     if (p->cost0.priced_unknown && n_lrs &&
@@ -613,7 +613,7 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
         gq_model_option first;
         bool queues = gq_pod_gate_index(pod) >= 0;
         if (!queues && in->src && !has_node_name(pod) &&
-            gq_queue_price_choices(cfg, pod, choices, 1, &first, &why) == GQ_OK) {
+            gq_queue_price_choices(cfg, pod, GQ_TRUST_REQUEST, choices, 1, &first, &why) == GQ_OK) {
             gq_err qerr;
             gq_err_clear(&qerr);
             if (pod_queues(in->src, req, pod, &first.charge, &queues, &qerr) == GQ_ENOMEM) {

@@ -15,6 +15,7 @@
 #include "common/htab.h"
 #include "quota/podcost.h"
 #include "quota/policy.h"
+#include "quota/record.h"
 #include "common/json_member.h"
 #include "webhook/mutation.h"
 
@@ -1289,6 +1290,7 @@ typedef struct create_state {
     size_t n_claims;
     bool have_resv, have_alt;
     bool must_charge; /* decided up to the charges, which are the admission's to run */
+    bool skip_record; /* a model choice other than the first: the record names the first */
 } create_state;
 
 /* One review being decided. Synchronous callers wait for `done`; the HTTP
@@ -1521,7 +1523,7 @@ static bool check_limit_ranges(wh_validator *v, json_object *pod, create_state *
     if (!read_limit_ranges(v, c, r, rc))
         return false;
     const gq_limit_range *const *lrs = (const gq_limit_range *const *)c->lrs;
-    gq_cost_scope scope = {lrs, c->n_lrs};
+    gq_cost_scope scope = {lrs, c->n_lrs, GQ_TRUST_REQUEST};
     if (c->cost.priced_unknown && c->n_lrs) {
         if ((*rc = gq_pod_cost_compute_in(v->cfg, pod, &scope, &c->cost, &e))) {
             *rc = settle(r, *rc, &e);
@@ -1628,6 +1630,43 @@ static gq_code build_reservations(wh_validator *v, const wh_review_request *req,
     return GQ_OK;
 }
 
+/* The admission record on the pod (quota/record.h) is what the recount
+ * believes for as long as the pod lives, so it must be exactly what this
+ * decision charges: a pod that uses no GPU carries none, and a GPU pod's
+ * is the one gpuquota computes now (a later mutating webhook may not change
+ * it, nor may its author write one). A GPU pod without a record did not go
+ * through gpuquota's mutating webhook: it is decided on its request as
+ * before and counted on its container resources (GQ_TRUST_SPEC).
+ * false when decided (denied). */
+static bool record_matches(json_object *pod, const create_state *c, wh_validate_result *r)
+{
+    gq_pod_record want, have;
+    gq_err e;
+    gq_err_clear(&e);
+    gq_code rc = gq_pod_record_read(pod, &have, &e);
+    if (rc == GQ_ENOTFOUND)
+        return true;
+    if (!c->cost.gpu_pods || (!rc && have.legacy)) {
+        deny(r, GQ_EDENIED,
+             "annotations " GQ_ANN_ADMISSION " and " GQ_ANN_CHARGED " are gpuquota's record of "
+             "what a GPU pod is charged, written by its mutating webhook only; %s",
+             c->cost.gpu_pods ? "remove " GQ_ANN_CHARGED : "this pod asks for no GPU: remove them");
+        return false;
+    }
+    gq_pod_record_make(&c->cost, c->facts.model, c->facts.terminating, &want);
+    if (!rc && gq_pod_record_equal(&want, &have))
+        return true;
+    char text[GQ_RECORD_MAX];
+    gq_pod_record_format(&want, text);
+    deny(r, GQ_EDENIED,
+         "annotation " GQ_ANN_ADMISSION " is gpuquota's record of what the pod is charged and "
+         "must read %s%s%s: it is written by gpuquota's mutating webhook only (was the pod "
+         "changed by a webhook called after gpuquota's, or the annotation copied from another "
+         "pod?)",
+         text, rc ? "; " : "", rc ? e.msg : "");
+    return false;
+}
+
 static const char *review_namespace(const wh_review_request *req)
 {
     if (req->namespace[0])
@@ -1647,8 +1686,14 @@ static gq_code decide_create_one(wh_validator *v, const wh_review_request *req, 
     json_object *pod = req->object;
     gq_code rc = GQ_OK;
     c->ns = review_namespace(req);
-    if (gq_config_is_exempt(v->cfg, c->ns) || !price_pod(v, pod, c, r, &rc) || !c->cost.gpu_pods ||
-        !check_limit_ranges(v, pod, c, r, &rc) || !select_governing(v, pod, c, r, &rc))
+    if (gq_config_is_exempt(v->cfg, c->ns) || !price_pod(v, pod, c, r, &rc))
+        return rc;
+    if (!c->cost.gpu_pods) {
+        (void)record_matches(pod, c, r);
+        return rc;
+    }
+    if (!check_limit_ranges(v, pod, c, r, &rc) || !select_governing(v, pod, c, r, &rc) ||
+        (!c->skip_record && !record_matches(pod, c, r)))
         return rc;
     if (gq_pod_gate_index(pod) >=
         0) { /* queued: checked in full, charged later by the controller */
@@ -1693,6 +1738,7 @@ static gq_code decide_create(wh_validator *v, const wh_review_request *req, deci
             return rc;
         wh_review_request one = *req;
         one.object = copy;
+        c->skip_record = i > 0;
         rc = decide_create_one(v, &one, d, c);
         create_state_dispose(c);
         json_object_put(copy);

@@ -1,0 +1,65 @@
+/* A pod that exists, decoded once: what it counts against quotas and every
+ * fact the recount, the queue, the offline store and `gpuquota queue` need
+ * of it. The one place that decides how far an existing pod is believed.
+ *
+ * The charge was fixed at admission (quota/record.h): a pod carrying
+ * gpuquota's admission record counts what the record says, in the scope it
+ * records, against the model it records; it is priced again only for what
+ * the record does not hold (its shared DRA claims, a queued pod's other
+ * models), from its container resources and gpuquota's records
+ * (GQ_TRUST_RECORDS), never from a request annotation or managedFields. A
+ * pod gpuquota never admitted counts what its container resources ask
+ * (GQ_TRUST_SPEC). */
+#ifndef GQ_POD_H
+#define GQ_POD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "quota/config.h"
+#include "quota/podcost.h"
+#include "quota/podqueue.h"
+#include "quota/policy.h"
+#include "common/gq_error.h"
+
+typedef struct gq_pod {
+    /* namespace_ and priority_class borrowed from the JSON and the ns given;
+     * terminating as admitted (the record's scope, else the live spec);
+     * terminal from status.phase; model the catalog name it counts against
+     * (borrowed from the config; NULL: every model a quota limits). */
+    gq_pod_facts facts;
+    gq_amounts charge;  /* what it counts while it counts (gq_pod_counts) */
+    bool recorded;      /* charge, model and scope come from its admission record */
+    int64_t delete_at;  /* gq_pod_deletion_deadline: 0 when not being deleted */
+    int gate_index;     /* gq_pod_gate_index: -1 when it is not queued */
+    gq_pod_group group; /* present false also when the group is malformed */
+    int32_t priority;   /* spec.priority, clamped to int32 */
+    int64_t created_us; /* metadata.creationTimestamp; 0 when absent or malformed */
+    /* A queued pod accepting several models: each with its charge (charge
+     * above is the first's, as it counts until the controller chooses). */
+    size_t n_choices;
+    const gq_model *choices[GQ_MAX_MODEL_CHOICES];
+    gq_amounts choice_charge[GQ_MAX_MODEL_CHOICES];
+    /* The shared ResourceClaims it names (owned), charged once per quota
+     * however many pods name them (gq_claims_once); included in charge. */
+    gq_shared_claim *shared;
+    size_t n_shared;
+} gq_pod;
+
+void gq_pod_init(gq_pod *p);
+void gq_pod_dispose(gq_pod *p);
+
+/* Decode pod (borrowed; it must outlive *out, whose facts borrow from it)
+ * in namespace ns (borrowed; the pod's own metadata.namespace when NULL).
+ * A recorded pod whose pricing fails now (the configuration changed since)
+ * counts its record, never zero. Otherwise errors of the pricing (a pod
+ * gpuquota never admitted that asks for something it cannot price), of the
+ * facts (GQ_EINVAL for a wrong type) and GQ_ENOMEM. *out is disposed first
+ * and written only on success. */
+gq_code gq_pod_decode(const gq_config *cfg, json_object *pod, const char *ns, gq_pod *out,
+                      gq_err *err) GQ_WUR;
+
+#endif

@@ -75,12 +75,10 @@ free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
-# sa_kubeconfig SA FILE: a kubeconfig holding a token of service account SA
-# in gpuquota-system, so the real RBAC authorizer checks what deploy/rbac.yaml grants.
-sa_kubeconfig() {
-    local token
-    token=$(kubectl -n "$NS_SYS" create token "$1" --duration=24h) || return 1
-    cat >"$2" <<EOF
+# token_kubeconfig USER TOKEN FILE [NAMESPACE]: a kubeconfig for the cluster
+# that authenticates with TOKEN (named USER), default namespace NAMESPACE.
+token_kubeconfig() {
+    cat >"$3" <<EOF
 apiVersion: v1
 kind: Config
 clusters:
@@ -88,11 +86,45 @@ clusters:
   cluster: {server: "$APISERVER", certificate-authority: "$E2E/cluster/pki/ca.crt"}
 contexts:
 - name: local
-  context: {cluster: local, user: $1}
+  context: {cluster: local, user: $1${4:+, namespace: $4}}
 current-context: local
 users:
 - name: $1
-  user: {token: "$token"}
+  user: {token: "$2"}
+EOF
+}
+
+# sa_kubeconfig SA FILE: a kubeconfig holding a token of service account SA
+# in gpuquota-system, so the real RBAC authorizer checks what deploy/rbac.yaml grants.
+sa_kubeconfig() {
+    local token
+    token=$(kubectl -n "$NS_SYS" create token "$1" --duration=24h) || return 1
+    token_kubeconfig "$1" "$token" "$2"
+}
+
+# tenant_kubeconfig NS SA FILE: ServiceAccount SA in namespace NS, bound to
+# the edit ClusterRole there and nowhere else, and a kubeconfig holding a
+# token of it: what a team member with edit rights has, checked by the real
+# RBAC authorizer (never impersonation by the admin).
+tenant_kubeconfig() {
+    local token
+    kubectl -n "$1" create serviceaccount "$2" >/dev/null || return 1
+    kubectl -n "$1" create rolebinding "$2-edit" --clusterrole=edit --serviceaccount="$1:$2" \
+        >/dev/null || return 1
+    token=$(kubectl -n "$1" create token "$2" --duration=1h) || return 1
+    token_kubeconfig "$2" "$token" "$3" "$1"
+}
+
+# gpu_device_class: the DeviceClass gpu.nvidia.com (the configuration's
+# default GPU class), as NVIDIA's DRA driver ships it.
+gpu_device_class() {
+    kubectl apply -f - >/dev/null <<EOF
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu.nvidia.com}
+spec:
+  selectors:
+  - cel: {expression: 'device.driver == "gpu.nvidia.com"'}
 EOF
 }
 

@@ -63,14 +63,7 @@ check_match "the apiserver serves resource.k8s.io/v1" "resourceclaimtemplates" \
 ns "$NS" || { fail "namespace $NS"; finish; }
 ns "$NS2" || { fail "namespace $NS2"; finish; }
 ns "$NS3" || { fail "namespace $NS3"; finish; }
-kubectl apply -f - >/dev/null <<EOF
-apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {name: gpu.nvidia.com}
-spec:
-  selectors:
-  - cel: {expression: 'device.driver == "gpu.nvidia.com"'}
-EOF
+gpu_device_class
 kubectl apply -f - >/dev/null <<EOF
 apiVersion: gpuquota.io/v1alpha1
 kind: GPUQuota

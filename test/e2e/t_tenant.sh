@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# What a tenant with the edit role in its own namespace can change on a pod
+# after admission does not change what the pod counts (docs/design.md, "The
+# charge is fixed at admission"). Every step runs as a ServiceAccount bound
+# to edit in its namespace, through kubectl with that account's token, and
+# each was a way around the quota before the admission record:
+#   1. a KAI request annotation written on a running pod (malformed, or two
+#      at once) made the recount drop the pod;
+#   2. metadata.managedFields claiming gpuquota's records made the recount
+#      disown them (the devices of a DRA claim);
+#   3. spec.activeDeadlineSeconds added took the pod out of a NotTerminating
+#      quota;
+#   6. a request annotation on a CPU-only pod made the recount charge it, so
+#      one tenant could fill a tenant quota it shares with others.
+# Each change is followed by a barrier: a 1Gi pod created after it. Pod
+# events reach the controller in the order the API server wrote them, so a
+# status that counts the barrier was computed after the change; it must
+# still count the pod changed (before: it had dropped it).
+# Also: the records are gpuquota's own (a forged one is refused or replaced
+# at creation, and no tenant may change one afterwards).
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+
+NS=e2e-tenant
+NSB=e2e-tenant-b
+TQ=e2e-tenant-shared
+cleanup() {
+    kubectl delete namespace "$NS" "$NSB" --ignore-not-found --wait=true --timeout=120s >/dev/null
+    kubectl delete gputenantquota "$TQ" --ignore-not-found >/dev/null 2>&1
+    kubectl delete deviceclass gpu.nvidia.com --ignore-not-found >/dev/null 2>&1
+    rm -f "$TKC"
+}
+TKC=$(mktemp)
+trap cleanup EXIT
+
+ns "$NS" tenant-group=e2e-shared || { fail "namespace $NS"; finish; }
+ns "$NSB" tenant-group=e2e-shared || { fail "namespace $NSB"; finish; }
+tenant_kubeconfig "$NS" tenant "$TKC" || { fail "tenant kubeconfig"; finish; }
+tk() { kubectl --kubeconfig "$TKC" -n "$NS" "$@"; }
+
+check "the tenant may edit pods" "yes" "$(tk auth can-i patch pods 2>&1)"
+check "the tenant may not write a GPUQuota" "no" "$(tk auth can-i create gpuquotas.gpuquota.io 2>&1)"
+check "the tenant is no admin" "no" "$(tk auth can-i patch pods -n "$NSB" 2>&1)"
+
+quota "$NS" mem '{gpu-memory: 16Gi}'
+quota "$NS" nt '{gpu-memory: 16Gi}' 'scopes: [NotTerminating]'
+quota "$NS" devices '{gpus: 1}'
+kubectl apply -f - >/dev/null <<EOF
+apiVersion: gpuquota.io/v1alpha1
+kind: GPUTenantQuota
+metadata: {name: $TQ}
+spec:
+  namespaceSelector: {matchLabels: {tenant-group: e2e-shared}}
+  hard: {gpu-memory: 32Gi}
+EOF
+gpu_device_class
+kubectl -n "$NS" apply -f - >/dev/null <<EOF
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-gpu}
+spec: {spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.com, count: 1}}]}}}
+EOF
+# claim_pod NAME: a pod whose one container uses a claim of template one-gpu.
+claim_pod() {
+    printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: %s}\nspec:\n' "$1"
+    printf '  resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]\n'
+    printf '  containers:\n  - {name: main, image: registry.example/cuda:12, resources: {claims: [{name: gpu}]}}\n'
+}
+tused() { kubectl get gputenantquota "$TQ" -o "jsonpath={.status.used.gpu-memory}" 2>/dev/null; }
+is() { [[ $("$@" 2>/dev/null) == "$EXPECT" ]]; }
+
+check_match "the tenant creates a 10Gi pod" "created" "$(tk create -f - 2>&1 <<<"$(gpu_pod p1 10Gi)")"
+EXPECT=10Gi eventually 30 is used "$NS" mem gpu-memory || fail "mem counts p1: $(used "$NS" mem gpu-memory)"
+EXPECT=10Gi eventually 30 is used "$NS" nt gpu-memory || fail "nt counts p1: $(used "$NS" nt gpu-memory)"
+check_match "its admission record is on it" \
+    '"charge":\{"gpu-memory":"10Gi","gpu-pods":"1","gpus":"0"\},"scope":"NotTerminating"' \
+    "$(tk get pod p1 -o jsonpath='{.metadata.annotations.gpuquota\.io/admission}')"
+
+# barrier N [Q]: the tenant creates 1Gi pod bN after the change under test
+# and waits until the controller has counted it: GPUQuota Q (default mem)
+# holds no reservation any more (the webhook's for bN is folded once the
+# controller's cache has bN, and so every event before it). Prints Q's
+# gpu-memory used then; deletes bN and waits until mem is back to 10Gi.
+barrier() {
+    local q=${2:-mem}
+    tk create -f - >/dev/null 2>&1 <<<"$(gpu_pod "b$1" 1Gi)" || { echo "barrier b$1 refused"; return; }
+    EXPECT=0 eventually 30 is reservations "$NS" "$q" || { echo "b$1 never folded"; return; }
+    used "$NS" "$q" gpu-memory
+    tk delete pod "b$1" --wait=false >/dev/null 2>&1
+    EXPECT=10Gi eventually 30 is used "$NS" mem gpu-memory || true
+}
+
+# ------------------------------------------------ 1. request annotations
+check_match "the tenant may write a KAI annotation (not a gpuquota key)" "annotated" \
+    "$(tk annotate pod p1 gpu-fraction=garbage 2>&1)"
+check "a malformed KAI annotation leaves p1 counted" "11Gi" "$(barrier 1)"
+tk annotate pod p1 --overwrite gpu-fraction=0.5 gpu-memory=100 >/dev/null 2>&1
+check "two KAI annotations leave p1 counted" "11Gi" "$(barrier 2)"
+check_match "and a second 10Gi pod is still over the quota" 'exceeded quota: mem' \
+    "$(tk create -f - 2>&1 <<<"$(gpu_pod p2 10Gi)")"
+
+# ----------------------------------------------- 3. activeDeadlineSeconds
+check_match "the tenant may add activeDeadlineSeconds to a running pod" "patched" \
+    "$(tk patch pod p1 -p '{"spec":{"activeDeadlineSeconds":315360000}}' 2>&1)"
+check "p1 stays in the NotTerminating quota it was admitted in" "11Gi" "$(barrier 3 nt)"
+check_match "and a second 10Gi pod is still over it" 'exceeded quota: (mem|nt)' \
+    "$(tk create -f - 2>&1 <<<"$(gpu_pod p3 10Gi)")"
+
+# ------------------------------------------------- 2. forged managedFields
+check_match "the tenant creates a pod with one GPU through a DRA claim" "created" \
+    "$(tk create -f - 2>&1 <<<"$(claim_pod d1)")"
+EXPECT=1 eventually 30 is used "$NS" devices gpus || fail "devices counts d1: $(used "$NS" devices gpus)"
+mf='[{"op":"add","path":"/metadata/managedFields/-","value":{"manager":"tenant","operation":"Update",'
+mf+='"apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:labels":{'
+mf+='"f:gpuquota.io/managed":{}},"f:annotations":{"f:gpuquota.io/gpu-claims":{},'
+mf+='"f:gpuquota.io/admission":{}}}}}}]'
+check_match "the tenant may rewrite managedFields" "patched" "$(tk patch pod d1 --type=json -p "$mf" 2>&1)"
+check_match "the forged entry is stored" '"manager":"tenant"' \
+    "$(tk get pod d1 -o jsonpath='{.metadata.managedFields}')"
+barrier 4 >/dev/null
+check "the DRA pod is still charged its GPU" "1" "$(used "$NS" devices gpus)"
+check_match "and a second one-GPU claim pod is over the quota" 'exceeded quota: devices' \
+    "$(tk create -f - 2>&1 <<<"$(claim_pod d2)")"
+
+# ------------------------------------------ 6. a CPU-only pod made costly
+check_match "the tenant runs a CPU-only pod" "created" \
+    "$(tk create -f - 2>&1 <<<"$(pod_yaml c1 'cpu: 100m')")"
+check_match "and annotates it with a 1Ti KAI request" "annotated" \
+    "$(tk annotate pod c1 gpu-memory=1048576 2>&1)"
+check "the namespace counts no GPU for it" "11Gi" "$(barrier 5)"
+EXPECT=10Gi eventually 30 is tused || fail "tenant quota: $(tused)"
+check "the shared tenant quota counts p1 alone" "10Gi" "$(tused)"
+check_match "another team's 8Gi pod under the shared tenant quota is admitted" "created" \
+    "$(kubectl -n "$NSB" create -f - 2>&1 <<<"$(gpu_pod other 8Gi)")"
+
+# ---------------------------------------------------- the records are ours
+check_match "a tenant cannot rewrite the admission record" \
+    'denied the request: changing gpuquota.io/ labels and annotations is reserved to gpuquota' \
+    "$(tk annotate pod p1 --overwrite 'gpuquota.io/admission={}' 2>&1)"
+check_match "nor remove it" \
+    'denied the request: changing gpuquota.io/ labels and annotations is reserved to gpuquota' \
+    "$(tk annotate pod p1 gpuquota.io/admission- 2>&1)"
+forged='{"charge":{"gpu-memory":"1Gi","gpu-pods":"1","gpus":"0"},"scope":"NotTerminating"}'
+check_match "a CPU-only pod carrying an admission record is refused" \
+    'this pod asks for no GPU: remove them' \
+    "$(tk create -f - 2>&1 <<<"$(pod_yaml c2 'cpu: 100m' "  annotations: {gpuquota.io/admission: '$forged'}")")"
+check_match "a CPU-only pod carrying a charged line is refused" \
+    'this pod asks for no GPU: remove them' \
+    "$(tk create -f - 2>&1 <<<"$(pod_yaml c3 'cpu: 100m' "  annotations: {gpuquota.io/charged: 'gpu-memory=1Ti,gpus=0,gpu-pods=1'}")")"
+tk delete pod p1 --wait=false >/dev/null 2>&1
+EXPECT=0 eventually 30 is used "$NS" mem gpu-memory || fail "p1 gone: $(used "$NS" mem gpu-memory)"
+check_match "a GPU pod carrying a forged 1Gi record is admitted" "created" \
+    "$(tk create -f - 2>&1 <<<"$(gpu_pod p4 10Gi "  annotations: {gpuquota.io/admission: '$forged'}")")"
+check_match "with the record gpuquota wrote in its place" '"gpu-memory":"10Gi"' \
+    "$(tk get pod p4 -o jsonpath='{.metadata.annotations.gpuquota\.io/admission}')"
+EXPECT=10Gi eventually 30 is used "$NS" mem gpu-memory || fail "p4 counts 10Gi: $(used "$NS" mem gpu-memory)"
+check "and charged 10Gi" "10Gi" "$(used "$NS" mem gpu-memory)"
+
+finish

@@ -410,7 +410,8 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, const 
                                  .namespace_labels = st->namespace_labels,
                                  .get_quota = st->get_quota,
                                  .get_claim_template = st->get_claim_template,
-                                 .get_claim = st->get_claim};
+                                 .get_claim = st->get_claim,
+                                 .get_device_class = st->get_device_class};
     memset(m, 0, sizeof(*m));
     rc = wh_mutate_review_src(cfg, req, &src, &m->resp, &m->info, err);
     if (rc)

@@ -422,7 +422,8 @@ int gq_cmd_webhook(int argc, char **argv)
                                      .namespace_labels = vc.store.namespace_labels,
                                      .get_quota = vc.store.get_quota,
                                      .get_claim_template = vc.store.get_claim_template,
-                                     .get_claim = vc.store.get_claim};
+                                     .get_claim = vc.store.get_claim,
+                                     .get_device_class = vc.store.get_device_class};
     if (mutate_setup(&mutate_ctx, cfg, lr, audit, metrics, srv, &err))
         goto fail;
 

@@ -47,6 +47,9 @@ void gq_config_free(gq_config *cfg)
     for (size_t i = 0; i < cfg->n_exempt_namespaces; i++)
         free(cfg->exempt_namespaces[i]);
     free(cfg->exempt_namespaces);
+    for (size_t i = 0; i < cfg->n_gpu_drivers; i++)
+        free(cfg->gpu_drivers[i]);
+    free(cfg->gpu_drivers);
     free(cfg->audit.path);
     for (size_t i = 0; i < cfg->n_device_classes; i++) {
         free(cfg->device_classes[i].name);
@@ -86,6 +89,12 @@ gq_code gq_config_default(gq_config **out, gq_err *err)
         goto out;
     }
     cfg->n_device_classes = 1;
+    if (!(cfg->gpu_drivers = calloc(1, sizeof(char *))) ||
+        !(cfg->gpu_drivers[0] = strdup(GQ_DEFAULT_GPU_DEVICE_CLASS))) {
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        goto out;
+    }
+    cfg->n_gpu_drivers = 1;
     *out = cfg;
     cfg = NULL;
 out:
@@ -121,6 +130,14 @@ const gq_device_class *gq_config_find_device_class(const gq_config *cfg, const c
         if (!strcmp(cfg->device_classes[i].name, name))
             return &cfg->device_classes[i];
     return NULL;
+}
+
+bool gq_config_is_gpu_driver(const gq_config *cfg, const char *driver, size_t len)
+{
+    for (size_t i = 0; cfg && driver && i < cfg->n_gpu_drivers; i++)
+        if (strlen(cfg->gpu_drivers[i]) == len && !memcmp(cfg->gpu_drivers[i], driver, len))
+            return true;
+    return false;
 }
 
 bool gq_config_is_exempt(const gq_config *cfg, const char *ns)

@@ -69,6 +69,11 @@ typedef struct gq_config {
     gq_audit_config audit;
     gq_device_class *device_classes; /* default: gpu.nvidia.com, model from selectors */
     size_t n_device_classes;
+    /* DRA drivers whose devices are GPUs (default: gpu.nvidia.com): a
+     * DeviceClass outside device_classes whose selectors pin one of them
+     * (device.driver == "...") is priced as GPUs too (quota/dra.h). */
+    char **gpu_drivers;
+    size_t n_gpu_drivers;
 } gq_config;
 
 /* The deviceClasses entry named name, NULL when its devices are not GPUs. */
@@ -99,6 +104,9 @@ const gq_model *gq_config_find_model(const gq_config *cfg, const char *name);
 
 /* The default model, or NULL when the config names none. */
 const gq_model *gq_config_default_model(const gq_config *cfg);
+
+/* True when driver is listed in gpuDrivers. */
+bool gq_config_is_gpu_driver(const gq_config *cfg, const char *driver, size_t len);
 
 /* True when ns is listed in exemptNamespaces. */
 bool gq_config_is_exempt(const gq_config *cfg, const char *ns);

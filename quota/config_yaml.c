@@ -750,9 +750,9 @@ out:
 
 /* ---- top level, continued ------------------------------------------------- */
 
-static const char *const top_keys[] = {"backend",      "memoryUnit",   "schedulerName",
-                                       "defaultModel", "requireQuota", "exemptNamespaces",
-                                       "audit",        "models",       "deviceClasses"};
+static const char *const top_keys[] = {
+    "backend",          "memoryUnit", "schedulerName", "defaultModel",  "requireQuota",
+    "exemptNamespaces", "audit",      "models",        "deviceClasses", "gpuDrivers"};
 enum {
     TK_BACKEND,
     TK_UNIT,
@@ -762,7 +762,8 @@ enum {
     TK_EXEMPT,
     TK_AUDIT,
     TK_MODELS,
-    TK_DEVCLASSES
+    TK_DEVCLASSES,
+    TK_GPU_DRIVERS
 };
 
 /* Top-level state: defaultModel, models and deviceClasses are resolved
@@ -826,6 +827,11 @@ static gq_code top_field(pctx *c, void *obj, size_t key, yaml_node_t *v)
     case TK_DEVCLASSES:
         t->device_classes = v;
         return GQ_OK;
+    case TK_GPU_DRIVERS:
+        /* A DRA driver name is a DNS subdomain (resource.k8s.io validation). */
+        return get_string_list(c, v, "gpuDrivers", MAX_DEVICE_CLASSES, is_dns_subdomain,
+                               "a DRA driver name (a lower-case DNS subdomain)", &cfg->gpu_drivers,
+                               &cfg->n_gpu_drivers);
     }
     return rc;
 }
@@ -1172,6 +1178,8 @@ gq_code gq_config_to_yaml(const gq_config *cfg, char **out, size_t *out_len, gq_
         sb_key(&b, "\n    ", "model");
         sb_scalar(&b, cfg->device_classes[i].model);
     }
+    sb_key(&b, "\n", "gpuDrivers");
+    sb_list(&b, cfg->gpu_drivers, cfg->n_gpu_drivers);
     sb_puts(&b, "\n");
     if (b.oom) {
         free(b.data);

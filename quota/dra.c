@@ -1,6 +1,7 @@
 /* DRA claim pricing (see dra.h). */
 #include "quota/dra.h"
 
+#include <ctype.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -51,6 +52,60 @@ bool gq_dra_selector_product(const char *expr, const char **out, size_t *n_out)
     return true;
 }
 
+bool gq_dra_selector_driver(const char *expr, const char **out, size_t *n_out)
+{
+    static const char head[] = "device.driver";
+    if (strstr(expr, "||") || strchr(expr, '!'))
+        return false; /* a driver pinned on one side of an alternative pins nothing */
+    for (const char *p = strstr(expr, head); p; p = strstr(p + 1, head)) {
+        if (p > expr && (isalnum((unsigned char)p[-1]) || p[-1] == '_' || p[-1] == '.'))
+            continue;
+        const char *q = skip_ws(p + sizeof(head) - 1), *val, *end;
+        size_t n_val;
+        if (strncmp(q, "==", 2) || !(end = quoted(skip_ws(q + 2), &val, &n_val)) || !n_val)
+            continue;
+        end = skip_ws(end);
+        if (*end && strncmp(end, "&&", 2) && *end != ')')
+            continue;
+        *out = val;
+        *n_out = n_val;
+        return true;
+    }
+    return false;
+}
+
+/* The driver-pinning verdict of the selectors list sels (a class's or a
+ * request's): GPU, OTHER or UNKNOWN as gq_device_class_kind says. */
+static gq_class_kind selectors_kind(const gq_config *cfg, json_object *sels)
+{
+    gq_class_kind kind = GQ_CLASS_UNKNOWN;
+    size_t n = json_object_is_type(sels, json_type_array) ? json_object_array_length(sels) : 0;
+    for (size_t i = 0; i < n && i < GQ_DRA_MAX_SELECTORS; i++) {
+        json_object *e =
+            gq_json_member(gq_json_member(json_object_array_get_idx(sels, i), "cel"), "expression");
+        const char *drv;
+        size_t n_drv;
+        if (!e || !json_object_is_type(e, json_type_string) ||
+            json_object_get_string_len(e) > GQ_DRA_MAX_EXPRESSION ||
+            !gq_dra_selector_driver(json_object_get_string(e), &drv, &n_drv))
+            continue;
+        if (gq_config_is_gpu_driver(cfg, drv, n_drv))
+            return GQ_CLASS_GPU;
+        kind = GQ_CLASS_OTHER;
+    }
+    return kind;
+}
+
+gq_class_kind gq_device_class_kind(const gq_config *cfg, json_object *dc)
+{
+    if (!dc)
+        return GQ_CLASS_UNKNOWN;
+    const char *name = gq_json_get_string(gq_json_member(dc, "metadata"), "name");
+    if (name && gq_config_find_device_class(cfg, name))
+        return GQ_CLASS_GPU;
+    return selectors_kind(cfg, gq_json_member(gq_json_member(dc, "spec"), "selectors"));
+}
+
 static const gq_model *largest(const gq_config *cfg)
 {
     const gq_model *best = NULL;
@@ -60,18 +115,52 @@ static const gq_model *largest(const gq_config *cfg)
     return best;
 }
 
-/* One device request (exactly, or a firstAvailable alternative). */
-static gq_code price_one(const gq_config *cfg, json_object *r, const char *what, const char *rname,
-                         gq_claim_cost *out, gq_err *err)
+/* What gq_claim_spec_cost prices with. */
+typedef struct dra_ctx {
+    const gq_config *cfg;
+    const gq_class_lookup *classes;
+    const char *what;
+} dra_ctx;
+
+/* Whether request r's class (class_name, outside deviceClasses) holds
+ * GPUs: false with *err set when gpuquota cannot tell. */
+static gq_code class_holds_gpus(const dra_ctx *x, json_object *r, const char *class_name,
+                                const char *rname, bool *gpus, gq_err *err)
 {
+    gq_class_kind k = x->classes && x->classes->kind ? x->classes->kind(x->classes->ctx, class_name)
+                                                     : GQ_CLASS_UNKNOWN;
+    if (k == GQ_CLASS_UNKNOWN)
+        k = selectors_kind(x->cfg, gq_json_member(r, "selectors"));
+    if (k == GQ_CLASS_UNKNOWN)
+        return gq_err_set(err, GQ_EUNSUPPORTED,
+                          "%s: request \"%.63s\" asks for devices of DeviceClass %.253s, and "
+                          "gpuquota cannot tell whether they are GPUs (no selector of the class "
+                          "pins a device.driver, or the class cannot be read); list the class in "
+                          "deviceClasses if its devices are GPUs",
+                          x->what, rname, class_name);
+    *gpus = k == GQ_CLASS_GPU;
+    return GQ_OK;
+}
+
+/* One device request (exactly, or a firstAvailable alternative). */
+static gq_code price_one(const dra_ctx *x, json_object *r, const char *rname, gq_claim_cost *out,
+                         gq_err *err)
+{
+    const gq_config *cfg = x->cfg;
+    const char *what = x->what;
     json_object *cls = gq_json_member(r, "deviceClassName"), *v;
     memset(out, 0, sizeof(*out));
     if (!cls || !json_object_is_type(cls, json_type_string))
         return gq_err_set(err, GQ_EINVAL, "%s: request \"%.63s\": deviceClassName must be a string",
                           what, rname);
-    const gq_device_class *dc = gq_config_find_device_class(cfg, json_object_get_string(cls));
-    if (!dc)
-        return GQ_OK; /* not a GPU */
+    const char *class_name = json_object_get_string(cls);
+    const gq_device_class *dc = gq_config_find_device_class(cfg, class_name);
+    if (!dc) {
+        bool gpus = false;
+        gq_code rc = class_holds_gpus(x, r, class_name, rname, &gpus, err);
+        if (rc || !gpus)
+            return rc; /* not a GPU, or unpriced */
+    }
     if ((v = gq_json_member(r, "allocationMode")) &&
         (!json_object_is_type(v, json_type_string) ||
          strcmp(json_object_get_string(v), "ExactCount"))) {
@@ -80,7 +169,7 @@ static gq_code price_one(const gq_config *cfg, json_object *r, const char *what,
                               "%s: request \"%.63s\" asks for all devices of GPU class %s "
                               "(allocationMode All): gpuquota cannot know how many GPUs that is at "
                               "admission; ask for a count (allocationMode ExactCount)",
-                              what, rname, dc->name);
+                              what, rname, class_name);
         return gq_err_set(err, GQ_EINVAL,
                           "%s: request \"%.63s\": allocationMode must be ExactCount "
                           "or All",
@@ -94,7 +183,7 @@ static gq_code price_one(const gq_config *cfg, json_object *r, const char *what,
                               rname, GQ_DRA_MAX_COUNT);
         count = json_object_get_int64(v);
     }
-    const gq_model *m = dc->model ? gq_config_find_model(cfg, dc->model) : NULL;
+    const gq_model *m = dc && dc->model ? gq_config_find_model(cfg, dc->model) : NULL;
     json_object *sels = gq_json_member(r, "selectors");
     if (sels && !json_object_is_type(sels, json_type_array))
         return gq_err_set(err, GQ_EINVAL, "%s: request \"%.63s\": selectors must be a list", what,
@@ -155,9 +244,10 @@ static gq_code add(gq_claim_cost *acc, const gq_claim_cost *c, bool *first, cons
     return GQ_OK;
 }
 
-gq_code gq_claim_spec_cost(const gq_config *cfg, json_object *spec, const char *what,
-                           gq_claim_cost *out, gq_err *err)
+gq_code gq_claim_spec_cost(const gq_config *cfg, json_object *spec, const gq_class_lookup *classes,
+                           const char *what, gq_claim_cost *out, gq_err *err)
 {
+    dra_ctx x = {cfg, classes, what};
     gq_claim_cost acc = {0, 0, NULL};
     bool first = true;
     json_object *reqs = gq_json_member(gq_json_member(spec, "devices"), "requests");
@@ -177,7 +267,7 @@ gq_code gq_claim_spec_cost(const gq_config *cfg, json_object *spec, const char *
         gq_claim_cost c;
         gq_code rc;
         if (ex) {
-            if ((rc = price_one(cfg, ex, what, rname, &c, err)))
+            if ((rc = price_one(&x, ex, rname, &c, err)))
                 return rc;
         } else if (fa && json_object_is_type(fa, json_type_array)) {
             size_t m = json_object_array_length(fa);
@@ -191,7 +281,7 @@ gq_code gq_claim_spec_cost(const gq_config *cfg, json_object *spec, const char *
             const gq_model *model = NULL;
             for (size_t j = 0; j < m; j++) {
                 gq_claim_cost s;
-                if ((rc = price_one(cfg, json_object_array_get_idx(fa, j), what, rname, &s, err)))
+                if ((rc = price_one(&x, json_object_array_get_idx(fa, j), rname, &s, err)))
                     return rc;
                 if (!s.gpus)
                     continue;
@@ -205,7 +295,7 @@ gq_code gq_claim_spec_cost(const gq_config *cfg, json_object *spec, const char *
             c.model = same ? model : NULL;
         } else {
             /* Also the pre-v1 shape, the device class on the request itself. */
-            if ((rc = price_one(cfg, r, what, rname, &c, err)))
+            if ((rc = price_one(&x, r, rname, &c, err)))
                 return rc;
         }
         if ((rc = add(&acc, &c, &first, what, err)))

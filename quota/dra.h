@@ -27,19 +27,52 @@ typedef struct gq_claim_cost {
                               mixed (borrowed from the config) */
 } gq_claim_cost;
 
+/* What a DeviceClass's devices are, as far as gpuquota can tell. */
+typedef enum gq_class_kind {
+    GQ_CLASS_UNKNOWN = 0, /* no selector pins a driver, or the class cannot be read */
+    GQ_CLASS_GPU,         /* in deviceClasses, or pins a driver of gpuDrivers */
+    GQ_CLASS_OTHER,       /* pins another driver: its devices are not GPUs */
+} gq_class_kind;
+
+/* The kind of DeviceClass dc (resource.k8s.io/v1 JSON, borrowed; NULL when
+ * it does not exist) under cfg, by its spec.selectors: gpuquota reads, of a
+ * CEL expression without "||" or "!", the common form
+ *   device.driver == "NAME"
+ * (either quote, spaces around ==), also as one operand of "&&". The class
+ * is GPU when a selector pins a driver of cfg->gpu_drivers, OTHER when the
+ * selectors pin only other drivers, else UNKNOWN (a class without such a
+ * selector may select any device, GPUs included). A class listed in
+ * deviceClasses is GPU whatever it says. */
+gq_class_kind gq_device_class_kind(const gq_config *cfg, json_object *dc);
+
+/* The driver an expression pins in the form above: *out points into expr
+ * (len *n_out). False when it pins none that gpuquota can read. */
+bool gq_dra_selector_driver(const char *expr, const char **out, size_t *n_out);
+
+/* How the shell tells the core what classes outside deviceClasses are
+ * (typically a read of the DeviceClass and gq_device_class_kind). */
+typedef struct gq_class_lookup {
+    void *ctx;
+    gq_class_kind (*kind)(void *ctx, const char *class_name);
+} gq_class_lookup;
+
 /* Price spec (a ResourceClaimSpec: {"devices":{"requests":[...]}}; borrowed)
  * under cfg. what names the claim in messages ("ResourceClaimTemplate
  * \"x\""). A request counts when its deviceClassName is one of
- * cfg->device_classes: `count` devices (default 1), each of the class's
- * model, else of the model a selector `device.attributes["D"].productName ==
- * "P"` names (P a catalog product or name), else priced as the largest
- * model; memory per device is capacity.requests.memory when given. A
- * firstAvailable request is charged its most expensive alternative.
- * GQ_EUNSUPPORTED for allocationMode All on a GPU class (the count is not
- * known at admission); GQ_EINVAL / GQ_ELIMIT for malformed or oversized
+ * cfg->device_classes, or a class classes says is GPU (or, when classes
+ * cannot tell, one of whose own selectors pins a driver of gpuDrivers):
+ * `count` devices (default 1), each of the class's model, else of the
+ * model a selector `device.attributes["D"].productName == "P"` names (P a
+ * catalog product or name), else priced as the largest model; memory per
+ * device is capacity.requests.memory when given. A request of a class whose
+ * devices are not GPUs costs nothing. A firstAvailable request is charged
+ * its most expensive alternative. GQ_EUNSUPPORTED for allocationMode All on
+ * a GPU class (the count is not known at admission) and for a class
+ * gpuquota cannot tell is a GPU class or not (classes NULL: every class
+ * outside deviceClasses); GQ_EINVAL / GQ_ELIMIT for malformed or oversized
  * input; *out is written only on success. */
-gq_code gq_claim_spec_cost(const gq_config *cfg, json_object *spec, const char *what,
-                           gq_claim_cost *out, gq_err *err) GQ_WUR;
+gq_code gq_claim_spec_cost(const gq_config *cfg, json_object *spec, const gq_class_lookup *classes,
+                           const char *what, gq_claim_cost *out, gq_err *err) GQ_WUR;
 
 /* The product a CEL selector names when it has exactly the common form
  *   device.attributes["DOMAIN"].productName == "PRODUCT"

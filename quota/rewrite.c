@@ -622,20 +622,18 @@ static gq_code put_string(json_object *o, const char *key, const char *val)
     return GQ_OK;
 }
 
-static gq_code record(rw *x, json_object *originals, json_object *requests)
+/* gpuquota's records of what a GPU pod asked and is charged, into ann. */
+static gq_code put_charge_records(rw *x, json_object *ann, json_object *originals,
+                                  json_object *requests)
 {
-    gq_code rc = GQ_OK;
     const gq_pod_cost *cost = x->cost;
-    json_object *labels = json_object_new_object(), *ann = json_object_new_object();
-    if (!labels || !ann || put_string(labels, GQ_LABEL_MANAGED, "true"))
-        goto oom;
     char mem[GQ_QUANTITY_STR_MAX];
     gq_format_bytes(cost->gpu_memory, mem);
     snprintf(x->res->charged, sizeof(x->res->charged),
              "gpu-memory=%s,gpus=%" PRId64 ",gpu-pods=%" PRId64, mem, cost->gpus, cost->gpu_pods);
     if (json_object_object_length(requests) &&
         put_string(ann, GQ_ANN_REQUESTS, gq_json_compact(requests)))
-        goto oom;
+        return GQ_ENOMEM;
     /* The first rewrite's record of the original request is history: a pod
      * gpuquota rewrote (reinvocation) keeps it. One its author wrote, or
      * copied from a rewritten pod, is replaced like every record of ours. */
@@ -643,9 +641,9 @@ static gq_code record(rw *x, json_object *originals, json_object *requests)
     bool keep = gq_pod_managed(x->pod) && gq_json_get_string(cur_ann, GQ_ANN_ORIGINAL) &&
                 !gq_pod_user_set(x->pod, false, GQ_ANN_ORIGINAL);
     if (!keep && put_string(ann, GQ_ANN_ORIGINAL, gq_json_compact(originals)))
-        goto oom;
+        return GQ_ENOMEM;
     if (put_string(ann, GQ_ANN_CHARGED, x->res->charged))
-        goto oom;
+        return GQ_ENOMEM;
     /* The admission record the recount believes (quota/record.h). */
     gq_pod_facts facts;
     gq_pod_record rec;
@@ -654,8 +652,20 @@ static gq_code record(rw *x, json_object *originals, json_object *requests)
         gq_pod_facts_from_json(x->pod, "", &facts, NULL) == GQ_OK && facts.terminating;
     gq_pod_record_make(cost, gq_pod_model(cost), terminating, &rec);
     gq_pod_record_format(&rec, rec_text);
-    if (put_string(ann, GQ_ANN_ADMISSION, rec_text))
+    return put_string(ann, GQ_ANN_ADMISSION, rec_text);
+}
+
+/* gpuquota's label and records on the pod: what a GPU pod is charged (not
+ * for a pod whose DRA claims hold no GPU: the devices of its claims only,
+ * so /validate sees them priced), the claims, the model chosen. */
+static gq_code record(rw *x, json_object *originals, json_object *requests)
+{
+    gq_code rc = GQ_OK;
+    json_object *labels = json_object_new_object(), *ann = json_object_new_object();
+    if (!labels || !ann || put_string(labels, GQ_LABEL_MANAGED, "true") ||
+        (x->cost->gpu_pods && put_charge_records(x, ann, originals, requests)))
         goto oom;
+    json_object *cur_ann = gq_json_member(x->meta, "annotations");
     if (x->opts && x->opts->claims && put_string(ann, GQ_ANN_CLAIMS, x->opts->claims))
         goto oom;
     if (chosen_of(x) &&
@@ -681,7 +691,8 @@ static gq_code record(rw *x, json_object *originals, json_object *requests)
     if (!rc)
         rc = merge_map(x, "annotations", ann);
     ann = NULL;
-    if (!rc && !json_object_object_length(requests) && gq_json_member(cur_ann, GQ_ANN_REQUESTS)) {
+    if (!rc && requests && !json_object_object_length(requests) &&
+        gq_json_member(cur_ann, GQ_ANN_REQUESTS)) {
         /* No shared container: a gpu-requests the pod came with is not ours. */
         gq_jptr p;
         gq_jptr_init(&p);
@@ -749,6 +760,12 @@ gq_code gq_rewrite_pod(const gq_config *cfg, json_object *pod, const gq_pod_cost
         .res = res,
         .err = err,
     };
+    if (cost->gpu_pods == 0 && opts && opts->claims) {
+        /* DRA claims that hold no GPU: their record alone. */
+        if ((rc = record(&x, NULL, NULL)))
+            goto out;
+        goto done;
+    }
     if (cost->gpu_pods == 0 || (cost->n_ctrs == 0 && !(opts && opts->claims)))
         goto done;
     originals = json_object_new_object();

@@ -169,6 +169,7 @@ void faultstore_table(faultstore *fs, wh_store *out)
     out->update_status = fs_update_status;
     out->get_claim_template = NULL; /* faults are injected into charging only */
     out->get_claim = NULL;
+    out->get_device_class = NULL;
     out->list_group_pods = NULL;
 }
 

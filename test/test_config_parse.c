@@ -219,6 +219,16 @@ static void device_classes(void **state)
     assert_string_equal(d->model, "site-gpu");
     assert_null(gq_config_find_device_class(cfg, "gpu.nvidia.com")->model);
     gq_config_free(cfg);
+    /* gpuDrivers: NVIDIA's by default; a list replaces it. */
+    assert_int_equal(gq_config_default(&cfg, &err), GQ_OK);
+    assert_true(gq_config_is_gpu_driver(cfg, "gpu.nvidia.com", 14));
+    assert_false(gq_config_is_gpu_driver(cfg, "gpu.nvidia.co", 13));
+    assert_false(gq_config_is_gpu_driver(cfg, "gpu.example.com", 15));
+    gq_config_free(cfg);
+    cfg = parse_ok("good/gpu-drivers.yaml");
+    assert_int_equal(cfg->n_gpu_drivers, 2);
+    assert_true(gq_config_is_gpu_driver(cfg, "gpu.example.com", 15));
+    gq_config_free(cfg);
 }
 
 static void product_moves_to_new_model(void **state)
@@ -243,11 +253,15 @@ static const struct bad_case {
 } bad_cases[] = {
     {"unknown-key.yaml", GQ_EINVAL, "unknown-key.yaml:2: ",
      "unknown key \"backends\" (valid keys: backend, memoryUnit, schedulerName, defaultModel, "
-     "requireQuota, exemptNamespaces, audit, models, deviceClasses)"},
+     "requireQuota, exemptNamespaces, audit, models, deviceClasses, gpuDrivers)"},
     {"device-class-unknown-model.yaml", GQ_EINVAL, "device-class-unknown-model.yaml:3: ",
      "deviceClasses[] \"gpu.nvidia.com\": model \"a100\" is not a model name"},
     {"device-class-twice.yaml", GQ_EINVAL, "device-class-twice.yaml:4: ",
      "deviceClasses[].name: \"gpu.nvidia.com\" is listed twice (first at line 2)"},
+    {"gpu-driver-bad-name.yaml", GQ_EINVAL, "gpu-driver-bad-name.yaml:1: ",
+     "gpuDrivers: \"GPU_Driver\" is not a DRA driver name (a lower-case DNS subdomain)"},
+    {"gpu-driver-twice.yaml", GQ_EINVAL,
+     "gpu-driver-twice.yaml:3: ", "gpuDrivers: \"gpu.nvidia.com\" is listed twice"},
     {"device-class-no-name.yaml", GQ_EINVAL,
      "device-class-no-name.yaml:2: ", "deviceClasses[]: missing required key \"name\""},
     {"device-class-bad-name.yaml", GQ_EINVAL, "device-class-bad-name.yaml:2: ",

@@ -37,6 +37,42 @@ static gq_config *config(void)
     return cfg;
 }
 
+/* The DeviceClasses of the test cluster outside deviceClasses, read as the
+ * webhook reads them (gq_device_class_kind). */
+static const char *const test_classes[] = {
+    "{\"metadata\":{\"name\":\"nic.example.com\"},\"spec\":{\"selectors\":[{\"cel\":{"
+    "\"expression\":\"device.driver == 'nic.example.com'\"}}]}}",
+    "{\"metadata\":{\"name\":\"mig.nvidia.com\"},\"spec\":{\"selectors\":[{\"cel\":{"
+    "\"expression\":\"device.driver == \\\"gpu.nvidia.com\\\" && "
+    "device.attributes[\\\"gpu.nvidia.com\\\"].type == \\\"mig\\\"\"}}]}}",
+    "{\"metadata\":{\"name\":\"any.example.com\"},\"spec\":{}}",
+    "{\"metadata\":{\"name\":\"either.example.com\"},\"spec\":{\"selectors\":[{\"cel\":{"
+    "\"expression\":\"device.driver == 'nic.example.com' || device.driver == "
+    "'gpu.nvidia.com'\"}}]}}",
+};
+
+static gq_config *g_lookup_cfg;
+
+static gq_class_kind test_class_kind(void *ctx, const char *name)
+{
+    (void)ctx;
+    for (size_t i = 0; i < sizeof(test_classes) / sizeof(test_classes[0]); i++) {
+        json_object *dc = json_tokener_parse(test_classes[i]);
+        assert_non_null(dc);
+        const char *n = json_object_get_string(
+            json_object_object_get(json_object_object_get(dc, "metadata"), "name"));
+        gq_class_kind k =
+            !strcmp(n, name) ? gq_device_class_kind(g_lookup_cfg, dc) : GQ_CLASS_UNKNOWN;
+        bool found = !strcmp(n, name);
+        json_object_put(dc);
+        if (found)
+            return k;
+    }
+    return gq_device_class_kind(g_lookup_cfg, NULL); /* no such class */
+}
+
+static const gq_class_lookup test_lookup = {NULL, test_class_kind};
+
 #define REQ(body) "{\"devices\":{\"requests\":[" body "]}}"
 #define SEL(prod)                                                                                  \
     "\"selectors\":[{\"cel\":{\"expression\":\"device.attributes[\\\"gpu.nvidia.com\\\"]"          \
@@ -71,9 +107,25 @@ static const struct claim_case {
     {REQ("{\"name\":\"g\",\"exactly\":{\"deviceClassName\":\"h100.example.com\",\"count\":3,"
          "\"capacity\":{\"requests\":{\"memory\":\"10Gi\"}}}}"),
      GQ_OK, 3, 30, "h100-80gb", NULL},
-    /* not a GPU class: nothing */
+    /* not a GPU class (its selector pins another driver): nothing */
     {REQ("{\"name\":\"n\",\"exactly\":{\"deviceClassName\":\"nic.example.com\",\"count\":4}}"),
      GQ_OK, 0, 0, NULL, NULL},
+    /* a class outside deviceClasses that pins a GPU driver: GPUs (MIG
+     * devices of no known size cost the largest model's memory) */
+    {REQ("{\"name\":\"m\",\"exactly\":{\"deviceClassName\":\"mig.nvidia.com\",\"count\":4}}"),
+     GQ_OK, 4, 4 * 141, NULL, NULL},
+    /* a class that pins no driver: its request's own selector decides */
+    {REQ("{\"name\":\"a\",\"exactly\":{\"deviceClassName\":\"any.example.com\",\"selectors\""
+         ":[{\"cel\":{\"expression\":\"device.driver=='gpu.nvidia.com'\"}}]}}"),
+     GQ_OK, 1, 141, NULL, NULL},
+    /* otherwise gpuquota cannot tell: unpriced */
+    {REQ("{\"name\":\"a\",\"exactly\":{\"deviceClassName\":\"any.example.com\"}}"), GQ_EUNSUPPORTED,
+     0, 0, NULL,
+     "request \"a\" asks for devices of DeviceClass any.example.com, and gpuquota cannot tell"},
+    {REQ("{\"name\":\"e\",\"exactly\":{\"deviceClassName\":\"either.example.com\"}}"),
+     GQ_EUNSUPPORTED, 0, 0, NULL, "cannot tell whether they are GPUs"},
+    {REQ("{\"name\":\"x\",\"exactly\":{\"deviceClassName\":\"no-such.example.com\"}}"),
+     GQ_EUNSUPPORTED, 0, 0, NULL, "DeviceClass no-such.example.com"},
     /* several requests add up; mixed models leave no single model */
     {REQ("{\"name\":\"a\",\"exactly\":{\"deviceClassName\":\"h100.example.com\"}},{\"name\":"
          "\"b\",\"exactly\":{\"deviceClassName\":\"gpu.nvidia.com\"," SEL("NVIDIA-L4") "}}"),
@@ -115,7 +167,9 @@ static void claim_table(void **state)
         gq_claim_cost cc = {-1, -1, NULL};
         gq_err err;
         gq_err_clear(&err);
-        gq_code rc = gq_claim_spec_cost(cfg, spec, "ResourceClaimTemplate \"t\"", &cc, &err);
+        g_lookup_cfg = cfg;
+        gq_code rc =
+            gq_claim_spec_cost(cfg, spec, &test_lookup, "ResourceClaimTemplate \"t\"", &cc, &err);
         json_object_put(spec);
         if (rc != c->rc)
             fail_msg("case %zu: rc %d (%s), want %d", i, rc, err.msg, c->rc);
@@ -144,7 +198,7 @@ static void claim_table(void **state)
     json_object *spec = parse(big);
     gq_claim_cost cc;
     gq_err err;
-    assert_int_equal(gq_claim_spec_cost(cfg, spec, "c", &cc, &err), GQ_ELIMIT);
+    assert_int_equal(gq_claim_spec_cost(cfg, spec, NULL, "c", &cc, &err), GQ_ELIMIT);
     json_object_put(spec);
     gq_config_free(cfg);
 }
@@ -173,6 +227,39 @@ static void selector_forms(void **state)
         bool ok = gq_dra_selector_product(cases[i].expr, &p, &n);
         if (ok != (cases[i].product != NULL) ||
             (ok && (n != strlen(cases[i].product) || strncmp(p, cases[i].product, n))))
+            fail_msg("case %zu (%s): %d \"%.*s\"", i, cases[i].expr, ok, (int)n, p ? p : "");
+    }
+}
+
+/* The driver a selector pins: only device.driver == "NAME", alone or as an
+ * operand of &&, never inside an alternative or a negation. */
+static void driver_forms(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *expr, *driver; /* driver NULL: pins none gpuquota reads */
+    } cases[] = {
+        {"device.driver == \"gpu.nvidia.com\"", "gpu.nvidia.com"},
+        {"device.driver=='gpu.nvidia.com'", "gpu.nvidia.com"},
+        {"device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'",
+         "gpu.nvidia.com"},
+        {"device.attributes['x'].y == 1 && device.driver == 'n.example.com'", "n.example.com"},
+        {"(device.driver == 'n.example.com')", "n.example.com"},
+        {"device.driver == 'a' || device.driver == 'b'", NULL},
+        {"!(device.driver == 'a')", NULL},
+        {"device.driver != 'a'", NULL},
+        {"device.driver.startsWith('gpu')", NULL},
+        {"mydevice.driver == 'a'", NULL},
+        {"device.driver == ''", NULL},
+        {"device.driver == 'a' + 'b'", NULL},
+        {"", NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *p = NULL;
+        size_t n = 0;
+        bool ok = gq_dra_selector_driver(cases[i].expr, &p, &n);
+        if (ok != (cases[i].driver != NULL) ||
+            (ok && (n != strlen(cases[i].driver) || strncmp(p, cases[i].driver, n))))
             fail_msg("case %zu (%s): %d \"%.*s\"", i, cases[i].expr, ok, (int)n, p ? p : "");
     }
 }
@@ -305,9 +392,8 @@ static void pod_shared_claims(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(claim_table),
-        cmocka_unit_test(selector_forms),
-        cmocka_unit_test(pod_claims),
+        cmocka_unit_test(claim_table),       cmocka_unit_test(selector_forms),
+        cmocka_unit_test(driver_forms),      cmocka_unit_test(pod_claims),
         cmocka_unit_test(pod_shared_claims),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -685,6 +685,94 @@ static void dra_claims_recorded(void **state)
     gq_config_free(cfg);
 }
 
+/* Templates of a NIC and of MIG devices, and their DeviceClasses. */
+static gq_code fq_dev_template(void *ctx, const char *ns, const char *name, json_object **out,
+                               gq_err *err)
+{
+    (void)ctx;
+    (void)ns;
+    const char *cls = !strcmp(name, "nic")   ? "nic.example.com"
+                      : !strcmp(name, "mig") ? "mig.nvidia.com"
+                                             : "any.example.com";
+    char t[512];
+    snprintf(t, sizeof(t),
+             "{\"spec\":{\"spec\":{\"devices\":{\"requests\":[{\"name\":\"d\",\"exactly\":{"
+             "\"deviceClassName\":\"%s\",\"count\":2}}]}}}}",
+             cls);
+    return gq_json_parse(t, strlen(t), 0, out, err);
+}
+
+static gq_code fq_device_class(void *ctx, const char *name, json_object **out, gq_err *err)
+{
+    (void)ctx;
+    const char *drv = !strcmp(name, "nic.example.com")  ? "nic.example.com"
+                      : !strcmp(name, "mig.nvidia.com") ? "gpu.nvidia.com"
+                                                        : NULL;
+    if (!drv && strcmp(name, "any.example.com"))
+        return gq_err_set(err, GQ_ENOTFOUND, "not found");
+    char t[512];
+    snprintf(t, sizeof(t),
+             "{\"metadata\":{\"name\":\"%s\"},\"spec\":{\"selectors\":[{\"cel\":{"
+             "\"expression\":\"device.driver == '%s'\"}}]}}",
+             name, drv ? drv : "");
+    return gq_json_parse(t, strlen(t), 0, out, err);
+}
+
+/* Devices of a class outside deviceClasses are priced by the driver its
+ * DeviceClass pins: a NIC costs nothing (and is recorded, so /validate
+ * sees it priced), MIG devices of the GPU driver are GPUs; a class whose
+ * driver gpuquota cannot tell leaves the claim unpriced. */
+static void dra_classes_by_driver(void **state)
+{
+    (void)state;
+    gq_config *cfg = config();
+    wh_limit_range_source src = {.get_claim_template = fq_dev_template,
+                                 .get_device_class = fq_device_class};
+    static const struct {
+        const char *tmpl, *record; /* record NULL: none written */
+        bool unpriced;
+    } t[] = {
+        {"nic", "{\"c\":{\"gpus\":0,\"memory\":\"0\"}}", false},
+        {"mig", "{\"c\":{\"gpus\":2,\"memory\":\"282Gi\"}}", false},
+        {"any", NULL, true},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        char pod[512];
+        snprintf(pod, sizeof(pod),
+                 "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"d\","
+                 "\"namespace\":\"team-a\"},\"spec\":{\"resourceClaims\":[{\"name\":\"c\","
+                 "\"resourceClaimTemplateName\":\"%s\"}],\"containers\":[{\"name\":\"main\","
+                 "\"image\":\"x\"}]}}",
+                 t[i].tmpl);
+        wh_review_response r;
+        json_object *patched = NULL;
+        gq_err err;
+        mutate_pod(cfg, pod, &src, &r, &patched);
+        assert_true(r.allowed);
+        if (!patched) /* nothing to write */
+            assert_int_equal(gq_json_parse(pod, strlen(pod), 0, &patched, &err), GQ_OK);
+        json_object *meta = json_object_object_get(patched, "metadata");
+        const char *rec = at_str(meta, "annotations", "gpuquota.io/gpu-claims", NULL);
+        if (t[i].record)
+            assert_string_equal(rec, t[i].record);
+        else
+            assert_null(rec);
+        /* no admission record on a pod whose claims hold no GPU */
+        if (i == 0)
+            assert_null(at_str(meta, "annotations", "gpuquota.io/admission", NULL));
+        gq_pod_cost c;
+        gq_pod_cost_init(&c);
+        if (gq_pod_cost_compute(cfg, patched, &c, &err) != GQ_OK)
+            fail_msg("%s: %s", t[i].tmpl, err.msg);
+        assert_int_equal(c.claims_unpriced, t[i].unpriced);
+        assert_int_equal(c.gpu_pods, i == 1);
+        gq_pod_cost_dispose(&c);
+        json_object_put(patched);
+        wh_review_response_dispose(&r);
+    }
+    gq_config_free(cfg);
+}
+
 static gq_code fq_claim(void *ctx, const char *ns, const char *name, json_object **out, gq_err *err)
 {
     (void)ctx;
@@ -757,6 +845,7 @@ int main(void)
         cmocka_unit_test(choice_of_models),
         cmocka_unit_test(choice_of_models_queued),
         cmocka_unit_test(dra_claims_recorded),
+        cmocka_unit_test(dra_classes_by_driver),
         cmocka_unit_test(dra_shared_claim_recorded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -668,6 +668,16 @@ static gq_code ks_get_claim(void *ctx, const char *ns, const char *name, json_ob
     return ks_get_dra(ctx, "resourceclaims", "ResourceClaim", ns, name, out, err);
 }
 
+static gq_code ks_get_device_class(void *ctx, const char *name, json_object **out, gq_err *err)
+{
+    wh_kubestore *ks = ctx;
+    char path[GQ_CRD_MAX_STRING + 64];
+    int n = snprintf(path, sizeof(path), "/apis/resource.k8s.io/v1/deviceclasses/%s", name);
+    if (n < 0 || (size_t)n >= sizeof(path))
+        return gq_err_set(err, GQ_ELIMIT, "DeviceClass name too long");
+    return ks->api->get(ks->api->ctx, path, out, err);
+}
+
 /* ---- pod-group members ------------------------------------------------------ */
 
 /* Members kept from one list: more than any valid group has, so a flood of
@@ -784,5 +794,6 @@ void wh_kubestore_store(wh_kubestore *ks, wh_store *out)
     out->update_status = ks_update_status;
     out->get_claim_template = ks_get_claim_template;
     out->get_claim = ks_get_claim;
+    out->get_device_class = ks_get_device_class;
     out->list_group_pods = ks_list_group_pods;
 }

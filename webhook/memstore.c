@@ -308,6 +308,7 @@ void wh_memstore_store(wh_memstore *m, wh_store *out)
     out->update_status = ms_update_status;
     out->get_claim_template = NULL; /* state files carry no DRA objects */
     out->get_claim = NULL;
+    out->get_device_class = NULL;
     out->list_group_pods = NULL; /* state files hold no pod groups to compare */
 }
 

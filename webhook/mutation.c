@@ -357,6 +357,25 @@ out:
     return rc;
 }
 
+/* gq_class_lookup over src: a fresh read of the DeviceClass; one that
+ * cannot be read (or src cannot read classes) is UNKNOWN, so the claim is
+ * unpriced and /validate refuses it where a quota governs. */
+typedef struct class_reader {
+    const gq_config *cfg;
+    const wh_limit_range_source *src;
+} class_reader;
+
+static gq_class_kind read_class_kind(void *ctx, const char *name)
+{
+    const class_reader *cr = ctx;
+    json_object *dc = NULL;
+    if (!cr->src->get_device_class || cr->src->get_device_class(cr->src->ctx, name, &dc, NULL))
+        return GQ_CLASS_UNKNOWN;
+    gq_class_kind k = gq_device_class_kind(cr->cfg, dc);
+    json_object_put(dc);
+    return k;
+}
+
 /* The GPU devices of the pod's DRA claims, read afresh from src: a
  * ResourceClaimTemplate (each pod gets a claim of its own) or a
  * ResourceClaim named directly (may be shared by pods; its entry also
@@ -379,6 +398,8 @@ static gq_code price_claims(const gq_config *cfg, const wh_review_request *req,
     size_t n = json_object_array_length(claims);
     if (!n || n > GQ_POD_MAX_CLAIMS)
         return GQ_OK;
+    class_reader cr = {cfg, src};
+    gq_class_lookup classes = {&cr, read_class_kind};
     for (size_t i = 0; i < n; i++) {
         json_object *c = json_object_array_get_idx(claims, i), *obj = NULL, *cspec = NULL;
         const char *name = gq_json_get_string(c, "name"),
@@ -416,7 +437,7 @@ static gq_code price_claims(const gq_config *cfg, const wh_review_request *req,
         if (shared && (!uid || !uid[0] || strlen(uid) > GQ_CLAIM_UID_MAX))
             rc = gq_err_set(&e, GQ_EINVAL, "%s: metadata.uid is missing or too long", what);
         else
-            rc = gq_claim_spec_cost(cfg, cspec, what, &cc, &e);
+            rc = gq_claim_spec_cost(cfg, cspec, &classes, what, &cc, &e);
         if (rc == GQ_ENOMEM) {
             json_object_put(obj);
             break;
@@ -666,6 +687,15 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
         (deferred &&
          (rc = gq_queue_check_deferred_choice(cfg, &p.cost0, choices, n_choices, &why))))
         goto deny;
+    if (!p.cost0.gpu_pods && claims_text) {
+        /* DRA claims that hold no GPU (a NIC): recorded as priced, so
+         * /validate does not take them for claims it cannot tell. */
+        gq_rewrite_opts co = {.claims = claims_text};
+        if ((rc = gq_rewrite_pod(cfg, pod, &p.cost0, &co, &rw, &why)))
+            goto deny;
+        rc = answer(cfg, &p.cost0, &rw, &r);
+        goto settle;
+    }
     if (!p.cost0.gpu_pods)
         goto settle; /* no GPU: nothing to read, nothing to patch */
     /* Read only for pods that ask for a GPU: a policy that cannot be read

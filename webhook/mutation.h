@@ -79,6 +79,10 @@ typedef struct wh_limit_range_source {
      * governs). */
     gq_code (*get_claim)(void *ctx, const char *ns, const char *name, json_object **out,
                          gq_err *err);
+    /* Optional: wh_store's get_device_class. Without it a request of a
+     * DeviceClass outside deviceClasses is priced by its own selectors only
+     * (quota/dra.h), else stays unpriced. */
+    gq_code (*get_device_class)(void *ctx, const char *name, json_object **out, gq_err *err);
 } wh_limit_range_source;
 
 /* Append the quotas of arr (a JSON array of GPUQuota or GPUTenantQuota

@@ -65,6 +65,9 @@ typedef struct wh_store {
      * get_claim_template. May be NULL (no cluster). */
     gq_code (*get_claim)(void *ctx, const char *ns, const char *name, json_object **out,
                          gq_err *err);
+    /* A fresh read of DeviceClass name (resource.k8s.io/v1, cluster-scoped),
+     * as get_claim_template. May be NULL (no cluster). */
+    gq_code (*get_device_class)(void *ctx, const char *name, json_object **out, gq_err *err);
     /* A fresh list of the pods of namespace ns labelled gpuquota.io/pod-group
      * = group, as a JSON array (each pod may be trimmed to its metadata and
      * status.phase). May be NULL (no cluster): members are then not compared

@@ -10,8 +10,12 @@
 #      disown them (the devices of a DRA claim);
 #   3. spec.activeDeadlineSeconds added took the pod out of a NotTerminating
 #      quota;
+#   5. devices of a DeviceClass outside deviceClasses (MIG devices of
+#      NVIDIA's driver) were free;
 #   6. a request annotation on a CPU-only pod made the recount charge it, so
-#      one tenant could fill a tenant quota it shares with others.
+#      one tenant could fill a tenant quota it shares with others;
+#  10. (an honest user refused) a pod whose only claim is a NIC was refused
+#      where a quota governs.
 # Each change is followed by a barrier: a 1Gi pod created after it. Pod
 # events reach the controller in the order the API server wrote them, so a
 # status that counts the barrier was computed after the change; it must
@@ -27,7 +31,8 @@ TQ=e2e-tenant-shared
 cleanup() {
     kubectl delete namespace "$NS" "$NSB" --ignore-not-found --wait=true --timeout=120s >/dev/null
     kubectl delete gputenantquota "$TQ" --ignore-not-found >/dev/null 2>&1
-    kubectl delete deviceclass gpu.nvidia.com --ignore-not-found >/dev/null 2>&1
+    kubectl delete deviceclass gpu.nvidia.com mig.nvidia.com nic.e2e.example any.e2e.example \
+        --ignore-not-found >/dev/null 2>&1
     rm -f "$TKC"
 }
 TKC=$(mktemp)
@@ -132,6 +137,55 @@ EXPECT=10Gi eventually 30 is tused || fail "tenant quota: $(tused)"
 check "the shared tenant quota counts p1 alone" "10Gi" "$(tused)"
 check_match "another team's 8Gi pod under the shared tenant quota is admitted" "created" \
     "$(kubectl -n "$NSB" create -f - 2>&1 <<<"$(gpu_pod other 8Gi)")"
+
+# ----------------------------- 5. and 10. DeviceClasses outside deviceClasses
+# An administrator's classes (a tenant may create none): MIG devices of
+# NVIDIA's GPU driver, a NIC, and a class that pins no driver.
+kubectl apply -f - >/dev/null <<EOF
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: mig.nvidia.com}
+spec:
+  selectors:
+  - cel: {expression: 'device.driver == "gpu.nvidia.com" && device.attributes["gpu.nvidia.com"].type == "mig"'}
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: nic.e2e.example}
+spec:
+  selectors:
+  - cel: {expression: 'device.driver == "nic.e2e.example"'}
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: any.e2e.example}
+spec: {}
+EOF
+for c in mig.nvidia.com:4 nic.e2e.example:1 any.e2e.example:1; do
+    kubectl -n "$NS" apply -f - >/dev/null <<EOF
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: ${c%%.*}}
+spec: {spec: {devices: {requests: [{name: d, exactly: {deviceClassName: ${c%%:*}, count: ${c##*:}}}]}}}
+EOF
+done
+# dev_pod NAME TEMPLATE LIMITS: a pod using a claim of TEMPLATE, its container limited to LIMITS.
+dev_pod() {
+    printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: %s}\nspec:\n' "$1"
+    printf '  resourceClaims: [{name: d, resourceClaimTemplateName: %s}]\n' "$2"
+    printf '  containers:\n  - {name: main, image: registry.example/cuda:12, resources: {claims: [{name: d}], limits: {%s}}}\n' "$3"
+}
+tk delete pod d1 --wait=false >/dev/null 2>&1
+EXPECT=0 eventually 30 is used "$NS" devices gpus || fail "d1 gone: $(used "$NS" devices gpus)"
+check_match "4 MIG devices beside a GPU slice are charged as GPUs, over 'gpus: 1'" \
+    'exceeded quota: (devices, requested: gpus=4|(mem|nt), requested: gpu-memory=565Gi),' \
+    "$(tk create -f - 2>&1 <<<"$(dev_pod m1 mig 'gpuquota.io/gpu-memory: 1Gi')")"
+check_match "a pod whose only claim is a NIC is admitted where quotas govern" "created" \
+    "$(tk create -f - 2>&1 <<<"$(dev_pod n1 nic 'cpu: 100m')")"
+check_match "and counts no GPU" '^0?$' "$(used "$NS" devices gpus)"
+check_match "a class whose driver gpuquota cannot tell is refused where a quota governs" \
+    'gpuquota cannot tell which GPUs the pod.s DRA claims hold' \
+    "$(tk create -f - 2>&1 <<<"$(dev_pod a1 any 'cpu: 100m')")"
 
 # ---------------------------------------------------- the records are ours
 check_match "a tenant cannot rewrite the admission record" \

@@ -34,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     json_tokener_free(tok);
     if (o) {
         gq_claim_cost cc;
-        if (gq_claim_spec_cost(cfg, o, "fuzz", &cc, &err) == GQ_OK && cc.gpus < 0)
+        if (gq_claim_spec_cost(cfg, o, NULL, "fuzz", &cc, &err) == GQ_OK && cc.gpus < 0)
             abort(); /* never negative */
         /* the same bytes as the record on a managed pod with two claims */
         json_object *pod = json_tokener_parse(

@@ -12,11 +12,40 @@
 #include "quota/podqueue.h"
 #include "quota/policy.h"
 #include "quota/rewrite.h"
+#include "quota/update.h"
 
 static bool is_pod_create(const wh_review_request *req)
 {
     return req->operation == WH_OP_CREATE && !strcmp(req->kind_group, "") &&
            !strcmp(req->kind, "Pod") && !strcmp(req->resource, "pods") && !req->sub_resource[0];
+}
+
+static bool is_pod_update(const wh_review_request *req)
+{
+    return req->operation == WH_OP_UPDATE && !strcmp(req->kind_group, "") &&
+           !strcmp(req->kind, "Pod") && !strcmp(req->resource, "pods") && !req->sub_resource[0];
+}
+
+/* A pod UPDATE sent as its author first wrote it (a re-apply): what
+ * gpuquota rewrote at CREATE is put back (quota/update.h), so the update
+ * changes only what may change. */
+static gq_code restore_update(const wh_review_request *req, wh_review_response *r, gq_err *err)
+{
+    gq_patch *p = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    gq_code rc = gq_update_restore(req->old_object, req->object, &p, err);
+    if (rc || !p)
+        return rc;
+    if (!(rc = gq_patch_to_text(p, &text, &len)) &&
+        !(rc = wh_review_response_set_patch(r, text, len)))
+        rc = wh_review_response_add_warning(
+            r, "gpuquota kept the GPU request and model it wrote at creation (pods cannot resize)");
+    free(text);
+    gq_patch_free(p);
+    if (rc)
+        gq_err_set(err, rc, "out of memory");
+    return rc;
 }
 
 /* Fill resp from the rewrite: patch, warnings, auditAnnotations. */
@@ -617,6 +646,13 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
 
     if ((rc = wh_review_response_init(&r, req->version, req->uid)))
         return gq_err_set(err, rc, "out of memory");
+    if (is_pod_update(req) && !gq_config_is_exempt(cfg, req->namespace)) {
+        if ((rc = restore_update(req, &r, err))) {
+            wh_review_response_dispose(&r);
+            goto out;
+        }
+        goto done;
+    }
     if (!is_pod_create(req) || gq_config_is_exempt(cfg, req->namespace))
         goto done;
     if (!req->object) {

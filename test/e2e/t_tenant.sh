@@ -47,8 +47,8 @@ check "the tenant may edit pods" "yes" "$(tk auth can-i patch pods 2>&1)"
 check "the tenant may not write a GPUQuota" "no" "$(tk auth can-i create gpuquotas.gpuquota.io 2>&1)"
 check "the tenant is no admin" "no" "$(tk auth can-i patch pods -n "$NSB" 2>&1)"
 
-quota "$NS" mem '{gpu-memory: 16Gi}'
-quota "$NS" nt '{gpu-memory: 16Gi}' 'scopes: [NotTerminating]'
+quota "$NS" mem '{gpu-memory: 30Gi}'
+quota "$NS" nt '{gpu-memory: 30Gi}' 'scopes: [NotTerminating]'
 quota "$NS" devices '{gpus: 1}'
 kubectl apply -f - >/dev/null <<EOF
 apiVersion: gpuquota.io/v1alpha1
@@ -63,7 +63,8 @@ kubectl -n "$NS" apply -f - >/dev/null <<EOF
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
 metadata: {name: one-gpu}
-spec: {spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.com, count: 1}}]}}}
+spec: {spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.com, count: 1,
+  selectors: [{cel: {expression: 'device.attributes["gpu.nvidia.com"].productName == "Tesla-T4"'}}]}}]}}}
 EOF
 # claim_pod NAME: a pod whose one container uses a claim of template one-gpu.
 claim_pod() {
@@ -85,14 +86,15 @@ check_match "its admission record is on it" \
 # and waits until the controller has counted it: GPUQuota Q (default mem)
 # holds no reservation any more (the webhook's for bN is folded once the
 # controller's cache has bN, and so every event before it). Prints Q's
-# gpu-memory used then; deletes bN and waits until mem is back to 10Gi.
+# gpu-memory used then; deletes bN and waits until mem is back where it was.
 barrier() {
-    local q=${2:-mem}
+    local q=${2:-mem} before
+    before=$(used "$NS" mem gpu-memory)
     tk create -f - >/dev/null 2>&1 <<<"$(gpu_pod "b$1" 1Gi)" || { echo "barrier b$1 refused"; return; }
     EXPECT=0 eventually 30 is reservations "$NS" "$q" || { echo "b$1 never folded"; return; }
     used "$NS" "$q" gpu-memory
     tk delete pod "b$1" --wait=false >/dev/null 2>&1
-    EXPECT=10Gi eventually 30 is used "$NS" mem gpu-memory || true
+    EXPECT=$before eventually 30 is used "$NS" mem gpu-memory || true
 }
 
 # ------------------------------------------------ 1. request annotations
@@ -101,15 +103,15 @@ check_match "the tenant may write a KAI annotation (not a gpuquota key)" "annota
 check "a malformed KAI annotation leaves p1 counted" "11Gi" "$(barrier 1)"
 tk annotate pod p1 --overwrite gpu-fraction=0.5 gpu-memory=100 >/dev/null 2>&1
 check "two KAI annotations leave p1 counted" "11Gi" "$(barrier 2)"
-check_match "and a second 10Gi pod is still over the quota" 'exceeded quota: mem' \
-    "$(tk create -f - 2>&1 <<<"$(gpu_pod p2 10Gi)")"
+check_match "and a 24Gi pod is still over the 30Gi quota" 'exceeded quota: mem' \
+    "$(tk create -f - 2>&1 <<<"$(gpu_pod p2 24Gi)")"
 
 # ----------------------------------------------- 3. activeDeadlineSeconds
 check_match "the tenant may add activeDeadlineSeconds to a running pod" "patched" \
     "$(tk patch pod p1 -p '{"spec":{"activeDeadlineSeconds":315360000}}' 2>&1)"
 check "p1 stays in the NotTerminating quota it was admitted in" "11Gi" "$(barrier 3 nt)"
-check_match "and a second 10Gi pod is still over it" 'exceeded quota: (mem|nt)' \
-    "$(tk create -f - 2>&1 <<<"$(gpu_pod p3 10Gi)")"
+check_match "and a 24Gi pod is still over it" 'exceeded quota: (mem|nt)' \
+    "$(tk create -f - 2>&1 <<<"$(gpu_pod p3 24Gi)")"
 
 # ------------------------------------------------- 2. forged managedFields
 check_match "the tenant creates a pod with one GPU through a DRA claim" "created" \
@@ -124,8 +126,10 @@ check_match "the forged entry is stored" '"manager":"tenant"' \
     "$(tk get pod d1 -o jsonpath='{.metadata.managedFields}')"
 barrier 4 >/dev/null
 check "the DRA pod is still charged its GPU" "1" "$(used "$NS" devices gpus)"
-check_match "and a second one-GPU claim pod is over the quota" 'exceeded quota: devices' \
+check_match "and a second one-GPU claim pod is over the quota" 'exceeded quota: (devices|mem)' \
     "$(tk create -f - 2>&1 <<<"$(claim_pod d2)")"
+tk delete pod d1 --wait=false >/dev/null 2>&1
+EXPECT=0 eventually 30 is used "$NS" devices gpus || fail "d1 gone: $(used "$NS" devices gpus)"
 
 # ------------------------------------------ 6. a CPU-only pod made costly
 check_match "the tenant runs a CPU-only pod" "created" \
@@ -175,8 +179,6 @@ dev_pod() {
     printf '  resourceClaims: [{name: d, resourceClaimTemplateName: %s}]\n' "$2"
     printf '  containers:\n  - {name: main, image: registry.example/cuda:12, resources: {claims: [{name: d}], limits: {%s}}}\n' "$3"
 }
-tk delete pod d1 --wait=false >/dev/null 2>&1
-EXPECT=0 eventually 30 is used "$NS" devices gpus || fail "d1 gone: $(used "$NS" devices gpus)"
 check_match "4 MIG devices beside a GPU slice are charged as GPUs, over 'gpus: 1'" \
     'exceeded quota: (devices, requested: gpus=4|(mem|nt), requested: gpu-memory=565Gi),' \
     "$(tk create -f - 2>&1 <<<"$(dev_pod m1 mig 'gpuquota.io/gpu-memory: 1Gi')")"

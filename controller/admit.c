@@ -655,10 +655,12 @@ static void waiting_message(const admit_pass *a, size_t i, char *msg, size_t cap
                  p->group);
         break;
     }
+    /* No counts in why: members arriving one by one would otherwise make
+     * every waiting member post an Event per arrival (a group of n, n^2). */
     if (d->state == GQ_QSTATE_NO_ROOM || d->state == GQ_QSTATE_BEHIND_HEAD)
         snprintf(why, why_cap, "%d %s", (int)d->state, a->qs[d->quota].key);
     else
-        snprintf(why, why_cap, "%d %lld", (int)d->state, (long long)d->members);
+        snprintf(why, why_cap, "%d %.253s", (int)d->state, p->group ? p->group : "");
 }
 
 /* Write: an Event on each waiting pod saying why, when that changed. */

@@ -1212,9 +1212,14 @@ gq_code ctl_controller_metrics(ctl_controller *c, char **out, size_t *len)
             "# HELP gpuquota_controller_status_writes_total Status subresource writes that "
             "succeeded.\n# TYPE gpuquota_controller_status_writes_total counter\n"
             "gpuquota_controller_status_writes_total %lu\n"
-            "# HELP gpuquota_controller_events_total Exceeded events recorded.\n"
+            "# HELP gpuquota_controller_events_total Events recorded (Exceeded, InvalidSpec, "
+            "Queued).\n"
             "# TYPE gpuquota_controller_events_total counter\n"
             "gpuquota_controller_events_total %lu\n"
+            "# HELP gpuquota_controller_events_dropped_total Events not posted because more "
+            "were due than the rate limit allows (100 at once, 10 a second).\n"
+            "# TYPE gpuquota_controller_events_dropped_total counter\n"
+            "gpuquota_controller_events_dropped_total %lu\n"
             "# HELP gpuquota_controller_pod_cost_errors_total Pods whose GPU request could not "
             "be priced (not counted).\n# TYPE gpuquota_controller_pod_cost_errors_total counter\n"
             "gpuquota_controller_pod_cost_errors_total %lu\n"
@@ -1226,8 +1231,8 @@ gq_code ctl_controller_metrics(ctl_controller *c, char **out, size_t *len)
             "reservations into used, put off to go with later changes.\n"
             "# TYPE gpuquota_controller_folds_deferred_total counter\n"
             "gpuquota_controller_folds_deferred_total %lu\n",
-            ld(&c->writes), ld(&c->events), ld(&c->cost_errors), ld(&c->abandoned),
-            ld(&c->folds_deferred));
+            ld(&c->writes), ld(&c->events), ld(&c->events_dropped), ld(&c->cost_errors),
+            ld(&c->abandoned), ld(&c->folds_deferred));
     cache_series(c, f);
     fprintf(f,
             "# HELP gpuquota_controller_queue_depth Quotas waiting to be reconciled.\n"

@@ -63,10 +63,40 @@ kstate *ctl_ks_get(ctl_controller *c, const char *key, bool create)
 
 /* core/v1 Event on the quota (namespace "default" for cluster-scoped
  * tenants, as Kubernetes does). Best effort: failures are logged. */
+/* At most CTL_EVENT_BURST Events at once and CTL_EVENT_RATE a second after
+ * that, whatever the cluster does: Events are for people, and a controller
+ * that posts one per pod per change must not be turned into a load on
+ * kube-apiserver and etcd (client-go's recorder rate-limits likewise). */
+#define CTL_EVENT_BURST 100
+#define CTL_EVENT_RATE 10.0
+
+static bool event_token(ctl_controller *c)
+{
+    uint64_t now = ctl_mono_us();
+    pthread_mutex_lock(&c->mu);
+    if (!c->ev_refilled_us) {
+        c->ev_tokens = CTL_EVENT_BURST;
+    } else {
+        c->ev_tokens += (double)(now - c->ev_refilled_us) / 1e6 * CTL_EVENT_RATE;
+        if (c->ev_tokens > CTL_EVENT_BURST)
+            c->ev_tokens = CTL_EVENT_BURST;
+    }
+    c->ev_refilled_us = now;
+    bool ok = c->ev_tokens >= 1;
+    if (ok)
+        c->ev_tokens -= 1;
+    pthread_mutex_unlock(&c->mu);
+    return ok;
+}
+
 void ctl_post_event_v(ctl_controller *c, json_object *obj, const char *api_version,
                       const char *kind, const char *ns, const char *name, const char *reason,
                       const char *message, int64_t now)
 {
+    if (!event_token(c)) {
+        atomic_fetch_add(&c->events_dropped, 1);
+        return;
+    }
     char ts[GQ_RFC3339_MAX], evname[320], path[320];
     const char *evns = ns[0] ? ns : "default";
     json_object *meta = gq_json_member(obj, "metadata");

@@ -62,6 +62,10 @@ struct ctl_controller {
     gq_htab ks; /* kstate by key */
 
     atomic_ulong results[RES_COUNT], writes, events, cost_errors, abandoned, folds_deferred;
+    atomic_ulong events_dropped;
+    /* Events posted: a token bucket (ctl_post_event_v; mu). */
+    double ev_tokens;
+    uint64_t ev_refilled_us;
     atomic_ulong q_charges, q_ungated;
     json_object *ungated;  /* {uid: true}: ungated here, not yet seen ungated (mu) */
     json_object *q_events; /* {uid: message}: why each queued pod was said to wait (mu) */

@@ -17,6 +17,7 @@
 #include "testjson.h"
 
 #include "controller/ctl.h"
+#include "controller/ctl_run.h"
 
 #define NOW 1795273565LL
 
@@ -352,6 +353,51 @@ static void stop(ctl_controller *c, gq_config *cfg)
 /* A status write that would only fold a reservation into used waits (up to
  * a second) to go with later changes; the reservation charges the pod
  * meanwhile. A write that lowers usage goes at once. */
+/* However many Events are due at once, the controller posts at most 100
+ * and then 10 a second; the rest are counted as dropped. */
+static void test_events_rate_limited(void **state)
+{
+    (void)state;
+    enum { N = 300 };
+    fake f;
+    fake_init(&f);
+    gq_config *cfg;
+    gq_err err;
+    assert_int_equal(gq_config_default(&cfg, &err), GQ_OK);
+    kube_api api = fake_api(&f);
+    ctl_controller_opts o = {
+        .api = &api, .cfg = cfg, .workers = 1, .now = fixed_now, .identity = "test"};
+    ctl_controller *c;
+    assert_int_equal(ctl_controller_new(&o, &c, &err), GQ_OK);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < N; i++) {
+        json_object *obj = J("{'metadata':{'uid':'u-p'}}");
+        ctl_post_event_v(c, obj, "v1", "Pod", "a", "p", "Queued", "why", NOW);
+        json_object_put(obj);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(ctl_controller_metrics(c, &text, &len), GQ_OK);
+    const char *a = strstr(text, "\ngpuquota_controller_events_total "),
+               *b = strstr(text, "\ngpuquota_controller_events_dropped_total ");
+    assert_non_null(a);
+    assert_non_null(b);
+    unsigned long posted = strtoul(a + strlen("\ngpuquota_controller_events_total "), NULL, 10);
+    unsigned long dropped =
+        strtoul(b + strlen("\ngpuquota_controller_events_dropped_total "), NULL, 10);
+    free(text);
+    assert_int_equal(posted + dropped, N);
+    assert_int_equal(f.events, (int)posted);
+    if (posted < 100 || (double)posted > 100 + 10 * s + 1)
+        fail_msg("%lu Events posted in %.3f s", posted, s);
+    ctl_controller_free(c);
+    gq_config_free(cfg);
+    fake_dispose(&f);
+}
+
 static void test_fold_waits(void **state)
 {
     (void)state;
@@ -433,6 +479,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sync_write_event),
+        cmocka_unit_test(test_events_rate_limited),
         cmocka_unit_test(test_fold_waits),
         cmocka_unit_test(test_bad_options),
     };

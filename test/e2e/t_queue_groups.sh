@@ -73,9 +73,13 @@ sleep 1
 check "a group of 4 stays gated with 3 members (though 3 would fit)" \
     "gpuquota.io/quota gpuquota.io/quota gpuquota.io/quota" \
     "$(gates "$NSG" train-0) $(gates "$NSG" train-1) $(gates "$NSG" train-2)"
-eventually 10 has_ev "$NSG" train-0
-check_match "its Event says it waits for members" \
-    'pod group e2e-queue-group/train waits for its members: 3 of 4 queued, 0 running' "$(ev "$NSG" train-0)"
+eventually 10 has_ev "$NSG" train-2
+check_match "the last member's Event says the group waits for members" \
+    'pod group e2e-queue-group/train waits for its members: 3 of 4 queued, 0 running' "$(ev "$NSG" train-2)"
+# Members arriving do not make the waiting ones post again (a group of n
+# members would post n^2 Events).
+evn() { kubectl -n "$1" get events --field-selector "involvedObject.name=$2,reason=Queued" -o json | jq '.items | length'; }
+check "the first member has one Queued Event, not one per arrival" "1" "$(evn "$NSG" train-0)"
 check_match "a member disagreeing on the size is refused at creation, naming a member" \
     'denied the request: pod group train: this pod says gpuquota.io/pod-group-size=3 but member train-0 says 4' \
     "$(mk "$NSG" train-x 8Gi "$(member train 3)")"

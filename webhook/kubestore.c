@@ -683,6 +683,9 @@ static gq_code ks_get_device_class(void *ctx, const char *name, json_object **ou
 /* Members kept from one list: more than any valid group has, so a flood of
  * labelled pods cannot make an admission hold them all. */
 #define GROUP_PODS_MAX (2 * GQ_POD_GROUP_MAX)
+/* Members per page: a pod may carry 256 KiB of annotations, so one page of
+ * 20 is at most about 6 MiB of JSON, however members are written. */
+#define GROUP_PAGE 20
 
 /* A label value as kube-apiserver validates it (IsValidLabelValue, non-empty
  * here): at most 63 of [A-Za-z0-9._-], alphanumeric at both ends. Checked
@@ -756,7 +759,8 @@ static gq_code ks_list_group_pods(void *ctx, const char *ns, const char *group, 
                                   gq_err *err)
 {
     wh_kubestore *ks = ctx;
-    char path[NS_MAX + 32], sel[GQ_POD_GROUP_NAME_MAX + sizeof(GQ_POD_GROUP_LABEL) + 2];
+    char path[NS_MAX + 32],
+        sel[GQ_POD_GROUP_NAME_MAX + sizeof(GQ_POD_GROUP_LABEL) + sizeof(GQ_LABEL_MANAGED) + 8];
     *out = NULL;
     if (!dns_label(ns))
         return gq_err_set(err, GQ_EINVAL, "invalid namespace name");
@@ -765,11 +769,15 @@ static gq_code ks_list_group_pods(void *ctx, const char *ns, const char *group, 
                           "label " GQ_POD_GROUP_LABEL " \"%.63s\" is not a valid label value",
                           group ? group : "");
     snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", ns);
-    snprintf(sel, sizeof(sel), GQ_POD_GROUP_LABEL "=%s", group);
+    /* Members are GPU pods, which gpuquota labels managed (a CPU-only pod
+     * cannot wear the label: /validate refuses it), so pods that only carry
+     * the group label are never read; small pages bound what one page of
+     * large members costs. */
+    snprintf(sel, sizeof(sel), GQ_POD_GROUP_LABEL "=%s," GQ_LABEL_MANAGED "=true", group);
     group_pods g = {json_object_new_array(), false};
     if (!g.arr)
         return gq_err_set(err, GQ_ENOMEM, "out of memory");
-    kube_list_opts lo = {.label_selector = sel};
+    kube_list_opts lo = {.label_selector = sel, .page_size = GROUP_PAGE};
     gq_code rc = ks->api->list(ks->api->ctx, path, &lo, group_item, &g, NULL, err);
     if (rc == GQ_ELIMIT && g.full) {
         gq_err_clear(err);

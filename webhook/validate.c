@@ -1643,6 +1643,15 @@ static bool record_matches(json_object *pod, const create_state *c, wh_validate_
     gq_pod_record want, have;
     gq_err e;
     gq_err_clear(&e);
+    if (!c->cost.gpu_pods && gq_json_member(gq_json_meta_object(pod, "labels"), GQ_LABEL_MANAGED) &&
+        !gq_pod_managed(pod)) {
+        /* Pod-group members are listed by this label: a CPU-only pod may not
+         * wear it to be read with them (and it means gpuquota rewrote it). */
+        deny(r, GQ_EDENIED,
+             "label " GQ_LABEL_MANAGED " is written by gpuquota only, on pods it rewrote; this "
+             "pod asks for no GPU: remove the label");
+        return false;
+    }
     gq_code rc = gq_pod_record_read(pod, &have, &e);
     if (rc == GQ_ENOTFOUND)
         return true;

@@ -14,6 +14,8 @@
 #      NVIDIA's driver) were free;
 #   6. a request annotation on a CPU-only pod made the recount charge it, so
 #      one tenant could fill a tenant quota it shares with others;
+#   8. CPU-only pods labelled into a pod group were read with its members
+#      by every queued member's admission (the webhook's memory);
 #  10. (an honest user refused) a pod whose only claim is a NIC was refused
 #      where a quota governs.
 # Each change is followed by a barrier: a 1Gi pod created after it. Pod
@@ -188,6 +190,38 @@ check_match "and counts no GPU" '^0?$' "$(used "$NS" devices gpus)"
 check_match "a class whose driver gpuquota cannot tell is refused where a quota governs" \
     'gpuquota cannot tell which GPUs the pod.s DRA claims hold' \
     "$(tk create -f - 2>&1 <<<"$(dev_pod a1 any 'cpu: 100m')")"
+
+# ------------------------------------ 8. pod-group members read, bounded
+# A tenant labels many CPU-only pods into a group with large annotations;
+# a queued GPU member's admission lists its group's members. Members are
+# GPU pods (labelled managed by gpuquota), so those pods are never read,
+# and a CPU-only pod cannot wear the managed label to be read with them.
+NSQ=e2e-tenant-q
+QKC=$(mktemp)
+ns "$NSQ" || fail "namespace $NSQ"
+tenant_kubeconfig "$NSQ" tenant "$QKC" || fail "tenant kubeconfig $NSQ"
+qk() { kubectl --kubeconfig "$QKC" -n "$NSQ" "$@"; }
+quota "$NSQ" team '{gpu-memory: 32Gi}' 'whenExceeded: Queue'
+big=$(head -c 90000 /dev/zero | tr '\0' 'x')
+for i in $(seq 1 40); do
+    printf 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: cpu-%s\n  labels: {gpuquota.io/pod-group: big}\n  annotations: {pad: "%s"}\nspec:\n  containers: [{name: c, image: registry.example/app:1}]\n' "$i" "$big"
+    echo ---
+done >"$QKC.cpu"
+check "the tenant creates 40 CPU-only pods labelled into group big (3.6 MB)" "40" \
+    "$(qk create -f "$QKC.cpu" 2>&1 | grep -c created)"
+check_match "a CPU-only pod wearing gpuquota's managed label is refused" \
+    'label gpuquota.io/managed is written by gpuquota only' \
+    "$(qk create -f - 2>&1 <<<"$(pod_yaml cpu-m 'cpu: 100m' '  labels: {gpuquota.io/managed: "true", gpuquota.io/pod-group: big}')")"
+member() { gpu_pod "$1" 8Gi '  labels: {gpuquota.io/pod-group: big}
+  annotations: {gpuquota.io/pod-group-size: "3"}'; }
+qk create -f - >/dev/null 2>&1 <<<"$(gpu_pod filler 16Gi)"
+for i in 0 1 2; do
+    check_match "queued member $i of group big is admitted" "created" "$(qk create -f - 2>&1 <<<"$(member m-$i)")"
+done
+q_is3() { [[ $(kubectl -n "$NSQ" get gq team -o jsonpath='{.status.queuedPods}') == 3 ]]; }
+eventually 30 q_is3 || fail "3 members queued: $(kubectl -n "$NSQ" get gq team -o jsonpath='{.status.queuedPods}')"
+kubectl delete namespace "$NSQ" --wait=false >/dev/null 2>&1
+rm -f "$QKC" "$QKC.cpu"
 
 # ---------------------------------------------------- the records are ours
 check_match "a tenant cannot rewrite the admission record" \

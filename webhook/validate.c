@@ -1684,33 +1684,6 @@ static const char *review_namespace(const wh_review_request *req)
     return ns ? ns : "";
 }
 
-/* A CREATE that names its pod (no generateName) while a pod of that name
- * exists in the namespace: kube-apiserver will answer AlreadyExists after
- * admission, so charging it would hold quota for nothing until the
- * reservation expires — and a tenant could create an existing name again
- * and again to block a quota it shares. It is refused here instead, with
- * Kubernetes' words, and charged nothing. Allowing it uncharged would not
- * do: the pod could be deleted between this read and the storage. A read
- * that fails lets the charge go on (the reservation expires as before).
- * false when decided. */
-static bool name_free(const wh_validator *v, json_object *pod, const char *ns,
-                      wh_validate_result *r)
-{
-    json_object *meta = gq_json_member(pod, "metadata"), *got = NULL;
-    const char *name = gq_json_get_string(meta, "name"),
-               *gen = gq_json_get_string(meta, "generateName");
-    if (!v->store.get_pod || !name || !name[0] || (gen && gen[0]))
-        return true;
-    gq_code rc = v->store.get_pod(v->store.ctx, ns, name, &got, NULL);
-    const char *uid = gq_json_meta_string(got, "uid"), *mine = gq_json_get_string(meta, "uid");
-    bool other = rc == GQ_OK && (!uid || !mine || strcmp(uid, mine));
-    json_object_put(got);
-    if (!other)
-        return true;
-    deny(r, GQ_EEXISTS, "pods \"%.253s\" already exists", name);
-    return false;
-}
-
 /* Pod CREATE, read and evaluated up to the charges: price, limit ranges,
  * governing quotas; a queued pod is decided in full here; a dry run is
  * checked on fresh reads; else c->must_charge is set and the reservations
@@ -1738,7 +1711,7 @@ static gq_code decide_create_one(wh_validator *v, const wh_review_request *req, 
         return decide_queued(&v->store, c->ns, pod, c->to_charge, c->n_idx, &c->facts,
                              c->qv.ns_labels, &r->charge, &own, now_s(v), r);
     }
-    if (!c->n_idx || (!req->dry_run && !name_free(v, pod, c->ns, r)))
+    if (!c->n_idx)
         return GQ_OK;
     if ((rc = build_reservations(v, req, c, r)))
         return rc;
@@ -1868,12 +1841,7 @@ static gq_code answer(const wh_review_request *req, const wh_validate_result *r,
                       wh_review_response *resp)
 {
     gq_code rc;
-    /* kube-apiserver hands the code and reason to the client as they are:
-     * AlreadyExists lets clients treat it as the conflict it is. */
-    bool exists = r->code == GQ_EEXISTS;
-    if (!r->allowed &&
-        (rc = wh_review_response_deny(resp, exists ? 409 : 403,
-                                      exists ? "AlreadyExists" : "Forbidden", r->message)))
+    if (!r->allowed && (rc = wh_review_response_deny(resp, 403, "Forbidden", r->message)))
         return rc;
     if ((rc = wh_review_response_set_audit(resp, "decision", r->allowed ? "allowed" : "denied")))
         return rc;

@@ -620,6 +620,7 @@ static void concurrent_live_reads_share_one_request(void **state)
 static struct {
     unsigned calls;
     char path[128], selector[128];
+    unsigned page_size;
     size_t n_items; /* copies of the pod below handed to the caller */
     gq_code fail;
 } pods_api;
@@ -633,6 +634,7 @@ static gq_code pods_list(void *ctx, const char *path, const kube_list_opts *o, k
     snprintf(pods_api.path, sizeof(pods_api.path), "%s", path);
     snprintf(pods_api.selector, sizeof(pods_api.selector), "%s",
              o && o->label_selector ? o->label_selector : "");
+    pods_api.page_size = o ? o->page_size : 0;
     if (pods_api.fail)
         return gq_err_set(err, pods_api.fail, "LIST pods: HTTP 403 Forbidden");
     json_object *pod = json_tokener_parse(
@@ -663,11 +665,13 @@ static void group_pods_listed_by_label(void **state)
     assert_non_null(st.list_group_pods);
     memset(&pods_api, 0, sizeof(pods_api));
 
-    /* One LIST by label; each pod trimmed to what the comparison reads. */
+    /* One LIST of the group's GPU pods (gpuquota labels them managed), in
+     * small pages; each pod trimmed to what the comparison reads. */
     pods_api.n_items = 2;
     assert_int_equal(st.list_group_pods(st.ctx, "a", "train", &arr, &e), GQ_OK);
     assert_string_equal(pods_api.path, "/api/v1/namespaces/a/pods");
-    assert_string_equal(pods_api.selector, "gpuquota.io/pod-group=train");
+    assert_string_equal(pods_api.selector, "gpuquota.io/pod-group=train,gpuquota.io/managed=true");
+    assert_int_equal(pods_api.page_size, 20);
     assert_int_equal(json_object_array_length(arr), 2);
     assert_string_equal(
         json_object_to_json_string_ext(json_object_array_get_idx(arr, 0),
@@ -704,7 +708,8 @@ static void group_pods_listed_by_label(void **state)
     assert_int_equal(pods_api.calls, calls);
     pods_api.n_items = 0;
     assert_int_equal(st.list_group_pods(st.ctx, "a", "A.b_c-9", &arr, &e), GQ_OK);
-    assert_string_equal(pods_api.selector, "gpuquota.io/pod-group=A.b_c-9");
+    assert_string_equal(pods_api.selector,
+                        "gpuquota.io/pod-group=A.b_c-9,gpuquota.io/managed=true");
     json_object_put(arr);
     arr = NULL;
     assert_int_equal(st.list_group_pods(st.ctx, "a", longv, &arr, &e), GQ_OK);

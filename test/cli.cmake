@@ -1,6 +1,5 @@
 # The binary starts and dispatches.
-add_test(NAME cli_version COMMAND gpuquota version)
-set_tests_properties(cli_version PROPERTIES PASS_REGULAR_EXPRESSION "^gpuquota [0-9]+\\.[0-9]+\\.[0-9]+")
+gq_output_test(cli_version "^gpuquota [0-9]+\\.[0-9]+\\.[0-9]+" COMMAND ${GQ_BIN} version)
 add_test(NAME cli_unknown_command COMMAND gpuquota no-such-command)
 set_tests_properties(cli_unknown_command PROPERTIES WILL_FAIL TRUE)
 

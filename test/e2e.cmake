@@ -23,7 +23,7 @@ if(GQ_E2E)
     string(REGEX REPLACE "^t_" "e2e_" name ${name})
     add_test(NAME ${name} COMMAND bash ${t})
     set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED e2e RESOURCE_LOCK e2e
-                         ENVIRONMENT "${GQ_E2E_ENV}" TIMEOUT 600
-                         FAIL_REGULAR_EXPRESSION "^FAIL - ")
+                         ENVIRONMENT "${GQ_E2E_ENV}" TIMEOUT 600)
+    gq_fail_lines(${name})
   endforeach()
 endif()

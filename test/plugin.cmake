@@ -4,11 +4,10 @@ gq_unit_test(test_plugin_render test_plugin_render.c LIBS gq_cli)
 
 # `cmake --install` lays out gpuquota and the kubectl-gpuquota symlink that
 # kubectl finds on PATH; run under that name it is the plugin.
-add_test(NAME plugin_install
+gq_output_test(plugin_install "installed"
          COMMAND sh -c "rm -rf \"$1\" && cmake --install \"$2\" --prefix \"$1\" >/dev/null &&
                         test \"$(readlink \"$1/bin/kubectl-gpuquota\")\" = gpuquota &&
                         \"$1/bin/kubectl-gpuquota\" --help | grep -q '^usage: kubectl gpuquota COMMAND' &&
                         \"$1/bin/kubectl-gpuquota\" top --help | grep -q 'kubectl gpuquota top' &&
                         echo installed"
                  sh ${CMAKE_BINARY_DIR}/test/plugin-install ${CMAKE_BINARY_DIR})
-set_tests_properties(plugin_install PROPERTIES PASS_REGULAR_EXPRESSION "installed")

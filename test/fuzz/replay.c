@@ -85,5 +85,7 @@ int main(int argc, char **argv)
         closedir(d);
     }
     printf("replayed %d inputs, %d unreadable\n", count, failed);
-    return failed ? 1 : 0;
+    if (!count)
+        fprintf(stderr, "no input to replay: an empty corpus tests nothing\n");
+    return failed || !count ? 1 : 0;
 }

@@ -14,25 +14,31 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cmd=${1:?usage: suite.sh up|down DIR [GPUQUOTA]}
 dir=${2:?usage: suite.sh up|down DIR [GPUQUOTA]}
 
+# down: stop every process (SIGTERM, 20 s to drain and exit, so the
+# sanitizers' exit-time checks run), then the cluster; fails when a log of
+# theirs holds a sanitizer report (test/sanitizer_reports.sh).
 down() {
-    local f
+    local f pid rc=0
     for f in "$dir"/webhook-*.pid "$dir"/controller-*.pid "$dir"/aux-*.pid; do
         [[ -f $f ]] || continue
         kill -TERM "$(cat "$f")" 2>/dev/null || true
     done
-    sleep 0.5
     for f in "$dir"/webhook-*.pid "$dir"/controller-*.pid "$dir"/aux-*.pid; do
         [[ -f $f ]] || continue
-        kill -KILL "$(cat "$f")" 2>/dev/null || true
+        pid=$(cat "$f")
+        for _ in $(seq 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$pid" 2>/dev/null || true
     done
+    "$ROOT/test/sanitizer_reports.sh" "$dir"/webhook-*.log "$dir"/controller-*.log || rc=1
     "$ROOT/scripts/local-cluster.sh" down "$dir/cluster"
     rm -rf "$dir"
+    return "$rc"
 }
 
 case $cmd in
 down)
     down
-    exit 0
+    exit $?
     ;;
 up) ;;
 *)
@@ -42,10 +48,10 @@ up) ;;
 esac
 
 GQ=$(cd "$(dirname "${3:?the gpuquota binary}")" && pwd)/$(basename "$3")
-[[ ! -e $dir ]] || down
+[[ ! -e $dir ]] || down || true
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
-trap 'rc=$?; if ((rc)); then echo "e2e setup failed; logs:" >&2; tail -n 20 "$dir"/*.log >&2 2>/dev/null; down; fi' EXIT
+trap 'rc=$?; if ((rc)); then echo "e2e setup failed; logs:" >&2; tail -n 20 "$dir"/*.log >&2 2>/dev/null; down || true; fi' EXIT
 "$ROOT/scripts/local-cluster.sh" up "$dir/cluster" >/dev/null
 export GQ_E2E_DIR=$dir GQ ROOT
 # shellcheck source=lib.sh

@@ -157,4 +157,5 @@ check "uninstall: no cluster role or binding is left" "" \
     "$(kubectl get clusterroles,clusterrolebindings -o name | grep gpuquota)"
 check "uninstall: a GPU pod is no longer sent anywhere" created \
     "$(gpu_pod z 1Gi | kubectl -n cm-a create -f - 2>&1 | grep -o created)"
+stop_checked
 finish

@@ -142,7 +142,8 @@ config_from_release
 webhooks 2 || exit 1
 admits_and_enforces "upgrade 1" helm-b
 ns helm-noquota
-check_match "upgrade 1: requireQuota refuses a GPU pod where no quota is" "denied the request" \
+check_match "upgrade 1: requireQuota refuses a GPU pod where no quota is" \
+    'denied the request: insufficient quota to consume: gpu-memory,gpu-pods' \
     "$(gpu_pod a 1Gi | kubectl -n helm-noquota create -f - 2>&1)"
 
 # ------------------------------------------------ upgrade 2: a new CA
@@ -245,4 +246,5 @@ helm uninstall "$REL" -n "$NS_SYS" --no-hooks >>"$dir/helm.log" 2>&1 || { cat "$
 run_hooks "$dir/rendered.yaml" post-delete || exit 1
 check "taken over, uninstalled: no webhook configuration is left" "" \
     "$(kubectl get mutatingwebhookconfigurations,validatingwebhookconfigurations -o name | grep gpuquota)"
+stop_checked
 finish

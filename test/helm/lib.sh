@@ -13,6 +13,17 @@
 CHART=$ROOT/deploy/helm/gpuquota
 REL=gpuquota
 
+# stop_checked: stop the webhook and controller replicas as suite.sh down
+# does and fail on any sanitizer report in their logs. Called before finish.
+stop_checked() {
+    local f
+    for f in "$dir"/webhook-*.pid "$dir"/controller-*.pid; do
+        [[ -f $f ]] && stop_pidfile "$f" TERM
+    done
+    "$ROOT/test/sanitizer_reports.sh" "$dir"/webhook-*.log "$dir"/controller-*.log ||
+        failures=$((failures + 1))
+}
+
 helm_cleanup() {
     local f
     for f in "$dir"/webhook-*.pid "$dir"/controller-*.pid "$dir"/prober.pid "$dir"/cert-manager-*.pid; do

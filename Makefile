@@ -13,7 +13,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 SAN_ENV     = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
               UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-.PHONY: all deps build k8s-bin test demo demo-cluster bench fuzz format clean install
+.PHONY: all deps build k8s-bin test demo demo-cluster bench fuzz fuzz-smoke format clean install
 
 all: build
 
@@ -31,7 +31,9 @@ build: deps $(BUILD)/CMakeCache.txt
 k8s-bin:
 	@scripts/k8s-bin.sh
 
-test: build k8s-bin
+# A tree configured without the e2e suite would drop it without a word.
+test: build k8s-bin fuzz-smoke
+	@grep -q '^GQ_E2E:BOOL=ON' $(BUILD)/CMakeCache.txt || { echo "make test: $(BUILD) is configured with GQ_E2E=OFF, which leaves out the e2e and Helm tests; remove $(BUILD) (or use another BUILD=) and run make test again" >&2; exit 1; }
 	cd $(BUILD) && $(SAN_ENV) ctest --output-on-failure -j $(JOBS)
 
 demo: build
@@ -62,6 +64,11 @@ install: deps
 fuzz: deps
 	CC=clang cmake -S . -B $(FUZZ_DIR) -DGQ_FUZZ=ON -DGQ_SANITIZE=ON
 	cmake --build $(FUZZ_DIR) -j $(JOBS)
+
+# Every libFuzzer target for FUZZ_SECONDS from its seed corpus (part of make test).
+FUZZ_SECONDS ?= 5
+fuzz-smoke: deps
+	@scripts/fuzz-smoke.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

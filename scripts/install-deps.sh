@@ -17,6 +17,10 @@ need_cmd wrk wrk
 need_cmd /usr/bin/time time # scripts/bench.sh: wrk's own CPU time
 need_cmd python3 python3
 need_cmd jq jq # the kube-standin shell tests read JSON with it
+# make fuzz and the fuzz runs of make test: clang and its libFuzzer runtime.
+need_cmd clang clang
+compgen -G '/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a' >/dev/null ||
+    pkgs+=(libclang-rt-14-dev)
 # The Helm chart tests (test/helm/) read rendered manifests with PyYAML.
 python3 -c 'import yaml' >/dev/null 2>&1 || pkgs+=(python3-yaml)
 need_pc json-c libjson-c-dev

@@ -134,9 +134,18 @@ check "kubectl get gq keeps its columns" \
 eventually 10 bash -c "[[ \$(kubectl -n $NS get gq team \
     -o jsonpath='{.status.usedByModel.h100-80gb.gpu-memory}') == 40Gi ]]"
 desc=$(kubectl -n "$NS" describe gq team)
-check_match "kubectl describe shows the limits per model" 'Models:.*A 100 - 80gb|Models:.*a100-80gb' \
-    "$(tr '\n' ' ' <<<"$desc")"
-check_match "kubectl describe shows the usage per model" 'Used By Model:.*h100-80gb:.*Gpu - Memory:[[:space:]]+40Gi' \
-    "$(tr '\n' ' ' <<<"$desc")"
+# section HEADER: the lines under "HEADER:" in the describe output, up to the
+# next line indented as little as the header (one block, joined by spaces).
+section() {
+    awk -v h="$1:" '
+        on && match($0, /^ */) && RLENGTH <= ind {exit}
+        on {print}
+        !on && $1 " " $2 " " $3 == h || (!on && $1 == h) {on = 1; match($0, /^ */); ind = RLENGTH}
+    ' <<<"$desc" | tr -s ' \n' ' '
+}
+check_match "kubectl describe shows the limits per model, under Models" \
+    '(^| )(A 100 - 80gb|a100-80gb): ' "$(section Models)"
+check_match "kubectl describe shows the usage per model, under Used By Model" \
+    '(^| )h100-80gb: Gpu - Memory: 40Gi( |$)' "$(section 'Used By Model')"
 
 finish

@@ -105,7 +105,10 @@ webhooks 3 || fail "webhook replicas did not restart"
 # kube-apiserver learns the new endpoints from the EndpointSlices: wait until
 # a server-side dry run goes through, then create for real.
 t0=$(now_ms)
-eventually 60 bash -c "$(declare -f gpu_pod); gpu_pod g1 4Gi | kubectl -n $NSA create --dry-run=server -f -"
+# (A function, not bash -c: gpu_pod calls pod_yaml and containers, which a
+# child shell given gpu_pod alone would not have, so every try failed.)
+dry_run_g1() { gpu_pod g1 4Gi | kubectl -n "$NSA" create --dry-run=server -f -; }
+eventually 60 dry_run_g1 || fail "a server dry run of a GPU pod went through within 60 s of the restart"
 echo "# webhooks reachable through kube-apiserver $(($(now_ms) - t0)) ms after the restart"
 out=$(gpu_pod g1 4Gi | kubectl -n "$NSA" create -f - 2>&1)
 check_match "GPU pod admitted once the replicas are back" 'pod/g1 created' "$out"

@@ -142,7 +142,8 @@ check "c2 is still gated and unchosen" "gpuquota.io/quota a100-80gb,h100-80gb" "
 check "gpuquota queue lists it, charged on its first model until chosen" '["c2","8Gi"]' \
     "$("$GQ" queue -n "$NSC" --config "$E2E/config.yaml" -o json | jq -c '[.queues[].pods[] | select(.name == "c2") | .name, .charge["gpu-memory"]]')"
 out=$(kubectl -n "$NSC" annotate pod c2 --overwrite gpuquota.io/gpu-model=h100-80gb 2>&1)
-check_match "nobody but gpuquota chooses the model of a gated pod" 'denied the request' "$out"
+check_match "nobody but gpuquota chooses the model of a gated pod" \
+    'denied the request: changing gpuquota.io/ labels and annotations is reserved to gpuquota \(annotation gpuquota.io/gpu-model\)' "$out"
 sleep 1
 check "kube-scheduler leaves it alone" "" "$(node_of c2)"
 gone c0

@@ -46,7 +46,16 @@ tenant_kubeconfig "$NS" tenant "$TKC" || { fail "tenant kubeconfig"; finish; }
 tk() { kubectl --kubeconfig "$TKC" -n "$NS" "$@"; }
 
 check "the tenant may edit pods" "yes" "$(tk auth can-i patch pods 2>&1)"
-check "the tenant may not write a GPUQuota" "no" "$(tk auth can-i create gpuquotas.gpuquota.io 2>&1)"
+# gpuquota's objects are the admin's: an aggregate-to-edit label added to its
+# roles by mistake would let every tenant raise its own quota.
+for verb_res in "create gpuquotas.gpuquota.io" "patch gpuquotas.gpuquota.io" \
+    "update gpuquotas.gpuquota.io/status" "patch gpuquotas.gpuquota.io/status" \
+    "create gpulimitranges.gpuquota.io" "delete gpulimitranges.gpuquota.io" \
+    "create gputenantquotas.gpuquota.io" "patch gputenantquotas.gpuquota.io/status" \
+    "patch configmaps/gpuquota-config -n gpuquota-system" "create deviceclasses.resource.k8s.io"; do
+    # shellcheck disable=SC2086 # verb, resource and flags, split on purpose
+    check "the tenant may not $verb_res" "no" "$(tk auth can-i $verb_res 2>/dev/null)"
+done
 check "the tenant is no admin" "no" "$(tk auth can-i patch pods -n "$NSB" 2>&1)"
 
 quota "$NS" mem '{gpu-memory: 30Gi}'

@@ -13,7 +13,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 SAN_ENV     = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
               UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-.PHONY: all deps build k8s-bin test demo demo-cluster bench fuzz fuzz-smoke format clean install
+.PHONY: all deps build k8s-bin test demo demo-cluster bench fuzz fuzz-smoke image format clean install
 
 all: build
 
@@ -65,6 +65,11 @@ fuzz: deps
 	CC=clang cmake -S . -B $(FUZZ_DIR) -DGQ_FUZZ=ON -DGQ_SANITIZE=ON
 	cmake --build $(FUZZ_DIR) -j $(JOBS)
 
+# gpuquota's container image as an OCI archive, from Debian's packages alone.
+IMAGE ?= $(BUILD)/gpuquota-image.tar
+image: deps
+	@scripts/build-image.sh $(IMAGE)
+
 # Every libFuzzer target for FUZZ_SECONDS from its seed corpus (part of make test).
 FUZZ_SECONDS ?= 5
 fuzz-smoke: deps
@@ -74,4 +79,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(BENCH_DIR) $(FUZZ_DIR) $(RELEASE_DIR)
+	rm -rf $(BUILD) $(BENCH_DIR) $(FUZZ_DIR) $(RELEASE_DIR) build-image

@@ -17,6 +17,11 @@ need_cmd wrk wrk
 need_cmd /usr/bin/time time # scripts/bench.sh: wrk's own CPU time
 need_cmd python3 python3
 need_cmd jq jq # the kube-standin shell tests read JSON with it
+# make image and its test: the image from Debian's packages, read and run.
+need_cmd mmdebstrap mmdebstrap
+need_cmd umoci umoci
+need_cmd skopeo skopeo
+need_cmd runc runc
 # make fuzz and the fuzz runs of make test: clang and its libFuzzer runtime.
 need_cmd clang clang
 compgen -G '/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a' >/dev/null ||

@@ -262,15 +262,34 @@ static void test_admission_record_checked(void **state)
         if (!strstr(r.message, t[i].msg))
             fail_msg("case %zu: [%s] lacks [%s]", i, r.message, t[i].msg);
     }
-    /* An older version's line alone, on a GPU pod or on a CPU-only pod. */
-    static const char *const mems[] = {"16Gi", NULL};
-    for (size_t i = 0; i < 2; i++) {
-        pod_json(pod, sizeof(pod), NS_A, mems[i],
-                 ",\"annotations\":{\"" GQ_ANN_CHARGED "\":\"gpu-memory=16Gi,gpus=0,gpu-pods=1\"}",
-                 NULL);
-        wh_validate_result r = decide_ex(f, i ? "uid-line-1" : "uid-line-0", NS_A, pod, NULL, NULL);
+    /* An older version's line alone (its mutating webhook, in a rolling
+     * upgrade): accepted when it is this charge, refused otherwise, and on a
+     * CPU-only pod. */
+    static const struct {
+        const char *mem, *line, *msg; /* msg NULL: allowed */
+    } lines[] = {
+        {"16Gi", "gpu-memory=16Gi,gpus=0,gpu-pods=1", NULL},
+        {"16Gi", "gpu-memory=1Gi,gpus=0,gpu-pods=1",
+         "annotation gpuquota.io/charged is gpuquota's record of what the pod is charged and must "
+         "read gpu-memory=16Gi,gpus=0,gpu-pods=1"},
+        {"16Gi", "gpu-memory=16Gi", "annotation gpuquota.io/charged"},
+        {NULL, "gpu-memory=16Gi,gpus=0,gpu-pods=1", "this pod asks for no GPU: remove them"},
+    };
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+        snprintf(meta, sizeof(meta), ",\"annotations\":{\"" GQ_ANN_CHARGED "\":\"%s\"}",
+                 lines[i].line);
+        pod_json(pod, sizeof(pod), NS_A, lines[i].mem, meta, NULL);
+        char uid[32];
+        snprintf(uid, sizeof(uid), "uid-line-%zu", i);
+        wh_validate_result r = decide_ex(f, uid, NS_A, pod, NULL, NULL);
+        if (!lines[i].msg) {
+            if (!r.allowed)
+                fail_msg("line %zu denied: %s", i, r.message);
+            continue;
+        }
         assert_false(r.allowed);
-        assert_non_null(strstr(r.message, "written by its mutating webhook only"));
+        if (!strstr(r.message, lines[i].msg))
+            fail_msg("line %zu: [%s] lacks [%s]", i, r.message, lines[i].msg);
     }
 }
 

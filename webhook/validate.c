@@ -1655,17 +1655,36 @@ static bool record_matches(json_object *pod, const create_state *c, wh_validate_
     gq_code rc = gq_pod_record_read(pod, &have, &e);
     if (rc == GQ_ENOTFOUND)
         return true;
-    if (!c->cost.gpu_pods || (!rc && have.legacy)) {
+    if (!c->cost.gpu_pods) {
         deny(r, GQ_EDENIED,
              "annotations " GQ_ANN_ADMISSION " and " GQ_ANN_CHARGED " are gpuquota's record of "
-             "what a GPU pod is charged, written by its mutating webhook only; %s",
-             c->cost.gpu_pods ? "remove " GQ_ANN_CHARGED : "this pod asks for no GPU: remove them");
+             "what a GPU pod is charged, written by its mutating webhook only; this pod asks for "
+             "no GPU: remove them");
         return false;
     }
     gq_pod_record_make(&c->cost, c->facts.model, c->facts.terminating, &want);
+    char text[GQ_RECORD_MAX];
+    if (!rc && have.legacy) {
+        /* Only an older mutating webhook writes the line alone (a rolling
+         * upgrade): it records the charge only, which must be this one. */
+        want.model[0] = '\0';
+        want.terminating = false;
+        want.legacy = true;
+        if (gq_pod_record_equal(&want, &have))
+            return true;
+        char mem[GQ_QUANTITY_STR_MAX], g[GQ_QUANTITY_STR_MAX], p[GQ_QUANTITY_STR_MAX];
+        gq_amount_format(&want.charge, GQ_KEY_GPU_MEMORY, mem);
+        gq_amount_format(&want.charge, GQ_KEY_GPUS, g);
+        gq_amount_format(&want.charge, GQ_KEY_GPU_PODS, p);
+        deny(r, GQ_EDENIED,
+             "annotation " GQ_ANN_CHARGED " is gpuquota's record of what the pod is charged and "
+             "must read gpu-memory=%s,gpus=%s,gpu-pods=%s: it is written by gpuquota's mutating "
+             "webhook only",
+             mem, g, p);
+        return false;
+    }
     if (!rc && gq_pod_record_equal(&want, &have))
         return true;
-    char text[GQ_RECORD_MAX];
     gq_pod_record_format(&want, text);
     deny(r, GQ_EDENIED,
          "annotation " GQ_ANN_ADMISSION " is gpuquota's record of what the pod is charged and "

@@ -17,7 +17,10 @@
  * validation (see jsonutil.h), and pruning: subtrees a caller never reads are
  * checked but never built, which is where an AdmissionReview's parse time
  * goes (managedFields alone is most of a pod's objects). Recursion depth is
- * bounded by max_depth. */
+ * bounded by max_depth; a pruned subtree is checked without recursion
+ * (jp_skip), so its nesting is bounded only by the text's length: a pod's
+ * managedFields, which a tenant may nest hundreds deep, never fails a
+ * parse that prunes them. */
 
 typedef struct jpat {
     const char *seg[GQ_JSON_SKIP_SEGMENTS];
@@ -383,6 +386,107 @@ static gq_code jp_after_item(jp *j, char close, bool *more)
     return jp_syntax(j, close == '}' ? "expected ',' or '}'" : "expected ',' or ']'");
 }
 
+/* Check and pass over one value whose subtree is pruned, without recursion:
+ * an explicit stack of the closing brackets expected, as deep as the text
+ * nests (bounded by its length). Syntax and finite numbers are checked as
+ * jp_value checks them. */
+static gq_code jp_skip(jp *j)
+{
+    char *stack = NULL;
+    size_t n = 0, cap = 0;
+    gq_code rc = GQ_OK;
+    for (;;) {
+        /* A value. */
+        jp_ws(j);
+        if (j->p >= j->end) {
+            rc = jp_syntax(j, "");
+            break;
+        }
+        char c = *j->p;
+        if (c == '{' || c == '[') {
+            if (n == cap) {
+                size_t ncap = cap ? 2 * cap : 64;
+                char *ns = realloc(stack, ncap);
+                if (!ns) {
+                    rc = jp_nomem(j);
+                    break;
+                }
+                stack = ns;
+                cap = ncap;
+            }
+            stack[n++] = c == '{' ? '}' : ']';
+            j->p++;
+            jp_ws(j);
+            if (j->p < j->end && *j->p == stack[n - 1]) {
+                j->p++;
+                n--;
+            } else if (c == '{') {
+                goto member;
+            } else {
+                continue; /* the first element */
+            }
+        } else if (c == '"') {
+            const char *s;
+            size_t len;
+            bool copied;
+            if ((rc = jp_string(j, false, &s, &len, &copied)))
+                break;
+        } else if (c == 't' || c == 'f' || c == 'n') {
+            if ((rc = jp_literal(j,
+                                 c == 't'   ? "true"
+                                 : c == 'f' ? "false"
+                                            : "null",
+                                 c == 'f' ? 5 : 4)))
+                break;
+        } else if (c == 'N' || c == 'I') {
+            rc = jp_nonfinite(j);
+            break;
+        } else if (c == '-' || (c >= '0' && c <= '9')) {
+            if ((rc = jp_number(j, NULL)))
+                break;
+        } else {
+            rc = jp_syntax(j, "unexpected character");
+            break;
+        }
+        /* After a value: the enclosing container goes on or closes. */
+        for (;;) {
+            if (!n)
+                goto done;
+            bool more = false;
+            if ((rc = jp_after_item(j, stack[n - 1], &more)))
+                goto done;
+            if (more)
+                break;
+            n--;
+        }
+        if (stack[n - 1] == ']')
+            continue; /* the next element */
+    member:
+        /* "name": in an object, then its value. */
+        jp_ws(j);
+        if (j->p >= j->end || *j->p != '"') {
+            rc = jp_syntax(j, "expected a member name");
+            break;
+        }
+        {
+            const char *s;
+            size_t len;
+            bool copied;
+            if ((rc = jp_string(j, false, &s, &len, &copied)))
+                break;
+        }
+        jp_ws(j);
+        if (j->p >= j->end || *j->p != ':') {
+            rc = jp_syntax(j, "expected ':'");
+            break;
+        }
+        j->p++;
+    }
+done:
+    free(stack);
+    return rc;
+}
+
 /* One member "name": value of an object (obj NULL: checked, not built). */
 static gq_code jp_member(jp *j, json_object *obj, int depth, uint64_t alive, size_t d)
 {
@@ -421,7 +525,7 @@ static gq_code jp_member(jp *j, json_object *obj, int depth, uint64_t alive, siz
     char *owned = NULL;
     if (kz && kz == j->buf && !(kz = owned = strdup(kz)))
         return jp_nomem(j); /* the value may reuse the scratch buffer */
-    rc = jp_value(j, depth, next, d + 1, kz ? &v : NULL);
+    rc = skip ? jp_skip(j) : jp_value(j, depth, next, d + 1, kz ? &v : NULL);
     if (!rc && kz && json_object_object_add(obj, kz, v)) {
         json_object_put(v);
         rc = jp_nomem(j);
@@ -442,7 +546,7 @@ static gq_code jp_element(jp *j, json_object *arr, size_t i, int depth, uint64_t
         next = jp_descend(j, alive, d, idx, (size_t)n, &skip);
     }
     json_object *v = NULL;
-    gq_code rc = jp_value(j, depth, next, d + 1, arr && !skip ? &v : NULL);
+    gq_code rc = skip ? jp_skip(j) : jp_value(j, depth, next, d + 1, arr ? &v : NULL);
     if (!rc && arr && !skip && json_object_array_add(arr, v)) {
         json_object_put(v);
         rc = jp_nomem(j);

@@ -445,11 +445,14 @@ out:
     return rc;
 }
 
-static gq_code parse_json(const char *method, const char *path, const kube_buf *b,
-                          json_object **out, gq_err *err)
+/* The answer's JSON, leaving out the subtrees skip[0..n_skip) names
+ * (gq_json_parse_pruned: checked at any depth, never built). */
+static gq_code parse_pruned(const char *method, const char *path, const kube_buf *b,
+                            const char *const *skip, size_t n_skip, json_object **out, gq_err *err)
 {
     json_object *obj = NULL;
-    gq_code rc = gq_json_parse(b->data ? b->data : "", b->len, GQ_JSON_DEFAULT_DEPTH, &obj, err);
+    gq_code rc = gq_json_parse_pruned(b->data ? b->data : "", b->len, GQ_JSON_DEFAULT_DEPTH, skip,
+                                      n_skip, &obj, err);
     if (rc) {
         gq_err_prefix(err, "%s %s: response", method, path);
         return rc;
@@ -460,6 +463,22 @@ static gq_code parse_json(const char *method, const char *path, const kube_buf *
     }
     *out = obj;
     return GQ_OK;
+}
+
+static gq_code parse_json(const char *method, const char *path, const kube_buf *b,
+                          json_object **out, gq_err *err)
+{
+    return parse_pruned(method, path, b, NULL, 0, out, err);
+}
+
+/* A list page, its items' managedFields left out: no reader of a list uses
+ * them, and any user who may patch an object can nest them hundreds deep,
+ * which must not stop a list. */
+static gq_code parse_list(const char *method, const char *path, const kube_buf *b,
+                          json_object **out, gq_err *err)
+{
+    static const char *const skip[] = {"items/*/metadata/managedFields"};
+    return parse_pruned(method, path, b, skip, 1, out, err);
 }
 
 /* Request + optional JSON parse of the answer into *out. */
@@ -562,7 +581,8 @@ gq_code kube_list(kube_client *c, const char *path, const kube_list_opts *o, kub
     gq_code rc = GQ_OK;
     char *cont = NULL, *rv = NULL;
     char limit[24];
-    snprintf(limit, sizeof(limit), "%u", o && o->page_size ? o->page_size : 500u);
+    unsigned lim = o && o->page_size ? o->page_size : 500u;
+    snprintf(limit, sizeof(limit), "%u", lim);
     for (int page = 0;; page++) {
         kube_query q[] = {
             {"labelSelector", o ? o->label_selector : NULL},
@@ -575,11 +595,25 @@ gq_code kube_list(kube_client *c, const char *path, const kube_list_opts *o, kub
         };
         kube_buf resp;
         json_object *list = NULL, *items;
+        gq_err re;
+        gq_err_clear(&re);
         rc = request(c, "GET", path, q, sizeof(q) / sizeof(q[0]), NULL, NULL, o ? o->call : NULL,
-                     &resp, err);
-        if (rc)
+                     &resp, &re);
+        if (rc == GQ_ELIMIT && lim > 1 && strstr(re.msg, "response larger than")) {
+            /* A page of large objects (a pod may be 1.5 MiB): the same page
+             * again, half as long, down to one object, which always fits. */
+            lim /= 2;
+            snprintf(limit, sizeof(limit), "%u", lim);
+            rc = GQ_OK;
+            page--;
+            continue;
+        }
+        if (rc) {
+            if (err)
+                *err = re;
             goto out;
-        rc = parse_json("GET", path, &resp, &list, err);
+        }
+        rc = parse_list("GET", path, &resp, &list, err);
         kube_buf_dispose(&resp);
         if (rc)
             goto out;

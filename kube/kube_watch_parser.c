@@ -58,7 +58,11 @@ static gq_code handle_line(kube_watch_parser *p, const char *s, size_t len, gq_e
         i++;
     if (i == len)
         return GQ_OK; /* blank line (keep-alive) */
-    rc = gq_json_parse(s + i, len - i, GQ_JSON_DEFAULT_DEPTH, &ev, err);
+    /* No reader of a watch uses managedFields, which any user who may patch
+     * an object can nest hundreds deep: pruned (checked, never built, at any
+     * depth), so one such object cannot stop a watch (jsonutil.c). */
+    static const char *const skip[] = {"object/metadata/managedFields"};
+    rc = gq_json_parse_pruned(s + i, len - i, GQ_JSON_DEFAULT_DEPTH, skip, 1, &ev, err);
     if (rc) {
         gq_err_prefix(err, "watch event");
         return rc;

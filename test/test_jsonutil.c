@@ -176,7 +176,7 @@ static void pruning(void **state)
         {"{\"a\":[1,}", "JSON syntax error at byte 8: unexpected character"},
         {"{\"a\":[1e999]}", "JSON numbers must be finite (no NaN or Infinity)"},
         {"{\"a\":\"\x01\"}", "JSON syntax error at byte 6: control character in string"},
-        {"{\"a\":[[[[[1]]]]]}", "JSON nests deeper than 4 levels"},
+        {"{\"b\":[[[[[1]]]]]}", "JSON nests deeper than 4 levels"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         json_object *v = (json_object *)0x1;
@@ -185,6 +185,29 @@ static void pruning(void **state)
             gq_json_parse_pruned(bad[i].text, strlen(bad[i].text), 4, skip, 1, &v, &err), GQ_OK);
         assert_string_equal(err.msg, bad[i].msg);
         assert_ptr_equal(v, (json_object *)0x1);
+    }
+    /* A pruned subtree is checked without recursion: however deep it nests
+     * (a tenant can nest a pod's managedFields hundreds deep), it neither
+     * fails the parse nor grows the stack. */
+    {
+        size_t depth = 100000;
+        char *deep = malloc(6 * depth + 32);
+        assert_non_null(deep);
+        size_t n = (size_t)sprintf(deep, "{\"a\":");
+        for (size_t i = 0; i < depth; i++)
+            n += (size_t)sprintf(deep + n, "%s", i % 2 ? "[" : "{\"k\":");
+        deep[n++] = '1';
+        for (size_t i = depth; i-- > 0;)
+            deep[n++] = i % 2 ? ']' : '}';
+        n += (size_t)sprintf(deep + n, ",\"b\":2}");
+        json_object *v = NULL;
+        gq_err err;
+        assert_int_equal(gq_json_parse_pruned(deep, n, 4, skip, 1, &v, &err), GQ_OK);
+        assert_string_equal(json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN), "{\"b\":2}");
+        json_object_put(v);
+        deep[6] = ','; /* {"a":{, ... broken inside the pruned part: still a syntax error */
+        assert_int_not_equal(gq_json_parse_pruned(deep, n, 4, skip, 1, &v, &err), GQ_OK);
+        free(deep);
     }
     /* Caps on the patterns. */
     const char *many[GQ_JSON_MAX_SKIPS + 1];

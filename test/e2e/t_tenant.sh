@@ -153,6 +153,22 @@ check "the shared tenant quota counts p1 alone" "10Gi" "$(tused)"
 check_match "another team's 8Gi pod under the shared tenant quota is admitted" "created" \
     "$(kubectl -n "$NSB" create -f - 2>&1 <<<"$(gpu_pod other 8Gi)")"
 
+# ------------------------- managedFields nested deep stop no list or watch
+# kube-apiserver keeps a managedFields entry nested 200 deep; the
+# controller's lists and watches of every pod in the cluster used to fail
+# on it (deeper than the parser's 64 levels), so no quota was counted any
+# more. managedFields are now left out of lists and watches, at any depth.
+deep=$(python3 -c 'import json
+d = {}; c = d
+for i in range(200):
+    n = {}; c["f:a%d" % i] = n; c = n
+print(json.dumps([{"op": "add", "path": "/metadata/managedFields/-", "value": {"manager": "deep",
+    "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1",
+    "fieldsV1": {"f:metadata": {"f:labels": d}}}}]))')
+check_match "the tenant may nest a pod's managedFields 200 deep" "patched" \
+    "$(tk patch pod c1 --type=json -p "$deep" 2>&1)"
+check "the controller still counts every pod (a barrier is folded)" "11Gi" "$(barrier 6)"
+
 # ----------------------------- 5. and 10. DeviceClasses outside deviceClasses
 # An administrator's classes (a tenant may create none): MIG devices of
 # NVIDIA's GPU driver, a NIC, and a class that pins no driver.

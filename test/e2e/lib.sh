@@ -75,6 +75,20 @@ free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
+# logged_port LOG FROM: the port a gpuquota started with --listen HOST:0
+# logged ("listening on HOST:PORT") in LOG after byte FROM; waits 30 s at most.
+# The kernel picks the port as the server binds, so no other process can
+# take it in between (free_port's bind, close and hand on cannot promise that).
+logged_port() {
+    local p deadline=$((SECONDS + 30))
+    while ((SECONDS < deadline)); do
+        p=$(tail -c +"$(($2 + 1))" "$1" 2>/dev/null | sed -n 's/.*"listening on [^"]*:\([0-9][0-9]*\)".*/\1/p' | head -1)
+        [[ -n $p ]] && { echo "$p"; return 0; }
+        sleep 0.1
+    done
+    return 1
+}
+
 # token_kubeconfig USER TOKEN FILE [NAMESPACE]: a kubeconfig for the cluster
 # that authenticates with TOKEN (named USER), default namespace NAMESPACE.
 token_kubeconfig() {
@@ -162,17 +176,22 @@ ports: [{name: https, port: $port, protocol: TCP}]
 # webhook_start N [ARGS...]: replica N of `gpuquota webhook`, as its Deployment
 # runs it (deploy/webhook.yaml), on an ephemeral port; waits for /readyz.
 webhook_start() {
-    local n=$1 port
+    local n=$1 port from
     shift
-    port=$(free_port)
     [[ -f $E2E/webhook.kubeconfig ]] || sa_kubeconfig gpuquota-webhook "$E2E/webhook.kubeconfig"
+    from=$(stat -c %s "$E2E/webhook-$n.log" 2>/dev/null || echo 0)
     # Only kube-apiserver may call /mutate and /validate: its webhook client
     # certificate (scripts/local-cluster.sh) is required.
     "$GQ" webhook --tls-cert "$E2E/certs/tls.crt" --tls-key "$E2E/certs/tls.key" \
         --client-ca "$E2E/cluster/pki/ca.crt" --client-cn kube-apiserver-webhook-client \
-        --listen "127.0.0.1:$port" --config "$E2E/config.yaml" \
+        --listen "127.0.0.1:0" --config "$E2E/config.yaml" \
         --kubeconfig "$E2E/webhook.kubeconfig" "$@" >>"$E2E/webhook-$n.log" 2>&1 &
     echo $! >"$E2E/webhook-$n.pid"
+    if ! port=$(logged_port "$E2E/webhook-$n.log" "$from"); then
+        echo "webhook $n logged no port:" >&2
+        tail -20 "$E2E/webhook-$n.log" >&2
+        return 1
+    fi
     echo "$port" >"$E2E/webhook-$n.port"
     if ! eventually 30 curl -fsS --cacert "$E2E/certs/ca.crt" \
         --resolve "gpuquota-webhook.$NS_SYS.svc:$port:127.0.0.1" \

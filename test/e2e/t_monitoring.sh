@@ -15,11 +15,12 @@ trap 'kill "$(cat "$E2E/aux-monitoring.pid" 2>/dev/null)" 2>/dev/null; rm -f "$E
 # One more webhook replica, not registered with kube-apiserver and without
 # client-certificate checks, to receive what kube-apiserver never sends: a
 # body that is not an AdmissionReview (counted as decision="error", HTTP 400).
-port=$(free_port)
+from=$(stat -c %s "$E2E/webhook-monitoring.log" 2>/dev/null || echo 0)
 "$GQ" webhook --tls-cert "$E2E/certs/tls.crt" --tls-key "$E2E/certs/tls.key" \
-    --listen "127.0.0.1:$port" --config "$E2E/config.yaml" --kubeconfig "$E2E/webhook.kubeconfig" \
+    --listen "127.0.0.1:0" --config "$E2E/config.yaml" --kubeconfig "$E2E/webhook.kubeconfig" \
     >>"$E2E/webhook-monitoring.log" 2>&1 &
 echo $! >"$E2E/aux-monitoring.pid"
+port=$(logged_port "$E2E/webhook-monitoring.log" "$from") || fail "the extra webhook logged no port"
 aux() { curl -sS --cacert "$E2E/certs/ca.crt" --resolve "gpuquota-webhook.$NS_SYS.svc:$port:127.0.0.1" \
     "https://gpuquota-webhook.$NS_SYS.svc:$port$1" "${@:2}"; }
 eventually 30 aux /readyz || fail "the extra webhook did not become ready"

@@ -623,6 +623,26 @@ static void test_rollback_when_second_denies(void **state)
     assert_string_equal(r.charged, "GPUQuota team-a/a-big, GPUQuota team-a/b-small");
 }
 
+/* The rollback gives back the shared claim records the admission added,
+ * not only the pod's own reservation (they stayed until they expired, and
+ * held the quota's GPUs meanwhile). */
+static void test_rollback_releases_claims(void **state)
+{
+    fx *f = *state;
+    char pod[2048];
+    quota(f, NS_A, "a-gpus", "{\"gpus\":\"4\"}", NULL);
+    quota(f, NS_A, "b-small", "{\"gpu-memory\":\"8Gi\"}", NULL);
+    pod_json(pod, sizeof(pod), NS_A, "16Gi",
+             ",\"labels\":{\"gpuquota.io/managed\":\"true\"},\"annotations\":{"
+             "\"gpuquota.io/gpu-claims\":\"{\\\"gpu\\\":{\\\"gpus\\\":1,\\\"memory\\\":"
+             "\\\"80Gi\\\",\\\"claim\\\":\\\"c6\\\",\\\"uid\\\":\\\"u-c6\\\"}}\"}",
+             ",\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimName\":\"c6\"}]");
+    wh_validate_result r = decide_ex(f, "u1", NS_A, pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_non_null(strstr(r.message, "exceeded quota: b-small"));
+    assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "a-gpus"), 0);
+}
+
 static void test_store_down_denies(void **state)
 {
     fx *f = *state;
@@ -1464,6 +1484,7 @@ int main(void)
         T(test_remembered_object_never_denies),
         T(test_conflict_storm),
         T(test_rollback_when_second_denies),
+        T(test_rollback_releases_claims),
         T(test_store_down_denies),
         T(test_limit_range_and_invalid_pod),
         T(test_exempt_cpu_only_require_quota),

@@ -367,6 +367,16 @@ static void claims_charge(const gq_quota *q, pending **batch, size_t i, const pe
     }
 }
 
+/* Forget what a round decided tentatively for p. A release's claim_added is
+ * not tentative: it names the claim records its admission added, which the
+ * release must take out (cleared, they stayed until they expired). */
+static void clear_tentative(pending *p)
+{
+    p->added = false;
+    if (p->op != OP_RELEASE)
+        memset(p->claim_added, 0, sizeof(p->claim_added));
+}
+
 /* Deny every pending of the batch not decided yet (fail closed): the store
  * could not be read or written, or the quota kept changing. */
 static void fail_undecided_closed(pending **batch, size_t n, gq_code rc, const gq_err *e)
@@ -376,8 +386,7 @@ static void fail_undecided_closed(pending **batch, size_t n, gq_code rc, const g
             continue;
         batch[i]->final = true;
         batch[i]->rc = rc;
-        batch[i]->added = false;
-        memset(batch[i]->claim_added, 0, sizeof(batch[i]->claim_added));
+        clear_tentative(batch[i]);
         batch[i]->err = *e;
     }
 }
@@ -412,8 +421,8 @@ static void undo_round(pending **batch, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (!batch[i]->final) {
-            batch[i]->added = false, batch[i]->rc = GQ_OK;
-            memset(batch[i]->claim_added, 0, sizeof(batch[i]->claim_added));
+            batch[i]->rc = GQ_OK;
+            clear_tentative(batch[i]);
         }
 }
 
@@ -575,9 +584,8 @@ static round_outcome round_evaluate(round_view *rv, pending **batch, size_t n, b
         pending *p = batch[i];
         if (p->final)
             continue;
-        p->added = false;
         p->rc = GQ_OK;
-        memset(p->claim_added, 0, sizeof(p->claim_added));
+        clear_tentative(p);
         if (p->op == OP_RELEASE) {
             *changed = release_pending(rv, p) || *changed;
             continue;

@@ -37,15 +37,21 @@ running_gi() {
         .spec.containers[0].resources.limits["aliyun.com/gpu-mem"] | tonumber] | add // 0'
 }
 # monitor FILE LIMIT NS...: sample what runs every 0.2 s; a sample above
-# LIMIT is written to FILE.
+# LIMIT is written to FILE, and every sample taken counts in FILE.samples (a
+# monitor that could not read would otherwise pass in silence).
 monitor() {
     local file=$1 limit=$2 v
     shift 2
     while :; do
-        v=$(running_gi "$@") && ((v > limit)) && echo "$(date +%T.%N) $* running ${v}Gi > ${limit}Gi" >>"$file"
+        if v=$(running_gi "$@"); then
+            echo . >>"$file.samples"
+            ((v > limit)) && echo "$(date +%T.%N) $* running ${v}Gi > ${limit}Gi" >>"$file"
+        fi
         sleep 0.2
     done
 }
+# samples FILE: how many samples the monitor of FILE took.
+samples() { wc -l <"$1.samples" 2>/dev/null || echo 0; }
 ctl_pid() { cat "$E2E/controller-$1.pid" 2>/dev/null; }
 leader() {
     local holder n
@@ -98,6 +104,8 @@ kill "$monpid" 2>/dev/null
 wait "$monpid" 2>/dev/null
 monpid=
 check "pods running never exceeded hard (sampled every 0.2 s)" "" "$(cat "$MON/failover" 2>/dev/null)"
+n=$(samples "$MON/failover")
+((n >= 5)) && pass "the failover monitor took $n samples" || fail "the failover monitor took $n samples"
 # kube-apiserver's audit log: the controller's successful patches per pod.
 sa=system:serviceaccount:$NS_SYS:gpuquota-controller
 twice=$(jq -r --arg ns "$NSF" --arg sa "$sa" --arg t "$since" 'select(.stage == "ResponseComplete" and .verb == "patch" and .requestReceivedTimestamp >= $t
@@ -155,5 +163,9 @@ check "X's queue fills X's quota once the tenant has room" "$want" "$(running_gi
 kill "$monpid" "$monpid2" 2>/dev/null
 wait "$monpid" "$monpid2" 2>/dev/null
 monpid=
-check "neither quota was passed at any sample" "" "$(cat "$MON"/race-* 2>/dev/null)"
+check "neither quota was passed at any sample" "" "$(cat "$MON"/race-tenant "$MON"/race-x 2>/dev/null)"
+for m in race-tenant race-x; do
+    n=$(samples "$MON/$m")
+    ((n >= 5)) && pass "the $m monitor took $n samples" || fail "the $m monitor took $n samples"
+done
 finish

@@ -129,18 +129,22 @@ tenant_kubeconfig() {
     token_kubeconfig "$2" "$token" "$3" "$1"
 }
 
+# device_class NAME [CEL]: a DeviceClass (an administrator's object) whose
+# one selector is the CEL expression given, or none.
+device_class() {
+    {
+        printf 'apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: %s}\n' "$1"
+        if [[ -n ${2:-} ]]; then
+            printf 'spec:\n  selectors:\n  - cel: {expression: %s}\n' "'$2'"
+        else
+            printf 'spec: {}\n'
+        fi
+    } | kubectl apply -f - >/dev/null
+}
+
 # gpu_device_class: the DeviceClass gpu.nvidia.com (the configuration's
 # default GPU class), as NVIDIA's DRA driver ships it.
-gpu_device_class() {
-    kubectl apply -f - >/dev/null <<EOF
-apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {name: gpu.nvidia.com}
-spec:
-  selectors:
-  - cel: {expression: 'device.driver == "gpu.nvidia.com"'}
-EOF
-}
+gpu_device_class() { device_class gpu.nvidia.com 'device.driver == "gpu.nvidia.com"'; }
 
 # register_endpoints: point the gpuquota-webhook Service at the running
 # replicas, as the EndpointSlice controller does for a Deployment's ready

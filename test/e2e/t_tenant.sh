@@ -172,26 +172,10 @@ check "the controller still counts every pod (a barrier is folded)" "11Gi" "$(ba
 # ----------------------------- 5. and 10. DeviceClasses outside deviceClasses
 # An administrator's classes (a tenant may create none): MIG devices of
 # NVIDIA's GPU driver, a NIC, and a class that pins no driver.
-kubectl apply -f - >/dev/null <<EOF
-apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {name: mig.nvidia.com}
-spec:
-  selectors:
-  - cel: {expression: 'device.driver == "gpu.nvidia.com" && device.attributes["gpu.nvidia.com"].type == "mig"'}
----
-apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {name: nic.e2e.example}
-spec:
-  selectors:
-  - cel: {expression: 'device.driver == "nic.e2e.example"'}
----
-apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {name: any.e2e.example}
-spec: {}
-EOF
+device_class mig.nvidia.com \
+    'device.driver == "gpu.nvidia.com" && device.attributes["gpu.nvidia.com"].type == "mig"'
+device_class nic.e2e.example 'device.driver == "nic.e2e.example"'
+device_class any.e2e.example
 for c in mig.nvidia.com:4 nic.e2e.example:1 any.e2e.example:1; do
     kubectl -n "$NS" apply -f - >/dev/null <<EOF
 apiVersion: resource.k8s.io/v1

@@ -170,6 +170,7 @@ void faultstore_table(faultstore *fs, wh_store *out)
     out->get_claim_template = NULL; /* faults are injected into charging only */
     out->get_claim = NULL;
     out->get_device_class = NULL;
+    out->get_pod = NULL;
     out->list_group_pods = NULL;
 }
 

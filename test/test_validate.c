@@ -161,8 +161,9 @@ static wh_validate_result decide_ex(fx *f, const char *uid, const char *ns, cons
     assert_int_equal(wh_validate_review(f->v, &req, &resp, &r, &err), GQ_OK);
     assert_int_equal(resp.allowed, r.allowed);
     if (!r.allowed) {
-        assert_int_equal(resp.code, 403);
-        assert_string_equal(resp.reason, "Forbidden");
+        bool exists = r.code == GQ_EEXISTS;
+        assert_int_equal(resp.code, exists ? 409 : 403);
+        assert_string_equal(resp.reason, exists ? "AlreadyExists" : "Forbidden");
         assert_string_equal(resp.message, r.message);
     }
     if (resp_out)
@@ -291,6 +292,57 @@ static void test_admission_record_checked(void **state)
         if (!strstr(r.message, lines[i].msg))
             fail_msg("line %zu: [%s] lacks [%s]", i, r.message, lines[i].msg);
     }
+}
+
+/* The pods of the fake cluster by name: "taken" exists (uid u-taken). */
+static gq_code fake_get_pod(void *ctx, const char *ns, const char *name, json_object **out,
+                            gq_err *err)
+{
+    (void)ctx;
+    if (strcmp(ns, NS_A) || strcmp(name, "taken"))
+        return gq_err_set(err, GQ_ENOTFOUND, "not found");
+    *out = json_tokener_parse("{\"metadata\":{\"name\":\"taken\",\"uid\":\"u-taken\"}}");
+    return GQ_OK;
+}
+
+/* A CREATE naming a pod that exists is refused as AlreadyExists and charges
+ * nothing, however often it is repeated (it used to hold a reservation
+ * each time until it expired); generateName, the pod's own uid (a retry)
+ * and a free name are charged as before. */
+static void test_existing_name_not_charged(void **state)
+{
+    fx *f = *state;
+    char pod[2048];
+    /* named(NAME, META): a pod named NAME (no generateName) asking 16Gi. */
+#define named(name, meta)                                                                          \
+    snprintf(pod, sizeof(pod),                                                                     \
+             "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"%s\","              \
+             "\"namespace\":\"" NS_A "\"%s},\"spec\":{\"containers\":[{\"name\":\"c\","            \
+             "\"resources\":{\"limits\":{\"gpuquota.io/gpu-memory\":\"16Gi\"}}}]}}",               \
+             name, meta)
+    f->store.get_pod = fake_get_pod;
+    fx_validator(f, NULL);
+    quota(f, NS_A, "team-a", "{\"gpu-memory\":\"64Gi\"}", NULL);
+    for (int i = 0; i < 7; i++) {
+        char uid[16];
+        snprintf(uid, sizeof uid, "uid-x%d", i);
+        named("taken", "");
+        wh_validate_result r = decide_ex(f, uid, NS_A, pod, NULL, NULL);
+        assert_false(r.allowed);
+        assert_int_equal(r.code, GQ_EEXISTS);
+        assert_string_equal(r.message, "pods \"taken\" already exists");
+    }
+    assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "team-a"), 0);
+    /* The pod itself (its own uid): a retry of the request that made it. */
+    named("taken", ",\"uid\":\"u-taken\"");
+    assert_true(decide_ex(f, "uid-again", NS_A, pod, NULL, NULL).allowed);
+    named("free", "");
+    assert_true(decide_ex(f, "uid-free", NS_A, pod, NULL, NULL).allowed);
+    /* A generated name is the API server's to retry (RetryGenerateName). */
+    pod_json(pod, sizeof(pod), NS_A, "16Gi", ",\"name\":\"taken\"", NULL);
+    assert_true(decide_ex(f, "uid-gen", NS_A, pod, NULL, NULL).allowed);
+    assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "team-a"), 3);
+#undef named
 }
 
 static void test_allowed_charges_reservation(void **state)
@@ -1473,6 +1525,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_allowed_charges_reservation),
         T(test_admission_record_checked),
+        T(test_existing_name_not_charged),
         T(test_denied_at_limit),
         T(test_expired_reservations_ignored_and_dropped),
         T(test_tenant_across_namespaces),

@@ -2,8 +2,9 @@
  * loopback, 2 server threads) over a slow store (faultstore latency): many
  * concurrent reviews gather into batches larger than the thread count, a
  * charge still queued at its review's deadline is refused, a full queue
- * refuses at once, and stopping the server answers every suspended
- * connection. */
+ * refuses at once, stopping the server answers every suspended
+ * connection, and the read of a named pod's name is made off the threads
+ * that serve requests. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -102,6 +103,7 @@ typedef struct call {
     fx *f;
     int i;
     const char *timeout; /* ?timeout= or NULL */
+    bool cpu_only;       /* a pod asking for no GPU (nothing to charge) */
     int status;          /* 0: no answer */
     bool allowed;
     char message[512];
@@ -132,8 +134,8 @@ static void *post(void *arg)
     snprintf(pod, sizeof(pod),
              "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p-%d\","
              "\"namespace\":\"" NS "\",\"uid\":\"%s\"},\"spec\":{\"containers\":[{\"name\":\"c\","
-             "\"image\":\"x\",\"resources\":{\"limits\":{\"gpuquota.io/gpu-memory\":\"1Gi\"}}}]}}",
-             c->i, uid);
+             "\"image\":\"x\",\"resources\":{\"limits\":{\"%s\":\"1Gi\"}}}]}}",
+             c->i, uid, c->cpu_only ? "memory" : "gpuquota.io/gpu-memory");
     char *review = at_pod_create_review(uid, NS, pod);
     size_t len = strlen(review);
     int n = snprintf(head, sizeof(head),
@@ -334,12 +336,75 @@ static void stop_without_drain_answers_503(void **state)
     stop_answers_suspended(false);
 }
 
+/* A get_pod that holds every caller until released, counting them. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int entered;
+    bool released;
+} held = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, false};
+
+static gq_code held_get_pod(void *ctx, const char *ns, const char *name, json_object **out,
+                            gq_err *err)
+{
+    (void)ctx, (void)ns, (void)name, (void)out;
+    pthread_mutex_lock(&held.mu);
+    held.entered++;
+    pthread_cond_broadcast(&held.cv);
+    while (!held.released)
+        pthread_cond_wait(&held.cv, &held.mu);
+    pthread_mutex_unlock(&held.mu);
+    return gq_err_set(err, GQ_ENOTFOUND, "not found");
+}
+
+/* Named creates read their name before being charged. With that read held,
+ * as many creates as there are chargers wait in it, and the 2 server
+ * threads still answer: a pod with nothing to charge is decided at once.
+ * Released, every create is charged. */
+static void name_read_off_the_server_threads(void **state)
+{
+    enum { N = 2 * WH_CHARGERS_DEFAULT };
+    fx *f = *state;
+    quota(f, "{\"gpu-memory\":\"40Gi\"}");
+    f->store.get_pod = held_get_pod;
+    start(f, NULL);
+    static call cs[N];
+    static pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        cs[i] = (call){.f = f, .i = i};
+        assert_int_equal(pthread_create(&th[i], NULL, post, &cs[i]), 0);
+    }
+    pthread_mutex_lock(&held.mu);
+    while (held.entered < WH_CHARGERS_DEFAULT)
+        pthread_cond_wait(&held.cv, &held.mu);
+    pthread_mutex_unlock(&held.mu);
+    call cpu = {.f = f, .i = N, .cpu_only = true};
+    post(&cpu); /* the server threads are free */
+    assert_int_equal(cpu.status, 200);
+    assert_true(cpu.allowed);
+    pthread_mutex_lock(&held.mu);
+    assert_int_equal(held.entered, WH_CHARGERS_DEFAULT); /* the rest wait their turn */
+    held.released = true;
+    pthread_cond_broadcast(&held.cv);
+    pthread_mutex_unlock(&held.mu);
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(cs[i].status, 200);
+        assert_true(cs[i].allowed);
+    }
+    assert_int_equal(held.entered, N);
+    wh_validate_stats vs;
+    wh_validate_get_stats(f->v, &vs);
+    assert_int_equal(vs.charged, N);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(many_reviews_batch_past_the_threads, setup, teardown),
         cmocka_unit_test_setup_teardown(deadline_while_suspended, setup, teardown),
         cmocka_unit_test_setup_teardown(overload_refused_at_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(name_read_off_the_server_threads, setup, teardown),
         cmocka_unit_test(stop_drains_suspended),
         cmocka_unit_test(stop_without_drain_answers_503),
     };

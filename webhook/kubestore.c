@@ -668,6 +668,19 @@ static gq_code ks_get_claim(void *ctx, const char *ns, const char *name, json_ob
     return ks_get_dra(ctx, "resourceclaims", "ResourceClaim", ns, name, out, err);
 }
 
+static gq_code ks_get_pod(void *ctx, const char *ns, const char *name, json_object **out,
+                          gq_err *err)
+{
+    wh_kubestore *ks = ctx;
+    char path[2 * GQ_CRD_MAX_STRING + 64];
+    if (!dns_label(ns))
+        return gq_err_set(err, GQ_EINVAL, "invalid namespace name");
+    int n = snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, name);
+    if (n < 0 || (size_t)n >= sizeof(path))
+        return gq_err_set(err, GQ_ELIMIT, "pod name too long");
+    return ks->api->get(ks->api->ctx, path, out, err);
+}
+
 static gq_code ks_get_device_class(void *ctx, const char *name, json_object **out, gq_err *err)
 {
     wh_kubestore *ks = ctx;
@@ -803,5 +816,6 @@ void wh_kubestore_store(wh_kubestore *ks, wh_store *out)
     out->get_claim_template = ks_get_claim_template;
     out->get_claim = ks_get_claim;
     out->get_device_class = ks_get_device_class;
+    out->get_pod = ks_get_pod;
     out->list_group_pods = ks_list_group_pods;
 }

@@ -309,6 +309,7 @@ void wh_memstore_store(wh_memstore *m, wh_store *out)
     out->get_claim_template = NULL; /* state files carry no DRA objects */
     out->get_claim = NULL;
     out->get_device_class = NULL;
+    out->get_pod = NULL; /* pods of the state are counted into its quotas, not kept */
     out->list_group_pods = NULL; /* state files hold no pod groups to compare */
 }
 

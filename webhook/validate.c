@@ -92,8 +92,10 @@ struct wh_validator {
     pthread_cond_t work; /* a slot is ready, or the validator stops */
     gq_htab slots;
     slot *ready_head, *ready_tail; /* slots with queued work, oldest first */
-    size_t queued;                 /* charges waiting in queues (not yet in a batch) */
-    double next_sweep;             /* when chargers next look for expired charges */
+    /* Admissions waiting for their name check (name_check), oldest first. */
+    admission *lookup_head, *lookup_tail;
+    size_t queued;     /* charges waiting in queues (not yet in a batch) */
+    double next_sweep; /* when chargers next look for expired charges */
     bool stopping;
     pthread_t chargers[WH_CHARGERS_MAX];
     unsigned n_chargers, started;
@@ -723,6 +725,8 @@ static size_t batch_run(wh_validator *v, slot *s, pending **batch, size_t n, siz
 /* ---- chargers: the threads that run the group commit ------------------------ */
 
 static void pending_settled(pending *p);
+static admission *lookup_pop(wh_validator *v);
+static void name_check(admission *a);
 
 static void ready_push(wh_validator *v, slot *s)
 {
@@ -857,11 +861,14 @@ static void *charger_main(void *arg)
             v->next_sweep = now + SWEEP_INTERVAL_S;
             expired = take_expired(v, now);
         }
-        slot *s = expired ? NULL : ready_pop(v);
-        if (expired || s) {
+        admission *look = expired ? NULL : lookup_pop(v);
+        slot *s = expired || look ? NULL : ready_pop(v);
+        if (expired || look || s) {
             pthread_mutex_unlock(&v->mu);
             if (expired)
                 settle_expired(expired);
+            else if (look)
+                name_check(look);
             else
                 run_slot(v, s, batch, cap);
             pthread_mutex_lock(&v->mu);
@@ -1299,6 +1306,7 @@ typedef struct create_state {
     bool have_resv, have_alt;
     bool must_charge; /* decided up to the charges, which are the admission's to run */
     bool skip_record; /* a model choice other than the first: the record names the first */
+    bool check_name;  /* named (no generateName): name_check before the charges */
 } create_state;
 
 /* One review being decided. Synchronous callers wait for `done`; the HTTP
@@ -1312,11 +1320,12 @@ struct admission {
     decision d;
     double t0, deadline; /* monotonic s; deadline 0: none */
     create_state c;
-    pending *ps;  /* one charge per quota to charge, in order */
-    pending rel;  /* the rollback under way */
-    size_t next;  /* charges settled so far; ps[next] is under way */
-    size_t rel_i; /* rollback: next charge to give back */
-    gq_code rc;   /* GQ_ENOMEM: no decision could be made */
+    pending *ps;            /* one charge per quota to charge, in order */
+    pending rel;            /* the rollback under way */
+    size_t next;            /* charges settled so far; ps[next] is under way */
+    size_t rel_i;           /* rollback: next charge to give back */
+    gq_code rc;             /* GQ_ENOMEM: no decision could be made */
+    admission *lookup_next; /* on v's name-check queue */
     void (*done)(admission *a);
     void *ud;
 };
@@ -1454,6 +1463,70 @@ static void rollback_next(admission *a)
         pending_settled(rel);
 }
 
+/* A CREATE that names its pod (no generateName) while a pod of that name
+ * exists in the namespace: kube-apiserver will answer AlreadyExists after
+ * admission, so charging it would hold quota for nothing until the
+ * reservation expires, and a tenant could create an existing name again
+ * and again to block a quota it shares. It is refused instead, with
+ * Kubernetes' words, and charged nothing. Allowing it uncharged would not
+ * do: the pod could be deleted between this read and the storage. A read
+ * that fails lets the charges go on (the reservation expires as before).
+ * Runs on a charger: a named create is common (StatefulSets, kubectl), and
+ * the read must not hold the thread that serves requests. */
+static void name_check(admission *a)
+{
+    json_object *pod = a->req->object, *meta = gq_json_member(pod, "metadata"), *got = NULL;
+    const char *name = gq_json_get_string(meta, "name");
+    if (a->deadline && mono_s() >= a->deadline) {
+        deny(&a->r, GQ_ETIMEOUT, "gpuquota did not charge the pod: the review's timeout ran out");
+        admission_answer(a);
+        return;
+    }
+    const wh_store *st = &a->v->store;
+    gq_code rc = st->get_pod(st->ctx, a->c.ns, name, &got, NULL);
+    const char *uid = gq_json_meta_string(got, "uid"), *mine = gq_json_get_string(meta, "uid");
+    bool other = rc == GQ_OK && (!uid || !mine || strcmp(uid, mine));
+    json_object_put(got);
+    if (!other) {
+        charge_next(a);
+        return;
+    }
+    deny(&a->r, GQ_EEXISTS, "pods \"%.253s\" already exists", name);
+    admission_answer(a);
+}
+
+/* Queue a for name_check on a charger; false (a denied) when the
+ * validator stops. */
+static bool lookup_enqueue(wh_validator *v, admission *a)
+{
+    pthread_mutex_lock(&v->mu);
+    bool ok = !v->stopping;
+    if (ok) {
+        a->lookup_next = NULL;
+        if (v->lookup_tail)
+            v->lookup_tail->lookup_next = a;
+        else
+            v->lookup_head = a;
+        v->lookup_tail = a;
+        pthread_cond_signal(&v->work);
+    }
+    pthread_mutex_unlock(&v->mu);
+    if (!ok)
+        deny(&a->r, GQ_EUNSUPPORTED,
+             "gpuquota did not charge the pod: "
+             "this gpuquota webhook is shutting down");
+    return ok;
+}
+
+/* The next admission waiting for its name check, or NULL; v->mu held. */
+static admission *lookup_pop(wh_validator *v)
+{
+    admission *a = v->lookup_head;
+    if (a && !(v->lookup_head = a->lookup_next))
+        v->lookup_tail = NULL;
+    return a;
+}
+
 /* The decision needs charges: start them (the answer comes from a charger). */
 static void charging_start(admission *a)
 {
@@ -1462,7 +1535,10 @@ static void charging_start(admission *a)
         admission_answer(a);
         return;
     }
-    charge_next(a);
+    if (!a->c.check_name)
+        charge_next(a);
+    else if (!lookup_enqueue(a->v, a))
+        admission_answer(a);
 }
 /* The pod's price (gq_pod_cost_compute) and its charge; DRA claims that
  * could not be priced deny it where a quota governs (deny_unseen_claims).
@@ -1748,6 +1824,10 @@ static gq_code decide_create_one(wh_validator *v, const wh_review_request *req, 
                              c->claims, c->n_claims, d);
     }
     c->must_charge = true;
+    json_object *meta = gq_json_member(pod, "metadata");
+    const char *name = gq_json_get_string(meta, "name"),
+               *gen = gq_json_get_string(meta, "generateName");
+    c->check_name = v->store.get_pod && name && name[0] && !(gen && gen[0]);
     return GQ_OK;
 }
 
@@ -1868,7 +1948,12 @@ static gq_code answer(const wh_review_request *req, const wh_validate_result *r,
                       wh_review_response *resp)
 {
     gq_code rc;
-    if (!r->allowed && (rc = wh_review_response_deny(resp, 403, "Forbidden", r->message)))
+    /* kube-apiserver hands the code and reason to the client as they are:
+     * AlreadyExists lets clients treat it as the conflict it is. */
+    bool exists = r->code == GQ_EEXISTS;
+    if (!r->allowed &&
+        (rc = wh_review_response_deny(resp, exists ? 409 : 403,
+                                      exists ? "AlreadyExists" : "Forbidden", r->message)))
         return rc;
     if ((rc = wh_review_response_set_audit(resp, "decision", r->allowed ? "allowed" : "denied")))
         return rc;

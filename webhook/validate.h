@@ -65,6 +65,11 @@ typedef struct wh_store {
      * get_claim_template. May be NULL (no cluster). */
     gq_code (*get_claim)(void *ctx, const char *ns, const char *name, json_object **out,
                          gq_err *err);
+    /* A fresh read of pod ns/name; GQ_ENOTFOUND when there is none. May be
+     * NULL (no cluster): a create naming a pod that exists is then charged
+     * until its reservation expires. */
+    gq_code (*get_pod)(void *ctx, const char *ns, const char *name, json_object **out,
+                       gq_err *err);
     /* A fresh read of DeviceClass name (resource.k8s.io/v1, cluster-scoped),
      * as get_claim_template. May be NULL (no cluster). */
     gq_code (*get_device_class)(void *ctx, const char *name, json_object **out, gq_err *err);

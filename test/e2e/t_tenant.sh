@@ -14,6 +14,8 @@
 #      NVIDIA's driver) were free;
 #   6. a request annotation on a CPU-only pod made the recount charge it, so
 #      one tenant could fill a tenant quota it shares with others;
+#   7. a create of an existing pod name was charged until its reservation
+#      expired, though kube-apiserver refused it (AlreadyExists);
 #   8. CPU-only pods labelled into a pod group were read with its members
 #      by every queued member's admission (the webhook's memory);
 #  10. (an honest user refused) a pod whose only claim is a NIC was refused
@@ -116,6 +118,15 @@ tk annotate pod p1 --overwrite gpu-fraction=0.5 gpu-memory=100 >/dev/null 2>&1
 check "two KAI annotations leave p1 counted" "11Gi" "$(barrier 2)"
 check_match "and a 24Gi pod is still over the 30Gi quota" 'exceeded quota: mem' \
     "$(tk create -f - 2>&1 <<<"$(gpu_pod p2 24Gi)")"
+
+# ------------------------------------------ 7. creating an existing name
+EXPECT=0 eventually 30 is reservations "$NS" mem || fail "reservations folded: $(reservations "$NS" mem)"
+for i in 1 2 3 4 5 6 7; do
+    out=$(tk create -f - 2>&1 <<<"$(gpu_pod p1 10Gi)")
+done
+check_match "creating p1 again is refused as AlreadyExists" \
+    'Error from server \(AlreadyExists\).*pods "p1" already exists' "$out"
+check "7 such creates hold no reservation" "0" "$(reservations "$NS" mem)"
 
 # ----------------------------------------------- 3. activeDeadlineSeconds
 check_match "the tenant may add activeDeadlineSeconds to a running pod" "patched" \

@@ -149,10 +149,26 @@ static void pod_changed(ctl_controller *c, const char *ns, const ctl_pod *p)
     }
 }
 
+/* The claims check (claims.c): a pod behind gpuquota.io/claims has its
+ * claims checked whenever it changes (its template's claim is made, say);
+ * claims pinned for a pod may be unpinned once it is bound, done or gone. */
+static void claims_changed(ctl_controller *c, const char *ns, const char *name, const ctl_pod *old,
+                           const ctl_pod *now)
+{
+    if (now && now->claims_gated)
+        (void)enqueue(c, 'c', ns, name, 0);
+    bool was = old && old->dra, is = now && now->dra;
+    if ((was || is) && old &&
+        (!now || old->bound != now->bound || old->terminal != now->terminal ||
+         old->delete_at != now->delete_at))
+        (void)enqueue(c, 'u', ns, "", 0);
+}
+
 static void pod_add(void *ud, const char *ns, const char *name, const void *rec)
 {
     ctl_controller *c = ud;
     ctl_store_link(c->store, (ctl_pod *)rec);
+    claims_changed(c, ns, name, NULL, rec);
     pod_changed(c, ns, rec);
 }
 
@@ -161,6 +177,7 @@ static void pod_update(void *ud, const char *ns, const char *name, const void *o
 {
     ctl_controller *c = ud;
     ctl_store_replace(c->store, (ctl_pod *)old_rec, (ctl_pod *)new_rec);
+    claims_changed(c, ns, name, old_rec, new_rec);
     if (!ctl_pod_same(old_rec, new_rec))
         pod_changed(c, ns, new_rec);
 }
@@ -169,6 +186,7 @@ static void pod_delete(void *ud, const char *ns, const char *name, const void *r
 {
     ctl_controller *c = ud;
     ctl_store_unlink(c->store, (ctl_pod *)rec);
+    claims_changed(c, ns, name, rec, NULL);
     pod_changed(c, ns, NULL);
 }
 
@@ -787,6 +805,18 @@ static int process(ctl_controller *c, const char *key)
 {
     if (!strcmp(key, ADMIT_KEY))
         return ctl_admit_pass(c);
+    if (key[0] == 'u' && key[1] == '/')
+        return ctl_claims_unpin(c, key + 2);
+    if (key[0] == 'c' && key[1] == '/') {
+        char ns[KEY_MAX];
+        const char *slash = strchr(key + 2, '/');
+        size_t len = slash ? (size_t)(slash - key - 2) : 0;
+        if (!slash || len >= sizeof ns)
+            return RES_INVALID;
+        memcpy(ns, key + 2, len);
+        ns[len] = '\0';
+        return ctl_claims_check(c, ns, slash + 1);
+    }
     return process_quota(c, key);
 }
 
@@ -830,6 +860,7 @@ static void *resync_loop(void *arg)
     for (;;) {
         enqueue_ns(c, NULL, 0);
         ctl_admit_kick(c);
+        (void)enqueue(c, 'u', "", "", 0); /* pins whose pod events were missed */
         for (long waited = 0; waited < c->o.resync_ms; waited += 100) {
             if (atomic_load(&c->stop))
                 return NULL;
@@ -1253,8 +1284,19 @@ gq_code ctl_controller_metrics(ctl_controller *c, char **out, size_t *len)
     fprintf(f,
             "# HELP gpuquota_queue_admitted_total Queued pods charged and ungated.\n"
             "# TYPE gpuquota_queue_admitted_total counter\n"
-            "gpuquota_queue_admitted_total %lu\n",
-            ld(&c->q_ungated));
+            "gpuquota_queue_admitted_total %lu\n"
+            "# HELP gpuquota_claims_refused_total Pods left gated because a DRA claim is not "
+            "the one charged at admission.\n"
+            "# TYPE gpuquota_claims_refused_total counter\n"
+            "gpuquota_claims_refused_total %lu\n"
+            "# HELP gpuquota_claims_pinned_total Pins written on checked ResourceClaims.\n"
+            "# TYPE gpuquota_claims_pinned_total counter\n"
+            "gpuquota_claims_pinned_total %lu\n"
+            "# HELP gpuquota_claims_unpinned_total ResourceClaims whose last pin was lifted.\n"
+            "# TYPE gpuquota_claims_unpinned_total counter\n"
+            "gpuquota_claims_unpinned_total %lu\n",
+            ld(&c->q_ungated), ld(&c->claims_refused), ld(&c->claims_pinned),
+            ld(&c->claims_unpinned));
     if (fclose(f) != 0) {
         free(buf);
         return GQ_ENOMEM;

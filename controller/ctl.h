@@ -56,6 +56,9 @@ typedef struct ctl_pod {
     bool terminating;             /* spec.activeDeadlineSeconds set (scope Terminating) */
     bool linked;                  /* in its namespace's list */
     bool gated;                   /* carries the gate gpuquota.io/quota: queued, not counted */
+    bool claims_gated;            /* carries gpuquota.io/claims: its claims are to be checked */
+    bool dra;                     /* gpuquota recorded DRA claims for it (may pin them) */
+    bool bound;                   /* spec.nodeName is set */
     int16_t gate_idx;             /* its index in spec.schedulingGates (gated only) */
     int32_t priority;             /* spec.priority */
     int32_t group_size;           /* gpuquota.io/pod-group-size; 0: not in a group */
@@ -85,7 +88,9 @@ bool ctl_pod_counts(const ctl_pod *p, int64_t now);
 bool ctl_pod_same(const ctl_pod *a, const ctl_pod *b);
 
 /* Build the record of pod (borrowed JSON) under cfg. *out is NULL when the
- * pod uses no GPU (or has no name/namespace): nothing to keep. A pod whose
+ * pod uses no GPU and gpuquota recorded no DRA claims for it (its claims
+ * are checked and pinned even when they hold no GPU), or has no
+ * name/namespace: nothing to keep. A pod whose
  * GPU request cannot be costed (gq_pod_cost_compute fails) is reported with
  * that error and *out untouched; the caller decides (the controller logs it
  * and keeps nothing). Caller owns *out: ctl_store_link it, or ctl_pod_free. */
@@ -400,7 +405,8 @@ size_t ctl_controller_tracked_pods(ctl_controller *c);
  *   gpuquota_quota_hard{namespace,quota,resource}        gauge
  *   gpuquota_queue_length{namespace,quota}               gauge (queued pods it governs)
  *   gpuquota_queue_wait_seconds{namespace,quota}         histogram (creation to ungate)
- *   gpuquota_queue_admitted_total                        counter */
+ *   gpuquota_queue_admitted_total                        counter
+ *   gpuquota_claims_refused_total, _pinned_total, _unpinned_total  counters (claims.c) */
 gq_code ctl_controller_metrics(ctl_controller *c, char **out, size_t *len) GQ_WUR;
 
 #endif

@@ -37,8 +37,9 @@ bool ctl_quota_path(char *path, size_t cap, const char *ns, const char *name)
 
 bool ctl_make_key(char key[KEY_MAX], char kind, const char *ns, const char *name)
 {
-    int n = kind == 'q' ? snprintf(key, KEY_MAX, "q/%s/%s", ns, name)
-                        : snprintf(key, KEY_MAX, "t/%s", name);
+    int n = kind == 'q' || kind == 'c' ? snprintf(key, KEY_MAX, "%c/%s/%s", kind, ns, name)
+            : kind == 'u'              ? snprintf(key, KEY_MAX, "u/%s", ns)
+                                       : snprintf(key, KEY_MAX, "t/%s", name);
     return n > 0 && n < KEY_MAX;
 }
 

@@ -63,6 +63,7 @@ struct ctl_controller {
 
     atomic_ulong results[RES_COUNT], writes, events, cost_errors, abandoned, folds_deferred;
     atomic_ulong events_dropped;
+    atomic_ulong claims_refused, claims_pinned, claims_unpinned; /* claims.c */
     /* Events posted: a token bucket (ctl_post_event_v; mu). */
     double ev_tokens;
     uint64_t ev_refilled_us;
@@ -89,8 +90,9 @@ int64_t ctl_mono_us(void);
 /* The per-quota state of key (c->mu held); created when create (NULL when
  * out of memory), else NULL when there is none. */
 kstate *ctl_ks_get(ctl_controller *c, const char *key, bool create);
-/* key = the queue key of kind 'q' (ns, name) or 't' (name); false when too
- * long. */
+/* key = the queue key of kind 'q' (GPUQuota ns/name), 't' (tenant name),
+ * 'c' (the claims of pod ns/name to check) or 'u' (the claims of ns to
+ * unpin; "" every namespace); false when too long. */
 bool ctl_make_key(char key[KEY_MAX], char kind, const char *ns, const char *name);
 /* path = the API path of GPUQuota ns/name, or of GPUTenantQuota name when
  * ns is empty; false when it does not fit in cap. */
@@ -113,5 +115,17 @@ void ctl_admit_kick(ctl_controller *c);
 /* One admission pass: every queued pod in order, charged and ungated when
  * its quotas have room (docs/queueing.md). Returns RES_*; requeues itself. */
 int ctl_admit_pass(ctl_controller *c);
+
+/* --- the claims check (claims.c; quota/claimcheck.h) --- */
+
+/* Check the claims of pod ns/name (key 'c'): every claim its record
+ * charged must be the one charged; each is pinned, then the pod's gate
+ * GQ_CLAIMS_GATE is lifted. A claim not made yet requeues the key; a claim
+ * that is not the one charged leaves the pod gated with a Warning Event.
+ * Returns RES_*. */
+int ctl_claims_check(ctl_controller *c, const char *ns, const char *name);
+/* Unpin the claims of ns ("" every namespace; key 'u') whose pods are all
+ * bound with the claim reserved for them, done or gone. Returns RES_*. */
+int ctl_claims_unpin(ctl_controller *c, const char *ns);
 
 #endif

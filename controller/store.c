@@ -12,6 +12,7 @@
 
 #include "common/hash.h"
 #include "common/json_member.h"
+#include "quota/claimcheck.h"
 #include "quota/pod.h"
 
 #define NS_BUCKETS_MIN 64
@@ -241,7 +242,11 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
     }
     if ((rc = gq_pod_decode(cfg, pod, ns, &gp, err)))
         goto out;
-    if (gp.charge.v[GQ_KEY_GPU_PODS] == 0) { /* no GPU: nothing to keep */
+    json_object *spec = gq_json_member(pod, "spec");
+    const char *node = gq_json_get_string(spec, "nodeName");
+    bool dra = gq_json_get_string(gq_json_meta_object(pod, "annotations"), GQ_ANN_CLAIMS) &&
+               gq_json_get_array(spec, "resourceClaims");
+    if (gp.charge.v[GQ_KEY_GPU_PODS] == 0 && !dra) { /* no GPU: nothing to keep */
         *out = NULL;
         goto out;
     }
@@ -278,6 +283,9 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
     memcpy(p->data + p->group_off, gname, gl + 1);
     p->group_size = gp.group.present ? (int32_t)gp.group.size : 0;
     p->gated = gp.gate_index >= 0;
+    p->claims_gated = gq_pod_named_gate_index(pod, GQ_CLAIMS_GATE) >= 0;
+    p->dra = dra;
+    p->bound = node && node[0];
     p->gate_idx = (int16_t)(gp.gate_index >= 0 ? gp.gate_index : 0);
     p->priority = gp.priority;
     p->created_us = gp.created_us;

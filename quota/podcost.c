@@ -1257,14 +1257,13 @@ out:
     return GQ_OK;
 }
 
-/* One entry of GQ_ANN_CLAIMS; false when it is not what gpuquota writes. A
- * shared claim's entry also names the claim and its uid (into *sc). */
-static bool claim_record(const gq_config *cfg, json_object *rec, int64_t *gpus, int64_t *mem,
-                         const gq_model **model, gq_shared_claim *sc, bool *shared)
+bool gq_claim_record_read(const gq_config *cfg, json_object *rec, gq_shared_claim *sc, bool *shared)
 {
     json_object *g = NULL, *m = NULL, *mo = NULL, *cn = NULL, *cu = NULL;
     gq_quantity q;
     gq_err e;
+    int64_t mem_v = 0, *mem = &mem_v;
+    memset(sc, 0, sizeof(*sc));
     if (!json_object_is_type(rec, json_type_object) ||
         !json_object_object_get_ex(rec, "gpus", &g) || !json_object_is_type(g, json_type_int) ||
         json_object_get_int64(g) < 0 || !json_object_object_get_ex(rec, "memory", &m) ||
@@ -1273,11 +1272,11 @@ static bool claim_record(const gq_config *cfg, json_object *rec, int64_t *gpus, 
                           &e) ||
         gq_quantity_is_negative(&q) || gq_quantity_to_int64_ceil(&q, mem))
         return false;
-    *gpus = json_object_get_int64(g);
-    *model = NULL;
+    sc->gpus = json_object_get_int64(g);
+    sc->memory = *mem;
     if (json_object_object_get_ex(rec, "model", &mo)) {
         if (!json_object_is_type(mo, json_type_string) ||
-            !(*model = gq_config_find_model(cfg, json_object_get_string(mo))))
+            !(sc->model = gq_config_find_model(cfg, json_object_get_string(mo))))
             return false;
     }
     bool has_name = json_object_object_get_ex(rec, "claim", &cn),
@@ -1291,12 +1290,8 @@ static bool claim_record(const gq_config *cfg, json_object *rec, int64_t *gpus, 
         !json_object_get_string_len(cu) ||
         (size_t)json_object_get_string_len(cu) >= sizeof(sc->uid))
         return false;
-    memset(sc, 0, sizeof(*sc));
     memcpy(sc->name, json_object_get_string(cn), (size_t)json_object_get_string_len(cn));
     memcpy(sc->uid, json_object_get_string(cu), (size_t)json_object_get_string_len(cu));
-    sc->gpus = *gpus;
-    sc->memory = *mem;
-    sc->model = *model;
     return true;
 }
 
@@ -1329,17 +1324,17 @@ static gq_code claims_cost(const gq_config *cfg, json_object *spec, json_object 
     bool first = true, same = true;
     for (size_t i = 0; i < n; i++) {
         json_object *c = json_object_array_get_idx(claims, i), *nm = NULL, *rec = NULL;
-        int64_t g, m;
-        const gq_model *mo;
         gq_shared_claim sc;
         bool shared = false;
         if (!json_object_object_get_ex(c, "name", &nm) ||
             !json_object_is_type(nm, json_type_string) ||
             !json_object_object_get_ex(recs, json_object_get_string(nm), &rec) ||
-            !claim_record(cfg, rec, &g, &m, &mo, &sc, &shared)) {
+            !gq_claim_record_read(cfg, rec, &sc, &shared)) {
             r->claims_unpriced = true;
             continue;
         }
+        int64_t g = sc.gpus, m = sc.memory;
+        const gq_model *mo = sc.model;
         if (add_i64(gpus, g, &gpus) || add_i64(mem, m, &mem)) {
             json_object_put(recs);
             return gq_err_set(err, GQ_ERANGE, "GPU devices of the pod's claims overflow");

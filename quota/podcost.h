@@ -117,6 +117,13 @@ typedef struct gq_shared_claim {
     const gq_model *model; /* borrowed from the config; NULL when unknown or mixed */
 } gq_shared_claim;
 
+/* Read one entry of GQ_ANN_CLAIMS (rec, borrowed) into *sc: its devices,
+ * memory and model, and for a claim named directly (*shared) its name and
+ * uid (both empty otherwise). false when the entry is not what gpuquota
+ * writes (a model the config does not know included). */
+bool gq_claim_record_read(const gq_config *cfg, json_object *rec, gq_shared_claim *sc,
+                          bool *shared);
+
 /* The pod's charge. Caller-owned struct: gq_pod_cost_init before use,
  * gq_pod_cost_dispose after. */
 typedef struct gq_pod_cost {

@@ -30,7 +30,7 @@ size_t gq_pod_gate_count(json_object *pod)
     return g ? json_object_array_length(g) : 0;
 }
 
-int gq_pod_gate_index(json_object *pod)
+int gq_pod_named_gate_index(json_object *pod, const char *gate)
 {
     json_object *g = gates_of(pod);
     size_t n = g ? json_object_array_length(g) : 0;
@@ -39,10 +39,15 @@ int gq_pod_gate_index(json_object *pod)
     for (size_t i = 0; i < n; i++) {
         json_object *name = member(json_object_array_get_idx(g, i), "name");
         if (name && json_object_is_type(name, json_type_string) &&
-            !strcmp(json_object_get_string(name), GQ_QUEUE_GATE))
+            !strcmp(json_object_get_string(name), gate))
             return (int)i;
     }
     return -1;
+}
+
+int gq_pod_gate_index(json_object *pod)
+{
+    return gq_pod_named_gate_index(pod, GQ_QUEUE_GATE);
 }
 
 gq_code gq_pod_group_parse(json_object *pod, gq_pod_group *out, gq_err *err)
@@ -630,8 +635,10 @@ static gq_code pin_ops(const gq_queue_pin *pin, json_object *arr, gq_err *err)
     return rc;
 }
 
-gq_code gq_queue_ungate_patch(const char *uid, int gate_index, const gq_queue_pin *pin,
-                              json_object **out, gq_err *err)
+/* The ungate patch of gate, with pin's operations (when pin is given)
+ * between the tests and the removal. */
+static gq_code ungate_patch(const char *uid, int gate_index, const char *gate,
+                            const gq_queue_pin *pin, json_object **out, gq_err *err)
 {
     char path[64], npath[80];
     json_object *arr = json_object_new_array();
@@ -641,7 +648,7 @@ gq_code gq_queue_ungate_patch(const char *uid, int gate_index, const gq_queue_pi
     if (!rc)
         rc = op(arr, "test", "/metadata/uid", json_object_new_string(uid));
     if (!rc)
-        rc = op(arr, "test", npath, json_object_new_string(GQ_QUEUE_GATE));
+        rc = op(arr, "test", npath, json_object_new_string(gate));
     if (rc == GQ_ENOMEM)
         gq_err_set(err, rc, "out of memory");
     if (!rc && pin)
@@ -654,6 +661,18 @@ gq_code gq_queue_ungate_patch(const char *uid, int gate_index, const gq_queue_pi
     }
     *out = arr;
     return GQ_OK;
+}
+
+gq_code gq_queue_ungate_patch(const char *uid, int gate_index, const gq_queue_pin *pin,
+                              json_object **out, gq_err *err)
+{
+    return ungate_patch(uid, gate_index, GQ_QUEUE_GATE, pin, out, err);
+}
+
+gq_code gq_pod_ungate_patch(const char *uid, int gate_index, const char *gate, json_object **out,
+                            gq_err *err)
+{
+    return ungate_patch(uid, gate_index, gate, NULL, out, err);
 }
 
 static bool relative_form(gq_form f)

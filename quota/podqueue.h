@@ -29,6 +29,8 @@
 /* Index of GQ_QUEUE_GATE in pod's spec.schedulingGates, -1 when absent (or
  * past the first GQ_QUEUE_MAX_GATES entries, which no valid pod has). */
 int gq_pod_gate_index(json_object *pod);
+/* The same for any gate name. */
+int gq_pod_named_gate_index(json_object *pod, const char *gate);
 /* Number of entries of spec.schedulingGates (0 when absent or malformed). */
 size_t gq_pod_gate_count(json_object *pod);
 
@@ -212,5 +214,9 @@ typedef struct gq_queue_pin {
  * *out. GQ_ENOMEM; pricing and rewrite errors in err. */
 gq_code gq_queue_ungate_patch(const char *uid, int gate_index, const gq_queue_pin *pin,
                               json_object **out, gq_err *err) GQ_WUR;
+/* The same patch for any gate (no pin): tests uid and the gate's name at
+ * gate_index, removes it. */
+gq_code gq_pod_ungate_patch(const char *uid, int gate_index, const char *gate, json_object **out,
+                            gq_err *err) GQ_WUR;
 
 #endif

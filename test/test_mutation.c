@@ -16,6 +16,7 @@
 #include "quota/crd.h"
 #include "quota/jsonpatch.h"
 #include "quota/podcost.h"
+#include "common/json_member.h"
 #include "common/jsonutil.h"
 #include "webhook/mutation.h"
 #include "webhook/review.h"
@@ -671,6 +672,11 @@ static void dra_claims_recorded(void **state)
                         "{\"gpu\":{\"gpus\":2,\"memory\":\"160Gi\",\"model\":\"h100-80gb\"}}");
     assert_string_equal(at_str(meta, "labels", "gpuquota.io/managed", NULL), "true");
     assert_string_equal(audit(&r, "charged"), "gpu-memory=160Gi,gpus=2,gpu-pods=1");
+    /* held until the controller has checked the claim made from the
+     * template is the one charged */
+    assert_string_equal(
+        gq_json_compact(gq_json_member(gq_json_member(patched, "spec"), "schedulingGates")),
+        "[{\"name\":\"gpuquota.io/claims\"}]");
     /* The rewritten pod costs the same to everyone who reads it; the claim
      * without a template stays unpriced. */
     gq_pod_cost c;
@@ -760,6 +766,13 @@ static void dra_classes_by_driver(void **state)
         /* no admission record on a pod whose claims hold no GPU */
         if (i == 0)
             assert_null(at_str(meta, "annotations", "gpuquota.io/admission", NULL));
+        /* every claim recorded is checked before the pod runs, a NIC's too
+         * (it could be made again as GPUs) */
+        json_object *gates = gq_json_member(gq_json_member(patched, "spec"), "schedulingGates");
+        if (t[i].record)
+            assert_string_equal(gq_json_compact(gates), "[{\"name\":\"gpuquota.io/claims\"}]");
+        else
+            assert_null(gates);
         gq_pod_cost c;
         gq_pod_cost_init(&c);
         if (gq_pod_cost_compute(cfg, patched, &c, &err) != GQ_OK)
@@ -827,6 +840,35 @@ static void dra_shared_claim_recorded(void **state)
     gq_pod_cost_dispose(&c);
     json_object_put(patched);
     wh_review_response_dispose(&r);
+
+    /* A gate of the author's is kept, gpuquota's goes after it; a pod
+     * created on its node cannot carry gates and gets none. */
+    static const struct {
+        const char *spec, *gates;
+    } g[] = {
+        {"\"schedulingGates\":[{\"name\":\"mine\"}],",
+         "[{\"name\":\"mine\"},{\"name\":\"gpuquota.io/claims\"}]"},
+        {"\"nodeName\":\"n1\",", NULL},
+    };
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
+        char one[1024];
+        snprintf(one, sizeof one,
+                 "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"d\","
+                 "\"namespace\":\"team-a\"},\"spec\":{%s\"resourceClaims\":[{\"name\":\"gpu\","
+                 "\"resourceClaimName\":\"pair\"}],\"containers\":[{\"name\":\"main\","
+                 "\"image\":\"x\"}]}}",
+                 g[i].spec);
+        patched = NULL;
+        mutate_pod(cfg, one, &src, &r, &patched);
+        assert_true(r.allowed);
+        json_object *gates = gq_json_member(gq_json_member(patched, "spec"), "schedulingGates");
+        if (g[i].gates)
+            assert_string_equal(gq_json_compact(gates), g[i].gates);
+        else
+            assert_null(gates);
+        json_object_put(patched);
+        wh_review_response_dispose(&r);
+    }
     gq_config_free(cfg);
 }
 

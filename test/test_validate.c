@@ -130,13 +130,14 @@ typedef struct rv_opts {
     const char *old;
     bool dry_run;
     const char *sub; /* subResource, NULL for none */
+    bool claim;      /* a resource.k8s.io/v1 ResourceClaim, not a pod */
 } rv_opts;
 
 /* Decode an AdmissionReview for pod (JSON text) and decide it. */
 static wh_validate_result decide_ex(fx *f, const char *uid, const char *ns, const char *pod,
                                     const rv_opts *o, wh_review_response *resp_out)
 {
-    rv_opts d = {"CREATE", USER, NULL, false, NULL};
+    rv_opts d = {"CREATE", USER, NULL, false, NULL, false};
     if (!o)
         o = &d;
     size_t body_max = 4096 + strlen(pod) + (o->old ? strlen(o->old) : 0);
@@ -144,13 +145,14 @@ static wh_validate_result decide_ex(fx *f, const char *uid, const char *ns, cons
     assert_non_null(body);
     snprintf(body, body_max,
              "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{"
-             "\"uid\":\"%s\",\"kind\":{\"group\":\"\",\"version\":\"v1\",\"kind\":\"Pod\"},"
-             "\"resource\":{\"group\":\"\",\"version\":\"v1\",\"resource\":\"pods\"},"
+             "\"uid\":\"%s\",\"kind\":{\"group\":\"%s\",\"version\":\"v1\",\"kind\":\"%s\"},"
+             "\"resource\":{\"group\":\"%s\",\"version\":\"v1\",\"resource\":\"%s\"},"
              "\"namespace\":\"%s\",\"operation\":\"%s\",\"userInfo\":{\"username\":\"%s\"},"
              "\"object\":%s,\"oldObject\":%s,\"dryRun\":%s%s%s%s}}",
-             uid, ns, o->op, o->user ? o->user : USER, pod, o->old ? o->old : "null",
-             o->dry_run ? "true" : "false", o->sub ? ",\"subResource\":\"" : "",
-             o->sub ? o->sub : "", o->sub ? "\"" : "");
+             uid, o->claim ? "resource.k8s.io" : "", o->claim ? "ResourceClaim" : "Pod",
+             o->claim ? "resource.k8s.io" : "", o->claim ? "resourceclaims" : "pods", ns, o->op,
+             o->user ? o->user : USER, pod, o->old ? o->old : "null", o->dry_run ? "true" : "false",
+             o->sub ? ",\"subResource\":\"" : "", o->sub ? o->sub : "", o->sub ? "\"" : "");
     wh_review_request req;
     wh_review_response resp;
     wh_validate_result r;
@@ -466,7 +468,7 @@ static void test_dry_run_not_charged(void **state)
 {
     fx *f = *state;
     char pod[2048];
-    rv_opts dry = {"CREATE", USER, NULL, true, NULL};
+    rv_opts dry = {"CREATE", USER, NULL, true, NULL, false};
     wh_review_response resp;
     quota(f, NS_A, "q", "{\"gpu-memory\":\"16Gi\"}", NULL);
     pod_json(pod, sizeof(pod), NS_A, "16Gi", NULL, NULL);
@@ -833,7 +835,7 @@ static void test_dra_claims(void **state)
     r = decide_ex(f, "u3", NS_A, pod, NULL, NULL);
     assert_false(r.allowed);
     assert_string_equal(r.message, CLAIM_MSG("team-a", "GPUQuota team-a/q"));
-    rv_opts dry = {"CREATE", USER, NULL, true, NULL};
+    rv_opts dry = {"CREATE", USER, NULL, true, NULL, false};
     assert_false(decide_ex(f, "u4", NS_A, pod, &dry, NULL).allowed);
     /* with a GPU asked as well, the claim is still refused */
     pod_json(pod, sizeof(pod), NS_A, "8Gi", NULL, claims);
@@ -1167,7 +1169,7 @@ static void test_tamper(void **state)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         pod_json(old, sizeof(old), NS_A, "8Gi", cases[i].old_meta, NULL);
         pod_json(now, sizeof(now), NS_A, "8Gi", cases[i].new_meta, NULL);
-        rv_opts o = {"UPDATE", cases[i].user, old, false, NULL};
+        rv_opts o = {"UPDATE", cases[i].user, old, false, NULL, false};
         wh_validate_result r = decide_ex(f, "t", NS_A, now, &o, NULL);
         assert_int_equal(r.allowed, cases[i].allowed);
         assert_string_equal(r.message, cases[i].msg);
@@ -1178,21 +1180,108 @@ static void test_tamper(void **state)
     fx_validator(f, &vo);
     pod_json(old, sizeof(old), NS_A, "8Gi", "", NULL);
     pod_json(now, sizeof(now), NS_A, "8Gi", ",\"labels\":{\"gpuquota.io/managed\":\"true\"}", NULL);
-    rv_opts bob = {"UPDATE", "bob", old, false, NULL};
+    rv_opts bob = {"UPDATE", "bob", old, false, NULL, false};
     assert_true(decide_ex(f, "t", NS_A, now, &bob, NULL).allowed);
-    rv_opts wh = {"UPDATE", WH_TRUSTED_WEBHOOK, old, false, NULL};
+    rv_opts wh = {"UPDATE", WH_TRUSTED_WEBHOOK, old, false, NULL, false};
     assert_false(decide_ex(f, "t", NS_A, now, &wh, NULL).allowed);
     /* DELETE is never checked */
-    rv_opts del = {"DELETE", USER, old, false, NULL};
+    rv_opts del = {"DELETE", USER, old, false, NULL, false};
     assert_true(decide_ex(f, "t", NS_A, "null", &del, NULL).allowed);
     /* pods/status can carry metadata changes too; other subresources not */
-    rv_opts st = {"UPDATE", USER, old, false, "status"};
+    rv_opts st = {"UPDATE", USER, old, false, "status", false};
     assert_false(decide_ex(f, "t", NS_A, now, &st, NULL).allowed);
-    rv_opts eph = {"UPDATE", USER, old, false, "ephemeralcontainers"};
+    rv_opts eph = {"UPDATE", USER, old, false, "ephemeralcontainers", false};
     assert_true(decide_ex(f, "t", NS_A, now, &eph, NULL).allowed);
     /* a CREATE on a subresource (binding, eviction) is not a pod creation */
-    rv_opts bind = {"CREATE", USER, NULL, false, "binding"};
+    rv_opts bind = {"CREATE", USER, NULL, false, "binding", false};
     assert_true(decide_ex(f, "t", NS_A, now, &bind, NULL).allowed);
+}
+
+/* gpuquota's gates come off by its controller only: the queue's, and the
+ * one that holds a pod until its DRA claims are checked. */
+static void test_gates_are_gpuquotas(void **state)
+{
+    fx *f = *state;
+    char old[2048], now[2048];
+    static const struct {
+        const char *old_gates, *new_gates, *user;
+        const char *msg; /* NULL: allowed */
+    } cases[] = {
+        {"[{\"name\":\"gpuquota.io/claims\"}]", "[]", USER,
+         "the scheduling gate gpuquota.io/claims is removed by gpuquota only: the pod waits until "
+         "gpuquota has checked that its DRA claims are the ones charged (kubectl describe pod "
+         "shows why it waits)"},
+        {"[{\"name\":\"gpuquota.io/quota\"},{\"name\":\"gpuquota.io/claims\"}]",
+         "[{\"name\":\"gpuquota.io/claims\"}]", USER,
+         "the scheduling gate gpuquota.io/quota is removed by gpuquota only: the pod waits for "
+         "quota (kubectl get gq,gtq shows the queue)"},
+        {"[{\"name\":\"mine\"},{\"name\":\"gpuquota.io/claims\"}]",
+         "[{\"name\":\"gpuquota.io/claims\"}]", USER, NULL}, /* the author's own gate */
+        {"[{\"name\":\"gpuquota.io/claims\"}]", "[]", WH_TRUSTED_CONTROLLER, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char og[256], ng[256];
+        snprintf(og, sizeof og, ",\"schedulingGates\":%s", cases[i].old_gates);
+        snprintf(ng, sizeof ng, ",\"schedulingGates\":%s", cases[i].new_gates);
+        pod_json(old, sizeof(old), NS_A, "8Gi", "", og);
+        pod_json(now, sizeof(now), NS_A, "8Gi", "", ng);
+        rv_opts o = {"UPDATE", cases[i].user, old, false, NULL, false};
+        wh_validate_result r = decide_ex(f, "t", NS_A, now, &o, NULL);
+        assert_int_equal(r.allowed, cases[i].msg == NULL);
+        assert_string_equal(r.message, cases[i].msg ? cases[i].msg : "");
+    }
+}
+
+/* A checked ResourceClaim's finalizer, label and annotation are
+ * gpuquota's: a tenant who could remove them could delete the claim and
+ * make it again with more devices before the pod is bound. */
+static void test_claim_pins_are_gpuquotas(void **state)
+{
+    fx *f = *state;
+    char old[1024], now[1024];
+#define CLAIM(buf, meta)                                                                           \
+    snprintf(buf, sizeof buf,                                                                      \
+             "{\"apiVersion\":\"resource.k8s.io/v1\",\"kind\":\"ResourceClaim\",\"metadata\":{"    \
+             "\"name\":\"c\",\"namespace\":\"" NS_A "\"%s},\"spec\":{}}",                          \
+             meta)
+    static const struct {
+        const char *old_meta, *new_meta, *user;
+        const char *msg; /* NULL: allowed */
+    } cases[] = {
+        {",\"finalizers\":[\"gpuquota.io/charged-claim\"]", ",\"finalizers\":[]", USER,
+         "the finalizer gpuquota.io/charged-claim is removed by gpuquota only: it keeps the claim "
+         "a "
+         "pod was checked against from being deleted and made again until the pod is bound or "
+         "gone"},
+        {"", ",\"finalizers\":[\"gpuquota.io/charged-claim\"]", USER,
+         "the finalizer gpuquota.io/charged-claim is added by gpuquota only: it keeps the claim a "
+         "pod was checked against from being deleted and made again until the pod is bound or "
+         "gone"},
+        {",\"annotations\":{\"gpuquota.io/pinned-for\":\"{}\"}", ",\"annotations\":{}", USER,
+         "changing gpuquota.io/ labels and annotations is reserved to gpuquota (annotation "
+         "gpuquota.io/pinned-for)"},
+        {",\"labels\":{\"gpuquota.io/pinned\":\"true\"}", "", USER,
+         "changing gpuquota.io/ labels and annotations is reserved to gpuquota (label "
+         "gpuquota.io/pinned)"},
+        /* other finalizers and keys are the tenant's */
+        {",\"finalizers\":[\"gpuquota.io/charged-claim\",\"x/y\"]",
+         ",\"finalizers\":[\"gpuquota.io/charged-claim\"],\"labels\":{\"app\":\"a\"}", USER, NULL},
+        {",\"finalizers\":[\"gpuquota.io/charged-claim\"]", ",\"finalizers\":[]",
+         WH_TRUSTED_CONTROLLER, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CLAIM(old, cases[i].old_meta);
+        CLAIM(now, cases[i].new_meta);
+        rv_opts o = {"UPDATE", cases[i].user, old, false, NULL, true};
+        wh_validate_result r = decide_ex(f, "t", NS_A, now, &o, NULL);
+        assert_int_equal(r.allowed, cases[i].msg == NULL);
+        assert_string_equal(r.message, cases[i].msg ? cases[i].msg : "");
+    }
+    /* a claim's creation and deletion are the tenant's */
+    CLAIM(now, "");
+    rv_opts create = {"CREATE", USER, NULL, false, NULL, true};
+    assert_true(decide_ex(f, "t", NS_A, now, &create, NULL).allowed);
+#undef CLAIM
 }
 
 /* ---- concurrency -------------------------------------------------------------- */
@@ -1547,6 +1636,8 @@ int main(void)
         T(test_zero_asks_for_no_gpu),
         T(test_large_pod_without_gpu),
         T(test_tamper),
+        T(test_gates_are_gpuquotas),
+        T(test_claim_pins_are_gpuquotas),
         T(test_concurrent_exactly_ten),
         T(test_concurrent_exactly_ten_with_conflicts),
         T(test_concurrent_no_coalescing),

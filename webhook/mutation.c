@@ -7,6 +7,7 @@
 
 #include "common/json_member.h"
 #include "common/jsonutil.h"
+#include "quota/claimcheck.h"
 #include "quota/dra.h"
 #include "quota/podcost.h"
 #include "quota/podqueue.h"
@@ -588,33 +589,53 @@ out:
     return rc;
 }
 
-/* Add the gate to the patch: after any gates the pod already carries. */
-static gq_code add_gate(json_object *pod, gq_patch *patch)
+static bool has_node_name(json_object *pod);
+
+/* Add gates names[0..n) to the patch: after any gates the pod already
+ * carries. */
+static gq_code add_gates(json_object *pod, const char *const *names, size_t n, gq_patch *patch)
 {
     gq_jptr p;
     json_object *spec = NULL, *gates = NULL;
     json_object_object_get_ex(pod, "spec", &spec);
     bool has = spec && json_object_object_get_ex(spec, "schedulingGates", &gates) &&
                json_object_is_type(gates, json_type_array);
-    json_object *gate = json_object_new_object();
-    if (!gate || json_object_object_add(gate, "name", json_object_new_string(GQ_QUEUE_GATE))) {
-        json_object_put(gate);
-        return GQ_ENOMEM;
+    json_object *arr = has ? NULL : json_object_new_array();
+    gq_code rc = has || arr ? GQ_OK : GQ_ENOMEM;
+    for (size_t i = 0; !rc && i < n; i++) {
+        json_object *gate = json_object_new_object();
+        if (!gate || json_object_object_add(gate, "name", json_object_new_string(names[i]))) {
+            json_object_put(gate);
+            rc = GQ_ENOMEM;
+            break;
+        }
+        gq_jptr_init(&p);
+        gq_jptr_push(&p, "spec");
+        gq_jptr_push(&p, "schedulingGates");
+        if (has) {
+            gq_jptr_push(&p, "-");
+            rc = gq_patch_add(patch, &p, gate);
+        } else if (json_object_array_add(arr, gate)) {
+            json_object_put(gate);
+            rc = GQ_ENOMEM;
+        }
     }
-    gq_jptr_init(&p);
-    gq_jptr_push(&p, "spec");
-    gq_jptr_push(&p, "schedulingGates");
-    if (has) {
-        gq_jptr_push(&p, "-");
-        return gq_patch_add(patch, &p, gate);
+    if (!rc && arr && n) {
+        rc = gq_patch_add(patch, &p, arr);
+        arr = NULL;
     }
-    json_object *arr = json_object_new_array();
-    if (!arr || json_object_array_add(arr, gate)) {
-        json_object_put(arr);
-        json_object_put(gate);
-        return GQ_ENOMEM;
-    }
-    return gq_patch_add(patch, &p, arr);
+    json_object_put(arr);
+    return rc;
+}
+
+/* The pod's claims are checked before it runs (quota/claimcheck.h): a pod
+ * gpuquota recorded claims for is held behind GQ_CLAIMS_GATE until the
+ * controller has checked them. A pod created bound to a node (spec.nodeName)
+ * cannot carry gates; no scheduler allocates claims for it either, so it can
+ * only use claims a checked pod had allocated. */
+static bool claims_gated(json_object *pod, const char *claims_text)
+{
+    return claims_text && !has_node_name(pod) && gq_pod_named_gate_index(pod, GQ_CLAIMS_GATE) < 0;
 }
 
 static bool has_node_name(json_object *pod)
@@ -727,8 +748,11 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
         /* DRA claims that hold no GPU (a NIC): recorded as priced, so
          * /validate does not take them for claims it cannot tell. */
         gq_rewrite_opts co = {.claims = claims_text};
+        static const char *const gate[] = {GQ_CLAIMS_GATE};
         if ((rc = gq_rewrite_pod(cfg, pod, &p.cost0, &co, &rw, &why)))
             goto deny;
+        if (claims_gated(pod, claims_text) && (rc = add_gates(pod, gate, 1, rw.patch)))
+            goto settle;
         rc = answer(cfg, &p.cost0, &rw, &r);
         goto settle;
     }
@@ -757,6 +781,8 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
     const gq_pod_cost *use = priced_use(&p);
     if ((rc = gq_rewrite_pod(cfg, pod, use, &opts, &rw, &why)))
         goto deny;
+    const char *gates[2];
+    size_t n_gates = 0;
     if (in->src && use->gpu_pods && gq_pod_gate_index(pod) < 0 && !has_node_name(pod)) {
         gq_amounts charge;
         bool queues = false;
@@ -773,9 +799,13 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
             goto out;
         }
         rc = GQ_OK;
-        if (queues && (rc = add_gate(pod, rw.patch)))
-            goto settle;
+        if (queues)
+            gates[n_gates++] = GQ_QUEUE_GATE;
     }
+    if (claims_gated(pod, claims_text))
+        gates[n_gates++] = GQ_CLAIMS_GATE;
+    if (n_gates && (rc = add_gates(pod, gates, n_gates, rw.patch)))
+        goto settle;
     rc = answer(cfg, use, &rw, &r);
     if (!rc && p.n_defs && p.defs[0].limit_range)
         rc = wh_review_response_set_audit(&r, "gpu-limit-range", p.defs[0].limit_range);

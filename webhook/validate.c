@@ -13,6 +13,7 @@
 #include "common/gq_log.h"
 #include "common/hash.h"
 #include "common/htab.h"
+#include "quota/claimcheck.h"
 #include "quota/podcost.h"
 #include "quota/policy.h"
 #include "quota/record.h"
@@ -1895,22 +1896,18 @@ static const char *changed_key(json_object *a, json_object *b)
     return NULL;
 }
 
-static void decide_update(wh_validator *v, const wh_review_request *req, wh_validate_result *r)
+static bool trusted(const wh_validator *v, const char *username)
 {
     for (size_t i = 0; i < v->n_trusted; i++)
-        if (!strcmp(req->username, v->trusted[i]))
-            return;
-    /* Only gpuquota's controller ungates: a pod without its charge must not
-     * reach the scheduler. Kubernetes refuses to add gates after creation;
-     * adding ours is refused here as well, whatever the API server does. */
-    bool had = gq_pod_gate_index(req->old_object) >= 0, has = gq_pod_gate_index(req->object) >= 0;
-    if (had != has) {
-        deny(r, GQ_EDENIED,
-             "the scheduling gate " GQ_QUEUE_GATE " is %s by gpuquota only: the pod waits for "
-             "quota (kubectl get gq,gtq shows the queue)",
-             had ? "removed" : "added");
-        return;
-    }
+        if (!strcmp(username, v->trusted[i]))
+            return true;
+    return false;
+}
+
+/* Denies (true) a change by the request to a gpuquota.io/ label or
+ * annotation of the object. */
+static bool keys_changed(const wh_review_request *req, wh_validate_result *r)
+{
     static const char *const maps[] = {"labels", "annotations"};
     for (size_t i = 0; i < 2; i++) {
         json_object *now = gq_json_meta_object(req->object, maps[i]);
@@ -1920,14 +1917,82 @@ static void decide_update(wh_validator *v, const wh_review_request *req, wh_vali
             k = changed_key(old, now);
         if (k) {
             deny(r, GQ_EDENIED, TAMPER_MSG " (%s %s)", i ? "annotation" : "label", k);
+            return true;
+        }
+    }
+    return false;
+}
+
+static void decide_update(wh_validator *v, const wh_review_request *req, wh_validate_result *r)
+{
+    if (trusted(v, req->username))
+        return;
+    /* Only gpuquota's controller ungates: a pod without its charge, or whose
+     * claims are not checked, must not reach the scheduler. Kubernetes
+     * refuses to add gates after creation; adding ours is refused here as
+     * well, whatever the API server does. */
+    static const struct {
+        const char *gate, *why;
+    } gates[] = {
+        {GQ_QUEUE_GATE, "the pod waits for quota (kubectl get gq,gtq shows the queue)"},
+        {GQ_CLAIMS_GATE, "the pod waits until gpuquota has checked that its DRA claims are the "
+                         "ones charged (kubectl describe pod shows why it waits)"},
+    };
+    for (size_t i = 0; i < sizeof gates / sizeof gates[0]; i++) {
+        bool had = gq_pod_named_gate_index(req->old_object, gates[i].gate) >= 0,
+             has = gq_pod_named_gate_index(req->object, gates[i].gate) >= 0;
+        if (had != has) {
+            deny(r, GQ_EDENIED, "the scheduling gate %s is %s by gpuquota only: %s", gates[i].gate,
+                 had ? "removed" : "added", gates[i].why);
             return;
         }
     }
+    (void)keys_changed(req, r);
+}
+
+/* The gpuquota.io/ finalizer of a ResourceClaim (gq_claim_pins_patch). */
+static bool has_claim_finalizer(json_object *claim)
+{
+    json_object *f = gq_json_get_array(gq_json_member(claim, "metadata"), "finalizers");
+    size_t n = f ? json_object_array_length(f) : 0;
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_array_get_idx(f, i);
+        if (json_object_is_type(e, json_type_string) &&
+            !strcmp(json_object_get_string(e), GQ_CLAIM_FINALIZER))
+            return true;
+    }
+    return false;
+}
+
+/* ResourceClaim UPDATE: the finalizer, label and annotation that keep a
+ * checked claim from being made again (quota/claimcheck.h) are gpuquota's
+ * controller's alone to add or remove. */
+static void decide_claim_update(wh_validator *v, const wh_review_request *req,
+                                wh_validate_result *r)
+{
+    if (trusted(v, req->username) || !req->object || !req->old_object)
+        return;
+    bool had = has_claim_finalizer(req->old_object), has = has_claim_finalizer(req->object);
+    if (had != has) {
+        deny(r, GQ_EDENIED,
+             "the finalizer " GQ_CLAIM_FINALIZER " is %s by gpuquota only: it keeps the claim a "
+             "pod was checked against from being deleted and made again until the pod is bound "
+             "or gone",
+             had ? "removed" : "added");
+        return;
+    }
+    (void)keys_changed(req, r);
 }
 
 static bool is_pod(const wh_review_request *req)
 {
     return !req->kind_group[0] && !strcmp(req->kind, "Pod") && !strcmp(req->resource, "pods");
+}
+
+static bool is_claim(const wh_review_request *req)
+{
+    return !strcmp(req->resource_group, "resource.k8s.io") &&
+           !strcmp(req->resource, "resourceclaims");
 }
 
 static json_object *charge_json(const wh_validate_result *r)
@@ -2049,6 +2114,8 @@ static void admission_run(admission *a)
     } else if (is_pod(req) && req->operation == WH_OP_UPDATE &&
                (!req->sub_resource[0] || !strcmp(req->sub_resource, "status"))) {
         decide_update(a->v, req, &a->r);
+    } else if (is_claim(req) && req->operation == WH_OP_UPDATE && !req->sub_resource[0]) {
+        decide_claim_update(a->v, req, &a->r);
     }
     if (!a->rc && a->c.must_charge)
         charging_start(a);

@@ -185,6 +185,16 @@ typedef struct kube_client_opts {
     const char *user_agent;  /* NULL: "gpuquota" */
 } kube_client_opts;
 
+/* A connection to kube-apiserver that stops answering without closing (the
+ * host gone, a network that drops packets: no FIN, no RST) is given up this
+ * long after the last byte the peer acknowledged: TCP keepalive probes
+ * start after KUBE_KEEPALIVE_IDLE_S of silence, every KUBE_KEEPALIVE_INTVL_S,
+ * and TCP_USER_TIMEOUT ends the connection. A watch that carries no events
+ * is kept alive by the probes alone (no request reaches kube-apiserver). */
+#define KUBE_DEAD_PEER_MS 10000L
+#define KUBE_KEEPALIVE_IDLE_S 4L
+#define KUBE_KEEPALIVE_INTVL_S 2L
+
 /* A client for cfg (copied; cfg may be freed afterwards). opts may be NULL.
  * Thread-safe: any number of threads may call the verbs at once; connections
  * are kept alive in a pool of curl handles that share DNS and TLS sessions. */

@@ -5,6 +5,9 @@
 #include "kube/kube_int.h"
 
 #include <curl/curl.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,6 +228,19 @@ static void handle_release(kube_client *c, CURL *h)
     curl_easy_cleanup(h);
 }
 
+/* Every new connection: a peer that stops acknowledging is given up after
+ * KUBE_DEAD_PEER_MS (kube.h), keepalive probes included. A failure to set
+ * it leaves the connection with keepalive alone. */
+static int dead_peer_sockopt(void *ud, curl_socket_t fd, curlsocktype purpose)
+{
+    (void)ud;
+    unsigned int ms = (unsigned int)KUBE_DEAD_PEER_MS;
+    if (purpose == CURLSOCKTYPE_IPCXN &&
+        setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof ms) != 0)
+        GQ_DEBUG("TCP_USER_TIMEOUT not set: %s", strerror(errno));
+    return CURL_SOCKOPT_OK;
+}
+
 /* Options shared by every request: URL, TLS material, auth, headers. */
 static gq_code setup_handle(kube_client *c, CURL *h, const char *url, const char *token,
                             struct curl_slist **hdrs, const char *ctype, gq_err *err)
@@ -236,8 +252,9 @@ static gq_code setup_handle(kube_client *c, CURL *h, const char *url, const char
     curl_easy_setopt(h, CURLOPT_USERAGENT, c->o.user_agent);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->o.connect_timeout_ms);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(h, CURLOPT_TCP_KEEPIDLE, 30L);
-    curl_easy_setopt(h, CURLOPT_TCP_KEEPINTVL, 15L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPIDLE, KUBE_KEEPALIVE_IDLE_S);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPINTVL, KUBE_KEEPALIVE_INTVL_S);
+    curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, dead_peer_sockopt);
     curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     if (cfg->insecure_skip_tls_verify) {

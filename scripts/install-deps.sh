@@ -17,6 +17,10 @@ need_cmd wrk wrk
 need_cmd /usr/bin/time time # scripts/bench.sh: wrk's own CPU time
 need_cmd python3 python3
 need_cmd jq jq # the kube-standin shell tests read JSON with it
+# test_kube_dead_peer: a network namespace of its own, packets dropped.
+need_cmd unshare util-linux
+need_cmd ip iproute2
+need_cmd iptables iptables
 # make image and its test: the image from Debian's packages, read and run.
 need_cmd mmdebstrap mmdebstrap
 need_cmd umoci umoci

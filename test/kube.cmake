@@ -10,6 +10,16 @@ gq_unit_test(test_kube_standin test_kube_standin.c standin_proc.c LIBS gq_kube
              ARGS ${CMAKE_BINARY_DIR}/test/kube-standin)
 set_tests_properties(test_kube_standin PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 
+# A kube-apiserver that goes silent (no FIN, no RST) is noticed by a watch
+# within KUBE_DEAD_PEER_MS: run in a network namespace of its own, where the
+# test drops the stand-in's packets with iptables.
+add_executable(test_kube_dead_peer test_kube_dead_peer.c standin_proc.c)
+target_link_libraries(test_kube_dead_peer PRIVATE gq_kube gq_core PkgConfig::CMOCKA)
+add_test(NAME test_kube_dead_peer
+         COMMAND unshare -n sh -c "ip link set lo up && exec \"$0\" \"$1\""
+                 $<TARGET_FILE:test_kube_dead_peer> ${CMAKE_BINARY_DIR}/test/kube-standin)
+set_tests_properties(test_kube_dead_peer PROPERTIES TIMEOUT 120)
+
 # Benchmark: built by default, run by hand (it prints figures, asserts nothing).
 if(GQ_BENCH)
   add_executable(bench_kube_list bench/bench_kube_list.c standin_proc.c)

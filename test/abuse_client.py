@@ -195,6 +195,12 @@ def cmd_halfopen(args):
             if args.mode == "tls":
                 s = tls_connect(args, src, timeout=2.0)
                 s.sendall(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Le")
+            elif args.mode == "idle":
+                # one whole request, then idle on the kept-alive connection
+                s = tls_connect(args, src, timeout=2.0)
+                s.settimeout(5.0)
+                if get_healthz(s) != 200:
+                    raise OSError("no answer")
             else:
                 s = connect(args.port, src, timeout=2.0)
                 s.sendall(HALF_CLIENT_HELLO)
@@ -323,7 +329,9 @@ def main():
     h.add_argument("--port", type=int, required=True)
     h.add_argument("--count", type=int, default=1100)
     h.add_argument("--sources", default="127.0.0.2")
-    h.add_argument("--mode", choices=["tcp", "tls"], default="tcp")
+    h.add_argument("--mode", choices=["tcp", "tls", "idle"], default="tcp",
+                   help="tcp: half a ClientHello; tls: half a request; idle: a whole "
+                        "request, then idle (keep-alive)")
     h.add_argument("--probe-source", default="")
     h.add_argument("--probe-timeout", type=float, default=20.0)
     h.add_argument("--hold", type=float, default=15.0)

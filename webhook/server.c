@@ -38,6 +38,9 @@
 #define WH_MAX_CERT_FILE ((size_t)1 << 20) /* a PEM chain is a few KB */
 #define WH_MAX_CHAIN 16
 #define WH_SWEEP_MS 250 /* how often connections are checked against the read deadline */
+/* A connection is reclaimed (closed to make room when the server is full)
+ * only after this long idle or receiving. */
+#define WH_RECLAIM_MIN_AGE_MS 500
 #define WH_LISTEN_BACKLOG 1024
 
 /* ---------------------------------------------------------------- responses */
@@ -175,9 +178,11 @@ typedef struct wh_conn {
     wh_creds *creds;             /* referenced until close; NULL for plain HTTP */
     int fd;
     char peer[INET6_ADDRSTRLEN + 16];
+    size_t addr_len; /* of peer's address, without the port */
+    unsigned daemon; /* index in srv->daemons; n_daemons when unknown */
     pthread_mutex_t lock;
     conn_phase phase;
-    int64_t since_ms;   /* CONN_RECEIVING: when the request began */
+    int64_t since_ms;   /* when the phase began (RECEIVING: the request) */
     bool have_baseline; /* CONN_IDLE: bytes received when first seen idle */
     uint64_t baseline;
     bool dropped;
@@ -207,6 +212,7 @@ struct wh_server {
 
     atomic_size_t body_bytes;           /* reserved by the bodies in flight */
     atomic_uint_fast64_t read_timeouts; /* connections closed at the read deadline */
+    atomic_uint_fast64_t reclaimed;     /* connections closed to make room (reclaim) */
     atomic_uint_fast64_t connections;   /* connections accepted (one TLS handshake each) */
     atomic_llong cert_not_after;        /* of the serving certificate, for /metrics */
 
@@ -550,6 +556,7 @@ static int handshake_done(gnutls_session_t ses, unsigned htype, unsigned when, u
     if (!c->handshaken && c->phase == CONN_RECEIVING && tcp_bytes_received(c->fd, &bytes) &&
         ioctl(c->fd, FIONREAD, &unread) == 0 && unread >= 0 && (uint64_t)unread <= bytes) {
         c->phase = CONN_IDLE;
+        c->since_ms = mono_ms();
         c->baseline = bytes - (uint64_t)unread;
         c->have_baseline = true;
     }
@@ -575,6 +582,13 @@ static wh_conn *conn_open(wh_server *srv, struct MHD_Connection *conn)
     c->phase = CONN_RECEIVING; /* the first request's clock includes the handshake */
     c->since_ms = mono_ms();
     format_addr(conn, c->peer, sizeof(c->peer));
+    const char *colon = strrchr(c->peer, ':');
+    c->addr_len = colon ? (size_t)(colon - c->peer) : strlen(c->peer);
+    const union MHD_ConnectionInfo *di = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_DAEMON);
+    c->daemon = srv->n_daemons;
+    for (unsigned i = 0; di && i < srv->n_daemons; i++)
+        if (srv->daemons[i] == di->daemon)
+            c->daemon = i;
     if (!srv->plain) {
         c->creds = creds_acquire(srv);
         const union MHD_ConnectionInfo *ti =
@@ -629,6 +643,8 @@ static void conn_set_phase(wh_conn *c, conn_phase phase)
         return;
     pthread_mutex_lock(&c->lock);
     if (phase != CONN_RECEIVING) {
+        if (phase == CONN_IDLE && c->phase != CONN_IDLE)
+            c->since_ms = mono_ms();
         c->phase = phase;
         c->have_baseline = false;
     } else if (c->phase == CONN_IDLE) {
@@ -700,6 +716,120 @@ static bool conn_check(const wh_server *srv, wh_conn *c, int64_t now)
     return true;
 }
 
+static unsigned limit_share(unsigned total, unsigned n, unsigned i);
+
+/* A candidate for reclaim, and how many connections its address holds on
+ * its daemon. */
+typedef struct reclaim_cand {
+    wh_conn *c;
+    unsigned addr_conns;
+    int64_t since_ms;
+} reclaim_cand;
+
+static int by_addr(const void *a, const void *b)
+{
+    const wh_conn *x = ((const reclaim_cand *)a)->c, *y = ((const reclaim_cand *)b)->c;
+    size_t n = x->addr_len < y->addr_len ? x->addr_len : y->addr_len;
+    int d = memcmp(x->peer, y->peer, n);
+    return d ? d : (x->addr_len > y->addr_len) - (x->addr_len < y->addr_len);
+}
+
+/* The address holding the most connections first, then the longest in
+ * its phase: an attacker's many idle or half-open connections go before
+ * kube-apiserver's few, busy ones. */
+static int by_victim(const void *a, const void *b)
+{
+    const reclaim_cand *x = a, *y = b;
+    if (x->addr_conns != y->addr_conns)
+        return x->addr_conns > y->addr_conns ? -1 : 1;
+    return (x->since_ms > y->since_ms) - (x->since_ms < y->since_ms);
+}
+
+/* Reclaim on daemon d (conns_lock held) when its connections reach the
+ * high-water mark (its share of --max-connections less 1/16): close
+ * connections that are idle between requests or still receiving one, at
+ * least WH_RECLAIM_MIN_AGE_MS in that phase, down to the low-water mark
+ * (less 1/8). Never a connection whose request is being served. Without
+ * it a full daemon stopped accepting: kube-apiserver's new connections and
+ * kubelet's probes waited in the listen backlog behind the flood until
+ * read deadlines (half-open) or the 120 s idle timeout (idle keep-alive)
+ * freed a slot. Returns how many it closed; *first gets one's peer. */
+static unsigned reclaim_daemon(wh_server *srv, unsigned d, unsigned held, int64_t now,
+                               reclaim_cand *cand, char *first, size_t first_cap)
+{
+    unsigned limit = limit_share(srv->max_connections, srv->n_daemons, d);
+    unsigned margin = limit / 16 ? limit / 16 : 1;
+    if (held + margin < limit || limit <= 2 * margin)
+        return 0;
+    size_t n = 0;
+    for (wh_conn *c = srv->conns; c; c = c->next) {
+        if (c->daemon != d)
+            continue;
+        pthread_mutex_lock(&c->lock);
+        bool idle = c->phase != CONN_SERVING && !c->dropped;
+        int64_t since = c->since_ms;
+        pthread_mutex_unlock(&c->lock);
+        /* every connection of the daemon counts for its address; only
+         * those not being served are candidates */
+        cand[n++] = (reclaim_cand){c, idle && now - since >= WH_RECLAIM_MIN_AGE_MS, since};
+    }
+    qsort(cand, n, sizeof(*cand), by_addr);
+    size_t m = 0;
+    for (size_t i = 0, j; i < n; i = j) {
+        for (j = i; j < n && !by_addr(&cand[i], &cand[j]); j++) {
+        }
+        for (size_t k = i; k < j; k++)
+            if (cand[k].addr_conns) /* a candidate: keep it, with its address's count */
+                cand[m++] = (reclaim_cand){cand[k].c, (unsigned)(j - i), cand[k].since_ms};
+    }
+    qsort(cand, m, sizeof(*cand), by_victim);
+    unsigned want = held - (limit - 2 * margin), closed = 0;
+    for (size_t i = 0; i < m && closed < want; i++) {
+        wh_conn *c = cand[i].c;
+        pthread_mutex_lock(&c->lock);
+        if (c->phase != CONN_SERVING && !c->dropped && !shutdown(c->fd, SHUT_RDWR)) {
+            c->dropped = true;
+            if (!closed && first[0] == '\0')
+                snprintf(first, first_cap, "%s", c->peer);
+            closed++;
+        }
+        pthread_mutex_unlock(&c->lock);
+    }
+    return closed;
+}
+
+/* Make room on every daemon at its high-water mark (reclaim_daemon). */
+static void reclaim(wh_server *srv, int64_t now)
+{
+    unsigned total = 0, closed = 0, nd = srv->n_daemons;
+    char first[sizeof(((wh_conn *)NULL)->peer)] = "";
+    unsigned *held = calloc(nd ? nd : 1, sizeof(*held));
+    if (!held)
+        return; /* tried again at the next sweep */
+    for (wh_conn *c = srv->conns; c; c = c->next) {
+        if (c->daemon < nd && !c->dropped)
+            held[c->daemon]++;
+        total++;
+    }
+    reclaim_cand *cand = NULL;
+    for (unsigned d = 0; d < nd; d++) {
+        unsigned limit = limit_share(srv->max_connections, srv->n_daemons, d);
+        if (held[d] + limit / 16 < limit)
+            continue;
+        if (!cand && !(cand = malloc((total ? total : 1) * sizeof(*cand))))
+            break; /* tried again at the next sweep */
+        closed += reclaim_daemon(srv, d, held[d], now, cand, first, sizeof first);
+    }
+    free(cand);
+    free(held);
+    if (!closed)
+        return;
+    atomic_fetch_add(&srv->reclaimed, closed);
+    GQ_WARN("connections at the limit: closed %u idle or incomplete connection(s) to make room "
+            "(first: %s)",
+            closed, first[0] ? first : "unknown peer");
+}
+
 /* Close the connections whose request did not arrive whole in time. */
 static void sweep_connections(wh_server *srv)
 {
@@ -713,6 +843,7 @@ static void sweep_connections(wh_server *srv)
             memcpy(first, c->peer, sizeof(first));
         pthread_mutex_unlock(&c->lock);
     }
+    reclaim(srv, now);
     pthread_mutex_unlock(&srv->conns_lock);
     if (!dropped)
         return;
@@ -914,6 +1045,11 @@ static uint64_t read_timeouts(const void *ctx)
     return atomic_load(&((wh_server *)ctx)->read_timeouts);
 }
 
+static uint64_t reclaimed(const void *ctx)
+{
+    return atomic_load(&((wh_server *)ctx)->reclaimed);
+}
+
 static uint64_t connections(const void *ctx)
 {
     return atomic_load(&((wh_server *)ctx)->connections);
@@ -937,6 +1073,11 @@ static gq_code register_metrics(wh_server *srv, gq_err *err)
              srv->metrics, "gpuquota_http_read_timeouts_total",
              "Connections closed because a request did not arrive whole in time.", read_timeouts,
              srv)) ||
+        (rc = wh_metrics_add_external_counter(
+             srv->metrics, "gpuquota_http_connections_reclaimed_total",
+             "Idle or incomplete connections closed because the server was at its connection "
+             "limit.",
+             reclaimed, srv)) ||
         (rc = wh_metrics_add_external_counter(srv->metrics, "gpuquota_http_connections_total",
                                               "Connections accepted (a TLS handshake each).",
                                               connections, srv)))

@@ -841,31 +841,44 @@ static void dra_shared_claim_recorded(void **state)
     json_object_put(patched);
     wh_review_response_dispose(&r);
 
-    /* A gate of the author's is kept, gpuquota's goes after it; a pod
-     * created on its node cannot carry gates and gets none. */
+    /* A gate of the author's is kept, gpuquota's goes after it. A pod
+     * created on its node cannot carry the gate: refused; so is one naming
+     * a claim twice (Kubernetes cannot reserve it twice, and its devices
+     * would stay allocated to no pod). */
     static const struct {
-        const char *spec, *gates;
+        const char *spec, *claims, *gates, *denied;
     } g[] = {
         {"\"schedulingGates\":[{\"name\":\"mine\"}],",
-         "[{\"name\":\"mine\"},{\"name\":\"gpuquota.io/claims\"}]"},
-        {"\"nodeName\":\"n1\",", NULL},
+         "{\"name\":\"gpu\",\"resourceClaimName\":\"pair\"}",
+         "[{\"name\":\"mine\"},{\"name\":\"gpuquota.io/claims\"}]", NULL},
+        {"\"nodeName\":\"n1\",", "{\"name\":\"gpu\",\"resourceClaimName\":\"pair\"}", NULL,
+         "a pod created on a node (spec.nodeName) cannot wait behind the scheduling gate "
+         "gpuquota.io/claims"},
+        {"",
+         "{\"name\":\"a\",\"resourceClaimName\":\"pair\"},{\"name\":\"b\","
+         "\"resourceClaimName\":\"pair\"}",
+         NULL,
+         "spec.resourceClaims entries \"a\" and \"b\" name the same ResourceClaim \"pair\": "
+         "Kubernetes cannot reserve a claim twice for one pod"},
     };
     for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
         char one[1024];
         snprintf(one, sizeof one,
                  "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"d\","
-                 "\"namespace\":\"team-a\"},\"spec\":{%s\"resourceClaims\":[{\"name\":\"gpu\","
-                 "\"resourceClaimName\":\"pair\"}],\"containers\":[{\"name\":\"main\","
-                 "\"image\":\"x\"}]}}",
-                 g[i].spec);
+                 "\"namespace\":\"team-a\"},\"spec\":{%s\"resourceClaims\":[%s],\"containers\":"
+                 "[{\"name\":\"main\",\"image\":\"x\"}]}}",
+                 g[i].spec, g[i].claims);
         patched = NULL;
         mutate_pod(cfg, one, &src, &r, &patched);
-        assert_true(r.allowed);
-        json_object *gates = gq_json_member(gq_json_member(patched, "spec"), "schedulingGates");
-        if (g[i].gates)
-            assert_string_equal(gq_json_compact(gates), g[i].gates);
-        else
-            assert_null(gates);
+        if (g[i].denied) {
+            assert_false(r.allowed);
+            assert_non_null(strstr(r.message, g[i].denied));
+        } else {
+            assert_true(r.allowed);
+            assert_string_equal(
+                gq_json_compact(gq_json_member(gq_json_member(patched, "spec"), "schedulingGates")),
+                g[i].gates);
+        }
         json_object_put(patched);
         wh_review_response_dispose(&r);
     }

@@ -1277,10 +1277,21 @@ static void test_claim_pins_are_gpuquotas(void **state)
         assert_int_equal(r.allowed, cases[i].msg == NULL);
         assert_string_equal(r.message, cases[i].msg ? cases[i].msg : "");
     }
-    /* a claim's creation and deletion are the tenant's */
+    /* a claim's creation and deletion are the tenant's, but not with
+     * gpuquota's pin: a claim created with the finalizer and without the
+     * label would never be unpinned, nor its namespace deleted */
     CLAIM(now, "");
     rv_opts create = {"CREATE", USER, NULL, false, NULL, true};
     assert_true(decide_ex(f, "t", NS_A, now, &create, NULL).allowed);
+    CLAIM(now, ",\"finalizers\":[\"gpuquota.io/charged-claim\"]");
+    wh_validate_result r = decide_ex(f, "t", NS_A, now, &create, NULL);
+    assert_false(r.allowed);
+    assert_non_null(
+        strstr(r.message, "the finalizer gpuquota.io/charged-claim is added by gpuquota only"));
+    CLAIM(now, ",\"labels\":{\"gpuquota.io/pinned\":\"true\"}");
+    assert_false(decide_ex(f, "t", NS_A, now, &create, NULL).allowed);
+    rv_opts ctl = {"CREATE", WH_TRUSTED_CONTROLLER, NULL, false, NULL, true};
+    assert_true(decide_ex(f, "t", NS_A, now, &ctl, NULL).allowed);
 #undef CLAIM
 }
 

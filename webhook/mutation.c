@@ -628,14 +628,42 @@ static gq_code add_gates(json_object *pod, const char *const *names, size_t n, g
     return rc;
 }
 
+/* A pod naming one ResourceClaim under two entries: kube-scheduler
+ * allocates it, then cannot reserve it twice for the pod ("Duplicate
+ * value"), and the devices stay allocated to a claim no pod holds, charged
+ * to no quota. Refused (why set). */
+static bool claims_refused(json_object *pod, gq_err *why)
+{
+    json_object *claims = gq_json_get_array(gq_json_member(pod, "spec"), "resourceClaims");
+    size_t n = claims ? json_object_array_length(claims) : 0;
+    for (size_t i = 0; i < n && i < GQ_POD_MAX_CLAIMS; i++) {
+        json_object *a = json_object_array_get_idx(claims, i);
+        const char *name = gq_json_get_string(a, "resourceClaimName");
+        for (size_t j = i + 1; name && j < n && j < GQ_POD_MAX_CLAIMS; j++) {
+            json_object *b = json_object_array_get_idx(claims, j);
+            const char *other = gq_json_get_string(b, "resourceClaimName");
+            const char *an = gq_json_get_string(a, "name"), *bn = gq_json_get_string(b, "name");
+            if (other && !strcmp(name, other)) {
+                gq_err_set(why, GQ_EDENIED,
+                           "spec.resourceClaims entries \"%.63s\" and \"%.63s\" name the same "
+                           "ResourceClaim \"%.253s\": Kubernetes cannot reserve a claim twice for "
+                           "one pod, and would leave its devices allocated to no pod; name it once "
+                           "and list the entry in each container's resources.claims",
+                           an ? an : "", bn ? bn : "", name);
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
 /* The pod's claims are checked before it runs (quota/claimcheck.h): a pod
  * gpuquota recorded claims for is held behind GQ_CLAIMS_GATE until the
- * controller has checked them. A pod created bound to a node (spec.nodeName)
- * cannot carry gates; no scheduler allocates claims for it either, so it can
- * only use claims a checked pod had allocated. */
+ * controller has checked them. (A pod created on a node, which cannot carry
+ * gates, is refused before this.) */
 static bool claims_gated(json_object *pod, const char *claims_text)
 {
-    return claims_text && !has_node_name(pod) && gq_pod_named_gate_index(pod, GQ_CLAIMS_GATE) < 0;
+    return claims_text && gq_pod_named_gate_index(pod, GQ_CLAIMS_GATE) < 0;
 }
 
 static bool has_node_name(json_object *pod)
@@ -727,9 +755,20 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
         }
         priced_pod = pinned;
     }
+    if (claims_refused(pod, &why))
+        goto deny;
     if ((rc = price_claims(cfg, req, in->src, &r, &claims, err))) {
         wh_review_response_dispose(&r);
         goto out;
+    }
+    if (claims && has_node_name(pod)) {
+        gq_err_set(&why, GQ_EDENIED,
+                   "a pod created on a node (spec.nodeName) cannot wait behind the scheduling "
+                   "gate " GQ_CLAIMS_GATE " while gpuquota checks that its DRA claims are the ones "
+                   "charged, and kube-controller-manager would reserve for it whatever claim bears "
+                   "the name then: leave spec.nodeName to the scheduler (use nodeSelector or "
+                   "node affinity)");
+        goto deny;
     }
     if (claims) {
         if (!(claims_text = strdup(gq_json_compact(claims))) ||

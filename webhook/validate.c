@@ -1964,13 +1964,15 @@ static bool has_claim_finalizer(json_object *claim)
     return false;
 }
 
-/* ResourceClaim UPDATE: the finalizer, label and annotation that keep a
- * checked claim from being made again (quota/claimcheck.h) are gpuquota's
- * controller's alone to add or remove. */
+/* ResourceClaim CREATE and UPDATE: the finalizer, label and annotation
+ * that keep a checked claim from being made again (quota/claimcheck.h) are
+ * gpuquota's controller's alone to add or remove. A claim created with the
+ * finalizer but not the label would never be unpinned: nobody but gpuquota
+ * could finish its deletion, nor its namespace's. */
 static void decide_claim_update(wh_validator *v, const wh_review_request *req,
                                 wh_validate_result *r)
 {
-    if (trusted(v, req->username) || !req->object || !req->old_object)
+    if (trusted(v, req->username) || !req->object)
         return;
     bool had = has_claim_finalizer(req->old_object), has = has_claim_finalizer(req->object);
     if (had != has) {
@@ -2114,7 +2116,9 @@ static void admission_run(admission *a)
     } else if (is_pod(req) && req->operation == WH_OP_UPDATE &&
                (!req->sub_resource[0] || !strcmp(req->sub_resource, "status"))) {
         decide_update(a->v, req, &a->r);
-    } else if (is_claim(req) && req->operation == WH_OP_UPDATE && !req->sub_resource[0]) {
+    } else if (is_claim(req) &&
+               (req->operation == WH_OP_UPDATE || req->operation == WH_OP_CREATE) &&
+               !req->sub_resource[0]) {
         decide_claim_update(a->v, req, &a->r);
     }
     if (!a->rc && a->c.must_charge)

@@ -18,7 +18,15 @@
 #     pod is left gated with a ClaimNotCharged Event naming both uids;
 #   - a template replaced before its claim is made (kube-controller-manager
 #     paused): the claim made asks 8 devices, the record 1: left gated;
-#   - nobody but gpuquota lifts gpuquota.io/claims.
+#   - nobody but gpuquota lifts gpuquota.io/claims;
+#   - what the checks cannot cover is refused at creation: a claim pod
+#     created on its node (kube-controller-manager would reserve for it a
+#     claim made again after its admission, once another pod had it
+#     allocated), a pod naming one claim twice (its devices would stay
+#     allocated to no pod), a claim created with gpuquota's pin (it could
+#     never be deleted, nor its namespace).
+# (Those three were found by a tenant acting against the first version of
+# the check.)
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
@@ -189,6 +197,42 @@ check_match "the tenant may not lift gpuquota's gate" \
     "the scheduling gate gpuquota.io/claims is removed by gpuquota only" \
     "$(tk patch pod early --type=json -p '[{"op":"remove","path":"/spec/schedulingGates/0"}]' 2>&1)"
 check "the new claim is not pinned" "" "$(finalizers early)"
+
+# ------------------------------------------ refused at creation
+check_match "a claim pod created on its node is refused" \
+    "a pod created on a node \(spec.nodeName\) cannot wait behind the scheduling gate gpuquota.io/claims" \
+    "$(tk create -f - 2>&1 <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: bound}
+spec:
+  nodeName: $NODE
+  resourceClaims: [{name: gpu, resourceClaimName: ctl}]
+  containers:
+  - {name: main, image: registry.example/cuda:12, resources: {claims: [{name: gpu}]}}
+EOF
+)"
+check_match "a pod naming one claim twice is refused" \
+    'entries "a" and "b" name the same ResourceClaim "ctl"' \
+    "$(tk create -f - 2>&1 <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: twice}
+spec:
+  resourceClaims: [{name: a, resourceClaimName: ctl}, {name: b, resourceClaimName: ctl}]
+  containers:
+  - {name: main, image: registry.example/cuda:12, resources: {claims: [{name: a}, {name: b}]}}
+EOF
+)"
+check_match "a claim created with gpuquota's finalizer is refused" \
+    "the finalizer gpuquota.io/charged-claim is added by gpuquota only" \
+    "$(tk create -f - 2>&1 <<EOF
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: stuck, finalizers: [gpuquota.io/charged-claim]}
+spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.com}}]}}
+EOF
+)"
 
 # ----- a template replaced before its claim is made (kube-controller-manager paused)
 template small 1

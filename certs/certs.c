@@ -17,6 +17,8 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include "common/strutil.h"
+
 #define CERTS_MAX_DAYS 36500 /* a century; beyond that ASN.1 times get awkward */
 #define CERTS_BACKDATE 300   /* seconds of clock skew tolerated between nodes */
 
@@ -27,17 +29,6 @@ static const char *ossl_reason(void)
     const char *r = e ? ERR_reason_error_string(e) : NULL;
     ERR_clear_error();
     return r ? r : "unknown OpenSSL error";
-}
-
-/* RFC 1123 label: [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 characters. */
-static bool is_dns_label(const char *s, size_t n)
-{
-    if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-')
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
-            return false;
-    return true;
 }
 
 /* A DNS name of labels (lower case), optionally starting with "*.". */
@@ -51,7 +42,7 @@ static bool is_dns_name(const char *s)
     for (;;) {
         const char *dot = strchr(s, '.');
         size_t n = dot ? (size_t)(dot - s) : strlen(s);
-        if (!is_dns_label(s, n))
+        if (!gq_is_dns_label_n(s, n))
             return false;
         if (!dot)
             return true;
@@ -301,11 +292,11 @@ gq_code certs_generate(const certs_options *o, certs_result *result, gq_err *err
     const char *why = NULL;
     certs_result res = {0};
 
-    if (!o->service || !is_dns_label(o->service, strlen(o->service)) ||
+    if (!o->service || !gq_is_dns_label_n(o->service, strlen(o->service)) ||
         (o->service[0] >= '0' && o->service[0] <= '9'))
         return gq_err_set(err, GQ_EINVAL, "--service %s: not a valid Service name",
                           o->service ? o->service : "(missing)");
-    if (!o->ns || !is_dns_label(o->ns, strlen(o->ns)))
+    if (!o->ns || !gq_is_dns_label_n(o->ns, strlen(o->ns)))
         return gq_err_set(err, GQ_EINVAL, "--namespace %s: not a valid namespace name",
                           o->ns ? o->ns : "(missing)");
     if (!o->out_dir || !*o->out_dir)

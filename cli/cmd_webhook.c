@@ -12,6 +12,7 @@
 #include "cli/cli_args.h"
 #include "quota/config.h"
 #include "common/gq_log.h"
+#include "common/strutil.h"
 #include "kube/kube.h"
 #include "webhook/kubestore.h"
 #include "webhook/metrics.h"
@@ -47,8 +48,10 @@ static void usage(FILE *f)
                "cluster). Both webhooks write the audit log of the configuration.\n"
                "--reservation-ttl (default 2m; 90s, 2m, 1h or seconds) is how long a charge\n"
                "holds before the controller has counted the pod. --trusted-user (repeatable)\n"
-               "replaces the identities allowed to change gpuquota.io/ labels and\n"
-               "annotations of pods (default: gpuquota's webhook and controller accounts).\n"
+               "replaces the identities allowed to change gpuquota.io/ labels, annotations\n"
+               "and gates of pods and the pins of ResourceClaims (default: gpuquota's\n"
+               "webhook and controller accounts in the namespace it runs in: $POD_NAMESPACE,\n"
+               "else the in-cluster service account's, else gpuquota-system).\n"
                "--max-batch N (default 256) is how many charges against one quota one\n"
                "status write may carry (group commit); 1 writes each charge on its own.\n"
                "\n"
@@ -157,6 +160,8 @@ typedef struct validate_ctx {
     pthread_t ready_thread;
     bool ready_started;
     atomic_int stop;
+    char trusted[2][128]; /* gpuquota's accounts in its namespace (no --trusted-user) */
+    const char *trusted_v[2];
 } validate_ctx;
 
 /* "90s", "2m", "1h" or plain seconds, 1 s .. 1 day. */
@@ -218,6 +223,26 @@ static gq_code validate_setup(validate_ctx *vc, const char *kubeconfig, const gq
     }
     if (rc || (rc = kube_client_new(vc->kcfg, &co, &vc->client, err)))
         return rc;
+    if (!vo->trusted_users) {
+        /* gpuquota's own accounts, in the namespace it runs in: a release
+         * installed elsewhere than gpuquota-system must still ungate. */
+        const char *env = getenv("POD_NAMESPACE");
+        const char *ns = env && env[0]                         ? env
+                         : !kubeconfig && vc->kcfg->namespace_ ? vc->kcfg->namespace_
+                                                               : "gpuquota-system";
+        if (!gq_is_dns_label(ns))
+            return gq_err_set(err, GQ_EINVAL, "POD_NAMESPACE %.64s is not a namespace name", ns);
+        snprintf(vc->trusted[0], sizeof vc->trusted[0], "system:serviceaccount:%s:gpuquota-webhook",
+                 ns);
+        snprintf(vc->trusted[1], sizeof vc->trusted[1],
+                 "system:serviceaccount:%s:gpuquota-controller", ns);
+        vc->trusted_v[0] = vc->trusted[0];
+        vc->trusted_v[1] = vc->trusted[1];
+        vo->trusted_users = vc->trusted_v;
+        vo->n_trusted_users = 2;
+        GQ_INFO("trusted to change gpuquota's keys, gates and pins: %s, %s", vc->trusted[0],
+                vc->trusted[1]);
+    }
     kube_client_api(vc->client, &vc->api);
     if ((rc = wh_kubestore_new(&vc->api, &vc->ks, err)))
         return rc;

@@ -80,7 +80,16 @@ wh() { # wh N ARGS... PATH: curl to webhook N over TLS
     curl -sS --max-time 30 --cacert "$work/certs/ca.crt" "${@:1:$#-1}" \
         "https://127.0.0.1:$port$path"
 }
-for i in 0 1 2; do start_webhook $i; done
+start_webhook 0
+start_webhook 1
+# The accounts trusted to change gpuquota's keys are gpuquota's own, in the
+# namespace it runs in (POD_NAMESPACE, the chart's and deploy/'s downward
+# API): a release installed outside gpuquota-system still ungates.
+POD_NAMESPACE=ops-x start_webhook 2
+check_grep "trusted accounts default to gpuquota-system" "$work/webhook0.log" \
+    'trusted to change gpuquota.s keys, gates and pins: system:serviceaccount:gpuquota-system:gpuquota-webhook, system:serviceaccount:gpuquota-system:gpuquota-controller'
+check_grep "and follow POD_NAMESPACE" "$work/webhook2.log" \
+    'trusted to change gpuquota.s keys, gates and pins: system:serviceaccount:ops-x:gpuquota-webhook, system:serviceaccount:ops-x:gpuquota-controller'
 for i in 0 1 2; do
     for _ in $(seq 100); do
         [[ "$(wh $i -o /dev/null -w '%{http_code}' /readyz)" == 200 ]] && break

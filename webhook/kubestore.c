@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/strutil.h"
 #include "common/hash.h"
 #include "quota/crd.h"
 #include "quota/podqueue.h"
@@ -329,13 +330,7 @@ static gq_code records_array(const collect *c, json_object **out, gq_err *err)
  * and nothing else may go into a request path. */
 static bool dns_label(const char *s)
 {
-    size_t n = s ? strlen(s) : 0;
-    if (n < 1 || n > NS_MAX || s[0] == '-' || s[n - 1] == '-')
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
-            return false;
-    return true;
+    return gq_is_dns_label(s);
 }
 
 static gq_code live_item(void *ud, json_object *item, gq_err *err)

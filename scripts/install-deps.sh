@@ -21,6 +21,13 @@ need_cmd jq jq # the kube-standin shell tests read JSON with it
 need_cmd unshare util-linux
 need_cmd ip iproute2
 need_cmd iptables iptables
+# The real node (scripts/real-node.sh): containerd, CNI plugins, the relay
+# to kube-apiserver and the sandbox image's busybox.
+need_cmd containerd containerd
+[ -x /usr/lib/cni/bridge ] || pkgs+=(containernetworking-plugins)
+need_cmd socat socat
+need_cmd busybox busybox-static
+need_cmd conntrack conntrack
 # make image and its test: the image from Debian's packages, read and run.
 need_cmd mmdebstrap mmdebstrap
 need_cmd umoci umoci

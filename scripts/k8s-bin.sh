@@ -5,6 +5,8 @@
 #   etcd                                                            (go.etcd.io/etcd/server/v3)
 #   kwok                                                            (sigs.k8s.io/kwok)
 #   helm                                                            (helm.sh/helm/v3)
+#   kubelet kube-proxy  (k8s.io/kubernetes, test/k8s-tools/node: the real node
+#                        of scripts/real-node.sh)
 #   cert-manager-controller cert-manager-cainjector  (github.com/cert-manager/cert-manager,
 #                                                     test/k8s-tools/cert-manager/*/main.go)
 # They are test tooling, built from their own Go modules pinned in
@@ -58,6 +60,9 @@ cm=$(pin github.com/cert-manager/cert-manager "$tools/cert-manager/go.mod")
 cm_sum=$(cat "$tools"/cert-manager/go.mod "$tools"/cert-manager/go.sum "$tools"/cert-manager/*/main.go |
     sha256sum | cut -c1-12)
 cm_dir=$cache_root/cert-manager-$cm-$cm_sum
+node_k8s=$(pin k8s.io/kubernetes "$tools/node/go.mod")
+node_sum=$(cat "$tools"/node/go.mod "$tools"/node/go.sum | sha256sum | cut -c1-12)
+node_dir=$cache_root/node-$node_k8s-$node_sum
 all=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
 
 complete() {
@@ -139,9 +144,34 @@ link_cert_manager() {
     done
 }
 
+# kubelet and kube-proxy, for the real node (scripts/real-node.sh), from
+# their own module: the control plane's pins, with the sums their extra
+# packages need.
+build_node() {
+    [[ -x $node_dir/kubelet && -x $node_dir/kube-proxy ]] && return 0
+    local ntmp started
+    ntmp=$(mktemp -d "$cache_root/.build.XXXXXX")
+    started=$(date +%s)
+    log "building Kubernetes $node_k8s: kubelet, kube-proxy"
+    if ! (cd "$tools/node" && go build -ldflags "$ldflags -X k8s.io/component-base/version.gitVersion=$node_k8s" \
+        -o "$ntmp/" k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy); then
+        rm -rf "$ntmp"
+        return 1
+    fi
+    log "built kubelet and kube-proxy in $(($(date +%s) - started)) s"
+    rm -rf "$node_dir"
+    mv "$ntmp" "$node_dir"
+}
+link_node() {
+    local b
+    build_node
+    for b in kubelet kube-proxy; do ln -sfn "$node_dir/$b" "$dir/$b"; done
+}
+
 if complete; then
     link_helm
     link_cert_manager
+    link_node
     echo "$dir"
     exit 0
 fi
@@ -184,4 +214,5 @@ trap - EXIT
 complete || { echo "k8s-bin: $dir is incomplete after the build" >&2; exit 1; }
 link_helm
 link_cert_manager
+link_node
 echo "$dir"

@@ -48,15 +48,9 @@ start() { # start NAME CMD...: run CMD in the background, logging to DIR/NAME.lo
     echo "$!" >"$dir/$name.pid"
 }
 
-stop() { # stop NAME: SIGTERM, then SIGKILL after 10 s
-    local f=$dir/$1.pid pid
-    [[ -f $f ]] || return 0
-    pid=$(cat "$f")
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    rm -f "$f"
-}
+# shellcheck source=stop-pidfile.sh
+source "$root/scripts/stop-pidfile.sh"
+stop() { stop_pidfile "$dir/$1.pid"; } # stop NAME: SIGTERM, then SIGKILL after 10 s
 
 fail() {
     echo "local-cluster: $*" >&2
@@ -142,6 +136,7 @@ start_apiserver() {
         --authorization-mode=Node,RBAC \
         --enable-admission-plugins=NodeRestriction,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ResourceQuota \
         --enable-aggregator-routing=true \
+        --kubelet-preferred-address-types=InternalIP,Hostname \
         --allow-privileged=true \
         --endpoint-reconciler-type=none \
         --audit-log-path="$dir/audit.log" --audit-policy-file="$dir/audit-policy.yaml" \

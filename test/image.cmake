@@ -4,3 +4,16 @@
 gq_output_test(image_runs_under_runc "image: ok"
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/image_check.sh ${CMAKE_BINARY_DIR}/image-check
   PROPERTIES TIMEOUT 600)
+
+# The image running as pods on a real node: kubelet, kube-proxy, containerd,
+# runc and CNI beside a control plane of its own, deploy/ applied as
+# docs/install.md says (test/real_node.sh). Needs root and the control plane
+# binaries (make k8s-bin); shares the e2e lock so that it never runs beside
+# another control plane.
+if(GQ_E2E)
+  gq_output_test(e2e_real_node "all checks passed"
+    COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/real_node.sh $<TARGET_FILE:gpuquota>
+            ${CMAKE_BINARY_DIR}/real-node
+    PROPERTIES TIMEOUT 900 RESOURCE_LOCK e2e)
+  gq_fail_lines(e2e_real_node)
+endif()

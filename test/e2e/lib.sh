@@ -208,21 +208,14 @@ webhook_start() {
 
 # webhook_stop N [SIGNAL]: stop replica N (SIGTERM by default: drain, exit).
 webhook_stop() {
-    stop_pidfile "$E2E/webhook-$1.pid" "${2:-TERM}"
+    stop_pidfile "$E2E/webhook-$1.pid" "${2:-TERM}" 150
     rm -f "$E2E/webhook-$1.port"
 }
 
-# stop_pidfile FILE SIGNAL: signal the process FILE names, give it 15 s to
-# exit, then SIGKILL it; FILE is removed. Nothing to do without FILE.
-stop_pidfile() {
-    local pid
-    [[ -f $1 ]] || return 0
-    pid=$(cat "$1")
-    kill "-$2" "$pid" 2>/dev/null
-    for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null
-    rm -f "$1"
-}
+# stop_pidfile FILE SIGNAL [TENTHS]: scripts/stop-pidfile.sh; the e2e
+# processes get 15 s to drain and exit.
+# shellcheck source=../../scripts/stop-pidfile.sh
+source "$ROOT/scripts/stop-pidfile.sh"
 
 # webhooks N [ARGS...]: exactly N replicas running with ARGS, registered.
 webhooks() {
@@ -250,7 +243,7 @@ controller_start() {
 }
 
 # controller_stop N [SIGNAL]: stop controller N (SIGTERM by default).
-controller_stop() { stop_pidfile "$E2E/controller-$1.pid" "${2:-TERM}"; }
+controller_stop() { stop_pidfile "$E2E/controller-$1.pid" "${2:-TERM}" 150; }
 
 # set_config YAML: the configuration every replica starts with from now on
 # (replicas must be restarted to read it, as after a ConfigMap change).

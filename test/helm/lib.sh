@@ -18,7 +18,7 @@ REL=gpuquota
 stop_checked() {
     local f
     for f in "$dir"/webhook-*.pid "$dir"/controller-*.pid; do
-        [[ -f $f ]] && stop_pidfile "$f" TERM
+        [[ -f $f ]] && stop_pidfile "$f" TERM 150
     done
     "$ROOT/test/sanitizer_reports.sh" "$dir"/webhook-*.log "$dir"/controller-*.log ||
         failures=$((failures + 1))

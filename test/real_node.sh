@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# gpuquota's own image running as pods on a real node (docs/e2e.md, "The real
+# node"): a control plane of scripts/local-cluster.sh plus one node of
+# scripts/real-node.sh (kubelet, kube-proxy, containerd, runc, CNI bridge);
+# the image of scripts/build-image.sh loaded into its containerd; deploy/
+# applied as docs/install.md tells (kubectl apply -k, the certificate steps),
+# with only a nodeSelector added so that gpuquota's pods go to the real node
+# and not to kwok's pretend ones. Then, through the Services as in any
+# cluster: the pods become Ready through their probes, read the API server
+# with the in-cluster configuration, and kube-apiserver calls the webhook
+# pods; a GPU pod is rewritten, charged and denied over quota, a queued pod
+# is ungated by the controller's pod, `kubectl gpuquota top` shows it; a
+# webhook pod deleted during a stream of GPU pod creates fails none of them.
+#
+#   test/real_node.sh GPUQUOTA WORKDIR      (needs root)
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+GQ=$(cd "$(dirname "${1:?usage: real_node.sh GPUQUOTA WORKDIR}")" && pwd)/$(basename "$1")
+work=${2:?usage: real_node.sh GPUQUOTA WORKDIR}
+export GQ ROOT GQ_E2E_DIR=$work/e2e
+down() {
+    "$ROOT/scripts/real-node.sh" down "$GQ_E2E_DIR/cluster" >/dev/null 2>&1
+    "$ROOT/scripts/local-cluster.sh" down "$GQ_E2E_DIR/cluster" >/dev/null 2>&1
+}
+[[ ! -d $GQ_E2E_DIR/cluster ]] || down
+rm -rf "$work"
+mkdir -p "$GQ_E2E_DIR"
+trap down EXIT
+"$ROOT/scripts/local-cluster.sh" up "$GQ_E2E_DIR/cluster" >"$work/cluster.log" 2>&1 ||
+    { echo "FAIL - the control plane starts: $(tail -3 "$work/cluster.log")"; exit 1; }
+# shellcheck source=e2e/lib.sh
+source "$ROOT/test/e2e/lib.sh"
+
+t0=$SECONDS
+"$ROOT/scripts/real-node.sh" up "$GQ_E2E_DIR/cluster" >"$work/node.log" 2>&1 ||
+    { fail "the real node starts: $(tail -5 "$work/node.log")"; finish; }
+pass "node-0 (kubelet, containerd, runc, CNI, kube-proxy) is Ready in $((SECONDS - t0)) s"
+GQ_IMAGE_BUILD=$work/image-build "$ROOT/scripts/build-image.sh" "$work/gpuquota.tar" \
+    >"$work/image.log" 2>&1 || { fail "the image builds: $(tail -3 "$work/image.log")"; finish; }
+"$ROOT/scripts/real-node.sh" load "$GQ_E2E_DIR/cluster" "$work/gpuquota.tar" >>"$work/node.log" 2>&1 ||
+    { fail "the image loads into the node's containerd"; finish; }
+
+# ------------------------------------------------- installed as docs/install.md says
+mkdir -p "$work/overlay"
+cat >"$work/overlay/kustomization.yaml" <<EOF
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [$(realpath --relative-to="$work/overlay" "$ROOT/deploy")]
+patches:
+  - patch: |-
+      apiVersion: apps/v1
+      kind: Deployment
+      metadata: {name: gpuquota-webhook, namespace: gpuquota-system}
+      spec: {template: {spec: {nodeSelector: {gpuquota.io/real-node: "true"}}}}
+  - patch: |-
+      apiVersion: apps/v1
+      kind: Deployment
+      metadata: {name: gpuquota-controller, namespace: gpuquota-system}
+      spec: {template: {spec: {nodeSelector: {gpuquota.io/real-node: "true"}}}}
+EOF
+"$GQ" certs generate --service gpuquota-webhook --namespace "$NS_SYS" --out "$work/certs" >/dev/null
+kubectl apply -f "$ROOT/deploy/namespace.yaml" >/dev/null
+kubectl -n "$NS_SYS" create secret tls gpuquota-webhook-tls \
+    --cert "$work/certs/tls.crt" --key "$work/certs/tls.key" >/dev/null
+kubectl apply -k "$work/overlay" >"$work/apply.log" 2>&1 || { fail "kubectl apply -k: $(tail -3 "$work/apply.log")"; finish; }
+"$GQ" certs inject --ca "$work/certs/ca.crt" >/dev/null
+t0=$SECONDS
+for d in gpuquota-webhook gpuquota-controller; do
+    kubectl -n "$NS_SYS" rollout status deployment "$d" --timeout=180s >/dev/null 2>&1 ||
+        fail "deployment $d available: $(kubectl -n "$NS_SYS" get pods -o wide 2>&1 | tail -6)"
+done
+pass "webhook (3) and controller (2) pods Ready through their probes in $((SECONDS - t0)) s"
+check "all on the real node, from the image" "node-0 ghcr.io/gpuquota/gpuquota:0.1.0" \
+    "$(kubectl -n "$NS_SYS" get pods -o json | jq -r '[.items[] | "\(.spec.nodeName) \(.spec.containers[0].image)"] | unique | join(",")')"
+check "five of them" 5 "$(kubectl -n "$NS_SYS" get pods --no-headers 2>/dev/null | wc -l)"
+check_match "a webhook pod read the API server in-cluster and synced" "quota caches synced: ready" \
+    "$(kubectl -n "$NS_SYS" logs deploy/gpuquota-webhook 2>&1)"
+check_match "the controller pods elected a leader" "leading: reconciling as" \
+    "$(for p in $(kubectl -n "$NS_SYS" get pods -l app.kubernetes.io/component=controller -o name); do
+        kubectl -n "$NS_SYS" logs "$p" 2>&1; done)"
+
+# ------------------------------------------------- admission through the Service
+NS=team-node
+ns "$NS" || fail "namespace $NS"
+quota "$NS" team '{gpu-memory: 16Gi}'
+seen() { gpu_pod probe 1Gi | kubectl -n "$NS" create --dry-run=server -f - >/dev/null 2>&1; }
+eventually 60 seen || fail "the webhook pods never answered a dry run"
+check_match "a GPU pod is admitted by the webhook pods" "created" \
+    "$(gpu_pod p1 8Gi | kubectl -n "$NS" create -f - 2>&1)"
+check_match "and rewritten for the sharing backend, with its admission record" "gpuquota.io/admission" \
+    "$(kubectl -n "$NS" get pod p1 -o jsonpath='{.metadata.annotations}')"
+is8() { [[ $(used "$NS" team gpu-memory) == 8Gi ]]; }
+eventually 30 is8 || true
+check "the controller pod counts it" "8Gi" "$(used "$NS" team gpu-memory)"
+check_match "a pod over the quota is denied" "exceeded quota: team" \
+    "$(gpu_pod p2 16Gi | kubectl -n "$NS" create -f - 2>&1)"
+
+NSQ=team-node-queue
+ns "$NSQ" || fail "namespace $NSQ"
+quota "$NSQ" team '{gpu-memory: 8Gi}' 'whenExceeded: Queue'
+seenq() { gpu_pod probe 1Gi | kubectl -n "$NSQ" create --dry-run=server -o json -f - 2>/dev/null | jq -e '.spec.schedulingGates' >/dev/null; }
+eventually 60 seenq || true
+gpu_pod q1 8Gi | kubectl -n "$NSQ" create -f - >/dev/null
+gpu_pod q2 8Gi | kubectl -n "$NSQ" create -f - >/dev/null
+gates() { kubectl -n "$NSQ" get pod "$1" -o jsonpath='{.spec.schedulingGates[*].name}' 2>/dev/null; }
+ungated() { [[ -z $(gates "$1") ]]; }
+eventually 30 ungated q1 || true
+check "the first queued pod is ungated by the controller pod" "" "$(gates q1)"
+check "the second waits" "gpuquota.io/quota" "$(gates q2)"
+check_match "kubectl gpuquota top shows it" "team-node-queue" \
+    "$(PATH=$work/plugin:$PATH; mkdir -p "$work/plugin"; ln -sf "$GQ" "$work/plugin/kubectl-gpuquota"; kubectl gpuquota top -A 2>&1)"
+kubectl -n "$NSQ" delete pod q1 --wait=false >/dev/null
+eventually 30 ungated q2 || true
+check "once the first is gone, the controller pod ungates the second" "" "$(gates q2)"
+
+# ----------------------------------- a webhook pod deleted during a stream of creates
+NSS=team-node-stream
+ns "$NSS" || fail "namespace $NSS"
+quota "$NSS" team '{gpu-memory: 1Ti}'
+eventually 60 bash -c "$(declare -f gpu_pod pod_yaml containers); gpu_pod probe 1Gi | kubectl -n $NSS create --dry-run=server -f - >/dev/null 2>&1" || true
+victim=$(kubectl -n "$NS_SYS" get pods -l app.kubernetes.io/component=webhook -o name | head -1)
+fails=0
+for i in $(seq 1 60); do
+    ((i == 10)) && kubectl -n "$NS_SYS" delete "$victim" --wait=false >/dev/null
+    gpu_pod "s$i" 1Gi | kubectl -n "$NSS" create -f - >/dev/null 2>"$work/stream-$i.err" ||
+        { fails=$((fails + 1)); echo "# create s$i: $(cat "$work/stream-$i.err")"; }
+done
+echo "# $fails of 60 GPU pod creates failed while webhook pod $victim was deleted"
+check "no create fails while a webhook pod is deleted (3 replicas)" 0 "$fails"
+eventually 120 kubectl -n "$NS_SYS" rollout status deployment gpuquota-webhook --timeout=5s || true
+finish

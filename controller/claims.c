@@ -133,15 +133,19 @@ static check_outcome check_claims(ctl_controller *c, json_object *pod, const cha
     *refused = false;
     if (!uid)
         return CHECK_DONE;
-    if (gq_pod_claim_uses(c->o.cfg, pod, uses, &n, err)) {
-        refuse(c, pod, ns, name, err->msg);
+    char why[768];
+    gq_err e;
+    gq_err_clear(&e);
+    if (gq_pod_claim_uses(c->o.cfg, pod, uses, &n, &e))
+        snprintf(why, sizeof why, "%s", e.msg);
+    if (e.code || !gq_pod_claims_distinct(pod, why, sizeof why)) {
+        refuse(c, pod, ns, name, why);
         *refused = true;
         return CHECK_DONE;
     }
     check_outcome out = CHECK_DONE;
     for (size_t i = 0; i < n && out != CHECK_RETRY; i++) {
         json_object *claim = NULL;
-        char why[768];
         class_reader cr = {c, false};
         gq_class_lookup classes = {&cr, class_kind};
         if (uses[i].claim[0] && read_claim(c, ns, uses[i].claim, &claim, err))

@@ -85,6 +85,38 @@ gq_code gq_pod_claim_uses(const gq_config *cfg, json_object *pod, gq_claim_use *
     return rc;
 }
 
+bool gq_pod_claims_distinct(json_object *pod, char *why, size_t cap)
+{
+    json_object *claims = gq_json_get_array(gq_json_member(pod, "spec"), "resourceClaims");
+    size_t n = claims ? json_object_array_length(claims) : 0;
+    const char *entry[GQ_POD_MAX_CLAIMS], *used[GQ_POD_MAX_CLAIMS];
+    size_t m = 0;
+    for (size_t i = 0; i < n && m < GQ_POD_MAX_CLAIMS; i++) {
+        json_object *c = json_object_array_get_idx(claims, i);
+        const char *e = gq_json_get_string(c, "name"), *name = NULL;
+        if (!e)
+            continue;
+        if (!gq_json_get_string(c, "resourceClaimTemplateName"))
+            name = gq_json_get_string(c, "resourceClaimName");
+        else if (!status_claim(pod, e, &name))
+            name = NULL;
+        if (!name)
+            continue;
+        for (size_t j = 0; j < m; j++) {
+            if (strcmp(used[j], name))
+                continue;
+            snprintf(why, cap,
+                     "spec.resourceClaims entries \"%.63s\" and \"%.63s\" use the same "
+                     "ResourceClaim %.253s: Kubernetes cannot reserve a claim twice for one pod",
+                     entry[j], e, name);
+            return false;
+        }
+        entry[m] = e;
+        used[m++] = name;
+    }
+    return true;
+}
+
 /* Whether claim's ownerReferences name the pod (uid) as its controller, as
  * the resourceclaim controller writes for a template's claim. */
 static bool owned_by(json_object *claim, const char *pod_uid)

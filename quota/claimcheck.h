@@ -56,6 +56,15 @@ typedef struct gq_claim_use {
 gq_code gq_pod_claim_uses(const gq_config *cfg, json_object *pod, gq_claim_use *out, size_t *n,
                           gq_err *err) GQ_WUR;
 
+/* Whether the entries of pod's spec.resourceClaims use distinct claims:
+ * claims named directly, and those status.resourceClaimStatuses gives
+ * template entries. kube-controller-manager adopts for a template entry an
+ * existing claim that names the pod as its controller, which a tenant can
+ * arrange for a claim the pod also names directly: kube-scheduler then
+ * allocates it, cannot reserve it twice, and its devices stay allocated to
+ * no pod. false with why (cap bytes) naming both entries. */
+bool gq_pod_claims_distinct(json_object *pod, char *why, size_t cap);
+
 typedef enum gq_claim_verdict {
     GQ_CLAIM_MATCHES = 0, /* the claim charged */
     GQ_CLAIM_WAIT,        /* not made yet: look again when it is */

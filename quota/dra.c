@@ -52,26 +52,93 @@ bool gq_dra_selector_product(const char *expr, const char **out, size_t *n_out)
     return true;
 }
 
-bool gq_dra_selector_driver(const char *expr, const char **out, size_t *n_out)
+/* The end of the string literal that starts at p (a quote), escapes
+ * skipped; NULL when it does not end. */
+static const char *literal_end(const char *p)
+{
+    char q = *p++;
+    for (; *p && *p != q; p++)
+        if (*p == '\\' && !*++p)
+            return NULL;
+    return *p ? p + 1 : NULL;
+}
+
+/* Whether [b, e) is exactly `device.driver == "NAME"` (either quote, spaces
+ * around ==), inside any number of parentheses that enclose all of it. */
+static bool driver_operand(const char *b, const char *e, const char **out, size_t *n_out)
 {
     static const char head[] = "device.driver";
-    if (strstr(expr, "||") || strchr(expr, '!'))
-        return false; /* a driver pinned on one side of an alternative pins nothing */
-    for (const char *p = strstr(expr, head); p; p = strstr(p + 1, head)) {
-        if (p > expr && (isalnum((unsigned char)p[-1]) || p[-1] == '_' || p[-1] == '.'))
-            continue;
-        const char *q = skip_ws(p + sizeof(head) - 1), *val, *end;
-        size_t n_val;
-        if (strncmp(q, "==", 2) || !(end = quoted(skip_ws(q + 2), &val, &n_val)) || !n_val)
-            continue;
-        end = skip_ws(end);
-        if (*end && strncmp(end, "&&", 2) && *end != ')')
-            continue;
-        *out = val;
-        *n_out = n_val;
-        return true;
+    for (;;) {
+        while (b < e && isspace((unsigned char)*b))
+            b++;
+        while (e > b && isspace((unsigned char)e[-1]))
+            e--;
+        if (e - b < 2 || *b != '(' || e[-1] != ')')
+            break;
+        /* strip one pair only when it encloses the whole operand */
+        int depth = 0;
+        const char *p = b;
+        for (; p < e; p++) {
+            if (*p == '"' || *p == '\'') {
+                if (!(p = literal_end(p)) || p > e)
+                    return false;
+                p--;
+            } else if (*p == '(') {
+                depth++;
+            } else if (*p == ')' && --depth == 0) {
+                break;
+            }
+        }
+        if (p != e - 1)
+            break;
+        b++, e--;
     }
-    return false;
+    const char *val, *end;
+    size_t n_val;
+    if ((size_t)(e - b) < sizeof(head) - 1 || strncmp(b, head, sizeof(head) - 1))
+        return false;
+    const char *q = skip_ws(b + sizeof(head) - 1);
+    if (q >= e || strncmp(q, "==", 2) || !(end = quoted(skip_ws(q + 2), &val, &n_val)) || !n_val ||
+        end > e || skip_ws(end) < e)
+        return false;
+    *out = val;
+    *n_out = n_val;
+    return true;
+}
+
+bool gq_dra_selector_driver(const char *expr, const char **out, size_t *n_out)
+{
+    /* A driver is pinned only when the expression is a conjunction (at its
+     * top level: no ?:, no ||, which bind looser than &&) one of whose
+     * operands is exactly the comparison; any other shape may be true for
+     * other drivers ("(device.driver == 'x') == false"). */
+    const char *p = expr, *start = expr;
+    int depth = 0;
+    bool found = false;
+    for (;; p++) {
+        if (*p == '"' || *p == '\'') {
+            if (!(p = literal_end(p)))
+                return false;
+            p--;
+            continue;
+        }
+        if (*p == '(' || *p == '[' || *p == '{') {
+            depth++;
+            continue;
+        }
+        if ((*p == ')' || *p == ']' || *p == '}') && --depth < 0)
+            return false;
+        if (depth == 0 && (*p == '?' || (p[0] == '|' && p[1] == '|')))
+            return false;
+        if (*p && !(depth == 0 && p[0] == '&' && p[1] == '&'))
+            continue;
+        if (!found)
+            found = driver_operand(start, p, out, n_out);
+        if (!*p)
+            break;
+        start = ++p + 1;
+    }
+    return depth == 0 && found;
 }
 
 /* The driver-pinning verdict of the selectors list sels (a class's or a
@@ -275,7 +342,11 @@ gq_code gq_claim_spec_cost(const gq_config *cfg, json_object *spec, const gq_cla
                 return gq_err_set(err, GQ_ELIMIT,
                                   "%s: request \"%.63s\": more than %d alternatives", what, rname,
                                   GQ_DRA_MAX_SUBREQUESTS);
-            /* The scheduler picks one alternative later: charge the dearest. */
+            /* The scheduler picks one alternative later, the first it can
+             * satisfy, which the author orders: charge the most of each
+             * key any alternative asks (devices and memory apart), never
+             * one alternative's whole price, which another may pass on
+             * either key. */
             memset(&c, 0, sizeof(c));
             bool any = false, same = true;
             const gq_model *model = NULL;
@@ -288,9 +359,8 @@ gq_code gq_claim_spec_cost(const gq_config *cfg, json_object *spec, const gq_cla
                 same = same && (!any || s.model == model);
                 model = s.model;
                 any = true;
-                if (s.gpu_memory > c.gpu_memory ||
-                    (s.gpu_memory == c.gpu_memory && s.gpus > c.gpus))
-                    c = s;
+                c.gpus = s.gpus > c.gpus ? s.gpus : c.gpus;
+                c.gpu_memory = s.gpu_memory > c.gpu_memory ? s.gpu_memory : c.gpu_memory;
             }
             c.model = same ? model : NULL;
         } else {

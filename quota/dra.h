@@ -35,10 +35,13 @@ typedef enum gq_class_kind {
 } gq_class_kind;
 
 /* The kind of DeviceClass dc (resource.k8s.io/v1 JSON, borrowed; NULL when
- * it does not exist) under cfg, by its spec.selectors: gpuquota reads, of a
- * CEL expression without "||" or "!", the common form
+ * it does not exist) under cfg, by its spec.selectors: gpuquota reads a CEL
+ * expression that is the common form
  *   device.driver == "NAME"
- * (either quote, spaces around ==), also as one operand of "&&". The class
+ * (either quote, spaces around ==, in parentheses or not), or a conjunction
+ * with no "||" or "?:" at its top level (they bind looser than "&&") one of
+ * whose operands is that form: only then is the expression false for every
+ * other driver. The class
  * is GPU when a selector pins a driver of cfg->gpu_drivers, OTHER when the
  * selectors pin only other drivers, else UNKNOWN (a class without such a
  * selector may select any device, GPUs included). A class listed in

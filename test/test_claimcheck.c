@@ -213,6 +213,30 @@ static void template_claim_by_owner_and_price(void **state)
 #undef OWNED
 }
 
+/* A claim used by two entries (named directly by one, adopted for a
+ * template by kube-controller-manager for the other) is refused. */
+static void claims_used_once(void **state)
+{
+    (void)state;
+    char why[512] = "";
+    json_object *p =
+        pod("{'resourceClaimStatuses':[{'name':'own','resourceClaimName':'p-own-x1'}]}");
+    assert_true(gq_pod_claims_distinct(p, why, sizeof why));
+    json_object_put(p);
+    p = pod("{'resourceClaimStatuses':[{'name':'own','resourceClaimName':'c'}]}");
+    assert_false(gq_pod_claims_distinct(p, why, sizeof why));
+    assert_string_equal(why,
+                        "spec.resourceClaims entries \"shared\" and \"own\" use the same "
+                        "ResourceClaim c: Kubernetes cannot reserve a claim twice for one pod");
+    json_object_put(p);
+    /* two template entries given one claim */
+    p = J("{'spec':{'resourceClaims':[{'name':'a','resourceClaimTemplateName':'t'},{'name':'b',"
+          "'resourceClaimTemplateName':'t'}]},'status':{'resourceClaimStatuses':[{'name':'a',"
+          "'resourceClaimName':'g'},{'name':'b','resourceClaimName':'g'}]}}");
+    assert_false(gq_pod_claims_distinct(p, why, sizeof why));
+    json_object_put(p);
+}
+
 static void pins_patch(void **state)
 {
     (void)state;
@@ -262,6 +286,7 @@ int main(void)
         cmocka_unit_test(uses_follow_the_record),
         cmocka_unit_test(named_claim_by_uid),
         cmocka_unit_test(template_claim_by_owner_and_price),
+        cmocka_unit_test(claims_used_once),
         cmocka_unit_test(pins_patch),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -135,6 +135,14 @@ static const struct claim_case {
          "nvidia.com\"," SEL("NVIDIA-L4") "},{\"name\":\"big\",\"deviceClassName\":\"h100."
                                           "example.com\",\"count\":2}]}"),
      GQ_OK, 2, 160, NULL, NULL},
+    /* ...on each key apart: 7 H100s (560Gi) first, 4 of unknown model
+     * (priced as the largest, 4 x 141Gi) second; the scheduler may pick
+     * either, so 7 devices and 564Gi are charged (the whole price of one
+     * alternative let 7 devices run charged 4) */
+    {REQ("{\"name\":\"f\",\"firstAvailable\":[{\"name\":\"seven\",\"deviceClassName\":"
+         "\"h100.example.com\",\"count\":7},{\"name\":\"four\",\"deviceClassName\":\"gpu."
+         "nvidia.com\",\"count\":4}]}"),
+     GQ_OK, 7, 564, NULL, NULL},
     /* the pre-v1 shape */
     {REQ("{\"name\":\"g\",\"deviceClassName\":\"h100.example.com\"}"), GQ_OK, 1, 80, "h100-80gb",
      NULL},
@@ -253,6 +261,21 @@ static void driver_forms(void **state)
         {"device.driver == ''", NULL},
         {"device.driver == 'a' + 'b'", NULL},
         {"", NULL},
+        /* forms that name a driver and are true for others (a tenant's
+         * request selector deciding its GPUs are a NIC's) */
+        {"(device.driver == 'nic.example.com') == false", NULL},
+        {"[].all(x, device.driver == 'nic.example.com')", NULL},
+        {"(device.driver == 'nic.example.com') ? false : true", NULL},
+        {"device.driver == 'nic.example.com' ? false : true", NULL},
+        {"'device.driver == \\'nic\\')' != '' && true", NULL},
+        {"device.driver == 'nic.example.com' && true || true", NULL},
+        {"true && (device.driver == 'a' || true)", NULL},
+        {"size([device.driver == 'a']) > 0", NULL},
+        {"((device.driver == 'n.example.com')) && ((true))", "n.example.com"},
+        {"(device.driver == 'a') && (device.driver == 'b')", "a"},
+        {"device.driver == 'a' && ')' == ')'", "a"},
+        {"(device.driver == 'a'", NULL},
+        {"device.driver == 'a')", NULL},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         const char *p = NULL;

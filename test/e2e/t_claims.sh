@@ -25,8 +25,16 @@
 #     allocated), a pod naming one claim twice (its devices would stay
 #     allocated to no pod), a claim created with gpuquota's pin (it could
 #     never be deleted, nor its namespace).
-# (Those three were found by a tenant acting against the first version of
-# the check.)
+#   - a second round found three more, each now refused: a firstAvailable
+#     request priced by its dearest alternative as a whole (7 H100s first,
+#     4 of unknown model second, charged 4 devices); a request selector
+#     that names a NIC driver in a form true for any driver, on a class that
+#     pins none (charged 0 GPUs); a claim named directly and adopted by
+#     kube-controller-manager for a template entry of the same pod (the
+#     scheduler cannot reserve it twice; its devices stayed allocated to no
+#     pod).
+# (Those were found by a tenant acting against earlier versions of the
+# check.)
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
@@ -44,7 +52,7 @@ cleanup() {
     resume_all
     kubectl delete namespace "$NS" --ignore-not-found --wait=true --timeout=120s
     kubectl delete resourceslice e2e-claims-h100 --ignore-not-found >/dev/null 2>&1
-    kubectl delete deviceclass gpu.nvidia.com --ignore-not-found >/dev/null 2>&1
+    kubectl delete deviceclass gpu.nvidia.com e2e-claims-any --ignore-not-found >/dev/null 2>&1
     rm -f "$TKC"
 }
 TKC=$(mktemp)
@@ -56,7 +64,7 @@ tk() { kubectl --kubeconfig "$TKC" -n "$NS" "$@"; }
 is() { [[ $("$@" 2>/dev/null) == "$EXPECT" ]]; }
 has() { [[ $("$@" 2>/dev/null) =~ $EXPECT_MATCH ]]; }
 
-quota "$NS" devices '{gpus: 4}'
+quota "$NS" devices '{gpus: 8}'
 gpu_device_class
 # 8 H100s on the kwok node, as NVIDIA's DRA driver would publish them.
 {
@@ -234,6 +242,63 @@ spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.co
 EOF
 )"
 
+# ------------------------------------------ pricing a tenant cannot skew
+kubectl -n "$NS" apply -f - >/dev/null <<EOF
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: choice}
+spec: {spec: {devices: {requests: [{name: gpu, firstAvailable: [
+  {name: seven, deviceClassName: gpu.nvidia.com, count: 7, selectors: [{cel: {expression: '$H100'}}]},
+  {name: four, deviceClassName: gpu.nvidia.com, count: 4}]}]}}}
+EOF
+check_match "firstAvailable is charged the most devices of any alternative (7, not 4)" \
+    "exceeded quota: devices, requested: gpus=7" \
+    "$(claim_pod choice resourceClaimTemplateName choice 2>&1; true)"
+device_class e2e-claims-any
+kubectl -n "$NS" apply -f - >/dev/null <<EOF
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: masked}
+spec: {spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: e2e-claims-any, count: 4,
+  selectors: [{cel: {expression: '(device.driver == "nic.example.com") == false'}}]}}]}}}
+EOF
+check_match "a selector true for any driver does not make a class of unknown driver a NIC's" \
+    "denied the request: .*gpuquota cannot tell which GPUs the pod's DRA claims hold" \
+    "$(claim_pod masked resourceClaimTemplateName masked)"
+
+# -- a claim named directly and adopted for a template entry of the same pod
+# The template's claim carries a gpuquota.io/ label, so validate-claims
+# refuses kube-controller-manager's create and it retries; meanwhile the
+# tenant makes its directly named claim the pod's, for the template entry.
+kubectl -n "$NS" apply -f - >/dev/null <<EOF
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: blocked}
+spec:
+  metadata: {labels: {gpuquota.io/block: "x"}}
+  spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.com, count: 1,
+    selectors: [{cel: {expression: '$H100'}}]}}]}}
+EOF
+check_match "claim twin with one H100" "created" "$(claim twin 1)"
+out=$(tk create -f - 2>&1 <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: adopt}
+spec:
+  resourceClaims: [{name: a, resourceClaimName: twin}, {name: b, resourceClaimTemplateName: blocked}]
+  containers:
+  - {name: main, image: registry.example/cuda:12, resources: {claims: [{name: a}, {name: b}]}}
+EOF
+)
+check_match "a pod naming it and a template is admitted" "created" "$out"
+adopt_uid=$(kubectl -n "$NS" get pod adopt -o jsonpath='{.metadata.uid}')
+check_match "the tenant makes the claim the pod's, for the template entry" "patched" \
+    "$(tk patch resourceclaim twin --type=merge -p "{\"metadata\":{\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"name\":\"adopt\",\"uid\":\"$adopt_uid\",\"controller\":true}],\"annotations\":{\"resource.kubernetes.io/pod-claim-name\":\"b\"}}}" 2>&1)"
+EXPECT_MATCH="use the same ResourceClaim twin" eventually 90 has pod_events adopt ClaimNotCharged || true
+check_match "once adopted, the controller refuses the pod: one claim for two entries" \
+    'entries "a" and "b" use the same ResourceClaim twin' "$(pod_events adopt ClaimNotCharged)"
+check "the pod stays behind gpuquota's gate" "gpuquota.io/claims" "$(gates adopt)"
+
 # ----- a template replaced before its claim is made (kube-controller-manager paused)
 template small 1
 pause "$KCM_PID"
@@ -248,7 +313,7 @@ check_match "the claim made for it is refused: it asks more than was charged" \
     "asks 8 GPUs \(640Gi, model h100-80gb\) but gpuquota charged 1 \(80Gi, model h100-80gb\)" \
     "$(pod_events tmpl ClaimNotCharged)"
 check "the pod stays behind gpuquota's gate" "gpuquota.io/claims" "$(gates tmpl)"
-EXPECT=4 eventually 30 is used "$NS" devices gpus || true
-check "the quota counts what was charged: one for each pod" "4" "$(used "$NS" devices gpus)"
+EXPECT=6 eventually 30 is used "$NS" devices gpus || true
+check "the quota counts what was charged: one for each pod, two for adopt" "6" "$(used "$NS" devices gpus)"
 
 finish

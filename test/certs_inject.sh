@@ -31,7 +31,7 @@ out=$("$gq" certs inject --ca "$work/a/ca.crt" --dry-run 2>&1)
 check "dry run exits 0" 0 $?
 check "dry run says what would change" \
     "$M/gpuquota: caBundle would be updated (1 of 1 webhook) (dry run)
-$V/gpuquota: caBundle would be updated (2 of 2 webhooks) (dry run)" "$out"
+$V/gpuquota: caBundle would be updated (3 of 3 webhooks) (dry run)" "$out"
 check "dry run writes nothing" "" "$(bundles $V | tr -d '\n')"
 
 # ------------------------------------------------------------- inject
@@ -39,9 +39,10 @@ out=$("$gq" certs inject --ca "$work/a/ca.crt" 2>&1)
 check "inject exits 0" 0 $?
 check "one line per configuration" \
     "$M/gpuquota: caBundle updated (1 webhook)
-$V/gpuquota: caBundle updated (2 webhooks)" "$out"
+$V/gpuquota: caBundle updated (3 webhooks)" "$out"
 check "mutating entry carries the CA" "$b64a" "$(bundles $M)"
 check "every validating entry carries the CA" "$b64a
+$b64a
 $b64a" "$(bundles $V)"
 check "the bundle decodes to the CA file" "$(cat "$work/a/ca.crt")" \
     "$(k get $V gpuquota -o jsonpath='{.webhooks[1].clientConfig.caBundle}' | base64 -d)"
@@ -54,7 +55,7 @@ out=$("$gq" certs inject --ca "$work/a/ca.crt" --kubeconfig "$KUBECONFIG" 2>&1)
 check "second run exits 0" 0 $?
 check "second run says unchanged" \
     "$M/gpuquota: caBundle unchanged (1 webhook)
-$V/gpuquota: caBundle unchanged (2 webhooks)" "$out"
+$V/gpuquota: caBundle unchanged (3 webhooks)" "$out"
 check "no PUT on an unchanged bundle" "$updates" "$(stat_of update)"
 check "mutating resourceVersion kept" "$rvm" "$(rv $M)"
 check "validating resourceVersion kept" "$rvv" "$(rv $V)"
@@ -64,9 +65,10 @@ fault '{"fail":{"count":1,"code":409,"method":"PUT"}}'
 out=$("$gq" certs inject --ca "$work/b/ca.crt" 2>&1)
 check "a 409 is retried: exit 0" 0 $?
 check "and reported" "$M/gpuquota: caBundle updated (1 webhook) after 1 conflict
-$V/gpuquota: caBundle updated (2 webhooks)" "$out"
+$V/gpuquota: caBundle updated (3 webhooks)" "$out"
 check "new CA in the mutating entry" "$b64b" "$(bundles $M)"
 check "new CA in every validating entry" "$b64b
+$b64b
 $b64b" "$(bundles $V)"
 
 # 409 on every attempt: bounded, exit 1, the other configuration still done
@@ -74,7 +76,7 @@ fault '{"fail":{"count":5,"code":409,"method":"PUT","pathPrefix":"/apis/admissio
 "$gq" certs inject --ca "$work/a/ca.crt" >"$work/out" 2>"$work/err"
 check "persistent conflicts: exit 1" 1 $?
 check "reported on stderr" 1 "$(grep -c "^gpuquota certs inject: $M/gpuquota: .*injected fault (HTTP 409)" "$work/err")"
-check "the validating configuration is still updated" "$V/gpuquota: caBundle updated (2 webhooks)" \
+check "the validating configuration is still updated" "$V/gpuquota: caBundle updated (3 webhooks)" \
     "$(cat "$work/out")"
 curl -sS -X POST "$S/standin/reset" >/dev/null
 

@@ -541,6 +541,73 @@ out:
     return rc;
 }
 
+typedef struct merged {
+    STACK_OF(X509) * kept;
+    time_t now;
+    bool first; /* the current CA: kept whatever its dates */
+} merged;
+
+static gq_code keep_cert(void *ud, X509 *x, size_t n, gq_err *err)
+{
+    (void)n;
+    merged *m = ud;
+    if (!(X509_get_extension_flags(x) & EXFLAG_CA))
+        return GQ_OK;
+    if (!m->first && X509_cmp_time(X509_get0_notAfter(x), &m->now) <= 0)
+        return GQ_OK; /* expired: trusted no more */
+    for (int i = 0; i < sk_X509_num(m->kept); i++)
+        if (!X509_cmp(sk_X509_value(m->kept, i), x))
+            return GQ_OK;
+    if (!X509_up_ref(x) || !sk_X509_push(m->kept, x)) {
+        X509_free(x);
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    }
+    return GQ_OK;
+}
+
+static int write_stack(FILE *f, void *obj)
+{
+    STACK_OF(X509) *st = obj;
+    for (int i = 0; i < sk_X509_num(st); i++)
+        if (!PEM_write_X509(f, sk_X509_value(st, i)))
+            return 0;
+    return 1;
+}
+
+gq_code certs_bundle_merge(const char *dir, const char *prev_path, time_t now, gq_err *err)
+{
+    merged m = {sk_X509_new_null(), now, true};
+    gq_code rc = GQ_OK;
+    char ca_path[4096];
+    FILE *f = NULL;
+    if (!m.kept)
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    if ((size_t)snprintf(ca_path, sizeof ca_path, "%s/ca.crt", dir) >= sizeof ca_path)
+        rc = gq_err_set(err, GQ_EINVAL, "%s: path too long", dir);
+    else if (!(f = fopen(ca_path, "r")))
+        rc = gq_err_set(err, GQ_EIO, "%s: %s", ca_path, strerror(errno));
+    if (f) {
+        rc = each_cert(f, ca_path, keep_cert, &m, err);
+        fclose(f);
+    }
+    if (!rc && sk_X509_num(m.kept) != 1)
+        rc = gq_err_set(err, GQ_EINVAL, "%s: holds no CA certificate", ca_path);
+    m.first = false;
+    if (!rc && prev_path && (f = fopen(prev_path, "r"))) {
+        gq_err ignore;
+        gq_err_clear(&ignore);
+        /* an empty or unreadable previous bundle adds nothing */
+        if (each_cert(f, prev_path, keep_cert, &m, &ignore) == GQ_ENOMEM)
+            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        fclose(f);
+    }
+    if (!rc)
+        rc = write_atomic(dir, "bundle.crt", 0644, write_stack, m.kept, err);
+    ERR_clear_error();
+    sk_X509_pop_free(m.kept, X509_free);
+    return rc;
+}
+
 long certs_days_left(const certs_info *info, time_t now)
 {
     double secs = difftime(info->not_after, now);

@@ -69,6 +69,15 @@ gq_code certs_inspect_file(const char *path, certs_info **out, size_t *n, gq_err
  * is not a CA, GQ_ENOMEM/GQ_ETLS for OpenSSL failures. */
 gq_code certs_ca_bundle_pem(const char *path, char **pem, size_t *len, gq_err *err) GQ_WUR;
 
+/* The caBundle after a renewal (self-managed certificates): dir/ca.crt
+ * first, then every CA certificate of prev_path (absent or empty: none)
+ * that has not expired at now and is not already in, in order, written
+ * atomically to dir/bundle.crt. Pods still serving a pair of a previous CA
+ * (kubelet updates Secret volumes within a minute or so) stay trusted until
+ * that CA expires. GQ_EIO for file errors, GQ_EINVAL when dir/ca.crt holds
+ * no CA, GQ_ETLS for OpenSSL failures. */
+gq_code certs_bundle_merge(const char *dir, const char *prev_path, time_t now, gq_err *err) GQ_WUR;
+
 /* Whole days from now until not_after, rounded down; negative once expired. */
 long certs_days_left(const certs_info *info, time_t now);
 

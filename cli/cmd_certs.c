@@ -7,9 +7,11 @@
 #include "quota/base64.h"
 #include "certs/certs.h"
 #include "certs/certs_inject.h"
+#include "cli/certs_secrets.h"
 #include "cli/cli.h"
 #include "cli/cli_args.h"
 #include "common/rfc3339.h"
+#include "common/strutil.h"
 
 const char gq_cmd_certs_summary[] =
     "generate, rotate, inspect webhook TLS certificates and inject the caBundle";
@@ -22,6 +24,11 @@ static void usage(FILE *f)
                "       gpuquota certs inspect FILE... [--warn-days N (30)]\n"
                "       gpuquota certs inject --ca FILE [--kubeconfig F] [--name N (gpuquota)]\n"
                "                             [--dry-run]\n"
+               "       gpuquota certs reconcile --namespace NS --work DIR [--inject]\n"
+               "                                [--days N (365)] [--ca-days N (3650)]\n"
+               "                                [--renew-days N (30)] [--kubeconfig F]\n"
+               "                                [--live-bundle BASE64]\n"
+               "       gpuquota certs delete --namespace NS [--kubeconfig F]\n"
                "\n"
                "generate writes ca.crt, ca.key, tls.crt, tls.key into DIR, reusing a valid CA\n"
                "already there so the webhooks' caBundle stays the same; --rotate renews only\n"
@@ -30,7 +37,13 @@ static void usage(FILE *f)
                "within --warn-days.\n"
                "inject sets clientConfig.caBundle of every webhook of the Mutating- and\n"
                "ValidatingWebhookConfiguration named N to the CA certificates in FILE (each\n"
-               "must be a CA); exit 1 on API errors or when neither configuration exists.\n");
+               "must be a CA); exit 1 on API errors or when neither configuration exists.\n"
+               "reconcile is the Helm chart's certificate step: from Secrets\n"
+               "gpuquota-webhook-ca and gpuquota-webhook-tls in NS, renew the serving pair\n"
+               "when it or the CA expires within --renew-days, keep every unexpired CA\n"
+               "trusted so far in the bundle (with no bundle yet, --live-bundle: what the\n"
+               "live configurations trust), inject it (--inject) and write both Secrets.\n"
+               "delete removes both Secrets.\n");
 }
 
 static int cmd_generate(int argc, char **argv)
@@ -261,6 +274,126 @@ out:
     return rc;
 }
 
+typedef struct inject_ctx {
+    const char *kubeconfig, *name;
+} inject_ctx;
+
+static gq_code inject_work(void *ud, const char *work, gq_err *err)
+{
+    inject_ctx *ic = ud;
+    char path[4096], *pem = NULL, *b64 = NULL;
+    size_t pem_len = 0, b64_len = 0;
+    snprintf(path, sizeof path, "%s/bundle.crt", work);
+    gq_code rc = certs_ca_bundle_pem(path, &pem, &pem_len, err);
+    if (!rc && gq_base64_encode(pem, pem_len, &b64, &b64_len))
+        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+    if (!rc && inject_all(ic->kubeconfig, ic->name, b64, false) != GQ_EXIT_OK)
+        rc = gq_err_set(err, GQ_EIO, "the caBundle could not be injected");
+    free(pem);
+    free(b64);
+    return rc;
+}
+
+/* A client for --kubeconfig, else $KUBECONFIG, else in-cluster. */
+static gq_code certs_client(const char *kubeconfig, kube_config **kc, kube_client **client,
+                            kube_api *api, gq_err *err)
+{
+    gq_code rc = kube_config_load_default(kubeconfig, NULL, kc, err);
+    if (!rc && !(rc = kube_client_new(*kc, NULL, client, err)))
+        kube_client_api(*client, api);
+    return rc;
+}
+
+static int cmd_reconcile(int argc, char **argv)
+{
+    const char *ns = NULL, *work = NULL, *kubeconfig = NULL, *live = NULL;
+    long days = 365, ca_days = 3650, renew_days = 30;
+    bool inject = false;
+    gq_err err;
+    gq_err_clear(&err);
+    const gq_cli_opt opts[] = {
+        {.name = "--namespace", .kind = GQ_OPT_STRING, .dst = &ns},
+        {.name = "--work", .kind = GQ_OPT_STRING, .dst = &work},
+        {.name = "--kubeconfig", .kind = GQ_OPT_STRING, .dst = &kubeconfig},
+        {.name = "--days", .kind = GQ_OPT_LONG, .dst = &days, .min = 1, .max = 36500},
+        {.name = "--ca-days", .kind = GQ_OPT_LONG, .dst = &ca_days, .min = 1, .max = 36500},
+        {.name = "--renew-days", .kind = GQ_OPT_LONG, .dst = &renew_days, .min = 0, .max = 36500},
+        {.name = "--inject", .kind = GQ_OPT_FLAG, .dst = &inject},
+        {.name = "--live-bundle", .kind = GQ_OPT_STRING, .dst = &live},
+    };
+    int prc = gq_cli_parse_or_exit("certs reconcile", argc, argv, opts,
+                                   sizeof(opts) / sizeof(opts[0]), NULL, NULL, usage);
+    if (prc >= 0)
+        return prc;
+    if (!ns || !work || !gq_is_dns_label(ns)) {
+        fprintf(stderr, "gpuquota certs reconcile: --namespace (a namespace name) and --work are "
+                        "required\n");
+        return GQ_EXIT_USAGE;
+    }
+    kube_config *kc = NULL;
+    kube_client *client = NULL;
+    kube_api api;
+    inject_ctx ic = {kubeconfig, "gpuquota"};
+    cli_certs_plan p = {.ns = ns,
+                        .service = "gpuquota-webhook",
+                        .live_bundle = live,
+                        .work = work,
+                        .days = (int)days,
+                        .ca_days = (int)ca_days,
+                        .renew_days = renew_days,
+                        .now = time(NULL),
+                        .inject = inject ? inject_work : NULL,
+                        .inject_ud = &ic};
+    bool renewed = false;
+    gq_code rc = certs_client(kubeconfig, &kc, &client, &api, &err);
+    if (!rc)
+        rc = cli_certs_reconcile(&api, &p, &renewed, &err);
+    kube_client_free(client);
+    kube_config_free(kc);
+    if (rc) {
+        fprintf(stderr, "gpuquota certs reconcile: %s\n", err.msg);
+        return GQ_EXIT_DENIED;
+    }
+    printf("certs: %s; Secrets %s/gpuquota-webhook-ca and gpuquota-webhook-tls written%s\n",
+           renewed ? "the serving pair was renewed"
+                   : "the serving certificate and the CA are valid beyond --renew-days; kept",
+           ns, inject ? " after the caBundle" : "");
+    return GQ_EXIT_OK;
+}
+
+static int cmd_delete(int argc, char **argv)
+{
+    const char *ns = NULL, *kubeconfig = NULL;
+    gq_err err;
+    gq_err_clear(&err);
+    const gq_cli_opt opts[] = {
+        {.name = "--namespace", .kind = GQ_OPT_STRING, .dst = &ns},
+        {.name = "--kubeconfig", .kind = GQ_OPT_STRING, .dst = &kubeconfig},
+    };
+    int prc = gq_cli_parse_or_exit("certs delete", argc, argv, opts, sizeof(opts) / sizeof(opts[0]),
+                                   NULL, NULL, usage);
+    if (prc >= 0)
+        return prc;
+    if (!ns || !gq_is_dns_label(ns)) {
+        fprintf(stderr, "gpuquota certs delete: --namespace (a namespace name) is required\n");
+        return GQ_EXIT_USAGE;
+    }
+    kube_config *kc = NULL;
+    kube_client *client = NULL;
+    kube_api api;
+    gq_code rc = certs_client(kubeconfig, &kc, &client, &api, &err);
+    if (!rc)
+        rc = cli_certs_delete(&api, ns, &err);
+    kube_client_free(client);
+    kube_config_free(kc);
+    if (rc) {
+        fprintf(stderr, "gpuquota certs delete: %s\n", err.msg);
+        return GQ_EXIT_DENIED;
+    }
+    printf("certs: Secrets %s/gpuquota-webhook-ca and gpuquota-webhook-tls deleted\n", ns);
+    return GQ_EXIT_OK;
+}
+
 int gq_cmd_certs(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -273,6 +406,10 @@ int gq_cmd_certs(int argc, char **argv)
         return cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(argv[1], "inject"))
         return cmd_inject(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "reconcile"))
+        return cmd_reconcile(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "delete"))
+        return cmd_delete(argc - 1, argv + 1);
     fprintf(stderr, "gpuquota certs: unknown action '%s'\n", argv[1]);
     usage(stderr);
     return GQ_EXIT_USAGE;

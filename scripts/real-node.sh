@@ -207,8 +207,9 @@ umoci config --image "$pause/oci:1" --config.entrypoint /bin/busybox \
 tar -C "$pause/oci" -cf "$pause.tar" .
 ctr --address "$run/containerd.sock" -n k8s.io images import --base-name localhost/gq-pause \
     --index-name "$PAUSE" "$pause.tar" >/dev/null
-ctr --address "$run/containerd.sock" -n k8s.io images ls -q | grep -qx "$PAUSE" ||
-    die "the sandbox image $PAUSE did not import"
+# (read whole first: grep -q closing the pipe early would fail ctr under pipefail)
+images=$(ctr --address "$run/containerd.sock" -n k8s.io images ls -q)
+grep -qx "$PAUSE" <<<"$images" || die "the sandbox image $PAUSE did not import"
 
 # ---------------------------------------------------------------- kubelet
 printf 'nameserver 127.0.0.1\n' >"$state/resolv.conf"

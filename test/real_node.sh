@@ -128,4 +128,48 @@ done
 echo "# $fails of 60 GPU pod creates failed while webhook pod $victim was deleted"
 check "no create fails while a webhook pod is deleted (3 replicas)" 0 "$fails"
 eventually 120 kubectl -n "$NS_SYS" rollout status deployment gpuquota-webhook --timeout=5s || true
+
+# ------------------------------ the Helm chart, as an operator installs it
+# Unmodified chart, hooks on, Deployments on, default values but for where
+# gpuquota's pods go; another namespace and release name than deploy/'s.
+kubectl delete -k "$work/overlay" --wait=true --timeout=120s >/dev/null 2>&1
+kubectl delete namespace "$NS" "$NSQ" "$NSS" --wait=true --timeout=120s >/dev/null 2>&1
+REL=ops HNS=gq-ops
+cat >"$work/values.yaml" <<EOF
+webhook: {nodeSelector: {gpuquota.io/real-node: "true"}}
+controller: {nodeSelector: {gpuquota.io/real-node: "true"}}
+EOF
+t0=$SECONDS
+helm install "$REL" "$ROOT/deploy/helm/gpuquota" -n "$HNS" --create-namespace -f "$work/values.yaml" \
+    --wait --timeout 5m >"$work/helm.log" 2>&1 || fail "helm install: $(tail -5 "$work/helm.log")"
+pass "helm install (hooks as pods of the image, in $HNS) done in $((SECONDS - t0)) s"
+check "the certificate hook Jobs ran and the Secrets exist" "kubernetes.io/tls" \
+    "$(kubectl -n "$HNS" get secret gpuquota-webhook-tls -o jsonpath='{.type}' 2>&1)"
+check "webhook and controller pods Ready on the real node" "node-0 True" \
+    "$(kubectl -n "$HNS" get pods -l app.kubernetes.io/name=gpuquota,app.kubernetes.io/component!=certs \
+        -o json | jq -r '[.items[] | "\(.spec.nodeName) \(.status.conditions[] | select(.type == "Ready") | .status)"] | unique | join(",")')"
+ca=$(kubectl -n "$HNS" get secret gpuquota-webhook-ca -o jsonpath='{.data.bundle\.crt}')
+check "kube-apiserver trusts the chart's CA (post-install hook)" "$ca" \
+    "$(kubectl get mutatingwebhookconfiguration gpuquota -o jsonpath='{.webhooks[0].clientConfig.caBundle}')"
+NS=team-helm
+ns "$NS" || fail "namespace $NS"
+quota "$NS" team '{gpu-memory: 8Gi}' 'whenExceeded: Queue'
+eventually 60 bash -c "$(declare -f gpu_pod pod_yaml containers); gpu_pod probe 1Gi | kubectl -n $NS create --dry-run=server -o json -f - 2>/dev/null | jq -e .spec.schedulingGates >/dev/null" || true
+gpu_pod h1 8Gi | kubectl -n "$NS" create -f - >/dev/null 2>&1
+gpu_pod h2 8Gi | kubectl -n "$NS" create -f - >/dev/null 2>&1
+hgates() { kubectl -n "$NS" get pod "$1" -o jsonpath='{.spec.schedulingGates[*].name}' 2>/dev/null; }
+hungated() { [[ -z $(hgates "$1") ]]; }
+eventually 60 hungated h1 || true
+check "in $HNS, the controller's own ungate is trusted: the first pod runs" "" "$(hgates h1)"
+check "the second waits for quota" "gpuquota.io/quota" "$(hgates h2)"
+check_match "the pod was charged through the release's webhooks" \
+    "gpuquota.io/admission" "$(kubectl -n "$NS" get pod h1 -o jsonpath='{.metadata.annotations}')"
+kubectl delete namespace "$NS" --wait=true --timeout=120s >/dev/null 2>&1
+helm uninstall "$REL" -n "$HNS" --wait --timeout 3m >>"$work/helm.log" 2>&1 || fail "helm uninstall"
+gone_secrets() { [[ -z $(kubectl -n "$HNS" get secret gpuquota-webhook-tls gpuquota-webhook-ca -o name 2>/dev/null) ]]; }
+eventually 60 gone_secrets || true
+check "helm uninstall: the post-delete hook removed the Secrets" "" \
+    "$(kubectl -n "$HNS" get secret gpuquota-webhook-tls gpuquota-webhook-ca -o name 2>/dev/null)"
+check "and no webhook configuration is left" "" \
+    "$(kubectl get mutatingwebhookconfiguration,validatingwebhookconfiguration gpuquota -o name 2>/dev/null)"
 finish

@@ -39,7 +39,7 @@ kubectl_as() {
 
 # run_hooks RENDERED PHASE: what helm does for the hooks of PHASE.
 run_hooks() {
-    local plan=$dir/hooks-$2.json n i kind name sa work in c cmd env
+    local plan=$dir/hooks-$2.json n i kind name sa work c cmd env
     python3 "$HERE/hooks.py" "$1" "$2" >"$plan" || return 1
     n=$(jq length "$plan")
     for ((i = 0; i < n; i++)); do
@@ -53,21 +53,18 @@ run_hooks() {
         jq ".[$i].doc" "$plan" | kubectl apply --dry-run=server -f - >/dev/null || return 1
         sa=$(jq -r ".[$i].sa" "$plan")
         rm -f "$dir/sa-$sa.kubeconfig"
-        work=$dir/job-$name/work in=$dir/job-$name/in
+        work=$dir/job-$name/work
         rm -rf "$dir/job-$name"
-        mkdir -p "$work" "$in/ca" "$in/tls"
-        # The Secret volumes (optional: absent Secrets give empty folders).
-        for k in ca.crt ca.key bundle.crt; do secret_key gpuquota-webhook-ca "$k" >"$in/ca/$k"; done
-        for k in tls.crt tls.key ca.crt; do secret_key gpuquota-webhook-tls "$k" >"$in/tls/$k"; done
+        mkdir -p "$work"
         for c in $(jq -r ".[$i].init + .[$i].containers | keys[]" "$plan"); do
-            # NUL-separated: the script is one argument of many lines.
-            mapfile -d '' -t cmd < <(jq -j --arg w "$work/" \
-                ".[$i].init + .[$i].containers | .[$c].command[] | sub(\"^/scratch/\"; \$w) + \"\\u0000\"" "$plan")
+            mapfile -d '' -t cmd < <(jq -j \
+                ".[$i].init + .[$i].containers | .[$c].command[] + \"\\u0000\"" "$plan")
             mapfile -d '' -t env < <(jq -j \
                 ".[$i].init + .[$i].containers | .[$c].env | to_entries[] | \"\(.key)=\(.value)\\u0000\"" "$plan")
-            [[ ${cmd[0]} == kubectl ]] && cmd=(kubectl_as "$sa" "${cmd[@]:1}")
-            [[ ${cmd[0]} == /bin/sh ]] && cmd=(env "${env[@]}" GQ="$GQ" IN="$in" WORK="$work" \
-                KUBECONFIG="$dir/sa-$sa.kubeconfig" sh "${cmd[@]:1}")
+            # The image's entrypoint is gpuquota: its arguments run here as
+            # the Job's service account, the emptyDir being $work.
+            cmd=("${cmd[@]/#--work=\/scratch/--work=$work}")
+            cmd=(env "${env[@]}" "$GQ" "${cmd[@]}" --kubeconfig "$dir/sa-$sa.kubeconfig")
             [[ -f $dir/sa-$sa.kubeconfig ]] || sa_kubeconfig "$sa" "$dir/sa-$sa.kubeconfig"
             if ! "${cmd[@]}" >>"$dir/hooks.log" 2>&1; then
                 echo "hook $2 job/$name failed:" >&2

@@ -9,6 +9,7 @@
 #   real-node.sh load CLUSTER_DIR IMAGE.tar [REPOSITORY]
 #                                             import an OCI archive into its containerd, its
 #                                             tag under REPOSITORY (ghcr.io/gpuquota/gpuquota)
+#   real-node.sh ctr CLUSTER_DIR ARGS...      ctr against its containerd (k8s.io namespace)
 #   real-node.sh down CLUSTER_DIR             stop it and remove what it made
 #
 # Needs root. Addresses: the node is 10.251.0.1 on a dummy interface made
@@ -105,6 +106,9 @@ fi
 source "$cluster/env"
 k=("$BIN/kubectl" --kubeconfig "$cluster/kubeconfig")
 
+if [[ $cmd == ctr ]]; then # ctr against the node's containerd, e.g. images tag A B
+    exec ctr --address "$run/containerd.sock" -n k8s.io "${@:3}"
+fi
 if [[ $cmd == load ]]; then
     img=${3:?usage: real-node.sh load CLUSTER_DIR IMAGE.tar [REPOSITORY]}
     # The archive's tag under REPOSITORY (what a Deployment names).

@@ -164,6 +164,39 @@ check "in $HNS, the controller's own ungate is trusted: the first pod runs" "" "
 check "the second waits for quota" "gpuquota.io/quota" "$(hgates h2)"
 check_match "the pod was charged through the release's webhooks" \
     "gpuquota.io/admission" "$(kubectl -n "$NS" get pod h1 -o jsonpath='{.metadata.annotations}')"
+
+# Operations, measured (figures only; the assertions are about failures).
+# The leader's pod deleted: how long until the new leader ungates.
+leader=$(kubectl -n "$HNS" get lease gpuquota-controller -o jsonpath='{.spec.holderIdentity}')
+lpod=$(kubectl -n "$HNS" get pods -l app.kubernetes.io/component=controller -o name |
+    grep -F "${leader%_*}" | head -1)
+kubectl -n "$HNS" delete "$lpod" --wait=false >/dev/null
+kubectl -n "$NS" delete pod h1 --wait=false >/dev/null
+t0=$(date +%s.%N)
+eventually 120 hungated h2 || true
+echo "# leader pod ${lpod#pod/} deleted: the new leader ungated the next pod after $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s"
+check "a new leader ungates after the leader's pod is deleted" "" "$(hgates h2)"
+# helm upgrade to a new image tag while GPU pods are created.
+"$ROOT/scripts/real-node.sh" ctr "$GQ_E2E_DIR/cluster" images tag ghcr.io/gpuquota/gpuquota:0.1.0 \
+    ghcr.io/gpuquota/gpuquota:0.1.1 >/dev/null
+quota "$NS" big '{gpu-memory: 1Ti}'
+helm upgrade "$REL" "$ROOT/deploy/helm/gpuquota" -n "$HNS" -f "$work/values.yaml" \
+    --set image.tag=0.1.1 --wait --timeout 5m >>"$work/helm.log" 2>&1 &
+up=$!
+fails=0 n=0
+while kill -0 "$up" 2>/dev/null || ((n < 20)); do
+    n=$((n + 1))
+    pod_yaml "u$n" 'cpu: 100m' | kubectl -n "$NS" create -f - >/dev/null 2>"$work/up-$n.err" ||
+        { fails=$((fails + 1)); echo "# create u$n: $(cat "$work/up-$n.err")"; }
+    gpu_pod "g$n" 1Gi | kubectl -n "$NS" create -f - >/dev/null 2>"$work/upg-$n.err" ||
+        { grep -q "exceeded quota" "$work/upg-$n.err" || { fails=$((fails + 1)); echo "# create g$n: $(cat "$work/upg-$n.err")"; }; }
+    ((n < 400)) || break
+done
+wait "$up" || fail "helm upgrade: $(tail -3 "$work/helm.log")"
+echo "# helm upgrade to 0.1.1: $fails of $((2 * n)) creates failed while it rolled the pods"
+check "the release runs the new tag" "ghcr.io/gpuquota/gpuquota:0.1.1" \
+    "$(kubectl -n "$HNS" get deploy gpuquota-webhook -o jsonpath='{.spec.template.spec.containers[0].image}')"
+check "no create fails during helm upgrade" 0 "$fails"
 kubectl delete namespace "$NS" --wait=true --timeout=120s >/dev/null 2>&1
 helm uninstall "$REL" -n "$HNS" --wait --timeout 3m >>"$work/helm.log" 2>&1 || fail "helm uninstall"
 gone_secrets() { [[ -z $(kubectl -n "$HNS" get secret gpuquota-webhook-tls gpuquota-webhook-ca -o name 2>/dev/null) ]]; }

@@ -39,6 +39,9 @@ GQ_IMAGE_BUILD=$work/image-build "$ROOT/scripts/build-image.sh" "$work/gpuquota.
     >"$work/image.log" 2>&1 || { fail "the image builds: $(tail -3 "$work/image.log")"; finish; }
 "$ROOT/scripts/real-node.sh" load "$GQ_E2E_DIR/cluster" "$work/gpuquota.tar" >>"$work/node.log" 2>&1 ||
     { fail "the image loads into the node's containerd"; finish; }
+# The kustomize install names it through an images: entry (docs/install.md).
+"$ROOT/scripts/real-node.sh" ctr "$GQ_E2E_DIR/cluster" images tag ghcr.io/gpuquota/gpuquota:0.1.0 \
+    localhost/gpuquota:e2e >/dev/null
 
 # ------------------------------------------------- installed as docs/install.md says
 mkdir -p "$work/overlay"
@@ -46,6 +49,8 @@ cat >"$work/overlay/kustomization.yaml" <<EOF
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources: [$(realpath --relative-to="$work/overlay" "$ROOT/deploy")]
+# as docs/install.md tells: the image named where it was loaded
+images: [{name: ghcr.io/gpuquota/gpuquota, newName: localhost/gpuquota, newTag: e2e}]
 patches:
   - patch: |-
       apiVersion: apps/v1
@@ -70,7 +75,7 @@ for d in gpuquota-webhook gpuquota-controller; do
         fail "deployment $d available: $(kubectl -n "$NS_SYS" get pods -o wide 2>&1 | tail -6)"
 done
 pass "webhook (3) and controller (2) pods Ready through their probes in $((SECONDS - t0)) s"
-check "all on the real node, from the image" "node-0 ghcr.io/gpuquota/gpuquota:0.1.0" \
+check "all on the real node, from the image named by the images: entry" "node-0 localhost/gpuquota:e2e" \
     "$(kubectl -n "$NS_SYS" get pods -o json | jq -r '[.items[] | "\(.spec.nodeName) \(.spec.containers[0].image)"] | unique | join(",")')"
 check "five of them" 5 "$(kubectl -n "$NS_SYS" get pods --no-headers 2>/dev/null | wc -l)"
 check_match "a webhook pod read the API server in-cluster and synced" "quota caches synced: ready" \

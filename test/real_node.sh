@@ -169,6 +169,14 @@ check "in $HNS, the controller's own ungate is trusted: the first pod runs" "" "
 check "the second waits for quota" "gpuquota.io/quota" "$(hgates h2)"
 check_match "the pod was charged through the release's webhooks" \
     "gpuquota.io/admission" "$(kubectl -n "$NS" get pod h1 -o jsonpath='{.metadata.annotations}')"
+# The renewal CronJob, run now as the cluster would run it: a pod of the
+# image that finds the pair valid and keeps it.
+kubectl -n "$HNS" create job renew-now --from=cronjob/gpuquota-certs >/dev/null 2>&1
+kubectl -n "$HNS" wait --for=condition=complete job/renew-now --timeout=120s >/dev/null 2>&1 ||
+    fail "the renewal CronJob's Job completes: $(kubectl -n "$HNS" get pods -l job-name=renew-now 2>&1 | tail -2)"
+check_match "the renewal CronJob's pod keeps a valid pair and writes the Secrets after the caBundle" \
+    "valid beyond --renew-days; kept; Secrets $HNS/gpuquota-webhook-ca and gpuquota-webhook-tls written after the caBundle" \
+    "$(kubectl -n "$HNS" logs job/renew-now 2>&1)"
 
 # Operations, measured (figures only; the assertions are about failures).
 # The leader's pod deleted: how long until the new leader ungates.

@@ -37,8 +37,9 @@ static void usage(FILE *f)
             "  --resync DURATION        full resync period, e.g. 30s, 5m (5m)\n"
             "  --workers N              reconcile threads (8)\n"
             "  --reservation-grace D    drop a reservation whose pod has not appeared this long\n"
-            "                           after it was first seen (35s: the 30 s webhook timeout\n"
-            "                           bound on admission, plus slack)\n"
+            "                           after it was first seen (default: the longest timeout\n"
+            "                           of the other validating webhooks that see pod creates,\n"
+            "                           plus 5s; 35s when they cannot be read)\n"
             "SIGTERM/SIGINT: stop reconciling, release the Lease, exit.\n");
 }
 

@@ -418,6 +418,53 @@ static bool pod_missing(ctl_controller *c, const gq_reservation *r)
     return other;
 }
 
+static gq_code keep_item(void *ud, json_object *item, gq_err *err)
+{
+    if (json_object_array_add(ud, json_object_get(item))) {
+        json_object_put(item);
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    }
+    return GQ_OK;
+}
+
+/* How long an unseen reservation waits before its pod is looked for: the
+ * options' grace, else ctl_admission_bound_ms over the cluster's validating
+ * webhooks, read at most once a minute and only while some reservation
+ * waits (a controller at rest sends no request for it). */
+static long abandon_grace_ms(ctl_controller *c)
+{
+    if (!c->grace_dynamic)
+        return c->o.reservation_grace_ms;
+    int64_t now = ctl_mono_us() / 1000;
+    pthread_mutex_lock(&c->mu);
+    bool stale = !c->grace_read_ms || now - c->grace_read_ms > 60000;
+    if (stale)
+        c->grace_read_ms = now;
+    long grace = c->grace_ms ? c->grace_ms : CTL_RESERVATION_GRACE_MS;
+    pthread_mutex_unlock(&c->mu);
+    if (!stale)
+        return grace;
+    json_object *configs = json_object_new_array();
+    gq_err err;
+    gq_err_clear(&err);
+    kube_list_opts lo = {.page_size = 100};
+    if (configs &&
+        c->o.api->list(c->o.api->ctx,
+                       "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", &lo,
+                       keep_item, configs, NULL, &err) == GQ_OK) {
+        grace = ctl_admission_bound_ms(configs, "gpuquota");
+    } else {
+        grace = CTL_RESERVATION_GRACE_MS;
+        GQ_DEBUG("cannot read the validating webhooks (%s): waiting %ld ms for unseen pods",
+                 err.msg, grace);
+    }
+    json_object_put(configs);
+    pthread_mutex_lock(&c->mu);
+    c->grace_ms = grace;
+    pthread_mutex_unlock(&c->mu);
+    return grace;
+}
+
 /* The reservations of quota (its current object) whose pods the controller
  * has not seen and that have been known longer than the grace period while
  * their pods are not on the API server either: *drop gets their keys (NULL
@@ -429,7 +476,7 @@ static void find_abandoned(ctl_controller *c, const char *key, json_object *quot
     json_object *arr = gq_json_member(gq_json_member(quota, "status"), "reservations");
     json_object *seen_now = json_object_new_object(), *old = NULL;
     int64_t now_ms = ctl_mono_us() / 1000;
-    long grace = c->o.reservation_grace_ms;
+    long grace = -1; /* read when an unseen reservation needs it */
     *drop = NULL;
     *recheck_ms = 0;
     if (!seen_now)
@@ -454,6 +501,8 @@ static void find_abandoned(ctl_controller *c, const char *key, json_object *quot
         json_object *t = NULL;
         int64_t first =
             json_object_object_get_ex(old, r.key, &t) ? json_object_get_int64(t) : now_ms;
+        if (grace < 0)
+            grace = abandon_grace_ms(c);
         json_object_object_add(seen_now, r.key, json_object_new_int64(first));
         long wait = (long)(first + grace - now_ms);
         if (wait <= 0 && pod_missing(c, &r)) {
@@ -973,6 +1022,7 @@ gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, g
         c->o.workers = CTL_WORKERS;
     if (c->o.resync_ms <= 0)
         c->o.resync_ms = 300000;
+    c->grace_dynamic = c->o.reservation_grace_ms <= 0;
     if (c->o.reservation_grace_ms <= 0)
         c->o.reservation_grace_ms = CTL_RESERVATION_GRACE_MS;
     pthread_mutex_init(&c->mu, NULL);

@@ -344,7 +344,9 @@ typedef struct ctl_controller_opts {
     /* How long after the controller first sees a reservation it drops it
      * when its pod is neither in the pod cache nor on the API server (the
      * pod was refused after the webhook charged it, or the review never came
-     * from kube-apiserver). 0: CTL_RESERVATION_GRACE_MS. */
+     * from kube-apiserver). 0: from the cluster's other validating webhooks
+     * (ctl_admission_bound_ms, read every minute; CTL_RESERVATION_GRACE_MS
+     * when they cannot be read). */
     long reservation_grace_ms;
     /* Wall clock in Unix seconds (reservation expiry, conditions); NULL:
      * time(). */
@@ -358,7 +360,20 @@ typedef struct ctl_controller_opts {
  * the storage write after it. A reservation's creation is at or before the
  * moment the controller first sees it. */
 #define CTL_ADMISSION_BOUND_MS 30000L
-#define CTL_RESERVATION_GRACE_MS (CTL_ADMISSION_BOUND_MS + 5000L)
+#define CTL_ADMISSION_SLACK_MS 5000L
+#define CTL_RESERVATION_GRACE_MS (CTL_ADMISSION_BOUND_MS + CTL_ADMISSION_SLACK_MS)
+
+/* How long after gpuquota's validating webhook has charged a pod the API
+ * server may still store it: the longest timeoutSeconds (10 when unset) of
+ * the other validating webhooks configured that may see a pod CREATE (they
+ * run in parallel with gpuquota's, and the storage write waits for all of
+ * them), plus CTL_ADMISSION_SLACK_MS for the built-in admission plugins
+ * and the write. configs is a JSON array of ValidatingWebhookConfiguration
+ * objects (borrowed); those named own are gpuquota's and already answered.
+ * A create refused after gpuquota's answer (ResourceQuota, another
+ * webhook, an object too large for etcd) leaves a reservation that is
+ * dropped this long after it is seen, not at its expiry. */
+long ctl_admission_bound_ms(json_object *configs, const char *own);
 
 /* Reconcile threads by default. A worker holds its quota for a status
  * write's round trip to kube-apiserver (12-34 ms measured on a loaded

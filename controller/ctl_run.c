@@ -175,3 +175,55 @@ void ctl_wait_observe(ctl_controller *c, const char *qkey, double s)
     }
     pthread_mutex_unlock(&c->mu);
 }
+
+/* Whether list (a JSON array of strings) holds one of a or b. */
+static bool lists(json_object *list, const char *a, const char *b)
+{
+    size_t n = json_object_is_type(list, json_type_array) ? json_object_array_length(list) : 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *v = json_object_get_string(json_object_array_get_idx(list, i));
+        if (v && (!strcmp(v, a) || (b && !strcmp(v, b))))
+            return true;
+    }
+    return false;
+}
+
+/* Whether a webhook's rules may send it a pod CREATE. */
+static bool sees_pod_create(json_object *hook)
+{
+    json_object *rules = gq_json_get_array(hook, "rules");
+    size_t n = rules ? json_object_array_length(rules) : 0;
+    for (size_t i = 0; i < n; i++) {
+        json_object *r = json_object_array_get_idx(rules, i);
+        if (lists(gq_json_member(r, "apiGroups"), "", "*") &&
+            lists(gq_json_member(r, "operations"), "CREATE", "*") &&
+            (lists(gq_json_member(r, "resources"), "pods", "*") ||
+             lists(gq_json_member(r, "resources"), "*/*", NULL)))
+            return true;
+    }
+    return false;
+}
+
+long ctl_admission_bound_ms(json_object *configs, const char *own)
+{
+    long longest = 0;
+    size_t n =
+        json_object_is_type(configs, json_type_array) ? json_object_array_length(configs) : 0;
+    for (size_t i = 0; i < n; i++) {
+        json_object *cfg = json_object_array_get_idx(configs, i);
+        const char *name = gq_json_meta_string(cfg, "name");
+        json_object *hooks = gq_json_get_array(cfg, "webhooks");
+        if (name && own && !strcmp(name, own))
+            continue;
+        for (size_t j = 0; hooks && j < json_object_array_length(hooks); j++) {
+            json_object *h = json_object_array_get_idx(hooks, j);
+            json_object *t = gq_json_get_typed(h, "timeoutSeconds", json_type_int);
+            long secs = t ? (long)json_object_get_int64(t) : 10;
+            if (secs < 1 || secs > 30)
+                secs = 30; /* kube-apiserver allows 1..30 */
+            if (sees_pod_create(h) && secs * 1000 > longest)
+                longest = secs * 1000;
+        }
+    }
+    return longest + CTL_ADMISSION_SLACK_MS;
+}

@@ -64,6 +64,11 @@ struct ctl_controller {
     atomic_ulong results[RES_COUNT], writes, events, cost_errors, abandoned, folds_deferred;
     atomic_ulong events_dropped;
     atomic_ulong claims_refused, claims_pinned, claims_unpinned; /* claims.c */
+    /* The abandoned-reservation grace read from the cluster (mu): 0 until
+     * read; when it was read (monotonic ms). Fixed when the options set it. */
+    bool grace_dynamic;
+    long grace_ms;
+    int64_t grace_read_ms;
     /* Events posted: a token bucket (ctl_post_event_v; mu). */
     double ev_tokens;
     uint64_t ev_refilled_us;

@@ -244,20 +244,6 @@ static bool pin_needed(ctl_controller *c, const char *ns, json_object *claim, co
     return true;
 }
 
-typedef struct claim_list {
-    json_object *items; /* array */
-} claim_list;
-
-static gq_code keep_claim(void *ud, json_object *item, gq_err *err)
-{
-    claim_list *l = ud;
-    if (json_object_array_add(l->items, json_object_get(item))) {
-        json_object_put(item);
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
-    }
-    return GQ_OK;
-}
-
 int ctl_claims_unpin(ctl_controller *c, const char *ns)
 {
     char path[PATH_MAX_LEN], key[KEY_MAX];
@@ -267,14 +253,14 @@ int ctl_claims_unpin(ctl_controller *c, const char *ns)
         (ns[0] ? snprintf(path, sizeof path, RESOURCE_API "/namespaces/%s/resourceclaims", ns)
                : snprintf(path, sizeof path, RESOURCE_API "/resourceclaims")) >= (int)sizeof path)
         return RES_INVALID;
-    claim_list l = {json_object_new_array()};
+    json_object *items = json_object_new_array();
     kube_list_opts lo = {.label_selector = GQ_CLAIM_PINNED_LABEL, .page_size = UNPIN_PAGE};
-    gq_code rc = l.items ? c->o.api->list(c->o.api->ctx, path, &lo, keep_claim, &l, NULL, &err)
-                         : gq_err_set(&err, GQ_ENOMEM, "out of memory");
+    gq_code rc = items ? c->o.api->list(c->o.api->ctx, path, &lo, ctl_keep_item, items, NULL, &err)
+                       : gq_err_set(&err, GQ_ENOMEM, "out of memory");
     bool retry = rc != GQ_OK;
-    size_t n = rc ? 0 : json_object_array_length(l.items);
+    size_t n = rc ? 0 : json_object_array_length(items);
     for (size_t i = 0; i < n; i++) {
-        json_object *claim = json_object_array_get_idx(l.items, i);
+        json_object *claim = json_object_array_get_idx(items, i);
         const char *cns = gq_json_meta_string(claim, "namespace");
         json_object *pins = gq_claim_pins(claim), *keep = json_object_new_object();
         if (!cns || !pins || !keep) {
@@ -308,7 +294,7 @@ int ctl_claims_unpin(ctl_controller *c, const char *ns)
         json_object_put(pins);
         json_object_put(keep);
     }
-    json_object_put(l.items);
+    json_object_put(items);
     if (!retry) {
         ctl_queue_forget(c->queue, key);
         return RES_OK;

@@ -418,15 +418,6 @@ static bool pod_missing(ctl_controller *c, const gq_reservation *r)
     return other;
 }
 
-static gq_code keep_item(void *ud, json_object *item, gq_err *err)
-{
-    if (json_object_array_add(ud, json_object_get(item))) {
-        json_object_put(item);
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
-    }
-    return GQ_OK;
-}
-
 /* How long an unseen reservation waits before its pod is looked for: the
  * options' grace, else ctl_admission_bound_ms over the cluster's validating
  * webhooks, read at most once a minute and only while some reservation
@@ -451,7 +442,7 @@ static long abandon_grace_ms(ctl_controller *c)
     if (configs &&
         c->o.api->list(c->o.api->ctx,
                        "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", &lo,
-                       keep_item, configs, NULL, &err) == GQ_OK) {
+                       ctl_keep_item, configs, NULL, &err) == GQ_OK) {
         grace = ctl_admission_bound_ms(configs, "gpuquota");
     } else {
         grace = CTL_RESERVATION_GRACE_MS;

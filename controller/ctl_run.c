@@ -227,3 +227,12 @@ long ctl_admission_bound_ms(json_object *configs, const char *own)
     }
     return longest + CTL_ADMISSION_SLACK_MS;
 }
+
+gq_code ctl_keep_item(void *ud, json_object *item, gq_err *err)
+{
+    if (json_object_array_add(ud, json_object_get(item))) {
+        json_object_put(item);
+        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    }
+    return GQ_OK;
+}

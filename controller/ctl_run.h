@@ -110,6 +110,9 @@ void ctl_requeue_after(ctl_controller *c, const char *key, long ms);
 void ctl_post_event_v(ctl_controller *c, json_object *obj, const char *api_version,
                       const char *kind, const char *ns, const char *name, const char *reason,
                       const char *message, int64_t now);
+/* A kube_item_fn that appends each listed item (a new reference) to ud, a
+ * JSON array: for lists small enough to hold whole. */
+gq_code ctl_keep_item(void *ud, json_object *item, gq_err *err);
 /* Count s seconds of queueing in the wait histogram of quota key qkey. */
 void ctl_wait_observe(ctl_controller *c, const char *qkey, double s);
 

@@ -28,7 +28,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: gpuquota webhook --tls-cert FILE --tls-key FILE [--listen [HOST]:PORT]\n"
                "                        [--config FILE] [--kubeconfig FILE] [--threads N]\n"
-               "                        [--drain-seconds N] [--reservation-ttl DURATION]\n"
+               "                        [--drain-seconds N] [--shutdown-delay-seconds N]\n"
+               "                        [--reservation-ttl DURATION]\n"
                "                        [--trusted-user NAME]... [--max-body-memory SIZE]\n"
                "                        [--read-timeout DURATION] [--max-connections N]\n"
                "                        [--max-connections-per-ip N] [--max-batch N]\n"
@@ -37,8 +38,11 @@ static void usage(FILE *f)
                "Serves /mutate and /validate over HTTPS (TLS 1.2+), plus /healthz, /readyz\n"
                "and /metrics. --listen defaults to :8443 (all addresses); port 0 picks a\n"
                "free port, logged as \"listening on HOST:PORT\". The certificate files are\n"
-               "re-read when they change. SIGTERM/SIGINT: /readyz turns 503, the listener\n"
-               "closes, requests in flight get up to --drain-seconds (20) to finish.\n"
+               "re-read when they change. SIGTERM/SIGINT: /readyz turns 503 and every reply\n"
+               "closes its connection; for --shutdown-delay-seconds (default 0; the shipped\n"
+               "manifests set 5) new connections are still served, so none fails while the\n"
+               "Service's endpoints drop the pod (a second signal ends the delay); then the\n"
+               "listener closes and requests in flight get up to --drain-seconds (20).\n"
                "SIGHUP reopens the audit log.\n"
                "\n"
                "/validate charges GPUQuotas and GPUTenantQuotas through the API server named\n"
@@ -288,7 +292,7 @@ static void validate_teardown(validate_ctx *vc)
 typedef struct webhook_args {
     wh_server_options so;
     const char *config_path, *kubeconfig;
-    long threads, drain_s, ttl_s, read_timeout_s, max_conns;
+    long threads, drain_s, delay_s, ttl_s, read_timeout_s, max_conns;
     long max_conns_ip; /* 0: the server's default for max_conns */
     long max_batch;
     int64_t body_memory;
@@ -313,6 +317,36 @@ static gq_code parse_body_memory(const char *opt, const char *s, void *dst, gq_e
     return gq_cli_parse_bytes(opt, s, (int64_t)WH_MAX_BODY_DEFAULT, (int64_t)1 << 32, dst, err);
 }
 
+/* The shutdown delay: not ready, every reply closing its connection, the
+ * listener still open while the endpoints drop this pod (a client that
+ * resolved the Service before that must not meet a closed port). SIGHUP
+ * still reopens the audit log; a second SIGTERM/SIGINT ends the delay. */
+static void shutdown_delay(wh_server *srv, wh_audit *audit, const sigset_t *sigs, long delay_s)
+{
+    struct timespec now, end;
+    wh_server_begin_drain(srv);
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    end.tv_sec += delay_s;
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        int64_t left_ns =
+            ((int64_t)end.tv_sec - now.tv_sec) * 1000000000 + (end.tv_nsec - now.tv_nsec);
+        if (left_ns <= 0)
+            return;
+        struct timespec wait = {.tv_sec = (time_t)(left_ns / 1000000000),
+                                .tv_nsec = (long)(left_ns % 1000000000)};
+        int sig = sigtimedwait(sigs, NULL, &wait);
+        if (sig == SIGHUP) {
+            wh_audit_request_reopen(audit);
+            GQ_INFO("received SIGHUP: the audit log is reopened before the next record");
+        } else if (sig == SIGTERM || sig == SIGINT) {
+            GQ_INFO("received %s again: ending the shutdown delay",
+                    sig == SIGTERM ? "SIGTERM" : "SIGINT");
+            return;
+        }
+    }
+}
+
 /* argv into *a. -1 to go on, else the exit status. */
 static int parse_args(int argc, char **argv, webhook_args *a)
 {
@@ -334,6 +368,11 @@ static int parse_args(int argc, char **argv, webhook_args *a)
         {.name = "--kubeconfig", .kind = GQ_OPT_STRING, .dst = &a->kubeconfig},
         {.name = "--threads", .kind = GQ_OPT_LONG, .dst = &a->threads, .min = 1, .max = 256},
         {.name = "--drain-seconds", .kind = GQ_OPT_LONG, .dst = &a->drain_s, .min = 0, .max = 3600},
+        {.name = "--shutdown-delay-seconds",
+         .kind = GQ_OPT_LONG,
+         .dst = &a->delay_s,
+         .min = 0,
+         .max = 300},
         {.name = "--reservation-ttl", .kind = GQ_OPT_FN, .dst = &a->ttl_s, .fn = parse_duration_s},
         {.name = "--trusted-user", .kind = GQ_OPT_LIST, .dst = &a->trusted},
         {.name = "--max-body-memory",
@@ -470,6 +509,11 @@ int gq_cmd_webhook(int argc, char **argv)
             break;
         wh_audit_request_reopen(audit);
         GQ_INFO("received SIGHUP: the audit log is reopened before the next record");
+    }
+    if (a.delay_s > 0) {
+        GQ_INFO("received %s: not ready; serving new connections for %ld s more",
+                sig == SIGTERM ? "SIGTERM" : "SIGINT", a.delay_s);
+        shutdown_delay(srv, audit, &sigs, a.delay_s);
     }
     GQ_INFO("received %s: draining for up to %ld s", sig == SIGTERM ? "SIGTERM" : "SIGINT",
             drain_s);

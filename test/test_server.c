@@ -1,5 +1,5 @@
-/* The webhook server's handler seam, driven without sockets, and its
- * certificate loading/reload rules. */
+/* The webhook server's handler seam, driven without sockets, its
+ * certificate loading/reload rules, and the graceful stop over a socket. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -396,6 +399,87 @@ static void start_on_ephemeral_ports(void **state)
     }
 }
 
+static int connect_local(unsigned port)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+        close(fd);
+        return -1;
+    }
+    struct timeval tv = {.tv_sec = 5};
+    (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return fd;
+}
+
+/* One GET on fd; the reply's head and body in buf (status line first). */
+static void get_on(int fd, const char *path, char *buf, size_t cap)
+{
+    char req[128];
+    int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
+    assert_int_equal(write(fd, req, (size_t)n), n);
+    size_t len = 0;
+    const char *end = NULL;
+    while (len + 1 < cap) {
+        ssize_t r = read(fd, buf + len, cap - 1 - len);
+        assert_true(r > 0);
+        len += (size_t)r;
+        buf[len] = '\0';
+        if ((end = strstr(buf, "\r\n\r\n"))) {
+            const char *cl = strstr(buf, "Content-Length: ");
+            size_t want = cl ? strtoul(cl + 16, NULL, 10) : 0;
+            if (len >= (size_t)(end + 4 - buf) + want)
+                return;
+        }
+    }
+    fail_msg("reply larger than %zu bytes", cap);
+}
+
+/* The shutdown delay: not ready and every reply closing its connection,
+ * while a new connection (routed here before the endpoints changed) is
+ * still served; only wh_server_stop closes the listener. */
+static void drain_keeps_listening_until_stop(void **state)
+{
+    (void)state;
+    gq_err err;
+    wh_server *s = NULL;
+    wh_server_options p = {.listen = "127.0.0.1:0", .insecure_plain_http = true, .threads = 2};
+    assert_int_equal(wh_server_new(&p, &s, &err), GQ_OK);
+    assert_int_equal(wh_server_start(s, &err), GQ_OK);
+    wh_server_set_ready(s, true);
+    unsigned port = wh_server_port(s);
+    char buf[2048], one;
+
+    int kept = connect_local(port);
+    assert_true(kept >= 0);
+    get_on(kept, "/healthz", buf, sizeof(buf));
+    assert_non_null(strstr(buf, "HTTP/1.1 200"));
+    assert_null(strstr(buf, "Connection: close"));
+
+    wh_server_begin_drain(s);
+    assert_false(wh_server_is_ready(s));
+    /* The kept-alive connection is served once more, then retired. */
+    get_on(kept, "/healthz", buf, sizeof(buf));
+    assert_non_null(strstr(buf, "HTTP/1.1 200"));
+    assert_non_null(strstr(buf, "Connection: close"));
+    assert_int_equal(read(kept, &one, 1), 0);
+    close(kept);
+
+    /* A new connection is accepted and answered: not ready, and closed. */
+    int late = connect_local(port);
+    assert_true(late >= 0);
+    get_on(late, "/readyz", buf, sizeof(buf));
+    assert_non_null(strstr(buf, "HTTP/1.1 503"));
+    assert_non_null(strstr(buf, "Connection: close"));
+    close(late);
+
+    assert_int_equal(wh_server_stop(s, 100), 0);
+    assert_int_equal(connect_local(port), -1);
+    wh_server_free(s);
+}
+
 /* Binding is ours: one message with the address and the system's reason.
  * With several threads a server's daemons share the port through
  * SO_REUSEPORT; a second server must still be refused, whatever the thread
@@ -495,6 +579,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(new_rejects_bad_options, setup, teardown),
         cmocka_unit_test(bad_listen_addresses),
         cmocka_unit_test(start_on_ephemeral_ports),
+        cmocka_unit_test(drain_keeps_listening_until_stop),
         cmocka_unit_test(port_in_use),
         cmocka_unit_test_setup_teardown(expired_certificate_exported, setup, teardown),
         cmocka_unit_test_setup_teardown(reload_keeps_old_pair_on_error, setup, teardown),

@@ -2118,13 +2118,18 @@ static void answer_suspended(wh_server *srv)
     }
 }
 
+void wh_server_begin_drain(wh_server *srv)
+{
+    atomic_store(&srv->ready, false);
+    atomic_store(&srv->draining, true);
+}
+
 unsigned wh_server_stop(wh_server *srv, unsigned drain_ms)
 {
     unsigned left = 0;
     if (!srv)
         return 0;
-    atomic_store(&srv->ready, false);
-    atomic_store(&srv->draining, true);
+    wh_server_begin_drain(srv);
     if (srv->n_daemons) {
         for (unsigned i = 0; i < srv->n_daemons; i++) {
             MHD_socket fd = MHD_quiesce_daemon(srv->daemons[i]);

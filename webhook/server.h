@@ -192,6 +192,14 @@ void wh_server_dispatch(wh_server *srv, const wh_request *req, wh_response *resp
  * kept (the error is returned). */
 gq_code wh_server_reload_certs(wh_server *srv, gq_err *err) GQ_WUR;
 
+/* The first step of a graceful stop, for the time endpoints take to drop
+ * this server: /readyz turns 503 and every reply from now on carries
+ * `Connection: close`, so each kept-alive connection a client sends on is
+ * retired after that request. The listener stays open: a connection routed
+ * here before the endpoints changed is still served. wh_server_stop
+ * follows. Idempotent. */
+void wh_server_begin_drain(wh_server *srv);
+
 /* Stop: not ready, stop accepting, wait up to drain_ms for requests in
  * flight to finish (asynchronous ones included), answer those still waiting
  * for an asynchronous handler with 503, then close everything. Idempotent.

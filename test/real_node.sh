@@ -10,7 +10,8 @@
 # with the in-cluster configuration, and kube-apiserver calls the webhook
 # pods; a GPU pod is rewritten, charged and denied over quota, a queued pod
 # is ungated by the controller's pod, `kubectl gpuquota top` shows it; a
-# webhook pod deleted during a stream of GPU pod creates fails none of them.
+# webhook pod deleted during a stream of GPU pod creates fails none of them,
+# kill -9 of one is measured and recovers, a node drain keeps to the PDBs.
 #
 #   test/real_node.sh GPUQUOTA WORKDIR      (needs root)
 set -uo pipefail
@@ -133,6 +134,66 @@ done
 echo "# $fails of 60 GPU pod creates failed while webhook pod $victim was deleted"
 check "no create fails while a webhook pod is deleted (3 replicas)" 0 "$fails"
 eventually 120 kubectl -n "$NS_SYS" rollout status deployment gpuquota-webhook --timeout=5s || true
+
+# ------------------------- kill -9 of a webhook process during a stream of creates
+# No grace at all: the admissions in flight on the process, and those routed
+# to its pod until kubelet has restarted it, fail (failurePolicy Fail);
+# measured, and the replica must come back on its own.
+wait_ready() { kubectl -n "$NS_SYS" rollout status deployment "$1" --timeout=5s >/dev/null 2>&1; }
+eventually 120 wait_ready gpuquota-webhook || true
+victim=$(kubectl -n "$NS_SYS" get pods -l app.kubernetes.io/component=webhook -o name | head -1)
+cid=$(kubectl -n "$NS_SYS" get "$victim" -o jsonpath='{.status.containerStatuses[0].containerID}')
+pid=$("$ROOT/scripts/real-node.sh" ctr "$GQ_E2E_DIR/cluster" tasks ls 2>/dev/null |
+    awk -v id="${cid#containerd://}" '$1 == id {print $2}')
+[[ $pid =~ ^[0-9]+$ ]] || fail "the webhook container's process is found (container ${cid:-none})"
+fails=0
+for i in $(seq 1 60); do
+    ((i == 10)) && [[ $pid =~ ^[0-9]+$ ]] && kill -9 "$pid"
+    gpu_pod "k$i" 1Gi | kubectl -n "$NSS" create -f - >/dev/null 2>"$work/kill-$i.err" ||
+        { fails=$((fails + 1)); echo "# create k$i: $(cat "$work/kill-$i.err")"; }
+done
+echo "# $fails of 60 GPU pod creates failed around kill -9 of the webhook process of $victim"
+restarted() { [[ $(kubectl -n "$NS_SYS" get "$victim" -o jsonpath='{.status.containerStatuses[0].restartCount}') -ge 1 ]]; }
+eventually 60 restarted || true
+check "kubelet restarts the killed webhook container" 1 \
+    "$(kubectl -n "$NS_SYS" get "$victim" -o jsonpath='{.status.containerStatuses[0].restartCount}')"
+eventually 120 wait_ready gpuquota-webhook || true
+fails=0
+for i in $(seq 1 30); do
+    gpu_pod "r$i" 1Gi | kubectl -n "$NSS" create -f - >/dev/null 2>&1 || fails=$((fails + 1))
+done
+check "once it is Ready again, no create fails" 0 "$fails"
+
+# ------------------------------------------------ a node drain, with the PDBs
+# One real node: draining it evicts the webhook pods until the PDB
+# (minAvailable: 1) refuses the last, and the controller's until its PDB
+# (maxUnavailable: 1) refuses the second; GPU pod creates go on through the
+# webhook pod kept, and the evicted ones stop through the shutdown delay.
+kubectl -n "$NSS" delete pods --all --wait=false >/dev/null 2>&1
+kubectl drain node-0 --ignore-daemonsets --delete-emptydir-data --timeout=40s \
+    >"$work/drain.log" 2>&1 &
+dr=$!
+fails=0 n=0
+while kill -0 "$dr" 2>/dev/null; do
+    n=$((n + 1))
+    gpu_pod "d$n" 1Gi | kubectl -n "$NSS" create -f - >/dev/null 2>"$work/drain-$n.err" ||
+        { fails=$((fails + 1)); echo "# create d$n: $(cat "$work/drain-$n.err")"; }
+    ((n < 400)) || break
+done
+wait "$dr"
+echo "# kubectl drain node-0: $fails of $n GPU pod creates failed; drain: $(grep -c "evicted" "$work/drain.log") evicted"
+check_match "the drain is refused by the webhook's PDB for its last replica" \
+    "Cannot evict pod as it would violate the pod's disruption budget" "$(cat "$work/drain.log")"
+running() { kubectl -n "$NS_SYS" get pods -l "app.kubernetes.io/component=$1" \
+    --field-selector=status.phase=Running -o name 2>/dev/null | wc -l; }
+check "one webhook pod is left serving" 1 "$(running webhook)"
+check "one controller pod is left" 1 "$(running controller)"
+check "no create fails during the drain" 0 "$fails"
+kubectl uncordon node-0 >/dev/null
+for d in gpuquota-webhook gpuquota-controller; do
+    eventually 120 wait_ready "$d" || fail "deployment $d available again after uncordon"
+done
+pass "after uncordon the evicted replicas are Ready again"
 
 # ------------------------------ the Helm chart, as an operator installs it
 # Unmodified chart, hooks on, Deployments on, default values but for where

@@ -33,6 +33,8 @@ need_cmd mmdebstrap mmdebstrap
 need_cmd umoci umoci
 need_cmd skopeo skopeo
 need_cmd runc runc
+# deploy/Dockerfile built by its test (test/dockerfile_build.sh).
+need_cmd buildah buildah
 # make fuzz and the fuzz runs of make test: clang and its libFuzzer runtime.
 need_cmd clang clang
 compgen -G '/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a' >/dev/null ||

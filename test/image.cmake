@@ -17,3 +17,11 @@ if(GQ_E2E)
     PROPERTIES TIMEOUT 900 RESOURCE_LOCK e2e)
   gq_fail_lines(e2e_real_node)
 endif()
+
+# deploy/Dockerfile built as it is by buildah against base images made from
+# Debian's packages (test/dockerfile_build.sh), so a broken Dockerfile fails
+# make test. Needs root.
+gq_output_test(dockerfile_build "dockerfile: ok"
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/dockerfile_build.sh ${CMAKE_BINARY_DIR}/dockerfile-build
+  PROPERTIES TIMEOUT 900)
+gq_fail_lines(dockerfile_build)

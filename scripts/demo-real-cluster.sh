@@ -1,31 +1,42 @@
 #!/usr/bin/env bash
 # The cluster demo on a real control plane: kube-apiserver, etcd,
 # kube-controller-manager, kube-scheduler and kwok's simulated GPU nodes
-# (scripts/local-cluster.sh), gpuquota installed from deploy/ as
-# docs/install.md tells, pods created with kubectl, placed by kube-scheduler
-# on nodes of the model they pinned, and the quotas' true usage.
+# (scripts/local-cluster.sh), plus one real node (scripts/real-node.sh:
+# kubelet, kube-proxy, containerd, runc, CNI) where gpuquota runs as pods of
+# its own image, installed from deploy/ as docs/install.md tells
+# (scripts/install-real-node.sh); pods created with kubectl, placed by
+# kube-scheduler on nodes of the model they pinned, and the quotas' true
+# usage. Needs root (kubelet), and the real node free: one per machine.
 # Usage: demo-real-cluster.sh BUILD_DIR
 set -euo pipefail
 build=${1:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
 gq=$(cd "$build" && pwd)/gpuquota
 dir=$(mktemp -d /tmp/gq-demo-real.XXXXXX)
-rmdir "$dir"
-trap '"$root/test/e2e/suite.sh" down "$dir"' EXIT
+down() {
+    "$root/scripts/real-node.sh" down "$dir/cluster" >/dev/null 2>&1 || true
+    "$root/scripts/local-cluster.sh" down "$dir/cluster" >/dev/null 2>&1 || true
+    rm -rf "$dir"
+}
+trap down EXIT
 
 say() { printf '\n== %s\n' "$*"; }
 run() { printf '$ %s\n' "$*"; "$@" 2>&1 || true; }
 
-say "a real control plane on 127.0.0.1, gpuquota installed from deploy/ (docs/install.md)"
-"$root/test/e2e/suite.sh" up "$dir" "$gq" >/dev/null
+say "a real control plane on 127.0.0.1 and a real node; gpuquota's image installed from deploy/ (docs/install.md)"
+"$root/scripts/local-cluster.sh" up "$dir/cluster" >"$dir/cluster.log" 2>&1 ||
+    { tail -5 "$dir/cluster.log" >&2; exit 1; }
+"$root/scripts/real-node.sh" up "$dir/cluster" >"$dir/node.log" 2>&1 || { tail -5 "$dir/node.log" >&2; exit 1; }
 export GQ_E2E_DIR=$dir GQ=$gq ROOT=$root
 # shellcheck source=../test/e2e/lib.sh
 source "$root/test/e2e/lib.sh"
 set +u
+"$root/scripts/install-real-node.sh" "$dir/cluster" "$gq" "$dir/install"
 run kubectl version
 run kubectl get nodes -L nvidia.com/gpu.product
+echo "-- gpuquota's own pods, Running on the real node (node-0):"
+run kubectl -n gpuquota-system get pods -o wide
 run kubectl -n gpuquota-system get endpointslices
-echo "(the webhook Service's endpoints: three local gpuquota webhook replicas)"
 
 say "team-a and the ml tenant, with the example quotas and limit range"
 kubectl create namespace team-a >/dev/null
@@ -54,6 +65,7 @@ run kubectl get nodes -L nvidia.com/gpu.product
 
 say "the controller recounted usage from the pods"
 eventually 15 bash -c "[[ \$(kubectl -n team-a get gq team-a -o jsonpath='{.status.used.gpu-memory}') == 64Gi ]]" || true
+eventually 15 bash -c "[[ \$(kubectl get gtq ml -o jsonpath='{.status.used.gpu-memory}') == 326Gi ]]" || true
 run kubectl get gq,gtq -A
 
 say "inference is deleted: its charge is freed"
@@ -62,5 +74,6 @@ eventually 15 bash -c "[[ \$(kubectl -n team-a get gq team-a -o jsonpath='{.stat
 run kubectl get gq,gtq -A
 
 say "the admission decisions, reviewed with gpuquota audit: gpuquota's own log, then kube-apiserver's"
-run "$gq" audit "$dir/audit.log" --denied
+# The webhook pods' audit logs, in their emptyDir volumes on the node's disk.
+run "$gq" audit /var/lib/gq-node/kubelet/pods/*/volumes/kubernetes.io~empty-dir/audit/audit.log --denied
 run "$gq" audit "$dir/cluster/audit.log" -o summary

@@ -36,46 +36,11 @@ t0=$SECONDS
 "$ROOT/scripts/real-node.sh" up "$GQ_E2E_DIR/cluster" >"$work/node.log" 2>&1 ||
     { fail "the real node starts: $(tail -5 "$work/node.log")"; finish; }
 pass "node-0 (kubelet, containerd, runc, CNI, kube-proxy) is Ready in $((SECONDS - t0)) s"
-GQ_IMAGE_BUILD=$work/image-build "$ROOT/scripts/build-image.sh" "$work/gpuquota.tar" \
-    >"$work/image.log" 2>&1 || { fail "the image builds: $(tail -3 "$work/image.log")"; finish; }
-"$ROOT/scripts/real-node.sh" load "$GQ_E2E_DIR/cluster" "$work/gpuquota.tar" >>"$work/node.log" 2>&1 ||
-    { fail "the image loads into the node's containerd"; finish; }
-# The kustomize install names it through an images: entry (docs/install.md).
-"$ROOT/scripts/real-node.sh" ctr "$GQ_E2E_DIR/cluster" images tag ghcr.io/gpuquota/gpuquota:0.1.0 \
-    localhost/gpuquota:e2e >/dev/null
-
 # ------------------------------------------------- installed as docs/install.md says
-mkdir -p "$work/overlay"
-cat >"$work/overlay/kustomization.yaml" <<EOF
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources: [$(realpath --relative-to="$work/overlay" "$ROOT/deploy")]
-# as docs/install.md tells: the image named where it was loaded
-images: [{name: ghcr.io/gpuquota/gpuquota, newName: localhost/gpuquota, newTag: e2e}]
-patches:
-  - patch: |-
-      apiVersion: apps/v1
-      kind: Deployment
-      metadata: {name: gpuquota-webhook, namespace: gpuquota-system}
-      spec: {template: {spec: {nodeSelector: {gpuquota.io/real-node: "true"}}}}
-  - patch: |-
-      apiVersion: apps/v1
-      kind: Deployment
-      metadata: {name: gpuquota-controller, namespace: gpuquota-system}
-      spec: {template: {spec: {nodeSelector: {gpuquota.io/real-node: "true"}}}}
-EOF
-"$GQ" certs generate --service gpuquota-webhook --namespace "$NS_SYS" --out "$work/certs" >/dev/null
-kubectl apply -f "$ROOT/deploy/namespace.yaml" >/dev/null
-kubectl -n "$NS_SYS" create secret tls gpuquota-webhook-tls \
-    --cert "$work/certs/tls.crt" --key "$work/certs/tls.key" >/dev/null
-kubectl apply -k "$work/overlay" >"$work/apply.log" 2>&1 || { fail "kubectl apply -k: $(tail -3 "$work/apply.log")"; finish; }
-"$GQ" certs inject --ca "$work/certs/ca.crt" >/dev/null
 t0=$SECONDS
-for d in gpuquota-webhook gpuquota-controller; do
-    kubectl -n "$NS_SYS" rollout status deployment "$d" --timeout=180s >/dev/null 2>&1 ||
-        fail "deployment $d available: $(kubectl -n "$NS_SYS" get pods -o wide 2>&1 | tail -6)"
-done
-pass "webhook (3) and controller (2) pods Ready through their probes in $((SECONDS - t0)) s"
+"$ROOT/scripts/install-real-node.sh" "$GQ_E2E_DIR/cluster" "$GQ" "$work" >"$work/install.log" 2>&1 ||
+    { fail "the image is built, loaded and installed by kustomize: $(tail -5 "$work/install.log")"; finish; }
+pass "image built and loaded, deploy/ applied: webhook (3) and controller (2) pods Ready through their probes in $((SECONDS - t0)) s"
 check "all on the real node, from the image named by the images: entry" "node-0 localhost/gpuquota:e2e" \
     "$(kubectl -n "$NS_SYS" get pods -o json | jq -r '[.items[] | "\(.spec.nodeName) \(.spec.containers[0].image)"] | unique | join(",")')"
 check "five of them" 5 "$(kubectl -n "$NS_SYS" get pods --no-headers 2>/dev/null | wc -l)"

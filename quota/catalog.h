@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "quota/config.h"
+#include "quota/model.h"
 #include "common/gq_error.h"
 
 #define GQ_GIB ((int64_t)1 << 30)

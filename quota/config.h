@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "quota/model.h"
 #include "common/gq_error.h"
 
 typedef enum gq_backend {
@@ -25,21 +26,6 @@ typedef enum gq_backend {
 const char *gq_backend_name(gq_backend b);
 /* GQ_EINVAL for an unknown name. */
 gq_code gq_backend_parse(const char *name, gq_backend *out) GQ_WUR;
-
-typedef struct gq_mig_profile {
-    char *name;     /* "1g.10gb": the resource is nvidia.com/mig-<name> */
-    int slices;     /* compute slices (the <g> of <g>g.<mem>gb) */
-    int64_t memory; /* bytes of GPU memory the profile holds */
-} gq_mig_profile;
-
-typedef struct gq_model {
-    char *name;      /* catalog name, e.g. "a100-40gb" (lower case) */
-    int64_t memory;  /* bytes of memory of one card */
-    char **products; /* GFD nvidia.com/gpu.product values (exact strings) */
-    size_t n_products;
-    gq_mig_profile *mig; /* sorted by memory, then slices, ascending */
-    size_t n_mig;
-} gq_model;
 
 typedef struct gq_audit_config {
     char *path;       /* NULL/"" = audit records go to stderr */

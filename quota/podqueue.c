@@ -127,21 +127,6 @@ void gq_quota_list_free(gq_quota **qs, size_t n)
     free(qs);
 }
 
-bool gq_quota_limits(const gq_quota *q, const gq_amounts *charge)
-{
-    for (int k = 0; k < GQ_KEY_COUNT; k++) {
-        if (charge->v[k] <= 0)
-            continue;
-        if (q->hard.set[k])
-            return true;
-        /* A quota limiting models only still limits the pods it governs. */
-        for (size_t m = 0; m < q->n_models; m++)
-            if (q->models[m].hard.set[k])
-                return true;
-    }
-    return false;
-}
-
 bool gq_queue_applies(const gq_quota *const *qs, size_t n, const gq_pod_facts *pod,
                       json_object *ns_labels, const gq_amounts *charge)
 {
@@ -402,7 +387,7 @@ gq_code gq_queue_plan(const gq_queue_entry *entries, size_t n, gq_queue_quota *q
     waiting = calloc(nq ? nq : 1, sizeof(*waiting));
     if (!order || !byg || !unit_start || !unit_len || !leader_of || !touched || !blocked ||
         !is_touched || !waiting) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
         goto out;
     }
     for (size_t i = 0; i < n; i++)
@@ -546,7 +531,7 @@ gq_code gq_pod_with_model(json_object *pod, const char *model, json_object **out
     if (!v || json_object_deep_copy(pod, &c, NULL)) {
         json_object_put(v);
         json_object_put(c);
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     }
     if (!json_object_object_get_ex(c, "metadata", &meta) ||
         !json_object_object_get_ex(meta, "annotations", &ann) ||
@@ -557,7 +542,7 @@ gq_code gq_pod_with_model(json_object *pod, const char *model, json_object **out
     }
     if (json_object_object_add(ann, GQ_ANN_GPU_MODEL, v)) {
         json_object_put(c);
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     }
     *out = c;
     return GQ_OK;
@@ -628,7 +613,7 @@ static gq_code pin_ops(const gq_queue_pin *pin, json_object *arr, gq_err *err)
     json_object *ops = rc ? NULL : gq_patch_json(rw.patch);
     for (size_t i = 0; ops && !rc && i < json_object_array_length(ops); i++)
         if (json_object_array_add(arr, json_object_get(json_object_array_get_idx(ops, i))))
-            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            rc = gq_err_oom(err);
     gq_rewrite_dispose(&rw);
     gq_pod_cost_dispose(&cost);
     json_object_put(copy);

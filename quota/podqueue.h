@@ -56,11 +56,6 @@ gq_code gq_quota_parse_list(json_object *arr, gq_quota ***qs, size_t *n, size_t 
 /* Free n quotas and the array that holds them; NULL is accepted. */
 void gq_quota_list_free(gq_quota **qs, size_t n);
 
-/* Whether q limits, in spec.hard or in the limits of a model of
- * spec.models, a key that charge charges (> 0): only such quotas are
- * charged for a pod. */
-bool gq_quota_limits(const gq_quota *q, const gq_amounts *charge);
-
 /* Whether a pod with facts and charge is queued rather than denied: some
  * quota among qs[0..n) governs it (gq_quota_matches), limits a key it
  * charges and has whenExceeded Queue. */

@@ -1,7 +1,6 @@
 /* GPULimitRange and quota decisions (see docs/quota-semantics.md). */
 #include "quota/policy.h"
 #include "common/json_member.h"
-#include "quota/podqueue.h"
 #include "common/rfc3339.h"
 
 #include <stdarg.h>
@@ -239,6 +238,21 @@ bool gq_quota_matches(const gq_quota *q, const gq_pod_facts *pod, json_object *n
     return scopes_match(q, pod);
 }
 
+bool gq_quota_limits(const gq_quota *q, const gq_amounts *charge)
+{
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        if (charge->v[k] <= 0)
+            continue;
+        if (q->hard.set[k])
+            return true;
+        /* A quota limiting models only still limits the pods it governs. */
+        for (size_t m = 0; m < q->n_models; m++)
+            if (q->models[m].hard.set[k])
+                return true;
+    }
+    return false;
+}
+
 /* --- evaluation ------------------------------------------------------------ */
 
 static gq_code add_checked(int64_t *acc, int64_t v, const char *what, gq_qkey k, gq_err *err)
@@ -394,7 +408,7 @@ gq_code gq_quota_evaluate(const gq_quota *const *quotas, size_t n, const gq_pod_
     if (n) {
         order = malloc(n * sizeof(*order));
         if (!order)
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(err);
         memcpy(order, quotas, n * sizeof(*order));
         qsort(order, n, sizeof(*order), check_order_cmp);
     }
@@ -572,7 +586,7 @@ static gq_code count_claims(gq_usage *u, const gq_quota *q, const gq_usage_pod *
 {
     size_t kept = gq_claims_once(refs, n, NULL, NULL);
     if (kept && !(u->claims = calloc(kept, sizeof(*u->claims))))
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     for (size_t i = 0; i < kept; i++) {
         const gq_shared_claim *c = refs[i].claim;
         const gq_usage_pod *p = &pods[refs[i].owner];
@@ -588,7 +602,7 @@ static gq_code count_claims(gq_usage *u, const gq_quota *q, const gq_usage_pod *
         r->claim = r->counted = true;
         u->n_claims++;
         if (!r->key || !r->namespace_ || !r->pod || (c->model && !r->model))
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(err);
         if ((rc = accumulate(&u->used, q, &a, err)) ||
             (rc = accumulate_models(u, q, &p->facts, &a, err)))
             return rc;
@@ -615,7 +629,7 @@ gq_code gq_quota_recount(const gq_quota *q, const gq_usage_pod *pods, size_t n, 
     if (q->n_models) {
         if (!(u.by_model = calloc(q->n_models, sizeof(*u.by_model)))) {
             gq_usage_dispose(&u);
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(err);
         }
         u.n_by_model = q->n_models;
         for (size_t i = 0; i < q->n_models; i++) {
@@ -628,7 +642,7 @@ gq_code gq_quota_recount(const gq_quota *q, const gq_usage_pod *pods, size_t n, 
         m = malloc(n * sizeof(*m));
         if (!m) {
             gq_usage_dispose(&u);
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(err);
         }
     }
     for (size_t i = 0; i < n; i++) {
@@ -658,7 +672,7 @@ gq_code gq_quota_recount(const gq_quota *q, const gq_usage_pod *pods, size_t n, 
                 gq_claim_ref *nr =
                     nc < SIZE_MAX / sizeof(*nr) ? realloc(refs, nc * sizeof(*nr)) : NULL;
                 if (!nr) {
-                    rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+                    rc = gq_err_oom(err);
                     goto out;
                 }
                 refs = nr;
@@ -676,7 +690,7 @@ gq_code gq_quota_recount(const gq_quota *q, const gq_usage_pod *pods, size_t n, 
             qsort(m, nm, sizeof(*m), pod_ns_cmp);
         u.ns = calloc(nm, sizeof(*u.ns));
         if (!u.ns) {
-            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            rc = gq_err_oom(err);
             goto out;
         }
         for (size_t i = 0; i < nm; i++) {
@@ -685,7 +699,7 @@ gq_code gq_quota_recount(const gq_quota *q, const gq_usage_pod *pods, size_t n, 
                 gq_ns_usage *nu = &u.ns[u.n_ns];
                 nu->namespace_ = strdup(m[i]->facts.namespace_);
                 if (!nu->namespace_) {
-                    rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+                    rc = gq_err_oom(err);
                     goto out;
                 }
                 u.n_ns++;
@@ -739,7 +753,7 @@ gq_code gq_model_choose(const gq_model_option *opts, size_t n, const gq_quota *c
     if (!n)
         return gq_err_set(err, GQ_EINVAL, "no GPU model to choose from");
     if (n_q && !(idx = calloc(n_q, sizeof(*idx))))
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     for (size_t i = 0; i < n; i++) {
         gq_pod_facts f = *pod;
         gq_err e;
@@ -838,7 +852,7 @@ gq_code gq_limit_defaults(json_object *pod, const gq_pod_cost *cost,
         if (!v) {
             v = calloc(cost->n_ctrs, sizeof(*v));
             if (!v)
-                return gq_err_set(err, GQ_ENOMEM, "out of memory");
+                return gq_err_oom(err);
         }
         gq_ctr_default *d = &v[nv++];
         d->kind = c->kind;

@@ -89,6 +89,11 @@ bool gq_quota_covers_namespace(const gq_quota *q, const char *ns, json_object *n
  * spec.namespaceSelector (scopes apply as well). */
 bool gq_quota_matches(const gq_quota *q, const gq_pod_facts *pod, json_object *ns_labels);
 
+/* Whether q limits, in spec.hard or in the limits of a model of
+ * spec.models, a key that charge charges (> 0): only such quotas are
+ * charged for a pod. */
+bool gq_quota_limits(const gq_quota *q, const gq_amounts *charge);
+
 /* status.used of q plus its reservations still live at now (expires > now),
  * skipping the reservation whose key is skip_key (may be NULL): that is the
  * pod being evaluated again. All keys of *out are set. GQ_ERANGE on

@@ -445,7 +445,7 @@ static gq_code add_info(void *ud, X509 *x, size_t n, gq_err *err)
         size_t ncap = l->cap ? l->cap * 2 : 4;
         certs_info *nl = realloc(l->v, ncap * sizeof(*nl));
         if (!nl)
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(err);
         l->v = nl;
         l->cap = ncap;
     }
@@ -518,7 +518,7 @@ gq_code certs_ca_bundle_pem(const char *path, char **pem, size_t *len, gq_err *e
     }
     bd.b = BIO_new(BIO_s_mem());
     if (!bd.b) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
         goto out;
     }
     if ((rc = each_cert(f, path, add_ca, &bd, err)))
@@ -527,7 +527,7 @@ gq_code certs_ca_bundle_pem(const char *path, char **pem, size_t *len, gq_err *e
     long dlen = BIO_get_mem_data(bd.b, &data);
     char *copy = dlen > 0 ? malloc((size_t)dlen + 1) : NULL;
     if (!copy) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
         goto out;
     }
     memcpy(copy, data, (size_t)dlen);
@@ -560,7 +560,7 @@ static gq_code keep_cert(void *ud, X509 *x, size_t n, gq_err *err)
             return GQ_OK;
     if (!X509_up_ref(x) || !sk_X509_push(m->kept, x)) {
         X509_free(x);
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     }
     return GQ_OK;
 }
@@ -581,7 +581,7 @@ gq_code certs_bundle_merge(const char *dir, const char *prev_path, time_t now, g
     char ca_path[4096];
     FILE *f = NULL;
     if (!m.kept)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     if ((size_t)snprintf(ca_path, sizeof ca_path, "%s/ca.crt", dir) >= sizeof ca_path)
         rc = gq_err_set(err, GQ_EINVAL, "%s: path too long", dir);
     else if (!(f = fopen(ca_path, "r")))
@@ -598,7 +598,7 @@ gq_code certs_bundle_merge(const char *dir, const char *prev_path, time_t now, g
         gq_err_clear(&ignore);
         /* an empty or unreadable previous bundle adds nothing */
         if (each_cert(f, prev_path, keep_cert, &m, &ignore) == GQ_ENOMEM)
-            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            rc = gq_err_oom(err);
         fclose(f);
     }
     if (!rc)

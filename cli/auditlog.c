@@ -167,7 +167,7 @@ static gq_code parse_event(json_object *root, gq_audit_entry *e, gq_err *err)
                 if (name && is_our_webhook(name, strlen(name))) {
                     e->webhook = short_webhook(name, strlen(name));
                     if (!e->webhook)
-                        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+                        rc = gq_err_oom(err);
                 }
                 json_object_put(m);
                 if (rc || e->webhook)
@@ -202,13 +202,13 @@ static gq_code parse_event(json_object *root, gq_audit_entry *e, gq_err *err)
             rest += 2;
         e->reason = strdup(rest);
         if (!e->reason)
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(err);
     } else if (msg && e->code >= 400 &&
                quoted_webhook(msg, "failed calling webhook \"", &name, &name_len, &rest)) {
         e->decision = GQ_AUDIT_ERROR;
         e->reason = strdup(msg);
         if (!e->reason)
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(err);
     } else {
         name = NULL;
     }
@@ -221,7 +221,7 @@ static gq_code parse_event(json_object *root, gq_audit_entry *e, gq_err *err)
         return gq_err_set(err, GQ_ENOTFOUND, "no gpuquota webhook took part in this request");
     }
     if (!e->webhook)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
 
     if (charge && parse_charge_text(charge, &e->charge))
         e->has_charge = true;
@@ -236,7 +236,7 @@ static gq_code parse_event(json_object *root, gq_audit_entry *e, gq_err *err)
         const char *op = map_verb(verb);
         e->operation = op ? strdup(op) : strdup(verb);
         if (!e->operation)
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(err);
     }
     e->dry_run = uri_dry_run(gq_json_get_string(root, "requestURI"));
     if (json_object_object_get_ex(root, "user", &user) && user &&

@@ -54,7 +54,7 @@ static gq_code read_file(const char *dir, const char *name, char **out, size_t *
     if (fstat(fileno(f), &st) || st.st_size > SECRET_MAX)
         rc = gq_err_set(err, GQ_ELIMIT, "%s: unreadable or larger than 1 MiB", path);
     else if (!(buf = malloc((size_t)st.st_size + 1)))
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
     else if (fread(buf, 1, (size_t)st.st_size, f) != (size_t)st.st_size)
         rc = gq_err_set(err, GQ_EIO, "%s: short read", path);
     fclose(f);
@@ -150,7 +150,7 @@ static gq_code append_file(const char *dir, const char *from, const char *to, gq
     char *joined = malloc(la + lb + 2);
     gq_code rc = GQ_OK;
     if (!joined) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
     } else {
         memcpy(joined, b ? b : "", lb);
         joined[lb] = '\n';
@@ -178,7 +178,7 @@ static gq_code put_secret(const kube_api *api, const char *ns, const char *name,
     if (!body || !meta || !labels || !data) {
         json_object_put(meta), json_object_put(labels), json_object_put(data);
         json_object_put(body);
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     }
     json_object_object_add(labels, "app.kubernetes.io/name", json_object_new_string("gpuquota"));
     json_object_object_add(labels, "app.kubernetes.io/component", json_object_new_string("certs"));
@@ -195,7 +195,7 @@ static gq_code put_secret(const kube_api *api, const char *ns, const char *name,
         size_t len = 0, blen = 0;
         if (!(rc = read_file(dir, keys[i], &raw, &len, err)) &&
             gq_base64_encode(raw, len, &b64, &blen))
-            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            rc = gq_err_oom(err);
         if (!rc)
             json_object_object_add(data, keys[i], json_object_new_string(b64));
         free(raw);

@@ -190,7 +190,7 @@ static gq_code load_state(const gq_config *cfg, const admit_opts *o, wh_memstore
         n_flat += n_docs[i];
     }
     if (!rc && n_flat && !(flat = calloc(n_flat, sizeof(*flat))))
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
     if (!rc) {
         size_t k = 0;
         for (size_t i = 0; i < o->state.n; i++)
@@ -320,7 +320,7 @@ static gq_code patch_member(json_object *doc, const char *member, const char *fi
     json_object_object_get_ex(doc, member, &cur);
     if (!(rc = gq_patch_apply_text(cur, text, len, &patched, err)) &&
         json_object_object_add(doc, member, patched))
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
     if (rc)
         gq_err_prefix(err, "%s", file);
     free(text);
@@ -347,7 +347,7 @@ static gq_code review_of(const admit_opts *o, json_object *doc, json_object **ou
             return rc;
         /* A private copy, so the caller's document stays as read. */
         if (json_object_deep_copy(pod, &copy, NULL))
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(err);
         rc = wh_pod_record_author(copy, ADMIT_USER, err);
         if (!rc)
             rc = wh_review_for_pod_create(copy, NULL, o->uid ? o->uid : ADMIT_UID, ADMIT_USER,
@@ -424,7 +424,7 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, const 
             return rc;
     } else {
         if (!(m->patch = json_object_new_array()))
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(err);
         if (r->allowed)
             m->pod = json_object_get(req->object);
     }
@@ -449,7 +449,7 @@ static gq_code validate(const gq_config *cfg, const wh_store *st, const wh_revie
             !json_object_object_get_ex(root, "request", &rq) ||
             json_object_object_add(rq, "object", json_object_get(m->pod))) {
             json_object_put(root);
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(err);
         }
         if ((rc = wh_review_decode_json(root, &vreq, err)))
             goto out;

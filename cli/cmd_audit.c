@@ -154,7 +154,7 @@ static gq_code state_take(audit_state *st, const char *tenant, json_object *doc,
             if (labels)
                 st->ns_labels = labels;
             if (!names || !labels)
-                return gq_err_set(err, GQ_ENOMEM, "out of memory");
+                return gq_err_oom(err);
             st->cap_ns = cap;
         }
         json_object *meta = NULL, *labels = NULL;

@@ -261,7 +261,7 @@ static int cmd_inject(int argc, char **argv)
     if (certs_ca_bundle_pem(ca, &pem, &pem_len, &err))
         goto bad;
     if (gq_base64_encode(pem, pem_len, &b64, &b64_len)) {
-        gq_err_set(&err, GQ_ENOMEM, "out of memory");
+        gq_err_oom(&err);
         goto bad;
     }
     rc = inject_all(kubeconfig, name, b64, dry_run);
@@ -286,7 +286,7 @@ static gq_code inject_work(void *ud, const char *work, gq_err *err)
     snprintf(path, sizeof path, "%s/bundle.crt", work);
     gq_code rc = certs_ca_bundle_pem(path, &pem, &pem_len, err);
     if (!rc && gq_base64_encode(pem, pem_len, &b64, &b64_len))
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
     if (!rc && inject_all(ic->kubeconfig, ic->name, b64, false) != GQ_EXIT_OK)
         rc = gq_err_set(err, GQ_EIO, "the caBundle could not be injected");
     free(pem);

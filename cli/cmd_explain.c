@@ -154,12 +154,12 @@ static gq_code list_lrs(void *ctx, const char *ns, json_object **out, gq_err *er
     json_object *arr = json_object_new_array();
     (void)ns; /* listed in the pod's namespace already */
     if (!arr)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     for (size_t i = 0; i < lrs->n; i++)
         if (json_object_array_add(arr, json_object_get(lrs->v[i]))) {
             json_object_put(lrs->v[i]);
             json_object_put(arr);
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(err);
         }
     *out = arr;
     return GQ_OK;
@@ -183,7 +183,7 @@ static gq_code rewrite_offline(const gq_config *cfg, json_object *pod, const cha
     *out = NULL;
     wh_mutate_info_init(&info);
     if (json_object_deep_copy(pod, &copy, NULL))
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     if ((rc = wh_pod_record_author(copy, "kubectl-gpuquota", err)) ||
         (rc = wh_review_for_pod_create(copy, ns, "kubectl-gpuquota-explain", "kubectl-gpuquota",
                                        &review, err)))
@@ -258,7 +258,7 @@ static gq_code find_governing(const gq_objs *quotas, const gq_objs *lrs, json_ob
         return rc;
     if ((quotas->n && !(g->quotas = calloc(quotas->n, sizeof(*g->quotas)))) ||
         (lrs->n && !(g->lrs = calloc(lrs->n, sizeof(*g->lrs)))))
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     for (size_t i = 0; i < quotas->n; i++) {
         gq_quota *q = NULL;
         gq_err e;

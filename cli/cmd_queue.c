@@ -52,7 +52,7 @@ static gq_code keep_item(void *ud, json_object *item, gq_err *err)
     collect *c = ud;
     if (json_object_array_add(c->arr, json_object_get(item))) {
         json_object_put(item);
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     }
     return GQ_OK;
 }
@@ -61,7 +61,7 @@ static gq_code list_all(kube_client *kc, const char *path, json_object **out, gq
 {
     collect c = {json_object_new_array()};
     if (!c.arr)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     gq_code rc = kube_list(kc, path, NULL, keep_item, &c, NULL, err);
     if (rc) {
         json_object_put(c.arr);

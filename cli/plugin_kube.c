@@ -63,7 +63,7 @@ gq_code gq_kflags_client(const gq_kflags *f, kube_client **client, char **ns, gq
         goto out;
     n = strdup(f->namespace_ ? f->namespace_ : cfg->namespace_);
     if (!n) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
         goto out;
     }
     if ((rc = kube_client_new(cfg, &o, &c, err)))

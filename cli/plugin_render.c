@@ -67,7 +67,7 @@ gq_code gq_objs_collect(void *ud, json_object *item, gq_err *err)
         if (o->n >= o->max)
             return gq_err_set(err, GQ_ELIMIT, "more than %zu objects", o->max);
         if (!(nv = realloc(o->v, cap * sizeof(*nv))))
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(err);
         o->v = nv;
         o->cap = cap;
     }
@@ -181,7 +181,7 @@ gq_code gq_top_report(json_object *const *objs, size_t n, int64_t now, json_obje
     json_object *report = json_object_new_object(), *quotas = json_object_new_array(),
                 *errors = json_object_new_array();
     if ((n && !ps) || !report || !quotas || !errors) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
         goto out;
     }
     for (size_t i = 0; i < n; i++) {

@@ -57,6 +57,11 @@ gq_code gq_err_set(gq_err *err, gq_code code, const char *fmt, ...)
     return code;
 }
 
+gq_code gq_err_oom(gq_err *err)
+{
+    return gq_err_set(err, GQ_ENOMEM, "out of memory");
+}
+
 void gq_err_prefix(gq_err *err, const char *fmt, ...)
 {
     if (!err)

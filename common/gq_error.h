@@ -60,6 +60,10 @@ gq_code gq_err_set(gq_err *err, gq_code code, const char *fmt, ...) GQ_PRINTF(3,
  * format of their own). */
 gq_code gq_err_vset(gq_err *err, gq_code code, const char *fmt, va_list ap) GQ_PRINTF(3, 0);
 
+/* gq_err_oom(err): what every allocation
+ * failure reports. Returns GQ_ENOMEM. */
+gq_code gq_err_oom(gq_err *err);
+
 /* Prepend "prefix: " to an existing message (e.g. a file name or a container),
  * keeping the code. NULL err is accepted. */
 void gq_err_prefix(gq_err *err, const char *fmt, ...) GQ_PRINTF(2, 3);

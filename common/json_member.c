@@ -51,5 +51,5 @@ gq_code gq_json_dup_string(json_object *obj, const char *key, char **out, gq_err
     if (!json_object_is_type(v, json_type_string))
         return gq_err_set(err, GQ_EINVAL, "%s: not a string", key);
     *out = strndup(json_object_get_string(v), (size_t)json_object_get_string_len(v));
-    return *out ? GQ_OK : gq_err_set(err, GQ_ENOMEM, "out of memory");
+    return *out ? GQ_OK : gq_err_oom(err);
 }

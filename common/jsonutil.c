@@ -55,7 +55,7 @@ static gq_code jp_syntax(jp *j, const char *what)
 
 static gq_code jp_nomem(jp *j)
 {
-    return gq_err_set(j->err, GQ_ENOMEM, "out of memory");
+    return gq_err_oom(j->err);
 }
 
 static gq_code jp_nonfinite(jp *j)

@@ -93,7 +93,7 @@ static gq_code pin(ctl_controller *c, const char *ns, json_object *claim, const 
     gq_code rc = GQ_OK;
     *full = false;
     if (!pins)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     if (!json_object_object_get_ex(pins, uid, NULL)) {
         if (json_object_object_length(pins) >= GQ_CLAIM_MAX_PINS) {
             *full = true;
@@ -256,7 +256,7 @@ int ctl_claims_unpin(ctl_controller *c, const char *ns)
     json_object *items = json_object_new_array();
     kube_list_opts lo = {.label_selector = GQ_CLAIM_PINNED_LABEL, .page_size = UNPIN_PAGE};
     gq_code rc = items ? c->o.api->list(c->o.api->ctx, path, &lo, ctl_keep_item, items, NULL, &err)
-                       : gq_err_set(&err, GQ_ENOMEM, "out of memory");
+                       : gq_err_oom(&err);
     bool retry = rc != GQ_OK;
     size_t n = rc ? 0 : json_object_array_length(items);
     for (size_t i = 0; i < n; i++) {

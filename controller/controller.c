@@ -278,9 +278,9 @@ static gq_code ns_transform(void *ud, json_object *obj, void **rec, gq_err *err)
     json_object *labels = gq_json_member(gq_json_member(obj, "metadata"), "labels"), *copy = NULL;
     if (labels && json_object_is_type(labels, json_type_object)) {
         if (json_object_deep_copy(labels, &copy, NULL) != 0)
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(err);
     } else if (!(copy = json_object_new_object())) {
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     }
     *rec = copy;
     return GQ_OK;
@@ -1007,7 +1007,7 @@ gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, g
         return gq_err_set(err, GQ_EINVAL, "controller needs an API and a configuration");
     ctl_controller *c = calloc(1, sizeof(*c));
     if (!c)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     c->o = *o;
     if (!c->o.workers)
         c->o.workers = CTL_WORKERS;
@@ -1034,7 +1034,7 @@ gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, g
     return GQ_OK;
 fail:
     if (rc == GQ_ENOMEM)
-        gq_err_set(err, GQ_ENOMEM, "out of memory");
+        gq_err_oom(err);
     ctl_controller_free(c);
     return rc;
 }
@@ -1054,7 +1054,7 @@ gq_code ctl_controller_start(ctl_controller *c, gq_err *err)
     }
     c->threads = calloc(c->o.workers, sizeof(*c->threads));
     if (!c->threads)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     for (; c->n_threads < c->o.workers; c->n_threads++)
         if (pthread_create(&c->threads[c->n_threads], NULL, worker, c) != 0)
             return gq_err_set(err, GQ_ENOMEM, "cannot start a worker thread");

@@ -232,7 +232,7 @@ gq_code ctl_keep_item(void *ud, json_object *item, gq_err *err)
 {
     if (json_object_array_add(ud, json_object_get(item))) {
         json_object_put(item);
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     }
     return GQ_OK;
 }

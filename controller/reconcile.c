@@ -44,8 +44,7 @@ static gq_code parse_with_status(json_object *quota, json_object *status, gq_quo
     for (size_t i = 0; ok && i < sizeof(keep) / sizeof(keep[0]); i++)
         ok = add_ref(shallow, keep[i], gq_json_member(quota, keep[i]));
     ok = ok && add_ref(shallow, "status", status);
-    gq_code rc =
-        ok ? gq_quota_parse(shallow, out, err) : gq_err_set(err, GQ_ENOMEM, "out of memory");
+    gq_code rc = ok ? gq_quota_parse(shallow, out, err) : gq_err_oom(err);
     json_object_put(shallow);
     return rc;
 }
@@ -144,7 +143,7 @@ static gq_code claims_held_by_unseen(json_object *copy, ctl_seen_fn seen, void *
                 if (!e || json_object_object_add(held, r.claims[k], e)) {
                     json_object_put(e);
                     gq_reservation_dispose(&r);
-                    return gq_err_set(err, GQ_ENOMEM, "out of memory");
+                    return gq_err_oom(err);
                 }
             }
         }
@@ -178,7 +177,7 @@ static gq_code keep_claim_record(json_object *item, const gq_reservation *r, con
     json_object *e = json_object_new_string(t);
     if (!e || json_object_object_add(item, "expires", e)) {
         json_object_put(e);
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     }
     json_object_object_del(item, "counted");
     return GQ_OK;
@@ -193,7 +192,7 @@ static gq_code live_copy(json_object *arr, int64_t now, json_object *tmp, json_o
     if (json_object_deep_copy(arr, &c, NULL) != 0 ||
         json_object_object_add(tmp, "reservations", c)) {
         json_object_put(c);
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     }
     gq_code rc = gq_status_drop_expired(tmp, now, NULL, err);
     if (!rc)
@@ -208,7 +207,7 @@ static gq_code append_counted_claims(json_object *kept, const gq_usage *u, gq_er
         json_object *c = gq_reservation_to_json(&u->claims[i]);
         if (!c || json_object_array_add(kept, c)) {
             json_object_put(c);
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(err);
         }
     }
     return GQ_OK;
@@ -242,14 +241,14 @@ static gq_code keep_records(json_object *copy, const bool *drops, const gq_usage
         }
         if (!drop && json_object_object_add(keys, r.key, NULL)) {
             gq_reservation_dispose(&r);
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(err);
         }
         gq_reservation_dispose(&r);
         if (drop)
             continue;
         if (json_object_array_add(kept, json_object_get(item))) {
             json_object_put(item);
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(err);
         }
         if (!res->next_expiry || exp < res->next_expiry)
             res->next_expiry = exp;
@@ -274,7 +273,7 @@ static gq_code keep_reservations(json_object *cur_status, const gq_usage *u, ctl
     tmp = json_object_new_object();
     kept = json_object_new_array();
     if (!tmp || !kept) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
         goto out;
     }
     if (!arr)
@@ -292,7 +291,7 @@ static gq_code keep_reservations(json_object *cur_status, const gq_usage *u, ctl
      * hold (uid -> latest expiry). */
     if (n && (!(drops = calloc(n, sizeof(*drops))) || !(held = json_object_new_object()) ||
               !(keys = json_object_new_object()))) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
         goto out;
     }
     rc = claims_held_by_unseen(copy, seen, ud, drops, held, err);
@@ -401,7 +400,7 @@ static gq_code reconcile_parsed(const gq_quota *q, json_object *quota, const gq_
 
     json_object *conds = status_conditions(cur, q, &r, now);
     if (!conds) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
         goto out;
     }
     json_object *res_arr = NULL;
@@ -425,7 +424,7 @@ static gq_code reconcile_parsed(const gq_quota *q, json_object *quota, const gq_
         add_owned(st, "conditions", json_object_get(conds))) {
         json_object_put(res_arr);
         json_object_put(conds);
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
         goto out;
     }
     json_object_put(res_arr); /* st holds them now */
@@ -511,7 +510,7 @@ gq_code ctl_reconcile_invalid(json_object *quota, const char *why, int64_t now, 
     *out = r;
     return GQ_OK;
 oom:
-    return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    return gq_err_oom(err);
 }
 
 gq_code ctl_reconcile(json_object *quota, const gq_usage_pod *pods, size_t n, ctl_seen_fn seen,

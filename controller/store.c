@@ -260,7 +260,7 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
     }
     if (gp.n_choices) {
         if (!(ch = calloc(1, sizeof(*ch)))) {
-            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            rc = gq_err_oom(err);
             goto out;
         }
         ch->n = gp.n_choices;
@@ -273,7 +273,7 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
     size_t sz = sizeof(*p) + nl + 1 + ul + 1 + gl + 1;
     p = calloc(1, sz);
     if (!p) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
         goto out;
     }
     memcpy(p->data, name, nl + 1);
@@ -303,7 +303,7 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
         /* Counted once per quota however many pods name them: the recount
          * reads these pods one by one (gq_quota_recount). */
         if (!(p->claims = malloc(gp.n_shared * sizeof(*p->claims)))) {
-            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            rc = gq_err_oom(err);
             goto out;
         }
         memcpy(p->claims, gp.shared, gp.n_shared * sizeof(*p->claims));
@@ -322,7 +322,7 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
         s->bytes += sz;
     pthread_rwlock_unlock(&s->lock);
     if (!p->ns) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
         goto out;
     }
     *out = p;

@@ -171,7 +171,7 @@ static gq_code upsert(kube_cache *c, json_object *obj, gq_err *err)
     }
     uint64_t h = key_hash(ns, name);
     if (rv && !(nrv = strdup(rv)))
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
 
     pthread_rwlock_rdlock(&c->lock);
     entry *e = find(c, ns, name, h);
@@ -198,7 +198,7 @@ static gq_code upsert(kube_cache *c, json_object *obj, gq_err *err)
     size_t nl = strlen(ns), ml = strlen(name);
     ne = malloc(sizeof(*ne) + nl + ml + 2);
     if (!ne) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
         goto out;
     }
     memcpy(ne->key, ns, nl + 1);
@@ -544,7 +544,7 @@ gq_code kube_cache_new(const kube_api *api, const kube_cache_opts *o, kube_cache
         return gq_err_set(err, GQ_EINVAL, "kube cache: an API and a collection path are required");
     kube_cache *c = calloc(1, sizeof(*c));
     if (!c)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     c->api = api;
     c->o = *o;
     if (c->o.watch_timeout_seconds <= 0)
@@ -560,7 +560,7 @@ gq_code kube_cache_new(const kube_api *api, const kube_cache_opts *o, kube_cache
     if (trc || !c->path || (o->label_selector && !c->label_selector) ||
         (o->field_selector && !c->field_selector)) {
         kube_cache_free(c);
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     }
     *out = c;
     return GQ_OK;

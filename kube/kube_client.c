@@ -100,7 +100,7 @@ static gq_code current_token(kube_client *c, int force, char **out, gq_err *err)
     }
     *out = NULL;
     if (c->token && !(*out = strdup(c->token)))
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
 out:
     pthread_mutex_unlock(&c->tok_mu);
     return rc;
@@ -124,7 +124,7 @@ gq_code kube_client_new(const kube_config *cfg, const kube_client_opts *opts, ku
 #endif
     kube_client *c = calloc(1, sizeof(*c));
     if (!c)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     if (opts)
         c->o = *opts;
     if (c->o.timeout_ms <= 0)
@@ -146,16 +146,16 @@ gq_code kube_client_new(const kube_config *cfg, const kube_client_opts *opts, ku
     c->pool = calloc(c->o.pool_size, sizeof(*c->pool));
     rc = kube_config_copy(cfg, &c->cfg);
     if (rc || !c->pool || !(c->o.user_agent = strdup(c->o.user_agent))) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
         goto out;
     }
     if (c->cfg->token && !(c->token = strdup(c->cfg->token))) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
         goto out;
     }
     c->share = curl_share_init();
     if (!c->share) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
         goto out;
     }
     curl_share_setopt(c->share, CURLSHOPT_LOCKFUNC, share_lock);
@@ -305,7 +305,7 @@ static gq_code setup_handle(kube_client *c, CURL *h, const char *url, const char
         l = n ? n : (curl_slist_free_all(l), NULL);
     }
     if (!l)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, l);
     *hdrs = l;
     return GQ_OK;
@@ -393,7 +393,7 @@ static gq_code request(kube_client *c, const char *method, const char *path, con
     }
     h = handle_acquire(c);
     if (!h) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
         goto out;
     }
     for (unsigned attempt = 0;; attempt++) {
@@ -505,7 +505,7 @@ static gq_code call_json(kube_client *c, const char *method, const char *path, j
     kube_buf resp;
     const char *text = body ? json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN) : NULL;
     if (body && !text)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     gq_code rc = request(c, method, path, NULL, 0, text, ctype, o, &resp, err);
     if (rc)
         return rc;
@@ -566,7 +566,7 @@ gq_code kube_patch_json(kube_client *c, const char *path, json_object *patch,
     const char *text = json_object_to_json_string_ext(patch, JSON_C_TO_STRING_PLAIN |
                                                                  JSON_C_TO_STRING_NOSLASHESCAPE);
     if (!text)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     gq_code rc =
         request(c, "PATCH", path, NULL, 0, text, "application/json-patch+json", o, &resp, err);
     if (rc)
@@ -656,7 +656,7 @@ gq_code kube_list(kube_client *c, const char *path, const kube_list_opts *o, kub
         if (rc)
             goto out;
         if (oom) {
-            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            rc = gq_err_oom(err);
             goto out;
         }
         if (!cont)
@@ -751,7 +751,7 @@ gq_code kube_watch(kube_client *c, const char *path, const kube_watch_opts *o, k
     }
     w.h = handle_acquire(c);
     if (!w.h) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
         goto out;
     }
     for (int auth_retried = 0;; auth_retried = 1) {

@@ -212,7 +212,7 @@ static gq_code resolve_path(ydoc *y, const yaml_node_t *at, const char *p, char 
         if (*out)
             snprintf(*out, need, "%s/%s", y->base_dir, p);
     }
-    return *out ? GQ_OK : gq_err_set(y->err, GQ_ENOMEM, "out of memory");
+    return *out ? GQ_OK : gq_err_oom(y->err);
 }
 
 /* file field -> resolved path; data field -> decoded bytes; both set is an
@@ -249,7 +249,7 @@ static gq_code file_or_data(ydoc *y, yaml_node_t *m, const char *fkey, const cha
 static gq_code set_str(ydoc *y, char **dst, const char *s)
 {
     *dst = strdup(s);
-    return *dst ? GQ_OK : gq_err_set(y->err, GQ_ENOMEM, "out of memory");
+    return *dst ? GQ_OK : gq_err_oom(y->err);
 }
 
 static gq_code build_config(ydoc *y, const char *want_ctx, kube_config *cfg)
@@ -376,7 +376,7 @@ gq_code kube_config_parse(const char *buf, size_t len, const char *name, const c
     if (len > KUBECONFIG_MAX)
         return gq_err_set(err, GQ_ELIMIT, "%s: larger than %zu bytes", y.name, KUBECONFIG_MAX);
     if (!yaml_parser_initialize(&parser))
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     yaml_parser_set_input_string(&parser, (const unsigned char *)buf, len);
     if (!yaml_parser_load(&parser, &y.doc)) {
         gq_code code = parser.error == YAML_MEMORY_ERROR ? GQ_ENOMEM : GQ_EINVAL;
@@ -392,7 +392,7 @@ gq_code kube_config_parse(const char *buf, size_t len, const char *name, const c
     have_doc = 1;
     cfg = calloc(1, sizeof(*cfg));
     if (!cfg) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
         goto out;
     }
     rc = build_config(&y, context, cfg);
@@ -422,7 +422,7 @@ gq_code kube_config_load_file(const char *path, const char *context, kube_config
     if (slash) {
         dir = strndup(path, slash == path ? 1 : (size_t)(slash - path));
         if (!dir) {
-            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            rc = gq_err_oom(err);
             goto out;
         }
     }
@@ -454,11 +454,11 @@ gq_code kube_config_load_incluster(const kube_incluster_paths *paths, kube_confi
                           token_file);
     cfg = calloc(1, sizeof(*cfg));
     if (!cfg)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     size_t need = strlen(host) + strlen(port) + 16;
     cfg->server = malloc(need);
     if (!cfg->server) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
         goto out;
     }
     /* An IPv6 service host needs brackets in the URL. */
@@ -475,7 +475,7 @@ gq_code kube_config_load_incluster(const kube_incluster_paths *paths, kube_confi
     cfg->source = strdup("in-cluster");
     if (!cfg->namespace_ || !cfg->token_file || !cfg->source ||
         (!cfg->ca_file && access(ca_file, R_OK) == 0)) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
         goto out;
     }
     *out = cfg;
@@ -497,7 +497,7 @@ gq_code kube_config_load_default(const char *kubeconfig_flag, const char *contex
         const char *colon = strchr(env, ':');
         char *first = colon ? strndup(env, (size_t)(colon - env)) : strdup(env);
         if (!first)
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(err);
         gq_code rc = kube_config_load_file(first, context, out, err);
         free(first);
         return rc;

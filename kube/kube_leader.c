@@ -137,7 +137,7 @@ static gq_code try_acquire(kube_leader_elect *le, int release, gq_err *err)
         spec = json_object_new_object();
         if (!spec || json_object_object_add(lease, "spec", spec)) {
             json_object_put(spec);
-            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            rc = gq_err_oom(err);
             goto out;
         }
     }
@@ -151,7 +151,7 @@ static gq_code try_acquire(kube_leader_elect *le, int release, gq_err *err)
     if (!le->observed || strcmp(le->observed, rec) != 0) {
         char *copy = strdup(rec);
         if (!copy) {
-            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            rc = gq_err_oom(err);
             goto out;
         }
         free(le->observed);
@@ -254,7 +254,7 @@ gq_code kube_leader_elect_new(const kube_api *api, const kube_leader_opts *o,
                           "leader election: namespace, name and identity are required");
     kube_leader_elect *le = calloc(1, sizeof(*le));
     if (!le)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     le->api = api;
     le->o = *o;
     if (le->o.lease_ms <= 0)
@@ -274,7 +274,7 @@ gq_code kube_leader_elect_new(const kube_api *api, const kube_leader_opts *o,
     le->path = malloc(n);
     if (!le->ns || !le->name || !le->identity || !le->collection || !le->path) {
         kube_leader_elect_free(le);
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     }
     snprintf(le->collection, n, "/apis/coordination.k8s.io/v1/namespaces/%s/leases", le->ns);
     snprintf(le->path, n, "%s/%s", le->collection, le->name);

@@ -260,5 +260,5 @@ gq_code gq_claim_pins_patch(json_object *claim, json_object *pins, json_object *
     return GQ_OK;
 oom:
     json_object_put(patch);
-    return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    return gq_err_oom(err);
 }

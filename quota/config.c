@@ -85,13 +85,13 @@ gq_code gq_config_default(gq_config **out, gq_err *err)
     cfg->n_exempt_namespaces = 1;
     if (!(cfg->device_classes = calloc(1, sizeof(*cfg->device_classes))) ||
         !(cfg->device_classes[0].name = strdup(GQ_DEFAULT_GPU_DEVICE_CLASS))) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
         goto out;
     }
     cfg->n_device_classes = 1;
     if (!(cfg->gpu_drivers = calloc(1, sizeof(char *))) ||
         !(cfg->gpu_drivers[0] = strdup(GQ_DEFAULT_GPU_DEVICE_CLASS))) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
         goto out;
     }
     cfg->n_gpu_drivers = 1;

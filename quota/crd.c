@@ -527,7 +527,7 @@ gq_code gq_reservation_parse(json_object *obj, const char *field, gq_reservation
             goto out;
         }
         if (n && !(r.claims = calloc(n, sizeof(*r.claims)))) {
-            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            rc = gq_err_oom(err);
             goto out;
         }
         for (size_t i = 0; i < n; i++) {
@@ -541,7 +541,7 @@ gq_code gq_reservation_parse(json_object *obj, const char *field, gq_reservation
                 goto out;
             }
             if (!(r.claims[i] = strdup(json_object_get_string(u)))) {
-                rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+                rc = gq_err_oom(err);
                 goto out;
             }
             r.n_claims++;
@@ -820,7 +820,7 @@ static gq_code parse_quota_models(json_object *o, gq_quota *q, gq_err *err)
     if (!n)
         return GQ_OK;
     if (!(q->models = calloc(n, sizeof(*q->models))))
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     json_object_object_foreach(o, key, val)
     {
         char f[GQ_CRD_MAX_MODEL_NAME + 32];
@@ -835,7 +835,7 @@ static gq_code parse_quota_models(json_object *o, gq_quota *q, gq_err *err)
         if ((rc = gq_amounts_parse(val, f, &m->hard, err)))
             return rc;
         if (!(m->name = strdup(key)))
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(err);
         q->n_models++;
     }
     qsort(q->models, q->n_models, sizeof(*q->models), model_limit_cmp);
@@ -1005,7 +1005,7 @@ gq_code gq_quota_parse(json_object *obj, gq_quota **out, gq_err *err)
     size_t kind = 0;
     gq_quota *q = calloc(1, sizeof(*q));
     if (!q)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     amounts_clear(&q->hard);
     amounts_clear(&q->used);
     gq_code rc = parse_meta(obj, kinds, 2, &kind, &q->name, &q->namespace_, &q->generation, err);
@@ -1218,7 +1218,7 @@ gq_code gq_limit_range_parse(json_object *obj, gq_limit_range **out, gq_err *err
     int64_t gen;
     gq_limit_range *lr = calloc(1, sizeof(*lr));
     if (!lr)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     gq_code rc = parse_meta(obj, kinds, 1, &kind, &lr->name, &lr->namespace_, &gen, err);
     if (rc)
         goto out;

@@ -484,7 +484,7 @@ static gq_code apply_one(json_object **root, json_object *op, size_t opi, gq_err
     ptr = malloc(sizeof(*ptr));
     from = malloc(sizeof(*from));
     if (!ptr || !from) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
         goto out;
     }
     rc = jptr_parse(jpath, ptr, "path", opi, err);
@@ -566,7 +566,7 @@ nomem_owned:
     json_object_put(v);
     v = NULL;
 nomem:
-    rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+    rc = gq_err_oom(err);
 out:
     json_object_put(v);
     free(ptr);

@@ -1179,7 +1179,7 @@ gq_code gq_pod_cost_compute_in(const gq_config *cfg, json_object *pod, const gq_
     if (n_app + n_init && !too_many) {
         r.ctrs = calloc(n_app + n_init, sizeof(*r.ctrs));
         if (!r.ctrs) {
-            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            rc = gq_err_oom(err);
             goto out;
         }
     }
@@ -1347,7 +1347,7 @@ static gq_code claims_cost(const gq_config *cfg, json_object *spec, json_object 
         if (shared && g) {
             if (!r->shared && !(r->shared = calloc(GQ_POD_MAX_CLAIMS, sizeof(*r->shared)))) {
                 json_object_put(recs);
-                return gq_err_set(err, GQ_ENOMEM, "out of memory");
+                return gq_err_oom(err);
             }
             r->shared[r->n_shared++] = sc;
         }

@@ -96,7 +96,7 @@ static gq_code parse_legacy(const char *text, gq_pod_record *out, gq_err *err)
     gq_pod_record r;
     memset(&r, 0, sizeof(r));
     if (!o)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     if (strlen(text) > GQ_RECORD_MAX) {
         rc = gq_err_set(err, GQ_ELIMIT, "longer than %d bytes", GQ_RECORD_MAX);
         goto out;
@@ -115,7 +115,7 @@ static gq_code parse_legacy(const char *text, gq_pod_record *out, gq_err *err)
         if (json_object_object_get(o, key))
             rc = gq_err_set(err, GQ_EINVAL, "%s is given twice", key);
         else if (!v || json_object_object_add(o, key, v))
-            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            rc = gq_err_oom(err);
         if (rc)
             json_object_put(v);
         p = end ? end + 1 : p + len;

@@ -71,7 +71,7 @@ gq_code gq_pod_apply_defaults(json_object *pod, const gq_ctr_default *defaults, 
     gq_code rc = GQ_OK;
     json_object *copy = NULL;
     if (json_object_deep_copy(pod, &copy, NULL))
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     json_object *spec = gq_json_member(copy, "spec");
     for (size_t i = 0; i < n; i++) {
         const gq_ctr_default *d = &defaults[i];
@@ -92,7 +92,7 @@ gq_code gq_pod_apply_defaults(json_object *pod, const gq_ctr_default *defaults, 
         json_object *s = json_object_new_string(mem);
         if (!s || json_object_object_add(limits, GQ_RES_GPU_MEMORY, s)) {
             json_object_put(s);
-            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            rc = gq_err_oom(err);
             goto out;
         }
     }
@@ -123,7 +123,7 @@ typedef struct rw {
 
 static gq_code nomem(rw *x)
 {
-    return gq_err_set(x->err, GQ_ENOMEM, "out of memory");
+    return gq_err_oom(x->err);
 }
 
 /* Append an op; value is owned (NULL means allocation failed). */
@@ -749,7 +749,7 @@ gq_code gq_rewrite_pod(const gq_config *cfg, json_object *pod, const gq_pod_cost
     json_object *originals = NULL, *requests = NULL;
     gq_rewrite_init(res);
     if (gq_patch_new(&res->patch))
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     rw x = {
         .cfg = cfg,
         .pod = pod,

@@ -17,7 +17,7 @@ gq_code faultstore_new(const wh_store *inner, faultstore **out, gq_err *err)
 {
     faultstore *fs = calloc(1, sizeof(*fs));
     if (!fs)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     pthread_mutex_init(&fs->mu, NULL);
     fs->inner = *inner;
     *out = fs;

@@ -571,7 +571,7 @@ static gq_code fake_get(void *ctx, const char *path, json_object **out, gq_err *
              f->probe_rvs[k] ? f->probe_rvs[k] : "1");
     pthread_mutex_unlock(&f->mu);
     *out = json_tokener_parse(buf);
-    return *out ? GQ_OK : gq_err_set(err, GQ_ENOMEM, "out of memory");
+    return *out ? GQ_OK : gq_err_oom(err);
 }
 
 static gq_code fake_list(void *ctx, const char *path, const kube_list_opts *o, kube_item_fn fn,
@@ -990,7 +990,7 @@ static gq_code step_list(void *ctx, const char *path, const kube_list_opts *o, k
     int n = ++s->lists;
     pthread_mutex_unlock(&s->mu);
     *rv_out = strdup(n == 1 ? "10" : "50");
-    return *rv_out ? GQ_OK : gq_err_set(err, GQ_ENOMEM, "out of memory");
+    return *rv_out ? GQ_OK : gq_err_oom(err);
 }
 
 static gq_code step_watch(void *ctx, const char *path, const kube_watch_opts *o, kube_event_fn fn,

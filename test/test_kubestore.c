@@ -122,7 +122,7 @@ static gq_code f_list(void *ctx, const char *path, const kube_list_opts *o, kube
     }
     json_object_put(items);
     if (!rc && rv_out && !(*rv_out = strdup("10")))
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
     return rc;
 }
 

@@ -1517,7 +1517,7 @@ static gq_code list_group_pods(void *ctx, const char *ns, const char *group, jso
     if (group_list.fail)
         return gq_err_set(err, group_list.fail, "GET /api/v1/namespaces/%s/pods: HTTP 503", ns);
     *out = json_tokener_parse(group_list.members);
-    return *out ? GQ_OK : gq_err_set(err, GQ_ENOMEM, "out of memory");
+    return *out ? GQ_OK : gq_err_oom(err);
 }
 
 #define MEMBER(name, size, extra_meta, phase)                                                      \

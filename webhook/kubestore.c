@@ -169,10 +169,10 @@ static gq_code to_text(void *ud, json_object *obj, void **rec, gq_err *err)
         }
         if (!ok) {
             json_object_put(src);
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(err);
         }
     } else {
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     }
     if (src)
         text = json_object_to_json_string_ext(src, JSON_C_TO_STRING_PLAIN);
@@ -180,7 +180,7 @@ static gq_code to_text(void *ud, json_object *obj, void **rec, gq_err *err)
     if (built)
         json_object_put(src);
     if (!*rec)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     return GQ_OK;
 }
 
@@ -205,7 +205,7 @@ gq_code wh_kubestore_new(const kube_api *api, wh_kubestore **out, gq_err *err)
     wh_kubestore *ks = calloc(1, sizeof(*ks));
     pthread_condattr_t ca;
     if (!ks)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     ks->api = api;
     ks->empty_ttl_ms = EMPTY_TTL_MS;
     pthread_mutex_init(&ks->live_mu, NULL);
@@ -313,13 +313,13 @@ static gq_code records_array(const collect *c, json_object **out, gq_err *err)
 {
     json_object *arr = json_object_new_array();
     if (!arr)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     for (size_t i = 0; i < c->n; i++) {
         json_object *o = json_tokener_parse(c->texts[i]);
         if (!o || json_object_array_add(arr, o)) {
             json_object_put(o);
             json_object_put(arr);
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(err);
         }
     }
     *out = arr;
@@ -339,7 +339,7 @@ static gq_code live_item(void *ud, json_object *item, gq_err *err)
     void *rec = NULL;
     gq_code rc = to_text(r->which == C_NAMESPACE ? &namespaces_marker : NULL, item, &rec, err);
     if (!rc && !collect_take(&r->got, rec))
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
     return rc;
 }
 
@@ -372,7 +372,7 @@ static void live_fetch(wh_kubestore *ks, live_read *r)
         rc = ks->api->list(ks->api->ctx, path, &lo, live_item, r, NULL, &e);
     }
     if (!rc && r->got.oom)
-        rc = gq_err_set(&e, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(&e);
     r->rc = rc;
     if (rc)
         r->err = e;
@@ -412,7 +412,7 @@ static gq_code live_read_get(wh_kubestore *ks, int which, const char *ns, live_r
     if (!r) {
         if (!(r = calloc(1, sizeof(*r)))) {
             pthread_mutex_unlock(&ks->live_mu);
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(err);
         }
         r->which = which;
         snprintf(r->ns, sizeof(r->ns), "%s", ns);
@@ -521,7 +521,7 @@ static gq_code list_records(wh_kubestore *ks, int which, const char *ns, json_ob
         kube_cache_foreach(ks->caches[which], collect_fn, &c);
         if (c.oom) {
             collect_dispose(&c);
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(err);
         }
         if (c.n || which == C_LIMITRANGE || empty_known(ks, which, ns ? ns : "")) {
             rc = records_array(&c, out, err);
@@ -593,7 +593,7 @@ static gq_code ks_namespace_labels(void *ctx, const char *ns, json_object **out,
         live_release(ks, r);
     }
     if (!o)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     *out = o;
     return GQ_OK;
 }
@@ -759,7 +759,7 @@ static gq_code group_item(void *ud, json_object *item, gq_err *err)
     json_object_put(l);
     json_object_put(a);
     json_object_put(st);
-    return ok ? GQ_OK : gq_err_set(err, GQ_ENOMEM, "out of memory");
+    return ok ? GQ_OK : gq_err_oom(err);
 }
 
 /* A quorum LIST of the group's pods (labelSelector on the group label). */
@@ -784,7 +784,7 @@ static gq_code ks_list_group_pods(void *ctx, const char *ns, const char *group, 
     snprintf(sel, sizeof(sel), GQ_POD_GROUP_LABEL "=%s," GQ_LABEL_MANAGED "=true", group);
     group_pods g = {json_object_new_array(), false};
     if (!g.arr)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     kube_list_opts lo = {.label_selector = sel, .page_size = GROUP_PAGE};
     gq_code rc = ks->api->list(ks->api->ctx, path, &lo, group_item, &g, NULL, err);
     if (rc == GQ_ELIMIT && g.full) {

@@ -35,7 +35,7 @@ gq_code wh_memstore_new(wh_memstore **out, gq_err *err)
 {
     wh_memstore *m = calloc(1, sizeof(*m));
     if (!m)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     pthread_mutex_init(&m->mu, NULL);
     m->rv = 1000;
     *out = m;
@@ -115,7 +115,7 @@ gq_code wh_memstore_apply(wh_memstore *m, json_object *obj, gq_err *err)
         ns = NULL;
     json_object *c = copy(obj);
     if (!c)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     pthread_mutex_lock(&m->mu);
     gq_code rc = stamp(m, c);
     entry *e = rc ? NULL : find(m, (mkind)k, ns, name);
@@ -156,7 +156,7 @@ unlock:
     pthread_mutex_unlock(&m->mu);
     json_object_put(c);
     if (rc == GQ_ENOMEM)
-        gq_err_set(err, GQ_ENOMEM, "out of memory");
+        gq_err_oom(err);
     return rc;
 }
 
@@ -173,7 +173,7 @@ gq_code wh_memstore_get(wh_memstore *m, const char *kind, const char *ns, const 
     if (!e)
         return gq_err_set(err, GQ_ENOTFOUND, "%s %s not found", kind, name);
     if (!c)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     *out = c;
     return GQ_OK;
 }
@@ -184,7 +184,7 @@ static gq_code list(wh_memstore *m, mkind kind, const char *ns, json_object **ou
     gq_code rc = GQ_OK;
     json_object *arr = json_object_new_array();
     if (!arr)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     pthread_mutex_lock(&m->mu);
     for (size_t i = 0; !rc && i < m->n; i++) {
         entry *e = &m->e[i];
@@ -193,7 +193,7 @@ static gq_code list(wh_memstore *m, mkind kind, const char *ns, json_object **ou
         json_object *c = copy(e->obj);
         if (!c || json_object_array_add(arr, c)) {
             json_object_put(c);
-            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            rc = gq_err_oom(err);
         }
     }
     pthread_mutex_unlock(&m->mu);
@@ -229,7 +229,7 @@ static gq_code ms_namespace_labels(void *ctx, const char *ns, json_object **out,
     entry *e = find(m, MK_NAMESPACE, NULL, ns);
     json_object *labels = e ? gq_json_member(gq_json_member(e->obj, "metadata"), "labels") : NULL;
     if (labels && !(c = copy(labels)))
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
     pthread_mutex_unlock(&m->mu);
     if (rc)
         return rc;
@@ -248,7 +248,7 @@ static gq_code ms_get_quota(void *ctx, gq_quota_kind kind, const char *ns, const
     if (!e)
         rc = gq_err_set(err, GQ_ENOTFOUND, "%s %s not found", kind_names[kind], name);
     if (!rc && !(c = copy(e->obj)))
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
     pthread_mutex_unlock(&m->mu);
     if (rc)
         return rc;
@@ -281,7 +281,7 @@ static gq_code ms_update_status(void *ctx, gq_quota_kind kind, const char *ns, c
     }
     json_object *src = gq_json_member(obj, "status");
     if (src && !(status = copy(src))) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
         goto out;
     }
     if (status)
@@ -289,7 +289,7 @@ static gq_code ms_update_status(void *ctx, gq_quota_kind kind, const char *ns, c
     else
         json_object_object_del(e->obj, "status");
     if (stamp(m, e->obj))
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
     if (!rc && out)
         *out = copy(e->obj); /* NULL on allocation failure: the caller reads again */
 out:
@@ -309,7 +309,7 @@ void wh_memstore_store(wh_memstore *m, wh_store *out)
     out->get_claim_template = NULL; /* state files carry no DRA objects */
     out->get_claim = NULL;
     out->get_device_class = NULL;
-    out->get_pod = NULL; /* pods of the state are counted into its quotas, not kept */
+    out->get_pod = NULL;         /* pods of the state are counted into its quotas, not kept */
     out->list_group_pods = NULL; /* state files hold no pod groups to compare */
 }
 
@@ -326,7 +326,7 @@ static gq_code flat_push(flat *f, json_object *o, gq_err *err)
         size_t cap = f->cap ? f->cap * 2 : 32;
         json_object **grown = realloc(f->o, cap * sizeof(*grown));
         if (!grown)
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(err);
         f->o = grown;
         f->cap = cap;
     }
@@ -429,7 +429,7 @@ static gq_code recounted(json_object *qo, const gq_usage_pod *pods, size_t n_pod
     rc = GQ_OK;
 out:
     if (rc == GQ_ENOMEM)
-        gq_err_set(err, GQ_ENOMEM, "out of memory");
+        gq_err_oom(err);
     json_object_put(c);
     gq_usage_dispose(&u);
     gq_quota_free(q);
@@ -448,7 +448,7 @@ gq_code wh_memstore_load_state(wh_memstore *m, const gq_config *cfg, json_object
     if (rc)
         goto out;
     if (f.n && !(pods = calloc(f.n, sizeof(*pods)))) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
         goto out;
     }
     for (size_t i = 0; i < f.n; i++) {

@@ -114,7 +114,7 @@ gq_code wh_limit_ranges_fetch(const wh_limit_range_source *src, const char *ns,
     }
     n = arr ? json_object_array_length(arr) : 0;
     if (n && !(lrs = calloc(n, sizeof(*lrs)))) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
@@ -141,7 +141,7 @@ gq_code wh_quotas_append(gq_quota ***q, size_t *n, json_object *arr, gq_err *err
         return GQ_OK;
     gq_quota **grown = realloc(*q, (*n + add) * sizeof(*grown));
     if (!grown)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     *q = grown;
     for (size_t i = 0; i < add; i++) {
         json_object *o = json_object_array_get_idx(arr, i), *meta = NULL;
@@ -283,7 +283,7 @@ static gq_code quotas_load(const wh_limit_range_source *src, const char *ns, gq_
             /* No fresh reads: the cached object. */
             gq_quota **grown = realloc(*q, (*n + 1) * sizeof(*grown));
             if (!grown) {
-                rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+                rc = gq_err_oom(err);
                 goto out;
             }
             *q = grown;
@@ -297,7 +297,7 @@ static gq_code quotas_load(const wh_limit_range_source *src, const char *ns, gq_
             continue;
         }
         if (!rc && (!(one = json_object_new_array()) || json_object_array_add(one, fresh)))
-            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            rc = gq_err_oom(err);
         else if (!rc)
             fresh = NULL; /* one holds it */
         if (!rc)
@@ -531,7 +531,7 @@ static gq_code with_claims(json_object *pod, const char *text, json_object **out
     return GQ_OK;
 oom:
     json_object_put(c);
-    return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    return gq_err_oom(err);
 }
 
 static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_input *in,
@@ -723,7 +723,7 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
             gq_err qerr;
             gq_err_clear(&qerr);
             if (pod_queues(in->src, req, pod, &first.charge, &queues, &qerr) == GQ_ENOMEM) {
-                rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+                rc = gq_err_oom(err);
                 wh_review_response_dispose(&r);
                 goto out;
             }
@@ -773,7 +773,7 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
     if (claims) {
         if (!(claims_text = strdup(gq_json_compact(claims))) ||
             (rc = with_claims(priced_pod, claims_text, &claimed, err))) {
-            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            rc = gq_err_oom(err);
             wh_review_response_dispose(&r);
             goto out;
         }

@@ -122,7 +122,7 @@ static gq_code decode_request(json_object *req, wh_review_request *r, gq_err *er
         if (n) {
             r->groups = calloc(n, sizeof(*r->groups));
             if (!r->groups)
-                return gq_err_set(err, GQ_ENOMEM, "out of memory");
+                return gq_err_oom(err);
         }
         for (size_t k = 0; k < n; k++) {
             json_object *g = json_object_array_get_idx(v, k);
@@ -339,7 +339,7 @@ oom:
     json_object_put(entry);
     json_object_put(fields);
     json_object_put(fmeta);
-    return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    return gq_err_oom(err);
 }
 
 gq_code wh_review_for_pod_create(json_object *pod, const char *ns, const char *uid,
@@ -404,7 +404,7 @@ oom:
     json_object_put(user);
     json_object_put(req);
     json_object_put(root);
-    return gq_err_set(err, GQ_ENOMEM, "out of memory");
+    return gq_err_oom(err);
 }
 
 void wh_review_request_dispose(wh_review_request *r)

@@ -362,7 +362,7 @@ static gq_code creds_load(const char *cert_file, const char *key_file, const cha
     int ret;
     wh_creds *c = calloc(1, sizeof(*c));
     if (!c)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     atomic_init(&c->refs, 1);
 
     rc = read_small_file(cert_file, &cert, err);
@@ -1115,10 +1115,10 @@ static gq_code set_limits(wh_server *srv, const wh_server_options *o, gq_err *er
     if (o->n_client_cns && !o->client_ca_file)
         return gq_err_set(err, GQ_EINVAL, "allowed client CNs need a client CA");
     if (o->client_ca_file && !(srv->client_ca_file = strdup(o->client_ca_file)))
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     for (size_t i = 0; i < o->n_client_cns; i++) {
         if (!(srv->client_cns[i] = strdup(o->client_cns[i])))
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(err);
         srv->n_client_cns++;
     }
     return GQ_OK;
@@ -1134,7 +1134,7 @@ gq_code wh_server_new(const wh_server_options *opts, wh_server **out, gq_err *er
         return gq_err_set(err, GQ_EINVAL, "a TLS certificate and key are required");
     srv = calloc(1, sizeof(*srv));
     if (!srv)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     pthread_mutex_init(&srv->creds_lock, NULL);
     pthread_mutex_init(&srv->reload_lock, NULL);
     pthread_mutex_init(&srv->stop_lock, NULL);
@@ -1149,7 +1149,7 @@ gq_code wh_server_new(const wh_server_options *opts, wh_server **out, gq_err *er
     srv->version = strdup(opts->version ? opts->version : "");
     if (!srv->listen || !srv->version || (opts->cert_file && !srv->cert_file) ||
         (opts->key_file && !srv->key_file)) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
         goto out;
     }
     if (opts->threads) {
@@ -1996,7 +1996,7 @@ gq_code wh_server_start(wh_server *srv, gq_err *err)
     fds = calloc(n, sizeof(*fds));
     srv->daemons = calloc(n, sizeof(*srv->daemons));
     if (!fds || !srv->daemons) {
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
         goto out;
     }
     if ((rc = open_listeners(&ss, any, fds, n, &srv->port, err)))

@@ -135,7 +135,7 @@ static gq_code validator_copy_opts(wh_validator *v, const wh_validate_opts *o, g
     size_t n = o->trusted_users ? o->n_trusted_users : 2;
     for (size_t i = 0; i < n; i++) {
         if (!(v->trusted[i] = strdup(users[i] ? users[i] : "")))
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(err);
         v->n_trusted++;
     }
     return GQ_OK;
@@ -160,14 +160,14 @@ gq_code wh_validator_new(const gq_config *cfg, const wh_store *store, const wh_v
         return gq_err_set(err, GQ_ELIMIT, "at most %d charger threads", WH_CHARGERS_MAX);
     wh_validator *v = calloc(1, sizeof(*v));
     if (!v)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     pthread_mutex_init(&v->mu, NULL);
     pthread_cond_init(&v->work, NULL);
     v->cfg = cfg;
     v->store = *store;
     gq_code rc = validator_copy_opts(v, o, err);
     if (!rc && gq_htab_init(&v->slots, SLOT_BUCKETS))
-        rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(err);
     for (; !rc && v->started < v->n_chargers; v->started++)
         if (pthread_create(&v->chargers[v->started], NULL, charger_main, v))
             rc = gq_err_set(err, GQ_ENOMEM, "cannot start the charger threads");
@@ -476,7 +476,7 @@ static gq_code round_parse(round_view *rv, gq_err *e)
         rv->status = json_object_new_object();
         if (!rv->status || json_object_object_add(rv->obj, "status", rv->status)) {
             json_object_put(rv->status);
-            return gq_err_set(e, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(e);
         }
     }
     if ((rc = gq_status_drop_expired(rv->status, rv->now, NULL, e)) ||
@@ -484,7 +484,7 @@ static gq_code round_parse(round_view *rv, gq_err *e)
         (rc = gq_quota_in_use(rv->q, rv->now, NULL, &rv->in_use, e)))
         return rc;
     if (rv->q->n_models && !(rv->mview = calloc(rv->q->n_models, sizeof(*rv->mview))))
-        return gq_err_set(e, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(e);
     for (size_t i = 0; i < rv->q->n_models; i++) {
         rv->mview[i] = rv->q->models[i];
         if ((rc = gq_quota_model_in_use(rv->q, &rv->q->models[i], rv->now, NULL, &rv->mview[i].used,
@@ -763,7 +763,7 @@ static bool slot_enqueue(wh_validator *v, const gq_quota *q, pending *p)
         rc = gq_err_set(&p->err, GQ_ELIMIT,
                         "the webhook is overloaded (%zu charges waiting); retry later", v->queued);
     else if (!(s = slot_get(v, q->kind, q->namespace_, q->name)))
-        rc = gq_err_set(&p->err, GQ_ENOMEM, "out of memory");
+        rc = gq_err_oom(&p->err);
     if (!rc) {
         p->next = NULL;
         if (s->tail)
@@ -1052,7 +1052,7 @@ static gq_code reservation_rekey(const gq_reservation *r, const char *key, gq_re
         ok = (c.claims[i] = strdup(r->claims[i])) != NULL;
     if (!ok) {
         gq_reservation_dispose(&c);
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     }
     *out = c;
     return GQ_OK;
@@ -1110,7 +1110,7 @@ static gq_code select_quotas(const wh_validator *v, const quota_set *qs, const g
                            NULL, idx, n_idx, e);
 out:
     if (rc == GQ_ENOMEM)
-        gq_err_set(e, GQ_ENOMEM, "out of memory");
+        gq_err_oom(e);
     free(views);
     free(view_store);
     free(mstore);
@@ -2184,7 +2184,7 @@ gq_code wh_validate_review(wh_validator *v, const wh_review_request *req, wh_rev
 {
     admission *a = admission_new(v, 0);
     if (!a)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     a->req = req;
     admission_run_and_wait(a);
     gq_code rc = admission_review(a, resp, err);

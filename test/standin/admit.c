@@ -189,7 +189,7 @@ static gq_code call_hook(json_object *wh, const char *review, json_object **resp
     body_buf bb = {0};
     CURL *h = curl_easy_init();
     if (!h)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     if (url) {
         snprintf(target, sizeof target, "%s%stimeout=%lds", url, strchr(url, '?') ? "&" : "?",
                  timeout);
@@ -384,8 +384,7 @@ static int invoke(const sreq *rq, const char *op, const rtype *t, const char *ns
     json_object *resp = NULL;
     hk->called = 1;
     char *review = review_json(rq, op, t, ns, *work, old, dry, uid);
-    gq_code rc = review ? call_hook(hk->wh, review, &resp, &err)
-                        : gq_err_set(&err, GQ_ENOMEM, "out of memory");
+    gq_code rc = review ? call_hook(hk->wh, review, &resp, &err) : gq_err_oom(&err);
     free(review);
     json_object *r = si_obj(resp, "response");
     if (!rc && (!r || !si_str(r, "uid") || strcmp(si_str(r, "uid"), uid) != 0)) {

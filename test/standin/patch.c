@@ -78,7 +78,7 @@ static gq_code merge_list(json_object *obj, const char *field, json_object *cur,
     if (primitive_set_list(field) && cur && json_object_is_type(cur, json_type_array)) {
         json_object *res = dup(cur);
         if (!res)
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(err);
         for (size_t i = 0; i < json_object_array_length(plist); i++) {
             json_object *v = json_object_array_get_idx(plist, i);
             int have = 0;
@@ -105,13 +105,13 @@ static gq_code merge_list(json_object *obj, const char *field, json_object *cur,
             json_object_array_add(res, c);
         }
         if (!res)
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(err);
         json_object_object_add(obj, field, res);
         return GQ_OK;
     }
     json_object *res = dup(cur);
     if (!res)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     for (size_t i = 0; i < json_object_array_length(plist); i++) {
         json_object *pe = json_object_array_get_idx(plist, i);
         json_object *kv = si_obj(pe, mk);
@@ -130,8 +130,7 @@ static gq_code merge_list(json_object *obj, const char *field, json_object *cur,
         }
         if (have) {
             json_object *merged = dup(have);
-            gq_code rc = merged ? merge_into(&merged, pe, 1, depth + 1, err)
-                                : gq_err_set(err, GQ_ENOMEM, "out of memory");
+            gq_code rc = merged ? merge_into(&merged, pe, 1, depth + 1, err) : gq_err_oom(err);
             if (rc) {
                 json_object_put(merged);
                 json_object_put(res);
@@ -173,7 +172,7 @@ static gq_code merge_into(json_object **target, json_object *patch, int strategi
         json_object_put(*target);
         *target = json_object_new_object();
         if (!*target)
-            return gq_err_set(err, GQ_ENOMEM, "out of memory");
+            return gq_err_oom(err);
     }
     json_object_object_foreach(patch, k, v)
     {
@@ -215,7 +214,7 @@ static gq_code do_merge(json_object *target, json_object *patch, int strategic, 
         return gq_err_set(err, GQ_EINVAL, "patch body must be a JSON object");
     json_object *res = dup(target);
     if (!res)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     gq_code rc = merge_into(&res, patch, strategic, 0, err);
     if (rc) {
         json_object_put(res);
@@ -412,7 +411,7 @@ gq_code patch_json(json_object *target, json_object *ops, json_object **out, gq_
         return gq_err_set(err, GQ_EINVAL, "json patch must be a JSON array of operations");
     json_object *doc = dup(target);
     if (!doc)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     gq_code rc = GQ_OK;
     for (size_t i = 0; i < json_object_array_length(ops); i++) {
         json_object *op = json_object_array_get_idx(ops, i);

@@ -72,7 +72,7 @@ static char *token(const char **p)
 static gq_code add_val(sel_req *r, char *v, gq_err *err)
 {
     if (!v)
-        return gq_err_set(err, GQ_ENOMEM, "out of memory");
+        return gq_err_oom(err);
     if (r->nvals == SEL_VALS_MAX) {
         free(v);
         return gq_err_set(err, GQ_ELIMIT, "too many values in selector");
@@ -87,7 +87,7 @@ static gq_code sel_new(const char *s, selector **out, gq_err *err)
     if (s && strlen(s) > SI_SEL_MAX)
         return gq_err_set(err, GQ_ELIMIT, "selector too long");
     *out = calloc(1, sizeof **out);
-    return *out ? GQ_OK : gq_err_set(err, GQ_ENOMEM, "out of memory");
+    return *out ? GQ_OK : gq_err_oom(err);
 }
 
 /* The next free requirement slot, cleared; NULL when the selector is full. */
@@ -126,7 +126,7 @@ gq_code sel_parse_labels(const char *s, selector **out, gq_err *err)
         r->key = token(&p);
         sel->n++;
         if (!r->key) {
-            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            rc = gq_err_oom(err);
             goto out;
         }
         if (!*r->key) {
@@ -270,7 +270,7 @@ gq_code sel_parse_fields(const char *s, const rtype *t, selector **out, gq_err *
         r->key = field_token(&p, 1);
         sel->n++;
         if (!r->key) {
-            rc = gq_err_set(err, GQ_ENOMEM, "out of memory");
+            rc = gq_err_oom(err);
             goto out;
         }
         if (p[0] == '!' && p[1] == '=')

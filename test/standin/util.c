@@ -168,7 +168,7 @@ json_object *si_parse_json(const char *s, size_t n, gq_err *err)
     }
     json_tokener *tok = json_tokener_new_ex(SI_JSON_DEPTH);
     if (!tok) {
-        gq_err_set(err, GQ_ENOMEM, "out of memory");
+        gq_err_oom(err);
         return NULL;
     }
     json_tokener_set_flags(tok, JSON_TOKENER_STRICT);

@@ -244,4 +244,14 @@ check "helm uninstall: the post-delete hook removed the Secrets" "" \
     "$(kubectl -n "$HNS" get secret gpuquota-webhook-tls gpuquota-webhook-ca -o name 2>/dev/null)"
 check "and no webhook configuration is left" "" \
     "$(kubectl get mutatingwebhookconfiguration,validatingwebhookconfiguration gpuquota -o name 2>/dev/null)"
+gone_pods() { [[ -z $(kubectl -n "$HNS" get pods -o name 2>/dev/null) ]]; }
+eventually 60 gone_pods || true
+# Nothing of the release is left but the CRDs (helm keeps crds/) and the
+# objects of them; the namespace's own defaults are not the release's.
+check "nor any other object of the release in $HNS" "" \
+    "$(kubectl -n "$HNS" get all,serviceaccount,configmap,secret,role,rolebinding,poddisruptionbudget,networkpolicy,lease,cronjob,job \
+        -o name 2>/dev/null | grep -v -e '^configmap/kube-root-ca.crt$' -e '^serviceaccount/default$' | sort | paste -sd' ')"
+check "nor cluster roles and bindings" "" \
+    "$(kubectl get clusterrole,clusterrolebinding -o name 2>/dev/null | grep gpuquota | paste -sd' ')"
+check "the CRDs stay" 3 "$(kubectl get crd -o name | grep -c 'gpuquota.io$')"
 finish

@@ -17,6 +17,7 @@
 #include "common/jsonutil.h"
 #include "webhook/memstore.h"
 #include "webhook/mutation.h"
+#include "quota/pod.h"
 #include "quota/podcost.h"
 #include "quota/quantity.h"
 #include "webhook/review.h"
@@ -49,7 +50,7 @@ typedef struct admit_opts {
 typedef struct admit_result {
     const char *ns, *name; /* borrowed from the pod; may be NULL */
     bool allowed;
-    gq_pod_cost cost;
+    gq_pod pod;           /* the pod under admission, decoded (quota/pod.h) */
     gq_err err;           /* the denial when !allowed */
     bool validated;       /* the validating decision ran */
     wh_validate_result v; /* its outcome */
@@ -156,7 +157,7 @@ static gq_code evaluate(const gq_config *cfg, json_object *pod, admit_result *r)
     if (!r->name)
         r->name = gq_json_get_string(meta, "generateName");
     gq_err_clear(&r->err);
-    gq_code rc = gq_pod_cost_compute(cfg, pod, &r->cost, &r->err);
+    gq_code rc = gq_pod_decode(cfg, pod, &(gq_pod_scope){.admission = true}, &r->pod, &r->err);
     switch (rc) {
     case GQ_OK:
         r->allowed = true;
@@ -241,7 +242,7 @@ static void print_text(const gq_config *cfg, const admit_result *r)
         printf("reason: %s\n", r->err.msg);
         return;
     }
-    const gq_pod_cost *c = &r->cost;
+    const gq_pod_cost *c = &r->pod.cost;
     gq_format_bytes(cfg->memory_unit, a);
     printf("backend: %s (memory unit %s)\n", gq_backend_name(cfg->backend), a);
     printf("model: %s%s\n", c->model ? c->model->name : "none",
@@ -277,7 +278,7 @@ static json_object *cost_json(const gq_config *cfg, const admit_result *r)
 {
     if (!r->allowed)
         return NULL;
-    const gq_pod_cost *c = &r->cost;
+    const gq_pod_cost *c = &r->pod.cost;
     json_object *o = json_object_new_object();
     json_object *ctrs = json_object_new_array(), *charge = json_object_new_object();
     json_object_object_add(o, "backend", json_object_new_string(gq_backend_name(cfg->backend)));
@@ -562,7 +563,7 @@ int gq_cmd_admit(int argc, char **argv)
         return a;
     memset(&r, 0, sizeof(r));
     memset(&m, 0, sizeof(m));
-    gq_pod_cost_init(&r.cost);
+    gq_pod_init(&r.pod);
     gq_err_clear(&err);
     const char *name = strcmp(o.file, "-") ? o.file : "<stdin>";
     if (gq_cli_load_config(o.config, &cfg, &err) ||
@@ -608,16 +609,12 @@ int gq_cmd_admit(int argc, char **argv)
     /* The decision is the webhooks'; the cost explains it. A choice of
      * models or DRA claims are known only after the mutation: then it is
      * priced on the rewritten pod. */
-    if (is_pod && m.resp.allowed && m.pod && (!r.allowed || r.cost.claims_unpriced)) {
+    if (is_pod && m.resp.allowed && m.pod && (!r.allowed || r.pod.cost.claims_unpriced)) {
         gq_err e2;
-        gq_pod_cost again;
-        gq_pod_cost_init(&again);
-        if (gq_pod_cost_compute(cfg, m.pod, &again, &e2) == GQ_OK) {
-            gq_pod_cost_dispose(&r.cost);
-            r.cost = again;
-        } else {
-            gq_pod_cost_dispose(&again);
-        }
+        /* r.pod is replaced only when the rewritten pod prices. */
+        bool repriced =
+            gq_pod_decode(cfg, m.pod, &(gq_pod_scope){.admission = true}, &r.pod, &e2) == GQ_OK;
+        (void)repriced;
     }
     r.allowed = m.resp.allowed;
     if (!r.allowed)
@@ -647,7 +644,7 @@ out:
     if (have_req)
         wh_review_request_dispose(&req);
     json_object_put(review);
-    gq_pod_cost_dispose(&r.cost);
+    gq_pod_dispose(&r.pod);
     gq_yaml_docs_free(docs, n_docs);
     free(buf);
     gq_config_free(cfg);

@@ -24,6 +24,7 @@
 #include "webhook/mutation.h"
 #include "cli/plugin.h"
 #include "common/json_member.h"
+#include "quota/pod.h"
 #include "quota/podcost.h"
 #include "quota/policy.h"
 #include "quota/quantity.h"
@@ -566,10 +567,10 @@ int gq_cmd_explain(int argc, char **argv)
     json_object **docs = NULL, *report = NULL, *ns_obj = NULL, *ns_labels = NULL;
     gq_objs quotas = {.max = EXPLAIN_MAX_OBJECTS}, lrs = {.max = EXPLAIN_MAX_OBJECTS};
     governing g = {0};
-    gq_pod_cost cost;
+    gq_pod gp; /* the pod as priced: quota/pod.h, under admission */
     dry_run d = {0};
     int status = GQ_EXIT_USAGE;
-    gq_pod_cost_init(&cost);
+    gq_pod_init(&gp);
     gq_err_clear(&err);
     gq_cli_opt opts[GQ_KFLAGS_N + 3];
     gq_kflags_opts(&f, opts);
@@ -668,15 +669,16 @@ int gq_cmd_explain(int argc, char **argv)
     json_object *priced_pod = d.admitted ? json_object_get(d.stored) : NULL;
     if (!priced_pod && rewrite_offline(cfg, pod, ns, &lrs, &priced_pod, &e))
         add_line(notes, "the rewrite could not be computed offline: %s", e.msg);
-    gq_cost_scope scope = {(const gq_limit_range *const *)g.lrs, g.n_lrs, GQ_TRUST_REQUEST};
+    gq_pod_scope scope = {
+        .ns = ns, .admission = true, .lrs = (const gq_limit_range *const *)g.lrs, .n_lrs = g.n_lrs};
     gq_err cerr;
-    bool priced = !gq_pod_cost_compute_in(cfg, priced_pod ? priced_pod : pod, &scope, &cost, &cerr);
-    json_object_put(priced_pod);
+    bool priced = !gq_pod_decode(cfg, priced_pod ? priced_pod : pod, &scope, &gp, &cerr);
+    json_object_put(priced_pod); /* gp.facts are not read after this */
     gq_amounts charge;
     memset(&charge, 0, sizeof(charge));
-    if (priced && cost.n_ctrs) {
-        json_object_object_add(report, "cost", cost_json(cfg, &cost));
-        gq_charge_from_cost(&cost, false, &charge);
+    if (priced && gp.cost.n_ctrs) {
+        json_object_object_add(report, "cost", cost_json(cfg, &gp.cost));
+        charge = gp.charge;
     } else {
         json_object_object_add(
             report, "costError",
@@ -690,7 +692,7 @@ int gq_cmd_explain(int argc, char **argv)
     for (size_t i = 0; i < g.n_quotas; i++)
         json_object_array_add(qs, quota_json(g.quotas[i], &charge, now, quota_sugg));
     for (size_t i = 0; i < g.n_lrs; i++)
-        json_object_array_add(ls, limit_range_json(g.lrs[i], priced ? &cost : NULL, quota_sugg));
+        json_object_array_add(ls, limit_range_json(g.lrs[i], priced ? &gp.cost : NULL, quota_sugg));
     json_object_put(quota_sugg);
     json_object_object_add(report, "quotas", qs);
     json_object_object_add(report, "limitRanges", ls);
@@ -725,7 +727,7 @@ out:
     governing_dispose(&g);
     gq_objs_dispose(&quotas);
     gq_objs_dispose(&lrs);
-    gq_pod_cost_dispose(&cost);
+    gq_pod_dispose(&gp);
     gq_config_free(cfg);
     gq_yaml_docs_free(docs, n_docs);
     free(buf);

@@ -1,7 +1,7 @@
 /* gpuquota queue: every queue of GPUQuotas and GPUTenantQuotas in order,
  * read from the API server (quota objects, pods, namespace labels) through
  * kube/. The order and the charge come from the functions the controller
- * uses (gq_queue_entry_cmp, gq_pod_cost_compute): what is printed is what
+ * uses (gq_queue_entry_cmp, gq_pod_decode): what is printed is what
  * the controller will do. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -300,7 +300,7 @@ int gq_cmd_queue(int argc, char **argv)
         /* Decoded as the controller's cache decodes it (a pod accepting
          * several models is priced on the first until it chooses). */
         gq_pod_init(&gp);
-        gq_code crc = gq_pod_decode(cfg, pod, p->ns, &gp, NULL);
+        gq_code crc = gq_pod_decode(cfg, pod, &(gq_pod_scope){.ns = p->ns}, &gp, NULL);
         p->charge = gp.charge;
         p->facts = gp.facts;
         p->group = gp.group;

@@ -240,7 +240,7 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
         *out = NULL;
         return GQ_OK;
     }
-    if ((rc = gq_pod_decode(cfg, pod, ns, &gp, err)))
+    if ((rc = gq_pod_decode(cfg, pod, &(gq_pod_scope){.ns = ns}, &gp, err)))
         goto out;
     json_object *spec = gq_json_member(pod, "spec");
     const char *node = gq_json_get_string(spec, "nodeName");
@@ -299,16 +299,16 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
     ch = NULL;
     if (p->choices)
         sz += sizeof(*p->choices);
-    if (gp.n_shared) {
+    if (gp.cost.n_shared) {
         /* Counted once per quota however many pods name them: the recount
          * reads these pods one by one (gq_quota_recount). */
-        if (!(p->claims = malloc(gp.n_shared * sizeof(*p->claims)))) {
+        if (!(p->claims = malloc(gp.cost.n_shared * sizeof(*p->claims)))) {
             rc = gq_err_oom(err);
             goto out;
         }
-        memcpy(p->claims, gp.shared, gp.n_shared * sizeof(*p->claims));
-        p->n_claims = (uint16_t)gp.n_shared;
-        sz += gp.n_shared * sizeof(*p->claims);
+        memcpy(p->claims, gp.cost.shared, gp.cost.n_shared * sizeof(*p->claims));
+        p->n_claims = (uint16_t)gp.cost.n_shared;
+        sz += gp.cost.n_shared * sizeof(*p->claims);
     }
 
     pthread_rwlock_wrlock(&s->lock);

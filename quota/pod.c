@@ -11,13 +11,14 @@ void gq_pod_init(gq_pod *p)
 {
     memset(p, 0, sizeof(*p));
     p->gate_index = -1;
+    gq_pod_cost_init(&p->cost);
 }
 
 void gq_pod_dispose(gq_pod *p)
 {
     if (!p)
         return;
-    free(p->shared);
+    gq_pod_cost_dispose(&p->cost);
     gq_pod_init(p);
 }
 
@@ -71,54 +72,62 @@ static void read_order(json_object *pod, gq_pod *p)
         p->group.present = false; /* refused at creation; such a pod queues alone */
 }
 
-gq_code gq_pod_decode(const gq_config *cfg, json_object *pod, const char *ns, gq_pod *out,
-                      gq_err *err)
+/* What an existing pod counts: its record when it has one (its pricing
+ * failing then only empties p->cost), else its price. */
+static gq_code count_existing(const gq_config *cfg, json_object *pod, gq_pod *p, gq_err *err)
+{
+    gq_pod_record rec;
+    p->recorded = gq_pod_record_read(pod, &rec, NULL) == GQ_OK;
+    gq_cost_scope scope = {NULL, 0, p->recorded ? GQ_TRUST_RECORDS : GQ_TRUST_SPEC};
+    gq_code rc = price(cfg, pod, &scope, p, &p->cost, err);
+    if (rc) {
+        if (!p->recorded || rc == GQ_ENOMEM)
+            return rc;
+        /* Priced at admission, not understood now: counted at its record. */
+        gq_pod_cost_dispose(&p->cost);
+        p->n_choices = 0;
+        gq_err_clear(err);
+    }
+    if (p->recorded) {
+        p->charge = rec.charge;
+        if (rec.legacy) { /* an older version recorded the charge alone */
+            p->facts.model = gq_pod_model(&p->cost);
+        } else {
+            p->facts.model = recorded_model(cfg, &rec);
+            p->facts.terminating = rec.terminating;
+        }
+    } else {
+        gq_charge_from_cost(&p->cost, false, &p->charge);
+        p->facts.model = gq_pod_model(&p->cost);
+    }
+    if (p->n_choices)
+        p->facts.model = NULL; /* chosen when the controller ungates it */
+    return GQ_OK;
+}
+
+gq_code gq_pod_decode(const gq_config *cfg, json_object *pod, const gq_pod_scope *scope,
+                      gq_pod *out, gq_err *err)
 {
     gq_pod p;
-    gq_pod_record rec;
-    gq_pod_cost cost;
     gq_code rc;
     gq_pod_init(&p);
-    gq_pod_cost_init(&cost);
-    if (!ns)
-        ns = gq_json_meta_string(pod, "namespace");
+    const char *ns = scope->ns ? scope->ns : gq_json_meta_string(pod, "namespace");
     if ((rc = gq_pod_facts_from_json(pod, ns ? ns : "", &p.facts, err)) ||
         (rc = gq_pod_deletion_deadline(pod, &p.delete_at, err)))
         goto out;
     p.facts.terminal = gq_pod_is_terminal(pod);
     p.gate_index = gq_pod_gate_index(pod);
-    p.recorded = gq_pod_record_read(pod, &rec, NULL) == GQ_OK;
-    gq_cost_scope scope = {NULL, 0, p.recorded ? GQ_TRUST_RECORDS : GQ_TRUST_SPEC};
-    if ((rc = price(cfg, pod, &scope, &p, &cost, err))) {
-        if (!p.recorded || rc == GQ_ENOMEM)
+    if (scope->admission) {
+        gq_cost_scope cs = {scope->lrs, scope->n_lrs, GQ_TRUST_REQUEST};
+        if ((rc = gq_pod_cost_compute_in(cfg, pod, &cs, &p.cost, err)))
             goto out;
-        /* Priced at admission, not understood now: counted at its record. */
-        gq_pod_cost_dispose(&cost);
-        p.n_choices = 0;
-        gq_err_clear(err);
-        rc = GQ_OK;
+        gq_charge_from_cost(&p.cost, p.facts.terminal, &p.charge);
+        p.facts.model = gq_pod_model(&p.cost);
+    } else if ((rc = count_existing(cfg, pod, &p, err))) {
+        goto out;
     }
-    if (p.recorded) {
-        p.charge = rec.charge;
-        if (rec.legacy) { /* an older version recorded the charge alone */
-            p.facts.model = gq_pod_model(&cost);
-        } else {
-            p.facts.model = recorded_model(cfg, &rec);
-            p.facts.terminating = rec.terminating;
-        }
-    } else {
-        gq_charge_from_cost(&cost, false, &p.charge);
-        p.facts.model = gq_pod_model(&cost);
-    }
-    if (p.n_choices)
-        p.facts.model = NULL; /* chosen when the controller ungates it */
-    p.shared = cost.shared;   /* taken over */
-    p.n_shared = cost.n_shared;
-    cost.shared = NULL;
-    cost.n_shared = 0;
     read_order(pod, &p);
 out:
-    gq_pod_cost_dispose(&cost);
     if (rc) {
         gq_pod_dispose(&p);
         return rc;

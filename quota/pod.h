@@ -1,15 +1,21 @@
-/* A pod that exists, decoded once: what it counts against quotas and every
- * fact the recount, the queue, the offline store and `gpuquota queue` need
- * of it. The one place that decides how far an existing pod is believed.
+/* A pod, decoded once: what it costs and counts against quotas, and every
+ * fact the webhooks, the recount, the queue, the offline store and the CLI
+ * need of it. The one place that decides how far a pod is believed.
  *
- * The charge was fixed at admission (quota/record.h): a pod carrying
- * gpuquota's admission record counts what the record says, in the scope it
- * records, against the model it records; it is priced again only for what
- * the record does not hold (its shared DRA claims, a queued pod's other
- * models), from its container resources and gpuquota's records
- * (GQ_TRUST_RECORDS), never from a request annotation or managedFields. A
- * pod gpuquota never admitted counts what its container resources ask
- * (GQ_TRUST_SPEC). */
+ * A pod is met twice (gq_pod_scope):
+ * - under admission (/mutate, /validate, gpuquota admit, kubectl gpuquota
+ *   explain): the object as sent, every request form (GQ_TRUST_REQUEST),
+ *   priced within the namespace's GPULimitRanges; its admission record is
+ *   what /validate checks against this price, never believed;
+ * - once it exists (the controller's cache, the offline store, gpuquota
+ *   queue): the charge was fixed at admission (quota/record.h), so a pod
+ *   carrying gpuquota's admission record counts what the record says, in
+ *   the scope it records, against the model it records; it is priced again
+ *   only for what the record does not hold (its shared DRA claims, a queued
+ *   pod's other models), from its container resources and gpuquota's
+ *   records (GQ_TRUST_RECORDS), never from a request annotation or
+ *   managedFields. A pod gpuquota never admitted counts what its container
+ *   resources ask (GQ_TRUST_SPEC). */
 #ifndef GQ_POD_H
 #define GQ_POD_H
 
@@ -43,23 +49,38 @@ typedef struct gq_pod {
     size_t n_choices;
     const gq_model *choices[GQ_MAX_MODEL_CHOICES];
     gq_amounts choice_charge[GQ_MAX_MODEL_CHOICES];
-    /* The shared ResourceClaims it names (owned), charged once per quota
-     * however many pods name them (gq_claims_once); included in charge. */
-    gq_shared_claim *shared;
-    size_t n_shared;
+    /* Its price, container by container, with the shared ResourceClaims it
+     * names (cost.shared, charged once per quota however many pods name
+     * them: gq_claims_once; included in charge). Under admission the whole
+     * price; for an existing pod what was priced again (empty when only its
+     * record could be read). */
+    gq_pod_cost cost;
 } gq_pod;
+
+/* Where a pod is met (see the top of this file). */
+typedef struct gq_pod_scope {
+    const char *ns; /* borrowed; NULL: the pod's own metadata.namespace */
+    bool admission; /* under admission: the object as sent, every request form */
+    /* Under admission, the namespace's GPULimitRanges (borrowed; NULL/0 when
+     * not read): a whole GPU of unknown model costs the largest model they
+     * all allow (gq_cost_scope). */
+    const gq_limit_range *const *lrs;
+    size_t n_lrs;
+} gq_pod_scope;
 
 void gq_pod_init(gq_pod *p);
 void gq_pod_dispose(gq_pod *p);
 
 /* Decode pod (borrowed; it must outlive *out, whose facts borrow from it)
- * in namespace ns (borrowed; the pod's own metadata.namespace when NULL).
- * A recorded pod whose pricing fails now (the configuration changed since)
- * counts its record, never zero. Otherwise errors of the pricing (a pod
- * gpuquota never admitted that asks for something it cannot price), of the
- * facts (GQ_EINVAL for a wrong type) and GQ_ENOMEM. *out is disposed first
- * and written only on success. */
-gq_code gq_pod_decode(const gq_config *cfg, json_object *pod, const char *ns, gq_pod *out,
-                      gq_err *err) GQ_WUR;
+ * as met in scope. Under admission the charge is the price (zero for a
+ * terminal pod) and the facts are the live ones. An existing pod whose
+ * record was written counts it: a recorded pod whose pricing fails now (the
+ * configuration changed since) counts its record, never zero. Errors: of
+ * the pricing (gq_pod_cost_compute; for an existing pod only when it was
+ * never admitted), of the facts (GQ_EINVAL for a wrong type) and GQ_ENOMEM.
+ * *out is replaced only on success (what it held disposed); on error it is
+ * left as it was. */
+gq_code gq_pod_decode(const gq_config *cfg, json_object *pod, const gq_pod_scope *scope,
+                      gq_pod *out, gq_err *err) GQ_WUR;
 
 #endif

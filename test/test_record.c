@@ -219,7 +219,7 @@ static void decode_counts_the_record(void **state)
         json_object_new_string("{\"charge\":{\"gpu-memory\":\"8Gi\",\"gpu-pods\":\"1\","
                                "\"gpus\":\"0\"},\"model\":\"h100-80gb\",\"scope\":"
                                "\"NotTerminating\"}"));
-    assert_int_equal(gq_pod_decode(g_cfg, pod, NULL, &p, &err), GQ_OK);
+    assert_int_equal(gq_pod_decode(g_cfg, pod, &(gq_pod_scope){0}, &p, &err), GQ_OK);
     assert_true(p.recorded);
     assert_int_equal(p.charge.v[GQ_KEY_GPU_MEMORY], 8 * GI);
     assert_string_equal(p.facts.model, "h100-80gb");
@@ -235,7 +235,7 @@ static void decode_counts_the_record(void **state)
     pod = J("{'metadata':{'name':'p','namespace':'a','annotations':{'gpuquota.io/gpu-model':"
             "'h100-80gb','gpu-memory':'1048576'}},'spec':{'activeDeadlineSeconds':5,"
             "'containers':[{'name':'c','resources':{'limits':{'aliyun.com/gpu-mem':'3'}}}]}}");
-    assert_int_equal(gq_pod_decode(g_cfg, pod, "b", &p, &err), GQ_OK);
+    assert_int_equal(gq_pod_decode(g_cfg, pod, &(gq_pod_scope){.ns = "b"}, &p, &err), GQ_OK);
     assert_false(p.recorded);
     assert_int_equal(p.charge.v[GQ_KEY_GPU_MEMORY], 3 * GI);
     assert_null(p.facts.model);
@@ -246,7 +246,7 @@ static void decode_counts_the_record(void **state)
     /* CPU-only, a request annotation written afterwards: counts nothing. */
     pod = J("{'metadata':{'name':'p','namespace':'a','annotations':{'gpu-memory':'1048576',"
             "'gpu-fraction':'1'}},'spec':{'containers':[{'name':'c'}]}}");
-    assert_int_equal(gq_pod_decode(g_cfg, pod, NULL, &p, &err), GQ_OK);
+    assert_int_equal(gq_pod_decode(g_cfg, pod, &(gq_pod_scope){0}, &p, &err), GQ_OK);
     assert_int_equal(p.charge.v[GQ_KEY_GPU_PODS], 0);
     assert_int_equal(p.charge.v[GQ_KEY_GPU_MEMORY], 0);
     json_object_put(pod);
@@ -255,7 +255,7 @@ static void decode_counts_the_record(void **state)
     pod = J("{'metadata':{'name':'p','namespace':'a'},'spec':{'containers':[{'name':'c',"
             "'resources':{'limits':{'nvidia.com/gpu':'1.5'}}}]}}");
     gq_pod before = p;
-    assert_int_equal(gq_pod_decode(g_cfg, pod, NULL, &p, &err), GQ_EINVAL);
+    assert_int_equal(gq_pod_decode(g_cfg, pod, &(gq_pod_scope){0}, &p, &err), GQ_EINVAL);
     assert_memory_equal(&p, &before, sizeof(p));
     json_object_put(pod);
     gq_pod_dispose(&p);

@@ -458,7 +458,7 @@ gq_code wh_memstore_load_state(wh_memstore *m, const gq_config *cfg, json_object
             continue;
         gq_usage_pod *p = &pods[n_pods];
         const char *ns = obj_ns(o);
-        if ((rc = gq_pod_decode(cfg, o, ns, &gp, err))) {
+        if ((rc = gq_pod_decode(cfg, o, &(gq_pod_scope){.ns = ns}, &gp, err))) {
             gq_err_prefix(err, "Pod %s/%s", ns, obj_name(o));
             goto out;
         }

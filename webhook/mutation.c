@@ -9,6 +9,7 @@
 #include "common/jsonutil.h"
 #include "quota/claimcheck.h"
 #include "quota/dra.h"
+#include "quota/pod.h"
 #include "quota/podcost.h"
 #include "quota/podqueue.h"
 #include "quota/policy.h"
@@ -203,10 +204,11 @@ static gq_code lr_load(lr_input *in, const char *ns, gq_err *err)
     return GQ_OK;
 }
 
-/* What a pod costs after the namespace's GPULimitRange defaults. Owned by
- * the caller: priced_init, priced_dispose. */
+/* A pod under admission (quota/pod.h) and what it costs after the
+ * namespace's GPULimitRange defaults. Owned by the caller: priced_init,
+ * priced_dispose. */
 typedef struct priced {
-    gq_pod_cost cost0, cost; /* as sent; after defaults (when n_defs) */
+    gq_pod pod0, pod; /* as sent; after defaults (when n_defs) */
     gq_ctr_default *defs;
     size_t n_defs;
     json_object *defaulted;
@@ -215,41 +217,49 @@ typedef struct priced {
 static void priced_init(priced *p)
 {
     memset(p, 0, sizeof(*p));
-    gq_pod_cost_init(&p->cost0);
-    gq_pod_cost_init(&p->cost);
+    gq_pod_init(&p->pod0);
+    gq_pod_init(&p->pod);
 }
 
 static void priced_dispose(priced *p)
 {
     json_object_put(p->defaulted);
     free(p->defs);
-    gq_pod_cost_dispose(&p->cost);
-    gq_pod_cost_dispose(&p->cost0);
+    gq_pod_dispose(&p->pod);
+    gq_pod_dispose(&p->pod0);
     priced_init(p);
 }
 
-static const gq_pod_cost *priced_use(const priced *p)
+static const gq_pod *priced_use(const priced *p)
 {
-    return p->n_defs ? &p->cost : &p->cost0;
+    return p->n_defs ? &p->pod : &p->pod0;
 }
 
-/* Price pod (cost0 computed already) with the namespace's GPULimitRanges.
+/* Decode pod under admission in ns (pod0 of a priced, or its defaulted
+ * form), within the GPULimitRanges when given. */
+static gq_code decode(const gq_config *cfg, json_object *pod, const char *ns,
+                      const gq_limit_range *const *lrs, size_t n_lrs, gq_pod *out, gq_err *why)
+{
+    gq_pod_scope scope = {.ns = ns, .admission = true, .lrs = lrs, .n_lrs = n_lrs};
+    return gq_pod_decode(cfg, pod, &scope, out, why);
+}
+
+/* Price pod (pod0 decoded already) with the namespace's GPULimitRanges.
  * Defaults are decided on the pod as sent, then charged on the pod they
  * produce, so the rewrite and the validating webhook agree. */
-static gq_code price(const gq_config *cfg, json_object *pod, const gq_limit_range *const *lrs,
-                     size_t n_lrs, priced *p, gq_err *why)
+static gq_code price(const gq_config *cfg, json_object *pod, const char *ns,
+                     const gq_limit_range *const *lrs, size_t n_lrs, priced *p, gq_err *why)
 {
     gq_code rc;
-    gq_cost_scope scope = {lrs, n_lrs, GQ_TRUST_REQUEST};
     /* Whole GPUs of unknown model cost the largest model the namespace
      * allows, which only its GPULimitRanges tell. */
-    if (p->cost0.priced_unknown && n_lrs &&
-        (rc = gq_pod_cost_compute_in(cfg, pod, &scope, &p->cost0, why)))
+    if (p->pod0.cost.priced_unknown && n_lrs &&
+        (rc = decode(cfg, pod, ns, lrs, n_lrs, &p->pod0, why)))
         return rc;
-    if ((rc = gq_limit_defaults(pod, &p->cost0, lrs, n_lrs, &p->defs, &p->n_defs, why)))
+    if ((rc = gq_limit_defaults(pod, &p->pod0.cost, lrs, n_lrs, &p->defs, &p->n_defs, why)))
         return rc;
     if (p->n_defs && ((rc = gq_pod_apply_defaults(pod, p->defs, p->n_defs, &p->defaulted, why)) ||
-                      (rc = gq_pod_cost_compute_in(cfg, p->defaulted, &scope, &p->cost, why))))
+                      (rc = decode(cfg, p->defaulted, ns, lrs, n_lrs, &p->pod, why))))
         return rc;
     return GQ_OK;
 }
@@ -339,14 +349,14 @@ static gq_code choose_model(const gq_config *cfg, const wh_review_request *req, 
         gq_err_clear(&e);
         if ((rc = gq_pod_with_model(req->object, choices[i]->name, &copy, err)))
             return rc;
-        rc = gq_pod_cost_compute(cfg, copy, &p.cost0, &e);
+        rc = decode(cfg, copy, req->namespace, NULL, 0, &p.pod0, &e);
         if (!rc)
-            rc = price(cfg, copy, in->lrs, in->n_lrs, &p, &e);
+            rc = price(cfg, copy, req->namespace, in->lrs, in->n_lrs, &p, &e);
         if (!rc)
-            rc = gq_limit_validate(priced_use(&p), req->namespace, in->lrs, in->n_lrs, &e);
+            rc = gq_limit_validate(&priced_use(&p)->cost, req->namespace, in->lrs, in->n_lrs, &e);
         if (!rc) {
             opts[n_opts].model = choices[i]->name;
-            gq_charge_from_cost(priced_use(&p), false, &opts[n_opts].charge);
+            opts[n_opts].charge = priced_use(&p)->charge;
             n_opts++;
         } else if (rc != GQ_ENOMEM && rlen < sizeof(refused)) {
             int w = snprintf(refused + rlen, sizeof(refused) - rlen, "%s%s: %s", rlen ? "; " : "",
@@ -779,23 +789,23 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
         }
         priced_pod = claimed;
     }
-    if ((rc = gq_pod_cost_compute(cfg, priced_pod, &p.cost0, &why)) ||
+    if ((rc = decode(cfg, priced_pod, req->namespace, NULL, 0, &p.pod0, &why)) ||
         (deferred &&
-         (rc = gq_queue_check_deferred_choice(cfg, &p.cost0, choices, n_choices, &why))))
+         (rc = gq_queue_check_deferred_choice(cfg, &p.pod0.cost, choices, n_choices, &why))))
         goto deny;
-    if (!p.cost0.gpu_pods && claims_text) {
+    if (!p.pod0.cost.gpu_pods && claims_text) {
         /* DRA claims that hold no GPU (a NIC): recorded as priced, so
          * /validate does not take them for claims it cannot tell. */
         gq_rewrite_opts co = {.claims = claims_text};
         static const char *const gate[] = {GQ_CLAIMS_GATE};
-        if ((rc = gq_rewrite_pod(cfg, pod, &p.cost0, &co, &rw, &why)))
+        if ((rc = gq_rewrite_pod(cfg, pod, &p.pod0.cost, &co, &rw, &why)))
             goto deny;
         if (claims_gated(pod, claims_text) && (rc = add_gates(pod, gate, 1, rw.patch)))
             goto settle;
-        rc = answer(cfg, &p.cost0, &rw, &r);
+        rc = answer(cfg, &p.pod0.cost, &rw, &r);
         goto settle;
     }
-    if (!p.cost0.gpu_pods)
+    if (!p.pod0.cost.gpu_pods)
         goto settle; /* no GPU: nothing to read, nothing to patch */
     /* Read only for pods that ask for a GPU: a policy that cannot be read
      * then fails closed without touching anyone else's pods. */
@@ -803,7 +813,7 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
         wh_review_response_dispose(&r);
         goto out;
     }
-    if ((rc = price(cfg, priced_pod, in->lrs, in->n_lrs, &p, &why)))
+    if ((rc = price(cfg, priced_pod, req->namespace, in->lrs, in->n_lrs, &p, &why)))
         goto deny;
     /* No reservation annotation: kube-apiserver gives a reinvocation a fresh
      * request uid, so stamping it would never be a no-op. /validate keys the
@@ -817,15 +827,14 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
                             .choices = chosen ? gq_json_get_string(ann, GQ_ANN_GPU_MODEL) : NULL,
                             .claims = claims_text,
                             .model_deferred = deferred};
-    const gq_pod_cost *use = priced_use(&p);
+    const gq_pod_cost *use = &priced_use(&p)->cost;
     if ((rc = gq_rewrite_pod(cfg, pod, use, &opts, &rw, &why)))
         goto deny;
     const char *gates[2];
     size_t n_gates = 0;
     if (in->src && use->gpu_pods && gq_pod_gate_index(pod) < 0 && !has_node_name(pod)) {
-        gq_amounts charge;
+        gq_amounts charge = priced_use(&p)->charge;
         bool queues = false;
-        gq_charge_from_cost(use, gq_pod_is_terminal(pod), &charge);
         /* Quotas that cannot be read leave the pod ungated: /validate then
          * decides as under Deny, and fails closed with a message that says
          * why when it cannot read them either. */
@@ -851,7 +860,7 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_inp
     if (!rc && chosen)
         rc = wh_review_response_set_audit(&r, "gpu-model-choices", opts.choices);
     if (!rc && use->gpu_pods) {
-        gq_charge_from_cost(use, gq_pod_is_terminal(pod), &got.charge);
+        got.charge = priced_use(&p)->charge;
         got.has_charge = true;
         got.request = rw.originals;
         got.rewrite = rw.changes;

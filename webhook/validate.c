@@ -14,6 +14,7 @@
 #include "common/hash.h"
 #include "common/htab.h"
 #include "quota/claimcheck.h"
+#include "quota/pod.h"
 #include "quota/podcost.h"
 #include "quota/policy.h"
 #include "quota/record.h"
@@ -1300,8 +1301,7 @@ typedef struct create_state {
     quota_view qv;
     size_t *idx, n_idx;
     gq_quota **to_charge; /* n_idx quotas, in check order (borrowed from qv) */
-    gq_pod_cost cost;
-    gq_pod_facts facts;
+    gq_pod pod;           /* the pod as sent, decoded under admission (quota/pod.h) */
     gq_reservation resv, alt, *claims;
     size_t n_claims;
     bool have_resv, have_alt;
@@ -1334,7 +1334,7 @@ struct admission {
 static void create_state_init(create_state *c)
 {
     memset(c, 0, sizeof(*c));
-    gq_pod_cost_init(&c->cost);
+    gq_pod_init(&c->pod);
 }
 
 static void create_state_dispose(create_state *c)
@@ -1353,7 +1353,7 @@ static void create_state_dispose(create_state *c)
         gq_limit_range_free(c->lrs[i]);
     free(c->lrs);
     json_object_put(c->lr_arr);
-    gq_pod_cost_dispose(&c->cost);
+    gq_pod_dispose(&c->pod);
     create_state_init(c);
 }
 
@@ -1422,7 +1422,7 @@ static void charge_next(admission *a)
     *p = (pending){.owner = a,
                    .op = OP_CHARGE,
                    .deadline = a->deadline,
-                   .facts = &c->facts,
+                   .facts = &c->pod.facts,
                    .ns_labels = c->qv.ns_labels,
                    .charge = &a->r.charge,
                    .resv = &c->resv,
@@ -1541,7 +1541,7 @@ static void charging_start(admission *a)
     else if (!lookup_enqueue(a->v, a))
         admission_answer(a);
 }
-/* The pod's price (gq_pod_cost_compute) and its charge; DRA claims that
+/* The pod decoded under admission (gq_pod_decode): its price and charge; DRA claims that
  * could not be priced deny it where a quota governs (deny_unseen_claims).
  * false when decided (denied, or *rc an error). */
 static bool price_pod(wh_validator *v, json_object *pod, create_state *c, wh_validate_result *r,
@@ -1551,12 +1551,13 @@ static bool price_pod(wh_validator *v, json_object *pod, create_state *c, wh_val
     bool decided = false;
     gq_err e;
     gq_err_clear(&e);
-    if ((*rc = gq_pod_cost_compute(v->cfg, pod, &c->cost, &e))) {
+    if ((*rc = gq_pod_decode(v->cfg, pod, &(gq_pod_scope){.ns = c->ns, .admission = true}, &c->pod,
+                             &e))) {
         *rc = settle(r, *rc, &e);
         return false;
     }
-    gq_charge_from_cost(&c->cost, gq_pod_is_terminal(pod), &r->charge);
-    if (c->cost.claims_unpriced && gq_pod_resource_claims(pod, &claim)) {
+    r->charge = c->pod.charge;
+    if (c->pod.cost.claims_unpriced && gq_pod_resource_claims(pod, &claim)) {
         if ((*rc = quota_view_load(v, c->ns, &c->qv, r, &decided)) || decided)
             return false;
         deny_unseen_claims(v, c->ns, &c->qv, &claim, r);
@@ -1608,15 +1609,15 @@ static bool check_limit_ranges(wh_validator *v, json_object *pod, create_state *
     if (!read_limit_ranges(v, c, r, rc))
         return false;
     const gq_limit_range *const *lrs = (const gq_limit_range *const *)c->lrs;
-    gq_cost_scope scope = {lrs, c->n_lrs, GQ_TRUST_REQUEST};
-    if (c->cost.priced_unknown && c->n_lrs) {
-        if ((*rc = gq_pod_cost_compute_in(v->cfg, pod, &scope, &c->cost, &e))) {
+    gq_pod_scope scope = {.ns = c->ns, .admission = true, .lrs = lrs, .n_lrs = c->n_lrs};
+    if (c->pod.cost.priced_unknown && c->n_lrs) {
+        if ((*rc = gq_pod_decode(v->cfg, pod, &scope, &c->pod, &e))) {
             *rc = settle(r, *rc, &e);
             return false;
         }
-        gq_charge_from_cost(&c->cost, gq_pod_is_terminal(pod), &r->charge);
+        r->charge = c->pod.charge;
     }
-    if ((*rc = gq_limit_validate(&c->cost, c->ns, lrs, c->n_lrs, &e))) {
+    if ((*rc = gq_limit_validate(&c->pod.cost, c->ns, lrs, c->n_lrs, &e))) {
         *rc = settle(r, *rc, &e);
         return false;
     }
@@ -1625,18 +1626,11 @@ static bool check_limit_ranges(wh_validator *v, json_object *pod, create_state *
 
 /* The quotas that govern the pod, from the caches, in check order, into
  * c->to_charge. false when decided. */
-static bool select_governing(wh_validator *v, json_object *pod, create_state *c,
-                             wh_validate_result *r, gq_code *rc)
+static bool select_governing(wh_validator *v, create_state *c, wh_validate_result *r, gq_code *rc)
 {
     bool decided = false;
     gq_err e;
     gq_err_clear(&e);
-    if ((*rc = gq_pod_facts_from_json(pod, c->ns, &c->facts, &e))) {
-        *rc = settle(r, *rc, &e);
-        return false;
-    }
-    c->facts.terminal = gq_pod_is_terminal(pod);
-    c->facts.model = gq_pod_model(&c->cost);
     if ((*rc = quota_view_load(v, c->ns, &c->qv, r, &decided)) || decided)
         return false;
     const quota_set *qs = &c->qv.qs;
@@ -1645,8 +1639,8 @@ static bool select_governing(wh_validator *v, json_object *pod, create_state *c,
         *rc = GQ_ENOMEM;
         return false;
     }
-    if ((*rc =
-             select_quotas(v, qs, &c->facts, c->qv.ns_labels, &r->charge, c->idx, &c->n_idx, &e))) {
+    if ((*rc = select_quotas(v, qs, &c->pod.facts, c->qv.ns_labels, &r->charge, c->idx, &c->n_idx,
+                             &e))) {
         *rc = settle(r, *rc, &e);
         return false;
     }
@@ -1661,15 +1655,15 @@ static bool select_governing(wh_validator *v, json_object *pod, create_state *c,
  * (docs/validating-webhook.md). */
 static gq_code build_claim_records(create_state *c)
 {
-    size_t n = c->cost.n_shared;
+    size_t n = c->pod.cost.n_shared;
     if (n && (!(c->claims = calloc(n, sizeof(*c->claims))) ||
               !(c->resv.claims = calloc(n, sizeof(*c->resv.claims)))))
         return GQ_ENOMEM;
     for (; c->resv.n_claims < n; c->resv.n_claims++)
-        if (!(c->resv.claims[c->resv.n_claims] = strdup(c->cost.shared[c->resv.n_claims].uid)))
+        if (!(c->resv.claims[c->resv.n_claims] = strdup(c->pod.cost.shared[c->resv.n_claims].uid)))
             return GQ_ENOMEM;
     for (; c->n_claims < n; c->n_claims++) {
-        const gq_shared_claim *sc = &c->cost.shared[c->n_claims];
+        const gq_shared_claim *sc = &c->pod.cost.shared[c->n_claims];
         gq_reservation *rec = &c->claims[c->n_claims];
         gq_claim_amounts(sc, &rec->amounts);
         rec->expires = c->resv.expires;
@@ -1696,16 +1690,16 @@ static gq_code build_reservations(wh_validator *v, const wh_review_request *req,
     gq_err e;
     gq_code rc;
     gq_err_clear(&e);
-    gq_charge_own(&r->charge, c->cost.shared, c->cost.n_shared, &own);
+    gq_charge_own(&r->charge, c->pod.cost.shared, c->pod.cost.n_shared, &own);
     if ((rc = gq_reservation_for_pod(req->object, c->ns, req->uid, &own, now_s(v) + v->ttl,
                                      &c->resv, &e)))
         return rc;
     c->have_resv = true;
-    if (c->cost.n_shared && !r->charge.v[GQ_KEY_GPU_PODS])
-        c->cost.n_shared = 0; /* a terminal pod charges nothing, its claims neither */
+    if (c->pod.cost.n_shared && !r->charge.v[GQ_KEY_GPU_PODS])
+        c->pod.cost.n_shared = 0; /* a terminal pod charges nothing, its claims neither */
     if ((rc = build_claim_records(c)))
         return rc;
-    if (c->facts.model && !(c->resv.model = strdup(c->facts.model)))
+    if (c->pod.facts.model && !(c->resv.model = strdup(c->pod.facts.model)))
         return GQ_ENOMEM;
     if (strcmp(c->resv.key, req->uid)) {
         if ((rc = reservation_rekey(&c->resv, req->uid, &c->alt, &e)))
@@ -1728,7 +1722,8 @@ static bool record_matches(json_object *pod, const create_state *c, wh_validate_
     gq_pod_record want, have;
     gq_err e;
     gq_err_clear(&e);
-    if (!c->cost.gpu_pods && gq_json_member(gq_json_meta_object(pod, "labels"), GQ_LABEL_MANAGED) &&
+    if (!c->pod.cost.gpu_pods &&
+        gq_json_member(gq_json_meta_object(pod, "labels"), GQ_LABEL_MANAGED) &&
         !gq_pod_managed(pod)) {
         /* Pod-group members are listed by this label: a CPU-only pod may not
          * wear it to be read with them (and it means gpuquota rewrote it). */
@@ -1740,14 +1735,14 @@ static bool record_matches(json_object *pod, const create_state *c, wh_validate_
     gq_code rc = gq_pod_record_read(pod, &have, &e);
     if (rc == GQ_ENOTFOUND)
         return true;
-    if (!c->cost.gpu_pods) {
+    if (!c->pod.cost.gpu_pods) {
         deny(r, GQ_EDENIED,
              "annotations " GQ_ANN_ADMISSION " and " GQ_ANN_CHARGED " are gpuquota's record of "
              "what a GPU pod is charged, written by its mutating webhook only; this pod asks for "
              "no GPU: remove them");
         return false;
     }
-    gq_pod_record_make(&c->cost, c->facts.model, c->facts.terminating, &want);
+    gq_pod_record_make(&c->pod.cost, c->pod.facts.model, c->pod.facts.terminating, &want);
     char text[GQ_RECORD_MAX];
     if (!rc && have.legacy) {
         /* Only an older mutating webhook writes the line alone (a rolling
@@ -1801,18 +1796,17 @@ static gq_code decide_create_one(wh_validator *v, const wh_review_request *req, 
     c->ns = review_namespace(req);
     if (gq_config_is_exempt(v->cfg, c->ns) || !price_pod(v, pod, c, r, &rc))
         return rc;
-    if (!c->cost.gpu_pods) {
+    if (!c->pod.cost.gpu_pods) {
         (void)record_matches(pod, c, r);
         return rc;
     }
-    if (!check_limit_ranges(v, pod, c, r, &rc) || !select_governing(v, pod, c, r, &rc) ||
+    if (!check_limit_ranges(v, pod, c, r, &rc) || !select_governing(v, c, r, &rc) ||
         (!c->skip_record && !record_matches(pod, c, r)))
         return rc;
-    if (gq_pod_gate_index(pod) >=
-        0) { /* queued: checked in full, charged later by the controller */
+    if (c->pod.gate_index >= 0) { /* queued: checked in full, charged later by the controller */
         gq_amounts own;
-        gq_charge_own(&r->charge, c->cost.shared, c->cost.n_shared, &own);
-        return decide_queued(&v->store, c->ns, pod, c->to_charge, c->n_idx, &c->facts,
+        gq_charge_own(&r->charge, c->pod.cost.shared, c->pod.cost.n_shared, &own);
+        return decide_queued(&v->store, c->ns, pod, c->to_charge, c->n_idx, &c->pod.facts,
                              c->qv.ns_labels, &r->charge, &own, now_s(v), r);
     }
     if (!c->n_idx)
@@ -1821,7 +1815,7 @@ static gq_code decide_create_one(wh_validator *v, const wh_review_request *req, 
         return rc;
     if (req->dry_run) {
         snprintf(r->reservation_key, sizeof(r->reservation_key), "%s", c->resv.key);
-        return dry_run_check(v, c->to_charge, c->n_idx, &c->facts, c->qv.ns_labels, &c->resv,
+        return dry_run_check(v, c->to_charge, c->n_idx, &c->pod.facts, c->qv.ns_labels, &c->resv,
                              c->claims, c->n_claims, d);
     }
     c->must_charge = true;

@@ -119,6 +119,7 @@ static gq_code f_update_status(void *ctx, const char *path, json_object *body, j
     snprintf(f->last_write_path, sizeof f->last_write_path, "%s", path);
     json_object_object_get_ex(body, "status", &st);
     json_object_put(f->last_status);
+    f->last_status = NULL; /* json_object_deep_copy writes only to a NULL destination */
     json_object_deep_copy(st, &f->last_status, NULL);
     json_object *copy = NULL;
     json_object_deep_copy(st, &copy, NULL);

@@ -1,0 +1,2 @@
+/* Half of an include circle (test/code_stats.py). */
+#include "quota/b.h"

@@ -1,0 +1,7 @@
+#include "quota/a.h"
+#include "quota/b.h"
+
+static int short_one(void)
+{
+    return 0;
+}

@@ -392,11 +392,12 @@ static gq_code check_one(const gq_quota *q, const gq_pod_facts *pod, const gq_am
     return GQ_OK;
 }
 
-gq_code gq_quota_evaluate(const gq_quota *const *quotas, size_t n, const gq_pod_facts *pod,
-                          json_object *ns_labels, const gq_amounts *charge, bool require_quota,
-                          int64_t now, const char *reservation_key, size_t *charge_idx,
-                          size_t *n_charge, gq_err *err)
+gq_code gq_quota_evaluate(const gq_quota_snapshot *s, const gq_pod_facts *pod,
+                          const gq_amounts *charge, size_t *charge_idx, size_t *n_charge,
+                          gq_err *err)
 {
+    const gq_quota *const *quotas = s->quotas;
+    size_t n = s->n;
     gq_code rc = GQ_OK;
     size_t n_out = 0, n_matched = 0;
     const gq_quota **order = NULL;
@@ -413,11 +414,11 @@ gq_code gq_quota_evaluate(const gq_quota *const *quotas, size_t n, const gq_pod_
         qsort(order, n, sizeof(*order), check_order_cmp);
     }
     for (size_t i = 0; i < n; i++) {
-        if (!gq_quota_matches(order[i], pod, ns_labels))
+        if (!gq_quota_matches(order[i], pod, s->ns_labels))
             continue;
         n_matched++;
         bool limits;
-        rc = check_one(order[i], pod, charge, now, reservation_key, &limits, err);
+        rc = check_one(order[i], pod, charge, s->now, s->reservation_key, &limits, err);
         if (rc)
             goto out;
         if (!limits)
@@ -429,7 +430,7 @@ gq_code gq_quota_evaluate(const gq_quota *const *quotas, size_t n, const gq_pod_
             }
         }
     }
-    if (require_quota && n_matched == 0) {
+    if (s->require_quota && n_matched == 0) {
         char msg[GQ_ERR_MSG_MAX];
         msgbuf b = {msg, sizeof(msg), 0};
         bool mask[GQ_KEY_COUNT];
@@ -740,10 +741,8 @@ json_object *gq_usage_by_model_to_json(const gq_quota *q, const gq_usage *u)
     return o;
 }
 
-gq_code gq_model_choose(const gq_model_option *opts, size_t n, const gq_quota *const *quotas,
-                        size_t n_q, const gq_pod_facts *pod, json_object *ns_labels,
-                        bool require_quota, int64_t now, const char *reservation_key,
-                        size_t *chosen, gq_err *err)
+gq_code gq_model_choose(const gq_model_option *opts, size_t n, const gq_quota_snapshot *s,
+                        const gq_pod_facts *pod, size_t *chosen, gq_err *err)
 {
     gq_code rc = GQ_OK;
     size_t *idx = NULL, n_idx = 0;
@@ -752,15 +751,14 @@ gq_code gq_model_choose(const gq_model_option *opts, size_t n, const gq_quota *c
     why[0] = '\0';
     if (!n)
         return gq_err_set(err, GQ_EINVAL, "no GPU model to choose from");
-    if (n_q && !(idx = calloc(n_q, sizeof(*idx))))
+    if (s->n && !(idx = calloc(s->n, sizeof(*idx))))
         return gq_err_oom(err);
     for (size_t i = 0; i < n; i++) {
         gq_pod_facts f = *pod;
         gq_err e;
         gq_err_clear(&e);
         f.model = opts[i].model;
-        rc = gq_quota_evaluate(quotas, n_q, &f, ns_labels, &opts[i].charge, require_quota, now,
-                               reservation_key, idx, &n_idx, &e);
+        rc = gq_quota_evaluate(s, &f, &opts[i].charge, idx, &n_idx, &e);
         if (rc == GQ_OK) {
             *chosen = i;
             goto out;

@@ -107,6 +107,20 @@ gq_code gq_quota_in_use(const gq_quota *q, int64_t now, const char *skip_key, gq
 gq_code gq_quota_model_in_use(const gq_quota *q, const gq_model_limit *m, int64_t now,
                               const char *skip_key, gq_amounts *out, gq_err *err) GQ_WUR;
 
+/* What a pod is decided against: the quotas that may govern it, as read
+ * (their status and reservations are the snapshot; borrowed), its
+ * namespace's labels (borrowed; may be NULL), the configuration's
+ * requireQuota, the time, and the pod's own reservation key (may be NULL),
+ * never counted against itself. */
+typedef struct gq_quota_snapshot {
+    const gq_quota *const *quotas;
+    size_t n;
+    json_object *ns_labels;
+    bool require_quota;
+    int64_t now;
+    const char *reservation_key;
+} gq_quota_snapshot;
+
 /* Decide whether a pod with charge (gq_charge_from_cost) fits every matching
  * quota among quotas[0..n). For every matching quota and every key in its
  * spec.hard that the pod charges (> 0): in_use + charge <= hard; and when
@@ -124,10 +138,9 @@ gq_code gq_quota_model_in_use(const gq_quota *q, const gq_model_limit *m, int64_
  * counted against itself. On GQ_OK charge_idx[0..*n_charge) (capacity n)
  * lists, in check order, the quotas to charge: those that match and limit a
  * key the pod charges. GQ_EDENIED with the message in err on denial. */
-gq_code gq_quota_evaluate(const gq_quota *const *quotas, size_t n, const gq_pod_facts *pod,
-                          json_object *ns_labels, const gq_amounts *charge, bool require_quota,
-                          int64_t now, const char *reservation_key, size_t *charge_idx,
-                          size_t *n_charge, gq_err *err) GQ_WUR;
+gq_code gq_quota_evaluate(const gq_quota_snapshot *s, const gq_pod_facts *pod,
+                          const gq_amounts *charge, size_t *charge_idx, size_t *n_charge,
+                          gq_err *err) GQ_WUR;
 
 /* Build the reservation the validating webhook records for an admitted pod:
  * key = the pod's metadata.uid (kube-apiserver sets it, like the generated
@@ -229,10 +242,8 @@ typedef struct gq_model_option {
  * model, why: "no accepted GPU model fits: a100-80gb: exceeded quota: ...;
  * h100-80gb: exceeded quota: ...". GQ_EINVAL for n == 0. Pure: the quotas'
  * state (status and reservations) is the caller's snapshot. */
-gq_code gq_model_choose(const gq_model_option *opts, size_t n, const gq_quota *const *quotas,
-                        size_t n_q, const gq_pod_facts *pod, json_object *ns_labels,
-                        bool require_quota, int64_t now, const char *reservation_key,
-                        size_t *chosen, gq_err *err) GQ_WUR;
+gq_code gq_model_choose(const gq_model_option *opts, size_t n, const gq_quota_snapshot *s,
+                        const gq_pod_facts *pod, size_t *chosen, gq_err *err) GQ_WUR;
 
 /* status.namespaces[] for a tenant: [{"namespace": ns, "used": {...}}].
  * Caller owns the array; NULL on allocation failure. */

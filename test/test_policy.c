@@ -892,8 +892,13 @@ static void test_eval_table(void **state)
         size_t idx[3], n_idx = 99;
         gq_err err;
         gq_err_clear(&err);
-        gq_code rc = gq_quota_evaluate(qs, n, &facts, labels, &charge, c->require_quota, NOW,
-                                       c->reservation_key, idx, &n_idx, &err);
+        gq_quota_snapshot snap = {.quotas = qs,
+                                  .n = n,
+                                  .ns_labels = labels,
+                                  .require_quota = c->require_quota,
+                                  .now = NOW,
+                                  .reservation_key = c->reservation_key};
+        gq_code rc = gq_quota_evaluate(&snap, &facts, &charge, idx, &n_idx, &err);
         if (rc != c->want_rc)
             fail_msg("case '%s': rc %d, want %d (%s)", c->what, rc, c->want_rc, err.msg);
         if (c->want_msg && strcmp(err.msg, c->want_msg) != 0)
@@ -2027,7 +2032,8 @@ static gq_code eval_model(const gq_quota *q, const char *model, int64_t gi, size
     gq_amounts c = charge_gi(gi);
     size_t idx[1];
     gq_err_clear(err);
-    return gq_quota_evaluate(&q, 1, &f, NULL, &c, false, NOW, NULL, idx, n_charge, err);
+    return gq_quota_evaluate(&(gq_quota_snapshot){.quotas = &q, .n = 1, .now = NOW}, &f, &c, idx,
+                             n_charge, err);
 }
 
 static void test_evaluate_models(void **state)
@@ -2082,9 +2088,11 @@ static void test_evaluate_models(void **state)
     gq_amounts zero = charge_gi(0);
     zero.v[GQ_KEY_GPU_PODS] = 0;
     size_t idx[1];
-    assert_int_equal(gq_quota_evaluate((const gq_quota *const *)&q, 1, &f, NULL, &zero, false, NOW,
-                                       NULL, idx, &n, &err),
-                     GQ_OK);
+    assert_int_equal(
+        gq_quota_evaluate(
+            &(gq_quota_snapshot){.quotas = (const gq_quota *const *)&q, .n = 1, .now = NOW}, &f,
+            &zero, idx, &n, &err),
+        GQ_OK);
     assert_int_equal(n, 0);
     gq_quota_free(q);
 
@@ -2177,6 +2185,9 @@ static void test_choose(void **state)
     qs[1] = Q(MGTQ("org", "'models':{'h100-80gb':{'gpu-pods':'2'}}",
                    "'usedByModel':{'h100-80gb':{'gpu-pods':'1'}}"));
     const gq_quota *const *quotas = (const gq_quota *const *)qs;
+    const gq_quota_snapshot both = {.quotas = quotas, .n = 2, .now = NOW},
+                            none = {.quotas = quotas, .now = NOW},
+                            none_required = {.quotas = quotas, .require_quota = true, .now = NOW};
     gq_pod_facts f = {.namespace_ = "a"};
     gq_model_option opts[] = {{"a100-80gb", charge_gi(8)}, {"h100-80gb", charge_gi(8)}};
     size_t chosen = 99;
@@ -2184,18 +2195,15 @@ static void test_choose(void **state)
     gq_err_clear(&err);
 
     /* The first preference fits exactly (32 + 8 = 40). */
-    assert_int_equal(gq_model_choose(opts, 2, quotas, 2, &f, NULL, false, NOW, NULL, &chosen, &err),
-                     GQ_OK);
+    assert_int_equal(gq_model_choose(opts, 2, &both, &f, &chosen, &err), GQ_OK);
     assert_int_equal(chosen, 0);
     /* It no longer fits: the second, which both quotas allow. */
     opts[0].charge = charge_gi(9);
-    assert_int_equal(gq_model_choose(opts, 2, quotas, 2, &f, NULL, false, NOW, NULL, &chosen, &err),
-                     GQ_OK);
+    assert_int_equal(gq_model_choose(opts, 2, &both, &f, &chosen, &err), GQ_OK);
     assert_int_equal(chosen, 1);
     /* The charge depends on the model (a fraction of a bigger card). */
     opts[1].charge = charge_gi(41);
-    assert_int_equal(gq_model_choose(opts, 2, quotas, 2, &f, NULL, false, NOW, NULL, &chosen, &err),
-                     GQ_EDENIED);
+    assert_int_equal(gq_model_choose(opts, 2, &both, &f, &chosen, &err), GQ_EDENIED);
     assert_string_equal(err.msg,
                         "no accepted GPU model fits: a100-80gb: exceeded quota: team-a, requested: "
                         "a100-80gb/gpu-memory=9Gi, used: a100-80gb/gpu-memory=32Gi, limited: "
@@ -2208,17 +2216,13 @@ static void test_choose(void **state)
     qs[1] = Q(MGTQ("org", "'models':{'h100-80gb':{'gpu-pods':'1'}}",
                    "'usedByModel':{'h100-80gb':{'gpu-pods':'1'}}"));
     opts[1].charge = charge_gi(8);
-    assert_int_equal(gq_model_choose(opts, 2, quotas, 2, &f, NULL, false, NOW, NULL, &chosen, &err),
-                     GQ_EDENIED);
+    assert_int_equal(gq_model_choose(opts, 2, &both, &f, &chosen, &err), GQ_EDENIED);
     assert_non_null(strstr(err.msg, "h100-80gb: exceeded tenant quota: org"));
     /* No quota at all: the first preference; with requireQuota, none. */
-    assert_int_equal(gq_model_choose(opts, 2, quotas, 0, &f, NULL, false, NOW, NULL, &chosen, &err),
-                     GQ_OK);
+    assert_int_equal(gq_model_choose(opts, 2, &none, &f, &chosen, &err), GQ_OK);
     assert_int_equal(chosen, 0);
-    assert_int_equal(gq_model_choose(opts, 2, quotas, 0, &f, NULL, true, NOW, NULL, &chosen, &err),
-                     GQ_EDENIED);
-    assert_int_equal(gq_model_choose(opts, 0, quotas, 2, &f, NULL, false, NOW, NULL, &chosen, &err),
-                     GQ_EINVAL);
+    assert_int_equal(gq_model_choose(opts, 2, &none_required, &f, &chosen, &err), GQ_EDENIED);
+    assert_int_equal(gq_model_choose(opts, 0, &both, &f, &chosen, &err), GQ_EINVAL);
     gq_quota_free(qs[0]);
     gq_quota_free(qs[1]);
 }

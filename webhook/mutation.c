@@ -377,8 +377,12 @@ static gq_code choose_model(const gq_config *cfg, const wh_review_request *req, 
     if ((rc = gq_pod_facts_from_json(req->object, req->namespace, &facts, why)))
         goto out;
     facts.terminal = gq_pod_is_terminal(req->object);
-    rc = gq_model_choose(opts, n_opts, (const gq_quota *const *)qs, n_q, &facts, ns_labels,
-                         cfg->require_quota, (int64_t)time(NULL), NULL, &at, why);
+    gq_quota_snapshot snap = {.quotas = (const gq_quota *const *)qs,
+                              .n = n_q,
+                              .ns_labels = ns_labels,
+                              .require_quota = cfg->require_quota,
+                              .now = (int64_t)time(NULL)};
+    rc = gq_model_choose(opts, n_opts, &snap, &facts, &at, why);
     if (rc == GQ_OK) {
         for (size_t i = 0; i < n; i++)
             if (!strcmp(choices[i]->name, opts[at].model))

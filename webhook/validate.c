@@ -535,8 +535,9 @@ static key_state evaluate_pending(round_view *rv, pending **batch, size_t i, gq_
     if (p->n_claims)
         claims_charge(rv->q, batch, i, p, charge, fresh_claim);
     if (!p->rc)
-        p->rc = gq_quota_evaluate(&one, 1, p->facts, p->ns_labels, charge, false, rv->now, NULL,
-                                  &idx, &n_idx, &p->err);
+        p->rc = gq_quota_evaluate(
+            &(gq_quota_snapshot){.quotas = &one, .n = 1, .ns_labels = p->ns_labels, .now = rv->now},
+            p->facts, charge, &idx, &n_idx, &p->err);
     p->limited = !p->rc && n_idx == 1;
     return ks;
 }
@@ -979,62 +980,6 @@ static void quota_label(const gq_quota *q, char *buf, size_t cap)
              q->name);
 }
 
-/* Dry run: evaluate every quota to charge on a fresh read; write nothing. */
-static gq_code dry_run_check(wh_validator *v, gq_quota *const *to_charge, size_t n,
-                             const gq_pod_facts *facts, json_object *ns_labels,
-                             const gq_reservation *resv, const gq_reservation *claims,
-                             size_t n_claims, decision *d)
-{
-    const char *key = resv->key;
-    for (size_t i = 0; i < n; i++) {
-        const gq_quota *cq = to_charge[i];
-        json_object *obj = NULL;
-        gq_quota *fresh = NULL;
-        gq_err e;
-        char label[2 * GQ_CRD_MAX_STRING];
-        gq_err_clear(&e);
-        quota_label(cq, label, sizeof(label));
-        gq_code rc = v->store.get_quota(v->store.ctx, cq->kind, cq->namespace_, cq->name, &obj, &e);
-        if (rc == GQ_ENOTFOUND)
-            continue;
-        if (!rc)
-            rc = gq_quota_parse(obj, &fresh, &e);
-        json_object_put(obj);
-        if (rc == GQ_ENOMEM)
-            return rc;
-        if (rc) {
-            deny(d->r, rc, "gpuquota could not reach the API server to check quota %s: %s", label,
-                 e.msg);
-            return GQ_OK;
-        }
-        const gq_quota *one = fresh;
-        size_t idx, n_idx = 0;
-        pending p = {.resv = resv, .claims = claims, .n_claims = n_claims};
-        gq_amounts charge;
-        bool fresh_claim[GQ_POD_MAX_CLAIMS];
-        claims_charge(fresh, NULL, 0, &p, &charge, fresh_claim);
-        rc = gq_quota_evaluate(&one, 1, facts, ns_labels, &charge, false, now_s(v), key, &idx,
-                               &n_idx, &e);
-        gq_quota_free(fresh);
-        if (rc == GQ_EDENIED) {
-            deny(d->r, GQ_EDENIED, "%s", e.msg);
-            d->r->n_charged = 0;
-            d->r->charged[0] = '\0';
-            audit_exceeded(d, cq);
-            return GQ_OK;
-        }
-        if (rc == GQ_ENOMEM)
-            return rc;
-        if (rc) {
-            deny(d->r, rc, "gpuquota could not evaluate quota %s: %s", label, e.msg);
-            return GQ_OK;
-        }
-        if (n_idx)
-            charged_add(d->r, d->quotas, cq);
-    }
-    return GQ_OK;
-}
-
 /* A copy of r under another key. */
 static gq_code reservation_rekey(const gq_reservation *r, const char *key, gq_reservation *out,
                                  gq_err *err)
@@ -1107,8 +1052,12 @@ static gq_code select_quotas(const wh_validator *v, const quota_set *qs, const g
         }
         views[i] = &view_store[i];
     }
-    rc = gq_quota_evaluate(views, qs->n, facts, ns_labels, charge, v->cfg->require_quota, now_s(v),
-                           NULL, idx, n_idx, e);
+    gq_quota_snapshot snap = {.quotas = views,
+                              .n = qs->n,
+                              .ns_labels = ns_labels,
+                              .require_quota = v->cfg->require_quota,
+                              .now = now_s(v)};
+    rc = gq_quota_evaluate(&snap, facts, charge, idx, n_idx, e);
 out:
     if (rc == GQ_ENOMEM)
         gq_err_oom(e);
@@ -1241,17 +1190,102 @@ static gq_code check_group_members(const wh_store *st, const char *ns, const gq_
     return GQ_OK;
 }
 
+/* The state of one pod CREATE decision (decide_create_one's): what the
+ * charges borrow lives here until the admission is answered. */
+typedef struct create_state {
+    const char *ns;
+    json_object *lr_arr;
+    gq_limit_range **lrs;
+    size_t n_lrs;
+    quota_view qv;
+    size_t *idx, n_idx;
+    gq_quota **to_charge; /* n_idx quotas, in check order (borrowed from qv) */
+    gq_pod pod;           /* the pod as sent, decoded under admission (quota/pod.h) */
+    gq_reservation resv, alt, *claims;
+    size_t n_claims;
+    bool have_resv, have_alt;
+    bool must_charge; /* decided up to the charges, which are the admission's to run */
+    bool skip_record; /* a model choice other than the first: the record names the first */
+    bool check_name;  /* named (no generateName): name_check before the charges */
+} create_state;
+
+/* Dry run: evaluate every quota to charge on a fresh read; write nothing. */
+static gq_code dry_run_check(wh_validator *v, const create_state *c, decision *d)
+{
+    gq_quota *const *to_charge = c->to_charge;
+    size_t n = c->n_idx, n_claims = c->n_claims;
+    const gq_pod_facts *facts = &c->pod.facts;
+    json_object *ns_labels = c->qv.ns_labels;
+    const gq_reservation *resv = &c->resv, *claims = c->claims;
+    const char *key = resv->key;
+    for (size_t i = 0; i < n; i++) {
+        const gq_quota *cq = to_charge[i];
+        json_object *obj = NULL;
+        gq_quota *fresh = NULL;
+        gq_err e;
+        char label[2 * GQ_CRD_MAX_STRING];
+        gq_err_clear(&e);
+        quota_label(cq, label, sizeof(label));
+        gq_code rc = v->store.get_quota(v->store.ctx, cq->kind, cq->namespace_, cq->name, &obj, &e);
+        if (rc == GQ_ENOTFOUND)
+            continue;
+        if (!rc)
+            rc = gq_quota_parse(obj, &fresh, &e);
+        json_object_put(obj);
+        if (rc == GQ_ENOMEM)
+            return rc;
+        if (rc) {
+            deny(d->r, rc, "gpuquota could not reach the API server to check quota %s: %s", label,
+                 e.msg);
+            return GQ_OK;
+        }
+        const gq_quota *one = fresh;
+        size_t idx, n_idx = 0;
+        pending p = {.resv = resv, .claims = claims, .n_claims = n_claims};
+        gq_amounts charge;
+        bool fresh_claim[GQ_POD_MAX_CLAIMS];
+        claims_charge(fresh, NULL, 0, &p, &charge, fresh_claim);
+        gq_quota_snapshot snap = {.quotas = &one,
+                                  .n = 1,
+                                  .ns_labels = ns_labels,
+                                  .now = now_s(v),
+                                  .reservation_key = key};
+        rc = gq_quota_evaluate(&snap, facts, &charge, &idx, &n_idx, &e);
+        gq_quota_free(fresh);
+        if (rc == GQ_EDENIED) {
+            deny(d->r, GQ_EDENIED, "%s", e.msg);
+            d->r->n_charged = 0;
+            d->r->charged[0] = '\0';
+            audit_exceeded(d, cq);
+            return GQ_OK;
+        }
+        if (rc == GQ_ENOMEM)
+            return rc;
+        if (rc) {
+            deny(d->r, rc, "gpuquota could not evaluate quota %s: %s", label, e.msg);
+            return GQ_OK;
+        }
+        if (n_idx)
+            charged_add(d->r, d->quotas, cq);
+    }
+    return GQ_OK;
+}
+
 /* A pod created behind the gate gpuquota.io/quota (docs/queueing.md): its
  * group must be well formed and agree with its members on its size, it (its
  * whole group) must fit every quota
  * governing it at all, and a Deny quota among them must have room now, as
  * for any pod. Nothing is charged: the controller charges every governing
  * quota when it ungates the pod. */
-static gq_code decide_queued(const wh_store *st, const char *ns, json_object *pod,
-                             gq_quota *const *to_charge, size_t n, const gq_pod_facts *facts,
-                             json_object *ns_labels, const gq_amounts *charge,
-                             const gq_amounts *own, int64_t now, wh_validate_result *r)
+static gq_code decide_queued(const wh_store *st, const create_state *c, json_object *pod,
+                             const gq_amounts *charge, const gq_amounts *own, int64_t now,
+                             wh_validate_result *r)
 {
+    const char *ns = c->ns;
+    gq_quota *const *to_charge = c->to_charge;
+    size_t n = c->n_idx;
+    const gq_pod_facts *facts = &c->pod.facts;
+    json_object *ns_labels = c->qv.ns_labels;
     gq_pod_group g;
     gq_err e;
     gq_err_clear(&e);
@@ -1277,8 +1311,8 @@ static gq_code decide_queued(const wh_store *st, const char *ns, json_object *po
         size_t idx, n_idx = 0;
         if (one->when_exceeded != GQ_WHEN_DENY)
             continue;
-        gq_code rc = gq_quota_evaluate(&one, 1, facts, ns_labels, charge, false, now, NULL, &idx,
-                                       &n_idx, &e);
+        gq_quota_snapshot snap = {.quotas = &one, .n = 1, .ns_labels = ns_labels, .now = now};
+        gq_code rc = gq_quota_evaluate(&snap, facts, charge, &idx, &n_idx, &e);
         if (rc == GQ_ENOMEM)
             return rc;
         if (rc) {
@@ -1290,25 +1324,6 @@ static gq_code decide_queued(const wh_store *st, const char *ns, json_object *po
 }
 
 /* ---- charging: one admission's quotas, in order, through the chargers ------- */
-
-/* The state of one pod CREATE decision (decide_create_one's): what the
- * charges borrow lives here until the admission is answered. */
-typedef struct create_state {
-    const char *ns;
-    json_object *lr_arr;
-    gq_limit_range **lrs;
-    size_t n_lrs;
-    quota_view qv;
-    size_t *idx, n_idx;
-    gq_quota **to_charge; /* n_idx quotas, in check order (borrowed from qv) */
-    gq_pod pod;           /* the pod as sent, decoded under admission (quota/pod.h) */
-    gq_reservation resv, alt, *claims;
-    size_t n_claims;
-    bool have_resv, have_alt;
-    bool must_charge; /* decided up to the charges, which are the admission's to run */
-    bool skip_record; /* a model choice other than the first: the record names the first */
-    bool check_name;  /* named (no generateName): name_check before the charges */
-} create_state;
 
 /* One review being decided. Synchronous callers wait for `done`; the HTTP
  * handler's admission answers from whichever thread decides it. */
@@ -1806,8 +1821,7 @@ static gq_code decide_create_one(wh_validator *v, const wh_review_request *req, 
     if (c->pod.gate_index >= 0) { /* queued: checked in full, charged later by the controller */
         gq_amounts own;
         gq_charge_own(&r->charge, c->pod.cost.shared, c->pod.cost.n_shared, &own);
-        return decide_queued(&v->store, c->ns, pod, c->to_charge, c->n_idx, &c->pod.facts,
-                             c->qv.ns_labels, &r->charge, &own, now_s(v), r);
+        return decide_queued(&v->store, c, pod, &r->charge, &own, now_s(v), r);
     }
     if (!c->n_idx)
         return GQ_OK;
@@ -1815,8 +1829,7 @@ static gq_code decide_create_one(wh_validator *v, const wh_review_request *req, 
         return rc;
     if (req->dry_run) {
         snprintf(r->reservation_key, sizeof(r->reservation_key), "%s", c->resv.key);
-        return dry_run_check(v, c->to_charge, c->n_idx, &c->pod.facts, c->qv.ns_labels, &c->resv,
-                             c->claims, c->n_claims, d);
+        return dry_run_check(v, c, d);
     }
     c->must_charge = true;
     json_object *meta = gq_json_member(pod, "metadata");

@@ -80,11 +80,24 @@ static bool add_ext(X509 *x, X509V3_CTX *ctx, int nid, const char *value)
     return ok;
 }
 
-/* Build and sign one certificate. issuer/issuer_key NULL = self-signed. */
-static gq_code make_cert(const char *cn, EVP_PKEY *key, X509 *issuer, EVP_PKEY *issuer_key,
-                         time_t not_before, time_t not_after, bool is_ca, const char *sans,
-                         X509 **out, gq_err *err)
+/* What one certificate says: its subject, its issuer (NULL, NULL: a
+ * self-signed CA), its validity and its SANs (NULL: none). */
+typedef struct cert_spec {
+    const char *cn;
+    X509 *issuer;
+    EVP_PKEY *issuer_key;
+    time_t not_before, not_after;
+    const char *sans;
+} cert_spec;
+
+/* Build and sign one certificate for key. */
+static gq_code make_cert(const cert_spec *s, EVP_PKEY *key, X509 **out, gq_err *err)
 {
+    const char *cn = s->cn, *sans = s->sans;
+    X509 *issuer = s->issuer;
+    EVP_PKEY *issuer_key = s->issuer_key;
+    time_t not_before = s->not_before, not_after = s->not_after;
+    bool is_ca = !issuer;
     gq_code rc = GQ_OK;
     X509V3_CTX ctx;
     X509 *x = X509_new();
@@ -260,19 +273,16 @@ static gq_code build_sans(const certs_options *o, char *buf, size_t cap, gq_err 
     return GQ_OK;
 }
 
-/* A new key and its certificate for cn, valid start..end, signed by
- * issuer/issuer_key (NULL: a self-signed CA) with the SANs given, written
- * to dir as NAME.key and NAME.crt. *key and *cert are the caller's to free,
- * also on failure. */
-static gq_code issue(const char *dir, const char *name, const char *cn, X509 *issuer,
-                     EVP_PKEY *issuer_key, time_t start, time_t end, const char *sans,
-                     EVP_PKEY **key, X509 **cert, gq_err *err)
+/* A new key and its certificate as spec says, written to dir as NAME.key
+ * and NAME.crt. *key and *cert are the caller's to free, also on failure. */
+static gq_code issue(const char *dir, const char *name, const cert_spec *spec, EVP_PKEY **key,
+                     X509 **cert, gq_err *err)
 {
     char key_file[32], cert_file[32];
     *key = new_key();
     if (!*key)
         return gq_err_set(err, GQ_ETLS, "cannot make a key: %s", ossl_reason());
-    gq_code rc = make_cert(cn, *key, issuer, issuer_key, start, end, !issuer, sans, cert, err);
+    gq_code rc = make_cert(spec, *key, cert, err);
     if (rc)
         return rc;
     /* Key first: a server polling the pair sees a mismatch at worst, keeps
@@ -327,14 +337,21 @@ gq_code certs_generate(const certs_options *o, certs_result *result, gq_err *err
         if (ca_end < end)
             ca_end = end;
         snprintf(cn, sizeof(cn), "gpuquota-ca %s.%s", o->service, o->ns);
-        rc = issue(o->out_dir, "ca", cn, NULL, NULL, start, ca_end, NULL, &ca_key, &ca, err);
+        cert_spec spec = {.cn = cn, .not_before = start, .not_after = ca_end};
+        rc = issue(o->out_dir, "ca", &spec, &ca_key, &ca, err);
         if (rc)
             goto out;
         res.ca_created = true;
     }
 
     snprintf(cn, sizeof(cn), "%s.%s.svc", o->service, o->ns);
-    rc = issue(o->out_dir, "tls", cn, ca, ca_key, start, end, sans, &key, &leaf, err);
+    cert_spec spec = {.cn = cn,
+                      .issuer = ca,
+                      .issuer_key = ca_key,
+                      .not_before = start,
+                      .not_after = end,
+                      .sans = sans};
+    rc = issue(o->out_dir, "tls", &spec, &key, &leaf, err);
     if (rc)
         goto out;
     res.not_after = end;

@@ -371,12 +371,23 @@ static int retryable(gq_code rc, long status)
     return rc == GQ_EHTTP && (status >= 500 || status == 429);
 }
 
+/* One HTTP request to the API server: method and path, the query (nq
+ * parameters), the body and its content type (NULL: none). */
+typedef struct http_call {
+    const char *method, *path;
+    const kube_query *q;
+    size_t nq;
+    const char *body, *ctype;
+} http_call;
+
 /* One request with token refresh on 401 and the caller's retries. On
  * success the 2xx body is in *resp (caller disposes it). */
-static gq_code request(kube_client *c, const char *method, const char *path, const kube_query *q,
-                       size_t nq, const char *body, const char *ctype, const kube_call_opts *o,
+static gq_code request(kube_client *c, const http_call *call, const kube_call_opts *o,
                        kube_buf *resp, gq_err *err)
 {
+    const char *method = call->method, *path = call->path, *body = call->body, *ctype = call->ctype;
+    const kube_query *q = call->q;
+    size_t nq = call->nq;
     gq_code rc;
     char *url = NULL, *token = NULL;
     CURL *h = NULL;
@@ -498,15 +509,20 @@ static gq_code parse_list(const char *method, const char *path, const kube_buf *
     return parse_pruned(method, path, b, skip, 1, out, err);
 }
 
-/* Request + optional JSON parse of the answer into *out. */
+/* Request + optional JSON parse of the answer into *out. A body goes as
+ * JSON; for PATCH, as a JSON merge patch. */
 static gq_code call_json(kube_client *c, const char *method, const char *path, json_object *body,
-                         const char *ctype, const kube_call_opts *o, json_object **out, gq_err *err)
+                         const kube_call_opts *o, json_object **out, gq_err *err)
 {
+    const char *ctype = !body                      ? NULL
+                        : !strcmp(method, "PATCH") ? "application/merge-patch+json"
+                                                   : "application/json";
     kube_buf resp;
     const char *text = body ? json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN) : NULL;
     if (body && !text)
         return gq_err_oom(err);
-    gq_code rc = request(c, method, path, NULL, 0, text, ctype, o, &resp, err);
+    http_call call = {.method = method, .path = path, .body = text, .ctype = ctype};
+    gq_code rc = request(c, &call, o, &resp, err);
     if (rc)
         return rc;
     if (out)
@@ -518,19 +534,19 @@ static gq_code call_json(kube_client *c, const char *method, const char *path, j
 gq_code kube_get(kube_client *c, const char *path, const kube_call_opts *o, json_object **out,
                  gq_err *err)
 {
-    return call_json(c, "GET", path, NULL, NULL, o, out, err);
+    return call_json(c, "GET", path, NULL, o, out, err);
 }
 
 gq_code kube_create(kube_client *c, const char *path, json_object *body, const kube_call_opts *o,
                     json_object **out, gq_err *err)
 {
-    return call_json(c, "POST", path, body, "application/json", o, out, err);
+    return call_json(c, "POST", path, body, o, out, err);
 }
 
 gq_code kube_update(kube_client *c, const char *path, json_object *body, const kube_call_opts *o,
                     json_object **out, gq_err *err)
 {
-    return call_json(c, "PUT", path, body, "application/json", o, out, err);
+    return call_json(c, "PUT", path, body, o, out, err);
 }
 
 gq_code kube_update_status(kube_client *c, const char *path, json_object *body,
@@ -545,7 +561,7 @@ gq_code kube_update_status(kube_client *c, const char *path, json_object *body,
         kube_buf_dispose(&p);
         return gq_err_set(err, rc, "%s: path too long", path);
     }
-    rc = call_json(c, "PUT", p.data, body, "application/json", o, out, err);
+    rc = call_json(c, "PUT", p.data, body, o, out, err);
     kube_buf_dispose(&p);
     return rc;
 }
@@ -553,7 +569,7 @@ gq_code kube_update_status(kube_client *c, const char *path, json_object *body,
 gq_code kube_patch_merge(kube_client *c, const char *path, json_object *patch,
                          const kube_call_opts *o, json_object **out, gq_err *err)
 {
-    return call_json(c, "PATCH", path, patch, "application/merge-patch+json", o, out, err);
+    return call_json(c, "PATCH", path, patch, o, out, err);
 }
 
 gq_code kube_patch_json(kube_client *c, const char *path, json_object *patch,
@@ -567,8 +583,9 @@ gq_code kube_patch_json(kube_client *c, const char *path, json_object *patch,
                                                                  JSON_C_TO_STRING_NOSLASHESCAPE);
     if (!text)
         return gq_err_oom(err);
-    gq_code rc =
-        request(c, "PATCH", path, NULL, 0, text, "application/json-patch+json", o, &resp, err);
+    http_call call = {
+        .method = "PATCH", .path = path, .body = text, .ctype = "application/json-patch+json"};
+    gq_code rc = request(c, &call, o, &resp, err);
     if (rc)
         return rc;
     if (out)
@@ -579,7 +596,7 @@ gq_code kube_patch_json(kube_client *c, const char *path, json_object *patch,
 
 gq_code kube_delete(kube_client *c, const char *path, const kube_call_opts *o, gq_err *err)
 {
-    return call_json(c, "DELETE", path, NULL, NULL, o, NULL, err);
+    return call_json(c, "DELETE", path, NULL, o, NULL, err);
 }
 
 static const char *obj_str(json_object *o, const char *k1, const char *k2)
@@ -614,8 +631,8 @@ gq_code kube_list(kube_client *c, const char *path, const kube_list_opts *o, kub
         json_object *list = NULL, *items;
         gq_err re;
         gq_err_clear(&re);
-        rc = request(c, "GET", path, q, sizeof(q) / sizeof(q[0]), NULL, NULL, o ? o->call : NULL,
-                     &resp, &re);
+        http_call call = {.method = "GET", .path = path, .q = q, .nq = sizeof(q) / sizeof(q[0])};
+        rc = request(c, &call, o ? o->call : NULL, &resp, &re);
         if (rc == GQ_ELIMIT && lim > 1 && strstr(re.msg, "response larger than")) {
             /* A page of large objects (a pod may be 1.5 MiB): the same page
              * again, half as long, down to one object, which always fits. */

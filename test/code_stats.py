@@ -15,8 +15,8 @@ Usage: test/code_stats.py [ROOT] [--list N] [--max NAME=N,...]
              figures of the tree to what they are, so they only go down; the
              goal (issue "One admission model") is over100=0, over60=20,
              params=0, cycles=0.
-Library callbacks whose parameters a library fixes (libmicrohttpd's access
-handler, GnuTLS's certificate callback) are counted like any other.
+Callbacks whose parameters a library fixes are not counted against the
+parameter bound (FIXED_SIGNATURES, each with the type that fixes it).
 """
 import os
 import re
@@ -24,6 +24,14 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_layers import strip  # noqa: E402  comments and literals blanked, lines kept
+
+# FILE: {function: the library type that fixes its parameters}.
+FIXED_SIGNATURES = {
+    "webhook/server.c": {
+        "access_handler": "libmicrohttpd's MHD_AccessHandlerCallback",
+        "cert_callback": "GnuTLS's gnutls_certificate_retrieve_function2 (MHD_OPTION_HTTPS_CERT_CALLBACK)",
+    },
+}
 
 PRODUCT_DIRS = ["common", "quota", "kube", "webhook", "controller", "cli", "certs", "http"]
 
@@ -120,7 +128,7 @@ def main(argv):
     for f in files:
         if f.endswith(".c"):
             fns.extend(functions(f, open(os.path.join(root, f), encoding="utf-8").read()))
-    over7 = [f for f in fns if f[4] > 7]
+    over7 = [f for f in fns if f[4] > 7 and f[2] not in FIXED_SIGNATURES.get(f[0], {})]
     cycles = include_cycles(root, files)
     figures = {
         "over60": len([f for f in fns if f[3] > 60]),

@@ -688,214 +688,268 @@ static bool has_node_name(json_object *pod)
            json_object_is_type(nn, json_type_string) && json_object_get_string_len(nn) > 0;
 }
 
-static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_input *in,
-                      wh_review_response *resp, wh_mutate_info *info, gq_err *err)
-{
-    gq_code rc;
+/* One pod CREATE under mutation: what the steps of mutate share. */
+typedef struct pod_mutation {
+    const gq_config *cfg;
+    const wh_review_request *req;
+    lr_input *in;
+    json_object *pod;        /* req->object (borrowed) */
+    json_object *priced_pod; /* pod, pinned or claimed: the one priced */
     wh_review_response r;
     priced p;
     gq_rewrite rw;
-    gq_err why;
+    gq_err why; /* a denial's reason */
     wh_mutate_info got;
-    const gq_model *choices[GQ_MAX_MODEL_CHOICES], *chosen = NULL;
-    size_t n_choices = 0;
-    json_object *pinned = NULL;                  /* the pod with the chosen model (owned) */
-    json_object *claims = NULL, *claimed = NULL; /* GQ_ANN_CLAIMS record; the pod with it */
-    char *claims_text = NULL;
-    wh_mutate_info_init(&got);
-    priced_init(&p);
-    gq_rewrite_init(&rw);
-    gq_err_clear(&why);
+    const gq_model *choices[GQ_MAX_MODEL_CHOICES], *chosen;
+    size_t n_choices;
+    bool deferred;        /* the controller chooses the model when it ungates */
+    json_object *pinned;  /* the pod with the chosen model (owned) */
+    json_object *claims;  /* GQ_ANN_CLAIMS record (owned) */
+    json_object *claimed; /* the pod with it (owned) */
+    char *claims_text;
+    gq_code rc;
+} pod_mutation;
 
-    if ((rc = wh_review_response_init(&r, req->version, req->uid)))
-        return gq_err_set(err, rc, "out of memory");
-    if (is_pod_update(req) && !gq_config_is_exempt(cfg, req->namespace)) {
-        if ((rc = restore_update(req, &r, err))) {
-            wh_review_response_dispose(&r);
-            goto out;
-        }
-        goto done;
+/* Where a step leaves the review: go on; deny with m->why (m->rc
+ * GQ_ENOMEM: fail); settled (m->rc decides); failed (err set). */
+typedef enum step { STEP_ON, STEP_DENY, STEP_SETTLED, STEP_FAILED } step;
+
+static step failed(pod_mutation *m, gq_code rc)
+{
+    m->rc = rc;
+    return STEP_FAILED;
+}
+
+/* A pod that accepts several models: choose one now, or leave the choice to
+ * the controller (a Queue quota will gate it; it is priced and rewritten on
+ * the first model, pinned to none). */
+static step pick_model(pod_mutation *m, gq_err *err)
+{
+    const gq_config *cfg = m->cfg;
+    json_object *pod = m->pod;
+    if ((m->rc = gq_pod_model_choices(cfg, pod, m->choices, &m->n_choices, &m->why)))
+        return STEP_DENY;
+    if (!m->n_choices)
+        return STEP_ON;
+    gq_model_option first;
+    bool queues = gq_pod_gate_index(pod) >= 0;
+    if (!queues && m->in->src && !has_node_name(pod) &&
+        gq_queue_price_choices(cfg, pod, GQ_TRUST_REQUEST, m->choices, 1, &first, &m->why) ==
+            GQ_OK) {
+        gq_err qerr;
+        gq_err_clear(&qerr);
+        if (pod_queues(m->in->src, m->req, pod, &first.charge, &queues, &qerr) == GQ_ENOMEM)
+            return failed(m, gq_err_oom(err));
     }
-    if (!is_pod_create(req) || gq_config_is_exempt(cfg, req->namespace))
-        goto done;
-    if (!req->object) {
-        rc = wh_review_response_deny(&r, 400, "BadRequest", "request.object is missing");
-        goto settle;
+    gq_err_clear(&m->why);
+    m->deferred = queues;
+    if (!queues) {
+        gq_code rc;
+        if ((rc = lr_load(m->in, m->req->namespace, err)) ||
+            ((rc = choose_model(cfg, m->req, m->in, m->choices, m->n_choices, &m->chosen, &m->why,
+                                err)) &&
+             rc != GQ_EDENIED && m->why.code == GQ_OK))
+            return failed(m, rc);
+        if ((m->rc = rc))
+            return STEP_DENY;
     }
-    json_object *pod = req->object, *priced_pod = pod;
-    if ((rc = gq_pod_model_choices(cfg, pod, choices, &n_choices, &why)))
-        goto deny;
-    bool deferred = false;
-    if (n_choices) {
-        /* Several models accepted by a pod a Queue quota will gate (or one
-         * gated already): the controller chooses when it ungates. The pod
-         * is priced and rewritten on the first model, pinned to none. */
-        gq_model_option first;
-        bool queues = gq_pod_gate_index(pod) >= 0;
-        if (!queues && in->src && !has_node_name(pod) &&
-            gq_queue_price_choices(cfg, pod, GQ_TRUST_REQUEST, choices, 1, &first, &why) == GQ_OK) {
-            gq_err qerr;
-            gq_err_clear(&qerr);
-            if (pod_queues(in->src, req, pod, &first.charge, &queues, &qerr) == GQ_ENOMEM) {
-                rc = gq_err_oom(err);
-                wh_review_response_dispose(&r);
-                goto out;
-            }
-        }
-        gq_err_clear(&why);
-        if (queues) {
-            if ((rc = gq_pod_with_model(pod, choices[0]->name, &pinned, err))) {
-                wh_review_response_dispose(&r);
-                goto out;
-            }
-            priced_pod = pinned;
-            deferred = true;
-        }
-    }
-    if (n_choices && !deferred) {
-        /* Several models accepted: choose one, then price and rewrite the
-         * pod as if it had named that one. */
-        if ((rc = lr_load(in, req->namespace, err)) ||
-            ((rc = choose_model(cfg, req, in, choices, n_choices, &chosen, &why, err)) &&
-             rc != GQ_EDENIED && why.code == GQ_OK)) {
-            wh_review_response_dispose(&r);
-            goto out;
-        }
-        if (rc)
-            goto deny;
-        if ((rc = gq_pod_with_model(pod, chosen->name, &pinned, err))) {
-            wh_review_response_dispose(&r);
-            goto out;
-        }
-        priced_pod = pinned;
-    }
-    if (claims_refused(pod, &why))
-        goto deny;
-    if ((rc = price_claims(cfg, req, in->src, &r, &claims, err))) {
-        wh_review_response_dispose(&r);
-        goto out;
-    }
-    if (claims && has_node_name(pod)) {
-        gq_err_set(&why, GQ_EDENIED,
+    const gq_model *pin = queues ? m->choices[0] : m->chosen;
+    gq_code rc = gq_pod_with_model(pod, pin->name, &m->pinned, err);
+    if (rc)
+        return failed(m, rc);
+    m->priced_pod = m->pinned;
+    return STEP_ON;
+}
+
+/* The pod's DRA claims, priced and recorded on the pod that is priced. */
+static step attach_claims(pod_mutation *m, gq_err *err)
+{
+    gq_code rc;
+    if (claims_refused(m->pod, &m->why))
+        return STEP_DENY;
+    if ((rc = price_claims(m->cfg, m->req, m->in->src, &m->r, &m->claims, err)))
+        return failed(m, rc);
+    if (m->claims && has_node_name(m->pod)) {
+        gq_err_set(&m->why, GQ_EDENIED,
                    "a pod created on a node (spec.nodeName) cannot wait behind the scheduling "
                    "gate " GQ_CLAIMS_GATE " while gpuquota checks that its DRA claims are the ones "
                    "charged, and kube-controller-manager would reserve for it whatever claim bears "
                    "the name then: leave spec.nodeName to the scheduler (use nodeSelector or "
                    "node affinity)");
-        goto deny;
+        return STEP_DENY;
     }
-    if (claims) {
-        if (!(claims_text = strdup(gq_json_compact(claims))) ||
-            (rc = with_claims(priced_pod, claims_text, &claimed, err))) {
-            rc = gq_err_oom(err);
-            wh_review_response_dispose(&r);
-            goto out;
-        }
-        priced_pod = claimed;
-    }
-    if ((rc = decode(cfg, priced_pod, req->namespace, NULL, 0, &p.pod0, &why)) ||
-        (deferred &&
-         (rc = gq_queue_check_deferred_choice(cfg, &p.pod0.cost, choices, n_choices, &why))))
-        goto deny;
-    if (!p.pod0.cost.gpu_pods && claims_text) {
-        /* DRA claims that hold no GPU (a NIC): recorded as priced, so
-         * /validate does not take them for claims it cannot tell. */
-        gq_rewrite_opts co = {.claims = claims_text};
-        static const char *const gate[] = {GQ_CLAIMS_GATE};
-        if ((rc = gq_rewrite_pod(cfg, pod, &p.pod0.cost, &co, &rw, &why)))
-            goto deny;
-        if (claims_gated(pod, claims_text) && (rc = add_gates(pod, gate, 1, rw.patch)))
-            goto settle;
-        rc = answer(cfg, &p.pod0.cost, &rw, &r);
-        goto settle;
-    }
-    if (!p.pod0.cost.gpu_pods)
-        goto settle; /* no GPU: nothing to read, nothing to patch */
-    /* Read only for pods that ask for a GPU: a policy that cannot be read
-     * then fails closed without touching anyone else's pods. */
-    if ((rc = lr_load(in, req->namespace, err))) {
-        wh_review_response_dispose(&r);
-        goto out;
-    }
-    if ((rc = price(cfg, priced_pod, req->namespace, in->lrs, in->n_lrs, &p, &why)))
-        goto deny;
-    /* No reservation annotation: kube-apiserver gives a reinvocation a fresh
-     * request uid, so stamping it would never be a no-op. /validate keys the
-     * charge by the pod's uid, which mutating webhooks do not see yet. */
-    json_object *meta = NULL, *ann = NULL;
-    json_object_object_get_ex(pod, "metadata", &meta);
-    json_object_object_get_ex(meta, "annotations", &ann);
-    gq_rewrite_opts opts = {.defaults = p.defs,
-                            .n_defaults = p.n_defs,
-                            .chosen = chosen,
-                            .choices = chosen ? gq_json_get_string(ann, GQ_ANN_GPU_MODEL) : NULL,
-                            .claims = claims_text,
-                            .model_deferred = deferred};
-    const gq_pod_cost *use = &priced_use(&p)->cost;
-    if ((rc = gq_rewrite_pod(cfg, pod, use, &opts, &rw, &why)))
-        goto deny;
+    if (!m->claims)
+        return STEP_ON;
+    if (!(m->claims_text = strdup(gq_json_compact(m->claims))) ||
+        with_claims(m->priced_pod, m->claims_text, &m->claimed, err))
+        return failed(m, gq_err_oom(err));
+    m->priced_pod = m->claimed;
+    return STEP_ON;
+}
+
+/* The scheduling gates a rewritten pod gets: the queue's when a Queue quota
+ * would refuse it now, the claims check's when it names DRA claims. */
+static step gate(pod_mutation *m, const gq_pod *use, gq_err *err)
+{
     const char *gates[2];
     size_t n_gates = 0;
-    if (in->src && use->gpu_pods && gq_pod_gate_index(pod) < 0 && !has_node_name(pod)) {
-        gq_amounts charge = priced_use(&p)->charge;
+    json_object *pod = m->pod;
+    if (m->in->src && use->cost.gpu_pods && gq_pod_gate_index(pod) < 0 && !has_node_name(pod)) {
+        gq_amounts charge = use->charge;
         bool queues = false;
         /* Quotas that cannot be read leave the pod ungated: /validate then
          * decides as under Deny, and fails closed with a message that says
          * why when it cannot read them either. */
         gq_err qerr;
         gq_err_clear(&qerr);
-        rc = pod_queues(in->src, req, pod, &charge, &queues, &qerr);
-        if (rc == GQ_ENOMEM) {
-            gq_err_set(err, rc, "out of memory");
-            wh_review_response_dispose(&r);
-            goto out;
-        }
-        rc = GQ_OK;
+        if (pod_queues(m->in->src, m->req, pod, &charge, &queues, &qerr) == GQ_ENOMEM)
+            return failed(m, gq_err_oom(err));
         if (queues)
             gates[n_gates++] = GQ_QUEUE_GATE;
     }
-    if (claims_gated(pod, claims_text))
+    if (claims_gated(pod, m->claims_text))
         gates[n_gates++] = GQ_CLAIMS_GATE;
-    if (n_gates && (rc = add_gates(pod, gates, n_gates, rw.patch)))
-        goto settle;
-    rc = answer(cfg, use, &rw, &r);
-    if (!rc && p.n_defs && p.defs[0].limit_range)
-        rc = wh_review_response_set_audit(&r, "gpu-limit-range", p.defs[0].limit_range);
-    if (!rc && chosen)
-        rc = wh_review_response_set_audit(&r, "gpu-model-choices", opts.choices);
-    if (!rc && use->gpu_pods) {
-        got.charge = priced_use(&p)->charge;
-        got.has_charge = true;
-        got.request = rw.originals;
-        got.rewrite = rw.changes;
-        rw.originals = rw.changes = NULL;
+    if (n_gates && (m->rc = add_gates(pod, gates, n_gates, m->rw.patch)))
+        return STEP_SETTLED;
+    return STEP_ON;
+}
+
+/* DRA claims that hold no GPU (a NIC) on a pod that asks for none:
+ * recorded as priced, so /validate does not take them for claims it cannot
+ * tell. */
+static step record_claims(pod_mutation *m)
+{
+    gq_rewrite_opts co = {.claims = m->claims_text};
+    static const char *const gates[] = {GQ_CLAIMS_GATE};
+    if ((m->rc = gq_rewrite_pod(m->cfg, m->pod, &m->p.pod0.cost, &co, &m->rw, &m->why)))
+        return STEP_DENY;
+    if (claims_gated(m->pod, m->claims_text) && (m->rc = add_gates(m->pod, gates, 1, m->rw.patch)))
+        return STEP_SETTLED;
+    m->rc = answer(m->cfg, &m->p.pod0.cost, &m->rw, &m->r);
+    return STEP_SETTLED;
+}
+
+/* Price the pod (GPULimitRange defaults included), rewrite it for the
+ * backend, gate it, answer. */
+static step rewrite(pod_mutation *m, gq_err *err)
+{
+    const gq_config *cfg = m->cfg;
+    const char *ns = m->req->namespace;
+    json_object *pod = m->pod;
+    priced *p = &m->p;
+    gq_code rc;
+    if ((m->rc = decode(cfg, m->priced_pod, ns, NULL, 0, &p->pod0, &m->why)) ||
+        (m->deferred && (m->rc = gq_queue_check_deferred_choice(cfg, &p->pod0.cost, m->choices,
+                                                                m->n_choices, &m->why))))
+        return STEP_DENY;
+    if (!p->pod0.cost.gpu_pods && m->claims_text)
+        return record_claims(m);
+    if (!p->pod0.cost.gpu_pods)
+        return STEP_SETTLED; /* no GPU: nothing to read, nothing to patch */
+    /* Read only for pods that ask for a GPU: a policy that cannot be read
+     * then fails closed without touching anyone else's pods. */
+    if ((rc = lr_load(m->in, ns, err)))
+        return failed(m, rc);
+    if ((m->rc = price(cfg, m->priced_pod, ns, m->in->lrs, m->in->n_lrs, p, &m->why)))
+        return STEP_DENY;
+    /* No reservation annotation: kube-apiserver gives a reinvocation a fresh
+     * request uid, so stamping it would never be a no-op. /validate keys the
+     * charge by the pod's uid, which mutating webhooks do not see yet. */
+    json_object *ann = gq_json_meta_object(pod, "annotations");
+    gq_rewrite_opts opts = {.defaults = p->defs,
+                            .n_defaults = p->n_defs,
+                            .chosen = m->chosen,
+                            .choices = m->chosen ? gq_json_get_string(ann, GQ_ANN_GPU_MODEL) : NULL,
+                            .claims = m->claims_text,
+                            .model_deferred = m->deferred};
+    const gq_pod *use = priced_use(p);
+    if ((m->rc = gq_rewrite_pod(cfg, pod, &use->cost, &opts, &m->rw, &m->why)))
+        return STEP_DENY;
+    step s = gate(m, use, err);
+    if (s != STEP_ON)
+        return s;
+    m->rc = answer(cfg, &use->cost, &m->rw, &m->r);
+    if (!m->rc && p->n_defs && p->defs[0].limit_range)
+        m->rc = wh_review_response_set_audit(&m->r, "gpu-limit-range", p->defs[0].limit_range);
+    if (!m->rc && m->chosen)
+        m->rc = wh_review_response_set_audit(&m->r, "gpu-model-choices", opts.choices);
+    if (!m->rc && use->cost.gpu_pods) {
+        m->got.charge = use->charge;
+        m->got.has_charge = true;
+        m->got.request = m->rw.originals;
+        m->got.rewrite = m->rw.changes;
+        m->rw.originals = m->rw.changes = NULL;
     }
-    goto settle;
-deny:
-    if (rc == GQ_ENOMEM)
-        goto settle;
-    rc = wh_review_response_deny(&r, 403, "Forbidden", why.msg);
-settle:
-    if (rc) {
+    return STEP_SETTLED;
+}
+
+/* rc of writing the answer, into err when it failed. */
+static gq_code settled(gq_code rc, gq_err *err)
+{
+    if (rc)
         gq_err_set(err, rc, "%s", rc == GQ_ENOMEM ? "out of memory" : gq_strerror(rc));
-        wh_review_response_dispose(&r);
-        goto out;
+    return rc;
+}
+
+/* A pod CREATE through its steps; the review answered (allowed, patched,
+ * or denied) in m->r. GQ_OK when m->r holds the answer. */
+static gq_code mutate_create(pod_mutation *m, gq_err *err)
+{
+    step s = pick_model(m, err);
+    if (s == STEP_ON)
+        s = attach_claims(m, err);
+    if (s == STEP_ON)
+        s = rewrite(m, err);
+    if (s == STEP_FAILED)
+        return m->rc;
+    if (s == STEP_DENY && m->rc != GQ_ENOMEM)
+        m->rc = wh_review_response_deny(&m->r, 403, "Forbidden", m->why.msg);
+    return settled(m->rc, err);
+}
+
+static void pod_mutation_dispose(pod_mutation *m)
+{
+    wh_mutate_info_dispose(&m->got);
+    json_object_put(m->pinned);
+    json_object_put(m->claimed);
+    json_object_put(m->claims);
+    free(m->claims_text);
+    gq_rewrite_dispose(&m->rw);
+    priced_dispose(&m->p);
+}
+
+static gq_code mutate(const gq_config *cfg, const wh_review_request *req, lr_input *in,
+                      wh_review_response *resp, wh_mutate_info *info, gq_err *err)
+{
+    gq_code rc;
+    pod_mutation m = {.cfg = cfg, .req = req, .in = in, .pod = req->object};
+    m.priced_pod = m.pod;
+    wh_mutate_info_init(&m.got);
+    priced_init(&m.p);
+    gq_rewrite_init(&m.rw);
+    gq_err_clear(&m.why);
+
+    if ((rc = wh_review_response_init(&m.r, req->version, req->uid)))
+        return gq_err_oom(err);
+    if (is_pod_update(req) && !gq_config_is_exempt(cfg, req->namespace))
+        rc = restore_update(req, &m.r, err);
+    else if (!is_pod_create(req) || gq_config_is_exempt(cfg, req->namespace))
+        rc = GQ_OK;
+    else if (!req->object)
+        rc = settled(wh_review_response_deny(&m.r, 400, "BadRequest", "request.object is missing"),
+                     err);
+    else
+        rc = mutate_create(&m, err);
+    if (rc) {
+        wh_review_response_dispose(&m.r);
+    } else {
+        *resp = m.r;
+        if (info) {
+            wh_mutate_info_dispose(info);
+            *info = m.got;
+            wh_mutate_info_init(&m.got);
+        }
     }
-done:
-    *resp = r;
-    if (info) {
-        wh_mutate_info_dispose(info);
-        *info = got;
-        wh_mutate_info_init(&got);
-    }
-    rc = GQ_OK;
-out:
-    wh_mutate_info_dispose(&got);
-    json_object_put(pinned);
-    json_object_put(claimed);
-    json_object_put(claims);
-    free(claims_text);
-    gq_rewrite_dispose(&rw);
-    priced_dispose(&p);
+    pod_mutation_dispose(&m);
     return rc;
 }

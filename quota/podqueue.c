@@ -361,53 +361,79 @@ static void unit_charge(const unit *u, size_t o, gq_queue_quota *quotas, const s
     }
 }
 
-gq_code gq_queue_plan(const gq_queue_entry *entries, size_t n, gq_queue_quota *quotas, size_t nq,
-                      gq_queue_decision *out, gq_err *err)
+/* gq_queue_plan's working state: the entries in admission order, the group
+ * members by group, each unit's members, and per quota the marks of the
+ * unit being decided, whether a strict queue is blocked, how many wait. */
+typedef struct plan {
+    const gq_queue_entry *entries;
+    size_t n;
+    gq_queue_quota *quotas;
+    gq_queue_decision *out;
+    ref *order, *byg;
+    size_t *unit_start, *unit_len, *leader_of; /* by entry index */
+    size_t *touched;                           /* quotas the unit charges, nt of them */
+    bool *blocked, *is_touched;                /* by quota index */
+    int64_t *waiting;                          /* by quota index */
+} plan;
+
+static void plan_free(plan *p)
 {
-    gq_code rc = GQ_OK;
-    ref *order = NULL, *byg = NULL;
-    size_t *unit_start = NULL, *unit_len = NULL, *leader_of = NULL, *touched = NULL;
-    bool *blocked = NULL, *is_touched = NULL;
-    int64_t *waiting = NULL;
-    if (!n)
-        return GQ_OK;
-    for (size_t i = 0; i < n; i++)
-        for (size_t j = 0; j < entries[i].n_quotas; j++)
-            if (entries[i].quotas[j] >= nq)
-                return gq_err_set(err, GQ_EINVAL, "queued pod %s: quota index out of range",
-                                  entries[i].uid ? entries[i].uid : "");
-    order = calloc(n, sizeof(*order));
-    byg = calloc(n, sizeof(*byg));
-    unit_start = calloc(n, sizeof(*unit_start));
-    unit_len = calloc(n, sizeof(*unit_len));
-    leader_of = calloc(n, sizeof(*leader_of));
-    touched = calloc(nq ? nq : 1, sizeof(*touched));
-    blocked = calloc(nq ? nq : 1, sizeof(*blocked));
-    is_touched = calloc(nq ? nq : 1, sizeof(*is_touched));
-    waiting = calloc(nq ? nq : 1, sizeof(*waiting));
-    if (!order || !byg || !unit_start || !unit_len || !leader_of || !touched || !blocked ||
-        !is_touched || !waiting) {
-        rc = gq_err_oom(err);
-        goto out;
+    free(p->order);
+    free(p->byg);
+    free(p->unit_start);
+    free(p->unit_len);
+    free(p->leader_of);
+    free(p->touched);
+    free(p->blocked);
+    free(p->is_touched);
+    free(p->waiting);
+}
+
+static bool plan_alloc(plan *p, size_t n, size_t nq)
+{
+    size_t q = nq ? nq : 1;
+    p->order = calloc(n, sizeof(*p->order));
+    p->byg = calloc(n, sizeof(*p->byg));
+    p->unit_start = calloc(n, sizeof(*p->unit_start));
+    p->unit_len = calloc(n, sizeof(*p->unit_len));
+    p->leader_of = calloc(n, sizeof(*p->leader_of));
+    p->touched = calloc(q, sizeof(*p->touched));
+    p->blocked = calloc(q, sizeof(*p->blocked));
+    p->is_touched = calloc(q, sizeof(*p->is_touched));
+    p->waiting = calloc(q, sizeof(*p->waiting));
+    return p->order && p->byg && p->unit_start && p->unit_len && p->leader_of && p->touched &&
+           p->blocked && p->is_touched && p->waiting;
+}
+
+/* Admission order (priority, then age), each entry a unit of itself. */
+static void plan_order(plan *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        p->order[i] = (ref){&p->entries[i], i, 0};
+    qsort(p->order, p->n, sizeof(*p->order), ref_order_cmp);
+    for (size_t r = 0; r < p->n; r++) {
+        size_t i = p->order[r].i;
+        p->order[r].rank = r;
+        memset(&p->out[i], 0, sizeof(p->out[0]));
+        p->out[i].position = r + 1;
+        p->out[i].model_limit = -1;
+        p->leader_of[i] = i;
+        p->unit_len[i] = 1;
     }
-    for (size_t i = 0; i < n; i++)
-        order[i] = (ref){&entries[i], i, 0};
-    qsort(order, n, sizeof(*order), ref_order_cmp);
-    for (size_t r = 0; r < n; r++) {
-        order[r].rank = r;
-        memset(&out[order[r].i], 0, sizeof(out[0]));
-        out[order[r].i].position = r + 1;
-        out[order[r].i].model_limit = -1;
-        leader_of[order[r].i] = order[r].i; /* alone: a unit of itself */
-        unit_len[order[r].i] = 1;
-    }
-    /* Groups: members sorted by group then rank; the first is the leader,
-     * byg[unit_start..+unit_len) lists the members. */
+}
+
+/* Groups: members sorted by group then rank; the first is the leader,
+ * byg[unit_start..+unit_len) lists the members. A group of mismatched
+ * sizes or missing members waits as a whole. */
+static void plan_groups(plan *p)
+{
     size_t ng = 0;
-    for (size_t r = 0; r < n; r++)
-        if (order[r].e->group)
-            byg[ng++] = order[r];
-    qsort(byg, ng, sizeof(*byg), ref_group_cmp);
+    gq_queue_decision *out = p->out;
+    const ref *byg = p->byg;
+    for (size_t r = 0; r < p->n; r++)
+        if (p->order[r].e->group)
+            p->byg[ng++] = p->order[r];
+    qsort(p->byg, ng, sizeof(*p->byg), ref_group_cmp);
     for (size_t a = 0; a < ng;) {
         size_t b = a + 1;
         while (b < ng && !strcmp(byg[a].e->group, byg[b].e->group))
@@ -417,11 +443,11 @@ gq_code gq_queue_plan(const gq_queue_entry *entries, size_t n, gq_queue_quota *q
         for (size_t m = a; m < b; m++) {
             if (byg[m].e->group_size != byg[a].e->group_size)
                 mismatch = true;
-            leader_of[byg[m].i] = leader;
+            p->leader_of[byg[m].i] = leader;
             out[byg[m].i].members = (int64_t)(b - a);
         }
-        unit_start[leader] = a; /* offset of the members in byg */
-        unit_len[leader] = b - a;
+        p->unit_start[leader] = a; /* offset of the members in byg */
+        p->unit_len[leader] = b - a;
         int64_t have =
             (int64_t)(b - a) + (byg[a].e->group_running > 0 ? byg[a].e->group_running : 0);
         for (size_t m = a; m < b; m++) {
@@ -434,94 +460,120 @@ gq_code gq_queue_plan(const gq_queue_entry *entries, size_t n, gq_queue_quota *q
         }
         a = b;
     }
+}
 
+/* Mark the quotas unit u charges in p->touched (*nt of them); *behind_q the
+ * first a strict queue blocks (*behind), *unpaid when a member is not paid
+ * for in one of them, *n_try the most options a member has. */
+static void plan_touch(plan *p, const unit *u, size_t *nt, size_t *n_try, bool *unpaid,
+                       bool *behind, size_t *behind_q)
+{
+    for (size_t m = 0; m < u->len; m++) {
+        const gq_queue_entry *me = unit_member(u, m);
+        if (me->n_options > *n_try)
+            *n_try = me->n_options;
+        for (size_t j = 0; j < me->n_quotas; j++) {
+            size_t qi = me->quotas[j];
+            if (!p->is_touched[qi]) {
+                p->is_touched[qi] = true;
+                p->touched[(*nt)++] = qi;
+            }
+            if (p->blocked[qi] && !*behind) {
+                *behind = true;
+                *behind_q = qi;
+            }
+            if (!(me->paid && me->paid[j]))
+                *unpaid = true;
+        }
+    }
+}
+
+/* Decide the unit led by entry i (a pod, or a whole group): admit it with
+ * the first option that fits every quota it charges, or say why it waits. */
+static void plan_unit(plan *p, size_t i)
+{
+    const gq_queue_entry *e = &p->entries[i];
+    bool grouped = e->group != NULL;
+    size_t first = grouped ? p->unit_start[i] : 0, len = p->unit_len[i];
+    unit u = {grouped ? NULL : e, grouped ? &p->byg[first] : NULL, len};
+    size_t nt = 0, n_try = 1, behind_q = 0;
+    bool unpaid = false, behind = false;
+    plan_touch(p, &u, &nt, &n_try, &unpaid, &behind, &behind_q);
+    gq_queue_state st = GQ_QSTATE_ADMIT;
+    size_t which = 0, option = 0, fail_q = SIZE_MAX;
+    int fail_m = -1;
+    gq_amounts fail_need;
+    amounts_zero(&fail_need);
+    if (unpaid && behind) {
+        st = GQ_QSTATE_BEHIND_HEAD;
+        which = behind_q;
+    } else if (unpaid) {
+        st = GQ_QSTATE_NO_ROOM;
+        for (size_t o = 0; o < n_try; o++) {
+            bool valid;
+            if (unit_fits(&u, o, p->quotas, p->touched, nt, &valid, &fail_q, &fail_m, &fail_need)) {
+                st = GQ_QSTATE_ADMIT;
+                option = o;
+                break;
+            }
+            if (!valid)
+                break;
+        }
+        if (st == GQ_QSTATE_NO_ROOM)
+            which = fail_q == SIZE_MAX ? (nt ? p->touched[0] : 0) : fail_q;
+    }
+    if (st == GQ_QSTATE_ADMIT) {
+        unit_charge(&u, option, p->quotas, p->touched, nt);
+    } else {
+        for (size_t t = 0; t < nt; t++) {
+            if (p->quotas[p->touched[t]].q->strategy == GQ_QUEUE_STRICT)
+                p->blocked[p->touched[t]] = true;
+            p->waiting[p->touched[t]] += (int64_t)len;
+        }
+    }
+    int64_t ahead = st == GQ_QSTATE_BEHIND_HEAD ? p->waiting[which] - (int64_t)len : 0;
+    for (size_t m = 0; m < len; m++) {
+        gq_queue_decision *d = &p->out[grouped ? p->byg[first + m].i : i];
+        d->state = st;
+        d->quota = which;
+        d->ahead = ahead;
+        d->model_limit = st == GQ_QSTATE_NO_ROOM ? fail_m : -1;
+        d->option = option;
+        if (st == GQ_QSTATE_NO_ROOM)
+            d->need = fail_need;
+    }
+    for (size_t t = 0; t < nt; t++)
+        p->is_touched[p->touched[t]] = false;
+}
+
+gq_code gq_queue_plan(const gq_queue_entry *entries, size_t n, gq_queue_quota *quotas, size_t nq,
+                      gq_queue_decision *out, gq_err *err)
+{
+    gq_code rc = GQ_OK;
+    plan p = {.entries = entries, .n = n, .quotas = quotas, .out = out};
+    if (!n)
+        return GQ_OK;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < entries[i].n_quotas; j++)
+            if (entries[i].quotas[j] >= nq)
+                return gq_err_set(err, GQ_EINVAL, "queued pod %s: quota index out of range",
+                                  entries[i].uid ? entries[i].uid : "");
+    if (!plan_alloc(&p, n, nq)) {
+        rc = gq_err_oom(err);
+        goto out;
+    }
+    plan_order(&p);
+    plan_groups(&p);
     for (size_t r = 0; r < n; r++) {
-        size_t i = order[r].i;
-        const gq_queue_entry *e = &entries[i];
-        bool grouped = e->group != NULL;
-        if (grouped && leader_of[i] != i)
+        size_t i = p.order[r].i;
+        if (entries[i].group && p.leader_of[i] != i)
             continue; /* decided with its leader */
         if (out[i].state != GQ_QSTATE_ADMIT)
             continue; /* incomplete or mismatched group: waits, blocks nobody */
-        size_t first = grouped ? unit_start[i] : 0, len = unit_len[i];
-        unit u = {grouped ? NULL : e, grouped ? &byg[first] : NULL, len};
-        size_t nt = 0, n_try = 1;
-        bool unpaid = false, behind = false;
-        size_t behind_q = 0;
-        for (size_t m = 0; m < len; m++) {
-            const gq_queue_entry *me = unit_member(&u, m);
-            if (me->n_options > n_try)
-                n_try = me->n_options;
-            for (size_t j = 0; j < me->n_quotas; j++) {
-                size_t qi = me->quotas[j];
-                if (!is_touched[qi]) {
-                    is_touched[qi] = true;
-                    touched[nt++] = qi;
-                }
-                if (blocked[qi] && !behind) {
-                    behind = true;
-                    behind_q = qi;
-                }
-                if (!(me->paid && me->paid[j]))
-                    unpaid = true;
-            }
-        }
-        gq_queue_state st = GQ_QSTATE_ADMIT;
-        size_t which = 0, option = 0, fail_q = SIZE_MAX;
-        int fail_m = -1;
-        gq_amounts fail_need;
-        amounts_zero(&fail_need);
-        if (unpaid && behind) {
-            st = GQ_QSTATE_BEHIND_HEAD;
-            which = behind_q;
-        } else if (unpaid) {
-            st = GQ_QSTATE_NO_ROOM;
-            for (size_t o = 0; o < n_try; o++) {
-                bool valid;
-                if (unit_fits(&u, o, quotas, touched, nt, &valid, &fail_q, &fail_m, &fail_need)) {
-                    st = GQ_QSTATE_ADMIT;
-                    option = o;
-                    break;
-                }
-                if (!valid)
-                    break;
-            }
-            if (st == GQ_QSTATE_NO_ROOM)
-                which = fail_q == SIZE_MAX ? (nt ? touched[0] : 0) : fail_q;
-        }
-        if (st == GQ_QSTATE_ADMIT) {
-            unit_charge(&u, option, quotas, touched, nt);
-        } else {
-            for (size_t t = 0; t < nt; t++) {
-                if (quotas[touched[t]].q->strategy == GQ_QUEUE_STRICT)
-                    blocked[touched[t]] = true;
-                waiting[touched[t]] += (int64_t)len;
-            }
-        }
-        int64_t ahead = st == GQ_QSTATE_BEHIND_HEAD ? waiting[which] - (int64_t)len : 0;
-        for (size_t m = 0; m < len; m++) {
-            size_t mi = grouped ? byg[first + m].i : i;
-            out[mi].state = st;
-            out[mi].quota = which;
-            out[mi].ahead = ahead;
-            out[mi].model_limit = st == GQ_QSTATE_NO_ROOM ? fail_m : -1;
-            out[mi].option = option;
-            if (st == GQ_QSTATE_NO_ROOM)
-                out[mi].need = fail_need;
-        }
-        for (size_t t = 0; t < nt; t++)
-            is_touched[touched[t]] = false;
+        plan_unit(&p, i);
     }
 out:
-    free(order);
-    free(byg);
-    free(unit_start);
-    free(unit_len);
-    free(leader_of);
-    free(touched);
-    free(blocked);
-    free(is_touched);
-    free(waiting);
+    plan_free(&p);
     return rc;
 }
 

@@ -105,6 +105,18 @@ static gq_code count_existing(const gq_config *cfg, json_object *pod, gq_pod *p,
     return GQ_OK;
 }
 
+/* The facts quotas select a pod by, its deletion deadline, whether it has
+ * ended. */
+static gq_code read_facts(json_object *pod, const char *ns, gq_pod *p, gq_err *err)
+{
+    gq_code rc;
+    if ((rc = gq_pod_facts_from_json(pod, ns ? ns : "", &p->facts, err)) ||
+        (rc = gq_pod_deletion_deadline(pod, &p->delete_at, err)))
+        return rc;
+    p->facts.terminal = gq_pod_is_terminal(pod);
+    return GQ_OK;
+}
+
 gq_code gq_pod_decode(const gq_config *cfg, json_object *pod, const gq_pod_scope *scope,
                       gq_pod *out, gq_err *err)
 {
@@ -112,18 +124,20 @@ gq_code gq_pod_decode(const gq_config *cfg, json_object *pod, const gq_pod_scope
     gq_code rc;
     gq_pod_init(&p);
     const char *ns = scope->ns ? scope->ns : gq_json_meta_string(pod, "namespace");
-    if ((rc = gq_pod_facts_from_json(pod, ns ? ns : "", &p.facts, err)) ||
-        (rc = gq_pod_deletion_deadline(pod, &p.delete_at, err)))
-        goto out;
-    p.facts.terminal = gq_pod_is_terminal(pod);
     p.gate_index = gq_pod_gate_index(pod);
     if (scope->admission) {
+        /* Priced first: a pricing error is the one to read. Never terminal:
+         * kube-apiserver sets a created pod's status to Pending
+         * (PrepareForCreate) after the mutating webhooks and before the
+         * validating ones, so the status a client sends counts for neither. */
         gq_cost_scope cs = {scope->lrs, scope->n_lrs, GQ_TRUST_REQUEST};
-        if ((rc = gq_pod_cost_compute_in(cfg, pod, &cs, &p.cost, err)))
+        if ((rc = gq_pod_cost_compute_in(cfg, pod, &cs, &p.cost, err)) ||
+            (rc = read_facts(pod, ns, &p, err)))
             goto out;
-        gq_charge_from_cost(&p.cost, p.facts.terminal, &p.charge);
+        p.facts.terminal = false;
+        gq_charge_from_cost(&p.cost, false, &p.charge);
         p.facts.model = gq_pod_model(&p.cost);
-    } else if ((rc = count_existing(cfg, pod, &p, err))) {
+    } else if ((rc = read_facts(pod, ns, &p, err)) || (rc = count_existing(cfg, pod, &p, err))) {
         goto out;
     }
     read_order(pod, &p);

@@ -72,8 +72,9 @@ void gq_pod_init(gq_pod *p);
 void gq_pod_dispose(gq_pod *p);
 
 /* Decode pod (borrowed; it must outlive *out, whose facts borrow from it)
- * as met in scope. Under admission the charge is the price (zero for a
- * terminal pod) and the facts are the live ones. An existing pod whose
+ * as met in scope. Under admission (a CREATE) the charge is the price and
+ * the pod is never terminal, whatever status the client sent: kube-apiserver
+ * sets it to Pending before the validating webhooks run. An existing pod whose
  * record was written counts it: a recorded pod whose pricing fails now (the
  * configuration changed since) counts its record, never zero. Errors: of
  * the pricing (gq_pod_cost_compute; for an existing pod only when it was

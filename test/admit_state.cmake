@@ -10,6 +10,9 @@ gq_cli_test(admit state_model_choice 0
   ARGS --state ${GQ_STATE_EXAMPLES}/cluster.yaml ${GQ_STATE_EXAMPLES}/train-choice.yaml
   EXPECT "^pod team-a/train-: allowed$" "gpuquota.io/gpu-model.*l4"
          "gpuquota.io/gpu-model-choices.*a100-80gb,l4")
+gq_cli_test(admit state_model_choice_status_ignored 0
+  ARGS --state ${GQ_STATE_EXAMPLES}/cluster.yaml ${GQ_STATE}/pod-choice-with-status.yaml
+  EXPECT "^pod team-a/train-: allowed$" "gpuquota.io/gpu-model.*l4" "^charge: gpu-memory=6Gi gpus=0 gpu-pods=1$")
 gq_cli_test(admit state_exceeds 1
   ARGS --state ${GQ_STATE_EXAMPLES}/cluster.yaml ${GQ_STATE_EXAMPLES}/train-24gi.yaml
   EXPECT "^pod team-a/train-: denied$"

@@ -251,6 +251,28 @@ static void decode_counts_the_record(void **state)
     assert_int_equal(p.charge.v[GQ_KEY_GPU_MEMORY], 0);
     json_object_put(pod);
 
+    /* Under admission: every request form, never terminal whatever status
+     * the client sent (kube-apiserver makes it Pending before /validate). */
+    pod = J("{'metadata':{'name':'p','namespace':'a','annotations':{'gpu-memory':'4096'}},"
+            "'spec':{'containers':[{'name':'c'}]},'status':{'phase':'Succeeded'}}");
+    assert_int_equal(
+        gq_pod_decode(g_cfg, pod, &(gq_pod_scope){.ns = "a", .admission = true}, &p, &err), GQ_OK);
+    assert_false(p.recorded);
+    assert_false(p.facts.terminal);
+    assert_int_equal(p.charge.v[GQ_KEY_GPU_MEMORY], 4 * GI);
+    assert_int_equal(p.charge.v[GQ_KEY_GPU_PODS], 1);
+    assert_int_equal(p.cost.n_ctrs, 1);
+    json_object_put(pod);
+    /* A request it cannot price and a wrong type among the facts: the
+     * pricing error is the one given. */
+    pod = J("{'metadata':{'name':'p','namespace':'a'},'spec':{'activeDeadlineSeconds':'60',"
+            "'containers':[{'name':'c','resources':{'limits':{'nvidia.com/gpu':'1.5'}}}]}}");
+    assert_int_equal(
+        gq_pod_decode(g_cfg, pod, &(gq_pod_scope){.ns = "a", .admission = true}, &p, &err),
+        GQ_EINVAL);
+    assert_non_null(strstr(err.msg, "nvidia.com/gpu"));
+    json_object_put(pod);
+
     /* Never admitted and not priceable: an error, *out untouched. */
     pod = J("{'metadata':{'name':'p','namespace':'a'},'spec':{'containers':[{'name':'c',"
             "'resources':{'limits':{'nvidia.com/gpu':'1.5'}}}]}}");

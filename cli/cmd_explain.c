@@ -555,183 +555,228 @@ static void print_text(json_object *r)
 
 /* ---- the command ------------------------------------------------------------ */
 
-int gq_cmd_explain(int argc, char **argv)
-{
-    gq_kflags f = {0};
-    const char *file = NULL, *config_file = NULL, *sys_ns = "gpuquota-system";
-    gq_err err;
-    kube_client *c = NULL;
-    gq_config *cfg = NULL;
-    char *ns = NULL, *buf = NULL, path[320], source[600];
-    size_t len = 0, n_docs = 0;
-    json_object **docs = NULL, *report = NULL, *ns_obj = NULL, *ns_labels = NULL;
-    gq_objs quotas = {.max = EXPLAIN_MAX_OBJECTS}, lrs = {.max = EXPLAIN_MAX_OBJECTS};
-    governing g = {0};
+/* One run of explain: its options, what it read and what it reports. */
+typedef struct explain {
+    gq_kflags f;
+    const char *file, *config_file, *sys_ns;
+    kube_client *c;
+    gq_config *cfg;
+    char *ns, *buf, source[600];
+    size_t len, n_docs;
+    json_object **docs, *pod, *meta;
+    json_object *report, *suggestions, *notes; /* suggestions and notes held by report */
+    json_object *ns_obj, *ns_labels;
+    gq_objs quotas, lrs;
+    governing g;
     gq_pod gp; /* the pod as priced: quota/pod.h, under admission */
-    dry_run d = {0};
-    int status = GQ_EXIT_USAGE;
-    gq_pod_init(&gp);
-    gq_err_clear(&err);
-    gq_cli_opt opts[GQ_KFLAGS_N + 3];
-    gq_kflags_opts(&f, opts);
-    opts[GQ_KFLAGS_N] =
-        (gq_cli_opt){.name = "--filename", .alias = "-f", .kind = GQ_OPT_NONEMPTY, .dst = &file};
-    opts[GQ_KFLAGS_N + 1] =
-        (gq_cli_opt){.name = "--config", .kind = GQ_OPT_NONEMPTY, .dst = &config_file};
-    opts[GQ_KFLAGS_N + 2] =
-        (gq_cli_opt){.name = "--gpuquota-namespace", .kind = GQ_OPT_NONEMPTY, .dst = &sys_ns};
-    int parsed =
-        gq_cli_parse_or_exit("explain", argc, argv, opts, GQ_KFLAGS_N + 3, NULL, NULL, usage);
-    if (parsed >= 0)
-        return parsed;
-    if (!file || f.all_namespaces) {
-        fprintf(stderr, "gpuquota explain: %s\n",
-                file ? "-A does not apply: a pod has one namespace" : "-f POD.yaml is required");
-        usage(stderr);
-        return GQ_EXIT_USAGE;
-    }
-    const char *name = strcmp(file, "-") ? file : "<stdin>";
-    if (gq_cli_read_file(file, GQ_YAML_MAX_BYTES, &buf, &len, &err) ||
-        gq_yaml_load(buf, len, name, &docs, &n_docs, &err))
-        goto fail;
-    json_object *pod = n_docs == 1 ? docs[0] : NULL;
+    dry_run d;
+} explain;
+
+static void explain_dispose(explain *x)
+{
+    json_object_put(x->report);
+    json_object_put(x->ns_obj);
+    json_object_put(x->d.stored);
+    governing_dispose(&x->g);
+    gq_objs_dispose(&x->quotas);
+    gq_objs_dispose(&x->lrs);
+    gq_pod_dispose(&x->gp);
+    gq_config_free(x->cfg);
+    gq_yaml_docs_free(x->docs, x->n_docs);
+    free(x->buf);
+    free(x->ns);
+    kube_client_free(x->c);
+}
+
+/* The one Pod of -f, in the namespace kubectl's rule gives it (the object's,
+ * unless -n says another: an error), named when it has no name. */
+static gq_code read_pod(explain *x, gq_err *err)
+{
+    const char *name = strcmp(x->file, "-") ? x->file : "<stdin>";
+    gq_code rc;
+    if ((rc = gq_cli_read_file(x->file, GQ_YAML_MAX_BYTES, &x->buf, &x->len, err)) ||
+        (rc = gq_yaml_load(x->buf, x->len, name, &x->docs, &x->n_docs, err)))
+        return rc;
+    json_object *pod = x->n_docs == 1 ? x->docs[0] : NULL;
     const char *kind = gq_json_get_string(pod, "kind");
-    if (!pod || !json_object_is_type(pod, json_type_object) || !kind || strcmp(kind, "Pod")) {
-        gq_err_set(&err, GQ_EINVAL, "%s: expected one Pod", name);
-        goto fail;
-    }
+    if (!pod || !json_object_is_type(pod, json_type_object) || !kind || strcmp(kind, "Pod"))
+        return gq_err_set(err, GQ_EINVAL, "%s: expected one Pod", name);
     json_object *meta = gq_json_member(pod, "metadata");
-    if (!meta || !json_object_is_type(meta, json_type_object)) {
-        gq_err_set(&err, GQ_EINVAL, "%s: the pod has no metadata", name);
-        goto fail;
-    }
+    if (!meta || !json_object_is_type(meta, json_type_object))
+        return gq_err_set(err, GQ_EINVAL, "%s: the pod has no metadata", name);
     const char *pod_ns = gq_json_get_string(meta, "namespace");
-    /* kubectl's rule: the object's namespace wins unless -n says another. */
-    if (pod_ns && f.namespace_ && strcmp(pod_ns, f.namespace_)) {
-        gq_err_set(&err, GQ_EINVAL,
-                   "the namespace from the provided object \"%s\" does not match the namespace "
-                   "\"%s\". You must pass '--namespace=%s' to perform this operation.",
-                   pod_ns, f.namespace_, pod_ns);
-        goto fail;
-    }
-    if (pod_ns && !f.namespace_)
-        f.namespace_ = pod_ns;
+    if (pod_ns && x->f.namespace_ && strcmp(pod_ns, x->f.namespace_))
+        return gq_err_set(err, GQ_EINVAL,
+                          "the namespace from the provided object \"%s\" does not match the "
+                          "namespace \"%s\". You must pass '--namespace=%s' to perform this "
+                          "operation.",
+                          pod_ns, x->f.namespace_, pod_ns);
+    if (pod_ns && !x->f.namespace_)
+        x->f.namespace_ = pod_ns;
     if (!gq_json_get_string(meta, "name") && !gq_json_get_string(meta, "generateName"))
         json_object_object_add(meta, "generateName", json_object_new_string("gpuquota-explain-"));
-    if (gq_check_namespace("--gpuquota-namespace", sys_ns, &err))
-        goto fail;
-    if (gq_kflags_client(&f, &c, &ns, &err) ||
-        load_config(c, config_file, sys_ns, &cfg, source, sizeof(source), &err))
-        goto fail;
-    json_object_object_add(meta, "namespace", json_object_new_string(ns));
+    x->pod = pod;
+    x->meta = meta;
+    return GQ_OK;
+}
 
-    report = json_object_new_object();
-    json_object *suggestions = json_object_new_array(), *notes = json_object_new_array();
-    /* Held by the report from here on, so every exit frees them. */
-    json_object_object_add(report, "suggestions", suggestions);
-    json_object_object_add(report, "notes", notes);
-    json_object_object_add(report, "namespace", json_object_new_string(ns));
-    json_object_object_add(report, "pod",
-                           json_object_new_string(gq_json_get_string(meta, "name")
-                                                      ? gq_json_get_string(meta, "name")
-                                                      : gq_json_get_string(meta, "generateName")));
-    json_object_object_add(report, "config", json_object_new_string(source));
-
-    /* The governing objects, read as the user may read them. */
-    snprintf(path, sizeof(path), "/apis/gpuquota.io/v1alpha1/namespaces/%s/gpuquotas", ns);
-    if (kube_list(c, path, NULL, gq_objs_collect, &quotas, NULL, &err))
-        goto fail;
+/* The governing objects, read as the user may read them: the namespace's
+ * GPUQuotas and GPULimitRanges (an error when they cannot be read), the
+ * GPUTenantQuotas and the namespace's labels (a note when they cannot). */
+static gq_code read_objects(explain *x, gq_err *err)
+{
+    char path[320];
     gq_err e;
-    if (kube_list(c, "/apis/gpuquota.io/v1alpha1/gputenantquotas", NULL, gq_objs_collect, &quotas,
-                  NULL, &e))
-        add_line(notes, "GPUTenantQuotas could not be read: %s", e.msg);
-    snprintf(path, sizeof(path), "/apis/gpuquota.io/v1alpha1/namespaces/%s/gpulimitranges", ns);
-    if (kube_list(c, path, NULL, gq_objs_collect, &lrs, NULL, &err))
-        goto fail;
-    snprintf(path, sizeof(path), "/api/v1/namespaces/%s", ns);
-    if (!kube_get(c, path, NULL, &ns_obj, &e))
-        ns_labels = gq_json_member(gq_json_member(ns_obj, "metadata"), "labels");
+    gq_code rc;
+    snprintf(path, sizeof(path), "/apis/gpuquota.io/v1alpha1/namespaces/%s/gpuquotas", x->ns);
+    if ((rc = kube_list(x->c, path, NULL, gq_objs_collect, &x->quotas, NULL, err)))
+        return rc;
+    if (kube_list(x->c, "/apis/gpuquota.io/v1alpha1/gputenantquotas", NULL, gq_objs_collect,
+                  &x->quotas, NULL, &e))
+        add_line(x->notes, "GPUTenantQuotas could not be read: %s", e.msg);
+    snprintf(path, sizeof(path), "/apis/gpuquota.io/v1alpha1/namespaces/%s/gpulimitranges", x->ns);
+    if ((rc = kube_list(x->c, path, NULL, gq_objs_collect, &x->lrs, NULL, err)))
+        return rc;
+    snprintf(path, sizeof(path), "/api/v1/namespaces/%s", x->ns);
+    if (!kube_get(x->c, path, NULL, &x->ns_obj, &e))
+        x->ns_labels = gq_json_member(gq_json_member(x->ns_obj, "metadata"), "labels");
     else
-        add_line(notes,
+        add_line(x->notes,
                  "namespace labels could not be read (tenants selecting by label "
                  "are not shown): %s",
                  e.msg);
+    return GQ_OK;
+}
 
-    /* The cluster decides. */
-    if (server_dry_run(c, ns, pod, &d, &err))
-        goto fail;
-    if (find_governing(&quotas, &lrs, pod, ns, ns_labels, &g, notes, &err))
-        goto fail;
-
-    /* What it costs: the stored pod when admitted (limit-range defaults and
-     * the rewrite applied, exactly what is charged), else the pod as the
-     * mutating webhook would have rewritten it, else as sent. */
-    json_object *priced_pod = d.admitted ? json_object_get(d.stored) : NULL;
-    if (!priced_pod && rewrite_offline(cfg, pod, ns, &lrs, &priced_pod, &e))
-        add_line(notes, "the rewrite could not be computed offline: %s", e.msg);
-    gq_pod_scope scope = {
-        .ns = ns, .admission = true, .lrs = (const gq_limit_range *const *)g.lrs, .n_lrs = g.n_lrs};
+/* What it costs: the stored pod when admitted (limit-range defaults and the
+ * rewrite applied, exactly what is charged), else the pod as the mutating
+ * webhook would have rewritten it, else as sent; then each governing quota
+ * and limit range against that. */
+static void report_price(explain *x)
+{
+    gq_err e;
+    json_object *priced_pod = x->d.admitted ? json_object_get(x->d.stored) : NULL;
+    if (!priced_pod && rewrite_offline(x->cfg, x->pod, x->ns, &x->lrs, &priced_pod, &e))
+        add_line(x->notes, "the rewrite could not be computed offline: %s", e.msg);
+    gq_pod_scope scope = {.ns = x->ns,
+                          .admission = true,
+                          .lrs = (const gq_limit_range *const *)x->g.lrs,
+                          .n_lrs = x->g.n_lrs};
     gq_err cerr;
-    bool priced = !gq_pod_decode(cfg, priced_pod ? priced_pod : pod, &scope, &gp, &cerr);
+    bool priced = !gq_pod_decode(x->cfg, priced_pod ? priced_pod : x->pod, &scope, &x->gp, &cerr);
     json_object_put(priced_pod); /* gp.facts are not read after this */
     gq_amounts charge;
     memset(&charge, 0, sizeof(charge));
-    if (priced && gp.cost.n_ctrs) {
-        json_object_object_add(report, "cost", cost_json(cfg, &gp.cost));
-        charge = gp.charge;
+    if (priced && x->gp.cost.n_ctrs) {
+        json_object_object_add(x->report, "cost", cost_json(x->cfg, &x->gp.cost));
+        charge = x->gp.charge;
     } else {
         json_object_object_add(
-            report, "costError",
+            x->report, "costError",
             json_object_new_string(priced ? "the pod asks for no GPU" : cerr.msg));
-        if (!priced && !d.admitted)
-            add_line(suggestions, "fix the GPU request: %s", cerr.msg);
+        if (!priced && !x->d.admitted)
+            add_line(x->suggestions, "fix the GPU request: %s", cerr.msg);
     }
     json_object *qs = json_object_new_array(), *ls = json_object_new_array();
     int64_t now = (int64_t)time(NULL);
-    json_object *quota_sugg = d.admitted ? json_object_new_array() : json_object_get(suggestions);
-    for (size_t i = 0; i < g.n_quotas; i++)
-        json_object_array_add(qs, quota_json(g.quotas[i], &charge, now, quota_sugg));
-    for (size_t i = 0; i < g.n_lrs; i++)
-        json_object_array_add(ls, limit_range_json(g.lrs[i], priced ? &gp.cost : NULL, quota_sugg));
+    json_object *quota_sugg =
+        x->d.admitted ? json_object_new_array() : json_object_get(x->suggestions);
+    for (size_t i = 0; i < x->g.n_quotas; i++)
+        json_object_array_add(qs, quota_json(x->g.quotas[i], &charge, now, quota_sugg));
+    for (size_t i = 0; i < x->g.n_lrs; i++)
+        json_object_array_add(
+            ls, limit_range_json(x->g.lrs[i], priced ? &x->gp.cost : NULL, quota_sugg));
     json_object_put(quota_sugg);
-    json_object_object_add(report, "quotas", qs);
-    json_object_object_add(report, "limitRanges", ls);
-    json_object_object_add(report, "admitted", json_object_new_boolean(d.admitted));
-    if (!d.admitted) {
-        json_object_object_add(report, "code", json_object_new_int64(d.http));
-        json_object_object_add(report, "message", json_object_new_string(d.message));
+    json_object_object_add(x->report, "quotas", qs);
+    json_object_object_add(x->report, "limitRanges", ls);
+}
+
+/* The report's head, holding suggestions and notes from here on so that
+ * every exit frees them. */
+static void report_start(explain *x)
+{
+    const char *pod_name = gq_json_get_string(x->meta, "name");
+    x->report = json_object_new_object();
+    x->suggestions = json_object_new_array();
+    x->notes = json_object_new_array();
+    json_object_object_add(x->report, "suggestions", x->suggestions);
+    json_object_object_add(x->report, "notes", x->notes);
+    json_object_object_add(x->report, "namespace", json_object_new_string(x->ns));
+    json_object_object_add(
+        x->report, "pod",
+        json_object_new_string(pod_name ? pod_name : gq_json_get_string(x->meta, "generateName")));
+    json_object_object_add(x->report, "config", json_object_new_string(x->source));
+}
+
+/* The verdict, then suggestions and notes, read last. */
+static void report_end(explain *x)
+{
+    json_object *report = x->report, *suggestions = x->suggestions, *notes = x->notes;
+    json_object_object_add(report, "admitted", json_object_new_boolean(x->d.admitted));
+    if (!x->d.admitted) {
+        json_object_object_add(report, "code", json_object_new_int64(x->d.http));
+        json_object_object_add(report, "message", json_object_new_string(x->d.message));
         if (!json_object_array_length(suggestions))
             add_line(suggestions, "%s",
                      "nothing in the GPU quotas or limit ranges explains the refusal: "
                      "read the message above");
     }
-    /* Suggestions and notes read last. */
     json_object_get(suggestions);
     json_object_get(notes);
     json_object_object_del(report, "suggestions");
     json_object_object_del(report, "notes");
     json_object_object_add(report, "suggestions", suggestions);
     json_object_object_add(report, "notes", notes);
-    if (f.output == GQ_OUT_TABLE)
-        print_text(report);
+}
+
+int gq_cmd_explain(int argc, char **argv)
+{
+    explain x = {.sys_ns = "gpuquota-system",
+                 .quotas = {.max = EXPLAIN_MAX_OBJECTS},
+                 .lrs = {.max = EXPLAIN_MAX_OBJECTS}};
+    gq_err err;
+    int status = GQ_EXIT_USAGE;
+    gq_pod_init(&x.gp);
+    gq_err_clear(&err);
+    gq_cli_opt opts[GQ_KFLAGS_N + 3];
+    gq_kflags_opts(&x.f, opts);
+    opts[GQ_KFLAGS_N] =
+        (gq_cli_opt){.name = "--filename", .alias = "-f", .kind = GQ_OPT_NONEMPTY, .dst = &x.file};
+    opts[GQ_KFLAGS_N + 1] =
+        (gq_cli_opt){.name = "--config", .kind = GQ_OPT_NONEMPTY, .dst = &x.config_file};
+    opts[GQ_KFLAGS_N + 2] =
+        (gq_cli_opt){.name = "--gpuquota-namespace", .kind = GQ_OPT_NONEMPTY, .dst = &x.sys_ns};
+    int parsed =
+        gq_cli_parse_or_exit("explain", argc, argv, opts, GQ_KFLAGS_N + 3, NULL, NULL, usage);
+    if (parsed >= 0)
+        return parsed;
+    if (!x.file || x.f.all_namespaces) {
+        fprintf(stderr, "gpuquota explain: %s\n",
+                x.file ? "-A does not apply: a pod has one namespace" : "-f POD.yaml is required");
+        usage(stderr);
+        return GQ_EXIT_USAGE;
+    }
+    if (read_pod(&x, &err) || gq_check_namespace("--gpuquota-namespace", x.sys_ns, &err) ||
+        gq_kflags_client(&x.f, &x.c, &x.ns, &err) ||
+        load_config(x.c, x.config_file, x.sys_ns, &x.cfg, x.source, sizeof(x.source), &err))
+        goto fail;
+    json_object_object_add(x.meta, "namespace", json_object_new_string(x.ns));
+    report_start(&x);
+    /* The cluster decides; the governing objects and the price explain it. */
+    if (read_objects(&x, &err) || server_dry_run(x.c, x.ns, x.pod, &x.d, &err) ||
+        find_governing(&x.quotas, &x.lrs, x.pod, x.ns, x.ns_labels, &x.g, x.notes, &err))
+        goto fail;
+    report_price(&x);
+    report_end(&x);
+    if (x.f.output == GQ_OUT_TABLE)
+        print_text(x.report);
     else
-        gq_print_doc(stdout, f.output, report);
-    status = d.admitted ? GQ_EXIT_OK : GQ_EXIT_DENIED;
+        gq_print_doc(stdout, x.f.output, x.report);
+    status = x.d.admitted ? GQ_EXIT_OK : GQ_EXIT_DENIED;
     goto out;
 fail:
     fprintf(stderr, "kubectl gpuquota explain: %s\n", err.msg);
 out:
-    json_object_put(report);
-    json_object_put(ns_obj);
-    json_object_put(d.stored);
-    governing_dispose(&g);
-    gq_objs_dispose(&quotas);
-    gq_objs_dispose(&lrs);
-    gq_pod_dispose(&gp);
-    gq_config_free(cfg);
-    gq_yaml_docs_free(docs, n_docs);
-    free(buf);
-    free(ns);
-    kube_client_free(c);
+    explain_dispose(&x);
     return status;
 }

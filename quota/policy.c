@@ -616,35 +616,89 @@ static gq_code count_claims(gq_usage *u, const gq_quota *q, const gq_usage_pod *
     return GQ_OK;
 }
 
+/* An empty usage of q: the keys its spec limits, one entry per model. */
+static gq_code usage_start(const gq_quota *q, gq_usage *u, gq_err *err)
+{
+    for (int k = 0; k < GQ_KEY_COUNT; k++)
+        u->used.set[k] = u->queued.set[k] = q->hard.set[k];
+    if (!q->n_models)
+        return GQ_OK;
+    if (!(u->by_model = calloc(q->n_models, sizeof(*u->by_model))))
+        return gq_err_oom(err);
+    u->n_by_model = q->n_models;
+    for (size_t i = 0; i < q->n_models; i++) {
+        u->by_model[i].fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
+        for (int k = 0; k < GQ_KEY_COUNT; k++)
+            u->by_model[i].set[k] = q->models[i].hard.set[k];
+    }
+    return GQ_OK;
+}
+
+/* A growable list of the shared claims the counted pods name. */
+typedef struct claim_refs {
+    gq_claim_ref *v;
+    size_t n, cap;
+} claim_refs;
+
+static gq_code claim_refs_add(claim_refs *r, const gq_shared_claim *c, size_t pod, gq_err *err)
+{
+    if (r->n == r->cap) {
+        size_t nc = r->cap ? r->cap * 2 : 16;
+        gq_claim_ref *nr = nc < SIZE_MAX / sizeof(*nr) ? realloc(r->v, nc * sizeof(*nr)) : NULL;
+        if (!nr)
+            return gq_err_oom(err);
+        r->v = nr;
+        r->cap = nc;
+    }
+    r->v[r->n++] = (gq_claim_ref){c, pod};
+    return GQ_OK;
+}
+
+/* A tenant's usage per namespace over its counted pods m[0..nm). Sorted
+ * once and aggregated in runs: linear in pods after the sort, so a tenant
+ * over a thousand namespaces stays cheap. Callers that pass pods grouped by
+ * sorted namespace (the controller) skip the sort. */
+static gq_code usage_by_namespace(const gq_quota *q, const gq_usage_pod **m, size_t nm, gq_usage *u,
+                                  gq_err *err)
+{
+    if (!sorted_by_ns(m, nm))
+        qsort(m, nm, sizeof(*m), pod_ns_cmp);
+    if (!(u->ns = calloc(nm, sizeof(*u->ns))))
+        return gq_err_oom(err);
+    for (size_t i = 0; i < nm; i++) {
+        if (u->n_ns == 0 || (m[i]->facts.namespace_ != m[i - 1]->facts.namespace_ &&
+                             strcmp(u->ns[u->n_ns - 1].namespace_, m[i]->facts.namespace_) != 0)) {
+            gq_ns_usage *nu = &u->ns[u->n_ns];
+            if (!(nu->namespace_ = strdup(m[i]->facts.namespace_)))
+                return gq_err_oom(err);
+            u->n_ns++;
+            nu->used.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
+            for (int k = 0; k < GQ_KEY_COUNT; k++)
+                nu->used.set[k] = q->hard.set[k];
+        }
+        gq_amounts own;
+        gq_charge_own(&m[i]->charge, m[i]->claims, m[i]->n_claims, &own);
+        gq_code rc = accumulate(&u->ns[u->n_ns - 1].used, q, &own, err);
+        if (rc)
+            return rc;
+    }
+    return GQ_OK;
+}
+
 gq_code gq_quota_recount(const gq_quota *q, const gq_usage_pod *pods, size_t n, gq_usage *out,
                          gq_err *err)
 {
-    gq_code rc = GQ_OK;
+    gq_code rc;
     gq_usage u;
     const gq_usage_pod **m = NULL;
-    gq_claim_ref *refs = NULL;
-    size_t nm = 0, n_refs = 0, cap_refs = 0;
+    claim_refs refs = {NULL, 0, 0};
+    size_t nm = 0;
     gq_usage_init(&u);
-    for (int k = 0; k < GQ_KEY_COUNT; k++)
-        u.used.set[k] = u.queued.set[k] = q->hard.set[k];
-    if (q->n_models) {
-        if (!(u.by_model = calloc(q->n_models, sizeof(*u.by_model)))) {
-            gq_usage_dispose(&u);
-            return gq_err_oom(err);
-        }
-        u.n_by_model = q->n_models;
-        for (size_t i = 0; i < q->n_models; i++) {
-            u.by_model[i].fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
-            for (int k = 0; k < GQ_KEY_COUNT; k++)
-                u.by_model[i].set[k] = q->models[i].hard.set[k];
-        }
-    }
-    if (n) {
-        m = malloc(n * sizeof(*m));
-        if (!m) {
-            gq_usage_dispose(&u);
-            return gq_err_oom(err);
-        }
+    if ((rc = usage_start(q, &u, err)))
+        goto out;
+    if (n && !(m = malloc(n * sizeof(*m)))) {
+        rc = gq_err_oom(err);
+        goto out;
     }
     for (size_t i = 0; i < n; i++) {
         const gq_usage_pod *p = &pods[i];
@@ -656,8 +710,7 @@ gq_code gq_quota_recount(const gq_quota *q, const gq_usage_pod *pods, size_t n, 
         if (p->queued) {
             if (!gq_quota_limits(q, &p->charge))
                 continue;
-            rc = accumulate(&u.queued, q, &p->charge, err);
-            if (rc)
+            if ((rc = accumulate(&u.queued, q, &p->charge, err)))
                 goto out;
             u.queued_pods++;
             continue;
@@ -667,62 +720,21 @@ gq_code gq_quota_recount(const gq_quota *q, const gq_usage_pod *pods, size_t n, 
         if ((rc = accumulate(&u.used, q, &own, err)) ||
             (rc = accumulate_models(&u, q, &p->facts, &own, err)))
             goto out;
-        for (size_t j = 0; j < p->n_claims; j++) {
-            if (n_refs == cap_refs) {
-                size_t nc = cap_refs ? cap_refs * 2 : 16;
-                gq_claim_ref *nr =
-                    nc < SIZE_MAX / sizeof(*nr) ? realloc(refs, nc * sizeof(*nr)) : NULL;
-                if (!nr) {
-                    rc = gq_err_oom(err);
-                    goto out;
-                }
-                refs = nr;
-                cap_refs = nc;
-            }
-            refs[n_refs++] = (gq_claim_ref){&p->claims[j], i};
-        }
+        for (size_t j = 0; j < p->n_claims; j++)
+            if ((rc = claim_refs_add(&refs, &p->claims[j], i, err)))
+                goto out;
         m[nm++] = p;
     }
-    if (q->kind == GQ_QUOTA_TENANT && nm) {
-        /* Sort once and aggregate runs: linear in pods after the sort, so a
-         * tenant over a thousand namespaces stays cheap. Callers that pass
-         * pods grouped by sorted namespace (the controller) skip the sort. */
-        if (!sorted_by_ns(m, nm))
-            qsort(m, nm, sizeof(*m), pod_ns_cmp);
-        u.ns = calloc(nm, sizeof(*u.ns));
-        if (!u.ns) {
-            rc = gq_err_oom(err);
-            goto out;
-        }
-        for (size_t i = 0; i < nm; i++) {
-            if (u.n_ns == 0 || (m[i]->facts.namespace_ != m[i - 1]->facts.namespace_ &&
-                                strcmp(u.ns[u.n_ns - 1].namespace_, m[i]->facts.namespace_) != 0)) {
-                gq_ns_usage *nu = &u.ns[u.n_ns];
-                nu->namespace_ = strdup(m[i]->facts.namespace_);
-                if (!nu->namespace_) {
-                    rc = gq_err_oom(err);
-                    goto out;
-                }
-                u.n_ns++;
-                nu->used.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
-                for (int k = 0; k < GQ_KEY_COUNT; k++)
-                    nu->used.set[k] = q->hard.set[k];
-            }
-            gq_amounts own;
-            gq_charge_own(&m[i]->charge, m[i]->claims, m[i]->n_claims, &own);
-            rc = accumulate(&u.ns[u.n_ns - 1].used, q, &own, err);
-            if (rc)
-                goto out;
-        }
-    }
-    if ((rc = count_claims(&u, q, pods, refs, n_refs, err)))
+    if (q->kind == GQ_QUOTA_TENANT && nm && (rc = usage_by_namespace(q, m, nm, &u, err)))
+        goto out;
+    if ((rc = count_claims(&u, q, pods, refs.v, refs.n, err)))
         goto out;
     gq_usage_dispose(out);
     *out = u;
     gq_usage_init(&u);
 out:
     gq_usage_dispose(&u);
-    free(refs);
+    free(refs.v);
     free(m);
     return rc;
 }

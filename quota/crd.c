@@ -446,6 +446,43 @@ void gq_reservation_dispose(gq_reservation *r)
     memset(r, 0, sizeof(*r));
 }
 
+/* A reservation's claim fields: the flags claim and counted (a counted
+ * record is a claim's), and the uids of the claims it names. */
+static gq_code reservation_claims(json_object *obj, const char *field, gq_reservation *r,
+                                  gq_err *err)
+{
+    static const char *const flags[] = {"claim", "counted"};
+    for (int i = 0; i < 2; i++) {
+        json_object *b = gq_json_member(obj, flags[i]);
+        if (b && !json_object_is_type(b, json_type_boolean))
+            return gq_err_set(err, GQ_EINVAL, "%s.%s: must be true or false", field, flags[i]);
+        *(i ? &r->counted : &r->claim) = b && json_object_get_boolean(b);
+    }
+    if (r->counted && !r->claim)
+        return gq_err_set(err, GQ_EINVAL, "%s.counted: only a claim record is counted", field);
+    json_object *cl = gq_json_member(obj, "claims");
+    if (!cl)
+        return GQ_OK;
+    size_t n = json_object_is_type(cl, json_type_array) ? json_object_array_length(cl) : 0;
+    if (!json_object_is_type(cl, json_type_array) || n > GQ_RESERVATION_MAX_CLAIMS)
+        return gq_err_set(err, GQ_EINVAL, "%s.claims: must be a list of at most %d claim uids",
+                          field, GQ_RESERVATION_MAX_CLAIMS);
+    if (n && !(r->claims = calloc(n, sizeof(*r->claims))))
+        return gq_err_oom(err);
+    for (size_t i = 0; i < n; i++) {
+        json_object *u = json_object_array_get_idx(cl, i);
+        if (!json_object_is_type(u, json_type_string) || !json_object_get_string_len(u) ||
+            json_object_get_string_len(u) > GQ_RESERVATION_MAX_CLAIM_UID)
+            return gq_err_set(err, GQ_EINVAL,
+                              "%s.claims[%zu]: must be a claim uid of 1 to %d characters", field, i,
+                              GQ_RESERVATION_MAX_CLAIM_UID);
+        if (!(r->claims[i] = strdup(json_object_get_string(u))))
+            return gq_err_oom(err);
+        r->n_claims++;
+    }
+    return GQ_OK;
+}
+
 gq_code gq_reservation_parse(json_object *obj, const char *field, gq_reservation *out, gq_err *err)
 {
     gq_reservation r = {0};
@@ -505,48 +542,8 @@ gq_code gq_reservation_parse(json_object *obj, const char *field, gq_reservation
             goto out;
         }
     }
-    static const char *const flags[] = {"claim", "counted"};
-    for (int i = 0; i < 2; i++) {
-        json_object *b = gq_json_member(obj, flags[i]);
-        if (b && !json_object_is_type(b, json_type_boolean)) {
-            rc = gq_err_set(err, GQ_EINVAL, "%s.%s: must be true or false", field, flags[i]);
-            goto out;
-        }
-        *(i ? &r.counted : &r.claim) = b && json_object_get_boolean(b);
-    }
-    if (r.counted && !r.claim) {
-        rc = gq_err_set(err, GQ_EINVAL, "%s.counted: only a claim record is counted", field);
+    if ((rc = reservation_claims(obj, field, &r, err)))
         goto out;
-    }
-    json_object *cl = gq_json_member(obj, "claims");
-    if (cl) {
-        size_t n = json_object_is_type(cl, json_type_array) ? json_object_array_length(cl) : 0;
-        if (!json_object_is_type(cl, json_type_array) || n > GQ_RESERVATION_MAX_CLAIMS) {
-            rc = gq_err_set(err, GQ_EINVAL, "%s.claims: must be a list of at most %d claim uids",
-                            field, GQ_RESERVATION_MAX_CLAIMS);
-            goto out;
-        }
-        if (n && !(r.claims = calloc(n, sizeof(*r.claims)))) {
-            rc = gq_err_oom(err);
-            goto out;
-        }
-        for (size_t i = 0; i < n; i++) {
-            json_object *u = json_object_array_get_idx(cl, i);
-            if (!json_object_is_type(u, json_type_string) || !json_object_get_string_len(u) ||
-                json_object_get_string_len(u) > GQ_RESERVATION_MAX_CLAIM_UID) {
-                rc = gq_err_set(err, GQ_EINVAL,
-                                "%s.claims[%zu]: must be a claim uid of 1 to %d "
-                                "characters",
-                                field, i, GQ_RESERVATION_MAX_CLAIM_UID);
-                goto out;
-            }
-            if (!(r.claims[i] = strdup(json_object_get_string(u)))) {
-                rc = gq_err_oom(err);
-                goto out;
-            }
-            r.n_claims++;
-        }
-    }
     *out = r;
     return GQ_OK;
 out:

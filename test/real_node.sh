@@ -105,8 +105,13 @@ eventually 120 kubectl -n "$NS_SYS" rollout status deployment gpuquota-webhook -
 # to its pod until kubelet has restarted it, fail (failurePolicy Fail);
 # measured, and the replica must come back on its own.
 wait_ready() { kubectl -n "$NS_SYS" rollout status deployment "$1" --timeout=5s >/dev/null 2>&1; }
+gone() { ! kubectl -n "$NS_SYS" get "$1" >/dev/null 2>&1; }
+eventually 60 gone "$victim" || fail "the deleted webhook pod $victim is gone"
 eventually 120 wait_ready gpuquota-webhook || true
-victim=$(kubectl -n "$NS_SYS" get pods -l app.kubernetes.io/component=webhook -o name | head -1)
+# A replica that is not being deleted (the one above stops through its
+# shutdown delay, listed until then).
+victim=pod/$(kubectl -n "$NS_SYS" get pods -l app.kubernetes.io/component=webhook -o json |
+    jq -r '[.items[] | select(.metadata.deletionTimestamp == null) | .metadata.name][0]')
 cid=$(kubectl -n "$NS_SYS" get "$victim" -o jsonpath='{.status.containerStatuses[0].containerID}')
 pid=$("$ROOT/scripts/real-node.sh" ctr "$GQ_E2E_DIR/cluster" tasks ls 2>/dev/null |
     awk -v id="${cid#containerd://}" '$1 == id {print $2}')

@@ -223,6 +223,63 @@ bool ctl_pod_same(const ctl_pod *a, const ctl_pod *b)
            claims_same(a, b);
 }
 
+/* The choices of a queued pod accepting several models; NULL when it
+ * accepts one (*oom false) or on allocation failure (*oom true). */
+static ctl_choices *choices_of(const gq_pod *gp, bool *oom)
+{
+    ctl_choices *ch = NULL;
+    *oom = false;
+    if (!gp->n_choices)
+        return NULL;
+    if (!(ch = calloc(1, sizeof(*ch)))) {
+        *oom = true;
+        return NULL;
+    }
+    ch->n = gp->n_choices;
+    for (size_t i = 0; i < gp->n_choices; i++) {
+        ch->model[i] = gp->choices[i];
+        for (int k = 0; k < GQ_KEY_COUNT; k++)
+            ch->charge[i][k] = gp->choice_charge[i].v[k];
+    }
+    return ch;
+}
+
+/* The record's fields from the decoded pod (its strings and claims aside). */
+static void fill_record(ctl_pod *p, const gq_pod *gp, json_object *pod, bool dra)
+{
+    const char *node = gq_json_get_string(gq_json_member(pod, "spec"), "nodeName");
+    p->group_size = gp->group.present ? (int32_t)gp->group.size : 0;
+    p->gated = gp->gate_index >= 0;
+    p->claims_gated = gq_pod_named_gate_index(pod, GQ_CLAIMS_GATE) >= 0;
+    p->dra = dra;
+    p->bound = node && node[0];
+    p->gate_idx = (int16_t)(gp->gate_index >= 0 ? gp->gate_index : 0);
+    p->priority = gp->priority;
+    p->created_us = gp->created_us;
+    for (int k = 0; k < GQ_KEY_COUNT; k++)
+        p->charge[k] = gp->charge.v[k];
+    p->delete_at = gp->delete_at;
+    p->terminal = gp->facts.terminal;
+    p->terminating = gp->facts.terminating;
+    p->model = gp->facts.model;
+}
+
+/* Link p to its interned namespace and priority class and count its bytes
+ * (sz) in the store; false on allocation failure (p then holds nothing). */
+static bool store_intern(ctl_store *s, ctl_pod *p, const char *ns, const char *pc, size_t sz)
+{
+    pthread_rwlock_wrlock(&s->lock);
+    p->ns = ns_ref(s, ns);
+    if (p->ns && pc && pc[0] && !(p->priority_class = pc_intern(s, pc))) {
+        ns_unref(s, p->ns);
+        p->ns = NULL;
+    }
+    if (p->ns)
+        s->bytes += sz;
+    pthread_rwlock_unlock(&s->lock);
+    return p->ns != NULL;
+}
+
 gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, ctl_pod **out,
                           gq_err *err)
 {
@@ -234,6 +291,7 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
                *ns = gq_json_get_string(meta, "namespace");
     const char *uid = gq_json_get_string(meta, "uid");
     ctl_choices *ch = NULL;
+    bool oom;
 
     gq_pod_init(&gp);
     if (!name || !name[0] || !ns || !ns[0]) {
@@ -242,10 +300,8 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
     }
     if ((rc = gq_pod_decode(cfg, pod, &(gq_pod_scope){.ns = ns}, &gp, err)))
         goto out;
-    json_object *spec = gq_json_member(pod, "spec");
-    const char *node = gq_json_get_string(spec, "nodeName");
     bool dra = gq_json_get_string(gq_json_meta_object(pod, "annotations"), GQ_ANN_CLAIMS) &&
-               gq_json_get_array(spec, "resourceClaims");
+               gq_json_get_array(gq_json_member(pod, "spec"), "resourceClaims");
     if (gp.charge.v[GQ_KEY_GPU_PODS] == 0 && !dra) { /* no GPU: nothing to keep */
         *out = NULL;
         goto out;
@@ -258,21 +314,12 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
         rc = gq_err_set(err, GQ_ELIMIT, "pod %s/%.64s: name or uid too long", ns, name);
         goto out;
     }
-    if (gp.n_choices) {
-        if (!(ch = calloc(1, sizeof(*ch)))) {
-            rc = gq_err_oom(err);
-            goto out;
-        }
-        ch->n = gp.n_choices;
-        for (size_t i = 0; i < gp.n_choices; i++) {
-            ch->model[i] = gp.choices[i];
-            for (int k = 0; k < GQ_KEY_COUNT; k++)
-                ch->charge[i][k] = gp.choice_charge[i].v[k];
-        }
-    }
     size_t sz = sizeof(*p) + nl + 1 + ul + 1 + gl + 1;
-    p = calloc(1, sz);
-    if (!p) {
+    if (!(ch = choices_of(&gp, &oom)) && oom) {
+        rc = gq_err_oom(err);
+        goto out;
+    }
+    if (!(p = calloc(1, sz))) {
         rc = gq_err_oom(err);
         goto out;
     }
@@ -281,20 +328,7 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
     memcpy(p->data + p->uid_off, uid, ul + 1);
     p->group_off = (uint16_t)(p->uid_off + ul + 1);
     memcpy(p->data + p->group_off, gname, gl + 1);
-    p->group_size = gp.group.present ? (int32_t)gp.group.size : 0;
-    p->gated = gp.gate_index >= 0;
-    p->claims_gated = gq_pod_named_gate_index(pod, GQ_CLAIMS_GATE) >= 0;
-    p->dra = dra;
-    p->bound = node && node[0];
-    p->gate_idx = (int16_t)(gp.gate_index >= 0 ? gp.gate_index : 0);
-    p->priority = gp.priority;
-    p->created_us = gp.created_us;
-    for (int k = 0; k < GQ_KEY_COUNT; k++)
-        p->charge[k] = gp.charge.v[k];
-    p->delete_at = gp.delete_at;
-    p->terminal = gp.facts.terminal;
-    p->terminating = gp.facts.terminating;
-    p->model = gp.facts.model;
+    fill_record(p, &gp, pod, dra);
     p->choices = ch;
     ch = NULL;
     if (p->choices)
@@ -310,18 +344,7 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
         p->n_claims = (uint16_t)gp.cost.n_shared;
         sz += gp.cost.n_shared * sizeof(*p->claims);
     }
-
-    pthread_rwlock_wrlock(&s->lock);
-    p->ns = ns_ref(s, ns);
-    const char *pc = gp.facts.priority_class;
-    if (p->ns && pc && pc[0] && !(p->priority_class = pc_intern(s, pc))) {
-        ns_unref(s, p->ns);
-        p->ns = NULL;
-    }
-    if (p->ns)
-        s->bytes += sz;
-    pthread_rwlock_unlock(&s->lock);
-    if (!p->ns) {
+    if (!store_intern(s, p, ns, gp.facts.priority_class, sz)) {
         rc = gq_err_oom(err);
         goto out;
     }

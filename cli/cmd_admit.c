@@ -404,15 +404,7 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, const 
                       mutation *m, gq_err *err)
 {
     gq_code rc;
-    wh_limit_range_source src = {.ctx = st->ctx,
-                                 .list = st->list_limit_ranges,
-                                 .list_quotas = st->list_quotas,
-                                 .list_tenant_quotas = st->list_tenant_quotas,
-                                 .namespace_labels = st->namespace_labels,
-                                 .get_quota = st->get_quota,
-                                 .get_claim_template = st->get_claim_template,
-                                 .get_claim = st->get_claim,
-                                 .get_device_class = st->get_device_class};
+    wh_limit_range_source src = wh_limit_range_source_of(st);
     memset(m, 0, sizeof(*m));
     rc = wh_mutate_review_src(cfg, req, &src, &m->resp, &m->info, err);
     if (rc)

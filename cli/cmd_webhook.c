@@ -417,6 +417,47 @@ static int parse_args(int argc, char **argv, webhook_args *a)
     return GQ_EXIT_USAGE;
 }
 
+/* The server's options from the command line. */
+static wh_server_options server_options(const webhook_args *a)
+{
+    wh_server_options so = a->so;
+    so.threads = (unsigned)a->threads;
+    so.read_timeout_s = (unsigned)a->read_timeout_s;
+    so.max_connections = (unsigned)a->max_conns;
+    so.max_connections_per_ip = (unsigned)a->max_conns_ip;
+    so.max_body_memory = (size_t)a->body_memory;
+    so.n_client_cns = a->client_cns.n;
+    so.client_cns = a->client_cns_v;
+    return so;
+}
+
+/* Serve until SIGTERM or SIGINT (SIGHUP reopens the audit log), then the
+ * shutdown delay and the drain. */
+static void serve_until_stopped(wh_server *srv, wh_audit *audit, const sigset_t *sigs,
+                                const webhook_args *a)
+{
+    int sig = 0;
+    for (;;) {
+        if (sigwait(sigs, &sig) != 0)
+            continue;
+        if (sig != SIGHUP)
+            break;
+        wh_audit_request_reopen(audit);
+        GQ_INFO("received SIGHUP: the audit log is reopened before the next record");
+    }
+    const char *name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+    if (a->delay_s > 0) {
+        GQ_INFO("received %s: not ready; serving new connections for %ld s more", name, a->delay_s);
+        shutdown_delay(srv, audit, sigs, a->delay_s);
+    }
+    GQ_INFO("received %s: draining for up to %ld s", name, a->drain_s);
+    unsigned left = wh_server_stop(srv, (unsigned)a->drain_s * 1000u);
+    if (left)
+        GQ_WARN("stopped with %u request(s) still in flight", left);
+    else
+        GQ_INFO("stopped");
+}
+
 int gq_cmd_webhook(int argc, char **argv)
 {
     webhook_args a;
@@ -436,21 +477,11 @@ int gq_cmd_webhook(int argc, char **argv)
     gq_err_clear(&err);
     if ((exit_code = parse_args(argc, argv, &a)) >= 0)
         return exit_code;
-    wh_server_options so = a.so;
+    wh_server_options so = server_options(&a);
     const char *config_path = a.config_path, *kubeconfig = a.kubeconfig;
-    long threads = a.threads, drain_s = a.drain_s, ttl_s = a.ttl_s;
-    long read_timeout_s = a.read_timeout_s, max_conns = a.max_conns, max_conns_ip = a.max_conns_ip;
-    int64_t body_memory = a.body_memory;
+    long ttl_s = a.ttl_s;
     const char **trusted = a.trusted_v;
     size_t n_trusted = a.trusted.n;
-    so.n_client_cns = a.client_cns.n;
-    const char **client_cns = a.client_cns_v;
-    so.threads = (unsigned)threads;
-    so.read_timeout_s = (unsigned)read_timeout_s;
-    so.max_connections = (unsigned)max_conns;
-    so.max_connections_per_ip = (unsigned)max_conns_ip;
-    so.max_body_memory = (size_t)body_memory;
-    so.client_cns = client_cns;
     raise_nofile(so.max_connections);
 
     /* Signals are taken synchronously by this thread: block them before any
@@ -479,15 +510,7 @@ int gq_cmd_webhook(int argc, char **argv)
         goto fail;
     wh_limit_range_source lr = {.ctx = NULL};
     if (validating)
-        lr = (wh_limit_range_source){.ctx = vc.store.ctx,
-                                     .list = vc.store.list_limit_ranges,
-                                     .list_quotas = vc.store.list_quotas,
-                                     .list_tenant_quotas = vc.store.list_tenant_quotas,
-                                     .namespace_labels = vc.store.namespace_labels,
-                                     .get_quota = vc.store.get_quota,
-                                     .get_claim_template = vc.store.get_claim_template,
-                                     .get_claim = vc.store.get_claim,
-                                     .get_device_class = vc.store.get_device_class};
+        lr = wh_limit_range_source_of(&vc.store);
     if (mutate_setup(&mutate_ctx, cfg, lr, audit, metrics, srv, &err))
         goto fail;
 
@@ -501,27 +524,7 @@ int gq_cmd_webhook(int argc, char **argv)
     else if (validate_start_ready(&vc, &err))
         goto fail;
 
-    int sig = 0;
-    for (;;) {
-        if (sigwait(&sigs, &sig) != 0)
-            continue;
-        if (sig != SIGHUP)
-            break;
-        wh_audit_request_reopen(audit);
-        GQ_INFO("received SIGHUP: the audit log is reopened before the next record");
-    }
-    if (a.delay_s > 0) {
-        GQ_INFO("received %s: not ready; serving new connections for %ld s more",
-                sig == SIGTERM ? "SIGTERM" : "SIGINT", a.delay_s);
-        shutdown_delay(srv, audit, &sigs, a.delay_s);
-    }
-    GQ_INFO("received %s: draining for up to %ld s", sig == SIGTERM ? "SIGTERM" : "SIGINT",
-            drain_s);
-    unsigned left = wh_server_stop(srv, (unsigned)drain_s * 1000u);
-    if (left)
-        GQ_WARN("stopped with %u request(s) still in flight", left);
-    else
-        GQ_INFO("stopped");
+    serve_until_stopped(srv, audit, &sigs, &a);
     exit_code = GQ_EXIT_OK;
     goto out;
 

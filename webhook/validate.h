@@ -68,8 +68,7 @@ typedef struct wh_store {
     /* A fresh read of pod ns/name; GQ_ENOTFOUND when there is none. May be
      * NULL (no cluster): a create naming a pod that exists is then charged
      * until its reservation expires. */
-    gq_code (*get_pod)(void *ctx, const char *ns, const char *name, json_object **out,
-                       gq_err *err);
+    gq_code (*get_pod)(void *ctx, const char *ns, const char *name, json_object **out, gq_err *err);
     /* A fresh read of DeviceClass name (resource.k8s.io/v1, cluster-scoped),
      * as get_claim_template. May be NULL (no cluster). */
     gq_code (*get_device_class)(void *ctx, const char *name, json_object **out, gq_err *err);
@@ -80,6 +79,11 @@ typedef struct wh_store {
     gq_code (*list_group_pods)(void *ctx, const char *ns, const char *group, json_object **out,
                                gq_err *err);
 } wh_store;
+
+struct wh_limit_range_source;
+/* What /mutate reads of the cluster (webhook/mutation.h), read through st:
+ * the same informer cache, or the offline state. */
+struct wh_limit_range_source wh_limit_range_source_of(const wh_store *st);
 
 /* Identities allowed to change gpuquota.io/ labels and annotations of pods
  * when no --trusted-user is given. */

@@ -1137,10 +1137,55 @@ gq_code gq_pod_cost_compute(const gq_config *cfg, json_object *pod, gq_pod_cost 
 static gq_code claims_cost(const gq_config *cfg, json_object *spec, json_object *ann,
                            json_object *pod, gq_pod_cost *r, gq_err *err);
 
+/* The cost of container c, spec.containers[idx] or (init)
+ * spec.initContainers[idx], a sidecar when its restartPolicy is Always;
+ * *uses false when it asks for no GPU. */
+static gq_code container_cost(const pc_ctx *x, json_object *c, bool init, size_t idx,
+                              gq_ctr_cost *cc, bool *uses, gq_err *err)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "spec.%s[%zu]", init ? "initContainers" : "containers", idx);
+    memset(cc, 0, sizeof(*cc));
+    cc->index = idx;
+    cc->kind = GQ_CTR_APP;
+    if (init) {
+        const char *policy = NULL;
+        char field[96];
+        snprintf(field, sizeof(field), "%s.restartPolicy", path);
+        gq_code rc = get_string(c, "restartPolicy", field, &policy, err);
+        if (rc)
+            return rc;
+        cc->kind = policy && !strcmp(policy, "Always") ? GQ_CTR_SIDECAR : GQ_CTR_INIT;
+    }
+    return ctr_cost(x, c, path, cc, uses, err);
+}
+
+/* The pod's metadata.annotations, spec, spec.containers and
+ * spec.initContainers (each NULL when absent; a wrong type is an error, and
+ * so is a pod with no spec). */
+static gq_code pod_parts(json_object *pod, json_object **ann, json_object **spec,
+                         json_object **ctrs, json_object **inits, gq_err *err)
+{
+    json_object *meta = NULL;
+    gq_code rc;
+    if (!pod || !json_object_is_type(pod, json_type_object))
+        return gq_err_set(err, GQ_EINVAL, "a pod must be a JSON object");
+    if ((rc = get_object(pod, "metadata", "metadata", &meta, err)) ||
+        (rc = get_object(meta, "annotations", "metadata.annotations", ann, err)) ||
+        (rc = get_object(pod, "spec", "spec", spec, err)))
+        return rc;
+    if (!*spec)
+        return gq_err_set(err, GQ_EINVAL, "spec is required");
+    if ((rc = get_array(*spec, "containers", "spec.containers", ctrs, err)) ||
+        (rc = get_array(*spec, "initContainers", "spec.initContainers", inits, err)))
+        return rc;
+    return GQ_OK;
+}
+
 gq_code gq_pod_cost_compute_in(const gq_config *cfg, json_object *pod, const gq_cost_scope *scope,
                                gq_pod_cost *out, gq_err *err)
 {
-    json_object *meta = NULL, *ann = NULL, *spec = NULL, *ctrs = NULL, *inits = NULL;
+    json_object *ann = NULL, *spec = NULL, *ctrs = NULL, *inits = NULL;
     gq_pod_cost r;
     pod_req preq = {.form = GQ_FORM_NONE};
     eff emem = {0}, egpu = {0};
@@ -1149,20 +1194,7 @@ gq_code gq_pod_cost_compute_in(const gq_config *cfg, json_object *pod, const gq_
     gq_pod_cost_init(&r);
     if (!cfg || !out)
         return gq_err_set(err, GQ_EINVAL, "no configuration or result given");
-    if (!pod || !json_object_is_type(pod, json_type_object)) {
-        rc = gq_err_set(err, GQ_EINVAL, "a pod must be a JSON object");
-        goto out;
-    }
-    if ((rc = get_object(pod, "metadata", "metadata", &meta, err)) ||
-        (rc = get_object(meta, "annotations", "metadata.annotations", &ann, err)) ||
-        (rc = get_object(pod, "spec", "spec", &spec, err)))
-        goto out;
-    if (!spec) {
-        rc = gq_err_set(err, GQ_EINVAL, "spec is required");
-        goto out;
-    }
-    if ((rc = get_array(spec, "containers", "spec.containers", &ctrs, err)) ||
-        (rc = get_array(spec, "initContainers", "spec.initContainers", &inits, err)))
+    if ((rc = pod_parts(pod, &ann, &spec, &ctrs, &inits, err)))
         goto out;
     size_t n_app = ctrs ? json_object_array_length(ctrs) : 0;
     size_t n_init = inits ? json_object_array_length(inits) : 0;
@@ -1195,23 +1227,10 @@ gq_code gq_pod_cost_compute_in(const gq_config *cfg, json_object *pod, const gq_
     for (size_t i = 0; i < n_init + n_app; i++) {
         bool init = i < n_init;
         size_t idx = init ? i : i - n_init;
-        json_object *c = json_object_array_get_idx(init ? inits : ctrs, idx);
-        char path[64];
         gq_ctr_cost cc;
         bool uses = false;
-        snprintf(path, sizeof(path), "spec.%s[%zu]", init ? "initContainers" : "containers", idx);
-        memset(&cc, 0, sizeof(cc));
-        cc.index = idx;
-        cc.kind = GQ_CTR_APP;
-        if (init) {
-            const char *policy = NULL;
-            char field[96];
-            snprintf(field, sizeof(field), "%s.restartPolicy", path);
-            if ((rc = get_string(c, "restartPolicy", field, &policy, err)))
-                goto out;
-            cc.kind = policy && !strcmp(policy, "Always") ? GQ_CTR_SIDECAR : GQ_CTR_INIT;
-        }
-        if ((rc = ctr_cost(&x, c, path, &cc, &uses, err)))
+        if ((rc = container_cost(&x, json_object_array_get_idx(init ? inits : ctrs, idx), init, idx,
+                                 &cc, &uses, err)))
             goto out;
         if (!uses)
             continue;

@@ -739,6 +739,49 @@ static gq_code summarise(rw *x, bool pinned, bool scheduled, json_object **out)
     return GQ_OK;
 }
 
+/* One GPU container c: its request as written into originals, a shared
+ * slice's request as charged into requests, and its resources rewritten for
+ * the backend. Whole GPUs stay as they are; without a model they are
+ * charged as the largest one the pod may land on, and the user hears it. */
+static gq_code rewrite_one(rw *x, const gq_ctr_cost *c, json_object *originals,
+                           json_object *requests)
+{
+    const char *list;
+    json_object *ctr = container_of(x->spec, c, &list);
+    json_object *orig = original_of(ctr, c);
+    if (!orig || json_object_object_add(originals, c->name, orig)) {
+        json_object_put(orig);
+        return nomem(x);
+    }
+    if (c->exclusive) {
+        if (c->priced_as) {
+            char each[GQ_QUANTITY_STR_MAX];
+            gq_format_bytes(c->charged_per_gpu, each);
+            warn(x,
+                 "container %s: %" PRId64 " whole GPU(s) of unknown model charged as %s (%s "
+                 "each); pin one with gpuquota.io/gpu-model",
+                 c->name, c->gpus, c->priced_as->name, each);
+        }
+        return GQ_OK;
+    }
+    json_object *r = json_object_new_object();
+    char mem[GQ_QUANTITY_STR_MAX];
+    gq_format_bytes(c->charged_per_gpu, mem);
+    json_object *g = r ? json_object_new_int64(c->gpus) : NULL;
+    if (!g || json_object_object_add(r, "gpus", g)) {
+        json_object_put(g);
+        json_object_put(r);
+        return nomem(x);
+    }
+    if (put_string(r, "memory", mem) || json_object_object_add(requests, c->name, r)) {
+        json_object_put(r);
+        return nomem(x);
+    }
+    if (c->form == GQ_FORM_BACKEND)
+        return GQ_OK; /* already in a backend's resources */
+    return rewrite_ctr(x, c, orig);
+}
+
 gq_code gq_rewrite_pod(const gq_config *cfg, json_object *pod, const gq_pod_cost *cost,
                        const gq_rewrite_opts *opts, gq_rewrite *out, gq_err *err)
 {
@@ -775,49 +818,9 @@ gq_code gq_rewrite_pod(const gq_config *cfg, json_object *pod, const gq_pod_cost
         rc = nomem(&x);
         goto out;
     }
-    for (size_t i = 0; i < cost->n_ctrs; i++) {
-        const gq_ctr_cost *c = &cost->ctrs[i];
-        const char *list;
-        json_object *ctr = container_of(x.spec, c, &list);
-        json_object *orig = original_of(ctr, c);
-        if (!orig || json_object_object_add(originals, c->name, orig)) {
-            json_object_put(orig);
-            rc = nomem(&x);
+    for (size_t i = 0; i < cost->n_ctrs; i++)
+        if ((rc = rewrite_one(&x, &cost->ctrs[i], originals, requests)))
             goto out;
-        }
-        if (c->exclusive) {
-            /* Whole GPUs stay as they are; without a model they are charged
-             * as the largest one the pod may land on, and the user hears it. */
-            if (c->priced_as) {
-                char each[GQ_QUANTITY_STR_MAX];
-                gq_format_bytes(c->charged_per_gpu, each);
-                warn(&x,
-                     "container %s: %" PRId64 " whole GPU(s) of unknown model charged as %s (%s "
-                     "each); pin one with gpuquota.io/gpu-model",
-                     c->name, c->gpus, c->priced_as->name, each);
-            }
-            continue;
-        }
-        json_object *r = json_object_new_object();
-        char mem[GQ_QUANTITY_STR_MAX];
-        gq_format_bytes(c->charged_per_gpu, mem);
-        json_object *g = r ? json_object_new_int64(c->gpus) : NULL;
-        if (!g || json_object_object_add(r, "gpus", g)) {
-            json_object_put(g);
-            json_object_put(r);
-            rc = nomem(&x);
-            goto out;
-        }
-        if (put_string(r, "memory", mem) || json_object_object_add(requests, c->name, r)) {
-            json_object_put(r);
-            rc = nomem(&x);
-            goto out;
-        }
-        if (c->form == GQ_FORM_BACKEND)
-            continue; /* already in a backend's resources */
-        if ((rc = rewrite_ctr(&x, c, orig)))
-            goto out;
-    }
     size_t before_pin = gq_patch_len(res->patch);
     if ((rc = pin_model(&x)))
         goto out;

@@ -17,6 +17,7 @@ need_cmd wrk wrk
 need_cmd /usr/bin/time time # scripts/bench.sh: wrk's own CPU time
 need_cmd python3 python3
 need_cmd jq jq # the kube-standin shell tests read JSON with it
+need_cmd file file # e2e_monitoring checks the dashboard it draws is a PNG
 # test_kube_dead_peer: a network namespace of its own, packets dropped.
 need_cmd unshare util-linux
 need_cmd ip iproute2
@@ -41,6 +42,9 @@ compgen -G '/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a' >
     pkgs+=(libclang-rt-14-dev)
 # The Helm chart tests (test/helm/) read rendered manifests with PyYAML.
 python3 -c 'import yaml' >/dev/null 2>&1 || pkgs+=(python3-yaml)
+# e2e_monitoring draws the dashboard from its samples with Debian's matplotlib.
+{ [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1; } ||
+    pkgs+=(python3-matplotlib)
 need_pc json-c libjson-c-dev
 need_pc yaml-0.1 libyaml-dev
 need_pc libcurl libcurl4-openssl-dev

@@ -308,11 +308,19 @@ static bool unit_need(const unit *u, size_t o, size_t qi, const char *model, gq_
     return true;
 }
 
+/* The first limit a unit found without room: the quota (SIZE_MAX: none
+ * yet), its model limit (-1: spec.hard) and what the unit needs there. */
+typedef struct shortfall {
+    size_t quota;
+    int model;
+    gq_amounts need;
+} shortfall;
+
 /* Whether u on option o fits every quota of touched[0..nt); when not, and
- * *fail_q is still unset (SIZE_MAX), the first limit without room. false
- * also when a member has no option o (*valid false). */
+ * short->quota is still unset, the first limit without room. false also
+ * when a member has no option o (*valid false). */
 static bool unit_fits(const unit *u, size_t o, const gq_queue_quota *quotas, const size_t *touched,
-                      size_t nt, bool *valid, size_t *fail_q, int *fail_m, gq_amounts *fail_need)
+                      size_t nt, bool *valid, shortfall *short_)
 {
     gq_amounts need;
     *valid = true;
@@ -333,13 +341,10 @@ static bool unit_fits(const unit *u, size_t o, const gq_queue_quota *quotas, con
         }
         if (bad == -2)
             continue;
-        if (*fail_q == SIZE_MAX) {
-            *fail_q = touched[t];
-            *fail_m = bad;
-            if (bad >= 0)
-                unit_need(u, o, touched[t], pq->q->models[bad].name, fail_need);
-            else
-                unit_need(u, o, touched[t], NULL, fail_need);
+        if (short_->quota == SIZE_MAX) {
+            short_->quota = touched[t];
+            short_->model = bad;
+            unit_need(u, o, touched[t], bad >= 0 ? pq->q->models[bad].name : NULL, &short_->need);
         }
         return false;
     }
@@ -500,10 +505,9 @@ static void plan_unit(plan *p, size_t i)
     bool unpaid = false, behind = false;
     plan_touch(p, &u, &nt, &n_try, &unpaid, &behind, &behind_q);
     gq_queue_state st = GQ_QSTATE_ADMIT;
-    size_t which = 0, option = 0, fail_q = SIZE_MAX;
-    int fail_m = -1;
-    gq_amounts fail_need;
-    amounts_zero(&fail_need);
+    size_t which = 0, option = 0;
+    shortfall sf = {.quota = SIZE_MAX, .model = -1};
+    amounts_zero(&sf.need);
     if (unpaid && behind) {
         st = GQ_QSTATE_BEHIND_HEAD;
         which = behind_q;
@@ -511,7 +515,7 @@ static void plan_unit(plan *p, size_t i)
         st = GQ_QSTATE_NO_ROOM;
         for (size_t o = 0; o < n_try; o++) {
             bool valid;
-            if (unit_fits(&u, o, p->quotas, p->touched, nt, &valid, &fail_q, &fail_m, &fail_need)) {
+            if (unit_fits(&u, o, p->quotas, p->touched, nt, &valid, &sf)) {
                 st = GQ_QSTATE_ADMIT;
                 option = o;
                 break;
@@ -520,7 +524,7 @@ static void plan_unit(plan *p, size_t i)
                 break;
         }
         if (st == GQ_QSTATE_NO_ROOM)
-            which = fail_q == SIZE_MAX ? (nt ? p->touched[0] : 0) : fail_q;
+            which = sf.quota == SIZE_MAX ? (nt ? p->touched[0] : 0) : sf.quota;
     }
     if (st == GQ_QSTATE_ADMIT) {
         unit_charge(&u, option, p->quotas, p->touched, nt);
@@ -537,10 +541,10 @@ static void plan_unit(plan *p, size_t i)
         d->state = st;
         d->quota = which;
         d->ahead = ahead;
-        d->model_limit = st == GQ_QSTATE_NO_ROOM ? fail_m : -1;
+        d->model_limit = st == GQ_QSTATE_NO_ROOM ? sf.model : -1;
         d->option = option;
         if (st == GQ_QSTATE_NO_ROOM)
-            d->need = fail_need;
+            d->need = sf.need;
     }
     for (size_t t = 0; t < nt; t++)
         p->is_touched[p->touched[t]] = false;

@@ -125,12 +125,28 @@ void gq_model_dispose(gq_model *m)
     memset(m, 0, sizeof(*m));
 }
 
-/* Fill dst (zeroed by the caller) from parallel string arrays; on failure
- * dst holds what was built so far, for gq_model_dispose. */
-static gq_code model_fill(gq_model *dst, const char *name, int64_t memory,
-                          const char *const *products, size_t n_products, const gq_mig_profile *mig,
-                          const char *const *mig_names, size_t n_mig, gq_err *err)
+/* What a model is copied from: a name, the card's memory, its GFD product
+ * strings and its MIG profiles, either parsed already (mig) or as their
+ * names (mig_names, parsed here). */
+typedef struct model_source {
+    const char *name;
+    int64_t memory;
+    const char *const *products;
+    size_t n_products;
+    const gq_mig_profile *mig;
+    const char *const *mig_names;
+    size_t n_mig;
+} model_source;
+
+/* Fill dst (zeroed by the caller) from src; on failure dst holds what was
+ * built so far, for gq_model_dispose. */
+static gq_code model_fill(gq_model *dst, const model_source *src, gq_err *err)
 {
+    const char *name = src->name;
+    const char *const *products = src->products, *const *mig_names = src->mig_names;
+    size_t n_products = src->n_products, n_mig = src->n_mig;
+    const gq_mig_profile *mig = src->mig;
+    int64_t memory = src->memory;
     dst->memory = memory;
     if (!(dst->name = strdup(name)))
         goto oom;
@@ -166,8 +182,13 @@ oom:
 gq_code gq_model_copy(const gq_model *src, gq_model *dst, gq_err *err)
 {
     gq_model m = {0};
-    gq_code rc = model_fill(&m, src->name, src->memory, (const char *const *)src->products,
-                            src->n_products, src->mig, NULL, src->n_mig, err);
+    model_source from = {.name = src->name,
+                         .memory = src->memory,
+                         .products = (const char *const *)src->products,
+                         .n_products = src->n_products,
+                         .mig = src->mig,
+                         .n_mig = src->n_mig};
+    gq_code rc = model_fill(&m, &from, err);
     if (rc) {
         gq_model_dispose(&m);
         return rc;
@@ -193,9 +214,13 @@ gq_code gq_catalog_models(gq_model **out, size_t *n_out, gq_err *err)
         return gq_err_set(err, GQ_ENOMEM, "out of memory copying the model catalog");
     for (; n < N_CATALOG; n++) {
         const struct catalog_entry *e = &catalog[n];
-        rc = model_fill(&models[n], e->name, e->memory_gib * GQ_GIB, e->products,
-                        count_strings(e->products, MAX_PRODUCTS), NULL, e->mig,
-                        count_strings(e->mig, MAX_MIG), err);
+        model_source from = {.name = e->name,
+                             .memory = e->memory_gib * GQ_GIB,
+                             .products = e->products,
+                             .n_products = count_strings(e->products, MAX_PRODUCTS),
+                             .mig_names = e->mig,
+                             .n_mig = count_strings(e->mig, MAX_MIG)};
+        rc = model_fill(&models[n], &from, err);
         if (rc) {
             n++; /* the partly built entry is disposed too */
             goto out;

@@ -102,7 +102,7 @@ static void queued_event(ctl_controller *c, const ctl_queued *p, const char *why
     json_object *obj = json_object_new_object(), *meta = json_object_new_object();
     if (obj && meta && !json_object_object_add(obj, "metadata", meta)) {
         json_object_object_add(meta, "uid", json_object_new_string(p->uid));
-        ctl_post_event_v(c, obj, "v1", "Pod", p->ns, p->name, "Queued", msg, now);
+        ctl_post_event(c, obj, &(ctl_about){"v1", "Pod", p->ns, p->name}, "Queued", msg, now);
     } else {
         json_object_put(meta);
     }

@@ -117,7 +117,8 @@ static void refuse(ctl_controller *c, json_object *pod, const char *ns, const ch
              why);
     atomic_fetch_add(&c->claims_refused, 1);
     GQ_WARN("pod %s/%s not released: %s", ns, name, why);
-    ctl_post_event_v(c, pod, "v1", "Pod", ns, name, "ClaimNotCharged", msg, ctl_wall_now(c));
+    ctl_post_event(c, pod, &(ctl_about){"v1", "Pod", ns, name}, "ClaimNotCharged", msg,
+                   ctl_wall_now(c));
 }
 
 typedef enum check_outcome { CHECK_DONE, CHECK_WAIT, CHECK_RETRY } check_outcome;

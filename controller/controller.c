@@ -382,12 +382,6 @@ static void observe(ctl_controller *c, int result, int64_t us)
     atomic_fetch_add(&c->hist_sum_us, (unsigned long)(us > 0 ? us : 0));
 }
 
-static void post_event(ctl_controller *c, json_object *obj, const char *kind, const char *ns,
-                       const char *name, const char *reason, const char *message, int64_t now)
-{
-    ctl_post_event_v(c, obj, GQ_API_VERSION, kind, ns, name, reason, message, now);
-}
-
 /* --- abandoned reservations ---------------------------------------------- */
 
 /* Whether the pod a reservation names is missing on the API server (a
@@ -530,6 +524,14 @@ typedef struct quota_ref {
     const char *sep; /* "/" between ns and name in messages, "" for tenants */
 } quota_ref;
 
+/* An Event about the quota r names. */
+static void post_event(ctl_controller *c, json_object *obj, const quota_ref *r, const char *reason,
+                       const char *message, int64_t now)
+{
+    ctl_about about = {GQ_API_VERSION, r->kind, r->ns, r->name};
+    ctl_post_event(c, obj, &about, reason, message, now);
+}
+
 /* Read: the kind, names and API path of a quota's key; false for any other
  * key. */
 static bool quota_ref_parse(ctl_controller *c, const char *key, quota_ref *r)
@@ -641,10 +643,10 @@ static void status_written(ctl_controller *c, const char *key, const quota_ref *
     json_object_put(written);
     if (res->became_exceeded) {
         GQ_WARN("%s %s%s%s exceeded: %s", r->kind, r->ns, r->sep, r->name, res->message);
-        post_event(c, obj, r->kind, r->ns, r->name, "Exceeded", res->message, now);
+        post_event(c, obj, r, "Exceeded", res->message, now);
     }
     if (res->became_invalid)
-        post_event(c, obj, r->kind, r->ns, r->name, CTL_REASON_INVALID, res->message, now);
+        post_event(c, obj, r, CTL_REASON_INVALID, res->message, now);
 }
 
 /* A write that only folds reservations into used (ctl_fold_only) changes

@@ -90,10 +90,11 @@ static bool event_token(ctl_controller *c)
     return ok;
 }
 
-void ctl_post_event_v(ctl_controller *c, json_object *obj, const char *api_version,
-                      const char *kind, const char *ns, const char *name, const char *reason,
-                      const char *message, int64_t now)
+void ctl_post_event(ctl_controller *c, json_object *obj, const ctl_about *about, const char *reason,
+                    const char *message, int64_t now)
 {
+    const char *api_version = about->api_version, *kind = about->kind, *ns = about->ns,
+               *name = about->name;
     if (!event_token(c)) {
         atomic_fetch_add(&c->events_dropped, 1);
         return;

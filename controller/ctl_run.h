@@ -69,7 +69,7 @@ struct ctl_controller {
     bool grace_dynamic;
     long grace_ms;
     int64_t grace_read_ms;
-    /* Events posted: a token bucket (ctl_post_event_v; mu). */
+    /* Events posted: a token bucket (ctl_post_event; mu). */
     double ev_tokens;
     uint64_t ev_refilled_us;
     atomic_ulong q_charges, q_ungated;
@@ -105,11 +105,16 @@ bool ctl_quota_path(char *path, size_t cap, const char *ns, const char *name);
 /* Requeue key after its next backoff delay / after ms. */
 void ctl_backoff(ctl_controller *c, const char *key);
 void ctl_requeue_after(ctl_controller *c, const char *key, long ms);
-/* Post an Event (reason, message) about obj (kind api_version/kind, ns,
- * name) at now; failures are logged, never returned. */
-void ctl_post_event_v(ctl_controller *c, json_object *obj, const char *api_version,
-                      const char *kind, const char *ns, const char *name, const char *reason,
-                      const char *message, int64_t now);
+/* The object an Event is about (its involvedObject): apiVersion, kind,
+ * namespace ("" for a cluster-scoped one) and name. */
+typedef struct ctl_about {
+    const char *api_version, *kind, *ns, *name;
+} ctl_about;
+
+/* Post an Event (reason, message) about obj, as about names it, at now;
+ * failures are logged, never returned. */
+void ctl_post_event(ctl_controller *c, json_object *obj, const ctl_about *about, const char *reason,
+                    const char *message, int64_t now);
 /* A kube_item_fn that appends each listed item (a new reference) to ud, a
  * JSON array: for lists small enough to hold whole. */
 gq_code ctl_keep_item(void *ud, json_object *item, gq_err *err);

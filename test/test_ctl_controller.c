@@ -374,7 +374,7 @@ static void test_events_rate_limited(void **state)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int i = 0; i < N; i++) {
         json_object *obj = J("{'metadata':{'uid':'u-p'}}");
-        ctl_post_event_v(c, obj, "v1", "Pod", "a", "p", "Queued", "why", NOW);
+        ctl_post_event(c, obj, &(ctl_about){"v1", "Pod", "a", "p"}, "Queued", "why", NOW);
         json_object_put(obj);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);

@@ -324,16 +324,43 @@ out:
     return rc;
 }
 
+/* One pod CREATE under mutation: what the steps of mutate share. */
+typedef struct pod_mutation {
+    const gq_config *cfg;
+    const wh_review_request *req;
+    lr_input *in;
+    json_object *pod;        /* req->object (borrowed) */
+    json_object *priced_pod; /* pod, pinned or claimed: the one priced */
+    wh_review_response r;
+    priced p;
+    gq_rewrite rw;
+    gq_err why; /* a denial's reason */
+    wh_mutate_info got;
+    const gq_model *choices[GQ_MAX_MODEL_CHOICES], *chosen;
+    size_t n_choices;
+    bool deferred;        /* the controller chooses the model when it ungates */
+    json_object *pinned;  /* the pod with the chosen model (owned) */
+    json_object *claims;  /* GQ_ANN_CLAIMS record (owned) */
+    json_object *claimed; /* the pod with it (owned) */
+    char *claims_text;
+    gq_code rc;
+} pod_mutation;
+
 /* A pod accepting choices[0..n) in order of preference: price it on each,
  * drop the models its GPULimitRanges refuse, and choose the first whose
  * charge fits every governing quota of the cached state (gq_model_choose).
  * GQ_OK with *chosen; GQ_EDENIED (or a pricing error) with why; other codes
  * are failures of the source, in err. The validating webhook charges the
  * choice as usual, so a race that fills the model meanwhile is a denial. */
-static gq_code choose_model(const gq_config *cfg, const wh_review_request *req, lr_input *in,
-                            const gq_model *const *choices, size_t n, const gq_model **chosen,
-                            gq_err *why, gq_err *err)
+static gq_code choose_model(pod_mutation *m, gq_err *err)
 {
+    const gq_config *cfg = m->cfg;
+    const wh_review_request *req = m->req;
+    lr_input *in = m->in;
+    const gq_model *const *choices = m->choices;
+    size_t n = m->n_choices;
+    const gq_model **chosen = &m->chosen;
+    gq_err *why = &m->why;
     gq_code rc = GQ_OK;
     gq_model_option opts[GQ_MAX_MODEL_CHOICES];
     size_t n_opts = 0, at = 0, n_q = 0;
@@ -688,28 +715,6 @@ static bool has_node_name(json_object *pod)
            json_object_is_type(nn, json_type_string) && json_object_get_string_len(nn) > 0;
 }
 
-/* One pod CREATE under mutation: what the steps of mutate share. */
-typedef struct pod_mutation {
-    const gq_config *cfg;
-    const wh_review_request *req;
-    lr_input *in;
-    json_object *pod;        /* req->object (borrowed) */
-    json_object *priced_pod; /* pod, pinned or claimed: the one priced */
-    wh_review_response r;
-    priced p;
-    gq_rewrite rw;
-    gq_err why; /* a denial's reason */
-    wh_mutate_info got;
-    const gq_model *choices[GQ_MAX_MODEL_CHOICES], *chosen;
-    size_t n_choices;
-    bool deferred;        /* the controller chooses the model when it ungates */
-    json_object *pinned;  /* the pod with the chosen model (owned) */
-    json_object *claims;  /* GQ_ANN_CLAIMS record (owned) */
-    json_object *claimed; /* the pod with it (owned) */
-    char *claims_text;
-    gq_code rc;
-} pod_mutation;
-
 /* Where a step leaves the review: go on; deny with m->why (m->rc
  * GQ_ENOMEM: fail); settled (m->rc decides); failed (err set). */
 typedef enum step { STEP_ON, STEP_DENY, STEP_SETTLED, STEP_FAILED } step;
@@ -746,9 +751,7 @@ static step pick_model(pod_mutation *m, gq_err *err)
     if (!queues) {
         gq_code rc;
         if ((rc = lr_load(m->in, m->req->namespace, err)) ||
-            ((rc = choose_model(cfg, m->req, m->in, m->choices, m->n_choices, &m->chosen, &m->why,
-                                err)) &&
-             rc != GQ_EDENIED && m->why.code == GQ_OK))
+            ((rc = choose_model(m, err)) && rc != GQ_EDENIED && m->why.code == GQ_OK))
             return failed(m, rc);
         if ((m->rc = rc))
             return STEP_DENY;

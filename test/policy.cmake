@@ -4,7 +4,7 @@ gq_fuzz_target(crd fuzz/fuzz_crd.c)
 
 # The CRDs are generated from one description; a hand edit of the YAML (or a
 # generator change without regenerating) fails here.
-# Python 3 is required (make deps installs it): the check is never left out.
-find_package(Python3 COMPONENTS Interpreter REQUIRED)
-add_test(NAME crds_up_to_date
-         COMMAND Python3::Interpreter ${CMAKE_SOURCE_DIR}/deploy/crds/generate.py --check)
+# Always registered: without python3 (make deps installs it) it fails, it is
+# never left out. Configuring does not need Python (deploy/Dockerfile builds
+# the binary alone).
+add_test(NAME crds_up_to_date COMMAND python3 ${CMAKE_SOURCE_DIR}/deploy/crds/generate.py --check)

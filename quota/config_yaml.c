@@ -1082,6 +1082,11 @@ static void sb_scalar(sbuf *b, const char *s)
             snprintf(esc, sizeof(esc), "\\u%04x", p[1]);
             sb_puts(b, esc);
             p++;
+        } else if (*p == 0xe2 && p[1] == 0x80 && (p[2] == 0xa8 || p[2] == 0xa9)) {
+            /* U+2028 and U+2029 are line breaks to libyaml: raw, a quoted
+             * scalar would fold them into a space. */
+            sb_puts(b, p[2] == 0xa8 ? "\\u2028" : "\\u2029");
+            p += 2;
         } else if (*p == 0xef && (p[1] == 0xbb && p[2] == 0xbf)) {
             sb_puts(b, "\\ufeff"); /* a byte order mark inside the stream */
             p += 2;

@@ -71,7 +71,15 @@ ns "$NSQ" || fail "namespace $NSQ"
 quota "$NSQ" team '{gpu-memory: 8Gi}' 'whenExceeded: Queue'
 seenq() { gpu_pod probe 1Gi | kubectl -n "$NSQ" create --dry-run=server -o json -f - 2>/dev/null | jq -e '.spec.schedulingGates' >/dev/null; }
 eventually 60 seenq || true
+# Queue order is priority, then creationTimestamp, which has whole seconds (a
+# tie goes by uid): the second pod is created in a later second than the first.
+later_than() {
+    local t
+    t=$(date -d "$(kubectl -n "$1" get pod "$2" -o jsonpath='{.metadata.creationTimestamp}')" +%s) || return
+    while (($(date +%s) <= t)); do sleep 0.1; done
+}
 gpu_pod q1 8Gi | kubectl -n "$NSQ" create -f - >/dev/null
+later_than "$NSQ" q1
 gpu_pod q2 8Gi | kubectl -n "$NSQ" create -f - >/dev/null
 gates() { kubectl -n "$NSQ" get pod "$1" -o jsonpath='{.spec.schedulingGates[*].name}' 2>/dev/null; }
 ungated() { [[ -z $(gates "$1") ]]; }
@@ -192,6 +200,7 @@ ns "$NS" || fail "namespace $NS"
 quota "$NS" team '{gpu-memory: 8Gi}' 'whenExceeded: Queue'
 eventually 60 bash -c "$(declare -f gpu_pod pod_yaml containers); gpu_pod probe 1Gi | kubectl -n $NS create --dry-run=server -o json -f - 2>/dev/null | jq -e .spec.schedulingGates >/dev/null" || true
 gpu_pod h1 8Gi | kubectl -n "$NS" create -f - >/dev/null 2>&1
+later_than "$NS" h1
 gpu_pod h2 8Gi | kubectl -n "$NS" create -f - >/dev/null 2>&1
 hgates() { kubectl -n "$NS" get pod "$1" -o jsonpath='{.spec.schedulingGates[*].name}' 2>/dev/null; }
 hungated() { [[ -z $(hgates "$1") ]]; }

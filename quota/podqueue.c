@@ -377,7 +377,7 @@ typedef struct plan {
     ref *order, *byg;
     size_t *unit_start, *unit_len, *leader_of; /* by entry index */
     size_t *touched;                           /* quotas the unit charges, nt of them */
-    bool *blocked, *is_touched;                /* by quota index */
+    bool *blocked, *is_touched, *is_short;     /* by quota index */
     int64_t *waiting;                          /* by quota index */
 } plan;
 
@@ -391,6 +391,7 @@ static void plan_free(plan *p)
     free(p->touched);
     free(p->blocked);
     free(p->is_touched);
+    free(p->is_short);
     free(p->waiting);
 }
 
@@ -405,9 +406,10 @@ static bool plan_alloc(plan *p, size_t n, size_t nq)
     p->touched = calloc(q, sizeof(*p->touched));
     p->blocked = calloc(q, sizeof(*p->blocked));
     p->is_touched = calloc(q, sizeof(*p->is_touched));
+    p->is_short = calloc(q, sizeof(*p->is_short));
     p->waiting = calloc(q, sizeof(*p->waiting));
     return p->order && p->byg && p->unit_start && p->unit_len && p->leader_of && p->touched &&
-           p->blocked && p->is_touched && p->waiting;
+           p->blocked && p->is_touched && p->is_short && p->waiting;
 }
 
 /* Admission order (priority, then age), each entry a unit of itself. */
@@ -493,8 +495,36 @@ static void plan_touch(plan *p, const unit *u, size_t *nt, size_t *n_try, bool *
     }
 }
 
+/* Try unit u's options in turn: *option the first that fits every quota it
+ * charges (true), else false with *sf the first option's shortfall and
+ * p->is_short marking every quota some option lacks room in. */
+static bool plan_fit(plan *p, const unit *u, size_t nt, size_t n_try, size_t *option, shortfall *sf)
+{
+    for (size_t o = 0; o < n_try; o++) {
+        bool valid;
+        shortfall so = {.quota = SIZE_MAX, .model = -1};
+        amounts_zero(&so.need);
+        if (unit_fits(u, o, p->quotas, p->touched, nt, &valid, &so)) {
+            *option = o;
+            return true;
+        }
+        if (so.quota != SIZE_MAX) {
+            p->is_short[so.quota] = true;
+            if (sf->quota == SIZE_MAX)
+                *sf = so;
+        }
+        if (!valid)
+            break;
+    }
+    return false;
+}
+
 /* Decide the unit led by entry i (a pod, or a whole group): admit it with
- * the first option that fits every quota it charges, or say why it waits. */
+ * the first option that fits every quota it charges, or say why it waits.
+ * A unit that does not fit holds the line of a StrictFIFO quota only where
+ * it lacks room itself: a pod that its own namespace's quota holds back
+ * never stops the pods of other namespaces under a tenant quota they share
+ * (docs/queueing.md). */
 static void plan_unit(plan *p, size_t i)
 {
     const gq_queue_entry *e = &p->entries[i];
@@ -506,36 +536,28 @@ static void plan_unit(plan *p, size_t i)
     plan_touch(p, &u, &nt, &n_try, &unpaid, &behind, &behind_q);
     gq_queue_state st = GQ_QSTATE_ADMIT;
     size_t which = 0, option = 0;
+    int64_t ahead = 0;
     shortfall sf = {.quota = SIZE_MAX, .model = -1};
     amounts_zero(&sf.need);
     if (unpaid && behind) {
         st = GQ_QSTATE_BEHIND_HEAD;
         which = behind_q;
-    } else if (unpaid) {
+        ahead = p->waiting[which];
+        p->waiting[which] += (int64_t)len; /* in that line too, for the ones behind */
+    } else if (unpaid && !plan_fit(p, &u, nt, n_try, &option, &sf)) {
         st = GQ_QSTATE_NO_ROOM;
-        for (size_t o = 0; o < n_try; o++) {
-            bool valid;
-            if (unit_fits(&u, o, p->quotas, p->touched, nt, &valid, &sf)) {
-                st = GQ_QSTATE_ADMIT;
-                option = o;
-                break;
-            }
-            if (!valid)
-                break;
-        }
-        if (st == GQ_QSTATE_NO_ROOM)
-            which = sf.quota == SIZE_MAX ? (nt ? p->touched[0] : 0) : sf.quota;
-    }
-    if (st == GQ_QSTATE_ADMIT) {
-        unit_charge(&u, option, p->quotas, p->touched, nt);
-    } else {
+        which = sf.quota == SIZE_MAX ? (nt ? p->touched[0] : 0) : sf.quota;
         for (size_t t = 0; t < nt; t++) {
-            if (p->quotas[p->touched[t]].q->strategy == GQ_QUEUE_STRICT)
-                p->blocked[p->touched[t]] = true;
-            p->waiting[p->touched[t]] += (int64_t)len;
+            size_t qi = p->touched[t];
+            if (!p->is_short[qi])
+                continue;
+            if (p->quotas[qi].q->strategy == GQ_QUEUE_STRICT)
+                p->blocked[qi] = true;
+            p->waiting[qi] += (int64_t)len;
         }
     }
-    int64_t ahead = st == GQ_QSTATE_BEHIND_HEAD ? p->waiting[which] - (int64_t)len : 0;
+    if (st == GQ_QSTATE_ADMIT)
+        unit_charge(&u, option, p->quotas, p->touched, nt);
     for (size_t m = 0; m < len; m++) {
         gq_queue_decision *d = &p->out[grouped ? p->byg[first + m].i : i];
         d->state = st;
@@ -547,7 +569,7 @@ static void plan_unit(plan *p, size_t i)
             d->need = sf.need;
     }
     for (size_t t = 0; t < nt; t++)
-        p->is_touched[p->touched[t]] = false;
+        p->is_touched[p->touched[t]] = p->is_short[p->touched[t]] = false;
 }
 
 gq_code gq_queue_plan(const gq_queue_entry *entries, size_t n, gq_queue_quota *quotas, size_t nq,

@@ -331,21 +331,77 @@ static void test_plan_two_quotas(void **state)
 {
     (void)state;
     /* Every quota a pod charges must have room; a strict quota blocks only
-     * pods that charge it. */
+     * pods that charge it, and only where its head lacks room: "both" is
+     * short in the tenant quota, not in the strict namespace quota, so
+     * "ns-only" still gets in. */
     gq_quota *qv[2] = {hardq("ns-quota", 16, true), hardq("tenant", 12, false)};
     gq_queue_decision out[4];
     gq_queue_quota pq[2];
     int64_t used[] = {0, 8};
     pe es[] = {
         {"both", 0, 100, 8, NULL, 0, 0, {0, 1}, 2, false, GQ_QSTATE_NO_ROOM},
-        {"ns-only", 0, 200, 4, NULL, 0, 0, {0}, 1, false, GQ_QSTATE_BEHIND_HEAD},
+        {"ns-only", 0, 200, 4, NULL, 0, 0, {0}, 1, false, GQ_QSTATE_ADMIT},
         {"tenant-only", 0, 300, 4, NULL, 0, 0, {1}, 1, false, GQ_QSTATE_ADMIT},
     };
     run_plan(qv, used, 2, es, 3, out, pq);
     assert_int_equal(out[0].quota, 1); /* the tenant is what lacks room */
+    assert_int_equal(pq[0].in_use.v[GQ_KEY_GPU_MEMORY], 4 * GI);
     assert_int_equal(pq[1].in_use.v[GQ_KEY_GPU_MEMORY], 12 * GI);
+    /* Short in the strict quota itself: that line is held. */
+    used[0] = 12;
+    es[1].want = GQ_QSTATE_BEHIND_HEAD;
+    run_plan(qv, used, 2, es, 3, out, pq);
+    assert_int_equal(out[0].quota, 0);
+    assert_int_equal(out[1].quota, 0);
+    assert_int_equal(out[1].ahead, 1);
     gq_quota_free(qv[0]);
     gq_quota_free(qv[1]);
+}
+
+/* A tenant's pod that its own namespace quota holds back does not hold the
+ * line of a StrictFIFO tenant quota it shares with other namespaces: one
+ * tenant could otherwise stop every other tenant's pods while the shared
+ * quota has room. A pod held behind a line (BEHIND_HEAD) holds no other. */
+static void test_plan_strict_shared_not_held_by_own_quota(void **state)
+{
+    (void)state;
+    /* 0: tenant A's namespace quota (best effort), 1: the shared strict
+     * tenant quota, 2: tenant B's namespace quota (strict). */
+    gq_quota *qv[3] = {hardq("qa", 8, false), hardq("shared", 32, true), hardq("qb", 16, true)};
+    gq_queue_decision out[4];
+    gq_queue_quota pq[3];
+    int64_t used[] = {8, 8, 0};
+    pe es[] = {
+        {"a2", 0, 100, 8, NULL, 0, 0, {0, 1}, 2, false, GQ_QSTATE_NO_ROOM},
+        {"b1", 0, 200, 4, NULL, 0, 0, {2, 1}, 2, false, GQ_QSTATE_ADMIT},
+    };
+    run_plan(qv, used, 3, es, 2, out, pq);
+    assert_int_equal(out[0].quota, 0); /* a2 waits for its own quota */
+    assert_int_equal(pq[1].in_use.v[GQ_KEY_GPU_MEMORY], 12 * GI);
+    assert_int_equal(pq[2].in_use.v[GQ_KEY_GPU_MEMORY], 4 * GI);
+    /* The same with A's quota strict too: a3 waits behind a2 in qa, and
+     * neither holds the shared line. */
+    gq_quota *qs = hardq("qa", 8, true);
+    gq_quota *qv2[3] = {qs, qv[1], qv[2]};
+    pe es2[] = {
+        {"a2", 0, 100, 8, NULL, 0, 0, {0, 1}, 2, false, GQ_QSTATE_NO_ROOM},
+        {"a3", 0, 150, 1, NULL, 0, 0, {0, 1}, 2, false, GQ_QSTATE_BEHIND_HEAD},
+        {"b1", 0, 200, 4, NULL, 0, 0, {2, 1}, 2, false, GQ_QSTATE_ADMIT},
+    };
+    run_plan(qv2, used, 3, es2, 3, out, pq);
+    assert_int_equal(out[1].quota, 0);
+    assert_int_equal(out[1].ahead, 1);
+    assert_int_equal(pq[1].in_use.v[GQ_KEY_GPU_MEMORY], 12 * GI);
+    /* Short in the shared quota itself: it holds the shared line, for B too. */
+    int64_t full[] = {0, 28, 0};
+    es[0].want = GQ_QSTATE_NO_ROOM;
+    es[1].want = GQ_QSTATE_BEHIND_HEAD;
+    run_plan(qv, full, 3, es, 2, out, pq);
+    assert_int_equal(out[0].quota, 1);
+    assert_int_equal(out[1].quota, 1);
+    gq_quota_free(qs);
+    for (size_t j = 0; j < 3; j++)
+        gq_quota_free(qv[j]);
 }
 
 static void test_plan_groups(void **state)
@@ -746,6 +802,7 @@ int main(void)
         cmocka_unit_test(test_plan_order),
         cmocka_unit_test(test_plan_strategies),
         cmocka_unit_test(test_plan_two_quotas),
+        cmocka_unit_test(test_plan_strict_shared_not_held_by_own_quota),
         cmocka_unit_test(test_plan_groups),
         cmocka_unit_test(test_plan_bad_index),
         cmocka_unit_test(test_ungate_patch),

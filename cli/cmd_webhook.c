@@ -31,6 +31,7 @@ static void usage(FILE *f)
                "                        [--drain-seconds N] [--shutdown-delay-seconds N]\n"
                "                        [--reservation-ttl DURATION]\n"
                "                        [--trusted-user NAME]... [--max-body-memory SIZE]\n"
+               "                        [--max-decoded-memory SIZE]\n"
                "                        [--read-timeout DURATION] [--max-connections N]\n"
                "                        [--max-connections-per-ip N] [--max-batch N]\n"
                "                        [--client-ca FILE [--client-cn NAME]...]\n"
@@ -61,11 +62,14 @@ static void usage(FILE *f)
                "\n"
                "Abuse limits: request bodies buffered at once share --max-body-memory\n"
                "(default 32Mi; a request that would exceed it gets 503 with Retry-After at\n"
-               "once); each body is at most 3 MiB (413). The TLS handshake, and each request,\n"
-               "must arrive whole within --read-timeout (default 10s) or the connection is\n"
-               "closed. At most --max-connections (1024) connections, and at most\n"
-               "--max-connections-per-ip from one peer address (256, or a quarter of\n"
-               "--max-connections when that is less).\n"
+               "once); each body is at most 3 MiB (413). The reviews being decided share\n"
+               "--max-decoded-memory (default 32Mi) for their decoded JSON, which costs\n"
+               "many times its text: past it a review gets 503 with Retry-After, and one\n"
+               "that alone would take more than half of it gets 400. The TLS handshake,\n"
+               "and each request, must arrive whole within --read-timeout (default 10s) or\n"
+               "the connection is closed. At most --max-connections (1024) connections,\n"
+               "and at most --max-connections-per-ip from one peer address (256, or a\n"
+               "quarter of --max-connections when that is less).\n"
                "--client-ca FILE (PEM bundle, reloaded with the certificate): /mutate and\n"
                "/validate then answer 403 unless the client presents a certificate from\n"
                "it (clientAuth) whose subject CN is one of --client-cn (repeatable; any CN\n"
@@ -295,7 +299,7 @@ typedef struct webhook_args {
     long threads, drain_s, delay_s, ttl_s, read_timeout_s, max_conns;
     long max_conns_ip; /* 0: the server's default for max_conns */
     long max_batch;
-    int64_t body_memory;
+    int64_t body_memory, decoded_memory;
     gq_cli_list trusted, client_cns;
     const char *trusted_v[WH_TRUSTED_USERS_MAX];
     const char *client_cns_v[WH_MAX_CLIENT_CNS];
@@ -315,6 +319,13 @@ static gq_code parse_read_timeout(const char *opt, const char *s, void *dst, gq_
 static gq_code parse_body_memory(const char *opt, const char *s, void *dst, gq_err *err)
 {
     return gq_cli_parse_bytes(opt, s, (int64_t)WH_MAX_BODY_DEFAULT, (int64_t)1 << 32, dst, err);
+}
+
+/* At least 2 MiB: a review of a pod with a few hundred containers decodes
+ * to about half a megabyte. */
+static gq_code parse_decoded_memory(const char *opt, const char *s, void *dst, gq_err *err)
+{
+    return gq_cli_parse_bytes(opt, s, (int64_t)2 << 20, (int64_t)1 << 34, dst, err);
 }
 
 /* The shutdown delay: not ready, every reply closing its connection, the
@@ -358,6 +369,7 @@ static int parse_args(int argc, char **argv, webhook_args *a)
     a->max_conns = WH_MAX_CONNECTIONS_DEFAULT;
     a->max_batch = WH_BATCH_MAX_DEFAULT;
     a->body_memory = (int64_t)WH_MAX_BODY_MEMORY_DEFAULT;
+    a->decoded_memory = (int64_t)WH_DECODED_MEMORY_DEFAULT;
     a->trusted = (gq_cli_list){a->trusted_v, 0, WH_TRUSTED_USERS_MAX};
     a->client_cns = (gq_cli_list){a->client_cns_v, 0, WH_MAX_CLIENT_CNS};
     const gq_cli_opt opts[] = {
@@ -379,6 +391,10 @@ static int parse_args(int argc, char **argv, webhook_args *a)
          .kind = GQ_OPT_FN,
          .dst = &a->body_memory,
          .fn = parse_body_memory},
+        {.name = "--max-decoded-memory",
+         .kind = GQ_OPT_FN,
+         .dst = &a->decoded_memory,
+         .fn = parse_decoded_memory},
         {.name = "--read-timeout",
          .kind = GQ_OPT_FN,
          .dst = &a->read_timeout_s,
@@ -465,6 +481,7 @@ int gq_cmd_webhook(int argc, char **argv)
     bool validating = false;
     memset(&vc, 0, sizeof(vc));
     gq_config *cfg = NULL;
+    gq_json_budget trees = {0};
     wh_metrics *metrics = NULL;
     wh_server *srv = NULL;
     wh_audit *audit = NULL;
@@ -483,6 +500,8 @@ int gq_cmd_webhook(int argc, char **argv)
     const char **trusted = a.trusted_v;
     size_t n_trusted = a.trusted.n;
     raise_nofile(so.max_connections);
+    trees.cap = (size_t)a.decoded_memory;
+    wh_review_limits review_limits = {&trees, trees.cap / 2};
 
     /* Signals are taken synchronously by this thread: block them before any
      * other thread exists (caches, chargers, server) so every one inherits
@@ -504,7 +523,8 @@ int gq_cmd_webhook(int argc, char **argv)
                            .trusted_users = n_trusted ? trusted : NULL,
                            .n_trusted_users = n_trusted,
                            .max_batch = (unsigned)a.max_batch,
-                           .metrics = metrics};
+                           .metrics = metrics,
+                           .review_limits = review_limits};
     if (audit_setup(cfg, metrics, &audit, &err) ||
         validate_setup(&vc, kubeconfig, cfg, audit, &vo, srv, &validating, &err))
         goto fail;
@@ -513,6 +533,7 @@ int gq_cmd_webhook(int argc, char **argv)
         lr = wh_limit_range_source_of(&vc.store);
     if (mutate_setup(&mutate_ctx, cfg, lr, audit, metrics, srv, &err))
         goto fail;
+    mutate_ctx.limits = review_limits;
 
     if (wh_server_start(srv, &err))
         goto fail;

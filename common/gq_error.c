@@ -21,6 +21,7 @@ static const char *const gq_code_names[GQ_CODE_COUNT_] = {
     [GQ_EGONE] = "gone",
     [GQ_EUNAUTHORIZED] = "unauthorized",
     [GQ_ELIMIT] = "too large",
+    [GQ_EBUSY] = "busy",
 };
 
 const char *gq_strerror(gq_code code)

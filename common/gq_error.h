@@ -37,6 +37,7 @@ typedef enum gq_code {
     GQ_EGONE = 13,         /* resourceVersion too old (HTTP 410) */
     GQ_EUNAUTHORIZED = 14, /* HTTP 401 */
     GQ_ELIMIT = 15,        /* input larger than a hard cap */
+    GQ_EBUSY = 16,         /* a limit shared with other requests is reached for now */
     GQ_CODE_COUNT_         /* keep last */
 } gq_code;
 

@@ -4,6 +4,7 @@
 #define GQ_JSONUTIL_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -42,6 +43,36 @@ gq_code gq_json_parse(const char *buf, size_t len, int max_depth, json_object **
  * than GQ_JSON_SKIP_SEGMENTS segments; otherwise as gq_json_parse. */
 gq_code gq_json_parse_pruned(const char *buf, size_t len, int max_depth, const char *const *skip,
                              size_t n_skip, json_object **out, gq_err *err) GQ_WUR;
+
+/* The memory that the decoded trees alive at once may hold together. A
+ * tree's json-c objects cost far more than its text: an empty object, 2
+ * bytes of text, is 800 bytes of hash table, so the body limits alone do
+ * not bound a server's memory. Zero it and set cap; one is shared by every
+ * parse whose trees must fit together. */
+typedef struct gq_json_budget {
+    _Atomic size_t used;
+    size_t cap;
+} gq_json_budget;
+
+typedef struct gq_json_opts {
+    int max_depth;           /* as gq_json_parse */
+    const char *const *skip; /* as gq_json_parse_pruned; n_skip of them */
+    size_t n_skip;
+    size_t max_tree;        /* one tree's bytes at most; 0: no cap */
+    gq_json_budget *budget; /* NULL: none */
+} gq_json_opts;
+
+/* gq_json_parse_pruned, counting the memory of what it builds as it builds
+ * it (an estimate from the json-c objects made, within about 10 % of what
+ * glibc counts for the shapes of a pod): more than o->max_tree bytes fails
+ * with GQ_ELIMIT; with a budget, the bytes are taken from it as the tree
+ * grows and the parse fails with GQ_EBUSY when the trees alive together
+ * would pass its cap. On success *charged is what was taken from the
+ * budget (0 without one): give it back with gq_json_budget_return once
+ * the tree is freed. On failure nothing stays taken. */
+gq_code gq_json_parse_with(const char *buf, size_t len, const gq_json_opts *o, json_object **out,
+                           size_t *charged, gq_err *err) GQ_WUR;
+void gq_json_budget_return(gq_json_budget *b, size_t n);
 
 /* A growing text buffer for writing JSON (and other text) by hand. Zero it
  * to start. Allocation failure is sticky: later appends do nothing and

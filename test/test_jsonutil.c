@@ -3,6 +3,7 @@
  * pruning of subtrees by path patterns. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -223,6 +224,82 @@ static void pruning(void **state)
     assert_ptr_equal(v, (json_object *)0x1);
 }
 
+/* "[{},{},...]" with n empty objects: 2 bytes of text, 800 of tree each. */
+static char *empties(size_t n)
+{
+    char *t = malloc(3 * n + 2);
+    assert_non_null(t);
+    size_t k = 0;
+    t[k++] = '[';
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            t[k++] = ',';
+        t[k++] = '{';
+        t[k++] = '}';
+    }
+    t[k++] = ']';
+    t[k] = '\0';
+    return t;
+}
+
+/* The memory of a tree is counted as it is built: one tree's cap, and a
+ * budget shared by trees alive together, taken and given back exactly. */
+static void tree_memory(void **state)
+{
+    (void)state;
+    json_object *v = NULL;
+    gq_err err;
+    size_t charged = 0;
+    char *t = empties(1000); /* 3 kB of text, about 800 kB of json-c objects */
+    gq_json_opts o = {.max_tree = 400 * 1024};
+    assert_int_equal(gq_json_parse_with(t, strlen(t), &o, &v, &charged, &err), GQ_ELIMIT);
+    assert_non_null(strstr(err.msg, "the JSON decodes to more than 409600 bytes of objects"));
+    assert_null(v);
+    o.max_tree = 0;
+    assert_int_equal(gq_json_parse_with(t, strlen(t), &o, &v, &charged, &err), GQ_OK);
+    assert_int_equal(charged, 0); /* no budget, nothing taken */
+    json_object_put(v);
+
+    gq_json_budget b = {.cap = 1200 * 1024};
+    o.budget = &b;
+    json_object *first = NULL, *second = NULL;
+    size_t c1 = 0, c2 = 0;
+    assert_int_equal(gq_json_parse_with(t, strlen(t), &o, &first, &c1, &err), GQ_OK);
+    assert_true(c1 >= 800 * 1000 && c1 < 900 * 1024);
+    assert_int_equal(atomic_load(&b.used), c1);
+    /* A second such tree does not fit beside the first: refused, and what
+     * it had taken is given back. */
+    assert_int_equal(gq_json_parse_with(t, strlen(t), &o, &second, &c2, &err), GQ_EBUSY);
+    assert_non_null(
+        strstr(err.msg, "decoded requests in flight would hold more than 1228800 bytes"));
+    assert_null(second);
+    assert_int_equal(c2, 0);
+    assert_int_equal(atomic_load(&b.used), c1);
+    /* Small trees still fit, and each takes at least one step of it. */
+    const char *small = "{\"a\":[1,\"x\",true]}";
+    assert_int_equal(gq_json_parse_with(small, strlen(small), &o, &second, &c2, &err), GQ_OK);
+    assert_true(c2 > 0);
+    assert_int_equal(atomic_load(&b.used), c1 + c2);
+    json_object_put(second);
+    gq_json_budget_return(&b, c2);
+    json_object_put(first);
+    gq_json_budget_return(&b, c1);
+    assert_int_equal(atomic_load(&b.used), 0);
+    assert_int_equal(gq_json_parse_with(t, strlen(t), &o, &first, &c1, &err), GQ_OK);
+    json_object_put(first);
+    gq_json_budget_return(&b, c1);
+    /* Pruned subtrees cost nothing: the same text under a skipped member. */
+    const char *skip[] = {"a"};
+    char *w = malloc(strlen(t) + 16);
+    assert_non_null(w);
+    sprintf(w, "{\"a\":%s,\"b\":1}", t);
+    o = (gq_json_opts){.skip = skip, .n_skip = 1, .max_tree = 4096};
+    assert_int_equal(gq_json_parse_with(w, strlen(w), &o, &v, &charged, &err), GQ_OK);
+    json_object_put(v);
+    free(w);
+    free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -230,6 +307,7 @@ int main(void)
         cmocka_unit_test(values_and_types),
         cmocka_unit_test(errors),
         cmocka_unit_test(pruning),
+        cmocka_unit_test(tree_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

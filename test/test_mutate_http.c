@@ -5,6 +5,7 @@
  * counters and the audit record. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -341,6 +342,47 @@ static void bad_bodies_are_400(void **state)
     assert_int_equal(e->src.calls, 0);
 }
 
+/* The memory of decoded reviews (--max-decoded-memory): a review whose tree
+ * alone would pass the per-review cap is denied with the reason, one that
+ * finds the shared budget taken by reviews in flight gets 503 with
+ * Retry-After, and each answered review gives back what it took. */
+static void decoded_memory_bounded(void **state)
+{
+    env *e = *state;
+    gq_json_budget b = {.cap = 4u << 20};
+    e->mc.limits = (wh_review_limits){&b, 4096};
+    char *body = fixture("");
+    wh_response resp;
+    post(e, body, "application/json", &resp);
+    assert_int_equal(resp.status, 200); /* denied as a review, for the user to read */
+    assert_non_null(strstr(resp.body, "\"allowed\":false"));
+    assert_non_null(strstr(resp.body, "\"uid\":\"b8f4c3a2-5d1e-4f6a-9c7b-2e8d0a1f3c64\""));
+    assert_non_null(strstr(resp.body, "gpuquota cannot decide this Pod: the JSON decodes to more "
+                                      "than 4096 bytes of objects"));
+    wh_response_dispose(&resp);
+    assert_int_equal(atomic_load(&b.used), 0);
+
+    e->mc.limits.max_tree = 2u << 20;
+    post(e, body, "application/json", &resp);
+    assert_int_equal(resp.status, 200);
+    wh_response_dispose(&resp);
+    assert_int_equal(atomic_load(&b.used), 0); /* given back with the request */
+
+    atomic_store(&b.used, b.cap - 1024); /* reviews in flight hold nearly all */
+    post(e, body, "application/json", &resp);
+    assert_int_equal(resp.status, 503);
+    assert_non_null(strstr(resp.body, "decoded requests in flight would hold more than 4194304"));
+    bool retry = false;
+    for (size_t i = 0; i < resp.n_headers; i++)
+        retry |=
+            !strcmp(resp.headers[i].name, "Retry-After") && !strcmp(resp.headers[i].value, "1");
+    assert_true(retry);
+    wh_response_dispose(&resp);
+    assert_int_equal(atomic_load(&b.used), b.cap - 1024);
+    e->mc.limits = (wh_review_limits){NULL, 0};
+    free(body);
+}
+
 static void routing_checks_before_the_handler(void **state)
 {
     env *e = *state;
@@ -565,8 +607,8 @@ static void lean_decode_same_answer(void **state)
         assert_false(json_object_object_get_ex(fields, "f:spec", &v));
         v = json_object_array_get_idx(json_object_object_get(meta, "managedFields"), 0);
         assert_false(json_object_object_get_ex(v, "manager", &v));
-        assert_false(json_object_object_get_ex(meta, "ownerReferences", &v));
-        assert_false(json_object_object_get_ex(meta, "finalizers", &v));
+        /* /validate reads a ResourceClaim's owners and finalizers */
+        assert_true(json_object_object_get_ex(meta, "ownerReferences", &v));
         assert_false(json_object_object_get_ex(json_object_object_get(lean.root, "request"),
                                                "requestKind", &v));
         assert_true(json_object_object_get_ex(meta, "labels", &v));
@@ -625,6 +667,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(denied_is_200_with_403_status, setup, teardown),
         cmocka_unit_test_setup_teardown(untouched_objects, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_bodies_are_400, setup, teardown),
+        cmocka_unit_test_setup_teardown(decoded_memory_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(routing_checks_before_the_handler, setup, teardown),
         cmocka_unit_test_setup_teardown(limit_range_default_from_source, setup, teardown),
         cmocka_unit_test_setup_teardown(source_errors_are_500, setup, teardown),

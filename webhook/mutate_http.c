@@ -71,12 +71,12 @@ void wh_mutate_handle(void *ctx, const wh_request *req, wh_response *resp)
     gq_err_clear(&err);
     wh_mutate_info_init(&info);
 
-    gq_code rc = wh_review_decode_lean(req->body, req->body_len, &rq, &err);
+    gq_code rc = wh_review_decode_within(req->body, req->body_len, &mc->limits, &rq, &err);
     if (rc) {
-        /* Not a review: there is no uid to answer or audit under. */
+        /* Not a review, or too large to hold: no uid to answer or audit under. */
         wh_metrics_observe_admission(mc->metrics, WH_WEBHOOK_MUTATE, NULL, WH_DECISION_ERROR,
                                      mono_s() - t0);
-        wh_response_error(resp, rc == GQ_ENOMEM ? 500 : 400, "%s", err.msg);
+        wh_review_answer_undecoded(req, rc, &err, resp);
         return;
     }
     rc = wh_mutate_review_src(mc->cfg, &rq, &mc->limit_ranges, &rs, &info, &err);

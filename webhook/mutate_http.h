@@ -20,6 +20,7 @@ typedef struct wh_mutate_ctx {
     wh_limit_range_source limit_ranges; /* list NULL: no GPULimitRanges (no cluster) */
     wh_audit *audit;                    /* NULL: no audit records */
     wh_metrics *metrics;                /* NULL: nothing counted */
+    wh_review_limits limits;            /* the decoded review's memory (zero: unbounded) */
 } wh_mutate_ctx;
 
 /* The handler (wh_handler_fn; ctx is a wh_mutate_ctx). Answers:
@@ -28,6 +29,9 @@ typedef struct wh_mutate_ctx {
  *   400 for a body that is not an AdmissionReview (malformed JSON, nesting
  *       beyond WH_REVIEW_MAX_DEPTH, missing request.uid, ...): no decision,
  *       counted as webhook mutate, operation OTHER, decision error;
+ *       400 too for a review whose decoded tree would pass limits.max_tree;
+ *   503 (Retry-After: 1) when the trees of the reviews in flight would pass
+ *       limits.budget's cap: counted as the 400s are;
  *   500 when a decided request could not be answered (limit ranges
  *       unreadable, out of memory): counted, audited (decision "error") and
  *       logged with the uid; the API server then applies the failure policy.

@@ -155,8 +155,9 @@ gq_code wh_review_decode(const char *body, size_t len, wh_review_request *out, g
 }
 
 /* What wh_review_decode_lean leaves out ("*" is object and oldObject, and
- * every container). Keep in step with what podcost, rewrite and policy read:
- * metadata name, generateName, namespace, labels, annotations, and of
+ * every container). Keep in step with what podcost, rewrite, policy and
+ * /validate read (of pods and of ResourceClaims): metadata name,
+ * generateName, namespace, labels, annotations, finalizers, ownerReferences, and of
  * managedFields only which keys of labels and annotations each manager set
  * (gq_pod_user_set: fieldsV1 f:metadata f:labels and f:annotations); spec
  * containers and init containers (name, resources, restartPolicy),
@@ -182,8 +183,6 @@ static const char *const wh_unread[] = {
     WH_UNREAD_MANAGED("apiVersion"),
     WH_UNREAD_MANAGED("time"),
     WH_UNREAD_MANAGED("fieldsType"),
-    "request/*/metadata/ownerReferences",
-    "request/*/metadata/finalizers",
     "request/*/spec/securityContext",
     "request/*/spec/volumes",
     "request/*/spec/tolerations",
@@ -199,12 +198,75 @@ static const char *const wh_unread[] = {
 
 gq_code wh_review_decode_lean(const char *body, size_t len, wh_review_request *out, gq_err *err)
 {
+    wh_review_limits none = {NULL, 0};
+    return wh_review_decode_within(body, len, &none, out, err);
+}
+
+gq_code wh_review_decode_within(const char *body, size_t len, const wh_review_limits *lim,
+                                wh_review_request *out, gq_err *err)
+{
     json_object *root = NULL;
-    gq_code rc = gq_json_parse_pruned(body, len, WH_REVIEW_MAX_DEPTH, wh_unread,
-                                      sizeof(wh_unread) / sizeof(wh_unread[0]), &root, err);
+    size_t charged = 0;
+    gq_json_opts o = {.max_depth = WH_REVIEW_MAX_DEPTH,
+                      .skip = wh_unread,
+                      .n_skip = sizeof(wh_unread) / sizeof(wh_unread[0]),
+                      .max_tree = lim->max_tree,
+                      .budget = lim->budget};
+    gq_code rc = gq_json_parse_with(body, len, &o, &root, &charged, err);
     if (rc)
         return rc;
-    return wh_review_decode_json(root, out, err);
+    if ((rc = wh_review_decode_json(root, out, err))) {
+        gq_json_budget_return(lim->budget, charged);
+        return rc;
+    }
+    out->budget = lim->budget;
+    out->charged = charged;
+    return GQ_OK;
+}
+
+/* The denial of a review too large to decide, from its text without the
+ * objects (a few kB of tree at most). */
+static gq_code deny_too_large(const char *body, size_t len, const char *msg, char **text,
+                              size_t *text_len, gq_err *err)
+{
+    static const char *const objects[] = {"request/object", "request/oldObject"};
+    json_object *root = NULL;
+    size_t charged = 0;
+    wh_review_request rq;
+    wh_review_response rs;
+    gq_json_opts o = {.max_depth = WH_REVIEW_MAX_DEPTH,
+                      .skip = objects,
+                      .n_skip = 2,
+                      .max_tree = (size_t)256 * 1024};
+    gq_code rc = gq_json_parse_with(body, len, &o, &root, &charged, err);
+    if (rc || (rc = wh_review_decode_json(root, &rq, err)))
+        return rc;
+    char why[GQ_ERR_MSG_MAX + 96];
+    snprintf(why, sizeof(why), "gpuquota cannot decide this %s: %s", rq.kind, msg);
+    if (!(rc = wh_review_response_init(&rs, rq.version, rq.uid))) {
+        if (!(rc = wh_review_response_deny(&rs, 403, "Forbidden", why)))
+            rc = wh_review_encode(&rs, text, text_len);
+        wh_review_response_dispose(&rs);
+    }
+    wh_review_request_dispose(&rq);
+    return rc == GQ_ENOMEM ? gq_err_oom(err) : rc;
+}
+
+void wh_review_answer_undecoded(const wh_request *req, gq_code rc, const gq_err *err,
+                                wh_response *resp)
+{
+    const char *msg = err->msg[0] ? err->msg : gq_strerror(rc);
+    char *text = NULL;
+    size_t len = 0;
+    gq_err e2;
+    gq_err_clear(&e2);
+    if (rc == GQ_ELIMIT && !deny_too_large(req->body, req->body_len, msg, &text, &len, &e2)) {
+        wh_response_take_body(resp, 200, "application/json", text, len);
+        return;
+    }
+    wh_response_error(resp, rc == GQ_ENOMEM ? 500 : rc == GQ_EBUSY ? 503 : 400, "%s", msg);
+    if (rc == GQ_EBUSY && wh_response_add_header(resp, "Retry-After", "1"))
+        return; /* cannot happen: the error reply has no headers yet */
 }
 
 gq_code wh_review_decode_json(json_object *root, wh_review_request *out, gq_err *err)
@@ -413,6 +475,7 @@ void wh_review_request_dispose(wh_review_request *r)
         return;
     free(r->groups);
     json_object_put(r->root);
+    gq_json_budget_return(r->budget, r->charged);
     memset(r, 0, sizeof(*r));
 }
 

@@ -17,6 +17,8 @@
 #include <json-c/json.h>
 
 #include "common/gq_error.h"
+#include "common/jsonutil.h"
+#include "webhook/server.h"
 
 #define WH_REVIEW_MAX_DEPTH 64  /* JSON nesting accepted in a request body */
 #define WH_UID_MAX 128          /* bytes of request.uid */
@@ -61,6 +63,8 @@ typedef struct wh_review_request {
     json_object *object;     /* request.object, NULL when absent or null */
     json_object *old_object; /* request.oldObject, NULL when absent or null */
     bool dry_run;
+    gq_json_budget *budget; /* what the tree holds of it (charged), given back at dispose */
+    size_t charged;
 } wh_review_request;
 
 /* Decode an AdmissionReview request body body[0..len). Requires apiVersion
@@ -72,10 +76,9 @@ typedef struct wh_review_request {
  * nesting deeper than WH_REVIEW_MAX_DEPTH, GQ_ENOMEM. */
 gq_code wh_review_decode(const char *body, size_t len, wh_review_request *out, gq_err *err) GQ_WUR;
 
-/* wh_review_decode for the admission webhooks' hot path: the subtrees of
+/* wh_review_decode for the admission webhooks: the subtrees of
  * request.object and request.oldObject that no admission decision reads
- * (of metadata.managedFields the spec and status fields, of metadata
- * ownerReferences; spec.volumes, tolerations,
+ * (of metadata.managedFields the spec and status fields; spec.volumes, tolerations,
  * topologySpreadConstraints, ephemeralContainers; of every container and
  * init container env, envFrom, volumeMounts, volumeDevices, ports, probes,
  * lifecycle, command, args, securityContext) and request.userInfo.extra and
@@ -86,6 +89,33 @@ gq_code wh_review_decode(const char *body, size_t len, wh_review_request *out, g
  * wh_review_decode. Same errors as wh_review_decode. */
 gq_code wh_review_decode_lean(const char *body, size_t len, wh_review_request *out,
                               gq_err *err) GQ_WUR;
+
+/* The memory all decoded reviews in flight may hold together, by default
+ * (gpuquota webhook --max-decoded-memory); one review at most half of it. */
+#define WH_DECODED_MEMORY_DEFAULT ((size_t)32 * 1024 * 1024)
+
+/* What the decoded reviews of a server may hold in memory: the trees of the
+ * requests in flight share budget (NULL: none), one holds at most max_tree
+ * bytes (0: no cap). */
+typedef struct wh_review_limits {
+    gq_json_budget *budget;
+    size_t max_tree;
+} wh_review_limits;
+
+/* wh_review_decode_lean within lim: GQ_ELIMIT for a review whose tree would
+ * pass lim->max_tree (the HTTP layer answers 400), GQ_EBUSY when the budget
+ * has no room for it now (503, Retry-After), else as wh_review_decode. The
+ * request holds its share of the budget until wh_review_request_dispose. */
+gq_code wh_review_decode_within(const char *body, size_t len, const wh_review_limits *lim,
+                                wh_review_request *out, gq_err *err) GQ_WUR;
+
+/* The answer to a review body that wh_review_decode_within refused (rc, err):
+ * one past a cap (GQ_ELIMIT) is still answered as a review when it is one
+ * without its objects: denied (403) with the reason, for the user to read;
+ * else 500 for GQ_ENOMEM, 503 with Retry-After: 1 for GQ_EBUSY (a limit
+ * shared with the requests in flight), 400 for the rest. */
+void wh_review_answer_undecoded(const wh_request *req, gq_code rc, const gq_err *err,
+                                wh_response *resp);
 
 /* Same checks on a review already parsed: root (ownership taken in every
  * case, also on error) becomes out->root on success. For callers that build

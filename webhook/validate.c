@@ -90,6 +90,7 @@ struct wh_validator {
     void *now_ud;
     wh_audit *audit;
     wh_metrics *metrics;
+    wh_review_limits review_limits;
     pthread_mutex_t mu;  /* slots, their queues, the ready list, queued, stopping */
     pthread_cond_t work; /* a slot is ready, or the validator stops */
     gq_htab slots;
@@ -132,6 +133,7 @@ static gq_code validator_copy_opts(wh_validator *v, const wh_validate_opts *o, g
     v->now_ud = o->now_ud;
     v->audit = o->audit;
     v->metrics = o->metrics;
+    v->review_limits = o->review_limits;
     const char *const *users = o->trusted_users ? o->trusted_users : defaults;
     size_t n = o->trusted_users ? o->n_trusted_users : 2;
     for (size_t i = 0; i < n; i++) {
@@ -2237,11 +2239,12 @@ static admission *admission_decode(wh_validator *v, const wh_request *req, wh_re
         wh_response_error(resp, 500, "out of memory");
         return NULL;
     }
-    gq_code rc = wh_review_decode(req->body, req->body_len, &a->owned, &err);
+    gq_code rc =
+        wh_review_decode_within(req->body, req->body_len, &v->review_limits, &a->owned, &err);
     if (rc) {
         admission_free(a);
         wh_metrics_observe_admission(v->metrics, WH_WEBHOOK_VALIDATE, NULL, WH_DECISION_ERROR, 0);
-        wh_response_error(resp, rc == GQ_ENOMEM ? 500 : 400, "%s", err.msg);
+        wh_review_answer_undecoded(req, rc, &err, resp);
         return NULL;
     }
     a->owns_req = true;

@@ -119,6 +119,9 @@ typedef struct wh_validate_opts {
     void *now_ud;
     wh_audit *audit;     /* borrowed; NULL: no audit records */
     wh_metrics *metrics; /* borrowed; NULL: nothing counted */
+    /* The decoded reviews' memory, shared with /mutate's (budget borrowed;
+     * zero: unbounded); /validate answers 413 and 503 as /mutate does. */
+    wh_review_limits review_limits;
 } wh_validate_opts;
 
 typedef struct wh_validator wh_validator;

@@ -92,6 +92,97 @@ kubectl -n "$NSQ" delete pod q1 --wait=false >/dev/null
 eventually 30 ungated q2 || true
 check "once the first is gone, the controller pod ungates the second" "" "$(gates q2)"
 
+# ------------- the memory of gpuquota's pods under a tenant's attacks, in deploy/'s limits
+# An edit tenant makes every request as large as Kubernetes lets it: queued
+# members of one pod group, each with 200 kB of annotations, created ten at a
+# time (each member's /validate reads the group), and GPU pods of 8,000
+# environment variables created sixteen at a time (each review is about
+# 0.7 MB: kube-apiserver adds a managedFields entry per variable; 40,000 make
+# a review over the 3 MiB a body may have, refused before it is read), and
+# GPU pods of 20,000 labels eight at a time (each label costs about 1 kB of
+# decoded JSON with its managedFields entry: the webhooks refuse such a pod
+# with the reason rather than decode it whole, --max-decoded-memory). The
+# peak resident memory of each webhook and controller process (VmHWM, read
+# on the node) must stay under half the container limit deploy/ sets, and
+# none may have been restarted. The image is an optimised build: no
+# sanitizer keeps freed memory here.
+NSM=team-node-mem
+ns "$NSM" || fail "namespace $NSM"
+quota "$NSM" team '{gpu-memory: 80Gi}' 'whenExceeded: Queue'
+mkc=$work/tenant-mem.kubeconfig
+tenant_kubeconfig "$NSM" tenant "$mkc" || fail "tenant kubeconfig in $NSM"
+tm() { kubectl --kubeconfig "$mkc" -n "$NSM" "$@"; }
+eventually 60 bash -c "$(declare -f gpu_pod pod_yaml containers); gpu_pod probe 1Gi | kubectl -n $NSM create --dry-run=server -o json -f - 2>/dev/null | jq -e .spec.schedulingGates >/dev/null" || true
+gpu_pod filler 80Gi | tm create -f - >/dev/null 2>&1 || fail "the filler pod is created"
+pad=$(head -c 200000 /dev/zero | tr '\0' x)
+for i in $(seq 1 60); do
+    gpu_pod "m$i" 1Gi "  labels: {gpuquota.io/pod-group: g}
+  annotations: {gpuquota.io/pod-group-size: \"61\", pad: \"$pad\"}" >"$work/m$i.yaml"
+done
+for b in 0 1 2 3 4 5; do
+    for i in $(seq $((b * 10 + 1)) $((b * 10 + 10))); do
+        tm create -f "$work/m$i.yaml" >"$work/m$i.out" 2>&1 &
+    done
+    wait
+done
+made=$(cat "$work"/m*.out | grep -c created)
+check "the tenant's 60 group members of 200 kB are created (queued)" 60 "$made"
+python3 - "$work" <<'EOF'
+import json, sys
+env = [{"name": "E%d" % i, "value": "v"} for i in range(8000)]
+for i in range(16):
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "big%d" % i},
+           "spec": {"containers": [{"name": "main", "image": "registry.example/cuda:12", "env": env,
+                                    "resources": {"limits": {"gpuquota.io/gpu-memory": "1Gi"}}}]}}
+    with open("%s/big%d.json" % (sys.argv[1], i), "w") as f:
+        json.dump(pod, f, separators=(",", ":"))
+labels = {"l%d" % i: "v" for i in range(20000)}
+for i in range(8):
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "lab%d" % i, "labels": labels},
+           "spec": {"containers": [{"name": "main", "image": "registry.example/cuda:12",
+                                    "resources": {"limits": {"gpuquota.io/gpu-memory": "1Gi"}}}]}}
+    with open("%s/lab%d.json" % (sys.argv[1], i), "w") as f:
+        json.dump(pod, f, separators=(",", ":"))
+EOF
+for i in $(seq 0 15); do tm create -f "$work/big$i.json" >"$work/big$i.out" 2>&1 & done
+wait
+check "the tenant's sixteen GPU pods of 8,000 variables are created (queued)" 16 "$(cat "$work"/big*.out | grep -c created)"
+for i in $(seq 0 7); do tm create -f "$work/lab$i.json" >"$work/lab$i.out" 2>&1 & done
+wait
+check "none of the eight GPU pods of 20,000 labels is created" 0 "$(cat "$work"/lab*.out | grep -c created)"
+check_match "they are refused with the reason" \
+    'denied the request: gpuquota cannot decide this Pod: the JSON decodes to more than [0-9]+ bytes of objects' \
+    "$(cat "$work"/lab*.out)"
+limit_mib() { # COMPONENT: the memory limit deploy/COMPONENT.yaml sets, in MiB
+    local q
+    q=$(sed -n 's/.*limits: {memory: \([0-9]*\)\(Mi\|Gi\)}.*/\1 \2/p' "$ROOT/deploy/$1.yaml" | head -1)
+    case ${q#* } in Mi) echo "${q% *}" ;; Gi) echo $((${q% *} * 1024)) ;; esac
+}
+peaks() { # COMPONENT: "pod peak-MiB restarts" for each of its pods
+    local p cid pid
+    for p in $(kubectl -n "$NS_SYS" get pods -l "app.kubernetes.io/component=$1" -o name); do
+        cid=$(kubectl -n "$NS_SYS" get "$p" -o jsonpath='{.status.containerStatuses[0].containerID}')
+        pid=$("$ROOT/scripts/real-node.sh" ctr "$GQ_E2E_DIR/cluster" tasks ls 2>/dev/null |
+            awk -v id="${cid#containerd://}" '$1 == id {print $2}')
+        echo "${p#pod/} $(awk '/VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$pid/status" 2>/dev/null || echo none)" \
+            "$(kubectl -n "$NS_SYS" get "$p" -o jsonpath='{.status.containerStatuses[0].restartCount}')"
+    done
+}
+for comp in webhook controller; do
+    lim=$(limit_mib "$comp")
+    out=$(peaks "$comp")
+    echo "# $comp peak RSS (MiB) and restarts after the attacks, limit ${lim}Mi: $(paste -sd';' <<<"$out")"
+    while read -r p mib restarts; do
+        if [[ $mib =~ ^[0-9.]+$ ]] && awk -v m="$mib" -v l="$lim" 'BEGIN {exit !(m < l / 2)}'; then
+            pass "$comp $p peaked at $mib MiB, under half its ${lim}Mi limit"
+        else
+            fail "$comp $p peaked at [$mib] MiB: not under half its ${lim}Mi limit"
+        fi
+        check "$comp $p was not restarted" 0 "$restarts"
+    done <<<"$out"
+done
+kubectl delete namespace "$NSM" --wait=false >/dev/null 2>&1
+
 # ----------------------------------- a webhook pod deleted during a stream of creates
 NSS=team-node-stream
 ns "$NSS" || fail "namespace $NSS"

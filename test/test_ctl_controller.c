@@ -1,6 +1,7 @@
 /* The running controller over a fake kube_api (no sockets): initial sync,
- * status writes, the one re-read after a 409, Events, invalid specs and the
- * metrics text. JSON is written with single quotes and converted. */
+ * status writes, the one re-read after a 409, Events, invalid specs, the
+ * queue admitter's charge after a 409 and the metrics text. JSON is written with single quotes and
+ * converted. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,7 +26,9 @@ typedef struct fake {
     pthread_mutex_t mu;
     json_object *pods, *quotas, *tenants, *nss; /* arrays */
     int conflicts;                              /* status writes to refuse with 409 */
-    int writes, gets, events;
+    int charge_conflicts; /* of the writes that hold a reservation, how many to refuse */
+    int writes, gets, events, patches;
+    char last_patch_path[256];
     json_object *last_status;      /* body of the last accepted status write */
     json_object *events_by_reason; /* {reason: the last Event with it} */
     char last_write_path[256];
@@ -105,19 +108,25 @@ static gq_code f_update_status(void *ctx, const char *path, json_object *body, j
     fake *f = ctx;
     gq_code rc = GQ_OK;
     pthread_mutex_lock(&f->mu);
-    if (f->conflicts > 0) {
-        f->conflicts--;
+    json_object *st = NULL, *res = NULL;
+    json_object_object_get_ex(body, "status", &st);
+    bool charges =
+        json_object_object_get_ex(st, "reservations", &res) && json_object_array_length(res) > 0;
+    if (f->conflicts > 0 || (charges && f->charge_conflicts > 0)) {
+        if (f->conflicts > 0)
+            f->conflicts--;
+        else
+            f->charge_conflicts--;
         rc = gq_err_set(err, GQ_ECONFLICT, "the object has been modified");
         goto out;
     }
-    json_object *q = find_quota(f, path), *st;
+    json_object *q = find_quota(f, path);
     if (!q) {
         rc = gq_err_set(err, GQ_ENOTFOUND, "not found");
         goto out;
     }
     f->writes++;
     snprintf(f->last_write_path, sizeof f->last_write_path, "%s", path);
-    json_object_object_get_ex(body, "status", &st);
     json_object_put(f->last_status);
     f->last_status = NULL; /* json_object_deep_copy writes only to a NULL destination */
     json_object_deep_copy(st, &f->last_status, NULL);
@@ -141,6 +150,18 @@ static gq_code f_create(void *ctx, const char *path, json_object *body, json_obj
     json_object_deep_copy(body, &copy, NULL);
     json_object_object_get_ex(body, "reason", &reason);
     json_object_object_add(f->events_by_reason, json_object_get_string(reason), copy);
+    pthread_mutex_unlock(&f->mu);
+    return GQ_OK;
+}
+
+/* A pod's JSON Patch (the queue admitter's ungate): counted and remembered. */
+static gq_code f_patch_json(void *ctx, const char *path, json_object *patch, json_object **out,
+                            gq_err *err)
+{
+    fake *f = ctx;
+    pthread_mutex_lock(&f->mu);
+    f->patches++;
+    snprintf(f->last_patch_path, sizeof f->last_patch_path, "%s", path);
     pthread_mutex_unlock(&f->mu);
     return GQ_OK;
 }
@@ -190,6 +211,7 @@ static kube_api fake_api(fake *f)
                   .get = f_get,
                   .create = f_create,
                   .update_status = f_update_status,
+                  .patch_json = f_patch_json,
                   .list = f_list,
                   .watch = f_watch};
     return a;
@@ -476,12 +498,56 @@ static void test_bad_options(void **state)
     ctl_controller_free(NULL);
 }
 
+/* The queue admitter (controller/admit.c) when its charge meets a 409: the
+ * pass ends without ungating, runs again on fresh reads, writes the charge
+ * once and ungates the pod once. */
+static void test_queue_admit_after_conflict(void **state)
+{
+    (void)state;
+    fake f;
+    fake_init(&f);
+    json_object_put(f.pods);
+    f.pods = J("[{'metadata':{'name':'w','namespace':'b','uid':'uid-w','resourceVersion':'1',"
+               "'creationTimestamp':'2026-11-21T15:00:00Z'},'spec':{'schedulingGates':[{'name':"
+               "'gpuquota.io/quota'}],'containers':[{'name':'c','resources':{'limits':{"
+               "'gpuquota.io/gpu-memory':'4Gi'}}}]}}]");
+    json_object_array_add(
+        f.quotas, J("{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{"
+                    "'name':'qb','namespace':'b','uid':'u-qb','generation':1,'resourceVersion':"
+                    "'1'},'spec':{'hard':{'gpu-memory':'10Gi'},'whenExceeded':'Queue'}}"));
+    json_object_array_add(f.nss, J("{'metadata':{'name':'b','resourceVersion':'1'}}"));
+    f.charge_conflicts = 1; /* the admitter's first charge meets a 409 */
+    ctl_controller *c;
+    gq_config *cfg;
+    kube_api api;
+    run(&f, &c, &cfg, &api);
+    wait_metric(c, "gpuquota_queue_admitted_total 1\n");
+    struct timespec settle = {0, 300000000}; /* more passes would ungate it again */
+    nanosleep(&settle, NULL);
+    pthread_mutex_lock(&f.mu);
+    assert_int_equal(f.charge_conflicts, 0);
+    assert_int_equal(f.patches, 1);
+    assert_string_equal(f.last_patch_path, "/api/v1/namespaces/b/pods/w");
+    json_object *q = find_quota(&f, "/x/gpuquotas/qb"), *st, *res;
+    assert_true(json_object_object_get_ex(q, "status", &st));
+    assert_true(json_object_object_get_ex(st, "reservations", &res));
+    int held = 0;
+    for (size_t i = 0; i < json_object_array_length(res); i++)
+        held += strstr(json_object_to_json_string(json_object_array_get_idx(res, i)), "uid-w") != 0;
+    assert_int_equal(held, 1); /* charged once, though the first write was refused */
+    pthread_mutex_unlock(&f.mu);
+    wait_metric(c, "gpuquota_queue_admitted_total 1\n");
+    ctl_controller_stop(c);
+    ctl_controller_free(c);
+    gq_config_free(cfg);
+    fake_dispose(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sync_write_event),
-        cmocka_unit_test(test_events_rate_limited),
-        cmocka_unit_test(test_fold_waits),
+        cmocka_unit_test(test_sync_write_event), cmocka_unit_test(test_events_rate_limited),
+        cmocka_unit_test(test_fold_waits),       cmocka_unit_test(test_queue_admit_after_conflict),
         cmocka_unit_test(test_bad_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -27,9 +27,8 @@ dir=${2:-}
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
 export NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
 
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
+# shellcheck source=ports.sh
+source "$root/scripts/ports.sh"
 
 # wait_until SECONDS CMD...: poll until CMD succeeds.
 wait_until() {
@@ -154,9 +153,9 @@ up() {
     trap 'rc=$?; if ((rc)); then down_all; fi' EXIT
     local bin
     bin=$("$root/scripts/k8s-bin.sh")
-    ETCD_PORT=$(free_port)
-    ETCD_PEER_PORT=$(free_port)
-    APISERVER_PORT=$(free_port)
+    ETCD_PORT=$(claim_port "$dir")
+    ETCD_PEER_PORT=$(claim_port "$dir")
+    APISERVER_PORT=$(claim_port "$dir")
     cat >"$dir/env" <<EOF
 BIN=$bin
 ETCD_PORT=$ETCD_PORT
@@ -223,8 +222,8 @@ EOF
     start_apiserver
 
     local kcm_port sched_port
-    kcm_port=$(free_port)
-    sched_port=$(free_port)
+    kcm_port=$(claim_port "$dir")
+    sched_port=$(claim_port "$dir")
     start kube-controller-manager "$bin/kube-controller-manager" \
         --kubeconfig="$dir/controller-manager.kubeconfig" \
         --authentication-kubeconfig="$dir/controller-manager.kubeconfig" \
@@ -273,6 +272,7 @@ up) up ;;
 down)
     [[ -d $dir ]] || exit 0
     down_all
+    release_ports "$dir"
     rm -rf "$dir"
     ;;
 restart-apiserver)

@@ -42,9 +42,8 @@ state=$cluster/node # logs, pids, configuration
 PAUSE=localhost/gq-pause:1
 
 log() { echo "real-node: $*" >&2; }
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
+# shellcheck source=ports.sh
+source "$root/scripts/ports.sh"
 die() {
     log "$*"
     exit 1
@@ -254,8 +253,8 @@ clientConnection: {kubeconfig: $state/kube-proxy.kubeconfig}
 mode: iptables
 hostnameOverride: $NODE
 bindAddress: $ADDR
-healthzBindAddress: 127.0.0.1:$(free_port)
-metricsBindAddress: 127.0.0.1:$(free_port)
+healthzBindAddress: 127.0.0.1:$(claim_port "$cluster")
+metricsBindAddress: 127.0.0.1:$(claim_port "$cluster")
 clusterCIDR: $POD_CIDR
 conntrack: {maxPerCore: 0}
 EOF

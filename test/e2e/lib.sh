@@ -71,9 +71,11 @@ next_second() {
     eventually 3 bash -c "(( \$(date +%s) > $t ))"
 }
 
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
+# free_port: a port for a server that cannot listen on port 0 and say which
+# it got, held for the suite (scripts/ports.sh).
+# shellcheck source=../../scripts/ports.sh
+source "$ROOT/scripts/ports.sh"
+free_port() { claim_port "$E2E"; }
 
 # logged_port LOG FROM: the port a gpuquota started with --listen HOST:0
 # logged ("listening on HOST:PORT") in LOG after byte FROM; waits 30 s at most.

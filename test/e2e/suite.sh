@@ -31,6 +31,9 @@ down() {
     done
     "$ROOT/test/sanitizer_reports.sh" "$dir"/webhook-*.log "$dir"/controller-*.log || rc=1
     "$ROOT/scripts/local-cluster.sh" down "$dir/cluster"
+    # shellcheck source=../../scripts/ports.sh
+    source "$ROOT/scripts/ports.sh"
+    release_ports "$dir"
     rm -rf "$dir"
     return "$rc"
 }

@@ -12,6 +12,7 @@
 #include "cli/cli_args.h"
 #include "quota/config.h"
 #include "common/gq_log.h"
+#include "common/heap.h"
 #include "common/strutil.h"
 #include "kube/kube.h"
 #include "webhook/kubestore.h"
@@ -64,12 +65,13 @@ static void usage(FILE *f)
                "(default 32Mi; a request that would exceed it gets 503 with Retry-After at\n"
                "once); each body is at most 3 MiB (413). The reviews being decided share\n"
                "--max-decoded-memory (default 32Mi) for their decoded JSON, which costs\n"
-               "many times its text: past it a review gets 503 with Retry-After, and one\n"
-               "that alone would take more than half of it gets 400. The TLS handshake,\n"
-               "and each request, must arrive whole within --read-timeout (default 10s) or\n"
-               "the connection is closed. At most --max-connections (1024) connections,\n"
-               "and at most --max-connections-per-ip from one peer address (256, or a\n"
-               "quarter of --max-connections when that is less).\n"
+               "many times its text: past it a review gets 503 with Retry-After; one that\n"
+               "alone would take half of it (a GPU pod's with the copies its decision\n"
+               "makes) is denied. The TLS handshake, and each request, must arrive whole\n"
+               "within --read-timeout (default 10s) or the connection is closed. At most\n"
+               "--max-connections (1024) connections, and at most --max-connections-per-ip\n"
+               "from one peer address (256, or a quarter of --max-connections when that is\n"
+               "less). Without --threads, one server thread per CPU, at most 8.\n"
                "--client-ca FILE (PEM bundle, reloaded with the certificate): /mutate and\n"
                "/validate then answer 403 unless the client presents a certificate from\n"
                "it (clientAuth) whose subject CN is one of --client-cn (repeatable; any CN\n"
@@ -500,6 +502,7 @@ int gq_cmd_webhook(int argc, char **argv)
     const char **trusted = a.trusted_v;
     size_t n_trusted = a.trusted.n;
     raise_nofile(so.max_connections);
+    gq_heap_limit_arenas(2); /* a thread's arena keeps what its large requests freed */
     trees.cap = (size_t)a.decoded_memory;
     wh_review_limits review_limits = {&trees, trees.cap / 2};
 

@@ -75,15 +75,22 @@ static gq_code jp_charge(jp *j, size_t n)
         return GQ_OK;
     size_t take = j->built - j->charged;
     take = take < JP_BUDGET_STEP ? JP_BUDGET_STEP : take;
-    size_t was = atomic_fetch_add_explicit(&j->budget->used, take, memory_order_relaxed);
-    if (was + take > j->budget->cap) {
-        atomic_fetch_sub_explicit(&j->budget->used, take, memory_order_relaxed);
+    if (!gq_json_budget_take(j->budget, take))
         return gq_err_set(j->err, GQ_EBUSY,
                           "decoded requests in flight would hold more than %zu bytes; retry",
                           j->budget->cap);
-    }
     j->charged += take;
     return GQ_OK;
+}
+
+bool gq_json_budget_take(gq_json_budget *b, size_t n)
+{
+    size_t was = atomic_fetch_add_explicit(&b->used, n, memory_order_relaxed);
+    if (was + n > b->cap || was + n < was) {
+        atomic_fetch_sub_explicit(&b->used, n, memory_order_relaxed);
+        return false;
+    }
+    return true;
 }
 
 void gq_json_budget_return(gq_json_budget *b, size_t n)

@@ -73,6 +73,9 @@ typedef struct gq_json_opts {
 gq_code gq_json_parse_with(const char *buf, size_t len, const gq_json_opts *o, json_object **out,
                            size_t *charged, gq_err *err) GQ_WUR;
 void gq_json_budget_return(gq_json_budget *b, size_t n);
+/* Take n more bytes from b for what a tree's owner builds from it (copies):
+ * false, taking nothing, when the trees alive would pass its cap. */
+bool gq_json_budget_take(gq_json_budget *b, size_t n) GQ_WUR;
 
 /* A growing text buffer for writing JSON (and other text) by hand. Zero it
  * to start. Allocation failure is sticky: later appends do nothing and

@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #if defined(__GLIBC__)
-#include <malloc.h>
 #endif
 #include <inttypes.h>
 #include <pthread.h>
@@ -19,28 +18,14 @@
 #include <unistd.h>
 
 #include "common/gq_log.h"
+#include "common/heap.h"
 #include "common/json_member.h"
 #include "common/hash.h"
 
 /* After the initial list the pages parsed and freed one after another sit in
  * glibc's arenas and would stay resident for the life of the process; the
- * controller gives them back once, when its caches have synced. Not under
- * AddressSanitizer, whose allocator replaces glibc's: malloc_trim would walk
- * arenas glibc never set up. */
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CTL_UNDER_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#define CTL_UNDER_ASAN 1
-#endif
-static void trim_heap(void)
-{
-#if defined(__GLIBC__) && !defined(CTL_UNDER_ASAN)
-    malloc_trim(0);
-#endif
-}
+ * controller gives them back once, when its caches have synced
+ * (gq_heap_trim). */
 
 static const double hist_bounds[N_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                               0.05,   0.1,   0.25,   0.5,   1,    2.5};
@@ -897,7 +882,7 @@ static void *resync_loop(void *arg)
     if (atomic_load(&c->stop))
         return NULL;
     atomic_store(&c->synced, 1);
-    trim_heap();
+    gq_heap_trim();
     GQ_INFO("caches synced: %zu GPU pods tracked", ctl_store_pod_count(c->store));
     for (;;) {
         enqueue_ns(c, NULL, 0);

@@ -207,9 +207,19 @@ check "CPU-only pod of $(wc -c <"$work/r.json") bytes, 3600 containers: allowed 
 big_pod 3600 '"nvidia.com/gpu":"1"' >"$work/big.json"
 "$gq" admit --review-only --uid big-gpu "$work/big.json" >"$work/r.json"
 code=$(post "$work/r.json" "$work/o.json")
+# A GPU pod's decision copies the pod: with its copies this one would take
+# more than half of --max-decoded-memory, so it is denied before the count
+# of its containers is looked at (the CPU-only one above, never copied, is
+# passed whatever its size).
 check "the same pod asking for a GPU: denied, naming the cap" \
-    '200 {"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"big-gpu","allowed":false,"status":{"code":403,"reason":"Forbidden","message":"container \"c3599\" asks for a GPU and the pod has 3600 containers (app and init); a pod that uses a GPU may have at most 256"}}}' \
+    '200 {"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"big-gpu","allowed":false,"status":{"code":403,"reason":"Forbidden","message":"gpuquota cannot decide this Pod: the JSON decodes to more than 4194304 bytes of objects, too many to decide a GPU pod with its copies"}}}' \
     "$code $(cat "$work/o.json")"
+big_pod 200 '"nvidia.com/gpu":"1"' >"$work/big.json"
+"$gq" admit --review-only --uid big-gpu "$work/big.json" >"$work/r.json"
+code=$(post "$work/r.json" "$work/o.json")
+check "a GPU pod of 200 containers is decided (its copies fit)" \
+    '200 {"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"big-gpu","allowed":true' \
+    "$(cut -c1-107 <<<"$code $(cat "$work/o.json")")"
 sed 's/"operation":"CREATE"/"operation":"UPDATE"/' "$work/review.json" >"$work/update.json"
 uid=$(sed -n 's/.*"request":{"uid":"\([^"]*\)".*/\1/p' "$work/update.json")
 code=$(post "$work/update.json" "$work/o.json")
@@ -244,7 +254,7 @@ check "400 for a review without request.uid" \
     "$(c "${json[@]}" --data-binary @"$work/nouid.json" -w '|%{http_code}' /mutate)"
 check "healthz after bad bodies" 200 "$(status /healthz)"
 check "bad bodies are counted as errors" \
-    'gpuquota_admission_requests_total{webhook="mutate",operation="OTHER",decision="error"} 3' \
+    'gpuquota_admission_requests_total{webhook="mutate",operation="OTHER",decision="error"} 4' \
     "$(c /metrics | grep 'operation="OTHER",decision="error"')"
 
 # A slow client (headers and part of a body, then silence) does not block

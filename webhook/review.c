@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "quota/base64.h"
+#include "common/heap.h"
+#include "common/json_member.h"
 #include "common/jsonutil.h"
 
 #define WH_API_V1 "admission.k8s.io/v1"
@@ -196,6 +198,84 @@ static const char *const wh_unread[] = {
     "request/options",
 };
 
+/* A review whose trees held this much gives the heap back when it goes: a
+ * burst of them would otherwise stay resident (gq_heap_trim costs about a
+ * millisecond; a pod's review is a few tens of kB). */
+#define WH_REVIEW_TRIM_AT ((size_t)1 << 20)
+
+/* Whether a decision may copy pod: it carries what makes gpuquota decide
+ * it (the matchConditions of deploy/webhooks.yaml, widened): a resource of
+ * a GPU backend in a container, a gpuquota.io/ label or annotation (a
+ * choice of models, a record) or a KAI one, a DRA claim. A pod without any
+ * is passed untouched, whatever its size. */
+static bool gpu_marked(json_object *pod)
+{
+    static const char *const prefixes[] = {"nvidia.com/", "aliyun.com/", "volcano.sh/",
+                                           "gpuquota.io/"};
+    if (!pod)
+        return false;
+    json_object *spec = gq_json_member(pod, "spec"),
+                *claims = gq_json_member(spec, "resourceClaims");
+    if (claims && json_object_is_type(claims, json_type_array) && json_object_array_length(claims))
+        return true;
+    static const char *const maps[] = {"annotations", "labels"};
+    for (size_t m = 0; m < 2; m++) {
+        json_object *map = gq_json_meta_object(pod, maps[m]);
+        if (!map || !json_object_is_type(map, json_type_object))
+            continue;
+        json_object_object_foreach(map, k, v)
+        {
+            (void)v;
+            if (!strncmp(k, "gpuquota.io/", 12) || !strcmp(k, "gpu-fraction") ||
+                !strcmp(k, "gpu-memory"))
+                return true;
+        }
+    }
+    static const char *const lists[] = {"containers", "initContainers"};
+    for (size_t l = 0; l < 2; l++) {
+        json_object *arr = gq_json_member(spec, lists[l]);
+        size_t n =
+            arr && json_object_is_type(arr, json_type_array) ? json_object_array_length(arr) : 0;
+        for (size_t i = 0; i < n; i++) {
+            json_object *res = gq_json_member(json_object_array_get_idx(arr, i), "resources");
+            static const char *const kinds[] = {"limits", "requests"};
+            for (size_t k = 0; k < 2; k++) {
+                json_object *map = gq_json_member(res, kinds[k]);
+                if (!map || !json_object_is_type(map, json_type_object))
+                    continue;
+                json_object_object_foreach(map, name, q)
+                {
+                    (void)q;
+                    for (size_t p = 0; p < sizeof(prefixes) / sizeof(prefixes[0]); p++)
+                        if (!strncmp(name, prefixes[p], strlen(prefixes[p])))
+                            return true;
+                }
+            }
+        }
+    }
+    return false;
+}
+
+/* The copies of the object that the decision of a GPU pod may hold at once
+ * (WH_REVIEW_TREES), taken from the budget beside its tree: GQ_ELIMIT when
+ * they alone would pass the one review's cap, GQ_EBUSY when the budget has
+ * no room for them now. */
+static gq_code hold_copies(wh_review_request *r, const wh_review_limits *lim, gq_err *err)
+{
+    size_t tree = r->charged, copies = tree * (WH_REVIEW_TREES - 1);
+    if (lim->max_tree && tree > lim->max_tree / WH_REVIEW_TREES)
+        return gq_err_set(err, GQ_ELIMIT,
+                          "the JSON decodes to more than %zu bytes of objects, too many to "
+                          "decide a GPU pod with its copies",
+                          lim->max_tree / WH_REVIEW_TREES);
+    if (!gq_json_budget_take(lim->budget, copies))
+        return gq_err_set(err, GQ_EBUSY,
+                          "decoded requests in flight would hold more than %zu bytes; retry",
+                          lim->budget->cap);
+    r->charged += copies;
+    return GQ_OK;
+}
+
 gq_code wh_review_decode_lean(const char *body, size_t len, wh_review_request *out, gq_err *err)
 {
     wh_review_limits none = {NULL, 0};
@@ -213,6 +293,8 @@ gq_code wh_review_decode_within(const char *body, size_t len, const wh_review_li
                       .max_tree = lim->max_tree,
                       .budget = lim->budget};
     gq_code rc = gq_json_parse_with(body, len, &o, &root, &charged, err);
+    if (rc == GQ_ELIMIT || rc == GQ_EBUSY)
+        gq_heap_trim(); /* a large tree, or one among large trees, was freed */
     if (rc)
         return rc;
     if ((rc = wh_review_decode_json(root, out, err))) {
@@ -221,6 +303,11 @@ gq_code wh_review_decode_within(const char *body, size_t len, const wh_review_li
     }
     out->budget = lim->budget;
     out->charged = charged;
+    if (lim->budget && (gpu_marked(out->object) || gpu_marked(out->old_object)) &&
+        (rc = hold_copies(out, lim, err))) {
+        wh_review_request_dispose(out);
+        return rc;
+    }
     return GQ_OK;
 }
 
@@ -476,6 +563,8 @@ void wh_review_request_dispose(wh_review_request *r)
     free(r->groups);
     json_object_put(r->root);
     gq_json_budget_return(r->budget, r->charged);
+    if (r->charged >= WH_REVIEW_TRIM_AT)
+        gq_heap_trim();
     memset(r, 0, sizeof(*r));
 }
 

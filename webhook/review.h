@@ -91,12 +91,19 @@ gq_code wh_review_decode_lean(const char *body, size_t len, wh_review_request *o
                               gq_err *err) GQ_WUR;
 
 /* The memory all decoded reviews in flight may hold together, by default
- * (gpuquota webhook --max-decoded-memory); one review at most half of it. */
+ * (gpuquota webhook --max-decoded-memory). */
 #define WH_DECODED_MEMORY_DEFAULT ((size_t)32 * 1024 * 1024)
 
+/* The trees the decision of a GPU pod may hold at once: the decoded one and
+ * its copies (a model choice's, the pod priced on a model, the pod
+ * defaulted or given its claims). A review of a pod that may be copied is
+ * charged this many times its tree; one review's tree with its copies is
+ * at most half the budget (wh_review_limits.max_tree). */
+#define WH_REVIEW_TREES 4
+
 /* What the decoded reviews of a server may hold in memory: the trees of the
- * requests in flight share budget (NULL: none), one holds at most max_tree
- * bytes (0: no cap). */
+ * requests in flight, with their copies (WH_REVIEW_TREES), share budget
+ * (NULL: none), one holds at most max_tree bytes (0: no cap). */
 typedef struct wh_review_limits {
     gq_json_budget *budget;
     size_t max_tree;

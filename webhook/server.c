@@ -1156,7 +1156,8 @@ gq_code wh_server_new(const wh_server_options *opts, wh_server **out, gq_err *er
         srv->threads = opts->threads;
     } else {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
-        srv->threads = n > 0 && n < 1024 ? (unsigned)n : 1;
+        srv->threads =
+            n > 0 ? (unsigned)(n < WH_THREADS_DEFAULT_MAX ? n : WH_THREADS_DEFAULT_MAX) : 1;
     }
     srv->metrics = opts->metrics;
     if ((rc = set_limits(srv, opts, err)))

@@ -27,6 +27,11 @@
 /* All request bodies buffered at once, together (DESIGN.md §8): ten
  * maximal reviews, or thousands of typical 5-10 KB ones. */
 #define WH_MAX_BODY_MEMORY_DEFAULT ((size_t)32 * 1024 * 1024)
+/* Server threads without --threads: one per online CPU, at most this many.
+ * In a container the CPUs online are the node's (96 on a large node), and a
+ * decision takes tens of microseconds: more threads add per-thread malloc
+ * arenas, not throughput. */
+#define WH_THREADS_DEFAULT_MAX 8
 /* A request (TLS handshake included for the first one on a connection) must
  * arrive whole within this many seconds; kube-apiserver's webhook timeout
  * is at most 30 s, its requests arrive in milliseconds. */
@@ -120,7 +125,7 @@ typedef struct wh_server_options {
     const char *listen;       /* "[HOST]:PORT"; ":8443" = all addresses; port 0 = ephemeral */
     const char *cert_file;    /* PEM chain, leaf first */
     const char *key_file;     /* PEM private key */
-    unsigned threads;         /* worker threads; 0 = number of online CPUs */
+    unsigned threads;         /* worker threads; 0 = online CPUs, at most WH_THREADS_DEFAULT_MAX */
     unsigned idle_timeout_s;  /* 0 = WH_IDLE_TIMEOUT_DEFAULT */
     size_t max_body;          /* 0 = WH_MAX_BODY_DEFAULT */
     size_t max_body_memory;   /* all bodies in flight; 0 = WH_MAX_BODY_MEMORY_DEFAULT */

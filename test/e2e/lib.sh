@@ -181,6 +181,7 @@ ports: [{name: https, port: $port, protocol: TCP}]
 
 # webhook_start N [ARGS...]: replica N of `gpuquota webhook`, as its Deployment
 # runs it (deploy/webhook.yaml), on an ephemeral port; waits for /readyz.
+# WH_KUBECONFIG replaces the kubeconfig it reads kube-apiserver with.
 webhook_start() {
     local n=$1 port from
     shift
@@ -191,7 +192,7 @@ webhook_start() {
     "$GQ" webhook --tls-cert "$E2E/certs/tls.crt" --tls-key "$E2E/certs/tls.key" \
         --client-ca "$E2E/cluster/pki/ca.crt" --client-cn kube-apiserver-webhook-client \
         --listen "127.0.0.1:0" --config "$E2E/config.yaml" \
-        --kubeconfig "$E2E/webhook.kubeconfig" "$@" >>"$E2E/webhook-$n.log" 2>&1 &
+        --kubeconfig "${WH_KUBECONFIG:-$E2E/webhook.kubeconfig}" "$@" >>"$E2E/webhook-$n.log" 2>&1 &
     echo $! >"$E2E/webhook-$n.pid"
     if ! port=$(logged_port "$E2E/webhook-$n.log" "$from"); then
         echo "webhook $n logged no port:" >&2

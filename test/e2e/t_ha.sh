@@ -11,13 +11,18 @@
 #      made behind their backs, then kube-apiserver restarted: their watches
 #      resume from a compacted resourceVersion, get 410, relist, and both
 #      enforcement and status reflect what changed while they were away;
-#      a quota created while the webhooks' watches reconnect is enforced at
-#      once, as DESIGN.md 4 promises ("enforced from spec.hard as soon as it
-#      exists").
+#      a quota created just after kube-apiserver comes back is enforced
+#      at once, whatever the watches have seen by then;
+#   5. a webhook replica whose watches are held down on purpose (a proxy that
+#      answers every request but watches): quotas made after its watches went
+#      down, beside one it knows and in a namespace with none, are enforced
+#      from live reads, as DESIGN.md 4 promises ("enforced from spec.hard as
+#      soon as it exists"). The restarts above cannot promise that the
+#      watches are still down when the probes run; this can.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
-NSA=e2e-ha-a NSB=e2e-ha-b NSC=e2e-ha-c NSD=e2e-ha-d
+NSA=e2e-ha-a NSB=e2e-ha-b NSC=e2e-ha-c NSD=e2e-ha-d NSE=e2e-ha-e NSF=e2e-ha-f
 LEASE=gpuquota-controller
 
 procs() { cat "$E2E"/webhook-*.pid "$E2E"/controller-*.pid 2>/dev/null; }
@@ -37,7 +42,11 @@ cleanup() {
             break
         fi
     done
-    kubectl delete namespace "$NSA" "$NSB" "$NSC" "$NSD" --ignore-not-found --wait=true --timeout=120s >/dev/null
+    rm -f "$E2E/hold-watches"
+    [[ ! -f $E2E/webhook-3.pid ]] || webhook_stop 3
+    rm -f "$E2E/webhook-3.pid" "$E2E/webhook-3.port"
+    stop_pidfile "$E2E/aux-watch-proxy.pid" TERM 20
+    kubectl delete namespace "$NSA" "$NSB" "$NSC" "$NSD" "$NSE" "$NSF" --ignore-not-found --wait=true --timeout=120s >/dev/null
 }
 trap cleanup EXIT
 
@@ -191,10 +200,12 @@ t0=$(now_ms)
 echo "# kube-apiserver restarted in $(($(now_ms) - t0)) ms"
 quota "$NSB" team '{gpu-memory: 8Gi, gpu-pods: 10}'
 tq=$(now_ms)
-# A quota is enforced from spec.hard as soon as it exists (DESIGN.md 4), also
-# while the webhooks' watches are still reconnecting. The probes wait 300 ms:
-# far longer than a watch event takes to arrive on this machine, so a pod
-# admitted here means a replica was not watching at all.
+# A quota is enforced from spec.hard as soon as it exists (DESIGN.md 4),
+# whatever the webhooks' watches have delivered by then (from their cache,
+# or read live). The probes wait 300 ms: longer than a watch event takes to
+# arrive on this machine, so a pod admitted here means a replica neither
+# watched nor read. (Whether the watches were still reconnecting at that
+# moment depends on the machine's load; section 5 holds them down.)
 sleep 0.3
 enforced_at_once "$NSB" "as kube-apiserver came back" 12Gi 8Gi
 if kubectl -n "$NSB" get pod early >/dev/null 2>&1; then
@@ -275,13 +286,13 @@ check_match "a list at the resourceVersion the watches last saw is refused: comp
 for pid in $(procs); do kill -CONT "$pid"; done
 t0=$(now_ms)
 
-# The webhooks' watches are broken now and reconnect after a backoff (800 ms
-# at least). A quota created in that window must be enforced all the same:
-# a quota is enforced from spec.hard as soon as it exists (DESIGN.md 4).
+# The webhooks' watches are broken now and reconnect after a backoff. A
+# quota created meanwhile must be enforced all the same (from the cache once
+# relisted, or read live before).
 quota "$NSD" team '{gpu-memory: 4Gi, gpu-pods: 10}'
 tq=$(now_ms)
-sleep 0.3 # as for $NSB: past watch delivery, inside the reconnect backoff
-enforced_at_once "$NSD" "while its watches reconnect" 8Gi 4Gi
+sleep 0.3 # as for $NSB: past watch delivery
+enforced_at_once "$NSD" "as the watches came back" 8Gi 4Gi
 check "$NSD: no pod over the quota exists" "" "$(kubectl -n "$NSD" get pods -o name)"
 
 # Every cache resumes from a compacted resourceVersion: 410, relist.
@@ -334,5 +345,49 @@ eventually 20 no_reservations "$NSA" team
 check "$NSA holds no reservations at the end" 0 "$(reservations "$NSA" team)"
 eventually 40 one_leader && pass "exactly one leader after the compaction" ||
     fail "exactly one leader after the compaction (holder [$(lease holderIdentity)])"
+
+# ---------------------------------------------------------------- watches held down
+# Replica 3 (not in the Service: probed directly) reads kube-apiserver
+# through test/e2e/tools/watch_hold_proxy.py. Once the hold file exists the
+# proxy closes its connections and holds every watch request unanswered,
+# while lists and gets go through: the replica's caches are not fresh for as
+# long as the hold lasts, and what changes meanwhile it can only read live.
+ns "$NSE" || fail "namespace $NSE"
+ns "$NSF" || fail "namespace $NSF"
+quota "$NSE" team '{gpu-memory: 16Gi, gpu-pods: 10}'
+hold=$E2E/hold-watches
+rm -f "$hold"
+python3 "$ROOT/test/e2e/tools/watch_hold_proxy.py" --cert "$E2E/cluster/pki/apiserver.crt" \
+    --key "$E2E/cluster/pki/apiserver.key" --ca "$E2E/cluster/pki/ca.crt" \
+    --upstream "127.0.0.1:$APISERVER_PORT" --hold-file "$hold" \
+    >"$E2E/aux-watch-proxy.out" 2>"$E2E/aux-watch-proxy.log" &
+echo $! >"$E2E/aux-watch-proxy.pid"
+eventually 10 test -s "$E2E/aux-watch-proxy.out" || fail "the watch-holding proxy starts"
+pport=$(head -1 "$E2E/aux-watch-proxy.out")
+[[ -f $E2E/webhook.kubeconfig ]] || sa_kubeconfig gpuquota-webhook "$E2E/webhook.kubeconfig"
+sed "s|server: \"$APISERVER\"|server: \"https://127.0.0.1:$pport\"|" "$E2E/webhook.kubeconfig" \
+    >"$E2E/webhook-held.kubeconfig"
+WH_KUBECONFIG=$E2E/webhook-held.kubeconfig webhook_start 3 ||
+    fail "replica 3 starts through the proxy and syncs"
+refused "$NSE: replica 3 enforces the quota it synced (16Gi)" team 20Gi 0 16Gi "$(review 3 "$NSE" 20Gi)"
+touch "$hold"
+held() { grep -c 'held watch /apis/gpuquota.io/v1alpha1/gpuquotas' "$E2E/aux-watch-proxy.log"; }
+held_once() { (($(held) >= 1)); }
+eventually 20 held_once || true
+check_match "replica 3's GPUQuota watch is held (its caches are not fresh)" '^[1-9]' "$(held)"
+quota "$NSE" tight '{gpu-memory: 4Gi}'
+quota "$NSF" team '{gpu-memory: 4Gi, gpu-pods: 10}'
+sleep 1 # far past watch delivery: a replica trusting its cache would answer from it now
+# Its cache knows $NSE's first quota only: trusted, it would admit 8Gi.
+refused "$NSE: replica 3, watches held, enforces a second quota made after they went down" \
+    tight 8Gi 0 4Gi "$(review 3 "$NSE" 8Gi)"
+refused "$NSF: replica 3, watches held, enforces a quota made after they went down" \
+    team 8Gi 0 4Gi "$(review 3 "$NSF" 8Gi)"
+check "$NSF: ...and admits what fits it" allowed "$(review 3 "$NSF" 4Gi)"
+check_match "the watch is still held after the probes" '^[1-9]' "$(held)"
+rm -f "$hold"
+webhook_stop 3
+rm -f "$E2E/webhook-3.pid"
+stop_pidfile "$E2E/aux-watch-proxy.pid" TERM 20
 
 finish

@@ -184,6 +184,17 @@ size_t ctl_store_bytes(ctl_store *s);
  * (metadata.uid == key) has been seen, so usage counts it. */
 typedef bool (*ctl_seen_fn)(void *ud, const char *ns, const char *key);
 
+/* What a quota is reconciled against: the pods it governs (n of them), who
+ * says whether a reservation's pod has been seen (seen, with seen_ud), and
+ * the time. */
+typedef struct ctl_counted {
+    const gq_usage_pod *pods;
+    size_t n;
+    ctl_seen_fn seen;
+    void *seen_ud;
+    int64_t now;
+} ctl_counted;
+
 /* The pods a quota may count, as the store holds them: borrowed, valid only
  * during the callback they are handed to. */
 typedef struct ctl_store_pods {
@@ -242,8 +253,8 @@ void ctl_result_dispose(ctl_result *r);
  *                      unless the status of the condition changes.
  * An invalid spec fails with GQ_EINVAL (the quota stays as it is). *out is
  * disposed and refilled on success. */
-gq_code ctl_reconcile(json_object *quota, const gq_usage_pod *pods, size_t n, ctl_seen_fn seen,
-                      void *seen_ud, int64_t now, ctl_result *out, gq_err *err) GQ_WUR;
+gq_code ctl_reconcile(json_object *quota, const ctl_counted *in, ctl_result *out,
+                      gq_err *err) GQ_WUR;
 
 /* The status of a quota whose spec is invalid (why: the parse error,
  * naming the field and the value): the current status with Ready False,

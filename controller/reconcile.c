@@ -219,10 +219,16 @@ static gq_code append_counted_claims(json_object *kept, const gq_usage *u, gq_er
  * list, so kube-apiserver does not keep keys unique; every writer adds a key
  * at most once, and this repairs a status that has one twice anyway (until
  * then both are charged: more, never less). keys is the set of keys kept. */
+/* The reservations kept so far: the claims held (uid -> latest expiry), the
+ * keys kept, and the records. */
+typedef struct kept_set {
+    json_object *held, *keys, *kept;
+} kept_set;
+
 static gq_code keep_records(json_object *copy, const bool *drops, const gq_usage *u,
-                            json_object *held, json_object *keys, json_object *kept,
-                            ctl_result *res, gq_err *err)
+                            const kept_set *ks, ctl_result *res, gq_err *err)
 {
+    json_object *held = ks->held, *keys = ks->keys, *kept = ks->kept;
     gq_code rc;
     for (size_t i = 0; i < json_object_array_length(copy); i++) {
         json_object *item = json_object_array_get_idx(copy, i);
@@ -256,9 +262,8 @@ static gq_code keep_records(json_object *copy, const bool *drops, const gq_usage
     return GQ_OK;
 }
 
-static gq_code keep_reservations(json_object *cur_status, const gq_usage *u, ctl_seen_fn seen,
-                                 void *ud, int64_t now, json_object **out, ctl_result *res,
-                                 gq_err *err)
+static gq_code keep_reservations(json_object *cur_status, const gq_usage *u, const ctl_counted *in,
+                                 json_object **out, ctl_result *res, gq_err *err)
 {
     json_object *arr = gq_json_member(cur_status, "reservations");
     json_object *tmp = NULL, *kept = NULL, *held = NULL, *keys = NULL;
@@ -283,7 +288,7 @@ static gq_code keep_reservations(json_object *cur_status, const gq_usage *u, ctl
         goto claims;
     }
     json_object *copy = NULL;
-    rc = live_copy(arr, now, tmp, &copy, err);
+    rc = live_copy(arr, in->now, tmp, &copy, err);
     if (rc)
         goto out;
     size_t n = json_object_array_length(copy);
@@ -294,10 +299,10 @@ static gq_code keep_reservations(json_object *cur_status, const gq_usage *u, ctl
         rc = gq_err_oom(err);
         goto out;
     }
-    rc = claims_held_by_unseen(copy, seen, ud, drops, held, err);
+    rc = claims_held_by_unseen(copy, in->seen, in->seen_ud, drops, held, err);
     if (rc)
         goto out;
-    rc = keep_records(copy, drops, u, held, keys, kept, res, err);
+    rc = keep_records(copy, drops, u, &(kept_set){held, keys, kept}, res, err);
     if (rc)
         goto out;
     res->kept = json_object_array_length(kept);
@@ -375,20 +380,20 @@ static json_object *status_conditions(json_object *cur, const gq_quota *q, const
 
 /* ctl_reconcile with the spec already parsed (q from ctl_quota_parse_spec of
  * quota). */
-static gq_code reconcile_parsed(const gq_quota *q, json_object *quota, const gq_usage_pod *pods,
-                                size_t n, ctl_seen_fn seen, void *seen_ud, int64_t now,
+static gq_code reconcile_parsed(const gq_quota *q, json_object *quota, const ctl_counted *in,
                                 ctl_result *out, gq_err *err)
 {
+    int64_t now = in->now;
     gq_code rc;
     gq_usage u;
     ctl_result r;
     json_object *cur = gq_json_member(quota, "status"), *kept = NULL;
     gq_usage_init(&u);
     ctl_result_init(&r);
-    rc = gq_quota_recount(q, pods, n, &u, err);
+    rc = gq_quota_recount(q, in->pods, in->n, &u, err);
     if (rc)
         goto out;
-    rc = keep_reservations(cur, &u, seen, seen_ud, now, &kept, &r, err);
+    rc = keep_reservations(cur, &u, in, &kept, &r, err);
     if (rc)
         goto out;
     r.used = u.used;
@@ -513,14 +518,13 @@ oom:
     return gq_err_oom(err);
 }
 
-gq_code ctl_reconcile(json_object *quota, const gq_usage_pod *pods, size_t n, ctl_seen_fn seen,
-                      void *seen_ud, int64_t now, ctl_result *out, gq_err *err)
+gq_code ctl_reconcile(json_object *quota, const ctl_counted *in, ctl_result *out, gq_err *err)
 {
     gq_quota *q = NULL;
     gq_code rc = ctl_quota_parse_spec(quota, &q, err);
     if (rc)
         return rc;
-    rc = reconcile_parsed(q, quota, pods, n, seen, seen_ud, now, out, err);
+    rc = reconcile_parsed(q, quota, in, out, err);
     gq_quota_free(q);
     return rc;
 }
@@ -547,8 +551,8 @@ static gq_code reconcile_store_pods(void *ud, const ctl_store_pods *v, gq_err *e
 {
     store_reconcile *sr = ud;
     sr->v = v;
-    return reconcile_parsed(sr->q, sr->quota, v->pods, v->n, seen_or_dropped, sr, sr->now, sr->out,
-                            err);
+    ctl_counted in = {v->pods, v->n, seen_or_dropped, sr, sr->now};
+    return reconcile_parsed(sr->q, sr->quota, &in, sr->out, err);
 }
 
 gq_code ctl_store_reconcile(ctl_store *s, json_object *quota, int64_t now, ctl_result *out,

@@ -72,6 +72,7 @@ gq_code gq_config_default(gq_config **out, gq_err *err)
     cfg->backend = GQ_BACKEND_ALIYUN;
     cfg->memory_unit = GQ_GIB;
     cfg->require_quota = false;
+    cfg->max_queued_pods = GQ_MAX_QUEUED_PODS_DEFAULT;
     cfg->audit.max_size = 100 * ((int64_t)1 << 20);
     cfg->audit.max_files = 5;
     rc = gq_catalog_models(&cfg->models, &cfg->n_models, err);

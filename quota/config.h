@@ -42,6 +42,9 @@ typedef struct gq_device_class {
 
 #define GQ_DEFAULT_GPU_DEVICE_CLASS "gpu.nvidia.com" /* NVIDIA's DRA driver */
 
+/* maxQueuedPods when the configuration does not say. */
+#define GQ_MAX_QUEUED_PODS_DEFAULT 1000
+
 typedef struct gq_config {
     gq_backend backend;
     int64_t memory_unit;  /* bytes; > 0 */
@@ -50,6 +53,11 @@ typedef struct gq_config {
     gq_model *models;
     size_t n_models;
     bool require_quota;
+    /* Pods one Queue quota may hold in its queue (maxQueuedPods): /validate
+     * refuses one more while status.queuedPods is at it. The controller
+     * holds every queued pod in memory, and one tenant's stream of them
+     * would otherwise stop the queues of all (docs/queueing.md). */
+    int max_queued_pods;
     char **exempt_namespaces;
     size_t n_exempt_namespaces;
     gq_audit_config audit;

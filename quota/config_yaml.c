@@ -751,8 +751,8 @@ out:
 /* ---- top level, continued ------------------------------------------------- */
 
 static const char *const top_keys[] = {
-    "backend",          "memoryUnit", "schedulerName", "defaultModel",  "requireQuota",
-    "exemptNamespaces", "audit",      "models",        "deviceClasses", "gpuDrivers"};
+    "backend", "memoryUnit", "schedulerName", "defaultModel", "requireQuota", "exemptNamespaces",
+    "audit",   "models",     "deviceClasses", "gpuDrivers",   "maxQueuedPods"};
 enum {
     TK_BACKEND,
     TK_UNIT,
@@ -763,7 +763,8 @@ enum {
     TK_AUDIT,
     TK_MODELS,
     TK_DEVCLASSES,
-    TK_GPU_DRIVERS
+    TK_GPU_DRIVERS,
+    TK_MAX_QUEUED
 };
 
 /* Top-level state: defaultModel, models and deviceClasses are resolved
@@ -815,6 +816,8 @@ static gq_code top_field(pctx *c, void *obj, size_t key, yaml_node_t *v)
         return GQ_OK;
     case TK_REQUIRE:
         return get_bool(c, v, "requireQuota", &cfg->require_quota);
+    case TK_MAX_QUEUED:
+        return get_int(c, v, "maxQueuedPods", 1, 1000000, &cfg->max_queued_pods);
     case TK_EXEMPT:
         return get_string_list(c, v, "exemptNamespaces", MAX_NAMESPACES, is_dns_label,
                                "a valid namespace name", &cfg->exempt_namespaces,
@@ -1144,6 +1147,9 @@ gq_code gq_config_to_yaml(const gq_config *cfg, char **out, size_t *out_len, gq_
     sb_scalar(&b, cfg->default_model);
     sb_key(&b, "\n", "requireQuota");
     sb_puts(&b, cfg->require_quota ? "true" : "false");
+    snprintf(num, sizeof(num), "%d", cfg->max_queued_pods);
+    sb_key(&b, "\n", "maxQueuedPods");
+    sb_puts(&b, num);
     sb_key(&b, "\n", "exemptNamespaces");
     sb_list(&b, cfg->exempt_namespaces, cfg->n_exempt_namespaces);
     sb_puts(&b, "\naudit:");

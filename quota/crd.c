@@ -975,6 +975,10 @@ static gq_code parse_quota_status(json_object *st, gq_quota *q, gq_err *err)
         if (mu && (rc = gq_amounts_parse(mu, f, &q->models[i].used, err)))
             return rc;
     }
+    json_object *qp = gq_json_member(st, "queuedPods");
+    if (qp && (!json_object_is_type(qp, json_type_int) || json_object_get_int64(qp) < 0))
+        return gq_err_set(err, GQ_EINVAL, "status.queuedPods: must be a non-negative integer");
+    q->queued_pods = qp ? json_object_get_int64(qp) : 0;
     json_object *arr = gq_json_member(st, "reservations");
     if (!arr)
         return GQ_OK;

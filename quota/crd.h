@@ -178,6 +178,7 @@ typedef struct gq_quota {
     gq_amounts used;                /* status.used (absent keys: 0) */
     gq_reservation *reservations;   /* status.reservations */
     size_t n_reservations;
+    int64_t queued_pods;    /* status.queuedPods (0 when absent) */
     gq_model_limit *models; /* spec.models, sorted by name */
     size_t n_models;
 } gq_quota;

@@ -125,6 +125,7 @@ static void full_file(void **state)
     assert_string_equal(cfg->default_model, "a100-40gb");
     assert_string_equal(gq_config_default_model(cfg)->name, "a100-40gb");
     assert_true(cfg->require_quota);
+    assert_int_equal(cfg->max_queued_pods, 5000);
     assert_int_equal(cfg->n_exempt_namespaces, 2);
     assert_string_equal(cfg->exempt_namespaces[1], "gpu-operator");
     assert_true(gq_config_is_exempt(cfg, "gpu-operator"));
@@ -253,7 +254,8 @@ static const struct bad_case {
 } bad_cases[] = {
     {"unknown-key.yaml", GQ_EINVAL, "unknown-key.yaml:2: ",
      "unknown key \"backends\" (valid keys: backend, memoryUnit, schedulerName, defaultModel, "
-     "requireQuota, exemptNamespaces, audit, models, deviceClasses, gpuDrivers)"},
+     "requireQuota, exemptNamespaces, audit, models, deviceClasses, gpuDrivers, "
+     "maxQueuedPods)"},
     {"device-class-unknown-model.yaml", GQ_EINVAL, "device-class-unknown-model.yaml:3: ",
      "deviceClasses[] \"gpu.nvidia.com\": model \"a100\" is not a model name"},
     {"device-class-twice.yaml", GQ_EINVAL, "device-class-twice.yaml:4: ",
@@ -330,6 +332,8 @@ static const struct bad_case {
      "duplicate-key.yaml:3: ", "configuration: duplicate key \"backend\""},
     {"require-quota-yes.yaml", GQ_EINVAL,
      "require-quota-yes.yaml:1: ", "requireQuota: expected true or false (unquoted), got \"yes\""},
+    {"max-queued-zero.yaml", GQ_ERANGE, "max-queued-zero.yaml:1: ",
+     "maxQueuedPods: 0 is out of range 1..1000000"},
     {"require-quota-quoted.yaml", GQ_EINVAL, "require-quota-quoted.yaml:1: ",
      "requireQuota: expected true or false (unquoted), got \"true\""},
     {"model-no-name.yaml", GQ_EINVAL,
@@ -556,6 +560,7 @@ static void render_default(void **state)
                                "schedulerName: \"\"\n"
                                "defaultModel: \"\"\n"
                                "requireQuota: false\n"
+                               "maxQueuedPods: 1000\n"
                                "exemptNamespaces: [kube-system]\n"
                                "audit:\n"
                                "  path: \"\"\n"

@@ -1537,6 +1537,50 @@ static wh_validate_result decide_member(fx *f, const char *uid, const char *size
     return decide_ex(f, uid, NS_A, pod, NULL, NULL);
 }
 
+/* maxQueuedPods: a queued pod is refused while a Queue quota governing it
+ * holds that many (status.queuedPods, as the controller last counted), so
+ * one tenant cannot fill the controller's memory with queued pods; below
+ * the cap, and for a pod that does not queue, nothing changes. */
+static void test_queue_cap(void **state)
+{
+    fx *f = *state;
+    char q[1024], pod[2048];
+    const char *gate = ",\"schedulingGates\":[{\"name\":\"gpuquota.io/quota\"}]";
+    f->cfg->max_queued_pods = 3;
+    for (int held = 2; held <= 3; held++) {
+        snprintf(q, sizeof(q),
+                 "{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPUQuota\",\"metadata\":"
+                 "{\"name\":\"team\",\"namespace\":\"%s\"},\"spec\":{\"hard\":{\"gpu-memory\":"
+                 "\"64Gi\"},\"whenExceeded\":\"Queue\"},\"status\":{\"queuedPods\":%d}}",
+                 NS_A, held);
+        apply(f, q);
+        pod_json(pod, sizeof(pod), NS_A, "8Gi", "", gate);
+        wh_validate_result r = decide_ex(f, held == 2 ? "u-below" : "u-at", NS_A, pod, NULL, NULL);
+        if (held == 2) {
+            assert_true(r.allowed);
+            continue;
+        }
+        assert_false(r.allowed);
+        assert_int_equal(r.code, GQ_EDENIED);
+        assert_string_equal(r.message, "quota team-a/team already holds 3 queued pods, the most the "
+                                       "configuration allows (maxQueuedPods 3): wait for some to "
+                                       "be admitted or deleted");
+        /* A pod that fits is admitted (charged) as ever: the cap is on the queue. */
+        pod_json(pod, sizeof(pod), NS_A, "8Gi", "", "");
+        r = decide_ex(f, "u-fits", NS_A, pod, NULL, NULL);
+        assert_true(r.allowed);
+    }
+    /* A corrupt count is refused as any corrupt status is. */
+    wh_validate_result r;
+    apply(f, "{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPUQuota\",\"metadata\":"
+             "{\"name\":\"team\",\"namespace\":\"" NS_A "\"},\"spec\":{\"hard\":{\"gpu-memory\":"
+             "\"64Gi\"},\"whenExceeded\":\"Queue\"},\"status\":{\"queuedPods\":-1}}");
+    pod_json(pod, sizeof(pod), NS_A, "8Gi", "", gate);
+    r = decide_ex(f, "u-bad", NS_A, pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_non_null(strstr(r.message, "status.queuedPods: must be a non-negative integer"));
+}
+
 static void test_group_size_disagreement(void **state)
 {
     fx *f = *state;
@@ -1659,6 +1703,7 @@ int main(void)
         T(test_audit_and_metrics),
         T(test_bad_options),
         T(test_memstore_errors),
+        T(test_queue_cap),
         T(test_group_size_disagreement),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/json_member.h"
 #include "common/strutil.h"
 #include "common/hash.h"
 #include "quota/crd.h"
@@ -83,9 +84,10 @@ static int namespaces_marker; /* to_text's ud for Namespace objects */
 /* Records are compact JSON text: json-c objects are not safe to share
  * between threads (reference counts are not atomic), text is, and every
  * reader parses its own private tree. Lists only select which quotas govern
- * a pod, so records keep metadata and spec and drop status: reservations
- * would make every admission parse every other admission's record (the
- * charging path reads status fresh anyway). For the same reason metadata
+ * a pod, so records keep metadata and spec and drop status but its
+ * queuedPods count (maxQueuedPods): reservations would make every admission
+ * parse every other admission's record (the charging path reads status
+ * fresh anyway). For the same reason metadata
  * drops managedFields and kubectl's last-applied-configuration annotation,
  * which nothing here reads: a GPUTenantQuota's managedFields name every
  * namespace of its status, and were most of what each admission parsed of
@@ -147,6 +149,21 @@ oom:
     return NULL;
 }
 
+/* Of a quota's status the one count /validate reads from a list:
+ * queuedPods, for maxQueuedPods (a new status object; nothing when absent). */
+static bool keep_queued_pods(json_object *dst, json_object *obj)
+{
+    json_object *st = gq_json_member(obj, "status"), *lean;
+    if (!st || !json_object_object_get_ex(st, "queuedPods", NULL))
+        return true;
+    if (!(lean = json_object_new_object()) || !keep_member(lean, st, "queuedPods") ||
+        json_object_object_add(dst, "status", lean)) {
+        json_object_put(lean);
+        return false;
+    }
+    return true;
+}
+
 static gq_code to_text(void *ud, json_object *obj, void **rec, gq_err *err)
 {
     static const char *const keep[] = {"apiVersion", "kind", "spec"};
@@ -167,6 +184,7 @@ static gq_code to_text(void *ud, json_object *obj, void **rec, gq_err *err)
             if (!ok)
                 json_object_put(lean);
         }
+        ok = ok && keep_queued_pods(src, obj);
         if (!ok) {
             json_object_put(src);
             return gq_err_oom(err);

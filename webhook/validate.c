@@ -1273,6 +1273,28 @@ static gq_code dry_run_check(wh_validator *v, const create_state *c, decision *d
     return GQ_OK;
 }
 
+/* A queued pod is refused while a Queue GPUQuota governing it holds
+ * maxQueuedPods already (status.queuedPods, as the controller last counted
+ * it): the controller keeps every queued pod in memory, and one tenant's
+ * endless stream of them would stop every queue (docs/queueing.md). Not a
+ * GPUTenantQuota's count: its queue is its namespaces' together, and one
+ * tenant's pods would then refuse the others'. false when denied. */
+static bool queue_has_room(const gq_config *cfg, const create_state *c, wh_validate_result *r)
+{
+    for (size_t i = 0; i < c->n_idx; i++) {
+        const gq_quota *q = c->to_charge[i];
+        if (q->kind != GQ_QUOTA_NAMESPACED || q->when_exceeded != GQ_WHEN_QUEUE ||
+            q->queued_pods < cfg->max_queued_pods)
+            continue;
+        deny(r, GQ_EDENIED,
+             "quota %s/%s already holds %lld queued pods, the most the configuration allows "
+             "(maxQueuedPods %d): wait for some to be admitted or deleted",
+             q->namespace_, q->name, (long long)q->queued_pods, cfg->max_queued_pods);
+        return false;
+    }
+    return true;
+}
+
 /* A pod created behind the gate gpuquota.io/quota (docs/queueing.md): its
  * group must be well formed and agree with its members on its size, it (its
  * whole group) must fit every quota
@@ -1821,6 +1843,8 @@ static gq_code decide_create_one(wh_validator *v, const wh_review_request *req, 
         (!c->skip_record && !record_matches(pod, c, r)))
         return rc;
     if (c->pod.gate_index >= 0) { /* queued: checked in full, charged later by the controller */
+        if (!queue_has_room(v->cfg, c, r))
+            return GQ_OK;
         gq_amounts own;
         gq_charge_own(&r->charge, c->pod.cost.shared, c->pod.cost.n_shared, &own);
         return decide_queued(&v->store, c, pod, &r->charge, &own, now_s(v), r);

@@ -7,13 +7,19 @@
 #      pod is admitted at once under the shared quota;
 #   2. a pod that lacks room in the shared quota itself does hold the line:
 #      B's next pod waits behind it, with an Event that says so, until it is
-#      gone.
+#      gone;
+#   3. at most maxQueuedPods pods wait on one GPUQuota (here 2): tenant A's
+#      next queued pod is refused with the reason, B's pods are untouched.
 # Every create and delete runs as the tenants' own ServiceAccounts.
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
 NSA=e2e-shared-a NSB=e2e-shared-b TQ=e2e-shared-strict
 cleanup() {
+    if [[ -f $E2E/config.yaml.queue-cap ]]; then
+        mv "$E2E/config.yaml.queue-cap" "$E2E/config.yaml"
+        webhooks 3 >/dev/null 2>&1
+    fi
     kubectl delete namespace "$NSA" "$NSB" --ignore-not-found --wait=false >/dev/null 2>&1
     kubectl delete gputenantquota "$TQ" --ignore-not-found >/dev/null 2>&1
     rm -f "$KA" "$KB"
@@ -74,4 +80,24 @@ check "b3 is held although it would fit" "gpuquota.io/quota" "$(gates tb b3)"
 tb delete pod b2 --wait=false >/dev/null 2>&1
 eventually 15 ungated tb b3 || true
 check "once b2 is gone, b3 is admitted" "" "$(gates tb b3)"
+
+# ------------------------------- 3. at most maxQueuedPods wait on one quota
+cp "$E2E/config.yaml" "$E2E/config.yaml.queue-cap"
+sed -i 's/^maxQueuedPods: .*/maxQueuedPods: 2/' "$E2E/config.yaml"
+grep -q '^maxQueuedPods: 2$' "$E2E/config.yaml" || fail "the configuration sets maxQueuedPods"
+webhooks 3 || fail "the webhooks restart with maxQueuedPods: 2"
+next_second
+gpu_pod a3 8Gi | ta create -f - >/dev/null 2>&1 # a2 and a3 wait for qa
+queued2() { [[ $(kubectl -n "$NSA" get gpuquota qa -o jsonpath='{.status.queuedPods}') == 2 ]]; }
+eventually 15 queued2 || true
+check "quota qa counts two queued pods" 2 "$(kubectl -n "$NSA" get gpuquota qa -o jsonpath='{.status.queuedPods}')"
+check_match "a third queued pod is refused with the reason" \
+    "quota $NSA/qa already holds 2 queued pods, the most the configuration allows \(maxQueuedPods 2\)" \
+    "$(gpu_pod a4 8Gi | ta create -f - 2>&1)"
+# The shared tenant quota holds A's queued pods too; its count refuses no
+# one (it would let A refuse B's pods).
+check "tenant B's pods are not held by it" "created" \
+    "$(gpu_pod b4 1Gi | tb create -f - 2>&1 | grep -o created)"
+mv "$E2E/config.yaml.queue-cap" "$E2E/config.yaml"
+webhooks 3 || fail "the webhooks restart with the suite's configuration"
 finish

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "quota/base64.h"
+#include "quota/podcost.h"
 #include "common/heap.h"
 #include "common/json_member.h"
 #include "common/jsonutil.h"
@@ -203,6 +204,22 @@ static const char *const wh_unread[] = {
  * millisecond; a pod's review is a few tens of kB). */
 #define WH_REVIEW_TRIM_AT ((size_t)1 << 20)
 
+/* Whether map (an object, or anything else: false) has a key starting with
+ * one of the n prefixes. */
+static bool has_key_prefixed(json_object *map, const char *const *prefixes, size_t n)
+{
+    if (!map || !json_object_is_type(map, json_type_object))
+        return false;
+    json_object_object_foreach(map, key, val)
+    {
+        (void)val;
+        for (size_t p = 0; p < n; p++)
+            if (!strncmp(key, prefixes[p], strlen(prefixes[p])))
+                return true;
+    }
+    return false;
+}
+
 /* Whether a decision may copy pod: it carries what makes gpuquota decide
  * it (the matchConditions of deploy/webhooks.yaml, widened): a resource of
  * a GPU backend in a container, a gpuquota.io/ label or annotation (a
@@ -210,27 +227,18 @@ static const char *const wh_unread[] = {
  * is passed untouched, whatever its size. */
 static bool gpu_marked(json_object *pod)
 {
-    static const char *const prefixes[] = {"nvidia.com/", "aliyun.com/", "volcano.sh/",
-                                           "gpuquota.io/"};
+    static const char *const resources[] = {"nvidia.com/", "aliyun.com/", "volcano.sh/",
+                                            "gpuquota.io/"};
+    static const char *const keys[] = {"gpuquota.io/", GQ_ANN_KAI_FRACTION, GQ_ANN_KAI_MEMORY};
     if (!pod)
         return false;
     json_object *spec = gq_json_member(pod, "spec"),
                 *claims = gq_json_member(spec, "resourceClaims");
     if (claims && json_object_is_type(claims, json_type_array) && json_object_array_length(claims))
         return true;
-    static const char *const maps[] = {"annotations", "labels"};
-    for (size_t m = 0; m < 2; m++) {
-        json_object *map = gq_json_meta_object(pod, maps[m]);
-        if (!map || !json_object_is_type(map, json_type_object))
-            continue;
-        json_object_object_foreach(map, k, v)
-        {
-            (void)v;
-            if (!strncmp(k, "gpuquota.io/", 12) || !strcmp(k, "gpu-fraction") ||
-                !strcmp(k, "gpu-memory"))
-                return true;
-        }
-    }
+    if (has_key_prefixed(gq_json_meta_object(pod, "annotations"), keys, 3) ||
+        has_key_prefixed(gq_json_meta_object(pod, "labels"), keys, 1))
+        return true;
     static const char *const lists[] = {"containers", "initContainers"};
     for (size_t l = 0; l < 2; l++) {
         json_object *arr = gq_json_member(spec, lists[l]);
@@ -238,19 +246,9 @@ static bool gpu_marked(json_object *pod)
             arr && json_object_is_type(arr, json_type_array) ? json_object_array_length(arr) : 0;
         for (size_t i = 0; i < n; i++) {
             json_object *res = gq_json_member(json_object_array_get_idx(arr, i), "resources");
-            static const char *const kinds[] = {"limits", "requests"};
-            for (size_t k = 0; k < 2; k++) {
-                json_object *map = gq_json_member(res, kinds[k]);
-                if (!map || !json_object_is_type(map, json_type_object))
-                    continue;
-                json_object_object_foreach(map, name, q)
-                {
-                    (void)q;
-                    for (size_t p = 0; p < sizeof(prefixes) / sizeof(prefixes[0]); p++)
-                        if (!strncmp(name, prefixes[p], strlen(prefixes[p])))
-                            return true;
-                }
-            }
+            if (has_key_prefixed(gq_json_member(res, "limits"), resources, 4) ||
+                has_key_prefixed(gq_json_member(res, "requests"), resources, 4))
+                return true;
         }
     }
     return false;

@@ -13,7 +13,7 @@
 #include "controller/ctl.h"
 #include "common/gq_log.h"
 #include "kube/kube.h"
-#include "webhook/server.h"
+#include "http/server.h"
 
 const char gq_cmd_controller_summary[] =
     "reconcile GPUQuota and GPUTenantQuota status from the pods of the cluster";
@@ -73,17 +73,6 @@ static gq_code parse_duration_ms(const char *opt, const char *s, void *dst, gq_e
     return gq_err_set(err, GQ_EINVAL, "%s: \"%s\" is not a duration between 1s and 24h", opt, s);
 }
 
-static void handle_metrics(void *ctx, const wh_request *req, wh_response *resp)
-{
-    char *text = NULL;
-    size_t len = 0;
-    if (ctl_controller_metrics(ctx, &text, &len)) {
-        wh_response_error(resp, 500, "out of memory rendering metrics");
-        return;
-    }
-    wh_response_take_body(resp, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
-}
-
 /* What the command line asks for (strings borrowed from argv). */
 typedef struct controller_args {
     const char *config_path, *kubeconfig, *metrics_listen;
@@ -127,6 +116,7 @@ int gq_cmd_controller(int argc, char **argv)
     kube_client *client = NULL;
     kube_api api;
     ctl_controller *ctl = NULL;
+    http_metrics *registry = NULL;
     wh_server *srv = NULL;
     gq_err err;
     int exit_code;
@@ -160,8 +150,10 @@ int gq_cmd_controller(int argc, char **argv)
     co.cfg = cfg;
     co.workers = (unsigned)workers;
     co.resync_ms = resync_ms;
+    if (http_metrics_new(GQ_VERSION, &registry))
+        goto fail;
+    co.metrics = so.metrics = registry;
     if (ctl_controller_new(&co, &ctl, &err) || wh_server_new(&so, &srv, &err) ||
-        wh_server_add_handler(srv, "/metrics", WH_ROUTE_GET, handle_metrics, ctl, &err) ||
         wh_server_start(srv, &err))
         goto fail;
     GQ_INFO("metrics listening on port %u", wh_server_port(srv));
@@ -192,8 +184,9 @@ fail:
     GQ_ERROR("%s", err.msg[0] ? err.msg : "out of memory");
     exit_code = 1;
 out:
-    ctl_controller_free(ctl);
     wh_server_free(srv);
+    ctl_controller_free(ctl);
+    http_metrics_free(registry);
     kube_client_free(client);
     kube_config_free(kc);
     gq_config_free(cfg);

@@ -18,7 +18,7 @@
 #include "webhook/kubestore.h"
 #include "webhook/metrics.h"
 #include "webhook/mutate_http.h"
-#include "webhook/server.h"
+#include "http/server.h"
 #include "webhook/validate.h"
 
 const char gq_cmd_webhook_summary[] = "run the admission webhook HTTPS server";
@@ -125,7 +125,7 @@ static uint64_t audit_records(const void *a)
 
 /* Open the audit log of the config (both webhooks write to it), move its
  * writing to a thread and export its counters in /metrics. */
-static gq_code audit_setup(const gq_config *cfg, wh_metrics *metrics, wh_audit **out, gq_err *err)
+static gq_code audit_setup(const gq_config *cfg, http_metrics *metrics, wh_audit **out, gq_err *err)
 {
     wh_audit *a = NULL;
     gq_code rc = wh_audit_open(&cfg->audit, &a, err);
@@ -134,11 +134,11 @@ static gq_code audit_setup(const gq_config *cfg, wh_metrics *metrics, wh_audit *
     /* Request handlers only queue records; a writer thread does the I/O. */
     if (wh_audit_start_writer(a))
         GQ_WARN("audit log: no writer thread; request handlers write records themselves");
-    if ((rc = wh_metrics_add_external_counter(
+    if ((rc = http_metrics_add_external_counter(
              metrics, "gpuquota_audit_write_errors_total",
              "Audit records that could not be written (each is also logged).", audit_errors, a)) ||
-        (rc = wh_metrics_add_external_counter(metrics, "gpuquota_audit_records_total",
-                                              "Audit records written.", audit_records, a))) {
+        (rc = http_metrics_add_external_counter(metrics, "gpuquota_audit_records_total",
+                                                "Audit records written.", audit_records, a))) {
         wh_audit_close(a);
         return gq_err_set(err, rc, "audit metrics: %s", gq_strerror(rc));
     }
@@ -484,6 +484,7 @@ int gq_cmd_webhook(int argc, char **argv)
     memset(&vc, 0, sizeof(vc));
     gq_config *cfg = NULL;
     gq_json_budget trees = {0};
+    http_metrics *registry = NULL;
     wh_metrics *metrics = NULL;
     wh_server *srv = NULL;
     wh_audit *audit = NULL;
@@ -515,8 +516,9 @@ int gq_cmd_webhook(int argc, char **argv)
     sigaddset(&sigs, SIGHUP); /* reopen the audit log; must never kill us */
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
-    if (gq_cli_load_config(config_path, &cfg, &err) || wh_metrics_new(GQ_VERSION, &metrics) ||
-        (so.metrics = metrics, wh_server_new(&so, &srv, &err)))
+    if (gq_cli_load_config(config_path, &cfg, &err) || http_metrics_new(GQ_VERSION, &registry) ||
+        wh_metrics_new(registry, &metrics) ||
+        (so.metrics = registry, wh_server_new(&so, &srv, &err)))
         goto fail;
 
     /* Admission handlers, registered before the server starts. Both
@@ -528,7 +530,7 @@ int gq_cmd_webhook(int argc, char **argv)
                            .max_batch = (unsigned)a.max_batch,
                            .metrics = metrics,
                            .review_limits = review_limits};
-    if (audit_setup(cfg, metrics, &audit, &err) ||
+    if (audit_setup(cfg, registry, &audit, &err) ||
         validate_setup(&vc, kubeconfig, cfg, audit, &vo, srv, &validating, &err))
         goto fail;
     wh_limit_range_source lr = {.ctx = NULL};
@@ -561,6 +563,7 @@ out:
     validate_teardown(&vc);
     wh_audit_close(audit); /* writes what is still queued */
     wh_metrics_free(metrics);
+    http_metrics_free(registry);
     gq_config_free(cfg);
     return exit_code;
 }

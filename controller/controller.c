@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,8 @@
 static const double hist_bounds[N_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                               0.05,   0.1,   0.25,   0.5,   1,    2.5};
 static const char *const result_names[RES_COUNT] = {"success", "conflict", "error", "invalid"};
+
+static void render_metrics(void *ctx, http_expo *e);
 
 static void sleep_ms(long ms)
 {
@@ -359,12 +362,7 @@ static void copy_fn(void *ud, const void *rec)
 static void observe(ctl_controller *c, int result, int64_t us)
 {
     atomic_fetch_add(&c->results[result], 1);
-    double s = (double)us / 1e6;
-    int i = 0;
-    while (i < N_BUCKETS && s > hist_bounds[i])
-        i++;
-    atomic_fetch_add(&c->hist[i], 1);
-    atomic_fetch_add(&c->hist_sum_us, (unsigned long)(us > 0 ? us : 0));
+    http_histogram_observe(&c->reconcile_duration, (double)us / 1e6);
 }
 
 /* --- abandoned reservations ---------------------------------------------- */
@@ -1004,6 +1002,7 @@ gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, g
     if (c->o.reservation_grace_ms <= 0)
         c->o.reservation_grace_ms = CTL_RESERVATION_GRACE_MS;
     pthread_mutex_init(&c->mu, NULL);
+    http_histogram_init(&c->reconcile_duration, hist_bounds, N_BUCKETS);
     c->ungated = json_object_new_object();
     c->q_events = json_object_new_object();
     if (!c->ungated || !c->q_events || gq_htab_init(&c->ks, KS_BUCKETS))
@@ -1015,6 +1014,8 @@ gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, g
     rc = new_caches(c, err);
     if (!rc)
         rc = new_leader(c, err);
+    if (!rc && o->metrics && (rc = http_metrics_add_source(o->metrics, render_metrics, c)))
+        gq_err_set(err, rc, "controller metrics: %s", gq_strerror(rc));
     if (rc)
         goto fail;
     *out = c;
@@ -1079,6 +1080,7 @@ void ctl_controller_free(ctl_controller *c)
 {
     if (!c)
         return;
+    http_metrics_remove_source(c->o.metrics, render_metrics, c);
     ctl_controller_stop(c);
     kube_leader_elect_free(c->le);
     /* Pods first: their records hold namespace references in the store. */
@@ -1128,95 +1130,55 @@ size_t ctl_controller_tracked_pods(ctl_controller *c)
 /* --- metrics ---------------------------------------------------------------- */
 
 /* Queue families: length gauge and wait-time histogram per quota. mu held. */
-static void queue_series(ctl_controller *c, FILE *f)
+static void queue_series(ctl_controller *c, http_expo *e)
 {
     gq_htab_iter it;
-    fprintf(f, "# HELP gpuquota_queue_length Pods queued behind the gate gpuquota.io/quota that "
-               "the quota governs.\n# TYPE gpuquota_queue_length gauge\n");
+    http_expo_family(e, "gpuquota_queue_length", "gauge",
+                     "Pods queued behind the gate gpuquota.io/quota that the quota governs.");
     for (kstate *k = ks_of(gq_htab_iter_first(&it, &c->ks)); k; k = ks_of(gq_htab_iter_next(&it)))
         if (k->gauges && k->name && k->ns)
-            fprintf(f, "gpuquota_queue_length{namespace=\"%s\",quota=\"%s\"} %" PRId64 "\n", k->ns,
-                    k->name, k->queued_pods);
-    fprintf(f, "# HELP gpuquota_queue_wait_seconds Time from creation to ungate of queued pods "
-               "the quota charged.\n# TYPE gpuquota_queue_wait_seconds histogram\n");
-    for (kstate *k = ks_of(gq_htab_iter_first(&it, &c->ks)); k; k = ks_of(gq_htab_iter_next(&it))) {
-        unsigned long cum = 0;
-        if (!k->name || !k->ns)
-            continue;
-        for (int b = 0; b <= W_BUCKETS; b++)
-            cum += k->wait_hist[b];
-        if (!cum)
-            continue;
-        cum = 0;
-        for (int b = 0; b <= W_BUCKETS; b++) {
-            cum += k->wait_hist[b];
-            if (b < W_BUCKETS)
-                fprintf(f,
-                        "gpuquota_queue_wait_seconds_bucket{namespace=\"%s\",quota=\"%s\","
-                        "le=\"%g\"} %lu\n",
-                        k->ns, k->name, ctl_wait_bounds[b], cum);
-            else
-                fprintf(f,
-                        "gpuquota_queue_wait_seconds_bucket{namespace=\"%s\",quota=\"%s\","
-                        "le=\"+Inf\"} %lu\n",
-                        k->ns, k->name, cum);
-        }
-        fprintf(f, "gpuquota_queue_wait_seconds_sum{namespace=\"%s\",quota=\"%s\"} %.6f\n", k->ns,
-                k->name, k->wait_sum);
-        fprintf(f, "gpuquota_queue_wait_seconds_count{namespace=\"%s\",quota=\"%s\"} %lu\n", k->ns,
-                k->name, cum);
-    }
+            http_expo_double(e, "gpuquota_queue_length",
+                             (http_label[]){{"namespace", k->ns}, {"quota", k->name}}, 2,
+                             (double)k->queued_pods);
+    http_expo_family(e, "gpuquota_queue_wait_seconds", "histogram",
+                     "Time from creation to ungate of queued pods the quota charged.");
+    for (kstate *k = ks_of(gq_htab_iter_first(&it, &c->ks)); k; k = ks_of(gq_htab_iter_next(&it)))
+        if (k->name && k->ns && http_histogram_count(&k->wait))
+            http_expo_histogram(e, "gpuquota_queue_wait_seconds",
+                                (http_label[]){{"namespace", k->ns}, {"quota", k->name}}, 2,
+                                &k->wait);
 }
 
-static unsigned long ld(atomic_ulong *v)
+static uint64_t ld(atomic_ulong *v)
 {
     return atomic_load(v);
 }
 
-static void quota_series(FILE *f, const char *family, const kstate *k, const gq_amounts *a)
+static void quota_series(http_expo *e, const char *family, const kstate *k, const gq_amounts *a)
 {
     for (int i = 0; i < GQ_KEY_COUNT; i++)
-        if (k->hard.set[i])
-            fprintf(f, "%s{namespace=\"%s\",quota=\"%s\",resource=\"%s\"} %" PRId64 "\n", family,
-                    k->ns, k->name, gq_qkey_name((gq_qkey)i), a->v[i]);
-}
-
-/* gpuquota_controller_reconcile_duration_seconds. */
-static void duration_histogram(ctl_controller *c, FILE *f)
-{
-    fprintf(f, "# HELP gpuquota_controller_reconcile_duration_seconds Time to reconcile one "
-               "quota, status write included.\n"
-               "# TYPE gpuquota_controller_reconcile_duration_seconds histogram\n");
-    unsigned long cum = 0;
-    for (int i = 0; i <= N_BUCKETS; i++) {
-        cum += ld(&c->hist[i]);
-        if (i < N_BUCKETS)
-            fprintf(f, "gpuquota_controller_reconcile_duration_seconds_bucket{le=\"%g\"} %lu\n",
-                    hist_bounds[i], cum);
-        else
-            fprintf(f, "gpuquota_controller_reconcile_duration_seconds_bucket{le=\"+Inf\"} %lu\n",
-                    cum);
-    }
-    fprintf(f, "gpuquota_controller_reconcile_duration_seconds_sum %.6f\n",
-            (double)ld(&c->hist_sum_us) / 1e6);
-    fprintf(f, "gpuquota_controller_reconcile_duration_seconds_count %lu\n", cum);
+        if (k->hard.set[i]) {
+            http_label l[] = {
+                {"namespace", k->ns}, {"quota", k->name}, {"resource", gq_qkey_name((gq_qkey)i)}};
+            http_expo_double(e, family, l, 3, (double)a->v[i]);
+        }
 }
 
 /* One family with a series per informer cache. */
-static void cache_family(FILE *f, const char *family, const char *type, const char *help,
-                         const unsigned long v[4])
+static void cache_family(http_expo *e, const char *family, const char *type, const char *help,
+                         const uint64_t v[4])
 {
     static const char *const names[] = {"pods", "gpuquotas", "gputenantquotas", "namespaces"};
-    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", family, help, family, type);
+    http_expo_family(e, family, type, help);
     for (int i = 0; i < 4; i++)
-        fprintf(f, "%s{resource=\"%s\"} %lu\n", family, names[i], v[i]);
+        http_expo_uint(e, family, &(http_label){"resource", names[i]}, 1, v[i]);
 }
 
 /* The families of the four informer caches. */
-static void cache_series(ctl_controller *c, FILE *f)
+static void cache_series(ctl_controller *c, http_expo *e)
 {
     kube_cache *caches[] = {c->pods, c->quotas, c->tenants, c->nss};
-    unsigned long watches[4], relists[4], resets[4], synced[4];
+    uint64_t watches[4], relists[4], resets[4], synced[4];
     for (int i = 0; i < 4; i++) {
         kube_cache_stats st;
         kube_cache_get_stats(caches[i], &st);
@@ -1225,111 +1187,119 @@ static void cache_series(ctl_controller *c, FILE *f)
         resets[i] = st.resets;
         synced[i] = kube_cache_fresh(caches[i]) ? 1 : 0;
     }
-    cache_family(f, "gpuquota_controller_watches_total", "counter",
+    cache_family(e, "gpuquota_controller_watches_total", "counter",
                  "Watch requests started (restarts included).", watches);
-    cache_family(f, "gpuquota_controller_relists_total", "counter",
+    cache_family(e, "gpuquota_controller_relists_total", "counter",
                  "Relists because a watch could not resume.", relists);
-    cache_family(f, "gpuquota_controller_history_resets_total", "counter",
+    cache_family(e, "gpuquota_controller_history_resets_total", "counter",
                  "Full relists because the API server's history went back.", resets);
     /* A watch that stays broken (RBAC, API server trouble) leaves the
      * controller counting from a stale picture: alerts key on this. */
-    cache_family(f, "gpuquota_controller_informer_synced", "gauge",
+    cache_family(e, "gpuquota_controller_informer_synced", "gauge",
                  "1 while the resource's cache is listed and its watch established.", synced);
 }
 
 /* gpuquota_quota_used and gpuquota_quota_hard of every quota reconciled
  * (c->mu held). */
-static void quota_gauge_series(ctl_controller *c, FILE *f)
+static void quota_gauge_series(ctl_controller *c, http_expo *e)
 {
     gq_htab_iter it;
-    fprintf(f, "# HELP gpuquota_quota_used Usage recounted from pods.\n"
-               "# TYPE gpuquota_quota_used gauge\n");
+    http_expo_family(e, "gpuquota_quota_used", "gauge", "Usage recounted from pods.");
     for (kstate *k = ks_of(gq_htab_iter_first(&it, &c->ks)); k; k = ks_of(gq_htab_iter_next(&it)))
         if (k->gauges && k->name && k->ns)
-            quota_series(f, "gpuquota_quota_used", k, &k->used);
-    fprintf(f, "# HELP gpuquota_quota_hard spec.hard of the quota.\n"
-               "# TYPE gpuquota_quota_hard gauge\n");
+            quota_series(e, "gpuquota_quota_used", k, &k->used);
+    http_expo_family(e, "gpuquota_quota_hard", "gauge", "spec.hard of the quota.");
     for (kstate *k = ks_of(gq_htab_iter_first(&it, &c->ks)); k; k = ks_of(gq_htab_iter_next(&it)))
         if (k->gauges && k->name && k->ns)
-            quota_series(f, "gpuquota_quota_hard", k, &k->hard);
+            quota_series(e, "gpuquota_quota_hard", k, &k->hard);
 }
 
-gq_code ctl_controller_metrics(ctl_controller *c, char **out, size_t *len)
+/* A family of one series without labels. */
+static void single(http_expo *e, const char *type, const char *name, const char *help, uint64_t v)
 {
-    char *buf = NULL;
-    size_t n = 0;
-    FILE *f = open_memstream(&buf, &n);
-    if (!f)
-        return GQ_ENOMEM;
-    fprintf(f, "# HELP gpuquota_controller_reconciles_total Quota reconciles by result.\n"
-               "# TYPE gpuquota_controller_reconciles_total counter\n");
-    for (int i = 0; i < RES_COUNT; i++)
-        fprintf(f, "gpuquota_controller_reconciles_total{result=\"%s\"} %lu\n", result_names[i],
-                ld(&c->results[i]));
-    duration_histogram(c, f);
-    fprintf(f,
-            "# HELP gpuquota_controller_status_writes_total Status subresource writes that "
-            "succeeded.\n# TYPE gpuquota_controller_status_writes_total counter\n"
-            "gpuquota_controller_status_writes_total %lu\n"
-            "# HELP gpuquota_controller_events_total Events recorded (Exceeded, InvalidSpec, "
-            "Queued).\n"
-            "# TYPE gpuquota_controller_events_total counter\n"
-            "gpuquota_controller_events_total %lu\n"
-            "# HELP gpuquota_controller_events_dropped_total Events not posted because more "
-            "were due than the rate limit allows (100 at once, 10 a second).\n"
-            "# TYPE gpuquota_controller_events_dropped_total counter\n"
-            "gpuquota_controller_events_dropped_total %lu\n"
-            "# HELP gpuquota_controller_pod_cost_errors_total Pods whose GPU request could not "
-            "be priced (not counted).\n# TYPE gpuquota_controller_pod_cost_errors_total counter\n"
-            "gpuquota_controller_pod_cost_errors_total %lu\n"
-            "# HELP gpuquota_controller_reservations_abandoned_total Reservations dropped because "
-            "their pods never appeared.\n"
-            "# TYPE gpuquota_controller_reservations_abandoned_total counter\n"
-            "gpuquota_controller_reservations_abandoned_total %lu\n"
-            "# HELP gpuquota_controller_folds_deferred_total Status writes that only folded "
-            "reservations into used, put off to go with later changes.\n"
-            "# TYPE gpuquota_controller_folds_deferred_total counter\n"
-            "gpuquota_controller_folds_deferred_total %lu\n",
-            ld(&c->writes), ld(&c->events), ld(&c->events_dropped), ld(&c->cost_errors),
-            ld(&c->abandoned), ld(&c->folds_deferred));
-    cache_series(c, f);
-    fprintf(f,
-            "# HELP gpuquota_controller_queue_depth Quotas waiting to be reconciled.\n"
-            "# TYPE gpuquota_controller_queue_depth gauge\n"
-            "gpuquota_controller_queue_depth %zu\n"
-            "# HELP gpuquota_controller_tracked_pods GPU pods held in memory.\n"
-            "# TYPE gpuquota_controller_tracked_pods gauge\n"
-            "gpuquota_controller_tracked_pods %zu\n"
-            "# HELP gpuquota_controller_leader 1 while this replica reconciles.\n"
-            "# TYPE gpuquota_controller_leader gauge\n"
-            "gpuquota_controller_leader %d\n",
-            ctl_queue_len(c->queue), ctl_store_pod_count(c->store),
-            ctl_controller_is_leader(c) ? 1 : 0);
-    pthread_mutex_lock(&c->mu);
-    quota_gauge_series(c, f);
-    queue_series(c, f);
-    pthread_mutex_unlock(&c->mu);
-    fprintf(f,
-            "# HELP gpuquota_queue_admitted_total Queued pods charged and ungated.\n"
-            "# TYPE gpuquota_queue_admitted_total counter\n"
-            "gpuquota_queue_admitted_total %lu\n"
-            "# HELP gpuquota_claims_refused_total Pods left gated because a DRA claim is not "
-            "the one charged at admission.\n"
-            "# TYPE gpuquota_claims_refused_total counter\n"
-            "gpuquota_claims_refused_total %lu\n"
-            "# HELP gpuquota_claims_pinned_total Pins written on checked ResourceClaims.\n"
-            "# TYPE gpuquota_claims_pinned_total counter\n"
-            "gpuquota_claims_pinned_total %lu\n"
-            "# HELP gpuquota_claims_unpinned_total ResourceClaims whose last pin was lifted.\n"
-            "# TYPE gpuquota_claims_unpinned_total counter\n"
-            "gpuquota_claims_unpinned_total %lu\n",
-            ld(&c->q_ungated), ld(&c->claims_refused), ld(&c->claims_pinned),
-            ld(&c->claims_unpinned));
-    if (fclose(f) != 0) {
-        free(buf);
-        return GQ_ENOMEM;
+    http_expo_family(e, name, type, help);
+    http_expo_uint(e, name, NULL, 0, v);
+}
+
+/* Counters of the controller without labels: where each is kept. */
+typedef struct counter_def {
+    const char *name, *help;
+    size_t offset; /* of an atomic_ulong in ctl_controller */
+} counter_def;
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define COUNTER(name, help, field)                                                                 \
+    {                                                                                              \
+        name, help, offsetof(ctl_controller, field)                                                \
     }
-    *out = buf;
-    *len = n;
-    return GQ_OK;
+
+static const counter_def reconcile_counters[] = {
+    COUNTER("gpuquota_controller_status_writes_total", "Status subresource writes that succeeded.",
+            writes),
+    COUNTER("gpuquota_controller_events_total", "Events recorded (Exceeded, InvalidSpec, Queued).",
+            events),
+    COUNTER("gpuquota_controller_events_dropped_total",
+            "Events not posted because more were due than the rate limit allows (100 at once, "
+            "10 a second).",
+            events_dropped),
+    COUNTER("gpuquota_controller_pod_cost_errors_total",
+            "Pods whose GPU request could not be priced (not counted).", cost_errors),
+    COUNTER("gpuquota_controller_reservations_abandoned_total",
+            "Reservations dropped because their pods never appeared.", abandoned),
+    COUNTER("gpuquota_controller_folds_deferred_total",
+            "Status writes that only folded reservations into used, put off to go with later "
+            "changes.",
+            folds_deferred),
+};
+
+static const counter_def queue_counters[] = {
+    COUNTER("gpuquota_queue_admitted_total", "Queued pods charged and ungated.", q_ungated),
+    COUNTER("gpuquota_claims_refused_total",
+            "Pods left gated because a DRA claim is not the one charged at admission.",
+            claims_refused),
+    COUNTER("gpuquota_claims_pinned_total", "Pins written on checked ResourceClaims.",
+            claims_pinned),
+    COUNTER("gpuquota_claims_unpinned_total", "ResourceClaims whose last pin was lifted.",
+            claims_unpinned),
+};
+
+static void render_counters(ctl_controller *c, http_expo *e, const counter_def *defs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        single(e, "counter", defs[i].name, defs[i].help,
+               ld((atomic_ulong *)((char *)c + defs[i].offset)));
+}
+
+/* The reconcile loop's own counters and its duration histogram. */
+static void reconcile_series(ctl_controller *c, http_expo *e)
+{
+    http_expo_family(e, "gpuquota_controller_reconciles_total", "counter",
+                     "Quota reconciles by result.");
+    for (int i = 0; i < RES_COUNT; i++)
+        http_expo_uint(e, "gpuquota_controller_reconciles_total",
+                       &(http_label){"result", result_names[i]}, 1, ld(&c->results[i]));
+    http_expo_family(e, "gpuquota_controller_reconcile_duration_seconds", "histogram",
+                     "Time to reconcile one quota, status write included.");
+    http_expo_histogram(e, "gpuquota_controller_reconcile_duration_seconds", NULL, 0,
+                        &c->reconcile_duration);
+    render_counters(c, e, reconcile_counters, ARRAY_LEN(reconcile_counters));
+}
+
+/* The controller's families, a source of the shells' metrics registry. */
+static void render_metrics(void *ctx, http_expo *e)
+{
+    ctl_controller *c = ctx;
+    reconcile_series(c, e);
+    cache_series(c, e);
+    single(e, "gauge", "gpuquota_controller_queue_depth", "Quotas waiting to be reconciled.",
+           ctl_queue_len(c->queue));
+    single(e, "gauge", "gpuquota_controller_tracked_pods", "GPU pods held in memory.",
+           ctl_store_pod_count(c->store));
+    single(e, "gauge", "gpuquota_controller_leader", "1 while this replica reconciles.",
+           ctl_controller_is_leader(c) ? 1 : 0);
+    pthread_mutex_lock(&c->mu);
+    quota_gauge_series(c, e);
+    queue_series(c, e);
+    pthread_mutex_unlock(&c->mu);
+    render_counters(c, e, queue_counters, ARRAY_LEN(queue_counters));
 }

@@ -24,6 +24,7 @@
 #include "quota/crd.h"
 #include "common/gq_error.h"
 #include "common/htab.h"
+#include "http/metrics.h"
 #include "kube/kube.h"
 #include "quota/policy.h"
 
@@ -363,6 +364,9 @@ typedef struct ctl_controller_opts {
      * time(). */
     int64_t (*now)(void *ud);
     void *clock_ud;
+    /* The registry the controller's families are rendered by (below);
+     * borrowed, must outlive the controller. NULL: none. */
+    http_metrics *metrics;
 } ctl_controller_opts;
 
 /* kube-apiserver gives a webhook at most 30 s (timeoutSeconds), and
@@ -413,8 +417,8 @@ bool ctl_controller_is_leader(ctl_controller *c);
 /* Pods tracked (GPU pods in the store). */
 size_t ctl_controller_tracked_pods(ctl_controller *c);
 
-/* Prometheus text (format 0.0.4) of the controller's families into a heap
- * buffer the caller frees:
+/* The controller's families, rendered by the registry of its options
+ * (ctl_controller_opts.metrics) at each scrape:
  *   gpuquota_controller_reconciles_total{result}         counter
  *   gpuquota_controller_reconcile_duration_seconds       histogram
  *   gpuquota_controller_status_writes_total              counter
@@ -433,6 +437,5 @@ size_t ctl_controller_tracked_pods(ctl_controller *c);
  *   gpuquota_queue_wait_seconds{namespace,quota}         histogram (creation to ungate)
  *   gpuquota_queue_admitted_total                        counter
  *   gpuquota_claims_refused_total, _pinned_total, _unpinned_total  counters (claims.c) */
-gq_code ctl_controller_metrics(ctl_controller *c, char **out, size_t *len) GQ_WUR;
 
 #endif

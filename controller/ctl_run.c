@@ -58,6 +58,7 @@ kstate *ctl_ks_get(ctl_controller *c, const char *key, bool create)
     if (!k)
         return NULL;
     memcpy(k->key, key, len + 1);
+    http_histogram_init(&k->wait, ctl_wait_bounds, W_BUCKETS);
     gq_htab_insert(&c->ks, &k->node, h);
     return k;
 }
@@ -167,13 +168,8 @@ void ctl_wait_observe(ctl_controller *c, const char *qkey, double s)
 {
     pthread_mutex_lock(&c->mu);
     kstate *k = ctl_ks_get(c, qkey, true);
-    if (k) {
-        int i = 0;
-        while (i < W_BUCKETS && s > ctl_wait_bounds[i])
-            i++;
-        k->wait_hist[i]++;
-        k->wait_sum += s;
-    }
+    if (k)
+        http_histogram_observe(&k->wait, s);
     pthread_mutex_unlock(&c->mu);
 }
 

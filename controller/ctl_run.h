@@ -8,6 +8,7 @@
 
 #include "common/htab.h"
 #include "controller/ctl_int.h"
+#include "http/metrics.h"
 #include "kube/kube.h"
 
 #define API_GQ "/apis/gpuquota.io/v1alpha1"
@@ -24,9 +25,8 @@ typedef struct kstate {
     json_object *written; /* what the API server returned for that write */
     gq_amounts used, hard;
     bool gauges;
-    int64_t queued_pods;                    /* pods queued behind the gate it governs */
-    unsigned long wait_hist[W_BUCKETS + 1]; /* seconds queued pods waited (ungated) */
-    double wait_sum;
+    int64_t queued_pods; /* pods queued behind the gate it governs */
+    http_histogram wait; /* seconds queued pods waited (ungated) */
     /* When this replica first saw each reservation of the quota whose pod
      * it has not seen: {key: monotonic ms}. */
     json_object *first_seen;
@@ -75,7 +75,7 @@ struct ctl_controller {
     atomic_ulong q_charges, q_ungated;
     json_object *ungated;  /* {uid: true}: ungated here, not yet seen ungated (mu) */
     json_object *q_events; /* {uid: message}: why each queued pod was said to wait (mu) */
-    atomic_ulong hist[N_BUCKETS + 1], hist_sum_us;
+    http_histogram reconcile_duration; /* seconds */
 };
 
 /* The queue key of a GPUQuota ('q') or tenant ('t'). */

@@ -12,19 +12,20 @@ import sys
 LAYERS = {
     "common": {"common"},
     "quota": {"common", "quota"},
+    "http": {"common", "http"},
     "kube": {"common", "quota", "kube"},
     "certs": {"common", "quota", "kube", "certs"},
-    "webhook": {"common", "quota", "kube", "webhook"},
-    "controller": {"common", "quota", "kube", "controller"},
-    "cli": {"common", "quota", "kube", "certs", "webhook", "controller", "cli"},
+    "webhook": {"common", "quota", "kube", "http", "webhook"},
+    "controller": {"common", "quota", "kube", "http", "controller"},
+    "cli": {"common", "quota", "kube", "certs", "http", "webhook", "controller", "cli"},
 }
 
 # One adapter per library: the only places that include its headers.
 ADAPTERS = [
     (re.compile(r"^curl/"), {"kube"}, "libcurl belongs to kube/"),
     (re.compile(r"^openssl/"), {"certs"}, "OpenSSL belongs to certs/"),
-    (re.compile(r"^(microhttpd\.h|gnutls/)"), {"webhook/server.c"},
-     "libmicrohttpd and GnuTLS belong to webhook/server.c"),
+    (re.compile(r"^(microhttpd\.h|gnutls/)"), {"http/server.c"},
+     "libmicrohttpd and GnuTLS belong to http/server.c"),
     (re.compile(r"^yaml\.h$"), {"quota", "kube"}, "libyaml belongs to quota/ and kube/"),
 ]
 

@@ -27,7 +27,7 @@ from check_layers import strip  # noqa: E402  comments and literals blanked, lin
 
 # FILE: {function: the library type that fixes its parameters}.
 FIXED_SIGNATURES = {
-    "webhook/server.c": {
+    "http/server.c": {
         "access_handler": "libmicrohttpd's MHD_AccessHandlerCallback",
         "cert_callback": "GnuTLS's gnutls_certificate_retrieve_function2 (MHD_OPTION_HTTPS_CERT_CALLBACK)",
     },

@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "common/gq_log.h"
-#include "webhook/server.h"
+#include "http/server.h"
 
 static void echo(void *ctx, const wh_request *req, wh_response *resp)
 {

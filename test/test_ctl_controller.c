@@ -232,6 +232,16 @@ static void wait_writes(fake *f, int n)
     fail_msg("expected %d status writes, saw %d", n, f->writes);
 }
 
+/* The registry every controller of these tests renders its families by
+ * (one controller at a time). */
+static http_metrics *registry;
+
+static gq_code ctl_controller_metrics(ctl_controller *c, char **text, size_t *len)
+{
+    (void)c;
+    return http_metrics_render(registry, text, len);
+}
+
 /* Wait until the metrics text holds line (5 s at most). */
 static void wait_metric(ctl_controller *c, const char *line)
 {
@@ -264,8 +274,12 @@ static void run(fake *f, ctl_controller **out, gq_config **cfg, kube_api *api)
     gq_err err;
     assert_int_equal(gq_config_default(cfg, &err), GQ_OK);
     *api = fake_api(f);
-    ctl_controller_opts o = {
-        .api = api, .cfg = *cfg, .workers = 1, .now = fixed_now, .identity = "test"};
+    ctl_controller_opts o = {.api = api,
+                             .cfg = *cfg,
+                             .workers = 1,
+                             .now = fixed_now,
+                             .identity = "test",
+                             .metrics = registry};
     assert_int_equal(ctl_controller_new(&o, out, &err), GQ_OK);
     assert_int_equal(ctl_controller_start(*out, &err), GQ_OK);
 }
@@ -388,8 +402,12 @@ static void test_events_rate_limited(void **state)
     gq_err err;
     assert_int_equal(gq_config_default(&cfg, &err), GQ_OK);
     kube_api api = fake_api(&f);
-    ctl_controller_opts o = {
-        .api = &api, .cfg = cfg, .workers = 1, .now = fixed_now, .identity = "test"};
+    ctl_controller_opts o = {.api = &api,
+                             .cfg = cfg,
+                             .workers = 1,
+                             .now = fixed_now,
+                             .identity = "test",
+                             .metrics = registry};
     ctl_controller *c;
     assert_int_equal(ctl_controller_new(&o, &c, &err), GQ_OK);
     struct timespec t0, t1;
@@ -550,5 +568,9 @@ int main(void)
         cmocka_unit_test(test_fold_waits),       cmocka_unit_test(test_queue_admit_after_conflict),
         cmocka_unit_test(test_bad_options),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    if (http_metrics_new("test", &registry))
+        return 1;
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    http_metrics_free(registry);
+    return failed;
 }

@@ -256,6 +256,7 @@ typedef struct env {
     kube_api api;
     wh_kubestore *ks;
     wh_store st;
+    http_metrics *registry;
     wh_metrics *m;
 } env;
 
@@ -278,7 +279,8 @@ static env *env_start(const int down[R_COUNT])
     add(&v->f, R_NAMESPACE, NULL, "b", NULL);
     v->api = (kube_api){.ctx = &v->f, .get = f_get, .list = f_list, .watch = f_watch};
     assert_int_equal(wh_kubestore_new(&v->api, &v->ks, &e), GQ_OK);
-    assert_int_equal(wh_metrics_new("test", &v->m), GQ_OK);
+    assert_int_equal(http_metrics_new("test", &v->registry), GQ_OK);
+    assert_int_equal(wh_metrics_new(v->registry, &v->m), GQ_OK);
     wh_kubestore_set_metrics(v->ks, v->m);
     assert_int_equal(wh_kubestore_start(v->ks, &e), GQ_OK);
     wh_kubestore_store(v->ks, &v->st);
@@ -297,6 +299,7 @@ static void env_stop(env *v)
 {
     wh_kubestore_free(v->ks);
     wh_metrics_free(v->m);
+    http_metrics_free(v->registry);
     for (int r = 0; r < R_COUNT; r++) {
         json_object_put(v->f.objs[r]);
         json_object_put(v->f.event[r]);
@@ -507,7 +510,7 @@ static int series(env *v, const char *ns, const char *name)
     char *text = NULL, label[128];
     size_t len;
     int n = 0;
-    assert_int_equal(wh_metrics_render(v->m, &text, &len), GQ_OK);
+    assert_int_equal(http_metrics_render(v->registry, &text, &len), GQ_OK);
     snprintf(label, sizeof(label), "{namespace=\"%s\",quota=\"%s\",", ns, name);
     for (const char *p = text; (p = strstr(p, label)); p++)
         n++;

@@ -10,11 +10,31 @@
 
 #include "webhook/metrics.h"
 
+/* The webhook's families are one source of the shells' registry: each test
+ * renders the registry they are registered on. */
+static http_metrics *registry;
+
+static wh_metrics *open_metrics(const char *version)
+{
+    wh_metrics *m = NULL;
+    assert_int_equal(http_metrics_new(version, &registry), GQ_OK);
+    assert_int_equal(wh_metrics_new(registry, &m), GQ_OK);
+    return m;
+}
+
+static void close_metrics(wh_metrics *m)
+{
+    wh_metrics_free(m);
+    http_metrics_free(registry);
+    registry = NULL;
+}
+
 static char *render(wh_metrics *m)
 {
     char *text = NULL;
     size_t len = 0;
-    assert_int_equal(wh_metrics_render(m, &text, &len), GQ_OK);
+    (void)m;
+    assert_int_equal(http_metrics_render(registry, &text, &len), GQ_OK);
     assert_int_equal(len, strlen(text));
     return text;
 }
@@ -65,20 +85,18 @@ static char *render(wh_metrics *m)
 static void empty_registry(void **state)
 {
     (void)state;
-    wh_metrics *m = NULL;
-    assert_int_equal(wh_metrics_new("0.1.0", &m), GQ_OK);
+    wh_metrics *m = open_metrics("0.1.0");
     char *text = render(m);
     assert_string_equal(text, REQ_HEAD HIST_HEAD EMPTY_HIST("mutate") EMPTY_HIST("validate")
-                                  ERR_HEAD USED_HEAD HARD_HEAD BUILD("0.1.0"));
+                                  USED_HEAD HARD_HEAD ERR_HEAD BUILD("0.1.0"));
     free(text);
-    wh_metrics_free(m);
+    close_metrics(m);
 }
 
 static void admissions_counters_and_histogram(void **state)
 {
     (void)state;
-    wh_metrics *m = NULL;
-    assert_int_equal(wh_metrics_new("1.2.3", &m), GQ_OK);
+    wh_metrics *m = open_metrics("1.2.3");
     /* Boundaries: a value equal to an upper bound falls in that bucket. */
     wh_metrics_observe_admission(m, WH_WEBHOOK_MUTATE, "CREATE", WH_DECISION_ALLOWED, 0.0001);
     wh_metrics_observe_admission(m, WH_WEBHOOK_MUTATE, "CREATE", WH_DECISION_ALLOWED, 0.0003);
@@ -87,10 +105,10 @@ static void admissions_counters_and_histogram(void **state)
     wh_metrics_observe_admission(m, WH_WEBHOOK_COUNT_, "CREATE", WH_DECISION_ALLOWED, 0.1);
     wh_metrics_observe_admission(m, WH_WEBHOOK_VALIDATE, "UPDATE", WH_DECISION_COUNT_, 0.1);
     wh_metrics_observe_admission(NULL, WH_WEBHOOK_VALIDATE, "UPDATE", WH_DECISION_DENIED, 0.1);
-    wh_metrics_inc_http_error(m, 413);
-    wh_metrics_inc_http_error(m, 413);
-    wh_metrics_inc_http_error(m, 418);
-    wh_metrics_inc_http_error(NULL, 413);
+    http_metrics_inc_http_error(registry, 413);
+    http_metrics_inc_http_error(registry, 413);
+    http_metrics_inc_http_error(registry, 418);
+    http_metrics_inc_http_error(NULL, 413);
     char *text = render(m);
     const char *want = REQ_HEAD
         "gpuquota_admission_requests_total{webhook=\"mutate\",operation=\"CREATE\","
@@ -114,19 +132,18 @@ static void admissions_counters_and_histogram(void **state)
         "gpuquota_admission_duration_seconds_bucket{webhook=\"mutate\",le=\"+Inf\"} 4\n"
         "gpuquota_admission_duration_seconds_sum{webhook=\"mutate\"} 2.0004\n"
         "gpuquota_admission_duration_seconds_count{webhook=\"mutate\"} 4\n" EMPTY_HIST("validate")
-            ERR_HEAD
+            USED_HEAD HARD_HEAD ERR_HEAD
         "gpuquota_http_errors_total{code=\"413\"} 2\n"
-        "gpuquota_http_errors_total{code=\"other\"} 1\n" USED_HEAD HARD_HEAD BUILD("1.2.3");
+        "gpuquota_http_errors_total{code=\"other\"} 1\n" BUILD("1.2.3");
     assert_string_equal(text, want);
     free(text);
-    wh_metrics_free(m);
+    close_metrics(m);
 }
 
 static void quota_gauges_sorted_and_escaped(void **state)
 {
     (void)state;
-    wh_metrics *m = NULL;
-    assert_int_equal(wh_metrics_new("v\"1\\\n", &m), GQ_OK);
+    wh_metrics *m = open_metrics("v\"1\\\n");
     wh_metrics_forget_quota(m, "team-a", "gq"); /* no gauge yet: no-op */
     assert_int_equal(wh_metrics_set_quota(m, WH_QUOTA_HARD, "team-b", "gq", "gpus", 4), GQ_OK);
     assert_int_equal(
@@ -144,27 +161,25 @@ static void quota_gauges_sorted_and_escaped(void **state)
     wh_metrics_forget_quota(m, "team-z", "gq"); /* absent: no-op */
     wh_metrics_forget_quota(NULL, "team-z", "gq");
     char *text = render(m);
-    const char *want =
-        REQ_HEAD HIST_HEAD EMPTY_HIST("mutate") EMPTY_HIST("validate") ERR_HEAD USED_HEAD
+    const char *want = REQ_HEAD HIST_HEAD EMPTY_HIST("mutate") EMPTY_HIST("validate") USED_HEAD
         "gpuquota_quota_used{namespace=\"\",quota=\"we\\\"ird\\\\q\\n\",resource=\"gpu-pods\"} "
         "0.5\n"
         "gpuquota_quota_used{namespace=\"team-a\",quota=\"gq\",resource=\"gpu-memory\"} "
         "53687091200\n" HARD_HEAD
         "gpuquota_quota_hard{namespace=\"team-a\",quota=\"gq\",resource=\"gpu-memory\"} "
         "68719476736\n"
-        "gpuquota_quota_hard{namespace=\"team-b\",quota=\"gq\",resource=\"gpus\"} 8\n" BUILD(
-            "v\\\"1\\\\\\n");
+        "gpuquota_quota_hard{namespace=\"team-b\",quota=\"gq\",resource=\"gpus\"} 8\n" ERR_HEAD
+            BUILD("v\\\"1\\\\\\n");
     assert_string_equal(text, want);
     free(text);
-    wh_metrics_free(m);
+    close_metrics(m);
 }
 
 static void gauge_table_is_bounded(void **state)
 {
     (void)state;
-    wh_metrics *m = NULL;
     char name[32];
-    assert_int_equal(wh_metrics_new("x", &m), GQ_OK);
+    wh_metrics *m = open_metrics("x");
     for (int i = 0; i < WH_METRICS_MAX_GAUGES; i++) {
         snprintf(name, sizeof(name), "q%05d", i);
         assert_int_equal(wh_metrics_set_quota(m, WH_QUOTA_USED, "ns", name, "gpus", i), GQ_OK);
@@ -173,15 +188,14 @@ static void gauge_table_is_bounded(void **state)
                      GQ_ELIMIT);
     /* Updating an existing series still works when full. */
     assert_int_equal(wh_metrics_set_quota(m, WH_QUOTA_HARD, "ns", "q00000", "gpus", 2), GQ_OK);
-    wh_metrics_free(m);
+    close_metrics(m);
     wh_metrics_free(NULL);
 }
 
 static void special_values(void **state)
 {
     (void)state;
-    wh_metrics *m = NULL;
-    assert_int_equal(wh_metrics_new("x", &m), GQ_OK);
+    wh_metrics *m = open_metrics("x");
     assert_int_equal(wh_metrics_set_quota(m, WH_QUOTA_USED, "a", "q", "r1", 1.0 / 0.0), GQ_OK);
     assert_int_equal(wh_metrics_set_quota(m, WH_QUOTA_USED, "a", "q", "r2", 0.1), GQ_OK);
     assert_int_equal(wh_metrics_set_quota(m, WH_QUOTA_USED, "a", "q", "r3", 1e20), GQ_OK);
@@ -190,7 +204,7 @@ static void special_values(void **state)
     assert_non_null(strstr(text, "resource=\"r2\"} 0.1\n"));
     assert_non_null(strstr(text, "resource=\"r3\"} 1e+20\n"));
     free(text);
-    wh_metrics_free(m);
+    close_metrics(m);
 }
 
 static uint64_t read_counter(const void *ctx)
@@ -201,20 +215,19 @@ static uint64_t read_counter(const void *ctx)
 static void external_counters(void **state)
 {
     (void)state;
-    wh_metrics *m = NULL;
     uint64_t a = 3, b = 0;
-    assert_int_equal(wh_metrics_new("0.1.0", &m), GQ_OK);
-    assert_int_equal(wh_metrics_add_external_counter(m, "gpuquota_audit_write_errors_total",
-                                                     "Audit records not written.", read_counter,
-                                                     &a),
-                     GQ_OK);
-    assert_int_equal(wh_metrics_add_external_counter(m, "gpuquota_audit_records_total",
-                                                     "Audit records written.", read_counter, &b),
+    wh_metrics *m = open_metrics("0.1.0");
+    assert_int_equal(
+        http_metrics_add_external_counter(registry, "gpuquota_audit_write_errors_total",
+                                          "Audit records not written.", read_counter, &a),
+        GQ_OK);
+    assert_int_equal(http_metrics_add_external_counter(registry, "gpuquota_audit_records_total",
+                                                       "Audit records written.", read_counter, &b),
                      GQ_OK);
     a = 7; /* read at scrape time */
     char *text = render(m);
     assert_string_equal(text, REQ_HEAD HIST_HEAD EMPTY_HIST("mutate") EMPTY_HIST("validate")
-                                  ERR_HEAD USED_HEAD HARD_HEAD
+                                  USED_HEAD HARD_HEAD ERR_HEAD
                         "# HELP gpuquota_audit_write_errors_total Audit records not written.\n"
                         "# TYPE gpuquota_audit_write_errors_total counter\n"
                         "gpuquota_audit_write_errors_total 7\n"
@@ -227,18 +240,20 @@ static void external_counters(void **state)
         "errors",    "9lives_total",
         "a-b_total", "gpuquota_a_name_that_is_far_too_long_for_the_header_buffers_total"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        assert_int_equal(wh_metrics_add_external_counter(m, bad[i], "h", read_counter, &a),
+        assert_int_equal(http_metrics_add_external_counter(registry, bad[i], "h", read_counter, &a),
                          GQ_EINVAL);
-    assert_int_equal(wh_metrics_add_external_counter(m, NULL, "h", read_counter, &a), GQ_EINVAL);
-    assert_int_equal(wh_metrics_add_external_counter(m, "ok_total", NULL, read_counter, &a),
+    assert_int_equal(http_metrics_add_external_counter(registry, NULL, "h", read_counter, &a),
                      GQ_EINVAL);
-    assert_int_equal(wh_metrics_add_external_counter(m, "ok_total", "h", NULL, &a), GQ_EINVAL);
-    for (size_t i = 2; i < WH_METRICS_MAX_EXTERNAL; i++)
-        assert_int_equal(wh_metrics_add_external_counter(m, "ok_total", "h", read_counter, &a),
-                         GQ_OK);
-    assert_int_equal(wh_metrics_add_external_counter(m, "ok_total", "h", read_counter, &a),
+    assert_int_equal(
+        http_metrics_add_external_counter(registry, "ok_total", NULL, read_counter, &a), GQ_EINVAL);
+    assert_int_equal(http_metrics_add_external_counter(registry, "ok_total", "h", NULL, &a),
+                     GQ_EINVAL);
+    for (size_t i = 2; i < HTTP_METRICS_MAX_EXTERNAL; i++)
+        assert_int_equal(
+            http_metrics_add_external_counter(registry, "ok_total", "h", read_counter, &a), GQ_OK);
+    assert_int_equal(http_metrics_add_external_counter(registry, "ok_total", "h", read_counter, &a),
                      GQ_ELIMIT);
-    wh_metrics_free(m);
+    close_metrics(m);
 }
 
 static double read_gauge(const void *ctx)
@@ -249,18 +264,18 @@ static double read_gauge(const void *ctx)
 static void external_gauges(void **state)
 {
     (void)state;
-    wh_metrics *m = NULL;
     double expiry = 1767225600.0, half = 0.5;
-    assert_int_equal(wh_metrics_new("0.1.0", &m), GQ_OK);
-    assert_int_equal(
-        wh_metrics_add_external_gauge(m, "gpuquota_tls_certificate_expiry_timestamp_seconds",
-                                      "When the serving certificate expires.", read_gauge, &expiry),
-        GQ_OK);
-    assert_int_equal(
-        wh_metrics_add_external_gauge(m, "gpuquota_half", "A fraction.", read_gauge, &half), GQ_OK);
+    wh_metrics *m = open_metrics("0.1.0");
+    assert_int_equal(http_metrics_add_external_gauge(
+                         registry, "gpuquota_tls_certificate_expiry_timestamp_seconds",
+                         "When the serving certificate expires.", read_gauge, &expiry),
+                     GQ_OK);
+    assert_int_equal(http_metrics_add_external_gauge(registry, "gpuquota_half", "A fraction.",
+                                                     read_gauge, &half),
+                     GQ_OK);
     char *text = render(m);
     assert_string_equal(text, REQ_HEAD HIST_HEAD EMPTY_HIST("mutate") EMPTY_HIST("validate")
-                                  ERR_HEAD USED_HEAD HARD_HEAD
+                                  USED_HEAD HARD_HEAD ERR_HEAD
                         "# HELP gpuquota_tls_certificate_expiry_timestamp_seconds When the serving "
                         "certificate expires.\n"
                         "# TYPE gpuquota_tls_certificate_expiry_timestamp_seconds gauge\n"
@@ -270,10 +285,63 @@ static void external_gauges(void **state)
                         "gpuquota_half 0.5\n" BUILD("0.1.0"));
     free(text);
     /* A gauge named like a counter, or no reader, is refused. */
-    assert_int_equal(wh_metrics_add_external_gauge(m, "gpuquota_x_total", "h", read_gauge, &half),
+    assert_int_equal(
+        http_metrics_add_external_gauge(registry, "gpuquota_x_total", "h", read_gauge, &half),
+        GQ_EINVAL);
+    assert_int_equal(http_metrics_add_external_gauge(registry, "gpuquota_x", "h", NULL, &half),
                      GQ_EINVAL);
-    assert_int_equal(wh_metrics_add_external_gauge(m, "gpuquota_x", "h", NULL, &half), GQ_EINVAL);
-    wh_metrics_free(m);
+    close_metrics(m);
+}
+
+static void source_a(void *ctx, http_expo *e)
+{
+    (void)ctx;
+    http_expo_family(e, "gpuquota_a", "gauge", "A.");
+    http_expo_double(e, "gpuquota_a", NULL, 0, 1.5);
+}
+
+static void source_hist(void *ctx, http_expo *e)
+{
+    http_expo_family(e, "gpuquota_h_seconds", "histogram", "H.");
+    http_expo_histogram(e, "gpuquota_h_seconds", NULL, 0, ctx);
+}
+
+/* Sources render first, in the order added, and not once removed; an
+ * unlabelled histogram; the table's bound. */
+static void registry_sources(void **state)
+{
+    (void)state;
+    static const double bounds[] = {0.5, 1};
+    http_histogram h;
+    http_histogram_init(&h, bounds, 2);
+    http_histogram_observe(&h, 0.25);
+    http_histogram_observe(&h, 0.0 / 0.0); /* NaN: 0 */
+    http_histogram_observe(&h, 2);
+    assert_int_equal(http_histogram_count(&h), 3);
+    assert_int_equal(http_metrics_new("9", &registry), GQ_OK);
+    assert_int_equal(http_metrics_add_source(registry, source_a, NULL), GQ_OK);
+    assert_int_equal(http_metrics_add_source(registry, source_hist, &h), GQ_OK);
+    char *text = render(NULL);
+    assert_string_equal(text, "# HELP gpuquota_a A.\n# TYPE gpuquota_a gauge\ngpuquota_a 1.5\n"
+                              "# HELP gpuquota_h_seconds H.\n# TYPE gpuquota_h_seconds histogram\n"
+                              "gpuquota_h_seconds_bucket{le=\"0.5\"} 2\n"
+                              "gpuquota_h_seconds_bucket{le=\"1\"} 2\n"
+                              "gpuquota_h_seconds_bucket{le=\"+Inf\"} 3\n"
+                              "gpuquota_h_seconds_sum 2.25\n"
+                              "gpuquota_h_seconds_count 3\n" ERR_HEAD BUILD("9"));
+    free(text);
+    http_metrics_remove_source(registry, source_a, NULL);
+    http_metrics_remove_source(registry, source_a, NULL); /* gone: no-op */
+    text = render(NULL);
+    assert_null(strstr(text, "gpuquota_a"));
+    assert_non_null(strstr(text, "gpuquota_h_seconds_count 3\n"));
+    free(text);
+    assert_int_equal(http_metrics_add_source(registry, NULL, NULL), GQ_EINVAL);
+    for (size_t i = 1; i < HTTP_METRICS_MAX_SOURCES; i++)
+        assert_int_equal(http_metrics_add_source(registry, source_a, NULL), GQ_OK);
+    assert_int_equal(http_metrics_add_source(registry, source_a, NULL), GQ_ELIMIT);
+    http_metrics_free(registry);
+    registry = NULL;
 }
 
 int main(void)
@@ -286,6 +354,7 @@ int main(void)
         cmocka_unit_test(special_values),
         cmocka_unit_test(external_counters),
         cmocka_unit_test(external_gauges),
+        cmocka_unit_test(registry_sources),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,7 +22,7 @@
 #include "common/jsonutil.h"
 #include "webhook/metrics.h"
 #include "webhook/mutate_http.h"
-#include "webhook/server.h"
+#include "http/server.h"
 
 /* A fake GPULimitRange source: answers `answer` (JSON text, parsed per
  * call) or fails with `fail`, and counts calls. */
@@ -49,6 +49,7 @@ static gq_code fake_list(void *ctx, const char *ns, json_object **out, gq_err *e
 typedef struct env {
     char dir[64], path[96];
     gq_config *cfg;
+    http_metrics *registry;
     wh_metrics *metrics;
     wh_audit *audit;
     wh_server *srv;
@@ -65,10 +66,11 @@ static int setup(void **state)
     snprintf(e->path, sizeof(e->path), "%s/audit.log", e->dir);
     gq_audit_config ac = {.path = e->path};
     assert_int_equal(gq_config_default(&e->cfg, &err), GQ_OK);
-    assert_int_equal(wh_metrics_new("t", &e->metrics), GQ_OK);
+    assert_int_equal(http_metrics_new("t", &e->registry), GQ_OK);
+    assert_int_equal(wh_metrics_new(e->registry, &e->metrics), GQ_OK);
     assert_int_equal(wh_audit_open(&ac, &e->audit, &err), GQ_OK);
     wh_server_options so = {
-        .listen = "127.0.0.1:0", .insecure_plain_http = true, .metrics = e->metrics};
+        .listen = "127.0.0.1:0", .insecure_plain_http = true, .metrics = e->registry};
     assert_int_equal(wh_server_new(&so, &e->srv, &err), GQ_OK);
     e->mc = (wh_mutate_ctx){.cfg = e->cfg,
                             .limit_ranges = {&e->src, fake_list},
@@ -87,6 +89,7 @@ static int teardown(void **state)
     wh_server_free(e->srv);
     wh_audit_close(e->audit);
     wh_metrics_free(e->metrics);
+    http_metrics_free(e->registry);
     gq_config_free(e->cfg);
     unlink(e->path);
     rmdir(e->dir);
@@ -159,7 +162,7 @@ static bool metrics_has(env *e, const char *line)
 {
     char *text = NULL;
     size_t len;
-    assert_int_equal(wh_metrics_render(e->metrics, &text, &len), GQ_OK);
+    assert_int_equal(http_metrics_render(e->registry, &text, &len), GQ_OK);
     bool found = strstr(text, line) != NULL;
     free(text);
     return found;

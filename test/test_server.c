@@ -17,13 +17,13 @@
 #include <cmocka.h>
 
 #include "certs/certs.h"
-#include "webhook/metrics.h"
-#include "webhook/server.h"
+#include "http/metrics.h"
+#include "http/server.h"
 
 typedef struct fixture {
     char dir[64];
     char cert[128], key[128];
-    wh_metrics *metrics;
+    http_metrics *metrics;
     wh_server *srv;
 } fixture;
 
@@ -52,7 +52,7 @@ static int setup(void **state)
     snprintf(f->cert, sizeof(f->cert), "%s/tls.crt", f->dir);
     snprintf(f->key, sizeof(f->key), "%s/tls.key", f->dir);
     gen_certs(f->dir, "wh", false);
-    assert_int_equal(wh_metrics_new("test", &f->metrics), GQ_OK);
+    assert_int_equal(http_metrics_new("test", &f->metrics), GQ_OK);
     wh_server_options o = {.listen = "127.0.0.1:0",
                            .cert_file = f->cert,
                            .key_file = f->key,
@@ -69,7 +69,7 @@ static int teardown(void **state)
     const char *names[] = {"ca.crt", "ca.key", "tls.crt", "tls.key", "other.key"};
     char p[160];
     wh_server_free(f->srv);
-    wh_metrics_free(f->metrics);
+    http_metrics_free(f->metrics);
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         snprintf(p, sizeof(p), "%s/%s", f->dir, names[i]);
         unlink(p);
@@ -209,7 +209,7 @@ static void dispatch_table(void **state)
     /* Every error reply was counted once, by status. */
     char *text = NULL;
     size_t tlen = 0;
-    assert_int_equal(wh_metrics_render(f->metrics, &text, &tlen), GQ_OK);
+    assert_int_equal(http_metrics_render(f->metrics, &text, &tlen), GQ_OK);
     assert_non_null(strstr(text, "gpuquota_http_errors_total{code=\"403\"} 1\n"));
     assert_non_null(strstr(text, "gpuquota_http_errors_total{code=\"404\"} 1\n"));
     assert_non_null(strstr(text, "gpuquota_http_errors_total{code=\"405\"} 3\n"));
@@ -240,7 +240,7 @@ static void readyz_and_metrics(void **state)
     req.path = "/metrics";
     wh_server_dispatch(f->srv, &req, &resp);
     assert_int_equal(resp.status, 200);
-    assert_string_equal(resp.content_type, WH_METRICS_CONTENT_TYPE);
+    assert_string_equal(resp.content_type, HTTP_METRICS_CONTENT_TYPE);
     /* A not-ready 503 is a state, not an access error: nothing counted. */
     assert_null(strstr(resp.body, "gpuquota_http_errors_total{"));
     assert_non_null(strstr(resp.body, "gpuquota_build_info{version=\"test\"} 1\n"));
@@ -537,7 +537,7 @@ static void expired_certificate_exported(void **state)
     assert_int_equal(wh_server_new(&o, &s, &err), GQ_OK);
     char *text = NULL, line[128];
     size_t len = 0;
-    assert_int_equal(wh_metrics_render(f->metrics, &text, &len), GQ_OK);
+    assert_int_equal(http_metrics_render(f->metrics, &text, &len), GQ_OK);
     snprintf(line, sizeof(line), "\ngpuquota_tls_certificate_expiry_timestamp_seconds %lld\n",
              (long long)res.not_after);
     assert_non_null(strstr(text, line));

@@ -1416,9 +1416,11 @@ static void test_audit_and_metrics(void **state)
     close(fd);
     gq_audit_config ac = {.path = path, .max_size = 1 << 20, .max_files = 1};
     wh_audit *audit = NULL;
+    http_metrics *registry = NULL;
     wh_metrics *m = NULL;
     assert_int_equal(wh_audit_open(&ac, &audit, NULL), GQ_OK);
-    assert_int_equal(wh_metrics_new("test", &m), GQ_OK);
+    assert_int_equal(http_metrics_new("test", &registry), GQ_OK);
+    assert_int_equal(wh_metrics_new(registry, &m), GQ_OK);
     wh_validate_opts o = {.audit = audit, .metrics = m};
     fx_validator(f, &o);
     quota(f, NS_A, "q", "{\"gpu-memory\":\"16Gi\"}", NULL);
@@ -1444,7 +1446,7 @@ static void test_audit_and_metrics(void **state)
     assert_non_null(strstr(second, "exceeded quota: q, requested: gpu-memory=8Gi"));
     assert_non_null(strstr(
         second, "\"quotas\":[{\"kind\":\"GPUQuota\",\"namespace\":\"team-a\",\"name\":\"q\"}]"));
-    assert_int_equal(wh_metrics_render(m, &text, &len), GQ_OK);
+    assert_int_equal(http_metrics_render(registry, &text, &len), GQ_OK);
     assert_non_null(strstr(text, "gpuquota_admission_requests_total{webhook=\"validate\","
                                  "operation=\"CREATE\",decision=\"allowed\"} 1"));
     assert_non_null(strstr(text, "gpuquota_admission_requests_total{webhook=\"validate\","
@@ -1455,6 +1457,7 @@ static void test_audit_and_metrics(void **state)
     wh_validator_free(f->v);
     f->v = NULL;
     wh_metrics_free(m);
+    http_metrics_free(registry);
     wh_audit_close(audit);
     unlink(path);
 }
@@ -1562,9 +1565,10 @@ static void test_queue_cap(void **state)
         }
         assert_false(r.allowed);
         assert_int_equal(r.code, GQ_EDENIED);
-        assert_string_equal(r.message, "quota team-a/team already holds 3 queued pods, the most the "
-                                       "configuration allows (maxQueuedPods 3): wait for some to "
-                                       "be admitted or deleted");
+        assert_string_equal(r.message,
+                            "quota team-a/team already holds 3 queued pods, the most the "
+                            "configuration allows (maxQueuedPods 3): wait for some to "
+                            "be admitted or deleted");
         /* A pod that fits is admitted (charged) as ever: the cap is on the queue. */
         pod_json(pod, sizeof(pod), NS_A, "8Gi", "", "");
         r = decide_ex(f, "u-fits", NS_A, pod, NULL, NULL);

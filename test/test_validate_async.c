@@ -25,7 +25,7 @@
 #include "admission_testutil.h"
 #include "faultstore.h"
 #include "webhook/memstore.h"
-#include "webhook/server.h"
+#include "http/server.h"
 #include "webhook/validate.h"
 
 #define NS "team-a"

@@ -11,7 +11,7 @@
 #include "quota/config.h"
 #include "webhook/metrics.h"
 #include "webhook/mutation.h"
-#include "webhook/server.h"
+#include "http/server.h"
 
 /* Everything the handler reads; caller-owned, borrowed by the server for as
  * long as the route is registered (it must outlive wh_server_stop). */

@@ -18,7 +18,7 @@
 
 #include "common/gq_error.h"
 #include "common/jsonutil.h"
-#include "webhook/server.h"
+#include "http/server.h"
 
 #define WH_REVIEW_MAX_DEPTH 64  /* JSON nesting accepted in a request body */
 #define WH_UID_MAX 128          /* bytes of request.uid */

@@ -28,7 +28,7 @@
 #include "common/gq_error.h"
 #include "webhook/metrics.h"
 #include "webhook/review.h"
-#include "webhook/server.h"
+#include "http/server.h"
 
 /* The quota store seam. Every returned object is a new, private tree the
  * caller owns (json_object_put): implementations never share a json-c object

@@ -16,7 +16,7 @@
 #include "quota/config.h"
 #include "webhook/metrics.h"
 #include "webhook/mutate_http.h"
-#include "webhook/server.h"
+#include "http/server.h"
 
 static double now_s(void)
 {
@@ -70,12 +70,13 @@ int main(int argc, char **argv)
         }
 
     gq_config *cfg = NULL;
+    http_metrics *registry = NULL;
     wh_metrics *m = NULL;
     wh_audit *audit = NULL;
     gq_err err;
     gq_audit_config ac = {.path = (char *)audit_path};
-    if (gq_config_default(&cfg, &err) || wh_metrics_new("bench", &m) ||
-        wh_audit_open(&ac, &audit, &err)) {
+    if (gq_config_default(&cfg, &err) || http_metrics_new("bench", &registry) ||
+        wh_metrics_new(registry, &m) || wh_audit_open(&ac, &audit, &err)) {
         fprintf(stderr, "setup failed: %s\n", err.msg);
         return 1;
     }
@@ -117,6 +118,7 @@ int main(int argc, char **argv)
            (uintmax_t)wh_audit_records(audit));
     wh_audit_close(audit);
     wh_metrics_free(m);
+    http_metrics_free(registry);
     gq_config_free(cfg);
     for (size_t i = 0; i < n; i++)
         free(bodies[i]);

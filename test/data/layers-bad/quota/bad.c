@@ -3,7 +3,7 @@
 #include <time.h>
 
 #include "policy.h"
-#include "webhook/server.h"
+#include "http/server.h"
 
 /* strcpy( and time( in a comment are not calls */
 static const char *text = "atoi(\"1\") in a string is not a call";

@@ -20,7 +20,7 @@
 #include <stddef.h>
 
 #include "common/gq_error.h"
-#include "webhook/metrics.h"
+#include "http/metrics.h"
 
 #define WH_MAX_BODY_DEFAULT ((size_t)3 * 1024 * 1024) /* DESIGN.md §8: 3 MiB */
 #define WH_IDLE_TIMEOUT_DEFAULT 120 /* seconds; above kube-apiserver's 90 s idle */
@@ -118,7 +118,6 @@ gq_code wh_response_add_header(wh_response *resp, const char *name, const char *
  * fallback. */
 void wh_response_error(wh_response *resp, int status, const char *fmt, ...) GQ_PRINTF(3, 4);
 
-typedef struct wh_metrics wh_metrics;
 typedef struct wh_server wh_server;
 
 typedef struct wh_server_options {
@@ -144,7 +143,7 @@ typedef struct wh_server_options {
     const char *const *client_cns; /* at most WH_MAX_CLIENT_CNS; copied */
     size_t n_client_cns;
     bool insecure_plain_http; /* tests only: serve plain HTTP, no certificates */
-    wh_metrics *metrics;      /* borrowed; NULL = no /metrics and no counting */
+    http_metrics *metrics;    /* borrowed; NULL = no /metrics and no counting */
     const char *version;      /* for logs; may be NULL */
 } wh_server_options;
 

@@ -1,5 +1,5 @@
 /* The only file that includes libmicrohttpd (and GnuTLS, which MHD uses). */
-#include "webhook/server.h"
+#include "http/server.h"
 #include "common/strutil.h"
 
 #include <arpa/inet.h>
@@ -27,11 +27,10 @@
 #include <gnutls/x509.h>
 #include <microhttpd.h>
 
-#include "quota/crd.h"
 #include "common/json_escape.h"
 #include "common/rfc3339.h"
 #include "common/gq_log.h"
-#include "webhook/metrics.h"
+#include "http/metrics.h"
 
 #define WH_MAX_ROUTES 16
 #define WH_MAX_PATH 64
@@ -208,7 +207,7 @@ struct wh_server {
     size_t max_body_memory;
     unsigned reload_interval_ms;
     bool plain;
-    wh_metrics *metrics;
+    http_metrics *metrics;
 
     atomic_size_t body_bytes;           /* reserved by the bodies in flight */
     atomic_uint_fast64_t read_timeouts; /* connections closed at the read deadline */
@@ -1023,11 +1022,11 @@ static void handle_metrics(void *ctx, const wh_request *req, wh_response *resp)
     wh_server *srv = ctx;
     char *text = NULL;
     size_t len = 0;
-    if (wh_metrics_render(srv->metrics, &text, &len)) {
+    if (http_metrics_render(srv->metrics, &text, &len)) {
         wh_response_error(resp, 500, "out of memory rendering metrics");
         return;
     }
-    wh_response_take_body(resp, 200, WH_METRICS_CONTENT_TYPE, text, len);
+    wh_response_take_body(resp, 200, HTTP_METRICS_CONTENT_TYPE, text, len);
 }
 
 static double read_cert_expiry(const void *ctx)
@@ -1062,25 +1061,25 @@ static gq_code register_metrics(wh_server *srv, gq_err *err)
     gq_code rc = GQ_OK;
     if (!srv->metrics)
         return GQ_OK;
-    if ((!srv->plain && (rc = wh_metrics_add_external_gauge(
+    if ((!srv->plain && (rc = http_metrics_add_external_gauge(
                              srv->metrics, "gpuquota_tls_certificate_expiry_timestamp_seconds",
                              "When the serving certificate expires (notAfter), in Unix seconds.",
                              read_cert_expiry, srv))) ||
-        (rc = wh_metrics_add_external_gauge(srv->metrics, "gpuquota_http_body_bytes_in_flight",
-                                            "Bytes of request bodies buffered now (reserved).",
-                                            read_body_bytes, srv)) ||
-        (rc = wh_metrics_add_external_counter(
+        (rc = http_metrics_add_external_gauge(srv->metrics, "gpuquota_http_body_bytes_in_flight",
+                                              "Bytes of request bodies buffered now (reserved).",
+                                              read_body_bytes, srv)) ||
+        (rc = http_metrics_add_external_counter(
              srv->metrics, "gpuquota_http_read_timeouts_total",
              "Connections closed because a request did not arrive whole in time.", read_timeouts,
              srv)) ||
-        (rc = wh_metrics_add_external_counter(
+        (rc = http_metrics_add_external_counter(
              srv->metrics, "gpuquota_http_connections_reclaimed_total",
              "Idle or incomplete connections closed because the server was at its connection "
              "limit.",
              reclaimed, srv)) ||
-        (rc = wh_metrics_add_external_counter(srv->metrics, "gpuquota_http_connections_total",
-                                              "Connections accepted (a TLS handshake each).",
-                                              connections, srv)))
+        (rc = http_metrics_add_external_counter(srv->metrics, "gpuquota_http_connections_total",
+                                                "Connections accepted (a TLS handshake each).",
+                                                connections, srv)))
         return gq_err_set(err, rc, "server metrics: %s", gq_strerror(rc));
     return GQ_OK;
 }
@@ -1396,7 +1395,7 @@ static void account(wh_server *srv, const wh_request *req, const wh_response *re
 {
     if (resp->status < 400 || (resp->status == 503 && !resp->error[0]))
         return;
-    wh_metrics_inc_http_error(srv->metrics, resp->status);
+    http_metrics_inc_http_error(srv->metrics, resp->status);
     GQ_LOG(resp->status >= 500 ? GQ_LOG_ERROR : GQ_LOG_WARN, resp->uid[0] ? resp->uid : NULL,
            "HTTP %d for %.16s %.64s from %s: %s", resp->status, req->method, req->path,
            req->remote_addr ? req->remote_addr : "", resp->error[0] ? resp->error : "error");

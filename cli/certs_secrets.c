@@ -12,7 +12,7 @@
 
 #include "certs/certs.h"
 #include "common/json_member.h"
-#include "quota/base64.h"
+#include "common/base64.h"
 
 #define SECRET_CA "gpuquota-webhook-ca"
 #define SECRET_TLS "gpuquota-webhook-tls"

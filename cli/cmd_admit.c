@@ -22,7 +22,7 @@
 #include "quota/quantity.h"
 #include "webhook/review.h"
 #include "webhook/validate.h"
-#include "quota/yamljson.h"
+#include "common/yamljson.h"
 #include "common/json_member.h"
 
 const char gq_cmd_admit_summary[] =

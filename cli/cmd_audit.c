@@ -11,7 +11,7 @@
 #include "cli/cli.h"
 #include "cli/cli_args.h"
 #include "quota/crd.h"
-#include "quota/yamljson.h"
+#include "common/yamljson.h"
 
 const char gq_cmd_audit_summary[] = "review gpuquota and kube-apiserver audit logs";
 

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "quota/base64.h"
+#include "common/base64.h"
 #include "certs/certs.h"
 #include "certs/certs_inject.h"
 #include "cli/certs_secrets.h"

@@ -29,7 +29,7 @@
 #include "quota/policy.h"
 #include "quota/quantity.h"
 #include "webhook/review.h"
-#include "quota/yamljson.h"
+#include "common/yamljson.h"
 
 const char gq_cmd_explain_summary[] =
     "what a pod would cost, which quotas govern it, whether it would be admitted";

@@ -3,7 +3,7 @@
 #include "kube/kube_int.h"
 #include "quota/crd.h"
 
-#include "quota/base64.h"
+#include "common/base64.h"
 #include "common/jsonutil.h"
 #include "common/rfc3339.h"
 #include "common/strutil.h"

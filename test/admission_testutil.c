@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "quota/base64.h"
+#include "common/base64.h"
 #include "common/jsonutil.h"
 
 char *at_read_data(const char *name, size_t *len)

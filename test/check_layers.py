@@ -26,7 +26,8 @@ ADAPTERS = [
     (re.compile(r"^openssl/"), {"certs"}, "OpenSSL belongs to certs/"),
     (re.compile(r"^(microhttpd\.h|gnutls/)"), {"http/server.c"},
      "libmicrohttpd and GnuTLS belong to http/server.c"),
-    (re.compile(r"^yaml\.h$"), {"quota", "kube"}, "libyaml belongs to quota/ and kube/"),
+    (re.compile(r"^yaml\.h$"), {"common/yamljson.c", "quota", "kube"},
+     "libyaml belongs to common/yamljson.c, quota/ and kube/"),
 ]
 
 # The pure core: no sockets, files, clocks, threads, signals or logging.

@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "cli/auditlog.h"
-#include "quota/yamljson.h"
+#include "common/yamljson.h"
 
 /* Line n (1-based) of test/data/audit/FILE, without its newline. */
 static char *data_line(const char *file, int n)

@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "cli/plugin.h"
-#include "quota/yamljson.h"
+#include "common/yamljson.h"
 
 #define GI (1024LL * 1024 * 1024)
 /* 2026-11-25T12:00:00Z */

@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "admission_testutil.h"
-#include "quota/base64.h"
+#include "common/base64.h"
 #include "quota/jsonpatch.h"
 #include "common/jsonutil.h"
 #include "webhook/review.h"

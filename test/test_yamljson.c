@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "quota/yamljson.h"
+#include "common/yamljson.h"
 
 typedef struct y_case {
     const char *in;

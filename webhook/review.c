@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "quota/base64.h"
+#include "common/base64.h"
 #include "quota/podcost.h"
 #include "common/heap.h"
 #include "common/json_member.h"

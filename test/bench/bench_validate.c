@@ -38,7 +38,7 @@
 #include "webhook/kubestore.h"
 #include "standin_proc.h"
 #include "webhook/validate.h"
-#include "quota/yamljson.h"
+#include "common/yamljson.h"
 
 #define MAX_REPLICAS 8
 #define MAX_THREADS 256

@@ -8,7 +8,7 @@
 
 #include "quota/config.h"
 #include "quota/podcost.h"
-#include "quota/yamljson.h"
+#include "common/yamljson.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -11,7 +11,7 @@
 
 #include "webhook/memstore.h"
 #include "webhook/validate.h"
-#include "quota/yamljson.h"
+#include "common/yamljson.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

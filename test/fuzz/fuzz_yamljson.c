@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "quota/yamljson.h"
+#include "common/yamljson.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,4 +1,4 @@
-#include "quota/base64.h"
+#include "common/base64.h"
 
 #include <stdbool.h>
 #include <stdint.h>

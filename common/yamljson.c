@@ -1,6 +1,6 @@
 /* YAML to json-c, event by event (libyaml's parser; no document tree is
  * built twice). See yamljson.h for the rules. */
-#include "quota/yamljson.h"
+#include "common/yamljson.h"
 
 #include <errno.h>
 #include <math.h>

@@ -293,15 +293,10 @@ static gq_code issue(const char *dir, const char *name, const cert_spec *spec, E
     return rc ? rc : write_atomic(dir, cert_file, 0644, write_cert, *cert, err);
 }
 
-gq_code certs_generate(const certs_options *o, certs_result *result, gq_err *err)
+/* The names, directory and validity the caller asked for, before anything
+ * is written. */
+static gq_code check_options(const certs_options *o, gq_err *err)
 {
-    gq_code rc = GQ_OK;
-    char sans[8192], cn[300];
-    X509 *ca = NULL, *leaf = NULL;
-    EVP_PKEY *ca_key = NULL, *key = NULL;
-    const char *why = NULL;
-    certs_result res = {0};
-
     if (!o->service || !gq_is_dns_label_n(o->service, strlen(o->service)) ||
         (o->service[0] >= '0' && o->service[0] <= '9'))
         return gq_err_set(err, GQ_EINVAL, "--service %s: not a valid Service name",
@@ -315,7 +310,45 @@ gq_code certs_generate(const certs_options *o, certs_result *result, gq_err *err
         return gq_err_set(err, GQ_EINVAL, "validity must be 1..%d days", CERTS_MAX_DAYS);
     if (o->n_extra_sans > CERTS_MAX_SANS)
         return gq_err_set(err, GQ_EINVAL, "at most %d extra SANs", CERTS_MAX_SANS);
-    rc = build_sans(o, sans, sizeof(sans), err);
+    return GQ_OK;
+}
+
+/* The CA in out_dir if it is good until end, else a new one (never under
+ * --rotate); *created says which. */
+static gq_code ensure_ca(const certs_options *o, time_t end, X509 **ca, EVP_PKEY **ca_key,
+                         bool *created, gq_err *err)
+{
+    const char *why = NULL;
+    char cn[300];
+    if (load_ca(o->out_dir, o->now, end, ca, ca_key, &why))
+        return GQ_OK;
+    if (o->rotate)
+        return gq_err_set(err, GQ_ENOTFOUND,
+                          "%s: %s; --rotate never replaces the CA (run generate without "
+                          "--rotate to make a new one, then update the caBundle)",
+                          o->out_dir, why);
+    time_t ca_end = o->now + (time_t)o->ca_days * 86400;
+    if (ca_end < end)
+        ca_end = end;
+    snprintf(cn, sizeof(cn), "gpuquota-ca %s.%s", o->service, o->ns);
+    cert_spec spec = {.cn = cn, .not_before = o->now - CERTS_BACKDATE, .not_after = ca_end};
+    gq_code rc = issue(o->out_dir, "ca", &spec, ca_key, ca, err);
+    if (!rc)
+        *created = true;
+    return rc;
+}
+
+gq_code certs_generate(const certs_options *o, certs_result *result, gq_err *err)
+{
+    gq_code rc = GQ_OK;
+    char sans[8192], cn[300];
+    X509 *ca = NULL, *leaf = NULL;
+    EVP_PKEY *ca_key = NULL, *key = NULL;
+    certs_result res = {0};
+
+    rc = check_options(o, err);
+    if (!rc)
+        rc = build_sans(o, sans, sizeof(sans), err);
     if (rc)
         return rc;
     /* A fresh output directory is the common case (first install); create
@@ -325,24 +358,9 @@ gq_code certs_generate(const certs_options *o, certs_result *result, gq_err *err
 
     time_t start = o->now - CERTS_BACKDATE;
     time_t end = o->now + (time_t)o->days * 86400;
-    if (!load_ca(o->out_dir, o->now, end, &ca, &ca_key, &why)) {
-        if (o->rotate) {
-            rc = gq_err_set(err, GQ_ENOTFOUND,
-                            "%s: %s; --rotate never replaces the CA (run generate without "
-                            "--rotate to make a new one, then update the caBundle)",
-                            o->out_dir, why);
-            goto out;
-        }
-        time_t ca_end = o->now + (time_t)o->ca_days * 86400;
-        if (ca_end < end)
-            ca_end = end;
-        snprintf(cn, sizeof(cn), "gpuquota-ca %s.%s", o->service, o->ns);
-        cert_spec spec = {.cn = cn, .not_before = start, .not_after = ca_end};
-        rc = issue(o->out_dir, "ca", &spec, &ca_key, &ca, err);
-        if (rc)
-            goto out;
-        res.ca_created = true;
-    }
+    rc = ensure_ca(o, end, &ca, &ca_key, &res.ca_created, err);
+    if (rc)
+        goto out;
 
     snprintf(cn, sizeof(cn), "%s.%s.svc", o->service, o->ns);
     cert_spec spec = {.cn = cn,

@@ -69,6 +69,20 @@ bool certs_inject_valid_name(const char *name)
     return (last >= 'a' && last <= 'z') || (last >= '0' && last <= '9');
 }
 
+/* The API path of a webhook configuration, once resource and name are
+ * known to be ones we may write. */
+static gq_code config_path(const char *resource, const char *name, char *path, size_t cap,
+                           gq_err *err)
+{
+    if (!resource || (strcmp(resource, "mutatingwebhookconfigurations") != 0 &&
+                      strcmp(resource, "validatingwebhookconfigurations") != 0))
+        return gq_err_set(err, GQ_EINVAL, "unknown webhook configuration resource");
+    if (!certs_inject_valid_name(name))
+        return gq_err_set(err, GQ_EINVAL, "invalid configuration name \"%s\"", name ? name : "");
+    snprintf(path, cap, "/apis/admissionregistration.k8s.io/v1/%s/%s", resource, name);
+    return GQ_OK;
+}
+
 gq_code certs_inject_config(const kube_api *api, const char *resource, const char *name,
                             const char *ca_bundle_b64, bool dry_run, certs_inject_result *res,
                             gq_err *err)
@@ -76,13 +90,9 @@ gq_code certs_inject_config(const kube_api *api, const char *resource, const cha
     certs_inject_result r = {0};
     json_object *obj = NULL;
     char path[512];
-    gq_code rc = GQ_OK;
-    if (!resource || (strcmp(resource, "mutatingwebhookconfigurations") != 0 &&
-                      strcmp(resource, "validatingwebhookconfigurations") != 0))
-        return gq_err_set(err, GQ_EINVAL, "unknown webhook configuration resource");
-    if (!certs_inject_valid_name(name))
-        return gq_err_set(err, GQ_EINVAL, "invalid configuration name \"%s\"", name ? name : "");
-    snprintf(path, sizeof(path), "/apis/admissionregistration.k8s.io/v1/%s/%s", resource, name);
+    gq_code rc = config_path(resource, name, path, sizeof(path), err);
+    if (rc)
+        return rc;
     for (unsigned attempt = 1;; attempt++) {
         json_object_put(obj);
         obj = NULL;

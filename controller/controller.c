@@ -573,18 +573,30 @@ static quota_read quota_read_cached(ctl_controller *c, const char *key, const qu
     return QUOTA_READ;
 }
 
+/* One reconcile of a quota's key: the quota as read (a fresh read after a
+ * first 409), the reservations it drops as abandoned (NULL: none), the time
+ * it is reconciled at, and the status it should have. */
+typedef struct quota_pass {
+    const char *key;
+    const quota_ref *r;
+    json_object *obj;
+    json_object *drop;
+    int64_t now;
+    ctl_result res;
+} quota_pass;
+
 /* Evaluate: the status quota should have. An invalid spec is said in the
  * status (Ready False, InvalidSpec) and an Event, not only in the log: the
  * webhook denies every GPU pod this quota governs until the spec is fixed. */
-static gq_code quota_evaluate(ctl_controller *c, const quota_ref *r, json_object *obj,
-                              json_object *drop, int64_t now, ctl_result *res, gq_err *err)
+static gq_code quota_evaluate(ctl_controller *c, quota_pass *p, gq_err *err)
 {
-    gq_code rc = ctl_store_reconcile_dropping(c->store, obj, drop, now, res, err);
+    const quota_ref *r = p->r;
+    gq_code rc = ctl_store_reconcile_dropping(c->store, p->obj, p->drop, p->now, &p->res, err);
     if (rc == GQ_EINVAL) {
         GQ_WARN("%s %s%s%s: %s", r->kind, r->ns, r->sep, r->name, err->msg);
         char why[GQ_ERR_MSG_MAX];
         snprintf(why, sizeof why, "%s", err->msg);
-        rc = ctl_reconcile_invalid(obj, why, now, res, err);
+        rc = ctl_reconcile_invalid(p->obj, why, p->now, &p->res, err);
     }
     if (rc)
         GQ_ERROR("%s %s%s%s: %s", r->kind, r->ns, r->sep, r->name, err->msg);
@@ -602,13 +614,15 @@ typedef enum status_write {
 /* After a write: remember what it was based on and what it produced (the
  * next read and the watch echo use both), and raise the Events the new
  * status calls for. */
-static void status_written(ctl_controller *c, const char *key, const quota_ref *r, json_object *obj,
-                           char *sent_rv, json_object *written, const ctl_result *res, int64_t now)
+static void status_written(ctl_controller *c, const quota_pass *p, char *sent_rv,
+                           json_object *written)
 {
+    const quota_ref *r = p->r;
+    const ctl_result *res = &p->res;
     atomic_fetch_add(&c->writes, 1);
     ctl_admit_kick(c); /* usage went down, or queued pods changed: maybe room now */
     pthread_mutex_lock(&c->mu);
-    kstate *ks = ctl_ks_get(c, key, true);
+    kstate *ks = ctl_ks_get(c, p->key, true);
     if (ks) {
         const char *wrv = gq_json_meta_string(written, "resourceVersion");
         ks->fold_since_ms = 0;
@@ -626,10 +640,10 @@ static void status_written(ctl_controller *c, const char *key, const quota_ref *
     json_object_put(written);
     if (res->became_exceeded) {
         GQ_WARN("%s %s%s%s exceeded: %s", r->kind, r->ns, r->sep, r->name, res->message);
-        post_event(c, obj, r, "Exceeded", res->message, now);
+        post_event(c, p->obj, r, "Exceeded", res->message, p->now);
     }
     if (res->became_invalid)
-        post_event(c, obj, r, CTL_REASON_INVALID, res->message, now);
+        post_event(c, p->obj, r, CTL_REASON_INVALID, res->message, p->now);
 }
 
 /* A write that only folds reservations into used (ctl_fold_only) changes
@@ -678,18 +692,17 @@ static void fold_done(ctl_controller *c, const char *key)
     pthread_mutex_unlock(&c->mu);
 }
 
-/* Write: res's status through /status with the resourceVersion of obj. */
-static status_write quota_write_status(ctl_controller *c, const char *key, const quota_ref *r,
-                                       json_object *obj, const ctl_result *res, int64_t now,
-                                       gq_err *err)
+/* Write: the pass's status through /status with the resourceVersion of
+ * its read. */
+static status_write quota_write_status(ctl_controller *c, const quota_pass *p, gq_err *err)
 {
-    const char *rv = gq_json_meta_string(obj, "resourceVersion");
+    const char *rv = gq_json_meta_string(p->obj, "resourceVersion");
     char *sent = rv ? strdup(rv) : NULL;
     json_object *written = NULL;
-    json_object_object_add(obj, "status", json_object_get(res->status));
-    gq_code rc = c->o.api->update_status(c->o.api->ctx, r->path, obj, &written, err);
+    json_object_object_add(p->obj, "status", json_object_get(p->res.status));
+    gq_code rc = c->o.api->update_status(c->o.api->ctx, p->r->path, p->obj, &written, err);
     if (rc == GQ_OK) {
-        status_written(c, key, r, obj, sent, written, res, now);
+        status_written(c, p, sent, written);
         return STATUS_WRITTEN;
     }
     free(sent);
@@ -719,32 +732,33 @@ static void quota_gauges(ctl_controller *c, const char *key, const quota_ref *r,
 }
 
 /* Evaluate and write until the status holds, re-reading at once on a first
- * 409 rather than waiting for the cache (*obj is then the fresh read).
+ * 409 rather than waiting for the cache (p->obj is then the fresh read).
  * Returns whether the status now holds: *result stays RES_OK, or is
  * RES_CONFLICT when a 409 came first. Otherwise the key was requeued with
  * backoff (or forgotten: the quota is gone) and *result says why. */
-static bool quota_sync(ctl_controller *c, const char *key, const quota_ref *r, json_object **obj,
-                       json_object *drop, int64_t now, ctl_result *res, int *result)
+static bool quota_sync(ctl_controller *c, quota_pass *p, int *result)
 {
+    const char *key = p->key;
+    const quota_ref *r = p->r;
     gq_err err;
     gq_err_clear(&err);
     for (int attempt = 0;; attempt++) {
-        if (quota_evaluate(c, r, *obj, drop, now, res, &err)) {
+        if (quota_evaluate(c, p, &err)) {
             ctl_backoff(c, key);
             *result = RES_ERROR;
             return false;
         }
-        if (!res->changed) {
+        if (!p->res.changed) {
             fold_done(c, key);
             return true;
         }
-        long wait = fold_wait_ms(c, key, *obj, res, now);
+        long wait = fold_wait_ms(c, key, p->obj, &p->res, p->now);
         if (wait > 0) { /* the current status holds meanwhile */
             atomic_fetch_add(&c->folds_deferred, 1);
             ctl_requeue_after(c, key, wait);
             return true;
         }
-        switch (quota_write_status(c, key, r, *obj, res, now, &err)) {
+        switch (quota_write_status(c, p, &err)) {
         case STATUS_WRITTEN:
             return true;
         case STATUS_GONE:
@@ -754,8 +768,8 @@ static bool quota_sync(ctl_controller *c, const char *key, const quota_ref *r, j
             json_object *fresh = NULL;
             *result = RES_CONFLICT;
             if (attempt == 0 && c->o.api->get(c->o.api->ctx, r->path, &fresh, &err) == GQ_OK) {
-                json_object_put(*obj);
-                *obj = fresh;
+                json_object_put(p->obj);
+                p->obj = fresh;
                 continue;
             }
             GQ_DEBUG("%s %s%s%s: conflict, requeued", r->kind, r->ns, r->sep, r->name);
@@ -773,15 +787,16 @@ static bool quota_sync(ctl_controller *c, const char *key, const quota_ref *r, j
 
 /* Write down what a reconcile whose status holds leaves behind: counters,
  * gauges, and when to look again. */
-static void quota_synced(ctl_controller *c, const char *key, const quota_ref *r,
-                         const ctl_result *res, json_object *drop, long recheck_ms, int64_t now)
+static void quota_synced(ctl_controller *c, const quota_pass *p, long recheck_ms)
 {
-    if (drop && !res->invalid)
-        atomic_fetch_add(&c->abandoned, (unsigned long)json_object_object_length(drop));
-    quota_gauges(c, key, r, res);
+    const char *key = p->key;
+    const ctl_result *res = &p->res;
+    if (p->drop && !res->invalid)
+        atomic_fetch_add(&c->abandoned, (unsigned long)json_object_object_length(p->drop));
+    quota_gauges(c, key, p->r, res);
     ctl_queue_forget(c->queue, key);
     if (res->next_expiry) { /* drop the reservation when it lapses */
-        int64_t in = res->next_expiry - now;
+        int64_t in = res->next_expiry - p->now;
         ctl_requeue_after(c, key, (long)(in > 86400 ? 86400 : in) * 1000 + 50);
     }
     if (recheck_ms) /* a reservation whose pod has not appeared comes of age */
@@ -792,12 +807,12 @@ static void quota_synced(ctl_controller *c, const char *key, const quota_ref *r,
 static int process_quota(ctl_controller *c, const char *key)
 {
     quota_ref r;
-    json_object *obj = NULL, *drop = NULL;
+    quota_pass p = {.key = key, .r = &r};
     if (!quota_ref_parse(c, key, &r)) {
         ctl_queue_forget(c->queue, key);
         return RES_INVALID;
     }
-    switch (quota_read_cached(c, key, &r, &obj)) {
+    switch (quota_read_cached(c, key, &r, &p.obj)) {
     case QUOTA_DELETED:
         ks_drop(c, key); /* deleted: forget its series */
         ctl_queue_forget(c->queue, key);
@@ -808,20 +823,19 @@ static int process_quota(ctl_controller *c, const char *key)
     case QUOTA_READ:
         break;
     }
-    int64_t now = ctl_wall_now(c);
+    p.now = ctl_wall_now(c);
     long recheck_ms = 0;
     int result = RES_OK;
-    ctl_result res;
-    ctl_result_init(&res);
-    find_abandoned(c, key, obj, &drop, &recheck_ms);
-    if (quota_sync(c, key, &r, &obj, drop, now, &res, &result)) {
-        if (res.invalid)
+    ctl_result_init(&p.res);
+    find_abandoned(c, key, p.obj, &p.drop, &recheck_ms);
+    if (quota_sync(c, &p, &result)) {
+        if (p.res.invalid)
             result = RES_INVALID; /* fixed by a spec change, which requeues */
-        quota_synced(c, key, &r, &res, drop, recheck_ms, now);
+        quota_synced(c, &p, recheck_ms);
     }
-    json_object_put(drop);
-    ctl_result_dispose(&res);
-    json_object_put(obj);
+    json_object_put(p.drop);
+    ctl_result_dispose(&p.res);
+    json_object_put(p.obj);
     return result;
 }
 

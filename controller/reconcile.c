@@ -378,6 +378,32 @@ static json_object *status_conditions(json_object *cur, const gq_quota *q, const
     return conds;
 }
 
+/* The status of q from its recount u: hard and used (by model, by
+ * namespace), the queue when shown, the kept reservations (res_arr, NULL:
+ * none) and conds; res_arr and conds are borrowed. NULL when out of
+ * memory. */
+static json_object *status_of(const gq_quota *q, const gq_usage *u, json_object *res_arr,
+                              json_object *conds)
+{
+    /* Quotas that never queue keep the status they always had. */
+    bool show_queue = q->when_exceeded == GQ_WHEN_QUEUE || u->queued_pods > 0;
+    json_object *st = json_object_new_object();
+    if (!st || add_owned(st, "hard", gq_amounts_to_json(&q->hard)) ||
+        add_owned(st, "used", gq_amounts_to_json(&u->used)) ||
+        (q->n_models && add_owned(st, "usedByModel", gq_usage_by_model_to_json(q, u))) ||
+        (q->kind == GQ_QUOTA_TENANT &&
+         add_owned(st, "namespaces", gq_usage_namespaces_to_json(u))) ||
+        (show_queue && add_owned(st, "queued", gq_amounts_to_json(&u->queued))) ||
+        (show_queue && add_owned(st, "queuedPods", json_object_new_int64(u->queued_pods))) ||
+        (res_arr && add_owned(st, "reservations", json_object_get(res_arr))) ||
+        add_owned(st, "observedGeneration", json_object_new_int64(q->generation)) ||
+        add_owned(st, "conditions", json_object_get(conds))) {
+        json_object_put(st);
+        return NULL;
+    }
+    return st;
+}
+
 /* ctl_reconcile with the spec already parsed (q from ctl_quota_parse_spec of
  * quota). */
 static gq_code reconcile_parsed(const gq_quota *q, json_object *quota, const ctl_counted *in,
@@ -413,28 +439,15 @@ static gq_code reconcile_parsed(const gq_quota *q, json_object *quota, const ctl
         res_arr = kept;
         kept = NULL;
     }
-    /* Quotas that never queue keep the status they always had. */
-    bool show_queue = q->when_exceeded == GQ_WHEN_QUEUE || u.queued_pods > 0;
     r.queued_pods = u.queued_pods;
-    json_object *st = r.status = json_object_new_object();
-    if (!st || add_owned(st, "hard", gq_amounts_to_json(&q->hard)) ||
-        add_owned(st, "used", gq_amounts_to_json(&u.used)) ||
-        (q->n_models && add_owned(st, "usedByModel", gq_usage_by_model_to_json(q, &u))) ||
-        (q->kind == GQ_QUOTA_TENANT &&
-         add_owned(st, "namespaces", gq_usage_namespaces_to_json(&u))) ||
-        (show_queue && add_owned(st, "queued", gq_amounts_to_json(&u.queued))) ||
-        (show_queue && add_owned(st, "queuedPods", json_object_new_int64(u.queued_pods))) ||
-        (res_arr && add_owned(st, "reservations", json_object_get(res_arr))) ||
-        add_owned(st, "observedGeneration", json_object_new_int64(q->generation)) ||
-        add_owned(st, "conditions", json_object_get(conds))) {
-        json_object_put(res_arr);
-        json_object_put(conds);
+    r.status = status_of(q, &u, res_arr, conds);
+    json_object_put(res_arr); /* the status holds them now */
+    json_object_put(conds);
+    if (!r.status) {
         rc = gq_err_oom(err);
         goto out;
     }
-    json_object_put(res_arr); /* st holds them now */
-    json_object_put(conds);
-    r.changed = !json_object_equal(st, cur);
+    r.changed = !json_object_equal(r.status, cur);
     ctl_result_dispose(out);
     *out = r;
     ctl_result_init(&r);
@@ -443,6 +456,46 @@ out:
     ctl_result_dispose(&r);
     gq_usage_dispose(&u);
     return rc;
+}
+
+/* The reservations an invalid quota's status still holds: how many, and
+ * when the first uncounted one lapses; an emptied list goes. */
+static void note_reservations(json_object *st, ctl_result *r)
+{
+    json_object *res = gq_json_member(st, "reservations");
+    for (size_t i = 0; res && i < json_object_array_length(res); i++) {
+        gq_reservation one;
+        if (gq_reservation_parse(json_object_array_get_idx(res, i), NULL, &one, NULL) != GQ_OK)
+            continue;
+        if (!one.counted && (!r->next_expiry || one.expires < r->next_expiry))
+            r->next_expiry = one.expires;
+        gq_reservation_dispose(&one);
+    }
+    r->kept = res ? json_object_array_length(res) : 0;
+    if (res && !r->kept)
+        json_object_object_del(st, "reservations");
+}
+
+/* status.conditions of an invalid quota: Ready False with the reason, and
+ * Exceeded as last computed. NULL when out of memory. */
+static json_object *invalid_conditions(json_object *cur, const char *why, int64_t generation,
+                                       int64_t now)
+{
+    json_object *conds = json_object_new_array();
+    json_object *ready =
+        condition(cur, CTL_COND_READY, false, CTL_REASON_INVALID, why, generation, now);
+    if (!conds || !ready || json_object_array_add(conds, ready)) {
+        json_object_put(ready);
+        json_object_put(conds);
+        return NULL;
+    }
+    json_object *ex = find_condition(cur, CTL_COND_EXCEEDED);
+    if (ex && json_object_array_add(conds, json_object_get(ex))) {
+        json_object_put(ex);
+        json_object_put(conds);
+        return NULL;
+    }
+    return conds;
 }
 
 gq_code ctl_reconcile_invalid(json_object *quota, const char *why, int64_t now, ctl_result *out,
@@ -468,19 +521,8 @@ gq_code ctl_reconcile_invalid(json_object *quota, const char *why, int64_t now, 
         json_object_put(st);
         return rc;
     }
-    json_object *res = gq_json_member(st, "reservations");
-    for (size_t i = 0; res && i < json_object_array_length(res); i++) {
-        gq_reservation one;
-        if (gq_reservation_parse(json_object_array_get_idx(res, i), NULL, &one, NULL) != GQ_OK)
-            continue;
-        if (!one.counted && (!r.next_expiry || one.expires < r.next_expiry))
-            r.next_expiry = one.expires;
-        gq_reservation_dispose(&one);
-    }
-    r.kept = res ? json_object_array_length(res) : 0;
+    note_reservations(st, &r);
     r.dropped = dropped;
-    if (res && !r.kept)
-        json_object_object_del(st, "reservations");
     snprintf(r.message, sizeof(r.message), "%s", why);
     json_object *old_ready = find_condition(cur, CTL_COND_READY);
     const char *old_reason = gq_json_get_string(old_ready, "reason");
@@ -488,23 +530,8 @@ gq_code ctl_reconcile_invalid(json_object *quota, const char *why, int64_t now, 
     r.invalid = true;
     r.became_invalid = !(old_reason && !strcmp(old_reason, CTL_REASON_INVALID) && old_msg &&
                          !strcmp(old_msg, r.message));
-    json_object *conds = json_object_new_array();
-    json_object *ready =
-        condition(cur, CTL_COND_READY, false, CTL_REASON_INVALID, r.message, generation, now);
-    if (!conds || !ready || json_object_array_add(conds, ready)) {
-        json_object_put(ready);
-        json_object_put(conds);
-        json_object_put(st);
-        goto oom;
-    }
-    json_object *ex = find_condition(cur, CTL_COND_EXCEEDED);
-    if (ex && json_object_array_add(conds, json_object_get(ex))) {
-        json_object_put(ex);
-        json_object_put(conds);
-        json_object_put(st);
-        goto oom;
-    }
-    if (add_owned(st, "conditions", conds) ||
+    json_object *conds = invalid_conditions(cur, r.message, generation, now);
+    if (!conds || add_owned(st, "conditions", conds) ||
         add_owned(st, "observedGeneration", json_object_new_int64(generation))) {
         json_object_put(st);
         goto oom;

@@ -280,6 +280,45 @@ static bool store_intern(ctl_store *s, ctl_pod *p, const char *ns, const char *p
     return p->ns != NULL;
 }
 
+/* A record holding the pod's name, uid and group name; *sz is its size.
+ * NULL on allocation failure. */
+static ctl_pod *pod_new(const gq_pod *gp, const char *name, const char *uid, size_t *sz)
+{
+    const char *gname = gp->group.present ? gp->group.name : "";
+    size_t nl = strlen(name), ul = strlen(uid), gl = strlen(gname);
+    ctl_pod *p;
+    *sz = sizeof(*p) + nl + 1 + ul + 1 + gl + 1;
+    if (!(p = calloc(1, *sz)))
+        return NULL;
+    memcpy(p->data, name, nl + 1);
+    p->uid_off = (uint16_t)(nl + 1);
+    memcpy(p->data + p->uid_off, uid, ul + 1);
+    p->group_off = (uint16_t)(p->uid_off + ul + 1);
+    memcpy(p->data + p->group_off, gname, gl + 1);
+    return p;
+}
+
+/* The record's model choices and shared claims, their bytes added to *sz;
+ * false on allocation failure. */
+static bool take_choices_and_claims(ctl_pod *p, const gq_pod *gp, size_t *sz)
+{
+    bool oom;
+    if (!(p->choices = choices_of(gp, &oom)) && oom)
+        return false;
+    if (p->choices)
+        *sz += sizeof(*p->choices);
+    if (gp->cost.n_shared) {
+        /* Counted once per quota however many pods name them: the recount
+         * reads these pods one by one (gq_quota_recount). */
+        if (!(p->claims = malloc(gp->cost.n_shared * sizeof(*p->claims))))
+            return false;
+        memcpy(p->claims, gp->cost.shared, gp->cost.n_shared * sizeof(*p->claims));
+        p->n_claims = (uint16_t)gp->cost.n_shared;
+        *sz += gp->cost.n_shared * sizeof(*p->claims);
+    }
+    return true;
+}
+
 gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, ctl_pod **out,
                           gq_err *err)
 {
@@ -290,8 +329,7 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
     const char *name = gq_json_get_string(meta, "name"),
                *ns = gq_json_get_string(meta, "namespace");
     const char *uid = gq_json_get_string(meta, "uid");
-    ctl_choices *ch = NULL;
-    bool oom;
+    size_t sz;
 
     gq_pod_init(&gp);
     if (!name || !name[0] || !ns || !ns[0]) {
@@ -308,42 +346,15 @@ gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, 
     }
     if (!uid)
         uid = "";
-    const char *gname = gp.group.present ? gp.group.name : "";
-    size_t nl = strlen(name), ul = strlen(uid), gl = strlen(gname);
-    if (nl > CTL_MAX_FIELD || ul > CTL_MAX_FIELD) {
+    if (strlen(name) > CTL_MAX_FIELD || strlen(uid) > CTL_MAX_FIELD) {
         rc = gq_err_set(err, GQ_ELIMIT, "pod %s/%.64s: name or uid too long", ns, name);
         goto out;
     }
-    size_t sz = sizeof(*p) + nl + 1 + ul + 1 + gl + 1;
-    if (!(ch = choices_of(&gp, &oom)) && oom) {
+    if (!(p = pod_new(&gp, name, uid, &sz)) || !take_choices_and_claims(p, &gp, &sz)) {
         rc = gq_err_oom(err);
         goto out;
     }
-    if (!(p = calloc(1, sz))) {
-        rc = gq_err_oom(err);
-        goto out;
-    }
-    memcpy(p->data, name, nl + 1);
-    p->uid_off = (uint16_t)(nl + 1);
-    memcpy(p->data + p->uid_off, uid, ul + 1);
-    p->group_off = (uint16_t)(p->uid_off + ul + 1);
-    memcpy(p->data + p->group_off, gname, gl + 1);
     fill_record(p, &gp, pod, dra);
-    p->choices = ch;
-    ch = NULL;
-    if (p->choices)
-        sz += sizeof(*p->choices);
-    if (gp.cost.n_shared) {
-        /* Counted once per quota however many pods name them: the recount
-         * reads these pods one by one (gq_quota_recount). */
-        if (!(p->claims = malloc(gp.cost.n_shared * sizeof(*p->claims)))) {
-            rc = gq_err_oom(err);
-            goto out;
-        }
-        memcpy(p->claims, gp.cost.shared, gp.cost.n_shared * sizeof(*p->claims));
-        p->n_claims = (uint16_t)gp.cost.n_shared;
-        sz += gp.cost.n_shared * sizeof(*p->claims);
-    }
     if (!store_intern(s, p, ns, gp.facts.priority_class, sz)) {
         rc = gq_err_oom(err);
         goto out;
@@ -356,7 +367,6 @@ out:
         free(p->claims);
     }
     free(p);
-    free(ch);
     gq_pod_dispose(&gp);
     return rc;
 }

@@ -153,6 +153,56 @@ static void remove_key(kube_cache *c, const char *ns, const char *name)
     entry_free(c, e);
 }
 
+/* Whether ns/name is cached at resourceVersion rv already; if so, the
+ * current relist has seen it. */
+static int seen_unchanged(kube_cache *c, const char *ns, const char *name, uint64_t h,
+                          const char *rv)
+{
+    pthread_rwlock_rdlock(&c->lock);
+    entry *e = find(c, ns, name, h);
+    int unchanged = e && e->rv && rv && !strcmp(e->rv, rv);
+    if (unchanged)
+        e->mark = c->gen; /* only the cache thread writes marks */
+    pthread_rwlock_unlock(&c->lock);
+    return unchanged;
+}
+
+/* A new entry for ns/name that takes over rv and rec; NULL when out of
+ * memory, leaving both to the caller. */
+static entry *entry_new(kube_cache *c, const char *ns, const char *name, char *rv, void *rec)
+{
+    size_t nl = strlen(ns), ml = strlen(name);
+    entry *ne = malloc(sizeof(*ne) + nl + ml + 2);
+    if (!ne)
+        return NULL;
+    memcpy(ne->key, ns, nl + 1);
+    memcpy(ne->key + nl + 1, name, ml + 1);
+    ne->ns = ne->key;
+    ne->name = ne->key + nl + 1;
+    ne->rv = rv;
+    ne->rec = rec;
+    ne->mark = c->gen;
+    return ne;
+}
+
+/* Put ne in the table (taking it over), in place of any entry for the same
+ * key; runs on_add/on_update after releasing the lock. */
+static void install(kube_cache *c, entry *ne, uint64_t h)
+{
+    pthread_rwlock_wrlock(&c->lock);
+    entry *old = find(c, ne->ns, ne->name, h);
+    if (old)
+        gq_htab_replace(&c->tab, &old->node, &ne->node);
+    else
+        gq_htab_insert(&c->tab, &ne->node, h);
+    pthread_rwlock_unlock(&c->lock);
+    if (old && c->o.on_update)
+        c->o.on_update(c->o.ud, ne->ns, ne->name, old->rec, ne->rec);
+    else if (!old && c->o.on_add)
+        c->o.on_add(c->o.ud, ne->ns, ne->name, ne->rec);
+    entry_free(c, old);
+}
+
 /* Insert or replace obj; runs on_add/on_update after releasing the lock. */
 static gq_code upsert(kube_cache *c, json_object *obj, gq_err *err)
 {
@@ -161,7 +211,6 @@ static gq_code upsert(kube_cache *c, json_object *obj, gq_err *err)
                *name = gq_json_meta_string(obj, "name");
     const char *rv = gq_json_meta_string(obj, "resourceVersion");
     void *rec = NULL;
-    entry *ne = NULL;
     char *nrv = NULL;
     if (!ns)
         ns = "";
@@ -172,14 +221,7 @@ static gq_code upsert(kube_cache *c, json_object *obj, gq_err *err)
     uint64_t h = key_hash(ns, name);
     if (rv && !(nrv = strdup(rv)))
         return gq_err_oom(err);
-
-    pthread_rwlock_rdlock(&c->lock);
-    entry *e = find(c, ns, name, h);
-    int unchanged = e && e->rv && rv && !strcmp(e->rv, rv);
-    if (unchanged)
-        e->mark = c->gen; /* only the cache thread writes marks */
-    pthread_rwlock_unlock(&c->lock);
-    if (unchanged) {
+    if (seen_unchanged(c, ns, name, h, rv)) {
         free(nrv);
         return GQ_OK;
     }
@@ -195,39 +237,17 @@ static gq_code upsert(kube_cache *c, json_object *obj, gq_err *err)
     } else {
         rec = json_object_get(obj);
     }
-    size_t nl = strlen(ns), ml = strlen(name);
-    ne = malloc(sizeof(*ne) + nl + ml + 2);
+    entry *ne = entry_new(c, ns, name, nrv, rec);
     if (!ne) {
         rc = gq_err_oom(err);
         goto out;
     }
-    memcpy(ne->key, ns, nl + 1);
-    memcpy(ne->key + nl + 1, name, ml + 1);
-    ne->ns = ne->key;
-    ne->name = ne->key + nl + 1;
-    ne->rv = nrv;
-    ne->rec = rec;
-    ne->mark = c->gen;
     nrv = NULL;
     rec = NULL;
-
-    pthread_rwlock_wrlock(&c->lock);
-    entry *old = find(c, ns, name, h);
-    if (old)
-        gq_htab_replace(&c->tab, &old->node, &ne->node);
-    else
-        gq_htab_insert(&c->tab, &ne->node, h);
-    pthread_rwlock_unlock(&c->lock);
-    if (old && c->o.on_update)
-        c->o.on_update(c->o.ud, ne->ns, ne->name, old->rec, ne->rec);
-    else if (!old && c->o.on_add)
-        c->o.on_add(c->o.ud, ne->ns, ne->name, ne->rec);
-    entry_free(c, old);
-    ne = NULL;
+    install(c, ne, h);
 out:
     free_rec(c, rec);
     free(nrv);
-    free(ne);
     return rc;
 }
 
@@ -345,7 +365,8 @@ static gq_code do_list(kube_cache *c, gq_err *err)
 typedef struct watch_state {
     kube_cache *c;
     unsigned long events;
-    int lost; /* the server's history went back: relist as for history_lost */
+    int lost;        /* the server's history went back: relist as for history_lost */
+    int64_t started; /* kube_mono_ms when the watch began */
 } watch_state;
 
 /* The watch is established: the cache is fresh delay_ms from now, or
@@ -423,6 +444,95 @@ static void relist_next(kube_cache *c)
     pthread_rwlock_unlock(&c->lock);
 }
 
+/* List (relisting), backing off after a failure. Whether the cache is now
+ * listed and may watch. */
+static int list_once(kube_cache *c, kube_backoff *bo)
+{
+    gq_err err;
+    gq_err_clear(&err);
+    gq_code rc = do_list(c, &err);
+    if (atomic_load(&c->stop))
+        return 0;
+    if (rc) {
+        long d = kube_backoff_next(bo, rand_r(&c->seed) / ((double)RAND_MAX + 1));
+        GQ_WARN("kube cache %s: list failed (%s), retrying in %ld ms", c->path, err.msg, d);
+        kube_sleep_ms(d, &c->stop);
+        return 0;
+    }
+    c->watch_failures = 0;
+    kube_backoff_reset(bo);
+    return 1;
+}
+
+/* One watch from resourceVersion rv, until it ends or the cache stops. */
+static gq_code watch_from(kube_cache *c, const char *rv, watch_state *ws, gq_err *err)
+{
+    /* Spread watch restarts over time like client-go: timeout in [T, 2T). */
+    long t = c->o.watch_timeout_seconds;
+    kube_watch_opts wo = {.label_selector = c->label_selector,
+                          .field_selector = c->field_selector,
+                          .resource_version = rv,
+                          .allow_bookmarks = 1,
+                          .timeout_seconds = t + (long)(rand_r(&c->seed) % (unsigned)t),
+                          .stop = &c->stop,
+                          .on_open = on_open};
+    pthread_rwlock_wrlock(&c->lock);
+    c->stats.watches++;
+    c->stats.watches_since_relist++;
+    pthread_rwlock_unlock(&c->lock);
+    gq_code rc = c->api->watch(c->api->ctx, c->path, &wo, on_event, ws, err);
+    /* Whatever ended the watch, changes from now on go unseen until the
+     * next one is established. */
+    atomic_store(&c->fresh_from, 0);
+    return rc;
+}
+
+/* Whether the server's history went back behind the cache; if so the
+ * cache relists. */
+static int server_went_back(kube_cache *c)
+{
+    char server_rv[64];
+    if (!server_behind(c, server_rv, sizeof server_rv))
+        return 0;
+    char why[sizeof c->rv + 128];
+    snprintf(why, sizeof why, "the server is at resourceVersion %s, older than %s", server_rv,
+             c->rv);
+    history_lost(c, why);
+    relist_next(c);
+    return 1;
+}
+
+/* After a watch that did not end in 410 Gone: back off after a failure.
+ * Whether the cache must relist rather than resume. */
+static int relist_after(kube_cache *c, kube_backoff *bo, gq_code rc, const watch_state *ws,
+                        const char *why)
+{
+    if (ws->events) {
+        kube_backoff_reset(bo);
+        c->watch_failures = 0;
+    }
+    int normal_end = rc == GQ_OK && (ws->events || kube_mono_ms() - ws->started >= 1000);
+    if (!normal_end) {
+        long d = kube_backoff_next(bo, rand_r(&c->seed) / ((double)RAND_MAX + 1));
+        if (rc)
+            GQ_WARN("kube cache %s: watch failed (%s), reconnecting in %ld ms", c->path, why, d);
+        kube_sleep_ms(d, &c->stop);
+        if (atomic_load(&c->stop))
+            return 0;
+        if (!ws->events && ++c->watch_failures >= WATCH_FAILURES_RELIST) {
+            GQ_INFO("kube cache %s: %u watches failed in a row, relisting", c->path,
+                    c->watch_failures);
+            relist_next(c);
+            return 1;
+        }
+    }
+    /* Resume, unless the server's history went back meanwhile (the
+     * control plane restarted from an older state: its watch from our
+     * resourceVersion might just wait, silently). Asked after a failure,
+     * and after a window that brought nothing, not even a bookmark. */
+    return (!normal_end || !ws->events) && server_went_back(c);
+}
+
 static void *cache_main(void *arg)
 {
     kube_cache *c = arg;
@@ -430,43 +540,17 @@ static void *cache_main(void *arg)
     kube_backoff_init(&bo, c->o.backoff_min_ms, c->o.backoff_max_ms);
     int need_list = 1;
     while (!atomic_load(&c->stop)) {
+        if (need_list) {
+            if (!list_once(c, &bo))
+                continue;
+            need_list = 0;
+        }
         gq_err err;
         gq_err_clear(&err);
-        if (need_list) {
-            gq_code rc = do_list(c, &err);
-            if (atomic_load(&c->stop))
-                break;
-            if (rc) {
-                long d = kube_backoff_next(&bo, rand_r(&c->seed) / ((double)RAND_MAX + 1));
-                GQ_WARN("kube cache %s: list failed (%s), retrying in %ld ms", c->path, err.msg, d);
-                kube_sleep_ms(d, &c->stop);
-                continue;
-            }
-            need_list = 0;
-            c->watch_failures = 0;
-            kube_backoff_reset(&bo);
-        }
         char rv[sizeof(c->rv)];
         kube_cache_resource_version(c, rv, sizeof(rv));
-        /* Spread watch restarts over time like client-go: timeout in [T, 2T). */
-        long t = c->o.watch_timeout_seconds;
-        kube_watch_opts wo = {.label_selector = c->label_selector,
-                              .field_selector = c->field_selector,
-                              .resource_version = rv,
-                              .allow_bookmarks = 1,
-                              .timeout_seconds = t + (long)(rand_r(&c->seed) % (unsigned)t),
-                              .stop = &c->stop,
-                              .on_open = on_open};
-        watch_state ws = {c, 0, 0};
-        int64_t started = kube_mono_ms();
-        pthread_rwlock_wrlock(&c->lock);
-        c->stats.watches++;
-        c->stats.watches_since_relist++;
-        pthread_rwlock_unlock(&c->lock);
-        gq_code rc = c->api->watch(c->api->ctx, c->path, &wo, on_event, &ws, &err);
-        /* Whatever ended the watch, changes from now on go unseen until the
-         * next one is established. */
-        atomic_store(&c->fresh_from, 0);
+        watch_state ws = {.c = c, .started = kube_mono_ms()};
+        gq_code rc = watch_from(c, rv, &ws, &err);
         if (atomic_load(&c->stop))
             break;
         /* A 504 "Too large resource version" may also come as the answer
@@ -482,40 +566,7 @@ static void *cache_main(void *arg)
             need_list = 1;
             continue;
         }
-        if (ws.events) {
-            kube_backoff_reset(&bo);
-            c->watch_failures = 0;
-        }
-        int normal_end = rc == GQ_OK && (ws.events || kube_mono_ms() - started >= 1000);
-        if (!normal_end) {
-            long d = kube_backoff_next(&bo, rand_r(&c->seed) / ((double)RAND_MAX + 1));
-            if (rc)
-                GQ_WARN("kube cache %s: watch failed (%s), reconnecting in %ld ms", c->path,
-                        err.msg, d);
-            kube_sleep_ms(d, &c->stop);
-            if (atomic_load(&c->stop))
-                break;
-            if (!ws.events && ++c->watch_failures >= WATCH_FAILURES_RELIST) {
-                GQ_INFO("kube cache %s: %u watches failed in a row, relisting", c->path,
-                        c->watch_failures);
-                relist_next(c);
-                need_list = 1;
-                continue;
-            }
-        }
-        /* Resume, unless the server's history went back meanwhile (the
-         * control plane restarted from an older state: its watch from our
-         * resourceVersion might just wait, silently). Asked after a failure,
-         * and after a window that brought nothing, not even a bookmark. */
-        char server_rv[64];
-        if ((!normal_end || !ws.events) && server_behind(c, server_rv, sizeof server_rv)) {
-            char why[sizeof c->rv + 128];
-            snprintf(why, sizeof why, "the server is at resourceVersion %s, older than %s",
-                     server_rv, c->rv);
-            history_lost(c, why);
-            relist_next(c);
-            need_list = 1;
-        }
+        need_list = relist_after(c, &bo, rc, &ws, err.msg);
     }
     return NULL;
 }

@@ -106,6 +106,39 @@ out:
     return rc;
 }
 
+/* The caller's options with every unset one given its default. */
+static void opts_with_defaults(kube_client *c, const kube_client_opts *opts)
+{
+    if (opts)
+        c->o = *opts;
+    if (c->o.timeout_ms <= 0)
+        c->o.timeout_ms = 30000;
+    if (c->o.connect_timeout_ms <= 0)
+        c->o.connect_timeout_ms = 10000;
+    if (!c->o.max_body)
+        c->o.max_body = DEFAULT_MAX_BODY;
+    if (!c->o.pool_size)
+        c->o.pool_size = 32;
+    if (c->o.token_reread_ms <= 0)
+        c->o.token_reread_ms = 60000;
+    if (!c->o.user_agent)
+        c->o.user_agent = "gpuquota";
+}
+
+/* DNS answers and TLS sessions shared by every handle of the client. */
+static gq_code share_init(kube_client *c, gq_err *err)
+{
+    c->share = curl_share_init();
+    if (!c->share)
+        return gq_err_oom(err);
+    curl_share_setopt(c->share, CURLSHOPT_LOCKFUNC, share_lock);
+    curl_share_setopt(c->share, CURLSHOPT_UNLOCKFUNC, share_unlock);
+    curl_share_setopt(c->share, CURLSHOPT_USERDATA, c);
+    curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+    curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+    return GQ_OK;
+}
+
 gq_code kube_client_new(const kube_config *cfg, const kube_client_opts *opts, kube_client **out,
                         gq_err *err)
 {
@@ -125,20 +158,7 @@ gq_code kube_client_new(const kube_config *cfg, const kube_client_opts *opts, ku
     kube_client *c = calloc(1, sizeof(*c));
     if (!c)
         return gq_err_oom(err);
-    if (opts)
-        c->o = *opts;
-    if (c->o.timeout_ms <= 0)
-        c->o.timeout_ms = 30000;
-    if (c->o.connect_timeout_ms <= 0)
-        c->o.connect_timeout_ms = 10000;
-    if (!c->o.max_body)
-        c->o.max_body = DEFAULT_MAX_BODY;
-    if (!c->o.pool_size)
-        c->o.pool_size = 32;
-    if (c->o.token_reread_ms <= 0)
-        c->o.token_reread_ms = 60000;
-    if (!c->o.user_agent)
-        c->o.user_agent = "gpuquota";
+    opts_with_defaults(c, opts);
     for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
         pthread_mutex_init(&c->share_mu[i], NULL);
     pthread_mutex_init(&c->pool_mu, NULL);
@@ -153,16 +173,9 @@ gq_code kube_client_new(const kube_config *cfg, const kube_client_opts *opts, ku
         rc = gq_err_oom(err);
         goto out;
     }
-    c->share = curl_share_init();
-    if (!c->share) {
-        rc = gq_err_oom(err);
+    rc = share_init(c, err);
+    if (rc)
         goto out;
-    }
-    curl_share_setopt(c->share, CURLSHOPT_LOCKFUNC, share_lock);
-    curl_share_setopt(c->share, CURLSHOPT_UNLOCKFUNC, share_unlock);
-    curl_share_setopt(c->share, CURLSHOPT_USERDATA, c);
-    curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
-    curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
     if (c->cfg->token_file) {
         char *t = NULL;
         rc = current_token(c, 1, &t, err);
@@ -241,22 +254,9 @@ static int dead_peer_sockopt(void *ud, curl_socket_t fd, curlsocktype purpose)
     return CURL_SOCKOPT_OK;
 }
 
-/* Options shared by every request: URL, TLS material, auth, headers. */
-static gq_code setup_handle(kube_client *c, CURL *h, const char *url, const char *token,
-                            struct curl_slist **hdrs, const char *ctype, gq_err *err)
+/* The kubeconfig's trust and client identity, from files or from memory. */
+static void set_tls(CURL *h, const kube_config *cfg)
 {
-    const kube_config *cfg = c->cfg;
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_SHARE, c->share);
-    curl_easy_setopt(h, CURLOPT_USERAGENT, c->o.user_agent);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->o.connect_timeout_ms);
-    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(h, CURLOPT_TCP_KEEPIDLE, KUBE_KEEPALIVE_IDLE_S);
-    curl_easy_setopt(h, CURLOPT_TCP_KEEPINTVL, KUBE_KEEPALIVE_INTVL_S);
-    curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, dead_peer_sockopt);
-    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     if (cfg->insecure_skip_tls_verify) {
         curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
         curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
@@ -288,6 +288,12 @@ static gq_code setup_handle(kube_client *c, CURL *h, const char *url, const char
         curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
     }
 #endif
+}
+
+/* Accept, Content-Type (ctype NULL: none) and Authorization (token NULL:
+ * none); NULL when out of memory. */
+static struct curl_slist *request_headers(const char *token, const char *ctype)
+{
     struct curl_slist *l = curl_slist_append(NULL, "Accept: application/json");
     if (l && ctype) {
         char line[96];
@@ -304,6 +310,26 @@ static gq_code setup_handle(kube_client *c, CURL *h, const char *url, const char
         kube_buf_dispose(&b);
         l = n ? n : (curl_slist_free_all(l), NULL);
     }
+    return l;
+}
+
+/* Options shared by every request: URL, TLS material, auth, headers. */
+static gq_code setup_handle(kube_client *c, CURL *h, const char *url, const char *token,
+                            struct curl_slist **hdrs, const char *ctype, gq_err *err)
+{
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_SHARE, c->share);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, c->o.user_agent);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->o.connect_timeout_ms);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPIDLE, KUBE_KEEPALIVE_IDLE_S);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPINTVL, KUBE_KEEPALIVE_INTVL_S);
+    curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, dead_peer_sockopt);
+    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    set_tls(h, c->cfg);
+    struct curl_slist *l = request_headers(token, ctype);
     if (!l)
         return gq_err_oom(err);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, l);
@@ -380,70 +406,85 @@ typedef struct http_call {
     const char *body, *ctype;
 } http_call;
 
+/* One attempt of a request: the handle it runs on, its URL and bearer token,
+ * its timeout, and the HTTP status it got (0: none). */
+typedef struct attempt {
+    CURL *h;
+    const char *url, *token;
+    long timeout_ms;
+    long status;
+} attempt;
+
+/* Run one attempt; the answer's body is in *resp whatever the status. */
+static gq_code attempt_once(kube_client *c, const http_call *call, attempt *a, kube_buf *resp,
+                            gq_err *err)
+{
+    const char *method = call->method, *path = call->path, *body = call->body;
+    CURL *h = a->h;
+    struct curl_slist *hdrs = NULL;
+    curl_easy_reset(h);
+    gq_code rc = setup_handle(c, h, a->url, a->token, &hdrs, call->ctype, err);
+    if (rc)
+        return rc;
+    resp->len = 0;
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    if (!strcmp(method, "GET"))
+        curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+    if (body) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+    }
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, a->timeout_ms);
+    body_sink sink = {resp, GQ_OK};
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, body_write);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
+    CURLcode cc = curl_easy_perform(h);
+    curl_slist_free_all(hdrs);
+    if (cc == CURLE_OK) {
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &a->status);
+        return a->status >= 200 && a->status < 300 ? GQ_OK
+                                                   : http_error(method, path, a->status, resp, err);
+    }
+    if (cc == CURLE_WRITE_ERROR && resp->len + CURL_MAX_WRITE_SIZE >= resp->max)
+        return gq_err_set(err, GQ_ELIMIT, "%s %s: response larger than %zu bytes", method, path,
+                          resp->max);
+    return gq_err_set(err, curl_code(cc), "%s %s: %s", method, path, curl_easy_strerror(cc));
+}
+
 /* One request with token refresh on 401 and the caller's retries. On
  * success the 2xx body is in *resp (caller disposes it). */
 static gq_code request(kube_client *c, const http_call *call, const kube_call_opts *o,
                        kube_buf *resp, gq_err *err)
 {
-    const char *method = call->method, *path = call->path, *body = call->body, *ctype = call->ctype;
-    const kube_query *q = call->q;
-    size_t nq = call->nq;
+    const char *method = call->method, *path = call->path;
     gq_code rc;
     char *url = NULL, *token = NULL;
-    CURL *h = NULL;
     unsigned retries = o ? o->retries : 0;
     long delay = o && o->retry_delay_ms > 0 ? o->retry_delay_ms : 100;
-    long timeout = o && o->timeout_ms > 0 ? o->timeout_ms : c->o.timeout_ms;
+    attempt a = {.timeout_ms = o && o->timeout_ms > 0 ? o->timeout_ms : c->o.timeout_ms};
     int auth_retried = 0;
 
     kube_buf_init(resp, c->o.max_body);
-    rc = kube_build_url(c->cfg->server, path, q, nq, &url);
+    rc = kube_build_url(c->cfg->server, path, call->q, call->nq, &url);
     if (rc) {
         gq_err_set(err, rc, "%s %s: cannot build URL", method, path);
         goto out;
     }
-    h = handle_acquire(c);
-    if (!h) {
+    a.url = url;
+    a.h = handle_acquire(c);
+    if (!a.h) {
         rc = gq_err_oom(err);
         goto out;
     }
-    for (unsigned attempt = 0;; attempt++) {
-        struct curl_slist *hdrs = NULL;
-        long status = 0;
+    for (unsigned tries = 0;; tries++) {
         free(token);
         token = NULL;
         rc = current_token(c, 0, &token, err);
         if (rc)
             goto out;
-        curl_easy_reset(h);
-        rc = setup_handle(c, h, url, token, &hdrs, ctype, err);
-        if (rc)
-            goto out;
-        resp->len = 0;
-        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-        if (!strcmp(method, "GET"))
-            curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
-        if (body) {
-            curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-            curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
-        }
-        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout);
-        body_sink sink = {resp, GQ_OK};
-        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, body_write);
-        curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
-        CURLcode cc = curl_easy_perform(h);
-        curl_slist_free_all(hdrs);
-        if (cc == CURLE_OK) {
-            curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-            rc =
-                status >= 200 && status < 300 ? GQ_OK : http_error(method, path, status, resp, err);
-        } else if (cc == CURLE_WRITE_ERROR && resp->len + CURL_MAX_WRITE_SIZE >= resp->max) {
-            rc = gq_err_set(err, GQ_ELIMIT, "%s %s: response larger than %zu bytes", method, path,
-                            resp->max);
-            goto out;
-        } else {
-            rc = gq_err_set(err, curl_code(cc), "%s %s: %s", method, path, curl_easy_strerror(cc));
-        }
+        a.token = token;
+        a.status = 0;
+        rc = attempt_once(c, call, &a, resp, err);
         if (rc == GQ_OK)
             break;
         if (rc == GQ_EUNAUTHORIZED && c->cfg->token_file && !auth_retried) {
@@ -454,10 +495,10 @@ static gq_code request(kube_client *c, const http_call *call, const kube_call_op
             rc = current_token(c, 1, &token, err);
             if (rc)
                 goto out;
-            attempt--;
+            tries--;
             continue;
         }
-        if (attempt >= retries || !retryable(rc, status))
+        if (tries >= retries || !retryable(rc, a.status))
             goto out;
         GQ_DEBUG("kube: %s %s failed (%s), retrying in %ld ms", method, path, err ? err->msg : "",
                  delay);
@@ -465,7 +506,7 @@ static gq_code request(kube_client *c, const http_call *call, const kube_call_op
         delay = delay > 15000 ? 30000 : delay * 2;
     }
 out:
-    handle_release(c, h);
+    handle_release(c, a.h);
     free(token);
     free(url);
     if (rc)
@@ -609,26 +650,60 @@ static const char *obj_str(json_object *o, const char *k1, const char *k2)
     return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
 }
 
+/* A paged list in progress: where it reads, who takes each item, and what
+ * the last page said (its resourceVersion, the continue token). */
+typedef struct list_pages {
+    const char *path;
+    kube_item_fn fn;
+    void *ud;
+    char *rv, *cont;
+} list_pages;
+
+/* Hand one page's items to the caller and keep its resourceVersion and
+ * continue token (cont NULL: the last page). */
+static gq_code take_page(list_pages *lp, json_object *list, gq_err *err)
+{
+    gq_code rc = GQ_OK;
+    json_object *items;
+    if (!json_object_object_get_ex(list, "items", &items) ||
+        !(json_object_is_type(items, json_type_array) ||
+          json_object_is_type(items, json_type_null)))
+        return gq_err_set(err, GQ_EINVAL, "GET %s: list has no \"items\" array", lp->path);
+    size_t n = json_object_is_type(items, json_type_array) ? json_object_array_length(items) : 0;
+    for (size_t i = 0; i < n && !rc; i++)
+        rc = lp->fn(lp->ud, json_object_array_get_idx(items, i), err);
+    const char *lrv = obj_str(list, "metadata", "resourceVersion");
+    const char *next = obj_str(list, "metadata", "continue");
+    free(lp->rv);
+    free(lp->cont);
+    lp->rv = lrv ? strdup(lrv) : NULL;
+    lp->cont = next && next[0] ? strdup(next) : NULL;
+    int oom = (lrv && !lp->rv) || (next && next[0] && !lp->cont);
+    if (rc)
+        return rc;
+    return oom ? gq_err_oom(err) : GQ_OK;
+}
+
 gq_code kube_list(kube_client *c, const char *path, const kube_list_opts *o, kube_item_fn fn,
                   void *ud, char **rv_out, gq_err *err)
 {
     gq_code rc = GQ_OK;
-    char *cont = NULL, *rv = NULL;
+    list_pages lp = {.path = path, .fn = fn, .ud = ud};
     char limit[24];
     unsigned lim = o && o->page_size ? o->page_size : 500u;
     snprintf(limit, sizeof(limit), "%u", lim);
-    for (int page = 0;; page++) {
+    for (;;) {
         kube_query q[] = {
             {"labelSelector", o ? o->label_selector : NULL},
             {"fieldSelector", o ? o->field_selector : NULL},
             {"limit", limit},
-            {"continue", cont},
+            {"continue", lp.cont},
             /* resourceVersion only applies to the first page; continue
              * tokens carry the snapshot. */
-            {"resourceVersion", !cont && o ? o->resource_version : NULL},
+            {"resourceVersion", !lp.cont && o ? o->resource_version : NULL},
         };
         kube_buf resp;
-        json_object *list = NULL, *items;
+        json_object *list = NULL;
         gq_err re;
         gq_err_clear(&re);
         http_call call = {.method = "GET", .path = path, .q = q, .nq = sizeof(q) / sizeof(q[0])};
@@ -639,7 +714,6 @@ gq_code kube_list(kube_client *c, const char *path, const kube_list_opts *o, kub
             lim /= 2;
             snprintf(limit, sizeof(limit), "%u", lim);
             rc = GQ_OK;
-            page--;
             continue;
         }
         if (rc) {
@@ -651,41 +725,20 @@ gq_code kube_list(kube_client *c, const char *path, const kube_list_opts *o, kub
         kube_buf_dispose(&resp);
         if (rc)
             goto out;
-        if (!json_object_object_get_ex(list, "items", &items) ||
-            !(json_object_is_type(items, json_type_array) ||
-              json_object_is_type(items, json_type_null))) {
-            json_object_put(list);
-            rc = gq_err_set(err, GQ_EINVAL, "GET %s: list has no \"items\" array", path);
-            goto out;
-        }
-        size_t n =
-            json_object_is_type(items, json_type_array) ? json_object_array_length(items) : 0;
-        for (size_t i = 0; i < n && !rc; i++)
-            rc = fn(ud, json_object_array_get_idx(items, i), err);
-        const char *lrv = obj_str(list, "metadata", "resourceVersion");
-        const char *next = obj_str(list, "metadata", "continue");
-        free(rv);
-        free(cont);
-        rv = lrv ? strdup(lrv) : NULL;
-        cont = next && next[0] ? strdup(next) : NULL;
-        int oom = (lrv && !rv) || (next && next[0] && !cont);
+        rc = take_page(&lp, list, err);
         json_object_put(list);
         if (rc)
             goto out;
-        if (oom) {
-            rc = gq_err_oom(err);
-            goto out;
-        }
-        if (!cont)
+        if (!lp.cont)
             break;
     }
     if (rv_out) {
-        *rv_out = rv;
-        rv = NULL;
+        *rv_out = lp.rv;
+        lp.rv = NULL;
     }
 out:
-    free(cont);
-    free(rv);
+    free(lp.cont);
+    free(lp.rv);
     return rc;
 }
 
@@ -699,7 +752,8 @@ typedef struct watch_ctx {
     const atomic_int *stop;
     void (*on_open)(void *ud);
     void *ud;
-    int opened; /* on_open was called */
+    int opened;   /* on_open was called */
+    int rejected; /* the server answered with a status other than 200 */
 } watch_ctx;
 
 /* The blank line that ends a response's headers: a 200 means the server
@@ -738,19 +792,20 @@ static int watch_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut,
     return w->stop && atomic_load(w->stop) ? 1 : 0;
 }
 
-gq_code kube_watch(kube_client *c, const char *path, const kube_watch_opts *o, kube_event_fn fn,
-                   void *ud, gq_err *err)
+static void watch_ctx_init(watch_ctx *w, const kube_watch_opts *o, void *ud)
 {
-    gq_code rc;
-    char *url = NULL, *token = NULL;
+    memset(w, 0, sizeof(*w));
+    kube_buf_init(&w->errbody, ERROR_BODY_MAX);
+    gq_err_clear(&w->perr);
+    w->stop = o ? o->stop : NULL;
+    w->on_open = o ? o->on_open : NULL;
+    w->ud = ud;
+}
+
+static gq_code watch_url(kube_client *c, const char *path, const kube_watch_opts *o, char **url,
+                         gq_err *err)
+{
     char tmo[24] = "";
-    watch_ctx w;
-    memset(&w, 0, sizeof(w));
-    kube_buf_init(&w.errbody, ERROR_BODY_MAX);
-    gq_err_clear(&w.perr);
-    w.stop = o ? o->stop : NULL;
-    w.on_open = o ? o->on_open : NULL;
-    w.ud = ud;
     if (o && o->timeout_seconds > 0)
         snprintf(tmo, sizeof(tmo), "%ld", o->timeout_seconds);
     kube_query q[] = {
@@ -761,11 +816,61 @@ gq_code kube_watch(kube_client *c, const char *path, const kube_watch_opts *o, k
         {"allowWatchBookmarks", o && o->allow_bookmarks ? "true" : NULL},
         {"timeoutSeconds", tmo},
     };
-    rc = kube_build_url(c->cfg->server, path, q, sizeof(q) / sizeof(q[0]), &url);
-    if (rc) {
+    gq_code rc = kube_build_url(c->cfg->server, path, q, sizeof(q) / sizeof(q[0]), url);
+    if (rc)
         gq_err_set(err, rc, "WATCH %s: cannot build URL", path);
-        goto out;
+    return rc;
+}
+
+/* The stream's callbacks: body, headers, and the progress tick that
+ * notices a stop request. */
+static void watch_options(watch_ctx *w, const kube_watch_opts *o)
+{
+    curl_easy_setopt(w->h, CURLOPT_HTTPGET, 1L);
+    curl_easy_setopt(w->h, CURLOPT_WRITEFUNCTION, watch_write);
+    curl_easy_setopt(w->h, CURLOPT_WRITEDATA, w);
+    curl_easy_setopt(w->h, CURLOPT_HEADERFUNCTION, watch_header);
+    curl_easy_setopt(w->h, CURLOPT_HEADERDATA, w);
+    curl_easy_setopt(w->h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(w->h, CURLOPT_XFERINFOFUNCTION, watch_progress);
+    curl_easy_setopt(w->h, CURLOPT_XFERINFODATA, w);
+    /* A server-side timeout bounds the stream; keep a client-side net
+     * well above it for a silently dead peer. */
+    if (o && o->timeout_seconds > 0)
+        curl_easy_setopt(w->h, CURLOPT_TIMEOUT_MS, (o->timeout_seconds + 60) * 1000L);
+}
+
+/* How a finished stream ended: stopped, a parser or callback failure, a
+ * transport error, the server closing it, or an error status (rejected). */
+static gq_code watch_outcome(watch_ctx *w, CURLcode cc, const char *path, gq_err *err)
+{
+    if (!w->status)
+        curl_easy_getinfo(w->h, CURLINFO_RESPONSE_CODE, &w->status);
+    if (cc == CURLE_ABORTED_BY_CALLBACK && w->stop && atomic_load(w->stop))
+        return GQ_OK;
+    if (w->rc) {
+        if (err)
+            *err = w->perr;
+        return w->rc;
     }
+    if (cc != CURLE_OK)
+        return gq_err_set(err, curl_code(cc), "WATCH %s: %s", path, curl_easy_strerror(cc));
+    if (w->status == 200)
+        return kube_watch_parser_finish(w->p, err);
+    w->rejected = 1;
+    return http_error("WATCH", path, w->status, &w->errbody, err);
+}
+
+gq_code kube_watch(kube_client *c, const char *path, const kube_watch_opts *o, kube_event_fn fn,
+                   void *ud, gq_err *err)
+{
+    gq_code rc;
+    char *url = NULL, *token = NULL;
+    watch_ctx w;
+    watch_ctx_init(&w, o, ud);
+    rc = watch_url(c, path, o, &url, err);
+    if (rc)
+        goto out;
     w.h = handle_acquire(c);
     if (!w.h) {
         rc = gq_err_oom(err);
@@ -777,6 +882,7 @@ gq_code kube_watch(kube_client *c, const char *path, const kube_watch_opts *o, k
         w.p = NULL;
         w.status = 0;
         w.errbody.len = 0;
+        w.rejected = 0;
         free(token);
         token = NULL;
         rc = current_token(c, auth_retried, &token, err);
@@ -791,42 +897,11 @@ gq_code kube_watch(kube_client *c, const char *path, const kube_watch_opts *o, k
         rc = setup_handle(c, w.h, url, token, &hdrs, NULL, err);
         if (rc)
             goto out;
-        curl_easy_setopt(w.h, CURLOPT_HTTPGET, 1L);
-        curl_easy_setopt(w.h, CURLOPT_WRITEFUNCTION, watch_write);
-        curl_easy_setopt(w.h, CURLOPT_WRITEDATA, &w);
-        curl_easy_setopt(w.h, CURLOPT_HEADERFUNCTION, watch_header);
-        curl_easy_setopt(w.h, CURLOPT_HEADERDATA, &w);
-        curl_easy_setopt(w.h, CURLOPT_NOPROGRESS, 0L);
-        curl_easy_setopt(w.h, CURLOPT_XFERINFOFUNCTION, watch_progress);
-        curl_easy_setopt(w.h, CURLOPT_XFERINFODATA, &w);
-        /* A server-side timeout bounds the stream; keep a client-side net
-         * well above it for a silently dead peer. */
-        if (o && o->timeout_seconds > 0)
-            curl_easy_setopt(w.h, CURLOPT_TIMEOUT_MS, (o->timeout_seconds + 60) * 1000L);
+        watch_options(&w, o);
         CURLcode cc = curl_easy_perform(w.h);
         curl_slist_free_all(hdrs);
-        if (!w.status)
-            curl_easy_getinfo(w.h, CURLINFO_RESPONSE_CODE, &w.status);
-        if (cc == CURLE_ABORTED_BY_CALLBACK && w.stop && atomic_load(w.stop)) {
-            rc = GQ_OK;
-            goto out;
-        }
-        if (w.rc) {
-            rc = w.rc;
-            if (err)
-                *err = w.perr;
-            goto out;
-        }
-        if (cc != CURLE_OK) {
-            rc = gq_err_set(err, curl_code(cc), "WATCH %s: %s", path, curl_easy_strerror(cc));
-            goto out;
-        }
-        if (w.status == 200) {
-            rc = kube_watch_parser_finish(w.p, err);
-            goto out;
-        }
-        rc = http_error("WATCH", path, w.status, &w.errbody, err);
-        if (rc == GQ_EUNAUTHORIZED && c->cfg->token_file && !auth_retried)
+        rc = watch_outcome(&w, cc, path, err);
+        if (w.rejected && rc == GQ_EUNAUTHORIZED && c->cfg->token_file && !auth_retried)
             continue;
         goto out;
     }

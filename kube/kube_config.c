@@ -252,15 +252,17 @@ static gq_code set_str(ydoc *y, char **dst, const char *s)
     return *dst ? GQ_OK : gq_err_oom(y->err);
 }
 
-static gq_code build_config(ydoc *y, const char *want_ctx, kube_config *cfg)
+/* What a context names: its cluster, its user (NULL when it names none) and
+ * its namespace. */
+typedef struct {
+    yaml_node_t *cluster, *user;
+    const char *cluster_name, *user_name, *ns;
+} ctx_refs;
+
+/* The context asked for, or current-context; its cluster and user entries. */
+static gq_code resolve_context(ydoc *y, yaml_node_t *root, const char *want_ctx, ctx_refs *r)
 {
     gq_code rc;
-    yaml_node_t *root = yaml_document_get_root_node(&y->doc);
-    if (!root || is_null(root))
-        return yerr(y, GQ_EINVAL, root, "empty kubeconfig");
-    if (root->type != YAML_MAPPING_NODE)
-        return yerr(y, GQ_EINVAL, root, "kubeconfig must be a mapping");
-
     const char *ctx_name = want_ctx;
     const yaml_node_t *ctx_ref = key_node(y, root, "contexts");
     if (!ctx_name) {
@@ -273,36 +275,41 @@ static gq_code build_config(ydoc *y, const char *want_ctx, kube_config *cfg)
     }
     if (!ctx_ref)
         ctx_ref = root;
-    yaml_node_t *ctx, *cluster, *user = NULL;
+    yaml_node_t *ctx;
     rc = find_named(y, root, "contexts", "context", ctx_name, ctx_ref, &ctx);
     if (rc)
         return rc;
-    const char *cluster_name, *user_name, *ns;
-    rc = get_str(y, ctx, "cluster", &cluster_name);
+    rc = get_str(y, ctx, "cluster", &r->cluster_name);
     if (!rc)
-        rc = get_str(y, ctx, "user", &user_name);
+        rc = get_str(y, ctx, "user", &r->user_name);
     if (!rc)
-        rc = get_str(y, ctx, "namespace", &ns);
+        rc = get_str(y, ctx, "namespace", &r->ns);
     if (rc)
         return rc;
-    if (!cluster_name || !cluster_name[0])
+    if (!r->cluster_name || !r->cluster_name[0])
         return yerr(y, GQ_EINVAL, ctx, "context \"%s\" names no cluster", ctx_name);
-    rc = find_named(y, root, "clusters", "cluster", cluster_name, map_get(y, ctx, "cluster"),
-                    &cluster);
+    rc = find_named(y, root, "clusters", "cluster", r->cluster_name, map_get(y, ctx, "cluster"),
+                    &r->cluster);
     if (rc)
         return rc;
-    if (user_name && user_name[0]) {
-        rc = find_named(y, root, "users", "user", user_name, map_get(y, ctx, "user"), &user);
+    if (r->user_name && r->user_name[0]) {
+        rc = find_named(y, root, "users", "user", r->user_name, map_get(y, ctx, "user"), &r->user);
         if (rc)
             return rc;
     }
+    return GQ_OK;
+}
 
+/* The cluster entry: server (trailing slashes dropped), namespace, TLS trust. */
+static gq_code cluster_config(ydoc *y, const ctx_refs *r, kube_config *cfg)
+{
+    yaml_node_t *cluster = r->cluster;
     const char *server;
-    rc = get_str(y, cluster, "server", &server);
+    gq_code rc = get_str(y, cluster, "server", &server);
     if (rc)
         return rc;
     if (!server || !server[0])
-        return yerr(y, GQ_EINVAL, cluster, "cluster \"%s\" has no server", cluster_name);
+        return yerr(y, GQ_EINVAL, cluster, "cluster \"%s\" has no server", r->cluster_name);
     if (strncmp(server, "https://", 8) != 0 && strncmp(server, "http://", 7) != 0)
         return yerr(y, GQ_EINVAL, map_get(y, cluster, "server"),
                     "server \"%s\" must start with https:// or http://", server);
@@ -312,20 +319,54 @@ static gq_code build_config(ydoc *y, const char *want_ctx, kube_config *cfg)
     size_t sl = strlen(cfg->server);
     while (sl > 8 && cfg->server[sl - 1] == '/')
         cfg->server[--sl] = '\0';
-    rc = set_str(y, &cfg->namespace_, ns && ns[0] ? ns : "default");
+    rc = set_str(y, &cfg->namespace_, r->ns && r->ns[0] ? r->ns : "default");
     if (rc)
         return rc;
     rc = get_bool(y, cluster, "insecure-skip-tls-verify", &cfg->insecure_skip_tls_verify);
     if (!rc)
         rc = file_or_data(y, cluster, "certificate-authority", "certificate-authority-data",
                           &cfg->ca_file, &cfg->ca_data);
+    return rc;
+}
+
+/* token wins over tokenFile, as in client-go. */
+static gq_code user_token(ydoc *y, yaml_node_t *user, kube_config *cfg)
+{
+    const char *token, *token_file;
+    gq_code rc = get_str(y, user, "token", &token);
+    if (!rc)
+        rc = get_str(y, user, "tokenFile", &token_file);
     if (rc)
         return rc;
-    if (!user)
-        return GQ_OK;
+    if (token && token[0])
+        return set_str(y, &cfg->token, token);
+    if (token_file)
+        return resolve_path(y, map_get(y, user, "tokenFile"), token_file, &cfg->token_file);
+    return GQ_OK;
+}
 
-    rc = file_or_data(y, user, "client-certificate", "client-certificate-data", &cfg->cert_file,
-                      &cfg->cert_data);
+/* A user with no credential we can use but a plugin we cannot run is an error,
+ * not an anonymous client. */
+static gq_code reject_plugins(ydoc *y, yaml_node_t *user, const char *user_name)
+{
+    static const char *const plugins[] = {"exec", "auth-provider"};
+    for (int i = 0; i < 2; i++) {
+        yaml_node_t *pn = map_get(y, user, plugins[i]);
+        if (pn && !is_null(pn))
+            return yerr(y, GQ_EUNSUPPORTED, key_node(y, user, plugins[i]),
+                        "user \"%s\": \"%s\" credential plugins are not supported; use a "
+                        "token, tokenFile or client certificate",
+                        user_name, plugins[i]);
+    }
+    return GQ_OK;
+}
+
+/* The user entry: client certificate and key, token or tokenFile. */
+static gq_code user_config(ydoc *y, const ctx_refs *r, kube_config *cfg)
+{
+    yaml_node_t *user = r->user;
+    gq_code rc = file_or_data(y, user, "client-certificate", "client-certificate-data",
+                              &cfg->cert_file, &cfg->cert_data);
     if (!rc)
         rc = file_or_data(y, user, "client-key", "client-key-data", &cfg->key_file, &cfg->key_data);
     if (rc)
@@ -334,34 +375,29 @@ static gq_code build_config(ydoc *y, const char *want_ctx, kube_config *cfg)
     int has_key = cfg->key_file || cfg->key_data.data;
     if (has_cert != has_key)
         return yerr(y, GQ_EINVAL, user,
-                    "user \"%s\": client certificate and key must be given together", user_name);
-    const char *token, *token_file;
-    rc = get_str(y, user, "token", &token);
-    if (!rc)
-        rc = get_str(y, user, "tokenFile", &token_file);
+                    "user \"%s\": client certificate and key must be given together", r->user_name);
+    rc = user_token(y, user, cfg);
     if (rc)
         return rc;
-    if (token && token[0]) {
-        rc = set_str(y, &cfg->token, token);
-        if (rc)
-            return rc;
-    } else if (token_file) {
-        rc = resolve_path(y, map_get(y, user, "tokenFile"), token_file, &cfg->token_file);
-        if (rc)
-            return rc;
-    }
-    if (!has_cert && !cfg->token && !cfg->token_file) {
-        static const char *const plugins[] = {"exec", "auth-provider"};
-        for (int i = 0; i < 2; i++) {
-            yaml_node_t *pn = map_get(y, user, plugins[i]);
-            if (pn && !is_null(pn))
-                return yerr(y, GQ_EUNSUPPORTED, key_node(y, user, plugins[i]),
-                            "user \"%s\": \"%s\" credential plugins are not supported; use a "
-                            "token, tokenFile or client certificate",
-                            user_name, plugins[i]);
-        }
-    }
+    if (!has_cert && !cfg->token && !cfg->token_file)
+        return reject_plugins(y, user, r->user_name);
     return GQ_OK;
+}
+
+static gq_code build_config(ydoc *y, const char *want_ctx, kube_config *cfg)
+{
+    yaml_node_t *root = yaml_document_get_root_node(&y->doc);
+    if (!root || is_null(root))
+        return yerr(y, GQ_EINVAL, root, "empty kubeconfig");
+    if (root->type != YAML_MAPPING_NODE)
+        return yerr(y, GQ_EINVAL, root, "kubeconfig must be a mapping");
+    ctx_refs r = {0};
+    gq_code rc = resolve_context(y, root, want_ctx, &r);
+    if (!rc)
+        rc = cluster_config(y, &r, cfg);
+    if (rc || !r.user)
+        return rc;
+    return user_config(y, &r, cfg);
 }
 
 gq_code kube_config_parse(const char *buf, size_t len, const char *name, const char *base_dir,

@@ -116,6 +116,41 @@ oom:
     return gq_err_set(err, rc, "out of memory");
 }
 
+/* The lease's spec, added empty when it has none (or not an object). */
+static gq_code lease_spec(json_object *lease, json_object **out, gq_err *err)
+{
+    json_object *spec;
+    if (!json_object_object_get_ex(lease, "spec", &spec) ||
+        !json_object_is_type(spec, json_type_object)) {
+        spec = json_object_new_object();
+        if (!spec || json_object_object_add(lease, "spec", spec)) {
+            json_object_put(spec);
+            return gq_err_oom(err);
+        }
+    }
+    *out = spec;
+    return GQ_OK;
+}
+
+/* Note, on our clock, when the lease's record last changed: a holder's
+ * lease expires leaseDurationSeconds after that. */
+static gq_code observe(kube_leader_elect *le, json_object *spec, int64_t now, gq_err *err)
+{
+    char rec[512];
+    snprintf(rec, sizeof(rec), "%s|%s|%s|%lld", spec_str(spec, "holderIdentity"),
+             spec_str(spec, "renewTime"), spec_str(spec, "acquireTime"),
+             (long long)spec_int(spec, "leaseTransitions"));
+    if (le->observed && !strcmp(le->observed, rec))
+        return GQ_OK;
+    char *copy = strdup(rec);
+    if (!copy)
+        return gq_err_oom(err);
+    free(le->observed);
+    le->observed = copy;
+    le->observed_ms = now;
+    return GQ_OK;
+}
+
 /* One round of client-go's tryAcquireOrRenew (release: give the lease up
  * if we hold it). Returns GQ_OK when we hold (or released) the lease,
  * GQ_EDENIED when another holder's lease is still valid. */
@@ -132,32 +167,16 @@ static gq_code try_acquire(kube_leader_elect *le, int release, gq_err *err)
     }
     if (rc)
         return rc;
-    if (!json_object_object_get_ex(lease, "spec", &spec) ||
-        !json_object_is_type(spec, json_type_object)) {
-        spec = json_object_new_object();
-        if (!spec || json_object_object_add(lease, "spec", spec)) {
-            json_object_put(spec);
-            rc = gq_err_oom(err);
-            goto out;
-        }
-    }
+    rc = lease_spec(lease, &spec, err);
+    if (rc)
+        goto out;
+    int64_t now = mono_ms(le);
+    rc = observe(le, spec, now, err);
+    if (rc)
+        goto out;
     const char *holder = spec_str(spec, "holderIdentity");
     int64_t dur = spec_int(spec, "leaseDurationSeconds");
     int64_t transitions = spec_int(spec, "leaseTransitions");
-    char rec[512];
-    snprintf(rec, sizeof(rec), "%s|%s|%s|%lld", holder, spec_str(spec, "renewTime"),
-             spec_str(spec, "acquireTime"), (long long)transitions);
-    int64_t now = mono_ms(le);
-    if (!le->observed || strcmp(le->observed, rec) != 0) {
-        char *copy = strdup(rec);
-        if (!copy) {
-            rc = gq_err_oom(err);
-            goto out;
-        }
-        free(le->observed);
-        le->observed = copy;
-        le->observed_ms = now;
-    }
     int mine = !strcmp(holder, le->identity);
     if (release && !mine) {
         rc = GQ_OK; /* nothing to give up */

@@ -1,5 +1,5 @@
 # Policy core: CRD parsers, reservations, quota and GPULimitRange decisions.
-gq_unit_test(test_policy test_policy.c)
+gq_unit_test(test_policy unit/quota/test_policy.c)
 gq_fuzz_target(crd fuzz/fuzz_crd.c)
 
 # The CRDs are generated from one description; a hand edit of the YAML (or a

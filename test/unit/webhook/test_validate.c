@@ -14,9 +14,9 @@
 
 #include <cmocka.h>
 
-#include "admission_testutil.h"
+#include "support/admission_testutil.h"
 #include "common/gq_log.h"
-#include "faultstore.h"
+#include "support/faultstore.h"
 #include "quota/record.h"
 #include "webhook/memstore.h"
 #include "webhook/validate.h"
@@ -1562,9 +1562,10 @@ static void test_queue_cap(void **state)
         }
         assert_false(r.allowed);
         assert_int_equal(r.code, GQ_EDENIED);
-        assert_string_equal(r.message, "quota team-a/team already holds 3 queued pods, the most the "
-                                       "configuration allows (maxQueuedPods 3): wait for some to "
-                                       "be admitted or deleted");
+        assert_string_equal(r.message,
+                            "quota team-a/team already holds 3 queued pods, the most the "
+                            "configuration allows (maxQueuedPods 3): wait for some to "
+                            "be admitted or deleted");
         /* A pod that fits is admitted (charged) as ever: the cap is on the queue. */
         pod_json(pod, sizeof(pod), NS_A, "8Gi", "", "");
         r = decide_ex(f, "u-fits", NS_A, pod, NULL, NULL);

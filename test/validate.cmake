@@ -2,6 +2,15 @@
 # (charging, conflicts, rollback, dry run, tamper, group commit under threads).
 gq_unit_test(test_validate unit/webhook/test_validate.c support/admission_testutil.c
              support/faultstore.c LIBS gq_webhook gq_kube)
+# The same fixture (unit/webhook/validate_fixture.h): DRA claims, shared claims
+# and a claim's pins; the HTTP handler, audit records, metrics and options; the
+# queue cap and pod-group sizes.
+gq_unit_test(test_validate_claims unit/webhook/test_validate_claims.c support/admission_testutil.c
+             support/faultstore.c LIBS gq_webhook gq_kube)
+gq_unit_test(test_validate_http unit/webhook/test_validate_http.c support/admission_testutil.c
+             support/faultstore.c LIBS gq_webhook gq_kube)
+gq_unit_test(test_validate_queue unit/webhook/test_validate_queue.c support/admission_testutil.c
+             support/faultstore.c LIBS gq_webhook gq_kube)
 
 # /validate as an asynchronous handler of a real server over a slow store:
 # batches larger than the server's threads, a deadline while suspended, a

@@ -1,6 +1,13 @@
 # Kubernetes client (kube/): unit tests, fuzz replays, integration against the
 # kube-apiserver stand-in, and the list/watch benchmark.
-gq_unit_test(test_kube unit/kube/test_kube.c LIBS gq_kube)
+# Without a network, one program per module: kubeconfig, the watch parser,
+# kube_util (Status, codes, URLs, backoff, times), the cache and leader
+# election over fakes.
+gq_unit_test(test_kube_config unit/kube/test_kube_config.c LIBS gq_kube)
+gq_unit_test(test_kube_watch_parser unit/kube/test_kube_watch_parser.c LIBS gq_kube)
+gq_unit_test(test_kube_util unit/kube/test_kube_util.c LIBS gq_kube)
+gq_unit_test(test_kube_cache unit/kube/test_kube_cache.c LIBS gq_kube)
+gq_unit_test(test_kube_leader unit/kube/test_kube_leader.c LIBS gq_kube)
 gq_fuzz_target(watch ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_watch.c LIBS gq_kube)
 gq_fuzz_target(kubeconfig ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_kubeconfig.c LIBS gq_kube)
 

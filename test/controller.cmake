@@ -1,5 +1,10 @@
-# Controller (controller/): records, store, reconcile and queue unit tests.
-gq_unit_test(test_ctl unit/controller/test_ctl.c LIBS gq_controller)
+# Controller (controller/): the store's pod records and the pure reconcile
+# (sharing unit/controller/ctl_fixture.h), the work queue, and the admission
+# bound read of the cluster's webhooks.
+gq_unit_test(test_ctl_records unit/controller/test_ctl_records.c LIBS gq_controller)
+gq_unit_test(test_ctl_reconcile unit/controller/test_ctl_reconcile.c LIBS gq_controller)
+gq_unit_test(test_ctl_queue unit/controller/test_ctl_queue.c LIBS gq_controller)
+gq_unit_test(test_ctl_run unit/controller/test_ctl_run.c LIBS gq_controller)
 # The queue admitter's charges: shared ResourceClaims once per quota.
 gq_unit_test(test_ctl_admit unit/controller/test_ctl_admit.c LIBS gq_controller)
 # The running controller over a fake kube_api (threads, no sockets).

@@ -1,1 +1,1 @@
-gq_unit_test(test_audit test_audit.c LIBS gq_webhook gq_kube)
+gq_unit_test(test_audit unit/webhook/test_audit.c LIBS gq_webhook gq_kube)

@@ -1,8 +1,8 @@
 # gpuquota audit: the reader (cli/auditlog), its fuzz target, and the
 # subcommand over the sample logs in test/data/audit.
-gq_unit_test(test_auditlog test_auditlog.c LIBS gq_cli)
+gq_unit_test(test_auditlog unit/cli/test_auditlog.c LIBS gq_cli)
 # The schema: writer output read back, every field.
-gq_unit_test(test_audit_record test_audit_record.c LIBS gq_cli)
+gq_unit_test(test_audit_record unit/quota/test_audit_record.c LIBS gq_cli)
 gq_fuzz_target(auditlog ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_auditlog.c LIBS gq_cli)
 
 set(GQ_AUDIT_DATA ${GQ_TEST_DATA}/audit)

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """check_layers.py ROOT: the layering rules of docs/architecture.md and the
-banned-call list, checked over the product's C sources under ROOT.
+banned-call list, checked over the product's C sources under ROOT, and how
+the tests under ROOT/test include their own headers.
 
 Exit 0 when clean; 1 with one line per violation, FILE:LINE: what and why.
 Comments and string literals are ignored; nothing is compiled."""
@@ -133,6 +134,39 @@ def check_file(root, rel, problems):
             problems.append(f"{rel}:{no}: {m.group(1)}(): {calls[m.group(1)]}")
 
 
+# Tests include a test-only header by its path under test/ ("support/faultstore.h",
+# "standin/standin.h") or by its bare name from their own folder; data is not code.
+TEST = "test"
+TEST_SKIP = {"test/data"}
+
+
+def check_test_file(root, rel, problems):
+    here = os.path.dirname(rel)
+    with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    for no, line in enumerate(text.split("\n"), 1):
+        m = INCLUDE.match(line)
+        if not m or m.group(1) != '"':
+            continue
+        name = m.group(2)
+        top = name.split("/", 1)[0] if "/" in name else None
+        if top in LAYERS or os.path.basename(name) == "gq_commands.h":
+            continue
+        where = os.path.join(root, here if top is None else TEST, name)
+        if not os.path.isfile(where):
+            problems.append(f'{rel}:{no}: include "{name}": a test header is included by its '
+                            f"path under test/ or by its bare name from the same folder")
+
+
+def test_files(root):
+    for d, dirs, files in os.walk(os.path.join(root, TEST)):
+        rel = os.path.relpath(d, root).replace(os.sep, "/")
+        dirs[:] = sorted(x for x in dirs if f"{rel}/{x}" not in TEST_SKIP)
+        for f in sorted(files):
+            if f.endswith((".c", ".h")):
+                yield f"{rel}/{f}"
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "."
     problems = []
@@ -143,6 +177,8 @@ def main():
         for f in sorted(os.listdir(d)):
             if f.endswith((".c", ".h")):
                 check_file(root, f"{layer}/{f}", problems)
+    for rel in test_files(root):
+        check_test_file(root, rel, problems)
     for p in problems:
         print(p)
     print(f"check_layers: {len(problems)} problem(s)")

@@ -4,4 +4,4 @@ add_test(NAME cli_unknown_command COMMAND gpuquota no-such-command)
 set_tests_properties(cli_unknown_command PROPERTIES WILL_FAIL TRUE)
 
 # The option parser every subcommand uses (cli/cli_args.h).
-gq_unit_test(test_cli_args test_cli_args.c LIBS gq_cli)
+gq_unit_test(test_cli_args unit/cli/test_cli_args.c LIBS gq_cli)

@@ -1,4 +1,4 @@
 # The common layer (common/): leaf modules every layer links.
-gq_unit_test(test_strutil test_strutil.c)
-gq_unit_test(test_common test_common.c)
-gq_unit_test(test_htab test_htab.c)
+gq_unit_test(test_strutil unit/common/test_strutil.c)
+gq_unit_test(test_common unit/common/test_common.c)
+gq_unit_test(test_htab unit/common/test_htab.c)

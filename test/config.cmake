@@ -1,6 +1,6 @@
 # Configuration: embedded defaults, catalog, lookups.
-gq_unit_test(test_config_catalog test_config_catalog.c)
-gq_unit_test(test_config_parse test_config_parse.c)
+gq_unit_test(test_config_catalog unit/quota/test_config_catalog.c)
+gq_unit_test(test_config_parse unit/quota/test_config_parse.c)
 
 # The CLI: `config default` output must pass `config check`; a bad file
 # exits 2 with file:line on stderr; usage errors exit 2.

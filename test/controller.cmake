@@ -1,9 +1,14 @@
-# Controller (controller/): records, store, reconcile and queue unit tests.
-gq_unit_test(test_ctl test_ctl.c LIBS gq_controller)
+# Controller (controller/): the store's pod records and the pure reconcile
+# (sharing unit/controller/ctl_fixture.h), the work queue, and the admission
+# bound read of the cluster's webhooks.
+gq_unit_test(test_ctl_records unit/controller/test_ctl_records.c LIBS gq_controller)
+gq_unit_test(test_ctl_reconcile unit/controller/test_ctl_reconcile.c LIBS gq_controller)
+gq_unit_test(test_ctl_queue unit/controller/test_ctl_queue.c LIBS gq_controller)
+gq_unit_test(test_ctl_run unit/controller/test_ctl_run.c LIBS gq_controller)
 # The queue admitter's charges: shared ResourceClaims once per quota.
-gq_unit_test(test_ctl_admit test_ctl_admit.c LIBS gq_controller)
+gq_unit_test(test_ctl_admit unit/controller/test_ctl_admit.c LIBS gq_controller)
 # The running controller over a fake kube_api (threads, no sockets).
-gq_unit_test(test_ctl_controller test_ctl_controller.c LIBS gq_controller)
+gq_unit_test(test_ctl_controller unit/controller/test_ctl_controller.c LIBS gq_controller)
 
 # The running controller against the kube-apiserver stand-in (real binary,
 # real kubectl); see test/controller/t_controller.sh.
@@ -17,7 +22,7 @@ set_tests_properties(controller_standin PROPERTIES
 # a program that prints numbers, never a ctest case. Run it from a Release
 # build: bench/bench_controller test/kube-standin gpuquota deploy/crds
 if(GQ_BENCH)
-  add_executable(bench_controller bench/bench_controller.c standin_proc.c)
+  add_executable(bench_controller bench/bench_controller.c support/standin_proc.c)
   target_include_directories(bench_controller PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
   target_link_libraries(bench_controller PRIVATE gq_kube Threads::Threads)
   set_target_properties(bench_controller PROPERTIES RUNTIME_OUTPUT_DIRECTORY

@@ -1,1 +1,1 @@
-gq_unit_test(test_log test_log.c)
+gq_unit_test(test_log unit/common/test_log.c)

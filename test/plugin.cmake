@@ -1,6 +1,6 @@
 # kubectl gpuquota: the rendering of `top` and the YAML printer, without a
 # cluster (the commands themselves are proven by test/e2e/t_plugin.sh).
-gq_unit_test(test_plugin_render test_plugin_render.c LIBS gq_cli)
+gq_unit_test(test_plugin_render unit/cli/test_plugin_render.c LIBS gq_cli)
 
 # `cmake --install` lays out gpuquota and the kubectl-gpuquota symlink that
 # kubectl finds on PATH; run under that name it is the plugin.

@@ -1,2 +1,2 @@
 # Queueing core: the gate, pod groups, queue order and what can be admitted now.
-gq_unit_test(test_podqueue test_podqueue.c)
+gq_unit_test(test_podqueue unit/quota/test_podqueue.c)

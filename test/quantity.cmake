@@ -1,7 +1,7 @@
 # Quantities: unit tests, the canonical-form table, and the parser fuzz target.
-gq_unit_test(test_quantity test_quantity.c)
+gq_unit_test(test_quantity unit/quota/test_quantity.c)
 
-add_executable(quantity_table quantity_table.c)
+add_executable(quantity_table unit/quota/quantity_table.c)
 target_link_libraries(quantity_table PRIVATE gq_core)
 target_compile_definitions(quantity_table PRIVATE GQ_TEST_DATA="${GQ_TEST_DATA}")
 gq_output_test(quantity_table "^[1-9][0-9]* passed, 0 failed\n$" COMMAND $<TARGET_FILE:quantity_table>)

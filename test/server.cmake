@@ -1,12 +1,12 @@
 # webhook/: metrics exposition, the handler seam (no sockets) and the HTTPS
 # server driven by real clients.
-gq_unit_test(test_metrics test_metrics.c LIBS gq_webhook gq_kube)
-gq_unit_test(test_server test_server.c LIBS gq_webhook gq_certs gq_kube)
+gq_unit_test(test_metrics unit/webhook/test_metrics.c LIBS gq_webhook gq_kube)
+gq_unit_test(test_server unit/webhook/test_server.c LIBS gq_webhook gq_certs gq_kube)
 
 # Integration: the real binary (and a harness with POST test routes on the
 # same server library) on ephemeral ports, with fresh certificates, driven
 # by curl and openssl s_client.
-add_executable(server_harness server_harness.c)
+add_executable(server_harness support/server_harness.c)
 target_link_libraries(server_harness PRIVATE gq_webhook gq_kube gq_core)
 add_test(NAME server_integration
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/server_integration.sh $<TARGET_FILE:gpuquota>

@@ -20,4 +20,4 @@ foreach(t rest watch faults kubectl auth webhooks deploy)
     TIMEOUT 180)
 endforeach()
 
-gq_unit_test(test_standin_units test_standin_units.c LIBS standin_core)
+gq_unit_test(test_standin_units standin/tests/test_standin_units.c LIBS standin_core)

@@ -1,17 +1,27 @@
 # The validating webhook: the /validate decision over the in-memory store
 # (charging, conflicts, rollback, dry run, tamper, group commit under threads).
-gq_unit_test(test_validate test_validate.c admission_testutil.c faultstore.c LIBS gq_webhook gq_kube)
+gq_unit_test(test_validate unit/webhook/test_validate.c support/admission_testutil.c
+             support/faultstore.c LIBS gq_webhook gq_kube)
+# The same fixture (unit/webhook/validate_fixture.h): DRA claims, shared claims
+# and a claim's pins; the HTTP handler, audit records, metrics and options; the
+# queue cap and pod-group sizes.
+gq_unit_test(test_validate_claims unit/webhook/test_validate_claims.c support/admission_testutil.c
+             support/faultstore.c LIBS gq_webhook gq_kube)
+gq_unit_test(test_validate_http unit/webhook/test_validate_http.c support/admission_testutil.c
+             support/faultstore.c LIBS gq_webhook gq_kube)
+gq_unit_test(test_validate_queue unit/webhook/test_validate_queue.c support/admission_testutil.c
+             support/faultstore.c LIBS gq_webhook gq_kube)
 
 # /validate as an asynchronous handler of a real server over a slow store:
 # batches larger than the server's threads, a deadline while suspended, a
 # full queue, and stopping with connections suspended.
-gq_unit_test(test_validate_async test_validate_async.c admission_testutil.c faultstore.c
+gq_unit_test(test_validate_async unit/webhook/test_validate_async.c support/admission_testutil.c support/faultstore.c
              LIBS gq_webhook gq_kube)
 
 # The store over the API server: what comes from the informer caches and what
 # is read live (stale caches, scopes without quotas), failed live reads, and
 # concurrent live reads sharing one request; through a fake kube_api.
-gq_unit_test(test_kubestore test_kubestore.c LIBS gq_webhook gq_kube)
+gq_unit_test(test_kubestore unit/webhook/test_kubestore.c LIBS gq_webhook gq_kube)
 
 # End to end against the kube-apiserver stand-in: kubectl-created pods
 # through real webhook processes, then three replicas under 200 concurrent
@@ -36,7 +46,7 @@ gq_standin_script(stale_integration 180)
 # Benchmark (prints figures, never a ctest case): charging throughput and
 # latency against the stand-in, one namespace and 50, over-admission checked.
 if(GQ_BENCH)
-  add_executable(bench_validate bench/bench_validate.c standin_proc.c)
+  add_executable(bench_validate bench/bench_validate.c support/standin_proc.c)
   target_include_directories(bench_validate PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
   target_compile_definitions(bench_validate PRIVATE GQ_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
   target_link_libraries(bench_validate PRIVATE gq_webhook gq_kube gq_core PkgConfig::CURL

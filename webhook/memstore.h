@@ -2,7 +2,7 @@
  * objects `gpuquota admit --state` reads from files. Status updates are
  * conditional on metadata.resourceVersion exactly as the API server's are.
  * Thread-safe. Tests inject conflicts, failures and latency by wrapping its
- * table (test/faultstore.h); the product never does. */
+ * table (test/support/faultstore.h); the product never does. */
 #ifndef WH_MEMSTORE_H
 #define WH_MEMSTORE_H
 

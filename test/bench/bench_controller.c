@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "kube/kube.h"
-#include "standin_proc.h"
+#include "support/standin_proc.h"
 
 static int g_pods = 100000, g_ns = 1000, g_rate = 100, g_secs = 20;
 static kube_client *g_client;

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "kube/kube.h"
-#include "standin_proc.h"
+#include "support/standin_proc.h"
 
 static kube_client *cli;
 

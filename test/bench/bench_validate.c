@@ -36,7 +36,7 @@
 #include "quota/crd.h"
 #include "kube/kube.h"
 #include "webhook/kubestore.h"
-#include "standin_proc.h"
+#include "support/standin_proc.h"
 #include "webhook/validate.h"
 #include "common/yamljson.h"
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "standin.h"
+#include "standin/standin.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -21,7 +21,7 @@
 #include <cmocka.h>
 
 #include "kube/kube.h"
-#include "standin_proc.h"
+#include "support/standin_proc.h"
 
 static const char *standin_bin;
 

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "testjson.h"
+#include "support/testjson.h"
 
 #include "quota/pod.h"
 #include "quota/record.h"

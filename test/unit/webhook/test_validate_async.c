@@ -22,8 +22,8 @@
 
 #include <cmocka.h>
 
-#include "admission_testutil.h"
-#include "faultstore.h"
+#include "support/admission_testutil.h"
+#include "support/faultstore.h"
 #include "webhook/memstore.h"
 #include "http/server.h"
 #include "webhook/validate.h"

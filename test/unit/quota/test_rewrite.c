@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "admission_testutil.h"
+#include "support/admission_testutil.h"
 #include "quota/config.h"
 #include "quota/jsonpatch.h"
 #include "common/jsonutil.h"

@@ -1,5 +1,5 @@
 /* common/: the leaf modules every layer shares (typed JSON members, FNV-1a,
- * RFC 3339 formatting, JSON string escaping). */
+ * RFC 3339 parsing and formatting, JSON string escaping). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -97,6 +97,63 @@ static void rfc3339_format(void **state)
     assert_int_equal(us, 1795791732123456LL);
 }
 
+#define NOW 1795273565LL /* 2026-11-21T15:06:05Z */
+
+static void rfc3339_parse(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *s;
+        int64_t t;
+    } ok[] = {
+        {"1970-01-01T00:00:00Z", 0},
+        {"2026-11-21T15:06:05Z", NOW},
+        {"2026-11-21t15:06:05.999999999z", NOW},
+        {"2026-11-21T16:06:05+01:00", NOW},
+        {"2026-11-21T14:36:05-00:30", NOW},
+        {"2024-02-29T23:59:59Z", 1709251199},
+        {"1969-12-31T23:00:00Z", -3600},
+        {"1969-12-31T23:59:59.5Z", -1}, /* floor, not toward zero */
+    };
+    static const char *const bad[] = {
+        "",
+        "tomorrow",
+        "2026-11-21 15:06:05Z",
+        "2026-11-21T15:06:05",
+        "2026-13-01T00:00:00Z",
+        "2026-02-29T00:00:00Z",
+        "2026-04-31T00:00:00Z",
+        "2026-11-21T24:00:00Z",
+        "2026-11-21T15:06:05.Z",
+        "2026-11-21T15:06:05Zjunk",
+        "2026-11-21T15:06:05+0100",
+    };
+    gq_err err;
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        int64_t t = 42;
+        if (gq_time_parse_rfc3339(ok[i].s, &t, &err) != GQ_OK || t != ok[i].t)
+            fail_msg("%s: got %lld (%s)", ok[i].s, (long long)t, err.msg);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int64_t t = 42;
+        if (gq_time_parse_rfc3339(bad[i], &t, &err) != GQ_EINVAL || t != 42)
+            fail_msg("%s: accepted", bad[i]);
+    }
+    /* Microseconds: the sixth fraction digit kept, later ones truncated. */
+    int64_t us = 0;
+    assert_int_equal(gq_time_parse_rfc3339_us("2026-11-21T15:06:05.1234567Z", &us, &err), GQ_OK);
+    assert_int_equal(us, NOW * 1000000 + 123456);
+    assert_int_equal(gq_time_parse_rfc3339_us("1969-12-31T23:59:59.5Z", &us, &err), GQ_OK);
+    assert_int_equal(us, -500000);
+    char buf[GQ_RFC3339_MAX];
+    gq_time_format_rfc3339(NOW, buf);
+    assert_string_equal(buf, "2026-11-21T15:06:05Z");
+    gq_time_format_rfc3339(-3600, buf);
+    assert_string_equal(buf, "1969-12-31T23:00:00Z");
+    gq_time_format_rfc3339(INT64_MAX, buf);
+    assert_string_equal(buf, "9999-12-31T23:59:59Z");
+}
+
 static void json_escape(void **state)
 {
     (void)state;
@@ -132,9 +189,8 @@ static void json_escape(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(json_members),
-        cmocka_unit_test(fnv1a),
-        cmocka_unit_test(rfc3339_format),
+        cmocka_unit_test(json_members),   cmocka_unit_test(fnv1a),
+        cmocka_unit_test(rfc3339_format), cmocka_unit_test(rfc3339_parse),
         cmocka_unit_test(json_escape),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "admission_testutil.h"
+#include "support/admission_testutil.h"
 #include "webhook/audit.h"
 #include "quota/config.h"
 #include "quota/jsonpatch.h"

@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "testjson.h"
+#include "support/testjson.h"
 
 #include "controller/ctl_int.h"
 

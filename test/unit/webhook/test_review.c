@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "admission_testutil.h"
+#include "support/admission_testutil.h"
 #include "common/base64.h"
 #include "quota/jsonpatch.h"
 #include "common/jsonutil.h"

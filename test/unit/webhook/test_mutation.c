@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "admission_testutil.h"
+#include "support/admission_testutil.h"
 #include "quota/config.h"
 #include "quota/crd.h"
 #include "quota/jsonpatch.h"

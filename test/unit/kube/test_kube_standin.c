@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "kube/kube.h"
-#include "standin_proc.h"
+#include "support/standin_proc.h"
 
 #define TLS GQ_TEST_DATA "/tls/"
 

@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "testjson.h"
+#include "support/testjson.h"
 
 #include "common/json_member.h"
 #include "quota/claimcheck.h"

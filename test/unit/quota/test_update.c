@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "testjson.h"
+#include "support/testjson.h"
 
 #include "quota/update.h"
 

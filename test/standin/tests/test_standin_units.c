@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "standin.h"
+#include "standin/standin.h"
 
 static json_object *J(const char *s)
 {

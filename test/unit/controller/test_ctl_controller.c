@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "testjson.h"
+#include "support/testjson.h"
 
 #include "controller/ctl.h"
 #include "controller/ctl_run.h"

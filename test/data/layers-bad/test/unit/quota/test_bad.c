@@ -1,0 +1,3 @@
+#include "quota/policy.h"
+#include "helper.h"
+#include "testjson.h"

@@ -103,8 +103,9 @@ static int parse_args(int argc, char **argv, admit_opts *o)
         fprintf(stderr, "gpuquota admit: out of memory\n");
         return GQ_EXIT_USAGE;
     }
-    int rc = gq_cli_parse_or_exit("admit", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), pos,
-                                  &n_pos, usage);
+    int rc =
+        gq_cli_parse_or_exit(&(gq_cli_cmd){"admit", opts, sizeof(opts) / sizeof(opts[0]), usage},
+                             argc, argv, pos, &n_pos);
     if (rc < 0 && n_pos != 1) {
         fprintf(stderr, "gpuquota admit: %s\n", n_pos ? "one FILE only" : "FILE is required");
         usage(stderr);

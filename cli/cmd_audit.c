@@ -82,8 +82,9 @@ static int parse_args(int argc, char **argv, audit_opts *o)
         fprintf(stderr, "gpuquota audit: out of memory\n");
         return GQ_EXIT_USAGE;
     }
-    int rc = gq_cli_parse_or_exit("audit", argc, argv, opts, sizeof(opts) / sizeof(opts[0]),
-                                  o->files, &o->n_files, usage);
+    int rc =
+        gq_cli_parse_or_exit(&(gq_cli_cmd){"audit", opts, sizeof(opts) / sizeof(opts[0]), usage},
+                             argc, argv, o->files, &o->n_files);
     o->out = (enum out_format)out;
     if (rc < 0 && o->tenant && !o->state.n) {
         fprintf(stderr, "gpuquota audit: --tenant needs --state FILE with the GPUTenantQuota\n");

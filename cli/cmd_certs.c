@@ -63,8 +63,9 @@ static int cmd_generate(int argc, char **argv)
         {.name = "--san", .kind = GQ_OPT_LIST, .dst = &san_list},
         {.name = "--rotate", .kind = GQ_OPT_FLAG, .dst = &o.rotate},
     };
-    int prc = gq_cli_parse_or_exit("certs generate", argc, argv, opts,
-                                   sizeof(opts) / sizeof(opts[0]), NULL, NULL, usage);
+    int prc = gq_cli_parse_or_exit(
+        &(gq_cli_cmd){"certs generate", opts, sizeof(opts) / sizeof(opts[0]), usage}, argc, argv,
+        NULL, NULL);
     if (prc >= 0)
         return prc;
     o.days = (int)days;
@@ -134,8 +135,9 @@ static int cmd_inspect(int argc, char **argv)
         fprintf(stderr, "gpuquota certs inspect: out of memory\n");
         return GQ_EXIT_USAGE;
     }
-    int prc = gq_cli_parse_or_exit("certs inspect", argc, argv, opts,
-                                   sizeof(opts) / sizeof(opts[0]), files, &n_files, usage);
+    int prc = gq_cli_parse_or_exit(
+        &(gq_cli_cmd){"certs inspect", opts, sizeof(opts) / sizeof(opts[0]), usage}, argc, argv,
+        files, &n_files);
     if (prc < 0 && !n_files) {
         fprintf(stderr, "gpuquota certs inspect: at least one FILE is required\n");
         prc = GQ_EXIT_USAGE;
@@ -259,8 +261,9 @@ static int cmd_inject(int argc, char **argv)
         {.name = "--name", .kind = GQ_OPT_STRING, .dst = &name},
         {.name = "--dry-run", .kind = GQ_OPT_FLAG, .dst = &dry_run},
     };
-    int prc = gq_cli_parse_or_exit("certs inject", argc, argv, opts, sizeof(opts) / sizeof(opts[0]),
-                                   NULL, NULL, usage);
+    int prc = gq_cli_parse_or_exit(
+        &(gq_cli_cmd){"certs inject", opts, sizeof(opts) / sizeof(opts[0]), usage}, argc, argv,
+        NULL, NULL);
     if (prc >= 0)
         return prc;
     if (!ca) {
@@ -334,8 +337,9 @@ static int cmd_reconcile(int argc, char **argv)
         {.name = "--inject", .kind = GQ_OPT_FLAG, .dst = &inject},
         {.name = "--live-bundle", .kind = GQ_OPT_STRING, .dst = &live},
     };
-    int prc = gq_cli_parse_or_exit("certs reconcile", argc, argv, opts,
-                                   sizeof(opts) / sizeof(opts[0]), NULL, NULL, usage);
+    int prc = gq_cli_parse_or_exit(
+        &(gq_cli_cmd){"certs reconcile", opts, sizeof(opts) / sizeof(opts[0]), usage}, argc, argv,
+        NULL, NULL);
     if (prc >= 0)
         return prc;
     if (!ns || !work || !gq_is_dns_label(ns)) {
@@ -383,8 +387,9 @@ static int cmd_delete(int argc, char **argv)
         {.name = "--namespace", .kind = GQ_OPT_STRING, .dst = &ns},
         {.name = "--kubeconfig", .kind = GQ_OPT_STRING, .dst = &kubeconfig},
     };
-    int prc = gq_cli_parse_or_exit("certs delete", argc, argv, opts, sizeof(opts) / sizeof(opts[0]),
-                                   NULL, NULL, usage);
+    int prc = gq_cli_parse_or_exit(
+        &(gq_cli_cmd){"certs delete", opts, sizeof(opts) / sizeof(opts[0]), usage}, argc, argv,
+        NULL, NULL);
     if (prc >= 0)
         return prc;
     if (!ns || !gq_is_dns_label(ns)) {

@@ -113,8 +113,9 @@ static int parse_args(int argc, char **argv, controller_args *a)
          .dst = &a->reservation_grace_ms,
          .fn = parse_duration_ms},
     };
-    return gq_cli_parse_or_exit("controller", argc, argv, opts, sizeof(opts) / sizeof(opts[0]),
-                                NULL, NULL, usage);
+    return gq_cli_parse_or_exit(
+        &(gq_cli_cmd){"controller", opts, sizeof(opts) / sizeof(opts[0]), usage}, argc, argv, NULL,
+        NULL);
 }
 
 /* The running controller: what it set up and frees at the end. */

@@ -784,8 +784,8 @@ int gq_cmd_explain(int argc, char **argv)
         (gq_cli_opt){.name = "--config", .kind = GQ_OPT_NONEMPTY, .dst = &x.config_file};
     opts[GQ_KFLAGS_N + 2] =
         (gq_cli_opt){.name = "--gpuquota-namespace", .kind = GQ_OPT_NONEMPTY, .dst = &x.sys_ns};
-    int parsed =
-        gq_cli_parse_or_exit("explain", argc, argv, opts, GQ_KFLAGS_N + 3, NULL, NULL, usage);
+    int parsed = gq_cli_parse_or_exit(&(gq_cli_cmd){"explain", opts, GQ_KFLAGS_N + 3, usage}, argc,
+                                      argv, NULL, NULL);
     if (parsed >= 0)
         return parsed;
     if (!x.file || x.f.all_namespaces) {

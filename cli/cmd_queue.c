@@ -311,8 +311,8 @@ static int parse_opts(int argc, char **argv, queue_opts *o)
         {.name = "--kubeconfig", .kind = GQ_OPT_NONEMPTY, .dst = &o->kubeconfig},
         {.name = "--config", .kind = GQ_OPT_NONEMPTY, .dst = &o->config},
     };
-    return gq_cli_parse_or_exit("queue", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL,
-                                NULL, usage);
+    return gq_cli_parse_or_exit(&(gq_cli_cmd){"queue", opts, sizeof(opts) / sizeof(opts[0]), usage},
+                                argc, argv, NULL, NULL);
 }
 
 /* The quotas, gated pods and namespaces, from the API server. */

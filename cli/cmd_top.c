@@ -106,7 +106,8 @@ int gq_cmd_top(int argc, char **argv)
     gq_kflags_opts(&f, opts);
     opts[GQ_KFLAGS_N] =
         (gq_cli_opt){.name = "--no-tenants", .kind = GQ_OPT_FLAG, .dst = &no_tenants};
-    int parsed = gq_cli_parse_or_exit("top", argc, argv, opts, GQ_KFLAGS_N + 1, NULL, NULL, usage);
+    int parsed = gq_cli_parse_or_exit(&(gq_cli_cmd){"top", opts, GQ_KFLAGS_N + 1, usage}, argc,
+                                      argv, NULL, NULL);
     if (parsed >= 0)
         return parsed;
     if (f.all_namespaces && f.namespace_) {

@@ -440,8 +440,9 @@ static int parse_args(int argc, char **argv, webhook_args *a)
         {.name = "--client-ca", .kind = GQ_OPT_STRING, .dst = &a->so.client_ca_file},
         {.name = "--client-cn", .kind = GQ_OPT_LIST, .dst = &a->client_cns},
     };
-    int rc = gq_cli_parse_or_exit("webhook", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL,
-                                  NULL, usage);
+    int rc =
+        gq_cli_parse_or_exit(&(gq_cli_cmd){"webhook", opts, sizeof(opts) / sizeof(opts[0]), usage},
+                             argc, argv, NULL, NULL);
     if (rc >= 0)
         return rc;
     gq_err err;

@@ -115,84 +115,110 @@ static void set_time(gq_audit_entry *e)
     }
 }
 
-static gq_code parse_event(json_object *root, gq_audit_entry *e, gq_err *err)
+/* What our own webhooks wrote into an Event's annotations. */
+typedef struct {
+    const char *wh; /* "<webhook name>/..." key naming the webhook */
+    size_t wh_len;
+    const char *decision, *charge, *charged;
+} our_annotations;
+
+/* Our annotations, keyed "<webhook name>/<key>"; a "decision" key names the
+ * webhook over any other. */
+static void read_our_keys(json_object *ann, our_annotations *o)
+{
+    json_object_object_foreach(ann, key, val)
+    {
+        if (!json_object_is_type(val, json_type_string))
+            continue;
+        const char *slash = strrchr(key, '/');
+        if (!slash || !is_our_webhook(key, (size_t)(slash - key)))
+            continue;
+        const char *k = slash + 1, *s = json_object_get_string(val);
+        bool is_decision = !strcmp(k, "decision");
+        if (!o->wh || is_decision) {
+            o->wh = key;
+            o->wh_len = (size_t)(slash - key);
+        }
+        if (is_decision)
+            o->decision = s;
+        else if (!strcmp(k, "charge"))
+            o->charge = s;
+        else if (!strcmp(k, "charged"))
+            o->charged = s;
+    }
+}
+
+/* Without keys of our own, the "mutation.webhook.admission.k8s.io/
+ * round_R_index_I" annotations (a JSON object naming each mutating webhook)
+ * still say which of ours took part. */
+static gq_code read_mutation_rounds(json_object *ann, gq_audit_entry *e, gq_err *err)
 {
     gq_code rc = GQ_OK;
-    json_object *ann = NULL, *status = NULL, *ref = NULL, *user = NULL, *v = NULL;
-    const char *stage = gq_json_get_string(root, "stage");
-    if (stage && strcmp(stage, "ResponseComplete") && strcmp(stage, "Panic"))
-        return gq_err_set(err, GQ_ENOTFOUND, "Event stage %.32s carries no admission outcome",
-                          stage);
-    e->source = GQ_AUDIT_SRC_APISERVER;
-
-    /* Which of our webhooks took part, from the annotations kube-apiserver
-     * keys "<webhook name>/<key>" (ours) and "mutation.webhook.admission.k8s.io/
-     * round_R_index_I" (a JSON object naming each mutating webhook). */
-    const char *wh = NULL, *decision = NULL, *charge = NULL, *charged = NULL;
-    size_t wh_len = 0;
-    if (json_object_object_get_ex(root, "annotations", &ann) && ann) {
-        if (!json_object_is_type(ann, json_type_object))
-            return gq_err_set(err, GQ_EINVAL, "annotations: not an object");
-        json_object_object_foreach(ann, key, val)
-        {
-            if (!json_object_is_type(val, json_type_string))
-                continue;
-            const char *slash = strrchr(key, '/');
-            if (!slash || !is_our_webhook(key, (size_t)(slash - key)))
-                continue;
-            const char *k = slash + 1, *s = json_object_get_string(val);
-            bool is_decision = !strcmp(k, "decision");
-            if (!wh || is_decision) {
-                wh = key;
-                wh_len = (size_t)(slash - key);
-            }
-            if (is_decision)
-                decision = s;
-            else if (!strcmp(k, "charge"))
-                charge = s;
-            else if (!strcmp(k, "charged"))
-                charged = s;
+    json_object_object_foreach(ann, key, val)
+    {
+        if (strncmp(key, "mutation.webhook.admission.k8s.io/", 34) ||
+            !json_object_is_type(val, json_type_string))
+            continue;
+        json_object *m = NULL;
+        const char *txt = json_object_get_string(val);
+        if (gq_json_parse(txt, strlen(txt), 4, &m, NULL) != GQ_OK)
+            continue;
+        const char *name = m ? gq_json_get_string(m, "webhook") : NULL;
+        if (name && is_our_webhook(name, strlen(name))) {
+            e->webhook = short_webhook(name, strlen(name));
+            if (!e->webhook)
+                rc = gq_err_oom(err);
         }
-        if (!wh) {
-            json_object_object_foreach(ann, key2, val2)
-            {
-                if (strncmp(key2, "mutation.webhook.admission.k8s.io/", 34) ||
-                    !json_object_is_type(val2, json_type_string))
-                    continue;
-                json_object *m = NULL;
-                const char *txt = json_object_get_string(val2);
-                if (gq_json_parse(txt, strlen(txt), 4, &m, NULL) != GQ_OK)
-                    continue;
-                const char *name = m ? gq_json_get_string(m, "webhook") : NULL;
-                if (name && is_our_webhook(name, strlen(name))) {
-                    e->webhook = short_webhook(name, strlen(name));
-                    if (!e->webhook)
-                        rc = gq_err_oom(err);
-                }
-                json_object_put(m);
-                if (rc || e->webhook)
-                    break;
-            }
-        }
+        json_object_put(m);
+        if (rc || e->webhook)
+            break;
     }
-    if (rc)
-        return rc;
+    return rc;
+}
 
-    const char *msg = NULL;
-    if (json_object_object_get_ex(root, "responseStatus", &status) && status) {
-        if (!json_object_is_type(status, json_type_object))
-            return gq_err_set(err, GQ_EINVAL, "responseStatus: not an object");
-        if (json_object_object_get_ex(status, "code", &v) && v) {
-            if (!json_object_is_type(v, json_type_int))
-                return gq_err_set(err, GQ_EINVAL, "responseStatus.code: not an integer");
-            int64_t c = json_object_get_int64(v);
-            e->code = c >= 0 && c <= 999 ? (int)c : 0;
-        }
-        msg = gq_json_get_string(status, "message");
+/* Which of our webhooks took part, from the annotations kube-apiserver
+ * keys "<webhook name>/<key>" (ours) and "mutation.webhook.admission.k8s.io/
+ * round_R_index_I" (a JSON object naming each mutating webhook). */
+static gq_code read_annotations(json_object *root, gq_audit_entry *e, our_annotations *o,
+                                gq_err *err)
+{
+    json_object *ann = NULL;
+    if (!json_object_object_get_ex(root, "annotations", &ann) || !ann)
+        return GQ_OK;
+    if (!json_object_is_type(ann, json_type_object))
+        return gq_err_set(err, GQ_EINVAL, "annotations: not an object");
+    read_our_keys(ann, o);
+    return o->wh ? GQ_OK : read_mutation_rounds(ann, e, err);
+}
+
+/* The response's code into e, its message into *msg (borrowed). */
+static gq_code read_response_status(json_object *root, gq_audit_entry *e, const char **msg,
+                                    gq_err *err)
+{
+    json_object *status = NULL, *v = NULL;
+    if (!json_object_object_get_ex(root, "responseStatus", &status) || !status)
+        return GQ_OK;
+    if (!json_object_is_type(status, json_type_object))
+        return gq_err_set(err, GQ_EINVAL, "responseStatus: not an object");
+    if (json_object_object_get_ex(status, "code", &v) && v) {
+        if (!json_object_is_type(v, json_type_int))
+            return gq_err_set(err, GQ_EINVAL, "responseStatus.code: not an integer");
+        int64_t c = json_object_get_int64(v);
+        e->code = c >= 0 && c <= 999 ? (int)c : 0;
     }
+    *msg = gq_json_get_string(status, "message");
+    return GQ_OK;
+}
+
+/* The decision, its reason and the webhook that made it: a failed response's
+ * message names the webhook that denied or failed it, over the annotations. */
+static gq_code read_outcome(gq_audit_entry *e, const char *msg, const our_annotations *o,
+                            gq_err *err)
+{
     const char *name = NULL, *rest = NULL;
     size_t name_len = 0;
-    e->decision = decision && !strcmp(decision, "denied") ? GQ_AUDIT_DENIED : GQ_AUDIT_ALLOWED;
+    e->decision =
+        o->decision && !strcmp(o->decision, "denied") ? GQ_AUDIT_DENIED : GQ_AUDIT_ALLOWED;
     if (msg && e->code >= 400 &&
         quoted_webhook(msg, "admission webhook \"", &name, &name_len, &rest) &&
         !strncmp(rest, " denied the request", 19)) {
@@ -215,19 +241,21 @@ static gq_code parse_event(json_object *root, gq_audit_entry *e, gq_err *err)
     if (name) {
         free(e->webhook);
         e->webhook = short_webhook(name, name_len);
-    } else if (wh && !e->webhook) {
-        e->webhook = short_webhook(wh, wh_len);
+    } else if (o->wh && !e->webhook) {
+        e->webhook = short_webhook(o->wh, o->wh_len);
     } else if (!e->webhook) {
         return gq_err_set(err, GQ_ENOTFOUND, "no gpuquota webhook took part in this request");
     }
     if (!e->webhook)
         return gq_err_oom(err);
+    return GQ_OK;
+}
 
-    if (charge && parse_charge_text(charge, &e->charge))
-        e->has_charge = true;
-    else if (charged && parse_charge_text(charged, &e->charge))
-        e->has_charge = true;
-
+/* Who asked for what, when: the request's id, time, verb, user and object. */
+static gq_code read_request(json_object *root, gq_audit_entry *e, gq_err *err)
+{
+    gq_code rc;
+    json_object *ref = NULL, *user = NULL;
     if ((rc = gq_json_dup_string(root, "auditID", &e->uid, err)) ||
         (rc = gq_json_dup_string(root, "requestReceivedTimestamp", &e->time, err)))
         return rc;
@@ -247,6 +275,28 @@ static gq_code parse_event(json_object *root, gq_audit_entry *e, gq_err *err)
         json_object_is_type(ref, json_type_object) &&
         ((rc = gq_json_dup_string(ref, "namespace", &e->namespace_, err)) ||
          (rc = gq_json_dup_string(ref, "name", &e->name, err))))
+        return rc;
+    return GQ_OK;
+}
+
+static gq_code parse_event(json_object *root, gq_audit_entry *e, gq_err *err)
+{
+    gq_code rc;
+    our_annotations o = {0};
+    const char *msg = NULL;
+    const char *stage = gq_json_get_string(root, "stage");
+    if (stage && strcmp(stage, "ResponseComplete") && strcmp(stage, "Panic"))
+        return gq_err_set(err, GQ_ENOTFOUND, "Event stage %.32s carries no admission outcome",
+                          stage);
+    e->source = GQ_AUDIT_SRC_APISERVER;
+    if ((rc = read_annotations(root, e, &o, err)) ||
+        (rc = read_response_status(root, e, &msg, err)) || (rc = read_outcome(e, msg, &o, err)))
+        return rc;
+    if (o.charge && parse_charge_text(o.charge, &e->charge))
+        e->has_charge = true;
+    else if (o.charged && parse_charge_text(o.charged, &e->charge))
+        e->has_charge = true;
+    if ((rc = read_request(root, e, err)))
         return rc;
     set_time(e);
     return GQ_OK;

@@ -163,44 +163,69 @@ static gq_code append_file(const char *dir, const char *from, const char *to, gq
     return rc;
 }
 
-/* Secret ns/name of type with data {key: dir/key} for keys, labelled as
- * gpuquota's certificate machinery: created, or replaced at the
- * resourceVersion read (a conflict reads again). */
-static gq_code put_secret(const kube_api *api, const char *ns, const char *name, const char *type,
-                          const char *dir, const char *const *keys, size_t n, gq_err *err)
+/* A Secret gpuquota writes: its name, type and the files it holds. */
+typedef struct secret_spec {
+    const char *name, *type;
+    const char *const *keys; /* file names in the work directory, and data keys */
+    size_t n;
+} secret_spec;
+
+/* Secret ns/s->name of s->type, labelled as gpuquota's certificate machinery,
+ * with an empty data object; NULL when out of memory. */
+static json_object *secret_object(const char *ns, const secret_spec *s)
 {
-    char path[700], coll[600];
-    snprintf(coll, sizeof coll, "/api/v1/namespaces/%.253s/secrets", ns);
-    snprintf(path, sizeof path, "%s/%.63s", coll, name);
-    gq_code rc = GQ_OK;
     json_object *body = json_object_new_object(), *meta = json_object_new_object(),
                 *labels = json_object_new_object(), *data = json_object_new_object();
     if (!body || !meta || !labels || !data) {
         json_object_put(meta), json_object_put(labels), json_object_put(data);
         json_object_put(body);
-        return gq_err_oom(err);
+        return NULL;
     }
     json_object_object_add(labels, "app.kubernetes.io/name", json_object_new_string("gpuquota"));
     json_object_object_add(labels, "app.kubernetes.io/component", json_object_new_string("certs"));
-    json_object_object_add(meta, "name", json_object_new_string(name));
+    json_object_object_add(meta, "name", json_object_new_string(s->name));
     json_object_object_add(meta, "namespace", json_object_new_string(ns));
     json_object_object_add(meta, "labels", labels);
     json_object_object_add(body, "apiVersion", json_object_new_string("v1"));
     json_object_object_add(body, "kind", json_object_new_string("Secret"));
     json_object_object_add(body, "metadata", meta);
-    json_object_object_add(body, "type", json_object_new_string(type));
+    json_object_object_add(body, "type", json_object_new_string(s->type));
     json_object_object_add(body, "data", data);
-    for (size_t i = 0; !rc && i < n; i++) {
+    return body;
+}
+
+/* data {key: base64 of dir/key} for the secret's keys. */
+static gq_code add_secret_data(json_object *data, const char *dir, const secret_spec *s,
+                               gq_err *err)
+{
+    gq_code rc = GQ_OK;
+    for (size_t i = 0; !rc && i < s->n; i++) {
         char *raw = NULL, *b64 = NULL;
         size_t len = 0, blen = 0;
-        if (!(rc = read_file(dir, keys[i], &raw, &len, err)) &&
+        if (!(rc = read_file(dir, s->keys[i], &raw, &len, err)) &&
             gq_base64_encode(raw, len, &b64, &blen))
             rc = gq_err_oom(err);
         if (!rc)
-            json_object_object_add(data, keys[i], json_object_new_string(b64));
+            json_object_object_add(data, s->keys[i], json_object_new_string(b64));
         free(raw);
         free(b64);
     }
+    return rc;
+}
+
+/* Secret ns/s->name with data {key: dir/key} for its keys: created, or
+ * replaced at the resourceVersion read (a conflict reads again). */
+static gq_code put_secret(const kube_api *api, const char *ns, const secret_spec *s,
+                          const char *dir, gq_err *err)
+{
+    char path[700], coll[600];
+    snprintf(coll, sizeof coll, "/api/v1/namespaces/%.253s/secrets", ns);
+    snprintf(path, sizeof path, "%s/%.63s", coll, s->name);
+    json_object *body = secret_object(ns, s);
+    if (!body)
+        return gq_err_oom(err);
+    json_object *meta = gq_json_member(body, "metadata");
+    gq_code rc = add_secret_data(gq_json_member(body, "data"), dir, s, err);
     for (int attempt = 0; !rc && attempt < 5; attempt++) {
         json_object *cur = NULL;
         gq_code g = api->get(api->ctx, path, &cur, err);
@@ -219,7 +244,7 @@ static gq_code put_secret(const kube_api *api, const char *ns, const char *name,
             break;
         rc = GQ_OK; /* someone wrote it meanwhile: read again */
         if (attempt == 4)
-            rc = gq_err_set(err, GQ_ECONFLICT, "Secret %s keeps changing", name);
+            rc = gq_err_set(err, GQ_ECONFLICT, "Secret %s keeps changing", s->name);
     }
     json_object_put(body);
     return rc;
@@ -267,8 +292,10 @@ gq_code cli_certs_reconcile(const kube_api *api, const cli_certs_plan *p, bool *
     }
     if (p->inject && (rc = p->inject(p->inject_ud, p->work, err)))
         return rc;
-    if ((rc = put_secret(api, p->ns, SECRET_CA, "Opaque", p->work, ca_keys, 3, err)) ||
-        (rc = put_secret(api, p->ns, SECRET_TLS, "kubernetes.io/tls", p->work, tls_out, 3, err)))
+    static const secret_spec ca_secret = {SECRET_CA, "Opaque", ca_keys, 3};
+    static const secret_spec tls_secret = {SECRET_TLS, "kubernetes.io/tls", tls_out, 3};
+    if ((rc = put_secret(api, p->ns, &ca_secret, p->work, err)) ||
+        (rc = put_secret(api, p->ns, &tls_secret, p->work, err)))
         return rc;
     return GQ_OK;
 }

@@ -172,21 +172,21 @@ gq_cli_parsed gq_cli_parse(int argc, char **argv, const gq_cli_opt *opts, size_t
     return GQ_CLI_PARSED;
 }
 
-int gq_cli_parse_or_exit(const char *cmd, int argc, char **argv, const gq_cli_opt *opts, size_t n,
-                         const char **pos, size_t *n_pos, void (*usage)(FILE *f))
+int gq_cli_parse_or_exit(const gq_cli_cmd *cmd, int argc, char **argv, const char **pos,
+                         size_t *n_pos)
 {
     gq_err err;
     gq_err_clear(&err);
-    switch (gq_cli_parse(argc, argv, opts, n, pos, n_pos, &err)) {
+    switch (gq_cli_parse(argc, argv, cmd->opts, cmd->n_opts, pos, n_pos, &err)) {
     case GQ_CLI_PARSED:
         return -1;
     case GQ_CLI_HELP:
-        usage(stdout);
+        cmd->usage(stdout);
         return GQ_EXIT_OK;
     case GQ_CLI_BAD:
         break;
     }
-    fprintf(stderr, "gpuquota %s: %s\n", cmd, err.msg);
-    usage(stderr);
+    fprintf(stderr, "gpuquota %s: %s\n", cmd->name, err.msg);
+    cmd->usage(stderr);
     return GQ_EXIT_USAGE;
 }

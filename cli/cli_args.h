@@ -13,7 +13,8 @@
  *         {.name = "--resync", .kind = GQ_OPT_FN, .dst = &o->resync_ms, .fn = parse_ms},
  *         {.name = "--denied", .kind = GQ_OPT_FLAG, .dst = &o->denied},
  *     };
- *     int rc = gq_cli_parse_or_exit("admit", argc, argv, opts, n_opts, pos, &n_pos, usage);
+ *     int rc = gq_cli_parse_or_exit(&(gq_cli_cmd){"admit", opts, n_opts, usage}, argc, argv,
+ *                                   pos, &n_pos);
  *
  * and keeps parsing (argv into an options struct) apart from wiring (the
  * struct into the program). Values follow as "--name VALUE", "--name=VALUE"
@@ -82,13 +83,21 @@ typedef enum gq_cli_parsed {
 gq_cli_parsed gq_cli_parse(int argc, char **argv, const gq_cli_opt *opts, size_t n,
                            const char **pos, size_t *n_pos, gq_err *err);
 
-/* gq_cli_parse, then what every subcommand does with the outcome: on help,
- * usage(stdout); on an error, "gpuquota CMD: MESSAGE" and usage(stderr)
- * (cmd: "admit", "certs generate", ...). Returns -1 when the command goes
- * on, else its exit status (GQ_EXIT_OK after help, GQ_EXIT_USAGE after an
- * error). */
-int gq_cli_parse_or_exit(const char *cmd, int argc, char **argv, const gq_cli_opt *opts, size_t n,
-                         const char **pos, size_t *n_pos, void (*usage)(FILE *f));
+/* A subcommand as its parser sees it: its name in messages ("admit",
+ * "certs generate", ...), its option table and its usage text. */
+typedef struct gq_cli_cmd {
+    const char *name;
+    const gq_cli_opt *opts;
+    size_t n_opts;
+    void (*usage)(FILE *f);
+} gq_cli_cmd;
+
+/* gq_cli_parse of cmd's options, then what every subcommand does with the
+ * outcome: on help, usage(stdout); on an error, "gpuquota NAME: MESSAGE"
+ * and usage(stderr). Returns -1 when the command goes on, else its exit
+ * status (GQ_EXIT_OK after help, GQ_EXIT_USAGE after an error). */
+int gq_cli_parse_or_exit(const gq_cli_cmd *cmd, int argc, char **argv, const char **pos,
+                         size_t *n_pos);
 
 /* The configuration of --config FILE, or the embedded default when path is
  * NULL. Errors carry "file:line: message". Caller frees *out. */

@@ -103,8 +103,9 @@ static int parse_args(int argc, char **argv, admit_opts *o)
         fprintf(stderr, "gpuquota admit: out of memory\n");
         return GQ_EXIT_USAGE;
     }
-    int rc = gq_cli_parse_or_exit("admit", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), pos,
-                                  &n_pos, usage);
+    int rc =
+        gq_cli_parse_or_exit(&(gq_cli_cmd){"admit", opts, sizeof(opts) / sizeof(opts[0]), usage},
+                             argc, argv, pos, &n_pos);
     if (rc < 0 && n_pos != 1) {
         fprintf(stderr, "gpuquota admit: %s\n", n_pos ? "one FILE only" : "FILE is required");
         usage(stderr);
@@ -535,110 +536,156 @@ static void print_mutation_json(const gq_config *cfg, const admit_result *r, boo
     json_object_put(o);
 }
 
+/* One run of the command: what it read, decided and must free. */
+typedef struct admit_run {
+    const admit_opts *o;
+    const char *name; /* the input's name in messages */
+    gq_config *cfg;
+    char *buf;
+    size_t len, n_docs;
+    json_object **docs, *review;
+    bool recorded; /* the input was a recorded review */
+    wh_review_request req;
+    bool have_req;
+    wh_memstore *ms;
+    wh_store st;
+    bool is_pod; /* the webhook rewrites it: its cost is explained */
+    admit_result r;
+    mutation m;
+    gq_err err;
+} admit_run;
+
+static void admit_run_init(admit_run *run, const admit_opts *o)
+{
+    memset(run, 0, sizeof(*run));
+    run->o = o;
+    run->name = strcmp(o->file, "-") ? o->file : "<stdin>";
+    gq_pod_init(&run->r.pod);
+    gq_err_clear(&run->err);
+}
+
+static void admit_run_dispose(admit_run *run)
+{
+    mutation_dispose(&run->m);
+    wh_memstore_free(run->ms);
+    if (run->have_req)
+        wh_review_request_dispose(&run->req);
+    json_object_put(run->review);
+    gq_pod_dispose(&run->r.pod);
+    gq_yaml_docs_free(run->docs, run->n_docs);
+    free(run->buf);
+    gq_config_free(run->cfg);
+}
+
+/* The configuration, and the one object of the input as an AdmissionReview. */
+static gq_code read_review(admit_run *run)
+{
+    gq_code rc;
+    if ((rc = gq_cli_load_config(run->o->config, &run->cfg, &run->err)) ||
+        (rc = gq_cli_read_file(run->o->file, INPUT_MAX, &run->buf, &run->len, &run->err)) ||
+        (rc = gq_yaml_load(run->buf, run->len, run->name, &run->docs, &run->n_docs, &run->err)))
+        return rc;
+    if (run->n_docs != 1)
+        return gq_err_set(&run->err, GQ_EINVAL, "%s: expected one object, found %zu documents",
+                          run->name, run->n_docs);
+    if ((rc = review_of(run->o, run->docs[0], &run->review, &run->recorded, &run->err)))
+        gq_err_prefix(&run->err, "%s", run->name);
+    return rc;
+}
+
+/* The review through the webhook's own decoder (an AdmissionReview it would
+ * refuse, 400, is bad input here), and the cluster of --state (none: an
+ * empty one) for both decisions. */
+static gq_code load_cluster(admit_run *run)
+{
+    gq_code rc = wh_review_decode_json(run->review, &run->req, &run->err);
+    run->review = NULL;
+    if (rc) {
+        gq_err_prefix(&run->err, "%s", run->name);
+        return rc;
+    }
+    run->have_req = true;
+    if ((rc = wh_memstore_new(&run->ms, &run->err)) ||
+        (rc = load_state(run->cfg, run->o, run->ms, &run->err)))
+        return rc;
+    wh_memstore_store(run->ms, &run->st);
+    return GQ_OK;
+}
+
+/* Both webhooks' decisions on the review, and the cost that explains them. */
+static gq_code decide(admit_run *run)
+{
+    gq_code rc;
+    admit_result *r = &run->r;
+    /* Pods the webhook rewrites get their cost explained; anything else
+     * (other kinds, operations, exempt namespaces) only the decision. */
+    run->is_pod = wh_mutate_applies(run->cfg, &run->req);
+    if (run->is_pod && (rc = evaluate(run->cfg, run->req.object, r))) {
+        run->err = r->err;
+        return rc;
+    }
+    if ((rc = mutate(run->cfg, &run->req, &run->st, &run->m, &run->err)))
+        return rc;
+    /* The decision is the webhooks'; the cost explains it. A choice of
+     * models or DRA claims are known only after the mutation: then it is
+     * priced on the rewritten pod. */
+    if (run->is_pod && run->m.resp.allowed && run->m.pod &&
+        (!r->allowed || r->pod.cost.claims_unpriced)) {
+        gq_err e2;
+        /* r->pod is replaced only when the rewritten pod prices. */
+        bool repriced = gq_pod_decode(run->cfg, run->m.pod, &(gq_pod_scope){.admission = true},
+                                      &r->pod, &e2) == GQ_OK;
+        (void)repriced;
+    }
+    r->allowed = run->m.resp.allowed;
+    if (!r->allowed)
+        gq_err_set(&r->err, GQ_EDENIED, "%s", run->m.resp.message ? run->m.resp.message : "");
+    if (r->allowed && (rc = validate(run->cfg, &run->st, &run->req, &run->m, r, &run->err)))
+        return rc;
+    if (run->recorded)
+        drop_managed_fields(run->m.pod);
+    return GQ_OK;
+}
+
+static void print_decision(const admit_run *run)
+{
+    if (run->o->patch_only) {
+        puts(json_text(run->m.patch, JSON_C_TO_STRING_PLAIN));
+    } else if (run->o->json) {
+        print_mutation_json(run->cfg, &run->r, run->is_pod, &run->m);
+    } else {
+        if (run->is_pod)
+            print_text(run->cfg, &run->r);
+        else
+            print_review_text(&run->req, &run->r);
+        print_mutation_text(&run->r, &run->m);
+    }
+}
+
 int gq_cmd_admit(int argc, char **argv)
 {
     admit_opts o;
-    admit_result r;
-    mutation m;
-    wh_review_request req;
-    wh_memstore *ms = NULL;
-    wh_store st;
-    bool have_req = false;
-    gq_config *cfg = NULL;
-    char *buf = NULL;
-    size_t len = 0, n_docs = 0;
-    json_object **docs = NULL, *review = NULL;
-    gq_err err;
+    admit_run run;
     int status = GQ_EXIT_USAGE;
     int a = parse_args(argc, argv, &o);
     if (a >= 0)
         return a;
-    memset(&r, 0, sizeof(r));
-    memset(&m, 0, sizeof(m));
-    gq_pod_init(&r.pod);
-    gq_err_clear(&err);
-    const char *name = strcmp(o.file, "-") ? o.file : "<stdin>";
-    if (gq_cli_load_config(o.config, &cfg, &err) ||
-        gq_cli_read_file(o.file, INPUT_MAX, &buf, &len, &err) ||
-        gq_yaml_load(buf, len, name, &docs, &n_docs, &err))
+    admit_run_init(&run, &o);
+    if (read_review(&run))
         goto fail;
-    if (n_docs != 1) {
-        gq_err_set(&err, GQ_EINVAL, "%s: expected one object, found %zu documents", name, n_docs);
-        goto fail;
-    }
-    bool recorded = false;
-    if (review_of(&o, docs[0], &review, &recorded, &err)) {
-        gq_err_prefix(&err, "%s", name);
-        goto fail;
-    }
     if (o.review_only) {
-        puts(json_text(review, JSON_C_TO_STRING_PLAIN));
+        puts(json_text(run.review, JSON_C_TO_STRING_PLAIN));
         status = GQ_EXIT_OK;
         goto out;
     }
-    /* The webhook's own decoder: an AdmissionReview it would refuse (400)
-     * is bad input here. */
-    gq_code rc = wh_review_decode_json(review, &req, &err);
-    review = NULL;
-    if (rc) {
-        gq_err_prefix(&err, "%s", name);
+    if (load_cluster(&run) || decide(&run))
         goto fail;
-    }
-    have_req = true;
-    /* The cluster of --state (none: an empty one) for both decisions. */
-    if (wh_memstore_new(&ms, &err) || load_state(cfg, &o, ms, &err))
-        goto fail;
-    wh_memstore_store(ms, &st);
-    /* Pods the webhook rewrites get their cost explained; anything else
-     * (other kinds, operations, exempt namespaces) only the decision. */
-    bool is_pod = wh_mutate_applies(cfg, &req);
-    if (is_pod && evaluate(cfg, req.object, &r)) {
-        err = r.err;
-        goto fail;
-    }
-    if (mutate(cfg, &req, &st, &m, &err))
-        goto fail;
-    /* The decision is the webhooks'; the cost explains it. A choice of
-     * models or DRA claims are known only after the mutation: then it is
-     * priced on the rewritten pod. */
-    if (is_pod && m.resp.allowed && m.pod && (!r.allowed || r.pod.cost.claims_unpriced)) {
-        gq_err e2;
-        /* r.pod is replaced only when the rewritten pod prices. */
-        bool repriced =
-            gq_pod_decode(cfg, m.pod, &(gq_pod_scope){.admission = true}, &r.pod, &e2) == GQ_OK;
-        (void)repriced;
-    }
-    r.allowed = m.resp.allowed;
-    if (!r.allowed)
-        gq_err_set(&r.err, GQ_EDENIED, "%s", m.resp.message ? m.resp.message : "");
-    if (r.allowed && validate(cfg, &st, &req, &m, &r, &err))
-        goto fail;
-    if (recorded)
-        drop_managed_fields(m.pod);
-    if (o.patch_only) {
-        puts(json_text(m.patch, JSON_C_TO_STRING_PLAIN));
-    } else if (o.json) {
-        print_mutation_json(cfg, &r, is_pod, &m);
-    } else {
-        if (is_pod)
-            print_text(cfg, &r);
-        else
-            print_review_text(&req, &r);
-        print_mutation_text(&r, &m);
-    }
-    status = r.allowed ? GQ_EXIT_OK : GQ_EXIT_DENIED;
+    print_decision(&run);
+    status = run.r.allowed ? GQ_EXIT_OK : GQ_EXIT_DENIED;
     goto out;
 fail:
-    fprintf(stderr, "gpuquota admit: %s\n", err.msg);
+    fprintf(stderr, "gpuquota admit: %s\n", run.err.msg);
 out:
-    mutation_dispose(&m);
-    wh_memstore_free(ms);
-    if (have_req)
-        wh_review_request_dispose(&req);
-    json_object_put(review);
-    gq_pod_dispose(&r.pod);
-    gq_yaml_docs_free(docs, n_docs);
-    free(buf);
-    gq_config_free(cfg);
+    admit_run_dispose(&run);
     return status;
 }

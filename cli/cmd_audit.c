@@ -82,8 +82,9 @@ static int parse_args(int argc, char **argv, audit_opts *o)
         fprintf(stderr, "gpuquota audit: out of memory\n");
         return GQ_EXIT_USAGE;
     }
-    int rc = gq_cli_parse_or_exit("audit", argc, argv, opts, sizeof(opts) / sizeof(opts[0]),
-                                  o->files, &o->n_files, usage);
+    int rc =
+        gq_cli_parse_or_exit(&(gq_cli_cmd){"audit", opts, sizeof(opts) / sizeof(opts[0]), usage},
+                             argc, argv, o->files, &o->n_files);
     o->out = (enum out_format)out;
     if (rc < 0 && o->tenant && !o->state.n) {
         fprintf(stderr, "gpuquota audit: --tenant needs --state FILE with the GPUTenantQuota\n");
@@ -343,56 +344,42 @@ static gq_code read_stream(audit_run *r, FILE *f)
     return rc;
 }
 
-int gq_cmd_audit(int argc, char **argv)
+/* The filter of the options (with --state's tenant); GQ_EXIT_OK, else
+ * GQ_EXIT_USAGE with the message printed. */
+static int make_filter(const audit_opts *o, audit_state *st, gq_audit_filter *filter)
 {
-    audit_opts o;
-    audit_state st;
-    audit_run run;
-    gq_audit_filter filter;
     gq_err err;
-    int status = GQ_EXIT_OK;
-    memset(&st, 0, sizeof(st));
-    memset(&run, 0, sizeof(run));
-    memset(&filter, 0, sizeof(filter));
-    int prc = parse_args(argc, argv, &o);
-    if (prc >= 0) {
-        free(o.files);
-        return prc;
-    }
-    if (o.since && gq_audit_parse_since(o.since, (int64_t)time(NULL), &filter.since, &err)) {
+    if (o->since && gq_audit_parse_since(o->since, (int64_t)time(NULL), &filter->since, &err)) {
         fprintf(stderr, "gpuquota audit: %s\n", err.msg);
-        status = GQ_EXIT_USAGE;
-        goto out;
+        return GQ_EXIT_USAGE;
     }
-    filter.has_since = o.since != NULL;
-    filter.namespace_ = o.namespace_;
-    filter.user = o.user;
-    filter.webhook = o.webhook;
-    filter.denied_only = o.denied;
-    if (o.state.n && state_load(&o, &st, &err)) {
+    filter->has_since = o->since != NULL;
+    filter->namespace_ = o->namespace_;
+    filter->user = o->user;
+    filter->webhook = o->webhook;
+    filter->denied_only = o->denied;
+    if (o->state.n && state_load(o, st, &err)) {
         fprintf(stderr, "gpuquota audit: --state: %s\n", err.msg);
-        status = GQ_EXIT_USAGE;
-        goto out;
+        return GQ_EXIT_USAGE;
     }
-    if (o.tenant) {
-        filter.tenant = st.tenant;
-        filter.ns_names = st.ns_names;
-        filter.ns_labels = st.ns_labels;
-        filter.n_ns = st.n_ns;
+    if (o->tenant) {
+        filter->tenant = st->tenant;
+        filter->ns_names = st->ns_names;
+        filter->ns_labels = st->ns_labels;
+        filter->n_ns = st->n_ns;
     }
-    run.o = &o;
-    run.filter = &filter;
-    gq_audit_summary_init(&run.summary);
-    if (!(run.line = malloc(GQ_AUDIT_LINE_MAX))) {
-        fprintf(stderr, "gpuquota audit: out of memory\n");
-        status = GQ_EXIT_USAGE;
-        goto out;
-    }
-    if (o.out == OUT_TABLE)
-        print_table_header();
+    return GQ_EXIT_OK;
+}
+
+/* Every file of the command line (stdin without any), in order; a file that
+ * cannot be opened or read is reported and the next one read. */
+static int read_files(audit_run *run)
+{
     static const char *const stdin_only[] = {"-"};
-    const char *const *files = o.n_files ? o.files : stdin_only;
-    size_t n_files = o.n_files ? o.n_files : 1;
+    const audit_opts *o = run->o;
+    const char *const *files = o->n_files ? o->files : stdin_only;
+    size_t n_files = o->n_files ? o->n_files : 1;
+    int status = GQ_EXIT_OK;
     for (size_t i = 0; i < n_files; i++) {
         bool is_stdin = !strcmp(files[i], "-");
         FILE *f = is_stdin ? stdin : fopen(files[i], "rb");
@@ -401,7 +388,7 @@ int gq_cmd_audit(int argc, char **argv)
             status = GQ_EXIT_USAGE;
             continue;
         }
-        gq_code rc = read_stream(&run, f);
+        gq_code rc = read_stream(run, f);
         if (!rc && ferror(f)) {
             fprintf(stderr, "gpuquota audit: %s: read error\n", files[i]);
             status = GQ_EXIT_USAGE;
@@ -410,22 +397,62 @@ int gq_cmd_audit(int argc, char **argv)
             fclose(f);
         if (rc) {
             fprintf(stderr, "gpuquota audit: %s: %s\n", files[i], gq_strerror(rc));
-            status = GQ_EXIT_USAGE;
-            break;
+            return GQ_EXIT_USAGE;
         }
     }
-    if (o.out == OUT_SUMMARY)
-        print_summary(&run.summary);
-    fflush(stdout);
-    if (run.counts.malformed || run.counts.too_long || run.counts.other)
+    return status;
+}
+
+static void report_skipped(const audit_counts *c)
+{
+    if (c->malformed || c->too_long || c->other)
         fprintf(stderr,
                 "gpuquota audit: %llu records read; skipped %llu malformed lines, %llu lines "
                 "longer than %zu bytes, %llu lines that are not admission records\n",
-                run.counts.records, run.counts.malformed, run.counts.too_long, GQ_AUDIT_LINE_MAX,
-                run.counts.other);
+                c->records, c->malformed, c->too_long, GQ_AUDIT_LINE_MAX, c->other);
+}
+
+/* Read, filter and print; the exit status. */
+static int review(const audit_opts *o, const gq_audit_filter *filter)
+{
+    audit_run run;
+    memset(&run, 0, sizeof(run));
+    run.o = o;
+    run.filter = filter;
+    gq_audit_summary_init(&run.summary);
+    int status = GQ_EXIT_USAGE;
+    if (!(run.line = malloc(GQ_AUDIT_LINE_MAX))) {
+        fprintf(stderr, "gpuquota audit: out of memory\n");
+        goto out;
+    }
+    if (o->out == OUT_TABLE)
+        print_table_header();
+    status = read_files(&run);
+    if (o->out == OUT_SUMMARY)
+        print_summary(&run.summary);
+    fflush(stdout);
+    report_skipped(&run.counts);
 out:
     free(run.line);
     gq_audit_summary_dispose(&run.summary);
+    return status;
+}
+
+int gq_cmd_audit(int argc, char **argv)
+{
+    audit_opts o;
+    audit_state st;
+    gq_audit_filter filter;
+    memset(&st, 0, sizeof(st));
+    memset(&filter, 0, sizeof(filter));
+    int status = parse_args(argc, argv, &o);
+    if (status >= 0) {
+        free(o.files);
+        return status;
+    }
+    status = make_filter(&o, &st, &filter);
+    if (status == GQ_EXIT_OK)
+        status = review(&o, &filter);
     state_dispose(&st);
     free(o.files);
     return status;

@@ -63,8 +63,9 @@ static int cmd_generate(int argc, char **argv)
         {.name = "--san", .kind = GQ_OPT_LIST, .dst = &san_list},
         {.name = "--rotate", .kind = GQ_OPT_FLAG, .dst = &o.rotate},
     };
-    int prc = gq_cli_parse_or_exit("certs generate", argc, argv, opts,
-                                   sizeof(opts) / sizeof(opts[0]), NULL, NULL, usage);
+    int prc = gq_cli_parse_or_exit(
+        &(gq_cli_cmd){"certs generate", opts, sizeof(opts) / sizeof(opts[0]), usage}, argc, argv,
+        NULL, NULL);
     if (prc >= 0)
         return prc;
     o.days = (int)days;
@@ -92,6 +93,33 @@ bad:
     return GQ_EXIT_USAGE;
 }
 
+/* One certificate of file (its index in the file, -1 when it holds one);
+ * false when it is not valid now or expires within warn_days. */
+static bool print_cert(const char *file, long index, const certs_info *ci, time_t now,
+                       long warn_days)
+{
+    char nb[GQ_RFC3339_MAX], na[GQ_RFC3339_MAX];
+    const char *status = "ok";
+    long left = certs_days_left(ci, now);
+    gq_time_format_rfc3339(ci->not_before, nb);
+    gq_time_format_rfc3339(ci->not_after, na);
+    if (ci->not_after <= now)
+        status = "EXPIRED";
+    else if (ci->not_before > now)
+        status = "NOT YET VALID";
+    else if (difftime(ci->not_after, now) < (double)warn_days * 86400)
+        status = "EXPIRES SOON";
+    printf("%s", file);
+    if (index >= 0)
+        printf(" [%ld]", index);
+    printf(":\n  subject:    %s\n  issuer:     %s\n  CA:         %s\n"
+           "  SANs:       %s\n  not before: %s\n  not after:  %s\n"
+           "  days left:  %ld\n  status:     %s\n",
+           ci->subject, ci->issuer, ci->is_ca ? "yes" : "no", ci->sans[0] ? ci->sans : "(none)", nb,
+           na, left, status);
+    return !strcmp(status, "ok");
+}
+
 static int cmd_inspect(int argc, char **argv)
 {
     long warn_days = 30;
@@ -107,8 +135,9 @@ static int cmd_inspect(int argc, char **argv)
         fprintf(stderr, "gpuquota certs inspect: out of memory\n");
         return GQ_EXIT_USAGE;
     }
-    int prc = gq_cli_parse_or_exit("certs inspect", argc, argv, opts,
-                                   sizeof(opts) / sizeof(opts[0]), files, &n_files, usage);
+    int prc = gq_cli_parse_or_exit(
+        &(gq_cli_cmd){"certs inspect", opts, sizeof(opts) / sizeof(opts[0]), usage}, argc, argv,
+        files, &n_files);
     if (prc < 0 && !n_files) {
         fprintf(stderr, "gpuquota certs inspect: at least one FILE is required\n");
         prc = GQ_EXIT_USAGE;
@@ -126,30 +155,9 @@ static int cmd_inspect(int argc, char **argv)
             free(files);
             return GQ_EXIT_USAGE;
         }
-        for (size_t k = 0; k < n; k++) {
-            const certs_info *ci = &list[k];
-            char nb[GQ_RFC3339_MAX], na[GQ_RFC3339_MAX];
-            const char *status = "ok";
-            long left = certs_days_left(ci, now);
-            gq_time_format_rfc3339(ci->not_before, nb);
-            gq_time_format_rfc3339(ci->not_after, na);
-            if (ci->not_after <= now)
-                status = "EXPIRED";
-            else if (ci->not_before > now)
-                status = "NOT YET VALID";
-            else if (difftime(ci->not_after, now) < (double)warn_days * 86400)
-                status = "EXPIRES SOON";
-            if (strcmp(status, "ok"))
+        for (size_t k = 0; k < n; k++)
+            if (!print_cert(files[i], n > 1 ? (long)k : -1, &list[k], now, warn_days))
                 rc = GQ_EXIT_DENIED;
-            printf("%s", files[i]);
-            if (n > 1)
-                printf(" [%zu]", k);
-            printf(":\n  subject:    %s\n  issuer:     %s\n  CA:         %s\n"
-                   "  SANs:       %s\n  not before: %s\n  not after:  %s\n"
-                   "  days left:  %ld\n  status:     %s\n",
-                   ci->subject, ci->issuer, ci->is_ca ? "yes" : "no",
-                   ci->sans[0] ? ci->sans : "(none)", nb, na, left, status);
-        }
         free(list);
     }
     free(files);
@@ -163,6 +171,31 @@ static const struct {
     {"mutatingwebhookconfigurations", "mutatingwebhookconfiguration"},
     {"validatingwebhookconfigurations", "validatingwebhookconfiguration"},
 };
+
+/* The line for one configuration; false when it was not found. */
+static bool print_injected(const char *kind, const char *name, const certs_inject_result *r)
+{
+    const char *plural = r->webhooks == 1 ? "" : "s";
+    switch (r->state) {
+    case CERTS_INJECT_NOT_FOUND:
+        printf("%s/%s: not found, skipped\n", kind, name);
+        return false;
+    case CERTS_INJECT_UNCHANGED:
+        printf("%s/%s: caBundle unchanged (%zu webhook%s)\n", kind, name, r->webhooks, plural);
+        break;
+    case CERTS_INJECT_WOULD_UPDATE:
+        printf("%s/%s: caBundle would be updated (%zu of %zu webhook%s) (dry run)\n", kind, name,
+               r->changed, r->webhooks, plural);
+        break;
+    case CERTS_INJECT_UPDATED:
+        printf("%s/%s: caBundle updated (%zu webhook%s)", kind, name, r->webhooks, plural);
+        if (r->conflicts)
+            printf(" after %u conflict%s", r->conflicts, r->conflicts == 1 ? "" : "s");
+        printf("\n");
+        break;
+    }
+    return true;
+}
 
 /* Inject the bundle into both configurations and print one line for each.
  * Returns the exit status. */
@@ -194,26 +227,8 @@ static int inject_all(const char *kubeconfig, const char *name, const char *b64,
             rc = GQ_EXIT_DENIED;
             continue;
         }
-        const char *plural = r.webhooks == 1 ? "" : "s";
-        switch (r.state) {
-        case CERTS_INJECT_NOT_FOUND:
-            printf("%s/%s: not found, skipped\n", kind, name);
-            continue;
-        case CERTS_INJECT_UNCHANGED:
-            printf("%s/%s: caBundle unchanged (%zu webhook%s)\n", kind, name, r.webhooks, plural);
-            break;
-        case CERTS_INJECT_WOULD_UPDATE:
-            printf("%s/%s: caBundle would be updated (%zu of %zu webhook%s) (dry run)\n", kind,
-                   name, r.changed, r.webhooks, plural);
-            break;
-        case CERTS_INJECT_UPDATED:
-            printf("%s/%s: caBundle updated (%zu webhook%s)", kind, name, r.webhooks, plural);
-            if (r.conflicts)
-                printf(" after %u conflict%s", r.conflicts, r.conflicts == 1 ? "" : "s");
-            printf("\n");
-            break;
-        }
-        found++;
+        if (print_injected(kind, name, &r))
+            found++;
     }
     if (found == 0 && rc == GQ_EXIT_OK) {
         fprintf(stderr,
@@ -246,8 +261,9 @@ static int cmd_inject(int argc, char **argv)
         {.name = "--name", .kind = GQ_OPT_STRING, .dst = &name},
         {.name = "--dry-run", .kind = GQ_OPT_FLAG, .dst = &dry_run},
     };
-    int prc = gq_cli_parse_or_exit("certs inject", argc, argv, opts, sizeof(opts) / sizeof(opts[0]),
-                                   NULL, NULL, usage);
+    int prc = gq_cli_parse_or_exit(
+        &(gq_cli_cmd){"certs inject", opts, sizeof(opts) / sizeof(opts[0]), usage}, argc, argv,
+        NULL, NULL);
     if (prc >= 0)
         return prc;
     if (!ca) {
@@ -321,8 +337,9 @@ static int cmd_reconcile(int argc, char **argv)
         {.name = "--inject", .kind = GQ_OPT_FLAG, .dst = &inject},
         {.name = "--live-bundle", .kind = GQ_OPT_STRING, .dst = &live},
     };
-    int prc = gq_cli_parse_or_exit("certs reconcile", argc, argv, opts,
-                                   sizeof(opts) / sizeof(opts[0]), NULL, NULL, usage);
+    int prc = gq_cli_parse_or_exit(
+        &(gq_cli_cmd){"certs reconcile", opts, sizeof(opts) / sizeof(opts[0]), usage}, argc, argv,
+        NULL, NULL);
     if (prc >= 0)
         return prc;
     if (!ns || !work || !gq_is_dns_label(ns)) {
@@ -370,8 +387,9 @@ static int cmd_delete(int argc, char **argv)
         {.name = "--namespace", .kind = GQ_OPT_STRING, .dst = &ns},
         {.name = "--kubeconfig", .kind = GQ_OPT_STRING, .dst = &kubeconfig},
     };
-    int prc = gq_cli_parse_or_exit("certs delete", argc, argv, opts, sizeof(opts) / sizeof(opts[0]),
-                                   NULL, NULL, usage);
+    int prc = gq_cli_parse_or_exit(
+        &(gq_cli_cmd){"certs delete", opts, sizeof(opts) / sizeof(opts[0]), usage}, argc, argv,
+        NULL, NULL);
     if (prc >= 0)
         return prc;
     if (!ns || !gq_is_dns_label(ns)) {

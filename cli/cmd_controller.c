@@ -102,93 +102,127 @@ static int parse_args(int argc, char **argv, controller_args *a)
          .dst = &a->reservation_grace_ms,
          .fn = parse_duration_ms},
     };
-    return gq_cli_parse_or_exit("controller", argc, argv, opts, sizeof(opts) / sizeof(opts[0]),
-                                NULL, NULL, usage);
+    return gq_cli_parse_or_exit(
+        &(gq_cli_cmd){"controller", opts, sizeof(opts) / sizeof(opts[0]), usage}, argc, argv, NULL,
+        NULL);
+}
+
+/* The running controller: what it set up and frees at the end. */
+typedef struct controller_run {
+    wh_server_options so;
+    sigset_t sigs;
+    gq_config *cfg;
+    kube_config *kc;
+    kube_client *client;
+    kube_api api;
+    http_metrics *registry; /* the controller's families and the server's */
+    ctl_controller *ctl;
+    wh_server *srv;
+} controller_run;
+
+/* Signals are taken synchronously by this thread: block them before any
+ * other thread exists so every thread inherits the mask. */
+static void block_signals(sigset_t *sigs)
+{
+    sigemptyset(sigs);
+    sigaddset(sigs, SIGTERM);
+    sigaddset(sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, sigs, NULL);
+}
+
+/* The configuration and a client of the API server. */
+static gq_code connect_cluster(controller_run *r, const controller_args *a, gq_err *err)
+{
+    gq_code rc;
+    if ((rc = gq_cli_load_config(a->config_path, &r->cfg, err)) ||
+        (rc = kube_config_load_default(a->kubeconfig, NULL, &r->kc, err)) ||
+        (rc = kube_client_new(r->kc, NULL, &r->client, err)))
+        return rc;
+    kube_client_api(r->client, &r->api);
+    return GQ_OK;
+}
+
+/* The controller, and the server of its /metrics, /healthz and /readyz. */
+static gq_code start(controller_run *r, const controller_args *a, gq_err *err)
+{
+    gq_code rc;
+    ctl_controller_opts co = {.leader_elect = a->leader_elect,
+                              .lease_namespace = a->lease_namespace,
+                              .lease_name = a->lease_name,
+                              .reservation_grace_ms = a->reservation_grace_ms,
+                              .api = &r->api,
+                              .cfg = r->cfg,
+                              .workers = (unsigned)a->workers,
+                              .resync_ms = a->resync_ms};
+    if ((rc = http_metrics_new(GQ_VERSION, &r->registry)))
+        return gq_err_oom(err);
+    co.metrics = r->so.metrics = r->registry;
+    if ((rc = ctl_controller_new(&co, &r->ctl, err)) ||
+        (rc = wh_server_new(&r->so, &r->srv, err)) || (rc = wh_server_start(r->srv, err)))
+        return rc;
+    GQ_INFO("metrics listening on port %u", wh_server_port(r->srv));
+    if ((rc = ctl_controller_start(r->ctl, err)))
+        return rc;
+    GQ_INFO("controller started (API server %s%s)", r->kc->server,
+            a->leader_elect ? ", leader election on" : "");
+    return GQ_OK;
+}
+
+/* Ready while the controller's caches are synced, until SIGTERM or SIGINT;
+ * then stop reconciling and serving. */
+static void run_until_stopped(controller_run *r)
+{
+    int sig = 0;
+    struct timespec tick = {.tv_sec = 0, .tv_nsec = 200 * 1000000L};
+    for (;;) {
+        sig = sigtimedwait(&r->sigs, NULL, &tick);
+        if (sig == SIGTERM || sig == SIGINT)
+            break;
+        bool synced = ctl_controller_synced(r->ctl);
+        if (wh_server_is_ready(r->srv) != synced)
+            wh_server_set_ready(r->srv, synced);
+    }
+    GQ_INFO("received %s: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    wh_server_set_ready(r->srv, false);
+    ctl_controller_stop(r->ctl);
+    wh_server_stop(r->srv, 1000);
+    GQ_INFO("stopped");
+}
+
+static void teardown(controller_run *r)
+{
+    wh_server_free(r->srv);
+    ctl_controller_free(r->ctl);
+    http_metrics_free(r->registry);
+    kube_client_free(r->client);
+    kube_config_free(r->kc);
+    gq_config_free(r->cfg);
 }
 
 int gq_cmd_controller(int argc, char **argv)
 {
     controller_args a;
-    ctl_controller_opts co = {0};
-    wh_server_options so = {.insecure_plain_http = true, .threads = 1, .version = GQ_VERSION};
-    gq_config *cfg = NULL;
-    kube_config *kc = NULL;
-    kube_client *client = NULL;
-    kube_api api;
-    ctl_controller *ctl = NULL;
-    http_metrics *registry = NULL;
-    wh_server *srv = NULL;
+    controller_run r;
     gq_err err;
     int exit_code;
-    sigset_t sigs;
 
     gq_log_init();
     gq_err_clear(&err);
     if ((exit_code = parse_args(argc, argv, &a)) >= 0)
         return exit_code;
-    const char *config_path = a.config_path, *kubeconfig = a.kubeconfig;
-    long workers = a.workers, resync_ms = a.resync_ms;
-    so.listen = a.metrics_listen;
-    co.leader_elect = a.leader_elect;
-    co.lease_namespace = a.lease_namespace;
-    co.lease_name = a.lease_name;
-    co.reservation_grace_ms = a.reservation_grace_ms;
-
-    /* Signals are taken synchronously by this thread: block them before any
-     * other thread exists so every thread inherits the mask. */
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-
-    if (gq_cli_load_config(config_path, &cfg, &err) ||
-        kube_config_load_default(kubeconfig, NULL, &kc, &err) ||
-        kube_client_new(kc, NULL, &client, &err))
-        goto fail;
-    kube_client_api(client, &api);
-    co.api = &api;
-    co.cfg = cfg;
-    co.workers = (unsigned)workers;
-    co.resync_ms = resync_ms;
-    if (http_metrics_new(GQ_VERSION, &registry))
-        goto fail;
-    co.metrics = so.metrics = registry;
-    if (ctl_controller_new(&co, &ctl, &err) || wh_server_new(&so, &srv, &err) ||
-        wh_server_start(srv, &err))
-        goto fail;
-    GQ_INFO("metrics listening on port %u", wh_server_port(srv));
-    if (ctl_controller_start(ctl, &err))
-        goto fail;
-    GQ_INFO("controller started (API server %s%s)", kc->server,
-            co.leader_elect ? ", leader election on" : "");
-
-    int sig = 0;
-    struct timespec tick = {.tv_sec = 0, .tv_nsec = 200 * 1000000L};
-    for (;;) {
-        sig = sigtimedwait(&sigs, NULL, &tick);
-        if (sig == SIGTERM || sig == SIGINT)
-            break;
-        bool synced = ctl_controller_synced(ctl);
-        if (wh_server_is_ready(srv) != synced)
-            wh_server_set_ready(srv, synced);
+    memset(&r, 0, sizeof(r));
+    r.so = (wh_server_options){.insecure_plain_http = true,
+                               .threads = 1,
+                               .version = GQ_VERSION,
+                               .listen = a.metrics_listen};
+    block_signals(&r.sigs);
+    if (connect_cluster(&r, &a, &err) || start(&r, &a, &err)) {
+        GQ_ERROR("%s", err.msg[0] ? err.msg : "out of memory");
+        exit_code = 1;
+    } else {
+        run_until_stopped(&r);
+        exit_code = GQ_EXIT_OK;
     }
-    GQ_INFO("received %s: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-    wh_server_set_ready(srv, false);
-    ctl_controller_stop(ctl);
-    wh_server_stop(srv, 1000);
-    GQ_INFO("stopped");
-    exit_code = GQ_EXIT_OK;
-    goto out;
-
-fail:
-    GQ_ERROR("%s", err.msg[0] ? err.msg : "out of memory");
-    exit_code = 1;
-out:
-    wh_server_free(srv);
-    ctl_controller_free(ctl);
-    http_metrics_free(registry);
-    kube_client_free(client);
-    kube_config_free(kc);
-    gq_config_free(cfg);
+    teardown(&r);
     return exit_code;
 }

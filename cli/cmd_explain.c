@@ -249,41 +249,6 @@ static void add_line(json_object *s, const char *fmt, ...)
     gq_strbuf_dispose(&b);
 }
 
-static gq_code find_governing(const gq_objs *quotas, const gq_objs *lrs, json_object *pod,
-                              const char *ns, json_object *ns_labels, governing *g,
-                              json_object *notes, gq_err *err)
-{
-    gq_pod_facts facts;
-    gq_code rc = gq_pod_facts_from_json(pod, ns, &facts, err);
-    if (rc)
-        return rc;
-    if ((quotas->n && !(g->quotas = calloc(quotas->n, sizeof(*g->quotas)))) ||
-        (lrs->n && !(g->lrs = calloc(lrs->n, sizeof(*g->lrs)))))
-        return gq_err_oom(err);
-    for (size_t i = 0; i < quotas->n; i++) {
-        gq_quota *q = NULL;
-        gq_err e;
-        if (gq_quota_parse(quotas->v[i], &q, &e)) {
-            add_line(notes, "a quota does not parse: %s", e.msg);
-            continue;
-        }
-        if (gq_quota_matches(q, &facts, ns_labels))
-            g->quotas[g->n_quotas++] = q;
-        else
-            gq_quota_free(q);
-    }
-    for (size_t i = 0; i < lrs->n; i++) {
-        gq_limit_range *lr = NULL;
-        gq_err e;
-        if (gq_limit_range_parse(lrs->v[i], &lr, &e)) {
-            add_line(notes, "a GPULimitRange does not parse: %s", e.msg);
-            continue;
-        }
-        g->lrs[g->n_lrs++] = lr;
-    }
-    return GQ_OK;
-}
-
 /* ---- the report ------------------------------------------------------------ */
 
 static json_object *cost_json(const gq_config *cfg, const gq_pod_cost *c)
@@ -386,59 +351,93 @@ static bool model_allowed(const gq_limit_item *it, const char *model)
     return false;
 }
 
+/* One item of a GPULimitRange as the report shows it. */
+static json_object *limit_item_json(const gq_limit_item *it)
+{
+    json_object *j = json_object_new_object();
+    json_object_object_add(
+        j, "type", json_object_new_string(it->type == GQ_LIMIT_CONTAINER ? "Container" : "Pod"));
+    if (it->has_min)
+        json_object_object_add(j, "min", bytes_json(it->min.v[GQ_KEY_GPU_MEMORY]));
+    if (it->has_max)
+        json_object_object_add(j, "max", bytes_json(it->max.v[GQ_KEY_GPU_MEMORY]));
+    if (it->has_default)
+        json_object_object_add(j, "default", bytes_json(it->def.v[GQ_KEY_GPU_MEMORY]));
+    if (it->has_max_gpus)
+        json_object_object_add(j, "maxGPUs", json_object_new_int64(it->max_gpus));
+    if (it->n_allowed_models) {
+        json_object *m = json_object_new_array();
+        for (size_t k = 0; k < it->n_allowed_models; k++)
+            json_object_array_add(m, json_object_new_string(it->allowed_models[k]));
+        json_object_object_add(j, "allowedModels", m);
+    }
+    return j;
+}
+
+/* Suggestions for the containers a Container item's limits refuse: what each
+ * limit compares, as gq_limit_validate compares it. */
+static void container_suggestions(const gq_limit_item *it, const char *lr_name,
+                                  const gq_pod_cost *cost, json_object *suggestions)
+{
+    char a[GQ_QUANTITY_STR_MAX], b[GQ_QUANTITY_STR_MAX];
+    for (size_t c = 0; c < cost->n_ctrs; c++) {
+        const gq_ctr_cost *k = &cost->ctrs[c];
+        int64_t total = k->charged_per_gpu * k->gpus;
+        gq_format_bytes(total, b);
+        if (it->has_max && total > it->max.v[GQ_KEY_GPU_MEMORY]) {
+            gq_format_bytes(it->max.v[GQ_KEY_GPU_MEMORY], a);
+            add_line(suggestions,
+                     "ask for at most %s of gpu-memory in container %s (it asks %s; "
+                     "GPULimitRange %s)",
+                     a, k->name, b, lr_name);
+        }
+        if (it->has_min && total < it->min.v[GQ_KEY_GPU_MEMORY]) {
+            gq_format_bytes(it->min.v[GQ_KEY_GPU_MEMORY], a);
+            add_line(suggestions,
+                     "ask for at least %s of gpu-memory in container %s (it asks %s; "
+                     "GPULimitRange %s)",
+                     a, k->name, b, lr_name);
+        }
+        if (it->has_max_gpus && k->gpus > it->max_gpus)
+            add_line(suggestions, "use at most %" PRId64 " GPUs in container %s (GPULimitRange %s)",
+                     it->max_gpus, k->name, lr_name);
+    }
+}
+
+/* The suggestion to pick one of an item's allowed models. */
+static void model_suggestion(const gq_limit_item *it, const char *lr_name, json_object *suggestions)
+{
+    char list[600];
+    size_t len = 0;
+    list[0] = '\0';
+    for (size_t k = 0; k < it->n_allowed_models && len < sizeof(list); k++) {
+        int w =
+            snprintf(list + len, sizeof(list) - len, "%s%s", k ? ", " : "", it->allowed_models[k]);
+        if (w < 0)
+            break;
+        len += (size_t)w;
+    }
+    add_line(suggestions,
+             "pick an allowed GPU model with annotation gpuquota.io/gpu-model: %s "
+             "(GPULimitRange %s)",
+             list, lr_name);
+}
+
 /* A GPULimitRange's items, and suggestions for the ones the pod breaks. */
 static json_object *limit_range_json(const gq_limit_range *lr, const gq_pod_cost *cost,
                                      json_object *suggestions)
 {
     json_object *o = json_object_new_object(), *items = json_object_new_array();
-    char a[GQ_QUANTITY_STR_MAX], b[GQ_QUANTITY_STR_MAX];
+    char a[GQ_QUANTITY_STR_MAX];
     json_object_object_add(o, "name", json_object_new_string(lr->name));
     for (size_t i = 0; i < lr->n_items; i++) {
         const gq_limit_item *it = &lr->items[i];
         bool ctr = it->type == GQ_LIMIT_CONTAINER;
-        json_object *j = json_object_new_object();
-        json_object_object_add(j, "type", json_object_new_string(ctr ? "Container" : "Pod"));
-        if (it->has_min)
-            json_object_object_add(j, "min", bytes_json(it->min.v[GQ_KEY_GPU_MEMORY]));
-        if (it->has_max)
-            json_object_object_add(j, "max", bytes_json(it->max.v[GQ_KEY_GPU_MEMORY]));
-        if (it->has_default)
-            json_object_object_add(j, "default", bytes_json(it->def.v[GQ_KEY_GPU_MEMORY]));
-        if (it->has_max_gpus)
-            json_object_object_add(j, "maxGPUs", json_object_new_int64(it->max_gpus));
-        if (it->n_allowed_models) {
-            json_object *m = json_object_new_array();
-            for (size_t k = 0; k < it->n_allowed_models; k++)
-                json_object_array_add(m, json_object_new_string(it->allowed_models[k]));
-            json_object_object_add(j, "allowedModels", m);
-        }
-        json_object_array_add(items, j);
+        json_object_array_add(items, limit_item_json(it));
         if (!cost || !cost->n_ctrs)
             continue;
-        /* What each limit compares, as gq_limit_validate compares it. */
-        for (size_t c = 0; ctr && c < cost->n_ctrs; c++) {
-            const gq_ctr_cost *k = &cost->ctrs[c];
-            int64_t total = k->charged_per_gpu * k->gpus;
-            gq_format_bytes(total, b);
-            if (it->has_max && total > it->max.v[GQ_KEY_GPU_MEMORY]) {
-                gq_format_bytes(it->max.v[GQ_KEY_GPU_MEMORY], a);
-                add_line(suggestions,
-                         "ask for at most %s of gpu-memory in container %s (it asks %s; "
-                         "GPULimitRange %s)",
-                         a, k->name, b, lr->name);
-            }
-            if (it->has_min && total < it->min.v[GQ_KEY_GPU_MEMORY]) {
-                gq_format_bytes(it->min.v[GQ_KEY_GPU_MEMORY], a);
-                add_line(suggestions,
-                         "ask for at least %s of gpu-memory in container %s (it asks %s; "
-                         "GPULimitRange %s)",
-                         a, k->name, b, lr->name);
-            }
-            if (it->has_max_gpus && k->gpus > it->max_gpus)
-                add_line(suggestions,
-                         "use at most %" PRId64 " GPUs in container %s (GPULimitRange %s)",
-                         it->max_gpus, k->name, lr->name);
-        }
+        if (ctr)
+            container_suggestions(it, lr->name, cost, suggestions);
         if (!ctr && it->has_max && cost->gpu_memory > it->max.v[GQ_KEY_GPU_MEMORY]) {
             gq_format_bytes(it->max.v[GQ_KEY_GPU_MEMORY], a);
             add_line(suggestions,
@@ -446,22 +445,8 @@ static json_object *limit_range_json(const gq_limit_range *lr, const gq_pod_cost
                      lr->name);
         }
         if (it->n_allowed_models &&
-            !model_allowed(it, cost->model_pinned && cost->model ? cost->model->name : NULL)) {
-            char list[600];
-            size_t len = 0;
-            list[0] = '\0';
-            for (size_t k = 0; k < it->n_allowed_models && len < sizeof(list); k++) {
-                int w = snprintf(list + len, sizeof(list) - len, "%s%s", k ? ", " : "",
-                                 it->allowed_models[k]);
-                if (w < 0)
-                    break;
-                len += (size_t)w;
-            }
-            add_line(suggestions,
-                     "pick an allowed GPU model with annotation gpuquota.io/gpu-model: %s "
-                     "(GPULimitRange %s)",
-                     list, lr->name);
-        }
+            !model_allowed(it, cost->model_pinned && cost->model ? cost->model->name : NULL))
+            model_suggestion(it, lr->name, suggestions);
     }
     json_object_object_add(o, "limits", items);
     return o;
@@ -475,70 +460,86 @@ static const char *jstr(json_object *o, const char *key, const char *dflt)
     return s ? s : dflt;
 }
 
-static void print_text(json_object *r)
+static void print_cost(json_object *r)
 {
-    json_object *cost = gq_json_member(r, "cost"), *v;
-    printf("Pod:        %s/%s\n", jstr(r, "namespace", "?"), jstr(r, "pod", "?"));
-    printf("Config:     %s\n", jstr(r, "config", "?"));
-    if (cost) {
-        const char *model = jstr(cost, "model", NULL);
-        printf("Cost:       gpu-memory=%s gpus=%" PRId64 " gpu-pods=%" PRId64 "%s%s%s\n",
-               jstr(cost, "gpu-memory", "0"), json_object_get_int64(gq_json_member(cost, "gpus")),
-               json_object_get_int64(gq_json_member(cost, "gpu-pods")), model ? " (model " : "",
-               model ? model : "",
-               model ? (json_object_get_boolean(gq_json_member(cost, "modelPinned")) ? ", pinned)"
-                                                                                     : ", default)")
-                     : "");
-        json_object *ctrs = gq_json_member(cost, "containers");
-        for (size_t i = 0; ctrs && i < json_object_array_length(ctrs); i++) {
-            json_object *c = json_object_array_get_idx(ctrs, i);
-            printf("            container %s: %s -> %" PRId64 " GPU(s) x %s%s\n",
-                   jstr(c, "name", "?"), jstr(c, "request", "?"),
-                   json_object_get_int64(gq_json_member(c, "gpus")), jstr(c, "chargedPerGPU", "?"),
-                   json_object_get_boolean(gq_json_member(c, "exclusive")) ? " (whole)" : "");
-        }
-    } else {
+    json_object *cost = gq_json_member(r, "cost");
+    if (!cost) {
         printf("Cost:       none: %s\n", jstr(r, "costError", "no GPU asked"));
+        return;
     }
+    const char *model = jstr(cost, "model", NULL);
+    printf("Cost:       gpu-memory=%s gpus=%" PRId64 " gpu-pods=%" PRId64 "%s%s%s\n",
+           jstr(cost, "gpu-memory", "0"), json_object_get_int64(gq_json_member(cost, "gpus")),
+           json_object_get_int64(gq_json_member(cost, "gpu-pods")), model ? " (model " : "",
+           model ? model : "",
+           model ? (json_object_get_boolean(gq_json_member(cost, "modelPinned")) ? ", pinned)"
+                                                                                 : ", default)")
+                 : "");
+    json_object *ctrs = gq_json_member(cost, "containers");
+    for (size_t i = 0; ctrs && i < json_object_array_length(ctrs); i++) {
+        json_object *c = json_object_array_get_idx(ctrs, i);
+        printf("            container %s: %s -> %" PRId64 " GPU(s) x %s%s\n", jstr(c, "name", "?"),
+               jstr(c, "request", "?"), json_object_get_int64(gq_json_member(c, "gpus")),
+               jstr(c, "chargedPerGPU", "?"),
+               json_object_get_boolean(gq_json_member(c, "exclusive")) ? " (whole)" : "");
+    }
+}
+
+static void print_quota(json_object *q)
+{
+    json_object *res = gq_json_member(q, "resources");
+    const char *ns = jstr(q, "namespace", NULL);
+    printf("  %s %s%s%s\n", jstr(q, "kind", "?"), ns ? ns : "", ns ? "/" : "",
+           jstr(q, "name", "?"));
+    for (size_t j = 0; res && j < json_object_array_length(res); j++) {
+        json_object *x = json_object_array_get_idx(res, j);
+        printf("    %-11s in use %-8s + this pod %-8s of hard %-8s %s\n", jstr(x, "resource", "?"),
+               jstr(x, "inUse", "?"), jstr(x, "request", "?"), jstr(x, "hard", "?"),
+               json_object_get_boolean(gq_json_member(x, "fits")) ? "fits" : "EXCEEDED");
+    }
+}
+
+static void print_limit_range(json_object *r, json_object *l)
+{
+    json_object *items = gq_json_member(l, "limits"), *v;
+    printf("  GPULimitRange %s/%s\n", jstr(r, "namespace", "?"), jstr(l, "name", "?"));
+    for (size_t j = 0; items && j < json_object_array_length(items); j++) {
+        json_object *it = json_object_array_get_idx(items, j);
+        printf("    %-9s", jstr(it, "type", "?"));
+        static const char *const keys[] = {"min", "default", "max"};
+        for (size_t k = 0; k < 3; k++)
+            if ((v = gq_json_member(it, keys[k])))
+                printf(" %s %s", keys[k], json_object_get_string(v));
+        if ((v = gq_json_member(it, "maxGPUs")))
+            printf(" maxGPUs %s", json_object_get_string(v));
+        if ((v = gq_json_member(it, "allowedModels"))) {
+            printf(" allowedModels");
+            for (size_t k = 0; k < json_object_array_length(v); k++)
+                printf("%s%s", k ? "," : " ",
+                       json_object_get_string(json_object_array_get_idx(v, k)));
+        }
+        printf("\n");
+    }
+}
+
+static void print_governing(json_object *r)
+{
     json_object *quotas = gq_json_member(r, "quotas"), *lrs = gq_json_member(r, "limitRanges");
     size_t nq = quotas ? json_object_array_length(quotas) : 0;
     size_t nl = lrs ? json_object_array_length(lrs) : 0;
     printf("Governed by:%s\n", nq || nl ? "" : " no GPUQuota, GPUTenantQuota or GPULimitRange");
-    for (size_t i = 0; i < nq; i++) {
-        json_object *q = json_object_array_get_idx(quotas, i),
-                    *res = gq_json_member(q, "resources");
-        const char *ns = jstr(q, "namespace", NULL);
-        printf("  %s %s%s%s\n", jstr(q, "kind", "?"), ns ? ns : "", ns ? "/" : "",
-               jstr(q, "name", "?"));
-        for (size_t j = 0; res && j < json_object_array_length(res); j++) {
-            json_object *x = json_object_array_get_idx(res, j);
-            printf("    %-11s in use %-8s + this pod %-8s of hard %-8s %s\n",
-                   jstr(x, "resource", "?"), jstr(x, "inUse", "?"), jstr(x, "request", "?"),
-                   jstr(x, "hard", "?"),
-                   json_object_get_boolean(gq_json_member(x, "fits")) ? "fits" : "EXCEEDED");
-        }
-    }
-    for (size_t i = 0; i < nl; i++) {
-        json_object *l = json_object_array_get_idx(lrs, i), *items = gq_json_member(l, "limits");
-        printf("  GPULimitRange %s/%s\n", jstr(r, "namespace", "?"), jstr(l, "name", "?"));
-        for (size_t j = 0; items && j < json_object_array_length(items); j++) {
-            json_object *it = json_object_array_get_idx(items, j);
-            printf("    %-9s", jstr(it, "type", "?"));
-            static const char *const keys[] = {"min", "default", "max"};
-            for (size_t k = 0; k < 3; k++)
-                if ((v = gq_json_member(it, keys[k])))
-                    printf(" %s %s", keys[k], json_object_get_string(v));
-            if ((v = gq_json_member(it, "maxGPUs")))
-                printf(" maxGPUs %s", json_object_get_string(v));
-            if ((v = gq_json_member(it, "allowedModels"))) {
-                printf(" allowedModels");
-                for (size_t k = 0; k < json_object_array_length(v); k++)
-                    printf("%s%s", k ? "," : " ",
-                           json_object_get_string(json_object_array_get_idx(v, k)));
-            }
-            printf("\n");
-        }
-    }
+    for (size_t i = 0; i < nq; i++)
+        print_quota(json_object_array_get_idx(quotas, i));
+    for (size_t i = 0; i < nl; i++)
+        print_limit_range(r, json_object_array_get_idx(lrs, i));
+}
+
+static void print_text(json_object *r)
+{
+    printf("Pod:        %s/%s\n", jstr(r, "namespace", "?"), jstr(r, "pod", "?"));
+    printf("Config:     %s\n", jstr(r, "config", "?"));
+    print_cost(r);
+    print_governing(r);
     bool admitted = json_object_get_boolean(gq_json_member(r, "admitted"));
     printf("Admission:  %s (server dry run)\n", admitted ? "would be admitted" : "refused");
     if (!admitted)
@@ -586,6 +587,43 @@ static void explain_dispose(explain *x)
     free(x->buf);
     free(x->ns);
     kube_client_free(x->c);
+}
+
+/* The quotas that govern the pod and the namespace's GPULimitRanges, into
+ * x->g; objects that do not parse are noted. */
+static gq_code find_governing(explain *x, gq_err *err)
+{
+    const gq_objs *quotas = &x->quotas, *lrs = &x->lrs;
+    governing *g = &x->g;
+    gq_pod_facts facts;
+    gq_code rc = gq_pod_facts_from_json(x->pod, x->ns, &facts, err);
+    if (rc)
+        return rc;
+    if ((quotas->n && !(g->quotas = calloc(quotas->n, sizeof(*g->quotas)))) ||
+        (lrs->n && !(g->lrs = calloc(lrs->n, sizeof(*g->lrs)))))
+        return gq_err_oom(err);
+    for (size_t i = 0; i < quotas->n; i++) {
+        gq_quota *q = NULL;
+        gq_err e;
+        if (gq_quota_parse(quotas->v[i], &q, &e)) {
+            add_line(x->notes, "a quota does not parse: %s", e.msg);
+            continue;
+        }
+        if (gq_quota_matches(q, &facts, x->ns_labels))
+            g->quotas[g->n_quotas++] = q;
+        else
+            gq_quota_free(q);
+    }
+    for (size_t i = 0; i < lrs->n; i++) {
+        gq_limit_range *lr = NULL;
+        gq_err e;
+        if (gq_limit_range_parse(lrs->v[i], &lr, &e)) {
+            add_line(x->notes, "a GPULimitRange does not parse: %s", e.msg);
+            continue;
+        }
+        g->lrs[g->n_lrs++] = lr;
+    }
+    return GQ_OK;
 }
 
 /* The one Pod of -f, in the namespace kubectl's rule gives it (the object's,
@@ -746,8 +784,8 @@ int gq_cmd_explain(int argc, char **argv)
         (gq_cli_opt){.name = "--config", .kind = GQ_OPT_NONEMPTY, .dst = &x.config_file};
     opts[GQ_KFLAGS_N + 2] =
         (gq_cli_opt){.name = "--gpuquota-namespace", .kind = GQ_OPT_NONEMPTY, .dst = &x.sys_ns};
-    int parsed =
-        gq_cli_parse_or_exit("explain", argc, argv, opts, GQ_KFLAGS_N + 3, NULL, NULL, usage);
+    int parsed = gq_cli_parse_or_exit(&(gq_cli_cmd){"explain", opts, GQ_KFLAGS_N + 3, usage}, argc,
+                                      argv, NULL, NULL);
     if (parsed >= 0)
         return parsed;
     if (!x.file || x.f.all_namespaces) {
@@ -764,7 +802,7 @@ int gq_cmd_explain(int argc, char **argv)
     report_start(&x);
     /* The cluster decides; the governing objects and the price explain it. */
     if (read_objects(&x, &err) || server_dry_run(x.c, x.ns, x.pod, &x.d, &err) ||
-        find_governing(&x.quotas, &x.lrs, x.pod, x.ns, x.ns_labels, &x.g, x.notes, &err))
+        find_governing(&x, &err))
         goto fail;
     report_price(&x);
     report_end(&x);

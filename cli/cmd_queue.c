@@ -117,10 +117,119 @@ static const char *strategy_name(const gq_quota *q)
     return q->strategy == GQ_QUEUE_STRICT ? "StrictFIFO" : "BestEffortFIFO";
 }
 
+/* The pods of pods[0..n) quota q charges, in queue order, into line;
+ * returns how many. */
+static size_t queue_of(const gq_quota *q, qpod *pods, size_t n, json_object *nss, qpod **line)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (gq_quota_limits(q, &pods[i].charge) &&
+            gq_quota_matches(q, &pods[i].facts, ns_labels(nss, pods[i].ns)))
+            line[m++] = &pods[i];
+    if (m)
+        qsort(line, m, sizeof(*line), ref_cmp);
+    return m;
+}
+
+static int64_t pod_age(const qpod *p, int64_t now)
+{
+    return p->e.created_us ? now - p->e.created_us / 1000000 : 0;
+}
+
+/* One queue's table rows: the quota named on its first. */
+static void print_queue_text(const gq_quota *q, qpod **line, size_t m, int64_t now)
+{
+    char qname[300];
+    snprintf(qname, sizeof qname, "%s%s%s%s",
+             q->kind == GQ_QUOTA_TENANT ? "GPUTenantQuota " : "GPUQuota ",
+             q->namespace_ ? q->namespace_ : "", q->namespace_ ? "/" : "", q->name);
+    for (size_t i = 0; i < m; i++) {
+        qpod *p = line[i];
+        char mem[GQ_QUANTITY_STR_MAX], age[32], pod[300];
+        gq_amount_format(&p->charge, GQ_KEY_GPU_MEMORY, mem);
+        age_text(pod_age(p, now), age, sizeof age);
+        snprintf(pod, sizeof pod, "%s/%s", p->ns, p->name);
+        printf("%-32s %-14s %4zu  %-40s %8" PRId32 " %10s %-20s %s\n", i ? "" : qname,
+               i ? "" : strategy_name(q), i + 1, pod, p->e.priority, mem,
+               p->group.present ? p->group.name : "-", age);
+    }
+}
+
+static void add_quota_fields(json_object *jq, const gq_quota *q)
+{
+    json_object_object_add(jq, "kind",
+                           json_object_new_string(q->kind == GQ_QUOTA_TENANT
+                                                      ? GQ_KIND_GPUTENANTQUOTA
+                                                      : GQ_KIND_GPUQUOTA));
+    if (q->namespace_)
+        json_object_object_add(jq, "namespace", json_object_new_string(q->namespace_));
+    json_object_object_add(jq, "name", json_object_new_string(q->name));
+    json_object_object_add(
+        jq, "whenExceeded",
+        json_object_new_string(q->when_exceeded == GQ_WHEN_QUEUE ? "Queue" : "Deny"));
+    json_object_object_add(jq, "queueingStrategy", json_object_new_string(strategy_name(q)));
+    json_object_object_add(jq, "hard", gq_amounts_to_json(&q->hard));
+    json_object_object_add(jq, "used", gq_amounts_to_json(&q->used));
+}
+
+static void add_pod_fields(json_object *o, const qpod *p, size_t pos, int64_t now)
+{
+    json_object_object_add(o, "position", json_object_new_int64((int64_t)pos));
+    json_object_object_add(o, "namespace", json_object_new_string(p->ns));
+    json_object_object_add(o, "name", json_object_new_string(p->name));
+    json_object_object_add(o, "uid", json_object_new_string(p->uid));
+    json_object_object_add(o, "priority", json_object_new_int(p->e.priority));
+    json_object_object_add(o, "charge", gq_amounts_to_json(&p->charge));
+    if (p->group.present) {
+        json_object_object_add(o, "podGroup", json_object_new_string(p->group.name));
+        json_object_object_add(o, "podGroupSize", json_object_new_int64(p->group.size));
+    }
+    json_object_object_add(o, "ageSeconds", json_object_new_int64(pod_age(p, now)));
+}
+
+/* One queue appended to out as {kind, ..., pods}; GQ_ENOMEM or GQ_OK. */
+static gq_code add_queue_json(json_object *out, const gq_quota *q, qpod **line, size_t m,
+                              int64_t now)
+{
+    json_object *jq = json_object_new_object(), *jp = json_object_new_array();
+    if (!jq || !jp || json_object_array_add(out, jq)) {
+        json_object_put(jq);
+        json_object_put(jp);
+        return GQ_ENOMEM;
+    }
+    add_quota_fields(jq, q);
+    json_object_object_add(jq, "pods", jp);
+    for (size_t i = 0; i < m; i++) {
+        json_object *o = json_object_new_object();
+        if (!o || json_object_array_add(jp, o)) {
+            json_object_put(o);
+            return GQ_ENOMEM;
+        }
+        add_pod_fields(o, line[i], i + 1, now);
+    }
+    return GQ_OK;
+}
+
+/* {"queues": out} printed; takes out. */
+static gq_code print_json_doc(json_object *out)
+{
+    json_object *doc = json_object_new_object();
+    if (!doc) {
+        json_object_put(out);
+        return GQ_ENOMEM;
+    }
+    json_object_object_add(doc, "queues", out);
+    printf("%s\n", json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY |
+                                                           JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(doc);
+    return GQ_OK;
+}
+
 /* Print the queues of quotas over pods; returns GQ_ENOMEM or GQ_OK. */
 static gq_code print_queues(gq_quota **qs, size_t nq, qpod *pods, size_t n, json_object *nss,
                             bool json, int64_t now)
 {
+    gq_code rc = GQ_OK;
     qpod **line = n ? calloc(n, sizeof(*line)) : NULL;
     json_object *out = json ? json_object_new_array() : NULL;
     if ((n && !line) || (json && !out)) {
@@ -131,94 +240,22 @@ static gq_code print_queues(gq_quota **qs, size_t nq, qpod *pods, size_t n, json
     if (!json)
         printf("%-32s %-14s %4s  %-40s %8s %10s %-20s %s\n", "QUOTA", "STRATEGY", "POS", "POD",
                "PRIORITY", "GPU-MEMORY", "GROUP", "AGE");
-    for (size_t j = 0; j < nq; j++) {
-        size_t m = 0;
-        for (size_t i = 0; i < n; i++)
-            if (gq_quota_limits(qs[j], &pods[i].charge) &&
-                gq_quota_matches(qs[j], &pods[i].facts, ns_labels(nss, pods[i].ns)))
-                line[m++] = &pods[i];
+    for (size_t j = 0; j < nq && !rc; j++) {
+        size_t m = queue_of(qs[j], pods, n, nss, line);
         if (!m)
             continue;
-        qsort(line, m, sizeof(*line), ref_cmp);
-        char qname[300];
-        snprintf(qname, sizeof qname, "%s%s%s%s",
-                 qs[j]->kind == GQ_QUOTA_TENANT ? "GPUTenantQuota " : "GPUQuota ",
-                 qs[j]->namespace_ ? qs[j]->namespace_ : "", qs[j]->namespace_ ? "/" : "",
-                 qs[j]->name);
-        json_object *jq = NULL, *jp = NULL;
-        if (json) {
-            jq = json_object_new_object();
-            jp = json_object_new_array();
-            if (!jq || !jp || json_object_array_add(out, jq)) {
-                json_object_put(jq);
-                json_object_put(jp);
-                json_object_put(out);
-                free(line);
-                return GQ_ENOMEM;
-            }
-            json_object_object_add(jq, "kind",
-                                   json_object_new_string(qs[j]->kind == GQ_QUOTA_TENANT
-                                                              ? GQ_KIND_GPUTENANTQUOTA
-                                                              : GQ_KIND_GPUQUOTA));
-            if (qs[j]->namespace_)
-                json_object_object_add(jq, "namespace", json_object_new_string(qs[j]->namespace_));
-            json_object_object_add(jq, "name", json_object_new_string(qs[j]->name));
-            json_object_object_add(
-                jq, "whenExceeded",
-                json_object_new_string(qs[j]->when_exceeded == GQ_WHEN_QUEUE ? "Queue" : "Deny"));
-            json_object_object_add(jq, "queueingStrategy",
-                                   json_object_new_string(strategy_name(qs[j])));
-            json_object_object_add(jq, "hard", gq_amounts_to_json(&qs[j]->hard));
-            json_object_object_add(jq, "used", gq_amounts_to_json(&qs[j]->used));
-            json_object_object_add(jq, "pods", jp);
-        }
-        for (size_t i = 0; i < m; i++) {
-            qpod *p = line[i];
-            char mem[GQ_QUANTITY_STR_MAX], age[32], pod[300];
-            int64_t age_s = p->e.created_us ? now - p->e.created_us / 1000000 : 0;
-            gq_amount_format(&p->charge, GQ_KEY_GPU_MEMORY, mem);
-            age_text(age_s, age, sizeof age);
-            if (!json) {
-                snprintf(pod, sizeof pod, "%s/%s", p->ns, p->name);
-                printf("%-32s %-14s %4zu  %-40s %8" PRId32 " %10s %-20s %s\n", i ? "" : qname,
-                       i ? "" : strategy_name(qs[j]), i + 1, pod, p->e.priority, mem,
-                       p->group.present ? p->group.name : "-", age);
-                continue;
-            }
-            json_object *o = json_object_new_object();
-            if (!o || json_object_array_add(jp, o)) {
-                json_object_put(o);
-                json_object_put(out);
-                free(line);
-                return GQ_ENOMEM;
-            }
-            json_object_object_add(o, "position", json_object_new_int64((int64_t)i + 1));
-            json_object_object_add(o, "namespace", json_object_new_string(p->ns));
-            json_object_object_add(o, "name", json_object_new_string(p->name));
-            json_object_object_add(o, "uid", json_object_new_string(p->uid));
-            json_object_object_add(o, "priority", json_object_new_int(p->e.priority));
-            json_object_object_add(o, "charge", gq_amounts_to_json(&p->charge));
-            if (p->group.present) {
-                json_object_object_add(o, "podGroup", json_object_new_string(p->group.name));
-                json_object_object_add(o, "podGroupSize", json_object_new_int64(p->group.size));
-            }
-            json_object_object_add(o, "ageSeconds", json_object_new_int64(age_s));
-        }
+        if (json)
+            rc = add_queue_json(out, qs[j], line, m, now);
+        else
+            print_queue_text(qs[j], line, m, now);
     }
-    if (json) {
-        json_object *doc = json_object_new_object();
-        if (!doc) {
-            json_object_put(out);
-            free(line);
-            return GQ_ENOMEM;
-        }
-        json_object_object_add(doc, "queues", out);
-        printf("%s\n", json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY |
-                                                               JSON_C_TO_STRING_NOSLASHESCAPE));
-        json_object_put(doc);
+    if (!rc && json) {
+        rc = print_json_doc(out);
+        out = NULL;
     }
+    json_object_put(out);
     free(line);
-    return GQ_OK;
+    return rc;
 }
 
 /* A namespace name as it may appear in an API path. */
@@ -230,102 +267,156 @@ static gq_code parse_ns(const char *name, const char *value, void *dst, gq_err *
     return GQ_OK;
 }
 
-int gq_cmd_queue(int argc, char **argv)
+typedef struct queue_opts {
+    const char *ns; /* NULL: every namespace */
+    const char *kubeconfig, *config;
+    int output; /* 0 table, 1 json */
+} queue_opts;
+
+/* What the queues are made of: the objects read and the pods decoded. */
+typedef struct queue_view {
+    gq_config *cfg;
+    kube_config *kcfg;
+    kube_client *kc;
+    json_object *gqs, *gtqs, *podl, *nss;
+    gq_quota **qs;
+    size_t nq, n;
+    qpod *pods; /* the gated pods that price, pods[0..n) */
+} queue_view;
+
+static void queue_view_dispose(queue_view *v)
+{
+    gq_quota_list_free(v->qs, v->nq);
+    free(v->pods);
+    json_object_put(v->gqs);
+    json_object_put(v->gtqs);
+    json_object_put(v->podl);
+    json_object_put(v->nss);
+    kube_client_free(v->kc);
+    kube_config_free(v->kcfg);
+    gq_config_free(v->cfg);
+}
+
+/* GQ_EXIT_* to exit with, or -1 to go on. */
+static int parse_opts(int argc, char **argv, queue_opts *o)
 {
     static const char *const outputs[] = {"table", "json", NULL};
-    const char *ns = NULL, *kubeconfig = NULL, *config = NULL;
-    int output = 0, rc = GQ_EXIT_DENIED;
     const gq_cli_opt opts[] = {
-        {.name = "--namespace", .alias = "-n", .kind = GQ_OPT_FN, .dst = &ns, .fn = parse_ns},
+        {.name = "--namespace", .alias = "-n", .kind = GQ_OPT_FN, .dst = &o->ns, .fn = parse_ns},
         {.name = "--output",
          .alias = "-o",
          .kind = GQ_OPT_CHOICE,
-         .dst = &output,
+         .dst = &o->output,
          .choices = outputs},
-        {.name = "--kubeconfig", .kind = GQ_OPT_NONEMPTY, .dst = &kubeconfig},
-        {.name = "--config", .kind = GQ_OPT_NONEMPTY, .dst = &config},
+        {.name = "--kubeconfig", .kind = GQ_OPT_NONEMPTY, .dst = &o->kubeconfig},
+        {.name = "--config", .kind = GQ_OPT_NONEMPTY, .dst = &o->config},
     };
-    int parsed = gq_cli_parse_or_exit("queue", argc, argv, opts, sizeof(opts) / sizeof(opts[0]),
-                                      NULL, NULL, usage);
-    if (parsed >= 0)
-        return parsed;
-    gq_err err;
-    gq_err_clear(&err);
-    gq_config *cfg = NULL;
-    kube_config *kcfg = NULL;
-    kube_client *kc = NULL;
-    json_object *gqs = NULL, *gtqs = NULL, *podl = NULL, *nss = NULL;
-    gq_quota **qs = NULL;
-    size_t nq = 0, n = 0;
-    qpod *pods = NULL;
-    if (gq_cli_load_config(config, &cfg, &err) ||
-        kube_config_load_default(kubeconfig, NULL, &kcfg, &err)) {
-        fprintf(stderr, "gpuquota queue: %s\n", err.msg);
-        rc = GQ_EXIT_USAGE;
-        goto out;
-    }
+    return gq_cli_parse_or_exit(&(gq_cli_cmd){"queue", opts, sizeof(opts) / sizeof(opts[0]), usage},
+                                argc, argv, NULL, NULL);
+}
+
+/* The quotas, gated pods and namespaces, from the API server. */
+static gq_code list_objects(const queue_opts *o, queue_view *v, gq_err *err)
+{
+    const char *ns = o->ns;
     char gpath[400], ppath[400];
     snprintf(gpath, sizeof gpath, "/apis/gpuquota.io/v1alpha1%s%s%sgpuquotas",
              ns ? "/namespaces/" : "", ns ? ns : "", ns ? "/" : "/");
     snprintf(ppath, sizeof ppath, "/api/v1%s%s%spods", ns ? "/namespaces/" : "", ns ? ns : "",
              ns ? "/" : "/");
-    if (kube_client_new(kcfg, NULL, &kc, &err) || list_all(kc, gpath, &gqs, &err) ||
-        list_all(kc, "/apis/gpuquota.io/v1alpha1/gputenantquotas", &gtqs, &err) ||
-        list_all(kc, ppath, &podl, &err) || list_all(kc, "/api/v1/namespaces", &nss, &err)) {
+    gq_code rc;
+    if ((rc = kube_client_new(v->kcfg, NULL, &v->kc, err)) ||
+        (rc = list_all(v->kc, gpath, &v->gqs, err)) ||
+        (rc = list_all(v->kc, "/apis/gpuquota.io/v1alpha1/gputenantquotas", &v->gtqs, err)) ||
+        (rc = list_all(v->kc, ppath, &v->podl, err)) ||
+        (rc = list_all(v->kc, "/api/v1/namespaces", &v->nss, err)))
+        return rc;
+    return GQ_OK;
+}
+
+/* The quotas parsed (those with an invalid spec skipped, and counted on
+ * stderr) and room for the pods; GQ_ENOMEM or GQ_OK. */
+static gq_code parse_quotas(queue_view *v)
+{
+    size_t np = json_object_array_length(v->podl);
+    size_t skipped = 0;
+    v->pods = calloc(np ? np : 1, sizeof(*v->pods));
+    if (!v->pods || gq_quota_parse_list(v->gqs, &v->qs, &v->nq, &skipped) ||
+        gq_quota_parse_list(v->gtqs, &v->qs, &v->nq, &skipped))
+        return GQ_ENOMEM;
+    if (skipped)
+        fprintf(stderr, "gpuquota queue: %zu quota(s) with an invalid spec skipped\n", skipped);
+    return GQ_OK;
+}
+
+/* Pod p decoded as the controller's cache decodes it (a pod accepting
+ * several models is priced on the first until it chooses); false for one
+ * that is not queued or does not price. */
+static bool decode_qpod(const gq_config *cfg, json_object *pod, qpod *p)
+{
+    gq_pod gp;
+    if (gq_pod_gate_index(pod) < 0)
+        return false;
+    memset(p, 0, sizeof(*p));
+    p->ns = str_at(pod, "metadata", "namespace");
+    p->name = str_at(pod, "metadata", "name");
+    p->uid = str_at(pod, "metadata", "uid");
+    if (!p->ns || !p->name || !p->uid)
+        return false;
+    gq_pod_init(&gp);
+    gq_code crc = gq_pod_decode(cfg, pod, &(gq_pod_scope){.ns = p->ns}, &gp, NULL);
+    p->charge = gp.charge;
+    p->facts = gp.facts;
+    p->group = gp.group;
+    p->e.priority = gp.priority;
+    p->e.created_us = gp.created_us;
+    gq_pod_dispose(&gp);
+    if (crc)
+        return false;
+    p->e.uid = p->uid;
+    return true;
+}
+
+static void gather_pods(queue_view *v)
+{
+    size_t np = json_object_array_length(v->podl);
+    for (size_t i = 0; i < np; i++)
+        if (decode_qpod(v->cfg, json_object_array_get_idx(v->podl, i), &v->pods[v->n]))
+            v->n++;
+}
+
+int gq_cmd_queue(int argc, char **argv)
+{
+    queue_opts o = {0};
+    int rc = GQ_EXIT_DENIED;
+    int parsed = parse_opts(argc, argv, &o);
+    if (parsed >= 0)
+        return parsed;
+    gq_err err;
+    gq_err_clear(&err);
+    queue_view v;
+    memset(&v, 0, sizeof(v));
+    if (gq_cli_load_config(o.config, &v.cfg, &err) ||
+        kube_config_load_default(o.kubeconfig, NULL, &v.kcfg, &err)) {
+        fprintf(stderr, "gpuquota queue: %s\n", err.msg);
+        rc = GQ_EXIT_USAGE;
+        goto out;
+    }
+    if (list_objects(&o, &v, &err)) {
         fprintf(stderr, "gpuquota queue: %s\n", err.msg);
         goto out;
     }
-    size_t np = json_object_array_length(podl);
-    size_t skipped = 0;
-    pods = calloc(np ? np : 1, sizeof(*pods));
-    if (!pods || gq_quota_parse_list(gqs, &qs, &nq, &skipped) ||
-        gq_quota_parse_list(gtqs, &qs, &nq, &skipped)) {
+    if (parse_quotas(&v)) {
         fprintf(stderr, "gpuquota queue: out of memory\n");
         goto out;
     }
-    if (skipped)
-        fprintf(stderr, "gpuquota queue: %zu quota(s) with an invalid spec skipped\n", skipped);
-    for (size_t i = 0; i < np; i++) {
-        json_object *pod = json_object_array_get_idx(podl, i);
-        qpod *p = &pods[n];
-        gq_pod gp;
-        if (gq_pod_gate_index(pod) < 0)
-            continue;
-        memset(p, 0, sizeof(*p));
-        p->ns = str_at(pod, "metadata", "namespace");
-        p->name = str_at(pod, "metadata", "name");
-        p->uid = str_at(pod, "metadata", "uid");
-        if (!p->ns || !p->name || !p->uid)
-            continue;
-        /* Decoded as the controller's cache decodes it (a pod accepting
-         * several models is priced on the first until it chooses). */
-        gq_pod_init(&gp);
-        gq_code crc = gq_pod_decode(cfg, pod, &(gq_pod_scope){.ns = p->ns}, &gp, NULL);
-        p->charge = gp.charge;
-        p->facts = gp.facts;
-        p->group = gp.group;
-        p->e.priority = gp.priority;
-        p->e.created_us = gp.created_us;
-        gq_pod_dispose(&gp);
-        if (crc)
-            continue;
-        p->e.uid = p->uid;
-        n++;
-    }
-    if (print_queues(qs, nq, pods, n, nss, output == 1, (int64_t)time(NULL))) {
+    gather_pods(&v);
+    if (print_queues(v.qs, v.nq, v.pods, v.n, v.nss, o.output == 1, (int64_t)time(NULL))) {
         fprintf(stderr, "gpuquota queue: out of memory\n");
         goto out;
     }
     rc = GQ_EXIT_OK;
 out:
-    gq_quota_list_free(qs, nq);
-    free(pods);
-    json_object_put(gqs);
-    json_object_put(gtqs);
-    json_object_put(podl);
-    json_object_put(nss);
-    kube_client_free(kc);
-    kube_config_free(kcfg);
-    gq_config_free(cfg);
+    queue_view_dispose(&v);
     return rc;
 }

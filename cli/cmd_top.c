@@ -69,6 +69,28 @@ static void keep_covering(gq_objs *o, const char *ns, json_object *labels)
     o->n = k;
 }
 
+/* The GPUTenantQuotas into o: with a namespace, those that cover it (its
+ * labels read into *ns_obj). A user allowed to read GPUQuotas but not
+ * cluster-scoped tenants still sees their namespace: the tenants are left
+ * out with a warning. */
+static gq_code list_tenants(kube_client *c, const gq_kflags *f, const char *ns, gq_objs *o,
+                            json_object **ns_obj, gq_err *err)
+{
+    size_t before = o->n;
+    if (kube_list(c, "/apis/gpuquota.io/v1alpha1/gputenantquotas", NULL, gq_objs_collect, o, NULL,
+                  err)) {
+        if (err->code != GQ_EHTTP && err->code != GQ_ENOTFOUND)
+            return err->code;
+        fprintf(stderr, "kubectl gpuquota top: tenants left out: %s\n", err->msg);
+        gq_err_clear(err);
+        while (o->n > before)
+            json_object_put(o->v[--o->n]);
+    } else if (!f->all_namespaces) {
+        keep_covering(o, ns, namespace_labels(c, ns, ns_obj));
+    }
+    return GQ_OK;
+}
+
 int gq_cmd_top(int argc, char **argv)
 {
     gq_kflags f = {0};
@@ -84,7 +106,8 @@ int gq_cmd_top(int argc, char **argv)
     gq_kflags_opts(&f, opts);
     opts[GQ_KFLAGS_N] =
         (gq_cli_opt){.name = "--no-tenants", .kind = GQ_OPT_FLAG, .dst = &no_tenants};
-    int parsed = gq_cli_parse_or_exit("top", argc, argv, opts, GQ_KFLAGS_N + 1, NULL, NULL, usage);
+    int parsed = gq_cli_parse_or_exit(&(gq_cli_cmd){"top", opts, GQ_KFLAGS_N + 1, usage}, argc,
+                                      argv, NULL, NULL);
     if (parsed >= 0)
         return parsed;
     if (f.all_namespaces && f.namespace_) {
@@ -100,22 +123,8 @@ int gq_cmd_top(int argc, char **argv)
         snprintf(path, sizeof(path), "/apis/gpuquota.io/v1alpha1/namespaces/%s/gpuquotas", ns);
     if (kube_list(c, path, NULL, gq_objs_collect, &o, NULL, &err))
         goto fail;
-    if (!no_tenants) {
-        size_t before = o.n;
-        if (kube_list(c, "/apis/gpuquota.io/v1alpha1/gputenantquotas", NULL, gq_objs_collect, &o,
-                      NULL, &err)) {
-            /* A user allowed to read GPUQuotas but not cluster-scoped tenants
-             * still sees their namespace. */
-            if (err.code != GQ_EHTTP && err.code != GQ_ENOTFOUND)
-                goto fail;
-            fprintf(stderr, "kubectl gpuquota top: tenants left out: %s\n", err.msg);
-            gq_err_clear(&err);
-            while (o.n > before)
-                json_object_put(o.v[--o.n]);
-        } else if (!f.all_namespaces) {
-            keep_covering(&o, ns, namespace_labels(c, ns, &ns_obj));
-        }
-    }
+    if (!no_tenants && list_tenants(c, &f, ns, &o, &ns_obj, &err))
+        goto fail;
     if (gq_top_report(o.v, o.n, (int64_t)time(NULL), &report, &err))
         goto fail;
     if (f.output == GQ_OUT_TABLE)

@@ -169,6 +169,7 @@ typedef struct validate_ctx {
     wh_server *srv;
     pthread_t ready_thread;
     bool ready_started;
+    bool served; /* /validate is registered */
     atomic_int stop;
     char trusted[2][128]; /* gpuquota's accounts in its namespace (no --trusted-user) */
     const char *trusted_v[2];
@@ -213,17 +214,41 @@ static void *ready_watch(void *arg)
     return NULL;
 }
 
+/* Without --trusted-user: gpuquota's own accounts, in the namespace it runs
+ * in, so that a release installed elsewhere than gpuquota-system still
+ * ungates. */
+static gq_code trust_own_accounts(validate_ctx *vc, const char *kubeconfig, wh_validate_opts *vo,
+                                  gq_err *err)
+{
+    const char *env = getenv("POD_NAMESPACE");
+    const char *ns = env && env[0]                         ? env
+                     : !kubeconfig && vc->kcfg->namespace_ ? vc->kcfg->namespace_
+                                                           : "gpuquota-system";
+    if (!gq_is_dns_label(ns))
+        return gq_err_set(err, GQ_EINVAL, "POD_NAMESPACE %.64s is not a namespace name", ns);
+    snprintf(vc->trusted[0], sizeof vc->trusted[0], "system:serviceaccount:%s:gpuquota-webhook",
+             ns);
+    snprintf(vc->trusted[1], sizeof vc->trusted[1], "system:serviceaccount:%s:gpuquota-controller",
+             ns);
+    vc->trusted_v[0] = vc->trusted[0];
+    vc->trusted_v[1] = vc->trusted[1];
+    vo->trusted_users = vc->trusted_v;
+    vo->n_trusted_users = 2;
+    GQ_INFO("trusted to change gpuquota's keys, gates and pins: %s, %s", vc->trusted[0],
+            vc->trusted[1]);
+    return GQ_OK;
+}
+
 /* Connect to the API server, start the caches and register /validate,
- * auditing into audit (shared with /mutate). *served is false (and nothing
- * is set up) when there is no Kubernetes configuration at all. */
+ * auditing into vo->audit (shared with /mutate). vc->served is false (and
+ * nothing is set up) when there is no Kubernetes configuration at all. */
 static gq_code validate_setup(validate_ctx *vc, const char *kubeconfig, const gq_config *cfg,
-                              wh_audit *audit, wh_validate_opts *vo, wh_server *srv, bool *served,
-                              gq_err *err)
+                              wh_validate_opts *vo, wh_server *srv, gq_err *err)
 {
     gq_code rc;
     kube_client_opts co = {
         .timeout_ms = 5000, .connect_timeout_ms = 3000, .user_agent = "gpuquota-webhook"};
-    *served = false;
+    vc->served = false;
     vc->srv = srv;
     rc = kubeconfig ? kube_config_load_file(kubeconfig, NULL, &vc->kcfg, err)
                     : kube_config_load_incluster(NULL, &vc->kcfg, err);
@@ -233,38 +258,19 @@ static gq_code validate_setup(validate_ctx *vc, const char *kubeconfig, const gq
     }
     if (rc || (rc = kube_client_new(vc->kcfg, &co, &vc->client, err)))
         return rc;
-    if (!vo->trusted_users) {
-        /* gpuquota's own accounts, in the namespace it runs in: a release
-         * installed elsewhere than gpuquota-system must still ungate. */
-        const char *env = getenv("POD_NAMESPACE");
-        const char *ns = env && env[0]                         ? env
-                         : !kubeconfig && vc->kcfg->namespace_ ? vc->kcfg->namespace_
-                                                               : "gpuquota-system";
-        if (!gq_is_dns_label(ns))
-            return gq_err_set(err, GQ_EINVAL, "POD_NAMESPACE %.64s is not a namespace name", ns);
-        snprintf(vc->trusted[0], sizeof vc->trusted[0], "system:serviceaccount:%s:gpuquota-webhook",
-                 ns);
-        snprintf(vc->trusted[1], sizeof vc->trusted[1],
-                 "system:serviceaccount:%s:gpuquota-controller", ns);
-        vc->trusted_v[0] = vc->trusted[0];
-        vc->trusted_v[1] = vc->trusted[1];
-        vo->trusted_users = vc->trusted_v;
-        vo->n_trusted_users = 2;
-        GQ_INFO("trusted to change gpuquota's keys, gates and pins: %s, %s", vc->trusted[0],
-                vc->trusted[1]);
-    }
+    if (!vo->trusted_users && (rc = trust_own_accounts(vc, kubeconfig, vo, err)))
+        return rc;
     kube_client_api(vc->client, &vc->api);
     if ((rc = wh_kubestore_new(&vc->api, &vc->ks, err)))
         return rc;
     wh_kubestore_store(vc->ks, &vc->store);
     wh_kubestore_set_metrics(vc->ks, vo->metrics);
-    vo->audit = audit;
     if ((rc = wh_validator_new(cfg, &vc->store, vo, &vc->v, err)) ||
         (rc = wh_server_add_async_handler(srv, "/validate", WH_ROUTE_POST_JSON,
                                           wh_validate_handle_async, vc->v, err)) ||
         (rc = wh_kubestore_start(vc->ks, err)))
         return rc;
-    *served = true;
+    vc->served = true;
     return GQ_OK;
 }
 
@@ -360,8 +366,7 @@ static void shutdown_delay(wh_server *srv, wh_audit *audit, const sigset_t *sigs
     }
 }
 
-/* argv into *a. -1 to go on, else the exit status. */
-static int parse_args(int argc, char **argv, webhook_args *a)
+static void args_defaults(webhook_args *a)
 {
     memset(a, 0, sizeof(*a));
     a->so = (wh_server_options){.listen = ":8443", .version = GQ_VERSION};
@@ -374,6 +379,26 @@ static int parse_args(int argc, char **argv, webhook_args *a)
     a->decoded_memory = (int64_t)WH_DECODED_MEMORY_DEFAULT;
     a->trusted = (gq_cli_list){a->trusted_v, 0, WH_TRUSTED_USERS_MAX};
     a->client_cns = (gq_cli_list){a->client_cns_v, 0, WH_MAX_CLIENT_CNS};
+}
+
+/* What no single option can check: the ones that need each other. */
+static gq_code check_args(const webhook_args *a, gq_err *err)
+{
+    if (!a->so.cert_file || !a->so.key_file)
+        return gq_err_set(err, GQ_EINVAL, "--tls-cert and --tls-key are required");
+    if (a->client_cns.n && !a->so.client_ca_file)
+        return gq_err_set(err, GQ_EINVAL, "--client-cn needs --client-ca");
+    if (a->max_conns_ip > a->max_conns)
+        return gq_err_set(err, GQ_EINVAL,
+                          "--max-connections-per-ip %ld exceeds --max-connections %ld",
+                          a->max_conns_ip, a->max_conns);
+    return GQ_OK;
+}
+
+/* argv into *a. -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, webhook_args *a)
+{
+    args_defaults(a);
     const gq_cli_opt opts[] = {
         {.name = "--tls-cert", .kind = GQ_OPT_STRING, .dst = &a->so.cert_file},
         {.name = "--tls-key", .kind = GQ_OPT_STRING, .dst = &a->so.key_file},
@@ -415,20 +440,14 @@ static int parse_args(int argc, char **argv, webhook_args *a)
         {.name = "--client-ca", .kind = GQ_OPT_STRING, .dst = &a->so.client_ca_file},
         {.name = "--client-cn", .kind = GQ_OPT_LIST, .dst = &a->client_cns},
     };
-    int rc = gq_cli_parse_or_exit("webhook", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL,
-                                  NULL, usage);
+    int rc =
+        gq_cli_parse_or_exit(&(gq_cli_cmd){"webhook", opts, sizeof(opts) / sizeof(opts[0]), usage},
+                             argc, argv, NULL, NULL);
     if (rc >= 0)
         return rc;
     gq_err err;
     gq_err_clear(&err);
-    if (!a->so.cert_file || !a->so.key_file)
-        gq_err_set(&err, GQ_EINVAL, "--tls-cert and --tls-key are required");
-    else if (a->client_cns.n && !a->so.client_ca_file)
-        gq_err_set(&err, GQ_EINVAL, "--client-cn needs --client-ca");
-    else if (a->max_conns_ip > a->max_conns)
-        gq_err_set(&err, GQ_EINVAL, "--max-connections-per-ip %ld exceeds --max-connections %ld",
-                   a->max_conns_ip, a->max_conns);
-    if (!err.code)
+    if (!check_args(a, &err))
         return -1;
     fprintf(stderr, "gpuquota webhook: %s\n", err.msg);
     usage(stderr);
@@ -476,94 +495,127 @@ static void serve_until_stopped(wh_server *srv, wh_audit *audit, const sigset_t 
         GQ_INFO("stopped");
 }
 
+/* The running webhook: what it set up and frees at the end. */
+typedef struct webhook_run {
+    wh_server_options so;
+    sigset_t sigs;
+    gq_config *cfg;
+    gq_json_budget trees; /* the decoded JSON of the reviews being decided */
+    wh_review_limits review_limits;
+    http_metrics *registry; /* serves the webhook's families and the server's */
+    wh_metrics *metrics;
+    wh_server *srv;
+    wh_audit *audit;
+    wh_mutate_ctx mutate_ctx;
+    validate_ctx vc;
+} webhook_run;
+
+/* Signals are taken synchronously by this thread: block them before any
+ * other thread exists (caches, chargers, server) so every one inherits the
+ * mask. */
+static void block_signals(sigset_t *sigs)
+{
+    sigemptyset(sigs);
+    sigaddset(sigs, SIGTERM);
+    sigaddset(sigs, SIGINT);
+    sigaddset(sigs, SIGHUP); /* reopen the audit log; must never kill us */
+    pthread_sigmask(SIG_BLOCK, sigs, NULL);
+}
+
+/* Admission handlers, registered before the server starts. Both webhooks
+ * write one audit log; /mutate reads GPULimitRanges from the quota store's
+ * informer cache when there is a cluster, else none. */
+static gq_code add_handlers(webhook_run *w, const webhook_args *a, gq_err *err)
+{
+    gq_code rc;
+    wh_validate_opts vo = {.reservation_ttl_s = a->ttl_s,
+                           .trusted_users = a->trusted.n ? a->trusted_v : NULL,
+                           .n_trusted_users = a->trusted.n,
+                           .max_batch = (unsigned)a->max_batch,
+                           .metrics = w->metrics,
+                           .review_limits = w->review_limits};
+    if ((rc = audit_setup(w->cfg, w->registry, &w->audit, err)))
+        return rc;
+    vo.audit = w->audit;
+    if ((rc = validate_setup(&w->vc, a->kubeconfig, w->cfg, &vo, w->srv, err)))
+        return rc;
+    wh_limit_range_source lr = {.ctx = NULL};
+    if (w->vc.served)
+        lr = wh_limit_range_source_of(&w->vc.store);
+    if ((rc = mutate_setup(&w->mutate_ctx, w->cfg, lr, w->audit, w->metrics, w->srv, err)))
+        return rc;
+    w->mutate_ctx.limits = w->review_limits;
+    return GQ_OK;
+}
+
+/* The configuration, the metrics, the server and its handlers. */
+static gq_code setup(webhook_run *w, const webhook_args *a, gq_err *err)
+{
+    gq_code rc;
+    if ((rc = gq_cli_load_config(a->config_path, &w->cfg, err)))
+        return rc;
+    if ((rc = http_metrics_new(GQ_VERSION, &w->registry)) ||
+        (rc = wh_metrics_new(w->registry, &w->metrics)))
+        return rc;
+    w->so.metrics = w->registry;
+    if ((rc = wh_server_new(&w->so, &w->srv, err)))
+        return rc;
+    return add_handlers(w, a, err);
+}
+
+/* Listen, and be ready at once without caches, else once they have synced. */
+static gq_code start(webhook_run *w, gq_err *err)
+{
+    gq_code rc;
+    if ((rc = wh_server_start(w->srv, err)))
+        return rc;
+    char host[256];
+    listen_host(w->so.listen, host, sizeof(host));
+    GQ_INFO("listening on %s:%u", host, wh_server_port(w->srv));
+    if (!w->vc.served) {
+        wh_server_set_ready(w->srv, true); /* no caches: ready as soon as we serve */
+        return GQ_OK;
+    }
+    return validate_start_ready(&w->vc, err);
+}
+
+static void teardown(webhook_run *w)
+{
+    validate_stop_ready(&w->vc);
+    wh_server_free(w->srv); /* handlers are gone before what they use */
+    validate_teardown(&w->vc);
+    wh_audit_close(w->audit); /* writes what is still queued */
+    wh_metrics_free(w->metrics);
+    http_metrics_free(w->registry);
+    gq_config_free(w->cfg);
+}
+
 int gq_cmd_webhook(int argc, char **argv)
 {
     webhook_args a;
-    validate_ctx vc;
-    bool validating = false;
-    memset(&vc, 0, sizeof(vc));
-    gq_config *cfg = NULL;
-    gq_json_budget trees = {0};
-    http_metrics *registry = NULL;
-    wh_metrics *metrics = NULL;
-    wh_server *srv = NULL;
-    wh_audit *audit = NULL;
-    wh_mutate_ctx mutate_ctx;
+    webhook_run w;
     gq_err err;
     int exit_code;
-    sigset_t sigs;
 
     gq_log_init();
     gq_err_clear(&err);
     if ((exit_code = parse_args(argc, argv, &a)) >= 0)
         return exit_code;
-    wh_server_options so = server_options(&a);
-    const char *config_path = a.config_path, *kubeconfig = a.kubeconfig;
-    long ttl_s = a.ttl_s;
-    const char **trusted = a.trusted_v;
-    size_t n_trusted = a.trusted.n;
-    raise_nofile(so.max_connections);
+    memset(&w, 0, sizeof(w));
+    w.so = server_options(&a);
+    raise_nofile(w.so.max_connections);
     gq_heap_limit_arenas(2); /* a thread's arena keeps what its large requests freed */
-    trees.cap = (size_t)a.decoded_memory;
-    wh_review_limits review_limits = {&trees, trees.cap / 2};
+    w.trees.cap = (size_t)a.decoded_memory;
+    w.review_limits = (wh_review_limits){&w.trees, w.trees.cap / 2};
+    block_signals(&w.sigs);
 
-    /* Signals are taken synchronously by this thread: block them before any
-     * other thread exists (caches, chargers, server) so every one inherits
-     * the mask. */
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGHUP); /* reopen the audit log; must never kill us */
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-
-    if (gq_cli_load_config(config_path, &cfg, &err) || http_metrics_new(GQ_VERSION, &registry) ||
-        wh_metrics_new(registry, &metrics) ||
-        (so.metrics = registry, wh_server_new(&so, &srv, &err)))
-        goto fail;
-
-    /* Admission handlers, registered before the server starts. Both
-     * webhooks write one audit log; /mutate reads GPULimitRanges from the
-     * quota store's informer cache when there is a cluster, else none. */
-    wh_validate_opts vo = {.reservation_ttl_s = ttl_s,
-                           .trusted_users = n_trusted ? trusted : NULL,
-                           .n_trusted_users = n_trusted,
-                           .max_batch = (unsigned)a.max_batch,
-                           .metrics = metrics,
-                           .review_limits = review_limits};
-    if (audit_setup(cfg, registry, &audit, &err) ||
-        validate_setup(&vc, kubeconfig, cfg, audit, &vo, srv, &validating, &err))
-        goto fail;
-    wh_limit_range_source lr = {.ctx = NULL};
-    if (validating)
-        lr = wh_limit_range_source_of(&vc.store);
-    if (mutate_setup(&mutate_ctx, cfg, lr, audit, metrics, srv, &err))
-        goto fail;
-    mutate_ctx.limits = review_limits;
-
-    if (wh_server_start(srv, &err))
-        goto fail;
-    char host[256];
-    listen_host(so.listen, host, sizeof(host));
-    GQ_INFO("listening on %s:%u", host, wh_server_port(srv));
-    if (!validating)
-        wh_server_set_ready(srv, true); /* no caches: ready as soon as we serve */
-    else if (validate_start_ready(&vc, &err))
-        goto fail;
-
-    serve_until_stopped(srv, audit, &sigs, &a);
-    exit_code = GQ_EXIT_OK;
-    goto out;
-
-fail:
-    GQ_ERROR("%s", err.msg[0] ? err.msg : "out of memory");
-    exit_code = 1;
-out:
-    validate_stop_ready(&vc);
-    wh_server_free(srv); /* handlers are gone before what they use */
-    validate_teardown(&vc);
-    wh_audit_close(audit); /* writes what is still queued */
-    wh_metrics_free(metrics);
-    http_metrics_free(registry);
-    gq_config_free(cfg);
+    if (setup(&w, &a, &err) || start(&w, &err)) {
+        GQ_ERROR("%s", err.msg[0] ? err.msg : "out of memory");
+        exit_code = 1;
+    } else {
+        serve_until_stopped(w.srv, w.audit, &w.sigs, &a);
+        exit_code = GQ_EXIT_OK;
+    }
+    teardown(&w);
     return exit_code;
 }

@@ -172,6 +172,85 @@ static int cmp_parsed(const void *a, const void *b)
     return c ? c : strcmp(x->name, y->name);
 }
 
+/* "ns/name: why" of an object that does not parse as a quota. */
+static void add_parse_error(json_object *errors, json_object *obj, const gq_err *e)
+{
+    json_object *meta = gq_json_member(obj, "metadata");
+    const char *ns = gq_json_get_string(meta, "namespace"),
+               *name = gq_json_get_string(meta, "name");
+    char line[GQ_ERR_MSG_MAX + 300];
+    snprintf(line, sizeof(line), "%s%s%s: %s", ns ? ns : "", ns ? "/" : "",
+             name ? name : "(unnamed)", e->msg);
+    json_object_array_add(errors, json_object_new_string(line));
+}
+
+/* objs[0..n) parsed into ps, sorted; those that do not parse are described
+ * in errors. Returns how many parsed. */
+static size_t parse_quotas(json_object *const *objs, size_t n, parsed *ps, json_object *errors)
+{
+    size_t np = 0;
+    for (size_t i = 0; i < n; i++) {
+        gq_err e;
+        gq_err_clear(&e);
+        if (gq_quota_parse(objs[i], &ps[np].q, &e)) {
+            add_parse_error(errors, objs[i], &e);
+            continue;
+        }
+        ps[np++].obj = objs[i];
+    }
+    if (np)
+        qsort(ps, np, sizeof(*ps), cmp_parsed);
+    return np;
+}
+
+/* A tenant's status.namespaces: what each namespace uses. */
+static json_object *namespaces_json(json_object *nss)
+{
+    json_object *list = json_object_new_array();
+    size_t m = json_object_array_length(nss);
+    for (size_t j = 0; j < m && j < GQ_CRD_MAX_NAMESPACES; j++) {
+        json_object *it = json_object_array_get_idx(nss, j), *used;
+        const char *ns = gq_json_get_string(it, "namespace");
+        if (!ns || !(used = amounts_json_or_null(gq_json_member(it, "used"), "used")))
+            continue;
+        json_object *e2 = json_object_new_object();
+        json_object_object_add(e2, "namespace", json_object_new_string(ns));
+        json_object_object_add(e2, "used", used);
+        json_object_array_add(list, e2);
+    }
+    return list;
+}
+
+/* One quota of the report: its resources, a tenant's namespaces, its models. */
+static json_object *quota_report(const parsed *p, int64_t now)
+{
+    const gq_quota *q = p->q;
+    json_object *status = gq_json_member(p->obj, "status");
+    gq_amounts in_use, queued;
+    gq_err e;
+    bool has_queued = opt_amounts(gq_json_member(status, "queued"), "status.queued", &queued);
+    if (gq_quota_in_use(q, now, NULL, &in_use, &e))
+        in_use = q->used; /* overflowing reservations: show used alone */
+    json_object *o = json_object_new_object(), *res = json_object_new_array();
+    bool tenant = q->kind == GQ_QUOTA_TENANT;
+    json_object_object_add(
+        o, "kind", json_object_new_string(tenant ? GQ_KIND_GPUTENANTQUOTA : GQ_KIND_GPUQUOTA));
+    if (!tenant)
+        json_object_object_add(o, "namespace", json_object_new_string(q->namespace_));
+    json_object_object_add(o, "name", json_object_new_string(q->name));
+    for (int k = 0; k < GQ_KEY_COUNT; k++)
+        if (q->hard.set[k])
+            json_object_array_add(res, resource_json((gq_qkey)k, q, &in_use, &queued, has_queued));
+    json_object_object_add(o, "resources", res);
+    json_object *nss = gq_json_member(status, "namespaces");
+    if (tenant && nss && json_object_is_type(nss, json_type_array))
+        json_object_object_add(o, "namespaces", namespaces_json(nss));
+    json_object *models = models_json(q);
+    if (models)
+        json_object_object_add(o, "models", models);
+    return o;
+}
+
 gq_code gq_top_report(json_object *const *objs, size_t n, int64_t now, json_object **out,
                       gq_err *err)
 {
@@ -184,64 +263,9 @@ gq_code gq_top_report(json_object *const *objs, size_t n, int64_t now, json_obje
         rc = gq_err_oom(err);
         goto out;
     }
-    for (size_t i = 0; i < n; i++) {
-        gq_err e;
-        gq_err_clear(&e);
-        if (gq_quota_parse(objs[i], &ps[np].q, &e)) {
-            json_object *meta = gq_json_member(objs[i], "metadata");
-            const char *ns = gq_json_get_string(meta, "namespace"),
-                       *name = gq_json_get_string(meta, "name");
-            char line[GQ_ERR_MSG_MAX + 300];
-            snprintf(line, sizeof(line), "%s%s%s: %s", ns ? ns : "", ns ? "/" : "",
-                     name ? name : "(unnamed)", e.msg);
-            json_object_array_add(errors, json_object_new_string(line));
-            continue;
-        }
-        ps[np++].obj = objs[i];
-    }
-    if (np)
-        qsort(ps, np, sizeof(*ps), cmp_parsed);
-    for (size_t i = 0; i < np; i++) {
-        const gq_quota *q = ps[i].q;
-        json_object *status = gq_json_member(ps[i].obj, "status");
-        gq_amounts in_use, queued;
-        gq_err e;
-        bool has_queued = opt_amounts(gq_json_member(status, "queued"), "status.queued", &queued);
-        if (gq_quota_in_use(q, now, NULL, &in_use, &e))
-            in_use = q->used; /* overflowing reservations: show used alone */
-        json_object *o = json_object_new_object(), *res = json_object_new_array();
-        bool tenant = q->kind == GQ_QUOTA_TENANT;
-        json_object_object_add(
-            o, "kind", json_object_new_string(tenant ? GQ_KIND_GPUTENANTQUOTA : GQ_KIND_GPUQUOTA));
-        if (!tenant)
-            json_object_object_add(o, "namespace", json_object_new_string(q->namespace_));
-        json_object_object_add(o, "name", json_object_new_string(q->name));
-        for (int k = 0; k < GQ_KEY_COUNT; k++)
-            if (q->hard.set[k])
-                json_object_array_add(res,
-                                      resource_json((gq_qkey)k, q, &in_use, &queued, has_queued));
-        json_object_object_add(o, "resources", res);
-        json_object *nss = gq_json_member(status, "namespaces");
-        if (tenant && nss && json_object_is_type(nss, json_type_array)) {
-            json_object *list = json_object_new_array();
-            size_t m = json_object_array_length(nss);
-            for (size_t j = 0; j < m && j < GQ_CRD_MAX_NAMESPACES; j++) {
-                json_object *it = json_object_array_get_idx(nss, j), *used;
-                const char *ns = gq_json_get_string(it, "namespace");
-                if (!ns || !(used = amounts_json_or_null(gq_json_member(it, "used"), "used")))
-                    continue;
-                json_object *e2 = json_object_new_object();
-                json_object_object_add(e2, "namespace", json_object_new_string(ns));
-                json_object_object_add(e2, "used", used);
-                json_object_array_add(list, e2);
-            }
-            json_object_object_add(o, "namespaces", list);
-        }
-        json_object *models = models_json(q);
-        if (models)
-            json_object_object_add(o, "models", models);
-        json_object_array_add(quotas, o);
-    }
+    np = parse_quotas(objs, n, ps, errors);
+    for (size_t i = 0; i < np; i++)
+        json_object_array_add(quotas, quota_report(&ps[i], now));
     json_object_object_add(report, "quotas", quotas);
     quotas = NULL;
     if (json_object_array_length(errors)) {
@@ -294,6 +318,66 @@ static void list_text(json_object *amounts, char *buf, size_t cap)
 
 #define ROW_FMT "%-9s %-22s %-12s %10s %10s %10s %10s  %s %3d%%\n"
 
+/* A quota's rows: one per resource with a hard limit, the first naming it. */
+static void render_resources(FILE *out, json_object *q, bool tenant, const char *name)
+{
+    json_object *res = gq_json_member(q, "resources");
+    size_t nr = res ? json_object_array_length(res) : 0;
+    if (!nr)
+        fprintf(out, "%-9s %-22s %-12s\n", tenant ? "tenant" : "namespace", name,
+                "(no hard limits)");
+    for (size_t j = 0; j < nr; j++) {
+        json_object *r = json_object_array_get_idx(res, j);
+        char bar[GQ_BAR_WIDTH + 3];
+        int64_t pend = int_member(r, "reservedValue");
+        int64_t queued = int_member(r, "queuedValue");
+        if (queued > 0 && pend <= INT64_MAX - queued)
+            pend += queued;
+        gq_render_bar(int_member(r, "usedValue"), pend, int_member(r, "hardValue"), bar);
+        fprintf(out, ROW_FMT,
+                j        ? ""
+                : tenant ? "tenant"
+                         : "namespace",
+                j ? "" : name, str_or(r, "resource", "?"), str_or(r, "used", "0"),
+                str_or(r, "reserved", "0"), str_or(r, "queued", "-"), str_or(r, "hard", "?"), bar,
+                (int)int_member(r, "percent"));
+    }
+}
+
+/* Under a quota: what each of a tenant's namespaces uses, and each model. */
+static void render_details(FILE *out, json_object *q)
+{
+    json_object *nss = gq_json_member(q, "namespaces"), *models = gq_json_member(q, "models");
+    size_t nn = nss ? json_object_array_length(nss) : 0;
+    for (size_t j = 0; j < nn; j++) {
+        json_object *e = json_object_array_get_idx(nss, j);
+        char used[256];
+        list_text(gq_json_member(e, "used"), used, sizeof(used));
+        fprintf(out, "%-9s   namespace %s: %s\n", "", str_or(e, "namespace", "?"), used);
+    }
+    size_t nm = models ? json_object_array_length(models) : 0;
+    for (size_t j = 0; j < nm; j++) {
+        json_object *e = json_object_array_get_idx(models, j);
+        char used[256], hard[256];
+        list_text(gq_json_member(e, "used"), used, sizeof(used));
+        list_text(gq_json_member(e, "hard"), hard, sizeof(hard));
+        fprintf(out, "%-9s   model %s: used %s%s%s\n", "", str_or(e, "model", "?"), used,
+                hard[0] ? ", hard " : "", hard);
+    }
+}
+
+static void render_quota(FILE *out, json_object *q)
+{
+    bool tenant = !strcmp(str_or(q, "kind", ""), GQ_KIND_GPUTENANTQUOTA);
+    char name[300];
+    if (tenant)
+        snprintf(name, sizeof(name), "%s", str_or(q, "name", "?"));
+    else
+        snprintf(name, sizeof(name), "%s/%s", str_or(q, "namespace", "?"), str_or(q, "name", "?"));
+    render_resources(out, q, tenant, name);
+    render_details(out, q);
+}
+
 void gq_render_top_table(FILE *out, json_object *report)
 {
     json_object *quotas = gq_json_member(report, "quotas"),
@@ -307,54 +391,8 @@ void gq_render_top_table(FILE *out, json_object *report)
         fprintf(out, "%-9s %-22s %-12s %10s %10s %10s %10s  USAGE\n", "KIND", "QUOTA", "RESOURCE",
                 "USED", "RESERVED", "QUEUED", "HARD");
     }
-    for (size_t i = 0; i < n; i++) {
-        json_object *q = json_object_array_get_idx(quotas, i),
-                    *res = gq_json_member(q, "resources");
-        bool tenant = !strcmp(str_or(q, "kind", ""), GQ_KIND_GPUTENANTQUOTA);
-        char name[300];
-        if (tenant)
-            snprintf(name, sizeof(name), "%s", str_or(q, "name", "?"));
-        else
-            snprintf(name, sizeof(name), "%s/%s", str_or(q, "namespace", "?"),
-                     str_or(q, "name", "?"));
-        size_t nr = res ? json_object_array_length(res) : 0;
-        if (!nr)
-            fprintf(out, "%-9s %-22s %-12s\n", tenant ? "tenant" : "namespace", name,
-                    "(no hard limits)");
-        for (size_t j = 0; j < nr; j++) {
-            json_object *r = json_object_array_get_idx(res, j);
-            char bar[GQ_BAR_WIDTH + 3];
-            int64_t pend = int_member(r, "reservedValue");
-            int64_t queued = int_member(r, "queuedValue");
-            if (queued > 0 && pend <= INT64_MAX - queued)
-                pend += queued;
-            gq_render_bar(int_member(r, "usedValue"), pend, int_member(r, "hardValue"), bar);
-            fprintf(out, ROW_FMT,
-                    j        ? ""
-                    : tenant ? "tenant"
-                             : "namespace",
-                    j ? "" : name, str_or(r, "resource", "?"), str_or(r, "used", "0"),
-                    str_or(r, "reserved", "0"), str_or(r, "queued", "-"), str_or(r, "hard", "?"),
-                    bar, (int)int_member(r, "percent"));
-        }
-        json_object *nss = gq_json_member(q, "namespaces"), *models = gq_json_member(q, "models");
-        size_t nn = nss ? json_object_array_length(nss) : 0;
-        for (size_t j = 0; j < nn; j++) {
-            json_object *e = json_object_array_get_idx(nss, j);
-            char used[256];
-            list_text(gq_json_member(e, "used"), used, sizeof(used));
-            fprintf(out, "%-9s   namespace %s: %s\n", "", str_or(e, "namespace", "?"), used);
-        }
-        size_t nm = models ? json_object_array_length(models) : 0;
-        for (size_t j = 0; j < nm; j++) {
-            json_object *e = json_object_array_get_idx(models, j);
-            char used[256], hard[256];
-            list_text(gq_json_member(e, "used"), used, sizeof(used));
-            list_text(gq_json_member(e, "hard"), hard, sizeof(hard));
-            fprintf(out, "%-9s   model %s: used %s%s%s\n", "", str_or(e, "model", "?"), used,
-                    hard[0] ? ", hard " : "", hard);
-        }
-    }
+    for (size_t i = 0; i < n; i++)
+        render_quota(out, json_object_array_get_idx(quotas, i));
     size_t ne = errors ? json_object_array_length(errors) : 0;
     for (size_t i = 0; i < ne; i++)
         fprintf(out, "unreadable quota %s\n",

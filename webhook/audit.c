@@ -195,6 +195,43 @@ static size_t write_all(wh_audit *a, const char *buf, size_t len, gq_code *rc, g
     return off;
 }
 
+/* How much of the whole lines buf[0..len) fits before the size limit: at
+ * least one line in an empty file, 0 when the file must rotate first. */
+static size_t lines_that_fit(const wh_audit *a, const char *buf, size_t len)
+{
+    int64_t room = a->max_size - a->size;
+    size_t fit = 0;
+    for (const char *p = buf; p < buf + len;) {
+        const char *nl = memchr(p, '\n', (size_t)(buf + len - p));
+        size_t end = (size_t)(nl - buf) + 1;
+        if ((int64_t)end > room && (fit || a->size > 0))
+            break;
+        fit = end;
+        p = nl + 1;
+    }
+    return fit;
+}
+
+/* Of n records, written were written; the rest are errors when rc. The
+ * first failure is logged, later ones only counted until a write succeeds.
+ * Called with the lock held. */
+static void count_outcome(wh_audit *a, size_t n, size_t written, gq_code rc, const gq_err *err)
+{
+    atomic_fetch_add(&a->records, written);
+    if (rc) {
+        atomic_fetch_add(&a->errors, n - written);
+        if (!a->failing)
+            GQ_ERROR("%s (further audit write errors are counted in "
+                     "gpuquota_audit_write_errors_total until one succeeds)",
+                     err->msg);
+        a->failing = true;
+    } else {
+        if (a->failing)
+            GQ_INFO("audit log writable again");
+        a->failing = false;
+    }
+}
+
 /* Append whole lines buf[0..len) holding n records: one write(2) for as
  * many lines as fit before the size limit, rotating between lines, so
  * concurrent readers never see half lines and rotation stays exact. Every
@@ -219,17 +256,7 @@ static gq_code audit_emit(wh_audit *a, const char *buf, size_t len, size_t n)
     while (len) {
         size_t chunk = len;
         if (a->path && a->max_size > 0) {
-            /* The lines that fit; at least one in an empty file. */
-            int64_t room = a->max_size - a->size;
-            size_t fit = 0;
-            for (const char *p = buf; p < buf + len;) {
-                const char *nl = memchr(p, '\n', (size_t)(buf + len - p));
-                size_t end = (size_t)(nl - buf) + 1;
-                if ((int64_t)end > room && (fit || a->size > 0))
-                    break;
-                fit = end;
-                p = nl + 1;
-            }
+            size_t fit = lines_that_fit(a, buf, len);
             if (!fit) {
                 if ((rc = audit_rotate(a, &err)))
                     goto out;
@@ -246,19 +273,7 @@ static gq_code audit_emit(wh_audit *a, const char *buf, size_t len, size_t n)
         len -= chunk;
     }
 out:
-    atomic_fetch_add(&a->records, written);
-    if (rc) {
-        atomic_fetch_add(&a->errors, n - written);
-        if (!a->failing)
-            GQ_ERROR("%s (further audit write errors are counted in "
-                     "gpuquota_audit_write_errors_total until one succeeds)",
-                     err.msg);
-        a->failing = true;
-    } else {
-        if (a->failing)
-            GQ_INFO("audit log writable again");
-        a->failing = false;
-    }
+    count_outcome(a, n, written, rc, &err);
     pthread_mutex_unlock(&a->lock);
     return rc;
 }

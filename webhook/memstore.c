@@ -97,6 +97,33 @@ static gq_code stamp(wh_memstore *m, json_object *obj)
     return GQ_OK;
 }
 
+/* A new entry for object c (taken on success) of kind k named ns/name;
+ * GQ_ENOMEM or GQ_OK. The caller holds the lock. */
+static gq_code append_entry(wh_memstore *m, mkind k, const char *ns, const char *name,
+                            json_object *c)
+{
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 16;
+        entry *grown = realloc(m->e, cap * sizeof(*grown));
+        if (!grown)
+            return GQ_ENOMEM;
+        m->e = grown;
+        m->cap = cap;
+    }
+    entry *ne = &m->e[m->n];
+    ne->kind = k;
+    ne->name = strdup(name);
+    ne->ns = ns ? strdup(ns) : NULL;
+    if (!ne->name || (ns && !ne->ns)) {
+        free(ne->name);
+        free(ne->ns);
+        return GQ_ENOMEM;
+    }
+    ne->obj = c;
+    m->n++;
+    return GQ_OK;
+}
+
 gq_code wh_memstore_apply(wh_memstore *m, json_object *obj, gq_err *err)
 {
     const char *kname = gq_json_get_string(obj, "kind");
@@ -127,32 +154,9 @@ gq_code wh_memstore_apply(wh_memstore *m, json_object *obj, gq_err *err)
         c = NULL;
     } else if (m->n >= WH_MEMSTORE_MAX_OBJECTS) {
         rc = gq_err_set(err, GQ_ELIMIT, "more than %d objects", WH_MEMSTORE_MAX_OBJECTS);
-    } else {
-        if (m->n == m->cap) {
-            size_t cap = m->cap ? m->cap * 2 : 16;
-            entry *grown = realloc(m->e, cap * sizeof(*grown));
-            if (!grown) {
-                rc = GQ_ENOMEM;
-                goto unlock;
-            }
-            m->e = grown;
-            m->cap = cap;
-        }
-        entry *ne = &m->e[m->n];
-        ne->kind = (mkind)k;
-        ne->name = strdup(name);
-        ne->ns = ns ? strdup(ns) : NULL;
-        if (!ne->name || (ns && !ne->ns)) {
-            free(ne->name);
-            free(ne->ns);
-            rc = GQ_ENOMEM;
-            goto unlock;
-        }
-        ne->obj = c;
+    } else if (!(rc = append_entry(m, (mkind)k, ns, name, c))) {
         c = NULL;
-        m->n++;
     }
-unlock:
     pthread_mutex_unlock(&m->mu);
     json_object_put(c);
     if (rc == GQ_ENOMEM)
@@ -436,31 +440,23 @@ out:
     return rc;
 }
 
-gq_code wh_memstore_load_state(wh_memstore *m, const gq_config *cfg, json_object *const *docs,
-                               size_t n, int64_t now, gq_err *err)
+/* The Pods of f, decoded into pods[0..*n_pods) as they count at now. */
+static gq_code decode_pods(const gq_config *cfg, const flat *f, int64_t now, gq_usage_pod *pods,
+                           size_t *n_pods, gq_err *err)
 {
-    flat f = {NULL, 0, 0};
-    gq_usage_pod *pods = NULL;
-    size_t n_pods = 0;
+    gq_code rc = GQ_OK;
     gq_pod gp;
     gq_pod_init(&gp);
-    gq_code rc = flatten(docs, n, &f, err);
-    if (rc)
-        goto out;
-    if (f.n && !(pods = calloc(f.n, sizeof(*pods)))) {
-        rc = gq_err_oom(err);
-        goto out;
-    }
-    for (size_t i = 0; i < f.n; i++) {
-        json_object *o = f.o[i];
+    for (size_t i = 0; i < f->n; i++) {
+        json_object *o = f->o[i];
         const char *kind = gq_json_get_string(o, "kind");
         if (!kind || strcmp(kind, "Pod"))
             continue;
-        gq_usage_pod *p = &pods[n_pods];
+        gq_usage_pod *p = &pods[*n_pods];
         const char *ns = obj_ns(o);
         if ((rc = gq_pod_decode(cfg, o, &(gq_pod_scope){.ns = ns}, &gp, err))) {
             gq_err_prefix(err, "Pod %s/%s", ns, obj_name(o));
-            goto out;
+            break;
         }
         p->facts = gp.facts;
         p->facts.terminal = !gq_pod_counts(gp.facts.terminal, gp.delete_at, now);
@@ -468,38 +464,62 @@ gq_code wh_memstore_load_state(wh_memstore *m, const gq_config *cfg, json_object
         p->charge = gp.charge;
         if (p->facts.terminal)
             gq_charge_from_cost(NULL, true, &p->charge);
-        p->ns_labels = ns_labels_of(&f, ns);
-        n_pods++;
+        p->ns_labels = ns_labels_of(f, ns);
+        (*n_pods)++;
     }
-    for (size_t i = 0; i < f.n; i++) {
-        json_object *o = f.o[i], *c = NULL;
-        const char *kind = gq_json_get_string(o, "kind");
-        int k = kind_of(kind);
-        if (kind && !strcmp(kind, "Pod"))
-            continue;
-        if (k < 0) {
-            rc = gq_err_set(err, GQ_EINVAL, "%s %s: kind cannot be used as state",
-                            kind ? kind : "(no kind)", obj_name(o));
-            goto out;
+    gq_pod_dispose(&gp);
+    return rc;
+}
+
+/* Object o (not a Pod) into the store: a GPULimitRange checked, a quota
+ * with its usage recounted from pods[0..n_pods). */
+static gq_code store_object(wh_memstore *m, json_object *o, const gq_usage_pod *pods, size_t n_pods,
+                            gq_err *err)
+{
+    json_object *c = NULL;
+    const char *kind = gq_json_get_string(o, "kind");
+    int k = kind_of(kind);
+    gq_code rc;
+    if (k < 0)
+        return gq_err_set(err, GQ_EINVAL, "%s %s: kind cannot be used as state",
+                          kind ? kind : "(no kind)", obj_name(o));
+    if (k == MK_LIMITRANGE) {
+        gq_limit_range *lr = NULL;
+        rc = gq_limit_range_parse(o, &lr, err);
+        gq_limit_range_free(lr);
+        if (rc) {
+            gq_err_prefix(err, "%s %s", kind, obj_name(o));
+            return rc;
         }
-        if (k == MK_LIMITRANGE) {
-            gq_limit_range *lr = NULL;
-            rc = gq_limit_range_parse(o, &lr, err);
-            gq_limit_range_free(lr);
-            if (rc) {
-                gq_err_prefix(err, "%s %s", kind, obj_name(o));
-                goto out;
-            }
-        }
-        if ((k == MK_QUOTA || k == MK_TENANT) && (rc = recounted(o, pods, n_pods, &c, err)))
-            goto out;
-        rc = wh_memstore_apply(m, c ? c : o, err);
-        json_object_put(c);
-        if (rc)
-            goto out;
+    }
+    if ((k == MK_QUOTA || k == MK_TENANT) && (rc = recounted(o, pods, n_pods, &c, err)))
+        return rc;
+    rc = wh_memstore_apply(m, c ? c : o, err);
+    json_object_put(c);
+    return rc;
+}
+
+gq_code wh_memstore_load_state(wh_memstore *m, const gq_config *cfg, json_object *const *docs,
+                               size_t n, int64_t now, gq_err *err)
+{
+    flat f = {NULL, 0, 0};
+    gq_usage_pod *pods = NULL;
+    size_t n_pods = 0;
+    gq_code rc = flatten(docs, n, &f, err);
+    if (rc)
+        goto out;
+    if (f.n && !(pods = calloc(f.n, sizeof(*pods)))) {
+        rc = gq_err_oom(err);
+        goto out;
+    }
+    if ((rc = decode_pods(cfg, &f, now, pods, &n_pods, err)))
+        goto out;
+    for (size_t i = 0; i < f.n && !rc; i++) {
+        const char *kind = gq_json_get_string(f.o[i], "kind");
+        if (!kind || strcmp(kind, "Pod"))
+            rc = store_object(m, f.o[i], pods, n_pods, err);
     }
 out:
-    gq_pod_dispose(&gp);
     free(pods);
     free(f.o);
     return rc;

@@ -346,35 +346,30 @@ typedef struct pod_mutation {
     gq_code rc;
 } pod_mutation;
 
-/* A pod accepting choices[0..n) in order of preference: price it on each,
- * drop the models its GPULimitRanges refuse, and choose the first whose
- * charge fits every governing quota of the cached state (gq_model_choose).
- * GQ_OK with *chosen; GQ_EDENIED (or a pricing error) with why; other codes
- * are failures of the source, in err. The validating webhook charges the
- * choice as usual, so a race that fills the model meanwhile is a denial. */
-static gq_code choose_model(pod_mutation *m, gq_err *err)
+/* The models of a pod's choices its GPULimitRanges accept, with the charge
+ * of each; why the others were refused. */
+typedef struct model_options {
+    gq_model_option v[GQ_MAX_MODEL_CHOICES];
+    size_t n;
+    char refused[GQ_ERR_MSG_MAX];
+    size_t rlen;
+} model_options;
+
+/* The pod priced on each of its choices, in order; the models its
+ * GPULimitRanges refuse are left out of o, their reasons kept. */
+static gq_code price_choices(const pod_mutation *m, model_options *o, gq_err *err)
 {
     const gq_config *cfg = m->cfg;
     const wh_review_request *req = m->req;
-    lr_input *in = m->in;
-    const gq_model *const *choices = m->choices;
-    size_t n = m->n_choices;
-    const gq_model **chosen = &m->chosen;
-    gq_err *why = &m->why;
-    gq_code rc = GQ_OK;
-    gq_model_option opts[GQ_MAX_MODEL_CHOICES];
-    size_t n_opts = 0, at = 0, n_q = 0;
-    gq_quota **qs = NULL;
-    json_object *ns_labels = NULL;
-    char refused[GQ_ERR_MSG_MAX] = "";
-    size_t rlen = 0;
-    for (size_t i = 0; i < n; i++) {
+    const lr_input *in = m->in;
+    gq_code rc;
+    for (size_t i = 0; i < m->n_choices; i++) {
         json_object *copy = NULL;
         priced p;
         priced_init(&p);
         gq_err e;
         gq_err_clear(&e);
-        if ((rc = gq_pod_with_model(req->object, choices[i]->name, &copy, err)))
+        if ((rc = gq_pod_with_model(req->object, m->choices[i]->name, &copy, err)))
             return rc;
         rc = decode(cfg, copy, req->namespace, NULL, 0, &p.pod0, &e);
         if (!rc)
@@ -382,23 +377,34 @@ static gq_code choose_model(pod_mutation *m, gq_err *err)
         if (!rc)
             rc = gq_limit_validate(&priced_use(&p)->cost, req->namespace, in->lrs, in->n_lrs, &e);
         if (!rc) {
-            opts[n_opts].model = choices[i]->name;
-            opts[n_opts].charge = priced_use(&p)->charge;
-            n_opts++;
-        } else if (rc != GQ_ENOMEM && rlen < sizeof(refused)) {
-            int w = snprintf(refused + rlen, sizeof(refused) - rlen, "%s%s: %s", rlen ? "; " : "",
-                             choices[i]->name, e.msg);
+            o->v[o->n].model = m->choices[i]->name;
+            o->v[o->n].charge = priced_use(&p)->charge;
+            o->n++;
+        } else if (rc != GQ_ENOMEM && o->rlen < sizeof(o->refused)) {
+            int w = snprintf(o->refused + o->rlen, sizeof(o->refused) - o->rlen, "%s%s: %s",
+                             o->rlen ? "; " : "", m->choices[i]->name, e.msg);
             if (w > 0)
-                rlen += (size_t)w;
+                o->rlen += (size_t)w;
         }
         priced_dispose(&p);
         json_object_put(copy);
         if (rc == GQ_ENOMEM)
             return gq_err_set(err, rc, "out of memory");
     }
-    if (!n_opts)
-        return gq_err_set(why, GQ_EDENIED, "no accepted GPU model fits: %s", refused);
-    if ((rc = quotas_load(in->src, req->namespace, &qs, &n_q, &ns_labels, err)))
+    return GQ_OK;
+}
+
+/* Of the options, the first whose charge fits every governing quota of the
+ * cached state (gq_model_choose), into m->chosen; a denial in m->why. */
+static gq_code choose_fitting(pod_mutation *m, const model_options *o, gq_err *err)
+{
+    const wh_review_request *req = m->req;
+    gq_err *why = &m->why;
+    size_t at = 0, n_q = 0;
+    gq_quota **qs = NULL;
+    json_object *ns_labels = NULL;
+    gq_code rc;
+    if ((rc = quotas_load(m->in->src, req->namespace, &qs, &n_q, &ns_labels, err)))
         goto out;
     gq_pod_facts facts;
     if ((rc = gq_pod_facts_from_json(req->object, req->namespace, &facts, why)))
@@ -407,25 +413,42 @@ static gq_code choose_model(pod_mutation *m, gq_err *err)
     gq_quota_snapshot snap = {.quotas = (const gq_quota *const *)qs,
                               .n = n_q,
                               .ns_labels = ns_labels,
-                              .require_quota = cfg->require_quota,
+                              .require_quota = m->cfg->require_quota,
                               .now = (int64_t)time(NULL)};
-    rc = gq_model_choose(opts, n_opts, &snap, &facts, &at, why);
+    rc = gq_model_choose(o->v, o->n, &snap, &facts, &at, why);
     if (rc == GQ_OK) {
-        for (size_t i = 0; i < n; i++)
-            if (!strcmp(choices[i]->name, opts[at].model))
-                *chosen = choices[i];
+        for (size_t i = 0; i < m->n_choices; i++)
+            if (!strcmp(m->choices[i]->name, o->v[at].model))
+                m->chosen = m->choices[i];
     } else if (rc == GQ_ENOMEM) {
         gq_err_set(err, rc, "out of memory");
-    } else if (rc == GQ_EDENIED && rlen) {
+    } else if (rc == GQ_EDENIED && o->rlen) {
         /* Say why the models the GPULimitRanges refused were not tried. */
         char msg[2 * GQ_ERR_MSG_MAX + 2]; /* gq_err_set cuts it to size */
-        snprintf(msg, sizeof(msg), "%s; %s", why->msg, refused);
+        snprintf(msg, sizeof(msg), "%s; %s", why->msg, o->refused);
         gq_err_set(why, GQ_EDENIED, "%s", msg);
     }
 out:
     wh_quotas_free(qs, n_q);
     json_object_put(ns_labels);
     return rc;
+}
+
+/* A pod accepting choices[0..n) in order of preference: price it on each,
+ * drop the models its GPULimitRanges refuse, and choose the first whose
+ * charge fits every governing quota of the cached state (gq_model_choose).
+ * GQ_OK with *chosen; GQ_EDENIED (or a pricing error) with why; other codes
+ * are failures of the source, in err. The validating webhook charges the
+ * choice as usual, so a race that fills the model meanwhile is a denial. */
+static gq_code choose_model(pod_mutation *m, gq_err *err)
+{
+    model_options o = {.n = 0};
+    gq_code rc = price_choices(m, &o, err);
+    if (rc)
+        return rc;
+    if (!o.n)
+        return gq_err_set(&m->why, GQ_EDENIED, "no accepted GPU model fits: %s", o.refused);
+    return choose_fitting(m, &o, err);
 }
 
 /* gq_class_lookup over src: a fresh read of the DeviceClass; one that
@@ -447,6 +470,88 @@ static gq_class_kind read_class_kind(void *ctx, const char *name)
     return k;
 }
 
+/* Pricing a pod's DRA claims: what each claim's step needs, and the record
+ * so far. */
+typedef struct claim_pricer {
+    const gq_config *cfg;
+    const wh_review_request *req;
+    const wh_limit_range_source *src;
+    wh_review_response *r;
+    gq_class_lookup classes;
+    json_object *rec; /* the GQ_ANN_CLAIMS record (owned; NULL until one is priced) */
+} claim_pricer;
+
+/* rec[name] = {gpus, memory, model, and for a shared claim its name and
+ * uid}; GQ_ENOMEM or GQ_OK. */
+static gq_code add_claim_entry(claim_pricer *cp, const char *name, const gq_claim_cost *cc,
+                               const char *cname, const char *uid)
+{
+    char mem[GQ_QUANTITY_STR_MAX];
+    gq_format_bytes(cc->gpu_memory, mem);
+    json_object *one = json_object_new_object();
+    if (!cp->rec)
+        cp->rec = json_object_new_object();
+    if (!one || !cp->rec || json_object_object_add(one, "gpus", json_object_new_int64(cc->gpus)) ||
+        json_object_object_add(one, "memory", json_object_new_string(mem)) ||
+        (cc->model &&
+         json_object_object_add(one, "model", json_object_new_string(cc->model->name))) ||
+        (cname && (json_object_object_add(one, "claim", json_object_new_string(cname)) ||
+                   json_object_object_add(one, "uid", json_object_new_string(uid)))) ||
+        json_object_object_add(cp->rec, name, one)) {
+        json_object_put(one);
+        return GQ_ENOMEM;
+    }
+    return GQ_OK;
+}
+
+/* One entry c of spec.resourceClaims: read, priced and recorded, or a
+ * warning why it cannot be. Errors (to stop at) are the source's, in err,
+ * or GQ_ENOMEM. */
+static gq_code price_claim(claim_pricer *cp, json_object *c, gq_err *err)
+{
+    const wh_limit_range_source *src = cp->src;
+    json_object *obj = NULL, *cspec = NULL;
+    const char *name = gq_json_get_string(c, "name"),
+               *tname = gq_json_get_string(c, "resourceClaimTemplateName"),
+               *cname = gq_json_get_string(c, "resourceClaimName");
+    bool shared = !tname && cname;
+    const char *kind = shared ? "ResourceClaim" : "ResourceClaimTemplate";
+    gq_code (*get)(void *, const char *, const char *, json_object **, gq_err *) =
+        shared ? src->get_claim : src->get_claim_template;
+    char what[320];
+    gq_err e;
+    gq_err_clear(&e);
+    if (!name || !(tname || cname) || !get)
+        return GQ_OK;
+    snprintf(what, sizeof(what), "%s \"%.253s\"", kind, shared ? cname : tname);
+    gq_code rc = get(src->ctx, cp->req->namespace, shared ? cname : tname, &obj, err);
+    if (rc == GQ_ENOTFOUND) {
+        /* unpriced; the pod cannot start without it either */
+        snprintf(e.msg, sizeof(e.msg),
+                 "%s does not exist in namespace %s: gpuquota cannot price the pod's "
+                 "claim \"%.63s\"",
+                 what, cp->req->namespace, name);
+        return wh_review_response_add_warning(cp->r, e.msg);
+    }
+    if (rc)
+        return rc;
+    gq_claim_cost cc;
+    const char *uid = shared ? gq_json_get_string(gq_json_member(obj, "metadata"), "uid") : NULL;
+    json_object_object_get_ex(obj, "spec", &cspec);
+    if (!shared)
+        json_object_object_get_ex(cspec, "spec", &cspec);
+    if (shared && (!uid || !uid[0] || strlen(uid) > GQ_CLAIM_UID_MAX))
+        rc = gq_err_set(&e, GQ_EINVAL, "%s: metadata.uid is missing or too long", what);
+    else
+        rc = gq_claim_spec_cost(cp->cfg, cspec, &cp->classes, what, &cc, &e);
+    if (!rc)
+        rc = add_claim_entry(cp, name, &cc, shared ? cname : NULL, uid);
+    else if (rc != GQ_ENOMEM)
+        rc = wh_review_response_add_warning(cp->r, e.msg);
+    json_object_put(obj);
+    return rc;
+}
+
 /* The GPU devices of the pod's DRA claims, read afresh from src: a
  * ResourceClaimTemplate (each pod gets a claim of its own) or a
  * ResourceClaim named directly (may be shared by pods; its entry also
@@ -459,7 +564,7 @@ static gq_code price_claims(const gq_config *cfg, const wh_review_request *req,
                             const wh_limit_range_source *src, wh_review_response *r,
                             json_object **out, gq_err *err)
 {
-    json_object *spec = NULL, *claims = NULL, *rec = NULL;
+    json_object *spec = NULL, *claims = NULL;
     gq_code rc = GQ_OK;
     *out = NULL;
     if (!src || !json_object_object_get_ex(req->object, "spec", &spec) ||
@@ -470,82 +575,17 @@ static gq_code price_claims(const gq_config *cfg, const wh_review_request *req,
     if (!n || n > GQ_POD_MAX_CLAIMS)
         return GQ_OK;
     class_reader cr = {cfg, src};
-    gq_class_lookup classes = {&cr, read_class_kind};
-    for (size_t i = 0; i < n; i++) {
-        json_object *c = json_object_array_get_idx(claims, i), *obj = NULL, *cspec = NULL;
-        const char *name = gq_json_get_string(c, "name"),
-                   *tname = gq_json_get_string(c, "resourceClaimTemplateName"),
-                   *cname = gq_json_get_string(c, "resourceClaimName");
-        bool shared = !tname && cname;
-        const char *kind = shared ? "ResourceClaim" : "ResourceClaimTemplate";
-        gq_code (*get)(void *, const char *, const char *, json_object **, gq_err *) =
-            shared ? src->get_claim : src->get_claim_template;
-        char what[320];
-        gq_err e;
-        gq_err_clear(&e);
-        if (!name || !(tname || cname) || !get)
-            continue;
-        snprintf(what, sizeof(what), "%s \"%.253s\"", kind, shared ? cname : tname);
-        rc = get(src->ctx, req->namespace, shared ? cname : tname, &obj, err);
-        if (rc == GQ_ENOTFOUND) {
-            /* unpriced; the pod cannot start without it either */
-            snprintf(e.msg, sizeof(e.msg),
-                     "%s does not exist in namespace %s: gpuquota cannot price the pod's "
-                     "claim \"%.63s\"",
-                     what, req->namespace, name);
-            if ((rc = wh_review_response_add_warning(r, e.msg)))
-                break;
-            continue;
-        }
-        if (rc)
-            break;
-        gq_claim_cost cc;
-        const char *uid =
-            shared ? gq_json_get_string(gq_json_member(obj, "metadata"), "uid") : NULL;
-        json_object_object_get_ex(obj, "spec", &cspec);
-        if (!shared)
-            json_object_object_get_ex(cspec, "spec", &cspec);
-        if (shared && (!uid || !uid[0] || strlen(uid) > GQ_CLAIM_UID_MAX))
-            rc = gq_err_set(&e, GQ_EINVAL, "%s: metadata.uid is missing or too long", what);
-        else
-            rc = gq_claim_spec_cost(cfg, cspec, &classes, what, &cc, &e);
-        if (rc == GQ_ENOMEM) {
-            json_object_put(obj);
-            break;
-        }
-        if (rc) {
-            json_object_put(obj);
-            rc = wh_review_response_add_warning(r, e.msg);
-            if (rc)
-                break;
-            continue;
-        }
-        char mem[GQ_QUANTITY_STR_MAX];
-        gq_format_bytes(cc.gpu_memory, mem);
-        json_object *one = json_object_new_object();
-        if (!rec)
-            rec = json_object_new_object();
-        if (!one || !rec || json_object_object_add(one, "gpus", json_object_new_int64(cc.gpus)) ||
-            json_object_object_add(one, "memory", json_object_new_string(mem)) ||
-            (cc.model &&
-             json_object_object_add(one, "model", json_object_new_string(cc.model->name))) ||
-            (shared && (json_object_object_add(one, "claim", json_object_new_string(cname)) ||
-                        json_object_object_add(one, "uid", json_object_new_string(uid)))) ||
-            json_object_object_add(rec, name, one)) {
-            json_object_put(one);
-            json_object_put(obj);
-            rc = GQ_ENOMEM;
-            break;
-        }
-        json_object_put(obj);
-    }
+    claim_pricer cp = {
+        .cfg = cfg, .req = req, .src = src, .r = r, .classes = {&cr, read_class_kind}, .rec = NULL};
+    for (size_t i = 0; i < n && !rc; i++)
+        rc = price_claim(&cp, json_object_array_get_idx(claims, i), err);
     if (rc == GQ_ENOMEM)
         gq_err_set(err, rc, "out of memory");
     if (rc) {
-        json_object_put(rec);
+        json_object_put(cp.rec);
         return rc;
     }
-    *out = rec;
+    *out = cp.rec;
     return GQ_OK;
 }
 

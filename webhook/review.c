@@ -73,19 +73,11 @@ static gq_code get_obj(json_object *obj, const char *key, const char *where, jso
     return GQ_OK;
 }
 
-static gq_code decode_request(json_object *req, wh_review_request *r, gq_err *err)
+/* request.kind and request.resource: what is being admitted. */
+static gq_code decode_kind(json_object *req, wh_review_request *r, gq_err *err)
 {
     gq_code rc;
-    json_object *kind = NULL, *res = NULL, *user = NULL, *v = NULL;
-    const char *op = NULL;
-
-    if ((rc = get_str(req, "uid", "request.", &r->uid, err)))
-        return rc;
-    if (!r->uid[0])
-        return gq_err_set(err, GQ_EINVAL, "request.uid is missing or empty");
-    if (strlen(r->uid) > WH_UID_MAX)
-        return gq_err_set(err, GQ_EINVAL, "request.uid is longer than %d bytes", WH_UID_MAX);
-
+    json_object *kind = NULL, *res = NULL;
     if ((rc = get_obj(req, "kind", "request.", &kind, err)) ||
         (rc = get_str(kind, "group", "request.kind.", &r->kind_group, err)) ||
         (rc = get_str(kind, "version", "request.kind.", &r->kind_version, err)) ||
@@ -100,10 +92,15 @@ static gq_code decode_request(json_object *req, wh_review_request *r, gq_err *er
         return rc;
     if (!r->resource[0])
         return gq_err_set(err, GQ_EINVAL, "request.resource.resource is missing");
-    if ((rc = get_str(req, "subResource", "request.", &r->sub_resource, err)) ||
-        (rc = get_str(req, "namespace", "request.", &r->namespace, err)) ||
-        (rc = get_str(req, "name", "request.", &r->name, err)) ||
-        (rc = get_str(req, "operation", "request.", &op, err)))
+    return GQ_OK;
+}
+
+/* request.operation, one of wh_op_names. */
+static gq_code decode_operation(json_object *req, wh_review_request *r, gq_err *err)
+{
+    const char *op = NULL;
+    gq_code rc = get_str(req, "operation", "request.", &op, err);
+    if (rc)
         return rc;
     size_t i;
     for (i = 0; i < sizeof(wh_op_names) / sizeof(wh_op_names[0]); i++)
@@ -114,29 +111,54 @@ static gq_code decode_request(json_object *req, wh_review_request *r, gq_err *er
                           "request.operation \"%.32s\" is not CREATE, UPDATE, DELETE or CONNECT",
                           op);
     r->operation = (wh_operation)i;
+    return GQ_OK;
+}
 
+/* request.userInfo: who asks, and their groups. */
+static gq_code decode_user(json_object *req, wh_review_request *r, gq_err *err)
+{
+    gq_code rc;
+    json_object *user = NULL, *v = NULL;
     if ((rc = get_obj(req, "userInfo", "request.", &user, err)) ||
         (rc = get_str(user, "username", "request.userInfo.", &r->username, err)))
         return rc;
-    if (user && json_object_object_get_ex(user, "groups", &v) && v) {
-        if (!json_object_is_type(v, json_type_array))
-            return gq_err_set(err, GQ_EINVAL, "request.userInfo.groups must be an array");
-        size_t n = json_object_array_length(v);
-        if (n) {
-            r->groups = calloc(n, sizeof(*r->groups));
-            if (!r->groups)
-                return gq_err_oom(err);
-        }
-        for (size_t k = 0; k < n; k++) {
-            json_object *g = json_object_array_get_idx(v, k);
-            if (!json_object_is_type(g, json_type_string))
-                return gq_err_set(err, GQ_EINVAL, "request.userInfo.groups[%zu] must be a string",
-                                  k);
-            r->groups[k] = json_object_get_string(g);
-        }
-        r->n_groups = n;
+    if (!user || !json_object_object_get_ex(user, "groups", &v) || !v)
+        return GQ_OK;
+    if (!json_object_is_type(v, json_type_array))
+        return gq_err_set(err, GQ_EINVAL, "request.userInfo.groups must be an array");
+    size_t n = json_object_array_length(v);
+    if (n) {
+        r->groups = calloc(n, sizeof(*r->groups));
+        if (!r->groups)
+            return gq_err_oom(err);
     }
+    for (size_t k = 0; k < n; k++) {
+        json_object *g = json_object_array_get_idx(v, k);
+        if (!json_object_is_type(g, json_type_string))
+            return gq_err_set(err, GQ_EINVAL, "request.userInfo.groups[%zu] must be a string", k);
+        r->groups[k] = json_object_get_string(g);
+    }
+    r->n_groups = n;
+    return GQ_OK;
+}
 
+static gq_code decode_request(json_object *req, wh_review_request *r, gq_err *err)
+{
+    gq_code rc;
+    json_object *v = NULL;
+
+    if ((rc = get_str(req, "uid", "request.", &r->uid, err)))
+        return rc;
+    if (!r->uid[0])
+        return gq_err_set(err, GQ_EINVAL, "request.uid is missing or empty");
+    if (strlen(r->uid) > WH_UID_MAX)
+        return gq_err_set(err, GQ_EINVAL, "request.uid is longer than %d bytes", WH_UID_MAX);
+    if ((rc = decode_kind(req, r, err)) ||
+        (rc = get_str(req, "subResource", "request.", &r->sub_resource, err)) ||
+        (rc = get_str(req, "namespace", "request.", &r->namespace, err)) ||
+        (rc = get_str(req, "name", "request.", &r->name, err)) ||
+        (rc = decode_operation(req, r, err)) || (rc = decode_user(req, r, err)))
+        return rc;
     if ((rc = get_obj(req, "object", "request.", &r->object, err)) ||
         (rc = get_obj(req, "oldObject", "request.", &r->old_object, err)))
         return rc;
@@ -489,6 +511,50 @@ oom:
     return gq_err_oom(err);
 }
 
+static json_object *user_info(const char *username)
+{
+    json_object *user = json_object_new_object();
+    if (!user || put(user, "username", json_object_new_string(username ? username : ""))) {
+        json_object_put(user);
+        return NULL;
+    }
+    return user;
+}
+
+static json_object *create_options(void)
+{
+    json_object *opts = json_object_new_object();
+    if (!opts || put(opts, "apiVersion", json_object_new_string("meta.k8s.io/v1")) ||
+        put(opts, "kind", json_object_new_string("CreateOptions"))) {
+        json_object_put(opts);
+        return NULL;
+    }
+    return opts;
+}
+
+/* The request of a pod CREATE review; NULL when out of memory. put takes
+ * each member, so every object has one owner at each step. */
+static json_object *create_request(json_object *pod, const char *ns, const char *name,
+                                   const char *uid, const char *username)
+{
+    json_object *req = json_object_new_object();
+    if (!req || put(req, "uid", json_object_new_string(uid)) ||
+        put(req, "kind", core_v1("kind", "Pod")) ||
+        put(req, "resource", core_v1("resource", "pods")) ||
+        put(req, "requestKind", core_v1("kind", "Pod")) ||
+        put(req, "requestResource", core_v1("resource", "pods")) ||
+        put(req, "name", json_object_new_string(name)) ||
+        put(req, "namespace", json_object_new_string(ns)) ||
+        put(req, "operation", json_object_new_string("CREATE")) ||
+        put(req, "userInfo", user_info(username)) || put(req, "object", json_object_get(pod)) ||
+        json_object_object_add(req, "oldObject", NULL) ||
+        put(req, "dryRun", json_object_new_boolean(0)) || put(req, "options", create_options())) {
+        json_object_put(req);
+        return NULL;
+    }
+    return req;
+}
+
 gq_code wh_review_for_pod_create(json_object *pod, const char *ns, const char *uid,
                                  const char *username, json_object **out, gq_err *err)
 {
@@ -507,51 +573,15 @@ gq_code wh_review_for_pod_create(json_object *pod, const char *ns, const char *u
     if (json_object_object_get_ex(meta, "name", &v) && json_object_is_type(v, json_type_string))
         name = json_object_get_string(v);
 
-    json_object *root = json_object_new_object(), *req = json_object_new_object();
-    json_object *user = json_object_new_object(), *opts = json_object_new_object();
-    if (!root || !req || !user || !opts)
-        goto oom;
-    /* Built inside out, so every object has one owner at each step. */
-    if (put(user, "username", json_object_new_string(username ? username : "")) ||
-        put(opts, "apiVersion", json_object_new_string("meta.k8s.io/v1")) ||
-        put(opts, "kind", json_object_new_string("CreateOptions")) ||
-        put(req, "uid", json_object_new_string(uid)) || put(req, "kind", core_v1("kind", "Pod")) ||
-        put(req, "resource", core_v1("resource", "pods")) ||
-        put(req, "requestKind", core_v1("kind", "Pod")) ||
-        put(req, "requestResource", core_v1("resource", "pods")) ||
-        put(req, "name", json_object_new_string(name)) ||
-        put(req, "namespace", json_object_new_string(ns)) ||
-        put(req, "operation", json_object_new_string("CREATE")))
-        goto oom;
-    if (put(req, "userInfo", user)) {
-        user = NULL;
-        goto oom;
-    }
-    user = NULL;
-    if (put(req, "object", json_object_get(pod)) ||
-        json_object_object_add(req, "oldObject", NULL) ||
-        put(req, "dryRun", json_object_new_boolean(0)))
-        goto oom;
-    if (put(req, "options", opts)) {
-        opts = NULL;
-        goto oom;
-    }
-    opts = NULL;
-    if (put(root, "apiVersion", json_object_new_string(WH_API_V1)) ||
-        put(root, "kind", json_object_new_string("AdmissionReview")))
-        goto oom;
-    if (put(root, "request", req)) {
-        req = NULL;
-        goto oom;
+    json_object *root = json_object_new_object();
+    if (!root || put(root, "apiVersion", json_object_new_string(WH_API_V1)) ||
+        put(root, "kind", json_object_new_string("AdmissionReview")) ||
+        put(root, "request", create_request(pod, ns, name, uid, username))) {
+        json_object_put(root);
+        return gq_err_oom(err);
     }
     *out = root;
     return GQ_OK;
-oom:
-    json_object_put(opts);
-    json_object_put(user);
-    json_object_put(req);
-    json_object_put(root);
-    return gq_err_oom(err);
 }
 
 void wh_review_request_dispose(wh_review_request *r)

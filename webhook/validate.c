@@ -1016,59 +1016,6 @@ static gq_code settle(wh_validate_result *r, gq_code rc, const gq_err *e)
     return GQ_OK;
 }
 
-/* Which quotas to charge, in check order, and requireQuota, from the specs
- * alone: a view with no usage and unbounded limits never exceeds, so this
- * only selects; the fresh reads decide. idx has room for qs->n. */
-static gq_code select_quotas(const wh_validator *v, const quota_set *qs, const gq_pod_facts *facts,
-                             json_object *ns_labels, const gq_amounts *charge, size_t *idx,
-                             size_t *n_idx, gq_err *e)
-{
-    gq_quota *view_store = qs->n ? calloc(qs->n, sizeof(*view_store)) : NULL;
-    const gq_quota **views = qs->n ? calloc(qs->n, sizeof(*views)) : NULL;
-    gq_model_limit *mstore = NULL;
-    size_t n_m = 0, at = 0;
-    gq_code rc = GQ_ENOMEM;
-    for (size_t i = 0; i < qs->n; i++)
-        n_m += qs->q[i]->n_models;
-    if (n_m && !(mstore = calloc(n_m, sizeof(*mstore))))
-        goto out;
-    if (qs->n && (!view_store || !views))
-        goto out;
-    for (size_t i = 0; i < qs->n; i++) {
-        view_store[i] = *qs->q[i];
-        memset(&view_store[i].used, 0, sizeof(view_store[i].used));
-        view_store[i].reservations = NULL;
-        view_store[i].n_reservations = 0;
-        for (int k = 0; k < GQ_KEY_COUNT; k++)
-            if (view_store[i].hard.set[k])
-                view_store[i].hard.v[k] = INT64_MAX;
-        /* Per-model limits never refuse here either: only which quotas
-         * govern the pod is asked. */
-        view_store[i].models = n_m ? &mstore[at] : NULL;
-        for (size_t m = 0; m < qs->q[i]->n_models; m++, at++) {
-            mstore[at] = qs->q[i]->models[m];
-            memset(&mstore[at].used, 0, sizeof(mstore[at].used));
-            for (int k = 0; k < GQ_KEY_COUNT; k++)
-                if (mstore[at].hard.set[k])
-                    mstore[at].hard.v[k] = INT64_MAX;
-        }
-        views[i] = &view_store[i];
-    }
-    gq_quota_snapshot snap = {.quotas = views,
-                              .n = qs->n,
-                              .ns_labels = ns_labels,
-                              .require_quota = v->cfg->require_quota,
-                              .now = now_s(v)};
-    rc = gq_quota_evaluate(&snap, facts, charge, idx, n_idx, e);
-out:
-    if (rc == GQ_ENOMEM)
-        gq_err_oom(e);
-    free(views);
-    free(view_store);
-    free(mstore);
-    return rc;
-}
-
 /* The quota objects an admission reads from the caches, once. */
 typedef struct quota_view {
     bool loaded;
@@ -1082,6 +1029,82 @@ static void quota_view_dispose(quota_view *qv)
     json_object_put(qv->t_arr);
     json_object_put(qv->q_arr);
     json_object_put(qv->ns_labels);
+}
+
+/* The quotas of a set as specs alone: no usage, no reservations and every
+ * limit (per-model ones too) unbounded, so that evaluating them only
+ * selects which quotas govern a pod. */
+typedef struct spec_views {
+    gq_quota *store;
+    const gq_quota **v; /* v[i] = &store[i] */
+    gq_model_limit *models;
+} spec_views;
+
+static void spec_views_dispose(spec_views *sv)
+{
+    free(sv->v);
+    free(sv->store);
+    free(sv->models);
+}
+
+/* GQ_ENOMEM or GQ_OK; sv is disposed of either way by the caller. */
+static gq_code spec_views_init(spec_views *sv, const quota_set *qs)
+{
+    size_t n_m = 0, at = 0;
+    memset(sv, 0, sizeof(*sv));
+    sv->store = qs->n ? calloc(qs->n, sizeof(*sv->store)) : NULL;
+    sv->v = qs->n ? calloc(qs->n, sizeof(*sv->v)) : NULL;
+    for (size_t i = 0; i < qs->n; i++)
+        n_m += qs->q[i]->n_models;
+    if (n_m && !(sv->models = calloc(n_m, sizeof(*sv->models))))
+        return GQ_ENOMEM;
+    if (qs->n && (!sv->store || !sv->v))
+        return GQ_ENOMEM;
+    for (size_t i = 0; i < qs->n; i++) {
+        gq_quota *q = &sv->store[i];
+        *q = *qs->q[i];
+        memset(&q->used, 0, sizeof(q->used));
+        q->reservations = NULL;
+        q->n_reservations = 0;
+        for (int k = 0; k < GQ_KEY_COUNT; k++)
+            if (q->hard.set[k])
+                q->hard.v[k] = INT64_MAX;
+        /* Per-model limits never refuse here either: only which quotas
+         * govern the pod is asked. */
+        q->models = n_m ? &sv->models[at] : NULL;
+        for (size_t m = 0; m < qs->q[i]->n_models; m++, at++) {
+            gq_model_limit *ml = &sv->models[at];
+            *ml = qs->q[i]->models[m];
+            memset(&ml->used, 0, sizeof(ml->used));
+            for (int k = 0; k < GQ_KEY_COUNT; k++)
+                if (ml->hard.set[k])
+                    ml->hard.v[k] = INT64_MAX;
+        }
+        sv->v[i] = q;
+    }
+    return GQ_OK;
+}
+
+/* Which quotas of qv to charge, in check order, and requireQuota, from the
+ * specs alone: a view with no usage and unbounded limits never exceeds, so
+ * this only selects; the fresh reads decide. idx has room for qv->qs.n. */
+static gq_code select_quotas(const wh_validator *v, const quota_view *qv, const gq_pod_facts *facts,
+                             const gq_amounts *charge, size_t *idx, size_t *n_idx, gq_err *e)
+{
+    spec_views sv;
+    gq_code rc = spec_views_init(&sv, &qv->qs);
+    if (!rc) {
+        gq_quota_snapshot snap = {.quotas = sv.v,
+                                  .n = qv->qs.n,
+                                  .ns_labels = qv->ns_labels,
+                                  .require_quota = v->cfg->require_quota,
+                                  .now = now_s(v)};
+        rc = gq_quota_evaluate(&snap, facts, charge, idx, n_idx, e);
+    }
+    if (rc == GQ_ENOMEM)
+        gq_err_oom(e);
+    spec_views_dispose(&sv);
+    return rc;
 }
 
 /* Read the namespace's labels, its GPUQuotas and every GPUTenantQuota into
@@ -1678,8 +1701,7 @@ static bool select_governing(wh_validator *v, create_state *c, wh_validate_resul
         *rc = GQ_ENOMEM;
         return false;
     }
-    if ((*rc = select_quotas(v, qs, &c->pod.facts, c->qv.ns_labels, &r->charge, c->idx, &c->n_idx,
-                             &e))) {
+    if ((*rc = select_quotas(v, &c->qv, &c->pod.facts, &r->charge, c->idx, &c->n_idx, &e))) {
         *rc = settle(r, *rc, &e);
         return false;
     }

@@ -187,34 +187,66 @@ static size_t put_utf8(char *o, unsigned cp)
     return 4;
 }
 
-/* A string at j->p (the opening quote). With decode, *s and *n get its value:
- * borrowed from the input when it has no escapes, else decoded into j->buf
- * (NUL-terminated there). A lone surrogate decodes to U+FFFD, as Go's
- * decoder in kube-apiserver does. */
-static gq_code jp_string(jp *j, bool decode, const char **s, size_t *n, bool *copied)
+/* Past the bytes from q that need no look: up to a quote, a backslash, a
+ * control character or end. */
+static inline const char *jp_plain_run(const char *q, const char *end)
 {
-    const char *q = ++j->p;
-    bool escaped = false;
-    for (;;) {
-        /* Eight bytes at a time while none is a quote, backslash or control
-         * character (SWAR: a byte is flagged when b < 0x20, b == '"' or
-         * b == '\\'). */
-        while (j->end - q >= 8) {
-            uint64_t w;
-            memcpy(&w, q, 8);
-            const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
-            uint64_t quote = w ^ (ones * '"'), bslash = w ^ (ones * '\\');
-            /* Exact "some byte is < n" and "some byte is 0" tests: a word is
-             * never passed over wrongly (a stray flag only ends the fast
-             * loop early). */
-            uint64_t hit = ((w - ones * 0x20) & ~w & high) | ((quote - ones) & ~quote & high) |
-                           ((bslash - ones) & ~bslash & high);
-            if (hit)
-                break;
-            q += 8;
+    /* Eight bytes at a time while none is a quote, backslash or control
+     * character (SWAR: a byte is flagged when b < 0x20, b == '"' or
+     * b == '\\'). */
+    while (end - q >= 8) {
+        uint64_t w;
+        memcpy(&w, q, 8);
+        const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+        uint64_t quote = w ^ (ones * '"'), bslash = w ^ (ones * '\\');
+        /* Exact "some byte is < n" and "some byte is 0" tests: a word is
+         * never passed over wrongly (a stray flag only ends the fast
+         * loop early). */
+        uint64_t hit = ((w - ones * 0x20) & ~w & high) | ((quote - ones) & ~quote & high) |
+                       ((bslash - ones) & ~bslash & high);
+        if (hit)
+            break;
+        q += 8;
+    }
+    while (q < end && !jp_stop[(unsigned char)*q])
+        q++;
+    return q;
+}
+
+/* The escape at *q (its backslash), checked: *q past it, or an error with
+ * j->p where it is wrong. */
+static inline gq_code jp_escape(jp *j, const char **q)
+{
+    const char *b = *q;
+    if (b + 1 >= j->end) {
+        j->p = b + 1;
+        return jp_syntax(j, "unterminated string");
+    }
+    char e = b[1];
+    if (e == 'u') {
+        if (j->end - b < 6 || hex4(b + 2) < 0) {
+            j->p = b;
+            return jp_syntax(j, "invalid \\u escape");
         }
-        while (q < j->end && !jp_stop[(unsigned char)*q])
-            q++;
+        *q = b + 6;
+        return GQ_OK;
+    }
+    if (!strchr("\"\\/bfnrt", e) || !e) {
+        j->p = b;
+        return jp_syntax(j, "invalid escape");
+    }
+    *q = b + 2;
+    return GQ_OK;
+}
+
+/* The closing quote of the string whose body starts at j->p, into *close;
+ * *escaped when the body has an escape. Every escape is checked here, so
+ * jp_unescape needs no bound of its own. */
+static inline gq_code jp_string_close(jp *j, const char **close, bool *escaped)
+{
+    const char *q = j->p;
+    for (;;) {
+        q = jp_plain_run(q, j->end);
         if (q >= j->end) {
             j->p = q;
             return jp_syntax(j, "unterminated string");
@@ -226,47 +258,42 @@ static gq_code jp_string(jp *j, bool decode, const char **s, size_t *n, bool *co
             j->p = q;
             return jp_syntax(j, "control character in string");
         }
-        if (c == '\\') {
-            escaped = true;
-            if (q + 1 >= j->end) {
-                j->p = q + 1;
-                return jp_syntax(j, "unterminated string");
-            }
-            char e = q[1];
-            if (e == 'u') {
-                if (j->end - q < 6 || hex4(q + 2) < 0) {
-                    j->p = q;
-                    return jp_syntax(j, "invalid \\u escape");
-                }
-                q += 6;
-                continue;
-            }
-            if (!strchr("\"\\/bfnrt", e) || !e) {
-                j->p = q;
-                return jp_syntax(j, "invalid escape");
-            }
-            q += 2;
-            continue;
+        /* jp_stop stops at nothing else: a backslash. */
+        *escaped = true;
+        gq_code rc = jp_escape(j, &q);
+        if (rc)
+            return rc;
+    }
+    *close = q;
+    return GQ_OK;
+}
+
+/* The code point of the checked \uXXXX whose hex digits are at *r (before
+ * end), joined with a low surrogate that follows; *r past what it took. A
+ * lone surrogate is U+FFFD. */
+static inline unsigned jp_code_point(const char **r, const char *end)
+{
+    const char *h = *r;
+    unsigned cp = (unsigned)hex4(h);
+    h += 4;
+    if (cp >= 0xd800 && cp <= 0xdbff && end - h >= 6 && h[0] == '\\' && h[1] == 'u') {
+        int lo = hex4(h + 2);
+        if (lo >= 0xdc00 && lo <= 0xdfff) {
+            cp = 0x10000 + ((cp - 0xd800) << 10) + ((unsigned)lo - 0xdc00);
+            h += 6;
         }
-        q++;
     }
-    const char *body = j->p;
-    size_t raw = (size_t)(q - body);
-    j->p = q + 1;
-    if (!decode)
-        return GQ_OK;
-    *copied = escaped;
-    if (!escaped) {
-        *s = body;
-        *n = raw;
-        return GQ_OK;
-    }
-    /* Escapes never grow the text: \uXXXX (6 bytes) is at most 3 bytes of
-     * UTF-8, a surrogate pair (12 bytes) 4. */
-    if (jp_reserve(j, raw + 1))
-        return GQ_ENOMEM;
-    char *o = j->buf;
-    for (const char *r = body; r < q;) {
+    *r = h;
+    return cp >= 0xd800 && cp <= 0xdfff ? 0xfffd : cp;
+}
+
+/* Decode the checked string body [body, end) into o, NUL-terminated: its
+ * length. Escapes never grow the text: \uXXXX (6 bytes) is at most 3 bytes
+ * of UTF-8, a surrogate pair (12 bytes) 4. */
+static size_t jp_unescape(char *o, const char *body, const char *end)
+{
+    char *start = o;
+    for (const char *r = body; r < end;) {
         if (*r != '\\') {
             *o++ = *r++;
             continue;
@@ -289,28 +316,42 @@ static gq_code jp_string(jp *j, bool decode, const char **s, size_t *n, bool *co
         case 't':
             *o++ = '\t';
             break;
-        case 'u': {
-            unsigned cp = (unsigned)hex4(r);
-            r += 4;
-            if (cp >= 0xd800 && cp <= 0xdbff && q - r >= 6 && r[0] == '\\' && r[1] == 'u') {
-                int lo = hex4(r + 2);
-                if (lo >= 0xdc00 && lo <= 0xdfff) {
-                    cp = 0x10000 + ((cp - 0xd800) << 10) + ((unsigned)lo - 0xdc00);
-                    r += 6;
-                }
-            }
-            if (cp >= 0xd800 && cp <= 0xdfff)
-                cp = 0xfffd;
-            o += put_utf8(o, cp);
+        case 'u':
+            o += put_utf8(o, jp_code_point(&r, end));
             break;
-        }
         default: /* " \ / */
             *o++ = e;
         }
     }
     *o = '\0';
+    return (size_t)(o - start);
+}
+
+/* A string at j->p (the opening quote). With decode, *s and *n get its value:
+ * borrowed from the input when it has no escapes, else decoded into j->buf
+ * (NUL-terminated there). A lone surrogate decodes to U+FFFD, as Go's
+ * decoder in kube-apiserver does. */
+static gq_code jp_string(jp *j, bool decode, const char **s, size_t *n, bool *copied)
+{
+    const char *body = ++j->p, *close = NULL;
+    bool escaped = false;
+    gq_code rc = jp_string_close(j, &close, &escaped);
+    if (rc)
+        return rc;
+    size_t raw = (size_t)(close - body);
+    j->p = close + 1;
+    if (!decode)
+        return GQ_OK;
+    *copied = escaped;
+    if (!escaped) {
+        *s = body;
+        *n = raw;
+        return GQ_OK;
+    }
+    if (jp_reserve(j, raw + 1))
+        return GQ_ENOMEM;
+    *n = jp_unescape(j->buf, body, close);
     *s = j->buf;
-    *n = (size_t)(o - j->buf);
     return GQ_OK;
 }
 
@@ -324,6 +365,77 @@ static const char *jp_digits(jp *j, const char *q)
     while (q < j->end && *q >= '0' && *q <= '9')
         q++;
     return q;
+}
+
+/* The integer part at q (a digit, not past end): past it; *u its value
+ * unless it does not fit (*overflow). */
+static inline const char *jp_int_part(const char *q, const char *end, uint64_t *u, bool *overflow)
+{
+    if (*q == '0')
+        return q + 1;
+    for (; q < end && *q >= '0' && *q <= '9'; q++) {
+        unsigned d = (unsigned)(*q - '0');
+        if (*u > (UINT64_MAX - d) / 10)
+            *overflow = true;
+        else
+            *u = *u * 10 + d;
+    }
+    return q;
+}
+
+/* A fraction and an exponent at q, if any: past them (*integral false
+ * when there is either), or NULL with j->p where a digit is missing. */
+static inline const char *jp_frac_exp(jp *j, const char *q, bool *integral)
+{
+    if (q < j->end && *q == '.') {
+        *integral = false;
+        if (!(q = jp_digits(j, q + 1)))
+            return NULL;
+    }
+    if (q < j->end && (*q == 'e' || *q == 'E')) {
+        *integral = false;
+        q++;
+        if (q < j->end && (*q == '+' || *q == '-'))
+            q++;
+        if (!(q = jp_digits(j, q)))
+            return NULL;
+    }
+    return q;
+}
+
+/* An integer that fits int64 or uint64, as json-c would make it. */
+static inline gq_code jp_integer(jp *j, bool neg, uint64_t u, json_object **out)
+{
+    if (!out)
+        return GQ_OK;
+    gq_code rc = jp_charge(j, JP_COST_SCALAR);
+    if (rc)
+        return rc;
+    if (neg)
+        *out = json_object_new_int64(u == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)u);
+    else
+        *out = u <= INT64_MAX ? json_object_new_int64((int64_t)u) : json_object_new_uint64(u);
+    return *out ? GQ_OK : jp_nomem(j);
+}
+
+/* Any other number, the text b[0..n): a finite double. */
+static gq_code jp_double(jp *j, const char *b, size_t n, json_object **out)
+{
+    if (jp_reserve(j, n + 1))
+        return GQ_ENOMEM;
+    memcpy(j->buf, b, n);
+    j->buf[n] = '\0';
+    double d = strtod(j->buf, NULL);
+    if (!isfinite(d))
+        return jp_nonfinite(j);
+    if (!out)
+        return GQ_OK;
+    gq_code rc = jp_charge(j, JP_COST_STRING + n);
+    if (rc)
+        return rc;
+    /* Keep the text as written, as json-c's own parser does. */
+    *out = json_object_new_double_s(d, j->buf);
+    return *out ? GQ_OK : jp_nomem(j);
 }
 
 static gq_code jp_number(jp *j, json_object **out)
@@ -342,59 +454,13 @@ static gq_code jp_number(jp *j, json_object **out)
     }
     uint64_t u = 0;
     bool overflow = false;
-    if (*q == '0') {
-        q++;
-    } else {
-        for (; q < j->end && *q >= '0' && *q <= '9'; q++) {
-            unsigned d = (unsigned)(*q - '0');
-            if (u > (UINT64_MAX - d) / 10)
-                overflow = true;
-            else
-                u = u * 10 + d;
-        }
-    }
-    if (q < j->end && *q == '.') {
-        integral = false;
-        if (!(q = jp_digits(j, q + 1)))
-            return jp_syntax(j, "invalid number");
-    }
-    if (q < j->end && (*q == 'e' || *q == 'E')) {
-        integral = false;
-        q++;
-        if (q < j->end && (*q == '+' || *q == '-'))
-            q++;
-        if (!(q = jp_digits(j, q)))
-            return jp_syntax(j, "invalid number");
-    }
+    q = jp_int_part(q, j->end, &u, &overflow);
+    if (!(q = jp_frac_exp(j, q, &integral)))
+        return jp_syntax(j, "invalid number");
     j->p = q;
-    size_t n = (size_t)(q - b);
-    if (integral && !overflow && (!neg || u <= (uint64_t)INT64_MAX + 1)) {
-        if (!out)
-            return GQ_OK;
-        gq_code rc = jp_charge(j, JP_COST_SCALAR);
-        if (rc)
-            return rc;
-        if (neg)
-            *out = json_object_new_int64(u == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)u);
-        else
-            *out = u <= INT64_MAX ? json_object_new_int64((int64_t)u) : json_object_new_uint64(u);
-        return *out ? GQ_OK : jp_nomem(j);
-    }
-    if (jp_reserve(j, n + 1))
-        return GQ_ENOMEM;
-    memcpy(j->buf, b, n);
-    j->buf[n] = '\0';
-    double d = strtod(j->buf, NULL);
-    if (!isfinite(d))
-        return jp_nonfinite(j);
-    if (!out)
-        return GQ_OK;
-    gq_code rc = jp_charge(j, JP_COST_STRING + n);
-    if (rc)
-        return rc;
-    /* Keep the text as written, as json-c's own parser does. */
-    *out = json_object_new_double_s(d, j->buf);
-    return *out ? GQ_OK : jp_nomem(j);
+    if (integral && !overflow && (!neg || u <= (uint64_t)INT64_MAX + 1))
+        return jp_integer(j, neg, u, out);
+    return jp_double(j, b, (size_t)(q - b), out);
 }
 
 /* true, false or null; a mismatch is reported where it is, in json-c's
@@ -447,15 +513,91 @@ static gq_code jp_after_item(jp *j, char close, bool *more)
     return jp_syntax(j, close == '}' ? "expected ',' or '}'" : "expected ',' or ']'");
 }
 
+/* The closing brackets jp_skip expects, innermost last. */
+typedef struct jp_stack {
+    char *close;
+    size_t n, cap;
+} jp_stack;
+
+static inline gq_code jp_push(jp *j, jp_stack *st, char close)
+{
+    if (st->n == st->cap) {
+        size_t ncap = st->cap ? 2 * st->cap : 64;
+        char *ns = realloc(st->close, ncap);
+        if (!ns)
+            return jp_nomem(j);
+        st->close = ns;
+        st->cap = ncap;
+    }
+    st->close[st->n++] = close;
+    return GQ_OK;
+}
+
+/* A string, literal or number at j->p (c its first byte), checked and
+ * passed over. */
+static inline gq_code jp_skip_scalar(jp *j, char c)
+{
+    const char *s;
+    size_t len;
+    bool copied;
+    if (c == '"')
+        return jp_string(j, false, &s, &len, &copied);
+    if (c == 't' || c == 'f' || c == 'n')
+        return jp_literal(j, c == 't' ? "true" : c == 'f' ? "false" : "null", c == 'f' ? 5 : 4);
+    if (c == 'N' || c == 'I')
+        return jp_nonfinite(j);
+    if (c == '-' || (c >= '0' && c <= '9'))
+        return jp_number(j, NULL);
+    return jp_syntax(j, "unexpected character");
+}
+
+/* After a value: the containers that end here closed; *inside false when
+ * none is left open (the skipped value is over), else the innermost goes
+ * on with its next item. */
+static inline gq_code jp_skip_closes(jp *j, jp_stack *st, bool *inside)
+{
+    for (; st->n; st->n--) {
+        bool more = false;
+        gq_code rc = jp_after_item(j, st->close[st->n - 1], &more);
+        if (rc)
+            return rc;
+        if (more) {
+            *inside = true;
+            return GQ_OK;
+        }
+    }
+    *inside = false;
+    return GQ_OK;
+}
+
+/* "name": in a skipped object, checked and passed over. */
+static inline gq_code jp_skip_name(jp *j)
+{
+    jp_ws(j);
+    if (j->p >= j->end || *j->p != '"')
+        return jp_syntax(j, "expected a member name");
+    const char *s;
+    size_t len;
+    bool copied;
+    gq_code rc = jp_string(j, false, &s, &len, &copied);
+    if (rc)
+        return rc;
+    jp_ws(j);
+    if (j->p >= j->end || *j->p != ':')
+        return jp_syntax(j, "expected ':'");
+    j->p++;
+    return GQ_OK;
+}
+
 /* Check and pass over one value whose subtree is pruned, without recursion:
  * an explicit stack of the closing brackets expected, as deep as the text
  * nests (bounded by its length). Syntax and finite numbers are checked as
  * jp_value checks them. */
 static gq_code jp_skip(jp *j)
 {
-    char *stack = NULL;
-    size_t n = 0, cap = 0;
+    jp_stack st = {0};
     gq_code rc = GQ_OK;
+    bool inside = false;
     for (;;) {
         /* A value. */
         jp_ws(j);
@@ -465,86 +607,32 @@ static gq_code jp_skip(jp *j)
         }
         char c = *j->p;
         if (c == '{' || c == '[') {
-            if (n == cap) {
-                size_t ncap = cap ? 2 * cap : 64;
-                char *ns = realloc(stack, ncap);
-                if (!ns) {
-                    rc = jp_nomem(j);
-                    break;
-                }
-                stack = ns;
-                cap = ncap;
-            }
-            stack[n++] = c == '{' ? '}' : ']';
+            if ((rc = jp_push(j, &st, c == '{' ? '}' : ']')))
+                break;
             j->p++;
             jp_ws(j);
-            if (j->p < j->end && *j->p == stack[n - 1]) {
+            if (j->p < j->end && *j->p == st.close[st.n - 1]) {
                 j->p++;
-                n--;
+                st.n--;
             } else if (c == '{') {
                 goto member;
             } else {
                 continue; /* the first element */
             }
-        } else if (c == '"') {
-            const char *s;
-            size_t len;
-            bool copied;
-            if ((rc = jp_string(j, false, &s, &len, &copied)))
-                break;
-        } else if (c == 't' || c == 'f' || c == 'n') {
-            if ((rc = jp_literal(j,
-                                 c == 't'   ? "true"
-                                 : c == 'f' ? "false"
-                                            : "null",
-                                 c == 'f' ? 5 : 4)))
-                break;
-        } else if (c == 'N' || c == 'I') {
-            rc = jp_nonfinite(j);
-            break;
-        } else if (c == '-' || (c >= '0' && c <= '9')) {
-            if ((rc = jp_number(j, NULL)))
-                break;
-        } else {
-            rc = jp_syntax(j, "unexpected character");
+        } else if ((rc = jp_skip_scalar(j, c))) {
             break;
         }
         /* After a value: the enclosing container goes on or closes. */
-        for (;;) {
-            if (!n)
-                goto done;
-            bool more = false;
-            if ((rc = jp_after_item(j, stack[n - 1], &more)))
-                goto done;
-            if (more)
-                break;
-            n--;
-        }
-        if (stack[n - 1] == ']')
+        if ((rc = jp_skip_closes(j, &st, &inside)) || !inside)
+            break;
+        if (st.close[st.n - 1] == ']')
             continue; /* the next element */
     member:
         /* "name": in an object, then its value. */
-        jp_ws(j);
-        if (j->p >= j->end || *j->p != '"') {
-            rc = jp_syntax(j, "expected a member name");
+        if ((rc = jp_skip_name(j)))
             break;
-        }
-        {
-            const char *s;
-            size_t len;
-            bool copied;
-            if ((rc = jp_string(j, false, &s, &len, &copied)))
-                break;
-        }
-        jp_ws(j);
-        if (j->p >= j->end || *j->p != ':') {
-            rc = jp_syntax(j, "expected ':'");
-            break;
-        }
-        j->p++;
     }
-done:
-    free(stack);
+    free(st.close);
     return rc;
 }
 
@@ -711,27 +799,12 @@ gq_code gq_json_parse_pruned(const char *buf, size_t len, int max_depth, const c
     return gq_json_parse_with(buf, len, &o, out, &charged, err);
 }
 
-gq_code gq_json_parse_with(const char *buf, size_t len, const gq_json_opts *o, json_object **out,
-                           size_t *charged, gq_err *err)
+/* A parse of buf[0..len) with o's limits, no pattern yet. */
+static void jp_init(jp *j, const char *buf, size_t len, const gq_json_opts *o, gq_err *err)
 {
-    gq_code rc;
-    json_object *v = NULL;
-    int max_depth = o->max_depth;
-    const char *const *skip = o->skip;
-    size_t n_skip = o->n_skip;
-    *charged = 0;
-    if (!buf || len == 0)
-        return gq_err_set(err, GQ_EINVAL, "empty JSON text");
-    if (len > INT_MAX)
-        return gq_err_set(err, GQ_ELIMIT, "JSON text of %zu bytes is too large", len);
-    if (n_skip > GQ_JSON_MAX_SKIPS)
-        return gq_err_set(err, GQ_EINVAL, "more than %d skip patterns", GQ_JSON_MAX_SKIPS);
-    /* On the stack: a heap block this size would cost a malloc consolidation
-     * per parse. */
-    jp state, *j = &state;
     j->start = j->p = buf;
     j->end = buf + len;
-    j->max_depth = max_depth < 1 || max_depth > 10000 ? GQ_JSON_DEFAULT_DEPTH : max_depth;
+    j->max_depth = o->max_depth < 1 || o->max_depth > 10000 ? GQ_JSON_DEFAULT_DEPTH : o->max_depth;
     j->buf = NULL;
     j->cap = 0;
     j->built = j->charged = 0;
@@ -744,35 +817,58 @@ gq_code gq_json_parse_with(const char *buf, size_t len, const gq_json_opts *o, j
     memset(j->star, 0, sizeof(j->star));
     memset(j->last, 0, sizeof(j->last));
     memset(j->lens_at, 0, sizeof(j->lens_at));
-    uint64_t alive = 0;
-    for (size_t i = 0; i < n_skip; i++) {
-        jpat *p = &j->pat[j->n_pat];
-        p->n = 0;
-        for (const char *s = skip[i]; *s;) {
-            const char *slash = strchr(s, '/');
-            size_t n = slash ? (size_t)(slash - s) : strlen(s);
-            if (p->n == GQ_JSON_SKIP_SEGMENTS) {
-                rc = gq_err_set(err, GQ_EINVAL, "skip pattern %s: more than %d segments", skip[i],
-                                GQ_JSON_SKIP_SEGMENTS);
-                goto out;
-            }
-            uint64_t bit = (uint64_t)1 << j->n_pat;
-            j->deeper[p->n] |= bit;
-            if (n == 1 && s[0] == '*')
-                j->star[p->n] |= bit;
-            else if (n < 64)
-                j->lens_at[p->n] |= (uint64_t)1 << n;
-            p->seg[p->n] = s;
-            p->len[p->n++] = n;
-            j->index_patterns |= n && s[0] >= '0' && s[0] <= '9';
-            s += n + (slash != NULL);
-        }
-        if (p->n) {
-            j->last[p->n - 1] |= (uint64_t)1 << j->n_pat;
-            alive |= (uint64_t)1 << j->n_pat++;
-        }
+}
+
+/* Add the skip pattern text to j's patterns; *alive gets its bit (none
+ * for an empty pattern, which matches nothing). */
+static gq_code jp_add_pattern(jp *j, const char *text, uint64_t *alive)
+{
+    jpat *p = &j->pat[j->n_pat];
+    p->n = 0;
+    for (const char *s = text; *s;) {
+        const char *slash = strchr(s, '/');
+        size_t n = slash ? (size_t)(slash - s) : strlen(s);
+        if (p->n == GQ_JSON_SKIP_SEGMENTS)
+            return gq_err_set(j->err, GQ_EINVAL, "skip pattern %s: more than %d segments", text,
+                              GQ_JSON_SKIP_SEGMENTS);
+        uint64_t bit = (uint64_t)1 << j->n_pat;
+        j->deeper[p->n] |= bit;
+        if (n == 1 && s[0] == '*')
+            j->star[p->n] |= bit;
+        else if (n < 64)
+            j->lens_at[p->n] |= (uint64_t)1 << n;
+        p->seg[p->n] = s;
+        p->len[p->n++] = n;
+        j->index_patterns |= n && s[0] >= '0' && s[0] <= '9';
+        s += n + (slash != NULL);
     }
-    if ((rc = jp_value(j, 0, alive, 0, &v)))
+    if (p->n) {
+        j->last[p->n - 1] |= (uint64_t)1 << j->n_pat;
+        *alive |= (uint64_t)1 << j->n_pat++;
+    }
+    return GQ_OK;
+}
+
+gq_code gq_json_parse_with(const char *buf, size_t len, const gq_json_opts *o, json_object **out,
+                           size_t *charged, gq_err *err)
+{
+    gq_code rc = GQ_OK;
+    json_object *v = NULL;
+    *charged = 0;
+    if (!buf || len == 0)
+        return gq_err_set(err, GQ_EINVAL, "empty JSON text");
+    if (len > INT_MAX)
+        return gq_err_set(err, GQ_ELIMIT, "JSON text of %zu bytes is too large", len);
+    if (o->n_skip > GQ_JSON_MAX_SKIPS)
+        return gq_err_set(err, GQ_EINVAL, "more than %d skip patterns", GQ_JSON_MAX_SKIPS);
+    /* On the stack: a heap block this size would cost a malloc consolidation
+     * per parse. */
+    jp state, *j = &state;
+    jp_init(j, buf, len, o, err);
+    uint64_t alive = 0;
+    for (size_t i = 0; i < o->n_skip && !rc; i++)
+        rc = jp_add_pattern(j, o->skip[i], &alive);
+    if (rc || (rc = jp_value(j, 0, alive, 0, &v)))
         goto out;
     jp_ws(j);
     if (j->p < j->end) {

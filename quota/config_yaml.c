@@ -330,17 +330,24 @@ static gq_code get_list(pctx *c, const yaml_node_t *n, const char *what, size_t 
     return GQ_OK;
 }
 
-typedef bool (*name_check_fn)(const char *);
+/* What the strings of a list are: the field they are in, how many may be
+ * given, and the check each passes, described for the error. */
+typedef struct str_list_rule {
+    const char *what;
+    size_t max;
+    bool (*check)(const char *);
+    const char *rule;
+} str_list_rule;
 
-/* A list of unique strings, each passing check (described by rule). The
- * result replaces *items / *n_items only on success. */
-static gq_code get_string_list(pctx *c, const yaml_node_t *n, const char *what, size_t max,
-                               name_check_fn check, const char *rule, char ***items,
+/* A list of unique strings, each passing r->check. The result replaces
+ * *items / *n_items only on success. */
+static gq_code get_string_list(pctx *c, const yaml_node_t *n, const str_list_rule *r, char ***items,
                                size_t *n_items)
 {
+    const char *what = r->what;
     size_t count = 0, got = 0;
     char **v = NULL;
-    gq_code rc = get_list(c, n, what, max, &count);
+    gq_code rc = get_list(c, n, what, r->max, &count);
     if (rc)
         return rc;
     if (count && !(v = calloc(count, sizeof(*v))))
@@ -351,8 +358,8 @@ static gq_code get_string_list(pctx *c, const yaml_node_t *n, const char *what, 
         rc = get_scalar(c, item, what, &s);
         if (rc)
             goto out;
-        if (!check(s)) {
-            rc = perr(c, item, GQ_EINVAL, "%s: \"%.64s\" is not %s", what, s, rule);
+        if (!r->check(s)) {
+            rc = perr(c, item, GQ_EINVAL, "%s: \"%.64s\" is not %s", what, s, r->rule);
             goto out;
         }
         for (size_t j = 0; j < got; j++) {
@@ -415,11 +422,13 @@ static gq_code model_field(pctx *c, void *obj, size_t key, yaml_node_t *v)
     case MK_MEMORY:
         fm->memory_node = v;
         return get_bytes(c, v, "models[].memory", false, &fm->m.memory);
-    case MK_PRODUCTS:
+    case MK_PRODUCTS: {
+        static const str_list_rule products = {
+            "models[].products", MAX_PRODUCTS, is_label_value,
+            "a valid label value (what nvidia.com/gpu.product holds)"};
         fm->products_node = v;
-        return get_string_list(c, v, "models[].products", MAX_PRODUCTS, is_label_value,
-                               "a valid label value (what nvidia.com/gpu.product holds)",
-                               &fm->m.products, &fm->m.n_products);
+        return get_string_list(c, v, &products, &fm->m.products, &fm->m.n_products);
+    }
     case MK_MIG:
         fm->mig_node = v;
         break; /* read once memory is known, in parse_model */
@@ -678,6 +687,43 @@ static gq_code dc_field(pctx *c, void *obj, size_t key, yaml_node_t *v)
     return rc;
 }
 
+/* The model of device class f, if it names one: a model of cfg. */
+static gq_code dc_model(pctx *c, const gq_config *cfg, file_dc *f)
+{
+    char *model = NULL;
+    gq_code rc = GQ_OK;
+    if (f->model_node && (rc = get_opt_string(c, f->model_node, "deviceClasses[].model", &model)))
+        return rc;
+    if (!model)
+        return GQ_OK;
+    ssize_t at = model_index(cfg->models, cfg->n_models, model);
+    if (at < 0)
+        rc = perr(c, f->model_node, GQ_EINVAL,
+                  "deviceClasses[] \"%s\": model \"%.64s\" is not a model name", f->d.name, model);
+    else if (!(f->d.model = strdup(cfg->models[at].name)))
+        rc = oom(c);
+    free(model);
+    return rc;
+}
+
+/* Device class item, fs[i]: a name none of fs[0..i) has, and its model. */
+static gq_code read_device_class(pctx *c, const gq_config *cfg, yaml_node_t *item, file_dc *fs,
+                                 size_t i)
+{
+    file_dc *f = &fs[i];
+    gq_code rc = walk_mapping(c, item, "deviceClasses[]", dc_keys, 2, dc_field, f);
+    if (rc)
+        return rc;
+    if (!f->d.name)
+        return perr(c, item, GQ_EINVAL, "deviceClasses[]: missing required key \"name\"");
+    for (size_t j = 0; j < i; j++)
+        if (!strcmp(fs[j].d.name, f->d.name))
+            return perr(c, f->name_node, GQ_EINVAL,
+                        "deviceClasses[].name: \"%s\" is listed twice (first at line %zu)",
+                        f->d.name, (size_t)fs[j].name_node->start_mark.line + 1);
+    return dc_model(c, cfg, f);
+}
+
 /* deviceClasses: the DRA DeviceClasses whose devices are GPUs, each with the
  * catalog model they are (optional). Replaces the default list. Resolved
  * after models, which it may name. */
@@ -693,39 +739,9 @@ static gq_code parse_device_classes(pctx *c, gq_config *cfg, const yaml_node_t *
         rc = oom(c);
         goto out;
     }
-    for (; i < count; i++) {
-        yaml_node_t *item = seq_item(c, n, i);
-        file_dc *f = &fs[i];
-        if ((rc = walk_mapping(c, item, "deviceClasses[]", dc_keys, 2, dc_field, f)))
+    for (; i < count; i++)
+        if ((rc = read_device_class(c, cfg, seq_item(c, n, i), fs, i)))
             goto out;
-        if (!f->d.name) {
-            rc = perr(c, item, GQ_EINVAL, "deviceClasses[]: missing required key \"name\"");
-            goto out;
-        }
-        for (size_t j = 0; j < i; j++)
-            if (!strcmp(fs[j].d.name, f->d.name)) {
-                rc = perr(c, f->name_node, GQ_EINVAL,
-                          "deviceClasses[].name: \"%s\" is listed twice (first at line %zu)",
-                          f->d.name, (size_t)fs[j].name_node->start_mark.line + 1);
-                goto out;
-            }
-        char *model = NULL;
-        if (f->model_node &&
-            (rc = get_opt_string(c, f->model_node, "deviceClasses[].model", &model)))
-            goto out;
-        if (model) {
-            ssize_t at = model_index(cfg->models, cfg->n_models, model);
-            if (at < 0)
-                rc = perr(c, f->model_node, GQ_EINVAL,
-                          "deviceClasses[] \"%s\": model \"%.64s\" is not a model name", f->d.name,
-                          model);
-            else if (!(f->d.model = strdup(cfg->models[at].name)))
-                rc = oom(c);
-            free(model);
-            if (rc)
-                goto out;
-        }
-    }
     for (size_t j = 0; j < cfg->n_device_classes; j++) {
         free(cfg->device_classes[j].name);
         free(cfg->device_classes[j].model);
@@ -775,42 +791,56 @@ typedef struct top {
     yaml_node_t *default_model, *models, *device_classes;
 } top;
 
+static const str_list_rule exempt_rule = {"exemptNamespaces", MAX_NAMESPACES, is_dns_label,
+                                          "a valid namespace name"};
+/* A DRA driver name is a DNS subdomain (resource.k8s.io validation). */
+static const str_list_rule drivers_rule = {"gpuDrivers", MAX_DEVICE_CLASSES, is_dns_subdomain,
+                                           "a DRA driver name (a lower-case DNS subdomain)"};
+
+static gq_code parse_backend(pctx *c, gq_config *cfg, const yaml_node_t *v)
+{
+    const char *s = NULL;
+    gq_code rc = get_scalar(c, v, "backend", &s);
+    if (rc)
+        return rc;
+    if (gq_backend_parse(s, &cfg->backend))
+        return perr(c, v, GQ_EINVAL,
+                    "backend: unknown backend \"%.64s\" (valid: aliyun, hami, volcano, mig, "
+                    "timeslicing)",
+                    s);
+    return GQ_OK;
+}
+
+static gq_code parse_scheduler_name(pctx *c, gq_config *cfg, const yaml_node_t *v)
+{
+    char *name = NULL;
+    gq_code rc = get_opt_string(c, v, "schedulerName", &name);
+    if (rc)
+        return rc;
+    if (name && !is_dns_subdomain(name)) {
+        rc = perr(c, v, GQ_EINVAL,
+                  "schedulerName: \"%.64s\" is not a valid scheduler name "
+                  "(lower-case DNS subdomain)",
+                  name);
+        free(name);
+        return rc;
+    }
+    free(cfg->scheduler_name);
+    cfg->scheduler_name = name;
+    return GQ_OK;
+}
+
 static gq_code top_field(pctx *c, void *obj, size_t key, yaml_node_t *v)
 {
     top *t = obj;
     gq_config *cfg = t->cfg;
-    gq_code rc = GQ_OK;
-    const char *s = NULL;
     switch (key) {
     case TK_BACKEND:
-        rc = get_scalar(c, v, "backend", &s);
-        if (rc)
-            return rc;
-        if (gq_backend_parse(s, &cfg->backend))
-            return perr(c, v, GQ_EINVAL,
-                        "backend: unknown backend \"%.64s\" (valid: aliyun, hami, volcano, mig, "
-                        "timeslicing)",
-                        s);
-        return GQ_OK;
+        return parse_backend(c, cfg, v);
     case TK_UNIT:
         return get_bytes(c, v, "memoryUnit", false, &cfg->memory_unit);
-    case TK_SCHED: {
-        char *name = NULL;
-        rc = get_opt_string(c, v, "schedulerName", &name);
-        if (rc)
-            return rc;
-        if (name && !is_dns_subdomain(name)) {
-            rc = perr(c, v, GQ_EINVAL,
-                      "schedulerName: \"%.64s\" is not a valid scheduler name "
-                      "(lower-case DNS subdomain)",
-                      name);
-            free(name);
-            return rc;
-        }
-        free(cfg->scheduler_name);
-        cfg->scheduler_name = name;
-        return GQ_OK;
-    }
+    case TK_SCHED:
+        return parse_scheduler_name(c, cfg, v);
     case TK_DEFMODEL:
         t->default_model = v;
         return GQ_OK;
@@ -819,8 +849,7 @@ static gq_code top_field(pctx *c, void *obj, size_t key, yaml_node_t *v)
     case TK_MAX_QUEUED:
         return get_int(c, v, "maxQueuedPods", 1, 1000000, &cfg->max_queued_pods);
     case TK_EXEMPT:
-        return get_string_list(c, v, "exemptNamespaces", MAX_NAMESPACES, is_dns_label,
-                               "a valid namespace name", &cfg->exempt_namespaces,
+        return get_string_list(c, v, &exempt_rule, &cfg->exempt_namespaces,
                                &cfg->n_exempt_namespaces);
     case TK_AUDIT:
         return walk_mapping(c, v, "audit", audit_keys, 3, audit_field, &cfg->audit);
@@ -831,12 +860,9 @@ static gq_code top_field(pctx *c, void *obj, size_t key, yaml_node_t *v)
         t->device_classes = v;
         return GQ_OK;
     case TK_GPU_DRIVERS:
-        /* A DRA driver name is a DNS subdomain (resource.k8s.io validation). */
-        return get_string_list(c, v, "gpuDrivers", MAX_DEVICE_CLASSES, is_dns_subdomain,
-                               "a DRA driver name (a lower-case DNS subdomain)", &cfg->gpu_drivers,
-                               &cfg->n_gpu_drivers);
+        return get_string_list(c, v, &drivers_rule, &cfg->gpu_drivers, &cfg->n_gpu_drivers);
     }
-    return rc;
+    return GQ_OK;
 }
 
 static gq_code resolve_default_model(pctx *c, gq_config *cfg, const yaml_node_t *n)
@@ -876,67 +902,88 @@ static gq_code syntax_error(const yaml_parser_t *p, const char *file, gq_err *er
                      p->problem ? p->problem : "syntax error");
 }
 
+/* Where scan_events is in the event stream. */
+typedef struct scan {
+    const char *file;
+    gq_err *err;
+    int depth, docs;
+    bool done; /* the stream ended */
+} scan;
+
+/* The anchor and tag of a scalar or the start of a collection, else NULL. */
+static void event_props(const yaml_event_t *ev, const yaml_char_t **anchor, const yaml_char_t **tag)
+{
+    *anchor = *tag = NULL;
+    if (ev->type == YAML_SCALAR_EVENT) {
+        *anchor = ev->data.scalar.anchor;
+        *tag = ev->data.scalar.tag;
+    } else if (ev->type == YAML_MAPPING_START_EVENT) {
+        *anchor = ev->data.mapping_start.anchor;
+        *tag = ev->data.mapping_start.tag;
+    } else if (ev->type == YAML_SEQUENCE_START_EVENT) {
+        *anchor = ev->data.sequence_start.anchor;
+        *tag = ev->data.sequence_start.tag;
+    }
+}
+
+/* One event: a second document, an alias, an anchor, a tag or nesting past
+ * MAX_DEPTH is an error. */
+static gq_code scan_event(scan *sc, const yaml_event_t *ev)
+{
+    size_t line = ev->start_mark.line + 1;
+    const yaml_char_t *anchor, *tag;
+    switch (ev->type) {
+    case YAML_STREAM_END_EVENT:
+        sc->done = true;
+        break;
+    case YAML_DOCUMENT_START_EVENT:
+        if (++sc->docs > 1)
+            return perr_line(sc->err, sc->file, line, GQ_EINVAL,
+                             "a second YAML document; the configuration is one document");
+        break;
+    case YAML_ALIAS_EVENT:
+        return perr_line(sc->err, sc->file, line, GQ_EINVAL, "aliases (*%.64s) are not allowed",
+                         (const char *)ev->data.alias.anchor);
+    case YAML_SEQUENCE_START_EVENT:
+    case YAML_MAPPING_START_EVENT:
+        if (++sc->depth > MAX_DEPTH)
+            return perr_line(sc->err, sc->file, line, GQ_ELIMIT, "nested deeper than %d levels",
+                             MAX_DEPTH);
+        break;
+    case YAML_SEQUENCE_END_EVENT:
+    case YAML_MAPPING_END_EVENT:
+        sc->depth--;
+        break;
+    default:
+        break;
+    }
+    event_props(ev, &anchor, &tag);
+    if (anchor)
+        return perr_line(sc->err, sc->file, line, GQ_EINVAL, "anchors (&%.64s) are not allowed",
+                         (const char *)anchor);
+    if (tag)
+        return perr_line(sc->err, sc->file, line, GQ_EINVAL, "tags (%.64s) are not allowed",
+                         (const char *)tag);
+    return GQ_OK;
+}
+
 /* First pass: syntax, and the constructs the schema never needs. */
 static gq_code scan_events(const char *buf, size_t len, const char *file, gq_err *err)
 {
     yaml_parser_t p;
     yaml_event_t ev;
     gq_code rc = GQ_OK;
-    int depth = 0, docs = 0;
-    bool done = false;
+    scan sc = {file, err, 0, 0, false};
     if (!yaml_parser_initialize(&p))
         return gq_err_set(err, GQ_ENOMEM, "%.200s: out of memory", file);
     yaml_parser_set_input_string(&p, (const unsigned char *)buf, len);
-    while (!done) {
+    while (!sc.done && !rc) {
         if (!yaml_parser_parse(&p, &ev)) {
             rc = syntax_error(&p, file, err);
             break;
         }
-        size_t line = ev.start_mark.line + 1;
-        const yaml_char_t *anchor = NULL, *tag = NULL;
-        switch (ev.type) {
-        case YAML_STREAM_END_EVENT:
-            done = true;
-            break;
-        case YAML_DOCUMENT_START_EVENT:
-            if (++docs > 1)
-                rc = perr_line(err, file, line, GQ_EINVAL,
-                               "a second YAML document; the configuration is one document");
-            break;
-        case YAML_ALIAS_EVENT:
-            rc = perr_line(err, file, line, GQ_EINVAL, "aliases (*%.64s) are not allowed",
-                           (const char *)ev.data.alias.anchor);
-            break;
-        case YAML_SCALAR_EVENT:
-            anchor = ev.data.scalar.anchor;
-            tag = ev.data.scalar.tag;
-            break;
-        case YAML_SEQUENCE_START_EVENT:
-        case YAML_MAPPING_START_EVENT:
-            anchor = ev.type == YAML_MAPPING_START_EVENT ? ev.data.mapping_start.anchor
-                                                         : ev.data.sequence_start.anchor;
-            tag = ev.type == YAML_MAPPING_START_EVENT ? ev.data.mapping_start.tag
-                                                      : ev.data.sequence_start.tag;
-            if (++depth > MAX_DEPTH)
-                rc = perr_line(err, file, line, GQ_ELIMIT, "nested deeper than %d levels",
-                               MAX_DEPTH);
-            break;
-        case YAML_SEQUENCE_END_EVENT:
-        case YAML_MAPPING_END_EVENT:
-            depth--;
-            break;
-        default:
-            break;
-        }
-        if (!rc && anchor)
-            rc = perr_line(err, file, line, GQ_EINVAL, "anchors (&%.64s) are not allowed",
-                           (const char *)anchor);
-        if (!rc && tag)
-            rc = perr_line(err, file, line, GQ_EINVAL, "tags (%.64s) are not allowed",
-                           (const char *)tag);
+        rc = scan_event(&sc, &ev);
         yaml_event_delete(&ev);
-        if (rc)
-            break;
     }
     yaml_parser_delete(&p);
     return rc;
@@ -1129,6 +1176,56 @@ static void sb_list(sbuf *b, char *const *v, size_t n)
     sb_puts(b, "]");
 }
 
+static void sb_audit(sbuf *b, const gq_audit_config *a)
+{
+    char num[32];
+    sb_puts(b, "\naudit:");
+    sb_key(b, "\n  ", "path");
+    sb_scalar(b, a->path);
+    sb_key(b, "\n  ", "maxSize");
+    sb_bytes(b, a->max_size);
+    snprintf(num, sizeof(num), "%d", a->max_files);
+    sb_key(b, "\n  ", "maxFiles");
+    sb_puts(b, num);
+}
+
+static void sb_models(sbuf *b, const gq_config *cfg)
+{
+    sb_puts(b, "\nmodels:");
+    if (!cfg->n_models)
+        sb_puts(b, " []");
+    for (size_t i = 0; i < cfg->n_models; i++) {
+        const gq_model *m = &cfg->models[i];
+        sb_key(b, "\n  - ", "name");
+        sb_scalar(b, m->name);
+        sb_key(b, "\n    ", "memory");
+        sb_bytes(b, m->memory);
+        sb_key(b, "\n    ", "products");
+        sb_list(b, m->products, m->n_products);
+        sb_key(b, "\n    ", "migProfiles");
+        sb_puts(b, "[");
+        for (size_t j = 0; j < m->n_mig; j++) {
+            if (j)
+                sb_puts(b, ", ");
+            sb_scalar(b, m->mig[j].name);
+        }
+        sb_puts(b, "]");
+    }
+}
+
+static void sb_device_classes(sbuf *b, const gq_config *cfg)
+{
+    sb_puts(b, "\ndeviceClasses:");
+    if (!cfg->n_device_classes)
+        sb_puts(b, " []");
+    for (size_t i = 0; i < cfg->n_device_classes; i++) {
+        sb_key(b, "\n  - ", "name");
+        sb_scalar(b, cfg->device_classes[i].name);
+        sb_key(b, "\n    ", "model");
+        sb_scalar(b, cfg->device_classes[i].model);
+    }
+}
+
 gq_code gq_config_to_yaml(const gq_config *cfg, char **out, size_t *out_len, gq_err *err)
 {
     sbuf b = {0};
@@ -1152,43 +1249,9 @@ gq_code gq_config_to_yaml(const gq_config *cfg, char **out, size_t *out_len, gq_
     sb_puts(&b, num);
     sb_key(&b, "\n", "exemptNamespaces");
     sb_list(&b, cfg->exempt_namespaces, cfg->n_exempt_namespaces);
-    sb_puts(&b, "\naudit:");
-    sb_key(&b, "\n  ", "path");
-    sb_scalar(&b, cfg->audit.path);
-    sb_key(&b, "\n  ", "maxSize");
-    sb_bytes(&b, cfg->audit.max_size);
-    snprintf(num, sizeof(num), "%d", cfg->audit.max_files);
-    sb_key(&b, "\n  ", "maxFiles");
-    sb_puts(&b, num);
-    sb_puts(&b, "\nmodels:");
-    if (!cfg->n_models)
-        sb_puts(&b, " []");
-    for (size_t i = 0; i < cfg->n_models; i++) {
-        const gq_model *m = &cfg->models[i];
-        sb_key(&b, "\n  - ", "name");
-        sb_scalar(&b, m->name);
-        sb_key(&b, "\n    ", "memory");
-        sb_bytes(&b, m->memory);
-        sb_key(&b, "\n    ", "products");
-        sb_list(&b, m->products, m->n_products);
-        sb_key(&b, "\n    ", "migProfiles");
-        sb_puts(&b, "[");
-        for (size_t j = 0; j < m->n_mig; j++) {
-            if (j)
-                sb_puts(&b, ", ");
-            sb_scalar(&b, m->mig[j].name);
-        }
-        sb_puts(&b, "]");
-    }
-    sb_puts(&b, "\ndeviceClasses:");
-    if (!cfg->n_device_classes)
-        sb_puts(&b, " []");
-    for (size_t i = 0; i < cfg->n_device_classes; i++) {
-        sb_key(&b, "\n  - ", "name");
-        sb_scalar(&b, cfg->device_classes[i].name);
-        sb_key(&b, "\n    ", "model");
-        sb_scalar(&b, cfg->device_classes[i].model);
-    }
+    sb_audit(&b, &cfg->audit);
+    sb_models(&b, cfg);
+    sb_device_classes(&b, cfg);
     sb_key(&b, "\n", "gpuDrivers");
     sb_list(&b, cfg->gpu_drivers, cfg->n_gpu_drivers);
     sb_puts(&b, "\n");

@@ -483,72 +483,85 @@ static gq_code reservation_claims(json_object *obj, const char *field, gq_reserv
     return GQ_OK;
 }
 
+/* A reservation's key (not empty), namespace and pod. */
+static gq_code reservation_names(json_object *obj, const char *field, gq_reservation *r,
+                                 gq_err *err)
+{
+    char f[192];
+    snprintf(f, sizeof(f), "%s.key", field);
+    gq_code rc = dup_str(gq_json_member(obj, "key"), f, &r->key, err);
+    if (rc)
+        return rc;
+    if (!r->key[0])
+        return gq_err_set(err, GQ_EINVAL, "%s: must not be empty", f);
+    snprintf(f, sizeof(f), "%s.namespace", field);
+    if ((rc = dup_str(gq_json_member(obj, "namespace"), f, &r->namespace_, err)))
+        return rc;
+    snprintf(f, sizeof(f), "%s.pod", field);
+    return dup_str(gq_json_member(obj, "pod"), f, &r->pod, err);
+}
+
+/* A reservation's amount of every quota key, each required. */
+static gq_code reservation_amounts(json_object *obj, const char *field, gq_amounts *a, gq_err *err)
+{
+    char f[192];
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        snprintf(f, sizeof(f), "%s.%s", field, qkey_names[k]);
+        json_object *v = gq_json_member(obj, qkey_names[k]);
+        if (!v)
+            return gq_err_set(err, GQ_EINVAL, "%s: required", f);
+        gq_code rc = parse_amount(v, f, &a->v[k], &a->fmt[k], err);
+        if (rc)
+            return rc;
+        a->set[k] = true;
+    }
+    return GQ_OK;
+}
+
+/* A reservation's expiry time and its model, if it names one. */
+static gq_code reservation_expiry_model(json_object *obj, const char *field, gq_reservation *r,
+                                        gq_err *err)
+{
+    char f[192];
+    const char *exp;
+    snprintf(f, sizeof(f), "%s.expires", field);
+    gq_code rc = as_str(gq_json_member(obj, "expires"), f, &exp, err);
+    if (rc)
+        return rc;
+    if ((rc = gq_time_parse_rfc3339(exp, &r->expires, err))) {
+        gq_err_prefix(err, "%s", f);
+        return rc;
+    }
+    json_object *m = gq_json_member(obj, "model");
+    if (!m)
+        return GQ_OK;
+    snprintf(f, sizeof(f), "%s.model", field);
+    if ((rc = dup_str(m, f, &r->model, err)))
+        return rc;
+    if (!r->model[0] || strlen(r->model) > GQ_CRD_MAX_MODEL_NAME)
+        return gq_err_set(err, GQ_EINVAL, "%s: must be a model name of 1 to %d characters", f,
+                          GQ_CRD_MAX_MODEL_NAME);
+    return GQ_OK;
+}
+
 gq_code gq_reservation_parse(json_object *obj, const char *field, gq_reservation *out, gq_err *err)
 {
     gq_reservation r = {0};
-    char f[192];
-    const char *exp;
     if (!field)
         field = "reservation";
     gq_code rc = as_obj(obj, field, err);
     if (rc)
         return rc;
     amounts_clear(&r.amounts);
-    snprintf(f, sizeof(f), "%s.key", field);
-    rc = dup_str(gq_json_member(obj, "key"), f, &r.key, err);
-    if (rc)
-        goto out;
-    if (!r.key[0]) {
-        rc = gq_err_set(err, GQ_EINVAL, "%s: must not be empty", f);
-        goto out;
+    if ((rc = reservation_names(obj, field, &r, err)) ||
+        (rc = reservation_amounts(obj, field, &r.amounts, err)) ||
+        (rc = reservation_expiry_model(obj, field, &r, err)) ||
+        (rc = reservation_claims(obj, field, &r, err))) {
+        gq_reservation_dispose(&r);
+        return rc;
     }
-    snprintf(f, sizeof(f), "%s.namespace", field);
-    rc = dup_str(gq_json_member(obj, "namespace"), f, &r.namespace_, err);
-    if (rc)
-        goto out;
-    snprintf(f, sizeof(f), "%s.pod", field);
-    rc = dup_str(gq_json_member(obj, "pod"), f, &r.pod, err);
-    if (rc)
-        goto out;
-    for (int k = 0; k < GQ_KEY_COUNT; k++) {
-        snprintf(f, sizeof(f), "%s.%s", field, qkey_names[k]);
-        json_object *v = gq_json_member(obj, qkey_names[k]);
-        if (!v) {
-            rc = gq_err_set(err, GQ_EINVAL, "%s: required", f);
-            goto out;
-        }
-        rc = parse_amount(v, f, &r.amounts.v[k], &r.amounts.fmt[k], err);
-        if (rc)
-            goto out;
-        r.amounts.set[k] = true;
-    }
-    snprintf(f, sizeof(f), "%s.expires", field);
-    rc = as_str(gq_json_member(obj, "expires"), f, &exp, err);
-    if (rc)
-        goto out;
-    rc = gq_time_parse_rfc3339(exp, &r.expires, err);
-    if (rc) {
-        gq_err_prefix(err, "%s", f);
-        goto out;
-    }
-    json_object *m = gq_json_member(obj, "model");
-    if (m) {
-        snprintf(f, sizeof(f), "%s.model", field);
-        if ((rc = dup_str(m, f, &r.model, err)))
-            goto out;
-        if (!r.model[0] || strlen(r.model) > GQ_CRD_MAX_MODEL_NAME) {
-            rc = gq_err_set(err, GQ_EINVAL, "%s: must be a model name of 1 to %d characters", f,
-                            GQ_CRD_MAX_MODEL_NAME);
-            goto out;
-        }
-    }
-    if ((rc = reservation_claims(obj, field, &r, err)))
-        goto out;
     *out = r;
     return GQ_OK;
-out:
-    gq_reservation_dispose(&r);
-    return rc;
 }
 
 static int add_array_str(json_object *a, const char *val)
@@ -839,16 +852,21 @@ static gq_code parse_quota_models(json_object *o, gq_quota *q, gq_err *err)
     return GQ_OK;
 }
 
-/* apiVersion, kind (one of kinds), metadata.name, metadata.namespace. */
-static gq_code parse_meta(json_object *obj, const char *const *kinds, size_t n_kinds,
-                          size_t *kind_idx, char **name, char **ns, int64_t *generation,
-                          gq_err *err)
+/* What parse_meta reads of an object: its kind's index in the kinds it
+ * was given, and metadata name (not empty), namespace (NULL when absent)
+ * and generation (0 when absent). The caller owns name and ns. */
+typedef struct crd_meta {
+    size_t kind;
+    char *name, *ns;
+    int64_t generation;
+} crd_meta;
+
+/* apiVersion ours and kind one of kinds: *kind_idx its index. */
+static gq_code parse_type(json_object *obj, const char *const *kinds, size_t n_kinds,
+                          size_t *kind_idx, gq_err *err)
 {
     const char *s = NULL;
-    gq_code rc = as_obj(obj, "object", err);
-    if (rc)
-        return rc;
-    rc = as_str(gq_json_member(obj, "apiVersion"), "apiVersion", &s, err);
+    gq_code rc = as_str(gq_json_member(obj, "apiVersion"), "apiVersion", &s, err);
     if (rc)
         return rc;
     if (strcmp(s, GQ_API_VERSION) != 0)
@@ -857,46 +875,51 @@ static gq_code parse_meta(json_object *obj, const char *const *kinds, size_t n_k
     rc = as_str(gq_json_member(obj, "kind"), "kind", &s, err);
     if (rc)
         return rc;
-    size_t k;
-    for (k = 0; k < n_kinds; k++)
-        if (strcmp(s, kinds[k]) == 0)
-            break;
-    if (k == n_kinds)
-        return gq_err_set(err, GQ_EINVAL, "kind: unexpected kind \"%.64s\"", s);
+    for (size_t k = 0; k < n_kinds; k++) {
+        if (strcmp(s, kinds[k]) == 0) {
+            *kind_idx = k;
+            return GQ_OK;
+        }
+    }
+    return gq_err_set(err, GQ_EINVAL, "kind: unexpected kind \"%.64s\"", s);
+}
+
+/* apiVersion, kind (one of kinds), metadata.name, metadata.namespace,
+ * metadata.generation; *m written only on success. */
+static gq_code parse_meta(json_object *obj, const char *const *kinds, size_t n_kinds, crd_meta *m,
+                          gq_err *err)
+{
+    crd_meta r = {0};
+    gq_code rc = as_obj(obj, "object", err);
+    if (rc || (rc = parse_type(obj, kinds, n_kinds, &r.kind, err)))
+        return rc;
     json_object *meta = gq_json_member(obj, "metadata");
     rc = as_obj(meta, "metadata", err);
     if (rc)
         return rc;
-    rc = dup_str(gq_json_member(meta, "name"), "metadata.name", name, err);
+    rc = dup_str(gq_json_member(meta, "name"), "metadata.name", &r.name, err);
     if (rc)
         return rc;
-    if (!(*name)[0]) {
+    if (!r.name[0]) {
         rc = gq_err_set(err, GQ_EINVAL, "metadata.name: must not be empty");
         goto fail;
     }
     json_object *nso = gq_json_member(meta, "namespace");
-    *ns = NULL;
-    if (nso) {
-        rc = dup_str(nso, "metadata.namespace", ns, err);
-        if (rc)
-            goto fail;
-    }
-    *generation = 0;
+    if (nso && (rc = dup_str(nso, "metadata.namespace", &r.ns, err)))
+        goto fail;
     json_object *g = gq_json_member(meta, "generation");
     if (g) {
         if (!json_object_is_type(g, json_type_int)) {
             rc = gq_err_set(err, GQ_EINVAL, "metadata.generation: must be an integer");
             goto fail;
         }
-        *generation = json_object_get_int64(g);
+        r.generation = json_object_get_int64(g);
     }
-    *kind_idx = k;
+    *m = r;
     return GQ_OK;
 fail:
-    free(*name);
-    *name = NULL;
-    free(*ns);
-    *ns = NULL;
+    free(r.name);
+    free(r.ns);
     return rc;
 }
 
@@ -1000,96 +1023,107 @@ static gq_code parse_quota_status(json_object *st, gq_quota *q, gq_err *err)
     return GQ_OK;
 }
 
-gq_code gq_quota_parse(json_object *obj, gq_quota **out, gq_err *err)
+/* The object's metadata into q: its kind, and a namespace for a GPUQuota
+ * (required) but none for a GPUTenantQuota (cluster-scoped). */
+static gq_code parse_quota_meta(json_object *obj, gq_quota *q, gq_err *err)
 {
     static const char *const kinds[] = {GQ_KIND_GPUQUOTA, GQ_KIND_GPUTENANTQUOTA};
-    size_t kind = 0;
-    gq_quota *q = calloc(1, sizeof(*q));
-    if (!q)
-        return gq_err_oom(err);
-    amounts_clear(&q->hard);
-    amounts_clear(&q->used);
-    gq_code rc = parse_meta(obj, kinds, 2, &kind, &q->name, &q->namespace_, &q->generation, err);
+    crd_meta m;
+    gq_code rc = parse_meta(obj, kinds, 2, &m, err);
     if (rc)
-        goto out;
-    q->kind = kind == 0 ? GQ_QUOTA_NAMESPACED : GQ_QUOTA_TENANT;
-    if (q->kind == GQ_QUOTA_NAMESPACED && (!q->namespace_ || !q->namespace_[0])) {
-        rc = gq_err_set(err, GQ_EINVAL, "metadata.namespace: required for a GPUQuota");
-        goto out;
-    }
+        return rc;
+    q->name = m.name;
+    q->namespace_ = m.ns;
+    q->generation = m.generation;
+    q->kind = m.kind == 0 ? GQ_QUOTA_NAMESPACED : GQ_QUOTA_TENANT;
+    if (q->kind == GQ_QUOTA_NAMESPACED && (!q->namespace_ || !q->namespace_[0]))
+        return gq_err_set(err, GQ_EINVAL, "metadata.namespace: required for a GPUQuota");
     if (q->kind == GQ_QUOTA_TENANT) {
         /* Cluster-scoped: a namespace in the object means nothing. */
         free(q->namespace_);
         q->namespace_ = NULL;
     }
-    json_object *spec = gq_json_member(obj, "spec");
-    rc = as_obj(spec, "spec", err);
-    if (rc)
-        goto out;
-    json_object *v;
-    size_t e = 0;
-    if ((v = gq_json_member(spec, "hard"))) {
-        rc = gq_amounts_parse(v, "spec.hard", &q->hard, err);
-        if (rc)
-            goto out;
-    }
-    if ((v = gq_json_member(spec, "scopes"))) {
-        rc = parse_scopes(v, &q->scopes, err);
-        if (rc)
-            goto out;
-    }
-    if ((v = gq_json_member(spec, "scopeSelector"))) {
-        rc = parse_scope_selector(v, q, err);
-        if (rc)
-            goto out;
-    }
-    if ((v = gq_json_member(spec, "whenExceeded"))) {
-        static const char *const when[] = {"Deny", "Queue"};
-        rc = parse_enum(v, "spec.whenExceeded", when, 2, &e, err);
-        if (rc)
-            goto out;
-        q->when_exceeded = (gq_when_exceeded)e;
-    }
-    if ((v = gq_json_member(spec, "queueingStrategy"))) {
-        static const char *const strat[] = {"BestEffortFIFO", "StrictFIFO"};
-        rc = parse_enum(v, "spec.queueingStrategy", strat, 2, &e, err);
-        if (rc)
-            goto out;
-        q->strategy = (gq_queue_strategy)e;
-    }
+    return GQ_OK;
+}
+
+/* spec.namespaces and spec.namespaceSelector: a GPUTenantQuota needs one
+ * of them, a GPUQuota may have neither. */
+static gq_code parse_quota_namespaces(json_object *spec, gq_quota *q, gq_err *err)
+{
+    gq_code rc = GQ_OK;
     json_object *nss = gq_json_member(spec, "namespaces");
     json_object *nsel = gq_json_member(spec, "namespaceSelector");
     if (q->kind == GQ_QUOTA_NAMESPACED) {
-        if (nss || nsel) {
-            rc = gq_err_set(err, GQ_EINVAL, "spec.%s: only valid in a GPUTenantQuota",
-                            nss ? "namespaces" : "namespaceSelector");
-            goto out;
-        }
-    } else {
-        if (!nss && !nsel) {
-            rc = gq_err_set(err, GQ_EINVAL,
-                            "spec: a GPUTenantQuota needs namespaces or namespaceSelector");
-            goto out;
-        }
-        if (nss) {
-            rc = dup_strv(nss, "spec.namespaces", GQ_CRD_MAX_NAMESPACES, &q->namespaces,
-                          &q->n_namespaces, err);
-            if (rc)
-                goto out;
-        }
-        if (nsel) {
-            rc = parse_label_selector(nsel, "spec.namespaceSelector", &q->ns_selector, err);
-            if (rc)
-                goto out;
-        }
+        if (nss || nsel)
+            return gq_err_set(err, GQ_EINVAL, "spec.%s: only valid in a GPUTenantQuota",
+                              nss ? "namespaces" : "namespaceSelector");
+        return GQ_OK;
     }
-    if ((v = gq_json_member(spec, "models")) && (rc = parse_quota_models(v, q, err)))
+    if (!nss && !nsel)
+        return gq_err_set(err, GQ_EINVAL,
+                          "spec: a GPUTenantQuota needs namespaces or namespaceSelector");
+    if (nss && (rc = dup_strv(nss, "spec.namespaces", GQ_CRD_MAX_NAMESPACES, &q->namespaces,
+                              &q->n_namespaces, err)))
+        return rc;
+    if (nsel)
+        rc = parse_label_selector(nsel, "spec.namespaceSelector", &q->ns_selector, err);
+    return rc;
+}
+
+/* spec.whenExceeded and spec.queueingStrategy, where given. */
+static gq_code parse_quota_queueing(json_object *spec, gq_quota *q, gq_err *err)
+{
+    static const char *const when[] = {"Deny", "Queue"};
+    static const char *const strat[] = {"BestEffortFIFO", "StrictFIFO"};
+    json_object *v;
+    size_t e = 0;
+    gq_code rc;
+    if ((v = gq_json_member(spec, "whenExceeded"))) {
+        if ((rc = parse_enum(v, "spec.whenExceeded", when, 2, &e, err)))
+            return rc;
+        q->when_exceeded = (gq_when_exceeded)e;
+    }
+    if ((v = gq_json_member(spec, "queueingStrategy"))) {
+        if ((rc = parse_enum(v, "spec.queueingStrategy", strat, 2, &e, err)))
+            return rc;
+        q->strategy = (gq_queue_strategy)e;
+    }
+    return GQ_OK;
+}
+
+static gq_code parse_quota_spec(json_object *spec, gq_quota *q, gq_err *err)
+{
+    gq_code rc = as_obj(spec, "spec", err);
+    if (rc)
+        return rc;
+    json_object *v;
+    if ((v = gq_json_member(spec, "hard")) &&
+        (rc = gq_amounts_parse(v, "spec.hard", &q->hard, err)))
+        return rc;
+    if ((v = gq_json_member(spec, "scopes")) && (rc = parse_scopes(v, &q->scopes, err)))
+        return rc;
+    if ((v = gq_json_member(spec, "scopeSelector")) && (rc = parse_scope_selector(v, q, err)))
+        return rc;
+    if ((rc = parse_quota_queueing(spec, q, err)) || (rc = parse_quota_namespaces(spec, q, err)))
+        return rc;
+    if ((v = gq_json_member(spec, "models")))
+        rc = parse_quota_models(v, q, err);
+    return rc;
+}
+
+gq_code gq_quota_parse(json_object *obj, gq_quota **out, gq_err *err)
+{
+    gq_quota *q = calloc(1, sizeof(*q));
+    if (!q)
+        return gq_err_oom(err);
+    amounts_clear(&q->hard);
+    amounts_clear(&q->used);
+    json_object *st;
+    gq_code rc = parse_quota_meta(obj, q, err);
+    if (rc || (rc = parse_quota_spec(gq_json_member(obj, "spec"), q, err)))
         goto out;
-    if ((v = gq_json_member(obj, "status"))) {
-        rc = parse_quota_status(v, q, err);
-        if (rc)
-            goto out;
-    }
+    if ((st = gq_json_member(obj, "status")) && (rc = parse_quota_status(st, q, err)))
+        goto out;
     *out = q;
     q = NULL;
 out:
@@ -1145,45 +1179,59 @@ static gq_code check_order(const gq_amounts *lo, const char *lo_name, const gq_a
                       field, lo_name, lo_name, a, hi_name, b);
 }
 
+/* The type of a limit: Container or Pod. */
+static gq_code parse_limit_type(json_object *o, const char *field, gq_limit_type *type, gq_err *err)
+{
+    char f[96];
+    const char *s = NULL;
+    snprintf(f, sizeof(f), "%s.type", field);
+    gq_code rc = as_str(gq_json_member(o, "type"), f, &s, err);
+    if (rc)
+        return rc;
+    if (strcmp(s, "Container") == 0)
+        *type = GQ_LIMIT_CONTAINER;
+    else if (strcmp(s, "Pod") == 0)
+        *type = GQ_LIMIT_POD;
+    else
+        return gq_err_set(err, GQ_EINVAL,
+                          "%s: unsupported type \"%.64s\"; supported: Container, Pod", f, s);
+    return GQ_OK;
+}
+
+/* min, max and default gpu-memory, in order; a default only for a
+ * container, and above 0. */
+static gq_code parse_limit_memory(json_object *o, const char *field, gq_limit_item *it, gq_err *err)
+{
+    gq_code rc;
+    if ((rc = parse_mem_map(o, "min", field, &it->has_min, &it->min, err)) ||
+        (rc = parse_mem_map(o, "max", field, &it->has_max, &it->max, err)) ||
+        (rc = parse_mem_map(o, "default", field, &it->has_default, &it->def, err)))
+        return rc;
+    if (it->has_default && it->type != GQ_LIMIT_CONTAINER)
+        return gq_err_set(err, GQ_EINVAL, "%s.default: may only be set for type Container", field);
+    if (it->has_min && it->has_max &&
+        (rc = check_order(&it->min, "min", &it->max, "max", field, err)))
+        return rc;
+    if (it->has_min && it->has_default &&
+        (rc = check_order(&it->min, "min", &it->def, "default", field, err)))
+        return rc;
+    if (it->has_default && it->has_max &&
+        (rc = check_order(&it->def, "default", &it->max, "max", field, err)))
+        return rc;
+    if (it->has_default && it->def.v[GQ_KEY_GPU_MEMORY] == 0)
+        return gq_err_set(err, GQ_EINVAL, "%s.default.gpu-memory: must be greater than 0", field);
+    return GQ_OK;
+}
+
 static gq_code parse_limit_item(json_object *o, const char *field, gq_limit_item *out, gq_err *err)
 {
     gq_limit_item it = {0};
     char f[96];
-    const char *s = NULL;
     gq_code rc = as_obj(o, field, err);
-    if (rc)
+    if (rc || (rc = parse_limit_type(o, field, &it.type, err)))
         return rc;
-    snprintf(f, sizeof(f), "%s.type", field);
-    rc = as_str(gq_json_member(o, "type"), f, &s, err);
-    if (rc)
-        return rc;
-    if (strcmp(s, "Container") == 0)
-        it.type = GQ_LIMIT_CONTAINER;
-    else if (strcmp(s, "Pod") == 0)
-        it.type = GQ_LIMIT_POD;
-    else
-        return gq_err_set(err, GQ_EINVAL,
-                          "%s: unsupported type \"%.64s\"; supported: Container, Pod", f, s);
-    if ((rc = parse_mem_map(o, "min", field, &it.has_min, &it.min, err)) ||
-        (rc = parse_mem_map(o, "max", field, &it.has_max, &it.max, err)) ||
-        (rc = parse_mem_map(o, "default", field, &it.has_default, &it.def, err)))
+    if ((rc = parse_limit_memory(o, field, &it, err)))
         goto out;
-    if (it.has_default && it.type != GQ_LIMIT_CONTAINER) {
-        rc = gq_err_set(err, GQ_EINVAL, "%s.default: may only be set for type Container", field);
-        goto out;
-    }
-    if (it.has_min && it.has_max && (rc = check_order(&it.min, "min", &it.max, "max", field, err)))
-        goto out;
-    if (it.has_min && it.has_default &&
-        (rc = check_order(&it.min, "min", &it.def, "default", field, err)))
-        goto out;
-    if (it.has_default && it.has_max &&
-        (rc = check_order(&it.def, "default", &it.max, "max", field, err)))
-        goto out;
-    if (it.has_default && it.def.v[GQ_KEY_GPU_MEMORY] == 0) {
-        rc = gq_err_set(err, GQ_EINVAL, "%s.default.gpu-memory: must be greater than 0", field);
-        goto out;
-    }
     json_object *mg = gq_json_member(o, "maxGPUs");
     if (mg) {
         snprintf(f, sizeof(f), "%s.maxGPUs", field);
@@ -1215,14 +1263,16 @@ out:
 gq_code gq_limit_range_parse(json_object *obj, gq_limit_range **out, gq_err *err)
 {
     static const char *const kinds[] = {GQ_KIND_GPULIMITRANGE};
-    size_t kind = 0, n = 0;
-    int64_t gen;
+    size_t n = 0;
+    crd_meta m;
     gq_limit_range *lr = calloc(1, sizeof(*lr));
     if (!lr)
         return gq_err_oom(err);
-    gq_code rc = parse_meta(obj, kinds, 1, &kind, &lr->name, &lr->namespace_, &gen, err);
+    gq_code rc = parse_meta(obj, kinds, 1, &m, err);
     if (rc)
         goto out;
+    lr->name = m.name;
+    lr->namespace_ = m.ns;
     json_object *spec = gq_json_member(obj, "spec");
     rc = as_obj(spec, "spec", err);
     if (rc)

@@ -209,25 +209,12 @@ static gq_code class_holds_gpus(const dra_ctx *x, json_object *r, const char *cl
     return GQ_OK;
 }
 
-/* One device request (exactly, or a firstAvailable alternative). */
-static gq_code price_one(const dra_ctx *x, json_object *r, const char *rname, gq_claim_cost *out,
-                         gq_err *err)
+/* How many devices request r (of GPU class class_name) asks for: an
+ * ExactCount, never All. */
+static gq_code request_count(const dra_ctx *x, json_object *r, const char *rname,
+                             const char *class_name, int64_t *count, gq_err *err)
 {
-    const gq_config *cfg = x->cfg;
-    const char *what = x->what;
-    json_object *cls = gq_json_member(r, "deviceClassName"), *v;
-    memset(out, 0, sizeof(*out));
-    if (!cls || !json_object_is_type(cls, json_type_string))
-        return gq_err_set(err, GQ_EINVAL, "%s: request \"%.63s\": deviceClassName must be a string",
-                          what, rname);
-    const char *class_name = json_object_get_string(cls);
-    const gq_device_class *dc = gq_config_find_device_class(cfg, class_name);
-    if (!dc) {
-        bool gpus = false;
-        gq_code rc = class_holds_gpus(x, r, class_name, rname, &gpus, err);
-        if (rc || !gpus)
-            return rc; /* not a GPU, or unpriced */
-    }
+    json_object *v;
     if ((v = gq_json_member(r, "allocationMode")) &&
         (!json_object_is_type(v, json_type_string) ||
          strcmp(json_object_get_string(v), "ExactCount"))) {
@@ -236,28 +223,36 @@ static gq_code price_one(const dra_ctx *x, json_object *r, const char *rname, gq
                               "%s: request \"%.63s\" asks for all devices of GPU class %s "
                               "(allocationMode All): gpuquota cannot know how many GPUs that is at "
                               "admission; ask for a count (allocationMode ExactCount)",
-                              what, rname, class_name);
+                              x->what, rname, class_name);
         return gq_err_set(err, GQ_EINVAL,
                           "%s: request \"%.63s\": allocationMode must be ExactCount "
                           "or All",
-                          what, rname);
+                          x->what, rname);
     }
-    int64_t count = 1;
+    *count = 1;
     if ((v = gq_json_member(r, "count"))) {
         if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 1 ||
             json_object_get_int64(v) > GQ_DRA_MAX_COUNT)
-            return gq_err_set(err, GQ_EINVAL, "%s: request \"%.63s\": count must be 1 to %d", what,
-                              rname, GQ_DRA_MAX_COUNT);
-        count = json_object_get_int64(v);
+            return gq_err_set(err, GQ_EINVAL, "%s: request \"%.63s\": count must be 1 to %d",
+                              x->what, rname, GQ_DRA_MAX_COUNT);
+        *count = json_object_get_int64(v);
     }
-    const gq_model *m = dc && dc->model ? gq_config_find_model(cfg, dc->model) : NULL;
+    return GQ_OK;
+}
+
+/* The GPU model request r's devices are: its class's, else the first
+ * selector that pins a productName of a known model; NULL when none. */
+static gq_code request_model(const dra_ctx *x, json_object *r, const char *rname,
+                             const gq_device_class *dc, const gq_model **model, gq_err *err)
+{
+    const gq_model *m = dc && dc->model ? gq_config_find_model(x->cfg, dc->model) : NULL;
     json_object *sels = gq_json_member(r, "selectors");
     if (sels && !json_object_is_type(sels, json_type_array))
-        return gq_err_set(err, GQ_EINVAL, "%s: request \"%.63s\": selectors must be a list", what,
-                          rname);
+        return gq_err_set(err, GQ_EINVAL, "%s: request \"%.63s\": selectors must be a list",
+                          x->what, rname);
     size_t n_sels = sels ? json_object_array_length(sels) : 0;
     if (n_sels > GQ_DRA_MAX_SELECTORS)
-        return gq_err_set(err, GQ_ELIMIT, "%s: request \"%.63s\": more than %d selectors", what,
+        return gq_err_set(err, GQ_ELIMIT, "%s: request \"%.63s\": more than %d selectors", x->what,
                           rname, GQ_DRA_MAX_SELECTORS);
     for (size_t i = 0; !m && i < n_sels; i++) {
         json_object *e =
@@ -272,28 +267,63 @@ static gq_code price_one(const dra_ctx *x, json_object *r, const char *rname, gq
             continue;
         memcpy(name, prod, n_prod);
         name[n_prod] = '\0';
-        m = gq_config_find_model(cfg, name);
+        m = gq_config_find_model(x->cfg, name);
     }
-    int64_t per = 0;
+    *model = m;
+    return GQ_OK;
+}
+
+/* The memory of one device of request r: capacity.requests.memory, else
+ * all of model m's (the largest model's when m is NULL). */
+static gq_code request_memory(const dra_ctx *x, json_object *r, const char *rname,
+                              const gq_model *m, int64_t *per, gq_err *err)
+{
     json_object *mem =
         gq_json_member(gq_json_member(gq_json_member(r, "capacity"), "requests"), "memory");
-    if (mem) {
-        gq_quantity q;
-        const char *s =
-            json_object_is_type(mem, json_type_string) ? json_object_get_string(mem) : NULL;
-        if (!s || gq_quantity_parse(s, strlen(s), &q, err) || gq_quantity_is_negative(&q) ||
-            gq_quantity_to_int64_ceil(&q, &per) || per <= 0)
-            return gq_err_set(err, GQ_EINVAL,
-                              "%s: request \"%.63s\": capacity.requests.memory must be a positive "
-                              "quantity",
-                              what, rname);
-    } else {
-        const gq_model *priced = m ? m : largest(cfg);
-        per = priced ? priced->memory : 0;
+    if (!mem) {
+        const gq_model *priced = m ? m : largest(x->cfg);
+        *per = priced ? priced->memory : 0;
+        return GQ_OK;
     }
+    gq_quantity q;
+    const char *s = json_object_is_type(mem, json_type_string) ? json_object_get_string(mem) : NULL;
+    if (!s || gq_quantity_parse(s, strlen(s), &q, err) || gq_quantity_is_negative(&q) ||
+        gq_quantity_to_int64_ceil(&q, per) || *per <= 0)
+        return gq_err_set(err, GQ_EINVAL,
+                          "%s: request \"%.63s\": capacity.requests.memory must be a positive "
+                          "quantity",
+                          x->what, rname);
+    return GQ_OK;
+}
+
+/* One device request (exactly, or a firstAvailable alternative). */
+static gq_code price_one(const dra_ctx *x, json_object *r, const char *rname, gq_claim_cost *out,
+                         gq_err *err)
+{
+    json_object *cls = gq_json_member(r, "deviceClassName");
+    memset(out, 0, sizeof(*out));
+    if (!cls || !json_object_is_type(cls, json_type_string))
+        return gq_err_set(err, GQ_EINVAL, "%s: request \"%.63s\": deviceClassName must be a string",
+                          x->what, rname);
+    const char *class_name = json_object_get_string(cls);
+    const gq_device_class *dc = gq_config_find_device_class(x->cfg, class_name);
+    gq_code rc;
+    if (!dc) {
+        bool gpus = false;
+        rc = class_holds_gpus(x, r, class_name, rname, &gpus, err);
+        if (rc || !gpus)
+            return rc; /* not a GPU, or unpriced */
+    }
+    int64_t count = 1, per = 0;
+    const gq_model *m = NULL;
+    if ((rc = request_count(x, r, rname, class_name, &count, err)) ||
+        (rc = request_model(x, r, rname, dc, &m, err)) ||
+        (rc = request_memory(x, r, rname, m, &per, err)))
+        return rc;
     out->gpus = count;
     if (__builtin_mul_overflow(per, count, &out->gpu_memory))
-        return gq_err_set(err, GQ_ERANGE, "%s: request \"%.63s\": memory overflows", what, rname);
+        return gq_err_set(err, GQ_ERANGE, "%s: request \"%.63s\": memory overflows", x->what,
+                          rname);
     out->model = m;
     return GQ_OK;
 }
@@ -308,6 +338,38 @@ static gq_code add(gq_claim_cost *acc, const gq_claim_cost *c, bool *first, cons
         return gq_err_set(err, GQ_ERANGE, "%s: GPU devices overflow", what);
     acc->model = *first ? c->model : (acc->model == c->model ? acc->model : NULL);
     *first = false;
+    return GQ_OK;
+}
+
+/* A request of firstAvailable alternatives fa. The scheduler picks one
+ * alternative later, the first it can satisfy, which the author orders:
+ * charge the most of each key any alternative asks (devices and memory
+ * apart), never one alternative's whole price, which another may pass on
+ * either key. */
+static gq_code price_first_available(const dra_ctx *x, json_object *fa, const char *rname,
+                                     gq_claim_cost *c, gq_err *err)
+{
+    size_t m = json_object_array_length(fa);
+    if (m > GQ_DRA_MAX_SUBREQUESTS)
+        return gq_err_set(err, GQ_ELIMIT, "%s: request \"%.63s\": more than %d alternatives",
+                          x->what, rname, GQ_DRA_MAX_SUBREQUESTS);
+    memset(c, 0, sizeof(*c));
+    bool any = false, same = true;
+    const gq_model *model = NULL;
+    for (size_t j = 0; j < m; j++) {
+        gq_claim_cost s;
+        gq_code rc = price_one(x, json_object_array_get_idx(fa, j), rname, &s, err);
+        if (rc)
+            return rc;
+        if (!s.gpus)
+            continue;
+        same = same && (!any || s.model == model);
+        model = s.model;
+        any = true;
+        c->gpus = s.gpus > c->gpus ? s.gpus : c->gpus;
+        c->gpu_memory = s.gpu_memory > c->gpu_memory ? s.gpu_memory : c->gpu_memory;
+    }
+    c->model = same ? model : NULL;
     return GQ_OK;
 }
 
@@ -333,42 +395,13 @@ gq_code gq_claim_spec_cost(const gq_config *cfg, json_object *spec, const gq_cla
         json_object *ex = gq_json_member(r, "exactly"), *fa = gq_json_member(r, "firstAvailable");
         gq_claim_cost c;
         gq_code rc;
-        if (ex) {
-            if ((rc = price_one(&x, ex, rname, &c, err)))
-                return rc;
-        } else if (fa && json_object_is_type(fa, json_type_array)) {
-            size_t m = json_object_array_length(fa);
-            if (m > GQ_DRA_MAX_SUBREQUESTS)
-                return gq_err_set(err, GQ_ELIMIT,
-                                  "%s: request \"%.63s\": more than %d alternatives", what, rname,
-                                  GQ_DRA_MAX_SUBREQUESTS);
-            /* The scheduler picks one alternative later, the first it can
-             * satisfy, which the author orders: charge the most of each
-             * key any alternative asks (devices and memory apart), never
-             * one alternative's whole price, which another may pass on
-             * either key. */
-            memset(&c, 0, sizeof(c));
-            bool any = false, same = true;
-            const gq_model *model = NULL;
-            for (size_t j = 0; j < m; j++) {
-                gq_claim_cost s;
-                if ((rc = price_one(&x, json_object_array_get_idx(fa, j), rname, &s, err)))
-                    return rc;
-                if (!s.gpus)
-                    continue;
-                same = same && (!any || s.model == model);
-                model = s.model;
-                any = true;
-                c.gpus = s.gpus > c.gpus ? s.gpus : c.gpus;
-                c.gpu_memory = s.gpu_memory > c.gpu_memory ? s.gpu_memory : c.gpu_memory;
-            }
-            c.model = same ? model : NULL;
-        } else {
-            /* Also the pre-v1 shape, the device class on the request itself. */
-            if ((rc = price_one(&x, r, rname, &c, err)))
-                return rc;
-        }
-        if ((rc = add(&acc, &c, &first, what, err)))
+        if (ex)
+            rc = price_one(&x, ex, rname, &c, err);
+        else if (fa && json_object_is_type(fa, json_type_array))
+            rc = price_first_available(&x, fa, rname, &c, err);
+        else /* also the pre-v1 shape, the device class on the request itself */
+            rc = price_one(&x, r, rname, &c, err);
+        if (rc || (rc = add(&acc, &c, &first, what, err)))
             return rc;
     }
     *out = acc;

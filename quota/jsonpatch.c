@@ -459,118 +459,152 @@ static bool is_proper_prefix(const jptr_parsed *a, const jptr_parsed *b)
     return true;
 }
 
-static gq_code apply_one(json_object **root, json_object *op, size_t opi, gq_err *err)
+/* One operation of a patch: its members, borrowed from the patch, and its
+ * pointers once parsed. */
+typedef struct patch_op {
+    size_t opi;
+    const char *name, *path;
+    json_object *jpath;
+    json_object *value; /* add, replace, test (NULL: JSON null) */
+    json_object *jfrom; /* move, copy */
+    bool needs_from;
+    jptr_parsed *ptr, *from;
+} patch_op;
+
+/* The members of operation op: an op this code knows, and what it needs. */
+static gq_code op_read(json_object *op, patch_op *o, gq_err *err)
 {
-    gq_code rc = GQ_OK;
-    jptr_parsed *ptr = NULL, *from = NULL;
-    json_object *jop = NULL, *jpath = NULL, *jval = NULL, *jfrom = NULL, *v = NULL;
+    size_t opi = o->opi;
+    json_object *jop = NULL;
     if (!json_object_is_type(op, json_type_object))
         return gq_err_set(err, GQ_EINVAL, "operation %zu is not an object", opi);
     if (!json_object_object_get_ex(op, "op", &jop) || !json_object_is_type(jop, json_type_string))
         return gq_err_set(err, GQ_EINVAL, "operation %zu: missing string member \"op\"", opi);
-    if (!json_object_object_get_ex(op, "path", &jpath))
+    if (!json_object_object_get_ex(op, "path", &o->jpath))
         return gq_err_set(err, GQ_EINVAL, "operation %zu: missing member \"path\"", opi);
-    const char *name = json_object_get_string(jop);
-    const char *path = json_object_get_string(jpath);
+    const char *name = o->name = json_object_get_string(jop);
+    o->path = json_object_get_string(o->jpath);
     bool needs_value = !strcmp(name, "add") || !strcmp(name, "replace") || !strcmp(name, "test");
-    bool needs_from = !strcmp(name, "move") || !strcmp(name, "copy");
-    if (!needs_value && !needs_from && strcmp(name, "remove") != 0)
+    o->needs_from = !strcmp(name, "move") || !strcmp(name, "copy");
+    if (!needs_value && !o->needs_from && strcmp(name, "remove") != 0)
         return gq_err_set(err, GQ_EINVAL, "operation %zu: unknown op \"%.32s\"", opi, name);
-    if (needs_value && !json_object_object_get_ex(op, "value", &jval))
+    if (needs_value && !json_object_object_get_ex(op, "value", &o->value))
         return gq_err_set(err, GQ_EINVAL, "operation %zu: \"%s\" needs a \"value\"", opi, name);
-    if (needs_from && !json_object_object_get_ex(op, "from", &jfrom))
+    if (o->needs_from && !json_object_object_get_ex(op, "from", &o->jfrom))
         return gq_err_set(err, GQ_EINVAL, "operation %zu: \"%s\" needs a \"from\"", opi, name);
+    return GQ_OK;
+}
 
-    ptr = malloc(sizeof(*ptr));
-    from = malloc(sizeof(*from));
-    if (!ptr || !from) {
+static gq_code op_add(json_object **root, const patch_op *o, gq_err *err)
+{
+    json_object *v = NULL;
+    if (copy_value(o->value, &v))
+        return gq_err_oom(err);
+    return do_add(root, o->ptr, v, o->opi, o->path, err);
+}
+
+static gq_code op_remove(json_object **root, const patch_op *o, gq_err *err)
+{
+    target t;
+    if (o->ptr->n == 0)
+        return gq_err_set(err, GQ_EINVAL, "operation %zu: cannot remove the whole document",
+                          o->opi);
+    gq_code rc = find_existing(*root, o->ptr, &t, o->opi, o->path, err);
+    if (rc)
+        return rc;
+    remove_target(&t);
+    return GQ_OK;
+}
+
+static gq_code op_replace(json_object **root, const patch_op *o, gq_err *err)
+{
+    target t;
+    json_object *v = NULL;
+    gq_code rc = find_existing(*root, o->ptr, &t, o->opi, o->path, err);
+    if (rc)
+        return rc;
+    if (copy_value(o->value, &v))
+        return gq_err_oom(err);
+    if (!t.parent) {
+        json_object_put(*root);
+        *root = v;
+    } else if (t.key) {
+        if (json_object_object_add(t.parent, t.key, v)) {
+            json_object_put(v);
+            return gq_err_oom(err);
+        }
+    } else {
+        json_object_array_put_idx(t.parent, t.idx, v);
+    }
+    return GQ_OK;
+}
+
+static gq_code op_test(json_object **root, const patch_op *o, gq_err *err)
+{
+    target t;
+    gq_code rc = find_existing(*root, o->ptr, &t, o->opi, o->path, err);
+    if (rc)
+        return rc;
+    if (!gq_json_equal(t.value, o->value))
+        return gq_err_set(err, GQ_EINVAL, "operation %zu: test failed at \"%.200s\"", o->opi,
+                          o->path);
+    return GQ_OK;
+}
+
+/* move (the value taken from "from") or copy (a copy of it) to "path". */
+static gq_code op_move_copy(json_object **root, const patch_op *o, gq_err *err)
+{
+    target t;
+    json_object *v = NULL;
+    const char *fpath = json_object_get_string(o->jfrom);
+    gq_code rc = find_existing(*root, o->from, &t, o->opi, fpath, err);
+    if (rc)
+        return rc;
+    if (!strcmp(o->name, "move")) {
+        if (is_proper_prefix(o->from, o->ptr))
+            return gq_err_set(err, GQ_EINVAL,
+                              "operation %zu: cannot move \"%.100s\" into its own child", o->opi,
+                              fpath);
+        if (!t.parent) /* moving the root onto itself: no change */
+            return GQ_OK;
+        v = json_object_get(t.value);
+        remove_target(&t);
+    } else if (copy_value(t.value, &v)) {
+        return gq_err_oom(err);
+    }
+    return do_add(root, o->ptr, v, o->opi, o->path, err);
+}
+
+static gq_code apply_one(json_object **root, json_object *op, size_t opi, gq_err *err)
+{
+    patch_op o = {.opi = opi};
+    gq_code rc = op_read(op, &o, err);
+    if (rc)
+        return rc;
+    o.ptr = malloc(sizeof(*o.ptr));
+    o.from = malloc(sizeof(*o.from));
+    if (!o.ptr || !o.from) {
         rc = gq_err_oom(err);
         goto out;
     }
-    rc = jptr_parse(jpath, ptr, "path", opi, err);
+    rc = jptr_parse(o.jpath, o.ptr, "path", opi, err);
+    if (!rc && o.needs_from)
+        rc = jptr_parse(o.jfrom, o.from, "from", opi, err);
     if (rc)
         goto out;
-    if (needs_from) {
-        rc = jptr_parse(jfrom, from, "from", opi, err);
-        if (rc)
-            goto out;
-    }
-
-    target t;
-    if (!strcmp(name, "add")) {
-        rc = copy_value(jval, &v);
-        if (rc)
-            goto nomem;
-        rc = do_add(root, ptr, v, opi, path, err);
-        v = NULL;
-    } else if (!strcmp(name, "remove")) {
-        if (ptr->n == 0) {
-            rc = gq_err_set(err, GQ_EINVAL, "operation %zu: cannot remove the whole document", opi);
-            goto out;
-        }
-        rc = find_existing(*root, ptr, &t, opi, path, err);
-        if (rc)
-            goto out;
-        remove_target(&t);
-    } else if (!strcmp(name, "replace")) {
-        rc = find_existing(*root, ptr, &t, opi, path, err);
-        if (rc)
-            goto out;
-        rc = copy_value(jval, &v);
-        if (rc)
-            goto nomem;
-        if (!t.parent) {
-            json_object_put(*root);
-            *root = v;
-        } else if (t.key) {
-            if (json_object_object_add(t.parent, t.key, v)) {
-                rc = GQ_ENOMEM;
-                goto nomem_owned;
-            }
-        } else {
-            json_object_array_put_idx(t.parent, t.idx, v);
-        }
-        v = NULL;
-    } else if (!strcmp(name, "test")) {
-        rc = find_existing(*root, ptr, &t, opi, path, err);
-        if (rc)
-            goto out;
-        if (!gq_json_equal(t.value, jval))
-            rc = gq_err_set(err, GQ_EINVAL, "operation %zu: test failed at \"%.200s\"", opi, path);
-    } else {
-        const char *fpath = json_object_get_string(jfrom);
-        rc = find_existing(*root, from, &t, opi, fpath, err);
-        if (rc)
-            goto out;
-        if (!strcmp(name, "move")) {
-            if (is_proper_prefix(from, ptr)) {
-                rc = gq_err_set(err, GQ_EINVAL,
-                                "operation %zu: cannot move \"%.100s\" into its own child", opi,
-                                fpath);
-                goto out;
-            }
-            if (!t.parent) /* moving the root onto itself: no change */
-                goto out;
-            v = json_object_get(t.value);
-            remove_target(&t);
-        } else {
-            rc = copy_value(t.value, &v);
-            if (rc)
-                goto nomem;
-        }
-        rc = do_add(root, ptr, v, opi, path, err);
-        v = NULL;
-    }
-    goto out;
-nomem_owned:
-    json_object_put(v);
-    v = NULL;
-nomem:
-    rc = gq_err_oom(err);
+    if (!strcmp(o.name, "add"))
+        rc = op_add(root, &o, err);
+    else if (!strcmp(o.name, "remove"))
+        rc = op_remove(root, &o, err);
+    else if (!strcmp(o.name, "replace"))
+        rc = op_replace(root, &o, err);
+    else if (!strcmp(o.name, "test"))
+        rc = op_test(root, &o, err);
+    else
+        rc = op_move_copy(root, &o, err);
 out:
-    json_object_put(v);
-    free(ptr);
-    free(from);
+    free(o.ptr);
+    free(o.from);
     return rc;
 }
 

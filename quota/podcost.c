@@ -740,66 +740,79 @@ static gq_code charge_slice(const pc_ctx *x, const origin *o, const char *text, 
     return fail(err, GQ_EUNSUPPORTED, o, "unknown backend");
 }
 
-/* Backend output forms: the rewritten pod costs what its resources reserve. */
-static gq_code backend_cost(const pc_ctx *x, const ctr_in *in, const char *ctr, gq_ctr_cost *c,
+/* aliyun.com/gpu-mem: a whole number of memory units on one GPU. */
+static gq_code aliyun_cost(const pc_ctx *x, const ctr_in *in, const char *ctr, gq_ctr_cost *c,
+                           gq_err *err)
+{
+    origin o = {ctr, GQ_RES_ALIYUN_MEM};
+    int64_t units = 0;
+    if (!gq_quantity_is_integer(&in->aliyun.q) || gq_quantity_is_negative(&in->aliyun.q) ||
+        gq_quantity_is_zero(&in->aliyun.q))
+        return fail(err, GQ_EINVAL, &o,
+                    "%s \"%s\" is not valid: it counts memory units and must be a positive "
+                    "whole number",
+                    o.field, in->aliyun.text);
+    if (gq_quantity_to_int64_ceil(&in->aliyun.q, &units) ||
+        __builtin_mul_overflow(units, x->cfg->memory_unit, &c->memory_per_gpu))
+        return fail(err, GQ_ERANGE, &o, "%s \"%s\" is too large", o.field, in->aliyun.text);
+    c->gpus = 1;
+    c->charged_per_gpu = c->memory_per_gpu;
+    set_original(c, "%s=%s", o.field, in->aliyun.text);
+    return GQ_OK;
+}
+
+/* volcano.sh/vgpu-number and vgpu-memory: memory in MiB, else whole GPUs
+ * of the pinned model. */
+static gq_code volcano_cost(const pc_ctx *x, const ctr_in *in, const char *ctr, gq_ctr_cost *c,
                             gq_err *err)
 {
+    origin on = {ctr, GQ_RES_VOLCANO_NUMBER}, om = {ctr, GQ_RES_VOLCANO_MEMORY};
     gq_code rc;
-    c->form = GQ_FORM_BACKEND;
-    if (in->aliyun.present) {
-        origin o = {ctr, GQ_RES_ALIYUN_MEM};
-        int64_t units = 0;
-        if (!gq_quantity_is_integer(&in->aliyun.q) || gq_quantity_is_negative(&in->aliyun.q) ||
-            gq_quantity_is_zero(&in->aliyun.q))
-            return fail(err, GQ_EINVAL, &o,
-                        "%s \"%s\" is not valid: it counts memory units and must be a positive "
-                        "whole number",
-                        o.field, in->aliyun.text);
-        if (gq_quantity_to_int64_ceil(&in->aliyun.q, &units) ||
-            __builtin_mul_overflow(units, x->cfg->memory_unit, &c->memory_per_gpu))
-            return fail(err, GQ_ERANGE, &o, "%s \"%s\" is too large", o.field, in->aliyun.text);
-        c->gpus = 1;
-        c->charged_per_gpu = c->memory_per_gpu;
-        set_original(c, "%s=%s", o.field, in->aliyun.text);
-        return GQ_OK;
-    }
-    if (in->volc_n.present || in->volc_mem.present) {
-        origin on = {ctr, GQ_RES_VOLCANO_NUMBER}, om = {ctr, GQ_RES_VOLCANO_MEMORY};
-        c->gpus = 1;
-        if (in->volc_n.present && (rc = read_count(&in->volc_n, &on, &c->gpus, err)))
+    c->gpus = 1;
+    if (in->volc_n.present && (rc = read_count(&in->volc_n, &on, &c->gpus, err)))
+        return rc;
+    if (in->volc_mem.present) {
+        rc = read_memory(&in->volc_mem, &om, MIB, &c->memory_per_gpu, err);
+        if (rc)
             return rc;
-        if (in->volc_mem.present) {
-            rc = read_memory(&in->volc_mem, &om, MIB, &c->memory_per_gpu, err);
-            if (rc)
-                return rc;
-        } else {
-            if ((rc = need_model(x, &on, &in->volc_n, err)))
-                return rc;
-            c->memory_per_gpu = x->model->memory;
-        }
-        c->charged_per_gpu = c->memory_per_gpu;
-        set_original(c, "%s=%s,%s=%s", on.field, in->volc_n.present ? in->volc_n.text : "1",
-                     om.field, in->volc_mem.present ? in->volc_mem.text : "(whole GPU)");
-        return GQ_OK;
-    }
-    if (in->mig.present) {
-        origin o = {ctr, in->mig_key};
-        const char *pname = in->mig_key + strlen(GQ_RES_MIG_PREFIX);
-        const gq_mig_profile *p = mig_by_name(x->cfg, x->model, pname);
-        if ((rc = read_count(&in->mig, &o, &c->gpus, err)))
+    } else {
+        if ((rc = need_model(x, &on, &in->volc_n, err)))
             return rc;
-        if (!p)
-            return fail(err, GQ_EINVAL, &o, "%s \"%s\": unknown MIG profile \"%s\"%s%s", o.field,
-                        in->mig.text, pname, x->model ? " for GPU model " : "",
-                        x->model ? x->model->name : "");
-        c->memory_per_gpu = c->charged_per_gpu = p->memory;
-        set_original(c, "%s=%s", o.field, in->mig.text);
-        return GQ_OK;
+        c->memory_per_gpu = x->model->memory;
     }
-    /* nvidia.com/gpu.shared: time-sliced replicas; memory is not in the
-     * resources, so read what the webhook recorded, else a whole card. */
+    c->charged_per_gpu = c->memory_per_gpu;
+    set_original(c, "%s=%s,%s=%s", on.field, in->volc_n.present ? in->volc_n.text : "1", om.field,
+                 in->volc_mem.present ? in->volc_mem.text : "(whole GPU)");
+    return GQ_OK;
+}
+
+/* nvidia.com/mig-<profile>: instances of a profile the model has. */
+static gq_code mig_cost(const pc_ctx *x, const ctr_in *in, const char *ctr, gq_ctr_cost *c,
+                        gq_err *err)
+{
+    origin o = {ctr, in->mig_key};
+    const char *pname = in->mig_key + strlen(GQ_RES_MIG_PREFIX);
+    const gq_mig_profile *p = mig_by_name(x->cfg, x->model, pname);
+    gq_code rc = read_count(&in->mig, &o, &c->gpus, err);
+    if (rc)
+        return rc;
+    if (!p)
+        return fail(err, GQ_EINVAL, &o, "%s \"%s\": unknown MIG profile \"%s\"%s%s", o.field,
+                    in->mig.text, pname, x->model ? " for GPU model " : "",
+                    x->model ? x->model->name : "");
+    c->memory_per_gpu = c->charged_per_gpu = p->memory;
+    set_original(c, "%s=%s", o.field, in->mig.text);
+    return GQ_OK;
+}
+
+/* nvidia.com/gpu.shared: time-sliced replicas; memory is not in the
+ * resources, so read what the webhook recorded, else a whole card. */
+static gq_code shared_cost(const pc_ctx *x, const ctr_in *in, const char *ctr, gq_ctr_cost *c,
+                           gq_err *err)
+{
     origin o = {ctr, GQ_RES_SHARED_GPU};
-    if ((rc = read_count(&in->shared, &o, &c->gpus, err)))
+    gq_code rc = read_count(&in->shared, &o, &c->gpus, err);
+    if (rc)
         return rc;
     c->memory_per_gpu = recorded_memory(x->recorded, ctr);
     if (!c->memory_per_gpu && !x->model && x->trust != GQ_TRUST_REQUEST && x->unknown) {
@@ -817,6 +830,20 @@ static gq_code backend_cost(const pc_ctx *x, const ctr_in *in, const char *ctr, 
         return fail(err, GQ_ERANGE, &o, "%s \"%s\" is too large", o.field, in->shared.text);
     set_original(c, "%s=%s", o.field, in->shared.text);
     return GQ_OK;
+}
+
+/* Backend output forms: the rewritten pod costs what its resources reserve. */
+static gq_code backend_cost(const pc_ctx *x, const ctr_in *in, const char *ctr, gq_ctr_cost *c,
+                            gq_err *err)
+{
+    c->form = GQ_FORM_BACKEND;
+    if (in->aliyun.present)
+        return aliyun_cost(x, in, ctr, c, err);
+    if (in->volc_n.present || in->volc_mem.present)
+        return volcano_cost(x, in, ctr, c, err);
+    if (in->mig.present)
+        return mig_cost(x, in, ctr, c, err);
+    return shared_cost(x, in, ctr, c, err);
 }
 
 /* Apply the pod's request annotation to container c. */
@@ -850,55 +877,69 @@ static gq_code annotation_cost(const pc_ctx *x, const char *ctr, gq_ctr_cost *c,
     return charge_slice(x, &o, pr->v.text, c, err);
 }
 
+/* nvidia.com/gpumem-percentage (origin o): a whole percentage of the
+ * model's memory. */
+static gq_code hami_percent_memory(const pc_ctx *x, const qval *mv, const origin *o, gq_ctr_cost *c,
+                                   gq_err *err)
+{
+    int64_t pct = 0;
+    if (!gq_quantity_is_integer(&mv->q) || gq_quantity_to_int64_ceil(&mv->q, &pct) || pct < 1 ||
+        pct > 100)
+        return fail(err, GQ_EINVAL, o,
+                    "%s \"%s\" is not valid: a percentage of GPU memory must be a whole "
+                    "number from 1 to 100",
+                    o->field, mv->text);
+    gq_code rc = need_model(x, o, mv, err);
+    if (rc)
+        return rc;
+    c->memory_per_gpu = mul_frac_ceil(x->model->memory, pct, 100);
+    return GQ_OK;
+}
+
+/* A slice asked for as memory (gpu-memory, HAMi memory or percentage), on
+ * nvidia.com/gpu GPUs (one when absent). */
+static gq_code memory_slice_cost(const pc_ctx *x, const ctr_in *in, const char *ctr, gq_ctr_cost *c,
+                                 gq_err *err)
+{
+    origin og = {ctr, GQ_RES_NVIDIA_GPU}, o = {ctr, NULL};
+    const qval *mv;
+    gq_code rc;
+    if (in->gpu.present && (rc = read_count(&in->gpu, &og, &c->gpus, err)))
+        return rc;
+    if (in->mem.present) {
+        o.field = GQ_RES_GPU_MEMORY;
+        c->form = GQ_FORM_MEMORY;
+        mv = &in->mem;
+        rc = read_memory(mv, &o, 1, &c->memory_per_gpu, err);
+    } else if (in->hami_mem.present) {
+        o.field = GQ_RES_HAMI_MEMORY;
+        c->form = GQ_FORM_HAMI_MEMORY;
+        mv = &in->hami_mem;
+        rc = read_memory(mv, &o, MIB, &c->memory_per_gpu, err);
+    } else {
+        o.field = GQ_RES_HAMI_PERCENT;
+        c->form = GQ_FORM_HAMI_PERCENT;
+        mv = &in->hami_pct;
+        rc = hami_percent_memory(x, mv, &o, c, err);
+    }
+    if (rc)
+        return rc;
+    if (in->gpu.present)
+        set_original(c, "%s=%s,%s=%s", o.field, mv->text, GQ_RES_NVIDIA_GPU, in->gpu.text);
+    else
+        set_original(c, "%s=%s", o.field, mv->text);
+    return charge_slice(x, &o, mv->text, c, err);
+}
+
 /* Resource forms the webhook rewrites (gpu-memory, fraction, HAMi, whole). */
 static gq_code resource_cost(const pc_ctx *x, const ctr_in *in, const char *ctr, gq_ctr_cost *c,
                              gq_err *err)
 {
     origin og = {ctr, GQ_RES_NVIDIA_GPU};
     gq_code rc;
-    const qval *mv;
     c->gpus = 1;
-    if (in->mem.present || in->hami_mem.present || in->hami_pct.present) {
-        if (in->gpu.present && (rc = read_count(&in->gpu, &og, &c->gpus, err)))
-            return rc;
-        if (in->mem.present) {
-            origin o = {ctr, GQ_RES_GPU_MEMORY};
-            c->form = GQ_FORM_MEMORY;
-            mv = &in->mem;
-            rc = read_memory(mv, &o, 1, &c->memory_per_gpu, err);
-        } else if (in->hami_mem.present) {
-            origin o = {ctr, GQ_RES_HAMI_MEMORY};
-            c->form = GQ_FORM_HAMI_MEMORY;
-            mv = &in->hami_mem;
-            rc = read_memory(mv, &o, MIB, &c->memory_per_gpu, err);
-        } else {
-            origin o = {ctr, GQ_RES_HAMI_PERCENT};
-            int64_t pct = 0;
-            c->form = GQ_FORM_HAMI_PERCENT;
-            mv = &in->hami_pct;
-            if (!gq_quantity_is_integer(&mv->q) || gq_quantity_to_int64_ceil(&mv->q, &pct) ||
-                pct < 1 || pct > 100)
-                return fail(err, GQ_EINVAL, &o,
-                            "%s \"%s\" is not valid: a percentage of GPU memory must be a whole "
-                            "number from 1 to 100",
-                            o.field, mv->text);
-            if ((rc = need_model(x, &o, mv, err)))
-                return rc;
-            c->memory_per_gpu = mul_frac_ceil(x->model->memory, pct, 100);
-            rc = GQ_OK;
-        }
-        if (rc)
-            return rc;
-        const char *key = c->form == GQ_FORM_MEMORY        ? GQ_RES_GPU_MEMORY
-                          : c->form == GQ_FORM_HAMI_MEMORY ? GQ_RES_HAMI_MEMORY
-                                                           : GQ_RES_HAMI_PERCENT;
-        origin o = {ctr, key};
-        if (in->gpu.present)
-            set_original(c, "%s=%s,%s=%s", key, mv->text, GQ_RES_NVIDIA_GPU, in->gpu.text);
-        else
-            set_original(c, "%s=%s", key, mv->text);
-        return charge_slice(x, &o, mv->text, c, err);
-    }
+    if (in->mem.present || in->hami_mem.present || in->hami_pct.present)
+        return memory_slice_cost(x, in, ctr, c, err);
     set_original(c, "%s=%s", GQ_RES_NVIDIA_GPU, in->gpu.text);
     if (gq_quantity_is_integer(&in->gpu.q) && !gq_quantity_is_negative(&in->gpu.q) &&
         !gq_quantity_is_zero(&in->gpu.q)) {
@@ -1182,13 +1223,61 @@ static gq_code pod_parts(json_object *pod, json_object **ann, json_object **spec
     return GQ_OK;
 }
 
+/* The containers' share of the pod's cost: the cost of each that uses a
+ * GPU in r->ctrs, and the pod's GPU memory (with its overhead) and whole
+ * GPUs by the effective request rule. */
+static gq_code containers_cost(const pc_ctx *x, json_object *ctrs, json_object *inits,
+                               int64_t overhead, gq_pod_cost *r, gq_err *err)
+{
+    size_t n_app = ctrs ? json_object_array_length(ctrs) : 0;
+    size_t n_init = inits ? json_object_array_length(inits) : 0;
+    eff emem = {0}, egpu = {0};
+    gq_code rc;
+    /* The container cap bounds the work for GPU pods only: a pod that asks
+     * for no GPU passes however many containers it has (DESIGN.md §8). */
+    bool too_many = n_app + n_init > GQ_POD_MAX_CONTAINERS;
+    if (n_app + n_init && !too_many && !(r->ctrs = calloc(n_app + n_init, sizeof(*r->ctrs))))
+        return gq_err_oom(err);
+    for (size_t i = 0; i < n_init + n_app; i++) {
+        bool init = i < n_init;
+        size_t idx = init ? i : i - n_init;
+        gq_ctr_cost cc;
+        bool uses = false;
+        if ((rc = container_cost(x, json_object_array_get_idx(init ? inits : ctrs, idx), init, idx,
+                                 &cc, &uses, err)))
+            return rc;
+        if (!uses)
+            continue;
+        if (too_many)
+            return gq_err_set(err, GQ_EINVAL,
+                              "container \"%s\" asks for a GPU and the pod has %zu containers "
+                              "(app and init); a pod that uses a GPU may have at most %d",
+                              cc.name, n_app + n_init, GQ_POD_MAX_CONTAINERS);
+        int64_t mem;
+        if (__builtin_mul_overflow(cc.gpus, cc.charged_per_gpu, &mem) ||
+            eff_add(&emem, cc.kind, mem) || eff_add(&egpu, cc.kind, cc.exclusive ? cc.gpus : 0))
+            return gq_err_set(err, GQ_ERANGE, "container \"%s\": GPU memory of the pod overflows",
+                              cc.name);
+        r->priced_unknown |= cc.priced_as != NULL;
+        r->ctrs[r->n_ctrs++] = cc;
+    }
+    if (!r->n_ctrs)
+        return GQ_OK;
+    r->gpu_pods = 1;
+    /* Overhead is charged only for pods that use a GPU: a RuntimeClass
+     * overhead must not make CPU-only pods consume GPU quota. */
+    if (eff_total(&emem, &r->gpu_memory) || add_i64(r->gpu_memory, overhead, &r->gpu_memory) ||
+        eff_total(&egpu, &r->gpus))
+        return gq_err_set(err, GQ_ERANGE, "GPU memory of the pod overflows");
+    return GQ_OK;
+}
+
 gq_code gq_pod_cost_compute_in(const gq_config *cfg, json_object *pod, const gq_cost_scope *scope,
                                gq_pod_cost *out, gq_err *err)
 {
     json_object *ann = NULL, *spec = NULL, *ctrs = NULL, *inits = NULL;
     gq_pod_cost r;
     pod_req preq = {.form = GQ_FORM_NONE};
-    eff emem = {0}, egpu = {0};
     int64_t overhead = 0;
     gq_code rc;
     gq_pod_cost_init(&r);
@@ -1196,8 +1285,6 @@ gq_code gq_pod_cost_compute_in(const gq_config *cfg, json_object *pod, const gq_
         return gq_err_set(err, GQ_EINVAL, "no configuration or result given");
     if ((rc = pod_parts(pod, &ann, &spec, &ctrs, &inits, err)))
         goto out;
-    size_t n_app = ctrs ? json_object_array_length(ctrs) : 0;
-    size_t n_init = inits ? json_object_array_length(inits) : 0;
     gq_pod_trust trust = scope ? scope->trust : GQ_TRUST_REQUEST;
     if (trust == GQ_TRUST_SPEC)
         ann = NULL; /* never checked by gpuquota: not one annotation counts */
@@ -1205,16 +1292,6 @@ gq_code gq_pod_cost_compute_in(const gq_config *cfg, json_object *pod, const gq_
         (trust == GQ_TRUST_REQUEST && (rc = read_pod_req(ann, ctrs, inits, &preq, err))) ||
         (rc = read_overhead(spec, &overhead, err)))
         goto out;
-    /* The container cap bounds the work for GPU pods only: a pod that asks
-     * for no GPU passes however many containers it has (DESIGN.md §8). */
-    bool too_many = n_app + n_init > GQ_POD_MAX_CONTAINERS;
-    if (n_app + n_init && !too_many) {
-        r.ctrs = calloc(n_app + n_init, sizeof(*r.ctrs));
-        if (!r.ctrs) {
-            rc = gq_err_oom(err);
-            goto out;
-        }
-    }
     /* What gpuquota wrote is read back only where the author of the pod
      * did not write it: a user's copy of our label or records never
      * changes what the pod is charged. */
@@ -1224,46 +1301,10 @@ gq_code gq_pod_cost_compute_in(const gq_config *cfg, json_object *pod, const gq_
             ? ann
             : NULL;
     pc_ctx x = {cfg, r.model, largest_model(cfg, scope), recorded, &preq, managed, trust};
-    for (size_t i = 0; i < n_init + n_app; i++) {
-        bool init = i < n_init;
-        size_t idx = init ? i : i - n_init;
-        gq_ctr_cost cc;
-        bool uses = false;
-        if ((rc = container_cost(&x, json_object_array_get_idx(init ? inits : ctrs, idx), init, idx,
-                                 &cc, &uses, err)))
-            goto out;
-        if (!uses)
-            continue;
-        if (too_many) {
-            rc = gq_err_set(err, GQ_EINVAL,
-                            "container \"%s\" asks for a GPU and the pod has %zu containers (app "
-                            "and init); a pod that uses a GPU may have at most %d",
-                            cc.name, n_app + n_init, GQ_POD_MAX_CONTAINERS);
-            goto out;
-        }
-        int64_t mem;
-        if (__builtin_mul_overflow(cc.gpus, cc.charged_per_gpu, &mem) ||
-            eff_add(&emem, cc.kind, mem) || eff_add(&egpu, cc.kind, cc.exclusive ? cc.gpus : 0)) {
-            rc = gq_err_set(err, GQ_ERANGE, "container \"%s\": GPU memory of the pod overflows",
-                            cc.name);
-            goto out;
-        }
-        r.priced_unknown |= cc.priced_as != NULL;
-        r.ctrs[r.n_ctrs++] = cc;
-    }
-    if (r.n_ctrs) {
-        r.gpu_pods = 1;
-        /* Overhead is charged only for pods that use a GPU: a RuntimeClass
-         * overhead must not make CPU-only pods consume GPU quota. */
-        if (eff_total(&emem, &r.gpu_memory) || add_i64(r.gpu_memory, overhead, &r.gpu_memory) ||
-            eff_total(&egpu, &r.gpus)) {
-            rc = gq_err_set(err, GQ_ERANGE, "GPU memory of the pod overflows");
-            goto out;
-        }
-    }
-    if ((rc = claims_cost(cfg, spec, managed ? ann : NULL, trust == GQ_TRUST_REQUEST ? pod : NULL,
-                          &r, err)))
+    if ((rc = containers_cost(&x, ctrs, inits, overhead, &r, err)))
         goto out;
+    rc = claims_cost(cfg, spec, managed ? ann : NULL, trust == GQ_TRUST_REQUEST ? pod : NULL, &r,
+                     err);
 out:
     if (rc) {
         /* the contract: an error leaves *out empty, never half-filled */
@@ -1314,6 +1355,43 @@ bool gq_claim_record_read(const gq_config *cfg, json_object *rec, gq_shared_clai
     return true;
 }
 
+/* What the pod's priced claims add up to. */
+typedef struct claims_sum {
+    int64_t gpus, memory;
+    const gq_model *model; /* the model of the last claim with devices */
+    bool first, same;      /* no claim with devices yet; all of one model */
+} claims_sum;
+
+/* Add claim c, priced by its record in recs, to s; a claim without a
+ * record leaves the pod's claims unpriced. A shared claim's record goes
+ * into r->shared. */
+static gq_code claim_add(const gq_config *cfg, json_object *c, json_object *recs, claims_sum *s,
+                         gq_pod_cost *r, gq_err *err)
+{
+    json_object *nm = NULL, *rec = NULL;
+    gq_shared_claim sc;
+    bool shared = false;
+    if (!json_object_object_get_ex(c, "name", &nm) || !json_object_is_type(nm, json_type_string) ||
+        !json_object_object_get_ex(recs, json_object_get_string(nm), &rec) ||
+        !gq_claim_record_read(cfg, rec, &sc, &shared)) {
+        r->claims_unpriced = true;
+        return GQ_OK;
+    }
+    if (add_i64(s->gpus, sc.gpus, &s->gpus) || add_i64(s->memory, sc.memory, &s->memory))
+        return gq_err_set(err, GQ_ERANGE, "GPU devices of the pod's claims overflow");
+    if (sc.gpus) {
+        s->same = s->same && (s->first || sc.model == s->model);
+        s->model = sc.model;
+        s->first = false;
+    }
+    if (shared && sc.gpus) {
+        if (!r->shared && !(r->shared = calloc(GQ_POD_MAX_CLAIMS, sizeof(*r->shared))))
+            return gq_err_oom(err);
+        r->shared[r->n_shared++] = sc;
+    }
+    return GQ_OK;
+}
+
 /* Add the GPU devices of the pod's DRA claims, from the record gpuquota
  * wrote (ann is NULL unless gpuquota manages the pod; pod, when given, is
  * asked whether its author wrote the record: gq_pod_user_set). An entry
@@ -1338,50 +1416,20 @@ static gq_code claims_cost(const gq_config *cfg, json_object *spec, json_object 
         json_object_put(recs);
         return GQ_OK;
     }
-    int64_t gpus = 0, mem = 0;
-    const gq_model *model = NULL;
-    bool first = true, same = true;
-    for (size_t i = 0; i < n; i++) {
-        json_object *c = json_object_array_get_idx(claims, i), *nm = NULL, *rec = NULL;
-        gq_shared_claim sc;
-        bool shared = false;
-        if (!json_object_object_get_ex(c, "name", &nm) ||
-            !json_object_is_type(nm, json_type_string) ||
-            !json_object_object_get_ex(recs, json_object_get_string(nm), &rec) ||
-            !gq_claim_record_read(cfg, rec, &sc, &shared)) {
-            r->claims_unpriced = true;
-            continue;
-        }
-        int64_t g = sc.gpus, m = sc.memory;
-        const gq_model *mo = sc.model;
-        if (add_i64(gpus, g, &gpus) || add_i64(mem, m, &mem)) {
-            json_object_put(recs);
-            return gq_err_set(err, GQ_ERANGE, "GPU devices of the pod's claims overflow");
-        }
-        if (g) {
-            same = same && (first || mo == model);
-            model = mo;
-            first = false;
-        }
-        if (shared && g) {
-            if (!r->shared && !(r->shared = calloc(GQ_POD_MAX_CLAIMS, sizeof(*r->shared)))) {
-                json_object_put(recs);
-                return gq_err_oom(err);
-            }
-            r->shared[r->n_shared++] = sc;
-        }
-    }
+    claims_sum s = {.first = true, .same = true};
+    for (size_t i = 0; i < n && !rc; i++)
+        rc = claim_add(cfg, json_object_array_get_idx(claims, i), recs, &s, r, err);
     json_object_put(recs);
-    if (!gpus)
-        return GQ_OK;
-    if (add_i64(r->gpus, gpus, &r->gpus) || add_i64(r->gpu_memory, mem, &r->gpu_memory))
+    if (rc || !s.gpus)
+        return rc;
+    if (add_i64(r->gpus, s.gpus, &r->gpus) || add_i64(r->gpu_memory, s.memory, &r->gpu_memory))
         return gq_err_set(err, GQ_ERANGE, "GPU memory of the pod overflows");
-    r->claim_gpus = gpus;
-    r->claim_memory = mem;
+    r->claim_gpus = s.gpus;
+    r->claim_memory = s.memory;
     r->gpu_pods = 1;
     /* Devices a selector or the class pins to one model pin the pod. */
-    if (same && model && !r->model_pinned) {
-        r->model = model;
+    if (s.same && s.model && !r->model_pinned) {
+        r->model = s.model;
         r->model_pinned = true;
     }
     return GQ_OK;

@@ -148,32 +148,39 @@ static int64_t group_need(const gq_amounts *charge, const gq_amounts *own, int64
     return need;
 }
 
-/* The group's need against one set of limits of q: spec.hard (model NULL)
- * or spec.models.<model>. */
+/* What a pod, or a group of pods, asks of a quota: the charge of its first
+ * member, the own part of every other one. */
+typedef struct group_ask {
+    const gq_amounts *charge, *own;
+    int64_t members;
+    const char *group; /* NULL: one pod */
+} group_ask;
+
+/* The ask against one set of limits of q: spec.hard (model NULL) or
+ * spec.models.<model>. */
 static gq_code ever_fits_limits(const gq_quota *q, const char *model, const gq_amounts *hard,
-                                const gq_amounts *charge, const gq_amounts *own, int64_t members,
-                                const char *group, gq_err *err)
+                                const group_ask *a, gq_err *err)
 {
     for (int k = 0; k < GQ_KEY_COUNT; k++) {
-        if (!hard->set[k] || charge->v[k] <= 0)
+        if (!hard->set[k] || a->charge->v[k] <= 0)
             continue;
-        int64_t need = group_need(charge, own, members, k);
+        int64_t need = group_need(a->charge, a->own, a->members, k);
         if (need <= hard->v[k])
             continue;
-        gq_amounts a = *charge, h = *hard;
+        gq_amounts am = *a->charge, h = *hard;
         char asked[GQ_QUANTITY_STR_MAX], lim[GQ_QUANTITY_STR_MAX];
-        a.v[k] = need;
-        gq_amount_format(&a, (gq_qkey)k, asked);
+        am.v[k] = need;
+        gq_amount_format(&am, (gq_qkey)k, asked);
         gq_amount_format(&h, (gq_qkey)k, lim);
         const char *qk = q->kind == GQ_QUOTA_TENANT ? "tenant quota" : "quota";
         const char *m = model ? model : "", *sl = model ? "/" : "";
         const char *key = gq_qkey_name((gq_qkey)k);
-        if (group)
+        if (a->group)
             return gq_err_set(err, GQ_EDENIED,
                               "pod group %s of %lld pods asks for %s%s%s=%s, more than %s %s "
                               "allows at all (%s%s%s=%s): it would wait forever",
-                              group, (long long)members, m, sl, key, asked, qk, q->name, m, sl, key,
-                              lim);
+                              a->group, (long long)a->members, m, sl, key, asked, qk, q->name, m,
+                              sl, key, lim);
         return gq_err_set(err, GQ_EDENIED,
                           "pod asks for %s%s%s=%s, more than %s %s allows at all (%s%s%s=%s): it "
                           "would wait forever",
@@ -186,16 +193,12 @@ gq_code gq_queue_check_ever_fits(const gq_quota *q, const char *model, const gq_
                                  const gq_amounts *own, int64_t members, const char *group,
                                  gq_err *err)
 {
-    if (members < 1)
-        members = 1;
-    if (!own)
-        own = charge;
-    gq_code rc = ever_fits_limits(q, NULL, &q->hard, charge, own, members, group, err);
+    group_ask a = {charge, own ? own : charge, members < 1 ? 1 : members, group};
+    gq_code rc = ever_fits_limits(q, NULL, &q->hard, &a, err);
     /* A pinned pod meets its model's limits; an unpinned one every model's. */
     for (size_t i = 0; !rc && i < q->n_models; i++)
         if (!model || !strcmp(model, q->models[i].name))
-            rc = ever_fits_limits(q, q->models[i].name, &q->models[i].hard, charge, own, members,
-                                  group, err);
+            rc = ever_fits_limits(q, q->models[i].name, &q->models[i].hard, &a, err);
     return rc;
 }
 

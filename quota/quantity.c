@@ -223,6 +223,92 @@ static bool binary_value(const digits *d, bool neg, unsigned shift, gq_quantity 
     return true;
 }
 
+/* The digits of s[pos..len): an integer part, then a '.' and a fraction,
+ * either possibly empty; the position after them. */
+static size_t read_digits(const char *s, size_t len, size_t pos, digits *d)
+{
+    *d = (digits){s + pos, NULL, 0, 0};
+    while (pos < len && s[pos] >= '0' && s[pos] <= '9') {
+        pos++;
+        d->ni++;
+    }
+    d->fp = s + pos;
+    if (pos < len && s[pos] == '.') {
+        pos++;
+        d->fp = s + pos;
+        while (pos < len && s[pos] >= '0' && s[pos] <= '9') {
+            pos++;
+            d->nf++;
+        }
+    }
+    return pos;
+}
+
+/* What a suffix does to a quantity's digits. */
+typedef struct qscale {
+    gq_qformat fmt;
+    int64_t exp;    /* times 10^exp */
+    unsigned shift; /* times 2^shift (binary SI) */
+} qscale;
+
+/* The exponent of a suffix "e" or "E" suf[0..sl) of quantity s[0..len):
+ * a signed integer that fits 32 bits. */
+static gq_code read_exponent(const char *s, size_t len, const char *suf, size_t sl, int64_t *exp,
+                             gq_err *err)
+{
+    size_t i = 1;
+    bool eneg = false;
+    if (i < sl && (suf[i] == '+' || suf[i] == '-'))
+        eneg = suf[i++] == '-';
+    if (i == sl)
+        return syntax_error(err, s, len, "its exponent has no digits");
+    int64_t v = 0;
+    for (; i < sl; i++) {
+        if (suf[i] < '0' || suf[i] > '9')
+            return syntax_error(err, s, len, "its exponent is not an integer");
+        v = v * 10 + (suf[i] - '0');
+        if (v > INT32_MAX)
+            return range_error(err, s, len, "the exponent does not fit 32 bits");
+    }
+    *exp = eneg ? -v : v;
+    return GQ_OK;
+}
+
+/* The suffix s[pos..len) of quantity s: none, decimal SI, binary SI or an
+ * exponent. */
+static gq_code read_suffix(const char *s, size_t len, size_t pos, qscale *sc, gq_err *err)
+{
+    static const char dec_suffix[] = "numkMGTPE";
+    static const int dec_exp[] = {-9, -6, -3, 3, 6, 9, 12, 15, 18};
+    static const char bin_suffix[] = "KMGTPE";
+    const char *suf = s + pos;
+    size_t sl = len - pos;
+    *sc = (qscale){GQ_QFMT_DECIMAL_SI, 0, 0};
+    if (sl == 0)
+        return GQ_OK; /* plain number */
+    if (sl == 1 && suf[0] != '\0' && strchr(dec_suffix, suf[0])) {
+        sc->exp = dec_exp[strchr(dec_suffix, suf[0]) - dec_suffix];
+        return GQ_OK;
+    }
+    if (sl == 2 && suf[1] == 'i' && suf[0] != '\0' && strchr(bin_suffix, suf[0])) {
+        sc->fmt = GQ_QFMT_BINARY_SI;
+        sc->shift = 10u * (unsigned)(strchr(bin_suffix, suf[0]) - bin_suffix + 1);
+        return GQ_OK;
+    }
+    if (suf[0] == 'e' || suf[0] == 'E') {
+        sc->fmt = GQ_QFMT_DECIMAL_EXP;
+        return read_exponent(s, len, suf, sl, &sc->exp, err);
+    }
+    char why[96], q[40];
+    quote_input(suf, sl, q, sizeof(q));
+    bool letter = (suf[0] >= 'a' && suf[0] <= 'z') || (suf[0] >= 'A' && suf[0] <= 'Z');
+    snprintf(why, sizeof(why),
+             letter ? "unknown suffix \"%s\" (suffixes are case-sensitive)"
+                    : "unexpected \"%s\" after the number",
+             q);
+    return syntax_error(err, s, len, why);
+}
+
 gq_code gq_quantity_parse(const char *s, size_t len, gq_quantity *out, gq_err *err)
 {
     if (!s || len == 0)
@@ -237,70 +323,18 @@ gq_code gq_quantity_parse(const char *s, size_t len, gq_quantity *out, gq_err *e
     bool neg = false;
     if (s[pos] == '+' || s[pos] == '-')
         neg = s[pos++] == '-';
-    digits d = {s + pos, NULL, 0, 0};
-    while (pos < len && s[pos] >= '0' && s[pos] <= '9') {
-        pos++;
-        d.ni++;
-    }
-    d.fp = s + pos;
-    if (pos < len && s[pos] == '.') {
-        pos++;
-        d.fp = s + pos;
-        while (pos < len && s[pos] >= '0' && s[pos] <= '9') {
-            pos++;
-            d.nf++;
-        }
-    }
+    digits d;
+    pos = read_digits(s, len, pos, &d);
     if (d.ni + d.nf == 0)
         return syntax_error(err, s, len, "it has no digits");
-
-    const char *suf = s + pos;
-    size_t sl = len - pos;
-    gq_qformat fmt = GQ_QFMT_DECIMAL_SI;
-    int64_t exp_s = 0;
-    unsigned shift = 0;
-    static const char dec_suffix[] = "numkMGTPE";
-    static const int dec_exp[] = {-9, -6, -3, 3, 6, 9, 12, 15, 18};
-    static const char bin_suffix[] = "KMGTPE";
-    if (sl == 0) {
-        /* plain number */
-    } else if (sl == 1 && suf[0] != '\0' && strchr(dec_suffix, suf[0])) {
-        exp_s = dec_exp[strchr(dec_suffix, suf[0]) - dec_suffix];
-    } else if (sl == 2 && suf[1] == 'i' && suf[0] != '\0' && strchr(bin_suffix, suf[0])) {
-        fmt = GQ_QFMT_BINARY_SI;
-        shift = 10u * (unsigned)(strchr(bin_suffix, suf[0]) - bin_suffix + 1);
-    } else if (suf[0] == 'e' || suf[0] == 'E') {
-        size_t i = 1;
-        bool eneg = false;
-        if (i < sl && (suf[i] == '+' || suf[i] == '-'))
-            eneg = suf[i++] == '-';
-        if (i == sl)
-            return syntax_error(err, s, len, "its exponent has no digits");
-        int64_t v = 0;
-        for (; i < sl; i++) {
-            if (suf[i] < '0' || suf[i] > '9')
-                return syntax_error(err, s, len, "its exponent is not an integer");
-            v = v * 10 + (suf[i] - '0');
-            if (v > INT32_MAX)
-                return range_error(err, s, len, "the exponent does not fit 32 bits");
-        }
-        fmt = GQ_QFMT_DECIMAL_EXP;
-        exp_s = eneg ? -v : v;
-    } else {
-        char why[96], q[40];
-        quote_input(suf, sl, q, sizeof(q));
-        bool letter = (suf[0] >= 'a' && suf[0] <= 'z') || (suf[0] >= 'A' && suf[0] <= 'Z');
-        snprintf(why, sizeof(why),
-                 letter ? "unknown suffix \"%s\" (suffixes are case-sensitive)"
-                        : "unexpected \"%s\" after the number",
-                 q);
-        return syntax_error(err, s, len, why);
-    }
-
+    qscale sc;
+    gq_code rc = read_suffix(s, len, pos, &sc, err);
+    if (rc)
+        return rc;
     gq_quantity r;
     const char *why = "value too large";
-    bool ok = fmt == GQ_QFMT_BINARY_SI ? binary_value(&d, neg, shift, &r, &why)
-                                       : decimal_value(&d, neg, exp_s, fmt, &r, &why);
+    bool ok = sc.fmt == GQ_QFMT_BINARY_SI ? binary_value(&d, neg, sc.shift, &r, &why)
+                                          : decimal_value(&d, neg, sc.exp, sc.fmt, &r, &why);
     if (!ok)
         return range_error(err, s, len, why);
     *out = r;

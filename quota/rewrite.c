@@ -373,6 +373,67 @@ static const gq_ctr_default *default_for(const gq_rewrite_opts *o, const gq_ctr_
     return NULL;
 }
 
+/* Patch the resources of container ctr (at pointer p, ".../resources")
+ * to the desired des[0..n); *changed when a patch was needed. */
+static gq_code patch_resources(rw *x, json_object *ctr, gq_jptr *p, const kv *des, size_t n,
+                               bool *changed)
+{
+    static const char *const maps[] = {"limits", "requests"};
+    size_t at_res = p->len;
+    gq_code rc = GQ_OK;
+    json_object *res = gq_json_member(ctr, "resources");
+    if (!json_object_is_type(res, json_type_object)) {
+        *changed = true;
+        return op_add(x, p, wrap("limits", resource_map(des, n)));
+    }
+    for (size_t m = 0; m < 2 && !rc; m++) {
+        json_object *map = gq_json_get_typed(res, maps[m], json_type_object);
+        gq_jptr_push(p, maps[m]);
+        if (map) {
+            rc = rewrite_map(x, map, des, n, p, changed);
+        } else if (m == 0) {
+            /* requests default to limits for extended resources. */
+            rc = op_add(x, p, resource_map(des, n));
+            *changed = true;
+        }
+        gq_jptr_truncate(p, at_res);
+    }
+    return rc;
+}
+
+/* Warn that container c's resources went from original to des[0..n),
+ * with the most detail that fits the warning limit. */
+static void warn_rewritten(rw *x, const gq_ctr_cost *c, json_object *original, const kv *des,
+                           size_t n)
+{
+    char from[256], to[260], on[80] = "", mem[GQ_QUANTITY_STR_MAX] = "";
+    char full[128] = "", brief[64] = "";
+    describe(original, from, sizeof(from));
+    snprintf(to, sizeof(to), "%s %s%s%s%s%s", des[0].key, des[0].val, n > 1 ? ", " : "",
+             n > 1 ? des[1].key : "", n > 1 ? " " : "", n > 1 ? des[1].val : "");
+    if (x->cost->model)
+        snprintf(on, sizeof(on), " on %s", x->cost->model->name);
+    const gq_ctr_default *d = default_for(x->opts, c);
+    if (d) {
+        gq_format_bytes(d->memory_per_gpu, mem);
+        snprintf(full, sizeof(full), " (default %s from GPULimitRange %s)", mem,
+                 d->limit_range ? d->limit_range : "");
+        snprintf(brief, sizeof(brief), " (default %s)", mem);
+    }
+    /* Drop the GPULimitRange name, then the model, before cutting the
+     * text. */
+    const char *extra[] = {full, brief, brief};
+    const char *model[] = {on, on, ""};
+    size_t v = 0;
+    for (; v < 2; v++) {
+        int len =
+            snprintf(NULL, 0, "container %s: %s%s%s -> %s", c->name, from, extra[v], model[v], to);
+        if (len >= 0 && len <= GQ_REWRITE_WARNING_MAX)
+            break;
+    }
+    warn(x, "container %s: %s%s%s -> %s", c->name, from, extra[v], model[v], to);
+}
+
 /* Rewrite one GPU container's resources; warn when anything changed. */
 static gq_code rewrite_ctr(rw *x, const gq_ctr_cost *c, json_object *original)
 {
@@ -392,63 +453,14 @@ static gq_code rewrite_ctr(rw *x, const gq_ctr_cost *c, json_object *original)
     gq_jptr_push(&p, list);
     gq_jptr_push_index(&p, c->index);
     gq_jptr_push(&p, "resources");
-    size_t at_res = p.len;
-    json_object *res = gq_json_member(ctr, "resources");
-    if (!json_object_is_type(res, json_type_object)) {
-        if ((rc = op_add(x, &p, wrap("limits", resource_map(des, n)))))
-            return rc;
-        changed = true;
-    } else {
-        static const char *const maps[] = {"limits", "requests"};
-        for (size_t m = 0; m < 2; m++) {
-            json_object *map = gq_json_get_typed(res, maps[m], json_type_object);
-            gq_jptr_push(&p, maps[m]);
-            if (map) {
-                rc = rewrite_map(x, map, des, n, &p, &changed);
-            } else if (m == 0) {
-                /* requests default to limits for extended resources. */
-                rc = op_add(x, &p, resource_map(des, n));
-                changed = true;
-            }
-            gq_jptr_truncate(&p, at_res);
-            if (rc)
-                return rc;
-        }
-    }
-    if (!changed)
-        return GQ_OK;
+    if ((rc = patch_resources(x, ctr, &p, des, n, &changed)) || !changed)
+        return rc;
     json_object *now = resource_map(des, n);
     if (!now || json_object_object_add(x->changed_ctrs, c->name, now)) {
         json_object_put(now);
         return nomem(x);
     }
-
-    char from[256], to[260], on[80] = "", mem[GQ_QUANTITY_STR_MAX] = "";
-    char full[128] = "", brief[64] = "";
-    describe(original, from, sizeof(from));
-    snprintf(to, sizeof(to), "%s %s%s%s%s%s", des[0].key, des[0].val, n > 1 ? ", " : "",
-             n > 1 ? des[1].key : "", n > 1 ? " " : "", n > 1 ? des[1].val : "");
-    if (x->cost->model)
-        snprintf(on, sizeof(on), " on %s", x->cost->model->name);
-    const gq_ctr_default *d = default_for(x->opts, c);
-    if (d) {
-        gq_format_bytes(d->memory_per_gpu, mem);
-        snprintf(full, sizeof(full), " (default %s from GPULimitRange %s)", mem,
-                 d->limit_range ? d->limit_range : "");
-        snprintf(brief, sizeof(brief), " (default %s)", mem);
-    }
-    /* Most detail that fits the warning limit: drop the GPULimitRange name,
-     * then the model, before cutting the text. */
-    const char *extra[] = {full, brief, brief};
-    const char *model[] = {on, on, ""};
-    size_t v = 0;
-    for (; v < 2; v++) {
-        int len =
-            snprintf(NULL, 0, "container %s: %s%s%s -> %s", c->name, from, extra[v], model[v], to);
-        if (len >= 0 && len <= GQ_REWRITE_WARNING_MAX)
-            break;
-    }
-    warn(x, "container %s: %s%s%s -> %s", c->name, from, extra[v], model[v], to);
+    warn_rewritten(x, c, original, des, n);
     if (x->cfg->backend == GQ_BACKEND_TIMESLICING && !x->timeslicing_warned) {
         x->timeslicing_warned = true;
         warn(x, "timeslicing: GPU memory is accounted, not isolated; a container can use more "
@@ -503,6 +515,39 @@ static json_object *pin_at_level(const gq_model *m, int levels)
     return v;
 }
 
+/* Add the pin of model m to every term of nodeSelectorTerms terms (at
+ * pointer p) that lacks it: terms are ORed, so the pin must hold in each. */
+static gq_code pin_in_terms(rw *x, const gq_model *m, json_object *terms, gq_jptr *p)
+{
+    json_object *want = pin_expression(m);
+    if (!want)
+        return nomem(x);
+    gq_code rc = GQ_OK;
+    size_t at_terms = p->len;
+    for (size_t i = 0; i < json_object_array_length(terms) && !rc; i++) {
+        json_object *term = json_object_array_get_idx(terms, i);
+        if (!json_object_is_type(term, json_type_object))
+            continue;
+        json_object *exprs = gq_json_member(term, "matchExpressions");
+        gq_jptr_push_index(p, i);
+        gq_jptr_push(p, "matchExpressions");
+        if (!exprs) {
+            rc = op_add(x, p, pin_at_level(m, 1));
+        } else if (json_object_is_type(exprs, json_type_array)) {
+            bool have = false;
+            for (size_t j = 0; j < json_object_array_length(exprs) && !have; j++)
+                have = gq_json_equal(json_object_array_get_idx(exprs, j), want);
+            if (!have) {
+                gq_jptr_push(p, "-");
+                rc = op_add(x, p, pin_at_level(m, 0));
+            }
+        }
+        gq_jptr_truncate(p, at_terms);
+    }
+    json_object_put(want);
+    return rc;
+}
+
 static gq_code pin_model(rw *x)
 {
     const gq_model *m = x->cost->model;
@@ -530,39 +575,11 @@ static gq_code pin_model(rw *x)
     json_object *terms = gq_json_get_typed(req, "nodeSelectorTerms", json_type_array);
     if (!terms)
         return op_add(x, &p, pin_at_level(m, 3));
-    size_t n = json_object_array_length(terms);
-    if (n == 0) {
+    if (json_object_array_length(terms) == 0) {
         gq_jptr_push(&p, "-");
         return op_add(x, &p, pin_at_level(m, 2));
     }
-    json_object *want = pin_expression(m);
-    if (!want)
-        return nomem(x);
-    gq_code rc = GQ_OK;
-    size_t at_terms = p.len;
-    /* Terms are ORed: the pin must hold in every one of them. */
-    for (size_t i = 0; i < n && !rc; i++) {
-        json_object *term = json_object_array_get_idx(terms, i);
-        if (!json_object_is_type(term, json_type_object))
-            continue;
-        json_object *exprs = gq_json_member(term, "matchExpressions");
-        gq_jptr_push_index(&p, i);
-        gq_jptr_push(&p, "matchExpressions");
-        if (!exprs) {
-            rc = op_add(x, &p, pin_at_level(m, 1));
-        } else if (json_object_is_type(exprs, json_type_array)) {
-            bool have = false;
-            for (size_t j = 0; j < json_object_array_length(exprs) && !have; j++)
-                have = gq_json_equal(json_object_array_get_idx(exprs, j), want);
-            if (!have) {
-                gq_jptr_push(&p, "-");
-                rc = op_add(x, &p, pin_at_level(m, 0));
-            }
-        }
-        gq_jptr_truncate(&p, at_terms);
-    }
-    json_object_put(want);
-    return rc;
+    return pin_in_terms(x, m, terms, &p);
 }
 
 /* ---- schedulerName, label, annotations ------------------------------------- */
@@ -782,6 +799,28 @@ static gq_code rewrite_one(rw *x, const gq_ctr_cost *c, json_object *originals,
     return rewrite_ctr(x, c, orig);
 }
 
+/* A GPU pod's rewrite: each container's resources, the model pin, the
+ * scheduler, the records of what was asked and the summary of changes. */
+static gq_code rewrite_gpu_pod(rw *x, json_object *originals, json_object *requests)
+{
+    gq_patch *patch = x->res->patch;
+    gq_code rc;
+    for (size_t i = 0; i < x->cost->n_ctrs; i++)
+        if ((rc = rewrite_one(x, &x->cost->ctrs[i], originals, requests)))
+            return rc;
+    size_t before_pin = gq_patch_len(patch);
+    if ((rc = pin_model(x)))
+        return rc;
+    bool pinned = gq_patch_len(patch) > before_pin;
+    size_t before_sched = gq_patch_len(patch);
+    if ((rc = set_scheduler(x)))
+        return rc;
+    bool scheduled = gq_patch_len(patch) > before_sched;
+    if ((rc = record(x, originals, requests)))
+        return rc;
+    return summarise(x, pinned, scheduled, &x->res->changes);
+}
+
 gq_code gq_rewrite_pod(const gq_config *cfg, json_object *pod, const gq_pod_cost *cost,
                        const gq_rewrite_opts *opts, gq_rewrite *out, gq_err *err)
 {
@@ -818,19 +857,7 @@ gq_code gq_rewrite_pod(const gq_config *cfg, json_object *pod, const gq_pod_cost
         rc = nomem(&x);
         goto out;
     }
-    for (size_t i = 0; i < cost->n_ctrs; i++)
-        if ((rc = rewrite_one(&x, &cost->ctrs[i], originals, requests)))
-            goto out;
-    size_t before_pin = gq_patch_len(res->patch);
-    if ((rc = pin_model(&x)))
-        goto out;
-    bool pinned = gq_patch_len(res->patch) > before_pin;
-    size_t before_sched = gq_patch_len(res->patch);
-    if ((rc = set_scheduler(&x)))
-        goto out;
-    bool scheduled = gq_patch_len(res->patch) > before_sched;
-    if ((rc = record(&x, originals, requests)) ||
-        (rc = summarise(&x, pinned, scheduled, &res->changes)))
+    if ((rc = rewrite_gpu_pod(&x, originals, requests)))
         goto out;
     res->originals = originals;
     originals = NULL;

@@ -352,12 +352,33 @@ static gq_code client_ca_load(const char *path, gnutls_x509_trust_list_t *out, g
     return rc;
 }
 
+/* A certificate whose key does not match would fail every handshake. */
+static gq_code key_matches_cert(const wh_creds *c, const char *cert_file, const char *key_file,
+                                gq_err *err)
+{
+    gq_code rc = GQ_OK;
+    gnutls_datum_t a = {NULL, 0}, b = {NULL, 0};
+    gnutls_pubkey_t kpub = NULL;
+    int ret;
+    if ((ret = gnutls_pubkey_init(&kpub)) < 0 ||
+        (ret = gnutls_pubkey_import_privkey(kpub, c->key, 0, 0)) < 0 ||
+        (ret = pubkey_der(kpub, &a)) < 0 || (ret = pubkey_der(c->pcerts[0].pubkey, &b)) < 0)
+        rc = gq_err_set(err, GQ_ETLS, "%s: cannot compare keys (%s)", key_file,
+                        gnutls_strerror(ret));
+    else if (a.size != b.size || memcmp(a.data, b.data, a.size))
+        rc = gq_err_set(err, GQ_ETLS, "%s does not match the private key in %s", cert_file,
+                        key_file);
+    gnutls_free(a.data);
+    gnutls_free(b.data);
+    gnutls_pubkey_deinit(kpub);
+    return rc;
+}
+
 static gq_code creds_load(const char *cert_file, const char *key_file, const char *client_ca_file,
                           wh_creds **out, gq_err *err)
 {
     gq_code rc = GQ_OK;
-    gnutls_datum_t cert = {NULL, 0}, key = {NULL, 0}, a = {NULL, 0}, b = {NULL, 0};
-    gnutls_pubkey_t kpub = NULL;
+    gnutls_datum_t cert = {NULL, 0}, key = {NULL, 0};
     int ret;
     wh_creds *c = calloc(1, sizeof(*c));
     if (!c)
@@ -384,28 +405,13 @@ static gq_code creds_load(const char *cert_file, const char *key_file, const cha
                         gnutls_strerror(ret));
         goto out;
     }
-    /* A certificate whose key does not match would fail every handshake. */
-    if ((ret = gnutls_pubkey_init(&kpub)) < 0 ||
-        (ret = gnutls_pubkey_import_privkey(kpub, c->key, 0, 0)) < 0 ||
-        (ret = pubkey_der(kpub, &a)) < 0 || (ret = pubkey_der(c->pcerts[0].pubkey, &b)) < 0) {
-        rc = gq_err_set(err, GQ_ETLS, "%s: cannot compare keys (%s)", key_file,
-                        gnutls_strerror(ret));
-        goto out;
-    }
-    if (a.size != b.size || memcmp(a.data, b.data, a.size)) {
-        rc = gq_err_set(err, GQ_ETLS, "%s does not match the private key in %s", cert_file,
-                        key_file);
-        goto out;
-    }
-    if ((rc = leaf_validity(c, cert_file, err)) ||
+    if ((rc = key_matches_cert(c, cert_file, key_file, err)) ||
+        (rc = leaf_validity(c, cert_file, err)) ||
         (client_ca_file && (rc = client_ca_load(client_ca_file, &c->client_ca, err))))
         goto out;
     *out = c;
     c = NULL;
 out:
-    gnutls_free(a.data);
-    gnutls_free(b.data);
-    gnutls_pubkey_deinit(kpub);
     if (key.data)
         gnutls_memset(key.data, 0, key.size);
     free(key.data);
@@ -1973,6 +1979,86 @@ static void stop_daemons(wh_server *srv)
     srv->n_daemons = 0;
 }
 
+/* poll(2) in an internal thread, not epoll: libmicrohttpd 0.9.75 in epoll
+ * mode retries a TLS handshake whose peer sent part of a record in a loop,
+ * so every connection part way through its handshake held a server thread
+ * at 100 % (server_abuse.sh, "quiet"), a client slow to answer the
+ * ServerHello (kube-apiserver on a busy node) as much as an attacker. TURBO
+ * does opportunistic reads/writes (fewer polls on keep-alive connections).
+ * ITC is required by MHD_quiesce_daemon for draining and wakes a connection
+ * resumed from another thread (asynchronous answers). The bench baseline
+ * (test/bench/baseline_server.c) uses the same settings. */
+static unsigned daemon_flags(const wh_server *srv, const struct sockaddr_storage *ss)
+{
+    unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_TURBO |
+                     MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
+    if (ss->ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    if (!srv->plain)
+        flags |= MHD_USE_TLS;
+    return flags;
+}
+
+/* Daemon i of n, on the listening socket fd; NULL when libmicrohttpd
+ * refuses (its message is in srv->start_msg while capture_msg is set). */
+static struct MHD_Daemon *start_daemon(wh_server *srv, unsigned flags, int fd, unsigned n,
+                                       unsigned i)
+{
+    struct MHD_OptionItem o[16];
+    size_t k = 0;
+    /* The logger goes first so MHD never prints through its own. */
+    o[k++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_logger, srv};
+    o[k++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, fd, NULL};
+    o[k++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, srv->idle_timeout_s, NULL};
+    o[k++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT,
+                                     limit_share(srv->max_connections, n, i), NULL};
+    o[k++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                                     limit_share(srv->max_connections_per_ip, n, i), NULL};
+    o[k++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)request_completed, srv};
+    o[k++] =
+        (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)notify_connection, srv};
+    if (!srv->plain) {
+        o[k++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)WH_TLS_PRIORITIES};
+        o[k++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_CERT_CALLBACK, 0, (void *)cert_callback};
+    }
+    o[k++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    return MHD_start_daemon(flags, 0, NULL, NULL, access_handler, srv, MHD_OPTION_ARRAY, o,
+                            MHD_OPTION_END);
+}
+
+static void capture_start_messages(wh_server *srv, bool on)
+{
+    pthread_mutex_lock(&srv->msg_lock);
+    srv->capture_msg = on;
+    if (on)
+        srv->start_msg[0] = '\0';
+    pthread_mutex_unlock(&srv->msg_lock);
+}
+
+/* A daemon on each of the n sockets of fds. On failure the sockets of the
+ * daemons not started are closed, and the message says why. */
+static gq_code start_daemons(wh_server *srv, const struct sockaddr_storage *ss, const int *fds,
+                             unsigned n, gq_err *err)
+{
+    unsigned flags = daemon_flags(srv, ss), i;
+    capture_start_messages(srv, true);
+    for (i = 0; i < n; i++) {
+        if (!(srv->daemons[i] = start_daemon(srv, flags, fds[i], n, i)))
+            break;
+        srv->n_daemons++;
+    }
+    capture_start_messages(srv, false);
+    if (i == n)
+        return GQ_OK;
+    /* The failed daemon's socket is not closed here: libmicrohttpd closes it
+     * on some of its failure paths, and closing twice could close another's.
+     * The daemons started close theirs. */
+    for (unsigned j = i + 1; j < n; j++)
+        close(fds[j]);
+    return gq_err_set(err, GQ_EIO, "cannot serve on %s: %s", srv->listen,
+                      srv->start_msg[0] ? srv->start_msg : "libmicrohttpd failed to start");
+}
+
 /* One libmicrohttpd daemon per server thread, each with one internal thread
  * and its own listening socket, rather than one daemon with a thread pool:
  * in a pool every thread polls the one listening socket, and (measured in
@@ -1987,7 +2073,7 @@ gq_code wh_server_start(wh_server *srv, gq_err *err)
     struct sockaddr_storage ss;
     bool any = false;
     int *fds = NULL;
-    unsigned n = srv->threads < srv->max_connections ? srv->threads : srv->max_connections, i;
+    unsigned n = srv->threads < srv->max_connections ? srv->threads : srv->max_connections;
     gq_err_clear(err);
     if (srv->n_daemons)
         return gq_err_set(err, GQ_EINVAL, "server already started");
@@ -1995,84 +2081,22 @@ gq_code wh_server_start(wh_server *srv, gq_err *err)
         return rc;
     fds = calloc(n, sizeof(*fds));
     srv->daemons = calloc(n, sizeof(*srv->daemons));
-    if (!fds || !srv->daemons) {
+    if (!fds || !srv->daemons)
         rc = gq_err_oom(err);
-        goto out;
-    }
-    if ((rc = open_listeners(&ss, any, fds, n, &srv->port, err)))
-        goto out;
-
-    /* poll(2) in an internal thread, not epoll: libmicrohttpd 0.9.75 in
-     * epoll mode retries a TLS handshake whose peer sent part of a record in
-     * a loop, so every connection part way through its handshake held a
-     * server thread at 100 % (server_abuse.sh, "quiet"), a client slow to
-     * answer the ServerHello (kube-apiserver on a busy node) as much as an
-     * attacker. TURBO does opportunistic reads/writes (fewer polls on
-     * keep-alive connections). ITC is required by MHD_quiesce_daemon for
-     * draining and wakes a connection resumed from another thread
-     * (asynchronous answers). The bench baseline
-     * (test/bench/baseline_server.c) uses the same settings. */
-    unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_TURBO |
-                     MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
-    if (ss.ss_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
-    if (!srv->plain)
-        flags |= MHD_USE_TLS;
-    pthread_mutex_lock(&srv->msg_lock);
-    srv->capture_msg = true;
-    srv->start_msg[0] = '\0';
-    pthread_mutex_unlock(&srv->msg_lock);
-    for (i = 0; i < n; i++) {
-        struct MHD_OptionItem o[16];
-        size_t k = 0;
-        /* The logger goes first so MHD never prints through its own. */
-        o[k++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_logger, srv};
-        o[k++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, fds[i], NULL};
-        o[k++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, srv->idle_timeout_s, NULL};
-        o[k++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT,
-                                         limit_share(srv->max_connections, n, i), NULL};
-        o[k++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-                                         limit_share(srv->max_connections_per_ip, n, i), NULL};
-        o[k++] =
-            (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)request_completed, srv};
-        o[k++] =
-            (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)notify_connection, srv};
-        if (!srv->plain) {
-            o[k++] =
-                (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)WH_TLS_PRIORITIES};
-            o[k++] =
-                (struct MHD_OptionItem){MHD_OPTION_HTTPS_CERT_CALLBACK, 0, (void *)cert_callback};
-        }
-        o[k++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
-        srv->daemons[i] = MHD_start_daemon(flags, 0, NULL, NULL, access_handler, srv,
-                                           MHD_OPTION_ARRAY, o, MHD_OPTION_END);
-        if (!srv->daemons[i])
-            break;
-        srv->n_daemons++;
-    }
-    pthread_mutex_lock(&srv->msg_lock);
-    srv->capture_msg = false;
-    pthread_mutex_unlock(&srv->msg_lock);
-    if (i < n) {
-        /* The failed daemon's socket is not closed here: libmicrohttpd
-         * closes it on some of its failure paths, and closing twice could
-         * close another's. The daemons started close theirs. */
-        for (unsigned j = i + 1; j < n; j++)
-            close(fds[j]);
-        rc = gq_err_set(err, GQ_EIO, "cannot serve on %s: %s", srv->listen,
-                        srv->start_msg[0] ? srv->start_msg : "libmicrohttpd failed to start");
-        goto out;
-    }
-    srv->stop_housekeeping = false;
-    if (pthread_create(&srv->housekeeping_thread, NULL, housekeeping_main, srv) == 0)
-        srv->housekeeping_running = true;
-    else
-        GQ_ERROR("cannot start the housekeeping thread; certificate reload and the read "
-                 "deadline are disabled");
-out:
+    if (!rc)
+        rc = open_listeners(&ss, any, fds, n, &srv->port, err);
+    if (!rc)
+        rc = start_daemons(srv, &ss, fds, n, err);
     if (rc) {
         stop_daemons(srv);
         srv->port = 0;
+    } else {
+        srv->stop_housekeeping = false;
+        if (pthread_create(&srv->housekeeping_thread, NULL, housekeeping_main, srv) == 0)
+            srv->housekeeping_running = true;
+        else
+            GQ_ERROR("cannot start the housekeeping thread; certificate reload and the read "
+                     "deadline are disabled");
     }
     free(fds);
     return rc;

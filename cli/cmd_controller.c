@@ -109,7 +109,7 @@ static int parse_args(int argc, char **argv, controller_args *a)
 
 /* The running controller: what it set up and frees at the end. */
 typedef struct controller_run {
-    wh_server_options so;
+    http_server_options so;
     sigset_t sigs;
     gq_config *cfg;
     kube_config *kc;
@@ -117,7 +117,7 @@ typedef struct controller_run {
     kube_api api;
     http_metrics *registry; /* the controller's families and the server's */
     ctl_controller *ctl;
-    wh_server *srv;
+    http_server *srv;
 } controller_run;
 
 /* Signals are taken synchronously by this thread: block them before any
@@ -158,9 +158,9 @@ static gq_code start(controller_run *r, const controller_args *a, gq_err *err)
         return gq_err_oom(err);
     co.metrics = r->so.metrics = r->registry;
     if ((rc = ctl_controller_new(&co, &r->ctl, err)) ||
-        (rc = wh_server_new(&r->so, &r->srv, err)) || (rc = wh_server_start(r->srv, err)))
+        (rc = http_server_new(&r->so, &r->srv, err)) || (rc = http_server_start(r->srv, err)))
         return rc;
-    GQ_INFO("metrics listening on port %u", wh_server_port(r->srv));
+    GQ_INFO("metrics listening on port %u", http_server_port(r->srv));
     if ((rc = ctl_controller_start(r->ctl, err)))
         return rc;
     GQ_INFO("controller started (API server %s%s)", r->kc->server,
@@ -179,19 +179,19 @@ static void run_until_stopped(controller_run *r)
         if (sig == SIGTERM || sig == SIGINT)
             break;
         bool synced = ctl_controller_synced(r->ctl);
-        if (wh_server_is_ready(r->srv) != synced)
-            wh_server_set_ready(r->srv, synced);
+        if (http_server_is_ready(r->srv) != synced)
+            http_server_set_ready(r->srv, synced);
     }
     GQ_INFO("received %s: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-    wh_server_set_ready(r->srv, false);
+    http_server_set_ready(r->srv, false);
     ctl_controller_stop(r->ctl);
-    wh_server_stop(r->srv, 1000);
+    http_server_stop(r->srv, 1000);
     GQ_INFO("stopped");
 }
 
 static void teardown(controller_run *r)
 {
-    wh_server_free(r->srv);
+    http_server_free(r->srv);
     ctl_controller_free(r->ctl);
     http_metrics_free(r->registry);
     kube_client_free(r->client);
@@ -211,10 +211,10 @@ int gq_cmd_controller(int argc, char **argv)
     if ((exit_code = parse_args(argc, argv, &a)) >= 0)
         return exit_code;
     memset(&r, 0, sizeof(r));
-    r.so = (wh_server_options){.insecure_plain_http = true,
-                               .threads = 1,
-                               .version = GQ_VERSION,
-                               .listen = a.metrics_listen};
+    r.so = (http_server_options){.insecure_plain_http = true,
+                                 .threads = 1,
+                                 .version = GQ_VERSION,
+                                 .listen = a.metrics_listen};
     block_signals(&r.sigs);
     if (connect_cluster(&r, &a, &err) || start(&r, &a, &err)) {
         GQ_ERROR("%s", err.msg[0] ? err.msg : "out of memory");

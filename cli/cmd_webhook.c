@@ -151,10 +151,10 @@ static gq_code audit_setup(const gq_config *cfg, http_metrics *metrics, wh_audit
  * pod) come from: the informer cache of the validating webhook's store when
  * the webhook runs against a cluster, none without one. */
 static gq_code mutate_setup(wh_mutate_ctx *mc, const gq_config *cfg, wh_limit_range_source lr,
-                            wh_audit *audit, wh_metrics *metrics, wh_server *srv, gq_err *err)
+                            wh_audit *audit, wh_metrics *metrics, http_server *srv, gq_err *err)
 {
     *mc = (wh_mutate_ctx){.cfg = cfg, .limit_ranges = lr, .audit = audit, .metrics = metrics};
-    return wh_server_add_handler(srv, "/mutate", WH_ROUTE_POST_JSON, wh_mutate_handle, mc, err);
+    return http_server_add_handler(srv, "/mutate", HTTP_ROUTE_POST_JSON, wh_mutate_handle, mc, err);
 }
 
 /* ---- /validate: the quota store over the API server -------------------- */
@@ -166,7 +166,7 @@ typedef struct validate_ctx {
     wh_kubestore *ks;
     wh_store store;
     wh_validator *v;
-    wh_server *srv;
+    http_server *srv;
     pthread_t ready_thread;
     bool ready_started;
     bool served; /* /validate is registered */
@@ -204,7 +204,7 @@ static void *ready_watch(void *arg)
     validate_ctx *vc = arg;
     while (!atomic_load(&vc->stop)) {
         if (wh_kubestore_synced(vc->ks)) {
-            wh_server_set_ready(vc->srv, true);
+            http_server_set_ready(vc->srv, true);
             GQ_INFO("quota caches synced: ready");
             return NULL;
         }
@@ -243,7 +243,7 @@ static gq_code trust_own_accounts(validate_ctx *vc, const char *kubeconfig, wh_v
  * auditing into vo->audit (shared with /mutate). vc->served is false (and
  * nothing is set up) when there is no Kubernetes configuration at all. */
 static gq_code validate_setup(validate_ctx *vc, const char *kubeconfig, const gq_config *cfg,
-                              wh_validate_opts *vo, wh_server *srv, gq_err *err)
+                              wh_validate_opts *vo, http_server *srv, gq_err *err)
 {
     gq_code rc;
     kube_client_opts co = {
@@ -266,8 +266,8 @@ static gq_code validate_setup(validate_ctx *vc, const char *kubeconfig, const gq
     wh_kubestore_store(vc->ks, &vc->store);
     wh_kubestore_set_metrics(vc->ks, vo->metrics);
     if ((rc = wh_validator_new(cfg, &vc->store, vo, &vc->v, err)) ||
-        (rc = wh_server_add_async_handler(srv, "/validate", WH_ROUTE_POST_JSON,
-                                          wh_validate_handle_async, vc->v, err)) ||
+        (rc = http_server_add_async_handler(srv, "/validate", HTTP_ROUTE_POST_JSON,
+                                            wh_validate_handle_async, vc->v, err)) ||
         (rc = wh_kubestore_start(vc->ks, err)))
         return rc;
     vc->served = true;
@@ -302,7 +302,7 @@ static void validate_teardown(validate_ctx *vc)
 
 /* What the command line asks for (strings borrowed from argv). */
 typedef struct webhook_args {
-    wh_server_options so;
+    http_server_options so;
     const char *config_path, *kubeconfig;
     long threads, drain_s, delay_s, ttl_s, read_timeout_s, max_conns;
     long max_conns_ip; /* 0: the server's default for max_conns */
@@ -310,7 +310,7 @@ typedef struct webhook_args {
     int64_t body_memory, decoded_memory;
     gq_cli_list trusted, client_cns;
     const char *trusted_v[WH_TRUSTED_USERS_MAX];
-    const char *client_cns_v[WH_MAX_CLIENT_CNS];
+    const char *client_cns_v[HTTP_MAX_CLIENT_CNS];
 } webhook_args;
 
 static gq_code parse_read_timeout(const char *opt, const char *s, void *dst, gq_err *err)
@@ -326,7 +326,7 @@ static gq_code parse_read_timeout(const char *opt, const char *s, void *dst, gq_
 
 static gq_code parse_body_memory(const char *opt, const char *s, void *dst, gq_err *err)
 {
-    return gq_cli_parse_bytes(opt, s, (int64_t)WH_MAX_BODY_DEFAULT, (int64_t)1 << 32, dst, err);
+    return gq_cli_parse_bytes(opt, s, (int64_t)HTTP_MAX_BODY_DEFAULT, (int64_t)1 << 32, dst, err);
 }
 
 /* At least 2 MiB: a review of a pod with a few hundred containers decodes
@@ -340,10 +340,10 @@ static gq_code parse_decoded_memory(const char *opt, const char *s, void *dst, g
  * listener still open while the endpoints drop this pod (a client that
  * resolved the Service before that must not meet a closed port). SIGHUP
  * still reopens the audit log; a second SIGTERM/SIGINT ends the delay. */
-static void shutdown_delay(wh_server *srv, wh_audit *audit, const sigset_t *sigs, long delay_s)
+static void shutdown_delay(http_server *srv, wh_audit *audit, const sigset_t *sigs, long delay_s)
 {
     struct timespec now, end;
-    wh_server_begin_drain(srv);
+    http_server_begin_drain(srv);
     clock_gettime(CLOCK_MONOTONIC, &end);
     end.tv_sec += delay_s;
     for (;;) {
@@ -369,16 +369,16 @@ static void shutdown_delay(wh_server *srv, wh_audit *audit, const sigset_t *sigs
 static void args_defaults(webhook_args *a)
 {
     memset(a, 0, sizeof(*a));
-    a->so = (wh_server_options){.listen = ":8443", .version = GQ_VERSION};
+    a->so = (http_server_options){.listen = ":8443", .version = GQ_VERSION};
     a->drain_s = DRAIN_DEFAULT_S;
     a->ttl_s = WH_RESERVATION_TTL_DEFAULT;
-    a->read_timeout_s = WH_READ_TIMEOUT_DEFAULT;
-    a->max_conns = WH_MAX_CONNECTIONS_DEFAULT;
+    a->read_timeout_s = HTTP_READ_TIMEOUT_DEFAULT;
+    a->max_conns = HTTP_MAX_CONNECTIONS_DEFAULT;
     a->max_batch = WH_BATCH_MAX_DEFAULT;
-    a->body_memory = (int64_t)WH_MAX_BODY_MEMORY_DEFAULT;
+    a->body_memory = (int64_t)HTTP_MAX_BODY_MEMORY_DEFAULT;
     a->decoded_memory = (int64_t)WH_DECODED_MEMORY_DEFAULT;
     a->trusted = (gq_cli_list){a->trusted_v, 0, WH_TRUSTED_USERS_MAX};
-    a->client_cns = (gq_cli_list){a->client_cns_v, 0, WH_MAX_CLIENT_CNS};
+    a->client_cns = (gq_cli_list){a->client_cns_v, 0, HTTP_MAX_CLIENT_CNS};
 }
 
 /* What no single option can check: the ones that need each other. */
@@ -455,9 +455,9 @@ static int parse_args(int argc, char **argv, webhook_args *a)
 }
 
 /* The server's options from the command line. */
-static wh_server_options server_options(const webhook_args *a)
+static http_server_options server_options(const webhook_args *a)
 {
-    wh_server_options so = a->so;
+    http_server_options so = a->so;
     so.threads = (unsigned)a->threads;
     so.read_timeout_s = (unsigned)a->read_timeout_s;
     so.max_connections = (unsigned)a->max_conns;
@@ -470,7 +470,7 @@ static wh_server_options server_options(const webhook_args *a)
 
 /* Serve until SIGTERM or SIGINT (SIGHUP reopens the audit log), then the
  * shutdown delay and the drain. */
-static void serve_until_stopped(wh_server *srv, wh_audit *audit, const sigset_t *sigs,
+static void serve_until_stopped(http_server *srv, wh_audit *audit, const sigset_t *sigs,
                                 const webhook_args *a)
 {
     int sig = 0;
@@ -488,7 +488,7 @@ static void serve_until_stopped(wh_server *srv, wh_audit *audit, const sigset_t 
         shutdown_delay(srv, audit, sigs, a->delay_s);
     }
     GQ_INFO("received %s: draining for up to %ld s", name, a->drain_s);
-    unsigned left = wh_server_stop(srv, (unsigned)a->drain_s * 1000u);
+    unsigned left = http_server_stop(srv, (unsigned)a->drain_s * 1000u);
     if (left)
         GQ_WARN("stopped with %u request(s) still in flight", left);
     else
@@ -497,14 +497,14 @@ static void serve_until_stopped(wh_server *srv, wh_audit *audit, const sigset_t 
 
 /* The running webhook: what it set up and frees at the end. */
 typedef struct webhook_run {
-    wh_server_options so;
+    http_server_options so;
     sigset_t sigs;
     gq_config *cfg;
     gq_json_budget trees; /* the decoded JSON of the reviews being decided */
     wh_review_limits review_limits;
     http_metrics *registry; /* serves the webhook's families and the server's */
     wh_metrics *metrics;
-    wh_server *srv;
+    http_server *srv;
     wh_audit *audit;
     wh_mutate_ctx mutate_ctx;
     validate_ctx vc;
@@ -558,7 +558,7 @@ static gq_code setup(webhook_run *w, const webhook_args *a, gq_err *err)
         (rc = wh_metrics_new(w->registry, &w->metrics)))
         return rc;
     w->so.metrics = w->registry;
-    if ((rc = wh_server_new(&w->so, &w->srv, err)))
+    if ((rc = http_server_new(&w->so, &w->srv, err)))
         return rc;
     return add_handlers(w, a, err);
 }
@@ -567,13 +567,13 @@ static gq_code setup(webhook_run *w, const webhook_args *a, gq_err *err)
 static gq_code start(webhook_run *w, gq_err *err)
 {
     gq_code rc;
-    if ((rc = wh_server_start(w->srv, err)))
+    if ((rc = http_server_start(w->srv, err)))
         return rc;
     char host[256];
     listen_host(w->so.listen, host, sizeof(host));
-    GQ_INFO("listening on %s:%u", host, wh_server_port(w->srv));
+    GQ_INFO("listening on %s:%u", host, http_server_port(w->srv));
     if (!w->vc.served) {
-        wh_server_set_ready(w->srv, true); /* no caches: ready as soon as we serve */
+        http_server_set_ready(w->srv, true); /* no caches: ready as soon as we serve */
         return GQ_OK;
     }
     return validate_start_ready(&w->vc, err);
@@ -582,7 +582,7 @@ static gq_code start(webhook_run *w, gq_err *err)
 static void teardown(webhook_run *w)
 {
     validate_stop_ready(&w->vc);
-    wh_server_free(w->srv); /* handlers are gone before what they use */
+    http_server_free(w->srv); /* handlers are gone before what they use */
     validate_teardown(&w->vc);
     wh_audit_close(w->audit); /* writes what is still queued */
     wh_metrics_free(w->metrics);

@@ -32,33 +32,33 @@
 #include "common/gq_log.h"
 #include "http/metrics.h"
 
-#define WH_MAX_ROUTES 16
-#define WH_MAX_PATH 64
-#define WH_MAX_CERT_FILE ((size_t)1 << 20) /* a PEM chain is a few KB */
-#define WH_MAX_CHAIN 16
-#define WH_SWEEP_MS 250 /* how often connections are checked against the read deadline */
+#define HTTP_MAX_ROUTES 16
+#define HTTP_MAX_PATH 64
+#define HTTP_MAX_CERT_FILE ((size_t)1 << 20) /* a PEM chain is a few KB */
+#define HTTP_MAX_CHAIN 16
+#define HTTP_SWEEP_MS 250 /* how often connections are checked against the read deadline */
 /* A connection is reclaimed (closed to make room when the server is full)
  * only after this long idle or receiving. */
-#define WH_RECLAIM_MIN_AGE_MS 500
-#define WH_LISTEN_BACKLOG 1024
+#define HTTP_RECLAIM_MIN_AGE_MS 500
+#define HTTP_LISTEN_BACKLOG 1024
 
 /* ---------------------------------------------------------------- responses */
 
-void wh_response_init(wh_response *resp)
+void http_response_init(http_response *resp)
 {
     memset(resp, 0, sizeof(*resp));
 }
 
-void wh_response_dispose(wh_response *resp)
+void http_response_dispose(http_response *resp)
 {
     if (!resp)
         return;
     free(resp->body);
-    wh_response_init(resp);
+    http_response_init(resp);
 }
 
-void wh_response_take_body(wh_response *resp, int status, const char *content_type, char *body,
-                           size_t len)
+void http_response_take_body(http_response *resp, int status, const char *content_type, char *body,
+                             size_t len)
 {
     free(resp->body);
     resp->status = status;
@@ -67,8 +67,8 @@ void wh_response_take_body(wh_response *resp, int status, const char *content_ty
     resp->body_len = body ? len : 0;
 }
 
-gq_code wh_response_set_body(wh_response *resp, int status, const char *content_type,
-                             const char *data, size_t len)
+gq_code http_response_set_body(http_response *resp, int status, const char *content_type,
+                               const char *data, size_t len)
 {
     if (len == SIZE_MAX)
         return GQ_ERANGE;
@@ -78,21 +78,21 @@ gq_code wh_response_set_body(wh_response *resp, int status, const char *content_
     if (len)
         memcpy(copy, data, len);
     copy[len] = '\0';
-    wh_response_take_body(resp, status, content_type, copy, len);
+    http_response_take_body(resp, status, content_type, copy, len);
     return GQ_OK;
 }
 
-gq_code wh_response_add_header(wh_response *resp, const char *name, const char *value)
+gq_code http_response_add_header(http_response *resp, const char *name, const char *value)
 {
-    if (resp->n_headers >= WH_MAX_HEADERS)
+    if (resp->n_headers >= HTTP_MAX_HEADERS)
         return GQ_ELIMIT;
-    wh_header *h = &resp->headers[resp->n_headers++];
+    http_header *h = &resp->headers[resp->n_headers++];
     gq_copy_trunc(h->name, sizeof(h->name), name);
     gq_copy_trunc(h->value, sizeof(h->value), value);
     return GQ_OK;
 }
 
-void wh_response_error(wh_response *resp, int status, const char *fmt, ...)
+void http_response_error(http_response *resp, int status, const char *fmt, ...)
 {
     char msg[sizeof(resp->error)];
     char json[sizeof(resp->error) * 6 + 64];
@@ -112,9 +112,9 @@ void wh_response_error(wh_response *resp, int status, const char *fmt, ...)
     gq_json_escape_into(json, sizeof(json) - 3, &len, msg);
     memcpy(json + len, "\"}", 3);
     len += 2;
-    if (wh_response_set_body(resp, status, "application/json", json, len) != GQ_OK) {
+    if (http_response_set_body(resp, status, "application/json", json, len) != GQ_OK) {
         /* Out of memory: the status alone still tells the client. */
-        wh_response_take_body(resp, status, NULL, NULL, 0);
+        http_response_take_body(resp, status, NULL, NULL, 0);
     }
 }
 
@@ -123,14 +123,14 @@ void wh_response_error(wh_response *resp, int status, const char *fmt, ...)
 /* One certificate chain + key (and the client CA bundle, reloaded with
  * them). Connections hold a reference from accept to close, so a reload
  * never frees what a handshake in progress is using. */
-typedef struct wh_creds {
+typedef struct http_creds {
     atomic_uint refs;
-    gnutls_pcert_st pcerts[WH_MAX_CHAIN];
+    gnutls_pcert_st pcerts[HTTP_MAX_CHAIN];
     unsigned n_pcerts;
     gnutls_privkey_t key;
     gnutls_x509_trust_list_t client_ca; /* NULL without client certificates */
     time_t not_before, not_after;       /* of the leaf */
-} wh_creds;
+} http_creds;
 
 typedef struct file_sig {
     dev_t dev;
@@ -141,25 +141,25 @@ typedef struct file_sig {
 } file_sig;
 
 typedef struct route {
-    char path[WH_MAX_PATH];
-    wh_route_kind kind;
-    wh_handler_fn fn;
-    wh_async_handler_fn afn; /* instead of fn for an asynchronous handler */
+    char path[HTTP_MAX_PATH];
+    http_route_kind kind;
+    http_handler_fn fn;
+    http_async_handler_fn afn; /* instead of fn for an asynchronous handler */
     void *ctx;
 } route;
 
 /* An answer an asynchronous handler gives later. Two references: the
- * handler's (dropped by wh_deferred_finish) and the server's (dropped when
+ * handler's (dropped by http_deferred_finish) and the server's (dropped when
  * the server has taken the answer, or the request ended without it). */
-struct wh_deferred {
+struct http_deferred {
     pthread_mutex_t mu;
-    pthread_cond_t cv; /* answered: wh_server_dispatch waits on it */
+    pthread_cond_t cv; /* answered: http_server_dispatch waits on it */
     atomic_int refs;
     bool answered;  /* resp holds the answer */
     bool suspended; /* the connection waits suspended, on srv->suspended */
-    wh_response resp;
-    struct MHD_Connection *conn; /* NULL under wh_server_dispatch */
-    struct wh_deferred *prev, *next;
+    http_response resp;
+    struct MHD_Connection *conn; /* NULL under http_server_dispatch */
+    struct http_deferred *prev, *next;
 };
 
 /* Where a connection stands with respect to the read deadline. */
@@ -172,9 +172,9 @@ typedef enum conn_phase {
 /* One accepted connection: MHD's socket context. The phase fields are
  * shared with the sweeper (under lock); auth belongs to the connection's
  * thread. */
-typedef struct wh_conn {
-    struct wh_conn *prev, *next; /* srv->conns, guarded by srv->conns_lock */
-    wh_creds *creds;             /* referenced until close; NULL for plain HTTP */
+typedef struct http_conn {
+    struct http_conn *prev, *next; /* srv->conns, guarded by srv->conns_lock */
+    http_creds *creds;             /* referenced until close; NULL for plain HTTP */
     int fd;
     char peer[INET6_ADDRSTRLEN + 16];
     size_t addr_len; /* of peer's address, without the port */
@@ -189,14 +189,14 @@ typedef struct wh_conn {
     bool handshaken; /* the client's TLS Finished arrived (handshake_done) */
     int auth;        /* client certificate: 0 not checked yet, 1 accepted, -1 rejected */
     char auth_error[128];
-} wh_conn;
+} http_conn;
 
-struct wh_server {
+struct http_server {
     char *listen;
     char *cert_file;
     char *key_file;
     char *client_ca_file;
-    char *client_cns[WH_MAX_CLIENT_CNS];
+    char *client_cns[HTTP_MAX_CLIENT_CNS];
     size_t n_client_cns;
     char *version;
     unsigned threads;
@@ -216,22 +216,22 @@ struct wh_server {
     atomic_llong cert_not_after;        /* of the serving certificate, for /metrics */
 
     pthread_mutex_t conns_lock; /* guards the list and each entry's life */
-    wh_conn *conns;
+    http_conn *conns;
 
     /* Connections suspended for an asynchronous answer; taken before a
-     * wh_deferred's own lock. */
+     * http_deferred's own lock. */
     pthread_mutex_t deferred_lock;
-    wh_deferred *suspended;
+    http_deferred *suspended;
 
     pthread_mutex_t msg_lock; /* guards start_msg */
     bool capture_msg;         /* MHD_start_daemon is running: keep its last message */
     char start_msg[200];
 
-    route routes[WH_MAX_ROUTES];
+    route routes[HTTP_MAX_ROUTES];
     size_t n_routes;
 
     /* One daemon per server thread, each on its own SO_REUSEPORT listening
-     * socket (wh_server_start). */
+     * socket (http_server_start). */
     struct MHD_Daemon **daemons;
     unsigned n_daemons;
     unsigned port;
@@ -240,7 +240,7 @@ struct wh_server {
     atomic_uint in_flight;
 
     pthread_mutex_t creds_lock; /* guards creds (the pointer and its refs++) */
-    wh_creds *creds;
+    http_creds *creds;
     pthread_mutex_t reload_lock; /* serialises reloads; guards the signatures */
     file_sig cert_sig, key_sig, ca_sig;
 
@@ -251,7 +251,7 @@ struct wh_server {
     bool stop_housekeeping;
 };
 
-static void creds_release(wh_creds *c)
+static void creds_release(http_creds *c)
 {
     if (!c || atomic_fetch_sub(&c->refs, 1) != 1)
         return;
@@ -263,10 +263,10 @@ static void creds_release(wh_creds *c)
     free(c);
 }
 
-static wh_creds *creds_acquire(wh_server *srv)
+static http_creds *creds_acquire(http_server *srv)
 {
     pthread_mutex_lock(&srv->creds_lock);
-    wh_creds *c = srv->creds;
+    http_creds *c = srv->creds;
     if (c)
         atomic_fetch_add(&c->refs, 1);
     pthread_mutex_unlock(&srv->creds_lock);
@@ -281,18 +281,18 @@ static gq_code read_small_file(const char *path, gnutls_datum_t *out, gq_err *er
     size_t len = 0;
     if (!f)
         return gq_err_set(err, GQ_EIO, "%s: %s", path, strerror(errno));
-    buf = malloc(WH_MAX_CERT_FILE + 1);
+    buf = malloc(HTTP_MAX_CERT_FILE + 1);
     if (!buf) {
         rc = gq_err_set(err, GQ_ENOMEM, "%s: out of memory", path);
         goto out;
     }
-    len = fread(buf, 1, WH_MAX_CERT_FILE + 1, f);
+    len = fread(buf, 1, HTTP_MAX_CERT_FILE + 1, f);
     if (ferror(f)) {
         rc = gq_err_set(err, GQ_EIO, "%s: read failed", path);
         goto out;
     }
-    if (len > WH_MAX_CERT_FILE) {
-        rc = gq_err_set(err, GQ_ELIMIT, "%s: larger than %zu bytes", path, WH_MAX_CERT_FILE);
+    if (len > HTTP_MAX_CERT_FILE) {
+        rc = gq_err_set(err, GQ_ELIMIT, "%s: larger than %zu bytes", path, HTTP_MAX_CERT_FILE);
         goto out;
     }
     out->data = buf;
@@ -312,7 +312,7 @@ static int pubkey_der(gnutls_pubkey_t pk, gnutls_datum_t *out)
 }
 
 /* The validity period of the leaf, for warnings and /metrics. */
-static gq_code leaf_validity(wh_creds *c, const char *cert_file, gq_err *err)
+static gq_code leaf_validity(http_creds *c, const char *cert_file, gq_err *err)
 {
     gnutls_x509_crt_t crt = NULL;
     int ret;
@@ -353,7 +353,7 @@ static gq_code client_ca_load(const char *path, gnutls_x509_trust_list_t *out, g
 }
 
 /* A certificate whose key does not match would fail every handshake. */
-static gq_code key_matches_cert(const wh_creds *c, const char *cert_file, const char *key_file,
+static gq_code key_matches_cert(const http_creds *c, const char *cert_file, const char *key_file,
                                 gq_err *err)
 {
     gq_code rc = GQ_OK;
@@ -375,12 +375,12 @@ static gq_code key_matches_cert(const wh_creds *c, const char *cert_file, const 
 }
 
 static gq_code creds_load(const char *cert_file, const char *key_file, const char *client_ca_file,
-                          wh_creds **out, gq_err *err)
+                          http_creds **out, gq_err *err)
 {
     gq_code rc = GQ_OK;
     gnutls_datum_t cert = {NULL, 0}, key = {NULL, 0};
     int ret;
-    wh_creds *c = calloc(1, sizeof(*c));
+    http_creds *c = calloc(1, sizeof(*c));
     if (!c)
         return gq_err_oom(err);
     atomic_init(&c->refs, 1);
@@ -391,7 +391,7 @@ static gq_code creds_load(const char *cert_file, const char *key_file, const cha
     rc = read_small_file(key_file, &key, err);
     if (rc)
         goto out;
-    c->n_pcerts = WH_MAX_CHAIN;
+    c->n_pcerts = HTTP_MAX_CHAIN;
     ret = gnutls_pcert_list_import_x509_raw(c->pcerts, &c->n_pcerts, &cert, GNUTLS_X509_FMT_PEM, 0);
     if (ret < 0 || c->n_pcerts == 0) {
         c->n_pcerts = 0;
@@ -442,7 +442,7 @@ static bool sig_equal(const file_sig *a, const file_sig *b)
 
 /* Say what was loaded; warn when clients will refuse it. Start and every
  * reload. */
-static void log_validity(const wh_server *srv, const wh_creds *c, bool reload)
+static void log_validity(const http_server *srv, const http_creds *c, bool reload)
 {
     char nb[GQ_RFC3339_MAX], na[GQ_RFC3339_MAX];
     time_t now = time(NULL);
@@ -455,10 +455,10 @@ static void log_validity(const wh_server *srv, const wh_creds *c, bool reload)
                 srv->cert_file, now < c->not_before ? "is not valid yet" : "has expired", nb, na);
 }
 
-gq_code wh_server_reload_certs(wh_server *srv, gq_err *err)
+gq_code http_server_reload_certs(http_server *srv, gq_err *err)
 {
     gq_code rc = GQ_OK;
-    wh_creds *fresh = NULL, *old = NULL;
+    http_creds *fresh = NULL, *old = NULL;
     if (srv->plain)
         return GQ_OK;
     pthread_mutex_lock(&srv->reload_lock);
@@ -528,7 +528,7 @@ static void format_addr(struct MHD_Connection *conn, char *buf, size_t cap)
     sockaddr_text(ci ? ci->client_addr : NULL, buf, cap);
 }
 
-static wh_conn *conn_of(struct MHD_Connection *conn)
+static http_conn *conn_of(struct MHD_Connection *conn)
 {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
@@ -552,7 +552,7 @@ static int handshake_done(gnutls_session_t ses, unsigned htype, unsigned when, u
     (void)htype;
     (void)when;
     (void)msg;
-    wh_conn *c = incoming ? conn_of(gnutls_session_get_ptr(ses)) : NULL;
+    http_conn *c = incoming ? conn_of(gnutls_session_get_ptr(ses)) : NULL;
     uint64_t bytes;
     int unread = 0;
     if (!c)
@@ -574,11 +574,11 @@ static int handshake_done(gnutls_session_t ses, unsigned htype, unsigned when, u
  * current credentials and, with client certificates, ask for one. NULL on
  * out-of-memory: a TLS handshake then fails (no certificate to offer), a
  * plain connection goes untracked. */
-static wh_conn *conn_open(wh_server *srv, struct MHD_Connection *conn)
+static http_conn *conn_open(http_server *srv, struct MHD_Connection *conn)
 {
     const union MHD_ConnectionInfo *fd =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    wh_conn *c = calloc(1, sizeof(*c));
+    http_conn *c = calloc(1, sizeof(*c));
     if (!c || !fd || pthread_mutex_init(&c->lock, NULL)) {
         free(c);
         return NULL;
@@ -623,7 +623,7 @@ static wh_conn *conn_open(wh_server *srv, struct MHD_Connection *conn)
 /* MHD calls this before it closes the socket, so the sweeper, which shuts
  * sockets down under conns_lock, never touches a descriptor number that
  * has been reused. */
-static void conn_close(wh_server *srv, wh_conn *c)
+static void conn_close(http_server *srv, http_conn *c)
 {
     if (!c)
         return;
@@ -642,7 +642,7 @@ static void conn_close(wh_server *srv, wh_conn *c)
 
 /* Phase changes seen by the connection's thread. RECEIVING only starts a
  * clock from IDLE: the first request's clock runs from accept. */
-static void conn_set_phase(wh_conn *c, conn_phase phase)
+static void conn_set_phase(http_conn *c, conn_phase phase)
 {
     if (!c)
         return;
@@ -661,7 +661,7 @@ static void conn_set_phase(wh_conn *c, conn_phase phase)
 
 /* Hold a TLS reply's records until the request completes (see
  * body_response). A failure only costs a packet. */
-static void conn_cork(const wh_server *srv, wh_conn *c)
+static void conn_cork(const http_server *srv, http_conn *c)
 {
     int on = 1;
     if (!c || srv->plain || c->corked)
@@ -669,7 +669,7 @@ static void conn_cork(const wh_server *srv, wh_conn *c)
     c->corked = setsockopt(c->fd, IPPROTO_TCP, TCP_CORK, &on, sizeof(on)) == 0;
 }
 
-static void conn_uncork(wh_conn *c)
+static void conn_uncork(http_conn *c)
 {
     int off = 0;
     if (!c || !c->corked)
@@ -693,7 +693,7 @@ static bool tcp_bytes_received(int fd, uint64_t *out)
 
 /* One connection against the read deadline (c->lock held). True when it
  * was closed now. */
-static bool conn_check(const wh_server *srv, wh_conn *c, int64_t now)
+static bool conn_check(const http_server *srv, http_conn *c, int64_t now)
 {
     uint64_t bytes;
     if (c->dropped)
@@ -726,14 +726,14 @@ static unsigned limit_share(unsigned total, unsigned n, unsigned i);
 /* A candidate for reclaim, and how many connections its address holds on
  * its daemon. */
 typedef struct reclaim_cand {
-    wh_conn *c;
+    http_conn *c;
     unsigned addr_conns;
     int64_t since_ms;
 } reclaim_cand;
 
 static int by_addr(const void *a, const void *b)
 {
-    const wh_conn *x = ((const reclaim_cand *)a)->c, *y = ((const reclaim_cand *)b)->c;
+    const http_conn *x = ((const reclaim_cand *)a)->c, *y = ((const reclaim_cand *)b)->c;
     size_t n = x->addr_len < y->addr_len ? x->addr_len : y->addr_len;
     int d = memcmp(x->peer, y->peer, n);
     return d ? d : (x->addr_len > y->addr_len) - (x->addr_len < y->addr_len);
@@ -753,13 +753,13 @@ static int by_victim(const void *a, const void *b)
 /* Reclaim on daemon d (conns_lock held) when its connections reach the
  * high-water mark (its share of --max-connections less 1/16): close
  * connections that are idle between requests or still receiving one, at
- * least WH_RECLAIM_MIN_AGE_MS in that phase, down to the low-water mark
+ * least HTTP_RECLAIM_MIN_AGE_MS in that phase, down to the low-water mark
  * (less 1/8). Never a connection whose request is being served. Without
  * it a full daemon stopped accepting: kube-apiserver's new connections and
  * kubelet's probes waited in the listen backlog behind the flood until
  * read deadlines (half-open) or the 120 s idle timeout (idle keep-alive)
  * freed a slot. Returns how many it closed; *first gets one's peer. */
-static unsigned reclaim_daemon(wh_server *srv, unsigned d, unsigned held, int64_t now,
+static unsigned reclaim_daemon(http_server *srv, unsigned d, unsigned held, int64_t now,
                                reclaim_cand *cand, char *first, size_t first_cap)
 {
     unsigned limit = limit_share(srv->max_connections, srv->n_daemons, d);
@@ -767,7 +767,7 @@ static unsigned reclaim_daemon(wh_server *srv, unsigned d, unsigned held, int64_
     if (held + margin < limit || limit <= 2 * margin)
         return 0;
     size_t n = 0;
-    for (wh_conn *c = srv->conns; c; c = c->next) {
+    for (http_conn *c = srv->conns; c; c = c->next) {
         if (c->daemon != d)
             continue;
         pthread_mutex_lock(&c->lock);
@@ -776,7 +776,7 @@ static unsigned reclaim_daemon(wh_server *srv, unsigned d, unsigned held, int64_
         pthread_mutex_unlock(&c->lock);
         /* every connection of the daemon counts for its address; only
          * those not being served are candidates */
-        cand[n++] = (reclaim_cand){c, idle && now - since >= WH_RECLAIM_MIN_AGE_MS, since};
+        cand[n++] = (reclaim_cand){c, idle && now - since >= HTTP_RECLAIM_MIN_AGE_MS, since};
     }
     qsort(cand, n, sizeof(*cand), by_addr);
     size_t m = 0;
@@ -790,7 +790,7 @@ static unsigned reclaim_daemon(wh_server *srv, unsigned d, unsigned held, int64_
     qsort(cand, m, sizeof(*cand), by_victim);
     unsigned want = held - (limit - 2 * margin), closed = 0;
     for (size_t i = 0; i < m && closed < want; i++) {
-        wh_conn *c = cand[i].c;
+        http_conn *c = cand[i].c;
         pthread_mutex_lock(&c->lock);
         if (c->phase != CONN_SERVING && !c->dropped && !shutdown(c->fd, SHUT_RDWR)) {
             c->dropped = true;
@@ -804,14 +804,14 @@ static unsigned reclaim_daemon(wh_server *srv, unsigned d, unsigned held, int64_
 }
 
 /* Make room on every daemon at its high-water mark (reclaim_daemon). */
-static void reclaim(wh_server *srv, int64_t now)
+static void reclaim(http_server *srv, int64_t now)
 {
     unsigned total = 0, closed = 0, nd = srv->n_daemons;
-    char first[sizeof(((wh_conn *)NULL)->peer)] = "";
+    char first[sizeof(((http_conn *)NULL)->peer)] = "";
     unsigned *held = calloc(nd ? nd : 1, sizeof(*held));
     if (!held)
         return; /* tried again at the next sweep */
-    for (wh_conn *c = srv->conns; c; c = c->next) {
+    for (http_conn *c = srv->conns; c; c = c->next) {
         if (c->daemon < nd && !c->dropped)
             held[c->daemon]++;
         total++;
@@ -836,13 +836,13 @@ static void reclaim(wh_server *srv, int64_t now)
 }
 
 /* Close the connections whose request did not arrive whole in time. */
-static void sweep_connections(wh_server *srv)
+static void sweep_connections(http_server *srv)
 {
     unsigned dropped = 0;
-    char first[sizeof(((wh_conn *)NULL)->peer)] = "";
+    char first[sizeof(((http_conn *)NULL)->peer)] = "";
     int64_t now = mono_ms();
     pthread_mutex_lock(&srv->conns_lock);
-    for (wh_conn *c = srv->conns; c; c = c->next) {
+    for (http_conn *c = srv->conns; c; c = c->next) {
         pthread_mutex_lock(&c->lock);
         if (conn_check(srv, c, now) && !dropped++)
             memcpy(first, c->peer, sizeof(first));
@@ -858,12 +858,13 @@ static void sweep_connections(wh_server *srv)
             dropped, srv->read_timeout_s, first[0] ? first : "unknown peer");
 }
 
-/* Wakes every WH_SWEEP_MS to enforce the read deadline, and polls the
+/* Wakes every HTTP_SWEEP_MS to enforce the read deadline, and polls the
  * certificate files every reload_interval_ms. */
 static void *housekeeping_main(void *arg)
 {
-    wh_server *srv = arg;
-    unsigned tick = srv->reload_interval_ms < WH_SWEEP_MS ? srv->reload_interval_ms : WH_SWEEP_MS;
+    http_server *srv = arg;
+    unsigned tick =
+        srv->reload_interval_ms < HTTP_SWEEP_MS ? srv->reload_interval_ms : HTTP_SWEEP_MS;
     int64_t next_reload = mono_ms() + srv->reload_interval_ms;
     pthread_mutex_lock(&srv->stop_lock);
     while (!srv->stop_housekeeping) {
@@ -884,7 +885,7 @@ static void *housekeeping_main(void *arg)
             gq_err err;
             gq_err_clear(&err);
             /* Failures are logged inside and the old certificate stays. */
-            bool failed = wh_server_reload_certs(srv, &err) != GQ_OK;
+            bool failed = http_server_reload_certs(srv, &err) != GQ_OK;
             (void)failed;
             next_reload = mono_ms() + srv->reload_interval_ms;
         }
@@ -903,8 +904,8 @@ static int cert_callback(gnutls_session_t session, const gnutls_datum_t *req_ca_
                          gnutls_privkey_t *privkey)
 {
     struct MHD_Connection *conn = gnutls_session_get_ptr(session);
-    wh_conn *wc = conn ? conn_of(conn) : NULL;
-    wh_creds *c = wc ? wc->creds : NULL;
+    http_conn *wc = conn ? conn_of(conn) : NULL;
+    http_creds *c = wc ? wc->creds : NULL;
     if (!c)
         return -1;
     *pcert = c->pcerts;
@@ -916,7 +917,7 @@ static int cert_callback(gnutls_session_t session, const gnutls_datum_t *req_ca_
 static void notify_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                               enum MHD_ConnectionNotificationCode toe)
 {
-    wh_server *srv = cls;
+    http_server *srv = cls;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         atomic_fetch_add_explicit(&srv->connections, 1, memory_order_relaxed);
         *socket_context = conn_open(srv, conn);
@@ -930,12 +931,12 @@ static void notify_connection(void *cls, struct MHD_Connection *conn, void **soc
 
 /* Whether the peer's certificate chains to the client CA with the
  * clientAuth purpose (and its CN is allowed); why not, in why. */
-static bool verify_client(const wh_server *srv, gnutls_x509_trust_list_t ca, gnutls_session_t ses,
+static bool verify_client(const http_server *srv, gnutls_x509_trust_list_t ca, gnutls_session_t ses,
                           char *why, size_t cap)
 {
     unsigned n = 0, k = 0, status = 0;
     const gnutls_datum_t *peers = ses ? gnutls_certificate_get_peers(ses, &n) : NULL;
-    gnutls_x509_crt_t chain[WH_MAX_CHAIN];
+    gnutls_x509_crt_t chain[HTTP_MAX_CHAIN];
     gnutls_typed_vdata_st purpose = {.type = GNUTLS_DT_KEY_PURPOSE_OID,
                                      .data = (void *)GNUTLS_KP_TLS_WWW_CLIENT};
     bool ok = false;
@@ -944,7 +945,7 @@ static bool verify_client(const wh_server *srv, gnutls_x509_trust_list_t ca, gnu
         snprintf(why, cap, "none presented");
         return false;
     }
-    for (n = n < WH_MAX_CHAIN ? n : WH_MAX_CHAIN; k < n; k++) {
+    for (n = n < HTTP_MAX_CHAIN ? n : HTTP_MAX_CHAIN; k < n; k++) {
         if ((ret = gnutls_x509_crt_init(&chain[k])) < 0)
             break;
         if ((ret = gnutls_x509_crt_import(chain[k], &peers[k], GNUTLS_X509_FMT_DER)) < 0) {
@@ -985,7 +986,8 @@ static bool verify_client(const wh_server *srv, gnutls_x509_trust_list_t ca, gnu
 /* NULL when the client may use POST routes (or nothing is required), else
  * why not. Checked once per connection: its peer certificate cannot change
  * (no renegotiation, no post-handshake authentication is asked). */
-static const char *client_rejected(const wh_server *srv, struct MHD_Connection *conn, wh_conn *c)
+static const char *client_rejected(const http_server *srv, struct MHD_Connection *conn,
+                                   http_conn *c)
 {
     if (!srv->client_ca_file)
         return NULL;
@@ -1004,65 +1006,65 @@ static const char *client_rejected(const wh_server *srv, struct MHD_Connection *
 
 /* ------------------------------------------------------------------ server */
 
-static void handle_healthz(void *ctx, const wh_request *req, wh_response *resp)
+static void handle_healthz(void *ctx, const http_request *req, http_response *resp)
 {
-    if (wh_response_set_body(resp, 200, "text/plain; charset=utf-8", "ok", 2))
-        wh_response_error(resp, 500, "out of memory");
+    if (http_response_set_body(resp, 200, "text/plain; charset=utf-8", "ok", 2))
+        http_response_error(resp, 500, "out of memory");
 }
 
-static void handle_readyz(void *ctx, const wh_request *req, wh_response *resp)
+static void handle_readyz(void *ctx, const http_request *req, http_response *resp)
 {
-    wh_server *srv = ctx;
+    http_server *srv = ctx;
     if (!atomic_load(&srv->ready)) {
         /* Not an access error: a plain-text 503 that is not counted. */
-        if (wh_response_set_body(resp, 503, "text/plain; charset=utf-8", "not ready", 9))
-            wh_response_error(resp, 500, "out of memory");
+        if (http_response_set_body(resp, 503, "text/plain; charset=utf-8", "not ready", 9))
+            http_response_error(resp, 500, "out of memory");
         return;
     }
-    if (wh_response_set_body(resp, 200, "text/plain; charset=utf-8", "ok", 2))
-        wh_response_error(resp, 500, "out of memory");
+    if (http_response_set_body(resp, 200, "text/plain; charset=utf-8", "ok", 2))
+        http_response_error(resp, 500, "out of memory");
 }
 
-static void handle_metrics(void *ctx, const wh_request *req, wh_response *resp)
+static void handle_metrics(void *ctx, const http_request *req, http_response *resp)
 {
-    wh_server *srv = ctx;
+    http_server *srv = ctx;
     char *text = NULL;
     size_t len = 0;
     if (http_metrics_render(srv->metrics, &text, &len)) {
-        wh_response_error(resp, 500, "out of memory rendering metrics");
+        http_response_error(resp, 500, "out of memory rendering metrics");
         return;
     }
-    wh_response_take_body(resp, 200, HTTP_METRICS_CONTENT_TYPE, text, len);
+    http_response_take_body(resp, 200, HTTP_METRICS_CONTENT_TYPE, text, len);
 }
 
 static double read_cert_expiry(const void *ctx)
 {
-    return (double)atomic_load(&((wh_server *)ctx)->cert_not_after);
+    return (double)atomic_load(&((http_server *)ctx)->cert_not_after);
 }
 
 static double read_body_bytes(const void *ctx)
 {
-    return (double)atomic_load(&((wh_server *)ctx)->body_bytes);
+    return (double)atomic_load(&((http_server *)ctx)->body_bytes);
 }
 
 static uint64_t read_timeouts(const void *ctx)
 {
-    return atomic_load(&((wh_server *)ctx)->read_timeouts);
+    return atomic_load(&((http_server *)ctx)->read_timeouts);
 }
 
 static uint64_t reclaimed(const void *ctx)
 {
-    return atomic_load(&((wh_server *)ctx)->reclaimed);
+    return atomic_load(&((http_server *)ctx)->reclaimed);
 }
 
 static uint64_t connections(const void *ctx)
 {
-    return atomic_load(&((wh_server *)ctx)->connections);
+    return atomic_load(&((http_server *)ctx)->connections);
 }
 
 /* The server's own families. The registry calls back into srv: it must
- * not be rendered after wh_server_free (the server serves /metrics). */
-static gq_code register_metrics(wh_server *srv, gq_err *err)
+ * not be rendered after http_server_free (the server serves /metrics). */
+static gq_code register_metrics(http_server *srv, gq_err *err)
 {
     gq_code rc = GQ_OK;
     if (!srv->metrics)
@@ -1091,19 +1093,19 @@ static gq_code register_metrics(wh_server *srv, gq_err *err)
 }
 
 /* Limits and client certificate options: defaults filled in, checked. */
-static gq_code set_limits(wh_server *srv, const wh_server_options *o, gq_err *err)
+static gq_code set_limits(http_server *srv, const http_server_options *o, gq_err *err)
 {
-    srv->idle_timeout_s = o->idle_timeout_s ? o->idle_timeout_s : WH_IDLE_TIMEOUT_DEFAULT;
-    srv->read_timeout_s = o->read_timeout_s ? o->read_timeout_s : WH_READ_TIMEOUT_DEFAULT;
-    srv->max_body = o->max_body ? o->max_body : WH_MAX_BODY_DEFAULT;
-    srv->max_body_memory = o->max_body_memory ? o->max_body_memory : WH_MAX_BODY_MEMORY_DEFAULT;
-    srv->max_connections = o->max_connections ? o->max_connections : WH_MAX_CONNECTIONS_DEFAULT;
+    srv->idle_timeout_s = o->idle_timeout_s ? o->idle_timeout_s : HTTP_IDLE_TIMEOUT_DEFAULT;
+    srv->read_timeout_s = o->read_timeout_s ? o->read_timeout_s : HTTP_READ_TIMEOUT_DEFAULT;
+    srv->max_body = o->max_body ? o->max_body : HTTP_MAX_BODY_DEFAULT;
+    srv->max_body_memory = o->max_body_memory ? o->max_body_memory : HTTP_MAX_BODY_MEMORY_DEFAULT;
+    srv->max_connections = o->max_connections ? o->max_connections : HTTP_MAX_CONNECTIONS_DEFAULT;
     srv->max_connections_per_ip = o->max_connections_per_ip;
     if (!srv->max_connections_per_ip) {
         unsigned quarter = srv->max_connections / 4 ? srv->max_connections / 4 : 1;
-        srv->max_connections_per_ip = quarter < WH_MAX_CONNECTIONS_PER_IP_DEFAULT
+        srv->max_connections_per_ip = quarter < HTTP_MAX_CONNECTIONS_PER_IP_DEFAULT
                                           ? quarter
-                                          : WH_MAX_CONNECTIONS_PER_IP_DEFAULT;
+                                          : HTTP_MAX_CONNECTIONS_PER_IP_DEFAULT;
     }
     srv->reload_interval_ms = o->reload_interval_ms ? o->reload_interval_ms : 1000;
     if (srv->max_body_memory < srv->max_body)
@@ -1113,8 +1115,8 @@ static gq_code set_limits(wh_server *srv, const wh_server_options *o, gq_err *er
     if (srv->max_connections_per_ip > srv->max_connections)
         return gq_err_set(err, GQ_EINVAL, "connections per IP (%u) exceed all connections (%u)",
                           srv->max_connections_per_ip, srv->max_connections);
-    if (o->n_client_cns > WH_MAX_CLIENT_CNS)
-        return gq_err_set(err, GQ_ELIMIT, "at most %d client CNs", WH_MAX_CLIENT_CNS);
+    if (o->n_client_cns > HTTP_MAX_CLIENT_CNS)
+        return gq_err_set(err, GQ_ELIMIT, "at most %d client CNs", HTTP_MAX_CLIENT_CNS);
     if (o->client_ca_file && o->insecure_plain_http)
         return gq_err_set(err, GQ_EINVAL, "client certificates need TLS");
     if (o->n_client_cns && !o->client_ca_file)
@@ -1129,10 +1131,10 @@ static gq_code set_limits(wh_server *srv, const wh_server_options *o, gq_err *er
     return GQ_OK;
 }
 
-gq_code wh_server_new(const wh_server_options *opts, wh_server **out, gq_err *err)
+gq_code http_server_new(const http_server_options *opts, http_server **out, gq_err *err)
 {
     gq_code rc = GQ_OK;
-    wh_server *srv = NULL;
+    http_server *srv = NULL;
     if (!opts || !opts->listen)
         return gq_err_set(err, GQ_EINVAL, "listen address is required");
     if (!opts->insecure_plain_http && (!opts->cert_file || !opts->key_file))
@@ -1162,18 +1164,18 @@ gq_code wh_server_new(const wh_server_options *opts, wh_server **out, gq_err *er
     } else {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         srv->threads =
-            n > 0 ? (unsigned)(n < WH_THREADS_DEFAULT_MAX ? n : WH_THREADS_DEFAULT_MAX) : 1;
+            n > 0 ? (unsigned)(n < HTTP_THREADS_DEFAULT_MAX ? n : HTTP_THREADS_DEFAULT_MAX) : 1;
     }
     srv->metrics = opts->metrics;
     if ((rc = set_limits(srv, opts, err)))
         goto out;
-    rc = wh_server_add_handler(srv, "/healthz", WH_ROUTE_GET, handle_healthz, srv, err);
+    rc = http_server_add_handler(srv, "/healthz", HTTP_ROUTE_GET, handle_healthz, srv, err);
     if (!rc)
-        rc = wh_server_add_handler(srv, "/readyz", WH_ROUTE_GET, handle_readyz, srv, err);
+        rc = http_server_add_handler(srv, "/readyz", HTTP_ROUTE_GET, handle_readyz, srv, err);
     if (!rc && srv->metrics)
-        rc = wh_server_add_handler(srv, "/metrics", WH_ROUTE_GET, handle_metrics, srv, err);
+        rc = http_server_add_handler(srv, "/metrics", HTTP_ROUTE_GET, handle_metrics, srv, err);
     if (!rc && !srv->plain)
-        rc = wh_server_reload_certs(srv, err);
+        rc = http_server_reload_certs(srv, err);
     if (!rc)
         rc = register_metrics(srv, err);
     if (rc)
@@ -1181,23 +1183,23 @@ gq_code wh_server_new(const wh_server_options *opts, wh_server **out, gq_err *er
     *out = srv;
     srv = NULL;
 out:
-    wh_server_free(srv);
+    http_server_free(srv);
     return rc;
 }
 
-static gq_code add_route(wh_server *srv, const char *path, wh_route_kind kind, wh_handler_fn fn,
-                         wh_async_handler_fn afn, void *ctx, gq_err *err)
+static gq_code add_route(http_server *srv, const char *path, http_route_kind kind,
+                         http_handler_fn fn, http_async_handler_fn afn, void *ctx, gq_err *err)
 {
     if (srv->n_daemons)
         return gq_err_set(err, GQ_EINVAL, "handlers must be added before the server starts");
-    if (!path || path[0] != '/' || strlen(path) >= WH_MAX_PATH || (!fn && !afn) ||
-        (kind != WH_ROUTE_GET && kind != WH_ROUTE_POST_JSON))
+    if (!path || path[0] != '/' || strlen(path) >= HTTP_MAX_PATH || (!fn && !afn) ||
+        (kind != HTTP_ROUTE_GET && kind != HTTP_ROUTE_POST_JSON))
         return gq_err_set(err, GQ_EINVAL, "bad handler registration for %s",
                           path ? path : "(null)");
     for (size_t i = 0; i < srv->n_routes; i++)
         if (!strcmp(srv->routes[i].path, path))
             return gq_err_set(err, GQ_EEXISTS, "a handler for %s is already registered", path);
-    if (srv->n_routes >= WH_MAX_ROUTES)
+    if (srv->n_routes >= HTTP_MAX_ROUTES)
         return gq_err_set(err, GQ_ELIMIT, "too many handlers");
     route *r = &srv->routes[srv->n_routes++];
     gq_copy_trunc(r->path, sizeof(r->path), path);
@@ -1208,49 +1210,49 @@ static gq_code add_route(wh_server *srv, const char *path, wh_route_kind kind, w
     return GQ_OK;
 }
 
-gq_code wh_server_add_handler(wh_server *srv, const char *path, wh_route_kind kind,
-                              wh_handler_fn fn, void *ctx, gq_err *err)
+gq_code http_server_add_handler(http_server *srv, const char *path, http_route_kind kind,
+                                http_handler_fn fn, void *ctx, gq_err *err)
 {
     return add_route(srv, path, kind, fn, NULL, ctx, err);
 }
 
-gq_code wh_server_add_async_handler(wh_server *srv, const char *path, wh_route_kind kind,
-                                    wh_async_handler_fn fn, void *ctx, gq_err *err)
+gq_code http_server_add_async_handler(http_server *srv, const char *path, http_route_kind kind,
+                                      http_async_handler_fn fn, void *ctx, gq_err *err)
 {
     return add_route(srv, path, kind, NULL, fn, ctx, err);
 }
 
 /* ---------------------------------------------------- asynchronous answers */
 
-static wh_deferred *deferred_new(struct MHD_Connection *conn)
+static http_deferred *deferred_new(struct MHD_Connection *conn)
 {
-    wh_deferred *d = calloc(1, sizeof(*d));
+    http_deferred *d = calloc(1, sizeof(*d));
     if (!d)
         return NULL;
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->cv, NULL);
     atomic_init(&d->refs, 2);
-    wh_response_init(&d->resp);
+    http_response_init(&d->resp);
     d->conn = conn;
     return d;
 }
 
-static void deferred_unref(wh_deferred *d)
+static void deferred_unref(http_deferred *d)
 {
     if (atomic_fetch_sub(&d->refs, 1) != 1)
         return;
-    wh_response_dispose(&d->resp);
+    http_response_dispose(&d->resp);
     pthread_cond_destroy(&d->cv);
     pthread_mutex_destroy(&d->mu);
     free(d);
 }
 
-void wh_deferred_finish(wh_deferred *d, wh_response *resp)
+void http_deferred_finish(http_deferred *d, http_response *resp)
 {
     pthread_mutex_lock(&d->mu);
     if (!d->answered) {
         d->resp = *resp;
-        wh_response_init(resp);
+        http_response_init(resp);
         d->answered = true;
         /* Safe from any thread; libmicrohttpd's ITC wakes the connection's
          * thread, which calls access_handler again to send it. */
@@ -1259,31 +1261,31 @@ void wh_deferred_finish(wh_deferred *d, wh_response *resp)
         pthread_cond_broadcast(&d->cv);
     }
     pthread_mutex_unlock(&d->mu);
-    wh_response_dispose(resp);
+    http_response_dispose(resp);
     deferred_unref(d);
 }
 
 /* The answer, once given (the server's reference is dropped). */
-static void deferred_take(wh_deferred *d, wh_response *resp)
+static void deferred_take(http_deferred *d, http_response *resp)
 {
     pthread_mutex_lock(&d->mu);
     while (!d->answered)
         pthread_cond_wait(&d->cv, &d->mu);
     *resp = d->resp;
-    wh_response_init(&d->resp);
+    http_response_init(&d->resp);
     pthread_mutex_unlock(&d->mu);
     deferred_unref(d);
 }
 
 /* Run an asynchronous handler; *later is the pending answer when it kept
  * one (NULL when resp holds the answer). */
-static void run_async(const route *r, const wh_request *req, wh_response *resp,
-                      struct MHD_Connection *conn, wh_deferred **later)
+static void run_async(const route *r, const http_request *req, http_response *resp,
+                      struct MHD_Connection *conn, http_deferred **later)
 {
     *later = NULL;
-    wh_deferred *d = deferred_new(conn);
+    http_deferred *d = deferred_new(conn);
     if (!d) {
-        wh_response_error(resp, 500, "out of memory");
+        http_response_error(resp, 500, "out of memory");
         return;
     }
     if (r->afn(r->ctx, req, resp, d)) {
@@ -1294,19 +1296,19 @@ static void run_async(const route *r, const wh_request *req, wh_response *resp,
     deferred_unref(d);
 }
 
-unsigned wh_server_port(const wh_server *srv)
+unsigned http_server_port(const http_server *srv)
 {
     return srv ? srv->port : 0;
 }
 
-void wh_server_set_ready(wh_server *srv, bool ready)
+void http_server_set_ready(http_server *srv, bool ready)
 {
     atomic_store(&srv->ready, ready);
 }
 
-bool wh_server_is_ready(const wh_server *srv)
+bool http_server_is_ready(const http_server *srv)
 {
-    return atomic_load(&((wh_server *)srv)->ready);
+    return atomic_load(&((http_server *)srv)->ready);
 }
 
 /* "application/json", any case, optionally followed by parameters. */
@@ -1325,7 +1327,7 @@ static bool is_json(const char *ct)
     return *ct == '\0' || *ct == ';';
 }
 
-static const route *find_route(const wh_server *srv, const char *path)
+static const route *find_route(const http_server *srv, const char *path)
 {
     for (size_t i = 0; i < srv->n_routes; i++)
         if (!strcmp(srv->routes[i].path, path))
@@ -1336,57 +1338,57 @@ static const route *find_route(const wh_server *srv, const char *path)
 /* Everything that can be decided from the request line and headers.
  * body_len is the declared length (SIZE_MAX when unknown). Returns the
  * route, or NULL with resp filled with the error. */
-static const route *check_request(const wh_server *srv, const char *method, const char *path,
+static const route *check_request(const http_server *srv, const char *method, const char *path,
                                   const char *content_type, size_t body_len,
-                                  const char *client_rejected, wh_response *resp)
+                                  const char *client_rejected, http_response *resp)
 {
     const route *r = find_route(srv, path);
     if (!r) {
-        wh_response_error(resp, 404, "no handler for this path");
+        http_response_error(resp, 404, "no handler for this path");
         return NULL;
     }
-    if (r->kind == WH_ROUTE_GET) {
+    if (r->kind == HTTP_ROUTE_GET) {
         if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
-            wh_response_error(resp, 405, "method %.16s not allowed; use GET", method);
-            if (wh_response_add_header(resp, "Allow", "GET, HEAD"))
+            http_response_error(resp, 405, "method %.16s not allowed; use GET", method);
+            if (http_response_add_header(resp, "Allow", "GET, HEAD"))
                 return NULL; /* cannot happen: the error reply has no headers yet */
             return NULL;
         }
         return r;
     }
     if (strcmp(method, "POST")) {
-        wh_response_error(resp, 405, "method %.16s not allowed; use POST", method);
-        if (wh_response_add_header(resp, "Allow", "POST"))
+        http_response_error(resp, 405, "method %.16s not allowed; use POST", method);
+        if (http_response_add_header(resp, "Allow", "POST"))
             return NULL; /* cannot happen: the error reply has no headers yet */
         return NULL;
     }
     if (client_rejected) {
-        wh_response_error(resp, 403, "client certificate not accepted: %s", client_rejected);
+        http_response_error(resp, 403, "client certificate not accepted: %s", client_rejected);
         return NULL;
     }
     if (!is_json(content_type)) {
-        wh_response_error(resp, 415, "content type %.64s not supported; use application/json",
-                          content_type ? content_type : "(none)");
+        http_response_error(resp, 415, "content type %.64s not supported; use application/json",
+                            content_type ? content_type : "(none)");
         return NULL;
     }
     if (body_len != SIZE_MAX && body_len > srv->max_body) {
-        wh_response_error(resp, 413, "request body exceeds %zu bytes", srv->max_body);
+        http_response_error(resp, 413, "request body exceeds %zu bytes", srv->max_body);
         return NULL;
     }
     return r;
 }
 
-static void check_answer(const route *r, wh_response *resp)
+static void check_answer(const route *r, http_response *resp)
 {
     if (resp->status < 100 || resp->status > 599) {
-        wh_response_dispose(resp);
-        wh_response_error(resp, 500, "handler for %s produced no response", r->path);
+        http_response_dispose(resp);
+        http_response_error(resp, 500, "handler for %s produced no response", r->path);
     }
 }
 
-static void run_handler(const route *r, const wh_request *req, wh_response *resp)
+static void run_handler(const route *r, const http_request *req, http_response *resp)
 {
-    wh_deferred *later = NULL;
+    http_deferred *later = NULL;
     if (r->afn)
         run_async(r, req, resp, NULL, &later);
     else
@@ -1397,7 +1399,7 @@ static void run_handler(const route *r, const wh_request *req, wh_response *resp
 }
 
 /* The one place where error replies are counted and logged. */
-static void account(wh_server *srv, const wh_request *req, const wh_response *resp)
+static void account(http_server *srv, const http_request *req, const http_response *resp)
 {
     if (resp->status < 400 || (resp->status == 503 && !resp->error[0]))
         return;
@@ -1407,7 +1409,7 @@ static void account(wh_server *srv, const wh_request *req, const wh_response *re
            req->remote_addr ? req->remote_addr : "", resp->error[0] ? resp->error : "error");
 }
 
-void wh_server_dispatch(wh_server *srv, const wh_request *req, wh_response *resp)
+void http_server_dispatch(http_server *srv, const http_request *req, http_response *resp)
 {
     const route *r = check_request(srv, req->method, req->path, req->content_type, req->body_len,
                                    req->client_rejected, resp);
@@ -1420,7 +1422,7 @@ void wh_server_dispatch(wh_server *srv, const wh_request *req, wh_response *resp
 
 typedef struct req_state {
     const route *route;
-    wh_deferred *later; /* suspended for an asynchronous answer */
+    http_deferred *later; /* suspended for an asynchronous answer */
     char *body;
     size_t len, cap;
     size_t reserved; /* bytes of the body budget held */
@@ -1431,7 +1433,7 @@ typedef struct req_state {
 
 /* Reserve n bytes of the memory all bodies in flight share; false when it
  * would run over. */
-static bool budget_take(wh_server *srv, size_t n)
+static bool budget_take(http_server *srv, size_t n)
 {
     size_t cur = atomic_load_explicit(&srv->body_bytes, memory_order_relaxed);
     do {
@@ -1442,7 +1444,7 @@ static bool budget_take(wh_server *srv, size_t n)
     return true;
 }
 
-static void body_free(wh_server *srv, req_state *st)
+static void body_free(http_server *srv, req_state *st)
 {
     free(st->body);
     atomic_fetch_sub_explicit(&srv->body_bytes, st->reserved, memory_order_relaxed);
@@ -1452,7 +1454,7 @@ static void body_free(wh_server *srv, req_state *st)
 
 /* Room for n more bytes and a NUL. A declared length was reserved whole;
  * chunked bodies reserve as they grow. GQ_ELIMIT when the budget is spent. */
-static gq_code body_grow(wh_server *srv, req_state *st, size_t n)
+static gq_code body_grow(http_server *srv, req_state *st, size_t n)
 {
     size_t cap = st->cap ? st->cap : 16384;
     size_t most = (st->fixed ? st->reserved : srv->max_body) + 1;
@@ -1476,11 +1478,11 @@ static gq_code body_grow(wh_server *srv, req_state *st, size_t n)
 /* The one reply for a spent body budget: the server is full, not the
  * client at fault; a recent kube-apiserver retries a 503 that carries
  * Retry-After within the webhook's timeout. */
-static void error_busy(const wh_server *srv, wh_response *resp)
+static void error_busy(const http_server *srv, http_response *resp)
 {
-    wh_response_error(resp, 503, "request bodies in flight would exceed %zu bytes; retry",
-                      srv->max_body_memory);
-    if (wh_response_add_header(resp, "Retry-After", "1"))
+    http_response_error(resp, 503, "request bodies in flight would exceed %zu bytes; retry",
+                        srv->max_body_memory);
+    if (http_response_add_header(resp, "Retry-After", "1"))
         return; /* cannot happen: the error reply has no headers yet */
 }
 
@@ -1495,7 +1497,7 @@ static void error_busy(const wh_server *srv, wh_response *resp)
  * and never holds a corked tail longer than 200 ms. The body is given as a
  * reader: libmicrohttpd then does not set TCP_NODELAY between headers and
  * body, which would push the headers out under the cork. */
-#define WH_REPLY_BLOCK ((size_t)64 * 1024)
+#define HTTP_REPLY_BLOCK ((size_t)64 * 1024)
 
 static ssize_t body_reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
@@ -1505,22 +1507,22 @@ static ssize_t body_reader(void *cls, uint64_t pos, char *buf, size_t max)
     return (ssize_t)max;
 }
 
-static struct MHD_Response *body_response(const wh_server *srv, char *body, size_t len)
+static struct MHD_Response *body_response(const http_server *srv, char *body, size_t len)
 {
     if (srv->plain || !len) /* plain: libmicrohttpd sends headers and body in one sendmsg */
         return MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
-    return MHD_create_response_from_callback(len, len < WH_REPLY_BLOCK ? len : WH_REPLY_BLOCK,
+    return MHD_create_response_from_callback(len, len < HTTP_REPLY_BLOCK ? len : HTTP_REPLY_BLOCK,
                                              body_reader, body, free);
 }
 
 /* Count/log errors, hand the response to MHD and dispose resp. The request
  * has arrived (or will not be read): its read deadline stops. */
-static enum MHD_Result reply(wh_server *srv, struct MHD_Connection *conn, const wh_request *req,
-                             wh_response *resp)
+static enum MHD_Result reply(http_server *srv, struct MHD_Connection *conn, const http_request *req,
+                             http_response *resp)
 {
     struct MHD_Response *r;
     enum MHD_Result ret = MHD_NO;
-    wh_conn *c = conn_of(conn);
+    http_conn *c = conn_of(conn);
     conn_set_phase(c, CONN_SERVING);
     conn_cork(srv, c);
     account(srv, req, resp);
@@ -1542,7 +1544,7 @@ static enum MHD_Result reply(wh_server *srv, struct MHD_Connection *conn, const 
     ret = MHD_queue_response(conn, (unsigned)resp->status, r);
     MHD_destroy_response(r);
 out:
-    wh_response_dispose(resp);
+    http_response_dispose(resp);
     return ret;
 }
 
@@ -1564,10 +1566,10 @@ static size_t parse_content_length(const char *s)
 /* First call of a request (headers complete): every check, then the body
  * budget. Returns the new state, or NULL with resp filled (an error) or
  * left at status 0 (out of memory). */
-static req_state *request_begin(wh_server *srv, struct MHD_Connection *conn, const char *method,
-                                const char *url, wh_request *req, wh_response *resp)
+static req_state *request_begin(http_server *srv, struct MHD_Connection *conn, const char *method,
+                                const char *url, http_request *req, http_response *resp)
 {
-    wh_conn *c = conn_of(conn);
+    http_conn *c = conn_of(conn);
     conn_set_phase(c, CONN_RECEIVING);
     req->content_type =
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
@@ -1576,11 +1578,11 @@ static req_state *request_begin(wh_server *srv, struct MHD_Connection *conn, con
     size_t declared = parse_content_length(cl);
     const route *r = find_route(srv, url);
     req->client_rejected =
-        r && r->kind == WH_ROUTE_POST_JSON ? client_rejected(srv, conn, c) : NULL;
+        r && r->kind == HTTP_ROUTE_POST_JSON ? client_rejected(srv, conn, c) : NULL;
     r = check_request(srv, method, url, req->content_type, declared, req->client_rejected, resp);
     if (!r)
         return NULL;
-    bool fixed = r->kind == WH_ROUTE_POST_JSON && declared != SIZE_MAX && declared > 0;
+    bool fixed = r->kind == HTTP_ROUTE_POST_JSON && declared != SIZE_MAX && declared > 0;
     /* A declared length is reserved whole before a byte of it is read, so
      * a refusal is immediate and the reservation bounds the buffer. */
     if (fixed && !budget_take(srv, declared)) {
@@ -1609,9 +1611,9 @@ static req_state *request_begin(wh_server *srv, struct MHD_Connection *conn, con
 
 /* A chunk of the body: buffered, or discarded once the request is known
  * to fail (413, 503), which is then answered at the end. */
-static enum MHD_Result request_data(wh_server *srv, req_state *st, const char *data, size_t n)
+static enum MHD_Result request_data(http_server *srv, req_state *st, const char *data, size_t n)
 {
-    if (st->too_large || st->over_budget || st->route->kind == WH_ROUTE_GET)
+    if (st->too_large || st->over_budget || st->route->kind == HTTP_ROUTE_GET)
         return MHD_YES; /* GET bodies are ignored */
     if (n > srv->max_body - st->len) {
         st->too_large = true;
@@ -1633,7 +1635,7 @@ static enum MHD_Result request_data(wh_server *srv, req_state *st, const char *d
     return MHD_YES;
 }
 
-static void suspended_unlink(wh_server *srv, wh_deferred *d)
+static void suspended_unlink(http_server *srv, http_deferred *d)
 {
     if (d->prev)
         d->prev->next = d->next;
@@ -1646,9 +1648,9 @@ static void suspended_unlink(wh_server *srv, wh_deferred *d)
 
 /* The asynchronous handler kept its answer: send it now if it is already
  * there, else suspend the connection (no thread waits for it) until
- * wh_deferred_finish resumes it. The read deadline stops here. */
-static enum MHD_Result await_answer(wh_server *srv, struct MHD_Connection *conn, req_state *st,
-                                    wh_deferred *d, const wh_request *req, wh_response *resp)
+ * http_deferred_finish resumes it. The read deadline stops here. */
+static enum MHD_Result await_answer(http_server *srv, struct MHD_Connection *conn, req_state *st,
+                                    http_deferred *d, const http_request *req, http_response *resp)
 {
     conn_set_phase(conn_of(conn), CONN_SERVING);
     pthread_mutex_lock(&srv->deferred_lock);
@@ -1656,7 +1658,7 @@ static enum MHD_Result await_answer(wh_server *srv, struct MHD_Connection *conn,
     bool ready = d->answered;
     if (ready) {
         *resp = d->resp;
-        wh_response_init(&d->resp);
+        http_response_init(&d->resp);
     } else {
         MHD_suspend_connection(conn);
         d->suspended = true;
@@ -1676,10 +1678,10 @@ static enum MHD_Result await_answer(wh_server *srv, struct MHD_Connection *conn,
 }
 
 /* The connection was resumed: its answer is there. */
-static enum MHD_Result send_answer(wh_server *srv, struct MHD_Connection *conn, req_state *st,
-                                   const wh_request *req, wh_response *resp)
+static enum MHD_Result send_answer(http_server *srv, struct MHD_Connection *conn, req_state *st,
+                                   const http_request *req, http_response *resp)
 {
-    wh_deferred *d = st->later;
+    http_deferred *d = st->later;
     st->later = NULL;
     pthread_mutex_lock(&srv->deferred_lock);
     suspended_unlink(srv, d);
@@ -1691,16 +1693,16 @@ static enum MHD_Result send_answer(wh_server *srv, struct MHD_Connection *conn, 
 
 /* The whole body has arrived: answer it, now or (asynchronous handler)
  * once the handler gives its answer. */
-static enum MHD_Result request_end(wh_server *srv, struct MHD_Connection *conn, req_state *st,
-                                   wh_request *req)
+static enum MHD_Result request_end(http_server *srv, struct MHD_Connection *conn, req_state *st,
+                                   http_request *req)
 {
-    wh_response resp;
-    wh_response_init(&resp);
+    http_response resp;
+    http_response_init(&resp);
     req->content_type =
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     req->timeout = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "timeout");
     if (st->too_large) {
-        wh_response_error(&resp, 413, "request body exceeds %zu bytes", srv->max_body);
+        http_response_error(&resp, 413, "request body exceeds %zu bytes", srv->max_body);
     } else if (st->over_budget) {
         error_busy(srv, &resp);
     } else {
@@ -1709,7 +1711,7 @@ static enum MHD_Result request_end(wh_server *srv, struct MHD_Connection *conn, 
         req->body = st->body ? st->body : "";
         req->body_len = st->len;
         if (st->route->afn) {
-            wh_deferred *later = NULL;
+            http_deferred *later = NULL;
             run_async(st->route, req, &resp, conn, &later);
             if (later)
                 return await_answer(srv, conn, st, later, req, &resp);
@@ -1726,15 +1728,15 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
                                       const char *upload_data, size_t *upload_data_size,
                                       void **con_cls)
 {
-    wh_server *srv = cls;
+    http_server *srv = cls;
     req_state *st = *con_cls;
-    wh_response resp;
+    http_response resp;
     char remote[INET6_ADDRSTRLEN + 16];
-    wh_request req = {.method = method, .path = url, .body = "", .remote_addr = remote};
+    http_request req = {.method = method, .path = url, .body = "", .remote_addr = remote};
 
     if (!st) {
         atomic_fetch_add_explicit(&srv->in_flight, 1, memory_order_relaxed);
-        wh_response_init(&resp);
+        http_response_init(&resp);
         st = request_begin(srv, conn, method, url, &req, &resp);
         if (!st && !resp.status)
             return MHD_NO; /* out of memory */
@@ -1752,7 +1754,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
     }
 
     if (st->later) {
-        wh_response_init(&resp);
+        http_response_init(&resp);
         format_addr(conn, remote, sizeof(remote));
         return send_answer(srv, conn, st, &req, &resp);
     }
@@ -1771,7 +1773,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 static void request_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                               enum MHD_RequestTerminationCode toe)
 {
-    wh_server *srv = cls;
+    http_server *srv = cls;
     req_state *st = *con_cls;
     if (st && st->later) { /* ended without its answer (the daemon stopped) */
         pthread_mutex_lock(&srv->deferred_lock);
@@ -1784,7 +1786,7 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
         free(st);
         *con_cls = NULL;
     }
-    wh_conn *c = conn_of(conn);
+    http_conn *c = conn_of(conn);
     conn_uncork(c);
     conn_set_phase(c, CONN_IDLE);
     atomic_fetch_sub_explicit(&srv->in_flight, 1, memory_order_relaxed);
@@ -1795,7 +1797,7 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
  * daemon starts, the last one is kept for our own error line. */
 static void GQ_PRINTF(2, 0) mhd_logger(void *cls, const char *fmt, va_list ap)
 {
-    wh_server *srv = cls;
+    http_server *srv = cls;
     char msg[512];
     vsnprintf(msg, sizeof(msg), fmt, ap);
     size_t n = strlen(msg);
@@ -1902,7 +1904,7 @@ static gq_code bind_listener(const struct sockaddr_storage *ss, bool any, listen
         (ss->ss_family == AF_INET6 &&
          setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only))) ||
         bind(fd, (const struct sockaddr *)ss, len) ||
-        (mode != BIND_ONLY && listen(fd, WH_LISTEN_BACKLOG))) {
+        (mode != BIND_ONLY && listen(fd, HTTP_LISTEN_BACKLOG))) {
         int e = errno;
         close(fd);
         return gq_err_set(err, GQ_EIO, "cannot listen on %s: %s", addr, strerror(e));
@@ -1970,7 +1972,7 @@ static unsigned limit_share(unsigned total, unsigned n, unsigned i)
 }
 
 /* Stops the daemons started so far. */
-static void stop_daemons(wh_server *srv)
+static void stop_daemons(http_server *srv)
 {
     for (unsigned i = 0; i < srv->n_daemons; i++)
         MHD_stop_daemon(srv->daemons[i]);
@@ -1988,7 +1990,7 @@ static void stop_daemons(wh_server *srv)
  * ITC is required by MHD_quiesce_daemon for draining and wakes a connection
  * resumed from another thread (asynchronous answers). The bench baseline
  * (test/bench/baseline_server.c) uses the same settings. */
-static unsigned daemon_flags(const wh_server *srv, const struct sockaddr_storage *ss)
+static unsigned daemon_flags(const http_server *srv, const struct sockaddr_storage *ss)
 {
     unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_TURBO |
                      MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
@@ -2001,7 +2003,7 @@ static unsigned daemon_flags(const wh_server *srv, const struct sockaddr_storage
 
 /* Daemon i of n, on the listening socket fd; NULL when libmicrohttpd
  * refuses (its message is in srv->start_msg while capture_msg is set). */
-static struct MHD_Daemon *start_daemon(wh_server *srv, unsigned flags, int fd, unsigned n,
+static struct MHD_Daemon *start_daemon(http_server *srv, unsigned flags, int fd, unsigned n,
                                        unsigned i)
 {
     struct MHD_OptionItem o[16];
@@ -2018,7 +2020,8 @@ static struct MHD_Daemon *start_daemon(wh_server *srv, unsigned flags, int fd, u
     o[k++] =
         (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)notify_connection, srv};
     if (!srv->plain) {
-        o[k++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)WH_TLS_PRIORITIES};
+        o[k++] =
+            (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)HTTP_TLS_PRIORITIES};
         o[k++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_CERT_CALLBACK, 0, (void *)cert_callback};
     }
     o[k++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
@@ -2026,7 +2029,7 @@ static struct MHD_Daemon *start_daemon(wh_server *srv, unsigned flags, int fd, u
                             MHD_OPTION_END);
 }
 
-static void capture_start_messages(wh_server *srv, bool on)
+static void capture_start_messages(http_server *srv, bool on)
 {
     pthread_mutex_lock(&srv->msg_lock);
     srv->capture_msg = on;
@@ -2037,7 +2040,7 @@ static void capture_start_messages(wh_server *srv, bool on)
 
 /* A daemon on each of the n sockets of fds. On failure the sockets of the
  * daemons not started are closed, and the message says why. */
-static gq_code start_daemons(wh_server *srv, const struct sockaddr_storage *ss, const int *fds,
+static gq_code start_daemons(http_server *srv, const struct sockaddr_storage *ss, const int *fds,
                              unsigned n, gq_err *err)
 {
     unsigned flags = daemon_flags(srv, ss), i;
@@ -2067,7 +2070,7 @@ static gq_code start_daemons(wh_server *srv, const struct sockaddr_storage *ss, 
  * calls in flight grow) can all land on one thread while the others idle.
  * The connection limits are split over the daemons as libmicrohttpd splits
  * them over its pool (docs/webhook-server.md). */
-gq_code wh_server_start(wh_server *srv, gq_err *err)
+gq_code http_server_start(http_server *srv, gq_err *err)
 {
     gq_code rc = GQ_OK;
     struct sockaddr_storage ss;
@@ -2102,7 +2105,7 @@ gq_code wh_server_start(wh_server *srv, gq_err *err)
     return rc;
 }
 
-static void stop_housekeeping_thread(wh_server *srv)
+static void stop_housekeeping_thread(http_server *srv)
 {
     if (!srv->housekeeping_running)
         return;
@@ -2118,13 +2121,13 @@ static void stop_housekeeping_thread(wh_server *srv)
  * every one still waiting with 503 (kube-apiserver retries elsewhere or
  * fails closed), resume it, and give the server threads a moment to send
  * the answers. The handler's own answer, when it comes, is dropped. */
-static void answer_suspended(wh_server *srv)
+static void answer_suspended(http_server *srv)
 {
     pthread_mutex_lock(&srv->deferred_lock);
-    for (wh_deferred *d = srv->suspended; d; d = d->next) {
+    for (http_deferred *d = srv->suspended; d; d = d->next) {
         pthread_mutex_lock(&d->mu);
         if (!d->answered) {
-            wh_response_error(&d->resp, 503, "the webhook is shutting down; retry");
+            http_response_error(&d->resp, 503, "the webhook is shutting down; retry");
             d->answered = true;
             MHD_resume_connection(d->conn);
         }
@@ -2142,18 +2145,18 @@ static void answer_suspended(wh_server *srv)
     }
 }
 
-void wh_server_begin_drain(wh_server *srv)
+void http_server_begin_drain(http_server *srv)
 {
     atomic_store(&srv->ready, false);
     atomic_store(&srv->draining, true);
 }
 
-unsigned wh_server_stop(wh_server *srv, unsigned drain_ms)
+unsigned http_server_stop(http_server *srv, unsigned drain_ms)
 {
     unsigned left = 0;
     if (!srv)
         return 0;
-    wh_server_begin_drain(srv);
+    http_server_begin_drain(srv);
     if (srv->n_daemons) {
         for (unsigned i = 0; i < srv->n_daemons; i++) {
             MHD_socket fd = MHD_quiesce_daemon(srv->daemons[i]);
@@ -2171,11 +2174,11 @@ unsigned wh_server_stop(wh_server *srv, unsigned drain_ms)
     return left;
 }
 
-void wh_server_free(wh_server *srv)
+void http_server_free(http_server *srv)
 {
     if (!srv)
         return;
-    (void)wh_server_stop(srv, 0);
+    (void)http_server_stop(srv, 0);
     creds_release(srv->creds);
     pthread_cond_destroy(&srv->stop_cond);
     pthread_mutex_destroy(&srv->stop_lock);

@@ -1,7 +1,7 @@
 # webhook/: metrics exposition, the handler seam (no sockets) and the HTTPS
 # server driven by real clients.
 gq_unit_test(test_metrics unit/webhook/test_metrics.c LIBS gq_webhook gq_kube)
-gq_unit_test(test_server unit/webhook/test_server.c LIBS gq_webhook gq_certs gq_kube)
+gq_unit_test(test_server unit/http/test_server.c LIBS gq_webhook gq_certs gq_kube)
 
 # Integration: the real binary (and a harness with POST test routes on the
 # same server library) on ephemeral ports, with fresh certificates, driven

@@ -47,7 +47,7 @@ static void audit(const wh_mutate_ctx *mc, const wh_review_request *rq,
 /* A decided request that cannot be answered: 500, counted, audited and
  * logged once (by the server) with the admission uid. */
 static void fail(const wh_mutate_ctx *mc, const wh_review_request *rq, const gq_err *err,
-                 gq_code rc, double t0, wh_response *resp)
+                 gq_code rc, double t0, http_response *resp)
 {
     const char *msg = err->msg[0] ? err->msg : gq_strerror(rc);
     double dt = mono_s() - t0;
@@ -55,10 +55,10 @@ static void fail(const wh_mutate_ctx *mc, const wh_review_request *rq, const gq_
                                  WH_DECISION_ERROR, dt);
     audit(mc, rq, NULL, NULL, msg, dt);
     snprintf(resp->uid, sizeof(resp->uid), "%s", rq->uid);
-    wh_response_error(resp, 500, "%s", msg);
+    http_response_error(resp, 500, "%s", msg);
 }
 
-void wh_mutate_handle(void *ctx, const wh_request *req, wh_response *resp)
+void wh_mutate_handle(void *ctx, const http_request *req, http_response *resp)
 {
     const wh_mutate_ctx *mc = ctx;
     double t0 = mono_s();
@@ -96,7 +96,7 @@ void wh_mutate_handle(void *ctx, const wh_request *req, wh_response *resp)
                                  rs.allowed ? WH_DECISION_ALLOWED : WH_DECISION_DENIED, dt);
     audit(mc, &rq, &rs, &info, NULL, dt);
     wh_review_response_dispose(&rs);
-    wh_response_take_body(resp, 200, "application/json", text, len);
+    http_response_take_body(resp, 200, "application/json", text, len);
 out:
     wh_mutate_info_dispose(&info);
     wh_review_request_dispose(&rq);

@@ -14,7 +14,7 @@
 #include "http/server.h"
 
 /* Everything the handler reads; caller-owned, borrowed by the server for as
- * long as the route is registered (it must outlive wh_server_stop). */
+ * long as the route is registered (it must outlive http_server_stop). */
 typedef struct wh_mutate_ctx {
     const gq_config *cfg;
     wh_limit_range_source limit_ranges; /* list NULL: no GPULimitRanges (no cluster) */
@@ -23,7 +23,7 @@ typedef struct wh_mutate_ctx {
     wh_review_limits limits;            /* the decoded review's memory (zero: unbounded) */
 } wh_mutate_ctx;
 
-/* The handler (wh_handler_fn; ctx is a wh_mutate_ctx). Answers:
+/* The handler (http_handler_fn; ctx is a wh_mutate_ctx). Answers:
  *   200 with the AdmissionReview response (allowed, or denied with 403 in
  *       response.status) for every request that could be decided;
  *   400 for a body that is not an AdmissionReview (malformed JSON, nesting
@@ -37,6 +37,6 @@ typedef struct wh_mutate_ctx {
  *       logged with the uid; the API server then applies the failure policy.
  * The ?timeout= query parameter kube-apiserver appends is accepted and not
  * needed: a decision takes microseconds and waits for nothing. */
-void wh_mutate_handle(void *ctx, const wh_request *req, wh_response *resp);
+void wh_mutate_handle(void *ctx, const http_request *req, http_response *resp);
 
 #endif

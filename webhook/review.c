@@ -359,8 +359,8 @@ static gq_code deny_too_large(const char *body, size_t len, const char *msg, cha
     return rc == GQ_ENOMEM ? gq_err_oom(err) : rc;
 }
 
-void wh_review_answer_undecoded(const wh_request *req, gq_code rc, const gq_err *err,
-                                wh_response *resp)
+void wh_review_answer_undecoded(const http_request *req, gq_code rc, const gq_err *err,
+                                http_response *resp)
 {
     const char *msg = err->msg[0] ? err->msg : gq_strerror(rc);
     char *text = NULL;
@@ -368,11 +368,11 @@ void wh_review_answer_undecoded(const wh_request *req, gq_code rc, const gq_err 
     gq_err e2;
     gq_err_clear(&e2);
     if (rc == GQ_ELIMIT && !deny_too_large(req->body, req->body_len, msg, &text, &len, &e2)) {
-        wh_response_take_body(resp, 200, "application/json", text, len);
+        http_response_take_body(resp, 200, "application/json", text, len);
         return;
     }
-    wh_response_error(resp, rc == GQ_ENOMEM ? 500 : rc == GQ_EBUSY ? 503 : 400, "%s", msg);
-    if (rc == GQ_EBUSY && wh_response_add_header(resp, "Retry-After", "1"))
+    http_response_error(resp, rc == GQ_ENOMEM ? 500 : rc == GQ_EBUSY ? 503 : 400, "%s", msg);
+    if (rc == GQ_EBUSY && http_response_add_header(resp, "Retry-After", "1"))
         return; /* cannot happen: the error reply has no headers yet */
 }
 

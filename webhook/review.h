@@ -121,8 +121,8 @@ gq_code wh_review_decode_within(const char *body, size_t len, const wh_review_li
  * without its objects: denied (403) with the reason, for the user to read;
  * else 500 for GQ_ENOMEM, 503 with Retry-After: 1 for GQ_EBUSY (a limit
  * shared with the requests in flight), 400 for the rest. */
-void wh_review_answer_undecoded(const wh_request *req, gq_code rc, const gq_err *err,
-                                wh_response *resp);
+void wh_review_answer_undecoded(const http_request *req, gq_code rc, const gq_err *err,
+                                http_response *resp);
 
 /* Same checks on a review already parsed: root (ownership taken in every
  * case, also on error) becomes out->root on success. For callers that build

@@ -2276,13 +2276,13 @@ static double review_deadline(const char *timeout)
 }
 
 /* A decoded review in a new admission, or NULL with resp filled. */
-static admission *admission_decode(wh_validator *v, const wh_request *req, wh_response *resp)
+static admission *admission_decode(wh_validator *v, const http_request *req, http_response *resp)
 {
     gq_err err;
     gq_err_clear(&err);
     admission *a = admission_new(v, review_deadline(req->timeout));
     if (!a) {
-        wh_response_error(resp, 500, "out of memory");
+        http_response_error(resp, 500, "out of memory");
         return NULL;
     }
     gq_code rc =
@@ -2298,7 +2298,7 @@ static admission *admission_decode(wh_validator *v, const wh_request *req, wh_re
     return a;
 }
 
-static void admission_http_answer(admission *a, wh_response *resp)
+static void admission_http_answer(admission *a, http_response *resp)
 {
     wh_review_response rs;
     gq_err err;
@@ -2311,12 +2311,12 @@ static void admission_http_answer(admission *a, wh_response *resp)
         wh_review_response_dispose(&rs);
     }
     if (rc)
-        wh_response_error(resp, 500, "%s", err.msg[0] ? err.msg : gq_strerror(rc));
+        http_response_error(resp, 500, "%s", err.msg[0] ? err.msg : gq_strerror(rc));
     else
-        wh_response_take_body(resp, 200, "application/json", text, len);
+        http_response_take_body(resp, 200, "application/json", text, len);
 }
 
-void wh_validate_handle(void *ctx, const wh_request *req, wh_response *resp)
+void wh_validate_handle(void *ctx, const http_request *req, http_response *resp)
 {
     admission *a = admission_decode(ctx, req, resp);
     if (!a)
@@ -2328,16 +2328,16 @@ void wh_validate_handle(void *ctx, const wh_request *req, wh_response *resp)
 
 static void http_done(admission *a)
 {
-    wh_deferred *later = a->ud;
-    wh_response resp;
-    wh_response_init(&resp);
+    http_deferred *later = a->ud;
+    http_response resp;
+    http_response_init(&resp);
     admission_http_answer(a, &resp);
     admission_free(a);
-    wh_deferred_finish(later, &resp);
+    http_deferred_finish(later, &resp);
 }
 
-bool wh_validate_handle_async(void *ctx, const wh_request *req, wh_response *resp,
-                              wh_deferred *later)
+bool wh_validate_handle_async(void *ctx, const http_request *req, http_response *resp,
+                              http_deferred *later)
 {
     admission *a = admission_decode(ctx, req, resp);
     if (!a)

@@ -161,20 +161,20 @@ typedef struct wh_validate_result {
 gq_code wh_validate_review(wh_validator *v, const wh_review_request *req, wh_review_response *resp,
                            wh_validate_result *res, gq_err *err) GQ_WUR;
 
-/* The HTTP handler for /validate (wh_handler_fn; ctx is the wh_validator):
+/* The HTTP handler for /validate (http_handler_fn; ctx is the wh_validator):
  * decodes the body, decides, encodes, waiting for the charges. A body that
  * is not a valid AdmissionReview gets 400, an internal error 500. */
-void wh_validate_handle(void *ctx, const wh_request *req, wh_response *resp);
+void wh_validate_handle(void *ctx, const http_request *req, http_response *resp);
 
-/* The same as an asynchronous handler (wh_async_handler_fn): decides up to
+/* The same as an asynchronous handler (http_async_handler_fn): decides up to
  * the charges on the calling thread, queues them, and returns true; the
  * answer is handed to `later` by the thread that decides (often a charger).
  * A charge still queued when four fifths of the review's timeout (the
  * request's ?timeout=, default 10 s) have passed is refused: the review is
  * denied with a message saying so. Returns false with resp filled for a
  * body that does not decode. */
-bool wh_validate_handle_async(void *ctx, const wh_request *req, wh_response *resp,
-                              wh_deferred *later);
+bool wh_validate_handle_async(void *ctx, const http_request *req, http_response *resp,
+                              http_deferred *later);
 
 /* Counters for tests and the benchmark. */
 typedef struct wh_validate_stats {

@@ -3,7 +3,7 @@
  * and answers a canned AdmissionReview: poll(2) with an internal thread pool
  * (one thread per CPU), TURBO, ITC, 120 s idle timeout, backlog 1024, the
  * GnuTLS priority string of webhook/server.c. With --reuseport it takes
- * that server's layout instead (wh_server_start): one single-threaded daemon
+ * that server's layout instead (http_server_start): one single-threaded daemon
  * per thread, each on its own SO_REUSEPORT listening socket. Keep the
  * settings in step.
  *

@@ -97,17 +97,17 @@ int main(int argc, char **argv)
     t0 = now_s();
     for (long k = 0; k < iters; k++) {
         size_t i = (size_t)k % n;
-        wh_request req = {.method = "POST",
-                          .path = "/mutate",
-                          .content_type = "application/json",
-                          .body = bodies[i],
-                          .body_len = lens[i],
-                          .remote_addr = ""};
-        wh_response resp;
-        wh_response_init(&resp);
+        http_request req = {.method = "POST",
+                            .path = "/mutate",
+                            .content_type = "application/json",
+                            .body = bodies[i],
+                            .body_len = lens[i],
+                            .remote_addr = ""};
+        http_response resp;
+        http_response_init(&resp);
         wh_mutate_handle(&mc, &req, &resp);
         bad += resp.status != 200;
-        wh_response_dispose(&resp);
+        http_response_dispose(&resp);
     }
     double mutate_us = (now_s() - t0) / (double)iters * 1e6;
 

@@ -1,5 +1,5 @@
 /* /mutate as the HTTP layer sees it, without sockets: wh_mutate_handle
- * through wh_server_dispatch (routing, content type, size checks and the
+ * through http_server_dispatch (routing, content type, size checks and the
  * handler), with a real audit file, a metrics registry and a fake
  * GPULimitRange source. Every answer is checked exactly: HTTP status, body,
  * counters and the audit record. */
@@ -52,7 +52,7 @@ typedef struct env {
     http_metrics *registry;
     wh_metrics *metrics;
     wh_audit *audit;
-    wh_server *srv;
+    http_server *srv;
     wh_mutate_ctx mc;
     fake_source src;
 } env;
@@ -69,15 +69,15 @@ static int setup(void **state)
     assert_int_equal(http_metrics_new("t", &e->registry), GQ_OK);
     assert_int_equal(wh_metrics_new(e->registry, &e->metrics), GQ_OK);
     assert_int_equal(wh_audit_open(&ac, &e->audit, &err), GQ_OK);
-    wh_server_options so = {
+    http_server_options so = {
         .listen = "127.0.0.1:0", .insecure_plain_http = true, .metrics = e->registry};
-    assert_int_equal(wh_server_new(&so, &e->srv, &err), GQ_OK);
+    assert_int_equal(http_server_new(&so, &e->srv, &err), GQ_OK);
     e->mc = (wh_mutate_ctx){.cfg = e->cfg,
                             .limit_ranges = {&e->src, fake_list},
                             .audit = e->audit,
                             .metrics = e->metrics};
-    assert_int_equal(wh_server_add_handler(e->srv, "/mutate", WH_ROUTE_POST_JSON, wh_mutate_handle,
-                                           &e->mc, &err),
+    assert_int_equal(http_server_add_handler(e->srv, "/mutate", HTTP_ROUTE_POST_JSON,
+                                             wh_mutate_handle, &e->mc, &err),
                      GQ_OK);
     *state = e;
     return 0;
@@ -86,7 +86,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     env *e = *state;
-    wh_server_free(e->srv);
+    http_server_free(e->srv);
     wh_audit_close(e->audit);
     wh_metrics_free(e->metrics);
     http_metrics_free(e->registry);
@@ -98,17 +98,17 @@ static int teardown(void **state)
 }
 
 /* POST body to /mutate; resp must be disposed by the caller. */
-static void post(env *e, const char *body, const char *content_type, wh_response *resp)
+static void post(env *e, const char *body, const char *content_type, http_response *resp)
 {
-    wh_request req = {.method = "POST",
-                      .path = "/mutate",
-                      .timeout = "10s",
-                      .content_type = content_type,
-                      .body = body,
-                      .body_len = strlen(body),
-                      .remote_addr = "127.0.0.1:1"};
-    wh_response_init(resp);
-    wh_server_dispatch(e->srv, &req, resp);
+    http_request req = {.method = "POST",
+                        .path = "/mutate",
+                        .timeout = "10s",
+                        .content_type = content_type,
+                        .body = body,
+                        .body_len = strlen(body),
+                        .remote_addr = "127.0.0.1:1"};
+    http_response_init(resp);
+    http_server_dispatch(e->srv, &req, resp);
 }
 
 /* The fixture with a JSON Patch applied ("" = as is), as compact text. */
@@ -178,7 +178,7 @@ static void allowed_with_patch(void **state)
 {
     env *e = *state;
     char *body = fixture(HALF_GPU);
-    wh_response resp;
+    http_response resp;
     post(e, body, "application/json; charset=utf-8", &resp);
     assert_int_equal(resp.status, 200);
     assert_string_equal(resp.content_type, "application/json");
@@ -194,7 +194,7 @@ static void allowed_with_patch(void **state)
     assert_non_null(strstr(patch, "{\"op\":\"add\",\"path\":\"/spec/containers/0/resources/limits/"
                                   "aliyun.com~1gpu-mem\",\"value\":\"40\"}"));
     free(patch);
-    wh_response_dispose(&resp);
+    http_response_dispose(&resp);
     free(body);
     /* GPULimitRanges were asked for the request's namespace. */
     assert_int_equal(e->src.calls, 1);
@@ -235,7 +235,7 @@ static void denied_is_200_with_403_status(void **state)
                          "resources/limits/nvidia.com~1gpu\",\"value\":\"1.5\"},{\"op\":"
                          "\"remove\",\"path\":\"/request/object/spec/containers/0/resources/"
                          "requests/nvidia.com~1gpu\"}]");
-    wh_response resp;
+    http_response resp;
     post(e, body, "application/json", &resp);
     assert_int_equal(resp.status, 200);
     assert_string_equal(
@@ -245,7 +245,7 @@ static void denied_is_200_with_403_status(void **state)
         "\"message\":\"container \\\"trainer\\\": nvidia.com/gpu \\\"1.5\\\" is not valid: a GPU "
         "fraction must be in (0, 1] (for example \\\"0.5\\\" or \\\"500m\\\"); ask for whole GPUs "
         "as an integer\"}}}");
-    wh_response_dispose(&resp);
+    http_response_dispose(&resp);
     free(body);
     assert_true(metrics_has(e, "gpuquota_admission_requests_total{webhook=\"mutate\","
                                "operation=\"CREATE\",decision=\"denied\"} 1\n"));
@@ -278,13 +278,13 @@ static void untouched_objects(void **state)
     static const unsigned calls[] = {0, 0, 0};
     for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
         char *body = fixture(variants[i]);
-        wh_response resp;
+        http_response resp;
         post(e, body, "application/json", &resp);
         assert_int_equal(resp.status, 200);
         assert_string_equal(resp.body, "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":"
                                        "\"AdmissionReview\",\"response\":{\"uid\":\"" UID
                                        "\",\"allowed\":true}}");
-        wh_response_dispose(&resp);
+        http_response_dispose(&resp);
         free(body);
         assert_int_equal(e->src.calls, calls[i]);
     }
@@ -325,7 +325,7 @@ static void bad_bodies_are_400(void **state)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char *body = cases[i].variant ? fixture(cases[i].variant)
                                       : strdup(cases[i].raw ? cases[i].raw : deep);
-        wh_response resp;
+        http_response resp;
         post(e, body, "application/json", &resp);
         assert_int_equal(resp.status, 400);
         assert_non_null(strstr(resp.body, "{\"code\":400,\"message\":\""));
@@ -334,7 +334,7 @@ static void bad_bodies_are_400(void **state)
             snprintf(want, sizeof(want), "{\"code\":400,\"message\":\"%s\"}", cases[i].message);
             assert_string_equal(resp.body, want);
         }
-        wh_response_dispose(&resp);
+        http_response_dispose(&resp);
         free(body);
     }
     /* Counted as errors without an operation; nothing to audit (no uid). */
@@ -355,20 +355,20 @@ static void decoded_memory_bounded(void **state)
     gq_json_budget b = {.cap = 4u << 20};
     e->mc.limits = (wh_review_limits){&b, 4096};
     char *body = fixture("");
-    wh_response resp;
+    http_response resp;
     post(e, body, "application/json", &resp);
     assert_int_equal(resp.status, 200); /* denied as a review, for the user to read */
     assert_non_null(strstr(resp.body, "\"allowed\":false"));
     assert_non_null(strstr(resp.body, "\"uid\":\"b8f4c3a2-5d1e-4f6a-9c7b-2e8d0a1f3c64\""));
     assert_non_null(strstr(resp.body, "gpuquota cannot decide this Pod: the JSON decodes to more "
                                       "than 4096 bytes of objects"));
-    wh_response_dispose(&resp);
+    http_response_dispose(&resp);
     assert_int_equal(atomic_load(&b.used), 0);
 
     e->mc.limits.max_tree = 2u << 20;
     post(e, body, "application/json", &resp);
     assert_int_equal(resp.status, 200);
-    wh_response_dispose(&resp);
+    http_response_dispose(&resp);
     assert_int_equal(atomic_load(&b.used), 0); /* given back with the request */
 
     atomic_store(&b.used, b.cap - 1024); /* reviews in flight hold nearly all */
@@ -380,7 +380,7 @@ static void decoded_memory_bounded(void **state)
         retry |=
             !strcmp(resp.headers[i].name, "Retry-After") && !strcmp(resp.headers[i].value, "1");
     assert_true(retry);
-    wh_response_dispose(&resp);
+    http_response_dispose(&resp);
     assert_int_equal(atomic_load(&b.used), b.cap - 1024);
     e->mc.limits = (wh_review_limits){NULL, 0};
     free(body);
@@ -390,18 +390,18 @@ static void routing_checks_before_the_handler(void **state)
 {
     env *e = *state;
     char *body = fixture("");
-    wh_response resp;
+    http_response resp;
     post(e, body, "text/plain", &resp);
     assert_int_equal(resp.status, 415);
-    wh_response_dispose(&resp);
+    http_response_dispose(&resp);
     post(e, body, NULL, &resp);
     assert_int_equal(resp.status, 415);
-    wh_response_dispose(&resp);
-    wh_request get = {.method = "GET", .path = "/mutate", .body = "", .remote_addr = ""};
-    wh_response_init(&resp);
-    wh_server_dispatch(e->srv, &get, &resp);
+    http_response_dispose(&resp);
+    http_request get = {.method = "GET", .path = "/mutate", .body = "", .remote_addr = ""};
+    http_response_init(&resp);
+    http_server_dispatch(e->srv, &get, &resp);
     assert_int_equal(resp.status, 405);
-    wh_response_dispose(&resp);
+    http_response_dispose(&resp);
     free(body);
     assert_int_equal(wh_audit_records(e->audit), 0);
 }
@@ -417,12 +417,12 @@ static void limit_range_default_from_source(void **state)
                          "resources/limits/nvidia.com~1gpu\",\"value\":\"1\"},{\"op\":\"replace\","
                          "\"path\":\"/request/object/spec/containers/0/resources/requests/"
                          "nvidia.com~1gpu\",\"value\":\"1\"}]");
-    wh_response resp;
+    http_response resp;
     post(e, body, "application/json", &resp);
     assert_int_equal(resp.status, 200);
     assert_non_null(strstr(resp.body, "\"gpu-limit-range\":\"gpu-limits\""));
     assert_non_null(strstr(resp.body, "\"charged\":\"gpu-memory=8Gi,gpus=0,gpu-pods=1\""));
-    wh_response_dispose(&resp);
+    http_response_dispose(&resp);
     free(body);
     json_object *lines = audit_lines(e);
     json_object *rec = json_object_array_get_idx(lines, 0);
@@ -436,7 +436,7 @@ static void source_errors_are_500(void **state)
 {
     env *e = *state;
     char *body = fixture("");
-    wh_response resp;
+    http_response resp;
     /* The source fails: fail closed, with the uid in the log line. */
     e->src.fail = GQ_EIO;
     post(e, body, "application/json", &resp);
@@ -444,7 +444,7 @@ static void source_errors_are_500(void **state)
     assert_string_equal(resp.body, "{\"code\":500,\"message\":\"cannot read the GPULimitRanges of "
                                    "ml-research: cache of GPULimitRanges not synced\"}");
     assert_string_equal(resp.uid, UID);
-    wh_response_dispose(&resp);
+    http_response_dispose(&resp);
     /* A GPULimitRange that does not parse is a policy we cannot apply. */
     e->src.fail = GQ_OK;
     e->src.answer = "[{\"metadata\":{\"name\":\"x\",\"namespace\":\"ml-research\"},\"spec\":{"
@@ -452,14 +452,14 @@ static void source_errors_are_500(void **state)
     post(e, body, "application/json", &resp);
     assert_int_equal(resp.status, 500);
     assert_non_null(strstr(resp.body, "GPULimitRange 0 of namespace ml-research: "));
-    wh_response_dispose(&resp);
+    http_response_dispose(&resp);
     /* A source answering something else than a list. */
     e->src.answer = "{}";
     post(e, body, "application/json", &resp);
     assert_int_equal(resp.status, 500);
     assert_string_equal(resp.body, "{\"code\":500,\"message\":\"GPULimitRanges of ml-research: "
                                    "not a list\"}");
-    wh_response_dispose(&resp);
+    http_response_dispose(&resp);
     free(body);
     assert_true(metrics_has(e, "gpuquota_admission_requests_total{webhook=\"mutate\","
                                "operation=\"CREATE\",decision=\"error\"} 3\n"));
@@ -480,11 +480,11 @@ static void no_source_no_limit_ranges(void **state)
     e->mc.limit_ranges = (wh_limit_range_source){.ctx = NULL};
     e->mc.audit = NULL; /* no audit: still answered */
     char *body = fixture(HALF_GPU);
-    wh_response resp;
+    http_response resp;
     post(e, body, "application/json", &resp);
     assert_int_equal(resp.status, 200);
     assert_non_null(strstr(resp.body, "\"allowed\":true"));
-    wh_response_dispose(&resp);
+    http_response_dispose(&resp);
     free(body);
     assert_int_equal(e->src.calls, 0);
     gq_limit_range **lrs = (gq_limit_range **)0x1;
@@ -501,7 +501,7 @@ static void no_source_no_limit_ranges(void **state)
 static void no_gpu_no_limits(void **state)
 {
     env *e = *state;
-    wh_response resp;
+    http_response resp;
     /* The GPULimitRange cache is down: a CPU-only pod is not held up. */
     e->src.fail = GQ_EIO;
     char *body =
@@ -511,7 +511,7 @@ static void no_gpu_no_limits(void **state)
     post(e, body, "application/json", &resp);
     assert_int_equal(resp.status, 200);
     assert_non_null(strstr(resp.body, "\"allowed\":true}}"));
-    wh_response_dispose(&resp);
+    http_response_dispose(&resp);
     free(body);
     e->src.fail = GQ_OK;
     /* 3600 heavy containers (about 2.4 MiB): allowed untouched. */
@@ -524,7 +524,7 @@ static void no_gpu_no_limits(void **state)
     assert_string_equal(resp.body, "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":"
                                    "\"AdmissionReview\",\"response\":{\"uid\":\"big-1\","
                                    "\"allowed\":true}}");
-    wh_response_dispose(&resp);
+    http_response_dispose(&resp);
     free(body);
     /* The same pod asking for a GPU in its last container is over the cap. */
     pod = at_large_pod("ml-research", 3600, "\"gpuquota.io/gpu-memory\":\"1Gi\"");
@@ -538,7 +538,7 @@ static void no_gpu_no_limits(void **state)
                         "403,\"reason\":\"Forbidden\",\"message\":\"container \\\"c3599\\\" asks "
                         "for a GPU and the pod has 3600 containers (app and init); a pod that uses "
                         "a GPU may have at most 256\"}}}");
-    wh_response_dispose(&resp);
+    http_response_dispose(&resp);
     free(body);
     assert_int_equal(e->src.calls, 0);
 }

@@ -37,7 +37,7 @@ typedef struct fx {
     faultstore *fs;
     wh_store store;
     wh_validator *v;
-    wh_server *srv;
+    http_server *srv;
     unsigned port;
 } fx;
 
@@ -46,14 +46,14 @@ static void start(fx *f, const wh_validate_opts *o)
     gq_err err;
     gq_err_clear(&err);
     assert_int_equal(wh_validator_new(f->cfg, &f->store, o, &f->v, &err), GQ_OK);
-    wh_server_options so = {
+    http_server_options so = {
         .listen = "127.0.0.1:0", .threads = THREADS, .insecure_plain_http = true};
-    assert_int_equal(wh_server_new(&so, &f->srv, &err), GQ_OK);
-    assert_int_equal(wh_server_add_async_handler(f->srv, "/validate", WH_ROUTE_POST_JSON,
-                                                 wh_validate_handle_async, f->v, &err),
+    assert_int_equal(http_server_new(&so, &f->srv, &err), GQ_OK);
+    assert_int_equal(http_server_add_async_handler(f->srv, "/validate", HTTP_ROUTE_POST_JSON,
+                                                   wh_validate_handle_async, f->v, &err),
                      GQ_OK);
-    assert_int_equal(wh_server_start(f->srv, &err), GQ_OK);
-    f->port = wh_server_port(f->srv);
+    assert_int_equal(http_server_start(f->srv, &err), GQ_OK);
+    f->port = http_server_port(f->srv);
 }
 
 static void quota(fx *f, const char *hard)
@@ -82,7 +82,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fx *f = *state;
-    wh_server_free(f->srv); /* first: its handler uses the validator */
+    http_server_free(f->srv); /* first: its handler uses the validator */
     wh_validator_free(f->v);
     faultstore_free(f->fs);
     wh_memstore_free(f->ms);
@@ -303,7 +303,7 @@ static void stop_answers_suspended(bool drain)
     }
     wait_for_gets(f, 1);
     usleep(100000); /* the others are suspended behind the round */
-    unsigned left = wh_server_stop(f->srv, drain ? 10000 : 0);
+    unsigned left = http_server_stop(f->srv, drain ? 10000 : 0);
     for (int i = 0; i < N; i++)
         pthread_join(th[i], NULL);
     if (drain)

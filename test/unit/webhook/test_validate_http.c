@@ -32,14 +32,14 @@ static void test_handler(void **state)
              "\"namespace\":\"team-a\",\"operation\":\"CREATE\",\"userInfo\":{\"username\":\"u\"},"
              "\"object\":%s}}",
              pod);
-    wh_request rq = {.method = "POST",
-                     .path = "/validate",
-                     .content_type = "application/json",
-                     .body = body,
-                     .body_len = strlen(body),
-                     .remote_addr = ""};
-    wh_response rs;
-    wh_response_init(&rs);
+    http_request rq = {.method = "POST",
+                       .path = "/validate",
+                       .content_type = "application/json",
+                       .body = body,
+                       .body_len = strlen(body),
+                       .remote_addr = ""};
+    http_response rs;
+    http_response_init(&rs);
     wh_validate_handle(f->v, &rq, &rs);
     assert_int_equal(rs.status, 200);
     json_object *o = json_tokener_parse(rs.body);
@@ -56,13 +56,13 @@ static void test_handler(void **state)
     assert_string_equal(sget(st, "message"), "exceeded quota: q, requested: gpu-memory=16Gi, "
                                              "used: gpu-memory=0, limited: gpu-memory=8Gi");
     json_object_put(o);
-    wh_response_dispose(&rs);
+    http_response_dispose(&rs);
     rq.body = "{\"kind\":\"AdmissionReview\"}";
     rq.body_len = strlen(rq.body);
-    wh_response_init(&rs);
+    http_response_init(&rs);
     wh_validate_handle(f->v, &rq, &rs);
     assert_int_equal(rs.status, 400);
-    wh_response_dispose(&rs);
+    http_response_dispose(&rs);
 }
 
 static void test_audit_and_metrics(void **state)

@@ -24,7 +24,7 @@ typedef struct fixture {
     char dir[64];
     char cert[128], key[128];
     http_metrics *metrics;
-    wh_server *srv;
+    http_server *srv;
 } fixture;
 
 static void gen_certs(const char *dir, const char *svc, bool rotate)
@@ -53,12 +53,12 @@ static int setup(void **state)
     snprintf(f->key, sizeof(f->key), "%s/tls.key", f->dir);
     gen_certs(f->dir, "wh", false);
     assert_int_equal(http_metrics_new("test", &f->metrics), GQ_OK);
-    wh_server_options o = {.listen = "127.0.0.1:0",
-                           .cert_file = f->cert,
-                           .key_file = f->key,
-                           .max_body = 1024,
-                           .metrics = f->metrics};
-    assert_int_equal(wh_server_new(&o, &f->srv, &err), GQ_OK);
+    http_server_options o = {.listen = "127.0.0.1:0",
+                             .cert_file = f->cert,
+                             .key_file = f->key,
+                             .max_body = 1024,
+                             .metrics = f->metrics};
+    assert_int_equal(http_server_new(&o, &f->srv, &err), GQ_OK);
     *state = f;
     return 0;
 }
@@ -68,7 +68,7 @@ static int teardown(void **state)
     fixture *f = *state;
     const char *names[] = {"ca.crt", "ca.key", "tls.crt", "tls.key", "other.key"};
     char p[160];
-    wh_server_free(f->srv);
+    http_server_free(f->srv);
     http_metrics_free(f->metrics);
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         snprintf(p, sizeof(p), "%s/%s", f->dir, names[i]);
@@ -80,7 +80,7 @@ static int teardown(void **state)
 }
 
 /* A handler that echoes what it saw, so tests can check the seam. */
-static void echo(void *ctx, const wh_request *req, wh_response *resp)
+static void echo(void *ctx, const http_request *req, http_response *resp)
 {
     int *calls = ctx;
     char buf[512];
@@ -89,18 +89,18 @@ static void echo(void *ctx, const wh_request *req, wh_response *resp)
                      req->path, req->timeout ? req->timeout : "-",
                      req->content_type ? req->content_type : "-", req->body_len, req->body);
     size_t len = n < (int)sizeof(buf) ? (size_t)n : sizeof(buf) - 1; /* output may be cut */
-    assert_int_equal(wh_response_set_body(resp, 200, "text/plain", buf, len), GQ_OK);
-    assert_int_equal(wh_response_add_header(resp, "X-Echo", "1"), GQ_OK);
+    assert_int_equal(http_response_set_body(resp, 200, "text/plain", buf, len), GQ_OK);
+    assert_int_equal(http_response_add_header(resp, "X-Echo", "1"), GQ_OK);
 }
 
-static void silent(void *ctx, const wh_request *req, wh_response *resp)
+static void silent(void *ctx, const http_request *req, http_response *resp)
 {
     (void)ctx;
     (void)req;
     (void)resp; /* forgets to answer */
 }
 
-static const char *header(const wh_response *r, const char *name)
+static const char *header(const http_response *r, const char *name)
 {
     for (size_t i = 0; i < r->n_headers; i++)
         if (!strcmp(r->headers[i].name, name))
@@ -115,7 +115,7 @@ typedef struct dispatch_case {
     const char *resp_body;
     const char *allow;
     int calls;            /* handler calls expected */
-    const char *rejected; /* wh_request.client_rejected */
+    const char *rejected; /* http_request.client_rejected */
 } dispatch_case;
 
 static void dispatch_table(void **state)
@@ -123,12 +123,13 @@ static void dispatch_table(void **state)
     fixture *f = *state;
     gq_err err;
     int calls = 0;
-    assert_int_equal(wh_server_add_handler(f->srv, "/echo", WH_ROUTE_POST_JSON, echo, &calls, &err),
-                     GQ_OK);
-    assert_int_equal(wh_server_add_handler(f->srv, "/get", WH_ROUTE_GET, echo, &calls, &err),
+    assert_int_equal(
+        http_server_add_handler(f->srv, "/echo", HTTP_ROUTE_POST_JSON, echo, &calls, &err), GQ_OK);
+    assert_int_equal(http_server_add_handler(f->srv, "/get", HTTP_ROUTE_GET, echo, &calls, &err),
                      GQ_OK);
     assert_int_equal(
-        wh_server_add_handler(f->srv, "/silent", WH_ROUTE_POST_JSON, silent, NULL, &err), GQ_OK);
+        http_server_add_handler(f->srv, "/silent", HTTP_ROUTE_POST_JSON, silent, NULL, &err),
+        GQ_OK);
     static const dispatch_case cases[] = {
         {"POST", "/echo", "application/json", "{}", 0, 200,
          "POST /echo timeout=10s ct=application/json len=2 body={}", NULL, 1, NULL},
@@ -179,18 +180,18 @@ static void dispatch_table(void **state)
             memset(body, 'x', len);
             body[len] = '\0';
         }
-        wh_request req = {.method = c->method,
-                          .path = c->path,
-                          .timeout = "10s",
-                          .content_type = c->content_type,
-                          .body = body ? body : c->body,
-                          .body_len = len,
-                          .remote_addr = "127.0.0.1:1",
-                          .client_rejected = c->rejected};
-        wh_response resp;
-        wh_response_init(&resp);
+        http_request req = {.method = c->method,
+                            .path = c->path,
+                            .timeout = "10s",
+                            .content_type = c->content_type,
+                            .body = body ? body : c->body,
+                            .body_len = len,
+                            .remote_addr = "127.0.0.1:1",
+                            .client_rejected = c->rejected};
+        http_response resp;
+        http_response_init(&resp);
         calls = 0;
-        wh_server_dispatch(f->srv, &req, &resp);
+        http_server_dispatch(f->srv, &req, &resp);
         print_message("case %zu: %s %s\n", i, c->method, c->path);
         assert_int_equal(resp.status, c->status);
         if (c->resp_body) {
@@ -203,7 +204,7 @@ static void dispatch_table(void **state)
         if (c->status == 200 && calls)
             assert_string_equal(header(&resp, "X-Echo"), "1");
         assert_int_equal(calls, c->calls);
-        wh_response_dispose(&resp);
+        http_response_dispose(&resp);
         free(body);
     }
     /* Every error reply was counted once, by status. */
@@ -222,29 +223,29 @@ static void dispatch_table(void **state)
 static void readyz_and_metrics(void **state)
 {
     fixture *f = *state;
-    wh_request req = {.method = "GET", .path = "/readyz", .body = "", .remote_addr = ""};
-    wh_response resp;
-    wh_response_init(&resp);
-    assert_false(wh_server_is_ready(f->srv));
-    wh_server_dispatch(f->srv, &req, &resp);
+    http_request req = {.method = "GET", .path = "/readyz", .body = "", .remote_addr = ""};
+    http_response resp;
+    http_response_init(&resp);
+    assert_false(http_server_is_ready(f->srv));
+    http_server_dispatch(f->srv, &req, &resp);
     assert_int_equal(resp.status, 503);
     assert_string_equal(resp.body, "not ready");
-    wh_response_dispose(&resp);
+    http_response_dispose(&resp);
 
-    wh_server_set_ready(f->srv, true);
-    wh_server_dispatch(f->srv, &req, &resp);
+    http_server_set_ready(f->srv, true);
+    http_server_dispatch(f->srv, &req, &resp);
     assert_int_equal(resp.status, 200);
     assert_string_equal(resp.body, "ok");
-    wh_response_dispose(&resp);
+    http_response_dispose(&resp);
 
     req.path = "/metrics";
-    wh_server_dispatch(f->srv, &req, &resp);
+    http_server_dispatch(f->srv, &req, &resp);
     assert_int_equal(resp.status, 200);
     assert_string_equal(resp.content_type, HTTP_METRICS_CONTENT_TYPE);
     /* A not-ready 503 is a state, not an access error: nothing counted. */
     assert_null(strstr(resp.body, "gpuquota_http_errors_total{"));
     assert_non_null(strstr(resp.body, "gpuquota_build_info{version=\"test\"} 1\n"));
-    wh_response_dispose(&resp);
+    http_response_dispose(&resp);
 }
 
 static void registration_errors(void **state)
@@ -252,19 +253,20 @@ static void registration_errors(void **state)
     fixture *f = *state;
     gq_err err;
     int calls = 0;
-    assert_int_equal(wh_server_add_handler(f->srv, "/healthz", WH_ROUTE_GET, echo, &calls, &err),
-                     GQ_EEXISTS);
-    assert_int_equal(wh_server_add_handler(f->srv, "nope", WH_ROUTE_GET, echo, &calls, &err),
+    assert_int_equal(
+        http_server_add_handler(f->srv, "/healthz", HTTP_ROUTE_GET, echo, &calls, &err),
+        GQ_EEXISTS);
+    assert_int_equal(http_server_add_handler(f->srv, "nope", HTTP_ROUTE_GET, echo, &calls, &err),
                      GQ_EINVAL);
-    assert_int_equal(wh_server_add_handler(f->srv, "/x", (wh_route_kind)9, echo, &calls, &err),
+    assert_int_equal(http_server_add_handler(f->srv, "/x", (http_route_kind)9, echo, &calls, &err),
                      GQ_EINVAL);
-    assert_int_equal(wh_server_add_handler(f->srv, "/x", WH_ROUTE_GET, NULL, &calls, &err),
+    assert_int_equal(http_server_add_handler(f->srv, "/x", HTTP_ROUTE_GET, NULL, &calls, &err),
                      GQ_EINVAL);
     char path[16];
     gq_code rc = GQ_OK;
     for (int i = 0; i < 32 && rc == GQ_OK; i++) {
         snprintf(path, sizeof(path), "/p%d", i);
-        rc = wh_server_add_handler(f->srv, path, WH_ROUTE_GET, echo, &calls, &err);
+        rc = http_server_add_handler(f->srv, path, HTTP_ROUTE_GET, echo, &calls, &err);
     }
     assert_int_equal(rc, GQ_ELIMIT);
 }
@@ -272,61 +274,61 @@ static void registration_errors(void **state)
 static void error_reply_is_sanitised(void **state)
 {
     (void)state;
-    wh_response resp;
-    wh_response_init(&resp);
-    wh_response_error(&resp, 400, "bad \"thing\"\n\x01 here");
+    http_response resp;
+    http_response_init(&resp);
+    http_response_error(&resp, 400, "bad \"thing\"\n\x01 here");
     assert_int_equal(resp.status, 400);
     assert_string_equal(resp.content_type, "application/json");
     assert_string_equal(resp.body, "{\"code\":400,\"message\":\"bad \\\"thing\\\"   here\"}");
     assert_string_equal(resp.error, "bad \"thing\"   here");
-    wh_response_dispose(&resp);
-    wh_response_dispose(NULL);
+    http_response_dispose(&resp);
+    http_response_dispose(NULL);
     char longmsg[1000];
     memset(longmsg, 'a', sizeof(longmsg) - 1);
     longmsg[sizeof(longmsg) - 1] = '\0';
-    wh_response_error(&resp, 500, "%s", longmsg);
+    http_response_error(&resp, 500, "%s", longmsg);
     assert_true(resp.body_len < 300);
     assert_int_equal(strlen(resp.error), sizeof(resp.error) - 1);
-    wh_response_dispose(&resp);
+    http_response_dispose(&resp);
 }
 
 static void new_rejects_bad_options(void **state)
 {
     fixture *f = *state;
     gq_err err;
-    wh_server *s = NULL;
+    http_server *s = NULL;
     char other[160];
-    wh_server_options o = {
+    http_server_options o = {
         .listen = "127.0.0.1:0", .cert_file = f->cert, .key_file = "/nonexistent"};
-    assert_int_equal(wh_server_new(&o, &s, &err), GQ_EIO);
+    assert_int_equal(http_server_new(&o, &s, &err), GQ_EIO);
     assert_null(s);
     /* Neither file exists: still an error, not a server without a certificate. */
     o.cert_file = "/nonexistent.crt";
-    assert_int_equal(wh_server_new(&o, &s, &err), GQ_EIO);
+    assert_int_equal(http_server_new(&o, &s, &err), GQ_EIO);
     assert_null(s);
     o.cert_file = f->cert;
     o.key_file = NULL;
-    assert_int_equal(wh_server_new(&o, &s, &err), GQ_EINVAL);
+    assert_int_equal(http_server_new(&o, &s, &err), GQ_EINVAL);
     /* A key that belongs to another certificate. */
     snprintf(other, sizeof(other), "%s/ca.key", f->dir);
     o.key_file = other;
-    assert_int_equal(wh_server_new(&o, &s, &err), GQ_ETLS);
+    assert_int_equal(http_server_new(&o, &s, &err), GQ_ETLS);
     assert_non_null(strstr(err.msg, "does not match"));
     /* Not PEM at all. */
     o.cert_file = other;
     o.key_file = f->key;
-    assert_int_equal(wh_server_new(&o, &s, &err), GQ_ETLS);
+    assert_int_equal(http_server_new(&o, &s, &err), GQ_ETLS);
     o.listen = NULL;
-    assert_int_equal(wh_server_new(&o, &s, &err), GQ_EINVAL);
+    assert_int_equal(http_server_new(&o, &s, &err), GQ_EINVAL);
     /* Plain HTTP needs no certificates (test option). */
-    wh_server_options p = {.listen = "127.0.0.1:0", .insecure_plain_http = true};
-    assert_int_equal(wh_server_new(&p, &s, &err), GQ_OK);
-    wh_server_free(s);
+    http_server_options p = {.listen = "127.0.0.1:0", .insecure_plain_http = true};
+    assert_int_equal(http_server_new(&p, &s, &err), GQ_OK);
+    http_server_free(s);
     s = NULL;
     /* Limits that contradict each other. */
     static const char *const cns[] = {"kube-apiserver"};
     static const struct {
-        wh_server_options o;
+        http_server_options o;
         gq_code rc;
         const char *msg;
     } bad[] = {
@@ -334,25 +336,25 @@ static void new_rejects_bad_options(void **state)
         {{.max_connections = 100, .max_connections_per_ip = 101}, GQ_EINVAL, "exceed"},
         {{.client_cns = cns, .n_client_cns = 1}, GQ_EINVAL, "need a client CA"},
         {{.client_ca_file = "/dev/null"}, GQ_EINVAL, "need TLS"},
-        {{.client_ca_file = "/x", .client_cns = cns, .n_client_cns = WH_MAX_CLIENT_CNS + 1},
+        {{.client_ca_file = "/x", .client_cns = cns, .n_client_cns = HTTP_MAX_CLIENT_CNS + 1},
          GQ_ELIMIT,
          "at most"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        wh_server_options b = bad[i].o;
+        http_server_options b = bad[i].o;
         b.listen = "127.0.0.1:0";
         b.insecure_plain_http = true;
         print_message("bad limits %zu\n", i);
-        assert_int_equal(wh_server_new(&b, &s, &err), bad[i].rc);
+        assert_int_equal(http_server_new(&b, &s, &err), bad[i].rc);
         assert_null(s);
         assert_non_null(strstr(err.msg, bad[i].msg));
     }
     /* A client CA file that holds no certificate. */
-    o = (wh_server_options){.listen = "127.0.0.1:0",
-                            .cert_file = f->cert,
-                            .key_file = f->key,
-                            .client_ca_file = f->key};
-    assert_int_equal(wh_server_new(&o, &s, &err), GQ_ETLS);
+    o = (http_server_options){.listen = "127.0.0.1:0",
+                              .cert_file = f->cert,
+                              .key_file = f->key,
+                              .client_ca_file = f->key};
+    assert_int_equal(http_server_new(&o, &s, &err), GQ_ETLS);
     assert_non_null(strstr(err.msg, "no usable PEM CA certificate"));
 }
 
@@ -367,12 +369,12 @@ static void bad_listen_addresses(void **state)
                                       ":99999999999999999999"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         gq_err err;
-        wh_server *s = NULL;
-        wh_server_options p = {.listen = bad[i], .insecure_plain_http = true};
-        assert_int_equal(wh_server_new(&p, &s, &err), GQ_OK);
+        http_server *s = NULL;
+        http_server_options p = {.listen = bad[i], .insecure_plain_http = true};
+        assert_int_equal(http_server_new(&p, &s, &err), GQ_OK);
         print_message("listen %s\n", bad[i]);
-        assert_int_equal(wh_server_start(s, &err), GQ_EINVAL);
-        wh_server_free(s);
+        assert_int_equal(http_server_start(s, &err), GQ_EINVAL);
+        http_server_free(s);
     }
 }
 
@@ -382,20 +384,20 @@ static void start_on_ephemeral_ports(void **state)
     static const char *const good[] = {"127.0.0.1:0", "[::1]:0", "localhost:0"};
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
         gq_err err;
-        wh_server *s = NULL;
-        wh_server_options p = {.listen = good[i], .insecure_plain_http = true, .threads = 2};
-        assert_int_equal(wh_server_new(&p, &s, &err), GQ_OK);
-        assert_int_equal(wh_server_port(s), 0);
-        if (wh_server_start(s, &err) != GQ_OK) { /* e.g. no IPv6 in the sandbox */
+        http_server *s = NULL;
+        http_server_options p = {.listen = good[i], .insecure_plain_http = true, .threads = 2};
+        assert_int_equal(http_server_new(&p, &s, &err), GQ_OK);
+        assert_int_equal(http_server_port(s), 0);
+        if (http_server_start(s, &err) != GQ_OK) { /* e.g. no IPv6 in the sandbox */
             print_message("skip %s: %s\n", good[i], err.msg);
-            wh_server_free(s);
+            http_server_free(s);
             continue;
         }
-        assert_true(wh_server_port(s) > 0);
-        assert_int_equal(wh_server_start(s, &err), GQ_EINVAL); /* twice */
-        assert_int_equal(wh_server_stop(s, 100), 0);
-        assert_int_equal(wh_server_stop(s, 100), 0); /* idempotent */
-        wh_server_free(s);
+        assert_true(http_server_port(s) > 0);
+        assert_int_equal(http_server_start(s, &err), GQ_EINVAL); /* twice */
+        assert_int_equal(http_server_stop(s, 100), 0);
+        assert_int_equal(http_server_stop(s, 100), 0); /* idempotent */
+        http_server_free(s);
     }
 }
 
@@ -439,17 +441,17 @@ static void get_on(int fd, const char *path, char *buf, size_t cap)
 
 /* The shutdown delay: not ready and every reply closing its connection,
  * while a new connection (routed here before the endpoints changed) is
- * still served; only wh_server_stop closes the listener. */
+ * still served; only http_server_stop closes the listener. */
 static void drain_keeps_listening_until_stop(void **state)
 {
     (void)state;
     gq_err err;
-    wh_server *s = NULL;
-    wh_server_options p = {.listen = "127.0.0.1:0", .insecure_plain_http = true, .threads = 2};
-    assert_int_equal(wh_server_new(&p, &s, &err), GQ_OK);
-    assert_int_equal(wh_server_start(s, &err), GQ_OK);
-    wh_server_set_ready(s, true);
-    unsigned port = wh_server_port(s);
+    http_server *s = NULL;
+    http_server_options p = {.listen = "127.0.0.1:0", .insecure_plain_http = true, .threads = 2};
+    assert_int_equal(http_server_new(&p, &s, &err), GQ_OK);
+    assert_int_equal(http_server_start(s, &err), GQ_OK);
+    http_server_set_ready(s, true);
+    unsigned port = http_server_port(s);
     char buf[2048], one;
 
     int kept = connect_local(port);
@@ -458,8 +460,8 @@ static void drain_keeps_listening_until_stop(void **state)
     assert_non_null(strstr(buf, "HTTP/1.1 200"));
     assert_null(strstr(buf, "Connection: close"));
 
-    wh_server_begin_drain(s);
-    assert_false(wh_server_is_ready(s));
+    http_server_begin_drain(s);
+    assert_false(http_server_is_ready(s));
     /* The kept-alive connection is served once more, then retired. */
     get_on(kept, "/healthz", buf, sizeof(buf));
     assert_non_null(strstr(buf, "HTTP/1.1 200"));
@@ -475,9 +477,9 @@ static void drain_keeps_listening_until_stop(void **state)
     assert_non_null(strstr(buf, "Connection: close"));
     close(late);
 
-    assert_int_equal(wh_server_stop(s, 100), 0);
+    assert_int_equal(http_server_stop(s, 100), 0);
     assert_int_equal(connect_local(port), -1);
-    wh_server_free(s);
+    http_server_free(s);
 }
 
 /* Binding is ours: one message with the address and the system's reason.
@@ -490,27 +492,27 @@ static void port_in_use(void **state)
     static const unsigned threads[][2] = {{1, 1}, {1, 2}, {2, 1}, {2, 2}, {4, 3}};
     for (size_t i = 0; i < sizeof(threads) / sizeof(threads[0]); i++) {
         gq_err err;
-        wh_server *a = NULL, *b = NULL;
+        http_server *a = NULL, *b = NULL;
         char listen[32], want[96];
-        wh_server_options o = {
+        http_server_options o = {
             .listen = "127.0.0.1:0", .insecure_plain_http = true, .threads = threads[i][0]};
-        assert_int_equal(wh_server_new(&o, &a, &err), GQ_OK);
-        assert_int_equal(wh_server_start(a, &err), GQ_OK);
-        snprintf(listen, sizeof(listen), "127.0.0.1:%u", wh_server_port(a));
+        assert_int_equal(http_server_new(&o, &a, &err), GQ_OK);
+        assert_int_equal(http_server_start(a, &err), GQ_OK);
+        snprintf(listen, sizeof(listen), "127.0.0.1:%u", http_server_port(a));
         o.listen = listen;
         o.threads = threads[i][1];
-        assert_int_equal(wh_server_new(&o, &b, &err), GQ_OK);
-        assert_int_equal(wh_server_start(b, &err), GQ_EIO);
+        assert_int_equal(http_server_new(&o, &b, &err), GQ_OK);
+        assert_int_equal(http_server_start(b, &err), GQ_EIO);
         snprintf(want, sizeof(want), "cannot listen on %s: Address already in use", listen);
         assert_string_equal(err.msg, want);
-        assert_int_equal(wh_server_port(b), 0);
-        wh_server_free(b);
+        assert_int_equal(http_server_port(b), 0);
+        http_server_free(b);
         /* the port is free again once the first server is gone */
-        wh_server_free(a);
-        assert_int_equal(wh_server_new(&o, &b, &err), GQ_OK);
-        assert_int_equal(wh_server_start(b, &err), GQ_OK);
-        assert_int_equal(wh_server_port(b), strtoul(strchr(listen, ':') + 1, NULL, 10));
-        wh_server_free(b);
+        http_server_free(a);
+        assert_int_equal(http_server_new(&o, &b, &err), GQ_OK);
+        assert_int_equal(http_server_start(b, &err), GQ_OK);
+        assert_int_equal(http_server_port(b), strtoul(strchr(listen, ':') + 1, NULL, 10));
+        http_server_free(b);
     }
 }
 
@@ -520,7 +522,7 @@ static void expired_certificate_exported(void **state)
 {
     fixture *f = *state;
     gq_err err;
-    wh_server *s = NULL;
+    http_server *s = NULL;
     certs_result res;
     const char *sans[] = {"localhost"};
     certs_options co = {.service = "wh",
@@ -532,9 +534,9 @@ static void expired_certificate_exported(void **state)
                         .n_extra_sans = 1,
                         .now = time(NULL) - 10 * 86400};
     assert_int_equal(certs_generate(&co, &res, &err), GQ_OK);
-    wh_server_options o = {
+    http_server_options o = {
         .listen = "127.0.0.1:0", .cert_file = f->cert, .key_file = f->key, .metrics = f->metrics};
-    assert_int_equal(wh_server_new(&o, &s, &err), GQ_OK);
+    assert_int_equal(http_server_new(&o, &s, &err), GQ_OK);
     char *text = NULL, line[128];
     size_t len = 0;
     assert_int_equal(http_metrics_render(f->metrics, &text, &len), GQ_OK);
@@ -545,7 +547,7 @@ static void expired_certificate_exported(void **state)
     assert_non_null(strstr(text, "\ngpuquota_http_read_timeouts_total 0\n"));
     assert_non_null(strstr(text, "\ngpuquota_http_connections_total 0\n"));
     free(text);
-    wh_server_free(s);
+    http_server_free(s);
 }
 
 static void reload_keeps_old_pair_on_error(void **state)
@@ -556,17 +558,17 @@ static void reload_keeps_old_pair_on_error(void **state)
     snprintf(ca_key, sizeof(ca_key), "%s/ca.key", f->dir);
     snprintf(saved, sizeof(saved), "%s/other.key", f->dir);
     /* Unchanged files: nothing to do. */
-    assert_int_equal(wh_server_reload_certs(f->srv, &err), GQ_OK);
+    assert_int_equal(http_server_reload_certs(f->srv, &err), GQ_OK);
     /* Replace tls.key by a key that does not match tls.crt. */
     snprintf(cmd, sizeof(cmd), "cp %s %s && cp %s %s.new && mv %s.new %s", f->key, saved, ca_key,
              f->key, f->key, f->key);
     assert_int_equal(system(cmd), 0);
-    assert_int_equal(wh_server_reload_certs(f->srv, &err), GQ_ETLS);
+    assert_int_equal(http_server_reload_certs(f->srv, &err), GQ_ETLS);
     /* Reported once: the same broken files are not retried. */
-    assert_int_equal(wh_server_reload_certs(f->srv, &err), GQ_OK);
+    assert_int_equal(http_server_reload_certs(f->srv, &err), GQ_OK);
     /* A new matching pair is picked up. */
     gen_certs(f->dir, "wh", true);
-    assert_int_equal(wh_server_reload_certs(f->srv, &err), GQ_OK);
+    assert_int_equal(http_server_reload_certs(f->srv, &err), GQ_OK);
 }
 
 int main(void)

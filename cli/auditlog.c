@@ -10,7 +10,7 @@
 
 /* The suffix of gpuquota's webhook names (mutate.gpuquota.io, ...): how an
  * Event's annotations and messages are told apart from other webhooks'. */
-#define GQ_WEBHOOK_SUFFIX "gpuquota.io"
+#define CLI_WEBHOOK_SUFFIX "gpuquota.io"
 
 static bool ends_with(const char *s, size_t n, const char *suffix)
 {
@@ -21,8 +21,8 @@ static bool ends_with(const char *s, size_t n, const char *suffix)
 /* A webhook name of ours: "gpuquota.io" or "*.gpuquota.io". */
 static bool is_our_webhook(const char *s, size_t n)
 {
-    return ends_with(s, n, "." GQ_WEBHOOK_SUFFIX) ||
-           (n == strlen(GQ_WEBHOOK_SUFFIX) && !memcmp(s, GQ_WEBHOOK_SUFFIX, n));
+    return ends_with(s, n, "." CLI_WEBHOOK_SUFFIX) ||
+           (n == strlen(CLI_WEBHOOK_SUFFIX) && !memcmp(s, CLI_WEBHOOK_SUFFIX, n));
 }
 
 /* The short name shown for webhook NAME: its first label ("validate" for
@@ -302,7 +302,7 @@ static gq_code parse_event(json_object *root, gq_audit_entry *e, gq_err *err)
     return GQ_OK;
 }
 
-gq_code gq_audit_parse_line(const char *line, size_t len, gq_audit_entry *out, gq_err *err)
+gq_code cli_audit_parse_line(const char *line, size_t len, gq_audit_entry *out, gq_err *err)
 {
     /* Never read back: the pod objects of Events logged at Request level and
      * the bulky trees of our own records. Still checked, never built. */
@@ -312,8 +312,8 @@ gq_code gq_audit_parse_line(const char *line, size_t len, gq_audit_entry *out, g
     gq_audit_entry e;
     gq_code rc;
     memset(&e, 0, sizeof(e));
-    if (len > GQ_AUDIT_LINE_MAX)
-        return gq_err_set(err, GQ_ELIMIT, "line longer than %zu bytes", GQ_AUDIT_LINE_MAX);
+    if (len > CLI_AUDIT_LINE_MAX)
+        return gq_err_set(err, GQ_ELIMIT, "line longer than %zu bytes", CLI_AUDIT_LINE_MAX);
     if (len && line[len - 1] == '\r')
         len--;
     if ((rc = gq_json_parse_pruned(line, len, GQ_JSON_DEFAULT_DEPTH, skip,
@@ -340,7 +340,7 @@ out:
     return rc;
 }
 
-gq_code gq_audit_parse_since(const char *s, int64_t now, int64_t *out, gq_err *err)
+gq_code cli_audit_parse_since(const char *s, int64_t now, int64_t *out, gq_err *err)
 {
     if (!s || !*s)
         return gq_err_set(err, GQ_EINVAL, "--since: empty");
@@ -396,7 +396,7 @@ static bool str_eq(const char *a, const char *b)
     return a && b && !strcmp(a, b);
 }
 
-bool gq_audit_matches(const gq_audit_entry *e, const gq_audit_filter *f)
+bool cli_audit_matches(const gq_audit_entry *e, const cli_audit_filter *f)
 {
     if (!f)
         return true;
@@ -423,7 +423,7 @@ bool gq_audit_matches(const gq_audit_entry *e, const gq_audit_filter *f)
     return true;
 }
 
-void gq_audit_charge_text(const gq_audit_entry *e, char *buf, size_t cap)
+void cli_audit_charge_text(const gq_audit_entry *e, char *buf, size_t cap)
 {
     /* The order our webhooks write it in. */
     static const gq_qkey order[] = {GQ_KEY_GPU_MEMORY, GQ_KEY_GPUS, GQ_KEY_GPU_PODS};
@@ -444,7 +444,7 @@ void gq_audit_charge_text(const gq_audit_entry *e, char *buf, size_t cap)
     }
 }
 
-void gq_audit_entry_to_json(const gq_audit_entry *e, gq_strbuf *b)
+void cli_audit_entry_to_json(const gq_audit_entry *e, gq_strbuf *b)
 {
     gq_strbuf_puts(b, e->source == GQ_AUDIT_SRC_APISERVER ? "{\"source\":\"kube-apiserver\""
                                                           : "{\"source\":\"gpuquota\"");
@@ -479,18 +479,18 @@ void gq_audit_entry_to_json(const gq_audit_entry *e, gq_strbuf *b)
 
 /* ---- summary ------------------------------------------------------------ */
 
-void gq_audit_summary_init(gq_audit_summary *s)
+void cli_audit_summary_init(cli_audit_summary *s)
 {
     memset(s, 0, sizeof(*s));
 }
 
-static void ns_dispose(gq_audit_ns_summary *n)
+static void ns_dispose(cli_audit_ns_summary *n)
 {
     free(n->namespace_);
     free(n->reasons);
 }
 
-void gq_audit_summary_dispose(gq_audit_summary *s)
+void cli_audit_summary_dispose(cli_audit_summary *s)
 {
     if (!s)
         return;
@@ -501,7 +501,7 @@ void gq_audit_summary_dispose(gq_audit_summary *s)
     memset(s, 0, sizeof(*s));
 }
 
-static void reason_key(const char *reason, char key[GQ_AUDIT_REASON_KEY_MAX])
+static void reason_key(const char *reason, char key[CLI_AUDIT_REASON_KEY_MAX])
 {
     /* The first ", " outside quotes and brackets: "must be in (0, 1]" is
      * one phrase, "exceeded quota: team-a, requested: ..." two. */
@@ -517,13 +517,13 @@ static void reason_key(const char *reason, char key[GQ_AUDIT_REASON_KEY_MAX])
         else if (!quoted && (r[n] == ')' || r[n] == ']') && depth > 0)
             depth--;
     }
-    if (n >= GQ_AUDIT_REASON_KEY_MAX)
-        n = GQ_AUDIT_REASON_KEY_MAX - 1;
+    if (n >= CLI_AUDIT_REASON_KEY_MAX)
+        n = CLI_AUDIT_REASON_KEY_MAX - 1;
     memcpy(key, r, n);
     key[n] = '\0';
 }
 
-static gq_code ns_add(gq_audit_ns_summary *n, const gq_audit_entry *e, const char *key)
+static gq_code ns_add(cli_audit_ns_summary *n, const gq_audit_entry *e, const char *key)
 {
     if (e->decision == GQ_AUDIT_ALLOWED)
         n->admitted++;
@@ -543,30 +543,30 @@ static gq_code ns_add(gq_audit_ns_summary *n, const gq_audit_entry *e, const cha
             n->reasons[i].count++;
             return GQ_OK;
         }
-    if (n->n_reasons == GQ_AUDIT_REASONS_MAX) {
+    if (n->n_reasons == CLI_AUDIT_REASONS_MAX) {
         n->other_reasons++;
         return GQ_OK;
     }
-    gq_audit_reason *r = realloc(n->reasons, (n->n_reasons + 1) * sizeof(*r));
+    cli_audit_reason *r = realloc(n->reasons, (n->n_reasons + 1) * sizeof(*r));
     if (!r)
         return GQ_ENOMEM;
     n->reasons = r;
-    memcpy(r[n->n_reasons].text, key, GQ_AUDIT_REASON_KEY_MAX);
+    memcpy(r[n->n_reasons].text, key, CLI_AUDIT_REASON_KEY_MAX);
     r[n->n_reasons++].count = 1;
     return GQ_OK;
 }
 
-gq_code gq_audit_summary_add(gq_audit_summary *s, const gq_audit_entry *e)
+gq_code cli_audit_summary_add(cli_audit_summary *s, const gq_audit_entry *e)
 {
     const char *ns = e->namespace_ ? e->namespace_ : "";
-    gq_audit_ns_summary *n = NULL;
+    cli_audit_ns_summary *n = NULL;
     for (size_t i = 0; i < s->n_ns && !n; i++)
         if (!strcmp(s->ns[i].namespace_, ns))
             n = &s->ns[i];
     if (!n) {
         if (s->n_ns == s->cap) {
             size_t cap = s->cap ? s->cap * 2 : 16;
-            gq_audit_ns_summary *p = realloc(s->ns, cap * sizeof(*p));
+            cli_audit_ns_summary *p = realloc(s->ns, cap * sizeof(*p));
             if (!p)
                 return GQ_ENOMEM;
             s->ns = p;
@@ -578,7 +578,7 @@ gq_code gq_audit_summary_add(gq_audit_summary *s, const gq_audit_entry *e)
             return GQ_ENOMEM;
         s->n_ns++;
     }
-    char key[GQ_AUDIT_REASON_KEY_MAX];
+    char key[CLI_AUDIT_REASON_KEY_MAX];
     reason_key(e->reason, key);
     gq_code rc = ns_add(n, e, key);
     if (!rc)
@@ -588,25 +588,25 @@ gq_code gq_audit_summary_add(gq_audit_summary *s, const gq_audit_entry *e)
 
 static int cmp_ns(const void *a, const void *b)
 {
-    return strcmp(((const gq_audit_ns_summary *)a)->namespace_,
-                  ((const gq_audit_ns_summary *)b)->namespace_);
+    return strcmp(((const cli_audit_ns_summary *)a)->namespace_,
+                  ((const cli_audit_ns_summary *)b)->namespace_);
 }
 
 static int cmp_reason(const void *a, const void *b)
 {
-    const gq_audit_reason *x = a, *y = b;
+    const cli_audit_reason *x = a, *y = b;
     if (x->count != y->count)
         return x->count > y->count ? -1 : 1;
     return strcmp(x->text, y->text);
 }
 
-void gq_audit_summary_finish(gq_audit_summary *s)
+void cli_audit_summary_finish(cli_audit_summary *s)
 {
     if (s->n_ns > 1)
         qsort(s->ns, s->n_ns, sizeof(*s->ns), cmp_ns);
     for (size_t i = 0; i < s->n_ns; i++)
         if (s->ns[i].n_reasons > 1)
-            qsort(s->ns[i].reasons, s->ns[i].n_reasons, sizeof(gq_audit_reason), cmp_reason);
+            qsort(s->ns[i].reasons, s->ns[i].n_reasons, sizeof(cli_audit_reason), cmp_reason);
     if (s->total.n_reasons > 1)
-        qsort(s->total.reasons, s->total.n_reasons, sizeof(gq_audit_reason), cmp_reason);
+        qsort(s->total.reasons, s->total.n_reasons, sizeof(cli_audit_reason), cmp_reason);
 }

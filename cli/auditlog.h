@@ -6,8 +6,8 @@
  * come from the caller, the current time is a parameter. Decisions are written down in
  * docs/audit.md
  * ("Reviewing"). */
-#ifndef GQ_AUDITLOG_H
-#define GQ_AUDITLOG_H
+#ifndef CLI_AUDITLOG_H
+#define CLI_AUDITLOG_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -21,23 +21,23 @@
 #include "common/jsonutil.h"
 
 /* Longest line the reader accepts (callers skip and count longer ones). */
-#define GQ_AUDIT_LINE_MAX ((size_t)1 << 20)
+#define CLI_AUDIT_LINE_MAX ((size_t)1 << 20)
 
 /* Parse one line (no newline; a trailing '\r' is allowed). On GQ_OK *out
  * holds the record (caller disposes). GQ_ENOTFOUND: well-formed JSON that is
  * not a decision to review (another object, an Event that no gpuquota webhook
  * took part in, or an Event stage other than ResponseComplete/Panic).
  * GQ_EINVAL: not JSON, or a record with a field of the wrong type. GQ_ELIMIT:
- * longer than GQ_AUDIT_LINE_MAX. GQ_ENOMEM. *out is untouched on error. */
-gq_code gq_audit_parse_line(const char *line, size_t len, gq_audit_entry *out, gq_err *err) GQ_WUR;
+ * longer than CLI_AUDIT_LINE_MAX. GQ_ENOMEM. *out is untouched on error. */
+gq_code cli_audit_parse_line(const char *line, size_t len, gq_audit_entry *out, gq_err *err) GQ_WUR;
 
 /* --since: a duration ("90m", "2h", "7d", "1h30m", "45s") before now, or an
  * RFC 3339 time. *out is the earliest Unix second that passes. GQ_EINVAL
  * with a message otherwise; GQ_ERANGE when it overflows. */
-gq_code gq_audit_parse_since(const char *s, int64_t now, int64_t *out, gq_err *err) GQ_WUR;
+gq_code cli_audit_parse_since(const char *s, int64_t now, int64_t *out, gq_err *err) GQ_WUR;
 
 /* What a record must match; NULL/false fields do not filter. All borrowed. */
-typedef struct gq_audit_filter {
+typedef struct cli_audit_filter {
     bool has_since;
     int64_t since; /* records without a time never pass */
     const char *namespace_;
@@ -50,58 +50,58 @@ typedef struct gq_audit_filter {
     const char *const *ns_names;
     json_object *const *ns_labels;
     size_t n_ns;
-} gq_audit_filter;
+} cli_audit_filter;
 
-bool gq_audit_matches(const gq_audit_entry *e, const gq_audit_filter *f);
+bool cli_audit_matches(const gq_audit_entry *e, const cli_audit_filter *f);
 
 /* Append e as one compact JSON object (no newline) to b:
  * {"source","time","uid","webhook","operation","namespace","name","user",
  *  "dryRun","decision","reason","code","charge"}; "code" only for Events,
  * "charge" (canonical quantities) only when known. */
-void gq_audit_entry_to_json(const gq_audit_entry *e, gq_strbuf *b);
+void cli_audit_entry_to_json(const gq_audit_entry *e, gq_strbuf *b);
 
 /* "gpu-memory=20Gi,gpus=0,gpu-pods=1" (the keys the record gave) into buf
  * (cap bytes, cap >= 1); "" without a charge. */
-void gq_audit_charge_text(const gq_audit_entry *e, char *buf, size_t cap);
+void cli_audit_charge_text(const gq_audit_entry *e, char *buf, size_t cap);
 
 /* Deny reasons are grouped by their text up to the first ", " outside
  * quotes and brackets (the quota, limit or container they name, without the
- * changing figures), at most GQ_AUDIT_REASON_KEY_MAX - 1 bytes. */
-#define GQ_AUDIT_REASONS_MAX 64 /* distinct groups kept per namespace */
-#define GQ_AUDIT_REASON_KEY_MAX 128
+ * changing figures), at most CLI_AUDIT_REASON_KEY_MAX - 1 bytes. */
+#define CLI_AUDIT_REASONS_MAX 64 /* distinct groups kept per namespace */
+#define CLI_AUDIT_REASON_KEY_MAX 128
 
-typedef struct gq_audit_reason {
-    char text[GQ_AUDIT_REASON_KEY_MAX];
+typedef struct cli_audit_reason {
+    char text[CLI_AUDIT_REASON_KEY_MAX];
     uint64_t count;
-} gq_audit_reason;
+} cli_audit_reason;
 
-typedef struct gq_audit_ns_summary {
+typedef struct cli_audit_ns_summary {
     char *namespace_; /* "" for records without a namespace */
     uint64_t admitted, denied, errors;
     int64_t charged_bytes; /* gpu-memory of admitted, charged validate decisions */
     bool charged_overflow;
-    gq_audit_reason *reasons; /* sorted by count (desc), then text, after finish */
+    cli_audit_reason *reasons; /* sorted by count (desc), then text, after finish */
     size_t n_reasons;
-    uint64_t other_reasons; /* denials beyond GQ_AUDIT_REASONS_MAX groups */
-} gq_audit_ns_summary;
+    uint64_t other_reasons; /* denials beyond CLI_AUDIT_REASONS_MAX groups */
+} cli_audit_ns_summary;
 
-/* Caller-owned: zero it (or gq_audit_summary_init), add records, finish,
+/* Caller-owned: zero it (or cli_audit_summary_init), add records, finish,
  * read ns[0..n_ns) (sorted by namespace) and total, dispose. */
-typedef struct gq_audit_summary {
-    gq_audit_ns_summary *ns;
+typedef struct cli_audit_summary {
+    cli_audit_ns_summary *ns;
     size_t n_ns, cap;
-    gq_audit_ns_summary total; /* reasons of all namespaces together */
-} gq_audit_summary;
+    cli_audit_ns_summary total; /* reasons of all namespaces together */
+} cli_audit_summary;
 
-void gq_audit_summary_init(gq_audit_summary *s);
-void gq_audit_summary_dispose(gq_audit_summary *s);
+void cli_audit_summary_init(cli_audit_summary *s);
+void cli_audit_summary_dispose(cli_audit_summary *s);
 
 /* Count e: admitted/denied/errors by decision; gpu-memory charged only for
  * allowed, non-dry-run decisions of the validate webhook (the one that
  * charges quota) that carry a charge. GQ_ENOMEM. */
-gq_code gq_audit_summary_add(gq_audit_summary *s, const gq_audit_entry *e) GQ_WUR;
+gq_code cli_audit_summary_add(cli_audit_summary *s, const gq_audit_entry *e) GQ_WUR;
 
 /* Sort namespaces and reasons for output. */
-void gq_audit_summary_finish(gq_audit_summary *s);
+void cli_audit_summary_finish(cli_audit_summary *s);
 
 #endif

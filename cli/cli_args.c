@@ -11,8 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-gq_code gq_cli_parse_long(const char *opt, const char *s, long min, long max, long *out,
-                          gq_err *err)
+gq_code cli_parse_long(const char *opt, const char *s, long min, long max, long *out, gq_err *err)
 {
     char *end = NULL;
     if (!s || !*s)
@@ -26,8 +25,8 @@ gq_code gq_cli_parse_long(const char *opt, const char *s, long min, long max, lo
     return GQ_OK;
 }
 
-gq_code gq_cli_parse_bytes(const char *opt, const char *s, int64_t min, int64_t max, int64_t *out,
-                           gq_err *err)
+gq_code cli_parse_bytes(const char *opt, const char *s, int64_t min, int64_t max, int64_t *out,
+                        gq_err *err)
 {
     gq_quantity q;
     int64_t v = 0;
@@ -42,15 +41,15 @@ gq_code gq_cli_parse_bytes(const char *opt, const char *s, int64_t min, int64_t 
 }
 
 /* Configuration files are small; a larger file is a mistake, not a config. */
-#define GQ_CLI_CONFIG_MAX ((size_t)1 << 20)
+#define CLI_CONFIG_MAX ((size_t)1 << 20)
 
-gq_code gq_cli_load_config(const char *path, gq_config **out, gq_err *err)
+gq_code cli_load_config(const char *path, gq_config **out, gq_err *err)
 {
     char *buf = NULL;
     size_t len = 0;
     if (!path)
         return gq_config_default(out, err);
-    gq_code rc = gq_cli_read_file(path, GQ_CLI_CONFIG_MAX, &buf, &len, err);
+    gq_code rc = cli_read_file(path, CLI_CONFIG_MAX, &buf, &len, err);
     if (!rc)
         rc = gq_config_parse(buf, len, path, out, err);
     free(buf);
@@ -59,13 +58,13 @@ gq_code gq_cli_load_config(const char *path, gq_config **out, gq_err *err)
 
 /* The option arg names: exactly, by its alias, or by a unique prefix of its
  * long name. NULL with err set otherwise. */
-static const gq_cli_opt *find_opt(const char *arg, size_t len, const gq_cli_opt *opts, size_t n,
-                                  gq_err *err)
+static const cli_opt *find_opt(const char *arg, size_t len, const cli_opt *opts, size_t n,
+                               gq_err *err)
 {
-    const gq_cli_opt *prefix = NULL;
+    const cli_opt *prefix = NULL;
     size_t n_prefix = 0;
     for (size_t i = 0; i < n; i++) {
-        const gq_cli_opt *o = &opts[i];
+        const cli_opt *o = &opts[i];
         if ((strlen(o->name) == len && !strncmp(o->name, arg, len)) ||
             (o->alias && strlen(o->alias) == len && !strncmp(o->alias, arg, len)))
             return o;
@@ -81,24 +80,24 @@ static const gq_cli_opt *find_opt(const char *arg, size_t len, const gq_cli_opt 
     return NULL;
 }
 
-static gq_code store_value(const gq_cli_opt *o, const char *v, gq_err *err)
+static gq_code store_value(const cli_opt *o, const char *v, gq_err *err)
 {
     switch (o->kind) {
-    case GQ_OPT_NONEMPTY:
+    case CLI_OPT_NONEMPTY:
         if (!*v)
             return gq_err_set(err, GQ_EINVAL, "%s needs a value", o->name);
         /* fall through */
-    case GQ_OPT_STRING:
+    case CLI_OPT_STRING:
         *(const char **)o->dst = v;
         return GQ_OK;
-    case GQ_OPT_LIST: {
-        gq_cli_list *l = o->dst;
+    case CLI_OPT_LIST: {
+        cli_list *l = o->dst;
         if (l->n == l->cap)
             return gq_err_set(err, GQ_ELIMIT, "at most %zu %s", l->cap, o->name);
         l->v[l->n++] = v;
         return GQ_OK;
     }
-    case GQ_OPT_CHOICE: {
+    case CLI_OPT_CHOICE: {
         char list[256];
         size_t len = 0;
         list[0] = '\0';
@@ -114,18 +113,18 @@ static gq_code store_value(const gq_cli_opt *o, const char *v, gq_err *err)
         return gq_err_set(err, GQ_EINVAL, "%s %.64s: one of %s", o->alias ? o->alias : o->name, v,
                           list);
     }
-    case GQ_OPT_LONG:
-        return gq_cli_parse_long(o->name, v, o->min, o->max, o->dst, err);
-    case GQ_OPT_FN:
+    case CLI_OPT_LONG:
+        return cli_parse_long(o->name, v, o->min, o->max, o->dst, err);
+    case CLI_OPT_FN:
         return o->fn(o->name, v, o->dst, err);
-    case GQ_OPT_FLAG:
+    case CLI_OPT_FLAG:
         break;
     }
     return gq_err_set(err, GQ_EINVAL, "%s takes no value", o->name);
 }
 
-gq_cli_parsed gq_cli_parse(int argc, char **argv, const gq_cli_opt *opts, size_t n,
-                           const char **pos, size_t *n_pos, gq_err *err)
+cli_parsed cli_parse(int argc, char **argv, const cli_opt *opts, size_t n, const char **pos,
+                     size_t *n_pos, gq_err *err)
 {
     bool options = true;
     if (n_pos)
@@ -135,7 +134,7 @@ gq_cli_parsed gq_cli_parse(int argc, char **argv, const gq_cli_opt *opts, size_t
         if (!options || a[0] != '-' || !a[1]) {
             if (!pos) {
                 gq_err_set(err, GQ_EINVAL, "unexpected argument %.64s", a);
-                return GQ_CLI_BAD;
+                return CLI_BAD;
             }
             pos[(*n_pos)++] = a;
             continue;
@@ -145,15 +144,15 @@ gq_cli_parsed gq_cli_parse(int argc, char **argv, const gq_cli_opt *opts, size_t
             continue;
         }
         if (!strcmp(a, "--help") || !strcmp(a, "-h"))
-            return GQ_CLI_HELP;
+            return CLI_HELP;
         const char *eq = a[1] == '-' ? strchr(a, '=') : NULL;
-        const gq_cli_opt *o = find_opt(a, eq ? (size_t)(eq - a) : strlen(a), opts, n, err);
+        const cli_opt *o = find_opt(a, eq ? (size_t)(eq - a) : strlen(a), opts, n, err);
         if (!o)
-            return GQ_CLI_BAD;
-        if (o->kind == GQ_OPT_FLAG) {
+            return CLI_BAD;
+        if (o->kind == CLI_OPT_FLAG) {
             if (eq) {
                 gq_err_set(err, GQ_EINVAL, "%s takes no value", o->name);
-                return GQ_CLI_BAD;
+                return CLI_BAD;
             }
             *(bool *)o->dst = true;
             continue;
@@ -162,31 +161,30 @@ gq_cli_parsed gq_cli_parse(int argc, char **argv, const gq_cli_opt *opts, size_t
         if (!v) {
             if (i + 1 >= argc) {
                 gq_err_set(err, GQ_EINVAL, "%s needs a value", o->name);
-                return GQ_CLI_BAD;
+                return CLI_BAD;
             }
             v = argv[++i];
         }
         if (store_value(o, v, err))
-            return GQ_CLI_BAD;
+            return CLI_BAD;
     }
-    return GQ_CLI_PARSED;
+    return CLI_PARSED;
 }
 
-int gq_cli_parse_or_exit(const gq_cli_cmd *cmd, int argc, char **argv, const char **pos,
-                         size_t *n_pos)
+int cli_parse_or_exit(const cli_cmd *cmd, int argc, char **argv, const char **pos, size_t *n_pos)
 {
     gq_err err;
     gq_err_clear(&err);
-    switch (gq_cli_parse(argc, argv, cmd->opts, cmd->n_opts, pos, n_pos, &err)) {
-    case GQ_CLI_PARSED:
+    switch (cli_parse(argc, argv, cmd->opts, cmd->n_opts, pos, n_pos, &err)) {
+    case CLI_PARSED:
         return -1;
-    case GQ_CLI_HELP:
+    case CLI_HELP:
         cmd->usage(stdout);
-        return GQ_EXIT_OK;
-    case GQ_CLI_BAD:
+        return CLI_EXIT_OK;
+    case CLI_BAD:
         break;
     }
     fprintf(stderr, "gpuquota %s: %s\n", cmd->name, err.msg);
     cmd->usage(stderr);
-    return GQ_EXIT_USAGE;
+    return CLI_EXIT_USAGE;
 }

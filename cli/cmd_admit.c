@@ -25,7 +25,7 @@
 #include "common/yamljson.h"
 #include "common/json_member.h"
 
-const char gq_cmd_admit_summary[] =
+const char cli_cmd_admit_summary[] =
     "run a pod or AdmissionReview through the mutating webhook offline";
 
 #define INPUT_MAX ((size_t)GQ_YAML_MAX_BYTES)
@@ -42,7 +42,7 @@ typedef struct admit_opts {
     bool review_only;  /* print the AdmissionReview and stop */
     const char *uid;   /* request.uid of a review made for a pod */
     const char *patch; /* JSON Patch file applied to the pod first */
-    gq_cli_list state; /* --state files (quotas, limit ranges, namespaces, pods) */
+    cli_list state;    /* --state files (quotas, limit ranges, namespaces, pods) */
     const char *state_files[STATE_FILES_MAX];
 } admit_opts;
 
@@ -88,28 +88,31 @@ static int parse_args(int argc, char **argv, admit_opts *o)
     static const char *const outputs[] = {"text", "json", "patch", NULL};
     int out = 0;
     memset(o, 0, sizeof(*o));
-    o->state = (gq_cli_list){o->state_files, 0, STATE_FILES_MAX};
-    const gq_cli_opt opts[] = {
-        {.name = "--config", .kind = GQ_OPT_STRING, .dst = &o->config},
-        {.name = "--review-only", .kind = GQ_OPT_FLAG, .dst = &o->review_only},
-        {.name = "--uid", .kind = GQ_OPT_NONEMPTY, .dst = &o->uid},
-        {.name = "--patch", .kind = GQ_OPT_STRING, .dst = &o->patch},
-        {.name = "--state", .kind = GQ_OPT_LIST, .dst = &o->state},
-        {.name = "--output", .alias = "-o", .kind = GQ_OPT_CHOICE, .dst = &out, .choices = outputs},
+    o->state = (cli_list){o->state_files, 0, STATE_FILES_MAX};
+    const cli_opt opts[] = {
+        {.name = "--config", .kind = CLI_OPT_STRING, .dst = &o->config},
+        {.name = "--review-only", .kind = CLI_OPT_FLAG, .dst = &o->review_only},
+        {.name = "--uid", .kind = CLI_OPT_NONEMPTY, .dst = &o->uid},
+        {.name = "--patch", .kind = CLI_OPT_STRING, .dst = &o->patch},
+        {.name = "--state", .kind = CLI_OPT_LIST, .dst = &o->state},
+        {.name = "--output",
+         .alias = "-o",
+         .kind = CLI_OPT_CHOICE,
+         .dst = &out,
+         .choices = outputs},
     };
     const char **pos = calloc((size_t)argc, sizeof(*pos));
     size_t n_pos = 0;
     if (!pos) {
         fprintf(stderr, "gpuquota admit: out of memory\n");
-        return GQ_EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
-    int rc =
-        gq_cli_parse_or_exit(&(gq_cli_cmd){"admit", opts, sizeof(opts) / sizeof(opts[0]), usage},
-                             argc, argv, pos, &n_pos);
+    int rc = cli_parse_or_exit(&(cli_cmd){"admit", opts, sizeof(opts) / sizeof(opts[0]), usage},
+                               argc, argv, pos, &n_pos);
     if (rc < 0 && n_pos != 1) {
         fprintf(stderr, "gpuquota admit: %s\n", n_pos ? "one FILE only" : "FILE is required");
         usage(stderr);
-        rc = GQ_EXIT_USAGE;
+        rc = CLI_EXIT_USAGE;
     }
     if (rc < 0) {
         o->file = pos[0];
@@ -185,7 +188,7 @@ static gq_code load_state(const gq_config *cfg, const admit_opts *o, wh_memstore
     for (size_t i = 0; i < o->state.n && !rc; i++) {
         char *buf = NULL;
         size_t len = 0;
-        rc = gq_cli_read_file(o->state.v[i], INPUT_MAX, &buf, &len, err);
+        rc = cli_read_file(o->state.v[i], INPUT_MAX, &buf, &len, err);
         if (!rc)
             rc = gq_yaml_load(buf, len, o->state.v[i], &docs[i], &n_docs[i], err);
         free(buf);
@@ -316,7 +319,7 @@ static gq_code patch_member(json_object *doc, const char *member, const char *fi
     char *text = NULL;
     size_t len = 0;
     json_object *cur = NULL, *patched = NULL;
-    gq_code rc = gq_cli_read_file(file, INPUT_MAX, &text, &len, err);
+    gq_code rc = cli_read_file(file, INPUT_MAX, &text, &len, err);
     if (rc)
         return rc;
     json_object_object_get_ex(doc, member, &cur);
@@ -581,8 +584,8 @@ static void admit_run_dispose(admit_run *run)
 static gq_code read_review(admit_run *run)
 {
     gq_code rc;
-    if ((rc = gq_cli_load_config(run->o->config, &run->cfg, &run->err)) ||
-        (rc = gq_cli_read_file(run->o->file, INPUT_MAX, &run->buf, &run->len, &run->err)) ||
+    if ((rc = cli_load_config(run->o->config, &run->cfg, &run->err)) ||
+        (rc = cli_read_file(run->o->file, INPUT_MAX, &run->buf, &run->len, &run->err)) ||
         (rc = gq_yaml_load(run->buf, run->len, run->name, &run->docs, &run->n_docs, &run->err)))
         return rc;
     if (run->n_docs != 1)
@@ -662,11 +665,11 @@ static void print_decision(const admit_run *run)
     }
 }
 
-int gq_cmd_admit(int argc, char **argv)
+int cli_cmd_admit(int argc, char **argv)
 {
     admit_opts o;
     admit_run run;
-    int status = GQ_EXIT_USAGE;
+    int status = CLI_EXIT_USAGE;
     int a = parse_args(argc, argv, &o);
     if (a >= 0)
         return a;
@@ -675,13 +678,13 @@ int gq_cmd_admit(int argc, char **argv)
         goto fail;
     if (o.review_only) {
         puts(json_text(run.review, JSON_C_TO_STRING_PLAIN));
-        status = GQ_EXIT_OK;
+        status = CLI_EXIT_OK;
         goto out;
     }
     if (load_cluster(&run) || decide(&run))
         goto fail;
     print_decision(&run);
-    status = run.r.allowed ? GQ_EXIT_OK : GQ_EXIT_DENIED;
+    status = run.r.allowed ? CLI_EXIT_OK : CLI_EXIT_DENIED;
     goto out;
 fail:
     fprintf(stderr, "gpuquota admit: %s\n", run.err.msg);

@@ -13,7 +13,7 @@
 #include "quota/crd.h"
 #include "common/yamljson.h"
 
-const char gq_cmd_audit_summary[] = "review gpuquota and kube-apiserver audit logs";
+const char cli_cmd_audit_summary[] = "review gpuquota and kube-apiserver audit logs";
 
 #define AUDIT_STATE_MAX 16
 #define AUDIT_STATE_BYTES ((size_t)16 << 20)
@@ -24,7 +24,7 @@ typedef struct audit_opts {
     const char **files;
     size_t n_files;
     const char *since, *namespace_, *tenant, *user, *webhook;
-    gq_cli_list state; /* --state files */
+    cli_list state; /* --state files */
     const char *state_files[AUDIT_STATE_MAX];
     bool denied;
     enum out_format out;
@@ -66,29 +66,32 @@ static int parse_args(int argc, char **argv, audit_opts *o)
     static const char *const outputs[] = {"table", "json", "summary", NULL};
     int out = OUT_TABLE;
     memset(o, 0, sizeof(*o));
-    o->state = (gq_cli_list){o->state_files, 0, AUDIT_STATE_MAX};
-    const gq_cli_opt opts[] = {
-        {.name = "--since", .kind = GQ_OPT_STRING, .dst = &o->since},
-        {.name = "--namespace", .kind = GQ_OPT_STRING, .dst = &o->namespace_},
-        {.name = "--tenant", .kind = GQ_OPT_STRING, .dst = &o->tenant},
-        {.name = "--user", .kind = GQ_OPT_STRING, .dst = &o->user},
-        {.name = "--webhook", .kind = GQ_OPT_STRING, .dst = &o->webhook},
-        {.name = "--state", .kind = GQ_OPT_LIST, .dst = &o->state},
-        {.name = "--denied", .kind = GQ_OPT_FLAG, .dst = &o->denied},
-        {.name = "--output", .alias = "-o", .kind = GQ_OPT_CHOICE, .dst = &out, .choices = outputs},
+    o->state = (cli_list){o->state_files, 0, AUDIT_STATE_MAX};
+    const cli_opt opts[] = {
+        {.name = "--since", .kind = CLI_OPT_STRING, .dst = &o->since},
+        {.name = "--namespace", .kind = CLI_OPT_STRING, .dst = &o->namespace_},
+        {.name = "--tenant", .kind = CLI_OPT_STRING, .dst = &o->tenant},
+        {.name = "--user", .kind = CLI_OPT_STRING, .dst = &o->user},
+        {.name = "--webhook", .kind = CLI_OPT_STRING, .dst = &o->webhook},
+        {.name = "--state", .kind = CLI_OPT_LIST, .dst = &o->state},
+        {.name = "--denied", .kind = CLI_OPT_FLAG, .dst = &o->denied},
+        {.name = "--output",
+         .alias = "-o",
+         .kind = CLI_OPT_CHOICE,
+         .dst = &out,
+         .choices = outputs},
     };
     o->files = calloc((size_t)argc, sizeof(*o->files));
     if (!o->files) {
         fprintf(stderr, "gpuquota audit: out of memory\n");
-        return GQ_EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
-    int rc =
-        gq_cli_parse_or_exit(&(gq_cli_cmd){"audit", opts, sizeof(opts) / sizeof(opts[0]), usage},
-                             argc, argv, o->files, &o->n_files);
+    int rc = cli_parse_or_exit(&(cli_cmd){"audit", opts, sizeof(opts) / sizeof(opts[0]), usage},
+                               argc, argv, o->files, &o->n_files);
     o->out = (enum out_format)out;
     if (rc < 0 && o->tenant && !o->state.n) {
         fprintf(stderr, "gpuquota audit: --tenant needs --state FILE with the GPUTenantQuota\n");
-        rc = GQ_EXIT_USAGE;
+        rc = CLI_EXIT_USAGE;
     }
     return rc;
 }
@@ -173,7 +176,7 @@ static gq_code state_load(const audit_opts *o, audit_state *st, gq_err *err)
     for (size_t i = 0; i < o->state.n && !rc; i++) {
         char *buf = NULL;
         size_t len = 0;
-        rc = gq_cli_read_file(o->state.v[i], AUDIT_STATE_BYTES, &buf, &len, err);
+        rc = cli_read_file(o->state.v[i], AUDIT_STATE_BYTES, &buf, &len, err);
         if (!rc)
             rc = gq_yaml_load(buf, len, o->state.v[i], &st->docs[i], &st->n_docs[i], err);
         free(buf);
@@ -231,11 +234,11 @@ static void print_table_row(const gq_audit_entry *e)
             : e->decision == GQ_AUDIT_DENIED ? "denied"
                                              : "error",
             8, false);
-    gq_audit_charge_text(e, charge, sizeof(charge));
+    cli_audit_charge_text(e, charge, sizeof(charge));
     put_col(e->decision == GQ_AUDIT_ALLOWED ? charge : e->reason, 80, true);
 }
 
-static void print_summary_row(const gq_audit_ns_summary *n, const char *label)
+static void print_summary_row(const cli_audit_ns_summary *n, const char *label)
 {
     char mem[GQ_QUANTITY_STR_MAX];
     if (n->charged_overflow)
@@ -256,9 +259,9 @@ static void print_summary_row(const gq_audit_ns_summary *n, const char *label)
     putchar('\n');
 }
 
-static void print_summary(gq_audit_summary *s)
+static void print_summary(cli_audit_summary *s)
 {
-    gq_audit_summary_finish(s);
+    cli_audit_summary_finish(s);
     printf("%-24s  %8s  %6s  %6s  %-10s  %s\n", "NAMESPACE", "ADMITTED", "DENIED", "ERRORS",
            "GPU-MEMORY", "TOP DENY REASONS");
     for (size_t i = 0; i < s->n_ns; i++)
@@ -270,17 +273,17 @@ static void print_summary(gq_audit_summary *s)
 
 typedef struct audit_run {
     const audit_opts *o;
-    const gq_audit_filter *filter;
-    gq_audit_summary summary;
+    const cli_audit_filter *filter;
+    cli_audit_summary summary;
     audit_counts counts;
-    char *line; /* GQ_AUDIT_LINE_MAX bytes */
+    char *line; /* CLI_AUDIT_LINE_MAX bytes */
 } audit_run;
 
 static gq_code handle_line(audit_run *r, const char *line, size_t len)
 {
     gq_audit_entry e;
     gq_err err;
-    gq_code rc = gq_audit_parse_line(line, len, &e, &err);
+    gq_code rc = cli_audit_parse_line(line, len, &e, &err);
     if (rc == GQ_ENOMEM)
         return rc;
     if (rc == GQ_ENOTFOUND) {
@@ -292,14 +295,14 @@ static gq_code handle_line(audit_run *r, const char *line, size_t len)
         return GQ_OK;
     }
     r->counts.records++;
-    if (gq_audit_matches(&e, r->filter)) {
+    if (cli_audit_matches(&e, r->filter)) {
         if (r->o->out == OUT_TABLE) {
             print_table_row(&e);
         } else if (r->o->out == OUT_JSON) {
             gq_strbuf b = {0};
             char *text = NULL;
             size_t n = 0;
-            gq_audit_entry_to_json(&e, &b);
+            cli_audit_entry_to_json(&e, &b);
             rc = gq_strbuf_finish(&b, &text, &n);
             if (!rc) {
                 fwrite(text, 1, n, stdout);
@@ -307,14 +310,14 @@ static gq_code handle_line(audit_run *r, const char *line, size_t len)
             }
             free(text);
         } else {
-            rc = gq_audit_summary_add(&r->summary, &e);
+            rc = cli_audit_summary_add(&r->summary, &e);
         }
     }
     gq_audit_entry_dispose(&e);
     return rc;
 }
 
-/* Lines of f, each at most GQ_AUDIT_LINE_MAX bytes; longer ones are skipped
+/* Lines of f, each at most CLI_AUDIT_LINE_MAX bytes; longer ones are skipped
  * to their end and counted. Blank lines are ignored. */
 static gq_code read_stream(audit_run *r, FILE *f)
 {
@@ -324,7 +327,7 @@ static gq_code read_stream(audit_run *r, FILE *f)
     gq_code rc = GQ_OK;
     while (!rc && (c = getc(f)) != EOF) {
         if (c != '\n') {
-            if (len < GQ_AUDIT_LINE_MAX)
+            if (len < CLI_AUDIT_LINE_MAX)
                 r->line[len++] = (char)c;
             else
                 too_long = true;
@@ -344,14 +347,14 @@ static gq_code read_stream(audit_run *r, FILE *f)
     return rc;
 }
 
-/* The filter of the options (with --state's tenant); GQ_EXIT_OK, else
- * GQ_EXIT_USAGE with the message printed. */
-static int make_filter(const audit_opts *o, audit_state *st, gq_audit_filter *filter)
+/* The filter of the options (with --state's tenant); CLI_EXIT_OK, else
+ * CLI_EXIT_USAGE with the message printed. */
+static int make_filter(const audit_opts *o, audit_state *st, cli_audit_filter *filter)
 {
     gq_err err;
-    if (o->since && gq_audit_parse_since(o->since, (int64_t)time(NULL), &filter->since, &err)) {
+    if (o->since && cli_audit_parse_since(o->since, (int64_t)time(NULL), &filter->since, &err)) {
         fprintf(stderr, "gpuquota audit: %s\n", err.msg);
-        return GQ_EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
     filter->has_since = o->since != NULL;
     filter->namespace_ = o->namespace_;
@@ -360,7 +363,7 @@ static int make_filter(const audit_opts *o, audit_state *st, gq_audit_filter *fi
     filter->denied_only = o->denied;
     if (o->state.n && state_load(o, st, &err)) {
         fprintf(stderr, "gpuquota audit: --state: %s\n", err.msg);
-        return GQ_EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
     if (o->tenant) {
         filter->tenant = st->tenant;
@@ -368,7 +371,7 @@ static int make_filter(const audit_opts *o, audit_state *st, gq_audit_filter *fi
         filter->ns_labels = st->ns_labels;
         filter->n_ns = st->n_ns;
     }
-    return GQ_EXIT_OK;
+    return CLI_EXIT_OK;
 }
 
 /* Every file of the command line (stdin without any), in order; a file that
@@ -379,25 +382,25 @@ static int read_files(audit_run *run)
     const audit_opts *o = run->o;
     const char *const *files = o->n_files ? o->files : stdin_only;
     size_t n_files = o->n_files ? o->n_files : 1;
-    int status = GQ_EXIT_OK;
+    int status = CLI_EXIT_OK;
     for (size_t i = 0; i < n_files; i++) {
         bool is_stdin = !strcmp(files[i], "-");
         FILE *f = is_stdin ? stdin : fopen(files[i], "rb");
         if (!f) {
             fprintf(stderr, "gpuquota audit: %s: %s\n", files[i], strerror(errno));
-            status = GQ_EXIT_USAGE;
+            status = CLI_EXIT_USAGE;
             continue;
         }
         gq_code rc = read_stream(run, f);
         if (!rc && ferror(f)) {
             fprintf(stderr, "gpuquota audit: %s: read error\n", files[i]);
-            status = GQ_EXIT_USAGE;
+            status = CLI_EXIT_USAGE;
         }
         if (!is_stdin)
             fclose(f);
         if (rc) {
             fprintf(stderr, "gpuquota audit: %s: %s\n", files[i], gq_strerror(rc));
-            return GQ_EXIT_USAGE;
+            return CLI_EXIT_USAGE;
         }
     }
     return status;
@@ -409,19 +412,19 @@ static void report_skipped(const audit_counts *c)
         fprintf(stderr,
                 "gpuquota audit: %llu records read; skipped %llu malformed lines, %llu lines "
                 "longer than %zu bytes, %llu lines that are not admission records\n",
-                c->records, c->malformed, c->too_long, GQ_AUDIT_LINE_MAX, c->other);
+                c->records, c->malformed, c->too_long, CLI_AUDIT_LINE_MAX, c->other);
 }
 
 /* Read, filter and print; the exit status. */
-static int review(const audit_opts *o, const gq_audit_filter *filter)
+static int review(const audit_opts *o, const cli_audit_filter *filter)
 {
     audit_run run;
     memset(&run, 0, sizeof(run));
     run.o = o;
     run.filter = filter;
-    gq_audit_summary_init(&run.summary);
-    int status = GQ_EXIT_USAGE;
-    if (!(run.line = malloc(GQ_AUDIT_LINE_MAX))) {
+    cli_audit_summary_init(&run.summary);
+    int status = CLI_EXIT_USAGE;
+    if (!(run.line = malloc(CLI_AUDIT_LINE_MAX))) {
         fprintf(stderr, "gpuquota audit: out of memory\n");
         goto out;
     }
@@ -434,15 +437,15 @@ static int review(const audit_opts *o, const gq_audit_filter *filter)
     report_skipped(&run.counts);
 out:
     free(run.line);
-    gq_audit_summary_dispose(&run.summary);
+    cli_audit_summary_dispose(&run.summary);
     return status;
 }
 
-int gq_cmd_audit(int argc, char **argv)
+int cli_cmd_audit(int argc, char **argv)
 {
     audit_opts o;
     audit_state st;
-    gq_audit_filter filter;
+    cli_audit_filter filter;
     memset(&st, 0, sizeof(st));
     memset(&filter, 0, sizeof(filter));
     int status = parse_args(argc, argv, &o);
@@ -451,7 +454,7 @@ int gq_cmd_audit(int argc, char **argv)
         return status;
     }
     status = make_filter(&o, &st, &filter);
-    if (status == GQ_EXIT_OK)
+    if (status == CLI_EXIT_OK)
         status = review(&o, &filter);
     state_dispose(&st);
     free(o.files);

@@ -13,7 +13,7 @@
 #include "common/rfc3339.h"
 #include "common/strutil.h"
 
-const char gq_cmd_certs_summary[] =
+const char cli_cmd_certs_summary[] =
     "generate, rotate, inspect webhook TLS certificates and inject the caBundle";
 
 static void usage(FILE *f)
@@ -50,22 +50,22 @@ static int cmd_generate(int argc, char **argv)
 {
     certs_options o = {.days = 365, .ca_days = 3650};
     const char *sans[CERTS_MAX_SANS];
-    gq_cli_list san_list = {sans, 0, CERTS_MAX_SANS};
+    cli_list san_list = {sans, 0, CERTS_MAX_SANS};
     long days = o.days, ca_days = o.ca_days;
     gq_err err;
     gq_err_clear(&err);
-    const gq_cli_opt opts[] = {
-        {.name = "--service", .kind = GQ_OPT_STRING, .dst = &o.service},
-        {.name = "--namespace", .kind = GQ_OPT_STRING, .dst = &o.ns},
-        {.name = "--out", .kind = GQ_OPT_STRING, .dst = &o.out_dir},
-        {.name = "--days", .kind = GQ_OPT_LONG, .dst = &days, .min = 1, .max = 36500},
-        {.name = "--ca-days", .kind = GQ_OPT_LONG, .dst = &ca_days, .min = 1, .max = 36500},
-        {.name = "--san", .kind = GQ_OPT_LIST, .dst = &san_list},
-        {.name = "--rotate", .kind = GQ_OPT_FLAG, .dst = &o.rotate},
+    const cli_opt opts[] = {
+        {.name = "--service", .kind = CLI_OPT_STRING, .dst = &o.service},
+        {.name = "--namespace", .kind = CLI_OPT_STRING, .dst = &o.ns},
+        {.name = "--out", .kind = CLI_OPT_STRING, .dst = &o.out_dir},
+        {.name = "--days", .kind = CLI_OPT_LONG, .dst = &days, .min = 1, .max = 36500},
+        {.name = "--ca-days", .kind = CLI_OPT_LONG, .dst = &ca_days, .min = 1, .max = 36500},
+        {.name = "--san", .kind = CLI_OPT_LIST, .dst = &san_list},
+        {.name = "--rotate", .kind = CLI_OPT_FLAG, .dst = &o.rotate},
     };
-    int prc = gq_cli_parse_or_exit(
-        &(gq_cli_cmd){"certs generate", opts, sizeof(opts) / sizeof(opts[0]), usage}, argc, argv,
-        NULL, NULL);
+    int prc =
+        cli_parse_or_exit(&(cli_cmd){"certs generate", opts, sizeof(opts) / sizeof(opts[0]), usage},
+                          argc, argv, NULL, NULL);
     if (prc >= 0)
         return prc;
     o.days = (int)days;
@@ -87,10 +87,10 @@ static int cmd_generate(int argc, char **argv)
            o.ns, until);
     if (res.ca_created)
         printf("the caBundle changed: run gpuquota certs inject --ca %s/ca.crt\n", o.out_dir);
-    return GQ_EXIT_OK;
+    return CLI_EXIT_OK;
 bad:
     fprintf(stderr, "gpuquota certs generate: %s\n", err.msg);
-    return GQ_EXIT_USAGE;
+    return CLI_EXIT_USAGE;
 }
 
 /* One certificate of file (its index in the file, -1 when it holds one);
@@ -124,23 +124,23 @@ static int cmd_inspect(int argc, char **argv)
 {
     long warn_days = 30;
     gq_err err;
-    int rc = GQ_EXIT_OK;
+    int rc = CLI_EXIT_OK;
     gq_err_clear(&err);
-    const gq_cli_opt opts[] = {
-        {.name = "--warn-days", .kind = GQ_OPT_LONG, .dst = &warn_days, .min = 0, .max = 36500},
+    const cli_opt opts[] = {
+        {.name = "--warn-days", .kind = CLI_OPT_LONG, .dst = &warn_days, .min = 0, .max = 36500},
     };
     const char **files = calloc((size_t)argc, sizeof(*files));
     size_t n_files = 0;
     if (!files) {
         fprintf(stderr, "gpuquota certs inspect: out of memory\n");
-        return GQ_EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
-    int prc = gq_cli_parse_or_exit(
-        &(gq_cli_cmd){"certs inspect", opts, sizeof(opts) / sizeof(opts[0]), usage}, argc, argv,
-        files, &n_files);
+    int prc =
+        cli_parse_or_exit(&(cli_cmd){"certs inspect", opts, sizeof(opts) / sizeof(opts[0]), usage},
+                          argc, argv, files, &n_files);
     if (prc < 0 && !n_files) {
         fprintf(stderr, "gpuquota certs inspect: at least one FILE is required\n");
-        prc = GQ_EXIT_USAGE;
+        prc = CLI_EXIT_USAGE;
     }
     if (prc >= 0) {
         free(files);
@@ -153,11 +153,11 @@ static int cmd_inspect(int argc, char **argv)
         if (certs_inspect_file(files[i], &list, &n, &err)) {
             fprintf(stderr, "gpuquota certs inspect: %s\n", err.msg);
             free(files);
-            return GQ_EXIT_USAGE;
+            return CLI_EXIT_USAGE;
         }
         for (size_t k = 0; k < n; k++)
             if (!print_cert(files[i], n > 1 ? (long)k : -1, &list[k], now, warn_days))
-                rc = GQ_EXIT_DENIED;
+                rc = CLI_EXIT_DENIED;
         free(list);
     }
     free(files);
@@ -206,16 +206,16 @@ static int inject_all(const char *kubeconfig, const char *name, const char *b64,
     kube_api api;
     gq_err err;
     size_t found = 0;
-    int rc = GQ_EXIT_OK;
+    int rc = CLI_EXIT_OK;
     gq_err_clear(&err);
     /* A kubeconfig that cannot be used is bad input; failures talking to
      * the API server are exit 1. */
     if (kube_config_load_default(kubeconfig, NULL, &kc, &err)) {
-        rc = GQ_EXIT_USAGE;
+        rc = CLI_EXIT_USAGE;
         goto fail;
     }
     if (kube_client_new(kc, NULL, &client, &err)) {
-        rc = GQ_EXIT_DENIED;
+        rc = CLI_EXIT_DENIED;
         goto fail;
     }
     kube_client_api(client, &api);
@@ -224,18 +224,18 @@ static int inject_all(const char *kubeconfig, const char *name, const char *b64,
         certs_inject_result r;
         if (certs_inject_config(&api, inject_targets[i].resource, name, b64, dry_run, &r, &err)) {
             fprintf(stderr, "gpuquota certs inject: %s/%s: %s\n", kind, name, err.msg);
-            rc = GQ_EXIT_DENIED;
+            rc = CLI_EXIT_DENIED;
             continue;
         }
         if (print_injected(kind, name, &r))
             found++;
     }
-    if (found == 0 && rc == GQ_EXIT_OK) {
+    if (found == 0 && rc == CLI_EXIT_OK) {
         fprintf(stderr,
                 "gpuquota certs inject: neither mutatingwebhookconfiguration/%s nor "
                 "validatingwebhookconfiguration/%s exists\n",
                 name, name);
-        rc = GQ_EXIT_DENIED;
+        rc = CLI_EXIT_DENIED;
     }
     goto out;
 fail:
@@ -253,17 +253,17 @@ static int cmd_inject(int argc, char **argv)
     char *pem = NULL, *b64 = NULL;
     size_t pem_len = 0, b64_len = 0;
     gq_err err;
-    int rc = GQ_EXIT_USAGE;
+    int rc = CLI_EXIT_USAGE;
     gq_err_clear(&err);
-    const gq_cli_opt opts[] = {
-        {.name = "--ca", .kind = GQ_OPT_STRING, .dst = &ca},
-        {.name = "--kubeconfig", .kind = GQ_OPT_STRING, .dst = &kubeconfig},
-        {.name = "--name", .kind = GQ_OPT_STRING, .dst = &name},
-        {.name = "--dry-run", .kind = GQ_OPT_FLAG, .dst = &dry_run},
+    const cli_opt opts[] = {
+        {.name = "--ca", .kind = CLI_OPT_STRING, .dst = &ca},
+        {.name = "--kubeconfig", .kind = CLI_OPT_STRING, .dst = &kubeconfig},
+        {.name = "--name", .kind = CLI_OPT_STRING, .dst = &name},
+        {.name = "--dry-run", .kind = CLI_OPT_FLAG, .dst = &dry_run},
     };
-    int prc = gq_cli_parse_or_exit(
-        &(gq_cli_cmd){"certs inject", opts, sizeof(opts) / sizeof(opts[0]), usage}, argc, argv,
-        NULL, NULL);
+    int prc =
+        cli_parse_or_exit(&(cli_cmd){"certs inject", opts, sizeof(opts) / sizeof(opts[0]), usage},
+                          argc, argv, NULL, NULL);
     if (prc >= 0)
         return prc;
     if (!ca) {
@@ -303,7 +303,7 @@ static gq_code inject_work(void *ud, const char *work, gq_err *err)
     gq_code rc = certs_ca_bundle_pem(path, &pem, &pem_len, err);
     if (!rc && gq_base64_encode(pem, pem_len, &b64, &b64_len))
         rc = gq_err_oom(err);
-    if (!rc && inject_all(ic->kubeconfig, ic->name, b64, false) != GQ_EXIT_OK)
+    if (!rc && inject_all(ic->kubeconfig, ic->name, b64, false) != CLI_EXIT_OK)
         rc = gq_err_set(err, GQ_EIO, "the caBundle could not be injected");
     free(pem);
     free(b64);
@@ -327,25 +327,25 @@ static int cmd_reconcile(int argc, char **argv)
     bool inject = false;
     gq_err err;
     gq_err_clear(&err);
-    const gq_cli_opt opts[] = {
-        {.name = "--namespace", .kind = GQ_OPT_STRING, .dst = &ns},
-        {.name = "--work", .kind = GQ_OPT_STRING, .dst = &work},
-        {.name = "--kubeconfig", .kind = GQ_OPT_STRING, .dst = &kubeconfig},
-        {.name = "--days", .kind = GQ_OPT_LONG, .dst = &days, .min = 1, .max = 36500},
-        {.name = "--ca-days", .kind = GQ_OPT_LONG, .dst = &ca_days, .min = 1, .max = 36500},
-        {.name = "--renew-days", .kind = GQ_OPT_LONG, .dst = &renew_days, .min = 0, .max = 36500},
-        {.name = "--inject", .kind = GQ_OPT_FLAG, .dst = &inject},
-        {.name = "--live-bundle", .kind = GQ_OPT_STRING, .dst = &live},
+    const cli_opt opts[] = {
+        {.name = "--namespace", .kind = CLI_OPT_STRING, .dst = &ns},
+        {.name = "--work", .kind = CLI_OPT_STRING, .dst = &work},
+        {.name = "--kubeconfig", .kind = CLI_OPT_STRING, .dst = &kubeconfig},
+        {.name = "--days", .kind = CLI_OPT_LONG, .dst = &days, .min = 1, .max = 36500},
+        {.name = "--ca-days", .kind = CLI_OPT_LONG, .dst = &ca_days, .min = 1, .max = 36500},
+        {.name = "--renew-days", .kind = CLI_OPT_LONG, .dst = &renew_days, .min = 0, .max = 36500},
+        {.name = "--inject", .kind = CLI_OPT_FLAG, .dst = &inject},
+        {.name = "--live-bundle", .kind = CLI_OPT_STRING, .dst = &live},
     };
-    int prc = gq_cli_parse_or_exit(
-        &(gq_cli_cmd){"certs reconcile", opts, sizeof(opts) / sizeof(opts[0]), usage}, argc, argv,
+    int prc = cli_parse_or_exit(
+        &(cli_cmd){"certs reconcile", opts, sizeof(opts) / sizeof(opts[0]), usage}, argc, argv,
         NULL, NULL);
     if (prc >= 0)
         return prc;
     if (!ns || !work || !gq_is_dns_label(ns)) {
         fprintf(stderr, "gpuquota certs reconcile: --namespace (a namespace name) and --work are "
                         "required\n");
-        return GQ_EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
     kube_config *kc = NULL;
     kube_client *client = NULL;
@@ -369,13 +369,13 @@ static int cmd_reconcile(int argc, char **argv)
     kube_config_free(kc);
     if (rc) {
         fprintf(stderr, "gpuquota certs reconcile: %s\n", err.msg);
-        return GQ_EXIT_DENIED;
+        return CLI_EXIT_DENIED;
     }
     printf("certs: %s; Secrets %s/gpuquota-webhook-ca and gpuquota-webhook-tls written%s\n",
            renewed ? "the serving pair was renewed"
                    : "the serving certificate and the CA are valid beyond --renew-days; kept",
            ns, inject ? " after the caBundle" : "");
-    return GQ_EXIT_OK;
+    return CLI_EXIT_OK;
 }
 
 static int cmd_delete(int argc, char **argv)
@@ -383,18 +383,18 @@ static int cmd_delete(int argc, char **argv)
     const char *ns = NULL, *kubeconfig = NULL;
     gq_err err;
     gq_err_clear(&err);
-    const gq_cli_opt opts[] = {
-        {.name = "--namespace", .kind = GQ_OPT_STRING, .dst = &ns},
-        {.name = "--kubeconfig", .kind = GQ_OPT_STRING, .dst = &kubeconfig},
+    const cli_opt opts[] = {
+        {.name = "--namespace", .kind = CLI_OPT_STRING, .dst = &ns},
+        {.name = "--kubeconfig", .kind = CLI_OPT_STRING, .dst = &kubeconfig},
     };
-    int prc = gq_cli_parse_or_exit(
-        &(gq_cli_cmd){"certs delete", opts, sizeof(opts) / sizeof(opts[0]), usage}, argc, argv,
-        NULL, NULL);
+    int prc =
+        cli_parse_or_exit(&(cli_cmd){"certs delete", opts, sizeof(opts) / sizeof(opts[0]), usage},
+                          argc, argv, NULL, NULL);
     if (prc >= 0)
         return prc;
     if (!ns || !gq_is_dns_label(ns)) {
         fprintf(stderr, "gpuquota certs delete: --namespace (a namespace name) is required\n");
-        return GQ_EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
     kube_config *kc = NULL;
     kube_client *client = NULL;
@@ -406,17 +406,17 @@ static int cmd_delete(int argc, char **argv)
     kube_config_free(kc);
     if (rc) {
         fprintf(stderr, "gpuquota certs delete: %s\n", err.msg);
-        return GQ_EXIT_DENIED;
+        return CLI_EXIT_DENIED;
     }
     printf("certs: Secrets %s/gpuquota-webhook-ca and gpuquota-webhook-tls deleted\n", ns);
-    return GQ_EXIT_OK;
+    return CLI_EXIT_OK;
 }
 
-int gq_cmd_certs(int argc, char **argv)
+int cli_cmd_certs(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? GQ_EXIT_USAGE : GQ_EXIT_OK;
+        return argc < 2 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
     }
     if (!strcmp(argv[1], "generate"))
         return cmd_generate(argc - 1, argv + 1);
@@ -430,5 +430,5 @@ int gq_cmd_certs(int argc, char **argv)
         return cmd_delete(argc - 1, argv + 1);
     fprintf(stderr, "gpuquota certs: unknown action '%s'\n", argv[1]);
     usage(stderr);
-    return GQ_EXIT_USAGE;
+    return CLI_EXIT_USAGE;
 }

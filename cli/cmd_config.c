@@ -7,7 +7,7 @@
 #include "cli/cli.h"
 #include "quota/config.h"
 
-const char gq_cmd_config_summary[] = "print the default configuration or check a file";
+const char cli_cmd_config_summary[] = "print the default configuration or check a file";
 
 #define CONFIG_FILE_MAX ((size_t)1 << 20)
 
@@ -28,7 +28,7 @@ static int cmd_default(void)
     gq_config *cfg = NULL;
     char *yaml = NULL;
     size_t len = 0;
-    int status = GQ_EXIT_USAGE;
+    int status = CLI_EXIT_USAGE;
     if (gq_config_default(&cfg, &err) || gq_config_to_yaml(cfg, &yaml, &len, &err)) {
         fprintf(stderr, "gpuquota config: %s\n", err.msg);
         goto out;
@@ -37,7 +37,7 @@ static int cmd_default(void)
         perror("gpuquota config: stdout");
         goto out;
     }
-    status = GQ_EXIT_OK;
+    status = CLI_EXIT_OK;
 out:
     free(yaml);
     gq_config_free(cfg);
@@ -50,31 +50,31 @@ static int cmd_check(const char *path)
     char *buf = NULL;
     size_t len = 0;
     gq_config *cfg = NULL;
-    int status = GQ_EXIT_USAGE;
+    int status = CLI_EXIT_USAGE;
     const char *name = strcmp(path, "-") ? path : "<stdin>";
-    if (gq_cli_read_file(path, CONFIG_FILE_MAX, &buf, &len, &err) ||
+    if (cli_read_file(path, CONFIG_FILE_MAX, &buf, &len, &err) ||
         gq_config_parse(buf, len, name, &cfg, &err)) {
         fprintf(stderr, "%s\n", err.msg);
         goto out;
     }
     printf("%s: ok\n", name);
-    status = GQ_EXIT_OK;
+    status = CLI_EXIT_OK;
 out:
     gq_config_free(cfg);
     free(buf);
     return status;
 }
 
-int gq_cmd_config(int argc, char **argv)
+int cli_cmd_config(int argc, char **argv)
 {
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         usage(stdout);
-        return GQ_EXIT_OK;
+        return CLI_EXIT_OK;
     }
     if (argc == 2 && !strcmp(argv[1], "default"))
         return cmd_default();
     if (argc == 3 && !strcmp(argv[1], "check"))
         return cmd_check(argv[2]);
     usage(stderr);
-    return GQ_EXIT_USAGE;
+    return CLI_EXIT_USAGE;
 }

@@ -15,7 +15,7 @@
 #include "kube/kube.h"
 #include "http/server.h"
 
-const char gq_cmd_controller_summary[] =
+const char cli_cmd_controller_summary[] =
     "reconcile GPUQuota and GPUTenantQuota status from the pods of the cluster";
 
 static void usage(FILE *f)
@@ -62,7 +62,7 @@ static gq_code parse_duration_ms(const char *opt, const char *s, void *dst, gq_e
         memcpy(num, s, n - sl);
         num[n - sl] = '\0';
         long v;
-        if (gq_cli_parse_long(opt, num, 0, 86400000L / units[i].ms, &v, NULL))
+        if (cli_parse_long(opt, num, 0, 86400000L / units[i].ms, &v, NULL))
             continue;
         long ms = v * units[i].ms;
         if (ms < 1000)
@@ -88,23 +88,22 @@ static int parse_args(int argc, char **argv, controller_args *a)
     a->metrics_listen = ":8080";
     a->workers = CTL_WORKERS;
     a->resync_ms = 300000;
-    const gq_cli_opt opts[] = {
-        {.name = "--kubeconfig", .kind = GQ_OPT_STRING, .dst = &a->kubeconfig},
-        {.name = "--config", .kind = GQ_OPT_STRING, .dst = &a->config_path},
-        {.name = "--leader-elect", .kind = GQ_OPT_FLAG, .dst = &a->leader_elect},
-        {.name = "--lease-namespace", .kind = GQ_OPT_STRING, .dst = &a->lease_namespace},
-        {.name = "--lease-name", .kind = GQ_OPT_STRING, .dst = &a->lease_name},
-        {.name = "--metrics-listen", .kind = GQ_OPT_STRING, .dst = &a->metrics_listen},
-        {.name = "--resync", .kind = GQ_OPT_FN, .dst = &a->resync_ms, .fn = parse_duration_ms},
-        {.name = "--workers", .kind = GQ_OPT_LONG, .dst = &a->workers, .min = 1, .max = 64},
+    const cli_opt opts[] = {
+        {.name = "--kubeconfig", .kind = CLI_OPT_STRING, .dst = &a->kubeconfig},
+        {.name = "--config", .kind = CLI_OPT_STRING, .dst = &a->config_path},
+        {.name = "--leader-elect", .kind = CLI_OPT_FLAG, .dst = &a->leader_elect},
+        {.name = "--lease-namespace", .kind = CLI_OPT_STRING, .dst = &a->lease_namespace},
+        {.name = "--lease-name", .kind = CLI_OPT_STRING, .dst = &a->lease_name},
+        {.name = "--metrics-listen", .kind = CLI_OPT_STRING, .dst = &a->metrics_listen},
+        {.name = "--resync", .kind = CLI_OPT_FN, .dst = &a->resync_ms, .fn = parse_duration_ms},
+        {.name = "--workers", .kind = CLI_OPT_LONG, .dst = &a->workers, .min = 1, .max = 64},
         {.name = "--reservation-grace",
-         .kind = GQ_OPT_FN,
+         .kind = CLI_OPT_FN,
          .dst = &a->reservation_grace_ms,
          .fn = parse_duration_ms},
     };
-    return gq_cli_parse_or_exit(
-        &(gq_cli_cmd){"controller", opts, sizeof(opts) / sizeof(opts[0]), usage}, argc, argv, NULL,
-        NULL);
+    return cli_parse_or_exit(&(cli_cmd){"controller", opts, sizeof(opts) / sizeof(opts[0]), usage},
+                             argc, argv, NULL, NULL);
 }
 
 /* The running controller: what it set up and frees at the end. */
@@ -134,7 +133,7 @@ static void block_signals(sigset_t *sigs)
 static gq_code connect_cluster(controller_run *r, const controller_args *a, gq_err *err)
 {
     gq_code rc;
-    if ((rc = gq_cli_load_config(a->config_path, &r->cfg, err)) ||
+    if ((rc = cli_load_config(a->config_path, &r->cfg, err)) ||
         (rc = kube_config_load_default(a->kubeconfig, NULL, &r->kc, err)) ||
         (rc = kube_client_new(r->kc, NULL, &r->client, err)))
         return rc;
@@ -199,7 +198,7 @@ static void teardown(controller_run *r)
     gq_config_free(r->cfg);
 }
 
-int gq_cmd_controller(int argc, char **argv)
+int cli_cmd_controller(int argc, char **argv)
 {
     controller_args a;
     controller_run r;
@@ -221,7 +220,7 @@ int gq_cmd_controller(int argc, char **argv)
         exit_code = 1;
     } else {
         run_until_stopped(&r);
-        exit_code = GQ_EXIT_OK;
+        exit_code = CLI_EXIT_OK;
     }
     teardown(&r);
     return exit_code;

@@ -31,7 +31,7 @@
 #include "webhook/review.h"
 #include "common/yamljson.h"
 
-const char gq_cmd_explain_summary[] =
+const char cli_cmd_explain_summary[] =
     "what a pod would cost, which quotas govern it, whether it would be admitted";
 
 #define EXPLAIN_MAX_OBJECTS 10000
@@ -55,7 +55,7 @@ static void usage(FILE *f)
             "  --gpuquota-namespace NS   where gpuquota is installed (gpuquota-system)\n"
             "\n%s"
             "\nexit status: 0 admitted, 1 not admitted, 2 bad input or the cluster unreachable\n",
-            gq_kflags_usage);
+            cli_kflags_usage);
 }
 
 static json_object *bytes_json(int64_t v)
@@ -78,7 +78,7 @@ static gq_code load_config(kube_client *c, const char *file, const char *sys_ns,
     gq_err e;
     if (file) {
         snprintf(source, cap, "%s", file);
-        return gq_cli_load_config(file, out, err);
+        return cli_load_config(file, out, err);
     }
     snprintf(path, sizeof(path), "/api/v1/namespaces/%s/configmaps/gpuquota-config", sys_ns);
     gq_err_clear(&e);
@@ -151,7 +151,7 @@ static gq_code server_dry_run(kube_client *c, const char *ns, json_object *pod, 
 /* The namespace's GPULimitRanges as the mutating webhook reads them. */
 static gq_code list_lrs(void *ctx, const char *ns, json_object **out, gq_err *err)
 {
-    const gq_objs *lrs = ctx;
+    const cli_objs *lrs = ctx;
     json_object *arr = json_object_new_array();
     (void)ns; /* listed in the pod's namespace already */
     if (!arr)
@@ -172,7 +172,7 @@ static gq_code list_lrs(void *ctx, const char *ns, json_object **out, gq_err *er
  * turned into a GPULimitRange's default slice is priced as that slice.
  * *out is NULL when the mutating webhook itself refuses the pod. */
 static gq_code rewrite_offline(const gq_config *cfg, json_object *pod, const char *ns,
-                               const gq_objs *lrs, json_object **out, gq_err *err)
+                               const cli_objs *lrs, json_object **out, gq_err *err)
 {
     json_object *copy = NULL, *review = NULL, *patch = NULL;
     wh_review_request req;
@@ -311,9 +311,9 @@ static json_object *quota_json(const gq_quota *q, const gq_amounts *charge, int6
             a[GQ_QUANTITY_STR_MAX], x[GQ_QUANTITY_STR_MAX];
         int64_t avail = use < hard ? hard - use : 0;
         gq_amount_format(&q->hard, (gq_qkey)k, h);
-        gq_fmt_amount(k, use, u);
-        gq_fmt_amount(k, req, r);
-        gq_fmt_amount(k, avail, a);
+        cli_fmt_amount(k, use, u);
+        cli_fmt_amount(k, req, r);
+        cli_fmt_amount(k, avail, a);
         json_object *j = json_object_new_object();
         json_object_object_add(j, "resource", json_object_new_string(gq_qkey_name((gq_qkey)k)));
         json_object_object_add(j, "hard", json_object_new_string(h));
@@ -324,7 +324,7 @@ static json_object *quota_json(const gq_quota *q, const gq_amounts *charge, int6
         json_object_array_add(res, j);
         if (fits)
             continue;
-        gq_fmt_amount(k, req - avail, x);
+        cli_fmt_amount(k, req - avail, x);
         const char *key = gq_qkey_name((gq_qkey)k);
         if (k == GQ_KEY_GPU_MEMORY && avail > 0)
             add_line(suggestions, "ask for at most %s of gpu-memory (%s has %s left of %s)", a,
@@ -334,7 +334,7 @@ static json_object *quota_json(const gq_quota *q, const gq_amounts *charge, int6
                  "counts)",
                  x, key, label, u, h);
         if (use <= INT64_MAX - req) {
-            gq_fmt_amount(k, use + req, x);
+            cli_fmt_amount(k, use + req, x);
             add_line(suggestions, "or have an administrator raise %s spec.hard.%s to %s", label,
                      key, x);
         }
@@ -558,7 +558,7 @@ static void print_text(json_object *r)
 
 /* One run of explain: its options, what it read and what it reports. */
 typedef struct explain {
-    gq_kflags f;
+    cli_kflags f;
     const char *file, *config_file, *sys_ns;
     kube_client *c;
     gq_config *cfg;
@@ -567,7 +567,7 @@ typedef struct explain {
     json_object **docs, *pod, *meta;
     json_object *report, *suggestions, *notes; /* suggestions and notes held by report */
     json_object *ns_obj, *ns_labels;
-    gq_objs quotas, lrs;
+    cli_objs quotas, lrs;
     governing g;
     gq_pod gp; /* the pod as priced: quota/pod.h, under admission */
     dry_run d;
@@ -579,8 +579,8 @@ static void explain_dispose(explain *x)
     json_object_put(x->ns_obj);
     json_object_put(x->d.stored);
     governing_dispose(&x->g);
-    gq_objs_dispose(&x->quotas);
-    gq_objs_dispose(&x->lrs);
+    cli_objs_dispose(&x->quotas);
+    cli_objs_dispose(&x->lrs);
     gq_pod_dispose(&x->gp);
     gq_config_free(x->cfg);
     gq_yaml_docs_free(x->docs, x->n_docs);
@@ -593,7 +593,7 @@ static void explain_dispose(explain *x)
  * x->g; objects that do not parse are noted. */
 static gq_code find_governing(explain *x, gq_err *err)
 {
-    const gq_objs *quotas = &x->quotas, *lrs = &x->lrs;
+    const cli_objs *quotas = &x->quotas, *lrs = &x->lrs;
     governing *g = &x->g;
     gq_pod_facts facts;
     gq_code rc = gq_pod_facts_from_json(x->pod, x->ns, &facts, err);
@@ -632,7 +632,7 @@ static gq_code read_pod(explain *x, gq_err *err)
 {
     const char *name = strcmp(x->file, "-") ? x->file : "<stdin>";
     gq_code rc;
-    if ((rc = gq_cli_read_file(x->file, GQ_YAML_MAX_BYTES, &x->buf, &x->len, err)) ||
+    if ((rc = cli_read_file(x->file, GQ_YAML_MAX_BYTES, &x->buf, &x->len, err)) ||
         (rc = gq_yaml_load(x->buf, x->len, name, &x->docs, &x->n_docs, err)))
         return rc;
     json_object *pod = x->n_docs == 1 ? x->docs[0] : NULL;
@@ -667,13 +667,13 @@ static gq_code read_objects(explain *x, gq_err *err)
     gq_err e;
     gq_code rc;
     snprintf(path, sizeof(path), "/apis/gpuquota.io/v1alpha1/namespaces/%s/gpuquotas", x->ns);
-    if ((rc = kube_list(x->c, path, NULL, gq_objs_collect, &x->quotas, NULL, err)))
+    if ((rc = kube_list(x->c, path, NULL, cli_objs_collect, &x->quotas, NULL, err)))
         return rc;
-    if (kube_list(x->c, "/apis/gpuquota.io/v1alpha1/gputenantquotas", NULL, gq_objs_collect,
+    if (kube_list(x->c, "/apis/gpuquota.io/v1alpha1/gputenantquotas", NULL, cli_objs_collect,
                   &x->quotas, NULL, &e))
         add_line(x->notes, "GPUTenantQuotas could not be read: %s", e.msg);
     snprintf(path, sizeof(path), "/apis/gpuquota.io/v1alpha1/namespaces/%s/gpulimitranges", x->ns);
-    if ((rc = kube_list(x->c, path, NULL, gq_objs_collect, &x->lrs, NULL, err)))
+    if ((rc = kube_list(x->c, path, NULL, cli_objs_collect, &x->lrs, NULL, err)))
         return rc;
     snprintf(path, sizeof(path), "/api/v1/namespaces/%s", x->ns);
     if (!kube_get(x->c, path, NULL, &x->ns_obj, &e))
@@ -767,35 +767,35 @@ static void report_end(explain *x)
     json_object_object_add(report, "notes", notes);
 }
 
-int gq_cmd_explain(int argc, char **argv)
+int cli_cmd_explain(int argc, char **argv)
 {
     explain x = {.sys_ns = "gpuquota-system",
                  .quotas = {.max = EXPLAIN_MAX_OBJECTS},
                  .lrs = {.max = EXPLAIN_MAX_OBJECTS}};
     gq_err err;
-    int status = GQ_EXIT_USAGE;
+    int status = CLI_EXIT_USAGE;
     gq_pod_init(&x.gp);
     gq_err_clear(&err);
-    gq_cli_opt opts[GQ_KFLAGS_N + 3];
-    gq_kflags_opts(&x.f, opts);
-    opts[GQ_KFLAGS_N] =
-        (gq_cli_opt){.name = "--filename", .alias = "-f", .kind = GQ_OPT_NONEMPTY, .dst = &x.file};
-    opts[GQ_KFLAGS_N + 1] =
-        (gq_cli_opt){.name = "--config", .kind = GQ_OPT_NONEMPTY, .dst = &x.config_file};
-    opts[GQ_KFLAGS_N + 2] =
-        (gq_cli_opt){.name = "--gpuquota-namespace", .kind = GQ_OPT_NONEMPTY, .dst = &x.sys_ns};
-    int parsed = gq_cli_parse_or_exit(&(gq_cli_cmd){"explain", opts, GQ_KFLAGS_N + 3, usage}, argc,
-                                      argv, NULL, NULL);
+    cli_opt opts[CLI_KFLAGS_N + 3];
+    cli_kflags_opts(&x.f, opts);
+    opts[CLI_KFLAGS_N] =
+        (cli_opt){.name = "--filename", .alias = "-f", .kind = CLI_OPT_NONEMPTY, .dst = &x.file};
+    opts[CLI_KFLAGS_N + 1] =
+        (cli_opt){.name = "--config", .kind = CLI_OPT_NONEMPTY, .dst = &x.config_file};
+    opts[CLI_KFLAGS_N + 2] =
+        (cli_opt){.name = "--gpuquota-namespace", .kind = CLI_OPT_NONEMPTY, .dst = &x.sys_ns};
+    int parsed = cli_parse_or_exit(&(cli_cmd){"explain", opts, CLI_KFLAGS_N + 3, usage}, argc, argv,
+                                   NULL, NULL);
     if (parsed >= 0)
         return parsed;
     if (!x.file || x.f.all_namespaces) {
         fprintf(stderr, "gpuquota explain: %s\n",
                 x.file ? "-A does not apply: a pod has one namespace" : "-f POD.yaml is required");
         usage(stderr);
-        return GQ_EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
-    if (read_pod(&x, &err) || gq_check_namespace("--gpuquota-namespace", x.sys_ns, &err) ||
-        gq_kflags_client(&x.f, &x.c, &x.ns, &err) ||
+    if (read_pod(&x, &err) || cli_check_namespace("--gpuquota-namespace", x.sys_ns, &err) ||
+        cli_kflags_client(&x.f, &x.c, &x.ns, &err) ||
         load_config(x.c, x.config_file, x.sys_ns, &x.cfg, x.source, sizeof(x.source), &err))
         goto fail;
     json_object_object_add(x.meta, "namespace", json_object_new_string(x.ns));
@@ -806,11 +806,11 @@ int gq_cmd_explain(int argc, char **argv)
         goto fail;
     report_price(&x);
     report_end(&x);
-    if (x.f.output == GQ_OUT_TABLE)
+    if (x.f.output == CLI_OUT_TABLE)
         print_text(x.report);
     else
-        gq_print_doc(stdout, x.f.output, x.report);
-    status = x.d.admitted ? GQ_EXIT_OK : GQ_EXIT_DENIED;
+        cli_print_doc(stdout, x.f.output, x.report);
+    status = x.d.admitted ? CLI_EXIT_OK : CLI_EXIT_DENIED;
     goto out;
 fail:
     fprintf(stderr, "kubectl gpuquota explain: %s\n", err.msg);

@@ -17,7 +17,7 @@
 #include "quota/podcost.h"
 #include "quota/podqueue.h"
 
-const char gq_cmd_queue_summary[] = "list queued pods per quota, in the order they will start";
+const char cli_cmd_queue_summary[] = "list queued pods per quota, in the order they will start";
 
 static void usage(FILE *f)
 {
@@ -297,22 +297,22 @@ static void queue_view_dispose(queue_view *v)
     gq_config_free(v->cfg);
 }
 
-/* GQ_EXIT_* to exit with, or -1 to go on. */
+/* CLI_EXIT_* to exit with, or -1 to go on. */
 static int parse_opts(int argc, char **argv, queue_opts *o)
 {
     static const char *const outputs[] = {"table", "json", NULL};
-    const gq_cli_opt opts[] = {
-        {.name = "--namespace", .alias = "-n", .kind = GQ_OPT_FN, .dst = &o->ns, .fn = parse_ns},
+    const cli_opt opts[] = {
+        {.name = "--namespace", .alias = "-n", .kind = CLI_OPT_FN, .dst = &o->ns, .fn = parse_ns},
         {.name = "--output",
          .alias = "-o",
-         .kind = GQ_OPT_CHOICE,
+         .kind = CLI_OPT_CHOICE,
          .dst = &o->output,
          .choices = outputs},
-        {.name = "--kubeconfig", .kind = GQ_OPT_NONEMPTY, .dst = &o->kubeconfig},
-        {.name = "--config", .kind = GQ_OPT_NONEMPTY, .dst = &o->config},
+        {.name = "--kubeconfig", .kind = CLI_OPT_NONEMPTY, .dst = &o->kubeconfig},
+        {.name = "--config", .kind = CLI_OPT_NONEMPTY, .dst = &o->config},
     };
-    return gq_cli_parse_or_exit(&(gq_cli_cmd){"queue", opts, sizeof(opts) / sizeof(opts[0]), usage},
-                                argc, argv, NULL, NULL);
+    return cli_parse_or_exit(&(cli_cmd){"queue", opts, sizeof(opts) / sizeof(opts[0]), usage}, argc,
+                             argv, NULL, NULL);
 }
 
 /* The quotas, gated pods and namespaces, from the API server. */
@@ -385,10 +385,10 @@ static void gather_pods(queue_view *v)
             v->n++;
 }
 
-int gq_cmd_queue(int argc, char **argv)
+int cli_cmd_queue(int argc, char **argv)
 {
     queue_opts o = {0};
-    int rc = GQ_EXIT_DENIED;
+    int rc = CLI_EXIT_DENIED;
     int parsed = parse_opts(argc, argv, &o);
     if (parsed >= 0)
         return parsed;
@@ -396,10 +396,10 @@ int gq_cmd_queue(int argc, char **argv)
     gq_err_clear(&err);
     queue_view v;
     memset(&v, 0, sizeof(v));
-    if (gq_cli_load_config(o.config, &v.cfg, &err) ||
+    if (cli_load_config(o.config, &v.cfg, &err) ||
         kube_config_load_default(o.kubeconfig, NULL, &v.kcfg, &err)) {
         fprintf(stderr, "gpuquota queue: %s\n", err.msg);
-        rc = GQ_EXIT_USAGE;
+        rc = CLI_EXIT_USAGE;
         goto out;
     }
     if (list_objects(&o, &v, &err)) {
@@ -415,7 +415,7 @@ int gq_cmd_queue(int argc, char **argv)
         fprintf(stderr, "gpuquota queue: out of memory\n");
         goto out;
     }
-    rc = GQ_EXIT_OK;
+    rc = CLI_EXIT_OK;
 out:
     queue_view_dispose(&v);
     return rc;

@@ -12,7 +12,7 @@
 #include "common/json_member.h"
 #include "quota/policy.h"
 
-const char gq_cmd_top_summary[] = "GPU quota usage per namespace and tenant, with bars";
+const char cli_cmd_top_summary[] = "GPU quota usage per namespace and tenant, with bars";
 
 #define TOP_MAX_OBJECTS 100000
 
@@ -29,7 +29,7 @@ static void usage(FILE *f)
             "\n"
             "  --no-tenants           leave GPUTenantQuotas out\n"
             "\n%s",
-            gq_kflags_usage);
+            cli_kflags_usage);
 }
 
 /* The labels of namespace ns, or NULL when they cannot be read (a user
@@ -50,7 +50,7 @@ static json_object *namespace_labels(kube_client *c, const char *ns, json_object
 }
 
 /* Keep only the tenants covering ns (GPUQuotas were listed in ns). */
-static void keep_covering(gq_objs *o, const char *ns, json_object *labels)
+static void keep_covering(cli_objs *o, const char *ns, json_object *labels)
 {
     size_t k = 0;
     for (size_t i = 0; i < o->n; i++) {
@@ -73,11 +73,11 @@ static void keep_covering(gq_objs *o, const char *ns, json_object *labels)
  * labels read into *ns_obj). A user allowed to read GPUQuotas but not
  * cluster-scoped tenants still sees their namespace: the tenants are left
  * out with a warning. */
-static gq_code list_tenants(kube_client *c, const gq_kflags *f, const char *ns, gq_objs *o,
+static gq_code list_tenants(kube_client *c, const cli_kflags *f, const char *ns, cli_objs *o,
                             json_object **ns_obj, gq_err *err)
 {
     size_t before = o->n;
-    if (kube_list(c, "/apis/gpuquota.io/v1alpha1/gputenantquotas", NULL, gq_objs_collect, o, NULL,
+    if (kube_list(c, "/apis/gpuquota.io/v1alpha1/gputenantquotas", NULL, cli_objs_collect, o, NULL,
                   err)) {
         if (err->code != GQ_EHTTP && err->code != GQ_ENOTFOUND)
             return err->code;
@@ -91,54 +91,54 @@ static gq_code list_tenants(kube_client *c, const gq_kflags *f, const char *ns, 
     return GQ_OK;
 }
 
-int gq_cmd_top(int argc, char **argv)
+int cli_cmd_top(int argc, char **argv)
 {
-    gq_kflags f = {0};
+    cli_kflags f = {0};
     bool no_tenants = false;
     gq_err err;
     kube_client *c = NULL;
     char *ns = NULL, path[320];
-    gq_objs o = {.max = TOP_MAX_OBJECTS};
+    cli_objs o = {.max = TOP_MAX_OBJECTS};
     json_object *report = NULL, *ns_obj = NULL;
-    int status = GQ_EXIT_USAGE;
+    int status = CLI_EXIT_USAGE;
     gq_err_clear(&err);
-    gq_cli_opt opts[GQ_KFLAGS_N + 1];
-    gq_kflags_opts(&f, opts);
-    opts[GQ_KFLAGS_N] =
-        (gq_cli_opt){.name = "--no-tenants", .kind = GQ_OPT_FLAG, .dst = &no_tenants};
-    int parsed = gq_cli_parse_or_exit(&(gq_cli_cmd){"top", opts, GQ_KFLAGS_N + 1, usage}, argc,
-                                      argv, NULL, NULL);
+    cli_opt opts[CLI_KFLAGS_N + 1];
+    cli_kflags_opts(&f, opts);
+    opts[CLI_KFLAGS_N] =
+        (cli_opt){.name = "--no-tenants", .kind = CLI_OPT_FLAG, .dst = &no_tenants};
+    int parsed =
+        cli_parse_or_exit(&(cli_cmd){"top", opts, CLI_KFLAGS_N + 1, usage}, argc, argv, NULL, NULL);
     if (parsed >= 0)
         return parsed;
     if (f.all_namespaces && f.namespace_) {
         gq_err_set(&err, GQ_EINVAL, "-A and -n are mutually exclusive");
         goto fail;
     }
-    status = GQ_EXIT_DENIED;
-    if (gq_kflags_client(&f, &c, &ns, &err))
+    status = CLI_EXIT_DENIED;
+    if (cli_kflags_client(&f, &c, &ns, &err))
         goto fail;
     if (f.all_namespaces)
         snprintf(path, sizeof(path), "/apis/gpuquota.io/v1alpha1/gpuquotas");
     else
         snprintf(path, sizeof(path), "/apis/gpuquota.io/v1alpha1/namespaces/%s/gpuquotas", ns);
-    if (kube_list(c, path, NULL, gq_objs_collect, &o, NULL, &err))
+    if (kube_list(c, path, NULL, cli_objs_collect, &o, NULL, &err))
         goto fail;
     if (!no_tenants && list_tenants(c, &f, ns, &o, &ns_obj, &err))
         goto fail;
-    if (gq_top_report(o.v, o.n, (int64_t)time(NULL), &report, &err))
+    if (cli_top_report(o.v, o.n, (int64_t)time(NULL), &report, &err))
         goto fail;
-    if (f.output == GQ_OUT_TABLE)
-        gq_render_top_table(stdout, report);
+    if (f.output == CLI_OUT_TABLE)
+        cli_render_top_table(stdout, report);
     else
-        gq_print_doc(stdout, f.output, report);
-    status = GQ_EXIT_OK;
+        cli_print_doc(stdout, f.output, report);
+    status = CLI_EXIT_OK;
     goto out;
 fail:
     fprintf(stderr, "kubectl gpuquota top: %s\n", err.msg);
 out:
     json_object_put(report);
     json_object_put(ns_obj);
-    gq_objs_dispose(&o);
+    cli_objs_dispose(&o);
     free(ns);
     kube_client_free(c);
     return status;

@@ -21,7 +21,7 @@
 #include "http/server.h"
 #include "webhook/validate.h"
 
-const char gq_cmd_webhook_summary[] = "run the admission webhook HTTPS server";
+const char cli_cmd_webhook_summary[] = "run the admission webhook HTTPS server";
 
 #define DRAIN_DEFAULT_S 20 /* inside the default 30 s terminationGracePeriodSeconds */
 
@@ -308,7 +308,7 @@ typedef struct webhook_args {
     long max_conns_ip; /* 0: the server's default for max_conns */
     long max_batch;
     int64_t body_memory, decoded_memory;
-    gq_cli_list trusted, client_cns;
+    cli_list trusted, client_cns;
     const char *trusted_v[WH_TRUSTED_USERS_MAX];
     const char *client_cns_v[HTTP_MAX_CLIENT_CNS];
 } webhook_args;
@@ -326,14 +326,14 @@ static gq_code parse_read_timeout(const char *opt, const char *s, void *dst, gq_
 
 static gq_code parse_body_memory(const char *opt, const char *s, void *dst, gq_err *err)
 {
-    return gq_cli_parse_bytes(opt, s, (int64_t)HTTP_MAX_BODY_DEFAULT, (int64_t)1 << 32, dst, err);
+    return cli_parse_bytes(opt, s, (int64_t)HTTP_MAX_BODY_DEFAULT, (int64_t)1 << 32, dst, err);
 }
 
 /* At least 2 MiB: a review of a pod with a few hundred containers decodes
  * to about half a megabyte. */
 static gq_code parse_decoded_memory(const char *opt, const char *s, void *dst, gq_err *err)
 {
-    return gq_cli_parse_bytes(opt, s, (int64_t)2 << 20, (int64_t)1 << 34, dst, err);
+    return cli_parse_bytes(opt, s, (int64_t)2 << 20, (int64_t)1 << 34, dst, err);
 }
 
 /* The shutdown delay: not ready, every reply closing its connection, the
@@ -377,8 +377,8 @@ static void args_defaults(webhook_args *a)
     a->max_batch = WH_BATCH_MAX_DEFAULT;
     a->body_memory = (int64_t)HTTP_MAX_BODY_MEMORY_DEFAULT;
     a->decoded_memory = (int64_t)WH_DECODED_MEMORY_DEFAULT;
-    a->trusted = (gq_cli_list){a->trusted_v, 0, WH_TRUSTED_USERS_MAX};
-    a->client_cns = (gq_cli_list){a->client_cns_v, 0, HTTP_MAX_CLIENT_CNS};
+    a->trusted = (cli_list){a->trusted_v, 0, WH_TRUSTED_USERS_MAX};
+    a->client_cns = (cli_list){a->client_cns_v, 0, HTTP_MAX_CLIENT_CNS};
 }
 
 /* What no single option can check: the ones that need each other. */
@@ -399,50 +399,53 @@ static gq_code check_args(const webhook_args *a, gq_err *err)
 static int parse_args(int argc, char **argv, webhook_args *a)
 {
     args_defaults(a);
-    const gq_cli_opt opts[] = {
-        {.name = "--tls-cert", .kind = GQ_OPT_STRING, .dst = &a->so.cert_file},
-        {.name = "--tls-key", .kind = GQ_OPT_STRING, .dst = &a->so.key_file},
-        {.name = "--listen", .kind = GQ_OPT_STRING, .dst = &a->so.listen},
-        {.name = "--config", .kind = GQ_OPT_STRING, .dst = &a->config_path},
-        {.name = "--kubeconfig", .kind = GQ_OPT_STRING, .dst = &a->kubeconfig},
-        {.name = "--threads", .kind = GQ_OPT_LONG, .dst = &a->threads, .min = 1, .max = 256},
-        {.name = "--drain-seconds", .kind = GQ_OPT_LONG, .dst = &a->drain_s, .min = 0, .max = 3600},
+    const cli_opt opts[] = {
+        {.name = "--tls-cert", .kind = CLI_OPT_STRING, .dst = &a->so.cert_file},
+        {.name = "--tls-key", .kind = CLI_OPT_STRING, .dst = &a->so.key_file},
+        {.name = "--listen", .kind = CLI_OPT_STRING, .dst = &a->so.listen},
+        {.name = "--config", .kind = CLI_OPT_STRING, .dst = &a->config_path},
+        {.name = "--kubeconfig", .kind = CLI_OPT_STRING, .dst = &a->kubeconfig},
+        {.name = "--threads", .kind = CLI_OPT_LONG, .dst = &a->threads, .min = 1, .max = 256},
+        {.name = "--drain-seconds",
+         .kind = CLI_OPT_LONG,
+         .dst = &a->drain_s,
+         .min = 0,
+         .max = 3600},
         {.name = "--shutdown-delay-seconds",
-         .kind = GQ_OPT_LONG,
+         .kind = CLI_OPT_LONG,
          .dst = &a->delay_s,
          .min = 0,
          .max = 300},
-        {.name = "--reservation-ttl", .kind = GQ_OPT_FN, .dst = &a->ttl_s, .fn = parse_duration_s},
-        {.name = "--trusted-user", .kind = GQ_OPT_LIST, .dst = &a->trusted},
+        {.name = "--reservation-ttl", .kind = CLI_OPT_FN, .dst = &a->ttl_s, .fn = parse_duration_s},
+        {.name = "--trusted-user", .kind = CLI_OPT_LIST, .dst = &a->trusted},
         {.name = "--max-body-memory",
-         .kind = GQ_OPT_FN,
+         .kind = CLI_OPT_FN,
          .dst = &a->body_memory,
          .fn = parse_body_memory},
         {.name = "--max-decoded-memory",
-         .kind = GQ_OPT_FN,
+         .kind = CLI_OPT_FN,
          .dst = &a->decoded_memory,
          .fn = parse_decoded_memory},
         {.name = "--read-timeout",
-         .kind = GQ_OPT_FN,
+         .kind = CLI_OPT_FN,
          .dst = &a->read_timeout_s,
          .fn = parse_read_timeout},
         {.name = "--max-connections",
-         .kind = GQ_OPT_LONG,
+         .kind = CLI_OPT_LONG,
          .dst = &a->max_conns,
          .min = 16,
          .max = 1000000},
         {.name = "--max-connections-per-ip",
-         .kind = GQ_OPT_LONG,
+         .kind = CLI_OPT_LONG,
          .dst = &a->max_conns_ip,
          .min = 1,
          .max = 1000000},
-        {.name = "--max-batch", .kind = GQ_OPT_LONG, .dst = &a->max_batch, .min = 1, .max = 4096},
-        {.name = "--client-ca", .kind = GQ_OPT_STRING, .dst = &a->so.client_ca_file},
-        {.name = "--client-cn", .kind = GQ_OPT_LIST, .dst = &a->client_cns},
+        {.name = "--max-batch", .kind = CLI_OPT_LONG, .dst = &a->max_batch, .min = 1, .max = 4096},
+        {.name = "--client-ca", .kind = CLI_OPT_STRING, .dst = &a->so.client_ca_file},
+        {.name = "--client-cn", .kind = CLI_OPT_LIST, .dst = &a->client_cns},
     };
-    int rc =
-        gq_cli_parse_or_exit(&(gq_cli_cmd){"webhook", opts, sizeof(opts) / sizeof(opts[0]), usage},
-                             argc, argv, NULL, NULL);
+    int rc = cli_parse_or_exit(&(cli_cmd){"webhook", opts, sizeof(opts) / sizeof(opts[0]), usage},
+                               argc, argv, NULL, NULL);
     if (rc >= 0)
         return rc;
     gq_err err;
@@ -451,7 +454,7 @@ static int parse_args(int argc, char **argv, webhook_args *a)
         return -1;
     fprintf(stderr, "gpuquota webhook: %s\n", err.msg);
     usage(stderr);
-    return GQ_EXIT_USAGE;
+    return CLI_EXIT_USAGE;
 }
 
 /* The server's options from the command line. */
@@ -552,7 +555,7 @@ static gq_code add_handlers(webhook_run *w, const webhook_args *a, gq_err *err)
 static gq_code setup(webhook_run *w, const webhook_args *a, gq_err *err)
 {
     gq_code rc;
-    if ((rc = gq_cli_load_config(a->config_path, &w->cfg, err)))
+    if ((rc = cli_load_config(a->config_path, &w->cfg, err)))
         return rc;
     if ((rc = http_metrics_new(GQ_VERSION, &w->registry)) ||
         (rc = wh_metrics_new(w->registry, &w->metrics)))
@@ -590,7 +593,7 @@ static void teardown(webhook_run *w)
     gq_config_free(w->cfg);
 }
 
-int gq_cmd_webhook(int argc, char **argv)
+int cli_cmd_webhook(int argc, char **argv)
 {
     webhook_args a;
     webhook_run w;
@@ -614,7 +617,7 @@ int gq_cmd_webhook(int argc, char **argv)
         exit_code = 1;
     } else {
         serve_until_stopped(w.srv, w.audit, &w.sigs, &a);
-        exit_code = GQ_EXIT_OK;
+        exit_code = CLI_EXIT_OK;
     }
     teardown(&w);
     return exit_code;

@@ -4,16 +4,16 @@
 
 #include "cli/cli.h"
 
-struct gq_cmd_entry {
+struct cli_cmd_entry {
     const char *name;
     int (*fn)(int, char **);
     const char *summary;
 };
 
-static const struct gq_cmd_entry gq_cmds[] = {
-#define GQ_CMD(n) {#n, gq_cmd_##n, gq_cmd_##n##_summary},
-#include "gq_commands.h"
-#undef GQ_CMD
+static const struct cli_cmd_entry cli_cmds[] = {
+#define CLI_CMD(n) {#n, cli_cmd_##n, cli_cmd_##n##_summary},
+#include "cli_commands.h"
+#undef CLI_CMD
 };
 
 static const char *prog = "gpuquota";
@@ -21,8 +21,8 @@ static const char *prog = "gpuquota";
 static void usage(FILE *f)
 {
     fprintf(f, "usage: %s COMMAND [ARGS...]\n\ncommands:\n", prog);
-    for (size_t i = 0; i < sizeof(gq_cmds) / sizeof(gq_cmds[0]); i++)
-        fprintf(f, "  %-12s %s\n", gq_cmds[i].name, gq_cmds[i].summary);
+    for (size_t i = 0; i < sizeof(cli_cmds) / sizeof(cli_cmds[0]); i++)
+        fprintf(f, "  %-12s %s\n", cli_cmds[i].name, cli_cmds[i].summary);
     fprintf(f, "\n'%s COMMAND --help' describes a command.\n", prog);
 }
 
@@ -41,16 +41,16 @@ int main(int argc, char **argv)
         prog = "kubectl gpuquota";
     if (argc < 2) {
         usage(stderr);
-        return GQ_EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
     if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(stdout);
-        return GQ_EXIT_OK;
+        return CLI_EXIT_OK;
     }
-    for (size_t i = 0; i < sizeof(gq_cmds) / sizeof(gq_cmds[0]); i++)
-        if (!strcmp(argv[1], gq_cmds[i].name))
-            return gq_cmds[i].fn(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof(cli_cmds) / sizeof(cli_cmds[0]); i++)
+        if (!strcmp(argv[1], cli_cmds[i].name))
+            return cli_cmds[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "%s: unknown command '%s'\n", prog, argv[1]);
     usage(stderr);
-    return GQ_EXIT_USAGE;
+    return CLI_EXIT_USAGE;
 }

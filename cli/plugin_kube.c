@@ -6,7 +6,7 @@
 #include "kube/kube.h"
 #include "cli/plugin.h"
 
-const char gq_kflags_usage[] =
+const char cli_kflags_usage[] =
     "kubectl flags:\n"
     "  --kubeconfig FILE      the kubeconfig (default: $KUBECONFIG's first file, in-cluster,\n"
     "                         then ~/.kube/config)\n"
@@ -15,24 +15,24 @@ const char gq_kflags_usage[] =
     "  -A, --all-namespaces   every namespace\n"
     "  -o, --output FORMAT    table (default), json or yaml\n";
 
-void gq_kflags_opts(gq_kflags *f, gq_cli_opt *out)
+void cli_kflags_opts(cli_kflags *f, cli_opt *out)
 {
-    /* Indexes are gq_out_fmt values. */
+    /* Indexes are cli_out_fmt values. */
     static const char *const outputs[] = {"table", "json", "yaml", NULL};
-    out[0] = (gq_cli_opt){.name = "--kubeconfig", .kind = GQ_OPT_NONEMPTY, .dst = &f->kubeconfig};
-    out[1] = (gq_cli_opt){.name = "--context", .kind = GQ_OPT_NONEMPTY, .dst = &f->context};
-    out[2] = (gq_cli_opt){
-        .name = "--namespace", .alias = "-n", .kind = GQ_OPT_NONEMPTY, .dst = &f->namespace_};
-    out[3] = (gq_cli_opt){
-        .name = "--all-namespaces", .alias = "-A", .kind = GQ_OPT_FLAG, .dst = &f->all_namespaces};
-    out[4] = (gq_cli_opt){.name = "--output",
-                          .alias = "-o",
-                          .kind = GQ_OPT_CHOICE,
-                          .dst = &f->output,
-                          .choices = outputs};
+    out[0] = (cli_opt){.name = "--kubeconfig", .kind = CLI_OPT_NONEMPTY, .dst = &f->kubeconfig};
+    out[1] = (cli_opt){.name = "--context", .kind = CLI_OPT_NONEMPTY, .dst = &f->context};
+    out[2] = (cli_opt){
+        .name = "--namespace", .alias = "-n", .kind = CLI_OPT_NONEMPTY, .dst = &f->namespace_};
+    out[3] = (cli_opt){
+        .name = "--all-namespaces", .alias = "-A", .kind = CLI_OPT_FLAG, .dst = &f->all_namespaces};
+    out[4] = (cli_opt){.name = "--output",
+                       .alias = "-o",
+                       .kind = CLI_OPT_CHOICE,
+                       .dst = &f->output,
+                       .choices = outputs};
 }
 
-gq_code gq_check_namespace(const char *what, const char *ns, gq_err *err)
+gq_code cli_check_namespace(const char *what, const char *ns, gq_err *err)
 {
     size_t n = strlen(ns);
     bool ok = n > 0 && n <= 63 && ns[0] != '-' && ns[n - 1] != '-';
@@ -47,7 +47,7 @@ gq_code gq_check_namespace(const char *what, const char *ns, gq_err *err)
     return GQ_OK;
 }
 
-gq_code gq_kflags_client(const gq_kflags *f, kube_client **client, char **ns, gq_err *err)
+gq_code cli_kflags_client(const cli_kflags *f, kube_client **client, char **ns, gq_err *err)
 {
     kube_config *cfg = NULL;
     kube_client *c = NULL;
@@ -58,8 +58,8 @@ gq_code gq_kflags_client(const gq_kflags *f, kube_client **client, char **ns, gq
         return rc;
     /* The namespace goes into API paths: a name Kubernetes would accept,
      * nothing else. */
-    if ((rc =
-             gq_check_namespace("namespace", f->namespace_ ? f->namespace_ : cfg->namespace_, err)))
+    if ((rc = cli_check_namespace("namespace", f->namespace_ ? f->namespace_ : cfg->namespace_,
+                                  err)))
         goto out;
     n = strdup(f->namespace_ ? f->namespace_ : cfg->namespace_);
     if (!n) {
@@ -77,10 +77,10 @@ out:
     return rc;
 }
 
-void gq_print_doc(FILE *out, gq_out_fmt fmt, json_object *v)
+void cli_print_doc(FILE *out, cli_out_fmt fmt, json_object *v)
 {
-    if (fmt == GQ_OUT_YAML)
-        gq_render_yaml(out, v);
+    if (fmt == CLI_OUT_YAML)
+        cli_render_yaml(out, v);
     else
         fprintf(out, "%s\n",
                 json_object_to_json_string_ext(v, JSON_C_TO_STRING_PRETTY |

@@ -11,7 +11,7 @@
 #include "quota/policy.h"
 #include "quota/quantity.h"
 
-void gq_render_bar(int64_t used, int64_t pending, int64_t hard, char buf[GQ_BAR_WIDTH + 3])
+void cli_render_bar(int64_t used, int64_t pending, int64_t hard, char buf[CLI_BAR_WIDTH + 3])
 {
     int n_used = 0, n_pend = 0;
     bool over = false;
@@ -20,19 +20,19 @@ void gq_render_bar(int64_t used, int64_t pending, int64_t hard, char buf[GQ_BAR_
     if (pending < 0)
         pending = 0;
     if (hard <= 0) {
-        n_used = used || pending ? GQ_BAR_WIDTH : 0;
+        n_used = used || pending ? CLI_BAR_WIDTH : 0;
         over = (used || pending) && hard == 0;
     } else {
         /* cells = ceil-for-nonzero(part * W / hard), in long double so
          * byte counts near INT64_MAX cannot overflow. */
-        long double w = GQ_BAR_WIDTH;
+        long double w = CLI_BAR_WIDTH;
         long double u = (long double)used * w / (long double)hard;
         long double p = (long double)pending * w / (long double)hard;
-        n_used = u >= w ? GQ_BAR_WIDTH : (int)u;
+        n_used = u >= w ? CLI_BAR_WIDTH : (int)u;
         if (used && !n_used)
             n_used = 1;
-        n_pend = (u + p) >= w ? GQ_BAR_WIDTH - n_used : (int)(u + p) - n_used;
-        if (pending && n_pend <= 0 && n_used < GQ_BAR_WIDTH)
+        n_pend = (u + p) >= w ? CLI_BAR_WIDTH - n_used : (int)(u + p) - n_used;
+        if (pending && n_pend <= 0 && n_used < CLI_BAR_WIDTH)
             n_pend = 1;
         if (n_pend < 0)
             n_pend = 0;
@@ -40,7 +40,7 @@ void gq_render_bar(int64_t used, int64_t pending, int64_t hard, char buf[GQ_BAR_
     }
     char *b = buf;
     *b++ = '[';
-    for (int i = 0; i < GQ_BAR_WIDTH; i++)
+    for (int i = 0; i < CLI_BAR_WIDTH; i++)
         *b++ = i < n_used ? '#' : i < n_used + n_pend ? '=' : '.';
     if (over)
         b[-1] = '!';
@@ -50,7 +50,7 @@ void gq_render_bar(int64_t used, int64_t pending, int64_t hard, char buf[GQ_BAR_
 
 /* ---- the report -------------------------------------------------------------- */
 
-void gq_fmt_amount(int k, int64_t v, char buf[GQ_QUANTITY_STR_MAX])
+void cli_fmt_amount(int k, int64_t v, char buf[GQ_QUANTITY_STR_MAX])
 {
     if (k == GQ_KEY_GPU_MEMORY)
         gq_format_bytes(v, buf);
@@ -58,9 +58,9 @@ void gq_fmt_amount(int k, int64_t v, char buf[GQ_QUANTITY_STR_MAX])
         snprintf(buf, GQ_QUANTITY_STR_MAX, "%" PRId64, v);
 }
 
-gq_code gq_objs_collect(void *ud, json_object *item, gq_err *err)
+gq_code cli_objs_collect(void *ud, json_object *item, gq_err *err)
 {
-    gq_objs *o = ud;
+    cli_objs *o = ud;
     if (o->n == o->cap) {
         size_t cap = o->cap ? o->cap * 2 : 16;
         json_object **nv;
@@ -77,7 +77,7 @@ gq_code gq_objs_collect(void *ud, json_object *item, gq_err *err)
     return GQ_OK;
 }
 
-void gq_objs_dispose(gq_objs *o)
+void cli_objs_dispose(cli_objs *o)
 {
     for (size_t i = 0; i < o->n; i++)
         json_object_put(o->v[i]);
@@ -89,7 +89,7 @@ void gq_objs_dispose(gq_objs *o)
 static json_object *amount_json(gq_qkey k, int64_t v)
 {
     char buf[GQ_QUANTITY_STR_MAX];
-    gq_fmt_amount(k, v, buf);
+    cli_fmt_amount(k, v, buf);
     return json_object_new_string(buf);
 }
 
@@ -251,8 +251,8 @@ static json_object *quota_report(const parsed *p, int64_t now)
     return o;
 }
 
-gq_code gq_top_report(json_object *const *objs, size_t n, int64_t now, json_object **out,
-                      gq_err *err)
+gq_code cli_top_report(json_object *const *objs, size_t n, int64_t now, json_object **out,
+                       gq_err *err)
 {
     parsed *ps = n ? calloc(n, sizeof(*ps)) : NULL;
     size_t np = 0;
@@ -328,12 +328,12 @@ static void render_resources(FILE *out, json_object *q, bool tenant, const char 
                 "(no hard limits)");
     for (size_t j = 0; j < nr; j++) {
         json_object *r = json_object_array_get_idx(res, j);
-        char bar[GQ_BAR_WIDTH + 3];
+        char bar[CLI_BAR_WIDTH + 3];
         int64_t pend = int_member(r, "reservedValue");
         int64_t queued = int_member(r, "queuedValue");
         if (queued > 0 && pend <= INT64_MAX - queued)
             pend += queued;
-        gq_render_bar(int_member(r, "usedValue"), pend, int_member(r, "hardValue"), bar);
+        cli_render_bar(int_member(r, "usedValue"), pend, int_member(r, "hardValue"), bar);
         fprintf(out, ROW_FMT,
                 j        ? ""
                 : tenant ? "tenant"
@@ -378,7 +378,7 @@ static void render_quota(FILE *out, json_object *q)
     render_details(out, q);
 }
 
-void gq_render_top_table(FILE *out, json_object *report)
+void cli_render_top_table(FILE *out, json_object *report)
 {
     json_object *quotas = gq_json_member(report, "quotas"),
                 *errors = gq_json_member(report, "errors");
@@ -498,7 +498,7 @@ static void yaml_value(FILE *out, json_object *v, int ind, int depth)
     }
 }
 
-void gq_render_yaml(FILE *out, json_object *v)
+void cli_render_yaml(FILE *out, json_object *v)
 {
     yaml_value(out, v, 0, 0);
 }

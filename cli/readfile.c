@@ -5,7 +5,7 @@
 
 #include "cli/cli.h"
 
-gq_code gq_cli_read_file(const char *path, size_t max, char **out, size_t *out_len, gq_err *err)
+gq_code cli_read_file(const char *path, size_t max, char **out, size_t *out_len, gq_err *err)
 {
     int is_stdin = !strcmp(path, "-");
     FILE *f = is_stdin ? stdin : fopen(path, "rb");

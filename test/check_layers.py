@@ -69,6 +69,12 @@ ALLOWED = {
     },
 }
 
+# Names say their layer: every function a layer's header declares starts
+# with the layer's prefix, so a call site tells which layer it reaches into.
+PREFIXES = {"common": "gq_", "quota": "gq_", "http": "http_", "kube": "kube_",
+            "certs": "certs_", "webhook": "wh_", "controller": "ctl_", "cli": "cli_"}
+DECL = re.compile(r"^(?!typedef\b|static\b|#|\s)[A-Za-z_][\w \*]*?\b([A-Za-z_]\w*)\s*\(", re.M)
+
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 
 
@@ -115,7 +121,7 @@ def check_file(root, rel, problems):
             if top in LAYERS and top not in LAYERS[layer]:
                 problems.append(f"{where}: {layer}/ may not include {name} "
                                 f"(allowed: {', '.join(sorted(LAYERS[layer]))})")
-            elif top is None and os.path.basename(name) != "gq_commands.h":
+            elif top is None and os.path.basename(name) != "cli_commands.h":
                 problems.append(f'{where}: include "{name}" by its layer ("LAYER/{name}")')
         for pat, owners, why in ADAPTERS:
             if (kind == "<" and pat.search(name) and layer not in owners
@@ -124,6 +130,12 @@ def check_file(root, rel, problems):
         if layer == PURE and PURE_HEADERS.search(name):
             problems.append(f"{where}: {name}: quota/ is pure (no I/O, clocks, threads, logging)")
     code = strip(text)
+    if rel.endswith(".h") and layer in PREFIXES:
+        for m in DECL.finditer(code):
+            if not m.group(1).startswith(PREFIXES[layer]):
+                no = code.count("\n", 0, m.start(1)) + 1
+                problems.append(f"{rel}:{no}: {m.group(1)}: a function of {layer}/ is named "
+                                f"{PREFIXES[layer]}...")
     calls = dict((c, why) for c, why in BANNED.items() if c not in allowed_calls)
     if layer == PURE:
         calls.update((c, "quota/ is pure: take it as a parameter or do it in a shell")
@@ -150,7 +162,7 @@ def check_test_file(root, rel, problems):
             continue
         name = m.group(2)
         top = name.split("/", 1)[0] if "/" in name else None
-        if top in LAYERS or os.path.basename(name) == "gq_commands.h":
+        if top in LAYERS or os.path.basename(name) == "cli_commands.h":
             continue
         where = os.path.join(root, here if top is None else TEST, name)
         if not os.path.isfile(where):

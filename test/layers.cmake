@@ -5,7 +5,7 @@
 add_test(NAME check_layers COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_layers.py
                                    ${CMAKE_SOURCE_DIR})
 add_test(NAME check_layers_catches
-         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 1 12
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 1 13
                  "^quota/bad.c:2: <curl/curl.h>: libcurl belongs to kube/$"
                  "^quota/bad.c:3: time.h: quota/ is pure"
                  "^quota/bad.c:5: include \"policy.h\" by its layer"
@@ -16,8 +16,9 @@ add_test(NAME check_layers_catches
                  "^kube/bad.c:3: kube/ may not include controller/ctl.h"
                  "^webhook/other.c:1: <gnutls/gnutls.h>"
                  "^cli/bad.c:5: sprintf\\(\\): no bound"
+                 "^cli/bad.h:2: gq_misnamed: a function of cli/ is named cli_...$"
                  "^test/unit/quota/test_bad.c:3: include \"testjson.h\": a test header is included by its path"
-                 "^check_layers: 11 problem\\(s\\)$"
+                 "^check_layers: 12 problem\\(s\\)$"
                  python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_layers.py ${GQ_TEST_DATA}/layers-bad)
 
 # The figures of docs/architecture.md's "Size of a function" (test/code_stats.py):

@@ -12,16 +12,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *p = (const char *)data, *end = p + size;
-    gq_audit_summary s;
-    gq_audit_summary_init(&s);
-    const gq_audit_filter f = {.has_since = true, .since = 0, .denied_only = false};
+    cli_audit_summary s;
+    cli_audit_summary_init(&s);
+    const cli_audit_filter f = {.has_since = true, .since = 0, .denied_only = false};
     while (p <= end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
         gq_audit_entry e;
         gq_err err;
         gq_err_clear(&err);
-        gq_code rc = gq_audit_parse_line(p, len, &e, &err);
+        gq_code rc = cli_audit_parse_line(p, len, &e, &err);
         if (rc) {
             if (err.code != rc || err.msg[0] == '\0')
                 abort();
@@ -30,16 +30,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             char *text = NULL, charge[128];
             size_t n = 0;
             json_object *back = NULL;
-            gq_audit_entry_to_json(&e, &b);
+            cli_audit_entry_to_json(&e, &b);
             if (gq_strbuf_finish(&b, &text, &n) != GQ_OK)
                 abort();
             if (gq_json_parse(text, n, GQ_JSON_DEFAULT_DEPTH, &back, NULL) != GQ_OK)
                 abort();
             json_object_put(back);
             free(text);
-            gq_audit_charge_text(&e, charge, sizeof(charge));
-            (void)gq_audit_matches(&e, &f);
-            if (gq_audit_summary_add(&s, &e) != GQ_OK)
+            cli_audit_charge_text(&e, charge, sizeof(charge));
+            (void)cli_audit_matches(&e, &f);
+            if (cli_audit_summary_add(&s, &e) != GQ_OK)
                 abort();
             gq_audit_entry_dispose(&e);
         }
@@ -47,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         p = nl + 1;
     }
-    gq_audit_summary_finish(&s);
-    gq_audit_summary_dispose(&s);
+    cli_audit_summary_finish(&s);
+    cli_audit_summary_dispose(&s);
     return 0;
 }

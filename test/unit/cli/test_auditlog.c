@@ -36,7 +36,7 @@ static void parse_ok(const char *file, int n, gq_audit_entry *e)
     char *line = data_line(file, n);
     gq_err err;
     gq_err_clear(&err);
-    gq_code rc = gq_audit_parse_line(line, strlen(line), e, &err);
+    gq_code rc = cli_audit_parse_line(line, strlen(line), e, &err);
     if (rc)
         print_error("%s:%d: %s\n", file, n, err.msg);
     assert_int_equal(rc, GQ_OK);
@@ -128,7 +128,7 @@ static void test_parse_records(void **state)
         assert_true(e.has_time);
         assert_int_equal(e.t, w->t);
         char charge[128];
-        gq_audit_charge_text(&e, charge, sizeof(charge));
+        cli_audit_charge_text(&e, charge, sizeof(charge));
         assert_string_equal(charge, w->charge);
         gq_audit_entry_dispose(&e);
     }
@@ -177,7 +177,7 @@ static void test_parse_errors(void **state)
         memset(&e, 0xa5, sizeof(e));
         gq_err err;
         gq_err_clear(&err);
-        gq_code rc = gq_audit_parse_line(bad[i].text, strlen(bad[i].text), &e, &err);
+        gq_code rc = cli_audit_parse_line(bad[i].text, strlen(bad[i].text), &e, &err);
         if (rc != bad[i].code)
             print_error("case %zu: got %d\n", i, rc);
         assert_int_equal(rc, bad[i].code);
@@ -188,7 +188,7 @@ static void test_parse_errors(void **state)
     /* A line over the cap is refused before parsing. */
     gq_audit_entry e;
     gq_err err;
-    assert_int_equal(gq_audit_parse_line("{}", GQ_AUDIT_LINE_MAX + 1, &e, &err), GQ_ELIMIT);
+    assert_int_equal(cli_audit_parse_line("{}", CLI_AUDIT_LINE_MAX + 1, &e, &err), GQ_ELIMIT);
 }
 
 static void test_parse_mutation_annotation_and_crlf(void **state)
@@ -203,7 +203,7 @@ static void test_parse_mutation_annotation_and_crlf(void **state)
         "\"responseStatus\":{\"code\":200}}\r";
     gq_audit_entry e;
     gq_err err;
-    assert_int_equal(gq_audit_parse_line(line, strlen(line), &e, &err), GQ_OK);
+    assert_int_equal(cli_audit_parse_line(line, strlen(line), &e, &err), GQ_OK);
     assert_string_equal(e.webhook, "mutate");
     assert_string_equal(e.operation, "DELETE");
     assert_int_equal(e.decision, GQ_AUDIT_ALLOWED);
@@ -243,7 +243,7 @@ static void test_since(void **state)
         int64_t out = -1;
         gq_err err;
         gq_err_clear(&err);
-        gq_code rc = gq_audit_parse_since(cases[i].text, now, &out, &err);
+        gq_code rc = cli_audit_parse_since(cases[i].text, now, &out, &err);
         if (rc != cases[i].code)
             print_error("case %s: got %d\n", cases[i].text, rc);
         assert_int_equal(rc, cases[i].code);
@@ -258,7 +258,7 @@ static void test_since(void **state)
 
 typedef struct filter_case {
     const char *name;
-    gq_audit_filter f;
+    cli_audit_filter f;
     const char *want; /* line numbers of gpuquota.log that match, e.g. "1,2" */
 } filter_case;
 
@@ -305,7 +305,7 @@ static void test_filters(void **state)
         for (int l = 1; l <= 7; l++) {
             gq_audit_entry e;
             parse_ok("gpuquota.log", l, &e);
-            if (gq_audit_matches(&e, &cases[i].f))
+            if (cli_audit_matches(&e, &cases[i].f))
                 len += (size_t)snprintf(got + len, sizeof(got) - len, "%s%d", len ? "," : "", l);
             gq_audit_entry_dispose(&e);
         }
@@ -344,7 +344,7 @@ static void test_json(void **state)
         gq_audit_entry e;
         parse_ok(cases[i].file, cases[i].line, &e);
         gq_strbuf b = {0};
-        gq_audit_entry_to_json(&e, &b);
+        cli_audit_entry_to_json(&e, &b);
         char *text = NULL;
         size_t len = 0;
         assert_int_equal(gq_strbuf_finish(&b, &text, &len), GQ_OK);
@@ -357,23 +357,23 @@ static void test_json(void **state)
 static void test_summary(void **state)
 {
     (void)state;
-    gq_audit_summary s;
-    gq_audit_summary_init(&s);
+    cli_audit_summary s;
+    cli_audit_summary_init(&s);
     for (int l = 1; l <= 7; l++) {
         gq_audit_entry e;
         parse_ok("gpuquota.log", l, &e);
-        assert_int_equal(gq_audit_summary_add(&s, &e), GQ_OK);
+        assert_int_equal(cli_audit_summary_add(&s, &e), GQ_OK);
         gq_audit_entry_dispose(&e);
     }
     for (int l = 2; l <= 5; l++) { /* the Events, the error among them */
         gq_audit_entry e;
         parse_ok("apiserver.log", l, &e);
-        assert_int_equal(gq_audit_summary_add(&s, &e), GQ_OK);
+        assert_int_equal(cli_audit_summary_add(&s, &e), GQ_OK);
         gq_audit_entry_dispose(&e);
     }
-    gq_audit_summary_finish(&s);
+    cli_audit_summary_finish(&s);
     assert_int_equal(s.n_ns, 2);
-    const gq_audit_ns_summary *ml = &s.ns[0], *ta = &s.ns[1];
+    const cli_audit_ns_summary *ml = &s.ns[0], *ta = &s.ns[1];
     assert_string_equal(ml->namespace_, "ml-b");
     assert_int_equal(ml->admitted, 3); /* dry run 15:20, b-8, Event dry run */
     assert_int_equal(ml->denied, 1);
@@ -402,31 +402,31 @@ static void test_summary(void **state)
     assert_int_equal(s.total.charged_bytes, 40LL << 30);
     assert_int_equal(s.total.n_reasons, 3);
     assert_string_equal(s.total.reasons[0].text, "exceeded quota: team-a");
-    gq_audit_summary_dispose(&s);
-    gq_audit_summary_dispose(NULL);
+    cli_audit_summary_dispose(&s);
+    cli_audit_summary_dispose(NULL);
     gq_audit_entry_dispose(NULL);
 }
 
 static void test_summary_reason_cap(void **state)
 {
     (void)state;
-    gq_audit_summary s;
-    gq_audit_summary_init(&s);
+    cli_audit_summary s;
+    cli_audit_summary_init(&s);
     char reason[32];
-    for (int i = 0; i < GQ_AUDIT_REASONS_MAX + 3; i++) {
+    for (int i = 0; i < CLI_AUDIT_REASONS_MAX + 3; i++) {
         gq_audit_entry e = {0};
         snprintf(reason, sizeof(reason), "reason %03d, detail", i);
         e.reason = reason;
         e.decision = GQ_AUDIT_DENIED;
-        assert_int_equal(gq_audit_summary_add(&s, &e), GQ_OK);
+        assert_int_equal(cli_audit_summary_add(&s, &e), GQ_OK);
     }
-    gq_audit_summary_finish(&s);
+    cli_audit_summary_finish(&s);
     assert_int_equal(s.n_ns, 1);
     assert_string_equal(s.ns[0].namespace_, "");
-    assert_int_equal(s.ns[0].n_reasons, GQ_AUDIT_REASONS_MAX);
+    assert_int_equal(s.ns[0].n_reasons, CLI_AUDIT_REASONS_MAX);
     assert_int_equal(s.ns[0].other_reasons, 3);
     assert_string_equal(s.ns[0].reasons[0].text, "reason 000");
-    gq_audit_summary_dispose(&s);
+    cli_audit_summary_dispose(&s);
 }
 
 static void test_summary_reason_groups(void **state)
@@ -445,28 +445,28 @@ static void test_summary_reason_groups(void **state)
         {NULL, ""},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        gq_audit_summary s;
-        gq_audit_summary_init(&s);
+        cli_audit_summary s;
+        cli_audit_summary_init(&s);
         gq_audit_entry e = {0};
         e.reason = (char *)cases[i].reason;
         e.decision = GQ_AUDIT_DENIED;
-        assert_int_equal(gq_audit_summary_add(&s, &e), GQ_OK);
+        assert_int_equal(cli_audit_summary_add(&s, &e), GQ_OK);
         assert_int_equal(s.ns[0].n_reasons, 1);
         assert_string_equal(s.ns[0].reasons[0].text, cases[i].group);
-        gq_audit_summary_dispose(&s);
+        cli_audit_summary_dispose(&s);
     }
     /* A long reason is cut to the group size. */
     char longr[300];
     memset(longr, 'x', sizeof(longr) - 1);
     longr[sizeof(longr) - 1] = '\0';
-    gq_audit_summary s;
-    gq_audit_summary_init(&s);
+    cli_audit_summary s;
+    cli_audit_summary_init(&s);
     gq_audit_entry e = {0};
     e.reason = longr;
     e.decision = GQ_AUDIT_DENIED;
-    assert_int_equal(gq_audit_summary_add(&s, &e), GQ_OK);
-    assert_int_equal(strlen(s.ns[0].reasons[0].text), GQ_AUDIT_REASON_KEY_MAX - 1);
-    gq_audit_summary_dispose(&s);
+    assert_int_equal(cli_audit_summary_add(&s, &e), GQ_OK);
+    assert_int_equal(strlen(s.ns[0].reasons[0].text), CLI_AUDIT_REASON_KEY_MAX - 1);
+    cli_audit_summary_dispose(&s);
 }
 
 int main(void)

@@ -13,7 +13,7 @@
 typedef struct opts {
     const char *config, *uid;
     bool dry;
-    gq_cli_list state;
+    cli_list state;
     const char *state_v[2];
     int out;
     long threads;
@@ -23,7 +23,7 @@ typedef struct opts {
 static gq_code twice(const char *name, const char *value, void *dst, gq_err *err)
 {
     long v = 0;
-    gq_code rc = gq_cli_parse_long(name, value, 0, 100, &v, err);
+    gq_code rc = cli_parse_long(name, value, 0, 100, &v, err);
     if (!rc)
         *(long *)dst = 2 * v;
     return rc;
@@ -31,7 +31,7 @@ static gq_code twice(const char *name, const char *value, void *dst, gq_err *err
 
 /* Parse the NULL-terminated words (argv[0] "cmd" prepended); positional
  * arguments go to pos. */
-static gq_cli_parsed run(opts *o, const char **pos, size_t *n_pos, gq_err *err, ...)
+static cli_parsed run(opts *o, const char **pos, size_t *n_pos, gq_err *err, ...)
 {
     static const char *const outputs[] = {"text", "json", NULL};
     char *argv[16] = {"cmd"};
@@ -42,23 +42,23 @@ static gq_cli_parsed run(opts *o, const char **pos, size_t *n_pos, gq_err *err, 
         argv[argc++] = w;
     va_end(ap);
     memset(o, 0, sizeof(*o));
-    o->state = (gq_cli_list){o->state_v, 0, 2};
-    const gq_cli_opt table[] = {
-        {.name = "--config", .kind = GQ_OPT_STRING, .dst = &o->config},
-        {.name = "--uid", .kind = GQ_OPT_NONEMPTY, .dst = &o->uid},
-        {.name = "--dry-run", .kind = GQ_OPT_FLAG, .dst = &o->dry},
-        {.name = "--state", .kind = GQ_OPT_LIST, .dst = &o->state},
+    o->state = (cli_list){o->state_v, 0, 2};
+    const cli_opt table[] = {
+        {.name = "--config", .kind = CLI_OPT_STRING, .dst = &o->config},
+        {.name = "--uid", .kind = CLI_OPT_NONEMPTY, .dst = &o->uid},
+        {.name = "--dry-run", .kind = CLI_OPT_FLAG, .dst = &o->dry},
+        {.name = "--state", .kind = CLI_OPT_LIST, .dst = &o->state},
         {.name = "--output",
          .alias = "-o",
-         .kind = GQ_OPT_CHOICE,
+         .kind = CLI_OPT_CHOICE,
          .dst = &o->out,
          .choices = outputs},
-        {.name = "--threads", .kind = GQ_OPT_LONG, .dst = &o->threads, .min = 1, .max = 8},
-        {.name = "--double", .kind = GQ_OPT_FN, .dst = &o->doubled, .fn = twice},
-        {.name = "--drain", .kind = GQ_OPT_LONG, .dst = &o->threads, .min = 0, .max = 9},
+        {.name = "--threads", .kind = CLI_OPT_LONG, .dst = &o->threads, .min = 1, .max = 8},
+        {.name = "--double", .kind = CLI_OPT_FN, .dst = &o->doubled, .fn = twice},
+        {.name = "--drain", .kind = CLI_OPT_LONG, .dst = &o->threads, .min = 0, .max = 9},
     };
     gq_err_clear(err);
-    return gq_cli_parse(argc, argv, table, sizeof(table) / sizeof(table[0]), pos, n_pos, err);
+    return cli_parse(argc, argv, table, sizeof(table) / sizeof(table[0]), pos, n_pos, err);
 }
 
 static void every_kind(void **state)
@@ -71,7 +71,7 @@ static void every_kind(void **state)
     assert_int_equal(run(&o, pos, &n, &err, "a.yaml", "--config", "c.yaml", "--uid=u1", "--dry-run",
                          "--state", "s1", "-", "--state=s2", "-o", "json", "--threads", "4",
                          "--double", "21", NULL),
-                     GQ_CLI_PARSED);
+                     CLI_PARSED);
     assert_string_equal(o.config, "c.yaml");
     assert_string_equal(o.uid, "u1");
     assert_true(o.dry);
@@ -87,14 +87,14 @@ static void every_kind(void **state)
 
     /* A unique prefix of a long name, as getopt_long allows; "--" ends options. */
     assert_int_equal(run(&o, pos, &n, &err, "--conf", "x", "--dry", "--", "--uid", NULL),
-                     GQ_CLI_PARSED);
+                     CLI_PARSED);
     assert_string_equal(o.config, "x");
     assert_true(o.dry);
     assert_int_equal(n, 1);
     assert_string_equal(pos[0], "--uid");
 
-    assert_int_equal(run(&o, pos, &n, &err, "x", "-h", NULL), GQ_CLI_HELP);
-    assert_int_equal(run(&o, pos, &n, &err, "--help", NULL), GQ_CLI_HELP);
+    assert_int_equal(run(&o, pos, &n, &err, "x", "-h", NULL), CLI_HELP);
+    assert_int_equal(run(&o, pos, &n, &err, "--help", NULL), CLI_HELP);
 }
 
 static void errors_name_the_option(void **state)
@@ -121,12 +121,12 @@ static void errors_name_the_option(void **state)
         const char *pos[16];
         size_t n = 0;
         const char *const *w = cases[i].words;
-        gq_cli_parsed r = run(&o, pos, &n, &err, w[0], w[1], w[2], w[3], NULL);
+        cli_parsed r = run(&o, pos, &n, &err, w[0], w[1], w[2], w[3], NULL);
         if (!cases[i].msg) {
-            assert_int_equal(r, GQ_CLI_PARSED);
+            assert_int_equal(r, CLI_PARSED);
             continue;
         }
-        assert_int_equal(r, GQ_CLI_BAD);
+        assert_int_equal(r, CLI_BAD);
         assert_string_equal(err.msg, cases[i].msg);
     }
     opts o;
@@ -134,10 +134,10 @@ static void errors_name_the_option(void **state)
     const char *pos[16];
     size_t n = 0;
     assert_int_equal(run(&o, pos, &n, &err, "--state", "a", "--state", "b", "--state", "c", NULL),
-                     GQ_CLI_BAD);
+                     CLI_BAD);
     assert_string_equal(err.msg, "at most 2 --state");
     /* A subcommand without arguments refuses one. */
-    assert_int_equal(run(&o, NULL, NULL, &err, "stray", NULL), GQ_CLI_BAD);
+    assert_int_equal(run(&o, NULL, NULL, &err, "stray", NULL), CLI_BAD);
     assert_string_equal(err.msg, "unexpected argument stray");
 }
 

@@ -41,8 +41,8 @@ static void bars(void **state)
         {-5, -5, 10, "[....................]"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        char b[GQ_BAR_WIDTH + 3];
-        gq_render_bar(cases[i].used, cases[i].pending, cases[i].hard, b);
+        char b[CLI_BAR_WIDTH + 3];
+        cli_render_bar(cases[i].used, cases[i].pending, cases[i].hard, b);
         if (strcmp(b, cases[i].want))
             fail_msg("bar %zu: got %s, want %s", i, b, cases[i].want);
     }
@@ -99,7 +99,7 @@ static void report_and_table(void **state)
                                   "\"spec\":{\"hard\":{\"gpu-memory\":\"-1\"}}}")};
     json_object *r = NULL;
     gq_err err;
-    assert_int_equal(gq_top_report(objs, 3, NOW, &r, &err), GQ_OK);
+    assert_int_equal(cli_top_report(objs, 3, NOW, &r, &err), GQ_OK);
     assert_string_equal(get_str(r, "quotas.0.kind"), "GPUQuota");
     assert_string_equal(get_str(r, "quotas.0.resources.0.resource"), "gpu-memory");
     assert_string_equal(get_str(r, "quotas.0.resources.0.used"), "8Gi");
@@ -123,7 +123,7 @@ static void report_and_table(void **state)
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    gq_render_top_table(f, r);
+    cli_render_top_table(f, r);
     fclose(f);
     const char *want = "KIND      QUOTA                  RESOURCE           USED   RESERVED     "
                        "QUEUED       HARD  USAGE\n"
@@ -147,9 +147,9 @@ static void report_and_table(void **state)
         json_object_put(objs[i]);
 
     /* nothing at all */
-    assert_int_equal(gq_top_report(NULL, 0, NOW, &r, &err), GQ_OK);
+    assert_int_equal(cli_top_report(NULL, 0, NOW, &r, &err), GQ_OK);
     f = open_memstream(&text, &len);
-    gq_render_top_table(f, r);
+    cli_render_top_table(f, r);
     fclose(f);
     assert_string_equal(text, "No GPU quotas found.\n");
     free(text);
@@ -177,12 +177,12 @@ static void odd_status(void **state)
                  statuses[i]);
         json_object *obj = parse(text), *r = NULL;
         gq_err err;
-        assert_int_equal(gq_top_report(&obj, 1, NOW, &r, &err), GQ_OK);
+        assert_int_equal(cli_top_report(&obj, 1, NOW, &r, &err), GQ_OK);
         char *out = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&out, &len);
-        gq_render_top_table(f, r);
-        gq_render_yaml(f, r);
+        cli_render_top_table(f, r);
+        cli_render_yaml(f, r);
         fclose(f);
         assert_true(len > 0);
         /* either reported or refused as unreadable, never half-read */
@@ -203,7 +203,7 @@ static void yaml(void **state)
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    gq_render_yaml(f, v);
+    cli_render_yaml(f, v);
     fclose(f);
     assert_string_equal(text, "a: plain\n"
                               "b: \"true\"\n"

@@ -138,7 +138,7 @@ static void test_round_trip_every_field(void **state)
         /* `gpuquota audit`'s line reader: the same record, bulky trees
          * skipped. */
         memset(&e, 0, sizeof(e));
-        assert_int_equal(gq_audit_parse_line(line, strlen(line), &e, &err), GQ_OK);
+        assert_int_equal(cli_audit_parse_line(line, strlen(line), &e, &err), GQ_OK);
         assert_common(&e, &s.rec, cases[i].want);
         assert_null(e.request);
         assert_null(e.rewrite);

@@ -203,7 +203,7 @@ int ctl_claims_check(ctl_controller *c, const char *ns, const char *name)
     }
     json_object_put(pod);
     if (out == CHECK_DONE) {
-        ctl_queue_forget(c->queue, key);
+        ctl_workqueue_forget(c->queue, key);
         return RES_OK;
     }
     if (out == CHECK_RETRY)
@@ -297,7 +297,7 @@ int ctl_claims_unpin(ctl_controller *c, const char *ns)
     }
     json_object_put(items);
     if (!retry) {
-        ctl_queue_forget(c->queue, key);
+        ctl_workqueue_forget(c->queue, key);
         return RES_OK;
     }
     GQ_DEBUG("claims: unpinning in %s: %s", ns[0] ? ns : "every namespace", err.msg);

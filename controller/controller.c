@@ -48,7 +48,7 @@ static gq_code enqueue(ctl_controller *c, char kind, const char *ns, const char 
     char key[KEY_MAX];
     if (!ctl_make_key(key, kind, ns, name))
         return GQ_ELIMIT;
-    return ctl_queue_add_after(c->queue, key, delay);
+    return ctl_workqueue_add_after(c->queue, key, delay);
 }
 
 typedef struct ns_match {
@@ -72,7 +72,7 @@ static void enqueue_ns(ctl_controller *c, const char *ns, long delay)
     kube_cache_foreach(c->quotas, enqueue_quota_fn, &m);
     pthread_mutex_lock(&c->mu);
     for (size_t i = 0; i < c->n_tenants; i++)
-        if (!ns || ctl_store_covers(c->store, c->tv[i].q, ns))
+        if (!ns || ctl_podstore_covers(c->store, c->tv[i].q, ns))
             (void)enqueue(c, 't', "", c->tv[i].name, delay);
     pthread_mutex_unlock(&c->mu);
 }
@@ -127,7 +127,7 @@ static void pod_changed(ctl_controller *c, const char *ns, const ctl_pod *p)
     if (!atomic_load(&c->synced))
         return;
     enqueue_ns(c, ns, 0);
-    ctl_admit_kick(c);
+    ctl_ungate_kick(c);
     /* A pod being deleted stops counting at its grace deadline; no event
      * marks that moment, so ask for a reconcile then. */
     if (p && p->delete_at && !p->terminal) {
@@ -155,7 +155,7 @@ static void claims_changed(ctl_controller *c, const char *ns, const char *name, 
 static void pod_add(void *ud, const char *ns, const char *name, const void *rec)
 {
     ctl_controller *c = ud;
-    ctl_store_link(c->store, (ctl_pod *)rec);
+    ctl_podstore_link(c->store, (ctl_pod *)rec);
     claims_changed(c, ns, name, NULL, rec);
     pod_changed(c, ns, rec);
 }
@@ -164,7 +164,7 @@ static void pod_update(void *ud, const char *ns, const char *name, const void *o
                        const void *new_rec)
 {
     ctl_controller *c = ud;
-    ctl_store_replace(c->store, (ctl_pod *)old_rec, (ctl_pod *)new_rec);
+    ctl_podstore_replace(c->store, (ctl_pod *)old_rec, (ctl_pod *)new_rec);
     claims_changed(c, ns, name, old_rec, new_rec);
     if (!ctl_pod_same(old_rec, new_rec))
         pod_changed(c, ns, new_rec);
@@ -173,7 +173,7 @@ static void pod_update(void *ud, const char *ns, const char *name, const void *o
 static void pod_delete(void *ud, const char *ns, const char *name, const void *rec)
 {
     ctl_controller *c = ud;
-    ctl_store_unlink(c->store, (ctl_pod *)rec);
+    ctl_podstore_unlink(c->store, (ctl_pod *)rec);
     claims_changed(c, ns, name, rec, NULL);
     pod_changed(c, ns, NULL);
 }
@@ -184,7 +184,7 @@ static void quota_event(void *ud, const char *ns, const char *name, const void *
 {
     (void)enqueue(ud, 'q', ns, name, 0);
     if (atomic_load(&((ctl_controller *)ud)->synced))
-        ctl_admit_kick(ud);
+        ctl_ungate_kick(ud);
 }
 
 static bool own_echo(ctl_controller *c, char kind, const char *ns, const char *name,
@@ -283,7 +283,7 @@ static void ns_set(void *ud, const char *ns, const char *name, const void *rec)
 {
     ctl_controller *c = ud;
     bool changed = false;
-    if (ctl_store_set_namespace(c->store, name, (json_object *)rec, &changed) != GQ_OK)
+    if (ctl_podstore_set_namespace(c->store, name, (json_object *)rec, &changed) != GQ_OK)
         GQ_ERROR("namespace %s: out of memory", name);
     if (changed && atomic_load(&c->synced))
         enqueue_tenants(c);
@@ -297,7 +297,7 @@ static void ns_update(void *ud, const char *ns, const char *name, const void *o,
 static void ns_delete(void *ud, const char *ns, const char *name, const void *rec)
 {
     ctl_controller *c = ud;
-    ctl_store_delete_namespace(c->store, name);
+    ctl_podstore_delete_namespace(c->store, name);
     if (atomic_load(&c->synced))
         enqueue_tenants(c);
 }
@@ -460,7 +460,7 @@ static void find_abandoned(ctl_controller *c, const char *key, json_object *quot
         gq_reservation r;
         if (gq_reservation_parse(json_object_array_get_idx(arr, i), NULL, &r, NULL) != GQ_OK)
             continue; /* corrupt: the reconcile drops it */
-        if (r.claim || ctl_store_has_uid(c->store, r.namespace_, r.key)) {
+        if (r.claim || ctl_podstore_has_uid(c->store, r.namespace_, r.key)) {
             /* counted: the reconcile drops it; a shared claim's record names
              * no pod: it goes when counted, or when it expires */
             gq_reservation_dispose(&r);
@@ -591,7 +591,7 @@ typedef struct quota_pass {
 static gq_code quota_evaluate(ctl_controller *c, quota_pass *p, gq_err *err)
 {
     const quota_ref *r = p->r;
-    gq_code rc = ctl_store_reconcile_dropping(c->store, p->obj, p->drop, p->now, &p->res, err);
+    gq_code rc = ctl_podstore_reconcile_dropping(c->store, p->obj, p->drop, p->now, &p->res, err);
     if (rc == GQ_EINVAL) {
         GQ_WARN("%s %s%s%s: %s", r->kind, r->ns, r->sep, r->name, err->msg);
         char why[GQ_ERR_MSG_MAX];
@@ -620,7 +620,7 @@ static void status_written(ctl_controller *c, const quota_pass *p, char *sent_rv
     const quota_ref *r = p->r;
     const ctl_result *res = &p->res;
     atomic_fetch_add(&c->writes, 1);
-    ctl_admit_kick(c); /* usage went down, or queued pods changed: maybe room now */
+    ctl_ungate_kick(c); /* usage went down, or queued pods changed: maybe room now */
     pthread_mutex_lock(&c->mu);
     kstate *ks = ctl_ks_get(c, p->key, true);
     if (ks) {
@@ -762,7 +762,7 @@ static bool quota_sync(ctl_controller *c, quota_pass *p, int *result)
         case STATUS_WRITTEN:
             return true;
         case STATUS_GONE:
-            ctl_queue_forget(c->queue, key);
+            ctl_workqueue_forget(c->queue, key);
             return false;
         case STATUS_STALE: {
             json_object *fresh = NULL;
@@ -794,7 +794,7 @@ static void quota_synced(ctl_controller *c, const quota_pass *p, long recheck_ms
     if (p->drop && !res->invalid)
         atomic_fetch_add(&c->abandoned, (unsigned long)json_object_object_length(p->drop));
     quota_gauges(c, key, p->r, res);
-    ctl_queue_forget(c->queue, key);
+    ctl_workqueue_forget(c->queue, key);
     if (res->next_expiry) { /* drop the reservation when it lapses */
         int64_t in = res->next_expiry - p->now;
         ctl_requeue_after(c, key, (long)(in > 86400 ? 86400 : in) * 1000 + 50);
@@ -809,13 +809,13 @@ static int process_quota(ctl_controller *c, const char *key)
     quota_ref r;
     quota_pass p = {.key = key, .r = &r};
     if (!quota_ref_parse(c, key, &r)) {
-        ctl_queue_forget(c->queue, key);
+        ctl_workqueue_forget(c->queue, key);
         return RES_INVALID;
     }
     switch (quota_read_cached(c, key, &r, &p.obj)) {
     case QUOTA_DELETED:
         ks_drop(c, key); /* deleted: forget its series */
-        ctl_queue_forget(c->queue, key);
+        ctl_workqueue_forget(c->queue, key);
         return RES_OK;
     case QUOTA_NO_COPY:
         ctl_backoff(c, key);
@@ -843,7 +843,7 @@ static int process_quota(ctl_controller *c, const char *key)
 static int process(ctl_controller *c, const char *key)
 {
     if (!strcmp(key, ADMIT_KEY))
-        return ctl_admit_pass(c);
+        return ctl_ungate_pass(c);
     if (key[0] == 'u' && key[1] == '/')
         return ctl_claims_unpin(c, key + 2);
     if (key[0] == 'c' && key[1] == '/') {
@@ -868,7 +868,7 @@ static void *worker(void *arg)
             continue;
         }
         char *key = NULL;
-        gq_code rc = ctl_queue_get(c->queue, 200, &key);
+        gq_code rc = ctl_workqueue_get(c->queue, 200, &key);
         if (rc == GQ_ETIMEOUT)
             continue;
         if (rc)
@@ -876,7 +876,7 @@ static void *worker(void *arg)
         int64_t t0 = ctl_mono_us();
         int r = process(c, key);
         observe(c, r, ctl_mono_us() - t0);
-        ctl_queue_done(c->queue, key);
+        ctl_workqueue_done(c->queue, key);
         free(key);
     }
     return NULL;
@@ -895,10 +895,10 @@ static void *resync_loop(void *arg)
         return NULL;
     atomic_store(&c->synced, 1);
     gq_heap_trim();
-    GQ_INFO("caches synced: %zu GPU pods tracked", ctl_store_pod_count(c->store));
+    GQ_INFO("caches synced: %zu GPU pods tracked", ctl_podstore_pod_count(c->store));
     for (;;) {
         enqueue_ns(c, NULL, 0);
-        ctl_admit_kick(c);
+        ctl_ungate_kick(c);
         (void)enqueue(c, 'u', "", "", 0); /* pins whose pod events were missed */
         for (long waited = 0; waited < c->o.resync_ms; waited += 100) {
             if (atomic_load(&c->stop))
@@ -915,7 +915,7 @@ static void on_started(void *ud)
     atomic_store(&c->leading, 1);
     if (atomic_load(&c->synced)) {
         enqueue_ns(c, NULL, 0);
-        ctl_admit_kick(c);
+        ctl_ungate_kick(c);
     }
 }
 
@@ -1021,8 +1021,9 @@ gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, g
     c->q_events = json_object_new_object();
     if (!c->ungated || !c->q_events || gq_htab_init(&c->ks, KS_BUCKETS))
         goto fail;
-    ctl_queue_opts qo = {.backoff_min_ms = o->backoff_min_ms, .backoff_max_ms = o->backoff_max_ms};
-    if (ctl_store_new(&c->store) || ctl_queue_new(&qo, &c->queue))
+    ctl_workqueue_opts qo = {.backoff_min_ms = o->backoff_min_ms,
+                             .backoff_max_ms = o->backoff_max_ms};
+    if (ctl_podstore_new(&c->store) || ctl_workqueue_new(&qo, &c->queue))
         goto fail;
     /* The elector after the caches, as before: its callbacks reach them. */
     rc = new_caches(c, err);
@@ -1074,7 +1075,7 @@ void ctl_controller_stop(ctl_controller *c)
         return;
     c->stopped = true;
     atomic_store(&c->stop, 1);
-    ctl_queue_shutdown(c->queue);
+    ctl_workqueue_shutdown(c->queue);
     for (unsigned i = 0; i < c->n_threads; i++)
         pthread_join(c->threads[i], NULL);
     c->n_threads = 0;
@@ -1102,8 +1103,8 @@ void ctl_controller_free(ctl_controller *c)
     kube_cache_free(c->quotas);
     kube_cache_free(c->tenants);
     kube_cache_free(c->nss);
-    ctl_queue_free(c->queue);
-    ctl_store_free(c->store);
+    ctl_workqueue_free(c->queue);
+    ctl_podstore_free(c->store);
     for (size_t i = 0; i < c->n_tenants; i++) {
         free(c->tv[i].name);
         gq_quota_free(c->tv[i].q);
@@ -1138,7 +1139,7 @@ bool ctl_controller_is_leader(ctl_controller *c)
 
 size_t ctl_controller_tracked_pods(ctl_controller *c)
 {
-    return ctl_store_pod_count(c->store);
+    return ctl_podstore_pod_count(c->store);
 }
 
 /* --- metrics ---------------------------------------------------------------- */
@@ -1306,9 +1307,9 @@ static void render_metrics(void *ctx, http_expo *e)
     reconcile_series(c, e);
     cache_series(c, e);
     single(e, "gauge", "gpuquota_controller_queue_depth", "Quotas waiting to be reconciled.",
-           ctl_queue_len(c->queue));
+           ctl_workqueue_len(c->queue));
     single(e, "gauge", "gpuquota_controller_tracked_pods", "GPU pods held in memory.",
-           ctl_store_pod_count(c->store));
+           ctl_podstore_pod_count(c->store));
     single(e, "gauge", "gpuquota_controller_leader", "1 while this replica reconciles.",
            ctl_controller_is_leader(c) ? 1 : 0);
     pthread_mutex_lock(&c->mu);

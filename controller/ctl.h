@@ -2,10 +2,10 @@
  * status in sync with the pods of the cluster.
  *
  * Pieces, each usable alone:
- *   ctl_pod / ctl_store  compact records of GPU pods, indexed by namespace,
+ *   ctl_pod / ctl_podstore  compact records of GPU pods, indexed by namespace,
  *                        plus namespace labels (what tenant selectors read)
  *   ctl_reconcile        the pure status computation for one quota
- *   ctl_queue            de-duplicating work queue with per-key backoff
+ *   ctl_workqueue            de-duplicating work queue with per-key backoff
  *   ctl_controller       the running controller over the kube_api seam
  *
  * Pod charges come from gq_pod_cost_compute only (quota/podcost.h); usage is
@@ -31,7 +31,7 @@
 /* ------------------------------------------------------------------------ */
 /* Compact pod records                                                       */
 
-typedef struct ctl_store ctl_store;
+typedef struct ctl_podstore ctl_podstore;
 typedef struct ctl_ns ctl_ns;
 
 /* One GPU pod as the controller keeps it (~100 bytes plus its strings).
@@ -94,51 +94,51 @@ bool ctl_pod_same(const ctl_pod *a, const ctl_pod *b);
  * name/namespace: nothing to keep. A pod whose
  * GPU request cannot be costed (gq_pod_cost_compute fails) is reported with
  * that error and *out untouched; the caller decides (the controller logs it
- * and keeps nothing). Caller owns *out: ctl_store_link it, or ctl_pod_free. */
-gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, ctl_pod **out,
+ * and keeps nothing). Caller owns *out: ctl_podstore_link it, or ctl_pod_free. */
+gq_code ctl_pod_from_json(ctl_podstore *s, const gq_config *cfg, json_object *pod, ctl_pod **out,
                           gq_err *err) GQ_WUR;
 
 /* Unlinks p if still linked, drops its namespace reference, frees it. NULL ok. */
-void ctl_pod_free(ctl_store *s, ctl_pod *p);
+void ctl_pod_free(ctl_podstore *s, ctl_pod *p);
 
 /* ------------------------------------------------------------------------ */
 /* The store                                                                 */
 
-gq_code ctl_store_new(ctl_store **out) GQ_WUR;
+gq_code ctl_podstore_new(ctl_podstore **out) GQ_WUR;
 /* Frees every record still linked. NULL ok. */
-void ctl_store_free(ctl_store *s);
+void ctl_podstore_free(ctl_podstore *s);
 
 /* Add p to its namespace's index (idempotent). Thread-safe. */
-void ctl_store_link(ctl_store *s, ctl_pod *p);
+void ctl_podstore_link(ctl_podstore *s, ctl_pod *p);
 /* Remove p from the index (idempotent); p stays valid until ctl_pod_free. */
-void ctl_store_unlink(ctl_store *s, ctl_pod *p);
+void ctl_podstore_unlink(ctl_podstore *s, ctl_pod *p);
 /* Replace old by new_ in the index (both may be NULL). */
-void ctl_store_replace(ctl_store *s, ctl_pod *old, ctl_pod *new_);
+void ctl_podstore_replace(ctl_podstore *s, ctl_pod *old, ctl_pod *new_);
 
 /* Record namespace ns with its metadata.labels (deep-copied; NULL = none).
  * *changed (may be NULL) tells whether the labels differ from before. */
-gq_code ctl_store_set_namespace(ctl_store *s, const char *ns, json_object *labels,
-                                bool *changed) GQ_WUR;
+gq_code ctl_podstore_set_namespace(ctl_podstore *s, const char *ns, json_object *labels,
+                                   bool *changed) GQ_WUR;
 /* The namespace object is gone (its pods may linger until their deletion). */
-void ctl_store_delete_namespace(ctl_store *s, const char *ns);
+void ctl_podstore_delete_namespace(ctl_podstore *s, const char *ns);
 
 /* Linked pods in total / in ns. */
-size_t ctl_store_pod_count(ctl_store *s);
-size_t ctl_store_ns_pod_count(ctl_store *s, const char *ns);
+size_t ctl_podstore_pod_count(ctl_podstore *s);
+size_t ctl_podstore_ns_pod_count(ctl_podstore *s, const char *ns);
 
 /* Call fn for every known namespace (with its labels, borrowed for the call)
  * under the read lock until fn returns non-zero. fn must not call the store. */
-void ctl_store_foreach_namespace(ctl_store *s,
-                                 int (*fn)(void *ud, const char *ns, json_object *labels),
-                                 void *ud);
+void ctl_podstore_foreach_namespace(ctl_podstore *s,
+                                    int (*fn)(void *ud, const char *ns, json_object *labels),
+                                    void *ud);
 
 /* Whether quota q covers namespace ns given the labels the store holds for
  * it (gq_quota_covers_namespace under the read lock). */
-bool ctl_store_covers(ctl_store *s, const gq_quota *q, const char *ns);
+bool ctl_podstore_covers(ctl_podstore *s, const gq_quota *q, const char *ns);
 
 /* Whether a pod in ns whose metadata.uid is uid is recorded (reservations
  * are keyed by the pod's uid). An index lookup, not a scan. */
-bool ctl_store_has_uid(ctl_store *s, const char *ns, const char *uid);
+bool ctl_podstore_has_uid(ctl_podstore *s, const char *ns, const char *uid);
 
 /* A queued pod (gated by gpuquota.io/quota), copied out of the store. */
 typedef struct ctl_queued {
@@ -167,19 +167,19 @@ typedef struct ctl_queued {
  * no particular order; *running gets {"ns/group": members running} for the
  * groups of pods that are no longer queued. Caller frees with
  * ctl_queued_free and json_object_put. GQ_ENOMEM. */
-gq_code ctl_store_queued(ctl_store *s, int64_t now, ctl_queued **out, size_t *n,
-                         json_object **running) GQ_WUR;
+gq_code ctl_podstore_queued(ctl_podstore *s, int64_t now, ctl_queued **out, size_t *n,
+                            json_object **running) GQ_WUR;
 void ctl_queued_free(ctl_queued *v, size_t n);
 /* Free the strings and claims of one queued pod (not q itself). */
 void ctl_queued_dispose(ctl_queued *q);
 
 /* gq_quota_matches with the labels the store holds for f's namespace. */
-bool ctl_store_matches(ctl_store *s, const gq_quota *q, const gq_pod_facts *f);
+bool ctl_podstore_matches(ctl_podstore *s, const gq_quota *q, const gq_pod_facts *f);
 
 /* Bytes the store holds for its records, namespace entries and interned
  * strings, counted from the sizes it allocated (malloc overhead and the small
  * per-namespace sums excluded). */
-size_t ctl_store_bytes(ctl_store *s);
+size_t ctl_podstore_bytes(ctl_podstore *s);
 
 /* Whether the reservation keyed key in namespace ns is done with: its pod
  * (metadata.uid == key) has been seen, so usage counts it. */
@@ -198,21 +198,21 @@ typedef struct ctl_counted {
 
 /* The pods a quota may count, as the store holds them: borrowed, valid only
  * during the callback they are handed to. */
-typedef struct ctl_store_pods {
+typedef struct ctl_podstore_pods {
     const gq_usage_pod *pods; /* candidates (terminal and deleted pods marked facts.terminal) */
     size_t n;
     ctl_seen_fn counted; /* whether the pod of that uid is recorded and not queued */
     void *counted_ud;
-} ctl_store_pods;
+} ctl_podstore_pods;
 
-typedef gq_code (*ctl_store_pods_fn)(void *ud, const ctl_store_pods *v, gq_err *err);
+typedef gq_code (*ctl_podstore_pods_fn)(void *ud, const ctl_podstore_pods *v, gq_err *err);
 
 /* Call fn once with the candidate pods of q (a GPUQuota: those of its
  * namespace; a GPUTenantQuota: those of the namespaces it covers, in name
  * order) under the store's read lock, and return what fn returns. fn must
  * not call the store. GQ_ENOMEM (fn not called). */
-gq_code ctl_store_with_quota_pods(ctl_store *s, const gq_quota *q, int64_t now,
-                                  ctl_store_pods_fn fn, void *ud, gq_err *err) GQ_WUR;
+gq_code ctl_podstore_with_quota_pods(ctl_podstore *s, const gq_quota *q, int64_t now,
+                                     ctl_podstore_pods_fn fn, void *ud, gq_err *err) GQ_WUR;
 
 /* ------------------------------------------------------------------------ */
 /* Reconcile (pure)                                                          */
@@ -283,59 +283,59 @@ gq_code ctl_reconcile_invalid(json_object *quota, const char *why, int64_t now, 
 bool ctl_fold_only(json_object *quota, json_object *next, int64_t now, int64_t horizon);
 
 /* ctl_reconcile over the store: the candidate pods and seen come from
- * ctl_store_with_quota_pods. */
-gq_code ctl_store_reconcile(ctl_store *s, json_object *quota, int64_t now, ctl_result *out,
-                            gq_err *err) GQ_WUR;
-/* ctl_store_reconcile that also drops the reservations whose keys are the
+ * ctl_podstore_with_quota_pods. */
+gq_code ctl_podstore_reconcile(ctl_podstore *s, json_object *quota, int64_t now, ctl_result *out,
+                               gq_err *err) GQ_WUR;
+/* ctl_podstore_reconcile that also drops the reservations whose keys are the
  * keys of drop (a JSON object, borrowed; NULL: none): those the controller
  * found abandoned (their pods never appeared). */
-gq_code ctl_store_reconcile_dropping(ctl_store *s, json_object *quota, json_object *drop,
-                                     int64_t now, ctl_result *out, gq_err *err) GQ_WUR;
+gq_code ctl_podstore_reconcile_dropping(ctl_podstore *s, json_object *quota, json_object *drop,
+                                        int64_t now, ctl_result *out, gq_err *err) GQ_WUR;
 
 /* ------------------------------------------------------------------------ */
 /* Work queue                                                                */
 
-typedef struct ctl_queue ctl_queue;
+typedef struct ctl_workqueue ctl_workqueue;
 
-typedef struct ctl_queue_opts {
+typedef struct ctl_workqueue_opts {
     long backoff_min_ms; /* 0: 100 */
     long backoff_max_ms; /* 0: 30000 */
     /* Clock in milliseconds (monotonic); NULL: CLOCK_MONOTONIC. Tests pass a
      * fake one. */
     int64_t (*now_ms)(void *ud);
     void *clock_ud;
-} ctl_queue_opts;
+} ctl_workqueue_opts;
 
 /* New queue; opts may be NULL. */
-gq_code ctl_queue_new(const ctl_queue_opts *opts, ctl_queue **out) GQ_WUR;
-/* Frees; waiters must be gone (ctl_queue_shutdown first). NULL ok. */
-void ctl_queue_free(ctl_queue *q);
+gq_code ctl_workqueue_new(const ctl_workqueue_opts *opts, ctl_workqueue **out) GQ_WUR;
+/* Frees; waiters must be gone (ctl_workqueue_shutdown first). NULL ok. */
+void ctl_workqueue_free(ctl_workqueue *q);
 
 /* Make key ready. A key already waiting is not added twice; a key being
- * processed is queued again when ctl_queue_done is called for it. */
-gq_code ctl_queue_add(ctl_queue *q, const char *key) GQ_WUR;
+ * processed is queued again when ctl_workqueue_done is called for it. */
+gq_code ctl_workqueue_add(ctl_workqueue *q, const char *key) GQ_WUR;
 /* Make key ready after delay_ms (an earlier pending time wins). */
-gq_code ctl_queue_add_after(ctl_queue *q, const char *key, long delay_ms) GQ_WUR;
+gq_code ctl_workqueue_add_after(ctl_workqueue *q, const char *key, long delay_ms) GQ_WUR;
 /* Requeue after the key's next backoff delay (min doubling to max per
  * failure); *delay_ms (may be NULL) gets it. */
-gq_code ctl_queue_add_rate_limited(ctl_queue *q, const char *key, long *delay_ms) GQ_WUR;
+gq_code ctl_workqueue_add_rate_limited(ctl_workqueue *q, const char *key, long *delay_ms) GQ_WUR;
 /* Reset the key's failure count. */
-void ctl_queue_forget(ctl_queue *q, const char *key);
+void ctl_workqueue_forget(ctl_workqueue *q, const char *key);
 /* Failures recorded for key. */
-unsigned ctl_queue_failures(ctl_queue *q, const char *key);
+unsigned ctl_workqueue_failures(ctl_workqueue *q, const char *key);
 
 /* Take the next ready key, waiting up to wait_ms (-1: until one is ready or
  * shutdown). GQ_OK with *key (caller frees) that the caller must hand back
- * with ctl_queue_done; GQ_ETIMEOUT when none became ready; GQ_ENOTFOUND after
+ * with ctl_workqueue_done; GQ_ETIMEOUT when none became ready; GQ_ENOTFOUND after
  * shutdown. */
-gq_code ctl_queue_get(ctl_queue *q, long wait_ms, char **key) GQ_WUR;
-void ctl_queue_done(ctl_queue *q, const char *key);
+gq_code ctl_workqueue_get(ctl_workqueue *q, long wait_ms, char **key) GQ_WUR;
+void ctl_workqueue_done(ctl_workqueue *q, const char *key);
 
 /* Keys ready now / waiting for a later time. */
-size_t ctl_queue_len(ctl_queue *q);
-size_t ctl_queue_delayed(ctl_queue *q);
+size_t ctl_workqueue_len(ctl_workqueue *q);
+size_t ctl_workqueue_delayed(ctl_workqueue *q);
 /* Wake every waiter; later gets return GQ_ENOTFOUND. */
-void ctl_queue_shutdown(ctl_queue *q);
+void ctl_workqueue_shutdown(ctl_workqueue *q);
 
 /* ------------------------------------------------------------------------ */
 /* The running controller                                                    */

@@ -43,7 +43,7 @@ typedef struct ctl_admitted {
  * pods naming one claim charge it once. Lapsed records are dropped from
  * status first. *added is set when a record was added (left alone
  * otherwise). GQ_ELIMIT when status.reservations is full. */
-gq_code ctl_admit_charge(json_object *status, const gq_quota *q, const ctl_admitted *p, int64_t now,
-                         bool *added, gq_err *err) GQ_WUR;
+gq_code ctl_ungate_charge(json_object *status, const gq_quota *q, const ctl_admitted *p,
+                          int64_t now, bool *added, gq_err *err) GQ_WUR;
 
 #endif

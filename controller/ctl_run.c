@@ -154,13 +154,13 @@ void ctl_post_event(ctl_controller *c, json_object *obj, const ctl_about *about,
 /* The queue only fails on out-of-memory; the periodic resync recovers. */
 void ctl_backoff(ctl_controller *c, const char *key)
 {
-    if (ctl_queue_add_rate_limited(c->queue, key, NULL))
+    if (ctl_workqueue_add_rate_limited(c->queue, key, NULL))
         GQ_ERROR("%s: cannot requeue: out of memory", key);
 }
 
 void ctl_requeue_after(ctl_controller *c, const char *key, long ms)
 {
-    if (ctl_queue_add_after(c->queue, key, ms))
+    if (ctl_workqueue_add_after(c->queue, key, ms))
         GQ_ERROR("%s: cannot requeue: out of memory", key);
 }
 

@@ -46,8 +46,8 @@ enum { RES_OK, RES_CONFLICT, RES_ERROR, RES_INVALID, RES_COUNT };
 struct ctl_controller {
     ctl_controller_opts o;
     char *lease_ns, *lease_name, *identity;
-    ctl_store *store;
-    ctl_queue *queue;
+    ctl_podstore *store;
+    ctl_workqueue *queue;
     kube_cache *pods, *quotas, *tenants, *nss;
     kube_leader_elect *le;
     pthread_t *threads;
@@ -124,10 +124,10 @@ void ctl_wait_observe(ctl_controller *c, const char *qkey, double s);
 /* --- the queue admitter (admit.c) --- */
 
 /* Ask for an admission pass. */
-void ctl_admit_kick(ctl_controller *c);
+void ctl_ungate_kick(ctl_controller *c);
 /* One admission pass: every queued pod in order, charged and ungated when
  * its quotas have room (docs/queueing.md). Returns RES_*; requeues itself. */
-int ctl_admit_pass(ctl_controller *c);
+int ctl_ungate_pass(ctl_controller *c);
 
 /* --- the claims check (claims.c; quota/claimcheck.h) --- */
 

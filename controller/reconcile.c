@@ -562,7 +562,7 @@ typedef struct store_reconcile {
     const gq_quota *q;
     json_object *quota;
     json_object *drop; /* keys to drop although their pods were not seen */
-    const ctl_store_pods *v;
+    const ctl_podstore_pods *v;
     int64_t now;
     ctl_result *out;
 } store_reconcile;
@@ -574,7 +574,7 @@ static bool seen_or_dropped(void *ud, const char *ns, const char *key)
            (sr->drop && json_object_object_get_ex(sr->drop, key, NULL));
 }
 
-static gq_code reconcile_store_pods(void *ud, const ctl_store_pods *v, gq_err *err)
+static gq_code reconcile_store_pods(void *ud, const ctl_podstore_pods *v, gq_err *err)
 {
     store_reconcile *sr = ud;
     sr->v = v;
@@ -582,21 +582,21 @@ static gq_code reconcile_store_pods(void *ud, const ctl_store_pods *v, gq_err *e
     return reconcile_parsed(sr->q, sr->quota, &in, sr->out, err);
 }
 
-gq_code ctl_store_reconcile(ctl_store *s, json_object *quota, int64_t now, ctl_result *out,
-                            gq_err *err)
+gq_code ctl_podstore_reconcile(ctl_podstore *s, json_object *quota, int64_t now, ctl_result *out,
+                               gq_err *err)
 {
-    return ctl_store_reconcile_dropping(s, quota, NULL, now, out, err);
+    return ctl_podstore_reconcile_dropping(s, quota, NULL, now, out, err);
 }
 
-gq_code ctl_store_reconcile_dropping(ctl_store *s, json_object *quota, json_object *drop,
-                                     int64_t now, ctl_result *out, gq_err *err)
+gq_code ctl_podstore_reconcile_dropping(ctl_podstore *s, json_object *quota, json_object *drop,
+                                        int64_t now, ctl_result *out, gq_err *err)
 {
     gq_quota *q = NULL;
     gq_code rc = ctl_quota_parse_spec(quota, &q, err);
     if (rc)
         return rc;
     store_reconcile sr = {q, quota, drop, NULL, now, out};
-    rc = ctl_store_with_quota_pods(s, q, now, reconcile_store_pods, &sr, err);
+    rc = ctl_podstore_with_quota_pods(s, q, now, reconcile_store_pods, &sr, err);
     gq_quota_free(q);
     return rc;
 }

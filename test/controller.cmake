@@ -3,10 +3,10 @@
 # bound read of the cluster's webhooks.
 gq_unit_test(test_ctl_records unit/controller/test_ctl_records.c LIBS gq_controller)
 gq_unit_test(test_ctl_reconcile unit/controller/test_ctl_reconcile.c LIBS gq_controller)
-gq_unit_test(test_ctl_queue unit/controller/test_ctl_queue.c LIBS gq_controller)
+gq_unit_test(test_ctl_workqueue unit/controller/test_ctl_workqueue.c LIBS gq_controller)
 gq_unit_test(test_ctl_run unit/controller/test_ctl_run.c LIBS gq_controller)
 # The queue admitter's charges: shared ResourceClaims once per quota.
-gq_unit_test(test_ctl_admit unit/controller/test_ctl_admit.c LIBS gq_controller)
+gq_unit_test(test_ctl_ungate unit/controller/test_ctl_ungate.c LIBS gq_controller)
 # The running controller over a fake kube_api (threads, no sockets).
 gq_unit_test(test_ctl_controller unit/controller/test_ctl_controller.c LIBS gq_controller)
 

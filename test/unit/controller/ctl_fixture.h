@@ -101,7 +101,7 @@ static inline json_object *pod_json(const pod_spec *p)
 }
 
 /* Build, link and return the record (NULL for CPU-only pods). */
-static inline ctl_pod *add_pod(ctl_store *s, const pod_spec *p)
+static inline ctl_pod *add_pod(ctl_podstore *s, const pod_spec *p)
 {
     json_object *o = pod_json(p);
     ctl_pod *rec = (ctl_pod *)1;
@@ -112,7 +112,7 @@ static inline ctl_pod *add_pod(ctl_store *s, const pod_spec *p)
     if (rc)
         fail_msg("record: %s", err.msg);
     if (rec)
-        ctl_store_link(s, rec);
+        ctl_podstore_link(s, rec);
     return rec;
 }
 
@@ -137,11 +137,11 @@ static inline json_object *tenant_json(const char *name, const char *spec)
     return J(buf);
 }
 
-static inline void reconcile(ctl_store *s, json_object *q, int64_t now, ctl_result *r)
+static inline void reconcile(ctl_podstore *s, json_object *q, int64_t now, ctl_result *r)
 {
     gq_err err;
     gq_err_clear(&err);
-    gq_code rc = ctl_store_reconcile(s, q, now, r, &err);
+    gq_code rc = ctl_podstore_reconcile(s, q, now, r, &err);
     if (rc)
         fail_msg("reconcile: %s", err.msg);
 }

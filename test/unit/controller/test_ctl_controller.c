@@ -516,7 +516,7 @@ static void test_bad_options(void **state)
     ctl_controller_free(NULL);
 }
 
-/* The queue admitter (controller/admit.c) when its charge meets a 409: the
+/* The queue admitter (controller/ungate.c) when its charge meets a 409: the
  * pass ends without ungating, runs again on fresh reads, writes the charge
  * once and ungates the pod once. */
 static void test_queue_admit_after_conflict(void **state)

@@ -60,8 +60,8 @@ static void test_recount_scopes(void **state)
          "'matchExpressions':[{'scopeName':'PriorityClass','operator':'DoesNotExist'}]}}",
          1 + 128, 0},
     };
-    ctl_store *s;
-    assert_int_equal(ctl_store_new(&s), GQ_OK);
+    ctl_podstore *s;
+    assert_int_equal(ctl_podstore_new(&s), GQ_OK);
     for (size_t i = 0; i < sizeof(pods) / sizeof(pods[0]); i++)
         add_pod(s, &pods[i]);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -80,14 +80,14 @@ static void test_recount_scopes(void **state)
         ctl_result_dispose(&r);
         json_object_put(q);
     }
-    ctl_store_free(s);
+    ctl_podstore_free(s);
 }
 
 static void test_status_shape_and_noop(void **state)
 {
     (void)state;
-    ctl_store *s;
-    assert_int_equal(ctl_store_new(&s), GQ_OK);
+    ctl_podstore *s;
+    assert_int_equal(ctl_podstore_new(&s), GQ_OK);
     pod_spec ps = {.ns = "a", .name = "p", .mem = "8Gi"};
     add_pod(s, &ps);
     json_object *q = quota_json("a", "q", "{'hard':{'gpu-memory':'64G','gpus':2}}", NULL);
@@ -122,7 +122,7 @@ static void test_status_shape_and_noop(void **state)
     /* An invalid spec is an error; a corrupt status is simply rewritten. */
     json_object *badq = quota_json("a", "q", "{'hard':{'gpu-memory':'-1'}}", NULL);
     gq_err err;
-    assert_int_equal(ctl_store_reconcile(s, badq, NOW, &r, &err), GQ_EINVAL);
+    assert_int_equal(ctl_podstore_reconcile(s, badq, NOW, &r, &err), GQ_EINVAL);
     assert_null(r.status);
     json_object_put(badq);
     json_object *corrupt = quota_json("a", "q", "{'hard':{'gpus':1}}",
@@ -133,14 +133,14 @@ static void test_status_shape_and_noop(void **state)
     assert_int_equal(r.dropped, 1);
     ctl_result_dispose(&r);
     json_object_put(corrupt);
-    ctl_store_free(s);
+    ctl_podstore_free(s);
 }
 
 static void test_exceeded_transitions(void **state)
 {
     (void)state;
-    ctl_store *s;
-    assert_int_equal(ctl_store_new(&s), GQ_OK);
+    ctl_podstore *s;
+    assert_int_equal(ctl_podstore_new(&s), GQ_OK);
     pod_spec a = {.ns = "a", .name = "p1", .mem = "40Gi"};
     pod_spec b = {.ns = "a", .name = "p2", .mem = "32Gi", .whole = 0};
     /* 3 whole GPUs of unknown model: 3 x 141Gi (h200, the catalog's largest) */
@@ -198,7 +198,7 @@ static void test_exceeded_transitions(void **state)
                         "2026-11-21T15:06:35Z");
     ctl_result_dispose(&r);
     json_object_put(q);
-    ctl_store_free(s);
+    ctl_podstore_free(s);
 }
 
 /* --- reservations ------------------------------------------------------------ */
@@ -206,8 +206,8 @@ static void test_exceeded_transitions(void **state)
 static void test_reservations(void **state)
 {
     (void)state;
-    ctl_store *s;
-    assert_int_equal(ctl_store_new(&s), GQ_OK);
+    ctl_podstore *s;
+    assert_int_equal(ctl_podstore_new(&s), GQ_OK);
     pod_spec seen = {.ns = "a", .name = "seen", .mem = "8Gi", .uid = "k-seen"};
     pod_spec done = {.ns = "a", .name = "done", .mem = "8Gi", .uid = "k-done", .phase = "Failed"};
     /* A pod carrying a reservation key as an annotation is not its holder:
@@ -271,7 +271,7 @@ static void test_reservations(void **state)
     assert_false(json_object_object_get_ex(r.status, "reservations", NULL));
     ctl_result_dispose(&r);
     json_object_put(q);
-    ctl_store_free(s);
+    ctl_podstore_free(s);
 }
 
 /* status.reservations is an atomic list, so kube-apiserver lets a key in
@@ -280,8 +280,8 @@ static void test_reservations(void **state)
 static void test_reservation_keys_unique(void **state)
 {
     (void)state;
-    ctl_store *s;
-    assert_int_equal(ctl_store_new(&s), GQ_OK);
+    ctl_podstore *s;
+    assert_int_equal(ctl_podstore_new(&s), GQ_OK);
 #define RES1(k, exp)                                                                               \
     "{'key':'" k "','namespace':'a','pod':'p','gpu-memory':'8Gi','gpus':'0','gpu-pods':'1',"       \
     "'expires':'" exp "'}"
@@ -320,15 +320,15 @@ static void test_reservation_keys_unique(void **state)
     assert_int_equal(r.kept, 2);
     ctl_result_dispose(&r);
     json_object_put(q);
-    ctl_store_free(s);
+    ctl_podstore_free(s);
 }
 
 /* --- tenants ------------------------------------------------------------------ */
 
-static gq_code setns(ctl_store *s, const char *ns, const char *labels, bool *changed)
+static gq_code setns(ctl_podstore *s, const char *ns, const char *labels, bool *changed)
 {
     json_object *l = J(labels);
-    gq_code rc = ctl_store_set_namespace(s, ns, l, changed);
+    gq_code rc = ctl_podstore_set_namespace(s, ns, l, changed);
     json_object_put(l);
     return rc;
 }
@@ -336,15 +336,15 @@ static gq_code setns(ctl_store *s, const char *ns, const char *labels, bool *cha
 static void test_tenant_membership(void **state)
 {
     (void)state;
-    ctl_store *s;
+    ctl_podstore *s;
     gq_err err;
-    assert_int_equal(ctl_store_new(&s), GQ_OK);
+    assert_int_equal(ctl_podstore_new(&s), GQ_OK);
     bool changed;
     assert_int_equal(setns(s, "ml-b", "{'team':'ml'}", &changed), GQ_OK);
     assert_true(changed);
     assert_int_equal(setns(s, "ml-a", "{'team':'ml'}", &changed), GQ_OK);
     assert_int_equal(setns(s, "web", "{'team':'web'}", &changed), GQ_OK);
-    assert_int_equal(ctl_store_set_namespace(s, "listed", NULL, &changed), GQ_OK);
+    assert_int_equal(ctl_podstore_set_namespace(s, "listed", NULL, &changed), GQ_OK);
     static const pod_spec pods[] = {
         {.ns = "ml-b", .name = "b1", .mem = "4Gi"},
         {.ns = "ml-a", .name = "a1", .mem = "2Gi"},
@@ -387,12 +387,12 @@ static void test_tenant_membership(void **state)
     assert_int_equal(json_object_array_length(nss), 1);
 
     /* Namespace deleted: labels gone, so the selector no longer matches. */
-    ctl_store_delete_namespace(s, "ml-b");
+    ctl_podstore_delete_namespace(s, "ml-b");
     reconcile(s, web, NOW, &r);
     assert_int_equal(r.used.v[GQ_KEY_GPU_MEMORY], 0);
     assert_true(json_object_object_get_ex(r.status, "namespaces", &nss));
     assert_int_equal(json_object_array_length(nss), 0);
-    assert_int_equal(ctl_store_ns_pod_count(s, "ml-b"), 1);
+    assert_int_equal(ctl_podstore_ns_pod_count(s, "ml-b"), 1);
 
     /* An empty selector {} matches every namespace. */
     json_object *all = tenant_json("all", "{'namespaceSelector':{},'hard':{'gpu-pods':100}}");
@@ -402,12 +402,12 @@ static void test_tenant_membership(void **state)
 
     /* A tenant without members is invalid. */
     json_object *bad = tenant_json("bad", "{'hard':{'gpu-pods':1}}");
-    assert_int_equal(ctl_store_reconcile(s, bad, NOW, &r, &err), GQ_EINVAL);
+    assert_int_equal(ctl_podstore_reconcile(s, bad, NOW, &r, &err), GQ_EINVAL);
     json_object_put(bad);
     json_object_put(all);
     json_object_put(web);
     json_object_put(t);
-    ctl_store_free(s);
+    ctl_podstore_free(s);
 }
 
 /* Pods are summed per namespace and scope facts; sums that would overflow
@@ -415,9 +415,9 @@ static void test_tenant_membership(void **state)
 static void test_group_sums(void **state)
 {
     (void)state;
-    ctl_store *s;
+    ctl_podstore *s;
     gq_err err;
-    assert_int_equal(ctl_store_new(&s), GQ_OK);
+    assert_int_equal(ctl_podstore_new(&s), GQ_OK);
     pod_spec a = {.ns = "a", .name = "a1", .mem = "4Ei"};
     pod_spec b = {.ns = "a", .name = "a2", .mem = "4Ei"};
     pod_spec c = {.ns = "b", .name = "b1", .mem = "1Gi"};
@@ -427,9 +427,9 @@ static void test_group_sums(void **state)
     json_object *q = quota_json("a", "q", "{'hard':{'gpu-memory':'1Ti'}}", NULL);
     ctl_result r;
     ctl_result_init(&r);
-    assert_int_equal(ctl_store_reconcile(s, q, NOW, &r, &err), GQ_ERANGE);
+    assert_int_equal(ctl_podstore_reconcile(s, q, NOW, &r, &err), GQ_ERANGE);
     /* One of them gone: exact again (read pod by pod from now on). */
-    ctl_store_unlink(s, pb);
+    ctl_podstore_unlink(s, pb);
     ctl_pod_free(s, pb);
     reconcile(s, q, NOW, &r);
     assert_int_equal(r.used.v[GQ_KEY_GPU_MEMORY], 4LL << 60);
@@ -440,7 +440,7 @@ static void test_group_sums(void **state)
     ctl_pod *pd = NULL;
     assert_int_equal(ctl_pod_from_json(s, g_cfg, o, &pd, &err), GQ_OK);
     json_object_put(o);
-    ctl_store_replace(s, pa, pd);
+    ctl_podstore_replace(s, pa, pd);
     ctl_pod_free(s, pa);
     reconcile(s, q, NOW, &r);
     assert_int_equal(r.used.v[GQ_KEY_GPU_MEMORY], 0);
@@ -450,7 +450,7 @@ static void test_group_sums(void **state)
     ctl_result_dispose(&r);
     json_object_put(qb);
     json_object_put(q);
-    ctl_store_free(s);
+    ctl_podstore_free(s);
 }
 
 /* The pure entry point, with caller-made pod views and a seen oracle. */
@@ -473,8 +473,8 @@ static bool seen_none(void *ud, const char *ns, const char *key)
 static void test_usage_by_model(void **state)
 {
     (void)state;
-    ctl_store *s;
-    assert_int_equal(ctl_store_new(&s), GQ_OK);
+    ctl_podstore *s;
+    assert_int_equal(ctl_podstore_new(&s), GQ_OK);
     pod_spec pods[] = {
         {.ns = "a", .name = "h1", .mem = "8Gi", .model = "h100-80gb"},
         {.ns = "a", .name = "h2", .mem = "8Gi", .model = "h100-80gb"},
@@ -502,7 +502,7 @@ static void test_usage_by_model(void **state)
                         "used exceeds hard for h100-80gb/gpu-memory (used 20Gi, hard 16Gi)");
     ctl_result_dispose(&r);
     json_object_put(q);
-    ctl_store_free(s);
+    ctl_podstore_free(s);
 }
 
 /* A deep copy of q whose status says `used` and usedByModel.h100-80gb of
@@ -536,8 +536,8 @@ static json_object *with_status(json_object *q, const char *used, const char *by
 static void test_fold_only(void **state)
 {
     (void)state;
-    ctl_store *s;
-    assert_int_equal(ctl_store_new(&s), GQ_OK);
+    ctl_podstore *s;
+    assert_int_equal(ctl_podstore_new(&s), GQ_OK);
     pod_spec pods[] = {
         {.ns = "a", .name = "h1", .mem = "8Gi", .model = "h100-80gb", .uid = "k-h1"},
         {.ns = "a", .name = "u", .mem = "4Gi", .uid = "k-u"},
@@ -596,7 +596,7 @@ static void test_fold_only(void **state)
     json_object_put(before);
     ctl_result_dispose(&r);
     json_object_put(q);
-    ctl_store_free(s);
+    ctl_podstore_free(s);
 }
 
 /* A running pod of namespace "a" as the recount sees it. */
@@ -789,8 +789,8 @@ static const char *ready_field(json_object *status, const char *field)
 static void test_invalid_spec_status(void **state)
 {
     (void)state;
-    ctl_store *s;
-    assert_int_equal(ctl_store_new(&s), GQ_OK);
+    ctl_podstore *s;
+    assert_int_equal(ctl_podstore_new(&s), GQ_OK);
     pod_spec p = {.ns = "a", .name = "p", .mem = "8Gi"};
     add_pod(s, &p);
     json_object *q = quota_json("a", "q", "{'hard':{'gpu-memory':'64Gi'}}", NULL);
@@ -811,7 +811,7 @@ static void test_invalid_spec_status(void **state)
     json_object_object_add(md, "generation", json_object_new_int64(4));
     gq_err err;
     gq_err_clear(&err);
-    assert_int_equal(ctl_store_reconcile(s, q, NOW, &r, &err), GQ_EINVAL);
+    assert_int_equal(ctl_podstore_reconcile(s, q, NOW, &r, &err), GQ_EINVAL);
     char why[GQ_ERR_MSG_MAX];
     snprintf(why, sizeof why, "%s", err.msg);
     assert_int_equal(ctl_reconcile_invalid(q, why, NOW + 1, &r, &err), GQ_OK);
@@ -849,7 +849,7 @@ static void test_invalid_spec_status(void **state)
     assert_string_equal(ready_field(r.status, "observedGeneration"), "4");
     ctl_result_dispose(&r);
     json_object_put(q);
-    ctl_store_free(s);
+    ctl_podstore_free(s);
 }
 
 int main(void)

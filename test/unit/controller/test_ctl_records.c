@@ -1,4 +1,4 @@
-/* The controller's pod records (controller/store.c): the fields a record
+/* The controller's pod records (controller/podstore.c): the fields a record
  * keeps, the admission record as the charge, deletion and refused pods, and
  * the bytes a record costs. */
 #include <setjmp.h>
@@ -18,8 +18,8 @@
 static void test_record_fields(void **state)
 {
     (void)state;
-    ctl_store *s;
-    assert_int_equal(ctl_store_new(&s), GQ_OK);
+    ctl_podstore *s;
+    assert_int_equal(ctl_podstore_new(&s), GQ_OK);
     pod_spec ps = {
         .ns = "team-a", .name = "p1", .mem = "10Gi", .ann = "k-1", .pc = "high", .deadline = 60};
     ctl_pod *p = add_pod(s, &ps);
@@ -28,9 +28,9 @@ static void test_record_fields(void **state)
     assert_string_equal(ctl_pod_uid(p), "uid-p1");
     assert_string_equal(ctl_pod_namespace(p), "team-a");
     /* Found by uid, in its namespace only; the annotation is no key. */
-    assert_true(ctl_store_has_uid(s, "team-a", "uid-p1"));
-    assert_false(ctl_store_has_uid(s, "team-b", "uid-p1"));
-    assert_false(ctl_store_has_uid(s, "team-a", "k-1"));
+    assert_true(ctl_podstore_has_uid(s, "team-a", "uid-p1"));
+    assert_false(ctl_podstore_has_uid(s, "team-b", "uid-p1"));
+    assert_false(ctl_podstore_has_uid(s, "team-a", "k-1"));
     assert_string_equal(p->priority_class, "high");
     assert_true(p->terminating);
     assert_false(p->terminal);
@@ -56,26 +56,26 @@ static void test_record_fields(void **state)
     /* CPU-only pods are not kept. */
     pod_spec cpu = {.ns = "team-a", .name = "cpu"};
     assert_null(add_pod(s, &cpu));
-    assert_int_equal(ctl_store_pod_count(s), 2);
-    assert_int_equal(ctl_store_ns_pod_count(s, "team-a"), 2);
-    assert_int_equal(ctl_store_ns_pod_count(s, "other"), 0);
+    assert_int_equal(ctl_podstore_pod_count(s), 2);
+    assert_int_equal(ctl_podstore_ns_pod_count(s, "team-a"), 2);
+    assert_int_equal(ctl_podstore_ns_pod_count(s, "other"), 0);
 
     /* The same pod recreated under the same name is another pod. */
     pod_spec again = ps;
     again.uid = "uid-p1-again";
     ctl_pod *p3 = add_pod(s, &again);
     assert_false(ctl_pod_same(p, p3));
-    assert_true(ctl_store_has_uid(s, "team-a", "uid-p1-again"));
+    assert_true(ctl_podstore_has_uid(s, "team-a", "uid-p1-again"));
     ctl_pod_free(s, p3);
-    assert_false(ctl_store_has_uid(s, "team-a", "uid-p1-again"));
+    assert_false(ctl_podstore_has_uid(s, "team-a", "uid-p1-again"));
 
-    ctl_store_unlink(s, p);
-    assert_int_equal(ctl_store_ns_pod_count(s, "team-a"), 1);
-    assert_false(ctl_store_has_uid(s, "team-a", "uid-p1"));
+    ctl_podstore_unlink(s, p);
+    assert_int_equal(ctl_podstore_ns_pod_count(s, "team-a"), 1);
+    assert_false(ctl_podstore_has_uid(s, "team-a", "uid-p1"));
     ctl_pod_free(s, p);
     ctl_pod_free(s, p2); /* still linked: free unlinks */
-    assert_int_equal(ctl_store_pod_count(s), 0);
-    ctl_store_free(s);
+    assert_int_equal(ctl_podstore_pod_count(s), 0);
+    ctl_podstore_free(s);
 }
 
 static json_object *fixture_pod(const char *file)
@@ -96,7 +96,7 @@ static void set_ann(json_object *pod, const char *key, const char *val)
 }
 
 /* ctl_pod_from_json of pod, which must be kept. */
-static ctl_pod *stored(ctl_store *s, json_object *pod)
+static ctl_pod *stored(ctl_podstore *s, json_object *pod)
 {
     ctl_pod *p = NULL;
     gq_err err;
@@ -115,8 +115,8 @@ static ctl_pod *stored(ctl_store *s, json_object *pod)
 static void test_record_is_the_charge(void **state)
 {
     (void)state;
-    ctl_store *s;
-    assert_int_equal(ctl_store_new(&s), GQ_OK);
+    ctl_podstore *s;
+    assert_int_equal(ctl_podstore_new(&s), GQ_OK);
     static const char rec4[] = "{\"charge\":{\"gpu-memory\":\"4Gi\",\"gpu-pods\":\"1\",\"gpus\":"
                                "\"0\"},\"model\":\"a100-80gb\",\"scope\":\"NotTerminating\"}";
     /* Admitted: 4 time-sliced replicas with 1Gi each recorded. */
@@ -198,14 +198,14 @@ static void test_record_is_the_charge(void **state)
     json_object_put(cpu);
 
     json_object_put(pod);
-    ctl_store_free(s);
+    ctl_podstore_free(s);
 }
 
 static void test_record_deletion_and_errors(void **state)
 {
     (void)state;
-    ctl_store *s;
-    assert_int_equal(ctl_store_new(&s), GQ_OK);
+    ctl_podstore *s;
+    assert_int_equal(ctl_podstore_new(&s), GQ_OK);
     pod_spec ps = {.ns = "a", .name = "d", .mem = "1Gi", .deleted = NOW_S, .grace = 30};
     ctl_pod *p = add_pod(s, &ps);
     assert_int_equal(p->delete_at, NOW + 30);
@@ -234,7 +234,7 @@ static void test_record_deletion_and_errors(void **state)
     assert_int_equal(ctl_pod_from_json(s, g_cfg, anon, &rec, &err), GQ_OK);
     assert_null(rec);
     json_object_put(anon);
-    ctl_store_free(s); /* frees linked records */
+    ctl_podstore_free(s); /* frees linked records */
 }
 
 /* --- memory ------------------------------------------------------------------ */
@@ -243,9 +243,9 @@ static void test_memory_per_record(void **state)
 {
     (void)state;
     enum { N = 20000 };
-    ctl_store *s;
-    assert_int_equal(ctl_store_new(&s), GQ_OK);
-    size_t base = ctl_store_bytes(s);
+    ctl_podstore *s;
+    assert_int_equal(ctl_podstore_new(&s), GQ_OK);
+    size_t base = ctl_podstore_bytes(s);
     char ns[32], name[64], key[40];
     for (int i = 0; i < N; i++) {
         snprintf(ns, sizeof ns, "team-%03d", i % 200);
@@ -254,11 +254,11 @@ static void test_memory_per_record(void **state)
         pod_spec ps = {.ns = ns, .name = name, .mem = "8Gi", .uid = key, .pc = "batch"};
         add_pod(s, &ps);
     }
-    size_t per = (ctl_store_bytes(s) - base) / N;
+    size_t per = (ctl_podstore_bytes(s) - base) / N;
     /* Allocation sizes plus 16 bytes of malloc overhead per record. */
     print_message("controller store: %zu bytes per pod record (+16 malloc overhead)\n", per);
     assert_true(per + 16 <= 512);
-    ctl_store_free(s);
+    ctl_podstore_free(s);
 }
 
 int main(void)

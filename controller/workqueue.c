@@ -28,10 +28,10 @@ typedef struct qitem {
     char key[];
 } qitem;
 
-struct ctl_queue {
+struct ctl_workqueue {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    ctl_queue_opts o;
+    ctl_workqueue_opts o;
     gq_htab items; /* qitem by key */
     qitem *head, *tail;
     size_t n_ready, n_delayed;
@@ -46,14 +46,14 @@ static int64_t mono_ms(void *ud)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int64_t now_ms(ctl_queue *q)
+static int64_t now_ms(ctl_workqueue *q)
 {
     return q->o.now_ms(q->o.clock_ud);
 }
 
-gq_code ctl_queue_new(const ctl_queue_opts *opts, ctl_queue **out)
+gq_code ctl_workqueue_new(const ctl_workqueue_opts *opts, ctl_workqueue **out)
 {
-    ctl_queue *q = calloc(1, sizeof(*q));
+    ctl_workqueue *q = calloc(1, sizeof(*q));
     if (!q)
         return GQ_ENOMEM;
     if (opts)
@@ -78,14 +78,14 @@ gq_code ctl_queue_new(const ctl_queue_opts *opts, ctl_queue **out)
         return GQ_ENOMEM;
     }
     if (gq_htab_init(&q->items, Q_BUCKETS)) {
-        ctl_queue_free(q);
+        ctl_workqueue_free(q);
         return GQ_ENOMEM;
     }
     *out = q;
     return GQ_OK;
 }
 
-void ctl_queue_free(ctl_queue *q)
+void ctl_workqueue_free(ctl_workqueue *q)
 {
     if (!q)
         return;
@@ -103,13 +103,13 @@ static int key_eq(const gq_hnode *n, const void *key)
     return !strcmp(GQ_HTAB_ENTRY(n, const qitem, node)->key, key);
 }
 
-static qitem *find(ctl_queue *q, const char *key)
+static qitem *find(ctl_workqueue *q, const char *key)
 {
     gq_hnode *n = gq_htab_find(&q->items, gq_fnv1a(key), key_eq, key);
     return n ? GQ_HTAB_ENTRY(n, qitem, node) : NULL;
 }
 
-static qitem *find_or_new(ctl_queue *q, const char *key)
+static qitem *find_or_new(ctl_workqueue *q, const char *key)
 {
     qitem *it = find(q, key);
     if (it)
@@ -124,7 +124,7 @@ static qitem *find_or_new(ctl_queue *q, const char *key)
 }
 
 /* Forget items that carry no state any more. */
-static void maybe_gc(ctl_queue *q, qitem *it)
+static void maybe_gc(ctl_workqueue *q, qitem *it)
 {
     if (it->queued || it->processing || it->delayed || it->failures)
         return;
@@ -132,7 +132,7 @@ static void maybe_gc(ctl_queue *q, qitem *it)
     free(it);
 }
 
-static void push_ready(ctl_queue *q, qitem *it)
+static void push_ready(ctl_workqueue *q, qitem *it)
 {
     if (it->delayed) {
         it->delayed = false;
@@ -155,7 +155,7 @@ static void push_ready(ctl_queue *q, qitem *it)
     pthread_cond_signal(&q->cv);
 }
 
-gq_code ctl_queue_add(ctl_queue *q, const char *key)
+gq_code ctl_workqueue_add(ctl_workqueue *q, const char *key)
 {
     pthread_mutex_lock(&q->mu);
     qitem *it = q->shutdown ? NULL : find_or_new(q, key);
@@ -166,10 +166,10 @@ gq_code ctl_queue_add(ctl_queue *q, const char *key)
     return it || down ? GQ_OK : GQ_ENOMEM;
 }
 
-gq_code ctl_queue_add_after(ctl_queue *q, const char *key, long delay_ms)
+gq_code ctl_workqueue_add_after(ctl_workqueue *q, const char *key, long delay_ms)
 {
     if (delay_ms <= 0)
-        return ctl_queue_add(q, key);
+        return ctl_workqueue_add(q, key);
     pthread_mutex_lock(&q->mu);
     qitem *it = q->shutdown ? NULL : find_or_new(q, key);
     bool down = q->shutdown;
@@ -189,7 +189,7 @@ gq_code ctl_queue_add_after(ctl_queue *q, const char *key, long delay_ms)
     return it || down ? GQ_OK : GQ_ENOMEM;
 }
 
-gq_code ctl_queue_add_rate_limited(ctl_queue *q, const char *key, long *delay_ms)
+gq_code ctl_workqueue_add_rate_limited(ctl_workqueue *q, const char *key, long *delay_ms)
 {
     long d;
     pthread_mutex_lock(&q->mu);
@@ -209,10 +209,10 @@ gq_code ctl_queue_add_rate_limited(ctl_queue *q, const char *key, long *delay_ms
     pthread_mutex_unlock(&q->mu);
     if (delay_ms)
         *delay_ms = d;
-    return ctl_queue_add_after(q, key, d);
+    return ctl_workqueue_add_after(q, key, d);
 }
 
-void ctl_queue_forget(ctl_queue *q, const char *key)
+void ctl_workqueue_forget(ctl_workqueue *q, const char *key)
 {
     pthread_mutex_lock(&q->mu);
     qitem *it = find(q, key);
@@ -223,7 +223,7 @@ void ctl_queue_forget(ctl_queue *q, const char *key)
     pthread_mutex_unlock(&q->mu);
 }
 
-unsigned ctl_queue_failures(ctl_queue *q, const char *key)
+unsigned ctl_workqueue_failures(ctl_workqueue *q, const char *key)
 {
     pthread_mutex_lock(&q->mu);
     qitem *it = find(q, key);
@@ -234,7 +234,7 @@ unsigned ctl_queue_failures(ctl_queue *q, const char *key)
 
 /* Move due delayed items to the ready FIFO; return the earliest remaining
  * due time, or INT64_MAX. Lock held. */
-static int64_t promote_due(ctl_queue *q)
+static int64_t promote_due(ctl_workqueue *q)
 {
     int64_t next = INT64_MAX;
     if (!q->n_delayed)
@@ -253,7 +253,7 @@ static int64_t promote_due(ctl_queue *q)
     return next;
 }
 
-gq_code ctl_queue_get(ctl_queue *q, long wait_ms, char **key)
+gq_code ctl_workqueue_get(ctl_workqueue *q, long wait_ms, char **key)
 {
     gq_code rc = GQ_OK;
     struct timespec ts;
@@ -309,7 +309,7 @@ gq_code ctl_queue_get(ctl_queue *q, long wait_ms, char **key)
     return rc;
 }
 
-void ctl_queue_done(ctl_queue *q, const char *key)
+void ctl_workqueue_done(ctl_workqueue *q, const char *key)
 {
     pthread_mutex_lock(&q->mu);
     qitem *it = find(q, key);
@@ -325,7 +325,7 @@ void ctl_queue_done(ctl_queue *q, const char *key)
     pthread_mutex_unlock(&q->mu);
 }
 
-size_t ctl_queue_len(ctl_queue *q)
+size_t ctl_workqueue_len(ctl_workqueue *q)
 {
     pthread_mutex_lock(&q->mu);
     size_t n = q->n_ready;
@@ -333,7 +333,7 @@ size_t ctl_queue_len(ctl_queue *q)
     return n;
 }
 
-size_t ctl_queue_delayed(ctl_queue *q)
+size_t ctl_workqueue_delayed(ctl_workqueue *q)
 {
     pthread_mutex_lock(&q->mu);
     size_t n = q->n_delayed;
@@ -341,7 +341,7 @@ size_t ctl_queue_delayed(ctl_queue *q)
     return n;
 }
 
-void ctl_queue_shutdown(ctl_queue *q)
+void ctl_workqueue_shutdown(ctl_workqueue *q)
 {
     pthread_mutex_lock(&q->mu);
     q->shutdown = true;

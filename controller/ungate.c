@@ -17,9 +17,9 @@
  * new leader) frees the quota afterwards. */
 #define CTL_QUEUE_RESERVATION_TTL_S 120
 
-void ctl_admit_kick(ctl_controller *c)
+void ctl_ungate_kick(ctl_controller *c)
 {
-    if (ctl_queue_add(c->queue, ADMIT_KEY))
+    if (ctl_workqueue_add(c->queue, ADMIT_KEY))
         GQ_ERROR("%s: cannot queue: out of memory", ADMIT_KEY);
 }
 
@@ -289,7 +289,7 @@ static pass_step read_queue(admit_pass *a)
 {
     ctl_controller *c = a->c;
     if (!(a->objs = json_object_new_array()) ||
-        ctl_store_queued(c->store, a->now, &a->pods, &a->n, &a->running))
+        ctl_podstore_queued(c->store, a->now, &a->pods, &a->n, &a->running))
         return STEP_FAILED;
     a->n = drop_ungated(c, a->pods, a->n);
     if (!a->n)
@@ -317,7 +317,7 @@ static bool governs_queued(const admit_pass *a, const gq_quota *q)
     for (size_t i = 0; i < a->n; i++) {
         const ctl_queued *p = &a->pods[i];
         gq_pod_facts f = {p->ns, p->priority_class, p->terminating, false, p->model};
-        if (gq_quota_limits(q, &p->charge) && ctl_store_matches(a->c->store, q, &f))
+        if (gq_quota_limits(q, &p->charge) && ctl_podstore_matches(a->c->store, q, &f))
             return true;
     }
     return false;
@@ -389,7 +389,7 @@ static void entry_quotas(admit_pass *a, size_t i)
     size_t m = 0;
     for (size_t j = 0; j < a->nq; j++) {
         if (!gq_quota_limits(a->qs[j].q, &p->charge) ||
-            !ctl_store_matches(a->c->store, a->qs[j].q, &f))
+            !ctl_podstore_matches(a->c->store, a->qs[j].q, &f))
             continue;
         a->qidx[i * a->stride + m] = j;
         a->paid[i * a->stride + m] = live_reservation(a->qs[j].q, p->uid, a->now) != NULL;
@@ -493,7 +493,7 @@ static bool earlier_member_plans(const admit_pass *a, size_t i, const char *uid)
 
 /* Members of a pod group are admitted all or nothing, so a shared claim
  * several unpaid members name is planned once, on the first of them (the
- * charges written then hold it once too: ctl_admit_charge). */
+ * charges written then hold it once too: ctl_ungate_charge). */
 static void group_claims_once(admit_pass *a)
 {
     for (size_t i = 0; i < a->n; i++) {
@@ -542,7 +542,7 @@ static void take_choice(admit_pass *a, size_t i)
 }
 
 /* Evaluate: every admitted pod's charges into the statuses of the quotas
- * it has not paid yet (ctl_admit_charge), marking them to write. */
+ * it has not paid yet (ctl_ungate_charge), marking them to write. */
 static pass_step charge_admitted(admit_pass *a)
 {
     for (size_t i = 0; i < a->n; i++) {
@@ -561,7 +561,7 @@ static pass_step charge_admitted(admit_pass *a)
                 st = json_object_new_object();
                 json_object_object_add(aq->obj, "status", st);
             }
-            if (ctl_admit_charge(st, aq->q, &ad, a->now, &aq->dirty, &a->err) != GQ_OK) {
+            if (ctl_ungate_charge(st, aq->q, &ad, a->now, &aq->dirty, &a->err) != GQ_OK) {
                 GQ_WARN("queue: %s: %s", aq->path, a->err.msg);
                 return STEP_FAILED;
             }
@@ -681,7 +681,7 @@ static void say_why_waiting(admit_pass *a)
  * pass and runs it again on fresh reads. Reservations written before a
  * conflict or a crash stay and count as paid on the next pass, so nobody is
  * charged twice and a new leader finishes what the last one began. */
-int ctl_admit_pass(ctl_controller *c)
+int ctl_ungate_pass(ctl_controller *c)
 {
     admit_pass a = {.c = c, .now = ctl_wall_now(c)};
     bool replan = false;
@@ -707,7 +707,7 @@ int ctl_admit_pass(ctl_controller *c)
     else if (st == STEP_FAILED)
         ctl_backoff(c, ADMIT_KEY);
     else
-        ctl_queue_forget(c->queue, ADMIT_KEY);
+        ctl_workqueue_forget(c->queue, ADMIT_KEY);
     pass_dispose(&a);
     return st == STEP_STALE ? RES_CONFLICT : st == STEP_FAILED ? RES_ERROR : RES_OK;
 }

@@ -1,4 +1,4 @@
-/* The queue admitter's charges (controller/admit_charge.c): a DRA
+/* The queue admitter's charges (controller/ungate_charge.c): a DRA
  * ResourceClaim shared by queued pods is charged once per quota, as
  * /validate charges it, and a claim the quota charges already costs a
  * queued pod nothing more in the plan. JSON is written with single quotes. */
@@ -111,10 +111,10 @@ static void test_shared_claim_charged_once(void **state)
     ctl_admitted a = pod_on("a", "uid-a", &c), b = pod_on("b", "uid-b", &c);
     gq_err err;
     bool added = false;
-    assert_int_equal(ctl_admit_charge(st, q, &a, NOW, &added, &err), GQ_OK);
+    assert_int_equal(ctl_ungate_charge(st, q, &a, NOW, &added, &err), GQ_OK);
     assert_true(added);
     added = false;
-    assert_int_equal(ctl_admit_charge(st, q, &b, NOW, &added, &err), GQ_OK);
+    assert_int_equal(ctl_ungate_charge(st, q, &b, NOW, &added, &err), GQ_OK);
     assert_true(added);
     char keys[256];
     record_keys(obj, keys, sizeof keys);
@@ -174,7 +174,7 @@ static void test_claim_charged_before(void **state)
         ctl_admitted a = pod_on("a", "uid-a", &c);
         gq_err err;
         bool added = false;
-        assert_int_equal(ctl_admit_charge(st, q, &a, NOW, &added, &err), GQ_OK);
+        assert_int_equal(ctl_ungate_charge(st, q, &a, NOW, &added, &err), GQ_OK);
         assert_true(added);
         char keys[256];
         record_keys(obj, keys, sizeof keys);

@@ -72,8 +72,8 @@ static gq_code add_record(json_object *status, const gq_reservation *r, bool *ad
     return rc;
 }
 
-gq_code ctl_admit_charge(json_object *status, const gq_quota *q, const ctl_admitted *p, int64_t now,
-                         bool *added, gq_err *err)
+gq_code ctl_ungate_charge(json_object *status, const gq_quota *q, const ctl_admitted *p,
+                          int64_t now, bool *added, gq_err *err)
 {
     size_t n = p->n_claims < GQ_POD_MAX_CLAIMS ? p->n_claims : GQ_POD_MAX_CLAIMS;
     gq_claim_ref refs[GQ_POD_MAX_CLAIMS];

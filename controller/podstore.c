@@ -49,7 +49,7 @@ struct ctl_ns {
     char name[];
 };
 
-struct ctl_store {
+struct ctl_podstore {
     pthread_rwlock_t lock;
     gq_htab nss; /* ctl_ns by name */
     char **pcs;  /* interned priority class names, never freed before the store */
@@ -61,9 +61,9 @@ struct ctl_store {
     size_t bytes; /* allocated for records (the tables' arrays apart) */
 };
 
-gq_code ctl_store_new(ctl_store **out)
+gq_code ctl_podstore_new(ctl_podstore **out)
 {
-    ctl_store *s = calloc(1, sizeof(*s));
+    ctl_podstore *s = calloc(1, sizeof(*s));
     if (!s)
         return GQ_ENOMEM;
     if (gq_htab_init(&s->nss, NS_BUCKETS_MIN) || gq_htab_init(&s->uids, UID_BUCKETS_MIN) ||
@@ -87,7 +87,7 @@ static void ns_free(ctl_ns *n)
     free(n);
 }
 
-void ctl_store_free(ctl_store *s)
+void ctl_podstore_free(ctl_podstore *s)
 {
     if (!s)
         return;
@@ -109,7 +109,7 @@ void ctl_store_free(ctl_store *s)
     free(s);
 }
 
-static ctl_ns *ns_find(ctl_store *s, const char *name)
+static ctl_ns *ns_find(ctl_podstore *s, const char *name)
 {
     for (gq_hnode *x = gq_htab_first(&s->nss, gq_fnv1a(name)); x; x = gq_htab_next(x)) {
         ctl_ns *n = GQ_HTAB_ENTRY(x, ctl_ns, node);
@@ -120,7 +120,7 @@ static ctl_ns *ns_find(ctl_store *s, const char *name)
 }
 
 /* The namespace entry for name with one more reference; write lock held. */
-static ctl_ns *ns_ref(ctl_store *s, const char *name)
+static ctl_ns *ns_ref(ctl_podstore *s, const char *name)
 {
     ctl_ns *n = ns_find(s, name);
     if (n) {
@@ -139,7 +139,7 @@ static ctl_ns *ns_ref(ctl_store *s, const char *name)
 }
 
 /* Drop one reference; the entry goes with the last. Write lock held. */
-static void ns_unref(ctl_store *s, ctl_ns *n)
+static void ns_unref(ctl_podstore *s, ctl_ns *n)
 {
     if (!n || --n->refs > 0)
         return;
@@ -150,7 +150,7 @@ static void ns_unref(ctl_store *s, ctl_ns *n)
 
 /* Interned copy of a priority class name; write lock held. There are few
  * PriorityClass objects in a cluster, so a linear table is enough. */
-static const char *pc_intern(ctl_store *s, const char *pc)
+static const char *pc_intern(ctl_podstore *s, const char *pc)
 {
     for (size_t i = 0; i < s->n_pcs; i++)
         if (!strcmp(s->pcs[i], pc))
@@ -266,7 +266,7 @@ static void fill_record(ctl_pod *p, const gq_pod *gp, json_object *pod, bool dra
 
 /* Link p to its interned namespace and priority class and count its bytes
  * (sz) in the store; false on allocation failure (p then holds nothing). */
-static bool store_intern(ctl_store *s, ctl_pod *p, const char *ns, const char *pc, size_t sz)
+static bool store_intern(ctl_podstore *s, ctl_pod *p, const char *ns, const char *pc, size_t sz)
 {
     pthread_rwlock_wrlock(&s->lock);
     p->ns = ns_ref(s, ns);
@@ -319,7 +319,7 @@ static bool take_choices_and_claims(ctl_pod *p, const gq_pod *gp, size_t *sz)
     return true;
 }
 
-gq_code ctl_pod_from_json(ctl_store *s, const gq_config *cfg, json_object *pod, ctl_pod **out,
+gq_code ctl_pod_from_json(ctl_podstore *s, const gq_config *cfg, json_object *pod, ctl_pod **out,
                           gq_err *err)
 {
     gq_code rc;
@@ -424,7 +424,7 @@ static void group_update(ctl_ns *n, const ctl_pod *p, int sign)
 }
 
 /* Write lock held. */
-static void uid_index(ctl_store *s, ctl_pod *p, bool add)
+static void uid_index(ctl_podstore *s, ctl_pod *p, bool add)
 {
     const char *uid = ctl_pod_uid(p);
     if (!uid[0])
@@ -438,7 +438,7 @@ static void uid_index(ctl_store *s, ctl_pod *p, bool add)
 /* The first linked record with uid in namespace ns, NULL if none. Read lock
  * held. A uid in another namespace does not count: a reservation names the
  * namespace its pod was admitted to. */
-static const ctl_pod *find_uid_locked(ctl_store *s, const char *ns, const char *uid)
+static const ctl_pod *find_uid_locked(ctl_podstore *s, const char *ns, const char *uid)
 {
     if (!ns || !uid || !uid[0])
         return NULL;
@@ -451,7 +451,7 @@ static const ctl_pod *find_uid_locked(ctl_store *s, const char *ns, const char *
 }
 
 /* Write lock held. */
-static void unlink_locked(ctl_store *s, ctl_pod *p)
+static void unlink_locked(ctl_podstore *s, ctl_pod *p)
 {
     if (!p || !p->linked)
         return;
@@ -469,7 +469,7 @@ static void unlink_locked(ctl_store *s, ctl_pod *p)
     s->n_pods--;
 }
 
-static void link_locked(ctl_store *s, ctl_pod *p)
+static void link_locked(ctl_podstore *s, ctl_pod *p)
 {
     if (!p || p->linked)
         return;
@@ -492,7 +492,7 @@ static size_t pod_size(const ctl_pod *p)
            p->n_claims * sizeof(*p->claims);
 }
 
-void ctl_pod_free(ctl_store *s, ctl_pod *p)
+void ctl_pod_free(ctl_podstore *s, ctl_pod *p)
 {
     if (!p)
         return;
@@ -506,17 +506,17 @@ void ctl_pod_free(ctl_store *s, ctl_pod *p)
     free(p);
 }
 
-void ctl_store_link(ctl_store *s, ctl_pod *p)
+void ctl_podstore_link(ctl_podstore *s, ctl_pod *p)
 {
-    ctl_store_replace(s, NULL, p);
+    ctl_podstore_replace(s, NULL, p);
 }
 
-void ctl_store_unlink(ctl_store *s, ctl_pod *p)
+void ctl_podstore_unlink(ctl_podstore *s, ctl_pod *p)
 {
-    ctl_store_replace(s, p, NULL);
+    ctl_podstore_replace(s, p, NULL);
 }
 
-void ctl_store_replace(ctl_store *s, ctl_pod *old, ctl_pod *new_)
+void ctl_podstore_replace(ctl_podstore *s, ctl_pod *old, ctl_pod *new_)
 {
     pthread_rwlock_wrlock(&s->lock);
     unlink_locked(s, old);
@@ -524,7 +524,8 @@ void ctl_store_replace(ctl_store *s, ctl_pod *old, ctl_pod *new_)
     pthread_rwlock_unlock(&s->lock);
 }
 
-gq_code ctl_store_set_namespace(ctl_store *s, const char *ns, json_object *labels, bool *changed)
+gq_code ctl_podstore_set_namespace(ctl_podstore *s, const char *ns, json_object *labels,
+                                   bool *changed)
 {
     json_object *copy = NULL;
     if (labels && json_object_is_type(labels, json_type_object) &&
@@ -549,7 +550,7 @@ gq_code ctl_store_set_namespace(ctl_store *s, const char *ns, json_object *label
     return GQ_OK;
 }
 
-void ctl_store_delete_namespace(ctl_store *s, const char *ns)
+void ctl_podstore_delete_namespace(ctl_podstore *s, const char *ns)
 {
     pthread_rwlock_wrlock(&s->lock);
     ctl_ns *n = ns_find(s, ns);
@@ -562,7 +563,7 @@ void ctl_store_delete_namespace(ctl_store *s, const char *ns)
     pthread_rwlock_unlock(&s->lock);
 }
 
-size_t ctl_store_pod_count(ctl_store *s)
+size_t ctl_podstore_pod_count(ctl_podstore *s)
 {
     pthread_rwlock_rdlock(&s->lock);
     size_t n = s->n_pods;
@@ -570,7 +571,7 @@ size_t ctl_store_pod_count(ctl_store *s)
     return n;
 }
 
-size_t ctl_store_ns_pod_count(ctl_store *s, const char *ns)
+size_t ctl_podstore_ns_pod_count(ctl_podstore *s, const char *ns)
 {
     pthread_rwlock_rdlock(&s->lock);
     ctl_ns *n = ns_find(s, ns);
@@ -579,7 +580,7 @@ size_t ctl_store_ns_pod_count(ctl_store *s, const char *ns)
     return c;
 }
 
-size_t ctl_store_bytes(ctl_store *s)
+size_t ctl_podstore_bytes(ctl_podstore *s)
 {
     pthread_rwlock_rdlock(&s->lock);
     size_t b = s->bytes + gq_htab_bytes(&s->nss) + gq_htab_bytes(&s->uids);
@@ -587,8 +588,9 @@ size_t ctl_store_bytes(ctl_store *s)
     return b;
 }
 
-void ctl_store_foreach_namespace(ctl_store *s,
-                                 int (*fn)(void *ud, const char *ns, json_object *labels), void *ud)
+void ctl_podstore_foreach_namespace(ctl_podstore *s,
+                                    int (*fn)(void *ud, const char *ns, json_object *labels),
+                                    void *ud)
 {
     gq_htab_iter it;
     pthread_rwlock_rdlock(&s->lock);
@@ -600,7 +602,7 @@ void ctl_store_foreach_namespace(ctl_store *s,
     pthread_rwlock_unlock(&s->lock);
 }
 
-bool ctl_store_covers(ctl_store *s, const gq_quota *q, const char *ns)
+bool ctl_podstore_covers(ctl_podstore *s, const gq_quota *q, const char *ns)
 {
     pthread_rwlock_rdlock(&s->lock);
     ctl_ns *n = ns_find(s, ns);
@@ -609,7 +611,7 @@ bool ctl_store_covers(ctl_store *s, const gq_quota *q, const char *ns)
     return r;
 }
 
-bool ctl_store_has_uid(ctl_store *s, const char *ns, const char *uid)
+bool ctl_podstore_has_uid(ctl_podstore *s, const char *ns, const char *uid)
 {
     pthread_rwlock_rdlock(&s->lock);
     bool r = find_uid_locked(s, ns, uid) != NULL;
@@ -619,7 +621,7 @@ bool ctl_store_has_uid(ctl_store *s, const char *ns, const char *uid)
 
 /* Read lock held. Whether the pod with uid is recorded and no longer queued
  * behind our gate: only then does usage count it. */
-static bool counted_uid_locked(ctl_store *s, const char *ns, const char *uid)
+static bool counted_uid_locked(ctl_podstore *s, const char *ns, const char *uid)
 {
     const ctl_pod *p = find_uid_locked(s, ns, uid);
     return p && !p->gated;
@@ -697,8 +699,8 @@ static int ns_name_cmp(const void *a, const void *b)
     return strcmp((*(ctl_ns *const *)a)->name, (*(ctl_ns *const *)b)->name);
 }
 
-gq_code ctl_store_with_quota_pods(ctl_store *s, const gq_quota *q, int64_t now,
-                                  ctl_store_pods_fn fn, void *ud, gq_err *err)
+gq_code ctl_podstore_with_quota_pods(ctl_podstore *s, const gq_quota *q, int64_t now,
+                                     ctl_podstore_pods_fn fn, void *ud, gq_err *err)
 {
     gq_code rc = GQ_OK;
     gather g = {0};
@@ -731,7 +733,7 @@ gq_code ctl_store_with_quota_pods(ctl_store *s, const gq_quota *q, int64_t now,
     if (rc) {
         gq_err_set(err, rc, "out of memory");
     } else {
-        ctl_store_pods v = {g.v, g.n, counted_locked, s};
+        ctl_podstore_pods v = {g.v, g.n, counted_locked, s};
         rc = fn(ud, &v, err);
     }
     pthread_rwlock_unlock(&s->lock);
@@ -806,8 +808,8 @@ static gq_code queued_copy(ctl_queued *q, const ctl_ns *ns, const ctl_pod *p)
     return rc;
 }
 
-gq_code ctl_store_queued(ctl_store *s, int64_t now, ctl_queued **out, size_t *n_out,
-                         json_object **running_out)
+gq_code ctl_podstore_queued(ctl_podstore *s, int64_t now, ctl_queued **out, size_t *n_out,
+                            json_object **running_out)
 {
     gq_code rc = GQ_OK;
     ctl_queued *v = NULL;
@@ -856,7 +858,7 @@ gq_code ctl_store_queued(ctl_store *s, int64_t now, ctl_queued **out, size_t *n_
     return GQ_OK;
 }
 
-bool ctl_store_matches(ctl_store *s, const gq_quota *q, const gq_pod_facts *f)
+bool ctl_podstore_matches(ctl_podstore *s, const gq_quota *q, const gq_pod_facts *f)
 {
     pthread_rwlock_rdlock(&s->lock);
     ctl_ns *n = ns_find(s, f->namespace_);

@@ -41,7 +41,6 @@ gq_code cli_parse_bytes(const char *opt, const char *s, int64_t min, int64_t max
 }
 
 /* Configuration files are small; a larger file is a mistake, not a config. */
-#define CLI_CONFIG_MAX ((size_t)1 << 20)
 
 gq_code cli_load_config(const char *path, gq_config **out, gq_err *err)
 {

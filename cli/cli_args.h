@@ -98,6 +98,9 @@ typedef struct cli_cmd {
  * status (CLI_EXIT_OK after help, CLI_EXIT_USAGE after an error). */
 int cli_parse_or_exit(const cli_cmd *cmd, int argc, char **argv, const char **pos, size_t *n_pos);
 
+/* The most a gpuquota configuration file or ConfigMap value may hold. */
+#define CLI_CONFIG_MAX ((size_t)1 << 20)
+
 /* The configuration of --config FILE, or the embedded default when path is
  * NULL. Errors carry "file:line: message". Caller frees *out. */
 struct gq_config;

@@ -35,7 +35,6 @@ const char cli_cmd_explain_summary[] =
     "what a pod would cost, which quotas govern it, whether it would be admitted";
 
 #define EXPLAIN_MAX_OBJECTS 10000
-#define CONFIG_MAX ((size_t)1 << 20)
 
 static void usage(FILE *f)
 {
@@ -66,38 +65,6 @@ static json_object *bytes_json(int64_t v)
 }
 
 /* ---- the cluster's configuration ------------------------------------------- */
-
-/* The configuration the webhooks run with: --config, else the config.yaml of
- * ConfigMap gpuquota-config, else (unreadable) the embedded default.
- * *source says which. */
-static gq_code load_config(kube_client *c, const char *file, const char *sys_ns, gq_config **out,
-                           char *source, size_t cap, gq_err *err)
-{
-    char path[320];
-    json_object *cm = NULL;
-    gq_err e;
-    if (file) {
-        snprintf(source, cap, "%s", file);
-        return cli_load_config(file, out, err);
-    }
-    snprintf(path, sizeof(path), "/api/v1/namespaces/%s/configmaps/gpuquota-config", sys_ns);
-    gq_err_clear(&e);
-    if (!kube_get(c, path, NULL, &cm, &e)) {
-        const char *text = gq_json_get_string(gq_json_member(cm, "data"), "config.yaml");
-        if (text && strlen(text) <= CONFIG_MAX) {
-            char name[300];
-            snprintf(name, sizeof(name), "configmap %s/gpuquota-config", sys_ns);
-            gq_code rc = gq_config_parse(text, strlen(text), name, out, err);
-            json_object_put(cm);
-            snprintf(source, cap, "%s", name);
-            return rc;
-        }
-        json_object_put(cm);
-        gq_err_set(&e, GQ_ENOTFOUND, "no config.yaml in it");
-    }
-    snprintf(source, cap, "embedded default (configmap %s/gpuquota-config: %.200s)", sys_ns, e.msg);
-    return gq_config_default(out, err);
-}
 
 /* ---- the server dry run ---------------------------------------------------- */
 
@@ -796,7 +763,7 @@ int cli_cmd_explain(int argc, char **argv)
     }
     if (read_pod(&x, &err) || cli_check_namespace("--gpuquota-namespace", x.sys_ns, &err) ||
         cli_kflags_client(&x.f, &x.c, &x.ns, &err) ||
-        load_config(x.c, x.config_file, x.sys_ns, &x.cfg, x.source, sizeof(x.source), &err))
+        cli_cluster_config(x.c, x.config_file, x.sys_ns, &x.cfg, x.source, sizeof(x.source), &err))
         goto fail;
     json_object_object_add(x.meta, "namespace", json_object_new_string(x.ns));
     report_start(&x);

@@ -11,6 +11,7 @@
 
 #include "cli/cli.h"
 #include "cli/cli_args.h"
+#include "cli/plugin.h"
 #include "quota/config.h"
 #include "kube/kube.h"
 #include "quota/pod.h"
@@ -22,7 +23,7 @@ const char cli_cmd_queue_summary[] = "list queued pods per quota, in the order t
 static void usage(FILE *f)
 {
     fprintf(f, "usage: gpuquota queue [-n NAMESPACE] [-o table|json] [--kubeconfig FILE]\n"
-               "                      [--config FILE]\n"
+               "                      [--config FILE] [--gpuquota-namespace NS]\n"
                "\n"
                "Lists every GPUQuota and GPUTenantQuota that has pods waiting behind the\n"
                "scheduling gate gpuquota.io/quota, and the pods in the order they will start\n"
@@ -30,7 +31,10 @@ static void usage(FILE *f)
                "  -n, --namespace NS   only queues of pods in NS (default: every namespace)\n"
                "  -o, --output FORMAT  table (default) or json\n"
                "  --kubeconfig FILE    kubeconfig (default: $KUBECONFIG, else in-cluster)\n"
-               "  --config FILE        gpuquota configuration that prices pods (the webhook's)\n"
+               "  --config FILE        price pods with this gpuquota configuration instead of\n"
+               "                       the cluster's (ConfigMap gpuquota-config; the embedded\n"
+               "                       default when it cannot be read, said on stderr)\n"
+               "  --gpuquota-namespace NS  where gpuquota is installed (gpuquota-system)\n"
                "Exit 0, 1 when the API server cannot be read, 2 on bad usage.\n");
 }
 
@@ -270,7 +274,8 @@ static gq_code parse_ns(const char *name, const char *value, void *dst, gq_err *
 typedef struct queue_opts {
     const char *ns; /* NULL: every namespace */
     const char *kubeconfig, *config;
-    int output; /* 0 table, 1 json */
+    const char *sys_ns; /* where gpuquota's ConfigMap is */
+    int output;         /* 0 table, 1 json */
 } queue_opts;
 
 /* What the queues are made of: the objects read and the pods decoded. */
@@ -310,6 +315,7 @@ static int parse_opts(int argc, char **argv, queue_opts *o)
          .choices = outputs},
         {.name = "--kubeconfig", .kind = CLI_OPT_NONEMPTY, .dst = &o->kubeconfig},
         {.name = "--config", .kind = CLI_OPT_NONEMPTY, .dst = &o->config},
+        {.name = "--gpuquota-namespace", .kind = CLI_OPT_FN, .dst = &o->sys_ns, .fn = parse_ns},
     };
     return cli_parse_or_exit(&(cli_cmd){"queue", opts, sizeof(opts) / sizeof(opts[0]), usage}, argc,
                              argv, NULL, NULL);
@@ -325,13 +331,24 @@ static gq_code list_objects(const queue_opts *o, queue_view *v, gq_err *err)
     snprintf(ppath, sizeof ppath, "/api/v1%s%s%spods", ns ? "/namespaces/" : "", ns ? ns : "",
              ns ? "/" : "/");
     gq_code rc;
-    if ((rc = kube_client_new(v->kcfg, NULL, &v->kc, err)) ||
-        (rc = list_all(v->kc, gpath, &v->gqs, err)) ||
+    if ((rc = list_all(v->kc, gpath, &v->gqs, err)) ||
         (rc = list_all(v->kc, "/apis/gpuquota.io/v1alpha1/gputenantquotas", &v->gtqs, err)) ||
         (rc = list_all(v->kc, ppath, &v->podl, err)) ||
         (rc = list_all(v->kc, "/api/v1/namespaces", &v->nss, err)))
         return rc;
     return GQ_OK;
+}
+
+/* The cluster's configuration, as `kubectl gpuquota explain` reads it; when
+ * the ConfigMap cannot be read, the embedded default, said on stderr. */
+static gq_code cluster_config(const queue_opts *o, queue_view *v, gq_err *err)
+{
+    char source[512];
+    gq_code rc = cli_cluster_config(v->kc, NULL, o->sys_ns ? o->sys_ns : "gpuquota-system", &v->cfg,
+                                    source, sizeof(source), err);
+    if (!rc && !strncmp(source, "embedded default", 16))
+        fprintf(stderr, "gpuquota queue: pricing with the %s\n", source);
+    return rc;
 }
 
 /* The quotas parsed (those with an invalid spec skipped, and counted on
@@ -396,13 +413,14 @@ int cli_cmd_queue(int argc, char **argv)
     gq_err_clear(&err);
     queue_view v;
     memset(&v, 0, sizeof(v));
-    if (cli_load_config(o.config, &v.cfg, &err) ||
-        kube_config_load_default(o.kubeconfig, NULL, &v.kcfg, &err)) {
+    if (kube_config_load_default(o.kubeconfig, NULL, &v.kcfg, &err) ||
+        (o.config && cli_load_config(o.config, &v.cfg, &err))) {
         fprintf(stderr, "gpuquota queue: %s\n", err.msg);
         rc = CLI_EXIT_USAGE;
         goto out;
     }
-    if (list_objects(&o, &v, &err)) {
+    if (kube_client_new(v.kcfg, NULL, &v.kc, &err) || (!v.cfg && cluster_config(&o, &v, &err)) ||
+        list_objects(&o, &v, &err)) {
         fprintf(stderr, "gpuquota queue: %s\n", err.msg);
         goto out;
     }

@@ -55,6 +55,15 @@ struct kube_config;
 gq_code cli_kflags_client(const cli_kflags *f, struct kube_client **client, char **ns,
                           gq_err *err) GQ_WUR;
 
+/* The configuration the webhooks run with, as every command that prices
+ * pods against a cluster reads it: file (--config) when given, else the
+ * config.yaml of ConfigMap gpuquota-config in sys_ns (where gpuquota is
+ * installed), else, when that cannot be read, the embedded default.
+ * *source (cap bytes) says which, and why the ConfigMap was not used. */
+struct gq_config;
+gq_code cli_cluster_config(struct kube_client *c, const char *file, const char *sys_ns,
+                           struct gq_config **out, char *source, size_t cap, gq_err *err) GQ_WUR;
+
 /* GQ_EINVAL naming what unless ns is a valid namespace name (RFC 1123
  * label), as it is put into API paths. */
 gq_code cli_check_namespace(const char *what, const char *ns, gq_err *err) GQ_WUR;

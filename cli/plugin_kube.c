@@ -1,9 +1,13 @@
 /* kubectl's flags for `kubectl gpuquota` and the client they select. */
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cli/cli_args.h"
+#include "common/jsonutil.h"
+#include "common/json_member.h"
 #include "kube/kube.h"
+#include "quota/config.h"
 #include "cli/plugin.h"
 
 const char cli_kflags_usage[] =
@@ -86,4 +90,33 @@ void cli_print_doc(FILE *out, cli_out_fmt fmt, json_object *v)
                 json_object_to_json_string_ext(v, JSON_C_TO_STRING_PRETTY |
                                                       JSON_C_TO_STRING_SPACED |
                                                       JSON_C_TO_STRING_NOSLASHESCAPE));
+}
+
+gq_code cli_cluster_config(kube_client *c, const char *file, const char *sys_ns, gq_config **out,
+                           char *source, size_t cap, gq_err *err)
+{
+    char path[320];
+    json_object *cm = NULL;
+    gq_err e;
+    if (file) {
+        snprintf(source, cap, "%s", file);
+        return cli_load_config(file, out, err);
+    }
+    snprintf(path, sizeof(path), "/api/v1/namespaces/%s/configmaps/gpuquota-config", sys_ns);
+    gq_err_clear(&e);
+    if (!kube_get(c, path, NULL, &cm, &e)) {
+        const char *text = gq_json_get_string(gq_json_member(cm, "data"), "config.yaml");
+        if (text && strlen(text) <= CLI_CONFIG_MAX) {
+            char name[300];
+            snprintf(name, sizeof(name), "configmap %s/gpuquota-config", sys_ns);
+            gq_code rc = gq_config_parse(text, strlen(text), name, out, err);
+            json_object_put(cm);
+            snprintf(source, cap, "%s", name);
+            return rc;
+        }
+        json_object_put(cm);
+        gq_err_set(&e, GQ_ENOTFOUND, "no config.yaml in it");
+    }
+    snprintf(source, cap, "embedded default (configmap %s/gpuquota-config: %.200s)", sys_ns, e.msg);
+    return gq_config_default(out, err);
 }

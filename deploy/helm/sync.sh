@@ -3,7 +3,7 @@
 # manifests are edited; the chart carries them byte for byte (crds/ for the
 # CRDs, files/ for the rest, which its templates read and adjust to the
 # values). Run it after changing anything that deploy/kustomization.yaml
-# lists; `sync.sh --check` (the helm_sync test) fails while a copy differs.
+# lists; `sync.sh --check` (run by the helm_chart test) fails while a copy differs.
 #
 # Usage: deploy/helm/sync.sh [--check]
 set -euo pipefail

@@ -2,6 +2,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -302,6 +303,30 @@ static gq_code parse_event(json_object *root, gq_audit_entry *e, gq_err *err)
     return GQ_OK;
 }
 
+/* What `kubectl logs` puts before a container's line: "[pod/NAME/CONTAINER] "
+ * with --prefix, then an RFC 3339 time and a space with --timestamps. Each is
+ * taken off only when a JSON object follows, so a line of another kind is
+ * read (and refused) as it is. */
+static void strip_kubectl_prefix(const char **line, size_t *len)
+{
+    const char *p = *line, *end = *line + *len;
+    if (p < end && *p == '[') {
+        const char *close = memchr(p, ']', (size_t)(end - p) < 512 ? (size_t)(end - p) : 512);
+        if (close && close + 1 < end && close[1] == ' ' && !memchr(p, ' ', (size_t)(close - p)))
+            p = close + 2;
+    }
+    if (end - p > 20 && p[4] == '-' && p[7] == '-' && p[10] == 'T' &&
+        isdigit((unsigned char)p[0])) {
+        const char *sp = memchr(p, ' ', (size_t)(end - p) < 64 ? (size_t)(end - p) : 64);
+        if (sp && sp + 1 < end && sp[1] == '{')
+            p = sp + 1;
+    }
+    if (p != *line && p < end && *p == '{') {
+        *len -= (size_t)(p - *line);
+        *line = p;
+    }
+}
+
 gq_code cli_audit_parse_line(const char *line, size_t len, gq_audit_entry *out, gq_err *err)
 {
     /* Never read back: the pod objects of Events logged at Request level and
@@ -316,6 +341,7 @@ gq_code cli_audit_parse_line(const char *line, size_t len, gq_audit_entry *out, 
         return gq_err_set(err, GQ_ELIMIT, "line longer than %zu bytes", CLI_AUDIT_LINE_MAX);
     if (len && line[len - 1] == '\r')
         len--;
+    strip_kubectl_prefix(&line, &len);
     if ((rc = gq_json_parse_pruned(line, len, GQ_JSON_DEFAULT_DEPTH, skip,
                                    sizeof(skip) / sizeof(skip[0]), &root, err)))
         goto out;

@@ -23,7 +23,9 @@
 /* Longest line the reader accepts (callers skip and count longer ones). */
 #define CLI_AUDIT_LINE_MAX ((size_t)1 << 20)
 
-/* Parse one line (no newline; a trailing '\r' is allowed). On GQ_OK *out
+/* Parse one line (no newline; a trailing '\r' is allowed), also as `kubectl
+ * logs --prefix [--timestamps]` prints a container's line: "[pod/NAME/C] "
+ * and a timestamp before the JSON object are passed over. On GQ_OK *out
  * holds the record (caller disposes). GQ_ENOTFOUND: well-formed JSON that is
  * not a decision to review (another object, an Event that no gpuquota webhook
  * took part in, or an Event stage other than ResponseComplete/Panic).

@@ -79,6 +79,6 @@ eventually 15 bash -c "[[ \$(kubectl -n team-a get gq team-a -o jsonpath='{.stat
 run kubectl get gq,gtq -A
 
 say "the admission decisions, reviewed with gpuquota audit: gpuquota's own log, then kube-apiserver's"
-# The webhook pods' audit logs, in their emptyDir volumes on the node's disk.
-run "$gq" audit /var/lib/gq-node/kubelet/pods/*/volumes/kubernetes.io~empty-dir/audit/audit.log --denied
+# The webhook pods' audit records, on their standard output (deploy/'s default).
+run bash -c "kubectl -n gpuquota-system logs -l app.kubernetes.io/component=webhook --prefix --tail=-1 | '$gq' audit --denied"
 run "$gq" audit "$dir/cluster/audit.log" -o summary

@@ -65,6 +65,18 @@ eventually 30 is8 || true
 check "the controller pod counts it" "8Gi" "$(used "$NS" team gpu-memory)"
 check_match "a pod over the quota is denied" "exceeded quota: team" \
     "$(gpu_pod p2 16Gi | kubectl -n "$NS" create -f - 2>&1)"
+# The audit records, on the webhook pods' standard output (deploy/'s default),
+# read back as docs/audit.md says: kubectl logs of every replica, piped in.
+audit_p2() {
+    kubectl -n "$NS_SYS" logs -l app.kubernetes.io/component=webhook --prefix --tail=-1 \
+        --max-log-requests=10 2>/dev/null |
+        "$GQ" audit --denied -o json 2>/dev/null |
+        jq -r "select(.namespace == \"$NS\" and .name == \"p2\") | .decision + \" \" + .reason"
+}
+hasp2() { [[ $(audit_p2) == denied* ]]; }
+eventually 30 hasp2 || true
+check_match "its denial is in the audit records of kubectl logs, read by gpuquota audit" \
+    "^denied exceeded quota: team" "$(audit_p2 | head -1)"
 
 NSQ=team-node-queue
 ns "$NSQ" || fail "namespace $NSQ"

@@ -74,7 +74,9 @@ gq_code wh_audit_open(const gq_audit_config *cfg, wh_audit **out, gq_err *err)
     a->fd = STDERR_FILENO;
     a->max_size = cfg ? cfg->max_size : 0;
     a->max_files = cfg ? cfg->max_files : 0;
-    if (cfg && cfg->path && cfg->path[0]) {
+    if (cfg && cfg->path && !strcmp(cfg->path, WH_AUDIT_STDOUT)) {
+        a->fd = STDOUT_FILENO; /* a stream: never rotated nor reopened */
+    } else if (cfg && cfg->path && cfg->path[0]) {
         a->path = strdup(cfg->path);
         if (!a->path) {
             wh_audit_close(a);

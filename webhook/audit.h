@@ -22,7 +22,13 @@
 
 typedef struct wh_audit wh_audit;
 
-/* Open the audit sink described by cfg (path "" or NULL = stderr).
+/* audit.path that writes the records to standard output, one JSON line
+ * each, where `kubectl logs` finds them beside the log (which goes to
+ * standard error); the deployed default. */
+#define WH_AUDIT_STDOUT "-"
+
+/* Open the audit sink described by cfg: a file (rotated, reopened on
+ * request), WH_AUDIT_STDOUT, or standard error (path "" or NULL).
  * Caller owns *out. GQ_EIO when the file cannot be opened. */
 gq_code wh_audit_open(const gq_audit_config *cfg, wh_audit **out, gq_err *err) GQ_WUR;
 

@@ -212,6 +212,39 @@ static void test_parse_mutation_annotation_and_crlf(void **state)
     gq_audit_entry_dispose(&e);
 }
 
+/* `kubectl logs --prefix [--timestamps]` of the webhook pods: the prefix and
+ * the time are passed over; a log line beside the records is no record; a
+ * prefix before something that is not JSON leaves the line as it is. */
+static void test_parse_kubectl_logs(void **state)
+{
+    (void)state;
+    static const char *const lines[] = {
+        "[pod/gpuquota-webhook-7c9f/webhook] {\"webhook\":\"validate\",\"decision\":\"denied\","
+        "\"uid\":\"u1\",\"reason\":\"exceeded quota\"}",
+        "[pod/gpuquota-webhook-7c9f/webhook] 2026-11-28T10:00:00.123456789Z {\"webhook\":"
+        "\"mutate\",\"decision\":\"allowed\",\"uid\":\"u2\"}",
+        "2026-11-28T10:00:00Z {\"webhook\":\"mutate\",\"decision\":\"allowed\",\"uid\":\"u3\"}",
+    };
+    static const char *const uids[] = {"u1", "u2", "u3"};
+    for (size_t i = 0; i < 3; i++) {
+        gq_audit_entry e;
+        gq_err err;
+        assert_int_equal(cli_audit_parse_line(lines[i], strlen(lines[i]), &e, &err), GQ_OK);
+        assert_string_equal(e.uid, uids[i]);
+        gq_audit_entry_dispose(&e);
+    }
+    static const char *const not_records[] = {
+        "[pod/gpuquota-webhook-7c9f/webhook] {\"level\":\"info\",\"msg\":\"listening\"}",
+    };
+    gq_audit_entry e;
+    gq_err err;
+    assert_int_equal(cli_audit_parse_line(not_records[0], strlen(not_records[0]), &e, &err),
+                     GQ_ENOTFOUND);
+    static const char *const bad[] = {"[pod/x/y] not json", "[pod with space] {}", "[unclosed {}"};
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(cli_audit_parse_line(bad[i], strlen(bad[i]), &e, &err), GQ_EINVAL);
+}
+
 typedef struct since_case {
     const char *text;
     gq_code code;
@@ -475,6 +508,7 @@ int main(void)
         cmocka_unit_test(test_parse_records),
         cmocka_unit_test(test_parse_errors),
         cmocka_unit_test(test_parse_mutation_annotation_and_crlf),
+        cmocka_unit_test(test_parse_kubectl_logs),
         cmocka_unit_test(test_since),
         cmocka_unit_test(test_filters),
         cmocka_unit_test(test_json),

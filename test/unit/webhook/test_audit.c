@@ -264,6 +264,44 @@ static void open_failure_is_reported(void **state)
     assert_non_null(strstr(err.msg, "/nonexistent-dir/x/audit.log"));
 }
 
+/* audit.path "-": each record one line on standard output, and no file is
+ * made (path "-" is not opened as a file named "-"). */
+static void writes_to_stdout(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/gq-audit-stdout-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    fflush(stdout);
+    int saved = dup(STDOUT_FILENO);
+    assert_true(saved >= 0);
+    assert_true(dup2(fd, STDOUT_FILENO) >= 0);
+    gq_audit_config cfg = {.path = WH_AUDIT_STDOUT, .max_size = 10, .max_files = 1};
+    wh_audit *a = NULL;
+    assert_int_equal(wh_audit_open(&cfg, &a, NULL), GQ_OK);
+    wh_audit_record r1 = sample("to-stdout-1"), r2 = sample("to-stdout-2");
+    assert_int_equal(wh_audit_write(a, &r1), GQ_OK);
+    wh_audit_request_reopen(a); /* a stream is never reopened */
+    assert_int_equal(wh_audit_write(a, &r2), GQ_OK);
+    assert_int_equal(wh_audit_records(a), 2);
+    wh_audit_close(a);
+    assert_true(dup2(saved, STDOUT_FILENO) >= 0);
+    close(saved);
+    char buf[8192];
+    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+    close(fd);
+    unlink(path);
+    assert_true(n > 0);
+    buf[n] = '\0';
+    char *nl = strchr(buf, '\n');
+    assert_non_null(nl);
+    assert_non_null(strstr(buf, "\"uid\":\"to-stdout-1\""));
+    assert_true(strstr(buf, "\"uid\":\"to-stdout-1\"") < nl);
+    assert_non_null(strstr(nl + 1, "\"uid\":\"to-stdout-2\""));
+    assert_int_equal(buf[n - 1], '\n');
+    assert_int_equal(access("-", F_OK), -1); /* not rotated into a file (max_size 10) */
+}
+
 static void line_with_newline_is_refused(void **state)
 {
     (void)state;
@@ -378,6 +416,7 @@ int main(void)
         cmocka_unit_test(writer_thread_counts_errors_and_reopens),
         cmocka_unit_test(open_failure_is_reported),
         cmocka_unit_test(line_with_newline_is_refused),
+        cmocka_unit_test(writes_to_stdout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -278,12 +278,13 @@ pass "after uncordon the evicted replicas are Ready again"
 
 # ------------------------------ the Helm chart, as an operator installs it
 # Unmodified chart, hooks on, Deployments on, default values but for where
-# gpuquota's pods go; another namespace and release name than deploy/'s.
+# gpuquota's pods go and the port a GKE private cluster needs (10250 in the
+# pod, 443 at the Service); another namespace and release name than deploy/'s.
 kubectl delete -k "$work/overlay" --wait=true --timeout=120s >/dev/null 2>&1
 kubectl delete namespace "$NS" "$NSQ" "$NSS" --wait=true --timeout=120s >/dev/null 2>&1
 REL=ops HNS=gq-ops
 cat >"$work/values.yaml" <<EOF
-webhook: {nodeSelector: {gpuquota.io/real-node: "true"}}
+webhook: {nodeSelector: {gpuquota.io/real-node: "true"}, port: 10250}
 controller: {nodeSelector: {gpuquota.io/real-node: "true"}}
 EOF
 t0=$SECONDS
@@ -295,6 +296,9 @@ check "the certificate hook Jobs ran and the Secrets exist" "kubernetes.io/tls" 
 check "webhook and controller pods Ready on the real node" "node-0 True" \
     "$(kubectl -n "$HNS" get pods -l app.kubernetes.io/name=gpuquota,app.kubernetes.io/component!=certs \
         -o json | jq -r '[.items[] | "\(.spec.nodeName) \(.status.conditions[] | select(.type == "Ready") | .status)"] | unique | join(",")')"
+check "the webhook pods serve on webhook.port" "10250" \
+    "$(kubectl -n "$HNS" get pods -l app.kubernetes.io/component=webhook \
+        -o jsonpath='{.items[*].spec.containers[0].ports[0].containerPort}' | tr ' ' '\n' | sort -u)"
 ca=$(kubectl -n "$HNS" get secret gpuquota-webhook-ca -o jsonpath='{.data.bundle\.crt}')
 check "kube-apiserver trusts the chart's CA (post-install hook)" "$ca" \
     "$(kubectl get mutatingwebhookconfiguration gpuquota -o jsonpath='{.webhooks[0].clientConfig.caBundle}')"

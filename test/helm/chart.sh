@@ -59,6 +59,47 @@ elif [[ $msg == *"renewBeforeDays (365) must be less than days (365)"* ]]; then
 else
     fail "renewBeforeDays not below days is refused: $msg"
 fi
+# The knobs managed clusters need (docs/install.md), as rendered.
+field() { # field FILE KIND NAME PY-EXPR: the expression over the object, printed
+    python3 -c '
+import sys, yaml
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if d and d["kind"] == sys.argv[2] and d["metadata"]["name"] == sys.argv[3]:
+        o = d
+        print(eval(sys.argv[4]))' "$@"
+}
+expect() { # expect NAME WANT GOT
+    if [[ $2 == "$3" ]]; then pass "$1"; else fail "$1: want $2, got $3"; fi
+}
+w=$out/gke-private.yaml
+c='o["spec"]["template"]["spec"]["containers"][0]'
+expect "webhook.port: the container listens on it" "True" \
+    "$(field "$w" Deployment gpuquota-webhook "'--listen=:10250' in $c['args']")"
+expect "webhook.port: the container port (and so the probes and the Service's targetPort)" 10250 \
+    "$(field "$w" Deployment gpuquota-webhook "$c['ports'][0]['containerPort']")"
+expect "webhook.port: the Service still answers on 443, to the named port" "443 https" \
+    "$(field "$w" Service gpuquota-webhook "'%d %s' % (o['spec']['ports'][0]['port'], o['spec']['ports'][0]['targetPort'])")"
+expect "webhook.port: the NetworkPolicy opens it" 10250 \
+    "$(field "$w" NetworkPolicy gpuquota-webhook "o['spec']['ingress'][0]['ports'][0]['port']")"
+expect "webhook.priorityQuota: the ResourceQuota covering system-cluster-critical" \
+    "['system-cluster-critical']" \
+    "$(field "$w" ResourceQuota gpuquota-critical-pods "o['spec']['scopeSelector']['matchExpressions'][0]['values']")"
+w=$out/eks-host-network.yaml
+expect "webhook.hostNetwork: on the node's network, with cluster DNS" "True ClusterFirstWithHostNet 10260" \
+    "$(field "$w" Deployment gpuquota-webhook "'%s %s %d' % (o['spec']['template']['spec']['hostNetwork'], o['spec']['template']['spec']['dnsPolicy'], $c['ports'][0]['containerPort'])")"
+helm template gpuquota "$chart" -n gpuquota-system --set webhook.priorityQuota.enabled=false \
+    --set 'webhookFailurePolicy.validate-claims\.gpuquota\.io=Ignore' >"$out/knobs.yaml"
+expect "webhook.priorityQuota.enabled=false leaves the ResourceQuota out" "" \
+    "$(field "$out/knobs.yaml" ResourceQuota gpuquota-critical-pods "1")"
+expect "webhookFailurePolicy sets one webhook's, and only its" "Fail Fail Ignore Fail" \
+    "$(field "$out/knobs.yaml" ValidatingWebhookConfiguration gpuquota "' '.join(x['failurePolicy'] for x in o['webhooks'])") $(field "$out/knobs.yaml" MutatingWebhookConfiguration gpuquota "o['webhooks'][0]['failurePolicy']")" 
+if msg=$(helm template gpuquota "$chart" --set 'webhookFailurePolicy.mutate\.gpuquota\.io=Sometimes' 2>&1); then
+    fail "a failurePolicy other than Fail or Ignore is refused"
+elif [[ $msg == *'webhookFailurePolicy.mutate.gpuquota.io must be Fail or Ignore, not "Sometimes"'* ]]; then
+    pass "a failurePolicy other than Fail or Ignore is refused"
+else
+    fail "a failurePolicy other than Fail or Ignore is refused: $msg"
+fi
 kubectl kustomize "$root/deploy" >"$out/kustomize.yaml"
 helm template gpuquota "$chart" -n gpuquota-system --include-crds >"$out/helm.yaml"
 run "helm template (defaults) renders what kubectl kustomize deploy/ does" \

@@ -10,7 +10,7 @@ mon=$E2E/monitoring
 rm -rf "$mon"
 mkdir -p "$mon"
 trap 'kill "$(cat "$E2E/aux-monitoring.pid" 2>/dev/null)" 2>/dev/null; rm -f "$E2E/aux-monitoring.pid"
-      kubectl delete namespace e2e-mon --wait=false >/dev/null 2>&1' EXIT
+      kubectl delete namespace e2e-mon e2e-monq --wait=false >/dev/null 2>&1' EXIT
 
 # One more webhook replica, not registered with kube-apiserver and without
 # client-certificate checks, to receive what kube-apiserver never sends: a
@@ -58,6 +58,17 @@ quota e2e-mon team '{gpu-memory: 24Gi, gpu-pods: 10}'
 # GQ_MONITORING_ROUNDS makes it longer (the picture in docs/ used 45).
 rounds=${GQ_MONITORING_ROUNDS:-12}
 oldest=1
+# A Queue quota with one pod running and one queued behind it; the first is
+# deleted in round 3, so the queue's length and wait are in the scrapes too.
+ns e2e-monq
+quota e2e-monq team '{gpu-memory: 4Gi}' 'whenExceeded: Queue'
+q_seen() { gpu_pod probe 5Gi | kubectl -n e2e-monq create --dry-run=server -o json -f - 2>/dev/null |
+    jq -e .spec.schedulingGates >/dev/null; }
+eventually 30 q_seen || fail "the webhooks never saw the Queue quota of e2e-monq"
+gpu_pod q1 4Gi | kubectl -n e2e-monq create -f - >/dev/null || fail "q1 was not admitted"
+q1_counted() { [[ $(used e2e-monq team gpu-memory) == 4Gi ]]; }
+eventually 30 q1_counted || fail "q1 was not counted in e2e-monq/team"
+gpu_pod q2 4Gi | kubectl -n e2e-monq create -f - >/dev/null || fail "q2 was not created"
 for ((i = 1; i <= rounds; i++)); do
     gpu_pod "p$i-4" 4Gi | kubectl -n e2e-mon create -f - >/dev/null 2>&1
     ((i % 4)) || gpu_pod "p$i-8" 8Gi | kubectl -n e2e-mon create -f - >/dev/null 2>&1
@@ -69,6 +80,7 @@ for ((i = 1; i <= rounds; i++)); do
             break
         done
     fi
+    ((i == 3)) && kubectl -n e2e-monq delete pod q1 --wait=false >/dev/null 2>&1
     ((i % 5)) || aux /mutate -o /dev/null -H 'Content-Type: application/json' -d '{"kind":"Pod"}'
     ((i % 5 - 1)) || aux /validate -o /dev/null -H 'Content-Type: application/json' -d 'not json'
     scrape "$(date +%s.%N)" >/dev/null
@@ -87,6 +99,8 @@ recounted() {
         ($u == "${l}Gi" || ($u == 0 && $l == 0)) ]]
 }
 eventually 30 recounted || fail "the controller did not recount e2e-mon/team: $(left)Gi left, used $(used e2e-mon team gpu-memory)"
+q2_ungated() { [[ $(kubectl -n e2e-monq get pod q2 -o jsonpath='{.spec.schedulingGates}') == "" ]]; }
+eventually 30 q2_ungated || fail "the controller did not ungate e2e-monq/q2 once q1 was gone"
 final=$mon/$(date +%s.%N)
 n=$(scrape "$(basename "$final")")
 check "every webhook replica and controller answered /metrics" \

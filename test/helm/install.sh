@@ -103,6 +103,24 @@ check "the exempt namespaces name the release namespace" "kube-system $NS_SYS" \
     "$(kubectl -n "$NS_SYS" get configmap gpuquota-config -o jsonpath='{.data.config\.yaml}' |
         python3 -c 'import sys, yaml; print(*yaml.safe_load(sys.stdin)["exemptNamespaces"])')"
 check "the release is deployed" deployed "$(helm status "$REL" -n "$NS_SYS" -o json | jq -r .info.status)"
+# prometheus-operator's ServiceMonitor and PodMonitor of the chart, checked by
+# kube-apiserver against prometheus-operator's own CRDs (server-side dry run).
+pcrds=$("$HERE/prometheus-operator-crds.sh" 2>>"$dir/helm.log") || { echo "no prometheus-operator CRDs" >&2; exit 1; }
+kubectl apply --server-side -f "$pcrds/monitoring.coreos.com_servicemonitors.yaml" \
+    -f "$pcrds/monitoring.coreos.com_podmonitors.yaml" >>"$dir/helm.log" 2>&1 &&
+    kubectl wait --for=condition=Established --timeout=60s crd/servicemonitors.monitoring.coreos.com \
+        crd/podmonitors.monitoring.coreos.com >>"$dir/helm.log" 2>&1 || { echo "CRDs not established" >&2; exit 1; }
+helm template "$REL" "$CHART" -n "$NS_SYS" --set monitoring.serviceMonitor.enabled=true \
+    --set monitoring.podMonitor.enabled=true --show-only templates/monitoring.yaml >"$dir/monitors.yaml"
+check "monitoring: the ServiceMonitors and PodMonitors pass prometheus-operator's schemas" \
+    "podmonitor.monitoring.coreos.com/gpuquota-controller created (server dry run)
+podmonitor.monitoring.coreos.com/gpuquota-webhook created (server dry run)
+servicemonitor.monitoring.coreos.com/gpuquota-controller created (server dry run)
+servicemonitor.monitoring.coreos.com/gpuquota-webhook created (server dry run)" \
+    "$(kubectl apply --dry-run=server -f "$dir/monitors.yaml" 2>&1 | sort)"
+check "monitoring: the ServiceMonitors select the two Services" \
+    "gpuquota-controller-metrics gpuquota-webhook" \
+    "$(kubectl -n "$NS_SYS" get svc -l app.kubernetes.io/name=gpuquota -o name | sed 's|service/||' | sort | xargs)"
 kubelet_sync || exit 1
 config_from_release
 webhooks 2 || exit 1

@@ -453,7 +453,8 @@ static gq_code validate(const gq_config *cfg, const wh_store *st, const wh_revie
         have_req = true;
         req = &vreq;
     }
-    if ((rc = wh_validator_new(cfg, st, NULL, &v, err)) ||
+    /* One pod: its charges run on this thread, no charger threads. */
+    if ((rc = wh_validator_new(cfg, st, &(wh_validate_opts){.inline_charges = true}, &v, err)) ||
         (rc = wh_validate_review(v, req, &resp, &r->v, err)))
         goto out;
     wh_review_response_dispose(&resp);

@@ -128,7 +128,7 @@ static gq_code validator_copy_opts(wh_validator *v, const wh_validate_opts *o, g
     v->backoff_ms = o->backoff_ms ? o->backoff_ms : 2;
     v->budget_ms = o->budget_ms ? o->budget_ms : WH_CHARGE_BUDGET_MS_DEFAULT;
     v->max_queued = o->max_queued ? o->max_queued : WH_QUEUE_MAX_DEFAULT;
-    v->n_chargers = o->chargers ? o->chargers : WH_CHARGERS_DEFAULT;
+    v->n_chargers = o->inline_charges ? 0 : o->chargers ? o->chargers : WH_CHARGERS_DEFAULT;
     v->now = o->now;
     v->now_ud = o->now_ud;
     v->audit = o->audit;
@@ -849,36 +849,55 @@ static void run_slot(wh_validator *v, slot *s, pending **batch, size_t cap)
 
 #define SWEEP_INTERVAL_S 0.02
 
+/* One piece of the chargers' work, when there is one: the charges whose
+ * deadline passed, a name check, or a round of a ready slot. Called and
+ * returns with v->mu held; false when there was nothing to do. */
+static bool work_one(wh_validator *v, pending **batch, size_t cap)
+{
+    double now = mono_s();
+    pending *expired = NULL;
+    if (v->queued && now >= v->next_sweep) {
+        v->next_sweep = now + SWEEP_INTERVAL_S;
+        expired = take_expired(v, now);
+    }
+    admission *look = expired ? NULL : lookup_pop(v);
+    slot *s = expired || look ? NULL : ready_pop(v);
+    if (!expired && !look && !s)
+        return false;
+    pthread_mutex_unlock(&v->mu);
+    if (expired)
+        settle_expired(expired);
+    else if (look)
+        name_check(look);
+    else
+        run_slot(v, s, batch, cap);
+    pthread_mutex_lock(&v->mu);
+    return true;
+}
+
+/* A batch array of max_batch entries, else (out of memory) the caller's
+ * stack of 64, so that charging still makes progress in smaller batches. */
+static pending **batch_alloc(const wh_validator *v, pending **stack, size_t *cap)
+{
+    pending **batch = malloc(v->max_batch * sizeof(*batch));
+    *cap = v->max_batch;
+    if (!batch) {
+        batch = stack;
+        *cap = *cap < 64 ? *cap : 64;
+    }
+    return batch;
+}
+
 static void *charger_main(void *arg)
 {
     wh_validator *v = arg;
-    pending *stack[64], **batch = malloc(v->max_batch * sizeof(*batch));
-    size_t cap = v->max_batch;
-    if (!batch) { /* still make progress, in smaller batches */
-        batch = stack;
-        cap = cap < 64 ? cap : 64;
-    }
+    pending *stack[64];
+    size_t cap;
+    pending **batch = batch_alloc(v, stack, &cap);
     pthread_mutex_lock(&v->mu);
     for (;;) {
-        double now = mono_s();
-        pending *expired = NULL;
-        if (v->queued && now >= v->next_sweep) {
-            v->next_sweep = now + SWEEP_INTERVAL_S;
-            expired = take_expired(v, now);
-        }
-        admission *look = expired ? NULL : lookup_pop(v);
-        slot *s = expired || look ? NULL : ready_pop(v);
-        if (expired || look || s) {
-            pthread_mutex_unlock(&v->mu);
-            if (expired)
-                settle_expired(expired);
-            else if (look)
-                name_check(look);
-            else
-                run_slot(v, s, batch, cap);
-            pthread_mutex_lock(&v->mu);
+        if (work_one(v, batch, cap))
             continue;
-        }
         if (v->stopping)
             break;
         if (!v->queued) {
@@ -2218,6 +2237,29 @@ static void waiter_wake(admission *a)
     pthread_mutex_unlock(&w->mu);
 }
 
+/* A validator without charger threads: the caller does the work its
+ * admission queued (and nothing else is queued: there is no other caller)
+ * until the admission is answered. false when work ran out first. */
+static bool run_inline(wh_validator *v, waiter *w)
+{
+    bool done = false;
+    pending *stack[64];
+    size_t cap;
+    pending **batch = batch_alloc(v, stack, &cap);
+    pthread_mutex_lock(&v->mu);
+    for (;;) {
+        pthread_mutex_lock(&w->mu);
+        done = w->done;
+        pthread_mutex_unlock(&w->mu);
+        if (done || !work_one(v, batch, cap))
+            break;
+    }
+    pthread_mutex_unlock(&v->mu);
+    if (batch != stack)
+        free(batch);
+    return done;
+}
+
 static void admission_run_and_wait(admission *a)
 {
     waiter w = {.done = false};
@@ -2226,6 +2268,13 @@ static void admission_run_and_wait(admission *a)
     a->done = waiter_wake;
     a->ud = &w;
     admission_run(a);
+    if (!a->v->n_chargers && !run_inline(a->v, &w)) {
+        /* Nothing left to run and no answer: never expected; answered as
+         * an error rather than waited for. */
+        GQ_ERROR("validate: an inline admission was left unanswered");
+        a->rc = GQ_EINVAL;
+        w.done = true;
+    }
     pthread_mutex_lock(&w.mu);
     while (!w.done)
         pthread_cond_wait(&w.cv, &w.mu);
@@ -2339,6 +2388,10 @@ static void http_done(admission *a)
 bool wh_validate_handle_async(void *ctx, const http_request *req, http_response *resp,
                               http_deferred *later)
 {
+    if (!((wh_validator *)ctx)->n_chargers) { /* inline: nobody else would run it */
+        wh_validate_handle(ctx, req, resp);
+        return false;
+    }
     admission *a = admission_decode(ctx, req, resp);
     if (!a)
         return false;

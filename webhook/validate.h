@@ -113,7 +113,12 @@ typedef struct wh_validate_opts {
     unsigned backoff_ms;              /* first conflict backoff (jittered, doubles); 0: 2 */
     unsigned budget_ms;               /* retry time budget; 0: WH_CHARGE_BUDGET_MS_DEFAULT */
     unsigned chargers;                /* 0: WH_CHARGERS_DEFAULT; at most WH_CHARGERS_MAX */
-    unsigned max_queued;              /* 0: WH_QUEUE_MAX_DEFAULT */
+    /* No charger threads at all: the caller of wh_validate_review (and of
+     * the HTTP handlers, the asynchronous one answering at once) runs its
+     * own charges, name check and rollbacks on its thread: the offline
+     * `gpuquota admit`, which decides one pod. */
+    bool inline_charges;
+    unsigned max_queued; /* 0: WH_QUEUE_MAX_DEFAULT */
     /* Wall clock in Unix seconds; NULL: time(). Tests pin it. */
     int64_t (*now)(void *ud);
     void *now_ud;

@@ -864,6 +864,50 @@ static void test_concurrent_no_coalescing(void **state)
     run_concurrent(f, 3, 0);
 }
 
+/* Threads of this process (/proc/self/status). */
+static long thread_count(void)
+{
+    char line[256];
+    long n = -1;
+    FILE *fp = fopen("/proc/self/status", "r");
+    assert_non_null(fp);
+    while (fgets(line, sizeof(line), fp))
+        if (!strncmp(line, "Threads:", 8))
+            n = strtol(line + 8, NULL, 10);
+    fclose(fp);
+    return n;
+}
+
+/* inline_charges (the offline gpuquota admit): no thread is started, and
+ * the caller's own thread charges, checks the name, denies at the limit and
+ * rolls back a charge a later quota refuses, exactly as the chargers do. */
+static void test_inline_charges(void **state)
+{
+    fx *f = *state;
+    wh_validator_free(f->v);
+    f->v = NULL;
+    long before = thread_count();
+    f->store.get_pod = fake_get_pod;
+    fx_validator(f, &(wh_validate_opts){.inline_charges = true});
+    assert_int_equal(thread_count(), before);
+    quota(f, NS_A, "a-big", "{\"gpu-memory\":\"64Gi\"}", NULL);
+    quota(f, NS_A, "b-small", "{\"gpu-memory\":\"16Gi\"}", NULL);
+    wh_validate_result r = decide(f, "u1", NS_A, "16Gi");
+    assert_true(r.allowed);
+    assert_string_equal(r.charged, "GPUQuota team-a/a-big, GPUQuota team-a/b-small");
+    r = decide(f, "u2", NS_A, "8Gi"); /* a-big has room, b-small not: a-big's charge rolled back */
+    assert_false(r.allowed);
+    assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "a-big"), 1);
+    char pod[2048];
+    snprintf(pod, sizeof(pod),
+             "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"taken\","
+             "\"namespace\":\"" NS_A "\"},\"spec\":{\"containers\":[{\"name\":\"c\","
+             "\"resources\":{\"limits\":{\"gpuquota.io/gpu-memory\":\"1Gi\"}}}]}}");
+    r = decide_ex(f, "u3", NS_A, pod, NULL, NULL);
+    assert_int_equal(r.code, GQ_EEXISTS);
+    assert_int_equal(thread_count(), before);
+}
+
 int main(void)
 {
     gq_log_set_level(GQ_LOG_WARN);
@@ -896,6 +940,7 @@ int main(void)
         T(test_concurrent_exactly_ten),
         T(test_concurrent_exactly_ten_with_conflicts),
         T(test_concurrent_no_coalescing),
+        T(test_inline_charges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -101,7 +101,9 @@ def models(description, status=False):
         "description": description,
         "type": "object",
         "maxProperties": 32,
-        "additionalProperties": amounts("Limits on pods pinned to this model.", status),
+        "additionalProperties": amounts(
+            "What the pods pinned to this model use, in the units of spec.models." if status
+            else "Limits on pods pinned to this model.", status),
     }
     if not status:
         m["x-kubernetes-validations"] = [

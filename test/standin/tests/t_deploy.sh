@@ -8,7 +8,7 @@ standin_start
 K() { timeout 60 kubectl "$@" 2>&1; }
 
 OUT=$(K apply -k "$SRC/deploy")
-expect_eq "apply -k deploy: every object created" "$(grep -c '^kind:' "$SRC"/deploy/{crds/gpuquota.io_*.yaml,namespace.yaml,rbac.yaml,rbac-users.yaml,config.yaml,webhook.yaml,controller.yaml,webhooks.yaml,networkpolicy.yaml} | awk -F: '{s+=$2} END {print s}')" "$(printf '%s\n' "$OUT" | grep -c ' created$')"
+expect_eq "apply -k deploy: every object created" "$(grep -c '^kind:' "$SRC"/deploy/{crds/gpuquota.io_*.yaml,namespace.yaml,rbac.yaml,rbac-users.yaml,config.yaml,priority-quota.yaml,webhook.yaml,controller.yaml,webhooks.yaml,networkpolicy.yaml} | awk -F: '{s+=$2} END {print s}')" "$(printf '%s\n' "$OUT" | grep -c ' created$')"
 OUT=$(K apply -k "$SRC/deploy")
 # kubectl always re-sends a PodDisruptionBudget's selector (patchStrategy
 # replace), so those two report "configured" against kube-apiserver too.

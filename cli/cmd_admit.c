@@ -408,9 +408,8 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, const 
                       mutation *m, gq_err *err)
 {
     gq_code rc;
-    wh_limit_range_source src = wh_limit_range_source_of(st);
     memset(m, 0, sizeof(*m));
-    rc = wh_mutate_review_src(cfg, req, &src, &m->resp, &m->info, err);
+    rc = wh_mutate_review_store(cfg, req, st, &m->resp, &m->info, err);
     if (rc)
         return rc;
     m->have_resp = true;

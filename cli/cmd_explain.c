@@ -134,7 +134,7 @@ static gq_code list_lrs(void *ctx, const char *ns, json_object **out, gq_err *er
 }
 
 /* A refused pod as the mutating webhook would have rewritten it (the dry run
- * returns no object): the webhook's own decision, wh_mutate_review_src, over
+ * returns no object): the webhook's own decision, wh_mutate_review_store, over
  * the namespace's GPULimitRanges, its patch applied, so that a whole GPU
  * turned into a GPULimitRange's default slice is priced as that slice.
  * *out is NULL when the mutating webhook itself refuses the pod. */
@@ -145,7 +145,7 @@ static gq_code rewrite_offline(const gq_config *cfg, json_object *pod, const cha
     wh_review_request req;
     wh_review_response resp;
     wh_mutate_info info;
-    wh_limit_range_source src = {.ctx = (void *)lrs, .list = list_lrs};
+    wh_store src = {.ctx = (void *)lrs, .list_limit_ranges = list_lrs};
     bool have_req = false, have_resp = false;
     gq_code rc;
     *out = NULL;
@@ -161,7 +161,7 @@ static gq_code rewrite_offline(const gq_config *cfg, json_object *pod, const cha
     if (rc)
         goto out;
     have_req = true;
-    if ((rc = wh_mutate_review_src(cfg, &req, &src, &resp, &info, err)))
+    if ((rc = wh_mutate_review_store(cfg, &req, &src, &resp, &info, err)))
         goto out;
     have_resp = true;
     if (!resp.allowed)

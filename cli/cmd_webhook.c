@@ -146,14 +146,14 @@ static gq_code audit_setup(const gq_config *cfg, http_metrics *metrics, wh_audit
     return GQ_OK;
 }
 
-/* Register /mutate. limit_ranges is where the GPULimitRanges of a namespace
- * (and the quotas a choice of GPU models is made by, and that may queue a
- * pod) come from: the informer cache of the validating webhook's store when
- * the webhook runs against a cluster, none without one. */
-static gq_code mutate_setup(wh_mutate_ctx *mc, const gq_config *cfg, wh_limit_range_source lr,
+/* Register /mutate. store is where the GPULimitRanges of a namespace (and
+ * the quotas a choice of GPU models is made by, and that may queue a pod,
+ * and the claims it prices) come from: the validating webhook's store (its
+ * informer caches) when the webhook runs against a cluster, NULL without. */
+static gq_code mutate_setup(wh_mutate_ctx *mc, const gq_config *cfg, const wh_store *store,
                             wh_audit *audit, wh_metrics *metrics, http_server *srv, gq_err *err)
 {
-    *mc = (wh_mutate_ctx){.cfg = cfg, .limit_ranges = lr, .audit = audit, .metrics = metrics};
+    *mc = (wh_mutate_ctx){.cfg = cfg, .store = store, .audit = audit, .metrics = metrics};
     return http_server_add_handler(srv, "/mutate", HTTP_ROUTE_POST_JSON, wh_mutate_handle, mc, err);
 }
 
@@ -542,10 +542,8 @@ static gq_code add_handlers(webhook_run *w, const webhook_args *a, gq_err *err)
     vo.audit = w->audit;
     if ((rc = validate_setup(&w->vc, a->kubeconfig, w->cfg, &vo, w->srv, err)))
         return rc;
-    wh_limit_range_source lr = {.ctx = NULL};
-    if (w->vc.served)
-        lr = wh_limit_range_source_of(&w->vc.store);
-    if ((rc = mutate_setup(&w->mutate_ctx, w->cfg, lr, w->audit, w->metrics, w->srv, err)))
+    const wh_store *store = w->vc.served ? &w->vc.store : NULL;
+    if ((rc = mutate_setup(&w->mutate_ctx, w->cfg, store, w->audit, w->metrics, w->srv, err)))
         return rc;
     w->mutate_ctx.limits = w->review_limits;
     return GQ_OK;

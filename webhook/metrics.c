@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 const double wh_metrics_buckets[WH_METRICS_N_BUCKETS] = {
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1,
 };

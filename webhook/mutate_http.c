@@ -79,7 +79,7 @@ void wh_mutate_handle(void *ctx, const http_request *req, http_response *resp)
         wh_review_answer_undecoded(req, rc, &err, resp);
         return;
     }
-    rc = wh_mutate_review_src(mc->cfg, &rq, &mc->limit_ranges, &rs, &info, &err);
+    rc = wh_mutate_review_store(mc->cfg, &rq, mc->store, &rs, &info, &err);
     if (rc) {
         fail(mc, &rq, &err, rc, t0, resp);
         goto out;

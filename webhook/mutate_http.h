@@ -1,6 +1,6 @@
 /* /mutate over HTTP: a thin adapter around the decision (mutation.h).
  *
- * body -> wh_review_decode_lean -> wh_mutate_review_src (which reads the
+ * body -> wh_review_decode_lean -> wh_mutate_review_store (which reads the
  * GPULimitRanges of the namespace for GPU pods only) -> wh_review_encode ->
  * 200. Per decision: one
  * metrics observation and one audit record. No policy lives here. */
@@ -17,10 +17,10 @@
  * long as the route is registered (it must outlive http_server_stop). */
 typedef struct wh_mutate_ctx {
     const gq_config *cfg;
-    wh_limit_range_source limit_ranges; /* list NULL: no GPULimitRanges (no cluster) */
-    wh_audit *audit;                    /* NULL: no audit records */
-    wh_metrics *metrics;                /* NULL: nothing counted */
-    wh_review_limits limits;            /* the decoded review's memory (zero: unbounded) */
+    const wh_store *store;   /* borrowed; NULL: no cluster (no limit ranges, quotas, claims) */
+    wh_audit *audit;         /* NULL: no audit records */
+    wh_metrics *metrics;     /* NULL: nothing counted */
+    wh_review_limits limits; /* the decoded review's memory (zero: unbounded) */
 } wh_mutate_ctx;
 
 /* The handler (http_handler_fn; ctx is a wh_mutate_ctx). Answers:

@@ -96,16 +96,16 @@ bool wh_mutate_applies(const gq_config *cfg, const wh_review_request *req)
     return is_pod_create(req) && req->object && !gq_config_is_exempt(cfg, req->namespace);
 }
 
-gq_code wh_limit_ranges_fetch(const wh_limit_range_source *src, const char *ns,
-                              gq_limit_range ***out, size_t *n_out, gq_err *err)
+gq_code wh_limit_ranges_fetch(const wh_store *src, const char *ns, gq_limit_range ***out,
+                              size_t *n_out, gq_err *err)
 {
     gq_code rc = GQ_OK;
     json_object *arr = NULL;
     gq_limit_range **lrs = NULL;
     size_t n = 0;
-    if (!src || !src->list)
+    if (!src || !src->list_limit_ranges)
         goto done;
-    if ((rc = src->list(src->ctx, ns, &arr, err))) {
+    if ((rc = src->list_limit_ranges(src->ctx, ns, &arr, err))) {
         gq_err_prefix(err, "cannot read the GPULimitRanges of %s", ns);
         return rc;
     }
@@ -183,7 +183,7 @@ gq_code wh_mutate_review(const gq_config *cfg, const wh_review_request *req,
 typedef struct lr_input {
     const gq_limit_range *const *lrs;
     size_t n_lrs;
-    const wh_limit_range_source *src;
+    const wh_store *src;
     gq_limit_range **fetched; /* owned: what src returned */
     bool have;                /* lrs is final */
 } lr_input;
@@ -266,8 +266,8 @@ static gq_code price(const gq_config *cfg, json_object *pod, const char *ns,
 
 /* The quotas that may govern a pod of ns, from src (none without it): those
  * covering ns, each read afresh when src can (caches keep no status). */
-static gq_code quotas_load(const wh_limit_range_source *src, const char *ns, gq_quota ***q,
-                           size_t *n, json_object **ns_labels, gq_err *err)
+static gq_code quotas_load(const wh_store *src, const char *ns, gq_quota ***q, size_t *n,
+                           json_object **ns_labels, gq_err *err)
 {
     gq_code rc = GQ_OK;
     json_object *qa = NULL, *ta = NULL;
@@ -456,7 +456,7 @@ static gq_code choose_model(pod_mutation *m, gq_err *err)
  * unpriced and /validate refuses it where a quota governs. */
 typedef struct class_reader {
     const gq_config *cfg;
-    const wh_limit_range_source *src;
+    const wh_store *src;
 } class_reader;
 
 static gq_class_kind read_class_kind(void *ctx, const char *name)
@@ -475,7 +475,7 @@ static gq_class_kind read_class_kind(void *ctx, const char *name)
 typedef struct claim_pricer {
     const gq_config *cfg;
     const wh_review_request *req;
-    const wh_limit_range_source *src;
+    const wh_store *src;
     wh_review_response *r;
     gq_class_lookup classes;
     json_object *rec; /* the GQ_ANN_CLAIMS record (owned; NULL until one is priced) */
@@ -509,7 +509,7 @@ static gq_code add_claim_entry(claim_pricer *cp, const char *name, const gq_clai
  * or GQ_ENOMEM. */
 static gq_code price_claim(claim_pricer *cp, json_object *c, gq_err *err)
 {
-    const wh_limit_range_source *src = cp->src;
+    const wh_store *src = cp->src;
     json_object *obj = NULL, *cspec = NULL;
     const char *name = gq_json_get_string(c, "name"),
                *tname = gq_json_get_string(c, "resourceClaimTemplateName"),
@@ -560,9 +560,8 @@ static gq_code price_claim(claim_pricer *cp, json_object *c, gq_err *err)
  * cannot be read or priced gets a warning in r and no record, so /validate
  * refuses the pod where a quota governs. Errors of the source other than
  * not-found are returned in err. */
-static gq_code price_claims(const gq_config *cfg, const wh_review_request *req,
-                            const wh_limit_range_source *src, wh_review_response *r,
-                            json_object **out, gq_err *err)
+static gq_code price_claims(const gq_config *cfg, const wh_review_request *req, const wh_store *src,
+                            wh_review_response *r, json_object **out, gq_err *err)
 {
     json_object *spec = NULL, *claims = NULL;
     gq_code rc = GQ_OK;
@@ -626,9 +625,9 @@ gq_code wh_mutate_review_info(const gq_config *cfg, const wh_review_request *req
     return mutate(cfg, req, &in, resp, info, err);
 }
 
-gq_code wh_mutate_review_src(const gq_config *cfg, const wh_review_request *req,
-                             const wh_limit_range_source *src, wh_review_response *resp,
-                             wh_mutate_info *info, gq_err *err)
+gq_code wh_mutate_review_store(const gq_config *cfg, const wh_review_request *req,
+                               const wh_store *src, wh_review_response *resp, wh_mutate_info *info,
+                               gq_err *err)
 {
     lr_input in = {NULL, 0, src, NULL, false};
     gq_code rc = mutate(cfg, req, &in, resp, info, err);
@@ -637,8 +636,8 @@ gq_code wh_mutate_review_src(const gq_config *cfg, const wh_review_request *req,
 }
 
 /* Whether pod (charge) is governed by a quota that queues. */
-static gq_code pod_queues(const wh_limit_range_source *qs, const wh_review_request *req,
-                          json_object *pod, const gq_amounts *charge, bool *out, gq_err *err)
+static gq_code pod_queues(const wh_store *qs, const wh_review_request *req, json_object *pod,
+                          const gq_amounts *charge, bool *out, gq_err *err)
 {
     json_object *a = NULL, *t = NULL, *labels = NULL;
     gq_quota **v = NULL;

@@ -13,6 +13,7 @@
 #include "quota/crd.h"
 #include "common/gq_error.h"
 #include "webhook/review.h"
+#include "webhook/store.h"
 
 /* Decide the mutation of req under cfg. lrs (borrowed, n_lrs entries, may be
  * NULL) are the GPULimitRanges of the request's namespace: their Container
@@ -51,40 +52,6 @@ gq_code wh_mutate_review_info(const gq_config *cfg, const wh_review_request *req
  * outside the exempt namespaces): only then are its GPULimitRanges needed. */
 bool wh_mutate_applies(const gq_config *cfg, const wh_review_request *req);
 
-/* Where the GPULimitRanges of a namespace come from. list answers a JSON
- * array of GPULimitRange objects that the caller owns (an empty array, or
- * NULL, when there are none). The contract is that of wh_store's
- * list_limit_ranges in the validating webhook, so one informer cache serves
- * both webhooks. A source with list NULL has no limit ranges at all (the
- * webhook runs without a cluster). Called from many threads at once. */
-typedef struct wh_limit_range_source {
-    void *ctx;
-    gq_code (*list)(void *ctx, const char *ns, json_object **out, gq_err *err);
-    /* Optional, with the contracts of wh_store's members of the same names
-     * (the same informer cache): the quota state a pod accepting several GPU
-     * models is placed by. Without them every accepted model fits. */
-    gq_code (*list_quotas)(void *ctx, const char *ns, json_object **out, gq_err *err);
-    gq_code (*list_tenant_quotas)(void *ctx, json_object **out, gq_err *err);
-    gq_code (*namespace_labels)(void *ctx, const char *ns, json_object **out, gq_err *err);
-    /* Optional: a fresh read of one quota (wh_store's get_quota). Caches may
-     * hold specs only; with it, the choice is made on current usage. */
-    gq_code (*get_quota)(void *ctx, gq_quota_kind kind, const char *ns, const char *name,
-                         json_object **out, gq_err *err);
-    /* Optional: wh_store's get_claim_template. Without it DRA claims stay
-     * unpriced (and /validate refuses them where a quota governs). */
-    gq_code (*get_claim_template)(void *ctx, const char *ns, const char *name, json_object **out,
-                                  gq_err *err);
-    /* Optional: wh_store's get_claim. Without it a ResourceClaim named
-     * directly stays unpriced (and /validate refuses it where a quota
-     * governs). */
-    gq_code (*get_claim)(void *ctx, const char *ns, const char *name, json_object **out,
-                         gq_err *err);
-    /* Optional: wh_store's get_device_class. Without it a request of a
-     * DeviceClass outside deviceClasses is priced by its own selectors only
-     * (quota/dra.h), else stays unpriced. */
-    gq_code (*get_device_class)(void *ctx, const char *name, json_object **out, gq_err *err);
-} wh_limit_range_source;
-
 /* Append the quotas of arr (a JSON array of GPUQuota or GPUTenantQuota
  * objects, borrowed) to (*q)[0..*n), parsed. An object that does not parse
  * fails the call with its kind and name in err; what was appended stays
@@ -95,13 +62,16 @@ gq_code wh_quotas_append(gq_quota ***q, size_t *n, json_object *arr, gq_err *err
 void wh_quotas_free(gq_quota **q, size_t n);
 
 /* wh_mutate_review_info with the GPULimitRanges of the request's namespace
- * read from src (may be NULL or have no list: none), and only for a pod that
+ * read from store (NULL, or without list_limit_ranges: none; its other
+ * members are each optional: the quota state a pod accepting several GPU
+ * models is placed by, fresh quota reads, the claims and device classes
+ * DRA requests are priced by), and only for a pod that
  * asks for a GPU: pods that ask for none never wait on a policy cache or
  * fail on a policy object that does not parse. Errors of the source (and an
  * object that does not parse) are returned like GQ_ENOMEM: resp untouched,
  * err says why, the HTTP layer answers 500 and the failure policy decides.
  *
- * With src's quota functions it also adds the scheduling gate
+ * With store's quota functions it also adds the scheduling gate
  * gpuquota.io/quota at CREATE to a GPU pod that a quota governs with
  * whenExceeded Queue (docs/queueing.md). The gate is added once (a
  * reinvocation finds it and adds nothing) and never to a pod with
@@ -109,17 +79,17 @@ void wh_quotas_free(gq_quota **q, size_t n);
  * at admission as under Deny. When the quotas cannot be read the pod is left
  * ungated: /validate then decides as under Deny (and fails closed with its
  * own message when it cannot read them either). */
-gq_code wh_mutate_review_src(const gq_config *cfg, const wh_review_request *req,
-                             const wh_limit_range_source *src, wh_review_response *resp,
-                             wh_mutate_info *info, gq_err *err) GQ_WUR;
+gq_code wh_mutate_review_store(const gq_config *cfg, const wh_review_request *req,
+                               const wh_store *store, wh_review_response *resp,
+                               wh_mutate_info *info, gq_err *err) GQ_WUR;
 
-/* The parsed GPULimitRanges of ns from src (may be NULL or have no list:
- * none). On success *out (NULL when *n_out is 0) is the caller's, freed with
+/* The parsed GPULimitRanges of ns from store (NULL, or without
+ * list_limit_ranges: none). On success *out (NULL when *n_out is 0) is the caller's, freed with
  * wh_limit_ranges_free. An object that does not parse fails the call
  * (GQ_EINVAL naming it): the webhook fails closed on a policy it cannot
  * read. Errors of the source are passed on. */
-gq_code wh_limit_ranges_fetch(const wh_limit_range_source *src, const char *ns,
-                              gq_limit_range ***out, size_t *n_out, gq_err *err) GQ_WUR;
+gq_code wh_limit_ranges_fetch(const wh_store *store, const char *ns, gq_limit_range ***out,
+                              size_t *n_out, gq_err *err) GQ_WUR;
 
 /* Free what wh_limit_ranges_fetch returned; NULL is accepted. */
 void wh_limit_ranges_free(gq_limit_range **lrs, size_t n);

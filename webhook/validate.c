@@ -2400,16 +2400,3 @@ bool wh_validate_handle_async(void *ctx, const http_request *req, http_response 
     admission_run(a);
     return true;
 }
-
-wh_limit_range_source wh_limit_range_source_of(const wh_store *st)
-{
-    return (wh_limit_range_source){.ctx = st->ctx,
-                                   .list = st->list_limit_ranges,
-                                   .list_quotas = st->list_quotas,
-                                   .list_tenant_quotas = st->list_tenant_quotas,
-                                   .namespace_labels = st->namespace_labels,
-                                   .get_quota = st->get_quota,
-                                   .get_claim_template = st->get_claim_template,
-                                   .get_claim = st->get_claim,
-                                   .get_device_class = st->get_device_class};
-}

@@ -55,6 +55,7 @@ typedef struct env {
     http_server *srv;
     wh_mutate_ctx mc;
     fake_source src;
+    wh_store store; /* its limit ranges from src */
 } env;
 
 static int setup(void **state)
@@ -72,10 +73,9 @@ static int setup(void **state)
     http_server_options so = {
         .listen = "127.0.0.1:0", .insecure_plain_http = true, .metrics = e->registry};
     assert_int_equal(http_server_new(&so, &e->srv, &err), GQ_OK);
-    e->mc = (wh_mutate_ctx){.cfg = e->cfg,
-                            .limit_ranges = {&e->src, fake_list},
-                            .audit = e->audit,
-                            .metrics = e->metrics};
+    e->store = (wh_store){.ctx = &e->src, .list_limit_ranges = fake_list};
+    e->mc = (wh_mutate_ctx){
+        .cfg = e->cfg, .store = &e->store, .audit = e->audit, .metrics = e->metrics};
     assert_int_equal(http_server_add_handler(e->srv, "/mutate", HTTP_ROUTE_POST_JSON,
                                              wh_mutate_handle, &e->mc, &err),
                      GQ_OK);
@@ -477,7 +477,7 @@ static void source_errors_are_500(void **state)
 static void no_source_no_limit_ranges(void **state)
 {
     env *e = *state;
-    e->mc.limit_ranges = (wh_limit_range_source){.ctx = NULL};
+    e->mc.store = NULL;
     e->mc.audit = NULL; /* no audit: still answered */
     char *body = fixture(HALF_GPU);
     http_response resp;

@@ -31,13 +31,13 @@ static json_object *fixture(void)
  * *patched gets the object with the response's patch applied (NULL when
  * there is none). */
 static void review(const gq_config *cfg, const char *body, const gq_limit_range *const *lrs,
-                   size_t n_lrs, const wh_limit_range_source *src, wh_review_response *resp,
+                   size_t n_lrs, const wh_store *src, wh_review_response *resp,
                    json_object **patched)
 {
     wh_review_request req;
     gq_err err;
     assert_int_equal(wh_review_decode(body, strlen(body), &req, &err), GQ_OK);
-    gq_code rc = src ? wh_mutate_review_src(cfg, &req, src, resp, NULL, &err)
+    gq_code rc = src ? wh_mutate_review_store(cfg, &req, src, resp, NULL, &err)
                      : wh_mutate_review(cfg, &req, lrs, n_lrs, resp, &err);
     if (rc)
         fail_msg("mutate: %s", err.msg);
@@ -360,7 +360,7 @@ static void unknown_model_whole_gpus_charged(void **state)
 /* Decide the pod CREATE of pod (JSON text) under cfg, reading through src
  * when given; *patched gets the pod with the answer's patch applied (NULL
  * when there is none). */
-static void mutate_pod(const gq_config *cfg, const char *pod, const wh_limit_range_source *src,
+static void mutate_pod(const gq_config *cfg, const char *pod, const wh_store *src,
                        wh_review_response *resp, json_object **patched)
 {
     char *body = at_pod_create_review("u-1", "team-a", pod);
@@ -486,7 +486,7 @@ static void mutate_choice(const gq_config *cfg, const char *models, const char *
                           wh_review_response *resp, json_object **patched)
 {
     fake_quotas fq = {quotas};
-    wh_limit_range_source src = {.ctx = &fq,
+    wh_store src = {.ctx = &fq,
                                  .list_quotas = quotas ? fq_list_quotas : NULL,
                                  .list_tenant_quotas = fq_list_tenants,
                                  .namespace_labels = fq_labels};
@@ -652,7 +652,7 @@ static void dra_claims_recorded(void **state)
 {
     (void)state;
     gq_config *cfg = config();
-    wh_limit_range_source src = {.get_claim_template = fq_template};
+    wh_store src = {.get_claim_template = fq_template};
     const char *pod = "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"d\","
                       "\"namespace\":\"team-a\",\"managedFields\":[{\"manager\":\"kubectl\","
                       "\"operation\":\"Update\",\"fieldsType\":\"FieldsV1\",\"fieldsV1\":{"
@@ -732,7 +732,7 @@ static void dra_classes_by_driver(void **state)
 {
     (void)state;
     gq_config *cfg = config();
-    wh_limit_range_source src = {.get_claim_template = fq_dev_template,
+    wh_store src = {.get_claim_template = fq_dev_template,
                                  .get_device_class = fq_device_class};
     static const struct {
         const char *tmpl, *record; /* record NULL: none written */
@@ -809,7 +809,7 @@ static void dra_shared_claim_recorded(void **state)
 {
     (void)state;
     gq_config *cfg = config();
-    wh_limit_range_source src = {.get_claim = fq_claim};
+    wh_store src = {.get_claim = fq_claim};
     const char *pod = "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"d\","
                       "\"namespace\":\"team-a\"},\"spec\":{\"resourceClaims\":[{\"name\":\"gpu\","
                       "\"resourceClaimName\":\"pair\"},{\"name\":\"gone\",\"resourceClaimName\":"

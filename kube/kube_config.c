@@ -558,6 +558,23 @@ static gq_code exec_cluster(ydoc *y, yaml_node_t *cluster, kube_exec_config *x)
     return rc;
 }
 
+/* A plugin path made absolute, as clientcmd resolves it against the
+ * kubeconfig's absolute folder (so messages name the full path). */
+static gq_code absolute(ydoc *y, char **p)
+{
+    char cwd[PATH_MAX];
+    if ((*p)[0] == '/' || !getcwd(cwd, sizeof(cwd)))
+        return GQ_OK;
+    size_t need = strlen(cwd) + strlen(*p) + 2;
+    char *a = malloc(need);
+    if (!a)
+        return gq_err_oom(y->err);
+    snprintf(a, need, "%s/%s", cwd, *p);
+    free(*p);
+    *p = a;
+    return GQ_OK;
+}
+
 static gq_code exec_fields(ydoc *y, yaml_node_t *exec, const ctx_refs *r, kube_exec_config *x)
 {
     const char *cmd, *hint;
@@ -578,6 +595,8 @@ static gq_code exec_fields(ydoc *y, yaml_node_t *exec, const ctx_refs *r, kube_e
         cmd += 2;
     rc = is_path ? resolve_path(y, map_get(y, exec, "command"), cmd, &x->command)
                  : set_str(y, &x->command, cmd);
+    if (!rc && is_path)
+        rc = absolute(y, &x->command);
     if (!rc && hint && hint[0])
         rc = set_str(y, &x->install_hint, hint);
     if (!rc)

@@ -196,6 +196,20 @@ static void kubeconfig_exec(void **state)
     assert_null(c->exec->install_hint);
     kube_config_free(c);
 
+    /* Relative to a relative kubeconfig folder: made absolute, as kubectl
+     * names it. */
+    const char z[] = "current-context: x\n"
+                     "clusters: [{name: c, cluster: {server: 'https://s'}}]\n"
+                     "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+                     "users: [{name: u, user: {exec: {command: ./p, apiVersion: "
+                     "client.authentication.k8s.io/v1beta1}}}]\n";
+    char want[4200], cwd[4096];
+    assert_non_null(getcwd(cwd, sizeof(cwd)));
+    snprintf(want, sizeof(want), "%s/conf/p", cwd);
+    assert_int_equal(kube_config_parse(z, strlen(z), "mem", "conf", NULL, &c, &e), GQ_OK);
+    assert_string_equal(c->exec->command, want);
+    kube_config_free(c);
+
     /* A token next to an exec plugin wins, as in client-go. */
     const char y[] = "current-context: x\n"
                      "clusters: [{name: c, cluster: {server: 'https://s'}}]\n"

@@ -427,7 +427,11 @@ static gq_code spawn(const kube_exec_auth *a, const char *path, int inter, char 
     argv[0] = a->x->command;
     for (size_t i = 0; i < a->x->nargs; i++)
         argv[i + 1] = a->x->args[i];
-    e = posix_spawn_file_actions_adddup2(&fa, p[1], STDOUT_FILENO);
+    /* What exec would say, known before the fork (not every posix_spawn
+     * reports a failed exec: some only see the child exit 127). */
+    e = access(path, X_OK) != 0 ? errno : 0;
+    if (!e)
+        e = posix_spawn_file_actions_adddup2(&fa, p[1], STDOUT_FILENO);
     if (!e && !inter)
         e = posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
     if (!e)

@@ -452,26 +452,27 @@ static gq_code spawn(const kube_exec_auth *a, const char *path, int inter, char 
     return GQ_OK;
 }
 
-/* Read the child's stdout to EOF within the deadline and the cap. */
-static gq_code read_output(const kube_exec_auth *a, const child *ch, long timeout_ms, kube_buf *out,
-                           gq_err *err)
+static gq_code timed_out(const kube_exec_auth *a, long timeout_ms, gq_err *err)
 {
-    int64_t deadline = kube_mono_ms() + timeout_ms;
+    return gq_err_set(err, GQ_ETIMEOUT,
+                      "getting credentials: exec: executable %s did not finish within %ld %s",
+                      a->x->command, timeout_ms % 1000 ? timeout_ms : timeout_ms / 1000,
+                      timeout_ms % 1000 ? "ms" : "s");
+}
+
+/* Read the child's stdout to EOF before the deadline, within the cap. */
+static gq_code read_output(const kube_exec_auth *a, const child *ch, int64_t deadline,
+                           kube_buf *out, gq_err *err)
+{
     char chunk[4096];
     for (;;) {
         int64_t left = deadline - kube_mono_ms();
         struct pollfd pfd = {.fd = ch->out_fd, .events = POLLIN};
         int r = left > 0 ? poll(&pfd, 1, (int)(left > 1000 ? 1000 : left)) : 0;
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r == 0 && left > 0)
+        if ((r < 0 && errno == EINTR) || (r == 0 && left > 0))
             continue;
         if (r == 0)
-            return gq_err_set(err, GQ_ETIMEOUT,
-                              "getting credentials: exec: executable %s did not finish within "
-                              "%ld %s",
-                              a->x->command, timeout_ms % 1000 ? timeout_ms : timeout_ms / 1000,
-                              timeout_ms % 1000 ? "ms" : "s");
+            return GQ_ETIMEOUT;
         ssize_t n = read(ch->out_fd, chunk, sizeof(chunk));
         if (n < 0 && errno == EINTR)
             continue;
@@ -485,16 +486,30 @@ static gq_code read_output(const kube_exec_auth *a, const child *ch, long timeou
     }
 }
 
-/* Wait for the child; kill it first when its output was not taken. */
-static int reap(const child *ch, int kill_it)
+/* Wait for the child until the deadline (a plugin that closed its stdout
+ * may still run); kill it when kill_it is set or the deadline passes.
+ * GQ_ETIMEOUT when it had to be killed for the deadline. */
+static gq_code reap(const child *ch, int kill_it, int64_t deadline, int *st)
 {
-    int st = 0;
+    gq_code rc = GQ_OK;
+    pid_t r = 0;
+    close(ch->out_fd);
     if (kill_it)
         kill(ch->pid, SIGKILL);
-    while (waitpid(ch->pid, &st, 0) < 0 && errno == EINTR)
+    while (!kill_it && kube_mono_ms() < deadline) {
+        r = waitpid(ch->pid, st, WNOHANG);
+        if (r > 0 || (r < 0 && errno != EINTR))
+            break;
+        r = 0;
+        usleep(5000);
+    }
+    if (!kill_it && r == 0) {
+        kill(ch->pid, SIGKILL);
+        rc = GQ_ETIMEOUT;
+    }
+    while (r <= 0 && (r = waitpid(ch->pid, st, 0)) < 0 && errno == EINTR)
         ;
-    close(ch->out_fd);
-    return st;
+    return rc;
 }
 
 /* Run the plugin once: its standard output in *out (caller disposes). */
@@ -523,10 +538,14 @@ static gq_code run_plugin(const kube_exec_auth *a, int inter, kube_buf *out, gq_
     long timeout = a->o.timeout_ms > 0 ? a->o.timeout_ms
                    : inter             ? EXEC_INTERACTIVE_TIMEOUT_MS
                                        : EXEC_TIMEOUT_MS;
+    int64_t deadline = kube_mono_ms() + timeout;
+    int st = 0;
     kube_buf_init(out, a->o.max_output);
-    rc = read_output(a, &ch, timeout, out, err);
-    int st = reap(&ch, rc != GQ_OK);
-    if (rc == GQ_OK && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+    rc = read_output(a, &ch, deadline, out, err);
+    gq_code waited = reap(&ch, rc != GQ_OK, deadline, &st);
+    if (rc == GQ_ETIMEOUT || waited == GQ_ETIMEOUT)
+        rc = timed_out(a, timeout, err);
+    else if (rc == GQ_OK && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
         rc = gq_err_set(err, GQ_EIO,
                         "getting credentials: exec: executable %s failed with exit code %d",
                         a->x->command, WIFEXITED(st) ? WEXITSTATUS(st) : -1);

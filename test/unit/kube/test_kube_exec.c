@@ -324,7 +324,8 @@ static void exec_run_failures(void **state)
     (void)state;
     plugin("exit3", "echo 'token expired, run aws sso login' >&2\nexit 3\n");
     plugin("killed", "kill -9 $$\n");
-    plugin("slow", "sleep 5\n" TOKEN_OUT);
+    plugin("slow", "exec sleep 5\n");
+    plugin("lingers", TOKEN_OUT "exec >&-\nexec sleep 5\n");
     plugin("chatty", "head -c 100000 /dev/zero | tr '\\0' x\n");
     plugin("noexec", TOKEN_OUT);
     char path[512];
@@ -344,9 +345,9 @@ static void exec_run_failures(void **state)
         gq_code rc;
         const char *msg;
     } cases[] = {
-        {"./exit3", GQ_EIO, m_exit3},    {"./killed", GQ_EIO, m_killed},
-        {"./absent", GQ_EIO, m_missing}, {"./noexec", GQ_EIO, m_noexec},
-        {"./chatty", GQ_ELIMIT, NULL},
+        {"./exit3", GQ_EIO, m_exit3},     {"./killed", GQ_EIO, m_killed},
+        {"./absent", GQ_EIO, m_missing},  {"./noexec", GQ_EIO, m_noexec},
+        {"./lingers", GQ_ETIMEOUT, NULL}, {"./chatty", GQ_ELIMIT, NULL},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         kube_config *c = config(cases[i].cmd, V1, NULL);

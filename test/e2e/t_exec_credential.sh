@@ -80,6 +80,18 @@ out=$("$GQ" certs inject --ca "$E2E/certs/ca.crt" --kubeconfig "$dir/good.kubeco
 check "certs inject runs with an exec user" "0" "$?"
 check_match "certs inject reports what it patched" 'gpuquota' "$out"
 
+# ------------------------------------ a client certificate from the plugin
+# (the cluster's admin certificate, in the ExecCredential's PEM fields)
+jq -n --rawfile c "$E2E/cluster/pki/admin.crt" --rawfile k "$E2E/cluster/pki/admin.key" \
+    '{apiVersion: "client.authentication.k8s.io/v1", kind: "ExecCredential",
+      status: {clientCertificateData: $c, clientKeyData: $k}}' >"$dir/cert.json"
+plugin cert "cat '$dir/cert.json'"
+exec_kubeconfig "$dir/cert.kubeconfig" "$dir/cert"
+out=$("$GQ" queue --kubeconfig "$dir/cert.kubeconfig" --config "$E2E/config.yaml" -n e2e-exec 2>&1)
+check "a client certificate and key from the plugin authenticate" "0 1" "$? $(runs cert)"
+out=$(KUBECONFIG=$dir/cert.kubeconfig kubectl gpuquota top -n e2e-exec 2>&1)
+check_match "kubectl gpuquota top too" 'namespace e2e-exec/team' "$out"
+
 # -------------------------------------- a credential that expires is renewed
 # A controller (a follower: the suite's controllers hold the lease) polls
 # its Lease for a while; its token lasts 2 s.

@@ -11,8 +11,8 @@
  *
  * Every function returning gq_code fills the caller's gq_err on failure (err
  * may be NULL). HTTP statuses map to codes: 401 GQ_EUNAUTHORIZED (after one
- * retry with a re-read token), 404 GQ_ENOTFOUND, 409 GQ_ECONFLICT (GQ_EEXISTS
- * when the reason is AlreadyExists), 410 GQ_EGONE, other non-2xx GQ_EHTTP;
+ * retry with a re-read token file or a re-run credential plugin), 404 GQ_ENOTFOUND, 409
+ * GQ_ECONFLICT (GQ_EEXISTS when the reason is AlreadyExists), 410 GQ_EGONE, other non-2xx GQ_EHTTP;
  * transport failures GQ_EIO, GQ_ETIMEOUT or GQ_ETLS. The message of a
  * Kubernetes Status body is carried into err->msg.
  *
@@ -37,18 +37,47 @@ typedef struct kube_blob {
     size_t len;
 } kube_blob;
 
+/* interactiveMode of an exec credential plugin. */
+typedef enum kube_exec_mode {
+    KUBE_EXEC_NEVER = 0,        /* "Never": stdin is not given to the plugin */
+    KUBE_EXEC_IF_AVAILABLE = 1, /* "IfAvailable": given when it is a terminal */
+    KUBE_EXEC_ALWAYS = 2,       /* "Always": a terminal is required */
+} kube_exec_mode;
+
+/* A client-go credential plugin (a kubeconfig user's "exec"), with what
+ * provideClusterInfo passes on of the cluster entry. All strings owned. */
+typedef struct kube_exec_config {
+    char *api_version; /* client.authentication.k8s.io/v1 or /v1beta1 */
+    char *command;     /* a PATH name, or a path (relative ones resolved
+                          against the kubeconfig's folder) */
+    char **args;       /* nargs arguments */
+    size_t nargs;
+    char **env; /* nenv "NAME=value" added to the environment */
+    size_t nenv;
+    char *install_hint; /* NULL when absent */
+    kube_exec_mode interactive_mode;
+    int provide_cluster_info;
+    char *tls_server_name;     /* the cluster's tls-server-name, or NULL */
+    char *proxy_url;           /* the cluster's proxy-url, or NULL */
+    int disable_compression;   /* the cluster's disable-compression */
+    char *cluster_config_json; /* the cluster's client.authentication.k8s.io/exec
+                                  extension as JSON text, or NULL */
+} kube_exec_config;
+
 /* A resolved connection configuration. All strings owned, NULL when absent. */
 typedef struct kube_config {
-    char *server;        /* "https://host:port", no trailing slash */
-    char *namespace_;    /* default namespace; never NULL ("default") */
-    char *ca_file;       /* absolute or relative to the process cwd */
-    kube_blob ca_data;   /* PEM bytes (certificate-authority-data) */
-    char *cert_file;     /* client certificate PEM file */
-    kube_blob cert_data; /* client certificate PEM bytes */
-    char *key_file;      /* client key PEM file */
-    kube_blob key_data;  /* client key PEM bytes */
-    char *token;         /* static bearer token */
-    char *token_file;    /* bearer token re-read every minute and on 401 */
+    char *server;           /* "https://host:port", no trailing slash */
+    char *namespace_;       /* default namespace; never NULL ("default") */
+    char *ca_file;          /* absolute or relative to the process cwd */
+    kube_blob ca_data;      /* PEM bytes (certificate-authority-data) */
+    char *cert_file;        /* client certificate PEM file */
+    kube_blob cert_data;    /* client certificate PEM bytes */
+    char *key_file;         /* client key PEM file */
+    kube_blob key_data;     /* client key PEM bytes */
+    char *token;            /* static bearer token */
+    char *token_file;       /* bearer token re-read every minute and on 401 */
+    kube_exec_config *exec; /* credential plugin, used only when the user has
+                               no token, tokenFile or client certificate */
     int insecure_skip_tls_verify;
     char *source; /* kubeconfig file name, or "in-cluster" */
 } kube_config;
@@ -65,8 +94,9 @@ typedef struct kube_incluster_paths {
  * errors; relative file paths resolve against base_dir (NULL: cwd); context
  * NULL selects current-context. On success *out is a new config
  * (kube_config_free). Errors: GQ_EINVAL (syntax, wrong types, missing or
- * unknown context/cluster/user, bad base64), GQ_EUNSUPPORTED (exec or
- * auth-provider users), GQ_ENOMEM, GQ_ELIMIT (input over 4 MiB). */
+ * unknown context/cluster/user, bad base64, an exec plugin client-go's
+ * validation refuses), GQ_EUNSUPPORTED (auth-provider users), GQ_ENOMEM,
+ * GQ_ELIMIT (input over 4 MiB). */
 gq_code kube_config_parse(const char *buf, size_t len, const char *name, const char *base_dir,
                           const char *context, kube_config **out, gq_err *err) GQ_WUR;
 

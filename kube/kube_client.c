@@ -1,8 +1,9 @@
 /* The HTTP side of the client: a pool of curl easy handles (each keeps its
  * keep-alive connection across requests) sharing DNS and TLS sessions through
- * one CURLSH, bearer tokens re-read from file, Status decoding, retries,
+ * one CURLSH, bearer tokens re-read from file or from a credential plugin,
+ * Status decoding, retries,
  * paginated lists and streamed watches. */
-#include "kube/kube_int.h"
+#include "kube/kube_exec.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -28,8 +29,9 @@ struct kube_client {
     CURL **pool;
     unsigned npool;
     pthread_mutex_t tok_mu;
-    char *token;      /* current bearer token (file-backed or static) */
-    int64_t token_at; /* kube_mono_ms of the last file read */
+    char *token;          /* current bearer token (file-backed or static) */
+    int64_t token_at;     /* kube_mono_ms of the last file read */
+    kube_exec_auth *exec; /* the user's credential plugin, or NULL */
 };
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
@@ -103,6 +105,34 @@ static gq_code current_token(kube_client *c, int force, char **out, gq_err *err)
         rc = gq_err_oom(err);
 out:
     pthread_mutex_unlock(&c->tok_mu);
+    return rc;
+}
+
+/* The credential of one request (token and/or client certificate, owned):
+ * the plugin's when the user has one, else the token or token file's. */
+static gq_code current_cred(kube_client *c, kube_exec_cred *out, gq_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    if (c->exec)
+        return kube_exec_auth_get(c->exec, out, err);
+    return current_token(c, 0, &out->token, err);
+}
+
+/* After a 401: whether a new credential may help (a token file or a plugin). */
+static int can_reauth(const kube_client *c)
+{
+    return c->cfg->token_file || c->exec;
+}
+
+/* After a 401 to cred: re-read the token file or re-run the plugin (unless
+ * another request already replaced the credential). */
+static gq_code reauth(kube_client *c, const kube_exec_cred *cred, gq_err *err)
+{
+    if (c->exec)
+        return kube_exec_auth_refresh(c->exec, cred->gen, err);
+    char *t = NULL;
+    gq_code rc = current_token(c, 1, &t, err);
+    free(t);
     return rc;
 }
 
@@ -183,6 +213,11 @@ gq_code kube_client_new(const kube_config *cfg, const kube_client_opts *opts, ku
         if (rc)
             goto out;
     }
+    /* As in client-go, a plugin only when no other credential is given; it
+     * first runs with the first request. */
+    if (c->cfg->exec && !c->cfg->token && !c->cfg->token_file && !c->cfg->cert_file &&
+        !c->cfg->cert_data.data && (rc = kube_exec_auth_new(c->cfg, NULL, &c->exec, err)))
+        goto out;
     *out = c;
     c = NULL;
 out:
@@ -204,6 +239,7 @@ void kube_client_free(kube_client *c)
     pthread_mutex_destroy(&c->pool_mu);
     pthread_mutex_destroy(&c->tok_mu);
     free(c->token);
+    kube_exec_auth_free(c->exec);
     free((char *)c->o.user_agent);
     kube_config_free(c->cfg);
     free(c);
@@ -254,8 +290,10 @@ static int dead_peer_sockopt(void *ud, curl_socket_t fd, curlsocktype purpose)
     return CURL_SOCKOPT_OK;
 }
 
-/* The kubeconfig's trust and client identity, from files or from memory. */
-static void set_tls(CURL *h, const kube_config *cfg)
+/* The kubeconfig's trust and client identity, from files or from memory;
+ * a client certificate from a credential plugin (copied: the credential
+ * is the request's). */
+static void set_tls(CURL *h, const kube_config *cfg, const kube_exec_cred *cred)
 {
     if (cfg->insecure_skip_tls_verify) {
         curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
@@ -287,6 +325,14 @@ static void set_tls(CURL *h, const kube_config *cfg)
         curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &b);
         curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
     }
+    if (cred && cred->cert.data && cred->key.data) {
+        struct curl_blob cb = {cred->cert.data, cred->cert.len, CURL_BLOB_COPY};
+        struct curl_blob kb = {cred->key.data, cred->key.len, CURL_BLOB_COPY};
+        curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cb);
+        curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+        curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &kb);
+        curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+    }
 #endif
 }
 
@@ -314,7 +360,7 @@ static struct curl_slist *request_headers(const char *token, const char *ctype)
 }
 
 /* Options shared by every request: URL, TLS material, auth, headers. */
-static gq_code setup_handle(kube_client *c, CURL *h, const char *url, const char *token,
+static gq_code setup_handle(kube_client *c, CURL *h, const char *url, const kube_exec_cred *cred,
                             struct curl_slist **hdrs, const char *ctype, gq_err *err)
 {
     curl_easy_setopt(h, CURLOPT_URL, url);
@@ -328,8 +374,8 @@ static gq_code setup_handle(kube_client *c, CURL *h, const char *url, const char
     curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, dead_peer_sockopt);
     curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    set_tls(h, c->cfg);
-    struct curl_slist *l = request_headers(token, ctype);
+    set_tls(h, c->cfg, cred);
+    struct curl_slist *l = request_headers(cred ? cred->token : NULL, ctype);
     if (!l)
         return gq_err_oom(err);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, l);
@@ -406,11 +452,12 @@ typedef struct http_call {
     const char *body, *ctype;
 } http_call;
 
-/* One attempt of a request: the handle it runs on, its URL and bearer token,
+/* One attempt of a request: the handle it runs on, its URL and credential,
  * its timeout, and the HTTP status it got (0: none). */
 typedef struct attempt {
     CURL *h;
-    const char *url, *token;
+    const char *url;
+    const kube_exec_cred *cred;
     long timeout_ms;
     long status;
 } attempt;
@@ -423,7 +470,7 @@ static gq_code attempt_once(kube_client *c, const http_call *call, attempt *a, k
     CURL *h = a->h;
     struct curl_slist *hdrs = NULL;
     curl_easy_reset(h);
-    gq_code rc = setup_handle(c, h, a->url, a->token, &hdrs, call->ctype, err);
+    gq_code rc = setup_handle(c, h, a->url, a->cred, &hdrs, call->ctype, err);
     if (rc)
         return rc;
     resp->len = 0;
@@ -458,10 +505,12 @@ static gq_code request(kube_client *c, const http_call *call, const kube_call_op
 {
     const char *method = call->method, *path = call->path;
     gq_code rc;
-    char *url = NULL, *token = NULL;
+    char *url = NULL;
+    kube_exec_cred cred = {0};
     unsigned retries = o ? o->retries : 0;
     long delay = o && o->retry_delay_ms > 0 ? o->retry_delay_ms : 100;
-    attempt a = {.timeout_ms = o && o->timeout_ms > 0 ? o->timeout_ms : c->o.timeout_ms};
+    attempt a = {.timeout_ms = o && o->timeout_ms > 0 ? o->timeout_ms : c->o.timeout_ms,
+                 .cred = &cred};
     int auth_retried = 0;
 
     kube_buf_init(resp, c->o.max_body);
@@ -477,22 +526,19 @@ static gq_code request(kube_client *c, const http_call *call, const kube_call_op
         goto out;
     }
     for (unsigned tries = 0;; tries++) {
-        free(token);
-        token = NULL;
-        rc = current_token(c, 0, &token, err);
+        kube_exec_cred_dispose(&cred);
+        rc = current_cred(c, &cred, err);
         if (rc)
             goto out;
-        a.token = token;
         a.status = 0;
         rc = attempt_once(c, call, &a, resp, err);
         if (rc == GQ_OK)
             break;
-        if (rc == GQ_EUNAUTHORIZED && c->cfg->token_file && !auth_retried) {
-            /* The token may have been rotated: re-read it and retry once. */
+        if (rc == GQ_EUNAUTHORIZED && can_reauth(c) && !auth_retried) {
+            /* The token may have been rotated or have expired early: a new
+             * one from the file or the plugin, and one more try. */
             auth_retried = 1;
-            free(token);
-            token = NULL;
-            rc = current_token(c, 1, &token, err);
+            rc = reauth(c, &cred, err);
             if (rc)
                 goto out;
             tries--;
@@ -507,7 +553,7 @@ static gq_code request(kube_client *c, const http_call *call, const kube_call_op
     }
 out:
     handle_release(c, a.h);
-    free(token);
+    kube_exec_cred_dispose(&cred);
     free(url);
     if (rc)
         kube_buf_dispose(resp);
@@ -865,7 +911,8 @@ gq_code kube_watch(kube_client *c, const char *path, const kube_watch_opts *o, k
                    void *ud, gq_err *err)
 {
     gq_code rc;
-    char *url = NULL, *token = NULL;
+    char *url = NULL;
+    kube_exec_cred cred = {0};
     watch_ctx w;
     watch_ctx_init(&w, o, ud);
     rc = watch_url(c, path, o, &url, err);
@@ -883,9 +930,8 @@ gq_code kube_watch(kube_client *c, const char *path, const kube_watch_opts *o, k
         w.status = 0;
         w.errbody.len = 0;
         w.rejected = 0;
-        free(token);
-        token = NULL;
-        rc = current_token(c, auth_retried, &token, err);
+        kube_exec_cred_dispose(&cred);
+        rc = current_cred(c, &cred, err);
         if (rc)
             goto out;
         rc = kube_watch_parser_new(o ? o->max_line : 0, fn, ud, &w.p);
@@ -894,14 +940,15 @@ gq_code kube_watch(kube_client *c, const char *path, const kube_watch_opts *o, k
             goto out;
         }
         curl_easy_reset(w.h);
-        rc = setup_handle(c, w.h, url, token, &hdrs, NULL, err);
+        rc = setup_handle(c, w.h, url, &cred, &hdrs, NULL, err);
         if (rc)
             goto out;
         watch_options(&w, o);
         CURLcode cc = curl_easy_perform(w.h);
         curl_slist_free_all(hdrs);
         rc = watch_outcome(&w, cc, path, err);
-        if (w.rejected && rc == GQ_EUNAUTHORIZED && c->cfg->token_file && !auth_retried)
+        if (w.rejected && rc == GQ_EUNAUTHORIZED && can_reauth(c) && !auth_retried &&
+            (rc = reauth(c, &cred, err)) == GQ_OK)
             continue;
         goto out;
     }
@@ -909,7 +956,7 @@ out:
     handle_release(c, w.h);
     kube_watch_parser_free(w.p);
     kube_buf_dispose(&w.errbody);
-    free(token);
+    kube_exec_cred_dispose(&cred);
     free(url);
     return rc;
 }

@@ -1,6 +1,6 @@
 /* kubeconfig and in-cluster configuration. kubeconfig files are parsed with
  * libyaml's document API so every error can cite file:line. */
-#include "kube/kube_int.h"
+#include "kube/kube_exec.h"
 
 #include <limits.h>
 #include <stdarg.h>
@@ -27,6 +27,7 @@ void kube_config_free(kube_config *cfg)
     free(cfg->key_data.data);
     free(cfg->token);
     free(cfg->token_file);
+    kube_exec_config_free(cfg->exec);
     free(cfg->source);
     free(cfg);
 }
@@ -65,7 +66,7 @@ gq_code kube_config_copy(const kube_config *s, kube_config **out)
         dup_str(&d->cert_file, s->cert_file) || dup_blob(&d->cert_data, &s->cert_data) ||
         dup_str(&d->key_file, s->key_file) || dup_blob(&d->key_data, &s->key_data) ||
         dup_str(&d->token, s->token) || dup_str(&d->token_file, s->token_file) ||
-        dup_str(&d->source, s->source)) {
+        dup_str(&d->source, s->source) || kube_exec_config_copy(s->exec, &d->exec)) {
         kube_config_free(d);
         return GQ_ENOMEM;
     }
@@ -345,20 +346,318 @@ static gq_code user_token(ydoc *y, yaml_node_t *user, kube_config *cfg)
     return GQ_OK;
 }
 
-/* A user with no credential we can use but a plugin we cannot run is an error,
- * not an anonymous client. */
-static gq_code reject_plugins(ydoc *y, yaml_node_t *user, const char *user_name)
+/* ---- exec credential plugins (client-go's ExecConfig) ---- */
+
+#define EXEC_EXTENSION "client.authentication.k8s.io/exec"
+
+GQ_PRINTF(4, 5)
+static gq_code exec_invalid(ydoc *y, const yaml_node_t *at, const char *user, const char *fmt, ...)
 {
-    static const char *const plugins[] = {"exec", "auth-provider"};
-    for (int i = 0; i < 2; i++) {
-        yaml_node_t *pn = map_get(y, user, plugins[i]);
-        if (pn && !is_null(pn))
-            return yerr(y, GQ_EUNSUPPORTED, key_node(y, user, plugins[i]),
-                        "user \"%s\": \"%s\" credential plugins are not supported; use a "
-                        "token, tokenFile or client certificate",
-                        user_name, plugins[i]);
+    char what[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    return yerr(y, GQ_EINVAL, at, "%s must be specified for %s to use exec authentication plugin",
+                what, user);
+}
+
+/* A plain scalar as YAML 1.1 reads it (null, boolean, integer), else a string. */
+static json_object *scalar_json(const yaml_node_t *n)
+{
+    const char *s = scalar(n);
+    if (is_null(n))
+        return NULL;
+    if (n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
+        if (!strcmp(s, "true") || !strcmp(s, "True") || !strcmp(s, "TRUE"))
+            return json_object_new_boolean(1);
+        if (!strcmp(s, "false") || !strcmp(s, "False") || !strcmp(s, "FALSE"))
+            return json_object_new_boolean(0);
+        char *end;
+        long long v = strtoll(s, &end, 10);
+        if (*s && !*end && (s[0] != '0' || !s[1]))
+            return json_object_new_int64(v);
+    }
+    return json_object_new_string(s);
+}
+
+/* A YAML subtree as JSON (the cluster's exec extension); *ok 0 on failure. */
+static json_object *yaml_json(ydoc *y, yaml_node_t *n, int depth, int *ok)
+{
+    json_object *o = NULL;
+    if (!n || depth > 64) {
+        *ok = 0;
+        return NULL;
+    }
+    if (n->type == YAML_SCALAR_NODE) {
+        o = scalar_json(n);
+        if (!o && !is_null(n))
+            *ok = 0;
+        return o;
+    }
+    int seq = n->type == YAML_SEQUENCE_NODE;
+    o = seq ? json_object_new_array() : json_object_new_object();
+    if (!o) {
+        *ok = 0;
+        return NULL;
+    }
+    if (seq) {
+        for (yaml_node_item_t *it = n->data.sequence.items.start;
+             *ok && it < n->data.sequence.items.top; it++)
+            if (json_object_array_add(
+                    o, yaml_json(y, yaml_document_get_node(&y->doc, *it), depth + 1, ok)))
+                *ok = 0;
+        return o;
+    }
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; *ok && p < n->data.mapping.pairs.top;
+         p++) {
+        const char *k = scalar(yaml_document_get_node(&y->doc, p->key));
+        json_object *v = yaml_json(y, yaml_document_get_node(&y->doc, p->value), depth + 1, ok);
+        if (!k || json_object_object_add(o, k, v)) {
+            json_object_put(v);
+            *ok = 0;
+        }
+    }
+    return o;
+}
+
+/* The cluster's extensions entry named client.authentication.k8s.io/exec,
+ * as JSON text (spec.cluster.config of the ExecCredential). */
+static gq_code exec_extension(ydoc *y, yaml_node_t *cluster, char **out)
+{
+    yaml_node_t *seq = map_get(y, cluster, "extensions");
+    if (!seq || is_null(seq))
+        return GQ_OK;
+    if (seq->type != YAML_SEQUENCE_NODE)
+        return yerr(y, GQ_EINVAL, key_node(y, cluster, "extensions"),
+                    "\"extensions\" must be a sequence");
+    for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top;
+         it++) {
+        yaml_node_t *e = yaml_document_get_node(&y->doc, *it);
+        const char *name = NULL;
+        gq_code rc = e && e->type == YAML_MAPPING_NODE ? get_str(y, e, "name", &name) : GQ_OK;
+        if (rc)
+            return rc;
+        if (!name || strcmp(name, EXEC_EXTENSION) != 0)
+            continue;
+        int ok = 1;
+        yaml_node_t *v = map_get(y, e, "extension");
+        json_object *j = v && !is_null(v) ? yaml_json(y, v, 0, &ok) : NULL;
+        if (ok && j)
+            *out = strdup(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN |
+                                                                JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(j);
+        if (!ok)
+            return yerr(y, GQ_EINVAL, v, "extension \"%s\" cannot be read as JSON", EXEC_EXTENSION);
+        return !j || *out ? GQ_OK : gq_err_oom(y->err);
     }
     return GQ_OK;
+}
+
+/* args: a sequence of strings. */
+static gq_code exec_args(ydoc *y, yaml_node_t *exec, kube_exec_config *x)
+{
+    yaml_node_t *seq = map_get(y, exec, "args");
+    if (!seq || is_null(seq))
+        return GQ_OK;
+    if (seq->type != YAML_SEQUENCE_NODE)
+        return yerr(y, GQ_EINVAL, key_node(y, exec, "args"), "\"args\" must be a sequence");
+    size_t n = (size_t)(seq->data.sequence.items.top - seq->data.sequence.items.start);
+    if (n && !(x->args = calloc(n, sizeof(*x->args))))
+        return gq_err_oom(y->err);
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *a = yaml_document_get_node(&y->doc, seq->data.sequence.items.start[i]);
+        if (!scalar(a))
+            return yerr(y, GQ_EINVAL, a, "entries of \"args\" must be strings");
+        if (set_str(y, &x->args[x->nargs], scalar(a)))
+            return GQ_ENOMEM;
+        x->nargs++;
+    }
+    return GQ_OK;
+}
+
+/* env: a sequence of {name, value}, kept as "name=value". */
+static gq_code exec_env(ydoc *y, yaml_node_t *exec, const char *user, kube_exec_config *x)
+{
+    yaml_node_t *seq = map_get(y, exec, "env");
+    if (!seq || is_null(seq))
+        return GQ_OK;
+    if (seq->type != YAML_SEQUENCE_NODE)
+        return yerr(y, GQ_EINVAL, key_node(y, exec, "env"), "\"env\" must be a sequence");
+    size_t n = (size_t)(seq->data.sequence.items.top - seq->data.sequence.items.start);
+    if (n && !(x->env = calloc(n, sizeof(*x->env))))
+        return gq_err_oom(y->err);
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *e = yaml_document_get_node(&y->doc, seq->data.sequence.items.start[i]);
+        const char *name = NULL, *value = NULL;
+        if (!e || e->type != YAML_MAPPING_NODE)
+            return yerr(y, GQ_EINVAL, e, "entries of \"env\" must be mappings");
+        gq_code rc = get_str(y, e, "name", &name);
+        if (!rc)
+            rc = get_str(y, e, "value", &value);
+        if (rc)
+            return rc;
+        if (!name || !name[0])
+            return exec_invalid(y, e, user, "env variable name");
+        size_t need = strlen(name) + (value ? strlen(value) : 0) + 2;
+        if (!(x->env[i] = malloc(need)))
+            return gq_err_oom(y->err);
+        snprintf(x->env[i], need, "%s=%s", name, value ? value : "");
+        x->nenv++;
+    }
+    return GQ_OK;
+}
+
+/* apiVersion and interactiveMode, checked as client-go's defaulting and
+ * validation do: v1beta1 defaults to IfAvailable, v1 must say. */
+static gq_code exec_version_mode(ydoc *y, yaml_node_t *exec, const char *user, kube_exec_config *x)
+{
+    const char *ver, *mode;
+    gq_code rc = get_str(y, exec, "apiVersion", &ver);
+    if (!rc)
+        rc = get_str(y, exec, "interactiveMode", &mode);
+    if (rc)
+        return rc;
+    if (!ver || !ver[0])
+        return exec_invalid(y, exec, user, "apiVersion");
+    if (strcmp(ver, "client.authentication.k8s.io/v1") != 0 &&
+        strcmp(ver, "client.authentication.k8s.io/v1beta1") != 0)
+        return yerr(y, GQ_EINVAL, map_get(y, exec, "apiVersion"),
+                    "exec plugin: invalid apiVersion \"%s\"", ver);
+    if ((!mode || !mode[0]) && !strcmp(ver, "client.authentication.k8s.io/v1beta1"))
+        mode = "IfAvailable";
+    if (!mode || !mode[0])
+        return exec_invalid(y, exec, user, "interactiveMode");
+    if (!strcmp(mode, "Never"))
+        x->interactive_mode = KUBE_EXEC_NEVER;
+    else if (!strcmp(mode, "IfAvailable"))
+        x->interactive_mode = KUBE_EXEC_IF_AVAILABLE;
+    else if (!strcmp(mode, "Always"))
+        x->interactive_mode = KUBE_EXEC_ALWAYS;
+    else
+        return yerr(y, GQ_EINVAL, map_get(y, exec, "interactiveMode"),
+                    "invalid interactiveMode for %s: \"%s\"", user, mode);
+    return set_str(y, &x->api_version, ver);
+}
+
+/* What provideClusterInfo passes on that the connection itself does not use. */
+static gq_code exec_cluster(ydoc *y, yaml_node_t *cluster, kube_exec_config *x)
+{
+    const char *sni, *proxy;
+    gq_code rc = get_str(y, cluster, "tls-server-name", &sni);
+    if (!rc)
+        rc = get_str(y, cluster, "proxy-url", &proxy);
+    if (!rc)
+        rc = get_bool(y, cluster, "disable-compression", &x->disable_compression);
+    if (!rc && sni && sni[0])
+        rc = set_str(y, &x->tls_server_name, sni);
+    if (!rc && proxy && proxy[0])
+        rc = set_str(y, &x->proxy_url, proxy);
+    if (!rc)
+        rc = exec_extension(y, cluster, &x->cluster_config_json);
+    return rc;
+}
+
+/* A plugin path made absolute, as clientcmd resolves it against the
+ * kubeconfig's absolute folder (so messages name the full path). */
+static gq_code absolute(ydoc *y, char **p)
+{
+    char cwd[PATH_MAX];
+    if ((*p)[0] == '/' || !getcwd(cwd, sizeof(cwd)))
+        return GQ_OK;
+    size_t need = strlen(cwd) + strlen(*p) + 2;
+    char *a = malloc(need);
+    if (!a)
+        return gq_err_oom(y->err);
+    snprintf(a, need, "%s/%s", cwd, *p);
+    free(*p);
+    *p = a;
+    return GQ_OK;
+}
+
+static gq_code exec_fields(ydoc *y, yaml_node_t *exec, const ctx_refs *r, kube_exec_config *x)
+{
+    const char *cmd, *hint;
+    gq_code rc = exec_version_mode(y, exec, r->user_name, x);
+    if (!rc)
+        rc = get_str(y, exec, "command", &cmd);
+    if (!rc)
+        rc = get_str(y, exec, "installHint", &hint);
+    if (!rc)
+        rc = get_bool(y, exec, "provideClusterInfo", &x->provide_cluster_info);
+    if (rc)
+        return rc;
+    if (!cmd || !cmd[0])
+        return exec_invalid(y, exec, r->user_name, "command");
+    /* A command with a '/' is a path, relative to the kubeconfig's folder. */
+    int is_path = strchr(cmd, '/') != NULL;
+    while (is_path && cmd[0] == '.' && cmd[1] == '/') /* as filepath.Join cleans it */
+        cmd += 2;
+    rc = is_path ? resolve_path(y, map_get(y, exec, "command"), cmd, &x->command)
+                 : set_str(y, &x->command, cmd);
+    if (!rc && is_path)
+        rc = absolute(y, &x->command);
+    if (!rc && hint && hint[0])
+        rc = set_str(y, &x->install_hint, hint);
+    if (!rc)
+        rc = exec_args(y, exec, x);
+    if (!rc)
+        rc = exec_env(y, exec, r->user_name, x);
+    if (!rc)
+        rc = exec_cluster(y, r->cluster, x);
+    return rc;
+}
+
+/* auth-provider plugins: gcp and azure were removed from client-go, which
+ * says so; the others (oidc and out-of-tree ones) are not built in here. */
+static gq_code auth_provider(ydoc *y, yaml_node_t *user, const char *user_name)
+{
+    yaml_node_t *ap = map_get(y, user, "auth-provider");
+    const yaml_node_t *at = key_node(y, user, "auth-provider");
+    const char *name = NULL;
+    gq_code rc;
+    if (ap && ap->type == YAML_MAPPING_NODE && (rc = get_str(y, ap, "name", &name)))
+        return rc;
+    if (name && !strcmp(name, "gcp"))
+        return yerr(y, GQ_EUNSUPPORTED, at,
+                    "The gcp auth plugin has been removed.\nPlease use the "
+                    "\"gke-gcloud-auth-plugin\" kubectl/client-go credential plugin instead.\nSee "
+                    "https://cloud.google.com/blog/products/containers-kubernetes/"
+                    "kubectl-auth-changes-in-gke for further details");
+    if (name && !strcmp(name, "azure"))
+        return yerr(y, GQ_EUNSUPPORTED, at,
+                    "The azure auth plugin has been removed.\nPlease use the "
+                    "https://github.com/Azure/kubelogin kubectl/client-go credential plugin "
+                    "instead.\nSee https://kubernetes.io/docs/reference/access-authn-authz/"
+                    "authentication/#client-go-credential-plugins for further details");
+    return yerr(y, GQ_EUNSUPPORTED, at,
+                "user \"%s\": auth-provider \"%s\" is not supported; use an exec credential "
+                "plugin (client.authentication.k8s.io/v1), a token, tokenFile or client "
+                "certificate",
+                user_name, name ? name : "");
+}
+
+/* A user with no token, tokenFile or certificate: its exec plugin, else
+ * the auth-provider error, else an anonymous client. */
+static gq_code user_plugins(ydoc *y, const ctx_refs *r, kube_config *cfg)
+{
+    yaml_node_t *user = r->user;
+    yaml_node_t *exec = map_get(y, user, "exec");
+    yaml_node_t *ap = map_get(y, user, "auth-provider");
+    int has_exec = exec && !is_null(exec), has_ap = ap && !is_null(ap);
+    if (has_exec && has_ap)
+        return yerr(y, GQ_EINVAL, key_node(y, user, "auth-provider"),
+                    "authProvider cannot be provided in combination with an exec plugin for %s",
+                    r->user_name);
+    if (has_ap)
+        return auth_provider(y, user, r->user_name);
+    if (!has_exec)
+        return GQ_OK;
+    if (exec->type != YAML_MAPPING_NODE)
+        return yerr(y, GQ_EINVAL, key_node(y, user, "exec"), "\"exec\" must be a mapping");
+    if (!(cfg->exec = calloc(1, sizeof(*cfg->exec))))
+        return gq_err_oom(y->err);
+    return exec_fields(y, exec, r, cfg->exec);
 }
 
 /* The user entry: client certificate and key, token or tokenFile. */
@@ -380,7 +679,7 @@ static gq_code user_config(ydoc *y, const ctx_refs *r, kube_config *cfg)
     if (rc)
         return rc;
     if (!has_cert && !cfg->token && !cfg->token_file)
-        return reject_plugins(y, user, r->user_name);
+        return user_plugins(y, r, cfg);
     return GQ_OK;
 }
 

@@ -96,6 +96,11 @@ pki() {
         cert webhook-client kube-apiserver-webhook-client
         openssl genrsa -out sa.key 2048 2>/dev/null
         openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+        # Bearer tokens kube-apiserver accepts (--token-auth-file): one for
+        # a cluster admin, for clients that authenticate with a token (a
+        # kubeconfig's token, tokenFile or exec credential plugin).
+        printf '%s,token-admin,token-admin,system:masters\n' \
+            "$(openssl rand -hex 24)" >tokens.csv
     )
 }
 
@@ -128,6 +133,7 @@ start_apiserver() {
         --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$APISERVER_PORT" \
         --tls-cert-file="$dir/pki/apiserver.crt" --tls-private-key-file="$dir/pki/apiserver.key" \
         --client-ca-file="$dir/pki/ca.crt" \
+        --token-auth-file="$dir/pki/tokens.csv" \
         --service-account-issuer=https://kubernetes.default.svc.cluster.local \
         --service-account-key-file="$dir/pki/sa.pub" \
         --service-account-signing-key-file="$dir/pki/sa.key" \

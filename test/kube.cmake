@@ -4,6 +4,8 @@
 # kube_util (Status, codes, URLs, backoff, times), the cache and leader
 # election over fakes.
 gq_unit_test(test_kube_config unit/kube/test_kube_config.c LIBS gq_kube)
+# Credential plugins run for real: scripts the test writes, every field and failure.
+gq_unit_test(test_kube_exec unit/kube/test_kube_exec.c LIBS gq_kube)
 gq_unit_test(test_kube_watch_parser unit/kube/test_kube_watch_parser.c LIBS gq_kube)
 gq_unit_test(test_kube_util unit/kube/test_kube_util.c LIBS gq_kube)
 gq_unit_test(test_kube_cache unit/kube/test_kube_cache.c LIBS gq_kube)

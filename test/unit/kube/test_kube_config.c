@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kube/kube.h"
+#include "kube/kube_int.h"
 
 #define KC GQ_TEST_DATA "/kubeconfig/"
 
@@ -110,9 +110,32 @@ static const struct {
     {"bad-clusters-type.yaml", GQ_EINVAL, "6: \"clusters\" must be a sequence"},
     {"bad-context-not-found.yaml", GQ_EINVAL, "9: context \"b\" not found"},
     {"bad-empty.yaml", GQ_EINVAL, "1: empty kubeconfig"},
-    {"bad-exec.yaml", GQ_EUNSUPPORTED,
-     "14: user \"eks\": \"exec\" credential plugins are not supported; use a token, tokenFile or "
-     "client certificate"},
+    {"bad-exec.yaml", GQ_EINVAL,
+     "15: interactiveMode must be specified for eks to use exec authentication plugin"},
+    {"bad-exec-no-command.yaml", GQ_EINVAL,
+     "15: command must be specified for eks to use exec authentication plugin"},
+    {"bad-exec-no-version.yaml", GQ_EINVAL,
+     "15: apiVersion must be specified for eks to use exec authentication plugin"},
+    {"bad-exec-version.yaml", GQ_EINVAL,
+     "15: exec plugin: invalid apiVersion \"client.authentication.k8s.io/v1alpha1\""},
+    {"bad-exec-mode.yaml", GQ_EINVAL, "17: invalid interactiveMode for eks: \"Sometimes\""},
+    {"bad-exec-env.yaml", GQ_EINVAL,
+     "19: env variable name must be specified for eks to use exec authentication plugin"},
+    {"bad-exec-and-auth-provider.yaml", GQ_EINVAL,
+     "18: authProvider cannot be provided in combination with an exec plugin for eks"},
+    {"bad-auth-provider-gcp.yaml", GQ_EUNSUPPORTED,
+     "14: The gcp auth plugin has been removed.\nPlease use the \"gke-gcloud-auth-plugin\" "
+     "kubectl/client-go credential plugin instead.\nSee "
+     "https://cloud.google.com/blog/products/containers-kubernetes/kubectl-auth-changes-in-gke "
+     "for further details"},
+    {"bad-auth-provider-azure.yaml", GQ_EUNSUPPORTED,
+     "14: The azure auth plugin has been removed.\nPlease use the "
+     "https://github.com/Azure/kubelogin kubectl/client-go credential plugin instead.\nSee "
+     "https://kubernetes.io/docs/reference/access-authn-authz/authentication/"
+     "#client-go-credential-plugins for further details"},
+    {"bad-auth-provider-oidc.yaml", GQ_EUNSUPPORTED,
+     "14: user \"eks\": auth-provider \"oidc\" is not supported; use an exec credential plugin "
+     "(client.authentication.k8s.io/v1), a token, tokenFile or client certificate"},
     {"bad-insecure-type.yaml", GQ_EINVAL,
      "6: \"insecure-skip-tls-verify\" must be a boolean (true or false)"},
     {"bad-no-current-context.yaml", GQ_EINVAL, "1: current-context is not set"},
@@ -125,6 +148,78 @@ static const struct {
     {"bad-token-type.yaml", GQ_EINVAL, "14: \"token\" must be a string"},
     {"bad-user-not-found.yaml", GQ_EINVAL, "10: user \"nobody\" not found"},
 };
+
+/* Every field of an exec user, and what provideClusterInfo takes from its
+ * cluster (the exec extension as JSON). */
+static void kubeconfig_exec(void **state)
+{
+    (void)state;
+    kube_config *c = NULL, *d = NULL;
+    gq_err e;
+    assert_int_equal(kube_config_load_file(KC "good-exec.yaml", NULL, &c, &e), GQ_OK);
+    assert_null(c->token);
+    assert_null(c->token_file);
+    const kube_exec_config *x = c->exec;
+    assert_non_null(x);
+    assert_string_equal(x->api_version, "client.authentication.k8s.io/v1");
+    assert_string_equal(x->command, "aws");
+    assert_int_equal(x->nargs, 6);
+    assert_string_equal(x->args[0], "--region");
+    assert_string_equal(x->args[5], "prod");
+    assert_int_equal(x->nenv, 2);
+    assert_string_equal(x->env[0], "AWS_PROFILE=prod");
+    assert_string_equal(x->env[1], "EMPTY=");
+    assert_int_equal(x->interactive_mode, KUBE_EXEC_NEVER);
+    assert_int_equal(x->provide_cluster_info, 1);
+    assert_string_equal(x->install_hint, "Install the AWS CLI (https://aws.amazon.com/cli/).");
+    assert_string_equal(x->tls_server_name, "api.eks.internal");
+    assert_string_equal(x->proxy_url, "http://proxy.example:3128");
+    assert_int_equal(x->disable_compression, 1);
+    assert_string_equal(x->cluster_config_json,
+                        "{\"audience\":\"sts.amazonaws.com\",\"retries\":3,\"verbose\":false,"
+                        "\"scopes\":[\"a\",\"b\"],\"empty\":null}");
+    /* A copy is deep. */
+    assert_int_equal(kube_config_copy(c, &d), GQ_OK);
+    kube_config_free(c);
+    assert_string_equal(d->exec->args[2], "eks");
+    assert_string_equal(d->exec->env[0], "AWS_PROFILE=prod");
+    kube_config_free(d);
+
+    /* v1beta1 defaults to IfAvailable; a command with a '/' is relative to
+     * the kubeconfig's folder. */
+    assert_int_equal(kube_config_load_file(KC "good-exec.yaml", "gke", &c, &e), GQ_OK);
+    assert_string_equal(c->exec->api_version, "client.authentication.k8s.io/v1beta1");
+    assert_int_equal(c->exec->interactive_mode, KUBE_EXEC_IF_AVAILABLE);
+    assert_string_equal(c->exec->command, KC "bin/gke-gcloud-auth-plugin");
+    assert_int_equal(c->exec->nargs, 0);
+    assert_int_equal(c->exec->provide_cluster_info, 0);
+    assert_null(c->exec->install_hint);
+    kube_config_free(c);
+
+    /* Relative to a relative kubeconfig folder: made absolute, as kubectl
+     * names it. */
+    const char z[] = "current-context: x\n"
+                     "clusters: [{name: c, cluster: {server: 'https://s'}}]\n"
+                     "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+                     "users: [{name: u, user: {exec: {command: ./p, apiVersion: "
+                     "client.authentication.k8s.io/v1beta1}}}]\n";
+    char want[4200], cwd[4096];
+    assert_non_null(getcwd(cwd, sizeof(cwd)));
+    snprintf(want, sizeof(want), "%s/conf/p", cwd);
+    assert_int_equal(kube_config_parse(z, strlen(z), "mem", "conf", NULL, &c, &e), GQ_OK);
+    assert_string_equal(c->exec->command, want);
+    kube_config_free(c);
+
+    /* A token next to an exec plugin wins, as in client-go. */
+    const char y[] = "current-context: x\n"
+                     "clusters: [{name: c, cluster: {server: 'https://s'}}]\n"
+                     "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+                     "users: [{name: u, user: {token: t, exec: {command: p}}}]\n";
+    assert_int_equal(kube_config_parse(y, strlen(y), "mem", NULL, NULL, &c, &e), GQ_OK);
+    assert_string_equal(c->token, "t");
+    assert_null(c->exec);
+    kube_config_free(c);
+}
 
 static void kubeconfig_bad_files(void **state)
 {
@@ -224,6 +319,7 @@ int main(void)
         cmocka_unit_test(kubeconfig_good_token),
         cmocka_unit_test(kubeconfig_good_files),
         cmocka_unit_test(kubeconfig_parse_from_memory),
+        cmocka_unit_test(kubeconfig_exec),
         cmocka_unit_test(kubeconfig_bad_files),
         cmocka_unit_test(kubeconfig_missing_file_and_default_order),
         cmocka_unit_test(incluster_config),

@@ -1,7 +1,8 @@
 /* Integration tests of kube/ against the kube-apiserver stand-in: every verb,
- * pagination, watch, the cache, leader election, token rotation, TLS and
- * the stand-in's fault injection. Usage: test_kube_standin STANDIN_BINARY
- * (exits 77, "skipped", when the binary does not exist). */
+ * pagination, watch, the cache, leader election, token rotation (token files
+ * and credential plugins), TLS and the stand-in's fault injection. Usage:
+ * test_kube_standin STANDIN_BINARY (exits 77, "skipped", when the binary
+ * does not exist). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 
 #include <cmocka.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1019,6 +1021,98 @@ static void token_reread_after_401(void **state)
     kube_client_free(bad);
 }
 
+/* A client whose kubeconfig user is a credential plugin (a script printing
+ * the server's current token, or a fixed one, or failing). */
+static kube_client *exec_client(const char *plugin, const char *body)
+{
+    FILE *f = fopen(plugin, "w");
+    assert_non_null(f);
+    fprintf(f, "#!/bin/sh\necho run >>'%s.runs'\n%s", plugin, body);
+    fclose(f);
+    assert_int_equal(chmod(plugin, 0755), 0);
+    char y[1024];
+    snprintf(y, sizeof(y),
+             "current-context: x\n"
+             "clusters: [{name: c, cluster: {server: '%s'}}]\n"
+             "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+             "users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, "
+             "command: '%s', interactiveMode: Never}}}]\n",
+             plain.url, plugin);
+    kube_config *cfg = NULL;
+    kube_client *c = NULL;
+    gq_err e;
+    if (kube_config_parse(y, strlen(y), "mem", NULL, NULL, &cfg, &e) ||
+        kube_client_new(cfg, NULL, &c, &e))
+        fail_msg("exec client: %s", e.msg);
+    kube_config_free(cfg);
+    return c;
+}
+
+static int plugin_runs(const char *plugin)
+{
+    char path[300], line[16];
+    snprintf(path, sizeof(path), "%s.runs", plugin);
+    FILE *f = fopen(path, "r");
+    int n = 0;
+    while (f && fgets(line, sizeof(line), f))
+        n++;
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* The plugin runs with the first request and not again while its token is
+ * good; a 401 (the server's token rotated) re-runs it and the request or
+ * watch is retried once; a plugin that keeps returning a refused token or
+ * fails surfaces as GQ_EUNAUTHORIZED or its own error. */
+static void exec_plugin_after_401(void **state)
+{
+    gq_err e;
+    json_object *got = NULL;
+    char plugin[256], body[512], want[400];
+    snprintf(plugin, sizeof(plugin), "/tmp/kube-standin-plugin-%d", (int)getpid());
+    snprintf(body, sizeof(body),
+             "printf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":"
+             "\"ExecCredential\",\"status\":{\"token\":\"%%s\"}}' \"$(cat '%s')\"\n",
+             token_path);
+    kube_client *c = exec_client(plugin, body);
+    assert_int_equal(plugin_runs(plugin), 0); /* not before the first request */
+    assert_int_equal(create_pod(c, "tok", "ex", "x", &e), GQ_OK);
+    assert_int_equal(kube_get(c, "/api/v1/namespaces/tok/pods/ex", NULL, &got, &e), GQ_OK);
+    json_object_put(got);
+    assert_int_equal(plugin_runs(plugin), 1);
+    write_file(token_path, "token-four\n");
+    assert_int_equal(kube_get(c, "/api/v1/namespaces/tok/pods/ex", NULL, &got, &e), GQ_OK);
+    json_object_put(got);
+    assert_int_equal(plugin_runs(plugin), 2);
+    write_file(token_path, "token-five\n");
+    kube_watch_opts wo = {.timeout_seconds = 1};
+    wlog l = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    assert_int_equal(kube_watch(c, "/api/v1/namespaces/tok/pods", &wo, wlog_event, &l, &e), GQ_OK);
+    assert_int_equal(plugin_runs(plugin), 3);
+    kube_client_free(c);
+    snprintf(want, sizeof(want), "%s.runs", plugin);
+    unlink(want);
+
+    c = exec_client(plugin, "echo '{\"apiVersion\":\"client.authentication.k8s.io/v1\","
+                            "\"kind\":\"ExecCredential\",\"status\":{\"token\":\"old\"}}'\n");
+    assert_int_equal(kube_get(c, "/api/v1/namespaces/tok/pods/ex", NULL, &got, &e),
+                     GQ_EUNAUTHORIZED);
+    assert_int_equal(plugin_runs(plugin), 2);
+    kube_client_free(c);
+    unlink(want);
+
+    c = exec_client(plugin, "exit 2\n");
+    assert_int_equal(kube_get(c, "/api/v1/namespaces/tok/pods/ex", NULL, &got, &e), GQ_EIO);
+    snprintf(want, sizeof(want), "getting credentials: exec: executable %s failed with exit code 2",
+             plugin);
+    assert_string_equal(e.msg, want);
+    kube_client_free(c);
+    unlink(plugin);
+    snprintf(want, sizeof(want), "%s.runs", plugin);
+    unlink(want);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || access(argv[1], X_OK) != 0) {
@@ -1043,6 +1137,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup(watch_timeout_and_body_cap, reset_standin),
         /* last: rotates the token file */
         cmocka_unit_test_setup(token_reread_after_401, reset_standin),
+        cmocka_unit_test_setup(exec_plugin_after_401, reset_standin),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

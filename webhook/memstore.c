@@ -10,6 +10,7 @@
 #include "quota/podcost.h"
 #include "quota/podqueue.h"
 #include "quota/policy.h"
+#include "common/grow.h"
 #include "common/json_member.h"
 
 typedef enum mkind { MK_QUOTA = 0, MK_TENANT, MK_LIMITRANGE, MK_NAMESPACE, MK_COUNT_ } mkind;
@@ -102,14 +103,10 @@ static gq_code stamp(wh_memstore *m, json_object *obj)
 static gq_code append_entry(wh_memstore *m, mkind k, const char *ns, const char *name,
                             json_object *c)
 {
-    if (m->n == m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 16;
-        entry *grown = realloc(m->e, cap * sizeof(*grown));
-        if (!grown)
-            return GQ_ENOMEM;
-        m->e = grown;
-        m->cap = cap;
-    }
+    entry *grown = gq_grow(m->e, &m->cap, m->n, sizeof(*grown), 16);
+    if (!grown)
+        return GQ_ENOMEM;
+    m->e = grown;
     entry *ne = &m->e[m->n];
     ne->kind = k;
     ne->name = strdup(name);
@@ -326,14 +323,10 @@ typedef struct flat {
 
 static gq_code flat_push(flat *f, json_object *o, gq_err *err)
 {
-    if (f->n == f->cap) {
-        size_t cap = f->cap ? f->cap * 2 : 32;
-        json_object **grown = realloc(f->o, cap * sizeof(*grown));
-        if (!grown)
-            return gq_err_oom(err);
-        f->o = grown;
-        f->cap = cap;
-    }
+    json_object **grown = gq_grow(f->o, &f->cap, f->n, sizeof(*grown), 32);
+    if (!grown)
+        return gq_err_oom(err);
+    f->o = grown;
     f->o[f->n++] = o;
     return GQ_OK;
 }

@@ -325,20 +325,23 @@ void ctl_workqueue_done(ctl_workqueue *q, const char *key)
     pthread_mutex_unlock(&q->mu);
 }
 
-size_t ctl_workqueue_len(ctl_workqueue *q)
+/* One of q's counts, read under its lock. */
+static size_t locked_count(ctl_workqueue *q, const size_t *count)
 {
     pthread_mutex_lock(&q->mu);
-    size_t n = q->n_ready;
+    size_t n = *count;
     pthread_mutex_unlock(&q->mu);
     return n;
 }
 
+size_t ctl_workqueue_len(ctl_workqueue *q)
+{
+    return locked_count(q, &q->n_ready);
+}
+
 size_t ctl_workqueue_delayed(ctl_workqueue *q)
 {
-    pthread_mutex_lock(&q->mu);
-    size_t n = q->n_delayed;
-    pthread_mutex_unlock(&q->mu);
-    return n;
+    return locked_count(q, &q->n_delayed);
 }
 
 void ctl_workqueue_shutdown(ctl_workqueue *q)

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "common/gq_log.h"
+#include "common/fifo.h"
 #include "common/hash.h"
 #include "common/htab.h"
 #include "quota/claimcheck.h"
@@ -63,8 +64,8 @@ typedef struct pending {
 
 /* All admissions of one process against one quota. */
 typedef struct slot {
-    gq_hnode node;           /* in v->slots, by slot_hash */
-    struct slot *ready_next; /* on v->ready */
+    gq_hnode node;  /* in v->slots, by slot_hash */
+    gq_qnode ready; /* on v->ready */
     gq_quota_kind kind;
     char *ns; /* NULL for tenants */
     char *name;
@@ -94,9 +95,9 @@ struct wh_validator {
     pthread_mutex_t mu;  /* slots, their queues, the ready list, queued, stopping */
     pthread_cond_t work; /* a slot is ready, or the validator stops */
     gq_htab slots;
-    slot *ready_head, *ready_tail; /* slots with queued work, oldest first */
+    gq_fifo ready; /* slots with queued work, oldest first */
     /* Admissions waiting for their name check (name_check), oldest first. */
-    admission *lookup_head, *lookup_tail;
+    gq_fifo lookups;
     size_t queued;     /* charges waiting in queues (not yet in a batch) */
     double next_sweep; /* when chargers next look for expired charges */
     bool stopping;
@@ -735,21 +736,14 @@ static void name_check(admission *a);
 
 static void ready_push(wh_validator *v, slot *s)
 {
-    s->ready_next = NULL;
-    if (v->ready_tail)
-        v->ready_tail->ready_next = s;
-    else
-        v->ready_head = s;
-    v->ready_tail = s;
+    gq_fifo_push(&v->ready, &s->ready);
     pthread_cond_signal(&v->work);
 }
 
 static slot *ready_pop(wh_validator *v)
 {
-    slot *s = v->ready_head;
-    if (s && !(v->ready_head = s->ready_next))
-        v->ready_tail = NULL;
-    return s;
+    gq_qnode *n = gq_fifo_pop(&v->ready);
+    return GQ_FIFO_ENTRY(n, slot, ready);
 }
 
 /* Queue p for the group commit of quota q; an idle slot goes on the ready
@@ -1383,12 +1377,12 @@ struct admission {
     decision d;
     double t0, deadline; /* monotonic s; deadline 0: none */
     create_state c;
-    pending *ps;            /* one charge per quota to charge, in order */
-    pending rel;            /* the rollback under way */
-    size_t next;            /* charges settled so far; ps[next] is under way */
-    size_t rel_i;           /* rollback: next charge to give back */
-    gq_code rc;             /* GQ_ENOMEM: no decision could be made */
-    admission *lookup_next; /* on v's name-check queue */
+    pending *ps;     /* one charge per quota to charge, in order */
+    pending rel;     /* the rollback under way */
+    size_t next;     /* charges settled so far; ps[next] is under way */
+    size_t rel_i;    /* rollback: next charge to give back */
+    gq_code rc;      /* GQ_ENOMEM: no decision could be made */
+    gq_qnode lookup; /* on v's name-check queue */
     void (*done)(admission *a);
     void *ud;
 };
@@ -1565,12 +1559,7 @@ static bool lookup_enqueue(wh_validator *v, admission *a)
     pthread_mutex_lock(&v->mu);
     bool ok = !v->stopping;
     if (ok) {
-        a->lookup_next = NULL;
-        if (v->lookup_tail)
-            v->lookup_tail->lookup_next = a;
-        else
-            v->lookup_head = a;
-        v->lookup_tail = a;
+        gq_fifo_push(&v->lookups, &a->lookup);
         pthread_cond_signal(&v->work);
     }
     pthread_mutex_unlock(&v->mu);
@@ -1584,10 +1573,8 @@ static bool lookup_enqueue(wh_validator *v, admission *a)
 /* The next admission waiting for its name check, or NULL; v->mu held. */
 static admission *lookup_pop(wh_validator *v)
 {
-    admission *a = v->lookup_head;
-    if (a && !(v->lookup_head = a->lookup_next))
-        v->lookup_tail = NULL;
-    return a;
+    gq_qnode *n = gq_fifo_pop(&v->lookups);
+    return GQ_FIFO_ENTRY(n, admission, lookup);
 }
 
 /* The decision needs charges: start them (the answer comes from a charger). */

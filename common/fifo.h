@@ -20,7 +20,7 @@ typedef struct gq_fifo {
 } gq_fifo;
 
 /* The struct of type that holds node (member names its gq_qnode); NULL for
- * NULL. */
+ * NULL. node is evaluated twice: pass a variable, not a call. */
 #define GQ_FIFO_ENTRY(node, type, member)                                                          \
     ((node) ? (type *)(void *)((char *)(node)-offsetof(type, member)) : (type *)NULL)
 

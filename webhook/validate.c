@@ -39,7 +39,8 @@ typedef struct admission admission;
 /* One admission's charge (or rollback) of one quota. Inputs are borrowed
  * from the admission that owns it, which lives until it is answered. */
 typedef struct pending {
-    struct pending *next;
+    gq_qnode node;        /* on its slot's queue */
+    struct pending *next; /* on the list of expired charges (take_expired) */
     admission *owner;
     op_kind op;
     double deadline; /* monotonic s: a charge still queued then fails; 0: none */
@@ -69,8 +70,8 @@ typedef struct slot {
     gq_quota_kind kind;
     char *ns; /* NULL for tenants */
     char *name;
-    bool busy; /* on the ready list, or a charger is running it */
-    pending *head, *tail;
+    bool busy;     /* on the ready list, or a charger is running it */
+    gq_fifo queue; /* pendings, oldest first */
     /* The object our last write stored (or our last fresh read), used in
      * place of the next read; owned by the charger running the slot. */
     json_object *last;
@@ -685,14 +686,13 @@ static round_outcome batch_round(wh_validator *v, slot *s, pending **batch, size
 static size_t batch_take(wh_validator *v, slot *s, pending **batch, size_t n, size_t cap)
 {
     pthread_mutex_lock(&v->mu);
-    while (s->head && n < cap) {
-        if (s->head->op == OP_CHARGE)
+    while (s->queue.head && n < cap) {
+        gq_qnode *q = gq_fifo_pop(&s->queue);
+        pending *p = GQ_FIFO_ENTRY(q, pending, node);
+        if (p->op == OP_CHARGE)
             v->queued--;
-        batch[n++] = s->head;
-        s->head = s->head->next;
+        batch[n++] = p;
     }
-    if (!s->head)
-        s->tail = NULL;
     pthread_mutex_unlock(&v->mu);
     return n;
 }
@@ -763,12 +763,7 @@ static bool slot_enqueue(wh_validator *v, const gq_quota *q, pending *p)
     else if (!(s = slot_get(v, q->kind, q->namespace_, q->name)))
         rc = gq_err_oom(&p->err);
     if (!rc) {
-        p->next = NULL;
-        if (s->tail)
-            s->tail->next = p;
-        else
-            s->head = p;
-        s->tail = p;
+        gq_fifo_push(&s->queue, &p->node);
         v->queued += p->op == OP_CHARGE;
         if (!s->busy) {
             s->busy = true;
@@ -790,21 +785,19 @@ static pending *take_expired(wh_validator *v, double now)
     gq_htab_iter it;
     for (gq_hnode *n = gq_htab_iter_first(&it, &v->slots); n; n = gq_htab_iter_next(&it)) {
         slot *s = GQ_HTAB_ENTRY(n, slot, node);
-        pending **pp = &s->head, *prev = NULL;
-        while (*pp) {
-            pending *p = *pp;
+        gq_fifo keep = {0};
+        gq_qnode *q;
+        while ((q = gq_fifo_pop(&s->queue))) {
+            pending *p = GQ_FIFO_ENTRY(q, pending, node);
             if (p->op != OP_CHARGE || !p->deadline || p->deadline > now) {
-                prev = p;
-                pp = &p->next;
+                gq_fifo_push(&keep, q);
                 continue;
             }
-            *pp = p->next;
-            if (s->tail == p)
-                s->tail = prev;
             v->queued--;
             p->next = out;
             out = p;
         }
+        s->queue = keep;
     }
     return out;
 }
@@ -832,7 +825,7 @@ static void run_slot(wh_validator *v, slot *s, pending **batch, size_t cap)
     while (n > largest && !atomic_compare_exchange_weak(&v->largest_batch, &largest, n)) {
     }
     pthread_mutex_lock(&v->mu);
-    if (s->head)
+    if (s->queue.head)
         ready_push(v, s);
     else
         s->busy = false;

@@ -161,22 +161,30 @@ gq_code wh_memstore_apply(wh_memstore *m, json_object *obj, gq_err *err)
     return rc;
 }
 
+/* A copy of the object of kind k named ns/name: GQ_ENOTFOUND, GQ_ENOMEM or
+ * GQ_OK. */
+static gq_code get_copy(wh_memstore *m, mkind k, const char *ns, const char *name,
+                        json_object **out, gq_err *err)
+{
+    pthread_mutex_lock(&m->mu);
+    entry *e = find(m, k, ns, name);
+    json_object *c = e ? copy(e->obj) : NULL;
+    pthread_mutex_unlock(&m->mu);
+    if (!e)
+        return gq_err_set(err, GQ_ENOTFOUND, "%s %s not found", kind_names[k], name);
+    if (!c)
+        return gq_err_oom(err);
+    *out = c;
+    return GQ_OK;
+}
+
 gq_code wh_memstore_get(wh_memstore *m, const char *kind, const char *ns, const char *name,
                         json_object **out, gq_err *err)
 {
     int k = kind_of(kind);
     if (k < 0 || !name)
         return gq_err_set(err, GQ_EINVAL, "unknown kind %s", kind ? kind : "(none)");
-    pthread_mutex_lock(&m->mu);
-    entry *e = find(m, (mkind)k, ns, name);
-    json_object *c = e ? copy(e->obj) : NULL;
-    pthread_mutex_unlock(&m->mu);
-    if (!e)
-        return gq_err_set(err, GQ_ENOTFOUND, "%s %s not found", kind, name);
-    if (!c)
-        return gq_err_oom(err);
-    *out = c;
-    return GQ_OK;
+    return get_copy(m, (mkind)k, ns, name, out, err);
 }
 
 /* Copies of every object of kind (in namespace ns unless NULL) as an array. */
@@ -241,20 +249,7 @@ static gq_code ms_namespace_labels(void *ctx, const char *ns, json_object **out,
 static gq_code ms_get_quota(void *ctx, gq_quota_kind kind, const char *ns, const char *name,
                             json_object **out, gq_err *err)
 {
-    wh_memstore *m = ctx;
-    json_object *c = NULL;
-    gq_code rc = GQ_OK;
-    pthread_mutex_lock(&m->mu);
-    entry *e = find(m, kind == GQ_QUOTA_TENANT ? MK_TENANT : MK_QUOTA, ns, name);
-    if (!e)
-        rc = gq_err_set(err, GQ_ENOTFOUND, "%s %s not found", kind_names[kind], name);
-    if (!rc && !(c = copy(e->obj)))
-        rc = gq_err_oom(err);
-    pthread_mutex_unlock(&m->mu);
-    if (rc)
-        return rc;
-    *out = c;
-    return GQ_OK;
+    return get_copy(ctx, kind == GQ_QUOTA_TENANT ? MK_TENANT : MK_QUOTA, ns, name, out, err);
 }
 
 static gq_code ms_update_status(void *ctx, gq_quota_kind kind, const char *ns, const char *name,

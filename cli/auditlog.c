@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "common/json_member.h"
 #include "quota/policy.h"
 
@@ -590,14 +591,10 @@ gq_code cli_audit_summary_add(cli_audit_summary *s, const gq_audit_entry *e)
         if (!strcmp(s->ns[i].namespace_, ns))
             n = &s->ns[i];
     if (!n) {
-        if (s->n_ns == s->cap) {
-            size_t cap = s->cap ? s->cap * 2 : 16;
-            cli_audit_ns_summary *p = realloc(s->ns, cap * sizeof(*p));
-            if (!p)
-                return GQ_ENOMEM;
-            s->ns = p;
-            s->cap = cap;
-        }
+        cli_audit_ns_summary *p = gq_grow(s->ns, &s->cap, s->n_ns, sizeof(*p), 16);
+        if (!p)
+            return GQ_ENOMEM;
+        s->ns = p;
         n = &s->ns[s->n_ns];
         memset(n, 0, sizeof(*n));
         if (!(n->namespace_ = strdup(ns)))

@@ -9,6 +9,7 @@
 
 #include "cli/cli.h"
 #include "cli/cli_args.h"
+#include "cli/daemon.h"
 #include "quota/config.h"
 #include "controller/ctl.h"
 #include "common/gq_log.h"
@@ -82,8 +83,9 @@ typedef struct controller_args {
 } controller_args;
 
 /* argv into *a. -1 to go on, else the exit status. */
-static int parse_args(int argc, char **argv, controller_args *a)
+static int parse_args(int argc, char **argv, void *args)
 {
+    controller_args *a = args;
     memset(a, 0, sizeof(*a));
     a->metrics_listen = ":8080";
     a->workers = CTL_WORKERS;
@@ -109,7 +111,6 @@ static int parse_args(int argc, char **argv, controller_args *a)
 /* The running controller: what it set up and frees at the end. */
 typedef struct controller_run {
     http_server_options so;
-    sigset_t sigs;
     gq_config *cfg;
     kube_config *kc;
     kube_client *client;
@@ -118,16 +119,6 @@ typedef struct controller_run {
     ctl_controller *ctl;
     http_server *srv;
 } controller_run;
-
-/* Signals are taken synchronously by this thread: block them before any
- * other thread exists so every thread inherits the mask. */
-static void block_signals(sigset_t *sigs)
-{
-    sigemptyset(sigs);
-    sigaddset(sigs, SIGTERM);
-    sigaddset(sigs, SIGINT);
-    pthread_sigmask(SIG_BLOCK, sigs, NULL);
-}
 
 /* The configuration and a client of the API server. */
 static gq_code connect_cluster(controller_run *r, const controller_args *a, gq_err *err)
@@ -167,14 +158,29 @@ static gq_code start(controller_run *r, const controller_args *a, gq_err *err)
     return GQ_OK;
 }
 
+/* Connected to the cluster, the controller started and its server listening. */
+static gq_code start_all(void *run, const void *args, gq_err *err)
+{
+    controller_run *r = run;
+    const controller_args *a = args;
+    r->so = (http_server_options){.insecure_plain_http = true,
+                                  .threads = 1,
+                                  .version = GQ_VERSION,
+                                  .listen = a->metrics_listen};
+    gq_code rc = connect_cluster(r, a, err);
+    return rc ? rc : start(r, a, err);
+}
+
 /* Ready while the controller's caches are synced, until SIGTERM or SIGINT;
  * then stop reconciling and serving. */
-static void run_until_stopped(controller_run *r)
+static void run_until_stopped(void *run, const void *args, const sigset_t *sigs)
 {
+    controller_run *r = run;
     int sig = 0;
     struct timespec tick = {.tv_sec = 0, .tv_nsec = 200 * 1000000L};
+    (void)args;
     for (;;) {
-        sig = sigtimedwait(&r->sigs, NULL, &tick);
+        sig = sigtimedwait(sigs, NULL, &tick);
         if (sig == SIGTERM || sig == SIGINT)
             break;
         bool synced = ctl_controller_synced(r->ctl);
@@ -188,8 +194,9 @@ static void run_until_stopped(controller_run *r)
     GQ_INFO("stopped");
 }
 
-static void teardown(controller_run *r)
+static void teardown(void *run)
 {
+    controller_run *r = run;
     http_server_free(r->srv);
     ctl_controller_free(r->ctl);
     http_metrics_free(r->registry);
@@ -198,30 +205,12 @@ static void teardown(controller_run *r)
     gq_config_free(r->cfg);
 }
 
+static const cli_daemon controller_steps = {
+    .parse = parse_args, .start = start_all, .serve = run_until_stopped, .teardown = teardown};
+
 int cli_cmd_controller(int argc, char **argv)
 {
     controller_args a;
     controller_run r;
-    gq_err err;
-    int exit_code;
-
-    gq_log_init();
-    gq_err_clear(&err);
-    if ((exit_code = parse_args(argc, argv, &a)) >= 0)
-        return exit_code;
-    memset(&r, 0, sizeof(r));
-    r.so = (http_server_options){.insecure_plain_http = true,
-                                 .threads = 1,
-                                 .version = GQ_VERSION,
-                                 .listen = a.metrics_listen};
-    block_signals(&r.sigs);
-    if (connect_cluster(&r, &a, &err) || start(&r, &a, &err)) {
-        GQ_ERROR("%s", err.msg[0] ? err.msg : "out of memory");
-        exit_code = 1;
-    } else {
-        run_until_stopped(&r);
-        exit_code = CLI_EXIT_OK;
-    }
-    teardown(&r);
-    return exit_code;
+    return cli_daemon_main(&controller_steps, &a, &r, sizeof(r), argc, argv);
 }

@@ -262,13 +262,7 @@ static json_object *quota_json(const gq_quota *q, const gq_amounts *charge, int6
     quota_label(q, label, sizeof(label));
     if (gq_quota_in_use(q, now, NULL, &in_use, &e))
         in_use = q->used;
-    json_object_object_add(o, "kind",
-                           json_object_new_string(q->kind == GQ_QUOTA_TENANT
-                                                      ? GQ_KIND_GPUTENANTQUOTA
-                                                      : GQ_KIND_GPUQUOTA));
-    if (q->namespace_)
-        json_object_object_add(o, "namespace", json_object_new_string(q->namespace_));
-    json_object_object_add(o, "name", json_object_new_string(q->name));
+    cli_quota_ident(o, q);
     for (int k = 0; k < GQ_KEY_COUNT; k++) {
         if (!q->hard.set[k])
             continue;

@@ -161,13 +161,7 @@ static void print_queue_text(const gq_quota *q, qpod **line, size_t m, int64_t n
 
 static void add_quota_fields(json_object *jq, const gq_quota *q)
 {
-    json_object_object_add(jq, "kind",
-                           json_object_new_string(q->kind == GQ_QUOTA_TENANT
-                                                      ? GQ_KIND_GPUTENANTQUOTA
-                                                      : GQ_KIND_GPUQUOTA));
-    if (q->namespace_)
-        json_object_object_add(jq, "namespace", json_object_new_string(q->namespace_));
-    json_object_object_add(jq, "name", json_object_new_string(q->name));
+    cli_quota_ident(jq, q);
     json_object_object_add(
         jq, "whenExceeded",
         json_object_new_string(q->when_exceeded == GQ_WHEN_QUEUE ? "Queue" : "Deny"));

@@ -10,6 +10,7 @@
 #include "webhook/audit.h"
 #include "cli/cli.h"
 #include "cli/cli_args.h"
+#include "cli/daemon.h"
 #include "quota/config.h"
 #include "common/gq_log.h"
 #include "common/heap.h"
@@ -395,9 +396,23 @@ static gq_code check_args(const webhook_args *a, gq_err *err)
     return GQ_OK;
 }
 
-/* argv into *a. -1 to go on, else the exit status. */
-static int parse_args(int argc, char **argv, webhook_args *a)
+/* check_args, with the usage when it fails: -1 to go on, else the exit
+ * status. */
+static int check_or_usage(const webhook_args *a)
 {
+    gq_err err;
+    gq_err_clear(&err);
+    if (!check_args(a, &err))
+        return -1;
+    fprintf(stderr, "gpuquota webhook: %s\n", err.msg);
+    usage(stderr);
+    return CLI_EXIT_USAGE;
+}
+
+/* argv into *a. -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, void *args)
+{
+    webhook_args *a = args;
     args_defaults(a);
     const cli_opt opts[] = {
         {.name = "--tls-cert", .kind = CLI_OPT_STRING, .dst = &a->so.cert_file},
@@ -446,15 +461,7 @@ static int parse_args(int argc, char **argv, webhook_args *a)
     };
     int rc = cli_parse_or_exit(&(cli_cmd){"webhook", opts, sizeof(opts) / sizeof(opts[0]), usage},
                                argc, argv, NULL, NULL);
-    if (rc >= 0)
-        return rc;
-    gq_err err;
-    gq_err_clear(&err);
-    if (!check_args(a, &err))
-        return -1;
-    fprintf(stderr, "gpuquota webhook: %s\n", err.msg);
-    usage(stderr);
-    return CLI_EXIT_USAGE;
+    return rc >= 0 ? rc : check_or_usage(a);
 }
 
 /* The server's options from the command line. */
@@ -501,7 +508,6 @@ static void serve_until_stopped(http_server *srv, wh_audit *audit, const sigset_
 /* The running webhook: what it set up and frees at the end. */
 typedef struct webhook_run {
     http_server_options so;
-    sigset_t sigs;
     gq_config *cfg;
     gq_json_budget trees; /* the decoded JSON of the reviews being decided */
     wh_review_limits review_limits;
@@ -512,18 +518,6 @@ typedef struct webhook_run {
     wh_mutate_ctx mutate_ctx;
     validate_ctx vc;
 } webhook_run;
-
-/* Signals are taken synchronously by this thread: block them before any
- * other thread exists (caches, chargers, server) so every one inherits the
- * mask. */
-static void block_signals(sigset_t *sigs)
-{
-    sigemptyset(sigs);
-    sigaddset(sigs, SIGTERM);
-    sigaddset(sigs, SIGINT);
-    sigaddset(sigs, SIGHUP); /* reopen the audit log; must never kill us */
-    pthread_sigmask(SIG_BLOCK, sigs, NULL);
-}
 
 /* Admission handlers, registered before the server starts. Both webhooks
  * write one audit log; /mutate reads GPULimitRanges from the quota store's
@@ -580,8 +574,29 @@ static gq_code start(webhook_run *w, gq_err *err)
     return validate_start_ready(&w->vc, err);
 }
 
-static void teardown(webhook_run *w)
+/* The process's limits, then everything set up and serving. */
+static gq_code start_all(void *run, const void *args, gq_err *err)
 {
+    webhook_run *w = run;
+    const webhook_args *a = args;
+    w->so = server_options(a);
+    raise_nofile(w->so.max_connections);
+    gq_heap_limit_arenas(2); /* a thread's arena keeps what its large requests freed */
+    w->trees.cap = (size_t)a->decoded_memory;
+    w->review_limits = (wh_review_limits){&w->trees, w->trees.cap / 2};
+    gq_code rc = setup(w, a, err);
+    return rc ? rc : start(w, err);
+}
+
+static void serve(void *run, const void *args, const sigset_t *sigs)
+{
+    webhook_run *w = run;
+    serve_until_stopped(w->srv, w->audit, sigs, args);
+}
+
+static void teardown(void *run)
+{
+    webhook_run *w = run;
     validate_stop_ready(&w->vc);
     http_server_free(w->srv); /* handlers are gone before what they use */
     validate_teardown(&w->vc);
@@ -591,32 +606,13 @@ static void teardown(webhook_run *w)
     gq_config_free(w->cfg);
 }
 
+/* SIGHUP reopens the audit log: it must never kill the webhook. */
+static const cli_daemon webhook_steps = {
+    .hup = true, .parse = parse_args, .start = start_all, .serve = serve, .teardown = teardown};
+
 int cli_cmd_webhook(int argc, char **argv)
 {
     webhook_args a;
     webhook_run w;
-    gq_err err;
-    int exit_code;
-
-    gq_log_init();
-    gq_err_clear(&err);
-    if ((exit_code = parse_args(argc, argv, &a)) >= 0)
-        return exit_code;
-    memset(&w, 0, sizeof(w));
-    w.so = server_options(&a);
-    raise_nofile(w.so.max_connections);
-    gq_heap_limit_arenas(2); /* a thread's arena keeps what its large requests freed */
-    w.trees.cap = (size_t)a.decoded_memory;
-    w.review_limits = (wh_review_limits){&w.trees, w.trees.cap / 2};
-    block_signals(&w.sigs);
-
-    if (setup(&w, &a, &err) || start(&w, &err)) {
-        GQ_ERROR("%s", err.msg[0] ? err.msg : "out of memory");
-        exit_code = 1;
-    } else {
-        serve_until_stopped(w.srv, w.audit, &w.sigs, &a);
-        exit_code = CLI_EXIT_OK;
-    }
-    teardown(&w);
-    return exit_code;
+    return cli_daemon_main(&webhook_steps, &a, &w, sizeof(w), argc, argv);
 }

@@ -89,6 +89,11 @@ struct gq_amounts;
  * counts. buf holds GQ_QUANTITY_STR_MAX (48) bytes. */
 void cli_fmt_amount(int k, int64_t v, char buf[48]);
 
+struct gq_quota;
+/* The quota's kind, namespace (a GPUQuota's) and name as members of o: how
+ * every report (top, explain, queue) names a quota. */
+void cli_quota_ident(json_object *o, const struct gq_quota *q);
+
 /* ---- pure rendering ---------------------------------------------------------- */
 
 /* Width of a usage bar, brackets excluded. */

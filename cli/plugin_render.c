@@ -58,6 +58,17 @@ void cli_fmt_amount(int k, int64_t v, char buf[GQ_QUANTITY_STR_MAX])
         snprintf(buf, GQ_QUANTITY_STR_MAX, "%" PRId64, v);
 }
 
+void cli_quota_ident(json_object *o, const gq_quota *q)
+{
+    json_object_object_add(o, "kind",
+                           json_object_new_string(q->kind == GQ_QUOTA_TENANT
+                                                      ? GQ_KIND_GPUTENANTQUOTA
+                                                      : GQ_KIND_GPUQUOTA));
+    if (q->namespace_)
+        json_object_object_add(o, "namespace", json_object_new_string(q->namespace_));
+    json_object_object_add(o, "name", json_object_new_string(q->name));
+}
+
 gq_code cli_objs_collect(void *ud, json_object *item, gq_err *err)
 {
     cli_objs *o = ud;
@@ -232,18 +243,13 @@ static json_object *quota_report(const parsed *p, int64_t now)
     if (gq_quota_in_use(q, now, NULL, &in_use, &e))
         in_use = q->used; /* overflowing reservations: show used alone */
     json_object *o = json_object_new_object(), *res = json_object_new_array();
-    bool tenant = q->kind == GQ_QUOTA_TENANT;
-    json_object_object_add(
-        o, "kind", json_object_new_string(tenant ? GQ_KIND_GPUTENANTQUOTA : GQ_KIND_GPUQUOTA));
-    if (!tenant)
-        json_object_object_add(o, "namespace", json_object_new_string(q->namespace_));
-    json_object_object_add(o, "name", json_object_new_string(q->name));
+    cli_quota_ident(o, q);
     for (int k = 0; k < GQ_KEY_COUNT; k++)
         if (q->hard.set[k])
             json_object_array_add(res, resource_json((gq_qkey)k, q, &in_use, &queued, has_queued));
     json_object_object_add(o, "resources", res);
     json_object *nss = gq_json_member(status, "namespaces");
-    if (tenant && nss && json_object_is_type(nss, json_type_array))
+    if (q->kind == GQ_QUOTA_TENANT && nss && json_object_is_type(nss, json_type_array))
         json_object_object_add(o, "namespaces", namespaces_json(nss));
     json_object *models = models_json(q);
     if (models)

@@ -4,6 +4,7 @@
  * a per-key exponential backoff until forgotten. */
 #include "controller/ctl.h"
 #include "common/json_member.h"
+#include "common/fifo.h"
 #include "common/hash.h"
 #include "common/htab.h"
 
@@ -17,8 +18,8 @@
 #define Q_BUCKETS 4096
 
 typedef struct qitem {
-    gq_hnode node;       /* in the queue's table, by key */
-    struct qitem *rnext; /* ready FIFO */
+    gq_hnode node;  /* in the queue's table, by key */
+    gq_qnode ready; /* on the queue's ready FIFO */
     unsigned failures;
     bool queued;     /* in the ready FIFO */
     bool processing; /* handed to a worker */
@@ -33,7 +34,7 @@ struct ctl_workqueue {
     pthread_cond_t cv;
     ctl_workqueue_opts o;
     gq_htab items; /* qitem by key */
-    qitem *head, *tail;
+    gq_fifo ready; /* qitems to hand out, oldest first */
     size_t n_ready, n_delayed;
     bool shutdown;
 };
@@ -145,12 +146,7 @@ static void push_ready(ctl_workqueue *q, qitem *it)
     if (it->queued)
         return;
     it->queued = true;
-    it->rnext = NULL;
-    if (q->tail)
-        q->tail->rnext = it;
-    else
-        q->head = it;
-    q->tail = it;
+    gq_fifo_push(&q->ready, &it->ready);
     q->n_ready++;
     pthread_cond_signal(&q->cv);
 }
@@ -267,16 +263,14 @@ gq_code ctl_workqueue_get(ctl_workqueue *q, long wait_ms, char **key)
             rc = GQ_ENOTFOUND;
             break;
         }
-        if (q->head) {
-            qitem *it = q->head;
+        if (q->ready.head) {
+            qitem *it = GQ_FIFO_ENTRY(q->ready.head, qitem, ready);
             char *k = strdup(it->key);
             if (!k) {
                 rc = GQ_ENOMEM;
                 break;
             }
-            q->head = it->rnext;
-            if (!q->head)
-                q->tail = NULL;
+            gq_fifo_pop(&q->ready);
             q->n_ready--;
             it->queued = false;
             it->processing = true;
@@ -325,20 +319,23 @@ void ctl_workqueue_done(ctl_workqueue *q, const char *key)
     pthread_mutex_unlock(&q->mu);
 }
 
-size_t ctl_workqueue_len(ctl_workqueue *q)
+/* One of q's counts, read under its lock. */
+static size_t locked_count(ctl_workqueue *q, const size_t *count)
 {
     pthread_mutex_lock(&q->mu);
-    size_t n = q->n_ready;
+    size_t n = *count;
     pthread_mutex_unlock(&q->mu);
     return n;
 }
 
+size_t ctl_workqueue_len(ctl_workqueue *q)
+{
+    return locked_count(q, &q->n_ready);
+}
+
 size_t ctl_workqueue_delayed(ctl_workqueue *q)
 {
-    pthread_mutex_lock(&q->mu);
-    size_t n = q->n_delayed;
-    pthread_mutex_unlock(&q->mu);
-    return n;
+    return locked_count(q, &q->n_delayed);
 }
 
 void ctl_workqueue_shutdown(ctl_workqueue *q)

@@ -440,9 +440,7 @@ void gq_reservation_dispose(gq_reservation *r)
     free(r->namespace_);
     free(r->pod);
     free(r->model);
-    for (size_t i = 0; i < r->n_claims; i++)
-        free(r->claims[i]);
-    free(r->claims);
+    free_strv(r->claims, r->n_claims);
     memset(r, 0, sizeof(*r));
 }
 

@@ -556,25 +556,23 @@ static gq_code pin_model(rw *x)
         return GQ_OK;
     if ((!gq_json_get_string(ann, GQ_ANN_GPU_MODEL) && !chosen_of(x)) || !m || m->n_products == 0)
         return GQ_OK;
+    /* spec down to the terms; the first member missing is added whole */
+    static const struct {
+        const char *key;
+        json_type type;
+    } path[] = {{"affinity", json_type_object},
+                {"nodeAffinity", json_type_object},
+                {REQUIRED_TERMS, json_type_object},
+                {"nodeSelectorTerms", json_type_array}};
     gq_jptr p;
     gq_jptr_init(&p);
     gq_jptr_push(&p, "spec");
-    gq_jptr_push(&p, "affinity");
-    json_object *aff = gq_json_get_typed(x->spec, "affinity", json_type_object);
-    if (!aff)
-        return op_add(x, &p, pin_at_level(m, 6));
-    gq_jptr_push(&p, "nodeAffinity");
-    json_object *na = gq_json_get_typed(aff, "nodeAffinity", json_type_object);
-    if (!na)
-        return op_add(x, &p, pin_at_level(m, 5));
-    gq_jptr_push(&p, REQUIRED_TERMS);
-    json_object *req = gq_json_get_typed(na, REQUIRED_TERMS, json_type_object);
-    if (!req)
-        return op_add(x, &p, pin_at_level(m, 4));
-    gq_jptr_push(&p, "nodeSelectorTerms");
-    json_object *terms = gq_json_get_typed(req, "nodeSelectorTerms", json_type_array);
-    if (!terms)
-        return op_add(x, &p, pin_at_level(m, 3));
+    json_object *terms = x->spec;
+    for (int i = 0; i < 4; i++) {
+        gq_jptr_push(&p, path[i].key);
+        if (!(terms = gq_json_get_typed(terms, path[i].key, path[i].type)))
+            return op_add(x, &p, pin_at_level(m, 6 - i));
+    }
     if (json_object_array_length(terms) == 0) {
         gq_jptr_push(&p, "-");
         return op_add(x, &p, pin_at_level(m, 2));

@@ -10,6 +10,7 @@
 #include "quota/podcost.h"
 #include "quota/podqueue.h"
 #include "quota/policy.h"
+#include "common/grow.h"
 #include "common/json_member.h"
 
 typedef enum mkind { MK_QUOTA = 0, MK_TENANT, MK_LIMITRANGE, MK_NAMESPACE, MK_COUNT_ } mkind;
@@ -102,14 +103,10 @@ static gq_code stamp(wh_memstore *m, json_object *obj)
 static gq_code append_entry(wh_memstore *m, mkind k, const char *ns, const char *name,
                             json_object *c)
 {
-    if (m->n == m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 16;
-        entry *grown = realloc(m->e, cap * sizeof(*grown));
-        if (!grown)
-            return GQ_ENOMEM;
-        m->e = grown;
-        m->cap = cap;
-    }
+    entry *grown = gq_grow(m->e, &m->cap, m->n, sizeof(*grown), 16);
+    if (!grown)
+        return GQ_ENOMEM;
+    m->e = grown;
     entry *ne = &m->e[m->n];
     ne->kind = k;
     ne->name = strdup(name);
@@ -164,22 +161,30 @@ gq_code wh_memstore_apply(wh_memstore *m, json_object *obj, gq_err *err)
     return rc;
 }
 
+/* A copy of the object of kind k named ns/name: GQ_ENOTFOUND, GQ_ENOMEM or
+ * GQ_OK. */
+static gq_code get_copy(wh_memstore *m, mkind k, const char *ns, const char *name,
+                        json_object **out, gq_err *err)
+{
+    pthread_mutex_lock(&m->mu);
+    entry *e = find(m, k, ns, name);
+    json_object *c = e ? copy(e->obj) : NULL;
+    pthread_mutex_unlock(&m->mu);
+    if (!e)
+        return gq_err_set(err, GQ_ENOTFOUND, "%s %s not found", kind_names[k], name);
+    if (!c)
+        return gq_err_oom(err);
+    *out = c;
+    return GQ_OK;
+}
+
 gq_code wh_memstore_get(wh_memstore *m, const char *kind, const char *ns, const char *name,
                         json_object **out, gq_err *err)
 {
     int k = kind_of(kind);
     if (k < 0 || !name)
         return gq_err_set(err, GQ_EINVAL, "unknown kind %s", kind ? kind : "(none)");
-    pthread_mutex_lock(&m->mu);
-    entry *e = find(m, (mkind)k, ns, name);
-    json_object *c = e ? copy(e->obj) : NULL;
-    pthread_mutex_unlock(&m->mu);
-    if (!e)
-        return gq_err_set(err, GQ_ENOTFOUND, "%s %s not found", kind, name);
-    if (!c)
-        return gq_err_oom(err);
-    *out = c;
-    return GQ_OK;
+    return get_copy(m, (mkind)k, ns, name, out, err);
 }
 
 /* Copies of every object of kind (in namespace ns unless NULL) as an array. */
@@ -244,20 +249,7 @@ static gq_code ms_namespace_labels(void *ctx, const char *ns, json_object **out,
 static gq_code ms_get_quota(void *ctx, gq_quota_kind kind, const char *ns, const char *name,
                             json_object **out, gq_err *err)
 {
-    wh_memstore *m = ctx;
-    json_object *c = NULL;
-    gq_code rc = GQ_OK;
-    pthread_mutex_lock(&m->mu);
-    entry *e = find(m, kind == GQ_QUOTA_TENANT ? MK_TENANT : MK_QUOTA, ns, name);
-    if (!e)
-        rc = gq_err_set(err, GQ_ENOTFOUND, "%s %s not found", kind_names[kind], name);
-    if (!rc && !(c = copy(e->obj)))
-        rc = gq_err_oom(err);
-    pthread_mutex_unlock(&m->mu);
-    if (rc)
-        return rc;
-    *out = c;
-    return GQ_OK;
+    return get_copy(ctx, kind == GQ_QUOTA_TENANT ? MK_TENANT : MK_QUOTA, ns, name, out, err);
 }
 
 static gq_code ms_update_status(void *ctx, gq_quota_kind kind, const char *ns, const char *name,
@@ -326,14 +318,10 @@ typedef struct flat {
 
 static gq_code flat_push(flat *f, json_object *o, gq_err *err)
 {
-    if (f->n == f->cap) {
-        size_t cap = f->cap ? f->cap * 2 : 32;
-        json_object **grown = realloc(f->o, cap * sizeof(*grown));
-        if (!grown)
-            return gq_err_oom(err);
-        f->o = grown;
-        f->cap = cap;
-    }
+    json_object **grown = gq_grow(f->o, &f->cap, f->n, sizeof(*grown), 32);
+    if (!grown)
+        return gq_err_oom(err);
+    f->o = grown;
     f->o[f->n++] = o;
     return GQ_OK;
 }

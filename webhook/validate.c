@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "common/gq_log.h"
+#include "common/fifo.h"
 #include "common/hash.h"
 #include "common/htab.h"
 #include "quota/claimcheck.h"
@@ -38,7 +39,8 @@ typedef struct admission admission;
 /* One admission's charge (or rollback) of one quota. Inputs are borrowed
  * from the admission that owns it, which lives until it is answered. */
 typedef struct pending {
-    struct pending *next;
+    gq_qnode node;        /* on its slot's queue */
+    struct pending *next; /* on the list of expired charges (take_expired) */
     admission *owner;
     op_kind op;
     double deadline; /* monotonic s: a charge still queued then fails; 0: none */
@@ -63,13 +65,13 @@ typedef struct pending {
 
 /* All admissions of one process against one quota. */
 typedef struct slot {
-    gq_hnode node;           /* in v->slots, by slot_hash */
-    struct slot *ready_next; /* on v->ready */
+    gq_hnode node;  /* in v->slots, by slot_hash */
+    gq_qnode ready; /* on v->ready */
     gq_quota_kind kind;
     char *ns; /* NULL for tenants */
     char *name;
-    bool busy; /* on the ready list, or a charger is running it */
-    pending *head, *tail;
+    bool busy;     /* on the ready list, or a charger is running it */
+    gq_fifo queue; /* pendings, oldest first */
     /* The object our last write stored (or our last fresh read), used in
      * place of the next read; owned by the charger running the slot. */
     json_object *last;
@@ -94,9 +96,9 @@ struct wh_validator {
     pthread_mutex_t mu;  /* slots, their queues, the ready list, queued, stopping */
     pthread_cond_t work; /* a slot is ready, or the validator stops */
     gq_htab slots;
-    slot *ready_head, *ready_tail; /* slots with queued work, oldest first */
+    gq_fifo ready; /* slots with queued work, oldest first */
     /* Admissions waiting for their name check (name_check), oldest first. */
-    admission *lookup_head, *lookup_tail;
+    gq_fifo lookups;
     size_t queued;     /* charges waiting in queues (not yet in a batch) */
     double next_sweep; /* when chargers next look for expired charges */
     bool stopping;
@@ -684,14 +686,13 @@ static round_outcome batch_round(wh_validator *v, slot *s, pending **batch, size
 static size_t batch_take(wh_validator *v, slot *s, pending **batch, size_t n, size_t cap)
 {
     pthread_mutex_lock(&v->mu);
-    while (s->head && n < cap) {
-        if (s->head->op == OP_CHARGE)
+    while (s->queue.head && n < cap) {
+        gq_qnode *q = gq_fifo_pop(&s->queue);
+        pending *p = GQ_FIFO_ENTRY(q, pending, node);
+        if (p->op == OP_CHARGE)
             v->queued--;
-        batch[n++] = s->head;
-        s->head = s->head->next;
+        batch[n++] = p;
     }
-    if (!s->head)
-        s->tail = NULL;
     pthread_mutex_unlock(&v->mu);
     return n;
 }
@@ -735,21 +736,14 @@ static void name_check(admission *a);
 
 static void ready_push(wh_validator *v, slot *s)
 {
-    s->ready_next = NULL;
-    if (v->ready_tail)
-        v->ready_tail->ready_next = s;
-    else
-        v->ready_head = s;
-    v->ready_tail = s;
+    gq_fifo_push(&v->ready, &s->ready);
     pthread_cond_signal(&v->work);
 }
 
 static slot *ready_pop(wh_validator *v)
 {
-    slot *s = v->ready_head;
-    if (s && !(v->ready_head = s->ready_next))
-        v->ready_tail = NULL;
-    return s;
+    gq_qnode *n = gq_fifo_pop(&v->ready);
+    return GQ_FIFO_ENTRY(n, slot, ready);
 }
 
 /* Queue p for the group commit of quota q; an idle slot goes on the ready
@@ -769,12 +763,7 @@ static bool slot_enqueue(wh_validator *v, const gq_quota *q, pending *p)
     else if (!(s = slot_get(v, q->kind, q->namespace_, q->name)))
         rc = gq_err_oom(&p->err);
     if (!rc) {
-        p->next = NULL;
-        if (s->tail)
-            s->tail->next = p;
-        else
-            s->head = p;
-        s->tail = p;
+        gq_fifo_push(&s->queue, &p->node);
         v->queued += p->op == OP_CHARGE;
         if (!s->busy) {
             s->busy = true;
@@ -796,21 +785,19 @@ static pending *take_expired(wh_validator *v, double now)
     gq_htab_iter it;
     for (gq_hnode *n = gq_htab_iter_first(&it, &v->slots); n; n = gq_htab_iter_next(&it)) {
         slot *s = GQ_HTAB_ENTRY(n, slot, node);
-        pending **pp = &s->head, *prev = NULL;
-        while (*pp) {
-            pending *p = *pp;
+        gq_fifo keep = {0};
+        gq_qnode *q;
+        while ((q = gq_fifo_pop(&s->queue))) {
+            pending *p = GQ_FIFO_ENTRY(q, pending, node);
             if (p->op != OP_CHARGE || !p->deadline || p->deadline > now) {
-                prev = p;
-                pp = &p->next;
+                gq_fifo_push(&keep, q);
                 continue;
             }
-            *pp = p->next;
-            if (s->tail == p)
-                s->tail = prev;
             v->queued--;
             p->next = out;
             out = p;
         }
+        s->queue = keep;
     }
     return out;
 }
@@ -838,7 +825,7 @@ static void run_slot(wh_validator *v, slot *s, pending **batch, size_t cap)
     while (n > largest && !atomic_compare_exchange_weak(&v->largest_batch, &largest, n)) {
     }
     pthread_mutex_lock(&v->mu);
-    if (s->head)
+    if (s->queue.head)
         ready_push(v, s);
     else
         s->busy = false;
@@ -1402,12 +1389,12 @@ struct admission {
     decision d;
     double t0, deadline; /* monotonic s; deadline 0: none */
     create_state c;
-    pending *ps;            /* one charge per quota to charge, in order */
-    pending rel;            /* the rollback under way */
-    size_t next;            /* charges settled so far; ps[next] is under way */
-    size_t rel_i;           /* rollback: next charge to give back */
-    gq_code rc;             /* GQ_ENOMEM: no decision could be made */
-    admission *lookup_next; /* on v's name-check queue */
+    pending *ps;     /* one charge per quota to charge, in order */
+    pending rel;     /* the rollback under way */
+    size_t next;     /* charges settled so far; ps[next] is under way */
+    size_t rel_i;    /* rollback: next charge to give back */
+    gq_code rc;      /* GQ_ENOMEM: no decision could be made */
+    gq_qnode lookup; /* on v's name-check queue */
     void (*done)(admission *a);
     void *ud;
 };
@@ -1584,12 +1571,7 @@ static bool lookup_enqueue(wh_validator *v, admission *a)
     pthread_mutex_lock(&v->mu);
     bool ok = !v->stopping;
     if (ok) {
-        a->lookup_next = NULL;
-        if (v->lookup_tail)
-            v->lookup_tail->lookup_next = a;
-        else
-            v->lookup_head = a;
-        v->lookup_tail = a;
+        gq_fifo_push(&v->lookups, &a->lookup);
         pthread_cond_signal(&v->work);
     }
     pthread_mutex_unlock(&v->mu);
@@ -1603,10 +1585,8 @@ static bool lookup_enqueue(wh_validator *v, admission *a)
 /* The next admission waiting for its name check, or NULL; v->mu held. */
 static admission *lookup_pop(wh_validator *v)
 {
-    admission *a = v->lookup_head;
-    if (a && !(v->lookup_head = a->lookup_next))
-        v->lookup_tail = NULL;
-    return a;
+    gq_qnode *n = gq_fifo_pop(&v->lookups);
+    return GQ_FIFO_ENTRY(n, admission, lookup);
 }
 
 /* The decision needs charges: start them (the answer comes from a charger). */

@@ -28,7 +28,8 @@
 #   HELM                 the helm binary (default: the one scripts/k8s-bin.sh builds)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-out=${1:?usage: release.sh OUT-DIR}
+[[ $# == 1 && -n $1 ]] || { echo "usage: scripts/release.sh OUT-DIR (make release)" >&2; exit 2; }
+out=$1
 arm64=${ARM64:-}
 work=${GQ_RELEASE_WORK:-$ROOT/build-release-work}
 v=$(sed -n 's/^project(gpuquota VERSION \([0-9.]*\).*/\1/p' "$ROOT/CMakeLists.txt")
@@ -88,9 +89,9 @@ arm64_runs() {
     log "the arm64 binary runs under qemu-aarch64: $got"
 }
 
-# build_arm64: gpuquota for linux/arm64 with aarch64-linux-gnu-gcc against the
-# arm64 libraries of Debian's multiarch paths; 1 when it is left out.
-build_arm64() {
+# arm64_wanted: 0 when linux/arm64 is built, the toolchain installed first
+# with ARM64=1; 1 when it is left out. Decided before anything is built.
+arm64_wanted() {
     local missing
     [[ $arm64 != 0 ]] || { log "linux/arm64 left out (ARM64=0)"; return 1; }
     missing=$(arm64_missing | xargs)
@@ -103,6 +104,11 @@ build_arm64() {
         log "linux/arm64 left out: missing $missing (make release ARM64=1 installs them)"
         return 1
     fi
+}
+
+# build_arm64: gpuquota for linux/arm64 with aarch64-linux-gnu-gcc against the
+# arm64 libraries of Debian's multiarch paths.
+build_arm64() {
     cat >"$work/aarch64-linux-gnu.cmake" <<'EOF'
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
@@ -157,9 +163,10 @@ rm -rf "$work/chart"
 rm -f "$out"/gpuquota-v*-linux-*.tar.gz "$out"/gpuquota-image-v*.tar "$out"/gpuquota-*.tgz \
     "$out/gpuquota.yaml" "$out/SHA256SUMS"
 log "gpuquota $version into $out"
-build linux-amd64
 have_arm64=0
-build_arm64 && have_arm64=1
+arm64_wanted && have_arm64=1
+build linux-amd64
+((have_arm64 == 0)) || build_arm64
 manifest_template "$have_arm64" >"$work/gpuquota.yaml.in"
 "$ROOT/scripts/release-archive.sh" --arch amd64 --version "$version" "$work/linux-amd64/gpuquota" "$out" \
     "$work/gpuquota.yaml.in" >"$work/gpuquota.yaml.amd64"

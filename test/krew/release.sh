@@ -32,7 +32,7 @@ export HELM=$helm GQ_RELEASE_WORK=$work/tree
 [[ $image == --image ]] || export GQ_RELEASE_IMAGE=0
 v=$(sed -n 's/^project(gpuquota VERSION \([0-9.]*\).*/\1/p' "$ROOT/CMakeLists.txt")
 # The build tree stays between runs, so that a second run compiles nothing.
-rm -rf "$work/out" "$work/again" "$work/krew" "$work/bad" "$work"/krew-*
+rm -rf "$work/out" "$work/again" "$work/noarm" "$work/krew" "$work/bad" "$work"/krew-*
 mkdir -p "$work"
 
 "$ROOT/scripts/release.sh" "$work/out" >"$work/release.log" 2>&1 ||
@@ -48,6 +48,19 @@ done
 if command -v aarch64-linux-gnu-gcc >/dev/null; then
     [[ " ${want[*]} " == *linux-arm64* ]] && pass "the arm64 toolchain is here: linux/arm64 is in the release" ||
         fail "the arm64 toolchain is here, but linux/arm64 is not in the release"
+    # ARM64=0: the release without arm64, its manifest without the entry.
+    if ARM64=0 "$ROOT/scripts/release.sh" "$work/noarm" >"$work/noarm.log" 2>&1; then
+        grep -q "linux/arm64 left out (ARM64=0)" "$work/noarm.log" && pass "ARM64=0: the release says arm64 is left out" ||
+            fail "ARM64=0: the release says arm64 is left out: $(cat "$work/noarm.log")"
+        check "ARM64=0: the manifest's platforms" "amd64" \
+            "$(python3 -c 'import sys, yaml; print(" ".join(p["selector"]["matchLabels"]["arch"] for p in yaml.safe_load(open(sys.argv[1]))["spec"]["platforms"]))' "$work/noarm/gpuquota.yaml")"
+        check "ARM64=0: SHA256SUMS" "gpuquota-$v.tgz gpuquota-v$v-linux-amd64.tar.gz gpuquota.yaml" \
+            "$(cut -c67- "$work/noarm/SHA256SUMS" | sort | xargs)"
+        python3 "$ROOT/test/krew/check.py" --release "$work/noarm" "$work/krew" >"$work/krew.log" 2>&1 &&
+            pass "ARM64=0: the manifest passes the krew check" || fail "ARM64=0: the krew check: $(grep FAIL "$work/krew.log")"
+    else
+        fail "ARM64=0: scripts/release.sh runs: $(tail -5 "$work/noarm.log")"
+    fi
     if command -v qemu-aarch64 >/dev/null; then
         mkdir -p "$work/arm64"
         tar -xzf "$work/out/gpuquota-v$v-linux-arm64.tar.gz" -C "$work/arm64"
@@ -155,6 +168,8 @@ msg=$("$ROOT/scripts/release-archive.sh" --arch arm64 --version "v$v" "$work/tre
     "$work/bad" 2>&1) && fail "release-archive.sh refuses an amd64 binary as arm64" ||
     check "release-archive.sh refuses an amd64 binary as arm64" \
         "release-archive: $work/tree/linux-amd64/gpuquota is not a linux/arm64 ELF binary (e_machine: 3e 00)" "$msg"
-rm -rf "$work/bad" "$work/again" "$work/krew" "$work"/krew-*
+msg=$("$ROOT/scripts/release.sh" 2>&1) && fail "release.sh without OUT-DIR fails" ||
+    check "release.sh without OUT-DIR says how to run it" "usage: scripts/release.sh OUT-DIR (make release)" "$msg"
+rm -rf "$work/bad" "$work/again" "$work/noarm" "$work/krew" "$work"/krew-*
 if ((failures)); then echo "$failures check(s) failed"; exit 1; fi
 echo "release: ok"

@@ -163,6 +163,8 @@ rm -rf "$work/chart"
 rm -f "$out"/gpuquota-v*-linux-*.tar.gz "$out"/gpuquota-image-v*.tar "$out"/gpuquota-*.tgz \
     "$out/gpuquota.yaml" "$out/SHA256SUMS"
 log "gpuquota $version into $out"
+[[ -z $(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null) ]] ||
+    log "warning: the tree has uncommitted changes; the release is not the last commit's"
 have_arm64=0
 arm64_wanted && have_arm64=1
 build linux-amd64

@@ -4,16 +4,18 @@
 #               Kubernetes control plane (cached), run every test, e2e included
 #   make demo-cluster   the demo on a real control plane
 #   make install        gpuquota and kubectl-gpuquota into $(PREFIX)/bin (optimised build)
+#   make release        the release artifacts into $(RELEASE_DIR) (docs/install.md#releases)
 BUILD      ?= build
 BENCH_DIR  ?= build-bench
 FUZZ_DIR   ?= build-fuzz
 RELEASE_DIR ?= build-release
+RELEASE_WORK ?= build-release-work
 PREFIX     ?= /usr/local
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 SAN_ENV     = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
               UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-.PHONY: all deps build k8s-bin test demo demo-cluster bench fuzz fuzz-smoke image format clean install
+.PHONY: all deps build k8s-bin test demo demo-cluster bench fuzz fuzz-smoke image format clean install release
 
 all: build
 
@@ -56,10 +58,19 @@ bench: deps
 
 # An optimised build without sanitizers; kubectl finds the plugin through the
 # kubectl-gpuquota symlink installed beside gpuquota (docs/kubectl-plugin.md).
+# It is the tree, and the binary, of the release's linux/amd64 archive.
 install: deps
-	cmake -S . -B $(RELEASE_DIR) -DCMAKE_BUILD_TYPE=Release -DGQ_BENCH=OFF -DGQ_E2E=OFF
-	cmake --build $(RELEASE_DIR) -j $(JOBS) --target gpuquota
-	cmake --install $(RELEASE_DIR) --prefix $(PREFIX)
+	cmake -S . -B $(RELEASE_WORK)/linux-amd64 -DCMAKE_BUILD_TYPE=Release -DGQ_BENCH=OFF -DGQ_E2E=OFF \
+	      -DCMAKE_C_FLAGS="-ffile-prefix-map=$(CURDIR)=."
+	cmake --build $(RELEASE_WORK)/linux-amd64 -j $(JOBS) --target gpuquota
+	cmake --install $(RELEASE_WORK)/linux-amd64 --prefix $(PREFIX)
+
+# The binary archives (linux/amd64; linux/arm64 with Debian's cross toolchain,
+# which ARM64=1 installs), the image archive, the Helm chart, the krew manifest
+# with their sha256 and SHA256SUMS, into RELEASE_DIR (scripts/release.sh).
+# ARM64=0 leaves arm64 out; GQ_RELEASE_IMAGE=0 the image.
+release: deps
+	@ARM64=$(ARM64) GQ_RELEASE_WORK=$(abspath $(RELEASE_WORK)) scripts/release.sh $(RELEASE_DIR)
 
 fuzz: deps
 	CC=clang cmake -S . -B $(FUZZ_DIR) -DGQ_FUZZ=ON -DGQ_SANITIZE=ON
@@ -79,4 +90,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(BENCH_DIR) $(FUZZ_DIR) $(RELEASE_DIR) build-image
+	rm -rf $(BUILD) $(BENCH_DIR) $(FUZZ_DIR) $(RELEASE_DIR) $(RELEASE_WORK) build-image

@@ -13,7 +13,14 @@ the manifest, the files moved as the manifest says, bin linked into a bin/
 folder under its own name; run from there as kubectl runs a plugin, the
 binary must be the plugin (cli/main.c picks that from argv[0]).
 
+With --release, the same for what `make release` wrote into RELEASE-DIR
+(scripts/release.sh): its gpuquota.yaml passes the same validation, each
+platform's archive is there with the manifest's sha256 and holds the one
+binary of that platform's architecture, and this machine's platform installs
+from it as krew installs it and is the plugin, at the release's version.
+
 Usage: check.py MANIFEST GPUQUOTA WORK-DIR
+       check.py --release RELEASE-DIR WORK-DIR
 """
 import hashlib
 import os
@@ -25,7 +32,6 @@ import tarfile
 
 import yaml
 
-manifest_path, gq, work = sys.argv[1:4]
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 failures = []
 
@@ -77,6 +83,100 @@ def validate(m, name, want_version):
               f"{plat}: the archive's gpuquota becomes bin")
 
 
+def local_platform(m):
+    """The manifest's entry for this machine's platform, or None."""
+    arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
+    plat = [p for p in m["spec"]["platforms"]
+            if p["selector"]["matchLabels"] == {"os": os.uname().sysname.lower(), "arch": arch}]
+    check(len(plat) == 1, f"the manifest has this machine's platform (linux/{arch})")
+    return plat[0] if plat else None
+
+
+def archive_of(p, where):
+    """The platform's archive in where, checked against its sha256; its path."""
+    archive = os.path.join(where, os.path.basename(p["uri"]))
+    check(os.path.isfile(archive), f"the archive {os.path.basename(archive)} is there")
+    if os.path.isfile(archive):
+        with open(archive, "rb") as f:
+            check(hashlib.sha256(f.read()).hexdigest() == p["sha256"],
+                  f"{os.path.basename(archive)}: the manifest's sha256 is the archive's")
+    return archive
+
+
+def elf_machine_of(archive):
+    """e_machine of the archive's gpuquota: 0x3e x86-64, 0xb7 AArch64."""
+    with tarfile.open(archive) as t:
+        head = t.extractfile("gpuquota").read(20)
+    return head[:4] == b"\x7fELF" and int.from_bytes(head[18:20], "little")
+
+
+def install(p, archive, work, name, want_version):
+    """krew install --manifest --archive: unpack, the files moves, bin linked
+    into a bin/ folder under kubectl-NAME; then run it as kubectl does."""
+    store = os.path.join(work, "store")
+    with tarfile.open(archive) as t:
+        members = t.getmembers()
+        check(all(x.isfile() and "/" not in x.name and x.name != ".." for x in members),
+              "the archive holds plain files at its top only")
+        if hasattr(tarfile, "data_filter"):
+            t.extractall(store, filter="data")
+        else:
+            t.extractall(store)
+    for op in p["files"]:
+        os.rename(os.path.join(store, op["from"]), os.path.join(store, op["to"]))
+    binp = os.path.join(store, p["bin"])
+    check(os.access(binp, os.X_OK), "bin is an executable file after the moves")
+    if not os.access(binp, os.X_OK):
+        return
+    bindir = os.path.join(work, "bin")
+    os.makedirs(bindir)
+    link = os.path.join(bindir, "kubectl-" + name)
+    os.symlink(binp, link)
+    out = subprocess.run([link, "--help"], capture_output=True, text=True)
+    check(out.stdout.startswith("usage: kubectl gpuquota COMMAND"),
+          "run as kubectl runs the plugin, it is `kubectl gpuquota`")
+    out = subprocess.run([binp, "top", "--help"], capture_output=True, text=True)
+    check("kubectl gpuquota top" in out.stdout + out.stderr,
+          "bin itself, under its own name, is the plugin too")
+    out = subprocess.run([link, "version"], capture_output=True, text=True)
+    check(out.stdout.strip() == "gpuquota " + want_version[1:],
+          f"the installed plugin is version {want_version}")
+
+
+def finish():
+    if failures:
+        print(f"{len(failures)} check(s) failed")
+        sys.exit(1)
+    print("krew manifest: ok")
+
+
+def check_release(release, work):
+    """What make release wrote: the filled manifest and every platform's archive."""
+    with open(os.path.join(root, "CMakeLists.txt")) as f:
+        version = "v" + re.search(r"project\(gpuquota VERSION ([0-9.]+)", f.read()).group(1)
+    with open(os.path.join(release, "gpuquota.yaml")) as f:
+        m = yaml.safe_load(f)
+    validate(m, "gpuquota", version)
+    machines = {"amd64": 0x3E, "arm64": 0xB7}
+    for p in m["spec"]["platforms"]:
+        arch = p["selector"]["matchLabels"].get("arch")
+        check(p["sha256"] != "0" * 64, f"{arch}: the sha256 is filled in")
+        archive = archive_of(p, release)
+        if os.path.isfile(archive):
+            check(elf_machine_of(archive) == machines.get(arch),
+                  f"{arch}: the archive's gpuquota is a linux/{arch} binary")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    p = local_platform(m)
+    if p and os.path.isfile(os.path.join(release, os.path.basename(p["uri"]))):
+        install(p, os.path.join(release, os.path.basename(p["uri"])), work, "gpuquota", version)
+    finish()
+
+
+if sys.argv[1] == "--release":
+    check_release(sys.argv[2], sys.argv[3])
+    sys.exit(0)
+manifest_path, gq, work = sys.argv[1:4]
 version = "v" + subprocess.run([gq, "version"], capture_output=True, text=True,
                                check=True).stdout.split()[1]
 name = os.path.splitext(os.path.basename(manifest_path))[0]
@@ -92,42 +192,9 @@ check(filled.returncode == 0, "release-archive.sh makes the archive and fills th
       + ("" if filled.returncode == 0 else ": " + filled.stderr.strip()))
 m = yaml.safe_load(filled.stdout)
 validate(m, name, version)
-arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
-plat = [p for p in m["spec"]["platforms"]
-        if p["selector"]["matchLabels"] == {"os": os.uname().sysname.lower(), "arch": arch}]
-check(len(plat) == 1, f"the manifest has this machine's platform (linux/{arch})")
-if plat:
-    p = plat[0]
-    archive = os.path.join(work, os.path.basename(p["uri"]))
-    with open(archive, "rb") as f:
-        check(hashlib.sha256(f.read()).hexdigest() == p["sha256"],
-              "the filled sha256 is the archive's")
-    store = os.path.join(work, "store")
-    with tarfile.open(archive) as t:
-        members = t.getmembers()
-        check(all(x.isfile() and "/" not in x.name and x.name != ".." for x in members),
-              "the archive holds plain files at its top only")
-        if hasattr(tarfile, "data_filter"):
-            t.extractall(store, filter="data")
-        else:
-            t.extractall(store)
-    for op in p["files"]:
-        os.rename(os.path.join(store, op["from"]), os.path.join(store, op["to"]))
-    binp = os.path.join(store, p["bin"])
-    check(os.access(binp, os.X_OK), "bin is an executable file after the moves")
-if plat and os.access(binp, os.X_OK):
-    bindir = os.path.join(work, "bin")
-    os.makedirs(bindir)
-    link = os.path.join(bindir, "kubectl-" + name)
-    os.symlink(binp, link)
-    out = subprocess.run([link, "--help"], capture_output=True, text=True)
-    check(out.stdout.startswith("usage: kubectl gpuquota COMMAND"),
-          "run as kubectl runs the plugin, it is `kubectl gpuquota`")
-    out = subprocess.run([binp, "top", "--help"], capture_output=True, text=True)
-    check("kubectl gpuquota top" in out.stdout + out.stderr,
-          "bin itself, under its own name, is the plugin too")
-
-if failures:
-    print(f"{len(failures)} check(s) failed")
-    sys.exit(1)
-print("krew manifest: ok")
+p = local_platform(m)
+if p:
+    archive = archive_of(p, work)
+    if os.path.isfile(archive):
+        install(p, archive, work, name, version)
+finish()

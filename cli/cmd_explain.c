@@ -760,13 +760,7 @@ int cli_cmd_explain(int argc, char **argv)
         usage(stderr);
         return CLI_EXIT_USAGE;
     }
-    const char *sys_ns_from = "--gpuquota-namespace";
-    if (!x.sys_ns) {
-        const char *env = getenv("GPUQUOTA_NAMESPACE");
-        sys_ns_from = env && env[0] ? "GPUQUOTA_NAMESPACE" : "the default namespace";
-        x.sys_ns = env && env[0] ? env : CLI_DEFAULT_NAMESPACE;
-    }
-    if (read_pod(&x, &err) || cli_check_namespace(sys_ns_from, x.sys_ns, &err) ||
+    if (read_pod(&x, &err) || cli_gpuquota_namespace(x.sys_ns, &x.sys_ns, &err) ||
         cli_kflags_client(&x.f, &x.c, &x.ns, &err) ||
         cli_cluster_config(x.c, x.config_file, x.sys_ns, &x.cfg, x.source, sizeof(x.source), &err))
         goto fail;

@@ -163,6 +163,11 @@ check_match "explain with GPUQUOTA_NAMESPACE finds it too" "Config: +configmap $
 check_match "explain without either says the default namespace holds none" \
     "Config: +embedded default \(configmap gpuquota-system/gpuquota-config: " \
     "$("$GQ" explain -f "$dir/explain-pod.yaml" -n helm-a 2>&1)"
+check "gpuquota queue with GPUQUOTA_NAMESPACE prices with the release's configuration" "" \
+    "$(GPUQUOTA_NAMESPACE=$NS_SYS "$GQ" queue 2>&1 >/dev/null)"
+check_match "gpuquota queue without it says the default namespace holds none" \
+    "pricing with the embedded default \(configmap gpuquota-system/gpuquota-config: " \
+    "$("$GQ" queue 2>&1 >/dev/null)"
 check_match "a GPUQUOTA_NAMESPACE that is no namespace name is refused" \
     "GPUQUOTA_NAMESPACE \"Bad_NS\" is not a valid namespace name" \
     "$(GPUQUOTA_NAMESPACE=Bad_NS "$GQ" explain -f "$dir/explain-pod.yaml" -n helm-a 2>&1)"

@@ -110,9 +110,15 @@ check "the release is deployed" deployed "$(helm status "$REL" -n "$NS_SYS" -o j
 # kube-apiserver against prometheus-operator's own CRDs (server-side dry run).
 pcrds=$("$HERE/prometheus-operator-crds.sh" 2>>"$dir/helm.log") || { echo "no prometheus-operator CRDs" >&2; exit 1; }
 kubectl apply --server-side -f "$pcrds/monitoring.coreos.com_servicemonitors.yaml" \
-    -f "$pcrds/monitoring.coreos.com_podmonitors.yaml" >>"$dir/helm.log" 2>&1 &&
+    -f "$pcrds/monitoring.coreos.com_podmonitors.yaml" \
+    -f "$pcrds/monitoring.coreos.com_prometheusrules.yaml" >>"$dir/helm.log" 2>&1 &&
     kubectl wait --for=condition=Established --timeout=60s crd/servicemonitors.monitoring.coreos.com \
-        crd/podmonitors.monitoring.coreos.com >>"$dir/helm.log" 2>&1 || { echo "CRDs not established" >&2; exit 1; }
+        crd/podmonitors.monitoring.coreos.com crd/prometheusrules.monitoring.coreos.com \
+        >>"$dir/helm.log" 2>&1 || { echo "CRDs not established" >&2; exit 1; }
+check "monitoring: the alerting rules go to whichever namespace they are applied in" \
+    "$NS_SYS/gpuquota" \
+    "$(kubectl apply -n "$NS_SYS" --dry-run=server -f "$ROOT/deploy/monitoring/alerts.yaml" -o json |
+        jq -r '.metadata.namespace + "/" + .metadata.name')"
 helm template "$REL" "$CHART" -n "$NS_SYS" --set monitoring.serviceMonitor.enabled=true \
     --set monitoring.podMonitor.enabled=true --show-only templates/monitoring.yaml >"$dir/monitors.yaml"
 check "monitoring: the ServiceMonitors and PodMonitors pass prometheus-operator's schemas" \

@@ -1,6 +1,8 @@
 #include "cli/cli_args.h"
 
 #include "cli/cli.h"
+#include "common/strutil.h"
+#include "kube/kube.h"
 #include "quota/config.h"
 #include "quota/quantity.h"
 
@@ -53,6 +55,20 @@ gq_code cli_load_config(const char *path, gq_config **out, gq_err *err)
         rc = gq_config_parse(buf, len, path, out, err);
     free(buf);
     return rc;
+}
+
+gq_code cli_own_namespace(const kube_config *kc, const char **out, gq_err *err)
+{
+    const char *env = getenv("POD_NAMESPACE");
+    const char *ns = CLI_DEFAULT_NAMESPACE;
+    if (env && env[0])
+        ns = env;
+    else if (kc && kc->source && !strcmp(kc->source, "in-cluster") && kc->namespace_)
+        ns = kc->namespace_;
+    if (!gq_is_dns_label(ns))
+        return gq_err_set(err, GQ_EINVAL, "POD_NAMESPACE %.64s is not a namespace name", ns);
+    *out = ns;
+    return GQ_OK;
 }
 
 /* The option arg names: exactly, by its alias, or by a unique prefix of its

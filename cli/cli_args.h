@@ -106,4 +106,14 @@ int cli_parse_or_exit(const cli_cmd *cmd, int argc, char **argv, const char **po
 struct gq_config;
 gq_code cli_load_config(const char *path, struct gq_config **out, gq_err *err) GQ_WUR;
 
+/* The namespace gpuquota's own objects are in when no flag names it. */
+#define CLI_DEFAULT_NAMESPACE "gpuquota-system"
+
+/* The namespace this process runs in: $POD_NAMESPACE (the Deployments set
+ * it from the downward API), else the service account's namespace when kc
+ * was loaded in-cluster, else CLI_DEFAULT_NAMESPACE. *out points into the
+ * environment or kc. GQ_EINVAL when the name found is not a namespace name. */
+struct kube_config;
+gq_code cli_own_namespace(const struct kube_config *kc, const char **out, gq_err *err) GQ_WUR;
+
 #endif

@@ -32,7 +32,9 @@ static void usage(FILE *f)
             "  --kubeconfig FILE        kubeconfig (default: $KUBECONFIG, else in-cluster)\n"
             "  --config FILE            gpuquota configuration (prices pods; default built in)\n"
             "  --leader-elect           reconcile only while holding a coordination.k8s.io Lease\n"
-            "  --lease-namespace NS     namespace of the Lease (gpuquota-system)\n"
+            "  --lease-namespace NS     namespace of the Lease (default: the one it runs in,\n"
+            "                           $POD_NAMESPACE, else the in-cluster service account's,\n"
+            "                           else gpuquota-system)\n"
             "  --lease-name NAME        name of the Lease (gpuquota-controller)\n"
             "  --metrics-listen ADDR    plain-HTTP /metrics, /healthz, /readyz (:8080)\n"
             "  --resync DURATION        full resync period, e.g. 30s, 5m (5m)\n"
@@ -136,8 +138,11 @@ static gq_code connect_cluster(controller_run *r, const controller_args *a, gq_e
 static gq_code start(controller_run *r, const controller_args *a, gq_err *err)
 {
     gq_code rc;
+    const char *lease_ns = a->lease_namespace;
+    if (!lease_ns && (rc = cli_own_namespace(r->kc, &lease_ns, err)))
+        return rc;
     ctl_controller_opts co = {.leader_elect = a->leader_elect,
-                              .lease_namespace = a->lease_namespace,
+                              .lease_namespace = lease_ns,
                               .lease_name = a->lease_name,
                               .reservation_grace_ms = a->reservation_grace_ms,
                               .api = &r->api,

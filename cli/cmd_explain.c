@@ -51,7 +51,8 @@ static void usage(FILE *f)
             "  -f, --filename FILE       the pod (YAML or JSON)\n"
             "  --config FILE             price with this gpuquota configuration instead of\n"
             "                            the cluster's (ConfigMap gpuquota-config)\n"
-            "  --gpuquota-namespace NS   where gpuquota is installed (gpuquota-system)\n"
+            "  --gpuquota-namespace NS   where gpuquota is installed (default:\n"
+            "                            $GPUQUOTA_NAMESPACE, else gpuquota-system)\n"
             "\n%s"
             "\nexit status: 0 admitted, 1 not admitted, 2 bad input or the cluster unreachable\n",
             cli_kflags_usage);
@@ -730,9 +731,7 @@ static void report_end(explain *x)
 
 int cli_cmd_explain(int argc, char **argv)
 {
-    explain x = {.sys_ns = "gpuquota-system",
-                 .quotas = {.max = EXPLAIN_MAX_OBJECTS},
-                 .lrs = {.max = EXPLAIN_MAX_OBJECTS}};
+    explain x = {.quotas = {.max = EXPLAIN_MAX_OBJECTS}, .lrs = {.max = EXPLAIN_MAX_OBJECTS}};
     gq_err err;
     int status = CLI_EXIT_USAGE;
     gq_pod_init(&x.gp);
@@ -755,7 +754,7 @@ int cli_cmd_explain(int argc, char **argv)
         usage(stderr);
         return CLI_EXIT_USAGE;
     }
-    if (read_pod(&x, &err) || cli_check_namespace("--gpuquota-namespace", x.sys_ns, &err) ||
+    if (read_pod(&x, &err) || cli_gpuquota_namespace(x.sys_ns, &x.sys_ns, &err) ||
         cli_kflags_client(&x.f, &x.c, &x.ns, &err) ||
         cli_cluster_config(x.c, x.config_file, x.sys_ns, &x.cfg, x.source, sizeof(x.source), &err))
         goto fail;

@@ -34,7 +34,8 @@ static void usage(FILE *f)
                "  --config FILE        price pods with this gpuquota configuration instead of\n"
                "                       the cluster's (ConfigMap gpuquota-config; the embedded\n"
                "                       default when it cannot be read, said on stderr)\n"
-               "  --gpuquota-namespace NS  where gpuquota is installed (gpuquota-system)\n"
+               "  --gpuquota-namespace NS  where gpuquota is installed (default:\n"
+               "                       $GPUQUOTA_NAMESPACE, else gpuquota-system)\n"
                "Exit 0, 1 when the API server cannot be read, 2 on bad usage.\n");
 }
 
@@ -338,8 +339,10 @@ static gq_code list_objects(const queue_opts *o, queue_view *v, gq_err *err)
 static gq_code cluster_config(const queue_opts *o, queue_view *v, gq_err *err)
 {
     char source[512];
-    gq_code rc = cli_cluster_config(v->kc, NULL, o->sys_ns ? o->sys_ns : "gpuquota-system", &v->cfg,
-                                    source, sizeof(source), err);
+    const char *sys_ns;
+    gq_code rc = cli_gpuquota_namespace(o->sys_ns, &sys_ns, err);
+    if (!rc)
+        rc = cli_cluster_config(v->kc, NULL, sys_ns, &v->cfg, source, sizeof(source), err);
     if (!rc && !strncmp(source, "embedded default", 16))
         fprintf(stderr, "gpuquota queue: pricing with the %s\n", source);
     return rc;

@@ -218,15 +218,12 @@ static void *ready_watch(void *arg)
 /* Without --trusted-user: gpuquota's own accounts, in the namespace it runs
  * in, so that a release installed elsewhere than gpuquota-system still
  * ungates. */
-static gq_code trust_own_accounts(validate_ctx *vc, const char *kubeconfig, wh_validate_opts *vo,
-                                  gq_err *err)
+static gq_code trust_own_accounts(validate_ctx *vc, wh_validate_opts *vo, gq_err *err)
 {
-    const char *env = getenv("POD_NAMESPACE");
-    const char *ns = env && env[0]                         ? env
-                     : !kubeconfig && vc->kcfg->namespace_ ? vc->kcfg->namespace_
-                                                           : "gpuquota-system";
-    if (!gq_is_dns_label(ns))
-        return gq_err_set(err, GQ_EINVAL, "POD_NAMESPACE %.64s is not a namespace name", ns);
+    const char *ns;
+    gq_code rc = cli_own_namespace(vc->kcfg, &ns, err);
+    if (rc)
+        return rc;
     snprintf(vc->trusted[0], sizeof vc->trusted[0], "system:serviceaccount:%s:gpuquota-webhook",
              ns);
     snprintf(vc->trusted[1], sizeof vc->trusted[1], "system:serviceaccount:%s:gpuquota-controller",
@@ -259,7 +256,7 @@ static gq_code validate_setup(validate_ctx *vc, const char *kubeconfig, const gq
     }
     if (rc || (rc = kube_client_new(vc->kcfg, &co, &vc->client, err)))
         return rc;
-    if (!vo->trusted_users && (rc = trust_own_accounts(vc, kubeconfig, vo, err)))
+    if (!vo->trusted_users && (rc = trust_own_accounts(vc, vo, err)))
         return rc;
     kube_client_api(vc->client, &vc->api);
     if ((rc = wh_kubestore_new(&vc->api, &vc->ks, err)))

@@ -68,6 +68,12 @@ gq_code cli_cluster_config(struct kube_client *c, const char *file, const char *
  * label), as it is put into API paths. */
 gq_code cli_check_namespace(const char *what, const char *ns, gq_err *err) GQ_WUR;
 
+/* Where gpuquota is installed, for the commands that read its ConfigMap:
+ * flag (--gpuquota-namespace) when given, else $GPUQUOTA_NAMESPACE, else
+ * CLI_DEFAULT_NAMESPACE. GQ_EINVAL naming the source unless it is a
+ * namespace name. */
+gq_code cli_gpuquota_namespace(const char *flag, const char **out, gq_err *err) GQ_WUR;
+
 /* Print v as -o asks (json: pretty JSON; yaml: YAML). */
 void cli_print_doc(FILE *out, cli_out_fmt fmt, json_object *v);
 

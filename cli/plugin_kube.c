@@ -51,6 +51,18 @@ gq_code cli_check_namespace(const char *what, const char *ns, gq_err *err)
     return GQ_OK;
 }
 
+gq_code cli_gpuquota_namespace(const char *flag, const char **out, gq_err *err)
+{
+    const char *env = getenv("GPUQUOTA_NAMESPACE");
+    const char *what = "--gpuquota-namespace";
+    *out = flag;
+    if (!flag) {
+        what = env && env[0] ? "GPUQUOTA_NAMESPACE" : "the default namespace";
+        *out = env && env[0] ? env : CLI_DEFAULT_NAMESPACE;
+    }
+    return cli_check_namespace(what, *out, err);
+}
+
 gq_code cli_kflags_client(const cli_kflags *f, kube_client **client, char **ns, gq_err *err)
 {
     kube_config *cfg = NULL;

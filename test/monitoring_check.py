@@ -11,6 +11,11 @@ whose spec is a valid rules file (groups with unique names, rules with a
 unique alert name, expr, a duration in `for`, a severity, summary and
 description, balanced templates) and every expr parses (test/promql.py).
 
+Any install: the rules name no namespace of their own (applied with
+`kubectl apply -n NS`), neither file names gpuquota-system, and no query
+matches on a label that carries where or under what name gpuquota runs
+(job, namespace of the scrape target, pod, service, ...) with a fixed value.
+
 Against scrapes: every metric a query selects is a series some /metrics
 answer exposes; every label it matches on, groups by or reads in a template
 is a label of that metric (or instance/job, which Prometheus adds when it
@@ -123,6 +128,31 @@ def rule_queries(path, problems):
     return out
 
 
+# Labels a scrape configuration gives a target: their values are the
+# install's names (its namespace, Service, pods), never fixed in a query.
+INSTALL_LABELS = {'job', 'instance', 'pod', 'service', 'container', 'endpoint',
+                  'kubernetes_namespace', 'kubernetes_pod_name', 'exported_namespace'}
+
+
+def install_independent(paths, rules, trees, problems):
+    for path in paths:
+        with open(path, encoding='utf-8') as f:
+            if 'gpuquota-system' in f.read():
+                problems.append('%s: names the namespace gpuquota-system' % path)
+    with open(rules, encoding='utf-8') as f:
+        doc = yaml.safe_load(f)
+    if 'namespace' in (doc.get('metadata') or {}):
+        problems.append('%s: metadata.namespace fixes where the rules go' % rules)
+    for where, expr, tree, templ in trees:
+        for node in promql.walk(tree):
+            if node[0] != 'sel':
+                continue
+            for lab, op, val in node[2]:
+                if lab in INSTALL_LABELS and '$' not in val:
+                    problems.append('%s: %s{%s%s%r} ties the query to one install' %
+                                    (where, node[1], lab, op, val))
+
+
 def parse_all(queries, problems):
     trees = []
     for where, expr, templ in queries:
@@ -216,6 +246,7 @@ def main(argv):
     queries = dashboard_queries(dashboard, problems) + rule_queries(rules, problems)
     plain = [(w, e, t) for w, e, t in queries if not w.startswith('dashboard variable')]
     trees = parse_all(plain, problems)
+    install_independent([dashboard, rules], rules, trees, problems)
     used = set()
     if scrapes:
         labels, values = load_scrapes(scrapes)

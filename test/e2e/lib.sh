@@ -189,7 +189,8 @@ webhook_start() {
     from=$(stat -c %s "$E2E/webhook-$n.log" 2>/dev/null || echo 0)
     # Only kube-apiserver may call /mutate and /validate: its webhook client
     # certificate (scripts/local-cluster.sh) is required.
-    "$GQ" webhook --tls-cert "$E2E/certs/tls.crt" --tls-key "$E2E/certs/tls.key" \
+    # POD_NAMESPACE: what deploy/webhook.yaml's downward API sets.
+    POD_NAMESPACE=$NS_SYS "$GQ" webhook --tls-cert "$E2E/certs/tls.crt" --tls-key "$E2E/certs/tls.key" \
         --client-ca "$E2E/cluster/pki/ca.crt" --client-cn kube-apiserver-webhook-client \
         --listen "127.0.0.1:0" --config "$E2E/config.yaml" \
         --kubeconfig "${WH_KUBECONFIG:-$E2E/webhook.kubeconfig}" "$@" >>"$E2E/webhook-$n.log" 2>&1 &
@@ -234,13 +235,14 @@ webhooks() {
 }
 
 # controller_start N [ARGS...]: controller N with leader election, as
-# deploy/controller.yaml runs it.
+# deploy/controller.yaml runs it (its Lease in POD_NAMESPACE, the namespace
+# the Deployment's downward API names).
 controller_start() {
     local n=$1
     shift
     [[ -f $E2E/controller.kubeconfig ]] || sa_kubeconfig gpuquota-controller "$E2E/controller.kubeconfig"
-    "$GQ" controller --kubeconfig "$E2E/controller.kubeconfig" --config "$E2E/config.yaml" \
-        --leader-elect --lease-namespace "$NS_SYS" --metrics-listen 127.0.0.1:0 "$@" \
+    POD_NAMESPACE=$NS_SYS "$GQ" controller --kubeconfig "$E2E/controller.kubeconfig" \
+        --config "$E2E/config.yaml" --leader-elect --metrics-listen 127.0.0.1:0 "$@" \
         >>"$E2E/controller-$n.log" 2>&1 &
     echo $! >"$E2E/controller-$n.pid"
 }

@@ -62,7 +62,7 @@ oldest=1
 # deleted in round 3, so the queue's length and wait are in the scrapes too.
 ns e2e-monq
 quota e2e-monq team '{gpu-memory: 4Gi}' 'whenExceeded: Queue'
-q_seen() { gpu_pod probe 5Gi | kubectl -n e2e-monq create --dry-run=server -o json -f - 2>/dev/null |
+q_seen() { gpu_pod probe 4Gi | kubectl -n e2e-monq create --dry-run=server -o json -f - 2>/dev/null |
     jq -e .spec.schedulingGates >/dev/null; }
 eventually 30 q_seen || fail "the webhooks never saw the Queue quota of e2e-monq"
 gpu_pod q1 4Gi | kubectl -n e2e-monq create -f - >/dev/null || fail "q1 was not admitted"

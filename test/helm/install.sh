@@ -27,9 +27,12 @@ GQ=$(cd "$(dirname "${2:?the gpuquota binary}")" && pwd)/$(basename "$2")
 HERE=$ROOT/test/helm
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
-# A release namespace other than deploy/'s, so that every place the chart
-# puts it is exercised.
+# A release name and namespace other than deploy/'s, so that every place
+# the chart puts them is exercised: the webhook trusts, and the controller
+# elects its leader in, the namespace the pods run in (POD_NAMESPACE, as the
+# Deployments' downward API sets it; test/e2e/lib.sh).
 NS_SYS=gpuquota-helm
+REL=gq-prod
 
 # kubectl_as SA ARGS...: kubectl with a token of service account SA.
 kubectl_as() {
@@ -107,9 +110,15 @@ check "the release is deployed" deployed "$(helm status "$REL" -n "$NS_SYS" -o j
 # kube-apiserver against prometheus-operator's own CRDs (server-side dry run).
 pcrds=$("$HERE/prometheus-operator-crds.sh" 2>>"$dir/helm.log") || { echo "no prometheus-operator CRDs" >&2; exit 1; }
 kubectl apply --server-side -f "$pcrds/monitoring.coreos.com_servicemonitors.yaml" \
-    -f "$pcrds/monitoring.coreos.com_podmonitors.yaml" >>"$dir/helm.log" 2>&1 &&
+    -f "$pcrds/monitoring.coreos.com_podmonitors.yaml" \
+    -f "$pcrds/monitoring.coreos.com_prometheusrules.yaml" >>"$dir/helm.log" 2>&1 &&
     kubectl wait --for=condition=Established --timeout=60s crd/servicemonitors.monitoring.coreos.com \
-        crd/podmonitors.monitoring.coreos.com >>"$dir/helm.log" 2>&1 || { echo "CRDs not established" >&2; exit 1; }
+        crd/podmonitors.monitoring.coreos.com crd/prometheusrules.monitoring.coreos.com \
+        >>"$dir/helm.log" 2>&1 || { echo "CRDs not established" >&2; exit 1; }
+check "monitoring: the alerting rules go to whichever namespace they are applied in" \
+    "$NS_SYS/gpuquota" \
+    "$(kubectl apply -n "$NS_SYS" --dry-run=server -f "$ROOT/deploy/monitoring/alerts.yaml" -o json |
+        jq -r '.metadata.namespace + "/" + .metadata.name')"
 helm template "$REL" "$CHART" -n "$NS_SYS" --set monitoring.serviceMonitor.enabled=true \
     --set monitoring.podMonitor.enabled=true --show-only templates/monitoring.yaml >"$dir/monitors.yaml"
 check "monitoring: the ServiceMonitors and PodMonitors pass prometheus-operator's schemas" \
@@ -126,6 +135,48 @@ config_from_release
 webhooks 2 || exit 1
 controller_start 0
 admits_and_enforces install helm-a
+lease_holder() { kubectl -n "$NS_SYS" get lease gpuquota-controller -o jsonpath='{.spec.holderIdentity}'; }
+has_holder() { [[ -n $(lease_holder) ]]; }
+eventually 30 has_holder
+check_match "install: the controller leads on the Lease of the release namespace" '.' "$(lease_holder)"
+check "install: no Lease anywhere else" "$NS_SYS/gpuquota-controller" \
+    "$(kubectl get leases -A --field-selector metadata.name=gpuquota-controller \
+        -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name}{"\n"}{end}')"
+# Queueing: the controller (its account in the release namespace, which the
+# webhook trusts) charges a queued pod and removes its gate.
+ns helm-queue
+quota helm-queue team '{gpu-memory: 8Gi}' 'whenExceeded: Queue'
+queue_gates() { kubectl -n helm-queue get pod "$1" -o json | jq -r '[.spec.schedulingGates[]?.name] | join(",")'; }
+queue_open() { [[ -z $(queue_gates "$1") ]]; }
+queue_seen() { gpu_pod probe 8Gi | kubectl -n helm-queue create --dry-run=server -o json -f - | jq -e '.spec.schedulingGates'; }
+eventually 15 queue_seen
+check_match "install: a pod of a Queue quota is created" created "$(gpu_pod q1 8Gi | kubectl -n helm-queue create -f - 2>&1)"
+check_match "install: a second one waits behind the gate" created "$(gpu_pod q2 8Gi | kubectl -n helm-queue create -f - 2>&1)"
+eventually 30 queue_open q1
+check "install: the controller ungates the pod that fits" "" "$(queue_gates q1)"
+check "install: and keeps the other gated" gpuquota.io/quota "$(queue_gates q2)"
+kubectl -n helm-queue delete pod q1 --grace-period=0 --force >/dev/null 2>&1
+eventually 30 queue_open q2
+check "install: once it is gone the next one starts" "" "$(queue_gates q2)"
+# kubectl gpuquota explain reads the configuration from the release
+# namespace, named by --gpuquota-namespace or $GPUQUOTA_NAMESPACE.
+gpu_pod e 8Gi >"$dir/explain-pod.yaml"
+check_match "explain --gpuquota-namespace finds the release's configuration" \
+    "Config: +configmap $NS_SYS/gpuquota-config" \
+    "$("$GQ" explain -f "$dir/explain-pod.yaml" -n helm-a --gpuquota-namespace "$NS_SYS" 2>&1)"
+check_match "explain with GPUQUOTA_NAMESPACE finds it too" "Config: +configmap $NS_SYS/gpuquota-config" \
+    "$(GPUQUOTA_NAMESPACE=$NS_SYS "$GQ" explain -f "$dir/explain-pod.yaml" -n helm-a 2>&1)"
+check_match "explain without either says the default namespace holds none" \
+    "Config: +embedded default \(configmap gpuquota-system/gpuquota-config: " \
+    "$("$GQ" explain -f "$dir/explain-pod.yaml" -n helm-a 2>&1)"
+check "gpuquota queue with GPUQUOTA_NAMESPACE prices with the release's configuration" "" \
+    "$(GPUQUOTA_NAMESPACE=$NS_SYS "$GQ" queue 2>&1 >/dev/null)"
+check_match "gpuquota queue without it says the default namespace holds none" \
+    "pricing with the embedded default \(configmap gpuquota-system/gpuquota-config: " \
+    "$("$GQ" queue 2>&1 >/dev/null)"
+check_match "a GPUQUOTA_NAMESPACE that is no namespace name is refused" \
+    "GPUQUOTA_NAMESPACE \"Bad_NS\" is not a valid namespace name" \
+    "$(GPUQUOTA_NAMESPACE=Bad_NS "$GQ" explain -f "$dir/explain-pod.yaml" -n helm-a 2>&1)"
 # The prober's namespace has room for every dry run (requireQuota comes on).
 ns helm-probe
 quota helm-probe team '{gpu-memory: 1000Gi}'

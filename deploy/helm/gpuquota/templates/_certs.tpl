@@ -90,11 +90,13 @@ metadata:
   annotations: {{- . | nindent 4 }}
   {{- end }}
 rules:
-  # kubectl apply reads, then creates or patches; create cannot be narrowed by name.
+  # certs reconcile reads each Secret, then creates it or updates it at the
+  # resourceVersion read; the post-delete Job deletes them. Create cannot be
+  # narrowed by name.
   - apiGroups: [""]
     resources: [secrets]
     resourceNames: [gpuquota-webhook-ca, gpuquota-webhook-tls]
-    verbs: [get, patch, update, delete]
+    verbs: [get, update, delete]
   - apiGroups: [""]
     resources: [secrets]
     verbs: [create]

@@ -471,37 +471,37 @@ void cli_audit_charge_text(const gq_audit_entry *e, char *buf, size_t cap)
     }
 }
 
-void cli_audit_entry_to_json(const gq_audit_entry *e, gq_strbuf *b)
+void cli_audit_entry_to_json(const gq_audit_entry *e, gq_buf *b)
 {
-    gq_strbuf_puts(b, e->source == GQ_AUDIT_SRC_APISERVER ? "{\"source\":\"kube-apiserver\""
-                                                          : "{\"source\":\"gpuquota\"");
+    gq_buf_puts(b, e->source == GQ_AUDIT_SRC_APISERVER ? "{\"source\":\"kube-apiserver\""
+                                                       : "{\"source\":\"gpuquota\"");
     static const char *const keys[] = {
         ",\"time\":",      ",\"uid\":",  ",\"webhook\":", ",\"operation\":",
         ",\"namespace\":", ",\"name\":", ",\"user\":"};
     const char *vals[] = {e->time,       e->uid,  e->webhook, e->operation,
                           e->namespace_, e->name, e->user};
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-        gq_strbuf_puts(b, keys[i]);
-        gq_strbuf_json_string(b, vals[i]);
+        gq_buf_puts(b, keys[i]);
+        gq_buf_json_string(b, vals[i]);
     }
-    gq_strbuf_puts(b, e->dry_run ? ",\"dryRun\":true" : ",\"dryRun\":false");
-    gq_strbuf_puts(b, ",\"decision\":");
-    gq_strbuf_json_string(b, gq_audit_decision_name(e->decision));
-    gq_strbuf_puts(b, ",\"reason\":");
-    gq_strbuf_json_string(b, e->reason);
+    gq_buf_puts(b, e->dry_run ? ",\"dryRun\":true" : ",\"dryRun\":false");
+    gq_buf_puts(b, ",\"decision\":");
+    gq_buf_json_string(b, gq_audit_decision_name(e->decision));
+    gq_buf_puts(b, ",\"reason\":");
+    gq_buf_json_string(b, e->reason);
     if (e->source == GQ_AUDIT_SRC_APISERVER)
-        gq_strbuf_printf(b, ",\"code\":%d", e->code);
+        gq_buf_printf(b, ",\"code\":%d", e->code);
     if (e->has_charge) {
         json_object *c = gq_amounts_to_json(&e->charge);
         if (!c) {
-            b->oom = true;
+            gq_buf_fail(b, GQ_ENOMEM);
             return;
         }
-        gq_strbuf_puts(b, ",\"charge\":");
-        gq_strbuf_puts(b, gq_json_compact(c));
+        gq_buf_puts(b, ",\"charge\":");
+        gq_buf_puts(b, gq_json_compact(c));
         json_object_put(c);
     }
-    gq_strbuf_puts(b, "}");
+    gq_buf_puts(b, "}");
 }
 
 /* ---- summary ------------------------------------------------------------ */

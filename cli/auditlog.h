@@ -18,6 +18,7 @@
 #include "quota/audit_record.h"
 #include "quota/crd.h"
 #include "common/gq_error.h"
+#include "common/buf.h"
 #include "common/jsonutil.h"
 
 /* Longest line the reader accepts (callers skip and count longer ones). */
@@ -56,11 +57,18 @@ typedef struct cli_audit_filter {
 
 bool cli_audit_matches(const gq_audit_entry *e, const cli_audit_filter *f);
 
-/* Append e as one compact JSON object (no newline) to b:
+/* The longest text cli_audit_entry_to_json writes: every string of the entry
+ * comes from one line of at most CLI_AUDIT_LINE_MAX bytes, and escaping
+ * makes a byte at most six (\u00XX); 4 KiB more holds the member names and
+ * the charge. An entry the reader accepted always fits. */
+#define CLI_AUDIT_JSON_MAX (6 * CLI_AUDIT_LINE_MAX + 4096)
+
+/* Append e as one compact JSON object (no newline) to b (initialised with
+ * CLI_AUDIT_JSON_MAX as its cap; errors are b's sticky one):
  * {"source","time","uid","webhook","operation","namespace","name","user",
  *  "dryRun","decision","reason","code","charge"}; "code" only for Events,
  * "charge" (canonical quantities) only when known. */
-void cli_audit_entry_to_json(const gq_audit_entry *e, gq_strbuf *b);
+void cli_audit_entry_to_json(const gq_audit_entry *e, gq_buf *b);
 
 /* "gpu-memory=20Gi,gpus=0,gpu-pods=1" (the keys the record gave) into buf
  * (cap bytes, cap >= 1); "" without a charge. */

@@ -299,11 +299,12 @@ static gq_code handle_line(audit_run *r, const char *line, size_t len)
         if (r->o->out == OUT_TABLE) {
             print_table_row(&e);
         } else if (r->o->out == OUT_JSON) {
-            gq_strbuf b = {0};
+            gq_buf b;
             char *text = NULL;
             size_t n = 0;
+            gq_buf_init(&b, CLI_AUDIT_JSON_MAX);
             cli_audit_entry_to_json(&e, &b);
-            rc = gq_strbuf_finish(&b, &text, &n);
+            rc = gq_buf_finish(&b, &text, &n);
             if (!rc) {
                 fwrite(text, 1, n, stdout);
                 putchar('\n');

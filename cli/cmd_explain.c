@@ -19,6 +19,7 @@
 #include "quota/config.h"
 #include "quota/crd.h"
 #include "quota/jsonpatch.h"
+#include "common/buf.h"
 #include "common/jsonutil.h"
 #include "kube/kube.h"
 #include "webhook/mutation.h"
@@ -204,17 +205,22 @@ static void governing_dispose(governing *g)
     free(g->lrs);
 }
 
+/* One suggestion or note: names (253 bytes each), quantities and a quota
+ * message (GQ_ERR_MSG_MAX) fill a few KiB at most. */
+#define EXPLAIN_LINE_MAX ((size_t)64 << 10)
+
 /* Append a formatted line to the array s (suggestions, notes). */
 static void add_line(json_object *s, const char *fmt, ...) GQ_PRINTF(2, 3);
 static void add_line(json_object *s, const char *fmt, ...)
 {
-    gq_strbuf b = {0};
+    gq_buf b;
+    gq_buf_init(&b, EXPLAIN_LINE_MAX);
     va_list ap;
     va_start(ap, fmt);
-    gq_strbuf_vprintf(&b, fmt, ap);
+    gq_buf_vprintf(&b, fmt, ap);
     va_end(ap);
-    json_object_array_add(s, json_object_new_string(b.p ? b.p : ""));
-    gq_strbuf_dispose(&b);
+    json_object_array_add(s, json_object_new_string(b.data ? b.data : ""));
+    gq_buf_dispose(&b);
 }
 
 /* ---- the report ------------------------------------------------------------ */

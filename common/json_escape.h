@@ -1,5 +1,5 @@
 /* JSON string escaping, one table for every writer of JSON text by hand
- * (gq_strbuf_json_string, the logger, the server's canned error bodies). */
+ * (gq_buf_json_string, the logger, the server's canned error bodies). */
 #ifndef GQ_JSON_ESCAPE_H
 #define GQ_JSON_ESCAPE_H
 

@@ -4,12 +4,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "common/json_escape.h"
 
 /* A recursive-descent parser that builds json-c objects directly. It
  * replaces json_tokener for three reasons: strict RFC 8259 with finite
@@ -908,109 +905,4 @@ gq_code gq_json_to_text(json_object *v, char **out, size_t *out_len)
     *out = copy;
     *out_len = n;
     return GQ_OK;
-}
-
-/* ---- gq_strbuf ------------------------------------------------------------ */
-
-static bool strbuf_reserve(gq_strbuf *b, size_t extra)
-{
-    if (b->oom)
-        return false;
-    if (extra > SIZE_MAX / 2 - b->len) {
-        b->oom = true;
-        return false;
-    }
-    size_t need = b->len + extra + 1;
-    if (need <= b->cap)
-        return true;
-    size_t cap = b->cap ? b->cap : 1024;
-    while (cap < need)
-        cap *= 2;
-    char *np = realloc(b->p, cap);
-    if (!np) {
-        b->oom = true;
-        return false;
-    }
-    b->p = np;
-    b->cap = cap;
-    return true;
-}
-
-void gq_strbuf_add(gq_strbuf *b, const char *s, size_t n)
-{
-    if (!strbuf_reserve(b, n))
-        return;
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-void gq_strbuf_puts(gq_strbuf *b, const char *s)
-{
-    gq_strbuf_add(b, s, strlen(s));
-}
-
-void gq_strbuf_vprintf(gq_strbuf *b, const char *fmt, va_list ap)
-{
-    va_list size_ap;
-    va_copy(size_ap, ap);
-    int n = vsnprintf(NULL, 0, fmt, size_ap);
-    va_end(size_ap);
-    if (n < 0) {
-        b->oom = true;
-        return;
-    }
-    if (!strbuf_reserve(b, (size_t)n))
-        return;
-    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
-    b->len += (size_t)n;
-}
-
-void gq_strbuf_printf(gq_strbuf *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    gq_strbuf_vprintf(b, fmt, ap);
-    va_end(ap);
-}
-
-void gq_strbuf_json_string(gq_strbuf *b, const char *s)
-{
-    if (!s) {
-        gq_strbuf_add(b, "null", 4);
-        return;
-    }
-    gq_strbuf_add(b, "\"", 1);
-    for (const char *run = s;; s++) {
-        char esc[GQ_JSON_ESCAPE_MAX];
-        size_t n = *s ? gq_json_escape_byte((unsigned char)*s, esc) : 0;
-        if (*s && !n)
-            continue;
-        gq_strbuf_add(b, run, (size_t)(s - run)); /* the plain bytes so far */
-        if (!*s)
-            break;
-        gq_strbuf_add(b, esc, n);
-        run = s + 1;
-    }
-    gq_strbuf_add(b, "\"", 1);
-}
-
-gq_code gq_strbuf_finish(gq_strbuf *b, char **out, size_t *out_len)
-{
-    if (!b->oom && !b->p)
-        strbuf_reserve(b, 0);
-    if (b->oom) {
-        gq_strbuf_dispose(b);
-        return GQ_ENOMEM;
-    }
-    *out = b->p;
-    *out_len = b->len;
-    memset(b, 0, sizeof(*b));
-    return GQ_OK;
-}
-
-void gq_strbuf_dispose(gq_strbuf *b)
-{
-    free(b->p);
-    memset(b, 0, sizeof(*b));
 }

@@ -3,7 +3,6 @@
 #ifndef GQ_JSONUTIL_H
 #define GQ_JSONUTIL_H
 
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -76,29 +75,6 @@ void gq_json_budget_return(gq_json_budget *b, size_t n);
 /* Take n more bytes from b for what a tree's owner builds from it (copies):
  * false, taking nothing, when the trees alive would pass its cap. */
 bool gq_json_budget_take(gq_json_budget *b, size_t n) GQ_WUR;
-
-/* A growing text buffer for writing JSON (and other text) by hand. Zero it
- * to start. Allocation failure is sticky: later appends do nothing and
- * gq_strbuf_finish reports GQ_ENOMEM. The text is always NUL-terminated. */
-typedef struct gq_strbuf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} gq_strbuf;
-
-void gq_strbuf_add(gq_strbuf *b, const char *s, size_t n);
-void gq_strbuf_puts(gq_strbuf *b, const char *s);
-/* printf-style, of any length. */
-void gq_strbuf_printf(gq_strbuf *b, const char *fmt, ...) GQ_PRINTF(2, 3);
-void gq_strbuf_vprintf(gq_strbuf *b, const char *fmt, va_list ap) GQ_PRINTF(2, 0);
-/* s as a JSON string with quotes (NULL: null), escaped exactly as json-c
- * writes it with JSON_C_TO_STRING_NOSLASHESCAPE, so hand-written and json-c
- * text agree byte for byte. */
-void gq_strbuf_json_string(gq_strbuf *b, const char *s);
-/* Hand the text over (*out, caller frees) or GQ_ENOMEM; b is reset. */
-gq_code gq_strbuf_finish(gq_strbuf *b, char **out, size_t *out_len) GQ_WUR;
-/* Free the text; b is reset. */
-void gq_strbuf_dispose(gq_strbuf *b);
 
 /* Compact JSON text of v ("/" not escaped), borrowed from v: valid until v is
  * changed or freed. Never NULL ("null" for a NULL v). */

@@ -11,42 +11,42 @@
 
 void http_expo_family(http_expo *e, const char *name, const char *type, const char *help)
 {
-    gq_strbuf_printf(&e->text, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    gq_buf_printf(&e->text, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 /* Label values escape backslash, double quote and newline (format 0.0.4). */
-static void label_value(gq_strbuf *b, const char *s)
+static void label_value(gq_buf *b, const char *s)
 {
     for (; *s; s++) {
         if (*s == '\\')
-            gq_strbuf_add(b, "\\\\", 2);
+            gq_buf_add(b, "\\\\", 2);
         else if (*s == '"')
-            gq_strbuf_add(b, "\\\"", 2);
+            gq_buf_add(b, "\\\"", 2);
         else if (*s == '\n')
-            gq_strbuf_add(b, "\\n", 2);
+            gq_buf_add(b, "\\n", 2);
         else
-            gq_strbuf_add(b, s, 1);
+            gq_buf_add(b, s, 1);
     }
 }
 
 /* name{a="x",b="y",extra="v"} with the trailing space before the value;
  * extra (the histogram's le) may be NULL. */
-static void series(gq_strbuf *b, const char *name, const char *suffix, const http_label *labels,
+static void series(gq_buf *b, const char *name, const char *suffix, const http_label *labels,
                    size_t n, const http_label *extra)
 {
-    gq_strbuf_puts(b, name);
-    gq_strbuf_puts(b, suffix);
+    gq_buf_puts(b, name);
+    gq_buf_puts(b, suffix);
     if (n || extra) {
-        gq_strbuf_puts(b, "{");
+        gq_buf_puts(b, "{");
         for (size_t i = 0; i < n + (extra != NULL); i++) {
             const http_label *l = i < n ? &labels[i] : extra;
-            gq_strbuf_printf(b, "%s%s=\"", i ? "," : "", l->name);
+            gq_buf_printf(b, "%s%s=\"", i ? "," : "", l->name);
             label_value(b, l->value ? l->value : "");
-            gq_strbuf_puts(b, "\"");
+            gq_buf_puts(b, "\"");
         }
-        gq_strbuf_puts(b, "}");
+        gq_buf_puts(b, "}");
     }
-    gq_strbuf_puts(b, " ");
+    gq_buf_puts(b, " ");
 }
 
 /* The shortest text that reads back as the same double, into tmp; integral
@@ -69,17 +69,17 @@ static const char *number_text(double v, char tmp[40])
     return tmp;
 }
 
-static void number(gq_strbuf *b, double v)
+static void number(gq_buf *b, double v)
 {
     char tmp[40];
-    gq_strbuf_puts(b, number_text(v, tmp));
+    gq_buf_puts(b, number_text(v, tmp));
 }
 
 void http_expo_uint(http_expo *e, const char *name, const http_label *labels, size_t n_labels,
                     uint64_t value)
 {
     series(&e->text, name, "", labels, n_labels, NULL);
-    gq_strbuf_printf(&e->text, "%ju\n", (uintmax_t)value);
+    gq_buf_printf(&e->text, "%ju\n", (uintmax_t)value);
 }
 
 void http_expo_double(http_expo *e, const char *name, const http_label *labels, size_t n_labels,
@@ -87,7 +87,7 @@ void http_expo_double(http_expo *e, const char *name, const http_label *labels, 
 {
     series(&e->text, name, "", labels, n_labels, NULL);
     number(&e->text, value);
-    gq_strbuf_puts(&e->text, "\n");
+    gq_buf_puts(&e->text, "\n");
 }
 
 void http_histogram_init(http_histogram *h, const double *bounds, size_t n_bounds)
@@ -123,7 +123,7 @@ uint64_t http_histogram_count(const http_histogram *h)
 void http_expo_histogram(http_expo *e, const char *name, const http_label *labels, size_t n_labels,
                          const http_histogram *h)
 {
-    gq_strbuf *b = &e->text;
+    gq_buf *b = &e->text;
     /* Read count first and clamp the cumulative sum to it, so a scrape
      * racing observations never shows +Inf above _count. */
     uint_fast64_t count = load(&h->count), cum = 0;
@@ -134,13 +134,13 @@ void http_expo_histogram(http_expo *e, const char *name, const http_label *label
         if (cum > count)
             cum = count;
         series(b, name, "_bucket", labels, n_labels, &(http_label){"le", le});
-        gq_strbuf_printf(b, "%ju\n", (uintmax_t)(i < h->n_bounds ? cum : count));
+        gq_buf_printf(b, "%ju\n", (uintmax_t)(i < h->n_bounds ? cum : count));
     }
     series(b, name, "_sum", labels, n_labels, NULL);
     number(b, (double)load(&h->sum_ns) / 1e9);
-    gq_strbuf_puts(b, "\n");
+    gq_buf_puts(b, "\n");
     series(b, name, "_count", labels, n_labels, NULL);
-    gq_strbuf_printf(b, "%ju\n", (uintmax_t)count);
+    gq_buf_printf(b, "%ju\n", (uintmax_t)count);
 }
 
 /* ---- the registry ---- */
@@ -309,9 +309,10 @@ static void render_externals(http_metrics *m, http_expo *e)
 
 gq_code http_metrics_render(http_metrics *m, char **out, size_t *out_len)
 {
-    http_expo e = {0};
+    http_expo e;
     if (!m)
         return GQ_EINVAL;
+    gq_buf_init(&e.text, HTTP_SCRAPE_MAX);
     pthread_mutex_lock(&m->lock);
     for (size_t i = 0; i < m->n_sources; i++)
         m->sources[i].fn(m->sources[i].ctx, &e);
@@ -321,5 +322,5 @@ gq_code http_metrics_render(http_metrics *m, char **out, size_t *out_len)
     http_expo_family(&e, "gpuquota_build_info", "gauge",
                      "Build information; the value is always 1.");
     http_expo_uint(&e, "gpuquota_build_info", &(http_label){"version", m->version}, 1, 1);
-    return gq_strbuf_finish(&e.text, out, out_len);
+    return gq_buf_finish(&e.text, out, out_len);
 }

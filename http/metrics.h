@@ -21,14 +21,22 @@
 #include <stdint.h>
 
 #include "common/gq_error.h"
-#include "common/jsonutil.h"
+#include "common/buf.h"
 
 /* ---- the exposition writer ---- */
 
-/* A scrape being written. Errors (out of memory) are kept inside and
- * reported once, by http_metrics_render. */
+/* One scrape's text at most. What grows is the sources' series per quota:
+ * the controller writes 26 lines for each (used and hard per resource, queue
+ * length, a 16-bucket wait histogram), 11 MiB for 4,096 quotas with 20-byte
+ * names and 39 MiB with the longest names Kubernetes allows (63-byte
+ * namespace, 253-byte quota). 64 MiB holds that worst case; past it a
+ * scrape fails with GQ_ELIMIT instead of growing without bound. */
+#define HTTP_SCRAPE_MAX ((size_t)64 << 20)
+
+/* A scrape being written. Errors (over HTTP_SCRAPE_MAX, out of memory) are
+ * kept inside and reported once, by http_metrics_render. */
 typedef struct http_expo {
-    gq_strbuf text;
+    gq_buf text;
 } http_expo;
 
 /* One label of a series: value is escaped as the format requires. */

@@ -348,12 +348,12 @@ static struct curl_slist *request_headers(const char *token, const char *ctype)
         l = n ? n : (curl_slist_free_all(l), NULL);
     }
     if (l && token) {
-        kube_buf b;
-        kube_buf_init(&b, TOKEN_MAX + 64);
+        gq_buf b;
+        gq_buf_init(&b, TOKEN_MAX + 64);
         struct curl_slist *n = NULL;
-        if (!kube_buf_appends(&b, "Authorization: Bearer ") && !kube_buf_appends(&b, token))
+        if (!gq_buf_puts(&b, "Authorization: Bearer ") && !gq_buf_puts(&b, token))
             n = curl_slist_append(l, b.data);
-        kube_buf_dispose(&b);
+        gq_buf_dispose(&b);
         l = n ? n : (curl_slist_free_all(l), NULL);
     }
     return l;
@@ -411,7 +411,7 @@ static gq_code curl_code(CURLcode cc)
 }
 
 /* Fill err for a non-2xx response, decoding a Status body when there is one. */
-static gq_code http_error(const char *method, const char *path, long status, const kube_buf *body,
+static gq_code http_error(const char *method, const char *path, long status, const gq_buf *body,
                           gq_err *err)
 {
     kube_status st;
@@ -424,7 +424,7 @@ static gq_code http_error(const char *method, const char *path, long status, con
 }
 
 typedef struct body_sink {
-    kube_buf *b;
+    gq_buf *b;
     gq_code rc; /* why the write stopped: GQ_ELIMIT or GQ_ENOMEM */
 } body_sink;
 
@@ -432,7 +432,7 @@ static size_t body_write(char *ptr, size_t size, size_t nmemb, void *ud)
 {
     body_sink *s = ud;
     size_t n = size * nmemb;
-    s->rc = kube_buf_append(s->b, ptr, n);
+    s->rc = gq_buf_add(s->b, ptr, n);
     return s->rc ? 0 : n;
 }
 
@@ -463,7 +463,7 @@ typedef struct attempt {
 } attempt;
 
 /* Run one attempt; the answer's body is in *resp whatever the status. */
-static gq_code attempt_once(kube_client *c, const http_call *call, attempt *a, kube_buf *resp,
+static gq_code attempt_once(kube_client *c, const http_call *call, attempt *a, gq_buf *resp,
                             gq_err *err)
 {
     const char *method = call->method, *path = call->path, *body = call->body;
@@ -473,7 +473,7 @@ static gq_code attempt_once(kube_client *c, const http_call *call, attempt *a, k
     gq_code rc = setup_handle(c, h, a->url, a->cred, &hdrs, call->ctype, err);
     if (rc)
         return rc;
-    resp->len = 0;
+    gq_buf_dispose(resp); /* an earlier attempt's failure is not this one's */
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
     if (!strcmp(method, "GET"))
         curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
@@ -500,8 +500,8 @@ static gq_code attempt_once(kube_client *c, const http_call *call, attempt *a, k
 
 /* One request with token refresh on 401 and the caller's retries. On
  * success the 2xx body is in *resp (caller disposes it). */
-static gq_code request(kube_client *c, const http_call *call, const kube_call_opts *o,
-                       kube_buf *resp, gq_err *err)
+static gq_code request(kube_client *c, const http_call *call, const kube_call_opts *o, gq_buf *resp,
+                       gq_err *err)
 {
     const char *method = call->method, *path = call->path;
     gq_code rc;
@@ -513,7 +513,7 @@ static gq_code request(kube_client *c, const http_call *call, const kube_call_op
                  .cred = &cred};
     int auth_retried = 0;
 
-    kube_buf_init(resp, c->o.max_body);
+    gq_buf_init(resp, c->o.max_body);
     rc = kube_build_url(c->cfg->server, path, call->q, call->nq, &url);
     if (rc) {
         gq_err_set(err, rc, "%s %s: cannot build URL", method, path);
@@ -556,13 +556,13 @@ out:
     kube_exec_cred_dispose(&cred);
     free(url);
     if (rc)
-        kube_buf_dispose(resp);
+        gq_buf_dispose(resp);
     return rc;
 }
 
 /* The answer's JSON, leaving out the subtrees skip[0..n_skip) names
  * (gq_json_parse_pruned: checked at any depth, never built). */
-static gq_code parse_pruned(const char *method, const char *path, const kube_buf *b,
+static gq_code parse_pruned(const char *method, const char *path, const gq_buf *b,
                             const char *const *skip, size_t n_skip, json_object **out, gq_err *err)
 {
     json_object *obj = NULL;
@@ -580,8 +580,8 @@ static gq_code parse_pruned(const char *method, const char *path, const kube_buf
     return GQ_OK;
 }
 
-static gq_code parse_json(const char *method, const char *path, const kube_buf *b,
-                          json_object **out, gq_err *err)
+static gq_code parse_json(const char *method, const char *path, const gq_buf *b, json_object **out,
+                          gq_err *err)
 {
     return parse_pruned(method, path, b, NULL, 0, out, err);
 }
@@ -589,8 +589,8 @@ static gq_code parse_json(const char *method, const char *path, const kube_buf *
 /* A list page, its items' managedFields left out: no reader of a list uses
  * them, and any user who may patch an object can nest them hundreds deep,
  * which must not stop a list. */
-static gq_code parse_list(const char *method, const char *path, const kube_buf *b,
-                          json_object **out, gq_err *err)
+static gq_code parse_list(const char *method, const char *path, const gq_buf *b, json_object **out,
+                          gq_err *err)
 {
     static const char *const skip[] = {"items/*/metadata/managedFields"};
     return parse_pruned(method, path, b, skip, 1, out, err);
@@ -604,7 +604,7 @@ static gq_code call_json(kube_client *c, const char *method, const char *path, j
     const char *ctype = !body                      ? NULL
                         : !strcmp(method, "PATCH") ? "application/merge-patch+json"
                                                    : "application/json";
-    kube_buf resp;
+    gq_buf resp;
     const char *text = body ? json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN) : NULL;
     if (body && !text)
         return gq_err_oom(err);
@@ -614,7 +614,7 @@ static gq_code call_json(kube_client *c, const char *method, const char *path, j
         return rc;
     if (out)
         rc = parse_json(method, path, &resp, out, err);
-    kube_buf_dispose(&resp);
+    gq_buf_dispose(&resp);
     return rc;
 }
 
@@ -639,17 +639,17 @@ gq_code kube_update(kube_client *c, const char *path, json_object *body, const k
 gq_code kube_update_status(kube_client *c, const char *path, json_object *body,
                            const kube_call_opts *o, json_object **out, gq_err *err)
 {
-    kube_buf p;
-    kube_buf_init(&p, 8192);
-    gq_code rc = kube_buf_appends(&p, path);
+    gq_buf p;
+    gq_buf_init(&p, 8192);
+    gq_code rc = gq_buf_puts(&p, path);
     if (!rc)
-        rc = kube_buf_appends(&p, "/status");
+        rc = gq_buf_puts(&p, "/status");
     if (rc) {
-        kube_buf_dispose(&p);
+        gq_buf_dispose(&p);
         return gq_err_set(err, rc, "%s: path too long", path);
     }
     rc = call_json(c, "PUT", p.data, body, o, out, err);
-    kube_buf_dispose(&p);
+    gq_buf_dispose(&p);
     return rc;
 }
 
@@ -665,7 +665,7 @@ gq_code kube_patch_json(kube_client *c, const char *path, json_object *patch,
     /* kube-apiserver's JSON Patch reads a pointer written "\/spec\/..."
      * (json-c's default escaping, valid JSON) as an error: send plain
      * slashes. */
-    kube_buf resp;
+    gq_buf resp;
     const char *text = json_object_to_json_string_ext(patch, JSON_C_TO_STRING_PLAIN |
                                                                  JSON_C_TO_STRING_NOSLASHESCAPE);
     if (!text)
@@ -677,7 +677,7 @@ gq_code kube_patch_json(kube_client *c, const char *path, json_object *patch,
         return rc;
     if (out)
         rc = parse_json("PATCH", path, &resp, out, err);
-    kube_buf_dispose(&resp);
+    gq_buf_dispose(&resp);
     return rc;
 }
 
@@ -748,7 +748,7 @@ gq_code kube_list(kube_client *c, const char *path, const kube_list_opts *o, kub
              * tokens carry the snapshot. */
             {"resourceVersion", !lp.cont && o ? o->resource_version : NULL},
         };
-        kube_buf resp;
+        gq_buf resp;
         json_object *list = NULL;
         gq_err re;
         gq_err_clear(&re);
@@ -768,7 +768,7 @@ gq_code kube_list(kube_client *c, const char *path, const kube_list_opts *o, kub
             goto out;
         }
         rc = parse_list("GET", path, &resp, &list, err);
-        kube_buf_dispose(&resp);
+        gq_buf_dispose(&resp);
         if (rc)
             goto out;
         rc = take_page(&lp, list, err);
@@ -792,7 +792,7 @@ typedef struct watch_ctx {
     CURL *h;
     kube_watch_parser *p;
     long status; /* 0 until the first body byte */
-    kube_buf errbody;
+    gq_buf errbody;
     gq_code rc; /* parser or callback failure */
     gq_err perr;
     const atomic_int *stop;
@@ -824,7 +824,7 @@ static size_t watch_write(char *ptr, size_t size, size_t nmemb, void *ud)
     if (!w->status)
         curl_easy_getinfo(w->h, CURLINFO_RESPONSE_CODE, &w->status);
     if (w->status != 200) {
-        gq_code ignored = kube_buf_append(&w->errbody, ptr, n); /* truncation is fine */
+        gq_code ignored = gq_buf_add(&w->errbody, ptr, n); /* truncation is fine */
         (void)ignored;
         return n;
     }
@@ -841,7 +841,7 @@ static int watch_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut,
 static void watch_ctx_init(watch_ctx *w, const kube_watch_opts *o, void *ud)
 {
     memset(w, 0, sizeof(*w));
-    kube_buf_init(&w->errbody, ERROR_BODY_MAX);
+    gq_buf_init(&w->errbody, ERROR_BODY_MAX);
     gq_err_clear(&w->perr);
     w->stop = o ? o->stop : NULL;
     w->on_open = o ? o->on_open : NULL;
@@ -928,7 +928,7 @@ gq_code kube_watch(kube_client *c, const char *path, const kube_watch_opts *o, k
         kube_watch_parser_free(w.p);
         w.p = NULL;
         w.status = 0;
-        w.errbody.len = 0;
+        gq_buf_dispose(&w.errbody);
         w.rejected = 0;
         kube_exec_cred_dispose(&cred);
         rc = current_cred(c, &cred, err);
@@ -955,7 +955,7 @@ gq_code kube_watch(kube_client *c, const char *path, const kube_watch_opts *o, k
 out:
     handle_release(c, w.h);
     kube_watch_parser_free(w.p);
-    kube_buf_dispose(&w.errbody);
+    gq_buf_dispose(&w.errbody);
     kube_exec_cred_dispose(&cred);
     free(url);
     return rc;

@@ -302,25 +302,25 @@ static gq_code interactive(const kube_exec_auth *a, int *out, gq_err *err)
 /* KUBERNETES_EXEC_INFO=<the ExecCredential request>. */
 static char *exec_info(const kube_exec_auth *a, int inter)
 {
-    kube_buf b;
-    kube_buf_init(&b, (size_t)16 << 20);
+    gq_buf b;
+    gq_buf_init(&b, (size_t)16 << 20);
     json_object *v = json_object_new_string(a->x->api_version);
-    int bad =
-        !v ||
-        kube_buf_appends(&b, KUBE_EXEC_INFO_ENV "={\"kind\":\"ExecCredential\","
-                                                "\"apiVersion\":") ||
-        kube_buf_appends(&b, json_object_to_json_string_ext(
-                                 v, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)) ||
-        kube_buf_appends(&b, ",\"spec\":{") ||
-        (a->cluster_json && (kube_buf_appends(&b, "\"cluster\":") ||
-                             kube_buf_appends(&b, a->cluster_json) || kube_buf_appends(&b, ","))) ||
-        kube_buf_appends(&b, inter ? "\"interactive\":true}}" : "\"interactive\":false}}");
+    int bad = !v ||
+              gq_buf_puts(&b, KUBE_EXEC_INFO_ENV "={\"kind\":\"ExecCredential\","
+                                                 "\"apiVersion\":") ||
+              gq_buf_puts(&b, json_object_to_json_string_ext(
+                                  v, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)) ||
+              gq_buf_puts(&b, ",\"spec\":{") ||
+              (a->cluster_json && (gq_buf_puts(&b, "\"cluster\":") ||
+                                   gq_buf_puts(&b, a->cluster_json) || gq_buf_puts(&b, ","))) ||
+              gq_buf_puts(&b, inter ? "\"interactive\":true}}" : "\"interactive\":false}}");
     json_object_put(v);
+    char *text = NULL;
     if (bad) {
-        kube_buf_dispose(&b);
+        gq_buf_dispose(&b);
         return NULL;
     }
-    return b.data;
+    return gq_buf_finish(&b, &text, NULL) ? NULL : text;
 }
 
 static int same_name(const char *a, const char *b)
@@ -461,8 +461,8 @@ static gq_code timed_out(const kube_exec_auth *a, long timeout_ms, gq_err *err)
 }
 
 /* Read the child's stdout to EOF before the deadline, within the cap. */
-static gq_code read_output(const kube_exec_auth *a, const child *ch, int64_t deadline,
-                           kube_buf *out, gq_err *err)
+static gq_code read_output(const kube_exec_auth *a, const child *ch, int64_t deadline, gq_buf *out,
+                           gq_err *err)
 {
     char chunk[4096];
     for (;;) {
@@ -478,7 +478,7 @@ static gq_code read_output(const kube_exec_auth *a, const child *ch, int64_t dea
             continue;
         if (n <= 0)
             return GQ_OK; /* EOF (or an error: the exit status tells) */
-        if (kube_buf_append(out, chunk, (size_t)n))
+        if (gq_buf_add(out, chunk, (size_t)n))
             return gq_err_set(err, GQ_ELIMIT,
                               "getting credentials: exec: executable %s wrote more than %zu "
                               "bytes to standard output",
@@ -513,7 +513,7 @@ static gq_code reap(const child *ch, int kill_it, int64_t deadline, int *st)
 }
 
 /* Run the plugin once: its standard output in *out (caller disposes). */
-static gq_code run_plugin(const kube_exec_auth *a, int inter, kube_buf *out, gq_err *err)
+static gq_code run_plugin(const kube_exec_auth *a, int inter, gq_buf *out, gq_err *err)
 {
     int oom;
     char *path = look_path(a->x->command, &oom);
@@ -540,7 +540,7 @@ static gq_code run_plugin(const kube_exec_auth *a, int inter, kube_buf *out, gq_
                                        : EXEC_TIMEOUT_MS;
     int64_t deadline = kube_mono_ms() + timeout;
     int st = 0;
-    kube_buf_init(out, a->o.max_output);
+    gq_buf_init(out, a->o.max_output);
     rc = read_output(a, &ch, deadline, out, err);
     gq_code waited = reap(&ch, rc != GQ_OK, deadline, &st);
     if (rc == GQ_ETIMEOUT || waited == GQ_ETIMEOUT)
@@ -550,7 +550,7 @@ static gq_code run_plugin(const kube_exec_auth *a, int inter, kube_buf *out, gq_
                         "getting credentials: exec: executable %s failed with exit code %d",
                         a->x->command, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     if (rc)
-        kube_buf_dispose(out);
+        gq_buf_dispose(out);
     return rc;
 }
 
@@ -653,7 +653,7 @@ static gq_code take_status(json_object *st, kube_exec_cred *c, gq_err *err)
     return GQ_OK;
 }
 
-static gq_code decode_output(const kube_exec_auth *a, const kube_buf *out, kube_exec_cred *c,
+static gq_code decode_output(const kube_exec_auth *a, const gq_buf *out, kube_exec_cred *c,
                              gq_err *err)
 {
     enum json_tokener_error je = json_tokener_success;
@@ -686,7 +686,7 @@ out:
 static gq_code refresh_locked(kube_exec_auth *a, gq_err *err)
 {
     int inter = 0;
-    kube_buf out;
+    gq_buf out;
     kube_exec_cred c;
     memset(&c, 0, sizeof(c));
     gq_code rc = interactive(a, &inter, err);
@@ -695,7 +695,7 @@ static gq_code refresh_locked(kube_exec_auth *a, gq_err *err)
     if (rc)
         return rc;
     rc = decode_output(a, &out, &c, err);
-    kube_buf_dispose(&out);
+    gq_buf_dispose(&out);
     if (rc) {
         kube_exec_cred_dispose(&c);
         return rc;

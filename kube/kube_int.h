@@ -5,20 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/buf.h"
 #include "kube/kube.h"
-
-/* A growable byte buffer with a hard cap; data stays NUL-terminated. */
-typedef struct kube_buf {
-    char *data;
-    size_t len;
-    size_t cap;
-    size_t max; /* GQ_ELIMIT beyond this many bytes */
-} kube_buf;
-
-void kube_buf_init(kube_buf *b, size_t max);
-void kube_buf_dispose(kube_buf *b);
-gq_code kube_buf_append(kube_buf *b, const void *p, size_t n) GQ_WUR;
-gq_code kube_buf_appends(kube_buf *b, const char *s) GQ_WUR;
 
 /* Read a whole file (at most max bytes) into a NUL-terminated malloc'ed buffer. */
 gq_code kube_read_file(const char *path, size_t max, char **out, size_t *len, gq_err *err) GQ_WUR;

@@ -14,64 +14,18 @@
 #include <string.h>
 #include <time.h>
 
-void kube_buf_init(kube_buf *b, size_t max)
-{
-    b->data = NULL;
-    b->len = 0;
-    b->cap = 0;
-    b->max = max;
-}
-
-void kube_buf_dispose(kube_buf *b)
-{
-    if (!b)
-        return;
-    free(b->data);
-    b->data = NULL;
-    b->len = b->cap = 0;
-}
-
-gq_code kube_buf_append(kube_buf *b, const void *p, size_t n)
-{
-    if (n > b->max || b->len > b->max - n)
-        return GQ_ELIMIT;
-    if (b->len + n + 1 > b->cap) {
-        size_t ncap = b->cap ? b->cap : 256;
-        while (ncap < b->len + n + 1) {
-            if (ncap > SIZE_MAX / 2)
-                return GQ_ELIMIT;
-            ncap *= 2;
-        }
-        char *nd = realloc(b->data, ncap);
-        if (!nd)
-            return GQ_ENOMEM;
-        b->data = nd;
-        b->cap = ncap;
-    }
-    if (n)
-        memcpy(b->data + b->len, p, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-    return GQ_OK;
-}
-
-gq_code kube_buf_appends(kube_buf *b, const char *s)
-{
-    return kube_buf_append(b, s, strlen(s));
-}
-
 gq_code kube_read_file(const char *path, size_t max, char **out, size_t *len, gq_err *err)
 {
     gq_code rc = GQ_OK;
-    kube_buf b;
-    kube_buf_init(&b, max);
+    gq_buf b;
+    gq_buf_init(&b, max);
     FILE *f = fopen(path, "rb");
     if (!f)
         return gq_err_set(err, GQ_EIO, "%s: %s", path, strerror(errno));
     char chunk[8192];
     size_t n;
     while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
-        rc = kube_buf_append(&b, chunk, n);
+        rc = gq_buf_add(&b, chunk, n);
         if (rc) {
             gq_err_set(err, rc, "%s: %s", path,
                        rc == GQ_ELIMIT ? "file larger than the limit" : "out of memory");
@@ -82,20 +36,12 @@ gq_code kube_read_file(const char *path, size_t max, char **out, size_t *len, gq
         rc = gq_err_set(err, GQ_EIO, "%s: read error", path);
         goto out;
     }
-    if (!b.data) {
-        rc = kube_buf_append(&b, "", 0);
-        if (rc) {
-            gq_err_set(err, rc, "out of memory");
-            goto out;
-        }
-    }
-    *out = b.data;
-    if (len)
-        *len = b.len;
-    b.data = NULL;
+    rc = gq_buf_finish(&b, out, len);
+    if (rc)
+        gq_err_set(err, rc, "out of memory");
 out:
     fclose(f);
-    kube_buf_dispose(&b);
+    gq_buf_dispose(&b);
     return rc;
 }
 
@@ -200,12 +146,12 @@ static int unreserved(unsigned char c)
            c == '.' || c == '_' || c == '~';
 }
 
-static gq_code append_escaped(kube_buf *b, const char *s)
+static gq_code append_escaped(gq_buf *b, const char *s)
 {
     static const char hex[] = "0123456789ABCDEF";
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         char e[3] = {'%', hex[*p >> 4], hex[*p & 15]};
-        gq_code rc = unreserved(*p) ? kube_buf_append(b, p, 1) : kube_buf_append(b, e, 3);
+        gq_code rc = unreserved(*p) ? gq_buf_add(b, p, 1) : gq_buf_add(b, e, 3);
         if (rc)
             return rc;
     }
@@ -216,33 +162,32 @@ gq_code kube_build_url(const char *server, const char *path, const kube_query *q
                        char **out)
 {
     gq_code rc;
-    kube_buf b;
-    kube_buf_init(&b, 1 << 20);
-    rc = kube_buf_appends(&b, server);
+    gq_buf b;
+    gq_buf_init(&b, 1 << 20);
+    rc = gq_buf_puts(&b, server);
     if (rc)
         goto out;
-    rc = kube_buf_appends(&b, path);
+    rc = gq_buf_puts(&b, path);
     if (rc)
         goto out;
     int first = strchr(path, '?') == NULL;
     for (size_t i = 0; i < nq; i++) {
         if (!q[i].value || !q[i].value[0])
             continue;
-        rc = kube_buf_append(&b, first ? "?" : "&", 1);
+        rc = gq_buf_add(&b, first ? "?" : "&", 1);
         if (!rc)
             rc = append_escaped(&b, q[i].key);
         if (!rc)
-            rc = kube_buf_append(&b, "=", 1);
+            rc = gq_buf_add(&b, "=", 1);
         if (!rc)
             rc = append_escaped(&b, q[i].value);
         if (rc)
             goto out;
         first = 0;
     }
-    *out = b.data;
-    b.data = NULL;
+    rc = gq_buf_finish(&b, out, NULL);
 out:
-    kube_buf_dispose(&b);
+    gq_buf_dispose(&b);
     return rc;
 }
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 struct kube_watch_parser {
-    kube_buf line;
+    gq_buf line;
     kube_event_fn fn;
     void *ud;
     gq_code failed; /* sticky */
@@ -20,7 +20,7 @@ gq_code kube_watch_parser_new(size_t max_line, kube_event_fn fn, void *ud, kube_
     kube_watch_parser *p = calloc(1, sizeof(*p));
     if (!p)
         return GQ_ENOMEM;
-    kube_buf_init(&p->line, max_line ? max_line : (size_t)16 << 20);
+    gq_buf_init(&p->line, max_line ? max_line : (size_t)16 << 20);
     p->fn = fn;
     p->ud = ud;
     *out = p;
@@ -31,7 +31,7 @@ void kube_watch_parser_free(kube_watch_parser *p)
 {
     if (!p)
         return;
-    kube_buf_dispose(&p->line);
+    gq_buf_dispose(&p->line);
     free(p);
 }
 
@@ -105,7 +105,7 @@ gq_code kube_watch_parser_feed(kube_watch_parser *p, const char *data, size_t le
             }
             rc = handle_line(p, data, take, err);
         } else {
-            rc = kube_buf_append(&p->line, data, take);
+            rc = gq_buf_add(&p->line, data, take);
             if (rc) {
                 if (rc == GQ_ELIMIT)
                     gq_err_set(err, rc, "watch event longer than %zu bytes", p->line.max);
@@ -115,7 +115,7 @@ gq_code kube_watch_parser_feed(kube_watch_parser *p, const char *data, size_t le
             }
             if (nl) {
                 rc = handle_line(p, p->line.data, p->line.len, err);
-                p->line.len = 0;
+                gq_buf_reset(&p->line);
             }
         }
         if (rc)
@@ -138,7 +138,7 @@ gq_code kube_watch_parser_finish(kube_watch_parser *p, gq_err *err)
     gq_code rc = GQ_OK;
     if (p->line.len) {
         rc = handle_line(p, p->line.data, p->line.len, err);
-        p->line.len = 0;
+        gq_buf_reset(&p->line);
     }
     if (rc)
         p->failed = rc;

@@ -6,8 +6,15 @@
 #include <string.h>
 
 #include "common/json_member.h"
+#include "common/buf.h"
 #include "common/jsonutil.h"
 #include "common/rfc3339.h"
+
+/* One record's text at most. Everything in it comes from one
+ * AdmissionReview, whose body the server caps at 3 MiB; escaping makes a
+ * byte at most six (\u00XX), so 18 MiB plus the member names bounds any
+ * record the webhook can be given, and 32 MiB never fails one. */
+#define AUDIT_RECORD_MAX ((size_t)32 << 20)
 
 const char *gq_audit_decision_name(gq_audit_decision d)
 {
@@ -15,19 +22,19 @@ const char *gq_audit_decision_name(gq_audit_decision d)
 }
 
 /* ,"key":"value" (null for NULL); first is the opening brace. */
-static void put_str(gq_strbuf *b, const char *key, const char *val)
+static void put_str(gq_buf *b, const char *key, const char *val)
 {
-    gq_strbuf_printf(b, ",\"%s\":", key);
-    gq_strbuf_json_string(b, val);
+    gq_buf_printf(b, ",\"%s\":", key);
+    gq_buf_json_string(b, val);
 }
 
 /* ,"key":{...} of a borrowed tree, left out for NULL. */
-static void put_json(gq_strbuf *b, const char *key, json_object *val)
+static void put_json(gq_buf *b, const char *key, json_object *val)
 {
     if (!val)
         return;
-    gq_strbuf_printf(b, ",\"%s\":", key);
-    gq_strbuf_puts(b, gq_json_compact(val));
+    gq_buf_printf(b, ",\"%s\":", key);
+    gq_buf_puts(b, gq_json_compact(val));
 }
 
 gq_code gq_audit_record_format(const gq_audit_record *rec, char **out, size_t *out_len)
@@ -37,16 +44,17 @@ gq_code gq_audit_record_format(const gq_audit_record *rec, char **out, size_t *o
 
     /* Written directly (one per decision); the embedded trees through
      * json-c, so the bytes are json-c's throughout. */
-    gq_strbuf b = {0};
-    gq_strbuf_puts(&b, "{\"" GQ_AUDIT_F_TIME "\":");
-    gq_strbuf_json_string(&b, ts);
+    gq_buf b;
+    gq_buf_init(&b, AUDIT_RECORD_MAX);
+    gq_buf_puts(&b, "{\"" GQ_AUDIT_F_TIME "\":");
+    gq_buf_json_string(&b, ts);
     put_str(&b, GQ_AUDIT_F_UID, rec->uid);
     put_str(&b, GQ_AUDIT_F_WEBHOOK, rec->webhook);
     put_str(&b, GQ_AUDIT_F_OPERATION, rec->operation);
     put_str(&b, GQ_AUDIT_F_NAMESPACE, rec->namespace_);
     put_str(&b, GQ_AUDIT_F_NAME, rec->name);
     put_str(&b, GQ_AUDIT_F_USER, rec->user);
-    gq_strbuf_printf(&b, ",\"%s\":%s", GQ_AUDIT_F_DRY_RUN, rec->dry_run ? "true" : "false");
+    gq_buf_printf(&b, ",\"%s\":%s", GQ_AUDIT_F_DRY_RUN, rec->dry_run ? "true" : "false");
     put_str(&b, GQ_AUDIT_F_DECISION, rec->decision);
     if (rec->reason)
         put_str(&b, GQ_AUDIT_F_REASON, rec->reason);
@@ -58,9 +66,9 @@ gq_code gq_audit_record_format(const gq_audit_record *rec, char **out, size_t *o
      * would turn 1.164 into 1.1639999999999999). */
     double ms = rec->latency_ms >= 0 && rec->latency_ms < 1e12 ? rec->latency_ms : 0;
     int64_t lat_us = (int64_t)(ms * 1000.0);
-    gq_strbuf_printf(&b, ",\"%s\":%" PRId64 ".%03d}", GQ_AUDIT_F_LATENCY_MS, lat_us / 1000,
-                     (int)(lat_us % 1000));
-    return gq_strbuf_finish(&b, out, out_len);
+    gq_buf_printf(&b, ",\"%s\":%" PRId64 ".%03d}", GQ_AUDIT_F_LATENCY_MS, lat_us / 1000,
+                  (int)(lat_us % 1000));
+    return gq_buf_finish(&b, out, out_len);
 }
 
 void gq_audit_entry_dispose(gq_audit_entry *e)

@@ -63,7 +63,7 @@ typedef struct gq_audit_record {
 
 /* Serialise rec as one JSON object (no newline): the time as RFC 3339 with
  * microseconds, the latency rounded down to microseconds. Caller frees *out.
- * GQ_ENOMEM. */
+ * GQ_ENOMEM; GQ_ELIMIT past 32 MiB, more than one review can hold. */
 gq_code gq_audit_record_format(const gq_audit_record *rec, char **out, size_t *out_len) GQ_WUR;
 
 typedef enum gq_audit_source {

@@ -86,7 +86,8 @@ gq_code gq_config_parse(const char *buf, size_t len, const char *filename, gq_co
                         gq_err *err) GQ_WUR;
 
 /* Render cfg as YAML that gq_config_parse accepts (round trip). Caller frees
- * *out with free(). */
+ * *out with free(). GQ_EINVAL for an unknown backend, GQ_ENOMEM, GQ_ELIMIT
+ * past 8 MiB (eight times the longest configuration any reader takes). */
 gq_code gq_config_to_yaml(const gq_config *cfg, char **out, size_t *out_len, gq_err *err) GQ_WUR;
 
 void gq_config_free(gq_config *cfg);

@@ -14,6 +14,7 @@
 
 #include <yaml.h>
 
+#include "common/buf.h"
 #include "quota/catalog.h"
 #include "quota/config.h"
 #include "quota/quantity.h"
@@ -1045,42 +1046,10 @@ out:
 
 /* ---- rendering -------------------------------------------------------- */
 
-typedef struct sbuf {
-    char *data;
-    size_t len, cap;
-    bool oom;
-} sbuf;
-
-static void sb_add(sbuf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (n >= b->cap - b->len) {
-        size_t cap = b->cap ? b->cap : 1024;
-        while (n >= cap - b->len) {
-            if (cap > SIZE_MAX / 2) {
-                b->oom = true;
-                return;
-            }
-            cap *= 2;
-        }
-        char *d = realloc(b->data, cap);
-        if (!d) {
-            b->oom = true;
-            return;
-        }
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-}
-
-static void sb_puts(sbuf *b, const char *s)
-{
-    sb_add(b, s, strlen(s));
-}
+/* The rendered text at most. Every reader of a configuration takes at
+ * most 1 MiB of it; escaping makes one byte at most four (\xXX), and the
+ * defaults written out add under a KiB. */
+#define CONFIG_YAML_MAX ((size_t)8 << 20)
 
 /* Plain (unquoted) only when YAML cannot read the text as anything but this
  * string: a conservative character set; none of the words YAML 1.1 or 1.2
@@ -1108,92 +1077,92 @@ static bool plain_safe(const char *s)
 }
 
 /* s as a YAML scalar: plain when safe, else double-quoted with escapes. */
-static void sb_scalar(sbuf *b, const char *s)
+static void sb_scalar(gq_buf *b, const char *s)
 {
     if (!s)
         s = "";
     if (plain_safe(s)) {
-        sb_puts(b, s);
+        gq_buf_puts(b, s);
         return;
     }
-    sb_puts(b, "\"");
+    gq_buf_puts(b, "\"");
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         char esc[8];
         if (*p == '"' || *p == '\\') {
             esc[0] = '\\';
             esc[1] = (char)*p;
-            sb_add(b, esc, 2);
+            gq_buf_add(b, esc, 2);
         } else if (*p < 0x20 || *p == 0x7f) {
             snprintf(esc, sizeof(esc), "\\x%02x", *p);
-            sb_puts(b, esc);
+            gq_buf_puts(b, esc);
         } else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
             /* C1 controls (U+0080..U+009F) are not printable in a YAML
              * stream: libyaml refuses them raw, so they are escaped. */
             snprintf(esc, sizeof(esc), "\\u%04x", p[1]);
-            sb_puts(b, esc);
+            gq_buf_puts(b, esc);
             p++;
         } else if (*p == 0xe2 && p[1] == 0x80 && (p[2] == 0xa8 || p[2] == 0xa9)) {
             /* U+2028 and U+2029 are line breaks to libyaml: raw, a quoted
              * scalar would fold them into a space. */
-            sb_puts(b, p[2] == 0xa8 ? "\\u2028" : "\\u2029");
+            gq_buf_puts(b, p[2] == 0xa8 ? "\\u2028" : "\\u2029");
             p += 2;
         } else if (*p == 0xef && (p[1] == 0xbb && p[2] == 0xbf)) {
-            sb_puts(b, "\\ufeff"); /* a byte order mark inside the stream */
+            gq_buf_puts(b, "\\ufeff"); /* a byte order mark inside the stream */
             p += 2;
         } else if (*p == 0xef && p[1] == 0xbf && (p[2] == 0xbe || p[2] == 0xbf)) {
             snprintf(esc, sizeof(esc), "\\u%04x", p[2] == 0xbe ? 0xfffeu : 0xffffu);
-            sb_puts(b, esc);
+            gq_buf_puts(b, esc);
             p += 2;
         } else {
-            sb_add(b, (const char *)p, 1);
+            gq_buf_add(b, (const char *)p, 1);
         }
     }
-    sb_puts(b, "\"");
+    gq_buf_puts(b, "\"");
 }
 
-static void sb_key(sbuf *b, const char *indent, const char *key)
+static void sb_key(gq_buf *b, const char *indent, const char *key)
 {
-    sb_puts(b, indent);
-    sb_puts(b, key);
-    sb_puts(b, ": ");
+    gq_buf_puts(b, indent);
+    gq_buf_puts(b, key);
+    gq_buf_puts(b, ": ");
 }
 
-static void sb_bytes(sbuf *b, int64_t bytes)
+static void sb_bytes(gq_buf *b, int64_t bytes)
 {
     char q[GQ_QUANTITY_STR_MAX];
     gq_format_bytes(bytes, q);
-    sb_puts(b, q);
+    gq_buf_puts(b, q);
 }
 
-static void sb_list(sbuf *b, char *const *v, size_t n)
+static void sb_list(gq_buf *b, char *const *v, size_t n)
 {
-    sb_puts(b, "[");
+    gq_buf_puts(b, "[");
     for (size_t i = 0; i < n; i++) {
         if (i)
-            sb_puts(b, ", ");
+            gq_buf_puts(b, ", ");
         sb_scalar(b, v[i]);
     }
-    sb_puts(b, "]");
+    gq_buf_puts(b, "]");
 }
 
-static void sb_audit(sbuf *b, const gq_audit_config *a)
+static void sb_audit(gq_buf *b, const gq_audit_config *a)
 {
     char num[32];
-    sb_puts(b, "\naudit:");
+    gq_buf_puts(b, "\naudit:");
     sb_key(b, "\n  ", "path");
     sb_scalar(b, a->path);
     sb_key(b, "\n  ", "maxSize");
     sb_bytes(b, a->max_size);
     snprintf(num, sizeof(num), "%d", a->max_files);
     sb_key(b, "\n  ", "maxFiles");
-    sb_puts(b, num);
+    gq_buf_puts(b, num);
 }
 
-static void sb_models(sbuf *b, const gq_config *cfg)
+static void sb_models(gq_buf *b, const gq_config *cfg)
 {
-    sb_puts(b, "\nmodels:");
+    gq_buf_puts(b, "\nmodels:");
     if (!cfg->n_models)
-        sb_puts(b, " []");
+        gq_buf_puts(b, " []");
     for (size_t i = 0; i < cfg->n_models; i++) {
         const gq_model *m = &cfg->models[i];
         sb_key(b, "\n  - ", "name");
@@ -1203,21 +1172,21 @@ static void sb_models(sbuf *b, const gq_config *cfg)
         sb_key(b, "\n    ", "products");
         sb_list(b, m->products, m->n_products);
         sb_key(b, "\n    ", "migProfiles");
-        sb_puts(b, "[");
+        gq_buf_puts(b, "[");
         for (size_t j = 0; j < m->n_mig; j++) {
             if (j)
-                sb_puts(b, ", ");
+                gq_buf_puts(b, ", ");
             sb_scalar(b, m->mig[j].name);
         }
-        sb_puts(b, "]");
+        gq_buf_puts(b, "]");
     }
 }
 
-static void sb_device_classes(sbuf *b, const gq_config *cfg)
+static void sb_device_classes(gq_buf *b, const gq_config *cfg)
 {
-    sb_puts(b, "\ndeviceClasses:");
+    gq_buf_puts(b, "\ndeviceClasses:");
     if (!cfg->n_device_classes)
-        sb_puts(b, " []");
+        gq_buf_puts(b, " []");
     for (size_t i = 0; i < cfg->n_device_classes; i++) {
         sb_key(b, "\n  - ", "name");
         sb_scalar(b, cfg->device_classes[i].name);
@@ -1228,14 +1197,15 @@ static void sb_device_classes(sbuf *b, const gq_config *cfg)
 
 gq_code gq_config_to_yaml(const gq_config *cfg, char **out, size_t *out_len, gq_err *err)
 {
-    sbuf b = {0};
+    gq_buf b;
     char num[32];
     const char *backend = gq_backend_name(cfg->backend);
     if (!backend)
         return gq_err_set(err, GQ_EINVAL, "configuration has an unknown backend (%d)",
                           (int)cfg->backend);
+    gq_buf_init(&b, CONFIG_YAML_MAX);
     sb_key(&b, "", "backend");
-    sb_puts(&b, backend);
+    gq_buf_puts(&b, backend);
     sb_key(&b, "\n", "memoryUnit");
     sb_bytes(&b, cfg->memory_unit);
     sb_key(&b, "\n", "schedulerName");
@@ -1243,10 +1213,10 @@ gq_code gq_config_to_yaml(const gq_config *cfg, char **out, size_t *out_len, gq_
     sb_key(&b, "\n", "defaultModel");
     sb_scalar(&b, cfg->default_model);
     sb_key(&b, "\n", "requireQuota");
-    sb_puts(&b, cfg->require_quota ? "true" : "false");
+    gq_buf_puts(&b, cfg->require_quota ? "true" : "false");
     snprintf(num, sizeof(num), "%d", cfg->max_queued_pods);
     sb_key(&b, "\n", "maxQueuedPods");
-    sb_puts(&b, num);
+    gq_buf_puts(&b, num);
     sb_key(&b, "\n", "exemptNamespaces");
     sb_list(&b, cfg->exempt_namespaces, cfg->n_exempt_namespaces);
     sb_audit(&b, &cfg->audit);
@@ -1254,12 +1224,12 @@ gq_code gq_config_to_yaml(const gq_config *cfg, char **out, size_t *out_len, gq_
     sb_device_classes(&b, cfg);
     sb_key(&b, "\n", "gpuDrivers");
     sb_list(&b, cfg->gpu_drivers, cfg->n_gpu_drivers);
-    sb_puts(&b, "\n");
-    if (b.oom) {
-        free(b.data);
-        return gq_err_set(err, GQ_ENOMEM, "out of memory rendering the configuration");
-    }
-    *out = b.data;
-    *out_len = b.len;
+    gq_buf_puts(&b, "\n");
+    gq_code rc = gq_buf_finish(&b, out, out_len);
+    if (rc == GQ_ELIMIT)
+        return gq_err_set(err, rc, "the configuration renders longer than %zu bytes",
+                          CONFIG_YAML_MAX);
+    if (rc)
+        return gq_err_set(err, rc, "out of memory rendering the configuration");
     return GQ_OK;
 }

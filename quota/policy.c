@@ -1,5 +1,6 @@
 /* GPULimitRange and quota decisions (see docs/quota-semantics.md). */
 #include "quota/policy.h"
+#include "common/buf.h"
 #include "common/json_member.h"
 #include "common/rfc3339.h"
 
@@ -9,27 +10,23 @@
 #include <string.h>
 #include <strings.h>
 
-/* Appends to a bounded message buffer; truncation is acceptable (gq_err is
- * bounded anyway). */
-typedef struct msgbuf {
-    char *s;
-    size_t cap, len;
-} msgbuf;
+/* A denial message (or the list of allowed models in one) being built.
+ * gq_err keeps only its first GQ_ERR_MSG_MAX - 1 bytes, and a violation
+ * its first 199; the longest single piece appended is one model's whole
+ * denial (under 1 KiB). Any cap well past those keeps the same bytes as
+ * the cut message shows, and 64 KiB also bounds what a long list of
+ * quotas or models costs: past it, the text that fit is used. */
+#define POLICY_MSG_MAX ((size_t)64 << 10)
 
-static void mb_add(msgbuf *b, const char *fmt, ...) GQ_PRINTF(2, 3);
-static void mb_add(msgbuf *b, const char *fmt, ...)
+/* Deny with lead and the text built in b, which is disposed: the text that
+ * fit when the cap was reached, GQ_ENOMEM when memory ran out. */
+static gq_code deny_with(gq_buf *b, const char *lead, gq_err *err)
 {
-    if (b->len + 1 >= b->cap)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    b->len += (size_t)n;
-    if (b->len >= b->cap)
-        b->len = b->cap - 1;
+    gq_code rc = b->err == GQ_ENOMEM
+                     ? gq_err_oom(err)
+                     : gq_err_set(err, GQ_EDENIED, "%s%s", lead, b->data ? b->data : "");
+    gq_buf_dispose(b);
+    return rc;
 }
 
 /* --- pod facts and charge ------------------------------------------------ */
@@ -316,7 +313,7 @@ static int check_order_cmp(const void *pa, const void *pb)
 }
 
 /* "k=v,k=v" with every key prefixed by "model/" when model is set. */
-static void print_list_for(msgbuf *b, const char *model, const gq_amounts *a,
+static void print_list_for(gq_buf *b, const char *model, const gq_amounts *a,
                            const bool mask[GQ_KEY_COUNT])
 {
     bool first = true;
@@ -325,8 +322,8 @@ static void print_list_for(msgbuf *b, const char *model, const gq_amounts *a,
             continue;
         char buf[GQ_QUANTITY_STR_MAX];
         gq_amount_format(a, (gq_qkey)k, buf);
-        mb_add(b, "%s%s%s%s=%s", first ? "" : ",", model ? model : "", model ? "/" : "",
-               gq_qkey_name((gq_qkey)k), buf);
+        gq_buf_printf(b, "%s%s%s%s=%s", first ? "" : ",", model ? model : "", model ? "/" : "",
+                      gq_qkey_name((gq_qkey)k), buf);
         first = false;
     }
 }
@@ -353,17 +350,17 @@ static gq_code check_limits(const gq_quota *q, const char *model, const gq_amoun
     }
     if (!any)
         return GQ_OK;
-    char msg[GQ_ERR_MSG_MAX];
-    msgbuf b = {msg, sizeof(msg), 0};
-    msg[0] = '\0';
-    mb_add(&b, "exceeded %squota: %s, requested: ", q->kind == GQ_QUOTA_TENANT ? "tenant " : "",
-           q->name);
+    gq_buf b;
+    gq_buf_init(&b, POLICY_MSG_MAX);
+    gq_buf_printf(&b,
+                  "exceeded %squota: %s, requested: ", q->kind == GQ_QUOTA_TENANT ? "tenant " : "",
+                  q->name);
     print_list_for(&b, model, charge, exceeded);
-    mb_add(&b, ", used: ");
+    gq_buf_puts(&b, ", used: ");
     print_list_for(&b, model, used, exceeded);
-    mb_add(&b, ", limited: ");
+    gq_buf_puts(&b, ", limited: ");
     print_list_for(&b, model, hard, exceeded);
-    return gq_err_set(err, GQ_EDENIED, "%s", msg);
+    return deny_with(&b, "", err);
 }
 
 static gq_code check_one(const gq_quota *q, const gq_pod_facts *pod, const gq_amounts *charge,
@@ -431,20 +428,19 @@ gq_code gq_quota_evaluate(const gq_quota_snapshot *s, const gq_pod_facts *pod,
         }
     }
     if (s->require_quota && n_matched == 0) {
-        char msg[GQ_ERR_MSG_MAX];
-        msgbuf b = {msg, sizeof(msg), 0};
+        gq_buf b;
         bool mask[GQ_KEY_COUNT];
-        msg[0] = '\0';
+        gq_buf_init(&b, POLICY_MSG_MAX);
         for (int k = 0; k < GQ_KEY_COUNT; k++)
             mask[k] = charge->set[k] && charge->v[k] > 0;
         bool first = true;
         for (int k = 0; k < GQ_KEY_COUNT; k++) {
             if (!mask[k])
                 continue;
-            mb_add(&b, "%s%s", first ? "" : ",", gq_qkey_name((gq_qkey)k));
+            gq_buf_printf(&b, "%s%s", first ? "" : ",", gq_qkey_name((gq_qkey)k));
             first = false;
         }
-        rc = gq_err_set(err, GQ_EDENIED, "insufficient quota to consume: %s", msg);
+        rc = deny_with(&b, "insufficient quota to consume: ", err);
         goto out;
     }
     *n_charge = n_out;
@@ -758,9 +754,8 @@ gq_code gq_model_choose(const gq_model_option *opts, size_t n, const gq_quota_sn
 {
     gq_code rc = GQ_OK;
     size_t *idx = NULL, n_idx = 0;
-    char why[GQ_ERR_MSG_MAX];
-    msgbuf b = {why, sizeof(why), 0};
-    why[0] = '\0';
+    gq_buf b;
+    gq_buf_init(&b, POLICY_MSG_MAX);
     if (!n)
         return gq_err_set(err, GQ_EINVAL, "no GPU model to choose from");
     if (s->n && !(idx = calloc(s->n, sizeof(*idx))))
@@ -779,10 +774,11 @@ gq_code gq_model_choose(const gq_model_option *opts, size_t n, const gq_quota_sn
             gq_err_set(err, rc, "%s", e.msg);
             goto out;
         }
-        mb_add(&b, "%s%s: %s", i ? "; " : "", opts[i].model, e.msg);
+        gq_buf_printf(&b, "%s%s: %s", i ? "; " : "", opts[i].model, e.msg);
     }
-    rc = gq_err_set(err, GQ_EDENIED, "no accepted GPU model fits: %s", why);
+    rc = deny_with(&b, "no accepted GPU model fits: ", err);
 out:
+    gq_buf_dispose(&b);
     free(idx);
     return rc;
 }
@@ -883,6 +879,7 @@ typedef struct violations {
     char msgs[8][200];
     size_t n;
     size_t dropped;
+    bool oom; /* a message could not be built */
 } violations;
 
 static void viol_add(violations *v, const char *fmt, ...) GQ_PRINTF(2, 3);
@@ -950,13 +947,15 @@ static void model_check(violations *v, const gq_limit_item *it, const gq_pod_cos
     if (it->n_allowed_models == 0)
         return;
     const char *model = cost->model ? cost->model->name : NULL;
-    char allowed[160] = "";
-    msgbuf b = {allowed, sizeof(allowed), 0};
-    for (size_t i = 0; i < it->n_allowed_models; i++) {
+    for (size_t i = 0; i < it->n_allowed_models; i++)
         if (model && strcasecmp(model, it->allowed_models[i]) == 0)
             return;
-        mb_add(&b, "%s%s", i ? ", " : "", it->allowed_models[i]);
-    }
+    gq_buf b;
+    gq_buf_init(&b, POLICY_MSG_MAX);
+    for (size_t i = 0; i < it->n_allowed_models; i++)
+        gq_buf_printf(&b, "%s%s", i ? ", " : "", it->allowed_models[i]);
+    const char *allowed = b.data ? b.data : "";
+    v->oom |= b.err == GQ_ENOMEM;
     if (model)
         viol_add(v, "GPU model \"%s\" is not allowed in namespace \"%s\"; allowed: %s", model, ns,
                  allowed);
@@ -965,6 +964,7 @@ static void model_check(violations *v, const gq_limit_item *it, const gq_pod_cos
                  "GPU model must be set (annotation " GQ_ANN_GPU_MODEL
                  ") in namespace \"%s\"; allowed: %s",
                  ns, allowed);
+    gq_buf_dispose(&b);
 }
 
 gq_code gq_limit_validate(const gq_pod_cost *cost, const char *ns, const gq_limit_range *const *lrs,
@@ -992,17 +992,18 @@ gq_code gq_limit_validate(const gq_pod_cost *cost, const char *ns, const gq_limi
             model_check(&v, it, cost, ns);
         }
     }
+    if (v.oom)
+        return gq_err_oom(err);
     if (v.n == 0)
         return GQ_OK;
     if (v.n == 1)
         return gq_err_set(err, GQ_EDENIED, "%s", v.msgs[0]);
-    char msg[GQ_ERR_MSG_MAX];
-    msgbuf b = {msg, sizeof(msg), 0};
-    msg[0] = '\0';
+    gq_buf b;
+    gq_buf_init(&b, POLICY_MSG_MAX);
     for (size_t i = 0; i < v.n; i++)
-        mb_add(&b, "%s%s", i ? ", " : "[", v.msgs[i]);
+        gq_buf_printf(&b, "%s%s", i ? ", " : "[", v.msgs[i]);
     if (v.dropped)
-        mb_add(&b, ", and %zu more", v.dropped);
-    mb_add(&b, "]");
-    return gq_err_set(err, GQ_EDENIED, "%s", msg);
+        gq_buf_printf(&b, ", and %zu more", v.dropped);
+    gq_buf_puts(&b, "]");
+    return deny_with(&b, "", err);
 }

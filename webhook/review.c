@@ -10,6 +10,7 @@
 #include "quota/podcost.h"
 #include "common/heap.h"
 #include "common/json_member.h"
+#include "common/buf.h"
 #include "common/jsonutil.h"
 
 #define WH_API_V1 "admission.k8s.io/v1"
@@ -806,11 +807,11 @@ gq_code wh_review_response_set_audit(wh_review_response *r, const char *key, con
 
 /* ---- Encoding ---- */
 
-static void encode_warnings(const wh_review_response *r, gq_strbuf *b)
+static void encode_warnings(const wh_review_response *r, gq_buf *b)
 {
     if (!r->n_warnings)
         return;
-    gq_strbuf_puts(b, ",\"warnings\":[");
+    gq_buf_puts(b, ",\"warnings\":[");
     for (size_t i = 0; i < r->n_warnings; i++) {
         const char *text = r->warnings[i];
         char more[WH_WARNING_MAX + 1];
@@ -820,53 +821,54 @@ static void encode_warnings(const wh_review_response *r, gq_strbuf *b)
             text = more;
         }
         if (i)
-            gq_strbuf_add(b, ",", 1);
-        gq_strbuf_json_string(b, text);
+            gq_buf_add(b, ",", 1);
+        gq_buf_json_string(b, text);
     }
-    gq_strbuf_add(b, "]", 1);
+    gq_buf_add(b, "]", 1);
 }
 
 gq_code wh_review_encode(const wh_review_response *r, char **out, size_t *out_len)
 {
     /* Written directly, not through a json-c tree: this is every /mutate
-     * answer. The bytes are the ones json-c would write (gq_strbuf). */
-    gq_strbuf b = {0};
+     * answer. The bytes are the ones json-c would write (gq_buf). */
+    gq_buf b;
     char *b64 = NULL;
     size_t n = 0;
-    gq_strbuf_puts(&b, r->version == WH_REVIEW_V1BETA1
-                           ? "{\"apiVersion\":\"" WH_API_V1BETA1 "\",\"kind\":\"AdmissionReview\","
-                           : "{\"apiVersion\":\"" WH_API_V1 "\",\"kind\":\"AdmissionReview\",");
-    gq_strbuf_puts(&b, "\"response\":{\"uid\":");
-    gq_strbuf_json_string(&b, r->uid ? r->uid : "");
-    gq_strbuf_puts(&b, r->allowed ? ",\"allowed\":true" : ",\"allowed\":false");
+    gq_buf_init(&b, WH_RESPONSE_MAX);
+    gq_buf_puts(&b, r->version == WH_REVIEW_V1BETA1
+                        ? "{\"apiVersion\":\"" WH_API_V1BETA1 "\",\"kind\":\"AdmissionReview\","
+                        : "{\"apiVersion\":\"" WH_API_V1 "\",\"kind\":\"AdmissionReview\",");
+    gq_buf_puts(&b, "\"response\":{\"uid\":");
+    gq_buf_json_string(&b, r->uid ? r->uid : "");
+    gq_buf_puts(&b, r->allowed ? ",\"allowed\":true" : ",\"allowed\":false");
     if (!r->allowed) {
-        gq_strbuf_printf(&b, ",\"status\":{\"code\":%d,\"reason\":", r->code);
-        gq_strbuf_json_string(&b, r->reason ? r->reason : "");
-        gq_strbuf_puts(&b, ",\"message\":");
-        gq_strbuf_json_string(&b, r->message ? r->message : "");
-        gq_strbuf_add(&b, "}", 1);
+        gq_buf_printf(&b, ",\"status\":{\"code\":%d,\"reason\":", r->code);
+        gq_buf_json_string(&b, r->reason ? r->reason : "");
+        gq_buf_puts(&b, ",\"message\":");
+        gq_buf_json_string(&b, r->message ? r->message : "");
+        gq_buf_add(&b, "}", 1);
     } else if (r->patch) {
         if (gq_base64_encode(r->patch, r->patch_len, &b64, &n)) {
-            gq_strbuf_dispose(&b);
+            gq_buf_dispose(&b);
             return GQ_ENOMEM;
         }
-        gq_strbuf_puts(&b, ",\"patchType\":\"JSONPatch\",\"patch\":\"");
-        gq_strbuf_add(&b, b64, n); /* base64 needs no escaping */
-        gq_strbuf_add(&b, "\"", 1);
+        gq_buf_puts(&b, ",\"patchType\":\"JSONPatch\",\"patch\":\"");
+        gq_buf_add(&b, b64, n); /* base64 needs no escaping */
+        gq_buf_add(&b, "\"", 1);
         free(b64);
     }
     encode_warnings(r, &b);
     if (r->n_audit) {
-        gq_strbuf_puts(&b, ",\"auditAnnotations\":{");
+        gq_buf_puts(&b, ",\"auditAnnotations\":{");
         for (size_t i = 0; i < r->n_audit; i++) {
             if (i)
-                gq_strbuf_add(&b, ",", 1);
-            gq_strbuf_json_string(&b, r->audit_keys[i]);
-            gq_strbuf_add(&b, ":", 1);
-            gq_strbuf_json_string(&b, r->audit_values[i]);
+                gq_buf_add(&b, ",", 1);
+            gq_buf_json_string(&b, r->audit_keys[i]);
+            gq_buf_add(&b, ":", 1);
+            gq_buf_json_string(&b, r->audit_values[i]);
         }
-        gq_strbuf_add(&b, "}", 1);
+        gq_buf_add(&b, "}", 1);
     }
-    gq_strbuf_add(&b, "}}", 2);
-    return gq_strbuf_finish(&b, out, out_len);
+    gq_buf_add(&b, "}}", 2);
+    return gq_buf_finish(&b, out, out_len);
 }

@@ -28,6 +28,12 @@
 #define WH_AUDIT_KEY_MAX 63     /* bytes of an auditAnnotations key */
 #define WH_AUDIT_VALUE_MAX 4096 /* bytes of an auditAnnotations value */
 #define WH_AUDIT_MAX 32         /* auditAnnotations in one response */
+/* Bytes of one encoded response. Every member but the patch is capped above
+ * (escaped, the uid, message, warnings and auditAnnotations come to under
+ * 1 MiB); the patch rewrites an object the server took in at most 3 MiB, and
+ * base64 makes it 4/3 as long. 32 MiB holds a patch as long as two whole
+ * such objects, far more than a rewrite of GPU requests ever writes. */
+#define WH_RESPONSE_MAX ((size_t)32 << 20)
 
 typedef enum wh_review_version {
     WH_REVIEW_V1 = 0,      /* admission.k8s.io/v1 */
@@ -210,7 +216,8 @@ size_t wh_sanitize_text(const char *text, char *buf, size_t cap);
 /* Serialise the response as an AdmissionReview: apiVersion and kind, then
  * response {uid, allowed, status (denied only), patchType "JSONPatch" and
  * patch in base64 (only with a patch), warnings, auditAnnotations (only when
- * any)}. Caller frees *out with free(); *out_len excludes the NUL. */
+ * any)}. Caller frees *out with free(); *out_len excludes the NUL.
+ * GQ_ENOMEM; GQ_ELIMIT past WH_RESPONSE_MAX. */
 gq_code wh_review_encode(const wh_review_response *r, char **out, size_t *out_len) GQ_WUR;
 
 #endif

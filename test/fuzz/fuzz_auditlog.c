@@ -26,12 +26,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (err.code != rc || err.msg[0] == '\0')
                 abort();
         } else {
-            gq_strbuf b = {0};
+            gq_buf b;
             char *text = NULL, charge[128];
             size_t n = 0;
             json_object *back = NULL;
+            gq_buf_init(&b, CLI_AUDIT_JSON_MAX);
             cli_audit_entry_to_json(&e, &b);
-            if (gq_strbuf_finish(&b, &text, &n) != GQ_OK)
+            if (gq_buf_finish(&b, &text, &n) != GQ_OK)
                 abort();
             if (gq_json_parse(text, n, GQ_JSON_DEFAULT_DEPTH, &back, NULL) != GQ_OK)
                 abort();

@@ -49,13 +49,14 @@ static int label_selector_matches(json_object *ls, json_object *labels_holder)
 {
     if (!ls || !json_object_is_type(ls, json_type_object))
         return 1;
-    sbuf b = {0};
+    gq_buf b;
+    gq_buf_init(&b, SI_TEXT_MAX);
     json_object *ml = si_obj(ls, "matchLabels");
     if (ml && json_object_is_type(ml, json_type_object)) {
         json_object_object_foreach(ml, k, v)
         {
             const char *val = json_object_get_string(v);
-            sbuf_addf(&b, "%s%s=%s", b.len ? "," : "", k, val ? val : "");
+            gq_buf_printf(&b, "%s%s=%s", b.len ? "," : "", k, val ? val : "");
         }
     }
     json_object *me = si_obj(ls, "matchExpressions");
@@ -67,23 +68,23 @@ static int label_selector_matches(json_object *ls, json_object *labels_holder)
         if (!key || !op)
             continue;
         if (b.len)
-            sbuf_adds(&b, ",");
+            gq_buf_puts(&b, ",");
         if (!strcmp(op, "Exists")) {
-            sbuf_adds(&b, key);
+            gq_buf_puts(&b, key);
         } else if (!strcmp(op, "DoesNotExist")) {
-            sbuf_addf(&b, "!%s", key);
+            gq_buf_printf(&b, "!%s", key);
         } else {
-            sbuf_addf(&b, "%s %s (", key, !strcmp(op, "NotIn") ? "notin" : "in");
+            gq_buf_printf(&b, "%s %s (", key, !strcmp(op, "NotIn") ? "notin" : "in");
             for (size_t j = 0; vals && json_object_is_type(vals, json_type_array) &&
                                j < json_object_array_length(vals);
                  j++) {
                 const char *val = json_object_get_string(json_object_array_get_idx(vals, j));
-                sbuf_addf(&b, "%s%s", j ? "," : "", val ? val : "");
+                gq_buf_printf(&b, "%s%s", j ? "," : "", val ? val : "");
             }
-            sbuf_adds(&b, ")");
+            gq_buf_puts(&b, ")");
         }
     }
-    char *s = sbuf_take(&b);
+    char *s = si_buf_take(&b);
     selector *sel = NULL;
     gq_err err = {0};
     int match = 0;
@@ -155,7 +156,7 @@ static int collect(void *ctx, const char *ns, const char *name, json_object *cfg
 }
 
 typedef struct body_buf {
-    sbuf b;
+    gq_buf b;
     int too_big;
 } body_buf;
 
@@ -163,11 +164,11 @@ static size_t on_data(char *p, size_t size, size_t nmemb, void *ud)
 {
     body_buf *bb = ud;
     size_t n = size * nmemb;
-    if (bb->b.len + n > HOOK_RESPONSE_MAX) {
-        bb->too_big = 1;
+    gq_code rc = gq_buf_add(&bb->b, p, n);
+    if (rc) {
+        bb->too_big = rc == GQ_ELIMIT;
         return 0;
     }
-    sbuf_add(&bb->b, p, n);
     return n;
 }
 
@@ -187,6 +188,7 @@ static gq_code call_hook(json_object *wh, const char *review, json_object **resp
     size_t ca_len = 0;
     gq_code rc = GQ_OK;
     body_buf bb = {0};
+    gq_buf_init(&bb.b, HOOK_RESPONSE_MAX);
     CURL *h = curl_easy_init();
     if (!h)
         return gq_err_oom(err);
@@ -258,7 +260,7 @@ static gq_code call_hook(json_object *wh, const char *review, json_object **resp
     }
     *resp = r;
 out:
-    sbuf_dispose(&bb.b);
+    gq_buf_dispose(&bb.b);
     curl_slist_free_all(hdrs);
     curl_slist_free_all(conn);
     curl_easy_cleanup(h);
@@ -270,18 +272,19 @@ static void add_warning(sresp *rs, const char *w)
 {
     if (rs->n_warnings >= (int)(sizeof rs->warnings / sizeof rs->warnings[0]))
         return;
-    sbuf b = {0};
-    sbuf_adds(&b, "299 - \"");
+    gq_buf b;
+    gq_buf_init(&b, SI_TEXT_MAX);
+    gq_buf_puts(&b, "299 - \"");
     for (const char *p = w; *p && b.len < 1024; p++) {
         /* header-safe: no control characters, escape quotes */
         if ((unsigned char)*p < 0x20)
             continue;
         if (*p == '"' || *p == '\\')
-            sbuf_add(&b, "\\", 1);
-        sbuf_add(&b, p, 1);
+            gq_buf_add(&b, "\\", 1);
+        gq_buf_add(&b, p, 1);
     }
-    sbuf_adds(&b, "\"");
-    char *s = sbuf_take(&b);
+    gq_buf_puts(&b, "\"");
+    char *s = si_buf_take(&b);
     if (s)
         rs->warnings[rs->n_warnings++] = s;
 }

@@ -135,7 +135,7 @@ static void conflict(rctx *c, const char *name)
 /* ---- 422 Invalid with field causes ---- */
 typedef struct causes {
     json_object *arr;
-    sbuf text;
+    gq_buf text;
     int n;
 } causes;
 
@@ -148,23 +148,25 @@ static void cause_add(causes *cs, const char *reason, const char *field, const c
     va_start(ap, fmt);
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
-    if (!cs->arr)
+    if (!cs->arr) {
         cs->arr = json_object_new_array();
+        gq_buf_init(&cs->text, SI_TEXT_MAX);
+    }
     json_object *o = json_object_new_object();
     json_object_object_add(o, "reason", json_object_new_string(reason));
     json_object_object_add(o, "message", json_object_new_string(detail));
     json_object_object_add(o, "field", json_object_new_string(field));
     json_object_array_add(cs->arr, o);
     if (cs->n)
-        sbuf_adds(&cs->text, ", ");
-    sbuf_addf(&cs->text, "%s: %s", field, detail);
+        gq_buf_puts(&cs->text, ", ");
+    gq_buf_printf(&cs->text, "%s: %s", field, detail);
     cs->n++;
 }
 
 static void causes_dispose(causes *cs)
 {
     json_object_put(cs->arr);
-    sbuf_dispose(&cs->text);
+    gq_buf_dispose(&cs->text);
 }
 
 /* Reply 422 when causes were collected; returns 1 if it replied. */
@@ -177,13 +179,14 @@ static int invalid_reply(rctx *c, causes *cs, const char *kind, const char *name
         snprintf(qk, sizeof qk, "%s.%s", kind, c->t.group);
     else
         snprintf(qk, sizeof qk, "%s", kind);
-    sbuf msg = {0};
-    sbuf_addf(&msg, "%s \"%s\" is invalid: ", qk, name);
+    gq_buf msg;
+    gq_buf_init(&msg, SI_TEXT_MAX);
+    gq_buf_printf(&msg, "%s \"%s\" is invalid: ", qk, name);
     if (cs->n > 1)
-        sbuf_addf(&msg, "[%s]", cs->text.data);
+        gq_buf_printf(&msg, "[%s]", cs->text.data);
     else
-        sbuf_adds(&msg, cs->text.data);
-    char *m = sbuf_take(&msg);
+        gq_buf_puts(&msg, cs->text.data);
+    char *m = si_buf_take(&msg);
     json_object *st = api_status_obj(422, "Invalid", m ? m : "invalid", name, c->t.group, kind);
     free(m);
     json_object_object_add(si_obj(st, "details"), "causes", json_object_get(cs->arr));
@@ -825,25 +828,25 @@ static json_object *list_items_json(rctx *c, const list_ctx *l, size_t n)
 
 /* Append item i as the list presents it: the stored text, and for custom
  * resources the requested apiVersion and the stored kind in front. */
-static void list_item_text(rctx *c, const list_item *it, const char *av, sbuf *b)
+static void list_item_text(rctx *c, const list_item *it, const char *av, gq_buf *b)
 {
     if (!c->t.custom) {
-        sbuf_add(b, it->text, it->len);
+        gq_buf_add(b, it->text, it->len);
         return;
     }
-    sbuf_adds(b, "{\"apiVersion\":");
+    gq_buf_puts(b, "{\"apiVersion\":");
     json_object *s = json_object_new_string(av);
-    sbuf_adds(b, s ? si_to_json(s) : "\"\"");
+    gq_buf_puts(b, s ? si_to_json(s) : "\"\"");
     json_object_put(s);
     json_object *kind = si_obj(it->obj, "kind");
     if (kind) {
-        sbuf_adds(b, ",\"kind\":");
-        sbuf_adds(b, si_to_json(kind));
+        gq_buf_puts(b, ",\"kind\":");
+        gq_buf_puts(b, si_to_json(kind));
     }
     /* it->text is "{...}": splice its members after ours. */
     if (it->len > 2)
-        sbuf_add(b, ",", 1);
-    sbuf_add(b, it->text + 1, it->len - 1);
+        gq_buf_add(b, ",", 1);
+    gq_buf_add(b, it->text + 1, it->len - 1);
 }
 
 static void do_list(rctx *c)
@@ -976,17 +979,18 @@ static void do_list(rctx *c)
     set_str(head, "apiVersion", av);
     json_object_object_add(head, "metadata", json_object_get(md));
     const char *ht = si_to_json(head);
-    sbuf b = {0};
-    sbuf_add(&b, ht, strlen(ht) - 1); /* without the closing brace */
+    gq_buf b;
+    gq_buf_init(&b, SI_LIST_MAX);
+    gq_buf_add(&b, ht, strlen(ht) - 1); /* without the closing brace */
     json_object_put(head);
-    sbuf_adds(&b, ",\"items\":[");
+    gq_buf_puts(&b, ",\"items\":[");
     for (size_t i = 0; i < kept; i++) {
         if (i)
-            sbuf_add(&b, ",", 1);
+            gq_buf_add(&b, ",", 1);
         list_item_text(c, &l.items[i], av, &b);
     }
-    sbuf_adds(&b, "]}");
-    char *body = sbuf_take(&b);
+    gq_buf_puts(&b, "]}");
+    char *body = si_buf_take(&b);
     if (!body) {
         api_status(c->rs, 500, "InternalError", "out of memory", NULL, NULL, NULL);
         goto out;

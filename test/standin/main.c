@@ -17,7 +17,7 @@
 static const char *g_token_file;
 
 typedef struct conn {
-    sbuf body;
+    gq_buf body;
     int too_big;
 } conn;
 
@@ -125,14 +125,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cc = calloc(1, sizeof *cc);
         if (!cc)
             return MHD_NO;
+        gq_buf_init(&cc->body, SI_BODY_MAX);
         *con_cls = cc;
         return MHD_YES;
     }
     if (*upload_size) {
-        if (cc->body.len + *upload_size > SI_BODY_MAX)
+        if (gq_buf_add(&cc->body, upload, *upload_size) == GQ_ELIMIT)
             cc->too_big = 1;
-        else
-            sbuf_add(&cc->body, upload, *upload_size);
         *upload_size = 0;
         return MHD_YES;
     }
@@ -142,7 +141,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     } else if (cc->too_big) {
         api_status(&rs, 413, "RequestEntityTooLarge", "the request body was too large", NULL, NULL,
                    NULL);
-    } else if (cc->body.oom) {
+    } else if (cc->body.err) {
         api_status(&rs, 500, "InternalError", "out of memory", NULL, NULL, NULL);
     } else {
         lookup_ctx lc = {c};
@@ -165,24 +164,28 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 {
     conn *cc = *con_cls;
     if (cc) {
-        sbuf_dispose(&cc->body);
+        gq_buf_dispose(&cc->body);
         free(cc);
         *con_cls = NULL;
     }
 }
+
+/* What slurp reads at most: it stops after the chunk that passes 1 MiB. */
+#define SLURP_MAX ((size_t)1 << 20 | 4096)
 
 static char *slurp(const char *path)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
-    sbuf b = {0};
+    gq_buf b;
+    gq_buf_init(&b, SLURP_MAX);
     char tmp[4096];
     size_t n;
     while ((n = fread(tmp, 1, sizeof tmp, f)) > 0 && b.len < 1024 * 1024)
-        sbuf_add(&b, tmp, n);
+        gq_buf_add(&b, tmp, n);
     fclose(f);
-    return sbuf_take(&b);
+    return si_buf_take(&b);
 }
 
 static void usage(void)

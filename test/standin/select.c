@@ -240,18 +240,19 @@ static int field_ok(const char *key, const rtype *t)
 /* Field selector values may escape ',', '=', '!' and '\' with a backslash. */
 static char *field_token(const char **p, int stop_at_op)
 {
-    sbuf b = {0};
-    sbuf_add(&b, "", 0);
+    gq_buf b;
+    gq_buf_init(&b, SI_TEXT_MAX);
+    gq_buf_add(&b, "", 0);
     while (**p && **p != ',') {
         if (stop_at_op && (**p == '=' || **p == '!'))
             break;
         if (**p == '\\' && (*p)[1]) {
             (*p)++;
         }
-        sbuf_add(&b, *p, 1);
+        gq_buf_add(&b, *p, 1);
         (*p)++;
     }
-    return sbuf_take(&b);
+    return si_buf_take(&b);
 }
 
 gq_code sel_parse_fields(const char *s, const rtype *t, selector **out, gq_err *err)

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <json-c/json.h>
 
+#include "common/buf.h"
 #include "common/gq_error.h"
 
 #define SI_BODY_MAX (3u * 1024u * 1024u) /* kube-apiserver's request body limit */
@@ -20,18 +21,16 @@
 #define SI_SEL_MAX 4096   /* longest label/field selector accepted */
 #define SI_JSON_DEPTH 100 /* nesting limit for request bodies */
 
-/* ---- growable byte buffer (util.c); appends after an OOM are no-ops ---- */
-typedef struct sbuf {
-    char *data;
-    size_t len, cap;
-    int oom; /* sticky: an append failed */
-} sbuf;
-void sbuf_dispose(sbuf *b);
-void sbuf_add(sbuf *b, const void *p, size_t n);
-void sbuf_adds(sbuf *b, const char *s);
-void sbuf_addf(sbuf *b, const char *fmt, ...) GQ_PRINTF(2, 3);
-/* Hand the NUL-terminated contents to the caller (NULL after an OOM). */
-char *sbuf_take(sbuf *b);
+/* ---- text buffers: common/buf.h's gq_buf, with these caps ---- */
+/* A text built from one request (keys, selectors, messages, a body's
+ * base64): base64 or backslash escaping at most doubles what it came from. */
+#define SI_TEXT_MAX (2 * (size_t)SI_BODY_MAX)
+/* A list response: the store's objects as JSON, all of them at worst. No
+ * test's store comes near; past it the list fails with 500 InternalError. */
+#define SI_LIST_MAX ((size_t)1 << 30)
+/* Hand b's NUL-terminated text to the caller: NULL when an append failed
+ * (past the cap, out of memory), b disposed either way. */
+char *si_buf_take(gq_buf *b);
 
 /* ---- resource types (types.c) ---- */
 typedef struct rtype {

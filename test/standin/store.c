@@ -160,15 +160,16 @@ uint64_t st_next_rv(void)
 
 static char *make_key(const char *skey, const char *ns, const char *name)
 {
-    sbuf b = {0};
-    sbuf_adds(&b, skey);
-    sbuf_add(&b, "/", 1);
-    sbuf_adds(&b, ns ? ns : "");
+    gq_buf b;
+    gq_buf_init(&b, SI_TEXT_MAX);
+    gq_buf_puts(&b, skey);
+    gq_buf_add(&b, "/", 1);
+    gq_buf_puts(&b, ns ? ns : "");
     if (name) {
-        sbuf_add(&b, "/", 1);
-        sbuf_adds(&b, name);
+        gq_buf_add(&b, "/", 1);
+        gq_buf_puts(&b, name);
     }
-    return sbuf_take(&b);
+    return si_buf_take(&b);
 }
 
 /* Index of the first entry with key >= k. */
@@ -305,14 +306,15 @@ static int range(const char *skey, const char *ns, const char *after_ns, const c
 {
     /* Keys under skey (and ns) start with the prefix "skey/" or "skey/ns/";
      * the range ends before the prefix with its final '/' raised to '0'. */
-    sbuf b = {0};
-    sbuf_adds(&b, skey);
-    sbuf_add(&b, "/", 1);
+    gq_buf b;
+    gq_buf_init(&b, SI_TEXT_MAX);
+    gq_buf_puts(&b, skey);
+    gq_buf_add(&b, "/", 1);
     if (ns) {
-        sbuf_adds(&b, ns);
-        sbuf_add(&b, "/", 1);
+        gq_buf_puts(&b, ns);
+        gq_buf_add(&b, "/", 1);
     }
-    char *prefix = sbuf_take(&b);
+    char *prefix = si_buf_take(&b);
     if (!prefix)
         return -1;
     size_t i = lower_bound(prefix);

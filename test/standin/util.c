@@ -8,85 +8,10 @@
 
 #include "standin.h"
 
-void sbuf_dispose(sbuf *b)
+char *si_buf_take(gq_buf *b)
 {
-    if (!b)
-        return;
-    free(b->data);
-    b->data = NULL;
-    b->len = b->cap = 0;
-}
-
-void sbuf_add(sbuf *b, const void *p, size_t n)
-{
-    if (b->oom)
-        return;
-    if (n > SIZE_MAX / 2 - b->len - 1) {
-        b->oom = 1;
-        return;
-    }
-    if (b->len + n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap : 256;
-        while (nc < b->len + n + 1)
-            nc *= 2;
-        char *nd = realloc(b->data, nc);
-        if (!nd) {
-            b->oom = 1;
-            return;
-        }
-        b->data = nd;
-        b->cap = nc;
-    }
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-}
-
-void sbuf_adds(sbuf *b, const char *s)
-{
-    sbuf_add(b, s, strlen(s));
-}
-
-void sbuf_addf(sbuf *b, const char *fmt, ...)
-{
-    char tmp[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        b->oom = 1;
-        return;
-    }
-    if ((size_t)n < sizeof tmp) {
-        sbuf_add(b, tmp, (size_t)n);
-        return;
-    }
-    char *big = malloc((size_t)n + 1);
-    if (!big) {
-        b->oom = 1;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    sbuf_add(b, big, (size_t)n);
-    free(big);
-}
-
-char *sbuf_take(sbuf *b)
-{
-    if (b->oom) {
-        sbuf_dispose(b);
-        b->oom = 0;
-        return NULL;
-    }
-    if (!b->data)
-        sbuf_add(b, "", 0);
-    char *d = b->data;
-    b->data = NULL;
-    b->len = b->cap = 0;
-    return d;
+    char *text = NULL;
+    return gq_buf_finish(b, &text, NULL) ? NULL : text;
 }
 
 void si_now_rfc3339(char *buf, size_t n)
@@ -210,8 +135,9 @@ char *si_b64_encode(const void *data, size_t n, int url)
         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     const unsigned char *d = data;
     const char *tbl = url ? b64_url : b64_std;
-    sbuf b = {0};
-    sbuf_add(&b, "", 0);
+    gq_buf b;
+    gq_buf_init(&b, SI_TEXT_MAX);
+    gq_buf_add(&b, "", 0);
     for (size_t i = 0; i < n; i += 3) {
         unsigned v = (unsigned)d[i] << 16;
         if (i + 1 < n)
@@ -220,11 +146,11 @@ char *si_b64_encode(const void *data, size_t n, int url)
             v |= d[i + 2];
         char o[4] = {tbl[(v >> 18) & 63], tbl[(v >> 12) & 63], tbl[(v >> 6) & 63], tbl[v & 63]};
         size_t keep = i + 2 < n ? 4 : i + 1 < n ? 3 : 2;
-        sbuf_add(&b, o, url ? keep : 4);
         if (!url && keep < 4)
-            memset(b.data + b.len - (4 - keep), '=', 4 - keep);
+            memset(o + keep, '=', 4 - keep);
+        gq_buf_add(&b, o, url ? keep : 4);
     }
-    return sbuf_take(&b);
+    return si_buf_take(&b);
 }
 
 /* Value of one base64 digit in either alphabet, -1 if none. */
@@ -245,17 +171,18 @@ static int b64_val(char ch)
 
 char *si_b64_decode(const char *s, size_t *out_len)
 {
-    sbuf b = {0};
+    gq_buf b;
+    gq_buf_init(&b, SI_TEXT_MAX);
     unsigned v = 0;
     int bits = 0;
     size_t n = strlen(s);
     if (n > SI_BODY_MAX)
         return NULL;
-    sbuf_add(&b, "", 0);
+    gq_buf_add(&b, "", 0);
     for (size_t i = 0; i < n && s[i] != '='; i++) {
         int d = b64_val(s[i]);
         if (d < 0) {
-            sbuf_dispose(&b);
+            gq_buf_dispose(&b);
             return NULL;
         }
         v = ((v << 6) | (unsigned)d) & 0xffffffu;
@@ -263,10 +190,10 @@ char *si_b64_decode(const char *s, size_t *out_len)
         if (bits >= 8) {
             bits -= 8;
             char out = (char)((v >> bits) & 0xff);
-            sbuf_add(&b, &out, 1);
+            gq_buf_add(&b, &out, 1);
         }
     }
     if (out_len)
         *out_len = b.len;
-    return sbuf_take(&b);
+    return si_buf_take(&b);
 }

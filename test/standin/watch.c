@@ -13,13 +13,18 @@ atomic_int g_stopping;
 
 #define WATCH_BATCH 64
 
+/* The events a watch has not sent yet. produce runs only once they are all
+ * sent, and adds initial objects until past 64 KiB or one batch of events,
+ * each an object no longer than a request. */
+#define WATCH_OUT_MAX (65536 + WATCH_BATCH * SI_TEXT_MAX)
+
 struct watch_state {
     rtype t;
     char ns[SI_NAME_MAX + 1];
     int all_ns;
     selector *ls, *fs;
     int table, table_header_sent;
-    sbuf out;
+    gq_buf out;
     size_t out_off;
     json_object *initial; /* synthetic ADDED objects still to send */
     size_t initial_idx;
@@ -73,9 +78,9 @@ static void emit(watch_state *w, const char *type, json_object *obj)
         tmp = tab;
         shown = tab;
     }
-    sbuf_addf(&w->out, "{\"type\":\"%s\",\"object\":", type);
-    sbuf_adds(&w->out, si_to_json(shown));
-    sbuf_adds(&w->out, "}\n");
+    gq_buf_printf(&w->out, "{\"type\":\"%s\",\"object\":", type);
+    gq_buf_puts(&w->out, si_to_json(shown));
+    gq_buf_puts(&w->out, "}\n");
     json_object_put(tmp);
 }
 
@@ -175,6 +180,7 @@ void watch_start(const sreq *rq, rtype *t, const char *ns, selector **lsel, sele
         api_status(rs, 500, "InternalError", "out of memory", NULL, NULL, NULL);
         return;
     }
+    gq_buf_init(&w->out, WATCH_OUT_MAX);
     w->t = *t;
     t->crd = NULL; /* the CRD reference moves into the watch */
     t->crd_version = NULL;
@@ -324,11 +330,13 @@ long watch_read(watch_state *w, char *buf, size_t max)
                 n = max;
             memcpy(buf, w->out.data + w->out_off, n);
             w->out_off += n;
-            if (w->out_off == w->out.len)
-                w->out.len = w->out_off = 0;
+            if (w->out_off == w->out.len) {
+                gq_buf_reset(&w->out);
+                w->out_off = 0;
+            }
             return (long)n;
         }
-        if (w->done || atomic_load(&g_stopping) || w->out.oom)
+        if (w->done || atomic_load(&g_stopping) || w->out.err)
             return -1;
         if (client_gone(w->fd))
             return -1;
@@ -370,6 +378,6 @@ void watch_free(watch_state *w)
     st_unlock();
     sel_free(w->ls);
     sel_free(w->fs);
-    sbuf_dispose(&w->out);
+    gq_buf_dispose(&w->out);
     free(w);
 }

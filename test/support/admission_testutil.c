@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "common/base64.h"
+#include "common/buf.h"
 #include "common/jsonutil.h"
 
 char *at_read_data(const char *name, size_t *len)
@@ -59,56 +60,62 @@ char *at_response_patch(const char *review, size_t len, size_t *patch_len)
     return (char *)raw;
 }
 
+/* The texts these helpers build: far above the 3 MiB a review may be, so a
+ * test can build one over the limit. */
+#define AT_TEXT_MAX ((size_t)64 << 20)
+
 char *at_large_pod(const char *ns, size_t n_ctrs, const char *last_limits)
 {
-    gq_strbuf b = {0};
-    gq_strbuf_printf(&b,
-                     "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":"
-                     "\"big\",\"namespace\":\"%s\"},\"spec\":{\"containers\":[",
-                     ns);
+    gq_buf b;
+    gq_buf_init(&b, AT_TEXT_MAX);
+    gq_buf_printf(&b,
+                  "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":"
+                  "\"big\",\"namespace\":\"%s\"},\"spec\":{\"containers\":[",
+                  ns);
     for (size_t i = 0; i < n_ctrs; i++) {
-        gq_strbuf_printf(&b,
-                         "%s{\"name\":\"c%zu\",\"image\":\"registry.example/app:1\","
-                         "\"env\":[",
-                         i ? "," : "", i);
+        gq_buf_printf(&b,
+                      "%s{\"name\":\"c%zu\",\"image\":\"registry.example/app:1\","
+                      "\"env\":[",
+                      i ? "," : "", i);
         for (int e = 0; e < 8; e++)
-            gq_strbuf_printf(&b, "%s{\"name\":\"VAR_%d\",\"value\":\"value-%zu-%d\"}", e ? "," : "",
-                             e, i, e);
-        gq_strbuf_puts(&b, "],\"volumeMounts\":[{\"name\":\"data\",\"mountPath\":\"/data\"},"
-                           "{\"name\":\"cache\",\"mountPath\":\"/cache\"}],\"ports\":[{"
-                           "\"containerPort\":8080,\"protocol\":\"TCP\"}],\"readinessProbe\":{"
-                           "\"httpGet\":{\"path\":\"/healthz\",\"port\":8080}},"
-                           "\"resources\":{\"limits\":{\"cpu\":\"100m\",\"memory\":\"64Mi\"");
+            gq_buf_printf(&b, "%s{\"name\":\"VAR_%d\",\"value\":\"value-%zu-%d\"}", e ? "," : "", e,
+                          i, e);
+        gq_buf_puts(&b, "],\"volumeMounts\":[{\"name\":\"data\",\"mountPath\":\"/data\"},"
+                        "{\"name\":\"cache\",\"mountPath\":\"/cache\"}],\"ports\":[{"
+                        "\"containerPort\":8080,\"protocol\":\"TCP\"}],\"readinessProbe\":{"
+                        "\"httpGet\":{\"path\":\"/healthz\",\"port\":8080}},"
+                        "\"resources\":{\"limits\":{\"cpu\":\"100m\",\"memory\":\"64Mi\"");
         if (last_limits && i + 1 == n_ctrs) {
-            gq_strbuf_puts(&b, ",");
-            gq_strbuf_puts(&b, last_limits);
+            gq_buf_puts(&b, ",");
+            gq_buf_puts(&b, last_limits);
         }
-        gq_strbuf_puts(&b, "}}}");
+        gq_buf_puts(&b, "}}}");
     }
-    gq_strbuf_puts(&b, "]}}");
+    gq_buf_puts(&b, "]}}");
     char *text = NULL;
     size_t len = 0;
-    assert_int_equal(gq_strbuf_finish(&b, &text, &len), GQ_OK);
+    assert_int_equal(gq_buf_finish(&b, &text, &len), GQ_OK);
     return text;
 }
 
 char *at_pod_create_review(const char *uid, const char *ns, const char *pod)
 {
-    gq_strbuf b = {0};
-    gq_strbuf_printf(&b,
-                     "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\","
-                     "\"request\":{\"uid\":\"%s\",\"kind\":{\"group\":\"\",\"version\":"
-                     "\"v1\",\"kind\":\"Pod\"},\"resource\":{\"group\":\"\",\"version\":"
-                     "\"v1\",\"resource\":\"pods\"},",
-                     uid);
-    gq_strbuf_printf(&b,
-                     "\"namespace\":\"%s\",\"operation\":\"CREATE\",\"userInfo\":{"
-                     "\"username\":\"alice\"},\"object\":",
-                     ns);
-    gq_strbuf_puts(&b, pod);
-    gq_strbuf_puts(&b, ",\"oldObject\":null,\"dryRun\":false}}");
+    gq_buf b;
+    gq_buf_init(&b, AT_TEXT_MAX);
+    gq_buf_printf(&b,
+                  "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\","
+                  "\"request\":{\"uid\":\"%s\",\"kind\":{\"group\":\"\",\"version\":"
+                  "\"v1\",\"kind\":\"Pod\"},\"resource\":{\"group\":\"\",\"version\":"
+                  "\"v1\",\"resource\":\"pods\"},",
+                  uid);
+    gq_buf_printf(&b,
+                  "\"namespace\":\"%s\",\"operation\":\"CREATE\",\"userInfo\":{"
+                  "\"username\":\"alice\"},\"object\":",
+                  ns);
+    gq_buf_puts(&b, pod);
+    gq_buf_puts(&b, ",\"oldObject\":null,\"dryRun\":false}}");
     char *text = NULL;
     size_t len = 0;
-    assert_int_equal(gq_strbuf_finish(&b, &text, &len), GQ_OK);
+    assert_int_equal(gq_buf_finish(&b, &text, &len), GQ_OK);
     return text;
 }

@@ -376,11 +376,12 @@ static void test_json(void **state)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         gq_audit_entry e;
         parse_ok(cases[i].file, cases[i].line, &e);
-        gq_strbuf b = {0};
+        gq_buf b;
+        gq_buf_init(&b, CLI_AUDIT_JSON_MAX);
         cli_audit_entry_to_json(&e, &b);
         char *text = NULL;
         size_t len = 0;
-        assert_int_equal(gq_strbuf_finish(&b, &text, &len), GQ_OK);
+        assert_int_equal(gq_buf_finish(&b, &text, &len), GQ_OK);
         assert_string_equal(text, cases[i].json);
         free(text);
         gq_audit_entry_dispose(&e);

@@ -12,6 +12,7 @@
 #include "common/hash.h"
 #include "common/json_escape.h"
 #include "common/json_member.h"
+#include "common/buf.h"
 #include "common/jsonutil.h"
 #include "common/rfc3339.h"
 
@@ -174,11 +175,12 @@ static void json_escape(void **state)
     size_t len = 0;
     gq_json_escape_into(buf, sizeof(buf), &len, "a\r\x7f/");
     assert_string_equal(buf, "a\\r\\u007f/");
-    gq_strbuf b = {0};
-    gq_strbuf_json_string(&b, "a\r\x7f/\"");
+    gq_buf b;
+    gq_buf_init(&b, 64);
+    gq_buf_json_string(&b, "a\r\x7f/\"");
     char *text = NULL;
     size_t tl = 0;
-    assert_int_equal(gq_strbuf_finish(&b, &text, &tl), GQ_OK);
+    assert_int_equal(gq_buf_finish(&b, &text, &tl), GQ_OK);
     json_object *s = json_object_new_string("a\r\x7f/\"");
     assert_string_equal(text, json_object_to_json_string_ext(
                                   s, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));

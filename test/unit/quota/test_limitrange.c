@@ -140,6 +140,19 @@ static const lr_case lr_cases[] = {
      NULL,
      "GPU model must be set (annotation gpuquota.io/gpu-model) in namespace \"x\"; allowed: "
      "a100-40gb, a100-80gb"},
+    {"a long model list is cut where the message is",
+     {GLR("l", "{'type':'Pod','allowedModels':['model-00-with-a-long-name','model-01-with-a-long-"
+               "name','model-02-with-a-long-name','model-03-with-a-long-name','model-04-with-a-"
+               "long-name','model-05-with-a-long-name','model-06-with-a-long-name','model-07-"
+               "with-a-long-name','model-08-with-a-long-name','model-09-with-a-long-name','model-"
+               "10-with-a-long-name','model-11-with-a-long-name']}")},
+     {{GQ_CTR_APP, 1, 4, GQ_FORM_MEMORY}},
+     1,
+     0,
+     "t4",
+     "GPU model \"t4\" is not allowed in namespace \"x\"; allowed: model-00-with-a-long-name, "
+     "model-01-with-a-long-name, model-02-with-a-long-name, model-03-with-a-long-name, "
+     "model-04-with-a-long-name, model-0"},
     {"CPU-only pod passes every limit",
      {GLR("l", "{'type':'Pod','min':{'gpu-memory':'8Gi'}}," MODELS)},
      {{GQ_CTR_APP, 0, 0, GQ_FORM_NONE}},

@@ -288,6 +288,20 @@ static void test_choose(void **state)
                         "h100-80gb/gpu-memory=41Gi, used: h100-80gb/gpu-memory=0, limited: "
                         "h100-80gb/gpu-memory=40Gi");
     assert_int_equal(chosen, 1); /* untouched on denial */
+    /* Many refusals: the message is cut at the error's size, every byte
+     * before the cut as the whole text has it. */
+    gq_model_option many[6];
+    char whole[2048] = "no accepted GPU model fits: ";
+    for (size_t i = 0; i < 6; i++) {
+        many[i] = (gq_model_option){"a100-80gb", charge_gi(41)};
+        snprintf(whole + strlen(whole), sizeof(whole) - strlen(whole),
+                 "%sa100-80gb: exceeded quota: team-a, requested: a100-80gb/gpu-memory=41Gi, "
+                 "used: a100-80gb/gpu-memory=32Gi, limited: a100-80gb/gpu-memory=40Gi",
+                 i ? "; " : "");
+    }
+    assert_int_equal(gq_model_choose(many, 6, &both, &f, &chosen, &err), GQ_EDENIED);
+    assert_int_equal(strlen(err.msg), GQ_ERR_MSG_MAX - 1);
+    assert_memory_equal(err.msg, whole, GQ_ERR_MSG_MAX - 1);
     /* The tenant's model limit counts too. */
     gq_quota_free(qs[1]);
     qs[1] = Q(MGTQ("org", "'models':{'h100-80gb':{'gpu-pods':'1'}}",

@@ -192,6 +192,27 @@ static void gauge_table_is_bounded(void **state)
     wh_metrics_free(NULL);
 }
 
+/* A full gauge table with the longest names Kubernetes allows renders: the
+ * scrape's cap (HTTP_SCRAPE_MAX) is far above it. */
+static void full_table_renders(void **state)
+{
+    (void)state;
+    wh_metrics *m = open_metrics("v");
+    char ns[64], quota[254];
+    for (int i = 0; i < WH_METRICS_MAX_GAUGES; i++) {
+        snprintf(ns, sizeof(ns), "%063d", i / 2);
+        snprintf(quota, sizeof(quota), "%0253d", i);
+        for (int f = WH_QUOTA_USED; f <= WH_QUOTA_HARD; f++)
+            assert_int_equal(
+                wh_metrics_set_quota(m, (wh_quota_field)f, ns, quota, "gpu-memory", 68719476736.0),
+                GQ_OK);
+    }
+    char *text = render(m);
+    assert_true(strlen(text) > (size_t)2 * WH_METRICS_MAX_GAUGES * (63 + 253));
+    free(text);
+    close_metrics(m);
+}
+
 static void special_values(void **state)
 {
     (void)state;
@@ -351,6 +372,7 @@ int main(void)
         cmocka_unit_test(admissions_counters_and_histogram),
         cmocka_unit_test(quota_gauges_sorted_and_escaped),
         cmocka_unit_test(gauge_table_is_bounded),
+        cmocka_unit_test(full_table_renders),
         cmocka_unit_test(special_values),
         cmocka_unit_test(external_counters),
         cmocka_unit_test(external_gauges),

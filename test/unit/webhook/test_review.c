@@ -372,6 +372,48 @@ static void audit_keys(void **state)
     wh_review_response_dispose(&r);
 }
 
+/* A patch as long as a whole 3 MiB review, with every other member at its
+ * cap, encodes; only a patch past WH_RESPONSE_MAX (as base64) is refused. */
+static void encode_largest_response(void **state)
+{
+    (void)state;
+    size_t n = (size_t)3 << 20;
+    char *patch = malloc(n + 1);
+    assert_non_null(patch);
+    memset(patch, 'x', n);
+    patch[n] = '\0';
+    wh_review_response r;
+    assert_int_equal(wh_review_response_init(&r, WH_REVIEW_V1, "u6"), GQ_OK);
+    assert_int_equal(wh_review_response_set_patch(&r, patch, n), GQ_OK);
+    char text[WH_AUDIT_VALUE_MAX + 1], key[16];
+    memset(text, '"', sizeof(text) - 1); /* each one escaped to two bytes */
+    text[sizeof(text) - 1] = '\0';
+    for (int i = 0; i < WH_AUDIT_MAX; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        assert_int_equal(wh_review_response_set_audit(&r, key, text), GQ_OK);
+    }
+    text[WH_WARNING_MAX] = '\0';
+    for (int i = 0; i < WH_WARNINGS_MAX; i++)
+        assert_int_equal(wh_review_response_add_warning(&r, text), GQ_OK);
+    char *out = NULL;
+    size_t len = 0;
+    assert_int_equal(wh_review_encode(&r, &out, &len), GQ_OK);
+    assert_true(len > n / 3 * 4 + 2 * WH_AUDIT_MAX * WH_AUDIT_VALUE_MAX);
+    free(out);
+    free(patch);
+
+    n = WH_RESPONSE_MAX / 4 * 3 + 1;
+    patch = malloc(n);
+    assert_non_null(patch);
+    memset(patch, 'x', n);
+    assert_int_equal(wh_review_response_set_patch(&r, patch, n), GQ_OK);
+    out = NULL;
+    assert_int_equal(wh_review_encode(&r, &out, &len), GQ_ELIMIT);
+    assert_null(out);
+    free(patch);
+    wh_review_response_dispose(&r);
+}
+
 static void sanitize_edges(void **state)
 {
     (void)state;
@@ -496,6 +538,7 @@ int main(void)
         cmocka_unit_test(encode_denied),
         cmocka_unit_test(warnings_sanitised_and_capped),
         cmocka_unit_test(audit_keys),
+        cmocka_unit_test(encode_largest_response),
         cmocka_unit_test(sanitize_edges),
         cmocka_unit_test(base64_vectors),
         cmocka_unit_test(review_for_pod_create),

@@ -93,6 +93,16 @@ expect "webhook.priorityQuota.enabled=false leaves the ResourceQuota out" "" \
     "$(field "$out/knobs.yaml" ResourceQuota gpuquota-critical-pods "1")"
 expect "webhookFailurePolicy sets one webhook's, and only its" "Fail Fail Ignore Fail" \
     "$(field "$out/knobs.yaml" ValidatingWebhookConfiguration gpuquota "' '.join(x['failurePolicy'] for x in o['webhooks'])") $(field "$out/knobs.yaml" MutatingWebhookConfiguration gpuquota "o['webhooks'][0]['failurePolicy']")" 
+# The versions claimed are the versions tested (docs/install.md): 1.34 or later.
+if msg=$(helm template gpuquota "$chart" --kube-version 1.33.0 2>&1); then
+    fail "a cluster older than 1.34 is refused"
+elif [[ $msg == *'chart requires kubeVersion: >=1.34.0-0 which is incompatible with Kubernetes v1.33.0'* ]]; then
+    pass "a cluster older than 1.34 is refused"
+else
+    fail "a cluster older than 1.34 is refused: $msg"
+fi
+run "helm template --kube-version 1.34.4 (the version tested)" \
+    helm template gpuquota "$chart" --kube-version 1.34.4
 if msg=$(helm template gpuquota "$chart" --set 'webhookFailurePolicy.mutate\.gpuquota\.io=Sometimes' 2>&1); then
     fail "a failurePolicy other than Fail or Ignore is refused"
 elif [[ $msg == *'webhookFailurePolicy.mutate.gpuquota.io must be Fail or Ignore, not "Sometimes"'* ]]; then

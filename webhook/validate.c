@@ -1324,6 +1324,66 @@ static bool queue_has_room(const gq_config *cfg, const create_state *c, wh_valid
     return true;
 }
 
+/* What a queued pod asks of a Deny quota. */
+typedef struct room_ask {
+    const gq_pod_facts *facts;
+    const gq_amounts *charge;
+    json_object *ns_labels;
+    int64_t now;
+} room_ask;
+
+/* A Deny quota governing a queued pod must have room for it now, as for any
+ * pod; judged on a fresh read of the quota, since the caches hold its spec
+ * alone (no usage, no reservations). A quota gone meanwhile is skipped; a
+ * read that fails denies (fail closed). Denials go into r. */
+static gq_code deny_quota_has_room(const wh_store *st, const gq_quota *q, const room_ask *ask,
+                                   wh_validate_result *r)
+{
+    json_object *obj = NULL;
+    gq_quota *fresh = NULL;
+    char label[2 * GQ_CRD_MAX_STRING];
+    size_t idx, n_idx = 0;
+    gq_err e;
+    gq_err_clear(&e);
+    quota_label(q, label, sizeof(label));
+    gq_code rc = st->get_quota(st->ctx, q->kind, q->namespace_, q->name, &obj, &e);
+    if (rc == GQ_ENOTFOUND)
+        return GQ_OK;
+    if (!rc)
+        rc = gq_quota_parse(obj, &fresh, &e);
+    json_object_put(obj);
+    if (rc && rc != GQ_ENOMEM) {
+        deny(r, rc, "gpuquota could not reach the API server to check quota %s: %s", label, e.msg);
+        return GQ_OK;
+    }
+    if (rc)
+        return rc;
+    const gq_quota *one = fresh;
+    gq_quota_snapshot snap = {.quotas = &one, .n = 1, .ns_labels = ask->ns_labels, .now = ask->now};
+    rc = gq_quota_evaluate(&snap, ask->facts, ask->charge, &idx, &n_idx, &e);
+    gq_quota_free(fresh);
+    if (rc && rc != GQ_ENOMEM)
+        deny(r, rc, "%s", e.msg);
+    return rc == GQ_ENOMEM ? rc : GQ_OK;
+}
+
+/* The gate gpuquota.io/quota queues a pod where a Queue quota governs it
+ * (gpuquota's mutating webhook adds it then); on any other pod it is a
+ * tenant's own, which would hold the pod in the controller's memory with no
+ * queue to cap it: refused. false when denied. */
+static bool queued_under_queue_quota(const create_state *c, wh_validate_result *r)
+{
+    for (size_t i = 0; i < c->n_idx; i++)
+        if (c->to_charge[i]->when_exceeded == GQ_WHEN_QUEUE)
+            return true;
+    deny(r, GQ_EDENIED,
+         "the scheduling gate gpuquota.io/quota queues a pod only where a quota with "
+         "whenExceeded: Queue governs it, and none governs this pod in namespace %s: remove the "
+         "gate (gpuquota adds it when a Queue quota governs the pod)",
+         c->ns);
+    return false;
+}
+
 /* A pod created behind the gate gpuquota.io/quota (docs/queueing.md): its
  * group must be well formed and agree with its members on its size, it (its
  * whole group) must fit every quota
@@ -1359,19 +1419,13 @@ static gq_code decide_queued(const wh_store *st, const create_state *c, json_obj
         if (rc || !r->allowed)
             return rc;
     }
-    for (size_t i = 0; i < n; i++) {
-        const gq_quota *one = to_charge[i];
-        size_t idx, n_idx = 0;
-        if (one->when_exceeded != GQ_WHEN_DENY)
+    for (size_t i = 0; i < n && r->allowed; i++) {
+        if (to_charge[i]->when_exceeded != GQ_WHEN_DENY)
             continue;
-        gq_quota_snapshot snap = {.quotas = &one, .n = 1, .ns_labels = ns_labels, .now = now};
-        gq_code rc = gq_quota_evaluate(&snap, facts, charge, &idx, &n_idx, &e);
-        if (rc == GQ_ENOMEM)
+        gq_code rc =
+            deny_quota_has_room(st, to_charge[i], &(room_ask){facts, charge, ns_labels, now}, r);
+        if (rc)
             return rc;
-        if (rc) {
-            deny(r, rc, "%s", e.msg);
-            return GQ_OK;
-        }
     }
     return GQ_OK;
 }
@@ -1864,7 +1918,7 @@ static gq_code decide_create_one(wh_validator *v, const wh_review_request *req, 
         (!c->skip_record && !record_matches(pod, c, r)))
         return rc;
     if (c->pod.gate_index >= 0) { /* queued: checked in full, charged later by the controller */
-        if (!queue_has_room(v->cfg, c, r))
+        if (!queued_under_queue_quota(c, r) || !queue_has_room(v->cfg, c, r))
             return GQ_OK;
         gq_amounts own;
         gq_charge_own(&r->charge, c->pod.cost.shared, c->pod.cost.n_shared, &own);

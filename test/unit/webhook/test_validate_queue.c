@@ -183,6 +183,122 @@ static void test_group_size_disagreement(void **state)
                                    "503");
 }
 
+/* ---- the caches hold quota specs, not usage --------------------------------- */
+
+/* webhook/kubestore.c keeps, of a cached quota, its spec and
+ * status.queuedPods only: these lists do the same over the in-memory store,
+ * so that a decision read from the caches cannot see usage. */
+static wh_store full;
+
+static void keep_spec(json_object *arr)
+{
+    for (size_t i = 0; arr && i < json_object_array_length(arr); i++) {
+        json_object *q = json_object_array_get_idx(arr, i), *st, *qp = NULL;
+        if (!json_object_object_get_ex(q, "status", &st))
+            continue;
+        if (json_object_object_get_ex(st, "queuedPods", &qp))
+            json_object_get(qp);
+        json_object_object_del(q, "status");
+        if (qp) {
+            json_object *ns = json_object_new_object();
+            json_object_object_add(ns, "queuedPods", qp);
+            json_object_object_add(q, "status", ns);
+        }
+    }
+}
+
+static gq_code list_specs(void *ctx, const char *ns, json_object **out, gq_err *err)
+{
+    gq_code rc = full.list_quotas(ctx, ns, out, err);
+    if (!rc)
+        keep_spec(*out);
+    return rc;
+}
+
+static gq_code list_tenant_specs(void *ctx, json_object **out, gq_err *err)
+{
+    gq_code rc = full.list_tenant_quotas(ctx, out, err);
+    if (!rc)
+        keep_spec(*out);
+    return rc;
+}
+
+static void spec_caches(fx *f)
+{
+    full = f->store;
+    f->store.list_quotas = list_specs;
+    f->store.list_tenant_quotas = list_tenant_specs;
+    fx_validator(f, NULL);
+}
+
+#define GATE ",\"schedulingGates\":[{\"name\":\"gpuquota.io/quota\"}]"
+
+/* A tenant's own gate gpuquota.io/quota, on a pod no Queue quota governs
+ * (a Deny quota only, or none), is refused: it would hold the pod in the
+ * controller's memory uncharged, with no queue and so no maxQueuedPods to
+ * cap it. Without the gate the pod is decided as ever. */
+static void test_own_gate_without_queue_quota(void **state)
+{
+    fx *f = *state;
+    char pod[2048];
+    spec_caches(f);
+    quota(f, NS_A, "team", "{\"gpu-memory\":\"64Gi\"}", NULL); /* Deny */
+    pod_json(pod, sizeof(pod), NS_A, "8Gi", "", GATE);
+    wh_validate_result r = decide_ex(f, "u-gated", NS_A, pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_int_equal(r.code, GQ_EDENIED);
+    assert_string_equal(r.message,
+                        "the scheduling gate gpuquota.io/quota queues a pod only where a quota "
+                        "with whenExceeded: Queue governs it, and none governs this pod in "
+                        "namespace team-a: remove the gate (gpuquota adds it when a Queue quota "
+                        "governs the pod)");
+    pod_json(pod, sizeof(pod), "other", "8Gi", "", GATE); /* no quota at all */
+    r = decide_ex(f, "u-none", "other", pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_non_null(strstr(r.message, "none governs this pod in namespace other"));
+    assert_true(decide(f, "u-plain", NS_A, "8Gi").allowed);
+    /* A pod group's members too: the group waits only under a Queue quota. */
+    pod_json(pod, sizeof(pod), NS_A, "8Gi",
+             ",\"labels\":{\"gpuquota.io/pod-group\":\"g\"},\"annotations\":{\"gpuquota.io/"
+             "pod-group-size\":\"8\"}",
+             GATE);
+    r = decide_ex(f, "u-member", NS_A, pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_non_null(strstr(r.message, "scheduling gate gpuquota.io/quota"));
+}
+
+/* A queued pod needs room now in every Deny quota that governs it, judged
+ * on a fresh read: the caches hold specs, and a full Deny quota looked empty
+ * (a full tenant quota let pods queue that it should refuse). */
+static void test_queued_deny_quota_read_fresh(void **state)
+{
+    fx *f = *state;
+    char pod[2048];
+    spec_caches(f);
+    quota(f, NS_A, "queue", "{\"gpu-memory\":\"64Gi\"}", ",\"whenExceeded\":\"Queue\"");
+    quota(f, NS_A, "cap", "{\"gpu-memory\":\"8Gi\"}",
+          "#,\"status\":{\"used\":{\"gpu-memory\":\"8Gi\"}}");
+    pod_json(pod, sizeof(pod), NS_A, "1Gi", "", GATE);
+    wh_validate_result r = decide_ex(f, "u-full", NS_A, pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_int_equal(r.code, GQ_EDENIED);
+    assert_string_equal(r.message, "exceeded quota: cap, requested: gpu-memory=1Gi, used: "
+                                   "gpu-memory=8Gi, limited: gpu-memory=8Gi");
+    /* With room in the Deny quota the pod queues (nothing charged). */
+    quota(f, NS_A, "cap", "{\"gpu-memory\":\"8Gi\"}",
+          "#,\"status\":{\"used\":{\"gpu-memory\":\"4Gi\"}}");
+    r = decide_ex(f, "u-room", NS_A, pod, NULL, NULL);
+    assert_true(r.allowed);
+    assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "cap"), 0);
+    /* A read that fails denies (fail closed), as an error. */
+    faultstore_set_faults(
+        f->fs, &(faultstore_faults){.fail = GQ_EHTTP, .fail_ops = FS_GET, .fail_count = 1});
+    r = decide_ex(f, "u-down", NS_A, pod, NULL, NULL);
+    assert_false(r.allowed);
+    assert_int_not_equal(r.code, GQ_EDENIED);
+    assert_non_null(strstr(r.message, "could not reach the API server to check quota"));
+}
+
 int main(void)
 {
     gq_log_set_level(GQ_LOG_WARN);
@@ -190,6 +306,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_queue_cap),
         T(test_group_size_disagreement),
+        T(test_own_gate_without_queue_quota),
+        T(test_queued_deny_quota_read_fresh),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -243,6 +243,43 @@ eventually 30 q_is3 || fail "3 members queued: $(kubectl -n "$NSQ" get gq team -
 kubectl delete namespace "$NSQ" --wait=false >/dev/null 2>&1
 rm -f "$QKC" "$QKC.cpu"
 
+# --------------------------- 11. a queue of the tenant's own, and Deny quotas
+# The gate gpuquota.io/quota written by a tenant on a pod no Queue quota
+# governs would hold it in the controller's memory, uncharged and uncapped:
+# refused. And a pod that a Queue quota queues still needs room now in every
+# Deny quota governing it, read fresh (the caches hold specs, so a full Deny
+# quota looked empty and such pods queued without bound).
+NSG=e2e-tenant-gate NSM=e2e-tenant-mixed TQM=e2e-tenant-mixed-cap
+GKC=$(mktemp) MKC=$(mktemp)
+ns "$NSG" || fail "namespace $NSG"
+ns "$NSM" || fail "namespace $NSM"
+tenant_kubeconfig "$NSG" tenant "$GKC" || fail "tenant kubeconfig $NSG"
+tenant_kubeconfig "$NSM" tenant "$MKC" || fail "tenant kubeconfig $NSM"
+gk() { kubectl --kubeconfig "$GKC" -n "$NSG" "$@"; }
+mk() { kubectl --kubeconfig "$MKC" -n "$NSM" "$@"; }
+quota "$NSG" team '{gpu-memory: 8Gi}'
+quota "$NSM" team '{gpu-memory: 100Gi}' 'whenExceeded: Queue'
+printf 'apiVersion: gpuquota.io/v1alpha1\nkind: GPUTenantQuota\nmetadata: {name: %s}\nspec: {namespaces: [%s], hard: {gpu-memory: 8Gi}}\n' \
+    "$TQM" "$NSM" | kubectl apply -f - >/dev/null
+self_gated() { gpu_pod "$1" "$2" | sed 's|^spec:$|spec:\n  schedulingGates: [{name: gpuquota.io/quota}]|'; }
+g_seen() { ! gk create --dry-run=server -f - >/dev/null 2>&1 <<<"$(gpu_pod probe 9Gi)"; }
+eventually 30 g_seen || fail "the webhooks never saw $NSG/team"
+check_match "a pod gated by the tenant where only a Deny quota governs is refused" \
+    'the scheduling gate gpuquota.io/quota queues a pod only where a quota with whenExceeded: Queue governs it' \
+    "$(gk create -f - 2>&1 <<<"$(self_gated own 1Gi)")"
+check_match "the same pod without the gate is decided as ever" "created" \
+    "$(gk create -f - 2>&1 <<<"$(gpu_pod plain 1Gi)")"
+check_match "a pod filling the Deny tenant quota is created under $NSM's Queue quota" "created" \
+    "$(mk create -f - 2>&1 <<<"$(gpu_pod fill 8Gi)")"
+t_full() { [[ $(kubectl get gtq "$TQM" -o jsonpath='{.status.used.gpu-memory}') == 8Gi ]]; }
+eventually 30 t_full || fail "fill ungated and counted in $TQM: $(kubectl get gtq "$TQM" -o jsonpath='{.status.used}')"
+check_match "then a 1Gi pod is refused by the full Deny tenant quota, not queued" \
+    "exceeded tenant quota: $TQM" "$(mk create -f - 2>&1 <<<"$(gpu_pod more 1Gi)")"
+check "nothing of it waits" "" "$(mk get pod more -o name 2>/dev/null)"
+kubectl delete namespace "$NSG" "$NSM" --wait=false >/dev/null 2>&1
+kubectl delete gtq "$TQM" --ignore-not-found >/dev/null 2>&1
+rm -f "$GKC" "$MKC"
+
 # ---------------------------------------------------- the records are ours
 check_match "a tenant cannot rewrite the admission record" \
     'denied the request: changing gpuquota.io/ labels and annotations is reserved to gpuquota' \

@@ -49,7 +49,8 @@ if command -v aarch64-linux-gnu-gcc >/dev/null; then
     [[ " ${want[*]} " == *linux-arm64* ]] && pass "the arm64 toolchain is here: linux/arm64 is in the release" ||
         fail "the arm64 toolchain is here, but linux/arm64 is not in the release"
     # ARM64=0: the release without arm64, its manifest without the entry.
-    if ARM64=0 "$ROOT/scripts/release.sh" "$work/noarm" >"$work/noarm.log" 2>&1; then
+    # (without the image, whatever this run builds: the check is on the platforms)
+    if ARM64=0 GQ_RELEASE_IMAGE=0 "$ROOT/scripts/release.sh" "$work/noarm" >"$work/noarm.log" 2>&1; then
         grep -q "linux/arm64 left out (ARM64=0)" "$work/noarm.log" && pass "ARM64=0: the release says arm64 is left out" ||
             fail "ARM64=0: the release says arm64 is left out: $(cat "$work/noarm.log")"
         check "ARM64=0: the manifest's platforms" "amd64" \

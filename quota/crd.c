@@ -687,6 +687,21 @@ gq_code gq_status_add_reservation(json_object *status, const gq_reservation *r, 
     return GQ_OK;
 }
 
+bool gq_status_remove_reservation(json_object *status, const char *key)
+{
+    json_object *arr = gq_json_member(status, "reservations");
+    if (!key || !json_object_is_type(arr, json_type_array))
+        return false;
+    for (size_t i = 0; i < json_object_array_length(arr); i++) {
+        json_object *k = gq_json_member(json_object_array_get_idx(arr, i), "key");
+        if (json_object_is_type(k, json_type_string) && !strcmp(json_object_get_string(k), key)) {
+            json_object_array_del_idx(arr, i, 1);
+            return true;
+        }
+    }
+    return false;
+}
+
 gq_code gq_status_drop_expired(json_object *status, int64_t now, size_t *dropped, gq_err *err)
 {
     json_object *arr;

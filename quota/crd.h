@@ -241,6 +241,11 @@ json_object *gq_reservation_to_json(const gq_reservation *r);
 gq_code gq_status_add_reservation(json_object *status, const gq_reservation *r, bool *added,
                                   gq_err *err) GQ_WUR;
 
+/* Remove the reservation with key from status.reservations (a rollback of
+ * what a charge added); true when one was there. A status without the
+ * array, or with one of another shape, holds none. */
+bool gq_status_remove_reservation(json_object *status, const char *key);
+
 /* Remove reservations whose expiry is at or before now (counted claim
  * records never expire: the controller removes them). Records that cannot
  * be parsed are removed too (status is ours; a corrupt record must not pin

@@ -305,25 +305,6 @@ static key_state key_holder(const gq_quota *q, pending **batch, size_t i, const 
     return KEY_FREE;
 }
 
-/* Remove the reservation with key from status.reservations; true when found. */
-static bool status_remove(json_object *status, const char *key)
-{
-    json_object *arr, *k;
-    if (!json_object_object_get_ex(status, "reservations", &arr) ||
-        !json_object_is_type(arr, json_type_array))
-        return false;
-    size_t n = json_object_array_length(arr);
-    for (size_t i = 0; i < n; i++) {
-        json_object *r = json_object_array_get_idx(arr, i);
-        if (json_object_object_get_ex(r, "key", &k) && json_object_is_type(k, json_type_string) &&
-            !strcmp(json_object_get_string(k), key)) {
-            json_object_array_del_idx(arr, i, 1);
-            return true;
-        }
-    }
-    return false;
-}
-
 /* Whether a quota charges the shared claim uid: a claim record of q (live,
  * or counted by the controller), or one an earlier charge of this batch
  * added. */
@@ -502,9 +483,9 @@ static gq_code round_parse(round_view *rv, gq_err *e)
 /* Remove what p's rollback names from the status; true when it changed. */
 static bool release_pending(round_view *rv, const pending *p)
 {
-    bool changed = status_remove(rv->status, p->resv->key);
+    bool changed = gq_status_remove_reservation(rv->status, p->resv->key);
     for (size_t k = 0; k < p->n_claims; k++)
-        if (p->claim_added[k] && status_remove(rv->status, p->claims[k].key))
+        if (p->claim_added[k] && gq_status_remove_reservation(rv->status, p->claims[k].key))
             changed = true;
     return changed;
 }

@@ -61,6 +61,19 @@ static void test_status_add_reservation(void **state)
     assert_int_equal(sum.v[GQ_KEY_GPU_PODS], 0);
     json_object_put(st);
 
+    /* A rollback removes what a charge added, by key, and only that. */
+    st = J("{'reservations':[{'key':'a'},{'key':'uid-1'},{'key':7},{'key':'b'}]}");
+    assert_true(gq_status_remove_reservation(st, "uid-1"));
+    assert_false(gq_status_remove_reservation(st, "uid-1"));
+    assert_false(gq_status_remove_reservation(st, "7"));
+    assert_string_equal(json_object_to_json_string_ext(st, JSON_C_TO_STRING_PLAIN),
+                        "{\"reservations\":[{\"key\":\"a\"},{\"key\":7},{\"key\":\"b\"}]}");
+    json_object_put(st);
+    st = J("{'reservations':{'key':'a'}}");
+    assert_false(gq_status_remove_reservation(st, "a"));
+    json_object_put(st);
+    assert_false(gq_status_remove_reservation(NULL, "a"));
+
     /* Wrong shapes. */
     st = J("{'reservations':{}}");
     assert_int_equal(gq_status_add_reservation(st, &r, &added, &err), GQ_EINVAL);

@@ -355,8 +355,8 @@ static gq_code parse_quotas(queue_view *v)
     size_t np = json_object_array_length(v->podl);
     size_t skipped = 0;
     v->pods = calloc(np ? np : 1, sizeof(*v->pods));
-    if (!v->pods || gq_quota_parse_list(v->gqs, &v->qs, &v->nq, &skipped) ||
-        gq_quota_parse_list(v->gtqs, &v->qs, &v->nq, &skipped))
+    if (!v->pods || gq_quota_list_append(&v->qs, &v->nq, v->gqs, &skipped, NULL) ||
+        gq_quota_list_append(&v->qs, &v->nq, v->gtqs, &skipped, NULL))
         return GQ_ENOMEM;
     if (skipped)
         fprintf(stderr, "gpuquota queue: %zu quota(s) with an invalid spec skipped\n", skipped);

@@ -801,6 +801,46 @@ void gq_quota_free(gq_quota *q)
     free(q);
 }
 
+gq_code gq_quota_list_append(gq_quota ***qs, size_t *n, json_object *arr, size_t *skipped,
+                             gq_err *err)
+{
+    size_t add =
+        arr && json_object_is_type(arr, json_type_array) ? json_object_array_length(arr) : 0;
+    if (!add)
+        return GQ_OK;
+    if (*n > SIZE_MAX / sizeof(**qs) - add)
+        return gq_err_oom(err);
+    gq_quota **grown = realloc(*qs, (*n + add) * sizeof(*grown));
+    if (!grown)
+        return gq_err_oom(err);
+    *qs = grown;
+    for (size_t i = 0; i < add; i++) {
+        json_object *o = json_object_array_get_idx(arr, i);
+        gq_code rc = gq_quota_parse(o, &grown[*n], skipped ? NULL : err);
+        if (rc == GQ_ENOMEM)
+            return gq_err_oom(err);
+        if (rc && skipped) {
+            (*skipped)++;
+            continue;
+        }
+        if (rc) {
+            const char *name = gq_json_meta_string(o, "name"),
+                       *kind = gq_json_get_string(o, "kind");
+            gq_err_prefix(err, "%s %s", kind ? kind : "quota", name ? name : "(unnamed)");
+            return rc;
+        }
+        (*n)++;
+    }
+    return GQ_OK;
+}
+
+void gq_quota_list_free(gq_quota **qs, size_t n)
+{
+    for (size_t i = 0; qs && i < n; i++)
+        gq_quota_free(qs[i]);
+    free(qs);
+}
+
 const gq_model_limit *gq_quota_model_limit(const gq_quota *q, const char *model)
 {
     for (size_t i = 0; model && i < q->n_models; i++)

@@ -194,6 +194,18 @@ const gq_model_limit *gq_quota_model_limit(const gq_quota *q, const char *model)
 gq_code gq_quota_parse(json_object *obj, gq_quota **out, gq_err *err) GQ_WUR;
 void gq_quota_free(gq_quota *q);
 
+/* Parse the quotas of arr (a JSON array of GPUQuota / GPUTenantQuota
+ * objects, borrowed) onto (*qs)[0..*n) (grown with realloc). An object
+ * that does not parse: with skipped NULL, fails the call with a message
+ * naming it (what an admission decides on must all be read: fail closed);
+ * else it is skipped and counted in *skipped (a view that shows what it
+ * can: the queue planner, `gpuquota queue`). On any error what was
+ * appended stays, for gq_quota_list_free. */
+gq_code gq_quota_list_append(gq_quota ***qs, size_t *n, json_object *arr, size_t *skipped,
+                             gq_err *err) GQ_WUR;
+/* Free n quotas and the array that holds them; NULL is accepted. */
+void gq_quota_list_free(gq_quota **qs, size_t n);
+
 typedef enum gq_limit_type {
     GQ_LIMIT_CONTAINER = 0,
     GQ_LIMIT_POD = 1,

@@ -93,40 +93,6 @@ gq_code gq_pod_group_parse(json_object *pod, gq_pod_group *out, gq_err *err)
     return GQ_OK;
 }
 
-gq_code gq_quota_parse_list(json_object *arr, gq_quota ***qs, size_t *n, size_t *skipped)
-{
-    size_t len =
-        arr && json_object_is_type(arr, json_type_array) ? json_object_array_length(arr) : 0;
-    if (!len)
-        return GQ_OK;
-    if (*n > SIZE_MAX / sizeof(**qs) - len)
-        return GQ_ENOMEM;
-    gq_quota **nv = realloc(*qs, (*n + len) * sizeof(*nv));
-    if (!nv)
-        return GQ_ENOMEM;
-    *qs = nv;
-    for (size_t i = 0; i < len; i++) {
-        gq_quota *q = NULL;
-        gq_code rc = gq_quota_parse(json_object_array_get_idx(arr, i), &q, NULL);
-        if (rc == GQ_ENOMEM)
-            return rc;
-        if (rc) {
-            if (skipped)
-                (*skipped)++;
-            continue;
-        }
-        nv[(*n)++] = q;
-    }
-    return GQ_OK;
-}
-
-void gq_quota_list_free(gq_quota **qs, size_t n)
-{
-    for (size_t i = 0; qs && i < n; i++)
-        gq_quota_free(qs[i]);
-    free(qs);
-}
-
 bool gq_queue_applies(const gq_quota *const *qs, size_t n, const gq_pod_facts *pod,
                       json_object *ns_labels, const gq_amounts *charge)
 {

@@ -47,15 +47,6 @@ typedef struct gq_pod_group {
  * long, or the size is not a whole number in 1..GQ_POD_GROUP_MAX. */
 gq_code gq_pod_group_parse(json_object *pod, gq_pod_group *out, gq_err *err) GQ_WUR;
 
-/* Append the quotas of arr (a JSON array of GPUQuota / GPUTenantQuota
- * objects, borrowed) to *qs (grown with realloc; *n counts them). Objects
- * that do not parse are skipped and counted in *skipped (may be NULL):
- * /validate denies what an invalid quota governs. GQ_ENOMEM leaves *qs
- * valid for the caller to free (gq_quota_list_free). */
-gq_code gq_quota_parse_list(json_object *arr, gq_quota ***qs, size_t *n, size_t *skipped) GQ_WUR;
-/* Free n quotas and the array that holds them; NULL is accepted. */
-void gq_quota_list_free(gq_quota **qs, size_t n);
-
 /* Whether a pod with facts and charge is queued rather than denied: some
  * quota among qs[0..n) governs it (gq_quota_matches), limits a key it
  * charges and has whenExceeded Queue. */

@@ -5,3 +5,5 @@ gq_unit_test(test_review unit/webhook/test_review.c support/admission_testutil.c
 gq_fuzz_target(review ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_review.c LIBS gq_webhook)
 gq_unit_test(test_rewrite unit/quota/test_rewrite.c support/admission_testutil.c)
 gq_unit_test(test_mutation unit/webhook/test_mutation.c support/admission_testutil.c LIBS gq_webhook)
+# The pod CREATE decision over a snapshot (quota/admission.h).
+gq_unit_test(test_admission unit/quota/test_admission.c)

@@ -134,36 +134,6 @@ out:
     return rc;
 }
 
-gq_code wh_quotas_append(gq_quota ***q, size_t *n, json_object *arr, gq_err *err)
-{
-    size_t add =
-        arr && json_object_is_type(arr, json_type_array) ? json_object_array_length(arr) : 0;
-    if (!add)
-        return GQ_OK;
-    gq_quota **grown = realloc(*q, (*n + add) * sizeof(*grown));
-    if (!grown)
-        return gq_err_oom(err);
-    *q = grown;
-    for (size_t i = 0; i < add; i++) {
-        json_object *o = json_object_array_get_idx(arr, i), *meta = NULL;
-        gq_code rc = gq_quota_parse(o, &grown[*n], err);
-        if (rc) {
-            json_object_object_get_ex(o, "metadata", &meta);
-            const char *name = gq_json_get_string(meta, "name"),
-                       *kind = gq_json_get_string(o, "kind");
-            gq_err_prefix(err, "%s %s", kind ? kind : "quota", name ? name : "(unnamed)");
-            return rc;
-        }
-        (*n)++;
-    }
-    return GQ_OK;
-}
-
-void wh_quotas_free(gq_quota **q, size_t n)
-{
-    gq_quota_list_free(q, n);
-}
-
 void wh_limit_ranges_free(gq_limit_range **lrs, size_t n)
 {
     for (size_t i = 0; lrs && i < n; i++)
@@ -281,8 +251,8 @@ static gq_code quotas_load(const wh_store *src, const char *ns, gq_quota ***q, s
         gq_err_prefix(err, "cannot read the quotas of %s", ns);
         goto out;
     }
-    if ((rc = wh_quotas_append(&cached, &n_cached, qa, err)) ||
-        (rc = wh_quotas_append(&cached, &n_cached, ta, err)))
+    if ((rc = gq_quota_list_append(&cached, &n_cached, qa, NULL, err)) ||
+        (rc = gq_quota_list_append(&cached, &n_cached, ta, NULL, err)))
         goto out;
     for (size_t i = 0; i < n_cached; i++) {
         gq_quota *c = cached[i];
@@ -311,14 +281,14 @@ static gq_code quotas_load(const wh_store *src, const char *ns, gq_quota ***q, s
         else if (!rc)
             fresh = NULL; /* one holds it */
         if (!rc)
-            rc = wh_quotas_append(q, n, one, err);
+            rc = gq_quota_list_append(q, n, one, NULL, err);
         json_object_put(one);
         json_object_put(fresh);
         if (rc)
             goto out;
     }
 out:
-    wh_quotas_free(cached, n_cached);
+    gq_quota_list_free(cached, n_cached);
     json_object_put(qa);
     json_object_put(ta);
     return rc;
@@ -429,7 +399,7 @@ static gq_code choose_fitting(pod_mutation *m, const model_options *o, gq_err *e
         gq_err_set(why, GQ_EDENIED, "%s", msg);
     }
 out:
-    wh_quotas_free(qs, n_q);
+    gq_quota_list_free(qs, n_q);
     json_object_put(ns_labels);
     return rc;
 }
@@ -654,11 +624,10 @@ static gq_code pod_queues(const wh_store *qs, const wh_review_request *req, json
         gq_err_prefix(err, "cannot read the quotas governing namespace %s", req->namespace);
         goto out;
     }
-    if ((rc = gq_quota_parse_list(a, &v, &n, NULL)) ||
-        (rc = gq_quota_parse_list(t, &v, &n, NULL))) {
-        gq_err_set(err, rc, "out of memory");
+    size_t skipped = 0; /* /validate denies what an invalid quota governs */
+    if ((rc = gq_quota_list_append(&v, &n, a, &skipped, err)) ||
+        (rc = gq_quota_list_append(&v, &n, t, &skipped, err)))
         goto out;
-    }
     if (n && gq_pod_facts_from_json(pod, req->namespace, &facts, NULL) == GQ_OK)
         *out = gq_queue_applies((const gq_quota *const *)v, n, &facts, labels, charge);
 out:

@@ -52,15 +52,6 @@ gq_code wh_mutate_review_info(const gq_config *cfg, const wh_review_request *req
  * outside the exempt namespaces): only then are its GPULimitRanges needed. */
 bool wh_mutate_applies(const gq_config *cfg, const wh_review_request *req);
 
-/* Append the quotas of arr (a JSON array of GPUQuota or GPUTenantQuota
- * objects, borrowed) to (*q)[0..*n), parsed. An object that does not parse
- * fails the call with its kind and name in err; what was appended stays
- * (free it all with wh_quotas_free). */
-gq_code wh_quotas_append(gq_quota ***q, size_t *n, json_object *arr, gq_err *err) GQ_WUR;
-
-/* Free quotas appended by wh_quotas_append; NULL is accepted. */
-void wh_quotas_free(gq_quota **q, size_t n);
-
 /* wh_mutate_review_info with the GPULimitRanges of the request's namespace
  * read from store (NULL, or without list_limit_ranges: none; its other
  * members are each optional: the quota state a pod accepting several GPU

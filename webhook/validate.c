@@ -14,6 +14,7 @@
 #include "common/fifo.h"
 #include "common/hash.h"
 #include "common/htab.h"
+#include "quota/admission.h"
 #include "quota/claimcheck.h"
 #include "quota/pod.h"
 #include "quota/podcost.h"
@@ -893,49 +894,30 @@ typedef struct decision {
 } decision;
 
 static void deny(wh_validate_result *r, gq_code code, const char *fmt, ...) GQ_PRINTF(3, 4);
+/* The verdict into the review's result. */
+static void verdict_apply(wh_validate_result *r, const gq_verdict *v)
+{
+    r->allowed = v->allowed;
+    r->code = v->code;
+    snprintf(r->message, sizeof(r->message), "%s", v->message);
+}
+
 static void deny(wh_validate_result *r, gq_code code, const char *fmt, ...)
 {
+    gq_verdict v;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(r->message, sizeof(r->message), fmt, ap);
+    gq_verdict_vdeny(&v, code, fmt, ap);
     va_end(ap);
-    r->allowed = false;
-    r->code = code;
+    verdict_apply(r, &v);
 }
 
-static const char *kind_name(gq_quota_kind k)
-{
-    return k == GQ_QUOTA_TENANT ? GQ_KIND_GPUTENANTQUOTA : GQ_KIND_GPUQUOTA;
-}
-
-/* Parsed quotas (namespaced, then tenants) of one admission. */
-typedef struct quota_set {
-    gq_quota **q;
-    size_t n;
-} quota_set;
-
-static void quota_set_dispose(quota_set *s)
-{
-    wh_quotas_free(s->q, s->n);
-    s->q = NULL;
-    s->n = 0;
-}
-
-/* Append the parsed items of arr (a JSON array from the store) to s. A
- * malformed object fails the admission (fail closed): it names the object. */
-static gq_code quota_set_add(quota_set *s, json_object *arr, gq_err *err)
-{
-    return wh_quotas_append(&s->q, &s->n, arr, err);
-}
-
-/* Append {"kind","namespace","name"} of q to the audit record's quotas. An
- * allocation failure only loses the audit detail. */
 static void audit_quota(json_object *quotas, const gq_quota *q)
 {
     json_object *j = json_object_new_object();
     if (!j)
         return;
-    json_object_object_add(j, "kind", json_object_new_string(kind_name(q->kind)));
+    json_object_object_add(j, "kind", json_object_new_string(gq_quota_kind_name(q->kind)));
     if (q->namespace_)
         json_object_object_add(j, "namespace", json_object_new_string(q->namespace_));
     json_object_object_add(j, "name", json_object_new_string(q->name));
@@ -947,8 +929,8 @@ static void charged_add(wh_validate_result *r, json_object *quotas, const gq_quo
 {
     size_t len = strlen(r->charged);
     snprintf(r->charged + len, sizeof(r->charged) - len, "%s%s %s%s%s", len ? ", " : "",
-             kind_name(q->kind), q->namespace_ ? q->namespace_ : "", q->namespace_ ? "/" : "",
-             q->name);
+             gq_quota_kind_name(q->kind), q->namespace_ ? q->namespace_ : "",
+             q->namespace_ ? "/" : "", q->name);
     r->n_charged++;
     audit_quota(quotas, q);
 }
@@ -963,281 +945,17 @@ static void audit_exceeded(decision *d, const gq_quota *q)
     audit_quota(d->quotas, q);
 }
 
-static void quota_label(const gq_quota *q, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "%s%s%s", q->namespace_ ? q->namespace_ : "", q->namespace_ ? "/" : "",
-             q->name);
-}
-
-/* A copy of r under another key. */
-static gq_code reservation_rekey(const gq_reservation *r, const char *key, gq_reservation *out,
-                                 gq_err *err)
-{
-    gq_reservation c = *r;
-    c.key = strdup(key);
-    c.namespace_ = strdup(r->namespace_);
-    c.pod = strdup(r->pod);
-    c.model = r->model ? strdup(r->model) : NULL;
-    c.claims = NULL;
-    c.n_claims = 0;
-    bool ok = c.key && c.namespace_ && c.pod && (!r->model || c.model);
-    if (ok && r->n_claims && !(c.claims = calloc(r->n_claims, sizeof(*c.claims))))
-        ok = false;
-    for (size_t i = 0; ok && i < r->n_claims; i++, c.n_claims++)
-        ok = (c.claims[i] = strdup(r->claims[i])) != NULL;
-    if (!ok) {
-        gq_reservation_dispose(&c);
-        return gq_err_oom(err);
-    }
-    *out = c;
-    return GQ_OK;
-}
-
-/* A policy outcome: anything but out-of-memory becomes a denial carrying
- * e's message; returns what the caller should return. */
-static gq_code settle(wh_validate_result *r, gq_code rc, const gq_err *e)
-{
-    if (rc == GQ_ENOMEM)
-        return rc;
-    deny(r, GQ_EDENIED, "%s", e->msg);
-    return GQ_OK;
-}
-
-/* The quota objects an admission reads from the caches, once. */
-typedef struct quota_view {
-    bool loaded;
-    json_object *ns_labels, *q_arr, *t_arr;
-    quota_set qs;
-} quota_view;
-
-static void quota_view_dispose(quota_view *qv)
-{
-    quota_set_dispose(&qv->qs);
-    json_object_put(qv->t_arr);
-    json_object_put(qv->q_arr);
-    json_object_put(qv->ns_labels);
-}
-
-/* The quotas of a set as specs alone: no usage, no reservations and every
- * limit (per-model ones too) unbounded, so that evaluating them only
- * selects which quotas govern a pod. */
-typedef struct spec_views {
-    gq_quota *store;
-    const gq_quota **v; /* v[i] = &store[i] */
-    gq_model_limit *models;
-} spec_views;
-
-static void spec_views_dispose(spec_views *sv)
-{
-    free(sv->v);
-    free(sv->store);
-    free(sv->models);
-}
-
-/* GQ_ENOMEM or GQ_OK; sv is disposed of either way by the caller. */
-static gq_code spec_views_init(spec_views *sv, const quota_set *qs)
-{
-    size_t n_m = 0, at = 0;
-    memset(sv, 0, sizeof(*sv));
-    sv->store = qs->n ? calloc(qs->n, sizeof(*sv->store)) : NULL;
-    sv->v = qs->n ? calloc(qs->n, sizeof(*sv->v)) : NULL;
-    for (size_t i = 0; i < qs->n; i++)
-        n_m += qs->q[i]->n_models;
-    if (n_m && !(sv->models = calloc(n_m, sizeof(*sv->models))))
-        return GQ_ENOMEM;
-    if (qs->n && (!sv->store || !sv->v))
-        return GQ_ENOMEM;
-    for (size_t i = 0; i < qs->n; i++) {
-        gq_quota *q = &sv->store[i];
-        *q = *qs->q[i];
-        memset(&q->used, 0, sizeof(q->used));
-        q->reservations = NULL;
-        q->n_reservations = 0;
-        for (int k = 0; k < GQ_KEY_COUNT; k++)
-            if (q->hard.set[k])
-                q->hard.v[k] = INT64_MAX;
-        /* Per-model limits never refuse here either: only which quotas
-         * govern the pod is asked. */
-        q->models = n_m ? &sv->models[at] : NULL;
-        for (size_t m = 0; m < qs->q[i]->n_models; m++, at++) {
-            gq_model_limit *ml = &sv->models[at];
-            *ml = qs->q[i]->models[m];
-            memset(&ml->used, 0, sizeof(ml->used));
-            for (int k = 0; k < GQ_KEY_COUNT; k++)
-                if (ml->hard.set[k])
-                    ml->hard.v[k] = INT64_MAX;
-        }
-        sv->v[i] = q;
-    }
-    return GQ_OK;
-}
-
-/* Which quotas of qv to charge, in check order, and requireQuota, from the
- * specs alone: a view with no usage and unbounded limits never exceeds, so
- * this only selects; the fresh reads decide. idx has room for qv->qs.n. */
-static gq_code select_quotas(const wh_validator *v, const quota_view *qv, const gq_pod_facts *facts,
-                             const gq_amounts *charge, size_t *idx, size_t *n_idx, gq_err *e)
-{
-    spec_views sv;
-    gq_code rc = spec_views_init(&sv, &qv->qs);
-    if (!rc) {
-        gq_quota_snapshot snap = {.quotas = sv.v,
-                                  .n = qv->qs.n,
-                                  .ns_labels = qv->ns_labels,
-                                  .require_quota = v->cfg->require_quota,
-                                  .now = now_s(v)};
-        rc = gq_quota_evaluate(&snap, facts, charge, idx, n_idx, e);
-    }
-    if (rc == GQ_ENOMEM)
-        gq_err_oom(e);
-    spec_views_dispose(&sv);
-    return rc;
-}
-
-/* Read the namespace's labels, its GPUQuotas and every GPUTenantQuota into
- * qv (once). A store error or an object that does not parse is a denial
- * (fail closed): it is put in r and *decided set. */
-static gq_code quota_view_load(wh_validator *v, const char *ns, quota_view *qv,
-                               wh_validate_result *r, bool *decided)
-{
-    gq_err e;
-    gq_code rc;
-    gq_err_clear(&e);
-    *decided = false;
-    if (qv->loaded)
-        return GQ_OK;
-    if ((rc = v->store.namespace_labels(v->store.ctx, ns, &qv->ns_labels, &e)) ||
-        (rc = v->store.list_quotas(v->store.ctx, ns, &qv->q_arr, &e)) ||
-        (rc = v->store.list_tenant_quotas(v->store.ctx, &qv->t_arr, &e))) {
-        if (rc == GQ_ENOMEM)
-            return rc;
-        deny(r, rc, "gpuquota could not reach the API server to read the quotas of %s: %s", ns,
-             e.msg);
-        *decided = true;
-        return GQ_OK;
-    }
-    if ((rc = quota_set_add(&qv->qs, qv->q_arr, &e)) ||
-        (rc = quota_set_add(&qv->qs, qv->t_arr, &e))) {
-        if (rc == GQ_ENOMEM)
-            return rc;
-        deny(r, rc, "gpuquota could not read quota: %s", e.msg);
-        *decided = true;
-        return GQ_OK;
-    }
-    qv->loaded = true;
-    return GQ_OK;
-}
-
-/* DRA claims gpuquota could not price (a ResourceClaim or template that does
- * not exist or could not be priced, a pod the mutating webhook did not see): in a
- * namespace any gpuquota quota governs (a GPUQuota of it, a GPUTenantQuota
- * covering it, or requireQuota), such a pod would get devices unseen, so it
- * is denied. */
-static void deny_unseen_claims(const wh_validator *v, const char *ns, const quota_view *qv,
-                               const gq_pod_claim *claim, wh_validate_result *r)
-{
-    char by[GQ_CRD_MAX_STRING * 2 + 32] = "", label[GQ_CRD_MAX_STRING * 2 + 2];
-    for (size_t i = 0; i < qv->qs.n && !by[0]; i++) {
-        const gq_quota *q = qv->qs.q[i];
-        if (!gq_quota_covers_namespace(q, ns, qv->ns_labels))
-            continue;
-        quota_label(q, label, sizeof(label));
-        snprintf(by, sizeof(by), "%s %s", kind_name(q->kind), label);
-    }
-    if (!by[0] && v->cfg->require_quota)
-        snprintf(by, sizeof(by), "requireQuota");
-    if (!by[0])
-        return;
-    char ref[300] = "";
-    if (claim->field)
-        snprintf(ref, sizeof(ref), " (%s \"%s\")", claim->field, claim->ref);
-    deny(r, GQ_EDENIED,
-         "spec.resourceClaims[0] \"%s\"%s: gpuquota cannot tell which GPUs the pod's DRA claims "
-         "hold, so namespace %s, governed by %s, does not admit it; ask for GPUs through a "
-         "ResourceClaimTemplate or a ResourceClaim that exists when the pod is created, with a "
-         "count of devices (the warnings say which could not be priced), or in the container's "
-         "resources",
-         claim->name, ref, ns, by);
-}
-
-/* Deny a new member of group g whose size differs from that of a member
- * that exists and counts (gq_pod_counts), naming the first such member
- * (docs/queueing.md, "Pod groups"). The list is a fresh read, not a lock:
- * two disagreeing members created at once may both pass, and the
- * controller holds that group. A failed list denies (fail closed). */
-static gq_code check_group_members(const wh_store *st, const char *ns, const gq_pod_group *g,
-                                   int64_t now, wh_validate_result *r)
-{
-    json_object *arr = NULL;
-    gq_err e;
-    gq_err_clear(&e);
-    if (!st->list_group_pods)
-        return GQ_OK;
-    gq_code rc = st->list_group_pods(st->ctx, ns, g->name, &arr, &e);
-    if (rc == GQ_ENOMEM)
-        return rc;
-    if (rc) {
-        deny(r, rc,
-             "gpuquota could not reach the API server to list the members of pod group %s: %s",
-             g->name, e.msg);
-        return GQ_OK;
-    }
-    size_t n = arr && json_object_is_type(arr, json_type_array) ? json_object_array_length(arr) : 0;
-    for (size_t i = 0; i < n; i++) {
-        json_object *pod = json_object_array_get_idx(arr, i);
-        gq_pod_group other;
-        int64_t delete_at = 0;
-        if (gq_pod_group_parse(pod, &other, &e) || !other.present || strcmp(other.name, g->name) ||
-            other.size == g->size || gq_pod_deletion_deadline(pod, &delete_at, &e) ||
-            !gq_pod_counts(gq_pod_is_terminal(pod), delete_at, now))
-            continue;
-        const char *name = gq_json_get_string(gq_json_member(pod, "metadata"), "name");
-        deny(r, GQ_EDENIED,
-             "pod group %s: this pod says " GQ_POD_GROUP_SIZE_ANNOTATION "=%lld but member %.253s "
-             "says %lld; members of a group must agree on its size",
-             g->name, (long long)g->size, name ? name : "(unnamed)", (long long)other.size);
-        break;
-    }
-    json_object_put(arr);
-    return GQ_OK;
-}
-
-/* The state of one pod CREATE decision (decide_create_one's): what the
- * charges borrow lives here until the admission is answered. */
-typedef struct create_state {
-    const char *ns;
-    json_object *lr_arr;
-    gq_limit_range **lrs;
-    size_t n_lrs;
-    quota_view qv;
-    size_t *idx, n_idx;
-    gq_quota **to_charge; /* n_idx quotas, in check order (borrowed from qv) */
-    gq_pod pod;           /* the pod as sent, decoded under admission (quota/pod.h) */
-    gq_reservation resv, alt, *claims;
-    size_t n_claims;
-    bool have_resv, have_alt;
-    bool must_charge; /* decided up to the charges, which are the admission's to run */
-    bool skip_record; /* a model choice other than the first: the record names the first */
-    bool check_name;  /* named (no generateName): name_check before the charges */
-} create_state;
-
 /* Dry run: evaluate every quota to charge on a fresh read; write nothing. */
-static gq_code dry_run_check(wh_validator *v, const create_state *c, decision *d)
+static gq_code dry_run_check(wh_validator *v, const gq_admission *c, decision *d)
 {
-    gq_quota *const *to_charge = c->to_charge;
-    size_t n = c->n_idx, n_claims = c->n_claims;
-    const gq_pod_facts *facts = &c->pod.facts;
-    json_object *ns_labels = c->qv.ns_labels;
-    const gq_reservation *resv = &c->resv, *claims = c->claims;
-    const char *key = resv->key;
-    for (size_t i = 0; i < n; i++) {
-        const gq_quota *cq = to_charge[i];
+    for (size_t i = 0; i < c->n_charge; i++) {
+        const gq_quota *cq = c->to_charge[i];
         json_object *obj = NULL;
         gq_quota *fresh = NULL;
         gq_err e;
         char label[2 * GQ_CRD_MAX_STRING];
         gq_err_clear(&e);
-        quota_label(cq, label, sizeof(label));
+        gq_quota_label(cq, label, sizeof(label));
         gq_code rc = v->store.get_quota(v->store.ctx, cq->kind, cq->namespace_, cq->name, &obj, &e);
         if (rc == GQ_ENOTFOUND)
             continue;
@@ -1253,16 +971,16 @@ static gq_code dry_run_check(wh_validator *v, const create_state *c, decision *d
         }
         const gq_quota *one = fresh;
         size_t idx, n_idx = 0;
-        pending p = {.resv = resv, .claims = claims, .n_claims = n_claims};
+        pending p = {.resv = &c->resv, .claims = c->claims, .n_claims = c->n_claims};
         gq_amounts charge;
         bool fresh_claim[GQ_POD_MAX_CLAIMS];
         claims_charge(fresh, NULL, 0, &p, &charge, fresh_claim);
         gq_quota_snapshot snap = {.quotas = &one,
                                   .n = 1,
-                                  .ns_labels = ns_labels,
+                                  .ns_labels = c->snap.ns_labels,
                                   .now = now_s(v),
-                                  .reservation_key = key};
-        rc = gq_quota_evaluate(&snap, facts, &charge, &idx, &n_idx, &e);
+                                  .reservation_key = c->resv.key};
+        rc = gq_quota_evaluate(&snap, &c->pod.facts, &charge, &idx, &n_idx, &e);
         gq_quota_free(fresh);
         if (rc == GQ_EDENIED) {
             deny(d->r, GQ_EDENIED, "%s", e.msg);
@@ -1283,132 +1001,104 @@ static gq_code dry_run_check(wh_validator *v, const create_state *c, decision *d
     return GQ_OK;
 }
 
-/* A queued pod is refused while a Queue GPUQuota governing it holds
- * maxQueuedPods already (status.queuedPods, as the controller last counted
- * it): the controller keeps every queued pod in memory, and one tenant's
- * endless stream of them would stop every queue (docs/queueing.md). Not a
- * GPUTenantQuota's count: its queue is its namespaces' together, and one
- * tenant's pods would then refuse the others'. false when denied. */
-static bool queue_has_room(const gq_config *cfg, const create_state *c, wh_validate_result *r)
-{
-    for (size_t i = 0; i < c->n_idx; i++) {
-        const gq_quota *q = c->to_charge[i];
-        if (q->kind != GQ_QUOTA_NAMESPACED || q->when_exceeded != GQ_WHEN_QUEUE ||
-            q->queued_pods < cfg->max_queued_pods)
-            continue;
-        deny(r, GQ_EDENIED,
-             "quota %s/%s already holds %lld queued pods, the most the configuration allows "
-             "(maxQueuedPods %d): wait for some to be admitted or deleted",
-             q->namespace_, q->name, (long long)q->queued_pods, cfg->max_queued_pods);
-        return false;
-    }
-    return true;
-}
+/* ---- reading what the decision asks (quota/admission.h) ------------------- */
 
-/* What a queued pod asks of a Deny quota. */
-typedef struct room_ask {
-    const gq_pod_facts *facts;
-    const gq_amounts *charge;
-    json_object *ns_labels;
-    int64_t now;
-} room_ask;
-
-/* A Deny quota governing a queued pod must have room for it now, as for any
- * pod; judged on a fresh read of the quota, since the caches hold its spec
- * alone (no usage, no reservations). A quota gone meanwhile is skipped; a
- * read that fails denies (fail closed). Denials go into r. */
-static gq_code deny_quota_has_room(const wh_store *st, const gq_quota *q, const room_ask *ask,
-                                   wh_validate_result *r)
+/* The namespace's GPULimitRanges; a store error denies (fail closed). */
+static gq_code read_limit_ranges(const wh_store *st, gq_admission *a)
 {
-    json_object *obj = NULL;
-    gq_quota *fresh = NULL;
-    char label[2 * GQ_CRD_MAX_STRING];
-    size_t idx, n_idx = 0;
     gq_err e;
     gq_err_clear(&e);
-    quota_label(q, label, sizeof(label));
-    gq_code rc = st->get_quota(st->ctx, q->kind, q->namespace_, q->name, &obj, &e);
-    if (rc == GQ_ENOTFOUND)
-        return GQ_OK;
-    if (!rc)
-        rc = gq_quota_parse(obj, &fresh, &e);
-    json_object_put(obj);
-    if (rc && rc != GQ_ENOMEM) {
-        deny(r, rc, "gpuquota could not reach the API server to check quota %s: %s", label, e.msg);
-        return GQ_OK;
-    }
-    if (rc)
-        return rc;
-    const gq_quota *one = fresh;
-    gq_quota_snapshot snap = {.quotas = &one, .n = 1, .ns_labels = ask->ns_labels, .now = ask->now};
-    rc = gq_quota_evaluate(&snap, ask->facts, ask->charge, &idx, &n_idx, &e);
-    gq_quota_free(fresh);
+    gq_code rc = st->list_limit_ranges(st->ctx, a->in.ns, &a->snap.limit_ranges, &e);
     if (rc && rc != GQ_ENOMEM)
-        deny(r, rc, "%s", e.msg);
+        gq_admission_deny(a, rc,
+                          "gpuquota could not reach the API server to read the GPULimitRanges of "
+                          "%s: %s",
+                          a->in.ns, e.msg);
+    a->snap.read |= GQ_NEED_LIMIT_RANGES;
     return rc == GQ_ENOMEM ? rc : GQ_OK;
 }
 
-/* The gate gpuquota.io/quota queues a pod where a Queue quota governs it
- * (gpuquota's mutating webhook adds it then); on any other pod it is a
- * tenant's own, which would hold the pod in the controller's memory with no
- * queue to cap it: refused. false when denied. */
-static bool queued_under_queue_quota(const create_state *c, wh_validate_result *r)
+/* The namespace's labels, its GPUQuotas and every GPUTenantQuota, from the
+ * caches; a store error denies (fail closed). */
+static gq_code read_quotas(const wh_store *st, gq_admission *a)
 {
-    for (size_t i = 0; i < c->n_idx; i++)
-        if (c->to_charge[i]->when_exceeded == GQ_WHEN_QUEUE)
-            return true;
-    deny(r, GQ_EDENIED,
-         "the scheduling gate gpuquota.io/quota queues a pod only where a quota with "
-         "whenExceeded: Queue governs it, and none governs this pod in namespace %s: remove the "
-         "gate (gpuquota adds it when a Queue quota governs the pod)",
-         c->ns);
-    return false;
-}
-
-/* A pod created behind the gate gpuquota.io/quota (docs/queueing.md): its
- * group must be well formed and agree with its members on its size, it (its
- * whole group) must fit every quota
- * governing it at all, and a Deny quota among them must have room now, as
- * for any pod. Nothing is charged: the controller charges every governing
- * quota when it ungates the pod. */
-static gq_code decide_queued(const wh_store *st, const create_state *c, json_object *pod,
-                             const gq_amounts *charge, const gq_amounts *own, int64_t now,
-                             wh_validate_result *r)
-{
-    const char *ns = c->ns;
-    gq_quota *const *to_charge = c->to_charge;
-    size_t n = c->n_idx;
-    const gq_pod_facts *facts = &c->pod.facts;
-    json_object *ns_labels = c->qv.ns_labels;
-    gq_pod_group g;
     gq_err e;
     gq_err_clear(&e);
-    if (gq_pod_group_parse(pod, &g, &e) != GQ_OK) {
-        deny(r, GQ_EDENIED, "%s", e.msg);
-        return GQ_OK;
-    }
-    for (size_t i = 0; i < n; i++) {
-        const gq_quota *q = to_charge[i];
-        if (gq_queue_check_ever_fits(q, facts->model, charge, own, g.present ? g.size : 1,
-                                     g.present ? g.name : NULL, &e) != GQ_OK) {
-            deny(r, GQ_EDENIED, "%s", e.msg);
-            return GQ_OK;
-        }
-    }
-    if (g.present) {
-        gq_code rc = check_group_members(st, ns, &g, now, r);
-        if (rc || !r->allowed)
+    gq_admission_snapshot *s = &a->snap;
+    gq_code rc;
+    if ((rc = st->namespace_labels(st->ctx, a->in.ns, &s->ns_labels, &e)) ||
+        (rc = st->list_quotas(st->ctx, a->in.ns, &s->quotas, &e)) ||
+        (rc = st->list_tenant_quotas(st->ctx, &s->tenant_quotas, &e))) {
+        if (rc == GQ_ENOMEM)
             return rc;
+        gq_admission_deny(a, rc,
+                          "gpuquota could not reach the API server to read the quotas of %s: %s",
+                          a->in.ns, e.msg);
     }
-    for (size_t i = 0; i < n && r->allowed; i++) {
-        if (to_charge[i]->when_exceeded != GQ_WHEN_DENY)
-            continue;
-        gq_code rc =
-            deny_quota_has_room(st, to_charge[i], &(room_ask){facts, charge, ns_labels, now}, r);
-        if (rc)
-            return rc;
-    }
+    s->read |= GQ_NEED_QUOTAS;
     return GQ_OK;
+}
+
+/* The pods of the pod's group, a fresh list; a failed list denies (fail
+ * closed). A store that cannot list them gives none. */
+static gq_code read_group_pods(const wh_store *st, gq_admission *a)
+{
+    gq_err e;
+    gq_err_clear(&e);
+    gq_code rc = GQ_OK;
+    if (st->list_group_pods)
+        rc = st->list_group_pods(st->ctx, a->in.ns, a->need_group, &a->snap.group_pods, &e);
+    if (rc && rc != GQ_ENOMEM)
+        gq_admission_deny(
+            a, rc,
+            "gpuquota could not reach the API server to list the members of pod group %s: %s",
+            a->need_group, e.msg);
+    a->snap.read |= GQ_NEED_GROUP_PODS;
+    return rc == GQ_ENOMEM ? rc : GQ_OK;
+}
+
+/* A fresh read of the quota the decision names; gone is NULL, a failed
+ * read denies (fail closed). */
+static gq_code read_fresh_quota(const wh_store *st, gq_admission *a)
+{
+    const gq_quota *q = a->set[a->need_fresh];
+    gq_err e;
+    gq_err_clear(&e);
+    gq_code rc =
+        st->get_quota(st->ctx, q->kind, q->namespace_, q->name, &a->snap.fresh[a->need_fresh], &e);
+    if (rc == GQ_ENOMEM)
+        return rc;
+    if (rc && rc != GQ_ENOTFOUND) {
+        char label[2 * GQ_CRD_MAX_STRING];
+        gq_quota_label(q, label, sizeof(label));
+        gq_admission_deny(a, rc, "gpuquota could not reach the API server to check quota %s: %s",
+                          label, e.msg);
+    }
+    a->snap.fresh_read[a->need_fresh] = true;
+    return GQ_OK;
+}
+
+/* Decide a pod CREATE, reading through the store what the decision asks
+ * for, until it is made. */
+static gq_code admission_decide(wh_validator *v, gq_admission *a)
+{
+    const wh_store *st = &v->store;
+    gq_err e;
+    gq_err_clear(&e);
+    gq_code rc;
+    while (!(rc = gq_admission_decide(v->cfg, a, &e)) && a->need) {
+        if (a->need & GQ_NEED_LIMIT_RANGES)
+            rc = read_limit_ranges(st, a);
+        else if (a->need & GQ_NEED_QUOTAS)
+            rc = read_quotas(st, a);
+        else if (a->need & GQ_NEED_GROUP_PODS)
+            rc = read_group_pods(st, a);
+        else
+            rc = read_fresh_quota(st, a);
+        if (rc || !a->verdict.allowed)
+            break;
+    }
+    return rc;
 }
 
 /* ---- charging: one admission's quotas, in order, through the chargers ------- */
@@ -1423,42 +1113,18 @@ struct admission {
     wh_validate_result r;
     decision d;
     double t0, deadline; /* monotonic s; deadline 0: none */
-    create_state c;
-    pending *ps;     /* one charge per quota to charge, in order */
-    pending rel;     /* the rollback under way */
-    size_t next;     /* charges settled so far; ps[next] is under way */
-    size_t rel_i;    /* rollback: next charge to give back */
-    gq_code rc;      /* GQ_ENOMEM: no decision could be made */
-    gq_qnode lookup; /* on v's name-check queue */
+    gq_admission c;      /* the decision (quota/admission.h) */
+    bool charging;       /* decided up to the charges, which are the admission's to run */
+    bool check_name;     /* named (no generateName): name_check before the charges */
+    pending *ps;         /* one charge per quota to charge, in order */
+    pending rel;         /* the rollback under way */
+    size_t next;         /* charges settled so far; ps[next] is under way */
+    size_t rel_i;        /* rollback: next charge to give back */
+    gq_code rc;          /* GQ_ENOMEM: no decision could be made */
+    gq_qnode lookup;     /* on v's name-check queue */
     void (*done)(admission *a);
     void *ud;
 };
-
-static void create_state_init(create_state *c)
-{
-    memset(c, 0, sizeof(*c));
-    gq_pod_init(&c->pod);
-}
-
-static void create_state_dispose(create_state *c)
-{
-    for (size_t i = 0; i < c->n_claims; i++)
-        gq_reservation_dispose(&c->claims[i]);
-    free(c->claims);
-    if (c->have_alt)
-        gq_reservation_dispose(&c->alt);
-    if (c->have_resv)
-        gq_reservation_dispose(&c->resv);
-    free(c->to_charge);
-    free(c->idx);
-    quota_view_dispose(&c->qv);
-    for (size_t i = 0; i < c->n_lrs && c->lrs; i++)
-        gq_limit_range_free(c->lrs[i]);
-    free(c->lrs);
-    json_object_put(c->lr_arr);
-    gq_pod_dispose(&c->pod);
-    create_state_init(c);
-}
 
 static void admission_answer(admission *a);
 static void charge_next(admission *a);
@@ -1477,7 +1143,7 @@ static bool charge_outcome(admission *a, const pending *p, const gq_quota *cq)
             charged_add(r, a->d.quotas, cq);
         return true;
     }
-    quota_label(cq, label, sizeof(label));
+    gq_quota_label(cq, label, sizeof(label));
     if (p->rc == GQ_EDENIED) {
         deny(r, GQ_EDENIED, "%s", p->err.msg);
         audit_exceeded(&a->d, cq);
@@ -1516,8 +1182,8 @@ static void pending_settled(pending *p)
 /* Charge the next quota, or answer when every one is charged. */
 static void charge_next(admission *a)
 {
-    create_state *c = &a->c;
-    if (a->next == c->n_idx) {
+    gq_admission *c = &a->c;
+    if (a->next == c->n_charge) {
         admission_answer(a);
         return;
     }
@@ -1526,7 +1192,7 @@ static void charge_next(admission *a)
                    .op = OP_CHARGE,
                    .deadline = a->deadline,
                    .facts = &c->pod.facts,
-                   .ns_labels = c->qv.ns_labels,
+                   .ns_labels = c->snap.ns_labels,
                    .charge = &a->r.charge,
                    .resv = &c->resv,
                    .alt = c->have_alt ? &c->alt : NULL,
@@ -1587,7 +1253,7 @@ static void name_check(admission *a)
         return;
     }
     const wh_store *st = &a->v->store;
-    gq_code rc = st->get_pod(st->ctx, a->c.ns, name, &got, NULL);
+    gq_code rc = st->get_pod(st->ctx, a->c.in.ns, name, &got, NULL);
     const char *uid = gq_json_meta_string(got, "uid"), *mine = gq_json_get_string(meta, "uid");
     bool other = rc == GQ_OK && (!uid || !mine || strcmp(uid, mine));
     json_object_put(got);
@@ -1627,247 +1293,15 @@ static admission *lookup_pop(wh_validator *v)
 /* The decision needs charges: start them (the answer comes from a charger). */
 static void charging_start(admission *a)
 {
-    if (!(a->ps = calloc(a->c.n_idx, sizeof(*a->ps)))) {
+    if (!(a->ps = calloc(a->c.n_charge, sizeof(*a->ps)))) {
         a->rc = GQ_ENOMEM;
         admission_answer(a);
         return;
     }
-    if (!a->c.check_name)
+    if (!a->check_name)
         charge_next(a);
     else if (!lookup_enqueue(a->v, a))
         admission_answer(a);
-}
-/* The pod decoded under admission (gq_pod_decode): its price and charge; DRA claims that
- * could not be priced deny it where a quota governs (deny_unseen_claims).
- * false when decided (denied, or *rc an error). */
-static bool price_pod(wh_validator *v, json_object *pod, create_state *c, wh_validate_result *r,
-                      gq_code *rc)
-{
-    gq_pod_claim claim;
-    bool decided = false;
-    gq_err e;
-    gq_err_clear(&e);
-    if ((*rc = gq_pod_decode(v->cfg, pod, &(gq_pod_scope){.ns = c->ns, .admission = true}, &c->pod,
-                             &e))) {
-        *rc = settle(r, *rc, &e);
-        return false;
-    }
-    r->charge = c->pod.charge;
-    if (c->pod.cost.claims_unpriced && gq_pod_resource_claims(pod, &claim)) {
-        if ((*rc = quota_view_load(v, c->ns, &c->qv, r, &decided)) || decided)
-            return false;
-        deny_unseen_claims(v, c->ns, &c->qv, &claim, r);
-    }
-    return r->allowed;
-}
-
-/* Read the namespace's GPULimitRanges; a store error or one that does not
- * parse denies (fail closed). false when decided. */
-static bool read_limit_ranges(wh_validator *v, create_state *c, wh_validate_result *r, gq_code *rc)
-{
-    gq_err e;
-    gq_err_clear(&e);
-    if ((*rc = v->store.list_limit_ranges(v->store.ctx, c->ns, &c->lr_arr, &e))) {
-        if (*rc != GQ_ENOMEM)
-            deny(r, *rc,
-                 "gpuquota could not reach the API server to read the GPULimitRanges of %s: %s",
-                 c->ns, e.msg);
-        *rc = *rc == GQ_ENOMEM ? *rc : GQ_OK;
-        return false;
-    }
-    c->n_lrs = json_object_array_length(c->lr_arr);
-    if (c->n_lrs && !(c->lrs = calloc(c->n_lrs, sizeof(*c->lrs)))) {
-        *rc = GQ_ENOMEM;
-        return false;
-    }
-    for (size_t i = 0; i < c->n_lrs; i++) {
-        json_object *o = json_object_array_get_idx(c->lr_arr, i);
-        if ((*rc = gq_limit_range_parse(o, &c->lrs[i], &e))) {
-            if (*rc == GQ_ENOMEM)
-                return false;
-            const char *name = gq_json_get_string(gq_json_member(o, "metadata"), "name");
-            deny(r, *rc, "GPULimitRange %s is invalid: %s", name ? name : "(unnamed)", e.msg);
-            *rc = GQ_OK;
-            return false;
-        }
-    }
-    return true;
-}
-
-/* GPULimitRanges first: a pod they reject never holds quota. Whole GPUs of
- * unknown model cost the largest model the namespace allows, which only its
- * GPULimitRanges tell. false when decided. */
-static bool check_limit_ranges(wh_validator *v, json_object *pod, create_state *c,
-                               wh_validate_result *r, gq_code *rc)
-{
-    gq_err e;
-    gq_err_clear(&e);
-    if (!read_limit_ranges(v, c, r, rc))
-        return false;
-    const gq_limit_range *const *lrs = (const gq_limit_range *const *)c->lrs;
-    gq_pod_scope scope = {.ns = c->ns, .admission = true, .lrs = lrs, .n_lrs = c->n_lrs};
-    if (c->pod.cost.priced_unknown && c->n_lrs) {
-        if ((*rc = gq_pod_decode(v->cfg, pod, &scope, &c->pod, &e))) {
-            *rc = settle(r, *rc, &e);
-            return false;
-        }
-        r->charge = c->pod.charge;
-    }
-    if ((*rc = gq_limit_validate(&c->pod.cost, c->ns, lrs, c->n_lrs, &e))) {
-        *rc = settle(r, *rc, &e);
-        return false;
-    }
-    return true;
-}
-
-/* The quotas that govern the pod, from the caches, in check order, into
- * c->to_charge. false when decided. */
-static bool select_governing(wh_validator *v, create_state *c, wh_validate_result *r, gq_code *rc)
-{
-    bool decided = false;
-    gq_err e;
-    gq_err_clear(&e);
-    if ((*rc = quota_view_load(v, c->ns, &c->qv, r, &decided)) || decided)
-        return false;
-    const quota_set *qs = &c->qv.qs;
-    if (qs->n && (!(c->idx = calloc(qs->n, sizeof(*c->idx))) ||
-                  !(c->to_charge = calloc(qs->n, sizeof(*c->to_charge))))) {
-        *rc = GQ_ENOMEM;
-        return false;
-    }
-    if ((*rc = select_quotas(v, &c->qv, &c->pod.facts, &r->charge, c->idx, &c->n_idx, &e))) {
-        *rc = settle(r, *rc, &e);
-        return false;
-    }
-    for (size_t i = 0; i < c->n_idx; i++)
-        c->to_charge[i] = qs->q[c->idx[i]];
-    return true;
-}
-
-/* The records of the shared ResourceClaims the pod names, charged once per
- * quota (claims_charge); the pod's reservation names them too: the
- * controller keeps them charged until it has seen the pod
- * (docs/validating-webhook.md). */
-static gq_code build_claim_records(create_state *c)
-{
-    size_t n = c->pod.cost.n_shared;
-    if (n && (!(c->claims = calloc(n, sizeof(*c->claims))) ||
-              !(c->resv.claims = calloc(n, sizeof(*c->resv.claims)))))
-        return GQ_ENOMEM;
-    for (; c->resv.n_claims < n; c->resv.n_claims++)
-        if (!(c->resv.claims[c->resv.n_claims] = strdup(c->pod.cost.shared[c->resv.n_claims].uid)))
-            return GQ_ENOMEM;
-    for (; c->n_claims < n; c->n_claims++) {
-        const gq_shared_claim *sc = &c->pod.cost.shared[c->n_claims];
-        gq_reservation *rec = &c->claims[c->n_claims];
-        gq_claim_amounts(sc, &rec->amounts);
-        rec->expires = c->resv.expires;
-        rec->claim = true;
-        rec->key = strdup(sc->uid);
-        rec->namespace_ = strdup(c->ns);
-        rec->pod = strdup(sc->name);
-        rec->model = sc->model ? strdup(sc->model->name) : NULL;
-        if (!rec->key || !rec->namespace_ || !rec->pod || (sc->model && !rec->model)) {
-            c->n_claims++;
-            return GQ_ENOMEM;
-        }
-    }
-    return GQ_OK;
-}
-
-/* The reservation that holds the pod's own part (keyed by the pod's uid;
- * the request uid is the fallback key for a review whose pod carries
- * another pod's uid), and one record per shared claim. */
-static gq_code build_reservations(wh_validator *v, const wh_review_request *req, create_state *c,
-                                  const wh_validate_result *r)
-{
-    gq_amounts own;
-    gq_err e;
-    gq_code rc;
-    gq_err_clear(&e);
-    gq_charge_own(&r->charge, c->pod.cost.shared, c->pod.cost.n_shared, &own);
-    if ((rc = gq_reservation_for_pod(req->object, c->ns, req->uid, &own, now_s(v) + v->ttl,
-                                     &c->resv, &e)))
-        return rc;
-    c->have_resv = true;
-    if (c->pod.cost.n_shared && !r->charge.v[GQ_KEY_GPU_PODS])
-        c->pod.cost.n_shared = 0; /* a terminal pod charges nothing, its claims neither */
-    if ((rc = build_claim_records(c)))
-        return rc;
-    if (c->pod.facts.model && !(c->resv.model = strdup(c->pod.facts.model)))
-        return GQ_ENOMEM;
-    if (strcmp(c->resv.key, req->uid)) {
-        if ((rc = reservation_rekey(&c->resv, req->uid, &c->alt, &e)))
-            return rc;
-        c->have_alt = true;
-    }
-    return GQ_OK;
-}
-
-/* The admission record on the pod (quota/record.h) is what the recount
- * believes for as long as the pod lives, so it must be exactly what this
- * decision charges: a pod that uses no GPU carries none, and a GPU pod's
- * is the one gpuquota computes now (a later mutating webhook may not change
- * it, nor may its author write one). A GPU pod without a record did not go
- * through gpuquota's mutating webhook: it is decided on its request as
- * before and counted on its container resources (GQ_TRUST_SPEC).
- * false when decided (denied). */
-static bool record_matches(json_object *pod, const create_state *c, wh_validate_result *r)
-{
-    gq_pod_record want, have;
-    gq_err e;
-    gq_err_clear(&e);
-    if (!c->pod.cost.gpu_pods &&
-        gq_json_member(gq_json_meta_object(pod, "labels"), GQ_LABEL_MANAGED) &&
-        !gq_pod_managed(pod)) {
-        /* Pod-group members are listed by this label: a CPU-only pod may not
-         * wear it to be read with them (and it means gpuquota rewrote it). */
-        deny(r, GQ_EDENIED,
-             "label " GQ_LABEL_MANAGED " is written by gpuquota only, on pods it rewrote; this "
-             "pod asks for no GPU: remove the label");
-        return false;
-    }
-    gq_code rc = gq_pod_record_read(pod, &have, &e);
-    if (rc == GQ_ENOTFOUND)
-        return true;
-    if (!c->pod.cost.gpu_pods) {
-        deny(r, GQ_EDENIED,
-             "annotations " GQ_ANN_ADMISSION " and " GQ_ANN_CHARGED " are gpuquota's record of "
-             "what a GPU pod is charged, written by its mutating webhook only; this pod asks for "
-             "no GPU: remove them");
-        return false;
-    }
-    gq_pod_record_make(&c->pod.cost, c->pod.facts.model, c->pod.facts.terminating, &want);
-    char text[GQ_RECORD_MAX];
-    if (!rc && have.legacy) {
-        /* Only an older mutating webhook writes the line alone (a rolling
-         * upgrade): it records the charge only, which must be this one. */
-        want.model[0] = '\0';
-        want.terminating = false;
-        want.legacy = true;
-        if (gq_pod_record_equal(&want, &have))
-            return true;
-        char mem[GQ_QUANTITY_STR_MAX], g[GQ_QUANTITY_STR_MAX], p[GQ_QUANTITY_STR_MAX];
-        gq_amount_format(&want.charge, GQ_KEY_GPU_MEMORY, mem);
-        gq_amount_format(&want.charge, GQ_KEY_GPUS, g);
-        gq_amount_format(&want.charge, GQ_KEY_GPU_PODS, p);
-        deny(r, GQ_EDENIED,
-             "annotation " GQ_ANN_CHARGED " is gpuquota's record of what the pod is charged and "
-             "must read gpu-memory=%s,gpus=%s,gpu-pods=%s: it is written by gpuquota's mutating "
-             "webhook only",
-             mem, g, p);
-        return false;
-    }
-    if (!rc && gq_pod_record_equal(&want, &have))
-        return true;
-    gq_pod_record_format(&want, text);
-    deny(r, GQ_EDENIED,
-         "annotation " GQ_ANN_ADMISSION " is gpuquota's record of what the pod is charged and "
-         "must read %s%s%s: it is written by gpuquota's mutating webhook only (was the pod "
-         "changed by a webhook called after gpuquota's, or the annotation copied from another "
-         "pod?)",
-         text, rc ? "; " : "", rc ? e.msg : "");
-    return false;
 }
 
 static const char *review_namespace(const wh_review_request *req)
@@ -1878,88 +1312,40 @@ static const char *review_namespace(const wh_review_request *req)
     return ns ? ns : "";
 }
 
-/* Pod CREATE, read and evaluated up to the charges: price, limit ranges,
- * governing quotas; a queued pod is decided in full here; a dry run is
- * checked on fresh reads; else c->must_charge is set and the reservations
- * are built. Returns GQ_OK when d->r holds a decision or charges are due. */
-static gq_code decide_create_one(wh_validator *v, const wh_review_request *req, decision *d,
-                                 create_state *c)
+/* Pod CREATE, decided by the core (gq_admission_decide) on what it asks
+ * the store for: a pod that is denied, passes uncharged or is queued is
+ * decided there; a dry run is checked on fresh reads; else the charges are
+ * due (a->charging). */
+static gq_code decide_create(admission *a)
 {
-    wh_validate_result *r = d->r;
-    json_object *pod = req->object;
-    gq_code rc = GQ_OK;
-    c->ns = review_namespace(req);
-    if (gq_config_is_exempt(v->cfg, c->ns) || !price_pod(v, pod, c, r, &rc))
+    const wh_review_request *req = a->req;
+    wh_validator *v = a->v;
+    gq_admission *c = &a->c;
+    wh_validate_result *r = &a->r;
+    gq_admission_dispose(c);
+    gq_admission_init(c, &(gq_admission_in){.pod = req->object,
+                                            .ns = review_namespace(req),
+                                            .request_uid = req->uid,
+                                            .now = now_s(v),
+                                            .ttl = v->ttl});
+    gq_code rc = admission_decide(v, c);
+    if (c->decoded)
+        r->charge = c->pod.charge;
+    if (rc)
         return rc;
-    if (!c->pod.cost.gpu_pods) {
-        (void)record_matches(pod, c, r);
-        return rc;
-    }
-    if (!check_limit_ranges(v, pod, c, r, &rc) || !select_governing(v, c, r, &rc) ||
-        (!c->skip_record && !record_matches(pod, c, r)))
-        return rc;
-    if (c->pod.gate_index >= 0) { /* queued: checked in full, charged later by the controller */
-        if (!queued_under_queue_quota(c, r) || !queue_has_room(v->cfg, c, r))
-            return GQ_OK;
-        gq_amounts own;
-        gq_charge_own(&r->charge, c->pod.cost.shared, c->pod.cost.n_shared, &own);
-        return decide_queued(&v->store, c, pod, &r->charge, &own, now_s(v), r);
-    }
-    if (!c->n_idx)
+    if (!c->verdict.allowed)
+        verdict_apply(r, &c->verdict);
+    if (!c->verdict.allowed || !c->must_charge)
         return GQ_OK;
-    if ((rc = build_reservations(v, req, c, r)))
-        return rc;
     if (req->dry_run) {
         snprintf(r->reservation_key, sizeof(r->reservation_key), "%s", c->resv.key);
-        return dry_run_check(v, c, d);
+        return dry_run_check(v, c, &a->d);
     }
-    c->must_charge = true;
-    json_object *meta = gq_json_member(pod, "metadata");
+    a->charging = true;
+    json_object *meta = gq_json_member(req->object, "metadata");
     const char *name = gq_json_get_string(meta, "name"),
                *gen = gq_json_get_string(meta, "generateName");
-    c->check_name = v->store.get_pod && name && name[0] && !(gen && gen[0]);
-    return GQ_OK;
-}
-
-/* Pod CREATE. A gated pod accepting several models (docs/queueing.md, "A
- * choice of models"): the controller chooses among them when it ungates
- * it, and knows nothing of GPULimitRanges, so every model listed must be
- * one the pod could queue for on its own: each is decided as the pod pinned
- * to it (gated: nothing to charge), and the first refused denies the pod,
- * naming the model. */
-static gq_code decide_create(wh_validator *v, const wh_review_request *req, decision *d,
-                             create_state *c)
-{
-    const gq_model *choices[GQ_MAX_MODEL_CHOICES];
-    size_t n = 0;
-    gq_err e;
-    gq_err_clear(&e);
-    if (gq_pod_gate_index(req->object) < 0 ||
-        gq_pod_model_choices(v->cfg, req->object, choices, &n, &e) != GQ_OK || !n)
-        return decide_create_one(v, req, d, c); /* a bad list is refused there */
-    for (size_t i = 0; i < n; i++) {
-        json_object *copy = NULL;
-        gq_code rc = gq_pod_with_model(req->object, choices[i]->name, &copy, &e);
-        if (rc)
-            return rc;
-        wh_review_request one = *req;
-        one.object = copy;
-        c->skip_record = i > 0;
-        rc = decide_create_one(v, &one, d, c);
-        create_state_dispose(c);
-        json_object_put(copy);
-        if (rc)
-            return rc;
-        if (!d->r->allowed) {
-            char msg[sizeof(d->r->message)];
-            snprintf(msg, sizeof(msg), "%s", d->r->message);
-            deny(d->r, d->r->code,
-                 "GPU model %s of annotation " GQ_ANN_GPU_MODEL " (the controller may choose any "
-                 "model listed): %s",
-                 choices[i]->name, msg);
-            return GQ_OK;
-        }
-    }
+    a->check_name = v->store.get_pod && name && name[0] && !(gen && gen[0]);
     return GQ_OK;
 }
 
@@ -2168,13 +1554,13 @@ static admission *admission_new(wh_validator *v, double deadline)
         free(a);
         return NULL;
     }
-    create_state_init(&a->c);
+    gq_admission_init(&a->c, &(gq_admission_in){.ns = ""});
     return a;
 }
 
 static void admission_free(admission *a)
 {
-    create_state_dispose(&a->c);
+    gq_admission_dispose(&a->c);
     free(a->ps);
     json_object_put(a->d.quotas);
     if (a->owns_req)
@@ -2201,7 +1587,7 @@ static void admission_run(admission *a)
         if (!req->object)
             deny(&a->r, GQ_EDENIED, "request.object is missing");
         else
-            a->rc = decide_create(a->v, req, &a->d, &a->c);
+            a->rc = decide_create(a);
     } else if (is_pod(req) && req->operation == WH_OP_UPDATE &&
                (!req->sub_resource[0] || !strcmp(req->sub_resource, "status"))) {
         decide_update(a->v, req, &a->r);
@@ -2210,7 +1596,7 @@ static void admission_run(admission *a)
                !req->sub_resource[0]) {
         decide_claim_update(a->v, req, &a->r);
     }
-    if (!a->rc && a->c.must_charge)
+    if (!a->rc && a->charging)
         charging_start(a);
     else
         admission_answer(a);

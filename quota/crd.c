@@ -1123,7 +1123,26 @@ static gq_code parse_quota_namespaces(json_object *spec, gq_quota *q, gq_err *er
     return rc;
 }
 
-/* spec.whenExceeded and spec.queueingStrategy, where given. */
+/* spec.preemption.withinQuota, where given (Kueue's names). */
+static gq_code parse_quota_preemption(json_object *spec, gq_quota *q, gq_err *err)
+{
+    static const char *const within[] = {"Never", "LowerPriority", "LowerOrNewerEqualPriority"};
+    json_object *p = gq_json_member(spec, "preemption"), *v;
+    size_t e = 0;
+    gq_code rc;
+    if (!p)
+        return GQ_OK;
+    if ((rc = as_obj(p, "spec.preemption", err)))
+        return rc;
+    if ((v = gq_json_member(p, "withinQuota"))) {
+        if ((rc = parse_enum(v, "spec.preemption.withinQuota", within, 3, &e, err)))
+            return rc;
+        q->within_quota = (gq_preempt_policy)e;
+    }
+    return GQ_OK;
+}
+
+/* spec.whenExceeded, spec.queueingStrategy and spec.preemption, where given. */
 static gq_code parse_quota_queueing(json_object *spec, gq_quota *q, gq_err *err)
 {
     static const char *const when[] = {"Deny", "Queue"};
@@ -1141,7 +1160,7 @@ static gq_code parse_quota_queueing(json_object *spec, gq_quota *q, gq_err *err)
             return rc;
         q->strategy = (gq_queue_strategy)e;
     }
-    return GQ_OK;
+    return parse_quota_preemption(spec, q, err);
 }
 
 static gq_code parse_quota_spec(json_object *spec, gq_quota *q, gq_err *err)

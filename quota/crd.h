@@ -160,6 +160,14 @@ typedef enum gq_queue_strategy {
     GQ_QUEUE_STRICT = 1,      /* "StrictFIFO": the head of the line waits, nobody passes */
 } gq_queue_strategy;
 
+/* spec.preemption.withinQuota (Kueue's names; docs/queueing.md): which
+ * pods the quota's queued pods may evict to fit. */
+typedef enum gq_preempt_policy {
+    GQ_PREEMPT_NEVER = 0,          /* "Never" (the default) */
+    GQ_PREEMPT_LOWER_PRIORITY = 1, /* "LowerPriority" */
+    GQ_PREEMPT_LOWER_OR_NEWER = 2, /* "LowerOrNewerEqualPriority" */
+} gq_preempt_policy;
+
 /* A GPUQuota or GPUTenantQuota, spec and the status fields policy needs. */
 typedef struct gq_quota {
     gq_quota_kind kind;
@@ -175,6 +183,7 @@ typedef struct gq_quota {
     gq_label_selector ns_selector;  /* GPUTenantQuota spec.namespaceSelector */
     gq_when_exceeded when_exceeded; /* spec.whenExceeded */
     gq_queue_strategy strategy;     /* spec.queueingStrategy */
+    gq_preempt_policy within_quota; /* spec.preemption.withinQuota */
     gq_amounts used;                /* status.used (absent keys: 0) */
     gq_reservation *reservations;   /* status.reservations */
     size_t n_reservations;

@@ -741,3 +741,20 @@ gq_code gq_queue_check_deferred_choice(const gq_config *cfg, const gq_pod_cost *
     }
     return GQ_OK;
 }
+
+gq_code gq_queue_unit_fits(const gq_queue_entry *members, size_t n, size_t option,
+                           const gq_queue_quota *quotas, size_t qi, bool *out)
+{
+    ref one, *refs = n > 1 ? calloc(n, sizeof(*refs)) : &one;
+    if (!refs)
+        return GQ_ENOMEM;
+    for (size_t m = 0; m < n; m++)
+        refs[m] = (ref){&members[m], m, m};
+    unit u = {.alone = NULL, .members = refs, .len = n};
+    bool valid;
+    shortfall sf = {.quota = SIZE_MAX};
+    *out = unit_fits(&u, option, quotas, &qi, 1, &valid, &sf) && valid;
+    if (refs != &one)
+        free(refs);
+    return GQ_OK;
+}

@@ -147,6 +147,14 @@ int gq_queue_entry_cmp(const gq_queue_entry *a, const gq_queue_entry *b);
 gq_code gq_queue_plan(const gq_queue_entry *entries, size_t n, gq_queue_quota *quotas, size_t nq,
                       gq_queue_decision *out, gq_err *err) GQ_WUR;
 
+/* Whether a unit, members[0..n) (one pod, or the queued members of a
+ * group), on option `option` (0 for members without a choice), fits quota
+ * quotas[qi] now, by the planner's rule (gq_queue_plan): in_use + what the
+ * members have not paid there, for every key of its hard and every model
+ * it limits. *out false also when a member has no such option. GQ_ENOMEM. */
+gq_code gq_queue_unit_fits(const gq_queue_entry *members, size_t n, size_t option,
+                           const gq_queue_quota *quotas, size_t qi, bool *out) GQ_WUR;
+
 /* A deep copy of pod (borrowed) with annotation gpuquota.io/gpu-model =
  * model (metadata.annotations must exist). Caller owns *out. GQ_ENOMEM,
  * GQ_EINVAL when the pod has no annotations object. */

@@ -48,14 +48,17 @@ static void test_spec_fields(void **state)
     (void)state;
     gq_quota *q = Q("{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':"
                     "'q','namespace':'a'},'spec':{'hard':{'gpu-memory':'8Gi'},'whenExceeded':"
-                    "'Queue','queueingStrategy':'StrictFIFO'}}");
+                    "'Queue','queueingStrategy':'StrictFIFO','preemption':{'withinQuota':"
+                    "'LowerOrNewerEqualPriority'}}}");
     assert_int_equal(q->when_exceeded, GQ_WHEN_QUEUE);
     assert_int_equal(q->strategy, GQ_QUEUE_STRICT);
+    assert_int_equal(q->within_quota, GQ_PREEMPT_LOWER_OR_NEWER);
     gq_quota_free(q);
     q = Q("{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':'q',"
           "'namespace':'a'},'spec':{'hard':{'gpu-memory':'8Gi'}}}");
     assert_int_equal(q->when_exceeded, GQ_WHEN_DENY);
     assert_int_equal(q->strategy, GQ_QUEUE_BEST_EFFORT);
+    assert_int_equal(q->within_quota, GQ_PREEMPT_NEVER);
     gq_quota_free(q);
     static const char *const bad[] = {
         "{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':'q',"
@@ -64,10 +67,16 @@ static void test_spec_fields(void **state)
         "'namespace':'a'},'spec':{'whenExceeded':1}}",
         "{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':'q',"
         "'namespace':'a'},'spec':{'queueingStrategy':'LIFO'}}",
+        "{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':'q',"
+        "'namespace':'a'},'spec':{'preemption':{'withinQuota':'Always'}}}",
+        "{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':'q',"
+        "'namespace':'a'},'spec':{'preemption':'LowerPriority'}}",
     };
     static const char *const why[] = {"spec.whenExceeded: unsupported value \"queue\"",
                                       "spec.whenExceeded: must be a string",
-                                      "spec.queueingStrategy: unsupported value \"LIFO\""};
+                                      "spec.queueingStrategy: unsupported value \"LIFO\"",
+                                      "spec.preemption.withinQuota: unsupported value \"Always\"",
+                                      "spec.preemption: must be an object"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         json_object *o = J(bad[i]);
         gq_err err;

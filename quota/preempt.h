@@ -1,0 +1,68 @@
+/* Preemption inside a quota (docs/queueing.md, "Preemption"): which
+ * admitted pods to evict so that a queued pod, or a whole queued pod group,
+ * fits. Pure: the controller gives the queue planner's view of the quotas
+ * (gq_queue_quota) and the admitted pods, and evicts what this returns.
+ *
+ * The rule, with Kueue's names (spec.preemption.withinQuota):
+ * - only quotas the preemptor does not fit now ("blocking") matter; when one
+ *   of them says Never, nothing is evicted;
+ * - a candidate counts in at least one blocking quota and, for every
+ *   blocking quota it counts in, has a lower priority than the preemptor
+ *   (LowerPriority), or a lower one or an equal one and a later creation
+ *   (LowerOrNewerEqualPriority);
+ * - a pod group is a candidate whole or not at all (every member a
+ *   candidate); a pod the caller spares (a disruption budget refused its
+ *   eviction, it is going already) is none, nor is its group;
+ * - candidates are taken lowest priority first, then most recently
+ *   admitted, until the preemptor fits every quota it charges; then each
+ *   taken back, last first, whose eviction is not needed for the fit (the
+ *   set is minimal: no victim can be left out);
+ * - when even every candidate would not make the preemptor fit (another
+ *   quota would still block it), nothing is evicted. */
+#ifndef GQ_PREEMPT_H
+#define GQ_PREEMPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/gq_error.h"
+#include "quota/crd.h"
+#include "quota/podqueue.h"
+
+/* An admitted pod that counts in some quotas. Strings are borrowed. */
+typedef struct gq_preempt_pod {
+    const char *uid;
+    const char *group;    /* NULL: alone; else a key unique in the cluster ("ns/name") */
+    int32_t priority;     /* spec.priority */
+    int64_t created_us;   /* metadata.creationTimestamp */
+    int64_t admitted_us;  /* when its charge began (ungated, or created when never queued) */
+    gq_amounts charge;    /* what it counts */
+    const char *model;    /* the model it counts against; NULL: every model a quota lists */
+    const size_t *quotas; /* indices of the quotas it counts in */
+    size_t n_quotas;
+    bool spared; /* may not be evicted */
+} gq_preempt_pod;
+
+/* What to preempt for. Everything is borrowed. */
+typedef struct gq_preempt_ask {
+    const gq_queue_entry *members; /* the preemptor: a pod, or its group's queued members */
+    size_t n_members;
+    size_t option; /* the model option it is tried on (0 without a choice) */
+    int32_t priority;
+    int64_t created_us;
+    const gq_queue_quota *quotas; /* the planner's quotas, in use as now */
+    size_t nq;
+    const gq_preempt_pod *pods; /* every admitted pod counting in those quotas */
+    size_t n_pods;
+} gq_preempt_ask;
+
+/* The victims for ask: indices into ask->pods in eviction order
+ * (victims has room for n_pods), *n_victims of them; 0 when the preemptor
+ * fits already. GQ_ENOTFOUND (*n_victims 0) when no set of candidates
+ * makes it fit, with the reason in err; GQ_ENOMEM; GQ_EINVAL for an index
+ * >= nq. */
+gq_code gq_preempt_plan(const gq_preempt_ask *ask, size_t *victims, size_t *n_victims,
+                        gq_err *err) GQ_WUR;
+
+#endif

@@ -1,0 +1,274 @@
+/* Preemption inside a quota (quota/preempt.h): which admitted pods are
+ * evicted for a queued pod or group, in which order, the minimal set, the
+ * policies, groups whole, spared pods, and the cases where nothing may be
+ * evicted. Amounts are GiB of gpu-memory. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "quota/preempt.h"
+
+#define GI (1024LL * 1024 * 1024)
+
+static gq_amounts mem(int64_t gib)
+{
+    gq_amounts a;
+    memset(&a, 0, sizeof(a));
+    for (int k = 0; k < GQ_KEY_COUNT; k++)
+        a.set[k] = true;
+    a.v[GQ_KEY_GPU_MEMORY] = gib * GI;
+    a.v[GQ_KEY_GPU_PODS] = gib ? 1 : 0;
+    return a;
+}
+
+/* A quota with only gpu-memory hard, and policy. */
+static gq_quota quota(const char *name, int64_t hard_gib, gq_preempt_policy policy)
+{
+    gq_quota q;
+    memset(&q, 0, sizeof(q));
+    q.name = (char *)name;
+    q.hard.set[GQ_KEY_GPU_MEMORY] = true;
+    q.hard.v[GQ_KEY_GPU_MEMORY] = hard_gib * GI;
+    q.within_quota = policy;
+    return q;
+}
+
+static const size_t Q0[] = {0}, Q1[] = {1}, Q01[] = {0, 1};
+
+static gq_queue_entry preemptor(int64_t gib, const size_t *qs, size_t nq)
+{
+    return (gq_queue_entry){.uid = "new",
+                            .priority = 10,
+                            .created_us = 500,
+                            .charge = mem(gib),
+                            .quotas = qs,
+                            .n_quotas = nq};
+}
+
+static gq_preempt_pod pod(const char *uid, int32_t prio, int64_t admitted, int64_t gib)
+{
+    return (gq_preempt_pod){.uid = uid,
+                            .priority = prio,
+                            .created_us = admitted,
+                            .admitted_us = admitted,
+                            .charge = mem(gib),
+                            .quotas = Q0,
+                            .n_quotas = 1};
+}
+
+/* Plan for e against quotas qq (in use as the pods count) and pods;
+ * returns the code, the victims' uids joined by ',' in out. */
+static gq_code run(const gq_queue_entry *e, size_t n_e, gq_quota *qq, size_t nq,
+                   const gq_preempt_pod *pods, size_t n, char *out, size_t cap)
+{
+    gq_queue_quota pq[4];
+    memset(pq, 0, sizeof(pq));
+    for (size_t i = 0; i < nq; i++) {
+        pq[i].q = &qq[i];
+        pq[i].in_use = mem(0);
+    }
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < pods[i].n_quotas; j++)
+            pq[pods[i].quotas[j]].in_use.v[GQ_KEY_GPU_MEMORY] +=
+                pods[i].charge.v[GQ_KEY_GPU_MEMORY];
+    size_t victims[16], nv = 99;
+    gq_err err;
+    gq_err_clear(&err);
+    gq_preempt_ask ask = {.members = e,
+                          .n_members = n_e,
+                          .priority = e[0].priority,
+                          .created_us = e[0].created_us,
+                          .quotas = pq,
+                          .nq = nq,
+                          .pods = pods,
+                          .n_pods = n};
+    gq_code rc = gq_preempt_plan(&ask, victims, &nv, &err);
+    out[0] = '\0';
+    for (size_t i = 0; i < nv; i++) {
+        size_t len = strlen(out);
+        snprintf(out + len, cap - len, "%s%s", i ? "," : "", pods[victims[i]].uid);
+    }
+    if (rc)
+        assert_int_equal(nv, 0);
+    return rc;
+}
+
+static void fits_already_evicts_nothing(void **state)
+{
+    (void)state;
+    gq_quota q = quota("q", 32, GQ_PREEMPT_LOWER_PRIORITY);
+    gq_queue_entry e = preemptor(8, Q0, 1);
+    gq_preempt_pod pods[] = {pod("a", 1, 10, 16)};
+    char v[256];
+    assert_int_equal(run(&e, 1, &q, 1, pods, 1, v, sizeof v), GQ_OK);
+    assert_string_equal(v, "");
+}
+
+static void never_evicts_nothing(void **state)
+{
+    (void)state;
+    gq_quota q = quota("q", 16, GQ_PREEMPT_NEVER);
+    gq_queue_entry e = preemptor(8, Q0, 1);
+    gq_preempt_pod pods[] = {pod("a", 1, 10, 16)};
+    char v[256];
+    assert_int_equal(run(&e, 1, &q, 1, pods, 1, v, sizeof v), GQ_ENOTFOUND);
+}
+
+/* Lowest priority first, then the most recently admitted. */
+static void lowest_priority_then_newest_first(void **state)
+{
+    (void)state;
+    gq_quota q = quota("q", 40, GQ_PREEMPT_LOWER_PRIORITY);
+    gq_queue_entry e = preemptor(16, Q0, 1);
+    gq_preempt_pod pods[] = {pod("old-low", 1, 10, 8), pod("high", 5, 5, 16),
+                             pod("new-low", 1, 20, 8), pod("equal", 10, 1, 8)};
+    char v[256];
+    assert_int_equal(run(&e, 1, &q, 1, pods, 4, v, sizeof v), GQ_OK);
+    assert_string_equal(v, "new-low,old-low");
+}
+
+/* Taking in order overshoots; the set is then made minimal. */
+static void victims_not_needed_are_given_back(void **state)
+{
+    (void)state;
+    gq_quota q = quota("q", 24, GQ_PREEMPT_LOWER_PRIORITY);
+    gq_queue_entry e = preemptor(16, Q0, 1);
+    gq_preempt_pod pods[] = {pod("small", 1, 10, 8), pod("big", 2, 10, 16)};
+    char v[256];
+    assert_int_equal(run(&e, 1, &q, 1, pods, 2, v, sizeof v), GQ_OK);
+    assert_string_equal(v, "big");
+}
+
+static void equal_priority_only_when_newer_and_allowed(void **state)
+{
+    (void)state;
+    gq_quota q = quota("q", 16, GQ_PREEMPT_LOWER_PRIORITY);
+    gq_queue_entry e = preemptor(8, Q0, 1);
+    gq_preempt_pod pods[] = {pod("older", 10, 100, 8), pod("newer", 10, 900, 8)};
+    char v[256];
+    assert_int_equal(run(&e, 1, &q, 1, pods, 2, v, sizeof v), GQ_ENOTFOUND);
+    q.within_quota = GQ_PREEMPT_LOWER_OR_NEWER;
+    assert_int_equal(run(&e, 1, &q, 1, pods, 2, v, sizeof v), GQ_OK);
+    assert_string_equal(v, "newer");
+}
+
+/* A group is a victim whole; a spared member keeps its whole group. */
+static void groups_go_whole_or_not_at_all(void **state)
+{
+    (void)state;
+    gq_quota q = quota("q", 24, GQ_PREEMPT_LOWER_PRIORITY);
+    gq_queue_entry e = preemptor(8, Q0, 1);
+    gq_preempt_pod pods[] = {pod("g-0", 1, 30, 8), pod("alone", 2, 10, 8), pod("g-1", 1, 31, 8)};
+    pods[0].group = pods[2].group = "ns/g";
+    char v[256];
+    assert_int_equal(run(&e, 1, &q, 1, pods, 3, v, sizeof v), GQ_OK);
+    assert_string_equal(v, "g-0,g-1");
+    pods[2].spared = true;
+    assert_int_equal(run(&e, 1, &q, 1, pods, 3, v, sizeof v), GQ_OK);
+    assert_string_equal(v, "alone");
+    pods[1].spared = true;
+    assert_int_equal(run(&e, 1, &q, 1, pods, 3, v, sizeof v), GQ_ENOTFOUND);
+}
+
+/* A second quota that blocks and never preempts: nothing is evicted even
+ * where the first would allow it. A pod counting only in a quota that
+ * does not block is no candidate. */
+static void other_quota_blocking_stops_everything(void **state)
+{
+    (void)state;
+    gq_quota qq[2] = {quota("ns-quota", 16, GQ_PREEMPT_LOWER_PRIORITY),
+                      quota("tenant", 16, GQ_PREEMPT_NEVER)};
+    gq_queue_entry e = preemptor(8, Q01, 2);
+    gq_preempt_pod pods[] = {pod("a", 1, 10, 16)};
+    pods[0].quotas = Q01;
+    pods[0].n_quotas = 2;
+    char v[256];
+    assert_int_equal(run(&e, 1, qq, 2, pods, 1, v, sizeof v), GQ_ENOTFOUND);
+    /* The tenant has room: only ns-quota blocks, and a frees it. */
+    qq[1].hard.v[GQ_KEY_GPU_MEMORY] = 64 * GI;
+    assert_int_equal(run(&e, 1, qq, 2, pods, 1, v, sizeof v), GQ_OK);
+    assert_string_equal(v, "a");
+    /* A pod of another quota only frees nothing the preemptor needs. */
+    gq_preempt_pod other[] = {pod("elsewhere", 1, 10, 8), pod("here", 1, 10, 16)};
+    other[0].quotas = Q1;
+    assert_int_equal(run(&e, 1, qq, 2, other, 2, v, sizeof v), GQ_OK);
+    assert_string_equal(v, "here");
+}
+
+/* A group preemptor needs room for all its members. */
+static void group_preemptor_needs_room_for_all(void **state)
+{
+    (void)state;
+    gq_quota q = quota("q", 32, GQ_PREEMPT_LOWER_PRIORITY);
+    gq_queue_entry e[2] = {preemptor(8, Q0, 1), preemptor(8, Q0, 1)};
+    e[0].group = e[1].group = "ns/train";
+    e[0].group_size = e[1].group_size = 2;
+    gq_preempt_pod pods[] = {pod("a", 1, 10, 8), pod("b", 1, 20, 8), pod("c", 1, 30, 8),
+                             pod("d", 1, 40, 8)};
+    char v[256];
+    assert_int_equal(run(e, 2, &q, 1, pods, 4, v, sizeof v), GQ_OK);
+    assert_string_equal(v, "d,c");
+}
+
+/* Per-model limits: a victim of another model frees nothing there. */
+static void model_limits_count(void **state)
+{
+    (void)state;
+    gq_quota q = quota("q", 100, GQ_PREEMPT_LOWER_PRIORITY);
+    gq_model_limit ml;
+    memset(&ml, 0, sizeof(ml));
+    ml.name = "a100-80gb";
+    ml.hard.set[GQ_KEY_GPU_MEMORY] = true;
+    ml.hard.v[GQ_KEY_GPU_MEMORY] = 16 * GI;
+    q.models = &ml;
+    q.n_models = 1;
+    gq_queue_entry e = preemptor(8, Q0, 1);
+    e.model = "a100-80gb";
+    gq_preempt_pod pods[] = {pod("t4", 1, 50, 8), pod("a100", 2, 10, 16)};
+    pods[0].model = "t4";
+    pods[1].model = "a100-80gb";
+    gq_queue_quota pq = {.q = &q, .in_use = mem(24), .model_in_use = {mem(16)}};
+    size_t victims[4], nv = 0;
+    gq_err err;
+    gq_preempt_ask ask = {.members = &e,
+                          .n_members = 1,
+                          .priority = 10,
+                          .quotas = &pq,
+                          .nq = 1,
+                          .pods = pods,
+                          .n_pods = 2};
+    assert_int_equal(gq_preempt_plan(&ask, victims, &nv, &err), GQ_OK);
+    assert_int_equal(nv, 1);
+    assert_string_equal(pods[victims[0]].uid, "a100");
+}
+
+static void bad_index_is_refused(void **state)
+{
+    (void)state;
+    gq_quota q = quota("q", 8, GQ_PREEMPT_LOWER_PRIORITY);
+    gq_queue_entry e = preemptor(8, Q1, 1);
+    char v[256];
+    assert_int_equal(run(&e, 1, &q, 1, NULL, 0, v, sizeof v), GQ_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(fits_already_evicts_nothing),
+        cmocka_unit_test(never_evicts_nothing),
+        cmocka_unit_test(lowest_priority_then_newest_first),
+        cmocka_unit_test(victims_not_needed_are_given_back),
+        cmocka_unit_test(equal_priority_only_when_newer_and_allowed),
+        cmocka_unit_test(groups_go_whole_or_not_at_all),
+        cmocka_unit_test(other_quota_blocking_stops_everything),
+        cmocka_unit_test(group_preemptor_needs_room_for_all),
+        cmocka_unit_test(model_limits_count),
+        cmocka_unit_test(bad_index_is_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1019,6 +1019,9 @@ gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, g
     http_histogram_init(&c->reconcile_duration, hist_bounds, N_BUCKETS);
     c->ungated = json_object_new_object();
     c->q_events = json_object_new_object();
+    c->nominated = json_object_new_object();
+    c->evicting = json_object_new_object();
+    c->evict_refused = json_object_new_object();
     if (!c->ungated || !c->q_events || gq_htab_init(&c->ks, KS_BUCKETS))
         goto fail;
     ctl_workqueue_opts qo = {.backoff_min_ms = o->backoff_min_ms,
@@ -1117,6 +1120,9 @@ void ctl_controller_free(ctl_controller *c)
     free(c->threads);
     json_object_put(c->ungated);
     json_object_put(c->q_events);
+    json_object_put(c->nominated);
+    json_object_put(c->evicting);
+    json_object_put(c->evict_refused);
     free(c->identity);
     free(c->lease_ns);
     free(c->lease_name);
@@ -1269,6 +1275,15 @@ static const counter_def reconcile_counters[] = {
 
 static const counter_def queue_counters[] = {
     COUNTER("gpuquota_queue_admitted_total", "Queued pods charged and ungated.", q_ungated),
+    COUNTER("gpuquota_preemptions_total",
+            "Queued pods (or pod groups) for which pods were evicted inside a quota "
+            "(preemption.withinQuota).",
+            preemptions),
+    COUNTER("gpuquota_preemption_victims_total", "Pods evicted to make room for a preemptor.",
+            preempt_victims),
+    COUNTER("gpuquota_preemption_evictions_refused_total",
+            "Evictions a disruption budget (or the API server) refused; another victim is sought.",
+            evictions_refused),
     COUNTER("gpuquota_claims_refused_total",
             "Pods left gated because a DRA claim is not the one charged at admission.",
             claims_refused),

@@ -173,6 +173,27 @@ void ctl_queued_free(ctl_queued *v, size_t n);
 /* Free the strings and claims of one queued pod (not q itself). */
 void ctl_queued_dispose(ctl_queued *q);
 
+/* A GPU pod that counts (admitted: neither gated nor ended), copied out of
+ * the store for preemption (controller/preempt.c), with the quotas of a
+ * list it counts in. */
+typedef struct ctl_running {
+    char *ns, *name, *uid;
+    char *group; /* "ns/group"; NULL: none */
+    int32_t priority;
+    int64_t created_us;
+    const char *model; /* borrowed from the config; NULL: none */
+    gq_amounts charge;
+    bool leaving;    /* being deleted: it frees its charge soon */
+    size_t *quotas;  /* indices into the list given */
+    size_t n_quotas; /* 0: not copied (it counts in none of them) */
+} ctl_running;
+
+/* The pods that count at now in some of qs[0..nq) (matching and limited by
+ * it), with which. Caller frees with ctl_running_free. GQ_ENOMEM. */
+gq_code ctl_podstore_running(ctl_podstore *s, const gq_quota *const *qs, size_t nq, int64_t now,
+                             ctl_running **out, size_t *n) GQ_WUR;
+void ctl_running_free(ctl_running *v, size_t n);
+
 /* gq_quota_matches with the labels the store holds for f's namespace. */
 bool ctl_podstore_matches(ctl_podstore *s, const gq_quota *q, const gq_pod_facts *f);
 

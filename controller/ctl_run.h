@@ -75,6 +75,11 @@ struct ctl_controller {
     atomic_ulong q_charges, q_ungated;
     json_object *ungated;  /* {uid: true}: ungated here, not yet seen ungated (mu) */
     json_object *q_events; /* {uid: message}: why each queued pod was said to wait (mu) */
+    /* Preemption (preempt.c), each {uid: expiry, Unix s} (mu): preemptors
+     * whose room is held, victims evicted, victims whose eviction a
+     * disruption budget refused. */
+    json_object *nominated, *evicting, *evict_refused;
+    atomic_ulong preemptions, preempt_victims, evictions_refused;
     http_histogram reconcile_duration; /* seconds */
 };
 
@@ -128,6 +133,31 @@ void ctl_ungate_kick(ctl_controller *c);
 /* One admission pass: every queued pod in order, charged and ungated when
  * its quotas have room (docs/queueing.md). Returns RES_*; requeues itself. */
 int ctl_ungate_pass(ctl_controller *c);
+
+/* --- preemption inside a quota (preempt.c; quota/preempt.h) --- */
+
+/* What the admission pass planned, for preemption: the entries, their
+ * decisions and queued pods (parallel, n), and the quotas as the plan left
+ * them (what it admitted and held added). */
+typedef struct ctl_preempt_in {
+    const gq_queue_entry *ents;
+    const gq_queue_decision *dec;
+    const ctl_queued *pods;
+    size_t n;
+    const gq_queue_quota *pq;
+    size_t nq;
+    int64_t now;
+} ctl_preempt_in;
+
+/* Evict for the first waiting pod that a quota allowing preemption keeps
+ * out, or nominate it when the pods leaving make its room. Returns when the
+ * pass should run again (ms; 0: when something changes): soon after either,
+ * or once a budget's refusal that left nobody to evict is forgotten. */
+long ctl_preempt(ctl_controller *c, const ctl_preempt_in *in);
+/* Whether queued pod uid is a nominated preemptor: its room is held. */
+bool ctl_preempt_held(ctl_controller *c, const char *uid, int64_t now);
+/* Pod uid was admitted: no longer a preemptor. */
+void ctl_preempt_forget(ctl_controller *c, const char *uid);
 
 /* --- the claims check (claims.c; quota/claimcheck.h) --- */
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "common/hash.h"
 #include "common/json_member.h"
 #include "quota/claimcheck.h"
@@ -865,4 +866,86 @@ bool ctl_podstore_matches(ctl_podstore *s, const gq_quota *q, const gq_pod_facts
     bool r = gq_quota_matches(q, f, n ? n->labels : NULL);
     pthread_rwlock_unlock(&s->lock);
     return r;
+}
+
+void ctl_running_free(ctl_running *v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++) {
+        free(v[i].ns);
+        free(v[i].name);
+        free(v[i].uid);
+        free(v[i].group);
+        free(v[i].quotas);
+    }
+    free(v);
+}
+
+/* Into r, pod p of namespace ns when it counts in some of qs (r->n_quotas
+ * 0 when in none). GQ_ENOMEM leaves what was copied for ctl_running_free. */
+static gq_code running_copy(ctl_running *r, const ctl_ns *ns, const ctl_pod *p,
+                            const gq_quota *const *qs, size_t nq)
+{
+    gq_pod_facts f = {ns->name, p->priority_class, p->terminating, false, p->model};
+    memset(r, 0, sizeof(*r));
+    r->charge.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        r->charge.v[k] = p->charge[k];
+        r->charge.set[k] = true;
+    }
+    for (size_t j = 0; j < nq; j++) {
+        if (!gq_quota_limits(qs[j], &r->charge) || !gq_quota_matches(qs[j], &f, ns->labels))
+            continue;
+        if (!r->quotas && !(r->quotas = calloc(nq, sizeof(*r->quotas))))
+            return GQ_ENOMEM;
+        r->quotas[r->n_quotas++] = j;
+    }
+    if (!r->n_quotas)
+        return GQ_OK;
+    char gk[600];
+    snprintf(gk, sizeof gk, "%s/%s", ns->name, ctl_pod_group(p));
+    r->ns = strdup(ns->name);
+    r->name = strdup(ctl_pod_name(p));
+    r->uid = strdup(ctl_pod_uid(p));
+    r->group = ctl_pod_group(p)[0] ? strdup(gk) : NULL;
+    r->priority = p->priority;
+    r->created_us = p->created_us;
+    r->model = p->model;
+    r->leaving = p->delete_at != 0;
+    return r->ns && r->name && r->uid && (!ctl_pod_group(p)[0] || r->group) ? GQ_OK : GQ_ENOMEM;
+}
+
+gq_code ctl_podstore_running(ctl_podstore *s, const gq_quota *const *qs, size_t nq, int64_t now,
+                             ctl_running **out, size_t *n_out)
+{
+    gq_code rc = GQ_OK;
+    ctl_running *v = NULL;
+    size_t n = 0, cap = 0;
+    gq_htab_iter it;
+    pthread_rwlock_rdlock(&s->lock);
+    for (gq_hnode *x = gq_htab_iter_first(&it, &s->nss); x && !rc; x = gq_htab_iter_next(&it)) {
+        ctl_ns *ns = GQ_HTAB_ENTRY(x, ctl_ns, node);
+        for (const ctl_pod *p = ns->head; p && !rc; p = p->next) {
+            if (p->gated || !gq_pod_counts(p->terminal, p->delete_at, now))
+                continue;
+            ctl_running *grown = gq_grow(v, &cap, n, sizeof(*v), 64);
+            if (!grown) {
+                rc = GQ_ENOMEM;
+                break;
+            }
+            v = grown;
+            rc = running_copy(&v[n], ns, p, qs, nq);
+            if (rc || v[n].n_quotas)
+                n++;
+            else
+                free(v[n].quotas);
+        }
+    }
+    pthread_rwlock_unlock(&s->lock);
+    if (rc) {
+        ctl_running_free(v, n);
+        return rc;
+    }
+    *out = v;
+    *n_out = n;
+    return GQ_OK;
 }

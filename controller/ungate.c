@@ -437,6 +437,7 @@ static void build_entry(admit_pass *a, size_t i)
     e->priority = p->priority;
     e->created_us = p->created_us;
     e->model = p->model;
+    e->held = ctl_preempt_held(a->c, p->uid, a->now);
     if (p->group) {
         char gk[600];
         json_object *r = NULL;
@@ -618,6 +619,7 @@ static pass_step ungate_admitted(admit_pass *a)
         pthread_mutex_lock(&c->mu);
         json_object_object_add(c->ungated, p->uid, json_object_new_boolean(1));
         pthread_mutex_unlock(&c->mu);
+        ctl_preempt_forget(c, p->uid);
     }
     return st;
 }
@@ -685,6 +687,7 @@ int ctl_ungate_pass(ctl_controller *c)
 {
     admit_pass a = {.c = c, .now = ctl_wall_now(c)};
     bool replan = false;
+    long again_ms = 0; /* preemption: run again then */
     gq_err_clear(&a.err);
     pass_step st = read_queue(&a);
     if (st == STEP_OK)
@@ -701,9 +704,13 @@ int ctl_ungate_pass(ctl_controller *c)
         replan = claims_charged_for_waiting(a.pods, a.dec, a.n);
         st = ungate_admitted(&a);
         say_why_waiting(&a);
+        ctl_preempt_in pi = {a.ents, a.dec, a.pods, a.n, a.pq, a.nq, a.now};
+        again_ms = st == STEP_OK ? ctl_preempt(c, &pi) : 0;
     }
     if (st == STEP_STALE || ((st == STEP_OK || st == STEP_DONE) && replan))
         ctl_requeue_after(c, ADMIT_KEY, 5);
+    else if (again_ms && st == STEP_OK)
+        ctl_requeue_after(c, ADMIT_KEY, again_ms);
     else if (st == STEP_FAILED)
         ctl_backoff(c, ADMIT_KEY);
     else

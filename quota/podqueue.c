@@ -488,6 +488,15 @@ static bool plan_fit(plan *p, const unit *u, size_t nt, size_t n_try, size_t *op
     return false;
 }
 
+/* Whether a member of u is a preemptor whose room is held. */
+static bool unit_held(const unit *u)
+{
+    for (size_t m = 0; m < u->len; m++)
+        if (unit_member(u, m)->held)
+            return true;
+    return false;
+}
+
 /* Decide the unit led by entry i (a pod, or a whole group): admit it with
  * the first option that fits every quota it charges, or say why it waits.
  * A unit that does not fit holds the line of a StrictFIFO quota only where
@@ -525,7 +534,7 @@ static void plan_unit(plan *p, size_t i)
             p->waiting[qi] += (int64_t)len;
         }
     }
-    if (st == GQ_QSTATE_ADMIT)
+    if (st == GQ_QSTATE_ADMIT || (st == GQ_QSTATE_NO_ROOM && unit_held(&u)))
         unit_charge(&u, option, p->quotas, p->touched, nt);
     for (size_t m = 0; m < len; m++) {
         gq_queue_decision *d = &p->out[grouped ? p->byg[first + m].i : i];

@@ -90,6 +90,11 @@ typedef struct gq_queue_entry {
     const size_t *quotas; /* indices of the quotas to charge (gq_quota_limits and matching) */
     const bool *paid;     /* parallel: already holds a reservation in that quota */
     size_t n_quotas;
+    /* A preemptor whose victims are leaving (quota/preempt.h): when its
+     * unit does not fit, the room it needs (on its first option) is held
+     * for it all the same, so no pod after it takes what the evictions
+     * free. */
+    bool held;
 } gq_queue_entry;
 
 /* A quota the planner charges. */
@@ -142,7 +147,9 @@ int gq_queue_entry_cmp(const gq_queue_entry *a, const gq_queue_entry *b);
  * units charging such a quota wait (BEHIND_HEAD); under BestEffortFIFO they
  * may pass. A unit that has paid everything (a charge written before a
  * failover) is admitted whatever blocks. Incomplete and mismatched groups
- * wait without blocking anyone. out[0..n) receives one decision per entry.
+ * wait without blocking anyone. A held unit (gq_queue_entry.held) that does
+ * not fit adds what it needs on its first option to in_use all the same.
+ * out[0..n) receives one decision per entry.
  * GQ_ENOMEM, or GQ_EINVAL for an entry naming a quota index >= nq. */
 gq_code gq_queue_plan(const gq_queue_entry *entries, size_t n, gq_queue_quota *quotas, size_t nq,
                       gq_queue_decision *out, gq_err *err) GQ_WUR;

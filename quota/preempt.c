@@ -98,7 +98,7 @@ static bool allows(gq_preempt_policy policy, const gq_preempt_ask *a, const gq_p
 static bool pod_ok(const work *w, const gq_preempt_pod *p)
 {
     bool useful = false;
-    if (p->spared)
+    if (p->spared || p->leaving)
         return false;
     for (size_t j = 0; j < p->n_quotas; j++) {
         if (!w->blocking[p->quotas[j]])
@@ -289,6 +289,9 @@ gq_code gq_preempt_plan(const gq_preempt_ask *ask, size_t *victims, size_t *n_vi
     }
     if (ask->nq)
         memcpy(w.q, ask->quotas, ask->nq * sizeof(*w.q));
+    for (size_t i = 0; i < ask->n_pods; i++)
+        if (ask->pods[i].leaving)
+            pod_move(&w, &ask->pods[i], -1);
     gq_code rc = plan(&w, victims, n_victims, err);
     if (rc)
         *n_victims = 0;

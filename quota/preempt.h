@@ -12,7 +12,10 @@
  *   (LowerOrNewerEqualPriority);
  * - a pod group is a candidate whole or not at all (every member a
  *   candidate); a pod the caller spares (a disruption budget refused its
- *   eviction, it is going already) is none, nor is its group;
+ *   eviction) is none, nor is its group;
+ * - a pod already leaving (evicted or deleted, it counts until it is gone)
+ *   is as good as gone: its charge is room for the preemptor, and it is no
+ *   candidate (evicting it again would free nothing more);
  * - candidates are taken lowest priority first, then most recently
  *   admitted, until the preemptor fits every quota it charges; then each
  *   taken back, last first, whose eviction is not needed for the fit (the
@@ -41,7 +44,8 @@ typedef struct gq_preempt_pod {
     const char *model;    /* the model it counts against; NULL: every model a quota lists */
     const size_t *quotas; /* indices of the quotas it counts in */
     size_t n_quotas;
-    bool spared; /* may not be evicted */
+    bool spared;  /* may not be evicted (a disruption budget refused it) */
+    bool leaving; /* being evicted or deleted: as good as gone for the fit, no candidate */
 } gq_preempt_pod;
 
 /* What to preempt for. Everything is borrowed. */

@@ -284,6 +284,22 @@ QUEUEING_STRATEGY = {
     "default": "BestEffortFIFO",
 }
 
+PREEMPTION = {
+    "description": "What a queued pod that does not fit may do to pods already admitted "
+    "(Kueue's names; docs/queueing.md, Preemption). withinQuota: Never (the default: it "
+    "waits), LowerPriority (evict pods of lower priority that this quota counts), "
+    "LowerOrNewerEqualPriority (also pods of equal priority created after it). Victims "
+    "are evicted through the Eviction API, so PodDisruptionBudgets hold.",
+    "type": "object",
+    "properties": {
+        "withinQuota": {
+            "type": "string",
+            "enum": ["Never", "LowerPriority", "LowerOrNewerEqualPriority"],
+            "default": "Never",
+        }
+    },
+}
+
 
 def quota_status(tenant):
     props = {
@@ -432,6 +448,7 @@ QUOTA_SPEC = {
     "scopeSelector": SCOPE_SELECTOR,
     "whenExceeded": WHEN_EXCEEDED,
     "queueingStrategy": QUEUEING_STRATEGY,
+    "preemption": PREEMPTION,
 }
 
 GPUQUOTA = crd(

@@ -56,6 +56,10 @@ controller_rights=(
     "pods list"
     "pods watch"
     "pods patch"
+    # controller/preempt.c: a victim is marked DisruptionTarget (a JSON Patch
+    # of pods/status) and evicted through the Eviction API (create).
+    "pods/status patch"
+    "pods/eviction create"
     # The namespace cache: tenants select namespaces by their labels.
     "namespaces list"
     "namespaces watch"

@@ -336,6 +336,40 @@ static void test_plan_strategies(void **state)
     gq_quota_free(strict);
 }
 
+/* A held preemptor that does not fit keeps its room: the smaller pod
+ * behind it, which would fit under BestEffortFIFO, waits. */
+static void test_plan_held(void **state)
+{
+    (void)state;
+    gq_quota *q = hardq("team", 10, false);
+    static const size_t q0[] = {0};
+    gq_queue_entry e[2] = {
+        {.uid = "preemptor",
+         .priority = 1000,
+         .created_us = 200,
+         .charge = mem(8),
+         .quotas = q0,
+         .n_quotas = 1},
+        {.uid = "small",
+         .priority = 0,
+         .created_us = 100,
+         .charge = mem(4),
+         .quotas = q0,
+         .n_quotas = 1},
+    };
+    for (int held = 0; held < 2; held++) {
+        gq_queue_quota pq = {.q = q, .in_use = mem(4)};
+        gq_queue_decision out[2];
+        gq_err err;
+        e[0].held = held;
+        assert_int_equal(gq_queue_plan(e, 2, &pq, 1, out, &err), GQ_OK);
+        assert_int_equal(out[0].state, GQ_QSTATE_NO_ROOM);
+        assert_int_equal(out[1].state, held ? GQ_QSTATE_NO_ROOM : GQ_QSTATE_ADMIT);
+        assert_int_equal(pq.in_use.v[GQ_KEY_GPU_MEMORY], (held ? 12 : 8) * GI);
+    }
+    gq_quota_free(q);
+}
+
 static void test_plan_two_quotas(void **state)
 {
     (void)state;
@@ -810,6 +844,7 @@ int main(void)
         cmocka_unit_test(test_deferred_choice),
         cmocka_unit_test(test_plan_order),
         cmocka_unit_test(test_plan_strategies),
+        cmocka_unit_test(test_plan_held),
         cmocka_unit_test(test_plan_two_quotas),
         cmocka_unit_test(test_plan_strict_shared_not_held_by_own_quota),
         cmocka_unit_test(test_plan_groups),

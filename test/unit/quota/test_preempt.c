@@ -247,6 +247,22 @@ static void model_limits_count(void **state)
     assert_string_equal(pods[victims[0]].uid, "a100");
 }
 
+/* A pod already leaving is room for the preemptor and no candidate. */
+static void leaving_pods_are_room_not_victims(void **state)
+{
+    (void)state;
+    gq_quota q = quota("q", 24, GQ_PREEMPT_LOWER_PRIORITY);
+    gq_queue_entry e = preemptor(16, Q0, 1);
+    gq_preempt_pod pods[] = {pod("going", 1, 50, 8), pod("a", 1, 10, 8), pod("b", 1, 20, 8)};
+    pods[0].leaving = true;
+    char v[256];
+    assert_int_equal(run(&e, 1, &q, 1, pods, 3, v, sizeof v), GQ_OK);
+    assert_string_equal(v, "b");
+    pods[1].leaving = true;
+    assert_int_equal(run(&e, 1, &q, 1, pods, 3, v, sizeof v), GQ_OK);
+    assert_string_equal(v, "");
+}
+
 static void bad_index_is_refused(void **state)
 {
     (void)state;
@@ -268,6 +284,7 @@ int main(void)
         cmocka_unit_test(other_quota_blocking_stops_everything),
         cmocka_unit_test(group_preemptor_needs_room_for_all),
         cmocka_unit_test(model_limits_count),
+        cmocka_unit_test(leaving_pods_are_room_not_victims),
         cmocka_unit_test(bad_index_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,386 @@
+/* Preemption inside a quota (docs/queueing.md, "Preemption"), on the
+ * leader, after the queue planner: the first waiting pod (in the queue's
+ * order) that a quota allowing preemption keeps out gets its victims from
+ * gq_preempt_plan (quota/preempt.h); each is marked with the condition
+ * DisruptionTarget and evicted through the Eviction API, so disruption
+ * budgets hold; the preemptor is nominated, and the planner holds its room
+ * (gq_queue_entry.held) until it is admitted. One preemptor a pass: the
+ * pass runs again at once, with the victims leaving. */
+#include "controller/ctl_run.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/gq_log.h"
+#include "common/json_member.h"
+#include "common/rfc3339.h"
+#include "quota/preempt.h"
+
+/* A nominated preemptor's room is held this long, and a victim counts as
+ * leaving this long after its eviction; a refused eviction spares its pod
+ * this long. */
+#define NOMINATED_TTL_S 120
+#define EVICTING_TTL_S 120
+#define REFUSED_TTL_S 30
+
+#define PREEMPT_REASON "PreemptedByGPUQuota"
+
+/* Whether uid is in set (a {uid: expiry} map, c->mu held) and not expired
+ * at now; expired entries go. */
+static bool marked_locked(json_object *set, const char *uid, int64_t now)
+{
+    json_object *v = NULL;
+    if (!set || !json_object_object_get_ex(set, uid, &v))
+        return false;
+    if (json_object_get_int64(v) > now)
+        return true;
+    json_object_object_del(set, uid);
+    return false;
+}
+
+static bool marked(ctl_controller *c, json_object *set, const char *uid, int64_t now)
+{
+    pthread_mutex_lock(&c->mu);
+    bool m = marked_locked(set, uid, now);
+    pthread_mutex_unlock(&c->mu);
+    return m;
+}
+
+static void mark(ctl_controller *c, json_object *set, const char *uid, int64_t until)
+{
+    pthread_mutex_lock(&c->mu);
+    if (set)
+        json_object_object_add(set, uid, json_object_new_int64(until));
+    pthread_mutex_unlock(&c->mu);
+}
+
+bool ctl_preempt_held(ctl_controller *c, const char *uid, int64_t now)
+{
+    return marked(c, c->nominated, uid, now);
+}
+
+void ctl_preempt_forget(ctl_controller *c, const char *uid)
+{
+    pthread_mutex_lock(&c->mu);
+    if (c->nominated)
+        json_object_object_del(c->nominated, uid);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* The first waiting unit, in the queue's order, that a quota allowing
+ * preemption keeps out and that is not nominated already: the index of
+ * its first entry, or SIZE_MAX. */
+static size_t next_preemptor(ctl_controller *c, const ctl_preempt_in *in)
+{
+    size_t best = SIZE_MAX;
+    for (size_t i = 0; i < in->n; i++) {
+        const gq_queue_decision *d = &in->dec[i];
+        if (d->state != GQ_QSTATE_NO_ROOM || d->quota >= in->nq ||
+            in->pq[d->quota].q->within_quota == GQ_PREEMPT_NEVER ||
+            ctl_preempt_held(c, in->ents[i].uid, in->now))
+            continue;
+        if (best == SIZE_MAX || d->position < in->dec[best].position)
+            best = i;
+    }
+    return best;
+}
+
+/* The entries of i's unit (i alone, or the queued members of its group),
+ * copied contiguous into *out (caller frees). */
+static gq_code unit_members(const ctl_preempt_in *in, size_t i, gq_queue_entry **out, size_t *n)
+{
+    const char *g = in->ents[i].group;
+    *n = 0;
+    if (!(*out = calloc(in->n, sizeof(**out))))
+        return GQ_ENOMEM;
+    for (size_t j = 0; j < in->n; j++)
+        if (j == i || (g && in->ents[j].group && !strcmp(g, in->ents[j].group)))
+            (*out)[(*n)++] = in->ents[j];
+    return GQ_OK;
+}
+
+/* What one preemption works on: the admitted pods (as the store holds
+ * them) and their planner view. */
+typedef struct preemption {
+    ctl_controller *c;
+    const ctl_preempt_in *in;
+    size_t who; /* the preemptor's entry */
+    ctl_running *run;
+    size_t n_run;
+    gq_preempt_pod *pods; /* parallel to run */
+    size_t *victims, n_victims;
+    const char *quota; /* the quota that kept it out, for messages */
+    gq_err err;
+} preemption;
+
+static void preemption_dispose(preemption *p)
+{
+    ctl_running_free(p->run, p->n_run);
+    free(p->pods);
+    free(p->victims);
+}
+
+static gq_code read_running(preemption *p)
+{
+    const ctl_preempt_in *in = p->in;
+    const gq_quota **qs = calloc(in->nq ? in->nq : 1, sizeof(*qs));
+    if (!qs)
+        return GQ_ENOMEM;
+    for (size_t j = 0; j < in->nq; j++)
+        qs[j] = in->pq[j].q;
+    gq_code rc = ctl_podstore_running(p->c->store, qs, in->nq, in->now, &p->run, &p->n_run);
+    free(qs);
+    if (rc)
+        return rc;
+    size_t n = p->n_run ? p->n_run : 1;
+    p->pods = calloc(n, sizeof(*p->pods));
+    p->victims = calloc(n, sizeof(*p->victims));
+    if (!p->pods || !p->victims)
+        return GQ_ENOMEM;
+    for (size_t i = 0; i < p->n_run; i++) {
+        const ctl_running *r = &p->run[i];
+        p->pods[i] = (gq_preempt_pod){
+            .uid = r->uid,
+            .group = r->group,
+            .priority = r->priority,
+            .created_us = r->created_us,
+            .admitted_us = r->created_us,
+            .charge = r->charge,
+            .model = r->model,
+            .quotas = r->quotas,
+            .n_quotas = r->n_quotas,
+            .spared = marked(p->c, p->c->evict_refused, r->uid, in->now),
+            .leaving = r->leaving || marked(p->c, p->c->evicting, r->uid, in->now),
+        };
+    }
+    return GQ_OK;
+}
+
+/* Plan the victims of entry who's unit. GQ_ENOTFOUND: none would do. */
+static gq_code plan_victims(preemption *p)
+{
+    const ctl_preempt_in *in = p->in;
+    gq_queue_entry *members = NULL;
+    size_t n_members = 0;
+    gq_code rc = unit_members(in, p->who, &members, &n_members);
+    if (!rc) {
+        const gq_queue_entry *e = &in->ents[p->who];
+        gq_preempt_ask ask = {.members = members,
+                              .n_members = n_members,
+                              .priority = e->priority,
+                              .created_us = e->created_us,
+                              .quotas = in->pq,
+                              .nq = in->nq,
+                              .pods = p->pods,
+                              .n_pods = p->n_run};
+        rc = gq_preempt_plan(&ask, p->victims, &p->n_victims, &p->err);
+    }
+    free(members);
+    return rc;
+}
+
+static void pod_path(char *buf, size_t cap, const ctl_running *r, const char *sub)
+{
+    snprintf(buf, cap, "/api/v1/namespaces/%s/pods/%s%s", r->ns, r->name, sub);
+}
+
+/* The Eviction of r (dry_run: only asked whether a budget allows it). */
+static gq_code evict(ctl_controller *c, const ctl_running *r, bool dry_run, gq_err *err)
+{
+    char path[700];
+    pod_path(path, sizeof path, r, dry_run ? "/eviction?dryRun=All" : "/eviction");
+    json_object *body = json_object_new_object(), *meta = json_object_new_object(),
+                *pre = json_object_new_object();
+    gq_code rc = GQ_ENOMEM;
+    if (body && meta && pre) {
+        json_object_object_add(body, "apiVersion", json_object_new_string("policy/v1"));
+        json_object_object_add(body, "kind", json_object_new_string("Eviction"));
+        json_object_object_add(meta, "name", json_object_new_string(r->name));
+        json_object_object_add(meta, "namespace", json_object_new_string(r->ns));
+        json_object_object_add(body, "metadata", meta);
+        meta = NULL;
+        /* The pod evicted is the one chosen, not one made since under its name. */
+        json_object_object_add(pre, "uid", json_object_new_string(r->uid));
+        json_object *opts = json_object_new_object();
+        if (opts) {
+            json_object_object_add(opts, "preconditions", pre);
+            pre = NULL;
+            json_object_object_add(body, "deleteOptions", opts);
+        }
+        rc = c->o.api->create(c->o.api->ctx, path, body, NULL, err);
+    }
+    json_object_put(body);
+    json_object_put(meta);
+    json_object_put(pre);
+    return rc;
+}
+
+/* The condition DisruptionTarget on r, as kube-scheduler writes it when it
+ * preempts, with gpuquota's reason: a JSON Patch of pods/status that tests
+ * the uid. Best effort: a pod that changed or went meanwhile is left be. */
+static void mark_target(ctl_controller *c, const ctl_running *r, const char *msg, int64_t now)
+{
+    char path[700], ts[GQ_RFC3339_MAX];
+    json_object *pod = NULL;
+    gq_err e;
+    gq_err_clear(&e);
+    pod_path(path, sizeof path, r, "");
+    if (!c->o.api->patch_json || c->o.api->get(c->o.api->ctx, path, &pod, &e))
+        return;
+    json_object *conds = gq_json_get_array(gq_json_member(pod, "status"), "conditions");
+    gq_time_format_rfc3339(now, ts);
+    json_object *cond = json_object_new_object(), *patch = json_object_new_array(),
+                *test = json_object_new_object(), *add = json_object_new_object();
+    if (cond && patch && test && add) {
+        json_object_object_add(cond, "type", json_object_new_string("DisruptionTarget"));
+        json_object_object_add(cond, "status", json_object_new_string("True"));
+        json_object_object_add(cond, "reason", json_object_new_string(PREEMPT_REASON));
+        json_object_object_add(cond, "message", json_object_new_string(msg));
+        json_object_object_add(cond, "lastTransitionTime", json_object_new_string(ts));
+        json_object_object_add(test, "op", json_object_new_string("test"));
+        json_object_object_add(test, "path", json_object_new_string("/metadata/uid"));
+        json_object_object_add(test, "value", json_object_new_string(r->uid));
+        json_object_array_add(patch, test);
+        test = NULL;
+        json_object *val = cond;
+        if (!conds && (val = json_object_new_array()))
+            json_object_array_add(val, cond);
+        cond = NULL;
+        json_object_object_add(add, "op", json_object_new_string("add"));
+        json_object_object_add(
+            add, "path",
+            json_object_new_string(conds ? "/status/conditions/-" : "/status/conditions"));
+        json_object_object_add(add, "value", val);
+        json_object_array_add(patch, add);
+        add = NULL;
+        pod_path(path, sizeof path, r, "/status");
+        if (c->o.api->patch_json(c->o.api->ctx, path, patch, NULL, &e))
+            GQ_DEBUG("preempt: condition on pod %s/%s: %s", r->ns, r->name, e.msg);
+    }
+    json_object_put(cond);
+    json_object_put(patch);
+    json_object_put(test);
+    json_object_put(add);
+    json_object_put(pod);
+}
+
+static void pod_event(ctl_controller *c, const char *ns, const char *name, const char *uid,
+                      const char *reason, const char *msg, int64_t now)
+{
+    json_object *obj = json_object_new_object(), *meta = json_object_new_object();
+    if (obj && meta && !json_object_object_add(obj, "metadata", meta)) {
+        json_object_object_add(meta, "uid", json_object_new_string(uid));
+        ctl_post_event(c, obj, &(ctl_about){"v1", "Pod", ns, name}, reason, msg, now);
+    } else {
+        json_object_put(meta);
+    }
+    json_object_put(obj);
+}
+
+/* Ask whether every victim's disruption budget allows its eviction (a dry
+ * run); a victim refused is spared for a while. false when one was. */
+static bool budgets_allow(preemption *p)
+{
+    bool all = true;
+    for (size_t v = 0; v < p->n_victims; v++) {
+        const ctl_running *r = &p->run[p->victims[v]];
+        gq_err e;
+        gq_err_clear(&e);
+        gq_code rc = evict(p->c, r, true, &e);
+        if (rc == GQ_OK || rc == GQ_ENOTFOUND)
+            continue;
+        GQ_INFO("preempt: pod %s/%s may not be evicted now (%s): another victim is sought", r->ns,
+                r->name, e.msg);
+        atomic_fetch_add(&p->c->evictions_refused, 1);
+        mark(p->c, p->c->evict_refused, r->uid, p->in->now + REFUSED_TTL_S);
+        all = false;
+    }
+    return all;
+}
+
+/* Mark, evict and tell: every victim, then the preemptor. */
+static void carry_out(preemption *p)
+{
+    const ctl_preempt_in *in = p->in;
+    const ctl_queued *who = &in->pods[p->who];
+    char msg[1024], names[700] = "";
+    snprintf(msg, sizeof msg,
+             "preempted by pod %.253s/%.253s (priority %d) to make room in quota %s "
+             "(preemption.withinQuota)",
+             who->ns, who->name, (int)who->priority, p->quota);
+    size_t done = 0;
+    for (size_t v = 0; v < p->n_victims; v++) {
+        const ctl_running *r = &p->run[p->victims[v]];
+        gq_err e;
+        gq_err_clear(&e);
+        mark_target(p->c, r, msg, in->now);
+        gq_code rc = evict(p->c, r, false, &e);
+        if (rc && rc != GQ_ENOTFOUND) {
+            GQ_WARN("preempt: evicting pod %s/%s: %s", r->ns, r->name, e.msg);
+            atomic_fetch_add(&p->c->evictions_refused, 1);
+            mark(p->c, p->c->evict_refused, r->uid, in->now + REFUSED_TTL_S);
+            continue;
+        }
+        mark(p->c, p->c->evicting, r->uid, in->now + EVICTING_TTL_S);
+        atomic_fetch_add(&p->c->preempt_victims, 1);
+        pod_event(p->c, r->ns, r->name, r->uid, "Preempted", msg, in->now);
+        size_t l = strlen(names);
+        snprintf(names + l, sizeof names - l, "%s%s/%s", done++ ? ", " : "", r->ns, r->name);
+    }
+    mark(p->c, p->c->nominated, who->uid, in->now + NOMINATED_TTL_S);
+    atomic_fetch_add(&p->c->preemptions, 1);
+    snprintf(msg, sizeof msg, "evicting %zu pod(s) to make room in quota %s: %s", done, p->quota,
+             names);
+    pod_event(p->c, who->ns, who->name, who->uid, "Preempting", msg, in->now);
+    GQ_INFO("preempt: pod %s/%s %s", who->ns, who->name, msg);
+}
+
+/* Whether a pod was spared because a budget refused its eviction. */
+static bool any_spared(const preemption *p)
+{
+    for (size_t i = 0; i < p->n_run; i++)
+        if (p->pods[i].spared)
+            return true;
+    return false;
+}
+
+long ctl_preempt(ctl_controller *c, const ctl_preempt_in *in)
+{
+    preemption p = {.c = c, .in = in};
+    long again_ms = 0;
+    gq_err_clear(&p.err);
+    p.who = next_preemptor(c, in);
+    if (p.who == SIZE_MAX)
+        return 0;
+    p.quota = in->pq[in->dec[p.who].quota].q->name;
+    gq_code rc = read_running(&p);
+    for (int round = 0; !rc && round < 3; round++) {
+        p.n_victims = 0;
+        rc = plan_victims(&p);
+        if (!rc && !p.n_victims) {
+            /* Room once the pods leaving are gone: hold it. */
+            mark(c, c->nominated, in->ents[p.who].uid, in->now + NOMINATED_TTL_S);
+            again_ms = 200;
+            break;
+        }
+        if (rc)
+            break;
+        if (!budgets_allow(&p)) {
+            for (size_t i = 0; i < p.n_run; i++)
+                p.pods[i].spared = marked(c, c->evict_refused, p.run[i].uid, in->now);
+            continue;
+        }
+        carry_out(&p);
+        again_ms = 200;
+        break;
+    }
+    /* Nobody may be evicted now because a budget said no: ask again when
+     * the refusal is forgotten. */
+    if (rc == GQ_ENOTFOUND && any_spared(&p))
+        again_ms = (REFUSED_TTL_S + 1) * 1000L;
+    if (rc && rc != GQ_ENOTFOUND)
+        GQ_WARN("preempt: %s", p.err.msg[0] ? p.err.msg : gq_strerror(rc));
+    preemption_dispose(&p);
+    return again_ms;
+}

@@ -60,6 +60,7 @@ typedef struct ctl_pod {
     bool claims_gated;            /* carries gpuquota.io/claims: its claims are to be checked */
     bool dra;                     /* gpuquota recorded DRA claims for it (may pin them) */
     bool bound;                   /* spec.nodeName is set */
+    bool borrowing;               /* annotation gpuquota.io/borrowing: admitted on borrowed room */
     int16_t gate_idx;             /* its index in spec.schedulingGates (gated only) */
     int32_t priority;             /* spec.priority */
     int32_t group_size;           /* gpuquota.io/pod-group-size; 0: not in a group */
@@ -157,6 +158,7 @@ typedef struct ctl_queued {
     gq_model_option opts[GQ_MAX_MODEL_CHOICES];
     const gq_model *model_of[GQ_MAX_MODEL_CHOICES];
     const gq_model *pin; /* set by the admission pass: the model chosen */
+    bool borrowing;      /* set by the admission pass: admitted on borrowed capacity */
     /* The ResourceClaims it names directly (owned copy; charged once per
      * quota however many pods name them). */
     gq_shared_claim *claims;
@@ -184,6 +186,7 @@ typedef struct ctl_running {
     const char *model; /* borrowed from the config; NULL: none */
     gq_amounts charge;
     bool leaving;    /* being deleted: it frees its charge soon */
+    bool borrowing;  /* admitted on capacity its quota borrowed */
     size_t *quotas;  /* indices into the list given */
     size_t n_quotas; /* 0: not copied (it counts in none of them) */
 } ctl_running;

@@ -134,6 +134,28 @@ void ctl_ungate_kick(ctl_controller *c);
  * its quotas have room (docs/queueing.md). Returns RES_*; requeues itself. */
 int ctl_ungate_pass(ctl_controller *c);
 
+/* --- cohorts: borrowing between the GPUQuotas of a tenant (cohort.c) --- */
+
+/* The cohorts of one admission pass: v[0..n) (one per GPUTenantQuota one
+ * of whose GPUQuotas may borrow), the cached quotas parsed (owned), and the
+ * members the pass does not charge (extra, pointing at their cohort). */
+typedef struct ctl_cohorts {
+    gq_queue_cohort *v;
+    size_t n;
+    gq_quota **owned;
+    size_t n_owned;
+    gq_queue_quota *extra;
+    size_t n_extra, cap_extra;
+} ctl_cohorts;
+
+/* Point the pass's quotas pq[0..nq) (in use as read fresh) at their
+ * cohorts, built in *co; nothing when no GPUQuota may borrow. A GPUQuota
+ * whose namespace several tenants cover is of the first of them with a
+ * borrower. GQ_ENOMEM. */
+gq_code ctl_cohorts_attach(ctl_controller *c, gq_queue_quota *pq, size_t nq, int64_t now,
+                           ctl_cohorts *co) GQ_WUR;
+void ctl_cohorts_dispose(ctl_cohorts *co);
+
 /* --- preemption inside a quota (preempt.c; quota/preempt.h) --- */
 
 /* What the admission pass planned, for preemption: the entries, their
@@ -146,6 +168,7 @@ typedef struct ctl_preempt_in {
     size_t n;
     const gq_queue_quota *pq;
     size_t nq;
+    const ctl_cohorts *cohorts; /* the members of the pass's cohorts it does not charge */
     int64_t now;
 } ctl_preempt_in;
 

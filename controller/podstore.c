@@ -252,6 +252,9 @@ static void fill_record(ctl_pod *p, const gq_pod *gp, json_object *pod, bool dra
     p->group_size = gp->group.present ? (int32_t)gp->group.size : 0;
     p->gated = gp->gate_index >= 0;
     p->claims_gated = gq_pod_named_gate_index(pod, GQ_CLAIMS_GATE) >= 0;
+    const char *borrowing =
+        gq_json_get_string(gq_json_meta_object(pod, "annotations"), GQ_ANN_BORROWING);
+    p->borrowing = borrowing && !strcmp(borrowing, "true");
     p->dra = dra;
     p->bound = node && node[0];
     p->gate_idx = (int16_t)(gp->gate_index >= 0 ? gp->gate_index : 0);
@@ -911,6 +914,7 @@ static gq_code running_copy(ctl_running *r, const ctl_ns *ns, const ctl_pod *p,
     r->created_us = p->created_us;
     r->model = p->model;
     r->leaving = p->delete_at != 0;
+    r->borrowing = p->borrowing;
     return r->ns && r->name && r->uid && (!ctl_pod_group(p)[0] || r->group) ? GQ_OK : GQ_ENOMEM;
 }
 

@@ -68,6 +68,18 @@ void ctl_preempt_forget(ctl_controller *c, const char *uid)
     pthread_mutex_unlock(&c->mu);
 }
 
+/* Whether entry i's own GPUQuota may reclaim what its cohort lent. */
+static bool may_reclaim(const ctl_preempt_in *in, size_t i)
+{
+    const gq_queue_entry *e = &in->ents[i];
+    for (size_t j = 0; j < e->n_quotas; j++) {
+        const gq_queue_quota *pq = &in->pq[e->quotas[j]];
+        if (pq->q->kind == GQ_QUOTA_NAMESPACED && pq->cohort && pq->q->reclaim != GQ_RECLAIM_NEVER)
+            return true;
+    }
+    return false;
+}
+
 /* The first waiting unit, in the queue's order, that a quota allowing
  * preemption keeps out and that is not nominated already: the index of
  * its first entry, or SIZE_MAX. */
@@ -77,7 +89,7 @@ static size_t next_preemptor(ctl_controller *c, const ctl_preempt_in *in)
     for (size_t i = 0; i < in->n; i++) {
         const gq_queue_decision *d = &in->dec[i];
         if (d->state != GQ_QSTATE_NO_ROOM || d->quota >= in->nq ||
-            in->pq[d->quota].q->within_quota == GQ_PREEMPT_NEVER ||
+            (in->pq[d->quota].q->within_quota == GQ_PREEMPT_NEVER && !may_reclaim(in, i)) ||
             ctl_preempt_held(c, in->ents[i].uid, in->now))
             continue;
         if (best == SIZE_MAX || d->position < in->dec[best].position)
@@ -105,7 +117,9 @@ static gq_code unit_members(const ctl_preempt_in *in, size_t i, gq_queue_entry *
 typedef struct preemption {
     ctl_controller *c;
     const ctl_preempt_in *in;
-    size_t who; /* the preemptor's entry */
+    size_t who;             /* the preemptor's entry */
+    gq_queue_quota *quotas; /* the pass's, then its cohorts' other members */
+    size_t nq;
     ctl_running *run;
     size_t n_run;
     gq_preempt_pod *pods; /* parallel to run */
@@ -116,20 +130,48 @@ typedef struct preemption {
 
 static void preemption_dispose(preemption *p)
 {
+    free(p->quotas);
     ctl_running_free(p->run, p->n_run);
     free(p->pods);
     free(p->victims);
 }
 
+/* The quotas preemption sees: the pass's, then the members of its cohorts
+ * it does not charge (a borrower reclaimed from may be one). */
+static gq_code all_quotas(preemption *p)
+{
+    const ctl_preempt_in *in = p->in;
+    size_t extra = in->cohorts ? in->cohorts->n_extra : 0;
+    p->nq = in->nq + extra;
+    if (!(p->quotas = calloc(p->nq ? p->nq : 1, sizeof(*p->quotas))))
+        return GQ_ENOMEM;
+    if (in->nq)
+        memcpy(p->quotas, in->pq, in->nq * sizeof(*p->quotas));
+    if (extra)
+        memcpy(p->quotas + in->nq, in->cohorts->extra, extra * sizeof(*p->quotas));
+    return GQ_OK;
+}
+
+/* The cohort a running pod borrowed from: that of the first quota it
+ * counts in that has one. */
+static const gq_queue_cohort *cohort_of(const preemption *p, const ctl_running *r)
+{
+    for (size_t j = 0; r->borrowing && j < r->n_quotas; j++)
+        if (p->quotas[r->quotas[j]].cohort)
+            return p->quotas[r->quotas[j]].cohort;
+    return NULL;
+}
+
 static gq_code read_running(preemption *p)
 {
     const ctl_preempt_in *in = p->in;
-    const gq_quota **qs = calloc(in->nq ? in->nq : 1, sizeof(*qs));
+    gq_code rc = all_quotas(p);
+    const gq_quota **qs = rc ? NULL : calloc(p->nq ? p->nq : 1, sizeof(*qs));
     if (!qs)
         return GQ_ENOMEM;
-    for (size_t j = 0; j < in->nq; j++)
-        qs[j] = in->pq[j].q;
-    gq_code rc = ctl_podstore_running(p->c->store, qs, in->nq, in->now, &p->run, &p->n_run);
+    for (size_t j = 0; j < p->nq; j++)
+        qs[j] = p->quotas[j].q;
+    rc = ctl_podstore_running(p->c->store, qs, p->nq, in->now, &p->run, &p->n_run);
     free(qs);
     if (rc)
         return rc;
@@ -152,9 +194,40 @@ static gq_code read_running(preemption *p)
             .n_quotas = r->n_quotas,
             .spared = marked(p->c, p->c->evict_refused, r->uid, in->now),
             .leaving = r->leaving || marked(p->c, p->c->evicting, r->uid, in->now),
+            .borrowing = r->borrowing,
+            .cohort = cohort_of(p, r),
         };
     }
     return GQ_OK;
+}
+
+/* The preemptor's own GPUQuota, when it reclaims: one with a cohort and a
+ * reclaimWithinCohort other than Never, in whose nominal share the unit
+ * fits. */
+static void reclaim_policy(const preemption *p, const gq_queue_entry *members, size_t n,
+                           gq_preempt_ask *ask)
+{
+    const gq_queue_entry *e = &p->in->ents[p->who];
+    for (size_t j = 0; j < e->n_quotas; j++) {
+        const gq_queue_quota *pq = &p->quotas[e->quotas[j]];
+        if (pq->q->kind != GQ_QUOTA_NAMESPACED || !pq->cohort || pq->q->reclaim == GQ_RECLAIM_NEVER)
+            continue;
+        /* Within its share: the quota as if it had no cohort. */
+        gq_queue_quota *alone = calloc(p->nq, sizeof(*alone));
+        bool fits = false;
+        if (alone) {
+            memcpy(alone, p->quotas, p->nq * sizeof(*alone));
+            alone[e->quotas[j]].cohort = NULL;
+            if (gq_queue_unit_fits(members, n, 0, alone, e->quotas[j], &fits))
+                fits = false;
+            free(alone);
+        }
+        if (!fits)
+            continue;
+        ask->reclaim = pq->q->reclaim;
+        ask->cohort = pq->cohort;
+        return;
+    }
 }
 
 /* Plan the victims of entry who's unit. GQ_ENOTFOUND: none would do. */
@@ -170,10 +243,11 @@ static gq_code plan_victims(preemption *p)
                               .n_members = n_members,
                               .priority = e->priority,
                               .created_us = e->created_us,
-                              .quotas = in->pq,
-                              .nq = in->nq,
+                              .quotas = p->quotas,
+                              .nq = p->nq,
                               .pods = p->pods,
                               .n_pods = p->n_run};
+        reclaim_policy(p, members, n_members, &ask);
         rc = gq_preempt_plan(&ask, p->victims, &p->n_victims, &p->err);
     }
     free(members);

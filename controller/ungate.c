@@ -142,8 +142,10 @@ static gq_code ungate(ctl_controller *c, const ctl_queued *p, gq_err *err)
         } else {
             rc = gq_queue_ungate_patch(p->uid, idx, NULL, &patch, err);
         }
-        if (rc)
+        if (rc || (p->borrowing && (rc = gq_queue_mark_borrowing(patch, err)))) {
+            json_object_put(patch);
             return rc;
+        }
         rc = c->o.api->patch_json(c->o.api->ctx, path, patch, NULL, err);
         json_object_put(patch);
         if (rc == GQ_OK || rc == GQ_ENOTFOUND)
@@ -221,6 +223,7 @@ typedef struct admit_pass {
     size_t stride;          /* the number of cached quota objects (at least 1) */
     gq_model_option *popts; /* per entry, GQ_MAX_MODEL_CHOICES: options priced for the plan */
     const gq_quota **eq;    /* scratch: the quotas of one entry */
+    ctl_cohorts co;         /* borrowing: the cohorts of pq (cohort.c) */
     gq_err err;
 } admit_pass;
 
@@ -234,6 +237,7 @@ typedef enum pass_step {
 
 static void pass_dispose(admit_pass *a)
 {
+    ctl_cohorts_dispose(&a->co);
     aquotas_free(a->qs, a->nq);
     free(a->ents);
     free(a->dec);
@@ -520,6 +524,8 @@ static pass_step plan(admit_pass *a)
     for (size_t i = 0; i < a->n; i++)
         build_entry(a, i);
     group_claims_once(a);
+    if (ctl_cohorts_attach(a->c, a->pq, a->nq, a->now, &a->co))
+        return STEP_FAILED;
     if (gq_queue_plan(a->ents, a->n, a->pq, a->nq, a->dec, &a->err) != GQ_OK) {
         GQ_ERROR("queue: %s", a->err.msg);
         return STEP_FAILED;
@@ -550,6 +556,7 @@ static pass_step charge_admitted(admit_pass *a)
         if (a->dec[i].state != GQ_QSTATE_ADMIT)
             continue;
         take_choice(a, i);
+        a->pods[i].borrowing = a->dec[i].borrowing;
         const ctl_queued *p = &a->pods[i];
         ctl_admitted ad = {p->ns,     p->name,   p->uid,      p->model,
                            p->charge, p->claims, p->n_claims, a->now + CTL_QUEUE_RESERVATION_TTL_S};
@@ -704,7 +711,7 @@ int ctl_ungate_pass(ctl_controller *c)
         replan = claims_charged_for_waiting(a.pods, a.dec, a.n);
         st = ungate_admitted(&a);
         say_why_waiting(&a);
-        ctl_preempt_in pi = {a.ents, a.dec, a.pods, a.n, a.pq, a.nq, a.now};
+        ctl_preempt_in pi = {a.ents, a.dec, a.pods, a.n, a.pq, a.nq, &a.co, a.now};
         again_ms = st == STEP_OK ? ctl_preempt(c, &pi) : 0;
     }
     if (st == STEP_STALE || ((st == STEP_OK || st == STEP_DONE) && replan))

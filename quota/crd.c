@@ -1127,6 +1127,7 @@ static gq_code parse_quota_namespaces(json_object *spec, gq_quota *q, gq_err *er
 static gq_code parse_quota_preemption(json_object *spec, gq_quota *q, gq_err *err)
 {
     static const char *const within[] = {"Never", "LowerPriority", "LowerOrNewerEqualPriority"};
+    static const char *const reclaim[] = {"Never", "LowerPriority", "Any"};
     json_object *p = gq_json_member(spec, "preemption"), *v;
     size_t e = 0;
     gq_code rc;
@@ -1138,6 +1139,11 @@ static gq_code parse_quota_preemption(json_object *spec, gq_quota *q, gq_err *er
         if ((rc = parse_enum(v, "spec.preemption.withinQuota", within, 3, &e, err)))
             return rc;
         q->within_quota = (gq_preempt_policy)e;
+    }
+    if ((v = gq_json_member(p, "reclaimWithinCohort"))) {
+        if ((rc = parse_enum(v, "spec.preemption.reclaimWithinCohort", reclaim, 3, &e, err)))
+            return rc;
+        q->reclaim = (gq_reclaim_policy)e;
     }
     return GQ_OK;
 }
@@ -1178,6 +1184,12 @@ static gq_code parse_quota_spec(json_object *spec, gq_quota *q, gq_err *err)
         return rc;
     if ((rc = parse_quota_queueing(spec, q, err)) || (rc = parse_quota_namespaces(spec, q, err)))
         return rc;
+    if ((v = gq_json_member(spec, "borrowingLimit")) &&
+        (rc = gq_amounts_parse(v, "spec.borrowingLimit", &q->borrowing_limit, err)))
+        return rc;
+    if ((v = gq_json_member(spec, "lendingLimit")) &&
+        (rc = gq_amounts_parse(v, "spec.lendingLimit", &q->lending_limit, err)))
+        return rc;
     if ((v = gq_json_member(spec, "models")))
         rc = parse_quota_models(v, q, err);
     return rc;
@@ -1190,6 +1202,8 @@ gq_code gq_quota_parse(json_object *obj, gq_quota **out, gq_err *err)
         return gq_err_oom(err);
     amounts_clear(&q->hard);
     amounts_clear(&q->used);
+    amounts_clear(&q->borrowing_limit);
+    amounts_clear(&q->lending_limit);
     json_object *st;
     gq_code rc = parse_quota_meta(obj, q, err);
     if (rc || (rc = parse_quota_spec(gq_json_member(obj, "spec"), q, err)))

@@ -168,6 +168,15 @@ typedef enum gq_preempt_policy {
     GQ_PREEMPT_LOWER_OR_NEWER = 2, /* "LowerOrNewerEqualPriority" */
 } gq_preempt_policy;
 
+/* spec.preemption.reclaimWithinCohort (Kueue's names): which pods of other
+ * quotas of its cohort, admitted on capacity they borrowed, a queued pod
+ * within its quota's nominal share may evict. */
+typedef enum gq_reclaim_policy {
+    GQ_RECLAIM_NEVER = 0,          /* "Never" (the default) */
+    GQ_RECLAIM_LOWER_PRIORITY = 1, /* "LowerPriority" */
+    GQ_RECLAIM_ANY = 2,            /* "Any" */
+} gq_reclaim_policy;
+
 /* A GPUQuota or GPUTenantQuota, spec and the status fields policy needs. */
 typedef struct gq_quota {
     gq_quota_kind kind;
@@ -184,8 +193,15 @@ typedef struct gq_quota {
     gq_when_exceeded when_exceeded; /* spec.whenExceeded */
     gq_queue_strategy strategy;     /* spec.queueingStrategy */
     gq_preempt_policy within_quota; /* spec.preemption.withinQuota */
-    gq_amounts used;                /* status.used (absent keys: 0) */
-    gq_reservation *reservations;   /* status.reservations */
+    gq_reclaim_policy reclaim;      /* spec.preemption.reclaimWithinCohort */
+    /* Borrowing (GPUQuota; docs/queueing.md): how far above hard it may go
+     * on what the other quotas of its cohort (the GPUTenantQuota covering
+     * its namespace) leave unused, per key (a key unset: never above hard;
+     * none set: it never borrows), and how much of its unused share it
+     * lends (a key unset: all of it). */
+    gq_amounts borrowing_limit, lending_limit;
+    gq_amounts used;              /* status.used (absent keys: 0) */
+    gq_reservation *reservations; /* status.reservations */
     size_t n_reservations;
     int64_t queued_pods;    /* status.queuedPods (0 when absent) */
     gq_model_limit *models; /* spec.models, sorted by name */

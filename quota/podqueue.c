@@ -188,6 +188,9 @@ typedef struct ref {
 static int ref_order_cmp(const void *a, const void *b)
 {
     const ref *x = a, *y = b;
+    /* A preemptor whose room is held goes first: the room is its own. */
+    if (x->e->held != y->e->held)
+        return x->e->held ? -1 : 1;
     int c = gq_queue_entry_cmp(x->e, y->e);
     return c ? c : (x->i < y->i ? -1 : x->i > y->i);
 }
@@ -197,6 +200,76 @@ static int ref_group_cmp(const void *a, const void *b)
     const ref *x = a, *y = b;
     int c = strcmp(x->e->group, y->e->group);
     return c ? c : (x->rank < y->rank ? -1 : x->rank > y->rank);
+}
+
+/* What quota q lends of key k at in_use: its unused share, at most its
+ * lendingLimit. */
+static int64_t lendable(const gq_quota *q, int k, int64_t in_use)
+{
+    int64_t unused = in_use < q->hard.v[k] ? q->hard.v[k] - in_use : 0;
+    if (q->lending_limit.set[k] && q->lending_limit.v[k] < unused)
+        unused = q->lending_limit.v[k] < 0 ? 0 : q->lending_limit.v[k];
+    return unused;
+}
+
+static int64_t above(int64_t in_use, int64_t hard)
+{
+    return in_use > hard ? in_use - hard : 0;
+}
+
+void gq_queue_cohort_add(gq_queue_cohort *co, const gq_quota *q, const gq_amounts *in_use)
+{
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        if (!q->hard.set[k])
+            continue;
+        int64_t d = lendable(q, k, in_use->v[k]) - above(in_use->v[k], q->hard.v[k]);
+        co->free.set[k] = true;
+        if (__builtin_add_overflow(co->free.v[k], d, &co->free.v[k]))
+            co->free.v[k] = d > 0 ? INT64_MAX : INT64_MIN;
+    }
+}
+
+/* What admitting need into pq takes of key k from its cohort's free
+ * capacity: what it borrows more, and what it lends less. */
+static int64_t cohort_take(const gq_queue_quota *pq, int k, int64_t need)
+{
+    int64_t before = pq->in_use.v[k], after;
+    if (__builtin_add_overflow(before, need, &after))
+        return INT64_MAX;
+    const gq_quota *q = pq->q;
+    return above(after, q->hard.v[k]) - above(before, q->hard.v[k]) + lendable(q, k, before) -
+           lendable(q, k, after);
+}
+
+/* Whether pq has room for need on every key of its hard: within hard, or
+ * above it by what its borrowingLimit and its cohort allow. *borrows (may
+ * be NULL) tells whether it would go above hard. */
+static bool quota_room(const gq_queue_quota *pq, const gq_amounts *need, bool *borrows)
+{
+    const gq_quota *q = pq->q;
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        int64_t after;
+        if (!q->hard.set[k] || need->v[k] <= 0)
+            continue;
+        if (__builtin_add_overflow(pq->in_use.v[k], need->v[k], &after))
+            return false;
+        if (after <= q->hard.v[k]) {
+            /* Within its share; a member of a cohort must not lend less
+             * than its borrowers hold (the cohort would pass what its
+             * members hold): it reclaims first. */
+            int64_t take = pq->cohort ? cohort_take(pq, k, need->v[k]) : 0;
+            if (take > 0 && take > pq->cohort->free.v[k])
+                return false;
+            continue;
+        }
+        if (!pq->cohort || !q->borrowing_limit.set[k] ||
+            after - q->hard.v[k] > q->borrowing_limit.v[k] ||
+            cohort_take(pq, k, need->v[k]) > pq->cohort->free.v[k])
+            return false;
+        if (borrows)
+            *borrows = true;
+    }
+    return true;
 }
 
 /* in_use + need <= hard for every key of hard. */
@@ -299,7 +372,7 @@ static bool unit_fits(const unit *u, size_t o, const gq_queue_quota *quotas, con
             *valid = false;
             return false;
         }
-        int bad = fits(&pq->q->hard, &pq->in_use, &need) ? -2 : -1;
+        int bad = quota_room(pq, &need, NULL) ? -2 : -1;
         size_t nm =
             pq->q->n_models < GQ_CRD_MAX_QUOTA_MODELS ? pq->q->n_models : GQ_CRD_MAX_QUOTA_MODELS;
         for (size_t mi = 0; bad == -2 && mi < nm; mi++) {
@@ -320,7 +393,33 @@ static bool unit_fits(const unit *u, size_t o, const gq_queue_quota *quotas, con
     return true;
 }
 
-/* Add what u owes on option o to the quotas it touches. */
+void gq_queue_quota_move(gq_queue_quota *pq, const gq_amounts *charge, int sign)
+{
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        int64_t d = sign < 0 ? -charge->v[k] : charge->v[k];
+        if (pq->cohort && pq->q->hard.set[k] && d &&
+            __builtin_sub_overflow(pq->cohort->free.v[k], cohort_take(pq, k, d),
+                                   &pq->cohort->free.v[k]))
+            pq->cohort->free.v[k] = d > 0 ? INT64_MIN : INT64_MAX;
+        if (__builtin_add_overflow(pq->in_use.v[k], d, &pq->in_use.v[k]))
+            pq->in_use.v[k] = d > 0 ? INT64_MAX : 0;
+    }
+}
+
+/* Whether u on option o goes above hard in a quota it touches. */
+static bool unit_borrows(const unit *u, size_t o, const gq_queue_quota *quotas,
+                         const size_t *touched, size_t nt)
+{
+    gq_amounts need;
+    bool borrows = false;
+    for (size_t t = 0; t < nt && !borrows; t++)
+        if (unit_need(u, o, touched[t], NULL, &need))
+            (void)quota_room(&quotas[touched[t]], &need, &borrows);
+    return borrows;
+}
+
+/* Add what u owes on option o to the quotas it touches (and take what it
+ * borrows, or lends less, from their cohorts). */
 static void unit_charge(const unit *u, size_t o, gq_queue_quota *quotas, const size_t *touched,
                         size_t nt)
 {
@@ -328,7 +427,7 @@ static void unit_charge(const unit *u, size_t o, gq_queue_quota *quotas, const s
     for (size_t t = 0; t < nt; t++) {
         gq_queue_quota *pq = &quotas[touched[t]];
         if (unit_need(u, o, touched[t], NULL, &need))
-            amounts_add(&pq->in_use, &need);
+            gq_queue_quota_move(pq, &need, +1);
         for (size_t mi = 0; mi < pq->q->n_models && mi < GQ_CRD_MAX_QUOTA_MODELS; mi++)
             if (unit_need(u, o, touched[t], pq->q->models[mi].name, &need))
                 amounts_add(&pq->model_in_use[mi], &need);
@@ -534,6 +633,7 @@ static void plan_unit(plan *p, size_t i)
             p->waiting[qi] += (int64_t)len;
         }
     }
+    bool borrows = st == GQ_QSTATE_ADMIT && unit_borrows(&u, option, p->quotas, p->touched, nt);
     if (st == GQ_QSTATE_ADMIT || (st == GQ_QSTATE_NO_ROOM && unit_held(&u)))
         unit_charge(&u, option, p->quotas, p->touched, nt);
     for (size_t m = 0; m < len; m++) {
@@ -543,6 +643,7 @@ static void plan_unit(plan *p, size_t i)
         d->ahead = ahead;
         d->model_limit = st == GQ_QSTATE_NO_ROOM ? sf.model : -1;
         d->option = option;
+        d->borrowing = borrows;
         if (st == GQ_QSTATE_NO_ROOM)
             d->need = sf.need;
     }
@@ -708,6 +809,24 @@ gq_code gq_queue_ungate_patch(const char *uid, int gate_index, const gq_queue_pi
                               json_object **out, gq_err *err)
 {
     return ungate_patch(uid, gate_index, GQ_QUEUE_GATE, pin, out, err);
+}
+
+gq_code gq_queue_mark_borrowing(json_object *patch, gq_err *err)
+{
+    size_t n = json_object_is_type(patch, json_type_array) ? json_object_array_length(patch) : 0;
+    if (!n)
+        return gq_err_set(err, GQ_EINVAL, "not an ungate patch");
+    json_object *last = json_object_get(json_object_array_get_idx(patch, n - 1));
+    gq_code rc = json_object_array_del_idx(patch, n - 1, 1) ? GQ_ENOMEM : GQ_OK;
+    if (!rc)
+        rc = op(patch, "add", "/metadata/annotations/gpuquota.io~1borrowing",
+                json_object_new_string("true"));
+    if (!rc && json_object_array_add(patch, last))
+        rc = GQ_ENOMEM;
+    else if (!rc)
+        last = NULL;
+    json_object_put(last);
+    return rc ? gq_err_oom(err) : GQ_OK;
 }
 
 gq_code gq_pod_ungate_patch(const char *uid, int gate_index, const char *gate, json_object **out,

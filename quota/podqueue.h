@@ -90,16 +90,36 @@ typedef struct gq_queue_entry {
     const size_t *quotas; /* indices of the quotas to charge (gq_quota_limits and matching) */
     const bool *paid;     /* parallel: already holds a reservation in that quota */
     size_t n_quotas;
-    /* A preemptor whose victims are leaving (quota/preempt.h): when its
-     * unit does not fit, the room it needs (on its first option) is held
-     * for it all the same, so no pod after it takes what the evictions
-     * free. */
+    /* A preemptor whose victims are leaving (quota/preempt.h): its unit is
+     * decided first, and when it does not fit, the room it needs (on its
+     * first option) is held for it all the same, so no other pod takes
+     * what the evictions free. */
     bool held;
 } gq_queue_entry;
 
+/* A cohort: the GPUQuotas of the namespaces one GPUTenantQuota covers,
+ * which lend each other what they leave unused (docs/queueing.md,
+ * "Borrowing"). free: what the members' unused shares lend (each at most
+ * its lendingLimit), less what members use above their hard, per key,
+ * summed by the caller over every member (those the planner charges and the
+ * others). The planner lowers it as it admits. */
+typedef struct gq_queue_cohort {
+    gq_amounts free;
+} gq_queue_cohort;
+
+/* Add member q of cohort co, at in_use: what it lends (its unused share,
+ * at most its lendingLimit) less what it uses above hard, per key its hard
+ * sets. */
+void gq_queue_cohort_add(gq_queue_cohort *co, const gq_quota *q, const gq_amounts *in_use);
+
 /* A quota the planner charges. */
 typedef struct gq_queue_quota {
-    const gq_quota *q; /* hard, strategy, name (borrowed) */
+    const gq_quota *q; /* hard, strategy, name, borrowing and lending limits (borrowed) */
+    /* Its cohort (the caller's, shared by its members); NULL: none. A
+     * GPUQuota with a cohort and spec.borrowingLimit may go above hard on
+     * a key the limit sets, by at most the limit and what the cohort has
+     * free. */
+    gq_queue_cohort *cohort;
     gq_amounts in_use; /* used + live reservations (paid charges included);
                           the planner adds what it admits */
     /* Parallel to q->models: usedByModel + live reservations for that model
@@ -127,6 +147,7 @@ typedef struct gq_queue_decision {
     int64_t ahead;   /* BEHIND_HEAD: pods ahead of it in `quota` that wait */
     int64_t members; /* groups: queued members seen (running ones excluded) */
     gq_amounts need; /* NO_ROOM: what the pod or group needs of `quota` */
+    bool borrowing;  /* ADMIT: some quota it charges goes above hard (it borrows) */
 } gq_queue_decision;
 
 /* Order of queues: higher spec.priority first, then earlier creation, then
@@ -147,8 +168,10 @@ int gq_queue_entry_cmp(const gq_queue_entry *a, const gq_queue_entry *b);
  * units charging such a quota wait (BEHIND_HEAD); under BestEffortFIFO they
  * may pass. A unit that has paid everything (a charge written before a
  * failover) is admitted whatever blocks. Incomplete and mismatched groups
- * wait without blocking anyone. A held unit (gq_queue_entry.held) that does
- * not fit adds what it needs on its first option to in_use all the same.
+ * wait without blocking anyone. A held unit (gq_queue_entry.held) is
+ * decided before every other (the room freed for it is its own), and when
+ * it does not fit adds what it needs on its first option to in_use all the
+ * same.
  * out[0..n) receives one decision per entry.
  * GQ_ENOMEM, or GQ_EINVAL for an entry naming a quota index >= nq. */
 gq_code gq_queue_plan(const gq_queue_entry *entries, size_t n, gq_queue_quota *quotas, size_t nq,
@@ -215,6 +238,20 @@ typedef struct gq_queue_pin {
  * *out. GQ_ENOMEM; pricing and rewrite errors in err. */
 gq_code gq_queue_ungate_patch(const char *uid, int gate_index, const gq_queue_pin *pin,
                               json_object **out, gq_err *err) GQ_WUR;
+/* Annotation gpuquota.io/borrowing: "true" (GQ_ANN_BORROWING), on a pod
+ * admitted on capacity its quota borrowed: added to an ungate patch (from
+ * gq_queue_ungate_patch) before the gate's removal, so that both land
+ * together. The pod must carry annotations (gpuquota's record). GQ_ENOMEM,
+ * GQ_EINVAL for a patch that is not an array. */
+gq_code gq_queue_mark_borrowing(json_object *patch, gq_err *err) GQ_WUR;
+#define GQ_ANN_BORROWING "gpuquota.io/borrowing"
+
+/* Move what a pod counts into (sign +1) or out of (sign -1) pq: its
+ * in_use and, for a quota with a cohort, the cohort's free capacity (what
+ * the quota borrows more or less, and lends less or more), per key of
+ * charge its hard sets. Model usage is the caller's. */
+void gq_queue_quota_move(gq_queue_quota *pq, const gq_amounts *charge, int sign);
+
 /* The same patch for any gate (no pin): tests uid and the gate's name at
  * gate_index, removes it. */
 gq_code gq_pod_ungate_patch(const char *uid, int gate_index, const char *gate, json_object **out,

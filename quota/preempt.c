@@ -11,23 +11,27 @@ typedef struct cand {
     int64_t admitted_us; /* the latest of its members */
     const char *key;     /* uid, or group key */
     bool group;
-    bool ok; /* a candidate under every blocking quota */
+    bool ok;     /* a candidate under every blocking quota */
+    bool borrow; /* every member a borrower the preemptor reclaims: taken first */
 } cand;
 
 typedef struct work {
     const gq_preempt_ask *ask;
-    gq_queue_quota *q; /* copies whose in_use the victims lower */
-    bool *blocking;    /* by quota */
-    size_t *byg;       /* pod indices, groups together */
+    gq_queue_quota *q;        /* copies whose in_use the victims lower */
+    gq_queue_cohort *cohorts; /* copies of their cohorts, q[i].cohort pointing here */
+    bool *blocking;           /* by quota */
+    size_t *byg;              /* pod indices, groups together */
     cand *c;
     size_t nc;
     size_t *taken; /* candidate indices, in the order taken */
     size_t n_taken;
+    bool reclaim_blocked; /* a blocking quota may be relieved by reclaim */
 } work;
 
 static void work_free(work *w)
 {
     free(w->q);
+    free(w->cohorts);
     free(w->blocking);
     free(w->byg);
     free(w->c);
@@ -59,13 +63,14 @@ static void amounts_move(gq_amounts *to, const gq_amounts *a, int sign)
 }
 
 /* Take a pod's charge out of the quotas it counts in (sign -1), or put it
- * back (+1): spec.hard's use, and that of every model limit it counts
- * against (its model's, or every one when it has none). */
+ * back (+1): spec.hard's use (and its cohort's free capacity), and that of
+ * every model limit it counts against (its model's, or every one when it
+ * has none). */
 static void pod_move(work *w, const gq_preempt_pod *p, int sign)
 {
     for (size_t j = 0; j < p->n_quotas; j++) {
         gq_queue_quota *pq = &w->q[p->quotas[j]];
-        amounts_move(&pq->in_use, &p->charge, sign);
+        gq_queue_quota_move(pq, &p->charge, sign);
         for (size_t mi = 0; mi < pq->q->n_models && mi < GQ_CRD_MAX_QUOTA_MODELS; mi++)
             if (!p->model || !strcmp(p->model, pq->q->models[mi].name))
                 amounts_move(&pq->model_in_use[mi], &p->charge, sign);
@@ -93,13 +98,36 @@ static bool allows(gq_preempt_policy policy, const gq_preempt_ask *a, const gq_p
     }
 }
 
-/* Whether pod p is a candidate: spared no, counts in a blocking quota, and
- * every blocking quota it counts in allows it. */
+/* Whether a blocking quota may be relieved by reclaim: the preemptor's own
+ * (its cohort's) or a GPUTenantQuota, while the preemptor reclaims. */
+static bool reclaims_in(const work *w, size_t qi)
+{
+    const gq_preempt_ask *a = w->ask;
+    const gq_queue_quota *pq = &a->quotas[qi];
+    return a->reclaim != GQ_RECLAIM_NEVER && a->cohort &&
+           (pq->cohort == a->cohort || pq->q->kind == GQ_QUOTA_TENANT);
+}
+
+/* Whether p borrowed from the preemptor's cohort and its policy lets it go. */
+static bool reclaimable(const work *w, const gq_preempt_pod *p)
+{
+    const gq_preempt_ask *a = w->ask;
+    if (!p->borrowing || !a->cohort || p->cohort != a->cohort || a->reclaim == GQ_RECLAIM_NEVER)
+        return false;
+    return a->reclaim == GQ_RECLAIM_ANY || p->priority < a->priority;
+}
+
+/* Whether pod p is a candidate: not spared nor leaving; a borrower the
+ * preemptor may reclaim while a blocking quota allows reclaim; or one that
+ * counts in a blocking quota and every blocking quota it counts in allows
+ * (withinQuota). */
 static bool pod_ok(const work *w, const gq_preempt_pod *p)
 {
     bool useful = false;
     if (p->spared || p->leaving)
         return false;
+    if (reclaimable(w, p) && w->reclaim_blocked)
+        return true;
     for (size_t j = 0; j < p->n_quotas; j++) {
         if (!w->blocking[p->quotas[j]])
             continue;
@@ -129,6 +157,10 @@ static gq_code find_blocking(work *w, bool *none, gq_err *err)
                 continue;
             w->blocking[qi] = true;
             *none = false;
+            if (reclaims_in(w, qi)) {
+                w->reclaim_blocked = true;
+                continue;
+            }
             if (w->q[qi].q->within_quota == GQ_PREEMPT_NEVER)
                 return gq_err_set(err, GQ_ENOTFOUND,
                                   "quota %s has no room and never preempts (preemption.withinQuota "
@@ -179,6 +211,7 @@ static gq_code build_candidates(work *w)
             last->admitted_us =
                 p->admitted_us > last->admitted_us ? p->admitted_us : last->admitted_us;
             last->ok = last->ok && pod_ok(w, p);
+            last->borrow = last->borrow && reclaimable(w, p);
             continue;
         }
         w->c[w->nc++] = (cand){.first = i,
@@ -187,7 +220,8 @@ static gq_code build_candidates(work *w)
                                .admitted_us = p->admitted_us,
                                .key = p->group ? p->group : p->uid,
                                .group = p->group != NULL,
-                               .ok = pod_ok(w, p)};
+                               .ok = pod_ok(w, p),
+                               .borrow = reclaimable(w, p)};
     }
     free(g);
     return GQ_OK;
@@ -203,6 +237,8 @@ typedef struct cref {
 static int cref_cmp(const void *x, const void *y)
 {
     const cand *a = ((const cref *)x)->c, *b = ((const cref *)y)->c;
+    if (a->borrow != b->borrow)
+        return a->borrow ? -1 : 1;
     if (a->priority != b->priority)
         return a->priority < b->priority ? -1 : 1;
     if (a->admitted_us != b->admitted_us)
@@ -272,6 +308,27 @@ static gq_code plan(work *w, size_t *victims, size_t *n_victims, gq_err *err)
     return GQ_OK;
 }
 
+/* The plan works on copies: the quotas' cohorts too (each copied once,
+ * shared by the copies of its members as by the originals). */
+static gq_code copy_cohorts(work *w)
+{
+    size_t nq = w->ask->nq;
+    if (!nq || !(w->cohorts = calloc(nq, sizeof(*w->cohorts))))
+        return nq ? GQ_ENOMEM : GQ_OK;
+    for (size_t i = 0; i < nq; i++) {
+        const gq_queue_cohort *orig = w->ask->quotas[i].cohort;
+        if (!orig)
+            continue;
+        size_t first = 0;
+        while (w->ask->quotas[first].cohort != orig)
+            first++;
+        if (first == i)
+            w->cohorts[i] = *orig;
+        w->q[i].cohort = &w->cohorts[first];
+    }
+    return GQ_OK;
+}
+
 gq_code gq_preempt_plan(const gq_preempt_ask *ask, size_t *victims, size_t *n_victims, gq_err *err)
 {
     work w = {.ask = ask};
@@ -289,6 +346,10 @@ gq_code gq_preempt_plan(const gq_preempt_ask *ask, size_t *victims, size_t *n_vi
     }
     if (ask->nq)
         memcpy(w.q, ask->quotas, ask->nq * sizeof(*w.q));
+    if (copy_cohorts(&w)) {
+        work_free(&w);
+        return gq_err_oom(err);
+    }
     for (size_t i = 0; i < ask->n_pods; i++)
         if (ask->pods[i].leaving)
             pod_move(&w, &ask->pods[i], -1);

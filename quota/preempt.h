@@ -21,7 +21,16 @@
  *   taken back, last first, whose eviction is not needed for the fit (the
  *   set is minimal: no victim can be left out);
  * - when even every candidate would not make the preemptor fit (another
- *   quota would still block it), nothing is evicted. */
+ *   quota would still block it), nothing is evicted.
+ *
+ * Reclaim (spec.preemption.reclaimWithinCohort, Kueue's names): a
+ * preemptor within its own quota's nominal share may also evict pods that
+ * borrowed from its cohort (GQ_ANN_BORROWING) - of lower priority
+ * (LowerPriority) or any (Any) - when the quota that blocks it is its own
+ * (its cohort lends what the borrowers hold) or a GPUTenantQuota. Such a
+ * blocking quota is then no "Never" stop. Borrowers of the cohort are
+ * evicted before anyone the quota's withinQuota allows, lowest priority
+ * first. */
 #ifndef GQ_PREEMPT_H
 #define GQ_PREEMPT_H
 
@@ -44,7 +53,11 @@ typedef struct gq_preempt_pod {
     const char *model;    /* the model it counts against; NULL: every model a quota lists */
     const size_t *quotas; /* indices of the quotas it counts in */
     size_t n_quotas;
-    bool spared;  /* may not be evicted (a disruption budget refused it) */
+    bool spared; /* may not be evicted (a disruption budget refused it) */
+    /* Admitted on capacity its quota borrowed (GQ_ANN_BORROWING), from
+     * cohort (NULL: it borrowed nothing): a candidate for reclaim. */
+    bool borrowing;
+    const gq_queue_cohort *cohort;
     bool leaving; /* being evicted or deleted: as good as gone for the fit, no candidate */
 } gq_preempt_pod;
 
@@ -59,6 +72,11 @@ typedef struct gq_preempt_ask {
     size_t nq;
     const gq_preempt_pod *pods; /* every admitted pod counting in those quotas */
     size_t n_pods;
+    /* Reclaim: the preemptor's own GPUQuota's reclaimWithinCohort and
+     * cohort, when the preemptor is within that quota's nominal share
+     * (else GQ_RECLAIM_NEVER). */
+    gq_reclaim_policy reclaim;
+    const gq_queue_cohort *cohort;
 } gq_preempt_ask;
 
 /* The victims for ask: indices into ask->pods in eviction order

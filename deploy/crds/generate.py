@@ -288,17 +288,36 @@ PREEMPTION = {
     "description": "What a queued pod that does not fit may do to pods already admitted "
     "(Kueue's names; docs/queueing.md, Preemption). withinQuota: Never (the default: it "
     "waits), LowerPriority (evict pods of lower priority that this quota counts), "
-    "LowerOrNewerEqualPriority (also pods of equal priority created after it). Victims "
-    "are evicted through the Eviction API, so PodDisruptionBudgets hold.",
+    "LowerOrNewerEqualPriority (also pods of equal priority created after it). "
+    "reclaimWithinCohort (a GPUQuota that lends): Never (the default), LowerPriority or Any "
+    "of the pods other GPUQuotas of its GPUTenantQuota run on what they borrowed from it. "
+    "Victims are evicted through the Eviction API, so PodDisruptionBudgets hold.",
     "type": "object",
     "properties": {
         "withinQuota": {
             "type": "string",
             "enum": ["Never", "LowerPriority", "LowerOrNewerEqualPriority"],
             "default": "Never",
-        }
+        },
+        "reclaimWithinCohort": {
+            "type": "string",
+            "enum": ["Never", "LowerPriority", "Any"],
+            "default": "Never",
+        },
     },
 }
+
+BORROWING_LIMIT = amounts(
+    "How far above hard this GPUQuota may go, per key, on what the other GPUQuotas of its "
+    "GPUTenantQuota (its cohort) leave unused; a key not set: never above hard. Without it "
+    "the quota never borrows. Pods admitted so are marked gpuquota.io/borrowing and are the "
+    "first reclaimed. docs/queueing.md, Borrowing."
+)
+
+LENDING_LIMIT = amounts(
+    "How much of its unused share this GPUQuota lends to the other GPUQuotas of its cohort, "
+    "per key; a key not set: all of it."
+)
 
 
 def quota_status(tenant):
@@ -459,8 +478,11 @@ GPUQUOTA = crd(
     root(
         {
             "type": "object",
-            "properties": QUOTA_SPEC,
-
+            "properties": {
+                **QUOTA_SPEC,
+                "borrowingLimit": BORROWING_LIMIT,
+                "lendingLimit": LENDING_LIMIT,
+            },
         },
         quota_status(False),
     ),

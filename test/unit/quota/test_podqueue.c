@@ -337,7 +337,9 @@ static void test_plan_strategies(void **state)
 }
 
 /* A held preemptor that does not fit keeps its room: the smaller pod
- * behind it, which would fit under BestEffortFIFO, waits. */
+ * behind it, which would fit under BestEffortFIFO, waits; and it is
+ * decided first, even before a pod that comes earlier in the queue's
+ * order. */
 static void test_plan_held(void **state)
 {
     (void)state;
@@ -367,7 +369,69 @@ static void test_plan_held(void **state)
         assert_int_equal(out[1].state, held ? GQ_QSTATE_NO_ROOM : GQ_QSTATE_ADMIT);
         assert_int_equal(pq.in_use.v[GQ_KEY_GPU_MEMORY], (held ? 12 : 8) * GI);
     }
+    /* Room for 8Gi: an older pod of higher priority would take it, but the
+     * held preemptor decides first. */
+    gq_queue_entry f[2] = {e[0], e[1]};
+    f[1].priority = 5000;
+    f[1].charge = mem(8);
+    f[0].held = true;
+    gq_queue_quota room = {.q = q, .in_use = mem(2)};
+    gq_queue_decision out[2];
+    gq_err err;
+    assert_int_equal(gq_queue_plan(f, 2, &room, 1, out, &err), GQ_OK);
+    assert_int_equal(out[0].state, GQ_QSTATE_ADMIT);
+    assert_int_equal(out[1].state, GQ_QSTATE_NO_ROOM);
+    assert_int_equal(out[0].position, 1);
     gq_quota_free(q);
+}
+
+/* Borrowing: a quota with a borrowingLimit goes above hard on what its
+ * cohort has free, up to the limit; a lender admitting within its share
+ * lends less; without a limit, or beyond it, the pod waits. */
+static void test_plan_borrowing(void **state)
+{
+    (void)state;
+    gq_quota *a = hardq("borrower", 16, false), *b = hardq("lender", 16, false);
+    a->borrowing_limit.set[GQ_KEY_GPU_MEMORY] = true;
+    a->borrowing_limit.v[GQ_KEY_GPU_MEMORY] = 16 * GI;
+    static const size_t qa[] = {0}, qb[] = {1};
+    gq_queue_entry e[4] = {
+        {.uid = "a1", .created_us = 1, .charge = mem(8), .quotas = qa, .n_quotas = 1},
+        {.uid = "a2", .created_us = 3, .charge = mem(8), .quotas = qa, .n_quotas = 1},
+        {.uid = "b1", .created_us = 2, .charge = mem(4), .quotas = qb, .n_quotas = 1},
+        {.uid = "a3", .created_us = 4, .charge = mem(8), .quotas = qa, .n_quotas = 1},
+    };
+    /* b lends its 16Gi unused: the cohort has 16Gi free. */
+    gq_queue_cohort co = {.free = mem(16)};
+    gq_queue_quota pq[2] = {{.q = a, .in_use = mem(16), .cohort = &co},
+                            {.q = b, .in_use = mem(0), .cohort = &co}};
+    gq_queue_decision out[4];
+    gq_err err;
+    assert_int_equal(gq_queue_plan(e, 4, pq, 2, out, &err), GQ_OK);
+    assert_int_equal(out[0].state, GQ_QSTATE_ADMIT);
+    assert_true(out[0].borrowing);
+    /* b1 within its share lends 4Gi less: 16 - 8 - 4 = 4Gi left, not 8. */
+    assert_int_equal(out[1].state, GQ_QSTATE_NO_ROOM);
+    assert_int_equal(out[2].state, GQ_QSTATE_ADMIT);
+    assert_false(out[2].borrowing);
+    assert_int_equal(out[3].state, GQ_QSTATE_NO_ROOM);
+    assert_int_equal(co.free.v[GQ_KEY_GPU_MEMORY], 4 * GI);
+    /* Up to the limit, not beyond: with 40Gi free, 16Gi is all a borrows. */
+    gq_queue_cohort big = {.free = mem(40)};
+    gq_queue_quota pa = {.q = a, .in_use = mem(16), .cohort = &big};
+    gq_queue_entry ea[3] = {e[0], e[1], e[3]};
+    assert_int_equal(gq_queue_plan(ea, 3, &pa, 1, out, &err), GQ_OK);
+    assert_int_equal(out[0].state, GQ_QSTATE_ADMIT);
+    assert_int_equal(out[1].state, GQ_QSTATE_ADMIT);
+    assert_int_equal(out[2].state, GQ_QSTATE_NO_ROOM);
+    /* No borrowingLimit: never above hard, whatever the cohort has. */
+    gq_queue_quota pb = {.q = b, .in_use = mem(16), .cohort = &big};
+    gq_queue_entry eb = e[2];
+    eb.quotas = qa;
+    assert_int_equal(gq_queue_plan(&eb, 1, &pb, 1, out, &err), GQ_OK);
+    assert_int_equal(out[0].state, GQ_QSTATE_NO_ROOM);
+    gq_quota_free(a);
+    gq_quota_free(b);
 }
 
 static void test_plan_two_quotas(void **state)
@@ -845,6 +909,7 @@ int main(void)
         cmocka_unit_test(test_plan_order),
         cmocka_unit_test(test_plan_strategies),
         cmocka_unit_test(test_plan_held),
+        cmocka_unit_test(test_plan_borrowing),
         cmocka_unit_test(test_plan_two_quotas),
         cmocka_unit_test(test_plan_strict_shared_not_held_by_own_quota),
         cmocka_unit_test(test_plan_groups),

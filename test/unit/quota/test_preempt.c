@@ -263,6 +263,63 @@ static void leaving_pods_are_room_not_victims(void **state)
     assert_string_equal(v, "");
 }
 
+/* Reclaim: a lender within its share, its cohort lent to a borrower,
+ * takes back what borrowers hold - borrowers only, newest first - as its
+ * reclaimWithinCohort allows. */
+static void reclaim_takes_back_from_borrowers(void **state)
+{
+    (void)state;
+    gq_quota lender = quota("lender", 16, GQ_PREEMPT_NEVER),
+             borrower = quota("borrower", 16, GQ_PREEMPT_NEVER);
+    borrower.borrowing_limit.set[GQ_KEY_GPU_MEMORY] = true;
+    borrower.borrowing_limit.v[GQ_KEY_GPU_MEMORY] = 16 * GI;
+    /* The borrower uses 32Gi of its 16: the cohort has nothing free. */
+    gq_queue_cohort co = {.free = mem(0)};
+    gq_queue_quota pq[2] = {{.q = &lender, .in_use = mem(0), .cohort = &co},
+                            {.q = &borrower, .in_use = mem(32), .cohort = &co}};
+    gq_queue_entry e = preemptor(8, Q0, 1);
+    gq_preempt_pod pods[] = {pod("own-1", 1, 5, 8), pod("own-2", 1, 30, 8), pod("lent-1", 1, 10, 8),
+                             pod("lent-2", 1, 20, 8)};
+    for (size_t i = 0; i < 4; i++) {
+        pods[i].quotas = Q1;
+        pods[i].cohort = &co;
+        pods[i].borrowing = i >= 2;
+    }
+    static const struct {
+        gq_reclaim_policy policy;
+        int32_t borrower_priority;
+        gq_code want;
+        const char *victims;
+    } t[] = {
+        {GQ_RECLAIM_NEVER, 1, GQ_ENOTFOUND, ""},
+        {GQ_RECLAIM_LOWER_PRIORITY, 1, GQ_OK, "lent-2"},
+        {GQ_RECLAIM_LOWER_PRIORITY, 50, GQ_ENOTFOUND, ""},
+        {GQ_RECLAIM_ANY, 50, GQ_OK, "lent-2"},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        for (size_t k = 2; k < 4; k++)
+            pods[k].priority = t[i].borrower_priority;
+        size_t victims[4], nv = 0;
+        gq_err err;
+        gq_err_clear(&err);
+        gq_preempt_ask ask = {.members = &e,
+                              .n_members = 1,
+                              .priority = 10,
+                              .quotas = pq,
+                              .nq = 2,
+                              .pods = pods,
+                              .n_pods = 4,
+                              .reclaim = t[i].policy,
+                              .cohort = &co};
+        assert_int_equal(gq_preempt_plan(&ask, victims, &nv, &err), t[i].want);
+        char v[64] = "";
+        for (size_t k = 0; k < nv; k++)
+            snprintf(v + strlen(v), sizeof v - strlen(v), "%s%s", k ? "," : "",
+                     pods[victims[k]].uid);
+        assert_string_equal(v, t[i].victims);
+    }
+}
+
 static void bad_index_is_refused(void **state)
 {
     (void)state;
@@ -285,6 +342,7 @@ int main(void)
         cmocka_unit_test(group_preemptor_needs_room_for_all),
         cmocka_unit_test(model_limits_count),
         cmocka_unit_test(leaving_pods_are_room_not_victims),
+        cmocka_unit_test(reclaim_takes_back_from_borrowers),
         cmocka_unit_test(bad_index_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

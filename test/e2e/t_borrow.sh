@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Borrowing and reclaim between the GPUQuotas of one GPUTenantQuota
+# (docs/queueing.md, "Borrowing") on the real control plane, each team an
+# edit tenant of its own namespace:
+#   1. team A's quota (hard 16Gi, borrowingLimit 16Gi) borrows team B's
+#      idle 16Gi: all four 8Gi pods of its Deployment start, the two above
+#      its hard marked gpuquota.io/borrowing;
+#   2. a fifth would pass the borrowing limit: it waits;
+#   3. team B (reclaimWithinCohort: Any) creates two pods: exactly the two
+#      borrowing pods of A are evicted (never one within A's share), B's pods
+#      start; the pods A's ReplicaSet makes again wait, reclaiming nothing;
+#   4. sampled throughout (one list of both namespaces, then 0.2 s, and
+#      again): A never above hard + borrowingLimit, B never above hard, the
+#      tenant never above its hard.
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+NSA=e2e-bor-a NSB=e2e-bor-b
+KA=$E2E/bor-a.kubeconfig KB=$E2E/bor-b.kubeconfig
+SAMPLES=$E2E/bor-samples
+cleanup() {
+    [[ -n ${sampler:-} ]] && kill "$sampler" 2>/dev/null
+    kubectl delete namespace "$NSA" "$NSB" --wait=false >/dev/null 2>&1
+    kubectl delete gputenantquota e2e-bor --ignore-not-found >/dev/null 2>&1
+}
+trap cleanup EXIT
+
+ns "$NSA" tenant=e2e-bor || { fail "namespace $NSA"; finish; }
+ns "$NSB" tenant=e2e-bor || { fail "namespace $NSB"; finish; }
+tenant_kubeconfig "$NSA" team "$KA" || { fail "tenant kubeconfig A"; finish; }
+tenant_kubeconfig "$NSB" team "$KB" || { fail "tenant kubeconfig B"; finish; }
+ta() { kubectl --kubeconfig "$KA" -n "$NSA" "$@"; }
+tb() { kubectl --kubeconfig "$KB" -n "$NSB" "$@"; }
+kubectl apply -f - >/dev/null <<EOF
+apiVersion: gpuquota.io/v1alpha1
+kind: GPUTenantQuota
+metadata: {name: e2e-bor}
+spec:
+  namespaceSelector: {matchLabels: {tenant: e2e-bor}}
+  hard: {gpu-memory: 32Gi}
+  whenExceeded: Queue
+EOF
+quota "$NSA" team '{gpu-memory: 16Gi}' 'whenExceeded: Queue' 'borrowingLimit: {gpu-memory: 16Gi}'
+quota "$NSB" team '{gpu-memory: 16Gi}' 'whenExceeded: Queue' 'preemption: {reclaimWithinCohort: Any}'
+
+# The GPU memory the admitted pods of A and of B hold (ungated, not being
+# deleted), in GiB, from one list of both namespaces (one instant): what
+# kube-scheduler may place, whatever the statuses say.
+held() {
+    kubectl get pods -A -o json | jq -r --arg a "$NSA" --arg b "$NSB" '
+        def mem(ns): [.items[] | select(.metadata.namespace == ns and .metadata.deletionTimestamp == null
+            and ([.spec.schedulingGates[]?] | length) == 0)
+            | .spec.containers[].resources.limits["aliyun.com/gpu-mem"] // "0" | tonumber] | add // 0;
+        "\(mem($a)) \(mem($b))"'
+}
+sample() {
+    while :; do
+        read -r a b <<<"$(held)"
+        [[ -n $a && -n $b ]] && echo "$a $b $((a + b))" >>"$SAMPLES"
+        sleep 0.2
+    done
+}
+: >"$SAMPLES"
+sample &
+sampler=$!
+
+pod() {
+    cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $1}
+spec:
+  terminationGracePeriodSeconds: 0
+$(containers 'gpuquota.io/gpu-memory: 8Gi' '  ')
+EOF
+}
+gates() { kubectl -n "$1" get pod "$2" -o json 2>/dev/null | jq -r '[.spec.schedulingGates[]?.name] | join(",")'; }
+admitted() { [[ $(kubectl -n "$1" get pod "$2" -o jsonpath='{.metadata.uid}' 2>/dev/null) && -z $(gates "$1" "$2") ]]; }
+# pods NS: name=borrowing-annotation of the live pods, admitted or "gated".
+pods_of() {
+    kubectl -n "$1" get pods -o json | jq -r '[.items[] | select(.metadata.deletionTimestamp == null) |
+        "\(.metadata.name)=\(if ([.spec.schedulingGates[]?] | length) > 0 then "gated" else (.metadata.annotations["gpuquota.io/borrowing"] // "own") end)"] | sort | .[]'
+}
+count() { pods_of "$1" | grep -c "=$2\$"; }
+events() { kubectl -n "$1" get events -o json | jq -r --arg r "$2" '[.items[] | select(.reason == $r) | .involvedObject.name] | sort | .[]'; }
+
+# ------------------------------------------------------------ 1. borrow
+ta create -f - >/dev/null <<EOF
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: train}
+spec:
+  replicas: 4
+  selector: {matchLabels: {app: train}}
+  template:
+    metadata: {labels: {app: train}}
+    spec:
+      terminationGracePeriodSeconds: 0
+$(containers 'gpuquota.io/gpu-memory: 8Gi' '      ')
+EOF
+check "team A creates a Deployment of four 8Gi pods" 0 $?
+four() { [[ $(count "$NSA" own) == 2 && $(count "$NSA" true) == 2 ]]; }
+eventually 60 four
+check "A runs 2 pods within its share and 2 on borrowed room" "2 2" "$(count "$NSA" own) $(count "$NSA" true)"
+
+# ------------------------------------------------------------ 2. the limit
+ta scale deployment train --replicas=5 >/dev/null
+sleep 5
+check "a fifth pod would pass borrowingLimit: it waits" "1" "$(count "$NSA" gated)"
+ta scale deployment train --replicas=4 >/dev/null
+
+# ------------------------------------------------------------ 3. reclaim
+borrowers=$(pods_of "$NSA" | grep '=true$' | cut -d= -f1 | sort | tr '\n' ' ')
+own=$(pods_of "$NSA" | grep '=own$' | cut -d= -f1 | sort | tr '\n' ' ')
+pod b-1 | tb create -f - >/dev/null
+pod b-2 | tb create -f - >/dev/null
+check "team B creates two pods" 0 $?
+eventually 60 admitted "$NSB" b-1
+eventually 30 admitted "$NSB" b-2
+check "B's pods start" "," "$(gates "$NSB" b-1),$(gates "$NSB" b-2)"
+check "exactly A's two borrowing pods were evicted" "$borrowers" "$(events "$NSA" Preempted | tr '\n' ' ')"
+for p in $own; do
+    check "$p, within A's share, still runs" "$p=own" "$(pods_of "$NSA" | grep "^$p=")"
+done
+remade() { [[ $(count "$NSA" gated) == 2 ]]; }
+eventually 60 remade
+sleep 5
+check "A's remade pods wait: A is at its share and B uses its own" "2 2" "$(count "$NSA" own) $(count "$NSA" gated)"
+check "and reclaim nothing back" "$borrowers" "$(events "$NSA" Preempted | tr '\n' ' ')"
+check "nobody of B was evicted" "" "$(events "$NSB" Preempted)"
+
+# ------------------------------------------------------------ 4. safety
+kill "$sampler" 2>/dev/null
+sampler=
+n=$(wc -l <"$SAMPLES")
+over=$(awk '$1 > 32 || $2 > 16 || $3 > 32' "$SAMPLES" | head -3 | tr '\n' ';')
+check_match "samples taken ($n, 0.2 s apart)" "^[1-9][0-9]+$" "$n"
+check "never A above hard + borrowingLimit (32Gi), B above hard (16Gi), the tenant above 32Gi" "" "$over"
+finish

@@ -54,6 +54,8 @@ bench: deps
 	$(BENCH_DIR)/bench/bench_controller $(BENCH_DIR)/test/kube-standin $(BENCH_DIR)/gpuquota deploy/crds
 	@echo; echo "== kube client: paged list of 100k pods, watch throughput"
 	$(BENCH_DIR)/test/bench_kube_list --standin $(BENCH_DIR)/test/kube-standin
+	@echo; echo "== queue: the admission pass's decisions, 10,000 queued and 10,000 admitted pods, one preemption"
+	$(BENCH_DIR)/test/bench_preempt_micro
 	scripts/bench-pods.sh $(BENCH_DIR)
 
 # An optimised build without sanitizers; kubectl finds the plugin through the

@@ -175,8 +175,9 @@ EOF
     kubeconfig "$dir/controller-manager.kubeconfig" controller-manager
     kubeconfig "$dir/scheduler.kubeconfig" scheduler
     kubeconfig "$dir/kwok.kubeconfig" kwok
-    # Metadata of every write to pods and gpuquota objects: `gpuquota audit`
-    # reads this log in the demo.
+    # Metadata of every write to pods, evictions and gpuquota objects:
+    # `gpuquota audit` reads this log in the demo, scripts/bench-preempt.sh
+    # the evictions.
     cat >"$dir/audit-policy.yaml" <<'EOF'
 apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -186,7 +187,7 @@ rules:
     verbs: [create, update, patch, delete]
     resources:
       - group: ""
-        resources: [pods]
+        resources: [pods, pods/eviction]
       - group: gpuquota.io
   - level: None
 EOF

@@ -928,41 +928,49 @@ static void on_stopped(void *ud)
 
 /* --- lifecycle -------------------------------------------------------------- */
 
-/* The informer caches: pods, GPUQuotas, GPUTenantQuotas, namespaces. */
+/* The informer caches: pods, GPUQuotas, GPUTenantQuotas, namespaces, each
+ * with its options (ud set when it is made) and where it is kept. */
+typedef struct cache_def {
+    kube_cache_opts opts;
+    size_t field; /* offset of its kube_cache * in ctl_controller */
+} cache_def;
+
+static const cache_def cache_defs[] = {
+    {{.path = "/api/v1/pods",
+      .page_size = POD_PAGE,
+      .transform = pod_transform,
+      .free_record = pod_free,
+      .on_add = pod_add,
+      .on_update = pod_update,
+      .on_delete = pod_delete},
+     offsetof(ctl_controller, pods)},
+    {{.path = API_GQ "/gpuquotas",
+      .on_add = quota_event,
+      .on_update = quota_update,
+      .on_delete = quota_event},
+     offsetof(ctl_controller, quotas)},
+    {{.path = API_GQ "/gputenantquotas",
+      .on_add = tenant_set,
+      .on_update = tenant_update,
+      .on_delete = tenant_delete},
+     offsetof(ctl_controller, tenants)},
+    {{.path = "/api/v1/namespaces",
+      .transform = ns_transform,
+      .free_record = ns_free_rec,
+      .on_add = ns_set,
+      .on_update = ns_update,
+      .on_delete = ns_delete},
+     offsetof(ctl_controller, nss)},
+};
+
 static gq_code new_caches(ctl_controller *c, gq_err *err)
 {
-    kube_cache_opts po = {.path = "/api/v1/pods",
-                          .page_size = POD_PAGE,
-                          .transform = pod_transform,
-                          .free_record = pod_free,
-                          .on_add = pod_add,
-                          .on_update = pod_update,
-                          .on_delete = pod_delete,
-                          .ud = c};
-    kube_cache_opts qopt = {.path = API_GQ "/gpuquotas",
-                            .on_add = quota_event,
-                            .on_update = quota_update,
-                            .on_delete = quota_event,
-                            .ud = c};
-    kube_cache_opts topt = {.path = API_GQ "/gputenantquotas",
-                            .on_add = tenant_set,
-                            .on_update = tenant_update,
-                            .on_delete = tenant_delete,
-                            .ud = c};
-    kube_cache_opts nopt = {.path = "/api/v1/namespaces",
-                            .transform = ns_transform,
-                            .free_record = ns_free_rec,
-                            .on_add = ns_set,
-                            .on_update = ns_update,
-                            .on_delete = ns_delete,
-                            .ud = c};
-    gq_code rc = kube_cache_new(c->o.api, &po, &c->pods, err);
-    if (!rc)
-        rc = kube_cache_new(c->o.api, &qopt, &c->quotas, err);
-    if (!rc)
-        rc = kube_cache_new(c->o.api, &topt, &c->tenants, err);
-    if (!rc)
-        rc = kube_cache_new(c->o.api, &nopt, &c->nss, err);
+    gq_code rc = GQ_OK;
+    for (size_t i = 0; !rc && i < sizeof cache_defs / sizeof cache_defs[0]; i++) {
+        kube_cache_opts o = cache_defs[i].opts;
+        o.ud = c;
+        rc = kube_cache_new(c->o.api, &o, (kube_cache **)((char *)c + cache_defs[i].field), err);
+    }
     return rc;
 }
 

@@ -3,7 +3,7 @@
  * structs, plus the reservation records the validating webhook keeps in a
  * quota's status.
  *
- * Parsers are bounded (caps below) and report errors naming the field, e.g.
+ * Parsers are bounded (caps in quota/field.h) and report errors naming the field, e.g.
  * "spec.hard.gpu-memory: ...". Parsed structs own all their strings; free them
  * with the matching _free function. Nothing here allocates a json-c object
  * except the status helpers, which edit the caller's object in place. */
@@ -17,58 +17,15 @@
 #include <json-c/json.h>
 
 #include "common/gq_error.h"
-#include "quota/quantity.h"
 #include "common/rfc3339.h" /* the times of reservations */
+#include "quota/amounts.h"
+#include "quota/field.h" /* the caps on lists and strings */
 
 #define GQ_API_GROUP "gpuquota.io"
 #define GQ_API_VERSION "gpuquota.io/v1alpha1"
 #define GQ_KIND_GPUQUOTA "GPUQuota"
 #define GQ_KIND_GPUTENANTQUOTA "GPUTenantQuota"
 #define GQ_KIND_GPULIMITRANGE "GPULimitRange"
-
-/* Caps on untrusted lists and strings. */
-#define GQ_CRD_MAX_NAMESPACES 4096    /* GPUTenantQuota spec.namespaces */
-#define GQ_CRD_MAX_EXPRESSIONS 64     /* matchExpressions, matchLabels */
-#define GQ_CRD_MAX_VALUES 256         /* values of one expression */
-#define GQ_CRD_MAX_LIMITS 64          /* GPULimitRange spec.limits */
-#define GQ_CRD_MAX_MODELS 64          /* allowedModels */
-#define GQ_CRD_MAX_RESERVATIONS 65536 /* status.reservations */
-#define GQ_CRD_MAX_STRING 1024        /* any single string */
-#define GQ_CRD_MAX_QUOTA_MODELS 32    /* GPUQuota / GPUTenantQuota spec.models */
-#define GQ_CRD_MAX_MODEL_NAME 63      /* a catalog model name in spec.models */
-
-/* Quota keys, in Kubernetes' sorted (byte) order so messages list them sorted. */
-typedef enum gq_qkey {
-    GQ_KEY_GPU_MEMORY = 0, /* "gpu-memory": bytes */
-    GQ_KEY_GPU_PODS = 1,   /* "gpu-pods": pods using any GPU */
-    GQ_KEY_GPUS = 2,       /* "gpus": whole exclusive GPUs */
-    GQ_KEY_COUNT
-} gq_qkey;
-
-/* "gpu-memory", "gpu-pods", "gpus"; NULL for an out-of-range key. */
-const char *gq_qkey_name(gq_qkey k);
-
-/* A ResourceList over the quota keys. A key not `set` is absent (in `hard`:
- * unlimited). Values are whole numbers >= 0. fmt remembers the format a value
- * was written in, so "limited: gpu-memory=64G" prints the way it was written. */
-typedef struct gq_amounts {
-    int64_t v[GQ_KEY_COUNT];
-    bool set[GQ_KEY_COUNT];
-    gq_qformat fmt[GQ_KEY_COUNT];
-} gq_amounts;
-
-/* Parse a ResourceList object of quota keys (values: quantity strings or JSON
- * integers). field names the object in messages ("spec.hard"). Unknown keys,
- * negative and fractional values fail. Writes *out only on success. */
-gq_code gq_amounts_parse(json_object *obj, const char *field, gq_amounts *out, gq_err *err) GQ_WUR;
-
-/* Canonical text of one value: bytes in binary SI for gpu-memory (unless it
- * was written in another format), plain integers for the counts. */
-void gq_amount_format(const gq_amounts *a, gq_qkey k, char buf[GQ_QUANTITY_STR_MAX]);
-
-/* A new JSON object with the set keys as canonical quantity strings. Caller
- * owns the result (json_object_put); NULL on allocation failure. */
-json_object *gq_amounts_to_json(const gq_amounts *a);
 
 /* Label-selector operators (metav1.LabelSelector, ResourceQuota scopeSelector). */
 typedef enum gq_sel_op {

@@ -202,210 +202,7 @@ out:
     return rc;
 }
 
-/* --- reservations ---------------------------------------------------------- */
-
-void gq_reservation_dispose(gq_reservation *r)
-{
-    if (!r)
-        return;
-    free(r->key);
-    free(r->namespace_);
-    free(r->pod);
-    free(r->model);
-    gq_strv_free(r->claims, r->n_claims);
-    memset(r, 0, sizeof(*r));
-}
-
-/* A reservation's claim fields: the flags claim and counted (a counted
- * record is a claim's), and the uids of the claims it names. */
-static gq_code reservation_claims(json_object *obj, const char *field, gq_reservation *r,
-                                  gq_err *err)
-{
-    static const char *const flags[] = {"claim", "counted"};
-    for (int i = 0; i < 2; i++) {
-        json_object *b = gq_json_member(obj, flags[i]);
-        if (b && !json_object_is_type(b, json_type_boolean))
-            return gq_err_set(err, GQ_EINVAL, "%s.%s: must be true or false", field, flags[i]);
-        *(i ? &r->counted : &r->claim) = b && json_object_get_boolean(b);
-    }
-    if (r->counted && !r->claim)
-        return gq_err_set(err, GQ_EINVAL, "%s.counted: only a claim record is counted", field);
-    json_object *cl = gq_json_member(obj, "claims");
-    if (!cl)
-        return GQ_OK;
-    size_t n = json_object_is_type(cl, json_type_array) ? json_object_array_length(cl) : 0;
-    if (!json_object_is_type(cl, json_type_array) || n > GQ_RESERVATION_MAX_CLAIMS)
-        return gq_err_set(err, GQ_EINVAL, "%s.claims: must be a list of at most %d claim uids",
-                          field, GQ_RESERVATION_MAX_CLAIMS);
-    if (n && !(r->claims = calloc(n, sizeof(*r->claims))))
-        return gq_err_oom(err);
-    for (size_t i = 0; i < n; i++) {
-        json_object *u = json_object_array_get_idx(cl, i);
-        if (!json_object_is_type(u, json_type_string) || !json_object_get_string_len(u) ||
-            json_object_get_string_len(u) > GQ_RESERVATION_MAX_CLAIM_UID)
-            return gq_err_set(err, GQ_EINVAL,
-                              "%s.claims[%zu]: must be a claim uid of 1 to %d characters", field, i,
-                              GQ_RESERVATION_MAX_CLAIM_UID);
-        if (!(r->claims[i] = strdup(json_object_get_string(u))))
-            return gq_err_oom(err);
-        r->n_claims++;
-    }
-    return GQ_OK;
-}
-
-/* A reservation's key (not empty), namespace and pod. */
-static gq_code reservation_names(json_object *obj, const char *field, gq_reservation *r,
-                                 gq_err *err)
-{
-    char f[192];
-    snprintf(f, sizeof(f), "%s.key", field);
-    gq_code rc = gq_field_dup_string(gq_json_member(obj, "key"), f, &r->key, err);
-    if (rc)
-        return rc;
-    if (!r->key[0])
-        return gq_err_set(err, GQ_EINVAL, "%s: must not be empty", f);
-    snprintf(f, sizeof(f), "%s.namespace", field);
-    if ((rc = gq_field_dup_string(gq_json_member(obj, "namespace"), f, &r->namespace_, err)))
-        return rc;
-    snprintf(f, sizeof(f), "%s.pod", field);
-    return gq_field_dup_string(gq_json_member(obj, "pod"), f, &r->pod, err);
-}
-
-/* A reservation's amount of every quota key, each required. */
-static gq_code reservation_amounts(json_object *obj, const char *field, gq_amounts *a, gq_err *err)
-{
-    char f[192];
-    for (int k = 0; k < GQ_KEY_COUNT; k++) {
-        snprintf(f, sizeof(f), "%s.%s", field, gq_qkey_name((gq_qkey)k));
-        json_object *v = gq_json_member(obj, gq_qkey_name((gq_qkey)k));
-        if (!v)
-            return gq_err_set(err, GQ_EINVAL, "%s: required", f);
-        gq_code rc = gq_amount_parse(v, f, &a->v[k], &a->fmt[k], err);
-        if (rc)
-            return rc;
-        a->set[k] = true;
-    }
-    return GQ_OK;
-}
-
-/* A reservation's expiry time and its model, if it names one. */
-static gq_code reservation_expiry_model(json_object *obj, const char *field, gq_reservation *r,
-                                        gq_err *err)
-{
-    char f[192];
-    const char *exp;
-    snprintf(f, sizeof(f), "%s.expires", field);
-    gq_code rc = gq_field_string(gq_json_member(obj, "expires"), f, &exp, err);
-    if (rc)
-        return rc;
-    if ((rc = gq_time_parse_rfc3339(exp, &r->expires, err))) {
-        gq_err_prefix(err, "%s", f);
-        return rc;
-    }
-    json_object *m = gq_json_member(obj, "model");
-    if (!m)
-        return GQ_OK;
-    snprintf(f, sizeof(f), "%s.model", field);
-    if ((rc = gq_field_dup_string(m, f, &r->model, err)))
-        return rc;
-    if (!r->model[0] || strlen(r->model) > GQ_CRD_MAX_MODEL_NAME)
-        return gq_err_set(err, GQ_EINVAL, "%s: must be a model name of 1 to %d characters", f,
-                          GQ_CRD_MAX_MODEL_NAME);
-    return GQ_OK;
-}
-
-gq_code gq_reservation_parse(json_object *obj, const char *field, gq_reservation *out, gq_err *err)
-{
-    gq_reservation r = {0};
-    if (!field)
-        field = "reservation";
-    gq_code rc = gq_field_object(obj, field, err);
-    if (rc)
-        return rc;
-    gq_amounts_clear(&r.amounts);
-    if ((rc = reservation_names(obj, field, &r, err)) ||
-        (rc = reservation_amounts(obj, field, &r.amounts, err)) ||
-        (rc = reservation_expiry_model(obj, field, &r, err)) ||
-        (rc = reservation_claims(obj, field, &r, err))) {
-        gq_reservation_dispose(&r);
-        return rc;
-    }
-    *out = r;
-    return GQ_OK;
-}
-
-static int add_array_str(json_object *a, const char *val)
-{
-    json_object *s = json_object_new_string(val);
-    if (!s || json_object_array_add(a, s)) {
-        json_object_put(s);
-        return -1;
-    }
-    return 0;
-}
-
-static int add_bool(json_object *o, const char *key)
-{
-    json_object *b = json_object_new_boolean(1);
-    if (!b || json_object_object_add(o, key, b)) {
-        json_object_put(b);
-        return -1;
-    }
-    return 0;
-}
-
-static int add_str(json_object *o, const char *key, const char *val)
-{
-    json_object *s = json_object_new_string(val ? val : "");
-    if (!s)
-        return -1;
-    if (json_object_object_add(o, key, s)) {
-        json_object_put(s);
-        return -1;
-    }
-    return 0;
-}
-
-json_object *gq_reservation_to_json(const gq_reservation *r)
-{
-    json_object *o = json_object_new_object();
-    char buf[GQ_QUANTITY_STR_MAX];
-    char t[GQ_RFC3339_MAX];
-    if (!o)
-        return NULL;
-    if (add_str(o, "key", r->key) || add_str(o, "namespace", r->namespace_) ||
-        add_str(o, "pod", r->pod))
-        goto fail;
-    for (int k = 0; k < GQ_KEY_COUNT; k++) {
-        /* An unset key is a zero charge; write it so the record is complete. */
-        gq_amounts a = r->amounts;
-        if (!a.set[k]) {
-            a.v[k] = 0;
-            a.fmt[k] = GQ_QFMT_DECIMAL_SI;
-        }
-        gq_amount_format(&a, (gq_qkey)k, buf);
-        if (add_str(o, gq_qkey_name((gq_qkey)k), buf))
-            goto fail;
-    }
-    gq_time_format_rfc3339(r->expires, t);
-    if (add_str(o, "expires", t) || (r->model && add_str(o, "model", r->model)) ||
-        (r->claim && add_bool(o, "claim")) || (r->counted && add_bool(o, "counted")))
-        goto fail;
-    if (r->n_claims) {
-        json_object *a = json_object_new_array();
-        if (!a || json_object_object_add(o, "claims", a)) {
-            json_object_put(a);
-            goto fail;
-        }
-        for (size_t i = 0; i < r->n_claims; i++)
-            if (add_array_str(a, r->claims[i]))
-                goto fail;
-    }
-    return o;
-fail:
-    json_object_put(o);
-    return NULL;
-}
+/* --- reservations in a status object ------------------------------------ */
 
 static gq_code status_reservations(json_object *status, bool create, json_object **out, gq_err *err)
 {
@@ -556,6 +353,15 @@ gq_code gq_status_sum(json_object *status, int64_t now, gq_amounts *out, gq_err 
 
 /* --- quotas ------------------------------------------------------------- */
 
+static void quota_reservations_free(gq_quota *q)
+{
+    for (size_t i = 0; i < q->n_reservations; i++)
+        gq_reservation_dispose(&q->reservations[i]);
+    free(q->reservations);
+    q->reservations = NULL;
+    q->n_reservations = 0;
+}
+
 void gq_quota_free(gq_quota *q)
 {
     if (!q)
@@ -565,9 +371,7 @@ void gq_quota_free(gq_quota *q)
     sel_reqs_free(q->scope_exprs, q->n_scope_exprs);
     gq_strv_free(q->namespaces, q->n_namespaces);
     label_selector_dispose(&q->ns_selector);
-    for (size_t i = 0; i < q->n_reservations; i++)
-        gq_reservation_dispose(&q->reservations[i]);
-    free(q->reservations);
+    quota_reservations_free(q);
     for (size_t i = 0; i < q->n_models; i++)
         free(q->models[i].name);
     free(q->models);
@@ -761,52 +565,54 @@ static gq_code parse_scope_selector(json_object *o, gq_quota *q, gq_err *err)
     return GQ_OK;
 }
 
-static gq_code parse_quota_status(json_object *st, gq_quota *q, gq_err *err)
+/* q's status as policy reads it, from st: used, the usage of each model
+ * spec.models limits (a model the spec dropped limits nothing), queuedPods
+ * (absent: 0). */
+static void status_scalars(gq_quota *q, const gq_quota_status *st)
 {
-    gq_code rc = gq_field_object(st, "status", err);
-    if (rc)
-        return rc;
-    json_object *u = gq_json_member(st, "used");
-    if (u) {
-        rc = gq_amounts_parse(u, "status.used", &q->used, err);
-        if (rc)
-            return rc;
+    q->used = st->used;
+    q->queued_pods = st->queued_pods;
+    for (size_t i = 0; i < q->n_models; i++) {
+        const gq_amounts *u = gq_quota_status_model_used(st, q->models[i].name);
+        if (u)
+            q->models[i].used = *u;
+        else
+            gq_amounts_clear(&q->models[i].used);
     }
-    json_object *bm = gq_json_member(st, "usedByModel");
-    if (bm && (rc = gq_field_object(bm, "status.usedByModel", err)))
-        return rc;
-    /* Only models spec.models still limits are read: usage of one the spec
-     * dropped limits nothing. */
-    for (size_t i = 0; bm && i < q->n_models; i++) {
-        json_object *mu = gq_json_member(bm, q->models[i].name);
-        char f[GQ_CRD_MAX_MODEL_NAME + 32];
-        snprintf(f, sizeof(f), "status.usedByModel.%s", q->models[i].name);
-        if (mu && (rc = gq_amounts_parse(mu, f, &q->models[i].used, err)))
-            return rc;
-    }
-    json_object *qp = gq_json_member(st, "queuedPods");
-    if (qp && (!json_object_is_type(qp, json_type_int) || json_object_get_int64(qp) < 0))
-        return gq_err_set(err, GQ_EINVAL, "status.queuedPods: must be a non-negative integer");
-    q->queued_pods = qp ? json_object_get_int64(qp) : 0;
-    json_object *arr = gq_json_member(st, "reservations");
-    if (!arr)
-        return GQ_OK;
+}
+
+gq_code gq_quota_set_status(gq_quota *q, const gq_quota_status *st, gq_err *err)
+{
+    gq_reservation *v = st->n_reservations ? calloc(st->n_reservations, sizeof(*v)) : NULL;
     size_t n = 0;
-    rc = gq_field_array(arr, "status.reservations", GQ_CRD_MAX_RESERVATIONS, &n, err);
-    if (rc)
-        return rc;
-    q->reservations = n ? calloc(n, sizeof(*q->reservations)) : NULL;
-    if (n && !q->reservations)
-        return gq_err_set(err, GQ_ENOMEM, "status.reservations: out of memory");
-    for (size_t i = 0; i < n; i++) {
-        char f[64];
-        snprintf(f, sizeof(f), "status.reservations[%zu]", i);
-        rc = gq_reservation_parse(json_object_array_get_idx(arr, i), f, &q->reservations[i], err);
-        if (rc)
+    if (st->n_reservations && !v)
+        return gq_err_oom(err);
+    for (; n < st->n_reservations; n++) {
+        gq_code rc = gq_reservation_copy(&st->reservations[n], &v[n], err);
+        if (rc) {
+            while (n)
+                gq_reservation_dispose(&v[--n]);
+            free(v);
             return rc;
-        q->n_reservations++;
+        }
     }
+    quota_reservations_free(q);
+    q->reservations = v;
+    q->n_reservations = n;
+    status_scalars(q, st);
     return GQ_OK;
+}
+
+/* gq_quota_set_status that moves st's reservations into q (st keeps the
+ * rest, for the caller to dispose). */
+static void take_status(gq_quota *q, gq_quota_status *st)
+{
+    quota_reservations_free(q);
+    q->reservations = st->reservations;
+    q->n_reservations = st->n_reservations;
+    st->reservations = NULL;
+    st->n_reservations = st->cap_reservations = 0;
+    status_scalars(q, st);
 }
 
 /* The object's metadata into q: its kind, and a namespace for a GPUQuota
@@ -897,24 +703,38 @@ static gq_code parse_quota_spec(json_object *spec, gq_quota *q, gq_err *err)
     return rc;
 }
 
-gq_code gq_quota_parse(json_object *obj, gq_quota **out, gq_err *err)
+gq_code gq_quota_parse_spec(json_object *obj, gq_quota **out, gq_err *err)
 {
     gq_quota *q = calloc(1, sizeof(*q));
     if (!q)
         return gq_err_oom(err);
     gq_amounts_clear(&q->hard);
     gq_amounts_clear(&q->used);
-    json_object *st;
     gq_code rc = parse_quota_meta(obj, q, err);
-    if (rc || (rc = parse_quota_spec(gq_json_member(obj, "spec"), q, err)))
-        goto out;
-    if ((st = gq_json_member(obj, "status")) && (rc = parse_quota_status(st, q, err)))
-        goto out;
+    if (rc || (rc = parse_quota_spec(gq_json_member(obj, "spec"), q, err))) {
+        gq_quota_free(q);
+        return rc;
+    }
     *out = q;
-    q = NULL;
-out:
-    gq_quota_free(q);
-    return rc;
+    return GQ_OK;
+}
+
+gq_code gq_quota_parse(json_object *obj, gq_quota **out, gq_err *err)
+{
+    gq_quota *q = NULL;
+    gq_quota_status st;
+    gq_code rc = gq_quota_parse_spec(obj, &q, err);
+    if (rc)
+        return rc;
+    rc = gq_quota_status_decode(gq_json_member(obj, "status"), GQ_STATUS_POLICY, &st, err);
+    if (rc) {
+        gq_quota_free(q);
+        return rc;
+    }
+    take_status(q, &st);
+    gq_quota_status_dispose(&st);
+    *out = q;
+    return GQ_OK;
 }
 
 /* --- limit ranges -------------------------------------------------------- */

@@ -1,12 +1,13 @@
 /* gpuquota custom resources (DESIGN.md §4): GPUQuota, GPUTenantQuota and
- * GPULimitRange of gpuquota.io/v1alpha1, parsed from json-c objects into plain
- * structs, plus the reservation records the validating webhook keeps in a
- * quota's status.
+ * GPULimitRange of gpuquota.io/v1alpha1, parsed from json-c objects into
+ * plain structs. A quota's status, and the reservation records the
+ * validating webhook keeps there, are typed in quota/status.h.
  *
- * Parsers are bounded (caps in quota/field.h) and report errors naming the field, e.g.
- * "spec.hard.gpu-memory: ...". Parsed structs own all their strings; free them
- * with the matching _free function. Nothing here allocates a json-c object
- * except the status helpers, which edit the caller's object in place. */
+ * Parsers are bounded (caps in quota/field.h) and report errors naming the
+ * field, e.g. "spec.hard.gpu-memory: ...". Parsed structs own all their
+ * strings; free them with the matching _free function. Nothing here
+ * allocates a json-c object except the status helpers, which edit the
+ * caller's object in place. */
 #ifndef GQ_CRD_H
 #define GQ_CRD_H
 
@@ -20,6 +21,7 @@
 #include "common/rfc3339.h" /* the times of reservations */
 #include "quota/amounts.h"
 #include "quota/field.h" /* the caps on lists and strings */
+#include "quota/status.h"
 
 #define GQ_API_GROUP "gpuquota.io"
 #define GQ_API_VERSION "gpuquota.io/v1alpha1"
@@ -57,40 +59,6 @@ typedef struct gq_label_selector {
 #define GQ_SCOPE_TERMINATING 1u
 #define GQ_SCOPE_NOT_TERMINATING 2u
 
-/* One admission's charge held in a quota's status until the controller has
- * counted the pod. The key is the pod's metadata.uid: kube-apiserver
- * assigns it (and the generated name) before validating admission, and the
- * controller finds the stored pod by it. JSON form:
- *   {"key": "...", "namespace": "ns", "pod": "name-or-generateName",
- *    "gpu-memory": "16Gi", "gpus": "0", "gpu-pods": "1",
- *    "expires": "2026-01-01T00:00:00Z"} */
-typedef struct gq_reservation {
-    char *key;
-    char *namespace_;
-    char *pod;
-    gq_amounts amounts; /* all three keys set */
-    int64_t expires;    /* Unix seconds */
-    char *model;        /* catalog model the pod is pinned to ("model" in JSON); NULL: none */
-    /* A ResourceClaim shared by pods ("claim": true): key is the claim's uid,
-     * pod its name, amounts its devices (gpu-pods 0); charged once per quota
-     * however many pods name it (docs/models-and-dra.md). counted
-     * ("counted": true, written by the controller only): status.used holds
-     * it, so it adds nothing to what is in use and never expires; it records
-     * that the quota charges the claim, and goes when no counted pod names
-     * it any more. */
-    bool claim;
-    bool counted;
-    /* A pod's reservation: the uids of the shared ResourceClaims the pod
-     * names ("claims" in JSON; at most GQ_RESERVATION_MAX_CLAIMS). While the
-     * controller keeps the reservation (its pod not seen yet) it keeps those
-     * claims charged, even when no counted pod names them any more. */
-    char **claims;
-    size_t n_claims;
-} gq_reservation;
-
-#define GQ_RESERVATION_MAX_CLAIMS 32
-#define GQ_RESERVATION_MAX_CLAIM_UID 128
-
 typedef enum gq_quota_kind {
     GQ_QUOTA_NAMESPACED = 0, /* GPUQuota */
     GQ_QUOTA_TENANT = 1,     /* GPUTenantQuota */
@@ -117,7 +85,9 @@ typedef enum gq_queue_strategy {
     GQ_QUEUE_STRICT = 1,      /* "StrictFIFO": the head of the line waits, nobody passes */
 } gq_queue_strategy;
 
-/* A GPUQuota or GPUTenantQuota, spec and the status fields policy needs. */
+/* A GPUQuota or GPUTenantQuota: its spec, and the fields of its status
+ * policy reads (used, models[].used, queued_pods, reservations), taken from
+ * the typed status (quota/status.h) as it was read. */
 typedef struct gq_quota {
     gq_quota_kind kind;
     char *name;
@@ -146,9 +116,21 @@ const gq_model_limit *gq_quota_model_limit(const gq_quota *q, const char *model)
 
 /* Parse a GPUQuota or GPUTenantQuota (chosen by `kind`; apiVersion must be
  * gpuquota.io/v1alpha1). A GPUQuota needs metadata.namespace; a tenant needs
- * spec.namespaces or spec.namespaceSelector. status is optional. obj is
- * borrowed. Caller owns *out (gq_quota_free). */
+ * spec.namespaces or spec.namespaceSelector. status is optional, decoded by
+ * gq_quota_status_decode (GQ_STATUS_POLICY: anything in what admissions
+ * count that does not decode fails). obj is borrowed. Caller owns *out
+ * (gq_quota_free). */
 gq_code gq_quota_parse(json_object *obj, gq_quota **out, gq_err *err) GQ_WUR;
+
+/* gq_quota_parse leaving the status out (used, reservations and the rest
+ * empty): what a writer of the status needs, which must not be stopped by
+ * a corrupt one. */
+gq_code gq_quota_parse_spec(json_object *obj, gq_quota **out, gq_err *err) GQ_WUR;
+
+/* Make q's status fields (used, the used of each model, queued_pods,
+ * reservations) those of st, copied; st is borrowed. GQ_ENOMEM leaves q as
+ * it was. */
+gq_code gq_quota_set_status(gq_quota *q, const gq_quota_status *st, gq_err *err) GQ_WUR;
 void gq_quota_free(gq_quota *q);
 
 typedef enum gq_limit_type {
@@ -181,15 +163,6 @@ gq_code gq_limit_range_parse(json_object *obj, gq_limit_range **out, gq_err *err
 void gq_limit_range_free(gq_limit_range *lr);
 
 /* --- reservations in a status object (json-c, edited in place) ----------- */
-
-/* Parse one reservation record; field names it in messages. Caller disposes
- * *out with gq_reservation_dispose. */
-gq_code gq_reservation_parse(json_object *obj, const char *field, gq_reservation *out,
-                             gq_err *err) GQ_WUR;
-void gq_reservation_dispose(gq_reservation *r);
-
-/* A new JSON object for r (caller owns it); NULL on allocation failure. */
-json_object *gq_reservation_to_json(const gq_reservation *r);
 
 /* Append r to status.reservations (creating the array) unless a reservation
  * with the same key is already there: then nothing changes and *added is

@@ -192,11 +192,6 @@ typedef struct gq_usage_pod {
     bool queued; /* waits behind the gate gpuquota.io/quota: counted as queued, not used */
 } gq_usage_pod;
 
-typedef struct gq_ns_usage {
-    char *namespace_;
-    gq_amounts used;
-} gq_ns_usage;
-
 /* Result of a recount. Caller-owned: gq_usage_init, then gq_usage_dispose. */
 typedef struct gq_usage {
     gq_amounts used;      /* keys of spec.hard only, like ResourceQuota status.used */
@@ -204,7 +199,7 @@ typedef struct gq_usage {
     size_t n_by_model;
     gq_amounts queued;   /* what queued pods would charge, keys of spec.hard only */
     int64_t queued_pods; /* queued pods the quota would charge */
-    gq_ns_usage *ns;     /* tenants: namespaces with a charging pod, sorted by name */
+    gq_named_usage *ns;  /* tenants: namespaces with a charging pod, sorted by name */
     size_t n_ns;
     /* The shared ResourceClaims counted in used, once each, sorted by uid:
      * counted claim records for status.reservations (claim and counted set,

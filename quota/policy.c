@@ -714,18 +714,18 @@ out:
     return rc;
 }
 
-json_object *gq_usage_by_model_to_json(const gq_quota *q, const gq_usage *u)
+gq_code gq_usage_to_status(const gq_quota *q, const gq_usage *u, gq_quota_status *st, gq_err *err)
 {
-    json_object *o = json_object_new_object();
-    for (size_t i = 0; o && i < q->n_models && i < u->n_by_model; i++) {
-        json_object *a = gq_amounts_to_json(&u->by_model[i]);
-        if (!a || json_object_object_add(o, q->models[i].name, a)) {
-            json_object_put(a);
-            json_object_put(o);
-            return NULL;
-        }
-    }
-    return o;
+    gq_named_usage m[GQ_CRD_MAX_QUOTA_MODELS];
+    size_t n = 0;
+    st->has_used = true;
+    st->used = u->used;
+    for (size_t i = 0; i < q->n_models && i < u->n_by_model && n < GQ_CRD_MAX_QUOTA_MODELS; i++)
+        m[n++] = (gq_named_usage){q->models[i].name, u->by_model[i]};
+    gq_code rc = q->n_models ? gq_quota_status_set_models(st, m, n, err) : GQ_OK;
+    if (!rc && q->kind == GQ_QUOTA_TENANT)
+        rc = gq_quota_status_set_namespaces(st, u->ns, u->n_ns, err);
+    return rc;
 }
 
 gq_code gq_model_choose(const gq_model_option *opts, size_t n, const gq_quota_snapshot *s,
@@ -765,35 +765,6 @@ out:
 const char *gq_pod_model(const gq_pod_cost *cost)
 {
     return cost->model && cost->model_pinned ? cost->model->name : NULL;
-}
-
-json_object *gq_usage_namespaces_to_json(const gq_usage *u)
-{
-    json_object *arr = json_object_new_array();
-    if (!arr)
-        return NULL;
-    for (size_t i = 0; i < u->n_ns; i++) {
-        json_object *o = json_object_new_object();
-        json_object *ns = json_object_new_string(u->ns[i].name);
-        json_object *used = gq_amounts_to_json(&u->ns[i].used);
-        if (!o || !ns || !used || json_object_object_add(o, "namespace", ns)) {
-            json_object_put(ns);
-            goto fail_item;
-        }
-        ns = NULL;
-        if (json_object_object_add(o, "used", used))
-            goto fail_item;
-        used = NULL;
-        if (json_object_array_add(arr, o))
-            goto fail_item;
-        continue;
-    fail_item:
-        json_object_put(used);
-        json_object_put(o);
-        json_object_put(arr);
-        return NULL;
-    }
-    return arr;
 }
 
 /* --- GPULimitRange -------------------------------------------------------------- */

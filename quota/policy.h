@@ -217,9 +217,11 @@ void gq_usage_dispose(gq_usage *u);
 gq_code gq_quota_recount(const gq_quota *q, const gq_usage_pod *pods, size_t n, gq_usage *out,
                          gq_err *err) GQ_WUR;
 
-/* status.usedByModel: {model: {...}} over q's spec.models (u from
- * gq_quota_recount(q)). Caller owns the object; NULL on allocation failure. */
-json_object *gq_usage_by_model_to_json(const gq_quota *q, const gq_usage *u);
+/* What the recount u of q (gq_quota_recount) says, into st: status.used,
+ * usedByModel over q's spec.models (when it has some) and, for a tenant,
+ * namespaces. The other members of st stay as they are. GQ_ENOMEM. */
+gq_code gq_usage_to_status(const gq_quota *q, const gq_usage *u, gq_quota_status *st,
+                           gq_err *err) GQ_WUR;
 
 /* --- a choice of models ------------------------------------------------------- */
 
@@ -239,10 +241,6 @@ typedef struct gq_model_option {
  * state (status and reservations) is the caller's snapshot. */
 gq_code gq_model_choose(const gq_model_option *opts, size_t n, const gq_quota_snapshot *s,
                         const gq_pod_facts *pod, size_t *chosen, gq_err *err) GQ_WUR;
-
-/* status.namespaces[] for a tenant: [{"namespace": ns, "used": {...}}].
- * Caller owns the array; NULL on allocation failure. */
-json_object *gq_usage_namespaces_to_json(const gq_usage *u);
 
 /* --- GPULimitRange ---------------------------------------------------------- */
 

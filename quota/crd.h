@@ -6,8 +6,7 @@
  * Parsers are bounded (caps in quota/field.h) and report errors naming the
  * field, e.g. "spec.hard.gpu-memory: ...". Parsed structs own all their
  * strings; free them with the matching _free function. Nothing here
- * allocates a json-c object except the status helpers, which edit the
- * caller's object in place. */
+ * allocates a json-c object. */
 #ifndef GQ_CRD_H
 #define GQ_CRD_H
 
@@ -161,30 +160,5 @@ typedef struct gq_limit_range {
  * type Container. obj is borrowed; caller owns *out (gq_limit_range_free). */
 gq_code gq_limit_range_parse(json_object *obj, gq_limit_range **out, gq_err *err) GQ_WUR;
 void gq_limit_range_free(gq_limit_range *lr);
-
-/* --- reservations in a status object (json-c, edited in place) ----------- */
-
-/* Append r to status.reservations (creating the array) unless a reservation
- * with the same key is already there: then nothing changes and *added is
- * false. GQ_ELIMIT when the array is full. status is a quota's "status"
- * object, owned by the caller. */
-gq_code gq_status_add_reservation(json_object *status, const gq_reservation *r, bool *added,
-                                  gq_err *err) GQ_WUR;
-
-/* Remove the reservation with key from status.reservations (a rollback of
- * what a charge added); true when one was there. A status without the
- * array, or with one of another shape, holds none. */
-bool gq_status_remove_reservation(json_object *status, const char *key);
-
-/* Remove reservations whose expiry is at or before now (counted claim
- * records never expire: the controller removes them). Records that cannot
- * be parsed are removed too (status is ours; a corrupt record must not pin
- * quota forever). *dropped (may be NULL) gets the count. */
-gq_code gq_status_drop_expired(json_object *status, int64_t now, size_t *dropped,
-                               gq_err *err) GQ_WUR;
-
-/* status.used plus every reservation still live at now (expires > now), per
- * key. Every key of *out is set. GQ_EINVAL for a malformed status. */
-gq_code gq_status_sum(json_object *status, int64_t now, gq_amounts *out, gq_err *err) GQ_WUR;
 
 #endif

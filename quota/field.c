@@ -58,6 +58,19 @@ gq_code gq_field_array(json_object *o, const char *field, size_t cap, size_t *n,
     return GQ_OK;
 }
 
+const char *gq_field_join(char *buf, size_t cap, const char *base, const char *name)
+{
+    size_t bl = strnlen(base, cap - 1), nl = 0;
+    memcpy(buf, base, bl);
+    if (bl + 1 < cap) {
+        buf[bl++] = '.';
+        nl = strnlen(name, cap - 1 - bl);
+        memcpy(buf + bl, name, nl);
+    }
+    buf[bl + nl] = '\0';
+    return buf;
+}
+
 void gq_strv_free(char **v, size_t n)
 {
     if (!v)

@@ -47,6 +47,11 @@ gq_code gq_field_array(json_object *o, const char *field, size_t cap, size_t *n,
 gq_code gq_field_dup_strings(json_object *arr, const char *field, size_t cap, char ***out,
                              size_t *n_out, gq_err *err) GQ_WUR;
 
+/* buf = "BASE.NAME" (cut to cap - 1 bytes; cap >= 1): the name of a member for a
+ * message, built without printf, since a parser names every member it
+ * reads and only a failing one is ever printed. Returns buf. */
+const char *gq_field_join(char *buf, size_t cap, const char *base, const char *name);
+
 /* Free v[0..n) and v; NULL is a no-op. */
 void gq_strv_free(char **v, size_t n);
 

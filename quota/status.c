@@ -96,16 +96,16 @@ static gq_code reservation_names(json_object *obj, const char *field, gq_reserva
                                  gq_err *err)
 {
     char f[192];
-    snprintf(f, sizeof(f), "%s.key", field);
+    gq_field_join(f, sizeof(f), field, "key");
     gq_code rc = gq_field_dup_string(gq_json_member(obj, "key"), f, &r->key, err);
     if (rc)
         return rc;
     if (!r->key[0])
         return gq_err_set(err, GQ_EINVAL, "%s: must not be empty", f);
-    snprintf(f, sizeof(f), "%s.namespace", field);
+    gq_field_join(f, sizeof(f), field, "namespace");
     if ((rc = gq_field_dup_string(gq_json_member(obj, "namespace"), f, &r->namespace_, err)))
         return rc;
-    snprintf(f, sizeof(f), "%s.pod", field);
+    gq_field_join(f, sizeof(f), field, "pod");
     return gq_field_dup_string(gq_json_member(obj, "pod"), f, &r->pod, err);
 }
 
@@ -114,7 +114,7 @@ static gq_code reservation_amounts(json_object *obj, const char *field, gq_amoun
 {
     char f[192];
     for (int k = 0; k < GQ_KEY_COUNT; k++) {
-        snprintf(f, sizeof(f), "%s.%s", field, gq_qkey_name((gq_qkey)k));
+        gq_field_join(f, sizeof(f), field, gq_qkey_name((gq_qkey)k));
         json_object *v = gq_json_member(obj, gq_qkey_name((gq_qkey)k));
         if (!v)
             return gq_err_set(err, GQ_EINVAL, "%s: required", f);
@@ -132,7 +132,7 @@ static gq_code reservation_expiry_model(json_object *obj, const char *field, gq_
 {
     char f[192];
     const char *exp;
-    snprintf(f, sizeof(f), "%s.expires", field);
+    gq_field_join(f, sizeof(f), field, "expires");
     gq_code rc = gq_field_string(gq_json_member(obj, "expires"), f, &exp, err);
     if (rc)
         return rc;
@@ -143,7 +143,7 @@ static gq_code reservation_expiry_model(json_object *obj, const char *field, gq_
     json_object *m = gq_json_member(obj, "model");
     if (!m)
         return GQ_OK;
-    snprintf(f, sizeof(f), "%s.model", field);
+    gq_field_join(f, sizeof(f), field, "model");
     if ((rc = gq_field_dup_string(m, f, &r->model, err)))
         return rc;
     if (!r->model[0] || strlen(r->model) > GQ_CRD_MAX_MODEL_NAME)
@@ -392,6 +392,24 @@ static void reservations_free(gq_reservation *v, size_t n)
     free(v);
 }
 
+/* f = "status.reservations[I]", without printf: one per record read. */
+static const char *record_field(char f[48], size_t i)
+{
+    static const char pre[] = "status.reservations[";
+    char d[24];
+    size_t n = 0, at = sizeof pre - 1;
+    do {
+        d[n++] = (char)('0' + i % 10);
+        i /= 10;
+    } while (i);
+    memcpy(f, pre, at);
+    while (n)
+        f[at++] = d[--n];
+    f[at++] = ']';
+    f[at] = '\0';
+    return f;
+}
+
 /* status.reservations: in GQ_STATUS_POLICY every record must decode;
  * else one that does not is dropped and counted. */
 static gq_code decode_records(json_object *arr, size_t n, gq_status_mode mode, gq_quota_status *st,
@@ -403,9 +421,8 @@ static gq_code decode_records(json_object *arr, size_t n, gq_status_mode mode, g
         return gq_err_oom(err);
     for (size_t i = 0; i < n; i++) {
         char f[48];
-        snprintf(f, sizeof f, "status.reservations[%zu]", i);
-        gq_code rc = gq_reservation_parse(json_object_array_get_idx(arr, i), f, &v[k],
-                                          mode == GQ_STATUS_POLICY ? err : NULL);
+        gq_code rc = gq_reservation_parse(json_object_array_get_idx(arr, i), record_field(f, i),
+                                          &v[k], mode == GQ_STATUS_POLICY ? err : NULL);
         if (rc && (rc == GQ_ENOMEM || mode == GQ_STATUS_POLICY)) {
             reservations_free(v, k);
             return rc == GQ_ENOMEM ? gq_err_oom(err) : rc;

@@ -11,16 +11,24 @@
 
 /* --- writing JSON --------------------------------------------------------- */
 
-/* Add v (owned; NULL: out of memory) to o as key; false when it cannot be. */
-static bool put(json_object *o, const char *key, json_object *v)
+/* Add v (owned; NULL: out of memory) to o as key with json-c's flags;
+ * false when it cannot be. */
+static bool put_as(json_object *o, const char *key, json_object *v, unsigned flags)
 {
     if (!v)
         return false;
-    if (json_object_object_add(o, key, v)) {
+    if (json_object_object_add_ex(o, key, v, flags)) {
         json_object_put(v);
         return false;
     }
     return true;
+}
+
+/* put_as for a literal key that o does not have yet: neither looked up
+ * nor copied (every object the encoder writes is new). */
+static bool put(json_object *o, const char *key, json_object *v)
+{
+    return put_as(o, key, v, JSON_C_OBJECT_ADD_KEY_IS_NEW | JSON_C_OBJECT_ADD_CONSTANT_KEY);
 }
 
 static bool put_str(json_object *o, const char *key, const char *val)
@@ -288,15 +296,20 @@ static void conditions_free(gq_condition *v, size_t n)
     free(v);
 }
 
+static void reservations_free(gq_reservation *v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        gq_reservation_dispose(&v[i]);
+    free(v);
+}
+
 void gq_quota_status_dispose(gq_quota_status *st)
 {
     if (!st)
         return;
     named_free(st->used_by_model, st->n_used_by_model);
     named_free(st->namespaces, st->n_namespaces);
-    for (size_t i = 0; i < st->n_reservations; i++)
-        gq_reservation_dispose(&st->reservations[i]);
-    free(st->reservations);
+    reservations_free(st->reservations, st->n_reservations);
     conditions_free(st->conditions, st->n_conditions);
     gq_quota_status_init(st);
 }
@@ -383,13 +396,6 @@ static gq_code decode_queued_pods(json_object *status, gq_quota_status *st, gq_e
     st->queued_pods = json_object_get_int64(qp);
     st->has_queued_pods = true;
     return GQ_OK;
-}
-
-static void reservations_free(gq_reservation *v, size_t n)
-{
-    for (size_t i = 0; v && i < n; i++)
-        gq_reservation_dispose(&v[i]);
-    free(v);
 }
 
 /* f = "status.reservations[I]", without printf: one per record read. */
@@ -650,7 +656,8 @@ static json_object *models_to_json(const gq_quota_status *st)
 {
     json_object *o = json_object_new_object();
     for (size_t i = 0; o && i < st->n_used_by_model; i++)
-        if (!put(o, st->used_by_model[i].name, gq_amounts_to_json(&st->used_by_model[i].used))) {
+        if (!put_as(o, st->used_by_model[i].name, gq_amounts_to_json(&st->used_by_model[i].used),
+                    0)) {
             json_object_put(o);
             return NULL;
         }

@@ -441,31 +441,28 @@ static long abandon_grace_ms(ctl_controller *c)
 static void find_abandoned(ctl_controller *c, const char *key, json_object *quota,
                            json_object **drop, long *recheck_ms)
 {
-    json_object *arr = gq_json_member(gq_json_member(quota, "status"), "reservations");
+    gq_quota_status st; /* corrupt records and members left out: the reconcile drops them */
     json_object *seen_now = json_object_new_object(), *old = NULL;
     int64_t now_ms = ctl_mono_us() / 1000;
     long grace = -1; /* read when an unseen reservation needs it */
     *drop = NULL;
     *recheck_ms = 0;
-    if (!seen_now)
+    if (!seen_now || gq_quota_status_decode(gq_json_member(quota, "status"), GQ_STATUS_SALVAGE, &st,
+                                            NULL) != GQ_OK) {
+        json_object_put(seen_now);
         return;
+    }
     pthread_mutex_lock(&c->mu);
     kstate *ks = ctl_ks_get(c, key, true);
     if (ks)
         old = json_object_get(ks->first_seen);
     pthread_mutex_unlock(&c->mu);
-    for (size_t i = 0;
-         arr && json_object_is_type(arr, json_type_array) && i < json_object_array_length(arr);
-         i++) {
-        gq_reservation r;
-        if (gq_reservation_parse(json_object_array_get_idx(arr, i), NULL, &r, NULL) != GQ_OK)
-            continue; /* corrupt: the reconcile drops it */
-        if (r.claim || ctl_podstore_has_uid(c->store, r.namespace_, r.key)) {
-            /* counted: the reconcile drops it; a shared claim's record names
-             * no pod: it goes when counted, or when it expires */
-            gq_reservation_dispose(&r);
+    for (size_t i = 0; i < st.n_reservations; i++) {
+        const gq_reservation r = st.reservations[i];
+        /* counted: the reconcile drops it; a shared claim's record names no
+         * pod: it goes when counted, or when it expires */
+        if (r.claim || ctl_podstore_has_uid(c->store, r.namespace_, r.key))
             continue;
-        }
         json_object *t = NULL;
         int64_t first =
             json_object_object_get_ex(old, r.key, &t) ? json_object_get_int64(t) : now_ms;
@@ -485,8 +482,8 @@ static void find_abandoned(ctl_controller *c, const char *key, json_object *quot
         }
         if (wait > 0 && (!*recheck_ms || wait < *recheck_ms))
             *recheck_ms = wait;
-        gq_reservation_dispose(&r);
     }
+    gq_quota_status_dispose(&st);
     json_object_put(old);
     pthread_mutex_lock(&c->mu);
     ks = ctl_ks_get(c, key, false);

@@ -34,7 +34,7 @@ typedef struct ctl_admitted {
     int64_t expires; /* of the records written (Unix seconds) */
 } ctl_admitted;
 
-/* Charge p in quota q by editing status (q's object's "status", the
+/* Charge p in quota q by adding to status (q's status, typed, the
  * caller's), as /validate charges an admission: p's reservation (keyed by
  * its uid) holds its own part, its charge less its shared claims, and
  * lists the claims' uids; each claim that q does not charge yet (a claim
@@ -43,7 +43,7 @@ typedef struct ctl_admitted {
  * pods naming one claim charge it once. Lapsed records are dropped from
  * status first. *added is set when a record was added (left alone
  * otherwise). GQ_ELIMIT when status.reservations is full. */
-gq_code ctl_ungate_charge(json_object *status, const gq_quota *q, const ctl_admitted *p,
+gq_code ctl_ungate_charge(gq_quota_status *status, const gq_quota *q, const ctl_admitted *p,
                           int64_t now, bool *added, gq_err *err) GQ_WUR;
 
 #endif

@@ -1,7 +1,10 @@
 /* The desired status of one quota: pure (time is a parameter, pods and the
  * "seen" oracle are inputs). Usage is recounted by gq_quota_recount, so the
- * controller and the webhook share one definition of what matches. */
+ * controller and the webhook share one definition of what matches. The
+ * current status is decoded once (GQ_STATUS_SALVAGE: a corrupt one never
+ * stops the repair), the desired one is built typed and encoded once. */
 #include "controller/ctl_int.h"
+#include "common/grow.h"
 #include "common/json_member.h"
 #include "quota/policy.h"
 
@@ -22,89 +25,81 @@ void ctl_result_dispose(ctl_result *r)
     ctl_result_init(r);
 }
 
-/* Add a reference to v (NULL: nothing) to obj as key; false when out of memory. */
-static bool add_ref(json_object *obj, const char *key, json_object *v)
+gq_code ctl_quota_parse_spec(json_object *quota, gq_quota **out, gq_err *err)
 {
-    if (!v || !json_object_object_add(obj, key, json_object_get(v)))
-        return true;
-    json_object_put(v);
-    return false;
+    if (!quota || !json_object_is_type(quota, json_type_object))
+        return gq_err_set(err, GQ_EINVAL, "quota must be an object");
+    return gq_quota_parse_spec(quota, out, err);
 }
 
-/* Parse quota's apiVersion, kind, metadata and spec with status in place of
- * its own (NULL: none), as admissions parse a quota. */
+/* Parse quota's spec with status in place of its own (NULL: none), as
+ * admissions parse a quota. */
 static gq_code parse_with_status(json_object *quota, json_object *status, gq_quota **out,
                                  gq_err *err)
 {
-    static const char *const keep[] = {"apiVersion", "kind", "metadata", "spec"};
-    if (!quota || !json_object_is_type(quota, json_type_object))
-        return gq_err_set(err, GQ_EINVAL, "quota must be an object");
-    json_object *shallow = json_object_new_object();
-    bool ok = shallow != NULL;
-    for (size_t i = 0; ok && i < sizeof(keep) / sizeof(keep[0]); i++)
-        ok = add_ref(shallow, keep[i], gq_json_member(quota, keep[i]));
-    ok = ok && add_ref(shallow, "status", status);
-    gq_code rc = ok ? gq_quota_parse(shallow, out, err) : gq_err_oom(err);
-    json_object_put(shallow);
-    return rc;
-}
-
-gq_code ctl_quota_parse_spec(json_object *quota, gq_quota **out, gq_err *err)
-{
-    return parse_with_status(quota, NULL, out, err);
-}
-
-static int add_owned(json_object *obj, const char *key, json_object *val)
-{
-    if (!val)
-        return -1;
-    if (json_object_object_add(obj, key, val)) {
-        json_object_put(val);
-        return -1;
+    gq_quota_status st;
+    gq_quota *q = NULL;
+    gq_code rc = ctl_quota_parse_spec(quota, &q, err);
+    if (!rc && !(rc = gq_quota_status_decode(status, GQ_STATUS_POLICY, &st, err))) {
+        rc = gq_quota_set_status(q, &st, err);
+        gq_quota_status_dispose(&st);
     }
-    return 0;
-}
-
-/* The current condition of this type in status, or NULL. */
-static json_object *find_condition(json_object *status, const char *type)
-{
-    json_object *conds = gq_json_member(status, "conditions");
-    if (!conds || !json_object_is_type(conds, json_type_array))
-        return NULL;
-    for (size_t i = 0; i < json_object_array_length(conds); i++) {
-        json_object *c = json_object_array_get_idx(conds, i);
-        const char *t = gq_json_get_string(c, "type");
-        if (t && !strcmp(t, type))
-            return c;
+    if (rc) {
+        gq_quota_free(q);
+        return rc;
     }
-    return NULL;
+    *out = q;
+    return GQ_OK;
 }
 
-/* metav1.Condition; lastTransitionTime moves only when status changes. */
-static json_object *condition(json_object *cur_status, const char *type, bool value,
+/* metav1.Condition; lastTransitionTime moves only when status changes. Its
+ * strings are borrowed (gq_quota_status_set_conditions copies them). */
+static gq_condition condition(const gq_quota_status *cur, const char *type, bool value,
                               const char *reason, const char *message, int64_t generation,
                               int64_t now)
 {
     const char *st = value ? "True" : "False";
-    json_object *old = find_condition(cur_status, type);
-    const char *old_st = gq_json_get_string(old, "status");
-    const char *old_ltt = gq_json_get_string(old, "lastTransitionTime");
-    char ltt[GQ_RFC3339_MAX];
-    if (old_st && old_ltt && !strcmp(old_st, st) && strlen(old_ltt) < sizeof(ltt))
-        memcpy(ltt, old_ltt, strlen(old_ltt) + 1);
-    else
-        gq_time_format_rfc3339(now, ltt);
-    json_object *c = json_object_new_object();
-    if (!c || add_owned(c, "type", json_object_new_string(type)) ||
-        add_owned(c, "status", json_object_new_string(st)) ||
-        add_owned(c, "observedGeneration", json_object_new_int64(generation)) ||
-        add_owned(c, "lastTransitionTime", json_object_new_string(ltt)) ||
-        add_owned(c, "reason", json_object_new_string(reason)) ||
-        add_owned(c, "message", json_object_new_string(message))) {
-        json_object_put(c);
-        return NULL;
-    }
-    return c;
+    const gq_condition *old = gq_quota_status_condition(cur, type);
+    bool keep = old && old->has_last_transition && !strcmp(old->status, st);
+    return (gq_condition){.type = (char *)type,
+                          .status = (char *)st,
+                          .has_observed_generation = true,
+                          .observed_generation = generation,
+                          .has_last_transition = true,
+                          .last_transition = keep ? old->last_transition : now,
+                          .reason = (char *)reason,
+                          .message = (char *)message};
+}
+
+/* --- the reservations kept ------------------------------------------------ */
+
+/* A shared claim that the reservation of a pod not seen yet names, and the
+ * latest expiry among such reservations. */
+typedef struct held_claim {
+    const char *uid; /* borrowed from the reservation */
+    int64_t expires;
+} held_claim;
+
+/* A record's key and where it is, to find the records that share a key. */
+typedef struct keyed {
+    const char *key;
+    size_t at;
+} keyed;
+
+/* Which reservations of the current status (live ones) stay. */
+typedef struct keep_pass {
+    gq_quota_status *cur;
+    const gq_usage *u;
+    const ctl_counted *in;
+    bool *keep;       /* per record of cur */
+    held_claim *held; /* sorted by uid, one per uid */
+    size_t n_held;
+    keyed *order; /* scratch, per record */
+} keep_pass;
+
+static int held_cmp(const void *a, const void *b)
+{
+    return strcmp(((const held_claim *)a)->uid, ((const held_claim *)b)->uid);
 }
 
 static int claim_key_cmp(const void *key, const void *elem)
@@ -112,213 +107,140 @@ static int claim_key_cmp(const void *key, const void *elem)
     return strcmp(key, ((const gq_reservation *)elem)->key);
 }
 
-/* Reservations to keep: live at now (gq_status_drop_expired also drops
- * corrupt records) and whose pod has not been seen; then the shared claims
- * the recount counted (u->claims) as counted claim records. A claim's
- * record from /validate gives way to the counted one once a counted pod
- * names the claim. A claim no counted pod names stays charged, as a live
- * record, while a kept pod reservation names it (its pod not seen yet),
- * until the latest of those expires; else a counted record goes (the claim
- * is freed) and an uncounted one lives until it expires. */
-/* The pods' reservations of copy (n records): drops[i] when the pod was
- * seen (usage counts it); held gets, for each shared claim an unseen pod's
- * reservation lists, the latest expiry among them (uid -> Unix s). */
-static gq_code claims_held_by_unseen(json_object *copy, ctl_seen_fn seen, void *ud, bool *drops,
-                                     json_object *held, gq_err *err)
+/* The pods' reservations: keep[i] unless the pod was seen (usage counts
+ * it); held gets, for each shared claim an unseen pod's reservation lists,
+ * the latest expiry among them. A claim's record is kept so far. */
+static gq_code claims_held_by_unseen(keep_pass *kp, gq_err *err)
 {
-    size_t n = json_object_array_length(copy);
-    for (size_t i = 0; i < n; i++) {
-        gq_reservation r;
-        if (gq_reservation_parse(json_object_array_get_idx(copy, i), NULL, &r, NULL) != GQ_OK) {
-            drops[i] = true; /* unreachable: drop_expired removed the unparsable */
+    const gq_quota_status *cur = kp->cur;
+    size_t n = 0, cap = 0;
+    for (size_t i = 0; i < cur->n_reservations; i++) {
+        const gq_reservation *r = &cur->reservations[i];
+        kp->keep[i] =
+            r->claim || !(kp->in->seen && kp->in->seen(kp->in->seen_ud, r->namespace_, r->key));
+        for (size_t k = 0; !r->claim && kp->keep[i] && k < r->n_claims; k++) {
+            held_claim *h = gq_grow(kp->held, &cap, n, sizeof(*h), 8);
+            if (!h)
+                return gq_err_oom(err);
+            kp->held = h;
+            h[n++] = (held_claim){r->claims[k], r->expires};
+        }
+    }
+    if (n)
+        qsort(kp->held, n, sizeof(*kp->held), held_cmp);
+    kp->n_held = 0;
+    for (size_t i = 0; i < n; i++) { /* one per uid, the latest expiry */
+        held_claim *last = kp->n_held ? &kp->held[kp->n_held - 1] : NULL;
+        if (last && !strcmp(last->uid, kp->held[i].uid)) {
+            if (kp->held[i].expires > last->expires)
+                last->expires = kp->held[i].expires;
             continue;
         }
-        if (!r.claim && !(drops[i] = seen && seen(ud, r.namespace_, r.key))) {
-            for (size_t k = 0; k < r.n_claims; k++) {
-                json_object *h = NULL;
-                if (json_object_object_get_ex(held, r.claims[k], &h) &&
-                    json_object_get_int64(h) >= r.expires)
-                    continue;
-                json_object *e = json_object_new_int64(r.expires);
-                if (!e || json_object_object_add(held, r.claims[k], e)) {
-                    json_object_put(e);
-                    gq_reservation_dispose(&r);
-                    return gq_err_oom(err);
-                }
-            }
-        }
-        gq_reservation_dispose(&r);
+        kp->held[kp->n_held++] = kp->held[i];
     }
     return GQ_OK;
 }
 
-/* What becomes of claim record r (item, its JSON): *drop when the recount
- * counts the claim (its counted record takes the place) or when it was
- * counted and no pod names it any more (freed); when only unseen pods
- * (held) name it, it stays live until the latest of their expiries (*exp,
- * written into item). */
-static gq_code keep_claim_record(json_object *item, const gq_reservation *r, const gq_usage *u,
-                                 json_object *held, bool *drop, int64_t *exp, gq_err *err)
+/* What becomes of claim record r: dropped when the recount counts the claim
+ * (its counted record takes the place) or when it was counted and no pod
+ * names it any more (freed); when only unseen pods name it, it stays, live
+ * (no longer counted) until the latest of their expiries. */
+static bool keep_claim_record(const keep_pass *kp, gq_reservation *r)
 {
-    json_object *h = NULL;
-    if (u->n_claims && bsearch(r->key, u->claims, u->n_claims, sizeof(*u->claims), claim_key_cmp)) {
-        *drop = true; /* the counted record below takes its place */
-        return GQ_OK;
-    }
-    if (!json_object_object_get_ex(held, r->key, &h)) {
-        *drop = r->counted; /* counted before, named by none now: freed */
-        return GQ_OK;
-    }
+    const gq_usage *u = kp->u;
+    if (u->n_claims && bsearch(r->key, u->claims, u->n_claims, sizeof(*u->claims), claim_key_cmp))
+        return false; /* the counted record takes its place */
+    const held_claim key = {r->key, 0};
+    const held_claim *h =
+        kp->n_held ? bsearch(&key, kp->held, kp->n_held, sizeof(key), held_cmp) : NULL;
+    if (!h)
+        return !r->counted; /* counted before, named by none now: freed */
     /* No counted pod names it, a pod not seen yet does: it stays charged
      * (live) as long as that pod's reservation. */
-    *exp = json_object_get_int64(h) > *exp ? json_object_get_int64(h) : *exp;
-    char t[GQ_RFC3339_MAX];
-    gq_time_format_rfc3339(*exp, t);
-    json_object *e = json_object_new_string(t);
-    if (!e || json_object_object_add(item, "expires", e)) {
-        json_object_put(e);
+    if (h->expires > r->expires)
+        r->expires = h->expires;
+    r->counted = false;
+    return true;
+}
+
+static int keyed_cmp(const void *a, const void *b)
+{
+    const keyed *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : (x->at > y->at) - (x->at < y->at);
+}
+
+/* A key that a record kept before has is dropped: status.reservations is an
+ * atomic list, so kube-apiserver does not keep keys unique; every writer
+ * adds a key at most once, and this repairs a status that has one twice
+ * anyway (until then both are charged: more, never less). */
+static void keep_keys_once(keep_pass *kp)
+{
+    size_t n = kp->cur->n_reservations;
+    for (size_t i = 0; i < n; i++)
+        kp->order[i] = (keyed){kp->cur->reservations[i].key, i};
+    qsort(kp->order, n, sizeof(*kp->order), keyed_cmp);
+    bool kept = false; /* a record of this key is kept */
+    for (size_t i = 0; i < n; i++) {
+        size_t at = kp->order[i].at;
+        if (i && strcmp(kp->order[i - 1].key, kp->order[i].key))
+            kept = false;
+        if (kp->keep[at] && kept)
+            kp->keep[at] = false;
+        kept = kept || kp->keep[at];
+    }
+}
+
+/* What stays of cur's live reservations (cur is changed to hold only
+ * them), and the earliest expiry among them (res->next_expiry). */
+static gq_code keep_live(keep_pass *kp, ctl_result *res, gq_err *err)
+{
+    gq_quota_status *cur = kp->cur;
+    size_t n = cur->n_reservations;
+    if (n && (!(kp->keep = calloc(n, sizeof(*kp->keep))) ||
+              !(kp->order = calloc(n, sizeof(*kp->order)))))
         return gq_err_oom(err);
-    }
-    json_object_object_del(item, "counted");
+    gq_code rc = claims_held_by_unseen(kp, err);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < n; i++)
+        if (kp->keep[i] && cur->reservations[i].claim)
+            kp->keep[i] = keep_claim_record(kp, &cur->reservations[i]);
+    keep_keys_once(kp);
+    gq_quota_status_keep(cur, kp->keep);
+    for (size_t i = 0; i < cur->n_reservations; i++)
+        if (!res->next_expiry || cur->reservations[i].expires < res->next_expiry)
+            res->next_expiry = cur->reservations[i].expires;
     return GQ_OK;
 }
 
-/* *copy = a copy of the reservations array arr without the lapsed records,
- * held in tmp (under "reservations"). */
-static gq_code live_copy(json_object *arr, int64_t now, json_object *tmp, json_object **copy,
-                         gq_err *err)
+/* Reservations to keep, into next: those of cur live at now and whose pod
+ * has not been seen; then the shared claims the recount counted (u->claims)
+ * as counted claim records. A claim's record from /validate gives way to
+ * the counted one once a counted pod names the claim. A claim no counted
+ * pod names stays charged, as a live record, while a kept pod reservation
+ * names it (its pod not seen yet), until the latest of those expires; else
+ * a counted record goes (the claim is freed) and an uncounted one lives
+ * until it expires. res gets how many were kept and dropped, and the
+ * earliest expiry kept. */
+static gq_code keep_reservations(gq_quota_status *cur, const gq_usage *u, const ctl_counted *in,
+                                 gq_quota_status *next, ctl_result *res, gq_err *err)
 {
-    json_object *c = NULL;
-    if (json_object_deep_copy(arr, &c, NULL) != 0 ||
-        json_object_object_add(tmp, "reservations", c)) {
-        json_object_put(c);
-        return gq_err_oom(err);
-    }
-    gq_code rc = gq_status_drop_expired(tmp, now, NULL, err);
-    if (!rc)
-        *copy = gq_json_member(tmp, "reservations");
-    return rc;
-}
-
-/* Append the counted record of every shared claim the recount counted. */
-static gq_code append_counted_claims(json_object *kept, const gq_usage *u, gq_err *err)
-{
-    for (size_t i = 0; i < u->n_claims; i++) {
-        json_object *c = gq_reservation_to_json(&u->claims[i]);
-        if (!c || json_object_array_add(kept, c)) {
-            json_object_put(c);
-            return gq_err_oom(err);
-        }
-    }
-    return GQ_OK;
-}
-
-/* Append to kept the records of copy that stay (drops[i]: its pod was seen)
- * and note the earliest expiry among them in res->next_expiry. A key that
- * a record already kept has is dropped: status.reservations is an atomic
- * list, so kube-apiserver does not keep keys unique; every writer adds a key
- * at most once, and this repairs a status that has one twice anyway (until
- * then both are charged: more, never less). keys is the set of keys kept. */
-/* The reservations kept so far: the claims held (uid -> latest expiry), the
- * keys kept, and the records. */
-typedef struct kept_set {
-    json_object *held, *keys, *kept;
-} kept_set;
-
-static gq_code keep_records(json_object *copy, const bool *drops, const gq_usage *u,
-                            const kept_set *ks, ctl_result *res, gq_err *err)
-{
-    json_object *held = ks->held, *keys = ks->keys, *kept = ks->kept;
-    gq_code rc;
-    for (size_t i = 0; i < json_object_array_length(copy); i++) {
-        json_object *item = json_object_array_get_idx(copy, i);
-        gq_reservation r;
-        if (drops[i] || gq_reservation_parse(item, NULL, &r, NULL) != GQ_OK)
-            continue;
-        if (json_object_object_get_ex(keys, r.key, NULL)) {
-            gq_reservation_dispose(&r);
-            continue;
-        }
-        bool drop = false;
-        int64_t exp = r.expires;
-        if (r.claim && (rc = keep_claim_record(item, &r, u, held, &drop, &exp, err))) {
-            gq_reservation_dispose(&r);
-            return rc;
-        }
-        if (!drop && json_object_object_add(keys, r.key, NULL)) {
-            gq_reservation_dispose(&r);
-            return gq_err_oom(err);
-        }
-        gq_reservation_dispose(&r);
-        if (drop)
-            continue;
-        if (json_object_array_add(kept, json_object_get(item))) {
-            json_object_put(item);
-            return gq_err_oom(err);
-        }
-        if (!res->next_expiry || exp < res->next_expiry)
-            res->next_expiry = exp;
-    }
-    return GQ_OK;
-}
-
-static gq_code keep_reservations(json_object *cur_status, const gq_usage *u, const ctl_counted *in,
-                                 json_object **out, ctl_result *res, gq_err *err)
-{
-    json_object *arr = gq_json_member(cur_status, "reservations");
-    json_object *tmp = NULL, *kept = NULL, *held = NULL, *keys = NULL;
-    bool *drops = NULL;
-    size_t total = 0;
-    gq_code rc = GQ_OK;
-    *out = NULL;
-    if (!arr && !u->n_claims)
-        return GQ_OK;
-    if (json_object_is_type(arr, json_type_array))
-        total = json_object_array_length(arr);
-    tmp = json_object_new_object();
-    kept = json_object_new_array();
-    if (!tmp || !kept) {
-        rc = gq_err_oom(err);
-        goto out;
-    }
-    if (!arr)
-        goto claims;
-    if (!json_object_is_type(arr, json_type_array)) { /* corrupt: nothing to keep */
-        res->dropped = 1;
-        goto claims;
-    }
-    json_object *copy = NULL;
-    rc = live_copy(arr, in->now, tmp, &copy, err);
+    keep_pass kp = {.cur = cur, .u = u, .in = in};
+    size_t total = cur->dropped + cur->n_reservations; /* as read, corrupt ones too */
+    gq_quota_status_drop_expired(cur, in->now);
+    gq_code rc = keep_live(&kp, res, err);
+    free(kp.keep);
+    free(kp.order);
+    free(kp.held);
     if (rc)
-        goto out;
-    size_t n = json_object_array_length(copy);
-    /* First the pods' reservations: which stay, and the shared claims those
-     * hold (uid -> latest expiry). */
-    if (n && (!(drops = calloc(n, sizeof(*drops))) || !(held = json_object_new_object()) ||
-              !(keys = json_object_new_object()))) {
-        rc = gq_err_oom(err);
-        goto out;
-    }
-    rc = claims_held_by_unseen(copy, in->seen, in->seen_ud, drops, held, err);
-    if (rc)
-        goto out;
-    rc = keep_records(copy, drops, u, &(kept_set){held, keys, kept}, res, err);
-    if (rc)
-        goto out;
-    res->kept = json_object_array_length(kept);
+        return rc;
+    res->kept = cur->n_reservations;
     res->dropped = total - res->kept;
-claims:
-    rc = append_counted_claims(kept, u, err);
-    if (rc)
-        goto out;
-    *out = kept;
-    kept = NULL;
-out:
-    free(drops);
-    json_object_put(held);
-    json_object_put(keys);
-    json_object_put(kept);
-    json_object_put(tmp);
+    gq_quota_status_take_reservations(next, cur);
+    for (size_t i = 0; i < u->n_claims && !rc; i++)
+        rc = gq_quota_status_add_reservation(next, &u->claims[i], NULL, err);
+    next->has_reservations = next->n_reservations > 0;
     return rc;
 }
 
@@ -352,56 +274,56 @@ static bool exceeded_message(const gq_quota *q, const gq_usage *u, char *buf, si
     return any;
 }
 
-/* status.conditions for result r of q: Ready True, and Exceeded as r says
- * (lastTransitionTime kept from cur unless a condition's status changes).
- * NULL when out of memory. */
-static json_object *status_conditions(json_object *cur, const gq_quota *q, const ctl_result *r,
-                                      int64_t now)
+/* status.conditions of next for result r of q: Ready True, and Exceeded as
+ * r says (lastTransitionTime kept from cur unless a condition's status
+ * changes). */
+static gq_code status_conditions(const gq_quota_status *cur, const gq_quota *q, const ctl_result *r,
+                                 int64_t now, gq_quota_status *next, gq_err *err)
 {
-    json_object *conds = json_object_new_array();
-    json_object *c_ready = condition(cur, CTL_COND_READY, true, "Reconciled",
-                                     "usage recounted from pods", q->generation, now);
-    json_object *c_ex =
+    gq_condition c[2] = {
+        condition(cur, CTL_COND_READY, true, "Reconciled", "usage recounted from pods",
+                  q->generation, now),
         condition(cur, CTL_COND_EXCEEDED, r->exceeded, r->exceeded ? "Exceeded" : "WithinLimits",
-                  r->message, q->generation, now);
-    if (!conds || !c_ready || !c_ex || json_object_array_add(conds, c_ready)) {
-        json_object_put(c_ready);
-        json_object_put(c_ex);
-        json_object_put(conds);
-        return NULL;
-    }
-    if (json_object_array_add(conds, c_ex)) {
-        json_object_put(c_ex);
-        json_object_put(conds);
-        return NULL;
-    }
-    return conds;
+                  r->message, q->generation, now),
+    };
+    return gq_quota_status_set_conditions(next, c, 2, err);
 }
 
-/* The status of q from its recount u: hard and used (by model, by
- * namespace), the queue when shown, the kept reservations (res_arr, NULL:
- * none) and conds; res_arr and conds are borrowed. NULL when out of
- * memory. */
-static json_object *status_of(const gq_quota *q, const gq_usage *u, json_object *res_arr,
-                              json_object *conds)
+/* The status of q from its recount u, into next: hard and used (by model,
+ * by namespace), the queue when shown, observedGeneration. */
+static gq_code status_of(const gq_quota *q, const gq_usage *u, gq_quota_status *next, gq_err *err)
 {
     /* Quotas that never queue keep the status they always had. */
     bool show_queue = q->when_exceeded == GQ_WHEN_QUEUE || u->queued_pods > 0;
-    json_object *st = json_object_new_object();
-    if (!st || add_owned(st, "hard", gq_amounts_to_json(&q->hard)) ||
-        add_owned(st, "used", gq_amounts_to_json(&u->used)) ||
-        (q->n_models && add_owned(st, "usedByModel", gq_usage_by_model_to_json(q, u))) ||
-        (q->kind == GQ_QUOTA_TENANT &&
-         add_owned(st, "namespaces", gq_usage_namespaces_to_json(u))) ||
-        (show_queue && add_owned(st, "queued", gq_amounts_to_json(&u->queued))) ||
-        (show_queue && add_owned(st, "queuedPods", json_object_new_int64(u->queued_pods))) ||
-        (res_arr && add_owned(st, "reservations", json_object_get(res_arr))) ||
-        add_owned(st, "observedGeneration", json_object_new_int64(q->generation)) ||
-        add_owned(st, "conditions", json_object_get(conds))) {
-        json_object_put(st);
-        return NULL;
-    }
-    return st;
+    next->has_hard = true;
+    next->hard = q->hard;
+    next->has_queued = next->has_queued_pods = show_queue;
+    next->queued = u->queued;
+    next->queued_pods = u->queued_pods;
+    next->has_observed_generation = true;
+    next->observed_generation = q->generation;
+    return gq_usage_to_status(q, u, next, err);
+}
+
+/* The desired status of q from the decoded current one (cur, changed) and
+ * its recount u: into r (status, encoded, and what it says). */
+static gq_code desired_status(const gq_quota *q, gq_quota_status *cur, const gq_usage *u,
+                              const ctl_counted *in, ctl_result *r, gq_err *err)
+{
+    gq_quota_status next;
+    gq_quota_status_init(&next);
+    gq_code rc = keep_reservations(cur, u, in, &next, r, err);
+    r->used = u->used;
+    r->hard = q->hard;
+    r->queued_pods = u->queued_pods;
+    r->exceeded = exceeded_message(q, u, r->message, sizeof(r->message));
+    const gq_condition *old_ex = gq_quota_status_condition(cur, CTL_COND_EXCEEDED);
+    r->became_exceeded = r->exceeded && !(old_ex && !strcmp(old_ex->status, "True"));
+    if (!rc && !(rc = status_conditions(cur, q, r, in->now, &next, err)) &&
+        !(rc = status_of(q, u, &next, err)) && !(r->status = gq_quota_status_encode(&next)))
+        rc = gq_err_oom(err);
+    gq_quota_status_dispose(&next);
+    return rc;
 }
 
 /* ctl_reconcile with the spec already parsed (q from ctl_quota_parse_spec of
@@ -409,50 +331,24 @@ static json_object *status_of(const gq_quota *q, const gq_usage *u, json_object 
 static gq_code reconcile_parsed(const gq_quota *q, json_object *quota, const ctl_counted *in,
                                 ctl_result *out, gq_err *err)
 {
-    int64_t now = in->now;
-    gq_code rc;
     gq_usage u;
     ctl_result r;
-    json_object *cur = gq_json_member(quota, "status"), *kept = NULL;
+    gq_quota_status cur;
+    json_object *cur_json = gq_json_member(quota, "status");
     gq_usage_init(&u);
     ctl_result_init(&r);
-    rc = gq_quota_recount(q, in->pods, in->n, &u, err);
+    gq_code rc = gq_quota_status_decode(cur_json, GQ_STATUS_SALVAGE, &cur, err);
     if (rc)
         goto out;
-    rc = keep_reservations(cur, &u, in, &kept, &r, err);
-    if (rc)
-        goto out;
-    r.used = u.used;
-    r.hard = q->hard;
-    r.exceeded = exceeded_message(q, &u, r.message, sizeof(r.message));
-    json_object *old_ex = find_condition(cur, CTL_COND_EXCEEDED);
-    const char *old_ex_st = gq_json_get_string(old_ex, "status");
-    r.became_exceeded = r.exceeded && !(old_ex_st && !strcmp(old_ex_st, "True"));
-
-    json_object *conds = status_conditions(cur, q, &r, now);
-    if (!conds) {
-        rc = gq_err_oom(err);
-        goto out;
+    if (!(rc = gq_quota_recount(q, in->pods, in->n, &u, err)) &&
+        !(rc = desired_status(q, &cur, &u, in, &r, err))) {
+        r.changed = !json_object_equal(r.status, cur_json);
+        ctl_result_dispose(out);
+        *out = r;
+        ctl_result_init(&r);
     }
-    json_object *res_arr = NULL;
-    if (kept && json_object_array_length(kept)) {
-        res_arr = kept;
-        kept = NULL;
-    }
-    r.queued_pods = u.queued_pods;
-    r.status = status_of(q, &u, res_arr, conds);
-    json_object_put(res_arr); /* the status holds them now */
-    json_object_put(conds);
-    if (!r.status) {
-        rc = gq_err_oom(err);
-        goto out;
-    }
-    r.changed = !json_object_equal(r.status, cur);
-    ctl_result_dispose(out);
-    *out = r;
-    ctl_result_init(&r);
+    gq_quota_status_dispose(&cur);
 out:
-    json_object_put(kept);
     ctl_result_dispose(&r);
     gq_usage_dispose(&u);
     return rc;
@@ -460,89 +356,66 @@ out:
 
 /* The reservations an invalid quota's status still holds: how many, and
  * when the first uncounted one lapses; an emptied list goes. */
-static void note_reservations(json_object *st, ctl_result *r)
+static void note_reservations(gq_quota_status *st, ctl_result *r)
 {
-    json_object *res = gq_json_member(st, "reservations");
-    for (size_t i = 0; res && i < json_object_array_length(res); i++) {
-        gq_reservation one;
-        if (gq_reservation_parse(json_object_array_get_idx(res, i), NULL, &one, NULL) != GQ_OK)
-            continue;
-        if (!one.counted && (!r->next_expiry || one.expires < r->next_expiry))
-            r->next_expiry = one.expires;
-        gq_reservation_dispose(&one);
+    for (size_t i = 0; i < st->n_reservations; i++) {
+        const gq_reservation *one = &st->reservations[i];
+        if (!one->counted && (!r->next_expiry || one->expires < r->next_expiry))
+            r->next_expiry = one->expires;
     }
-    r->kept = res ? json_object_array_length(res) : 0;
-    if (res && !r->kept)
-        json_object_object_del(st, "reservations");
+    r->kept = st->n_reservations;
+    if (!r->kept)
+        st->has_reservations = false;
 }
 
-/* status.conditions of an invalid quota: Ready False with the reason, and
- * Exceeded as last computed. NULL when out of memory. */
-static json_object *invalid_conditions(json_object *cur, const char *why, int64_t generation,
-                                       int64_t now)
+/* The status of an invalid quota, from its current one st: Ready False with
+ * the reason, Exceeded as last computed, observedGeneration generation. */
+static gq_code invalid_status(gq_quota_status *st, const char *why, int64_t generation, int64_t now,
+                              gq_err *err)
 {
-    json_object *conds = json_object_new_array();
-    json_object *ready =
-        condition(cur, CTL_COND_READY, false, CTL_REASON_INVALID, why, generation, now);
-    if (!conds || !ready || json_object_array_add(conds, ready)) {
-        json_object_put(ready);
-        json_object_put(conds);
-        return NULL;
-    }
-    json_object *ex = find_condition(cur, CTL_COND_EXCEEDED);
-    if (ex && json_object_array_add(conds, json_object_get(ex))) {
-        json_object_put(ex);
-        json_object_put(conds);
-        return NULL;
-    }
-    return conds;
+    gq_condition c[2] = {
+        condition(st, CTL_COND_READY, false, CTL_REASON_INVALID, why, generation, now)};
+    const gq_condition *ex = gq_quota_status_condition(st, CTL_COND_EXCEEDED);
+    if (ex)
+        c[1] = *ex;
+    st->has_observed_generation = true;
+    st->observed_generation = generation;
+    return gq_quota_status_set_conditions(st, c, ex ? 2 : 1, err);
 }
 
 gq_code ctl_reconcile_invalid(json_object *quota, const char *why, int64_t now, ctl_result *out,
                               gq_err *err)
 {
     ctl_result r;
-    json_object *cur = gq_json_member(quota, "status"), *st = NULL;
+    gq_quota_status st;
+    json_object *cur = gq_json_member(quota, "status");
     json_object *gen = gq_json_member(gq_json_member(quota, "metadata"), "generation");
     int64_t generation =
         gen && json_object_is_type(gen, json_type_int) ? json_object_get_int64(gen) : 0;
     ctl_result_init(&r);
-    if (cur && json_object_is_type(cur, json_type_object)) {
-        if (json_object_deep_copy(cur, &st, NULL) != 0)
-            goto oom;
-    } else if (!(st = json_object_new_object())) {
-        goto oom;
-    }
     /* Without a valid spec nothing can be recounted: used, hard and the
      * Exceeded condition stay as last computed; lapsed reservations go. */
-    size_t dropped = 0;
-    gq_code rc = gq_status_drop_expired(st, now, &dropped, err);
-    if (rc) {
-        json_object_put(st);
+    gq_code rc = gq_quota_status_decode(cur, GQ_STATUS_SALVAGE, &st, err);
+    if (rc)
         return rc;
-    }
-    note_reservations(st, &r);
-    r.dropped = dropped;
+    r.dropped = st.dropped + gq_quota_status_drop_expired(&st, now);
+    note_reservations(&st, &r);
     snprintf(r.message, sizeof(r.message), "%s", why);
-    json_object *old_ready = find_condition(cur, CTL_COND_READY);
-    const char *old_reason = gq_json_get_string(old_ready, "reason");
-    const char *old_msg = gq_json_get_string(old_ready, "message");
+    const gq_condition *old_ready = gq_quota_status_condition(&st, CTL_COND_READY);
     r.invalid = true;
-    r.became_invalid = !(old_reason && !strcmp(old_reason, CTL_REASON_INVALID) && old_msg &&
-                         !strcmp(old_msg, r.message));
-    json_object *conds = invalid_conditions(cur, r.message, generation, now);
-    if (!conds || add_owned(st, "conditions", conds) ||
-        add_owned(st, "observedGeneration", json_object_new_int64(generation))) {
-        json_object_put(st);
-        goto oom;
-    }
-    r.status = st;
-    r.changed = !json_object_equal(st, cur);
+    r.became_invalid =
+        !(old_ready && old_ready->reason && !strcmp(old_ready->reason, CTL_REASON_INVALID) &&
+          old_ready->message && !strcmp(old_ready->message, r.message));
+    if (!(rc = invalid_status(&st, r.message, generation, now, err)) &&
+        !(r.status = gq_quota_status_encode(&st)))
+        rc = gq_err_oom(err);
+    gq_quota_status_dispose(&st);
+    if (rc)
+        return rc;
+    r.changed = !json_object_equal(r.status, cur);
     ctl_result_dispose(out);
     *out = r;
     return GQ_OK;
-oom:
-    return gq_err_oom(err);
 }
 
 gq_code ctl_reconcile(json_object *quota, const ctl_counted *in, ctl_result *out, gq_err *err)

@@ -25,7 +25,9 @@ void ctl_ungate_kick(ctl_controller *c)
 
 /* One quota governing queued pods, read fresh for the pass. */
 typedef struct aquota {
-    json_object *obj; /* as read (GET), status edited in place before the write */
+    json_object *obj;   /* as read (GET); its status becomes st's at the write */
+    gq_quota_status st; /* obj's status with the pass's charges, once decoded */
+    bool decoded;       /* st holds obj's status */
     gq_quota *q;
     char key[KEY_MAX];
     char path[700];
@@ -200,6 +202,7 @@ static void aquotas_free(aquota *v, size_t n)
 {
     for (size_t i = 0; v && i < n; i++) {
         json_object_put(v[i].obj);
+        gq_quota_status_dispose(&v[i].st);
         gq_quota_free(v[i].q);
     }
     free(v);
@@ -548,6 +551,17 @@ static void take_choice(admit_pass *a, size_t i)
     p->pin = p->model_of[at];
 }
 
+/* aq's status, typed: decoded from the object read at its first charge
+ * (GQ_STATUS_CHARGE, as /validate reads one it charges). */
+static gq_quota_status *status_to_charge(aquota *aq, gq_err *err)
+{
+    if (!aq->decoded && gq_quota_status_decode(gq_json_member(aq->obj, "status"), GQ_STATUS_CHARGE,
+                                               &aq->st, err) != GQ_OK)
+        return NULL;
+    aq->decoded = true;
+    return &aq->st;
+}
+
 /* Evaluate: every admitted pod's charges into the statuses of the quotas
  * it has not paid yet (ctl_ungate_charge), marking them to write. */
 static pass_step charge_admitted(admit_pass *a)
@@ -564,12 +578,8 @@ static pass_step charge_admitted(admit_pass *a)
             if (a->ents[i].paid[m])
                 continue;
             aquota *aq = &a->qs[a->ents[i].quotas[m]];
-            json_object *st = gq_json_member(aq->obj, "status");
-            if (!st || !json_object_is_type(st, json_type_object)) {
-                st = json_object_new_object();
-                json_object_object_add(aq->obj, "status", st);
-            }
-            if (ctl_ungate_charge(st, aq->q, &ad, a->now, &aq->dirty, &a->err) != GQ_OK) {
+            gq_quota_status *st = status_to_charge(aq, &a->err);
+            if (!st || ctl_ungate_charge(st, aq->q, &ad, a->now, &aq->dirty, &a->err) != GQ_OK) {
                 GQ_WARN("queue: %s: %s", aq->path, a->err.msg);
                 return STEP_FAILED;
             }
@@ -586,6 +596,12 @@ static pass_step write_charges(admit_pass *a)
     for (size_t j = 0; j < a->nq; j++) {
         if (!a->qs[j].dirty)
             continue;
+        json_object *st = gq_quota_status_encode(&a->qs[j].st);
+        if (!st || json_object_object_add(a->qs[j].obj, "status", st)) {
+            json_object_put(st);
+            GQ_WARN("queue: charging %s: out of memory", a->qs[j].path);
+            return STEP_FAILED;
+        }
         gq_code rc =
             c->o.api->update_status(c->o.api->ctx, a->qs[j].path, a->qs[j].obj, NULL, &a->err);
         if (rc == GQ_ECONFLICT)

@@ -1,12 +1,10 @@
 /* What the queue admitter charges a quota for a queued pod it admits: the
  * pod's reservation and, once per quota, the shared ResourceClaims it names,
  * by the rule /validate charges them (gq_claims_once; docs/models-and-dra.md,
- * "DRA claims"). Pure: quotas and statuses are the caller's objects. */
+ * "DRA claims"). Pure: quotas and their typed statuses are the caller's. */
 #include "controller/ctl_int.h"
 
 #include <string.h>
-
-#include "common/json_member.h"
 
 bool ctl_quota_charges_claim(const gq_quota *q, const char *uid, int64_t now)
 {
@@ -35,24 +33,17 @@ void ctl_plan_charge(const gq_amounts *charge, const gq_shared_claim *claims, si
 
 /* Whether status holds a claim record keyed uid: one an earlier admission
  * of this pass added. */
-static bool status_has_claim(json_object *status, const char *uid)
+static bool status_has_claim(const gq_quota_status *status, const char *uid)
 {
-    json_object *arr = gq_json_member(status, "reservations");
-    if (!arr || !json_object_is_type(arr, json_type_array))
-        return false;
-    for (size_t i = 0; i < json_object_array_length(arr); i++) {
-        json_object *r = json_object_array_get_idx(arr, i);
-        json_object *claim = gq_json_member(r, "claim");
-        const char *key = gq_json_get_string(r, "key");
-        if (claim && json_object_get_boolean(claim) && key && !strcmp(key, uid))
+    for (size_t i = 0; i < status->n_reservations; i++)
+        if (status->reservations[i].claim && !strcmp(status->reservations[i].key, uid))
             return true;
-    }
     return false;
 }
 
 typedef struct claim_seen {
     const gq_quota *q;
-    json_object *status;
+    const gq_quota_status *status;
     int64_t now;
 } claim_seen;
 
@@ -63,16 +54,17 @@ static bool claim_charged(void *ud, const char *uid)
 }
 
 /* Append r to status; *added when it was not there. */
-static gq_code add_record(json_object *status, const gq_reservation *r, bool *added, gq_err *err)
+static gq_code add_record(gq_quota_status *status, const gq_reservation *r, bool *added,
+                          gq_err *err)
 {
     bool now_added = false;
-    gq_code rc = gq_status_add_reservation(status, r, &now_added, err);
+    gq_code rc = gq_quota_status_add_reservation(status, r, &now_added, err);
     if (!rc && now_added)
         *added = true;
     return rc;
 }
 
-gq_code ctl_ungate_charge(json_object *status, const gq_quota *q, const ctl_admitted *p,
+gq_code ctl_ungate_charge(gq_quota_status *status, const gq_quota *q, const ctl_admitted *p,
                           int64_t now, bool *added, gq_err *err)
 {
     size_t n = p->n_claims < GQ_POD_MAX_CLAIMS ? p->n_claims : GQ_POD_MAX_CLAIMS;
@@ -93,9 +85,8 @@ gq_code ctl_ungate_charge(json_object *status, const gq_quota *q, const ctl_admi
         refs[k] = (gq_claim_ref){&p->claims[k], k};
     }
     /* A lapsed record keyed like a new one would keep the new one out. */
-    gq_code rc = gq_status_drop_expired(status, now, NULL, err);
-    if (!rc)
-        rc = add_record(status, &r, added, err);
+    gq_quota_status_drop_expired(status, now);
+    gq_code rc = add_record(status, &r, added, err);
     if (rc)
         return rc;
     claim_seen cs = {q, status, now};

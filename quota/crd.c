@@ -1,84 +1,19 @@
-/* gpuquota custom resources: bounded parsers and reservation helpers. */
+/* gpuquota custom resources: bounded parsers. */
 #include "quota/crd.h"
 #include "common/json_member.h"
+#include "quota/field.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const qkey_names[GQ_KEY_COUNT] = {
-    [GQ_KEY_GPU_MEMORY] = "gpu-memory",
-    [GQ_KEY_GPU_PODS] = "gpu-pods",
-    [GQ_KEY_GPUS] = "gpus",
-};
-
-#define ALL_KEYS ((1u << GQ_KEY_COUNT) - 1u)
-
-const char *gq_qkey_name(gq_qkey k)
-{
-    if ((unsigned)k >= GQ_KEY_COUNT)
-        return NULL;
-    return qkey_names[k];
-}
-
-static int qkey_lookup(const char *name)
-{
-    for (int k = 0; k < GQ_KEY_COUNT; k++)
-        if (strcmp(name, qkey_names[k]) == 0)
-            return k;
-    return -1;
-}
-
-/* Memory values we compute ourselves print in binary SI, like the charge. */
-static void amounts_clear(gq_amounts *a)
-{
-    memset(a, 0, sizeof(*a));
-    a->fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
-}
-
-/* --- small bounded json-c accessors ---------------------------------- */
-
-static const char *type_name(json_object *o)
-{
-    return o ? json_type_to_name(json_object_get_type(o)) : "null";
-}
-
-/* Borrowed string value of o (which must be a JSON string of at most
- * GQ_CRD_MAX_STRING bytes and no NUL bytes). */
-static gq_code as_str(json_object *o, const char *field, const char **out, gq_err *err)
-{
-    if (!o || !json_object_is_type(o, json_type_string))
-        return gq_err_set(err, GQ_EINVAL, "%s: must be a string, got %s", field, type_name(o));
-    size_t len = (size_t)json_object_get_string_len(o);
-    const char *s = json_object_get_string(o);
-    if (len > GQ_CRD_MAX_STRING)
-        return gq_err_set(err, GQ_ELIMIT, "%s: longer than %d bytes", field, GQ_CRD_MAX_STRING);
-    if (strlen(s) != len)
-        return gq_err_set(err, GQ_EINVAL, "%s: must not contain NUL bytes", field);
-    *out = s;
-    return GQ_OK;
-}
-
-static gq_code dup_str(json_object *o, const char *field, char **out, gq_err *err)
-{
-    const char *s = NULL;
-    gq_code rc = as_str(o, field, &s, err);
-    if (rc)
-        return rc;
-    char *d = strdup(s);
-    if (!d)
-        return gq_err_set(err, GQ_ENOMEM, "%s: out of memory", field);
-    *out = d;
-    return GQ_OK;
-}
-
 /* The index of o's value among names[0..n), which it must equal exactly. */
 static gq_code parse_enum(json_object *o, const char *field, const char *const *names, size_t n,
                           size_t *out, gq_err *err)
 {
     const char *s = NULL;
-    gq_code rc = as_str(o, field, &s, err);
+    gq_code rc = gq_field_string(o, field, &s, err);
     if (rc)
         return rc;
     for (size_t i = 0; i < n; i++)
@@ -90,175 +25,12 @@ static gq_code parse_enum(json_object *o, const char *field, const char *const *
                       names[0], n > 1 ? names[1] : names[0]);
 }
 
-static gq_code as_obj(json_object *o, const char *field, gq_err *err)
-{
-    if (!o || !json_object_is_type(o, json_type_object))
-        return gq_err_set(err, GQ_EINVAL, "%s: must be an object, got %s", field, type_name(o));
-    return GQ_OK;
-}
-
-static gq_code as_array(json_object *o, const char *field, size_t cap, size_t *n, gq_err *err)
-{
-    if (!o || !json_object_is_type(o, json_type_array))
-        return gq_err_set(err, GQ_EINVAL, "%s: must be an array, got %s", field, type_name(o));
-    size_t len = json_object_array_length(o);
-    if (len > cap)
-        return gq_err_set(err, GQ_ELIMIT, "%s: more than %zu items", field, cap);
-    *n = len;
-    return GQ_OK;
-}
-
-static void free_strv(char **v, size_t n)
-{
-    if (!v)
-        return;
-    for (size_t i = 0; i < n; i++)
-        free(v[i]);
-    free(v);
-}
-
-/* Array of strings; an empty array yields NULL, 0. */
-static gq_code dup_strv(json_object *arr, const char *field, size_t cap, char ***out, size_t *n_out,
-                        gq_err *err)
-{
-    size_t n = 0;
-    gq_code rc = as_array(arr, field, cap, &n, err);
-    if (rc)
-        return rc;
-    char **v = n ? calloc(n, sizeof(*v)) : NULL;
-    if (n && !v)
-        return gq_err_set(err, GQ_ENOMEM, "%s: out of memory", field);
-    for (size_t i = 0; i < n; i++) {
-        char f[128];
-        snprintf(f, sizeof(f), "%s[%zu]", field, i);
-        rc = dup_str(json_object_array_get_idx(arr, i), f, &v[i], err);
-        if (rc) {
-            free_strv(v, i);
-            return rc;
-        }
-    }
-    *out = v;
-    *n_out = n;
-    return GQ_OK;
-}
-
-/* --- amounts ----------------------------------------------------------- */
-
-static gq_code parse_amount(json_object *val, const char *field, int64_t *out, gq_qformat *fmt,
-                            gq_err *err)
-{
-    gq_quantity q;
-    gq_code rc;
-    char shown[72]; /* the value as written, for messages that name it */
-    if (json_object_is_type(val, json_type_int)) {
-        int64_t i = json_object_get_int64(val);
-        q = gq_quantity_from_int64(i, GQ_QFMT_DECIMAL_SI);
-        snprintf(shown, sizeof shown, "%" PRId64, i);
-    } else if (json_object_is_type(val, json_type_string)) {
-        const char *s = NULL;
-        rc = as_str(val, field, &s, err);
-        if (rc)
-            return rc;
-        snprintf(shown, sizeof shown, "%.64s", s);
-        rc = gq_quantity_parse(s, strlen(s), &q, err);
-        if (rc) {
-            gq_err_prefix(err, "%s", field);
-            return rc;
-        }
-    } else {
-        return gq_err_set(err, GQ_EINVAL, "%s: must be a quantity string or an integer, got %s",
-                          field, type_name(val));
-    }
-    if (gq_quantity_is_negative(&q))
-        return gq_err_set(err, GQ_EINVAL,
-                          "%s: invalid value \"%s\": must be greater than or equal to 0", field,
-                          shown);
-    if (!gq_quantity_is_integer(&q))
-        return gq_err_set(err, GQ_EINVAL, "%s: invalid value \"%s\": must be a whole number", field,
-                          shown);
-    int64_t v;
-    rc = gq_quantity_to_int64_ceil(&q, &v);
-    if (rc)
-        return gq_err_set(err, rc, "%s: value out of range", field);
-    *out = v;
-    *fmt = q.format;
-    return GQ_OK;
-}
-
-static gq_code amounts_parse_keys(json_object *obj, const char *field, unsigned allowed,
-                                  gq_amounts *out, gq_err *err)
-{
-    gq_code rc = as_obj(obj, field, err);
-    if (rc)
-        return rc;
-    gq_amounts a;
-    amounts_clear(&a);
-    json_object_object_foreach(obj, key, val)
-    {
-        char f[160];
-        snprintf(f, sizeof(f), "%s.%.64s", field, key);
-        int k = qkey_lookup(key);
-        if (k < 0 || !(allowed & (1u << k))) {
-            char sup[64] = "";
-            for (int j = 0; j < GQ_KEY_COUNT; j++) {
-                if (!(allowed & (1u << j)))
-                    continue;
-                if (sup[0])
-                    strncat(sup, ", ", sizeof(sup) - strlen(sup) - 1);
-                strncat(sup, qkey_names[j], sizeof(sup) - strlen(sup) - 1);
-            }
-            return gq_err_set(err, GQ_EINVAL, "%s: unsupported key; supported: %s", f, sup);
-        }
-        rc = parse_amount(val, f, &a.v[k], &a.fmt[k], err);
-        if (rc)
-            return rc;
-        a.set[k] = true;
-    }
-    *out = a;
-    return GQ_OK;
-}
-
-gq_code gq_amounts_parse(json_object *obj, const char *field, gq_amounts *out, gq_err *err)
-{
-    return amounts_parse_keys(obj, field ? field : "resources", ALL_KEYS, out, err);
-}
-
-void gq_amount_format(const gq_amounts *a, gq_qkey k, char buf[GQ_QUANTITY_STR_MAX])
-{
-    if ((unsigned)k >= GQ_KEY_COUNT) {
-        buf[0] = '\0';
-        return;
-    }
-    gq_quantity q = gq_quantity_from_int64(a->v[k], a->fmt[k]);
-    gq_quantity_format(&q, buf);
-}
-
-json_object *gq_amounts_to_json(const gq_amounts *a)
-{
-    json_object *o = json_object_new_object();
-    if (!o)
-        return NULL;
-    for (int k = 0; k < GQ_KEY_COUNT; k++) {
-        if (!a->set[k])
-            continue;
-        char buf[GQ_QUANTITY_STR_MAX];
-        gq_amount_format(a, (gq_qkey)k, buf);
-        json_object *s = json_object_new_string(buf);
-        if (!s || json_object_object_add(o, qkey_names[k], s)) {
-            json_object_put(s);
-            json_object_put(o);
-            return NULL;
-        }
-    }
-    return o;
-}
-
 /* --- selectors ----------------------------------------------------------- */
 
 static void sel_req_dispose(gq_sel_req *r)
 {
     free(r->key);
-    free_strv(r->values, r->n_values);
+    gq_strv_free(r->values, r->n_values);
     memset(r, 0, sizeof(*r));
 }
 
@@ -275,7 +47,7 @@ static gq_code parse_op(json_object *o, const char *field, gq_sel_op *out, gq_er
 {
     static const char *const ops[] = {"In", "NotIn", "Exists", "DoesNotExist"};
     const char *s = NULL;
-    gq_code rc = as_str(o, field, &s, err);
+    gq_code rc = gq_field_string(o, field, &s, err);
     if (rc)
         return rc;
     for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
@@ -296,11 +68,11 @@ static gq_code parse_sel_req(json_object *o, const char *field, const char *key_
 {
     char f[192];
     gq_sel_req r = {0};
-    gq_code rc = as_obj(o, field, err);
+    gq_code rc = gq_field_object(o, field, err);
     if (rc)
         return rc;
     snprintf(f, sizeof(f), "%s.%s", field, key_field);
-    rc = dup_str(gq_json_member(o, key_field), f, &r.key, err);
+    rc = gq_field_dup_string(gq_json_member(o, key_field), f, &r.key, err);
     if (rc)
         goto out;
     if (!r.key[0]) {
@@ -314,7 +86,7 @@ static gq_code parse_sel_req(json_object *o, const char *field, const char *key_
     snprintf(f, sizeof(f), "%s.values", field);
     json_object *vals = gq_json_member(o, "values");
     if (vals) {
-        rc = dup_strv(vals, f, GQ_CRD_MAX_VALUES, &r.values, &r.n_values, err);
+        rc = gq_field_dup_strings(vals, f, GQ_CRD_MAX_VALUES, &r.values, &r.n_values, err);
         if (rc)
             goto out;
     }
@@ -341,7 +113,7 @@ static gq_code parse_sel_reqs(json_object *arr, const char *field, const char *k
                               gq_sel_req **out, size_t *n_out, gq_err *err)
 {
     size_t n = 0;
-    gq_code rc = as_array(arr, field, GQ_CRD_MAX_EXPRESSIONS, &n, err);
+    gq_code rc = gq_field_array(arr, field, GQ_CRD_MAX_EXPRESSIONS, &n, err);
     if (rc)
         return rc;
     gq_sel_req *v = n ? calloc(n, sizeof(*v)) : NULL;
@@ -363,8 +135,8 @@ static gq_code parse_sel_reqs(json_object *arr, const char *field, const char *k
 
 static void label_selector_dispose(gq_label_selector *s)
 {
-    free_strv(s->match_keys, s->n_match);
-    free_strv(s->match_values, s->n_match);
+    gq_strv_free(s->match_keys, s->n_match);
+    gq_strv_free(s->match_values, s->n_match);
     sel_reqs_free(s->exprs, s->n_exprs);
     memset(s, 0, sizeof(*s));
 }
@@ -374,13 +146,13 @@ static gq_code parse_label_selector(json_object *o, const char *field, gq_label_
 {
     gq_label_selector s = {.present = true};
     char f[192];
-    gq_code rc = as_obj(o, field, err);
+    gq_code rc = gq_field_object(o, field, err);
     if (rc)
         return rc;
     json_object *ml = gq_json_member(o, "matchLabels");
     if (ml) {
         snprintf(f, sizeof(f), "%s.matchLabels", field);
-        rc = as_obj(ml, f, err);
+        rc = gq_field_object(ml, f, err);
         if (rc)
             goto out;
         size_t n = (size_t)json_object_object_length(ml);
@@ -410,7 +182,7 @@ static gq_code parse_label_selector(json_object *o, const char *field, gq_label_
                 goto out;
             }
             /* Count the key now so dispose frees it if the value fails. */
-            rc = dup_str(val, vf, &s.match_values[s.n_match], err);
+            rc = gq_field_dup_string(val, vf, &s.match_values[s.n_match], err);
             s.n_match++;
             if (rc)
                 goto out;
@@ -430,358 +202,16 @@ out:
     return rc;
 }
 
-/* --- reservations ---------------------------------------------------------- */
-
-void gq_reservation_dispose(gq_reservation *r)
-{
-    if (!r)
-        return;
-    free(r->key);
-    free(r->namespace_);
-    free(r->pod);
-    free(r->model);
-    free_strv(r->claims, r->n_claims);
-    memset(r, 0, sizeof(*r));
-}
-
-/* A reservation's claim fields: the flags claim and counted (a counted
- * record is a claim's), and the uids of the claims it names. */
-static gq_code reservation_claims(json_object *obj, const char *field, gq_reservation *r,
-                                  gq_err *err)
-{
-    static const char *const flags[] = {"claim", "counted"};
-    for (int i = 0; i < 2; i++) {
-        json_object *b = gq_json_member(obj, flags[i]);
-        if (b && !json_object_is_type(b, json_type_boolean))
-            return gq_err_set(err, GQ_EINVAL, "%s.%s: must be true or false", field, flags[i]);
-        *(i ? &r->counted : &r->claim) = b && json_object_get_boolean(b);
-    }
-    if (r->counted && !r->claim)
-        return gq_err_set(err, GQ_EINVAL, "%s.counted: only a claim record is counted", field);
-    json_object *cl = gq_json_member(obj, "claims");
-    if (!cl)
-        return GQ_OK;
-    size_t n = json_object_is_type(cl, json_type_array) ? json_object_array_length(cl) : 0;
-    if (!json_object_is_type(cl, json_type_array) || n > GQ_RESERVATION_MAX_CLAIMS)
-        return gq_err_set(err, GQ_EINVAL, "%s.claims: must be a list of at most %d claim uids",
-                          field, GQ_RESERVATION_MAX_CLAIMS);
-    if (n && !(r->claims = calloc(n, sizeof(*r->claims))))
-        return gq_err_oom(err);
-    for (size_t i = 0; i < n; i++) {
-        json_object *u = json_object_array_get_idx(cl, i);
-        if (!json_object_is_type(u, json_type_string) || !json_object_get_string_len(u) ||
-            json_object_get_string_len(u) > GQ_RESERVATION_MAX_CLAIM_UID)
-            return gq_err_set(err, GQ_EINVAL,
-                              "%s.claims[%zu]: must be a claim uid of 1 to %d characters", field, i,
-                              GQ_RESERVATION_MAX_CLAIM_UID);
-        if (!(r->claims[i] = strdup(json_object_get_string(u))))
-            return gq_err_oom(err);
-        r->n_claims++;
-    }
-    return GQ_OK;
-}
-
-/* A reservation's key (not empty), namespace and pod. */
-static gq_code reservation_names(json_object *obj, const char *field, gq_reservation *r,
-                                 gq_err *err)
-{
-    char f[192];
-    snprintf(f, sizeof(f), "%s.key", field);
-    gq_code rc = dup_str(gq_json_member(obj, "key"), f, &r->key, err);
-    if (rc)
-        return rc;
-    if (!r->key[0])
-        return gq_err_set(err, GQ_EINVAL, "%s: must not be empty", f);
-    snprintf(f, sizeof(f), "%s.namespace", field);
-    if ((rc = dup_str(gq_json_member(obj, "namespace"), f, &r->namespace_, err)))
-        return rc;
-    snprintf(f, sizeof(f), "%s.pod", field);
-    return dup_str(gq_json_member(obj, "pod"), f, &r->pod, err);
-}
-
-/* A reservation's amount of every quota key, each required. */
-static gq_code reservation_amounts(json_object *obj, const char *field, gq_amounts *a, gq_err *err)
-{
-    char f[192];
-    for (int k = 0; k < GQ_KEY_COUNT; k++) {
-        snprintf(f, sizeof(f), "%s.%s", field, qkey_names[k]);
-        json_object *v = gq_json_member(obj, qkey_names[k]);
-        if (!v)
-            return gq_err_set(err, GQ_EINVAL, "%s: required", f);
-        gq_code rc = parse_amount(v, f, &a->v[k], &a->fmt[k], err);
-        if (rc)
-            return rc;
-        a->set[k] = true;
-    }
-    return GQ_OK;
-}
-
-/* A reservation's expiry time and its model, if it names one. */
-static gq_code reservation_expiry_model(json_object *obj, const char *field, gq_reservation *r,
-                                        gq_err *err)
-{
-    char f[192];
-    const char *exp;
-    snprintf(f, sizeof(f), "%s.expires", field);
-    gq_code rc = as_str(gq_json_member(obj, "expires"), f, &exp, err);
-    if (rc)
-        return rc;
-    if ((rc = gq_time_parse_rfc3339(exp, &r->expires, err))) {
-        gq_err_prefix(err, "%s", f);
-        return rc;
-    }
-    json_object *m = gq_json_member(obj, "model");
-    if (!m)
-        return GQ_OK;
-    snprintf(f, sizeof(f), "%s.model", field);
-    if ((rc = dup_str(m, f, &r->model, err)))
-        return rc;
-    if (!r->model[0] || strlen(r->model) > GQ_CRD_MAX_MODEL_NAME)
-        return gq_err_set(err, GQ_EINVAL, "%s: must be a model name of 1 to %d characters", f,
-                          GQ_CRD_MAX_MODEL_NAME);
-    return GQ_OK;
-}
-
-gq_code gq_reservation_parse(json_object *obj, const char *field, gq_reservation *out, gq_err *err)
-{
-    gq_reservation r = {0};
-    if (!field)
-        field = "reservation";
-    gq_code rc = as_obj(obj, field, err);
-    if (rc)
-        return rc;
-    amounts_clear(&r.amounts);
-    if ((rc = reservation_names(obj, field, &r, err)) ||
-        (rc = reservation_amounts(obj, field, &r.amounts, err)) ||
-        (rc = reservation_expiry_model(obj, field, &r, err)) ||
-        (rc = reservation_claims(obj, field, &r, err))) {
-        gq_reservation_dispose(&r);
-        return rc;
-    }
-    *out = r;
-    return GQ_OK;
-}
-
-static int add_array_str(json_object *a, const char *val)
-{
-    json_object *s = json_object_new_string(val);
-    if (!s || json_object_array_add(a, s)) {
-        json_object_put(s);
-        return -1;
-    }
-    return 0;
-}
-
-static int add_bool(json_object *o, const char *key)
-{
-    json_object *b = json_object_new_boolean(1);
-    if (!b || json_object_object_add(o, key, b)) {
-        json_object_put(b);
-        return -1;
-    }
-    return 0;
-}
-
-static int add_str(json_object *o, const char *key, const char *val)
-{
-    json_object *s = json_object_new_string(val ? val : "");
-    if (!s)
-        return -1;
-    if (json_object_object_add(o, key, s)) {
-        json_object_put(s);
-        return -1;
-    }
-    return 0;
-}
-
-json_object *gq_reservation_to_json(const gq_reservation *r)
-{
-    json_object *o = json_object_new_object();
-    char buf[GQ_QUANTITY_STR_MAX];
-    char t[GQ_RFC3339_MAX];
-    if (!o)
-        return NULL;
-    if (add_str(o, "key", r->key) || add_str(o, "namespace", r->namespace_) ||
-        add_str(o, "pod", r->pod))
-        goto fail;
-    for (int k = 0; k < GQ_KEY_COUNT; k++) {
-        /* An unset key is a zero charge; write it so the record is complete. */
-        gq_amounts a = r->amounts;
-        if (!a.set[k]) {
-            a.v[k] = 0;
-            a.fmt[k] = GQ_QFMT_DECIMAL_SI;
-        }
-        gq_amount_format(&a, (gq_qkey)k, buf);
-        if (add_str(o, qkey_names[k], buf))
-            goto fail;
-    }
-    gq_time_format_rfc3339(r->expires, t);
-    if (add_str(o, "expires", t) || (r->model && add_str(o, "model", r->model)) ||
-        (r->claim && add_bool(o, "claim")) || (r->counted && add_bool(o, "counted")))
-        goto fail;
-    if (r->n_claims) {
-        json_object *a = json_object_new_array();
-        if (!a || json_object_object_add(o, "claims", a)) {
-            json_object_put(a);
-            goto fail;
-        }
-        for (size_t i = 0; i < r->n_claims; i++)
-            if (add_array_str(a, r->claims[i]))
-                goto fail;
-    }
-    return o;
-fail:
-    json_object_put(o);
-    return NULL;
-}
-
-static gq_code status_reservations(json_object *status, bool create, json_object **out, gq_err *err)
-{
-    gq_code rc = as_obj(status, "status", err);
-    if (rc)
-        return rc;
-    json_object *arr = gq_json_member(status, "reservations");
-    if (!arr && create) {
-        arr = json_object_new_array();
-        if (!arr)
-            return gq_err_set(err, GQ_ENOMEM, "status.reservations: out of memory");
-        if (json_object_object_add(status, "reservations", arr)) {
-            json_object_put(arr);
-            return gq_err_set(err, GQ_ENOMEM, "status.reservations: out of memory");
-        }
-    }
-    if (arr && !json_object_is_type(arr, json_type_array))
-        return gq_err_set(err, GQ_EINVAL, "status.reservations: must be an array, got %s",
-                          type_name(arr));
-    *out = arr;
-    return GQ_OK;
-}
-
-gq_code gq_status_add_reservation(json_object *status, const gq_reservation *r, bool *added,
-                                  gq_err *err)
-{
-    json_object *arr;
-    gq_code rc = status_reservations(status, true, &arr, err);
-    if (rc)
-        return rc;
-    size_t n = json_object_array_length(arr);
-    for (size_t i = 0; i < n; i++) {
-        json_object *k = gq_json_member(json_object_array_get_idx(arr, i), "key");
-        if (k && json_object_is_type(k, json_type_string) &&
-            strcmp(json_object_get_string(k), r->key) == 0) {
-            if (added)
-                *added = false;
-            return GQ_OK;
-        }
-    }
-    if (n >= GQ_CRD_MAX_RESERVATIONS)
-        return gq_err_set(err, GQ_ELIMIT, "status.reservations: more than %d reservations",
-                          GQ_CRD_MAX_RESERVATIONS);
-    json_object *o = gq_reservation_to_json(r);
-    if (!o || json_object_array_add(arr, o)) {
-        json_object_put(o);
-        return gq_err_set(err, GQ_ENOMEM, "status.reservations: out of memory");
-    }
-    if (added)
-        *added = true;
-    return GQ_OK;
-}
-
-bool gq_status_remove_reservation(json_object *status, const char *key)
-{
-    json_object *arr = gq_json_member(status, "reservations");
-    if (!key || !json_object_is_type(arr, json_type_array))
-        return false;
-    for (size_t i = 0; i < json_object_array_length(arr); i++) {
-        json_object *k = gq_json_member(json_object_array_get_idx(arr, i), "key");
-        if (json_object_is_type(k, json_type_string) && !strcmp(json_object_get_string(k), key)) {
-            json_object_array_del_idx(arr, i, 1);
-            return true;
-        }
-    }
-    return false;
-}
-
-gq_code gq_status_drop_expired(json_object *status, int64_t now, size_t *dropped, gq_err *err)
-{
-    json_object *arr;
-    size_t count = 0;
-    gq_code rc = status_reservations(status, false, &arr, err);
-    if (rc)
-        return rc;
-    size_t i = 0;
-    while (arr && i < json_object_array_length(arr)) {
-        gq_reservation r;
-        bool keep = false;
-        if (gq_reservation_parse(json_object_array_get_idx(arr, i), NULL, &r, NULL) == GQ_OK) {
-            keep = r.expires > now || r.counted;
-            gq_reservation_dispose(&r);
-        }
-        if (keep) {
-            i++;
-            continue;
-        }
-        if (json_object_array_del_idx(arr, i, 1))
-            return gq_err_set(err, GQ_ENOMEM, "status.reservations: cannot remove an item");
-        count++;
-    }
-    if (dropped)
-        *dropped = count;
-    return GQ_OK;
-}
-
-static gq_code amounts_add(gq_amounts *acc, const gq_amounts *x, const char *field, gq_err *err)
-{
-    for (int k = 0; k < GQ_KEY_COUNT; k++) {
-        if (!x->set[k])
-            continue;
-        if (__builtin_add_overflow(acc->v[k], x->v[k], &acc->v[k]))
-            return gq_err_set(err, GQ_ERANGE, "%s.%s: sum overflows", field, qkey_names[k]);
-    }
-    return GQ_OK;
-}
-
-gq_code gq_status_sum(json_object *status, int64_t now, gq_amounts *out, gq_err *err)
-{
-    gq_amounts sum, used;
-    json_object *arr;
-    amounts_clear(&sum);
-    gq_code rc = status_reservations(status, false, &arr, err);
-    if (rc)
-        return rc;
-    json_object *u = gq_json_member(status, "used");
-    if (u) {
-        rc = gq_amounts_parse(u, "status.used", &used, err);
-        if (rc)
-            return rc;
-        rc = amounts_add(&sum, &used, "status.used", err);
-        if (rc)
-            return rc;
-    }
-    size_t n = arr ? json_object_array_length(arr) : 0;
-    if (n > GQ_CRD_MAX_RESERVATIONS)
-        return gq_err_set(err, GQ_ELIMIT, "status.reservations: more than %d items",
-                          GQ_CRD_MAX_RESERVATIONS);
-    for (size_t i = 0; i < n; i++) {
-        char f[64];
-        gq_reservation r;
-        snprintf(f, sizeof(f), "status.reservations[%zu]", i);
-        rc = gq_reservation_parse(json_object_array_get_idx(arr, i), f, &r, err);
-        if (rc)
-            return rc;
-        if (r.expires > now && !r.counted)
-            rc = amounts_add(&sum, &r.amounts, f, err);
-        gq_reservation_dispose(&r);
-        if (rc)
-            return rc;
-    }
-    for (int k = 0; k < GQ_KEY_COUNT; k++)
-        sum.set[k] = true;
-    *out = sum;
-    return GQ_OK;
-}
-
 /* --- quotas ------------------------------------------------------------- */
+
+static void quota_reservations_free(gq_quota *q)
+{
+    for (size_t i = 0; i < q->n_reservations; i++)
+        gq_reservation_dispose(&q->reservations[i]);
+    free(q->reservations);
+    q->reservations = NULL;
+    q->n_reservations = 0;
+}
 
 void gq_quota_free(gq_quota *q)
 {
@@ -790,11 +220,9 @@ void gq_quota_free(gq_quota *q)
     free(q->name);
     free(q->namespace_);
     sel_reqs_free(q->scope_exprs, q->n_scope_exprs);
-    free_strv(q->namespaces, q->n_namespaces);
+    gq_strv_free(q->namespaces, q->n_namespaces);
     label_selector_dispose(&q->ns_selector);
-    for (size_t i = 0; i < q->n_reservations; i++)
-        gq_reservation_dispose(&q->reservations[i]);
-    free(q->reservations);
+    quota_reservations_free(q);
     for (size_t i = 0; i < q->n_models; i++)
         free(q->models[i].name);
     free(q->models);
@@ -873,7 +301,7 @@ static bool model_name_ok(const char *s)
 /* spec.models: {name: {gpu-memory, gpus, gpu-pods}}. */
 static gq_code parse_quota_models(json_object *o, gq_quota *q, gq_err *err)
 {
-    gq_code rc = as_obj(o, "spec.models", err);
+    gq_code rc = gq_field_object(o, "spec.models", err);
     if (rc)
         return rc;
     size_t n = (size_t)json_object_object_length(o);
@@ -894,7 +322,7 @@ static gq_code parse_quota_models(json_object *o, gq_quota *q, gq_err *err)
                               key, GQ_CRD_MAX_MODEL_NAME);
         snprintf(f, sizeof(f), "spec.models.%s", key);
         gq_model_limit *m = &q->models[q->n_models];
-        amounts_clear(&m->used);
+        gq_amounts_clear(&m->used);
         if ((rc = gq_amounts_parse(val, f, &m->hard, err)))
             return rc;
         if (!(m->name = strdup(key)))
@@ -919,13 +347,13 @@ static gq_code parse_type(json_object *obj, const char *const *kinds, size_t n_k
                           size_t *kind_idx, gq_err *err)
 {
     const char *s = NULL;
-    gq_code rc = as_str(gq_json_member(obj, "apiVersion"), "apiVersion", &s, err);
+    gq_code rc = gq_field_string(gq_json_member(obj, "apiVersion"), "apiVersion", &s, err);
     if (rc)
         return rc;
     if (strcmp(s, GQ_API_VERSION) != 0)
         return gq_err_set(err, GQ_EINVAL, "apiVersion: must be %s, got \"%.64s\"", GQ_API_VERSION,
                           s);
-    rc = as_str(gq_json_member(obj, "kind"), "kind", &s, err);
+    rc = gq_field_string(gq_json_member(obj, "kind"), "kind", &s, err);
     if (rc)
         return rc;
     for (size_t k = 0; k < n_kinds; k++) {
@@ -943,14 +371,14 @@ static gq_code parse_meta(json_object *obj, const char *const *kinds, size_t n_k
                           gq_err *err)
 {
     crd_meta r = {0};
-    gq_code rc = as_obj(obj, "object", err);
+    gq_code rc = gq_field_object(obj, "object", err);
     if (rc || (rc = parse_type(obj, kinds, n_kinds, &r.kind, err)))
         return rc;
     json_object *meta = gq_json_member(obj, "metadata");
-    rc = as_obj(meta, "metadata", err);
+    rc = gq_field_object(meta, "metadata", err);
     if (rc)
         return rc;
-    rc = dup_str(gq_json_member(meta, "name"), "metadata.name", &r.name, err);
+    rc = gq_field_dup_string(gq_json_member(meta, "name"), "metadata.name", &r.name, err);
     if (rc)
         return rc;
     if (!r.name[0]) {
@@ -958,7 +386,7 @@ static gq_code parse_meta(json_object *obj, const char *const *kinds, size_t n_k
         goto fail;
     }
     json_object *nso = gq_json_member(meta, "namespace");
-    if (nso && (rc = dup_str(nso, "metadata.namespace", &r.ns, err)))
+    if (nso && (rc = gq_field_dup_string(nso, "metadata.namespace", &r.ns, err)))
         goto fail;
     json_object *g = gq_json_member(meta, "generation");
     if (g) {
@@ -980,14 +408,14 @@ static gq_code parse_scopes(json_object *arr, unsigned *out, gq_err *err)
 {
     size_t n = 0;
     unsigned bits = 0;
-    gq_code rc = as_array(arr, "spec.scopes", GQ_CRD_MAX_VALUES, &n, err);
+    gq_code rc = gq_field_array(arr, "spec.scopes", GQ_CRD_MAX_VALUES, &n, err);
     if (rc)
         return rc;
     for (size_t i = 0; i < n; i++) {
         char f[64];
         const char *s = NULL;
         snprintf(f, sizeof(f), "spec.scopes[%zu]", i);
-        rc = as_str(json_object_array_get_idx(arr, i), f, &s, err);
+        rc = gq_field_string(json_object_array_get_idx(arr, i), f, &s, err);
         if (rc)
             return rc;
         if (strcmp(s, "Terminating") == 0)
@@ -1009,7 +437,7 @@ static gq_code parse_scopes(json_object *arr, unsigned *out, gq_err *err)
 
 static gq_code parse_scope_selector(json_object *o, gq_quota *q, gq_err *err)
 {
-    gq_code rc = as_obj(o, "spec.scopeSelector", err);
+    gq_code rc = gq_field_object(o, "spec.scopeSelector", err);
     if (rc)
         return rc;
     json_object *me = gq_json_member(o, "matchExpressions");
@@ -1028,52 +456,54 @@ static gq_code parse_scope_selector(json_object *o, gq_quota *q, gq_err *err)
     return GQ_OK;
 }
 
-static gq_code parse_quota_status(json_object *st, gq_quota *q, gq_err *err)
+/* q's status as policy reads it, from st: used, the usage of each model
+ * spec.models limits (a model the spec dropped limits nothing), queuedPods
+ * (absent: 0). */
+static void status_scalars(gq_quota *q, const gq_quota_status *st)
 {
-    gq_code rc = as_obj(st, "status", err);
-    if (rc)
-        return rc;
-    json_object *u = gq_json_member(st, "used");
-    if (u) {
-        rc = gq_amounts_parse(u, "status.used", &q->used, err);
-        if (rc)
-            return rc;
+    q->used = st->used;
+    q->queued_pods = st->queued_pods;
+    for (size_t i = 0; i < q->n_models; i++) {
+        const gq_amounts *u = gq_quota_status_model_used(st, q->models[i].name);
+        if (u)
+            q->models[i].used = *u;
+        else
+            gq_amounts_clear(&q->models[i].used);
     }
-    json_object *bm = gq_json_member(st, "usedByModel");
-    if (bm && (rc = as_obj(bm, "status.usedByModel", err)))
-        return rc;
-    /* Only models spec.models still limits are read: usage of one the spec
-     * dropped limits nothing. */
-    for (size_t i = 0; bm && i < q->n_models; i++) {
-        json_object *mu = gq_json_member(bm, q->models[i].name);
-        char f[GQ_CRD_MAX_MODEL_NAME + 32];
-        snprintf(f, sizeof(f), "status.usedByModel.%s", q->models[i].name);
-        if (mu && (rc = gq_amounts_parse(mu, f, &q->models[i].used, err)))
-            return rc;
-    }
-    json_object *qp = gq_json_member(st, "queuedPods");
-    if (qp && (!json_object_is_type(qp, json_type_int) || json_object_get_int64(qp) < 0))
-        return gq_err_set(err, GQ_EINVAL, "status.queuedPods: must be a non-negative integer");
-    q->queued_pods = qp ? json_object_get_int64(qp) : 0;
-    json_object *arr = gq_json_member(st, "reservations");
-    if (!arr)
-        return GQ_OK;
+}
+
+gq_code gq_quota_set_status(gq_quota *q, const gq_quota_status *st, gq_err *err)
+{
+    gq_reservation *v = st->n_reservations ? calloc(st->n_reservations, sizeof(*v)) : NULL;
     size_t n = 0;
-    rc = as_array(arr, "status.reservations", GQ_CRD_MAX_RESERVATIONS, &n, err);
-    if (rc)
-        return rc;
-    q->reservations = n ? calloc(n, sizeof(*q->reservations)) : NULL;
-    if (n && !q->reservations)
-        return gq_err_set(err, GQ_ENOMEM, "status.reservations: out of memory");
-    for (size_t i = 0; i < n; i++) {
-        char f[64];
-        snprintf(f, sizeof(f), "status.reservations[%zu]", i);
-        rc = gq_reservation_parse(json_object_array_get_idx(arr, i), f, &q->reservations[i], err);
-        if (rc)
+    if (st->n_reservations && !v)
+        return gq_err_oom(err);
+    for (; n < st->n_reservations; n++) {
+        gq_code rc = gq_reservation_copy(&st->reservations[n], &v[n], err);
+        if (rc) {
+            while (n)
+                gq_reservation_dispose(&v[--n]);
+            free(v);
             return rc;
-        q->n_reservations++;
+        }
     }
+    quota_reservations_free(q);
+    q->reservations = v;
+    q->n_reservations = n;
+    status_scalars(q, st);
     return GQ_OK;
+}
+
+/* gq_quota_set_status that moves st's reservations into q (st keeps the
+ * rest, for the caller to dispose). */
+static void take_status(gq_quota *q, gq_quota_status *st)
+{
+    quota_reservations_free(q);
+    q->reservations = st->reservations;
+    q->n_reservations = st->n_reservations;
+    st->reservations = NULL;
+    st->n_reservations = st->cap_reservations = 0;
+    status_scalars(q, st);
 }
 
 /* The object's metadata into q: its kind, and a namespace for a GPUQuota
@@ -1115,8 +545,8 @@ static gq_code parse_quota_namespaces(json_object *spec, gq_quota *q, gq_err *er
     if (!nss && !nsel)
         return gq_err_set(err, GQ_EINVAL,
                           "spec: a GPUTenantQuota needs namespaces or namespaceSelector");
-    if (nss && (rc = dup_strv(nss, "spec.namespaces", GQ_CRD_MAX_NAMESPACES, &q->namespaces,
-                              &q->n_namespaces, err)))
+    if (nss && (rc = gq_field_dup_strings(nss, "spec.namespaces", GQ_CRD_MAX_NAMESPACES,
+                                          &q->namespaces, &q->n_namespaces, err)))
         return rc;
     if (nsel)
         rc = parse_label_selector(nsel, "spec.namespaceSelector", &q->ns_selector, err);
@@ -1133,7 +563,7 @@ static gq_code parse_quota_preemption(json_object *spec, gq_quota *q, gq_err *er
     gq_code rc;
     if (!p)
         return GQ_OK;
-    if ((rc = as_obj(p, "spec.preemption", err)))
+    if ((rc = gq_field_object(p, "spec.preemption", err)))
         return rc;
     if ((v = gq_json_member(p, "withinQuota"))) {
         if ((rc = parse_enum(v, "spec.preemption.withinQuota", within, 3, &e, err)))
@@ -1171,7 +601,7 @@ static gq_code parse_quota_queueing(json_object *spec, gq_quota *q, gq_err *err)
 
 static gq_code parse_quota_spec(json_object *spec, gq_quota *q, gq_err *err)
 {
-    gq_code rc = as_obj(spec, "spec", err);
+    gq_code rc = gq_field_object(spec, "spec", err);
     if (rc)
         return rc;
     json_object *v;
@@ -1195,33 +625,47 @@ static gq_code parse_quota_spec(json_object *spec, gq_quota *q, gq_err *err)
     return rc;
 }
 
-gq_code gq_quota_parse(json_object *obj, gq_quota **out, gq_err *err)
+gq_code gq_quota_parse_spec(json_object *obj, gq_quota **out, gq_err *err)
 {
     gq_quota *q = calloc(1, sizeof(*q));
     if (!q)
         return gq_err_oom(err);
-    amounts_clear(&q->hard);
-    amounts_clear(&q->used);
-    amounts_clear(&q->borrowing_limit);
-    amounts_clear(&q->lending_limit);
-    json_object *st;
+    gq_amounts_clear(&q->hard);
+    gq_amounts_clear(&q->used);
+    gq_amounts_clear(&q->borrowing_limit);
+    gq_amounts_clear(&q->lending_limit);
     gq_code rc = parse_quota_meta(obj, q, err);
-    if (rc || (rc = parse_quota_spec(gq_json_member(obj, "spec"), q, err)))
-        goto out;
-    if ((st = gq_json_member(obj, "status")) && (rc = parse_quota_status(st, q, err)))
-        goto out;
+    if (rc || (rc = parse_quota_spec(gq_json_member(obj, "spec"), q, err))) {
+        gq_quota_free(q);
+        return rc;
+    }
     *out = q;
-    q = NULL;
-out:
-    gq_quota_free(q);
-    return rc;
+    return GQ_OK;
+}
+
+gq_code gq_quota_parse(json_object *obj, gq_quota **out, gq_err *err)
+{
+    gq_quota *q = NULL;
+    gq_quota_status st;
+    gq_code rc = gq_quota_parse_spec(obj, &q, err);
+    if (rc)
+        return rc;
+    rc = gq_quota_status_decode(gq_json_member(obj, "status"), GQ_STATUS_POLICY, &st, err);
+    if (rc) {
+        gq_quota_free(q);
+        return rc;
+    }
+    take_status(q, &st);
+    gq_quota_status_dispose(&st);
+    *out = q;
+    return GQ_OK;
 }
 
 /* --- limit ranges -------------------------------------------------------- */
 
 static void limit_item_dispose(gq_limit_item *it)
 {
-    free_strv(it->allowed_models, it->n_allowed_models);
+    gq_strv_free(it->allowed_models, it->n_allowed_models);
     memset(it, 0, sizeof(*it));
 }
 
@@ -1245,7 +689,7 @@ static gq_code parse_mem_map(json_object *it, const char *key, const char *field
     if (!v)
         return GQ_OK;
     snprintf(f, sizeof(f), "%s.%s", field, key);
-    gq_code rc = amounts_parse_keys(v, f, 1u << GQ_KEY_GPU_MEMORY, out, err);
+    gq_code rc = gq_amounts_parse_keys(v, f, 1u << GQ_KEY_GPU_MEMORY, out, err);
     if (rc)
         return rc;
     *has = out->set[GQ_KEY_GPU_MEMORY];
@@ -1271,7 +715,7 @@ static gq_code parse_limit_type(json_object *o, const char *field, gq_limit_type
     char f[96];
     const char *s = NULL;
     snprintf(f, sizeof(f), "%s.type", field);
-    gq_code rc = as_str(gq_json_member(o, "type"), f, &s, err);
+    gq_code rc = gq_field_string(gq_json_member(o, "type"), f, &s, err);
     if (rc)
         return rc;
     if (strcmp(s, "Container") == 0)
@@ -1313,7 +757,7 @@ static gq_code parse_limit_item(json_object *o, const char *field, gq_limit_item
 {
     gq_limit_item it = {0};
     char f[96];
-    gq_code rc = as_obj(o, field, err);
+    gq_code rc = gq_field_object(o, field, err);
     if (rc || (rc = parse_limit_type(o, field, &it.type, err)))
         return rc;
     if ((rc = parse_limit_memory(o, field, &it, err)))
@@ -1322,7 +766,8 @@ static gq_code parse_limit_item(json_object *o, const char *field, gq_limit_item
     if (mg) {
         snprintf(f, sizeof(f), "%s.maxGPUs", field);
         if (!json_object_is_type(mg, json_type_int)) {
-            rc = gq_err_set(err, GQ_EINVAL, "%s: must be an integer, got %s", f, type_name(mg));
+            rc = gq_err_set(err, GQ_EINVAL, "%s: must be an integer, got %s", f,
+                            gq_field_type_name(mg));
             goto out;
         }
         it.max_gpus = json_object_get_int64(mg);
@@ -1335,7 +780,8 @@ static gq_code parse_limit_item(json_object *o, const char *field, gq_limit_item
     json_object *am = gq_json_member(o, "allowedModels");
     if (am) {
         snprintf(f, sizeof(f), "%s.allowedModels", field);
-        rc = dup_strv(am, f, GQ_CRD_MAX_MODELS, &it.allowed_models, &it.n_allowed_models, err);
+        rc = gq_field_dup_strings(am, f, GQ_CRD_MAX_MODELS, &it.allowed_models,
+                                  &it.n_allowed_models, err);
         if (rc)
             goto out;
     }
@@ -1360,11 +806,11 @@ gq_code gq_limit_range_parse(json_object *obj, gq_limit_range **out, gq_err *err
     lr->name = m.name;
     lr->namespace_ = m.ns;
     json_object *spec = gq_json_member(obj, "spec");
-    rc = as_obj(spec, "spec", err);
+    rc = gq_field_object(spec, "spec", err);
     if (rc)
         goto out;
     json_object *limits = gq_json_member(spec, "limits");
-    rc = as_array(limits, "spec.limits", GQ_CRD_MAX_LIMITS, &n, err);
+    rc = gq_field_array(limits, "spec.limits", GQ_CRD_MAX_LIMITS, &n, err);
     if (rc)
         goto out;
     lr->items = n ? calloc(n, sizeof(*lr->items)) : NULL;

@@ -1,12 +1,12 @@
 /* gpuquota custom resources (DESIGN.md §4): GPUQuota, GPUTenantQuota and
- * GPULimitRange of gpuquota.io/v1alpha1, parsed from json-c objects into plain
- * structs, plus the reservation records the validating webhook keeps in a
- * quota's status.
+ * GPULimitRange of gpuquota.io/v1alpha1, parsed from json-c objects into
+ * plain structs. A quota's status, and the reservation records the
+ * validating webhook keeps there, are typed in quota/status.h.
  *
- * Parsers are bounded (caps below) and report errors naming the field, e.g.
- * "spec.hard.gpu-memory: ...". Parsed structs own all their strings; free them
- * with the matching _free function. Nothing here allocates a json-c object
- * except the status helpers, which edit the caller's object in place. */
+ * Parsers are bounded (caps in quota/field.h) and report errors naming the
+ * field, e.g. "spec.hard.gpu-memory: ...". Parsed structs own all their
+ * strings; free them with the matching _free function. Nothing here
+ * allocates a json-c object. */
 #ifndef GQ_CRD_H
 #define GQ_CRD_H
 
@@ -17,58 +17,16 @@
 #include <json-c/json.h>
 
 #include "common/gq_error.h"
-#include "quota/quantity.h"
 #include "common/rfc3339.h" /* the times of reservations */
+#include "quota/amounts.h"
+#include "quota/field.h" /* the caps on lists and strings */
+#include "quota/status.h"
 
 #define GQ_API_GROUP "gpuquota.io"
 #define GQ_API_VERSION "gpuquota.io/v1alpha1"
 #define GQ_KIND_GPUQUOTA "GPUQuota"
 #define GQ_KIND_GPUTENANTQUOTA "GPUTenantQuota"
 #define GQ_KIND_GPULIMITRANGE "GPULimitRange"
-
-/* Caps on untrusted lists and strings. */
-#define GQ_CRD_MAX_NAMESPACES 4096    /* GPUTenantQuota spec.namespaces */
-#define GQ_CRD_MAX_EXPRESSIONS 64     /* matchExpressions, matchLabels */
-#define GQ_CRD_MAX_VALUES 256         /* values of one expression */
-#define GQ_CRD_MAX_LIMITS 64          /* GPULimitRange spec.limits */
-#define GQ_CRD_MAX_MODELS 64          /* allowedModels */
-#define GQ_CRD_MAX_RESERVATIONS 65536 /* status.reservations */
-#define GQ_CRD_MAX_STRING 1024        /* any single string */
-#define GQ_CRD_MAX_QUOTA_MODELS 32    /* GPUQuota / GPUTenantQuota spec.models */
-#define GQ_CRD_MAX_MODEL_NAME 63      /* a catalog model name in spec.models */
-
-/* Quota keys, in Kubernetes' sorted (byte) order so messages list them sorted. */
-typedef enum gq_qkey {
-    GQ_KEY_GPU_MEMORY = 0, /* "gpu-memory": bytes */
-    GQ_KEY_GPU_PODS = 1,   /* "gpu-pods": pods using any GPU */
-    GQ_KEY_GPUS = 2,       /* "gpus": whole exclusive GPUs */
-    GQ_KEY_COUNT
-} gq_qkey;
-
-/* "gpu-memory", "gpu-pods", "gpus"; NULL for an out-of-range key. */
-const char *gq_qkey_name(gq_qkey k);
-
-/* A ResourceList over the quota keys. A key not `set` is absent (in `hard`:
- * unlimited). Values are whole numbers >= 0. fmt remembers the format a value
- * was written in, so "limited: gpu-memory=64G" prints the way it was written. */
-typedef struct gq_amounts {
-    int64_t v[GQ_KEY_COUNT];
-    bool set[GQ_KEY_COUNT];
-    gq_qformat fmt[GQ_KEY_COUNT];
-} gq_amounts;
-
-/* Parse a ResourceList object of quota keys (values: quantity strings or JSON
- * integers). field names the object in messages ("spec.hard"). Unknown keys,
- * negative and fractional values fail. Writes *out only on success. */
-gq_code gq_amounts_parse(json_object *obj, const char *field, gq_amounts *out, gq_err *err) GQ_WUR;
-
-/* Canonical text of one value: bytes in binary SI for gpu-memory (unless it
- * was written in another format), plain integers for the counts. */
-void gq_amount_format(const gq_amounts *a, gq_qkey k, char buf[GQ_QUANTITY_STR_MAX]);
-
-/* A new JSON object with the set keys as canonical quantity strings. Caller
- * owns the result (json_object_put); NULL on allocation failure. */
-json_object *gq_amounts_to_json(const gq_amounts *a);
 
 /* Label-selector operators (metav1.LabelSelector, ResourceQuota scopeSelector). */
 typedef enum gq_sel_op {
@@ -99,40 +57,6 @@ typedef struct gq_label_selector {
 /* Quota scopes, a bit set. */
 #define GQ_SCOPE_TERMINATING 1u
 #define GQ_SCOPE_NOT_TERMINATING 2u
-
-/* One admission's charge held in a quota's status until the controller has
- * counted the pod. The key is the pod's metadata.uid: kube-apiserver
- * assigns it (and the generated name) before validating admission, and the
- * controller finds the stored pod by it. JSON form:
- *   {"key": "...", "namespace": "ns", "pod": "name-or-generateName",
- *    "gpu-memory": "16Gi", "gpus": "0", "gpu-pods": "1",
- *    "expires": "2026-01-01T00:00:00Z"} */
-typedef struct gq_reservation {
-    char *key;
-    char *namespace_;
-    char *pod;
-    gq_amounts amounts; /* all three keys set */
-    int64_t expires;    /* Unix seconds */
-    char *model;        /* catalog model the pod is pinned to ("model" in JSON); NULL: none */
-    /* A ResourceClaim shared by pods ("claim": true): key is the claim's uid,
-     * pod its name, amounts its devices (gpu-pods 0); charged once per quota
-     * however many pods name it (docs/models-and-dra.md). counted
-     * ("counted": true, written by the controller only): status.used holds
-     * it, so it adds nothing to what is in use and never expires; it records
-     * that the quota charges the claim, and goes when no counted pod names
-     * it any more. */
-    bool claim;
-    bool counted;
-    /* A pod's reservation: the uids of the shared ResourceClaims the pod
-     * names ("claims" in JSON; at most GQ_RESERVATION_MAX_CLAIMS). While the
-     * controller keeps the reservation (its pod not seen yet) it keeps those
-     * claims charged, even when no counted pod names them any more. */
-    char **claims;
-    size_t n_claims;
-} gq_reservation;
-
-#define GQ_RESERVATION_MAX_CLAIMS 32
-#define GQ_RESERVATION_MAX_CLAIM_UID 128
 
 typedef enum gq_quota_kind {
     GQ_QUOTA_NAMESPACED = 0, /* GPUQuota */
@@ -177,7 +101,9 @@ typedef enum gq_reclaim_policy {
     GQ_RECLAIM_ANY = 2,            /* "Any" */
 } gq_reclaim_policy;
 
-/* A GPUQuota or GPUTenantQuota, spec and the status fields policy needs. */
+/* A GPUQuota or GPUTenantQuota: its spec, and the fields of its status
+ * policy reads (used, models[].used, queued_pods, reservations), taken from
+ * the typed status (quota/status.h) as it was read. */
 typedef struct gq_quota {
     gq_quota_kind kind;
     char *name;
@@ -214,9 +140,21 @@ const gq_model_limit *gq_quota_model_limit(const gq_quota *q, const char *model)
 
 /* Parse a GPUQuota or GPUTenantQuota (chosen by `kind`; apiVersion must be
  * gpuquota.io/v1alpha1). A GPUQuota needs metadata.namespace; a tenant needs
- * spec.namespaces or spec.namespaceSelector. status is optional. obj is
- * borrowed. Caller owns *out (gq_quota_free). */
+ * spec.namespaces or spec.namespaceSelector. status is optional, decoded by
+ * gq_quota_status_decode (GQ_STATUS_POLICY: anything in what admissions
+ * count that does not decode fails). obj is borrowed. Caller owns *out
+ * (gq_quota_free). */
 gq_code gq_quota_parse(json_object *obj, gq_quota **out, gq_err *err) GQ_WUR;
+
+/* gq_quota_parse leaving the status out (used, reservations and the rest
+ * empty): what a writer of the status needs, which must not be stopped by
+ * a corrupt one. */
+gq_code gq_quota_parse_spec(json_object *obj, gq_quota **out, gq_err *err) GQ_WUR;
+
+/* Make q's status fields (used, the used of each model, queued_pods,
+ * reservations) those of st, copied; st is borrowed. GQ_ENOMEM leaves q as
+ * it was. */
+gq_code gq_quota_set_status(gq_quota *q, const gq_quota_status *st, gq_err *err) GQ_WUR;
 void gq_quota_free(gq_quota *q);
 
 /* Parse the quotas of arr (a JSON array of GPUQuota / GPUTenantQuota
@@ -259,39 +197,5 @@ typedef struct gq_limit_range {
  * type Container. obj is borrowed; caller owns *out (gq_limit_range_free). */
 gq_code gq_limit_range_parse(json_object *obj, gq_limit_range **out, gq_err *err) GQ_WUR;
 void gq_limit_range_free(gq_limit_range *lr);
-
-/* --- reservations in a status object (json-c, edited in place) ----------- */
-
-/* Parse one reservation record; field names it in messages. Caller disposes
- * *out with gq_reservation_dispose. */
-gq_code gq_reservation_parse(json_object *obj, const char *field, gq_reservation *out,
-                             gq_err *err) GQ_WUR;
-void gq_reservation_dispose(gq_reservation *r);
-
-/* A new JSON object for r (caller owns it); NULL on allocation failure. */
-json_object *gq_reservation_to_json(const gq_reservation *r);
-
-/* Append r to status.reservations (creating the array) unless a reservation
- * with the same key is already there: then nothing changes and *added is
- * false. GQ_ELIMIT when the array is full. status is a quota's "status"
- * object, owned by the caller. */
-gq_code gq_status_add_reservation(json_object *status, const gq_reservation *r, bool *added,
-                                  gq_err *err) GQ_WUR;
-
-/* Remove the reservation with key from status.reservations (a rollback of
- * what a charge added); true when one was there. A status without the
- * array, or with one of another shape, holds none. */
-bool gq_status_remove_reservation(json_object *status, const char *key);
-
-/* Remove reservations whose expiry is at or before now (counted claim
- * records never expire: the controller removes them). Records that cannot
- * be parsed are removed too (status is ours; a corrupt record must not pin
- * quota forever). *dropped (may be NULL) gets the count. */
-gq_code gq_status_drop_expired(json_object *status, int64_t now, size_t *dropped,
-                               gq_err *err) GQ_WUR;
-
-/* status.used plus every reservation still live at now (expires > now), per
- * key. Every key of *out is set. GQ_EINVAL for a malformed status. */
-gq_code gq_status_sum(json_object *status, int64_t now, gq_amounts *out, gq_err *err) GQ_WUR;
 
 #endif

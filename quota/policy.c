@@ -265,29 +265,8 @@ static gq_code add_checked(int64_t *acc, int64_t v, const char *what, gq_qkey k,
 static gq_code in_use(const gq_quota *q, const gq_amounts *base, const char *model, int64_t now,
                       const char *skip_key, gq_amounts *out, gq_err *err)
 {
-    gq_amounts a;
-    memset(&a, 0, sizeof(a));
-    a.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
-    for (int k = 0; k < GQ_KEY_COUNT; k++) {
-        a.set[k] = true;
-        if (base->set[k])
-            a.v[k] = base->v[k];
-    }
-    for (size_t i = 0; i < q->n_reservations; i++) {
-        const gq_reservation *r = &q->reservations[i];
-        if (r->expires <= now || r->counted || (skip_key && strcmp(r->key, skip_key) == 0) ||
-            (model && r->model && strcmp(r->model, model)))
-            continue;
-        for (int k = 0; k < GQ_KEY_COUNT; k++) {
-            if (!r->amounts.set[k])
-                continue;
-            gq_code rc = add_checked(&a.v[k], r->amounts.v[k], q->name, (gq_qkey)k, err);
-            if (rc)
-                return rc;
-        }
-    }
-    *out = a;
-    return GQ_OK;
+    gq_live_filter f = {.now = now, .skip_key = skip_key, .model = model, .what = q->name};
+    return gq_reservations_sum(base, q->reservations, q->n_reservations, &f, out, err);
 }
 
 gq_code gq_quota_in_use(const gq_quota *q, int64_t now, const char *skip_key, gq_amounts *out,
@@ -465,7 +444,7 @@ void gq_usage_dispose(gq_usage *u)
     if (!u)
         return;
     for (size_t i = 0; i < u->n_ns; i++)
-        free(u->ns[i].namespace_);
+        free(u->ns[i].name);
     free(u->ns);
     for (size_t i = 0; i < u->n_claims; i++)
         gq_reservation_dispose(&u->claims[i]);
@@ -573,7 +552,7 @@ static gq_code accumulate_models(gq_usage *u, const gq_quota *q, const gq_pod_fa
 
 static int ns_usage_cmp(const void *key, const void *elem)
 {
-    return strcmp(key, ((const gq_ns_usage *)elem)->namespace_);
+    return strcmp(key, ((const gq_named_usage *)elem)->name);
 }
 
 /* Count each distinct shared claim of refs[0..n) (owners index pods) once:
@@ -603,7 +582,7 @@ static gq_code count_claims(gq_usage *u, const gq_quota *q, const gq_usage_pod *
         if ((rc = accumulate(&u->used, q, &a, err)) ||
             (rc = accumulate_models(u, q, &p->facts, &a, err)))
             return rc;
-        gq_ns_usage *nu =
+        gq_named_usage *nu =
             u->n_ns ? bsearch(p->facts.namespace_, u->ns, u->n_ns, sizeof(*u->ns), ns_usage_cmp)
                     : NULL;
         if (nu && (rc = accumulate(&nu->used, q, &a, err)))
@@ -663,9 +642,9 @@ static gq_code usage_by_namespace(const gq_quota *q, const gq_usage_pod **m, siz
         return gq_err_oom(err);
     for (size_t i = 0; i < nm; i++) {
         if (u->n_ns == 0 || (m[i]->facts.namespace_ != m[i - 1]->facts.namespace_ &&
-                             strcmp(u->ns[u->n_ns - 1].namespace_, m[i]->facts.namespace_) != 0)) {
-            gq_ns_usage *nu = &u->ns[u->n_ns];
-            if (!(nu->namespace_ = strdup(m[i]->facts.namespace_)))
+                             strcmp(u->ns[u->n_ns - 1].name, m[i]->facts.namespace_) != 0)) {
+            gq_named_usage *nu = &u->ns[u->n_ns];
+            if (!(nu->name = strdup(m[i]->facts.namespace_)))
                 return gq_err_oom(err);
             u->n_ns++;
             nu->used.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
@@ -735,18 +714,18 @@ out:
     return rc;
 }
 
-json_object *gq_usage_by_model_to_json(const gq_quota *q, const gq_usage *u)
+gq_code gq_usage_to_status(const gq_quota *q, const gq_usage *u, gq_quota_status *st, gq_err *err)
 {
-    json_object *o = json_object_new_object();
-    for (size_t i = 0; o && i < q->n_models && i < u->n_by_model; i++) {
-        json_object *a = gq_amounts_to_json(&u->by_model[i]);
-        if (!a || json_object_object_add(o, q->models[i].name, a)) {
-            json_object_put(a);
-            json_object_put(o);
-            return NULL;
-        }
-    }
-    return o;
+    gq_named_usage m[GQ_CRD_MAX_QUOTA_MODELS];
+    size_t n = 0;
+    st->has_used = true;
+    st->used = u->used;
+    for (size_t i = 0; i < q->n_models && i < u->n_by_model && n < GQ_CRD_MAX_QUOTA_MODELS; i++)
+        m[n++] = (gq_named_usage){q->models[i].name, u->by_model[i]};
+    gq_code rc = q->n_models ? gq_quota_status_set_models(st, m, n, err) : GQ_OK;
+    if (!rc && q->kind == GQ_QUOTA_TENANT)
+        rc = gq_quota_status_set_namespaces(st, u->ns, u->n_ns, err);
+    return rc;
 }
 
 gq_code gq_model_choose(const gq_model_option *opts, size_t n, const gq_quota_snapshot *s,
@@ -786,35 +765,6 @@ out:
 const char *gq_pod_model(const gq_pod_cost *cost)
 {
     return cost->model && cost->model_pinned ? cost->model->name : NULL;
-}
-
-json_object *gq_usage_namespaces_to_json(const gq_usage *u)
-{
-    json_object *arr = json_object_new_array();
-    if (!arr)
-        return NULL;
-    for (size_t i = 0; i < u->n_ns; i++) {
-        json_object *o = json_object_new_object();
-        json_object *ns = json_object_new_string(u->ns[i].namespace_);
-        json_object *used = gq_amounts_to_json(&u->ns[i].used);
-        if (!o || !ns || !used || json_object_object_add(o, "namespace", ns)) {
-            json_object_put(ns);
-            goto fail_item;
-        }
-        ns = NULL;
-        if (json_object_object_add(o, "used", used))
-            goto fail_item;
-        used = NULL;
-        if (json_object_array_add(arr, o))
-            goto fail_item;
-        continue;
-    fail_item:
-        json_object_put(used);
-        json_object_put(o);
-        json_object_put(arr);
-        return NULL;
-    }
-    return arr;
 }
 
 /* --- GPULimitRange -------------------------------------------------------------- */

@@ -192,11 +192,6 @@ typedef struct gq_usage_pod {
     bool queued; /* waits behind the gate gpuquota.io/quota: counted as queued, not used */
 } gq_usage_pod;
 
-typedef struct gq_ns_usage {
-    char *namespace_;
-    gq_amounts used;
-} gq_ns_usage;
-
 /* Result of a recount. Caller-owned: gq_usage_init, then gq_usage_dispose. */
 typedef struct gq_usage {
     gq_amounts used;      /* keys of spec.hard only, like ResourceQuota status.used */
@@ -204,7 +199,7 @@ typedef struct gq_usage {
     size_t n_by_model;
     gq_amounts queued;   /* what queued pods would charge, keys of spec.hard only */
     int64_t queued_pods; /* queued pods the quota would charge */
-    gq_ns_usage *ns;     /* tenants: namespaces with a charging pod, sorted by name */
+    gq_named_usage *ns;  /* tenants: namespaces with a charging pod, sorted by name */
     size_t n_ns;
     /* The shared ResourceClaims counted in used, once each, sorted by uid:
      * counted claim records for status.reservations (claim and counted set,
@@ -222,9 +217,11 @@ void gq_usage_dispose(gq_usage *u);
 gq_code gq_quota_recount(const gq_quota *q, const gq_usage_pod *pods, size_t n, gq_usage *out,
                          gq_err *err) GQ_WUR;
 
-/* status.usedByModel: {model: {...}} over q's spec.models (u from
- * gq_quota_recount(q)). Caller owns the object; NULL on allocation failure. */
-json_object *gq_usage_by_model_to_json(const gq_quota *q, const gq_usage *u);
+/* What the recount u of q (gq_quota_recount) says, into st: status.used,
+ * usedByModel over q's spec.models (when it has some) and, for a tenant,
+ * namespaces. The other members of st stay as they are. GQ_ENOMEM. */
+gq_code gq_usage_to_status(const gq_quota *q, const gq_usage *u, gq_quota_status *st,
+                           gq_err *err) GQ_WUR;
 
 /* --- a choice of models ------------------------------------------------------- */
 
@@ -244,10 +241,6 @@ typedef struct gq_model_option {
  * state (status and reservations) is the caller's snapshot. */
 gq_code gq_model_choose(const gq_model_option *opts, size_t n, const gq_quota_snapshot *s,
                         const gq_pod_facts *pod, size_t *chosen, gq_err *err) GQ_WUR;
-
-/* status.namespaces[] for a tenant: [{"namespace": ns, "used": {...}}].
- * Caller owns the array; NULL on allocation failure. */
-json_object *gq_usage_namespaces_to_json(const gq_usage *u);
 
 /* --- GPULimitRange ---------------------------------------------------------- */
 

@@ -61,13 +61,7 @@ BANNED = {
 }
 
 # FILE: {call: reason} exceptions, each with the reason it is kept.
-ALLOWED = {
-    "quota/crd.c": {
-        "strncat": "bounded by sizeof(sup) - strlen(sup) - 1 in the quota-key list of a "
-                   "message; crd.c is being rewritten on other branches, and the call goes "
-                   "with that rewrite",
-    },
-}
+ALLOWED = {}
 
 # Names say their layer: every function a layer's header declares starts
 # with the layer's prefix, so a call site tells which layer it reaches into.

@@ -380,14 +380,17 @@ static json_object *ns_labels_of(const flat *f, const char *ns)
 }
 
 /* A copy of quota object qo with status.used (and, for tenants,
- * status.namespaces) recounted from pods. */
+ * status.namespaces; for per-model limits, status.usedByModel) recounted
+ * from pods. */
 static gq_code recounted(json_object *qo, const gq_usage_pod *pods, size_t n_pods,
                          json_object **out, gq_err *err)
 {
     gq_quota *q = NULL;
     gq_usage u;
+    gq_quota_status st;
     json_object *c = NULL, *status = NULL;
     gq_usage_init(&u);
+    gq_quota_status_init(&st);
     gq_code rc = gq_quota_parse(qo, &q, err);
     if (!rc)
         rc = gq_quota_recount(q, pods, n_pods, &u, err);
@@ -395,26 +398,15 @@ static gq_code recounted(json_object *qo, const gq_usage_pod *pods, size_t n_pod
         gq_err_prefix(err, "%s %s", gq_json_get_string(qo, "kind"), obj_name(qo));
         goto out;
     }
+    if ((rc = gq_quota_status_decode(gq_json_member(qo, "status"), GQ_STATUS_CHARGE, &st, err)) ||
+        (rc = gq_usage_to_status(q, &u, &st, err)))
+        goto out;
     rc = GQ_ENOMEM;
-    if (!(c = copy(qo)))
+    if (!(c = copy(qo)) || !(status = gq_quota_status_encode(&st)))
         goto out;
-    status = gq_json_member(c, "status");
-    if (!json_object_is_type(status, json_type_object)) {
-        if (!(status = json_object_new_object()) || json_object_object_add(c, "status", status))
-            goto out;
-    }
-    json_object *used = gq_amounts_to_json(&u.used);
-    if (!used || json_object_object_add(status, "used", used))
+    if (json_object_object_add(c, "status", status)) {
+        json_object_put(status);
         goto out;
-    if (q->kind == GQ_QUOTA_TENANT) {
-        json_object *nss = gq_usage_namespaces_to_json(&u);
-        if (!nss || json_object_object_add(status, "namespaces", nss))
-            goto out;
-    }
-    if (q->n_models) {
-        json_object *bm = gq_usage_by_model_to_json(q, &u);
-        if (!bm || json_object_object_add(status, "usedByModel", bm))
-            goto out;
     }
     *out = c;
     c = NULL;
@@ -423,6 +415,7 @@ out:
     if (rc == GQ_ENOMEM)
         gq_err_oom(err);
     json_object_put(c);
+    gq_quota_status_dispose(&st);
     gq_usage_dispose(&u);
     gq_quota_free(q);
     return rc;

@@ -417,11 +417,12 @@ static void undo_round(pending **batch, size_t n)
 }
 
 /* What one round evaluates against: the quota as read, parsed, with the
- * usage (status plus live reservations) carried forward as charges land. */
+ * usage (status plus live reservations) carried forward as charges land,
+ * and the status the round writes, typed. */
 typedef struct round_view {
-    json_object *obj;    /* the whole object as read; written back */
-    json_object *status; /* inside obj */
-    gq_quota *q;
+    json_object *obj;   /* the whole object as read; written back with st as its status */
+    gq_quota_status st; /* the status as read, then with the round's charges and rollbacks */
+    gq_quota *q;        /* spec, and the status as read (live reservations only) */
     gq_amounts in_use;
     gq_model_limit *mview; /* q->models with used = in use (names borrowed) */
     bool fresh;            /* obj is a fresh read: only then may a charge be refused */
@@ -432,6 +433,7 @@ static void round_view_dispose(round_view *rv)
 {
     free(rv->mview);
     gq_quota_free(rv->q);
+    gq_quota_status_dispose(&rv->st);
     json_object_put(rv->obj);
 }
 
@@ -453,21 +455,19 @@ static gq_code round_read(wh_validator *v, slot *s, round_view *rv, gq_err *e)
     return v->store.get_quota(v->store.ctx, s->kind, s->ns, s->name, &rv->obj, e);
 }
 
-/* Parse what round_read read: drop expired (and corrupt) records, so one
- * bad record cannot pin the quota (docs/quota-semantics.md); sum usage. */
+/* Parse what round_read read: decode its status dropping corrupt and
+ * expired records, so one bad record cannot pin the quota
+ * (docs/quota-semantics.md); parse the spec; sum usage. */
 static gq_code round_parse(round_view *rv, gq_err *e)
 {
     gq_code rc;
-    if (!json_object_object_get_ex(rv->obj, "status", &rv->status) ||
-        !json_object_is_type(rv->status, json_type_object)) {
-        rv->status = json_object_new_object();
-        if (!rv->status || json_object_object_add(rv->obj, "status", rv->status)) {
-            json_object_put(rv->status);
-            return gq_err_oom(e);
-        }
-    }
-    if ((rc = gq_status_drop_expired(rv->status, rv->now, NULL, e)) ||
-        (rc = gq_quota_parse(rv->obj, &rv->q, e)) ||
+    json_object *status = NULL;
+    json_object_object_get_ex(rv->obj, "status", &status);
+    if ((rc = gq_quota_status_decode(status, GQ_STATUS_CHARGE, &rv->st, e)))
+        return rc;
+    gq_quota_status_drop_expired(&rv->st, rv->now);
+    if ((rc = gq_quota_parse_spec(rv->obj, &rv->q, e)) ||
+        (rc = gq_quota_set_status(rv->q, &rv->st, e)) ||
         (rc = gq_quota_in_use(rv->q, rv->now, NULL, &rv->in_use, e)))
         return rc;
     if (rv->q->n_models && !(rv->mview = calloc(rv->q->n_models, sizeof(*rv->mview))))
@@ -484,9 +484,9 @@ static gq_code round_parse(round_view *rv, gq_err *e)
 /* Remove what p's rollback names from the status; true when it changed. */
 static bool release_pending(round_view *rv, const pending *p)
 {
-    bool changed = gq_status_remove_reservation(rv->status, p->resv->key);
+    bool changed = gq_quota_status_remove_reservation(&rv->st, p->resv->key);
     for (size_t k = 0; k < p->n_claims; k++)
-        if (p->claim_added[k] && gq_status_remove_reservation(rv->status, p->claims[k].key))
+        if (p->claim_added[k] && gq_quota_status_remove_reservation(&rv->st, p->claims[k].key))
             changed = true;
     return changed;
 }
@@ -541,11 +541,11 @@ static void reserve_pending(round_view *rv, pending *p, const gq_amounts *charge
             p->rc = gq_err_set(&p->err, GQ_ERANGE, "quota %s: %s overflows", rv->q->name,
                                gq_qkey_name((gq_qkey)k));
     if (!p->rc)
-        p->rc = gq_status_add_reservation(rv->status, p->used, &added, &p->err);
+        p->rc = gq_quota_status_add_reservation(&rv->st, p->used, &added, &p->err);
     for (size_t k = 0; !p->rc && added && k < p->n_claims; k++)
         if (fresh_claim[k])
-            p->rc =
-                gq_status_add_reservation(rv->status, &p->claims[k], &p->claim_added[k], &p->err);
+            p->rc = gq_quota_status_add_reservation(&rv->st, &p->claims[k], &p->claim_added[k],
+                                                    &p->err);
     if (p->rc) {
         if (added)
             release_pending(rv, p);
@@ -598,12 +598,18 @@ static round_outcome round_evaluate(round_view *rv, pending **batch, size_t n, b
     return ROUND_DONE;
 }
 
-/* Write the round's status back, conditional on the resourceVersion read.
- * The stored object is remembered for the next round. */
+/* Write the round's status back (encoded into the object read),
+ * conditional on the resourceVersion read. The stored object is remembered
+ * for the next round. */
 static round_outcome round_write(wh_validator *v, slot *s, round_view *rv, pending **batch,
                                  size_t n, gq_code *rc, gq_err *e)
 {
-    json_object *stored = NULL;
+    json_object *stored = NULL, *status = gq_quota_status_encode(&rv->st);
+    if (!status || json_object_object_add(rv->obj, "status", status)) {
+        json_object_put(status);
+        *rc = gq_err_oom(e);
+        return ROUND_DONE;
+    }
     atomic_fetch_add(&v->batches, 1);
     *rc = v->store.update_status(v->store.ctx, s->kind, s->ns, s->name, rv->obj, &stored, e);
     if (*rc == GQ_ECONFLICT) {
@@ -635,6 +641,7 @@ static void round_quota_gone(pending **batch, size_t n)
 static round_outcome batch_round(wh_validator *v, slot *s, pending **batch, size_t n)
 {
     round_view rv = {.now = now_s(v)};
+    gq_quota_status_init(&rv.st);
     round_outcome out = ROUND_DONE;
     bool changed = false;
     gq_err e;

@@ -37,6 +37,7 @@
 #include "kube/kube.h"
 #include "webhook/kubestore.h"
 #include "support/standin_proc.h"
+#include "support/status_sum.h"
 #include "webhook/validate.h"
 #include "common/yamljson.h"
 
@@ -262,7 +263,7 @@ static long charged(const char *ns)
         return -1;
     long n = -1;
     if (json_object_object_get_ex(o, "status", &st) &&
-        !gq_status_sum(st, (int64_t)time(NULL), &sum, &e))
+        !status_sum(st, (int64_t)time(NULL), &sum, &e))
         n = (long)sum.v[GQ_KEY_GPU_PODS];
     json_object_put(o);
     return n;
@@ -293,7 +294,7 @@ static void *fold(void *arg)
             if (kube_get(admin, path, NULL, &o, &e))
                 continue;
             if (json_object_object_get_ex(o, "status", &st) &&
-                !gq_status_sum(st, (int64_t)time(NULL), &sum, &e)) {
+                !status_sum(st, (int64_t)time(NULL), &sum, &e)) {
                 json_object_object_add(st, "used", gq_amounts_to_json(&sum));
                 json_object_object_del(st, "reservations");
                 gq_code rc = kube_update_status(admin, path, o, NULL, NULL, &e);

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "ctl_fixture.h"
+#include "support/status_sum.h"
 
 /* --- recount ------------------------------------------------------------------- */
 
@@ -291,7 +292,7 @@ static void test_reservation_keys_unique(void **state)
     json_object *q = quota_json("a", "q", "{'hard':{'gpu-memory':'64Gi'}}", status);
     gq_amounts sum;
     gq_err err = {0};
-    assert_int_equal(gq_status_sum(json_object_object_get(q, "status"), NOW, &sum, &err), GQ_OK);
+    assert_int_equal(status_sum(json_object_object_get(q, "status"), NOW, &sum, &err), GQ_OK);
     assert_int_equal(sum.v[GQ_KEY_GPU_MEMORY], 24 * GI);
     assert_int_equal(sum.v[GQ_KEY_GPU_PODS], 3);
 
@@ -310,7 +311,7 @@ static void test_reservation_keys_unique(void **state)
         assert_string_equal(json_object_get_string(
                                 json_object_object_get(json_object_array_get_idx(res, i), "key")),
                             keys[i]);
-    assert_int_equal(gq_status_sum(r.status, NOW, &sum, &err), GQ_OK);
+    assert_int_equal(status_sum(r.status, NOW, &sum, &err), GQ_OK);
     assert_int_equal(sum.v[GQ_KEY_GPU_MEMORY], 16 * GI);
 
     /* Written back, it holds: nothing more to do. */

@@ -41,6 +41,21 @@ static gq_quota *parse(json_object *obj)
     return q;
 }
 
+/* ctl_ungate_charge on the status of quota object obj, as the queue
+ * admitter charges it: decoded, charged, encoded back into obj. */
+static gq_code charge(json_object *obj, const gq_quota *q, const ctl_admitted *p, bool *added,
+                      gq_err *err)
+{
+    gq_quota_status st;
+    assert_int_equal(
+        gq_quota_status_decode(json_object_object_get(obj, "status"), GQ_STATUS_CHARGE, &st, err),
+        GQ_OK);
+    gq_code rc = ctl_ungate_charge(&st, q, p, NOW, added, err);
+    json_object_object_add(obj, "status", gq_quota_status_encode(&st));
+    gq_quota_status_dispose(&st);
+    return rc;
+}
+
 /* A claim of two GPUs of 80Gi, named "pair". */
 static gq_shared_claim pair_claim(void)
 {
@@ -111,10 +126,10 @@ static void test_shared_claim_charged_once(void **state)
     ctl_admitted a = pod_on("a", "uid-a", &c), b = pod_on("b", "uid-b", &c);
     gq_err err;
     bool added = false;
-    assert_int_equal(ctl_ungate_charge(st, q, &a, NOW, &added, &err), GQ_OK);
+    assert_int_equal(charge(obj, q, &a, &added, &err), GQ_OK);
     assert_true(added);
     added = false;
-    assert_int_equal(ctl_ungate_charge(st, q, &b, NOW, &added, &err), GQ_OK);
+    assert_int_equal(charge(obj, q, &b, &added, &err), GQ_OK);
     assert_true(added);
     char keys[256];
     record_keys(obj, keys, sizeof keys);
@@ -174,7 +189,7 @@ static void test_claim_charged_before(void **state)
         ctl_admitted a = pod_on("a", "uid-a", &c);
         gq_err err;
         bool added = false;
-        assert_int_equal(ctl_ungate_charge(st, q, &a, NOW, &added, &err), GQ_OK);
+        assert_int_equal(charge(obj, q, &a, &added, &err), GQ_OK);
         assert_true(added);
         char keys[256];
         record_keys(obj, keys, sizeof keys);

@@ -38,6 +38,23 @@ static inline gq_limit_range *LR(const char *s)
     return lr;
 }
 
+/* Member `member` of the status gq_usage_to_status writes for recount u of
+ * q, as the encoder writes it (caller puts it). */
+static inline json_object *usage_member(const gq_quota *q, const gq_usage *u, const char *member)
+{
+    gq_quota_status st;
+    gq_err err;
+    gq_quota_status_init(&st);
+    assert_int_equal(gq_usage_to_status(q, u, &st, &err), GQ_OK);
+    json_object *o = gq_quota_status_encode(&st), *m = NULL;
+    assert_non_null(o);
+    assert_true(json_object_object_get_ex(o, member, &m));
+    json_object_get(m);
+    json_object_put(o);
+    gq_quota_status_dispose(&st);
+    return m;
+}
+
 #define GQ(name, ns, spec, status)                                                                 \
     "{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':'" name             \
     "','namespace':'" ns "'},'spec':{" spec "},'status':{" status "}}"

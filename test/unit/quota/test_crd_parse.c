@@ -260,12 +260,24 @@ static void test_amount_names(void **state)
     json_object_put(o);
 }
 
+/* A member's name for a message, "BASE.NAME", cut to the buffer. */
+static void test_field_join(void **state)
+{
+    (void)state;
+    char f[12];
+    assert_string_equal(gq_field_join(f, sizeof f, "status", "used"), "status.used");
+    assert_string_equal(gq_field_join(f, sizeof f, "status", "usedByModel"), "status.used");
+    assert_string_equal(gq_field_join(f, sizeof f, "reservations", "key"), "reservation");
+    assert_string_equal(gq_field_join(f, sizeof f, "", "key"), ".key");
+    assert_string_equal(gq_field_join(f, 2, "ab", "c"), "a");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quota_parse_errors), cmocka_unit_test(test_quota_parse_limits),
         cmocka_unit_test(test_quota_parse_ok),     cmocka_unit_test(test_lr_parse_errors),
-        cmocka_unit_test(test_amount_names),
+        cmocka_unit_test(test_amount_names),       cmocka_unit_test(test_field_join),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -242,7 +242,7 @@ static void test_recount_by_model(void **state)
     assert_false(u.by_model[0].set[GQ_KEY_GPU_MEMORY]);
     assert_int_equal(u.by_model[0].v[GQ_KEY_GPU_PODS], 2);
     assert_int_equal(u.by_model[1].v[GQ_KEY_GPU_MEMORY], 23 * GI);
-    json_object *o = gq_usage_by_model_to_json(q, &u);
+    json_object *o = usage_member(q, &u, "usedByModel");
     assert_string_equal(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN),
                         "{\"a100-80gb\":{\"gpu-pods\":\"2\"},"
                         "\"h100-80gb\":{\"gpu-memory\":\"23Gi\"}}");

@@ -1,4 +1,4 @@
-/* Reservation records in a quota's status (quota/crd.h, quota/policy.h):
+/* Reservation records in a quota's status (quota/status.h, quota/policy.h):
  * added once per key, found for a pod, dropped when expired and summed with
  * used, and an in-use total that overflows. */
 #include <setjmp.h>
@@ -16,30 +16,43 @@
 /* ------------------------------------------------------------------------ */
 /* Reservations in status                                                     */
 
+static gq_quota_status decoded(const char *json, gq_status_mode mode)
+{
+    json_object *o = J(json);
+    gq_quota_status st;
+    gq_err err;
+    gq_err_clear(&err);
+    if (gq_quota_status_decode(o, mode, &st, &err))
+        fail_msg("decode failed: %s (%s)", err.msg, json);
+    json_object_put(o);
+    return st;
+}
+
 static void test_status_add_reservation(void **state)
 {
     (void)state;
-    json_object *st = J("{'used':{'gpu-memory':'8Gi'}}");
+    gq_quota_status st = decoded("{'used':{'gpu-memory':'8Gi'}}", GQ_STATUS_CHARGE);
     gq_reservation r = {.key = "uid-1", .namespace_ = "a", .pod = "job-x-", .expires = NOW + 30};
     gq_charge_from_cost(&(gq_pod_cost){.gpu_memory = 16 * GI, .gpus = 0, .gpu_pods = 1}, false,
                         &r.amounts);
     bool added = false;
     gq_err err;
-    assert_int_equal(gq_status_add_reservation(st, &r, &added, &err), GQ_OK);
+    assert_int_equal(gq_quota_status_add_reservation(&st, &r, &added, &err), GQ_OK);
     assert_true(added);
+    json_object *enc = gq_quota_status_encode(&st);
     assert_string_equal(
-        json_object_to_json_string_ext(st, JSON_C_TO_STRING_PLAIN),
+        json_object_to_json_string_ext(enc, JSON_C_TO_STRING_PLAIN),
         "{\"used\":{\"gpu-memory\":\"8Gi\"},\"reservations\":[{\"key\":\"uid-1\",\"namespace\":"
         "\"a\",\"pod\":\"job-x-\",\"gpu-memory\":\"16Gi\",\"gpu-pods\":\"1\",\"gpus\":\"0\","
         "\"expires\":\"2026-11-21T15:06:35Z\"}]}");
     /* Same key again (webhook retry): idempotent, even with other amounts. */
     r.expires = NOW + 999;
-    assert_int_equal(gq_status_add_reservation(st, &r, &added, &err), GQ_OK);
+    assert_int_equal(gq_quota_status_add_reservation(&st, &r, &added, &err), GQ_OK);
     assert_false(added);
-    json_object *arr = json_object_object_get(st, "reservations");
-    assert_int_equal(json_object_array_length(arr), 1);
+    assert_int_equal(st.n_reservations, 1);
 
     /* The record round-trips through the parser. */
+    json_object *arr = json_object_object_get(enc, "reservations");
     gq_reservation back;
     assert_int_equal(gq_reservation_parse(json_object_array_get_idx(arr, 0), NULL, &back, &err),
                      GQ_OK);
@@ -50,39 +63,45 @@ static void test_status_add_reservation(void **state)
     assert_int_equal(back.amounts.v[GQ_KEY_GPU_PODS], 1);
     gq_reservation_dispose(&back);
     gq_reservation_dispose(NULL);
+    json_object_put(enc);
 
     /* Sum: used + the live reservation. */
     gq_amounts sum;
-    assert_int_equal(gq_status_sum(st, NOW, &sum, &err), GQ_OK);
+    assert_int_equal(gq_quota_status_sum(&st, NOW, &sum, &err), GQ_OK);
     assert_int_equal(sum.v[GQ_KEY_GPU_MEMORY], 24 * GI);
     assert_int_equal(sum.v[GQ_KEY_GPU_PODS], 1);
-    assert_int_equal(gq_status_sum(st, NOW + 30, &sum, &err), GQ_OK);
+    assert_int_equal(gq_quota_status_sum(&st, NOW + 30, &sum, &err), GQ_OK);
     assert_int_equal(sum.v[GQ_KEY_GPU_MEMORY], 8 * GI);
     assert_int_equal(sum.v[GQ_KEY_GPU_PODS], 0);
-    json_object_put(st);
+    gq_quota_status_dispose(&st);
 
     /* A rollback removes what a charge added, by key, and only that. */
-    st = J("{'reservations':[{'key':'a'},{'key':'uid-1'},{'key':7},{'key':'b'}]}");
-    assert_true(gq_status_remove_reservation(st, "uid-1"));
-    assert_false(gq_status_remove_reservation(st, "uid-1"));
-    assert_false(gq_status_remove_reservation(st, "7"));
-    assert_string_equal(json_object_to_json_string_ext(st, JSON_C_TO_STRING_PLAIN),
-                        "{\"reservations\":[{\"key\":\"a\"},{\"key\":7},{\"key\":\"b\"}]}");
-    json_object_put(st);
-    st = J("{'reservations':{'key':'a'}}");
-    assert_false(gq_status_remove_reservation(st, "a"));
-    json_object_put(st);
-    assert_false(gq_status_remove_reservation(NULL, "a"));
+    st = decoded("{'reservations':[" RES("a", "1Gi", LIVE) "," RES("uid-1", "1Gi", LIVE) "," RES(
+                     "b", "1Gi", LIVE) "]}",
+                 GQ_STATUS_CHARGE);
+    assert_true(gq_quota_status_remove_reservation(&st, "uid-1"));
+    assert_false(gq_quota_status_remove_reservation(&st, "uid-1"));
+    assert_false(gq_quota_status_remove_reservation(&st, "7"));
+    assert_int_equal(st.n_reservations, 2);
+    assert_string_equal(st.reservations[0].key, "a");
+    assert_string_equal(st.reservations[1].key, "b");
+    gq_quota_status_dispose(&st);
+    /* A reservations member that is no list holds none. */
+    st = decoded("{'reservations':{'key':'a'}}", GQ_STATUS_SALVAGE);
+    assert_false(gq_quota_status_remove_reservation(&st, "a"));
+    gq_quota_status_dispose(&st);
+    gq_quota_status_init(&st);
+    assert_false(gq_quota_status_remove_reservation(&st, "a"));
 
-    /* Wrong shapes. */
-    st = J("{'reservations':{}}");
-    assert_int_equal(gq_status_add_reservation(st, &r, &added, &err), GQ_EINVAL);
+    /* Wrong shapes: a writer that charges does not charge them. */
+    json_object *o = J("{'reservations':{}}");
+    assert_int_equal(gq_quota_status_decode(o, GQ_STATUS_CHARGE, &st, &err), GQ_EINVAL);
     assert_string_equal(err.msg, "status.reservations: must be an array, got object");
-    json_object_put(st);
-    st = J("[]");
-    assert_int_equal(gq_status_add_reservation(st, &r, &added, &err), GQ_EINVAL);
+    json_object_put(o);
+    o = J("[]");
+    assert_int_equal(gq_quota_status_decode(o, GQ_STATUS_POLICY, &st, &err), GQ_EINVAL);
     assert_string_equal(err.msg, "status: must be an object, got array");
-    json_object_put(st);
+    json_object_put(o);
 }
 
 static void test_reservation_for_pod(void **state)
@@ -121,35 +140,35 @@ static void test_reservation_for_pod(void **state)
 static void test_status_drop_and_sum(void **state)
 {
     (void)state;
-    json_object *st = J(
+    const char *json =
         "{'used':{'gpu-memory':'10Gi','gpus':2},'reservations':[" RES("a", "4Gi", EXPIRED) "," RES(
-            "b", "6Gi", LIVE) ",{'key':'corrupt'}," RES("c", "1Gi", "2026-11-21T15:06:04Z") "]}");
+            "b", "6Gi", LIVE) ",{'key':'corrupt'}," RES("c", "1Gi", "2026-11-21T15:06:04Z") "]}";
+    json_object *o = J(json);
     gq_err err;
     gq_amounts sum;
+    gq_quota_status st;
     /* A corrupt record makes the sum fail: never guess a smaller usage. */
-    assert_int_equal(gq_status_sum(st, NOW, &sum, &err), GQ_EINVAL);
+    assert_int_equal(gq_quota_status_decode(o, GQ_STATUS_POLICY, &st, &err), GQ_EINVAL);
     assert_string_equal(err.msg, "status.reservations[2].namespace: must be a string, got null");
-    size_t dropped = 0;
-    assert_int_equal(gq_status_drop_expired(st, NOW, &dropped, &err), GQ_OK);
+    json_object_put(o);
+    /* A writer drops it (counted), then the expired ones. */
+    st = decoded(json, GQ_STATUS_CHARGE);
+    size_t dropped = st.dropped + gq_quota_status_drop_expired(&st, NOW);
     assert_int_equal(dropped, 3);
-    json_object *arr = json_object_object_get(st, "reservations");
-    assert_int_equal(json_object_array_length(arr), 1);
-    assert_string_equal(
-        json_object_get_string(json_object_object_get(json_object_array_get_idx(arr, 0), "key")),
-        "b");
-    assert_int_equal(gq_status_sum(st, NOW, &sum, &err), GQ_OK);
+    assert_int_equal(st.n_reservations, 1);
+    assert_string_equal(st.reservations[0].key, "b");
+    assert_int_equal(gq_quota_status_sum(&st, NOW, &sum, &err), GQ_OK);
     assert_int_equal(sum.v[GQ_KEY_GPU_MEMORY], 16 * GI);
     assert_int_equal(sum.v[GQ_KEY_GPUS], 2);
     assert_int_equal(sum.v[GQ_KEY_GPU_PODS], 1);
-    json_object_put(st);
+    gq_quota_status_dispose(&st);
 
     /* No reservations at all. */
-    st = J("{}");
-    assert_int_equal(gq_status_drop_expired(st, NOW, &dropped, &err), GQ_OK);
-    assert_int_equal(dropped, 0);
-    assert_int_equal(gq_status_sum(st, NOW, &sum, &err), GQ_OK);
+    st = decoded("{}", GQ_STATUS_CHARGE);
+    assert_int_equal(st.dropped + gq_quota_status_drop_expired(&st, NOW), 0);
+    assert_int_equal(gq_quota_status_sum(&st, NOW, &sum, &err), GQ_OK);
     assert_int_equal(sum.v[GQ_KEY_GPU_MEMORY], 0);
-    json_object_put(st);
+    gq_quota_status_dispose(&st);
 }
 
 static void test_quota_in_use_overflow(void **state)

@@ -58,7 +58,7 @@ static void test_recount(void **state)
     assert_int_equal(u.used.v[GQ_KEY_GPU_MEMORY], 30 * GI);
     assert_int_equal(u.used.v[GQ_KEY_GPUS], 1);
     assert_int_equal(u.n_ns, 2);
-    j = gq_usage_namespaces_to_json(&u);
+    j = usage_member(q, &u, "namespaces");
     assert_string_equal(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN),
                         "[{\"namespace\":\"a\",\"used\":{\"gpu-memory\":\"12Gi\",\"gpus\":\"0\"}},"
                         "{\"namespace\":\"b\",\"used\":{\"gpu-memory\":\"18Gi\",\"gpus\":\"1\"}}]");

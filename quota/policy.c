@@ -720,6 +720,18 @@ gq_code gq_usage_to_status(const gq_quota *q, const gq_usage *u, gq_quota_status
     size_t n = 0;
     st->has_used = true;
     st->used = u->used;
+    /* A GPUQuota that may borrow says how much of what it uses is borrowed. */
+    st->has_borrowed = false;
+    for (int k = 0; k < GQ_KEY_COUNT; k++)
+        st->has_borrowed = st->has_borrowed || q->borrowing_limit.set[k];
+    if (st->has_borrowed) {
+        gq_amounts_clear(&st->borrowed);
+        for (int k = 0; k < GQ_KEY_COUNT; k++)
+            if (q->hard.set[k]) {
+                st->borrowed.set[k] = true;
+                st->borrowed.v[k] = u->used.v[k] > q->hard.v[k] ? u->used.v[k] - q->hard.v[k] : 0;
+            }
+    }
     for (size_t i = 0; i < q->n_models && i < u->n_by_model && n < GQ_CRD_MAX_QUOTA_MODELS; i++)
         m[n++] = (gq_named_usage){q->models[i].name, u->by_model[i]};
     gq_code rc = q->n_models ? gq_quota_status_set_models(st, m, n, err) : GQ_OK;

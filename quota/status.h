@@ -120,8 +120,8 @@ typedef struct gq_condition {
 
 /* How much of a status gq_quota_status_decode must understand. The members
  * admissions count are status.used, usedByModel, queuedPods and
- * reservations; the others (hard, namespaces, queued, observedGeneration,
- * conditions) only report, and an item or member of them that does not
+ * reservations; the others (hard, borrowed, namespaces, queued,
+ * observedGeneration, conditions) only report, and an item or member of them that does not
  * decode is left out in every mode (the next write drops it).
  *
  * GQ_STATUS_POLICY is what policy reads (gq_quota_parse): only the members
@@ -151,9 +151,10 @@ typedef enum gq_status_mode {
  * status gains no "queued", an empty reservations list stays an empty list. */
 typedef struct gq_quota_status {
     bool has_hard, has_used, has_used_by_model, has_namespaces, has_queued, has_queued_pods,
-        has_reservations, has_observed_generation, has_conditions;
+        has_reservations, has_observed_generation, has_conditions, has_borrowed;
     gq_amounts hard;               /* spec.hard as last enforced */
     gq_amounts used;               /* recounted from pods (absent keys: 0) */
+    gq_amounts borrowed;           /* a GPUQuota that may borrow: used above hard (keys of hard) */
     gq_named_usage *used_by_model; /* in the order written */
     size_t n_used_by_model;
     gq_named_usage *namespaces; /* tenants: sorted by namespace */
@@ -187,7 +188,7 @@ gq_code gq_quota_status_decode(json_object *status, gq_status_mode mode, gq_quot
                                gq_err *err) GQ_WUR;
 
 /* The status object for st: the members whose has_ flag is set, in the
- * order hard, used, usedByModel, namespaces, queued, queuedPods,
+ * order hard, used, borrowed, usedByModel, namespaces, queued, queuedPods,
  * reservations, observedGeneration, conditions, quantities in canonical
  * form. The same value always encodes to the same bytes, and the result
  * decodes (GQ_STATUS_CHARGE, nothing dropped) to a value that encodes to

@@ -327,6 +327,12 @@ def quota_status(tenant):
         "used": amounts("Usage recounted from pods.", status=True),
         "usedByModel": models("Usage per model of spec.models, recounted from pods.", status=True),
     }
+    if not tenant:
+        props["borrowed"] = amounts(
+            "A GPUQuota with spec.borrowingLimit: what it uses above hard, borrowed from the "
+            "other GPUQuotas of its GPUTenantQuota.",
+            status=True,
+        )
     if tenant:
         props["namespaces"] = {
             "description": "Usage per namespace, sorted by namespace.",

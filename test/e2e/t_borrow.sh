@@ -4,7 +4,7 @@
 # edit tenant of its own namespace:
 #   1. team A's quota (hard 16Gi, borrowingLimit 16Gi) borrows team B's
 #      idle 16Gi: all four 8Gi pods of its Deployment start, the two above
-#      its hard marked gpuquota.io/borrowing;
+#      its hard marked gpuquota.io/borrowing, status.borrowed 16Gi;
 #   2. a fifth would pass the borrowing limit: it waits;
 #   3. team B (reclaimWithinCohort: Any) creates two pods: exactly the two
 #      borrowing pods of A are evicted (never one within A's share), B's pods
@@ -101,6 +101,9 @@ check "team A creates a Deployment of four 8Gi pods" 0 $?
 four() { [[ $(count "$NSA" own) == 2 && $(count "$NSA" true) == 2 ]]; }
 eventually 60 four
 check "A runs 2 pods within its share and 2 on borrowed room" "2 2" "$(count "$NSA" own) $(count "$NSA" true)"
+borrowed_is() { [[ $(kubectl -n "$NSA" get gq team -o jsonpath='{.status.borrowed.gpu-memory}') == "$1" ]]; }
+eventually 30 borrowed_is 16Gi
+check "A's status says it borrows 16Gi" 16Gi "$(kubectl -n "$NSA" get gq team -o jsonpath='{.status.borrowed.gpu-memory}')"
 
 # ------------------------------------------------------------ 2. the limit
 ta scale deployment train --replicas=5 >/dev/null
@@ -127,6 +130,8 @@ sleep 5
 check "A's remade pods wait: A is at its share and B uses its own" "2 2" "$(count "$NSA" own) $(count "$NSA" gated)"
 check "and reclaim nothing back" "$borrowers" "$(events "$NSA" Preempted | tr '\n' ' ')"
 check "nobody of B was evicted" "" "$(events "$NSB" Preempted)"
+eventually 30 borrowed_is 0
+check "after the reclaim A borrows nothing" 0 "$(kubectl -n "$NSA" get gq team -o jsonpath='{.status.borrowed.gpu-memory}')"
 
 # ------------------------------------------------------------ 4. safety
 kill "$sampler" 2>/dev/null

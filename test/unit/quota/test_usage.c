@@ -50,6 +50,17 @@ static void test_recount(void **state)
     json_object_put(j);
     gq_quota_free(q);
 
+    /* A quota that may borrow says what it uses above hard; others do not. */
+    q = Q(GQ("q", "a",
+             "'hard':{'gpu-memory':'8Gi','gpu-pods':10},'borrowingLimit':{'gpu-memory':'8Gi'}",
+             ""));
+    assert_int_equal(gq_quota_recount(q, pods, n, &u, &err), GQ_OK);
+    j = usage_member(q, &u, "borrowed");
+    assert_string_equal(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN),
+                        "{\"gpu-memory\":\"4Gi\",\"gpu-pods\":\"0\"}");
+    json_object_put(j);
+    gq_quota_free(q);
+
     q = Q(GTQ("t",
               "'hard':{'gpu-memory':'1Ti','gpus':8},'namespaceSelector':{'matchLabels':{"
               "'team':'ml'}}",

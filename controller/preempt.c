@@ -165,11 +165,8 @@ static gq_code plan_victims(preemption *p)
     size_t n_members = 0;
     gq_code rc = unit_members(in, p->who, &members, &n_members);
     if (!rc) {
-        const gq_queue_entry *e = &in->ents[p->who];
         gq_preempt_ask ask = {.members = members,
                               .n_members = n_members,
-                              .priority = e->priority,
-                              .created_us = e->created_us,
                               .quotas = in->pq,
                               .nq = in->nq,
                               .pods = p->pods,

@@ -78,19 +78,33 @@ static void cand_move(work *w, const cand *c, int sign)
         pod_move(w, &w->ask->pods[w->byg[c->first + i]], sign);
 }
 
-/* Whether pod p may be evicted for the preemptor under policy. */
-static bool allows(gq_preempt_policy policy, const gq_preempt_ask *a, const gq_preempt_pod *p)
+/* Whether pod p may be evicted for member m under policy. */
+static bool member_allows(gq_preempt_policy policy, const gq_queue_entry *m,
+                          const gq_preempt_pod *p)
 {
     switch (policy) {
     case GQ_PREEMPT_LOWER_PRIORITY:
-        return p->priority < a->priority;
+        return p->priority < m->priority;
     case GQ_PREEMPT_LOWER_OR_NEWER:
-        return p->priority < a->priority ||
-               (p->priority == a->priority && p->created_us > a->created_us);
+        return p->priority < m->priority ||
+               (p->priority == m->priority && p->created_us > m->created_us);
     case GQ_PREEMPT_NEVER:
     default:
         return false;
     }
+}
+
+/* Whether pod p may be evicted for the preemptor under policy: for every
+ * member of it. A group stands in line at its first (highest) member's
+ * place, but the room it takes is every member's: were it to preempt at
+ * its leader's priority, one high member would let low ones evict pods of
+ * a priority above theirs. */
+static bool allows(gq_preempt_policy policy, const gq_preempt_ask *a, const gq_preempt_pod *p)
+{
+    for (size_t m = 0; m < a->n_members; m++)
+        if (!member_allows(policy, &a->members[m], p))
+            return false;
+    return a->n_members > 0;
 }
 
 /* Whether pod p is a candidate: spared no, counts in a blocking quota, and

@@ -9,7 +9,9 @@
  * - a candidate counts in at least one blocking quota and, for every
  *   blocking quota it counts in, has a lower priority than the preemptor
  *   (LowerPriority), or a lower one or an equal one and a later creation
- *   (LowerOrNewerEqualPriority);
+ *   (LowerOrNewerEqualPriority); a group preemptor is every one of its
+ *   members (a candidate is lower than its lowest member), whatever place
+ *   its highest member gives it in the queue;
  * - a pod group is a candidate whole or not at all (every member a
  *   candidate); a pod the caller spares (a disruption budget refused its
  *   eviction) is none, nor is its group;
@@ -50,11 +52,11 @@ typedef struct gq_preempt_pod {
 
 /* What to preempt for. Everything is borrowed. */
 typedef struct gq_preempt_ask {
-    const gq_queue_entry *members; /* the preemptor: a pod, or its group's queued members */
+    /* the preemptor: a pod, or its group's queued members, each with its
+     * priority and creation */
+    const gq_queue_entry *members;
     size_t n_members;
-    size_t option; /* the model option it is tried on (0 without a choice) */
-    int32_t priority;
-    int64_t created_us;
+    size_t option;                /* the model option it is tried on (0 without a choice) */
     const gq_queue_quota *quotas; /* the planner's quotas, in use as now */
     size_t nq;
     const gq_preempt_pod *pods; /* every admitted pod counting in those quotas */

@@ -79,14 +79,8 @@ static gq_code run(const gq_queue_entry *e, size_t n_e, gq_quota *qq, size_t nq,
     size_t victims[16], nv = 99;
     gq_err err;
     gq_err_clear(&err);
-    gq_preempt_ask ask = {.members = e,
-                          .n_members = n_e,
-                          .priority = e[0].priority,
-                          .created_us = e[0].created_us,
-                          .quotas = pq,
-                          .nq = nq,
-                          .pods = pods,
-                          .n_pods = n};
+    gq_preempt_ask ask = {
+        .members = e, .n_members = n_e, .quotas = pq, .nq = nq, .pods = pods, .n_pods = n};
     gq_code rc = gq_preempt_plan(&ask, victims, &nv, &err);
     out[0] = '\0';
     for (size_t i = 0; i < nv; i++) {
@@ -200,19 +194,58 @@ static void other_quota_blocking_stops_everything(void **state)
     assert_string_equal(v, "here");
 }
 
+/* e[0..2): a group of two 8Gi members of quota 0, named g. */
+static void group_of_two(gq_queue_entry e[2], const char *g)
+{
+    e[0] = e[1] = preemptor(8, Q0, 1);
+    e[0].group = e[1].group = g;
+    e[0].group_size = e[1].group_size = 2;
+}
+
 /* A group preemptor needs room for all its members. */
 static void group_preemptor_needs_room_for_all(void **state)
 {
     (void)state;
     gq_quota q = quota("q", 32, GQ_PREEMPT_LOWER_PRIORITY);
-    gq_queue_entry e[2] = {preemptor(8, Q0, 1), preemptor(8, Q0, 1)};
-    e[0].group = e[1].group = "ns/train";
-    e[0].group_size = e[1].group_size = 2;
+    gq_queue_entry e[2];
+    group_of_two(e, "ns/train");
     gq_preempt_pod pods[] = {pod("a", 1, 10, 8), pod("b", 1, 20, 8), pod("c", 1, 30, 8),
                              pod("d", 1, 40, 8)};
     char v[256];
     assert_int_equal(run(e, 2, &q, 1, pods, 4, v, sizeof v), GQ_OK);
     assert_string_equal(v, "d,c");
+}
+
+/* A group preempts as each of its members: one high member does not let
+ * a low one evict pods of a priority between theirs. */
+static void group_preempts_as_its_lowest_member(void **state)
+{
+    (void)state;
+    gq_quota q = quota("q", 16, GQ_PREEMPT_LOWER_PRIORITY);
+    gq_queue_entry e[2];
+    group_of_two(e, "ns/mixed");
+    e[0].priority = 1000;
+    e[1].priority = 1;
+    gq_preempt_pod pods[] = {pod("mid-a", 500, 10, 8), pod("mid-b", 500, 20, 8)};
+    char v[256];
+    assert_int_equal(run(e, 2, &q, 1, pods, 2, v, sizeof v), GQ_ENOTFOUND);
+    assert_string_equal(v, "");
+    /* Below both members: evicted. */
+    pods[0].priority = pods[1].priority = 0;
+    assert_int_equal(run(e, 2, &q, 1, pods, 2, v, sizeof v), GQ_OK);
+    assert_string_equal(v, "mid-b,mid-a");
+    /* Equal and newer than the low member, but not newer than every member
+     * of that priority: LowerOrNewerEqualPriority spares it. */
+    q.within_quota = GQ_PREEMPT_LOWER_OR_NEWER;
+    pods[0].priority = pods[1].priority = 1;
+    e[0].priority = 1;
+    e[0].created_us = 15;
+    e[1].created_us = 25;
+    assert_int_equal(run(e, 2, &q, 1, pods, 2, v, sizeof v), GQ_ENOTFOUND);
+    e[1].created_us = 5;
+    pods[0].created_us = 30;
+    assert_int_equal(run(e, 2, &q, 1, pods, 2, v, sizeof v), GQ_OK);
+    assert_string_equal(v, "mid-b,mid-a");
 }
 
 /* Per-model limits: a victim of another model frees nothing there. */
@@ -235,13 +268,8 @@ static void model_limits_count(void **state)
     gq_queue_quota pq = {.q = &q, .in_use = mem(24), .model_in_use = {mem(16)}};
     size_t victims[4], nv = 0;
     gq_err err;
-    gq_preempt_ask ask = {.members = &e,
-                          .n_members = 1,
-                          .priority = 10,
-                          .quotas = &pq,
-                          .nq = 1,
-                          .pods = pods,
-                          .n_pods = 2};
+    gq_preempt_ask ask = {
+        .members = &e, .n_members = 1, .quotas = &pq, .nq = 1, .pods = pods, .n_pods = 2};
     assert_int_equal(gq_preempt_plan(&ask, victims, &nv, &err), GQ_OK);
     assert_int_equal(nv, 1);
     assert_string_equal(pods[victims[0]].uid, "a100");
@@ -283,6 +311,7 @@ int main(void)
         cmocka_unit_test(groups_go_whole_or_not_at_all),
         cmocka_unit_test(other_quota_blocking_stops_everything),
         cmocka_unit_test(group_preemptor_needs_room_for_all),
+        cmocka_unit_test(group_preempts_as_its_lowest_member),
         cmocka_unit_test(model_limits_count),
         cmocka_unit_test(leaving_pods_are_room_not_victims),
         cmocka_unit_test(bad_index_is_refused),

@@ -148,7 +148,15 @@ typedef struct ctl_preempt_in {
     const gq_queue_quota *pq;
     size_t nq;
     int64_t now;
+    bool leaving_known; /* pq's leaving was counted (ctl_preempt_leaving) */
 } ctl_preempt_in;
+
+/* Before the plan: when an entry of ents[0..n) is a held preemptor, count
+ * in pq[0..nq)'s leaving what the pods leaving there hold (the room its
+ * hold takes first, gq_queue_plan) and return true; false when none is
+ * held (nothing counted). */
+bool ctl_preempt_leaving(ctl_controller *c, const gq_queue_entry *ents, size_t n,
+                         gq_queue_quota *pq, size_t nq, int64_t now);
 
 /* Evict for the first waiting pod that a quota allowing preemption keeps
  * out and for which some pods may be evicted, or nominate it when the pods

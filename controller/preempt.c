@@ -169,7 +169,8 @@ typedef struct preemption {
     size_t n_run;
     gq_preempt_pod *pods; /* parallel to run */
     size_t *victims, n_victims;
-    const char *quota; /* the quota that kept it out, for messages */
+    const char *quota;  /* the quota that kept it out, for messages */
+    gq_queue_quota *pq; /* in->pq with what the pods leaving free, when the pass had none */
     gq_err err;
 } preemption;
 
@@ -178,18 +179,60 @@ static void preemption_dispose(preemption *p)
     ctl_running_free(p->run, p->n_run);
     free(p->pods);
     free(p->victims);
+    free(p->pq);
+}
+
+/* Whether running pod r is leaving: being deleted, or evicted here lately
+ * (its deletion may not have reached the pod cache yet). */
+static bool run_leaving(ctl_controller *c, const ctl_running *r, int64_t now)
+{
+    return r->leaving || marked(c, c->evicting, r->uid, now);
+}
+
+/* The pods that count in the quotas of pq[0..nq) as the pod cache holds
+ * them (ctl_podstore_running); the caller frees *run. */
+static gq_code running_in(ctl_controller *c, const gq_queue_quota *pq, size_t nq, int64_t now,
+                          ctl_running **run, size_t *n_run)
+{
+    const gq_quota **qs = calloc(nq ? nq : 1, sizeof(*qs));
+    if (!qs)
+        return GQ_ENOMEM;
+    for (size_t j = 0; j < nq; j++)
+        qs[j] = pq[j].q;
+    gq_code rc = ctl_podstore_running(c->store, qs, nq, now, run, n_run);
+    free(qs);
+    return rc;
+}
+
+/* Count the running pods that are leaving in the leaving room of the
+ * quotas they count in. */
+static void add_leaving(ctl_controller *c, const ctl_running *run, size_t n_run, gq_queue_quota *pq,
+                        int64_t now)
+{
+    for (size_t i = 0; i < n_run; i++)
+        if (run_leaving(c, &run[i], now))
+            for (size_t j = 0; j < run[i].n_quotas; j++)
+                gq_queue_quota_leaving(&pq[run[i].quotas[j]], &run[i].charge, run[i].model);
+}
+
+bool ctl_preempt_leaving(ctl_controller *c, const gq_queue_entry *ents, size_t n,
+                         gq_queue_quota *pq, size_t nq, int64_t now)
+{
+    ctl_running *run = NULL;
+    size_t n_run = 0, i = 0;
+    while (i < n && !ents[i].held)
+        i++;
+    if (i == n || running_in(c, pq, nq, now, &run, &n_run))
+        return false;
+    add_leaving(c, run, n_run, pq, now);
+    ctl_running_free(run, n_run);
+    return true;
 }
 
 static gq_code read_running(preemption *p)
 {
     const ctl_preempt_in *in = p->in;
-    const gq_quota **qs = calloc(in->nq ? in->nq : 1, sizeof(*qs));
-    if (!qs)
-        return GQ_ENOMEM;
-    for (size_t j = 0; j < in->nq; j++)
-        qs[j] = in->pq[j].q;
-    gq_code rc = ctl_podstore_running(p->c->store, qs, in->nq, in->now, &p->run, &p->n_run);
-    free(qs);
+    gq_code rc = running_in(p->c, in->pq, in->nq, in->now, &p->run, &p->n_run);
     if (rc)
         return rc;
     size_t n = p->n_run ? p->n_run : 1;
@@ -197,6 +240,14 @@ static gq_code read_running(preemption *p)
     p->victims = calloc(n, sizeof(*p->victims));
     if (!p->pods || !p->victims)
         return GQ_ENOMEM;
+    if (!in->leaving_known) {
+        /* The pass held nothing, so it did not count the pods leaving. */
+        if (!(p->pq = calloc(in->nq ? in->nq : 1, sizeof(*p->pq))))
+            return GQ_ENOMEM;
+        if (in->nq)
+            memcpy(p->pq, in->pq, in->nq * sizeof(*p->pq));
+        add_leaving(p->c, p->run, p->n_run, p->pq, in->now);
+    }
     for (size_t i = 0; i < p->n_run; i++) {
         const ctl_running *r = &p->run[i];
         p->pods[i] = (gq_preempt_pod){
@@ -210,7 +261,7 @@ static gq_code read_running(preemption *p)
             .quotas = r->quotas,
             .n_quotas = r->n_quotas,
             .spared = marked(p->c, p->c->evict_refused, r->uid, in->now),
-            .leaving = r->leaving || marked(p->c, p->c->evicting, r->uid, in->now),
+            .leaving = run_leaving(p->c, r, in->now),
         };
     }
     return GQ_OK;
@@ -226,7 +277,7 @@ static gq_code plan_victims(preemption *p)
     if (!rc) {
         gq_preempt_ask ask = {.members = members,
                               .n_members = n_members,
-                              .quotas = in->pq,
+                              .quotas = p->pq ? p->pq : in->pq,
                               .nq = in->nq,
                               .pods = p->pods,
                               .n_pods = p->n_run};

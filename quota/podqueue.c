@@ -320,19 +320,44 @@ static bool unit_fits(const unit *u, size_t o, const gq_queue_quota *quotas, con
     return true;
 }
 
-/* Add what u owes on option o to the quotas it touches. */
+/* Add need to in_use, less what leaving (NULL: nothing) holds of it,
+ * which it uses up. */
+static void amounts_add_net(gq_amounts *in_use, gq_amounts *leaving, const gq_amounts *need)
+{
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        int64_t take = 0;
+        if (leaving && need->v[k] > 0 && leaving->v[k] > 0) {
+            take = need->v[k] < leaving->v[k] ? need->v[k] : leaving->v[k];
+            leaving->v[k] -= take;
+        }
+        if (__builtin_add_overflow(in_use->v[k], need->v[k] - take, &in_use->v[k]))
+            in_use->v[k] = INT64_MAX;
+    }
+}
+
+/* Add what u owes on option o to the quotas it touches. A hold (held)
+ * takes first the room pods already leaving will free there, and adds
+ * only the rest. */
 static void unit_charge(const unit *u, size_t o, gq_queue_quota *quotas, const size_t *touched,
-                        size_t nt)
+                        size_t nt, bool held)
 {
     gq_amounts need;
     for (size_t t = 0; t < nt; t++) {
         gq_queue_quota *pq = &quotas[touched[t]];
         if (unit_need(u, o, touched[t], NULL, &need))
-            amounts_add(&pq->in_use, &need);
+            amounts_add_net(&pq->in_use, held ? &pq->leaving : NULL, &need);
         for (size_t mi = 0; mi < pq->q->n_models && mi < GQ_CRD_MAX_QUOTA_MODELS; mi++)
             if (unit_need(u, o, touched[t], pq->q->models[mi].name, &need))
-                amounts_add(&pq->model_in_use[mi], &need);
+                amounts_add_net(&pq->model_in_use[mi], held ? &pq->model_leaving[mi] : NULL, &need);
     }
+}
+
+void gq_queue_quota_leaving(gq_queue_quota *q, const gq_amounts *charge, const char *model)
+{
+    amounts_add(&q->leaving, charge);
+    for (size_t mi = 0; mi < q->q->n_models && mi < GQ_CRD_MAX_QUOTA_MODELS; mi++)
+        if (!model || !strcmp(model, q->q->models[mi].name))
+            amounts_add(&q->model_leaving[mi], charge);
 }
 
 /* gq_queue_plan's working state: the entries in admission order, the group
@@ -535,7 +560,7 @@ static void plan_unit(plan *p, size_t i)
         }
     }
     if (st == GQ_QSTATE_ADMIT || (st == GQ_QSTATE_NO_ROOM && unit_held(&u)))
-        unit_charge(&u, option, p->quotas, p->touched, nt);
+        unit_charge(&u, option, p->quotas, p->touched, nt, st != GQ_QSTATE_ADMIT);
     for (size_t m = 0; m < len; m++) {
         gq_queue_decision *d = &p->out[grouped ? p->byg[first + m].i : i];
         d->state = st;

@@ -58,6 +58,15 @@ static void amounts_move(gq_amounts *to, const gq_amounts *a, int sign)
     }
 }
 
+/* in_use less the room pods leaving will free, never below 0. */
+static void amounts_less_leaving(gq_amounts *in_use, const gq_amounts *leaving)
+{
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        int64_t l = leaving->v[k] > 0 ? leaving->v[k] : 0;
+        in_use->v[k] = l < in_use->v[k] ? in_use->v[k] - l : 0;
+    }
+}
+
 /* Take a pod's charge out of the quotas it counts in (sign -1), or put it
  * back (+1): spec.hard's use, and that of every model limit it counts
  * against (its model's, or every one when it has none). */
@@ -303,9 +312,14 @@ gq_code gq_preempt_plan(const gq_preempt_ask *ask, size_t *victims, size_t *n_vi
     }
     if (ask->nq)
         memcpy(w.q, ask->quotas, ask->nq * sizeof(*w.q));
-    for (size_t i = 0; i < ask->n_pods; i++)
-        if (ask->pods[i].leaving)
-            pod_move(&w, &ask->pods[i], -1);
+    /* The room pods already leaving will free, less what held preemptors
+     * have taken of it. */
+    for (size_t j = 0; j < ask->nq; j++) {
+        gq_queue_quota *pq = &w.q[j];
+        amounts_less_leaving(&pq->in_use, &pq->leaving);
+        for (size_t mi = 0; mi < pq->q->n_models && mi < GQ_CRD_MAX_QUOTA_MODELS; mi++)
+            amounts_less_leaving(&pq->model_in_use[mi], &pq->model_leaving[mi]);
+    }
     gq_code rc = plan(&w, victims, n_victims, err);
     if (rc)
         *n_victims = 0;

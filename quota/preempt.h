@@ -16,8 +16,9 @@
  *   candidate); a pod the caller spares (a disruption budget refused its
  *   eviction) is none, nor is its group;
  * - a pod already leaving (evicted or deleted, it counts until it is gone)
- *   is as good as gone: its charge is room for the preemptor, and it is no
- *   candidate (evicting it again would free nothing more);
+ *   is no candidate (evicting it again would free nothing more), and the
+ *   room pods leaving will free is the preemptor's (gq_queue_quota.leaving:
+ *   what no held preemptor has taken of it already);
  * - candidates are taken lowest priority first, then most recently
  *   admitted, until the preemptor fits every quota it charges; then each
  *   taken back, last first, whose eviction is not needed for the fit (the
@@ -47,7 +48,7 @@ typedef struct gq_preempt_pod {
     const size_t *quotas; /* indices of the quotas it counts in */
     size_t n_quotas;
     bool spared;  /* may not be evicted (a disruption budget refused it) */
-    bool leaving; /* being evicted or deleted: as good as gone for the fit, no candidate */
+    bool leaving; /* being evicted or deleted: no candidate (its room is in the quotas' leaving) */
 } gq_preempt_pod;
 
 /* What to preempt for. Everything is borrowed. */
@@ -57,7 +58,7 @@ typedef struct gq_preempt_ask {
     const gq_queue_entry *members;
     size_t n_members;
     size_t option;                /* the model option it is tried on (0 without a choice) */
-    const gq_queue_quota *quotas; /* the planner's quotas, in use as now */
+    const gq_queue_quota *quotas; /* the planner's quotas, in use (and leaving) as now */
     size_t nq;
     const gq_preempt_pod *pods; /* every admitted pod counting in those quotas */
     size_t n_pods;

@@ -367,6 +367,26 @@ static void test_plan_held(void **state)
         assert_int_equal(out[1].state, held ? GQ_QSTATE_NO_ROOM : GQ_QSTATE_ADMIT);
         assert_int_equal(pq.in_use.v[GQ_KEY_GPU_MEMORY], (held ? 12 : 8) * GI);
     }
+    /* The room pods already leaving will free is the preemptor's as they go:
+     * its hold takes that first and holds only the rest (here nothing), or
+     * a pod leaving for as long as its grace period lasts would count
+     * twice: in use, and held. */
+    gq_queue_quota pq = {.q = q, .in_use = mem(8), .leaving = mem(8)};
+    gq_queue_decision out[2];
+    gq_err err;
+    q->hard.v[GQ_KEY_GPU_MEMORY] = 12 * GI;
+    e[0].held = true;
+    assert_int_equal(gq_queue_plan(e, 2, &pq, 1, out, &err), GQ_OK);
+    assert_int_equal(out[0].state, GQ_QSTATE_NO_ROOM);
+    assert_int_equal(out[1].state, GQ_QSTATE_ADMIT);
+    assert_int_equal(pq.in_use.v[GQ_KEY_GPU_MEMORY], 12 * GI);
+    assert_int_equal(pq.leaving.v[GQ_KEY_GPU_MEMORY], 0);
+    /* Room free now that the preemptor needs beyond the leaving pods is
+     * held: 4Gi leaving, 4Gi free. */
+    pq = (gq_queue_quota){.q = q, .in_use = mem(8), .leaving = mem(4)};
+    assert_int_equal(gq_queue_plan(e, 2, &pq, 1, out, &err), GQ_OK);
+    assert_int_equal(out[1].state, GQ_QSTATE_NO_ROOM);
+    assert_int_equal(pq.in_use.v[GQ_KEY_GPU_MEMORY], 12 * GI);
     gq_quota_free(q);
 }
 

@@ -168,6 +168,7 @@ typedef struct preemption {
     ctl_running *run;
     size_t n_run;
     gq_preempt_pod *pods; /* parallel to run */
+    bool *allowed;        /* parallel to run: a dry-run eviction passed in this pass */
     size_t *victims, n_victims;
     const char *quota;  /* the quota that kept it out, for messages */
     gq_queue_quota *pq; /* in->pq with what the pods leaving free, when the pass had none */
@@ -179,6 +180,7 @@ static void preemption_dispose(preemption *p)
     ctl_running_free(p->run, p->n_run);
     free(p->pods);
     free(p->victims);
+    free(p->allowed);
     free(p->pq);
 }
 
@@ -238,7 +240,8 @@ static gq_code read_running(preemption *p)
     size_t n = p->n_run ? p->n_run : 1;
     p->pods = calloc(n, sizeof(*p->pods));
     p->victims = calloc(n, sizeof(*p->victims));
-    if (!p->pods || !p->victims)
+    p->allowed = calloc(n, sizeof(*p->allowed));
+    if (!p->pods || !p->victims || !p->allowed)
         return GQ_ENOMEM;
     if (!in->leaving_known) {
         /* The pass held nothing, so it did not count the pods leaving. */
@@ -386,7 +389,11 @@ static void pod_event(ctl_controller *c, const char *ns, const char *name, const
 }
 
 /* Ask whether every victim's disruption budget allows its eviction (a dry
- * run); a victim refused is spared for a while. false when one was. */
+ * run); a victim refused is spared for a while. false when one was. A pod
+ * allowed is not asked again in this pass: the plans of the rounds and of
+ * the preemptors tried take the same pods again and again, and a tenant
+ * who protects every other one with a budget would have each asked once a
+ * round of every preemptor tried (up to 96 times a pass). */
 static bool budgets_allow(preemption *p)
 {
     bool all = true;
@@ -394,8 +401,11 @@ static bool budgets_allow(preemption *p)
         const ctl_running *r = &p->run[p->victims[v]];
         gq_err e;
         gq_err_clear(&e);
+        if (p->allowed[p->victims[v]])
+            continue;
         gq_code rc = evict(p->c, r, true, &e);
-        if (rc == GQ_OK || rc == GQ_ENOTFOUND)
+        p->allowed[p->victims[v]] = rc == GQ_OK || rc == GQ_ENOTFOUND;
+        if (p->allowed[p->victims[v]])
             continue;
         GQ_INFO("preempt: pod %s/%s may not be evicted now (%s): another victim is sought", r->ns,
                 r->name, e.msg);

@@ -798,6 +798,10 @@ static void quota_synced(ctl_controller *c, const quota_pass *p, long recheck_ms
     }
     if (recheck_ms) /* a reservation whose pod has not appeared comes of age */
         ctl_requeue_after(c, key, recheck_ms + 50);
+    if (res->next_deadline) { /* a pod being deleted stops counting then */
+        int64_t in = res->next_deadline - p->now;
+        ctl_requeue_after(c, key, (long)(in > 86400 ? 86400 : in) * 1000 + 1050);
+    }
 }
 
 /* Reconcile one quota's key; returns how it went (RES_*). */

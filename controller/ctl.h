@@ -227,6 +227,10 @@ typedef struct ctl_podstore_pods {
     size_t n;
     ctl_seen_fn counted; /* whether the pod of that uid is recorded and not queued */
     void *counted_ud;
+    /* The earliest deletion deadline after now of a pod being deleted
+     * there (Unix s; 0: none): it stops counting then, with no event to
+     * say so when its node is gone. */
+    int64_t next_deadline;
 } ctl_podstore_pods;
 
 typedef gq_code (*ctl_podstore_pods_fn)(void *ud, const ctl_podstore_pods *v, gq_err *err);
@@ -257,6 +261,7 @@ typedef struct ctl_result {
     gq_amounts used, hard;        /* for metrics */
     int64_t queued_pods;          /* pods queued behind the gate that the quota governs */
     int64_t next_expiry;          /* earliest kept reservation expiry; 0 = none */
+    int64_t next_deadline;        /* earliest deletion deadline of a pod it counts; 0 = none */
     size_t kept, dropped;         /* reservations kept / dropped */
 } ctl_result;
 

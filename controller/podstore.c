@@ -639,6 +639,7 @@ static bool counted_locked(void *ud, const char *ns, const char *uid)
 typedef struct gather {
     gq_usage_pod *v;
     size_t n, cap;
+    int64_t next_deadline; /* earliest deletion deadline after now; 0: none */
 } gather;
 
 static gq_code gather_ns(gather *g, const ctl_ns *n, int64_t now)
@@ -678,6 +679,9 @@ static gq_code gather_ns(gather *g, const ctl_ns *n, int64_t now)
         if (!n->inexact && (p->terminal || (!p->delete_at && !p->gated)))
             if (!n->inexact && (p->terminal || !(p->delete_at || p->n_claims)))
                 continue; /* summed in a group, or counts nothing */
+        if (p->delete_at > now && !p->terminal &&
+            (!g->next_deadline || p->delete_at < g->next_deadline))
+            g->next_deadline = p->delete_at;
         gq_usage_pod *u = &g->v[g->n++];
         memset(u, 0, sizeof(*u));
         u->facts.namespace_ = n->name;
@@ -737,7 +741,7 @@ gq_code ctl_podstore_with_quota_pods(ctl_podstore *s, const gq_quota *q, int64_t
     if (rc) {
         gq_err_set(err, rc, "out of memory");
     } else {
-        ctl_podstore_pods v = {g.v, g.n, counted_locked, s};
+        ctl_podstore_pods v = {g.v, g.n, counted_locked, s, g.next_deadline};
         rc = fn(ud, &v, err);
     }
     pthread_rwlock_unlock(&s->lock);

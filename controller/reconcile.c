@@ -452,7 +452,10 @@ static gq_code reconcile_store_pods(void *ud, const ctl_podstore_pods *v, gq_err
     store_reconcile *sr = ud;
     sr->v = v;
     ctl_counted in = {v->pods, v->n, seen_or_dropped, sr, sr->now};
-    return reconcile_parsed(sr->q, sr->quota, &in, sr->out, err);
+    gq_code rc = reconcile_parsed(sr->q, sr->quota, &in, sr->out, err);
+    if (!rc)
+        sr->out->next_deadline = v->next_deadline;
+    return rc;
 }
 
 gq_code ctl_podstore_reconcile(ctl_podstore *s, json_object *quota, int64_t now, ctl_result *out,

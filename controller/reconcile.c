@@ -179,7 +179,8 @@ static void keep_keys_once(keep_pass *kp)
     size_t n = kp->cur->n_reservations;
     for (size_t i = 0; i < n; i++)
         kp->order[i] = (keyed){kp->cur->reservations[i].key, i};
-    qsort(kp->order, n, sizeof(*kp->order), keyed_cmp);
+    if (n > 1)
+        qsort(kp->order, n, sizeof(*kp->order), keyed_cmp);
     bool kept = false; /* a record of this key is kept */
     for (size_t i = 0; i < n; i++) {
         size_t at = kp->order[i].at;

@@ -228,7 +228,8 @@ static gq_code build_candidates(work *w)
     }
     for (size_t i = 0; i < n; i++)
         g[i] = (gref){&a->pods[i], i};
-    qsort(g, n, sizeof(*g), gref_cmp);
+    if (n > 1)
+        qsort(g, n, sizeof(*g), gref_cmp);
     for (size_t i = 0; i < n; i++) {
         const gq_preempt_pod *p = g[i].p;
         w->byg[i] = g[i].i;
@@ -282,7 +283,8 @@ static gq_code take(work *w, bool *fits)
         return GQ_ENOMEM;
     for (size_t i = 0; i < w->nc; i++)
         order[i] = (cref){&w->c[i], i};
-    qsort(order, w->nc, sizeof(*order), cref_cmp);
+    if (w->nc > 1)
+        qsort(order, w->nc, sizeof(*order), cref_cmp);
     gq_code rc = all_fit(w, fits);
     for (size_t i = 0; !rc && !*fits && i < w->nc; i++) {
         if (!order[i].c->ok)

@@ -129,8 +129,6 @@ int main(int argc, char **argv)
         double t1 = cpu_s();
         gq_preempt_ask ask = {.members = &w.ents[0],
                               .n_members = 1,
-                              .priority = w.ents[0].priority,
-                              .created_us = w.ents[0].created_us,
                               .quotas = w.pq,
                               .nq = w.nq,
                               .pods = w.pods,

@@ -1031,6 +1031,7 @@ gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, g
     c->nominated = json_object_new_object();
     c->evicting = json_object_new_object();
     c->evict_refused = json_object_new_object();
+    c->no_victims = json_object_new_object();
     if (!c->ungated || !c->q_events || gq_htab_init(&c->ks, KS_BUCKETS))
         goto fail;
     ctl_workqueue_opts qo = {.backoff_min_ms = o->backoff_min_ms,
@@ -1132,6 +1133,7 @@ void ctl_controller_free(ctl_controller *c)
     json_object_put(c->nominated);
     json_object_put(c->evicting);
     json_object_put(c->evict_refused);
+    json_object_put(c->no_victims);
     free(c->identity);
     free(c->lease_ns);
     free(c->lease_name);

@@ -343,7 +343,9 @@ void ctl_workqueue_free(ctl_workqueue *q);
 /* Make key ready. A key already waiting is not added twice; a key being
  * processed is queued again when ctl_workqueue_done is called for it. */
 gq_code ctl_workqueue_add(ctl_workqueue *q, const char *key) GQ_WUR;
-/* Make key ready after delay_ms (an earlier pending time wins). */
+/* Make key ready after delay_ms (an earlier pending time wins). It comes
+ * back then even when it is ready or processed meanwhile: a run now does
+ * not stand for a run at that time. */
 gq_code ctl_workqueue_add_after(ctl_workqueue *q, const char *key, long delay_ms) GQ_WUR;
 /* Requeue after the key's next backoff delay (min doubling to max per
  * failure); *delay_ms (may be NULL) gets it. */

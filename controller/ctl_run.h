@@ -77,8 +77,9 @@ struct ctl_controller {
     json_object *q_events; /* {uid: message}: why each queued pod was said to wait (mu) */
     /* Preemption (preempt.c), each {uid: expiry, Unix s} (mu): preemptors
      * whose room is held, victims evicted, victims whose eviction a
-     * disruption budget refused. */
-    json_object *nominated, *evicting, *evict_refused;
+     * disruption budget refused, preemptors for which nobody could be
+     * evicted (they wait their turn again). */
+    json_object *nominated, *evicting, *evict_refused, *no_victims;
     atomic_ulong preemptions, preempt_victims, evictions_refused;
     http_histogram reconcile_duration; /* seconds */
 };
@@ -170,12 +171,24 @@ typedef struct ctl_preempt_in {
     size_t nq;
     const ctl_cohorts *cohorts; /* the members of the pass's cohorts it does not charge */
     int64_t now;
+    bool leaving_known; /* pq's leaving was counted (ctl_preempt_leaving) */
 } ctl_preempt_in;
 
+/* Before the plan: when an entry of ents[0..n) is a held preemptor, count
+ * in pq[0..nq)'s leaving what the pods leaving there hold (the room its
+ * hold takes first, gq_queue_plan) and return true; false when none is
+ * held (nothing counted). */
+bool ctl_preempt_leaving(ctl_controller *c, const gq_queue_entry *ents, size_t n,
+                         gq_queue_quota *pq, size_t nq, int64_t now);
+
 /* Evict for the first waiting pod that a quota allowing preemption keeps
- * out, or nominate it when the pods leaving make its room. Returns when the
- * pass should run again (ms; 0: when something changes): soon after either,
- * or once a budget's refusal that left nobody to evict is forgotten. */
+ * out and for which some pods may be evicted, or nominate it when the pods
+ * leaving make its room; one for which nobody may be evicted is passed
+ * over (and not tried again for a while), so that it never stops those
+ * behind it. Returns when the pass should run again (ms; 0: when something
+ * changes): soon after either, or when more waiting pods than one pass
+ * tries are still to be tried, or once a budget's refusal that left nobody
+ * to evict is forgotten. */
 long ctl_preempt(ctl_controller *c, const ctl_preempt_in *in);
 /* Whether queued pod uid is a nominated preemptor: its room is held. */
 bool ctl_preempt_held(ctl_controller *c, const char *uid, int64_t now);

@@ -19,32 +19,51 @@
 
 /* A nominated preemptor's room is held this long, and a victim counts as
  * leaving this long after its eviction; a refused eviction spares its pod
- * this long. */
+ * this long; a preemptor for which nobody may be evicted is passed over
+ * this long, so that the next ones get their turn. */
 #define NOMINATED_TTL_S 120
 #define EVICTING_TTL_S 120
 #define REFUSED_TTL_S 30
+#define NO_VICTIMS_TTL_S 10
+
+/* Preemptors tried in one pass, at most: each costs a plan over every pod
+ * that counts in the quotas of the queue. */
+#define TRIES_PER_PASS 32
 
 #define PREEMPT_REASON "PreemptedByGPUQuota"
 
-/* Whether uid is in set (a {uid: expiry} map, c->mu held) and not expired
- * at now; expired entries go. */
-static bool marked_locked(json_object *set, const char *uid, int64_t now)
+/* When uid's mark in set (a {uid: expiry} map, c->mu held) expires, or 0
+ * when it is not marked at now; expired entries go. */
+static int64_t marked_until_locked(json_object *set, const char *uid, int64_t now)
 {
     json_object *v = NULL;
     if (!set || !json_object_object_get_ex(set, uid, &v))
-        return false;
-    if (json_object_get_int64(v) > now)
-        return true;
+        return 0;
+    int64_t until = json_object_get_int64(v);
+    if (until > now)
+        return until;
     json_object_object_del(set, uid);
-    return false;
+    return 0;
+}
+
+static int64_t marked_until(ctl_controller *c, json_object *set, const char *uid, int64_t now)
+{
+    pthread_mutex_lock(&c->mu);
+    int64_t until = marked_until_locked(set, uid, now);
+    pthread_mutex_unlock(&c->mu);
+    return until;
 }
 
 static bool marked(ctl_controller *c, json_object *set, const char *uid, int64_t now)
 {
-    pthread_mutex_lock(&c->mu);
-    bool m = marked_locked(set, uid, now);
-    pthread_mutex_unlock(&c->mu);
-    return m;
+    return marked_until(c, set, uid, now) != 0;
+}
+
+/* *again_ms = ms when that is sooner (0: not asked yet). */
+static void again_in(long *again_ms, long ms)
+{
+    if (ms > 0 && (!*again_ms || ms < *again_ms))
+        *again_ms = ms;
 }
 
 static void mark(ctl_controller *c, json_object *set, const char *uid, int64_t until)
@@ -80,10 +99,45 @@ static bool may_reclaim(const ctl_preempt_in *in, size_t i)
     return false;
 }
 
+/* Drop the expired entries of set (c->mu held): most uids are never
+ * looked up again (a victim gone, a preemptor deleted while it waited). */
+static void sweep_locked(json_object *set, int64_t now)
+{
+    struct lh_table *t = set ? json_object_get_object(set) : NULL;
+    for (struct lh_entry *e = t ? t->head : NULL, *next; e; e = next) {
+        next = e->next;
+        if (json_object_get_int64((json_object *)lh_entry_v(e)) <= now)
+            lh_table_delete_entry(t, e);
+    }
+}
+
+static void sweep(ctl_controller *c, int64_t now)
+{
+    pthread_mutex_lock(&c->mu);
+    sweep_locked(c->nominated, now);
+    sweep_locked(c->evicting, now);
+    sweep_locked(c->evict_refused, now);
+    sweep_locked(c->no_victims, now);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Mark every queued member of entry who's unit (who alone, or its group)
+ * in set until then: a group is nominated, or passed over, whole. */
+static void mark_unit(ctl_controller *c, json_object *set, const ctl_preempt_in *in, size_t who,
+                      int64_t until)
+{
+    const char *g = in->ents[who].group;
+    for (size_t j = 0; j < in->n; j++)
+        if (j == who || (g && in->ents[j].group && !strcmp(g, in->ents[j].group)))
+            mark(c, set, in->ents[j].uid, until);
+}
+
 /* The first waiting unit, in the queue's order, that a quota allowing
- * preemption keeps out and that is not nominated already: the index of
- * its first entry, or SIZE_MAX. */
-static size_t next_preemptor(ctl_controller *c, const ctl_preempt_in *in)
+ * preemption keeps out, that is not nominated already and that was not
+ * found lately to have nobody to evict: the index of its first entry, or
+ * SIZE_MAX. A unit passed over for that is tried again once its turn
+ * comes back: *again_ms then. */
+static size_t next_preemptor(ctl_controller *c, const ctl_preempt_in *in, long *again_ms)
 {
     size_t best = SIZE_MAX;
     for (size_t i = 0; i < in->n; i++) {
@@ -92,6 +146,11 @@ static size_t next_preemptor(ctl_controller *c, const ctl_preempt_in *in)
             (in->pq[d->quota].q->within_quota == GQ_PREEMPT_NEVER && !may_reclaim(in, i)) ||
             ctl_preempt_held(c, in->ents[i].uid, in->now))
             continue;
+        int64_t until = marked_until(c, c->no_victims, in->ents[i].uid, in->now);
+        if (until) {
+            again_in(again_ms, (long)(until - in->now) * 1000 + 50);
+            continue;
+        }
         if (best == SIZE_MAX || d->position < in->dec[best].position)
             best = i;
     }
@@ -123,6 +182,7 @@ typedef struct preemption {
     ctl_running *run;
     size_t n_run;
     gq_preempt_pod *pods; /* parallel to run */
+    bool *allowed;        /* parallel to run: a dry-run eviction passed in this pass */
     size_t *victims, n_victims;
     const char *quota; /* the quota that kept it out, for messages */
     gq_err err;
@@ -134,6 +194,55 @@ static void preemption_dispose(preemption *p)
     ctl_running_free(p->run, p->n_run);
     free(p->pods);
     free(p->victims);
+    free(p->allowed);
+}
+
+/* Whether running pod r is leaving: being deleted, or evicted here lately
+ * (its deletion may not have reached the pod cache yet). */
+static bool run_leaving(ctl_controller *c, const ctl_running *r, int64_t now)
+{
+    return r->leaving || marked(c, c->evicting, r->uid, now);
+}
+
+/* The pods that count in the quotas of pq[0..nq) as the pod cache holds
+ * them (ctl_podstore_running); the caller frees *run. */
+static gq_code running_in(ctl_controller *c, const gq_queue_quota *pq, size_t nq, int64_t now,
+                          ctl_running **run, size_t *n_run)
+{
+    const gq_quota **qs = calloc(nq ? nq : 1, sizeof(*qs));
+    if (!qs)
+        return GQ_ENOMEM;
+    for (size_t j = 0; j < nq; j++)
+        qs[j] = pq[j].q;
+    gq_code rc = ctl_podstore_running(c->store, qs, nq, now, run, n_run);
+    free(qs);
+    return rc;
+}
+
+/* Count the running pods that are leaving in the leaving room of the
+ * quotas they count in. */
+static void add_leaving(ctl_controller *c, const ctl_running *run, size_t n_run, gq_queue_quota *pq,
+                        size_t from, int64_t now)
+{
+    for (size_t i = 0; i < n_run; i++)
+        if (run_leaving(c, &run[i], now))
+            for (size_t j = 0; j < run[i].n_quotas; j++)
+                if (run[i].quotas[j] >= from)
+                    gq_queue_quota_leaving(&pq[run[i].quotas[j]], &run[i].charge, run[i].model);
+}
+
+bool ctl_preempt_leaving(ctl_controller *c, const gq_queue_entry *ents, size_t n,
+                         gq_queue_quota *pq, size_t nq, int64_t now)
+{
+    ctl_running *run = NULL;
+    size_t n_run = 0, i = 0;
+    while (i < n && !ents[i].held)
+        i++;
+    if (i == n || running_in(c, pq, nq, now, &run, &n_run))
+        return false;
+    add_leaving(c, run, n_run, pq, 0, now);
+    ctl_running_free(run, n_run);
+    return true;
 }
 
 /* The quotas preemption sees: the pass's, then the members of its cohorts
@@ -166,20 +275,19 @@ static gq_code read_running(preemption *p)
 {
     const ctl_preempt_in *in = p->in;
     gq_code rc = all_quotas(p);
-    const gq_quota **qs = rc ? NULL : calloc(p->nq ? p->nq : 1, sizeof(*qs));
-    if (!qs)
-        return GQ_ENOMEM;
-    for (size_t j = 0; j < p->nq; j++)
-        qs[j] = p->quotas[j].q;
-    rc = ctl_podstore_running(p->c->store, qs, p->nq, in->now, &p->run, &p->n_run);
-    free(qs);
+    if (!rc)
+        rc = running_in(p->c, p->quotas, p->nq, in->now, &p->run, &p->n_run);
     if (rc)
         return rc;
     size_t n = p->n_run ? p->n_run : 1;
     p->pods = calloc(n, sizeof(*p->pods));
     p->victims = calloc(n, sizeof(*p->victims));
-    if (!p->pods || !p->victims)
+    p->allowed = calloc(n, sizeof(*p->allowed));
+    if (!p->pods || !p->victims || !p->allowed)
         return GQ_ENOMEM;
+    /* The room of the pods leaving: the pass counted it in its own quotas
+     * when it held a preemptor, never in the other members of its cohorts. */
+    add_leaving(p->c, p->run, p->n_run, p->quotas, in->leaving_known ? in->nq : 0, in->now);
     for (size_t i = 0; i < p->n_run; i++) {
         const ctl_running *r = &p->run[i];
         p->pods[i] = (gq_preempt_pod){
@@ -193,7 +301,7 @@ static gq_code read_running(preemption *p)
             .quotas = r->quotas,
             .n_quotas = r->n_quotas,
             .spared = marked(p->c, p->c->evict_refused, r->uid, in->now),
-            .leaving = r->leaving || marked(p->c, p->c->evicting, r->uid, in->now),
+            .leaving = run_leaving(p->c, r, in->now),
             .borrowing = r->borrowing,
             .cohort = cohort_of(p, r),
         };
@@ -238,11 +346,8 @@ static gq_code plan_victims(preemption *p)
     size_t n_members = 0;
     gq_code rc = unit_members(in, p->who, &members, &n_members);
     if (!rc) {
-        const gq_queue_entry *e = &in->ents[p->who];
         gq_preempt_ask ask = {.members = members,
                               .n_members = n_members,
-                              .priority = e->priority,
-                              .created_us = e->created_us,
                               .quotas = p->quotas,
                               .nq = p->nq,
                               .pods = p->pods,
@@ -353,7 +458,11 @@ static void pod_event(ctl_controller *c, const char *ns, const char *name, const
 }
 
 /* Ask whether every victim's disruption budget allows its eviction (a dry
- * run); a victim refused is spared for a while. false when one was. */
+ * run); a victim refused is spared for a while. false when one was. A pod
+ * allowed is not asked again in this pass: the plans of the rounds and of
+ * the preemptors tried take the same pods again and again, and a tenant
+ * who protects every other one with a budget would have each asked once a
+ * round of every preemptor tried (up to 96 times a pass). */
 static bool budgets_allow(preemption *p)
 {
     bool all = true;
@@ -361,8 +470,11 @@ static bool budgets_allow(preemption *p)
         const ctl_running *r = &p->run[p->victims[v]];
         gq_err e;
         gq_err_clear(&e);
+        if (p->allowed[p->victims[v]])
+            continue;
         gq_code rc = evict(p->c, r, true, &e);
-        if (rc == GQ_OK || rc == GQ_ENOTFOUND)
+        p->allowed[p->victims[v]] = rc == GQ_OK || rc == GQ_ENOTFOUND;
+        if (p->allowed[p->victims[v]])
             continue;
         GQ_INFO("preempt: pod %s/%s may not be evicted now (%s): another victim is sought", r->ns,
                 r->name, e.msg);
@@ -402,7 +514,7 @@ static void carry_out(preemption *p)
         size_t l = strlen(names);
         snprintf(names + l, sizeof names - l, "%s%s/%s", done++ ? ", " : "", r->ns, r->name);
     }
-    mark(p->c, p->c->nominated, who->uid, in->now + NOMINATED_TTL_S);
+    mark_unit(p->c, p->c->nominated, in, p->who, in->now + NOMINATED_TTL_S);
     atomic_fetch_add(&p->c->preemptions, 1);
     snprintf(msg, sizeof msg, "evicting %zu pod(s) to make room in quota %s: %s", done, p->quota,
              names);
@@ -419,41 +531,74 @@ static bool any_spared(const preemption *p)
     return false;
 }
 
+/* Seek victims for p->who's unit and evict them, or nominate it when the
+ * pods leaving make its room: *done then, with the pass to run again
+ * soon. Otherwise (nobody may be evicted for it) it is passed over for a
+ * while, and *again_ms says when a budget's refusal that stood in the way
+ * is forgotten. GQ_ENOTFOUND is no error here. */
+static gq_code preempt_one(preemption *p, bool *done, long *again_ms)
+{
+    ctl_controller *c = p->c;
+    const ctl_preempt_in *in = p->in;
+    gq_code rc = GQ_OK;
+    *done = false;
+    p->quota = in->pq[in->dec[p->who].quota].q->name;
+    for (int round = 0; round < 3; round++) {
+        p->n_victims = 0;
+        gq_err_clear(&p->err);
+        if ((rc = plan_victims(p)))
+            break;
+        if (!p->n_victims) {
+            /* Room once the pods leaving are gone: hold it. */
+            mark_unit(c, c->nominated, in, p->who, in->now + NOMINATED_TTL_S);
+            *done = true;
+            again_in(again_ms, 200);
+            return GQ_OK;
+        }
+        if (!budgets_allow(p)) {
+            for (size_t i = 0; i < p->n_run; i++)
+                p->pods[i].spared = marked(c, c->evict_refused, p->run[i].uid, in->now);
+            continue;
+        }
+        carry_out(p);
+        *done = true;
+        again_in(again_ms, 200);
+        return GQ_OK;
+    }
+    if (rc && rc != GQ_ENOTFOUND)
+        return rc;
+    mark_unit(c, c->no_victims, in, p->who, in->now + NO_VICTIMS_TTL_S);
+    /* Nobody may be evicted now because a budget said no: ask again when
+     * the refusal is forgotten. */
+    if (any_spared(p))
+        again_in(again_ms, (REFUSED_TTL_S + 1) * 1000L);
+    return GQ_OK;
+}
+
 long ctl_preempt(ctl_controller *c, const ctl_preempt_in *in)
 {
     preemption p = {.c = c, .in = in};
     long again_ms = 0;
+    bool done = false;
     gq_err_clear(&p.err);
-    p.who = next_preemptor(c, in);
-    if (p.who == SIZE_MAX)
-        return 0;
-    p.quota = in->pq[in->dec[p.who].quota].q->name;
+    sweep(c, in->now);
+    if (next_preemptor(c, in, &again_ms) == SIZE_MAX)
+        return again_ms;
     gq_code rc = read_running(&p);
-    for (int round = 0; !rc && round < 3; round++) {
-        p.n_victims = 0;
-        rc = plan_victims(&p);
-        if (!rc && !p.n_victims) {
-            /* Room once the pods leaving are gone: hold it. */
-            mark(c, c->nominated, in->ents[p.who].uid, in->now + NOMINATED_TTL_S);
-            again_ms = 200;
+    /* The first waiting pod for which some pods may be evicted: one that
+     * has nobody to evict (its pods in reach are all of its priority, or
+     * another quota would still keep it out) never stops the next, of its
+     * namespace or of another tenant's. */
+    for (int tries = 0; !rc && !done; tries++) {
+        if ((p.who = next_preemptor(c, in, &again_ms)) == SIZE_MAX)
+            break;
+        if (tries == TRIES_PER_PASS) {
+            again_in(&again_ms, 200); /* the others' turn, in the next pass */
             break;
         }
-        if (rc)
-            break;
-        if (!budgets_allow(&p)) {
-            for (size_t i = 0; i < p.n_run; i++)
-                p.pods[i].spared = marked(c, c->evict_refused, p.run[i].uid, in->now);
-            continue;
-        }
-        carry_out(&p);
-        again_ms = 200;
-        break;
+        rc = preempt_one(&p, &done, &again_ms);
     }
-    /* Nobody may be evicted now because a budget said no: ask again when
-     * the refusal is forgotten. */
-    if (rc == GQ_ENOTFOUND && any_spared(&p))
-        again_ms = (REFUSED_TTL_S + 1) * 1000L;
-    if (rc && rc != GQ_ENOTFOUND)
+    if (rc)
         GQ_WARN("preempt: %s", p.err.msg[0] ? p.err.msg : gq_strerror(rc));
     preemption_dispose(&p);
     return again_ms;

@@ -227,6 +227,7 @@ typedef struct admit_pass {
     gq_model_option *popts; /* per entry, GQ_MAX_MODEL_CHOICES: options priced for the plan */
     const gq_quota **eq;    /* scratch: the quotas of one entry */
     ctl_cohorts co;         /* borrowing: the cohorts of pq (cohort.c) */
+    bool leaving_known;     /* pq's leaving counted: a preemptor is held */
     gq_err err;
 } admit_pass;
 
@@ -529,6 +530,7 @@ static pass_step plan(admit_pass *a)
     group_claims_once(a);
     if (ctl_cohorts_attach(a->c, a->pq, a->nq, a->now, &a->co))
         return STEP_FAILED;
+    a->leaving_known = ctl_preempt_leaving(a->c, a->ents, a->n, a->pq, a->nq, a->now);
     if (gq_queue_plan(a->ents, a->n, a->pq, a->nq, a->dec, &a->err) != GQ_OK) {
         GQ_ERROR("queue: %s", a->err.msg);
         return STEP_FAILED;
@@ -727,7 +729,7 @@ int ctl_ungate_pass(ctl_controller *c)
         replan = claims_charged_for_waiting(a.pods, a.dec, a.n);
         st = ungate_admitted(&a);
         say_why_waiting(&a);
-        ctl_preempt_in pi = {a.ents, a.dec, a.pods, a.n, a.pq, a.nq, &a.co, a.now};
+        ctl_preempt_in pi = {a.ents, a.dec, a.pods, a.n, a.pq, a.nq, &a.co, a.now, a.leaving_known};
         again_ms = st == STEP_OK ? ctl_preempt(c, &pi) : 0;
     }
     if (st == STEP_STALE || ((st == STEP_OK || st == STEP_DONE) && replan))

@@ -1,7 +1,9 @@
 /* Work queue with client-go's semantics: a key is waiting at most once; a
  * key added while a worker processes it is queued again when the worker is
- * done (never processed by two workers at once); failed keys come back after
- * a per-key exponential backoff until forgotten. */
+ * done (never processed by two workers at once); a key asked for later
+ * comes back then whatever happens to it meanwhile (the earliest time asked
+ * wins); failed keys come back after a per-key exponential backoff until
+ * forgotten. */
 #include "controller/ctl.h"
 #include "common/json_member.h"
 #include "common/fifo.h"
@@ -133,12 +135,10 @@ static void maybe_gc(ctl_workqueue *q, qitem *it)
     free(it);
 }
 
+/* Ready now (a pending delayed add stays: it asks for a run at or after
+ * its time, which a run now does not give). */
 static void push_ready(ctl_workqueue *q, qitem *it)
 {
-    if (it->delayed) {
-        it->delayed = false;
-        q->n_delayed--;
-    }
     if (it->processing) {
         it->dirty = true;
         return;
@@ -169,7 +169,7 @@ gq_code ctl_workqueue_add_after(ctl_workqueue *q, const char *key, long delay_ms
     pthread_mutex_lock(&q->mu);
     qitem *it = q->shutdown ? NULL : find_or_new(q, key);
     bool down = q->shutdown;
-    if (it && !it->queued) {
+    if (it) {
         int64_t due = now_ms(q) + delay_ms;
         if (!it->delayed) {
             it->delayed = true;
@@ -241,9 +241,11 @@ static int64_t promote_due(ctl_workqueue *q)
         qitem *it = GQ_HTAB_ENTRY(n, qitem, node);
         if (!it->delayed)
             continue;
-        if (it->due <= now)
+        if (it->due <= now) {
+            it->delayed = false;
+            q->n_delayed--;
             push_ready(q, it);
-        else if (it->due < next)
+        } else if (it->due < next)
             next = it->due;
     }
     return next;

@@ -418,20 +418,46 @@ static bool unit_borrows(const unit *u, size_t o, const gq_queue_quota *quotas,
     return borrows;
 }
 
+/* Add need to in_use, less what leaving (NULL: nothing) holds of it,
+ * which it uses up. */
+/* need less what leaving (NULL: nothing) holds of it, which it uses up. */
+static void take_leaving(gq_amounts *need, gq_amounts *leaving)
+{
+    for (int k = 0; leaving && k < GQ_KEY_COUNT; k++)
+        if (need->v[k] > 0 && leaving->v[k] > 0) {
+            int64_t take = need->v[k] < leaving->v[k] ? need->v[k] : leaving->v[k];
+            leaving->v[k] -= take;
+            need->v[k] -= take;
+        }
+}
+
 /* Add what u owes on option o to the quotas it touches (and take what it
- * borrows, or lends less, from their cohorts). */
+ * borrows, or lends less, from their cohorts). A hold (held) takes first
+ * the room pods already leaving will free there, and adds only the rest. */
 static void unit_charge(const unit *u, size_t o, gq_queue_quota *quotas, const size_t *touched,
-                        size_t nt)
+                        size_t nt, bool held)
 {
     gq_amounts need;
     for (size_t t = 0; t < nt; t++) {
         gq_queue_quota *pq = &quotas[touched[t]];
-        if (unit_need(u, o, touched[t], NULL, &need))
+        if (unit_need(u, o, touched[t], NULL, &need)) {
+            take_leaving(&need, held ? &pq->leaving : NULL);
             gq_queue_quota_move(pq, &need, +1);
+        }
         for (size_t mi = 0; mi < pq->q->n_models && mi < GQ_CRD_MAX_QUOTA_MODELS; mi++)
-            if (unit_need(u, o, touched[t], pq->q->models[mi].name, &need))
+            if (unit_need(u, o, touched[t], pq->q->models[mi].name, &need)) {
+                take_leaving(&need, held ? &pq->model_leaving[mi] : NULL);
                 amounts_add(&pq->model_in_use[mi], &need);
+            }
     }
+}
+
+void gq_queue_quota_leaving(gq_queue_quota *q, const gq_amounts *charge, const char *model)
+{
+    amounts_add(&q->leaving, charge);
+    for (size_t mi = 0; mi < q->q->n_models && mi < GQ_CRD_MAX_QUOTA_MODELS; mi++)
+        if (!model || !strcmp(model, q->q->models[mi].name))
+            amounts_add(&q->model_leaving[mi], charge);
 }
 
 /* gq_queue_plan's working state: the entries in admission order, the group
@@ -635,7 +661,7 @@ static void plan_unit(plan *p, size_t i)
     }
     bool borrows = st == GQ_QSTATE_ADMIT && unit_borrows(&u, option, p->quotas, p->touched, nt);
     if (st == GQ_QSTATE_ADMIT || (st == GQ_QSTATE_NO_ROOM && unit_held(&u)))
-        unit_charge(&u, option, p->quotas, p->touched, nt);
+        unit_charge(&u, option, p->quotas, p->touched, nt, st != GQ_QSTATE_ADMIT);
     for (size_t m = 0; m < len; m++) {
         gq_queue_decision *d = &p->out[grouped ? p->byg[first + m].i : i];
         d->state = st;

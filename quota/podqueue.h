@@ -126,7 +126,18 @@ typedef struct gq_queue_quota {
      * or for no model (gq_quota_model_in_use); the planner adds what it
      * admits. */
     gq_amounts model_in_use[GQ_CRD_MAX_QUOTA_MODELS];
+    /* What of in_use (model_in_use) pods already leaving (being deleted or
+     * evicted) hold: room that frees itself (gq_queue_quota_leaving). A
+     * held unit takes it first and holds only the rest; the planner lowers
+     * it by what holds took, so it ends as the room no hold claims. */
+    gq_amounts leaving;
+    gq_amounts model_leaving[GQ_CRD_MAX_QUOTA_MODELS];
 } gq_queue_quota;
+
+/* Count in q->leaving a pod that counts in q and is leaving: its charge,
+ * and in model_leaving for every model of q it counts against (model, or
+ * every one when model is NULL). */
+void gq_queue_quota_leaving(gq_queue_quota *q, const gq_amounts *charge, const char *model);
 
 typedef enum gq_queue_state {
     GQ_QSTATE_ADMIT = 0,      /* charge it (the unpaid quotas) and ungate */
@@ -171,7 +182,10 @@ int gq_queue_entry_cmp(const gq_queue_entry *a, const gq_queue_entry *b);
  * wait without blocking anyone. A held unit (gq_queue_entry.held) is
  * decided before every other (the room freed for it is its own), and when
  * it does not fit adds what it needs on its first option to in_use all the
- * same.
+ * same, less the room of pods already leaving (leaving, which it uses up):
+ * that room is counted in in_use until they are gone, and counting it
+ * again for the hold would keep it from everyone for as long as they take
+ * to go.
  * out[0..n) receives one decision per entry.
  * GQ_ENOMEM, or GQ_EINVAL for an entry naming a quota index >= nq. */
 gq_code gq_queue_plan(const gq_queue_entry *entries, size_t n, gq_queue_quota *quotas, size_t nq,

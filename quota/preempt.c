@@ -62,6 +62,15 @@ static void amounts_move(gq_amounts *to, const gq_amounts *a, int sign)
     }
 }
 
+/* in_use less the room pods leaving will free, never below 0. */
+static void amounts_less_leaving(gq_amounts *in_use, const gq_amounts *leaving)
+{
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        int64_t l = leaving->v[k] > 0 ? leaving->v[k] : 0;
+        in_use->v[k] = l < in_use->v[k] ? in_use->v[k] - l : 0;
+    }
+}
+
 /* Take a pod's charge out of the quotas it counts in (sign -1), or put it
  * back (+1): spec.hard's use (and its cohort's free capacity), and that of
  * every model limit it counts against (its model's, or every one when it
@@ -83,19 +92,33 @@ static void cand_move(work *w, const cand *c, int sign)
         pod_move(w, &w->ask->pods[w->byg[c->first + i]], sign);
 }
 
-/* Whether pod p may be evicted for the preemptor under policy. */
-static bool allows(gq_preempt_policy policy, const gq_preempt_ask *a, const gq_preempt_pod *p)
+/* Whether pod p may be evicted for member m under policy. */
+static bool member_allows(gq_preempt_policy policy, const gq_queue_entry *m,
+                          const gq_preempt_pod *p)
 {
     switch (policy) {
     case GQ_PREEMPT_LOWER_PRIORITY:
-        return p->priority < a->priority;
+        return p->priority < m->priority;
     case GQ_PREEMPT_LOWER_OR_NEWER:
-        return p->priority < a->priority ||
-               (p->priority == a->priority && p->created_us > a->created_us);
+        return p->priority < m->priority ||
+               (p->priority == m->priority && p->created_us > m->created_us);
     case GQ_PREEMPT_NEVER:
     default:
         return false;
     }
+}
+
+/* Whether pod p may be evicted for the preemptor under policy: for every
+ * member of it. A group stands in line at its first (highest) member's
+ * place, but the room it takes is every member's: were it to preempt at
+ * its leader's priority, one high member would let low ones evict pods of
+ * a priority above theirs. */
+static bool allows(gq_preempt_policy policy, const gq_preempt_ask *a, const gq_preempt_pod *p)
+{
+    for (size_t m = 0; m < a->n_members; m++)
+        if (!member_allows(policy, &a->members[m], p))
+            return false;
+    return a->n_members > 0;
 }
 
 /* Whether a blocking quota may be relieved by reclaim: the preemptor's own
@@ -114,7 +137,12 @@ static bool reclaimable(const work *w, const gq_preempt_pod *p)
     const gq_preempt_ask *a = w->ask;
     if (!p->borrowing || !a->cohort || p->cohort != a->cohort || a->reclaim == GQ_RECLAIM_NEVER)
         return false;
-    return a->reclaim == GQ_RECLAIM_ANY || p->priority < a->priority;
+    if (a->reclaim == GQ_RECLAIM_ANY)
+        return true;
+    for (size_t m = 0; m < a->n_members; m++)
+        if (p->priority >= a->members[m].priority)
+            return false;
+    return a->n_members > 0;
 }
 
 /* Whether pod p is a candidate: not spared nor leaving; a borrower the
@@ -352,9 +380,20 @@ gq_code gq_preempt_plan(const gq_preempt_ask *ask, size_t *victims, size_t *n_vi
         work_free(&w);
         return gq_err_oom(err);
     }
-    for (size_t i = 0; i < ask->n_pods; i++)
-        if (ask->pods[i].leaving)
-            pod_move(&w, &ask->pods[i], -1);
+    /* The room pods already leaving will free, less what held preemptors
+     * have taken of it (for a quota with a cohort, what it borrows less and
+     * lends more once they are gone). */
+    for (size_t j = 0; j < ask->nq; j++) {
+        gq_queue_quota *pq = &w.q[j];
+        gq_amounts gone = pq->leaving;
+        for (int k = 0; k < GQ_KEY_COUNT; k++)
+            gone.v[k] = gone.v[k] < 0                 ? 0
+                        : gone.v[k] < pq->in_use.v[k] ? gone.v[k]
+                                                      : pq->in_use.v[k];
+        gq_queue_quota_move(pq, &gone, -1);
+        for (size_t mi = 0; mi < pq->q->n_models && mi < GQ_CRD_MAX_QUOTA_MODELS; mi++)
+            amounts_less_leaving(&pq->model_in_use[mi], &pq->model_leaving[mi]);
+    }
     gq_code rc = plan(&w, victims, n_victims, err);
     if (rc)
         *n_victims = 0;

@@ -9,13 +9,16 @@
  * - a candidate counts in at least one blocking quota and, for every
  *   blocking quota it counts in, has a lower priority than the preemptor
  *   (LowerPriority), or a lower one or an equal one and a later creation
- *   (LowerOrNewerEqualPriority);
+ *   (LowerOrNewerEqualPriority); a group preemptor is every one of its
+ *   members (a candidate is lower than its lowest member), whatever place
+ *   its highest member gives it in the queue;
  * - a pod group is a candidate whole or not at all (every member a
  *   candidate); a pod the caller spares (a disruption budget refused its
  *   eviction) is none, nor is its group;
  * - a pod already leaving (evicted or deleted, it counts until it is gone)
- *   is as good as gone: its charge is room for the preemptor, and it is no
- *   candidate (evicting it again would free nothing more);
+ *   is no candidate (evicting it again would free nothing more), and the
+ *   room pods leaving will free is the preemptor's (gq_queue_quota.leaving:
+ *   what no held preemptor has taken of it already);
  * - candidates are taken lowest priority first, then most recently
  *   admitted, until the preemptor fits every quota it charges; then each
  *   taken back, last first, whose eviction is not needed for the fit (the
@@ -53,22 +56,22 @@ typedef struct gq_preempt_pod {
     const char *model;    /* the model it counts against; NULL: every model a quota lists */
     const size_t *quotas; /* indices of the quotas it counts in */
     size_t n_quotas;
-    bool spared; /* may not be evicted (a disruption budget refused it) */
+    bool spared;  /* may not be evicted (a disruption budget refused it) */
+    bool leaving; /* being evicted or deleted: no candidate (its room is in the quotas' leaving) */
     /* Admitted on capacity its quota borrowed (GQ_ANN_BORROWING), from
      * cohort (NULL: it borrowed nothing): a candidate for reclaim. */
     bool borrowing;
     const gq_queue_cohort *cohort;
-    bool leaving; /* being evicted or deleted: as good as gone for the fit, no candidate */
 } gq_preempt_pod;
 
 /* What to preempt for. Everything is borrowed. */
 typedef struct gq_preempt_ask {
-    const gq_queue_entry *members; /* the preemptor: a pod, or its group's queued members */
+    /* the preemptor: a pod, or its group's queued members, each with its
+     * priority and creation */
+    const gq_queue_entry *members;
     size_t n_members;
-    size_t option; /* the model option it is tried on (0 without a choice) */
-    int32_t priority;
-    int64_t created_us;
-    const gq_queue_quota *quotas; /* the planner's quotas, in use as now */
+    size_t option;                /* the model option it is tried on (0 without a choice) */
+    const gq_queue_quota *quotas; /* the planner's quotas, in use (and leaving) as now */
     size_t nq;
     const gq_preempt_pod *pods; /* every admitted pod counting in those quotas */
     size_t n_pods;

@@ -369,6 +369,26 @@ static void test_plan_held(void **state)
         assert_int_equal(out[1].state, held ? GQ_QSTATE_NO_ROOM : GQ_QSTATE_ADMIT);
         assert_int_equal(pq.in_use.v[GQ_KEY_GPU_MEMORY], (held ? 12 : 8) * GI);
     }
+    /* The room pods already leaving will free is the preemptor's as they go:
+     * its hold takes that first and holds only the rest (here nothing), or
+     * a pod leaving for as long as its grace period lasts would count
+     * twice: in use, and held. */
+    gq_queue_quota pq = {.q = q, .in_use = mem(8), .leaving = mem(8)};
+    gq_queue_decision out[2];
+    gq_err err;
+    q->hard.v[GQ_KEY_GPU_MEMORY] = 12 * GI;
+    e[0].held = true;
+    assert_int_equal(gq_queue_plan(e, 2, &pq, 1, out, &err), GQ_OK);
+    assert_int_equal(out[0].state, GQ_QSTATE_NO_ROOM);
+    assert_int_equal(out[1].state, GQ_QSTATE_ADMIT);
+    assert_int_equal(pq.in_use.v[GQ_KEY_GPU_MEMORY], 12 * GI);
+    assert_int_equal(pq.leaving.v[GQ_KEY_GPU_MEMORY], 0);
+    /* Room free now that the preemptor needs beyond the leaving pods is
+     * held: 4Gi leaving, 4Gi free. */
+    pq = (gq_queue_quota){.q = q, .in_use = mem(8), .leaving = mem(4)};
+    assert_int_equal(gq_queue_plan(e, 2, &pq, 1, out, &err), GQ_OK);
+    assert_int_equal(out[1].state, GQ_QSTATE_NO_ROOM);
+    assert_int_equal(pq.in_use.v[GQ_KEY_GPU_MEMORY], 12 * GI);
     /* Room for 8Gi: an older pod of higher priority would take it, but the
      * held preemptor decides first. */
     gq_queue_entry f[2] = {e[0], e[1]};
@@ -376,12 +396,12 @@ static void test_plan_held(void **state)
     f[1].charge = mem(8);
     f[0].held = true;
     gq_queue_quota room = {.q = q, .in_use = mem(2)};
-    gq_queue_decision out[2];
-    gq_err err;
-    assert_int_equal(gq_queue_plan(f, 2, &room, 1, out, &err), GQ_OK);
-    assert_int_equal(out[0].state, GQ_QSTATE_ADMIT);
-    assert_int_equal(out[1].state, GQ_QSTATE_NO_ROOM);
-    assert_int_equal(out[0].position, 1);
+    gq_queue_decision fo[2];
+    gq_err ferr;
+    assert_int_equal(gq_queue_plan(f, 2, &room, 1, fo, &ferr), GQ_OK);
+    assert_int_equal(fo[0].state, GQ_QSTATE_ADMIT);
+    assert_int_equal(fo[1].state, GQ_QSTATE_NO_ROOM);
+    assert_int_equal(fo[0].position, 1);
     gq_quota_free(q);
 }
 

@@ -61,8 +61,28 @@ static gq_preempt_pod pod(const char *uid, int32_t prio, int64_t admitted, int64
                             .n_quotas = 1};
 }
 
-/* Plan for e against quotas qq (in use as the pods count) and pods;
- * returns the code, the victims' uids joined by ',' in out. */
+/* Plan for e against the planner's quotas pq[0..nq) as given; returns
+ * the code, the victims' uids joined by ',' in out. */
+static gq_code plan_on(const gq_queue_entry *e, size_t n_e, const gq_queue_quota *pq, size_t nq,
+                       const gq_preempt_pod *pods, size_t n, char *out, size_t cap)
+{
+    size_t victims[16], nv = 99;
+    gq_err err;
+    gq_err_clear(&err);
+    gq_preempt_ask ask = {
+        .members = e, .n_members = n_e, .quotas = pq, .nq = nq, .pods = pods, .n_pods = n};
+    gq_code rc = gq_preempt_plan(&ask, victims, &nv, &err);
+    out[0] = '\0';
+    for (size_t i = 0; i < nv; i++) {
+        size_t len = strlen(out);
+        snprintf(out + len, cap - len, "%s%s", i ? "," : "", pods[victims[i]].uid);
+    }
+    if (rc)
+        assert_int_equal(nv, 0);
+    return rc;
+}
+
+/* plan_on against quotas qq, in use (and leaving) as the pods count. */
 static gq_code run(const gq_queue_entry *e, size_t n_e, gq_quota *qq, size_t nq,
                    const gq_preempt_pod *pods, size_t n, char *out, size_t cap)
 {
@@ -73,29 +93,13 @@ static gq_code run(const gq_queue_entry *e, size_t n_e, gq_quota *qq, size_t nq,
         pq[i].in_use = mem(0);
     }
     for (size_t i = 0; i < n; i++)
-        for (size_t j = 0; j < pods[i].n_quotas; j++)
+        for (size_t j = 0; j < pods[i].n_quotas; j++) {
             pq[pods[i].quotas[j]].in_use.v[GQ_KEY_GPU_MEMORY] +=
                 pods[i].charge.v[GQ_KEY_GPU_MEMORY];
-    size_t victims[16], nv = 99;
-    gq_err err;
-    gq_err_clear(&err);
-    gq_preempt_ask ask = {.members = e,
-                          .n_members = n_e,
-                          .priority = e[0].priority,
-                          .created_us = e[0].created_us,
-                          .quotas = pq,
-                          .nq = nq,
-                          .pods = pods,
-                          .n_pods = n};
-    gq_code rc = gq_preempt_plan(&ask, victims, &nv, &err);
-    out[0] = '\0';
-    for (size_t i = 0; i < nv; i++) {
-        size_t len = strlen(out);
-        snprintf(out + len, cap - len, "%s%s", i ? "," : "", pods[victims[i]].uid);
-    }
-    if (rc)
-        assert_int_equal(nv, 0);
-    return rc;
+            if (pods[i].leaving)
+                gq_queue_quota_leaving(&pq[pods[i].quotas[j]], &pods[i].charge, pods[i].model);
+        }
+    return plan_on(e, n_e, pq, nq, pods, n, out, cap);
 }
 
 static void fits_already_evicts_nothing(void **state)
@@ -200,19 +204,58 @@ static void other_quota_blocking_stops_everything(void **state)
     assert_string_equal(v, "here");
 }
 
+/* e[0..2): a group of two 8Gi members of quota 0, named g. */
+static void group_of_two(gq_queue_entry e[2], const char *g)
+{
+    e[0] = e[1] = preemptor(8, Q0, 1);
+    e[0].group = e[1].group = g;
+    e[0].group_size = e[1].group_size = 2;
+}
+
 /* A group preemptor needs room for all its members. */
 static void group_preemptor_needs_room_for_all(void **state)
 {
     (void)state;
     gq_quota q = quota("q", 32, GQ_PREEMPT_LOWER_PRIORITY);
-    gq_queue_entry e[2] = {preemptor(8, Q0, 1), preemptor(8, Q0, 1)};
-    e[0].group = e[1].group = "ns/train";
-    e[0].group_size = e[1].group_size = 2;
+    gq_queue_entry e[2];
+    group_of_two(e, "ns/train");
     gq_preempt_pod pods[] = {pod("a", 1, 10, 8), pod("b", 1, 20, 8), pod("c", 1, 30, 8),
                              pod("d", 1, 40, 8)};
     char v[256];
     assert_int_equal(run(e, 2, &q, 1, pods, 4, v, sizeof v), GQ_OK);
     assert_string_equal(v, "d,c");
+}
+
+/* A group preempts as each of its members: one high member does not let
+ * a low one evict pods of a priority between theirs. */
+static void group_preempts_as_its_lowest_member(void **state)
+{
+    (void)state;
+    gq_quota q = quota("q", 16, GQ_PREEMPT_LOWER_PRIORITY);
+    gq_queue_entry e[2];
+    group_of_two(e, "ns/mixed");
+    e[0].priority = 1000;
+    e[1].priority = 1;
+    gq_preempt_pod pods[] = {pod("mid-a", 500, 10, 8), pod("mid-b", 500, 20, 8)};
+    char v[256];
+    assert_int_equal(run(e, 2, &q, 1, pods, 2, v, sizeof v), GQ_ENOTFOUND);
+    assert_string_equal(v, "");
+    /* Below both members: evicted. */
+    pods[0].priority = pods[1].priority = 0;
+    assert_int_equal(run(e, 2, &q, 1, pods, 2, v, sizeof v), GQ_OK);
+    assert_string_equal(v, "mid-b,mid-a");
+    /* Equal and newer than the low member, but not newer than every member
+     * of that priority: LowerOrNewerEqualPriority spares it. */
+    q.within_quota = GQ_PREEMPT_LOWER_OR_NEWER;
+    pods[0].priority = pods[1].priority = 1;
+    e[0].priority = 1;
+    e[0].created_us = 15;
+    e[1].created_us = 25;
+    assert_int_equal(run(e, 2, &q, 1, pods, 2, v, sizeof v), GQ_ENOTFOUND);
+    e[1].created_us = 5;
+    pods[0].created_us = 30;
+    assert_int_equal(run(e, 2, &q, 1, pods, 2, v, sizeof v), GQ_OK);
+    assert_string_equal(v, "mid-b,mid-a");
 }
 
 /* Per-model limits: a victim of another model frees nothing there. */
@@ -233,21 +276,15 @@ static void model_limits_count(void **state)
     pods[0].model = "t4";
     pods[1].model = "a100-80gb";
     gq_queue_quota pq = {.q = &q, .in_use = mem(24), .model_in_use = {mem(16)}};
-    size_t victims[4], nv = 0;
-    gq_err err;
-    gq_preempt_ask ask = {.members = &e,
-                          .n_members = 1,
-                          .priority = 10,
-                          .quotas = &pq,
-                          .nq = 1,
-                          .pods = pods,
-                          .n_pods = 2};
-    assert_int_equal(gq_preempt_plan(&ask, victims, &nv, &err), GQ_OK);
-    assert_int_equal(nv, 1);
-    assert_string_equal(pods[victims[0]].uid, "a100");
+    char v[256];
+    assert_int_equal(plan_on(&e, 1, &pq, 1, pods, 2, v, sizeof v), GQ_OK);
+    assert_string_equal(v, "a100");
 }
 
-/* A pod already leaving is room for the preemptor and no candidate. */
+/* A pod already leaving is room for the preemptor and no candidate; the
+ * room of pods leaving that a held preemptor took already (what is left in
+ * gq_queue_quota.leaving) is not the next preemptor's: it seeks victims of
+ * its own. */
 static void leaving_pods_are_room_not_victims(void **state)
 {
     (void)state;
@@ -261,6 +298,15 @@ static void leaving_pods_are_room_not_victims(void **state)
     pods[1].leaving = true;
     assert_int_equal(run(&e, 1, &q, 1, pods, 3, v, sizeof v), GQ_OK);
     assert_string_equal(v, "");
+    pods[1].leaving = false;
+    e.charge = mem(8);
+    gq_queue_quota pq = {.q = &q, .in_use = mem(24)};
+    gq_queue_quota_leaving(&pq, &pods[0].charge, NULL);
+    assert_int_equal(plan_on(&e, 1, &pq, 1, pods, 3, v, sizeof v), GQ_OK);
+    assert_string_equal(v, ""); /* going makes the room */
+    pq.leaving = mem(0);        /* a hold took it */
+    assert_int_equal(plan_on(&e, 1, &pq, 1, pods, 3, v, sizeof v), GQ_OK);
+    assert_string_equal(v, "b");
 }
 
 /* Reclaim: a lender within its share, its cohort lent to a borrower,
@@ -304,7 +350,6 @@ static void reclaim_takes_back_from_borrowers(void **state)
         gq_err_clear(&err);
         gq_preempt_ask ask = {.members = &e,
                               .n_members = 1,
-                              .priority = 10,
                               .quotas = pq,
                               .nq = 2,
                               .pods = pods,
@@ -340,6 +385,7 @@ int main(void)
         cmocka_unit_test(groups_go_whole_or_not_at_all),
         cmocka_unit_test(other_quota_blocking_stops_everything),
         cmocka_unit_test(group_preemptor_needs_room_for_all),
+        cmocka_unit_test(group_preempts_as_its_lowest_member),
         cmocka_unit_test(model_limits_count),
         cmocka_unit_test(leaving_pods_are_room_not_victims),
         cmocka_unit_test(reclaim_takes_back_from_borrowers),

@@ -875,8 +875,13 @@ gq_code gq_quota_status_set_conditions(gq_quota_status *st, const gq_condition *
     bool ok = !n || c;
     for (size_t i = 0; ok && i < n; i++) {
         c[i] = v[i];
-        ok = dup_opt(v[i].type, &c[i].type) & dup_opt(v[i].status, &c[i].status) &
-             dup_opt(v[i].reason, &c[i].reason) & dup_opt(v[i].message, &c[i].message);
+        /* Every member is copied (or NULLed) whatever the others did: on a
+         * failure conditions_free must not free v's strings. */
+        int done = dup_opt(v[i].type, &c[i].type);
+        done += dup_opt(v[i].status, &c[i].status);
+        done += dup_opt(v[i].reason, &c[i].reason);
+        done += dup_opt(v[i].message, &c[i].message);
+        ok = done == 4;
     }
     if (!ok) {
         conditions_free(c, n);

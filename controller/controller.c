@@ -190,10 +190,23 @@ static void quota_event(void *ud, const char *ns, const char *name, const void *
 static bool own_echo(ctl_controller *c, char kind, const char *ns, const char *name,
                      const void *obj);
 
+/* Our own status write coming back (own_echo): nothing to reconcile, but
+ * the admission pass reads quotas from this cache, so only now does it see
+ * the usage the write lowered or the queue it recorded. Kicking it at the
+ * write instead would let it plan on the status before the write, and
+ * nothing would kick it again. */
+static void echo_kick(ctl_controller *c)
+{
+    if (atomic_load(&c->synced))
+        ctl_ungate_kick(c);
+}
+
 static void quota_update(void *ud, const char *ns, const char *name, const void *o, const void *n)
 {
-    if (own_echo(ud, 'q', ns, name, n)) /* our own status write coming back */
+    if (own_echo(ud, 'q', ns, name, n)) {
+        echo_kick(ud);
         return;
+    }
     quota_event(ud, ns, name, n);
 }
 
@@ -245,8 +258,10 @@ static void tenant_set(void *ud, const char *ns, const char *name, const void *r
 
 static void tenant_update(void *ud, const char *ns, const char *name, const void *o, const void *n)
 {
-    if (own_echo(ud, 't', ns, name, n))
+    if (own_echo(ud, 't', ns, name, n)) {
+        echo_kick(ud);
         return;
+    }
     tenant_set(ud, ns, name, n);
 }
 
@@ -616,8 +631,7 @@ static void status_written(ctl_controller *c, const quota_pass *p, char *sent_rv
 {
     const quota_ref *r = p->r;
     const ctl_result *res = &p->res;
-    atomic_fetch_add(&c->writes, 1);
-    ctl_ungate_kick(c); /* usage went down, or queued pods changed: maybe room now */
+    atomic_fetch_add(&c->writes, 1); /* its echo kicks the admission pass (echo_kick) */
     pthread_mutex_lock(&c->mu);
     kstate *ks = ctl_ks_get(c, p->key, true);
     if (ks) {

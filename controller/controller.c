@@ -1040,6 +1040,7 @@ gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, g
         c->o.reservation_grace_ms = CTL_RESERVATION_GRACE_MS;
     pthread_mutex_init(&c->mu, NULL);
     http_histogram_init(&c->reconcile_duration, hist_bounds, N_BUCKETS);
+    http_histogram_init(&c->pass_cpu, hist_bounds, N_BUCKETS);
     c->ungated = json_object_new_object();
     c->q_events = json_object_new_object();
     c->nominated = json_object_new_object();
@@ -1356,5 +1357,9 @@ static void render_metrics(void *ctx, http_expo *e)
     quota_gauge_series(c, e);
     queue_series(c, e);
     pthread_mutex_unlock(&c->mu);
+    http_expo_family(e, "gpuquota_queue_pass_cpu_seconds", "histogram",
+                     "CPU time of one admission pass on the thread that ran it: reads, plan, "
+                     "charges, ungates and preemption.");
+    http_expo_histogram(e, "gpuquota_queue_pass_cpu_seconds", NULL, 0, &c->pass_cpu);
     render_counters(c, e, queue_counters, ARRAY_LEN(queue_counters));
 }

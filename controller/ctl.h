@@ -467,6 +467,7 @@ size_t ctl_controller_tracked_pods(ctl_controller *c);
  *   gpuquota_queue_length{namespace,quota}               gauge (queued pods it governs)
  *   gpuquota_queue_wait_seconds{namespace,quota}         histogram (creation to ungate)
  *   gpuquota_queue_admitted_total                        counter
+ *   gpuquota_queue_pass_cpu_seconds                      histogram (thread CPU per admission pass)
  *   gpuquota_claims_refused_total, _pinned_total, _unpinned_total  counters (claims.c) */
 
 #endif

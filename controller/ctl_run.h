@@ -82,6 +82,7 @@ struct ctl_controller {
     json_object *nominated, *evicting, *evict_refused, *no_victims;
     atomic_ulong preemptions, preempt_victims, evictions_refused;
     http_histogram reconcile_duration; /* seconds */
+    http_histogram pass_cpu;           /* the thread's CPU seconds per admission pass */
 };
 
 /* The queue key of a GPUQuota ('q') or tenant ('t'). */

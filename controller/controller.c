@@ -187,11 +187,37 @@ static void quota_event(void *ud, const char *ns, const char *name, const void *
         ctl_ungate_kick(ud);
 }
 
+/* A GPUQuota came or went: its cohort's lending changes. */
+static void quota_add_delete(void *ud, const char *ns, const char *name, const void *rec)
+{
+    quota_event(ud, ns, name, rec);
+    if (atomic_load(&((ctl_controller *)ud)->synced))
+        ctl_cohort_touch(ud, ns);
+}
+
 static bool own_echo(ctl_controller *c, char kind, const char *ns, const char *name,
                      const void *obj);
 
+/* Whether member key of o and of n differ. */
+static bool member_differs(const void *o, const void *n, const char *outer, const char *key)
+{
+    json_object *a = gq_json_member((json_object *)o, outer),
+                *b = gq_json_member((json_object *)n, outer);
+    if (key) {
+        a = gq_json_member(a, key);
+        b = gq_json_member(b, key);
+    }
+    return !json_object_equal(a, b);
+}
+
 static void quota_update(void *ud, const char *ns, const char *name, const void *o, const void *n)
 {
+    /* What the quota lends or borrows depends on its spec and status.used:
+     * the other members of its cohort are looked at again, our own write
+     * coming back included (the others read it from this cache). */
+    if (atomic_load(&((ctl_controller *)ud)->synced) &&
+        (member_differs(o, n, "spec", NULL) || member_differs(o, n, "status", "used")))
+        ctl_cohort_touch(ud, ns);
     if (own_echo(ud, 'q', ns, name, n)) /* our own status write coming back */
         return;
     quota_event(ud, ns, name, n);
@@ -241,6 +267,8 @@ static void tenant_set(void *ud, const char *ns, const char *name, const void *r
     free(nm);
     gq_quota_free(q);
     (void)enqueue(c, 't', "", name, 0);
+    if (atomic_load(&c->synced)) /* which GPUQuotas form a cohort may change */
+        ctl_cohort_touch(c, NULL);
 }
 
 static void tenant_update(void *ud, const char *ns, const char *name, const void *o, const void *n)
@@ -257,6 +285,8 @@ static void tenant_delete(void *ud, const char *ns, const char *name, const void
     tenant_forget(c, name);
     pthread_mutex_unlock(&c->mu);
     (void)enqueue(c, 't', "", name, 0);
+    if (atomic_load(&c->synced))
+        ctl_cohort_touch(c, NULL);
 }
 
 /* --- namespace cache: the record is a copy of metadata.labels -------------- */
@@ -588,7 +618,15 @@ typedef struct quota_pass {
 static gq_code quota_evaluate(ctl_controller *c, quota_pass *p, gq_err *err)
 {
     const quota_ref *r = p->r;
-    gq_code rc = ctl_podstore_reconcile_dropping(c->store, p->obj, p->drop, p->now, &p->res, err);
+    ctl_cohort_view v;
+    gq_code rc = ctl_cohort_view_of(c, r->ns, r->name, &v);
+    if (rc) {
+        GQ_ERROR("%s %s%s%s: cohort: out of memory", r->kind, r->ns, r->sep, r->name);
+        return gq_err_oom(err);
+    }
+    ctl_reconcile_ctx x = {p->drop, {v.m, v.n, v.self}};
+    rc = ctl_podstore_reconcile_with(c->store, p->obj, &x, p->now, &p->res, err);
+    ctl_cohort_view_dispose(&v);
     if (rc == GQ_EINVAL) {
         GQ_WARN("%s %s%s%s: %s", r->kind, r->ns, r->sep, r->name, err->msg);
         char why[GQ_ERR_MSG_MAX];
@@ -719,6 +757,10 @@ static void quota_gauges(ctl_controller *c, const char *key, const quota_ref *r,
         ks->used = res->used;
         ks->hard = res->hard;
         ks->queued_pods = res->queued_pods;
+        ks->has_borrowed = res->has_borrowed;
+        ks->borrowed = res->borrowed;
+        ks->has_lent = res->has_lent;
+        ks->lent = res->lent;
         ks->gauges = true;
         if (!ks->name) {
             ks->ns = strdup(r->ns);
@@ -946,9 +988,9 @@ static const cache_def cache_defs[] = {
       .on_delete = pod_delete},
      offsetof(ctl_controller, pods)},
     {{.path = API_GQ "/gpuquotas",
-      .on_add = quota_event,
+      .on_add = quota_add_delete,
       .on_update = quota_update,
-      .on_delete = quota_event},
+      .on_delete = quota_add_delete},
      offsetof(ctl_controller, quotas)},
     {{.path = API_GQ "/gputenantquotas",
       .on_add = tenant_set,

@@ -1273,11 +1273,65 @@ static void cache_series(ctl_controller *c, http_expo *e)
                  "1 while the resource's cache is listed and its watch established.", synced);
 }
 
-/* gpuquota_quota_used and gpuquota_quota_hard of every quota reconciled
+/* A family of what quotas borrow or lend: the keys their status reports
  * (c->mu held). */
+static void lending_series(ctl_controller *c, http_expo *e, const char *family, const char *help,
+                           bool borrowed)
+{
+    gq_htab_iter it;
+    http_expo_family(e, family, "gauge", help);
+    for (kstate *k = ks_of(gq_htab_iter_first(&it, &c->ks)); k; k = ks_of(gq_htab_iter_next(&it))) {
+        const gq_amounts *a = borrowed ? &k->borrowed : &k->lent;
+        if (!k->gauges || !k->name || !k->ns || !(borrowed ? k->has_borrowed : k->has_lent))
+            continue;
+        for (int i = 0; i < GQ_KEY_COUNT; i++)
+            if (a->set[i]) {
+                http_label l[] = {{"namespace", k->ns},
+                                  {"quota", k->name},
+                                  {"resource", gq_qkey_name((gq_qkey)i)}};
+                http_expo_double(e, family, l, 3, (double)a->v[i]);
+            }
+    }
+}
+
+static const char *const preempt_reasons[CTL_PREEMPT_REASONS] = {"WithinQuota", "Reclaim"};
+
+/* Preemptions by reason, and their victims by quota and reason (c->mu
+ * held). */
+static void preemption_series(ctl_controller *c, http_expo *e)
+{
+    gq_htab_iter it;
+    http_expo_family(e, "gpuquota_preemptions_total", "counter",
+                     "Queued pods (or pod groups) for which pods were evicted, by reason: "
+                     "WithinQuota (preemption.withinQuota) or Reclaim (reclaimWithinCohort).");
+    for (int r = 0; r < CTL_PREEMPT_REASONS; r++)
+        http_expo_uint(e, "gpuquota_preemptions_total", &(http_label){"reason", preempt_reasons[r]},
+                       1, ld(&c->preemptions[r]));
+    http_expo_family(e, "gpuquota_preemption_victims_total", "counter",
+                     "Pods evicted to make room for a preemptor, by the quota they counted in "
+                     "and reason.");
+    /* Every quota reconciled has both series, 0 until a pod of it is
+     * evicted, so that a rule's rate sees the first eviction. */
+    for (kstate *k = ks_of(gq_htab_iter_first(&it, &c->ks)); k; k = ks_of(gq_htab_iter_next(&it)))
+        for (int r = 0; k->name && k->ns && r < CTL_PREEMPT_REASONS; r++)
+            if (k->gauges || k->victims[0] || k->victims[1]) {
+                http_label l[] = {
+                    {"namespace", k->ns}, {"quota", k->name}, {"reason", preempt_reasons[r]}};
+                http_expo_uint(e, "gpuquota_preemption_victims_total", l, 3, k->victims[r]);
+            }
+}
+
+/* gpuquota_quota_used and gpuquota_quota_hard of every quota reconciled,
+ * and what those in a cohort borrow and lend (c->mu held). */
 static void quota_gauge_series(ctl_controller *c, http_expo *e)
 {
     gq_htab_iter it;
+    lending_series(c, e, "gpuquota_quota_borrowed",
+                   "What the quota uses above hard, borrowed in its cohort (status.borrowed).",
+                   true);
+    lending_series(c, e, "gpuquota_quota_lent",
+                   "What of the quota's unused share its cohort's borrowers use (status.lent).",
+                   false);
     http_expo_family(e, "gpuquota_quota_used", "gauge", "Usage recounted from pods.");
     for (kstate *k = ks_of(gq_htab_iter_first(&it, &c->ks)); k; k = ks_of(gq_htab_iter_next(&it)))
         if (k->gauges && k->name && k->ns)
@@ -1328,12 +1382,6 @@ static const counter_def reconcile_counters[] = {
 
 static const counter_def queue_counters[] = {
     COUNTER("gpuquota_queue_admitted_total", "Queued pods charged and ungated.", q_ungated),
-    COUNTER("gpuquota_preemptions_total",
-            "Queued pods (or pod groups) for which pods were evicted inside a quota "
-            "(preemption.withinQuota).",
-            preemptions),
-    COUNTER("gpuquota_preemption_victims_total", "Pods evicted to make room for a preemptor.",
-            preempt_victims),
     COUNTER("gpuquota_preemption_evictions_refused_total",
             "Evictions a disruption budget (or the API server) refused; another victim is sought.",
             evictions_refused),
@@ -1383,6 +1431,7 @@ static void render_metrics(void *ctx, http_expo *e)
     pthread_mutex_lock(&c->mu);
     quota_gauge_series(c, e);
     queue_series(c, e);
+    preemption_series(c, e);
     pthread_mutex_unlock(&c->mu);
     render_counters(c, e, queue_counters, ARRAY_LEN(queue_counters));
 }

@@ -25,7 +25,9 @@ typedef struct kstate {
     json_object *written; /* what the API server returned for that write */
     gq_amounts used, hard;
     bool gauges;
-    int64_t queued_pods;         /* pods queued behind the gate it governs */
+    int64_t queued_pods; /* pods queued behind the gate it governs */
+    /* Pods of this quota evicted by preemption, by reason (CTL_PREEMPT_*). */
+    uint64_t victims[2];
     bool has_borrowed, has_lent; /* its status reports borrowed, lent: */
     gq_amounts borrowed, lent;   /* for gpuquota_quota_borrowed and _lent */
     http_histogram wait;         /* seconds queued pods waited (ungated) */
@@ -44,6 +46,12 @@ typedef struct tenant_ent {
 } tenant_ent;
 
 enum { RES_OK, RES_CONFLICT, RES_ERROR, RES_INVALID, RES_COUNT };
+
+/* Why pods were preempted, Kueue's reasons under gpuquota's names
+ * (docs/controller.md): inside the preemptor's quota (Kueue's
+ * InClusterQueue), or reclaimed from a borrower of its cohort
+ * (InCohortReclaim...). */
+enum { CTL_PREEMPT_WITHIN_QUOTA, CTL_PREEMPT_RECLAIM, CTL_PREEMPT_REASONS };
 
 struct ctl_controller {
     ctl_controller_opts o;
@@ -82,7 +90,7 @@ struct ctl_controller {
      * disruption budget refused, preemptors for which nobody could be
      * evicted (they wait their turn again). */
     json_object *nominated, *evicting, *evict_refused, *no_victims;
-    atomic_ulong preemptions, preempt_victims, evictions_refused;
+    atomic_ulong preemptions[CTL_PREEMPT_REASONS], evictions_refused;
     http_histogram reconcile_duration; /* seconds */
 };
 

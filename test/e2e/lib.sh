@@ -247,6 +247,23 @@ controller_start() {
     echo $! >"$E2E/controller-$n.pid"
 }
 
+# leader_port: the metrics port of the controller that holds the Lease.
+leader_port() {
+    local holder n pid
+    holder=$(kubectl -n "$NS_SYS" get lease gpuquota-controller -o jsonpath='{.spec.holderIdentity}')
+    for n in 0 1; do
+        pid=$(cat "$E2E/controller-$n.pid" 2>/dev/null)
+        [[ -n $pid && $holder == *_"$pid" ]] &&
+            grep -o 'metrics listening on port [0-9]*' "$E2E/controller-$n.log" | tail -1 | awk '{print $NF}'
+    done
+}
+
+# leader_metric SERIES: the value of SERIES (name{labels} as exposed) on the
+# leading controller's /metrics; empty when it is not there.
+leader_metric() {
+    curl -fsS "http://127.0.0.1:$(leader_port)/metrics" | awk -v m="$1" '$1 == m {print $2}'
+}
+
 # controller_stop N [SIGNAL]: stop controller N (SIGTERM by default).
 controller_stop() { stop_pidfile "$E2E/controller-$1.pid" "${2:-TERM}" 150; }
 

@@ -181,13 +181,17 @@ static void lending_columns(void **state)
     json_object *r = NULL;
     gq_err err;
     assert_int_equal(cli_top_report(objs, 3, NOW, &r, &err), GQ_OK);
-    assert_string_equal(get_str(r, "quotas.0.resources.0.borrowed"), "8Gi");
-    assert_string_equal(get_str(r, "quotas.0.resources.0.lent"), "0");
-    assert_string_equal(get_str(r, "quotas.0.resources.0.borrowedValue"), "8589934592");
-    assert_string_equal(get_str(r, "quotas.1.resources.0.lent"), "8Gi");
-    assert_null(get_str(r, "quotas.1.resources.0.borrowed"));
-    assert_string_equal(get_str(r, "quotas.2.resources.0.borrowed"), "8Gi");
-    assert_string_equal(get_str(r, "quotas.2.resources.0.lentValue"), "8589934592");
+    static const char *const members[][2] = {
+        {"quotas.0.resources.0.borrowed", "8Gi"},
+        {"quotas.0.resources.0.lent", "0"},
+        {"quotas.0.resources.0.borrowedValue", "8589934592"},
+        {"quotas.1.resources.0.lent", "8Gi"},
+        {"quotas.2.resources.0.borrowed", "8Gi"},
+        {"quotas.2.resources.0.lentValue", "8589934592"},
+    };
+    for (size_t i = 0; i < sizeof(members) / sizeof(members[0]); i++)
+        assert_string_equal(get_str(r, members[i][0]), members[i][1]);
+    assert_null(get_str(r, "quotas.1.resources.0.borrowed")); /* b cannot borrow */
 
     char *text = NULL;
     size_t len = 0;

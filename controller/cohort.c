@@ -221,7 +221,18 @@ static gq_code view_members(ctl_controller *c, json_object *objs, const char *ns
 {
     size_t skipped = 0;
     gq_err e;
-    gq_code rc = gq_quota_list_append(&v->owned, &v->n_owned, objs, &skipped, &e);
+    json_object *mine = json_object_new_array();
+    if (!mine)
+        return GQ_ENOMEM;
+    /* Only the members are parsed (status and all): not every quota. */
+    for (size_t i = 0; i < json_object_array_length(objs); i++) {
+        json_object *o = json_object_array_get_idx(objs, i);
+        const char *qns = gq_json_meta_string(o, "namespace");
+        if (qns && ctl_podstore_covers(c->store, v->tenant, qns))
+            json_object_array_add(mine, json_object_get(o));
+    }
+    gq_code rc = gq_quota_list_append(&v->owned, &v->n_owned, mine, &skipped, &e);
+    json_object_put(mine);
     if (rc || !v->n_owned)
         return rc;
     if (!(v->m = calloc(v->n_owned, sizeof(*v->m))))
@@ -283,14 +294,21 @@ static void touch_key(ctl_controller *c, char kind, const char *ns, const char *
 
 typedef struct peers {
     json_object *keys; /* array of [ns, name] of every cached GPUQuota */
-    bool any_borrower;
 } peers;
+
+/* Stops at the first GPUQuota that may borrow. */
+static int borrower_fn(void *ud, const char *ns, const char *name, const void *rec)
+{
+    (void)ns;
+    (void)name;
+    return *(bool *)ud =
+               gq_json_member(gq_json_member((json_object *)rec, "spec"), "borrowingLimit") != NULL;
+}
 
 static int peers_fn(void *ud, const char *ns, const char *name, const void *rec)
 {
     peers *p = ud;
-    if (gq_json_member(gq_json_member((json_object *)rec, "spec"), "borrowingLimit"))
-        p->any_borrower = true;
+    (void)rec;
     json_object *k = json_object_new_array_ext(2);
     if (k) {
         json_object_array_add(k, json_object_new_string(ns));
@@ -302,14 +320,12 @@ static int peers_fn(void *ud, const char *ns, const char *name, const void *rec)
 
 void ctl_cohort_touch(ctl_controller *c, const char *ns)
 {
-    peers p = {json_object_new_array(), false};
+    bool any = false;
+    kube_cache_foreach(c->quotas, borrower_fn, &any);
+    peers p = {any ? json_object_new_array() : NULL};
     if (!p.keys)
-        return;
+        return; /* nobody borrows: nothing to look at again */
     kube_cache_foreach(c->quotas, peers_fn, &p);
-    if (!p.any_borrower) {
-        json_object_put(p.keys);
-        return;
-    }
     size_t n = json_object_array_length(p.keys);
     for (size_t i = 0; !ns && i < n; i++) { /* a tenant changed: every member may */
         json_object *k = json_object_array_get_idx(p.keys, i);

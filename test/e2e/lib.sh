@@ -267,6 +267,14 @@ leader() {
     return 0
 }
 
+# ctl_metric N SERIES: the value of SERIES (name{labels} as exposed) on
+# controller N's /metrics; empty when it is not there.
+ctl_metric() {
+    curl -fsS "http://127.0.0.1:$(ctl_port "$1")/metrics" | awk -v m="$2" '$1 == m {print $2}'
+}
+# leader_metric SERIES: the same on the leading controller.
+leader_metric() { ctl_metric "$(leader)" "$1"; }
+
 # set_config YAML: the configuration every replica starts with from now on
 # (replicas must be restarted to read it, as after a ConfigMap change).
 set_config() { printf '%s\n' "$1" >"$E2E/config.yaml"; }

@@ -50,10 +50,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# ctl_metric N SAMPLE: the value of one sample of controller N's /metrics.
-ctl_metric() {
-    curl -fsS "http://127.0.0.1:$(ctl_port "$1")/metrics" | awk -v m="$2" '$1 == m {print $2}'
-}
 lease() { kubectl -n "$NS_SYS" get lease "$LEASE" -o "jsonpath={.spec.$1}"; }
 # one_leader: exactly one controller holds the Lease and reconciles, the other does not.
 one_leader() {

@@ -387,6 +387,63 @@ static void stop(ctl_controller *c, gq_config *cfg)
     gq_config_free(cfg);
 }
 
+/* A cohort: a/q borrows 2Gi above its hard (its cached status says so), b/l
+ * lends them; each status and the tenant's say it, and so do the gauges.
+ * Preemption counters are there, at 0, by reason and by quota. */
+static void test_cohort_status_and_metrics(void **state)
+{
+    (void)state;
+    fake f;
+    fake_init(&f);
+    json_object_put(f.quotas);
+    json_object_put(f.tenants);
+    json_object_put(f.nss);
+    f.quotas = J("[{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':"
+                 "'q','namespace':'a','generation':1,'resourceVersion':'1'},'spec':{'hard':{"
+                 "'gpu-memory':'10Gi'},'borrowingLimit':{'gpu-memory':'10Gi'}},'status':{'used':"
+                 "{'gpu-memory':'12Gi'}}},{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota',"
+                 "'metadata':{'name':'l','namespace':'b','generation':1,'resourceVersion':'1'},"
+                 "'spec':{'hard':{'gpu-memory':'16Gi'}}}]");
+    f.tenants = J("[{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUTenantQuota','metadata':{"
+                  "'name':'t','generation':1,'resourceVersion':'1'},'spec':{'namespaces':['a','b'],"
+                  "'hard':{'gpu-memory':'32Gi'}}}]");
+    f.nss = J("[{'metadata':{'name':'a','resourceVersion':'1'}},"
+              "{'metadata':{'name':'b','resourceVersion':'1'}}]");
+    ctl_controller *c;
+    gq_config *cfg;
+    kube_api api;
+    run(&f, &c, &cfg, &api);
+    wait_metric(c, "gpuquota_quota_lent{namespace=\"\",quota=\"t\",resource=\"gpu-memory\"} "
+                   "2147483648\n");
+    wait_metric(c, "gpuquota_quota_lent{namespace=\"b\",quota=\"l\",resource=\"gpu-memory\"} "
+                   "2147483648\n");
+    wait_metric(c, "gpuquota_quota_borrowed{namespace=\"a\",quota=\"q\",resource=\"gpu-memory\"} "
+                   "2147483648\n");
+    char *st = stored_status(&f, "/x/gpuquotas/l");
+    assert_non_null(strstr(st, "\"lent\":{\"gpu-memory\":\"2Gi\"}"));
+    assert_null(strstr(st, "borrowed")); /* it cannot borrow */
+    free(st);
+    st = stored_status(&f, "/x/gpuquotas/q");
+    assert_non_null(
+        strstr(st, "\"borrowed\":{\"gpu-memory\":\"2Gi\"},\"lent\":{\"gpu-memory\":\"0\"}"));
+    free(st);
+    st = stored_status(&f, "/x/gputenantquotas/t");
+    assert_non_null(
+        strstr(st, "\"borrowed\":{\"gpu-memory\":\"2Gi\"},\"lent\":{\"gpu-memory\":\"2Gi\"}"));
+    free(st);
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(ctl_controller_metrics(c, &text, &len), GQ_OK);
+    assert_non_null(strstr(text, "gpuquota_preemptions_total{reason=\"WithinQuota\"} 0\n"));
+    assert_non_null(strstr(text, "gpuquota_preemptions_total{reason=\"Reclaim\"} 0\n"));
+    assert_non_null(strstr(text, "gpuquota_preemption_victims_total{namespace=\"b\",quota=\"l\","
+                                 "reason=\"Reclaim\"} 0\n"));
+    assert_null(strstr(text, "gpuquota_quota_borrowed{namespace=\"b\"")); /* l cannot borrow */
+    free(text);
+    stop(c, cfg);
+    fake_dispose(&f);
+}
+
 /* A status write that would only fold a reservation into used waits (up to
  * a second) to go with later changes; the reservation charges the pod
  * meanwhile. A write that lowers usage goes at once. */
@@ -566,7 +623,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sync_write_event), cmocka_unit_test(test_events_rate_limited),
         cmocka_unit_test(test_fold_waits),       cmocka_unit_test(test_queue_admit_after_conflict),
-        cmocka_unit_test(test_bad_options),
+        cmocka_unit_test(test_bad_options),      cmocka_unit_test(test_cohort_status_and_metrics),
     };
     if (http_metrics_new("test", &registry))
         return 1;

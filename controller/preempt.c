@@ -527,22 +527,31 @@ static void count_victim(const preemption *p, const ctl_running *r, int reason)
     pthread_mutex_unlock(&p->c->mu);
 }
 
+/* What a victim's condition and Event say: who preempted it, and under
+ * which field (why: CTL_PREEMPT_*). */
+static void victim_message(const preemption *p, int why, char *msg, size_t cap)
+{
+    const ctl_queued *who = &p->in->pods[p->who];
+    snprintf(msg, cap, "preempted by pod %.253s/%.253s (priority %d) to make room in quota %s (%s)",
+             who->ns, who->name, (int)who->priority, p->quota,
+             why == CTL_PREEMPT_RECLAIM ? "preemption.reclaimWithinCohort"
+                                        : "preemption.withinQuota");
+}
+
 /* Mark, evict and tell: every victim, then the preemptor. */
 static void carry_out(preemption *p)
 {
     const ctl_preempt_in *in = p->in;
     const ctl_queued *who = &in->pods[p->who];
     char msg[1024], names[700] = "";
-    snprintf(msg, sizeof msg,
-             "preempted by pod %.253s/%.253s (priority %d) to make room in quota %s "
-             "(preemption.withinQuota)",
-             who->ns, who->name, (int)who->priority, p->quota);
     size_t done = 0;
     int reason = CTL_PREEMPT_WITHIN_QUOTA;
     for (size_t v = 0; v < p->n_victims; v++) {
         const ctl_running *r = &p->run[p->victims[v]];
         gq_err e;
         gq_err_clear(&e);
+        int why = victim_reason(p, r);
+        victim_message(p, why, msg, sizeof msg);
         mark_target(p->c, r, msg, in->now);
         gq_code rc = evict(p->c, r, false, &e);
         if (rc && rc != GQ_ENOTFOUND) {
@@ -552,7 +561,6 @@ static void carry_out(preemption *p)
             continue;
         }
         mark(p->c, p->c->evicting, r->uid, in->now + EVICTING_TTL_S);
-        int why = victim_reason(p, r);
         count_victim(p, r, why);
         if (why == CTL_PREEMPT_RECLAIM)
             reason = why;

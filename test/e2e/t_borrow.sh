@@ -175,6 +175,8 @@ eventually 60 admitted "$NSB" b-1
 eventually 30 admitted "$NSB" b-2
 check "B's pods start" "," "$(gates "$NSB" b-1),$(gates "$NSB" b-2)"
 check "exactly A's two borrowing pods were evicted" "$borrowers" "$(events "$NSA" Preempted | tr '\n' ' ')"
+check "their Events say they were reclaimed (reclaimWithinCohort)" "2" \
+    "$(kubectl -n "$NSA" get events -o json | jq '[.items[] | select(.reason == "Preempted" and (.message | endswith("(preemption.reclaimWithinCohort)")))] | length')"
 for p in $own; do
     check "$p, within A's share, still runs" "$p=own" "$(pods_of "$NSA" | grep "^$p=")"
 done

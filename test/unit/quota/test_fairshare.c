@@ -14,6 +14,7 @@
 #include "support/testjson.h"
 
 #include "quota/podqueue.h"
+#include "quota/preempt.h"
 
 #define GI (1024LL * 1024 * 1024)
 
@@ -332,6 +333,69 @@ static void test_fair_zero_and_strict(void **state)
     gq_quota_free(l);
 }
 
+/* Reclaim across tenants: the idle tenant's pod, within its hard, evicts
+ * the busy tenant's pod that borrowed (through its GPUQuota's cohort, whose
+ * tenant borrows in the cohort of tenants), not the one within its share;
+ * a tenant that says Never reclaims nothing. */
+static void test_reclaim_across_tenants(void **state)
+{
+    (void)state;
+    gq_quota *g =
+        Q("GPUQuota", "g", "'hard':{'gpu-memory':'16Gi'},'borrowingLimit':{'gpu-memory':'16Gi'}");
+    gq_quota *busy = Q("GPUTenantQuota", "busy",
+                       "'hard':{'gpu-memory':'16Gi'},'cohort':'pool','borrowingLimit':{'gpu-"
+                       "memory':'16Gi'}");
+    gq_quota *idle = Q("GPUTenantQuota", "idle",
+                       "'hard':{'gpu-memory':'16Gi'},'cohort':'pool','preemption':{"
+                       "'reclaimWithinCohort':'Any'}");
+    gq_queue_cohort inner, outer;
+    memset(&inner, 0, sizeof(inner));
+    memset(&outer, 0, sizeof(outer));
+    gq_queue_quota pq[3] = {{.q = g, .in_use = mem(32), .cohort = &inner},
+                            {.q = busy, .in_use = mem(32), .cohort = &outer},
+                            {.q = idle, .in_use = mem(0), .cohort = &outer}};
+    gq_queue_cohort_add(&inner, g, &pq[0].in_use);
+    inner.up = &pq[1];
+    for (int i = 1; i < 3; i++)
+        gq_queue_cohort_add(&outer, pq[i].q, &pq[i].in_use);
+    static const size_t qg[] = {0, 1}, qi[] = {2};
+    gq_queue_entry me = ent("lender", 10, 8, qi, 1);
+    me.priority = 0;
+    gq_preempt_pod pods[2] = {
+        {.uid = "own", .priority = 100, .charge = mem(16), .quotas = qg, .n_quotas = 2},
+        {.uid = "borrowed",
+         .priority = 100,
+         .created_us = 5,
+         .charge = mem(16),
+         .quotas = qg,
+         .n_quotas = 2,
+         .borrowing = true,
+         .cohort = &inner},
+    };
+    gq_preempt_ask ask = {.members = &me,
+                          .n_members = 1,
+                          .quotas = pq,
+                          .nq = 3,
+                          .pods = pods,
+                          .n_pods = 2,
+                          .reclaim = GQ_RECLAIM_ANY,
+                          .cohort = &outer};
+    size_t victims[2], nv = 9;
+    gq_err err;
+    assert_int_equal(gq_preempt_plan(&ask, victims, &nv, &err), GQ_OK);
+    assert_int_equal(nv, 1);
+    assert_int_equal(victims[0], 1);
+    ask.reclaim = GQ_RECLAIM_NEVER;
+    assert_int_equal(gq_preempt_plan(&ask, victims, &nv, &err), GQ_ENOTFOUND);
+    assert_int_equal(nv, 0);
+    /* LowerPriority: the borrower's priority is higher: nobody. */
+    ask.reclaim = GQ_RECLAIM_LOWER_PRIORITY;
+    assert_int_equal(gq_preempt_plan(&ask, victims, &nv, &err), GQ_ENOTFOUND);
+    gq_quota_free(g);
+    gq_quota_free(busy);
+    gq_quota_free(idle);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -340,6 +404,7 @@ int main(void)
         cmocka_unit_test(test_borrowed_model_limits),
         cmocka_unit_test(test_fair_weights),
         cmocka_unit_test(test_fair_zero_and_strict),
+        cmocka_unit_test(test_reclaim_across_tenants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -500,6 +500,7 @@ typedef struct plan {
     bool phase2;
     bool *def, *marked;
     size_t *fifo, *fifo_start, *cursor;
+    size_t *lines, n_lines; /* the quotas whose line holds a set-aside unit */
 } plan;
 
 static void plan_free(plan *p)
@@ -519,6 +520,7 @@ static void plan_free(plan *p)
     free(p->fifo);
     free(p->fifo_start);
     free(p->cursor);
+    free(p->lines);
 }
 
 static bool plan_alloc(plan *p, size_t n, size_t nq)
@@ -539,9 +541,10 @@ static bool plan_alloc(plan *p, size_t n, size_t nq)
     p->fifo = calloc(1, sizeof(*p->fifo)); /* sized in fair_lines */
     p->fifo_start = calloc(q + 1, sizeof(*p->fifo_start));
     p->cursor = calloc(q, sizeof(*p->cursor));
+    p->lines = calloc(q, sizeof(*p->lines));
     return p->order && p->byg && p->unit_start && p->unit_len && p->leader_of && p->touched &&
            p->blocked && p->is_touched && p->is_short && p->waiting && p->def && p->marked &&
-           p->fifo && p->fifo_start && p->cursor;
+           p->fifo && p->fifo_start && p->cursor && p->lines;
 }
 
 /* Admission order (priority, then age), each entry a unit of itself. */
@@ -761,11 +764,16 @@ static void plan_unit(plan *p, size_t i)
 
 /* --- fair sharing between borrowers (docs/queueing.md, "Fair sharing") --- */
 
+/* Shares at or above this are of weight-0 borrowers: served after every
+ * other borrower, among themselves by their unweighted share (Kueue). */
+#define FAIR_ZERO_WEIGHT (INT64_MAX / 2)
+
 /* pq's weighted dominant share were need added to it: the most, over
  * gpu-memory and gpus, of what it would use above hard, in millionths of
  * what its cohort lends at most (keys the cohort lends nothing of left
- * out), times 1000 over its weight in thousandths. 0 when it would not go
- * above hard; INT64_MAX for weight 0 (served last, as Kueue). */
+ * out), times 1000 over its weight in thousandths, below FAIR_ZERO_WEIGHT.
+ * 0 when it would not go above hard; for weight 0, FAIR_ZERO_WEIGHT plus
+ * the unweighted share. */
 static int64_t weighted_share(const gq_queue_quota *pq, const gq_amounts *need)
 {
     static const int keys[] = {GQ_KEY_GPU_MEMORY, GQ_KEY_GPUS};
@@ -788,9 +796,9 @@ static int64_t weighted_share(const gq_queue_quota *pq, const gq_amounts *need)
     if (!borrows)
         return 0;
     if (q->fair_weight_milli <= 0)
-        return INT64_MAX;
+        return FAIR_ZERO_WEIGHT + (drs < FAIR_ZERO_WEIGHT ? (int64_t)drs : FAIR_ZERO_WEIGHT);
     i128 dws = drs * 1000 / q->fair_weight_milli;
-    return dws < INT64_MAX - 1 ? (int64_t)dws : INT64_MAX - 1;
+    return dws < FAIR_ZERO_WEIGHT - 1 ? (int64_t)dws : FAIR_ZERO_WEIGHT - 1;
 }
 
 /* The share of the unit led by i: the highest weighted share among the
@@ -867,6 +875,8 @@ static bool fair_lines(plan *p, size_t nq)
         if (p->def[p->order[r].i])
             fair_each_line(p, p->order[r].i, line_count, NULL);
     for (size_t q = 0; q < nq; q++) {
+        if (p->fifo_start[q + 1])
+            p->lines[p->n_lines++] = q;
         total += p->fifo_start[q + 1];
         p->fifo_start[q + 1] = total;
         p->cursor[q] = p->fifo_start[q];
@@ -894,8 +904,10 @@ static bool fairshare(plan *p, size_t nq)
     for (;;) {
         size_t best = SIZE_MAX;
         int64_t best_share = 0;
-        for (size_t q = 0; q < nq; q++) {
-            size_t h = fair_head(p, q);
+        for (size_t l = 0; l < p->n_lines; l++) {
+            size_t h = fair_head(p, p->lines[l]);
+            if (h == SIZE_MAX)
+                p->lines[l--] = p->lines[--p->n_lines]; /* that line is done */
             if (h == SIZE_MAX || !fair_each_line(p, h, line_head, NULL))
                 continue;
             int64_t s = unit_share(p, h);

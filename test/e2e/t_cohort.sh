@@ -74,14 +74,6 @@ sample() {
 sample &
 sampler=$!
 
-gates() { kubectl -n "$1" get pod "$2" -o json 2>/dev/null | jq -r '[.spec.schedulingGates[]?.name] | join(",")'; }
-admitted() { [[ $(kubectl -n "$1" get pod "$2" -o jsonpath='{.metadata.uid}' 2>/dev/null) && -z $(gates "$1" "$2") ]]; }
-pods_of() {
-    kubectl -n "$1" get pods -o json | jq -r '[.items[] | select(.metadata.deletionTimestamp == null) |
-        "\(.metadata.name)=\(if ([.spec.schedulingGates[]?] | length) > 0 then "gated" else (.metadata.annotations["gpuquota.io/borrowing"] // "own") end)"] | sort | .[]'
-}
-count() { pods_of "$1" | grep -c "=$2\$"; }
-events() { kubectl -n "$1" get events -o json | jq -r --arg r "$2" '[.items[] | select(.reason == $r) | .involvedObject.name] | sort | .[]'; }
 deploy() { # NS NAME REPLICAS MEMORY
     as "$1" create -f - >/dev/null <<EOF
 apiVersion: apps/v1
@@ -111,21 +103,21 @@ EOF
 # ------------------------------------------------------------ 1. borrow across tenants
 deploy "$NSB" train 5 8Gi
 check "tenant busy creates a Deployment of five 8Gi pods" 0 $?
-four() { [[ $(count "$NSB" own) == 2 && $(count "$NSB" true) == 2 && $(count "$NSB" gated) == 1 ]]; }
+four() { [[ $(bor_count "$NSB" own) == 2 && $(bor_count "$NSB" true) == 2 && $(bor_count "$NSB" gated) == 1 ]]; }
 eventually 60 four
 check "busy runs 2 pods within its hard, 2 borrowed from idle; the 5th waits" "2 2 1" \
-    "$(count "$NSB" own) $(count "$NSB" true) $(count "$NSB" gated)"
+    "$(bor_count "$NSB" own) $(bor_count "$NSB" true) $(bor_count "$NSB" gated)"
 as "$NSB" scale deployment train --replicas=4 >/dev/null
 
 # ------------------------------------------------------------ 2. reclaim across tenants
-borrowers=$(pods_of "$NSB" | grep '=true$' | cut -d= -f1 | sort | tr '\n' ' ')
+borrowers=$(bor_pods "$NSB" | grep '=true$' | cut -d= -f1 | sort | tr '\n' ' ')
 pod "$NSI" i-1 8Gi && pod "$NSI" i-2 8Gi
 check "tenant idle creates two 8Gi pods" 0 $?
-eventually 60 admitted "$NSI" i-1
-eventually 30 admitted "$NSI" i-2
-check "idle's pods start" "," "$(gates "$NSI" i-1),$(gates "$NSI" i-2)"
-check "exactly busy's two borrowing pods were evicted" "$borrowers" "$(events "$NSB" Preempted | tr '\n' ' ')"
-check "nobody of idle was evicted" "" "$(events "$NSI" Preempted)"
+eventually 60 bor_admitted "$NSI" i-1
+eventually 30 bor_admitted "$NSI" i-2
+check "idle's pods start" "," "$(bor_gates "$NSI" i-1),$(bor_gates "$NSI" i-2)"
+check "exactly busy's two borrowing pods were evicted" "$borrowers" "$(bor_events "$NSB" Preempted | tr '\n' ' ')"
+check "nobody of idle was evicted" "" "$(bor_events "$NSI" Preempted)"
 as "$NSB" delete deployment train >/dev/null
 
 # ------------------------------------------------------------ 3. fair sharing 1:3
@@ -137,19 +129,19 @@ tenant e2e-coh-w1 "$NS1" 2Gi e2e-fair 'borrowingLimit: {gpu-memory: 16Gi}' \
 tenant e2e-coh-w3 "$NS3" 2Gi e2e-fair 'borrowingLimit: {gpu-memory: 16Gi}' \
     'lendingLimit: {gpu-memory: 0}' 'fairSharing: {weight: 3}'
 pod "$NSL" blocker 16Gi
-eventually 30 admitted "$NSL" blocker
-check "the lender's 16Gi pod starts" "" "$(gates "$NSL" blocker)"
+eventually 30 bor_admitted "$NSL" blocker
+check "the lender's 16Gi pod starts" "" "$(bor_gates "$NSL" blocker)"
 deploy "$NS1" w 16 1Gi
 deploy "$NS3" w 16 1Gi
-own2() { [[ $(count "$NS1" own) == 2 && $(count "$NS3" own) == 2 && $(count "$NS1" gated) == 14 && $(count "$NS3" gated) == 14 ]]; }
+own2() { [[ $(bor_count "$NS1" own) == 2 && $(bor_count "$NS3" own) == 2 && $(bor_count "$NS1" gated) == 14 && $(bor_count "$NS3" gated) == 14 ]]; }
 eventually 60 own2
 check "w1 and w3 each run 2 pods within their hard, 14 wait" "2 14 2 14" \
-    "$(count "$NS1" own) $(count "$NS1" gated) $(count "$NS3" own) $(count "$NS3" gated)"
+    "$(bor_count "$NS1" own) $(bor_count "$NS1" gated) $(bor_count "$NS3" own) $(bor_count "$NS3" gated)"
 as "$NSL" delete pod blocker --wait=false >/dev/null
-shared() { [[ $(($(count "$NS1" true) + $(count "$NS3" true))) == 16 ]]; }
+shared() { [[ $(($(bor_count "$NS1" true) + $(bor_count "$NS3" true))) == 16 ]]; }
 eventually 60 shared
 sleep 3
-b1=$(count "$NS1" true) b3=$(count "$NS3" true)
+b1=$(bor_count "$NS1" true) b3=$(bor_count "$NS3" true)
 echo "# borrowed: w1 ${b1}Gi (weight 1), w3 ${b3}Gi (weight 3)"
 check "the freed 16Gi are all borrowed" 16 "$((b1 + b3))"
 check_match "w1 (weight 1) borrows about a quarter: 3 to 5Gi" "^[345]$" "$b1"

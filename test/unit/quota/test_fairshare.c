@@ -11,12 +11,10 @@
 
 #include <cmocka.h>
 
-#include "support/testjson.h"
+#include "support/queue_fixtures.h"
 
 #include "quota/podqueue.h"
 #include "quota/preempt.h"
-
-#define GI (1024LL * 1024 * 1024)
 
 static gq_quota *Q(const char *kind, const char *name, const char *spec)
 {
@@ -25,38 +23,17 @@ static gq_quota *Q(const char *kind, const char *name, const char *spec)
              "{'apiVersion':'gpuquota.io/v1alpha1','kind':'%s','metadata':{'name':'%s',"
              "'namespace':'a'},'spec':{'whenExceeded':'Queue',%s%s}}",
              kind, name, spec, strcmp(kind, "GPUTenantQuota") ? "" : ",'namespaces':['a']");
-    json_object *o = J(buf);
-    gq_quota *q = NULL;
-    gq_err err;
-    gq_err_clear(&err);
-    if (gq_quota_parse(o, &q, &err))
-        fail_msg("quota parse failed: %s (%s)", err.msg, buf);
-    json_object_put(o);
-    return q;
+    return queue_quota_parse(buf);
 }
 
 static gq_amounts mem(int64_t gi)
 {
-    gq_amounts a;
-    memset(&a, 0, sizeof(a));
-    for (int k = 0; k < GQ_KEY_COUNT; k++)
-        a.set[k] = true;
-    a.v[GQ_KEY_GPU_MEMORY] = gi * GI;
-    a.v[GQ_KEY_GPU_PODS] = gi ? 1 : 0;
-    a.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
-    return a;
+    return queue_mem(gi);
 }
 
 static gq_queue_entry ent(const char *uid, int64_t created, int64_t gi, const size_t *qs, size_t nq)
 {
-    gq_queue_entry e;
-    memset(&e, 0, sizeof(e));
-    e.uid = uid;
-    e.created_us = created;
-    e.charge = mem(gi);
-    e.quotas = qs;
-    e.n_quotas = nq;
-    return e;
+    return queue_entry(uid, created, gi, qs, nq);
 }
 
 static int64_t used_gi(const gq_queue_quota *pq)
@@ -333,6 +310,50 @@ static void test_fair_zero_and_strict(void **state)
     gq_quota_free(l);
 }
 
+/* Borrowers of weight 0 among themselves: the lower unweighted share
+ * first (Kueue), whatever the cluster-wide order. */
+static void test_fair_zero_weights(void **state)
+{
+    (void)state;
+    const char *spec = "'hard':{'gpu-memory':'1Gi'},'borrowingLimit':{'gpu-memory':'16Gi'},"
+                       "'lendingLimit':{'gpu-memory':0},'fairSharing':{'weight':'0'}";
+    gq_quota *za = Q("GPUQuota", "za", spec), *zb = Q("GPUQuota", "zb", spec);
+    gq_quota *l = Q("GPUQuota", "l", "'hard':{'gpu-memory':'4Gi'}");
+    static const size_t qa[] = {0}, qb[] = {1};
+    gq_queue_entry e[] = {ent("za1", 1, 1, qa, 1), ent("zb1", 2, 1, qb, 1)};
+    gq_queue_cohort co;
+    memset(&co, 0, sizeof(co));
+    gq_queue_quota pq[3] = {{.q = za, .in_use = mem(3), .cohort = &co},
+                            {.q = zb, .in_use = mem(1), .cohort = &co},
+                            {.q = l, .in_use = mem(0), .cohort = &co}};
+    for (int i = 0; i < 3; i++)
+        gq_queue_cohort_add(&co, pq[i].q, &pq[i].in_use);
+    assert_int_equal(co.free.v[GQ_KEY_GPU_MEMORY], 2 * GI); /* 4 lent, 2 borrowed by za */
+    gq_queue_decision out[2];
+    gq_err err;
+    assert_int_equal(gq_queue_plan(e, 2, pq, 3, out, &err), GQ_OK);
+    assert_int_equal(out[1].state, GQ_QSTATE_ADMIT);
+    assert_int_equal(out[0].state, GQ_QSTATE_ADMIT);
+    gq_queue_entry f[] = {ent("za2", 3, 1, qa, 1), ent("zb2", 4, 1, qb, 1)};
+    assert_int_equal(gq_queue_plan(f, 2, pq, 3, out, &err), GQ_OK);
+    /* Nothing left for either. */
+    assert_int_equal(out[0].state, GQ_QSTATE_NO_ROOM);
+    assert_int_equal(out[1].state, GQ_QSTATE_NO_ROOM);
+    /* One 1Gi free: zb (1Gi above) goes before za (2Gi above). */
+    pq[1].in_use = mem(2);
+    memset(&co, 0, sizeof(co));
+    pq[0].in_use = mem(3);
+    for (int i = 0; i < 3; i++)
+        gq_queue_cohort_add(&co, pq[i].q, &pq[i].in_use);
+    assert_int_equal(co.free.v[GQ_KEY_GPU_MEMORY], GI);
+    assert_int_equal(gq_queue_plan(f, 2, pq, 3, out, &err), GQ_OK);
+    assert_int_equal(out[1].state, GQ_QSTATE_ADMIT);
+    assert_int_equal(out[0].state, GQ_QSTATE_NO_ROOM);
+    gq_quota_free(za);
+    gq_quota_free(zb);
+    gq_quota_free(l);
+}
+
 /* Reclaim across tenants: the idle tenant's pod, within its hard, evicts
  * the busy tenant's pod that borrowed (through its GPUQuota's cohort, whose
  * tenant borrows in the cohort of tenants), not the one within its share;
@@ -404,6 +425,7 @@ int main(void)
         cmocka_unit_test(test_borrowed_model_limits),
         cmocka_unit_test(test_fair_weights),
         cmocka_unit_test(test_fair_zero_and_strict),
+        cmocka_unit_test(test_fair_zero_weights),
         cmocka_unit_test(test_reclaim_across_tenants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -501,7 +501,19 @@ typedef struct plan {
     bool *def, *marked;
     size_t *fifo, *fifo_start, *cursor;
     size_t *lines, n_lines; /* the quotas whose line holds a set-aside unit */
+    size_t *scratch;        /* a count, then up to nq quota indices */
+    struct fair_item *heap; /* candidates by (share, position), lazily refreshed */
+    size_t n_heap, cap_heap;
 } plan;
+
+/* A candidate of the second phase: a unit and its weighted share when it
+ * was pushed (a share only grows as the pass admits, so a popped item whose
+ * share has grown is pushed again, and the first whose share holds is the
+ * least). */
+typedef struct fair_item {
+    int64_t share;
+    size_t position, unit;
+} fair_item;
 
 static void plan_free(plan *p)
 {
@@ -521,6 +533,8 @@ static void plan_free(plan *p)
     free(p->fifo_start);
     free(p->cursor);
     free(p->lines);
+    free(p->scratch);
+    free(p->heap);
 }
 
 static bool plan_alloc(plan *p, size_t n, size_t nq)
@@ -542,9 +556,10 @@ static bool plan_alloc(plan *p, size_t n, size_t nq)
     p->fifo_start = calloc(q + 1, sizeof(*p->fifo_start));
     p->cursor = calloc(q, sizeof(*p->cursor));
     p->lines = calloc(q, sizeof(*p->lines));
+    p->scratch = calloc(q + 1, sizeof(*p->scratch));
     return p->order && p->byg && p->unit_start && p->unit_len && p->leader_of && p->touched &&
            p->blocked && p->is_touched && p->is_short && p->waiting && p->def && p->marked &&
-           p->fifo && p->fifo_start && p->cursor && p->lines;
+           p->fifo && p->fifo_start && p->cursor && p->lines && p->scratch;
 }
 
 /* Admission order (priority, then age), each entry a unit of itself. */
@@ -893,35 +908,95 @@ static bool fair_lines(plan *p, size_t nq)
     return true;
 }
 
+static bool item_less(const fair_item *a, const fair_item *b)
+{
+    return a->share < b->share || (a->share == b->share && a->position < b->position);
+}
+
+static bool heap_push(plan *p, fair_item it)
+{
+    if (p->n_heap == p->cap_heap) {
+        size_t cap = p->cap_heap ? p->cap_heap * 2 : 64;
+        fair_item *h = cap > p->cap_heap ? realloc(p->heap, cap * sizeof(*h)) : NULL;
+        if (!h)
+            return false;
+        p->heap = h;
+        p->cap_heap = cap;
+    }
+    size_t i = p->n_heap++;
+    for (; i && item_less(&it, &p->heap[(i - 1) / 2]); i = (i - 1) / 2)
+        p->heap[i] = p->heap[(i - 1) / 2];
+    p->heap[i] = it;
+    return true;
+}
+
+static fair_item heap_pop(plan *p)
+{
+    fair_item top = p->heap[0], last = p->heap[--p->n_heap];
+    size_t i = 0, n = p->n_heap;
+    for (size_t c; (c = 2 * i + 1) < n; i = c) {
+        if (c + 1 < n && item_less(&p->heap[c + 1], &p->heap[c]))
+            c++;
+        if (!item_less(&p->heap[c], &last))
+            break;
+        p->heap[i] = p->heap[c];
+    }
+    if (n)
+        p->heap[i] = last;
+    return top;
+}
+
+/* Push the head of line qi when it is first in every line it stands in. */
+static bool push_head(plan *p, size_t qi, size_t *unused)
+{
+    (void)unused;
+    size_t h = fair_head(p, qi);
+    if (h == SIZE_MAX || !fair_each_line(p, h, line_head, NULL))
+        return true;
+    return heap_push(p, (fair_item){unit_share(p, h), p->out[h].position, h});
+}
+
+/* Collect line qi in arg[1..] (arg[0] counts them). */
+static bool line_collect(plan *p, size_t i, size_t qi, size_t *arg)
+{
+    (void)p, (void)i;
+    arg[1 + arg[0]++] = qi;
+    return true;
+}
+
 /* The second phase: among set-aside units first in every line they stand
  * in, decide the one of lowest weighted share (then the earlier in the
- * cluster-wide order), until none is left. false: out of memory. */
+ * cluster-wide order), until none is left; after each, the new heads of
+ * its lines become candidates. false: out of memory. */
 static bool fairshare(plan *p, size_t nq)
 {
     if (!fair_lines(p, nq))
         return false;
     p->phase2 = true;
-    for (;;) {
-        size_t best = SIZE_MAX;
-        int64_t best_share = 0;
-        for (size_t l = 0; l < p->n_lines; l++) {
-            size_t h = fair_head(p, p->lines[l]);
-            if (h == SIZE_MAX)
-                p->lines[l--] = p->lines[--p->n_lines]; /* that line is done */
-            if (h == SIZE_MAX || !fair_each_line(p, h, line_head, NULL))
-                continue;
-            int64_t s = unit_share(p, h);
-            if (best == SIZE_MAX || s < best_share ||
-                (s == best_share && p->out[h].position < p->out[best].position)) {
-                best = h;
-                best_share = s;
-            }
+    for (size_t l = 0; l < p->n_lines; l++)
+        if (!push_head(p, p->lines[l], NULL))
+            return false;
+    while (p->n_heap) {
+        fair_item it = heap_pop(p);
+        if (!p->def[it.unit] || !fair_each_line(p, it.unit, line_head, NULL))
+            continue; /* decided, or pushed again once first in every line */
+        int64_t now = unit_share(p, it.unit);
+        if (now != it.share) {
+            it.share = now;
+            if (!heap_push(p, it))
+                return false;
+            continue;
         }
-        if (best == SIZE_MAX)
-            return true;
-        p->def[best] = false;
-        plan_unit(p, best);
+        p->def[it.unit] = false;
+        plan_unit(p, it.unit);
+        /* Its lines first (pushing a head walks that head's lines too). */
+        p->scratch[0] = 0;
+        fair_each_line(p, it.unit, line_collect, p->scratch);
+        for (size_t l = 0; l < p->scratch[0]; l++)
+            if (!push_head(p, p->scratch[1 + l], NULL))
+                return false;
     }
+    return true;
 }
 
 gq_code gq_queue_plan(const gq_queue_entry *entries, size_t n, gq_queue_quota *quotas, size_t nq,

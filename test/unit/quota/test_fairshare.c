@@ -41,6 +41,14 @@ static int64_t used_gi(const gq_queue_quota *pq)
     return pq->in_use.v[GQ_KEY_GPU_MEMORY] / GI;
 }
 
+/* co as the cohort of pq[0..n), at their in_use. */
+static void cohort_fill(gq_queue_cohort *co, const gq_queue_quota *pq, size_t n)
+{
+    memset(co, 0, sizeof(*co));
+    for (size_t i = 0; i < n; i++)
+        gq_queue_cohort_add(co, pq[i].q, &pq[i].in_use);
+}
+
 /* Two tenants of one cohort: the busy one borrows the idle one's unused
  * hard up to its own borrowingLimit; the idle one's pod, within its hard,
  * then waits (it reclaims) rather than pass what the cohort holds; without
@@ -81,10 +89,8 @@ static void test_cross_tenant(void **state)
     assert_int_equal(out[0].state, GQ_QSTATE_NO_ROOM);
     assert_int_equal(out[0].quota, 1);
     /* In one pass, the pod within its hard goes before the borrowers. */
-    memset(&co, 0, sizeof(co));
     pq[0].in_use = mem(16);
-    for (int i = 0; i < 2; i++)
-        gq_queue_cohort_add(&co, pq[i].q, &pq[i].in_use);
+    cohort_fill(&co, pq, 2);
     assert_int_equal(gq_queue_plan(e, 4, pq, 2, out, &err), GQ_OK);
     assert_int_equal(out[3].state, GQ_QSTATE_ADMIT);
     assert_int_equal(out[0].state, GQ_QSTATE_ADMIT);
@@ -222,12 +228,10 @@ static void test_fair_weights(void **state)
     snprintf(uid[40], sizeof uid[40], "l");
     e[40] = ent(uid[40], 1000, 8, ql, 1);
     gq_queue_cohort co;
-    memset(&co, 0, sizeof(co));
     gq_queue_quota pq[3] = {{.q = a, .in_use = mem(0), .cohort = &co},
                             {.q = b, .in_use = mem(0), .cohort = &co},
                             {.q = l, .in_use = mem(0), .cohort = &co}};
-    for (int i = 0; i < 3; i++)
-        gq_queue_cohort_add(&co, pq[i].q, &pq[i].in_use);
+    cohort_fill(&co, pq, 3);
     /* Lendable: 4 + 4 + 8 = 16Gi. l's 8Gi pod leaves 8Gi unused, all it
      * lends anyway; a's and b's own 4Gi lend 8Gi less: 8Gi to share. */
     gq_queue_decision out[41];
@@ -267,12 +271,10 @@ static void test_fair_zero_and_strict(void **state)
     gq_queue_entry e[] = {ent("z1", 1, 4, qz, 1), ent("s-big", 2, 8, qs, 1),
                           ent("s-small", 3, 2, qs, 1), ent("z2", 4, 1, qz, 1)};
     gq_queue_cohort co;
-    memset(&co, 0, sizeof(co));
     gq_queue_quota pq[3] = {{.q = z, .in_use = mem(1), .cohort = &co},
                             {.q = s, .in_use = mem(1), .cohort = &co},
                             {.q = l, .in_use = mem(0), .cohort = &co}};
-    for (int i = 0; i < 3; i++)
-        gq_queue_cohort_add(&co, pq[i].q, &pq[i].in_use);
+    cohort_fill(&co, pq, 3);
     gq_queue_decision out[4];
     gq_err err;
     assert_int_equal(gq_queue_plan(e, 4, pq, 3, out, &err), GQ_OK);
@@ -286,22 +288,18 @@ static void test_fair_zero_and_strict(void **state)
      * stands first in the cluster's order. */
     gq_queue_entry f[] = {ent("z1", 1, 2, qz, 1), ent("s1", 2, 2, qs, 1)};
     gq_queue_cohort c2;
-    memset(&c2, 0, sizeof(c2));
     gq_queue_quota p2[3] = {{.q = z, .in_use = mem(1), .cohort = &c2},
                             {.q = s, .in_use = mem(1), .cohort = &c2},
                             {.q = l, .in_use = mem(4), .cohort = &c2}};
-    for (int i = 0; i < 3; i++)
-        gq_queue_cohort_add(&c2, p2[i].q, &p2[i].in_use);
+    cohort_fill(&c2, p2, 3);
     assert_int_equal(gq_queue_plan(f, 2, p2, 3, out, &err), GQ_OK);
     assert_int_equal(out[1].state, GQ_QSTATE_ADMIT);
     assert_int_equal(out[0].state, GQ_QSTATE_NO_ROOM);
     /* A held preemptor borrowing is decided first, not set aside. */
     f[0].held = true;
-    memset(&c2, 0, sizeof(c2));
     p2[0].in_use = p2[1].in_use = mem(1);
     p2[2].in_use = mem(4);
-    for (int i = 0; i < 3; i++)
-        gq_queue_cohort_add(&c2, p2[i].q, &p2[i].in_use);
+    cohort_fill(&c2, p2, 3);
     assert_int_equal(gq_queue_plan(f, 2, p2, 3, out, &err), GQ_OK);
     assert_int_equal(out[0].state, GQ_QSTATE_ADMIT);
     assert_int_equal(out[1].state, GQ_QSTATE_NO_ROOM);
@@ -322,12 +320,10 @@ static void test_fair_zero_weights(void **state)
     static const size_t qa[] = {0}, qb[] = {1};
     gq_queue_entry e[] = {ent("za1", 1, 1, qa, 1), ent("zb1", 2, 1, qb, 1)};
     gq_queue_cohort co;
-    memset(&co, 0, sizeof(co));
     gq_queue_quota pq[3] = {{.q = za, .in_use = mem(3), .cohort = &co},
                             {.q = zb, .in_use = mem(1), .cohort = &co},
                             {.q = l, .in_use = mem(0), .cohort = &co}};
-    for (int i = 0; i < 3; i++)
-        gq_queue_cohort_add(&co, pq[i].q, &pq[i].in_use);
+    cohort_fill(&co, pq, 3);
     assert_int_equal(co.free.v[GQ_KEY_GPU_MEMORY], 2 * GI); /* 4 lent, 2 borrowed by za */
     gq_queue_decision out[2];
     gq_err err;
@@ -341,16 +337,48 @@ static void test_fair_zero_weights(void **state)
     assert_int_equal(out[1].state, GQ_QSTATE_NO_ROOM);
     /* One 1Gi free: zb (1Gi above) goes before za (2Gi above). */
     pq[1].in_use = mem(2);
-    memset(&co, 0, sizeof(co));
     pq[0].in_use = mem(3);
-    for (int i = 0; i < 3; i++)
-        gq_queue_cohort_add(&co, pq[i].q, &pq[i].in_use);
+    cohort_fill(&co, pq, 3);
     assert_int_equal(co.free.v[GQ_KEY_GPU_MEMORY], GI);
     assert_int_equal(gq_queue_plan(f, 2, pq, 3, out, &err), GQ_OK);
     assert_int_equal(out[1].state, GQ_QSTATE_ADMIT);
     assert_int_equal(out[0].state, GQ_QSTATE_NO_ROOM);
     gq_quota_free(za);
     gq_quota_free(zb);
+    gq_quota_free(l);
+}
+
+/* A pod group borrows all or nothing, weighed with every member's charge:
+ * B's first pod (a quarter of the cohort) goes before A's group of two (a
+ * half); then the group, at a half as B's second, goes first by order. */
+static void test_fair_group(void **state)
+{
+    (void)state;
+    const char *spec = "'hard':{'gpu-memory':'0'},'borrowingLimit':{'gpu-memory':'16Gi'}";
+    gq_quota *a = Q("GPUQuota", "a", spec), *b = Q("GPUQuota", "b", spec);
+    gq_quota *l = Q("GPUQuota", "l", "'hard':{'gpu-memory':'4Gi'}");
+    static const size_t qa[] = {0}, qb[] = {1};
+    gq_queue_entry e[] = {ent("g0", 1, 1, qa, 1), ent("g1", 2, 1, qa, 1), ent("b1", 3, 1, qb, 1),
+                          ent("b2", 4, 1, qb, 1), ent("b3", 5, 1, qb, 1), ent("b4", 6, 1, qb, 1)};
+    e[0].group = e[1].group = "ns/g";
+    e[0].group_size = e[1].group_size = 2;
+    gq_queue_cohort co;
+    gq_queue_quota pq[3] = {{.q = a, .in_use = mem(0), .cohort = &co},
+                            {.q = b, .in_use = mem(0), .cohort = &co},
+                            {.q = l, .in_use = mem(0), .cohort = &co}};
+    cohort_fill(&co, pq, 3);
+    gq_queue_decision out[6];
+    gq_err err;
+    assert_int_equal(gq_queue_plan(e, 6, pq, 3, out, &err), GQ_OK);
+    static const gq_queue_state want[] = {GQ_QSTATE_ADMIT, GQ_QSTATE_ADMIT,   GQ_QSTATE_ADMIT,
+                                          GQ_QSTATE_ADMIT, GQ_QSTATE_NO_ROOM, GQ_QSTATE_NO_ROOM};
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(out[i].state, want[i]);
+    assert_true(out[0].borrowing && out[1].borrowing);
+    assert_int_equal(used_gi(&pq[0]), 2);
+    assert_int_equal(used_gi(&pq[1]), 2);
+    gq_quota_free(a);
+    gq_quota_free(b);
     gq_quota_free(l);
 }
 
@@ -426,6 +454,7 @@ int main(void)
         cmocka_unit_test(test_fair_weights),
         cmocka_unit_test(test_fair_zero_and_strict),
         cmocka_unit_test(test_fair_zero_weights),
+        cmocka_unit_test(test_fair_group),
         cmocka_unit_test(test_reclaim_across_tenants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,6 +3,7 @@
 #   make test   install dependencies, build with -Werror + ASan/UBSan, build the
 #               Kubernetes control plane (cached), run every test, e2e included
 #   make demo-cluster   the demo on a real control plane
+#   make soak   the preemption churn (e2e_preempt_churn) for 10 minutes instead of 2
 #   make install        gpuquota and kubectl-gpuquota into $(PREFIX)/bin (optimised build)
 #   make release        the release artifacts into $(RELEASE_DIR) (docs/install.md#releases)
 BUILD      ?= build
@@ -15,7 +16,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 SAN_ENV     = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
               UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-.PHONY: all deps build k8s-bin test demo demo-cluster bench fuzz fuzz-smoke image format clean install release
+.PHONY: all deps build k8s-bin test soak demo demo-cluster bench fuzz fuzz-smoke image format clean install release
 
 all: build
 
@@ -37,6 +38,12 @@ k8s-bin:
 test: build k8s-bin fuzz-smoke
 	@grep -q '^GQ_E2E:BOOL=ON' $(BUILD)/CMakeCache.txt || { echo "make test: $(BUILD) is configured with GQ_E2E=OFF, which leaves out the e2e and Helm tests; remove $(BUILD) (or use another BUILD=) and run make test again" >&2; exit 1; }
 	cd $(BUILD) && $(SAN_ENV) ctest --output-on-failure -j $(JOBS)
+
+# e2e_preempt_churn for GQ_E2E_CHURN_SECONDS (600 unless set) on its own
+# control plane: the ten-minute churn docs/queueing.md reports.
+soak: build k8s-bin
+	cd $(BUILD) && GQ_E2E_CHURN_SECONDS=$${GQ_E2E_CHURN_SECONDS:-600} $(SAN_ENV) \
+	    ctest --output-on-failure -R '^e2e_(up|preempt_churn|down)$$'
 
 demo: build
 	@$(SAN_ENV) scripts/demo.sh $(BUILD)

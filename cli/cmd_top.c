@@ -26,6 +26,9 @@ static void usage(FILE *f)
             "hard GPU quota of the GPUQuotas of a namespace (-n, default the context's) or of\n"
             "every namespace (-A), and of the GPUTenantQuotas covering them, with each\n"
             "tenant's namespaces and, when the status carries them, its GPU models.\n"
+            "HARD is the nominal share; where quotas borrow from each other (a\n"
+            "GPUTenantQuota as cohort), BORROWED and LENT say what each uses above its\n"
+            "share and what of its unused share others use now.\n"
             "\n"
             "  --no-tenants           leave GPUTenantQuotas out\n"
             "\n%s",

@@ -115,10 +115,12 @@ void cli_render_bar(int64_t used, int64_t pending, int64_t hard, char buf[CLI_BA
 /* The usage report of GPUQuota and GPUTenantQuota objects (borrowed) at time
  * now (Unix seconds: reservations still live count as reserved):
  *   {"quotas": [{"kind", "namespace" (GPUQuota only), "name", "resources": [
- *        {"resource", "hard", "used", "reserved", "queued" (only when the
- *         status has status.queued), and the same as numbers in "hardValue",
- *         "usedValue", "reservedValue", "queuedValue", and "percent" of
- *         hard taken by used + reserved + queued}],
+ *        {"resource", "hard" (the nominal share), "used", "reserved",
+ *         "queued" (only when the status has status.queued), "borrowed" and
+ *         "lent" (only when the status has status.borrowed, status.lent for
+ *         the key), and the same as numbers in "hardValue", "usedValue",
+ *         "reservedValue", "queuedValue", "borrowedValue", "lentValue", and
+ *         "percent" of hard taken by used + reserved + queued}],
  *      "namespaces": [{"namespace", "used": {...}}] (tenants),
  *      "models": [{"model", "used": {...}, "hard": {...}}] (when the status
  *         has status.models)}]}
@@ -129,7 +131,9 @@ gq_code cli_top_report(json_object *const *objs, size_t n, int64_t now, json_obj
                        gq_err *err) GQ_WUR;
 
 /* The table of such a report: one row per quota and resource with a bar,
- * tenants' namespaces and per-model usage indented below their quota. */
+ * tenants' namespaces and per-model usage indented below their quota; when
+ * some quota reports borrowed or lent, BORROWED and LENT columns after HARD
+ * ("-" for a quota that does not report them). */
 void cli_render_top_table(FILE *out, json_object *report);
 
 /* YAML text of a JSON value: maps and lists in block style, strings

@@ -139,9 +139,30 @@ static json_object *models_json(const gq_quota *q)
     return out;
 }
 
-static json_object *resource_json(gq_qkey k, const gq_quota *q, const gq_amounts *in_use,
-                                  const gq_amounts *queued, bool has_queued)
+/* What a quota's status reports beyond used: each present or not. */
+typedef struct status_figures {
+    bool has_queued, has_borrowed, has_lent;
+    gq_amounts queued, borrowed, lent;
+} status_figures;
+
+/* "borrowed"/"lent" (and their "...Value") of key k when the status has it. */
+static void lending_json(json_object *r, gq_qkey k, const status_figures *f)
 {
+    if (f->has_borrowed && f->borrowed.set[k]) {
+        json_object_object_add(r, "borrowed", amount_json(k, f->borrowed.v[k]));
+        json_object_object_add(r, "borrowedValue", json_object_new_int64(f->borrowed.v[k]));
+    }
+    if (f->has_lent && f->lent.set[k]) {
+        json_object_object_add(r, "lent", amount_json(k, f->lent.v[k]));
+        json_object_object_add(r, "lentValue", json_object_new_int64(f->lent.v[k]));
+    }
+}
+
+static json_object *resource_json(gq_qkey k, const gq_quota *q, const gq_amounts *in_use,
+                                  const status_figures *f)
+{
+    bool has_queued = f->has_queued;
+    const gq_amounts *queued = &f->queued;
     json_object *r = json_object_new_object();
     int64_t hard = q->hard.v[k], used = q->used.v[k];
     int64_t reserved = in_use->v[k] - used, pend = reserved;
@@ -166,6 +187,7 @@ static json_object *resource_json(gq_qkey k, const gq_quota *q, const gq_amounts
     long double taken = (long double)used + (long double)pend;
     int pct = hard > 0 ? (int)(taken * 100.0L / (long double)hard) : (taken > 0 ? 100 : 0);
     json_object_object_add(r, "percent", json_object_new_int(pct));
+    lending_json(r, k, f);
     return r;
 }
 
@@ -237,16 +259,20 @@ static json_object *quota_report(const parsed *p, int64_t now)
 {
     const gq_quota *q = p->q;
     json_object *status = gq_json_member(p->obj, "status");
-    gq_amounts in_use, queued;
+    gq_amounts in_use;
     gq_err e;
-    bool has_queued = opt_amounts(gq_json_member(status, "queued"), "status.queued", &queued);
+    status_figures f;
+    f.has_queued = opt_amounts(gq_json_member(status, "queued"), "status.queued", &f.queued);
+    f.has_borrowed =
+        opt_amounts(gq_json_member(status, "borrowed"), "status.borrowed", &f.borrowed);
+    f.has_lent = opt_amounts(gq_json_member(status, "lent"), "status.lent", &f.lent);
     if (gq_quota_in_use(q, now, NULL, &in_use, &e))
         in_use = q->used; /* overflowing reservations: show used alone */
     json_object *o = json_object_new_object(), *res = json_object_new_array();
     cli_quota_ident(o, q);
     for (int k = 0; k < GQ_KEY_COUNT; k++)
         if (q->hard.set[k])
-            json_object_array_add(res, resource_json((gq_qkey)k, q, &in_use, &queued, has_queued));
+            json_object_array_add(res, resource_json((gq_qkey)k, q, &in_use, &f));
     json_object_object_add(o, "resources", res);
     json_object *nss = gq_json_member(status, "namespaces");
     if (q->kind == GQ_QUOTA_TENANT && nss && json_object_is_type(nss, json_type_array))
@@ -322,10 +348,11 @@ static void list_text(json_object *amounts, char *buf, size_t cap)
     }
 }
 
-#define ROW_FMT "%-9s %-22s %-12s %10s %10s %10s %10s  %s %3d%%\n"
+#define ROW_FMT "%-9s %-22s %-12s %10s %10s %10s %10s%s  %s %3d%%\n"
 
-/* A quota's rows: one per resource with a hard limit, the first naming it. */
-static void render_resources(FILE *out, json_object *q, bool tenant, const char *name)
+/* A quota's rows: one per resource with a hard limit, the first naming it;
+ * with lending, BORROWED and LENT ("-": not reported) after HARD. */
+static void render_resources(FILE *out, json_object *q, bool tenant, const char *name, bool lending)
 {
     json_object *res = gq_json_member(q, "resources");
     size_t nr = res ? json_object_array_length(res) : 0;
@@ -340,13 +367,17 @@ static void render_resources(FILE *out, json_object *q, bool tenant, const char 
         if (queued > 0 && pend <= INT64_MAX - queued)
             pend += queued;
         cli_render_bar(int_member(r, "usedValue"), pend, int_member(r, "hardValue"), bar);
+        char lent[128] = "";
+        if (lending)
+            snprintf(lent, sizeof lent, " %10s %10s", str_or(r, "borrowed", "-"),
+                     str_or(r, "lent", "-"));
         fprintf(out, ROW_FMT,
                 j        ? ""
                 : tenant ? "tenant"
                          : "namespace",
                 j ? "" : name, str_or(r, "resource", "?"), str_or(r, "used", "0"),
-                str_or(r, "reserved", "0"), str_or(r, "queued", "-"), str_or(r, "hard", "?"), bar,
-                (int)int_member(r, "percent"));
+                str_or(r, "reserved", "0"), str_or(r, "queued", "-"), str_or(r, "hard", "?"), lent,
+                bar, (int)int_member(r, "percent"));
     }
 }
 
@@ -372,7 +403,7 @@ static void render_details(FILE *out, json_object *q)
     }
 }
 
-static void render_quota(FILE *out, json_object *q)
+static void render_quota(FILE *out, json_object *q, bool lending)
 {
     bool tenant = !strcmp(str_or(q, "kind", ""), GQ_KIND_GPUTENANTQUOTA);
     char name[300];
@@ -380,8 +411,24 @@ static void render_quota(FILE *out, json_object *q)
         snprintf(name, sizeof(name), "%s", str_or(q, "name", "?"));
     else
         snprintf(name, sizeof(name), "%s/%s", str_or(q, "namespace", "?"), str_or(q, "name", "?"));
-    render_resources(out, q, tenant, name);
+    render_resources(out, q, tenant, name, lending);
     render_details(out, q);
+}
+
+/* Whether a quota of the report says what it borrows or lends: the table
+ * then has those columns (a cluster without borrowing keeps its width). */
+static bool any_lending(json_object *quotas, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        json_object *res = gq_json_member(json_object_array_get_idx(quotas, i), "resources");
+        size_t nr = json_object_is_type(res, json_type_array) ? json_object_array_length(res) : 0;
+        for (size_t j = 0; j < nr; j++) {
+            json_object *r = json_object_array_get_idx(res, j);
+            if (gq_json_member(r, "borrowed") || gq_json_member(r, "lent"))
+                return true;
+        }
+    }
+    return false;
 }
 
 void cli_render_top_table(FILE *out, json_object *report)
@@ -391,14 +438,15 @@ void cli_render_top_table(FILE *out, json_object *report)
     size_t n = quotas && json_object_is_type(quotas, json_type_array)
                    ? json_object_array_length(quotas)
                    : 0;
+    bool lending = any_lending(quotas, n);
     if (!n) {
         fprintf(out, "No GPU quotas found.\n");
     } else {
-        fprintf(out, "%-9s %-22s %-12s %10s %10s %10s %10s  USAGE\n", "KIND", "QUOTA", "RESOURCE",
-                "USED", "RESERVED", "QUEUED", "HARD");
+        fprintf(out, "%-9s %-22s %-12s %10s %10s %10s %10s%s  USAGE\n", "KIND", "QUOTA", "RESOURCE",
+                "USED", "RESERVED", "QUEUED", "HARD", lending ? "   BORROWED       LENT" : "");
     }
     for (size_t i = 0; i < n; i++)
-        render_quota(out, json_object_array_get_idx(quotas, i));
+        render_quota(out, json_object_array_get_idx(quotas, i), lending);
     size_t ne = errors ? json_object_array_length(errors) : 0;
     for (size_t i = 0; i < ne; i++)
         fprintf(out, "unreadable quota %s\n",

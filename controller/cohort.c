@@ -1,13 +1,19 @@
 /* Cohorts for the admission pass (docs/queueing.md, "Borrowing"): the
  * GPUQuotas of the namespaces one GPUTenantQuota covers lend each other
  * what they leave unused, and GPUTenantQuotas naming the same spec.cohort
- * lend each other what they leave unused of their hard. For each tenant one of whose members may
- * borrow (spec.borrowingLimit), what the members lend less what they borrow is summed over every
- * member, from the pass's fresh reads for the quotas it charges and from the cache for the others;
- * the pass's quotas point at their cohort, and the other members are kept for preemption (reclaim).
- */
+ * lend each other what they leave unused of their hard. For each tenant
+ * one of whose members may borrow (spec.borrowingLimit), what the members
+ * lend less what they borrow is summed over every member, from the pass's
+ * fresh reads for the quotas it charges and from the cache for the others;
+ * the pass's quotas point at their cohort, and the other members are kept
+ * for preemption (reclaim).
+ *
+ * And a quota's cohort for its status (borrowed, lent): its members as
+ * cached, the quota itself at its recount; when a member's spec or usage
+ * changes, the others and their tenant are reconciled again. */
 #include "controller/ctl_run.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,7 +50,7 @@ static int collect_fn(void *ud, const char *ns, const char *name, const void *re
     json_object *o = (json_object *)rec, *spec = gq_json_member(o, "spec");
     bool tenant = gq_json_member(spec, "namespaces") || gq_json_member(spec, "namespaceSelector");
     if (tenant && !gq_json_member(spec, "cohort"))
-        return 1; /* a tenant of no cohort of tenants: c->tv has its spec */
+        return 0; /* a tenant of no cohort of tenants: c->tv has its spec; go on */
     if (gq_json_member(spec, "borrowingLimit"))
         cl->any_borrower = true;
     if (!json_object_array_add(cl->objs, json_object_get(o)))
@@ -192,4 +198,212 @@ gq_code ctl_cohorts_attach(ctl_controller *c, gq_queue_quota *pq, size_t nq, int
     if (rc)
         GQ_WARN("queue: cohorts: out of memory");
     return rc;
+}
+
+/* --- a quota's cohort, for its status (reconcile.c) ----------------------- */
+
+void ctl_cohort_view_dispose(ctl_cohort_view *v)
+{
+    free(v->m);
+    gq_quota_list_free(v->owned, v->n_owned);
+    gq_quota_free(v->tenant);
+    memset(v, 0, sizeof(*v));
+}
+
+/* The namespaces of the cached GPUQuotas that may borrow (spec.
+ * borrowingLimit), and every cached GPUQuota (objs) when asked. */
+typedef struct scan {
+    json_object *borrower_ns; /* object: namespace -> true */
+    json_object *objs;        /* NULL: not collected */
+} scan;
+
+static int scan_fn(void *ud, const char *ns, const char *name, const void *rec)
+{
+    scan *s = ud;
+    (void)name;
+    json_object *o = (json_object *)rec;
+    if (gq_json_member(gq_json_member(o, "spec"), "borrowingLimit"))
+        json_object_object_add(s->borrower_ns, ns, json_object_new_boolean(1));
+    if (s->objs)
+        json_object_array_add(s->objs, json_object_get(o));
+    return 0;
+}
+
+/* Whether tenant t covers a namespace of borrower_ns. */
+static bool has_borrower(ctl_controller *c, const gq_quota *t, json_object *borrower_ns)
+{
+    json_object_object_foreach(borrower_ns, ns, v)
+    {
+        (void)v;
+        if (ctl_podstore_covers(c->store, t, ns))
+            return true;
+    }
+    return false;
+}
+
+/* The name of the cohort of ns/name (ns "": the tenant name): the first
+ * tenant (the controller's order, as the admission pass takes it) covering
+ * ns that has a borrower; the tenant itself when it has one. "" when none.
+ * c->mu held. */
+static void cohort_name(ctl_controller *c, const char *ns, const char *name,
+                        json_object *borrower_ns, char out[300])
+{
+    out[0] = '\0';
+    for (size_t t = 0; t < c->n_tenants; t++) {
+        const tenant_ent *te = &c->tv[t];
+        bool mine = ns[0] ? ctl_podstore_covers(c->store, te->q, ns) : !strcmp(te->name, name);
+        if (mine && has_borrower(c, te->q, borrower_ns)) {
+            snprintf(out, 300, "%s", te->name);
+            return;
+        }
+    }
+}
+
+static void tenant_copy_fn(void *ud, const void *rec)
+{
+    gq_err e;
+    if (ctl_quota_parse_spec((json_object *)rec, (gq_quota **)ud, &e))
+        *(gq_quota **)ud = NULL; /* invalid: no cohort */
+}
+
+static int member_cmp(const void *a, const void *b)
+{
+    const gq_quota *x = ((const gq_cohort_member *)a)->q, *y = ((const gq_cohort_member *)b)->q;
+    int d = strcmp(x->namespace_, y->namespace_);
+    return d ? d : strcmp(x->name, y->name);
+}
+
+/* v's members: the GPUQuotas of objs the tenant covers, sorted; self is
+ * ns/name's place (n when absent). */
+static gq_code view_members(ctl_controller *c, json_object *objs, const char *ns, const char *name,
+                            ctl_cohort_view *v)
+{
+    size_t skipped = 0;
+    gq_err e;
+    json_object *mine = json_object_new_array();
+    if (!mine)
+        return GQ_ENOMEM;
+    /* Only the members are parsed (status and all): not every quota. */
+    for (size_t i = 0; i < json_object_array_length(objs); i++) {
+        json_object *o = json_object_array_get_idx(objs, i);
+        const char *qns = gq_json_meta_string(o, "namespace");
+        if (qns && ctl_podstore_covers(c->store, v->tenant, qns))
+            json_object_array_add(mine, json_object_get(o));
+    }
+    gq_code rc = gq_quota_list_append(&v->owned, &v->n_owned, mine, &skipped, &e);
+    json_object_put(mine);
+    if (rc || !v->n_owned)
+        return rc;
+    if (!(v->m = calloc(v->n_owned, sizeof(*v->m))))
+        return GQ_ENOMEM;
+    for (size_t i = 0; i < v->n_owned; i++) {
+        const gq_quota *q = v->owned[i];
+        if (q->kind == GQ_QUOTA_NAMESPACED &&
+            ctl_podstore_covers(c->store, v->tenant, q->namespace_))
+            v->m[v->n++] = (gq_cohort_member){.q = q, .used = q->used};
+    }
+    if (v->n > 1)
+        qsort(v->m, v->n, sizeof(*v->m), member_cmp);
+    v->self = v->n;
+    for (size_t i = 0; ns[0] && i < v->n; i++)
+        if (!strcmp(v->m[i].q->namespace_, ns) && !strcmp(v->m[i].q->name, name))
+            v->self = i;
+    return GQ_OK;
+}
+
+gq_code ctl_cohort_view_of(ctl_controller *c, const char *ns, const char *name, ctl_cohort_view *v)
+{
+    scan s = {json_object_new_object(), NULL};
+    char tenant[300];
+    gq_code rc = s.borrower_ns ? GQ_OK : GQ_ENOMEM;
+    memset(v, 0, sizeof(*v));
+    if (!rc)
+        kube_cache_foreach(c->quotas, scan_fn, &s);
+    if (rc || !json_object_object_length(s.borrower_ns))
+        goto out; /* nobody borrows: no cohort, nothing to scan further */
+    pthread_mutex_lock(&c->mu);
+    cohort_name(c, ns, name, s.borrower_ns, tenant);
+    pthread_mutex_unlock(&c->mu);
+    if (!tenant[0])
+        goto out;
+    if (kube_cache_get(c->tenants, "", tenant, tenant_copy_fn, &v->tenant) || !v->tenant)
+        goto out; /* gone meanwhile, or unreadable: no cohort this time */
+    if (!(s.objs = json_object_new_array())) {
+        rc = GQ_ENOMEM;
+        goto out;
+    }
+    kube_cache_foreach(c->quotas, scan_fn, &s);
+    rc = view_members(c, s.objs, ns, name, v);
+out:
+    json_object_put(s.borrower_ns);
+    json_object_put(s.objs);
+    if (rc)
+        ctl_cohort_view_dispose(v);
+    return rc;
+}
+
+/* --- who to look at again when a member changes ---------------------------- */
+
+static void touch_key(ctl_controller *c, char kind, const char *ns, const char *name)
+{
+    char key[KEY_MAX];
+    if (ctl_make_key(key, kind, ns, name))
+        ctl_requeue_after(c, key, 0);
+}
+
+typedef struct peers {
+    json_object *keys; /* array of [ns, name] of every cached GPUQuota */
+} peers;
+
+/* Stops at the first GPUQuota that may borrow. */
+static int borrower_fn(void *ud, const char *ns, const char *name, const void *rec)
+{
+    (void)ns;
+    (void)name;
+    return *(bool *)ud =
+               gq_json_member(gq_json_member((json_object *)rec, "spec"), "borrowingLimit") != NULL;
+}
+
+static int peers_fn(void *ud, const char *ns, const char *name, const void *rec)
+{
+    peers *p = ud;
+    (void)rec;
+    json_object *k = json_object_new_array_ext(2);
+    if (k) {
+        json_object_array_add(k, json_object_new_string(ns));
+        json_object_array_add(k, json_object_new_string(name));
+        json_object_array_add(p->keys, k);
+    }
+    return 0;
+}
+
+void ctl_cohort_touch(ctl_controller *c, const char *ns)
+{
+    bool any = false;
+    kube_cache_foreach(c->quotas, borrower_fn, &any);
+    peers p = {any ? json_object_new_array() : NULL};
+    if (!p.keys)
+        return; /* nobody borrows: nothing to look at again */
+    kube_cache_foreach(c->quotas, peers_fn, &p);
+    size_t n = json_object_array_length(p.keys);
+    for (size_t i = 0; !ns && i < n; i++) { /* a tenant changed: every member may */
+        json_object *k = json_object_array_get_idx(p.keys, i);
+        touch_key(c, 'q', json_object_get_string(json_object_array_get_idx(k, 0)),
+                  json_object_get_string(json_object_array_get_idx(k, 1)));
+    }
+    pthread_mutex_lock(&c->mu);
+    for (size_t t = 0; t < c->n_tenants; t++) {
+        const gq_quota *tq = c->tv[t].q;
+        if (ns && !ctl_podstore_covers(c->store, tq, ns))
+            continue;
+        touch_key(c, 't', "", c->tv[t].name);
+        for (size_t i = 0; ns && i < n; i++) {
+            json_object *k = json_object_array_get_idx(p.keys, i);
+            const char *qns = json_object_get_string(json_object_array_get_idx(k, 0));
+            if (ctl_podstore_covers(c->store, tq, qns))
+                touch_key(c, 'q', qns, json_object_get_string(json_object_array_get_idx(k, 1)));
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    json_object_put(p.keys);
 }

@@ -187,13 +187,52 @@ static void quota_event(void *ud, const char *ns, const char *name, const void *
         ctl_ungate_kick(ud);
 }
 
+/* A GPUQuota came or went: its cohort's lending changes. */
+static void quota_add_delete(void *ud, const char *ns, const char *name, const void *rec)
+{
+    quota_event(ud, ns, name, rec);
+    if (atomic_load(&((ctl_controller *)ud)->synced))
+        ctl_cohort_touch(ud, ns);
+}
+
 static bool own_echo(ctl_controller *c, char kind, const char *ns, const char *name,
                      const void *obj);
 
+/* Our own status write coming back (own_echo): nothing to reconcile, but
+ * the admission pass reads quotas from this cache, so only now does it see
+ * the usage the write lowered or the queue it recorded. Kicking it at the
+ * write instead would let it plan on the status before the write, and
+ * nothing would kick it again. */
+static void echo_kick(ctl_controller *c)
+{
+    if (atomic_load(&c->synced))
+        ctl_ungate_kick(c);
+}
+
+/* Whether member key of o and of n differ. */
+static bool member_differs(const void *o, const void *n, const char *outer, const char *key)
+{
+    json_object *a = gq_json_member((json_object *)o, outer),
+                *b = gq_json_member((json_object *)n, outer);
+    if (key) {
+        a = gq_json_member(a, key);
+        b = gq_json_member(b, key);
+    }
+    return !json_object_equal(a, b);
+}
+
 static void quota_update(void *ud, const char *ns, const char *name, const void *o, const void *n)
 {
-    if (own_echo(ud, 'q', ns, name, n)) /* our own status write coming back */
+    /* What the quota lends or borrows depends on its spec and status.used:
+     * the other members of its cohort are looked at again, our own write
+     * coming back included (the others read it from this cache). */
+    if (atomic_load(&((ctl_controller *)ud)->synced) &&
+        (member_differs(o, n, "spec", NULL) || member_differs(o, n, "status", "used")))
+        ctl_cohort_touch(ud, ns);
+    if (own_echo(ud, 'q', ns, name, n)) {
+        echo_kick(ud);
         return;
+    }
     quota_event(ud, ns, name, n);
 }
 
@@ -241,12 +280,16 @@ static void tenant_set(void *ud, const char *ns, const char *name, const void *r
     free(nm);
     gq_quota_free(q);
     (void)enqueue(c, 't', "", name, 0);
+    if (atomic_load(&c->synced)) /* which GPUQuotas form a cohort may change */
+        ctl_cohort_touch(c, NULL);
 }
 
 static void tenant_update(void *ud, const char *ns, const char *name, const void *o, const void *n)
 {
-    if (own_echo(ud, 't', ns, name, n))
+    if (own_echo(ud, 't', ns, name, n)) {
+        echo_kick(ud);
         return;
+    }
     tenant_set(ud, ns, name, n);
 }
 
@@ -257,6 +300,8 @@ static void tenant_delete(void *ud, const char *ns, const char *name, const void
     tenant_forget(c, name);
     pthread_mutex_unlock(&c->mu);
     (void)enqueue(c, 't', "", name, 0);
+    if (atomic_load(&c->synced))
+        ctl_cohort_touch(c, NULL);
 }
 
 /* --- namespace cache: the record is a copy of metadata.labels -------------- */
@@ -588,7 +633,15 @@ typedef struct quota_pass {
 static gq_code quota_evaluate(ctl_controller *c, quota_pass *p, gq_err *err)
 {
     const quota_ref *r = p->r;
-    gq_code rc = ctl_podstore_reconcile_dropping(c->store, p->obj, p->drop, p->now, &p->res, err);
+    ctl_cohort_view v;
+    gq_code rc = ctl_cohort_view_of(c, r->ns, r->name, &v);
+    if (rc) {
+        GQ_ERROR("%s %s%s%s: cohort: out of memory", r->kind, r->ns, r->sep, r->name);
+        return gq_err_oom(err);
+    }
+    ctl_reconcile_ctx x = {p->drop, {v.m, v.n, v.self}};
+    rc = ctl_podstore_reconcile_with(c->store, p->obj, &x, p->now, &p->res, err);
+    ctl_cohort_view_dispose(&v);
     if (rc == GQ_EINVAL) {
         GQ_WARN("%s %s%s%s: %s", r->kind, r->ns, r->sep, r->name, err->msg);
         char why[GQ_ERR_MSG_MAX];
@@ -616,8 +669,7 @@ static void status_written(ctl_controller *c, const quota_pass *p, char *sent_rv
 {
     const quota_ref *r = p->r;
     const ctl_result *res = &p->res;
-    atomic_fetch_add(&c->writes, 1);
-    ctl_ungate_kick(c); /* usage went down, or queued pods changed: maybe room now */
+    atomic_fetch_add(&c->writes, 1); /* its echo kicks the admission pass (echo_kick) */
     pthread_mutex_lock(&c->mu);
     kstate *ks = ctl_ks_get(c, p->key, true);
     if (ks) {
@@ -719,6 +771,10 @@ static void quota_gauges(ctl_controller *c, const char *key, const quota_ref *r,
         ks->used = res->used;
         ks->hard = res->hard;
         ks->queued_pods = res->queued_pods;
+        ks->has_borrowed = res->has_borrowed;
+        ks->borrowed = res->borrowed;
+        ks->has_lent = res->has_lent;
+        ks->lent = res->lent;
         ks->gauges = true;
         if (!ks->name) {
             ks->ns = strdup(r->ns);
@@ -946,9 +1002,9 @@ static const cache_def cache_defs[] = {
       .on_delete = pod_delete},
      offsetof(ctl_controller, pods)},
     {{.path = API_GQ "/gpuquotas",
-      .on_add = quota_event,
+      .on_add = quota_add_delete,
       .on_update = quota_update,
-      .on_delete = quota_event},
+      .on_delete = quota_add_delete},
      offsetof(ctl_controller, quotas)},
     {{.path = API_GQ "/gputenantquotas",
       .on_add = tenant_set,
@@ -1026,6 +1082,7 @@ gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, g
         c->o.reservation_grace_ms = CTL_RESERVATION_GRACE_MS;
     pthread_mutex_init(&c->mu, NULL);
     http_histogram_init(&c->reconcile_duration, hist_bounds, N_BUCKETS);
+    http_histogram_init(&c->pass_cpu, hist_bounds, N_BUCKETS);
     c->ungated = json_object_new_object();
     c->q_events = json_object_new_object();
     c->nominated = json_object_new_object();
@@ -1231,11 +1288,65 @@ static void cache_series(ctl_controller *c, http_expo *e)
                  "1 while the resource's cache is listed and its watch established.", synced);
 }
 
-/* gpuquota_quota_used and gpuquota_quota_hard of every quota reconciled
+/* A family of what quotas borrow or lend: the keys their status reports
  * (c->mu held). */
+static void lending_series(ctl_controller *c, http_expo *e, const char *family, const char *help,
+                           bool borrowed)
+{
+    gq_htab_iter it;
+    http_expo_family(e, family, "gauge", help);
+    for (kstate *k = ks_of(gq_htab_iter_first(&it, &c->ks)); k; k = ks_of(gq_htab_iter_next(&it))) {
+        const gq_amounts *a = borrowed ? &k->borrowed : &k->lent;
+        if (!k->gauges || !k->name || !k->ns || !(borrowed ? k->has_borrowed : k->has_lent))
+            continue;
+        for (int i = 0; i < GQ_KEY_COUNT; i++)
+            if (a->set[i]) {
+                http_label l[] = {{"namespace", k->ns},
+                                  {"quota", k->name},
+                                  {"resource", gq_qkey_name((gq_qkey)i)}};
+                http_expo_double(e, family, l, 3, (double)a->v[i]);
+            }
+    }
+}
+
+static const char *const preempt_reasons[CTL_PREEMPT_REASONS] = {"WithinQuota", "Reclaim"};
+
+/* Preemptions by reason, and their victims by quota and reason (c->mu
+ * held). */
+static void preemption_series(ctl_controller *c, http_expo *e)
+{
+    gq_htab_iter it;
+    http_expo_family(e, "gpuquota_preemptions_total", "counter",
+                     "Queued pods (or pod groups) for which pods were evicted, by reason: "
+                     "WithinQuota (preemption.withinQuota) or Reclaim (reclaimWithinCohort).");
+    for (int r = 0; r < CTL_PREEMPT_REASONS; r++)
+        http_expo_uint(e, "gpuquota_preemptions_total", &(http_label){"reason", preempt_reasons[r]},
+                       1, ld(&c->preemptions[r]));
+    http_expo_family(e, "gpuquota_preemption_victims_total", "counter",
+                     "Pods evicted to make room for a preemptor, by the quota they counted in "
+                     "and reason.");
+    /* Every quota reconciled has both series, 0 until a pod of it is
+     * evicted, so that a rule's rate sees the first eviction. */
+    for (kstate *k = ks_of(gq_htab_iter_first(&it, &c->ks)); k; k = ks_of(gq_htab_iter_next(&it)))
+        for (int r = 0; k->name && k->ns && r < CTL_PREEMPT_REASONS; r++)
+            if (k->gauges || k->victims[0] || k->victims[1]) {
+                http_label l[] = {
+                    {"namespace", k->ns}, {"quota", k->name}, {"reason", preempt_reasons[r]}};
+                http_expo_uint(e, "gpuquota_preemption_victims_total", l, 3, k->victims[r]);
+            }
+}
+
+/* gpuquota_quota_used and gpuquota_quota_hard of every quota reconciled,
+ * and what those in a cohort borrow and lend (c->mu held). */
 static void quota_gauge_series(ctl_controller *c, http_expo *e)
 {
     gq_htab_iter it;
+    lending_series(c, e, "gpuquota_quota_borrowed",
+                   "What the quota uses above hard, borrowed in its cohort (status.borrowed).",
+                   true);
+    lending_series(c, e, "gpuquota_quota_lent",
+                   "What of the quota's unused share its cohort's borrowers use (status.lent).",
+                   false);
     http_expo_family(e, "gpuquota_quota_used", "gauge", "Usage recounted from pods.");
     for (kstate *k = ks_of(gq_htab_iter_first(&it, &c->ks)); k; k = ks_of(gq_htab_iter_next(&it)))
         if (k->gauges && k->name && k->ns)
@@ -1286,12 +1397,6 @@ static const counter_def reconcile_counters[] = {
 
 static const counter_def queue_counters[] = {
     COUNTER("gpuquota_queue_admitted_total", "Queued pods charged and ungated.", q_ungated),
-    COUNTER("gpuquota_preemptions_total",
-            "Queued pods (or pod groups) for which pods were evicted inside a quota "
-            "(preemption.withinQuota).",
-            preemptions),
-    COUNTER("gpuquota_preemption_victims_total", "Pods evicted to make room for a preemptor.",
-            preempt_victims),
     COUNTER("gpuquota_preemption_evictions_refused_total",
             "Evictions a disruption budget (or the API server) refused; another victim is sought.",
             evictions_refused),
@@ -1341,6 +1446,11 @@ static void render_metrics(void *ctx, http_expo *e)
     pthread_mutex_lock(&c->mu);
     quota_gauge_series(c, e);
     queue_series(c, e);
+    preemption_series(c, e);
     pthread_mutex_unlock(&c->mu);
+    http_expo_family(e, "gpuquota_queue_pass_cpu_seconds", "histogram",
+                     "CPU time of one admission pass on the thread that ran it: reads, plan, "
+                     "charges, ungates and preemption.");
+    http_expo_histogram(e, "gpuquota_queue_pass_cpu_seconds", NULL, 0, &c->pass_cpu);
     render_counters(c, e, queue_counters, ARRAY_LEN(queue_counters));
 }

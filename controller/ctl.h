@@ -22,6 +22,7 @@
 
 #include "quota/config.h"
 #include "quota/crd.h"
+#include "quota/lending.h"
 #include "common/gq_error.h"
 #include "common/htab.h"
 #include "http/metrics.h"
@@ -209,15 +210,27 @@ size_t ctl_podstore_bytes(ctl_podstore *s);
  * (metadata.uid == key) has been seen, so usage counts it. */
 typedef bool (*ctl_seen_fn)(void *ud, const char *ns, const char *key);
 
+/* A quota's cohort (docs/queueing.md, "Borrowing and reclaim"), for
+ * status.borrowed and status.lent: its members m[0..n) sorted by namespace
+ * and name (borrowed), and for a GPUQuota its own place, self (its used
+ * there is replaced by the reconcile's recount, its spec by the one
+ * reconciled). n == 0: in no cohort. */
+typedef struct ctl_cohort_in {
+    const gq_cohort_member *m;
+    size_t n;
+    size_t self;
+} ctl_cohort_in;
+
 /* What a quota is reconciled against: the pods it governs (n of them), who
- * says whether a reservation's pod has been seen (seen, with seen_ud), and
- * the time. */
+ * says whether a reservation's pod has been seen (seen, with seen_ud), the
+ * time, and its cohort (zero: none). */
 typedef struct ctl_counted {
     const gq_usage_pod *pods;
     size_t n;
     ctl_seen_fn seen;
     void *seen_ud;
     int64_t now;
+    ctl_cohort_in cohort;
 } ctl_counted;
 
 /* The pods a quota may count, as the store holds them: borrowed, valid only
@@ -259,6 +272,8 @@ typedef struct ctl_result {
     bool became_invalid;          /* Ready turned False with a new InvalidSpec message */
     char message[GQ_ERR_MSG_MAX]; /* the Exceeded message, or why the spec is invalid */
     gq_amounts used, hard;        /* for metrics */
+    bool has_borrowed, has_lent;  /* the status reports borrowed, lent: */
+    gq_amounts borrowed, lent;    /* for metrics */
     int64_t queued_pods;          /* pods queued behind the gate that the quota governs */
     int64_t next_expiry;          /* earliest kept reservation expiry; 0 = none */
     int64_t next_deadline;        /* earliest deletion deadline of a pod it counts; 0 = none */
@@ -275,6 +290,9 @@ void ctl_result_dispose(ctl_result *r);
  *   hard               spec.hard, canonical
  *   used               gq_quota_recount over pods
  *   namespaces         (tenants) per-namespace usage, sorted
+ *   borrowed, lent     a member of a cohort (in->cohort): gq_cohort_lending
+ *                      over its members, this one at its recount; a tenant
+ *                      that is a cohort: the sums over its members
  *   reservations       current ones whose pod has not been seen (seen) and
  *                      that are live at now; corrupt records dropped
  *   observedGeneration metadata.generation
@@ -315,11 +333,17 @@ bool ctl_fold_only(json_object *quota, json_object *next, int64_t now, int64_t h
  * ctl_podstore_with_quota_pods. */
 gq_code ctl_podstore_reconcile(ctl_podstore *s, json_object *quota, int64_t now, ctl_result *out,
                                gq_err *err) GQ_WUR;
-/* ctl_podstore_reconcile that also drops the reservations whose keys are the
- * keys of drop (a JSON object, borrowed; NULL: none): those the controller
- * found abandoned (their pods never appeared). */
-gq_code ctl_podstore_reconcile_dropping(ctl_podstore *s, json_object *quota, json_object *drop,
-                                        int64_t now, ctl_result *out, gq_err *err) GQ_WUR;
+/* What the running controller adds to a reconcile over the store. */
+typedef struct ctl_reconcile_ctx {
+    /* Reservations to drop, by key (a JSON object, borrowed; NULL: none):
+     * those the controller found abandoned (their pods never appeared). */
+    json_object *drop;
+    ctl_cohort_in cohort; /* the quota's cohort (ctl_counted) */
+} ctl_reconcile_ctx;
+
+/* ctl_podstore_reconcile with what x says (NULL: nothing). */
+gq_code ctl_podstore_reconcile_with(ctl_podstore *s, json_object *quota, const ctl_reconcile_ctx *x,
+                                    int64_t now, ctl_result *out, gq_err *err) GQ_WUR;
 
 /* ------------------------------------------------------------------------ */
 /* Work queue                                                                */
@@ -467,6 +491,7 @@ size_t ctl_controller_tracked_pods(ctl_controller *c);
  *   gpuquota_queue_length{namespace,quota}               gauge (queued pods it governs)
  *   gpuquota_queue_wait_seconds{namespace,quota}         histogram (creation to ungate)
  *   gpuquota_queue_admitted_total                        counter
+ *   gpuquota_queue_pass_cpu_seconds                      histogram (thread CPU per admission pass)
  *   gpuquota_claims_refused_total, _pinned_total, _unpinned_total  counters (claims.c) */
 
 #endif

@@ -26,7 +26,11 @@ typedef struct kstate {
     gq_amounts used, hard;
     bool gauges;
     int64_t queued_pods; /* pods queued behind the gate it governs */
-    http_histogram wait; /* seconds queued pods waited (ungated) */
+    /* Pods of this quota evicted by preemption, by reason (CTL_PREEMPT_*). */
+    uint64_t victims[2];
+    bool has_borrowed, has_lent; /* its status reports borrowed, lent: */
+    gq_amounts borrowed, lent;   /* for gpuquota_quota_borrowed and _lent */
+    http_histogram wait;         /* seconds queued pods waited (ungated) */
     /* When this replica first saw each reservation of the quota whose pod
      * it has not seen: {key: monotonic ms}. */
     json_object *first_seen;
@@ -42,6 +46,12 @@ typedef struct tenant_ent {
 } tenant_ent;
 
 enum { RES_OK, RES_CONFLICT, RES_ERROR, RES_INVALID, RES_COUNT };
+
+/* Why pods were preempted, Kueue's reasons under gpuquota's names
+ * (docs/controller.md): inside the preemptor's quota (Kueue's
+ * InClusterQueue), or reclaimed from a borrower of its cohort
+ * (InCohortReclaim...). */
+enum { CTL_PREEMPT_WITHIN_QUOTA, CTL_PREEMPT_RECLAIM, CTL_PREEMPT_REASONS };
 
 struct ctl_controller {
     ctl_controller_opts o;
@@ -80,8 +90,9 @@ struct ctl_controller {
      * disruption budget refused, preemptors for which nobody could be
      * evicted (they wait their turn again). */
     json_object *nominated, *evicting, *evict_refused, *no_victims;
-    atomic_ulong preemptions, preempt_victims, evictions_refused;
+    atomic_ulong preemptions[CTL_PREEMPT_REASONS], evictions_refused;
     http_histogram reconcile_duration; /* seconds */
+    http_histogram pass_cpu;           /* the thread's CPU seconds per admission pass */
 };
 
 /* The queue key of a GPUQuota ('q') or tenant ('t'). */
@@ -157,6 +168,31 @@ typedef struct ctl_cohorts {
 gq_code ctl_cohorts_attach(ctl_controller *c, gq_queue_quota *pq, size_t nq, int64_t now,
                            ctl_cohorts *co) GQ_WUR;
 void ctl_cohorts_dispose(ctl_cohorts *co);
+
+/* A quota's cohort for its status (ctl_cohort_in): the cached GPUQuotas
+ * parsed (owned, with their status.used), the members among them (m, n,
+ * sorted), the quota's place (self; n when absent) and the tenant (owned). */
+typedef struct ctl_cohort_view {
+    gq_quota **owned;
+    size_t n_owned;
+    gq_cohort_member *m;
+    size_t n, self;
+    gq_quota *tenant;
+} ctl_cohort_view;
+
+/* The cohort of GPUQuota ns/name, or of GPUTenantQuota name (ns ""), into
+ * *v: empty when no GPUQuota may borrow or the quota is in no cohort (a
+ * GPUQuota whose namespace several tenants cover is of the first of them
+ * with a borrower, as in ctl_cohorts_attach). GQ_ENOMEM (v empty). */
+gq_code ctl_cohort_view_of(ctl_controller *c, const char *ns, const char *name,
+                           ctl_cohort_view *v) GQ_WUR;
+void ctl_cohort_view_dispose(ctl_cohort_view *v);
+
+/* A member of namespace ns changed what it lends or borrows (spec,
+ * status.used, or it came or went): reconcile again every tenant covering
+ * ns and every GPUQuota those cover; ns NULL (a tenant changed): every
+ * tenant and every GPUQuota. Nothing when no GPUQuota may borrow. */
+void ctl_cohort_touch(ctl_controller *c, const char *ns);
 
 /* --- preemption inside a quota (preempt.c; quota/preempt.h) --- */
 

@@ -187,6 +187,7 @@ typedef struct preemption {
     bool *allowed;        /* parallel to run: a dry-run eviction passed in this pass */
     size_t *victims, n_victims;
     const char *quota; /* the quota that kept it out, for messages */
+    bool reclaims;     /* the plan may take borrowers of the preemptor's cohort */
     gq_err err;
 } preemption;
 
@@ -368,6 +369,7 @@ static gq_code plan_victims(preemption *p)
                               .pods = p->pods,
                               .n_pods = p->n_run};
         reclaim_policy(p, members, n_members, &ask);
+        p->reclaims = ask.reclaim != GQ_RECLAIM_NEVER;
         rc = gq_preempt_plan(&ask, p->victims, &p->n_victims, &p->err);
     }
     free(members);
@@ -500,6 +502,46 @@ static bool budgets_allow(preemption *p)
     return all;
 }
 
+/* Why r is evicted: reclaimed when the preemptor reclaims and r borrowed
+ * in a GPUQuota other than the preemptor's own (Kueue's InCohortReclaim);
+ * else inside the quota (InClusterQueue). */
+static int victim_reason(const preemption *p, const ctl_running *r)
+{
+    const gq_queue_entry *e = &p->in->ents[p->who];
+    if (!p->reclaims || !r->borrowing)
+        return CTL_PREEMPT_WITHIN_QUOTA;
+    for (size_t j = 0; j < r->n_quotas; j++)
+        for (size_t k = 0; k < e->n_quotas; k++)
+            if (r->quotas[j] == e->quotas[k] &&
+                p->quotas[r->quotas[j]].q->kind == GQ_QUOTA_NAMESPACED)
+                return CTL_PREEMPT_WITHIN_QUOTA;
+    return CTL_PREEMPT_RECLAIM;
+}
+
+/* Count victim r, for reason, on its quota: the first GPUQuota it counts
+ * in, else the first quota (gpuquota_preemption_victims_total). */
+static void count_victim(const preemption *p, const ctl_running *r, int reason)
+{
+    const gq_quota *q = NULL;
+    char key[KEY_MAX];
+    for (size_t j = 0; j < r->n_quotas && (!q || q->kind != GQ_QUOTA_NAMESPACED); j++)
+        if (!q || p->quotas[r->quotas[j]].q->kind == GQ_QUOTA_NAMESPACED)
+            q = p->quotas[r->quotas[j]].q;
+    const char *ns = q && q->namespace_ ? q->namespace_ : "";
+    if (!q || !ctl_make_key(key, ns[0] ? 'q' : 't', ns, q->name))
+        return;
+    pthread_mutex_lock(&p->c->mu);
+    kstate *k = ctl_ks_get(p->c, key, true);
+    if (k && !k->name) {
+        free(k->ns);
+        k->ns = strdup(ns);
+        k->name = strdup(q->name);
+    }
+    if (k && k->ns && k->name)
+        k->victims[reason]++;
+    pthread_mutex_unlock(&p->c->mu);
+}
+
 /* Mark, evict and tell: every victim, then the preemptor. */
 static void carry_out(preemption *p)
 {
@@ -511,6 +553,7 @@ static void carry_out(preemption *p)
              "(preemption.withinQuota)",
              who->ns, who->name, (int)who->priority, p->quota);
     size_t done = 0;
+    int reason = CTL_PREEMPT_WITHIN_QUOTA;
     for (size_t v = 0; v < p->n_victims; v++) {
         const ctl_running *r = &p->run[p->victims[v]];
         gq_err e;
@@ -524,13 +567,16 @@ static void carry_out(preemption *p)
             continue;
         }
         mark(p->c, p->c->evicting, r->uid, in->now + EVICTING_TTL_S);
-        atomic_fetch_add(&p->c->preempt_victims, 1);
+        int why = victim_reason(p, r);
+        count_victim(p, r, why);
+        if (why == CTL_PREEMPT_RECLAIM)
+            reason = why;
         pod_event(p->c, r->ns, r->name, r->uid, "Preempted", msg, in->now);
         size_t l = strlen(names);
         snprintf(names + l, sizeof names - l, "%s%s/%s", done++ ? ", " : "", r->ns, r->name);
     }
     mark_unit(p->c, p->c->nominated, in, p->who, in->now + NOMINATED_TTL_S);
-    atomic_fetch_add(&p->c->preemptions, 1);
+    atomic_fetch_add(&p->c->preemptions[reason], 1);
     snprintf(msg, sizeof msg, "evicting %zu pod(s) to make room in quota %s: %s", done, p->quota,
              names);
     pod_event(p->c, who->ns, who->name, who->uid, "Preempting", msg, in->now);

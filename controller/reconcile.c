@@ -290,6 +290,42 @@ static gq_code status_conditions(const gq_quota_status *cur, const gq_quota *q, 
     return gq_quota_status_set_conditions(next, c, 2, err);
 }
 
+/* status.borrowed and status.lent of q in its cohort (none: nothing), into
+ * next and r (for metrics): a GPUQuota's own share, at its recount u; a
+ * tenant's, the sums over its members. */
+static gq_code cohort_status(const gq_quota *q, const gq_usage *u, const ctl_cohort_in *co,
+                             gq_quota_status *next, ctl_result *r, gq_err *err)
+{
+    bool tenant = q->kind == GQ_QUOTA_TENANT;
+    if (!co->n || (!tenant && co->self >= co->n))
+        return GQ_OK;
+    gq_cohort_member *m = malloc(co->n * sizeof(*m));
+    gq_cohort_share *out = malloc(co->n * sizeof(*out)), total;
+    gq_code rc = m && out ? GQ_OK : gq_err_oom(err);
+    if (!rc) {
+        memcpy(m, co->m, co->n * sizeof(*m));
+        if (!tenant)
+            m[co->self] = (gq_cohort_member){.q = q, .used = u->used};
+        rc = gq_cohort_lending(m, co->n, out, &total, err);
+    }
+    if (!rc) {
+        const gq_cohort_share *own = tenant ? &total : &out[co->self];
+        next->has_lent = true;
+        next->lent = own->lent;
+        if (tenant) {
+            next->has_borrowed = true;
+            next->borrowed = total.borrowed;
+        }
+        r->has_borrowed = next->has_borrowed;
+        r->borrowed = next->borrowed;
+        r->has_lent = true;
+        r->lent = own->lent;
+    }
+    free(m);
+    free(out);
+    return rc;
+}
+
 /* The status of q from its recount u, into next: hard and used (by model,
  * by namespace), the queue when shown, observedGeneration. */
 static gq_code status_of(const gq_quota *q, const gq_usage *u, gq_quota_status *next, gq_err *err)
@@ -321,7 +357,9 @@ static gq_code desired_status(const gq_quota *q, gq_quota_status *cur, const gq_
     const gq_condition *old_ex = gq_quota_status_condition(cur, CTL_COND_EXCEEDED);
     r->became_exceeded = r->exceeded && !(old_ex && !strcmp(old_ex->status, "True"));
     if (!rc && !(rc = status_conditions(cur, q, r, in->now, &next, err)) &&
-        !(rc = status_of(q, u, &next, err)) && !(r->status = gq_quota_status_encode(&next)))
+        !(rc = status_of(q, u, &next, err)) &&
+        !(rc = cohort_status(q, u, &in->cohort, &next, r, err)) &&
+        !(r->status = gq_quota_status_encode(&next)))
         rc = gq_err_oom(err);
     gq_quota_status_dispose(&next);
     return rc;
@@ -435,7 +473,7 @@ gq_code ctl_reconcile(json_object *quota, const ctl_counted *in, ctl_result *out
 typedef struct store_reconcile {
     const gq_quota *q;
     json_object *quota;
-    json_object *drop; /* keys to drop although their pods were not seen */
+    const ctl_reconcile_ctx *x; /* drop: keys to drop although their pods were not seen */
     const ctl_podstore_pods *v;
     int64_t now;
     ctl_result *out;
@@ -445,14 +483,14 @@ static bool seen_or_dropped(void *ud, const char *ns, const char *key)
 {
     const store_reconcile *sr = ud;
     return sr->v->counted(sr->v->counted_ud, ns, key) ||
-           (sr->drop && json_object_object_get_ex(sr->drop, key, NULL));
+           (sr->x->drop && json_object_object_get_ex(sr->x->drop, key, NULL));
 }
 
 static gq_code reconcile_store_pods(void *ud, const ctl_podstore_pods *v, gq_err *err)
 {
     store_reconcile *sr = ud;
     sr->v = v;
-    ctl_counted in = {v->pods, v->n, seen_or_dropped, sr, sr->now};
+    ctl_counted in = {v->pods, v->n, seen_or_dropped, sr, sr->now, sr->x->cohort};
     gq_code rc = reconcile_parsed(sr->q, sr->quota, &in, sr->out, err);
     if (!rc)
         sr->out->next_deadline = v->next_deadline;
@@ -462,17 +500,18 @@ static gq_code reconcile_store_pods(void *ud, const ctl_podstore_pods *v, gq_err
 gq_code ctl_podstore_reconcile(ctl_podstore *s, json_object *quota, int64_t now, ctl_result *out,
                                gq_err *err)
 {
-    return ctl_podstore_reconcile_dropping(s, quota, NULL, now, out, err);
+    return ctl_podstore_reconcile_with(s, quota, NULL, now, out, err);
 }
 
-gq_code ctl_podstore_reconcile_dropping(ctl_podstore *s, json_object *quota, json_object *drop,
-                                        int64_t now, ctl_result *out, gq_err *err)
+gq_code ctl_podstore_reconcile_with(ctl_podstore *s, json_object *quota, const ctl_reconcile_ctx *x,
+                                    int64_t now, ctl_result *out, gq_err *err)
 {
+    static const ctl_reconcile_ctx none = {0};
     gq_quota *q = NULL;
     gq_code rc = ctl_quota_parse_spec(quota, &q, err);
     if (rc)
         return rc;
-    store_reconcile sr = {q, quota, drop, NULL, now, out};
+    store_reconcile sr = {q, quota, x ? x : &none, NULL, now, out};
     rc = ctl_podstore_with_quota_pods(s, q, now, reconcile_store_pods, &sr, err);
     gq_quota_free(q);
     return rc;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/gq_log.h"
 #include "common/json_member.h"
@@ -708,7 +709,7 @@ static void say_why_waiting(admit_pass *a)
  * pass and runs it again on fresh reads. Reservations written before a
  * conflict or a crash stay and count as paid on the next pass, so nobody is
  * charged twice and a new leader finishes what the last one began. */
-int ctl_ungate_pass(ctl_controller *c)
+static int run_pass(ctl_controller *c)
 {
     admit_pass a = {.c = c, .now = ctl_wall_now(c)};
     bool replan = false;
@@ -742,4 +743,21 @@ int ctl_ungate_pass(ctl_controller *c)
         ctl_workqueue_forget(c->queue, ADMIT_KEY);
     pass_dispose(&a);
     return st == STEP_STALE ? RES_CONFLICT : st == STEP_FAILED ? RES_ERROR : RES_OK;
+}
+
+/* The thread's CPU time, seconds (0 when the clock cannot be read). */
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+    return clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) ? 0 : (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* run_pass, its thread's CPU time observed (gpuquota_queue_pass_cpu_seconds). */
+int ctl_ungate_pass(ctl_controller *c)
+{
+    double t0 = thread_cpu_s();
+    int rc = run_pass(c);
+    double used = thread_cpu_s() - t0;
+    http_histogram_observe(&c->pass_cpu, used > 0 ? used : 0);
+    return rc;
 }

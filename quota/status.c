@@ -272,6 +272,7 @@ void gq_quota_status_init(gq_quota_status *st)
     gq_amounts_clear(&st->used);
     gq_amounts_clear(&st->queued);
     gq_amounts_clear(&st->borrowed);
+    gq_amounts_clear(&st->lent);
 }
 
 static void condition_dispose(gq_condition *c)
@@ -618,6 +619,7 @@ static gq_code decode_report(json_object *status, gq_quota_status *st, gq_err *e
     (void)decode_amounts(status, "hard", &st->has_hard, &st->hard, NULL);
     (void)decode_amounts(status, "queued", &st->has_queued, &st->queued, NULL);
     (void)decode_amounts(status, "borrowed", &st->has_borrowed, &st->borrowed, NULL);
+    (void)decode_amounts(status, "lent", &st->has_lent, &st->lent, NULL);
     st->has_observed_generation = g != NULL;
     st->observed_generation = g ? json_object_get_int64(g) : 0;
     void *v = NULL;
@@ -717,6 +719,7 @@ json_object *gq_quota_status_encode(const gq_quota_status *st)
     if (o && (!st->has_hard || put(o, "hard", gq_amounts_to_json(&st->hard))) &&
         (!st->has_used || put(o, "used", gq_amounts_to_json(&st->used))) &&
         (!st->has_borrowed || put(o, "borrowed", gq_amounts_to_json(&st->borrowed))) &&
+        (!st->has_lent || put(o, "lent", gq_amounts_to_json(&st->lent))) &&
         (!st->has_used_by_model || put(o, "usedByModel", models_to_json(st))) &&
         (!st->has_namespaces ||
          put(o, "namespaces", array_of(st->namespaces, st->n_namespaces, ns_item))) &&
@@ -875,8 +878,13 @@ gq_code gq_quota_status_set_conditions(gq_quota_status *st, const gq_condition *
     bool ok = !n || c;
     for (size_t i = 0; ok && i < n; i++) {
         c[i] = v[i];
-        ok = dup_opt(v[i].type, &c[i].type) & dup_opt(v[i].status, &c[i].status) &
-             dup_opt(v[i].reason, &c[i].reason) & dup_opt(v[i].message, &c[i].message);
+        /* Every member is copied (or NULLed) whatever the others did: on a
+         * failure conditions_free must not free v's strings. */
+        int done = dup_opt(v[i].type, &c[i].type);
+        done += dup_opt(v[i].status, &c[i].status);
+        done += dup_opt(v[i].reason, &c[i].reason);
+        done += dup_opt(v[i].message, &c[i].message);
+        ok = done == 4;
     }
     if (!ok) {
         conditions_free(c, n);

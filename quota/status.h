@@ -7,7 +7,8 @@
  * with the operations below, and encodes it once for the write.
  *
  * JSON form (members absent when gpuquota has nothing to say):
- *   {"hard": {...}, "used": {...}, "usedByModel": {"h100-80gb": {...}},
+ *   {"hard": {...}, "used": {...}, "borrowed": {...}, "lent": {...},
+ *    "usedByModel": {"h100-80gb": {...}},
  *    "namespaces": [{"namespace": "a", "used": {...}}],   (tenants)
  *    "queued": {...}, "queuedPods": 3, "reservations": [...],
  *    "observedGeneration": 4, "conditions": [{"type": "Ready", ...}]}
@@ -120,7 +121,7 @@ typedef struct gq_condition {
 
 /* How much of a status gq_quota_status_decode must understand. The members
  * admissions count are status.used, usedByModel, queuedPods and
- * reservations; the others (hard, borrowed, namespaces, queued,
+ * reservations; the others (hard, borrowed, lent, namespaces, queued,
  * observedGeneration, conditions) only report, and an item or member of them that does not
  * decode is left out in every mode (the next write drops it).
  *
@@ -151,10 +152,13 @@ typedef enum gq_status_mode {
  * status gains no "queued", an empty reservations list stays an empty list. */
 typedef struct gq_quota_status {
     bool has_hard, has_used, has_used_by_model, has_namespaces, has_queued, has_queued_pods,
-        has_reservations, has_observed_generation, has_conditions, has_borrowed;
-    gq_amounts hard;               /* spec.hard as last enforced */
-    gq_amounts used;               /* recounted from pods (absent keys: 0) */
-    gq_amounts borrowed;           /* a GPUQuota that may borrow: used above hard (keys of hard) */
+        has_reservations, has_observed_generation, has_conditions, has_borrowed, has_lent;
+    gq_amounts hard;     /* spec.hard as last enforced */
+    gq_amounts used;     /* recounted from pods (absent keys: 0) */
+    gq_amounts borrowed; /* a GPUQuota that may borrow: used above hard (keys of hard);
+                            a cohort's GPUTenantQuota: what its GPUQuotas borrow */
+    gq_amounts lent;     /* a member of a cohort: what of its unused share others borrow now
+                            (gq_cohort_lending, quota/lending.h); its GPUTenantQuota: the sum */
     gq_named_usage *used_by_model; /* in the order written */
     size_t n_used_by_model;
     gq_named_usage *namespaces; /* tenants: sorted by namespace */
@@ -188,7 +192,7 @@ gq_code gq_quota_status_decode(json_object *status, gq_status_mode mode, gq_quot
                                gq_err *err) GQ_WUR;
 
 /* The status object for st: the members whose has_ flag is set, in the
- * order hard, used, borrowed, usedByModel, namespaces, queued, queuedPods,
+ * order hard, used, borrowed, lent, usedByModel, namespaces, queued, queuedPods,
  * reservations, observedGeneration, conditions, quantities in canonical
  * form. The same value always encodes to the same bytes, and the result
  * decodes (GQ_STATUS_CHARGE, nothing dropped) to a value that encodes to

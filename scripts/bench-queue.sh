@@ -15,7 +15,10 @@
 #            queued across GQ_BENCH_QUEUE_NS namespaces, each with a Queue
 #            quota full of one running pod; then every quota's hard is
 #            raised at once. Time to drain (every pod ungated) and the
-#            leader's CPU time (utime + stime from /proc) per pod admitted.
+#            leader's CPU time (utime + stime from /proc) per pod admitted;
+#            before it, the CPU of one admission pass with every pod queued
+#            and no room (gpuquota_queue_pass_cpu_seconds), and per pass of
+#            the drain.
 # Environment: GQ_BENCH_QUEUE_LAT (100), GQ_BENCH_QUEUE_PODS (10000),
 # GQ_BENCH_QUEUE_NS (100), GQ_BENCH_OUT (folder kept with logs; default a
 # temporary one, removed).
@@ -54,14 +57,18 @@ set -e
 qquota() { quota "$1" q "{gpu-memory: $2}" 'whenExceeded: Queue'; } # qquota NS HARD
 gated() { kubectl -n "$1" get pods -o json | jq '[.items[] | select(.spec.schedulingGates)] | length'; }
 seen() { gpu_pod probe 1Gi | kubectl -n "$1" create --dry-run=server -o json -f - | jq -e '.spec.schedulingGates'; }
-leader_pid() {
-    local holder n pid
-    holder=$(kubectl -n "$NS_SYS" get lease gpuquota-controller -o jsonpath='{.spec.holderIdentity}')
-    for n in 0 1; do
-        pid=$(cat "$E2E/controller-$n.pid")
-        [[ $holder == *_"$pid" ]] && echo "$pid"
-    done
-    return 0
+# pass_cpu: "COUNT SUM" of the leader's gpuquota_queue_pass_cpu_seconds.
+pass_cpu() {
+    curl -fsS "http://127.0.0.1:$(ctl_port "$(leader)")/metrics" | awk '
+        $1 == "gpuquota_queue_pass_cpu_seconds_count" {c = $2}
+        $1 == "gpuquota_queue_pass_cpu_seconds_sum" {s = $2}
+        END {print c + 0, s + 0}'
+}
+# per_pass LABEL "COUNT SUM" "COUNT SUM": passes between two pass_cpu and their mean CPU.
+per_pass() {
+    python3 -c 'import sys; c0, s0 = map(float, sys.argv[2].split()); c1, s1 = map(float, sys.argv[3].split())
+n = c1 - c0
+print("## %s: %d admission passes, %.2f ms of leader CPU per pass" % (sys.argv[1], n, (s1 - s0) * 1000 / max(n, 1)))' "$@"
 }
 cpu_s() { awk '{printf "%.2f", ($14 + $15) / 100}' "/proc/$1/stat"; }
 
@@ -131,7 +138,17 @@ all_settled() {
     done
 }
 eventually 300 all_settled || true
-pid=$(leader_pid)
+# Passes with every pod still queued and no room: each pod created in bq-lat
+# (full) runs one, which plans the whole queue and admits nobody.
+p0=$(pass_cpu)
+for i in $(seq -f '%02g' 1 20); do
+    gpu_pod "idle$i" 1Gi | kubectl -n bq-lat create -f - >/dev/null 2>&1
+    sleep 0.5
+done
+sleep 2
+per_pass "$total queued, no room" "$p0" "$(pass_cpu)"
+pid=$(ctl_pid "$(leader)")
+p0=$(pass_cpu)
 c0=$(cpu_s "$pid")
 d0=$(date +%s.%N)
 for i in $(seq -f '%03g' 1 "$NSN"); do
@@ -145,6 +162,7 @@ drained() {
 eventually 1800 drained || echo "# the queue did not drain within 30 min"
 d1=$(date +%s.%N)
 c1=$(cpu_s "$pid")
+per_pass "drain" "$p0" "$(pass_cpu)"
 python3 - "$total" "$d0" "$d1" "$c0" "$c1" <<'EOF'
 import sys
 n, d0, d1, c0, c1 = int(sys.argv[1]), *map(float, sys.argv[2:])

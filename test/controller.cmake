@@ -3,6 +3,7 @@
 # bound read of the cluster's webhooks.
 gq_unit_test(test_ctl_records unit/controller/test_ctl_records.c LIBS gq_controller)
 gq_unit_test(test_ctl_reconcile unit/controller/test_ctl_reconcile.c LIBS gq_controller)
+gq_unit_test(test_ctl_lending unit/controller/test_ctl_lending.c LIBS gq_controller)
 gq_unit_test(test_ctl_workqueue unit/controller/test_ctl_workqueue.c LIBS gq_controller)
 gq_unit_test(test_ctl_run unit/controller/test_ctl_run.c LIBS gq_controller)
 # The queue admitter's charges: shared ResourceClaims once per quota.

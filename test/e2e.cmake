@@ -8,6 +8,14 @@
 # its own. GQ_E2E=OFF leaves the suite out (it needs Go 1.24+ to build the
 # control plane); `make test` always runs it.
 option(GQ_E2E "Run the e2e suite against a real control plane" ON)
+# The churn test's checker (test/e2e/tools/held_watch.py) on a made-up
+# watch stream: a gated pod counts nothing until its gate goes, then passes
+# the limit (one OVER line); deleting, Succeeded and other namespaces' pods
+# count nothing.
+gq_output_test(e2e_tool_held_watch
+  "^1 8 8\n2 8 8\n3 16 16\nOVER after MODIFIED a/p2: a=16>8\n4 8 8\n5 8 8\n6 8 8\n?$"
+  COMMAND sh -c "python3 \"$0\" --limit a=8 --out - <\"$1\""
+          ${CMAKE_SOURCE_DIR}/test/e2e/tools/held_watch.py ${GQ_TEST_DATA}/held-watch/stream.json)
 if(GQ_E2E)
   set(GQ_E2E_DIR ${CMAKE_BINARY_DIR}/e2e)
   set(GQ_E2E_ENV "GQ_E2E_DIR=${GQ_E2E_DIR};GQ=$<TARGET_FILE:gpuquota>;ROOT=${CMAKE_SOURCE_DIR}")
@@ -26,4 +34,6 @@ if(GQ_E2E)
                          ENVIRONMENT "${GQ_E2E_ENV}" TIMEOUT 600)
     gq_fail_lines(${name})
   endforeach()
+  # `make soak` runs the churn for ten minutes (GQ_E2E_CHURN_SECONDS=600).
+  set_tests_properties(e2e_preempt_churn PROPERTIES TIMEOUT 1500)
 endif()

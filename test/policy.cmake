@@ -8,6 +8,7 @@ gq_unit_test(test_limitrange unit/quota/test_limitrange.c)
 gq_unit_test(test_reservations unit/quota/test_reservations.c)
 gq_unit_test(test_status unit/quota/test_status.c)
 gq_unit_test(test_usage unit/quota/test_usage.c)
+gq_unit_test(test_lending unit/quota/test_lending.c)
 gq_unit_test(test_policy_models unit/quota/test_policy_models.c)
 gq_fuzz_target(crd fuzz/fuzz_crd.c)
 

@@ -1,5 +1,5 @@
 """A small PromQL parser and evaluator: the subset gpuquota's dashboard and
-alerting rules use (selectors with matchers and ranges, rate, increase,
+alerting rules use (selectors with matchers, ranges and offsets, rate, increase,
 histogram_quantile, absent, vector, time, sum/min/max/avg/count by|without,
 arithmetic, comparisons, and/or/unless). It lets the tests check every metric
 and label a query uses against real /metrics scrapes, and lets
@@ -160,7 +160,12 @@ class Parser:
         rng = None
         if self.peek()[0] == 'range':
             rng = duration(self.take()[1][1:-1].strip(), self.vars)
-        return ('sel', val, matchers, rng)
+        off = 0
+        if self.peek()[1] == 'offset':
+            self.take()
+            num = self.take(kind='num')[1]
+            off = duration(num + self.take(kind='id')[1], self.vars)
+        return ('sel', val, matchers, rng, off)
 
 
 def parse(text, variables=None):
@@ -224,7 +229,8 @@ def evaluate(node, store, t, variables=None, lookback=300):
     if kind == 'paren':
         return evaluate(node[1], store, t, variables, lookback)
     if kind == 'sel':
-        _, name, matchers, rng = node
+        _, name, matchers, rng, off = node
+        t -= off
         out = []
         for (n, lab), samples in store.series.items():
             labels = dict(lab)

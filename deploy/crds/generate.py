@@ -380,6 +380,19 @@ def quota_status(tenant):
             "other GPUQuotas of its GPUTenantQuota.",
             status=True,
         )
+        props["lent"] = amounts(
+            "A GPUQuota of a cohort: what of its unused share (hard - used, at most "
+            "spec.lendingLimit) the cohort's borrowers use now, the borrowed amounts shared "
+            "out among lenders pro rata of what each leaves unused (docs/queueing.md).",
+            status=True,
+        )
+    else:
+        props["borrowed"] = amounts(
+            "A GPUTenantQuota that is a cohort: what its GPUQuotas borrow in all.", status=True
+        )
+        props["lent"] = amounts(
+            "A GPUTenantQuota that is a cohort: what its GPUQuotas lend in all.", status=True
+        )
     if tenant:
         props["namespaces"] = {
             "description": "Usage per namespace, sorted by namespace.",
@@ -439,6 +452,18 @@ def quota_columns():
             "description": "gpu-memory the queued pods would charge",
         }
     )
+    # Borrowing is opt-in and the default table already has ten columns:
+    # what a quota borrows and lends shows with -o wide.
+    for name, member in (("Borrowed", "borrowed"), ("Lent", "lent")):
+        cols.append(
+            {
+                "name": name,
+                "type": "string",
+                "priority": 1,
+                "jsonPath": ".status.%s.gpu-memory" % member,
+                "description": "gpu-memory %s in the cohort (status.%s)" % (member, member),
+            }
+        )
     cols.append(
         {
             "name": "Strategy",

@@ -250,6 +250,31 @@ controller_start() {
 # controller_stop N [SIGNAL]: stop controller N (SIGTERM by default).
 controller_stop() { stop_pidfile "$E2E/controller-$1.pid" "${2:-TERM}" 150; }
 
+# ctl_pid N: the pid of controller N's current process.
+ctl_pid() { cat "$E2E/controller-$1.pid" 2>/dev/null; }
+# ctl_port N: the metrics port controller N's current process listens on.
+ctl_port() {
+    grep -o 'metrics listening on port [0-9]*' "$E2E/controller-$1.log" | tail -1 | awk '{print $NF}'
+}
+# leader: the index of the controller holding the Lease gpuquota-controller
+# (its identity is HOSTNAME_PID), empty if none of them does.
+leader() {
+    local holder n
+    holder=$(kubectl -n "$NS_SYS" get lease gpuquota-controller -o jsonpath='{.spec.holderIdentity}') || return 1
+    for n in 0 1; do
+        [[ -n $(ctl_pid "$n") && $holder == *_"$(ctl_pid "$n")" ]] && echo "$n"
+    done
+    return 0
+}
+
+# ctl_metric N SERIES: the value of SERIES (name{labels} as exposed) on
+# controller N's /metrics; empty when it is not there.
+ctl_metric() {
+    curl -fsS "http://127.0.0.1:$(ctl_port "$1")/metrics" | awk -v m="$2" '$1 == m {print $2}'
+}
+# leader_metric SERIES: the same on the leading controller.
+leader_metric() { ctl_metric "$(leader)" "$1"; }
+
 # set_config YAML: the configuration every replica starts with from now on
 # (replicas must be restarted to read it, as after a ConfigMap change).
 set_config() { printf '%s\n' "$1" >"$E2E/config.yaml"; }

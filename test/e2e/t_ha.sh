@@ -50,25 +50,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-ctl_pid() { cat "$E2E/controller-$1.pid"; }
-# ctl_port N: the metrics port controller N's current process listens on.
-ctl_port() {
-    grep -o 'metrics listening on port [0-9]*' "$E2E/controller-$1.log" | tail -1 | awk '{print $NF}'
-}
-# ctl_metric N SAMPLE: the value of one sample of controller N's /metrics.
-ctl_metric() {
-    curl -fsS "http://127.0.0.1:$(ctl_port "$1")/metrics" | awk -v m="$2" '$1 == m {print $2}'
-}
 lease() { kubectl -n "$NS_SYS" get lease "$LEASE" -o "jsonpath={.spec.$1}"; }
-# leader: the index of the controller holding the Lease (its identity is
-# HOSTNAME_PID), empty if none of them does.
-leader() {
-    local holder n
-    holder=$(lease holderIdentity) || return 1
-    for n in 0 1; do
-        [[ $holder == *_"$(ctl_pid "$n")" ]] && echo "$n"
-    done
-}
 # one_leader: exactly one controller holds the Lease and reconciles, the other does not.
 one_leader() {
     local l

@@ -137,16 +137,7 @@ check "the queue is empty, one pod runs" '{"used":"8Gi","pods":0}' \
     "$(status_of '{used: .status.used["gpu-memory"], pods: .status.queuedPods}')"
 
 # ------------------------------------------------------------- metrics
-leader_port() {
-    local holder n pid
-    holder=$(kubectl -n "$NS_SYS" get lease gpuquota-controller -o jsonpath='{.spec.holderIdentity}')
-    for n in 0 1; do
-        pid=$(cat "$E2E/controller-$n.pid" 2>/dev/null)
-        [[ -n $pid && $holder == *_"$pid" ]] &&
-            grep -o 'metrics listening on port [0-9]*' "$E2E/controller-$n.log" | tail -1 | awk '{print $NF}'
-    done
-}
-metrics=$(curl -fsS "http://127.0.0.1:$(leader_port)/metrics")
+metrics=$(curl -fsS "http://127.0.0.1:$(ctl_port "$(leader)")/metrics")
 check "the queue length gauge is back to 0" "0" \
     "$(awk -v m="gpuquota_queue_length{namespace=\"$NSQ\",quota=\"team\"}" '$1 == m {print $2}' <<<"$metrics")"
 check "the wait-time histogram counts the 4 ungated pods, each once" "4" \

@@ -52,12 +52,6 @@ monitor() {
 }
 # samples FILE: how many samples the monitor of FILE took.
 samples() { wc -l <"$1.samples" 2>/dev/null || echo 0; }
-ctl_pid() { cat "$E2E/controller-$1.pid" 2>/dev/null; }
-leader() {
-    local holder n
-    holder=$(kubectl -n "$NS_SYS" get lease gpuquota-controller -o jsonpath='{.spec.holderIdentity}')
-    for n in 0 1; do [[ $holder == *_"$(ctl_pid "$n")" ]] && echo "$n"; done
-}
 
 # ------------------------------------------------- failover mid-queue
 since=$(date -u +%Y-%m-%dT%H:%M:%S.%6NZ) # kube-apiserver's audit timestamps

@@ -156,6 +156,68 @@ static void report_and_table(void **state)
     json_object_put(r);
 }
 
+/* A cohort: what each quota and the tenant borrow and lend, in the report
+ * and as BORROWED and LENT columns ("-" where the status says nothing). */
+static void lending_columns(void **state)
+{
+    (void)state;
+    json_object *objs[3] = {
+        parse("{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPUQuota\","
+              "\"metadata\":{\"name\":\"team\",\"namespace\":\"a\"},\"spec\":{\"hard\":{"
+              "\"gpu-memory\":\"16Gi\",\"gpu-pods\":\"4\"},\"borrowingLimit\":{\"gpu-memory\":"
+              "\"16Gi\"}},\"status\":{\"used\":{\"gpu-memory\":\"24Gi\",\"gpu-pods\":\"3\"},"
+              "\"borrowed\":{\"gpu-memory\":\"8Gi\",\"gpu-pods\":\"0\"},\"lent\":{"
+              "\"gpu-memory\":\"0\",\"gpu-pods\":\"0\"}}}"),
+        parse("{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPUQuota\","
+              "\"metadata\":{\"name\":\"team\",\"namespace\":\"b\"},\"spec\":{\"hard\":{"
+              "\"gpu-memory\":\"16Gi\"}},\"status\":{\"used\":{\"gpu-memory\":\"0\"},"
+              "\"lent\":{\"gpu-memory\":\"8Gi\"}}}"),
+        parse("{\"apiVersion\":\"gpuquota.io/v1alpha1\",\"kind\":\"GPUTenantQuota\","
+              "\"metadata\":{\"name\":\"ml\"},\"spec\":{\"namespaces\":[\"a\",\"b\"],"
+              "\"hard\":{\"gpu-memory\":\"32Gi\"}},\"status\":{\"used\":{\"gpu-memory\":"
+              "\"24Gi\"},\"borrowed\":{\"gpu-memory\":\"8Gi\"},\"lent\":{\"gpu-memory\":"
+              "\"8Gi\"}}}"),
+    };
+    json_object *r = NULL;
+    gq_err err;
+    assert_int_equal(cli_top_report(objs, 3, NOW, &r, &err), GQ_OK);
+    static const char *const members[][2] = {
+        {"quotas.0.resources.0.borrowed", "8Gi"},
+        {"quotas.0.resources.0.lent", "0"},
+        {"quotas.0.resources.0.borrowedValue", "8589934592"},
+        {"quotas.1.resources.0.lent", "8Gi"},
+        {"quotas.2.resources.0.borrowed", "8Gi"},
+        {"quotas.2.resources.0.lentValue", "8589934592"},
+    };
+    for (size_t i = 0; i < sizeof(members) / sizeof(members[0]); i++)
+        assert_string_equal(get_str(r, members[i][0]), members[i][1]);
+    assert_null(get_str(r, "quotas.1.resources.0.borrowed")); /* b cannot borrow */
+
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cli_render_top_table(f, r);
+    fclose(f);
+    const char *want =
+        "KIND      QUOTA                  RESOURCE           USED   RESERVED     QUEUED       HARD"
+        "   BORROWED       LENT  USAGE\n"
+        "namespace a/team                 gpu-memory         24Gi          0          -       16Gi"
+        "        8Gi          0  [###################!] 150%\n"
+        "                                 gpu-pods              3          0          -          4"
+        "          0          0  [###############.....]  75%\n"
+        "namespace b/team                 gpu-memory            0          0          -       16Gi"
+        "          -        8Gi  [....................]   0%\n"
+        "tenant    ml                     gpu-memory         24Gi          0          -       32Gi"
+        "        8Gi        8Gi  [###############.....]  75%\n";
+    if (strcmp(text, want))
+        fprintf(stderr, "table:\n%s", text);
+    assert_string_equal(text, want);
+    free(text);
+    json_object_put(r);
+    for (int i = 0; i < 3; i++)
+        json_object_put(objs[i]);
+}
+
 /* Status fields of the wrong shape are left out, never trusted or crashed on. */
 static void odd_status(void **state)
 {
@@ -239,6 +301,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bars),
         cmocka_unit_test(report_and_table),
+        cmocka_unit_test(lending_columns),
         cmocka_unit_test(odd_status),
         cmocka_unit_test(yaml),
     };

@@ -625,14 +625,14 @@ static void test_reconcile_pure(void **state)
     ctl_result_init(&r);
     int calls = 0;
     gq_err err;
-    assert_int_equal(ctl_reconcile(q, &(ctl_counted){pods, 2, seen_none, &calls, NOW}, &r, &err),
-                     GQ_OK);
+    assert_int_equal(
+        ctl_reconcile(q, &(ctl_counted){pods, 2, seen_none, &calls, NOW, {0}}, &r, &err), GQ_OK);
     assert_int_equal(calls, 1);
     assert_int_equal(r.used.v[GQ_KEY_GPU_MEMORY], GI);
     assert_false(r.exceeded); /* equality is within limits */
     assert_int_equal(r.kept, 1);
     ctl_result_dispose(&r);
-    assert_int_equal(ctl_reconcile(NULL, &(ctl_counted){pods, 2, NULL, NULL, NOW}, &r, &err),
+    assert_int_equal(ctl_reconcile(NULL, &(ctl_counted){pods, 2, NULL, NULL, NOW, {0}}, &r, &err),
                      GQ_EINVAL);
     json_object_put(q);
 }
@@ -670,8 +670,8 @@ static void test_reconcile_claim_records(void **state)
     ctl_result_init(&r);
     int calls = 0;
     gq_err err;
-    assert_int_equal(ctl_reconcile(q, &(ctl_counted){pods, 2, seen_none, &calls, NOW}, &r, &err),
-                     GQ_OK);
+    assert_int_equal(
+        ctl_reconcile(q, &(ctl_counted){pods, 2, seen_none, &calls, NOW, {0}}, &r, &err), GQ_OK);
     assert_int_equal(r.used.v[GQ_KEY_GPUS], 1);
     assert_int_equal(r.used.v[GQ_KEY_GPU_PODS], 2);
     json_object *res = NULL;
@@ -690,15 +690,15 @@ static void test_reconcile_claim_records(void **state)
     json_object_object_add(q, "status", json_object_get(r.status));
     ctl_result r2;
     ctl_result_init(&r2);
-    assert_int_equal(ctl_reconcile(q, &(ctl_counted){pods, 2, seen_none, &calls, NOW}, &r2, &err),
-                     GQ_OK);
+    assert_int_equal(
+        ctl_reconcile(q, &(ctl_counted){pods, 2, seen_none, &calls, NOW, {0}}, &r2, &err), GQ_OK);
     assert_false(r2.changed);
     ctl_result_dispose(&r2);
     /* its last pod gone, the claim is freed */
     json_object_object_add(q, "status", json_object_get(r.status));
     ctl_result_init(&r2);
-    assert_int_equal(ctl_reconcile(q, &(ctl_counted){pods, 0, seen_none, &calls, NOW}, &r2, &err),
-                     GQ_OK);
+    assert_int_equal(
+        ctl_reconcile(q, &(ctl_counted){pods, 0, seen_none, &calls, NOW, {0}}, &r2, &err), GQ_OK);
     assert_int_equal(r2.used.v[GQ_KEY_GPUS], 0);
     res = NULL;
     assert_true(json_object_object_get_ex(r2.status, "reservations", &res));
@@ -717,8 +717,8 @@ static void test_reconcile_claim_records(void **state)
                                "'0','gpu-pods':'1',"
                                "'expires':'2026-11-21T15:08:00Z','claims':['u-new']}]}"));
     ctl_result_init(&r2);
-    assert_int_equal(ctl_reconcile(q, &(ctl_counted){pods, 0, seen_none, &calls, NOW}, &r2, &err),
-                     GQ_OK);
+    assert_int_equal(
+        ctl_reconcile(q, &(ctl_counted){pods, 0, seen_none, &calls, NOW, {0}}, &r2, &err), GQ_OK);
     res = NULL;
     assert_true(json_object_object_get_ex(r2.status, "reservations", &res));
     assert_int_equal(json_object_array_length(res), 2);
@@ -729,7 +729,7 @@ static void test_reconcile_claim_records(void **state)
     json_object_object_add(q, "status", json_object_get(r2.status));
     ctl_result_dispose(&r2);
     ctl_result_init(&r2);
-    assert_int_equal(ctl_reconcile(q, &(ctl_counted){pods, 0, seen_all, NULL, NOW}, &r2, &err),
+    assert_int_equal(ctl_reconcile(q, &(ctl_counted){pods, 0, seen_all, NULL, NOW, {0}}, &r2, &err),
                      GQ_OK);
     res = NULL;
     assert_true(json_object_object_get_ex(r2.status, "reservations", &res));
@@ -754,8 +754,8 @@ static void test_reconcile_claim_key_twice(void **state)
     ctl_result_init(&r);
     int calls = 0;
     gq_err err;
-    assert_int_equal(ctl_reconcile(q, &(ctl_counted){NULL, 0, seen_none, &calls, NOW}, &r, &err),
-                     GQ_OK);
+    assert_int_equal(
+        ctl_reconcile(q, &(ctl_counted){NULL, 0, seen_none, &calls, NOW, {0}}, &r, &err), GQ_OK);
     json_object *res = NULL, *c;
     assert_true(json_object_object_get_ex(r.status, "reservations", &res));
     assert_int_equal(json_object_array_length(res), 1);

@@ -302,9 +302,33 @@ static void leaving_pods_are_room_not_victims(void **state)
     assert_string_equal(v, "b");
 }
 
+/* The lender's preemptor e reclaims under policy from the four pods of a
+ * borrower (pq[1]) in cohort co: want, and victims (uids, comma-joined). */
+static void assert_reclaim(const gq_queue_entry *e, gq_queue_quota pq[2], gq_queue_cohort *co,
+                           const gq_preempt_pod pods[4], gq_reclaim_policy policy, gq_code want,
+                           const char *victims)
+{
+    size_t v[4], nv = 0;
+    gq_err err;
+    gq_err_clear(&err);
+    gq_preempt_ask ask = {.members = e,
+                          .n_members = 1,
+                          .quotas = pq,
+                          .nq = 2,
+                          .pods = pods,
+                          .n_pods = 4,
+                          .reclaim = policy,
+                          .cohort = co};
+    assert_int_equal(gq_preempt_plan(&ask, v, &nv, &err), want);
+    char got[64] = "";
+    for (size_t k = 0; k < nv; k++)
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", k ? "," : "", pods[v[k]].uid);
+    assert_string_equal(got, victims);
+}
+
 /* Reclaim: a lender within its share, its cohort lent to a borrower,
  * takes back what borrowers hold - borrowers only, newest first - as its
- * reclaimWithinCohort allows. */
+ * reclaimWithinCohort allows; a borrowing group as its highest member. */
 static void reclaim_takes_back_from_borrowers(void **state)
 {
     (void)state;
@@ -338,24 +362,17 @@ static void reclaim_takes_back_from_borrowers(void **state)
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         for (size_t k = 2; k < 4; k++)
             pods[k].priority = t[i].borrower_priority;
-        size_t victims[4], nv = 0;
-        gq_err err;
-        gq_err_clear(&err);
-        gq_preempt_ask ask = {.members = &e,
-                              .n_members = 1,
-                              .quotas = pq,
-                              .nq = 2,
-                              .pods = pods,
-                              .n_pods = 4,
-                              .reclaim = t[i].policy,
-                              .cohort = &co};
-        assert_int_equal(gq_preempt_plan(&ask, victims, &nv, &err), t[i].want);
-        char v[64] = "";
-        for (size_t k = 0; k < nv; k++)
-            snprintf(v + strlen(v), sizeof v - strlen(v), "%s%s", k ? "," : "",
-                     pods[victims[k]].uid);
-        assert_string_equal(v, t[i].victims);
+        assert_reclaim(&e, pq, &co, pods, t[i].policy, t[i].want, t[i].victims);
     }
+    /* A borrowing group is worth its highest member: one member above the
+     * preemptor shields it under LowerPriority (reclaimed whole or not at
+     * all); under Any it is reclaimed whole, whatever its members' priorities. */
+    e.priority = 100;
+    pods[2].priority = 1;
+    pods[3].priority = 1000;
+    pods[2].group = pods[3].group = "ns/lent";
+    assert_reclaim(&e, pq, &co, pods, GQ_RECLAIM_LOWER_PRIORITY, GQ_ENOTFOUND, "");
+    assert_reclaim(&e, pq, &co, pods, GQ_RECLAIM_ANY, GQ_OK, "lent-1,lent-2");
 }
 
 static void bad_index_is_refused(void **state)

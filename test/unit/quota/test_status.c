@@ -19,7 +19,8 @@
  * give these bytes. */
 #define FULL_STATUS                                                                                \
     "{\"hard\":{\"gpu-memory\":\"64G\",\"gpus\":\"2\"},\"used\":{\"gpu-memory\":\"8Gi\","          \
-    "\"gpus\":\"0\"},\"usedByModel\":{\"a100-80gb\":{\"gpu-memory\":\"8Gi\"},\"h100-80gb\":{}},"   \
+    "\"gpus\":\"0\"},\"borrowed\":{\"gpu-memory\":\"0\"},\"lent\":{\"gpu-memory\":\"16Gi\","       \
+    "\"gpus\":\"1\"},\"usedByModel\":{\"a100-80gb\":{\"gpu-memory\":\"8Gi\"},\"h100-80gb\":{}},"   \
     "\"namespaces\":[{\"namespace\":\"a\",\"used\":{\"gpu-memory\":\"8Gi\",\"gpus\":\"0\"}},"      \
     "{\"namespace\":\"b\",\"used\":{}}],\"queued\":{\"gpu-memory\":\"16Gi\"},\"queuedPods\":2,"    \
     "\"reservations\":[{\"key\":\"uid-1\",\"namespace\":\"a\",\"pod\":\"job-x-\",\"gpu-memory\":"  \
@@ -74,8 +75,14 @@ static void test_decode_full(void **state)
     gq_quota_status st = decode_ok(o, GQ_STATUS_CHARGE);
     assert_true(st.has_hard && st.has_used && st.has_used_by_model && st.has_namespaces &&
                 st.has_queued && st.has_queued_pods && st.has_reservations &&
-                st.has_observed_generation && st.has_conditions);
+                st.has_observed_generation && st.has_conditions && st.has_borrowed && st.has_lent);
     assert_int_equal(st.used.v[GQ_KEY_GPU_MEMORY], 8 * GI);
+    /* What it borrows and what it lends are reported, each key as written. */
+    assert_true(st.borrowed.set[GQ_KEY_GPU_MEMORY] && !st.borrowed.set[GQ_KEY_GPUS]);
+    assert_int_equal(st.borrowed.v[GQ_KEY_GPU_MEMORY], 0);
+    assert_int_equal(st.lent.v[GQ_KEY_GPU_MEMORY], 16 * GI);
+    assert_int_equal(st.lent.v[GQ_KEY_GPUS], 1);
+    assert_false(st.lent.set[GQ_KEY_GPU_PODS]);
     assert_false(st.used.set[GQ_KEY_GPU_PODS]);
     assert_int_equal(st.n_used_by_model, 2);
     assert_string_equal(st.used_by_model[0].name, "a100-80gb");
@@ -111,7 +118,7 @@ static void test_decode_full(void **state)
     st = decode_ok(o, GQ_STATUS_POLICY);
     assert_true(st.has_used && st.has_used_by_model && st.has_queued_pods && st.has_reservations);
     assert_false(st.has_hard || st.has_namespaces || st.has_queued || st.has_observed_generation ||
-                 st.has_conditions);
+                 st.has_conditions || st.has_borrowed || st.has_lent);
     gq_quota_status_dispose(&st);
     gq_quota_status_dispose(&st); /* disposed twice: still empty */
     gq_quota_status_dispose(NULL);
@@ -211,6 +218,9 @@ static const bad_case bad_counted[] = {
 static const bad_case bad_report[] = {
     {"{'hard':{'gpus':'x'},'used':{'gpus':1}}", GQ_OK, GQ_OK, "", 0, "{\"used\":{\"gpus\":\"1\"}}"},
     {"{'queued':[],'observedGeneration':'3'}", GQ_OK, GQ_OK, "", 0, "{}"},
+    {"{'borrowed':{'gpus':'-1'},'lent':'16Gi'}", GQ_OK, GQ_OK, "", 0, "{}"},
+    {"{'borrowed':{'gpus':'1'},'lent':{'cpu':'1'}}", GQ_OK, GQ_OK, "", 0,
+     "{\"borrowed\":{\"gpus\":\"1\"}}"},
     {"{'namespaces':{}}", GQ_OK, GQ_OK, "", 0, "{}"},
     {"{'namespaces':[7,{'namespace':''},{'namespace':'a','used':{'gpus':'x'}},{'namespace':'b'},"
      "{'used':{}}]}",

@@ -181,7 +181,7 @@ eventually 30 lent_is 0
 check "and B lends nothing" 0 "$(tb get gq team -o jsonpath='{.status.lent.gpu-memory}')"
 eventually 30 sums_are "0 0"
 check "nor the tenant" "0 0" "$(sums)"
-preemptors=$(events "$NSB" Preempting | wc -l)
+preemptors=$(bor_events "$NSB" Preempting | wc -l)
 check "B's pods reclaimed (one preemption each at most)" 1 "$((preemptors >= 1 && preemptors <= 2))"
 check "each preemption counted as Reclaim" "$((${reclaims_before:-0} + preemptors))" \
     "$(leader_metric 'gpuquota_preemptions_total{reason="Reclaim"}')"

@@ -149,7 +149,8 @@ int ctl_ungate_pass(ctl_controller *c);
 /* --- cohorts: borrowing between the GPUQuotas of a tenant (cohort.c) --- */
 
 /* The cohorts of one admission pass: v[0..n) (one per GPUTenantQuota one
- * of whose GPUQuotas may borrow), the cached quotas parsed (owned), and the
+ * of whose GPUQuotas may borrow, and one per spec.cohort one of whose
+ * GPUTenantQuotas may borrow), the cached quotas parsed (owned), and the
  * members the pass does not charge (extra, pointing at their cohort). */
 typedef struct ctl_cohorts {
     gq_queue_cohort *v;

@@ -87,13 +87,15 @@ void ctl_preempt_forget(ctl_controller *c, const char *uid)
     pthread_mutex_unlock(&c->mu);
 }
 
-/* Whether entry i's own GPUQuota may reclaim what its cohort lent. */
+/* Whether one of entry i's quotas, a member of a cohort (its GPUQuota in
+ * its tenant's, its GPUTenantQuota in a cohort of tenants), may reclaim
+ * what that cohort lent. */
 static bool may_reclaim(const ctl_preempt_in *in, size_t i)
 {
     const gq_queue_entry *e = &in->ents[i];
     for (size_t j = 0; j < e->n_quotas; j++) {
         const gq_queue_quota *pq = &in->pq[e->quotas[j]];
-        if (pq->q->kind == GQ_QUOTA_NAMESPACED && pq->cohort && pq->q->reclaim != GQ_RECLAIM_NEVER)
+        if (pq->cohort && pq->q->reclaim != GQ_RECLAIM_NEVER)
             return true;
     }
     return false;
@@ -310,33 +312,46 @@ static gq_code read_running(preemption *p)
     return GQ_OK;
 }
 
-/* The preemptor's own GPUQuota, when it reclaims: one with a cohort and a
+/* Whether the unit fits quota qi within its nominal share: as if it had
+ * no cohort. */
+static bool fits_own_share(const preemption *p, const gq_queue_entry *members, size_t n, size_t qi)
+{
+    gq_queue_quota *alone = calloc(p->nq, sizeof(*alone));
+    bool fits = false;
+    if (!alone)
+        return false;
+    memcpy(alone, p->quotas, p->nq * sizeof(*alone));
+    alone[qi].cohort = NULL;
+    if (gq_queue_unit_fits(members, n, 0, alone, qi, &fits))
+        fits = false;
+    free(alone);
+    return fits;
+}
+
+/* The preemptor's quota that reclaims: a member of a cohort (its GPUQuota
+ * in its tenant's, its GPUTenantQuota in a cohort of tenants) with a
  * reclaimWithinCohort other than Never, in whose nominal share the unit
- * fits. */
+ * fits; one whose cohort keeps the unit out now first, then the first. */
 static void reclaim_policy(const preemption *p, const gq_queue_entry *members, size_t n,
                            gq_preempt_ask *ask)
 {
     const gq_queue_entry *e = &p->in->ents[p->who];
-    for (size_t j = 0; j < e->n_quotas; j++) {
-        const gq_queue_quota *pq = &p->quotas[e->quotas[j]];
-        if (pq->q->kind != GQ_QUOTA_NAMESPACED || !pq->cohort || pq->q->reclaim == GQ_RECLAIM_NEVER)
-            continue;
-        /* Within its share: the quota as if it had no cohort. */
-        gq_queue_quota *alone = calloc(p->nq, sizeof(*alone));
-        bool fits = false;
-        if (alone) {
-            memcpy(alone, p->quotas, p->nq * sizeof(*alone));
-            alone[e->quotas[j]].cohort = NULL;
-            if (gq_queue_unit_fits(members, n, 0, alone, e->quotas[j], &fits))
-                fits = false;
-            free(alone);
+    for (int round = 0; round < 2; round++)
+        for (size_t j = 0; j < e->n_quotas; j++) {
+            size_t qi = e->quotas[j];
+            const gq_queue_quota *pq = &p->quotas[qi];
+            bool fits_now = false;
+            if (!pq->cohort || pq->q->reclaim == GQ_RECLAIM_NEVER)
+                continue;
+            if (round == 0 &&
+                (gq_queue_unit_fits(members, n, 0, p->quotas, qi, &fits_now) || fits_now))
+                continue;
+            if (!fits_own_share(p, members, n, qi))
+                continue;
+            ask->reclaim = pq->q->reclaim;
+            ask->cohort = pq->cohort;
+            return;
         }
-        if (!fits)
-            continue;
-        ask->reclaim = pq->q->reclaim;
-        ask->cohort = pq->cohort;
-        return;
-    }
 }
 
 /* Plan the victims of entry who's unit. GQ_ENOTFOUND: none would do. */

@@ -1,6 +1,7 @@
 /* gpuquota custom resources: bounded parsers. */
 #include "quota/crd.h"
 #include "common/json_member.h"
+#include "common/strutil.h"
 #include "quota/field.h"
 
 #include <inttypes.h>
@@ -219,6 +220,7 @@ void gq_quota_free(gq_quota *q)
         return;
     free(q->name);
     free(q->namespace_);
+    free(q->cohort);
     sel_reqs_free(q->scope_exprs, q->n_scope_exprs);
     gq_strv_free(q->namespaces, q->n_namespaces);
     label_selector_dispose(&q->ns_selector);
@@ -599,6 +601,63 @@ static gq_code parse_quota_queueing(json_object *spec, gq_quota *q, gq_err *err)
     return parse_quota_preemption(spec, q, err);
 }
 
+/* The largest weight accepted: a dominant share (at most 1000 per mille of
+ * the cohort times what a quota may borrow) times 1000 stays far inside
+ * int64 when divided by any weight from 0.001 to this. */
+#define GQ_FAIR_WEIGHT_MAX_MILLI INT64_C(1000000000000) /* 10^9 */
+
+/* spec.fairSharing.weight: a non-negative quantity (default 1). */
+static gq_code parse_fair_sharing(json_object *spec, gq_quota *q, gq_err *err)
+{
+    json_object *fs = gq_json_member(spec, "fairSharing"), *w;
+    const char *s = NULL;
+    gq_quantity qt;
+    gq_code rc;
+    if (!fs)
+        return GQ_OK;
+    if ((rc = gq_field_object(fs, "spec.fairSharing", err)) || !(w = gq_json_member(fs, "weight")))
+        return rc;
+    if (json_object_is_type(w, json_type_int)) {
+        qt = gq_quantity_from_int64(json_object_get_int64(w), GQ_QFMT_DECIMAL_SI);
+    } else if ((rc = gq_field_string(w, "spec.fairSharing.weight", &s, err))) {
+        return rc;
+    } else if ((rc = gq_quantity_parse(s, strlen(s), &qt, err))) {
+        gq_err_prefix(err, "spec.fairSharing.weight");
+        return rc;
+    }
+    int64_t milli;
+    if (gq_quantity_is_negative(&qt))
+        return gq_err_set(err, GQ_EINVAL,
+                          "spec.fairSharing.weight: must be greater than or equal to 0");
+    if (gq_quantity_to_milli_ceil(&qt, &milli) || milli > GQ_FAIR_WEIGHT_MAX_MILLI)
+        return gq_err_set(err, GQ_ERANGE, "spec.fairSharing.weight: must be at most 1G");
+    q->fair_weight_milli = milli;
+    return GQ_OK;
+}
+
+/* spec.cohort (GPUTenantQuota only): a DNS-1123 label. */
+static gq_code parse_cohort(json_object *spec, gq_quota *q, gq_err *err)
+{
+    json_object *v = gq_json_member(spec, "cohort");
+    const char *s = NULL;
+    gq_code rc;
+    if (!v)
+        return GQ_OK;
+    if (q->kind != GQ_QUOTA_TENANT)
+        return gq_err_set(err, GQ_EINVAL, "spec.cohort: only valid in a GPUTenantQuota");
+    if ((rc = gq_field_string(v, "spec.cohort", &s, err)))
+        return rc;
+    if (!gq_is_dns_label(s))
+        return gq_err_set(err, GQ_EINVAL,
+                          "spec.cohort: \"%.63s\" is not a DNS-1123 label (lower-case letters, "
+                          "digits and '-', starting and ending with a letter or digit, at most "
+                          "63 characters)",
+                          s);
+    if (!(q->cohort = strdup(s)))
+        return gq_err_oom(err);
+    return GQ_OK;
+}
+
 static gq_code parse_quota_spec(json_object *spec, gq_quota *q, gq_err *err)
 {
     gq_code rc = gq_field_object(spec, "spec", err);
@@ -620,6 +679,8 @@ static gq_code parse_quota_spec(json_object *spec, gq_quota *q, gq_err *err)
     if ((v = gq_json_member(spec, "lendingLimit")) &&
         (rc = gq_amounts_parse(v, "spec.lendingLimit", &q->lending_limit, err)))
         return rc;
+    if ((rc = parse_cohort(spec, q, err)) || (rc = parse_fair_sharing(spec, q, err)))
+        return rc;
     if ((v = gq_json_member(spec, "models")))
         rc = parse_quota_models(v, q, err);
     return rc;
@@ -634,6 +695,7 @@ gq_code gq_quota_parse_spec(json_object *obj, gq_quota **out, gq_err *err)
     gq_amounts_clear(&q->used);
     gq_amounts_clear(&q->borrowing_limit);
     gq_amounts_clear(&q->lending_limit);
+    q->fair_weight_milli = 1000;
     gq_code rc = parse_quota_meta(obj, q, err);
     if (rc || (rc = parse_quota_spec(gq_json_member(obj, "spec"), q, err))) {
         gq_quota_free(q);

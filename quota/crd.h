@@ -126,6 +126,14 @@ typedef struct gq_quota {
      * none set: it never borrows), and how much of its unused share it
      * lends (a key unset: all of it). */
     gq_amounts borrowing_limit, lending_limit;
+    /* spec.cohort (GPUTenantQuota; a DNS-1123 label): tenants naming the
+     * same cohort lend and borrow among themselves under the two limits
+     * above. NULL: none. */
+    char *cohort;
+    /* spec.fairSharing.weight in thousandths (Kueue's meaning, default 1 =
+     * 1000): borrowers of a cohort with the lowest dominant share divided
+     * by it are served first; 0: served last. */
+    int64_t fair_weight_milli;
     gq_amounts used;              /* status.used (absent keys: 0) */
     gq_reservation *reservations; /* status.reservations */
     size_t n_reservations;

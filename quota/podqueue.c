@@ -223,10 +223,29 @@ void gq_queue_cohort_add(gq_queue_cohort *co, const gq_quota *q, const gq_amount
         if (!q->hard.set[k])
             continue;
         int64_t d = lendable(q, k, in_use->v[k]) - above(in_use->v[k], q->hard.v[k]);
-        co->free.set[k] = true;
+        co->free.set[k] = co->lendable.set[k] = true;
         if (__builtin_add_overflow(co->free.v[k], d, &co->free.v[k]))
             co->free.v[k] = d > 0 ? INT64_MAX : INT64_MIN;
+        if (__builtin_add_overflow(co->lendable.v[k], lendable(q, k, 0), &co->lendable.v[k]))
+            co->lendable.v[k] = INT64_MAX;
     }
+}
+
+int64_t gq_queue_cohort_room(const gq_queue_cohort *co, int k)
+{
+    const gq_queue_quota *t = co->up;
+    int64_t lift = 0, room;
+    if (t && t->cohort && t->q->hard.set[k] && t->q->borrowing_limit.set[k]) {
+        int64_t over = above(t->in_use.v[k], t->q->hard.v[k]);
+        int64_t more = t->q->borrowing_limit.v[k] - over, up_free = t->cohort->free.v[k];
+        if (up_free < more)
+            more = up_free;
+        if (__builtin_add_overflow(over, more > 0 ? more : 0, &lift))
+            lift = INT64_MAX;
+    }
+    if (__builtin_add_overflow(co->free.v[k], lift, &room))
+        room = INT64_MAX;
+    return room;
 }
 
 /* What admitting need into pq takes of key k from its cohort's free
@@ -258,13 +277,13 @@ static bool quota_room(const gq_queue_quota *pq, const gq_amounts *need, bool *b
              * than its borrowers hold (the cohort would pass what its
              * members hold): it reclaims first. */
             int64_t take = pq->cohort ? cohort_take(pq, k, need->v[k]) : 0;
-            if (take > 0 && take > pq->cohort->free.v[k])
+            if (take > 0 && take > gq_queue_cohort_room(pq->cohort, k))
                 return false;
             continue;
         }
         if (!pq->cohort || !q->borrowing_limit.set[k] ||
             after - q->hard.v[k] > q->borrowing_limit.v[k] ||
-            cohort_take(pq, k, need->v[k]) > pq->cohort->free.v[k])
+            cohort_take(pq, k, need->v[k]) > gq_queue_cohort_room(pq->cohort, k))
             return false;
         if (borrows)
             *borrows = true;
@@ -473,7 +492,28 @@ typedef struct plan {
     size_t *touched;                           /* quotas the unit charges, nt of them */
     bool *blocked, *is_touched, *is_short;     /* by quota index */
     int64_t *waiting;                          /* by quota index */
+    /* Fair sharing (fairshare below): units set aside because they borrow
+     * (def, by leader entry), the cohort members (lines) whose order a
+     * set-aside unit holds (marked), and, for the second phase, each
+     * line's set-aside units in order (fifo[fifo_start[q]..fifo_start[q+1]),
+     * cursor[q] its first undecided one). */
+    bool phase2;
+    bool *def, *marked;
+    size_t *fifo, *fifo_start, *cursor;
+    size_t *lines, n_lines; /* the quotas whose line holds a set-aside unit */
+    size_t *scratch;        /* a count, then up to nq quota indices */
+    struct fair_item *heap; /* candidates by (share, position), lazily refreshed */
+    size_t n_heap, cap_heap;
 } plan;
+
+/* A candidate of the second phase: a unit and its weighted share when it
+ * was pushed (a share only grows as the pass admits, so a popped item whose
+ * share has grown is pushed again, and the first whose share holds is the
+ * least). */
+typedef struct fair_item {
+    int64_t share;
+    size_t position, unit;
+} fair_item;
 
 static void plan_free(plan *p)
 {
@@ -487,6 +527,14 @@ static void plan_free(plan *p)
     free(p->is_touched);
     free(p->is_short);
     free(p->waiting);
+    free(p->def);
+    free(p->marked);
+    free(p->fifo);
+    free(p->fifo_start);
+    free(p->cursor);
+    free(p->lines);
+    free(p->scratch);
+    free(p->heap);
 }
 
 static bool plan_alloc(plan *p, size_t n, size_t nq)
@@ -502,8 +550,16 @@ static bool plan_alloc(plan *p, size_t n, size_t nq)
     p->is_touched = calloc(q, sizeof(*p->is_touched));
     p->is_short = calloc(q, sizeof(*p->is_short));
     p->waiting = calloc(q, sizeof(*p->waiting));
+    p->def = calloc(n, sizeof(*p->def));
+    p->marked = calloc(q, sizeof(*p->marked));
+    p->fifo = calloc(1, sizeof(*p->fifo)); /* sized in fair_lines */
+    p->fifo_start = calloc(q + 1, sizeof(*p->fifo_start));
+    p->cursor = calloc(q, sizeof(*p->cursor));
+    p->lines = calloc(q, sizeof(*p->lines));
+    p->scratch = calloc(q + 1, sizeof(*p->scratch));
     return p->order && p->byg && p->unit_start && p->unit_len && p->leader_of && p->touched &&
-           p->blocked && p->is_touched && p->is_short && p->waiting;
+           p->blocked && p->is_touched && p->is_short && p->waiting && p->def && p->marked &&
+           p->fifo && p->fifo_start && p->cursor && p->lines && p->scratch;
 }
 
 /* Admission order (priority, then age), each entry a unit of itself. */
@@ -622,34 +678,84 @@ static bool unit_held(const unit *u)
     return false;
 }
 
+/* The unit led by entry i: the pod, or its group's members in byg. */
+static unit unit_at(const plan *p, size_t i)
+{
+    const gq_queue_entry *e = &p->entries[i];
+    if (!e->group)
+        return (unit){e, NULL, 1};
+    return (unit){NULL, &p->byg[p->unit_start[i]], p->unit_len[i]};
+}
+
+static void plan_untouch(plan *p, size_t nt)
+{
+    for (size_t t = 0; t < nt; t++)
+        p->is_touched[p->touched[t]] = p->is_short[p->touched[t]] = false;
+}
+
+/* Set aside the unit led by i for the second phase (fair sharing), holding
+ * the order of every cohort member it charges. */
+static void plan_defer(plan *p, size_t i, size_t nt)
+{
+    for (size_t t = 0; t < nt; t++)
+        if (p->quotas[p->touched[t]].cohort)
+            p->marked[p->touched[t]] = true;
+    p->def[i] = true;
+    plan_untouch(p, nt);
+}
+
+/* Whether a quota of touched[0..nt) holds a set-aside unit ahead. */
+static bool plan_behind_deferred(const plan *p, size_t nt)
+{
+    for (size_t t = 0; t < nt; t++)
+        if (p->marked[p->touched[t]])
+            return true;
+    return false;
+}
+
+/* Write the decision st of the unit led by i into every member's out. */
+static void plan_record(plan *p, size_t i, gq_queue_decision d)
+{
+    const gq_queue_entry *e = &p->entries[i];
+    for (size_t m = 0; m < p->unit_len[i]; m++) {
+        gq_queue_decision *o = &p->out[e->group ? p->byg[p->unit_start[i] + m].i : i];
+        d.position = o->position;
+        d.members = o->members;
+        *o = d;
+    }
+}
+
 /* Decide the unit led by entry i (a pod, or a whole group): admit it with
  * the first option that fits every quota it charges, or say why it waits.
  * A unit that does not fit holds the line of a StrictFIFO quota only where
  * it lacks room itself: a pod that its own namespace's quota holds back
  * never stops the pods of other namespaces under a tenant quota they share
- * (docs/queueing.md). */
+ * (docs/queueing.md). In the first phase a unit that would borrow, or that
+ * stands behind one in a cohort member's line, is set aside (plan_defer). */
 static void plan_unit(plan *p, size_t i)
 {
-    const gq_queue_entry *e = &p->entries[i];
-    bool grouped = e->group != NULL;
-    size_t first = grouped ? p->unit_start[i] : 0, len = p->unit_len[i];
-    unit u = {grouped ? NULL : e, grouped ? &p->byg[first] : NULL, len};
-    size_t nt = 0, n_try = 1, behind_q = 0;
+    unit u = unit_at(p, i);
+    size_t nt = 0, n_try = 1, behind_q = 0, len = u.len, option = 0;
     bool unpaid = false, behind = false;
     plan_touch(p, &u, &nt, &n_try, &unpaid, &behind, &behind_q);
-    gq_queue_state st = GQ_QSTATE_ADMIT;
-    size_t which = 0, option = 0;
-    int64_t ahead = 0;
+    bool may_defer = !p->phase2 && unpaid && !unit_held(&u);
+    if (may_defer && plan_behind_deferred(p, nt)) {
+        plan_defer(p, i, nt);
+        return;
+    }
+    gq_queue_decision d = {.state = GQ_QSTATE_ADMIT, .model_limit = -1};
     shortfall sf = {.quota = SIZE_MAX, .model = -1};
     amounts_zero(&sf.need);
     if (unpaid && behind) {
-        st = GQ_QSTATE_BEHIND_HEAD;
-        which = behind_q;
-        ahead = p->waiting[which];
-        p->waiting[which] += (int64_t)len; /* in that line too, for the ones behind */
+        d.state = GQ_QSTATE_BEHIND_HEAD;
+        d.quota = behind_q;
+        d.ahead = p->waiting[behind_q];
+        p->waiting[behind_q] += (int64_t)len; /* in that line too, for the ones behind */
     } else if (unpaid && !plan_fit(p, &u, nt, n_try, &option, &sf)) {
-        st = GQ_QSTATE_NO_ROOM;
-        which = sf.quota == SIZE_MAX ? (nt ? p->touched[0] : 0) : sf.quota;
+        d.state = GQ_QSTATE_NO_ROOM;
+        d.quota = sf.quota == SIZE_MAX ? (nt ? p->touched[0] : 0) : sf.quota;
+        d.model_limit = sf.model;
+        d.need = sf.need;
         for (size_t t = 0; t < nt; t++) {
             size_t qi = p->touched[t];
             if (!p->is_short[qi])
@@ -659,22 +765,238 @@ static void plan_unit(plan *p, size_t i)
             p->waiting[qi] += (int64_t)len;
         }
     }
-    bool borrows = st == GQ_QSTATE_ADMIT && unit_borrows(&u, option, p->quotas, p->touched, nt);
-    if (st == GQ_QSTATE_ADMIT || (st == GQ_QSTATE_NO_ROOM && unit_held(&u)))
-        unit_charge(&u, option, p->quotas, p->touched, nt, st != GQ_QSTATE_ADMIT);
-    for (size_t m = 0; m < len; m++) {
-        gq_queue_decision *d = &p->out[grouped ? p->byg[first + m].i : i];
-        d->state = st;
-        d->quota = which;
-        d->ahead = ahead;
-        d->model_limit = st == GQ_QSTATE_NO_ROOM ? sf.model : -1;
-        d->option = option;
-        d->borrowing = borrows;
-        if (st == GQ_QSTATE_NO_ROOM)
-            d->need = sf.need;
+    d.option = option;
+    d.borrowing = d.state == GQ_QSTATE_ADMIT && unit_borrows(&u, option, p->quotas, p->touched, nt);
+    if (may_defer && d.borrowing) {
+        plan_defer(p, i, nt);
+        return;
     }
-    for (size_t t = 0; t < nt; t++)
-        p->is_touched[p->touched[t]] = p->is_short[p->touched[t]] = false;
+    if (d.state == GQ_QSTATE_ADMIT || (d.state == GQ_QSTATE_NO_ROOM && unit_held(&u)))
+        unit_charge(&u, option, p->quotas, p->touched, nt, d.state != GQ_QSTATE_ADMIT);
+    plan_record(p, i, d);
+    plan_untouch(p, nt);
+}
+
+/* --- fair sharing between borrowers (docs/queueing.md, "Fair sharing") --- */
+
+/* Shares at or above this are of weight-0 borrowers: served after every
+ * other borrower, among themselves by their unweighted share (Kueue). */
+#define FAIR_ZERO_WEIGHT (INT64_MAX / 2)
+
+/* pq's weighted dominant share were need added to it: the most, over
+ * gpu-memory and gpus, of what it would use above hard, in millionths of
+ * what its cohort lends at most (keys the cohort lends nothing of left
+ * out), times 1000 over its weight in thousandths, below FAIR_ZERO_WEIGHT.
+ * 0 when it would not go above hard; for weight 0, FAIR_ZERO_WEIGHT plus
+ * the unweighted share. */
+static int64_t weighted_share(const gq_queue_quota *pq, const gq_amounts *need)
+{
+    static const int keys[] = {GQ_KEY_GPU_MEMORY, GQ_KEY_GPUS};
+    __extension__ typedef __int128 i128;
+    const gq_quota *q = pq->q;
+    i128 drs = 0;
+    bool borrows = false;
+    for (size_t i = 0; pq->cohort && i < sizeof(keys) / sizeof(keys[0]); i++) {
+        int k = keys[i];
+        int64_t after;
+        if (!q->hard.set[k])
+            continue;
+        if (__builtin_add_overflow(pq->in_use.v[k], need->v[k] > 0 ? need->v[k] : 0, &after))
+            after = INT64_MAX;
+        int64_t b = above(after, q->hard.v[k]), l = pq->cohort->lendable.v[k];
+        borrows = borrows || b > 0;
+        if (b > 0 && l > 0 && (i128)b * 1000000 / l > drs)
+            drs = (i128)b * 1000000 / l;
+    }
+    if (!borrows)
+        return 0;
+    if (q->fair_weight_milli <= 0)
+        return FAIR_ZERO_WEIGHT + (drs < FAIR_ZERO_WEIGHT ? (int64_t)drs : FAIR_ZERO_WEIGHT);
+    i128 dws = drs * 1000 / q->fair_weight_milli;
+    return dws < FAIR_ZERO_WEIGHT - 1 ? (int64_t)dws : FAIR_ZERO_WEIGHT - 1;
+}
+
+/* The share of the unit led by i: the highest weighted share among the
+ * cohort members it charges, on its first option. */
+static int64_t unit_share(plan *p, size_t i)
+{
+    unit u = unit_at(p, i);
+    size_t nt = 0, n_try = 1, bq = 0;
+    bool unpaid = false, behind = false;
+    int64_t share = 0;
+    gq_amounts need;
+    plan_touch(p, &u, &nt, &n_try, &unpaid, &behind, &bq);
+    for (size_t t = 0; t < nt; t++) {
+        const gq_queue_quota *pq = &p->quotas[p->touched[t]];
+        if (!pq->cohort || !unit_need(&u, 0, p->touched[t], NULL, &need))
+            continue;
+        int64_t s = weighted_share(pq, &need);
+        share = s > share ? s : share;
+    }
+    plan_untouch(p, nt);
+    return share;
+}
+
+/* The first undecided set-aside unit of line qi, SIZE_MAX when none. */
+static size_t fair_head(plan *p, size_t qi)
+{
+    while (p->cursor[qi] < p->fifo_start[qi + 1] && !p->def[p->fifo[p->cursor[qi]]])
+        p->cursor[qi]++;
+    return p->cursor[qi] < p->fifo_start[qi + 1] ? p->fifo[p->cursor[qi]] : SIZE_MAX;
+}
+
+/* Call fn for every line (cohort member) the unit led by i charges; stop
+ * at the first false. Returns whether every call said true. */
+static bool fair_each_line(plan *p, size_t i, bool (*fn)(plan *, size_t, size_t, size_t *),
+                           size_t *arg)
+{
+    unit u = unit_at(p, i);
+    size_t nt = 0, n_try = 1, bq = 0;
+    bool unpaid = false, behind = false, all = true;
+    plan_touch(p, &u, &nt, &n_try, &unpaid, &behind, &bq);
+    for (size_t t = 0; t < nt && all; t++)
+        if (p->quotas[p->touched[t]].cohort)
+            all = fn(p, i, p->touched[t], arg);
+    plan_untouch(p, nt);
+    return all;
+}
+
+static bool line_count(plan *p, size_t i, size_t qi, size_t *arg)
+{
+    (void)p, (void)i, (void)arg;
+    p->fifo_start[qi + 1]++;
+    return true;
+}
+
+static bool line_fill(plan *p, size_t i, size_t qi, size_t *arg)
+{
+    (void)arg;
+    p->fifo[p->cursor[qi]++] = i;
+    return true;
+}
+
+static bool line_head(plan *p, size_t i, size_t qi, size_t *arg)
+{
+    (void)arg;
+    return fair_head(p, qi) == i;
+}
+
+/* Each line's set-aside units in the cluster-wide order. false: out of
+ * memory. */
+static bool fair_lines(plan *p, size_t nq)
+{
+    size_t total = 0;
+    for (size_t r = 0; r < p->n; r++)
+        if (p->def[p->order[r].i])
+            fair_each_line(p, p->order[r].i, line_count, NULL);
+    for (size_t q = 0; q < nq; q++) {
+        if (p->fifo_start[q + 1])
+            p->lines[p->n_lines++] = q;
+        total += p->fifo_start[q + 1];
+        p->fifo_start[q + 1] = total;
+        p->cursor[q] = p->fifo_start[q];
+    }
+    size_t *f = realloc(p->fifo, (total ? total : 1) * sizeof(*f));
+    if (!f)
+        return false;
+    p->fifo = f;
+    for (size_t r = 0; r < p->n; r++)
+        if (p->def[p->order[r].i])
+            fair_each_line(p, p->order[r].i, line_fill, NULL);
+    for (size_t q = 0; q < nq; q++)
+        p->cursor[q] = p->fifo_start[q];
+    return true;
+}
+
+static bool item_less(const fair_item *a, const fair_item *b)
+{
+    return a->share < b->share || (a->share == b->share && a->position < b->position);
+}
+
+static bool heap_push(plan *p, fair_item it)
+{
+    if (p->n_heap == p->cap_heap) {
+        size_t cap = p->cap_heap ? p->cap_heap * 2 : 64;
+        fair_item *h = cap > p->cap_heap ? realloc(p->heap, cap * sizeof(*h)) : NULL;
+        if (!h)
+            return false;
+        p->heap = h;
+        p->cap_heap = cap;
+    }
+    size_t i = p->n_heap++;
+    for (; i && item_less(&it, &p->heap[(i - 1) / 2]); i = (i - 1) / 2)
+        p->heap[i] = p->heap[(i - 1) / 2];
+    p->heap[i] = it;
+    return true;
+}
+
+static fair_item heap_pop(plan *p)
+{
+    fair_item top = p->heap[0], last = p->heap[--p->n_heap];
+    size_t i = 0, n = p->n_heap;
+    for (size_t c; (c = 2 * i + 1) < n; i = c) {
+        if (c + 1 < n && item_less(&p->heap[c + 1], &p->heap[c]))
+            c++;
+        if (!item_less(&p->heap[c], &last))
+            break;
+        p->heap[i] = p->heap[c];
+    }
+    if (n)
+        p->heap[i] = last;
+    return top;
+}
+
+/* Push the head of line qi when it is first in every line it stands in. */
+static bool push_head(plan *p, size_t qi, size_t *unused)
+{
+    (void)unused;
+    size_t h = fair_head(p, qi);
+    if (h == SIZE_MAX || !fair_each_line(p, h, line_head, NULL))
+        return true;
+    return heap_push(p, (fair_item){unit_share(p, h), p->out[h].position, h});
+}
+
+/* Collect line qi in arg[1..] (arg[0] counts them). */
+static bool line_collect(plan *p, size_t i, size_t qi, size_t *arg)
+{
+    (void)p, (void)i;
+    arg[1 + arg[0]++] = qi;
+    return true;
+}
+
+/* The second phase: among set-aside units first in every line they stand
+ * in, decide the one of lowest weighted share (then the earlier in the
+ * cluster-wide order), until none is left; after each, the new heads of
+ * its lines become candidates. false: out of memory. */
+static bool fairshare(plan *p, size_t nq)
+{
+    if (!fair_lines(p, nq))
+        return false;
+    p->phase2 = true;
+    for (size_t l = 0; l < p->n_lines; l++)
+        if (!push_head(p, p->lines[l], NULL))
+            return false;
+    while (p->n_heap) {
+        fair_item it = heap_pop(p);
+        if (!p->def[it.unit] || !fair_each_line(p, it.unit, line_head, NULL))
+            continue; /* decided, or pushed again once first in every line */
+        int64_t now = unit_share(p, it.unit);
+        if (now != it.share) {
+            it.share = now;
+            if (!heap_push(p, it))
+                return false;
+            continue;
+        }
+        p->def[it.unit] = false;
+        plan_unit(p, it.unit);
+        /* Its lines first (pushing a head walks that head's lines too). */
+        p->scratch[0] = 0;
+        fair_each_line(p, it.unit, line_collect, p->scratch);
+        for (size_t l = 0; l < p->scratch[0]; l++)
+            if (!push_head(p, p->scratch[1 + l], NULL))
+                return false;
+    }
+    return true;
 }
 
 gq_code gq_queue_plan(const gq_queue_entry *entries, size_t n, gq_queue_quota *quotas, size_t nq,
@@ -703,6 +1025,8 @@ gq_code gq_queue_plan(const gq_queue_entry *entries, size_t n, gq_queue_quota *q
             continue; /* incomplete or mismatched group: waits, blocks nobody */
         plan_unit(&p, i);
     }
+    if (!fairshare(&p, nq))
+        rc = gq_err_oom(err);
 out:
     plan_free(&p);
     return rc;

@@ -105,6 +105,16 @@ typedef struct gq_queue_entry {
  * others). The planner lowers it as it admits. */
 typedef struct gq_queue_cohort {
     gq_amounts free;
+    /* What the members lend at most (each its hard, at most its
+     * lendingLimit), summed by gq_queue_cohort_add: the denominator of a
+     * borrower's dominant share (fair sharing). */
+    gq_amounts lendable;
+    /* The quota of the GPUTenantQuota whose GPUQuotas this cohort holds,
+     * when that tenant itself lends and borrows in a cohort of tenants
+     * (spec.cohort): its members may borrow, beyond what they lend each
+     * other, what the tenant has borrowed and may still borrow there
+     * (gq_queue_cohort_room). NULL: none. */
+    const struct gq_queue_quota *up;
 } gq_queue_cohort;
 
 /* Add member q of cohort co, at in_use: what it lends (its unused share,
@@ -113,6 +123,13 @@ typedef struct gq_queue_cohort {
 void gq_queue_cohort_add(gq_queue_cohort *co, const gq_quota *q, const gq_amounts *in_use);
 
 /* A quota the planner charges. */
+struct gq_queue_quota;
+/* What co's members may still take of key k: its free capacity and, when
+ * its tenant borrows in a cohort of tenants (co->up), what the tenant uses
+ * above its hard plus what it may still borrow there (at most its
+ * borrowingLimit and that cohort's free capacity). Saturating. */
+int64_t gq_queue_cohort_room(const gq_queue_cohort *co, int k);
+
 typedef struct gq_queue_quota {
     const gq_quota *q; /* hard, strategy, name, borrowing and lending limits (borrowed) */
     /* Its cohort (the caller's, shared by its members); NULL: none. A

@@ -135,7 +135,11 @@ static bool reclaims_in(const work *w, size_t qi)
 static bool reclaimable(const work *w, const gq_preempt_pod *p)
 {
     const gq_preempt_ask *a = w->ask;
-    if (!p->borrowing || !a->cohort || p->cohort != a->cohort || a->reclaim == GQ_RECLAIM_NEVER)
+    /* A pod borrowed in the cohort of the quota it charges first, or, where
+     * that cohort's tenant borrows in a cohort of tenants, in that one. */
+    bool same = p->cohort &&
+                (p->cohort == a->cohort || (p->cohort->up && p->cohort->up->cohort == a->cohort));
+    if (!p->borrowing || !a->cohort || !same || a->reclaim == GQ_RECLAIM_NEVER)
         return false;
     if (a->reclaim == GQ_RECLAIM_ANY)
         return true;
@@ -356,6 +360,13 @@ static gq_code copy_cohorts(work *w)
             w->cohorts[i] = *orig;
         w->q[i].cohort = &w->cohorts[first];
     }
+    /* A cohort's tenant quota (up) is read in the copies too. */
+    for (size_t i = 0; i < nq; i++)
+        for (size_t j = 0; w->cohorts[i].up && j < nq; j++)
+            if (w->cohorts[i].up == &w->ask->quotas[j]) {
+                w->cohorts[i].up = &w->q[j];
+                break;
+            }
     return GQ_OK;
 }
 

@@ -2,6 +2,8 @@
 gq_unit_test(test_podqueue unit/quota/test_podqueue.c)
 # Preemption inside a quota: the victims (quota/preempt.h).
 gq_unit_test(test_preempt unit/quota/test_preempt.c)
+# Borrowing across tenants and fair sharing between borrowers.
+gq_unit_test(test_fairshare unit/quota/test_fairshare.c)
 if(GQ_BENCH)
   # The admission pass's decisions with a deep queue and preemption on.
   add_executable(bench_preempt_micro bench/preempt_micro.c)

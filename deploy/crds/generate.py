@@ -320,6 +320,53 @@ LENDING_LIMIT = amounts(
 )
 
 
+FAIR_SHARING = {
+    "description": "Fair sharing between the borrowers of a cohort (Kueue's fairSharing): "
+    "when several compete for what the cohort lends, the one whose dominant share (the "
+    "most, over gpu-memory and gpus, of what it uses above hard over what the cohort "
+    "lends in all) divided by weight is lowest is served first. docs/queueing.md, Borrowing.",
+    "type": "object",
+    "properties": {
+        "weight": {
+            "description": "A non-negative quantity, default 1; 0: served after every other "
+            "borrower.",
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "x-kubernetes-int-or-string": True,
+            "pattern": QUANTITY_PATTERN,
+            "maxLength": 64,
+            "x-kubernetes-validations": [
+                {
+                    "rule": "isQuantity(string(self)) && sign(quantity(string(self))) >= 0"
+                    " && quantity(string(self)).compareTo(quantity('1G')) <= 0",
+                    "message": "must be a non-negative quantity of at most 1G such as 1, 3 "
+                    "or 0.5",
+                }
+            ],
+        }
+    },
+}
+
+COHORT = {
+    "description": "A cohort shared with other GPUTenantQuotas: tenants naming the same one "
+    "lend their unused hard to each other (at most lendingLimit) and borrow above hard (at "
+    "most borrowingLimit). A DNS-1123 label. docs/queueing.md, Borrowing.",
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 63,
+    "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+}
+
+TENANT_BORROWING_LIMIT = amounts(
+    "With spec.cohort: how far above hard the tenant as a whole may go, per key, on what "
+    "the other tenants of its cohort leave unused; a key not set: never above hard."
+)
+
+TENANT_LENDING_LIMIT = amounts(
+    "With spec.cohort: how much of its unused hard the tenant lends to the other tenants "
+    "of its cohort, per key; a key not set: all of it."
+)
+
+
 def quota_status(tenant):
     props = {
         "observedGeneration": {"type": "integer", "format": "int64"},
@@ -499,6 +546,7 @@ QUOTA_SPEC = {
     "whenExceeded": WHEN_EXCEEDED,
     "queueingStrategy": QUEUEING_STRATEGY,
     "preemption": PREEMPTION,
+    "fairSharing": FAIR_SHARING,
 }
 
 GPUQUOTA = crd(
@@ -538,6 +586,9 @@ GPUTENANTQUOTA = crd(
                 },
                 "namespaceSelector": NAMESPACE_SELECTOR,
                 **QUOTA_SPEC,
+                "cohort": COHORT,
+                "borrowingLimit": TENANT_BORROWING_LIMIT,
+                "lendingLimit": TENANT_LENDING_LIMIT,
             },
         },
         quota_status(True),

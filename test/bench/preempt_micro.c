@@ -3,8 +3,11 @@
  * gq_preempt_plan for the first pod the plan leaves waiting, over R
  * admitted pods. Pure CPU, no API server: the figures are what the leader
  * spends deciding, per pass, beside the plan alone (the baseline measured
- * in the same run). Figures only: nothing is asserted.
- * usage: bench_preempt_micro [-q QUEUED] [-r RUNNING] [-n QUOTAS] [-i PASSES] */
+ * in the same run). Figures only: nothing is asserted. With -b 1 every
+ * quota may borrow from one cohort with room for half the queue, so every
+ * queued pod is a borrower decided by fair share (weights 1, 2, 3).
+ * usage: bench_preempt_micro [-q QUEUED] [-r RUNNING] [-n QUOTAS] [-i PASSES] [-b 0|1] */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +38,8 @@ static gq_amounts mem(int64_t gib)
 
 typedef struct world {
     size_t nq, nqueued, nrun;
+    bool borrow;
+    gq_queue_cohort cohort;
     gq_quota *quotas;
     gq_queue_quota *pq;
     gq_queue_entry *ents;
@@ -65,6 +70,9 @@ static int build(world *w)
         w->quotas[j].hard.set[GQ_KEY_GPU_MEMORY] = true;
         w->quotas[j].hard.v[GQ_KEY_GPU_MEMORY] = (int64_t)per * 8 * GI;
         w->quotas[j].within_quota = GQ_PREEMPT_LOWER_PRIORITY;
+        w->quotas[j].fair_weight_milli = 1000 * (int64_t)(1 + j % 3);
+        w->quotas[j].borrowing_limit.set[GQ_KEY_GPU_MEMORY] = w->borrow;
+        w->quotas[j].borrowing_limit.v[GQ_KEY_GPU_MEMORY] = INT64_MAX / 4;
     }
     for (size_t i = 0; i < total; i++) {
         snprintf(w->uids[i], sizeof w->uids[i], "uid-%zu", i);
@@ -93,8 +101,12 @@ static int build(world *w)
 static void reset(world *w)
 {
     size_t per = w->nrun / w->nq;
+    gq_amounts room = mem((int64_t)(w->nqueued / 2) * 8);
+    w->cohort = (gq_queue_cohort){.free = room, .lendable = room};
     for (size_t j = 0; j < w->nq; j++)
-        w->pq[j] = (gq_queue_quota){.q = &w->quotas[j], .in_use = mem((int64_t)per * 8)};
+        w->pq[j] = (gq_queue_quota){.q = &w->quotas[j],
+                                    .in_use = mem((int64_t)per * 8),
+                                    .cohort = w->borrow ? &w->cohort : NULL};
 }
 
 int main(int argc, char **argv)
@@ -111,6 +123,8 @@ int main(int argc, char **argv)
             w.nq = v ? v : 1;
         else if (!strcmp(argv[i], "-i"))
             passes = (int)v;
+        else if (!strcmp(argv[i], "-b"))
+            w.borrow = v != 0;
     }
     if (build(&w)) {
         fprintf(stderr, "bench_preempt_micro: out of memory\n");
@@ -141,8 +155,8 @@ int main(int argc, char **argv)
         plan += t1 - t0;
         preempt += t2 - t1;
     }
-    printf("queued pods %zu, admitted pods %zu, quotas %zu, passes %d\n", w.nqueued, w.nrun, w.nq,
-           passes);
+    printf("queued pods %zu, admitted pods %zu, quotas %zu, passes %d%s\n", w.nqueued, w.nrun, w.nq,
+           passes, w.borrow ? ", every queued pod a borrower (fair sharing)" : "");
     printf("  gq_queue_plan:   %8.3f ms CPU per pass (baseline)\n", plan / passes * 1e3);
     printf("  gq_preempt_plan: %8.3f ms CPU per preemptor, victims %zu\n", preempt / passes * 1e3,
            nv);

@@ -376,3 +376,16 @@ used() { kubectl -n "$1" get gpuquota "$2" -o "jsonpath={.status.used.$3}" 2>/de
 reservations() {
     kubectl -n "$1" get gpuquota "$2" -o json | jq '.status.reservations // [] | length'
 }
+
+# Borrowing tests (t_borrow, t_cohort): the scheduling gates of pod NS/POD
+# (comma-joined), whether it exists ungated, the live pods of NS as
+# name=own|true|gated (true: marked gpuquota.io/borrowing), how many are in
+# one state, and the objects of NS named by Events of a reason.
+bor_gates() { kubectl -n "$1" get pod "$2" -o json 2>/dev/null | jq -r '[.spec.schedulingGates[]?.name] | join(",")'; }
+bor_admitted() { [[ $(kubectl -n "$1" get pod "$2" -o jsonpath='{.metadata.uid}' 2>/dev/null) && -z $(bor_gates "$1" "$2") ]]; }
+bor_pods() {
+    kubectl -n "$1" get pods -o json | jq -r '[.items[] | select(.metadata.deletionTimestamp == null) |
+        "\(.metadata.name)=\(if ([.spec.schedulingGates[]?] | length) > 0 then "gated" else (.metadata.annotations["gpuquota.io/borrowing"] // "own") end)"] | sort | .[]'
+}
+bor_count() { bor_pods "$1" | grep -c "=$2\$"; }
+bor_events() { kubectl -n "$1" get events -o json | jq -r --arg r "$2" '[.items[] | select(.reason == $r) | .involvedObject.name] | sort | .[]'; }

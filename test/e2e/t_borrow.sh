@@ -79,15 +79,6 @@ spec:
 $(containers 'gpuquota.io/gpu-memory: 8Gi' '  ')
 EOF
 }
-gates() { kubectl -n "$1" get pod "$2" -o json 2>/dev/null | jq -r '[.spec.schedulingGates[]?.name] | join(",")'; }
-admitted() { [[ $(kubectl -n "$1" get pod "$2" -o jsonpath='{.metadata.uid}' 2>/dev/null) && -z $(gates "$1" "$2") ]]; }
-# pods NS: name=borrowing-annotation of the live pods, admitted or "gated".
-pods_of() {
-    kubectl -n "$1" get pods -o json | jq -r '[.items[] | select(.metadata.deletionTimestamp == null) |
-        "\(.metadata.name)=\(if ([.spec.schedulingGates[]?] | length) > 0 then "gated" else (.metadata.annotations["gpuquota.io/borrowing"] // "own") end)"] | sort | .[]'
-}
-count() { pods_of "$1" | grep -c "=$2\$"; }
-events() { kubectl -n "$1" get events -o json | jq -r --arg r "$2" '[.items[] | select(.reason == $r) | .involvedObject.name] | sort | .[]'; }
 
 # kubectl gpuquota as a user installs it: the kubectl-gpuquota symlink on PATH.
 mkdir -p "$E2E/bin" && ln -sf "$GQ" "$E2E/bin/kubectl-gpuquota" && PATH=$E2E/bin:$PATH
@@ -107,9 +98,9 @@ spec:
 $(containers 'gpuquota.io/gpu-memory: 8Gi' '      ')
 EOF
 check "team A creates a Deployment of four 8Gi pods" 0 $?
-four() { [[ $(count "$NSA" own) == 2 && $(count "$NSA" true) == 2 ]]; }
+four() { [[ $(bor_count "$NSA" own) == 2 && $(bor_count "$NSA" true) == 2 ]]; }
 eventually 60 four
-check "A runs 2 pods within its share and 2 on borrowed room" "2 2" "$(count "$NSA" own) $(count "$NSA" true)"
+check "A runs 2 pods within its share and 2 on borrowed room" "2 2" "$(bor_count "$NSA" own) $(bor_count "$NSA" true)"
 borrowed_is() { [[ $(kubectl -n "$NSA" get gq team -o jsonpath='{.status.borrowed.gpu-memory}') == "$1" ]]; }
 eventually 30 borrowed_is 16Gi
 check "A's status says it borrows 16Gi" 16Gi "$(kubectl -n "$NSA" get gq team -o jsonpath='{.status.borrowed.gpu-memory}')"
@@ -162,37 +153,37 @@ reclaims_before=$(leader_metric 'gpuquota_preemptions_total{reason="Reclaim"}')
 # ------------------------------------------------------------ 2. the limit
 ta scale deployment train --replicas=5 >/dev/null
 sleep 5
-check "a fifth pod would pass borrowingLimit: it waits" "1" "$(count "$NSA" gated)"
+check "a fifth pod would pass borrowingLimit: it waits" "1" "$(bor_count "$NSA" gated)"
 ta scale deployment train --replicas=4 >/dev/null
 
 # ------------------------------------------------------------ 3. reclaim
-borrowers=$(pods_of "$NSA" | grep '=true$' | cut -d= -f1 | sort | tr '\n' ' ')
-own=$(pods_of "$NSA" | grep '=own$' | cut -d= -f1 | sort | tr '\n' ' ')
+borrowers=$(bor_pods "$NSA" | grep '=true$' | cut -d= -f1 | sort | tr '\n' ' ')
+own=$(bor_pods "$NSA" | grep '=own$' | cut -d= -f1 | sort | tr '\n' ' ')
 pod b-1 | tb create -f - >/dev/null
 pod b-2 | tb create -f - >/dev/null
 check "team B creates two pods" 0 $?
-eventually 60 admitted "$NSB" b-1
-eventually 30 admitted "$NSB" b-2
-check "B's pods start" "," "$(gates "$NSB" b-1),$(gates "$NSB" b-2)"
-check "exactly A's two borrowing pods were evicted" "$borrowers" "$(events "$NSA" Preempted | tr '\n' ' ')"
+eventually 60 bor_admitted "$NSB" b-1
+eventually 30 bor_admitted "$NSB" b-2
+check "B's pods start" "," "$(bor_gates "$NSB" b-1),$(bor_gates "$NSB" b-2)"
+check "exactly A's two borrowing pods were evicted" "$borrowers" "$(bor_events "$NSA" Preempted | tr '\n' ' ')"
 check "their Events say they were reclaimed (reclaimWithinCohort)" "2" \
     "$(kubectl -n "$NSA" get events -o json | jq '[.items[] | select(.reason == "Preempted" and (.message | endswith("(preemption.reclaimWithinCohort)")))] | length')"
 for p in $own; do
-    check "$p, within A's share, still runs" "$p=own" "$(pods_of "$NSA" | grep "^$p=")"
+    check "$p, within A's share, still runs" "$p=own" "$(bor_pods "$NSA" | grep "^$p=")"
 done
-remade() { [[ $(count "$NSA" gated) == 2 ]]; }
+remade() { [[ $(bor_count "$NSA" gated) == 2 ]]; }
 eventually 60 remade
 sleep 5
-check "A's remade pods wait: A is at its share and B uses its own" "2 2" "$(count "$NSA" own) $(count "$NSA" gated)"
-check "and reclaim nothing back" "$borrowers" "$(events "$NSA" Preempted | tr '\n' ' ')"
-check "nobody of B was evicted" "" "$(events "$NSB" Preempted)"
+check "A's remade pods wait: A is at its share and B uses its own" "2 2" "$(bor_count "$NSA" own) $(bor_count "$NSA" gated)"
+check "and reclaim nothing back" "$borrowers" "$(bor_events "$NSA" Preempted | tr '\n' ' ')"
+check "nobody of B was evicted" "" "$(bor_events "$NSB" Preempted)"
 eventually 30 borrowed_is 0
 check "after the reclaim A borrows nothing" 0 "$(kubectl -n "$NSA" get gq team -o jsonpath='{.status.borrowed.gpu-memory}')"
 eventually 30 lent_is 0
 check "and B lends nothing" 0 "$(tb get gq team -o jsonpath='{.status.lent.gpu-memory}')"
 eventually 30 sums_are "0 0"
 check "nor the tenant" "0 0" "$(sums)"
-preemptors=$(events "$NSB" Preempting | wc -l)
+preemptors=$(bor_events "$NSB" Preempting | wc -l)
 check "B's pods reclaimed (one preemption each at most)" 1 "$((preemptors >= 1 && preemptors <= 2))"
 check "each preemption counted as Reclaim" "$((${reclaims_before:-0} + preemptors))" \
     "$(leader_metric 'gpuquota_preemptions_total{reason="Reclaim"}')"

@@ -573,6 +573,19 @@ static void test_bad_options(void **state)
     ctl_controller_free(NULL);
 }
 
+/* The pods: one, b/w (uid-w), queued behind gpuquota.io/quota, asking mem. */
+static json_object *queued_w(const char *mem)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf,
+             "[{'metadata':{'name':'w','namespace':'b','uid':'uid-w','resourceVersion':'1',"
+             "'creationTimestamp':'2026-11-21T15:00:00Z'},'spec':{'schedulingGates':[{'name':"
+             "'gpuquota.io/quota'}],'containers':[{'name':'c','resources':{'limits':{"
+             "'gpuquota.io/gpu-memory':'%s'}}}]}}]",
+             mem);
+    return J(buf);
+}
+
 /* The queue admitter (controller/ungate.c) when its charge meets a 409: the
  * pass ends without ungating, runs again on fresh reads, writes the charge
  * once and ungates the pod once. */
@@ -582,10 +595,7 @@ static void test_queue_admit_after_conflict(void **state)
     fake f;
     fake_init(&f);
     json_object_put(f.pods);
-    f.pods = J("[{'metadata':{'name':'w','namespace':'b','uid':'uid-w','resourceVersion':'1',"
-               "'creationTimestamp':'2026-11-21T15:00:00Z'},'spec':{'schedulingGates':[{'name':"
-               "'gpuquota.io/quota'}],'containers':[{'name':'c','resources':{'limits':{"
-               "'gpuquota.io/gpu-memory':'4Gi'}}}]}}]");
+    f.pods = queued_w("4Gi");
     json_object_array_add(
         f.quotas, J("{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{"
                     "'name':'qb','namespace':'b','uid':'u-qb','generation':1,'resourceVersion':"
@@ -618,12 +628,61 @@ static void test_queue_admit_after_conflict(void **state)
     fake_dispose(&f);
 }
 
+/* A cohort of tenants in the admission pass (controller/cohort.c): tenant
+ * busy (hard 4Gi, borrowingLimit 4Gi) admits a 6Gi queued pod on what
+ * tenant idle of its cohort leaves unused, whatever tenants of no cohort
+ * the cache holds beside them (each is passed over, not the end of the
+ * walk). */
+static void test_queue_cohort_of_tenants(void **state)
+{
+    (void)state;
+    fake f;
+    fake_init(&f);
+    json_object_put(f.pods);
+    f.pods = queued_w("6Gi");
+    const char *tenants[] = {
+        "'name':'plain-1'},'spec':{'namespaces':['p1'],'hard':{'gpu-memory':'1Gi'}",
+        "'name':'busy'},'spec':{'namespaces':['b'],'hard':{'gpu-memory':'4Gi'},'whenExceeded':"
+        "'Queue','cohort':'pool','borrowingLimit':{'gpu-memory':'4Gi'}",
+        "'name':'plain-2'},'spec':{'namespaces':['p2'],'hard':{'gpu-memory':'1Gi'}",
+        "'name':'idle'},'spec':{'namespaces':['i'],'hard':{'gpu-memory':'8Gi'},'cohort':'pool'",
+        "'name':'plain-3'},'spec':{'namespaces':['p3'],'hard':{'gpu-memory':'1Gi'}",
+    };
+    for (size_t i = 0; i < sizeof(tenants) / sizeof(tenants[0]); i++) {
+        char buf[512];
+        snprintf(buf, sizeof buf,
+                 "{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUTenantQuota','metadata':{"
+                 "'generation':1,'resourceVersion':'1',%s}}",
+                 tenants[i]);
+        json_object_array_add(f.tenants, J(buf));
+    }
+    json_object_array_add(f.nss, J("{'metadata':{'name':'b','resourceVersion':'1'}}"));
+    json_object_array_add(f.nss, J("{'metadata':{'name':'i','resourceVersion':'1'}}"));
+    ctl_controller *c;
+    gq_config *cfg;
+    kube_api api;
+    run(&f, &c, &cfg, &api);
+    wait_metric(c, "gpuquota_queue_admitted_total 1\n");
+    pthread_mutex_lock(&f.mu);
+    assert_string_equal(f.last_patch_path, "/api/v1/namespaces/b/pods/w");
+    json_object *t = find_quota(&f, "/x/gputenantquotas/busy"), *st, *res;
+    assert_true(json_object_object_get_ex(t, "status", &st));
+    assert_true(json_object_object_get_ex(st, "reservations", &res));
+    assert_non_null(strstr(json_object_to_json_string(res), "uid-w"));
+    pthread_mutex_unlock(&f.mu);
+    ctl_controller_stop(c);
+    ctl_controller_free(c);
+    gq_config_free(cfg);
+    fake_dispose(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sync_write_event), cmocka_unit_test(test_events_rate_limited),
-        cmocka_unit_test(test_fold_waits),       cmocka_unit_test(test_queue_admit_after_conflict),
-        cmocka_unit_test(test_bad_options),      cmocka_unit_test(test_cohort_status_and_metrics),
+        cmocka_unit_test(test_queue_cohort_of_tenants),    cmocka_unit_test(test_sync_write_event),
+        cmocka_unit_test(test_events_rate_limited),        cmocka_unit_test(test_fold_waits),
+        cmocka_unit_test(test_queue_admit_after_conflict), cmocka_unit_test(test_bad_options),
+        cmocka_unit_test(test_cohort_status_and_metrics),
     };
     if (http_metrics_new("test", &registry))
         return 1;

@@ -98,6 +98,34 @@ static const parse_case quota_parse_cases[] = {
      GQ_EINVAL, "status.reservations[0].gpus: required"},
     {QHEAD "'spec':{},'status':{'used':{'gpus':'x'}}}", GQ_EINVAL,
      "status.used.gpus: invalid quantity \"x\"*"},
+    /* Cross-tenant cohorts and fair sharing. */
+    {QHEAD "'spec':{'cohort':'c'}}", GQ_EINVAL, "spec.cohort: only valid in a GPUTenantQuota"},
+    {THEAD "'spec':{'namespaces':['a'],'cohort':'Pool_A'}}", GQ_EINVAL,
+     "spec.cohort: \"Pool_A\" is not a DNS-1123 label (lower-case letters, digits and '-', "
+     "starting and ending with a letter or digit, at most 63 characters)"},
+    {THEAD "'spec':{'namespaces':['a'],'cohort':''}}", GQ_EINVAL,
+     "spec.cohort: \"\" is not a DNS-1123 label*"},
+    {THEAD "'spec':{'namespaces':['a'],'cohort':'-pool'}}", GQ_EINVAL,
+     "spec.cohort: \"-pool\" is not a DNS-1123 label*"},
+    {THEAD "'spec':{'namespaces':['a'],'cohort':'"
+           "a234567890123456789012345678901234567890123456789012345678901234'}}",
+     GQ_EINVAL,
+     "spec.cohort: \"a23456789012345678901234567890123456789012345678901234567890123\" "
+     "is not a DNS-1123 label*"},
+    {THEAD "'spec':{'namespaces':['a'],'cohort':7}}", GQ_EINVAL,
+     "spec.cohort: must be a string, got int"},
+    {QHEAD "'spec':{'fairSharing':[]}}", GQ_EINVAL,
+     "spec.fairSharing: must be an object, got array"},
+    {QHEAD "'spec':{'fairSharing':{'weight':'-1'}}}", GQ_EINVAL,
+     "spec.fairSharing.weight: must be greater than or equal to 0"},
+    {QHEAD "'spec':{'fairSharing':{'weight':-2}}}", GQ_EINVAL,
+     "spec.fairSharing.weight: must be greater than or equal to 0"},
+    {QHEAD "'spec':{'fairSharing':{'weight':'heavy'}}}", GQ_EINVAL,
+     "spec.fairSharing.weight: invalid quantity \"heavy\"*"},
+    {QHEAD "'spec':{'fairSharing':{'weight':'2G'}}}", GQ_ERANGE,
+     "spec.fairSharing.weight: must be at most 1G"},
+    {QHEAD "'spec':{'fairSharing':{'weight':1.5}}}", GQ_EINVAL,
+     "spec.fairSharing.weight: must be a string, got double"},
 };
 
 static void check_parse_error(const char *what, gq_code rc, const gq_err *err, gq_code want_rc,
@@ -188,6 +216,24 @@ static void test_quota_parse_ok(void **state)
     assert_true(q->ns_selector.present);
     assert_int_equal(q->ns_selector.n_match, 1);
     assert_false(q->hard.set[GQ_KEY_GPU_MEMORY]);
+    assert_null(q->cohort);
+    assert_int_equal(q->fair_weight_milli, 1000); /* Kueue's default weight, 1 */
+    gq_quota_free(q);
+
+    q = Q(GTQ("t",
+              "'namespaces':['a'],'cohort':'pool-1','borrowingLimit':{'gpu-memory':'8Gi'},"
+              "'lendingLimit':{'gpus':2},'fairSharing':{'weight':'500m'}",
+              ""));
+    assert_string_equal(q->cohort, "pool-1");
+    assert_int_equal(q->borrowing_limit.v[GQ_KEY_GPU_MEMORY], 8 * GI);
+    assert_int_equal(q->lending_limit.v[GQ_KEY_GPUS], 2);
+    assert_int_equal(q->fair_weight_milli, 500);
+    gq_quota_free(q);
+    q = Q(GQ("q", "a", "'fairSharing':{'weight':0}", ""));
+    assert_int_equal(q->fair_weight_milli, 0);
+    gq_quota_free(q);
+    q = Q(GQ("q", "a", "'fairSharing':{'weight':'3'}", ""));
+    assert_int_equal(q->fair_weight_milli, 3000);
     gq_quota_free(q);
     gq_quota_free(NULL);
 }

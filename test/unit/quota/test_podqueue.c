@@ -11,36 +11,20 @@
 
 #include <cmocka.h>
 
-#include "support/testjson.h"
+#include "support/queue_fixtures.h"
 
 #include "common/json_member.h"
 #include "quota/jsonpatch.h"
 #include "quota/podqueue.h"
 
-#define GI (1024LL * 1024 * 1024)
-
 static gq_quota *Q(const char *s)
 {
-    json_object *o = J(s);
-    gq_quota *q = NULL;
-    gq_err err;
-    gq_err_clear(&err);
-    if (gq_quota_parse(o, &q, &err))
-        fail_msg("quota parse failed: %s (%s)", err.msg, s);
-    json_object_put(o);
-    return q;
+    return queue_quota_parse(s);
 }
 
 static gq_amounts mem(int64_t gi)
 {
-    gq_amounts a;
-    memset(&a, 0, sizeof(a));
-    for (int k = 0; k < GQ_KEY_COUNT; k++)
-        a.set[k] = true;
-    a.v[GQ_KEY_GPU_MEMORY] = gi * GI;
-    a.v[GQ_KEY_GPU_PODS] = gi ? 1 : 0;
-    a.fmt[GQ_KEY_GPU_MEMORY] = GQ_QFMT_BINARY_SI;
-    return a;
+    return queue_mem(gi);
 }
 
 static void test_spec_fields(void **state)
@@ -638,14 +622,8 @@ static void test_ever_fits_model(void **state)
 static gq_queue_entry ment(const char *uid, int64_t created, int64_t gi, const char *model,
                            const size_t *q0)
 {
-    gq_queue_entry e;
-    memset(&e, 0, sizeof(e));
-    e.uid = uid;
-    e.created_us = created;
-    e.charge = mem(gi);
+    gq_queue_entry e = queue_entry(uid, created, gi, q0, 1);
     e.model = model;
-    e.quotas = q0;
-    e.n_quotas = 1;
     return e;
 }
 

@@ -12,18 +12,11 @@
 #include <cmocka.h>
 
 #include "quota/preempt.h"
-
-#define GI (1024LL * 1024 * 1024)
+#include "support/queue_fixtures.h"
 
 static gq_amounts mem(int64_t gib)
 {
-    gq_amounts a;
-    memset(&a, 0, sizeof(a));
-    for (int k = 0; k < GQ_KEY_COUNT; k++)
-        a.set[k] = true;
-    a.v[GQ_KEY_GPU_MEMORY] = gib * GI;
-    a.v[GQ_KEY_GPU_PODS] = gib ? 1 : 0;
-    return a;
+    return queue_mem(gib);
 }
 
 /* A quota with only gpu-memory hard, and policy. */

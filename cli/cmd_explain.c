@@ -117,15 +117,17 @@ static gq_code server_dry_run(kube_client *c, const char *ns, json_object *pod, 
 
 /* ---- the rewrite of a refused pod ------------------------------------------ */
 
-/* The namespace's GPULimitRanges as the mutating webhook reads them. */
-static gq_code list_lrs(void *ctx, const char *ns, json_object **out, gq_err *err)
+/* The namespace's GPULimitRanges as the mutating webhook reads them (no
+ * quotas: the cluster's dry run decides those). */
+static gq_code list_lrs(void *ctx, wh_list_kind kind, const char *ns, json_object **out,
+                        gq_err *err)
 {
     const cli_objs *lrs = ctx;
     json_object *arr = json_object_new_array();
     (void)ns; /* listed in the pod's namespace already */
     if (!arr)
         return gq_err_oom(err);
-    for (size_t i = 0; i < lrs->n; i++)
+    for (size_t i = 0; kind == WH_LIST_LIMIT_RANGES && i < lrs->n; i++)
         if (json_object_array_add(arr, json_object_get(lrs->v[i]))) {
             json_object_put(lrs->v[i]);
             json_object_put(arr);
@@ -147,7 +149,7 @@ static gq_code rewrite_offline(const gq_config *cfg, json_object *pod, const cha
     wh_review_request req;
     wh_review_response resp;
     wh_mutate_info info;
-    wh_store src = {.ctx = (void *)lrs, .list_limit_ranges = list_lrs};
+    wh_store src = {.ctx = (void *)lrs, .list = list_lrs};
     bool have_req = false, have_resp = false;
     gq_code rc;
     *out = NULL;

@@ -13,7 +13,14 @@
 #include "common/grow.h"
 #include "common/json_member.h"
 
-typedef enum mkind { MK_QUOTA = 0, MK_TENANT, MK_LIMITRANGE, MK_NAMESPACE, MK_COUNT_ } mkind;
+/* The kinds stored; the first three are the kinds wh_store.list lists. */
+typedef enum mkind {
+    MK_QUOTA = WH_LIST_QUOTAS,
+    MK_TENANT = WH_LIST_TENANT_QUOTAS,
+    MK_LIMITRANGE = WH_LIST_LIMIT_RANGES,
+    MK_NAMESPACE,
+    MK_COUNT_
+} mkind;
 
 static const char *const kind_names[MK_COUNT_] = {GQ_KIND_GPUQUOTA, GQ_KIND_GPUTENANTQUOTA,
                                                   GQ_KIND_GPULIMITRANGE, "Namespace"};
@@ -214,19 +221,9 @@ static gq_code list(wh_memstore *m, mkind kind, const char *ns, json_object **ou
     return GQ_OK;
 }
 
-static gq_code ms_list_quotas(void *ctx, const char *ns, json_object **out, gq_err *err)
+static gq_code ms_list(void *ctx, wh_list_kind kind, const char *ns, json_object **out, gq_err *err)
 {
-    return list(ctx, MK_QUOTA, ns, out, err);
-}
-
-static gq_code ms_list_tenants(void *ctx, json_object **out, gq_err *err)
-{
-    return list(ctx, MK_TENANT, NULL, out, err);
-}
-
-static gq_code ms_list_limit_ranges(void *ctx, const char *ns, json_object **out, gq_err *err)
-{
-    return list(ctx, MK_LIMITRANGE, ns, out, err);
+    return list(ctx, (mkind)kind, kind == WH_LIST_TENANT_QUOTAS ? NULL : ns, out, err);
 }
 
 static gq_code ms_namespace_labels(void *ctx, const char *ns, json_object **out, gq_err *err)
@@ -293,20 +290,16 @@ out:
     return rc;
 }
 
+/* State files carry no DRA objects, and their pods are counted into the
+ * quotas, not kept, so there are no claims, device classes, pods or pod
+ * groups to read. */
 void wh_memstore_store(wh_memstore *m, wh_store *out)
 {
-    out->ctx = m;
-    out->list_quotas = ms_list_quotas;
-    out->list_tenant_quotas = ms_list_tenants;
-    out->list_limit_ranges = ms_list_limit_ranges;
-    out->namespace_labels = ms_namespace_labels;
-    out->get_quota = ms_get_quota;
-    out->update_status = ms_update_status;
-    out->get_claim_template = NULL; /* state files carry no DRA objects */
-    out->get_claim = NULL;
-    out->get_device_class = NULL;
-    out->get_pod = NULL;         /* pods of the state are counted into its quotas, not kept */
-    out->list_group_pods = NULL; /* state files hold no pod groups to compare */
+    *out = (wh_store){.ctx = m,
+                      .list = ms_list,
+                      .namespace_labels = ms_namespace_labels,
+                      .get_quota = ms_get_quota,
+                      .update_status = ms_update_status};
 }
 
 /* ---- state files ---------------------------------------------------------- */

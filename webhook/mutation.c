@@ -103,9 +103,9 @@ gq_code wh_limit_ranges_fetch(const wh_store *src, const char *ns, gq_limit_rang
     json_object *arr = NULL;
     gq_limit_range **lrs = NULL;
     size_t n = 0;
-    if (!src || !src->list_limit_ranges)
+    if (!src || !src->list)
         goto done;
-    if ((rc = src->list_limit_ranges(src->ctx, ns, &arr, err))) {
+    if ((rc = src->list(src->ctx, WH_LIST_LIMIT_RANGES, ns, &arr, err))) {
         gq_err_prefix(err, "cannot read the GPULimitRanges of %s", ns);
         return rc;
     }
@@ -243,11 +243,11 @@ static gq_code quotas_load(const wh_store *src, const char *ns, gq_quota ***q, s
     json_object *qa = NULL, *ta = NULL;
     gq_quota **cached = NULL;
     size_t n_cached = 0;
-    if (!src || !src->list_quotas || !src->list_tenant_quotas || !src->namespace_labels)
+    if (!src || !src->list || !src->namespace_labels)
         return GQ_OK;
     if ((rc = src->namespace_labels(src->ctx, ns, ns_labels, err)) ||
-        (rc = src->list_quotas(src->ctx, ns, &qa, err)) ||
-        (rc = src->list_tenant_quotas(src->ctx, &ta, err))) {
+        (rc = src->list(src->ctx, WH_LIST_QUOTAS, ns, &qa, err)) ||
+        (rc = src->list(src->ctx, WH_LIST_TENANT_QUOTAS, NULL, &ta, err))) {
         gq_err_prefix(err, "cannot read the quotas of %s", ns);
         goto out;
     }
@@ -615,10 +615,10 @@ static gq_code pod_queues(const wh_store *qs, const wh_review_request *req, json
     gq_pod_facts facts;
     gq_code rc;
     *out = false;
-    if (!qs || !qs->list_quotas)
+    if (!qs || !qs->list)
         return GQ_OK;
-    if ((rc = qs->list_quotas(qs->ctx, req->namespace, &a, err)) ||
-        (qs->list_tenant_quotas && (rc = qs->list_tenant_quotas(qs->ctx, &t, err))) ||
+    if ((rc = qs->list(qs->ctx, WH_LIST_QUOTAS, req->namespace, &a, err)) ||
+        (rc = qs->list(qs->ctx, WH_LIST_TENANT_QUOTAS, NULL, &t, err)) ||
         (qs->namespace_labels &&
          (rc = qs->namespace_labels(qs->ctx, req->namespace, &labels, err)))) {
         gq_err_prefix(err, "cannot read the quotas governing namespace %s", req->namespace);

@@ -154,8 +154,7 @@ gq_code wh_validator_new(const gq_config *cfg, const wh_store *store, const wh_v
     memset(&none, 0, sizeof(none));
     if (!o)
         o = &none;
-    if (!cfg || !store || !store->list_quotas || !store->list_tenant_quotas ||
-        !store->list_limit_ranges || !store->namespace_labels || !store->get_quota ||
+    if (!cfg || !store || !store->list || !store->namespace_labels || !store->get_quota ||
         !store->update_status)
         return gq_err_set(err, GQ_EINVAL, "validator needs a config and a complete store");
     if (o->reservation_ttl_s < 0)
@@ -1015,7 +1014,7 @@ static gq_code read_limit_ranges(const wh_store *st, gq_admission *a)
 {
     gq_err e;
     gq_err_clear(&e);
-    gq_code rc = st->list_limit_ranges(st->ctx, a->in.ns, &a->snap.limit_ranges, &e);
+    gq_code rc = st->list(st->ctx, WH_LIST_LIMIT_RANGES, a->in.ns, &a->snap.limit_ranges, &e);
     if (rc && rc != GQ_ENOMEM)
         gq_admission_deny(a, rc,
                           "gpuquota could not reach the API server to read the GPULimitRanges of "
@@ -1034,8 +1033,8 @@ static gq_code read_quotas(const wh_store *st, gq_admission *a)
     gq_admission_snapshot *s = &a->snap;
     gq_code rc;
     if ((rc = st->namespace_labels(st->ctx, a->in.ns, &s->ns_labels, &e)) ||
-        (rc = st->list_quotas(st->ctx, a->in.ns, &s->quotas, &e)) ||
-        (rc = st->list_tenant_quotas(st->ctx, &s->tenant_quotas, &e))) {
+        (rc = st->list(st->ctx, WH_LIST_QUOTAS, a->in.ns, &s->quotas, &e)) ||
+        (rc = st->list(st->ctx, WH_LIST_TENANT_QUOTAS, NULL, &s->tenant_quotas, &e))) {
         if (rc == GQ_ENOMEM)
             return rc;
         gq_admission_deny(a, rc,

@@ -436,22 +436,14 @@ typedef struct fake_quotas {
     const char *quotas;
 } fake_quotas;
 
-static gq_code fq_list_quotas(void *ctx, const char *ns, json_object **out, gq_err *err)
+static gq_code fq_list(void *ctx, wh_list_kind kind, const char *ns, json_object **out, gq_err *err)
 {
     const fake_quotas *f = ctx;
-    if (strcmp(ns, "team-a")) {
+    if (kind != WH_LIST_QUOTAS || strcmp(ns, "team-a")) {
         *out = json_object_new_array();
         return GQ_OK;
     }
     return gq_json_parse(f->quotas, strlen(f->quotas), 0, out, err);
-}
-
-static gq_code fq_list_tenants(void *ctx, json_object **out, gq_err *err)
-{
-    (void)ctx;
-    (void)err;
-    *out = json_object_new_array();
-    return GQ_OK;
 }
 
 static gq_code fq_labels(void *ctx, const char *ns, json_object **out, gq_err *err)
@@ -486,10 +478,7 @@ static void mutate_choice(const gq_config *cfg, const char *models, const char *
                           wh_review_response *resp, json_object **patched)
 {
     fake_quotas fq = {quotas};
-    wh_store src = {.ctx = &fq,
-                                 .list_quotas = quotas ? fq_list_quotas : NULL,
-                                 .list_tenant_quotas = fq_list_tenants,
-                                 .namespace_labels = fq_labels};
+    wh_store src = {.ctx = &fq, .list = quotas ? fq_list : NULL, .namespace_labels = fq_labels};
     char *body = choice_review(models);
     review(cfg, body, NULL, 0, &src, resp, patched);
     free(body);
@@ -732,8 +721,7 @@ static void dra_classes_by_driver(void **state)
 {
     (void)state;
     gq_config *cfg = config();
-    wh_store src = {.get_claim_template = fq_dev_template,
-                                 .get_device_class = fq_device_class};
+    wh_store src = {.get_claim_template = fq_dev_template, .get_device_class = fq_device_class};
     static const struct {
         const char *tmpl, *record; /* record NULL: none written */
         bool unpriced;

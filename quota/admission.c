@@ -80,9 +80,7 @@ void gq_admission_dispose(gq_admission *a)
 {
     choice_dispose(a);
     gq_pod_dispose(&a->pod);
-    for (size_t i = 0; i < a->n_lrs && a->lrs; i++)
-        gq_limit_range_free(a->lrs[i]);
-    free(a->lrs);
+    gq_limit_range_list_free(a->lrs, a->n_lrs);
     for (size_t i = 0; a->snap.fresh && i < a->n_set; i++)
         json_object_put(a->snap.fresh[i]);
     free(a->snap.fresh);
@@ -125,27 +123,18 @@ static bool limit_ranges(gq_admission *a, gq_code *rc)
     gq_err_clear(&e);
     if (!have(a, GQ_NEED_LIMIT_RANGES))
         return false;
-    if (a->lrs || !a->snap.limit_ranges)
-        return true;
     json_object *arr = a->snap.limit_ranges;
-    size_t n = json_object_is_type(arr, json_type_array) ? json_object_array_length(arr) : 0;
-    if (n && !(a->lrs = calloc(n, sizeof(*a->lrs)))) {
-        *rc = GQ_ENOMEM;
+    if (a->lrs || !json_object_is_type(arr, json_type_array))
+        return true; /* parsed, or none */
+    size_t bad;
+    if (!(*rc = gq_limit_range_list_parse(arr, &a->lrs, &a->n_lrs, &bad, &e)))
+        return true;
+    if (*rc == GQ_ENOMEM)
         return false;
-    }
-    for (; a->n_lrs < n; a->n_lrs++) {
-        json_object *o = json_object_array_get_idx(arr, a->n_lrs);
-        if ((*rc = gq_limit_range_parse(o, &a->lrs[a->n_lrs], &e))) {
-            if (*rc == GQ_ENOMEM)
-                return false;
-            const char *name = gq_json_meta_string(o, "name");
-            gq_admission_deny(a, *rc, "GPULimitRange %s is invalid: %s", name ? name : "(unnamed)",
-                              e.msg);
-            *rc = GQ_OK;
-            return false;
-        }
-    }
-    return true;
+    const char *name = gq_json_meta_string(json_object_array_get_idx(arr, bad), "name");
+    gq_admission_deny(a, *rc, "GPULimitRange %s is invalid: %s", name ? name : "(unnamed)", e.msg);
+    *rc = GQ_OK;
+    return false;
 }
 
 /* The snapshot's quotas, parsed once; one that does not parse denies

@@ -99,46 +99,30 @@ bool wh_mutate_applies(const gq_config *cfg, const wh_review_request *req)
 gq_code wh_limit_ranges_fetch(const wh_store *src, const char *ns, gq_limit_range ***out,
                               size_t *n_out, gq_err *err)
 {
-    gq_code rc = GQ_OK;
     json_object *arr = NULL;
-    gq_limit_range **lrs = NULL;
-    size_t n = 0;
-    if (!src || !src->list)
-        goto done;
+    size_t bad = SIZE_MAX;
+    gq_code rc;
+    if (!src || !src->list) {
+        *out = NULL;
+        *n_out = 0;
+        return GQ_OK;
+    }
     if ((rc = src->list(src->ctx, WH_LIST_LIMIT_RANGES, ns, &arr, err))) {
         gq_err_prefix(err, "cannot read the GPULimitRanges of %s", ns);
         return rc;
     }
-    if (arr && !json_object_is_type(arr, json_type_array)) {
-        rc = gq_err_set(err, GQ_EINVAL, "GPULimitRanges of %s: not a list", ns);
-        goto out;
-    }
-    n = arr ? json_object_array_length(arr) : 0;
-    if (n && !(lrs = calloc(n, sizeof(*lrs)))) {
-        rc = gq_err_oom(err);
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if ((rc = gq_limit_range_parse(json_object_array_get_idx(arr, i), &lrs[i], err))) {
-            gq_err_prefix(err, "GPULimitRange %zu of namespace %s", i, ns);
-            goto out;
-        }
-    }
-done:
-    *out = lrs;
-    *n_out = n;
-    lrs = NULL;
-out:
-    wh_limit_ranges_free(lrs, n);
+    rc = gq_limit_range_list_parse(arr, out, n_out, &bad, err);
     json_object_put(arr);
+    if (rc == GQ_EINVAL && bad == SIZE_MAX)
+        gq_err_set(err, GQ_EINVAL, "GPULimitRanges of %s: not a list", ns);
+    else if (rc && bad != SIZE_MAX)
+        gq_err_prefix(err, "GPULimitRange %zu of namespace %s", bad, ns);
     return rc;
 }
 
 void wh_limit_ranges_free(gq_limit_range **lrs, size_t n)
 {
-    for (size_t i = 0; lrs && i < n; i++)
-        gq_limit_range_free(lrs[i]);
-    free(lrs);
+    gq_limit_range_list_free(lrs, n);
 }
 
 gq_code wh_mutate_review(const gq_config *cfg, const wh_review_request *req,

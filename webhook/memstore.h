@@ -1,4 +1,4 @@
-/* The offline quota store behind the wh_store seam (validate.h): the
+/* The offline quota store behind the wh_store seam (store.h): the
  * objects `gpuquota admit --state` reads from files. Status updates are
  * conditional on metadata.resourceVersion exactly as the API server's are.
  * Thread-safe. Tests inject conflicts, failures and latency by wrapping its
@@ -12,7 +12,7 @@
 
 #include "quota/config.h"
 #include "common/gq_error.h"
-#include "webhook/validate.h"
+#include "webhook/store.h"
 
 typedef struct wh_memstore wh_memstore;
 

@@ -18,6 +18,14 @@ void gq_verdict_vdeny(gq_verdict *v, gq_code code, const char *fmt, va_list ap)
     v->code = code;
 }
 
+void gq_verdict_deny(gq_verdict *v, gq_code code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    gq_verdict_vdeny(v, code, fmt, ap);
+    va_end(ap);
+}
+
 void gq_admission_deny(gq_admission *a, gq_code code, const char *fmt, ...)
 {
     va_list ap;

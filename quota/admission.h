@@ -50,6 +50,9 @@ typedef enum gq_admission_need {
     GQ_NEED_FRESH_QUOTA = 1u << 3,
 } gq_admission_need;
 
+/* How long a reservation lives unless a webhook is told otherwise. */
+#define GQ_RESERVATION_TTL_DEFAULT 120 /* seconds */
+
 /* What a decision is about. Borrowed: it must outlive the decision. */
 typedef struct gq_admission_in {
     json_object *pod;        /* the pod as sent */
@@ -153,7 +156,8 @@ gq_code gq_admission_check_fresh(const gq_admission *a, const gq_quota *fresh, i
  * the decision is made. */
 void gq_admission_deny(gq_admission *a, gq_code code, const char *fmt, ...) GQ_PRINTF(3, 4);
 
-/* Deny into a verdict (v's message formatted from fmt and ap). */
+/* Deny into a verdict (v's message formatted from fmt, and ap). */
+void gq_verdict_deny(gq_verdict *v, gq_code code, const char *fmt, ...) GQ_PRINTF(3, 4);
 void gq_verdict_vdeny(gq_verdict *v, gq_code code, const char *fmt, va_list ap) GQ_PRINTF(3, 0);
 
 /* "ns/name" of a GPUQuota, "name" of a GPUTenantQuota, and their kinds. */

@@ -1,6 +1,5 @@
 #include "quota/tamper.h"
 
-#include <stdarg.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -10,15 +9,6 @@
 
 #define TAMPER_PREFIX "gpuquota.io/"
 #define TAMPER_MSG "changing gpuquota.io/ labels and annotations is reserved to gpuquota"
-
-static void deny(gq_verdict *v, const char *fmt, ...) GQ_PRINTF(2, 3);
-static void deny(gq_verdict *v, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    gq_verdict_vdeny(v, GQ_EDENIED, fmt, ap);
-    va_end(ap);
-}
 
 static void allow(gq_verdict *v)
 {
@@ -60,7 +50,7 @@ static void keys_changed(json_object *old, json_object *now, gq_verdict *v)
         if (!k)
             k = changed_key(o, n);
         if (k) {
-            deny(v, TAMPER_MSG " (%s %s)", i ? "annotation" : "label", k);
+            gq_verdict_deny(v, GQ_EDENIED, TAMPER_MSG " (%s %s)", i ? "annotation" : "label", k);
             return;
         }
     }
@@ -84,8 +74,8 @@ void gq_tamper_pod_update(json_object *old_pod, json_object *new_pod, gq_verdict
         bool had = gq_pod_named_gate_index(old_pod, gates[i].gate) >= 0,
              has = gq_pod_named_gate_index(new_pod, gates[i].gate) >= 0;
         if (had != has) {
-            deny(v, "the scheduling gate %s is %s by gpuquota only: %s", gates[i].gate,
-                 had ? "removed" : "added", gates[i].why);
+            gq_verdict_deny(v, GQ_EDENIED, "the scheduling gate %s is %s by gpuquota only: %s",
+                            gates[i].gate, had ? "removed" : "added", gates[i].why);
             return;
         }
     }
@@ -111,11 +101,12 @@ void gq_tamper_claim_write(json_object *old_claim, json_object *new_claim, gq_ve
     allow(v);
     bool had = has_claim_finalizer(old_claim), has = has_claim_finalizer(new_claim);
     if (had != has) {
-        deny(v,
-             "the finalizer " GQ_CLAIM_FINALIZER " is %s by gpuquota only: it keeps the claim a "
-             "pod was checked against from being deleted and made again until the pod is bound "
-             "or gone",
-             had ? "removed" : "added");
+        gq_verdict_deny(
+            v, GQ_EDENIED,
+            "the finalizer " GQ_CLAIM_FINALIZER " is %s by gpuquota only: it keeps the claim a "
+            "pod was checked against from being deleted and made again until the pod is bound "
+            "or gone",
+            had ? "removed" : "added");
         return;
     }
     keys_changed(old_claim, new_claim, v);

@@ -12,6 +12,12 @@
 
 #include "quota/admission.h"
 
+/* The users trusted to change gpuquota's records unless a webhook is told
+ * otherwise: the service accounts of its webhook and its controller as
+ * deploy/ makes them. */
+#define GQ_TRUSTED_WEBHOOK "system:serviceaccount:gpuquota-system:gpuquota-webhook"
+#define GQ_TRUSTED_CONTROLLER "system:serviceaccount:gpuquota-system:gpuquota-controller"
+
 /* A pod UPDATE (or pods/status write) from old_pod to new_pod (borrowed)
  * by an untrusted user: denied (Kubernetes' 403 wording) when it adds or
  * removes one of gpuquota's scheduling gates or changes a gpuquota.io/

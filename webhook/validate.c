@@ -1359,17 +1359,6 @@ static void decide_claim_update(wh_validator *v, const wh_review_request *req,
         verdict_apply(r, &verdict);
 }
 
-static bool is_pod(const wh_review_request *req)
-{
-    return !req->kind_group[0] && !strcmp(req->kind, "Pod") && !strcmp(req->resource, "pods");
-}
-
-static bool is_claim(const wh_review_request *req)
-{
-    return !strcmp(req->resource_group, "resource.k8s.io") &&
-           !strcmp(req->resource, "resourceclaims");
-}
-
 static json_object *charge_json(const wh_validate_result *r)
 {
     return gq_amounts_to_json(&r->charge);
@@ -1475,24 +1464,25 @@ static void admission_answer(admission *a)
 }
 
 /* Decide up to the charges on this thread; the charges, when any, go on
- * in the chargers, which answer. pods/status writes keep the stored spec
- * but may change labels and annotations (the pod status strategy resets
- * only spec and owner references), so they get the tamper check too. */
+ * in the chargers, which answer. */
 static void admission_run(admission *a)
 {
     const wh_review_request *req = a->req;
-    if (is_pod(req) && req->operation == WH_OP_CREATE && !req->sub_resource[0]) {
+    switch (wh_review_target_of(req)) {
+    case WH_TARGET_POD_CREATE:
         if (!req->object)
             deny(&a->r, GQ_EDENIED, "request.object is missing");
         else
             a->rc = decide_create(a);
-    } else if (is_pod(req) && req->operation == WH_OP_UPDATE &&
-               (!req->sub_resource[0] || !strcmp(req->sub_resource, "status"))) {
+        break;
+    case WH_TARGET_POD_UPDATE:
         decide_update(a->v, req, &a->r);
-    } else if (is_claim(req) &&
-               (req->operation == WH_OP_UPDATE || req->operation == WH_OP_CREATE) &&
-               !req->sub_resource[0]) {
+        break;
+    case WH_TARGET_CLAIM_WRITE:
         decide_claim_update(a->v, req, &a->r);
+        break;
+    case WH_TARGET_OTHER:
+        break;
     }
     if (!a->rc && a->charging)
         charging_start(a);

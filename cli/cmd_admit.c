@@ -424,18 +424,7 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, const 
     if (rc)
         return rc;
     m->have_resp = true;
-    const wh_review_response *r = &m->resp;
-    if (r->patch) {
-        if ((rc = gq_json_parse(r->patch, r->patch_len, GQ_JSON_DEFAULT_DEPTH, &m->patch, err)) ||
-            (rc = gq_patch_apply(req->object, m->patch, &m->pod, err)))
-            return rc;
-    } else {
-        if (!(m->patch = json_object_new_array()))
-            return gq_err_oom(err);
-        if (r->allowed)
-            m->pod = json_object_get(req->object);
-    }
-    return GQ_OK;
+    return wh_mutate_result(req, &m->resp, &m->patch, &m->pod, err);
 }
 
 /* The validating decision on the pod the mutation made, as the API server

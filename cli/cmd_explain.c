@@ -18,9 +18,7 @@
 #include "cli/cli_args.h"
 #include "quota/config.h"
 #include "quota/crd.h"
-#include "quota/jsonpatch.h"
 #include "common/buf.h"
-#include "common/jsonutil.h"
 #include "kube/kube.h"
 #include "webhook/mutation.h"
 #include "cli/plugin.h"
@@ -145,7 +143,7 @@ static gq_code list_lrs(void *ctx, wh_list_kind kind, const char *ns, json_objec
 static gq_code rewrite_offline(const gq_config *cfg, json_object *pod, const char *ns,
                                const cli_objs *lrs, json_object **out, gq_err *err)
 {
-    json_object *copy = NULL, *review = NULL, *patch = NULL;
+    json_object *copy = NULL, *review = NULL, *patch = NULL, *made = NULL;
     wh_review_request req;
     wh_review_response resp;
     wh_mutate_info info;
@@ -168,14 +166,8 @@ static gq_code rewrite_offline(const gq_config *cfg, json_object *pod, const cha
     if ((rc = wh_mutate_review_store(cfg, &req, &src, &resp, &info, err)))
         goto out;
     have_resp = true;
-    if (!resp.allowed)
-        goto out;
-    if (resp.patch) {
-        if (!(rc = gq_json_parse(resp.patch, resp.patch_len, GQ_JSON_DEFAULT_DEPTH, &patch, err)))
-            rc = gq_patch_apply(req.object, patch, out, err);
-    } else {
-        *out = json_object_get(req.object);
-    }
+    if (!(rc = wh_mutate_result(&req, &resp, &patch, &made, err)))
+        *out = made;
 out:
     json_object_put(patch);
     if (have_resp)

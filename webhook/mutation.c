@@ -120,6 +120,28 @@ gq_code wh_limit_ranges_fetch(const wh_store *src, const char *ns, gq_limit_rang
     return rc;
 }
 
+gq_code wh_mutate_result(const wh_review_request *req, const wh_review_response *resp,
+                         json_object **patch, json_object **pod, gq_err *err)
+{
+    json_object *p = NULL, *made = NULL;
+    gq_code rc = GQ_OK;
+    if (resp->patch) {
+        if (!(rc = gq_json_parse(resp->patch, resp->patch_len, GQ_JSON_DEFAULT_DEPTH, &p, err)))
+            rc = gq_patch_apply(req->object, p, &made, err);
+    } else if (!(p = json_object_new_array())) {
+        rc = gq_err_oom(err);
+    } else if (resp->allowed) {
+        made = json_object_get(req->object);
+    }
+    if (rc) {
+        json_object_put(p);
+        return rc;
+    }
+    *patch = p;
+    *pod = made;
+    return GQ_OK;
+}
+
 void wh_limit_ranges_free(gq_limit_range **lrs, size_t n)
 {
     gq_limit_range_list_free(lrs, n);

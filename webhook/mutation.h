@@ -74,6 +74,14 @@ gq_code wh_mutate_review_store(const gq_config *cfg, const wh_review_request *re
                                const wh_store *store, wh_review_response *resp,
                                wh_mutate_info *info, gq_err *err) GQ_WUR;
 
+/* What the mutation answered in resp does to req's object, as the API
+ * server applies it: *patch the decoded JSON Patch (an empty array for
+ * none) and *pod the object it makes (the object itself, held, when there
+ * is no patch; NULL when resp denies or req has no object). Both are the
+ * caller's (json_object_put). GQ_ENOMEM, or the patch's own errors. */
+gq_code wh_mutate_result(const wh_review_request *req, const wh_review_response *resp,
+                         json_object **patch, json_object **pod, gq_err *err) GQ_WUR;
+
 /* The parsed GPULimitRanges of ns from store (NULL, or without
  * list: none). On success *out (NULL when *n_out is 0) is the caller's, freed with
  * wh_limit_ranges_free. An object that does not parse fails the call

@@ -873,6 +873,55 @@ static void dra_shared_claim_recorded(void **state)
     gq_config_free(cfg);
 }
 
+/* wh_mutate_result: the response's patch applied to the object, the object
+ * itself without a patch, no object for a denial; a patch that does not
+ * apply is an error. */
+static void mutate_result(void **state)
+{
+    (void)state;
+    char *body = at_pod_create_review(
+        "u-result", "team-a",
+        "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"r\","
+        "\"namespace\":\"team-a\"},\"spec\":{\"containers\":[{\"name\":\"c\"}]}}");
+    wh_review_request req;
+    gq_err err;
+    assert_int_equal(wh_review_decode(body, strlen(body), &req, &err), GQ_OK);
+    char add[] = "[{\"op\":\"add\",\"path\":\"/metadata/labels\",\"value\":{\"a\":\"b\"}}]";
+    char bad[] = "[{\"op\":\"remove\",\"path\":\"/metadata/nope\"}]";
+    wh_review_response resp;
+    memset(&resp, 0, sizeof(resp));
+    json_object *patch = NULL, *pod = NULL;
+    resp.allowed = true;
+    resp.patch = add;
+    resp.patch_len = strlen(add);
+    assert_int_equal(wh_mutate_result(&req, &resp, &patch, &pod, &err), GQ_OK);
+    assert_int_equal(json_object_array_length(patch), 1);
+    assert_string_equal(gq_json_get_string(gq_json_meta_object(pod, "labels"), "a"), "b");
+    assert_null(gq_json_meta_object(req.object, "labels"));
+    json_object_put(patch);
+    json_object_put(pod);
+    resp.patch = NULL;
+    resp.patch_len = 0;
+    assert_int_equal(wh_mutate_result(&req, &resp, &patch, &pod, &err), GQ_OK);
+    assert_int_equal(json_object_array_length(patch), 0);
+    assert_ptr_equal(pod, req.object);
+    json_object_put(patch);
+    json_object_put(pod);
+    resp.allowed = false;
+    assert_int_equal(wh_mutate_result(&req, &resp, &patch, &pod, &err), GQ_OK);
+    assert_null(pod);
+    json_object_put(patch);
+    resp.allowed = true;
+    resp.patch = bad;
+    resp.patch_len = strlen(bad);
+    patch = pod = NULL;
+    assert_int_not_equal(wh_mutate_result(&req, &resp, &patch, &pod, &err), GQ_OK);
+    assert_null(patch);
+    assert_null(pod);
+    wh_review_request_dispose(&req);
+    free(body);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -890,6 +939,7 @@ int main(void)
         cmocka_unit_test(dra_claims_recorded),
         cmocka_unit_test(dra_classes_by_driver),
         cmocka_unit_test(dra_shared_claim_recorded),
+        cmocka_unit_test(mutate_result),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,8 +20,10 @@
 #include "quota/pod.h"
 #include "quota/podcost.h"
 #include "quota/quantity.h"
+#include "quota/admission.h"
+#include "quota/snapshot.h"
+#include "quota/tamper.h"
 #include "webhook/review.h"
-#include "webhook/validate.h"
 #include "common/yamljson.h"
 #include "common/json_member.h"
 
@@ -46,14 +48,23 @@ typedef struct admit_opts {
     const char *state_files[STATE_FILES_MAX];
 } admit_opts;
 
+/* The validating decision offline: the verdict and, for an allowed pod,
+ * the quotas that would hold its reservation. */
+typedef struct admit_verdict {
+    gq_verdict verdict;
+    size_t n_charged;
+    char charged[512]; /* "GPUQuota team-a/q, GPUTenantQuota ml" */
+    char reservation_key[GQ_CRD_MAX_STRING];
+} admit_verdict;
+
 /* The outcome of evaluating one pod. */
 typedef struct admit_result {
     const char *ns, *name; /* borrowed from the pod; may be NULL */
     bool allowed;
-    gq_pod pod;           /* the pod under admission, decoded (quota/pod.h) */
-    gq_err err;           /* the denial when !allowed */
-    bool validated;       /* the validating decision ran */
-    wh_validate_result v; /* its outcome */
+    gq_pod pod;      /* the pod under admission, decoded (quota/pod.h) */
+    gq_err err;      /* the denial when !allowed */
+    bool validated;  /* the validating decision ran */
+    admit_verdict v; /* its outcome */
 } admit_result;
 
 static void usage(FILE *f)
@@ -179,8 +190,8 @@ static gq_code evaluate(const gq_config *cfg, json_object *pod, admit_result *r)
 
 /* ---- the validating decision against --state ------------------------------ */
 
-/* Every document of the --state files into ms (pods count toward usage). */
-static gq_code load_state(const gq_config *cfg, const admit_opts *o, wh_memstore *ms, gq_err *err)
+/* Every document of the --state files into snap (pods count toward usage). */
+static gq_code load_state(const gq_config *cfg, const admit_opts *o, gq_snapshot *snap, gq_err *err)
 {
     json_object **docs[STATE_FILES_MAX] = {NULL}, **flat = NULL;
     size_t n_docs[STATE_FILES_MAX] = {0}, n_flat = 0;
@@ -201,7 +212,7 @@ static gq_code load_state(const gq_config *cfg, const admit_opts *o, wh_memstore
         for (size_t i = 0; i < o->state.n; i++)
             for (size_t j = 0; j < n_docs[i]; j++)
                 flat[k++] = docs[i][j];
-        if ((rc = wh_memstore_load_state(ms, cfg, flat, n_flat, (int64_t)time(NULL), err)))
+        if ((rc = gq_snapshot_load_state(snap, cfg, flat, n_flat, (int64_t)time(NULL), err)))
             gq_err_prefix(err, "--state");
     }
     free(flat);
@@ -413,60 +424,94 @@ static gq_code mutate(const gq_config *cfg, const wh_review_request *req, const 
     if (rc)
         return rc;
     m->have_resp = true;
-    const wh_review_response *r = &m->resp;
-    if (r->patch) {
-        if ((rc = gq_json_parse(r->patch, r->patch_len, GQ_JSON_DEFAULT_DEPTH, &m->patch, err)) ||
-            (rc = gq_patch_apply(req->object, m->patch, &m->pod, err)))
-            return rc;
-    } else {
-        if (!(m->patch = json_object_new_array()))
-            return gq_err_oom(err);
-        if (r->allowed)
-            m->pod = json_object_get(req->object);
-    }
-    return GQ_OK;
+    return wh_mutate_result(req, &m->resp, &m->patch, &m->pod, err);
 }
 
-/* The validating webhook's decision on the pod the mutation made, as the
- * API server would store it, against the --state objects in st. Leaves
- * r->allowed false with the message in r->err on denial. */
-static gq_code validate(const gq_config *cfg, const wh_store *st, const wh_review_request *req,
+/* The validating decision on the pod the mutation made, as the API server
+ * would store it, against the --state snapshot: the core's, on this
+ * thread (quota/admission.h, quota/tamper.h), as /validate decides a dry
+ * run on a cluster in that state. Leaves r->allowed false with the message
+ * in r->err on denial. */
+static void charged_add(void *ud, const gq_quota *q)
+{
+    admit_verdict *v = ud;
+    size_t len = strlen(v->charged);
+    snprintf(v->charged + len, sizeof(v->charged) - len, "%s%s %s%s%s", len ? ", " : "",
+             gq_quota_kind_name(q->kind), q->namespace_ ? q->namespace_ : "",
+             q->namespace_ ? "/" : "", q->name);
+    v->n_charged++;
+}
+
+static const char *review_namespace(const wh_review_request *req, json_object *pod)
+{
+    const char *ns = gq_json_get_string(gq_json_member(pod, "metadata"), "namespace");
+    return req->namespace[0] ? req->namespace : ns ? ns : "";
+}
+
+/* A pod CREATE: the admission decision and the quotas it would charge. */
+static gq_code validate_create(const gq_config *cfg, const gq_snapshot *snap,
+                               const wh_review_request *req, json_object *pod, admit_verdict *v,
+                               gq_err *err)
+{
+    gq_admission a;
+    gq_admission_init(&a, &(gq_admission_in){.pod = pod,
+                                             .ns = review_namespace(req, pod),
+                                             .request_uid = req->uid,
+                                             .now = (int64_t)time(NULL),
+                                             .ttl = GQ_RESERVATION_TTL_DEFAULT});
+    gq_code rc = gq_snapshot_decide(cfg, snap, &a, charged_add, v, err);
+    if (!rc) {
+        v->verdict = a.verdict;
+        if (a.must_charge)
+            snprintf(v->reservation_key, sizeof(v->reservation_key), "%s", a.resv.key);
+        if (!a.verdict.allowed) {
+            v->n_charged = 0;
+            v->charged[0] = '\0';
+        }
+    }
+    gq_admission_dispose(&a);
+    return rc;
+}
+
+static bool trusted(const char *username)
+{
+    return !strcmp(username, GQ_TRUSTED_WEBHOOK) || !strcmp(username, GQ_TRUSTED_CONTROLLER);
+}
+
+static gq_code validate(const gq_config *cfg, const gq_snapshot *snap, const wh_review_request *req,
                         const mutation *m, admit_result *r, gq_err *err)
 {
-    wh_validator *v = NULL;
-    wh_review_request vreq;
-    wh_review_response resp;
-    json_object *root = NULL, *rq = NULL;
-    bool have_req = false;
+    json_object *obj = m->pod ? m->pod : req->object;
+    admit_verdict *v = &r->v;
     gq_code rc = GQ_OK;
-    if (m->pod && m->pod != req->object) {
-        /* A copy of the review carrying the patched object. */
-        if (json_object_deep_copy(req->root, &root, NULL) ||
-            !json_object_object_get_ex(root, "request", &rq) ||
-            json_object_object_add(rq, "object", json_object_get(m->pod))) {
-            json_object_put(root);
-            return gq_err_oom(err);
-        }
-        if ((rc = wh_review_decode_json(root, &vreq, err)))
-            goto out;
-        have_req = true;
-        req = &vreq;
+    memset(v, 0, sizeof(*v));
+    v->verdict.allowed = true;
+    switch (wh_review_target_of(req)) {
+    case WH_TARGET_POD_CREATE:
+        if (!obj)
+            gq_verdict_deny(&v->verdict, GQ_EDENIED, "request.object is missing");
+        else
+            rc = validate_create(cfg, snap, req, obj, v, err);
+        break;
+    case WH_TARGET_POD_UPDATE:
+        if (!trusted(req->username))
+            gq_tamper_pod_update(req->old_object, obj, &v->verdict);
+        break;
+    case WH_TARGET_CLAIM_WRITE:
+        if (!trusted(req->username) && obj)
+            gq_tamper_claim_write(req->old_object, obj, &v->verdict);
+        break;
+    case WH_TARGET_OTHER:
+        break;
     }
-    /* One pod: its charges run on this thread, no charger threads. */
-    if ((rc = wh_validator_new(cfg, st, &(wh_validate_opts){.inline_charges = true}, &v, err)) ||
-        (rc = wh_validate_review(v, req, &resp, &r->v, err)))
-        goto out;
-    wh_review_response_dispose(&resp);
+    if (rc)
+        return rc;
     r->validated = true;
-    if (!r->v.allowed) {
+    if (!v->verdict.allowed) {
         r->allowed = false;
-        gq_err_set(&r->err, GQ_EDENIED, "%s", r->v.message);
+        gq_err_set(&r->err, GQ_EDENIED, "%s", v->verdict.message);
     }
-out:
-    wh_validator_free(v);
-    if (have_req)
-        wh_review_request_dispose(&vreq);
-    return rc;
+    return GQ_OK;
 }
 
 static const char *json_text(json_object *v, int flags)
@@ -550,7 +595,8 @@ typedef struct admit_run {
     bool recorded; /* the input was a recorded review */
     wh_review_request req;
     bool have_req;
-    wh_memstore *ms;
+    gq_snapshot *snap; /* the cluster of --state */
+    wh_memstore *ms;   /* snap behind the store seam, for the mutation */
     wh_store st;
     bool is_pod; /* the webhook rewrites it: its cost is explained */
     admit_result r;
@@ -571,6 +617,7 @@ static void admit_run_dispose(admit_run *run)
 {
     mutation_dispose(&run->m);
     wh_memstore_free(run->ms);
+    gq_snapshot_free(run->snap);
     if (run->have_req)
         wh_review_request_dispose(&run->req);
     json_object_put(run->review);
@@ -608,8 +655,9 @@ static gq_code load_cluster(admit_run *run)
         return rc;
     }
     run->have_req = true;
-    if ((rc = wh_memstore_new(&run->ms, &run->err)) ||
-        (rc = load_state(run->cfg, run->o, run->ms, &run->err)))
+    if ((rc = gq_snapshot_new(&run->snap, &run->err)) ||
+        (rc = load_state(run->cfg, run->o, run->snap, &run->err)) ||
+        (rc = wh_memstore_over(run->snap, &run->ms, &run->err)))
         return rc;
     wh_memstore_store(run->ms, &run->st);
     return GQ_OK;
@@ -643,7 +691,7 @@ static gq_code decide(admit_run *run)
     r->allowed = run->m.resp.allowed;
     if (!r->allowed)
         gq_err_set(&r->err, GQ_EDENIED, "%s", run->m.resp.message ? run->m.resp.message : "");
-    if (r->allowed && (rc = validate(run->cfg, &run->st, &run->req, &run->m, r, &run->err)))
+    if (r->allowed && (rc = validate(run->cfg, run->snap, &run->req, &run->m, r, &run->err)))
         return rc;
     if (run->recorded)
         drop_managed_fields(run->m.pod);

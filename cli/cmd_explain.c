@@ -18,9 +18,7 @@
 #include "cli/cli_args.h"
 #include "quota/config.h"
 #include "quota/crd.h"
-#include "quota/jsonpatch.h"
 #include "common/buf.h"
-#include "common/jsonutil.h"
 #include "kube/kube.h"
 #include "webhook/mutation.h"
 #include "cli/plugin.h"
@@ -117,15 +115,17 @@ static gq_code server_dry_run(kube_client *c, const char *ns, json_object *pod, 
 
 /* ---- the rewrite of a refused pod ------------------------------------------ */
 
-/* The namespace's GPULimitRanges as the mutating webhook reads them. */
-static gq_code list_lrs(void *ctx, const char *ns, json_object **out, gq_err *err)
+/* The namespace's GPULimitRanges as the mutating webhook reads them (no
+ * quotas: the cluster's dry run decides those). */
+static gq_code list_lrs(void *ctx, wh_list_kind kind, const char *ns, json_object **out,
+                        gq_err *err)
 {
     const cli_objs *lrs = ctx;
     json_object *arr = json_object_new_array();
     (void)ns; /* listed in the pod's namespace already */
     if (!arr)
         return gq_err_oom(err);
-    for (size_t i = 0; i < lrs->n; i++)
+    for (size_t i = 0; kind == WH_LIST_LIMIT_RANGES && i < lrs->n; i++)
         if (json_object_array_add(arr, json_object_get(lrs->v[i]))) {
             json_object_put(lrs->v[i]);
             json_object_put(arr);
@@ -143,11 +143,11 @@ static gq_code list_lrs(void *ctx, const char *ns, json_object **out, gq_err *er
 static gq_code rewrite_offline(const gq_config *cfg, json_object *pod, const char *ns,
                                const cli_objs *lrs, json_object **out, gq_err *err)
 {
-    json_object *copy = NULL, *review = NULL, *patch = NULL;
+    json_object *copy = NULL, *review = NULL, *patch = NULL, *made = NULL;
     wh_review_request req;
     wh_review_response resp;
     wh_mutate_info info;
-    wh_store src = {.ctx = (void *)lrs, .list_limit_ranges = list_lrs};
+    wh_store src = {.ctx = (void *)lrs, .list = list_lrs};
     bool have_req = false, have_resp = false;
     gq_code rc;
     *out = NULL;
@@ -166,14 +166,8 @@ static gq_code rewrite_offline(const gq_config *cfg, json_object *pod, const cha
     if ((rc = wh_mutate_review_store(cfg, &req, &src, &resp, &info, err)))
         goto out;
     have_resp = true;
-    if (!resp.allowed)
-        goto out;
-    if (resp.patch) {
-        if (!(rc = gq_json_parse(resp.patch, resp.patch_len, GQ_JSON_DEFAULT_DEPTH, &patch, err)))
-            rc = gq_patch_apply(req.object, patch, out, err);
-    } else {
-        *out = json_object_get(req.object);
-    }
+    if (!(rc = wh_mutate_result(&req, &resp, &patch, &made, err)))
+        *out = made;
 out:
     json_object_put(patch);
     if (have_resp)

@@ -1,6 +1,9 @@
 #include "common/htab.h"
 
 #include <stdlib.h>
+#include <string.h>
+
+#include "common/hash.h"
 
 /* The largest bucket count whose array size fits a size_t. */
 #define MAX_BUCKETS (((size_t)-1 / sizeof(gq_hnode *) / 2) + 1)
@@ -147,4 +150,30 @@ gq_hnode *gq_htab_iter_next(gq_htab_iter *it)
     if (cur)
         it->next = cur->next ? cur->next : scan(it);
     return cur;
+}
+
+void *gq_htab_find_named(const gq_htab *t, size_t node_off, size_t name_off, const char *key)
+{
+    for (gq_hnode *n = gq_htab_first(t, gq_fnv1a(key)); n; n = gq_htab_next(n)) {
+        char *entry = (char *)n - node_off;
+        if (!strcmp(entry + name_off, key))
+            return entry;
+    }
+    return NULL;
+}
+
+void *gq_htab_add_named(gq_htab *t, size_t size, size_t node_off, size_t name_off, const char *key,
+                        size_t *bytes)
+{
+    size_t len = strlen(key);
+    if (len > SIZE_MAX - size - 1)
+        return NULL;
+    char *entry = calloc(1, size + len + 1);
+    if (!entry)
+        return NULL;
+    memcpy(entry + name_off, key, len + 1);
+    gq_htab_insert(t, (gq_hnode *)(void *)(entry + node_off), gq_fnv1a(key));
+    if (bytes)
+        *bytes = size + len + 1;
+    return entry;
 }

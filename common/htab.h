@@ -76,6 +76,25 @@ gq_hnode *gq_htab_next(const gq_hnode *node);
 gq_hnode *gq_htab_find(const gq_htab *t, uint64_t hash,
                        int (*eq)(const gq_hnode *node, const void *key), const void *key);
 
+/* Entries named by a string: a struct that embeds a gq_hnode and ends with
+ * its name as a flexible array member (char name[]), filed under
+ * gq_fnv1a(name). The offsets say where the node and the name are. */
+
+/* The entry named key, NULL if none. */
+void *gq_htab_find_named(const gq_htab *t, size_t node_off, size_t name_off, const char *key);
+
+/* A new zeroed entry of size bytes plus a copy of key at name_off,
+ * inserted under key (which no entry may carry yet). NULL when it cannot
+ * be allocated; *bytes (may be NULL) is set to what was allocated. */
+void *gq_htab_add_named(gq_htab *t, size_t size, size_t node_off, size_t name_off, const char *key,
+                        size_t *bytes);
+
+#define GQ_HTAB_FIND_NAMED(t, type, node, name, key)                                               \
+    ((type *)gq_htab_find_named((t), offsetof(type, node), offsetof(type, name), (key)))
+#define GQ_HTAB_ADD_NAMED(t, type, node, name, key, bytes)                                         \
+    ((type *)gq_htab_add_named((t), sizeof(type), offsetof(type, node), offsetof(type, name),      \
+                               (key), (bytes)))
+
 /* Bytes held by the bucket array (for memory accounting). */
 size_t gq_htab_bytes(const gq_htab *t);
 

@@ -45,21 +45,11 @@ bool ctl_make_key(char key[KEY_MAX], char kind, const char *ns, const char *name
 
 kstate *ctl_ks_get(ctl_controller *c, const char *key, bool create)
 {
-    uint64_t h = gq_fnv1a(key);
-    for (gq_hnode *n = gq_htab_first(&c->ks, h); n; n = gq_htab_next(n)) {
-        kstate *k = GQ_HTAB_ENTRY(n, kstate, node);
-        if (!strcmp(k->key, key))
-            return k;
-    }
-    if (!create)
-        return NULL;
-    size_t len = strlen(key);
-    kstate *k = calloc(1, sizeof(*k) + len + 1);
-    if (!k)
-        return NULL;
-    memcpy(k->key, key, len + 1);
-    http_histogram_init(&k->wait, ctl_wait_bounds, W_BUCKETS);
-    gq_htab_insert(&c->ks, &k->node, h);
+    kstate *k = GQ_HTAB_FIND_NAMED(&c->ks, kstate, node, key, key);
+    if (k || !create)
+        return k;
+    if ((k = GQ_HTAB_ADD_NAMED(&c->ks, kstate, node, key, key, NULL)))
+        http_histogram_init(&k->wait, ctl_wait_bounds, W_BUCKETS);
     return k;
 }
 

@@ -112,12 +112,7 @@ void ctl_podstore_free(ctl_podstore *s)
 
 static ctl_ns *ns_find(ctl_podstore *s, const char *name)
 {
-    for (gq_hnode *x = gq_htab_first(&s->nss, gq_fnv1a(name)); x; x = gq_htab_next(x)) {
-        ctl_ns *n = GQ_HTAB_ENTRY(x, ctl_ns, node);
-        if (!strcmp(n->name, name))
-            return n;
-    }
-    return NULL;
+    return GQ_HTAB_FIND_NAMED(&s->nss, ctl_ns, node, name, name);
 }
 
 /* The namespace entry for name with one more reference; write lock held. */
@@ -128,14 +123,11 @@ static ctl_ns *ns_ref(ctl_podstore *s, const char *name)
         n->refs++;
         return n;
     }
-    size_t len = strlen(name);
-    n = calloc(1, sizeof(*n) + len + 1);
-    if (!n)
+    size_t bytes;
+    if (!(n = GQ_HTAB_ADD_NAMED(&s->nss, ctl_ns, node, name, name, &bytes)))
         return NULL;
-    memcpy(n->name, name, len + 1);
     n->refs = 1;
-    gq_htab_insert(&s->nss, &n->node, gq_fnv1a(name));
-    s->bytes += sizeof(*n) + len + 1;
+    s->bytes += bytes;
     return n;
 }
 

@@ -101,29 +101,15 @@ void ctl_workqueue_free(ctl_workqueue *q)
     free(q);
 }
 
-static int key_eq(const gq_hnode *n, const void *key)
-{
-    return !strcmp(GQ_HTAB_ENTRY(n, const qitem, node)->key, key);
-}
-
 static qitem *find(ctl_workqueue *q, const char *key)
 {
-    gq_hnode *n = gq_htab_find(&q->items, gq_fnv1a(key), key_eq, key);
-    return n ? GQ_HTAB_ENTRY(n, qitem, node) : NULL;
+    return GQ_HTAB_FIND_NAMED(&q->items, qitem, node, key, key);
 }
 
 static qitem *find_or_new(ctl_workqueue *q, const char *key)
 {
     qitem *it = find(q, key);
-    if (it)
-        return it;
-    size_t len = strlen(key);
-    it = calloc(1, sizeof(*it) + len + 1);
-    if (!it)
-        return NULL;
-    memcpy(it->key, key, len + 1);
-    gq_htab_insert(&q->items, &it->node, gq_fnv1a(key));
-    return it;
+    return it ? it : GQ_HTAB_ADD_NAMED(&q->items, qitem, node, key, key, NULL);
 }
 
 /* Forget items that carry no state any more. */

@@ -171,12 +171,13 @@ gq_code kube_parse_time(const char *s, int64_t *unix_us) GQ_WUR;
 /* ------------------------------------------------------------------------ */
 /* Watch stream parser                                                       */
 
+/* The watch event types, in the order of kube_event_type_name's table. */
 typedef enum kube_event_type {
-    KUBE_EVENT_ADDED = 0,
-    KUBE_EVENT_MODIFIED = 1,
-    KUBE_EVENT_DELETED = 2,
-    KUBE_EVENT_BOOKMARK = 3,
-    KUBE_EVENT_ERROR = 4,
+    KUBE_EVENT_ADDED,
+    KUBE_EVENT_MODIFIED,
+    KUBE_EVENT_DELETED,
+    KUBE_EVENT_BOOKMARK,
+    KUBE_EVENT_ERROR,
 } kube_event_type;
 
 const char *kube_event_type_name(kube_event_type t);

@@ -18,6 +18,14 @@ void gq_verdict_vdeny(gq_verdict *v, gq_code code, const char *fmt, va_list ap)
     v->code = code;
 }
 
+void gq_verdict_deny(gq_verdict *v, gq_code code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    gq_verdict_vdeny(v, code, fmt, ap);
+    va_end(ap);
+}
+
 void gq_admission_deny(gq_admission *a, gq_code code, const char *fmt, ...)
 {
     va_list ap;
@@ -80,9 +88,7 @@ void gq_admission_dispose(gq_admission *a)
 {
     choice_dispose(a);
     gq_pod_dispose(&a->pod);
-    for (size_t i = 0; i < a->n_lrs && a->lrs; i++)
-        gq_limit_range_free(a->lrs[i]);
-    free(a->lrs);
+    gq_limit_range_list_free(a->lrs, a->n_lrs);
     for (size_t i = 0; a->snap.fresh && i < a->n_set; i++)
         json_object_put(a->snap.fresh[i]);
     free(a->snap.fresh);
@@ -125,27 +131,18 @@ static bool limit_ranges(gq_admission *a, gq_code *rc)
     gq_err_clear(&e);
     if (!have(a, GQ_NEED_LIMIT_RANGES))
         return false;
-    if (a->lrs || !a->snap.limit_ranges)
-        return true;
     json_object *arr = a->snap.limit_ranges;
-    size_t n = json_object_is_type(arr, json_type_array) ? json_object_array_length(arr) : 0;
-    if (n && !(a->lrs = calloc(n, sizeof(*a->lrs)))) {
-        *rc = GQ_ENOMEM;
+    if (a->lrs || !json_object_is_type(arr, json_type_array))
+        return true; /* parsed, or none */
+    size_t bad;
+    if (!(*rc = gq_limit_range_list_parse(arr, &a->lrs, &a->n_lrs, &bad, &e)))
+        return true;
+    if (*rc == GQ_ENOMEM)
         return false;
-    }
-    for (; a->n_lrs < n; a->n_lrs++) {
-        json_object *o = json_object_array_get_idx(arr, a->n_lrs);
-        if ((*rc = gq_limit_range_parse(o, &a->lrs[a->n_lrs], &e))) {
-            if (*rc == GQ_ENOMEM)
-                return false;
-            const char *name = gq_json_meta_string(o, "name");
-            gq_admission_deny(a, *rc, "GPULimitRange %s is invalid: %s", name ? name : "(unnamed)",
-                              e.msg);
-            *rc = GQ_OK;
-            return false;
-        }
-    }
-    return true;
+    const char *name = gq_json_meta_string(json_object_array_get_idx(arr, bad), "name");
+    gq_admission_deny(a, *rc, "GPULimitRange %s is invalid: %s", name ? name : "(unnamed)", e.msg);
+    *rc = GQ_OK;
+    return false;
 }
 
 /* The snapshot's quotas, parsed once; one that does not parse denies
@@ -757,5 +754,67 @@ gq_code gq_admission_decide(const gq_config *cfg, gq_admission *a, gq_err *err)
     if (rc == GQ_ENOMEM)
         return gq_err_oom(err);
     a->done = !rc && !a->need;
+    return rc;
+}
+
+/* ---- a quota to charge, checked on a fresh read ------------------------------ */
+
+bool gq_quota_charges_claim(const gq_quota *q, const char *uid)
+{
+    for (size_t k = 0; q && k < q->n_reservations; k++)
+        if (q->reservations[k].claim && !strcmp(q->reservations[k].key, uid))
+            return true;
+    return false;
+}
+
+void gq_admission_charge_for(const gq_reservation *resv, const gq_reservation *claims,
+                             size_t n_claims, bool (*charged)(void *ud, const char *uid), void *ud,
+                             gq_amounts *out, bool fresh[GQ_POD_MAX_CLAIMS])
+{
+    gq_shared_claim sc[GQ_POD_MAX_CLAIMS];
+    gq_claim_ref refs[GQ_POD_MAX_CLAIMS];
+    size_t n = n_claims < GQ_POD_MAX_CLAIMS ? n_claims : GQ_POD_MAX_CLAIMS;
+    *out = resv->amounts;
+    for (size_t k = 0; k < n; k++) {
+        const gq_reservation *r = &claims[k];
+        memset(&sc[k], 0, sizeof(sc[k]));
+        snprintf(sc[k].uid, sizeof(sc[k].uid), "%s", r->key);
+        sc[k].memory = r->amounts.v[GQ_KEY_GPU_MEMORY];
+        sc[k].gpus = r->amounts.v[GQ_KEY_GPUS];
+        refs[k] = (gq_claim_ref){&sc[k], k};
+        fresh[k] = false;
+    }
+    size_t kept = gq_claims_once(refs, n, charged, ud);
+    for (size_t k = 0; k < kept; k++) {
+        const gq_amounts *a = &claims[refs[k].owner].amounts;
+        fresh[refs[k].owner] = true;
+        for (int key = 0; key < GQ_KEY_COUNT; key++)
+            if (__builtin_add_overflow(out->v[key], a->v[key], &out->v[key]))
+                out->v[key] = INT64_MAX;
+    }
+}
+
+static bool quota_charged(void *ud, const char *uid)
+{
+    return gq_quota_charges_claim(ud, uid);
+}
+
+gq_code gq_admission_check_fresh(const gq_admission *a, const gq_quota *fresh, int64_t now,
+                                 bool *counts, gq_err *err)
+{
+    gq_amounts charge;
+    bool fresh_claim[GQ_POD_MAX_CLAIMS];
+    const gq_quota *one = fresh;
+    size_t idx, n_idx = 0;
+    gq_admission_charge_for(&a->resv, a->claims, a->n_claims, quota_charged, (void *)fresh, &charge,
+                            fresh_claim);
+    gq_quota_snapshot snap = {.quotas = &one,
+                              .n = 1,
+                              .ns_labels = a->snap.ns_labels,
+                              .now = now,
+                              .reservation_key = a->resv.key};
+    gq_code rc = gq_quota_evaluate(&snap, &a->pod.facts, &charge, &idx, &n_idx, err);
+    if (!rc)
+        *counts = n_idx > 0;
     return rc;
 }

@@ -50,6 +50,9 @@ typedef enum gq_admission_need {
     GQ_NEED_FRESH_QUOTA = 1u << 3,
 } gq_admission_need;
 
+/* How long a reservation lives unless a webhook is told otherwise. */
+#define GQ_RESERVATION_TTL_DEFAULT 120 /* seconds */
+
 /* What a decision is about. Borrowed: it must outlive the decision. */
 typedef struct gq_admission_in {
     json_object *pod;        /* the pod as sent */
@@ -126,11 +129,35 @@ void gq_admission_dispose(gq_admission *a);
  * wrong is a denial. */
 gq_code gq_admission_decide(const gq_config *cfg, gq_admission *a, gq_err *err) GQ_WUR;
 
+/* Whether quota q charges the shared claim uid already: a claim record of
+ * it (live, or counted by the controller). */
+bool gq_quota_charges_claim(const gq_quota *q, const char *uid);
+
+/* What a pod adds to a quota: its own part (resv) plus each of the shared
+ * claims claims[0..n_claims) that the quota does not charge yet, as
+ * charged(ud, uid) tells (gq_claims_once; charged NULL: none is). fresh[k]
+ * says which of claims those are. */
+void gq_admission_charge_for(const gq_reservation *resv, const gq_reservation *claims,
+                             size_t n_claims, bool (*charged)(void *ud, const char *uid), void *ud,
+                             gq_amounts *out, bool fresh[GQ_POD_MAX_CLAIMS]);
+
+/* The check of one quota to charge on a fresh read of it (fresh, parsed),
+ * writing nothing: what the dry run and the offline verdict do where the
+ * webhook charges. The decided pod (a, allowed with must_charge) adds its
+ * own part and the shared claims fresh does not charge yet; now is Unix
+ * seconds. GQ_OK with *counts when fresh counts the pod (it would hold a
+ * reservation), GQ_EDENIED with Kubernetes' wording in err when the pod
+ * would take it past hard; other codes (GQ_ENOMEM, a quota that cannot be
+ * evaluated) with err saying why. */
+gq_code gq_admission_check_fresh(const gq_admission *a, const gq_quota *fresh, int64_t now,
+                                 bool *counts, gq_err *err) GQ_WUR;
+
 /* Deny with a message (a read the caller could not make: fail closed);
  * the decision is made. */
 void gq_admission_deny(gq_admission *a, gq_code code, const char *fmt, ...) GQ_PRINTF(3, 4);
 
-/* Deny into a verdict (v's message formatted from fmt and ap). */
+/* Deny into a verdict (v's message formatted from fmt, and ap). */
+void gq_verdict_deny(gq_verdict *v, gq_code code, const char *fmt, ...) GQ_PRINTF(3, 4);
 void gq_verdict_vdeny(gq_verdict *v, gq_code code, const char *fmt, va_list ap) GQ_PRINTF(3, 0);
 
 /* "ns/name" of a GPUQuota, "name" of a GPUTenantQuota, and their kinds. */

@@ -743,6 +743,39 @@ void gq_limit_range_free(gq_limit_range *lr)
     free(lr);
 }
 
+void gq_limit_range_list_free(gq_limit_range **lrs, size_t n)
+{
+    for (size_t i = 0; lrs && i < n; i++)
+        gq_limit_range_free(lrs[i]);
+    free(lrs);
+}
+
+gq_code gq_limit_range_list_parse(json_object *arr, gq_limit_range ***out, size_t *n_out,
+                                  size_t *bad, gq_err *err)
+{
+    size_t n = 0, i = 0;
+    gq_limit_range **lrs = NULL;
+    gq_code rc = GQ_OK;
+    if (bad)
+        *bad = SIZE_MAX;
+    if (arr && !json_object_is_type(arr, json_type_array))
+        return gq_err_set(err, GQ_EINVAL, "not a list");
+    n = arr ? json_object_array_length(arr) : 0;
+    if (n && !(lrs = calloc(n, sizeof(*lrs))))
+        return gq_err_oom(err);
+    for (; i < n && !rc; i++)
+        rc = gq_limit_range_parse(json_object_array_get_idx(arr, i), &lrs[i], err);
+    if (rc) {
+        if (bad)
+            *bad = i - 1;
+        gq_limit_range_list_free(lrs, n);
+        return rc;
+    }
+    *out = lrs;
+    *n_out = n;
+    return GQ_OK;
+}
+
 static gq_code parse_mem_map(json_object *it, const char *key, const char *field, bool *has,
                              gq_amounts *out, gq_err *err)
 {

@@ -206,4 +206,16 @@ typedef struct gq_limit_range {
 gq_code gq_limit_range_parse(json_object *obj, gq_limit_range **out, gq_err *err) GQ_WUR;
 void gq_limit_range_free(gq_limit_range *lr);
 
+/* Parse the GPULimitRanges of a list (a JSON array as a store lists them;
+ * NULL: none), the one parser /mutate and /validate read them with. On
+ * success *out (NULL when *n_out is 0) is the caller's
+ * (gq_limit_range_list_free). GQ_EINVAL when arr is not an array, or an
+ * item does not parse (err says why); GQ_ENOMEM. *bad (bad may be NULL)
+ * is then the index of the item that failed, SIZE_MAX for no item.
+ * Nothing is returned on failure. */
+gq_code gq_limit_range_list_parse(json_object *arr, gq_limit_range ***out, size_t *n_out,
+                                  size_t *bad, gq_err *err) GQ_WUR;
+/* Free what gq_limit_range_list_parse returned; NULL is accepted. */
+void gq_limit_range_list_free(gq_limit_range **lrs, size_t n);
+
 #endif

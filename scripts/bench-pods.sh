@@ -49,9 +49,6 @@
 # prints where its CPU goes per create; GQ_BENCH_PROFILE_PODS, 8000 per run;
 # the churns are profiled too, over the middle half of each).
 set -euo pipefail
-build=${1:?usage: bench-pods.sh BUILD_DIR}
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-GQ=$(cd "$build" && pwd)/gpuquota
 PODS=${GQ_BENCH_PODS:-1000}
 ROUNDS=${GQ_BENCH_ROUNDS:-1}
 SCALE_PODS=${GQ_BENCH_SCALE_PODS:-20000}
@@ -65,17 +62,10 @@ PROFILE=${GQ_BENCH_PROFILE:-0}
 PROFILE_PODS=${GQ_BENCH_PROFILE_PODS:-8000}
 if ((PROFILE)); then export GQ_APISERVER_PROFILING=true; fi
 
-if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
-    export PATH=/usr/local/go/bin:$PATH
-fi
-out=${GQ_BENCH_OUT:-}
-keep_out=1
-if [[ -z $out ]]; then
-    out=$(mktemp -d /tmp/gq-bench-pods.XXXXXX)
-    keep_out=0
-fi
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
+# shellcheck source=scripts/bench-out.sh
+. "$(dirname "$0")/bench-out.sh"
+bench_out bench-pods "${1:-}"
+
 E2E=$out/e2e
 podcreate=$out/podcreate
 started=$SECONDS

@@ -23,23 +23,12 @@
 # GQ_BENCH_QUEUE_NS (100), GQ_BENCH_OUT (folder kept with logs; default a
 # temporary one, removed).
 set -euo pipefail
-build=${1:?usage: bench-queue.sh BUILD_DIR}
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-GQ=$(cd "$build" && pwd)/gpuquota
+# shellcheck source=scripts/bench-out.sh
+. "$(dirname "$0")/bench-out.sh"
+bench_out bench-queue "${1:-}"
 LAT=${GQ_BENCH_QUEUE_LAT:-100}
 PODS=${GQ_BENCH_QUEUE_PODS:-10000}
 NSN=${GQ_BENCH_QUEUE_NS:-100}
-if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
-    export PATH=/usr/local/go/bin:$PATH
-fi
-out=${GQ_BENCH_OUT:-}
-keep_out=1
-if [[ -z $out ]]; then
-    out=$(mktemp -d /tmp/gq-bench-queue.XXXXXX)
-    keep_out=0
-fi
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
 export GQ_E2E_DIR=$out/e2e GQ ROOT
 podcreate=$out/podcreate
 cleanup() {

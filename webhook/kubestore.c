@@ -14,7 +14,14 @@
 #include "quota/crd.h"
 #include "quota/podqueue.h"
 
-enum { C_QUOTA = 0, C_TENANT, C_LIMITRANGE, C_NAMESPACE, C_COUNT };
+/* The caches; the first three are the kinds wh_store.list lists. */
+enum {
+    C_QUOTA = WH_LIST_QUOTAS,
+    C_TENANT = WH_LIST_TENANT_QUOTAS,
+    C_LIMITRANGE = WH_LIST_LIMIT_RANGES,
+    C_NAMESPACE,
+    C_COUNT
+};
 
 static const char *const cache_paths[C_COUNT] = {
     WH_GQ_PATH "/gpuquotas",
@@ -558,19 +565,9 @@ static gq_code list_records(wh_kubestore *ks, int which, const char *ns, json_ob
     return rc;
 }
 
-static gq_code ks_list_quotas(void *ctx, const char *ns, json_object **out, gq_err *err)
+static gq_code ks_list(void *ctx, wh_list_kind kind, const char *ns, json_object **out, gq_err *err)
 {
-    return list_records(ctx, C_QUOTA, ns, out, err);
-}
-
-static gq_code ks_list_tenants(void *ctx, json_object **out, gq_err *err)
-{
-    return list_records(ctx, C_TENANT, NULL, out, err);
-}
-
-static gq_code ks_list_limit_ranges(void *ctx, const char *ns, json_object **out, gq_err *err)
-{
-    return list_records(ctx, C_LIMITRANGE, ns, out, err);
+    return list_records(ctx, (int)kind, kind == WH_LIST_TENANT_QUOTAS ? NULL : ns, out, err);
 }
 
 typedef struct one_text {
@@ -820,9 +817,7 @@ static gq_code ks_list_group_pods(void *ctx, const char *ns, const char *group, 
 void wh_kubestore_store(wh_kubestore *ks, wh_store *out)
 {
     out->ctx = ks;
-    out->list_quotas = ks_list_quotas;
-    out->list_tenant_quotas = ks_list_tenants;
-    out->list_limit_ranges = ks_list_limit_ranges;
+    out->list = ks_list;
     out->namespace_labels = ks_namespace_labels;
     out->get_quota = ks_get_quota;
     out->update_status = ks_update_status;

@@ -1,507 +1,125 @@
 #include "webhook/memstore.h"
 
-#include <inttypes.h>
 #include <pthread.h>
-#include <stdio.h>
+#include <stdbool.h>
 #include <stdlib.h>
-#include <string.h>
-
-#include "quota/pod.h"
-#include "quota/podcost.h"
-#include "quota/podqueue.h"
-#include "quota/policy.h"
-#include "common/grow.h"
-#include "common/json_member.h"
-
-typedef enum mkind { MK_QUOTA = 0, MK_TENANT, MK_LIMITRANGE, MK_NAMESPACE, MK_COUNT_ } mkind;
-
-static const char *const kind_names[MK_COUNT_] = {GQ_KIND_GPUQUOTA, GQ_KIND_GPUTENANTQUOTA,
-                                                  GQ_KIND_GPULIMITRANGE, "Namespace"};
-
-typedef struct entry {
-    mkind kind;
-    char *ns; /* NULL for cluster-scoped kinds */
-    char *name;
-    json_object *obj;
-} entry;
 
 struct wh_memstore {
     pthread_mutex_t mu;
-    entry *e;
-    size_t n, cap;
-    uint64_t rv;
+    gq_snapshot *s;
+    bool owns; /* s is the store's own */
 };
 
-gq_code wh_memstore_new(wh_memstore **out, gq_err *err)
+gq_code wh_memstore_over(gq_snapshot *s, wh_memstore **out, gq_err *err)
 {
     wh_memstore *m = calloc(1, sizeof(*m));
     if (!m)
         return gq_err_oom(err);
     pthread_mutex_init(&m->mu, NULL);
-    m->rv = 1000;
+    m->s = s;
     *out = m;
     return GQ_OK;
+}
+
+gq_code wh_memstore_new(wh_memstore **out, gq_err *err)
+{
+    gq_snapshot *s = NULL;
+    gq_code rc = gq_snapshot_new(&s, err);
+    if (!rc && (rc = wh_memstore_over(s, out, err)))
+        gq_snapshot_free(s);
+    if (!rc)
+        (*out)->owns = true;
+    return rc;
 }
 
 void wh_memstore_free(wh_memstore *m)
 {
     if (!m)
         return;
-    for (size_t i = 0; i < m->n; i++) {
-        free(m->e[i].ns);
-        free(m->e[i].name);
-        json_object_put(m->e[i].obj);
-    }
-    free(m->e);
+    if (m->owns)
+        gq_snapshot_free(m->s);
     pthread_mutex_destroy(&m->mu);
     free(m);
 }
 
-static int kind_of(const char *kind)
-{
-    for (int k = 0; k < MK_COUNT_; k++)
-        if (kind && !strcmp(kind, kind_names[k]))
-            return k;
-    return -1;
-}
-
-static json_object *copy(json_object *o)
-{
-    json_object *c = NULL;
-    if (json_object_deep_copy(o, &c, NULL))
-        return NULL;
-    return c;
-}
-
-/* Call with m->mu held. */
-static entry *find(wh_memstore *m, mkind kind, const char *ns, const char *name)
-{
-    for (size_t i = 0; i < m->n; i++) {
-        entry *e = &m->e[i];
-        if (e->kind == kind && !strcmp(e->name, name) && !strcmp(e->ns ? e->ns : "", ns ? ns : ""))
-            return e;
-    }
-    return NULL;
-}
-
-/* Stamp a fresh resourceVersion on obj. Call with m->mu held. */
-static gq_code stamp(wh_memstore *m, json_object *obj)
-{
-    char buf[32];
-    json_object *meta = gq_json_member(obj, "metadata");
-    snprintf(buf, sizeof(buf), "%" PRIu64, ++m->rv);
-    json_object *s = json_object_new_string(buf);
-    if (!s || json_object_object_add(meta, "resourceVersion", s)) {
-        json_object_put(s);
-        return GQ_ENOMEM;
-    }
-    return GQ_OK;
-}
-
-/* A new entry for object c (taken on success) of kind k named ns/name;
- * GQ_ENOMEM or GQ_OK. The caller holds the lock. */
-static gq_code append_entry(wh_memstore *m, mkind k, const char *ns, const char *name,
-                            json_object *c)
-{
-    entry *grown = gq_grow(m->e, &m->cap, m->n, sizeof(*grown), 16);
-    if (!grown)
-        return GQ_ENOMEM;
-    m->e = grown;
-    entry *ne = &m->e[m->n];
-    ne->kind = k;
-    ne->name = strdup(name);
-    ne->ns = ns ? strdup(ns) : NULL;
-    if (!ne->name || (ns && !ne->ns)) {
-        free(ne->name);
-        free(ne->ns);
-        return GQ_ENOMEM;
-    }
-    ne->obj = c;
-    m->n++;
-    return GQ_OK;
-}
-
 gq_code wh_memstore_apply(wh_memstore *m, json_object *obj, gq_err *err)
 {
-    const char *kname = gq_json_get_string(obj, "kind");
-    int k = kind_of(kname);
-    json_object *meta = gq_json_member(obj, "metadata");
-    const char *name = gq_json_get_string(meta, "name");
-    const char *ns = gq_json_get_string(meta, "namespace");
-    if (k < 0)
-        return gq_err_set(err, GQ_EINVAL, "kind %s cannot be stored", kname ? kname : "(none)");
-    if (!name || !name[0])
-        return gq_err_set(err, GQ_EINVAL, "%s without metadata.name", kname);
-    bool namespaced = k == MK_QUOTA || k == MK_LIMITRANGE;
-    if (namespaced && (!ns || !ns[0]))
-        return gq_err_set(err, GQ_EINVAL, "%s %s without metadata.namespace", kname, name);
-    if (!namespaced)
-        ns = NULL;
-    json_object *c = copy(obj);
-    if (!c)
-        return gq_err_oom(err);
     pthread_mutex_lock(&m->mu);
-    gq_code rc = stamp(m, c);
-    entry *e = rc ? NULL : find(m, (mkind)k, ns, name);
-    if (rc) {
-        /* fall through to cleanup */
-    } else if (e) {
-        json_object_put(e->obj);
-        e->obj = c;
-        c = NULL;
-    } else if (m->n >= WH_MEMSTORE_MAX_OBJECTS) {
-        rc = gq_err_set(err, GQ_ELIMIT, "more than %d objects", WH_MEMSTORE_MAX_OBJECTS);
-    } else if (!(rc = append_entry(m, (mkind)k, ns, name, c))) {
-        c = NULL;
-    }
+    gq_code rc = gq_snapshot_apply(m->s, obj, err);
     pthread_mutex_unlock(&m->mu);
-    json_object_put(c);
-    if (rc == GQ_ENOMEM)
-        gq_err_oom(err);
     return rc;
-}
-
-/* A copy of the object of kind k named ns/name: GQ_ENOTFOUND, GQ_ENOMEM or
- * GQ_OK. */
-static gq_code get_copy(wh_memstore *m, mkind k, const char *ns, const char *name,
-                        json_object **out, gq_err *err)
-{
-    pthread_mutex_lock(&m->mu);
-    entry *e = find(m, k, ns, name);
-    json_object *c = e ? copy(e->obj) : NULL;
-    pthread_mutex_unlock(&m->mu);
-    if (!e)
-        return gq_err_set(err, GQ_ENOTFOUND, "%s %s not found", kind_names[k], name);
-    if (!c)
-        return gq_err_oom(err);
-    *out = c;
-    return GQ_OK;
 }
 
 gq_code wh_memstore_get(wh_memstore *m, const char *kind, const char *ns, const char *name,
                         json_object **out, gq_err *err)
 {
-    int k = kind_of(kind);
-    if (k < 0 || !name)
-        return gq_err_set(err, GQ_EINVAL, "unknown kind %s", kind ? kind : "(none)");
-    return get_copy(m, (mkind)k, ns, name, out, err);
-}
-
-/* Copies of every object of kind (in namespace ns unless NULL) as an array. */
-static gq_code list(wh_memstore *m, mkind kind, const char *ns, json_object **out, gq_err *err)
-{
-    gq_code rc = GQ_OK;
-    json_object *arr = json_object_new_array();
-    if (!arr)
-        return gq_err_oom(err);
     pthread_mutex_lock(&m->mu);
-    for (size_t i = 0; !rc && i < m->n; i++) {
-        entry *e = &m->e[i];
-        if (e->kind != kind || (ns && strcmp(e->ns, ns)))
-            continue;
-        json_object *c = copy(e->obj);
-        if (!c || json_object_array_add(arr, c)) {
-            json_object_put(c);
-            rc = gq_err_oom(err);
-        }
-    }
+    gq_code rc = gq_snapshot_get(m->s, kind, ns, name, out, err);
     pthread_mutex_unlock(&m->mu);
-    if (rc) {
-        json_object_put(arr);
-        return rc;
-    }
-    *out = arr;
-    return GQ_OK;
-}
-
-static gq_code ms_list_quotas(void *ctx, const char *ns, json_object **out, gq_err *err)
-{
-    return list(ctx, MK_QUOTA, ns, out, err);
-}
-
-static gq_code ms_list_tenants(void *ctx, json_object **out, gq_err *err)
-{
-    return list(ctx, MK_TENANT, NULL, out, err);
-}
-
-static gq_code ms_list_limit_ranges(void *ctx, const char *ns, json_object **out, gq_err *err)
-{
-    return list(ctx, MK_LIMITRANGE, ns, out, err);
-}
-
-static gq_code ms_namespace_labels(void *ctx, const char *ns, json_object **out, gq_err *err)
-{
-    wh_memstore *m = ctx;
-    json_object *c = NULL;
-    gq_code rc = GQ_OK;
-    pthread_mutex_lock(&m->mu);
-    entry *e = find(m, MK_NAMESPACE, NULL, ns);
-    json_object *labels = e ? gq_json_member(gq_json_member(e->obj, "metadata"), "labels") : NULL;
-    if (labels && !(c = copy(labels)))
-        rc = gq_err_oom(err);
-    pthread_mutex_unlock(&m->mu);
-    if (rc)
-        return rc;
-    *out = c;
-    return GQ_OK;
-}
-
-static gq_code ms_get_quota(void *ctx, gq_quota_kind kind, const char *ns, const char *name,
-                            json_object **out, gq_err *err)
-{
-    return get_copy(ctx, kind == GQ_QUOTA_TENANT ? MK_TENANT : MK_QUOTA, ns, name, out, err);
-}
-
-static gq_code ms_update_status(void *ctx, gq_quota_kind kind, const char *ns, const char *name,
-                                json_object *obj, json_object **out, gq_err *err)
-{
-    wh_memstore *m = ctx;
-    const char *rv = gq_json_get_string(gq_json_member(obj, "metadata"), "resourceVersion");
-    json_object *status = NULL;
-    gq_code rc = GQ_OK;
-    pthread_mutex_lock(&m->mu);
-    entry *e = find(m, kind == GQ_QUOTA_TENANT ? MK_TENANT : MK_QUOTA, ns, name);
-    if (!e) {
-        rc = gq_err_set(err, GQ_ENOTFOUND, "%s %s not found", kind_names[kind], name);
-        goto out;
-    }
-    const char *cur = gq_json_get_string(gq_json_member(e->obj, "metadata"), "resourceVersion");
-    if (!rv || !cur || strcmp(rv, cur)) {
-        rc = gq_err_set(err, GQ_ECONFLICT,
-                        "Operation cannot be fulfilled on %s \"%s\": the object has been "
-                        "modified; please apply your changes to the latest version and try again",
-                        kind == GQ_QUOTA_TENANT ? "gputenantquotas.gpuquota.io"
-                                                : "gpuquotas.gpuquota.io",
-                        name);
-        goto out;
-    }
-    json_object *src = gq_json_member(obj, "status");
-    if (src && !(status = copy(src))) {
-        rc = gq_err_oom(err);
-        goto out;
-    }
-    if (status)
-        json_object_object_add(e->obj, "status", status);
-    else
-        json_object_object_del(e->obj, "status");
-    if (stamp(m, e->obj))
-        rc = gq_err_oom(err);
-    if (!rc && out)
-        *out = copy(e->obj); /* NULL on allocation failure: the caller reads again */
-out:
-    pthread_mutex_unlock(&m->mu);
-    return rc;
-}
-
-void wh_memstore_store(wh_memstore *m, wh_store *out)
-{
-    out->ctx = m;
-    out->list_quotas = ms_list_quotas;
-    out->list_tenant_quotas = ms_list_tenants;
-    out->list_limit_ranges = ms_list_limit_ranges;
-    out->namespace_labels = ms_namespace_labels;
-    out->get_quota = ms_get_quota;
-    out->update_status = ms_update_status;
-    out->get_claim_template = NULL; /* state files carry no DRA objects */
-    out->get_claim = NULL;
-    out->get_device_class = NULL;
-    out->get_pod = NULL;         /* pods of the state are counted into its quotas, not kept */
-    out->list_group_pods = NULL; /* state files hold no pod groups to compare */
-}
-
-/* ---- state files ---------------------------------------------------------- */
-
-typedef struct flat {
-    json_object **o; /* borrowed */
-    size_t n, cap;
-} flat;
-
-static gq_code flat_push(flat *f, json_object *o, gq_err *err)
-{
-    json_object **grown = gq_grow(f->o, &f->cap, f->n, sizeof(*grown), 32);
-    if (!grown)
-        return gq_err_oom(err);
-    f->o = grown;
-    f->o[f->n++] = o;
-    return GQ_OK;
-}
-
-/* Documents with Lists expanded (one level, as kubectl writes them). */
-static gq_code flatten(json_object *const *docs, size_t n, flat *f, gq_err *err)
-{
-    for (size_t i = 0; i < n; i++) {
-        const char *kind = gq_json_get_string(docs[i], "kind");
-        if (!json_object_is_type(docs[i], json_type_object))
-            return gq_err_set(err, GQ_EINVAL, "document %zu is not an object", i + 1);
-        size_t kl = kind ? strlen(kind) : 0;
-        if (!kind || (kl >= 4 && !strcmp(kind + kl - 4, "List"))) {
-            json_object *items = gq_json_member(docs[i], "items");
-            if (!kind || !json_object_is_type(items, json_type_array))
-                return gq_err_set(err, GQ_EINVAL, "document %zu has no kind", i + 1);
-            for (size_t j = 0; j < json_object_array_length(items); j++) {
-                json_object *it = json_object_array_get_idx(items, j);
-                if (!json_object_is_type(it, json_type_object))
-                    return gq_err_set(err, GQ_EINVAL, "%s item %zu is not an object", kind, j);
-                gq_code rc = flat_push(f, it, err);
-                if (rc)
-                    return rc;
-            }
-            continue;
-        }
-        gq_code rc = flat_push(f, docs[i], err);
-        if (rc)
-            return rc;
-    }
-    return GQ_OK;
-}
-
-static const char *obj_ns(json_object *o)
-{
-    const char *ns = gq_json_get_string(gq_json_member(o, "metadata"), "namespace");
-    return ns && ns[0] ? ns : "default";
-}
-
-static const char *obj_name(json_object *o)
-{
-    const char *n = gq_json_get_string(gq_json_member(o, "metadata"), "name");
-    if (!n)
-        n = gq_json_get_string(gq_json_member(o, "metadata"), "generateName");
-    return n ? n : "(unnamed)";
-}
-
-static json_object *ns_labels_of(const flat *f, const char *ns)
-{
-    for (size_t i = 0; i < f->n; i++) {
-        const char *kind = gq_json_get_string(f->o[i], "kind");
-        if (kind && !strcmp(kind, "Namespace") && !strcmp(obj_name(f->o[i]), ns))
-            return gq_json_member(gq_json_member(f->o[i], "metadata"), "labels");
-    }
-    return NULL;
-}
-
-/* A copy of quota object qo with status.used (and, for tenants,
- * status.namespaces; for per-model limits, status.usedByModel) recounted
- * from pods. */
-static gq_code recounted(json_object *qo, const gq_usage_pod *pods, size_t n_pods,
-                         json_object **out, gq_err *err)
-{
-    gq_quota *q = NULL;
-    gq_usage u;
-    gq_quota_status st;
-    json_object *c = NULL, *status = NULL;
-    gq_usage_init(&u);
-    gq_quota_status_init(&st);
-    gq_code rc = gq_quota_parse(qo, &q, err);
-    if (!rc)
-        rc = gq_quota_recount(q, pods, n_pods, &u, err);
-    if (rc) {
-        gq_err_prefix(err, "%s %s", gq_json_get_string(qo, "kind"), obj_name(qo));
-        goto out;
-    }
-    if ((rc = gq_quota_status_decode(gq_json_member(qo, "status"), GQ_STATUS_CHARGE, &st, err)) ||
-        (rc = gq_usage_to_status(q, &u, &st, err)))
-        goto out;
-    rc = GQ_ENOMEM;
-    if (!(c = copy(qo)) || !(status = gq_quota_status_encode(&st)))
-        goto out;
-    if (json_object_object_add(c, "status", status)) {
-        json_object_put(status);
-        goto out;
-    }
-    *out = c;
-    c = NULL;
-    rc = GQ_OK;
-out:
-    if (rc == GQ_ENOMEM)
-        gq_err_oom(err);
-    json_object_put(c);
-    gq_quota_status_dispose(&st);
-    gq_usage_dispose(&u);
-    gq_quota_free(q);
-    return rc;
-}
-
-/* The Pods of f, decoded into pods[0..*n_pods) as they count at now. */
-static gq_code decode_pods(const gq_config *cfg, const flat *f, int64_t now, gq_usage_pod *pods,
-                           size_t *n_pods, gq_err *err)
-{
-    gq_code rc = GQ_OK;
-    gq_pod gp;
-    gq_pod_init(&gp);
-    for (size_t i = 0; i < f->n; i++) {
-        json_object *o = f->o[i];
-        const char *kind = gq_json_get_string(o, "kind");
-        if (!kind || strcmp(kind, "Pod"))
-            continue;
-        gq_usage_pod *p = &pods[*n_pods];
-        const char *ns = obj_ns(o);
-        if ((rc = gq_pod_decode(cfg, o, &(gq_pod_scope){.ns = ns}, &gp, err))) {
-            gq_err_prefix(err, "Pod %s/%s", ns, obj_name(o));
-            break;
-        }
-        p->facts = gp.facts;
-        p->facts.terminal = !gq_pod_counts(gp.facts.terminal, gp.delete_at, now);
-        p->queued = gp.gate_index >= 0;
-        p->charge = gp.charge;
-        if (p->facts.terminal)
-            gq_charge_from_cost(NULL, true, &p->charge);
-        p->ns_labels = ns_labels_of(f, ns);
-        (*n_pods)++;
-    }
-    gq_pod_dispose(&gp);
-    return rc;
-}
-
-/* Object o (not a Pod) into the store: a GPULimitRange checked, a quota
- * with its usage recounted from pods[0..n_pods). */
-static gq_code store_object(wh_memstore *m, json_object *o, const gq_usage_pod *pods, size_t n_pods,
-                            gq_err *err)
-{
-    json_object *c = NULL;
-    const char *kind = gq_json_get_string(o, "kind");
-    int k = kind_of(kind);
-    gq_code rc;
-    if (k < 0)
-        return gq_err_set(err, GQ_EINVAL, "%s %s: kind cannot be used as state",
-                          kind ? kind : "(no kind)", obj_name(o));
-    if (k == MK_LIMITRANGE) {
-        gq_limit_range *lr = NULL;
-        rc = gq_limit_range_parse(o, &lr, err);
-        gq_limit_range_free(lr);
-        if (rc) {
-            gq_err_prefix(err, "%s %s", kind, obj_name(o));
-            return rc;
-        }
-    }
-    if ((k == MK_QUOTA || k == MK_TENANT) && (rc = recounted(o, pods, n_pods, &c, err)))
-        return rc;
-    rc = wh_memstore_apply(m, c ? c : o, err);
-    json_object_put(c);
     return rc;
 }
 
 gq_code wh_memstore_load_state(wh_memstore *m, const gq_config *cfg, json_object *const *docs,
                                size_t n, int64_t now, gq_err *err)
 {
-    flat f = {NULL, 0, 0};
-    gq_usage_pod *pods = NULL;
-    size_t n_pods = 0;
-    gq_code rc = flatten(docs, n, &f, err);
-    if (rc)
-        goto out;
-    if (f.n && !(pods = calloc(f.n, sizeof(*pods)))) {
-        rc = gq_err_oom(err);
-        goto out;
-    }
-    if ((rc = decode_pods(cfg, &f, now, pods, &n_pods, err)))
-        goto out;
-    for (size_t i = 0; i < f.n && !rc; i++) {
-        const char *kind = gq_json_get_string(f.o[i], "kind");
-        if (!kind || strcmp(kind, "Pod"))
-            rc = store_object(m, f.o[i], pods, n_pods, err);
-    }
-out:
-    free(pods);
-    free(f.o);
+    pthread_mutex_lock(&m->mu);
+    gq_code rc = gq_snapshot_load_state(m->s, cfg, docs, n, now, err);
+    pthread_mutex_unlock(&m->mu);
     return rc;
+}
+
+/* The seam's kinds are the snapshot's. */
+_Static_assert((int)WH_LIST_QUOTAS == (int)GQ_SNAP_QUOTA &&
+                   (int)WH_LIST_TENANT_QUOTAS == (int)GQ_SNAP_TENANT &&
+                   (int)WH_LIST_LIMIT_RANGES == (int)GQ_SNAP_LIMITRANGE,
+               "wh_list_kind and gq_snapshot_kind differ");
+
+static gq_code ms_list(void *ctx, wh_list_kind kind, const char *ns, json_object **out, gq_err *err)
+{
+    wh_memstore *m = ctx;
+    pthread_mutex_lock(&m->mu);
+    gq_code rc = gq_snapshot_list(m->s, (gq_snapshot_kind)kind, ns, out, err);
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+static gq_code ms_namespace_labels(void *ctx, const char *ns, json_object **out, gq_err *err)
+{
+    wh_memstore *m = ctx;
+    pthread_mutex_lock(&m->mu);
+    gq_code rc = gq_snapshot_namespace_labels(m->s, ns, out, err);
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+static gq_code ms_get_quota(void *ctx, gq_quota_kind kind, const char *ns, const char *name,
+                            json_object **out, gq_err *err)
+{
+    wh_memstore *m = ctx;
+    pthread_mutex_lock(&m->mu);
+    gq_code rc = gq_snapshot_get_quota(m->s, kind, ns, name, out, err);
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+static gq_code ms_update_status(void *ctx, gq_quota_kind kind, const char *ns, const char *name,
+                                json_object *obj, json_object **out, gq_err *err)
+{
+    wh_memstore *m = ctx;
+    pthread_mutex_lock(&m->mu);
+    gq_code rc = gq_snapshot_update_status(m->s, kind, ns, name, obj, out, err);
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+/* State files carry no DRA objects, and their pods are counted into the
+ * quotas, not kept, so there are no claims, device classes, pods or pod
+ * groups to read. */
+void wh_memstore_store(wh_memstore *m, wh_store *out)
+{
+    *out = (wh_store){.ctx = m,
+                      .list = ms_list,
+                      .namespace_labels = ms_namespace_labels,
+                      .get_quota = ms_get_quota,
+                      .update_status = ms_update_status};
 }

@@ -99,46 +99,52 @@ bool wh_mutate_applies(const gq_config *cfg, const wh_review_request *req)
 gq_code wh_limit_ranges_fetch(const wh_store *src, const char *ns, gq_limit_range ***out,
                               size_t *n_out, gq_err *err)
 {
-    gq_code rc = GQ_OK;
     json_object *arr = NULL;
-    gq_limit_range **lrs = NULL;
-    size_t n = 0;
-    if (!src || !src->list_limit_ranges)
-        goto done;
-    if ((rc = src->list_limit_ranges(src->ctx, ns, &arr, err))) {
+    size_t bad = SIZE_MAX;
+    gq_code rc;
+    if (!src || !src->list) {
+        *out = NULL;
+        *n_out = 0;
+        return GQ_OK;
+    }
+    if ((rc = src->list(src->ctx, WH_LIST_LIMIT_RANGES, ns, &arr, err))) {
         gq_err_prefix(err, "cannot read the GPULimitRanges of %s", ns);
         return rc;
     }
-    if (arr && !json_object_is_type(arr, json_type_array)) {
-        rc = gq_err_set(err, GQ_EINVAL, "GPULimitRanges of %s: not a list", ns);
-        goto out;
-    }
-    n = arr ? json_object_array_length(arr) : 0;
-    if (n && !(lrs = calloc(n, sizeof(*lrs)))) {
-        rc = gq_err_oom(err);
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if ((rc = gq_limit_range_parse(json_object_array_get_idx(arr, i), &lrs[i], err))) {
-            gq_err_prefix(err, "GPULimitRange %zu of namespace %s", i, ns);
-            goto out;
-        }
-    }
-done:
-    *out = lrs;
-    *n_out = n;
-    lrs = NULL;
-out:
-    wh_limit_ranges_free(lrs, n);
+    rc = gq_limit_range_list_parse(arr, out, n_out, &bad, err);
     json_object_put(arr);
+    if (rc == GQ_EINVAL && bad == SIZE_MAX)
+        gq_err_set(err, GQ_EINVAL, "GPULimitRanges of %s: not a list", ns);
+    else if (rc && bad != SIZE_MAX)
+        gq_err_prefix(err, "GPULimitRange %zu of namespace %s", bad, ns);
     return rc;
+}
+
+gq_code wh_mutate_result(const wh_review_request *req, const wh_review_response *resp,
+                         json_object **patch, json_object **pod, gq_err *err)
+{
+    json_object *p = NULL, *made = NULL;
+    gq_code rc = GQ_OK;
+    if (resp->patch) {
+        if (!(rc = gq_json_parse(resp->patch, resp->patch_len, GQ_JSON_DEFAULT_DEPTH, &p, err)))
+            rc = gq_patch_apply(req->object, p, &made, err);
+    } else if (!(p = json_object_new_array())) {
+        rc = gq_err_oom(err);
+    } else if (resp->allowed) {
+        made = json_object_get(req->object);
+    }
+    if (rc) {
+        json_object_put(p);
+        return rc;
+    }
+    *patch = p;
+    *pod = made;
+    return GQ_OK;
 }
 
 void wh_limit_ranges_free(gq_limit_range **lrs, size_t n)
 {
-    for (size_t i = 0; lrs && i < n; i++)
-        gq_limit_range_free(lrs[i]);
-    free(lrs);
+    gq_limit_range_list_free(lrs, n);
 }
 
 gq_code wh_mutate_review(const gq_config *cfg, const wh_review_request *req,
@@ -243,11 +249,11 @@ static gq_code quotas_load(const wh_store *src, const char *ns, gq_quota ***q, s
     json_object *qa = NULL, *ta = NULL;
     gq_quota **cached = NULL;
     size_t n_cached = 0;
-    if (!src || !src->list_quotas || !src->list_tenant_quotas || !src->namespace_labels)
+    if (!src || !src->list || !src->namespace_labels)
         return GQ_OK;
     if ((rc = src->namespace_labels(src->ctx, ns, ns_labels, err)) ||
-        (rc = src->list_quotas(src->ctx, ns, &qa, err)) ||
-        (rc = src->list_tenant_quotas(src->ctx, &ta, err))) {
+        (rc = src->list(src->ctx, WH_LIST_QUOTAS, ns, &qa, err)) ||
+        (rc = src->list(src->ctx, WH_LIST_TENANT_QUOTAS, NULL, &ta, err))) {
         gq_err_prefix(err, "cannot read the quotas of %s", ns);
         goto out;
     }
@@ -615,10 +621,10 @@ static gq_code pod_queues(const wh_store *qs, const wh_review_request *req, json
     gq_pod_facts facts;
     gq_code rc;
     *out = false;
-    if (!qs || !qs->list_quotas)
+    if (!qs || !qs->list)
         return GQ_OK;
-    if ((rc = qs->list_quotas(qs->ctx, req->namespace, &a, err)) ||
-        (qs->list_tenant_quotas && (rc = qs->list_tenant_quotas(qs->ctx, &t, err))) ||
+    if ((rc = qs->list(qs->ctx, WH_LIST_QUOTAS, req->namespace, &a, err)) ||
+        (rc = qs->list(qs->ctx, WH_LIST_TENANT_QUOTAS, NULL, &t, err)) ||
         (qs->namespace_labels &&
          (rc = qs->namespace_labels(qs->ctx, req->namespace, &labels, err)))) {
         gq_err_prefix(err, "cannot read the quotas governing namespace %s", req->namespace);

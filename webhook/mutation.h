@@ -53,7 +53,7 @@ gq_code wh_mutate_review_info(const gq_config *cfg, const wh_review_request *req
 bool wh_mutate_applies(const gq_config *cfg, const wh_review_request *req);
 
 /* wh_mutate_review_info with the GPULimitRanges of the request's namespace
- * read from store (NULL, or without list_limit_ranges: none; its other
+ * read from store (NULL, or without list: none; its other
  * members are each optional: the quota state a pod accepting several GPU
  * models is placed by, fresh quota reads, the claims and device classes
  * DRA requests are priced by), and only for a pod that
@@ -74,8 +74,16 @@ gq_code wh_mutate_review_store(const gq_config *cfg, const wh_review_request *re
                                const wh_store *store, wh_review_response *resp,
                                wh_mutate_info *info, gq_err *err) GQ_WUR;
 
+/* What the mutation answered in resp does to req's object, as the API
+ * server applies it: *patch the decoded JSON Patch (an empty array for
+ * none) and *pod the object it makes (the object itself, held, when there
+ * is no patch; NULL when resp denies or req has no object). Both are the
+ * caller's (json_object_put). GQ_ENOMEM, or the patch's own errors. */
+gq_code wh_mutate_result(const wh_review_request *req, const wh_review_response *resp,
+                         json_object **patch, json_object **pod, gq_err *err) GQ_WUR;
+
 /* The parsed GPULimitRanges of ns from store (NULL, or without
- * list_limit_ranges: none). On success *out (NULL when *n_out is 0) is the caller's, freed with
+ * list: none). On success *out (NULL when *n_out is 0) is the caller's, freed with
  * wh_limit_ranges_free. An object that does not parse fails the call
  * (GQ_EINVAL naming it): the webhook fails closed on a policy it cannot
  * read. Errors of the source are passed on. */

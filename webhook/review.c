@@ -872,3 +872,30 @@ gq_code wh_review_encode(const wh_review_response *r, char **out, size_t *out_le
     gq_buf_add(&b, "}}", 2);
     return gq_buf_finish(&b, out, out_len);
 }
+
+static bool is_pod(const wh_review_request *req)
+{
+    return !req->kind_group[0] && !strcmp(req->kind, "Pod") && !strcmp(req->resource, "pods");
+}
+
+static bool is_claim(const wh_review_request *req)
+{
+    return !strcmp(req->resource_group, "resource.k8s.io") &&
+           !strcmp(req->resource, "resourceclaims");
+}
+
+wh_review_target wh_review_target_of(const wh_review_request *req)
+{
+    /* pods/status writes keep the stored spec but may change labels and
+     * annotations (the pod status strategy resets only spec and owner
+     * references), so they are checked as updates. */
+    if (is_pod(req) && req->operation == WH_OP_CREATE && !req->sub_resource[0])
+        return WH_TARGET_POD_CREATE;
+    if (is_pod(req) && req->operation == WH_OP_UPDATE &&
+        (!req->sub_resource[0] || !strcmp(req->sub_resource, "status")))
+        return WH_TARGET_POD_UPDATE;
+    if (is_claim(req) && (req->operation == WH_OP_UPDATE || req->operation == WH_OP_CREATE) &&
+        !req->sub_resource[0])
+        return WH_TARGET_CLAIM_WRITE;
+    return WH_TARGET_OTHER;
+}

@@ -73,6 +73,17 @@ typedef struct wh_review_request {
     size_t charged;
 } wh_review_request;
 
+/* What a review asks the validating decision about. */
+typedef enum wh_review_target {
+    WH_TARGET_OTHER = 0,   /* nothing gpuquota validates */
+    WH_TARGET_POD_CREATE,  /* a pod CREATE (no subresource): priced and charged */
+    WH_TARGET_POD_UPDATE,  /* a pod UPDATE or pods/status write: gpuquota's records */
+    WH_TARGET_CLAIM_WRITE, /* a ResourceClaim CREATE or UPDATE: gpuquota's pins */
+} wh_review_target;
+
+/* The target of req (quota/tamper.h, quota/admission.h decide them). */
+wh_review_target wh_review_target_of(const wh_review_request *req);
+
 /* Decode an AdmissionReview request body body[0..len). Requires apiVersion
  * admission.k8s.io/v1 (or v1beta1), kind AdmissionReview, a request object
  * with a non-empty string uid, kind.kind, resource.resource and a known

@@ -11,6 +11,13 @@
 #include "common/gq_error.h"
 #include "quota/crd.h"
 
+/* What wh_store.list lists. */
+typedef enum wh_list_kind {
+    WH_LIST_QUOTAS = 0,    /* the GPUQuotas of a namespace */
+    WH_LIST_TENANT_QUOTAS, /* every GPUTenantQuota */
+    WH_LIST_LIMIT_RANGES,  /* the GPULimitRanges of a namespace */
+} wh_list_kind;
+
 /* The quota store seam. Every returned object is a new, private tree the
  * caller owns (json_object_put): implementations never share a json-c object
  * between threads. Errors: GQ_ECONFLICT (update_status with a stale
@@ -19,12 +26,10 @@
  * from many threads at once. */
 typedef struct wh_store {
     void *ctx;
-    /* GPUQuotas of namespace ns, as a JSON array of objects. */
-    gq_code (*list_quotas)(void *ctx, const char *ns, json_object **out, gq_err *err);
-    /* Every GPUTenantQuota, as a JSON array. */
-    gq_code (*list_tenant_quotas)(void *ctx, json_object **out, gq_err *err);
-    /* GPULimitRanges of namespace ns, as a JSON array. */
-    gq_code (*list_limit_ranges)(void *ctx, const char *ns, json_object **out, gq_err *err);
+    /* The objects of one kind (wh_list_kind) as a JSON array of objects:
+     * those of namespace ns, or every GPUTenantQuota (ns is then ignored).
+     * kind is one of the enum's values. */
+    gq_code (*list)(void *ctx, wh_list_kind kind, const char *ns, json_object **out, gq_err *err);
     /* metadata.labels of Namespace ns (an object; NULL with GQ_OK when the
      * namespace is unknown or has no labels). */
     gq_code (*namespace_labels)(void *ctx, const char *ns, json_object **out, gq_err *err);

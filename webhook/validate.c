@@ -15,6 +15,7 @@
 #include "common/hash.h"
 #include "common/htab.h"
 #include "quota/admission.h"
+#include "quota/tamper.h"
 #include "quota/claimcheck.h"
 #include "quota/pod.h"
 #include "quota/podcost.h"
@@ -25,8 +26,6 @@
 
 #define SLOT_BUCKETS 256 /* initial; the slot table doubles past one slot a bucket */
 #define BACKOFF_CAP_MS 100
-#define TAMPER_PREFIX "gpuquota.io/"
-#define TAMPER_MSG "changing gpuquota.io/ labels and annotations is reserved to gpuquota"
 
 /* ---- group commit state --------------------------------------------------- */
 
@@ -154,8 +153,7 @@ gq_code wh_validator_new(const gq_config *cfg, const wh_store *store, const wh_v
     memset(&none, 0, sizeof(none));
     if (!o)
         o = &none;
-    if (!cfg || !store || !store->list_quotas || !store->list_tenant_quotas ||
-        !store->list_limit_ranges || !store->namespace_labels || !store->get_quota ||
+    if (!cfg || !store || !store->list || !store->namespace_labels || !store->get_quota ||
         !store->update_status)
         return gq_err_set(err, GQ_EINVAL, "validator needs a config and a complete store");
     if (o->reservation_ttl_s < 0)
@@ -318,9 +316,8 @@ typedef struct claims_ctx {
 static bool claim_charged(void *ud, const char *uid)
 {
     const claims_ctx *c = ud;
-    for (size_t k = 0; c->q && k < c->q->n_reservations; k++)
-        if (c->q->reservations[k].claim && !strcmp(c->q->reservations[k].key, uid))
-            return true;
+    if (gq_quota_charges_claim(c->q, uid))
+        return true;
     for (size_t j = 0; j < c->i; j++)
         for (size_t k = 0; k < c->batch[j]->n_claims; k++)
             if (c->batch[j]->claim_added[k] && !strcmp(c->batch[j]->claims[k].key, uid))
@@ -333,28 +330,8 @@ static bool claim_charged(void *ud, const char *uid)
 static void claims_charge(const gq_quota *q, pending **batch, size_t i, const pending *p,
                           gq_amounts *out, bool fresh[GQ_POD_MAX_CLAIMS])
 {
-    gq_shared_claim sc[GQ_POD_MAX_CLAIMS];
-    gq_claim_ref refs[GQ_POD_MAX_CLAIMS];
     claims_ctx cx = {q, batch, i};
-    size_t n = p->n_claims < GQ_POD_MAX_CLAIMS ? p->n_claims : GQ_POD_MAX_CLAIMS;
-    *out = p->resv->amounts;
-    for (size_t k = 0; k < n; k++) {
-        const gq_reservation *r = &p->claims[k];
-        memset(&sc[k], 0, sizeof(sc[k]));
-        snprintf(sc[k].uid, sizeof(sc[k].uid), "%s", r->key);
-        sc[k].memory = r->amounts.v[GQ_KEY_GPU_MEMORY];
-        sc[k].gpus = r->amounts.v[GQ_KEY_GPUS];
-        refs[k] = (gq_claim_ref){&sc[k], k};
-        fresh[k] = false;
-    }
-    size_t kept = gq_claims_once(refs, n, claim_charged, &cx);
-    for (size_t k = 0; k < kept; k++) {
-        const gq_amounts *a = &p->claims[refs[k].owner].amounts;
-        fresh[refs[k].owner] = true;
-        for (int key = 0; key < GQ_KEY_COUNT; key++)
-            if (__builtin_add_overflow(out->v[key], a->v[key], &out->v[key]))
-                out->v[key] = INT64_MAX;
-    }
+    gq_admission_charge_for(p->resv, p->claims, p->n_claims, claim_charged, &cx, out, fresh);
 }
 
 /* Forget what a round decided tentatively for p. A release's claim_added is
@@ -976,18 +953,8 @@ static gq_code dry_run_check(wh_validator *v, const gq_admission *c, decision *d
                  e.msg);
             return GQ_OK;
         }
-        const gq_quota *one = fresh;
-        size_t idx, n_idx = 0;
-        pending p = {.resv = &c->resv, .claims = c->claims, .n_claims = c->n_claims};
-        gq_amounts charge;
-        bool fresh_claim[GQ_POD_MAX_CLAIMS];
-        claims_charge(fresh, NULL, 0, &p, &charge, fresh_claim);
-        gq_quota_snapshot snap = {.quotas = &one,
-                                  .n = 1,
-                                  .ns_labels = c->snap.ns_labels,
-                                  .now = now_s(v),
-                                  .reservation_key = c->resv.key};
-        rc = gq_quota_evaluate(&snap, &c->pod.facts, &charge, &idx, &n_idx, &e);
+        bool counts = false;
+        rc = gq_admission_check_fresh(c, fresh, now_s(v), &counts, &e);
         gq_quota_free(fresh);
         if (rc == GQ_EDENIED) {
             deny(d->r, GQ_EDENIED, "%s", e.msg);
@@ -1002,7 +969,7 @@ static gq_code dry_run_check(wh_validator *v, const gq_admission *c, decision *d
             deny(d->r, rc, "gpuquota could not evaluate quota %s: %s", label, e.msg);
             return GQ_OK;
         }
-        if (n_idx)
+        if (counts)
             charged_add(d->r, d->quotas, cq);
     }
     return GQ_OK;
@@ -1015,7 +982,7 @@ static gq_code read_limit_ranges(const wh_store *st, gq_admission *a)
 {
     gq_err e;
     gq_err_clear(&e);
-    gq_code rc = st->list_limit_ranges(st->ctx, a->in.ns, &a->snap.limit_ranges, &e);
+    gq_code rc = st->list(st->ctx, WH_LIST_LIMIT_RANGES, a->in.ns, &a->snap.limit_ranges, &e);
     if (rc && rc != GQ_ENOMEM)
         gq_admission_deny(a, rc,
                           "gpuquota could not reach the API server to read the GPULimitRanges of "
@@ -1034,8 +1001,8 @@ static gq_code read_quotas(const wh_store *st, gq_admission *a)
     gq_admission_snapshot *s = &a->snap;
     gq_code rc;
     if ((rc = st->namespace_labels(st->ctx, a->in.ns, &s->ns_labels, &e)) ||
-        (rc = st->list_quotas(st->ctx, a->in.ns, &s->quotas, &e)) ||
-        (rc = st->list_tenant_quotas(st->ctx, &s->tenant_quotas, &e))) {
+        (rc = st->list(st->ctx, WH_LIST_QUOTAS, a->in.ns, &s->quotas, &e)) ||
+        (rc = st->list(st->ctx, WH_LIST_TENANT_QUOTAS, NULL, &s->tenant_quotas, &e))) {
         if (rc == GQ_ENOMEM)
             return rc;
         gq_admission_deny(a, rc,
@@ -1356,28 +1323,6 @@ static gq_code decide_create(admission *a)
     return GQ_OK;
 }
 
-static bool prefixed(const char *key)
-{
-    return strncmp(key, TAMPER_PREFIX, sizeof(TAMPER_PREFIX) - 1) == 0;
-}
-
-/* The first gpuquota.io/ key of a (labels or annotations) that differs in b,
- * or NULL. Called both ways round to catch additions and removals. */
-static const char *changed_key(json_object *a, json_object *b)
-{
-    if (!a)
-        return NULL;
-    json_object_object_foreach(a, key, val)
-    {
-        if (!prefixed(key))
-            continue;
-        json_object *other = NULL;
-        if (!b || !json_object_object_get_ex(b, key, &other) || !json_object_equal(val, other))
-            return key;
-    }
-    return NULL;
-}
-
 static bool trusted(const wh_validator *v, const char *username)
 {
     for (size_t i = 0; i < v->n_trusted; i++)
@@ -1386,64 +1331,16 @@ static bool trusted(const wh_validator *v, const char *username)
     return false;
 }
 
-/* Denies (true) a change by the request to a gpuquota.io/ label or
- * annotation of the object. */
-static bool keys_changed(const wh_review_request *req, wh_validate_result *r)
-{
-    static const char *const maps[] = {"labels", "annotations"};
-    for (size_t i = 0; i < 2; i++) {
-        json_object *now = gq_json_meta_object(req->object, maps[i]);
-        json_object *old = gq_json_meta_object(req->old_object, maps[i]);
-        const char *k = changed_key(now, old);
-        if (!k)
-            k = changed_key(old, now);
-        if (k) {
-            deny(r, GQ_EDENIED, TAMPER_MSG " (%s %s)", i ? "annotation" : "label", k);
-            return true;
-        }
-    }
-    return false;
-}
-
+/* Pod UPDATE (and pods/status): gpuquota's gates, labels and annotations
+ * are its own (quota/tamper.h). */
 static void decide_update(wh_validator *v, const wh_review_request *req, wh_validate_result *r)
 {
+    gq_verdict verdict;
     if (trusted(v, req->username))
         return;
-    /* Only gpuquota's controller ungates: a pod without its charge, or whose
-     * claims are not checked, must not reach the scheduler. Kubernetes
-     * refuses to add gates after creation; adding ours is refused here as
-     * well, whatever the API server does. */
-    static const struct {
-        const char *gate, *why;
-    } gates[] = {
-        {GQ_QUEUE_GATE, "the pod waits for quota (kubectl get gq,gtq shows the queue)"},
-        {GQ_CLAIMS_GATE, "the pod waits until gpuquota has checked that its DRA claims are the "
-                         "ones charged (kubectl describe pod shows why it waits)"},
-    };
-    for (size_t i = 0; i < sizeof gates / sizeof gates[0]; i++) {
-        bool had = gq_pod_named_gate_index(req->old_object, gates[i].gate) >= 0,
-             has = gq_pod_named_gate_index(req->object, gates[i].gate) >= 0;
-        if (had != has) {
-            deny(r, GQ_EDENIED, "the scheduling gate %s is %s by gpuquota only: %s", gates[i].gate,
-                 had ? "removed" : "added", gates[i].why);
-            return;
-        }
-    }
-    (void)keys_changed(req, r);
-}
-
-/* The gpuquota.io/ finalizer of a ResourceClaim (gq_claim_pins_patch). */
-static bool has_claim_finalizer(json_object *claim)
-{
-    json_object *f = gq_json_get_array(gq_json_member(claim, "metadata"), "finalizers");
-    size_t n = f ? json_object_array_length(f) : 0;
-    for (size_t i = 0; i < n; i++) {
-        json_object *e = json_object_array_get_idx(f, i);
-        if (json_object_is_type(e, json_type_string) &&
-            !strcmp(json_object_get_string(e), GQ_CLAIM_FINALIZER))
-            return true;
-    }
-    return false;
+    gq_tamper_pod_update(req->old_object, req->object, &verdict);
+    if (!verdict.allowed)
+        verdict_apply(r, &verdict);
 }
 
 /* ResourceClaim CREATE and UPDATE: the finalizer, label and annotation
@@ -1454,29 +1351,12 @@ static bool has_claim_finalizer(json_object *claim)
 static void decide_claim_update(wh_validator *v, const wh_review_request *req,
                                 wh_validate_result *r)
 {
+    gq_verdict verdict;
     if (trusted(v, req->username) || !req->object)
         return;
-    bool had = has_claim_finalizer(req->old_object), has = has_claim_finalizer(req->object);
-    if (had != has) {
-        deny(r, GQ_EDENIED,
-             "the finalizer " GQ_CLAIM_FINALIZER " is %s by gpuquota only: it keeps the claim a "
-             "pod was checked against from being deleted and made again until the pod is bound "
-             "or gone",
-             had ? "removed" : "added");
-        return;
-    }
-    (void)keys_changed(req, r);
-}
-
-static bool is_pod(const wh_review_request *req)
-{
-    return !req->kind_group[0] && !strcmp(req->kind, "Pod") && !strcmp(req->resource, "pods");
-}
-
-static bool is_claim(const wh_review_request *req)
-{
-    return !strcmp(req->resource_group, "resource.k8s.io") &&
-           !strcmp(req->resource, "resourceclaims");
+    gq_tamper_claim_write(req->old_object, req->object, &verdict);
+    if (!verdict.allowed)
+        verdict_apply(r, &verdict);
 }
 
 static json_object *charge_json(const wh_validate_result *r)
@@ -1584,24 +1464,25 @@ static void admission_answer(admission *a)
 }
 
 /* Decide up to the charges on this thread; the charges, when any, go on
- * in the chargers, which answer. pods/status writes keep the stored spec
- * but may change labels and annotations (the pod status strategy resets
- * only spec and owner references), so they get the tamper check too. */
+ * in the chargers, which answer. */
 static void admission_run(admission *a)
 {
     const wh_review_request *req = a->req;
-    if (is_pod(req) && req->operation == WH_OP_CREATE && !req->sub_resource[0]) {
+    switch (wh_review_target_of(req)) {
+    case WH_TARGET_POD_CREATE:
         if (!req->object)
             deny(&a->r, GQ_EDENIED, "request.object is missing");
         else
             a->rc = decide_create(a);
-    } else if (is_pod(req) && req->operation == WH_OP_UPDATE &&
-               (!req->sub_resource[0] || !strcmp(req->sub_resource, "status"))) {
+        break;
+    case WH_TARGET_POD_UPDATE:
         decide_update(a->v, req, &a->r);
-    } else if (is_claim(req) &&
-               (req->operation == WH_OP_UPDATE || req->operation == WH_OP_CREATE) &&
-               !req->sub_resource[0]) {
+        break;
+    case WH_TARGET_CLAIM_WRITE:
         decide_claim_update(a->v, req, &a->r);
+        break;
+    case WH_TARGET_OTHER:
+        break;
     }
     if (!a->rc && a->charging)
         charging_start(a);

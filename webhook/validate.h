@@ -24,7 +24,9 @@
 
 #include "webhook/audit.h"
 #include "quota/config.h"
+#include "quota/admission.h"
 #include "quota/crd.h"
+#include "quota/tamper.h"
 #include "common/gq_error.h"
 #include "webhook/metrics.h"
 #include "webhook/review.h"
@@ -33,12 +35,12 @@
 
 /* Identities allowed to change gpuquota.io/ labels and annotations of pods
  * when no --trusted-user is given. */
-#define WH_TRUSTED_WEBHOOK "system:serviceaccount:gpuquota-system:gpuquota-webhook"
-#define WH_TRUSTED_CONTROLLER "system:serviceaccount:gpuquota-system:gpuquota-controller"
+#define WH_TRUSTED_WEBHOOK GQ_TRUSTED_WEBHOOK
+#define WH_TRUSTED_CONTROLLER GQ_TRUSTED_CONTROLLER
 
-#define WH_RESERVATION_TTL_DEFAULT 120 /* seconds */
-#define WH_CHARGE_RETRIES_DEFAULT 32   /* re-reads after 409 before giving up */
-#define WH_BATCH_MAX_DEFAULT 256       /* charges coalesced into one status write */
+#define WH_RESERVATION_TTL_DEFAULT GQ_RESERVATION_TTL_DEFAULT
+#define WH_CHARGE_RETRIES_DEFAULT 32 /* re-reads after 409 before giving up */
+#define WH_BATCH_MAX_DEFAULT 256     /* charges coalesced into one status write */
 #define WH_CHARGE_BUDGET_MS_DEFAULT                                                                \
     7000 /* conflict retries stop after this long: inside                                          \
             kube-apiserver's default 10 s webhook timeout */
@@ -61,8 +63,8 @@ typedef struct wh_validate_opts {
     unsigned chargers;                /* 0: WH_CHARGERS_DEFAULT; at most WH_CHARGERS_MAX */
     /* No charger threads at all: the caller of wh_validate_review (and of
      * the HTTP handlers, the asynchronous one answering at once) runs its
-     * own charges, name check and rollbacks on its thread: the offline
-     * `gpuquota admit`, which decides one pod. */
+     * own charges, name check and rollbacks on its thread (tests that
+     * charge one pod at a time). */
     bool inline_charges;
     unsigned max_queued; /* 0: WH_QUEUE_MAX_DEFAULT */
     /* Wall clock in Unix seconds; NULL: time(). Tests pin it. */

@@ -142,6 +142,13 @@ VALUES_RULE = {
 }
 
 
+def choice(values, default, description=None):
+    """A string that is one of values, default when not set."""
+    schema = {"description": description} if description else {}
+    schema.update({"type": "string", "enum": values, "default": default})
+    return schema
+
+
 def requirement(key_name, key_schema):
     return {
         "type": "object",
@@ -266,23 +273,21 @@ CONDITIONS = {
 }
 
 
-WHEN_EXCEEDED = {
-    "description": "What happens to a pod that does not fit: Deny (refused at creation, as "
+WHEN_EXCEEDED = choice(
+    ["Deny", "Queue"],
+    "Deny",
+    "What happens to a pod that does not fit: Deny (refused at creation, as "
     "ResourceQuota does) or Queue (it waits behind the scheduling gate gpuquota.io/quota "
     "until it fits). docs/queueing.md.",
-    "type": "string",
-    "enum": ["Deny", "Queue"],
-    "default": "Deny",
-}
+)
 
-QUEUEING_STRATEGY = {
-    "description": "Order of the queue when whenExceeded is Queue: StrictFIFO (the head "
+QUEUEING_STRATEGY = choice(
+    ["StrictFIFO", "BestEffortFIFO"],
+    "BestEffortFIFO",
+    "Order of the queue when whenExceeded is Queue: StrictFIFO (the head "
     "of the line waits and nobody passes it) or BestEffortFIFO (a pod behind that fits "
     "may pass one that does not). Both order by pod priority, then creation time.",
-    "type": "string",
-    "enum": ["StrictFIFO", "BestEffortFIFO"],
-    "default": "BestEffortFIFO",
-}
+)
 
 PREEMPTION = {
     "description": "What a queued pod that does not fit may do to pods already admitted "
@@ -294,16 +299,8 @@ PREEMPTION = {
     "Victims are evicted through the Eviction API, so PodDisruptionBudgets hold.",
     "type": "object",
     "properties": {
-        "withinQuota": {
-            "type": "string",
-            "enum": ["Never", "LowerPriority", "LowerOrNewerEqualPriority"],
-            "default": "Never",
-        },
-        "reclaimWithinCohort": {
-            "type": "string",
-            "enum": ["Never", "LowerPriority", "Any"],
-            "default": "Never",
-        },
+        "withinQuota": choice(["Never", "LowerPriority", "LowerOrNewerEqualPriority"], "Never"),
+        "reclaimWithinCohort": choice(["Never", "LowerPriority", "Any"], "Never"),
     },
 }
 

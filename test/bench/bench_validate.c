@@ -376,7 +376,7 @@ static int do_run(const char *prefix, int n_ns, int pods, replica *reps, int n_r
             snprintf(ns, sizeof(ns), "%s-%02d", prefix, n_ns - 1);
             gq_err e;
             size_t have = 0;
-            if (!reps[rep].store.list_quotas(reps[rep].store.ctx, ns, &arr, &e))
+            if (!reps[rep].store.list(reps[rep].store.ctx, WH_LIST_QUOTAS, ns, &arr, &e))
                 have = json_object_array_length(arr);
             json_object_put(arr);
             if (have == 1)

@@ -83,25 +83,11 @@ static void delay(faultstore *fs)
     }
 }
 
-static gq_code fs_list_quotas(void *ctx, const char *ns, json_object **out, gq_err *err)
+static gq_code fs_list(void *ctx, wh_list_kind kind, const char *ns, json_object **out, gq_err *err)
 {
     faultstore *fs = ctx;
     gq_code rc = check(fs, FS_LIST, err);
-    return rc ? rc : fs->inner.list_quotas(fs->inner.ctx, ns, out, err);
-}
-
-static gq_code fs_list_tenants(void *ctx, json_object **out, gq_err *err)
-{
-    faultstore *fs = ctx;
-    gq_code rc = check(fs, FS_LIST, err);
-    return rc ? rc : fs->inner.list_tenant_quotas(fs->inner.ctx, out, err);
-}
-
-static gq_code fs_list_limit_ranges(void *ctx, const char *ns, json_object **out, gq_err *err)
-{
-    faultstore *fs = ctx;
-    gq_code rc = check(fs, FS_LIST, err);
-    return rc ? rc : fs->inner.list_limit_ranges(fs->inner.ctx, ns, out, err);
+    return rc ? rc : fs->inner.list(fs->inner.ctx, kind, ns, out, err);
 }
 
 static gq_code fs_namespace_labels(void *ctx, const char *ns, json_object **out, gq_err *err)
@@ -161,9 +147,7 @@ static gq_code fs_update_status(void *ctx, gq_quota_kind kind, const char *ns, c
 void faultstore_table(faultstore *fs, wh_store *out)
 {
     out->ctx = fs;
-    out->list_quotas = fs_list_quotas;
-    out->list_tenant_quotas = fs_list_tenants;
-    out->list_limit_ranges = fs_list_limit_ranges;
+    out->list = fs_list;
     out->namespace_labels = fs_namespace_labels;
     out->get_quota = fs_get_quota;
     out->update_status = fs_update_status;

@@ -266,6 +266,44 @@ static void grow_failure(void **state)
     gq_htab_free(&t);
 }
 
+/* Entries named by their flexible array member: added once, found by name,
+ * zeroed, counted in bytes; the empty name is a name like any other. */
+typedef struct named {
+    int value;
+    gq_hnode node;
+    char name[];
+} named;
+
+static void named_entries(void **state)
+{
+    (void)state;
+    gq_htab t;
+    assert_int_equal(gq_htab_init(&t, 2), GQ_OK);
+    const char *names[] = {"alpha", "beta", "", "a-longer-name-than-the-others"};
+    named *made[4];
+    for (size_t i = 0; i < 4; i++) {
+        assert_null(GQ_HTAB_FIND_NAMED(&t, named, node, name, names[i]));
+        size_t bytes = 0;
+        made[i] = GQ_HTAB_ADD_NAMED(&t, named, node, name, names[i], &bytes);
+        assert_non_null(made[i]);
+        assert_int_equal(made[i]->value, 0);
+        assert_string_equal(made[i]->name, names[i]);
+        assert_int_equal(bytes, sizeof(named) + strlen(names[i]) + 1);
+        made[i]->value = (int)i + 1;
+    }
+    assert_int_equal(t.count, 4);
+    for (size_t i = 0; i < 4; i++)
+        assert_ptr_equal(GQ_HTAB_FIND_NAMED(&t, named, node, name, names[i]), made[i]);
+    assert_null(GQ_HTAB_FIND_NAMED(&t, named, node, name, "alph"));
+    assert_non_null(GQ_HTAB_ADD_NAMED(&t, named, node, name, "gamma", NULL));
+    gq_htab_iter it;
+    for (gq_hnode *n = gq_htab_iter_first(&it, &t); n; n = gq_htab_iter_next(&it)) {
+        gq_htab_remove(&t, n);
+        free(GQ_HTAB_ENTRY(n, named, node));
+    }
+    gq_htab_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -274,6 +312,7 @@ int main(void)
         cmocka_unit_test(iterate_removing),
         cmocka_unit_test(growth),
         cmocka_unit_test(grow_failure),
+        cmocka_unit_test(named_entries),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -354,11 +354,47 @@ static void test_defaults_table(void **state)
     }
 }
 
+/* A list of GPULimitRanges parses whole or not at all, and says which item
+ * failed. */
+static void test_lr_list(void **state)
+{
+    (void)state;
+    gq_limit_range **lrs = (gq_limit_range **)1;
+    size_t n = 7, bad = 0;
+    gq_err e;
+    assert_int_equal(gq_limit_range_list_parse(NULL, &lrs, &n, &bad, &e), GQ_OK);
+    assert_null(lrs);
+    assert_int_equal(n, 0);
+    json_object *two = J("[" GLR("a", "{'type':'Container','max':{'gpu-memory':'8Gi'}}") "," GLR(
+        "b", "{'type':'Pod','max':{'gpu-memory':'16Gi'}}") "]");
+    assert_int_equal(gq_limit_range_list_parse(two, &lrs, &n, &bad, &e), GQ_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(lrs[0]->name, "a");
+    assert_string_equal(lrs[1]->name, "b");
+    gq_limit_range_list_free(lrs, n);
+    json_object_put(two);
+    json_object *broken = J("[" GLR("a", "{'type':'Container'}") "," GLR(
+        "b", "{'type':'Container','max':{'gpu-memory':'x'}}") "]");
+    lrs = NULL;
+    n = 7;
+    assert_int_equal(gq_limit_range_list_parse(broken, &lrs, &n, &bad, &e), GQ_EINVAL);
+    assert_int_equal(bad, 1);
+    assert_null(lrs);
+    assert_int_equal(n, 7);
+    json_object_put(broken);
+    json_object *obj = J("{'a':1}");
+    assert_int_equal(gq_limit_range_list_parse(obj, &lrs, &n, &bad, &e), GQ_EINVAL);
+    assert_int_equal(bad, SIZE_MAX);
+    json_object_put(obj);
+    gq_limit_range_list_free(NULL, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lr_table),
         cmocka_unit_test(test_defaults_table),
+        cmocka_unit_test(test_lr_list),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

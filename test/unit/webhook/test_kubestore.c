@@ -335,9 +335,10 @@ static const char *listed(env *v, int r, const char *ns, char *buf, size_t cap)
 {
     json_object *arr = NULL;
     gq_err e;
-    gq_code rc = r == R_QUOTA    ? v->st.list_quotas(v->st.ctx, ns, &arr, &e)
-                 : r == R_TENANT ? v->st.list_tenant_quotas(v->st.ctx, &arr, &e)
-                                 : v->st.list_limit_ranges(v->st.ctx, ns, &arr, &e);
+    wh_list_kind k = r == R_QUOTA    ? WH_LIST_QUOTAS
+                     : r == R_TENANT ? WH_LIST_TENANT_QUOTAS
+                                     : WH_LIST_LIMIT_RANGES;
+    gq_code rc = v->st.list(v->st.ctx, k, ns, &arr, &e);
     if (rc)
         fail_msg("list: %s", e.msg);
     names(arr, buf, cap);
@@ -493,10 +494,10 @@ static void failed_live_reads_fail_closed(void **state)
     pthread_mutex_lock(&v->f.mu);
     v->f.fail_live = GQ_EHTTP;
     pthread_mutex_unlock(&v->f.mu);
-    assert_int_equal(v->st.list_quotas(v->st.ctx, "a", &o, &e), GQ_EHTTP);
+    assert_int_equal(v->st.list(v->st.ctx, WH_LIST_QUOTAS, "a", &o, &e), GQ_EHTTP);
     assert_string_equal(e.msg, "LIST gpuquotas: HTTP 503 Service Unavailable");
-    assert_int_equal(v->st.list_tenant_quotas(v->st.ctx, &o, &e), GQ_EHTTP);
-    assert_int_equal(v->st.list_limit_ranges(v->st.ctx, "a", &o, &e), GQ_EHTTP);
+    assert_int_equal(v->st.list(v->st.ctx, WH_LIST_TENANT_QUOTAS, NULL, &o, &e), GQ_EHTTP);
+    assert_int_equal(v->st.list(v->st.ctx, WH_LIST_LIMIT_RANGES, "a", &o, &e), GQ_EHTTP);
     assert_string_equal(e.msg, "LIST gpulimitranges: HTTP 503 Service Unavailable");
     assert_int_equal(v->st.namespace_labels(v->st.ctx, "a", &o, &e), GQ_EHTTP);
     assert_null(o);
@@ -732,7 +733,7 @@ static const char *tenant_text(env *v, char *buf, size_t cap)
 {
     json_object *arr = NULL;
     gq_err e;
-    if (v->st.list_tenant_quotas(v->st.ctx, &arr, &e))
+    if (v->st.list(v->st.ctx, WH_LIST_TENANT_QUOTAS, NULL, &arr, &e))
         fail_msg("list: %s", e.msg);
     assert_int_equal(json_object_array_length(arr), 1);
     snprintf(

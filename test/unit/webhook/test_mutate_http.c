@@ -33,9 +33,15 @@ typedef struct fake_source {
     char last_ns[64];
 } fake_source;
 
-static gq_code fake_list(void *ctx, const char *ns, json_object **out, gq_err *err)
+/* GPULimitRanges only: no quotas. */
+static gq_code fake_list(void *ctx, wh_list_kind kind, const char *ns, json_object **out,
+                         gq_err *err)
 {
     fake_source *f = ctx;
+    if (kind != WH_LIST_LIMIT_RANGES) {
+        *out = NULL;
+        return GQ_OK;
+    }
     f->calls++;
     snprintf(f->last_ns, sizeof(f->last_ns), "%s", ns);
     if (f->fail)
@@ -73,7 +79,7 @@ static int setup(void **state)
     http_server_options so = {
         .listen = "127.0.0.1:0", .insecure_plain_http = true, .metrics = e->registry};
     assert_int_equal(http_server_new(&so, &e->srv, &err), GQ_OK);
-    e->store = (wh_store){.ctx = &e->src, .list_limit_ranges = fake_list};
+    e->store = (wh_store){.ctx = &e->src, .list = fake_list};
     e->mc = (wh_mutate_ctx){
         .cfg = e->cfg, .store = &e->store, .audit = e->audit, .metrics = e->metrics};
     assert_int_equal(http_server_add_handler(e->srv, "/mutate", HTTP_ROUTE_POST_JSON,

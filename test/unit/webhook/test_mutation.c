@@ -436,22 +436,14 @@ typedef struct fake_quotas {
     const char *quotas;
 } fake_quotas;
 
-static gq_code fq_list_quotas(void *ctx, const char *ns, json_object **out, gq_err *err)
+static gq_code fq_list(void *ctx, wh_list_kind kind, const char *ns, json_object **out, gq_err *err)
 {
     const fake_quotas *f = ctx;
-    if (strcmp(ns, "team-a")) {
+    if (kind != WH_LIST_QUOTAS || strcmp(ns, "team-a")) {
         *out = json_object_new_array();
         return GQ_OK;
     }
     return gq_json_parse(f->quotas, strlen(f->quotas), 0, out, err);
-}
-
-static gq_code fq_list_tenants(void *ctx, json_object **out, gq_err *err)
-{
-    (void)ctx;
-    (void)err;
-    *out = json_object_new_array();
-    return GQ_OK;
 }
 
 static gq_code fq_labels(void *ctx, const char *ns, json_object **out, gq_err *err)
@@ -486,10 +478,7 @@ static void mutate_choice(const gq_config *cfg, const char *models, const char *
                           wh_review_response *resp, json_object **patched)
 {
     fake_quotas fq = {quotas};
-    wh_store src = {.ctx = &fq,
-                                 .list_quotas = quotas ? fq_list_quotas : NULL,
-                                 .list_tenant_quotas = fq_list_tenants,
-                                 .namespace_labels = fq_labels};
+    wh_store src = {.ctx = &fq, .list = quotas ? fq_list : NULL, .namespace_labels = fq_labels};
     char *body = choice_review(models);
     review(cfg, body, NULL, 0, &src, resp, patched);
     free(body);
@@ -732,8 +721,7 @@ static void dra_classes_by_driver(void **state)
 {
     (void)state;
     gq_config *cfg = config();
-    wh_store src = {.get_claim_template = fq_dev_template,
-                                 .get_device_class = fq_device_class};
+    wh_store src = {.get_claim_template = fq_dev_template, .get_device_class = fq_device_class};
     static const struct {
         const char *tmpl, *record; /* record NULL: none written */
         bool unpriced;
@@ -885,6 +873,55 @@ static void dra_shared_claim_recorded(void **state)
     gq_config_free(cfg);
 }
 
+/* wh_mutate_result: the response's patch applied to the object, the object
+ * itself without a patch, no object for a denial; a patch that does not
+ * apply is an error. */
+static void mutate_result(void **state)
+{
+    (void)state;
+    char *body = at_pod_create_review(
+        "u-result", "team-a",
+        "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"r\","
+        "\"namespace\":\"team-a\"},\"spec\":{\"containers\":[{\"name\":\"c\"}]}}");
+    wh_review_request req;
+    gq_err err;
+    assert_int_equal(wh_review_decode(body, strlen(body), &req, &err), GQ_OK);
+    char add[] = "[{\"op\":\"add\",\"path\":\"/metadata/labels\",\"value\":{\"a\":\"b\"}}]";
+    char bad[] = "[{\"op\":\"remove\",\"path\":\"/metadata/nope\"}]";
+    wh_review_response resp;
+    memset(&resp, 0, sizeof(resp));
+    json_object *patch = NULL, *pod = NULL;
+    resp.allowed = true;
+    resp.patch = add;
+    resp.patch_len = strlen(add);
+    assert_int_equal(wh_mutate_result(&req, &resp, &patch, &pod, &err), GQ_OK);
+    assert_int_equal(json_object_array_length(patch), 1);
+    assert_string_equal(gq_json_get_string(gq_json_meta_object(pod, "labels"), "a"), "b");
+    assert_null(gq_json_meta_object(req.object, "labels"));
+    json_object_put(patch);
+    json_object_put(pod);
+    resp.patch = NULL;
+    resp.patch_len = 0;
+    assert_int_equal(wh_mutate_result(&req, &resp, &patch, &pod, &err), GQ_OK);
+    assert_int_equal(json_object_array_length(patch), 0);
+    assert_ptr_equal(pod, req.object);
+    json_object_put(patch);
+    json_object_put(pod);
+    resp.allowed = false;
+    assert_int_equal(wh_mutate_result(&req, &resp, &patch, &pod, &err), GQ_OK);
+    assert_null(pod);
+    json_object_put(patch);
+    resp.allowed = true;
+    resp.patch = bad;
+    resp.patch_len = strlen(bad);
+    patch = pod = NULL;
+    assert_int_not_equal(wh_mutate_result(&req, &resp, &patch, &pod, &err), GQ_OK);
+    assert_null(patch);
+    assert_null(pod);
+    wh_review_request_dispose(&req);
+    free(body);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -902,6 +939,7 @@ int main(void)
         cmocka_unit_test(dra_claims_recorded),
         cmocka_unit_test(dra_classes_by_driver),
         cmocka_unit_test(dra_shared_claim_recorded),
+        cmocka_unit_test(mutate_result),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

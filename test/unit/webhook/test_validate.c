@@ -878,7 +878,7 @@ static long thread_count(void)
     return n;
 }
 
-/* inline_charges (the offline gpuquota admit): no thread is started, and
+/* inline_charges: no thread is started, and
  * the caller's own thread charges, checks the name, denies at the limit and
  * rolls back a charge a later quota refuses, exactly as the chargers do. */
 static void test_inline_charges(void **state)

@@ -207,18 +207,11 @@ static void keep_spec(json_object *arr)
     }
 }
 
-static gq_code list_specs(void *ctx, const char *ns, json_object **out, gq_err *err)
+static gq_code list_specs(void *ctx, wh_list_kind kind, const char *ns, json_object **out,
+                          gq_err *err)
 {
-    gq_code rc = full.list_quotas(ctx, ns, out, err);
-    if (!rc)
-        keep_spec(*out);
-    return rc;
-}
-
-static gq_code list_tenant_specs(void *ctx, json_object **out, gq_err *err)
-{
-    gq_code rc = full.list_tenant_quotas(ctx, out, err);
-    if (!rc)
+    gq_code rc = full.list(ctx, kind, ns, out, err);
+    if (!rc && kind != WH_LIST_LIMIT_RANGES)
         keep_spec(*out);
     return rc;
 }
@@ -226,8 +219,7 @@ static gq_code list_tenant_specs(void *ctx, json_object **out, gq_err *err)
 static void spec_caches(fx *f)
 {
     full = f->store;
-    f->store.list_quotas = list_specs;
-    f->store.list_tenant_quotas = list_tenant_specs;
+    f->store.list = list_specs;
     fx_validator(f, NULL);
 }
 

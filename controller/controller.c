@@ -768,13 +768,7 @@ static void quota_gauges(ctl_controller *c, const char *key, const quota_ref *r,
     pthread_mutex_lock(&c->mu);
     kstate *ks = ctl_ks_get(c, key, true);
     if (ks && !res->invalid) {
-        ks->used = res->used;
-        ks->hard = res->hard;
-        ks->queued_pods = res->queued_pods;
-        ks->has_borrowed = res->has_borrowed;
-        ks->borrowed = res->borrowed;
-        ks->has_lent = res->has_lent;
-        ks->lent = res->lent;
+        ks->fig = res->fig;
         ks->gauges = true;
         if (!ks->name) {
             ks->ns = strdup(r->ns);
@@ -1228,7 +1222,7 @@ static void queue_series(ctl_controller *c, http_expo *e)
         if (k->gauges && k->name && k->ns)
             http_expo_double(e, "gpuquota_queue_length",
                              (http_label[]){{"namespace", k->ns}, {"quota", k->name}}, 2,
-                             (double)k->queued_pods);
+                             (double)k->fig.queued_pods);
     http_expo_family(e, "gpuquota_queue_wait_seconds", "histogram",
                      "Time from creation to ungate of queued pods the quota charged.");
     for (kstate *k = ks_of(gq_htab_iter_first(&it, &c->ks)); k; k = ks_of(gq_htab_iter_next(&it)))
@@ -1246,7 +1240,7 @@ static uint64_t ld(atomic_ulong *v)
 static void quota_series(http_expo *e, const char *family, const kstate *k, const gq_amounts *a)
 {
     for (int i = 0; i < GQ_KEY_COUNT; i++)
-        if (k->hard.set[i]) {
+        if (k->fig.hard.set[i]) {
             http_label l[] = {
                 {"namespace", k->ns}, {"quota", k->name}, {"resource", gq_qkey_name((gq_qkey)i)}};
             http_expo_double(e, family, l, 3, (double)a->v[i]);
@@ -1296,8 +1290,8 @@ static void lending_series(ctl_controller *c, http_expo *e, const char *family, 
     gq_htab_iter it;
     http_expo_family(e, family, "gauge", help);
     for (kstate *k = ks_of(gq_htab_iter_first(&it, &c->ks)); k; k = ks_of(gq_htab_iter_next(&it))) {
-        const gq_amounts *a = borrowed ? &k->borrowed : &k->lent;
-        if (!k->gauges || !k->name || !k->ns || !(borrowed ? k->has_borrowed : k->has_lent))
+        const gq_amounts *a = borrowed ? &k->fig.borrowed : &k->fig.lent;
+        if (!k->gauges || !k->name || !k->ns || !(borrowed ? k->fig.has_borrowed : k->fig.has_lent))
             continue;
         for (int i = 0; i < GQ_KEY_COUNT; i++)
             if (a->set[i]) {
@@ -1350,11 +1344,11 @@ static void quota_gauge_series(ctl_controller *c, http_expo *e)
     http_expo_family(e, "gpuquota_quota_used", "gauge", "Usage recounted from pods.");
     for (kstate *k = ks_of(gq_htab_iter_first(&it, &c->ks)); k; k = ks_of(gq_htab_iter_next(&it)))
         if (k->gauges && k->name && k->ns)
-            quota_series(e, "gpuquota_quota_used", k, &k->used);
+            quota_series(e, "gpuquota_quota_used", k, &k->fig.used);
     http_expo_family(e, "gpuquota_quota_hard", "gauge", "spec.hard of the quota.");
     for (kstate *k = ks_of(gq_htab_iter_first(&it, &c->ks)); k; k = ks_of(gq_htab_iter_next(&it)))
         if (k->gauges && k->name && k->ns)
-            quota_series(e, "gpuquota_quota_hard", k, &k->hard);
+            quota_series(e, "gpuquota_quota_hard", k, &k->fig.hard);
 }
 
 /* A family of one series without labels. */

@@ -263,6 +263,14 @@ gq_code ctl_podstore_with_quota_pods(ctl_podstore *s, const gq_quota *q, int64_t
 /* Ready's reason (and the Event's) when the spec cannot be parsed. */
 #define CTL_REASON_INVALID "InvalidSpec"
 
+/* What a quota's status says after a reconcile, for the metrics. */
+typedef struct ctl_quota_figures {
+    gq_amounts used, hard;
+    bool has_borrowed, has_lent; /* the status reports borrowed, lent: */
+    gq_amounts borrowed, lent;
+    int64_t queued_pods; /* pods queued behind the gate that the quota governs */
+} ctl_quota_figures;
+
 typedef struct ctl_result {
     json_object *status;          /* desired status (owned) */
     bool changed;                 /* differs from the current status: write it */
@@ -271,10 +279,7 @@ typedef struct ctl_result {
     bool invalid;                 /* the spec is invalid (ctl_reconcile_invalid) */
     bool became_invalid;          /* Ready turned False with a new InvalidSpec message */
     char message[GQ_ERR_MSG_MAX]; /* the Exceeded message, or why the spec is invalid */
-    gq_amounts used, hard;        /* for metrics */
-    bool has_borrowed, has_lent;  /* the status reports borrowed, lent: */
-    gq_amounts borrowed, lent;    /* for metrics */
-    int64_t queued_pods;          /* pods queued behind the gate that the quota governs */
+    ctl_quota_figures fig;        /* for metrics */
     int64_t next_expiry;          /* earliest kept reservation expiry; 0 = none */
     int64_t next_deadline;        /* earliest deletion deadline of a pod it counts; 0 = none */
     size_t kept, dropped;         /* reservations kept / dropped */

@@ -19,18 +19,15 @@
 
 /* Per-quota state kept between reconciles, keyed like the queue. */
 typedef struct kstate {
-    gq_hnode node;        /* in the controller's kstate table, by key */
-    char *sent_rv;        /* resourceVersion our last write was based on */
-    char *written_rv;     /* resourceVersion our last write produced */
-    json_object *written; /* what the API server returned for that write */
-    gq_amounts used, hard;
+    gq_hnode node;         /* in the controller's kstate table, by key */
+    char *sent_rv;         /* resourceVersion our last write was based on */
+    char *written_rv;      /* resourceVersion our last write produced */
+    json_object *written;  /* what the API server returned for that write */
+    ctl_quota_figures fig; /* its figures at its last reconcile */
     bool gauges;
-    int64_t queued_pods; /* pods queued behind the gate it governs */
     /* Pods of this quota evicted by preemption, by reason (CTL_PREEMPT_*). */
     uint64_t victims[2];
-    bool has_borrowed, has_lent; /* its status reports borrowed, lent: */
-    gq_amounts borrowed, lent;   /* for gpuquota_quota_borrowed and _lent */
-    http_histogram wait;         /* seconds queued pods waited (ungated) */
+    http_histogram wait; /* seconds queued pods waited (ungated) */
     /* When this replica first saw each reservation of the quota whose pod
      * it has not seen: {key: monotonic ms}. */
     json_object *first_seen;

@@ -316,10 +316,10 @@ static gq_code cohort_status(const gq_quota *q, const gq_usage *u, const ctl_coh
             next->has_borrowed = true;
             next->borrowed = total.borrowed;
         }
-        r->has_borrowed = next->has_borrowed;
-        r->borrowed = next->borrowed;
-        r->has_lent = true;
-        r->lent = own->lent;
+        r->fig.has_borrowed = next->has_borrowed;
+        r->fig.borrowed = next->borrowed;
+        r->fig.has_lent = true;
+        r->fig.lent = own->lent;
     }
     free(m);
     free(out);
@@ -350,9 +350,9 @@ static gq_code desired_status(const gq_quota *q, gq_quota_status *cur, const gq_
     gq_quota_status next;
     gq_quota_status_init(&next);
     gq_code rc = keep_reservations(cur, u, in, &next, r, err);
-    r->used = u->used;
-    r->hard = q->hard;
-    r->queued_pods = u->queued_pods;
+    r->fig.used = u->used;
+    r->fig.hard = q->hard;
+    r->fig.queued_pods = u->queued_pods;
     r->exceeded = exceeded_message(q, u, r->message, sizeof(r->message));
     const gq_condition *old_ex = gq_quota_status_condition(cur, CTL_COND_EXCEEDED);
     r->became_exceeded = r->exceeded && !(old_ex && !strcmp(old_ex->status, "True"));

@@ -93,8 +93,8 @@ static void test_two_lenders(void **state)
     assert_string_equal(mem_of(&r, "used"), "4Gi");
     assert_string_equal(mem_of(&r, "lent"), "10Gi");
     assert_null(mem_of(&r, "borrowed")); /* it cannot borrow: not reported */
-    assert_true(r.has_lent && !r.has_borrowed);
-    assert_int_equal(r.lent.v[GQ_KEY_GPU_MEMORY], 10 * GI);
+    assert_true(r.fig.has_lent && !r.fig.has_borrowed);
+    assert_int_equal(r.fig.lent.v[GQ_KEY_GPU_MEMORY], 10 * GI);
     /* Written, and computed again: the same bytes, nothing to write. */
     json_object_object_add(c.obj[1], "status", json_object_get(r.status));
     ctl_result_dispose(&r);
@@ -115,7 +115,7 @@ static void test_two_lenders(void **state)
     recount(t, &c, c.n, NULL, 0, &r);
     assert_string_equal(mem_of(&r, "borrowed"), "16Gi");
     assert_string_equal(mem_of(&r, "lent"), "16Gi");
-    assert_true(r.has_borrowed && r.has_lent);
+    assert_true(r.fig.has_borrowed && r.fig.has_lent);
     ctl_result_dispose(&r);
     json_object_put(t);
     cohort_free(&c);
@@ -146,7 +146,7 @@ static void test_three_lenders_and_none(void **state)
     assert_int_equal(
         ctl_reconcile(c.obj[2], &(ctl_counted){NULL, 0, NULL, NULL, NOW, {0}}, &r, &err), GQ_OK);
     assert_null(mem_of(&r, "lent"));
-    assert_false(r.has_lent);
+    assert_false(r.fig.has_lent);
     ctl_result_dispose(&r);
     cohort_free(&c);
 }

@@ -70,13 +70,13 @@ static void test_recount_scopes(void **state)
         ctl_result r;
         ctl_result_init(&r);
         reconcile(s, q, NOW, &r);
-        if (r.used.v[GQ_KEY_GPU_MEMORY] != cases[i].mem_gi * GI)
+        if (r.fig.used.v[GQ_KEY_GPU_MEMORY] != cases[i].mem_gi * GI)
             fail_msg("case %zu: used %lld Gi, want %lld Gi", i,
-                     (long long)(r.used.v[GQ_KEY_GPU_MEMORY] / GI), (long long)cases[i].mem_gi);
-        assert_int_equal(r.used.v[GQ_KEY_GPU_PODS], cases[i].pods);
+                     (long long)(r.fig.used.v[GQ_KEY_GPU_MEMORY] / GI), (long long)cases[i].mem_gi);
+        assert_int_equal(r.fig.used.v[GQ_KEY_GPU_PODS], cases[i].pods);
         /* used carries only the keys of spec.hard */
-        assert_int_equal(r.used.set[GQ_KEY_GPU_PODS], i == 0);
-        assert_false(r.used.set[GQ_KEY_GPUS]);
+        assert_int_equal(r.fig.used.set[GQ_KEY_GPU_PODS], i == 0);
+        assert_false(r.fig.used.set[GQ_KEY_GPUS]);
         assert_true(r.changed);
         ctl_result_dispose(&r);
         json_object_put(q);
@@ -362,8 +362,8 @@ static void test_tenant_membership(void **state)
     ctl_result r;
     ctl_result_init(&r);
     reconcile(s, t, NOW, &r);
-    assert_int_equal(r.used.v[GQ_KEY_GPU_MEMORY], 23 * GI);
-    assert_int_equal(r.used.v[GQ_KEY_GPU_PODS], 4);
+    assert_int_equal(r.fig.used.v[GQ_KEY_GPU_MEMORY], 23 * GI);
+    assert_int_equal(r.fig.used.v[GQ_KEY_GPU_PODS], 4);
     json_object *nss;
     assert_true(json_object_object_get_ex(r.status, "namespaces", &nss));
     assert_string_equal(json_object_to_json_string_ext(nss, JSON_C_TO_STRING_PLAIN),
@@ -381,16 +381,16 @@ static void test_tenant_membership(void **state)
     assert_int_equal(setns(s, "ml-b", "{'team':'web'}", &changed), GQ_OK);
     assert_false(changed);
     reconcile(s, t, NOW, &r);
-    assert_int_equal(r.used.v[GQ_KEY_GPU_MEMORY], (16 + 3 + 8) * GI);
+    assert_int_equal(r.fig.used.v[GQ_KEY_GPU_MEMORY], (16 + 3 + 8) * GI);
     reconcile(s, web, NOW, &r);
-    assert_int_equal(r.used.v[GQ_KEY_GPU_MEMORY], 4 * GI);
+    assert_int_equal(r.fig.used.v[GQ_KEY_GPU_MEMORY], 4 * GI);
     assert_true(json_object_object_get_ex(r.status, "namespaces", &nss));
     assert_int_equal(json_object_array_length(nss), 1);
 
     /* Namespace deleted: labels gone, so the selector no longer matches. */
     ctl_podstore_delete_namespace(s, "ml-b");
     reconcile(s, web, NOW, &r);
-    assert_int_equal(r.used.v[GQ_KEY_GPU_MEMORY], 0);
+    assert_int_equal(r.fig.used.v[GQ_KEY_GPU_MEMORY], 0);
     assert_true(json_object_object_get_ex(r.status, "namespaces", &nss));
     assert_int_equal(json_object_array_length(nss), 0);
     assert_int_equal(ctl_podstore_ns_pod_count(s, "ml-b"), 1);
@@ -398,7 +398,7 @@ static void test_tenant_membership(void **state)
     /* An empty selector {} matches every namespace. */
     json_object *all = tenant_json("all", "{'namespaceSelector':{},'hard':{'gpu-pods':100}}");
     reconcile(s, all, NOW, &r);
-    assert_int_equal(r.used.v[GQ_KEY_GPU_PODS], 6);
+    assert_int_equal(r.fig.used.v[GQ_KEY_GPU_PODS], 6);
     ctl_result_dispose(&r);
 
     /* A tenant without members is invalid. */
@@ -433,7 +433,7 @@ static void test_group_sums(void **state)
     ctl_podstore_unlink(s, pb);
     ctl_pod_free(s, pb);
     reconcile(s, q, NOW, &r);
-    assert_int_equal(r.used.v[GQ_KEY_GPU_MEMORY], 4LL << 60);
+    assert_int_equal(r.fig.used.v[GQ_KEY_GPU_MEMORY], 4LL << 60);
     /* Replacing a record moves its charge: Running -> Succeeded. */
     pod_spec a_done = a;
     a_done.phase = "Succeeded";
@@ -444,10 +444,10 @@ static void test_group_sums(void **state)
     ctl_podstore_replace(s, pa, pd);
     ctl_pod_free(s, pa);
     reconcile(s, q, NOW, &r);
-    assert_int_equal(r.used.v[GQ_KEY_GPU_MEMORY], 0);
+    assert_int_equal(r.fig.used.v[GQ_KEY_GPU_MEMORY], 0);
     json_object *qb = quota_json("b", "q", "{'hard':{'gpu-memory':'1Ti'}}", NULL);
     reconcile(s, qb, NOW, &r);
-    assert_int_equal(r.used.v[GQ_KEY_GPU_MEMORY], GI);
+    assert_int_equal(r.fig.used.v[GQ_KEY_GPU_MEMORY], GI);
     ctl_result_dispose(&r);
     json_object_put(qb);
     json_object_put(q);
@@ -628,7 +628,7 @@ static void test_reconcile_pure(void **state)
     assert_int_equal(
         ctl_reconcile(q, &(ctl_counted){pods, 2, seen_none, &calls, NOW, {0}}, &r, &err), GQ_OK);
     assert_int_equal(calls, 1);
-    assert_int_equal(r.used.v[GQ_KEY_GPU_MEMORY], GI);
+    assert_int_equal(r.fig.used.v[GQ_KEY_GPU_MEMORY], GI);
     assert_false(r.exceeded); /* equality is within limits */
     assert_int_equal(r.kept, 1);
     ctl_result_dispose(&r);
@@ -672,8 +672,8 @@ static void test_reconcile_claim_records(void **state)
     gq_err err;
     assert_int_equal(
         ctl_reconcile(q, &(ctl_counted){pods, 2, seen_none, &calls, NOW, {0}}, &r, &err), GQ_OK);
-    assert_int_equal(r.used.v[GQ_KEY_GPUS], 1);
-    assert_int_equal(r.used.v[GQ_KEY_GPU_PODS], 2);
+    assert_int_equal(r.fig.used.v[GQ_KEY_GPUS], 1);
+    assert_int_equal(r.fig.used.v[GQ_KEY_GPU_PODS], 2);
     json_object *res = NULL;
     assert_true(json_object_object_get_ex(r.status, "reservations", &res));
     char keys[256] = "";
@@ -699,7 +699,7 @@ static void test_reconcile_claim_records(void **state)
     ctl_result_init(&r2);
     assert_int_equal(
         ctl_reconcile(q, &(ctl_counted){pods, 0, seen_none, &calls, NOW, {0}}, &r2, &err), GQ_OK);
-    assert_int_equal(r2.used.v[GQ_KEY_GPUS], 0);
+    assert_int_equal(r2.fig.used.v[GQ_KEY_GPUS], 0);
     res = NULL;
     assert_true(json_object_object_get_ex(r2.status, "reservations", &res));
     assert_int_equal(json_object_array_length(res), 2); /* u-wait, k-pod */

@@ -240,9 +240,9 @@ typedef struct ctl_podstore_pods {
     size_t n;
     ctl_seen_fn counted; /* whether the pod of that uid is recorded and not queued */
     void *counted_ud;
-    /* The earliest deletion deadline after now of a pod being deleted
-     * there (Unix s; 0: none): it stops counting then, with no event to
-     * say so when its node is gone. */
+    /* The earliest deletion deadline at or after now of a pod being
+     * deleted there (Unix s; 0: none): it stops counting once it has
+     * passed, with no event to say so when its node is gone. */
     int64_t next_deadline;
 } ctl_podstore_pods;
 

@@ -631,7 +631,7 @@ static bool counted_locked(void *ud, const char *ns, const char *uid)
 typedef struct gather {
     gq_usage_pod *v;
     size_t n, cap;
-    int64_t next_deadline; /* earliest deletion deadline after now; 0: none */
+    int64_t next_deadline; /* earliest deletion deadline at or after now; 0: none */
 } gather;
 
 static gq_code gather_ns(gather *g, const ctl_ns *n, int64_t now)
@@ -668,10 +668,11 @@ static gq_code gather_ns(gather *g, const ctl_ns *n, int64_t now)
     if (!n->inexact && !n->n_deleting && !n->n_gated)
         return GQ_OK;
     for (const ctl_pod *p = n->head; p; p = p->next) {
-        if (!n->inexact && (p->terminal || (!p->delete_at && !p->gated)))
-            if (!n->inexact && (p->terminal || !(p->delete_at || p->n_claims)))
-                continue; /* summed in a group, or counts nothing */
-        if (p->delete_at > now && !p->terminal &&
+        if (!n->inexact && (p->terminal || (!p->delete_at && !p->gated && !p->n_claims)))
+            continue; /* summed in a group, or counts nothing */
+        /* It counts until now passes delete_at (gq_pod_counts): at
+         * delete_at itself it still does, and asks for a look after. */
+        if (p->delete_at >= now && !p->terminal &&
             (!g->next_deadline || p->delete_at < g->next_deadline))
             g->next_deadline = p->delete_at;
         gq_usage_pod *u = &g->v[g->n++];

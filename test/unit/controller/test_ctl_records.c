@@ -211,6 +211,20 @@ static void test_record_deletion_and_errors(void **state)
     assert_int_equal(p->delete_at, NOW + 30);
     assert_true(ctl_pod_counts(p, NOW + 30));
     assert_false(ctl_pod_counts(p, NOW + 31));
+    /* The recount asks for a look once it stops counting: at its deadline
+     * it still counts, so the deadline is still ahead; past it, no more. */
+    json_object *q = quota_json("a", "q", "{'hard':{'gpu-memory':'10Gi'}}", NULL);
+    static const struct {
+        int64_t now, next_deadline;
+    } at[] = {{NOW, NOW + 30}, {NOW + 30, NOW + 30}, {NOW + 31, 0}};
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+        ctl_result r;
+        ctl_result_init(&r);
+        reconcile(s, q, at[i].now, &r);
+        assert_int_equal(r.next_deadline, at[i].next_deadline);
+        ctl_result_dispose(&r);
+    }
+    json_object_put(q);
     pod_spec done = {.ns = "a", .name = "s", .mem = "1Gi", .phase = "Succeeded"};
     ctl_pod *t = add_pod(s, &done);
     assert_true(t->terminal);

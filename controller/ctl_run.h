@@ -191,6 +191,11 @@ void ctl_cohort_view_dispose(ctl_cohort_view *v);
  * tenant and every GPUQuota. Nothing when no GPUQuota may borrow. */
 void ctl_cohort_touch(ctl_controller *c, const char *ns);
 
+/* The tenants other than self naming the spec.cohort of GPUTenantQuota obj
+ * (none: nothing) are reconciled again: what each lends or borrows in that
+ * cohort of tenants depends on the others' spec and status.used. */
+void ctl_cohort_touch_tenants(ctl_controller *c, const void *obj, const char *self);
+
 /* --- preemption inside a quota (preempt.c; quota/preempt.h) --- */
 
 /* What the admission pass planned, for preemption: the entries, their

@@ -9,8 +9,9 @@
  * for preemption (reclaim).
  *
  * And a quota's cohort for its status (borrowed, lent): its members as
- * cached, the quota itself at its recount; when a member's spec or usage
- * changes, the others and their tenant are reconciled again. */
+ * cached, the quota itself at its recount (for a tenant naming spec.cohort,
+ * the tenants naming it); when a member's spec or usage changes, the others
+ * and their tenant are reconciled again. */
 #include "controller/ctl_run.h"
 
 #include <stdio.h>

@@ -9,8 +9,9 @@
  * for preemption (reclaim).
  *
  * And a quota's cohort for its status (borrowed, lent): its members as
- * cached, the quota itself at its recount; when a member's spec or usage
- * changes, the others and their tenant are reconciled again. */
+ * cached, the quota itself at its recount (for a tenant naming spec.cohort,
+ * the tenants naming it); when a member's spec or usage changes, the others
+ * and their tenant are reconciled again. */
 #include "controller/ctl_run.h"
 
 #include <stdio.h>
@@ -311,8 +312,90 @@ static gq_code view_members(ctl_controller *c, json_object *objs, const char *ns
     return GQ_OK;
 }
 
+/* The cached GPUTenantQuotas naming spec.cohort cohort. */
+typedef struct peer_scan {
+    const char *cohort;
+    json_object *objs;
+} peer_scan;
+
+static const char *cohort_of(const json_object *o)
+{
+    json_object *co = gq_json_member(gq_json_member((json_object *)o, "spec"), "cohort");
+    return json_object_is_type(co, json_type_string) ? json_object_get_string(co) : NULL;
+}
+
+static int peer_fn(void *ud, const char *ns, const char *name, const void *rec)
+{
+    peer_scan *s = ud;
+    const char *co = cohort_of(rec);
+    (void)ns;
+    (void)name;
+    if (co && !strcmp(co, s->cohort))
+        json_object_array_add(s->objs, json_object_get((json_object *)rec));
+    return 0;
+}
+
+static int tenant_cmp(const void *a, const void *b)
+{
+    return strcmp(((const gq_cohort_member *)a)->q->name, ((const gq_cohort_member *)b)->q->name);
+}
+
+/* v of tenant name in the cohort of tenants cohort: every cached tenant
+ * naming it, sorted by name, name's place self; empty when name is not
+ * among them (its cached spec does not parse). */
+static gq_code tenant_view(ctl_controller *c, const char *cohort, const char *name,
+                           ctl_cohort_view *v)
+{
+    peer_scan s = {cohort, json_object_new_array()};
+    size_t skipped = 0;
+    gq_err e;
+    gq_code rc = s.objs ? GQ_OK : GQ_ENOMEM;
+    if (!rc)
+        kube_cache_foreach(c->tenants, peer_fn, &s);
+    if (!rc)
+        rc = gq_quota_list_append(&v->owned, &v->n_owned, s.objs, &skipped, &e);
+    json_object_put(s.objs);
+    if (rc || !v->n_owned)
+        return rc;
+    if (!(v->m = calloc(v->n_owned, sizeof(*v->m))))
+        return GQ_ENOMEM;
+    for (size_t i = 0; i < v->n_owned; i++)
+        v->m[v->n++] = (gq_cohort_member){.q = v->owned[i], .used = v->owned[i]->used};
+    if (v->n > 1)
+        qsort(v->m, v->n, sizeof(*v->m), tenant_cmp);
+    v->self = v->n;
+    for (size_t i = 0; i < v->n; i++)
+        if (!strcmp(v->m[i].q->name, name))
+            v->self = i;
+    if (v->self == v->n)
+        v->n = 0; /* not a member: no cohort (n == self would mean the sums) */
+    return GQ_OK;
+}
+
+/* The spec.cohort of tenant name as the controller keeps it, into out
+ * ("" when none). */
+static void tenant_cohort(ctl_controller *c, const char *name, char out[300])
+{
+    out[0] = '\0';
+    pthread_mutex_lock(&c->mu);
+    for (size_t t = 0; t < c->n_tenants; t++)
+        if (!strcmp(c->tv[t].name, name) && c->tv[t].q && c->tv[t].q->cohort)
+            snprintf(out, 300, "%s", c->tv[t].q->cohort);
+    pthread_mutex_unlock(&c->mu);
+}
+
 gq_code ctl_cohort_view_of(ctl_controller *c, const char *ns, const char *name, ctl_cohort_view *v)
 {
+    char cohort[300];
+    memset(v, 0, sizeof(*v));
+    if (!ns[0])
+        tenant_cohort(c, name, cohort);
+    if (!ns[0] && cohort[0]) { /* a member of a cohort of tenants */
+        gq_code rc = tenant_view(c, cohort, name, v);
+        if (rc)
+            ctl_cohort_view_dispose(v);
+        return rc;
+    }
     scan s = {json_object_new_object(), NULL};
     char tenant[300];
     gq_code rc = s.borrower_ns ? GQ_OK : GQ_ENOMEM;
@@ -406,4 +489,18 @@ void ctl_cohort_touch(ctl_controller *c, const char *ns)
     }
     pthread_mutex_unlock(&c->mu);
     json_object_put(p.keys);
+}
+
+void ctl_cohort_touch_tenants(ctl_controller *c, const void *obj, const char *self)
+{
+    const char *co = cohort_of(obj);
+    if (!co)
+        return;
+    pthread_mutex_lock(&c->mu);
+    for (size_t t = 0; t < c->n_tenants; t++) {
+        const gq_quota *q = c->tv[t].q;
+        if (q && q->cohort && !strcmp(q->cohort, co) && strcmp(c->tv[t].name, self))
+            touch_key(c, 't', "", c->tv[t].name);
+    }
+    pthread_mutex_unlock(&c->mu);
 }

@@ -284,8 +284,24 @@ static void tenant_set(void *ud, const char *ns, const char *name, const void *r
         ctl_cohort_touch(c, NULL);
 }
 
+/* A tenant came: the other tenants of its cohort lend or borrow anew. */
+static void tenant_add(void *ud, const char *ns, const char *name, const void *rec)
+{
+    tenant_set(ud, ns, name, rec);
+    if (atomic_load(&((ctl_controller *)ud)->synced))
+        ctl_cohort_touch_tenants(ud, rec, name);
+}
+
 static void tenant_update(void *ud, const char *ns, const char *name, const void *o, const void *n)
 {
+    /* In a cohort of tenants, as quota_update for a GPUQuota's cohort: the
+     * cohort it left and the one it joined, our own write included. */
+    if (atomic_load(&((ctl_controller *)ud)->synced) &&
+        (member_differs(o, n, "spec", NULL) || member_differs(o, n, "status", "used"))) {
+        ctl_cohort_touch_tenants(ud, o, name);
+        if (member_differs(o, n, "spec", "cohort"))
+            ctl_cohort_touch_tenants(ud, n, name);
+    }
     if (own_echo(ud, 't', ns, name, n)) {
         echo_kick(ud);
         return;
@@ -300,8 +316,10 @@ static void tenant_delete(void *ud, const char *ns, const char *name, const void
     tenant_forget(c, name);
     pthread_mutex_unlock(&c->mu);
     (void)enqueue(c, 't', "", name, 0);
-    if (atomic_load(&c->synced))
+    if (atomic_load(&c->synced)) {
         ctl_cohort_touch(c, NULL);
+        ctl_cohort_touch_tenants(c, rec, name);
+    }
 }
 
 /* --- namespace cache: the record is a copy of metadata.labels -------------- */
@@ -1001,7 +1019,7 @@ static const cache_def cache_defs[] = {
       .on_delete = quota_add_delete},
      offsetof(ctl_controller, quotas)},
     {{.path = API_GQ "/gputenantquotas",
-      .on_add = tenant_set,
+      .on_add = tenant_add,
       .on_update = tenant_update,
       .on_delete = tenant_delete},
      offsetof(ctl_controller, tenants)},

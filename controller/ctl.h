@@ -212,9 +212,11 @@ typedef bool (*ctl_seen_fn)(void *ud, const char *ns, const char *key);
 
 /* A quota's cohort (docs/queueing.md, "Borrowing and reclaim"), for
  * status.borrowed and status.lent: its members m[0..n) sorted by namespace
- * and name (borrowed), and for a GPUQuota its own place, self (its used
+ * and name (borrowed), and for a member its own place, self (its used
  * there is replaced by the reconcile's recount, its spec by the one
- * reconciled). n == 0: in no cohort. */
+ * reconciled): a GPUQuota, or a GPUTenantQuota in a cohort of tenants
+ * (spec.cohort; its members are the tenants). A tenant with self == n is
+ * the cohort of its GPUQuotas m[0..n). n == 0: in no cohort. */
 typedef struct ctl_cohort_in {
     const gq_cohort_member *m;
     size_t n;

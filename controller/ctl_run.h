@@ -178,9 +178,11 @@ typedef struct ctl_cohort_view {
 } ctl_cohort_view;
 
 /* The cohort of GPUQuota ns/name, or of GPUTenantQuota name (ns ""), into
- * *v: empty when no GPUQuota may borrow or the quota is in no cohort (a
- * GPUQuota whose namespace several tenants cover is of the first of them
- * with a borrower, as in ctl_cohorts_attach). GQ_ENOMEM (v empty). */
+ * *v: for a tenant naming spec.cohort, the tenants naming it (self its
+ * place; v->tenant NULL); else empty when no GPUQuota may borrow or the
+ * quota is in no cohort (a GPUQuota whose namespace several tenants cover
+ * is of the first of them with a borrower, as in ctl_cohorts_attach).
+ * GQ_ENOMEM (v empty). */
 gq_code ctl_cohort_view_of(ctl_controller *c, const char *ns, const char *name,
                            ctl_cohort_view *v) GQ_WUR;
 void ctl_cohort_view_dispose(ctl_cohort_view *v);
@@ -190,6 +192,11 @@ void ctl_cohort_view_dispose(ctl_cohort_view *v);
  * ns and every GPUQuota those cover; ns NULL (a tenant changed): every
  * tenant and every GPUQuota. Nothing when no GPUQuota may borrow. */
 void ctl_cohort_touch(ctl_controller *c, const char *ns);
+
+/* The tenants other than self naming the spec.cohort of GPUTenantQuota obj
+ * (none: nothing) are reconciled again: what each lends or borrows in that
+ * cohort of tenants depends on the others' spec and status.used. */
+void ctl_cohort_touch_tenants(ctl_controller *c, const void *obj, const char *self);
 
 /* --- preemption inside a quota (preempt.c; quota/preempt.h) --- */
 

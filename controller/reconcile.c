@@ -291,28 +291,29 @@ static gq_code status_conditions(const gq_quota_status *cur, const gq_quota *q, 
 }
 
 /* status.borrowed and status.lent of q in its cohort (none: nothing), into
- * next and r (for metrics): a GPUQuota's own share, at its recount u; a
- * tenant's, the sums over its members. */
+ * next and r (for metrics): its own share, at its recount u, when it is a
+ * member (a GPUQuota, or a tenant in a cohort of tenants); a tenant that is
+ * the cohort of its GPUQuotas, their sums. */
 static gq_code cohort_status(const gq_quota *q, const gq_usage *u, const ctl_cohort_in *co,
                              gq_quota_status *next, ctl_result *r, gq_err *err)
 {
-    bool tenant = q->kind == GQ_QUOTA_TENANT;
-    if (!co->n || (!tenant && co->self >= co->n))
+    bool sums = q->kind == GQ_QUOTA_TENANT && co->self >= co->n;
+    if (!co->n || (!sums && co->self >= co->n))
         return GQ_OK;
     gq_cohort_member *m = malloc(co->n * sizeof(*m));
     gq_cohort_share *out = malloc(co->n * sizeof(*out)), total;
     gq_code rc = m && out ? GQ_OK : gq_err_oom(err);
     if (!rc) {
         memcpy(m, co->m, co->n * sizeof(*m));
-        if (!tenant)
+        if (!sums)
             m[co->self] = (gq_cohort_member){.q = q, .used = u->used};
         rc = gq_cohort_lending(m, co->n, out, &total, err);
     }
     if (!rc) {
-        const gq_cohort_share *own = tenant ? &total : &out[co->self];
+        const gq_cohort_share *own = sums ? &total : &out[co->self];
         next->has_lent = true;
         next->lent = own->lent;
-        if (tenant) {
+        if (sums) { /* a member's own: gq_usage_to_status */
             next->has_borrowed = true;
             next->borrowed = total.borrowed;
         }

@@ -385,10 +385,17 @@ def quota_status(tenant):
         )
     else:
         props["borrowed"] = amounts(
-            "A GPUTenantQuota that is a cohort: what its GPUQuotas borrow in all.", status=True
+            "A GPUTenantQuota with spec.cohort and spec.borrowingLimit: what it uses above "
+            "hard, borrowed from the other tenants of its cohort. Without spec.cohort, a "
+            "GPUTenantQuota that is a cohort: what its GPUQuotas borrow in all.",
+            status=True,
         )
         props["lent"] = amounts(
-            "A GPUTenantQuota that is a cohort: what its GPUQuotas lend in all.", status=True
+            "A GPUTenantQuota with spec.cohort: what of its unused hard (at most "
+            "spec.lendingLimit) the other tenants of its cohort use now, shared out as for "
+            "GPUQuotas (docs/queueing.md). Without spec.cohort, a GPUTenantQuota that is a "
+            "cohort: what its GPUQuotas lend in all.",
+            status=True,
         )
     if tenant:
         props["namespaces"] = {

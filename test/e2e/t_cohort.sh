@@ -6,9 +6,10 @@
 #      borrowingLimit 16Gi; idle reclaimWithinCohort Any). busy's Deployment
 #      of five 8Gi pods: four start (two above its hard, marked
 #      gpuquota.io/borrowing), the fifth would pass hard + borrowingLimit
-#      and waits;
+#      and waits; busy's status.borrowed and idle's status.lent say 16Gi;
 #   2. idle creates two 8Gi pods: exactly busy's two borrowing pods are
-#      evicted, idle's pods start;
+#      evicted, idle's pods start; busy's status.borrowed and idle's
+#      status.lent are back to 0;
 #   3. tenants w1 and w3 (hard 2Gi, borrowingLimit 16Gi, lendingLimit 0,
 #      fairSharing.weight 1 and 3) and lender (hard 16Gi) name cohort
 #      e2e-fair. While the
@@ -108,6 +109,13 @@ eventually 60 four
 check "busy runs 2 pods within its hard, 2 borrowed from idle; the 5th waits" "2 2 1" \
     "$(bor_count "$NSB" own) $(bor_count "$NSB" true) $(bor_count "$NSB" gated)"
 as "$NSB" scale deployment train --replicas=4 >/dev/null
+# status.borrowed / status.lent of a tenant of a cohort of tenants: its own
+# place there (busy borrows 16Gi above its hard, idle lends them).
+gtq_mem() { kubectl get gtq "$1" -o jsonpath="{.status.$2.gpu-memory}"; }
+positions() { echo "$(gtq_mem e2e-coh-busy borrowed) $(gtq_mem e2e-coh-idle lent)"; }
+at_positions() { [[ $(positions) == "$1" ]]; }
+eventually 30 at_positions "16Gi 16Gi"
+check "busy's status.borrowed and idle's status.lent say 16Gi" "16Gi 16Gi" "$(positions)"
 
 # ------------------------------------------------------------ 2. reclaim across tenants
 borrowers=$(bor_pods "$NSB" | grep '=true$' | cut -d= -f1 | sort | tr '\n' ' ')
@@ -118,6 +126,8 @@ eventually 30 bor_admitted "$NSI" i-2
 check "idle's pods start" "," "$(bor_gates "$NSI" i-1),$(bor_gates "$NSI" i-2)"
 check "exactly busy's two borrowing pods were evicted" "$borrowers" "$(bor_events "$NSB" Preempted | tr '\n' ' ')"
 check "nobody of idle was evicted" "" "$(bor_events "$NSI" Preempted)"
+eventually 30 at_positions "0 0"
+check "after the reclaim busy borrows and idle lends nothing" "0 0" "$(positions)"
 as "$NSB" delete deployment train >/dev/null
 
 # ------------------------------------------------------------ 3. fair sharing 1:3

@@ -1,7 +1,8 @@
 /* The recount in a cohort (controller/reconcile.c over quota/lending.h):
  * status.borrowed and status.lent of a borrower, of two and three lenders
  * (one at its fresh recount, the others as cached) and of their tenant;
- * the sums agree, and a status written is the status computed again. */
+ * of two tenants in a cohort of tenants (spec.cohort); the sums agree, and a status written is the
+ * status computed again. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -76,6 +77,24 @@ static const char *mem_of(const ctl_result *r, const char *member)
     return json_object_get_string(v);
 }
 
+/* Member self of c, a lender, recounted over pods: lends lent, borrows
+ * nothing; its status written and computed again is the same bytes. */
+static void lends(const cohort *c, size_t self, gq_usage_pod *pods, size_t n, const char *lent,
+                  int64_t lent_gib)
+{
+    ctl_result r;
+    recount(c->obj[self], c, self, pods, n, &r);
+    assert_string_equal(mem_of(&r, "lent"), lent);
+    assert_null(mem_of(&r, "borrowed")); /* it cannot borrow: not reported */
+    assert_true(r.fig.has_lent && !r.fig.has_borrowed);
+    assert_int_equal(r.fig.lent.v[GQ_KEY_GPU_MEMORY], lent_gib * GI);
+    json_object_object_add(c->obj[self], "status", json_object_get(r.status));
+    ctl_result_dispose(&r);
+    recount(c->obj[self], c, self, pods, n, &r);
+    assert_false(r.changed);
+    ctl_result_dispose(&r);
+}
+
 /* A borrower, two lenders (one recounted fresh), their tenant. */
 static void test_two_lenders(void **state)
 {
@@ -89,17 +108,9 @@ static void test_two_lenders(void **state)
     /* b's own pods now use 4Gi (its cached status still says 0): 12Gi and
      * 8Gi lendable, 16Gi borrowed: b 9.6 -> 10Gi, c 6.4 -> 6Gi. */
     gq_usage_pod pb[] = {running("b", 4 * GI)};
+    lends(&c, 1, pb, 1, "10Gi", 10);
     recount(c.obj[1], &c, 1, pb, 1, &r);
     assert_string_equal(mem_of(&r, "used"), "4Gi");
-    assert_string_equal(mem_of(&r, "lent"), "10Gi");
-    assert_null(mem_of(&r, "borrowed")); /* it cannot borrow: not reported */
-    assert_true(r.fig.has_lent && !r.fig.has_borrowed);
-    assert_int_equal(r.fig.lent.v[GQ_KEY_GPU_MEMORY], 10 * GI);
-    /* Written, and computed again: the same bytes, nothing to write. */
-    json_object_object_add(c.obj[1], "status", json_object_get(r.status));
-    ctl_result_dispose(&r);
-    recount(c.obj[1], &c, 1, pb, 1, &r);
-    assert_false(r.changed);
     ctl_result_dispose(&r);
 
     /* The borrower: 16Gi borrowed, nothing lent. */
@@ -151,11 +162,87 @@ static void test_three_lenders_and_none(void **state)
     cohort_free(&c);
 }
 
+/* Tenant name of cohort pool over namespace name, with spec extra and
+ * cached status.used used, parsed into c as a member. */
+static void add_tenant(cohort *c, const char *name, const char *extra, const char *used)
+{
+    char spec[256], status[128];
+    gq_err err;
+    snprintf(spec, sizeof spec,
+             "{'namespaces':['%s'],'hard':{'gpu-memory':'16Gi'},'cohort':'pool'%s}", name, extra);
+    snprintf(status, sizeof status, "{'used':{'gpu-memory':'%s'}}", used);
+    c->obj[c->n] = tenant_json(name, spec);
+    json_object_object_add(c->obj[c->n], "status", J(status));
+    assert_int_equal(gq_quota_parse(c->obj[c->n], &c->q[c->n], &err), GQ_OK);
+    c->m[c->n] = (gq_cohort_member){.q = c->q[c->n], .used = c->q[c->n]->used};
+    c->n++;
+}
+
+#define BUSY ",'borrowingLimit':{'gpu-memory':'16Gi'}"
+
+/* Member 0 of c, tenant busy, as cached with status.used used. */
+static void busy_cached(cohort *c, const char *used)
+{
+    size_t n = c->n;
+    json_object_put(c->obj[0]);
+    gq_quota_free(c->q[0]);
+    c->n = 0;
+    add_tenant(c, "busy", BUSY, used);
+    c->n = n;
+}
+
+/* Two tenants of one cohort of tenants (spec.cohort): each reports its own
+ * place there, not sums over GPUQuotas. busy borrows what it uses above its
+ * hard; idle lends it, at most its lendingLimit; nothing once busy is back
+ * within its hard. */
+static void test_cohort_of_tenants(void **state)
+{
+    (void)state;
+    cohort c = {0};
+    add_tenant(&c, "busy", BUSY, "0");
+    add_tenant(&c, "idle", ",'lendingLimit':{'gpu-memory':'12Gi'}", "0");
+    ctl_result r;
+
+    /* busy's own pods now use 24Gi (its cached status still says 0). */
+    gq_usage_pod pb[] = {running("busy", 16 * GI), running("busy", 8 * GI)};
+    recount(c.obj[0], &c, 0, pb, 2, &r);
+    assert_string_equal(mem_of(&r, "used"), "24Gi");
+    assert_string_equal(mem_of(&r, "borrowed"), "8Gi");
+    assert_string_equal(mem_of(&r, "lent"), "0");
+    assert_true(r.fig.has_borrowed && r.fig.has_lent);
+    assert_int_equal(r.fig.borrowed.v[GQ_KEY_GPU_MEMORY], 8 * GI);
+    ctl_result_dispose(&r);
+
+    /* idle, with busy's 24Gi cached: lends 8Gi, borrows nothing. */
+    busy_cached(&c, "24Gi");
+    lends(&c, 1, NULL, 0, "8Gi", 8);
+
+    /* idle's own pods use 8Gi: it leaves 8Gi, all of it lent to busy. */
+    gq_usage_pod pi[] = {running("idle", 8 * GI)};
+    recount(c.obj[1], &c, 1, pi, 1, &r);
+    assert_string_equal(mem_of(&r, "lent"), "8Gi");
+    ctl_result_dispose(&r);
+    /* ... at most its lendingLimit: 12Gi of the 16Gi it leaves. */
+    busy_cached(&c, "32Gi");
+    recount(c.obj[1], &c, 1, NULL, 0, &r);
+    assert_string_equal(mem_of(&r, "lent"), "12Gi");
+    ctl_result_dispose(&r);
+
+    /* busy back within its hard: nothing borrowed, nothing lent. */
+    gq_usage_pod pb2[] = {running("busy", 16 * GI)};
+    recount(c.obj[0], &c, 0, pb2, 1, &r);
+    assert_string_equal(mem_of(&r, "borrowed"), "0");
+    assert_string_equal(mem_of(&r, "lent"), "0");
+    ctl_result_dispose(&r);
+    cohort_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_lenders),
         cmocka_unit_test(test_three_lenders_and_none),
+        cmocka_unit_test(test_cohort_of_tenants),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -198,12 +198,12 @@ static void quota_add_delete(void *ud, const char *ns, const char *name, const v
 static bool own_echo(ctl_controller *c, char kind, const char *ns, const char *name,
                      const void *obj);
 
-/* Our own status write coming back (own_echo): nothing to reconcile, but
- * the admission pass reads quotas from this cache, so only now does it see
- * the usage the write lowered or the queue it recorded. Kicking it at the
- * write instead would let it plan on the status before the write, and
- * nothing would kick it again. */
-static void echo_kick(ctl_controller *c)
+/* A quota or tenant changed in the cache, our own status write coming
+ * back (own_echo) included: the admission pass reads both from the caches,
+ * so only now does it see the usage a write lowered or the queue it
+ * recorded. Kicking it at the write instead would let it plan on the status
+ * before the write, and nothing would kick it again. */
+static void pass_kick(ctl_controller *c)
 {
     if (atomic_load(&c->synced))
         ctl_ungate_kick(c);
@@ -230,7 +230,7 @@ static void quota_update(void *ud, const char *ns, const char *name, const void 
         (member_differs(o, n, "spec", NULL) || member_differs(o, n, "status", "used")))
         ctl_cohort_touch(ud, ns);
     if (own_echo(ud, 'q', ns, name, n)) {
-        echo_kick(ud);
+        pass_kick(ud);
         return;
     }
     quota_event(ud, ns, name, n);
@@ -290,6 +290,7 @@ static void tenant_add(void *ud, const char *ns, const char *name, const void *r
     tenant_set(ud, ns, name, rec);
     if (atomic_load(&((ctl_controller *)ud)->synced))
         ctl_cohort_touch_tenants(ud, rec, name);
+    pass_kick(ud);
 }
 
 static void tenant_update(void *ud, const char *ns, const char *name, const void *o, const void *n)
@@ -302,11 +303,9 @@ static void tenant_update(void *ud, const char *ns, const char *name, const void
         if (member_differs(o, n, "spec", "cohort"))
             ctl_cohort_touch_tenants(ud, n, name);
     }
-    if (own_echo(ud, 't', ns, name, n)) {
-        echo_kick(ud);
-        return;
-    }
-    tenant_set(ud, ns, name, n);
+    if (!own_echo(ud, 't', ns, name, n))
+        tenant_set(ud, ns, name, n);
+    pass_kick(ud);
 }
 
 static void tenant_delete(void *ud, const char *ns, const char *name, const void *rec)
@@ -320,6 +319,7 @@ static void tenant_delete(void *ud, const char *ns, const char *name, const void
         ctl_cohort_touch(c, NULL);
         ctl_cohort_touch_tenants(c, rec, name);
     }
+    pass_kick(c); /* pods it kept out may fit now */
 }
 
 /* --- namespace cache: the record is a copy of metadata.labels -------------- */
@@ -687,7 +687,7 @@ static void status_written(ctl_controller *c, const quota_pass *p, char *sent_rv
 {
     const quota_ref *r = p->r;
     const ctl_result *res = &p->res;
-    atomic_fetch_add(&c->writes, 1); /* its echo kicks the admission pass (echo_kick) */
+    atomic_fetch_add(&c->writes, 1); /* its echo kicks the admission pass (pass_kick) */
     pthread_mutex_lock(&c->mu);
     kstate *ks = ctl_ks_get(c, p->key, true);
     if (ks) {

@@ -320,15 +320,23 @@ static pass_step read_queue(admit_pass *a)
     return ok ? STEP_OK : STEP_FAILED;
 }
 
+/* Whether q limits and matches queued pod p. A GPUQuota of another
+ * namespace is ruled out before the store's lock: with many quotas and
+ * many queued pods, most pairs are that. */
+static bool governs(const admit_pass *a, const gq_quota *q, const ctl_queued *p)
+{
+    if (q->kind == GQ_QUOTA_NAMESPACED && (!q->namespace_ || strcmp(q->namespace_, p->ns)))
+        return false;
+    gq_pod_facts f = {p->ns, p->priority_class, p->terminating, false, p->model};
+    return gq_quota_limits(q, &p->charge) && ctl_podstore_matches(a->c->store, q, &f);
+}
+
 /* Whether q (a cached spec) limits and matches some queued pod. */
 static bool governs_queued(const admit_pass *a, const gq_quota *q)
 {
-    for (size_t i = 0; i < a->n; i++) {
-        const ctl_queued *p = &a->pods[i];
-        gq_pod_facts f = {p->ns, p->priority_class, p->terminating, false, p->model};
-        if (gq_quota_limits(q, &p->charge) && ctl_podstore_matches(a->c->store, q, &f))
+    for (size_t i = 0; i < a->n; i++)
+        if (governs(a, q, &a->pods[i]))
             return true;
-    }
     return false;
 }
 
@@ -394,11 +402,9 @@ static void entry_quotas(admit_pass *a, size_t i)
 {
     const ctl_queued *p = &a->pods[i];
     gq_queue_entry *e = &a->ents[i];
-    gq_pod_facts f = {p->ns, p->priority_class, p->terminating, false, p->model};
     size_t m = 0;
     for (size_t j = 0; j < a->nq; j++) {
-        if (!gq_quota_limits(a->qs[j].q, &p->charge) ||
-            !ctl_podstore_matches(a->c->store, a->qs[j].q, &f))
+        if (!governs(a, a->qs[j].q, p))
             continue;
         a->qidx[i * a->stride + m] = j;
         a->paid[i * a->stride + m] = live_reservation(a->qs[j].q, p->uid, a->now) != NULL;

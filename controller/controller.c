@@ -1101,7 +1101,8 @@ gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, g
     c->evicting = json_object_new_object();
     c->evict_refused = json_object_new_object();
     c->no_victims = json_object_new_object();
-    if (!c->ungated || !c->q_events || gq_htab_init(&c->ks, KS_BUCKETS))
+    c->quota_empty = json_object_new_object();
+    if (!c->ungated || !c->q_events || !c->quota_empty || gq_htab_init(&c->ks, KS_BUCKETS))
         goto fail;
     ctl_workqueue_opts qo = {.backoff_min_ms = o->backoff_min_ms,
                              .backoff_max_ms = o->backoff_max_ms};
@@ -1203,6 +1204,7 @@ void ctl_controller_free(ctl_controller *c)
     json_object_put(c->evicting);
     json_object_put(c->evict_refused);
     json_object_put(c->no_victims);
+    json_object_put(c->quota_empty);
     free(c->identity);
     free(c->lease_ns);
     free(c->lease_name);

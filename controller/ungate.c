@@ -293,7 +293,95 @@ static size_t drop_ungated(ctl_controller *c, ctl_queued *pods, size_t n)
     return keep;
 }
 
-/* Read: the queued pods and the cached quota objects; the pass's arrays. */
+/* How long a live list that found no GPUQuota in a namespace stands in for
+ * the next passes, as the webhooks' live reads of an empty scope do
+ * (webhook/kubestore.c, EMPTY_TTL_MS) and Kubernetes' ResourceQuota
+ * admission (liveTTL). */
+#define QUOTA_EMPTY_TTL_S 30
+
+typedef struct live_add {
+    json_object *objs;
+    size_t n;
+} live_add;
+
+static gq_code live_add_fn(void *ud, json_object *item, gq_err *err)
+{
+    live_add *l = ud;
+    if (json_object_array_add(l->objs, json_object_get(item))) {
+        json_object_put(item);
+        return gq_err_oom(err);
+    }
+    l->n++;
+    return GQ_OK;
+}
+
+/* Whether a live list found ns without GPUQuota less than the TTL ago. */
+static bool empty_known(ctl_controller *c, const char *ns, int64_t now)
+{
+    pthread_mutex_lock(&c->mu);
+    json_object *until = gq_json_member(c->quota_empty, ns);
+    bool known = until && json_object_get_int64(until) > now;
+    pthread_mutex_unlock(&c->mu);
+    return known;
+}
+
+static void note_empty(ctl_controller *c, const char *ns, int64_t until)
+{
+    pthread_mutex_lock(&c->mu);
+    if (json_object_object_length(c->quota_empty) > 4096) { /* bounded: forget one */
+        json_object_object_foreach(c->quota_empty, k, v)
+        {
+            (void)v;
+            json_object_object_del(c->quota_empty, k);
+            break;
+        }
+    }
+    json_object_object_add(c->quota_empty, ns, json_object_new_int64(until));
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Read: the GPUQuotas of the queued pods' namespaces that the cache holds
+ * none of, live. A quota created just before its pods (its watch event
+ * still on its way) must govern them from the first pass, as the webhooks'
+ * live reads make it govern their admission: planned without it, they
+ * would be admitted on their tenant's room alone, above its hard and not
+ * marked as borrowing. A namespace found empty is not listed again for
+ * QUOTA_EMPTY_TTL_S; a failed list fails the pass. */
+static pass_step read_uncached(admit_pass *a)
+{
+    ctl_controller *c = a->c;
+    json_object *done = json_object_new_object();
+    if (!done || !c->o.api->list) {
+        json_object_put(done);
+        return done ? STEP_OK : STEP_FAILED;
+    }
+    for (size_t j = 0; j < json_object_array_length(a->objs); j++) {
+        const char *ns = gq_json_meta_string(json_object_array_get_idx(a->objs, j), "namespace");
+        if (ns && ns[0])
+            json_object_object_add(done, ns, NULL);
+    }
+    pass_step st = STEP_OK;
+    for (size_t i = 0; i < a->n && st == STEP_OK; i++) {
+        const char *ns = a->pods[i].ns;
+        char path[600];
+        if (json_object_object_get_ex(done, ns, NULL) || empty_known(c, ns, a->now))
+            continue;
+        json_object_object_add(done, ns, NULL);
+        snprintf(path, sizeof path, API_GQ "/namespaces/%s/gpuquotas", ns);
+        live_add l = {a->objs, 0};
+        if (c->o.api->list(c->o.api->ctx, path, NULL, live_add_fn, &l, NULL, &a->err)) {
+            GQ_WARN("queue: listing the GPUQuotas of %s: %s", ns, a->err.msg);
+            st = STEP_FAILED;
+        } else if (!l.n) {
+            note_empty(c, ns, a->now + QUOTA_EMPTY_TTL_S);
+        }
+    }
+    json_object_put(done);
+    return st;
+}
+
+/* Read: the queued pods and the cached quota objects (and those of the
+ * pods' namespaces the cache does not hold yet); the pass's arrays. */
 static pass_step read_queue(admit_pass *a)
 {
     ctl_controller *c = a->c;
@@ -306,6 +394,8 @@ static pass_step read_queue(admit_pass *a)
     admit_ctx ac = {c, a->objs};
     kube_cache_foreach(c->quotas, collect_quota_fn, &ac);
     kube_cache_foreach(c->tenants, collect_quota_fn, &ac);
+    if (read_uncached(a) != STEP_OK)
+        return STEP_FAILED;
     size_t nobj = json_object_array_length(a->objs);
     a->stride = nobj ? nobj : 1;
     a->qs = calloc(a->stride, sizeof(*a->qs));

@@ -32,6 +32,7 @@ typedef struct fake {
     json_object *last_status;      /* body of the last accepted status write */
     json_object *events_by_reason; /* {reason: the last Event with it} */
     char last_write_path[256];
+    bool quotas_live_only; /* GPUQuotas only in a namespace's list, never the caches' */
 } fake;
 
 static json_object *collection(fake *f, const char *path)
@@ -51,7 +52,10 @@ static gq_code f_list(void *ctx, const char *path, const kube_list_opts *o, kube
     fake *f = ctx;
     pthread_mutex_lock(&f->mu);
     json_object *arr = collection(f, path), *copy = NULL;
-    json_object_deep_copy(arr, &copy, NULL);
+    if (f->quotas_live_only && arr == f->quotas && !strstr(path, "/namespaces/"))
+        copy = json_object_new_array();
+    else
+        json_object_deep_copy(arr, &copy, NULL);
     pthread_mutex_unlock(&f->mu);
     gq_code rc = GQ_OK;
     for (size_t i = 0; i < json_object_array_length(copy) && !rc; i++)
@@ -586,6 +590,31 @@ static json_object *queued_w(const char *mem)
     return J(buf);
 }
 
+/* f with pod w (4Gi) queued in namespace b under GPUQuota qb (10Gi, Queue). */
+static void fake_queue_b(fake *f)
+{
+    fake_init(f);
+    json_object_put(f->pods);
+    f->pods = queued_w("4Gi");
+    json_object_array_add(
+        f->quotas, J("{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{"
+                     "'name':'qb','namespace':'b','uid':'u-qb','generation':1,'resourceVersion':"
+                     "'1'},'spec':{'hard':{'gpu-memory':'10Gi'},'whenExceeded':'Queue'}}"));
+    json_object_array_add(f->nss, J("{'metadata':{'name':'b','resourceVersion':'1'}}"));
+}
+
+/* Pod w was ungated and the quota at path holds its reservation. */
+static void assert_charges_w(fake *f, const char *path)
+{
+    pthread_mutex_lock(&f->mu);
+    assert_string_equal(f->last_patch_path, "/api/v1/namespaces/b/pods/w");
+    json_object *q = find_quota(f, path), *st, *res;
+    assert_true(json_object_object_get_ex(q, "status", &st));
+    assert_true(json_object_object_get_ex(st, "reservations", &res));
+    assert_non_null(strstr(json_object_to_json_string(res), "uid-w"));
+    pthread_mutex_unlock(&f->mu);
+}
+
 /* The queue admitter (controller/ungate.c) when its charge meets a 409: the
  * pass ends without ungating, runs again on fresh reads, writes the charge
  * once and ungates the pod once. */
@@ -593,14 +622,7 @@ static void test_queue_admit_after_conflict(void **state)
 {
     (void)state;
     fake f;
-    fake_init(&f);
-    json_object_put(f.pods);
-    f.pods = queued_w("4Gi");
-    json_object_array_add(
-        f.quotas, J("{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{"
-                    "'name':'qb','namespace':'b','uid':'u-qb','generation':1,'resourceVersion':"
-                    "'1'},'spec':{'hard':{'gpu-memory':'10Gi'},'whenExceeded':'Queue'}}"));
-    json_object_array_add(f.nss, J("{'metadata':{'name':'b','resourceVersion':'1'}}"));
+    fake_queue_b(&f);
     f.charge_conflicts = 1; /* the admitter's first charge meets a 409 */
     ctl_controller *c;
     gq_config *cfg;
@@ -622,6 +644,28 @@ static void test_queue_admit_after_conflict(void **state)
     assert_int_equal(held, 1); /* charged once, though the first write was refused */
     pthread_mutex_unlock(&f.mu);
     wait_metric(c, "gpuquota_queue_admitted_total 1\n");
+    ctl_controller_stop(c);
+    ctl_controller_free(c);
+    gq_config_free(cfg);
+    fake_dispose(&f);
+}
+
+/* A GPUQuota the controller's cache does not hold yet (created just before
+ * its pods, its watch event still on its way) governs the queued pods of
+ * its namespace all the same: the pass lists that namespace's quotas live
+ * and charges the pod in it. */
+static void test_queue_quota_not_cached_yet(void **state)
+{
+    (void)state;
+    fake f;
+    fake_queue_b(&f);
+    f.quotas_live_only = true;
+    ctl_controller *c;
+    gq_config *cfg;
+    kube_api api;
+    run(&f, &c, &cfg, &api);
+    wait_metric(c, "gpuquota_queue_admitted_total 1\n");
+    assert_charges_w(&f, "/x/gpuquotas/qb");
     ctl_controller_stop(c);
     ctl_controller_free(c);
     gq_config_free(cfg);
@@ -663,13 +707,7 @@ static void test_queue_cohort_of_tenants(void **state)
     kube_api api;
     run(&f, &c, &cfg, &api);
     wait_metric(c, "gpuquota_queue_admitted_total 1\n");
-    pthread_mutex_lock(&f.mu);
-    assert_string_equal(f.last_patch_path, "/api/v1/namespaces/b/pods/w");
-    json_object *t = find_quota(&f, "/x/gputenantquotas/busy"), *st, *res;
-    assert_true(json_object_object_get_ex(t, "status", &st));
-    assert_true(json_object_object_get_ex(st, "reservations", &res));
-    assert_non_null(strstr(json_object_to_json_string(res), "uid-w"));
-    pthread_mutex_unlock(&f.mu);
+    assert_charges_w(&f, "/x/gputenantquotas/busy");
     ctl_controller_stop(c);
     ctl_controller_free(c);
     gq_config_free(cfg);
@@ -679,10 +717,14 @@ static void test_queue_cohort_of_tenants(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_queue_cohort_of_tenants),    cmocka_unit_test(test_sync_write_event),
-        cmocka_unit_test(test_events_rate_limited),        cmocka_unit_test(test_fold_waits),
-        cmocka_unit_test(test_queue_admit_after_conflict), cmocka_unit_test(test_bad_options),
+        cmocka_unit_test(test_queue_cohort_of_tenants),
+        cmocka_unit_test(test_sync_write_event),
+        cmocka_unit_test(test_events_rate_limited),
+        cmocka_unit_test(test_fold_waits),
+        cmocka_unit_test(test_queue_admit_after_conflict),
+        cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_cohort_status_and_metrics),
+        cmocka_unit_test(test_queue_quota_not_cached_yet),
     };
     if (http_metrics_new("test", &registry))
         return 1;

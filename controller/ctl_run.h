@@ -87,8 +87,9 @@ struct ctl_controller {
      * disruption budget refused, preemptors for which nobody could be
      * evicted (they wait their turn again). */
     json_object *nominated, *evicting, *evict_refused, *no_victims;
-    /* Namespaces of queued pods where a live list found no GPUQuota
-     * (ungate.c, read_uncached): {namespace: until, Unix s} (mu). */
+    /* Namespaces of queued pods where a live list found no GPUQuota ("":
+     * no GPUTenantQuota at all) (ungate.c, read_uncached): {namespace:
+     * until, Unix s} (mu). */
     json_object *quota_empty;
     atomic_ulong preemptions[CTL_PREEMPT_REASONS], evictions_refused;
     http_histogram reconcile_duration; /* seconds */

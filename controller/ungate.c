@@ -341,11 +341,12 @@ static void note_empty(ctl_controller *c, const char *ns, int64_t until)
 }
 
 /* Read: the GPUQuotas of the queued pods' namespaces that the cache holds
- * none of, live. A quota created just before its pods (its watch event
- * still on its way) must govern them from the first pass, as the webhooks'
- * live reads make it govern their admission: planned without it, they
- * would be admitted on their tenant's room alone, above its hard and not
- * marked as borrowing. A namespace found empty is not listed again for
+ * none of, and the GPUTenantQuotas when it holds none at all, live. A
+ * quota created just before its pods (its watch event still on its way)
+ * must govern them from the first pass, as the webhooks' live reads make it
+ * govern their admission: planned without it, they would be admitted on
+ * their tenant's room alone, above its hard and not marked as borrowing. A
+ * scope found empty (key "": the tenants) is not listed again for
  * QUOTA_EMPTY_TTL_S; a failed list fails the pass. */
 static pass_step read_uncached(admit_pass *a)
 {
@@ -357,20 +358,23 @@ static pass_step read_uncached(admit_pass *a)
     }
     for (size_t j = 0; j < json_object_array_length(a->objs); j++) {
         const char *ns = gq_json_meta_string(json_object_array_get_idx(a->objs, j), "namespace");
-        if (ns && ns[0])
-            json_object_object_add(done, ns, NULL);
+        json_object_object_add(done, ns ? ns : "", NULL); /* "": some tenant is cached */
     }
     pass_step st = STEP_OK;
-    for (size_t i = 0; i < a->n && st == STEP_OK; i++) {
-        const char *ns = a->pods[i].ns;
+    for (size_t i = 0; i <= a->n && st == STEP_OK; i++) {
+        /* Each pod's namespace, then "": the tenants, when none is cached. */
+        const char *ns = i < a->n ? a->pods[i].ns : "";
         char path[600];
         if (json_object_object_get_ex(done, ns, NULL) || empty_known(c, ns, a->now))
             continue;
         json_object_object_add(done, ns, NULL);
-        snprintf(path, sizeof path, API_GQ "/namespaces/%s/gpuquotas", ns);
+        if (ns[0])
+            snprintf(path, sizeof path, API_GQ "/namespaces/%s/gpuquotas", ns);
+        else
+            snprintf(path, sizeof path, API_GQ "/gputenantquotas");
         live_add l = {a->objs, 0};
         if (c->o.api->list(c->o.api->ctx, path, NULL, live_add_fn, &l, NULL, &a->err)) {
-            GQ_WARN("queue: listing the GPUQuotas of %s: %s", ns, a->err.msg);
+            GQ_WARN("queue: listing %s: %s", path, a->err.msg);
             st = STEP_FAILED;
         } else if (!l.n) {
             note_empty(c, ns, a->now + QUOTA_EMPTY_TTL_S);

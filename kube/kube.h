@@ -273,10 +273,13 @@ typedef struct kube_list_opts {
 /* Called once per item; item is borrowed. A non-OK return stops the list. */
 typedef gq_code (*kube_item_fn)(void *ud, json_object *item, gq_err *err);
 
-/* List path, following "continue" tokens page by page so only one page is
- * in memory at a time; each item goes to fn. On success *rv_out (may be
- * NULL) receives the list's resourceVersion (malloc'ed). A continue token
- * that expired mid-list yields GQ_EGONE: the caller relists. */
+/* List path, following "continue" tokens page by page; each item goes to fn
+ * as soon as it is parsed, so at most one item is a tree at a time (and two
+ * pages' text: the next page is fetched while this one is parsed). On
+ * success *rv_out (may be NULL) receives the list's resourceVersion
+ * (malloc'ed). On failure fn may already have had some items, as when a
+ * later page fails. A continue token that expired mid-list yields GQ_EGONE:
+ * the caller relists. */
 gq_code kube_list(kube_client *c, const char *path, const kube_list_opts *o, kube_item_fn fn,
                   void *ud, char **rv_out, gq_err *err) GQ_WUR;
 

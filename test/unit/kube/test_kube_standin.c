@@ -389,6 +389,65 @@ static void list_paginates(void **state)
     assert_int_equal(g.n, 3000);
 }
 
+/* Items in list order, with a fault posted or a stop asked at one of them. */
+typedef struct ordered {
+    size_t n, fault_at, stop_at;
+    char last[64];
+    int out_of_order;
+} ordered;
+
+static gq_code order_item(void *ud, json_object *item, gq_err *err)
+{
+    ordered *o = ud;
+    json_object *m, *nm;
+    const char *name =
+        json_object_object_get_ex(item, "metadata", &m) && json_object_object_get_ex(m, "name", &nm)
+            ? json_object_get_string(nm)
+            : "";
+    if (o->n && strcmp(o->last, name) >= 0)
+        o->out_of_order++;
+    snprintf(o->last, sizeof o->last, "%s", name);
+    if (o->n == o->stop_at)
+        return gq_err_set(err, GQ_ECONFLICT, "stopped by the caller at %zu", o->n);
+    if (o->n == o->fault_at)
+        post_fault("{\"fail\":{\"count\":1,\"code\":500,\"method\":\"GET\","
+                   "\"pathPrefix\":\"/api/v1/namespaces/many/pods\"}}");
+    o->n++;
+    return GQ_OK;
+}
+
+/* The next page is fetched while this one's items go to the caller: items
+ * keep the list's order; the caller's error stops the list as it is, with
+ * a page in flight; a page fetched in advance that fails fails the list.
+ * Runs after list_paginates (3000 pods in "many"). */
+static void list_fetches_ahead(void **state)
+{
+    (void)state;
+    gq_err e;
+    kube_list_opts lo = {.page_size = 128};
+    ordered all = {.fault_at = SIZE_MAX, .stop_at = SIZE_MAX};
+    assert_int_equal(
+        kube_list(cli, "/api/v1/namespaces/many/pods", &lo, order_item, &all, NULL, &e), GQ_OK);
+    assert_int_equal(all.n, 3000);
+    assert_int_equal(all.out_of_order, 0);
+
+    ordered stop = {.fault_at = SIZE_MAX, .stop_at = 300};
+    assert_int_equal(
+        kube_list(cli, "/api/v1/namespaces/many/pods", &lo, order_item, &stop, NULL, &e),
+        GQ_ECONFLICT);
+    assert_string_equal(e.msg, "stopped by the caller at 300");
+    assert_int_equal(stop.n, 300);
+
+    /* Posted while page 2 is handed over: page 3 (already asked for, or
+     * asked just after) or page 4 fails, and the list with it. */
+    ordered fault = {.fault_at = 255, .stop_at = SIZE_MAX};
+    assert_int_equal(
+        kube_list(cli, "/api/v1/namespaces/many/pods", &lo, order_item, &fault, NULL, &e),
+        GQ_EHTTP);
+    assert_true(fault.n >= 256 && fault.n <= 384);
+    assert_int_equal(fault.out_of_order, 0);
+}
+
 /* ---- watch ---- */
 
 typedef struct wlog {
@@ -1127,6 +1186,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup(conflict_status_injected, reset_standin),
         cmocka_unit_test_setup(latency_and_timeout, reset_standin),
         cmocka_unit_test_setup(list_paginates, reset_standin),
+        cmocka_unit_test_setup(list_fetches_ahead, reset_standin),
         cmocka_unit_test_setup(watch_events_and_stop, reset_standin),
         cmocka_unit_test_setup(watch_cut_and_gone, reset_standin),
         cmocka_unit_test_setup(cache_sync_events_relist_reconnect, reset_standin),

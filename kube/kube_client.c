@@ -697,7 +697,10 @@ typedef struct list_pages {
     kube_item_fn fn;
     void *ud;
     char *rv, *cont;
-    unsigned lim; /* the page size asked; halved for pages too large */
+    unsigned lim;      /* the page size asked; halved for pages too large */
+    const char **skip; /* the parse's patterns: managedFields, o->prune */
+    char *skip_text;
+    size_t n_skip;
     /* The next page's fetch: started once per page (tried), running on th
      * (fetching) for the continue token next_cont, into next/next_rc. */
     int tried, fetching;
@@ -788,17 +791,38 @@ static gq_code page_item(void *ud, json_object *root, json_object *item, gq_err 
     return rc;
 }
 
-/* Parse one page, handing its items to the caller as they are parsed (their
- * managedFields left out: no reader of a list uses them, and any user who
- * may patch an object can nest them hundreds deep, which must not stop a
- * list), and keep its resourceVersion and continue token (cont NULL: the
+/* The parse's patterns: each item's managedFields (no reader of a list
+ * uses them, and any user who may patch an object can nest them hundreds
+ * deep, which must not stop a list) and what the caller prunes. */
+static gq_code skip_patterns(list_pages *lp, gq_err *err)
+{
+    static const char prefix[] = "items/*/", managed[] = "items/*/metadata/managedFields";
+    size_t n = lp->o ? lp->o->n_prune : 0, text = sizeof managed;
+    for (size_t i = 0; i < n; i++)
+        text += sizeof prefix + strlen(lp->o->prune[i]);
+    lp->skip = calloc(n + 1, sizeof(*lp->skip));
+    char *w = lp->skip_text = malloc(text);
+    if (!lp->skip || !w)
+        return gq_err_oom(err);
+    lp->skip[lp->n_skip++] = memcpy(w, managed, sizeof managed);
+    w += sizeof managed;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(lp->o->prune[i]) + 1;
+        lp->skip[lp->n_skip++] = memcpy(w, prefix, sizeof prefix - 1);
+        memcpy(w + sizeof prefix - 1, lp->o->prune[i], len);
+        w += sizeof prefix - 1 + len;
+    }
+    return GQ_OK;
+}
+
+/* Parse one page, handing its items to the caller as they are parsed (what
+ * skip_patterns names left out), and keep its resourceVersion and continue token (cont NULL: the
  * last page). */
 static gq_code take_page(list_pages *lp, const gq_buf *b, gq_err *err)
 {
-    static const char *const skip[] = {"items/*/metadata/managedFields"};
     gq_json_opts jo = {.max_depth = GQ_JSON_DEFAULT_DEPTH,
-                       .skip = skip,
-                       .n_skip = 1,
+                       .skip = lp->skip,
+                       .n_skip = lp->n_skip,
                        .each_member = "items",
                        .each_fn = page_item,
                        .each_ud = lp};
@@ -856,7 +880,10 @@ gq_code kube_list(kube_client *c, const char *path, const kube_list_opts *o, kub
     lp.lim = o && o->page_size ? o->page_size : 500u;
     gq_buf_init(&lp.next, 0);
     gq_buf resp;
-    gq_code rc = fetch_page(&lp, NULL, &resp, err);
+    gq_buf_init(&resp, 0);
+    gq_code rc = skip_patterns(&lp, err);
+    if (!rc)
+        rc = fetch_page(&lp, NULL, &resp, err);
     while (!rc) {
         rc = take_page(&lp, &resp, err);
         gq_buf_dispose(&resp);
@@ -875,6 +902,8 @@ gq_code kube_list(kube_client *c, const char *path, const kube_list_opts *o, kub
     }
     free(lp.cont);
     free(lp.rv);
+    free(lp.skip);
+    free(lp.skip_text);
     return rc;
 }
 

@@ -42,6 +42,14 @@ typedef struct jp {
     gq_json_budget *budget; /* NULL: none */
     size_t charged;         /* taken from budget */
     gq_err *err;
+    /* Streaming (gq_json_opts.each_member): the top-level object, whether
+     * the next container is the streamed array, and that array. */
+    const char *each_member;
+    gq_json_each_fn each_fn;
+    void *each_ud;
+    json_object *root;
+    bool stream_next;
+    json_object *stream_arr;
 } jp;
 
 /* What json-c's objects cost on glibc (64-bit), measured with mallinfo2
@@ -673,7 +681,10 @@ static gq_code jp_member(jp *j, json_object *obj, int depth, uint64_t alive, siz
     char *owned = NULL;
     if (kz && kz == j->buf && !(kz = owned = strdup(kz)))
         return jp_nomem(j); /* the value may reuse the scratch buffer */
+    /* The streamed member: its array's elements go to each_fn. */
+    j->stream_next = kz && depth == 1 && j->each_fn && !strcmp(kz, j->each_member);
     rc = skip ? jp_skip(j) : jp_value(j, depth, next, d + 1, kz ? &v : NULL);
+    j->stream_next = false;
     if (!rc && kz && json_object_object_add(obj, kz, v)) {
         json_object_put(v);
         rc = jp_nomem(j);
@@ -695,7 +706,12 @@ static gq_code jp_element(jp *j, json_object *arr, size_t i, int depth, uint64_t
     }
     json_object *v = NULL;
     gq_code rc = skip ? jp_skip(j) : jp_value(j, depth, next, d + 1, arr ? &v : NULL);
-    if (!rc && arr && !skip && json_object_array_add(arr, v)) {
+    if (rc || !arr || skip)
+        return rc;
+    if (arr == j->stream_arr) { /* handed over, not kept */
+        rc = j->each_fn(j->each_ud, j->root, v, j->err);
+        json_object_put(v);
+    } else if (json_object_array_add(arr, v)) {
         json_object_put(v);
         rc = jp_nomem(j);
     }
@@ -718,6 +734,11 @@ static gq_code jp_container(jp *j, bool object, int depth, uint64_t alive, size_
         return rc;
     else if (!(c = object ? json_object_new_object() : json_object_new_array()))
         return jp_nomem(j);
+    if (depth == 1 && object)
+        j->root = c;
+    if (j->stream_next && !object)
+        j->stream_arr = c;
+    j->stream_next = false; /* only the member's own value streams */
     j->p++;
     jp_ws(j);
     if (j->p < j->end && *j->p == close) {
@@ -808,6 +829,11 @@ static void jp_init(jp *j, const char *buf, size_t len, const gq_json_opts *o, g
     j->max_tree = o->max_tree;
     j->budget = o->budget;
     j->err = err;
+    j->each_member = o->each_member;
+    j->each_fn = o->each_member ? o->each_fn : NULL;
+    j->each_ud = o->each_ud;
+    j->root = j->stream_arr = NULL;
+    j->stream_next = false;
     j->n_pat = 0;
     j->index_patterns = false;
     memset(j->deeper, 0, sizeof(j->deeper));

@@ -53,12 +53,27 @@ typedef struct gq_json_budget {
     size_t cap;
 } gq_json_budget;
 
+/* Called with one element of a streamed array (see gq_json_opts.each_member):
+ * elem is borrowed and freed when the call returns; root is the top-level
+ * object as built so far (the members that came before the array). A non-OK
+ * return stops the parse with that code. */
+typedef gq_code (*gq_json_each_fn)(void *ud, json_object *root, json_object *elem, gq_err *err);
+
 typedef struct gq_json_opts {
     int max_depth;           /* as gq_json_parse */
     const char *const *skip; /* as gq_json_parse_pruned; n_skip of them */
     size_t n_skip;
     size_t max_tree;        /* one tree's bytes at most; 0: no cap */
     gq_json_budget *budget; /* NULL: none */
+    /* Optional: the elements of the top-level object's array member named
+     * each_member go to each_fn one by one as soon as each is parsed, and
+     * are not kept (*out holds that member as an empty array), so a list of
+     * thousands of objects is never a tree at once. Elements handed over
+     * stay handed over if the text turns out wrong after them. Their bytes
+     * count towards max_tree and the budget as if kept. */
+    const char *each_member;
+    gq_json_each_fn each_fn;
+    void *each_ud;
 } gq_json_opts;
 
 /* gq_json_parse_pruned, counting the memory of what it builds as it builds

@@ -94,6 +94,36 @@ static void enqueue_tenants(ctl_controller *c)
  * client's 64 MiB response cap with room to spare. */
 #define POD_PAGE 2000u
 
+/* What of a listed pod no part of its record reads (ctl_pod_from_json, the
+ * pod's price and facts in quota/): checked as the list is parsed, never
+ * built. Most of a real pod's objects are these (its service-account
+ * volume and mounts, default tolerations, status conditions and container
+ * statuses); resources, annotations, labels, gates, affinity, claims,
+ * priority and phase are kept. */
+#define POD_CONTAINER_PRUNE(kind)                                                                  \
+    "spec/" kind "/*/env", "spec/" kind "/*/envFrom", "spec/" kind "/*/volumeMounts",              \
+        "spec/" kind "/*/volumeDevices", "spec/" kind "/*/ports", "spec/" kind "/*/livenessProbe", \
+        "spec/" kind "/*/readinessProbe", "spec/" kind "/*/startupProbe",                          \
+        "spec/" kind "/*/lifecycle", "spec/" kind "/*/securityContext", "spec/" kind "/*/command", \
+        "spec/" kind "/*/args"
+static const char *const pod_prune[] = {
+    POD_CONTAINER_PRUNE("containers"),
+    POD_CONTAINER_PRUNE("initContainers"),
+    "spec/ephemeralContainers",
+    "spec/volumes",
+    "spec/tolerations",
+    "spec/securityContext",
+    "spec/hostAliases",
+    "spec/readinessGates",
+    "spec/topologySpreadConstraints",
+    "status/conditions",
+    "status/containerStatuses",
+    "status/initContainerStatuses",
+    "status/ephemeralContainerStatuses",
+    "status/podIPs",
+    "status/hostIPs",
+};
+
 static gq_code pod_transform(void *ud, json_object *obj, void **rec, gq_err *err)
 {
     ctl_controller *c = ud;
@@ -1007,6 +1037,8 @@ typedef struct cache_def {
 static const cache_def cache_defs[] = {
     {{.path = "/api/v1/pods",
       .page_size = POD_PAGE,
+      .prune = pod_prune,
+      .n_prune = sizeof(pod_prune) / sizeof(pod_prune[0]),
       .transform = pod_transform,
       .free_record = pod_free,
       .on_add = pod_add,

@@ -269,15 +269,24 @@ typedef struct kube_list_opts {
     unsigned page_size;           /* "limit"; 0: 500 */
     const char *resource_version; /* NULL: most recent (quorum read) */
     const kube_call_opts *call;   /* per page */
+    /* Subtrees of each item that fn never reads, as gq_json_parse_pruned
+     * patterns relative to the item ("spec/containers/STAR/env", STAR being
+     * "*"; at most 6 segments): checked, never built. metadata/managedFields
+     * is always left out. */
+    const char *const *prune;
+    size_t n_prune;
 } kube_list_opts;
 
 /* Called once per item; item is borrowed. A non-OK return stops the list. */
 typedef gq_code (*kube_item_fn)(void *ud, json_object *item, gq_err *err);
 
-/* List path, following "continue" tokens page by page so only one page is
- * in memory at a time; each item goes to fn. On success *rv_out (may be
- * NULL) receives the list's resourceVersion (malloc'ed). A continue token
- * that expired mid-list yields GQ_EGONE: the caller relists. */
+/* List path, following "continue" tokens page by page; each item goes to fn
+ * as soon as it is parsed, so at most one item is a tree at a time (and two
+ * pages' text: the next page is fetched while this one is parsed). On
+ * success *rv_out (may be NULL) receives the list's resourceVersion
+ * (malloc'ed). On failure fn may already have had some items, as when a
+ * later page fails. A continue token that expired mid-list yields GQ_EGONE:
+ * the caller relists. */
 gq_code kube_list(kube_client *c, const char *path, const kube_list_opts *o, kube_item_fn fn,
                   void *ud, char **rv_out, gq_err *err) GQ_WUR;
 
@@ -348,6 +357,9 @@ typedef struct kube_cache_opts {
     long watch_timeout_seconds; /* 0: 300, jittered up to 2x like client-go */
     long backoff_min_ms;        /* 0: 800 */
     long backoff_max_ms;        /* 0: 30000 */
+    /* As kube_list_opts: what no transform reads of the objects listed. */
+    const char *const *prune;
+    size_t n_prune;
     /* Optional: turn an object into the record kept in the cache (returned
      * pointer owned by the cache, freed with free_record). NULL record with
      * GQ_OK skips the object. Without transform the record is the

@@ -332,7 +332,9 @@ static gq_code do_list(kube_cache *c, gq_err *err)
     char *rv = NULL;
     kube_list_opts lo = {.label_selector = c->label_selector,
                          .field_selector = c->field_selector,
-                         .page_size = c->o.page_size};
+                         .page_size = c->o.page_size,
+                         .prune = c->o.prune,
+                         .n_prune = c->o.n_prune};
     gq_code rc;
     for (int pass = 0;; pass++) {
         c->gen++;

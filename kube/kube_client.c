@@ -586,16 +586,6 @@ static gq_code parse_json(const char *method, const char *path, const gq_buf *b,
     return parse_pruned(method, path, b, NULL, 0, out, err);
 }
 
-/* A list page, its items' managedFields left out: no reader of a list uses
- * them, and any user who may patch an object can nest them hundreds deep,
- * which must not stop a list. */
-static gq_code parse_list(const char *method, const char *path, const gq_buf *b, json_object **out,
-                          gq_err *err)
-{
-    static const char *const skip[] = {"items/*/metadata/managedFields"};
-    return parse_pruned(method, path, b, skip, 1, out, err);
-}
-
 /* Request + optional JSON parse of the answer into *out. A body goes as
  * JSON; for PATCH, as a JSON merge patch. */
 static gq_code call_json(kube_client *c, const char *method, const char *path, json_object *body,
@@ -696,28 +686,165 @@ static const char *obj_str(json_object *o, const char *k1, const char *k2)
     return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
 }
 
-/* A paged list in progress: where it reads, who takes each item, and what
- * the last page said (its resourceVersion, the continue token). */
+/* A paged list in progress: where it reads, who takes each item, what the
+ * last page said (its resourceVersion, the continue token), and the next
+ * page, fetched on a thread of its own while this one's items are decoded:
+ * kube-apiserver encodes page k+1 while we decode page k. */
 typedef struct list_pages {
+    kube_client *c;
     const char *path;
+    const kube_list_opts *o;
     kube_item_fn fn;
     void *ud;
     char *rv, *cont;
+    unsigned lim;      /* the page size asked; halved for pages too large */
+    const char **skip; /* the parse's patterns: managedFields, o->prune */
+    char *skip_text;
+    size_t n_skip;
+    /* The next page's fetch: started once per page (tried), running on th
+     * (fetching) for the continue token next_cont, into next/next_rc. */
+    int tried, fetching;
+    int fn_failed; /* the caller's fn stopped the list: its error as it is */
+    pthread_t th;
+    char *next_cont;
+    gq_buf next;
+    gq_code next_rc;
+    gq_err next_err;
 } list_pages;
 
-/* Hand one page's items to the caller and keep its resourceVersion and
- * continue token (cont NULL: the last page). */
-static gq_code take_page(list_pages *lp, json_object *list, gq_err *err)
+/* GET one page (cont NULL: the first) into *resp. A page of large objects
+ * (a pod may be 1.5 MiB) is asked again, half as long, down to one object,
+ * which always fits. */
+static gq_code fetch_page(list_pages *lp, const char *cont, gq_buf *resp, gq_err *err)
 {
-    gq_code rc = GQ_OK;
-    json_object *items;
+    const kube_list_opts *o = lp->o;
+    for (;;) {
+        char limit[24];
+        snprintf(limit, sizeof(limit), "%u", lp->lim);
+        kube_query q[] = {
+            {"labelSelector", o ? o->label_selector : NULL},
+            {"fieldSelector", o ? o->field_selector : NULL},
+            {"limit", limit},
+            {"continue", cont},
+            /* resourceVersion only applies to the first page; continue
+             * tokens carry the snapshot. */
+            {"resourceVersion", !cont && o ? o->resource_version : NULL},
+        };
+        gq_err re;
+        gq_err_clear(&re);
+        http_call call = {
+            .method = "GET", .path = lp->path, .q = q, .nq = sizeof(q) / sizeof(q[0])};
+        gq_code rc = request(lp->c, &call, o ? o->call : NULL, resp, &re);
+        if (rc == GQ_ELIMIT && lp->lim > 1 && strstr(re.msg, "response larger than")) {
+            lp->lim /= 2;
+            continue;
+        }
+        if (rc && err)
+            *err = re;
+        return rc;
+    }
+}
+
+static void *prefetch_main(void *arg)
+{
+    list_pages *lp = arg;
+    gq_err_clear(&lp->next_err);
+    lp->next_rc = fetch_page(lp, lp->next_cont, &lp->next, &lp->next_err);
+    return NULL;
+}
+
+/* Start fetching the page after this one, whose continue token root's
+ * metadata holds if it came before the items (as kube-apiserver writes it).
+ * Without a token, memory or a thread, the next page is fetched after this
+ * one, as before. */
+static void prefetch_start(list_pages *lp, json_object *root)
+{
+    lp->tried = 1;
+    const char *next = root ? obj_str(root, "metadata", "continue") : NULL;
+    if (!next || !next[0] || !(lp->next_cont = strdup(next)))
+        return;
+    if (pthread_create(&lp->th, NULL, prefetch_main, lp)) {
+        free(lp->next_cont);
+        lp->next_cont = NULL;
+        return;
+    }
+    lp->fetching = 1;
+}
+
+/* Wait for the page being fetched. */
+static void prefetch_join(list_pages *lp)
+{
+    if (lp->fetching)
+        pthread_join(lp->th, NULL);
+    lp->fetching = 0;
+}
+
+/* One item of the page being parsed: the first starts the next page's
+ * fetch; each goes to the caller. */
+static gq_code page_item(void *ud, json_object *root, json_object *item, gq_err *err)
+{
+    list_pages *lp = ud;
+    if (!lp->tried)
+        prefetch_start(lp, root);
+    gq_code rc = lp->fn(lp->ud, item, err);
+    lp->fn_failed = rc != GQ_OK;
+    return rc;
+}
+
+/* The parse's patterns: each item's managedFields (no reader of a list
+ * uses them, and any user who may patch an object can nest them hundreds
+ * deep, which must not stop a list) and what the caller prunes. */
+static gq_code skip_patterns(list_pages *lp, gq_err *err)
+{
+    static const char prefix[] = "items/*/", managed[] = "items/*/metadata/managedFields";
+    size_t n = lp->o ? lp->o->n_prune : 0, text = sizeof managed;
+    for (size_t i = 0; i < n; i++)
+        text += sizeof prefix + strlen(lp->o->prune[i]);
+    lp->skip = calloc(n + 1, sizeof(*lp->skip));
+    char *w = lp->skip_text = malloc(text);
+    if (!lp->skip || !w)
+        return gq_err_oom(err);
+    lp->skip[lp->n_skip++] = memcpy(w, managed, sizeof managed);
+    w += sizeof managed;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(lp->o->prune[i]) + 1;
+        lp->skip[lp->n_skip++] = memcpy(w, prefix, sizeof prefix - 1);
+        memcpy(w + sizeof prefix - 1, lp->o->prune[i], len);
+        w += sizeof prefix - 1 + len;
+    }
+    return GQ_OK;
+}
+
+/* Parse one page, handing its items to the caller as they are parsed (what
+ * skip_patterns names left out), and keep its resourceVersion and continue token (cont NULL: the
+ * last page). */
+static gq_code take_page(list_pages *lp, const gq_buf *b, gq_err *err)
+{
+    gq_json_opts jo = {.max_depth = GQ_JSON_DEFAULT_DEPTH,
+                       .skip = lp->skip,
+                       .n_skip = lp->n_skip,
+                       .each_member = "items",
+                       .each_fn = page_item,
+                       .each_ud = lp};
+    json_object *list = NULL, *items;
+    size_t charged;
+    lp->tried = 0;
+    gq_code rc = gq_json_parse_with(b->data ? b->data : "", b->len, &jo, &list, &charged, err);
+    if (rc) {
+        if (!lp->fn_failed)
+            gq_err_prefix(err, "GET %s: response", lp->path);
+        return rc;
+    }
+    if (!list || !json_object_is_type(list, json_type_object)) {
+        json_object_put(list);
+        return gq_err_set(err, GQ_EINVAL, "GET %s: response is not a JSON object", lp->path);
+    }
     if (!json_object_object_get_ex(list, "items", &items) ||
         !(json_object_is_type(items, json_type_array) ||
-          json_object_is_type(items, json_type_null)))
+          json_object_is_type(items, json_type_null))) {
+        json_object_put(list);
         return gq_err_set(err, GQ_EINVAL, "GET %s: list has no \"items\" array", lp->path);
-    size_t n = json_object_is_type(items, json_type_array) ? json_object_array_length(items) : 0;
-    for (size_t i = 0; i < n && !rc; i++)
-        rc = lp->fn(lp->ud, json_object_array_get_idx(items, i), err);
+    }
     const char *lrv = obj_str(list, "metadata", "resourceVersion");
     const char *next = obj_str(list, "metadata", "continue");
     free(lp->rv);
@@ -725,66 +852,58 @@ static gq_code take_page(list_pages *lp, json_object *list, gq_err *err)
     lp->rv = lrv ? strdup(lrv) : NULL;
     lp->cont = next && next[0] ? strdup(next) : NULL;
     int oom = (lrv && !lp->rv) || (next && next[0] && !lp->cont);
-    if (rc)
-        return rc;
+    json_object_put(list);
     return oom ? gq_err_oom(err) : GQ_OK;
+}
+
+/* The next page: the one fetched while this one was parsed if it was for
+ * this continue token, else fetched now. */
+static gq_code next_page(list_pages *lp, gq_buf *resp, gq_err *err)
+{
+    int have = lp->fetching;
+    prefetch_join(lp);
+    if (have && !strcmp(lp->next_cont, lp->cont)) {
+        *resp = lp->next;
+        gq_buf_init(&lp->next, 0);
+        if (lp->next_rc && err)
+            *err = lp->next_err;
+        return lp->next_rc;
+    }
+    gq_buf_dispose(&lp->next);
+    return fetch_page(lp, lp->cont, resp, err);
 }
 
 gq_code kube_list(kube_client *c, const char *path, const kube_list_opts *o, kube_item_fn fn,
                   void *ud, char **rv_out, gq_err *err)
 {
-    gq_code rc = GQ_OK;
-    list_pages lp = {.path = path, .fn = fn, .ud = ud};
-    char limit[24];
-    unsigned lim = o && o->page_size ? o->page_size : 500u;
-    snprintf(limit, sizeof(limit), "%u", lim);
-    for (;;) {
-        kube_query q[] = {
-            {"labelSelector", o ? o->label_selector : NULL},
-            {"fieldSelector", o ? o->field_selector : NULL},
-            {"limit", limit},
-            {"continue", lp.cont},
-            /* resourceVersion only applies to the first page; continue
-             * tokens carry the snapshot. */
-            {"resourceVersion", !lp.cont && o ? o->resource_version : NULL},
-        };
-        gq_buf resp;
-        json_object *list = NULL;
-        gq_err re;
-        gq_err_clear(&re);
-        http_call call = {.method = "GET", .path = path, .q = q, .nq = sizeof(q) / sizeof(q[0])};
-        rc = request(c, &call, o ? o->call : NULL, &resp, &re);
-        if (rc == GQ_ELIMIT && lim > 1 && strstr(re.msg, "response larger than")) {
-            /* A page of large objects (a pod may be 1.5 MiB): the same page
-             * again, half as long, down to one object, which always fits. */
-            lim /= 2;
-            snprintf(limit, sizeof(limit), "%u", lim);
-            rc = GQ_OK;
-            continue;
-        }
-        if (rc) {
-            if (err)
-                *err = re;
-            goto out;
-        }
-        rc = parse_list("GET", path, &resp, &list, err);
+    list_pages lp = {.c = c, .path = path, .o = o, .fn = fn, .ud = ud};
+    lp.lim = o && o->page_size ? o->page_size : 500u;
+    gq_buf_init(&lp.next, 0);
+    gq_buf resp;
+    gq_buf_init(&resp, 0);
+    gq_code rc = skip_patterns(&lp, err);
+    if (!rc)
+        rc = fetch_page(&lp, NULL, &resp, err);
+    while (!rc) {
+        rc = take_page(&lp, &resp, err);
         gq_buf_dispose(&resp);
-        if (rc)
-            goto out;
-        rc = take_page(&lp, list, err);
-        json_object_put(list);
-        if (rc)
-            goto out;
-        if (!lp.cont)
+        if (rc || !lp.cont)
             break;
+        rc = next_page(&lp, &resp, err);
+        free(lp.next_cont);
+        lp.next_cont = NULL;
     }
-    if (rv_out) {
+    prefetch_join(&lp); /* a failed page's prefetch */
+    gq_buf_dispose(&lp.next);
+    free(lp.next_cont);
+    if (!rc && rv_out) {
         *rv_out = lp.rv;
         lp.rv = NULL;
     }
-out:
     free(lp.cont);
     free(lp.rv);
+    free(lp.skip);
+    free(lp.skip_text);
     return rc;
 }
 

@@ -21,6 +21,10 @@ struct kube_leader_elect {
 
     char *observed;      /* holder|renewTime|transitions of the last record seen */
     int64_t observed_ms; /* when it last changed, our monotonic clock */
+    /* The Lease as our last write of it came back, while we hold it: the
+     * next renewal writes it back without reading it first (client-go's
+     * fast path), one request instead of two. NULL: read first. */
+    json_object *held;
 
     atomic_int stop;
     atomic_int leader;
@@ -151,6 +155,40 @@ static gq_code observe(kube_leader_elect *le, json_object *spec, int64_t now, gq
     return GQ_OK;
 }
 
+/* Write lease (ours, spec filled) with its resourceVersion: an optimistic
+ * write. On success the answer is kept as le->held unless we released. */
+static gq_code write_lease(kube_leader_elect *le, json_object *lease, int release, gq_err *err)
+{
+    json_object *answer = NULL;
+    gq_code rc = le->api->update(le->api->ctx, le->path, lease, &answer, err);
+    if (rc == GQ_OK && !release && answer && json_object_is_type(answer, json_type_object)) {
+        le->held = answer;
+        answer = NULL;
+    }
+    json_object_put(answer);
+    return rc;
+}
+
+/* Renew the lease we hold from the object our last write returned. Any
+ * failure (a conflict: someone else wrote it) leaves the slow path to read
+ * the lease and decide. */
+static gq_code renew_held(kube_leader_elect *le, gq_err *err)
+{
+    json_object *lease = le->held, *spec = NULL;
+    le->held = NULL;
+    gq_code rc = lease_spec(lease, &spec, err);
+    char acquire[64];
+    if (!rc) {
+        snprintf(acquire, sizeof(acquire), "%s", spec_str(spec, "acquireTime"));
+        if (fill_spec(le, spec, acquire[0] ? acquire : NULL, spec_int(spec, "leaseTransitions"), 0))
+            rc = gq_err_oom(err);
+    }
+    if (!rc)
+        rc = write_lease(le, lease, 0, err);
+    json_object_put(lease);
+    return rc;
+}
+
 /* One round of client-go's tryAcquireOrRenew (release: give the lease up
  * if we hold it). Returns GQ_OK when we hold (or released) the lease,
  * GQ_EDENIED when another holder's lease is still valid. */
@@ -158,6 +196,11 @@ static gq_code try_acquire(kube_leader_elect *le, int release, gq_err *err)
 {
     gq_code rc;
     json_object *lease = NULL, *spec = NULL;
+    if (le->held && !release && renew_held(le, err) == GQ_OK)
+        return GQ_OK;
+    json_object_put(le->held);
+    le->held = NULL;
+    gq_err_clear(err);
     rc = le->api->get(le->api->ctx, le->path, &lease, err);
     if (rc == GQ_ENOTFOUND && !release) {
         rc = create_lease(le, err);
@@ -195,7 +238,7 @@ static gq_code try_acquire(kube_leader_elect *le, int release, gq_err *err)
         goto out;
     }
     /* metadata.resourceVersion from the GET makes this an optimistic write. */
-    rc = le->api->update(le->api->ctx, le->path, lease, NULL, err);
+    rc = write_lease(le, lease, release, err);
     if (rc == GQ_ECONFLICT)
         rc = gq_err_set(err, GQ_EDENIED, "lease %s/%s changed concurrently", le->ns, le->name);
 out:
@@ -261,6 +304,7 @@ void kube_leader_elect_free(kube_leader_elect *le)
     free(le->path);
     free(le->collection);
     free(le->observed);
+    json_object_put(le->held);
     free(le);
 }
 

@@ -47,7 +47,12 @@
 # namespace with 16 clients and every pod fitting, while kube-apiserver's
 # CPU is profiled (it runs with --profiling); scripts/apiserver-profile.py
 # prints where its CPU goes per create; GQ_BENCH_PROFILE_PODS, 8000 per run;
-# the churns are profiled too, over the middle half of each).
+# the churns are profiled too, over the middle half of each),
+# GQ_BENCH_SCALE_VS (another gpuquota binary: after the scale runs, its
+# initial sync and this build's in turn, GQ_BENCH_SCALE_VS_ROUNDS times (2),
+# each on quotas made afresh and then once more), GQ_BENCH_REST_SECONDS (60:
+# kube-apiserver's requests over that long at rest, the controllers stopped
+# and then running; 0 skips it).
 set -euo pipefail
 PODS=${GQ_BENCH_PODS:-1000}
 ROUNDS=${GQ_BENCH_ROUNDS:-1}
@@ -59,6 +64,9 @@ CHURN_SECONDS=${GQ_BENCH_CHURN_SECONDS:-20}
 CHURN_WORKERS=${GQ_BENCH_CHURN_WORKERS:-2}
 NSPREAD=50
 PROFILE=${GQ_BENCH_PROFILE:-0}
+SCALE_VS=${GQ_BENCH_SCALE_VS:-}
+SCALE_VS_ROUNDS=${GQ_BENCH_SCALE_VS_ROUNDS:-2}
+REST_SECONDS=${GQ_BENCH_REST_SECONDS:-60}
 PROFILE_PODS=${GQ_BENCH_PROFILE_PODS:-8000}
 if ((PROFILE)); then export GQ_APISERVER_PROFILING=true; fi
 
@@ -429,6 +437,27 @@ ctl_leader_ready() {
     return 1
 }
 
+# at_rest: kube-apiserver's requests over REST_SECONDS with nothing
+# changing, the controllers stopped, then running (both replicas as
+# deployed, after the leader caught up with the scale pods): what the
+# controllers ask of kube-apiserver at rest is the difference.
+at_rest() {
+    local state
+    echo "== controller: kube-apiserver requests at rest over ${REST_SECONDS} s ($SCALE_PODS pods)"
+    for state in off on; do
+        controllers "$state"
+        if [[ $state == on ]]; then
+            eventually 300 ctl_leader_ready || echo "  the leader did not catch up in 300 s"
+        fi
+        sleep 5
+        "$podcreate" metrics --kubeconfig "$KUBECONFIG" >"$out/rest-$state.m0.json"
+        sleep "$REST_SECONDS"
+        "$podcreate" metrics --kubeconfig "$KUBECONFIG" >"$out/rest-$state.m1.json"
+        echo "  controllers $state: $(api_requests "$out/rest-$state.m0.json" "$out/rest-$state.m1.json")" \
+            "(load average $(cut -d' ' -f1-3 /proc/loadavg))"
+    done
+}
+
 # churn_one LABEL DELETE_FROM [--latency=false]: CHURN_RATE creates/s and as
 # many deletes/s for CHURN_SECONDS over the scale namespaces; one JSON line
 # into churn.jsonl, a summary printed.
@@ -550,6 +579,7 @@ if ((SCALE_PODS > 0)); then
     scale_start=$SECONDS
     state floor
     docs=""
+    qdocs="" # the quotas alone, to make afresh (GQ_BENCH_SCALE_VS)
     scale_ns=()
     for ((i = 0; i < SCALE_NS; i++)); do
         n=$(printf 'scale-%04d' "$i")
@@ -558,7 +588,8 @@ if ((SCALE_PODS > 0)); then
 kind: Namespace
 metadata: {name: $n, labels: {tenant: t$((i % 10))}}
 ---
-apiVersion: gpuquota.io/v1alpha1
+"
+        qdocs+="apiVersion: gpuquota.io/v1alpha1
 kind: GPUQuota
 metadata: {name: gpu, namespace: $n}
 spec: {hard: {gpu-memory: 1000Gi}}
@@ -566,7 +597,7 @@ spec: {hard: {gpu-memory: 1000Gi}}
 "
     done
     for ((t = 0; t < 10; t++)); do
-        docs+="apiVersion: gpuquota.io/v1alpha1
+        qdocs+="apiVersion: gpuquota.io/v1alpha1
 kind: GPUTenantQuota
 metadata: {name: t$t}
 spec:
@@ -575,7 +606,7 @@ spec:
 ---
 "
     done
-    printf '%s' "$docs" | kubectl apply -f - >/dev/null
+    printf '%s%s' "$docs" "$qdocs" | kubectl apply -f - >/dev/null
     scale_list=$(IFS=,; echo "${scale_ns[*]}")
     for n in "${scale_ns[@]}"; do eventually 120 kubectl -n "$n" get serviceaccount default; done
 
@@ -590,7 +621,7 @@ spec:
         a0=$(awk '{print $14 + $15}' "/proc/$apid/stat")
         port=$(free_port)
         t0=$(date +%s%N)
-        "$GQ" controller --kubeconfig "$E2E/controller.kubeconfig" --config "$E2E/config.yaml" \
+        "${ctl_bin:-$GQ}" controller --kubeconfig "$E2E/controller.kubeconfig" --config "$E2E/config.yaml" \
             --metrics-listen "127.0.0.1:$port" >"$log" 2>&1 &
         pid=$!
         for _ in $(seq 6000); do
@@ -649,6 +680,29 @@ spec:
         [[ -f $out/scale-run$round.m1.json ]] &&
             echo "    kube-apiserver requests over the sync: $(api_requests "$out/scale-run$round.m0.json" "$out/scale-run$round.m1.json")"
     done
+    # A/B against another build, in turn: each run on quotas made afresh
+    # (so it writes every status), then once more (nothing to write).
+    if [[ -n $SCALE_VS ]]; then
+        for ((round = 1; round <= SCALE_VS_ROUNDS; round++)); do
+            for side in vs this; do
+                ctl_bin=$GQ
+                [[ $side == vs ]] && ctl_bin=$SCALE_VS
+                kubectl delete gputenantquotas --all >/dev/null
+                kubectl delete gpuquotas --all -A >/dev/null
+                printf '%s' "$qdocs" | kubectl apply -f - >/dev/null
+                for pass in writes none; do
+                    read -r sync_s done_s rss hwm cpu tracked acpu \
+                        <<<"$(ctl_measure "$side$round$pass" "$SCALE_PODS")"
+                    echo "  $side ($ctl_bin), round $round, $pass: caches synced ${sync_s} ms," \
+                        "every GPUQuota reconciled ${done_s} ms, controller CPU ${cpu} s" \
+                        "(kube-apiserver ${acpu} s), RSS $rss kB (peak $hwm kB)," \
+                        "load average $(cut -d' ' -f1-3 /proc/loadavg)"
+                done
+            done
+        done
+        ctl_bin=$GQ
+    fi
+    ((REST_SECONDS > 0)) && at_rest
     ((CHURN_RATE > 0)) && churn_all
     echo "controller scale: $((SECONDS - scale_start)) s"
 fi

@@ -300,6 +300,86 @@ static void tree_memory(void **state)
     free(t);
 }
 
+/* What a streamed parse handed over: each element's compact text, and the
+ * top-level members seen with it. */
+typedef struct seen {
+    char text[8][96];
+    int n, stop_at;
+    bool had_meta;
+} seen;
+
+static gq_code take_elem(void *ud, json_object *root, json_object *elem, gq_err *err)
+{
+    seen *s = ud;
+    if (s->n == s->stop_at)
+        return gq_err_set(err, GQ_ECONFLICT, "stopped at %d", s->n);
+    json_object *m;
+    s->had_meta = json_object_object_get_ex(root, "metadata", &m);
+    snprintf(s->text[s->n++ % 8], sizeof s->text[0], "%s", gq_json_compact(elem));
+    return GQ_OK;
+}
+
+/* The elements of the top-level array member each_member go to each_fn one
+ * by one, pruned as the patterns say, with the members before them; they
+ * are left out of the tree; nothing else streams. */
+static void streaming(void **state)
+{
+    (void)state;
+    const char *skip[] = {"items/*/m/f"};
+    const char *t =
+        "{\"kind\":\"L\",\"metadata\":{\"continue\":\"c\"},\"items\":[{\"a\":1,\"m\":"
+        "{\"f\":[[[1]]],\"g\":2}},[\"x\",{\"items\":[3]}],null,7],\"tail\":{\"items\":[4]}}";
+    seen s = {.stop_at = -1};
+    gq_json_opts o = {
+        .skip = skip, .n_skip = 1, .each_member = "items", .each_fn = take_elem, .each_ud = &s};
+    json_object *v = NULL;
+    size_t charged;
+    gq_err err;
+    assert_int_equal(gq_json_parse_with(t, strlen(t), &o, &v, &charged, &err), GQ_OK);
+    assert_int_equal(s.n, 4);
+    assert_string_equal(s.text[0], "{\"a\":1,\"m\":{\"g\":2}}");
+    assert_string_equal(s.text[1], "[\"x\",{\"items\":[3]}]");
+    assert_string_equal(s.text[2], "null");
+    assert_string_equal(s.text[3], "7");
+    assert_true(s.had_meta);
+    assert_string_equal(gq_json_compact(v),
+                        "{\"kind\":\"L\",\"metadata\":{\"continue\":\"c\"},\"items\":[],\"tail\":{"
+                        "\"items\":[4]}}");
+    json_object_put(v);
+
+    /* A member of that name that is no array, or nested deeper, is kept. */
+    const char *u = "{\"items\":{\"items\":[1]},\"x\":[{\"items\":[2]}]}";
+    s = (seen){.stop_at = -1};
+    assert_int_equal(gq_json_parse_with(u, strlen(u), &o, &v, &charged, &err), GQ_OK);
+    assert_int_equal(s.n, 0);
+    assert_string_equal(gq_json_compact(v), u);
+    json_object_put(v);
+    const char *nul = "{\"items\":null}";
+    assert_int_equal(gq_json_parse_with(nul, strlen(nul), &o, &v, &charged, &err), GQ_OK);
+    assert_int_equal(s.n, 0);
+    json_object_put(v);
+
+    /* The callback's error stops the parse, with its code and text. */
+    s = (seen){.stop_at = 1};
+    v = NULL;
+    assert_int_equal(gq_json_parse_with(t, strlen(t), &o, &v, &charged, &err), GQ_ECONFLICT);
+    assert_string_equal(err.msg, "stopped at 1");
+    assert_null(v);
+    /* Bad text after some elements: they stay handed over, the parse fails. */
+    const char *bad = "{\"items\":[1,2,}";
+    s = (seen){.stop_at = -1};
+    assert_int_equal(gq_json_parse_with(bad, strlen(bad), &o, &v, &charged, &err), GQ_EINVAL);
+    assert_int_equal(s.n, 2);
+    assert_false(s.had_meta);
+    assert_null(v);
+    /* A top-level array never streams. */
+    const char *arr = "[{\"items\":[1]}]";
+    assert_int_equal(gq_json_parse_with(arr, strlen(arr), &o, &v, &charged, &err), GQ_OK);
+    assert_int_equal(s.n, 2);
+    assert_string_equal(gq_json_compact(v), arr);
+    json_object_put(v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -308,6 +388,7 @@ int main(void)
         cmocka_unit_test(errors),
         cmocka_unit_test(pruning),
         cmocka_unit_test(tree_memory),
+        cmocka_unit_test(streaming),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,6 +29,7 @@ typedef struct lease_client {
     lease_store *s;
     atomic_int down; /* every call fails as if the API server were unreachable */
     atomic_int started, stopped;
+    atomic_int gets; /* GETs of the Lease answered */
 } lease_client;
 
 static const char *rv_of(json_object *o)
@@ -38,6 +39,13 @@ static const char *rv_of(json_object *o)
         !json_object_object_get_ex(m, "resourceVersion", &v))
         return "";
     return json_object_get_string(v);
+}
+
+/* The stored Lease as the API server answers a write with it. */
+static void answer(lease_store *s, gq_code rc, json_object **out)
+{
+    if (rc == GQ_OK && out && json_object_deep_copy(s->lease, out, NULL) != 0)
+        *out = NULL;
 }
 
 static gq_code store_put(lease_store *s, json_object *body)
@@ -65,6 +73,7 @@ static gq_code lease_get(void *ctx, const char *path, json_object **out, gq_err 
     if (lc->s->lease)
         rc = json_object_deep_copy(lc->s->lease, out, NULL) ? GQ_ENOMEM : GQ_OK;
     pthread_mutex_unlock(&lc->s->mu);
+    atomic_fetch_add(&lc->gets, 1);
     return rc ? gq_err_set(err, rc, "get lease") : GQ_OK;
 }
 
@@ -77,6 +86,7 @@ static gq_code lease_create(void *ctx, const char *path, json_object *body, json
     assert_string_equal(path, "/apis/coordination.k8s.io/v1/namespaces/gpu-system/leases");
     pthread_mutex_lock(&lc->s->mu);
     gq_code rc = lc->s->lease ? GQ_EEXISTS : store_put(lc->s, body);
+    answer(lc->s, rc, out);
     lc->s->creates += !rc;
     pthread_mutex_unlock(&lc->s->mu);
     return rc ? gq_err_set(err, rc, "create lease") : GQ_OK;
@@ -90,6 +100,7 @@ static gq_code lease_update(void *ctx, const char *path, json_object *body, json
         return gq_err_set(err, GQ_EIO, "down");
     pthread_mutex_lock(&lc->s->mu);
     gq_code rc = strcmp(rv_of(body), rv_of(lc->s->lease)) ? GQ_ECONFLICT : store_put(lc->s, body);
+    answer(lc->s, rc, out);
     lc->s->updates += !rc;
     pthread_mutex_unlock(&lc->s->mu);
     return rc ? gq_err_set(err, rc, "update lease") : GQ_OK;
@@ -282,13 +293,26 @@ static void leader_one_leader_and_release(void **state)
     assert_int_equal(atomic_load(&lc[1].started), 0);
     assert_int_equal(s.creates, 1);
     assert_int_equal(s.updates, 6); /* at 50, 100, ... 300 ms */
+    /* The leader read the Lease to create it and before its first renewal;
+     * since then it renews from what its last write returned, unread. */
+    assert_int_equal(atomic_load(&lc[0].gets), 2);
+    /* Someone else writes the Lease (its holder unchanged): the next
+     * renewal's write conflicts, the leader reads it, renews, and leads on. */
+    pthread_mutex_lock(&s.mu);
+    assert_int_equal(store_put(&s, s.lease), GQ_OK);
+    pthread_mutex_unlock(&s.mu);
+    fake_advance(&fc, 50);
+    assert_int_equal(kube_leader_elect_is_leader(le[0]), 1);
+    assert_int_equal(kube_leader_elect_is_leader(le[1]), 0);
+    assert_int_equal(atomic_load(&lc[0].gets), 3);
+    assert_int_equal(s.updates, 7);
     char buf[64];
     assert_string_equal(spec_field(&s, "holderIdentity", buf, sizeof(buf)), "ctl-a");
     assert_string_equal(spec_field(&s, "leaseDurationSeconds", buf, sizeof(buf)), "5");
     assert_string_equal(spec_field(&s, "leaseTransitions", buf, sizeof(buf)), "0");
     /* renewTime is the fake wall clock at the last renewal, as MicroTime. */
     assert_string_equal(spec_field(&s, "renewTime", buf, sizeof(buf)),
-                        "2026-11-27T15:02:12.300000Z");
+                        "2026-11-27T15:02:12.350000Z");
     int64_t us;
     assert_int_equal(kube_parse_time(buf, &us), GQ_OK);
 

@@ -389,6 +389,89 @@ static void list_paginates(void **state)
     assert_int_equal(g.n, 3000);
 }
 
+/* Items in list order, with a fault posted or a stop asked at one of them. */
+typedef struct ordered {
+    size_t n, fault_at, stop_at;
+    char last[64];
+    int out_of_order;
+    int with_image, with_name, with_labels; /* containers[0].image, .name; metadata.labels */
+} ordered;
+
+static void count_fields(ordered *o, json_object *item)
+{
+    json_object *spec, *cs, *c0, *v, *m;
+    if (json_object_object_get_ex(item, "spec", &spec) &&
+        json_object_object_get_ex(spec, "containers", &cs) &&
+        (c0 = json_object_array_get_idx(cs, 0))) {
+        o->with_image += json_object_object_get_ex(c0, "image", &v);
+        o->with_name += json_object_object_get_ex(c0, "name", &v);
+    }
+    o->with_labels += json_object_object_get_ex(item, "metadata", &m) &&
+                      json_object_object_get_ex(m, "labels", &v);
+}
+
+static gq_code order_item(void *ud, json_object *item, gq_err *err)
+{
+    ordered *o = ud;
+    json_object *m, *nm;
+    const char *name =
+        json_object_object_get_ex(item, "metadata", &m) && json_object_object_get_ex(m, "name", &nm)
+            ? json_object_get_string(nm)
+            : "";
+    if (o->n && strcmp(o->last, name) >= 0)
+        o->out_of_order++;
+    snprintf(o->last, sizeof o->last, "%s", name);
+    if (o->n == o->stop_at)
+        return gq_err_set(err, GQ_ECONFLICT, "stopped by the caller at %zu", o->n);
+    if (o->n == o->fault_at)
+        post_fault("{\"fail\":{\"count\":1,\"code\":500,\"method\":\"GET\","
+                   "\"pathPrefix\":\"/api/v1/namespaces/many/pods\"}}");
+    count_fields(o, item);
+    o->n++;
+    return GQ_OK;
+}
+
+/* The next page is fetched while this one's items go to the caller: items
+ * keep the list's order; the caller's error stops the list as it is, with
+ * a page in flight; a page fetched in advance that fails fails the list.
+ * Runs after list_paginates (3000 pods in "many"). */
+static void list_fetches_ahead(void **state)
+{
+    (void)state;
+    static const char *const prune[] = {"spec/containers/*/image", "status"};
+    kube_list_opts lo = {.page_size = 128}, lp = {.page_size = 128, .prune = prune, .n_prune = 2};
+    /* Posted while page 2 is handed over (item 255), the fault fails page 3
+     * (already asked for, or asked just after) or page 4, and the list. */
+    struct {
+        const kube_list_opts *o;
+        size_t fault_at, stop_at;
+        gq_code rc;
+        size_t min_n, max_n;
+        int images; /* items whose container kept its image */
+    } cases[] = {
+        {&lo, SIZE_MAX, SIZE_MAX, GQ_OK, 3000, 3000, 3000},
+        /* What the caller prunes is left out of every item, and only that. */
+        {&lp, SIZE_MAX, SIZE_MAX, GQ_OK, 3000, 3000, 0},
+        {&lo, SIZE_MAX, 300, GQ_ECONFLICT, 300, 300, 300},
+        {&lo, 255, SIZE_MAX, GQ_EHTTP, 256, 384, -1},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        gq_err e;
+        ordered o = {.fault_at = cases[i].fault_at, .stop_at = cases[i].stop_at};
+        assert_int_equal(
+            kube_list(cli, "/api/v1/namespaces/many/pods", cases[i].o, order_item, &o, NULL, &e),
+            cases[i].rc);
+        assert_true(o.n >= cases[i].min_n && o.n <= cases[i].max_n);
+        assert_int_equal(o.out_of_order, 0);
+        assert_int_equal(o.with_name, (int)o.n);
+        assert_int_equal(o.with_labels, (int)o.n);
+        if (cases[i].images >= 0)
+            assert_int_equal(o.with_image, cases[i].images);
+        if (cases[i].rc == GQ_ECONFLICT)
+            assert_string_equal(e.msg, "stopped by the caller at 300");
+    }
+}
+
 /* ---- watch ---- */
 
 typedef struct wlog {
@@ -1127,6 +1210,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup(conflict_status_injected, reset_standin),
         cmocka_unit_test_setup(latency_and_timeout, reset_standin),
         cmocka_unit_test_setup(list_paginates, reset_standin),
+        cmocka_unit_test_setup(list_fetches_ahead, reset_standin),
         cmocka_unit_test_setup(watch_events_and_stop, reset_standin),
         cmocka_unit_test_setup(watch_cut_and_gone, reset_standin),
         cmocka_unit_test_setup(cache_sync_events_relist_reconnect, reset_standin),

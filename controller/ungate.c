@@ -665,6 +665,43 @@ static gq_quota_status *status_to_charge(aquota *aq, gq_err *err)
     return &aq->st;
 }
 
+/* c->borrowers without the entries expired at now, when it has grown. mu held. */
+static void borrowers_prune(ctl_controller *c, int64_t now)
+{
+    if (json_object_object_length(c->borrowers) < 1024)
+        return;
+    json_object *keep = json_object_new_object();
+    if (!keep)
+        return;
+    json_object_object_foreach(c->borrowers, uid, until)
+    {
+        if (json_object_get_int64(until) > now)
+            json_object_object_add(keep, uid, json_object_get(until));
+    }
+    json_object_put(c->borrowers);
+    c->borrowers = keep;
+}
+
+/* Whether admitted pod i borrows: as the planner says, or as an earlier
+ * pass said when it charged it (c->borrowers: paid since, the planner sees
+ * no need in that quota and cannot tell). A pod planned as borrowing is
+ * remembered as long as its charge lives. */
+static bool borrows(admit_pass *a, size_t i)
+{
+    ctl_controller *c = a->c;
+    const char *uid = a->pods[i].uid;
+    pthread_mutex_lock(&c->mu);
+    json_object *until = gq_json_member(c->borrowers, uid);
+    bool before = until && json_object_get_int64(until) > a->now;
+    if (a->dec[i].borrowing && !before) {
+        borrowers_prune(c, a->now);
+        json_object_object_add(c->borrowers, uid,
+                               json_object_new_int64(a->now + CTL_QUEUE_RESERVATION_TTL_S));
+    }
+    pthread_mutex_unlock(&c->mu);
+    return a->dec[i].borrowing || before;
+}
+
 /* Evaluate: every admitted pod's charges into the statuses of the quotas
  * it has not paid yet (ctl_ungate_charge), marking them to write. */
 static pass_step charge_admitted(admit_pass *a)
@@ -673,7 +710,7 @@ static pass_step charge_admitted(admit_pass *a)
         if (a->dec[i].state != GQ_QSTATE_ADMIT)
             continue;
         take_choice(a, i);
-        a->pods[i].borrowing = a->dec[i].borrowing;
+        a->pods[i].borrowing = borrows(a, i);
         const ctl_queued *p = &a->pods[i];
         ctl_admitted ad = {p->ns,     p->name,   p->uid,      p->model,
                            p->charge, p->claims, p->n_claims, a->now + CTL_QUEUE_RESERVATION_TTL_S};
@@ -744,6 +781,7 @@ static pass_step ungate_admitted(admit_pass *a)
         }
         pthread_mutex_lock(&c->mu);
         json_object_object_add(c->ungated, p->uid, json_object_new_boolean(1));
+        json_object_object_del(c->borrowers, p->uid);
         pthread_mutex_unlock(&c->mu);
         ctl_preempt_forget(c, p->uid);
     }

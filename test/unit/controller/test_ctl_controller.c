@@ -32,7 +32,9 @@ typedef struct fake {
     json_object *last_status;      /* body of the last accepted status write */
     json_object *events_by_reason; /* {reason: the last Event with it} */
     char last_write_path[256];
-    bool quotas_live_only; /* GPUQuotas only in a namespace's list, never the caches' */
+    bool quotas_live_only;          /* GPUQuotas only in a namespace's list, never the caches' */
+    const char *refuse_charge_once; /* the first charge written to a path ending so: a 409 */
+    json_object *last_patch;        /* body of the last pod JSON Patch */
 } fake;
 
 static json_object *collection(fake *f, const char *path)
@@ -116,6 +118,12 @@ static gq_code f_update_status(void *ctx, const char *path, json_object *body, j
     json_object_object_get_ex(body, "status", &st);
     bool charges =
         json_object_object_get_ex(st, "reservations", &res) && json_object_array_length(res) > 0;
+    size_t plen = strlen(path), rlen = f->refuse_charge_once ? strlen(f->refuse_charge_once) : 0;
+    if (charges && rlen && plen >= rlen && !strcmp(path + plen - rlen, f->refuse_charge_once)) {
+        f->refuse_charge_once = NULL;
+        rc = gq_err_set(err, GQ_ECONFLICT, "the object has been modified");
+        goto out;
+    }
     if (f->conflicts > 0 || (charges && f->charge_conflicts > 0)) {
         if (f->conflicts > 0)
             f->conflicts--;
@@ -166,6 +174,9 @@ static gq_code f_patch_json(void *ctx, const char *path, json_object *patch, jso
     pthread_mutex_lock(&f->mu);
     f->patches++;
     snprintf(f->last_patch_path, sizeof f->last_patch_path, "%s", path);
+    json_object_put(f->last_patch);
+    f->last_patch = NULL;
+    json_object_deep_copy(patch, &f->last_patch, NULL);
     pthread_mutex_unlock(&f->mu);
     return GQ_OK;
 }
@@ -206,6 +217,7 @@ static void fake_dispose(fake *f)
     json_object_put(f->nss);
     json_object_put(f->last_status);
     json_object_put(f->events_by_reason);
+    json_object_put(f->last_patch);
     pthread_mutex_destroy(&f->mu);
 }
 
@@ -672,6 +684,56 @@ static void test_queue_quota_not_cached_yet(void **state)
     fake_dispose(&f);
 }
 
+/* A pod planned as borrowing keeps its mark when its charge and its ungate
+ * fall in two passes: qb (2Gi, borrowingLimit 8Gi) borrows for a 4Gi pod
+ * from qi, both of tenant tb; the first pass charges qb, meets a 409 on tb
+ * and ends; the next finds the pod paid in qb (no need there, so its
+ * planner sees no borrowing) and still ungates it marked
+ * gpuquota.io/borrowing. */
+static void test_queue_borrowing_kept_across_passes(void **state)
+{
+    (void)state;
+    fake f;
+    fake_init(&f);
+    json_object_put(f.pods);
+    f.pods = queued_w("4Gi");
+    static const char *const quotas[] = {
+        "'name':'qb','namespace':'b'},'spec':{'hard':{'gpu-memory':'2Gi'},'whenExceeded':"
+        "'Queue','borrowingLimit':{'gpu-memory':'8Gi'}}",
+        "'name':'qi','namespace':'i'},'spec':{'hard':{'gpu-memory':'8Gi'}},'status':{'hard':{"
+        "'gpu-memory':'8Gi'},'used':{'gpu-memory':'0'}}",
+    };
+    for (size_t i = 0; i < 2; i++) {
+        char buf[512];
+        snprintf(buf, sizeof buf,
+                 "{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{"
+                 "'generation':1,'resourceVersion':'1',%s}",
+                 quotas[i]);
+        json_object_array_add(f.quotas, J(buf));
+    }
+    json_object_array_add(
+        f.tenants, J("{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUTenantQuota','metadata':{"
+                     "'name':'tb','generation':1,'resourceVersion':'1'},'spec':{'namespaces':['b',"
+                     "'i'],'hard':{'gpu-memory':'10Gi'},'whenExceeded':'Queue'}}"));
+    json_object_array_add(f.nss, J("{'metadata':{'name':'b','resourceVersion':'1'}}"));
+    json_object_array_add(f.nss, J("{'metadata':{'name':'i','resourceVersion':'1'}}"));
+    f.refuse_charge_once = "/gputenantquotas/tb";
+    ctl_controller *c;
+    gq_config *cfg;
+    kube_api api;
+    run(&f, &c, &cfg, &api);
+    wait_metric(c, "gpuquota_queue_admitted_total 1\n");
+    assert_charges_w(&f, "/x/gpuquotas/qb");
+    pthread_mutex_lock(&f.mu);
+    assert_null(f.refuse_charge_once); /* the 409 came */
+    assert_non_null(strstr(json_object_to_json_string(f.last_patch), "gpuquota.io~1borrowing"));
+    pthread_mutex_unlock(&f.mu);
+    ctl_controller_stop(c);
+    ctl_controller_free(c);
+    gq_config_free(cfg);
+    fake_dispose(&f);
+}
+
 /* A cohort of tenants in the admission pass (controller/cohort.c): tenant
  * busy (hard 4Gi, borrowingLimit 4Gi) admits a 6Gi queued pod on what
  * tenant idle of its cohort leaves unused, whatever tenants of no cohort
@@ -725,6 +787,7 @@ int main(void)
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_cohort_status_and_metrics),
         cmocka_unit_test(test_queue_quota_not_cached_yet),
+        cmocka_unit_test(test_queue_borrowing_kept_across_passes),
     };
     if (http_metrics_new("test", &registry))
         return 1;

@@ -1194,9 +1194,7 @@ gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, g
     c->evict_refused = json_object_new_object();
     c->no_victims = json_object_new_object();
     c->quota_empty = json_object_new_object();
-    c->borrowers = json_object_new_object();
-    if (!c->ungated || !c->q_events || !c->quota_empty || !c->borrowers ||
-        gq_htab_init(&c->ks, KS_BUCKETS))
+    if (!c->ungated || !c->q_events || !c->quota_empty || gq_htab_init(&c->ks, KS_BUCKETS))
         goto fail;
     ctl_workqueue_opts qo = {.backoff_min_ms = o->backoff_min_ms,
                              .backoff_max_ms = o->backoff_max_ms};
@@ -1302,7 +1300,6 @@ void ctl_controller_free(ctl_controller *c)
     json_object_put(c->evict_refused);
     json_object_put(c->no_victims);
     json_object_put(c->quota_empty);
-    json_object_put(c->borrowers);
     free(c->identity);
     free(c->lease_ns);
     free(c->lease_name);

@@ -32,6 +32,7 @@ typedef struct ctl_admitted {
     const gq_shared_claim *claims; /* the ResourceClaims it names directly */
     size_t n_claims;
     int64_t expires; /* of the records written (Unix seconds) */
+    bool borrowing;  /* admitted on borrowed capacity: its reservation says so */
 } ctl_admitted;
 
 /* Charge p in quota q by adding to status (q's status, typed, the

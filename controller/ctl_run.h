@@ -98,12 +98,6 @@ struct ctl_controller {
      * no GPUTenantQuota at all) (ungate.c, read_uncached): {namespace:
      * until, Unix s} (mu). */
     json_object *quota_empty;
-    /* Queued pods a pass planned as borrowing, until their charge expires
-     * (ungate.c, borrows): {uid: until, Unix s} (mu). A pass that charged
-     * one and ended before its ungate (a 409 on another quota) leaves it
-     * paid there, where the next pass's planner sees no need, so cannot
-     * tell it borrows. */
-    json_object *borrowers;
     atomic_ulong preemptions[CTL_PREEMPT_REASONS], evictions_refused;
     http_histogram reconcile_duration; /* seconds */
     http_histogram pass_cpu;           /* the thread's CPU seconds per admission pass */

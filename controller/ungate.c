@@ -665,41 +665,24 @@ static gq_quota_status *status_to_charge(aquota *aq, gq_err *err)
     return &aq->st;
 }
 
-/* c->borrowers without the entries expired at now, when it has grown. mu held. */
-static void borrowers_prune(ctl_controller *c, int64_t now)
+/* Whether admitted pod i borrows: as the planner says, or as the pass that
+ * charged it said in the reservation it wrote (borrowing), in a quota the
+ * pod has paid: the planner sees no need there and cannot tell. A pass
+ * whose writes ended at a 409 after some of them, and the next pass, or the
+ * next leader's, that ungates the pod, agree through the reservation. */
+static bool borrows(const admit_pass *a, size_t i)
 {
-    if (json_object_object_length(c->borrowers) < 1024)
-        return;
-    json_object *keep = json_object_new_object();
-    if (!keep)
-        return;
-    json_object_object_foreach(c->borrowers, uid, until)
-    {
-        if (json_object_get_int64(until) > now)
-            json_object_object_add(keep, uid, json_object_get(until));
+    if (a->dec[i].borrowing)
+        return true;
+    for (size_t m = 0; m < a->ents[i].n_quotas; m++) {
+        const gq_reservation *r =
+            a->ents[i].paid[m]
+                ? live_reservation(a->qs[a->ents[i].quotas[m]].q, a->pods[i].uid, a->now)
+                : NULL;
+        if (r && r->borrowing)
+            return true;
     }
-    json_object_put(c->borrowers);
-    c->borrowers = keep;
-}
-
-/* Whether admitted pod i borrows: as the planner says, or as an earlier
- * pass said when it charged it (c->borrowers: paid since, the planner sees
- * no need in that quota and cannot tell). A pod planned as borrowing is
- * remembered as long as its charge lives. */
-static bool borrows(admit_pass *a, size_t i)
-{
-    ctl_controller *c = a->c;
-    const char *uid = a->pods[i].uid;
-    pthread_mutex_lock(&c->mu);
-    json_object *until = gq_json_member(c->borrowers, uid);
-    bool before = until && json_object_get_int64(until) > a->now;
-    if (a->dec[i].borrowing && !before) {
-        borrowers_prune(c, a->now);
-        json_object_object_add(c->borrowers, uid,
-                               json_object_new_int64(a->now + CTL_QUEUE_RESERVATION_TTL_S));
-    }
-    pthread_mutex_unlock(&c->mu);
-    return a->dec[i].borrowing || before;
+    return false;
 }
 
 /* Evaluate: every admitted pod's charges into the statuses of the quotas
@@ -712,8 +695,15 @@ static pass_step charge_admitted(admit_pass *a)
         take_choice(a, i);
         a->pods[i].borrowing = borrows(a, i);
         const ctl_queued *p = &a->pods[i];
-        ctl_admitted ad = {p->ns,     p->name,   p->uid,      p->model,
-                           p->charge, p->claims, p->n_claims, a->now + CTL_QUEUE_RESERVATION_TTL_S};
+        ctl_admitted ad = {.ns = p->ns,
+                           .name = p->name,
+                           .uid = p->uid,
+                           .model = p->model,
+                           .charge = p->charge,
+                           .claims = p->claims,
+                           .n_claims = p->n_claims,
+                           .expires = a->now + CTL_QUEUE_RESERVATION_TTL_S,
+                           .borrowing = p->borrowing};
         for (size_t m = 0; m < a->ents[i].n_quotas; m++) {
             if (a->ents[i].paid[m])
                 continue;
@@ -781,7 +771,6 @@ static pass_step ungate_admitted(admit_pass *a)
         }
         pthread_mutex_lock(&c->mu);
         json_object_object_add(c->ungated, p->uid, json_object_new_boolean(1));
-        json_object_object_del(c->borrowers, p->uid);
         pthread_mutex_unlock(&c->mu);
         ctl_preempt_forget(c, p->uid);
     }

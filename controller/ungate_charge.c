@@ -76,7 +76,8 @@ gq_code ctl_ungate_charge(gq_quota_status *status, const gq_quota *q, const ctl_
                         .expires = p->expires,
                         .model = (char *)p->model,
                         .claims = uids,
-                        .n_claims = n};
+                        .n_claims = n,
+                        .borrowing = p->borrowing};
     /* The pod's reservation holds its own part and names its claims: the
      * reconcile keeps them charged until it has seen the pod. */
     gq_charge_own(&p->charge, p->claims, n, &r.amounts);

@@ -62,20 +62,23 @@ void gq_reservation_dispose(gq_reservation *r)
     memset(r, 0, sizeof(*r));
 }
 
-/* A reservation's claim fields: the flags claim and counted (a counted
- * record is a claim's), and the uids of the claims it names. */
+/* A reservation's flags (claim, counted: a counted record is a claim's;
+ * borrowing: a pod's) and the uids of the claims it names. */
 static gq_code reservation_claims(json_object *obj, const char *field, gq_reservation *r,
                                   gq_err *err)
 {
-    static const char *const flags[] = {"claim", "counted"};
-    for (int i = 0; i < 2; i++) {
+    static const char *const flags[] = {"claim", "counted", "borrowing"};
+    bool *to[] = {&r->claim, &r->counted, &r->borrowing};
+    for (int i = 0; i < 3; i++) {
         json_object *b = gq_json_member(obj, flags[i]);
         if (b && !json_object_is_type(b, json_type_boolean))
             return gq_err_set(err, GQ_EINVAL, "%s.%s: must be true or false", field, flags[i]);
-        *(i ? &r->counted : &r->claim) = b && json_object_get_boolean(b);
+        *to[i] = b && json_object_get_boolean(b);
     }
     if (r->counted && !r->claim)
         return gq_err_set(err, GQ_EINVAL, "%s.counted: only a claim record is counted", field);
+    if (r->borrowing && r->claim)
+        return gq_err_set(err, GQ_EINVAL, "%s.borrowing: only a pod's record borrows", field);
     json_object *cl = gq_json_member(obj, "claims");
     if (!cl)
         return GQ_OK;
@@ -204,7 +207,8 @@ json_object *gq_reservation_to_json(const gq_reservation *r)
     gq_time_format_rfc3339(r->expires, t);
     if (!put_str(o, "expires", t) || (r->model && !put_str(o, "model", r->model)) ||
         (r->claim && !put(o, "claim", json_object_new_boolean(1))) ||
-        (r->counted && !put(o, "counted", json_object_new_boolean(1))))
+        (r->counted && !put(o, "counted", json_object_new_boolean(1))) ||
+        (r->borrowing && !put(o, "borrowing", json_object_new_boolean(1))))
         goto fail;
     if (r->n_claims) {
         json_object *a = json_object_new_array_ext((int)r->n_claims);

@@ -54,6 +54,11 @@ typedef struct gq_reservation {
      * it any more. */
     bool claim;
     bool counted;
+    /* A queued pod's reservation that the controller's admission pass wrote
+     * for capacity its quota borrows ("borrowing": true): whichever pass
+     * ungates the pod, on whichever replica, marks it gpuquota.io/borrowing
+     * (reclaim takes such pods), even when it finds the pod paid already. */
+    bool borrowing;
     /* A pod's reservation: the uids of the shared ResourceClaims the pod
      * names ("claims" in JSON; at most GQ_RESERVATION_MAX_CLAIMS). While the
      * controller keeps the reservation (its pod not seen yet) it keeps those

@@ -249,6 +249,11 @@ RESERVATIONS = {
                 "names it); it adds nothing more and never expires.",
                 "type": "boolean",
             },
+            "borrowing": {
+                "description": "A queued pod admitted on capacity its quota borrows from its "
+                "cohort: it is marked gpuquota.io/borrowing when ungated.",
+                "type": "boolean",
+            },
         },
     },
 }

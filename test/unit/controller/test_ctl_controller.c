@@ -796,7 +796,8 @@ static void test_queue_quota_not_cached_yet(void **state)
  * from qi, both of tenant tb; the first pass charges qb, meets a 409 on tb
  * and ends; the next finds the pod paid in qb (no need there, so its
  * planner sees no borrowing) and still ungates it marked
- * gpuquota.io/borrowing. */
+ * gpuquota.io/borrowing, as qb's reservation says (borrowing: true); so
+ * does a new leader after a failover between the two writes. */
 static void test_queue_borrowing_kept_across_passes(void **state)
 {
     (void)state;
@@ -834,10 +835,29 @@ static void test_queue_borrowing_kept_across_passes(void **state)
     pthread_mutex_lock(&f.mu);
     assert_null(f.refuse_charge_once); /* the 409 came */
     assert_non_null(strstr(json_object_to_json_string(f.last_patch), "gpuquota.io~1borrowing"));
+    /* The reservation says so too: what a next leader goes by. */
+    assert_non_null(strstr(
+        json_object_to_json_string_ext(find_quota(&f, "/x/gpuquotas/qb"), JSON_C_TO_STRING_PLAIN),
+        "\"borrowing\":true"));
     pthread_mutex_unlock(&f.mu);
-    ctl_controller_stop(c);
-    ctl_controller_free(c);
-    gq_config_free(cfg);
+    stop(c, cfg);
+
+    /* A failover between the two writes: the old leader charged qb and died;
+     * a new one (nothing in memory) finds w paid there, charges the tenant
+     * and ungates it, marked from qb's reservation. */
+    set_status(&f, "/x/gputenantquotas/tb", "{}");
+    pthread_mutex_lock(&f.mu);
+    json_object_put(f.last_patch);
+    f.last_patch = NULL;
+    f.patches = 0;
+    pthread_mutex_unlock(&f.mu);
+    run(&f, &c, &cfg, &api);
+    wait_metric(c, "gpuquota_queue_admitted_total 1\n");
+    assert_charges_w(&f, "/x/gputenantquotas/tb");
+    pthread_mutex_lock(&f.mu);
+    assert_non_null(strstr(json_object_to_json_string(f.last_patch), "gpuquota.io~1borrowing"));
+    pthread_mutex_unlock(&f.mu);
+    stop(c, cfg);
     fake_dispose(&f);
 }
 

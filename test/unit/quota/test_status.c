@@ -25,7 +25,8 @@
     "{\"namespace\":\"b\",\"used\":{}}],\"queued\":{\"gpu-memory\":\"16Gi\"},\"queuedPods\":2,"    \
     "\"reservations\":[{\"key\":\"uid-1\",\"namespace\":\"a\",\"pod\":\"job-x-\",\"gpu-memory\":"  \
     "\"16Gi\",\"gpu-pods\":\"1\",\"gpus\":\"0\",\"expires\":\"2026-11-21T15:07:05Z\",\"model\":"   \
-    "\"a100-80gb\",\"claims\":[\"c-1\"]},{\"key\":\"c-1\",\"namespace\":\"a\",\"pod\":\"pair\","   \
+    "\"a100-80gb\",\"borrowing\":true,\"claims\":[\"c-1\"]},{\"key\":\"c-1\",\"namespace\":\"a\"," \
+    "\"pod\":\"pair\","                                                                            \
     "\"gpu-memory\":\"160Gi\",\"gpu-pods\":\"0\",\"gpus\":\"2\",\"expires\":"                      \
     "\"1970-01-01T00:00:00Z\",\"claim\":true,\"counted\":true}],\"observedGeneration\":3,"         \
     "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\",\"observedGeneration\":3,"            \
@@ -98,7 +99,9 @@ static void test_decode_full(void **state)
     assert_int_equal(r->expires, NOW + 60);
     assert_string_equal(r->model, "a100-80gb");
     assert_int_equal(r->n_claims, 1);
+    assert_true(r->borrowing);
     assert_true(gq_quota_status_find(&st, "c-1")->counted);
+    assert_false(gq_quota_status_find(&st, "c-1")->borrowing);
     assert_null(gq_quota_status_find(&st, "nope"));
     assert_int_equal(st.observed_generation, 3);
     assert_int_equal(st.n_conditions, 2);
@@ -207,6 +210,11 @@ static const bad_case bad_counted[] = {
      "status.reservations[0].claim: must be true or false", 1, "{\"reservations\":[]}"},
     {"{'reservations':[" R1 ",'expires':'" LIVE "','counted':true}]}", GQ_EINVAL, GQ_OK,
      "status.reservations[0].counted: only a claim record is counted", 1, "{\"reservations\":[]}"},
+    {"{'reservations':[" R1 ",'expires':'" LIVE "','borrowing':1}]}", GQ_EINVAL, GQ_OK,
+     "status.reservations[0].borrowing: must be true or false", 1, "{\"reservations\":[]}"},
+    {"{'reservations':[" R1 ",'expires':'" LIVE "','claim':true,'borrowing':true}]}", GQ_EINVAL,
+     GQ_OK, "status.reservations[0].borrowing: only a pod's record borrows", 1,
+     "{\"reservations\":[]}"},
     {"{'reservations':[" R1 ",'expires':'" LIVE "','claims':'c'}]}", GQ_EINVAL, GQ_OK,
      "status.reservations[0].claims: must be a list of at most 32", 1, "{\"reservations\":[]}"},
     {"{'reservations':[" R1 ",'expires':'" LIVE "','claims':['']}]}", GQ_EINVAL, GQ_OK,

@@ -182,47 +182,9 @@ static void claims_changed(ctl_controller *c, const char *ns, const char *name, 
         (void)enqueue(c, 'u', ns, "", 0);
 }
 
-typedef struct early_match {
-    ctl_controller *c;
-    const char *ns;
-} early_match;
-
-static int early_quota_fn(void *ud, const char *ns, const char *name, const void *rec)
-{
-    early_match *m = ud;
-    char key[KEY_MAX];
-    if (!strcmp(ns, m->ns) && ctl_make_key(key, 'q', ns, name)) {
-        gq_code rc = ctl_workqueue_add(m->c->early, key);
-        (void)rc; /* not queued (out of memory, stopping): the reconcile after the sync */
-    }
-    return 0;
-}
-
-/* A pod of ns was listed before the pod cache synced. kube-apiserver lists
- * pods in key order, namespace by namespace, so once the list moves on to
- * another namespace the one before is (normally) all there: its GPUQuotas
- * are reconciled now rather than after the whole list, so that their status
- * writes share kube-apiserver with the list instead of queueing behind it
- * (on first install, 1,000 statuses). The write is made only where the
- * status rises (ctl_status_rises), so a list in another order is never
- * worse off than the status it replaces; the reconcile after the sync puts
- * every quota right. Tenants span namespaces and wait for the sync. */
-static void early_passed(ctl_controller *c, const char *ns)
-{
-    if (atomic_load(&c->synced) || !strcmp(ns, c->early_ns))
-        return;
-    if (c->early_ns[0] && atomic_load(&c->leading) && kube_cache_synced(c->quotas) &&
-        kube_cache_synced(c->tenants) && kube_cache_synced(c->nss)) {
-        early_match m = {c, c->early_ns};
-        kube_cache_foreach(c->quotas, early_quota_fn, &m);
-    }
-    snprintf(c->early_ns, sizeof c->early_ns, "%s", ns);
-}
-
 static void pod_add(void *ud, const char *ns, const char *name, const void *rec)
 {
     ctl_controller *c = ud;
-    early_passed(c, ns);
     ctl_podstore_link(c->store, (ctl_pod *)rec);
     claims_changed(c, ns, name, NULL, rec);
     pod_changed(c, ns, rec);
@@ -711,7 +673,6 @@ typedef struct quota_pass {
     json_object *drop;
     int64_t now;
     ctl_result res;
-    bool early; /* the pods are still being listed (early_passed) */
 } quota_pass;
 
 /* Evaluate: the status quota should have. An invalid spec is said in the
@@ -886,8 +847,6 @@ static bool quota_sync(ctl_controller *c, quota_pass *p, int *result)
             fold_done(c, key);
             return true;
         }
-        if (p->early && !ctl_status_rises(p->obj, p->res.status, p->now))
-            return false; /* the reconcile after the sync writes it */
         long wait = fold_wait_ms(c, key, p->obj, &p->res, p->now);
         if (wait > 0) { /* the current status holds meanwhile */
             atomic_fetch_add(&c->folds_deferred, 1);
@@ -896,8 +855,6 @@ static bool quota_sync(ctl_controller *c, quota_pass *p, int *result)
         }
         switch (quota_write_status(c, p, &err)) {
         case STATUS_WRITTEN:
-            if (p->early)
-                atomic_fetch_add(&c->early_writes, 1);
             return true;
         case STATUS_GONE:
             ctl_workqueue_forget(c->queue, key);
@@ -945,12 +902,11 @@ static void quota_synced(ctl_controller *c, const quota_pass *p, long recheck_ms
     }
 }
 
-/* Reconcile one quota's key (early: from c->early, the pods still being
- * listed); returns how it went (RES_*). */
-static int process_quota(ctl_controller *c, const char *key, bool early)
+/* Reconcile one quota's key; returns how it went (RES_*). */
+static int process_quota(ctl_controller *c, const char *key)
 {
     quota_ref r;
-    quota_pass p = {.key = key, .r = &r, .early = early};
+    quota_pass p = {.key = key, .r = &r};
     if (!quota_ref_parse(c, key, &r)) {
         ctl_workqueue_forget(c->queue, key);
         return RES_INVALID;
@@ -999,29 +955,13 @@ static int process(ctl_controller *c, const char *key)
         ns[len] = '\0';
         return ctl_claims_check(c, ns, slash + 1);
     }
-    return process_quota(c, key, false);
-}
-
-/* Before the sync: one GPUQuota of a namespace the pod list has gone past. */
-static void early_one(ctl_controller *c)
-{
-    char *key = NULL;
-    if (ctl_workqueue_get(c->early, 50, &key))
-        return;
-    int64_t t0 = ctl_mono_us();
-    observe(c, process_quota(c, key, true), ctl_mono_us() - t0);
-    ctl_workqueue_done(c->early, key);
-    free(key);
+    return process_quota(c, key);
 }
 
 static void *worker(void *arg)
 {
     ctl_controller *c = arg;
     while (!atomic_load(&c->stop)) {
-        if (atomic_load(&c->leading) && !atomic_load(&c->synced)) {
-            early_one(c);
-            continue;
-        }
         if (!atomic_load(&c->synced) || !atomic_load(&c->leading)) {
             sleep_ms(50);
             continue;
@@ -1198,8 +1138,7 @@ gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, g
         goto fail;
     ctl_workqueue_opts qo = {.backoff_min_ms = o->backoff_min_ms,
                              .backoff_max_ms = o->backoff_max_ms};
-    if (ctl_podstore_new(&c->store) || ctl_workqueue_new(&qo, &c->queue) ||
-        ctl_workqueue_new(&qo, &c->early))
+    if (ctl_podstore_new(&c->store) || ctl_workqueue_new(&qo, &c->queue))
         goto fail;
     /* The elector after the caches, as before: its callbacks reach them. */
     rc = new_caches(c, err);
@@ -1252,7 +1191,6 @@ void ctl_controller_stop(ctl_controller *c)
     c->stopped = true;
     atomic_store(&c->stop, 1);
     ctl_workqueue_shutdown(c->queue);
-    ctl_workqueue_shutdown(c->early);
     for (unsigned i = 0; i < c->n_threads; i++)
         pthread_join(c->threads[i], NULL);
     c->n_threads = 0;
@@ -1281,7 +1219,6 @@ void ctl_controller_free(ctl_controller *c)
     kube_cache_free(c->tenants);
     kube_cache_free(c->nss);
     ctl_workqueue_free(c->queue);
-    ctl_workqueue_free(c->early);
     ctl_podstore_free(c->store);
     for (size_t i = 0; i < c->n_tenants; i++) {
         free(c->tv[i].name);
@@ -1502,10 +1439,6 @@ static const counter_def reconcile_counters[] = {
             "Status writes that only folded reservations into used, put off to go with later "
             "changes.",
             folds_deferred),
-    COUNTER("gpuquota_controller_early_status_writes_total",
-            "Status writes made while the pods were still being listed at start, for namespaces "
-            "the list had gone past, where the status only rose.",
-            early_writes),
 };
 
 static const counter_def queue_counters[] = {

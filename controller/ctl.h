@@ -336,18 +336,6 @@ gq_code ctl_reconcile_invalid(json_object *quota, const char *why, int64_t now, 
  * either status does not parse. */
 bool ctl_fold_only(json_object *quota, json_object *next, int64_t now, int64_t horizon);
 
-/* Whether next (a status ctl_reconcile computed for quota while its pods
- * were still being listed) may replace quota's current status: it counts at
- * least as much as the current one everywhere an admission looks, so the
- * write can only bring the status closer to the truth, whatever the list
- * has not delivered yet (a count so far never exceeds the count of all).
- * That is: on every key spec.hard limits (and per model of spec.models, every
- * key it limits) used plus the live uncounted reservations at now, and the
- * queue (queued, queuedPods), are no less in next; borrowed and lent are the
- * same (they depend on other quotas); an Exceeded condition that is True
- * stays True. false when either status does not parse. */
-bool ctl_status_rises(json_object *quota, json_object *next, int64_t now);
-
 /* ctl_reconcile over the store: the candidate pods and seen come from
  * ctl_podstore_with_quota_pods. */
 gq_code ctl_podstore_reconcile(ctl_podstore *s, json_object *quota, int64_t now, ctl_result *out,

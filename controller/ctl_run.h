@@ -55,12 +55,6 @@ struct ctl_controller {
     char *lease_ns, *lease_name, *identity;
     ctl_podstore *store;
     ctl_workqueue *queue;
-    /* Before the pod cache has synced: the GPUQuotas of namespaces the
-     * initial list has gone past, reconciled at once when their status
-     * only rises (ctl_status_rises; controller.c, early_passed). early_ns is
-     * the namespace of the last pod listed (the pod cache's thread only). */
-    ctl_workqueue *early;
-    char early_ns[600];
     kube_cache *pods, *quotas, *tenants, *nss;
     kube_leader_elect *le;
     pthread_t *threads;
@@ -75,7 +69,6 @@ struct ctl_controller {
     gq_htab ks; /* kstate by key */
 
     atomic_ulong results[RES_COUNT], writes, events, cost_errors, abandoned, folds_deferred;
-    atomic_ulong early_writes; /* status writes made before the pod cache synced */
     atomic_ulong events_dropped;
     atomic_ulong claims_refused, claims_pinned, claims_unpinned; /* claims.c */
     /* The abandoned-reservation grace read from the cluster (mu): 0 until

@@ -553,40 +553,23 @@ static bool same_limited(const gq_amounts *limit, const gq_amounts *a, const gq_
     return true;
 }
 
-/* On every key limit limits, b is no less than a. */
-static bool no_less(const gq_amounts *limit, const gq_amounts *a, const gq_amounts *b)
-{
-    for (int k = 0; k < GQ_KEY_COUNT; k++)
-        if (limit->set[k] && b->v[k] < a->v[k])
-            return false;
-    return true;
-}
-
-/* Whether what admissions count holds between a at ta and b at tb, on every
+/* What admissions count in a at ta is what they count in b at tb, on every
  * key they check: in all (gq_quota_in_use, the keys of spec.hard) and per
  * model of spec.models (gq_quota_model_in_use, that model's keys), the
- * validating webhook's own sums; ok(limit, in a, in b) says. a and b share
- * their spec. */
-static bool charge_holds(const gq_quota *a, int64_t ta, const gq_quota *b, int64_t tb,
-                         bool (*ok)(const gq_amounts *, const gq_amounts *, const gq_amounts *))
+ * validating webhook's own sums. a and b share their spec. */
+static bool same_charge(const gq_quota *a, int64_t ta, const gq_quota *b, int64_t tb)
 {
     gq_amounts x, y;
     gq_err e;
     if (gq_quota_in_use(a, ta, NULL, &x, &e) || gq_quota_in_use(b, tb, NULL, &y, &e) ||
-        !ok(&a->hard, &x, &y) || a->n_models != b->n_models)
+        !same_limited(&a->hard, &x, &y) || a->n_models != b->n_models)
         return false;
     for (size_t i = 0; i < a->n_models; i++)
         if (gq_quota_model_in_use(a, &a->models[i], ta, NULL, &x, &e) ||
             gq_quota_model_in_use(b, &b->models[i], tb, NULL, &y, &e) ||
-            !ok(&a->models[i].hard, &x, &y))
+            !same_limited(&a->models[i].hard, &x, &y))
             return false;
     return true;
-}
-
-/* What admissions count in a at ta is what they count in b at tb. */
-static bool same_charge(const gq_quota *a, int64_t ta, const gq_quota *b, int64_t tb)
-{
-    return charge_holds(a, ta, b, tb, same_limited);
 }
 
 bool ctl_fold_only(json_object *quota, json_object *next, int64_t now, int64_t horizon)
@@ -603,45 +586,4 @@ bool ctl_fold_only(json_object *quota, json_object *next, int64_t now, int64_t h
     gq_quota_free(c);
     gq_quota_free(n);
     return same;
-}
-
-/* ---- a status written while the pods are still listed ----------------------- */
-
-static bool exceeded_true(const gq_quota_status *st)
-{
-    const gq_condition *c = gq_quota_status_condition(st, CTL_COND_EXCEEDED);
-    return c && !strcmp(c->status, "True");
-}
-
-/* The members of the status that charge_rises does not compare: the queue
- * no less, borrowed and lent the same, Exceeded not turned from True. */
-static bool report_rises(const gq_quota_status *a, const gq_quota_status *b)
-{
-    gq_amounts all = {0};
-    for (int k = 0; k < GQ_KEY_COUNT; k++)
-        all.set[k] = true;
-    return no_less(&all, &a->queued, &b->queued) && b->queued_pods >= a->queued_pods &&
-           a->has_borrowed == b->has_borrowed && a->has_lent == b->has_lent &&
-           no_less(&all, &a->borrowed, &b->borrowed) && no_less(&all, &b->borrowed, &a->borrowed) &&
-           no_less(&all, &a->lent, &b->lent) && no_less(&all, &b->lent, &a->lent) &&
-           (!exceeded_true(a) || exceeded_true(b));
-}
-
-bool ctl_status_rises(json_object *quota, json_object *next, int64_t now)
-{
-    json_object *cur = gq_json_member(quota, "status");
-    gq_quota *c = NULL, *n = NULL;
-    gq_quota_status a, b;
-    gq_err e;
-    gq_quota_status_init(&a);
-    gq_quota_status_init(&b);
-    bool rises = !parse_with_status(quota, cur, &c, &e) &&
-                 !parse_with_status(quota, next, &n, &e) && charge_holds(c, now, n, now, no_less) &&
-                 !gq_quota_status_decode(cur, GQ_STATUS_SALVAGE, &a, &e) &&
-                 !gq_quota_status_decode(next, GQ_STATUS_SALVAGE, &b, &e) && report_rises(&a, &b);
-    gq_quota_status_dispose(&a);
-    gq_quota_status_dispose(&b);
-    gq_quota_free(c);
-    gq_quota_free(n);
-    return rises;
 }

@@ -328,8 +328,6 @@ size_t ctl_workqueue_delayed(ctl_workqueue *q)
 
 void ctl_workqueue_shutdown(ctl_workqueue *q)
 {
-    if (!q)
-        return;
     pthread_mutex_lock(&q->mu);
     q->shutdown = true;
     pthread_cond_broadcast(&q->cv);

@@ -35,11 +35,6 @@ typedef struct fake {
     bool quotas_live_only;          /* GPUQuotas only in a namespace's list, never the caches' */
     const char *refuse_charge_once; /* the first charge written to a path ending so: a 409 */
     json_object *last_patch;        /* body of the last pod JSON Patch */
-    /* The pod list waits for the other lists, then, after each pod of this
-     * namespace, for a status write (5 s at most); writes_at_hold says how
-     * many there were by then: made while the list was not over. */
-    const char *hold_ns;
-    int lists_done, writes_at_hold, hold_ms;
 } fake;
 
 static json_object *collection(fake *f, const char *path)
@@ -51,32 +46,6 @@ static json_object *collection(fake *f, const char *path)
     if (strstr(path, "namespaces") && !strstr(path, "/pods"))
         return f->nss;
     return f->pods;
-}
-
-static const char *jns(json_object *o)
-{
-    json_object *m = NULL, *ns = NULL;
-    json_object_object_get_ex(o, "metadata", &m);
-    json_object_object_get_ex(m, "namespace", &ns);
-    return ns ? json_object_get_string(ns) : "";
-}
-
-/* Wait (hold_ms, else 5 s, at most) until n status writes were made (n >
- * 0), or -n other lists were done (n < 0), and 50 ms more for the caches to
- * take them. */
-static void hold_until(fake *f, int n)
-{
-    for (int i = 0; i < (f->hold_ms ? f->hold_ms : 5000) / 10; i++) {
-        pthread_mutex_lock(&f->mu);
-        bool done = n > 0 ? f->writes >= n : f->lists_done >= -n;
-        pthread_mutex_unlock(&f->mu);
-        if (done)
-            break;
-        struct timespec ts = {0, 10000000};
-        nanosleep(&ts, NULL);
-    }
-    struct timespec ts = {0, 50000000};
-    nanosleep(&ts, NULL);
 }
 
 static gq_code f_list(void *ctx, const char *path, const kube_list_opts *o, kube_item_fn fn,
@@ -91,24 +60,11 @@ static gq_code f_list(void *ctx, const char *path, const kube_list_opts *o, kube
         json_object_deep_copy(arr, &copy, NULL);
     pthread_mutex_unlock(&f->mu);
     gq_code rc = GQ_OK;
-    if (arr == f->pods && f->hold_ns)
-        hold_until(f, -3); /* the namespaces, GPUQuotas and tenants listed */
-    for (size_t i = 0; i < json_object_array_length(copy) && !rc; i++) {
-        json_object *item = json_object_array_get_idx(copy, i);
-        rc = fn(ud, item, err);
-        if (!rc && arr == f->pods && f->hold_ns && !strcmp(jns(item), f->hold_ns)) {
-            hold_until(f, 1);
-            pthread_mutex_lock(&f->mu);
-            f->writes_at_hold = f->writes;
-            pthread_mutex_unlock(&f->mu);
-        }
-    }
+    for (size_t i = 0; i < json_object_array_length(copy) && !rc; i++)
+        rc = fn(ud, json_object_array_get_idx(copy, i), err);
     json_object_put(copy);
     if (!rc && rv_out)
         *rv_out = strdup("1");
-    pthread_mutex_lock(&f->mu);
-    f->lists_done++;
-    pthread_mutex_unlock(&f->mu);
     return rc;
 }
 
@@ -263,33 +219,6 @@ static void fake_dispose(fake *f)
     json_object_put(f->events_by_reason);
     json_object_put(f->last_patch);
     pthread_mutex_destroy(&f->mu);
-}
-
-/* A pod the fake lists: JSON text, ' for ". */
-#define FPOD(name, ns, uid, mem)                                                                   \
-    "{'metadata':{'name':'" name "','namespace':'" ns "','uid':'" uid "','resourceVersion':'1'},"  \
-    "'spec':{'containers':[{'name':'c','resources':{'limits':{'gpuquota.io/gpu-memory':'" mem      \
-    "'}}}]}}"
-/* A GPUQuota the fake lists, hard gpu-memory only. */
-#define FQUOTA(name, ns, uid, hard)                                                                \
-    "{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':'" name             \
-    "','namespace':'" ns "','uid':'" uid "','generation':1,'resourceVersion':'1'},'spec':{'hard':" \
-    "{'gpu-memory':'" hard "'}}}"
-
-/* Replace what the fake lists: pods and GPUQuotas (JSON arrays, ' for "),
- * no tenants; namespaces too unless nss is NULL. */
-static void fake_set(fake *f, const char *pods, const char *quotas, const char *nss)
-{
-    json_object_put(f->pods);
-    json_object_put(f->quotas);
-    json_object_put(f->tenants);
-    f->pods = J(pods);
-    f->quotas = J(quotas);
-    f->tenants = json_object_new_array();
-    if (nss) {
-        json_object_put(f->nss);
-        f->nss = J(nss);
-    }
 }
 
 static kube_api fake_api(fake *f)
@@ -588,8 +517,18 @@ static void test_fold_waits(void **state)
     (void)state;
     fake f;
     fake_init(&f);
-    fake_set(&f, "[" FPOD("p1", "a", "u1", "8Gi") "," FPOD("p2", "a", "u2", "4Gi") "]",
-             "[" FQUOTA("q", "a", "u-q", "100Gi") "]", NULL);
+    json_object_put(f.pods);
+    json_object_put(f.quotas);
+    json_object_put(f.tenants);
+    f.pods = J("[{'metadata':{'name':'p1','namespace':'a','uid':'u1','resourceVersion':'1'},"
+               "'spec':{'containers':[{'name':'c','resources':{'limits':{'gpuquota.io/"
+               "gpu-memory':'8Gi'}}}]}},{'metadata':{'name':'p2','namespace':'a','uid':'u2',"
+               "'resourceVersion':'1'},'spec':{'containers':[{'name':'c','resources':{'limits':"
+               "{'gpuquota.io/gpu-memory':'4Gi'}}}]}}]");
+    f.quotas = J("[{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':"
+                 "'q','namespace':'a','uid':'u-q','generation':1,'resourceVersion':'1'},'spec':"
+                 "{'hard':{'gpu-memory':'100Gi'}}}]");
+    f.tenants = json_object_new_array();
     const char *path = "/x/gpuquotas/q";
     ctl_controller *c;
     gq_config *cfg;
@@ -635,52 +574,6 @@ static void test_fold_waits(void **state)
     free(after);
     stop(c, cfg);
     free(counted);
-    fake_dispose(&f);
-}
-
-/* While the pods are still listed, a namespace the list has gone past has
- * its GPUQuota's status written at once, where it only rises; where the
- * status it holds says more than the pods listed so far, nothing is
- * written before the list ends, and then the truth. */
-static void test_status_written_while_listing(void **state)
-{
-    (void)state;
-    fake f;
-    fake_init(&f);
-    fake_set(&f, "[" FPOD("p1", "a", "u1", "8Gi") "," FPOD("p2", "b", "u2", "4Gi") "]",
-             "[" FQUOTA("q", "a", "u-q", "100Gi") "," FQUOTA("qb", "b", "u-qb", "100Gi") "]",
-             "[{'metadata':{'name':'a','resourceVersion':'1'}},{'metadata':{'name':'b',"
-             "'resourceVersion':'1'}}]");
-    f.hold_ns = "b";
-    ctl_controller *c;
-    gq_config *cfg;
-    kube_api api;
-    run(&f, &c, &cfg, &api);
-    wait_writes(&f, 2); /* a's before b's pods were listed, then b's */
-    pthread_mutex_lock(&f.mu);
-    assert_int_equal(f.writes_at_hold, 1);
-    pthread_mutex_unlock(&f.mu);
-    wait_metric(c, "gpuquota_controller_early_status_writes_total 1\n");
-    char *st = stored_status(&f, "/x/gpuquotas/q");
-    assert_non_null(strstr(st, "\"used\":{\"gpu-memory\":\"8Gi\"}"));
-    free(st);
-    stop(c, cfg);
-
-    /* a's status counts 16Gi (a pod deleted while no controller ran): 8Gi
-     * listed so far would lower it, so it waits for the whole list. */
-    set_status(&f, "/x/gpuquotas/q", "{\"used\":{\"gpu-memory\":\"16Gi\"}}");
-    f.writes_at_hold = 0;
-    f.hold_ms = 500; /* no write is coming */
-    run(&f, &c, &cfg, &api);
-    wait_writes(&f, 1);
-    pthread_mutex_lock(&f.mu);
-    assert_int_equal(f.writes_at_hold, 0);
-    pthread_mutex_unlock(&f.mu);
-    wait_metric(c, "gpuquota_controller_early_status_writes_total 0\n");
-    st = stored_status(&f, "/x/gpuquotas/q");
-    assert_non_null(strstr(st, "\"used\":{\"gpu-memory\":\"8Gi\"}"));
-    free(st);
-    stop(c, cfg);
     fake_dispose(&f);
 }
 
@@ -910,7 +803,6 @@ int main(void)
         cmocka_unit_test(test_sync_write_event),
         cmocka_unit_test(test_events_rate_limited),
         cmocka_unit_test(test_fold_waits),
-        cmocka_unit_test(test_status_written_while_listing),
         cmocka_unit_test(test_queue_admit_after_conflict),
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_cohort_status_and_metrics),

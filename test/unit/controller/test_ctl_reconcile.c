@@ -529,23 +529,6 @@ static json_object *with_status(json_object *q, const char *used, const char *by
     "{'key':'" k "','namespace':'a','pod':'p','gpu-memory':'" mem "','gpus':'0','gpu-pods':'1',"   \
     "'expires':'" exp "','model':'h100-80gb'}"
 
-/* A store with an 8Gi pod pinned to h100-80gb (uid k-h1) and an unpinned
- * 4Gi one (k-u) in namespace "a", and a.q: 100Gi, 64Gi of it on h100-80gb,
- * without status. */
-static json_object *h100_fixture(ctl_podstore **s)
-{
-    assert_int_equal(ctl_podstore_new(s), GQ_OK);
-    pod_spec pods[] = {
-        {.ns = "a", .name = "h1", .mem = "8Gi", .model = "h100-80gb", .uid = "k-h1"},
-        {.ns = "a", .name = "u", .mem = "4Gi", .uid = "k-u"},
-    };
-    for (size_t i = 0; i < sizeof(pods) / sizeof(pods[0]); i++)
-        add_pod(*s, &pods[i]);
-    return quota_json(
-        "a", "q", "{'hard':{'gpu-memory':'100Gi'},'models':{'h100-80gb':{'gpu-memory':'64Gi'}}}",
-        NULL);
-}
-
 /* A fold, reservations whose pods are now counted moving into used (and
  * usedByModel), changes nothing an admission counts, so its write may wait
  * (controller.c); a reservation that lapses before the horizon, usage that
@@ -555,7 +538,16 @@ static void test_fold_only(void **state)
 {
     (void)state;
     ctl_podstore *s;
-    json_object *q = h100_fixture(&s);
+    assert_int_equal(ctl_podstore_new(&s), GQ_OK);
+    pod_spec pods[] = {
+        {.ns = "a", .name = "h1", .mem = "8Gi", .model = "h100-80gb", .uid = "k-h1"},
+        {.ns = "a", .name = "u", .mem = "4Gi", .uid = "k-u"},
+    };
+    for (size_t i = 0; i < sizeof(pods) / sizeof(pods[0]); i++)
+        add_pod(s, &pods[i]);
+    json_object *q = quota_json(
+        "a", "q", "{'hard':{'gpu-memory':'100Gi'},'models':{'h100-80gb':{'gpu-memory':'64Gi'}}}",
+        NULL);
     ctl_result r;
     ctl_result_init(&r);
     reconcile(s, q, NOW, &r);
@@ -602,79 +594,6 @@ static void test_fold_only(void **state)
     json_object_put(bare);
     before = with_status(q, "lots", "4Gi", NULL);
     assert_false(ctl_fold_only(before, r.status, NOW, NOW + 2));
-    json_object_put(before);
-    ctl_result_dispose(&r);
-    json_object_put(q);
-    ctl_podstore_free(s);
-}
-
-/* A status computed while the pods are still listed may replace the current
- * one only where everything an admission counts rises or stays: used plus
- * live reservations, in all and per model, and the queue; borrowed and lent
- * unchanged; Exceeded not turned from True. */
-static void test_status_rises(void **state)
-{
-    (void)state;
-    ctl_podstore *s;
-    json_object *q = h100_fixture(&s);
-    ctl_result r;
-    ctl_result_init(&r);
-    /* No status yet (first install): anything counted rises. */
-    reconcile(s, q, NOW, &r);
-    assert_true(ctl_status_rises(q, r.status, NOW));
-    json_object_object_add(q, "status", json_object_get(r.status)); /* 12Gi, 8Gi on h100 */
-
-    /* A status that says less rises to the count; one that says more does not. */
-    json_object *before = with_status(q, "4Gi", "4Gi", NULL);
-    reconcile(s, before, NOW, &r);
-    assert_true(ctl_status_rises(before, r.status, NOW));
-    json_object_put(before);
-    before = with_status(q, "16Gi", "8Gi", NULL);
-    reconcile(s, before, NOW, &r);
-    assert_false(ctl_status_rises(before, r.status, NOW));
-    json_object_put(before);
-    /* Per model too: h100 said 16Gi, the pods listed give 12Gi (h1's 8Gi
-     * and the unpinned u's 4Gi, which counts against every model). */
-    before = with_status(q, "12Gi", "16Gi", NULL);
-    reconcile(s, before, NOW, &r);
-    assert_false(ctl_status_rises(before, r.status, NOW));
-    json_object_put(before);
-
-    /* A reservation of a pod the list has counted now moves into used. */
-    before = with_status(q, "4Gi", "4Gi", "[" RESM("k-h1", "8Gi", "2026-11-21T15:07:05Z") "]");
-    reconcile(s, before, NOW, &r);
-    assert_true(ctl_status_rises(before, r.status, NOW));
-    json_object_put(before);
-    /* A status that said 12Gi used and a live 8Gi reservation (20Gi) counts
-     * more than the 12Gi listed so far. */
-    before = with_status(q, "12Gi", "8Gi", "[" RESM("k-h1", "8Gi", "2026-11-21T15:07:05Z") "]");
-    reconcile(s, before, NOW, &r);
-    assert_false(ctl_status_rises(before, r.status, NOW));
-    json_object_put(before);
-
-    /* The queue going down, borrowed changing, Exceeded turned from True. */
-    const char *members[][2] = {
-        {"queuedPods", "3"},
-        {"borrowed", "{'gpu-memory':'1Gi'}"},
-        {"conditions", "[{'type':'Exceeded','status':'True','reason':'Exceeded','message':'m',"
-                       "'lastTransitionTime':'2026-11-21T15:00:00Z'}]"},
-    };
-    for (size_t i = 0; i < sizeof(members) / sizeof(members[0]); i++) {
-        before = with_status(q, "4Gi", "4Gi", NULL);
-        json_object *st = json_object_object_get(before, "status");
-        json_object_object_add(st, members[i][0],
-                               members[i][1][0] == '{' || members[i][1][0] == '['
-                                   ? J(members[i][1])
-                                   : json_object_new_int(3));
-        reconcile(s, before, NOW, &r);
-        assert_true(r.changed);
-        if (ctl_status_rises(before, r.status, NOW))
-            fail_msg("%s: rises", members[i][0]);
-        json_object_put(before);
-    }
-    /* A status that does not parse: no. */
-    before = with_status(q, "lots", "4Gi", NULL);
-    assert_false(ctl_status_rises(before, r.status, NOW));
     json_object_put(before);
     ctl_result_dispose(&r);
     json_object_put(q);
@@ -943,7 +862,6 @@ int main(void)
         cmocka_unit_test(test_reservations),
         cmocka_unit_test(test_reservation_keys_unique),
         cmocka_unit_test(test_fold_only),
-        cmocka_unit_test(test_status_rises),
         cmocka_unit_test(test_invalid_spec_status),
         cmocka_unit_test(test_tenant_membership),
         cmocka_unit_test(test_group_sums),

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"sort"
@@ -225,6 +226,23 @@ type result struct {
 	TargetRate float64 `json:"target_per_second,omitempty"`
 	MaxLagMs   float64 `json:"max_lag_ms,omitempty"`
 	SendMs     *qs     `json:"send_ms,omitempty"`
+	// the 5 slowest creates: when each was due, seconds into the run
+	SlowestAt []float64 `json:"slowest_at_s,omitempty"`
+}
+
+// slowest: when the k slowest of lat were due, in seconds from the start of
+// s, slowest first (lat not sorted yet).
+func slowest(lat []time.Duration, s schedule, k int) []float64 {
+	idx := make([]int, len(lat))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool { return lat[idx[a]] > lat[idx[b]] })
+	out := []float64{}
+	for _, i := range idx[:min(k, len(idx))] {
+		out = append(out, math.Round(s.slot(i).Sub(s.start).Seconds()*100)/100)
+	}
+	return out
 }
 
 // qs: latency quantiles in milliseconds.
@@ -414,6 +432,7 @@ func run(nss []string, quiet bool) error {
 			lat[i], svc[i] = time.Since(slot), time.Since(t0)
 		})
 		res.TargetRate, res.MaxLagMs, res.SendMs = *arrivalRate, lag.ms(), quantiles(svc)
+		res.SlowestAt = slowest(lat, sched, 5)
 	} else {
 		for c := range cs {
 			wg.Add(1)

@@ -377,10 +377,8 @@ func run(nss []string, quiet bool) error {
 	}
 
 	n := *pods
-	var sched schedule
 	if *arrivalRate > 0 {
-		sched = newSchedule(*arrivalRate, *churnSecs)
-		n = sched.n
+		n = newSchedule(*arrivalRate, *churnSecs).n
 	}
 	res := result{Mode: "run", Run: *runID, Clients: *clients, Namespaces: len(nss), Sent: n,
 		CPUSeconds: map[string]float64{}, Exist: map[string]int{}}
@@ -425,6 +423,7 @@ func run(nss []string, quiet bool) error {
 		// Timed from the slot; the call alone (from its send) apart.
 		svc := make([]time.Duration, n)
 		var lag maxLag
+		sched := newSchedule(*arrivalRate, *churnSecs) // its first slot 50 ms from now
 		start = sched.start
 		openLoop(sched, nil, &lag, func(i int, slot time.Time) {
 			t0 := time.Now()

@@ -64,6 +64,7 @@ bench: deps
 	@echo; echo "== queue: the admission pass's decisions, 10,000 queued and 10,000 admitted pods, one preemption"
 	$(BENCH_DIR)/test/bench_preempt_micro
 	scripts/bench-pods.sh $(BENCH_DIR)
+	scripts/bench-open.sh $(BENCH_DIR)
 
 # An optimised build without sanitizers; kubectl finds the plugin through the
 # kubectl-gpuquota symlink installed beside gpuquota (docs/kubectl-plugin.md).

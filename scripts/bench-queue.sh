@@ -11,6 +11,13 @@
 #            deleted, the next one ungated, and so on. Time from the DELETE
 #            to the controller's ungate PATCH of the next pod, both taken
 #            from kube-apiserver's audit log: p50, p99, max.
+#   latency under load  the same with GQ_BENCH_QUEUE_LOAD_LAT pods queued
+#            in another namespace while test/bench/podcreate's churn
+#            (open loop) creates GQ_BENCH_QUEUE_LOAD GPU pods per second
+#            through both webhooks, charged, and deletes as many, over
+#            GQ_BENCH_QUEUE_LOAD_NS namespaces with a GPUQuota each; the
+#            load's own create and delete latency (from each one's
+#            scheduled time) is printed beside it.
 #   scale    GQ_BENCH_QUEUE_PODS pods (test/bench/podcreate, 16 clients)
 #            queued across GQ_BENCH_QUEUE_NS namespaces, each with a Queue
 #            quota full of one running pod; then every quota's hard is
@@ -19,7 +26,11 @@
 #            before it, the CPU of one admission pass with every pod queued
 #            and no room (gpuquota_queue_pass_cpu_seconds), and per pass of
 #            the drain.
-# Environment: GQ_BENCH_QUEUE_LAT (100), GQ_BENCH_QUEUE_PODS (10000),
+# Environment: GQ_BENCH_QUEUE_LAT (100), GQ_BENCH_QUEUE_LOAD (50 creates/s
+# and as many deletes/s; 0 skips the part under load), GQ_BENCH_QUEUE_LOAD_LAT
+# (100), GQ_BENCH_QUEUE_LOAD_NS (50), GQ_BENCH_QUEUE_LOAD_SECONDS (200: the
+# longest the load may run; the fill before it makes that many seconds of
+# deletes), GQ_BENCH_QUEUE_PODS (10000; 0 skips the scale part),
 # GQ_BENCH_QUEUE_NS (100), GQ_BENCH_OUT (folder kept with logs; default a
 # temporary one, removed).
 set -euo pipefail
@@ -27,6 +38,10 @@ set -euo pipefail
 . "$(dirname "$0")/bench-out.sh"
 bench_out bench-queue "${1:-}"
 LAT=${GQ_BENCH_QUEUE_LAT:-100}
+LOAD=${GQ_BENCH_QUEUE_LOAD:-50}
+LOAD_LAT=${GQ_BENCH_QUEUE_LOAD_LAT:-100}
+LOAD_NS=${GQ_BENCH_QUEUE_LOAD_NS:-50}
+LOAD_SECONDS=${GQ_BENCH_QUEUE_LOAD_SECONDS:-200}
 PODS=${GQ_BENCH_QUEUE_PODS:-10000}
 NSN=${GQ_BENCH_QUEUE_NS:-100}
 export GQ_E2E_DIR=$out/e2e GQ ROOT
@@ -62,47 +77,105 @@ print("## %s: %d admission passes, %.2f ms of leader CPU per pass" % (sys.argv[1
 cpu_s() { awk '{printf "%.2f", ($14 + $15) / 100}' "/proc/$1/stat"; }
 
 # ------------------------------------------------------------- latency
-ns bq-lat
-qquota bq-lat 1Gi
-eventually 15 seen bq-lat
-gpu_pod run 1Gi | kubectl -n bq-lat create -f - >/dev/null 2>&1
-eventually 15 bash -c "[[ \$(kubectl -n bq-lat get pod run -o json | jq '.spec.schedulingGates | length') == 0 ]]"
-for i in $(seq -f '%04g' 1 "$LAT"); do gpu_pod "p$i" 1Gi; echo ---; done | kubectl -n bq-lat create -f - >/dev/null 2>&1
-# running: the one pod ungated and not being deleted.
+# lat_setup NS N: in a fresh NS a Queue quota with room for one 1Gi pod, pod
+# "run" admitted, N pods queued behind it.
+lat_setup() {
+    ns "$1"
+    qquota "$1" 1Gi
+    eventually 15 seen "$1"
+    gpu_pod run 1Gi | kubectl -n "$1" create -f - >/dev/null 2>&1
+    eventually 15 bash -c "[[ \$(kubectl -n $1 get pod run -o json | jq '.spec.schedulingGates | length') == 0 ]]"
+    for i in $(seq -f '%04g' 1 "$2"); do gpu_pod "p$i" 1Gi; echo ---; done | kubectl -n "$1" create -f - >/dev/null 2>&1
+}
+# running NS: the one pod ungated and not being deleted.
 running() {
-    kubectl -n bq-lat get pods -o json | jq -r '[.items[] | select((.spec.schedulingGates | not)
+    kubectl -n "$1" get pods -o json | jq -r '[.items[] | select((.spec.schedulingGates | not)
         and .metadata.deletionTimestamp == null) | .metadata.name] | join(" ")'
 }
-cur=run
-for _ in $(seq "$LAT"); do
-    kubectl -n bq-lat delete pod "$cur" --grace-period=0 --force >/dev/null 2>&1
-    moved() { local r; r=$(running); [[ -n $r && $r != "$cur" ]]; }
-    eventually 30 moved || break
-    cur=$(running)
-done
-sa=system:serviceaccount:$NS_SYS:gpuquota-controller
-echo "## time from a pod ending (DELETE) to the next queued pod ungated (PATCH), $LAT pods"
-jq -r --arg sa "$sa" 'select(.stage == "ResponseComplete" and .objectRef.namespace == "bq-lat"
-    and .objectRef.resource == "pods" and (.verb == "delete" or (.verb == "patch" and .user.username == $sa
-    and .responseStatus.code == 200))) | [.stageTimestamp, .verb, .objectRef.name] | @tsv' \
-    "$E2E/cluster/audit.log" | sort | python3 -c '
+# lat_loop NS N: N times, the running pod deleted and the next one waited for.
+lat_loop() {
+    local cur=run
+    for _ in $(seq "$2"); do
+        kubectl -n "$1" delete pod "$cur" --grace-period=0 --force >/dev/null 2>&1
+        moved() { local r; r=$(running "$1"); [[ -n $r && $r != "$cur" ]]; }
+        eventually 30 moved "$1" || break
+        cur=$(running "$1")
+    done
+}
+# lat_report NS [FROM TO]: from kube-apiserver's audit log, each DELETE in NS
+# (only those between the epoch seconds FROM and TO, if given) to the
+# controller's next ungate PATCH there: p50, p99, max.
+lat_report() {
+    local sa=system:serviceaccount:$NS_SYS:gpuquota-controller
+    jq -r --arg ns "$1" --arg sa "$sa" 'select(.stage == "ResponseComplete" and .objectRef.namespace == $ns
+        and .objectRef.resource == "pods" and (.verb == "delete" or (.verb == "patch" and .user.username == $sa
+        and .responseStatus.code == 200))) | [.stageTimestamp, .verb, .objectRef.name] | @tsv' \
+        "$E2E"/cluster/audit*.log | sort | python3 -c '
 import sys, datetime
+lo, hi = (float(a) for a in sys.argv[1:3]) if len(sys.argv) > 2 else (0, float("inf"))
 def ts(s):
     return datetime.datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
 last_delete, d = None, []
 for line in sys.stdin:
     t, verb, name = line.rstrip("\n").split("\t")
     if verb == "delete":
-        last_delete = ts(t)
+        last_delete = ts(t) if lo <= ts(t) <= hi else None
     elif last_delete is not None:
         d.append((ts(t) - last_delete) * 1000)
         last_delete = None
+if not d:
+    sys.exit("no DELETE followed by an ungate")
 d.sort()
 q = lambda p: d[min(len(d) - 1, int(round(p * (len(d) - 1))))]
 print("pods %d  p50 %.0f ms  p99 %.0f ms  max %.0f ms" % (len(d), q(0.5), q(0.99), d[-1]))
-'
+' "${@:2}"
+}
+
+lat_setup bq-lat "$LAT"
+lat_loop bq-lat "$LAT"
+echo "## time from a pod ending (DELETE) to the next queued pod ungated (PATCH), $LAT pods (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+lat_report bq-lat
+
+# ---------------------------------------------------- latency under load
+# The same in namespace bq-load-lat while podcreate's churn, open loop,
+# creates LOAD GPU pods per second (as users write them: both webhooks
+# rewrite and charge them) and deletes as many in LOAD_NS other namespaces,
+# each with a GPUQuota that has room for all; the churn deletes pods a fill
+# made beforehand and is stopped once the LOAD_LAT pods have been measured
+# (LOAD_SECONDS bounds it). Only the DELETEs made while the load ran count.
+if ((LOAD > 0)); then
+    for i in $(seq -f '%02g' 1 "$LOAD_NS"); do
+        printf 'apiVersion: v1\nkind: Namespace\nmetadata: {name: bq-load-%s}\n---\n' "$i"
+        printf 'apiVersion: gpuquota.io/v1alpha1\nkind: GPUQuota\nmetadata: {name: q, namespace: bq-load-%s}\n' "$i"
+        printf 'spec: {hard: {gpu-memory: 1000000Gi}}\n---\n'
+    done | kubectl apply -f - >/dev/null
+    load_nss=$(seq -f 'bq-load-%02g' 1 "$LOAD_NS" | paste -sd,)
+    for n in ${load_nss//,/ }; do eventually 30 kubectl -n "$n" get serviceaccount default; done
+    lat_setup bq-load-lat "$LOAD_LAT"
+    fill=$((LOAD * LOAD_SECONDS + LOAD_NS))
+    "$podcreate" fill --kubeconfig "$KUBECONFIG" --namespaces "$load_nss" --clients 32 --pods "$fill" \
+        --quantity 1Gi --run load-fill 2>&1 | sed 's/^/## /'
+    C=$E2E/cluster
+    "$podcreate" churn --kubeconfig "$KUBECONFIG" --namespaces "$load_nss" --rate "$LOAD" \
+        --seconds "$LOAD_SECONDS" --clients 16 --run load --fill-run load-fill --fill-pods "$fill" \
+        --latency=false --open-loop --as-user --quantity 1Gi \
+        --pid "apiserver=$(cat "$C/kube-apiserver.pid")" --pid "etcd=$(cat "$C/etcd.pid")" \
+        --pid "controller=$(ctl_pid 0)" --pid "controller=$(ctl_pid 1)" >"$out/load.json" 2>"$out/load.err" &
+    churn_pid=$!
+    sleep 3 # the churn's clients connected and its pace kept
+    load0=$(cut -d' ' -f1-3 /proc/loadavg)
+    lat_loop bq-load-lat "$LOAD_LAT"
+    kill -INT "$churn_pid" 2>/dev/null || true
+    wait "$churn_pid" || { echo "## the load failed:"; cat "$out/load.err"; }
+    echo "## the same under load: $LOAD GPU pod creates/s + $LOAD deletes/s over $LOAD_NS other namespaces" \
+        "(load average before $load0, after $(cut -d' ' -f1-3 /proc/loadavg))"
+    lat_report bq-load-lat "$(jq -r .start_unix "$out/load.json")" \
+        "$(jq -r '.start_unix + .seconds' "$out/load.json")"
+    jq -r '"## the load: \(.creates) creates (\(.creates_per_second * 10 | round / 10)/s) + \(.deletes) deletes (\(.deletes_per_second * 10 | round / 10)/s) in \(.seconds * 10 | round / 10) s\(if .stopped_early then " (stopped once the queue was measured)" else "" end), \(.errors) errors\(if .first_error then " (\(.first_error))" else "" end); from the scheduled time, create p50/p99/max \(.create_ms.p50)/\(.create_ms.p99)/\(.create_ms.max) ms, delete \(.delete_ms.p50)/\(.delete_ms.p99)/\(.delete_ms.max) ms; CPU s \(.cpu_s | to_entries | map("\(.key) \(.value)") | join(", ")), the machine busy \(.machine_busy_s) of \(.machine_s)"' "$out/load.json"
+fi
 
 # --------------------------------------------------------------- scale
+((PODS > 0)) || exit 0
 nss=""
 for i in $(seq -f '%03g' 1 "$NSN"); do
     n=bq-$i

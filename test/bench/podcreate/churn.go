@@ -6,18 +6,22 @@
 //
 //	podcreate churn   --kubeconfig F --namespaces a,b,... --rate R --seconds S
 //	                  --clients N --run ID --fill-run ID --fill-pods N --delete-from K
-//	                  [--latency=false] [--pid NAME=PID]...
+//	                  [--latency=false] [--open-loop] [--as-user] [--pid NAME=PID]...
 //	podcreate metrics --kubeconfig F
 //
 // churn, op i of each kind: the create goes to namespace i mod len (pod
-// ID-%06d, as /mutate leaves it, so the webhooks may be off); the delete
+// ID-%06d, as /mutate leaves it, so the webhooks may be off; with --as-user
+// as a user writes it, for the webhooks to charge); the delete
 // removes fill pod K+i (FILLRUN-%06d, in namespace (K+i) mod len, as the
 // fill placed it). With K = len/2 the two kinds touch different namespaces
 // at any moment. Like test/bench/bench_controller.c, an op in a namespace
 // whose previous op the watch has not seen yet is skipped (and counted).
 // Latency is from the create/delete call returning to the watch event whose
 // status.used gpu-memory includes it (0 if the event came first), and also
-// from the call being sent.
+// from the call being sent. create_ms and delete_ms time each call from its
+// slot on the schedule, the lag behind it included (with --open-loop there
+// is no such lag but the dispatcher's own). SIGINT or SIGTERM ends the pace
+// early (--seconds is then a bound: size the fill to it).
 package main
 
 import (
@@ -26,12 +30,15 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"sort"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,11 +51,13 @@ import (
 
 var (
 	churnRate  = flag.Float64("rate", 100, "churn: creates per second, and as many deletes per second")
-	churnSecs  = flag.Float64("seconds", 20, "churn: how long the pace is kept")
+	churnSecs  = flag.Float64("seconds", 20, "churn, and run with --arrival-rate: how long the pace is kept")
 	fillRun    = flag.String("fill-run", "scale", "churn: run id of the fill whose pods are deleted")
 	fillPods   = flag.Int("fill-pods", 0, "churn: pods the fill created")
 	deleteFrom = flag.Int("delete-from", -1, "churn: first fill pod index to delete (default: namespaces/2)")
 	latency    = flag.Bool("latency", true, "churn: watch GPUQuotas and time each op to its status")
+	churnOpen  = flag.Bool("open-loop", false, "churn: each op sent at its time in a goroutine of its own (open.go), not by --clients workers per kind that wait for their call")
+	asUser     = flag.Bool("as-user", false, "churn: create pods as a user writes them (--resource, --quantity), for the webhooks to rewrite and charge, not as /mutate leaves them")
 )
 
 var gpuquotas = schema.GroupVersionResource{Group: "gpuquota.io", Version: "v1alpha1", Resource: "gpuquotas"}
@@ -71,6 +80,7 @@ type churnResult struct {
 	TargetRate float64            `json:"target_per_second"`
 	Clients    int                `json:"clients"`
 	Namespaces int                `json:"namespaces"`
+	StartUnix  float64            `json:"start_unix"` // the first slot, epoch seconds
 	Seconds    float64            `json:"seconds"`
 	Creates    int64              `json:"creates"`
 	Deletes    int64              `json:"deletes"`
@@ -79,8 +89,11 @@ type churnResult struct {
 	FirstError string             `json:"first_error,omitempty"`
 	CreateRate float64            `json:"creates_per_second"`
 	DeleteRate float64            `json:"deletes_per_second"`
-	MaxLagMs   float64            `json:"max_lag_ms"` // worst start of an op behind its slot
-	CallMs     pcts               `json:"call_ms"`    // create/delete call, client side
+	MaxLagMs   float64            `json:"max_lag_ms"`              // worst start of an op behind its slot
+	CallMs     pcts               `json:"call_ms"`                 // create/delete call, client side
+	CreateMs   pcts               `json:"create_ms"`               // from a create's slot to its return
+	DeleteMs   pcts               `json:"delete_ms"`               // from a delete's slot to its return
+	Stopped    bool               `json:"stopped_early,omitempty"` // SIGINT/SIGTERM ended the pace
 	Seen       int                `json:"seen"`
 	Unseen     int                `json:"unseen"` // still pending 10 s after the last op
 	Early      int                `json:"seen_before_return"`
@@ -106,11 +119,38 @@ type pcts struct {
 }
 
 func percentiles(d []time.Duration) pcts {
-	if len(d) == 0 {
-		return pcts{}
+	q := quantiles(d)
+	return pcts{q.P50, q.P99, q.Max}
+}
+
+// churnPod: create i of the churn, as /mutate leaves it (its reservation
+// uid unique to this churn), or with --as-user as a user writes it.
+func churnPod(i int, start time.Time) *corev1.Pod {
+	if *asUser {
+		return pod0(i)
 	}
-	sort.Slice(d, func(a, b int) bool { return d[a] < d[b] })
-	return pcts{quantile(d, 0.50), quantile(d, 0.99), quantile(d, 1)}
+	p := rewrittenPod(i)
+	p.Annotations["gpuquota.io/reservation"] = fmt.Sprintf("%08x-0000-4000-8000-%012d", uint32(start.Unix()), i)
+	return p
+}
+
+// stopSignal: a channel closed at the first SIGINT or SIGTERM, which ends
+// the pace early; what was sent is still reported.
+func stopSignal() <-chan struct{} {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	stop := make(chan struct{})
+	go func() { <-sig; close(stop) }()
+	return stop
+}
+
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // usedPods: status.used gpu-memory in pods' worth (each pod asks 1Gi).
@@ -234,95 +274,99 @@ func churn(nss []string) error {
 		return fmt.Errorf("deleting fill pods %d..%d: the fill made %d", from, from+ops-1, *fillPods)
 	}
 	var creates, deletes, skipped, errCount atomic.Int64
-	var maxLag atomic.Int64
+	var lag maxLag
 	var firstMu sync.Mutex
+	var bySlot [2][]time.Duration // creates, deletes: from the slot to the call's return
 	m0, err := apiMetrics(ctx, cs[0])
 	if err != nil {
 		return err
 	}
 	before := map[string]int64{}
 	readCPU(before)
-	step := time.Duration(float64(time.Second) / *churnRate)
-	start := time.Now().Add(50 * time.Millisecond)
-	var wg sync.WaitGroup
-	var next [2]atomic.Int64
-	for c := range cs {
-		kind := c % 2 // 0 creates, 1 deletes
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var mine []time.Duration
-			defer func() { mu.Lock(); calls = append(calls, mine...); mu.Unlock() }()
-			for {
-				i := int(next[kind].Add(1) - 1)
-				if i >= ops {
-					return
-				}
-				slot := start.Add(time.Duration(i) * step)
-				if d := time.Until(slot); d > 0 {
-					time.Sleep(d)
-				} else if lag := int64(-d); lag > maxLag.Load() {
-					maxLag.Store(lag) // racy max: good enough for a figure
-				}
-				var j, delta int
-				var name string
-				if kind == 0 {
-					j, delta, name = i%len(nss), 1, fmt.Sprintf("%s-%06d", *runID, i)
-				} else {
-					g := from + i
-					j, delta, name = g%len(nss), -1, fmt.Sprintf("%s-%06d", *fillRun, g)
-				}
-				s := &state[j]
-				if *latency {
-					s.mu.Lock()
-					if s.pending {
-						s.mu.Unlock()
-						skipped.Add(1)
-						continue
-					}
-					s.pending, s.expect = true, s.count+delta
-					s.sent, s.returned, s.seen = time.Now(), time.Time{}, time.Time{}
-					s.mu.Unlock()
-				}
-				var err error
-				t0 := time.Now()
-				if kind == 0 {
-					p := rewrittenPod(i)
-					p.Name = name
-					p.Labels["bench.gpuquota.io/run"] = *runID
-					p.Annotations["gpuquota.io/reservation"] = fmt.Sprintf("%08x-0000-4000-8000-%012d", uint32(start.Unix()), i)
-					_, err = cs[c].CoreV1().Pods(nss[j]).Create(ctx, p, metav1.CreateOptions{})
-				} else {
-					err = cs[c].CoreV1().Pods(nss[j]).Delete(ctx, name, metav1.DeleteOptions{})
-				}
-				t1 := time.Now()
-				mine = append(mine, t1.Sub(t0))
-				if err != nil {
-					errCount.Add(1)
-					firstMu.Lock()
-					if res.FirstError == "" {
-						res.FirstError = err.Error()
-					}
-					firstMu.Unlock()
-				} else if kind == 0 {
-					creates.Add(1)
-				} else {
-					deletes.Add(1)
-				}
-				if !*latency {
-					continue
-				}
-				s.mu.Lock()
-				if err != nil { // nothing changed (a delete's NotFound included)
-					s.pending = false
-				} else if s.returned = t1; !s.seen.IsZero() {
-					mu.Lock()
-					finish(s)
-					mu.Unlock()
-				}
+	sched := newSchedule(*churnRate, *churnSecs)
+	start := sched.start
+	// op: the i-th op of kind (0 create, 1 delete) through client c, due at slot.
+	op := func(c, kind, i int, slot time.Time) {
+		var j, delta int
+		var name string
+		if kind == 0 {
+			j, delta, name = i%len(nss), 1, fmt.Sprintf("%s-%06d", *runID, i)
+		} else {
+			g := from + i
+			j, delta, name = g%len(nss), -1, fmt.Sprintf("%s-%06d", *fillRun, g)
+		}
+		s := &state[j]
+		if *latency {
+			s.mu.Lock()
+			if s.pending {
 				s.mu.Unlock()
+				skipped.Add(1)
+				return
 			}
-		}()
+			s.pending, s.expect = true, s.count+delta
+			s.sent, s.returned, s.seen = time.Now(), time.Time{}, time.Time{}
+			s.mu.Unlock()
+		}
+		var err error
+		t0 := time.Now()
+		if kind == 0 {
+			_, err = cs[c].CoreV1().Pods(nss[j]).Create(ctx, churnPod(i, start), metav1.CreateOptions{})
+		} else {
+			err = cs[c].CoreV1().Pods(nss[j]).Delete(ctx, name, metav1.DeleteOptions{})
+		}
+		t1 := time.Now()
+		mu.Lock()
+		calls = append(calls, t1.Sub(t0))
+		bySlot[kind] = append(bySlot[kind], t1.Sub(slot))
+		mu.Unlock()
+		if err != nil {
+			errCount.Add(1)
+			firstMu.Lock()
+			if res.FirstError == "" {
+				res.FirstError = err.Error()
+			}
+			firstMu.Unlock()
+		} else if kind == 0 {
+			creates.Add(1)
+		} else {
+			deletes.Add(1)
+		}
+		if !*latency {
+			return
+		}
+		s.mu.Lock()
+		if err != nil { // nothing changed (a delete's NotFound included)
+			s.pending = false
+		} else if s.returned = t1; !s.seen.IsZero() {
+			mu.Lock()
+			finish(s)
+			mu.Unlock()
+		}
+		s.mu.Unlock()
+	}
+	stop := stopSignal()
+	var wg sync.WaitGroup
+	if *churnOpen {
+		for kind := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				openLoop(sched, stop, &lag, func(i int, slot time.Time) { op(2*(i%*clients)+kind, kind, i, slot) })
+			}()
+		}
+	} else {
+		var next [2]atomic.Int64
+		for c := range cs {
+			kind := c % 2 // 0 creates, 1 deletes
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := int(next[kind].Add(1) - 1); i < ops && !closed(stop); i = int(next[kind].Add(1) - 1) {
+					lag.note(sleepUntil(sched.slot(i)))
+					op(c, kind, i, sched.slot(i))
+				}
+			}()
+		}
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
@@ -381,10 +425,12 @@ func churn(nss []string) error {
 			}
 		}
 	}
-	res.Seconds = elapsed.Seconds()
+	res.StartUnix, res.Seconds = float64(start.UnixNano())/1e9, elapsed.Seconds()
 	res.Creates, res.Deletes, res.Skipped, res.Errors = creates.Load(), deletes.Load(), skipped.Load(), errCount.Load()
 	res.CreateRate, res.DeleteRate = float64(res.Creates)/res.Seconds, float64(res.Deletes)/res.Seconds
-	res.MaxLagMs = float64(maxLag.Load()) / 1e6
+	res.MaxLagMs = lag.ms()
+	res.CreateMs, res.DeleteMs = percentiles(bySlot[0]), percentiles(bySlot[1])
+	res.Stopped = closed(stop)
 	res.CallMs = percentiles(calls)
 	res.Seen, res.Early = len(lat), early
 	res.LatencyMs, res.FromSendMs = percentiles(lat), percentiles(fromSend)

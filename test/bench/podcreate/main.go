@@ -7,6 +7,7 @@
 //
 //	podcreate run   --kubeconfig F --namespaces a,b,... --clients N --pods N
 //	                --resource NAME --quantity Q --run ID [--pid NAME=PID]...
+//	                [--arrival-rate R --seconds S]   (open loop: see open.go)
 //	podcreate clean --kubeconfig F --namespaces a,b,... [--selector S]
 //	podcreate fill  --kubeconfig F --namespaces a,b,... --clients N --pods N
 //	                --resource NAME --quantity Q --run ID
@@ -21,6 +22,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"sort"
@@ -218,6 +220,46 @@ type result struct {
 	QuotaMaxBytes        int             `json:"quota_max_bytes,omitempty"`
 	QuotaMaxReservations int             `json:"quota_max_reservations,omitempty"`
 	Webhooks             map[string]hook `json:"webhooks"`
+	// --arrival-rate (open loop): the latencies above are from each
+	// create's scheduled time; send_ms is the call alone, from its send;
+	// max_lag_ms the worst dispatch behind its slot.
+	TargetRate float64 `json:"target_per_second,omitempty"`
+	MaxLagMs   float64 `json:"max_lag_ms,omitempty"`
+	SendMs     *qs     `json:"send_ms,omitempty"`
+	// the 5 slowest creates: when each was due, seconds into the run
+	SlowestAt []float64 `json:"slowest_at_s,omitempty"`
+}
+
+// slowest: when the k slowest of lat were due, in seconds from the start of
+// s, slowest first (lat not sorted yet).
+func slowest(lat []time.Duration, s schedule, k int) []float64 {
+	idx := make([]int, len(lat))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool { return lat[idx[a]] > lat[idx[b]] })
+	out := []float64{}
+	for _, i := range idx[:min(k, len(idx))] {
+		out = append(out, math.Round(s.slot(i).Sub(s.start).Seconds()*100)/100)
+	}
+	return out
+}
+
+// qs: latency quantiles in milliseconds.
+type qs struct {
+	P50  float64 `json:"p50"`
+	P99  float64 `json:"p99"`
+	P999 float64 `json:"p999"`
+	Max  float64 `json:"max"`
+}
+
+// quantiles sorts d and takes its quantiles.
+func quantiles(d []time.Duration) *qs {
+	if len(d) == 0 {
+		return &qs{}
+	}
+	sort.Slice(d, func(a, b int) bool { return d[a] < d[b] })
+	return &qs{quantile(d, 0.50), quantile(d, 0.99), quantile(d, 0.999), quantile(d, 1)}
 }
 
 type hook struct {
@@ -334,10 +376,14 @@ func run(nss []string, quiet bool) error {
 		return fmt.Errorf("warm-up: %w", err)
 	}
 
-	res := result{Mode: "run", Run: *runID, Clients: *clients, Namespaces: len(nss), Sent: *pods,
+	n := *pods
+	if *arrivalRate > 0 {
+		n = newSchedule(*arrivalRate, *churnSecs).n
+	}
+	res := result{Mode: "run", Run: *runID, Clients: *clients, Namespaces: len(nss), Sent: n,
 		CPUSeconds: map[string]float64{}, Exist: map[string]int{}}
 	before := map[string]int64{}
-	lat := make([]time.Duration, *pods)
+	lat := make([]time.Duration, n)
 	var next, admitted, denied, errCount atomic.Int64
 	var firstMu sync.Mutex
 	record := func(dst *string, s string) {
@@ -346,6 +392,20 @@ func run(nss []string, quiet bool) error {
 			*dst = s
 		}
 		firstMu.Unlock()
+	}
+	// create: pod i through client c, counted.
+	create := func(c, i int) {
+		_, err := cs[c].CoreV1().Pods(nss[i%len(nss)]).Create(ctx, pod(i), metav1.CreateOptions{})
+		switch {
+		case err == nil:
+			admitted.Add(1)
+		case apierrors.IsForbidden(err):
+			denied.Add(1)
+			record(&res.FirstDeny, err.Error())
+		default:
+			errCount.Add(1)
+			record(&res.FirstError, err.Error())
+		}
 	}
 	stopWatch := func() {}
 	if *watchQuota {
@@ -359,33 +419,37 @@ func run(nss []string, quiet bool) error {
 	}
 	readCPU(before)
 	start := time.Now()
-	for c := range cs {
-		wg.Add(1)
-		go func(c int) {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= *pods {
-					return
+	if *arrivalRate > 0 {
+		// Timed from the slot; the call alone (from its send) apart.
+		svc := make([]time.Duration, n)
+		var lag maxLag
+		sched := newSchedule(*arrivalRate, *churnSecs) // its first slot 50 ms from now
+		start = sched.start
+		openLoop(sched, nil, &lag, func(i int, slot time.Time) {
+			t0 := time.Now()
+			create(i%len(cs), i)
+			lat[i], svc[i] = time.Since(slot), time.Since(t0)
+		})
+		res.TargetRate, res.MaxLagMs, res.SendMs = *arrivalRate, lag.ms(), quantiles(svc)
+		res.SlowestAt = slowest(lat, sched, 5)
+	} else {
+		for c := range cs {
+			wg.Add(1)
+			go func(c int) {
+				defer wg.Done()
+				for {
+					i := int(next.Add(1) - 1)
+					if i >= n {
+						return
+					}
+					t0 := time.Now()
+					create(c, i)
+					lat[i] = time.Since(t0)
 				}
-				p := pod(i)
-				t0 := time.Now()
-				_, err := cs[c].CoreV1().Pods(nss[i%len(nss)]).Create(ctx, p, metav1.CreateOptions{})
-				lat[i] = time.Since(t0)
-				switch {
-				case err == nil:
-					admitted.Add(1)
-				case apierrors.IsForbidden(err):
-					denied.Add(1)
-					record(&res.FirstDeny, err.Error())
-				default:
-					errCount.Add(1)
-					record(&res.FirstError, err.Error())
-				}
-			}
-		}(c)
+			}(c)
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 	elapsed := time.Since(start)
 	after := map[string]int64{}
 	readCPU(after)
@@ -400,9 +464,9 @@ func run(nss []string, quiet bool) error {
 	}
 	res.Admitted, res.Denied, res.Errors = admitted.Load(), denied.Load(), errCount.Load()
 	res.Seconds = elapsed.Seconds()
-	res.PerSecond = float64(*pods) / elapsed.Seconds()
-	sort.Slice(lat, func(a, b int) bool { return lat[a] < lat[b] })
-	res.P50ms, res.P99ms, res.P999ms, res.MaxMs = quantile(lat, 0.50), quantile(lat, 0.99), quantile(lat, 0.999), quantile(lat, 1)
+	res.PerSecond = float64(n) / elapsed.Seconds()
+	q := quantiles(lat)
+	res.P50ms, res.P99ms, res.P999ms, res.MaxMs = q.P50, q.P99, q.P999, q.Max
 
 	// What exists now, per namespace: the over-admission check.
 	sel := "bench.gpuquota.io/run=" + *runID

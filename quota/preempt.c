@@ -12,7 +12,13 @@ typedef struct cand {
     const char *key;     /* uid, or group key */
     bool group;
     bool ok;     /* a candidate under every blocking quota */
-    bool borrow; /* every member a borrower the preemptor reclaims: taken first */
+    bool within; /* every member a candidate under withinQuota alone */
+    /* A borrower the preemptor reclaims: some member marked as borrowing
+     * from its cohort (a group is evicted whole, so a member admitted
+     * within the share shields none admitted above it), and every member
+     * movable. Taken first, and only while it still borrows. */
+    bool borrow;
+    bool movable;
 } cand;
 
 typedef struct work {
@@ -131,16 +137,11 @@ static bool reclaims_in(const work *w, size_t qi)
            (pq->cohort == a->cohort || pq->q->kind == GQ_QUOTA_TENANT);
 }
 
-/* Whether p borrowed from the preemptor's cohort and its policy lets it go. */
-static bool reclaimable(const work *w, const gq_preempt_pod *p)
+/* Whether p, as a reclaim victim, is below the preemptor: under Any
+ * always; under LowerPriority below every member. */
+static bool reclaim_lower(const work *w, const gq_preempt_pod *p)
 {
     const gq_preempt_ask *a = w->ask;
-    /* A pod borrowed in the cohort of the quota it charges first, or, where
-     * that cohort's tenant borrows in a cohort of tenants, in that one. */
-    bool same = p->cohort &&
-                (p->cohort == a->cohort || (p->cohort->up && p->cohort->up->cohort == a->cohort));
-    if (!p->borrowing || !a->cohort || !same || a->reclaim == GQ_RECLAIM_NEVER)
-        return false;
     if (a->reclaim == GQ_RECLAIM_ANY)
         return true;
     for (size_t m = 0; m < a->n_members; m++)
@@ -149,17 +150,66 @@ static bool reclaimable(const work *w, const gq_preempt_pod *p)
     return a->n_members > 0;
 }
 
-/* Whether pod p is a candidate: not spared nor leaving; a borrower the
- * preemptor may reclaim while a blocking quota allows reclaim; or one that
- * counts in a blocking quota and every blocking quota it counts in allows
- * (withinQuota). */
-static bool pod_ok(const work *w, const gq_preempt_pod *p)
+/* Whether p is marked as having borrowed from the preemptor's cohort. */
+static bool marked_in_cohort(const work *w, const gq_preempt_pod *p)
+{
+    const gq_preempt_ask *a = w->ask;
+    /* A pod borrowed in the cohort of the quota it charges first, or, where
+     * that cohort's tenant borrows in a cohort of tenants, in that one. */
+    bool same = p->cohort &&
+                (p->cohort == a->cohort || (p->cohort->up && p->cohort->up->cohort == a->cohort));
+    return p->borrowing && a->cohort && same && a->reclaim != GQ_RECLAIM_NEVER;
+}
+
+/* Whether p may go with its group as a reclaim victim: not spared nor
+ * leaving, and below the preemptor as the policy asks. A borrowing group
+ * is worth its highest member, marked or not. */
+static bool movable(const work *w, const gq_preempt_pod *p)
+{
+    return !p->spared && !p->leaving && reclaim_lower(w, p);
+}
+
+/* Whether marked pod p still borrows: a quota it counts in that is a
+ * member of the preemptor's cohort is above hard, as the victims taken so
+ * far leave it, on a key p charges. The mark says only that p was admitted
+ * above hard; pods within the share that end leave marked pods within it,
+ * and those borrow nothing (Kueue reclaims only from a ClusterQueue that
+ * borrows, as far as it does). */
+static bool still_borrows(const work *w, const gq_preempt_pod *p)
+{
+    for (size_t j = 0; marked_in_cohort(w, p) && j < p->n_quotas; j++) {
+        size_t qi = p->quotas[j];
+        const gq_queue_quota *pq = &w->q[qi];
+        if (w->ask->quotas[qi].cohort != w->ask->cohort)
+            continue;
+        for (int k = 0; k < GQ_KEY_COUNT; k++)
+            if (p->charge.v[k] > 0 && pq->q->hard.set[k] && pq->in_use.v[k] > pq->q->hard.v[k])
+                return true;
+    }
+    return false;
+}
+
+/* Whether candidate c may be taken as the victims so far leave the quotas:
+ * under withinQuota, or as a borrower that still borrows (some member). */
+static bool takeable(const work *w, const cand *c)
+{
+    if (!c->ok)
+        return false;
+    if (c->within)
+        return true;
+    for (size_t i = 0; i < c->len; i++)
+        if (still_borrows(w, &w->ask->pods[w->byg[c->first + i]]))
+            return true;
+    return false;
+}
+
+/* Whether pod p is a candidate under withinQuota: not spared nor leaving,
+ * counts in a blocking quota and every blocking quota it counts in allows. */
+static bool pod_within(const work *w, const gq_preempt_pod *p)
 {
     bool useful = false;
     if (p->spared || p->leaving)
         return false;
-    if (reclaimable(w, p) && w->reclaim_blocked)
-        return true;
     for (size_t j = 0; j < p->n_quotas; j++) {
         if (!w->blocking[p->quotas[j]])
             continue;
@@ -243,8 +293,9 @@ static gq_code build_candidates(work *w)
             last->priority = p->priority > last->priority ? p->priority : last->priority;
             last->admitted_us =
                 p->admitted_us > last->admitted_us ? p->admitted_us : last->admitted_us;
-            last->ok = last->ok && pod_ok(w, p);
-            last->borrow = last->borrow && reclaimable(w, p);
+            last->within = last->within && pod_within(w, p);
+            last->borrow = last->borrow || marked_in_cohort(w, p);
+            last->movable = last->movable && movable(w, p);
             continue;
         }
         w->c[w->nc++] = (cand){.first = i,
@@ -253,8 +304,14 @@ static gq_code build_candidates(work *w)
                                .admitted_us = p->admitted_us,
                                .key = p->group ? p->group : p->uid,
                                .group = p->group != NULL,
-                               .ok = pod_ok(w, p),
-                               .borrow = reclaimable(w, p)};
+                               .within = pod_within(w, p),
+                               .borrow = marked_in_cohort(w, p),
+                               .movable = movable(w, p)};
+    }
+    for (size_t i = 0; i < w->nc; i++) {
+        cand *c = &w->c[i];
+        c->borrow = c->borrow && c->movable;
+        c->ok = c->within || (c->borrow && w->reclaim_blocked);
     }
     free(g);
     return GQ_OK;
@@ -291,7 +348,7 @@ static gq_code take(work *w, bool *fits)
         qsort(order, w->nc, sizeof(*order), cref_cmp);
     gq_code rc = all_fit(w, fits);
     for (size_t i = 0; !rc && !*fits && i < w->nc; i++) {
-        if (!order[i].c->ok)
+        if (!takeable(w, order[i].c))
             continue;
         cand_move(w, order[i].c, -1);
         w->taken[w->n_taken++] = order[i].i;

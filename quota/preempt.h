@@ -33,7 +33,12 @@
  * (its cohort lends what the borrowers hold) or a GPUTenantQuota. Such a
  * blocking quota is then no "Never" stop. Borrowers of the cohort are
  * evicted before anyone the quota's withinQuota allows, lowest priority
- * first. */
+ * first, and only while the quota they borrowed through (the member of the
+ * preemptor's cohort they count in) is still above hard on a key they
+ * charge: a marked pod whose quota went back within its share (pods
+ * admitted within it ended) borrows nothing. A group with a member marked
+ * is a borrower, evicted whole (under LowerPriority when each member is
+ * below the preemptor): members admitted within the share shield nobody. */
 #ifndef GQ_PREEMPT_H
 #define GQ_PREEMPT_H
 

@@ -377,7 +377,7 @@ reservations() {
     kubectl -n "$1" get gpuquota "$2" -o json | jq '.status.reservations // [] | length'
 }
 
-# Borrowing tests (t_borrow, t_cohort): the scheduling gates of pod NS/POD
+# Borrowing tests (t_borrow, t_cohort, t_cohort_abuse): the scheduling gates of pod NS/POD
 # (comma-joined), whether it exists ungated, the live pods of NS as
 # name=own|true|gated (true: marked gpuquota.io/borrowing), how many are in
 # one state, and the objects of NS named by Events of a reason.
@@ -389,3 +389,39 @@ bor_pods() {
 }
 bor_count() { bor_pods "$1" | grep -c "=$2\$"; }
 bor_events() { kubectl -n "$1" get events -o json | jq -r --arg r "$2" '[.items[] | select(.reason == $r) | .involvedObject.name] | sort | .[]'; }
+
+# bor_held NS...: the GiB of GPU memory the admitted pods (ungated, not
+# being deleted) of each NS hold, space-separated, from one list of every
+# namespace (one instant): what kube-scheduler may place, whatever the
+# statuses say.
+bor_held() {
+    kubectl get pods -A -o json | jq -r --arg a "$*" '
+        def mem(ns): [.items[] | select(.metadata.namespace == ns and .metadata.deletionTimestamp == null
+            and ([.spec.schedulingGates[]?] | length) == 0)
+            | .spec.containers[].resources.limits["aliyun.com/gpu-mem"] // "0" | tonumber] | add // 0;
+        . as $all | [$a | split(" ")[] as $n | $all | mem($n)] | map(tostring) | join(" ")'
+}
+# bor_sample FILE NS...: in the background, a line of bor_held NS... into
+# FILE (emptied first) every 0.2 s; $sampler is its pid (bor_never stops it).
+bor_sample() {
+    local file=$1 line
+    shift
+    : >"$file"
+    while :; do
+        line=$(bor_held "$@")
+        [[ $(wc -w <<<"$line") == "$#" ]] && echo "$line" >>"$file"
+        sleep 0.2
+    done &
+    sampler=$!
+}
+# bor_never FILE AWK-CONDITION TEXT: stop the sampler; samples were taken
+# and none of them matches the condition (TEXT says what that would be).
+bor_never() {
+    local n over
+    kill "$sampler" 2>/dev/null
+    sampler=
+    n=$(wc -l <"$1")
+    over=$(awk "$2" "$1" | head -3 | tr '\n' ';')
+    check_match "samples taken ($n, 0.2 s apart)" "^[1-9][0-9]+$" "$n"
+    check "$3" "" "$over"
+}

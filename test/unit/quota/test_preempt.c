@@ -302,28 +302,49 @@ static void leaving_pods_are_room_not_victims(void **state)
     assert_string_equal(v, "b");
 }
 
+/* Quotas pq[0..nq) of cohort co (pq[0] the lender's), and the pods
+ * admitted in them. */
+typedef struct cohort_world {
+    gq_queue_quota *pq;
+    size_t nq;
+    gq_queue_cohort *co;
+    const gq_preempt_pod *pods;
+    size_t n;
+} cohort_world;
+
+/* The lender's preemptor e reclaims under policy in w: want, and victims
+ * (uids, comma-joined). */
+static void assert_reclaim_in(const gq_queue_entry *e, const cohort_world *w,
+                              gq_reclaim_policy policy, gq_code want, const char *victims)
+{
+    size_t v[8], nv = 0;
+    gq_err err;
+    gq_err_clear(&err);
+    assert_true(w->n <= 8);
+    gq_preempt_ask ask = {.members = e,
+                          .n_members = 1,
+                          .quotas = w->pq,
+                          .nq = w->nq,
+                          .pods = w->pods,
+                          .n_pods = w->n,
+                          .reclaim = policy,
+                          .cohort = w->co};
+    assert_int_equal(gq_preempt_plan(&ask, v, &nv, &err), want);
+    char got[128] = "";
+    for (size_t k = 0; k < nv; k++)
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", k ? "," : "",
+                 w->pods[v[k]].uid);
+    assert_string_equal(got, victims);
+}
+
 /* The lender's preemptor e reclaims under policy from the four pods of a
- * borrower (pq[1]) in cohort co: want, and victims (uids, comma-joined). */
+ * borrower (pq[1]) in cohort co: want, and victims. */
 static void assert_reclaim(const gq_queue_entry *e, gq_queue_quota pq[2], gq_queue_cohort *co,
                            const gq_preempt_pod pods[4], gq_reclaim_policy policy, gq_code want,
                            const char *victims)
 {
-    size_t v[4], nv = 0;
-    gq_err err;
-    gq_err_clear(&err);
-    gq_preempt_ask ask = {.members = e,
-                          .n_members = 1,
-                          .quotas = pq,
-                          .nq = 2,
-                          .pods = pods,
-                          .n_pods = 4,
-                          .reclaim = policy,
-                          .cohort = co};
-    assert_int_equal(gq_preempt_plan(&ask, v, &nv, &err), want);
-    char got[64] = "";
-    for (size_t k = 0; k < nv; k++)
-        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", k ? "," : "", pods[v[k]].uid);
-    assert_string_equal(got, victims);
+    cohort_world w = {pq, 2, co, pods, 4};
+    assert_reclaim_in(e, &w, policy, want, victims);
 }
 
 /* Reclaim: a lender within its share, its cohort lent to a borrower,
@@ -375,6 +396,80 @@ static void reclaim_takes_back_from_borrowers(void **state)
     assert_reclaim(&e, pq, &co, pods, GQ_RECLAIM_ANY, GQ_OK, "lent-1,lent-2");
 }
 
+/* A pod marked borrowing whose quota went back within its share (the
+ * pods admitted within it ended) borrows nothing: it is no reclaim victim,
+ * whatever its priority and age, and a borrower still above its share is
+ * reclaimed instead - at most down to its share. */
+static void reclaim_spares_marks_of_members_within_share(void **state)
+{
+    (void)state;
+    static const size_t Q2[] = {2};
+    gq_quota l = quota("l", 16, GQ_PREEMPT_NEVER), a = quota("a", 16, GQ_PREEMPT_NEVER),
+             c = quota("c", 16, GQ_PREEMPT_NEVER);
+    a.borrowing_limit.set[GQ_KEY_GPU_MEMORY] = c.borrowing_limit.set[GQ_KEY_GPU_MEMORY] = true;
+    a.borrowing_limit.v[GQ_KEY_GPU_MEMORY] = c.borrowing_limit.v[GQ_KEY_GPU_MEMORY] = 16 * GI;
+    /* L lends 16, A 8 (it uses 8 of 16), C uses 16 above its 16: 8 free. */
+    gq_queue_cohort co = {.free = mem(8)};
+    gq_queue_quota pq[3] = {{.q = &l, .in_use = mem(0), .cohort = &co},
+                            {.q = &a, .in_use = mem(8), .cohort = &co},
+                            {.q = &c, .in_use = mem(32), .cohort = &co}};
+    gq_preempt_pod pods[] = {pod("a-stale", 1, 40, 8), pod("c-own", 5, 1, 16),
+                             pod("c-lent-1", 5, 10, 8), pod("c-lent-2", 5, 20, 8)};
+    pods[0].quotas = Q1;
+    for (size_t i = 1; i < 4; i++)
+        pods[i].quotas = Q2;
+    for (size_t i = 0; i < 4; i++) {
+        pods[i].cohort = &co;
+        pods[i].borrowing = i != 1;
+    }
+    gq_queue_entry e = preemptor(16, Q0, 1);
+    cohort_world w = {pq, 3, &co, pods, 4};
+    assert_reclaim_in(&e, &w, GQ_RECLAIM_ANY, GQ_OK, "c-lent-2");
+    /* With no marked pod of C left (C's pods above its share unmarked, as
+     * a pod admitted when its hard was larger), A's stale mark still buys
+     * nothing: nobody is evicted. */
+    co.free = mem(0);
+    pq[1].in_use = mem(16);
+    pods[0].charge = mem(16);
+    pods[2].borrowing = pods[3].borrowing = false;
+    assert_reclaim_in(&e, &w, GQ_RECLAIM_ANY, GQ_ENOTFOUND, "");
+}
+
+/* A group with one member admitted within its quota's share and one above
+ * it (a replacement member admitted while the quota borrowed) is a borrower
+ * whole: the unmarked member does not shield it. */
+static void reclaim_takes_a_group_with_one_member_marked(void **state)
+{
+    (void)state;
+    static const size_t Q2[] = {2};
+    gq_quota l = quota("l", 16, GQ_PREEMPT_NEVER), a = quota("a", 16, GQ_PREEMPT_NEVER),
+             c = quota("c", 16, GQ_PREEMPT_NEVER);
+    c.borrowing_limit.set[GQ_KEY_GPU_MEMORY] = true;
+    c.borrowing_limit.v[GQ_KEY_GPU_MEMORY] = 16 * GI;
+    /* L lends 16, A nothing (it uses its 16), C uses 16 above its 16. */
+    gq_queue_cohort co = {.free = mem(0)};
+    gq_queue_quota pq[3] = {{.q = &l, .in_use = mem(0), .cohort = &co},
+                            {.q = &a, .in_use = mem(16), .cohort = &co},
+                            {.q = &c, .in_use = mem(32), .cohort = &co}};
+    gq_preempt_pod pods[] = {pod("c-solo", 1, 30, 16), pod("c-g1", 1, 10, 8),
+                             pod("c-g2", 1, 20, 8)};
+    for (size_t i = 0; i < 3; i++) {
+        pods[i].quotas = Q2;
+        pods[i].cohort = &co;
+    }
+    pods[1].group = pods[2].group = "c/g";
+    pods[2].borrowing = true; /* the replacement, admitted above the share */
+    gq_queue_entry e = preemptor(16, Q0, 1);
+    cohort_world w = {pq, 3, &co, pods, 3};
+    assert_reclaim_in(&e, &w, GQ_RECLAIM_ANY, GQ_OK, "c-g1,c-g2");
+    /* Under LowerPriority the group is worth its highest member, marked or
+     * not: an unmarked member above the preemptor shields it. */
+    pods[1].priority = 50;
+    assert_reclaim_in(&e, &w, GQ_RECLAIM_LOWER_PRIORITY, GQ_ENOTFOUND, "");
+    pods[1].priority = 1;
+    assert_reclaim_in(&e, &w, GQ_RECLAIM_LOWER_PRIORITY, GQ_OK, "c-g1,c-g2");
+}
+
 static void bad_index_is_refused(void **state)
 {
     (void)state;
@@ -399,6 +494,8 @@ int main(void)
         cmocka_unit_test(model_limits_count),
         cmocka_unit_test(leaving_pods_are_room_not_victims),
         cmocka_unit_test(reclaim_takes_back_from_borrowers),
+        cmocka_unit_test(reclaim_spares_marks_of_members_within_share),
+        cmocka_unit_test(reclaim_takes_a_group_with_one_member_marked),
         cmocka_unit_test(bad_index_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -41,8 +41,10 @@
 # Environment: GQ_BENCH_KUEUE_LAT (100), GQ_BENCH_KUEUE_PODS (10000),
 # GQ_BENCH_KUEUE_NS (100), GQ_BENCH_KUEUE_QPS (Kueue's clientConnection qps,
 # default 50 with burst 100 as its shipped configuration has; burst is twice
-# it), GQ_KUEUE_VERSION (scripts/kueue-bin.sh), GQ_BENCH_OUT (folder kept
-# with logs; default a temporary one, removed).
+# it; a negative qps turns its client-side rate limit off),
+# GQ_BENCH_KUEUE_SYSTEMS (which of "gq kq" run; default both),
+# GQ_KUEUE_VERSION (scripts/kueue-bin.sh), GQ_BENCH_OUT (folder kept with
+# logs; default a temporary one, removed).
 set -euo pipefail
 # shellcheck source=scripts/bench-out.sh
 . "$(dirname "$0")/bench-out.sh"
@@ -52,6 +54,7 @@ LAT=${GQ_BENCH_KUEUE_LAT:-100}
 PODS=${GQ_BENCH_KUEUE_PODS:-10000}
 NSN=${GQ_BENCH_KUEUE_NS:-100}
 QPS=${GQ_BENCH_KUEUE_QPS:-50}
+SYSTEMS=${GQ_BENCH_KUEUE_SYSTEMS:-gq kq}
 { read -r kbin && read -r ksrc; } < <("$ROOT/scripts/kueue-bin.sh" --quiet)
 bench_cluster_up
 trap 'cp "$E2E/kueue.log" "$out/" 2>/dev/null; bench_cluster_down' EXIT
@@ -107,7 +110,7 @@ leaderElection: {leaderElect: false}
 controller:
   groupKindConcurrency: {Job.batch: 5, Pod: 5, Workload.kueue.x-k8s.io: 5, LocalQueue.kueue.x-k8s.io: 1,
     Cohort.kueue.x-k8s.io: 1, ClusterQueue.kueue.x-k8s.io: 1, ResourceFlavor.kueue.x-k8s.io: 1}
-clientConnection: {qps: $QPS, burst: $((QPS * 2))}
+clientConnection: {qps: $QPS, burst: $((QPS > 0 ? QPS * 2 : 100))}
 managedJobsNamespaceSelector: {matchLabels: {bench.gpuquota.io/kueue: "true"}}
 integrations: {frameworks: [pod]}
 EOF
@@ -271,7 +274,7 @@ latency() {
     eventually 30 ready "$1" "$n"
     load
     for i in $(seq -f '%04g' 1 "$LAT"); do
-        pod "$1" "p$i" | kubectl -n "$n" create -f - >/dev/null
+        pod "$1" "p$i" | kubectl -n "$n" create -f - >/dev/null 2>>"$out/kubectl.err"
         sleep 0.25
     done
     eventually 120 no_gated "$1" "$n" || echo "# $1: pods still gated after 120 s"
@@ -287,7 +290,7 @@ drain() {
         n=$s-d$i
         queue_ns "$s" "$n" 1
         nss+=${nss:+,}$n
-        pod "$s" filler | kubectl -n "$n" create -f - >/dev/null
+        pod "$s" filler | kubectl -n "$n" create -f - >/dev/null 2>>"$out/kubectl.err"
     done
     eventually 60 ready "$s" "$s-d$(printf %03d "$NSN")"
     eventually 120 no_gated "$s" || echo "# $s: fillers still gated"
@@ -335,14 +338,18 @@ print('## %s: drain: %d queued pods ungated in %.1f s (%.0f pods/s)' % (sys.argv
 echo "# $("$GQ" version 2>/dev/null | head -1); Kueue $(basename "$kbin"); $(kubectl version -o json |
     jq -r '"kube-apiserver " + .serverVersion.gitVersion')"
 kueue_install
-latency gq
-drain gq
-# gpuquota's queues off the cluster, its controllers stopped: Kueue runs alone.
-kubectl delete namespace gq-lat $(seq -f 'gq-d%03g' 1 "$NSN") --wait=false >/dev/null 2>&1 || true
-eventually 600 bash -c '[[ -z $(kubectl get ns -o name | grep "^namespace/gq-") ]]' ||
-    echo "# gpuquota's namespaces still there after 600 s"
+if [[ " $SYSTEMS " == *" gq "* ]]; then
+    latency gq
+    drain gq
+    # gpuquota's queues off the cluster: Kueue runs alone.
+    kubectl delete namespace gq-lat $(seq -f 'gq-d%03g' 1 "$NSN") --wait=false >/dev/null 2>&1 || true
+    eventually 600 bash -c '[[ -z $(kubectl get ns -o name | grep "^namespace/gq-") ]]' ||
+        echo "# gpuquota's namespaces still there after 600 s"
+fi
 controller_stop 0
 controller_stop 1
-kueue_start
-latency kq
-drain kq
+if [[ " $SYSTEMS " == *" kq "* ]]; then
+    kueue_start
+    latency kq
+    drain kq
+fi

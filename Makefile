@@ -64,7 +64,10 @@ bench: deps
 	@echo; echo "== queue: the admission pass's decisions, 10,000 queued and 10,000 admitted pods, one preemption"
 	$(BENCH_DIR)/test/bench_preempt_micro
 	scripts/bench-pods.sh $(BENCH_DIR)
+	@echo; echo "== GPU pod creates at fixed rates, open loop"
 	scripts/bench-open.sh $(BENCH_DIR)
+	@echo; echo "== queue against Kueue: create to ungate, 10,000 queued pods drained (GQ_BENCH_KUEUE=0 skips it)"
+	@if [ "$${GQ_BENCH_KUEUE:-1}" != 0 ]; then scripts/bench-kueue.sh $(BENCH_DIR); fi
 
 # An optimised build without sanitizers; kubectl finds the plugin through the
 # kubectl-gpuquota symlink installed beside gpuquota (docs/kubectl-plugin.md).

@@ -1,5 +1,5 @@
 # Sourced by the benchmarks that drive a real control plane
-# (scripts/bench-pods.sh, scripts/bench-queue.sh):
+# (scripts/bench-pods.sh, scripts/bench-queue.sh, scripts/bench-kueue.sh):
 #   bench_out NAME BUILD_DIR
 # sets ROOT (the source tree) and GQ (BUILD_DIR's gpuquota), puts Go on PATH when it is installed but not there (the control plane is
 # built from Go modules), and sets out to the folder the results go to,
@@ -20,4 +20,24 @@ bench_out() {
     fi
     mkdir -p "$out"
     out=$(cd "$out" && pwd)
+}
+
+# bench_cluster_up: test/bench/podcreate built into $out/podcreate (path in
+# podcreate), the control plane of test/e2e/suite.sh up in $out/e2e with
+# gpuquota installed (its log in $out/up.log), test/e2e/lib.sh sourced;
+# brought down, and $out removed unless kept, when the shell exits.
+bench_cluster_up() {
+    export GQ_E2E_DIR=$out/e2e GQ ROOT
+    podcreate=$out/podcreate
+    trap bench_cluster_down EXIT
+    (cd "$ROOT/test/bench/podcreate" && GOFLAGS=-mod=readonly go build -o "$podcreate" .)
+    "$ROOT/test/e2e/suite.sh" up "$GQ_E2E_DIR" "$GQ" >"$out/up.log" 2>&1
+    set +e
+    # shellcheck source=../test/e2e/lib.sh
+    source "$ROOT/test/e2e/lib.sh"
+    set -e
+}
+bench_cluster_down() {
+    "$ROOT/test/e2e/suite.sh" down "$GQ_E2E_DIR" >/dev/null 2>&1 || true
+    ((keep_out)) || rm -rf "$out"
 }

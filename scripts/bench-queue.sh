@@ -44,19 +44,7 @@ LOAD_NS=${GQ_BENCH_QUEUE_LOAD_NS:-50}
 LOAD_SECONDS=${GQ_BENCH_QUEUE_LOAD_SECONDS:-200}
 PODS=${GQ_BENCH_QUEUE_PODS:-10000}
 NSN=${GQ_BENCH_QUEUE_NS:-100}
-export GQ_E2E_DIR=$out/e2e GQ ROOT
-podcreate=$out/podcreate
-cleanup() {
-    "$ROOT/test/e2e/suite.sh" down "$GQ_E2E_DIR" >/dev/null 2>&1 || true
-    ((keep_out)) || rm -rf "$out"
-}
-trap cleanup EXIT
-(cd "$ROOT/test/bench/podcreate" && GOFLAGS=-mod=readonly go build -o "$podcreate" .)
-"$ROOT/test/e2e/suite.sh" up "$GQ_E2E_DIR" "$GQ" >"$out/up.log" 2>&1
-set +e
-# shellcheck source=../test/e2e/lib.sh
-source "$ROOT/test/e2e/lib.sh"
-set -e
+bench_cluster_up
 
 qquota() { quota "$1" q "{gpu-memory: $2}" 'whenExceeded: Queue'; } # qquota NS HARD
 gated() { kubectl -n "$1" get pods -o json | jq '[.items[] | select(.spec.schedulingGates)] | length'; }

@@ -51,23 +51,25 @@ func (p *pidList) String() string     { return strings.Join(*p, ",") }
 func (p *pidList) Set(s string) error { *p = append(*p, s); return nil }
 
 var (
-	kubeconfig = flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "admin kubeconfig")
-	namespaces = flag.String("namespaces", "", "comma-separated namespaces; pod i goes to namespace i mod len")
-	clients    = flag.Int("clients", 16, "concurrent clients, one HTTP/2 connection each")
-	pods       = flag.Int("pods", 2000, "pod creates to send")
-	resName    = flag.String("resource", "gpuquota.io/gpu-memory", "resource each pod asks for in its limits")
-	quantity   = flag.String("quantity", "1Gi", "how much of --resource each pod asks for")
-	runID      = flag.String("run", "r0", "run id: pod name prefix and label bench.gpuquota.io/run")
-	selector   = flag.String("selector", "bench.gpuquota.io/run", "clean: label selector of the pods to delete")
-	schedName  = flag.String("scheduler-name", "bench-none", "spec.schedulerName (no scheduler serves it: the pods stay pending, so the run measures creates alone)")
-	watchQuota = flag.Bool("watch-quotas", false, "run: watch GPUQuotas and GPUTenantQuotas and report their largest status")
-	rewritten  = flag.Bool("rewritten", false, "send pods as gpuquota's /mutate leaves them (aliyun.com/gpu-mem: 1, its label and annotations), for filling a cluster with the webhooks off")
-	protobuf   = flag.Bool("protobuf", true, "send and receive protobuf, as kube-controller-manager does")
-	pids       pidList
+	kubeconfig  = flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "admin kubeconfig")
+	namespaces  = flag.String("namespaces", "", "comma-separated namespaces; pod i goes to namespace i mod len")
+	clients     = flag.Int("clients", 16, "concurrent clients, one HTTP/2 connection each")
+	pods        = flag.Int("pods", 2000, "pod creates to send")
+	resName     = flag.String("resource", "gpuquota.io/gpu-memory", "resource each pod asks for in its limits")
+	quantity    = flag.String("quantity", "1Gi", "how much of --resource each pod asks for")
+	runID       = flag.String("run", "r0", "run id: pod name prefix and label bench.gpuquota.io/run")
+	selector    = flag.String("selector", "bench.gpuquota.io/run", "clean: label selector of the pods to delete")
+	schedName   = flag.String("scheduler-name", "bench-none", "spec.schedulerName (no scheduler serves it: the pods stay pending, so the run measures creates alone)")
+	watchQuota  = flag.Bool("watch-quotas", false, "run: watch GPUQuotas and GPUTenantQuotas and report their largest status")
+	rewritten   = flag.Bool("rewritten", false, "send pods as gpuquota's /mutate leaves them (aliyun.com/gpu-mem: 1, its label and annotations), for filling a cluster with the webhooks off")
+	protobuf    = flag.Bool("protobuf", true, "send and receive protobuf, as kube-controller-manager does")
+	pids        pidList
+	extraLabels pidList
 )
 
 func main() {
 	flag.Var(&pids, "pid", "NAME=PID of a process whose CPU time (utime+stime) is read before and after the run (repeatable)")
+	flag.Var(&extraLabels, "label", "KEY=VALUE: one more label on every pod, e.g. Kueue's kueue.x-k8s.io/queue-name (repeatable)")
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: podcreate run|clean|fill|churn|metrics [flags]")
 		os.Exit(2)
@@ -137,10 +139,17 @@ func kubeconfigClient() (*kubernetes.Clientset, error) {
 }
 
 func pod(i int) *corev1.Pod {
+	var p *corev1.Pod
 	if *rewritten {
-		return rewrittenPod(i)
+		p = rewrittenPod(i)
+	} else {
+		p = pod0(i)
 	}
-	return pod0(i)
+	for _, kv := range extraLabels {
+		k, v, _ := strings.Cut(kv, "=")
+		p.Labels[k] = v
+	}
+	return p
 }
 
 func pod0(i int) *corev1.Pod {

@@ -82,9 +82,21 @@ static void no_room_message(const gq_quota *q, int model_limit, const gq_queue_q
         l = strlen(lim);
         snprintf(lim + l, sizeof lim - l, "%s%s%s%s=%s", l ? "," : "", m, sl, name, h);
     }
-    snprintf(buf, cap, "%s%s%sexceeded %squota: %s, requested: %s, used: %s, limited: %s",
-             group ? "pod group " : "", group ? group : "", group ? " waits: " : "",
-             q->kind == GQ_QUOTA_TENANT ? "tenant " : "", q->name, req, used, lim);
+    const char *g = group ? "pod group " : "", *gn = group ? group : "",
+               *gw = group ? " waits: " : "", *kind = q->kind == GQ_QUOTA_TENANT ? "tenant " : "";
+    if (req[0]) {
+        snprintf(buf, cap, "%s%s%sexceeded %squota: %s, requested: %s, used: %s, limited: %s", g,
+                 gn, gw, kind, q->name, req, used, lim);
+        return;
+    }
+    /* Within hard on every key: what it may use is lent to its cohort. */
+    snprintf(buf, cap,
+             "%s%s%s%squota %s has room within its hard, but its cohort%s%s lends it to members "
+             "that borrow it now; %s",
+             g, gn, gw, kind, q->name, q->cohort ? " " : "", q->cohort ? q->cohort : "",
+             q->reclaim == GQ_RECLAIM_NEVER
+                 ? "it waits until their pods end (reclaimWithinCohort: Never)"
+                 : "reclaim takes it back from them");
 }
 
 /* Post an Event on a queued pod when why it waits changed: once per reason

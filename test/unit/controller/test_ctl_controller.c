@@ -754,6 +754,73 @@ static void test_queue_borrowing_kept_across_passes(void **state)
     fake_dispose(&f);
 }
 
+/* Add GPUTenantQuotas to what f lists (each the text after "metadata":{
+ * ... up to the object's last brace), and namespaces b and i. */
+static void add_tenants(fake *f, const char *const *tenants, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char buf[512];
+        snprintf(buf, sizeof buf,
+                 "{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUTenantQuota','metadata':{"
+                 "'generation':1,'resourceVersion':'1',%s}}",
+                 tenants[i]);
+        json_object_array_add(f->tenants, J(buf));
+    }
+    json_object_array_add(f->nss, J("{'metadata':{'name':'b','resourceVersion':'1'}}"));
+    json_object_array_add(f->nss, J("{'metadata':{'name':'i','resourceVersion':'1'}}"));
+}
+
+/* A queued pod that fits its tenant's hard but whose cohort lends that room
+ * to a borrower waits, and its Queued Event says so (it used to say
+ * "requested: , used: , limited: " with nothing in them). */
+static void test_queue_waits_for_lent_room(void **state)
+{
+    (void)state;
+    fake f;
+    fake_init(&f);
+    json_object_put(f.pods);
+    f.pods = J("[{'metadata':{'name':'r','namespace':'b','uid':'uid-r','resourceVersion':'1'},"
+               "'spec':{'containers':[{'name':'c','resources':{'limits':{'gpuquota.io/"
+               "gpu-memory':'8Gi'}}}]},'status':{'phase':'Running'}},{'metadata':{'name':'w',"
+               "'namespace':'i','uid':'uid-w','resourceVersion':'1','creationTimestamp':"
+               "'2026-11-21T15:00:00Z'},'spec':{'schedulingGates':[{'name':'gpuquota.io/quota'}],"
+               "'containers':[{'name':'c','resources':{'limits':{'gpuquota.io/gpu-memory':"
+               "'4Gi'}}}]}}]");
+    const char *tenants[] = {
+        "'name':'busy'},'spec':{'namespaces':['b'],'hard':{'gpu-memory':'4Gi'},'cohort':'pool',"
+        "'borrowingLimit':{'gpu-memory':'4Gi'}},'status':{'used':{'gpu-memory':'8Gi'}",
+        "'name':'idle'},'spec':{'namespaces':['i'],'hard':{'gpu-memory':'4Gi'},'whenExceeded':"
+        "'Queue','cohort':'pool'",
+    };
+    add_tenants(&f, tenants, sizeof(tenants) / sizeof(tenants[0]));
+    ctl_controller *c;
+    gq_config *cfg;
+    kube_api api;
+    run(&f, &c, &cfg, &api);
+    json_object *ev = NULL;
+    for (int i = 0; i < 500 && !ev; i++) {
+        pthread_mutex_lock(&f.mu);
+        json_object *e = NULL;
+        if (json_object_object_get_ex(f.events_by_reason, "Queued", &e))
+            json_object_deep_copy(e, &ev, NULL);
+        pthread_mutex_unlock(&f.mu);
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    assert_non_null(ev);
+    assert_string_equal(jstr(ev, "involvedObject", "name"), "w");
+    assert_string_equal(jstr(ev, "message", NULL),
+                        "tenant quota idle has room within its hard, but its cohort pool lends it "
+                        "to members that borrow it now; it waits until their pods end "
+                        "(reclaimWithinCohort: Never)");
+    json_object_put(ev);
+    pthread_mutex_lock(&f.mu);
+    assert_int_equal(f.patches, 0); /* still gated */
+    pthread_mutex_unlock(&f.mu);
+    stop(c, cfg);
+    fake_dispose(&f);
+}
+
 /* A cohort of tenants in the admission pass (controller/cohort.c): tenant
  * busy (hard 4Gi, borrowingLimit 4Gi) admits a 6Gi queued pod on what
  * tenant idle of its cohort leaves unused, whatever tenants of no cohort
@@ -774,16 +841,7 @@ static void test_queue_cohort_of_tenants(void **state)
         "'name':'idle'},'spec':{'namespaces':['i'],'hard':{'gpu-memory':'8Gi'},'cohort':'pool'",
         "'name':'plain-3'},'spec':{'namespaces':['p3'],'hard':{'gpu-memory':'1Gi'}",
     };
-    for (size_t i = 0; i < sizeof(tenants) / sizeof(tenants[0]); i++) {
-        char buf[512];
-        snprintf(buf, sizeof buf,
-                 "{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUTenantQuota','metadata':{"
-                 "'generation':1,'resourceVersion':'1',%s}}",
-                 tenants[i]);
-        json_object_array_add(f.tenants, J(buf));
-    }
-    json_object_array_add(f.nss, J("{'metadata':{'name':'b','resourceVersion':'1'}}"));
-    json_object_array_add(f.nss, J("{'metadata':{'name':'i','resourceVersion':'1'}}"));
+    add_tenants(&f, tenants, sizeof(tenants) / sizeof(tenants[0]));
     ctl_controller *c;
     gq_config *cfg;
     kube_api api;
@@ -808,6 +866,7 @@ int main(void)
         cmocka_unit_test(test_cohort_status_and_metrics),
         cmocka_unit_test(test_queue_quota_not_cached_yet),
         cmocka_unit_test(test_queue_borrowing_kept_across_passes),
+        cmocka_unit_test(test_queue_waits_for_lent_room),
     };
     if (http_metrics_new("test", &registry))
         return 1;

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "common/gq_log.h"
+#include "common/hash.h"
 #include "common/json_member.h"
 #include "controller/fanout.h"
 #include "quota/record.h"
@@ -37,6 +38,7 @@ typedef struct aquota {
     char key[KEY_MAX];
     char path[700];
     char *cache_rv; /* the resourceVersion the cache showed (NULL: listed live) */
+    uint64_t ns_h;  /* gq_fnv1a of its namespace (a GPUQuota's) */
     bool dirty;     /* reservations added: write */
     gq_code rc;     /* how its write went */
 } aquota;
@@ -241,6 +243,7 @@ typedef struct admit_pass {
     int64_t now;
     ctl_queued *pods; /* the queued pods, not ungated here already */
     size_t n;
+    uint64_t *ns_h;       /* parallel to pods: gq_fnv1a of each one's namespace */
     json_object *running; /* {"ns/group": members running} */
     json_object *objs;    /* quota objects copied from the caches, then those listed live */
     size_t n_cached;      /* how many of objs came from the caches */
@@ -251,7 +254,7 @@ typedef struct admit_pass {
     gq_queue_decision *dec;
     size_t *qidx;           /* per entry, stride slots: indices into qs */
     bool *paid;             /* parallel to qidx */
-    size_t stride;          /* the number of cached quota objects (at least 1) */
+    size_t stride;          /* nq (at least 1): slots of qidx and paid per entry */
     gq_model_option *popts; /* per entry, GQ_MAX_MODEL_CHOICES: options priced for the plan */
     const gq_quota **eq;    /* scratch: the quotas of one entry */
     size_t *slots;          /* scratch: indices into qs (stride of them) */
@@ -285,6 +288,7 @@ static void pass_dispose(admit_pass *a)
     free(a->slots);
     free(a->jobs);
     free(a->due);
+    free(a->ns_h);
     ctl_queued_free(a->pods, a->n);
     json_object_put(a->running);
     json_object_put(a->objs);
@@ -313,7 +317,13 @@ static size_t drop_ungated(ctl_controller *c, ctl_queued *pods, size_t n)
         json_object_put(c->ungated);
         c->ungated = still;
     }
-    json_object *ev = json_object_new_object();
+    /* The reasons kept are rebuilt only when some belong to pods no
+     * longer queued: with a long queue, most passes have none to forget. */
+    size_t said = 0;
+    for (size_t i = 0; i < keep; i++)
+        said += json_object_object_get_ex(c->q_events, pods[i].uid, NULL);
+    json_object *ev =
+        said < (size_t)json_object_object_length(c->q_events) ? json_object_new_object() : NULL;
     for (size_t i = 0; ev && i < keep; i++) {
         json_object *t = NULL;
         if (json_object_object_get_ex(c->q_events, pods[i].uid, &t))
@@ -435,30 +445,33 @@ static pass_step read_queue(admit_pass *a)
     a->n_cached = json_object_array_length(a->objs);
     if (read_uncached(a) != STEP_OK)
         return STEP_FAILED;
-    size_t nobj = json_object_array_length(a->objs);
-    a->stride = nobj ? nobj : 1;
-    a->qs = calloc(a->stride, sizeof(*a->qs));
-    a->pq = calloc(a->stride, sizeof(*a->pq));
-    a->eq = calloc(a->stride, sizeof(*a->eq));
-    a->slots = calloc(a->stride, sizeof(*a->slots));
+    size_t nobj = json_object_array_length(a->objs), cap = nobj ? nobj : 1;
+    a->qs = calloc(cap, sizeof(*a->qs));
+    a->pq = calloc(cap, sizeof(*a->pq));
+    a->eq = calloc(cap, sizeof(*a->eq));
+    a->slots = calloc(cap, sizeof(*a->slots));
     a->jobs = calloc(a->n, sizeof(*a->jobs));
     a->due = calloc(a->n, sizeof(*a->due));
     a->ents = calloc(a->n, sizeof(*a->ents));
     a->dec = calloc(a->n, sizeof(*a->dec));
-    a->qidx = calloc(a->n * a->stride, sizeof(*a->qidx));
-    a->paid = calloc(a->n * a->stride, sizeof(*a->paid));
     a->popts = calloc(a->n * GQ_MAX_MODEL_CHOICES, sizeof(*a->popts));
+    a->ns_h = malloc(a->n * sizeof(*a->ns_h));
     bool ok = a->qs && a->pq && a->eq && a->slots && a->jobs && a->due && a->ents && a->dec &&
-              a->qidx && a->paid && a->popts;
+              a->popts && a->ns_h;
+    for (size_t i = 0; ok && i < a->n; i++)
+        a->ns_h[i] = gq_fnv1a(a->pods[i].ns);
     return ok ? STEP_OK : STEP_FAILED;
 }
 
-/* Whether q limits and matches queued pod p. A GPUQuota of another
- * namespace is ruled out before the store's lock: with many quotas and
- * many queued pods, most pairs are that. */
-static bool governs(const admit_pass *a, const gq_quota *q, const ctl_queued *p)
+/* Whether q (of namespace hash q_ns_h) limits and matches queued pod i. A
+ * GPUQuota of another namespace is ruled out first, by the hashes, before
+ * the store's lock: with many quotas and many queued pods, most pairs are
+ * that. */
+static bool governs(const admit_pass *a, const gq_quota *q, uint64_t q_ns_h, size_t i)
 {
-    if (q->kind == GQ_QUOTA_NAMESPACED && (!q->namespace_ || strcmp(q->namespace_, p->ns)))
+    const ctl_queued *p = &a->pods[i];
+    if (q->kind == GQ_QUOTA_NAMESPACED &&
+        (!q->namespace_ || q_ns_h != a->ns_h[i] || strcmp(q->namespace_, p->ns)))
         return false;
     gq_pod_facts f = {p->ns, p->priority_class, p->terminating, false, p->model};
     return gq_quota_limits(q, &p->charge) && ctl_podstore_matches(a->c->store, q, &f);
@@ -467,8 +480,9 @@ static bool governs(const admit_pass *a, const gq_quota *q, const ctl_queued *p)
 /* Whether q (a cached spec) limits and matches some queued pod. */
 static bool governs_queued(const admit_pass *a, const gq_quota *q)
 {
+    uint64_t h = q->namespace_ ? gq_fnv1a(q->namespace_) : 0;
     for (size_t i = 0; i < a->n; i++)
-        if (governs(a, q, &a->pods[i]))
+        if (governs(a, q, h, i))
             return true;
     return false;
 }
@@ -488,6 +502,7 @@ static pass_step read_quota(admit_pass *a, json_object *obj, bool cached, const 
     const char *ns = tenant ? "" : q->namespace_;
     ctl_make_key(aq->key, tenant ? 't' : 'q', ns, q->name);
     ctl_quota_path(aq->path, sizeof aq->path, ns, q->name);
+    aq->ns_h = gq_fnv1a(ns);
     const char *rv = gq_json_meta_string(obj, "resourceVersion");
     if (cached && rv && !(aq->cache_rv = strdup(rv)))
         return STEP_FAILED;
@@ -512,7 +527,8 @@ static pass_step read_quota(admit_pass *a, json_object *obj, bool cached, const 
 }
 
 /* Read: which quotas govern which queued pods, on the cached specs (the
- * first n_cached objects; the rest were listed live). */
+ * first n_cached objects; the rest were listed live); then room for each
+ * entry's quotas (nq slots each). */
 static pass_step read_quotas(admit_pass *a)
 {
     size_t nobj = json_object_array_length(a->objs);
@@ -526,7 +542,10 @@ static pass_step read_quotas(admit_pass *a)
         if (st != STEP_OK)
             return st;
     }
-    return STEP_OK;
+    a->stride = a->nq ? a->nq : 1;
+    a->qidx = calloc(a->n * a->stride, sizeof(*a->qidx));
+    a->paid = calloc(a->n * a->stride, sizeof(*a->paid));
+    return a->qidx && a->paid ? STEP_OK : STEP_FAILED;
 }
 
 /* The live reservation keyed uid in q, or NULL. */
@@ -546,7 +565,7 @@ static void entry_quotas(admit_pass *a, size_t i)
     gq_queue_entry *e = &a->ents[i];
     size_t m = 0;
     for (size_t j = 0; j < a->nq; j++) {
-        if (!governs(a, a->qs[j].q, p))
+        if (!governs(a, a->qs[j].q, a->qs[j].ns_h, i))
             continue;
         a->qidx[i * a->stride + m] = j;
         a->paid[i * a->stride + m] = live_reservation(a->qs[j].q, p->uid, a->now) != NULL;

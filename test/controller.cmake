@@ -32,6 +32,13 @@ if(GQ_BENCH)
   target_link_libraries(bench_controller PRIVATE gq_kube Threads::Threads)
   set_target_properties(bench_controller PROPERTIES RUNTIME_OUTPUT_DIRECTORY
                         ${CMAKE_BINARY_DIR}/bench)
+  # The admission pass's CPU with a deep queue and no room, over the fake
+  # kube_api of the controller's tests: bench/bench_queue_pass [-q Q] [-n NS]
+  add_executable(bench_queue_pass bench/queue_pass.c)
+  target_include_directories(bench_queue_pass PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+  target_link_libraries(bench_queue_pass PRIVATE gq_controller PkgConfig::CMOCKA Threads::Threads)
+  set_target_properties(bench_queue_pass PROPERTIES RUNTIME_OUTPUT_DIRECTORY
+                        ${CMAKE_BINARY_DIR}/bench)
 endif()
 
 # Pods and quotas as untrusted JSON through the record builder and reconcile.

@@ -786,22 +786,25 @@ static pass_step charge_admitted(admit_pass *a)
 }
 
 /* After a 409 on quota aq: read it again and remember it as newer than the
- * cache's version, so that the next pass plans on it (ctl_quota_newest). A
- * read that fails leaves the next pass to the cache (and perhaps another
- * 409). */
-static void reread_stale(ctl_controller *c, const aquota *aq)
+ * cache's version, so that the next pass plans on it (ctl_quota_newest).
+ * Returns GQ_ECONFLICT when it was read again, else the read's error: the
+ * pass then runs again after backoff, not at once on the stale cache. */
+static gq_code reread_stale(ctl_controller *c, const aquota *aq)
 {
     json_object *fresh = NULL;
     gq_err err;
     gq_err_clear(&err);
     const char *rv = aq->cache_rv ? aq->cache_rv : gq_json_meta_string(aq->obj, "resourceVersion");
     char *older = rv ? strdup(rv) : NULL;
-    if (older && c->o.api->get(c->o.api->ctx, aq->path, &fresh, &err) == GQ_OK && fresh) {
+    gq_code rc = older ? c->o.api->get(c->o.api->ctx, aq->path, &fresh, &err) : GQ_ENOMEM;
+    if (rc == GQ_OK && fresh) {
         ctl_quota_remember(c, aq->key, older, fresh);
-        return;
+        return GQ_ECONFLICT;
     }
+    GQ_WARN("queue: reading %s again after a conflict: %s", aq->path, rc ? err.msg : "no object");
     free(older);
     json_object_put(fresh);
+    return rc ? rc : GQ_EINVAL;
 }
 
 /* Write: the status update of quota slots[k] holding every new charge, with
@@ -828,7 +831,7 @@ static void write_charge(void *ud, size_t k)
             written = NULL;
         }
     } else if (aq->rc == GQ_ECONFLICT) {
-        reread_stale(c, aq);
+        aq->rc = reread_stale(c, aq);
     } else {
         GQ_WARN("queue: charging %s: %s", aq->path, err.msg);
     }
@@ -840,7 +843,8 @@ static void write_charge(void *ud, size_t k)
  * all at once. No pod is ungated before every write is answered. What was
  * written counts as paid on the next pass. A 409 (someone wrote first:
  * a webhook's charge, a recount) runs the pass again at once on the
- * quota read again; any other failure, after backoff. */
+ * quota read again; any other failure (that read's included), after
+ * backoff. */
 static pass_step write_charges(admit_pass *a)
 {
     size_t n = 0;

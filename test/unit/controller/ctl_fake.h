@@ -78,6 +78,7 @@ typedef struct fake {
     json_object *last_patch;        /* body of the last pod JSON Patch */
     int status_gets;                /* GETs of a quota (not of a pod) */
     int refused_409;                /* status writes answered 409 */
+    int get_errors;                 /* quota GETs to answer 500 */
     /* A status (JSON with ' for ") put into the stored quota at
      * after_list_path, its resourceVersion moved on, just after the first
      * list of its kind is answered: a write the informer's cache has not
@@ -266,6 +267,12 @@ static inline gq_code fake_get(void *ctx, const char *path, json_object **out, g
     if (strstr(path, "/pods/")) {
         int i = find_pod(f, path);
         q = i >= 0 ? json_object_array_get_idx(f->pods, (size_t)i) : NULL;
+    } else if (f->get_errors > 0) {
+        f->get_errors--;
+        f->status_gets++;
+        f->in_flight[FAKE_GET]--;
+        pthread_mutex_unlock(&f->mu);
+        return gq_err_set(err, GQ_EHTTP, "Internal error occurred");
     } else {
         q = find_quota(f, path);
         f->status_gets++;

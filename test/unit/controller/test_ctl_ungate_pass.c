@@ -439,6 +439,29 @@ static void test_charge_refused(void **state)
     finish(&f, &r);
 }
 
+/* A charge answered 409 whose quota cannot be read again (500): the pass
+ * runs again after backoff, not at once on the stale cache, and charges
+ * and ungates each pod once. */
+static void test_conflict_reread_fails(void **state)
+{
+    (void)state;
+    qpod pods[2];
+    char names[2][8];
+    numbered(pods, names, 2, "p");
+    fake f;
+    running r;
+    fake_with(&f, pods, 2, 1, "100Gi", false);
+    f.charge_conflicts = 1;
+    f.get_errors = 1;
+    start(&f, &r, 4, 2);
+    assert_int_equal(f.charge_conflicts, 0);
+    assert_int_equal(f.get_errors, 0);
+    assert_int_equal(f.patches, 2);
+    assert_int_equal(f.unpaid, 0);
+    assert_charged_once(&f, Q_N1, "uid-p0 uid-p1");
+    finish(&f, &r);
+}
+
 /* Six pods that do not fit, their Events posted several at once: one each,
  * and none again on later passes while the reason holds. */
 static void test_events_once(void **state)
@@ -525,6 +548,7 @@ int main(void)
         cmocka_unit_test(test_charge_refused),
         cmocka_unit_test(test_events_once),
         cmocka_unit_test(test_stale_cache_never_admits),
+        cmocka_unit_test(test_conflict_reread_fails),
     };
     if (http_metrics_new("test", &registry))
         return 1;

@@ -476,6 +476,8 @@ static void test_queue_borrowing_kept_across_passes(void **state)
      * and ungates it, marked from qb's reservation. */
     set_status(&f, "/x/gputenantquotas/tb", "{}");
     pthread_mutex_lock(&f.mu);
+    json_object_put(f.pods); /* the fake applied the ungate: w waits again, as before it */
+    f.pods = queued_w("4Gi");
     json_object_put(f.last_patch);
     f.last_patch = NULL;
     f.patches = 0;

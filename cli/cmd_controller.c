@@ -25,7 +25,8 @@ static void usage(FILE *f)
             "usage: gpuquota controller [--kubeconfig FILE] [--config FILE] [--leader-elect]\n"
             "                           [--lease-namespace NS] [--lease-name NAME]\n"
             "                           [--metrics-listen [HOST]:PORT] [--resync DURATION]\n"
-            "                           [--workers N] [--reservation-grace DURATION]\n"
+            "                           [--workers N] [--ungate-inflight N]\n"
+            "                           [--reservation-grace DURATION]\n"
             "\n"
             "Recounts quota usage from pods, writes status (used, reservations, conditions),\n"
             "expires reservations and records an Exceeded event when usage passes hard.\n"
@@ -39,6 +40,8 @@ static void usage(FILE *f)
             "  --metrics-listen ADDR    plain-HTTP /metrics, /healthz, /readyz (:8080)\n"
             "  --resync DURATION        full resync period, e.g. 30s, 5m (5m)\n"
             "  --workers N              reconcile threads (8)\n"
+            "  --ungate-inflight N      requests the admission pass of queued pods keeps in\n"
+            "                           flight at once: charges, ungates, Events (16)\n"
             "  --reservation-grace D    drop a reservation whose pod has not appeared this long\n"
             "                           after it was first seen (default: the longest timeout\n"
             "                           of the other validating webhooks that see pod creates,\n"
@@ -81,7 +84,7 @@ typedef struct controller_args {
     const char *config_path, *kubeconfig, *metrics_listen;
     bool leader_elect;
     const char *lease_namespace, *lease_name;
-    long workers, resync_ms, reservation_grace_ms;
+    long workers, ungate_inflight, resync_ms, reservation_grace_ms;
 } controller_args;
 
 /* argv into *a. -1 to go on, else the exit status. */
@@ -91,6 +94,7 @@ static int parse_args(int argc, char **argv, void *args)
     memset(a, 0, sizeof(*a));
     a->metrics_listen = ":8080";
     a->workers = CTL_WORKERS;
+    a->ungate_inflight = CTL_UNGATE_INFLIGHT;
     a->resync_ms = 300000;
     const cli_opt opts[] = {
         {.name = "--kubeconfig", .kind = CLI_OPT_STRING, .dst = &a->kubeconfig},
@@ -101,6 +105,11 @@ static int parse_args(int argc, char **argv, void *args)
         {.name = "--metrics-listen", .kind = CLI_OPT_STRING, .dst = &a->metrics_listen},
         {.name = "--resync", .kind = CLI_OPT_FN, .dst = &a->resync_ms, .fn = parse_duration_ms},
         {.name = "--workers", .kind = CLI_OPT_LONG, .dst = &a->workers, .min = 1, .max = 64},
+        {.name = "--ungate-inflight",
+         .kind = CLI_OPT_LONG,
+         .dst = &a->ungate_inflight,
+         .min = 1,
+         .max = CTL_UNGATE_INFLIGHT_MAX},
         {.name = "--reservation-grace",
          .kind = CLI_OPT_FN,
          .dst = &a->reservation_grace_ms,
@@ -148,6 +157,7 @@ static gq_code start(controller_run *r, const controller_args *a, gq_err *err)
                               .api = &r->api,
                               .cfg = r->cfg,
                               .workers = (unsigned)a->workers,
+                              .ungate_inflight = (unsigned)a->ungate_inflight,
                               .resync_ms = a->resync_ms};
     if ((rc = http_metrics_new(GQ_VERSION, &r->registry)))
         return gq_err_oom(err);

@@ -643,23 +643,7 @@ static quota_read quota_read_cached(ctl_controller *c, const char *key, const qu
         return QUOTA_DELETED;
     if (!obj)
         return QUOTA_NO_COPY;
-    pthread_mutex_lock(&c->mu);
-    kstate *ks = ctl_ks_get(c, key, false);
-    const char *rv = gq_json_meta_string(obj, "resourceVersion");
-    if (ks && ks->written) {
-        json_object *w = NULL;
-        if (rv && ks->sent_rv && !strcmp(rv, ks->sent_rv)) {
-            if (json_object_deep_copy(ks->written, &w, NULL) == 0) {
-                json_object_put(obj);
-                obj = w;
-            }
-        } else {
-            json_object_put(ks->written);
-            ks->written = NULL;
-        }
-    }
-    pthread_mutex_unlock(&c->mu);
-    *out = obj;
+    *out = ctl_quota_newest(c, key, obj);
     return QUOTA_READ;
 }
 
@@ -725,16 +709,9 @@ static void status_written(ctl_controller *c, const quota_pass *p, char *sent_rv
         ks->fold_since_ms = 0;
         free(ks->written_rv);
         ks->written_rv = wrv ? strdup(wrv) : NULL;
-        free(ks->sent_rv);
-        json_object_put(ks->written);
-        ks->sent_rv = sent_rv;
-        ks->written = written;
-        sent_rv = NULL;
-        written = NULL;
     }
     pthread_mutex_unlock(&c->mu);
-    free(sent_rv);
-    json_object_put(written);
+    ctl_quota_remember(c, p->key, sent_rv, written);
     if (res->became_exceeded) {
         GQ_WARN("%s %s%s%s exceeded: %s", r->kind, r->ns, r->sep, r->name, res->message);
         post_event(c, p->obj, r, "Exceeded", res->message, p->now);

@@ -422,6 +422,11 @@ typedef struct ctl_controller_opts {
      * (ctl_admission_bound_ms, read every minute; CTL_RESERVATION_GRACE_MS
      * when they cannot be read). */
     long reservation_grace_ms;
+    /* How many requests the admission pass of queued pods keeps in flight
+     * at once (its quotas' charges, its ungates and Events;
+     * docs/queueing.md, "Order"). 0: CTL_UNGATE_INFLIGHT; at most
+     * CTL_UNGATE_INFLIGHT_MAX. */
+    unsigned ungate_inflight;
     /* Wall clock in Unix seconds (reservation expiry, conditions); NULL:
      * time(). */
     int64_t (*now)(void *ud);
@@ -459,6 +464,11 @@ long ctl_admission_bound_ms(json_object *configs, const char *own);
  * halved event -> status p50 at 50 creates + 50 deletes/s against 2
  * (docs/performance.md). */
 #define CTL_WORKERS 8u
+
+/* The admission pass's requests in flight (ctl_controller_opts), and the
+ * most it may be given. */
+#define CTL_UNGATE_INFLIGHT 16u
+#define CTL_UNGATE_INFLIGHT_MAX 64u
 
 /* A controller over o->api (options copied). Not started. */
 gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, gq_err *err) GQ_WUR;

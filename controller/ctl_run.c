@@ -53,6 +53,47 @@ kstate *ctl_ks_get(ctl_controller *c, const char *key, bool create)
     return k;
 }
 
+json_object *ctl_quota_newest(ctl_controller *c, const char *key, json_object *cached)
+{
+    if (!cached)
+        return NULL;
+    pthread_mutex_lock(&c->mu);
+    kstate *ks = ctl_ks_get(c, key, false);
+    const char *rv = gq_json_meta_string(cached, "resourceVersion");
+    if (ks && ks->written) {
+        json_object *w = NULL;
+        if (rv && ks->sent_rv && !strcmp(rv, ks->sent_rv)) {
+            if (json_object_deep_copy(ks->written, &w, NULL) == 0) {
+                json_object_put(cached);
+                cached = w;
+            }
+        } else {
+            /* The cache moved on: it holds that version or a later one. */
+            json_object_put(ks->written);
+            ks->written = NULL;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    return cached;
+}
+
+void ctl_quota_remember(ctl_controller *c, const char *key, char *older_rv, json_object *obj)
+{
+    pthread_mutex_lock(&c->mu);
+    kstate *ks = ctl_ks_get(c, key, true);
+    if (ks) {
+        free(ks->sent_rv);
+        json_object_put(ks->written);
+        ks->sent_rv = older_rv;
+        ks->written = obj;
+        older_rv = NULL;
+        obj = NULL;
+    }
+    pthread_mutex_unlock(&c->mu);
+    free(older_rv);
+    json_object_put(obj);
+}
+
 /* core/v1 Event on the quota (namespace "default" for cluster-scoped
  * tenants, as Kubernetes does). Best effort: failures are logged. */
 /* At most CTL_EVENT_BURST Events at once and CTL_EVENT_RATE a second after

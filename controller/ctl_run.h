@@ -20,9 +20,10 @@
 /* Per-quota state kept between reconciles, keyed like the queue. */
 typedef struct kstate {
     gq_hnode node;         /* in the controller's kstate table, by key */
-    char *sent_rv;         /* resourceVersion our last write was based on */
-    char *written_rv;      /* resourceVersion our last write produced */
-    json_object *written;  /* what the API server returned for that write */
+    char *sent_rv;         /* the resourceVersion `written` is newer than */
+    char *written_rv;      /* resourceVersion our last reconcile's write produced */
+    json_object *written;  /* a newer version than the cache's sent_rv: what the API
+                              server returned for our last write, or read after a 409 */
     ctl_quota_figures fig; /* its figures at its last reconcile */
     bool gauges;
     /* Pods of this quota evicted by preemption, by reason (CTL_PREEMPT_*). */
@@ -120,6 +121,16 @@ bool ctl_make_key(char key[KEY_MAX], char kind, const char *ns, const char *name
 /* path = the API path of GPUQuota ns/name, or of GPUTenantQuota name when
  * ns is empty; false when it does not fit in cap. */
 bool ctl_quota_path(char *path, size_t cap, const char *ns, const char *name);
+/* The newest version of quota key known here, from cached (a copy of the
+ * cache's object, taken): cached itself, or a copy of what
+ * ctl_quota_remember kept while the cache still shows the resourceVersion
+ * that was newer than. NULL only when cached is. Caller owns it. */
+json_object *ctl_quota_newest(ctl_controller *c, const char *key, json_object *cached);
+/* Remember obj (taken; a status write's answer, or a read after a 409) as
+ * newer than the cache's version older_rv (taken) of quota key, so that the
+ * next read of the quota does not start from what the cache still shows
+ * and meet a certain 409. */
+void ctl_quota_remember(ctl_controller *c, const char *key, char *older_rv, json_object *obj);
 /* Requeue key after its next backoff delay / after ms. */
 void ctl_backoff(ctl_controller *c, const char *key);
 void ctl_requeue_after(ctl_controller *c, const char *key, long ms);

@@ -10,7 +10,9 @@
 #include <time.h>
 
 #include "common/gq_log.h"
+#include "common/hash.h"
 #include "common/json_member.h"
+#include "controller/fanout.h"
 #include "quota/record.h"
 
 /* A reservation the controller writes for a queued pod lives this long: the
@@ -18,21 +20,27 @@
  * new leader) frees the quota afterwards. */
 #define CTL_QUEUE_RESERVATION_TTL_S 120
 
+_Static_assert(CTL_UNGATE_INFLIGHT_MAX <= CTL_FANOUT_MAX, "ctl_fanout keeps that many in flight");
+
 void ctl_ungate_kick(ctl_controller *c)
 {
     if (ctl_workqueue_add(c->queue, ADMIT_KEY))
         GQ_ERROR("%s: cannot queue: out of memory", ADMIT_KEY);
 }
 
-/* One quota governing queued pods, read fresh for the pass. */
+/* One quota governing queued pods, as the informer's cache (or our own
+ * last write of it) shows it. */
 typedef struct aquota {
-    json_object *obj;   /* as read (GET); its status becomes st's at the write */
+    json_object *obj;   /* as read; its status becomes st's at the write */
     gq_quota_status st; /* obj's status with the pass's charges, once decoded */
     bool decoded;       /* st holds obj's status */
     gq_quota *q;
     char key[KEY_MAX];
     char path[700];
-    bool dirty; /* reservations added: write */
+    char *cache_rv; /* the resourceVersion the cache showed (NULL: listed live) */
+    uint64_t ns_h;  /* gq_fnv1a of its namespace (a GPUQuota's) */
+    bool dirty;     /* reservations added: write */
+    gq_code rc;     /* how its write went */
 } aquota;
 
 typedef struct admit_ctx {
@@ -99,11 +107,11 @@ static void no_room_message(const gq_quota *q, int model_limit, const gq_queue_q
                  : "reclaim takes it back from them");
 }
 
-/* Post an Event on a queued pod when why it waits changed: once per reason
- * (why: the state and the quota, not the figures of the message), so usage
- * moving under a long queue does not post an Event for every pod in it. */
-static void queued_event(ctl_controller *c, const ctl_queued *p, const char *why, const char *msg,
-                         int64_t now)
+/* Whether why a queued pod waits changed since it was last said (why: the
+ * state and the quota, not the figures of the message), remembering it:
+ * an Event goes once per reason, so usage moving under a long queue does
+ * not post an Event for every pod in it. */
+static bool why_changed(ctl_controller *c, const ctl_queued *p, const char *why)
 {
     pthread_mutex_lock(&c->mu);
     json_object *old = NULL;
@@ -112,8 +120,12 @@ static void queued_event(ctl_controller *c, const ctl_queued *p, const char *why
     if (!same)
         json_object_object_add(c->q_events, p->uid, json_object_new_string(why));
     pthread_mutex_unlock(&c->mu);
-    if (same)
-        return;
+    return !same;
+}
+
+/* Post the Event (reason Queued) saying why p waits. */
+static void queued_event(ctl_controller *c, const ctl_queued *p, const char *msg, int64_t now)
+{
     json_object *obj = json_object_new_object(), *meta = json_object_new_object();
     if (obj && meta && !json_object_object_add(obj, "metadata", meta)) {
         json_object_object_add(meta, "uid", json_object_new_string(p->uid));
@@ -215,11 +227,27 @@ static void aquotas_free(aquota *v, size_t n)
 {
     for (size_t i = 0; v && i < n; i++) {
         json_object_put(v[i].obj);
+        free(v[i].cache_rv);
         gq_quota_status_dispose(&v[i].st);
         gq_quota_free(v[i].q);
     }
     free(v);
 }
+
+/* An admitted pod in the order of the ungates: its unit's priority and
+ * place (a group stands in line at its first member's, whose priority is
+ * the group's highest), then its own place. */
+typedef struct ungate_job {
+    size_t i;          /* into pods */
+    const char *ns;    /* its namespace */
+    const char *group; /* "ns/name"; NULL: alone */
+    int32_t priority;  /* of its unit */
+    size_t unit_pos;   /* of its unit: 1-based place in the order */
+    size_t pos;        /* its own */
+    size_t order;      /* its place among the pods of its priority */
+    size_t run;        /* the order of the first pod of its run (ungate_runs) */
+    gq_code rc;        /* how its ungate went */
+} ungate_job;
 
 /* Everything one admission pass reads and decides. */
 typedef struct admit_pass {
@@ -227,8 +255,10 @@ typedef struct admit_pass {
     int64_t now;
     ctl_queued *pods; /* the queued pods, not ungated here already */
     size_t n;
+    uint64_t *ns_h;       /* parallel to pods: gq_fnv1a of each one's namespace */
     json_object *running; /* {"ns/group": members running} */
-    json_object *objs;    /* quota objects copied from the caches */
+    json_object *objs;    /* quota objects copied from the caches, then those listed live */
+    size_t n_cached;      /* how many of objs came from the caches */
     aquota *qs;           /* the quotas governing queued pods, read fresh */
     gq_queue_quota *pq;   /* parallel to qs: what the planner charges */
     size_t nq;
@@ -236,9 +266,13 @@ typedef struct admit_pass {
     gq_queue_decision *dec;
     size_t *qidx;           /* per entry, stride slots: indices into qs */
     bool *paid;             /* parallel to qidx */
-    size_t stride;          /* the number of cached quota objects (at least 1) */
+    size_t stride;          /* nq (at least 1): slots of qidx and paid per entry */
     gq_model_option *popts; /* per entry, GQ_MAX_MODEL_CHOICES: options priced for the plan */
     const gq_quota **eq;    /* scratch: the quotas of one entry */
+    size_t *slots;          /* scratch: indices into qs (stride of them) */
+    ungate_job *jobs;       /* scratch: the admitted pods (n at most) */
+    size_t *due;            /* scratch: the waiting pods whose Event is due (n at most) */
+    unsigned width;         /* requests in flight at once (ctl_fanout) */
     ctl_cohorts co;         /* borrowing: the cohorts of pq (cohort.c) */
     bool leaving_known;     /* pq's leaving counted: a preemptor is held */
     gq_err err;
@@ -263,6 +297,10 @@ static void pass_dispose(admit_pass *a)
     free(a->pq);
     free(a->popts);
     free(a->eq);
+    free(a->slots);
+    free(a->jobs);
+    free(a->due);
+    free(a->ns_h);
     ctl_queued_free(a->pods, a->n);
     json_object_put(a->running);
     json_object_put(a->objs);
@@ -291,7 +329,13 @@ static size_t drop_ungated(ctl_controller *c, ctl_queued *pods, size_t n)
         json_object_put(c->ungated);
         c->ungated = still;
     }
-    json_object *ev = json_object_new_object();
+    /* The reasons kept are rebuilt only when some belong to pods no
+     * longer queued: with a long queue, most passes have none to forget. */
+    size_t said = 0;
+    for (size_t i = 0; i < keep; i++)
+        said += json_object_object_get_ex(c->q_events, pods[i].uid, NULL);
+    json_object *ev =
+        said < (size_t)json_object_object_length(c->q_events) ? json_object_new_object() : NULL;
     for (size_t i = 0; ev && i < keep; i++) {
         json_object *t = NULL;
         if (json_object_object_get_ex(c->q_events, pods[i].uid, &t))
@@ -410,28 +454,36 @@ static pass_step read_queue(admit_pass *a)
     admit_ctx ac = {c, a->objs};
     kube_cache_foreach(c->quotas, collect_quota_fn, &ac);
     kube_cache_foreach(c->tenants, collect_quota_fn, &ac);
+    a->n_cached = json_object_array_length(a->objs);
     if (read_uncached(a) != STEP_OK)
         return STEP_FAILED;
-    size_t nobj = json_object_array_length(a->objs);
-    a->stride = nobj ? nobj : 1;
-    a->qs = calloc(a->stride, sizeof(*a->qs));
-    a->pq = calloc(a->stride, sizeof(*a->pq));
-    a->eq = calloc(a->stride, sizeof(*a->eq));
+    size_t nobj = json_object_array_length(a->objs), cap = nobj ? nobj : 1;
+    a->qs = calloc(cap, sizeof(*a->qs));
+    a->pq = calloc(cap, sizeof(*a->pq));
+    a->eq = calloc(cap, sizeof(*a->eq));
+    a->slots = calloc(cap, sizeof(*a->slots));
+    a->jobs = calloc(a->n, sizeof(*a->jobs));
+    a->due = calloc(a->n, sizeof(*a->due));
     a->ents = calloc(a->n, sizeof(*a->ents));
     a->dec = calloc(a->n, sizeof(*a->dec));
-    a->qidx = calloc(a->n * a->stride, sizeof(*a->qidx));
-    a->paid = calloc(a->n * a->stride, sizeof(*a->paid));
     a->popts = calloc(a->n * GQ_MAX_MODEL_CHOICES, sizeof(*a->popts));
-    bool ok = a->qs && a->pq && a->eq && a->ents && a->dec && a->qidx && a->paid && a->popts;
+    a->ns_h = malloc(a->n * sizeof(*a->ns_h));
+    bool ok = a->qs && a->pq && a->eq && a->slots && a->jobs && a->due && a->ents && a->dec &&
+              a->popts && a->ns_h;
+    for (size_t i = 0; ok && i < a->n; i++)
+        a->ns_h[i] = gq_fnv1a(a->pods[i].ns);
     return ok ? STEP_OK : STEP_FAILED;
 }
 
-/* Whether q limits and matches queued pod p. A GPUQuota of another
- * namespace is ruled out before the store's lock: with many quotas and
- * many queued pods, most pairs are that. */
-static bool governs(const admit_pass *a, const gq_quota *q, const ctl_queued *p)
+/* Whether q (of namespace hash q_ns_h) limits and matches queued pod i. A
+ * GPUQuota of another namespace is ruled out first, by the hashes, before
+ * the store's lock: with many quotas and many queued pods, most pairs are
+ * that. */
+static bool governs(const admit_pass *a, const gq_quota *q, uint64_t q_ns_h, size_t i)
 {
-    if (q->kind == GQ_QUOTA_NAMESPACED && (!q->namespace_ || strcmp(q->namespace_, p->ns)))
+    const ctl_queued *p = &a->pods[i];
+    if (q->kind == GQ_QUOTA_NAMESPACED &&
+        (!q->namespace_ || q_ns_h != a->ns_h[i] || strcmp(q->namespace_, p->ns)))
         return false;
     gq_pod_facts f = {p->ns, p->priority_class, p->terminating, false, p->model};
     return gq_quota_limits(q, &p->charge) && ctl_podstore_matches(a->c->store, q, &f);
@@ -440,15 +492,21 @@ static bool governs(const admit_pass *a, const gq_quota *q, const ctl_queued *p)
 /* Whether q (a cached spec) limits and matches some queued pod. */
 static bool governs_queued(const admit_pass *a, const gq_quota *q)
 {
+    uint64_t h = q->namespace_ ? gq_fnv1a(q->namespace_) : 0;
     for (size_t i = 0; i < a->n; i++)
-        if (governs(a, q, &a->pods[i]))
+        if (governs(a, q, h, i))
             return true;
     return false;
 }
 
-/* Read: quota q (its cached spec) afresh into qs[nq] when it governs a
- * queued pod: its status and resourceVersion are what the pass charges. */
-static pass_step read_quota(admit_pass *a, const gq_quota *q)
+/* Read: quota q (the spec of obj) into qs[nq]: obj as the informer's cache
+ * shows it (cached), or as our own last write of it or a read after a 409
+ * left it while the cache has not caught up (ctl_quota_newest); as listed
+ * live when the cache held none. Its status is what the plan counts and its
+ * resourceVersion what the charge is written against: a stale one costs a
+ * 409 and a re-read, never a charge the status read does not allow
+ * (docs/queueing.md, "Life of a queued pod"). */
+static pass_step read_quota(admit_pass *a, json_object *obj, bool cached, const gq_quota *q)
 {
     ctl_controller *c = a->c;
     aquota *aq = &a->qs[a->nq];
@@ -456,13 +514,17 @@ static pass_step read_quota(admit_pass *a, const gq_quota *q)
     const char *ns = tenant ? "" : q->namespace_;
     ctl_make_key(aq->key, tenant ? 't' : 'q', ns, q->name);
     ctl_quota_path(aq->path, sizeof aq->path, ns, q->name);
-    gq_code rc = c->o.api->get(c->o.api->ctx, aq->path, &aq->obj, &a->err);
-    if (rc == GQ_ENOTFOUND)
-        return STEP_OK;
-    if (rc || !aq->obj || gq_quota_parse(aq->obj, &aq->q, &a->err) != GQ_OK) {
+    aq->ns_h = gq_fnv1a(ns);
+    const char *rv = gq_json_meta_string(obj, "resourceVersion");
+    if (cached && rv && !(aq->cache_rv = strdup(rv)))
+        return STEP_FAILED;
+    aq->obj = cached ? ctl_quota_newest(c, aq->key, json_object_get(obj)) : json_object_get(obj);
+    if (gq_quota_parse(aq->obj, &aq->q, &a->err) != GQ_OK) {
         GQ_WARN("queue: cannot read %s: %s", aq->path, a->err.msg);
         json_object_put(aq->obj);
         aq->obj = NULL;
+        free(aq->cache_rv);
+        aq->cache_rv = NULL;
         return STEP_FAILED;
     }
     gq_queue_quota *pq = &a->pq[a->nq++];
@@ -476,21 +538,26 @@ static pass_step read_quota(admit_pass *a, const gq_quota *q)
     return STEP_OK;
 }
 
-/* Read: which quotas govern which queued pods, on the cached specs, each
- * such quota read afresh. */
+/* Read: which quotas govern which queued pods, on the cached specs (the
+ * first n_cached objects; the rest were listed live); then room for each
+ * entry's quotas (nq slots each). */
 static pass_step read_quotas(admit_pass *a)
 {
     size_t nobj = json_object_array_length(a->objs);
     for (size_t j = 0; j < nobj; j++) {
         gq_quota *q = NULL;
-        if (ctl_quota_parse_spec(json_object_array_get_idx(a->objs, j), &q, &a->err) != GQ_OK)
+        json_object *obj = json_object_array_get_idx(a->objs, j);
+        if (ctl_quota_parse_spec(obj, &q, &a->err) != GQ_OK)
             continue; /* invalid spec: its reconcile reports it; it charges nothing */
-        pass_step st = governs_queued(a, q) ? read_quota(a, q) : STEP_OK;
+        pass_step st = governs_queued(a, q) ? read_quota(a, obj, j < a->n_cached, q) : STEP_OK;
         gq_quota_free(q);
         if (st != STEP_OK)
             return st;
     }
-    return STEP_OK;
+    a->stride = a->nq ? a->nq : 1;
+    a->qidx = calloc(a->n * a->stride, sizeof(*a->qidx));
+    a->paid = calloc(a->n * a->stride, sizeof(*a->paid));
+    return a->qidx && a->paid ? STEP_OK : STEP_FAILED;
 }
 
 /* The live reservation keyed uid in q, or NULL. */
@@ -510,7 +577,7 @@ static void entry_quotas(admit_pass *a, size_t i)
     gq_queue_entry *e = &a->ents[i];
     size_t m = 0;
     for (size_t j = 0; j < a->nq; j++) {
-        if (!governs(a, a->qs[j].q, p))
+        if (!governs(a, a->qs[j].q, a->qs[j].ns_h, i))
             continue;
         a->qidx[i * a->stride + m] = j;
         a->paid[i * a->stride + m] = live_reservation(a->qs[j].q, p->uid, a->now) != NULL;
@@ -730,11 +797,69 @@ static pass_step charge_admitted(admit_pass *a)
     return STEP_OK;
 }
 
-/* Write: one status update per quota holding every new charge, with the
- * resourceVersion read. */
+/* After a 409 on quota aq: read it again and remember it as newer than the
+ * cache's version, so that the next pass plans on it (ctl_quota_newest).
+ * Returns GQ_ECONFLICT when it was read again, else the read's error: the
+ * pass then runs again after backoff, not at once on the stale cache. */
+static gq_code reread_stale(ctl_controller *c, const aquota *aq)
+{
+    json_object *fresh = NULL;
+    gq_err err;
+    gq_err_clear(&err);
+    const char *rv = aq->cache_rv ? aq->cache_rv : gq_json_meta_string(aq->obj, "resourceVersion");
+    char *older = rv ? strdup(rv) : NULL;
+    gq_code rc = older ? c->o.api->get(c->o.api->ctx, aq->path, &fresh, &err) : GQ_ENOMEM;
+    if (rc == GQ_OK && fresh) {
+        ctl_quota_remember(c, aq->key, older, fresh);
+        return GQ_ECONFLICT;
+    }
+    GQ_WARN("queue: reading %s again after a conflict: %s", aq->path, rc ? err.msg : "no object");
+    free(older);
+    json_object_put(fresh);
+    return rc ? rc : GQ_EINVAL;
+}
+
+/* Write: the status update of quota slots[k] holding every new charge, with
+ * the resourceVersion read (several quotas at once, ctl_fanout). The
+ * answer is remembered as the quota's newest version: the cache shows it
+ * a little later. */
+static void write_charge(void *ud, size_t k)
+{
+    admit_pass *a = ud;
+    ctl_controller *c = a->c;
+    aquota *aq = &a->qs[a->slots[k]];
+    gq_err err;
+    gq_err_clear(&err);
+    const char *rv = aq->cache_rv ? aq->cache_rv : gq_json_meta_string(aq->obj, "resourceVersion");
+    char *older = rv ? strdup(rv) : NULL;
+    json_object *written = NULL;
+    aq->rc = c->o.api->update_status(c->o.api->ctx, aq->path, aq->obj, &written, &err);
+    if (aq->rc == GQ_OK) {
+        atomic_fetch_add(&c->writes, 1);
+        atomic_fetch_add(&c->q_charges, 1);
+        if (older && written) {
+            ctl_quota_remember(c, aq->key, older, written);
+            older = NULL;
+            written = NULL;
+        }
+    } else if (aq->rc == GQ_ECONFLICT) {
+        aq->rc = reread_stale(c, aq);
+    } else {
+        GQ_WARN("queue: charging %s: %s", aq->path, err.msg);
+    }
+    free(older);
+    json_object_put(written);
+}
+
+/* Write: one status update per quota holding every new charge, the quotas
+ * all at once. No pod is ungated before every write is answered. What was
+ * written counts as paid on the next pass. A 409 (someone wrote first:
+ * a webhook's charge, a recount) runs the pass again at once on the
+ * quota read again; any other failure (that read's included), after
+ * backoff. */
 static pass_step write_charges(admit_pass *a)
 {
-    ctl_controller *c = a->c;
+    size_t n = 0;
     for (size_t j = 0; j < a->nq; j++) {
         if (!a->qs[j].dirty)
             continue;
@@ -744,55 +869,176 @@ static pass_step write_charges(admit_pass *a)
             GQ_WARN("queue: charging %s: out of memory", a->qs[j].path);
             return STEP_FAILED;
         }
-        gq_code rc =
-            c->o.api->update_status(c->o.api->ctx, a->qs[j].path, a->qs[j].obj, NULL, &a->err);
-        if (rc == GQ_ECONFLICT)
-            return STEP_STALE; /* someone charged first; what was written counts as paid */
-        if (rc) {
-            GQ_WARN("queue: charging %s: %s", a->qs[j].path, a->err.msg);
-            return STEP_FAILED;
-        }
-        atomic_fetch_add(&c->writes, 1);
-        atomic_fetch_add(&c->q_charges, 1);
+        a->slots[n++] = j;
     }
-    return STEP_OK;
-}
-
-/* Write: every admitted pod now holds all its charges: ungate it. A pod
- * that cannot be ungated fails the pass, after the others. */
-static pass_step ungate_admitted(admit_pass *a)
-{
-    ctl_controller *c = a->c;
+    ctl_fanout(n, a->width, write_charge, a);
     pass_step st = STEP_OK;
-    for (size_t i = 0; i < a->n; i++) {
-        const ctl_queued *p = &a->pods[i];
-        if (a->dec[i].state != GQ_QSTATE_ADMIT)
-            continue;
-        gq_code rc = ungate(c, p, &a->err);
-        if (rc && rc != GQ_ENOTFOUND) {
-            GQ_WARN("queue: cannot ungate pod %s/%s: %s", p->ns, p->name, a->err.msg);
-            st = STEP_FAILED;
-            continue;
-        }
-        if (rc == GQ_OK) {
-            atomic_fetch_add(&c->q_ungated, 1);
-            GQ_INFO("queue: admitted pod %s/%s (position %zu)", p->ns, p->name, a->dec[i].position);
-            double waited = p->created_us ? (double)(a->now * 1000000 - p->created_us) / 1e6 : 0;
-            for (size_t m = 0; m < a->ents[i].n_quotas; m++)
-                ctl_wait_observe(c, a->qs[a->ents[i].quotas[m]].key, waited < 0 ? 0 : waited);
-        }
-        pthread_mutex_lock(&c->mu);
-        json_object_object_add(c->ungated, p->uid, json_object_new_boolean(1));
-        pthread_mutex_unlock(&c->mu);
-        ctl_preempt_forget(c, p->uid);
+    for (size_t k = 0; k < n; k++) {
+        gq_code rc = a->qs[a->slots[k]].rc;
+        if (rc && rc != GQ_ECONFLICT)
+            return STEP_FAILED;
+        if (rc)
+            st = STEP_STALE;
     }
     return st;
 }
 
-/* Why waiting pod i waits, in words (msg) and as a reason that changes only
- * with the state and the quota (why). */
-static void waiting_message(const admit_pass *a, size_t i, char *msg, size_t cap, char *why,
-                            size_t why_cap)
+static int job_group_cmp(const void *x, const void *y)
+{
+    const ungate_job *a = x, *b = y;
+    int c = strcmp(a->group, b->group);
+    return c ? c : (a->pos > b->pos) - (a->pos < b->pos);
+}
+
+static int job_order_cmp(const void *x, const void *y)
+{
+    const ungate_job *a = x, *b = y;
+    if (a->priority != b->priority)
+        return a->priority > b->priority ? -1 : 1;
+    if (a->unit_pos != b->unit_pos)
+        return a->unit_pos < b->unit_pos ? -1 : 1;
+    return (a->pos > b->pos) - (a->pos < b->pos);
+}
+
+/* jobs[0..n) = the pods the plan admitted, in the planner's order of
+ * units; returns n. */
+static size_t ungate_order(admit_pass *a)
+{
+    size_t na = 0, ng = 0;
+    for (size_t i = 0; i < a->n; i++) {
+        if (a->dec[i].state != GQ_QSTATE_ADMIT)
+            continue;
+        na++;
+        if (a->pods[i].group)
+            ng++;
+    }
+    ungate_job *v = a->jobs;
+    size_t g = 0, alone = ng; /* the members of groups first */
+    for (size_t i = 0; i < a->n; i++) {
+        if (a->dec[i].state != GQ_QSTATE_ADMIT)
+            continue;
+        const ctl_queued *p = &a->pods[i];
+        size_t pos = a->dec[i].position;
+        v[p->group ? g++ : alone++] = (ungate_job){.i = i,
+                                                   .ns = p->ns,
+                                                   .group = p->group,
+                                                   .priority = p->priority,
+                                                   .unit_pos = pos,
+                                                   .pos = pos};
+    }
+    qsort(v, ng, sizeof(*v), job_group_cmp);
+    for (size_t s = 0, e; s < ng; s = e) {
+        for (e = s + 1; e < ng && !strcmp(v[e].group, v[s].group); e++)
+            ;
+        for (size_t m = s + 1; m < e; m++) {
+            v[m].unit_pos = v[s].pos;
+            v[m].priority = v[s].priority;
+        }
+    }
+    qsort(v, na, sizeof(*v), job_order_cmp);
+    return na;
+}
+
+static int job_ns_cmp(const void *x, const void *y)
+{
+    const ungate_job *a = x, *b = y;
+    int c = strcmp(a->ns, b->ns);
+    return c ? c : (a->order > b->order) - (a->order < b->order);
+}
+
+static int job_run_cmp(const void *x, const void *y)
+{
+    const ungate_job *a = x, *b = y;
+    if (a->run != b->run)
+        return a->run < b->run ? -1 : 1;
+    return (a->order > b->order) - (a->order < b->order);
+}
+
+/* jobs[0..n), the pods of one priority in the planner's order, into runs:
+ * the pods of one namespace, up to width of them (a pod group whole), each
+ * run placed where its first pod stands. The ungates of a run are in
+ * flight together, so the reconcile of the namespace's quotas folds them
+ * in a status write or two rather than one each; with the namespaces'
+ * runs interleaved by age, a long drain moves every namespace along.
+ * Width 1 leaves the planner's order as it is. */
+static void ungate_runs(ungate_job *jobs, size_t n, size_t width)
+{
+    for (size_t k = 0; k < n; k++)
+        jobs[k].order = k;
+    qsort(jobs, n, sizeof(*jobs), job_ns_cmp);
+    for (size_t s = 0, e; s < n; s = e) {
+        size_t run = jobs[s].order, len = 0;
+        for (e = s; e < n && !strcmp(jobs[e].ns, jobs[s].ns); e++, len++) {
+            if (len >= width && jobs[e].unit_pos != jobs[e - 1].unit_pos) {
+                run = jobs[e].order;
+                len = 0;
+            }
+            jobs[e].run = run;
+        }
+    }
+    qsort(jobs, n, sizeof(*jobs), job_run_cmp);
+}
+
+/* Admitted pods of one priority, ungated several at once. */
+typedef struct ungate_wave {
+    admit_pass *a;
+    ungate_job *jobs;
+} ungate_wave;
+
+/* Ungate jobs[k] of a wave (ctl_fanout): the metrics and the log of an
+ * ungate, and the pod remembered as ungated unless its PATCH failed. */
+static void ungate_one(void *ud, size_t k)
+{
+    ungate_wave *w = ud;
+    admit_pass *a = w->a;
+    ctl_controller *c = a->c;
+    ungate_job *j = &w->jobs[k];
+    const ctl_queued *p = &a->pods[j->i];
+    gq_err err;
+    gq_err_clear(&err);
+    j->rc = ungate(c, p, &err);
+    if (j->rc && j->rc != GQ_ENOTFOUND) {
+        GQ_WARN("queue: cannot ungate pod %s/%s: %s", p->ns, p->name, err.msg);
+        return;
+    }
+    if (j->rc == GQ_OK) {
+        atomic_fetch_add(&c->q_ungated, 1);
+        GQ_INFO("queue: admitted pod %s/%s (position %zu)", p->ns, p->name, j->pos);
+        double waited = p->created_us ? (double)(a->now * 1000000 - p->created_us) / 1e6 : 0;
+        for (size_t m = 0; m < a->ents[j->i].n_quotas; m++)
+            ctl_wait_observe(c, a->qs[a->ents[j->i].quotas[m]].key, waited < 0 ? 0 : waited);
+    }
+    pthread_mutex_lock(&c->mu);
+    json_object_object_add(c->ungated, p->uid, json_object_new_boolean(1));
+    pthread_mutex_unlock(&c->mu);
+    ctl_preempt_forget(c, p->uid);
+}
+
+/* Write: every admitted pod now holds all its charges: ungate it. The
+ * PATCHes go up to width at once, one priority at a time: a pod's is sent
+ * only once every admitted pod of higher priority has had its answer; within
+ * a priority, in runs by namespace (ungate_runs; docs/queueing.md, "Order").
+ * A pod that cannot be ungated fails the pass, after the others. */
+static pass_step ungate_admitted(admit_pass *a)
+{
+    size_t n = ungate_order(a);
+    ungate_job *jobs = a->jobs;
+    for (size_t s = 0, e; s < n; s = e) {
+        for (e = s + 1; e < n && jobs[e].priority == jobs[s].priority; e++)
+            ;
+        ungate_runs(&jobs[s], e - s, a->width);
+        ungate_wave w = {a, &jobs[s]};
+        ctl_fanout(e - s, a->width, ungate_one, &w);
+    }
+    pass_step st = STEP_OK;
+    for (size_t k = 0; k < n; k++)
+        if (jobs[k].rc && jobs[k].rc != GQ_ENOTFOUND)
+            st = STEP_FAILED;
+    return st;
+}
+
+/* Why waiting pod i waits, in words. */
+static void waiting_message(const admit_pass *a, size_t i, char *msg, size_t cap)
 {
     const gq_queue_decision *d = &a->dec[i];
     const ctl_queued *p = &a->pods[i];
@@ -822,24 +1068,51 @@ static void waiting_message(const admit_pass *a, size_t i, char *msg, size_t cap
                  p->group);
         break;
     }
-    /* No counts in why: members arriving one by one would otherwise make
-     * every waiting member post an Event per arrival (a group of n, n^2). */
-    if (d->state == GQ_QSTATE_NO_ROOM || d->state == GQ_QSTATE_BEHIND_HEAD)
-        snprintf(why, why_cap, "%d %s", (int)d->state, a->qs[d->quota].key);
-    else
-        snprintf(why, why_cap, "%d %.253s", (int)d->state, p->group ? p->group : "");
 }
 
-/* Write: an Event on each waiting pod saying why, when that changed. */
+/* Why waiting pod i waits, as a reason that changes only with the state and
+ * the quota. No counts: members arriving one by one would otherwise make
+ * every waiting member post an Event per arrival (a group of n, n^2). */
+static void waiting_why(const admit_pass *a, size_t i, char *why, size_t cap)
+{
+    const gq_queue_decision *d = &a->dec[i];
+    const ctl_queued *p = &a->pods[i];
+    if (d->state == GQ_QSTATE_NO_ROOM || d->state == GQ_QSTATE_BEHIND_HEAD)
+        snprintf(why, cap, "%d %s", (int)d->state, a->qs[d->quota].key);
+    else
+        snprintf(why, cap, "%d %.253s", (int)d->state, p->group ? p->group : "");
+}
+
+/* The waiting pods whose Event is due. */
+typedef struct why_due {
+    const admit_pass *a;
+    const size_t *i; /* indices into pods */
+} why_due;
+
+/* Write: the Event on the k-th pod due (ctl_fanout). */
+static void say_why(void *ud, size_t k)
+{
+    const why_due *d = ud;
+    char msg[1024];
+    waiting_message(d->a, d->i[k], msg, sizeof msg);
+    queued_event(d->a->c, &d->a->pods[d->i[k]], msg, d->a->now);
+}
+
+/* Write: an Event on each waiting pod saying why, when that changed; the
+ * Events several at once. */
 static void say_why_waiting(admit_pass *a)
 {
+    size_t *due = a->due, n = 0;
     for (size_t i = 0; i < a->n; i++) {
-        char msg[1024], why[KEY_MAX + 64];
+        char why[KEY_MAX + 64];
         if (a->dec[i].state == GQ_QSTATE_ADMIT)
             continue;
-        waiting_message(a, i, msg, sizeof msg, why, sizeof why);
-        queued_event(a->c, &a->pods[i], why, msg, a->now);
+        waiting_why(a, i, why, sizeof why);
+        if (why_changed(a->c, &a->pods[i], why))
+            due[n++] = i;
     }
+    why_due d = {a, due};
+    ctl_fanout(n, a->width, say_why, &d);
 }
 
 /* The admission pass: every queued pod in order, charged and ungated when
@@ -850,7 +1123,9 @@ static void say_why_waiting(admit_pass *a)
  * charged twice and a new leader finishes what the last one began. */
 static int run_pass(ctl_controller *c)
 {
-    admit_pass a = {.c = c, .now = ctl_wall_now(c)};
+    unsigned width = c->o.ungate_inflight ? c->o.ungate_inflight : CTL_UNGATE_INFLIGHT;
+    width = width < CTL_UNGATE_INFLIGHT_MAX ? width : CTL_UNGATE_INFLIGHT_MAX;
+    admit_pass a = {.c = c, .now = ctl_wall_now(c), .width = width};
     bool replan = false;
     long again_ms = 0; /* preemption: run again then */
     gq_err_clear(&a.err);

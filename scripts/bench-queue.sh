@@ -26,12 +26,18 @@
 #            before it, the CPU of one admission pass with every pod queued
 #            and no room (gpuquota_queue_pass_cpu_seconds), and per pass of
 #            the drain.
+#   creates  before the scale run, in the same run: GQ_BENCH_QUEUE_ADMIT
+#            pods created the same way into GQ_BENCH_QUEUE_NS namespaces
+#            whose Deny quota has room (admitted at once), then deleted;
+#            their creates/s, p50 and p99 printed beside those of the
+#            pods that queue, with the leader controller's CPU over each.
 # Environment: GQ_BENCH_QUEUE_LAT (100), GQ_BENCH_QUEUE_LOAD (50 creates/s
 # and as many deletes/s; 0 skips the part under load), GQ_BENCH_QUEUE_LOAD_LAT
 # (100), GQ_BENCH_QUEUE_LOAD_NS (50), GQ_BENCH_QUEUE_LOAD_SECONDS (200: the
 # longest the load may run; the fill before it makes that many seconds of
 # deletes), GQ_BENCH_QUEUE_PODS (10000; 0 skips the scale part),
-# GQ_BENCH_QUEUE_NS (100), GQ_BENCH_OUT (folder kept with logs; default a
+# GQ_BENCH_QUEUE_NS (100), GQ_BENCH_QUEUE_ADMIT (GQ_BENCH_QUEUE_PODS; 0: no
+# such run), GQ_BENCH_OUT (folder kept with logs; default a
 # temporary one, removed).
 set -euo pipefail
 # shellcheck source=scripts/bench-out.sh
@@ -44,6 +50,7 @@ LOAD_NS=${GQ_BENCH_QUEUE_LOAD_NS:-50}
 LOAD_SECONDS=${GQ_BENCH_QUEUE_LOAD_SECONDS:-200}
 PODS=${GQ_BENCH_QUEUE_PODS:-10000}
 NSN=${GQ_BENCH_QUEUE_NS:-100}
+ADMIT=${GQ_BENCH_QUEUE_ADMIT:-$PODS}
 bench_cluster_up
 
 qquota() { quota "$1" q "{gpu-memory: $2}" 'whenExceeded: Queue'; } # qquota NS HARD
@@ -162,6 +169,29 @@ if ((LOAD > 0)); then
     jq -r '"## the load: \(.creates) creates (\(.creates_per_second * 10 | round / 10)/s) + \(.deletes) deletes (\(.deletes_per_second * 10 | round / 10)/s) in \(.seconds * 10 | round / 10) s\(if .stopped_early then " (stopped once the queue was measured)" else "" end), \(.errors) errors\(if .first_error then " (\(.first_error))" else "" end); from the scheduled time, create p50/p99/max \(.create_ms.p50)/\(.create_ms.p99)/\(.create_ms.max) ms, delete \(.delete_ms.p50)/\(.delete_ms.p99)/\(.delete_ms.max) ms; CPU s \(.cpu_s | to_entries | map("\(.key) \(.value)") | join(", ")), the machine busy \(.machine_busy_s) of \(.machine_s)"' "$out/load.json"
 fi
 
+# creates_line LABEL FILE: a podcreate run's creates/s, latency and the
+# leader controller's CPU over it.
+creates_line() {
+    jq -r --arg l "$1" '"## creates, \($l): \(.admitted) of \(.sent) in \(.seconds * 10 | round / 10) s, \(.per_second * 10 | round / 10)/s, p50 \(.p50_ms * 10 | round / 10) ms, p99 \(.p99_ms * 10 | round / 10) ms; leader CPU \((.cpu_s.leader // 0) * 100 | round / 100) s"' "$2"
+}
+
+# ------------------------------------------------------ creates admitted
+if ((ADMIT > 0)); then
+    anss=""
+    for i in $(seq -f '%03g' 1 "$NSN"); do
+        n=ba-$i
+        kubectl create namespace "$n" >/dev/null
+        quota "$n" q '{gpu-memory: 100000Gi}'
+        anss+=${anss:+,}$n
+    done
+    for i in $(seq -f '%03g' 1 "$NSN"); do eventually 30 kubectl -n "ba-$i" get serviceaccount default; done
+    eventually 30 bash -c "[[ -n \$(kubectl -n ba-$(printf %03d "$NSN") get gq q -o jsonpath='{.status.hard}') ]]"
+    "$podcreate" run --kubeconfig "$KUBECONFIG" --namespaces "$anss" --clients 16 --pods "$ADMIT" \
+        --quantity 1Gi --run ba --pid "leader=$(ctl_pid "$(leader)")" >"$out/admit.json" 2>"$out/admit.err" || true
+    "$podcreate" clean --kubeconfig "$KUBECONFIG" --namespaces "$anss" \
+        --selector bench.gpuquota.io/run=ba >/dev/null 2>&1 || true
+fi
+
 # --------------------------------------------------------------- scale
 ((PODS > 0)) || exit 0
 nss=""
@@ -176,11 +206,13 @@ eventually 30 seen "bq-$(printf %03d "$NSN")"
 for i in $(seq -f '%03g' 1 "$NSN"); do gpu_pod filler 1Gi | kubectl -n "bq-$i" create -f - >/dev/null 2>&1; done
 t0=$(date +%s.%N)
 "$podcreate" run --kubeconfig "$KUBECONFIG" --namespaces "$nss" --clients 16 --pods "$PODS" \
-    --quantity 1Gi --run bq >"$out/create.json" 2>"$out/create.err" || true
+    --quantity 1Gi --run bq --pid "leader=$(ctl_pid "$(leader)")" >"$out/create.json" 2>"$out/create.err" || true
 t1=$(date +%s.%N)
 total=0
 for i in $(seq -f '%03g' 1 "$NSN"); do total=$((total + $(gated "bq-$i"))); done
 echo "## $total pods queued across $NSN namespaces, created in $(python3 -c "print('%.0f' % ($t1 - $t0))") s"
+((ADMIT > 0)) && creates_line "admitted at once ($NSN namespaces, Deny quota with room)" "$out/admit.json"
+creates_line "queued ($NSN namespaces, Queue quota full)" "$out/create.json"
 all_settled() {
     local i
     for i in $(seq -f '%03g' 1 "$NSN"); do

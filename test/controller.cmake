@@ -8,8 +8,12 @@ gq_unit_test(test_ctl_workqueue unit/controller/test_ctl_workqueue.c LIBS gq_con
 gq_unit_test(test_ctl_run unit/controller/test_ctl_run.c LIBS gq_controller)
 # The queue admitter's charges: shared ResourceClaims once per quota.
 gq_unit_test(test_ctl_ungate unit/controller/test_ctl_ungate.c LIBS gq_controller)
-# The running controller over a fake kube_api (threads, no sockets).
+# The running controller over a fake kube_api (threads, no sockets; the fake
+# is unit/controller/ctl_fake.h), and its admission pass with requests
+# several at once (controller/fanout.h).
 gq_unit_test(test_ctl_controller unit/controller/test_ctl_controller.c LIBS gq_controller)
+gq_unit_test(test_ctl_ungate_pass unit/controller/test_ctl_ungate_pass.c LIBS gq_controller)
+gq_unit_test(test_ctl_fanout unit/controller/test_ctl_fanout.c LIBS gq_controller)
 
 # The running controller against the kube-apiserver stand-in (real binary,
 # real kubectl); see test/controller/t_controller.sh.
@@ -28,6 +32,13 @@ if(GQ_BENCH)
   target_link_libraries(bench_controller PRIVATE gq_kube Threads::Threads)
   set_target_properties(bench_controller PROPERTIES RUNTIME_OUTPUT_DIRECTORY
                         ${CMAKE_BINARY_DIR}/bench)
+  # The admission pass's CPU with a deep queue and no room, over the fake
+  # kube_api of the controller's tests: bench/bench_queue_pass [-q Q] [-n NS]
+  add_executable(bench_queue_pass bench/queue_pass.c)
+  target_include_directories(bench_queue_pass PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+  target_link_libraries(bench_queue_pass PRIVATE gq_controller PkgConfig::CMOCKA Threads::Threads)
+  set_target_properties(bench_queue_pass PROPERTIES RUNTIME_OUTPUT_DIRECTORY
+                        ${CMAKE_BINARY_DIR}/bench)
 endif()
 
 # Pods and quotas as untrusted JSON through the record builder and reconcile.
@@ -44,6 +55,10 @@ gq_ctl_cli(resync_zero 2 "--resync: .0s. is not a duration between 1s and 24h" -
 gq_ctl_cli(resync_unit 2 "--resync: .5d. is not a duration" --resync 5d)
 gq_ctl_cli(resync_long 2 "--resync: .25h. is not a duration" --resync 25h)
 gq_ctl_cli(workers_zero 2 "--workers" --workers 0)
+gq_ctl_cli(ungate_inflight_zero 2 "--ungate-inflight" --ungate-inflight 0)
+gq_ctl_cli(ungate_inflight_big 2 "--ungate-inflight" --ungate-inflight 65)
+gq_ctl_cli(ungate_inflight_ok 1 "nonexistent" --ungate-inflight 64
+           --kubeconfig /nonexistent/kubeconfig)
 gq_ctl_cli(grace_short 2 "--reservation-grace: .500ms. is not a duration between 1s and 24h"
            --reservation-grace 500ms)
 gq_ctl_cli(grace_ok 1 "nonexistent" --reservation-grace 40s --kubeconfig /nonexistent/kubeconfig)

@@ -15,289 +15,30 @@
 
 #include <cmocka.h>
 
-#include "support/testjson.h"
+#include "ctl_fake.h"
 
 #include "controller/ctl.h"
 #include "controller/ctl_run.h"
 
-#define NOW 1795273565LL
-
-typedef struct fake {
-    pthread_mutex_t mu;
-    json_object *pods, *quotas, *tenants, *nss; /* arrays */
-    int conflicts;                              /* status writes to refuse with 409 */
-    int charge_conflicts; /* of the writes that hold a reservation, how many to refuse */
-    int writes, gets, events, patches;
-    char last_patch_path[256];
-    json_object *last_status;      /* body of the last accepted status write */
-    json_object *events_by_reason; /* {reason: the last Event with it} */
-    char last_write_path[256];
-    bool quotas_live_only;          /* GPUQuotas only in a namespace's list, never the caches' */
-    const char *refuse_charge_once; /* the first charge written to a path ending so: a 409 */
-    json_object *last_patch;        /* body of the last pod JSON Patch */
-} fake;
-
-static json_object *collection(fake *f, const char *path)
-{
-    if (strstr(path, "gputenantquotas"))
-        return f->tenants;
-    if (strstr(path, "gpuquotas"))
-        return f->quotas;
-    if (strstr(path, "namespaces") && !strstr(path, "/pods"))
-        return f->nss;
-    return f->pods;
-}
-
-static gq_code f_list(void *ctx, const char *path, const kube_list_opts *o, kube_item_fn fn,
-                      void *ud, char **rv_out, gq_err *err)
-{
-    fake *f = ctx;
-    pthread_mutex_lock(&f->mu);
-    json_object *arr = collection(f, path), *copy = NULL;
-    if (f->quotas_live_only && arr == f->quotas && !strstr(path, "/namespaces/"))
-        copy = json_object_new_array();
-    else
-        json_object_deep_copy(arr, &copy, NULL);
-    pthread_mutex_unlock(&f->mu);
-    gq_code rc = GQ_OK;
-    for (size_t i = 0; i < json_object_array_length(copy) && !rc; i++)
-        rc = fn(ud, json_object_array_get_idx(copy, i), err);
-    json_object_put(copy);
-    if (!rc && rv_out)
-        *rv_out = strdup("1");
-    return rc;
-}
-
-static gq_code f_watch(void *ctx, const char *path, const kube_watch_opts *o, kube_event_fn fn,
-                       void *ud, gq_err *err)
-{
-    while (!atomic_load(o->stop)) {
-        struct timespec ts = {0, 5000000};
-        nanosleep(&ts, NULL);
-    }
-    return GQ_OK;
-}
-
-/* The stored quota whose path ends in /NAME. */
-static json_object *find_quota(fake *f, const char *path)
-{
-    const char *name = strrchr(path, '/') + 1;
-    json_object *arr = strstr(path, "gputenantquotas") ? f->tenants : f->quotas;
-    for (size_t i = 0; i < json_object_array_length(arr); i++) {
-        json_object *q = json_object_array_get_idx(arr, i), *m, *n;
-        json_object_object_get_ex(q, "metadata", &m);
-        json_object_object_get_ex(m, "name", &n);
-        if (!strcmp(json_object_get_string(n), name))
-            return q;
-    }
-    return NULL;
-}
-
-static gq_code f_get(void *ctx, const char *path, json_object **out, gq_err *err)
-{
-    fake *f = ctx;
-    pthread_mutex_lock(&f->mu);
-    f->gets++;
-    json_object *q = find_quota(f, path), *copy = NULL;
-    if (q)
-        json_object_deep_copy(q, &copy, NULL);
-    pthread_mutex_unlock(&f->mu);
-    if (!copy)
-        return gq_err_set(err, GQ_ENOTFOUND, "not found");
-    *out = copy;
-    return GQ_OK;
-}
-
-static gq_code f_update_status(void *ctx, const char *path, json_object *body, json_object **out,
-                               gq_err *err)
-{
-    fake *f = ctx;
-    gq_code rc = GQ_OK;
-    pthread_mutex_lock(&f->mu);
-    json_object *st = NULL, *res = NULL;
-    json_object_object_get_ex(body, "status", &st);
-    bool charges =
-        json_object_object_get_ex(st, "reservations", &res) && json_object_array_length(res) > 0;
-    size_t plen = strlen(path), rlen = f->refuse_charge_once ? strlen(f->refuse_charge_once) : 0;
-    if (charges && rlen && plen >= rlen && !strcmp(path + plen - rlen, f->refuse_charge_once)) {
-        f->refuse_charge_once = NULL;
-        rc = gq_err_set(err, GQ_ECONFLICT, "the object has been modified");
-        goto out;
-    }
-    if (f->conflicts > 0 || (charges && f->charge_conflicts > 0)) {
-        if (f->conflicts > 0)
-            f->conflicts--;
-        else
-            f->charge_conflicts--;
-        rc = gq_err_set(err, GQ_ECONFLICT, "the object has been modified");
-        goto out;
-    }
-    json_object *q = find_quota(f, path);
-    if (!q) {
-        rc = gq_err_set(err, GQ_ENOTFOUND, "not found");
-        goto out;
-    }
-    f->writes++;
-    snprintf(f->last_write_path, sizeof f->last_write_path, "%s", path);
-    json_object_put(f->last_status);
-    f->last_status = NULL; /* json_object_deep_copy writes only to a NULL destination */
-    json_object_deep_copy(st, &f->last_status, NULL);
-    json_object *copy = NULL;
-    json_object_deep_copy(st, &copy, NULL);
-    json_object_object_add(q, "status", copy);
-    if (out)
-        json_object_deep_copy(q, out, NULL);
-out:
-    pthread_mutex_unlock(&f->mu);
-    return rc;
-}
-
-static gq_code f_create(void *ctx, const char *path, json_object *body, json_object **out,
-                        gq_err *err)
-{
-    fake *f = ctx;
-    pthread_mutex_lock(&f->mu);
-    f->events++;
-    json_object *copy = NULL, *reason = NULL;
-    json_object_deep_copy(body, &copy, NULL);
-    json_object_object_get_ex(body, "reason", &reason);
-    json_object_object_add(f->events_by_reason, json_object_get_string(reason), copy);
-    pthread_mutex_unlock(&f->mu);
-    return GQ_OK;
-}
-
-/* A pod's JSON Patch (the queue admitter's ungate): counted and remembered. */
-static gq_code f_patch_json(void *ctx, const char *path, json_object *patch, json_object **out,
-                            gq_err *err)
-{
-    fake *f = ctx;
-    pthread_mutex_lock(&f->mu);
-    f->patches++;
-    snprintf(f->last_patch_path, sizeof f->last_patch_path, "%s", path);
-    json_object_put(f->last_patch);
-    f->last_patch = NULL;
-    json_object_deep_copy(patch, &f->last_patch, NULL);
-    pthread_mutex_unlock(&f->mu);
-    return GQ_OK;
-}
-
-static int64_t fixed_now(void *ud)
-{
-    return NOW;
-}
-
 static void fake_init(fake *f)
 {
-    memset(f, 0, sizeof(*f));
-    pthread_mutex_init(&f->mu, NULL);
-    f->pods = J("[{'metadata':{'name':'p1','namespace':'a','resourceVersion':'1'},'spec':{"
-                "'containers':[{'name':'c','resources':{'limits':{'gpuquota.io/gpu-memory':"
-                "'8Gi'}}}]}},{'metadata':{'name':'p2','namespace':'a','resourceVersion':'1'},"
-                "'spec':{'containers':[{'name':'c','resources':{'limits':{'gpuquota.io/"
-                "gpu-memory':'4Gi'}}}]}},{'metadata':{'name':'bad','namespace':'a',"
-                "'resourceVersion':'1'},'spec':{'containers':[{'name':'c','resources':{'limits':"
-                "{'nvidia.com/gpu':'1.5'}}}]}}]");
-    f->quotas = J("[{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':"
-                  "'q','namespace':'a','uid':'u-q','generation':1,'resourceVersion':'1'},'spec':"
-                  "{'hard':{'gpu-memory':'10Gi'}}},{'apiVersion':'gpuquota.io/v1alpha1','kind':"
-                  "'GPUQuota','metadata':{'name':'broken','namespace':'a','resourceVersion':'1'},"
-                  "'spec':{'hard':{'gpu-memory':'-1'}}}]");
-    f->tenants = J("[{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUTenantQuota','metadata':{"
-                   "'name':'t','generation':1,'resourceVersion':'1'},'spec':{'namespaceSelector':"
-                   "{'matchLabels':{'team':'ml'}},'hard':{'gpu-pods':5}}}]");
-    f->nss = J("[{'metadata':{'name':'a','labels':{'team':'ml'},'resourceVersion':'1'}}]");
-    f->events_by_reason = json_object_new_object();
-}
-
-static void fake_dispose(fake *f)
-{
-    json_object_put(f->pods);
-    json_object_put(f->quotas);
-    json_object_put(f->tenants);
-    json_object_put(f->nss);
-    json_object_put(f->last_status);
-    json_object_put(f->events_by_reason);
-    json_object_put(f->last_patch);
-    pthread_mutex_destroy(&f->mu);
-}
-
-static kube_api fake_api(fake *f)
-{
-    kube_api a = {.ctx = f,
-                  .get = f_get,
-                  .create = f_create,
-                  .update_status = f_update_status,
-                  .patch_json = f_patch_json,
-                  .list = f_list,
-                  .watch = f_watch};
-    return a;
-}
-
-/* Wait until the fake saw n writes (5 s at most). */
-static void wait_writes(fake *f, int n)
-{
-    for (int i = 0; i < 500; i++) {
-        pthread_mutex_lock(&f->mu);
-        int w = f->writes;
-        pthread_mutex_unlock(&f->mu);
-        if (w >= n)
-            return;
-        struct timespec ts = {0, 10000000};
-        nanosleep(&ts, NULL);
-    }
-    fail_msg("expected %d status writes, saw %d", n, f->writes);
-}
-
-/* The registry every controller of these tests renders its families by
- * (one controller at a time). */
-static http_metrics *registry;
-
-static gq_code ctl_controller_metrics(ctl_controller *c, char **text, size_t *len)
-{
-    (void)c;
-    return http_metrics_render(registry, text, len);
-}
-
-/* Wait until the metrics text holds line (5 s at most). */
-static void wait_metric(ctl_controller *c, const char *line)
-{
-    for (int i = 0; i < 500; i++) {
-        char *text = NULL;
-        size_t len = 0;
-        assert_int_equal(ctl_controller_metrics(c, &text, &len), GQ_OK);
-        bool found = strstr(text, line) != NULL;
-        free(text);
-        if (found)
-            return;
-        struct timespec ts = {0, 10000000};
-        nanosleep(&ts, NULL);
-    }
-    fail_msg("metrics never showed %s", line);
-}
-
-static const char *jstr(json_object *o, const char *a, const char *b)
-{
-    json_object *x, *y;
-    if (!json_object_object_get_ex(o, a, &x))
-        return NULL;
-    if (!b)
-        return json_object_get_string(x);
-    return json_object_object_get_ex(x, b, &y) ? json_object_get_string(y) : NULL;
-}
-
-static void run(fake *f, ctl_controller **out, gq_config **cfg, kube_api *api)
-{
-    gq_err err;
-    assert_int_equal(gq_config_default(cfg, &err), GQ_OK);
-    *api = fake_api(f);
-    ctl_controller_opts o = {.api = api,
-                             .cfg = *cfg,
-                             .workers = 1,
-                             .now = fixed_now,
-                             .identity = "test",
-                             .metrics = registry};
-    assert_int_equal(ctl_controller_new(&o, out, &err), GQ_OK);
-    assert_int_equal(ctl_controller_start(*out, &err), GQ_OK);
+    fake_setup(f,
+               "[{'metadata':{'name':'p1','namespace':'a','resourceVersion':'1'},'spec':{"
+               "'containers':[{'name':'c','resources':{'limits':{'gpuquota.io/gpu-memory':"
+               "'8Gi'}}}]}},{'metadata':{'name':'p2','namespace':'a','resourceVersion':'1'},"
+               "'spec':{'containers':[{'name':'c','resources':{'limits':{'gpuquota.io/"
+               "gpu-memory':'4Gi'}}}]}},{'metadata':{'name':'bad','namespace':'a',"
+               "'resourceVersion':'1'},'spec':{'containers':[{'name':'c','resources':{'limits':"
+               "{'nvidia.com/gpu':'1.5'}}}]}}]",
+               "[{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':"
+               "'q','namespace':'a','uid':'u-q','generation':1,'resourceVersion':'1'},'spec':"
+               "{'hard':{'gpu-memory':'10Gi'}}},{'apiVersion':'gpuquota.io/v1alpha1','kind':"
+               "'GPUQuota','metadata':{'name':'broken','namespace':'a','resourceVersion':'1'},"
+               "'spec':{'hard':{'gpu-memory':'-1'}}}]",
+               "[{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUTenantQuota','metadata':{"
+               "'name':'t','generation':1,'resourceVersion':'1'},'spec':{'namespaceSelector':"
+               "{'matchLabels':{'team':'ml'}},'hard':{'gpu-pods':5}}}]",
+               "[{'metadata':{'name':'a','labels':{'team':'ml'},'resourceVersion':'1'}}]");
 }
 
 static void test_sync_write_event(void **state)
@@ -394,13 +135,6 @@ static void set_status(fake *f, const char *path, const char *status)
     json_object_object_add(find_quota(f, path), "status", json_tokener_parse(status));
     f->writes = 0;
     pthread_mutex_unlock(&f->mu);
-}
-
-static void stop(ctl_controller *c, gq_config *cfg)
-{
-    ctl_controller_stop(c);
-    ctl_controller_free(c);
-    gq_config_free(cfg);
 }
 
 /* A cohort: a/q borrows 2Gi above its hard (its cached status says so), b/l
@@ -589,13 +323,15 @@ static void test_bad_options(void **state)
     ctl_controller_free(NULL);
 }
 
-/* The pods: one, b/w (uid-w), queued behind gpuquota.io/quota, asking mem. */
+/* The pods: one, b/w (uid-w), queued behind gpuquota.io/quota, asking mem;
+ * annotated as /mutate leaves every GPU pod (the ungate may add a mark). */
 static json_object *queued_w(const char *mem)
 {
     char buf[512];
     snprintf(buf, sizeof buf,
              "[{'metadata':{'name':'w','namespace':'b','uid':'uid-w','resourceVersion':'1',"
-             "'creationTimestamp':'2026-11-21T15:00:00Z'},'spec':{'schedulingGates':[{'name':"
+             "'creationTimestamp':'2026-11-21T15:00:00Z','annotations':{}},'spec':{'"
+             "schedulingGates':[{'name':"
              "'gpuquota.io/quota'}],'containers':[{'name':'c','resources':{'limits':{"
              "'gpuquota.io/gpu-memory':'%s'}}}]}}]",
              mem);
@@ -740,6 +476,8 @@ static void test_queue_borrowing_kept_across_passes(void **state)
      * and ungates it, marked from qb's reservation. */
     set_status(&f, "/x/gputenantquotas/tb", "{}");
     pthread_mutex_lock(&f.mu);
+    json_object_put(f.pods); /* the fake applied the ungate: w waits again, as before it */
+    f.pods = queued_w("4Gi");
     json_object_put(f.last_patch);
     f.last_patch = NULL;
     f.patches = 0;

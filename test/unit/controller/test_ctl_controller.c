@@ -363,6 +363,35 @@ static void assert_charges_w(fake *f, const char *path)
     pthread_mutex_unlock(&f->mu);
 }
 
+/* Add GPUTenantQuotas to what f lists (each the text after "metadata":{
+ * ... up to the object's last brace), and namespaces b and i. */
+static void add_tenants(fake *f, const char *const *tenants, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char buf[512];
+        snprintf(buf, sizeof buf,
+                 "{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUTenantQuota','metadata':{"
+                 "'generation':1,'resourceVersion':'1',%s}}",
+                 tenants[i]);
+        json_object_array_add(f->tenants, J(buf));
+    }
+    json_object_array_add(f->nss, J("{'metadata':{'name':'b','resourceVersion':'1'}}"));
+    json_object_array_add(f->nss, J("{'metadata':{'name':'i','resourceVersion':'1'}}"));
+}
+
+/* A controller run on f until it admitted one queued pod, charged in the
+ * quota at path (assert_charges_w), then stopped. */
+static void admit_once(fake *f, const char *path)
+{
+    ctl_controller *c;
+    gq_config *cfg;
+    kube_api api;
+    run(f, &c, &cfg, &api);
+    wait_metric(c, "gpuquota_queue_admitted_total 1\n");
+    assert_charges_w(f, path);
+    stop(c, cfg);
+}
+
 /* The queue admitter (controller/ungate.c) when its charge meets a 409: the
  * pass ends without ungating, runs again on fresh reads, writes the charge
  * once and ungates the pod once. */
@@ -408,15 +437,7 @@ static void test_queue_quota_not_cached_yet(void **state)
     fake f;
     fake_queue_b(&f);
     f.quotas_live_only = true;
-    ctl_controller *c;
-    gq_config *cfg;
-    kube_api api;
-    run(&f, &c, &cfg, &api);
-    wait_metric(c, "gpuquota_queue_admitted_total 1\n");
-    assert_charges_w(&f, "/x/gpuquotas/qb");
-    ctl_controller_stop(c);
-    ctl_controller_free(c);
-    gq_config_free(cfg);
+    admit_once(&f, "/x/gpuquotas/qb");
     fake_dispose(&f);
 }
 
@@ -448,19 +469,11 @@ static void test_queue_borrowing_kept_across_passes(void **state)
                  quotas[i]);
         json_object_array_add(f.quotas, J(buf));
     }
-    json_object_array_add(
-        f.tenants, J("{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUTenantQuota','metadata':{"
-                     "'name':'tb','generation':1,'resourceVersion':'1'},'spec':{'namespaces':['b',"
-                     "'i'],'hard':{'gpu-memory':'10Gi'},'whenExceeded':'Queue'}}"));
-    json_object_array_add(f.nss, J("{'metadata':{'name':'b','resourceVersion':'1'}}"));
-    json_object_array_add(f.nss, J("{'metadata':{'name':'i','resourceVersion':'1'}}"));
+    static const char *const tb[] = {"'name':'tb'},'spec':{'namespaces':['b','i'],'hard':{"
+                                     "'gpu-memory':'10Gi'},'whenExceeded':'Queue'"};
+    add_tenants(&f, tb, 1);
     f.refuse_charge_once = "/gputenantquotas/tb";
-    ctl_controller *c;
-    gq_config *cfg;
-    kube_api api;
-    run(&f, &c, &cfg, &api);
-    wait_metric(c, "gpuquota_queue_admitted_total 1\n");
-    assert_charges_w(&f, "/x/gpuquotas/qb");
+    admit_once(&f, "/x/gpuquotas/qb");
     pthread_mutex_lock(&f.mu);
     assert_null(f.refuse_charge_once); /* the 409 came */
     assert_non_null(strstr(json_object_to_json_string(f.last_patch), "gpuquota.io~1borrowing"));
@@ -469,7 +482,6 @@ static void test_queue_borrowing_kept_across_passes(void **state)
         json_object_to_json_string_ext(find_quota(&f, "/x/gpuquotas/qb"), JSON_C_TO_STRING_PLAIN),
         "\"borrowing\":true"));
     pthread_mutex_unlock(&f.mu);
-    stop(c, cfg);
 
     /* A failover between the two writes: the old leader charged qb and died;
      * a new one (nothing in memory) finds w paid there, charges the tenant
@@ -482,30 +494,11 @@ static void test_queue_borrowing_kept_across_passes(void **state)
     f.last_patch = NULL;
     f.patches = 0;
     pthread_mutex_unlock(&f.mu);
-    run(&f, &c, &cfg, &api);
-    wait_metric(c, "gpuquota_queue_admitted_total 1\n");
-    assert_charges_w(&f, "/x/gputenantquotas/tb");
+    admit_once(&f, "/x/gputenantquotas/tb");
     pthread_mutex_lock(&f.mu);
     assert_non_null(strstr(json_object_to_json_string(f.last_patch), "gpuquota.io~1borrowing"));
     pthread_mutex_unlock(&f.mu);
-    stop(c, cfg);
     fake_dispose(&f);
-}
-
-/* Add GPUTenantQuotas to what f lists (each the text after "metadata":{
- * ... up to the object's last brace), and namespaces b and i. */
-static void add_tenants(fake *f, const char *const *tenants, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        char buf[512];
-        snprintf(buf, sizeof buf,
-                 "{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUTenantQuota','metadata':{"
-                 "'generation':1,'resourceVersion':'1',%s}}",
-                 tenants[i]);
-        json_object_array_add(f->tenants, J(buf));
-    }
-    json_object_array_add(f->nss, J("{'metadata':{'name':'b','resourceVersion':'1'}}"));
-    json_object_array_add(f->nss, J("{'metadata':{'name':'i','resourceVersion':'1'}}"));
 }
 
 /* A queued pod that fits its tenant's hard but whose cohort lends that room
@@ -580,15 +573,7 @@ static void test_queue_cohort_of_tenants(void **state)
         "'name':'plain-3'},'spec':{'namespaces':['p3'],'hard':{'gpu-memory':'1Gi'}",
     };
     add_tenants(&f, tenants, sizeof(tenants) / sizeof(tenants[0]));
-    ctl_controller *c;
-    gq_config *cfg;
-    kube_api api;
-    run(&f, &c, &cfg, &api);
-    wait_metric(c, "gpuquota_queue_admitted_total 1\n");
-    assert_charges_w(&f, "/x/gputenantquotas/busy");
-    ctl_controller_stop(c);
-    ctl_controller_free(c);
-    gq_config_free(cfg);
+    admit_once(&f, "/x/gputenantquotas/busy");
     fake_dispose(&f);
 }
 

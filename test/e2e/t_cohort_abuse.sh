@@ -101,6 +101,9 @@ pod "$NSC" c-1 16Gi e2e-ca-high
 eventually 60 bor_admitted "$NSC" c-1
 pod "$NSC" c-2 8Gi e2e-ca-high
 eventually 60 bor_admitted "$NSC" c-2
+# creationTimestamp has whole seconds: c-3 must be newer than c-2 in them
+# for "newest first" to name one pod (in the same second either may go).
+sleep 1.1
 pod "$NSC" c-3 8Gi e2e-ca-high
 eventually 60 bor_admitted "$NSC" c-3
 check "2: c runs 16Gi within its hard and 16Gi borrowed, marked" "own true true" \

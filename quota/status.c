@@ -102,6 +102,31 @@ static gq_code reservation_claims(json_object *obj, const char *field, gq_reserv
     return GQ_OK;
 }
 
+static const char *const escrow_names[] = {NULL, "hold", "want", "admitted"};
+
+/* A reservation's escrow member (absent: none): a replica's hold, a want,
+ * or a pod admitted on a hold; only a pod's record may be the last, and
+ * the first two are no claim's and no pod's. */
+static gq_code reservation_escrow(json_object *obj, const char *field, gq_reservation *r,
+                                  gq_err *err)
+{
+    json_object *e = gq_json_member(obj, "escrow");
+    if (!e)
+        return GQ_OK;
+    const char *s = json_object_is_type(e, json_type_string) ? json_object_get_string(e) : "";
+    for (int k = GQ_ESCROW_HOLD; k <= GQ_ESCROW_ADMITTED; k++)
+        if (!strcmp(s, escrow_names[k]))
+            r->escrow = (gq_escrow_kind)k;
+    if (!r->escrow)
+        return gq_err_set(err, GQ_EINVAL, "%s.escrow: must be hold, want or admitted", field);
+    if (r->claim)
+        return gq_err_set(err, GQ_EINVAL, "%s.escrow: a claim's record is no escrow", field);
+    if (r->escrow != GQ_ESCROW_ADMITTED && (r->borrowing || r->n_claims))
+        return gq_err_set(err, GQ_EINVAL, "%s.escrow: a %s names no claim and borrows nothing",
+                          field, escrow_names[r->escrow]);
+    return GQ_OK;
+}
+
 /* A reservation's key (not empty), namespace and pod. */
 static gq_code reservation_names(json_object *obj, const char *field, gq_reservation *r,
                                  gq_err *err)
@@ -175,7 +200,8 @@ gq_code gq_reservation_parse(json_object *obj, const char *field, gq_reservation
     if ((rc = reservation_names(obj, field, &r, err)) ||
         (rc = reservation_amounts(obj, field, &r.amounts, err)) ||
         (rc = reservation_expiry_model(obj, field, &r, err)) ||
-        (rc = reservation_claims(obj, field, &r, err))) {
+        (rc = reservation_claims(obj, field, &r, err)) ||
+        (rc = reservation_escrow(obj, field, &r, err))) {
         gq_reservation_dispose(&r);
         return rc;
     }
@@ -208,7 +234,8 @@ json_object *gq_reservation_to_json(const gq_reservation *r)
     if (!put_str(o, "expires", t) || (r->model && !put_str(o, "model", r->model)) ||
         (r->claim && !put(o, "claim", json_object_new_boolean(1))) ||
         (r->counted && !put(o, "counted", json_object_new_boolean(1))) ||
-        (r->borrowing && !put(o, "borrowing", json_object_new_boolean(1))))
+        (r->borrowing && !put(o, "borrowing", json_object_new_boolean(1))) ||
+        (r->escrow && !put_str(o, "escrow", escrow_names[r->escrow])))
         goto fail;
     if (r->n_claims) {
         json_object *a = json_object_new_array_ext((int)r->n_claims);

@@ -31,6 +31,15 @@
 
 /* --- a reservation ---------------------------------------------------------- */
 
+/* What a reservation is to the escrow of webhook replicas (gq_reservation
+ * escrow). */
+typedef enum gq_escrow_kind {
+    GQ_ESCROW_NONE = 0,
+    GQ_ESCROW_HOLD,
+    GQ_ESCROW_WANT,
+    GQ_ESCROW_ADMITTED,
+} gq_escrow_kind;
+
 /* One admission's charge held in a quota's status until the controller has
  * counted the pod. The key is the pod's metadata.uid: kube-apiserver
  * assigns it (and the generated name) before validating admission, and the
@@ -59,6 +68,15 @@ typedef struct gq_reservation {
      * ungates the pod, on whichever replica, marks it gpuquota.io/borrowing
      * (reclaim takes such pods), even when it finds the pod paid already. */
     bool borrowing;
+    /* Room a webhook replica holds in escrow ("escrow" in JSON;
+     * docs/validating-webhook.md, "Escrow"): GQ_ESCROW_HOLD is free room a
+     * replica took to admit against without writing (key "escrow-" and the
+     * replica's nonce), GQ_ESCROW_WANT a replica's request that holders
+     * give their room back (all amounts 0), GQ_ESCROW_ADMITTED a pod's
+     * reservation written when the hold it was admitted on was given back.
+     * Counted like any reservation; the controller keeps the first two
+     * until they expire (no pod has their key). */
+    gq_escrow_kind escrow;
     /* A pod's reservation: the uids of the shared ResourceClaims the pod
      * names ("claims" in JSON; at most GQ_RESERVATION_MAX_CLAIMS). While the
      * controller keeps the reservation (its pod not seen yet) it keeps those

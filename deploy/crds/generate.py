@@ -254,6 +254,14 @@ RESERVATIONS = {
                 "cohort: it is marked gpuquota.io/borrowing when ungated.",
                 "type": "boolean",
             },
+            "escrow": {
+                "description": "Room webhook replicas hold in escrow: hold is free room one "
+                "replica took to admit pods against without a write each, want asks holders to "
+                "give theirs back, admitted is a pod admitted on a hold, written when the hold "
+                "was given back. docs/validating-webhook.md, Escrow.",
+                "type": "string",
+                "enum": ["hold", "want", "admitted"],
+            },
         },
     },
 }

@@ -25,7 +25,8 @@
     "{\"namespace\":\"b\",\"used\":{}}],\"queued\":{\"gpu-memory\":\"16Gi\"},\"queuedPods\":2,"    \
     "\"reservations\":[{\"key\":\"uid-1\",\"namespace\":\"a\",\"pod\":\"job-x-\",\"gpu-memory\":"  \
     "\"16Gi\",\"gpu-pods\":\"1\",\"gpus\":\"0\",\"expires\":\"2026-11-21T15:07:05Z\",\"model\":"   \
-    "\"a100-80gb\",\"borrowing\":true,\"claims\":[\"c-1\"]},{\"key\":\"c-1\",\"namespace\":\"a\"," \
+    "\"a100-80gb\",\"borrowing\":true,\"escrow\":\"admitted\",\"claims\":[\"c-1\"]},"              \
+    "{\"key\":\"c-1\",\"namespace\":\"a\","                                                        \
     "\"pod\":\"pair\","                                                                            \
     "\"gpu-memory\":\"160Gi\",\"gpu-pods\":\"0\",\"gpus\":\"2\",\"expires\":"                      \
     "\"1970-01-01T00:00:00Z\",\"claim\":true,\"counted\":true}],\"observedGeneration\":3,"         \
@@ -100,6 +101,8 @@ static void test_decode_full(void **state)
     assert_string_equal(r->model, "a100-80gb");
     assert_int_equal(r->n_claims, 1);
     assert_true(r->borrowing);
+    assert_int_equal(r->escrow, GQ_ESCROW_ADMITTED);
+    assert_int_equal(gq_quota_status_find(&st, "c-1")->escrow, GQ_ESCROW_NONE);
     assert_true(gq_quota_status_find(&st, "c-1")->counted);
     assert_false(gq_quota_status_find(&st, "c-1")->borrowing);
     assert_null(gq_quota_status_find(&st, "nope"));
@@ -214,6 +217,19 @@ static const bad_case bad_counted[] = {
      "status.reservations[0].borrowing: must be true or false", 1, "{\"reservations\":[]}"},
     {"{'reservations':[" R1 ",'expires':'" LIVE "','claim':true,'borrowing':true}]}", GQ_EINVAL,
      GQ_OK, "status.reservations[0].borrowing: only a pod's record borrows", 1,
+     "{\"reservations\":[]}"},
+    {"{'reservations':[" R1 ",'expires':'" LIVE "','escrow':'maybe'}]}", GQ_EINVAL, GQ_OK,
+     "status.reservations[0].escrow: must be hold, want or admitted", 1, "{\"reservations\":[]}"},
+    {"{'reservations':[" R1 ",'expires':'" LIVE "','escrow':true}]}", GQ_EINVAL, GQ_OK,
+     "status.reservations[0].escrow: must be hold, want or admitted", 1, "{\"reservations\":[]}"},
+    {"{'reservations':[" R1 ",'expires':'" LIVE "','claim':true,'escrow':'hold'}]}", GQ_EINVAL,
+     GQ_OK, "status.reservations[0].escrow: a claim's record is no escrow", 1,
+     "{\"reservations\":[]}"},
+    {"{'reservations':[" R1 ",'expires':'" LIVE "','borrowing':true,'escrow':'hold'}]}", GQ_EINVAL,
+     GQ_OK, "status.reservations[0].escrow: a hold names no claim and borrows nothing", 1,
+     "{\"reservations\":[]}"},
+    {"{'reservations':[" R1 ",'expires':'" LIVE "','claims':['c'],'escrow':'want'}]}", GQ_EINVAL,
+     GQ_OK, "status.reservations[0].escrow: a want names no claim and borrows nothing", 1,
      "{\"reservations\":[]}"},
     {"{'reservations':[" R1 ",'expires':'" LIVE "','claims':'c'}]}", GQ_EINVAL, GQ_OK,
      "status.reservations[0].claims: must be a list of at most 32", 1, "{\"reservations\":[]}"},

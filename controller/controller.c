@@ -553,8 +553,11 @@ static void find_abandoned(ctl_controller *c, const char *key, json_object *quot
     for (size_t i = 0; i < st.n_reservations; i++) {
         const gq_reservation r = st.reservations[i];
         /* counted: the reconcile drops it; a shared claim's record names no
-         * pod: it goes when counted, or when it expires */
-        if (r.claim || ctl_podstore_has_uid(c->store, r.namespace_, r.key))
+         * pod: it goes when counted, or when it expires; nor does a webhook
+         * replica's escrow hold or want (their "pod" is the replica): they
+         * go when they expire, which is what keeps a hold safe */
+        if (r.claim || r.escrow == GQ_ESCROW_HOLD || r.escrow == GQ_ESCROW_WANT ||
+            ctl_podstore_has_uid(c->store, r.namespace_, r.key))
             continue;
         json_object *t = NULL;
         int64_t first =
@@ -734,13 +737,26 @@ static void status_written(ctl_controller *c, const quota_pass *p, char *sent_rv
 #define FOLD_WAIT_MS 1000
 #define FOLD_MAX 8
 
+/* Whether a reservation of list is a pod admitted on a webhook's escrow
+ * hold, written after the last recount: /validate puts its denials off
+ * until a recount has settled such records, so that write never waits. */
+static bool escrow_unsettled(json_object *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *e = gq_json_get_string(json_object_array_get_idx(list, i), "escrow");
+        if (e && !strcmp(e, "admitted"))
+            return true;
+    }
+    return false;
+}
+
 /* How long res's write may still wait (0: write now). */
 static long fold_wait_ms(ctl_controller *c, const char *key, json_object *obj,
                          const ctl_result *res, int64_t now)
 {
     json_object *held = gq_json_member(gq_json_member(obj, "status"), "reservations");
     size_t n_held = json_object_is_type(held, json_type_array) ? json_object_array_length(held) : 0;
-    if (res->invalid || res->dropped == 0 || n_held >= FOLD_MAX ||
+    if (res->invalid || res->dropped == 0 || n_held >= FOLD_MAX || escrow_unsettled(held, n_held) ||
         !ctl_fold_only(obj, res->status, now, now + FOLD_WAIT_MS / 1000 + 1))
         return 0;
     int64_t t = ctl_mono_us() / 1000;

@@ -238,6 +238,13 @@ static gq_code keep_reservations(gq_quota_status *cur, const gq_usage *u, const 
         return rc;
     res->kept = cur->n_reservations;
     res->dropped = total - res->kept;
+    /* A pod admitted on a webhook's escrow hold whose record is kept here
+     * is one this recount did not see: `used` does not hold it, so it is
+     * charged once, and the mark that told /validate it might be charged
+     * twice goes (docs/validating-webhook.md, "Escrow"). */
+    for (size_t i = 0; i < cur->n_reservations; i++)
+        if (cur->reservations[i].escrow == GQ_ESCROW_ADMITTED)
+            cur->reservations[i].escrow = GQ_ESCROW_NONE;
     gq_quota_status_take_reservations(next, cur);
     for (size_t i = 0; i < u->n_claims && !rc; i++)
         rc = gq_quota_status_add_reservation(next, &u->claims[i], NULL, err);

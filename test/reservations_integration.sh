@@ -87,5 +87,27 @@ check_match "then the quota is full" 'exceeded quota: r, requested: gpu-memory=1
 eventually "used is the two pods" 5 "10Gi" used
 check "abandoned reservations counted" 2 "$(metric gpuquota_controller_reservations_abandoned_total)"
 
+# 5. A webhook replica's escrow hold and want (docs/validating-webhook.md,
+#    Escrow) name no pod: they stay past the grace period, until they
+#    expire (a hold dropped early would let its replica admit past hard); a
+#    pod admitted on a hold whose pod never appeared goes like any phantom.
+k apply -f - >/dev/null <<'EOF'
+apiVersion: gpuquota.io/v1alpha1
+kind: GPUQuota
+metadata: {name: e, namespace: team-r}
+spec: {hard: {gpu-memory: 10Gi}}
+EOF
+EXP=$(date -u -d '+10 min' +%Y-%m-%dT%H:%M:%SZ)
+rec() { printf '{"key":"%s","namespace":"team-r","pod":"%s","gpu-memory":"%s","gpus":"0","gpu-pods":"%s","expires":"%s","escrow":"%s"}' "$@"; }
+qe() { curl -s "$S/apis/gpuquota.io/v1alpha1/namespaces/team-r/gpuquotas/e"; }
+qe | jq -c --argjson h "$(rec escrow-1 wh-0 4Gi 0 "$EXP" hold)" --argjson w "$(rec want-2 wh-1 0 0 "$EXP" want)" \
+    --argjson a "$(rec 7e57-gone gone-x 1Gi 1 "$EXP" admitted)" '.status = {reservations: [$h, $w, $a]}' |
+    curl -s -X PUT -H 'Content-Type: application/json' --data-binary @- \
+        "$S/apis/gpuquota.io/v1alpha1/namespaces/team-r/gpuquotas/e/status" >/dev/null
+escrow_keys() { qe | jq -c '[.status.reservations[]?.key]'; }
+eventually "the pod admitted on a hold that never appeared is dropped" 10 '["escrow-1","want-2"]' escrow_keys
+sleep 4 # past the 3 s grace, counted from when the controller first saw them
+check "the hold and the want stay until they expire" '["escrow-1","want-2"]' "$(escrow_keys)"
+
 stop_all webhook.log controller.log standin.err
 finish

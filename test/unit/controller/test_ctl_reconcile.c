@@ -275,6 +275,51 @@ static void test_reservations(void **state)
     ctl_podstore_free(s);
 }
 
+/* Escrow records of the webhooks (docs/validating-webhook.md, "Escrow"): a
+ * replica's hold and want are kept until they expire (no pod has their
+ * key); a pod admitted on a hold is dropped once seen, and kept as a plain
+ * record while not (used does not count it: the mark that it might be
+ * charged twice goes). */
+static void test_escrow_records(void **state)
+{
+    (void)state;
+    ctl_podstore *s;
+    assert_int_equal(ctl_podstore_new(&s), GQ_OK);
+    pod_spec seen = {.ns = "a", .name = "seen", .mem = "8Gi", .uid = "k-seen"};
+    add_pod(s, &seen);
+#define ESC(k, kind)                                                                               \
+    "{'key':'" k "','namespace':'a','pod':'p','gpu-memory':'8Gi','gpus':'0','gpu-pods':'1',"       \
+    "'expires':'2026-11-21T15:07:00Z','escrow':'" kind "'}"
+    const char *status = "{'reservations':[" ESC("escrow-1", "hold") "," ESC(
+        "want-2", "want") "," ESC("k-seen", "admitted") "," ESC("k-wait", "admitted") "]}";
+#undef ESC
+    json_object *q = quota_json("a", "q", "{'hard':{'gpu-memory':'64Gi'}}", status);
+    ctl_result r;
+    ctl_result_init(&r);
+    reconcile(s, q, NOW, &r);
+    assert_true(r.changed);
+    assert_int_equal(r.kept, 3);
+    assert_int_equal(r.dropped, 1);
+    json_object *res;
+    assert_true(json_object_object_get_ex(r.status, "reservations", &res));
+    assert_int_equal(json_object_array_length(res), 3);
+    static const char *const keys[] = {"escrow-1", "want-2", "k-wait"};
+    static const char *const kinds[] = {"hold", "want", NULL};
+    for (size_t i = 0; i < 3; i++) {
+        json_object *one = json_object_array_get_idx(res, i), *e = NULL;
+        assert_string_equal(json_object_get_string(json_object_object_get(one, "key")), keys[i]);
+        json_object_object_get_ex(one, "escrow", &e);
+        if (kinds[i])
+            assert_string_equal(json_object_get_string(e), kinds[i]);
+        else
+            assert_null(e);
+    }
+    assert_string_equal(status_str(&r, "used", "gpu-memory"), "8Gi");
+    ctl_result_dispose(&r);
+    json_object_put(q);
+    ctl_podstore_free(s);
+}
+
 /* status.reservations is an atomic list, so kube-apiserver lets a key in
  * twice. Until the controller writes, both records are charged (more, never
  * less); its reconcile keeps the first and drops the repeat. */
@@ -860,6 +905,7 @@ int main(void)
         cmocka_unit_test(test_status_shape_and_noop),
         cmocka_unit_test(test_exceeded_transitions),
         cmocka_unit_test(test_reservations),
+        cmocka_unit_test(test_escrow_records),
         cmocka_unit_test(test_reservation_keys_unique),
         cmocka_unit_test(test_fold_only),
         cmocka_unit_test(test_invalid_spec_status),

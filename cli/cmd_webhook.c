@@ -16,6 +16,7 @@
 #include "common/heap.h"
 #include "common/strutil.h"
 #include "kube/kube.h"
+#include "webhook/escrow.h"
 #include "webhook/kubestore.h"
 #include "webhook/metrics.h"
 #include "webhook/mutate_http.h"
@@ -36,6 +37,7 @@ static void usage(FILE *f)
                "                        [--max-decoded-memory SIZE]\n"
                "                        [--read-timeout DURATION] [--max-connections N]\n"
                "                        [--max-connections-per-ip N] [--max-batch N]\n"
+               "                        [--escrow-pods N]\n"
                "                        [--client-ca FILE [--client-cn NAME]...]\n"
                "\n"
                "Serves /mutate and /validate over HTTPS (TLS 1.2+), plus /healthz, /readyz\n"
@@ -61,6 +63,10 @@ static void usage(FILE *f)
                "else the in-cluster service account's, else gpuquota-system).\n"
                "--max-batch N (default 256) is how many charges against one quota one\n"
                "status write may carry (group commit); 1 writes each charge on its own.\n"
+               "--escrow-pods N (default 0: off; at most 256): a replica holds up to N pods'\n"
+               "worth of a Deny GPUQuota's free room, taken in the charge's own write, and\n"
+               "admits later pods against it with no write each (docs/validating-webhook.md,\n"
+               "Escrow).\n"
                "\n"
                "Abuse limits: request bodies buffered at once share --max-body-memory\n"
                "(default 32Mi; a request that would exceed it gets 503 with Retry-After at\n"
@@ -237,6 +243,12 @@ static gq_code trust_own_accounts(validate_ctx *vc, wh_validate_opts *vo, gq_err
     return GQ_OK;
 }
 
+/* The caches saw a GPUQuota ask for escrowed room back. */
+static void validator_wanted(void *ud, const char *ns, const char *name)
+{
+    wh_validator_escrow_wanted(ud, ns, name);
+}
+
 /* Connect to the API server, start the caches and register /validate,
  * auditing into vo->audit (shared with /mutate). vc->served is false (and
  * nothing is set up) when there is no Kubernetes configuration at all. */
@@ -263,8 +275,10 @@ static gq_code validate_setup(validate_ctx *vc, const char *kubeconfig, const gq
         return rc;
     wh_kubestore_store(vc->ks, &vc->store);
     wh_kubestore_set_metrics(vc->ks, vo->metrics);
-    if ((rc = wh_validator_new(cfg, &vc->store, vo, &vc->v, err)) ||
-        (rc = http_server_add_async_handler(srv, "/validate", HTTP_ROUTE_POST_JSON,
+    if ((rc = wh_validator_new(cfg, &vc->store, vo, &vc->v, err)))
+        return rc;
+    wh_kubestore_set_want_hook(vc->ks, validator_wanted, vc->v);
+    if ((rc = http_server_add_async_handler(srv, "/validate", HTTP_ROUTE_POST_JSON,
                                             wh_validate_handle_async, vc->v, err)) ||
         (rc = wh_kubestore_start(vc->ks, err)))
         return rc;
@@ -305,6 +319,7 @@ typedef struct webhook_args {
     long threads, drain_s, delay_s, ttl_s, read_timeout_s, max_conns;
     long max_conns_ip; /* 0: the server's default for max_conns */
     long max_batch;
+    long escrow_pods;
     int64_t body_memory, decoded_memory;
     cli_list trusted, client_cns;
     const char *trusted_v[WH_TRUSTED_USERS_MAX];
@@ -453,6 +468,11 @@ static int parse_args(int argc, char **argv, void *args)
          .min = 1,
          .max = 1000000},
         {.name = "--max-batch", .kind = CLI_OPT_LONG, .dst = &a->max_batch, .min = 1, .max = 4096},
+        {.name = "--escrow-pods",
+         .kind = CLI_OPT_LONG,
+         .dst = &a->escrow_pods,
+         .min = 0,
+         .max = WH_ESCROW_PODS_MAX},
         {.name = "--client-ca", .kind = CLI_OPT_STRING, .dst = &a->so.client_ca_file},
         {.name = "--client-cn", .kind = CLI_OPT_LIST, .dst = &a->client_cns},
     };
@@ -526,6 +546,7 @@ static gq_code add_handlers(webhook_run *w, const webhook_args *a, gq_err *err)
                            .trusted_users = a->trusted.n ? a->trusted_v : NULL,
                            .n_trusted_users = a->trusted.n,
                            .max_batch = (unsigned)a->max_batch,
+                           .escrow_pods = (unsigned)a->escrow_pods,
                            .metrics = w->metrics,
                            .review_limits = w->review_limits};
     if ((rc = audit_setup(w->cfg, w->registry, &w->audit, err)))

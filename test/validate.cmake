@@ -78,3 +78,9 @@ add_test(NAME webhook_max_batch_range
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 2 1
                  "^gpuquota webhook: --max-batch 0: expected a whole number in 1..4096$"
                  ${GQ_BIN} webhook --tls-cert a --tls-key b --max-batch 0)
+
+# Escrow: holds taken in a charge's write, pods admitted on them with no
+# write, given back; three replicas never past hard nor short of it, denials
+# waiting for other replicas' holds and for unsettled records.
+gq_unit_test(test_validate_escrow unit/webhook/test_validate_escrow.c support/admission_testutil.c
+             support/faultstore.c LIBS gq_webhook gq_kube)

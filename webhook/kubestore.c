@@ -11,6 +11,7 @@
 #include "common/json_member.h"
 #include "common/strutil.h"
 #include "common/hash.h"
+#include "common/rfc3339.h"
 #include "quota/crd.h"
 #include "quota/podqueue.h"
 
@@ -79,7 +80,9 @@ struct wh_kubestore {
     live_read *live;        /* reads waiting to be sent or under way */
     wh_metrics *metrics;    /* per-quota gauges to drop with their quota */
     long empty_ttl_ms;      /* EMPTY_TTL_MS; 0: every empty scope is read live */
-    struct empty_scope {    /* under live_mu */
+    wh_want_fn want;        /* a GPUQuota asks for escrowed room back; NULL: nobody told */
+    void *want_ud;
+    struct empty_scope { /* under live_mu */
         int which;
         char ns[NS_MAX + 1];
         int64_t until_ms; /* monotonic; 0: unused */
@@ -171,6 +174,36 @@ static bool keep_queued_pods(json_object *dst, json_object *obj)
     return true;
 }
 
+/* Whether GPUQuota obj's status holds a live want of some replica (an
+ * escrow record "want" whose expiry is ahead). */
+static bool wants_room(json_object *obj)
+{
+    json_object *list = gq_json_member(gq_json_member(obj, "status"), "reservations");
+    size_t n = json_object_is_type(list, json_type_array) ? json_object_array_length(list) : 0;
+    int64_t now = (int64_t)time(NULL), exp;
+    for (size_t i = 0; i < n; i++) {
+        json_object *r = json_object_array_get_idx(list, i);
+        const char *kind = gq_json_get_string(r, "escrow"), *at = gq_json_get_string(r, "expires");
+        if (kind && !strcmp(kind, "want") && at && !gq_time_parse_rfc3339(at, &exp, NULL) &&
+            exp > now)
+            return true;
+    }
+    return false;
+}
+
+/* Tell the want hook about a GPUQuota that asks for escrowed room back
+ * (ks NULL: a live read, which tells nobody; the cache's event will). */
+static void note_want(wh_kubestore *ks, json_object *obj)
+{
+    if (!ks || !ks->want || !wants_room(obj)) /* only GPUQuotas hold namespaced wants */
+        return;
+    json_object *meta = gq_json_member(obj, "metadata");
+    const char *ns = gq_json_get_string(meta, "namespace"),
+               *name = gq_json_get_string(meta, "name");
+    if (ns && name)
+        ks->want(ks->want_ud, ns, name);
+}
+
 static gq_code to_text(void *ud, json_object *obj, void **rec, gq_err *err)
 {
     static const char *const keep[] = {"apiVersion", "kind", "spec"};
@@ -182,6 +215,7 @@ static gq_code to_text(void *ud, json_object *obj, void **rec, gq_err *err)
             json_object_object_get_ex(meta, "labels", &src);
     } else if ((src = json_object_new_object())) {
         built = true;
+        note_want(ud, obj);
         bool ok = true;
         for (size_t i = 0; ok && i < sizeof(keep) / sizeof(keep[0]); i++)
             ok = keep_member(src, obj, keep[i]);
@@ -259,6 +293,12 @@ gq_code wh_kubestore_new(const kube_api *api, wh_kubestore **out, gq_err *err)
 void wh_kubestore_set_metrics(wh_kubestore *ks, wh_metrics *m)
 {
     ks->metrics = m;
+}
+
+void wh_kubestore_set_want_hook(wh_kubestore *ks, wh_want_fn fn, void *ud)
+{
+    ks->want = fn;
+    ks->want_ud = ud;
 }
 
 gq_code wh_kubestore_start(wh_kubestore *ks, gq_err *err)

@@ -27,6 +27,14 @@ gq_code wh_kubestore_new(const kube_api *api, wh_kubestore **out, gq_err *err) G
  * the caches see a GPUQuota or GPUTenantQuota deleted. Call before start. */
 void wh_kubestore_set_metrics(wh_kubestore *ks, wh_metrics *m);
 
+/* Called (on a cache's thread) when a GPUQuota's status holds a live want:
+ * a replica asks the others for the room they hold in escrow
+ * (docs/validating-webhook.md, "Escrow"). */
+typedef void (*wh_want_fn)(void *ud, const char *ns, const char *name);
+
+/* Who is told of wants (fn NULL: nobody). Call before start. */
+void wh_kubestore_set_want_hook(wh_kubestore *ks, wh_want_fn fn, void *ud);
+
 /* How long (ms) a live read that found a scope empty (no GPUQuota in a
  * namespace, no GPUTenantQuota at all) answers for it while the cache holds
  * none; default 30 s, as Kubernetes' ResourceQuota admission; 0: read live

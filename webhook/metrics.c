@@ -29,6 +29,7 @@ struct wh_metrics {
     http_metrics *registry;
     atomic_uint_fast64_t requests[WH_WEBHOOK_COUNT_][N_OPS][WH_DECISION_COUNT_];
     http_histogram latency[WH_WEBHOOK_COUNT_];
+    atomic_uint_fast64_t escrow[WH_ESCROW_EVENT_COUNT_];
     pthread_mutex_t lock; /* guards gauges */
     gauge *gauges;        /* sorted by (ns, quota, resource) */
     size_t n_gauges, cap_gauges;
@@ -181,6 +182,12 @@ void wh_metrics_forget_quota(wh_metrics *m, const char *ns, const char *quota)
     pthread_mutex_unlock(&m->lock);
 }
 
+void wh_metrics_count_escrow(wh_metrics *m, wh_escrow_event ev)
+{
+    if (m && ev >= 0 && ev < WH_ESCROW_EVENT_COUNT_)
+        atomic_fetch_add_explicit(&m->escrow[ev], 1, memory_order_relaxed);
+}
+
 /* ---- rendering, at each scrape of the registry ---- */
 
 static void render_admission(wh_metrics *m, http_expo *e)
@@ -221,10 +228,31 @@ static void render_quota(wh_metrics *m, http_expo *e, wh_quota_field f)
     }
 }
 
+static void render_escrow(wh_metrics *m, http_expo *e)
+{
+    static const char *const events[WH_ESCROW_EVENT_COUNT_] = {"admitted", "held", "deferred"};
+    uint_fast64_t any = 0;
+    for (int i = 0; i < WH_ESCROW_EVENT_COUNT_; i++)
+        any |= atomic_load_explicit(&m->escrow[i], memory_order_relaxed);
+    if (!any) /* escrow off, or nothing yet: no family, as a vector without series */
+        return;
+    http_expo_family(e, "gpuquota_escrow_events_total", "counter",
+                     "Escrow of /validate: charges admitted on a hold with no write (admitted), "
+                     "holds taken (held), denials put off a step while escrow settled "
+                     "(deferred).");
+    for (int i = 0; i < WH_ESCROW_EVENT_COUNT_; i++) {
+        uint_fast64_t v = atomic_load_explicit(&m->escrow[i], memory_order_relaxed);
+        if (v)
+            http_expo_uint(e, "gpuquota_escrow_events_total", &(http_label){"event", events[i]}, 1,
+                           v);
+    }
+}
+
 static void render(void *ctx, http_expo *e)
 {
     wh_metrics *m = ctx;
     render_admission(m, e);
+    render_escrow(m, e);
     pthread_mutex_lock(&m->lock);
     render_quota(m, e, WH_QUOTA_USED);
     render_quota(m, e, WH_QUOTA_HARD);

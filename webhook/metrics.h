@@ -35,6 +35,14 @@ typedef enum wh_decision {
     WH_DECISION_COUNT_
 } wh_decision;
 
+/* What the escrow of /validate did (docs/validating-webhook.md, "Escrow"). */
+typedef enum wh_escrow_event {
+    WH_ESCROW_ADMITTED = 0, /* a charge admitted on a hold, with no write */
+    WH_ESCROW_HELD,         /* a hold taken */
+    WH_ESCROW_DEFERRED,     /* a denial put off one step while escrow settled */
+    WH_ESCROW_EVENT_COUNT_
+} wh_escrow_event;
+
 typedef enum wh_quota_field {
     WH_QUOTA_USED = 0,
     WH_QUOTA_HARD,
@@ -69,5 +77,8 @@ gq_code wh_metrics_set_quota(wh_metrics *m, wh_quota_field field, const char *ns
 
 /* Drop every series of one quota (it was deleted). m may be NULL. */
 void wh_metrics_forget_quota(wh_metrics *m, const char *ns, const char *quota);
+
+/* Count one escrow event (NULL m: nothing). */
+void wh_metrics_count_escrow(wh_metrics *m, wh_escrow_event ev);
 
 #endif

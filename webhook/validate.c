@@ -22,6 +22,7 @@
 #include "quota/policy.h"
 #include "quota/record.h"
 #include "common/json_member.h"
+#include "webhook/escrow.h"
 #include "webhook/mutation.h"
 
 #define SLOT_BUCKETS 256 /* initial; the slot table doubles past one slot a bucket */
@@ -56,7 +57,12 @@ typedef struct pending {
     const gq_reservation *claims;
     size_t n_claims;
     bool claim_added[GQ_POD_MAX_CLAIMS];
-    bool final;   /* decided for good (denied or failed) in an earlier round */
+    bool final; /* decided for good (denied or failed) in an earlier round */
+    /* A denial put off while other replicas' escrow settles (escrow_settling):
+     * the pending goes round again after DEFER_STEP_MS, until defer_until
+     * (monotonic s; 0: not put off yet). */
+    bool deferred;
+    double defer_until;
     gq_code rc;   /* GQ_OK charged/allowed, GQ_EDENIED, or a store error */
     bool limited; /* the quota governs the pod (a reservation is or was there) */
     bool added;   /* this call wrote the reservation */
@@ -79,6 +85,7 @@ typedef struct slot {
      * same quota they mostly fail, and a failed round costs a write. Below
      * zero, rounds read fresh; every fresh round earns one point back. */
     int last_score;
+    wh_escrow esc; /* this replica's escrow of the quota's room (webhook/escrow.h) */
 } slot;
 
 struct wh_validator {
@@ -105,6 +112,14 @@ struct wh_validator {
     pthread_t chargers[WH_CHARGERS_MAX];
     unsigned n_chargers, started;
     atomic_uint_fast64_t batches, conflicts, charged, largest_batch;
+    /* Escrow: pods' worth a hold covers (0: off), this process's identity,
+     * when chargers next look for holds to give back, and how many slots
+     * hold one or have pods admitted on one not written yet. */
+    unsigned escrow_pods;
+    wh_escrow_id eid;
+    double next_escrow_sweep;
+    size_t n_escrows;
+    atomic_uint_fast64_t escrow_admitted, escrow_holds, escrow_deferred;
 };
 
 static int64_t now_s(const wh_validator *v)
@@ -136,6 +151,10 @@ static gq_code validator_copy_opts(wh_validator *v, const wh_validate_opts *o, g
     v->audit = o->audit;
     v->metrics = o->metrics;
     v->review_limits = o->review_limits;
+    v->escrow_pods = v->n_chargers ? o->escrow_pods : 0;
+    gq_code rc = v->escrow_pods ? wh_escrow_id_new(&v->eid, err) : GQ_OK;
+    if (rc)
+        return rc;
     const char *const *users = o->trusted_users ? o->trusted_users : defaults;
     size_t n = o->trusted_users ? o->n_trusted_users : 2;
     for (size_t i = 0; i < n; i++) {
@@ -162,6 +181,8 @@ gq_code wh_validator_new(const gq_config *cfg, const wh_store *store, const wh_v
         return gq_err_set(err, GQ_ELIMIT, "at most %d trusted users", WH_TRUSTED_USERS_MAX);
     if (o->chargers > WH_CHARGERS_MAX)
         return gq_err_set(err, GQ_ELIMIT, "at most %d charger threads", WH_CHARGERS_MAX);
+    if (o->escrow_pods > WH_ESCROW_PODS_MAX)
+        return gq_err_set(err, GQ_ELIMIT, "an escrow covers at most %d pods", WH_ESCROW_PODS_MAX);
     wh_validator *v = calloc(1, sizeof(*v));
     if (!v)
         return gq_err_oom(err);
@@ -183,10 +204,17 @@ gq_code wh_validator_new(const gq_config *cfg, const wh_store *store, const wh_v
     return GQ_OK;
 }
 
-/* Chargers finish every queued charge and rollback before they exit. */
+static void escrow_give_back(wh_validator *v, slot *s);
+
+/* Chargers finish every queued charge and rollback, and give every hold
+ * back, before they exit. */
 static void chargers_stop(wh_validator *v)
 {
     pthread_mutex_lock(&v->mu);
+    gq_htab_iter it;
+    for (gq_hnode *n = gq_htab_iter_first(&it, &v->slots); v->started && n;
+         n = gq_htab_iter_next(&it))
+        escrow_give_back(v, GQ_HTAB_ENTRY(n, slot, node));
     v->stopping = true;
     pthread_cond_broadcast(&v->work);
     pthread_mutex_unlock(&v->mu);
@@ -204,6 +232,7 @@ void wh_validator_free(wh_validator *v)
     for (gq_hnode *n = gq_htab_iter_first(&it, &v->slots); n; n = gq_htab_iter_next(&it)) {
         slot *s = GQ_HTAB_ENTRY(n, slot, node);
         json_object_put(s->last);
+        wh_escrow_dispose(&s->esc);
         free(s->ns);
         free(s->name);
         free(s);
@@ -222,6 +251,9 @@ void wh_validate_get_stats(wh_validator *v, wh_validate_stats *out)
     out->conflicts = atomic_load(&v->conflicts);
     out->charged = atomic_load(&v->charged);
     out->largest_batch = atomic_load(&v->largest_batch);
+    out->escrow_admitted = atomic_load(&v->escrow_admitted);
+    out->escrow_holds = atomic_load(&v->escrow_holds);
+    out->escrow_deferred = atomic_load(&v->escrow_deferred);
 }
 
 static uint64_t slot_hash(gq_quota_kind kind, const char *ns, const char *name)
@@ -340,6 +372,7 @@ static void claims_charge(const gq_quota *q, pending **batch, size_t i, const pe
 static void clear_tentative(pending *p)
 {
     p->added = false;
+    p->deferred = false;
     if (p->op != OP_RELEASE)
         memset(p->claim_added, 0, sizeof(p->claim_added));
 }
@@ -404,6 +437,17 @@ typedef struct round_view {
     gq_model_limit *mview; /* q->models with used = in use (names borrowed) */
     bool fresh;            /* obj is a fresh read: only then may a charge be refused */
     int64_t now;
+    /* Escrow: the slot's ledger and our identity (esc NULL: escrow off),
+     * whether the round changed the status for it (flushed our hold, took
+     * one, asked for room), and the hold it took. */
+    const wh_escrow *esc;
+    const wh_escrow_id *eid;
+    bool esc_changed;
+    bool took;
+    gq_amounts hold;
+    bool hold_limited[GQ_KEY_COUNT];
+    const gq_amounts *unit; /* the charge of a pod the round admitted: the hold's unit */
+    bool refused;           /* a pod of the round was denied or put off: no hold */
 } round_view;
 
 static void round_view_dispose(round_view *rv)
@@ -443,6 +487,8 @@ static gq_code round_parse(round_view *rv, gq_err *e)
     if ((rc = gq_quota_status_decode(status, GQ_STATUS_CHARGE, &rv->st, e)))
         return rc;
     gq_quota_status_drop_expired(&rv->st, rv->now);
+    if (rv->esc && (rc = wh_escrow_flush(rv->esc, rv->eid, &rv->st, &rv->esc_changed, e)))
+        return rc;
     if ((rc = gq_quota_parse_spec(rv->obj, &rv->q, e)) ||
         (rc = gq_quota_set_status(rv->q, &rv->st, e)) ||
         (rc = gq_quota_in_use(rv->q, rv->now, NULL, &rv->in_use, e)))
@@ -542,6 +588,110 @@ static void reserve_pending(round_view *rv, pending *p, const gq_amounts *charge
     p->added = added;
 }
 
+/* ---- escrow in a round (webhook/escrow.h) ----------------------------------- */
+
+/* How long a denial is put off at most while other replicas' escrow
+ * settles, and how often it is tried again meanwhile. */
+#define DEFER_MAX_S 1.0
+#define DEFER_STEP_MS 20
+
+/* Add our want (a request to holders to give their room back) to the
+ * round's status; a want that cannot be added is only a slower answer. */
+static void escrow_want(round_view *rv)
+{
+    gq_reservation w =
+        wh_escrow_record(rv->eid, GQ_ESCROW_WANT, rv->q->namespace_ ? rv->q->namespace_ : "", NULL,
+                         rv->now + WH_ESCROW_WANT_TTL_S);
+    bool added = false;
+    gq_err e;
+    if (!gq_quota_status_add_reservation(&rv->st, &w, &added, &e) && added)
+        rv->esc_changed = true;
+}
+
+/* Whether the denial of p on this fresh read waits for escrow to settle:
+ * another replica holds room here (it is asked to give it back: our want),
+ * or pods admitted on a hold were written after the controller last
+ * counted, so that the status may charge them twice (the controller's next
+ * write settles them). Not past p's deferral time, nor for holds whose
+ * holders did not answer our want within a second (gone: their holds
+ * expire). */
+static bool escrow_defers(round_view *rv, pending *p)
+{
+    if (!rv->eid)
+        return false;
+    wh_escrow_others o;
+    wh_escrow_others_of(&rv->st, rv->eid, rv->now, &o);
+    bool holders_gone = o.my_want && o.my_want - WH_ESCROW_WANT_TTL_S + 1 < rv->now;
+    bool holds = o.holds && !holders_gone;
+    if (!holds && !o.admitted)
+        return false;
+    double mono = mono_s();
+    if (!p->defer_until) {
+        p->defer_until = mono + DEFER_MAX_S;
+        if (p->deadline && p->deadline - 0.1 < p->defer_until)
+            p->defer_until = p->deadline - 0.1;
+    }
+    if (mono >= p->defer_until)
+        return false;
+    if (holds && !o.my_want)
+        escrow_want(rv);
+    return true;
+}
+
+/* After the round's charges: take a hold when the round admitted a pod
+ * (its charge is the unit) on a Deny GPUQuota, nobody asks for room, and
+ * half the room left covers at least WH_ESCROW_PODS_MIN such pods. */
+static void escrow_take(const wh_validator *v, round_view *rv, bool no_take)
+{
+    if (!rv->esc || no_take || !rv->unit || rv->refused || rv->q->kind != GQ_QUOTA_NAMESPACED ||
+        rv->q->when_exceeded != GQ_WHEN_DENY)
+        return;
+    wh_escrow_others o;
+    wh_escrow_others_of(&rv->st, rv->eid, rv->now, &o);
+    if (o.want || !wh_escrow_size(rv->q, &rv->in_use, rv->mview, rv->unit, v->escrow_pods,
+                                  &rv->hold, rv->hold_limited))
+        return;
+    gq_reservation h =
+        wh_escrow_record(rv->eid, GQ_ESCROW_HOLD, rv->q->namespace_, &rv->hold, rv->now + v->ttl);
+    bool added = false;
+    gq_err e;
+    if (!gq_quota_status_add_reservation(&rv->st, &h, &added, &e) && added)
+        rv->took = rv->esc_changed = true;
+}
+
+/* The round landed (written, or nothing to write): what was on the ledger
+ * is in the status now, and our hold is the one the round took, if any. */
+static void escrow_landed(wh_validator *v, slot *s, const round_view *rv)
+{
+    if (!rv->esc)
+        return;
+    pthread_mutex_lock(&v->mu);
+    wh_escrow *e = &s->esc;
+    for (size_t i = 0; i < e->n_local; i++)
+        gq_reservation_dispose(&e->local[i]);
+    e->n_local = 0;
+    e->held = rv->took;
+    e->give_back = false;
+    if (rv->took) {
+        e->amount = rv->hold;
+        memcpy(e->limited, rv->hold_limited, sizeof(e->limited));
+        e->expires = rv->now + v->ttl;
+        e->generation = rv->q->generation;
+        e->last_use = mono_s();
+        atomic_fetch_add(&v->escrow_holds, 1);
+        wh_metrics_count_escrow(v->metrics, WH_ESCROW_HELD);
+    }
+    pthread_mutex_unlock(&v->mu);
+}
+
+/* The quota is gone, and with it the hold and what was admitted on it. */
+static void escrow_gone(wh_validator *v, slot *s)
+{
+    pthread_mutex_lock(&v->mu);
+    wh_escrow_dispose(&s->esc);
+    pthread_mutex_unlock(&v->mu);
+}
+
 /* Evaluate every undecided pending of the batch in arrival order against
  * the running usage, adding the admitted ones to the status. A refusal on
  * a remembered object makes the round stale (only a fresh read refuses);
@@ -566,6 +716,14 @@ static round_outcome round_evaluate(round_view *rv, pending **batch, size_t n, b
         }
         if (!p->rc && p->limited)
             reserve_pending(rv, p, &charge, fresh_claim);
+        if (p->added && !p->n_claims)
+            rv->unit = p->charge;
+        rv->refused = rv->refused || p->rc == GQ_EDENIED;
+        if (p->rc == GQ_EDENIED && rv->fresh && escrow_defers(rv, p)) {
+            p->deferred = true;
+            p->rc = GQ_OK;
+            continue;
+        }
         if (p->rc && !rv->fresh)
             return ROUND_STALE;
         if (p->rc)
@@ -615,9 +773,11 @@ static void round_quota_gone(pending **batch, size_t n)
 /* One round: read, evaluate every pending, write one status update. A
  * store error fails the undecided pendings closed, unless the round worked
  * on the remembered object, which may be what is wrong (then it is stale). */
-static round_outcome batch_round(wh_validator *v, slot *s, pending **batch, size_t n)
+static round_outcome batch_round(wh_validator *v, slot *s, pending **batch, size_t n, bool no_take)
 {
     round_view rv = {.now = now_s(v)};
+    if (v->escrow_pods)
+        rv.esc = &s->esc, rv.eid = &v->eid;
     gq_quota_status_init(&rv.st);
     round_outcome out = ROUND_DONE;
     bool changed = false;
@@ -626,18 +786,24 @@ static round_outcome batch_round(wh_validator *v, slot *s, pending **batch, size
     gq_code rc = round_read(v, s, &rv, &e);
     if (rc == GQ_ENOTFOUND) {
         round_quota_gone(batch, n);
+        escrow_gone(v, s);
         return ROUND_DONE;
     }
     if (!rc && !(rc = round_parse(&rv, &e)))
         out = round_evaluate(&rv, batch, n, &changed);
+    if (!rc && out == ROUND_DONE)
+        escrow_take(v, &rv, no_take);
+    changed = changed || rv.esc_changed;
     if (!rc && out == ROUND_DONE && changed)
         out = round_write(v, s, &rv, batch, n, &rc, &e);
     else if (!rc && out == ROUND_DONE) {
         s->last = rv.obj; /* unchanged: as good as a read */
         rv.obj = NULL;
     }
-    if (!rc && out == ROUND_DONE)
+    if (!rc && out == ROUND_DONE) {
         publish_gauges(v, rv.q, &rv.in_use);
+        escrow_landed(v, s, &rv);
+    }
     if (rc && out == ROUND_DONE && !rv.fresh && rc != GQ_ENOMEM)
         out = ROUND_STALE;
     else if (rc && out == ROUND_DONE)
@@ -667,7 +833,8 @@ static size_t batch_take(wh_validator *v, slot *s, pending **batch, size_t n, si
  * meanwhile join the retry (after the older ones, so arrival order holds)
  * rather than wait for the whole retry chain and then a round of their own.
  * Returns the final batch size. */
-static size_t batch_run(wh_validator *v, slot *s, pending **batch, size_t n, size_t cap)
+static size_t batch_run(wh_validator *v, slot *s, pending **batch, size_t n, size_t cap,
+                        bool no_take)
 {
     unsigned seed = (unsigned)(uintptr_t)batch ^ (unsigned)time(NULL);
     double deadline = mono_s() + v->budget_ms / 1000.0;
@@ -675,7 +842,7 @@ static size_t batch_run(wh_validator *v, slot *s, pending **batch, size_t n, siz
     for (;; attempt++) {
         round_outcome out;
         /* A stale round leaves no remembered object, so the next is fresh. */
-        while ((out = batch_round(v, s, batch, n)) == ROUND_STALE) {
+        while ((out = batch_round(v, s, batch, n, no_take)) == ROUND_STALE) {
         }
         if (out == ROUND_DONE)
             return n;
@@ -712,10 +879,38 @@ static slot *ready_pop(wh_validator *v)
     return GQ_FIFO_ENTRY(n, slot, ready);
 }
 
+/* Decide p on the escrow of its quota q (slot s) in memory, when no round
+ * runs on s (v->mu held): a charge without shared claims that the hold of a
+ * Deny GPUQuota covers is admitted; the rollback of a pod admitted on the
+ * hold and not written yet takes it off. True when p is decided so. */
+static bool escrow_local(wh_validator *v, slot *s, const gq_quota *q, pending *p)
+{
+    if (!v->escrow_pods || s->busy || (!s->esc.held && !s->esc.n_local))
+        return false;
+    if (p->op == OP_RELEASE) {
+        if (!wh_escrow_release(&s->esc, p->resv->key))
+            return false;
+        p->rc = GQ_OK;
+        return true;
+    }
+    wh_escrow_clock t = {now_s(v), v->ttl, mono_s()};
+    if (q->kind != GQ_QUOTA_NAMESPACED || q->when_exceeded != GQ_WHEN_DENY || p->n_claims ||
+        !wh_escrow_admit(&s->esc, q, p->resv, p->charge, &t))
+        return false;
+    p->rc = GQ_OK;
+    p->used = p->resv;
+    p->limited = p->added = true;
+    atomic_fetch_add(&v->escrow_admitted, 1);
+    wh_metrics_count_escrow(v->metrics, WH_ESCROW_ADMITTED);
+    return true;
+}
+
 /* Queue p for the group commit of quota q; an idle slot goes on the ready
- * list for a charger. A charge is refused (false, p->rc set) when the
- * queues are full (overload: fail closed at once rather than time out) or
- * the validator stops; a rollback never is. */
+ * list for a charger. True when queued (a charger settles p); false when p
+ * is settled already: decided on the quota's escrow (escrow_local), or a
+ * charge refused (p->rc set) because the queues are full (overload: fail
+ * closed at once rather than time out) or the validator stops; a rollback
+ * is never refused. */
 static bool slot_enqueue(wh_validator *v, const gq_quota *q, pending *p)
 {
     pthread_mutex_lock(&v->mu);
@@ -723,11 +918,14 @@ static bool slot_enqueue(wh_validator *v, const gq_quota *q, pending *p)
     gq_code rc = GQ_OK;
     if (p->op == OP_CHARGE && v->stopping)
         rc = gq_err_set(&p->err, GQ_EUNSUPPORTED, "this gpuquota webhook is shutting down");
-    else if (p->op == OP_CHARGE && v->queued >= v->max_queued)
-        rc = gq_err_set(&p->err, GQ_ELIMIT,
-                        "the webhook is overloaded (%zu charges waiting); retry later", v->queued);
     else if (!(s = slot_get(v, q->kind, q->namespace_, q->name)))
         rc = gq_err_oom(&p->err);
+    else if (escrow_local(v, s, q, p)) {
+        pthread_mutex_unlock(&v->mu);
+        return false;
+    } else if (p->op == OP_CHARGE && v->queued >= v->max_queued)
+        rc = gq_err_set(&p->err, GQ_ELIMIT,
+                        "the webhook is overloaded (%zu charges waiting); retry later", v->queued);
     if (!rc) {
         gq_fifo_push(&s->queue, &p->node);
         v->queued += p->op == OP_CHARGE;
@@ -780,27 +978,132 @@ static void settle_expired(pending *p)
     }
 }
 
+static const gq_quota *pending_quota(const pending *p);
+
+/* The charges (and rollbacks) that queued while a round ran and that the
+ * hold it took covers, oldest first up to the first it does not: taken off
+ * the queue and decided on the hold (escrow_local), linked through next for
+ * the caller to settle. v->mu held, s not busy. */
+static pending *escrow_drain(wh_validator *v, slot *s)
+{
+    pending *out = NULL, **tail = &out;
+    while (s->queue.head) {
+        pending *p = GQ_FIFO_ENTRY(s->queue.head, pending, node);
+        if (!escrow_local(v, s, pending_quota(p), p))
+            break;
+        gq_fifo_pop(&s->queue);
+        v->queued -= p->op == OP_CHARGE;
+        p->next = NULL;
+        *tail = p;
+        tail = &p->next;
+    }
+    return out;
+}
+
+/* Settle the decided pendings of batch[0..n) and keep the deferred ones
+ * (escrow_defers), in order, at its front; returns how many were kept. */
+static size_t settle_decided(wh_validator *v, pending **batch, size_t n)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (batch[i]->deferred && !batch[i]->final) {
+            batch[kept++] = batch[i];
+            atomic_fetch_add(&v->escrow_deferred, 1);
+            wh_metrics_count_escrow(v->metrics, WH_ESCROW_DEFERRED);
+        } else
+            pending_settled(batch[i]); /* may answer and free its admission */
+    }
+    return kept;
+}
+
 /* Run one ready slot: a batch from its queue through the group commit,
- * then each pending's admission goes on (next quota, rollback or answer). */
+ * then each pending's admission goes on (next quota, rollback or answer).
+ * A slot made ready to give its hold back runs a round with no charge. A
+ * denial put off while escrow settles goes round again after DEFER_STEP_MS
+ * with what queued meanwhile; the slot stays busy till then. */
 static void run_slot(wh_validator *v, slot *s, pending **batch, size_t cap)
 {
+    pthread_mutex_lock(&v->mu);
+    bool no_take = s->esc.give_back || v->stopping;
+    bool due = s->esc.give_back && (s->esc.held || s->esc.n_local);
+    pthread_mutex_unlock(&v->mu);
     size_t n = batch_take(v, s, batch, 0, cap);
-    if (n)
-        n = batch_run(v, s, batch, n, cap);
+    for (;;) {
+        if (n || due)
+            n = batch_run(v, s, batch, n, cap, no_take);
+        due = false;
+        bool deferred = false;
+        for (size_t i = 0; i < n && !deferred; i++)
+            deferred = batch[i]->deferred && !batch[i]->final;
+        if (!deferred)
+            break;
+        n = settle_decided(v, batch, n);
+        sleep_ms(DEFER_STEP_MS);
+        n = batch_take(v, s, batch, n, cap);
+    }
     uint_fast64_t largest = atomic_load(&v->largest_batch);
     while (n > largest && !atomic_compare_exchange_weak(&v->largest_batch, &largest, n)) {
     }
     pthread_mutex_lock(&v->mu);
-    if (s->queue.head)
+    s->busy = false;
+    pending *on_hold = escrow_drain(v, s);
+    if (s->queue.head) {
+        s->busy = true;
         ready_push(v, s);
-    else
-        s->busy = false;
+    }
     pthread_mutex_unlock(&v->mu);
     for (size_t i = 0; i < n; i++)
         pending_settled(batch[i]); /* may answer and free its admission */
+    while (on_hold) {
+        pending *next = on_hold->next;
+        pending_settled(on_hold);
+        on_hold = next;
+    }
 }
 
 #define SWEEP_INTERVAL_S 0.02
+/* Holds are looked at this often, and given back once unused this long. */
+#define ESCROW_SWEEP_S 0.2
+#define ESCROW_IDLE_S 1.0
+
+/* Have s give its hold back (and write what was admitted on it) at its
+ * next round, now if it is idle. v->mu held. */
+static void escrow_give_back(wh_validator *v, slot *s)
+{
+    if (!s->esc.held && !s->esc.n_local)
+        return;
+    s->esc.give_back = true;
+    if (!s->busy) {
+        s->busy = true;
+        ready_push(v, s);
+    }
+}
+
+/* Holds unused for ESCROW_IDLE_S, and ledgers a failed write left, are
+ * given back. v->mu held. */
+static void escrow_sweep(wh_validator *v, double now)
+{
+    gq_htab_iter it;
+    for (gq_hnode *n = gq_htab_iter_first(&it, &v->slots); n; n = gq_htab_iter_next(&it)) {
+        slot *s = GQ_HTAB_ENTRY(n, slot, node);
+        if (s->esc.give_back || !s->esc.held || now - s->esc.last_use > ESCROW_IDLE_S)
+            escrow_give_back(v, s);
+    }
+}
+
+void wh_validator_escrow_wanted(wh_validator *v, const char *ns, const char *name)
+{
+    if (!v->escrow_pods || !ns)
+        return;
+    pthread_mutex_lock(&v->mu);
+    uint64_t h = slot_hash(GQ_QUOTA_NAMESPACED, ns, name);
+    for (gq_hnode *n = gq_htab_first(&v->slots, h); n; n = gq_htab_next(n)) {
+        slot *s = GQ_HTAB_ENTRY(n, slot, node);
+        if (s->kind == GQ_QUOTA_NAMESPACED && s->ns && !strcmp(s->ns, ns) && !strcmp(s->name, name))
+            escrow_give_back(v, s);
+    }
+    pthread_mutex_unlock(&v->mu);
+}
 
 /* One piece of the chargers' work, when there is one: the charges whose
  * deadline passed, a name check, or a round of a ready slot. Called and
@@ -809,6 +1112,10 @@ static bool work_one(wh_validator *v, pending **batch, size_t cap)
 {
     double now = mono_s();
     pending *expired = NULL;
+    if (v->escrow_pods && now >= v->next_escrow_sweep) {
+        v->next_escrow_sweep = now + ESCROW_SWEEP_S;
+        escrow_sweep(v, now);
+    }
     if (v->queued && now >= v->next_sweep) {
         v->next_sweep = now + SWEEP_INTERVAL_S;
         expired = take_expired(v, now);
@@ -853,13 +1160,13 @@ static void *charger_main(void *arg)
             continue;
         if (v->stopping)
             break;
-        if (!v->queued) {
+        if (!v->queued && !v->escrow_pods) {
             pthread_cond_wait(&v->work, &v->mu);
             continue;
         }
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += (long)(SWEEP_INTERVAL_S * 1e9);
+        ts.tv_nsec += (long)((v->queued ? SWEEP_INTERVAL_S : ESCROW_SWEEP_S) * 1e9);
         if (ts.tv_nsec >= 1000000000L)
             ts.tv_sec++, ts.tv_nsec -= 1000000000L;
         pthread_cond_timedwait(&v->work, &v->mu, &ts);
@@ -1102,6 +1409,13 @@ struct admission {
 
 static void admission_answer(admission *a);
 static void charge_next(admission *a);
+
+/* The quota p charges (or gives back to). */
+static const gq_quota *pending_quota(const pending *p)
+{
+    const admission *a = p->owner;
+    return a->c.to_charge[p->op == OP_CHARGE ? a->next : a->rel_i];
+}
 static void rollback_next(admission *a);
 
 /* Record a charge's outcome in the decision; false when it failed (then

@@ -75,6 +75,11 @@ typedef struct wh_validate_opts {
     /* The decoded reviews' memory, shared with /mutate's (budget borrowed;
      * zero: unbounded); /validate answers 413 and 503 as /mutate does. */
     wh_review_limits review_limits;
+    /* Escrow (docs/validating-webhook.md, "Escrow"): the most pods' worth
+     * of a Deny GPUQuota's free room this replica holds to admit against
+     * without a write each; 0: none (every charge is written). Needs
+     * charger threads; at most WH_ESCROW_PODS_MAX. */
+    unsigned escrow_pods;
 } wh_validate_opts;
 
 typedef struct wh_validator wh_validator;
@@ -129,12 +134,20 @@ void wh_validate_handle(void *ctx, const http_request *req, http_response *resp)
 bool wh_validate_handle_async(void *ctx, const http_request *req, http_response *resp,
                               http_deferred *later);
 
+/* The caches saw quota ns/name (ns NULL: a GPUTenantQuota) ask for
+ * escrowed room back (a live want of some replica): a hold this replica
+ * has there is given back at once. */
+void wh_validator_escrow_wanted(wh_validator *v, const char *ns, const char *name);
+
 /* Counters for tests and the benchmark. */
 typedef struct wh_validate_stats {
-    uint64_t batches;       /* status writes attempted */
-    uint64_t conflicts;     /* 409s seen */
-    uint64_t charged;       /* reservations written */
-    uint64_t largest_batch; /* most pendings one group-commit batch held */
+    uint64_t batches;         /* status writes attempted */
+    uint64_t conflicts;       /* 409s seen */
+    uint64_t charged;         /* reservations written */
+    uint64_t largest_batch;   /* most pendings one group-commit batch held */
+    uint64_t escrow_admitted; /* charges admitted on a hold, with no write */
+    uint64_t escrow_holds;    /* holds taken */
+    uint64_t escrow_deferred; /* denials put off while other replicas' escrow settled */
 } wh_validate_stats;
 void wh_validate_get_stats(wh_validator *v, wh_validate_stats *out);
 

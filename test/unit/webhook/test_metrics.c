@@ -93,6 +93,28 @@ static void empty_registry(void **state)
     close_metrics(m);
 }
 
+/* The escrow family shows once something happened, one series per event
+ * seen; out-of-range events and a NULL registry count nothing. */
+static void escrow_events(void **state)
+{
+    (void)state;
+    wh_metrics *m = open_metrics("0.1.0");
+    wh_metrics_count_escrow(NULL, WH_ESCROW_ADMITTED);
+    wh_metrics_count_escrow(m, WH_ESCROW_EVENT_COUNT_);
+    char *text = render(m);
+    assert_null(strstr(text, "gpuquota_escrow_events_total"));
+    free(text);
+    wh_metrics_count_escrow(m, WH_ESCROW_ADMITTED);
+    wh_metrics_count_escrow(m, WH_ESCROW_ADMITTED);
+    wh_metrics_count_escrow(m, WH_ESCROW_DEFERRED);
+    text = render(m);
+    assert_non_null(strstr(text, "# TYPE gpuquota_escrow_events_total counter\n"
+                                 "gpuquota_escrow_events_total{event=\"admitted\"} 2\n"
+                                 "gpuquota_escrow_events_total{event=\"deferred\"} 1\n# HELP"));
+    free(text);
+    close_metrics(m);
+}
+
 static void admissions_counters_and_histogram(void **state)
 {
     (void)state;
@@ -369,6 +391,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(empty_registry),
+        cmocka_unit_test(escrow_events),
         cmocka_unit_test(admissions_counters_and_histogram),
         cmocka_unit_test(quota_gauges_sorted_and_escaped),
         cmocka_unit_test(gauge_table_is_bounded),

@@ -802,44 +802,11 @@ static void test_gates_are_gpuquotas(void **state)
 
 /* ---- concurrency -------------------------------------------------------------- */
 
-typedef struct worker {
-    fx *f;
-    int i;
-    bool allowed;
-    const char *ns;
-} worker;
-
-static void *work(void *arg)
-{
-    worker *w = arg;
-    char uid[32];
-    snprintf(uid, sizeof(uid), "c-%d", w->i);
-    wh_validate_result r = decide(w->f, uid, w->ns, "1Gi");
-    w->allowed = r.allowed;
-    if (!r.allowed && strncmp(r.message, "exceeded quota: q,", 18))
-        fprintf(stderr, "unexpected denial: %s\n", r.message);
-    return NULL;
-}
-
 static void run_concurrent(fx *f, unsigned conflict_every, unsigned latency_us)
 {
-    enum { N = 200 };
-    static worker ws[N];
-    static pthread_t th[N];
     quota(f, NS_A, "q", "{\"gpu-memory\":\"10Gi\",\"gpu-pods\":100}", NULL);
     faultstore_faults fl = {.conflict_every = conflict_every, .latency_us = latency_us};
-    faultstore_set_faults(f->fs, &fl);
-    for (int i = 0; i < N; i++) {
-        ws[i] = (worker){f, i, false, NS_A};
-        assert_int_equal(pthread_create(&th[i], NULL, work, &ws[i]), 0);
-    }
-    int allowed = 0;
-    for (int i = 0; i < N; i++) {
-        pthread_join(th[i], NULL);
-        allowed += ws[i].allowed;
-    }
-    faultstore_set_faults(f->fs, NULL);
-    assert_int_equal(allowed, 10);
+    assert_int_equal(decide_concurrently(f, &f->v, 1, 200, "1Gi", &fl), 10);
     assert_int_equal(n_reservations(f, "GPUQuota", NS_A, "q"), 10);
     wh_validate_stats vs;
     wh_validate_get_stats(f->v, &vs);

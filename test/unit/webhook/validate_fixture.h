@@ -6,6 +6,7 @@
 #ifndef GQ_TEST_VALIDATE_FIXTURE_H
 #define GQ_TEST_VALIDATE_FIXTURE_H
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,6 +179,52 @@ static inline wh_validate_result decide(fx *f, const char *uid, const char *ns, 
     char pod[2048];
     pod_json(pod, sizeof(pod), ns, mem, NULL, NULL);
     return decide_ex(f, uid, ns, pod, NULL, NULL);
+}
+
+/* ---- many reviews at once --------------------------------------------------- */
+
+typedef struct fx_worker {
+    fx on; /* f with the validator this review goes to */
+    int i;
+    const char *mem;
+    bool allowed;
+} fx_worker;
+
+static inline void *fx_work(void *arg)
+{
+    fx_worker *w = arg;
+    char uid[32];
+    snprintf(uid, sizeof(uid), "c-%d", w->i);
+    wh_validate_result r = decide(&w->on, uid, NS_A, w->mem);
+    w->allowed = r.allowed;
+    if (!r.allowed && strncmp(r.message, "exceeded quota: q,", 18))
+        fprintf(stderr, "unexpected denial: %s\n", r.message);
+    return NULL;
+}
+
+/* Decide n (at most 256) reviews of a pod asking mem in NS_A at once,
+ * review i (uid "c-i") on vs[i % n_vs], while the store injects faults;
+ * returns how many were allowed. Denials other than quota q's are
+ * printed. */
+static inline int decide_concurrently(fx *f, wh_validator *const *vs, size_t n_vs, int n,
+                                      const char *mem, const faultstore_faults *faults)
+{
+    static fx_worker ws[256];
+    static pthread_t th[256];
+    assert_true(n <= 256);
+    faultstore_set_faults(f->fs, faults);
+    for (int i = 0; i < n; i++) {
+        ws[i] = (fx_worker){*f, i, mem, false};
+        ws[i].on.v = vs[(size_t)i % n_vs];
+        assert_int_equal(pthread_create(&th[i], NULL, fx_work, &ws[i]), 0);
+    }
+    int allowed = 0;
+    for (int i = 0; i < n; i++) {
+        pthread_join(th[i], NULL);
+        allowed += ws[i].allowed;
+    }
+    faultstore_set_faults(f->fs, NULL);
+    return allowed;
 }
 
 /* Reservations of a stored quota, as an array borrowed from *holder. */

@@ -149,6 +149,13 @@ bool wh_escrow_size(const gq_quota *q, const gq_amounts *in_use, const gq_model_
     return true;
 }
 
+static void add_saturating(int64_t sum[GQ_KEY_COUNT], const gq_amounts *a)
+{
+    for (int k = 0; k < GQ_KEY_COUNT; k++)
+        if (__builtin_add_overflow(sum[k], a->v[k], &sum[k]))
+            sum[k] = INT64_MAX;
+}
+
 void wh_escrow_others_of(const gq_quota_status *st, const wh_escrow_id *id, int64_t now,
                          wh_escrow_others *out)
 {
@@ -157,10 +164,13 @@ void wh_escrow_others_of(const gq_quota_status *st, const wh_escrow_id *id, int6
         const gq_reservation *r = &st->reservations[i];
         if (r->expires <= now)
             continue;
-        if (r->escrow == GQ_ESCROW_ADMITTED)
+        if (r->escrow == GQ_ESCROW_ADMITTED) {
             out->admitted = true;
-        else if (r->escrow == GQ_ESCROW_HOLD && strcmp(r->key, id->hold_key))
+            add_saturating(out->unsettled, &r->amounts);
+        } else if (r->escrow == GQ_ESCROW_HOLD && strcmp(r->key, id->hold_key)) {
             out->holds = true;
+            add_saturating(out->held, &r->amounts);
+        }
         else if (r->escrow == GQ_ESCROW_WANT && strcmp(r->key, id->want_key))
             out->want = true;
         else if (r->escrow == GQ_ESCROW_WANT)

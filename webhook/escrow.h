@@ -112,6 +112,9 @@ typedef struct wh_escrow_others {
     bool admitted;   /* a pod admitted on a hold, written after the controller last counted */
     bool want;       /* a live want of another replica */
     int64_t my_want; /* expiry of our live want, 0: none */
+    /* What those holds, and those admitted records, charge in all (per
+     * key, saturating): the most that settling them can free. */
+    int64_t held[GQ_KEY_COUNT], unsettled[GQ_KEY_COUNT];
 } wh_escrow_others;
 
 void wh_escrow_others_of(const gq_quota_status *st, const wh_escrow_id *id, int64_t now,

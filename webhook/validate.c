@@ -608,14 +608,38 @@ static void escrow_want(round_view *rv)
         rv->esc_changed = true;
 }
 
-/* Whether the denial of p on this fresh read waits for escrow to settle:
- * another replica holds room here (it is asked to give it back: our want),
- * or pods admitted on a hold were written after the controller last
- * counted, so that the status may charge them twice (the controller's next
- * write settles them). Not past p's deferral time, nor for holds whose
- * holders did not answer our want within a second (gone: their holds
- * expire). */
-static bool escrow_defers(round_view *rv, pending *p)
+/* Whether charge would be refused on some key of q's hard even if
+ * settling freed `freed` (per key) of the usage in_use. */
+static bool refused_anyway(const gq_quota *q, const gq_amounts *in_use, const int64_t *freed,
+                           const gq_amounts *charge)
+{
+    for (int k = 0; k < GQ_KEY_COUNT; k++) {
+        if (!q->hard.set[k])
+            continue;
+        int64_t least = in_use->v[k] - (freed[k] < in_use->v[k] ? freed[k] : in_use->v[k]), need;
+        if (__builtin_add_overflow(least, charge->v[k], &need) || need > q->hard.v[k])
+            return true;
+    }
+    return false;
+}
+
+static bool above_hard(const gq_quota *q, const gq_amounts *in_use)
+{
+    for (int k = 0; k < GQ_KEY_COUNT; k++)
+        if (q->hard.set[k] && in_use->v[k] > q->hard.v[k])
+            return true;
+    return false;
+}
+
+/* Whether the denial of p (charging charge) on this fresh read waits for
+ * escrow to settle: another replica holds room here (it is asked to give
+ * it back: our want), or pods admitted on a hold were written after the
+ * controller last counted, so that the status may charge them twice (the
+ * controller's next write settles them). Not when the pod would not fit
+ * even if all of that were freed, nor past p's deferral time, nor for holds
+ * whose holders did not answer our want within a second (gone: their
+ * holds expire). */
+static bool escrow_defers(round_view *rv, pending *p, const gq_amounts *charge)
 {
     if (!rv->eid)
         return false;
@@ -624,6 +648,15 @@ static bool escrow_defers(round_view *rv, pending *p)
     bool holders_gone = o.my_want && o.my_want - WH_ESCROW_WANT_TTL_S + 1 < rv->now;
     bool holds = o.holds && !holders_gone;
     if (!holds && !o.admitted)
+        return false;
+    int64_t freed[GQ_KEY_COUNT];
+    for (int k = 0; k < GQ_KEY_COUNT; k++)
+        if (__builtin_add_overflow(o.unsettled[k], holds ? o.held[k] : 0, &freed[k]))
+            freed[k] = INT64_MAX;
+    /* Refused however it settles: denied now, unless the usage is above
+     * hard, which only unsettled records can make it (nothing is admitted
+     * past hard): then the message would name a usage nobody has. */
+    if (refused_anyway(rv->q, &rv->in_use, freed, charge) && !above_hard(rv->q, &rv->in_use))
         return false;
     double mono = mono_s();
     if (!p->defer_until) {
@@ -719,7 +752,7 @@ static round_outcome round_evaluate(round_view *rv, pending **batch, size_t n, b
         if (p->added && !p->n_claims)
             rv->unit = p->charge;
         rv->refused = rv->refused || p->rc == GQ_EDENIED;
-        if (p->rc == GQ_EDENIED && rv->fresh && escrow_defers(rv, p)) {
+        if (p->rc == GQ_EDENIED && rv->fresh && escrow_defers(rv, p, &charge)) {
             p->deferred = true;
             p->rc = GQ_OK;
             continue;

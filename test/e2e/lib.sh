@@ -182,6 +182,8 @@ ports: [{name: https, port: $port, protocol: TCP}]
 # webhook_start N [ARGS...]: replica N of `gpuquota webhook`, as its Deployment
 # runs it (deploy/webhook.yaml), on an ephemeral port; waits for /readyz.
 # WH_KUBECONFIG replaces the kubeconfig it reads kube-apiserver with.
+# GQ_E2E_WEBHOOK_ARGS (words) go before ARGS: a whole run's webhooks with,
+# say, --escrow-pods 16.
 webhook_start() {
     local n=$1 port from
     shift
@@ -193,7 +195,8 @@ webhook_start() {
     POD_NAMESPACE=$NS_SYS "$GQ" webhook --tls-cert "$E2E/certs/tls.crt" --tls-key "$E2E/certs/tls.key" \
         --client-ca "$E2E/cluster/pki/ca.crt" --client-cn kube-apiserver-webhook-client \
         --listen "127.0.0.1:0" --config "$E2E/config.yaml" \
-        --kubeconfig "${WH_KUBECONFIG:-$E2E/webhook.kubeconfig}" "$@" >>"$E2E/webhook-$n.log" 2>&1 &
+        --kubeconfig "${WH_KUBECONFIG:-$E2E/webhook.kubeconfig}" ${GQ_E2E_WEBHOOK_ARGS:-} "$@" \
+        >>"$E2E/webhook-$n.log" 2>&1 &
     echo $! >"$E2E/webhook-$n.pid"
     if ! port=$(logged_port "$E2E/webhook-$n.log" "$from"); then
         echo "webhook $n logged no port:" >&2
@@ -208,6 +211,16 @@ webhook_start() {
         tail -20 "$E2E/webhook-$n.log" >&2
         return 1
     fi
+}
+
+# wh_metric N SERIES: the value of the /metrics series SERIES (name and
+# labels, exactly as exposed) of webhook replica N; 0 when it is not there.
+wh_metric() {
+    local port
+    port=$(cat "$E2E/webhook-$1.port")
+    curl -fsS --cacert "$E2E/certs/ca.crt" --resolve "gpuquota-webhook.$NS_SYS.svc:$port:127.0.0.1" \
+        "https://gpuquota-webhook.$NS_SYS.svc:$port/metrics" |
+        awk -v m="$2" '$1 == m {v = $2} END {print v + 0}'
 }
 
 # webhook_stop N [SIGNAL]: stop replica N (SIGTERM by default: drain, exit).

@@ -18,12 +18,7 @@ no_reservations() { [[ $(reservations "$NS" race) == 0 ]]; }
 now_ms() { date +%s%3N; }
 # validations N DECISION: how many /validate CREATE decisions replica N counted.
 validations() {
-    local port
-    port=$(cat "$E2E/webhook-$1.port")
-    curl -fsS --cacert "$E2E/certs/ca.crt" --resolve "gpuquota-webhook.$NS_SYS.svc:$port:127.0.0.1" \
-        "https://gpuquota-webhook.$NS_SYS.svc:$port/metrics" |
-        awk -v m="gpuquota_admission_requests_total{webhook=\"validate\",operation=\"CREATE\",decision=\"$2\"}" \
-            '$1 == m {v = $2} END {print v + 0}'
+    wh_metric "$1" "gpuquota_admission_requests_total{webhook=\"validate\",operation=\"CREATE\",decision=\"$2\"}"
 }
 
 ns "$NS" || { fail "namespace $NS"; finish; }

@@ -409,6 +409,27 @@ static void denial_waits_for_admitted_records(void **state)
     assert_true(s.escrow_deferred >= 1);
 }
 
+/* A denial that settling could not turn (the pod does not fit even if
+ * every unsettled record were charged twice) is not put off, as long as
+ * the usage it names is not above hard (which only records charged twice
+ * can make it). */
+static void certain_denial_is_not_put_off(void **state)
+{
+    fx *f = *state;
+    quota_holding(f, "4Gi", "3Gi", "p-x", "1Gi", "admitted");
+    wh_validator *v = replica(&the_cluster, 8);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    wh_validate_result r = decide_on(f, v, "p-0", "2Gi"); /* 4 - 1 + 2 > 4 */
+    assert_false(r.allowed);
+    assert_non_null(strstr(r.message, "used: gpu-memory=4Gi, limited: gpu-memory=4Gi"));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_true(t1.tv_sec - t0.tv_sec < 1);
+    wh_validate_stats s;
+    wh_validate_get_stats(v, &s);
+    assert_int_equal(s.escrow_deferred, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -423,6 +444,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(want_brings_the_room_back, cl_setup, cl_teardown),
         cmocka_unit_test_setup_teardown(dead_holder_delays_denial_briefly, cl_setup, cl_teardown),
         cmocka_unit_test_setup_teardown(denial_waits_for_admitted_records, cl_setup, cl_teardown),
+        cmocka_unit_test_setup_teardown(certain_denial_is_not_put_off, cl_setup, cl_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -336,12 +336,13 @@ static gq_code parse_quota_models(json_object *o, gq_quota *q, gq_err *err)
 }
 
 /* What parse_meta reads of an object: its kind's index in the kinds it
- * was given, and metadata name (not empty), namespace (NULL when absent)
- * and generation (0 when absent). The caller owns name and ns. */
+ * was given, and metadata name (not empty), namespace (NULL when absent),
+ * generation (0 when absent) and uid. The caller owns name and ns. */
 typedef struct crd_meta {
     size_t kind;
     char *name, *ns;
     int64_t generation;
+    char uid[GQ_CRD_UID_MAX + 1]; /* "" when absent or longer */
 } crd_meta;
 
 /* apiVersion ours and kind one of kinds: *kind_idx its index. */
@@ -398,6 +399,9 @@ static gq_code parse_meta(json_object *obj, const char *const *kinds, size_t n_k
         }
         r.generation = json_object_get_int64(g);
     }
+    json_object *u = gq_json_member(meta, "uid");
+    if (json_object_is_type(u, json_type_string) && json_object_get_string_len(u) <= GQ_CRD_UID_MAX)
+        memcpy(r.uid, json_object_get_string(u), (size_t)json_object_get_string_len(u) + 1);
     *m = r;
     return GQ_OK;
 fail:
@@ -520,6 +524,7 @@ static gq_code parse_quota_meta(json_object *obj, gq_quota *q, gq_err *err)
     q->name = m.name;
     q->namespace_ = m.ns;
     q->generation = m.generation;
+    memcpy(q->uid, m.uid, sizeof(q->uid));
     q->kind = m.kind == 0 ? GQ_QUOTA_NAMESPACED : GQ_QUOTA_TENANT;
     if (q->kind == GQ_QUOTA_NAMESPACED && (!q->namespace_ || !q->namespace_[0]))
         return gq_err_set(err, GQ_EINVAL, "metadata.namespace: required for a GPUQuota");

@@ -109,9 +109,10 @@ typedef struct gq_quota {
     char *name;
     char *namespace_; /* GPUQuota only; NULL for tenants */
     int64_t generation;
-    gq_amounts hard;         /* spec.hard: what is enforced */
-    unsigned scopes;         /* GQ_SCOPE_* bits; 0 = no scope */
-    gq_sel_req *scope_exprs; /* spec.scopeSelector.matchExpressions (PriorityClass) */
+    char uid[GQ_CRD_UID_MAX + 1]; /* metadata.uid; "" when absent (or longer) */
+    gq_amounts hard;              /* spec.hard: what is enforced */
+    unsigned scopes;              /* GQ_SCOPE_* bits; 0 = no scope */
+    gq_sel_req *scope_exprs;      /* spec.scopeSelector.matchExpressions (PriorityClass) */
     size_t n_scope_exprs;
     char **namespaces; /* GPUTenantQuota spec.namespaces */
     size_t n_namespaces;

@@ -21,6 +21,7 @@
 #define GQ_CRD_MAX_MODELS 64          /* allowedModels */
 #define GQ_CRD_MAX_RESERVATIONS 65536 /* status.reservations */
 #define GQ_CRD_MAX_STRING 1024        /* any single string */
+#define GQ_CRD_UID_MAX 63             /* metadata.uid kept (Kubernetes: 36) */
 #define GQ_CRD_MAX_QUOTA_MODELS 32    /* GPUQuota / GPUTenantQuota spec.models */
 #define GQ_CRD_MAX_MODEL_NAME 63      /* a catalog model name in spec.models */
 

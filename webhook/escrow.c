@@ -59,7 +59,7 @@ static bool fits(const wh_escrow *e, const gq_amounts *charge)
 bool wh_escrow_admit(wh_escrow *e, const gq_quota *q, const gq_reservation *resv,
                      const gq_amounts *charge, const wh_escrow_clock *t)
 {
-    if (!e->held || e->give_back || q->generation != e->generation ||
+    if (!e->held || e->give_back || q->generation != e->generation || strcmp(q->uid, e->uid) ||
         t->now > e->expires - (t->ttl_s + 1) / 2 || on_ledger(e, resv->key) || !fits(e, charge))
         return false;
     gq_reservation *l = gq_grow(e->local, &e->cap_local, e->n_local, sizeof(*l), 8);
@@ -170,8 +170,7 @@ void wh_escrow_others_of(const gq_quota_status *st, const wh_escrow_id *id, int6
         } else if (r->escrow == GQ_ESCROW_HOLD && strcmp(r->key, id->hold_key)) {
             out->holds = true;
             add_saturating(out->held, &r->amounts);
-        }
-        else if (r->escrow == GQ_ESCROW_WANT && strcmp(r->key, id->want_key))
+        } else if (r->escrow == GQ_ESCROW_WANT && strcmp(r->key, id->want_key))
             out->want = true;
         else if (r->escrow == GQ_ESCROW_WANT)
             out->my_want = r->expires;

@@ -39,12 +39,13 @@
 #define WH_ESCROW_WANT_TTL_S 5
 
 typedef struct wh_escrow {
-    bool held;                  /* our hold is in the status as last written */
-    gq_amounts amount;          /* its amounts */
-    bool limited[GQ_KEY_COUNT]; /* the keys the quota limited when it was taken */
-    int64_t expires;            /* its expiry, Unix seconds */
-    int64_t generation;         /* the quota's metadata.generation it was taken on */
-    gq_reservation *local;      /* pods admitted on it, not written yet (owned copies) */
+    bool held;                    /* our hold is in the status as last written */
+    gq_amounts amount;            /* its amounts */
+    bool limited[GQ_KEY_COUNT];   /* the keys the quota limited when it was taken */
+    int64_t expires;              /* its expiry, Unix seconds */
+    int64_t generation;           /* the quota's metadata.generation it was taken on */
+    char uid[GQ_CRD_UID_MAX + 1]; /* and its metadata.uid (a quota made anew is another) */
+    gq_reservation *local;        /* pods admitted on it, not written yet (owned copies) */
     size_t n_local, cap_local;
     double last_use; /* monotonic seconds: the hold was taken or last admitted on */
     bool give_back;  /* give it back at the next round (idle, wanted, stopping) */
@@ -76,7 +77,8 @@ typedef struct wh_escrow_clock {
 
 /* Admit a pod charging `charge` with reservation resv against e's hold,
  * without a write: true (resv copied into e->local) when the hold is ours,
- * not being given back, taken on q's current generation, usable at t->now
+ * not being given back, taken on q's current generation of the same object
+ * (uid), usable at t->now
  * (at least half the reservation TTL before its expiry), resv's key is not
  * on it yet, and what was admitted on it plus charge fits its amount on
  * every key it limits. False: the pod goes through a round (also when the

@@ -592,7 +592,11 @@ static void reserve_pending(round_view *rv, pending *p, const gq_amounts *charge
 
 /* How long a denial is put off at most while other replicas' escrow
  * settles, and how often it is tried again meanwhile. */
-#define DEFER_MAX_S 1.0
+#define DEFER_MAX_S 3.0
+/* Holds still there this long (s) after our want was written: their
+ * holders are gone (a replica killed), and the holds wait for their
+ * expiry, not our denials. */
+#define HOLDERS_GONE_S 2
 #define DEFER_STEP_MS 20
 
 /* Add our want (a request to holders to give their room back) to the
@@ -637,15 +641,14 @@ static bool above_hard(const gq_quota *q, const gq_amounts *in_use)
  * controller last counted, so that the status may charge them twice (the
  * controller's next write settles them). Not when the pod would not fit
  * even if all of that were freed, nor past p's deferral time, nor for holds
- * whose holders did not answer our want within a second (gone: their
- * holds expire). */
+ * whose holders did not answer our want within HOLDERS_GONE_S. */
 static bool escrow_defers(round_view *rv, pending *p, const gq_amounts *charge)
 {
     if (!rv->eid)
         return false;
     wh_escrow_others o;
     wh_escrow_others_of(&rv->st, rv->eid, rv->now, &o);
-    bool holders_gone = o.my_want && o.my_want - WH_ESCROW_WANT_TTL_S + 1 < rv->now;
+    bool holders_gone = o.my_want && o.my_want - WH_ESCROW_WANT_TTL_S + HOLDERS_GONE_S < rv->now;
     bool holds = o.holds && !holders_gone;
     if (!holds && !o.admitted)
         return false;
@@ -710,6 +713,7 @@ static void escrow_landed(wh_validator *v, slot *s, const round_view *rv)
         memcpy(e->limited, rv->hold_limited, sizeof(e->limited));
         e->expires = rv->now + v->ttl;
         e->generation = rv->q->generation;
+        memcpy(e->uid, rv->q->uid, sizeof(e->uid));
         e->last_use = mono_s();
         atomic_fetch_add(&v->escrow_holds, 1);
         wh_metrics_count_escrow(v->metrics, WH_ESCROW_HELD);

@@ -15,16 +15,18 @@
 source "$(dirname "$0")/lib.sh"
 since=$(date -u +%Y-%m-%dT%H:%M:%S.%6NZ) # this run's records in kube-apiserver's audit log
 
-NS=e2e-escrow
+NS=e2e-escrow NS2=e2e-escrow-dead
 N=200 FIT=40 PAR=32
 ARGS=(--escrow-pods 16 --reservation-ttl 20s)
 scratch "$NS"
+# shellcheck disable=SC2064 # expanded now, on purpose
+trap "rm -rf '$work'; kubectl delete namespace '$NS' '$NS2' --ignore-not-found --wait=true --timeout=120s >/dev/null" EXIT
 now_ms() { date +%s%3N; }
 # escrow_events N EVENT: gpuquota_escrow_events_total{event=EVENT} of replica N.
 escrow_events() { wh_metric "$1" "gpuquota_escrow_events_total{event=\"$2\"}"; }
-# holds NAME: the keys of the holds in GPUQuota NAME's status.
+# holds NS NAME: the keys of the holds in GPUQuota NS/NAME's status.
 holds() {
-    kubectl -n "$NS" get gpuquota "$1" -o json |
+    kubectl -n "$1" get gpuquota "$2" -o json |
         jq -r '[.status.reservations[]? | select(.escrow == "hold") | .key] | sort | join(" ")'
 }
 no_reservations() { [[ $(reservations "$NS" "$1") == 0 ]]; }
@@ -74,12 +76,14 @@ out=$(gpu_pod e-late 1Gi | kubectl -n "$NS" create -f - 2>&1)
 check_match "one more pod is denied" 'exceeded quota: esc, requested: gpu-memory=1Gi, used: gpu-memory=40Gi, limited: gpu-memory=40Gi$' "$out"
 
 # ---- 2. the tenant's view ----------------------------------------------------
-quota "$NS" dead '{gpu-memory: 40Gi}'
-gpu_pod d-0 4Gi | kubectl -n "$NS" create -f - >/dev/null || fail "d-0 created"
-held_now=$(holds dead)
+# A namespace of its own: a GPUQuota counts every pod of its namespace.
+ns "$NS2" || { fail "namespace $NS2"; finish; }
+quota "$NS2" dead '{gpu-memory: 40Gi}'
+gpu_pod d-0 4Gi | kubectl -n "$NS2" create -f - >/dev/null || fail "d-0 created"
+held_now=$(holds "$NS2" dead)
 [[ -n $held_now ]] && pass "a replica holds room of quota dead ($held_now)" || fail "no hold after d-0"
-tenant_kubeconfig "$NS" dev "$work/dev.kubeconfig" || fail "tenant account"
-out=$(KUBECONFIG=$work/dev.kubeconfig kubectl -n "$NS" patch gpuquota dead --subresource=status \
+tenant_kubeconfig "$NS2" dev "$work/dev.kubeconfig" || fail "tenant account"
+out=$(KUBECONFIG=$work/dev.kubeconfig kubectl -n "$NS2" patch gpuquota dead --subresource=status \
     --type=json -p '[{"op":"remove","path":"/status/reservations"}]' 2>&1)
 check_match "the tenant cannot remove a hold" 'forbidden' "$out"
 
@@ -87,25 +91,25 @@ check_match "the tenant cannot remove a hold" 'forbidden' "$out"
 # d-0 took 4Gi and a hold of half the rest (16Gi, 4 pods): kill every replica
 # before it is given back (1 s idle), then start three new ones.
 for n in 0 1 2; do webhook_stop "$n" KILL; done
-dead=$(holds dead)
+dead=$(holds "$NS2" dead)
 [[ -n $dead ]] && pass "the dead replicas' hold is still counted ($dead)" || fail "the hold went with its replica"
 webhooks 3 "${ARGS[@]}" || { fail "three new replicas"; finish; }
 t_kill=$(now_ms)
 # 40 - 4 (d-0) - 16 (the dead hold) = 20Gi: five 4Gi pods, not six.
 ok=0
-for i in 1 2 3 4 5; do gpu_pod "d-$i" 4Gi | kubectl -n "$NS" create -f - >/dev/null 2>&1 && ok=$((ok + 1)); done
+for i in 1 2 3 4 5; do gpu_pod "d-$i" 4Gi | kubectl -n "$NS2" create -f - >/dev/null 2>&1 && ok=$((ok + 1)); done
 check "pods admitted beside the dead hold" 5 "$ok"
-out=$(gpu_pod d-6 4Gi | kubectl -n "$NS" create -f - 2>&1)
+out=$(gpu_pod d-6 4Gi | kubectl -n "$NS2" create -f - 2>&1)
 check_match "the room the dead hold keeps is not given" 'exceeded quota: dead, requested: gpu-memory=4Gi, used: gpu-memory=40Gi, limited: gpu-memory=40Gi$' "$out"
-dead_gone() { [[ " $(holds dead) " != *" $dead "* ]]; }
+dead_gone() { [[ " $(holds "$NS2" dead) " != *" $dead "* ]]; }
 eventually 60 dead_gone && echo "# the dead hold went $(($(now_ms) - t_kill)) ms after the new replicas started"
 dead_gone && pass "the dead hold expired" || fail "the dead hold is still there"
 ok=0
-for i in 6 7 8 9; do gpu_pod "d-$i" 4Gi | kubectl -n "$NS" create -f - >/dev/null 2>&1 && ok=$((ok + 1)); done
+for i in 6 7 8 9; do gpu_pod "d-$i" 4Gi | kubectl -n "$NS2" create -f - >/dev/null 2>&1 && ok=$((ok + 1)); done
 check "its room admits four more pods" 4 "$ok"
-out=$(gpu_pod d-10 4Gi | kubectl -n "$NS" create -f - 2>&1)
+out=$(gpu_pod d-10 4Gi | kubectl -n "$NS2" create -f - 2>&1)
 check_match "and no fifth" 'exceeded quota: dead, requested: gpu-memory=4Gi, used: gpu-memory=40Gi, limited: gpu-memory=40Gi$' "$out"
-check "pods of quota dead" 10 "$(kubectl -n "$NS" get pods -o name | grep -c '/d-')"
+check "pods of quota dead" 10 "$(kubectl -n "$NS2" get pods -o name | grep -c '/d-')"
 
 webhooks 3 || fail "replicas back as the suite runs them"
 finish

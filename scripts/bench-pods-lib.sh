@@ -13,7 +13,7 @@
 #   ctl_writes, wh_conns  the controllers' status writes, the webhooks' connections so far
 # Configurations: floor, native (ResourceQuota), hooks (gpuquota's webhooks,
 # nothing to charge, 1 replica), hooks-3 (the same, 3 replicas), gq, gq-tenant,
-# gq-3, gq-b1, gq-t32 (scripts/bench-pods.sh says what each is).
+# gq-3, gq-b1, gq-t32, gq-e, gq-3e (scripts/bench-pods.sh says what each is).
 E2E=$out/e2e
 podcreate=$out/podcreate
 NSPREAD=50
@@ -120,6 +120,8 @@ state() {
     gq-t32) controllers on; replicas 1 --threads 32; hooks on ;;
     gq-b1) controllers on; replicas 1 --max-batch 1; hooks on ;;
     gq-3) controllers on; replicas 3; hooks on ;;
+    gq-e) controllers on; replicas 1 --escrow-pods "${GQ_BENCH_ESCROW_PODS:-16}"; hooks on ;;
+    gq-3e) controllers on; replicas 3 --escrow-pods "${GQ_BENCH_ESCROW_PODS:-16}"; hooks on ;;
     esac
 }
 
@@ -156,7 +158,7 @@ spec: {hard: {requests.aliyun.com/gpu-mem: \"$hard\"}}
 "
         done
         ;;
-    gq | gq-3 | gq-t32 | gq-b1)
+    gq | gq-3 | gq-t32 | gq-b1 | gq-e | gq-3e)
         for n in "$@"; do
             docs+="apiVersion: gpuquota.io/v1alpha1
 kind: GPUQuota

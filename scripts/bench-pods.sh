@@ -23,6 +23,9 @@
 #             one status write per charge
 #   gq-t32    (not in the default list) as gq with --threads 32 instead of
 #             the default one server thread per CPU
+#   gq-e, gq-3e  (not in the default list) as gq and gq-3 with escrow on
+#             (--escrow-pods GQ_BENCH_ESCROW_PODS, default 16;
+#             docs/validating-webhook.md, Escrow)
 # The quota admits 3/4 of the pods sent and denies the rest ("deny" runs);
 # one more cell (one namespace, 64 clients) sizes it so that every pod fits.
 # The gpuquota controller (2 replicas, leader election, as deployed) runs

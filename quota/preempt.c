@@ -658,19 +658,10 @@ gq_code gq_preempt_plan(const gq_preempt_ask *ask, size_t *victims, size_t *n_vi
     return rc;
 }
 
-/* The claims of pods leaving that no pod staying names, once per quota. */
-static gq_code leaving_claims(const gq_preempt_pod *pods, size_t n, gq_queue_quota *pq, size_t from)
+/* The claims of pods leaving that no pod staying names, once per quota:
+ * l[0..total) holds every claim of pods in each quota, sorted. */
+static void leaving_claims(const cclaim *l, size_t total, gq_queue_quota *pq, size_t from)
 {
-    size_t total, k = 0;
-    if (!count_claims(pods, n, &total))
-        return GQ_ENOMEM;
-    cclaim *l = total ? calloc(total, sizeof(*l)) : NULL;
-    if (total && !l)
-        return GQ_ENOMEM;
-    for (size_t i = 0; i < n; i++)
-        claims_of(&pods[i], 0, l, &k);
-    if (total > 1)
-        qsort(l, total, sizeof(*l), cclaim_cmp);
     for (size_t i = 0, end; i < total; i = end) {
         bool stays = false;
         for (end = i; end < total && cclaim_same(&l[i], &l[end]); end++)
@@ -681,19 +672,24 @@ static gq_code leaving_claims(const gq_preempt_pod *pods, size_t n, gq_queue_quo
         gq_claim_amounts(l[i].claim, &a);
         gq_queue_quota_leaving(&pq[l[i].q], &a, l[i].model);
     }
-    free(l);
-    return GQ_OK;
 }
 
 gq_code gq_preempt_leaving(const gq_preempt_pod *pods, size_t n, gq_queue_quota *pq, size_t nq,
                            size_t from)
 {
+    size_t total, k = 0;
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < pods[i].n_quotas; j++)
             if (pods[i].quotas[j] >= nq)
                 return GQ_EINVAL;
+    if (!count_claims(pods, n, &total))
+        return GQ_ENOMEM;
+    cclaim *l = total ? calloc(total, sizeof(*l)) : NULL;
+    if (total && !l)
+        return GQ_ENOMEM;
     for (size_t i = 0; i < n; i++) {
         gq_amounts own;
+        claims_of(&pods[i], 0, l, &k);
         if (!pods[i].leaving)
             continue;
         gq_charge_own(&pods[i].charge, pods[i].claims, pods[i].n_claims, &own);
@@ -701,5 +697,9 @@ gq_code gq_preempt_leaving(const gq_preempt_pod *pods, size_t n, gq_queue_quota 
             if (pods[i].quotas[j] >= from)
                 gq_queue_quota_leaving(&pq[pods[i].quotas[j]], &own, pods[i].model);
     }
-    return leaving_claims(pods, n, pq, from);
+    if (total > 1)
+        qsort(l, total, sizeof(*l), cclaim_cmp);
+    leaving_claims(l, total, pq, from);
+    free(l);
+    return GQ_OK;
 }

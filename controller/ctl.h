@@ -186,10 +186,12 @@ typedef struct ctl_running {
     int64_t created_us;
     const char *model; /* borrowed from the config; NULL: none */
     gq_amounts charge;
-    bool leaving;    /* being deleted: it frees its charge soon */
-    bool borrowing;  /* admitted on capacity its quota borrowed */
-    size_t *quotas;  /* indices into the list given */
-    size_t n_quotas; /* 0: not copied (it counts in none of them) */
+    bool leaving;            /* being deleted: it frees its charge soon */
+    bool borrowing;          /* admitted on capacity its quota borrowed */
+    size_t *quotas;          /* indices into the list given */
+    size_t n_quotas;         /* 0: not copied (it counts in none of them) */
+    gq_shared_claim *claims; /* the ResourceClaims it names directly (in charge) */
+    size_t n_claims;
 } ctl_running;
 
 /* The pods that count at now in some of qs[0..nq) (matching and limited by

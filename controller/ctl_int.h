@@ -16,6 +16,12 @@ gq_code ctl_quota_parse_spec(json_object *quota, gq_quota **out, gq_err *err) GQ
  * its status, counted or live. */
 bool ctl_quota_charges_claim(const gq_quota *q, const char *uid, int64_t now);
 
+/* Whether q charges the shared ResourceClaim uid at now on borrowed
+ * capacity: its claim record (counted or live) says "borrowing". Every pod
+ * naming such a claim is a borrower (docs/queueing.md, "Borrowing and
+ * reclaim"). */
+bool ctl_quota_claim_borrowed(const gq_quota *q, const char *uid, int64_t now);
+
 /* What the planner charges a queued pod: charge less its shared claims
  * claims[0..n_claims) that every quota it charges (qs[0..nq)) charges
  * already. A claim only some of them charge stays in: the planner has one
@@ -41,8 +47,10 @@ typedef struct ctl_admitted {
  * lists the claims' uids; each claim that q does not charge yet (a claim
  * record, counted or live at now, in q or added to status earlier in the
  * pass) gets a claim record of its own: gq_claims_once, so two admitted
- * pods naming one claim charge it once. Lapsed records are dropped from
- * status first. *added is set when a record was added (left alone
+ * pods naming one claim charge it once. When p borrows, each claim record
+ * of status that q does not charge yet (added in this pass) says
+ * "borrowing": the claim's charge is borrowed. Lapsed records are dropped
+ * from status first. *added is set when a record was added (left alone
  * otherwise). GQ_ELIMIT when status.reservations is full. */
 gq_code ctl_ungate_charge(gq_quota_status *status, const gq_quota *q, const ctl_admitted *p,
                           int64_t now, bool *added, gq_err *err) GQ_WUR;

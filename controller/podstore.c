@@ -876,6 +876,7 @@ void ctl_running_free(ctl_running *v, size_t n)
         free(v[i].uid);
         free(v[i].group);
         free(v[i].quotas);
+        free(v[i].claims);
     }
     free(v);
 }
@@ -912,7 +913,14 @@ static gq_code running_copy(ctl_running *r, const ctl_ns *ns, const ctl_pod *p,
     r->model = p->model;
     r->leaving = p->delete_at != 0;
     r->borrowing = p->borrowing;
-    return r->ns && r->name && r->uid && (!ctl_pod_group(p)[0] || r->group) ? GQ_OK : GQ_ENOMEM;
+    if (p->n_claims && (r->claims = malloc(p->n_claims * sizeof(*r->claims)))) {
+        memcpy(r->claims, p->claims, p->n_claims * sizeof(*r->claims));
+        r->n_claims = p->n_claims;
+    }
+    return r->ns && r->name && r->uid && (!ctl_pod_group(p)[0] || r->group) &&
+                   r->n_claims == p->n_claims
+               ? GQ_OK
+               : GQ_ENOMEM;
 }
 
 gq_code ctl_podstore_running(ctl_podstore *s, const gq_quota *const *qs, size_t nq, int64_t now,

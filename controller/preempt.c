@@ -222,30 +222,62 @@ static gq_code running_in(ctl_controller *c, const gq_queue_quota *pq, size_t nq
     return rc;
 }
 
-/* Count the running pods that are leaving in the leaving room of the
- * quotas they count in. */
-static void add_leaving(ctl_controller *c, const ctl_running *run, size_t n_run, gq_queue_quota *pq,
-                        size_t from, int64_t now)
+/* Whether running pod r names a shared claim that a quota it counts in
+ * (of pq) charges on borrowed capacity: it holds what was borrowed, though
+ * the pod marked for it may be gone. */
+static bool rides_borrowed_claim(const ctl_running *r, const gq_queue_quota *pq, int64_t now)
 {
-    for (size_t i = 0; i < n_run; i++)
-        if (run_leaving(c, &run[i], now))
-            for (size_t j = 0; j < run[i].n_quotas; j++)
-                if (run[i].quotas[j] >= from)
-                    gq_queue_quota_leaving(&pq[run[i].quotas[j]], &run[i].charge, run[i].model);
+    for (size_t j = 0; j < r->n_quotas; j++)
+        for (size_t k = 0; k < r->n_claims; k++)
+            if (ctl_quota_claim_borrowed(pq[r->quotas[j]].q, r->claims[k].uid, now))
+                return true;
+    return false;
+}
+
+/* The planner's view of the running pods run[0..n) that count in pq (the
+ * cohorts left to the caller); the caller frees *out. */
+static gq_code plan_pods(ctl_controller *c, const ctl_running *run, size_t n,
+                         const gq_queue_quota *pq, int64_t now, gq_preempt_pod **out)
+{
+    if (!(*out = calloc(n ? n : 1, sizeof(**out))))
+        return GQ_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const ctl_running *r = &run[i];
+        (*out)[i] = (gq_preempt_pod){
+            .uid = r->uid,
+            .group = r->group,
+            .priority = r->priority,
+            .created_us = r->created_us,
+            .admitted_us = r->created_us,
+            .charge = r->charge,
+            .model = r->model,
+            .quotas = r->quotas,
+            .n_quotas = r->n_quotas,
+            .spared = marked(c, c->evict_refused, r->uid, now),
+            .leaving = run_leaving(c, r, now),
+            .borrowing = r->borrowing || rides_borrowed_claim(r, pq, now),
+            .claims = r->claims,
+            .n_claims = r->n_claims,
+        };
+    }
+    return GQ_OK;
 }
 
 bool ctl_preempt_leaving(ctl_controller *c, const gq_queue_entry *ents, size_t n,
                          gq_queue_quota *pq, size_t nq, int64_t now)
 {
     ctl_running *run = NULL;
+    gq_preempt_pod *pods = NULL;
     size_t n_run = 0, i = 0;
     while (i < n && !ents[i].held)
         i++;
     if (i == n || running_in(c, pq, nq, now, &run, &n_run))
         return false;
-    add_leaving(c, run, n_run, pq, 0, now);
+    bool ok =
+        !plan_pods(c, run, n_run, pq, now, &pods) && !gq_preempt_leaving(pods, n_run, pq, nq, 0);
+    free(pods);
     ctl_running_free(run, n_run);
-    return true;
+    return ok;
 }
 
 /* The quotas preemption sees: the pass's, then the members of its cohorts
@@ -266,7 +298,7 @@ static gq_code all_quotas(preemption *p)
 
 /* The cohort a running pod borrowed from: that of the first quota it
  * counts in that has one. */
-static const gq_queue_cohort *cohort_of(const preemption *p, const ctl_running *r)
+static const gq_queue_cohort *cohort_of(const preemption *p, const gq_preempt_pod *r)
 {
     for (size_t j = 0; r->borrowing && j < r->n_quotas; j++)
         if (p->quotas[r->quotas[j]].cohort)
@@ -283,33 +315,16 @@ static gq_code read_running(preemption *p)
     if (rc)
         return rc;
     size_t n = p->n_run ? p->n_run : 1;
-    p->pods = calloc(n, sizeof(*p->pods));
     p->victims = calloc(n, sizeof(*p->victims));
     p->allowed = calloc(n, sizeof(*p->allowed));
-    if (!p->pods || !p->victims || !p->allowed)
+    if (!p->victims || !p->allowed ||
+        plan_pods(p->c, p->run, p->n_run, p->quotas, in->now, &p->pods))
         return GQ_ENOMEM;
+    for (size_t i = 0; i < p->n_run; i++)
+        p->pods[i].cohort = cohort_of(p, &p->pods[i]);
     /* The room of the pods leaving: the pass counted it in its own quotas
      * when it held a preemptor, never in the other members of its cohorts. */
-    add_leaving(p->c, p->run, p->n_run, p->quotas, in->leaving_known ? in->nq : 0, in->now);
-    for (size_t i = 0; i < p->n_run; i++) {
-        const ctl_running *r = &p->run[i];
-        p->pods[i] = (gq_preempt_pod){
-            .uid = r->uid,
-            .group = r->group,
-            .priority = r->priority,
-            .created_us = r->created_us,
-            .admitted_us = r->created_us,
-            .charge = r->charge,
-            .model = r->model,
-            .quotas = r->quotas,
-            .n_quotas = r->n_quotas,
-            .spared = marked(p->c, p->c->evict_refused, r->uid, in->now),
-            .leaving = run_leaving(p->c, r, in->now),
-            .borrowing = r->borrowing,
-            .cohort = cohort_of(p, r),
-        };
-    }
-    return GQ_OK;
+    return gq_preempt_leaving(p->pods, p->n_run, p->quotas, p->nq, in->leaving_known ? in->nq : 0);
 }
 
 /* Whether the unit fits quota qi within its nominal share: as if it had
@@ -502,13 +517,15 @@ static bool budgets_allow(preemption *p)
     return all;
 }
 
-/* Why r is evicted: reclaimed when the preemptor reclaims and r borrowed
- * in a GPUQuota other than the preemptor's own (Kueue's InCohortReclaim);
- * else inside the quota (InClusterQueue). */
-static int victim_reason(const preemption *p, const ctl_running *r)
+/* Why running pod i is evicted: reclaimed when the preemptor reclaims and
+ * it borrowed (marked, or naming a claim charged on borrowed capacity) in a
+ * GPUQuota other than the preemptor's own (Kueue's InCohortReclaim); else
+ * inside the quota (InClusterQueue). */
+static int victim_reason(const preemption *p, size_t i)
 {
     const gq_queue_entry *e = &p->in->ents[p->who];
-    if (!p->reclaims || !r->borrowing)
+    const ctl_running *r = &p->run[i];
+    if (!p->reclaims || !p->pods[i].borrowing)
         return CTL_PREEMPT_WITHIN_QUOTA;
     for (size_t j = 0; j < r->n_quotas; j++)
         for (size_t k = 0; k < e->n_quotas; k++)
@@ -565,7 +582,7 @@ static void carry_out(preemption *p)
         const ctl_running *r = &p->run[p->victims[v]];
         gq_err e;
         gq_err_clear(&e);
-        int why = victim_reason(p, r);
+        int why = victim_reason(p, p->victims[v]);
         victim_message(p, why, msg, sizeof msg);
         mark_target(p->c, r, msg, in->now);
         gq_code rc = evict(p->c, r, false, &e);

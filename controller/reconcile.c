@@ -215,6 +215,23 @@ static gq_code keep_live(keep_pass *kp, ctl_result *res, gq_err *err)
     return GQ_OK;
 }
 
+/* borrowed[i]: some claim record of cur (live, counted or lapsed) says the
+ * charge of the claim u->claims[i] counts is borrowed ("borrowing"); its
+ * counted record keeps saying so. A lapsed one counts: the claim has been
+ * charged all along, since a counted pod names it. */
+static void claims_borrowed(const gq_quota_status *cur, const gq_usage *u, bool *borrowed)
+{
+    for (size_t i = 0; u->n_claims && i < cur->n_reservations; i++) {
+        const gq_reservation *r = &cur->reservations[i];
+        const gq_reservation *c =
+            r->claim && r->borrowing
+                ? bsearch(r->key, u->claims, u->n_claims, sizeof(*u->claims), claim_key_cmp)
+                : NULL;
+        if (c)
+            borrowed[c - u->claims] = true;
+    }
+}
+
 /* Reservations to keep, into next: those of cur live at now and whose pod
  * has not been seen; then the shared claims the recount counted (u->claims)
  * as counted claim records. A claim's record from /validate gives way to
@@ -229,25 +246,33 @@ static gq_code keep_reservations(gq_quota_status *cur, const gq_usage *u, const 
 {
     keep_pass kp = {.cur = cur, .u = u, .in = in};
     size_t total = cur->dropped + cur->n_reservations; /* as read, corrupt ones too */
+    bool *borrowed = calloc(u->n_claims ? u->n_claims : 1, sizeof(*borrowed));
+    if (!borrowed)
+        return gq_err_oom(err);
+    claims_borrowed(cur, u, borrowed);
     gq_quota_status_drop_expired(cur, in->now);
     gq_code rc = keep_live(&kp, res, err);
     free(kp.keep);
     free(kp.order);
     free(kp.held);
-    if (rc)
-        return rc;
-    res->kept = cur->n_reservations;
-    res->dropped = total - res->kept;
-    /* A pod admitted on a webhook's escrow hold whose record is kept here
-     * is one this recount did not see: `used` does not hold it, so it is
-     * charged once, and the mark that told /validate it might be charged
-     * twice goes (docs/validating-webhook.md, "Escrow"). */
-    for (size_t i = 0; i < cur->n_reservations; i++)
-        if (cur->reservations[i].escrow == GQ_ESCROW_ADMITTED)
-            cur->reservations[i].escrow = GQ_ESCROW_NONE;
-    gq_quota_status_take_reservations(next, cur);
-    for (size_t i = 0; i < u->n_claims && !rc; i++)
-        rc = gq_quota_status_add_reservation(next, &u->claims[i], NULL, err);
+    if (!rc) {
+        res->kept = cur->n_reservations;
+        res->dropped = total - res->kept;
+        /* A pod admitted on a webhook's escrow hold whose record is kept
+         * here is one this recount did not see: `used` does not hold it, so
+         * it is charged once, and the mark that told /validate it might be
+         * charged twice goes (docs/validating-webhook.md, "Escrow"). */
+        for (size_t i = 0; i < cur->n_reservations; i++)
+            if (cur->reservations[i].escrow == GQ_ESCROW_ADMITTED)
+                cur->reservations[i].escrow = GQ_ESCROW_NONE;
+        gq_quota_status_take_reservations(next, cur);
+    }
+    for (size_t i = 0; i < u->n_claims && !rc; i++) {
+        gq_reservation c = u->claims[i];
+        c.borrowing = c.borrowing || borrowed[i];
+        rc = gq_quota_status_add_reservation(next, &c, NULL, err);
+    }
+    free(borrowed);
     next->has_reservations = next->n_reservations > 0;
     return rc;
 }

@@ -744,22 +744,41 @@ static gq_quota_status *status_to_charge(aquota *aq, gq_err *err)
     return &aq->st;
 }
 
+/* Whether quota aq charges shared claim uid on borrowed capacity: as read,
+ * or as this pass's charges left its status. */
+static bool claim_borrowed(const admit_pass *a, const aquota *aq, const char *uid)
+{
+    if (ctl_quota_claim_borrowed(aq->q, uid, a->now))
+        return true;
+    for (size_t r = 0; aq->decoded && r < aq->st.n_reservations; r++)
+        if (aq->st.reservations[r].claim && aq->st.reservations[r].borrowing &&
+            !strcmp(aq->st.reservations[r].key, uid))
+            return true;
+    return false;
+}
+
 /* Whether admitted pod i borrows: as the planner says, or as the pass that
  * charged it said in the reservation it wrote (borrowing), in a quota the
  * pod has paid: the planner sees no need there and cannot tell. A pass
  * whose writes ended at a 409 after some of them, and the next pass, or the
- * next leader's, that ungates the pod, agree through the reservation. */
+ * next leader's, that ungates the pod, agree through the reservation. A pod
+ * naming a shared claim that one of its quotas charges on borrowed capacity
+ * borrows too, though it adds nothing to the claim's charge: it holds the
+ * borrowed claim as the pod first charged for it did, and reclaim must be
+ * able to take it once that pod is gone. */
 static bool borrows(const admit_pass *a, size_t i)
 {
     if (a->dec[i].borrowing)
         return true;
     for (size_t m = 0; m < a->ents[i].n_quotas; m++) {
+        const aquota *aq = &a->qs[a->ents[i].quotas[m]];
         const gq_reservation *r =
-            a->ents[i].paid[m]
-                ? live_reservation(a->qs[a->ents[i].quotas[m]].q, a->pods[i].uid, a->now)
-                : NULL;
+            a->ents[i].paid[m] ? live_reservation(aq->q, a->pods[i].uid, a->now) : NULL;
         if (r && r->borrowing)
             return true;
+        for (size_t k = 0; k < a->pods[i].n_claims; k++)
+            if (claim_borrowed(a, aq, a->pods[i].claims[k].uid))
+                return true;
     }
     return false;
 }

@@ -6,14 +6,26 @@
 
 #include <string.h>
 
-bool ctl_quota_charges_claim(const gq_quota *q, const char *uid, int64_t now)
+/* q's claim record of uid, counted or live at now; NULL: none. */
+static const gq_reservation *claim_record(const gq_quota *q, const char *uid, int64_t now)
 {
     for (size_t r = 0; q && r < q->n_reservations; r++) {
         const gq_reservation *res = &q->reservations[r];
         if (res->claim && !strcmp(res->key, uid) && (res->counted || res->expires > now))
-            return true;
+            return res;
     }
-    return false;
+    return NULL;
+}
+
+bool ctl_quota_charges_claim(const gq_quota *q, const char *uid, int64_t now)
+{
+    return claim_record(q, uid, now) != NULL;
+}
+
+bool ctl_quota_claim_borrowed(const gq_quota *q, const char *uid, int64_t now)
+{
+    const gq_reservation *r = claim_record(q, uid, now);
+    return r && r->borrowing;
 }
 
 void ctl_plan_charge(const gq_amounts *charge, const gq_shared_claim *claims, size_t n_claims,
@@ -31,14 +43,19 @@ void ctl_plan_charge(const gq_amounts *charge, const gq_shared_claim *claims, si
     gq_charge_own(charge, held, n_held, out);
 }
 
-/* Whether status holds a claim record keyed uid: one an earlier admission
- * of this pass added. */
-static bool status_has_claim(const gq_quota_status *status, const char *uid)
+/* status's claim record keyed uid (one an earlier admission of this pass
+ * added, or as read); NULL: none. */
+static gq_reservation *status_claim(const gq_quota_status *status, const char *uid)
 {
     for (size_t i = 0; i < status->n_reservations; i++)
         if (status->reservations[i].claim && !strcmp(status->reservations[i].key, uid))
-            return true;
-    return false;
+            return &status->reservations[i];
+    return NULL;
+}
+
+static bool status_has_claim(const gq_quota_status *status, const char *uid)
+{
+    return status_claim(status, uid) != NULL;
 }
 
 typedef struct claim_seen {
@@ -102,6 +119,15 @@ gq_code ctl_ungate_charge(gq_quota_status *status, const gq_quota *q, const ctl_
                             .claim = true};
         gq_claim_amounts(sc, &c.amounts);
         rc = add_record(status, &c, added, err);
+    }
+    /* A borrowing pod borrows the claims charged with it, whichever pod of
+     * the pass wrote their records first. */
+    for (size_t k = 0; !rc && p->borrowing && k < n; k++) {
+        gq_reservation *c = status_claim(status, p->claims[k].uid);
+        if (c && !c->borrowing && !ctl_quota_charges_claim(q, c->key, now)) {
+            c->borrowing = true;
+            *added = true;
+        }
     }
     return rc;
 }

@@ -9,17 +9,30 @@ typedef struct cand {
     size_t len;
     int32_t priority;    /* the highest of its members */
     int64_t admitted_us; /* the latest of its members */
-    const char *key;     /* uid, or group key */
-    bool group;
-    bool ok;     /* a candidate under every blocking quota */
-    bool within; /* every member a candidate under withinQuota alone */
+    const char *key;     /* its first member's uid, or group key */
+    bool ok;             /* a candidate under every blocking quota */
+    bool within;         /* every member a candidate under withinQuota alone */
     /* A borrower the preemptor reclaims: some member marked as borrowing
      * from its cohort (a group is evicted whole, so a member admitted
      * within the share shields none admitted above it), and every member
      * movable. Taken first, and only while it still borrows. */
     bool borrow;
     bool movable;
+    size_t cc_first; /* its claims' charges: w->cc[cc_first..+cc_len) */
+    size_t cc_len;
 } cand;
+
+/* A shared claim a pod names in one quota it counts in: for what a
+ * candidate frees (once per claim and quota, however many of its members
+ * name it) and what pods leaving free. */
+typedef struct cclaim {
+    const gq_shared_claim *claim;
+    size_t q;
+    const char *model; /* of the pod naming it, as its charge counts */
+    size_t cand;       /* the candidate (0 for pods leaving) */
+    size_t seq;        /* order made */
+    bool leaving;      /* its pod is leaving */
+} cclaim;
 
 typedef struct work {
     const gq_preempt_ask *ask;
@@ -32,6 +45,8 @@ typedef struct work {
     size_t *taken; /* candidate indices, in the order taken */
     size_t n_taken;
     bool reclaim_blocked; /* a blocking quota may be relieved by reclaim */
+    cclaim *cc;           /* the candidates' claims, by candidate */
+    size_t n_cc;
 } work;
 
 static void work_free(work *w)
@@ -42,6 +57,7 @@ static void work_free(work *w)
     free(w->byg);
     free(w->c);
     free(w->taken);
+    free(w->cc);
 }
 
 /* Whether the preemptor fits every quota it charges in w->q; *out. */
@@ -77,25 +93,35 @@ static void amounts_less_leaving(gq_amounts *in_use, const gq_amounts *leaving)
     }
 }
 
-/* Take a pod's charge out of the quotas it counts in (sign -1), or put it
- * back (+1): spec.hard's use (and its cohort's free capacity), and that of
- * every model limit it counts against (its model's, or every one when it
- * has none). */
-static void pod_move(work *w, const gq_preempt_pod *p, int sign)
+/* Take charge out of quota qi (sign -1), or put it back (+1): spec.hard's
+ * use (and its cohort's free capacity), and that of every model limit it
+ * counts against (model's, or every one when it is NULL). */
+static void quota_move(work *w, size_t qi, const gq_amounts *charge, const char *model, int sign)
 {
-    for (size_t j = 0; j < p->n_quotas; j++) {
-        gq_queue_quota *pq = &w->q[p->quotas[j]];
-        gq_queue_quota_move(pq, &p->charge, sign);
-        for (size_t mi = 0; mi < pq->q->n_models && mi < GQ_CRD_MAX_QUOTA_MODELS; mi++)
-            if (!p->model || !strcmp(p->model, pq->q->models[mi].name))
-                amounts_move(&pq->model_in_use[mi], &p->charge, sign);
-    }
+    gq_queue_quota *pq = &w->q[qi];
+    gq_queue_quota_move(pq, charge, sign);
+    for (size_t mi = 0; mi < pq->q->n_models && mi < GQ_CRD_MAX_QUOTA_MODELS; mi++)
+        if (!model || !strcmp(model, pq->q->models[mi].name))
+            amounts_move(&pq->model_in_use[mi], charge, sign);
 }
 
+/* A candidate's members' own parts (their charges less their shared
+ * claims), then each of its claims once per quota. */
 static void cand_move(work *w, const cand *c, int sign)
 {
-    for (size_t i = 0; i < c->len; i++)
-        pod_move(w, &w->ask->pods[w->byg[c->first + i]], sign);
+    for (size_t i = 0; i < c->len; i++) {
+        const gq_preempt_pod *p = &w->ask->pods[w->byg[c->first + i]];
+        gq_amounts own;
+        gq_charge_own(&p->charge, p->claims, p->n_claims, &own);
+        for (size_t j = 0; j < p->n_quotas; j++)
+            quota_move(w, p->quotas[j], &own, p->model, sign);
+    }
+    for (size_t k = 0; k < c->cc_len; k++) {
+        const cclaim *cc = &w->cc[c->cc_first + k];
+        gq_amounts a;
+        gq_claim_amounts(cc->claim, &a);
+        quota_move(w, cc->q, &a, cc->model, sign);
+    }
 }
 
 /* Whether pod p may be evicted for member m under policy. */
@@ -252,69 +278,232 @@ static gq_code find_blocking(work *w, bool *none, gq_err *err)
     return GQ_OK;
 }
 
-/* Pod indices with each group's members together (groups by key, in pod
- * order otherwise), for qsort over an index array without a global. */
-typedef struct gref {
-    const gq_preempt_pod *p;
-    size_t i;
-} gref;
-
-static int gref_cmp(const void *x, const void *y)
+/* Pods that go together: union-find over pod indices, the root the
+ * smallest index of its set. */
+static size_t uf_find(size_t *parent, size_t i)
 {
-    const gref *a = x, *b = y;
-    const char *ka = a->p->group ? a->p->group : a->p->uid,
-               *kb = b->p->group ? b->p->group : b->p->uid;
-    int c = strcmp(ka ? ka : "", kb ? kb : "");
-    return c ? c : (a->i < b->i ? -1 : a->i > b->i);
+    while (parent[i] != i) {
+        parent[i] = parent[parent[i]];
+        i = parent[i];
+    }
+    return i;
 }
 
-static gq_code build_candidates(work *w)
+static void uf_union(size_t *parent, size_t a, size_t b)
+{
+    a = uf_find(parent, a);
+    b = uf_find(parent, b);
+    if (a < b)
+        parent[b] = a;
+    else if (b < a)
+        parent[a] = b;
+}
+
+/* A pod under a key it shares with the pods it goes with: its group's, or
+ * a claim's uid. */
+typedef struct podkey {
+    const char *key;
+    size_t pod;
+} podkey;
+
+static int link_cmp(const void *x, const void *y)
+{
+    const podkey *a = x, *b = y;
+    int c = strcmp(a->key, b->key);
+    return c ? c : (a->pod > b->pod) - (a->pod < b->pod);
+}
+
+/* Join the pods under one key; l[0..n) is sorted. */
+static void link_runs(size_t *parent, podkey *l, size_t n)
+{
+    if (n > 1)
+        qsort(l, n, sizeof(*l), link_cmp);
+    for (size_t i = 1; i < n; i++)
+        if (!strcmp(l[i - 1].key, l[i].key))
+            uf_union(parent, l[i - 1].pod, l[i].pod);
+}
+
+/* The links of the pods: each member of a group under its group, and each
+ * pod that stays under each claim it names (a pod leaving goes anyway, and
+ * frees its claims when the last pod naming them is gone). */
+static gq_code join_pods(const gq_preempt_ask *a, size_t *parent)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < a->n_pods; i++) {
+        parent[i] = i;
+        if (__builtin_add_overflow(n, a->pods[i].n_claims + 1, &n))
+            return GQ_ENOMEM;
+    }
+    podkey *l = n ? calloc(n, sizeof(*l)) : NULL;
+    if (n && !l)
+        return GQ_ENOMEM;
+    size_t ng = 0, nc = 0;
+    for (size_t i = 0; i < a->n_pods; i++)
+        if (a->pods[i].group)
+            l[ng++] = (podkey){a->pods[i].group, i};
+    link_runs(parent, l, ng);
+    for (size_t i = 0; i < a->n_pods; i++)
+        for (size_t k = 0; !a->pods[i].leaving && k < a->pods[i].n_claims; k++)
+            l[nc++] = (podkey){a->pods[i].claims[k].uid, i};
+    link_runs(parent, l, nc);
+    free(l);
+    return GQ_OK;
+}
+
+/* Pod indices by the set they go with, then by index. */
+typedef struct pref {
+    size_t root, i;
+} pref;
+
+static int pref_cmp(const void *x, const void *y)
+{
+    const pref *a = x, *b = y;
+    if (a->root != b->root)
+        return a->root < b->root ? -1 : 1;
+    return (a->i > b->i) - (a->i < b->i);
+}
+
+/* w->byg: the pods, those that go together side by side; root[i]: the set
+ * of the pod at position i. */
+static gq_code order_pods(work *w, size_t *root)
+{
+    size_t n = w->ask->n_pods;
+    size_t *parent = calloc(n, sizeof(*parent));
+    pref *o = calloc(n, sizeof(*o));
+    gq_code rc = parent && o ? join_pods(w->ask, parent) : GQ_ENOMEM;
+    for (size_t i = 0; !rc && i < n; i++)
+        o[i] = (pref){uf_find(parent, i), i};
+    if (!rc && n > 1)
+        qsort(o, n, sizeof(*o), pref_cmp);
+    for (size_t i = 0; !rc && i < n; i++)
+        w->byg[i] = o[i].i;
+    for (size_t i = 0; !rc && i < n; i++)
+        root[i] = o[i].root;
+    free(parent);
+    free(o);
+    return rc;
+}
+
+static int cclaim_cmp(const void *x, const void *y)
+{
+    const cclaim *a = x, *b = y;
+    if (a->cand != b->cand)
+        return a->cand < b->cand ? -1 : 1;
+    int c = strcmp(a->claim->uid, b->claim->uid);
+    if (c)
+        return c;
+    if (a->q != b->q)
+        return a->q < b->q ? -1 : 1;
+    return (a->seq > b->seq) - (a->seq < b->seq);
+}
+
+static bool cclaim_same(const cclaim *a, const cclaim *b)
+{
+    return a->cand == b->cand && a->q == b->q && !strcmp(a->claim->uid, b->claim->uid);
+}
+
+/* How many claims in quotas pods[0..n) name, into *total; false when the
+ * count overflows. */
+static bool count_claims(const gq_preempt_pod *pods, size_t n, size_t *total)
+{
+    size_t m;
+    *total = 0;
+    for (size_t i = 0; i < n; i++)
+        if (__builtin_mul_overflow(pods[i].n_claims, pods[i].n_quotas, &m) ||
+            __builtin_add_overflow(*total, m, total))
+            return false;
+    return true;
+}
+
+/* Append pod p's claims, in each quota it counts in, to l[*n..). */
+static void claims_of(const gq_preempt_pod *p, size_t ci, cclaim *l, size_t *n)
+{
+    for (size_t k = 0; k < p->n_claims; k++)
+        for (size_t j = 0; j < p->n_quotas; j++, (*n)++)
+            l[*n] = (cclaim){&p->claims[k], p->quotas[j], p->model, ci, *n, p->leaving};
+}
+
+/* w->cc: each candidate's claims, once per claim and quota, from the
+ * members that stay (a member leaving makes it no candidate). */
+static gq_code candidate_claims(work *w)
 {
     const gq_preempt_ask *a = w->ask;
-    size_t n = a->n_pods;
-    gref *g = n ? calloc(n, sizeof(*g)) : NULL;
+    size_t n;
+    if (!count_claims(a->pods, a->n_pods, &n))
+        return GQ_ENOMEM;
+    if (!n)
+        return GQ_OK;
+    if (!(w->cc = calloc(n, sizeof(*w->cc))))
+        return GQ_ENOMEM;
+    for (size_t ci = 0; ci < w->nc; ci++)
+        for (size_t t = 0; t < w->c[ci].len; t++) {
+            const gq_preempt_pod *p = &a->pods[w->byg[w->c[ci].first + t]];
+            if (!p->leaving)
+                claims_of(p, ci, w->cc, &w->n_cc);
+        }
+    if (w->n_cc > 1)
+        qsort(w->cc, w->n_cc, sizeof(*w->cc), cclaim_cmp);
+    size_t kept = 0;
+    for (size_t i = 0; i < w->n_cc; i++) {
+        const cclaim *x = &w->cc[i];
+        if (kept && cclaim_same(&w->cc[kept - 1], x))
+            continue;
+        if (!w->c[x->cand].cc_len)
+            w->c[x->cand].cc_first = kept;
+        w->c[x->cand].cc_len++;
+        w->cc[kept++] = *x;
+    }
+    w->n_cc = kept;
+    return GQ_OK;
+}
+
+/* Add pod p, at position i of the working order in set root, to the
+ * candidates: a new one, or the last when p goes with it. */
+static void add_to_candidates(work *w, size_t i, size_t root, size_t *last_root)
+{
+    const gq_preempt_pod *p = &w->ask->pods[w->byg[i]];
+    cand *last = w->nc ? &w->c[w->nc - 1] : NULL;
+    if (last && *last_root == root) {
+        last->len++;
+        last->priority = p->priority > last->priority ? p->priority : last->priority;
+        last->admitted_us = p->admitted_us > last->admitted_us ? p->admitted_us : last->admitted_us;
+        last->within = last->within && pod_within(w, p);
+        last->borrow = last->borrow || marked_in_cohort(w, p);
+        last->movable = last->movable && movable(w, p);
+        return;
+    }
+    *last_root = root;
+    w->c[w->nc++] = (cand){.first = i,
+                           .len = 1,
+                           .priority = p->priority,
+                           .admitted_us = p->admitted_us,
+                           .key = p->group ? p->group : p->uid,
+                           .within = pod_within(w, p),
+                           .borrow = marked_in_cohort(w, p),
+                           .movable = movable(w, p)};
+}
+
+/* The candidates: each pod alone, or with every pod it goes with (the
+ * members of its group, the pods naming a claim it names, and so on). */
+static gq_code build_candidates(work *w)
+{
+    size_t n = w->ask->n_pods, last_root = SIZE_MAX;
+    size_t *root = n ? calloc(n, sizeof(*root)) : NULL;
     w->byg = n ? calloc(n, sizeof(*w->byg)) : NULL;
     w->c = n ? calloc(n, sizeof(*w->c)) : NULL;
     w->taken = n ? calloc(n, sizeof(*w->taken)) : NULL;
-    if (n && (!g || !w->byg || !w->c || !w->taken)) {
-        free(g);
-        return GQ_ENOMEM;
-    }
-    for (size_t i = 0; i < n; i++)
-        g[i] = (gref){&a->pods[i], i};
-    if (n > 1)
-        qsort(g, n, sizeof(*g), gref_cmp);
-    for (size_t i = 0; i < n; i++) {
-        const gq_preempt_pod *p = g[i].p;
-        w->byg[i] = g[i].i;
-        cand *last = w->nc ? &w->c[w->nc - 1] : NULL;
-        if (last && p->group && last->group && !strcmp(last->key, p->group)) {
-            last->len++;
-            last->priority = p->priority > last->priority ? p->priority : last->priority;
-            last->admitted_us =
-                p->admitted_us > last->admitted_us ? p->admitted_us : last->admitted_us;
-            last->within = last->within && pod_within(w, p);
-            last->borrow = last->borrow || marked_in_cohort(w, p);
-            last->movable = last->movable && movable(w, p);
-            continue;
-        }
-        w->c[w->nc++] = (cand){.first = i,
-                               .len = 1,
-                               .priority = p->priority,
-                               .admitted_us = p->admitted_us,
-                               .key = p->group ? p->group : p->uid,
-                               .group = p->group != NULL,
-                               .within = pod_within(w, p),
-                               .borrow = marked_in_cohort(w, p),
-                               .movable = movable(w, p)};
-    }
+    gq_code rc = n && (!root || !w->byg || !w->c || !w->taken) ? GQ_ENOMEM : GQ_OK;
+    if (!rc && n)
+        rc = order_pods(w, root);
+    for (size_t i = 0; !rc && i < n; i++)
+        add_to_candidates(w, i, root[i], &last_root);
+    free(root);
     for (size_t i = 0; i < w->nc; i++) {
         cand *c = &w->c[i];
         c->borrow = c->borrow && c->movable;
         c->ok = c->within || (c->borrow && w->reclaim_blocked);
     }
-    free(g);
-    return GQ_OK;
+    return rc ? rc : candidate_claims(w);
 }
 
 /* Candidates' order: lowest priority first, then most recently admitted,
@@ -467,4 +656,50 @@ gq_code gq_preempt_plan(const gq_preempt_ask *ask, size_t *victims, size_t *n_vi
         *n_victims = 0;
     work_free(&w);
     return rc;
+}
+
+/* The claims of pods leaving that no pod staying names, once per quota:
+ * l[0..total) holds every claim of pods in each quota, sorted. */
+static void leaving_claims(const cclaim *l, size_t total, gq_queue_quota *pq, size_t from)
+{
+    for (size_t i = 0, end; i < total; i = end) {
+        bool stays = false;
+        for (end = i; end < total && cclaim_same(&l[i], &l[end]); end++)
+            stays = stays || !l[end].leaving;
+        if (stays || l[i].q < from)
+            continue;
+        gq_amounts a;
+        gq_claim_amounts(l[i].claim, &a);
+        gq_queue_quota_leaving(&pq[l[i].q], &a, l[i].model);
+    }
+}
+
+gq_code gq_preempt_leaving(const gq_preempt_pod *pods, size_t n, gq_queue_quota *pq, size_t nq,
+                           size_t from)
+{
+    size_t total, k = 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < pods[i].n_quotas; j++)
+            if (pods[i].quotas[j] >= nq)
+                return GQ_EINVAL;
+    if (!count_claims(pods, n, &total))
+        return GQ_ENOMEM;
+    cclaim *l = total ? calloc(total, sizeof(*l)) : NULL;
+    if (total && !l)
+        return GQ_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        gq_amounts own;
+        claims_of(&pods[i], 0, l, &k);
+        if (!pods[i].leaving)
+            continue;
+        gq_charge_own(&pods[i].charge, pods[i].claims, pods[i].n_claims, &own);
+        for (size_t j = 0; j < pods[i].n_quotas; j++)
+            if (pods[i].quotas[j] >= from)
+                gq_queue_quota_leaving(&pq[pods[i].quotas[j]], &own, pods[i].model);
+    }
+    if (total > 1)
+        qsort(l, total, sizeof(*l), cclaim_cmp);
+    leaving_claims(l, total, pq, from);
+    free(l);
+    return GQ_OK;
 }

@@ -38,7 +38,14 @@
  * charge: a marked pod whose quota went back within its share (pods
  * admitted within it ended) borrows nothing. A group with a member marked
  * is a borrower, evicted whole (under LowerPriority when each member is
- * below the preemptor): members admitted within the share shield nobody. */
+ * below the preemptor): members admitted within the share shield nobody.
+ *
+ * Shared ResourceClaims: pods that name one claim (and are not leaving)
+ * are one candidate with each other and with their groups' members, the
+ * union evicted whole or not at all, as a group: evicting one of them frees
+ * nothing of the claim while another holds it. The candidate frees each of
+ * its pods' own parts and each claim once per quota; it is a borrower when
+ * any member is marked, and worth its highest member. */
 #ifndef GQ_PREEMPT_H
 #define GQ_PREEMPT_H
 
@@ -67,6 +74,11 @@ typedef struct gq_preempt_pod {
      * cohort (NULL: it borrowed nothing): a candidate for reclaim. */
     bool borrowing;
     const gq_queue_cohort *cohort;
+    /* The shared ResourceClaims it names directly (borrowed), each in
+     * charge: a quota charges a claim once however many pods name it, and
+     * frees it only when the last of them goes. */
+    const gq_shared_claim *claims;
+    size_t n_claims;
 } gq_preempt_pod;
 
 /* What to preempt for. Everything is borrowed. */
@@ -94,5 +106,14 @@ typedef struct gq_preempt_ask {
  * >= nq. */
 gq_code gq_preempt_plan(const gq_preempt_ask *ask, size_t *victims, size_t *n_victims,
                         gq_err *err) GQ_WUR;
+
+/* Count in the leaving room of the quotas pq[from..nq) (gq_queue_quota_leaving)
+ * what the pods leaving among pods[0..n) will free: each one's own part
+ * (its charge less its shared claims), and each claim they name once per
+ * quota, and only when no pod of pods that stays counts in that quota and
+ * names it (the claim stays charged while one does). GQ_ENOMEM; GQ_EINVAL
+ * for a quota index >= nq. */
+gq_code gq_preempt_leaving(const gq_preempt_pod *pods, size_t n, gq_queue_quota *pq, size_t nq,
+                           size_t from) GQ_WUR;
 
 #endif

@@ -63,7 +63,7 @@ void gq_reservation_dispose(gq_reservation *r)
 }
 
 /* A reservation's flags (claim, counted: a counted record is a claim's;
- * borrowing: a pod's) and the uids of the claims it names. */
+ * borrowing: a pod's or a claim's) and the uids of the claims it names. */
 static gq_code reservation_claims(json_object *obj, const char *field, gq_reservation *r,
                                   gq_err *err)
 {
@@ -77,8 +77,6 @@ static gq_code reservation_claims(json_object *obj, const char *field, gq_reserv
     }
     if (r->counted && !r->claim)
         return gq_err_set(err, GQ_EINVAL, "%s.counted: only a claim record is counted", field);
-    if (r->borrowing && r->claim)
-        return gq_err_set(err, GQ_EINVAL, "%s.borrowing: only a pod's record borrows", field);
     json_object *cl = gq_json_member(obj, "claims");
     if (!cl)
         return GQ_OK;

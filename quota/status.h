@@ -66,7 +66,12 @@ typedef struct gq_reservation {
     /* A queued pod's reservation that the controller's admission pass wrote
      * for capacity its quota borrows ("borrowing": true): whichever pass
      * ungates the pod, on whichever replica, marks it gpuquota.io/borrowing
-     * (reclaim takes such pods), even when it finds the pod paid already. */
+     * (reclaim takes such pods), even when it finds the pod paid already.
+     * On a claim record: the claim was charged on borrowed capacity (by a
+     * pass admitting a borrowing pod naming it), kept while the claim is
+     * charged, counted or not; every pod naming the claim is then a
+     * borrower, so that deleting the pod that was marked keeps nothing
+     * borrowed out of reclaim. */
     bool borrowing;
     /* Room a webhook replica holds in escrow ("escrow" in JSON;
      * docs/validating-webhook.md, "Escrow"): GQ_ESCROW_HOLD is free room a

@@ -2,6 +2,7 @@
 gq_unit_test(test_podqueue unit/quota/test_podqueue.c)
 # Preemption inside a quota: the victims (quota/preempt.h).
 gq_unit_test(test_preempt unit/quota/test_preempt.c)
+gq_unit_test(test_preempt_claims unit/quota/test_preempt_claims.c)
 # Borrowing across tenants and fair sharing between borrowers.
 gq_unit_test(test_fairshare unit/quota/test_fairshare.c)
 if(GQ_BENCH)

@@ -251,7 +251,8 @@ RESERVATIONS = {
             },
             "borrowing": {
                 "description": "A queued pod admitted on capacity its quota borrows from its "
-                "cohort: it is marked gpuquota.io/borrowing when ungated.",
+                "cohort: it is marked gpuquota.io/borrowing when ungated. On a claim record: the "
+                "claim was charged for such a pod, and every pod naming it is a borrower.",
                 "type": "boolean",
             },
             "escrow": {

@@ -341,6 +341,16 @@ quota() {
     } | kubectl apply -f - >/dev/null
 }
 
+# queue_tenant NAME HARD-FLOW-MAP: a Queue GPUTenantQuota NAME over the
+# namespaces labelled tenant=NAME (the cohort of their GPUQuotas).
+queue_tenant() {
+    {
+        printf 'apiVersion: gpuquota.io/v1alpha1\nkind: GPUTenantQuota\nmetadata: {name: %s}\n' "$1"
+        printf 'spec:\n  namespaceSelector: {matchLabels: {tenant: %s}}\n  hard: %s\n' "$1" "$2"
+        printf '  whenExceeded: Queue\n'
+    } | kubectl apply -f - >/dev/null
+}
+
 # limit_range NS NAME LIMITS: a GPULimitRange (LIMITS: spec.limits, a YAML flow sequence).
 limit_range() { limit_range_yaml "$@" | kubectl apply -f - >/dev/null; }
 

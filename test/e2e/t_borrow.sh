@@ -36,15 +36,7 @@ tenant_kubeconfig "$NSA" team "$KA" || { fail "tenant kubeconfig A"; finish; }
 tenant_kubeconfig "$NSB" team "$KB" || { fail "tenant kubeconfig B"; finish; }
 ta() { kubectl --kubeconfig "$KA" -n "$NSA" "$@"; }
 tb() { kubectl --kubeconfig "$KB" -n "$NSB" "$@"; }
-kubectl apply -f - >/dev/null <<EOF
-apiVersion: gpuquota.io/v1alpha1
-kind: GPUTenantQuota
-metadata: {name: e2e-bor}
-spec:
-  namespaceSelector: {matchLabels: {tenant: e2e-bor}}
-  hard: {gpu-memory: 32Gi}
-  whenExceeded: Queue
-EOF
+queue_tenant e2e-bor '{gpu-memory: 32Gi}'
 quota "$NSA" team '{gpu-memory: 16Gi}' 'whenExceeded: Queue' 'borrowingLimit: {gpu-memory: 16Gi}'
 quota "$NSB" team '{gpu-memory: 16Gi}' 'whenExceeded: Queue' 'preemption: {reclaimWithinCohort: Any}'
 

@@ -37,6 +37,19 @@ static inline gq_amounts queue_mem(int64_t gi)
     return a;
 }
 
+/* A quota named name with only gpu-memory hard (hard_gi GiB) and
+ * preemption.withinQuota policy; its strings are borrowed. */
+static inline gq_quota queue_quota_mem(const char *name, int64_t hard_gi, gq_preempt_policy policy)
+{
+    gq_quota q;
+    memset(&q, 0, sizeof(q));
+    q.name = (char *)name;
+    q.hard.set[GQ_KEY_GPU_MEMORY] = true;
+    q.hard.v[GQ_KEY_GPU_MEMORY] = hard_gi * GI;
+    q.within_quota = policy;
+    return q;
+}
+
 /* A queued pod of gi GiB charging quotas qs[0..nq), created at created. */
 static inline gq_queue_entry queue_entry(const char *uid, int64_t created, int64_t gi,
                                          const size_t *qs, size_t nq)

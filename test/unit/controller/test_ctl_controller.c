@@ -577,6 +577,59 @@ static void test_queue_cohort_of_tenants(void **state)
     fake_dispose(&f);
 }
 
+/* A pod of namespace b naming ResourceClaim x (one H100, uid-x) as
+ * gpuquota records it: running (r), or queued behind gpuquota.io/quota. */
+static void add_claim_pod(json_object *pods, const char *name, bool queued)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf,
+             "{'metadata':{'name':'%s','namespace':'b','uid':'uid-%s','resourceVersion':'1',"
+             "'creationTimestamp':'2026-11-21T15:00:00Z','labels':{'gpuquota.io/managed':"
+             "'true'},'annotations':{'gpuquota.io/admission':'{\\'charge\\':{\\'gpu-memory\\':"
+             "\\'80Gi\\',\\'gpu-pods\\':\\'1\\',\\'gpus\\':\\'1\\'},\\'model\\':"
+             "\\'h100-80gb\\',\\'scope\\':\\'NotTerminating\\'}','gpuquota.io/"
+             "gpu-claims':'{\\'gpu\\':{\\'gpus\\':1,"
+             "\\'memory\\':\\'80Gi\\',\\'model\\':\\'h100-80gb\\',\\'claim\\':"
+             "\\'x\\',\\'uid\\':\\'uid-x\\'}}'}},'spec':{%s'resourceClaims':[{'name':"
+             "'gpu','resourceClaimName':'x'}],'containers':[{'name':'c'}]}%s}",
+             name, name, queued ? "'schedulingGates':[{'name':'gpuquota.io/quota'}]," : "",
+             queued ? "" : ",'status':{'phase':'Running'}");
+    json_object_array_add(pods, J(buf));
+}
+
+/* The escape through a shared claim: the pod first charged for claim x was
+ * admitted on borrowed capacity and is gone; r, unmarked, still names x,
+ * and qb's record of x says its charge is borrowed. The recount keeps that
+ * on the counted record, and a queued pod naming x is ungated marked
+ * gpuquota.io/borrowing, though it adds nothing to the claim's charge. */
+static void test_queue_marks_pod_riding_borrowed_claim(void **state)
+{
+    (void)state;
+    fake f;
+    fake_init(&f);
+    json_object_put(f.pods);
+    f.pods = json_object_new_array();
+    add_claim_pod(f.pods, "r", false);
+    add_claim_pod(f.pods, "w", true);
+    json_object_array_add(
+        f.quotas,
+        J("{'apiVersion':'gpuquota.io/v1alpha1','kind':'GPUQuota','metadata':{'name':'qb',"
+          "'namespace':'b','uid':'u-qb','generation':1,'resourceVersion':'1'},'spec':{'hard':{"
+          "'gpu-memory':'200Gi'},'whenExceeded':'Queue'},'status':{'used':{'gpu-memory':'80Gi'},"
+          "'reservations':[{'key':'uid-x','namespace':'b','pod':'x','gpu-memory':'80Gi','gpus':"
+          "'1','gpu-pods':'0','expires':'1970-01-01T00:00:00Z','model':'h100-80gb','claim':true,"
+          "'counted':true,'borrowing':true}]}}"));
+    json_object_array_add(f.nss, J("{'metadata':{'name':'b','resourceVersion':'1'}}"));
+    admit_once(&f, "/x/gpuquotas/qb");
+    pthread_mutex_lock(&f.mu);
+    assert_non_null(strstr(json_object_to_json_string(f.last_patch), "gpuquota.io~1borrowing"));
+    const char *qb =
+        json_object_to_json_string_ext(find_quota(&f, "/x/gpuquotas/qb"), JSON_C_TO_STRING_PLAIN);
+    assert_non_null(strstr(qb, "\"claim\":true,\"counted\":true,\"borrowing\":true"));
+    pthread_mutex_unlock(&f.mu);
+    fake_dispose(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -590,6 +643,7 @@ int main(void)
         cmocka_unit_test(test_queue_quota_not_cached_yet),
         cmocka_unit_test(test_queue_borrowing_kept_across_passes),
         cmocka_unit_test(test_queue_waits_for_lent_room),
+        cmocka_unit_test(test_queue_marks_pod_riding_borrowed_claim),
     };
     if (http_metrics_new("test", &registry))
         return 1;

@@ -239,12 +239,51 @@ static void test_plan_charge(void **state)
     json_object_put(none_obj);
 }
 
+/* A borrowing pod's claims are charged on borrowed capacity: the records
+ * this pass added say so, whichever pod of the pass added them; a record
+ * the quota held before the pass (the claim charged earlier, within the
+ * share) is left as it was. ctl_quota_claim_borrowed reads the mark of a
+ * live or counted record, never of a lapsed one. */
+static void test_borrowing_pod_borrows_its_claims(void **state)
+{
+    (void)state;
+    gq_shared_claim c = pair_claim();
+    json_object *obj = quota_obj("");
+    gq_quota *q = parse(obj);
+    ctl_admitted a = pod_on("a", "uid-a", &c), b = pod_on("b", "uid-b", &c);
+    b.borrowing = true;
+    gq_err err;
+    bool added = false;
+    assert_int_equal(charge(obj, q, &a, &added, &err), GQ_OK);
+    assert_int_equal(charge(obj, q, &b, &added, &err), GQ_OK);
+    gq_quota *after = parse(obj);
+    assert_true(ctl_quota_claim_borrowed(after, "claim-pair", NOW));
+    assert_false(ctl_quota_claim_borrowed(after, "claim-pair", NOW + 121)); /* lapsed */
+    assert_false(ctl_quota_claim_borrowed(after, "uid-b", NOW));            /* a pod's */
+    gq_quota_free(after);
+    gq_quota_free(q);
+    json_object_put(obj);
+
+    static const char counted[] =
+        "{'key':'claim-pair','namespace':'a','pod':'pair','gpu-memory':'160Gi','gpus':'2',"
+        "'gpu-pods':'0','expires':'1970-01-01T00:00:00Z','claim':true,'counted':true}";
+    obj = quota_obj(counted);
+    q = parse(obj);
+    assert_int_equal(charge(obj, q, &b, &added, &err), GQ_OK);
+    after = parse(obj);
+    assert_false(ctl_quota_claim_borrowed(after, "claim-pair", NOW));
+    gq_quota_free(after);
+    gq_quota_free(q);
+    json_object_put(obj);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shared_claim_charged_once),
         cmocka_unit_test(test_claim_charged_before),
         cmocka_unit_test(test_plan_charge),
+        cmocka_unit_test(test_borrowing_pod_borrows_its_claims),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,13 +22,7 @@ static gq_amounts mem(int64_t gib)
 /* A quota with only gpu-memory hard, and policy. */
 static gq_quota quota(const char *name, int64_t hard_gib, gq_preempt_policy policy)
 {
-    gq_quota q;
-    memset(&q, 0, sizeof(q));
-    q.name = (char *)name;
-    q.hard.set[GQ_KEY_GPU_MEMORY] = true;
-    q.hard.v[GQ_KEY_GPU_MEMORY] = hard_gib * GI;
-    q.within_quota = policy;
-    return q;
+    return queue_quota_mem(name, hard_gib, policy);
 }
 
 static const size_t Q0[] = {0}, Q1[] = {1}, Q01[] = {0, 1};

@@ -215,9 +215,6 @@ static const bad_case bad_counted[] = {
      "status.reservations[0].counted: only a claim record is counted", 1, "{\"reservations\":[]}"},
     {"{'reservations':[" R1 ",'expires':'" LIVE "','borrowing':1}]}", GQ_EINVAL, GQ_OK,
      "status.reservations[0].borrowing: must be true or false", 1, "{\"reservations\":[]}"},
-    {"{'reservations':[" R1 ",'expires':'" LIVE "','claim':true,'borrowing':true}]}", GQ_EINVAL,
-     GQ_OK, "status.reservations[0].borrowing: only a pod's record borrows", 1,
-     "{\"reservations\":[]}"},
     {"{'reservations':[" R1 ",'expires':'" LIVE "','escrow':'maybe'}]}", GQ_EINVAL, GQ_OK,
      "status.reservations[0].escrow: must be hold, want or admitted", 1, "{\"reservations\":[]}"},
     {"{'reservations':[" R1 ",'expires':'" LIVE "','escrow':true}]}", GQ_EINVAL, GQ_OK,
@@ -413,6 +410,29 @@ static void test_encode_round_trip(void **state)
                    "\"lastTransitionTime\":\"2026-11-21T15:06:05Z\",\"reason\":\"InvalidSpec\","
                    "\"message\":\"spec.hard: x\"}]}");
     gq_quota_status_dispose(&st);
+}
+
+/* A claim record charged on borrowed capacity says so, counted or not,
+ * in every mode, and keeps it through an encode. */
+static void test_claim_record_borrowing(void **state)
+{
+    (void)state;
+    static const char *const want =
+        "{\"reservations\":[{\"key\":\"c-1\",\"namespace\":\"a\",\"pod\":\"pair\","
+        "\"gpu-memory\":\"8Gi\",\"gpu-pods\":\"0\",\"gpus\":\"1\",\"expires\":"
+        "\"1970-01-01T00:00:00Z\",\"claim\":true,\"counted\":true,\"borrowing\":true}]}";
+    json_object *o = J("{'reservations':[{'key':'c-1','namespace':'a','pod':'pair','gpu-memory':"
+                       "'8Gi','gpus':'1','gpu-pods':'0','expires':'1970-01-01T00:00:00Z',"
+                       "'claim':true,'counted':true,'borrowing':true}]}");
+    for (int mode = GQ_STATUS_POLICY; mode <= GQ_STATUS_SALVAGE; mode++) {
+        gq_quota_status st = decode_ok(o, (gq_status_mode)mode);
+        const gq_reservation *r = gq_quota_status_find(&st, "c-1");
+        assert_non_null(r);
+        assert_true(r->claim && r->counted && r->borrowing);
+        assert_encodes(&st, want);
+        gq_quota_status_dispose(&st);
+    }
+    json_object_put(o);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -671,11 +691,17 @@ static void test_quota_set_status(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_decode_full),      cmocka_unit_test(test_decode_malformed),
-        cmocka_unit_test(test_decode_oversized), cmocka_unit_test(test_encode_round_trip),
-        cmocka_unit_test(test_add_remove),       cmocka_unit_test(test_add_full),
-        cmocka_unit_test(test_drop_keep_take),   cmocka_unit_test(test_sum_filter),
-        cmocka_unit_test(test_setters),          cmocka_unit_test(test_quota_set_status),
+        cmocka_unit_test(test_decode_full),
+        cmocka_unit_test(test_decode_malformed),
+        cmocka_unit_test(test_decode_oversized),
+        cmocka_unit_test(test_encode_round_trip),
+        cmocka_unit_test(test_claim_record_borrowing),
+        cmocka_unit_test(test_add_remove),
+        cmocka_unit_test(test_add_full),
+        cmocka_unit_test(test_drop_keep_take),
+        cmocka_unit_test(test_sum_filter),
+        cmocka_unit_test(test_setters),
+        cmocka_unit_test(test_quota_set_status),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

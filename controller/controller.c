@@ -735,20 +735,10 @@ static void status_written(ctl_controller *c, const quota_pass *p, char *sent_rv
  * bigger status costs kube-apiserver more per write than the controller's
  * writes it saves (measured: docs/performance.md). */
 #define FOLD_WAIT_MS 1000
+/* Nor does a write while a webhook replica's escrow want lives: a denial
+ * waits for the admitted records this write settles (docs/validating-webhook.md,
+ * Escrow). */
 #define FOLD_MAX 8
-
-/* Whether a reservation of list is a pod admitted on a webhook's escrow
- * hold, written after the last recount: /validate puts its denials off
- * until a recount has settled such records, so that write never waits. */
-static bool escrow_unsettled(json_object *list, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        const char *e = gq_json_get_string(json_object_array_get_idx(list, i), "escrow");
-        if (e && !strcmp(e, "admitted"))
-            return true;
-    }
-    return false;
-}
 
 /* How long res's write may still wait (0: write now). */
 static long fold_wait_ms(ctl_controller *c, const char *key, json_object *obj,
@@ -756,7 +746,8 @@ static long fold_wait_ms(ctl_controller *c, const char *key, json_object *obj,
 {
     json_object *held = gq_json_member(gq_json_member(obj, "status"), "reservations");
     size_t n_held = json_object_is_type(held, json_type_array) ? json_object_array_length(held) : 0;
-    if (res->invalid || res->dropped == 0 || n_held >= FOLD_MAX || escrow_unsettled(held, n_held) ||
+    if (res->invalid || res->dropped == 0 || n_held >= FOLD_MAX ||
+        gq_reservations_json_want(held, now) ||
         !ctl_fold_only(obj, res->status, now, now + FOLD_WAIT_MS / 1000 + 1))
         return 0;
     int64_t t = ctl_mono_us() / 1000;

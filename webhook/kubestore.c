@@ -11,7 +11,6 @@
 #include "common/json_member.h"
 #include "common/strutil.h"
 #include "common/hash.h"
-#include "common/rfc3339.h"
 #include "quota/crd.h"
 #include "quota/podqueue.h"
 
@@ -174,28 +173,13 @@ static bool keep_queued_pods(json_object *dst, json_object *obj)
     return true;
 }
 
-/* Whether GPUQuota obj's status holds a live want of some replica (an
- * escrow record "want" whose expiry is ahead). */
-static bool wants_room(json_object *obj)
-{
-    json_object *list = gq_json_member(gq_json_member(obj, "status"), "reservations");
-    size_t n = json_object_is_type(list, json_type_array) ? json_object_array_length(list) : 0;
-    int64_t now = (int64_t)time(NULL), exp;
-    for (size_t i = 0; i < n; i++) {
-        json_object *r = json_object_array_get_idx(list, i);
-        const char *kind = gq_json_get_string(r, "escrow"), *at = gq_json_get_string(r, "expires");
-        if (kind && !strcmp(kind, "want") && at && !gq_time_parse_rfc3339(at, &exp, NULL) &&
-            exp > now)
-            return true;
-    }
-    return false;
-}
-
 /* Tell the want hook about a GPUQuota that asks for escrowed room back
  * (ks NULL: a live read, which tells nobody; the cache's event will). */
 static void note_want(wh_kubestore *ks, json_object *obj)
 {
-    if (!ks || !ks->want || !wants_room(obj)) /* only GPUQuotas hold namespaced wants */
+    json_object *list = gq_json_member(gq_json_member(obj, "status"), "reservations");
+    /* only GPUQuotas hold namespaced wants */
+    if (!ks || !ks->want || !gq_reservations_json_want(list, (int64_t)time(NULL)))
         return;
     json_object *meta = gq_json_member(obj, "metadata");
     const char *ns = gq_json_get_string(meta, "namespace"),

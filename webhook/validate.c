@@ -669,8 +669,8 @@ static bool escrow_defers(round_view *rv, pending *p, const gq_amounts *charge)
     }
     if (mono >= p->defer_until)
         return false;
-    if (holds && !o.my_want)
-        escrow_want(rv);
+    if (!o.my_want)
+        escrow_want(rv); /* holders give back; the controller writes without its fold wait */
     return true;
 }
 

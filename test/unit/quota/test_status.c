@@ -66,6 +66,35 @@ static void assert_encodes(const gq_quota_status *st, const char *want)
     json_object_put(o);
 }
 
+/* A live want of a webhook's escrow, read from the JSON list itself. */
+static void test_json_want(void **state)
+{
+    (void)state;
+#define W(kind, exp)                                                                               \
+    "{'key':'k','namespace':'a','pod':'p','gpu-memory':'0','gpus':'0','gpu-pods':'0','expires':"   \
+    "'" exp "','escrow':'" kind "'}"
+    static const struct {
+        const char *list;
+        bool want;
+    } cases[] = {
+        {"[" W("want", "2026-11-21T15:06:06Z") "]", true},
+        {"[" W("hold", "2026-11-21T15:06:06Z") "," W("want", "2026-11-21T15:06:06Z") "]", true},
+        {"[" W("want", "2026-11-21T15:06:05Z") "]", false}, /* expires at now */
+        {"[" W("hold", "2026-11-21T15:07:05Z") "," W("admitted", "2026-11-21T15:07:05Z") "]",
+         false},
+        {"[{'escrow':'want','expires':'soon'},7,{'escrow':7}]", false},
+        {"{}", false},
+    };
+#undef W
+    assert_false(gq_reservations_json_want(NULL, NOW));
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_object *o = J(cases[i].list);
+        if (gq_reservations_json_want(o, NOW) != cases[i].want)
+            fail_msg("case %zu", i);
+        json_object_put(o);
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* The decoder                                                                */
 
@@ -691,17 +720,12 @@ static void test_quota_set_status(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_decode_full),
-        cmocka_unit_test(test_decode_malformed),
-        cmocka_unit_test(test_decode_oversized),
-        cmocka_unit_test(test_encode_round_trip),
-        cmocka_unit_test(test_claim_record_borrowing),
-        cmocka_unit_test(test_add_remove),
-        cmocka_unit_test(test_add_full),
-        cmocka_unit_test(test_drop_keep_take),
-        cmocka_unit_test(test_sum_filter),
-        cmocka_unit_test(test_setters),
-        cmocka_unit_test(test_quota_set_status),
+        cmocka_unit_test(test_decode_full),       cmocka_unit_test(test_json_want),
+        cmocka_unit_test(test_decode_malformed),  cmocka_unit_test(test_decode_oversized),
+        cmocka_unit_test(test_encode_round_trip), cmocka_unit_test(test_claim_record_borrowing),
+        cmocka_unit_test(test_add_remove),        cmocka_unit_test(test_add_full),
+        cmocka_unit_test(test_drop_keep_take),    cmocka_unit_test(test_sum_filter),
+        cmocka_unit_test(test_setters),           cmocka_unit_test(test_quota_set_status),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -735,9 +735,11 @@ static void status_written(ctl_controller *c, const quota_pass *p, char *sent_rv
  * bigger status costs kube-apiserver more per write than the controller's
  * writes it saves (measured: docs/performance.md). */
 #define FOLD_WAIT_MS 1000
-/* Nor does a write while a webhook replica's escrow want lives: a denial
- * waits for the admitted records this write settles (docs/validating-webhook.md,
- * Escrow). */
+/* Pods a webhook replica admitted on an escrow hold raise used with no
+ * reservation to fold: such a write waits too, as long as live holds cover
+ * the rise (ctl_fold_only). A write while a replica's escrow want lives
+ * does not wait: a denial waits for the admitted records it settles
+ * (docs/validating-webhook.md, Escrow). */
 #define FOLD_MAX 8
 
 /* How long res's write may still wait (0: write now). */
@@ -746,8 +748,9 @@ static long fold_wait_ms(ctl_controller *c, const char *key, json_object *obj,
 {
     json_object *held = gq_json_member(gq_json_member(obj, "status"), "reservations");
     size_t n_held = json_object_is_type(held, json_type_array) ? json_object_array_length(held) : 0;
-    if (res->invalid || res->dropped == 0 || n_held >= FOLD_MAX ||
-        gq_reservations_json_want(held, now) ||
+    if (res->invalid ||
+        (res->dropped == 0 && !gq_reservations_json_live(held, GQ_ESCROW_HOLD, now)) ||
+        n_held >= FOLD_MAX || gq_reservations_json_live(held, GQ_ESCROW_WANT, now) ||
         !ctl_fold_only(obj, res->status, now, now + FOLD_WAIT_MS / 1000 + 1))
         return 0;
     int64_t t = ctl_mono_us() / 1000;

@@ -331,11 +331,13 @@ gq_code ctl_reconcile_invalid(json_object *quota, const char *why, int64_t now, 
  * spec.hard limits (and per model of spec.models, every key it limits),
  * used plus the live uncounted reservations, as the validating webhook sums
  * them, is the same in next at now as in the current status at now and at
- * horizon. That
- * is what a fold is: reservations whose pods the controller now counts move
- * into used. Such a write may wait (the current status keeps charging those
- * pods through their reservations); any other change may not. false when
- * either status does not parse. */
+ * horizon, or higher by no more than the webhooks' escrow holds live in the
+ * current status then. That is what a fold is: reservations whose pods the
+ * controller now counts move into used, and pods admitted on a hold are
+ * counted while the hold still charges them. Such a write may wait (the
+ * current status keeps charging those pods, through their reservations or
+ * the holds); any other change may not. false when either status does not
+ * parse. */
 bool ctl_fold_only(json_object *quota, json_object *next, int64_t now, int64_t horizon);
 
 /* ctl_reconcile over the store: the candidate pods and seen come from

@@ -577,29 +577,48 @@ static bool same_rest(json_object *a, json_object *b)
 }
 
 /* a and b agree on every key limit limits. */
-static bool same_limited(const gq_amounts *limit, const gq_amounts *a, const gq_amounts *b)
+/* Sum of the escrow holds of q live at t, per key (saturating). */
+static void holds_at(const gq_quota *q, int64_t t, gq_amounts *out)
+{
+    gq_amounts_clear(out);
+    for (size_t i = 0; i < q->n_reservations; i++) {
+        const gq_reservation *r = &q->reservations[i];
+        if (r->escrow != GQ_ESCROW_HOLD || r->expires <= t)
+            continue;
+        for (int k = 0; k < GQ_KEY_COUNT; k++)
+            if (__builtin_add_overflow(out->v[k], r->amounts.v[k], &out->v[k]))
+                out->v[k] = INT64_MAX;
+    }
+}
+
+/* On every key limit sets, b is a, or above a by at most held. */
+static bool covered(const gq_amounts *limit, const gq_amounts *a, const gq_amounts *b,
+                    const gq_amounts *held)
 {
     for (int k = 0; k < GQ_KEY_COUNT; k++)
-        if (limit->set[k] && a->v[k] != b->v[k])
+        if (limit->set[k] && (b->v[k] < a->v[k] || b->v[k] - a->v[k] > held->v[k]))
             return false;
     return true;
 }
 
-/* What admissions count in a at ta is what they count in b at tb, on every
+/* What admissions count in b at tb is what they count in a at ta, on every
  * key they check: in all (gq_quota_in_use, the keys of spec.hard) and per
  * model of spec.models (gq_quota_model_in_use, that model's keys), the
- * validating webhook's own sums. a and b share their spec. */
-static bool same_charge(const gq_quota *a, int64_t ta, const gq_quota *b, int64_t tb)
+ * validating webhook's own sums; or more, by no more than a's escrow holds
+ * live at ta (pods admitted on them, which a charges through the holds).
+ * a and b share their spec. */
+static bool charge_covered(const gq_quota *a, int64_t ta, const gq_quota *b, int64_t tb)
 {
-    gq_amounts x, y;
+    gq_amounts x, y, held;
     gq_err e;
+    holds_at(a, ta, &held);
     if (gq_quota_in_use(a, ta, NULL, &x, &e) || gq_quota_in_use(b, tb, NULL, &y, &e) ||
-        !same_limited(&a->hard, &x, &y) || a->n_models != b->n_models)
+        !covered(&a->hard, &x, &y, &held) || a->n_models != b->n_models)
         return false;
     for (size_t i = 0; i < a->n_models; i++)
         if (gq_quota_model_in_use(a, &a->models[i], ta, NULL, &x, &e) ||
             gq_quota_model_in_use(b, &b->models[i], tb, NULL, &y, &e) ||
-            !same_limited(&a->models[i].hard, &x, &y))
+            !covered(&a->models[i].hard, &x, &y, &held))
             return false;
     return true;
 }
@@ -614,7 +633,7 @@ bool ctl_fold_only(json_object *quota, json_object *next, int64_t now, int64_t h
     gq_quota *c = NULL, *n = NULL;
     gq_err e;
     bool same = !parse_with_status(quota, cur, &c, &e) && !parse_with_status(quota, next, &n, &e) &&
-                same_charge(c, now, n, now) && same_charge(c, horizon, n, now);
+                charge_covered(c, now, n, now) && charge_covered(c, horizon, n, now);
     gq_quota_free(c);
     gq_quota_free(n);
     return same;

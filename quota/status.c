@@ -249,15 +249,16 @@ fail:
     return NULL;
 }
 
-bool gq_reservations_json_want(json_object *list, int64_t now)
+bool gq_reservations_json_live(json_object *list, gq_escrow_kind kind, int64_t now)
 {
     size_t n = json_object_is_type(list, json_type_array) ? json_object_array_length(list) : 0;
     for (size_t i = 0; i < n; i++) {
         json_object *r = json_object_array_get_idx(list, i);
         const char *e = gq_json_get_string(r, "escrow"), *at = gq_json_get_string(r, "expires");
         int64_t exp;
-        if (e && !strcmp(e, escrow_names[GQ_ESCROW_WANT]) && at &&
-            !gq_time_parse_rfc3339(at, &exp, NULL) && exp > now)
+        if (kind > GQ_ESCROW_NONE && kind <= GQ_ESCROW_ADMITTED && e &&
+            !strcmp(e, escrow_names[kind]) && at && !gq_time_parse_rfc3339(at, &exp, NULL) &&
+            exp > now)
             return true;
     }
     return false;

@@ -255,10 +255,10 @@ gq_code gq_quota_status_sum(const gq_quota_status *st, int64_t now, gq_amounts *
                             gq_err *err) GQ_WUR;
 
 /* Whether list (a status's "reservations" as JSON; anything else: false)
- * holds a live want of a webhook replica's escrow (expiring after now):
- * read from the JSON itself, for the callers that must not decode a status
- * on every event. */
-bool gq_reservations_json_want(json_object *list, int64_t now);
+ * holds a live escrow record of kind (expiring after now): a want a webhook
+ * replica waits on, a hold. Read from the JSON itself, for the callers that
+ * must not decode a status on every event. */
+bool gq_reservations_json_live(json_object *list, gq_escrow_kind kind, int64_t now);
 
 /* The reservation keyed key, borrowed; NULL when none. */
 const gq_reservation *gq_quota_status_find(const gq_quota_status *st, const char *key);

@@ -179,7 +179,7 @@ static void note_want(wh_kubestore *ks, json_object *obj)
 {
     json_object *list = gq_json_member(gq_json_member(obj, "status"), "reservations");
     /* only GPUQuotas hold namespaced wants */
-    if (!ks || !ks->want || !gq_reservations_json_want(list, (int64_t)time(NULL)))
+    if (!ks || !ks->want || !gq_reservations_json_live(list, GQ_ESCROW_WANT, (int64_t)time(NULL)))
         return;
     json_object *meta = gq_json_member(obj, "metadata");
     const char *ns = gq_json_get_string(meta, "namespace"),

@@ -1101,7 +1101,7 @@ static void run_slot(wh_validator *v, slot *s, pending **batch, size_t cap)
 #define SWEEP_INTERVAL_S 0.02
 /* Holds are looked at this often, and given back once unused this long. */
 #define ESCROW_SWEEP_S 0.2
-#define ESCROW_IDLE_S 1.0
+#define ESCROW_IDLE_S 5.0
 
 /* Have s give its hold back (and write what was admitted on it) at its
  * next round, now if it is idle. v->mu held. */

@@ -89,7 +89,7 @@ check_match "the tenant cannot remove a hold" 'forbidden' "$out"
 
 # ---- 3. replicas killed -9 holding room -----------------------------------------
 # d-0 took 4Gi and a hold of half the rest (16Gi, 4 pods): kill every replica
-# before it is given back (1 s idle), then start three new ones.
+# before it is given back (5 s idle), then start three new ones.
 for n in 0 1 2; do webhook_stop "$n" KILL; done
 dead=$(holds "$NS2" dead)
 [[ -n $dead ]] && pass "the dead replicas' hold is still counted ($dead)" || fail "the hold went with its replica"

@@ -627,6 +627,24 @@ static void test_fold_only(void **state)
     json_object_put(next);
     json_object_put(before);
 
+    /* h1 admitted on a webhook's escrow hold: no reservation of its own, the
+     * hold charges it. Counting it may wait while the live holds cover the
+     * rise (8Gi here), not when they do not, nor once they lapse. */
+#define HOLD(mem, exp)                                                                             \
+    "{'key':'escrow-1','namespace':'a','pod':'wh','gpu-memory':'" mem "','gpus':'0',"              \
+    "'gpu-pods':'0','expires':'" exp "','escrow':'hold'}"
+    before = with_status(q, "4Gi", "4Gi", "[" HOLD("16Gi", "2026-11-21T15:07:05Z") "]");
+    reconcile(s, before, NOW, &r);
+    assert_int_equal(r.dropped, 0);
+    assert_true(ctl_fold_only(before, r.status, NOW, NOW + 2));
+    assert_false(ctl_fold_only(before, r.status, NOW, NOW + 60));
+    json_object_put(before);
+    before = with_status(q, "4Gi", "4Gi", "[" HOLD("4Gi", "2026-11-21T15:07:05Z") "]");
+    reconcile(s, before, NOW, &r);
+    assert_false(ctl_fold_only(before, r.status, NOW, NOW + 2));
+    json_object_put(before);
+#undef HOLD
+
     /* Usage goes down (a pod went away): the write may not wait. */
     before = with_status(q, "20Gi", "12Gi", NULL);
     reconcile(s, before, NOW, &r);

@@ -86,13 +86,21 @@ static void test_json_want(void **state)
         {"{}", false},
     };
 #undef W
-    assert_false(gq_reservations_json_want(NULL, NOW));
+    assert_false(gq_reservations_json_live(NULL, GQ_ESCROW_WANT, NOW));
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         json_object *o = J(cases[i].list);
-        if (gq_reservations_json_want(o, NOW) != cases[i].want)
+        if (gq_reservations_json_live(o, GQ_ESCROW_WANT, NOW) != cases[i].want)
             fail_msg("case %zu", i);
         json_object_put(o);
     }
+    json_object *o = J("["
+                       "{'escrow':'hold','expires':'2026-11-21T15:06:06Z'}"
+                       "]");
+    assert_true(gq_reservations_json_live(o, GQ_ESCROW_HOLD, NOW));
+    assert_false(gq_reservations_json_live(o, GQ_ESCROW_WANT, NOW));
+    assert_false(gq_reservations_json_live(o, GQ_ESCROW_NONE, NOW));
+    assert_false(gq_reservations_json_live(o, (gq_escrow_kind)9, NOW));
+    json_object_put(o);
 }
 
 /* ------------------------------------------------------------------------ */

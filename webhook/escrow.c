@@ -109,9 +109,12 @@ gq_code wh_escrow_flush(const wh_escrow *e, const wh_escrow_id *id, gq_quota_sta
     return GQ_OK;
 }
 
-/* Cut *pods to the whole units of unit that half of hard - used leaves. */
-static void cut_to_half_room(const gq_amounts *hard, const gq_amounts *used, const gq_amounts *unit,
-                             unsigned *pods, bool limited[GQ_KEY_COUNT])
+/* Cut *pods to the whole units of unit that a quarter of the room left
+ * (hard - used) holds, and that leave at least half of hard free: a quota
+ * more than half used takes no hold, so that it fills up, and denies, on
+ * exact charges rather than on holds that replicas must give back first. */
+static void cut_to_room(const gq_amounts *hard, const gq_amounts *used, const gq_amounts *unit,
+                        unsigned *pods, bool limited[GQ_KEY_COUNT])
 {
     for (int k = 0; k < GQ_KEY_COUNT; k++) {
         if (!hard->set[k])
@@ -120,7 +123,9 @@ static void cut_to_half_room(const gq_amounts *hard, const gq_amounts *used, con
         int64_t room = hard->v[k] > used->v[k] ? hard->v[k] - used->v[k] : 0;
         if (unit->v[k] <= 0)
             continue;
-        int64_t fit = room / 2 / unit->v[k];
+        int64_t spare = room - (hard->v[k] - hard->v[k] / 2); /* room beyond half of hard */
+        int64_t take = spare < room / 4 ? spare : room / 4;
+        int64_t fit = take > 0 ? take / unit->v[k] : 0;
         if (fit < (int64_t)*pods)
             *pods = (unsigned)fit;
     }
@@ -133,9 +138,9 @@ bool wh_escrow_size(const gq_quota *q, const gq_amounts *in_use, const gq_model_
     if (pods > WH_ESCROW_PODS_MAX)
         pods = WH_ESCROW_PODS_MAX;
     memset(limited, 0, GQ_KEY_COUNT * sizeof(*limited));
-    cut_to_half_room(&q->hard, in_use, unit, &pods, limited);
+    cut_to_room(&q->hard, in_use, unit, &pods, limited);
     for (size_t m = 0; m < q->n_models; m++)
-        cut_to_half_room(&q->models[m].hard, &mview[m].used, unit, &pods, limited);
+        cut_to_room(&q->models[m].hard, &mview[m].used, unit, &pods, limited);
     if (pods < WH_ESCROW_PODS_MIN)
         return false;
     gq_amounts_clear(out);

@@ -99,9 +99,10 @@ gq_code wh_escrow_flush(const wh_escrow *e, const wh_escrow_id *id, gq_quota_sta
 
 /* The hold to take on q after a round: `pods` (at most
  * WH_ESCROW_PODS_MAX) times unit, the charge of the pod that asked, cut to
- * half the room left on every key the quota or one of its models limits
- * (in_use: the quota's usage with the round's charges; mview: each model's,
- * parallel to q->models), in whole units. False when that covers fewer than
+ * a quarter of the room left, and to what leaves half of hard free, on
+ * every key the quota or one of its models limits (in_use: the quota's
+ * usage with the round's charges; mview: each model's, parallel to
+ * q->models), in whole units. False when that covers fewer than
  * WH_ESCROW_PODS_MIN pods (no hold); else *out (every key set) and
  * limited[] (the keys limited). */
 bool wh_escrow_size(const gq_quota *q, const gq_amounts *in_use, const gq_model_limit *mview,

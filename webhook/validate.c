@@ -1056,8 +1056,9 @@ static size_t settle_decided(wh_validator *v, pending **batch, size_t n)
 /* Run one ready slot: a batch from its queue through the group commit,
  * then each pending's admission goes on (next quota, rollback or answer).
  * A slot made ready to give its hold back runs a round with no charge. A
- * denial put off while escrow settles goes round again after DEFER_STEP_MS
- * with what queued meanwhile; the slot stays busy till then. */
+ * denial put off while escrow settles goes round again after DEFER_STEP_MS,
+ * doubling to 8 times that, with what queued meanwhile; the slot stays busy
+ * till then. */
 static void run_slot(wh_validator *v, slot *s, pending **batch, size_t cap)
 {
     pthread_mutex_lock(&v->mu);
@@ -1065,6 +1066,7 @@ static void run_slot(wh_validator *v, slot *s, pending **batch, size_t cap)
     bool due = s->esc.give_back && (s->esc.held || s->esc.n_local);
     pthread_mutex_unlock(&v->mu);
     size_t n = batch_take(v, s, batch, 0, cap);
+    unsigned step = 0;
     for (;;) {
         if (n || due)
             n = batch_run(v, s, batch, n, cap, no_take);
@@ -1075,7 +1077,7 @@ static void run_slot(wh_validator *v, slot *s, pending **batch, size_t cap)
         if (!deferred)
             break;
         n = settle_decided(v, batch, n);
-        sleep_ms(DEFER_STEP_MS);
+        sleep_ms(DEFER_STEP_MS << (step < 3 ? step++ : step)); /* 20, 40, 80, 160 ms */
         n = batch_take(v, s, batch, n, cap);
     }
     uint_fast64_t largest = atomic_load(&v->largest_batch);

@@ -88,25 +88,25 @@ out=$(KUBECONFIG=$work/dev.kubeconfig kubectl -n "$NS2" patch gpuquota dead --su
 check_match "the tenant cannot remove a hold" 'forbidden' "$out"
 
 # ---- 3. replicas killed -9 holding room -----------------------------------------
-# d-0 took 4Gi and a hold of half the rest (16Gi, 4 pods): kill every replica
+# d-0 took 4Gi and a hold of a quarter of the rest (8Gi, 2 pods): kill every replica
 # before it is given back (5 s idle), then start three new ones.
 for n in 0 1 2; do webhook_stop "$n" KILL; done
 dead=$(holds "$NS2" dead)
 [[ -n $dead ]] && pass "the dead replicas' hold is still counted ($dead)" || fail "the hold went with its replica"
 webhooks 3 "${ARGS[@]}" || { fail "three new replicas"; finish; }
 t_kill=$(now_ms)
-# 40 - 4 (d-0) - 16 (the dead hold) = 20Gi: five 4Gi pods, not six.
+# 40 - 4 (d-0) - 8 (the dead hold) = 28Gi: seven 4Gi pods, not eight.
 ok=0
-for i in 1 2 3 4 5; do gpu_pod "d-$i" 4Gi | kubectl -n "$NS2" create -f - >/dev/null 2>&1 && ok=$((ok + 1)); done
-check "pods admitted beside the dead hold" 5 "$ok"
-out=$(gpu_pod d-6 4Gi | kubectl -n "$NS2" create -f - 2>&1)
+for i in 1 2 3 4 5 6 7; do gpu_pod "d-$i" 4Gi | kubectl -n "$NS2" create -f - >/dev/null 2>&1 && ok=$((ok + 1)); done
+check "pods admitted beside the dead hold" 7 "$ok"
+out=$(gpu_pod d-8 4Gi | kubectl -n "$NS2" create -f - 2>&1)
 check_match "the room the dead hold keeps is not given" 'exceeded quota: dead, requested: gpu-memory=4Gi, used: gpu-memory=40Gi, limited: gpu-memory=40Gi$' "$out"
 dead_gone() { [[ " $(holds "$NS2" dead) " != *" $dead "* ]]; }
 eventually 60 dead_gone && echo "# the dead hold went $(($(now_ms) - t_kill)) ms after the new replicas started"
 dead_gone && pass "the dead hold expired" || fail "the dead hold is still there"
 ok=0
-for i in 6 7 8 9; do gpu_pod "d-$i" 4Gi | kubectl -n "$NS2" create -f - >/dev/null 2>&1 && ok=$((ok + 1)); done
-check "its room admits four more pods" 4 "$ok"
+for i in 8 9; do gpu_pod "d-$i" 4Gi | kubectl -n "$NS2" create -f - >/dev/null 2>&1 && ok=$((ok + 1)); done
+check "its room admits two more pods" 2 "$ok"
 out=$(gpu_pod d-10 4Gi | kubectl -n "$NS2" create -f - 2>&1)
 check_match "and no fifth" 'exceeded quota: dead, requested: gpu-memory=4Gi, used: gpu-memory=40Gi, limited: gpu-memory=40Gi$' "$out"
 check "pods of quota dead" 10 "$(kubectl -n "$NS2" get pods -o name | grep -c '/d-')"

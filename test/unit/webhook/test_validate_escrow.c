@@ -215,32 +215,40 @@ static void admits_on_the_hold_without_writes(void **state)
     assert_int_equal(s.escrow_holds, 2);
 }
 
-/* A hold is at most half the room left, in whole pods; none below two. */
-static void hold_is_half_the_room(void **state)
+/* A hold is at most a quarter of the room left, in whole pods, and leaves
+ * half of hard free: none below two pods, none once the quota is half used. */
+static void hold_is_a_quarter_of_the_first_half(void **state)
 {
     fx *f = *state;
-    quota(f, NS_A, "q", "{\"gpu-memory\":\"8Gi\"}", NULL);
+    quota(f, NS_A, "q", "{\"gpu-memory\":\"16Gi\"}", NULL);
     wh_validator *v = replica(&the_cluster, 64);
-    assert_true(decide_on(f, v, "p-0", "1Gi").allowed); /* 7Gi left: a hold of 3 */
+    assert_true(decide_on(f, v, "p-0", "1Gi").allowed); /* 15Gi left: a hold of 3 */
     json_object *h = reservation(f, NS_A, "q", 1);
     assert_string_equal(sget(h, "gpu-memory"), "3Gi");
     json_object_put(h);
+    char uid[16];
     for (int i = 1; i <= 3; i++) {
-        char uid[16];
         snprintf(uid, sizeof(uid), "p-%d", i);
         assert_true(decide_on(f, v, uid, "1Gi").allowed);
     }
     assert_int_equal(writes(f), 1);
-    /* 4Gi used; the 5th: 3 left after it, a hold of 1 pod is no hold. */
+    /* 5Gi used after p-4: 11 left, 3 of them beyond half of hard: 2 pods. */
     assert_true(decide_on(f, v, "p-4", "1Gi").allowed);
+    assert_int_equal(writes(f), 2);
+    h = reservation(f, NS_A, "q", 5);
+    assert_string_equal(sget(h, "escrow"), "hold");
+    assert_string_equal(sget(h, "gpu-memory"), "2Gi");
+    json_object_put(h);
+    for (int i = 5; i <= 15; i++) { /* half used from p-7 on: no hold */
+        snprintf(uid, sizeof(uid), "p-%d", i);
+        assert_true(decide_on(f, v, uid, "1Gi").allowed);
+    }
     assert_int_equal(count_records(f).hold, 0);
-    assert_true(decide_on(f, v, "p-5", "1Gi").allowed);
-    assert_true(decide_on(f, v, "p-6", "1Gi").allowed);
-    assert_true(decide_on(f, v, "p-7", "1Gi").allowed);
-    wh_validate_result r = decide_on(f, v, "p-8", "1Gi");
+    assert_int_equal(writes(f), 2 + 9);
+    wh_validate_result r = decide_on(f, v, "p-16", "1Gi");
     assert_false(r.allowed);
     assert_string_equal(r.message, "exceeded quota: q, requested: gpu-memory=1Gi, used: "
-                                   "gpu-memory=8Gi, limited: gpu-memory=8Gi");
+                                   "gpu-memory=16Gi, limited: gpu-memory=16Gi");
 }
 
 /* A pod larger than what is left of the hold goes through a round, which
@@ -249,12 +257,12 @@ static void hold_is_half_the_room(void **state)
 static void round_reuses_what_the_hold_left(void **state)
 {
     fx *f = *state;
-    quota(f, NS_A, "q", "{\"gpu-memory\":\"10Gi\"}", NULL);
+    quota(f, NS_A, "q", "{\"gpu-memory\":\"20Gi\"}", NULL);
     wh_validator *v = replica(&the_cluster, 64);
-    assert_true(decide_on(f, v, "p-0", "2Gi").allowed); /* 8Gi left: a hold of 2 pods (4Gi) */
+    assert_true(decide_on(f, v, "p-0", "2Gi").allowed); /* 18Gi left: a hold of 2 pods (4Gi) */
     assert_true(decide_on(f, v, "p-1", "2Gi").allowed); /* on the hold */
     assert_int_equal(writes(f), 1);
-    wh_validate_result r = decide_on(f, v, "p-2", "6Gi"); /* 4 + 6 = 10 */
+    wh_validate_result r = decide_on(f, v, "p-2", "16Gi"); /* 2 + 2 + 16 = 20, not 2 + 4 + 16 */
     assert_true(r.allowed);
     assert_false(decide_on(f, v, "p-3", "1Gi").allowed);
 }
@@ -455,7 +463,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(admits_on_the_hold_without_writes, cl_setup, cl_teardown),
-        cmocka_unit_test_setup_teardown(hold_is_half_the_room, cl_setup, cl_teardown),
+        cmocka_unit_test_setup_teardown(hold_is_a_quarter_of_the_first_half, cl_setup, cl_teardown),
         cmocka_unit_test_setup_teardown(round_reuses_what_the_hold_left, cl_setup, cl_teardown),
         cmocka_unit_test_setup_teardown(rollback_on_the_hold, cl_setup, cl_teardown),
         cmocka_unit_test_setup_teardown(new_generation_ends_the_hold, cl_setup, cl_teardown),

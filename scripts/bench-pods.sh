@@ -23,7 +23,7 @@
 #             one status write per charge
 #   gq-t32    (not in the default list) as gq with --threads 32 instead of
 #             the default one server thread per CPU
-#   gq-e, gq-3e  (not in the default list) as gq and gq-3 with escrow on
+#   gq-e, gq-3e  as gq and gq-3 with escrow on
 #             (--escrow-pods GQ_BENCH_ESCROW_PODS, default 16;
 #             docs/validating-webhook.md, Escrow)
 # The quota admits 3/4 of the pods sent and denies the rest ("deny" runs);
@@ -37,7 +37,7 @@
 # GQ_BENCH_ROUNDS (1),
 # GQ_BENCH_SCALE_PODS (20000; 0 skips the controller scale part),
 # GQ_BENCH_SCALE_NS (1000), GQ_BENCH_CONFIGS (the pod-create configurations,
-# default "floor native hooks gq gq-tenant gq-3 gq-b1"), GQ_BENCH_CHURN_RATE
+# default "floor native hooks gq gq-tenant gq-3 gq-b1 gq-e gq-3e"), GQ_BENCH_CHURN_RATE
 # (100 creates/s and as many deletes/s against the scale state; 0 skips the
 # churn), GQ_BENCH_CHURN_RATES (more rates, e.g. "25 50": one more churn at
 # each with the controllers as deployed, to find the rate where event ->
@@ -119,7 +119,7 @@ one() {
 
 # In an order that restarts the webhooks as rarely as possible.
 # GQ_BENCH_ROUNDS=0 leaves the create benchmark out (only the controller part).
-read -r -a configs <<<"${GQ_BENCH_CONFIGS:-floor native hooks gq gq-tenant gq-3 gq-b1}"
+read -r -a configs <<<"${GQ_BENCH_CONFIGS:-floor native hooks gq gq-tenant gq-3 gq-b1 gq-e gq-3e}"
 reverse=()
 for ((i = ${#configs[@]} - 1; i >= 0; i--)); do reverse+=("${configs[i]}"); done
 : >"$out/results.jsonl"

@@ -657,7 +657,7 @@ static bool escrow_defers(round_view *rv, pending *p, const gq_amounts *charge)
         if (__builtin_add_overflow(o.unsettled[k], holds ? o.held[k] : 0, &freed[k]))
             freed[k] = INT64_MAX;
     /* Refused however it settles: denied now, unless the usage is above
-     * hard, which only unsettled records can make it (nothing is admitted
+     * hard, which only pods charged twice can make it (nothing is admitted
      * past hard): then the message would name a usage nobody has. */
     if (refused_anyway(rv->q, &rv->in_use, freed, charge) && !above_hard(rv->q, &rv->in_use))
         return false;
@@ -675,8 +675,9 @@ static bool escrow_defers(round_view *rv, pending *p, const gq_amounts *charge)
 }
 
 /* After the round's charges: take a hold when the round admitted a pod
- * (its charge is the unit) on a Deny GPUQuota, nobody asks for room, and
- * half the room left covers at least WH_ESCROW_PODS_MIN such pods. */
+ * (its charge is the unit) and denied none, on a Deny GPUQuota, nobody
+ * asks for room, and the room wh_escrow_size allows covers at least
+ * WH_ESCROW_PODS_MIN such pods. */
 static void escrow_take(const wh_validator *v, round_view *rv, bool no_take)
 {
     if (!rv->esc || no_take || !rv->unit || rv->refused || rv->q->kind != GQ_QUOTA_NAMESPACED ||

@@ -13,7 +13,8 @@ from collections import defaultdict
 
 NAMES = {"floor": "floor", "native": "native (ResourceQuota)",
          "hooks-3": "W (webhooks, nothing to charge, 3 replicas)",
-         "gq-3": "gq (3 replicas, 2 controllers)"}
+         "gq-3": "gq (3 replicas, 2 controllers)",
+         "gq-3e": "gq, escrow on (--escrow-pods 16)"}
 QS = (("p50", "p50_ms"), ("p99", "p99_ms"), ("p99.9", "p999_ms"))
 TARGET_RATE, TARGET_MS = 50, 5.0
 
@@ -51,7 +52,8 @@ def main():
               f"{'api ms/c':>9} {'!ok':>6}  load")
         for c in [c for c in NAMES if c in runs] + [c for c in runs if c not in NAMES]:
             print(row(NAMES.get(c, c), runs[c]))
-        for a, b in (("gq-3", "native"), ("gq-3", "hooks-3"), ("hooks-3", "native")):
+        for a, b in (("gq-3", "native"), ("gq-3", "hooks-3"), ("gq-3e", "hooks-3"),
+                     ("hooks-3", "native")):
             d = added(a, b, runs)
             if d is not None:
                 print(f"  added, {a} over {b}: " + ", ".join(

@@ -22,15 +22,22 @@
 # scheduled time, the added latency against native and against W, and
 # kube-apiserver CPU per create (scripts/bench-open-report.py).
 #
+#   gq-3e    gq-3 with escrow on (--escrow-pods 16; docs/validating-webhook.md)
+# Each measured run follows GQ_BENCH_OPEN_WARMUP seconds (2) of creates at the
+# same rate, not measured: kube-apiserver has dialled the replicas and
+# everybody's caches are warm, as in a cluster that has been running.
+#
 # Environment: GQ_BENCH_OPEN_RATES ("20 50 100" creates/s),
-# GQ_BENCH_OPEN_SECONDS (30 per run), GQ_BENCH_OPEN_ROUNDS (1),
-# GQ_BENCH_OPEN_CONFIGS ("floor native hooks-3 gq-3"), GQ_BENCH_OUT (folder
-# kept with the raw JSON lines; default a temporary one, removed).
+# GQ_BENCH_OPEN_SECONDS (30 per run), GQ_BENCH_OPEN_WARMUP (2; 0: none),
+# GQ_BENCH_OPEN_ROUNDS (1), GQ_BENCH_OPEN_CONFIGS ("floor native hooks-3 gq-3
+# gq-3e"), GQ_BENCH_OUT (folder kept with the raw JSON lines; default a
+# temporary one, removed).
 set -euo pipefail
 read -r -a RATES <<<"${GQ_BENCH_OPEN_RATES:-20 50 100}"
 OPEN_SECONDS=${GQ_BENCH_OPEN_SECONDS:-30}
+WARMUP=${GQ_BENCH_OPEN_WARMUP:-2}
 ROUNDS=${GQ_BENCH_OPEN_ROUNDS:-1}
-read -r -a configs <<<"${GQ_BENCH_OPEN_CONFIGS:-floor native hooks-3 gq-3}"
+read -r -a configs <<<"${GQ_BENCH_OPEN_CONFIGS:-floor native hooks-3 gq-3 gq-3e}"
 
 # shellcheck source=scripts/bench-out.sh
 . "$(dirname "$0")/bench-out.sh"
@@ -45,13 +52,19 @@ echo "$(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); $ROUNDS roun
 # open_one ROUND CONFIG RATE: one run, one JSON line into open.jsonl.
 open_one() {
     local round=$1 config=$2 rate=$3 res hard load0
-    # every pod fits: the creates of one namespace, and one to spare
-    hard=$(awk -v r="$rate" -v s="$OPEN_SECONDS" -v n="${#spread[@]}" 'BEGIN {print int(r * s / n) + 1}')
+    # every pod fits: the creates of one namespace (warm-up included), and one to spare
+    hard=$(awk -v r="$rate" -v s="$((OPEN_SECONDS + WARMUP))" -v n="${#spread[@]}" \
+        'BEGIN {print int(r * s / n) + 1}')
     state "$config"
     reset
     quotas "$config" "$hard" "${spread[@]}"
     local res_args
     read -r -a res_args <<<"$(pod_args "$config")"
+    if ((WARMUP > 0)); then
+        "$podcreate" run --kubeconfig "$KUBECONFIG" --namespaces "$all_ns" --clients 16 \
+            --arrival-rate "$rate" --seconds "$WARMUP" --run "w$round-$config-$rate" \
+            "${res_args[@]}" >/dev/null
+    fi
     load0=$(cut -d' ' -f1 /proc/loadavg)
     # shellcheck disable=SC2046
     res=$("$podcreate" run --kubeconfig "$KUBECONFIG" --namespaces "$all_ns" --clients 16 \

@@ -41,3 +41,18 @@ bench_cluster_down() {
     "$ROOT/test/e2e/suite.sh" down "$GQ_E2E_DIR" >/dev/null 2>&1 || true
     ((keep_out)) || rm -rf "$out"
 }
+
+# After bench_cluster_up:
+# api_reqs FILE: kube-apiserver's request counters now (podcreate metrics).
+api_reqs() { "$podcreate" metrics --kubeconfig "$KUBECONFIG" >"$1" 2>/dev/null || echo '{}' >"$1"; }
+# reqs_per_pod LABEL N FILE0 FILE1: the requests between two api_reqs, per pod.
+reqs_per_pod() {
+    python3 - "$@" <<'PY'
+import json, sys
+label, n, a, b = sys.argv[1], int(sys.argv[2]), json.load(open(sys.argv[3])), json.load(open(sys.argv[4]))
+d = {k[4:]: (b[k] - a.get(k, 0)) / max(n, 1) for k in b if k.startswith("req ")}
+rows = sorted(((v, k) for k, v in d.items() if v >= 0.05), reverse=True)
+print("%s, kube-apiserver requests per pod: %.2f in all; %s" % (label, sum(d.values()),
+      ", ".join("%s %.2f" % (k, v) for v, k in rows)))
+PY
+}

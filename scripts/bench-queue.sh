@@ -21,8 +21,10 @@
 #   scale    GQ_BENCH_QUEUE_PODS pods (test/bench/podcreate, 16 clients)
 #            queued across GQ_BENCH_QUEUE_NS namespaces, each with a Queue
 #            quota full of one running pod; then every quota's hard is
-#            raised at once. Time to drain (every pod ungated) and the
-#            leader's CPU time (utime + stime from /proc) per pod admitted;
+#            raised at once. Time to drain (to the last ungate in
+#            kube-apiserver's audit log), the leader's and kube-apiserver's
+#            CPU time (utime + stime from /proc) and kube-apiserver's
+#            requests per pod admitted;
 #            before it, the CPU of one admission pass with every pod queued
 #            and no room (gpuquota_queue_pass_cpu_seconds), and per pass of
 #            the drain.
@@ -37,7 +39,8 @@
 # longest the load may run; the fill before it makes that many seconds of
 # deletes), GQ_BENCH_QUEUE_PODS (10000; 0 skips the scale part),
 # GQ_BENCH_QUEUE_NS (100), GQ_BENCH_QUEUE_ADMIT (GQ_BENCH_QUEUE_PODS; 0: no
-# such run), GQ_BENCH_OUT (folder kept with logs; default a
+# such run), GQ_BENCH_QUEUE_PPROF (seconds of kube-apiserver CPU profile
+# taken over the drain; 0, the default: none), GQ_BENCH_OUT (folder kept with logs; default a
 # temporary one, removed).
 set -euo pipefail
 # shellcheck source=scripts/bench-out.sh
@@ -196,27 +199,27 @@ fi
 ((PODS > 0)) || exit 0
 nss=""
 for i in $(seq -f '%03g' 1 "$NSN"); do
-    n=bq-$i
+    n=bqd-$i
     kubectl create namespace "$n" >/dev/null
     qquota "$n" 1Gi
     nss+=${nss:+,}$n
 done
-for i in $(seq -f '%03g' 1 "$NSN"); do eventually 30 kubectl -n "bq-$i" get serviceaccount default; done
-eventually 30 seen "bq-$(printf %03d "$NSN")"
-for i in $(seq -f '%03g' 1 "$NSN"); do gpu_pod filler 1Gi | kubectl -n "bq-$i" create -f - >/dev/null 2>&1; done
+for i in $(seq -f '%03g' 1 "$NSN"); do eventually 30 kubectl -n "bqd-$i" get serviceaccount default; done
+eventually 30 seen "bqd-$(printf %03d "$NSN")"
+for i in $(seq -f '%03g' 1 "$NSN"); do gpu_pod filler 1Gi | kubectl -n "bqd-$i" create -f - >/dev/null 2>&1; done
 t0=$(date +%s.%N)
 "$podcreate" run --kubeconfig "$KUBECONFIG" --namespaces "$nss" --clients 16 --pods "$PODS" \
     --quantity 1Gi --run bq --pid "leader=$(ctl_pid "$(leader)")" >"$out/create.json" 2>"$out/create.err" || true
 t1=$(date +%s.%N)
 total=0
-for i in $(seq -f '%03g' 1 "$NSN"); do total=$((total + $(gated "bq-$i"))); done
+for i in $(seq -f '%03g' 1 "$NSN"); do total=$((total + $(gated "bqd-$i"))); done
 echo "## $total pods queued across $NSN namespaces, created in $(python3 -c "print('%.0f' % ($t1 - $t0))") s"
 ((ADMIT > 0)) && creates_line "admitted at once ($NSN namespaces, Deny quota with room)" "$out/admit.json"
 creates_line "queued ($NSN namespaces, Queue quota full)" "$out/create.json"
 all_settled() {
     local i
     for i in $(seq -f '%03g' 1 "$NSN"); do
-        [[ $(kubectl -n "bq-$i" get gq q -o jsonpath='{.status.queuedPods}') == "$(gated "bq-$i")" ]] || return 1
+        [[ $(kubectl -n "bqd-$i" get gq q -o jsonpath='{.status.queuedPods}') == "$(gated "bqd-$i")" ]] || return 1
     done
 }
 eventually 300 all_settled || true
@@ -230,24 +233,42 @@ done
 sleep 2
 per_pass "$total queued, no room" "$p0" "$(pass_cpu)"
 pid=$(ctl_pid "$(leader)")
+C=$E2E/cluster
+apid=$(cat "$C/kube-apiserver.pid")
+# The drain's end is the last ungate in kube-apiserver's audit log, which a
+# follower counts: polling the pods would list all of them every time, on
+# the CPUs the drain needs.
+python3 "$ROOT/scripts/bench-kueue-audit.py" follow "system:serviceaccount:$NS_SYS:gpuquota-controller" \
+    bqd- "$total" 1800 "$C/audit.log" >"$out/follow" &
+follower=$!
+sleep 1
+# GQ_BENCH_QUEUE_PPROF=SECONDS: kube-apiserver's CPU profile over the first
+# SECONDS of the drain, into $out/drain-apiserver.pprof (go tool pprof).
+if ((${GQ_BENCH_QUEUE_PPROF:-0} > 0)); then
+    kubectl get --raw "/debug/pprof/profile?seconds=$GQ_BENCH_QUEUE_PPROF" >"$out/drain-apiserver.pprof" &
+fi
+api_reqs "$out/req-0"
 p0=$(pass_cpu)
 c0=$(cpu_s "$pid")
+a0=$(cpu_s "$apid")
 d0=$(date +%s.%N)
 for i in $(seq -f '%03g' 1 "$NSN"); do
-    kubectl -n "bq-$i" patch gq q --type=merge -p '{"spec":{"hard":{"gpu-memory":"100000Gi"}}}' >/dev/null &
+    kubectl -n "bqd-$i" patch gq q --type=merge -p '{"spec":{"hard":{"gpu-memory":"100000Gi"}}}' >/dev/null &
 done
+wait "$follower" || true
 wait
-drained() {
-    [[ $(kubectl get pods -A -l bench.gpuquota.io/run=bq -o json |
-        jq '[.items[] | select(.spec.schedulingGates)] | length') == 0 ]]
-}
-eventually 1800 drained || echo "# the queue did not drain within 30 min"
-d1=$(date +%s.%N)
 c1=$(cpu_s "$pid")
+a1=$(cpu_s "$apid")
+api_reqs "$out/req-1"
+read -r got last <"$out/follow"
+((got == total)) || echo "# the queue did not drain within 30 min: $got of $total ungated"
 per_pass "drain" "$p0" "$(pass_cpu)"
-python3 - "$total" "$d0" "$d1" "$c0" "$c1" <<'EOF'
+python3 - "$got" "$d0" "$last" "$c0" "$c1" "$a0" "$a1" <<'EOF'
 import sys
-n, d0, d1, c0, c1 = int(sys.argv[1]), *map(float, sys.argv[2:])
-print("## drain: %d queued pods ungated in %.1f s (%.0f pods/s); leader CPU %.2f s, %.3f ms per admission"
-      % (n, d1 - d0, n / max(d1 - d0, 1e-9), c1 - c0, (c1 - c0) * 1000 / max(n, 1)))
+n, d0, d1, c0, c1, a0, a1 = int(sys.argv[1]), *map(float, sys.argv[2:])
+print("## drain: %d queued pods ungated in %.1f s (%.0f pods/s); leader CPU %.2f s, %.3f ms per admission;"
+      " kube-apiserver CPU %.2f s, %.2f ms per admission"
+      % (n, d1 - d0, n / max(d1 - d0, 1e-9), c1 - c0, (c1 - c0) * 1000 / max(n, 1), a1 - a0,
+         (a1 - a0) * 1000 / max(n, 1)))
 EOF
+reqs_per_pod "## drain" "$got" "$out/req-0" "$out/req-1"

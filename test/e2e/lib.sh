@@ -249,13 +249,15 @@ webhooks() {
 
 # controller_start N [ARGS...]: controller N with leader election, as
 # deploy/controller.yaml runs it (its Lease in POD_NAMESPACE, the namespace
-# the Deployment's downward API names).
+# the Deployment's downward API names). GQ_E2E_CONTROLLER_ARGS (words) go
+# before ARGS, as GQ_E2E_WEBHOOK_ARGS for the webhooks.
 controller_start() {
     local n=$1
     shift
     [[ -f $E2E/controller.kubeconfig ]] || sa_kubeconfig gpuquota-controller "$E2E/controller.kubeconfig"
     POD_NAMESPACE=$NS_SYS "$GQ" controller --kubeconfig "$E2E/controller.kubeconfig" \
-        --config "$E2E/config.yaml" --leader-elect --metrics-listen 127.0.0.1:0 "$@" \
+        --config "$E2E/config.yaml" --leader-elect --metrics-listen 127.0.0.1:0 \
+        ${GQ_E2E_CONTROLLER_ARGS:-} "$@" \
         >>"$E2E/controller-$n.log" 2>&1 &
     echo $! >"$E2E/controller-$n.pid"
 }

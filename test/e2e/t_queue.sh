@@ -109,6 +109,21 @@ check_match "a user removing the gate is denied" \
     'denied the request: the scheduling gate gpuquota.io/quota is removed by gpuquota only' \
     "$(kubectl -n "$NSQ" patch pod low-new --type=json -p '[{"op":"remove","path":"/spec/schedulingGates/0"}]' 2>&1)"
 check "and the gate stays" "gpuquota.io/quota" "$(gates low-new)"
+# The validating webhook sees a user's update of the gate, never the
+# controller's: its ungates skip the call (deploy/webhooks.yaml). Read from
+# kube-apiserver's audit log, where each webhook call leaves the decision
+# the webhook annotated.
+# reviewed POD USER-FILTER: per update of POD, the validating webhook's
+# decision annotations ("-" for none), in order.
+reviewed() {
+    jq -r --arg ns "$NSQ" --arg pod "$1" "select(.stage == \"ResponseComplete\" and .objectRef.namespace == \$ns
+        and .objectRef.name == \$pod and .objectRef.resource == \"pods\" and .verb == \"patch\" and ($2))
+        | .annotations[\"validate-update.gpuquota.io/decision\"] // \"-\"" "$E2E/cluster/audit.log" | paste -sd' '
+}
+ctl_user='.user.username == "system:serviceaccount:'$NS_SYS':gpuquota-controller"'
+check "a user's update of the gate is reviewed by the validating webhook" denied \
+    "$(reviewed low-new "($ctl_user | not)")"
+check "the controller's ungate is not sent to it" "-" "$(reviewed first "$ctl_user and .responseStatus.code == 200")"
 
 # ---------------------------------------------- priority, then age, in turn
 order=()

@@ -93,6 +93,11 @@ expect "webhook.priorityQuota.enabled=false leaves the ResourceQuota out" "" \
     "$(field "$out/knobs.yaml" ResourceQuota gpuquota-critical-pods "1")"
 expect "webhookFailurePolicy sets one webhook's, and only its" "Fail Fail Ignore Fail" \
     "$(field "$out/knobs.yaml" ValidatingWebhookConfiguration gpuquota "' '.join(x['failurePolicy'] for x in o['webhooks'])") $(field "$out/knobs.yaml" MutatingWebhookConfiguration gpuquota "o['webhooks'][0]['failurePolicy']")" 
+# The controller's own updates skip the validating webhooks: its account is
+# named in the release's namespace, never in deploy/'s.
+helm template gpuquota "$chart" -n gq-elsewhere >"$out/elsewhere.yaml"
+expect "the controller's updates skip the webhooks under its account in the release namespace" \
+    "2 0" "$(field "$out/elsewhere.yaml" ValidatingWebhookConfiguration gpuquota "'%d %d' % (sum(\"'system:serviceaccount:gq-elsewhere:gpuquota-controller'\" in m['expression'] for x in o['webhooks'] for m in x.get('matchConditions', [])), sum('gpuquota-system' in m['expression'] for x in o['webhooks'] for m in x.get('matchConditions', [])))")"
 # The versions claimed are the versions tested (docs/install.md): 1.34 or later.
 if msg=$(helm template gpuquota "$chart" --kube-version 1.33.0 2>&1); then
     fail "a cluster older than 1.34 is refused"

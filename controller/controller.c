@@ -200,9 +200,57 @@ static void pod_update(void *ud, const char *ns, const char *name, const void *o
         pod_changed(c, ns, new_rec);
 }
 
+/* Pods seen deleted are remembered GONE_KEEP_MS, at most GONE_MAX at a
+ * time: a reservation of such a pod is abandoned at once (find_abandoned),
+ * rather than after the grace that covers a pod not seen yet. Beyond
+ * GONE_MAX the oldest are forgotten: their reservations wait out the grace
+ * as before. */
+#define GONE_KEEP_MS (5 * 60 * 1000)
+#define GONE_MAX 65536
+
+/* Remember that the pod with uid is gone (c->mu held). */
+static void gone_note(ctl_controller *c, const char *uid, int64_t now_ms)
+{
+    if (json_object_object_length(c->gone) >= GONE_MAX) {
+        json_object *keep = json_object_new_object();
+        int64_t cut = now_ms - GONE_KEEP_MS;
+        if (!keep)
+            return;
+        json_object_object_foreach(c->gone, k, v)
+        {
+            if (json_object_get_int64(v) > cut)
+                json_object_object_add(keep, k, json_object_get(v));
+        }
+        if (json_object_object_length(keep) >= GONE_MAX / 2) { /* a burst: start again */
+            json_object_put(keep);
+            keep = json_object_new_object();
+        }
+        json_object_put(c->gone);
+        c->gone = keep;
+        if (!keep)
+            return;
+    }
+    json_object_object_add(c->gone, uid, json_object_new_int64(now_ms));
+}
+
+/* Whether the watch saw the pod with uid deleted within GONE_KEEP_MS. */
+static bool gone_seen(ctl_controller *c, const char *uid, int64_t now_ms)
+{
+    json_object *t = NULL;
+    pthread_mutex_lock(&c->mu);
+    bool gone = c->gone && json_object_object_get_ex(c->gone, uid, &t) &&
+                now_ms - json_object_get_int64(t) < GONE_KEEP_MS;
+    pthread_mutex_unlock(&c->mu);
+    return gone;
+}
+
 static void pod_delete(void *ud, const char *ns, const char *name, const void *rec)
 {
     ctl_controller *c = ud;
+    pthread_mutex_lock(&c->mu);
+    if (c->gone)
+        gone_note(c, ctl_pod_uid(rec), ctl_mono_us() / 1000);
+    pthread_mutex_unlock(&c->mu);
     ctl_podstore_unlink(c->store, (ctl_pod *)rec);
     claims_changed(c, ns, name, rec, NULL);
     pod_changed(c, ns, NULL);
@@ -251,6 +299,8 @@ static bool member_differs(const void *o, const void *n, const char *outer, cons
     return !json_object_equal(a, b);
 }
 
+static void charge_seen(ctl_controller *c, char kind, const char *ns, const char *name);
+
 static void quota_update(void *ud, const char *ns, const char *name, const void *o, const void *n)
 {
     /* What the quota lends or borrows depends on its spec and status.used:
@@ -263,6 +313,8 @@ static void quota_update(void *ud, const char *ns, const char *name, const void 
         pass_kick(ud);
         return;
     }
+    if (member_differs(o, n, "status", "reservations"))
+        charge_seen(ud, 'q', ns, name);
     quota_event(ud, ns, name, n);
 }
 
@@ -333,8 +385,11 @@ static void tenant_update(void *ud, const char *ns, const char *name, const void
         if (member_differs(o, n, "spec", "cohort"))
             ctl_cohort_touch_tenants(ud, n, name);
     }
-    if (!own_echo(ud, 't', ns, name, n))
+    if (!own_echo(ud, 't', ns, name, n)) {
+        if (member_differs(o, n, "status", "reservations"))
+            charge_seen(ud, 't', ns, name);
         tenant_set(ud, ns, name, n);
+    }
     pass_kick(ud);
 }
 
@@ -443,6 +498,21 @@ static bool own_echo(ctl_controller *c, char kind, const char *ns, const char *n
     return echo;
 }
 
+/* Another writer (a webhook's charge, the admission pass) changed the
+ * reservations of a quota (kind 'q') or tenant ('t'): for a while its folds
+ * wait only while it holds few (fold_wait_ms). */
+static void charge_seen(ctl_controller *c, char kind, const char *ns, const char *name)
+{
+    char key[KEY_MAX];
+    if (!ctl_make_key(key, kind, ns, name))
+        return;
+    pthread_mutex_lock(&c->mu);
+    kstate *k = ctl_ks_get(c, key, true);
+    if (k)
+        k->charged_ms = ctl_mono_us() / 1000;
+    pthread_mutex_unlock(&c->mu);
+}
+
 /* --- reconcile ------------------------------------------------------------- */
 
 static void copy_fn(void *ud, const void *rec)
@@ -526,9 +596,33 @@ static long abandon_grace_ms(ctl_controller *c)
     return grace;
 }
 
+/* For reservation r, first seen at first, of a pod the controller has not
+ * seen: -1 to drop it, else the ms until it is looked at again (0: never).
+ * *grace (-1: not read yet) is read when needed. A pod the watch saw
+ * deleted is gone for good (uids are never reused): no grace, no read. */
+static long abandon_wait(ctl_controller *c, const gq_reservation *r, int64_t first, int64_t now_ms,
+                         long *grace)
+{
+    if (gone_seen(c, r->key, now_ms)) {
+        GQ_DEBUG("dropping reservation %s: pod %s/%s was deleted", r->key, r->namespace_, r->pod);
+        return -1;
+    }
+    if (*grace < 0)
+        *grace = abandon_grace_ms(c);
+    long wait = (long)(first + *grace - now_ms);
+    if (wait > 0)
+        return wait;
+    if (!pod_missing(c, r))
+        return 1000; /* on the API server but not in our cache yet: look again */
+    GQ_INFO("dropping reservation %s: pod %s/%s did not appear within %ld ms", r->key,
+            r->namespace_, r->pod, *grace);
+    return -1;
+}
+
 /* The reservations of quota (its current object) whose pods the controller
  * has not seen and that have been known longer than the grace period while
- * their pods are not on the API server either: *drop gets their keys (NULL
+ * their pods are not on the API server either, or whose pods the watch saw
+ * deleted: *drop gets their keys (NULL
  * when none). *recheck_ms (0: nothing to watch) is when the next one comes of
  * age. Records when each unseen reservation was first seen. */
 static void find_abandoned(ctl_controller *c, const char *key, json_object *quota,
@@ -562,22 +656,16 @@ static void find_abandoned(ctl_controller *c, const char *key, json_object *quot
         json_object *t = NULL;
         int64_t first =
             json_object_object_get_ex(old, r.key, &t) ? json_object_get_int64(t) : now_ms;
-        if (grace < 0)
-            grace = abandon_grace_ms(c);
         json_object_object_add(seen_now, r.key, json_object_new_int64(first));
-        long wait = (long)(first + grace - now_ms);
-        if (wait <= 0 && pod_missing(c, &r)) {
+        long wait = abandon_wait(c, &r, first, now_ms, &grace);
+        if (wait < 0) {
             if (!*drop)
                 *drop = json_object_new_object();
             if (*drop)
                 json_object_object_add(*drop, r.key, json_object_new_boolean(1));
-            GQ_INFO("dropping reservation %s: pod %s/%s did not appear within %ld ms", r.key,
-                    r.namespace_, r.pod, grace);
-        } else if (wait <= 0) {
-            wait = 1000; /* on the API server but not in our cache yet: look again */
-        }
-        if (wait > 0 && (!*recheck_ms || wait < *recheck_ms))
+        } else if (wait > 0 && (!*recheck_ms || wait < *recheck_ms)) {
             *recheck_ms = wait;
+        }
     }
     gq_quota_status_dispose(&st);
     json_object_put(old);
@@ -729,12 +817,16 @@ static void status_written(ctl_controller *c, const quota_pass *p, char *sent_rv
  * otherwise followed by a status write of the controller's own, and those
  * writes race the webhook's (409s) and cost kube-apiserver a custom-resource
  * write each. So such a write waits up to FOLD_WAIT_MS from the first one
- * put off, and goes with whatever else has changed by then. Only a status
- * holding fewer than FOLD_MAX reservations waits: on a quota busy enough to
- * hold more, every webhook write would carry the folds put off, and a
- * bigger status costs kube-apiserver more per write than the controller's
- * writes it saves (measured: docs/performance.md). */
+ * put off, and goes with whatever else has changed by then. While other
+ * writers charge the quota (within CHARGED_MS), only a status holding fewer
+ * than FOLD_MAX reservations waits: on a quota busy enough to hold more,
+ * every webhook write would carry the folds put off, and a bigger status
+ * costs kube-apiserver more per write than the controller's writes it saves
+ * (measured: docs/performance.md). Once nobody else writes, as while the
+ * queue drains into a quota after one charge of the admission pass, every
+ * fold may wait: each ungate would otherwise be a status write. */
 #define FOLD_WAIT_MS 1000
+#define CHARGED_MS 2000
 /* Pods a webhook replica admitted on an escrow hold raise used with no
  * reservation to fold: such a write waits too, as long as live holds cover
  * the rise (ctl_fold_only). A write while a replica's escrow want lives
@@ -750,13 +842,15 @@ static long fold_wait_ms(ctl_controller *c, const char *key, json_object *obj,
     size_t n_held = json_object_is_type(held, json_type_array) ? json_object_array_length(held) : 0;
     if (res->invalid ||
         (res->dropped == 0 && !gq_reservations_json_live(held, GQ_ESCROW_HOLD, now)) ||
-        n_held >= FOLD_MAX || gq_reservations_json_live(held, GQ_ESCROW_WANT, now) ||
+        gq_reservations_json_live(held, GQ_ESCROW_WANT, now) ||
         !ctl_fold_only(obj, res->status, now, now + FOLD_WAIT_MS / 1000 + 1))
         return 0;
     int64_t t = ctl_mono_us() / 1000;
     long left = 0;
     pthread_mutex_lock(&c->mu);
     kstate *ks = ctl_ks_get(c, key, true);
+    if (ks && n_held >= FOLD_MAX && ks->charged_ms && t - ks->charged_ms < CHARGED_MS)
+        ks = NULL; /* write now */
     if (ks) {
         if (!ks->fold_since_ms)
             ks->fold_since_ms = t;
@@ -1115,13 +1209,15 @@ gq_code ctl_controller_new(const ctl_controller_opts *o, ctl_controller **out, g
     http_histogram_init(&c->reconcile_duration, hist_bounds, N_BUCKETS);
     http_histogram_init(&c->pass_cpu, hist_bounds, N_BUCKETS);
     c->ungated = json_object_new_object();
+    c->gone = json_object_new_object();
     c->q_events = json_object_new_object();
     c->nominated = json_object_new_object();
     c->evicting = json_object_new_object();
     c->evict_refused = json_object_new_object();
     c->no_victims = json_object_new_object();
     c->quota_empty = json_object_new_object();
-    if (!c->ungated || !c->q_events || !c->quota_empty || gq_htab_init(&c->ks, KS_BUCKETS))
+    if (!c->ungated || !c->gone || !c->q_events || !c->quota_empty ||
+        gq_htab_init(&c->ks, KS_BUCKETS))
         goto fail;
     ctl_workqueue_opts qo = {.backoff_min_ms = o->backoff_min_ms,
                              .backoff_max_ms = o->backoff_max_ms};
@@ -1218,6 +1314,7 @@ void ctl_controller_free(ctl_controller *c)
     gq_htab_free(&c->ks);
     free(c->threads);
     json_object_put(c->ungated);
+    json_object_put(c->gone);
     json_object_put(c->q_events);
     json_object_put(c->nominated);
     json_object_put(c->evicting);

@@ -327,7 +327,8 @@ gq_code ctl_reconcile_invalid(json_object *quota, const char *why, int64_t now, 
 /* Whether writing next (a status ctl_reconcile computed for quota) in place
  * of quota's current status changes nothing an admission counts, from now
  * until horizon (Unix seconds, >= now): both say the same in every member
- * but used, usedByModel, namespaces and reservations, and on every key
+ * but used, usedByModel, namespaces and reservations, and queued and
+ * queuedPods, which next may only lower (pods left the queue), and on every key
  * spec.hard limits (and per model of spec.models, every key it limits),
  * used plus the live uncounted reservations, as the validating webhook sums
  * them, is the same in next at now as in the current status at now and at

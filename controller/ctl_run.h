@@ -33,6 +33,7 @@ typedef struct kstate {
      * it has not seen: {key: monotonic ms}. */
     json_object *first_seen;
     int64_t fold_since_ms; /* monotonic: a fold-only write first put off; 0: none waits */
+    int64_t charged_ms;    /* monotonic: another writer last changed its reservations */
     char *ns;              /* "" for tenants */
     char *name;
     char key[];
@@ -82,6 +83,7 @@ struct ctl_controller {
     uint64_t ev_refilled_us;
     atomic_ulong q_charges, q_ungated;
     json_object *ungated;  /* {uid: true}: ungated here, not yet seen ungated (mu) */
+    json_object *gone;     /* {uid: monotonic ms}: pods the watch saw deleted (mu) */
     json_object *q_events; /* {uid: message}: why each queued pod was said to wait (mu) */
     /* Preemption (preempt.c), each {uid: expiry, Unix s} (mu): preemptors
      * whose room is held, victims evicted, victims whose eviction a

@@ -562,13 +562,20 @@ static bool fold_member(const char *key)
     return false;
 }
 
+/* Status members that report the queue: a write may wait when they only
+ * fall (queue_fell). */
+static bool queue_member(const char *key)
+{
+    return !strcmp(key, "queued") || !strcmp(key, "queuedPods");
+}
+
 /* Every member of a that a fold leaves alone is in b, equal. */
 static bool same_rest(json_object *a, json_object *b)
 {
     json_object_object_foreach(a, key, val)
     {
         json_object *other = NULL;
-        if (fold_member(key))
+        if (fold_member(key) || queue_member(key))
             continue;
         if (!json_object_object_get_ex(b, key, &other) || !json_object_equal(val, other))
             return false;
@@ -623,12 +630,41 @@ static bool charge_covered(const gq_quota *a, int64_t ta, const gq_quota *b, int
     return true;
 }
 
+/* status.queued of s (none: nothing queued); false when it does not parse. */
+static bool queued_of(json_object *s, gq_amounts *out)
+{
+    json_object *q = gq_json_member(s, "queued");
+    gq_amounts_clear(out);
+    return !q || !gq_amounts_parse(q, "status.queued", out, NULL);
+}
+
+/* The queue b reports is a's or shorter: queuedPods and every key of
+ * queued no higher (absent counts as 0). What only falls there needs no
+ * write of its own: pods left the queue (admitted: their reservations
+ * charge them; deleted: they charged nothing), and the one reader of the
+ * count, the maxQueuedPods cap on queued creates, errs on the side of
+ * refusing while the write waits. */
+static bool queue_fell(json_object *a, json_object *b)
+{
+    json_object *pa = gq_json_member(a, "queuedPods"), *pb = gq_json_member(b, "queuedPods");
+    gq_amounts qa, qb;
+    if ((pa && !json_object_is_type(pa, json_type_int)) ||
+        (pb && !json_object_is_type(pb, json_type_int)) ||
+        json_object_get_int64(pb) > json_object_get_int64(pa) || !queued_of(a, &qa) ||
+        !queued_of(b, &qb))
+        return false;
+    for (int k = 0; k < GQ_KEY_COUNT; k++)
+        if (qb.set[k] && qb.v[k] > (qa.set[k] ? qa.v[k] : 0))
+            return false;
+    return true;
+}
+
 bool ctl_fold_only(json_object *quota, json_object *next, int64_t now, int64_t horizon)
 {
     json_object *cur = gq_json_member(quota, "status");
     if (!json_object_is_type(cur, json_type_object) ||
         !json_object_is_type(next, json_type_object) || !same_rest(cur, next) ||
-        !same_rest(next, cur))
+        !same_rest(next, cur) || !queue_fell(cur, next))
         return false;
     gq_quota *c = NULL, *n = NULL;
     gq_err e;

@@ -64,11 +64,20 @@ typedef struct fake {
     const char *paid[FAKE_PAID_MAX];
     size_t n_paid;
     int unpaid;
-    unsigned ungate_inflight; /* for run(): ctl_controller_opts.ungate_inflight */
+    unsigned ungate_inflight;  /* for run(): ctl_controller_opts.ungate_inflight */
+    long reservation_grace_ms; /* for run(): ctl_controller_opts.reservation_grace_ms */
     /* Whether the pod watch brings every change of a stored pod (a pod's
      * resourceVersion moves with each PATCH applied); else watches bring
      * nothing. */
     bool watch_pods;
+    /* Pods the pod watch brings as deleted, once (fake_delete_pod). */
+    json_object *deleted;
+    /* Whether the GPUQuota watch brings each new resourceVersion of a stored
+     * GPUQuota (a status write, or a test's charge_status). Those versions
+     * are below the lists' (FAKE_RV0): the cache takes the event for history
+     * gone back and relists, which hands the change on as an update all the
+     * same. */
+    bool watch_quotas;
     /* {quota path: {reservation key: how many accepted status writes added
      * it}}, and how many accepted writes held one key twice. */
     json_object *adds;
@@ -189,25 +198,85 @@ static inline json_object *fake_changed_pods(fake *f, long *since)
     return out;
 }
 
+/* Copies of the stored GPUQuotas whose resourceVersion differs from the one
+ * seen ({"ns/name": rv}) notes, which then holds theirs (f->mu held). */
+static inline json_object *fake_changed_quotas(fake *f, json_object *seen)
+{
+    json_object *out = json_object_new_array();
+    for (size_t i = 0; i < json_object_array_length(f->quotas); i++) {
+        json_object *q = json_object_array_get_idx(f->quotas, i), *had = NULL, *copy = NULL;
+        char key[256];
+        const char *rv = jstr(q, "metadata", "resourceVersion");
+        snprintf(key, sizeof key, "%s/%s", jstr(q, "metadata", "namespace"),
+                 jstr(q, "metadata", "name"));
+        if (!rv || (json_object_object_get_ex(seen, key, &had) &&
+                    !strcmp(json_object_get_string(had), rv)))
+            continue;
+        json_object_object_add(seen, key, json_object_new_string(rv));
+        json_object_deep_copy(q, &copy, NULL);
+        json_object_array_add(out, copy);
+    }
+    return out;
+}
+
 static inline gq_code fake_watch(void *ctx, const char *path, const kube_watch_opts *o,
                                  kube_event_fn fn, void *ud, gq_err *err)
 {
     fake *f = ctx;
     bool pods = f->watch_pods && strstr(path, "/pods");
+    bool quotas = f->watch_quotas && strstr(path, "/gpuquotas");
     long since = o->resource_version ? strtol(o->resource_version, NULL, 10) : 0;
     gq_code rc = GQ_OK;
+    json_object *seen = json_object_new_object();
+    if (quotas) { /* what the list brought */
+        pthread_mutex_lock(&f->mu);
+        json_object_put(fake_changed_quotas(f, seen));
+        pthread_mutex_unlock(&f->mu);
+    }
     while (!rc && !atomic_load(o->stop)) {
-        if (pods) {
+        if (quotas) {
             pthread_mutex_lock(&f->mu);
-            json_object *changed = fake_changed_pods(f, &since);
+            json_object *changed = fake_changed_quotas(f, seen);
             pthread_mutex_unlock(&f->mu);
             for (size_t i = 0; !rc && i < json_object_array_length(changed); i++)
                 rc = fn(ud, KUBE_EVENT_MODIFIED, json_object_array_get_idx(changed, i), err);
             json_object_put(changed);
         }
+        if (pods) {
+            pthread_mutex_lock(&f->mu);
+            json_object *changed = fake_changed_pods(f, &since), *gone = f->deleted;
+            f->deleted = NULL;
+            pthread_mutex_unlock(&f->mu);
+            for (size_t i = 0; !rc && i < json_object_array_length(changed); i++)
+                rc = fn(ud, KUBE_EVENT_MODIFIED, json_object_array_get_idx(changed, i), err);
+            for (size_t i = 0; !rc && gone && i < json_object_array_length(gone); i++)
+                rc = fn(ud, KUBE_EVENT_DELETED, json_object_array_get_idx(gone, i), err);
+            json_object_put(changed);
+            json_object_put(gone);
+        }
         fake_sleep_ms(5);
     }
+    json_object_put(seen);
     return rc;
+}
+
+/* Delete the stored pod named name (its watch, with watch_pods, brings
+ * the deletion). */
+static inline void fake_delete_pod(fake *f, const char *name)
+{
+    pthread_mutex_lock(&f->mu);
+    for (size_t i = 0; i < json_object_array_length(f->pods); i++) {
+        json_object *p = json_object_array_get_idx(f->pods, i), *meta = NULL, *n = NULL;
+        if (!json_object_object_get_ex(p, "metadata", &meta) ||
+            !json_object_object_get_ex(meta, "name", &n) || strcmp(json_object_get_string(n), name))
+            continue;
+        if (!f->deleted)
+            f->deleted = json_object_new_array();
+        json_object_array_add(f->deleted, json_object_get(p));
+        json_object_array_del_idx(f->pods, i, 1);
+        break;
+    }
+    pthread_mutex_unlock(&f->mu);
 }
 
 static inline const char *jstr(json_object *o, const char *a, const char *b)
@@ -570,6 +639,7 @@ static inline void fake_dispose(fake *f)
     json_object_put(f->adds);
     json_object_put(f->patch_log);
     json_object_put(f->last_patch);
+    json_object_put(f->deleted);
     pthread_mutex_destroy(&f->mu);
 }
 
@@ -625,6 +695,26 @@ static inline void wait_metric(ctl_controller *c, const char *line)
     fail_msg("metrics never showed %s", line);
 }
 
+/* Wait until the metrics text holds the unlabelled series name at min or
+ * above (10 s at most): a count that may move on past min before a look. */
+static inline void wait_metric_min(ctl_controller *c, const char *name, double min)
+{
+    char prefix[256];
+    snprintf(prefix, sizeof prefix, "\n%s ", name);
+    for (int i = 0; i < 1000; i++) {
+        char *text = NULL;
+        size_t len = 0;
+        assert_int_equal(ctl_controller_metrics(c, &text, &len), GQ_OK);
+        const char *at = strstr(text, prefix);
+        bool found = at && strtod(at + strlen(prefix), NULL) >= min;
+        free(text);
+        if (found)
+            return;
+        fake_sleep_ms(10);
+    }
+    fail_msg("metrics never showed %s at %g or more", name, min);
+}
+
 /* A controller over f, started: one reconcile worker, the fixed clock,
  * requeues after 10 ms at first. */
 static inline void run(fake *f, ctl_controller **out, gq_config **cfg, kube_api *api)
@@ -639,7 +729,8 @@ static inline void run(fake *f, ctl_controller **out, gq_config **cfg, kube_api 
                              .identity = "test",
                              .metrics = registry,
                              .backoff_min_ms = 10,
-                             .ungate_inflight = f->ungate_inflight};
+                             .ungate_inflight = f->ungate_inflight,
+                             .reservation_grace_ms = f->reservation_grace_ms};
     assert_int_equal(ctl_controller_new(&o, out, &err), GQ_OK);
     assert_int_equal(ctl_controller_start(*out, &err), GQ_OK);
 }

@@ -574,11 +574,31 @@ static json_object *with_status(json_object *q, const char *used, const char *by
     "{'key':'" k "','namespace':'a','pod':'p','gpu-memory':'" mem "','gpus':'0','gpu-pods':'1',"   \
     "'expires':'" exp "','model':'h100-80gb'}"
 
+/* ctl_fold_only of quota and next, each with the queue members of the JSON
+ * objects a and b added to its status (copies). */
+static bool fold_with_queue(json_object *quota, json_object *next, const char *a, const char *b)
+{
+    json_object *qc = NULL, *nc = NULL, *st;
+    assert_int_equal(json_object_deep_copy(quota, &qc, NULL), 0);
+    assert_int_equal(json_object_deep_copy(next, &nc, NULL), 0);
+    assert_true(json_object_object_get_ex(qc, "status", &st));
+    json_object *ja = J(a), *jb = J(b);
+    json_object_object_foreach(ja, ka, va) json_object_object_add(st, ka, json_object_get(va));
+    json_object_object_foreach(jb, kb, vb) json_object_object_add(nc, kb, json_object_get(vb));
+    bool fold = ctl_fold_only(qc, nc, NOW, NOW + 2);
+    json_object_put(ja);
+    json_object_put(jb);
+    json_object_put(qc);
+    json_object_put(nc);
+    return fold;
+}
+
 /* A fold, reservations whose pods are now counted moving into used (and
  * usedByModel), changes nothing an admission counts, so its write may wait
- * (controller.c); a reservation that lapses before the horizon, usage that
- * goes down, a model's usage that does not follow, or any other member that
- * changes, may not. */
+ * (controller.c), and so may a queue that falls with it; a reservation that
+ * lapses before the horizon, usage that goes down, a model's usage that does
+ * not follow, a queue that grows, or any other member that changes, may
+ * not. */
 static void test_fold_only(void **state)
 {
     (void)state;
@@ -625,6 +645,17 @@ static void test_fold_only(void **state)
                            json_object_new_string("something else"));
     assert_false(ctl_fold_only(before, next, NOW, NOW + 2));
     json_object_put(next);
+    /* The queue it reports may fall with a fold (pods left it), never rise. */
+    assert_true(fold_with_queue(before, r.status, "{'queued':{'gpu-memory':'16Gi'},'queuedPods':2}",
+                                "{'queued':{'gpu-memory':'8Gi'},'queuedPods':1}"));
+    assert_true(
+        fold_with_queue(before, r.status, "{'queued':{'gpu-memory':'16Gi'},'queuedPods':2}", "{}"));
+    assert_false(fold_with_queue(before, r.status, "{'queued':{'gpu-memory':'8Gi'},'queuedPods':1}",
+                                 "{'queued':{'gpu-memory':'8Gi'},'queuedPods':2}"));
+    assert_false(fold_with_queue(before, r.status, "{'queued':{'gpu-memory':'8Gi'},'queuedPods':2}",
+                                 "{'queued':{'gpu-memory':'16Gi'},'queuedPods':1}"));
+    assert_false(fold_with_queue(before, r.status, "{}", "{'queued':{'gpus':'1'},'queuedPods':0}"));
+    assert_false(fold_with_queue(before, r.status, "{'queuedPods':'two'}", "{}"));
     json_object_put(before);
 
     /* h1 admitted on a webhook's escrow hold: no reservation of its own, the

@@ -41,7 +41,7 @@ static void usage(FILE *f)
             "  --resync DURATION        full resync period, e.g. 30s, 5m (5m)\n"
             "  --workers N              reconcile threads (8)\n"
             "  --ungate-inflight N      requests the admission pass of queued pods keeps in\n"
-            "                           flight at once: charges, ungates, Events (16)\n"
+            "                           flight at once: charges, ungates, Events (48)\n"
             "  --reservation-grace D    drop a reservation whose pod has not appeared this long\n"
             "                           after it was first seen (default: the longest timeout\n"
             "                           of the other validating webhooks that see pod creates,\n"

@@ -254,6 +254,29 @@ static void test_events_rate_limited(void **state)
     "'containers':[{'name':'c','resources':{'limits':{'gpuquota.io/gpu-memory':'4Gi'}}}]}}"
 #define P1_P2 "[" P1 "," P2 "]"
 
+/* Eight reservations of pods the controller has not seen, into res. */
+static void add_unseen(json_object *res)
+{
+    for (int i = 0; i < 8; i++) {
+        char r[256];
+        snprintf(r, sizeof r,
+                 "{'key':'ux%d','namespace':'a','pod':'x%d','gpu-memory':'1Gi','gpus':'0',"
+                 "'gpu-pods':'1','expires':'2026-11-21T15:07:05Z'}",
+                 i, i);
+        json_object_array_add(res, J(r));
+    }
+}
+
+/* run() over f, and see its first write put off as a fold. */
+static void run_fold_put_off(fake *f, ctl_controller **c, gq_config **cfg, kube_api *api)
+{
+    run(f, c, cfg, api);
+    wait_metric_min(*c, "gpuquota_controller_folds_deferred_total", 1);
+    pthread_mutex_lock(&f->mu);
+    assert_int_equal(f->writes, 0); /* put off */
+    pthread_mutex_unlock(&f->mu);
+}
+
 /* f holds pods (JSON with ' for "), GPUQuota a/q (hard 100Gi, no status)
  * and no tenant. */
 static void fold_fixture(fake *f, const char *pods)
@@ -295,11 +318,7 @@ static void test_fold_waits(void **state)
     snprintf(buf, sizeof buf, "%s", json_object_to_json_string_ext(st, JSON_C_TO_STRING_PLAIN));
     json_object_put(st);
     set_status(&f, path, buf);
-    run(&f, &c, &cfg, &api);
-    wait_metric_min(c, "gpuquota_controller_folds_deferred_total", 1);
-    pthread_mutex_lock(&f.mu);
-    assert_int_equal(f.writes, 0); /* put off */
-    pthread_mutex_unlock(&f.mu);
+    run_fold_put_off(&f, &c, &cfg, &api);
     wait_writes(&f, 1); /* then written */
     char *after = stored_status(&f, path);
     assert_string_equal(after, counted);
@@ -313,23 +332,12 @@ static void test_fold_waits(void **state)
     st = json_tokener_parse(buf);
     json_object *res;
     assert_true(json_object_object_get_ex(st, "reservations", &res));
-    for (int i = 0; i < 8; i++) {
-        char r[256];
-        snprintf(r, sizeof r,
-                 "{'key':'ux%d','namespace':'a','pod':'x%d','gpu-memory':'1Gi','gpus':'0',"
-                 "'gpu-pods':'1','expires':'2026-11-21T15:07:05Z'}",
-                 i, i);
-        json_object_array_add(res, J(r));
-    }
+    add_unseen(res);
     char many[4096];
     snprintf(many, sizeof many, "%s", json_object_to_json_string_ext(st, JSON_C_TO_STRING_PLAIN));
     json_object_put(st);
     set_status(&f, path, many);
-    run(&f, &c, &cfg, &api);
-    wait_metric_min(c, "gpuquota_controller_folds_deferred_total", 1);
-    pthread_mutex_lock(&f.mu);
-    assert_int_equal(f.writes, 0); /* put off */
-    pthread_mutex_unlock(&f.mu);
+    run_fold_put_off(&f, &c, &cfg, &api);
     wait_writes(&f, 1);
     after = stored_status(&f, path);
     assert_non_null(strstr(after, "\"used\":{\"gpu-memory\":\"12Gi\"}"));
@@ -391,14 +399,7 @@ static void test_fold_after_charge(void **state)
     json_object *res = json_object_new_array();
     json_object_array_add(res, J("{'key':'u2','namespace':'a','pod':'p2','gpu-memory':'4Gi',"
                                  "'gpus':'0','gpu-pods':'1','expires':'2026-11-21T15:07:05Z'}"));
-    for (int i = 0; i < 8; i++) {
-        char r[256];
-        snprintf(r, sizeof r,
-                 "{'key':'ux%d','namespace':'a','pod':'x%d','gpu-memory':'1Gi','gpus':'0',"
-                 "'gpu-pods':'1','expires':'2026-11-21T15:07:05Z'}",
-                 i, i);
-        json_object_array_add(res, J(r));
-    }
+    add_unseen(res);
     json_object_object_add(st, "reservations", res);
     pthread_mutex_lock(&f.mu);
     f.writes = 0;

@@ -40,6 +40,7 @@ finish() {
         exit 1
     fi
     echo "all checks passed"
+    exit 0
 }
 
 # eventually SECONDS CMD...: poll CMD every 0.2 s until it succeeds.

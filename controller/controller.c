@@ -459,6 +459,8 @@ static void ks_free(kstate *k)
     free(k->written_rv);
     free(k->sent_rv);
     json_object_put(k->written);
+    json_object_put(k->handoff);
+    free(k->handoff_rv);
     json_object_put(k->first_seen);
     free(k->ns);
     free(k->name);
@@ -746,6 +748,7 @@ typedef struct quota_pass {
     const quota_ref *r;
     json_object *obj;
     json_object *drop;
+    bool drop_counted; /* drop was counted when this version was handed over */
     int64_t now;
     ctl_result res;
 } quota_pass;
@@ -870,6 +873,45 @@ static void fold_done(ctl_controller *c, const char *key)
     pthread_mutex_unlock(&c->mu);
 }
 
+/* A reconcile that frees room (a pod ended) in a quota whose pods wait
+ * hands the status it wants to the admission pass instead of writing it:
+ * the pass plans on that status and writes it with the charges of the pods
+ * it admits, so from a pod's end to the next one's ungate there is one
+ * status write, not two in a row (docs/queueing.md, "Life of a queued
+ * pod"). The pass writes it even when it admits nothing. The key is looked
+ * at again after HANDOFF_MS: if the pass has not written that version by
+ * then, the reconcile writes it itself (a version is handed over once).
+ * Nothing else may wait so: an invalid spec or an Exceeded Event is written
+ * here. Reservations dropped as abandoned (their pods gone) go with the
+ * status handed over and are counted then, not again by the write that
+ * follows a hand-over the pass did not take up. */
+#define HANDOFF_MS 200
+static bool hand_over(ctl_controller *c, quota_pass *p)
+{
+    const ctl_result *res = &p->res;
+    json_object *obj = NULL, *st = NULL;
+    if (res->invalid || res->became_exceeded || res->became_invalid ||
+        json_object_get_int64(gq_json_member(res->status, "queuedPods")) <= 0 ||
+        !ctl_room_freed(p->obj, res->status, p->now))
+        return false;
+    if (json_object_deep_copy(p->obj, &obj, NULL) ||
+        json_object_deep_copy(res->status, &st, NULL) ||
+        json_object_object_add(obj, "status", st)) {
+        json_object_put(st);
+        json_object_put(obj);
+        return false;
+    }
+    int handed = ctl_quota_handoff(c, p->key, obj);
+    if (handed < 0)
+        p->drop_counted = true;
+    if (handed <= 0)
+        return false;
+    atomic_fetch_add(&c->handoffs, 1);
+    ctl_ungate_kick(c);
+    ctl_requeue_after(c, p->key, HANDOFF_MS);
+    return true;
+}
+
 /* Write: the pass's status through /status with the resourceVersion of
  * its read. */
 static status_write quota_write_status(ctl_controller *c, const quota_pass *p, gq_err *err)
@@ -934,6 +976,8 @@ static bool quota_sync(ctl_controller *c, quota_pass *p, int *result)
             ctl_requeue_after(c, key, wait);
             return true;
         }
+        if (attempt == 0 && hand_over(c, p))
+            return true;
         switch (quota_write_status(c, p, &err)) {
         case STATUS_WRITTEN:
             return true;
@@ -967,7 +1011,7 @@ static void quota_synced(ctl_controller *c, const quota_pass *p, long recheck_ms
 {
     const char *key = p->key;
     const ctl_result *res = &p->res;
-    if (p->drop && !res->invalid)
+    if (p->drop && !res->invalid && !p->drop_counted)
         atomic_fetch_add(&c->abandoned, (unsigned long)json_object_object_length(p->drop));
     quota_gauges(c, key, p->r, res);
     ctl_workqueue_forget(c->queue, key);
@@ -1523,6 +1567,10 @@ static const counter_def reconcile_counters[] = {
             "Status writes that only folded reservations into used, put off to go with later "
             "changes.",
             folds_deferred),
+    COUNTER("gpuquota_controller_status_handoffs_total",
+            "Status writes that free room for queued pods, handed to the admission pass to go "
+            "with its charges.",
+            handoffs),
 };
 
 static const counter_def queue_counters[] = {

@@ -341,6 +341,13 @@ gq_code ctl_reconcile_invalid(json_object *quota, const char *why, int64_t now, 
  * parse. */
 bool ctl_fold_only(json_object *quota, json_object *next, int64_t now, int64_t horizon);
 
+/* Whether status next of quota frees room its current status does not: on
+ * some key spec.hard limits, or some key a model of spec.models limits,
+ * what admissions count at now (used plus the live uncounted reservations,
+ * gq_quota_in_use and gq_quota_model_in_use) is lower in next. false when
+ * either status does not parse. */
+bool ctl_room_freed(json_object *quota, json_object *next, int64_t now);
+
 /* ctl_reconcile over the store: the candidate pods and seen come from
  * ctl_podstore_with_quota_pods. */
 gq_code ctl_podstore_reconcile(ctl_podstore *s, json_object *quota, int64_t now, ctl_result *out,
@@ -502,6 +509,7 @@ size_t ctl_controller_tracked_pods(ctl_controller *c);
  *   gpuquota_controller_reconcile_duration_seconds       histogram
  *   gpuquota_controller_status_writes_total              counter
  *   gpuquota_controller_folds_deferred_total             counter (fold-only writes put off)
+ *   gpuquota_controller_status_handoffs_total            counter (writes handed to the pass)
  *   gpuquota_controller_events_total                     counter
  *   gpuquota_controller_pod_cost_errors_total            counter
  *   gpuquota_controller_watches_total{resource}          counter (watch (re)starts)

@@ -94,6 +94,45 @@ void ctl_quota_remember(ctl_controller *c, const char *key, char *older_rv, json
     json_object_put(obj);
 }
 
+int ctl_quota_handoff(ctl_controller *c, const char *key, json_object *obj)
+{
+    const char *rv = gq_json_meta_string(obj, "resourceVersion");
+    int taken = 0;
+    pthread_mutex_lock(&c->mu);
+    kstate *ks = rv ? ctl_ks_get(c, key, true) : NULL;
+    char *copy = NULL;
+    if (ks && ks->handoff_rv && !strcmp(ks->handoff_rv, rv)) {
+        taken = -1;
+    } else if (ks && (copy = strdup(rv))) {
+        free(ks->handoff_rv);
+        json_object_put(ks->handoff);
+        ks->handoff_rv = copy;
+        ks->handoff = obj;
+        taken = 1;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (taken <= 0)
+        json_object_put(obj);
+    return taken;
+}
+
+json_object *ctl_quota_take_handoff(ctl_controller *c, const char *key, const char *rv)
+{
+    json_object *out = NULL;
+    pthread_mutex_lock(&c->mu);
+    kstate *ks = ctl_ks_get(c, key, false);
+    if (ks && ks->handoff) {
+        const char *hrv = gq_json_meta_string(ks->handoff, "resourceVersion");
+        if (rv && hrv && !strcmp(rv, hrv))
+            out = ks->handoff;
+        else
+            json_object_put(ks->handoff);
+        ks->handoff = NULL;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return out;
+}
+
 /* core/v1 Event on the quota (namespace "default" for cluster-scoped
  * tenants, as Kubernetes does). Best effort: failures are logged. */
 /* At most CTL_EVENT_BURST Events at once and CTL_EVENT_RATE a second after

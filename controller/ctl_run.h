@@ -34,7 +34,13 @@ typedef struct kstate {
     json_object *first_seen;
     int64_t fold_since_ms; /* monotonic: a fold-only write first put off; 0: none waits */
     int64_t charged_ms;    /* monotonic: another writer last changed its reservations */
-    char *ns;              /* "" for tenants */
+    /* A reconcile's status handed to the admission pass to write with the
+     * charges it plans on it (the whole object, at the resourceVersion it
+     * applies to; NULL: none), and the resourceVersion of the last one
+     * handed over: a reconcile hands over a version once, then writes. */
+    json_object *handoff;
+    char *handoff_rv;
+    char *ns; /* "" for tenants */
     char *name;
     char key[];
 } kstate;
@@ -70,7 +76,8 @@ struct ctl_controller {
     size_t n_tenants, cap_tenants;
     gq_htab ks; /* kstate by key */
 
-    atomic_ulong results[RES_COUNT], writes, events, cost_errors, abandoned, folds_deferred;
+    atomic_ulong results[RES_COUNT], writes, events, cost_errors, abandoned, folds_deferred,
+        handoffs;
     atomic_ulong events_dropped;
     atomic_ulong claims_refused, claims_pinned, claims_unpinned; /* claims.c */
     /* The abandoned-reservation grace read from the cluster (mu): 0 until
@@ -133,6 +140,14 @@ json_object *ctl_quota_newest(ctl_controller *c, const char *key, json_object *c
  * next read of the quota does not start from what the cache still shows
  * and meet a certain 409. */
 void ctl_quota_remember(ctl_controller *c, const char *key, char *older_rv, json_object *obj);
+/* Hand obj (taken: quota key at the resourceVersion it applies to, with the
+ * status a reconcile wants) to the admission pass. Returns > 0 when handed
+ * over; else obj is dropped and the reconcile writes itself: < 0 when that
+ * version was handed over before, 0 when out of memory. */
+int ctl_quota_handoff(ctl_controller *c, const char *key, json_object *obj);
+/* The object handed over for quota key if it applies to resourceVersion rv
+ * (caller owns it), else NULL; either way no longer handed over. */
+json_object *ctl_quota_take_handoff(ctl_controller *c, const char *key, const char *rv);
 /* Requeue key after its next backoff delay / after ms. */
 void ctl_backoff(ctl_controller *c, const char *key);
 void ctl_requeue_after(ctl_controller *c, const char *key, long ms);

@@ -630,6 +630,36 @@ static bool charge_covered(const gq_quota *a, int64_t ta, const gq_quota *b, int
     return true;
 }
 
+/* On some key limit sets, b is below a. */
+static bool below(const gq_amounts *limit, const gq_amounts *a, const gq_amounts *b)
+{
+    for (int k = 0; k < GQ_KEY_COUNT; k++)
+        if (limit->set[k] && b->v[k] < a->v[k])
+            return true;
+    return false;
+}
+
+bool ctl_room_freed(json_object *quota, json_object *next, int64_t now)
+{
+    gq_quota *a = NULL, *b = NULL;
+    gq_amounts x, y;
+    gq_err e;
+    bool freed = false;
+    if (parse_with_status(quota, gq_json_member(quota, "status"), &a, &e) ||
+        parse_with_status(quota, next, &b, &e) || a->n_models != b->n_models)
+        goto out;
+    if (!gq_quota_in_use(a, now, NULL, &x, &e) && !gq_quota_in_use(b, now, NULL, &y, &e))
+        freed = below(&a->hard, &x, &y);
+    for (size_t i = 0; !freed && i < a->n_models; i++)
+        freed = !gq_quota_model_in_use(a, &a->models[i], now, NULL, &x, &e) &&
+                !gq_quota_model_in_use(b, &b->models[i], now, NULL, &y, &e) &&
+                below(&a->models[i].hard, &x, &y);
+out:
+    gq_quota_free(a);
+    gq_quota_free(b);
+    return freed;
+}
+
 /* status.queued of s (none: nothing queued); false when it does not parse. */
 static bool queued_of(json_object *s, gq_amounts *out)
 {

@@ -39,7 +39,7 @@ typedef struct aquota {
     char path[700];
     char *cache_rv; /* the resourceVersion the cache showed (NULL: listed live) */
     uint64_t ns_h;  /* gq_fnv1a of its namespace (a GPUQuota's) */
-    bool dirty;     /* reservations added: write */
+    bool dirty;     /* reservations added, or a reconcile's status handed over: write */
     gq_code rc;     /* how its write went */
 } aquota;
 
@@ -502,7 +502,9 @@ static bool governs_queued(const admit_pass *a, const gq_quota *q)
 /* Read: quota q (the spec of obj) into qs[nq]: obj as the informer's cache
  * shows it (cached), or as our own last write of it or a read after a 409
  * left it while the cache has not caught up (ctl_quota_newest); as listed
- * live when the cache held none. Its status is what the plan counts and its
+ * live when the cache held none; with the status a reconcile handed over
+ * for that version (ctl_quota_handoff: a pod ended), written by this pass
+ * whatever it admits. Its status is what the plan counts and its
  * resourceVersion what the charge is written against: a stale one costs a
  * 409 and a re-read, never a charge the status read does not allow
  * (docs/queueing.md, "Life of a queued pod"). */
@@ -519,6 +521,14 @@ static pass_step read_quota(admit_pass *a, json_object *obj, bool cached, const 
     if (cached && rv && !(aq->cache_rv = strdup(rv)))
         return STEP_FAILED;
     aq->obj = cached ? ctl_quota_newest(c, aq->key, json_object_get(obj)) : json_object_get(obj);
+    json_object *handed =
+        cached ? ctl_quota_take_handoff(c, aq->key, gq_json_meta_string(aq->obj, "resourceVersion"))
+               : NULL;
+    if (handed) {
+        json_object_put(aq->obj);
+        aq->obj = handed;
+        aq->dirty = true;
+    }
     if (gq_quota_parse(aq->obj, &aq->q, &a->err) != GQ_OK) {
         GQ_WARN("queue: cannot read %s: %s", aq->path, a->err.msg);
         json_object_put(aq->obj);
@@ -855,7 +865,8 @@ static void write_charge(void *ud, size_t k)
     aq->rc = c->o.api->update_status(c->o.api->ctx, aq->path, aq->obj, &written, &err);
     if (aq->rc == GQ_OK) {
         atomic_fetch_add(&c->writes, 1);
-        atomic_fetch_add(&c->q_charges, 1);
+        if (aq->decoded)
+            atomic_fetch_add(&c->q_charges, 1);
         if (older && written) {
             ctl_quota_remember(c, aq->key, older, written);
             older = NULL;
@@ -882,13 +893,13 @@ static pass_step write_charges(admit_pass *a)
     for (size_t j = 0; j < a->nq; j++) {
         if (!a->qs[j].dirty)
             continue;
-        json_object *st = gq_quota_status_encode(&a->qs[j].st);
-        if (!st || json_object_object_add(a->qs[j].obj, "status", st)) {
+        json_object *st = a->qs[j].decoded ? gq_quota_status_encode(&a->qs[j].st) : NULL;
+        if (a->qs[j].decoded && (!st || json_object_object_add(a->qs[j].obj, "status", st))) {
             json_object_put(st);
             GQ_WARN("queue: charging %s: out of memory", a->qs[j].path);
             return STEP_FAILED;
         }
-        a->slots[n++] = j;
+        a->slots[n++] = j; /* not decoded: the status handed over, as it is */
     }
     ctl_fanout(n, a->width, write_charge, a);
     pass_step st = STEP_OK;

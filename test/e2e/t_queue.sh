@@ -146,6 +146,26 @@ for next in high low-old low-new; do
     check_match "kube-scheduler places $next once ungated" "." "$(node_of "$next")"
 done
 check "queued pods start in priority-then-age order" "high low-old low-new" "${order[*]}"
+# Each end frees room the next pod takes: the reconcile hands the lower
+# usage to the admission pass, which writes it with that pod's charge
+# (docs/controller.md). writes_to_ungate: per pod deleted in NSQ, the
+# controller's status writes of its quotas between the DELETE and the next
+# ungate, from the audit log. Before the hand-over every end made 2 (the
+# reconcile's, then the pass's); a hand-over the pass did not take up in
+# time is written by the reconcile, so only one 1 is required.
+writes_to_ungate() {
+    jq -r --arg ns "$NSQ" "select(.stage == \"ResponseComplete\" and .objectRef.namespace == \$ns
+        and .responseStatus.code < 300 and ((.objectRef.resource == \"pods\" and (.verb == \"delete\"
+        or (.verb == \"patch\" and $ctl_user))) or (.objectRef.resource == \"gpuquotas\"
+        and .objectRef.subresource == \"status\" and $ctl_user)))
+        | [.stageTimestamp, .objectRef.resource, .verb] | @tsv" "$E2E/cluster/audit.log" | sort |
+        awk -F'\t' '$2 == "pods" && $3 == "delete" {n = 0; on = 1; next}
+            on && $2 == "gpuquotas" {n++; next}
+            on && $3 == "patch" {printf "%s%d", sep, n; sep = " "; on = 0}'
+}
+ends=$(writes_to_ungate)
+echo "# status writes from each end to the next ungate: $ends"
+check_match "a pod's end and the next pod's charge go in one status write" '(^| )1( |$)' "$ends"
 drained() { [[ $(status_of '.status.queuedPods') == 0 ]]; }
 eventually 15 drained
 check "the queue is empty, one pod runs" '{"used":"8Gi","pods":0}' \

@@ -137,6 +137,25 @@ static void set_status(fake *f, const char *path, const char *status)
     pthread_mutex_unlock(&f->mu);
 }
 
+/* Store, as the status of the quota at path, status text counted with
+ * used.gpu-memory set to used and reservations set to the one record
+ * reservation (JSON with ' for "): a pod's charge not folded yet. Writes
+ * counted from 0. Returns the status stored, as text (caller frees). */
+static char *set_unfolded(fake *f, const char *path, const char *counted, const char *used,
+                          const char *reservation)
+{
+    json_object *st = json_tokener_parse(counted), *u, *res = json_object_new_array();
+    assert_true(json_object_object_get_ex(st, "used", &u));
+    json_object_object_add(u, "gpu-memory", json_object_new_string(used));
+    json_object_array_add(res, J(reservation));
+    json_object_object_add(st, "reservations", res);
+    char *text = strdup(json_object_to_json_string_ext(st, JSON_C_TO_STRING_PLAIN));
+    json_object_put(st);
+    assert_non_null(text);
+    set_status(f, path, text);
+    return text;
+}
+
 /* A cohort: a/q borrows 2Gi above its hard (its cached status says so), b/l
  * lends them; each status and the tenant's say it, and so do the gauges.
  * Preemption counters are there, at 0, by reason and by quota. */
@@ -253,6 +272,10 @@ static void test_events_rate_limited(void **state)
     "{'metadata':{'name':'p2','namespace':'a','uid':'u2','resourceVersion':'1'},'spec':{"          \
     "'containers':[{'name':'c','resources':{'limits':{'gpuquota.io/gpu-memory':'4Gi'}}}]}}"
 #define P1_P2 "[" P1 "," P2 "]"
+/* p2's reservation (4Gi), as a webhook leaves it. */
+#define U2                                                                                         \
+    "{'key':'u2','namespace':'a','pod':'p2','gpu-memory':'4Gi','gpus':'0','gpu-pods':'1',"         \
+    "'expires':'2026-11-21T15:07:05Z'}"
 
 /* Eight reservations of pods the controller has not seen, into res. */
 static void add_unseen(json_object *res)
@@ -308,16 +331,7 @@ static void test_fold_waits(void **state)
     assert_non_null(strstr(counted, "\"used\":{\"gpu-memory\":\"12Gi\"}"));
 
     /* p2's charge still a reservation, as the webhook left it. */
-    json_object *st = json_tokener_parse(counted), *used;
-    assert_true(json_object_object_get_ex(st, "used", &used));
-    json_object_object_add(used, "gpu-memory", json_object_new_string("8Gi"));
-    json_object_object_add(st, "reservations",
-                           J("[{'key':'u2','namespace':'a','pod':'p2','gpu-memory':'4Gi','gpus':"
-                             "'0','gpu-pods':'1','expires':'2026-11-21T15:07:05Z'}]"));
-    char buf[2048];
-    snprintf(buf, sizeof buf, "%s", json_object_to_json_string_ext(st, JSON_C_TO_STRING_PLAIN));
-    json_object_put(st);
-    set_status(&f, path, buf);
+    char *buf = set_unfolded(&f, path, counted, "8Gi", U2);
     run_fold_put_off(&f, &c, &cfg, &api);
     wait_writes(&f, 1); /* then written */
     char *after = stored_status(&f, path);
@@ -329,8 +343,8 @@ static void test_fold_waits(void **state)
      * controller has not seen yet besides p2's): nobody else has charged
      * the quota while this replica watched, as while the queue drains into
      * it after the admission pass's charge, so the write waits as well. */
-    st = json_tokener_parse(buf);
-    json_object *res;
+    json_object *st = json_tokener_parse(buf), *res;
+    free(buf);
     assert_true(json_object_object_get_ex(st, "reservations", &res));
     add_unseen(res);
     char many[4096];
@@ -397,8 +411,7 @@ static void test_fold_after_charge(void **state)
     assert_true(json_object_object_get_ex(st, "used", &used));
     json_object_object_add(used, "gpu-memory", json_object_new_string("0"));
     json_object *res = json_object_new_array();
-    json_object_array_add(res, J("{'key':'u2','namespace':'a','pod':'p2','gpu-memory':'4Gi',"
-                                 "'gpus':'0','gpu-pods':'1','expires':'2026-11-21T15:07:05Z'}"));
+    json_object_array_add(res, J(U2));
     add_unseen(res);
     json_object_object_add(st, "reservations", res);
     pthread_mutex_lock(&f.mu);
@@ -437,14 +450,7 @@ static void test_gone_pod_reservation(void **state)
     wait_writes(&f, 1); /* both counted */
     stop(c, cfg);
     char *counted = stored_status(&f, path);
-    json_object *st = json_tokener_parse(counted), *used;
-    assert_true(json_object_object_get_ex(st, "used", &used));
-    json_object_object_add(used, "gpu-memory", json_object_new_string("8Gi"));
-    json_object_object_add(st, "reservations",
-                           J("[{'key':'u2','namespace':'a','pod':'p2','gpu-memory':'4Gi','gpus':"
-                             "'0','gpu-pods':'1','expires':'2026-11-21T15:07:05Z'}]"));
-    set_status(&f, path, json_object_to_json_string_ext(st, JSON_C_TO_STRING_PLAIN));
-    json_object_put(st);
+    free(set_unfolded(&f, path, counted, "8Gi", U2));
     run(&f, &c, &cfg, &api);
     wait_metric_min(c, "gpuquota_controller_folds_deferred_total", 1);
     fake_delete_pod(&f, "p2");
@@ -572,6 +578,82 @@ static void test_queue_admit_after_conflict(void **state)
     ctl_controller_free(c);
     gq_config_free(cfg);
     fake_dispose(&f);
+}
+
+/* A pod that ends in a quota whose pods wait: the reconcile that frees its
+ * room hands the status it wants to the admission pass, which writes it
+ * with the next pod's charge; one status write from the end to the ungate,
+ * not the reconcile's and then the pass's. qb (4Gi, Queue) is full of
+ * running pod r (4Gi), counted in used or, when unfolded, still charged by
+ * its reservation (its fold put off, as while a queue drains: the pod ends
+ * before it is written, and its reservation is dropped with the status
+ * handed over); w (4Gi) waits. */
+static void end_to_ungate(bool unfolded)
+{
+    fake f;
+    fake_queue_b(&f);
+    const char *path = "/x/gpuquotas/qb";
+    json_object *q = find_quota(&f, path), *spec, *hard;
+    assert_true(json_object_object_get_ex(q, "spec", &spec));
+    assert_true(json_object_object_get_ex(spec, "hard", &hard));
+    json_object_object_add(hard, "gpu-memory", json_object_new_string("4Gi"));
+    json_object_array_add(
+        f.pods, J("{'metadata':{'name':'r','namespace':'b','uid':'uid-r','resourceVersion':'1',"
+                  "'creationTimestamp':'2026-11-21T14:00:00Z','annotations':{}},'spec':{"
+                  "'nodeName':'n1','containers':[{'name':'c','resources':{'limits':{"
+                  "'gpuquota.io/gpu-memory':'4Gi'}}}]}}"));
+    f.watch_pods = true;
+    ctl_controller *c;
+    gq_config *cfg;
+    kube_api api;
+    run(&f, &c, &cfg, &api);
+    wait_writes(&f, 1); /* r counted, w queued */
+    struct timespec settle = {0, 300000000};
+    nanosleep(&settle, NULL);
+    char *full = stored_status(&f, path);
+    assert_non_null(strstr(full, "\"used\":{\"gpu-memory\":\"4Gi\"}"));
+    if (unfolded) {
+        stop(c, cfg);
+        free(set_unfolded(&f, path, full, "0",
+                          "{'key':'uid-r','namespace':'b','pod':'r','gpu-memory':'4Gi','gpus':'0',"
+                          "'gpu-pods':'1','expires':'2026-11-21T15:07:05Z'}"));
+        run_fold_put_off(&f, &c, &cfg, &api);
+    }
+    pthread_mutex_lock(&f.mu);
+    assert_int_equal(f.patches, 0);
+    f.writes = 0;
+    pthread_mutex_unlock(&f.mu);
+
+    fake_delete_pod(&f, "r");
+    wait_metric(c, "gpuquota_queue_admitted_total 1\n");
+    nanosleep(&settle, NULL); /* past HANDOFF_MS: a write put off would be made by now */
+    pthread_mutex_lock(&f.mu);
+    assert_int_equal(f.writes, 1);
+    assert_string_equal(f.last_patch_path, "/api/v1/namespaces/b/pods/w");
+    pthread_mutex_unlock(&f.mu);
+    char *after = stored_status(&f, path);
+    assert_non_null(strstr(after, "\"used\":{\"gpu-memory\":\"0\"}"));
+    assert_non_null(strstr(after, "\"key\":\"uid-w\""));
+    assert_null(strstr(after, "uid-r"));
+    wait_metric(c, "gpuquota_controller_status_handoffs_total 1\n");
+    wait_metric(c, unfolded ? "gpuquota_controller_reservations_abandoned_total 1\n"
+                            : "gpuquota_controller_reservations_abandoned_total 0\n");
+    free(after);
+    free(full);
+    stop(c, cfg);
+    fake_dispose(&f);
+}
+
+static void test_end_to_ungate_one_write(void **state)
+{
+    (void)state;
+    end_to_ungate(false);
+}
+
+static void test_end_unfolded_to_ungate_one_write(void **state)
+{
+    (void)state;
+    end_to_ungate(true);
 }
 
 /* A GPUQuota the controller's cache does not hold yet (created just before
@@ -787,6 +869,8 @@ int main(void)
         cmocka_unit_test(test_fold_after_charge),
         cmocka_unit_test(test_gone_pod_reservation),
         cmocka_unit_test(test_queue_admit_after_conflict),
+        cmocka_unit_test(test_end_to_ungate_one_write),
+        cmocka_unit_test(test_end_unfolded_to_ungate_one_write),
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_cohort_status_and_metrics),
         cmocka_unit_test(test_queue_quota_not_cached_yet),

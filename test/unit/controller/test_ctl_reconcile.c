@@ -574,6 +574,28 @@ static json_object *with_status(json_object *q, const char *used, const char *by
     "{'key':'" k "','namespace':'a','pod':'p','gpu-memory':'" mem "','gpus':'0','gpu-pods':'1',"   \
     "'expires':'" exp "','model':'h100-80gb'}"
 
+/* Store *s with pods h1 (8Gi, h100-80gb) and u (4Gi, no model) of
+ * namespace a; returns quota q of a (100Gi, 64Gi on h100-80gb) with the
+ * status *r (initialised here) has for them: 12Gi, and 12Gi on h100-80gb (u
+ * names no model, so it counts against each). */
+static json_object *counted_h1_u(ctl_podstore **s, ctl_result *r)
+{
+    assert_int_equal(ctl_podstore_new(s), GQ_OK);
+    pod_spec pods[] = {
+        {.ns = "a", .name = "h1", .mem = "8Gi", .model = "h100-80gb", .uid = "k-h1"},
+        {.ns = "a", .name = "u", .mem = "4Gi", .uid = "k-u"},
+    };
+    for (size_t i = 0; i < sizeof(pods) / sizeof(pods[0]); i++)
+        add_pod(*s, &pods[i]);
+    json_object *q = quota_json(
+        "a", "q", "{'hard':{'gpu-memory':'100Gi'},'models':{'h100-80gb':{'gpu-memory':'64Gi'}}}",
+        NULL);
+    ctl_result_init(r);
+    reconcile(*s, q, NOW, r);
+    json_object_object_add(q, "status", json_object_get(r->status));
+    return q;
+}
+
 /* ctl_fold_only of quota and next, each with the queue members of the JSON
  * objects a and b added to its status (copies). */
 static bool fold_with_queue(json_object *quota, json_object *next, const char *a, const char *b)
@@ -603,20 +625,8 @@ static void test_fold_only(void **state)
 {
     (void)state;
     ctl_podstore *s;
-    assert_int_equal(ctl_podstore_new(&s), GQ_OK);
-    pod_spec pods[] = {
-        {.ns = "a", .name = "h1", .mem = "8Gi", .model = "h100-80gb", .uid = "k-h1"},
-        {.ns = "a", .name = "u", .mem = "4Gi", .uid = "k-u"},
-    };
-    for (size_t i = 0; i < sizeof(pods) / sizeof(pods[0]); i++)
-        add_pod(s, &pods[i]);
-    json_object *q = quota_json(
-        "a", "q", "{'hard':{'gpu-memory':'100Gi'},'models':{'h100-80gb':{'gpu-memory':'64Gi'}}}",
-        NULL);
     ctl_result r;
-    ctl_result_init(&r);
-    reconcile(s, q, NOW, &r);
-    json_object_object_add(q, "status", json_object_get(r.status)); /* both pods counted */
+    json_object *q = counted_h1_u(&s, &r);
     assert_string_equal(status_str(&r, "used", "gpu-memory"), "12Gi");
 
     /* Before the controller saw h1, its charge was a reservation. */
@@ -689,6 +699,41 @@ static void test_fold_only(void **state)
     before = with_status(q, "lots", "4Gi", NULL);
     assert_false(ctl_fold_only(before, r.status, NOW, NOW + 2));
     json_object_put(before);
+    ctl_result_dispose(&r);
+    json_object_put(q);
+    ctl_podstore_free(s);
+}
+
+/* ctl_room_freed: what admissions count falls in the next status, in all
+ * or for a model, or it does not. */
+static void test_room_freed(void **state)
+{
+    (void)state;
+    ctl_podstore *s;
+    ctl_result r;
+    json_object *q = counted_h1_u(&s, &r);
+    assert_false(ctl_room_freed(q, r.status, NOW)); /* the same */
+    const struct {
+        const char *used, *by_model, *reservations;
+        bool freed;
+    } cases[] = {
+        {"20Gi", "16Gi", NULL, true}, /* a pod ended: both fall */
+        {"12Gi", "16Gi", NULL, true}, /* only the model's falls */
+        {"20Gi", "12Gi", NULL, true}, /* only the total falls */
+        {"4Gi", "4Gi", "[" RESM("k-h1", "8Gi", "2026-11-21T15:07:05Z") "]", false}, /* a fold */
+        {"8Gi", "8Gi", NULL, false},  /* a pod appeared: usage rises */
+        {"lots", "8Gi", NULL, false}, /* does not parse */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_object *before =
+            with_status(q, cases[i].used, cases[i].by_model, cases[i].reservations);
+        reconcile(s, before, NOW, &r);
+        assert_int_equal(ctl_room_freed(before, r.status, NOW), cases[i].freed);
+        json_object_put(before);
+    }
+    json_object *bare = quota_json("a", "q", "{'hard':{'gpu-memory':'100Gi'}}", NULL);
+    assert_false(ctl_room_freed(bare, r.status, NOW)); /* no status yet */
+    json_object_put(bare);
     ctl_result_dispose(&r);
     json_object_put(q);
     ctl_podstore_free(s);
@@ -957,6 +1002,7 @@ int main(void)
         cmocka_unit_test(test_escrow_records),
         cmocka_unit_test(test_reservation_keys_unique),
         cmocka_unit_test(test_fold_only),
+        cmocka_unit_test(test_room_freed),
         cmocka_unit_test(test_invalid_spec_status),
         cmocka_unit_test(test_tenant_membership),
         cmocka_unit_test(test_group_sums),

@@ -46,12 +46,20 @@ typedef struct aquota {
 typedef struct admit_ctx {
     ctl_controller *c;
     json_object *objs; /* array of quota objects (copies from the caches) */
+    json_object *nss;  /* {namespace: null} of the queued pods; NULL: every one */
 } admit_ctx;
 
+/* Copy a cached quota into objs: a GPUTenantQuota always, a GPUQuota only
+ * in a namespace with queued pods (it governs none elsewhere). A pass runs
+ * at every change of any pod or quota; copying every quota of the cluster
+ * each time was most of its cost while one namespace's pods waited. */
 static int collect_quota_fn(void *ud, const char *ns, const char *name, const void *rec)
 {
+    (void)name;
     admit_ctx *a = ud;
     json_object *copy = NULL;
+    if (ns && ns[0] && a->nss && !json_object_object_get_ex(a->nss, ns, NULL))
+        return 0;
     if (json_object_deep_copy((json_object *)rec, &copy, NULL) == 0 &&
         json_object_array_add(a->objs, copy))
         json_object_put(copy);
@@ -451,9 +459,12 @@ static pass_step read_queue(admit_pass *a)
     a->n = drop_ungated(c, a->pods, a->n);
     if (!a->n)
         return STEP_DONE;
-    admit_ctx ac = {c, a->objs};
+    admit_ctx ac = {c, a->objs, json_object_new_object()};
+    for (size_t i = 0; ac.nss && i < a->n; i++)
+        json_object_object_add(ac.nss, a->pods[i].ns, NULL);
     kube_cache_foreach(c->quotas, collect_quota_fn, &ac);
     kube_cache_foreach(c->tenants, collect_quota_fn, &ac);
+    json_object_put(ac.nss);
     a->n_cached = json_object_array_length(a->objs);
     if (read_uncached(a) != STEP_OK)
         return STEP_FAILED;

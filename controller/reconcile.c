@@ -52,6 +52,14 @@ static gq_code parse_with_status(json_object *quota, json_object *status, gq_quo
     return GQ_OK;
 }
 
+/* The observedGeneration written for metadata.generation: never below 0,
+ * as metav1.Condition requires and the status decoder checks (the API
+ * server sets generation from 1; a negative one is bad input). */
+static int64_t observed(int64_t generation)
+{
+    return generation > 0 ? generation : 0;
+}
+
 /* metav1.Condition; lastTransitionTime moves only when status changes. Its
  * strings are borrowed (gq_quota_status_set_conditions copies them). */
 static gq_condition condition(const gq_quota_status *cur, const char *type, bool value,
@@ -64,7 +72,7 @@ static gq_condition condition(const gq_quota_status *cur, const char *type, bool
     return (gq_condition){.type = (char *)type,
                           .status = (char *)st,
                           .has_observed_generation = true,
-                          .observed_generation = generation,
+                          .observed_generation = observed(generation),
                           .has_last_transition = true,
                           .last_transition = keep ? old->last_transition : now,
                           .reason = (char *)reason,
@@ -371,7 +379,7 @@ static gq_code status_of(const gq_quota *q, const gq_usage *u, gq_quota_status *
     next->queued = u->queued;
     next->queued_pods = u->queued_pods;
     next->has_observed_generation = true;
-    next->observed_generation = q->generation;
+    next->observed_generation = observed(q->generation);
     return gq_usage_to_status(q, u, next, err);
 }
 
@@ -451,7 +459,7 @@ static gq_code invalid_status(gq_quota_status *st, const char *why, int64_t gene
     if (ex)
         c[1] = *ex;
     st->has_observed_generation = true;
-    st->observed_generation = generation;
+    st->observed_generation = observed(generation);
     return gq_quota_status_set_conditions(st, c, ex ? 2 : 1, err);
 }
 

@@ -298,6 +298,10 @@ typedef struct kube_watch_opts {
     long timeout_seconds;         /* server-side timeoutSeconds; 0: none */
     size_t max_line;              /* per-event cap; 0: 16 MiB */
     const atomic_int *stop;       /* non-zero stops the watch within ~1 s */
+    /* Optional: a descriptor that turns readable when *stop is set (an
+     * eventfd, say); the watch then ends at once instead of at libcurl's
+     * next progress tick, up to a second later. */
+    const int *wake_fd;
     /* Optional: called once, on the calling thread with the ud given to the
      * watch, when the server has accepted the watch (HTTP 200 headers),
      * before any event. kube-apiserver registers the watcher before it

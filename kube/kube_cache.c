@@ -8,11 +8,14 @@
  * listed: kube_cache_fresh, kube_cache_synced. */
 #include "kube/kube_int.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "common/gq_log.h"
 #include "common/hash.h"
@@ -47,6 +50,7 @@ struct kube_cache {
     _Atomic int64_t fresh_from;
 
     atomic_int stop;
+    int wake_fd; /* readable once stop is set: wakes the watch (-1: none) */
     pthread_t thread;
     int started;
     unsigned gen;
@@ -477,6 +481,7 @@ static gq_code watch_from(kube_cache *c, const char *rv, watch_state *ws, gq_err
                           .allow_bookmarks = 1,
                           .timeout_seconds = t + (long)(rand_r(&c->seed) % (unsigned)t),
                           .stop = &c->stop,
+                          .wake_fd = &c->wake_fd,
                           .on_open = on_open};
     pthread_rwlock_wrlock(&c->lock);
     c->stats.watches++;
@@ -585,6 +590,8 @@ void kube_cache_free(kube_cache *c)
     pthread_rwlock_destroy(&c->lock);
     pthread_mutex_destroy(&c->sync_mu);
     pthread_cond_destroy(&c->sync_cv);
+    if (c->wake_fd >= 0)
+        close(c->wake_fd);
     free(c->path);
     free(c->label_selector);
     free(c->field_selector);
@@ -598,6 +605,8 @@ gq_code kube_cache_new(const kube_api *api, const kube_cache_opts *o, kube_cache
     kube_cache *c = calloc(1, sizeof(*c));
     if (!c)
         return gq_err_oom(err);
+    /* Without one (-1), a stop waits for the watch's next progress tick. */
+    c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     c->api = api;
     c->o = *o;
     if (c->o.watch_timeout_seconds <= 0)
@@ -630,12 +639,32 @@ gq_code kube_cache_start(kube_cache *c, gq_err *err)
     return GQ_OK;
 }
 
+/* The stop's wake-up for the watch in progress (kube_watch_opts.wake_fd):
+ * without it the watch notices the stop flag within a second. */
+static void wake_signal(kube_cache *c)
+{
+    uint64_t one = 1;
+    if (c->wake_fd >= 0 && write(c->wake_fd, &one, sizeof(one)) != (ssize_t)sizeof(one))
+        GQ_WARN("kube cache %s: cannot wake its watch; it stops within a second", c->path);
+}
+
+/* Read the wake-up back once the thread is gone, so that the watches of a
+ * restarted cache wait again. */
+static void wake_drain(kube_cache *c)
+{
+    uint64_t n;
+    if (c->wake_fd >= 0 && read(c->wake_fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+        GQ_WARN("kube cache %s: cannot reset its wake-up: %s", c->path, strerror(errno));
+}
+
 void kube_cache_stop(kube_cache *c)
 {
     if (!c || !c->started)
         return;
     atomic_store(&c->stop, 1);
+    wake_signal(c);
     pthread_join(c->thread, NULL);
+    wake_drain(c);
     atomic_store(&c->fresh_from, 0);
     c->started = 0;
 }

@@ -13,6 +13,8 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cmd=${1:?usage: suite.sh up|down DIR [GPUQUOTA]}
 dir=${2:?usage: suite.sh up|down DIR [GPUQUOTA]}
+# shellcheck source=../../scripts/stop-pidfile.sh
+source "$ROOT/scripts/stop-pidfile.sh"
 
 # down: stop every process (SIGTERM, 20 s to drain and exit, so the
 # sanitizers' exit-time checks run), then the cluster; fails when a log of
@@ -26,7 +28,7 @@ down() {
     for f in "$dir"/webhook-*.pid "$dir"/controller-*.pid "$dir"/aux-*.pid; do
         [[ -f $f ]] || continue
         pid=$(cat "$f")
-        for _ in $(seq 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        for _ in $(seq 200); do pid_alive "$pid" || break; sleep 0.1; done
         kill -KILL "$pid" 2>/dev/null || true
     done
     "$ROOT/test/sanitizer_reports.sh" "$dir"/webhook-*.log "$dir"/controller-*.log || rc=1

@@ -104,7 +104,7 @@ ctl_pid=$!
 several() { (($(runs short) >= 3)); }
 eventually 30 several && pass "an expired credential is fetched again ($(runs short) runs)" ||
     fail "the plugin ran $(runs short) time(s) in 30 s: $(tail -5 "$dir/controller.log")"
-kill -0 "$ctl_pid" 2>/dev/null && pass "the controller keeps running on renewed credentials" ||
+pid_alive "$ctl_pid" && pass "the controller keeps running on renewed credentials" ||
     fail "the controller exited: $(tail -5 "$dir/controller.log")"
 grep -q -i 'unauthorized\|getting credentials' "$dir/controller.log" &&
     fail "the controller was refused: $(grep -i 'unauthorized\|getting credentials' "$dir/controller.log" | head -3)" ||

@@ -33,11 +33,11 @@ cleanup() {
     for pid in $(procs); do kill -CONT "$pid" 2>/dev/null; done
     for n in 0 1; do
         pid=$(cat "$E2E/controller-$n.pid" 2>/dev/null)
-        [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || controller_start "$n"
+        [[ -n $pid ]] && pid_alive "$pid" || controller_start "$n"
     done
     for n in 0 1 2; do
         pid=$(cat "$E2E/webhook-$n.pid" 2>/dev/null)
-        if ! [[ -n $pid ]] || ! kill -0 "$pid" 2>/dev/null; then
+        if ! [[ -n $pid ]] || ! pid_alive "$pid"; then
             webhooks 3
             break
         fi

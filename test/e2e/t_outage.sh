@@ -18,7 +18,7 @@ cleanup() {
     local n pid
     for n in 0 1 2; do
         pid=$(cat "$E2E/webhook-$n.pid" 2>/dev/null)
-        if [[ -z $pid ]] || ! kill -0 "$pid" 2>/dev/null; then
+        if [[ -z $pid ]] || ! pid_alive "$pid"; then
             webhooks 3
             break
         fi

@@ -17,7 +17,7 @@ cleanup() {
     local n pid
     for n in 0 1; do
         pid=$(cat "$E2E/controller-$n.pid" 2>/dev/null)
-        [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || controller_start "$n"
+        [[ -n $pid ]] && pid_alive "$pid" || controller_start "$n"
     done
     kubectl delete namespace $NSF $NSX $NSY --wait=false >/dev/null 2>&1
     kubectl delete gputenantquota e2e-queue-race --ignore-not-found >/dev/null 2>&1

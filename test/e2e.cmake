@@ -16,6 +16,14 @@ gq_output_test(e2e_tool_held_watch
   "^1 8 8\n2 8 8\n3 16 16\nOVER after MODIFIED a/p2: a=16>8\n4 8 8\n5 8 8\n6 8 8\n?$"
   COMMAND sh -c "python3 \"$0\" --limit a=8 --out - <\"$1\""
           ${CMAKE_SOURCE_DIR}/test/e2e/tools/held_watch.py ${GQ_TEST_DATA}/held-watch/stream.json)
+# create_parallel's reader of kubectl's output (test/e2e/tools/kubectl_results.py)
+# on a made-up one: a created pod, a refusal over two lines between warnings,
+# another created pod, and a file kubectl named neither way (its .out holds
+# the line that named no file).
+gq_output_test(e2e_tool_kubectl_results
+  "^a.yaml 0 a created\nb.yaml 1 Error from server \\(Forbidden\\): error when creating \"D/b.yaml\": admission webhook \"validate.gpuquota.io\" denied the request: exceeded quota: race, requested: gpu-memory=4Gi\nand a second line of the same message\nc.yaml 2 Unable to connect to the server: dial tcp 127.0.0.1:1: connect: connection refused\nd.yaml 0 d created\n$"
+  COMMAND sh -c "d=$(mktemp -d) && trap 'rm -rf \"$d\"' EXIT && cd \"$d\" && mkdir D && sed s/DIR/D/ \"$1\" >out && python3 \"$0\" split --show out D/a.yaml D/b.yaml D/c.yaml D/d.yaml"
+          ${CMAKE_SOURCE_DIR}/test/e2e/tools/kubectl_results.py ${GQ_TEST_DATA}/kubectl-results/out.txt)
 if(GQ_E2E)
   set(GQ_E2E_DIR ${CMAKE_BINARY_DIR}/e2e)
   set(GQ_E2E_ENV "GQ_E2E_DIR=${GQ_E2E_DIR};GQ=$<TARGET_FILE:gpuquota>;ROOT=${CMAKE_SOURCE_DIR}")

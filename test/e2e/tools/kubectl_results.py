@@ -7,7 +7,7 @@ each object it created and 'Error from server (REASON): error when creating
 "FILE": MESSAGE' on stderr for each it did not (the message may go on over
 more lines); 'Warning: ...' lines are the admission webhooks' warnings.
 
-  kubectl_results.py split OUT FILE...
+  kubectl_results.py split [--show] OUT FILE...
 
 reads kubectl's output (stdout and stderr together) from OUT and writes, for
 each FILE, FILE.out (what kubectl said about it) and FILE.rc: 0 when it was
@@ -15,6 +15,7 @@ created, 1 when it was refused, 2 when kubectl named it neither way (the
 connection failed, say; FILE.out then holds every line naming no file).
 An object counts as created from a line ending in '/NAME created', NAME
 being the file's name without its extension, as the e2e tests name them.
+--show also prints, per FILE, its name, its status and what kubectl said.
 """
 import os
 import re
@@ -40,7 +41,7 @@ def refusals(text):
     return out, stray
 
 
-def split(out_path, files):
+def split(out_path, files, show=False):
     text = open(out_path).read()
     refused, stray = refusals(text)
     created = set(re.findall(r"/(\S+) created$", text, re.M))
@@ -56,11 +57,15 @@ def split(out_path, files):
             o.write(said + "\n")
         with open(f + ".rc", "w") as o:
             o.write("%d\n" % rc)
+        if show:
+            print("%s %d %s" % (os.path.basename(f), rc, said))
 
 
 def main(argv):
-    if len(argv) >= 3 and argv[1] == "split":
-        split(argv[2], argv[3:])
+    show = len(argv) > 2 and argv[2] == "--show"
+    args = argv[3:] if show else argv[2:]
+    if len(argv) >= 3 and argv[1] == "split" and args:
+        split(args[0], args[1:], show)
         return 0
     sys.stderr.write(__doc__)
     return 2

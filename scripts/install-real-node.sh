@@ -9,6 +9,9 @@
 #
 #   scripts/install-real-node.sh CLUSTER_DIR GPUQUOTA WORKDIR
 #
+# GQ_IMAGE_TAR names an archive scripts/build-image.sh already made of this
+# tree, loaded instead of building the image again.
+#
 # Needs the control plane of scripts/local-cluster.sh and the node of
 # scripts/real-node.sh up in CLUSTER_DIR; KUBECONFIG set to the cluster's.
 # Leaves WORKDIR/overlay (kubectl delete -k undoes the install) and
@@ -23,8 +26,12 @@ ns=gpuquota-system
 die() { echo "install-real-node.sh: $*" >&2; exit 1; }
 mkdir -p "$work/overlay"
 
-GQ_IMAGE_BUILD=$work/image-build "$ROOT/scripts/build-image.sh" "$work/gpuquota.tar" \
-    >"$work/image.log" 2>&1 || die "the image does not build: $(tail -3 "$work/image.log")"
+if [[ -n ${GQ_IMAGE_TAR:-} ]]; then
+    cp "$GQ_IMAGE_TAR" "$work/gpuquota.tar" || die "no image archive at $GQ_IMAGE_TAR"
+else
+    GQ_IMAGE_BUILD=$work/image-build "$ROOT/scripts/build-image.sh" "$work/gpuquota.tar" \
+        >"$work/image.log" 2>&1 || die "the image does not build: $(tail -3 "$work/image.log")"
+fi
 "$ROOT/scripts/real-node.sh" load "$cluster" "$work/gpuquota.tar" >"$work/load.log" 2>&1 ||
     die "the image does not load into the node's containerd: $(tail -3 "$work/load.log")"
 "$ROOT/scripts/real-node.sh" ctr "$cluster" images tag --force ghcr.io/gpuquota/gpuquota:0.1.0 \

@@ -1,9 +1,11 @@
 # gpuquota's container image, built from Debian's packages (make image,
 # scripts/build-image.sh), read by skopeo and run by runc with a read-only
 # root as user 65532 (test/image_check.sh). Needs root for runc.
+# The archive it leaves (image-check/gpuquota.tar) is the one e2e_real_node
+# loads: the image is built once.
 gq_output_test(image_runs_under_runc "image: ok"
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/image_check.sh ${CMAKE_BINARY_DIR}/image-check
-  PROPERTIES TIMEOUT 600)
+  PROPERTIES TIMEOUT 600 FIXTURES_SETUP gq_image)
 
 # The image running as pods on a real node: kubelet, kube-proxy, containerd,
 # runc and CNI beside a control plane of its own, deploy/ applied as
@@ -13,8 +15,8 @@ gq_output_test(image_runs_under_runc "image: ok"
 if(GQ_E2E)
   gq_output_test(e2e_real_node "all checks passed"
     COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/real_node.sh $<TARGET_FILE:gpuquota>
-            ${CMAKE_BINARY_DIR}/real-node
-    PROPERTIES TIMEOUT 900 RESOURCE_LOCK e2e)
+            ${CMAKE_BINARY_DIR}/real-node ${CMAKE_BINARY_DIR}/image-check/gpuquota.tar
+    PROPERTIES TIMEOUT 900 RESOURCE_LOCK e2e FIXTURES_REQUIRED gq_image)
   gq_fail_lines(e2e_real_node)
 endif()
 

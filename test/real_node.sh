@@ -13,12 +13,17 @@
 # webhook pod deleted during a stream of GPU pod creates fails none of them,
 # kill -9 of one is measured and recovers, a node drain keeps to the PDBs.
 #
-#   test/real_node.sh GPUQUOTA WORKDIR      (needs root)
+#   test/real_node.sh GPUQUOTA WORKDIR [IMAGE.tar]      (needs root)
+#
+# IMAGE.tar: the image scripts/build-image.sh made of this tree already
+# (image_runs_under_runc's), instead of building it again.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 GQ=$(cd "$(dirname "${1:?usage: real_node.sh GPUQUOTA WORKDIR}")" && pwd)/$(basename "$1")
 work=${2:?usage: real_node.sh GPUQUOTA WORKDIR}
 export GQ ROOT GQ_E2E_DIR=$work/e2e
+built=built
+[[ -z ${3:-} ]] || { export GQ_IMAGE_TAR=$3; built="$3 (built by image_runs_under_runc)"; }
 down() {
     "$ROOT/scripts/real-node.sh" down "$GQ_E2E_DIR/cluster" >/dev/null 2>&1
     "$ROOT/scripts/local-cluster.sh" down "$GQ_E2E_DIR/cluster" >/dev/null 2>&1
@@ -40,7 +45,7 @@ pass "node-0 (kubelet, containerd, runc, CNI, kube-proxy) is Ready in $((SECONDS
 t0=$SECONDS
 "$ROOT/scripts/install-real-node.sh" "$GQ_E2E_DIR/cluster" "$GQ" "$work" >"$work/install.log" 2>&1 ||
     { fail "the image is built, loaded and installed by kustomize: $(tail -5 "$work/install.log")"; finish; }
-pass "image built and loaded, deploy/ applied: webhook (3) and controller (2) pods Ready through their probes in $((SECONDS - t0)) s"
+pass "image $built and loaded, deploy/ applied: webhook (3) and controller (2) pods Ready through their probes in $((SECONDS - t0)) s"
 check "all on the real node, from the image named by the images: entry" "node-0 localhost/gpuquota:e2e" \
     "$(kubectl -n "$NS_SYS" get pods -o json | jq -r '[.items[] | "\(.spec.nodeName) \(.spec.containers[0].image)"] | unique | join(",")')"
 check "five of them" 5 "$(kubectl -n "$NS_SYS" get pods --no-headers 2>/dev/null | wc -l)"

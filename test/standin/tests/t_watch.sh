@@ -7,7 +7,9 @@ standin_start --history 5
 CMS=/api/v1/namespaces/default/configmaps
 cm() { printf '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"%s","labels":{"app":"%s"}}}' "$1" "$2"; }
 
-# watch PATH OUTFILE: background curl; WPID is its pid
+# watch PATH OUTFILE: background curl; WPID is its pid. The watches end by
+# their timeoutSeconds, which leave the requests sent after them 2-4 s to
+# arrive: a loaded machine can take a second to start a curl.
 watch_bg() {
     curl -s -N -H "Authorization: Bearer test-token" "$S$1" >"$2" &
     WPID=$!
@@ -19,7 +21,7 @@ req POST $CMS "$(cm one a)"
 RV0=$(jqr .metadata.resourceVersion)
 
 # Live events in order, from the resourceVersion a list returned.
-watch_bg "$CMS?watch=true&resourceVersion=$RV0&timeoutSeconds=2" "$TMP/w1"
+watch_bg "$CMS?watch=true&resourceVersion=$RV0&timeoutSeconds=4" "$TMP/w1"
 req POST $CMS "$(cm two a)"
 req PATCH $CMS/one '{"data":{"k":"v"}}' application/merge-patch+json
 req DELETE $CMS/two
@@ -29,7 +31,7 @@ expect_eq "event rvs increase" 'true' "$(jq -s '[.[].object.metadata.resourceVer
 expect_eq "event object has TypeMeta" '"ConfigMap" "v1"' "$(head -1 "$TMP/w1" | jq -c .object.kind) $(head -1 "$TMP/w1" | jq -c .object.apiVersion)"
 
 # rv 0 / absent: synthetic ADDED for what exists, then live events.
-watch_bg "$CMS?watch=1&timeoutSeconds=1" "$TMP/w2"
+watch_bg "$CMS?watch=1&timeoutSeconds=3" "$TMP/w2"
 req POST $CMS "$(cm three b)"
 wait $WPID
 expect_eq "synthetic ADDED then live" '["ADDED","one"] ["ADDED","three"] ' "$(events "$TMP/w2")"
@@ -37,7 +39,7 @@ expect_eq "synthetic ADDED then live" '["ADDED","one"] ["ADDED","three"] ' "$(ev
 # Label selector; an object leaving the selection is seen as DELETED.
 req GET $CMS
 RV=$(jqr .metadata.resourceVersion)
-watch_bg "$CMS?watch=true&resourceVersion=$RV&labelSelector=app%3Db&timeoutSeconds=2" "$TMP/w3"
+watch_bg "$CMS?watch=true&resourceVersion=$RV&labelSelector=app%3Db&timeoutSeconds=4" "$TMP/w3"
 req POST $CMS "$(cm four a)"
 req PATCH $CMS/one '{"metadata":{"labels":{"app":"b"}}}' application/merge-patch+json
 req PATCH $CMS/three '{"metadata":{"labels":{"app":"c"}}}' application/merge-patch+json
@@ -47,7 +49,7 @@ expect_eq "selector transitions" '["ADDED","one"] ["DELETED","three"] ' "$(event
 # Field selector on a watch.
 req GET $CMS
 RV=$(jqr .metadata.resourceVersion)
-watch_bg "$CMS?watch=true&resourceVersion=$RV&fieldSelector=metadata.name%3Dfour&timeoutSeconds=2" "$TMP/w4"
+watch_bg "$CMS?watch=true&resourceVersion=$RV&fieldSelector=metadata.name%3Dfour&timeoutSeconds=4" "$TMP/w4"
 req PATCH $CMS/one '{"data":{"x":"1"}}' application/merge-patch+json
 req PATCH $CMS/four '{"data":{"x":"1"}}' application/merge-patch+json
 wait $WPID
@@ -68,9 +70,9 @@ expect_eq "bookmark object" "{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"met
 # Namespaced watch ignores other namespaces; all-namespace watch sees them.
 req POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"other"}}'
 RV=$(jqr .metadata.resourceVersion)
-watch_bg "$CMS?watch=true&resourceVersion=$RV&timeoutSeconds=1" "$TMP/w6"
+watch_bg "$CMS?watch=true&resourceVersion=$RV&timeoutSeconds=3" "$TMP/w6"
 W6=$WPID
-watch_bg "/api/v1/configmaps?watch=true&resourceVersion=$RV&timeoutSeconds=1" "$TMP/w7"
+watch_bg "/api/v1/configmaps?watch=true&resourceVersion=$RV&timeoutSeconds=3" "$TMP/w7"
 req POST /api/v1/namespaces/other/configmaps "$(cm five a)"
 wait $W6 $WPID
 expect_eq "namespaced watch" '' "$(events "$TMP/w6")"

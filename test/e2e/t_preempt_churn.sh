@@ -149,6 +149,17 @@ held_gib() { kubectl -n "$1" get pods -o json | jq '[.items[] | select(.metadata
 settled() { [[ $(used_gib "$NSA") == $(held_gib "$NSA") && $(used_gib "$NSB") == $(held_gib "$NSB") ]]; }
 eventually 60 settled
 check "A's and B's status.used are what their admitted pods hold" "$(held_gib "$NSA") $(held_gib "$NSB")" "$(used_gib "$NSA") $(used_gib "$NSB")"
+# What a run that did not settle leaves to read (the suite's folder goes
+# at e2e_down): the quotas' status, the pods still gated, the leader and
+# the controllers' last words.
+if ! settled; then
+    echo "# not settled: leader controller-$(leader)"
+    for ns in "$NSA" "$NSB"; do
+        echo "# $ns status: $(kubectl -n "$ns" get gq team -o json | jq -c '.status | del(.conditions)')"
+        echo "# $ns gated: $(kubectl -n "$ns" get pods -o json | jq -c '[.items[] | select([.spec.schedulingGates[]?] | length > 0) | .metadata.name]')"
+    done
+    for n in 0 1; do tail -15 "$E2E/controller-$n.log" | sed "s/^/# controller-$n: /"; done
+fi
 
 # ------------------------------------------------------------ 1. never over
 sleep 1

@@ -9,7 +9,7 @@ add_test(NAME mutate_integration
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mutate_integration.sh $<TARGET_FILE:gpuquota>
                  ${GQ_TEST_DATA} ${CMAKE_SOURCE_DIR}/deploy/examples/pods
                  ${CMAKE_CURRENT_SOURCE_DIR}/bench/wrk.lua)
-set_tests_properties(mutate_integration PROPERTIES TIMEOUT 300)
+set_tests_properties(mutate_integration PROPERTIES TIMEOUT 600)
 
 # The shared JSON parser (strict, pruning) that /mutate decodes reviews with.
 gq_unit_test(test_jsonutil unit/common/test_jsonutil.c)

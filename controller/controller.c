@@ -962,6 +962,8 @@ static bool quota_sync(ctl_controller *c, quota_pass *p, int *result)
     gq_err_clear(&err);
     for (int attempt = 0;; attempt++) {
         if (quota_evaluate(c, p, &err)) {
+            GQ_WARN("%s %s%s%s: reconcile failed, requeued: %s", r->kind, r->ns, r->sep, r->name,
+                    err.msg[0] ? err.msg : "out of memory");
             ctl_backoff(c, key);
             *result = RES_ERROR;
             return false;
